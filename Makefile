@@ -1,0 +1,42 @@
+# Thin wrapper over CMake. The README's two commands: `make demo`, `make test`.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_OPTS ?=
+FUZZ_SECONDS ?= 20
+
+.PHONY: all deps build test test-release test-asan demo bench fuzz format clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_OPTS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_OPTS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTPS_SANITIZE=ON $(CMAKE_OPTS) >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@echo "== tests: Release =="
+	@cd $(BUILD) && ctest --output-on-failure
+	@echo "== tests: AddressSanitizer + UndefinedBehaviorSanitizer =="
+	@cd $(ASAN_BUILD) && ctest --output-on-failure
+
+demo: deps build
+	@scripts/demo.sh $(BUILD)/tps
+
+bench: deps build
+	@scripts/bench.sh $(BUILD)
+
+fuzz: deps
+	@scripts/fuzz.sh $(FUZZ_SECONDS)
+
+format:
+	@clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

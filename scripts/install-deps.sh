@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tps needs, and only those that are missing.
+# Idempotent: a second run installs nothing. Runs apt-get as root, or via sudo.
+set -euo pipefail
+
+# package|why tps needs it
+deps=(
+  "build-essential|C compiler and make"
+  "cmake|the build system (CMakeLists.txt)"
+  "pkg-config|locates the libraries below at configure time"
+  "libevent-dev|tps serve: HTTP server (evhttp) and its event loop"
+  "libcurl4-openssl-dev|tps bench: HTTP/HTTPS client (curl multi) for streaming requests"
+  "libjansson-dev|JSON parsing with line/column errors (API, results, reports)"
+  "libpcre2-dev|BPE pre-tokenizer regexes with Unicode classes"
+  "libcriterion-dev|unit tests (run by ctest)"
+  "clang|libFuzzer harnesses (make fuzz)"
+  "libclang-rt-14-dev|sanitizer and libFuzzer runtimes for clang"
+  "gnuplot-nox|tps report: SVG plots"
+)
+
+missing=()
+for entry in "${deps[@]}"; do
+  pkg=${entry%%|*}
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+    echo "install-deps: will install $pkg (${entry#*|})"
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#deps[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  SUDO=
+elif command -v sudo >/dev/null 2>&1; then
+  SUDO=sudo
+else
+  echo "install-deps: need root or sudo to install: ${missing[*]}" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: installed ${missing[*]}"

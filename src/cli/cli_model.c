@@ -1,0 +1,194 @@
+/* `tps model info` and `tps model make`: argument parsing and printing only;
+ * the GGUF and Llama logic lives in src/model. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "model/gguf.h"
+#include "model/llama_config.h"
+
+static void info_usage(FILE *out) {
+    fprintf(out, "usage: tps model info FILE.gguf [--json]\n"
+                 "\n"
+                 "Prints a GGUF file's architecture, parameter count, file size, tensor types\n"
+                 "(count and bytes per type), context length, embedding and FFN sizes, layers,\n"
+                 "heads and KV heads, RoPE base, tokenizer model and vocabulary size, BOS/EOS\n"
+                 "ids and whether it carries a chat template. --json prints one JSON object.\n");
+}
+
+/* Token-id keys store u32; 4294967295 (-1) means "none". */
+static json_t *token_id_json(const gguf_file *f, const char *key) {
+    int64_t v;
+    if (gguf_get_i64(f, key, &v) != 0 || v < 0 || v >= 0xffffffffLL) return json_null();
+    return json_integer(v);
+}
+
+static json_t *str_json(const gguf_file *f, const char *key) {
+    gguf_str s;
+    if (gguf_get_str(f, key, &s) != 0) return json_null();
+    return json_stringn(s.ptr, s.len);
+}
+
+/* Everything `model info` reports, as one JSON object; keys absent from the
+ * file are null, so vocab-only files still describe themselves. */
+static json_t *model_info_json(const gguf_file *f, const char *path, tps_err *cfg_err,
+                               bool *cfg_ok) {
+    json_t *o = json_object();
+    json_object_set_new(o, "file", json_string(path));
+    json_object_set_new(o, "file_bytes", json_integer((json_int_t)f->size));
+    json_object_set_new(o, "gguf_version", json_integer(f->version));
+    json_object_set_new(o, "architecture", str_json(f, "general.architecture"));
+    json_object_set_new(o, "name", str_json(f, "general.name"));
+    uint64_t params = 0;
+    json_t *types = json_object();
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        params += t->n_elements;
+        const char *tn = ggml_type_get(t->type)->name;
+        json_t *e = json_object_get(types, tn);
+        if (!e) {
+            e = json_object();
+            json_object_set_new(e, "tensors", json_integer(0));
+            json_object_set_new(e, "bytes", json_integer(0));
+            json_object_set_new(types, tn, e);
+        }
+        json_object_set_new(e, "tensors",
+                            json_integer(json_integer_value(json_object_get(e, "tensors")) + 1));
+        json_object_set_new(e, "bytes", json_integer(json_integer_value(json_object_get(e, "bytes")) +
+                                                     (json_int_t)t->nbytes));
+    }
+    json_object_set_new(o, "tensors", json_integer((json_int_t)f->n_tensors));
+    json_object_set_new(o, "parameters", json_integer((json_int_t)params));
+    json_object_set_new(o, "tensor_types", types);
+
+    llama_config cfg;
+    *cfg_ok = llama_config_read(&cfg, f, cfg_err) == 0;
+    if (*cfg_ok) {
+        json_object_set_new(o, "context_length", json_integer(cfg.ctx_len));
+        json_object_set_new(o, "embedding_length", json_integer(cfg.dim));
+        json_object_set_new(o, "feed_forward_length", json_integer(cfg.ffn_dim));
+        json_object_set_new(o, "layers", json_integer(cfg.n_layers));
+        json_object_set_new(o, "heads", json_integer(cfg.n_heads));
+        json_object_set_new(o, "kv_heads", json_integer(cfg.n_kv_heads));
+        json_object_set_new(o, "head_dim", json_integer(cfg.head_dim));
+        json_object_set_new(o, "rope_freq_base", json_real(cfg.rope_base));
+        json_object_set_new(o, "rms_norm_eps", json_real(cfg.rms_eps));
+        json_object_set_new(o, "vocab_size", json_integer(cfg.n_vocab));
+    }
+    json_object_set_new(o, "tokenizer_model", str_json(f, "tokenizer.ggml.model"));
+    json_object_set_new(o, "tokenizer_pre", str_json(f, "tokenizer.ggml.pre"));
+    gguf_value toks;
+    json_object_set_new(o, "tokenizer_tokens",
+                        gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &toks) == 0
+                            ? json_integer((json_int_t)toks.arr.n)
+                            : json_null());
+    json_object_set_new(o, "bos_token_id", token_id_json(f, "tokenizer.ggml.bos_token_id"));
+    json_object_set_new(o, "eos_token_id", token_id_json(f, "tokenizer.ggml.eos_token_id"));
+    json_object_set_new(o, "chat_template", json_boolean(gguf_find(f, "tokenizer.chat_template")));
+    return o;
+}
+
+static void print_field(const char *label, json_t *v) {
+    printf("  %-22s ", label);
+    if (json_is_null(v) || !v) printf("-");
+    else if (json_is_integer(v)) printf("%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v)) printf("%g", json_real_value(v));
+    else if (json_is_string(v)) printf("%s", json_string_value(v));
+    else if (json_is_boolean(v)) printf("%s", json_is_true(v) ? "yes" : "no");
+    printf("\n");
+}
+
+static void print_human(json_t *o) {
+    printf("%s\n", json_string_value(json_object_get(o, "file")));
+    print_field("architecture", json_object_get(o, "architecture"));
+    print_field("name", json_object_get(o, "name"));
+    double mib = (double)json_integer_value(json_object_get(o, "file_bytes")) / (1024.0 * 1024.0);
+    printf("  %-22s %.2f MiB (GGUF v%lld)\n", "file size", mib,
+           (long long)json_integer_value(json_object_get(o, "gguf_version")));
+    double params = (double)json_integer_value(json_object_get(o, "parameters"));
+    printf("  %-22s %.0f (%.2f M)\n", "parameters", params, params / 1e6);
+    print_field("tensors", json_object_get(o, "tensors"));
+    const char *tn;
+    json_t *e;
+    json_object_foreach(json_object_get(o, "tensor_types"), tn, e) {
+        printf("    %-20s %lld tensors, %.2f MiB\n", tn,
+               (long long)json_integer_value(json_object_get(e, "tensors")),
+               (double)json_integer_value(json_object_get(e, "bytes")) / (1024.0 * 1024.0));
+    }
+    print_field("context length", json_object_get(o, "context_length"));
+    print_field("embedding length", json_object_get(o, "embedding_length"));
+    print_field("feed-forward length", json_object_get(o, "feed_forward_length"));
+    print_field("layers", json_object_get(o, "layers"));
+    print_field("heads", json_object_get(o, "heads"));
+    print_field("kv heads", json_object_get(o, "kv_heads"));
+    print_field("head dim", json_object_get(o, "head_dim"));
+    print_field("rope freq base", json_object_get(o, "rope_freq_base"));
+    print_field("rms norm eps", json_object_get(o, "rms_norm_eps"));
+    print_field("tokenizer model", json_object_get(o, "tokenizer_model"));
+    print_field("tokenizer pre", json_object_get(o, "tokenizer_pre"));
+    print_field("vocabulary size", json_object_get(o, "tokenizer_tokens"));
+    print_field("bos token id", json_object_get(o, "bos_token_id"));
+    print_field("eos token id", json_object_get(o, "eos_token_id"));
+    print_field("chat template", json_object_get(o, "chat_template"));
+}
+
+static int cmd_info(int argc, char **argv) {
+    const char *path = NULL;
+    bool as_json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) as_json = true;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            info_usage(stdout);
+            return 0;
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "tps model info: unknown option '%s'\n", argv[i]);
+            info_usage(stderr);
+            return 2;
+        } else if (!path) path = argv[i];
+        else {
+            fprintf(stderr, "tps model info: one file at a time\n");
+            return 2;
+        }
+    }
+    if (!path) {
+        info_usage(stderr);
+        return 2;
+    }
+    tps_err err = {0};
+    gguf_file *f;
+    if (gguf_open(&f, path, &err) != 0) {
+        fprintf(stderr, "tps model info: %s\n", err.msg);
+        return 1;
+    }
+    tps_err cfg_err = {0};
+    bool cfg_ok;
+    json_t *o = model_info_json(f, path, &cfg_err, &cfg_ok);
+    if (as_json) {
+        char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+        printf("%s\n", s);
+        free(s);
+    } else {
+        print_human(o);
+        if (!cfg_ok && f->n_tensors > 0) printf("  (not a runnable model: %s)\n", cfg_err.msg);
+        else if (!cfg_ok) printf("  (no tensors: a vocabulary-only file)\n");
+    }
+    json_decref(o);
+    gguf_close(f);
+    return 0;
+}
+
+int cli_model(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fprintf(argc < 2 ? stderr : stdout,
+                "usage: tps model info FILE.gguf [--json]\n"
+                "       tps model make --preset P --type T [--vocab FILE.gguf] [--seed S] -o "
+                "OUT.gguf\n");
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "make")) return cli_model_make(argc - 1, argv + 1);
+    fprintf(stderr, "tps model: unknown subcommand '%s' (info, make)\n", argv[1]);
+    return 2;
+}

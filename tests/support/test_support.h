@@ -1,0 +1,30 @@
+/* Helpers shared by the tests: where ../shared lives, skipping cleanly when it
+ * is absent, running the tps binary and capturing its output. */
+#ifndef TPS_TEST_SUPPORT_H
+#define TPS_TEST_SUPPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Absolute path of a file under ../shared (static buffer per call site is not
+ * needed: returns a malloc'ed string the caller frees). */
+char *shared_path(const char *rel);
+/* True when ../shared/<rel> exists. */
+bool shared_has(const char *rel);
+/* Reads a whole file; NULL on failure. *len gets its size. Caller frees. */
+char *read_file_all(const char *path, size_t *len);
+/* Runs `tps <args>` through /bin/sh, capturing stdout (and stderr when
+ * merge_stderr). Returns the exit status (or -1); *out is malloc'ed. */
+int run_tps(const char *args, bool merge_stderr, char **out);
+
+/* Skips the current Criterion test with a clear message when a shared file
+ * the test needs is missing. */
+#define REQUIRE_SHARED(rel)                                                                        \
+    do {                                                                                           \
+        if (!shared_has(rel))                                                                      \
+            cr_skip_test("../shared/%s not found: this test needs the shared reference data "     \
+                         "beside the checkout",                                                    \
+                         rel);                                                                     \
+    } while (0)
+
+#endif

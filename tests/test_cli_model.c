@@ -1,0 +1,63 @@
+/* `tps model info` as a user runs it: the facts of stories260K, --json, and
+ * clear errors for bad files and flags. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/test_support.h"
+
+Test(cli_model, info_prints_the_facts_of_stories260K) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    char *out;
+    char args[1024];
+    snprintf(args, sizeof args, "model info '%s/models/stories260K.gguf'", TPS_SHARED_DIR);
+    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    cr_expect(strstr(out, "architecture           llama") != NULL, "%s", out);
+    cr_expect(strstr(out, "layers                 5") != NULL, "%s", out);
+    cr_expect(strstr(out, "kv heads               4") != NULL, "%s", out);
+    cr_expect(strstr(out, "vocabulary size        512") != NULL, "%s", out);
+    free(out);
+}
+
+Test(cli_model, info_json_is_one_object_with_the_same_facts) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    char *out;
+    char args[1024];
+    snprintf(args, sizeof args, "model info --json '%s/models/stories260K.gguf'", TPS_SHARED_DIR);
+    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    json_error_t jerr;
+    json_t *o = json_loads(out, 0, &jerr);
+    cr_assert_not_null(o, "not JSON: %s", jerr.text);
+    cr_expect_str_eq(json_string_value(json_object_get(o, "architecture")), "llama");
+    cr_expect_eq(json_integer_value(json_object_get(o, "layers")), 5);
+    cr_expect_eq(json_integer_value(json_object_get(o, "embedding_length")), 64);
+    cr_expect_eq(json_integer_value(json_object_get(o, "heads")), 8);
+    cr_expect_eq(json_integer_value(json_object_get(o, "kv_heads")), 4);
+    cr_expect_eq(json_integer_value(json_object_get(o, "vocab_size")), 512);
+    cr_expect_eq(json_integer_value(json_object_get(o, "bos_token_id")), 1);
+    cr_expect_eq(json_integer_value(json_object_get(o, "eos_token_id")), 2);
+    cr_expect(json_is_false(json_object_get(o, "chat_template")));
+    json_t *f32 = json_object_get(json_object_get(o, "tensor_types"), "f32");
+    cr_expect_eq(json_integer_value(json_object_get(f32, "tensors")), 48);
+    json_decref(o);
+    free(out);
+}
+
+Test(cli_model, info_on_a_non_gguf_file_fails_with_a_message) {
+    char *out;
+    char args[1024];
+    snprintf(args, sizeof args, "model info '%s/CMakeLists.txt'", TPS_SOURCE_DIR);
+    cr_expect_eq(run_tps(args, true, &out), 1);
+    cr_expect(strstr(out, "not a GGUF file") != NULL, "%s", out);
+    free(out);
+}
+
+Test(cli_model, unknown_flag_is_rejected) {
+    char *out;
+    cr_expect_eq(run_tps("model info --bogus x.gguf", true, &out), 2);
+    cr_expect(strstr(out, "unknown option '--bogus'") != NULL, "%s", out);
+    free(out);
+    cr_expect_eq(run_tps("frobnicate", true, &out), 2);
+    free(out);
+}
