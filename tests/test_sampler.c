@@ -1,0 +1,771 @@
+/* Tests for engine/sampler (the sampling chain) and engine/stop (stop
+ * tokens and the streaming stop-string matcher). Exact where exactness is
+ * possible; the one statistical test names its tolerance. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/sampler.h"
+#include "engine/stop.h"
+
+/* Empirical frequencies over FREQ_DRAWS draws must match the exact
+ * probabilities within FREQ_TOL (absolute). The standard deviation of a
+ * frequency is sqrt(p(1-p)/N) <= 0.0036 at N = 20000, so 0.015 is > 4 sigma;
+ * the seed is fixed, so the test is deterministic anyway. */
+#define FREQ_DRAWS 20000
+#define FREQ_TOL   0.015
+
+/* ---------------------------------------------------------------------------
+ * Helpers
+ * ------------------------------------------------------------------------- */
+
+static sampler_vocab vocab_of(int32_t n_vocab) {
+    sampler_vocab v = {.n_vocab = n_vocab, .n_ctx = 4096, .n_eog = 0};
+    return v;
+}
+
+static sampler *make(const sampler_params *p, const sampler_vocab *v) {
+    sampler *s = NULL;
+    tps_err err = {{0}};
+    int rc = sampler_create(&s, p, v, &err);
+    cr_assert_eq(rc, 0, "sampler_create: %s", err.msg);
+    return s;
+}
+
+/* Samples once from a private copy of logits (the sampler writes into it). */
+static int32_t sample_copy(sampler *s, const float *logits, int32_t n, float *scratch) {
+    memcpy(scratch, logits, (size_t)n * sizeof *logits);
+    return sampler_sample(s, scratch);
+}
+
+/* Deterministic pseudo-random logits in [-scale, scale). */
+static void fill_logits(float *l, int32_t n, uint32_t seed, float scale) {
+    uint32_t x = seed * 2654435761u + 1;
+    for (int32_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        l[i] = ((float)(x >> 8) / (float)(1u << 24) * 2.0f - 1.0f) * scale;
+    }
+}
+
+static bool cand_has(const sampler_cand *c, size_t n, int32_t id) {
+    for (size_t i = 0; i < n; i++)
+        if (c[i].id == id) return true;
+    return false;
+}
+
+/* ---------------------------------------------------------------------------
+ * Greedy and top_k
+ * ------------------------------------------------------------------------- */
+
+Test(sampler, greedy_is_argmax_with_ties_to_lowest_id) {
+    sampler_params p;
+    sampler_params_default(&p);
+    p.temperature = 0.0f;
+    sampler_vocab v = vocab_of(6);
+    sampler *s = make(&p, &v);
+    float l1[6] = {0.1f, 3.0f, -2.0f, 2.9f, 0.0f, 1.0f};
+    cr_assert_eq(sampler_sample(s, l1), 1);
+    float l2[6] = {0.1f, 3.0f, -2.0f, 3.0f, 0.0f, 3.0f};
+    cr_assert_eq(sampler_sample(s, l2), 1, "ties go to the lowest id");
+    float l3[6] = {-1.0f, -1.0f, -1.0f, -1.0f, -1.0f, -0.5f};
+    cr_assert_eq(sampler_sample(s, l3), 5);
+    float l4[6] = {NAN, -5.0f, NAN, -4.0f, -INFINITY, NAN};
+    cr_assert_eq(sampler_sample(s, l4), 3, "NaN never wins");
+    sampler_free(s);
+}
+
+Test(sampler, greedy_ignores_top_k_top_p_min_p) {
+    sampler_params p;
+    sampler_params_default(&p);
+    p.temperature = 0.0f;
+    p.top_k = 3;
+    p.top_p = 0.1f;
+    p.min_p = 0.9f;
+    sampler_vocab v = vocab_of(5);
+    sampler *s = make(&p, &v);
+    float l[5] = {1.0f, 2.0f, 5.0f, 5.0f, 4.0f};
+    cr_assert_eq(sampler_sample(s, l), 2);
+    sampler_free(s);
+}
+
+Test(sampler, top_k_1_equals_greedy_at_any_temperature) {
+    enum { N = 32000 };
+    float *logits = malloc(N * sizeof *logits), *tmp = malloc(N * sizeof *tmp);
+    const float temps[] = {0.1f, 1.0f, 2.0f, 50.0f};
+    for (int trial = 0; trial < 8; trial++) {
+        fill_logits(logits, N, (uint32_t)trial, 4.0f);
+        if (trial == 3) logits[N - 1] = logits[17] = 100.0f; /* tie: lower id wins */
+        int32_t want = 0;
+        for (int32_t i = 1; i < N; i++)
+            if (logits[i] > logits[want]) want = i;
+        for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++) {
+            sampler_params p;
+            sampler_params_default(&p);
+            p.temperature = temps[t];
+            p.top_k = 1;
+            p.seed = 1234 + (uint64_t)t;
+            sampler_vocab v = vocab_of(N);
+            sampler *s = make(&p, &v);
+            for (int k = 0; k < 5; k++)
+                cr_assert_eq(sample_copy(s, logits, N, tmp), want, "trial %d T=%g", trial,
+                             temps[t]);
+            sampler_free(s);
+        }
+    }
+    free(logits);
+    free(tmp);
+}
+
+Test(sampler, top_k_keeps_exactly_the_k_largest_by_partial_selection) {
+    enum { N = 50000, K = 40 };
+    float *logits = malloc(N * sizeof *logits), *tmp = malloc(N * sizeof *tmp);
+    fill_logits(logits, N, 7, 10.0f);
+    /* Reference: full sort of ids by (logit desc, id asc). */
+    int32_t *ids = malloc(N * sizeof *ids);
+    for (int32_t i = 0; i < N; i++)
+        ids[i] = i;
+    for (int32_t i = 0; i < K; i++) { /* selection of the K best, O(NK) */
+        int32_t b = i;
+        for (int32_t j = i + 1; j < N; j++)
+            if (logits[ids[j]] > logits[ids[b]] ||
+                (logits[ids[j]] == logits[ids[b]] && ids[j] < ids[b]))
+                b = j;
+        int32_t t = ids[i];
+        ids[i] = ids[b];
+        ids[b] = t;
+    }
+    sampler_params p;
+    sampler_params_default(&p);
+    p.top_k = K;
+    sampler_vocab v = vocab_of(N);
+    sampler *s = make(&p, &v);
+    memcpy(tmp, logits, N * sizeof *tmp);
+    const sampler_cand *c;
+    size_t n = sampler_candidates(s, tmp, &c);
+    cr_assert_eq(n, K);
+    for (int32_t i = 0; i < K; i++)
+        cr_assert(cand_has(c, n, ids[i]), "missing id %d", ids[i]);
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sum += c[i].p;
+    cr_assert_float_eq(sum, 1.0, 1e-5);
+    sampler_free(s);
+    free(ids);
+    free(logits);
+    free(tmp);
+}
+
+Test(sampler, infinite_logits_stay_within_top_k_scratch) {
+    enum { N = 10 };
+    sampler_params p;
+    sampler_params_default(&p);
+    p.top_k = 2;
+    sampler_vocab v = vocab_of(N);
+    sampler *s = make(&p, &v);
+    float l[N];
+    for (int i = 0; i < N; i++)
+        l[i] = INFINITY;
+    int32_t t = sampler_sample(s, l);
+    cr_assert(t == 0 || t == 1, "picked %d", t);
+    sampler_free(s);
+}
+
+/* ---------------------------------------------------------------------------
+ * Seeds and distribution
+ * ------------------------------------------------------------------------- */
+
+static void draw_sequence(uint64_t seed, int32_t *out, int n) {
+    enum { N = 1000 };
+    float logits[N], tmp[N];
+    fill_logits(logits, N, 3, 1.0f);
+    sampler_params p;
+    sampler_params_default(&p);
+    p.seed = seed;
+    p.temperature = 1.5f;
+    sampler_vocab v = vocab_of(N);
+    sampler *s = make(&p, &v);
+    for (int i = 0; i < n; i++)
+        out[i] = sample_copy(s, logits, N, tmp);
+    sampler_free(s);
+}
+
+Test(sampler, same_seed_gives_same_tokens_different_seed_differs) {
+    int32_t a[64], b[64], c[64];
+    draw_sequence(42, a, 64);
+    draw_sequence(42, b, 64);
+    draw_sequence(43, c, 64);
+    cr_assert_arr_eq(a, b, sizeof a, "same seed, same tokens");
+    cr_assert_arr_neq(a, c, sizeof a, "different seed, different tokens");
+}
+
+Test(sampler, seeded_sequence_is_independent_of_other_samplers) {
+    int32_t alone[64];
+    draw_sequence(42, alone, 64);
+    /* Interleave with another sequence's sampler drawing in between. */
+    enum { N = 1000 };
+    float logits[N], tmp[N];
+    fill_logits(logits, N, 3, 1.0f);
+    sampler_params p;
+    sampler_params_default(&p);
+    p.seed = 42;
+    p.temperature = 1.5f;
+    sampler_vocab v = vocab_of(N);
+    sampler *s = make(&p, &v);
+    p.seed = 99;
+    sampler *other = make(&p, &v);
+    for (int i = 0; i < 64; i++) {
+        (void)sample_copy(other, logits, N, tmp);
+        cr_assert_eq(sample_copy(s, logits, N, tmp), alone[i]);
+    }
+    sampler_reset(s, 42);
+    for (int i = 0; i < 64; i++)
+        cr_assert_eq(sample_copy(s, logits, N, tmp), alone[i], "reset re-seeds");
+    sampler_free(other);
+    sampler_free(s);
+}
+
+Test(sampler, frequencies_match_softmax_of_logits_over_temperature) {
+    enum { N = 6 };
+    const float logits[N] = {1.0f, 2.0f, 0.5f, 1.5f, -1.0f, 0.0f};
+    const float temps[] = {0.7f, 1.0f, 2.0f};
+    for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++) {
+        const float T = temps[t];
+        double want[N], z = 0.0;
+        for (int i = 0; i < N; i++)
+            z += (want[i] = exp((double)logits[i] / T));
+        for (int i = 0; i < N; i++)
+            want[i] /= z;
+        sampler_params p;
+        sampler_params_default(&p);
+        p.temperature = T;
+        p.seed = 2024;
+        sampler_vocab v = vocab_of(N);
+        sampler *s = make(&p, &v);
+        int count[N] = {0};
+        float tmp[N];
+        for (int k = 0; k < FREQ_DRAWS; k++)
+            count[sample_copy(s, logits, N, tmp)]++;
+        for (int i = 0; i < N; i++) {
+            double got = (double)count[i] / FREQ_DRAWS;
+            cr_assert(fabs(got - want[i]) <= FREQ_TOL, "T=%g id %d: freq %.4f, softmax %.4f", T, i,
+                      got, want[i]);
+        }
+        sampler_free(s);
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * top_p and min_p boundaries
+ * ------------------------------------------------------------------------- */
+
+/* Probabilities 0.5, 0.25, 0.125, 0.0625, 0.0625 at temperature 1. */
+static void halving_logits(float *l) {
+    const double pr[5] = {0.5, 0.25, 0.125, 0.0625, 0.0625};
+    for (int i = 0; i < 5; i++)
+        l[i] = (float)log(pr[i]);
+}
+
+/* Runs stages 1-7 (no draw) with a fresh sampler; copies the survivors
+ * into out (room for n). */
+static size_t survivors(const sampler_params *p, float *l, int32_t n, sampler_cand *out) {
+    sampler_vocab v = vocab_of(n);
+    sampler *s = make(p, &v);
+    const sampler_cand *c;
+    size_t k = sampler_candidates(s, l, &c);
+    memcpy(out, c, k * sizeof *c);
+    sampler_free(s);
+    return k;
+}
+
+Test(sampler, top_p_keeps_the_token_that_crosses_and_excludes_the_tail) {
+    sampler_params p;
+    sampler_params_default(&p);
+    sampler_cand c[5];
+    float l[5];
+    /* cumulative: 0.5, 0.75, 0.875, 0.9375, 1 */
+    const struct {
+        float top_p;
+        size_t keep;
+    } cases[] = {{0.4f, 1},  {0.5f, 1},  {0.6f, 2},  {0.74f, 2}, {0.76f, 3},
+                 {0.87f, 3}, {0.88f, 4}, {0.93f, 4}, {0.95f, 5}, {1.0f, 5}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        p.top_p = cases[i].top_p;
+        halving_logits(l);
+        size_t n = survivors(&p, l, 5, c);
+        cr_assert_eq(n, cases[i].keep, "top_p %g kept %zu", cases[i].top_p, n);
+        for (int32_t id = 0; id < (int32_t)cases[i].keep; id++)
+            cr_assert(cand_has(c, n, id));
+    }
+    /* Survivors are renormalized: top_p 0.74 keeps {0.5, 0.25} -> {2/3, 1/3}. */
+    p.top_p = 0.74f;
+    halving_logits(l);
+    size_t n = survivors(&p, l, 5, c);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_float_eq(c[i].p, c[i].id == 0 ? 2.0f / 3 : 1.0f / 3, 1e-6);
+}
+
+Test(sampler, top_p_on_a_large_vocab_equals_a_full_sort_reference) {
+    enum { N = 32000 };
+    float *logits = malloc(N * sizeof *logits), *tmp = malloc(N * sizeof *tmp);
+    sampler_cand *c = malloc(N * sizeof *c);
+    const float scales[] = {1.0f, 8.0f, 30.0f}; /* flat, peaked, very peaked */
+    const float tops[] = {0.5f, 0.9f, 0.99f};
+    for (size_t si = 0; si < 3; si++) {
+        fill_logits(logits, N, 11 + (uint32_t)si, scales[si]);
+        /* Reference: the exact mass z over the whole vocab, in double. */
+        float m = -INFINITY;
+        for (int32_t i = 0; i < N; i++)
+            m = fmaxf(m, logits[i]);
+        double z = 0.0;
+        for (int32_t i = 0; i < N; i++)
+            z += exp((double)logits[i] - m);
+        for (size_t ti = 0; ti < 3; ti++) {
+            sampler_params p;
+            sampler_params_default(&p);
+            p.top_p = tops[ti];
+            memcpy(tmp, logits, N * sizeof *tmp);
+            size_t n = survivors(&p, tmp, N, c);
+            /* Every survivor must outrank every non-survivor, and the mass
+             * without the weakest survivor must be below top_p. */
+            float weakest = INFINITY, strongest_out = -INFINITY;
+            double kept = 0.0;
+            char *in = calloc(N, 1);
+            for (size_t i = 0; i < n; i++) {
+                in[c[i].id] = 1;
+                weakest = fminf(weakest, c[i].logit);
+                kept += exp((double)c[i].logit - m);
+            }
+            for (int32_t i = 0; i < N; i++)
+                if (!in[i]) strongest_out = fmaxf(strongest_out, logits[i]);
+            cr_assert(weakest >= strongest_out, "scale %g top_p %g: not a prefix", scales[si],
+                      tops[ti]);
+            cr_assert(kept / z >= tops[ti] - 1e-5, "kept mass %g < top_p", kept / z);
+            cr_assert((kept - exp((double)weakest - m)) / z < tops[ti] + 1e-5,
+                      "nucleus not minimal");
+            free(in);
+        }
+    }
+    free(c);
+    free(logits);
+    free(tmp);
+}
+
+Test(sampler, min_p_drops_tokens_below_min_p_times_max_probability) {
+    sampler_params p;
+    sampler_params_default(&p);
+    sampler_cand c[5];
+    float l[5];
+    /* p / p_max: 1, 0.5, 0.25, 0.125, 0.125 */
+    const struct {
+        float min_p;
+        size_t keep;
+    } cases[] = {{0.0f, 5}, {0.1f, 5}, {0.2f, 3}, {0.3f, 2}, {0.6f, 1}, {1.0f, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        p.min_p = cases[i].min_p;
+        halving_logits(l);
+        size_t n = survivors(&p, l, 5, c);
+        cr_assert_eq(n, cases[i].keep, "min_p %g kept %zu", cases[i].min_p, n);
+        for (int32_t id = 0; id < (int32_t)cases[i].keep; id++)
+            cr_assert(cand_has(c, n, id));
+    }
+    /* min_p is measured at temperature 1: a high temperature keeps the same set. */
+    p.min_p = 0.2f;
+    p.temperature = 5.0f;
+    halving_logits(l);
+    cr_assert_eq(survivors(&p, l, 5, c), 3);
+    /* With top_p: top_p keeps 4 (0.9), then min_p 0.2 keeps 3. */
+    p.temperature = 1.0f;
+    p.top_p = 0.9f;
+    halving_logits(l);
+    cr_assert_eq(survivors(&p, l, 5, c), 3);
+    /* With top_k 2 first: min_p 0.2 cannot add back. */
+    p.top_k = 2;
+    halving_logits(l);
+    cr_assert_eq(survivors(&p, l, 5, c), 2);
+}
+
+Test(sampler, top_p_is_computed_over_the_top_k_survivors) {
+    sampler_params p;
+    sampler_params_default(&p);
+    sampler_cand c[5];
+    float l[5];
+    /* top_k 2 leaves {0.5, 0.25} -> renormalized {2/3, 1/3}: top_p 0.6 keeps 1
+     * (over the whole vocab it would keep 2). */
+    p.top_k = 2;
+    p.top_p = 0.6f;
+    halving_logits(l);
+    cr_assert_eq(survivors(&p, l, 5, c), 1);
+    p.top_p = 0.7f;
+    halving_logits(l);
+    cr_assert_eq(survivors(&p, l, 5, c), 2);
+}
+
+/* ---------------------------------------------------------------------------
+ * Penalties and EOS
+ * ------------------------------------------------------------------------- */
+
+Test(sampler, penalties_change_logits_exactly_as_the_formulas) {
+    enum { N = 8 };
+    sampler_params p;
+    sampler_params_default(&p);
+    p.repetition_penalty = 1.3f;
+    p.frequency_penalty = 0.5f;
+    p.presence_penalty = 0.25f;
+    sampler_vocab v = vocab_of(N);
+    sampler *s = make(&p, &v);
+    const int32_t hist[] = {2, 5, 2, 7, 2, 5};
+    for (size_t i = 0; i < sizeof hist / sizeof hist[0]; i++)
+        cr_assert_eq(sampler_accept(s, hist[i]), 0);
+    const float raw[N] = {1.0f, -1.0f, 2.0f, 0.5f, 0.0f, -3.0f, 4.0f, 0.0f};
+    float l[N];
+    memcpy(l, raw, sizeof l);
+    sampler_apply_penalties(s, l);
+    const int count[N] = {0, 0, 3, 0, 0, 2, 0, 1};
+    for (int i = 0; i < N; i++) {
+        float want = raw[i];
+        if (count[i] > 0) {
+            want = want > 0.0f ? want / 1.3f : want * 1.3f;
+            want -= (float)count[i] * 0.5f + 0.25f;
+        }
+        cr_assert_eq(l[i], want, "id %d: got %g want %g", i, l[i], want);
+    }
+    cr_assert_eq(sampler_accept(s, N), TPS_ERANGE);
+    cr_assert_eq(sampler_accept(s, -1), TPS_ERANGE);
+    sampler_free(s);
+}
+
+Test(sampler, penalty_window_forgets_tokens_older_than_last_n) {
+    enum { N = 16 };
+    sampler_params p;
+    sampler_params_default(&p);
+    p.presence_penalty = 1.0f;
+    p.penalty_last_n = 3;
+    sampler_vocab v = vocab_of(N);
+    sampler *s = make(&p, &v);
+    /* Window after these: {4, 5, 4}. Tokens 1..3 fell out. */
+    const int32_t hist[] = {1, 2, 3, 3, 4, 5, 4};
+    for (size_t i = 0; i < sizeof hist / sizeof hist[0]; i++)
+        sampler_accept(s, hist[i]);
+    float l[N] = {0};
+    sampler_apply_penalties(s, l);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(l[i], (i == 4 || i == 5) ? -1.0f : 0.0f, "id %d: %g", i, l[i]);
+    sampler_free(s);
+
+    /* A long run through a small map exercises deletion; compare to a recount. */
+    p.penalty_last_n = 5;
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 1.0f;
+    s = make(&p, &v);
+    int32_t seq[500];
+    uint32_t x = 5;
+    for (int i = 0; i < 500; i++) {
+        x = x * 1664525u + 1013904223u;
+        seq[i] = (int32_t)((x >> 16) % N);
+        sampler_accept(s, seq[i]);
+        if (i % 37 != 0) continue;
+        int want[N] = {0};
+        for (int j = i; j >= 0 && j > i - 5; j--)
+            want[seq[j]]++;
+        float z[N] = {0};
+        sampler_apply_penalties(s, z);
+        for (int t = 0; t < N; t++)
+            cr_assert_eq(z[t], -(float)want[t], "step %d id %d", i, t);
+    }
+    sampler_free(s);
+}
+
+Test(sampler, penalty_last_n_zero_disables_and_minus_one_means_context) {
+    enum { N = 4 };
+    sampler_params p;
+    sampler_params_default(&p);
+    p.presence_penalty = 1.0f;
+    p.penalty_last_n = 0;
+    sampler_vocab v = vocab_of(N);
+    sampler *s = make(&p, &v);
+    sampler_accept(s, 1);
+    float l[N] = {0};
+    sampler_apply_penalties(s, l);
+    cr_assert_eq(l[1], 0.0f);
+    sampler_free(s);
+
+    p.penalty_last_n = -1;
+    v.n_ctx = 100;
+    s = make(&p, &v);
+    sampler_accept(s, 1);
+    for (int i = 0; i < 99; i++)
+        sampler_accept(s, 2);
+    memset(l, 0, sizeof l);
+    sampler_apply_penalties(s, l);
+    cr_assert_eq(l[1], -1.0f, "still inside a 100-token window");
+    sampler_accept(s, 2);
+    memset(l, 0, sizeof l);
+    sampler_apply_penalties(s, l);
+    cr_assert_eq(l[1], 0.0f, "101st token pushes it out");
+    sampler_free(s);
+}
+
+Test(sampler, repetition_penalty_changes_the_greedy_choice) {
+    enum { N = 3 };
+    sampler_params p;
+    sampler_params_default(&p);
+    p.temperature = 0.0f;
+    p.repetition_penalty = 1.5f;
+    sampler_vocab v = vocab_of(N);
+    sampler *s = make(&p, &v);
+    float l[N] = {3.0f, 2.5f, 0.0f};
+    cr_assert_eq(sampler_sample(s, l), 0);
+    sampler_accept(s, 0);
+    float l2[N] = {3.0f, 2.5f, 0.0f};
+    cr_assert_eq(sampler_sample(s, l2), 1, "3/1.5 = 2 < 2.5");
+    sampler_free(s);
+}
+
+Test(sampler, ignore_eos_never_picks_eos) {
+    enum { N = 4 };
+    sampler_params p;
+    sampler_params_default(&p);
+    p.ignore_eos = true;
+    p.seed = 7;
+    sampler_vocab v = vocab_of(N);
+    v.n_eog = 2;
+    v.eog_ids[0] = 2;
+    v.eog_ids[1] = 3;
+    sampler *s = make(&p, &v);
+    const float logits[N] = {0.0f, 0.0f, 5.0f, 4.0f}; /* EOS/EOT dominate */
+    float tmp[N];
+    for (int k = 0; k < 2000; k++) {
+        int32_t t = sample_copy(s, logits, N, tmp);
+        cr_assert(t == 0 || t == 1, "picked %d", t);
+    }
+    sampler_free(s);
+    p.temperature = 0.0f;
+    s = make(&p, &v);
+    cr_assert_eq(sample_copy(s, logits, N, tmp), 0, "greedy skips EOS too");
+    sampler_free(s);
+    p.ignore_eos = false;
+    s = make(&p, &v);
+    cr_assert_eq(sample_copy(s, logits, N, tmp), 2, "without the flag EOS wins");
+    sampler_free(s);
+}
+
+/* ---------------------------------------------------------------------------
+ * Validation
+ * ------------------------------------------------------------------------- */
+
+static void expect_bad(const sampler_params *p, const char *field) {
+    const char *got = NULL;
+    tps_err err = {{0}};
+    cr_assert_eq(sampler_params_validate(p, &got, &err), TPS_EINVAL, "%s accepted", field);
+    cr_assert_str_eq(got, field);
+    cr_assert(strncmp(err.msg, field, strlen(field)) == 0, "message '%s' should name %s", err.msg,
+              field);
+}
+
+Test(sampler, validation_errors_name_the_field) {
+    sampler_params p, d;
+    sampler_params_default(&d);
+    tps_err err;
+    const char *field = "x";
+    cr_assert_eq(sampler_params_validate(&d, &field, &err), 0);
+    cr_assert_null(field);
+
+    p = d, p.temperature = -0.5f, expect_bad(&p, "temperature");
+    p = d, p.temperature = NAN, expect_bad(&p, "temperature");
+    p = d, p.temperature = INFINITY, expect_bad(&p, "temperature");
+    p = d, p.top_k = -1, expect_bad(&p, "top_k");
+    p = d, p.top_p = 0.0f, expect_bad(&p, "top_p");
+    p = d, p.top_p = 1.5f, expect_bad(&p, "top_p");
+    p = d, p.top_p = NAN, expect_bad(&p, "top_p");
+    p = d, p.min_p = -0.1f, expect_bad(&p, "min_p");
+    p = d, p.min_p = 2.0f, expect_bad(&p, "min_p");
+    p = d, p.repetition_penalty = 0.0f, expect_bad(&p, "repetition_penalty");
+    p = d, p.repetition_penalty = NAN, expect_bad(&p, "repetition_penalty");
+    p = d, p.frequency_penalty = 3.0f, expect_bad(&p, "frequency_penalty");
+    p = d, p.presence_penalty = -INFINITY, expect_bad(&p, "presence_penalty");
+    p = d, p.penalty_last_n = -2, expect_bad(&p, "penalty_last_n");
+
+    sampler *s = NULL;
+    p = d, p.top_p = 2.0f;
+    sampler_vocab v = vocab_of(10);
+    cr_assert_eq(sampler_create(&s, &p, &v, &err), TPS_EINVAL);
+    cr_assert_null(s);
+}
+
+/* ---------------------------------------------------------------------------
+ * Stop strings and tokens
+ * ------------------------------------------------------------------------- */
+
+/* Accumulates everything released, as a server would emit it. */
+typedef struct sink {
+    char buf[4096];
+    size_t len;
+    bool matched;
+} sink;
+
+static void take(sink *k, const stop_emit *e) {
+    memcpy(k->buf + k->len, e->head, e->head_len);
+    k->len += e->head_len;
+    memcpy(k->buf + k->len, e->tail, e->tail_len);
+    k->len += e->tail_len;
+    k->buf[k->len] = 0;
+    k->matched = k->matched || e->matched;
+}
+
+static void feed(stop_matcher *m, sink *k, const char *piece) {
+    stop_emit e;
+    stop_feed(m, piece, strlen(piece), &e);
+    take(k, &e);
+}
+
+static void init_stops(stop_matcher *m, const char *const *s, size_t n) {
+    tps_err err = {{0}};
+    cr_assert_eq(stop_init(m, s, n, NULL, 0, 0, NULL, &err), 0, "%s", err.msg);
+}
+
+Test(stop, stop_string_split_across_three_pieces_is_caught_and_not_emitted) {
+    static stop_matcher m;
+    const char *stops[] = {"</answer>"};
+    init_stops(&m, stops, 1);
+    sink k = {0};
+    feed(&m, &k, "forty-two</an");
+    cr_assert_str_eq(k.buf, "forty-two", "the possible start is held back");
+    cr_assert_eq(stop_held(&m), 4);
+    feed(&m, &k, "sw");
+    cr_assert_str_eq(k.buf, "forty-two");
+    feed(&m, &k, "er> and more");
+    cr_assert(k.matched);
+    cr_assert_str_eq(k.buf, "forty-two", "no stop text, nothing after it");
+    feed(&m, &k, "ignored");
+    stop_emit e;
+    stop_flush(&m, &e);
+    take(&k, &e);
+    cr_assert_str_eq(k.buf, "forty-two", "nothing after a match");
+}
+
+Test(stop, text_before_a_stop_string_in_the_same_piece_is_emitted) {
+    static stop_matcher m;
+    const char *stops[] = {"\n\n", "STOP"};
+    init_stops(&m, stops, 2);
+    sink k = {0};
+    stop_emit e;
+    stop_feed(&m, "Hello STOP world", 16, &e);
+    cr_assert(e.matched);
+    cr_assert_eq(e.which, 1);
+    take(&k, &e);
+    cr_assert_str_eq(k.buf, "Hello ");
+}
+
+Test(stop, partial_match_that_fails_is_released) {
+    static stop_matcher m;
+    const char *stops[] = {"<|end|>"};
+    init_stops(&m, stops, 1);
+    sink k = {0};
+    feed(&m, &k, "a <");
+    cr_assert_str_eq(k.buf, "a ");
+    feed(&m, &k, "|en");
+    cr_assert_str_eq(k.buf, "a ");
+    feed(&m, &k, "try");
+    cr_assert_str_eq(k.buf, "a <|entry", "the held bytes come out once they cannot match");
+    cr_assert_eq(stop_held(&m), 0);
+    cr_assert(!k.matched);
+    /* A failed partial that contains the start of a new match keeps only that. */
+    feed(&m, &k, " <|e<|");
+    cr_assert_str_eq(k.buf, "a <|entry <|e");
+    cr_assert_eq(stop_held(&m), 2);
+}
+
+Test(stop, flush_at_end_releases_the_held_bytes) {
+    static stop_matcher m;
+    const char *stops[] = {"###"};
+    init_stops(&m, stops, 1);
+    sink k = {0};
+    feed(&m, &k, "done ##");
+    cr_assert_str_eq(k.buf, "done ");
+    stop_emit e;
+    stop_flush(&m, &e);
+    cr_assert(!e.matched);
+    take(&k, &e);
+    cr_assert_str_eq(k.buf, "done ##");
+    cr_assert_eq(stop_held(&m), 0);
+}
+
+Test(stop, earliest_full_match_wins_and_shorter_string_inside_a_longer) {
+    static stop_matcher m;
+    const char *stops[] = {"abcd", "bc"};
+    init_stops(&m, stops, 2);
+    sink k = {0};
+    feed(&m, &k, "xa");
+    feed(&m, &k, "bc");
+    cr_assert(k.matched);
+    cr_assert_str_eq(k.buf, "xa");
+}
+
+Test(stop, byte_by_byte_feeding_equals_whole_text) {
+    static stop_matcher m;
+    const char *stops[] = {"aab", "abab", "zz"};
+    const char *text = "aaaabaaababz";
+    /* Whole text first: the earliest full match is "aab" at offset 2. */
+    init_stops(&m, stops, 3);
+    sink whole = {0};
+    feed(&m, &whole, text);
+    cr_assert(whole.matched);
+    cr_assert_str_eq(whole.buf, "aa");
+    init_stops(&m, stops, 3);
+    sink k = {0};
+    for (size_t i = 0; text[i]; i++) {
+        char one[2] = {text[i], 0};
+        feed(&m, &k, one);
+    }
+    cr_assert(k.matched);
+    cr_assert_str_eq(k.buf, "aa");
+}
+
+Test(stop, no_stop_strings_release_everything_at_once) {
+    static stop_matcher m;
+    init_stops(&m, NULL, 0);
+    sink k = {0};
+    feed(&m, &k, "all of it");
+    cr_assert_str_eq(k.buf, "all of it");
+    cr_assert_eq(stop_held(&m), 0);
+}
+
+Test(stop, stop_token_ids_are_a_set) {
+    static stop_matcher m;
+    const int32_t ids[] = {2, 128009};
+    tps_err err;
+    cr_assert_eq(stop_init(&m, NULL, 0, ids, 2, 128256, NULL, &err), 0);
+    cr_assert(stop_is_token(&m, 2));
+    cr_assert(stop_is_token(&m, 128009));
+    cr_assert(!stop_is_token(&m, 3));
+}
+
+Test(stop, validation_errors_name_the_field) {
+    static stop_matcher m;
+    tps_err err;
+    const char *field;
+    char longs[STOP_MAX_LEN + 2];
+    memset(longs, 'x', sizeof longs - 1);
+    longs[sizeof longs - 1] = 0;
+    const char *too_long[] = {"ok", longs};
+    cr_assert_eq(stop_init(&m, too_long, 2, NULL, 0, 0, &field, &err), TPS_EINVAL);
+    cr_assert_str_eq(field, "stop");
+    cr_assert(strstr(err.msg, "stop[1]"), "%s", err.msg);
+    const char *empty[] = {""};
+    cr_assert_eq(stop_init(&m, empty, 1, NULL, 0, 0, &field, &err), TPS_EINVAL);
+    cr_assert(strstr(err.msg, "stop[0] is empty"), "%s", err.msg);
+    const char *many[STOP_MAX_STRINGS + 1];
+    for (int i = 0; i <= STOP_MAX_STRINGS; i++)
+        many[i] = "s";
+    cr_assert_eq(stop_init(&m, many, STOP_MAX_STRINGS + 1, NULL, 0, 0, &field, &err), TPS_EINVAL);
+    cr_assert_str_eq(field, "stop");
+    const int32_t bad_ids[] = {5, 40000};
+    cr_assert_eq(stop_init(&m, NULL, 0, bad_ids, 2, 32000, &field, &err), TPS_EINVAL);
+    cr_assert_str_eq(field, "stop_token_ids");
+    cr_assert(strstr(err.msg, "stop_token_ids[1]"), "%s", err.msg);
+    /* Exactly the limits are fine. */
+    longs[STOP_MAX_LEN] = 0;
+    const char *at_limit[] = {longs};
+    cr_assert_eq(stop_init(&m, at_limit, 1, NULL, 0, 0, &field, &err), 0);
+}
