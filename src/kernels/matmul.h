@@ -1,0 +1,81 @@
+/* Matrix multiply against weight matrices in any supported type, threaded
+ * with OpenMP over output rows, batch invariant.
+ *
+ *   out (n_rows_x, n_out) = x (n_rows_x, n_in) @ W^T,  W (n_out, n_in) row-major
+ *
+ * Q8_0 / Q4_0 weights: each row of x is first quantized to Q8_0 (once per
+ * call), and each dot product is ggml's integer one: sum over blocks of
+ * d_w * d_x * (sum of int8 products), so results track llama.cpp.
+ * F32 / F16 / BF16 / Q4_K / Q6_K weights: x stays float, dot in float (Q4_K /
+ * Q6_K rows are dequantized to float first: correct, not fast).
+ *
+ * Batch invariance: every output element is reduced in one fixed order that
+ * depends only on n_in and the weight type, never on n_rows_x, on how rows
+ * are tiled, or on the thread count. A token row's result is bit-identical
+ * alone or inside a batch of 64 (tests/test_kernels.c checks this).
+ *
+ * Not here: element-wise helpers (ops.h), block formats (quant.h), attention. */
+#ifndef TPS_KERNELS_MATMUL_H
+#define TPS_KERNELS_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/quant.h" /* block_q8_0 */
+#include "tps_error.h"
+
+/* Which implementation tier runs the dot products. BEST is AVX2 when this
+ * build has it (-march=native on an AVX2 machine), else SCALAR. REF is the
+ * readable reference (dequantize, dot in double): for tests only, slow. */
+typedef enum kernel_tier {
+    KERNEL_TIER_BEST = 0,
+    KERNEL_TIER_SCALAR = 1,
+    KERNEL_TIER_AVX2 = 2,
+    KERNEL_TIER_REF = 3,
+} kernel_tier;
+
+/* True when this build can run the tier (BEST, SCALAR and REF always can). */
+int kernel_tier_available(kernel_tier tier);
+const char *kernel_tier_name(kernel_tier tier);
+
+/* Threading setting plus scratch (quantized activations, dequantized weight
+ * rows), allocated once and grown only when a call needs more. One owner;
+ * not for concurrent calls from several threads. */
+typedef struct kernel_ctx kernel_ctx;
+typedef kernel_ctx kernel_scratch; /* same object, older name */
+
+/* n_threads >= 1 (0 means all OpenMP's default threads). max_rows_x and
+ * max_n_in size the scratch up front so the hot path never allocates (0 is
+ * fine: the first call allocates). On error *out is NULL. */
+int kernel_ctx_create(kernel_ctx **out, int n_threads, size_t max_rows_x, size_t max_n_in,
+                      tps_err *err);
+void kernel_ctx_free(kernel_ctx *ctx);
+int kernel_ctx_threads(const kernel_ctx *ctx);
+void kernel_ctx_set_threads(kernel_ctx *ctx, int n_threads);
+/* Returns TPS_EUNSUP if the tier is not in this build (the tier is unchanged). */
+int kernel_ctx_set_tier(kernel_ctx *ctx, kernel_tier tier);
+kernel_tier kernel_ctx_tier(const kernel_ctx *ctx);
+/* Grows scratch to hold n_rows_x rows of n_in; 0 or TPS_ENOMEM. */
+int kernel_ctx_reserve(kernel_ctx *ctx, size_t n_rows_x, size_t n_in);
+
+/* out (n_rows_x, n_out) = x (n_rows_x, n_in) @ W^T, W (n_out, n_in) of wtype.
+ * out must not overlap x or W. Returns 0; TPS_EUNSUP for a weight type not
+ * handled; TPS_EINVAL when n_in is not a whole number of the type's blocks;
+ * TPS_ENOMEM if scratch could not grow (nothing written then). */
+int kernel_matmul(float *restrict out, const void *restrict W, uint32_t wtype,
+                  const float *restrict x, size_t n_rows_x, size_t n_in, size_t n_out,
+                  kernel_ctx *ctx);
+
+/* Same maths through the reference tier, single-threaded, allocating as it
+ * likes: dequantize W, (Q8_0/Q4_0: quantize x with quantize_row_q8_0_ref and
+ * dequantize it), dot in double. If abs_out is not NULL it receives
+ * sum_k |w_k * x_k| per element, the scale tests measure errors against. */
+int kernel_matmul_ref(float *restrict out, double *restrict abs_out, const void *restrict W,
+                      uint32_t wtype, const float *restrict x, size_t n_rows_x, size_t n_in,
+                      size_t n_out);
+
+/* Fast Q8_0 quantizer of activations (AVX2 when built): bit-identical to
+ * quantize_row_q8_0_ref. x (n,) -> y (n/32 blocks), n % 32 == 0. */
+void quantize_row_q8_0(block_q8_0 *restrict y, const float *restrict x, size_t n);
+
+#endif

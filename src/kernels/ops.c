@@ -1,0 +1,102 @@
+/* Row helpers for the forward pass: rmsnorm, softmax, swiglu, add, scale,
+ * dot, axpy, embedding row lookup. Portable C here; the reductions and
+ * streams that matter go to ops_avx2.c when the build has AVX2. Every
+ * reduction has a fixed order for a given n. No threading, no allocation. */
+#include <math.h>
+
+#include "kernels/kernel_impl.h"
+#include "kernels/ops.h"
+#include "tps_error.h"
+
+#if !KERNEL_HAVE_AVX2
+/* Scalar dot with 8 partial sums folded pairwise, then the tail. */
+static float dot_scalar(const float *restrict a, const float *restrict b, size_t n) {
+    float s[8] = {0};
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int l = 0; l < 8; l++)
+            s[l] += a[k + l] * b[k + l];
+    float sum = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    for (; k < n; k++)
+        sum += a[k] * b[k];
+    return sum;
+}
+#endif
+
+float kernel_dot_f32(const float *restrict a, const float *restrict b, size_t n) {
+#if KERNEL_HAVE_AVX2
+    return kernel_dot_f32_avx2(a, b, n);
+#else
+    return dot_scalar(a, b, n);
+#endif
+}
+
+void kernel_axpy(float *restrict y, float a, const float *restrict x, size_t n) {
+#if KERNEL_HAVE_AVX2
+    kernel_axpy_avx2(y, a, x, n);
+#else
+    for (size_t i = 0; i < n; i++)
+        y[i] += a * x[i];
+#endif
+}
+
+void kernel_rmsnorm(float *out, const float *x, const float *restrict w, size_t n, float eps) {
+#if KERNEL_HAVE_AVX2
+    const float ss = kernel_sumsq_avx2(x, n);
+#else
+    const float ss = dot_scalar(x, x, n);
+#endif
+    const float s = 1.0f / sqrtf(ss / (float)n + eps);
+#if KERNEL_HAVE_AVX2
+    kernel_mul_scale_avx2(out, x, w, s, n);
+#else
+    for (size_t i = 0; i < n; i++)
+        out[i] = x[i] * s * w[i];
+#endif
+}
+
+void kernel_softmax(float *x, size_t n) {
+    if (n == 0) return;
+    float max = x[0];
+    for (size_t i = 1; i < n; i++)
+        max = x[i] > max ? x[i] : max;
+    float sum = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    kernel_scale(x, 1.0f / sum, n);
+}
+
+void kernel_swiglu(float *out, const float *gate, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void kernel_add(float *out, const float *a, const float *b, size_t n) {
+#if KERNEL_HAVE_AVX2
+    kernel_add_avx2(out, a, b, n);
+#else
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+#endif
+}
+
+void kernel_scale(float *x, float s, size_t n) {
+#if KERNEL_HAVE_AVX2
+    kernel_scale_avx2(x, s, n);
+#else
+    for (size_t i = 0; i < n; i++)
+        x[i] *= s;
+#endif
+}
+
+int kernel_get_row(float *restrict out, const void *restrict W, uint32_t wtype, size_t row,
+                   size_t n_cols) {
+    const size_t row_bytes = kernel_row_bytes(wtype, n_cols);
+    if (!kernel_type_supported(wtype)) return TPS_EUNSUP;
+    if (row_bytes == 0 && n_cols != 0) return TPS_EINVAL;
+    return dequantize_row(out, (const uint8_t *)W + row * row_bytes, wtype, n_cols);
+}

@@ -1,0 +1,565 @@
+/* Kernel tests: every tier against the reference at awkward sizes, format
+ * conversions on special values, quantize/dequantize round trips, batch and
+ * thread invariance (bit-identical), and the row helpers. Fast: well under
+ * a second in Release, a few under AddressSanitizer. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+/* Errors are measured against sum_k |w_k x_k| (what float rounding scales with). */
+#define TOL_Q_REL     1e-5 /* Q8_0/Q4_0 x Q8_0: exact int block sums, float accumulation */
+#define TOL_F_REL     2e-5 /* F32/F16/BF16/K-quants: float FMA accumulation vs double */
+#define TOL_TIERS_REL 2e-5 /* scalar tier vs AVX2 tier: both float, different orders */
+#define TOL_OPS_REL   1e-5 /* row helpers vs double */
+#define TOL_ABS       1e-6
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* uniform in [-1, 1) */
+static float rng_f(uint64_t *s) {
+    return (float)((double)(rng_next(s) >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+}
+
+static void fill(float *x, size_t n, uint64_t seed) {
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++)
+        x[i] = rng_f(&s);
+}
+
+/* W (n_out, n_in) of type, made from random floats (K-quants from random
+ * bytes with small scales). Caller frees. */
+static void *make_weights(uint32_t type, size_t n_out, size_t n_in, uint64_t seed) {
+    const size_t row_bytes = kernel_row_bytes(type, n_in);
+    cr_assert(row_bytes > 0, "type %u n_in %zu", type, n_in);
+    uint8_t *w = malloc(row_bytes * n_out);
+    float *f = malloc(n_in * sizeof *f);
+    uint64_t s = seed + 7;
+    for (size_t o = 0; o < n_out; o++) {
+        uint8_t *row = w + o * row_bytes;
+        fill(f, n_in, seed * 1000 + o);
+        switch (type) {
+        case GGML_TYPE_F32:
+            memcpy(row, f, n_in * sizeof *f);
+            break;
+        case GGML_TYPE_F16:
+            fp32_to_fp16_row((uint16_t *)row, f, n_in);
+            break;
+        case GGML_TYPE_BF16:
+            fp32_to_bf16_row((uint16_t *)row, f, n_in);
+            break;
+        case GGML_TYPE_Q8_0:
+            quantize_row_q8_0_ref((block_q8_0 *)row, f, n_in);
+            break;
+        case GGML_TYPE_Q4_0:
+            quantize_row_q4_0_ref((block_q4_0 *)row, f, n_in);
+            break;
+        case GGML_TYPE_Q4_K:
+            for (size_t i = 0; i < row_bytes; i++)
+                row[i] = (uint8_t)rng_next(&s);
+            for (size_t b = 0; b < n_in / QK_K; b++) {
+                block_q4_K *blk = (block_q4_K *)row + b;
+                blk->d = fp32_to_fp16(0.001f + 0.001f * (float)(b % 3));
+                blk->dmin = fp32_to_fp16(0.002f);
+            }
+            break;
+        case GGML_TYPE_Q6_K:
+            for (size_t i = 0; i < row_bytes; i++)
+                row[i] = (uint8_t)rng_next(&s);
+            for (size_t b = 0; b < n_in / QK_K; b++)
+                ((block_q6_K *)row + b)->d = fp32_to_fp16(0.0005f);
+            break;
+        default:
+            cr_assert_fail("no maker for type %u", type);
+        }
+    }
+    free(f);
+    return w;
+}
+
+static kernel_ctx *new_ctx(int threads, kernel_tier tier) {
+    kernel_ctx *ctx = NULL;
+    tps_err err;
+    cr_assert_eq(kernel_ctx_create(&ctx, threads, 4, 256, &err), 0);
+    cr_assert_eq(kernel_ctx_set_tier(ctx, tier), 0);
+    return ctx;
+}
+
+/* Runs kernel_matmul on each ctx (one per tier) and checks every element
+ * against the reference, computed once. */
+static void check_matmul(kernel_ctx *const *ctxs, size_t n_ctx, uint32_t type, size_t n_rows_x,
+                         size_t n_in, size_t n_out, double tol_rel) {
+    void *w = make_weights(type, n_out, n_in, n_in * 31 + n_out);
+    float *x = malloc(n_rows_x * n_in * sizeof *x);
+    float *out = malloc(n_rows_x * n_out * sizeof *out);
+    float *ref = malloc(n_rows_x * n_out * sizeof *ref);
+    double *abs_ref = malloc(n_rows_x * n_out * sizeof *abs_ref);
+    fill(x, n_rows_x * n_in, n_rows_x + 100 * n_in);
+    cr_assert_eq(kernel_matmul_ref(ref, abs_ref, w, type, x, n_rows_x, n_in, n_out), 0);
+    for (size_t c = 0; c < n_ctx; c++) {
+        cr_assert_eq(kernel_matmul(out, w, type, x, n_rows_x, n_in, n_out, ctxs[c]), 0);
+        for (size_t i = 0; i < n_rows_x * n_out; i++) {
+            const double err = fabs((double)out[i] - (double)ref[i]);
+            cr_assert(err <= tol_rel * abs_ref[i] + TOL_ABS,
+                      "type %u tier %s rows %zu n_in %zu n_out %zu elem %zu: got %.9g want "
+                      "%.9g (err %.3g, scale %.3g)",
+                      type, kernel_tier_name(kernel_ctx_tier(ctxs[c])), n_rows_x, n_in, n_out, i,
+                      out[i], ref[i], err, abs_ref[i]);
+        }
+    }
+    free(abs_ref);
+    free(ref);
+    free(out);
+    free(x);
+    free(w);
+}
+
+static const size_t SWEEP_N_OUT[] = {1, 3, 7, 17, 33};
+static const size_t SWEEP_N_ROWS[] = {1, 2, 3, 5, 8, 17};
+#define LEN(a) (sizeof(a) / sizeof(a)[0])
+
+/* Every n_in x every n_out x every row count, on the best and scalar tiers
+ * (the best one with 2 threads); then big_n_in at a few shapes. */
+static void sweep(uint32_t type, const size_t *n_ins, size_t n_n_in, size_t big_n_in, double tol) {
+    kernel_ctx *ctxs[2] = {new_ctx(2, KERNEL_TIER_BEST), new_ctx(1, KERNEL_TIER_SCALAR)};
+    for (size_t a = 0; a < n_n_in; a++)
+        for (size_t b = 0; b < LEN(SWEEP_N_OUT); b++)
+            for (size_t c = 0; c < LEN(SWEEP_N_ROWS); c++)
+                check_matmul(ctxs, 2, type, SWEEP_N_ROWS[c], n_ins[a], SWEEP_N_OUT[b], tol);
+    check_matmul(ctxs, 2, type, 5, big_n_in, 7, tol);
+    check_matmul(ctxs, 2, type, 1, big_n_in, 33, tol);
+    kernel_ctx_free(ctxs[1]);
+    kernel_ctx_free(ctxs[0]);
+}
+
+static const size_t N_IN_BLOCK32[] = {32, 64, 96, 288};
+static const size_t N_IN_ANY[] = {1, 3, 7, 8, 17, 33, 96, 291};
+static const size_t N_IN_K[] = {256};
+
+/* ---- fp16 / bf16 -------------------------------------------------------- */
+
+Test(kernels, fp16_converts_special_values_exactly) {
+    cr_assert_eq(fp32_to_fp16(0.0f), 0x0000);
+    cr_assert_eq(fp32_to_fp16(-0.0f), 0x8000);
+    cr_assert_eq(fp32_to_fp16(1.0f), 0x3c00);
+    cr_assert_eq(fp32_to_fp16(-2.0f), 0xc000);
+    cr_assert_eq(fp32_to_fp16(65504.0f), 0x7bff);
+    cr_assert_eq(fp32_to_fp16(65519.0f), 0x7bff, "below the halfway point to 65536");
+    cr_assert_eq(fp32_to_fp16(65520.0f), 0x7c00, "halfway rounds to even = inf");
+    cr_assert_eq(fp32_to_fp16(1e10f), 0x7c00);
+    cr_assert_eq(fp32_to_fp16(INFINITY), 0x7c00);
+    cr_assert_eq(fp32_to_fp16(-INFINITY), 0xfc00);
+    cr_assert_eq(fp32_to_fp16(NAN) & 0x7e00, 0x7e00, "NaN stays a quiet NaN");
+    cr_assert_eq(fp32_to_fp16(ldexpf(1.0f, -24)), 0x0001, "smallest subnormal");
+    cr_assert_eq(fp32_to_fp16(ldexpf(1.0f, -25)), 0x0000, "tie to even rounds to zero");
+    cr_assert_eq(fp32_to_fp16(ldexpf(1.5f, -25)), 0x0001);
+    cr_assert_eq(fp32_to_fp16(ldexpf(1.0f, -14)), 0x0400, "smallest normal");
+    cr_assert_eq(fp32_to_fp16(1.0f + ldexpf(1.0f, -11)), 0x3c00, "tie rounds to even (down)");
+    cr_assert_eq(fp32_to_fp16(1.0f + 3 * ldexpf(1.0f, -11)), 0x3c02, "tie rounds to even (up)");
+    cr_assert_eq(fp16_to_fp32(0x0001), ldexpf(1.0f, -24));
+    cr_assert_eq(fp16_to_fp32(0x03ff), ldexpf(1023.0f, -24));
+    cr_assert(isinf(fp16_to_fp32(0x7c00)) && fp16_to_fp32(0xfc00) < 0);
+    cr_assert(isnan(fp16_to_fp32(0x7e00)));
+    cr_assert(signbit(fp16_to_fp32(0x8000)));
+}
+
+Test(kernels, fp16_round_trips_every_half_and_matches_hardware) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float f = fp16_to_fp32((uint16_t)h);
+        if (isnan(f)) continue;
+        cr_assert_eq(fp32_to_fp16(f), h, "half 0x%04x", h);
+#if defined(__F16C__)
+        cr_assert_eq(kernel_f32_bits(_cvtsh_ss((uint16_t)h)), kernel_f32_bits(f));
+#endif
+    }
+#if defined(__F16C__)
+    uint64_t s = 42;
+    for (int i = 0; i < 200000; i++) {
+        const float f = kernel_bits_f32((uint32_t)rng_next(&s));
+        if (isnan(f)) continue;
+        cr_assert_eq(fp32_to_fp16(f), _cvtss_sh(f, 0), "float bits 0x%08x", kernel_f32_bits(f));
+    }
+#endif
+}
+
+Test(kernels, bf16_rounds_to_nearest_even_and_keeps_nan) {
+    cr_assert_eq(fp32_to_bf16(1.0f), 0x3f80);
+    cr_assert_eq(fp32_to_bf16(1.0f + ldexpf(1.0f, -8)), 0x3f80, "tie rounds to even (down)");
+    cr_assert_eq(fp32_to_bf16(1.0f + 3 * ldexpf(1.0f, -8)), 0x3f82, "tie rounds to even (up)");
+    cr_assert_eq(fp32_to_bf16(-0.0f), 0x8000);
+    cr_assert_eq(fp32_to_bf16(INFINITY), 0x7f80);
+    cr_assert(isnan(bf16_to_fp32(fp32_to_bf16(NAN))));
+    cr_assert(isnan(bf16_to_fp32(fp32_to_bf16(kernel_bits_f32(0x7f800001u)))),
+              "a NaN whose payload is all in the low bits stays NaN");
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float f = bf16_to_fp32((uint16_t)h);
+        if (isnan(f)) continue;
+        cr_assert_eq(fp32_to_bf16(f), h);
+    }
+}
+
+/* ---- quantize / dequantize --------------------------------------------- */
+
+Test(kernels, q8_0_round_trip_error_is_within_half_a_step) {
+    enum { N = 32 * 40 };
+    float x[N], y[N];
+    block_q8_0 q[N / 32];
+    fill(x, N, 3);
+    for (int i = 0; i < 32; i++)
+        x[5 * 32 + i] = 0.0f; /* an all-zero block */
+    quantize_row_q8_0_ref(q, x, N);
+    dequantize_row_q8_0(y, q, N);
+    for (int b = 0; b < N / 32; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+        const float step = amax / 127; /* d is stored as fp16: up to 2^-11 off */
+        for (int i = 0; i < 32; i++)
+            cr_assert(fabsf(x[b * 32 + i] - y[b * 32 + i]) <=
+                          step * (0.5f + 127.0f / 2048) * 1.01f + 1e-7f,
+                      "block %d elem %d", b, i);
+    }
+}
+
+Test(kernels, q4_0_round_trip_error_is_within_one_step) {
+    enum { N = 32 * 40 };
+    float x[N], y[N];
+    block_q4_0 q[N / 32];
+    fill(x, N, 4);
+    quantize_row_q4_0_ref(q, x, N);
+    dequantize_row_q4_0(y, q, N);
+    for (int b = 0; b < N / 32; b++) {
+        const float step = fabsf(fp16_to_fp32(q[b].d));
+        for (int i = 0; i < 32; i++)
+            cr_assert(fabsf(x[b * 32 + i] - y[b * 32 + i]) <= step * 1.01f, "block %d elem %d", b,
+                      i);
+    }
+}
+
+Test(kernels, q4_0_packs_element_j_low_and_j_plus_16_high) {
+    float x[32];
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)(j % 16) - 8.0f; /* max |.| = 8 at j=0 */
+    block_q4_0 q;
+    quantize_row_q4_0_ref(&q, x, 32);
+    cr_assert_eq(fp16_to_fp32(q.d), 1.0f); /* d = -8 / -8 */
+    for (int j = 0; j < 16; j++) {
+        cr_assert_eq(q.qs[j] & 15, j % 16);
+        cr_assert_eq(q.qs[j] >> 4, (j + 16) % 16);
+    }
+    float y[32];
+    dequantize_row_q4_0(y, &q, 32);
+    for (int j = 0; j < 32; j++)
+        cr_assert_eq(y[j], x[j]);
+}
+
+Test(kernels, fast_q8_0_quantizer_is_bit_identical_to_reference) {
+    enum { N = 32 * 64 };
+    float x[N];
+    fill(x, N, 5);
+    /* blocks whose scaled values land exactly on .5 ties: amax 127 -> id 1 */
+    for (int i = 0; i < 32; i++)
+        x[i] = (i == 0) ? 127.0f : (float)i - 15.5f;
+    for (int i = 0; i < 32; i++)
+        x[32 + i] = 0.0f;
+    for (int i = 0; i < 32; i++)
+        x[64 + i] = (i & 1) ? -1e-30f : 3e-30f;
+    block_q8_0 a[N / 32], b[N / 32];
+    quantize_row_q8_0_ref(a, x, N);
+    quantize_row_q8_0(b, x, N);
+    cr_assert_eq(memcmp(a, b, sizeof a), 0);
+}
+
+Test(kernels, k_quants_dequantize_known_blocks) {
+    block_q6_K q6;
+    memset(&q6, 0, sizeof q6);
+    q6.d = fp32_to_fp16(0.5f);
+    for (int i = 0; i < 16; i++)
+        q6.scales[i] = (int8_t)(i - 8);
+    q6.ql[0] = 0x21; /* element 0: low 1; element 64: low 2 */
+    q6.qh[0] = 0x03; /* element 0: high bits 3 -> q = 1 | 48 = 49 */
+    float y[QK_K];
+    dequantize_row_q6_K(y, &q6, QK_K);
+    cr_assert_eq(y[0], 0.5f * -8 * (49 - 32));
+    cr_assert_eq(y[64], 0.5f * (4 - 8) * (2 - 32));
+    cr_assert_eq(y[255], 0.5f * (15 - 8) * (0 - 32));
+
+    block_q4_K q4;
+    memset(&q4, 0, sizeof q4);
+    q4.d = fp32_to_fp16(0.25f);
+    q4.dmin = fp32_to_fp16(1.0f);
+    q4.scales[0] = 2;     /* sub-block 0 scale 2 */
+    q4.scales[4] = 3;     /* sub-block 0 min 3 */
+    q4.scales[8] = 0x54;  /* sub-block 4: scale 4 | (q[0]>>6)<<4, min 5 | (q[4]>>6)<<4 */
+    q4.scales[0] |= 0x40; /* adds 16 to sub-block 4's scale, sub-block 0 keeps 2 */
+    q4.qs[0] = 0x97;      /* element 0: 7, element 32: 9 */
+    q4.qs[64] = 0x05;     /* element 128 (sub-block 4): 5 */
+    dequantize_row_q4_K(y, &q4, QK_K);
+    cr_assert_eq(y[0], 0.25f * 2 * 7 - 1.0f * 3);
+    cr_assert_eq(y[32], 0.25f * 0 * 9 - 0.0f); /* sub-block 1: scale 0, min 0 */
+    cr_assert_eq(y[128], 0.25f * 20 * 5 - 1.0f * 5);
+}
+
+/* ---- matmul vs reference ------------------------------------------------ */
+
+Test(kernels, q8_0_matmul_matches_reference_at_awkward_sizes) {
+    sweep(GGML_TYPE_Q8_0, N_IN_BLOCK32, LEN(N_IN_BLOCK32), 768, TOL_Q_REL);
+}
+
+Test(kernels, q4_0_matmul_matches_reference_at_awkward_sizes) {
+    sweep(GGML_TYPE_Q4_0, N_IN_BLOCK32, LEN(N_IN_BLOCK32), 768, TOL_Q_REL);
+}
+
+Test(kernels, f32_matmul_matches_reference_at_awkward_sizes) {
+    sweep(GGML_TYPE_F32, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL);
+}
+
+Test(kernels, f16_matmul_matches_reference_at_awkward_sizes) {
+    sweep(GGML_TYPE_F16, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL);
+}
+
+Test(kernels, bf16_matmul_matches_reference_at_awkward_sizes) {
+    sweep(GGML_TYPE_BF16, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL);
+}
+
+Test(kernels, k_quant_matmuls_match_reference) {
+    sweep(GGML_TYPE_Q4_K, N_IN_K, LEN(N_IN_K), 768, TOL_F_REL);
+    sweep(GGML_TYPE_Q6_K, N_IN_K, LEN(N_IN_K), 768, TOL_F_REL);
+}
+
+Test(kernels, q8_0_weight_of_minus_128_is_exact) {
+    /* files may hold -128; the AVX2 sign trick must not overflow on it */
+    block_q8_0 w[2];
+    float x[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = (i % 3 == 0) ? -1.0f : 0.5f;
+    for (int b = 0; b < 2; b++) {
+        w[b].d = fp32_to_fp16(0.01f);
+        for (int i = 0; i < 32; i++)
+            w[b].qs[i] = (int8_t)(i % 2 ? -128 : 127);
+    }
+    float out = 0, ref = 0;
+    kernel_ctx *ctx = new_ctx(1, KERNEL_TIER_BEST);
+    cr_assert_eq(kernel_matmul(&out, w, GGML_TYPE_Q8_0, x, 1, 64, 1, ctx), 0);
+    cr_assert_eq(kernel_matmul_ref(&ref, NULL, w, GGML_TYPE_Q8_0, x, 1, 64, 1), 0);
+    cr_assert_float_eq(out, ref, 1e-4f * fabsf(ref) + 1e-6f);
+    kernel_ctx_free(ctx);
+}
+
+Test(kernels, scalar_and_avx2_tiers_agree) {
+    if (!kernel_tier_available(KERNEL_TIER_AVX2)) cr_skip_test("no AVX2 in this build");
+    const uint32_t types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+                              GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    kernel_ctx *sc = new_ctx(1, KERNEL_TIER_SCALAR), *av = new_ctx(1, KERNEL_TIER_AVX2);
+    enum { ROWS = 5, N_IN = 512, N_OUT = 19 };
+    float *x = malloc(ROWS * N_IN * sizeof *x);
+    float a[ROWS * N_OUT], b[ROWS * N_OUT], r[ROWS * N_OUT];
+    double s[ROWS * N_OUT];
+    fill(x, ROWS * N_IN, 77);
+    for (size_t t = 0; t < LEN(types); t++) {
+        void *w = make_weights(types[t], N_OUT, N_IN, 9 + t);
+        cr_assert_eq(kernel_matmul(a, w, types[t], x, ROWS, N_IN, N_OUT, sc), 0);
+        cr_assert_eq(kernel_matmul(b, w, types[t], x, ROWS, N_IN, N_OUT, av), 0);
+        cr_assert_eq(kernel_matmul_ref(r, s, w, types[t], x, ROWS, N_IN, N_OUT), 0);
+        for (int i = 0; i < ROWS * N_OUT; i++)
+            cr_assert(fabs((double)a[i] - b[i]) <= TOL_TIERS_REL * s[i] + TOL_ABS,
+                      "type %u elem %d: scalar %.9g avx2 %.9g", types[t], i, a[i], b[i]);
+        free(w);
+    }
+    free(x);
+    kernel_ctx_free(av);
+    kernel_ctx_free(sc);
+}
+
+/* ---- batch and thread invariance (bit-identical) ------------------------ */
+
+static void check_invariance(uint32_t type, kernel_tier tier, size_t n_in) {
+    enum { ROWS = 64, N_OUT = 37 };
+    void *w = make_weights(type, N_OUT, n_in, 1234);
+    float *x = malloc(ROWS * n_in * sizeof *x);
+    float *batch = malloc(ROWS * N_OUT * sizeof *batch);
+    float *batch3 = malloc(ROWS * N_OUT * sizeof *batch3);
+    float alone[N_OUT];
+    fill(x, ROWS * n_in, 99);
+    kernel_ctx *one = new_ctx(1, tier), *two = new_ctx(2, tier), *three = new_ctx(3, tier);
+    cr_assert_eq(kernel_matmul(batch, w, type, x, ROWS, n_in, N_OUT, two), 0);
+    cr_assert_eq(kernel_matmul(batch3, w, type, x, ROWS, n_in, N_OUT, three), 0);
+    cr_assert_eq(memcmp(batch, batch3, ROWS * N_OUT * sizeof *batch), 0,
+                 "type %u: 2 vs 3 threads differ", type);
+    for (size_t r = 0; r < ROWS; r++) {
+        cr_assert_eq(kernel_matmul(alone, w, type, x + r * n_in, 1, n_in, N_OUT, one), 0);
+        cr_assert_eq(memcmp(alone, batch + r * N_OUT, sizeof alone), 0,
+                     "type %u tier %s: row %zu alone (1 thread) differs from batch of 64 (2 "
+                     "threads)",
+                     type, kernel_tier_name(tier), r);
+    }
+    /* odd-sized sub-batches starting at odd rows hit every tile edge */
+    const size_t starts[] = {1, 5, 17}, lens[] = {3, 6, 13};
+    for (size_t i = 0; i < LEN(starts); i++) {
+        float *sub = malloc(lens[i] * N_OUT * sizeof *sub);
+        cr_assert_eq(kernel_matmul(sub, w, type, x + starts[i] * n_in, lens[i], n_in, N_OUT, one),
+                     0);
+        cr_assert_eq(memcmp(sub, batch + starts[i] * N_OUT, lens[i] * N_OUT * sizeof *sub), 0,
+                     "type %u: sub-batch %zu+%zu differs", type, starts[i], lens[i]);
+        free(sub);
+    }
+    kernel_ctx_free(three);
+    kernel_ctx_free(two);
+    kernel_ctx_free(one);
+    free(batch3);
+    free(batch);
+    free(x);
+    free(w);
+}
+
+Test(kernels, row_alone_equals_row_in_batch_of_64_with_any_thread_count) {
+    const uint32_t types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+                              GGML_TYPE_Q4_0};
+    const kernel_tier tiers[] = {KERNEL_TIER_BEST, KERNEL_TIER_SCALAR};
+    for (size_t a = 0; a < LEN(tiers); a++)
+        for (size_t t = 0; t < LEN(types); t++) {
+            check_invariance(types[t], tiers[a], 288);
+            if (types[t] == GGML_TYPE_F32 || types[t] == GGML_TYPE_F16)
+                check_invariance(types[t], tiers[a], 291); /* with a scalar tail */
+        }
+    check_invariance(GGML_TYPE_Q4_K, KERNEL_TIER_BEST, 256);
+    check_invariance(GGML_TYPE_Q6_K, KERNEL_TIER_BEST, 256);
+}
+
+/* ---- errors ------------------------------------------------------------- */
+
+Test(kernels, matmul_rejects_unsupported_types_and_partial_blocks) {
+    kernel_ctx *ctx = new_ctx(1, KERNEL_TIER_BEST);
+    float x[64] = {0}, out[2];
+    uint8_t w[256] = {0};
+    cr_assert_eq(kernel_matmul(out, w, GGML_TYPE_Q5_1, x, 1, 32, 1, ctx), TPS_EUNSUP);
+    cr_assert_eq(kernel_matmul(out, w, 63, x, 1, 32, 1, ctx), TPS_EUNSUP);
+    cr_assert_eq(kernel_matmul(out, w, 1000, x, 1, 32, 1, ctx), TPS_EUNSUP);
+    cr_assert_eq(kernel_matmul(out, w, GGML_TYPE_Q8_0, x, 1, 33, 1, ctx), TPS_EINVAL);
+    cr_assert_eq(kernel_matmul(out, w, GGML_TYPE_Q4_K, x, 1, 64, 1, ctx), TPS_EINVAL);
+    cr_assert_eq(kernel_ctx_set_tier(ctx, (kernel_tier)99), TPS_EUNSUP);
+    kernel_ctx_free(ctx);
+}
+
+/* ---- row helpers -------------------------------------------------------- */
+
+static const size_t OPS_N[] = {1, 3, 7, 8, 17, 33, 64, 100, 768};
+
+Test(kernels, rmsnorm_matches_double_reference_and_works_in_place) {
+    for (size_t t = 0; t < LEN(OPS_N); t++) {
+        const size_t n = OPS_N[t];
+        float *x = malloc(n * sizeof *x), *w = malloc(n * sizeof *w), *o = malloc(n * sizeof *o);
+        fill(x, n, n);
+        fill(w, n, n + 1);
+        kernel_rmsnorm(o, x, w, n, 1e-5f);
+        double ss = 0;
+        for (size_t i = 0; i < n; i++)
+            ss += (double)x[i] * x[i];
+        const double s = 1.0 / sqrt(ss / (double)n + 1e-5);
+        for (size_t i = 0; i < n; i++) {
+            const double want = x[i] * s * w[i];
+            cr_assert(fabs(o[i] - want) <= TOL_OPS_REL * fabs(want) + TOL_ABS, "n %zu i %zu", n, i);
+        }
+        kernel_rmsnorm(x, x, w, n, 1e-5f);
+        cr_assert_eq(memcmp(x, o, n * sizeof *x), 0, "in place equals out of place");
+        free(o);
+        free(w);
+        free(x);
+    }
+}
+
+Test(kernels, softmax_sums_to_one_and_matches_reference) {
+    for (size_t t = 0; t < LEN(OPS_N); t++) {
+        const size_t n = OPS_N[t];
+        float *x = malloc(n * sizeof *x);
+        double *want = malloc(n * sizeof *want);
+        fill(x, n, 3 * n);
+        for (size_t i = 0; i < n; i++)
+            x[i] *= 20.0f; /* large spread: needs the max shift */
+        double max = x[0], sum = 0;
+        for (size_t i = 1; i < n; i++)
+            max = fmax(max, x[i]);
+        for (size_t i = 0; i < n; i++)
+            sum += want[i] = exp(x[i] - max);
+        kernel_softmax(x, n);
+        double got = 0;
+        for (size_t i = 0; i < n; i++) {
+            got += x[i];
+            cr_assert(fabs(x[i] - want[i] / sum) <= TOL_OPS_REL * want[i] / sum + TOL_ABS);
+        }
+        cr_assert(fabs(got - 1.0) < 1e-5);
+        free(want);
+        free(x);
+    }
+}
+
+Test(kernels, swiglu_add_scale_dot_axpy_match_reference) {
+    for (size_t t = 0; t < LEN(OPS_N); t++) {
+        const size_t n = OPS_N[t];
+        float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *o = malloc(n * sizeof *o);
+        fill(a, n, 5 * n);
+        fill(b, n, 7 * n);
+        kernel_swiglu(o, a, b, n);
+        for (size_t i = 0; i < n; i++) {
+            const double want = a[i] / (1.0 + exp(-(double)a[i])) * b[i];
+            cr_assert(fabs(o[i] - want) <= TOL_OPS_REL * fabs(want) + TOL_ABS);
+        }
+        kernel_add(o, a, b, n);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(o[i], a[i] + b[i]);
+        memcpy(o, a, n * sizeof *o);
+        kernel_scale(o, 0.5f, n);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(o[i], a[i] * 0.5f);
+        double dot = 0, adot = 0;
+        for (size_t i = 0; i < n; i++) {
+            dot += (double)a[i] * b[i];
+            adot += fabs((double)a[i] * b[i]);
+        }
+        cr_assert(fabs(kernel_dot_f32(a, b, n) - dot) <= TOL_OPS_REL * adot + TOL_ABS);
+        memcpy(o, b, n * sizeof *o);
+        kernel_axpy(o, 0.25f, a, n);
+        for (size_t i = 0; i < n; i++)
+            cr_assert(fabs(o[i] - (b[i] + 0.25 * a[i])) <= 1e-6, "n %zu i %zu", n, i);
+        free(o);
+        free(b);
+        free(a);
+    }
+}
+
+Test(kernels, get_row_returns_the_dequantized_row_of_every_type) {
+    const uint32_t types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+                              GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    enum { N_ROWS = 5, N_COLS = 256 };
+    for (size_t t = 0; t < LEN(types); t++) {
+        uint8_t *w = make_weights(types[t], N_ROWS, N_COLS, 50 + t);
+        const size_t rb = kernel_row_bytes(types[t], N_COLS);
+        float got[N_COLS], want[N_COLS];
+        for (size_t r = 0; r < N_ROWS; r++) {
+            cr_assert_eq(kernel_get_row(got, w, types[t], r, N_COLS), 0);
+            cr_assert_eq(dequantize_row(want, w + r * rb, types[t], N_COLS), 0);
+            cr_assert_eq(memcmp(got, want, sizeof got), 0, "type %u row %zu", types[t], r);
+        }
+        free(w);
+    }
+    float out[32];
+    const uint8_t src[64] = {0};
+    cr_assert_eq(kernel_get_row(out, src, GGML_TYPE_Q4_1, 0, 32), TPS_EUNSUP);
+    cr_assert_eq(kernel_get_row(out, src, GGML_TYPE_Q8_0, 0, 31), TPS_EINVAL);
+}
