@@ -1,11 +1,96 @@
-/* `tps model make`: filled in with the synthetic model maker (src/model/model_make). */
+/* `tps model make`: argument parsing for the synthetic model maker
+ * (src/model/model_make). */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "model/gguf.h"
+#include "model/model_make.h"
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: tps model make --preset P --type T [--vocab FILE.gguf] [--seed S] -o "
+                 "OUT.gguf\n"
+                 "\n"
+                 "Writes a Llama-architecture GGUF of a real model's shape with seeded random\n"
+                 "weights: the same compute cost per token as a trained model of that shape\n"
+                 "(what a throughput benchmark measures); its text is noise. llama.cpp loads it.\n"
+                 "\n"
+                 "  --preset P      shape (below)\n"
+                 "  --type T        f32, f16, bf16, q8_0 or q4_0 for the weight matrices\n"
+                 "  --vocab FILE    copy the tokenizer of this GGUF (else a byte-level vocabulary\n"
+                 "                  padded to the preset's size: one token per byte of text)\n"
+                 "  --seed S        weight seed (default 1); same seed, same file\n"
+                 "  -o, --output F  output path\n"
+                 "\n"
+                 "presets:\n");
+    for (const model_preset *p = model_presets; p->name; p++)
+        fprintf(out, "  %-5s dim %u, %u layers, %u heads (%u kv), ffn %u, vocab %u, ctx %u: %.0fM "
+                     "params, like %s\n",
+                p->name, p->dim, p->n_layers, p->n_heads, p->n_kv_heads, p->ffn_dim, p->n_vocab,
+                p->ctx_len, (double)model_preset_params(p) / 1e6, p->like);
+}
 
 int cli_model_make(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "tps model make: not available in this build yet\n");
-    return 2;
+    model_make_opts o = {.seed = 1, .progress = 1};
+    const char *preset = NULL, *type = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--preset") || !strcmp(a, "--type") || !strcmp(a, "--vocab") ||
+            !strcmp(a, "--seed") || !strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!v) {
+                fprintf(stderr, "tps model make: %s needs a value\n", a);
+                return 2;
+            }
+            i++;
+            if (!strcmp(a, "--preset")) preset = v;
+            else if (!strcmp(a, "--type")) type = v;
+            else if (!strcmp(a, "--vocab")) o.vocab_path = v;
+            else if (!strcmp(a, "--seed")) {
+                char *end;
+                errno = 0;
+                o.seed = strtoull(v, &end, 10);
+                if (errno || *end || v[0] == '-') {
+                    fprintf(stderr, "tps model make: --seed takes a non-negative integer, not '%s'\n", v);
+                    return 2;
+                }
+            } else o.out_path = v;
+        } else {
+            fprintf(stderr, "tps model make: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!preset || !type || !o.out_path) {
+        fprintf(stderr, "tps model make: --preset, --type and -o are required\n");
+        usage(stderr);
+        return 2;
+    }
+    o.preset = model_preset_find(preset);
+    if (!o.preset) {
+        fprintf(stderr, "tps model make: unknown preset '%s' (see --help)\n", preset);
+        return 2;
+    }
+    int t = ggml_type_from_name(type);
+    if (t != GGML_TYPE_F32 && t != GGML_TYPE_F16 && t != GGML_TYPE_BF16 && t != GGML_TYPE_Q8_0 &&
+        t != GGML_TYPE_Q4_0) {
+        fprintf(stderr, "tps model make: --type must be f32, f16, bf16, q8_0 or q4_0, not '%s'\n",
+                type);
+        return 2;
+    }
+    o.type = (uint32_t)t;
+    tps_err err = {0};
+    if (model_make(&o, &err) != 0) {
+        fprintf(stderr, "tps model make: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "model make: wrote %s (%s, %s, seed %llu)\n", o.out_path, o.preset->name,
+            ggml_type_get(o.type)->name, (unsigned long long)o.seed);
+    return 0;
 }

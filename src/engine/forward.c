@@ -1,0 +1,251 @@
+/* Llama forward pass over a batch of token rows from any number of
+ * sequences, each with its own paged KV block table.
+ *
+ * Per layer: RMSNorm -> Q/K/V projections for all rows at once -> RoPE ->
+ * K/V written into the cache -> attention per (row, head) over that row's
+ * own sequence -> output projection + residual -> RMSNorm -> SwiGLU FFN for
+ * all rows at once + residual. Matrix products go through kernels/matmul
+ * (batch-invariant by contract); everything else here is per row. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/forward.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+
+struct fwd_state {
+    size_t max_rows;
+    uint32_t max_ctx;
+    int n_threads;
+    kernel_ctx *kc;
+    /* activations, each (max_rows, width) */
+    float *x;      /* residual stream (dim) */
+    float *xb;     /* normed input (dim) */
+    float *q;      /* (q_dim) */
+    float *k;      /* (kv_dim) */
+    float *v;      /* (kv_dim) */
+    float *att;    /* attention output (q_dim) */
+    float *proj;   /* projection output (dim) */
+    float *hb;     /* FFN gate (ffn_dim) */
+    float *hb2;    /* FFN up (ffn_dim) */
+    float *logits; /* (max_rows, n_vocab) */
+    float *rope;   /* (rope_dim) cos/sin pairs for one row */
+    /* per-thread attention scratch: scores (max_ctx) + one K/V row (head_dim) */
+    float *scores;
+    size_t scores_stride;
+    float *buf; /* one allocation for all of the above */
+};
+
+int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uint32_t max_ctx,
+                     int n_threads, tps_err *err) {
+    *out = NULL;
+    const llama_config *c = &m->cfg;
+    if (max_rows == 0) return tps_fail(err, TPS_EINVAL, "forward: max_rows must be >= 1");
+    if (n_threads <= 0) n_threads = omp_get_max_threads();
+    fwd_state *s = calloc(1, sizeof *s);
+    if (!s) return tps_fail(err, TPS_ENOMEM, "forward: out of memory");
+    s->max_rows = max_rows;
+    s->max_ctx = max_ctx;
+    s->n_threads = n_threads;
+    size_t q_dim = (size_t)c->n_heads * c->head_dim, kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    s->scores_stride = ((size_t)max_ctx + 2 * c->head_dim + 15) / 16 * 16;
+    size_t per_row = 3 * (size_t)c->dim + 2 * q_dim + 2 * kv_dim + 2 * (size_t)c->ffn_dim +
+                     c->n_vocab;
+    size_t total = per_row * max_rows + c->rope_dim + s->scores_stride * (size_t)n_threads;
+    s->buf = aligned_alloc(64, (total * sizeof(float) + 63) / 64 * 64);
+    if (!s->buf) {
+        free(s);
+        return tps_fail(err, TPS_ENOMEM, "forward: cannot allocate %zu MiB of step scratch",
+                        total * sizeof(float) >> 20);
+    }
+    float *p = s->buf;
+#define TAKE(field, n)                                                                             \
+    s->field = p;                                                                                  \
+    p += (n)
+    TAKE(x, max_rows * c->dim);
+    TAKE(xb, max_rows * c->dim);
+    TAKE(proj, max_rows * c->dim);
+    TAKE(q, max_rows * q_dim);
+    TAKE(att, max_rows * q_dim);
+    TAKE(k, max_rows * kv_dim);
+    TAKE(v, max_rows * kv_dim);
+    TAKE(hb, max_rows * c->ffn_dim);
+    TAKE(hb2, max_rows * c->ffn_dim);
+    TAKE(logits, max_rows * c->n_vocab);
+    TAKE(rope, c->rope_dim);
+    TAKE(scores, s->scores_stride * (size_t)n_threads);
+#undef TAKE
+    int rc = kernel_ctx_create(&s->kc, n_threads, max_rows,
+                               c->ffn_dim > c->dim ? c->ffn_dim : c->dim, err);
+    if (rc) {
+        fwd_state_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void fwd_state_free(fwd_state *s) {
+    if (!s) return;
+    kernel_ctx_free(s->kc);
+    free(s->buf);
+    free(s);
+}
+
+kernel_ctx *fwd_state_kernels(fwd_state *s) {
+    return s->kc;
+}
+
+/* GGUF llama RoPE: adjacent pairs (x[2i], x[2i+1]) rotate by
+ * pos * base^(-2i/rope_dim); the angle is stepped by repeated multiplication
+ * in float, as ggml does, so rounding tracks llama.cpp. */
+static void rope_table(float *cs, uint32_t pos, uint32_t rope_dim, float base) {
+    float theta_scale = powf(base, -2.0f / (float)rope_dim);
+    float theta = (float)pos;
+    for (uint32_t i = 0; i < rope_dim; i += 2) {
+        cs[i] = cosf(theta);
+        cs[i + 1] = sinf(theta);
+        theta *= theta_scale;
+    }
+}
+
+static void rope_apply(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
+                       uint32_t rope_dim) {
+    for (uint32_t h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        for (uint32_t i = 0; i < rope_dim; i += 2) {
+            float x0 = v[i], x1 = v[i + 1];
+            v[i] = x0 * cs[i] - x1 * cs[i + 1];
+            v[i + 1] = x0 * cs[i + 1] + x1 * cs[i];
+        }
+    }
+}
+
+static void store_row(void *dst, const float *src, size_t n, uint32_t kv_type) {
+    if (kv_type == GGML_TYPE_F16) fp32_to_fp16_row(dst, src, n);
+    else memcpy(dst, src, n * sizeof(float));
+}
+
+/* One head of one row: out (head_dim,) = softmax(q.K^T * scale) V over
+ * positions [0, n_pos) of the row's sequence, reduced in position order. */
+static void attend_head(float *restrict out, const float *restrict q, const kv_cache *kv,
+                        const kv_seq *seq, uint32_t layer, uint32_t kvh, uint32_t head_dim,
+                        uint32_t n_pos, float scale, float *restrict scores, float *restrict tmp) {
+    size_t off = (size_t)kvh * head_dim;
+    bool f16 = kv->kv_type == GGML_TYPE_F16;
+    for (uint32_t p = 0; p < n_pos; p++) {
+        const void *krow = kv_k_row(kv, seq, layer, p);
+        const float *kh;
+        if (f16) {
+            fp16_to_fp32_row(tmp, (const uint16_t *)krow + off, head_dim);
+            kh = tmp;
+        } else {
+            kh = (const float *)krow + off;
+        }
+        scores[p] = kernel_dot_f32(q, kh, head_dim) * scale;
+    }
+    kernel_softmax(scores, n_pos);
+    memset(out, 0, sizeof(float) * head_dim);
+    for (uint32_t p = 0; p < n_pos; p++) {
+        const void *vrow = kv_v_row(kv, seq, layer, p);
+        const float *vh;
+        if (f16) {
+            fp16_to_fp32_row(tmp, (const uint16_t *)vrow + off, head_dim);
+            vh = tmp;
+        } else {
+            vh = (const float *)vrow + off;
+        }
+        kernel_axpy(out, scores[p], vh, head_dim);
+    }
+}
+
+static int mm(fwd_state *s, float *out, const llama_mat *w, const float *x, size_t n_rows,
+              tps_err *err) {
+    int rc = kernel_matmul(out, w->data, w->type, x, n_rows, w->cols, w->rows, s->kc);
+    if (rc) return tps_fail(err, rc, "forward: matmul failed (type %u, %u x %u)", w->type, w->rows,
+                            w->cols);
+    return 0;
+}
+
+int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_batch *b,
+                  const float **logits, size_t *n_logits, tps_err *err) {
+    const llama_config *c = &m->cfg;
+    const llama_weights *w = &m->w;
+    size_t n = b->n_rows;
+    if (n == 0 || n > s->max_rows)
+        return tps_fail(err, TPS_EINVAL, "forward: batch of %zu rows (1..%zu allowed)", n,
+                        s->max_rows);
+    size_t dim = c->dim, q_dim = (size_t)c->n_heads * c->head_dim;
+    size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    for (size_t r = 0; r < n; r++) {
+        const fwd_row *row = &b->rows[r];
+        if (row->token < 0 || (uint32_t)row->token >= c->n_vocab)
+            return tps_fail(err, TPS_EINVAL, "forward: token id %d outside the vocabulary (%u)",
+                            row->token, c->n_vocab);
+        const kv_seq *seq = b->seqs[row->seq];
+        if (row->pos >= s->max_ctx ||
+            row->pos >= (uint64_t)seq->n_blocks * kv->block_tokens)
+            return tps_fail(err, TPS_EINVAL,
+                            "forward: position %u has no KV slot (sequence holds %u blocks)",
+                            row->pos, seq->n_blocks);
+        int rc = kernel_get_row(s->x + r * dim, w->token_embd.data, w->token_embd.type,
+                                (size_t)row->token, dim);
+        if (rc) return tps_fail(err, rc, "forward: cannot read the token embedding");
+    }
+    const float scale = 1.0f / sqrtf((float)c->head_dim);
+    const uint32_t group = c->n_heads / c->n_kv_heads;
+    int rc;
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+        const llama_layer *L = &w->layers[l];
+        for (size_t r = 0; r < n; r++)
+            kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->attn_norm, dim, c->rms_eps);
+        if ((rc = mm(s, s->q, &L->wq, s->xb, n, err))) return rc;
+        if ((rc = mm(s, s->k, &L->wk, s->xb, n, err))) return rc;
+        if ((rc = mm(s, s->v, &L->wv, s->xb, n, err))) return rc;
+        for (size_t r = 0; r < n; r++) {
+            const fwd_row *row = &b->rows[r];
+            rope_table(s->rope, row->pos, c->rope_dim, c->rope_base);
+            rope_apply(s->q + r * q_dim, s->rope, c->n_heads, c->head_dim, c->rope_dim);
+            rope_apply(s->k + r * kv_dim, s->rope, c->n_kv_heads, c->head_dim, c->rope_dim);
+            const kv_seq *seq = b->seqs[row->seq];
+            store_row(kv_k_row(kv, seq, l, row->pos), s->k + r * kv_dim, kv_dim, kv->kv_type);
+            store_row(kv_v_row(kv, seq, l, row->pos), s->v + r * kv_dim, kv_dim, kv->kv_type);
+        }
+        long n_tasks = (long)(n * c->n_heads);
+#pragma omp parallel for num_threads(s->n_threads) schedule(dynamic, 1)
+        for (long t = 0; t < n_tasks; t++) {
+            size_t r = (size_t)t / c->n_heads;
+            uint32_t h = (uint32_t)((size_t)t % c->n_heads);
+            const fwd_row *row = &b->rows[r];
+            float *scores = s->scores + s->scores_stride * (size_t)omp_get_thread_num();
+            float *tmp = scores + s->max_ctx;
+            attend_head(s->att + r * q_dim + (size_t)h * c->head_dim,
+                        s->q + r * q_dim + (size_t)h * c->head_dim, kv, b->seqs[row->seq], l,
+                        h / group, c->head_dim, row->pos + 1, scale, scores, tmp);
+        }
+        if ((rc = mm(s, s->proj, &L->wo, s->att, n, err))) return rc;
+        for (size_t r = 0; r < n; r++) kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
+        for (size_t r = 0; r < n; r++)
+            kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->ffn_norm, dim, c->rms_eps);
+        if ((rc = mm(s, s->hb, &L->w_gate, s->xb, n, err))) return rc;
+        if ((rc = mm(s, s->hb2, &L->w_up, s->xb, n, err))) return rc;
+        for (size_t r = 0; r < n; r++)
+            kernel_swiglu(s->hb + r * c->ffn_dim, s->hb + r * c->ffn_dim, s->hb2 + r * c->ffn_dim,
+                          c->ffn_dim);
+        if ((rc = mm(s, s->proj, &L->w_down, s->hb, n, err))) return rc;
+        for (size_t r = 0; r < n; r++) kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
+    }
+    /* LM head only on rows that sample: gather them, norm, project. */
+    size_t nl = 0;
+    for (size_t r = 0; r < n; r++)
+        if (b->rows[r].want_logits) {
+            kernel_rmsnorm(s->xb + nl * dim, s->x + r * dim, w->out_norm, dim, c->rms_eps);
+            nl++;
+        }
+    if (nl && (rc = mm(s, s->logits, &w->output, s->xb, nl, err))) return rc;
+    *logits = s->logits;
+    *n_logits = nl;
+    return 0;
+}

@@ -1,0 +1,80 @@
+/* Paged KV cache: one preallocated pool of fixed-size blocks (vLLM's
+ * PagedAttention memory layout on the CPU) and per-sequence block tables.
+ *
+ * A block holds `block_tokens` positions of K and V for every layer:
+ *   K[block][layer][slot][kv_dim], V likewise, in F32 or F16.
+ * Allocation and release are O(1) through a free list; reference counts are
+ * kept per block so prefix sharing can come later. Not thread-safe: the
+ * engine thread owns it. It knows nothing of attention maths. */
+#ifndef TPS_KV_CACHE_H
+#define TPS_KV_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tps_error.h"
+
+typedef struct kv_cache_params {
+    uint32_t n_layers;
+    uint32_t kv_dim;       /* n_kv_heads * head_dim */
+    uint32_t block_tokens; /* positions per block (default 16) */
+    uint32_t kv_type;      /* GGML_TYPE_F32 or GGML_TYPE_F16 */
+    uint32_t n_blocks;     /* pool size; or 0 to derive from mem_bytes */
+    size_t mem_bytes;      /* K+V bytes for the pool when n_blocks is 0 */
+} kv_cache_params;
+
+typedef struct kv_cache {
+    uint32_t n_layers, kv_dim, block_tokens, kv_type;
+    uint32_t n_blocks;
+    size_t elem_size;    /* 4 (F32) or 2 (F16) */
+    size_t block_stride; /* elements per block per tensor (K or V): n_layers*block_tokens*kv_dim */
+    uint8_t *k, *v;      /* n_blocks * block_stride elements each */
+    uint32_t *free_list; /* stack of free block ids */
+    uint32_t n_free;
+    uint16_t *refs; /* per block: 0 = free */
+} kv_cache;
+
+/* A sequence's block table: blocks[i] holds positions [i*B, (i+1)*B). */
+typedef struct kv_seq {
+    uint32_t *blocks;
+    uint32_t n_blocks, cap;
+} kv_seq;
+
+/* Bytes of K+V one block takes. */
+size_t kv_cache_block_bytes(uint32_t n_layers, uint32_t kv_dim, uint32_t block_tokens,
+                            uint32_t kv_type);
+int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err);
+void kv_cache_free(kv_cache *kv);
+
+uint32_t kv_cache_blocks_used(const kv_cache *kv);
+
+/* Blocks needed to hold n_tokens positions. */
+static inline uint32_t kv_blocks_for(const kv_cache *kv, uint32_t n_tokens) {
+    return (n_tokens + kv->block_tokens - 1) / kv->block_tokens;
+}
+
+/* seq must be zeroed before first use; cap is the most blocks it may hold. */
+int kv_seq_init(kv_seq *seq, uint32_t cap);
+void kv_seq_destroy(kv_seq *seq); /* frees the table (blocks must be released first) */
+
+/* Grows seq so it holds n_tokens positions: all blocks or none.
+ * TPS_EFULL when the pool lacks free blocks (nothing changed then). */
+int kv_seq_reserve(kv_cache *kv, kv_seq *seq, uint32_t n_tokens);
+/* Returns every block of seq to the pool. */
+void kv_seq_release(kv_cache *kv, kv_seq *seq);
+
+/* Row of K (or V) for a position: kv_dim elements of kv->elem_size bytes. */
+static inline void *kv_k_row(const kv_cache *kv, const kv_seq *seq, uint32_t layer, uint32_t pos) {
+    uint32_t b = seq->blocks[pos / kv->block_tokens], slot = pos % kv->block_tokens;
+    return kv->k + ((size_t)b * kv->block_stride +
+                    ((size_t)layer * kv->block_tokens + slot) * kv->kv_dim) *
+                       kv->elem_size;
+}
+static inline void *kv_v_row(const kv_cache *kv, const kv_seq *seq, uint32_t layer, uint32_t pos) {
+    uint32_t b = seq->blocks[pos / kv->block_tokens], slot = pos % kv->block_tokens;
+    return kv->v + ((size_t)b * kv->block_stride +
+                    ((size_t)layer * kv->block_tokens + slot) * kv->kv_dim) *
+                       kv->elem_size;
+}
+
+#endif

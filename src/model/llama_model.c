@@ -1,0 +1,28 @@
+/* Opens a GGUF file and binds it as a Llama model; undoes partial work on
+ * any error. */
+#include <stdlib.h>
+
+#include "model/llama_model.h"
+
+int llama_model_load(llama_model **out, const char *path, tps_err *err) {
+    *out = NULL;
+    llama_model *m = calloc(1, sizeof *m);
+    if (!m) return tps_fail(err, TPS_ENOMEM, "model: out of memory");
+    int rc = gguf_open(&m->file, path, err);
+    if (rc) goto fail;
+    if ((rc = llama_config_read(&m->cfg, m->file, err))) goto fail;
+    if ((rc = llama_weights_bind(&m->w, &m->cfg, m->file, err))) goto fail;
+    *out = m;
+    return 0;
+fail:
+    gguf_close(m->file);
+    free(m);
+    return rc;
+}
+
+void llama_model_free(llama_model *m) {
+    if (!m) return;
+    llama_weights_free(&m->w);
+    gguf_close(m->file);
+    free(m);
+}

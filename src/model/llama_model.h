@@ -1,0 +1,20 @@
+/* A loaded Llama model: the mapped GGUF file, its config and its weights.
+ * The tokenizer is loaded beside it (model/tokenizer.h). Immutable after
+ * load, so many threads may read it. */
+#ifndef TPS_LLAMA_MODEL_H
+#define TPS_LLAMA_MODEL_H
+
+#include "model/gguf.h"
+#include "model/llama_config.h"
+#include "model/llama_weights.h"
+
+typedef struct llama_model {
+    gguf_file *file;
+    llama_config cfg;
+    llama_weights w;
+} llama_model;
+
+int llama_model_load(llama_model **out, const char *path, tps_err *err);
+void llama_model_free(llama_model *m);
+
+#endif

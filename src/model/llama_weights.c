@@ -1,0 +1,114 @@
+/* Binds Llama tensors by their GGUF names (llama.cpp's naming) and checks
+ * every shape and type before the forward pass may trust them. Computes
+ * nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/quant.h"
+#include "model/llama_weights.h"
+
+static int bind_mat(llama_mat *m, const gguf_file *f, const char *name, uint32_t rows,
+                    uint32_t cols, tps_err *err) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) return tps_fail(err, TPS_EINVAL, "model: tensor '%s' is missing", name);
+    if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows)
+        return tps_fail(err, TPS_EINVAL,
+                        "model: tensor '%s' has shape (%llu, %llu); the config says (%u, %u)",
+                        name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], cols,
+                        rows);
+    if (!kernel_type_supported(t->type))
+        return tps_fail(err, TPS_EUNSUP,
+                        "model: unsupported tensor type %s in tensor '%s' (supported: f32, f16, "
+                        "bf16, q8_0, q4_0, q4_k, q6_k)",
+                        ggml_type_get(t->type)->name, name);
+    *m = (llama_mat){.data = t->data, .type = t->type, .rows = rows, .cols = cols};
+    return 0;
+}
+
+/* Norm vectors: borrowed when F32, else converted into *owned_next. */
+static int bind_norm(const float **out, const gguf_file *f, const char *name, uint32_t dim,
+                     float **owned_next, tps_err *err) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) return tps_fail(err, TPS_EINVAL, "model: tensor '%s' is missing", name);
+    if (t->n_elements != dim || t->ne[0] != dim)
+        return tps_fail(err, TPS_EINVAL, "model: tensor '%s' has %llu elements; expected %u",
+                        name, (unsigned long long)t->n_elements, dim);
+    if (t->type == GGML_TYPE_F32) {
+        *out = t->data;
+        return 0;
+    }
+    if (dequantize_row(*owned_next, t->data, t->type, dim) != 0)
+        return tps_fail(err, TPS_EUNSUP, "model: unsupported tensor type %s in tensor '%s'",
+                        ggml_type_get(t->type)->name, name);
+    *out = *owned_next;
+    *owned_next += dim;
+    return 0;
+}
+
+int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_file *f,
+                       tps_err *err) {
+    memset(w, 0, sizeof *w);
+    uint32_t q_dim = cfg->n_heads * cfg->head_dim, kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    w->layers = calloc(cfg->n_layers, sizeof *w->layers);
+    w->owned = malloc(sizeof(float) * cfg->dim * (2 * (size_t)cfg->n_layers + 1));
+    if (!w->layers || !w->owned) {
+        llama_weights_free(w);
+        return tps_fail(err, TPS_ENOMEM, "model: out of memory");
+    }
+    float *owned_next = w->owned;
+    int rc;
+    char name[96];
+#define BIND_MAT(dst, nm, r, c)                                                                    \
+    if ((rc = bind_mat(dst, f, nm, r, c, err))) goto fail
+#define BIND_NORM(dst, nm)                                                                         \
+    if ((rc = bind_norm(dst, f, nm, cfg->dim, &owned_next, err))) goto fail
+    BIND_MAT(&w->token_embd, "token_embd.weight", cfg->n_vocab, cfg->dim);
+    BIND_NORM(&w->out_norm, "output_norm.weight");
+    if (gguf_find_tensor(f, "output.weight")) {
+        BIND_MAT(&w->output, "output.weight", cfg->n_vocab, cfg->dim);
+    } else {
+        w->output = w->token_embd;
+        w->tied = 1;
+    }
+    uint64_t bytes = kernel_row_bytes(w->token_embd.type, cfg->dim);
+    for (uint32_t l = 0; l < cfg->n_layers; l++) {
+        llama_layer *L = &w->layers[l];
+        snprintf(name, sizeof name, "blk.%u.attn_norm.weight", l);
+        BIND_NORM(&L->attn_norm, name);
+        snprintf(name, sizeof name, "blk.%u.ffn_norm.weight", l);
+        BIND_NORM(&L->ffn_norm, name);
+        snprintf(name, sizeof name, "blk.%u.attn_q.weight", l);
+        BIND_MAT(&L->wq, name, q_dim, cfg->dim);
+        snprintf(name, sizeof name, "blk.%u.attn_k.weight", l);
+        BIND_MAT(&L->wk, name, kv_dim, cfg->dim);
+        snprintf(name, sizeof name, "blk.%u.attn_v.weight", l);
+        BIND_MAT(&L->wv, name, kv_dim, cfg->dim);
+        snprintf(name, sizeof name, "blk.%u.attn_output.weight", l);
+        BIND_MAT(&L->wo, name, cfg->dim, q_dim);
+        snprintf(name, sizeof name, "blk.%u.ffn_gate.weight", l);
+        BIND_MAT(&L->w_gate, name, cfg->ffn_dim, cfg->dim);
+        snprintf(name, sizeof name, "blk.%u.ffn_up.weight", l);
+        BIND_MAT(&L->w_up, name, cfg->ffn_dim, cfg->dim);
+        snprintf(name, sizeof name, "blk.%u.ffn_down.weight", l);
+        BIND_MAT(&L->w_down, name, cfg->dim, cfg->ffn_dim);
+        const llama_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
+            bytes += (uint64_t)ms[k]->rows * kernel_row_bytes(ms[k]->type, ms[k]->cols);
+    }
+    bytes += (uint64_t)cfg->n_vocab * kernel_row_bytes(w->output.type, cfg->dim);
+    w->bytes_per_token = bytes;
+#undef BIND_MAT
+#undef BIND_NORM
+    return 0;
+fail:
+    llama_weights_free(w);
+    return rc;
+}
+
+void llama_weights_free(llama_weights *w) {
+    free(w->layers);
+    free(w->owned);
+    w->layers = NULL;
+    w->owned = NULL;
+}

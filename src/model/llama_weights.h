@@ -1,0 +1,47 @@
+/* Llama weights: borrowed pointers into the mmapped GGUF (the `Weights` of
+ * STYLE.md), bound by tensor name and checked against the config's shapes
+ * and the kernels' supported types. Norm vectors that are not F32 in the
+ * file are the one exception: converted once into owned float arrays. */
+#ifndef TPS_LLAMA_WEIGHTS_H
+#define TPS_LLAMA_WEIGHTS_H
+
+#include <stdint.h>
+
+#include "model/gguf.h"
+#include "model/llama_config.h"
+
+/* A matrix W (rows, cols) row-major in type `type`: a linear layer computes
+ * x (cols,) -> W x (rows,). */
+typedef struct llama_mat {
+    const void *data;
+    uint32_t type;
+    uint32_t rows, cols;
+} llama_mat;
+
+typedef struct llama_layer {
+    const float *attn_norm; /* (dim,) */
+    llama_mat wq;           /* (n_heads*head_dim, dim) */
+    llama_mat wk;           /* (n_kv_heads*head_dim, dim) */
+    llama_mat wv;           /* (n_kv_heads*head_dim, dim) */
+    llama_mat wo;           /* (dim, n_heads*head_dim) */
+    const float *ffn_norm;  /* (dim,) */
+    llama_mat w_gate;       /* (ffn_dim, dim) */
+    llama_mat w_up;         /* (ffn_dim, dim) */
+    llama_mat w_down;       /* (dim, ffn_dim) */
+} llama_layer;
+
+typedef struct llama_weights {
+    llama_mat token_embd;    /* (n_vocab, dim): row t is token t's embedding */
+    const float *out_norm;   /* (dim,) */
+    llama_mat output;        /* (n_vocab, dim); = token_embd when tied */
+    int tied;                /* 1 when output.weight is absent */
+    llama_layer *layers;     /* n_layers */
+    float *owned;            /* converted norm vectors, one allocation */
+    uint64_t bytes_per_token; /* weight bytes one decode step reads (all matrices + one embd row) */
+} llama_weights;
+
+int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_file *f,
+                       tps_err *err);
+void llama_weights_free(llama_weights *w);
+
+#endif

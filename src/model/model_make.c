@@ -1,0 +1,277 @@
+/* Writes a synthetic Llama GGUF: preset shapes, seeded uniform weights with
+ * GPT-2-style scale (std 0.02; output projections scaled by 1/sqrt(2L)), unit
+ * norms, quantized with the reference quantizers. Every row's values come
+ * from a generator seeded by (seed, tensor, row), so a file is identical for
+ * the same seed whatever the thread count. Nothing here runs the model. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kernels/quant.h"
+#include "model/gguf.h"
+#include "model/model_make.h"
+
+const model_preset model_presets[] = {
+    {"tiny", "stories260K (FFN 192)", 64, 5, 8, 4, 192, 512, 512, 10000.0f},
+    {"15M", "llama2.c stories15M", 288, 6, 6, 6, 768, 32000, 2048, 10000.0f},
+    {"110M", "llama2.c stories110M", 768, 12, 12, 12, 2048, 32000, 2048, 10000.0f},
+    {"1B", "TinyLlama-1.1B", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f},
+    {"8B", "Llama-3-8B", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f},
+    {NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0},
+};
+
+const model_preset *model_preset_find(const char *name) {
+    for (const model_preset *p = model_presets; p->name; p++)
+        if (!strcasecmp(p->name, name)) return p;
+    return NULL;
+}
+
+uint64_t model_preset_params(const model_preset *p) {
+    uint64_t hd = p->dim / p->n_heads, kv = (uint64_t)p->n_kv_heads * hd;
+    uint64_t layer = 2ull * p->dim * p->dim + 2ull * p->dim * kv + 3ull * p->dim * p->ffn_dim +
+                     2ull * p->dim;
+    return 2ull * p->n_vocab * p->dim + p->dim + layer * p->n_layers;
+}
+
+/* splitmix64: a tiny, well-mixed generator; one per row. */
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t hash_name(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+typedef struct tensor_gen {
+    char name[64];
+    uint64_t seed;
+    uint32_t type;
+    uint32_t rows, cols; /* cols = ne[0] */
+    float scale;         /* uniform in [-scale, scale]; 0 means all ones (norms) */
+} tensor_gen;
+
+static int fill_tensor(void *ctx, void *dst, size_t nbytes, tps_err *err) {
+    const tensor_gen *g = ctx;
+    size_t row_bytes = nbytes / g->rows;
+    int failed = 0;
+#pragma omp parallel
+    {
+        float *row = malloc(sizeof(float) * g->cols);
+        if (!row) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(static)
+        for (long r = 0; r < (long)g->rows; r++) {
+            if (!row) continue;
+            uint64_t st = g->seed ^ ((uint64_t)r * 0xd1b54a32d192ed03ull);
+            for (uint32_t c = 0; c < g->cols; c++) {
+                if (g->scale == 0.0f) {
+                    row[c] = 1.0f;
+                } else {
+                    double u = (double)(splitmix(&st) >> 11) * (1.0 / 9007199254740992.0);
+                    row[c] = (float)((2.0 * u - 1.0) * g->scale);
+                }
+            }
+            uint8_t *out = (uint8_t *)dst + (size_t)r * row_bytes;
+            switch (g->type) {
+            case GGML_TYPE_F32: memcpy(out, row, row_bytes); break;
+            case GGML_TYPE_F16: fp32_to_fp16_row((uint16_t *)out, row, g->cols); break;
+            case GGML_TYPE_BF16: fp32_to_bf16_row((uint16_t *)out, row, g->cols); break;
+            case GGML_TYPE_Q8_0: quantize_row_q8_0_ref((block_q8_0 *)out, row, g->cols); break;
+            case GGML_TYPE_Q4_0: quantize_row_q4_0_ref((block_q4_0 *)out, row, g->cols); break;
+            }
+        }
+        free(row);
+    }
+    if (failed) return tps_fail(err, TPS_ENOMEM, "model make: out of memory");
+    return 0;
+}
+
+typedef struct progress_state {
+    const char *path;
+    int last_tenth; /* last tenth of the total reported */
+} progress_state;
+
+/* One line per tenth of the file, so a log stays readable. */
+static void progress(void *ctx, uint64_t done, uint64_t total) {
+    progress_state *ps = ctx;
+    int tenth = total ? (int)(done * 10 / total) : 10;
+    if (tenth == ps->last_tenth) return;
+    ps->last_tenth = tenth;
+    fprintf(stderr, "model make: %s: %.0f / %.0f MiB written\n", ps->path,
+            (double)done / 1048576.0, (double)total / 1048576.0);
+}
+
+/* A byte-level SentencePiece vocabulary: <unk> <s> </s>, the 256 byte tokens,
+ * then unused padding to the preset's size. Any text encodes (one token per
+ * byte), and llama.cpp accepts it as a "llama" tokenizer. */
+static int add_byte_vocab(gguf_writer *w, uint32_t n_vocab, tps_err *err) {
+    if (n_vocab < 259)
+        return tps_fail(err, TPS_EINVAL, "model make: vocabulary of %u is too small", n_vocab);
+    char **toks = calloc(n_vocab, sizeof *toks);
+    size_t *lens = calloc(n_vocab, sizeof *lens);
+    float *scores = calloc(n_vocab, sizeof *scores);
+    int32_t *types = calloc(n_vocab, sizeof *types);
+    char *text = malloc((size_t)n_vocab * 24);
+    int rc = TPS_ENOMEM;
+    if (!toks || !lens || !scores || !types || !text) goto done;
+    for (uint32_t i = 0; i < n_vocab; i++) {
+        char *t = text + (size_t)i * 24;
+        if (i == 0) strcpy(t, "<unk>"), types[i] = 2;
+        else if (i == 1) strcpy(t, "<s>"), types[i] = 3;
+        else if (i == 2) strcpy(t, "</s>"), types[i] = 3;
+        else if (i < 259) snprintf(t, 24, "<0x%02X>", i - 3), types[i] = 6;
+        else snprintf(t, 24, "<unused%u>", i - 259), types[i] = 5;
+        toks[i] = t;
+        lens[i] = strlen(t);
+        scores[i] = 0.0f;
+    }
+    rc = gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    rc = rc ? rc : gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", (const char *const *)toks, lens, n_vocab);
+    rc = rc ? rc : gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, n_vocab);
+    rc = rc ? rc : gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, n_vocab);
+    rc = rc ? rc : gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    rc = rc ? rc : gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    rc = rc ? rc : gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    rc = rc ? rc : gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
+    rc = rc ? rc : gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false);
+    if (rc) rc = tps_fail(err, rc, "model make: cannot build the vocabulary");
+done:
+    free(toks);
+    free(lens);
+    free(scores);
+    free(types);
+    free(text);
+    return rc;
+}
+
+/* Copies every tokenizer.* key of another GGUF; returns its vocabulary size. */
+static int copy_vocab(gguf_writer *w, const char *path, uint32_t *n_vocab, tps_err *err) {
+    gguf_file *f;
+    int rc = gguf_open(&f, path, err);
+    if (rc) return rc;
+    gguf_value toks;
+    if (gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &toks) != 0 ||
+        toks.arr.n == 0 || toks.arr.n > 1u << 22) {
+        gguf_close(f);
+        return tps_fail(err, TPS_EINVAL, "model make: '%s' has no tokenizer.ggml.tokens", path);
+    }
+    *n_vocab = (uint32_t)toks.arr.n;
+    for (uint64_t i = 0; i < f->n_kv && !rc; i++)
+        if (f->kv[i].key.len > 10 && !memcmp(f->kv[i].key.ptr, "tokenizer.", 10))
+            rc = gguf_writer_copy_kv(w, &f->kv[i]);
+    gguf_close(f);
+    if (rc) return tps_fail(err, rc, "model make: cannot copy the tokenizer of '%s'", path);
+    return 0;
+}
+
+static uint32_t file_type_of(uint32_t type) {
+    switch (type) {
+    case GGML_TYPE_F32: return 0;
+    case GGML_TYPE_F16: return 1;
+    case GGML_TYPE_Q4_0: return 2;
+    case GGML_TYPE_Q8_0: return 7;
+    case GGML_TYPE_BF16: return 32;
+    default: return 0;
+    }
+}
+
+int model_make(const model_make_opts *o, tps_err *err) {
+    const model_preset *p = o->preset;
+    uint32_t t = o->type;
+    if (t != GGML_TYPE_F32 && t != GGML_TYPE_F16 && t != GGML_TYPE_BF16 && t != GGML_TYPE_Q8_0 &&
+        t != GGML_TYPE_Q4_0)
+        return tps_fail(err, TPS_EINVAL, "model make: type must be f32, f16, bf16, q8_0 or q4_0");
+    gguf_writer *w = gguf_writer_create();
+    tensor_gen *gens = NULL;
+    if (!w) return tps_fail(err, TPS_ENOMEM, "model make: out of memory");
+    uint32_t n_vocab = p->n_vocab;
+    int rc = o->vocab_path ? copy_vocab(w, o->vocab_path, &n_vocab, err)
+                           : add_byte_vocab(w, n_vocab, err);
+    if (rc) goto done;
+    char name[96];
+    snprintf(name, sizeof name, "tps synthetic %s (%s shape), seed %llu", p->name, p->like,
+             (unsigned long long)o->seed);
+    rc = gguf_writer_set_str(w, "general.architecture", "llama");
+    rc = rc ? rc : gguf_writer_set_str(w, "general.name", name);
+    rc = rc ? rc : gguf_writer_set_u32(w, "general.file_type", file_type_of(t));
+    rc = rc ? rc : gguf_writer_set_u32(w, "general.quantization_version", 2);
+    rc = rc ? rc : gguf_writer_set_u32(w, "general.alignment", 32);
+    rc = rc ? rc : gguf_writer_set_u32(w, "llama.vocab_size", n_vocab);
+    rc = rc ? rc : gguf_writer_set_u32(w, "llama.context_length", p->ctx_len);
+    rc = rc ? rc : gguf_writer_set_u32(w, "llama.embedding_length", p->dim);
+    rc = rc ? rc : gguf_writer_set_u32(w, "llama.block_count", p->n_layers);
+    rc = rc ? rc : gguf_writer_set_u32(w, "llama.feed_forward_length", p->ffn_dim);
+    rc = rc ? rc : gguf_writer_set_u32(w, "llama.attention.head_count", p->n_heads);
+    rc = rc ? rc : gguf_writer_set_u32(w, "llama.attention.head_count_kv", p->n_kv_heads);
+    rc = rc ? rc : gguf_writer_set_u32(w, "llama.rope.dimension_count", p->dim / p->n_heads);
+    rc = rc ? rc : gguf_writer_set_f32(w, "llama.rope.freq_base", p->rope_base);
+    rc = rc ? rc : gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    if (rc) {
+        rc = tps_fail(err, rc, "model make: out of memory");
+        goto done;
+    }
+    uint32_t hd = p->dim / p->n_heads, kv = p->n_kv_heads * hd;
+    size_t n_gen = 3 + 9 * (size_t)p->n_layers;
+    gens = calloc(n_gen, sizeof *gens);
+    if (!gens) {
+        rc = tps_fail(err, TPS_ENOMEM, "model make: out of memory");
+        goto done;
+    }
+    const float std = 0.02f, u = 1.7320508f; /* uniform [-a,a] has std a/sqrt(3) */
+    const float proj = std / sqrtf(2.0f * (float)p->n_layers);
+    size_t k = 0;
+#define GEN(nm, ty, r, c, sc)                                                                      \
+    do {                                                                                           \
+        tensor_gen *g = &gens[k++];                                                                \
+        snprintf(g->name, sizeof g->name, "%s", nm);                                               \
+        g->type = ty, g->rows = r, g->cols = c, g->scale = (sc) * u;                               \
+        g->seed = o->seed * 0x9e3779b97f4a7c15ull ^ hash_name(g->name);                            \
+    } while (0)
+    GEN("token_embd.weight", t, n_vocab, p->dim, std);
+    GEN("output_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
+    GEN("output.weight", t, n_vocab, p->dim, std);
+    for (uint32_t l = 0; l < p->n_layers; l++) {
+        char nm[64];
+#define LGEN(suffix, ty, r, c, sc)                                                                 \
+        snprintf(nm, sizeof nm, "blk.%u." suffix, l);                                              \
+        GEN(nm, ty, r, c, sc)
+        LGEN("attn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
+        LGEN("attn_q.weight", t, p->dim, p->dim, std);
+        LGEN("attn_k.weight", t, kv, p->dim, std);
+        LGEN("attn_v.weight", t, kv, p->dim, std);
+        LGEN("attn_output.weight", t, p->dim, p->dim, proj);
+        LGEN("ffn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
+        LGEN("ffn_gate.weight", t, p->ffn_dim, p->dim, std);
+        LGEN("ffn_up.weight", t, p->ffn_dim, p->dim, std);
+        LGEN("ffn_down.weight", t, p->dim, p->ffn_dim, proj);
+#undef LGEN
+    }
+#undef GEN
+    for (size_t i = 0; i < k && !rc; i++) {
+        uint64_t ne[2] = {gens[i].cols, gens[i].rows};
+        uint32_t nd = gens[i].rows == 1 ? 1 : 2;
+        rc = gguf_writer_add_tensor_fill(w, gens[i].name, gens[i].type, nd, ne, fill_tensor,
+                                         &gens[i]);
+        if (rc)
+            rc = tps_fail(err, rc,
+                          "model make: tensor %s (%u x %u) does not fit type %s blocks",
+                          gens[i].name, gens[i].rows, gens[i].cols, ggml_type_get(t)->name);
+    }
+    if (rc) goto done;
+    progress_state ps = {.path = o->out_path, .last_tenth = 0};
+    if (o->progress) gguf_writer_set_progress(w, progress, &ps);
+    rc = gguf_writer_write_file(w, o->out_path, err);
+done:
+    free(gens);
+    gguf_writer_free(w);
+    return rc;
+}

@@ -1,0 +1,38 @@
+/* Synthetic Llama models for benchmarks: a GGUF of a real model's shape with
+ * seeded random weights. Compute cost per token equals a trained model of
+ * that shape, which is what a throughput benchmark measures; the text it
+ * generates is noise. The file uses llama.cpp's standard keys and tensor
+ * names so llama.cpp loads it too (the honest side-by-side of issue 8). */
+#ifndef TPS_MODEL_MAKE_H
+#define TPS_MODEL_MAKE_H
+
+#include <stdint.h>
+
+#include "tps_error.h"
+
+typedef struct model_preset {
+    const char *name;
+    const char *like; /* which real model has this shape */
+    uint32_t dim, n_layers, n_heads, n_kv_heads, ffn_dim, n_vocab, ctx_len;
+    float rope_base;
+} model_preset;
+
+/* NULL when unknown. model_presets lists all, terminated by a NULL name. */
+const model_preset *model_preset_find(const char *name);
+extern const model_preset model_presets[];
+
+typedef struct model_make_opts {
+    const model_preset *preset;
+    uint32_t type;          /* GGML_TYPE_F32, F16, BF16, Q8_0 or Q4_0 for the matrices */
+    const char *vocab_path; /* GGUF whose tokenizer is copied; NULL: byte-level vocab */
+    uint64_t seed;
+    const char *out_path;
+    int progress; /* 1: progress lines on stderr */
+} model_make_opts;
+
+/* Parameters the preset has (all tensors), for messages. */
+uint64_t model_preset_params(const model_preset *p);
+
+int model_make(const model_make_opts *o, tps_err *err);
+
+#endif
