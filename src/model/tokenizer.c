@@ -1,0 +1,787 @@
+/* The tokenizer object: loading the vocabulary from GGUF metadata, the
+ * string -> id hash, special-token splitting, the encode entry point that
+ * dispatches to the SPM or BPE algorithm, token pieces and full-text decode.
+ * The merge algorithms themselves live in tokenizer_spm.c / tokenizer_bpe.c,
+ * the streaming detokenizer in tokenizer_stream.c. Holds no global state. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem */
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/tokenizer_internal.h"
+
+/* ======================================================================== */
+/* Small helpers                                                             */
+/* ======================================================================== */
+
+int tok_ids_push(tok_ids *ids, int32_t id) {
+    if (ids->n == ids->cap) {
+        size_t cap = ids->cap ? ids->cap * 2 : 64;
+        int32_t *v = realloc(ids->v, cap * sizeof *v);
+        if (!v) return TPS_ENOMEM;
+        ids->v = v;
+        ids->cap = cap;
+    }
+    ids->v[ids->n++] = id;
+    return 0;
+}
+
+int32_t tok_lookup(const tokenizer *t, const char *s, size_t n) {
+    size_t i = (size_t)tok_hash(s, n) & t->slot_mask;
+    for (;;) {
+        uint32_t v = t->slots[i];
+        if (!v) return TOKEN_NONE;
+        uint32_t id = v - 1;
+        uint32_t off = t->text_off[id];
+        if (t->text_off[id + 1] - off == n && memcmp(t->text + off, s, n) == 0) return (int32_t)id;
+        i = (i + 1) & t->slot_mask;
+    }
+}
+
+static bool valid_id(const tokenizer *t, int32_t id) {
+    return id >= 0 && (uint32_t)id < t->n_vocab;
+}
+
+static bool text_is(const tokenizer *t, uint32_t id, const char *s) {
+    size_t n = strlen(s);
+    return t->text_off[id + 1] - t->text_off[id] == n &&
+           memcmp(t->text + t->text_off[id], s, n) == 0;
+}
+
+/* ======================================================================== */
+/* Loading                                                                   */
+/* ======================================================================== */
+
+/* Reads an optional id key. Absent: keeps *id. 4294967295, negative or past
+ * the vocabulary: TOKEN_NONE. */
+static int read_id_key(const gguf_file *f, const char *key, uint32_t n_vocab, int32_t *id,
+                       tps_err *err) {
+    int64_t v;
+    int rc = gguf_get_i64(f, key, &v);
+    if (rc == TPS_ENOENT) return 0;
+    if (rc) return tps_fail(err, TPS_EINVAL, "tokenizer: metadata key '%s' is not an integer", key);
+    *id = (v >= 0 && v < (int64_t)n_vocab) ? (int32_t)v : TOKEN_NONE;
+    return 0;
+}
+
+static int read_bool_key(const gguf_file *f, const char *key, bool *out, tps_err *err) {
+    int rc = gguf_get_bool(f, key, out);
+    if (rc == TPS_ENOENT) return 0;
+    if (rc) return tps_fail(err, TPS_EINVAL, "tokenizer: metadata key '%s' is not a bool", key);
+    return 0;
+}
+
+/* Token strings, scores and types. */
+static int load_vocab(tokenizer *t, const gguf_file *f, tps_err *err) {
+    const char *key = "tokenizer.ggml.tokens";
+    const gguf_kv *kv = gguf_find(f, key);
+    if (!kv) return tps_fail(err, TPS_ENOENT, "tokenizer: '%s' is missing: no vocabulary", key);
+    if (kv->val.type != GGUF_TYPE_ARRAY || kv->val.arr.type != GGUF_TYPE_STRING)
+        return tps_fail(err, TPS_EINVAL, "tokenizer: '%s' is not an array of strings", key);
+    uint64_t n = kv->val.arr.n;
+    if (n == 0 || n > INT32_MAX - 1)
+        return tps_fail(err, TPS_ERANGE, "tokenizer: '%s' has %llu tokens (need 1..%d)", key,
+                        (unsigned long long)n, INT32_MAX - 1);
+    t->n_vocab = (uint32_t)n;
+
+    gguf_str *strs = malloc(n * sizeof *strs);
+    if (!strs)
+        return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory for %llu tokens",
+                        (unsigned long long)n);
+    int rc = gguf_array_strings(&kv->val, strs);
+    if (rc) {
+        free(strs);
+        return tps_fail(err, TPS_EINVAL, "tokenizer: '%s' could not be read", key);
+    }
+    /* Empty strings get llama.cpp's placeholder "[EMPTY_<id>]". */
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < n; i++)
+        total += strs[i].len ? strs[i].len : 24;
+    if (total > UINT32_MAX) {
+        free(strs);
+        return tps_fail(err, TPS_ERANGE, "tokenizer: token strings total %llu bytes (max 4 GiB)",
+                        (unsigned long long)total);
+    }
+    t->text = malloc(total ? total : 1);
+    t->text_off = malloc((n + 1) * sizeof *t->text_off);
+    t->score = calloc(n, sizeof *t->score);
+    t->type = malloc(n);
+    t->attr = malloc(n);
+    if (!t->text || !t->text_off || !t->score || !t->type || !t->attr) {
+        free(strs);
+        return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory for the vocabulary");
+    }
+    uint32_t off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        t->text_off[i] = off;
+        if (strs[i].len) {
+            memcpy(t->text + off, strs[i].ptr, strs[i].len);
+            off += (uint32_t)strs[i].len;
+        } else {
+            off += (uint32_t)snprintf(t->text + off, 24, "[EMPTY_%llu]", (unsigned long long)i);
+        }
+    }
+    t->text_off[n] = off;
+    free(strs);
+
+    key = "tokenizer.ggml.scores";
+    kv = gguf_find(f, key);
+    if (kv) {
+        if (kv->val.type != GGUF_TYPE_ARRAY || kv->val.arr.n < n)
+            return tps_fail(err, TPS_EINVAL,
+                            "tokenizer: '%s' must be a numeric array of %llu scores", key,
+                            (unsigned long long)n);
+        for (uint64_t i = 0; i < n; i++) {
+            double d;
+            if (gguf_array_f64(&kv->val, i, &d)) {
+                int64_t iv;
+                if (gguf_array_i64(&kv->val, i, &iv))
+                    return tps_fail(err, TPS_EINVAL, "tokenizer: '%s'[%llu] is not a number", key,
+                                    (unsigned long long)i);
+                d = (double)iv;
+            }
+            t->score[i] = (float)d;
+        }
+    }
+
+    key = "tokenizer.ggml.token_type";
+    kv = gguf_find(f, key);
+    if (kv && (kv->val.type != GGUF_TYPE_ARRAY || kv->val.arr.n < n))
+        return tps_fail(err, TPS_EINVAL, "tokenizer: '%s' must be an integer array of %llu types",
+                        key, (unsigned long long)n);
+    for (uint64_t i = 0; i < n; i++) {
+        int64_t ty = TOKEN_TYPE_NORMAL;
+        if (kv && gguf_array_i64(&kv->val, i, &ty))
+            return tps_fail(err, TPS_EINVAL, "tokenizer: '%s'[%llu] is not an integer", key,
+                            (unsigned long long)i);
+        static const uint8_t attr_of[7] = {0,
+                                           TOK_ATTR_NORMAL,
+                                           TOK_ATTR_UNKNOWN,
+                                           TOK_ATTR_CONTROL,
+                                           TOK_ATTR_USER_DEFINED,
+                                           TOK_ATTR_UNUSED,
+                                           TOK_ATTR_BYTE};
+        bool known = ty >= 1 && ty <= 6;
+        t->type[i] = known ? (uint8_t)ty : 0;
+        t->attr[i] = known ? attr_of[ty] : 0;
+    }
+    return 0;
+}
+
+static int build_hash(tokenizer *t, tps_err *err) {
+    size_t cap = 16;
+    while (cap < (size_t)t->n_vocab * 2)
+        cap *= 2;
+    t->slots = calloc(cap, sizeof *t->slots);
+    if (!t->slots) return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory for the hash");
+    t->slot_mask = cap - 1;
+    for (uint32_t id = 0; id < t->n_vocab; id++) {
+        const char *s = t->text + t->text_off[id];
+        size_t n = t->text_off[id + 1] - t->text_off[id];
+        int32_t dup = tok_lookup(t, s, n);
+        if (dup != TOKEN_NONE)
+            return tps_fail(err, TPS_EINVAL,
+                            "tokenizer: duplicate token in vocabulary: '%.*s' has ids %d and %u",
+                            (int)(n > 64 ? 64 : n), s, dup, id);
+        size_t i = (size_t)tok_hash(s, n) & t->slot_mask;
+        while (t->slots[i])
+            i = (i + 1) & t->slot_mask;
+        t->slots[i] = id + 1;
+    }
+    return 0;
+}
+
+/* End-of-generation tokens, found by id keys and by text as llama.cpp does;
+ * tokens found by text become control tokens. */
+static void find_eog(tokenizer *t) {
+    static const char *const eot_texts[] = {"<|eot_id|>",
+                                            "<|im_end|>",
+                                            "<|end|>",
+                                            "<end_of_turn>",
+                                            "<|endoftext|>",
+                                            "<|end_of_text|>",
+                                            "<EOT>",
+                                            "_<EOT>",
+                                            "[EOT]",
+                                            "<\xef\xbd\x9c"
+                                            "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                            "<end_of_utterance>",
+                                            NULL};
+    static const char *const eog_texts[] = {"<|eot_id|>",
+                                            "<|im_end|>",
+                                            "<|end|>",
+                                            "<end_of_turn>",
+                                            "<|endoftext|>",
+                                            "</s>",
+                                            "<|eom_id|>",
+                                            "<EOT>",
+                                            "_<EOT>",
+                                            "[EOT]",
+                                            "[EOS]",
+                                            "<|end_of_text|>",
+                                            "<end_of_utterance>",
+                                            "<eos>",
+                                            NULL};
+    for (uint32_t id = 0; id < t->n_vocab; id++) {
+        for (const char *const *s = eot_texts; *s && t->eot == TOKEN_NONE; s++)
+            if (text_is(t, id, *s)) {
+                t->eot = (int32_t)id;
+                t->attr[id] |= TOK_ATTR_CONTROL;
+            }
+        if (t->eom == TOKEN_NONE && text_is(t, id, "<|eom_id|>")) {
+            t->eom = (int32_t)id;
+            t->attr[id] |= TOK_ATTR_CONTROL;
+        }
+    }
+    t->n_eog = 0;
+    for (uint32_t id = 0; id < t->n_vocab && t->n_eog < TOK_MAX_EOG - 3; id++)
+        for (const char *const *s = eog_texts; *s; s++)
+            if (text_is(t, id, *s)) {
+                t->eog[t->n_eog++] = (int32_t)id;
+                t->attr[id] |= TOK_ATTR_CONTROL;
+                break;
+            }
+    const int32_t keyed[3] = {t->eos, t->eot, t->eom};
+    for (int k = 0; k < 3; k++)
+        if (keyed[k] != TOKEN_NONE && !tokenizer_is_eog(t, keyed[k])) t->eog[t->n_eog++] = keyed[k];
+}
+
+typedef struct len_id {
+    uint32_t len;
+    int32_t id;
+} len_id;
+
+static int by_len_desc(const void *a, const void *b) {
+    const len_id *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int collect_special(tokenizer *t, tps_err *err) {
+    size_t n = 0;
+    for (uint32_t id = 0; id < t->n_vocab; id++)
+        if (t->attr[id] & (TOK_ATTR_CONTROL | TOK_ATTR_USER_DEFINED | TOK_ATTR_UNKNOWN)) n++;
+    if (!n) return 0;
+    len_id *tmp = malloc(n * sizeof *tmp);
+    t->special = malloc(n * sizeof *t->special);
+    if (!tmp || !t->special) {
+        free(tmp);
+        return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory");
+    }
+    n = 0;
+    for (uint32_t id = 0; id < t->n_vocab; id++)
+        if (t->attr[id] & (TOK_ATTR_CONTROL | TOK_ATTR_USER_DEFINED | TOK_ATTR_UNKNOWN))
+            tmp[n++] = (len_id){t->text_off[id + 1] - t->text_off[id], (int32_t)id};
+    qsort(tmp, n, sizeof *tmp, by_len_desc);
+    for (size_t i = 0; i < n; i++)
+        t->special[i] = tmp[i].id;
+    t->n_special = n;
+    free(tmp);
+    return 0;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* Byte of a "<0xNN>" token, or -1. */
+static int byte_token_value(const char *s, size_t n) {
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+    int hi = hexval(s[3]), lo = hexval(s[4]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+static void spm_byte_ids(tokenizer *t) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (int b = 0; b < 256; b++) {
+        char buf[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
+        int32_t id = tok_lookup(t, buf, 6);
+        if (id == TOKEN_NONE) {
+            char c = (char)b;
+            id = tok_lookup(t, &c, 1);
+        }
+        t->byte_id[b] = id;
+    }
+}
+
+/* The piece of every token with specials rendered: one buffer. */
+static int build_pieces(tokenizer *t, tps_err *err) {
+    /* A piece is never longer than its token string (▁ -> ' ' shrinks,
+     * byte-level unmapping shrinks or keeps), except a "<0xNN>" byte -> 1. */
+    t->piece = malloc(t->text_off[t->n_vocab] + 1);
+    t->piece_off = malloc(((size_t)t->n_vocab + 1) * sizeof *t->piece_off);
+    if (!t->piece || !t->piece_off)
+        return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory for the piece cache");
+    uint32_t off = 0;
+    for (uint32_t id = 0; id < t->n_vocab; id++) {
+        t->piece_off[id] = off;
+        const char *s = t->text + t->text_off[id];
+        size_t n = t->text_off[id + 1] - t->text_off[id];
+        uint8_t a = t->attr[id];
+        char *dst = t->piece + off;
+        if (a & (TOK_ATTR_UNKNOWN | TOK_ATTR_CONTROL | TOK_ATTR_USER_DEFINED)) {
+            memcpy(dst, s, n);
+            off += (uint32_t)n;
+        } else if (a & TOK_ATTR_NORMAL) {
+            if (t->kind == TOKENIZER_BPE) {
+                off += (uint32_t)tok_bpe_unmap(s, n, dst);
+            } else {
+                size_t w = 0;
+                for (size_t i = 0; i < n;) {
+                    if (i + 3 <= n && memcmp(s + i, "\xe2\x96\x81", 3) == 0) {
+                        dst[w++] = ' ';
+                        i += 3;
+                    } else {
+                        dst[w++] = s[i++];
+                    }
+                }
+                off += (uint32_t)w;
+            }
+        } else if (a & TOK_ATTR_BYTE) {
+            int b = byte_token_value(s, n);
+            if (b >= 0) {
+                dst[0] = (char)b;
+                off += 1;
+            } else {
+                memcpy(dst, s, n);
+                off += (uint32_t)n;
+            }
+        }
+        /* unused / undefined: empty */
+    }
+    t->piece_off[t->n_vocab] = off;
+    return 0;
+}
+
+int tokenizer_load(tokenizer **out, const gguf_file *f, tps_err *err) {
+    *out = NULL;
+    gguf_str model;
+    int rc = gguf_get_str(f, "tokenizer.ggml.model", &model);
+    if (rc == TPS_ENOENT)
+        return tps_fail(err, TPS_ENOENT,
+                        "tokenizer: 'tokenizer.ggml.model' is missing: the file has no vocabulary");
+    if (rc) return tps_fail(err, TPS_EINVAL, "tokenizer: 'tokenizer.ggml.model' is not a string");
+    tokenizer_kind kind;
+    if (gguf_str_eq(model, "llama"))
+        kind = TOKENIZER_SPM;
+    else if (gguf_str_eq(model, "gpt2"))
+        kind = TOKENIZER_BPE;
+    else
+        return tps_fail(err, TPS_EUNSUP,
+                        "tokenizer: tokenizer.ggml.model = '%.*s' is not supported (supported: "
+                        "'llama' (SentencePiece), 'gpt2' (byte-level BPE))",
+                        (int)(model.len > 64 ? 64 : model.len), model.ptr);
+
+    char pre[64] = "";
+    gguf_str pre_s;
+    if (gguf_get_str(f, "tokenizer.ggml.pre", &pre_s) == 0) {
+        if (pre_s.len >= sizeof pre)
+            return tps_fail(err, TPS_EUNSUP,
+                            "tokenizer: tokenizer.ggml.pre is too long (%llu bytes)",
+                            (unsigned long long)pre_s.len);
+        memcpy(pre, pre_s.ptr, pre_s.len);
+        pre[pre_s.len] = 0;
+    }
+
+    tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory");
+    t->kind = kind;
+    if ((rc = load_vocab(t, f, err))) goto fail;
+    if ((rc = build_hash(t, err))) goto fail;
+
+    /* Defaults as llama.cpp has them, then the file's keys. */
+    t->bos = t->eos = t->eot = t->eom = t->unk = t->pad = TOKEN_NONE;
+    if (kind == TOKENIZER_SPM) {
+        t->bos = t->n_vocab > 1 ? 1 : TOKEN_NONE;
+        t->eos = t->n_vocab > 2 ? 2 : TOKEN_NONE;
+        t->unk = 0;
+        t->add_bos = true;
+        t->add_space_prefix = true;
+    }
+    static const struct {
+        const char *key;
+        size_t field;
+    } id_keys[] = {
+        {"tokenizer.ggml.bos_token_id", offsetof(tokenizer, bos)},
+        {"tokenizer.ggml.eos_token_id", offsetof(tokenizer, eos)},
+        {"tokenizer.ggml.eot_token_id", offsetof(tokenizer, eot)},
+        {"tokenizer.ggml.eom_token_id", offsetof(tokenizer, eom)},
+        {"tokenizer.ggml.unknown_token_id", offsetof(tokenizer, unk)},
+        {"tokenizer.ggml.padding_token_id", offsetof(tokenizer, pad)},
+    };
+    for (size_t i = 0; i < sizeof id_keys / sizeof id_keys[0]; i++)
+        if ((rc = read_id_key(f, id_keys[i].key, t->n_vocab,
+                              (int32_t *)((char *)t + id_keys[i].field), err)))
+            goto fail;
+
+    if (kind == TOKENIZER_BPE) {
+        if ((rc = tok_bpe_create(&t->bpe, t, f, pre[0] ? pre : NULL, err))) goto fail;
+    } else {
+        spm_byte_ids(t);
+    }
+    if ((rc = read_bool_key(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err)) ||
+        (rc = read_bool_key(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err)) ||
+        (rc = read_bool_key(f, "tokenizer.ggml.add_eos_token", &t->add_eos, err)))
+        goto fail;
+    if (t->add_bos && t->bos == TOKEN_NONE) {
+        rc = tps_fail(err, TPS_EINVAL,
+                      "tokenizer: add_bos_token is true but the vocabulary has no BOS token "
+                      "(tokenizer.ggml.bos_token_id)");
+        goto fail;
+    }
+    if (t->add_eos && t->eos == TOKEN_NONE) {
+        rc = tps_fail(err, TPS_EINVAL,
+                      "tokenizer: add_eos_token is true but the vocabulary has no EOS token "
+                      "(tokenizer.ggml.eos_token_id)");
+        goto fail;
+    }
+
+    find_eog(t);
+    if ((rc = collect_special(t, err))) goto fail;
+    if ((rc = build_pieces(t, err))) goto fail;
+    *out = t;
+    return 0;
+fail:
+    tokenizer_free(t);
+    return rc;
+}
+
+void tokenizer_free(tokenizer *t) {
+    if (!t) return;
+    tok_bpe_free(t->bpe);
+    free(t->piece_off);
+    free(t->piece);
+    free(t->special);
+    free(t->slots);
+    free(t->attr);
+    free(t->type);
+    free(t->score);
+    free(t->text_off);
+    free(t->text);
+    free(t);
+}
+
+/* ======================================================================== */
+/* Queries                                                                   */
+/* ======================================================================== */
+
+tokenizer_kind tokenizer_type(const tokenizer *t) {
+    return t->kind;
+}
+uint32_t tokenizer_n_vocab(const tokenizer *t) {
+    return t->n_vocab;
+}
+int32_t tokenizer_bos(const tokenizer *t) {
+    return t->bos;
+}
+int32_t tokenizer_eos(const tokenizer *t) {
+    return t->eos;
+}
+int32_t tokenizer_eot(const tokenizer *t) {
+    return t->eot;
+}
+int32_t tokenizer_unk(const tokenizer *t) {
+    return t->unk;
+}
+int32_t tokenizer_pad(const tokenizer *t) {
+    return t->pad;
+}
+bool tokenizer_adds_bos(const tokenizer *t) {
+    return t->add_bos;
+}
+bool tokenizer_adds_eos(const tokenizer *t) {
+    return t->add_eos;
+}
+
+bool tokenizer_is_eog(const tokenizer *t, int32_t id) {
+    if (id == TOKEN_NONE) return false;
+    for (size_t i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id) return true;
+    return false;
+}
+
+int tokenizer_token_type(const tokenizer *t, int32_t id) {
+    return valid_id(t, id) ? t->type[id] : 0;
+}
+
+bool tokenizer_is_control(const tokenizer *t, int32_t id) {
+    return valid_id(t, id) && (t->attr[id] & TOK_ATTR_CONTROL);
+}
+
+const char *tokenizer_token_text(const tokenizer *t, int32_t id, size_t *len) {
+    if (!valid_id(t, id)) {
+        *len = 0;
+        return NULL;
+    }
+    *len = t->text_off[id + 1] - t->text_off[id];
+    return t->text + t->text_off[id];
+}
+
+int32_t tokenizer_find(const tokenizer *t, const char *text, size_t len) {
+    return tok_lookup(t, text, len);
+}
+
+/* ======================================================================== */
+/* Encode                                                                    */
+/* ======================================================================== */
+
+/* A stretch of the input: raw text (id == TOKEN_NONE) or one special token. */
+typedef struct fragment {
+    int32_t id;
+    size_t off, len;
+} fragment;
+
+typedef struct frag_list {
+    fragment *v;
+    size_t n, cap;
+} frag_list;
+
+static int frag_push(frag_list *l, int32_t id, size_t off, size_t len) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        fragment *v = realloc(l->v, cap * sizeof *v);
+        if (!v) return TPS_ENOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (fragment){id, off, len};
+    return 0;
+}
+
+/* Splits text on occurrences of special tokens, longest token first, as
+ * llama.cpp's tokenizer_st_partition does; result in *out. */
+static int partition(const tokenizer *t, const char *text, size_t len, bool parse_special,
+                     frag_list *out) {
+    frag_list a = {0}, b = {0};
+    int rc = frag_push(&a, TOKEN_NONE, 0, len);
+    for (size_t s = 0; s < t->n_special && !rc; s++) {
+        int32_t id = t->special[s];
+        if (!parse_special && (t->attr[id] & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN))) continue;
+        const char *st = t->text + t->text_off[id];
+        size_t sl = t->text_off[id + 1] - t->text_off[id];
+        bool any = false;
+        for (size_t i = 0; i < a.n && !any; i++)
+            any = a.v[i].id == TOKEN_NONE && memmem(text + a.v[i].off, a.v[i].len, st, sl);
+        if (!any) continue;
+        b.n = 0;
+        for (size_t i = 0; i < a.n && !rc; i++) {
+            fragment f = a.v[i];
+            if (f.id != TOKEN_NONE) {
+                rc = frag_push(&b, f.id, f.off, f.len);
+                continue;
+            }
+            size_t pos = f.off, end = f.off + f.len;
+            const char *p;
+            while (!rc && pos < end && (p = memmem(text + pos, end - pos, st, sl))) {
+                size_t m = (size_t)(p - text);
+                if (m > pos) rc = frag_push(&b, TOKEN_NONE, pos, m - pos);
+                if (!rc) rc = frag_push(&b, id, m, sl);
+                pos = m + sl;
+            }
+            if (!rc && pos < end) rc = frag_push(&b, TOKEN_NONE, pos, end - pos);
+        }
+        frag_list tmp = a;
+        a = b;
+        b = tmp;
+    }
+    free(b.v);
+    if (rc) {
+        free(a.v);
+        return rc;
+    }
+    *out = a;
+    return 0;
+}
+
+static int encode_ids(const tokenizer *t, const char *text, size_t len, unsigned flags,
+                      tok_ids *ids, tps_err *err) {
+    bool add_special = flags & TOK_ENCODE_ADD_SPECIAL;
+    if (len && !text) return tps_fail(err, TPS_EINVAL, "tokenizer: NULL text of %zu bytes", len);
+    if (add_special && t->add_bos && tok_ids_push(ids, t->bos))
+        return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory");
+    frag_list frags = {0};
+    if (len && partition(t, text, len, flags & TOK_ENCODE_PARSE_SPECIAL, &frags))
+        return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory splitting special tokens");
+    int rc = 0;
+    bool prev_special = true; /* SPM: a dummy prefix space at the start and after specials */
+    for (size_t i = 0; i < frags.n && !rc; i++) {
+        const fragment *f = &frags.v[i];
+        if (f->id != TOKEN_NONE) {
+            if (tok_ids_push(ids, f->id))
+                rc = tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory");
+            prev_special = true;
+        } else if (t->kind == TOKENIZER_SPM) {
+            rc = tok_spm_encode(t, text + f->off, f->len, t->add_space_prefix && prev_special, ids,
+                                err);
+            prev_special = false;
+        } else {
+            rc = tok_bpe_encode(t, text + f->off, f->len, ids, err);
+        }
+    }
+    free(frags.v);
+    if (!rc && add_special && t->add_eos && tok_ids_push(ids, t->eos))
+        rc = tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory");
+    return rc;
+}
+
+int tokenizer_encode(const tokenizer *t, const char *text, size_t len, unsigned flags, int32_t *out,
+                     size_t cap, size_t *n_out, tps_err *err) {
+    tok_ids ids = {0};
+    *n_out = 0;
+    int rc = encode_ids(t, text, len, flags, &ids, err);
+    if (!rc) {
+        *n_out = ids.n;
+        if (ids.n > cap)
+            rc = tps_fail(err, TPS_ERANGE, "tokenizer: text needs %zu tokens, buffer holds %zu",
+                          ids.n, cap);
+        else if (ids.n)
+            memcpy(out, ids.v, ids.n * sizeof *out);
+    }
+    free(ids.v);
+    return rc;
+}
+
+int tokenizer_encode_alloc(const tokenizer *t, const char *text, size_t len, unsigned flags,
+                           int32_t **out, size_t *n_out, tps_err *err) {
+    tok_ids ids = {0};
+    *out = NULL;
+    *n_out = 0;
+    int rc = encode_ids(t, text, len, flags, &ids, err);
+    if (rc || !ids.n) {
+        free(ids.v);
+        return rc;
+    }
+    *out = ids.v;
+    *n_out = ids.n;
+    return 0;
+}
+
+/* ======================================================================== */
+/* Pieces and decode                                                         */
+/* ======================================================================== */
+
+const char *tokenizer_piece(const tokenizer *t, int32_t id, bool render_special, size_t *len) {
+    if (!valid_id(t, id)) {
+        *len = 0;
+        return NULL;
+    }
+    const char *p = t->piece + t->piece_off[id];
+    if (!render_special && (t->attr[id] & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN))) {
+        *len = 0;
+        return p;
+    }
+    *len = t->piece_off[id + 1] - t->piece_off[id];
+    return p;
+}
+
+/* llama.cpp's post-decode clean-up for BPE vocabs, in place; returns the new
+ * length. Pass 1 drops a space before ? ! . , ; pass 2 turns " ' " into "'";
+ * pass 3 drops the space before 's 'm 're 've. */
+static size_t clean_spaces(char *s, size_t n) {
+    if (n == 0) return 0;
+    size_t w = 1;
+    for (size_t r = 1; r < n; r++) {
+        char x = s[r];
+        if (s[r - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) w--;
+        s[w++] = x;
+    }
+    n = w;
+    w = 1;
+    for (size_t r = 1; r < n; r++) {
+        char x = s[r];
+        if (x == '\'' && r + 1 < n && s[r - 1] == ' ' && s[r + 1] == ' ') {
+            w--;        /* the space before */
+            s[++r] = 0; /* and the one after, which the next test then sees as 0 */
+        }
+        s[w++] = x;
+    }
+    n = w;
+    w = 1;
+    for (size_t r = 1; r < n; r++) {
+        char x = s[r];
+        if (s[r - 1] == ' ' && x == '\'' && r + 1 < n) {
+            char x1 = s[r + 1];
+            if (x1 == 's' || x1 == 'm')
+                w--;
+            else if (r + 2 < n &&
+                     ((x1 == 'r' && s[r + 2] == 'e') || (x1 == 'v' && s[r + 2] == 'e')))
+                w--;
+        }
+        s[w++] = x;
+    }
+    return w;
+}
+
+static int decode_into(const tokenizer *t, const int32_t *ids, size_t n, unsigned flags,
+                       char **buf_out, size_t *len_out, tps_err *err) {
+    bool render = flags & TOK_DECODE_RENDER_SPECIAL;
+    bool raw = flags & TOK_DECODE_RAW_SPACES;
+    bool strip = t->add_space_prefix && !raw;
+    if ((flags & TOK_DECODE_REMOVE_SPECIAL) && t->add_bos && n > 0 && ids[0] == t->bos) {
+        strip = false;
+        ids++;
+        n--;
+    }
+    if ((flags & TOK_DECODE_REMOVE_SPECIAL) && t->add_eos && n > 0 && ids[n - 1] == t->eos) n--;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!valid_id(t, ids[i]))
+            return tps_fail(err, TPS_ERANGE,
+                            "tokenizer: token id %d at position %zu is outside the vocabulary "
+                            "(0..%u)",
+                            ids[i], i, t->n_vocab - 1);
+        size_t l;
+        tokenizer_piece(t, ids[i], render, &l);
+        total += l;
+    }
+    char *buf = malloc(total + 1);
+    if (!buf)
+        return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory decoding %zu bytes", total);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t l;
+        const char *p = tokenizer_piece(t, ids[i], render, &l);
+        if (strip && l && p[0] == ' ') {
+            p++;
+            l--;
+        }
+        strip = false;
+        memcpy(buf + w, p, l);
+        w += l;
+    }
+    if (t->clean_spaces && !raw) w = clean_spaces(buf, w);
+    buf[w] = 0;
+    *buf_out = buf;
+    *len_out = w;
+    return 0;
+}
+
+int tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n, unsigned flags, char *out,
+                     size_t cap, size_t *n_out, tps_err *err) {
+    char *buf;
+    size_t len;
+    *n_out = 0;
+    int rc = decode_into(t, ids, n, flags, &buf, &len, err);
+    if (rc) return rc;
+    *n_out = len;
+    if (len + 1 > cap) {
+        free(buf);
+        return tps_fail(err, TPS_ERANGE,
+                        "tokenizer: decoded text needs %zu bytes, buffer holds %zu", len + 1, cap);
+    }
+    memcpy(out, buf, len + 1);
+    free(buf);
+    return 0;
+}
+
+int tokenizer_decode_alloc(const tokenizer *t, const int32_t *ids, size_t n, unsigned flags,
+                           char **out, size_t *n_out, tps_err *err) {
+    *out = NULL;
+    *n_out = 0;
+    return decode_into(t, ids, n, flags, out, n_out, err);
+}

@@ -1,0 +1,498 @@
+/* Byte-level BPE ("gpt2" vocabularies: GPT-2, Llama 3, Qwen2, ...), the
+ * algorithm of llama.cpp's llm_tokenizer_bpe: split a text fragment into
+ * pieces with the pre-tokenizer regexes named by tokenizer.ggml.pre (PCRE2,
+ * Unicode classes), map each piece's bytes to GPT-2's printable characters,
+ * then repeatedly merge the adjacent pair with the lowest merge rank (ties:
+ * leftmost) and emit the ids of the final symbols.
+ *
+ * Invalid UTF-8: the regexes are compiled with PCRE2_MATCH_INVALID_UTF, so
+ * they never match across invalid bytes; text no regex matches becomes a
+ * piece of its own, and byte-level BPE encodes any byte. (llama.cpp replaces
+ * invalid bytes by U+FFFD first; we keep the bytes so decode restores them.)
+ *
+ * Not here: special tokens and BOS/EOS (tokenizer.c); pre-tokenizers other
+ * than the ones in pre_table (an unknown tokenizer.ggml.pre is an error). */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/tokenizer_internal.h"
+
+/* ======================================================================== */
+/* Pre-tokenizers                                                            */
+/* ======================================================================== */
+
+#define RE_GPT2         "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
+#define RE_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+#define RE_LLAMA3                                                                                  \
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"   \
+                    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_QWEN2                                                                                   \
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"        \
+                    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
+#define MAX_REGEX 4
+
+typedef struct pre_kind {
+    const char *names; /* tokenizer.ggml.pre values, '|'-separated */
+    const char *regex[MAX_REGEX];
+    bool ignore_merges; /* a piece that is a whole vocab token skips merging */
+    bool add_bos;       /* default for add_bos_token */
+    bool clean_spaces;  /* decode clean-up */
+} pre_kind;
+
+/* Regex lists as llama.cpp uses them for these names. */
+static const pre_kind pre_table[] = {
+    {"default",
+     {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"},
+     false,
+     false,
+     true},
+    {"llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2",
+     {RE_LLAMA3},
+     true,
+     true,
+     true},
+    {"gpt-2|phi-2|jina-es|jina-de|gigachat|jina-v2-es|jina-v2-de|a.x-4.0|mellum|modern-bert|mpt|"
+     "olmo|jais|exaone4",
+     {RE_GPT2},
+     false,
+     false,
+     true},
+    {"qwen2|deepseek-r1-qwen|megrez", {RE_QWEN2}, false, false, false},
+    {"starcoder|refact|codeshell", {"\\p{N}", RE_GPT2}, false, false, true},
+    {"command-r|smollm", {"\\p{N}", RE_GPT2}, false, false, false},
+};
+
+static bool name_in(const char *names, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = names; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t l = bar ? (size_t)(bar - p) : strlen(p);
+        if (l == n && memcmp(p, name, n) == 0) return true;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return false;
+}
+
+/* ======================================================================== */
+/* State                                                                     */
+/* ======================================================================== */
+
+typedef struct merge {
+    uint32_t off, split, len; /* "left right" at text[off..off+len), space at off+split */
+    int32_t rank;
+} merge;
+
+struct tok_bpe {
+    pcre2_code *re[MAX_REGEX];
+    int n_re;
+    bool ignore_merges;
+
+    char *mtext; /* all merge strings */
+    merge *merges;
+    uint32_t *mslots; /* index + 1 into merges, 0 = empty */
+    size_t mmask;
+
+    uint8_t enc[256][2]; /* byte -> UTF-8 of its GPT-2 character */
+    uint8_t enc_len[256];
+};
+
+/* GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves,
+ * the other 68 get code points 256.. in byte order. */
+static uint32_t byte_to_cp(uint8_t b) {
+    if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE) return b;
+    if (b <= 0x20) return 256u + b;
+    if (b <= 0xA0) return 256u + 33u + (b - 0x7Fu);
+    return 256u + 33u + 34u; /* 0xAD */
+}
+
+static int cp_to_byte(uint32_t cp) {
+    if ((cp >= 0x21 && cp <= 0x7E) || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE && cp <= 0xFF))
+        return (int)cp;
+    if (cp >= 256 && cp < 256 + 33) return (int)(cp - 256);
+    if (cp >= 256 + 33 && cp < 256 + 67) return (int)(0x7F + cp - (256 + 33));
+    if (cp == 256 + 67) return 0xAD;
+    return -1;
+}
+
+size_t tok_bpe_unmap(const char *s, size_t n, char *out) {
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        uint8_t c = (uint8_t)s[i];
+        size_t l = tok_utf8_len(c);
+        uint32_t cp = 0;
+        bool ok = l <= n - i;
+        if (ok && l == 1)
+            cp = c;
+        else if (ok && l == 2)
+            cp = ((c & 0x1Fu) << 6) | ((uint8_t)s[i + 1] & 0x3Fu);
+        else if (ok && l == 3)
+            cp = ((c & 0x0Fu) << 12) | (((uint8_t)s[i + 1] & 0x3Fu) << 6) |
+                 ((uint8_t)s[i + 2] & 0x3Fu);
+        int b = ok && l <= 3 && !(l == 1 && c >= 0x80) ? cp_to_byte(cp) : -1;
+        if (b >= 0) {
+            out[w++] = (char)b;
+            i += l;
+        } else {
+            /* not a byte-level character: keep its bytes as they are */
+            size_t k = ok ? l : n - i;
+            memcpy(out + w, s + i, k);
+            w += k;
+            i += k;
+        }
+    }
+    return w;
+}
+
+static int32_t merge_rank(const tok_bpe *b, const char *l, size_t ln, const char *r, size_t rn) {
+    uint64_t h = tok_hash_more(tok_hash_more(tok_hash(l, ln), " ", 1), r, rn);
+    for (size_t i = (size_t)h & b->mmask;; i = (i + 1) & b->mmask) {
+        uint32_t v = b->mslots[i];
+        if (!v) return -1;
+        const merge *m = &b->merges[v - 1];
+        if (m->split == ln && m->len == ln + 1 + rn && memcmp(b->mtext + m->off, l, ln) == 0 &&
+            memcmp(b->mtext + m->off + ln + 1, r, rn) == 0)
+            return m->rank;
+    }
+}
+
+static int load_merges(tok_bpe *b, const gguf_file *f, tps_err *err) {
+    const char *key = "tokenizer.ggml.merges";
+    const gguf_kv *kv = gguf_find(f, key);
+    if (!kv)
+        return tps_fail(err, TPS_ENOENT,
+                        "tokenizer: '%s' is missing (a gpt2/BPE vocabulary needs its merges)", key);
+    if (kv->val.type != GGUF_TYPE_ARRAY || kv->val.arr.type != GGUF_TYPE_STRING)
+        return tps_fail(err, TPS_EINVAL, "tokenizer: '%s' is not an array of strings", key);
+    uint64_t n = kv->val.arr.n;
+    if (n > INT32_MAX) return tps_fail(err, TPS_ERANGE, "tokenizer: '%s' has too many merges", key);
+    gguf_str *strs = malloc((n ? n : 1) * sizeof *strs);
+    if (!strs) return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory for merges");
+    if (gguf_array_strings(&kv->val, strs)) {
+        free(strs);
+        return tps_fail(err, TPS_EINVAL, "tokenizer: '%s' could not be read", key);
+    }
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < n; i++)
+        total += strs[i].len;
+    size_t cap = 16;
+    while (cap < n * 2)
+        cap *= 2;
+    if (total > UINT32_MAX) {
+        free(strs);
+        return tps_fail(err, TPS_ERANGE, "tokenizer: '%s' strings exceed 4 GiB", key);
+    }
+    b->mtext = malloc(total ? total : 1);
+    b->merges = malloc((n ? n : 1) * sizeof *b->merges);
+    b->mslots = calloc(cap, sizeof *b->mslots);
+    if (!b->mtext || !b->merges || !b->mslots) {
+        free(strs);
+        return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory for merges");
+    }
+    b->mmask = cap - 1;
+    uint32_t off = 0, nm = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *s = strs[i].ptr;
+        size_t len = strs[i].len;
+        /* split at the first space after the first byte, as llama.cpp does;
+         * a string without one can never match and is skipped */
+        const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
+        if (!sp) continue;
+        size_t split = (size_t)(sp - s);
+        if (merge_rank(b, s, split, sp + 1, len - split - 1) >= 0) continue; /* first rank wins */
+        memcpy(b->mtext + off, s, len);
+        b->merges[nm] = (merge){off, (uint32_t)split, (uint32_t)len, (int32_t)i};
+        size_t slot = (size_t)tok_hash(s, len) & b->mmask;
+        while (b->mslots[slot])
+            slot = (slot + 1) & b->mmask;
+        b->mslots[slot] = ++nm;
+        off += (uint32_t)len;
+    }
+    free(strs);
+    return 0;
+}
+
+int tok_bpe_create(tok_bpe **out, tokenizer *t, const gguf_file *f, const char *pre, tps_err *err) {
+    *out = NULL;
+    const char *name = pre ? pre : "default";
+    const pre_kind *k = NULL;
+    for (size_t i = 0; i < sizeof pre_table / sizeof pre_table[0] && !k; i++)
+        if (name_in(pre_table[i].names, name)) k = &pre_table[i];
+    if (!k)
+        return tps_fail(err, TPS_EUNSUP,
+                        "tokenizer: pre-tokenizer tokenizer.ggml.pre = '%s' is not supported "
+                        "(supported: default, llama-bpe/llama3, gpt-2, qwen2, starcoder, smollm, "
+                        "command-r and their aliases)",
+                        name);
+    tok_bpe *b = calloc(1, sizeof *b);
+    if (!b) return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory");
+    int rc = 0;
+    for (int i = 0; i < MAX_REGEX && k->regex[i]; i++) {
+        int ecode;
+        PCRE2_SIZE eoff;
+        b->re[i] =
+            pcre2_compile((PCRE2_SPTR)k->regex[i], PCRE2_ZERO_TERMINATED,
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ecode, &eoff, NULL);
+        if (!b->re[i]) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(ecode, msg, sizeof msg);
+            rc = tps_fail(err, TPS_EUNSUP,
+                          "tokenizer: PCRE2 cannot compile the '%s' pre-tokenizer regex (%s at "
+                          "offset %zu); is libpcre2-8 built with Unicode support?",
+                          name, (const char *)msg, (size_t)eoff);
+            goto fail;
+        }
+        pcre2_jit_compile(b->re[i],
+                          PCRE2_JIT_COMPLETE); /* optional: falls back to the interpreter */
+        b->n_re = i + 1;
+    }
+    b->ignore_merges = k->ignore_merges;
+    t->add_bos = k->add_bos;
+    t->clean_spaces = k->clean_spaces;
+    if ((rc = load_merges(b, f, err))) goto fail;
+
+    for (int v = 0; v < 256; v++) {
+        uint32_t cp = byte_to_cp((uint8_t)v);
+        if (cp < 0x80) {
+            b->enc[v][0] = (uint8_t)cp;
+            b->enc_len[v] = 1;
+        } else {
+            b->enc[v][0] = (uint8_t)(0xC0 | (cp >> 6));
+            b->enc[v][1] = (uint8_t)(0x80 | (cp & 0x3F));
+            b->enc_len[v] = 2;
+        }
+        t->byte_id[v] = tok_lookup(t, (const char *)b->enc[v], b->enc_len[v]);
+    }
+    *out = b;
+    return 0;
+fail:
+    tok_bpe_free(b);
+    return rc;
+}
+
+void tok_bpe_free(tok_bpe *b) {
+    if (!b) return;
+    free(b->mslots);
+    free(b->merges);
+    free(b->mtext);
+    for (int i = 0; i < b->n_re; i++)
+        pcre2_code_free(b->re[i]);
+    free(b);
+}
+
+/* ======================================================================== */
+/* Encode                                                                    */
+/* ======================================================================== */
+
+typedef struct span {
+    size_t off, len;
+} span;
+
+typedef struct span_list {
+    span *v;
+    size_t n, cap;
+} span_list;
+
+static int span_push(span_list *l, size_t off, size_t len) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        span *v = realloc(l->v, cap * sizeof *v);
+        if (!v) return TPS_ENOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (span){off, len};
+    return 0;
+}
+
+typedef struct bpe_sym {
+    int32_t prev, next;
+    size_t start, n;
+} bpe_sym;
+
+typedef struct bpe_pair {
+    int32_t left, right, rank;
+    size_t left_n, size; /* to recognise stale entries */
+} bpe_pair;
+
+/* Per-call scratch, grown as needed and reused across pieces. */
+typedef struct bpe_scratch {
+    char *enc;
+    size_t enc_cap;
+    bpe_sym *sym;
+    size_t sym_cap;
+    bpe_pair *heap;
+    size_t heap_n, heap_cap;
+} bpe_scratch;
+
+/* Lower rank first; equal ranks: the leftmost pair. */
+static bool pair_before(const bpe_pair *a, const bpe_pair *b) {
+    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+}
+
+static int heap_push(bpe_scratch *s, bpe_pair p) {
+    if (s->heap_n == s->heap_cap) {
+        size_t cap = s->heap_cap ? s->heap_cap * 2 : 64;
+        bpe_pair *v = realloc(s->heap, cap * sizeof *v);
+        if (!v) return TPS_ENOMEM;
+        s->heap = v;
+        s->heap_cap = cap;
+    }
+    size_t i = s->heap_n++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!pair_before(&p, &s->heap[parent])) break;
+        s->heap[i] = s->heap[parent];
+        i = parent;
+    }
+    s->heap[i] = p;
+    return 0;
+}
+
+static bpe_pair heap_pop(bpe_scratch *s) {
+    bpe_pair top = s->heap[0];
+    bpe_pair last = s->heap[--s->heap_n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= s->heap_n) break;
+        if (c + 1 < s->heap_n && pair_before(&s->heap[c + 1], &s->heap[c])) c++;
+        if (!pair_before(&s->heap[c], &last)) break;
+        s->heap[i] = s->heap[c];
+        i = c;
+    }
+    if (s->heap_n) s->heap[i] = last;
+    return top;
+}
+
+static int try_pair(const tok_bpe *b, bpe_scratch *s, int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return 0;
+    const bpe_sym *l = &s->sym[left], *r = &s->sym[right];
+    int32_t rank = merge_rank(b, s->enc + l->start, l->n, s->enc + r->start, r->n);
+    if (rank < 0) return 0;
+    return heap_push(s, (bpe_pair){left, right, rank, l->n, l->n + r->n});
+}
+
+/* One pre-tokenized piece: byte-level map, merge, emit. */
+static int encode_piece(const tokenizer *t, const char *p, size_t len, bpe_scratch *s,
+                        tok_ids *out) {
+    const tok_bpe *b = t->bpe;
+    if (len * 2 > s->enc_cap) {
+        char *e = realloc(s->enc, len * 2);
+        if (!e) return TPS_ENOMEM;
+        s->enc = e;
+        s->enc_cap = len * 2;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        uint8_t c = (uint8_t)p[i];
+        memcpy(s->enc + n, b->enc[c], b->enc_len[c]);
+        n += b->enc_len[c];
+    }
+    if (b->ignore_merges) {
+        int32_t id = tok_lookup(t, s->enc, n);
+        if (id != TOKEN_NONE) return tok_ids_push(out, id);
+    }
+    if (len > s->sym_cap) {
+        bpe_sym *v = realloc(s->sym, len * sizeof *v);
+        if (!v) return TPS_ENOMEM;
+        s->sym = v;
+        s->sym_cap = len;
+    }
+    int32_t nsym = 0;
+    for (size_t off = 0; off < n;) {
+        size_t l = tok_utf8_len((uint8_t)s->enc[off]); /* 1 or 2: the mapping is valid UTF-8 */
+        s->sym[nsym] = (bpe_sym){nsym - 1, off + l == n ? -1 : nsym + 1, off, l};
+        off += l;
+        nsym++;
+    }
+    s->heap_n = 0;
+    int rc = 0;
+    for (int32_t i = 1; i < nsym && !rc; i++)
+        rc = try_pair(b, s, i - 1, i);
+    while (s->heap_n && !rc) {
+        bpe_pair pr = heap_pop(s);
+        bpe_sym *l = &s->sym[pr.left], *r = &s->sym[pr.right];
+        if (l->n == 0 || r->n == 0 || l->n != pr.left_n || l->n + r->n != pr.size) continue;
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0) s->sym[r->next].prev = pr.left;
+        rc = try_pair(b, s, l->prev, pr.left);
+        if (!rc) rc = try_pair(b, s, pr.left, l->next);
+    }
+    for (int32_t i = 0; nsym > 0 && i != -1 && !rc; i = s->sym[i].next) {
+        const char *str = s->enc + s->sym[i].start;
+        int32_t id = tok_lookup(t, str, s->sym[i].n);
+        if (id != TOKEN_NONE) {
+            rc = tok_ids_push(out, id);
+            continue;
+        }
+        /* llama.cpp's fallback: each byte of the symbol string that is a token */
+        for (size_t j = 0; j < s->sym[i].n && !rc; j++) {
+            id = tok_lookup(t, str + j, 1);
+            if (id != TOKEN_NONE) rc = tok_ids_push(out, id);
+        }
+    }
+    return rc;
+}
+
+/* Splits each span of `in` into regex matches and the unmatched stretches
+ * between them (kept as pieces of their own). Each span is matched as a
+ * string of its own, so lookarounds do not see past it, as in llama.cpp. */
+static int split_spans(const pcre2_code *re, pcre2_match_data *md, const char *text,
+                       const span_list *in, span_list *out) {
+    out->n = 0;
+    int rc = 0;
+    for (size_t k = 0; k < in->n && !rc; k++) {
+        const char *subj = text + in->v[k].off;
+        size_t len = in->v[k].len, done = 0, from = 0;
+        while (from < len && !rc) {
+            int m = pcre2_match(re, (PCRE2_SPTR)subj, len, from, 0, md, NULL);
+            if (m < 0 && m != PCRE2_ERROR_NOMATCH) /* JIT stack or match limit: retry slowly */
+                m = pcre2_match(re, (PCRE2_SPTR)subj, len, from, PCRE2_NO_JIT, md, NULL);
+            if (m < 0) break; /* no match (or still failing): the rest is one piece */
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+            size_t ms = ov[0], me = ov[1];
+            if (me <= ms) { /* empty match: step one character */
+                from = ms + tok_utf8_len((uint8_t)subj[ms]);
+                continue;
+            }
+            if (ms > done) rc = span_push(out, in->v[k].off + done, ms - done);
+            if (!rc) rc = span_push(out, in->v[k].off + ms, me - ms);
+            done = from = me;
+        }
+        if (!rc && done < len) rc = span_push(out, in->v[k].off + done, len - done);
+    }
+    return rc;
+}
+
+int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, tok_ids *out, tps_err *err) {
+    const tok_bpe *b = t->bpe;
+    if (len > (size_t)INT32_MAX / 2)
+        return tps_fail(err, TPS_ERANGE, "tokenizer: text of %zu bytes is too long (max %d)", len,
+                        INT32_MAX / 2);
+    span_list a = {0}, c = {0};
+    bpe_scratch s = {0};
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    int rc = md ? span_push(&a, 0, len) : TPS_ENOMEM;
+    for (int i = 0; i < b->n_re && !rc; i++) {
+        rc = split_spans(b->re[i], md, text, &a, &c);
+        span_list tmp = a;
+        a = c;
+        c = tmp;
+    }
+    for (size_t i = 0; i < a.n && !rc; i++)
+        rc = encode_piece(t, text + a.v[i].off, a.v[i].len, &s, out);
+    pcre2_match_data_free(md);
+    free(s.heap);
+    free(s.sym);
+    free(s.enc);
+    free(c.v);
+    free(a.v);
+    if (rc) return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory (text of %zu bytes)", len);
+    return 0;
+}

@@ -1,0 +1,114 @@
+/* Private to the tokenizer*.c files: the tokenizer struct, the vocabulary
+ * hash, the growable id list and the entry points of the SPM and BPE
+ * algorithms. Nothing outside src/model/tokenizer*.c includes this. */
+#ifndef TPS_TOKENIZER_INTERNAL_H
+#define TPS_TOKENIZER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/tokenizer.h"
+
+/* Token attributes as a bit set (llama.cpp's llama_token_attr subset): a
+ * token can gain CONTROL on top of its stored type (EOG tokens). */
+enum {
+    TOK_ATTR_NORMAL = 1u << 0,
+    TOK_ATTR_UNKNOWN = 1u << 1,
+    TOK_ATTR_CONTROL = 1u << 2,
+    TOK_ATTR_USER_DEFINED = 1u << 3,
+    TOK_ATTR_UNUSED = 1u << 4,
+    TOK_ATTR_BYTE = 1u << 5,
+};
+
+#define TOK_MAX_EOG 16
+
+typedef struct tok_bpe tok_bpe; /* merges + pre-tokenizer (tokenizer_bpe.c) */
+
+struct tokenizer {
+    tokenizer_kind kind;
+    uint32_t n_vocab;
+
+    /* Vocabulary strings, one buffer: token i is text[text_off[i] .. text_off[i+1]). */
+    char *text;
+    uint32_t *text_off; /* (n_vocab + 1,) */
+    float *score;       /* (n_vocab,) SPM merge priority */
+    uint8_t *type;      /* (n_vocab,) TOKEN_TYPE_* as stored */
+    uint8_t *attr;      /* (n_vocab,) TOK_ATTR_* bits */
+
+    /* Pieces with special tokens rendered (llama.cpp's token_to_piece cache). */
+    char *piece;
+    uint32_t *piece_off; /* (n_vocab + 1,) */
+
+    /* Open-addressing hash of the vocabulary strings: slot = id + 1, 0 = empty. */
+    uint32_t *slots;
+    size_t slot_mask;
+
+    /* Control / user-defined / unknown ids, longest text first (ties: lower id). */
+    int32_t *special;
+    size_t n_special;
+
+    int32_t bos, eos, eot, eom, unk, pad;
+    int32_t eog[TOK_MAX_EOG];
+    size_t n_eog;
+    bool add_bos, add_eos;
+    bool add_space_prefix; /* SPM dummy prefix; decode strips it back */
+    bool clean_spaces;     /* BPE decode clean-up (" ," -> ",") */
+
+    /* Token for each byte value: SPM <0xNN> (or the 1-byte string), BPE the
+     * byte-level character. TOKEN_NONE where the vocab lacks it. */
+    int32_t byte_id[256];
+
+    tok_bpe *bpe; /* BPE only */
+};
+
+/* Growable list of ids, the output of the algorithms. */
+typedef struct tok_ids {
+    int32_t *v;
+    size_t n, cap;
+} tok_ids;
+
+int tok_ids_push(tok_ids *ids, int32_t id);
+
+/* FNV-1a over bytes; tok_hash_more continues a running hash. */
+static inline uint64_t tok_hash_more(uint64_t h, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+static inline uint64_t tok_hash(const char *s, size_t n) {
+    return tok_hash_more(1469598103934665603ull, s, n);
+}
+
+/* Vocabulary lookup; TOKEN_NONE if absent. */
+int32_t tok_lookup(const tokenizer *t, const char *s, size_t n);
+
+/* Bytes of a UTF-8 sequence by its first byte (1 for continuation or
+ * invalid bytes), the way llama.cpp splits text into symbols. */
+static inline size_t tok_utf8_len(uint8_t c) {
+    static const uint8_t lens[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return lens[c >> 4];
+}
+
+/* ---- SPM (tokenizer_spm.c) ---- */
+
+/* Appends the ids of one text fragment (no special tokens in it). The text is
+ * escaped here (' ' -> ▁, with a leading ▁ when prefix_space). */
+int tok_spm_encode(const tokenizer *t, const char *text, size_t len, bool prefix_space,
+                   tok_ids *out, tps_err *err);
+
+/* ---- BPE (tokenizer_bpe.c) ---- */
+
+/* Reads tokenizer.ggml.merges and compiles the regexes for tokenizer.ggml.pre
+ * (pre may be NULL: "default"). Sets t->clean_spaces and, for Llama 3, the
+ * add_bos default. */
+int tok_bpe_create(tok_bpe **out, tokenizer *t, const gguf_file *f, const char *pre, tps_err *err);
+void tok_bpe_free(tok_bpe *b);
+/* Appends the ids of one text fragment. */
+int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, tok_ids *out, tps_err *err);
+/* Byte-level decode of a token string into out (capacity >= n); returns bytes written. */
+size_t tok_bpe_unmap(const char *s, size_t n, char *out);
+
+#endif

@@ -1,0 +1,169 @@
+/* SentencePiece-style (BPE-by-score) tokenization of one text fragment, the
+ * algorithm of llama.cpp's llm_tokenizer_spm: split the escaped text into
+ * UTF-8 symbols, repeatedly merge the adjacent pair whose concatenation is the
+ * vocabulary token with the highest score (ties: leftmost), then emit each
+ * final symbol's id, or its bytes as <0xNN> tokens when it is not in the
+ * vocabulary. Special tokens, BOS/EOS and the fragment splitting are
+ * tokenizer.c's job. All scratch is per call. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/tokenizer_internal.h"
+
+typedef struct spm_sym {
+    int32_t prev, next; /* neighbours in the live chain, -1 at the ends */
+    size_t start, n;    /* bytes of the escaped text; n = 0 once merged away */
+} spm_sym;
+
+typedef struct spm_pair {
+    int32_t left, right;
+    float score;
+    size_t size; /* bytes of left + right when queued: stale if they changed */
+} spm_pair;
+
+typedef struct spm_heap {
+    spm_pair *v;
+    size_t n, cap;
+} spm_heap;
+
+/* Higher score first; equal scores: the leftmost pair. */
+static bool pair_before(const spm_pair *a, const spm_pair *b) {
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static int heap_push(spm_heap *h, spm_pair p) {
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 64;
+        spm_pair *v = realloc(h->v, cap * sizeof *v);
+        if (!v) return TPS_ENOMEM;
+        h->v = v;
+        h->cap = cap;
+    }
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!pair_before(&p, &h->v[parent])) break;
+        h->v[i] = h->v[parent];
+        i = parent;
+    }
+    h->v[i] = p;
+    return 0;
+}
+
+static spm_pair heap_pop(spm_heap *h) {
+    spm_pair top = h->v[0];
+    spm_pair last = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && pair_before(&h->v[c + 1], &h->v[c])) c++;
+        if (!pair_before(&h->v[c], &last)) break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n) h->v[i] = last;
+    return top;
+}
+
+/* Queues (left, right) if their concatenation is a vocabulary token. */
+static int try_pair(const tokenizer *t, const char *esc, const spm_sym *sym, spm_heap *h,
+                    int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return 0;
+    size_t size = sym[left].n + sym[right].n;
+    int32_t id = tok_lookup(t, esc + sym[left].start, size);
+    if (id == TOKEN_NONE) return 0;
+    return heap_push(h, (spm_pair){left, right, t->score[id], size});
+}
+
+static int emit_bytes(const tokenizer *t, const char *s, size_t n, tok_ids *out) {
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = t->byte_id[(uint8_t)s[i]];
+        if (id == TOKEN_NONE) id = t->unk; /* a vocab without byte tokens */
+        if (id != TOKEN_NONE && tok_ids_push(out, id)) return TPS_ENOMEM;
+    }
+    return 0;
+}
+
+int tok_spm_encode(const tokenizer *t, const char *text, size_t len, bool prefix_space,
+                   tok_ids *out, tps_err *err) {
+    static const char ws[3] = {'\xe2', '\x96', '\x81'}; /* U+2581 ▁ */
+    if (len > (size_t)INT32_MAX / 3 - 1)
+        return tps_fail(err, TPS_ERANGE, "tokenizer: text of %zu bytes is too long (max %d)", len,
+                        INT32_MAX / 3 - 1);
+    /* Escape: optional leading ▁, every ' ' -> ▁. */
+    char *esc = malloc(len * 3 + 3);
+    spm_sym *sym = NULL;
+    spm_heap heap = {0};
+    int rc = 0;
+    if (!esc) {
+        rc = TPS_ENOMEM;
+        goto done;
+    }
+    size_t n = 0;
+    if (prefix_space) {
+        memcpy(esc, ws, 3);
+        n = 3;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') {
+            memcpy(esc + n, ws, 3);
+            n += 3;
+        } else {
+            esc[n++] = text[i];
+        }
+    }
+    if (n == 0) goto done;
+    /* At most one symbol per escaped byte (an invalid lead byte can swallow
+     * the first bytes of a following ▁, leaving its tail as 1-byte symbols). */
+    sym = malloc(n * sizeof *sym);
+    if (!sym) {
+        rc = TPS_ENOMEM;
+        goto done;
+    }
+
+    /* One symbol per UTF-8 character. A byte that does not start a complete
+     * sequence is a symbol of its own. (llama.cpp trusts the lead byte, so a
+     * stray lead byte swallows the next bytes, e.g. half of a following ▁,
+     * and decode cannot give the text back; for valid UTF-8 both agree.) */
+    int32_t nsym = 0;
+    for (size_t off = 0; off < n;) {
+        size_t l = tok_utf8_len((uint8_t)esc[off]);
+        if (l > n - off) l = n - off;
+        for (size_t k = 1; k < l; k++)
+            if (((uint8_t)esc[off + k] & 0xC0) != 0x80) l = 1; /* see below */
+        sym[nsym] = (spm_sym){nsym - 1, off + l == n ? -1 : nsym + 1, off, l};
+        off += l;
+        nsym++;
+    }
+    for (int32_t i = 1; i < nsym && !rc; i++)
+        rc = try_pair(t, esc, sym, &heap, i - 1, i);
+
+    while (heap.n && !rc) {
+        spm_pair p = heap_pop(&heap);
+        spm_sym *l = &sym[p.left], *r = &sym[p.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != p.size) continue; /* stale */
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0) sym[r->next].prev = p.left;
+        rc = try_pair(t, esc, sym, &heap, l->prev, p.left);
+        if (!rc) rc = try_pair(t, esc, sym, &heap, p.left, l->next);
+    }
+
+    for (int32_t i = 0; i != -1 && !rc; i = sym[i].next) {
+        int32_t id = tok_lookup(t, esc + sym[i].start, sym[i].n);
+        if (id != TOKEN_NONE)
+            rc = tok_ids_push(out, id);
+        else
+            rc = emit_bytes(t, esc + sym[i].start, sym[i].n, out);
+    }
+done:
+    free(heap.v);
+    free(sym);
+    free(esc);
+    if (rc == TPS_ENOMEM)
+        return tps_fail(err, rc, "tokenizer: out of memory (text of %zu bytes)", len);
+    return rc;
+}
