@@ -71,15 +71,14 @@ void quantize_row_q8_0_avx2(block_q8_0 *restrict y, const float *restrict x, siz
 
 /* ---- integer block dots ------------------------------------------------- */
 
-/* 32 int8 weights of block b of a row, Q8_0 or Q4_0 (nibbles minus 8). */
+/* Block b of a weight row as 32 bytes: Q8_0's int8 values, or Q4_0's
+ * unsigned nibbles 0..15 (element j low, j + 16 high), 8 not yet subtracted. */
 ALWAYS_INLINE __m256i load_wq(const uint8_t *restrict row, size_t b, int is_q4, float *d) {
     if (is_q4) {
         const block_q4_0 *blk = (const block_q4_0 *)row + b;
         *d = h2f(blk->d);
         const __m128i t = _mm_loadu_si128((const __m128i *)blk->qs);
-        const __m256i nib =
-            _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-        return _mm256_sub_epi8(nib, _mm256_set1_epi8(8));
+        return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
     }
     const block_q8_0 *blk = (const block_q8_0 *)row + b;
     *d = h2f(blk->d);
@@ -87,9 +86,12 @@ ALWAYS_INLINE __m256i load_wq(const uint8_t *restrict row, size_t b, int is_q4, 
 }
 
 /* MW weight rows x MX activation rows over nb blocks. Per element and block:
- * acc = fma(d_w * d_x, float(madd(maddubs(|w|, sign(x, w)), 1)), acc), d_w * d_x
- * being one float product (the same in every lane and every tile shape). The
- * unsigned operand is |w| so a -128 weight (0x80 = 128 unsigned) stays exact. */
+ *   p   = 16 int16 pair sums w[2k] x[2k] + w[2k+1] x[2k+1] (exact)
+ *   acc = fma(d_w * d_x, float(madd(p, 1)), acc)
+ * with d_w * d_x one float product, the same in every lane and tile shape.
+ * Q8_0: p = maddubs(|w|, sign(x, w)); |w| is the unsigned operand so a -128
+ * weight (0x80 = 128 unsigned) stays exact. Q4_0: p = maddubs(nibble, x) -
+ * maddubs(8, x), the same int16 values without the sign step. */
 ALWAYS_INLINE void q_tile(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                           size_t w_row_bytes, const uint8_t *restrict act, size_t act_row_bytes,
                           size_t nb, const int is_q4, const int MW, const int MX) {
@@ -108,16 +110,18 @@ ALWAYS_INLINE void q_tile(float *restrict out, size_t ld_out, const uint8_t *res
             float d;
             wv[i] = load_wq(W + i * w_row_bytes, b, is_q4, &d);
             dw[i] = _mm256_set1_ps(d);
-            aw[i] = _mm256_sign_epi8(wv[i], wv[i]);
+            if (!is_q4) aw[i] = _mm256_sign_epi8(wv[i], wv[i]);
         }
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++) {
             const block_q8_0 *xb = (const block_q8_0 *)(act + j * act_row_bytes) + b;
             const __m256i xv = _mm256_loadu_si256((const __m256i *)xb->qs);
             const __m256 dx = _mm256_set1_ps(h2f(xb->d));
+            const __m256i corr = is_q4 ? _mm256_maddubs_epi16(_mm256_set1_epi8(8), xv) : xv;
 #pragma GCC unroll 4
             for (int i = 0; i < MW; i++) {
-                const __m256i p = _mm256_maddubs_epi16(aw[i], _mm256_sign_epi8(xv, wv[i]));
+                const __m256i p = is_q4 ? _mm256_sub_epi16(_mm256_maddubs_epi16(wv[i], xv), corr)
+                                        : _mm256_maddubs_epi16(aw[i], _mm256_sign_epi8(xv, wv[i]));
                 const __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
                 acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(dw[i], dx), s, acc[i][j]);
             }
