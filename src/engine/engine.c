@@ -1,0 +1,774 @@
+/* The engine: request API (submit, cancel, events), the engine thread, and
+ * one step of iteration-level scheduling (Orca) with chunked prefill
+ * (Sarathi) over the paged KV cache (vLLM), preempting the most recently
+ * admitted sequence when blocks run out.
+ *
+ * Locking: one mutex guards what the API threads touch (incoming requests,
+ * cancels, the event queue, stats). The engine thread takes it a few times
+ * per step, never per token; everything else (waiting and running lists,
+ * KV, forward state) belongs to the engine thread alone. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "engine/forward.h"
+#include "engine/seq.h"
+#include "engine/trace.h"
+#include "metrics/clock.h"
+
+struct engine {
+    engine_params p;
+    const llama_model *m;
+    const tokenizer *tok;
+    uint32_t n_ctx;
+    sampler_vocab svocab;
+    kv_cache *kv;
+    fwd_state *fs;
+
+    /* step buffers, sized once (engine thread) */
+    fwd_row *rows;
+    const kv_seq **row_seqs; /* per batch sequence slot */
+    seq **batch;             /* sequences in this step, in slot order */
+    uint32_t *batch_rows;    /* rows each contributes */
+    engine_event *pending;   /* events of this step, pushed under one lock */
+    size_t n_pending, cap_pending;
+
+    /* engine thread only */
+    seq_list waiting, running;
+    uint64_t admit_counter;
+    trace tr;
+    engine_stats local; /* counters the engine thread updates; copied to st under mu */
+
+    /* shared, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;
+    pthread_cond_t ev_cv;
+    bool stopping;
+    seq_list incoming;
+    uint64_t *cancels;
+    size_t n_cancels, cap_cancels;
+    uint64_t next_id;
+    engine_event *evq; /* ring */
+    size_t ev_head, ev_n, ev_cap;
+    int efd;
+    engine_stats st;
+    hist *h_step_ns, *h_step_tokens;
+
+    pthread_t thread;
+    bool thread_started;
+};
+
+#define HIST_CONFIG_COUNT ((hist_config){.lowest = 0, .highest = 1u << 20, .sig_digits = 2})
+
+const char *engine_finish_name(engine_finish f) {
+    switch (f) {
+    case ENGINE_FINISH_STOP: return "stop";
+    case ENGINE_FINISH_LENGTH: return "length";
+    case ENGINE_FINISH_CANCELLED: return "cancelled";
+    default: return "error";
+    }
+}
+
+void engine_params_default(engine_params *p) {
+    memset(p, 0, sizeof *p);
+    p->max_seqs = 64;
+    p->max_batch_tokens = 256;
+    p->kv_block = 16;
+    p->kv_type = GGML_TYPE_F16;
+}
+
+const engine_params *engine_get_params(const engine *e) {
+    return &e->p;
+}
+
+/* ---- sequences ---------------------------------------------------------- */
+
+static void seq_free(seq *s) {
+    if (!s) return;
+    free(s->tokens);
+    kv_seq_destroy(&s->kv);
+    sampler_free(s->smp);
+    detok_stream_free(s->detok);
+    free(s);
+}
+
+static int seq_create(engine *e, const engine_request *r, seq **out, tps_err *err) {
+    *out = NULL;
+    seq *s = calloc(1, sizeof *s);
+    if (!s) return tps_fail(err, TPS_ENOMEM, "engine: out of memory");
+    uint32_t cap = (uint32_t)r->n_prompt + r->max_tokens;
+    s->tokens = malloc(sizeof(int32_t) * (cap + 1));
+    int rc = s->tokens ? 0 : TPS_ENOMEM;
+    if (!rc) rc = kv_seq_init(&s->kv, kv_blocks_for(e->kv, cap));
+    if (rc) {
+        seq_free(s);
+        return tps_fail(err, rc, "engine: out of memory");
+    }
+    memcpy(s->tokens, r->prompt, sizeof(int32_t) * r->n_prompt);
+    s->n_prompt = s->n_tokens = (uint32_t)r->n_prompt;
+    s->max_tokens = r->max_tokens;
+    s->user = r->user;
+    const char *field = NULL;
+    if ((rc = sampler_create(&s->smp, &r->sampling, &e->svocab, err)) ||
+        (rc = stop_init(&s->stop, r->stop, r->n_stop, r->stop_ids, r->n_stop_ids,
+                        (int32_t)e->svocab.n_vocab, &field, err)) ||
+        (rc = detok_stream_create(&s->detok, e->tok, 0, err))) {
+        seq_free(s);
+        return rc;
+    }
+    s->tm.prompt_tokens = s->n_prompt;
+    *out = s;
+    return 0;
+}
+
+/* ---- submit / cancel / events (any thread) ------------------------------ */
+
+int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err) {
+    engine_request rq = *r;
+    if (rq.n_prompt == 0)
+        return tps_fail(err, TPS_EINVAL, "prompt is empty: it needs at least one token");
+    if (rq.n_prompt >= e->n_ctx)
+        return tps_fail(err, TPS_ERANGE,
+                        "prompt has %zu tokens; the model's context is %u (at most %u prompt "
+                        "tokens leave room to generate)",
+                        rq.n_prompt, e->n_ctx, e->n_ctx - 1);
+    if (rq.max_tokens == 0) rq.max_tokens = e->n_ctx - (uint32_t)rq.n_prompt;
+    if ((uint64_t)rq.n_prompt + rq.max_tokens > e->n_ctx)
+        return tps_fail(err, TPS_ERANGE,
+                        "prompt (%zu tokens) + max_tokens (%u) = %llu exceeds the model's "
+                        "context of %u tokens",
+                        rq.n_prompt, rq.max_tokens,
+                        (unsigned long long)rq.n_prompt + rq.max_tokens, e->n_ctx);
+    uint32_t blocks = kv_blocks_for(e->kv, (uint32_t)rq.n_prompt + rq.max_tokens);
+    if (blocks > e->kv->n_blocks)
+        return tps_fail(err, TPS_ERANGE,
+                        "prompt (%zu tokens) + max_tokens (%u) needs %u KV blocks; the pool "
+                        "has %u (raise --kv-mem or lower max_tokens)",
+                        rq.n_prompt, rq.max_tokens, blocks, e->kv->n_blocks);
+    for (size_t i = 0; i < rq.n_prompt; i++)
+        if (rq.prompt[i] < 0 || (uint32_t)rq.prompt[i] >= e->m->cfg.n_vocab)
+            return tps_fail(err, TPS_EINVAL, "prompt token %zu is id %d, outside the vocabulary (0..%u)",
+                            i, rq.prompt[i], e->m->cfg.n_vocab - 1);
+    const char *field = NULL;
+    int rc = sampler_params_validate(&rq.sampling, &field, err);
+    if (rc) return rc;
+    seq *s;
+    if ((rc = seq_create(e, &rq, &s, err))) return rc;
+    pthread_mutex_lock(&e->mu);
+    if (e->stopping) {
+        pthread_mutex_unlock(&e->mu);
+        seq_free(s);
+        return tps_fail(err, TPS_EFULL, "engine is shutting down");
+    }
+    if (e->p.max_queue && e->incoming.n + e->st.requests_waiting >= e->p.max_queue) {
+        uint32_t q = e->incoming.n + e->st.requests_waiting;
+        pthread_mutex_unlock(&e->mu);
+        seq_free(s);
+        return tps_fail(err, TPS_EFULL, "queue is full (%u waiting, limit %u)", q,
+                        e->p.max_queue);
+    }
+    s->id = ++e->next_id;
+    s->tm.t_queued = tps_now_ns();
+    seq_list_push_back(&e->incoming, s);
+    *id = s->id;
+    pthread_cond_signal(&e->work_cv);
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+void engine_cancel(engine *e, uint64_t id) {
+    pthread_mutex_lock(&e->mu);
+    if (e->n_cancels == e->cap_cancels) {
+        size_t nc = e->cap_cancels ? 2 * e->cap_cancels : 64;
+        uint64_t *c = realloc(e->cancels, nc * sizeof *c);
+        if (!c) {
+            pthread_mutex_unlock(&e->mu);
+            return; /* out of memory: the request runs to its end instead */
+        }
+        e->cancels = c;
+        e->cap_cancels = nc;
+    }
+    e->cancels[e->n_cancels++] = id;
+    pthread_cond_signal(&e->work_cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+size_t engine_poll(engine *e, engine_event *out, size_t max) {
+    pthread_mutex_lock(&e->mu);
+    size_t n = 0;
+    while (n < max && e->ev_n) {
+        out[n++] = e->evq[e->ev_head];
+        e->ev_head = (e->ev_head + 1) % e->ev_cap;
+        e->ev_n--;
+    }
+    if (e->ev_n == 0) {
+        uint64_t v;
+        while (read(e->efd, &v, sizeof v) > 0) {
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
+void engine_wait(engine *e, int timeout_ms) {
+    pthread_mutex_lock(&e->mu);
+    if (e->ev_n == 0) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&e->ev_cv, &e->mu);
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += timeout_ms / 1000;
+            ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&e->ev_cv, &e->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+int engine_event_fd(const engine *e) {
+    return e->efd;
+}
+
+void engine_get_stats(engine *e, engine_stats *out) {
+    pthread_mutex_lock(&e->mu);
+    *out = e->st;
+    out->requests_waiting += e->incoming.n;
+    pthread_mutex_unlock(&e->mu);
+}
+
+int engine_merge_step_hists(engine *e, hist *step_ns, hist *step_tokens, tps_err *err) {
+    int rc = 0;
+    pthread_mutex_lock(&e->mu);
+    if (step_ns) rc = hist_merge(step_ns, e->h_step_ns, err);
+    if (!rc && step_tokens) rc = hist_merge(step_tokens, e->h_step_tokens, err);
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+/* ---- events (engine thread) --------------------------------------------- */
+
+static engine_event *pending_add(engine *e) {
+    if (e->n_pending == e->cap_pending) {
+        size_t nc = e->cap_pending ? 2 * e->cap_pending : 64;
+        engine_event *p = realloc(e->pending, nc * sizeof *p);
+        if (!p) return NULL;
+        e->pending = p;
+        e->cap_pending = nc;
+    }
+    engine_event *ev = &e->pending[e->n_pending++];
+    ev->text_len = 0;
+    ev->error[0] = 0;
+    return ev;
+}
+
+static void text_append(engine_event *ev, const char *p, size_t n) {
+    if (n > ENGINE_TEXT_MAX - ev->text_len) n = ENGINE_TEXT_MAX - ev->text_len;
+    memcpy(ev->text + ev->text_len, p, n);
+    ev->text_len += (uint32_t)n;
+}
+
+/* Moves this step's events into the shared queue under one lock. */
+static void publish(engine *e, uint64_t t_now) {
+    if (!e->n_pending) return;
+    pthread_mutex_lock(&e->mu);
+    if (e->ev_n + e->n_pending > e->ev_cap) {
+        size_t nc = e->ev_cap ? e->ev_cap : 256;
+        while (nc < e->ev_n + e->n_pending) nc *= 2;
+        engine_event *q = malloc(nc * sizeof *q);
+        if (q) {
+            for (size_t i = 0; i < e->ev_n; i++) q[i] = e->evq[(e->ev_head + i) % e->ev_cap];
+            free(e->evq);
+            e->evq = q;
+            e->ev_cap = nc;
+            e->ev_head = 0;
+        }
+    }
+    bool was_empty = e->ev_n == 0;
+    for (size_t i = 0; i < e->n_pending && e->ev_n < e->ev_cap; i++) {
+        e->pending[i].t_ns = t_now;
+        e->evq[(e->ev_head + e->ev_n) % e->ev_cap] = e->pending[i];
+        e->ev_n++;
+    }
+    if (was_empty && e->ev_n) {
+        uint64_t one = 1;
+        ssize_t w = write(e->efd, &one, sizeof one);
+        (void)w;
+    }
+    pthread_cond_broadcast(&e->ev_cv);
+    pthread_mutex_unlock(&e->mu);
+    e->n_pending = 0;
+}
+
+/* ---- finishing ------------------------------------------------------------ */
+
+/* Ends s: releases its KV, queues DONE with any held text, frees it. The
+ * caller has already unlinked it from its list. */
+static void finish(engine *e, seq *s, engine_finish why, uint64_t t_now, const char *error) {
+    kv_seq_release(e->kv, &s->kv);
+    engine_event *ev = pending_add(e);
+    if (ev) {
+        ev->kind = ENGINE_EV_DONE;
+        ev->id = s->id;
+        ev->user = s->user;
+        ev->token = -1;
+        ev->finish = why;
+        if (why != ENGINE_FINISH_CANCELLED && why != ENGINE_FINISH_ERROR && !s->stop.matched) {
+            const char *t;
+            size_t n;
+            stop_emit em;
+            detok_stream_flush(s->detok, &t, &n);
+            if (n) {
+                stop_feed(&s->stop, t, n, &em);
+                text_append(ev, em.head, em.head_len);
+                text_append(ev, em.tail, em.tail_len);
+            }
+            if (!s->stop.matched) {
+                stop_flush(&s->stop, &em);
+                text_append(ev, em.head, em.head_len);
+                text_append(ev, em.tail, em.tail_len);
+            }
+        }
+        s->tm.t_finished = t_now;
+        ev->timings = s->tm;
+        if (error) snprintf(ev->error, sizeof ev->error, "%s", error);
+    }
+    if (e->p.trace_path) trace_req_add(&e->tr, s->id, &s->tm, why);
+    e->local.requests_total[why]++;
+    seq_free(s);
+}
+
+/* Returns s's KV to the pool and puts it at the head of the waiting queue to
+ * recompute its tokens later (never an error, never lost). */
+static void preempt(engine *e, seq *s) {
+    seq_list_remove(&e->running, s);
+    kv_seq_release(e->kv, &s->kv);
+    s->n_computed = 0;
+    s->state = SEQ_WAITING;
+    s->tm.preemptions++;
+    e->local.preemptions_total++;
+    seq_list_push_front(&e->waiting, s);
+}
+
+/* Positions beyond n_computed that s can hold without preempting anyone. */
+static uint32_t room_for(const engine *e, const seq *s) {
+    uint64_t cap = ((uint64_t)s->kv.n_blocks + e->kv->n_free) * e->kv->block_tokens;
+    uint64_t limit = (uint64_t)s->kv.cap * e->kv->block_tokens;
+    if (cap > limit) cap = limit;
+    return cap > s->n_computed ? (uint32_t)(cap - s->n_computed) : 0;
+}
+
+/* Makes room for s to hold n positions, preempting the most recently
+ * admitted running sequences. Returns false when s itself was preempted.
+ * Only for decode rows: the victim (the running tail) comes after s in
+ * admission order, so it has no rows in this step's batch yet. */
+static bool reserve_or_preempt(engine *e, seq *s, uint32_t n) {
+    for (;;) {
+        int rc = kv_seq_reserve(e->kv, &s->kv, n);
+        if (rc == 0) return true;
+        seq *victim = e->running.tail;
+        preempt(e, victim);
+        if (victim == s) return false;
+    }
+}
+
+/* ---- one step ------------------------------------------------------------- */
+
+/* Publishes the engine thread's counters and gauges for engine_get_stats. */
+static void sync_stats(engine *e) {
+    e->local.requests_running = e->running.n;
+    e->local.requests_waiting = e->waiting.n;
+    e->local.kv_blocks_used = kv_cache_blocks_used(e->kv);
+    pthread_mutex_lock(&e->mu);
+    uint32_t total = e->st.kv_blocks_total, bt = e->st.kv_block_tokens, ctx = e->st.n_ctx;
+    e->st = e->local;
+    e->st.kv_blocks_total = total;
+    e->st.kv_block_tokens = bt;
+    e->st.n_ctx = ctx;
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void take_requests(engine *e, uint64_t t_now) {
+    pthread_mutex_lock(&e->mu);
+    while (e->incoming.head) {
+        seq *s = e->incoming.head;
+        seq_list_remove(&e->incoming, s);
+        seq_list_push_back(&e->waiting, s);
+    }
+    size_t nc = e->n_cancels;
+    uint64_t local[64];
+    uint64_t *ids = nc <= 64 ? local : malloc(nc * sizeof *ids);
+    if (ids) memcpy(ids, e->cancels, nc * sizeof *ids);
+    e->n_cancels = 0;
+    pthread_mutex_unlock(&e->mu);
+    if (!ids) return;
+    for (size_t i = 0; i < nc; i++) {
+        seq_list *lists[] = {&e->running, &e->waiting};
+        for (int l = 0; l < 2; l++)
+            for (seq *s = lists[l]->head; s; s = s->next)
+                if (s->id == ids[i]) {
+                    seq_list_remove(lists[l], s);
+                    finish(e, s, ENGINE_FINISH_CANCELLED, t_now, NULL);
+                    l = 2;
+                    break;
+                }
+    }
+    if (ids != local) free(ids);
+}
+
+/* Adds rows [n_computed, n_computed + n) of s to the batch. */
+static void add_rows(engine *e, seq *s, uint32_t n, size_t *n_rows, uint32_t *n_batch) {
+    uint32_t slot = *n_batch;
+    e->batch[slot] = s;
+    e->batch_rows[slot] = n;
+    e->row_seqs[slot] = &s->kv;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t pos = s->n_computed + i;
+        e->rows[(*n_rows)++] = (fwd_row){.token = s->tokens[pos],
+                                         .pos = pos,
+                                         .seq = slot,
+                                         .want_logits = pos + 1 == s->n_tokens};
+    }
+    (*n_batch)++;
+}
+
+/* Handles a sampled token for s; returns true when s finished. */
+static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
+    sampler_accept(s->smp, tok);
+    if (!s->tm.t_first_token) s->tm.t_first_token = t_now;
+    s->tokens[s->n_tokens++] = tok;
+    bool eog = tokenizer_is_eog(e->tok, tok) || stop_is_token(&s->stop, tok);
+    if (eog) {
+        seq_list_remove(&e->running, s);
+        finish(e, s, ENGINE_FINISH_STOP, t_now, NULL);
+        return true;
+    }
+    s->tm.generated_tokens++;
+    engine_event *ev = pending_add(e);
+    const char *t;
+    size_t n;
+    tps_err err;
+    stop_emit em = {0};
+    if (detok_stream_push(s->detok, tok, &t, &n, &err) == 0 && n) stop_feed(&s->stop, t, n, &em);
+    if (ev) {
+        ev->kind = ENGINE_EV_TOKEN;
+        ev->id = s->id;
+        ev->user = s->user;
+        ev->token = tok;
+        text_append(ev, em.head, em.head_len);
+        text_append(ev, em.tail, em.tail_len);
+    }
+    engine_finish why = ENGINE_FINISH_LENGTH;
+    bool done = false;
+    if (em.matched) why = ENGINE_FINISH_STOP, done = true;
+    else if (s->tm.generated_tokens >= s->max_tokens || s->n_tokens >= e->n_ctx) done = true;
+    if (done) {
+        seq_list_remove(&e->running, s);
+        finish(e, s, why, t_now, NULL);
+    }
+    return done;
+}
+
+/* Builds and runs one batch. Returns false when there was nothing to do. */
+static bool step(engine *e) {
+    uint64_t t0 = tps_now_ns();
+    take_requests(e, t0);
+    uint32_t budget = e->p.max_batch_tokens, n_batch = 0;
+    size_t n_rows = 0;
+    uint32_t prefill_rows = 0, decode_rows = 0;
+    uint64_t preempt_before = e->local.preemptions_total;
+
+    /* 1. decode first: every running sequence that has all but its newest
+     *    token computed gets one row. */
+    for (seq *s = e->running.head; s && budget;) {
+        seq *next = s->next;
+        if (s->n_tokens - s->n_computed == 1) {
+            if (!reserve_or_preempt(e, s, s->n_tokens)) {
+                s = next && next->state == SEQ_RUNNING ? next : NULL;
+                continue;
+            }
+            add_rows(e, s, 1, &n_rows, &n_batch);
+            budget--;
+            decode_rows++;
+        }
+        /* a preemption may have removed `next` (it was the newest) */
+        s = (next && next->state == SEQ_RUNNING) ? next : NULL;
+    }
+    /* 2. prompt chunks of running, partly prefilled sequences, FCFS. */
+    for (seq *s = e->running.head; s && budget;) {
+        seq *next = s->next;
+        uint32_t need = s->n_tokens - s->n_computed;
+        bool in_batch = false;
+        for (uint32_t k = 0; k < n_batch; k++) in_batch |= e->batch[k] == s;
+        if (need > 1 && !in_batch) {
+            /* Prompt chunks never preempt: a victim could already have
+             * rows in this batch. They take what the pool can give. */
+            uint32_t chunk = need < budget ? need : budget;
+            if (chunk > e->p.prefill_chunk) chunk = e->p.prefill_chunk;
+            uint32_t room = room_for(e, s);
+            if (chunk > room) chunk = room;
+            if (chunk && kv_seq_reserve(e->kv, &s->kv, s->n_computed + chunk) == 0) {
+                add_rows(e, s, chunk, &n_rows, &n_batch);
+                budget -= chunk;
+                prefill_rows += chunk;
+            }
+        }
+        s = (next && next->state == SEQ_RUNNING) ? next : NULL;
+    }
+    /* 3. admit waiting sequences while there is budget, a free sequence slot
+     *    and KV for their first chunk; never right after a preemption. */
+    while (e->waiting.head && budget && e->running.n < e->p.max_seqs &&
+           e->local.preemptions_total == preempt_before) {
+        seq *s = e->waiting.head;
+        uint32_t need = s->n_tokens - s->n_computed;
+        uint32_t chunk = need < budget ? need : budget;
+        if (chunk > e->p.prefill_chunk) chunk = e->p.prefill_chunk;
+        uint32_t room = room_for(e, s);
+        if (chunk > room) chunk = room;
+        if (!chunk || kv_seq_reserve(e->kv, &s->kv, s->n_computed + chunk) != 0) break;
+        seq_list_remove(&e->waiting, s);
+        s->state = SEQ_RUNNING;
+        s->admit_order = ++e->admit_counter;
+        seq_list_push_back(&e->running, s);
+        if (!s->tm.t_first_scheduled) s->tm.t_first_scheduled = t0;
+        add_rows(e, s, chunk, &n_rows, &n_batch);
+        budget -= chunk;
+        prefill_rows += chunk;
+    }
+    if (n_rows == 0) {
+        sync_stats(e);
+        publish(e, tps_now_ns()); /* cancellations */
+        return e->running.n || e->waiting.n;
+    }
+
+    fwd_batch b = {.n_rows = n_rows, .rows = e->rows, .seqs = e->row_seqs};
+    const float *logits;
+    size_t n_logits;
+    tps_err err = {0};
+    int rc = llama_forward(e->fs, e->m, e->kv, &b, &logits, &n_logits, &err);
+    uint64_t t1 = tps_now_ns();
+    uint32_t generated = 0;
+    if (rc) {
+        /* A forward failure is the batch's, not the server's: fail these requests. */
+        for (uint32_t k = 0; k < n_batch; k++) {
+            seq *s = e->batch[k];
+            seq_list_remove(&e->running, s);
+            finish(e, s, ENGINE_FINISH_ERROR, t1, err.msg);
+        }
+    } else {
+        size_t li = 0;
+        for (uint32_t k = 0; k < n_batch; k++) {
+            seq *s = e->batch[k];
+            s->n_computed += e->batch_rows[k];
+            if (s->n_computed != s->n_tokens) continue;
+            float *row = (float *)logits + li * e->m->cfg.n_vocab;
+            li++;
+            int32_t tok = sampler_sample(s->smp, row);
+            if (!s->tm.t_first_token) e->local.prompt_tokens_total += s->n_prompt;
+            bool eog_or_stop_token = tokenizer_is_eog(e->tok, tok) || stop_is_token(&s->stop, tok);
+            on_token(e, s, tok, t1);
+            if (!eog_or_stop_token) generated++;
+        }
+    }
+    uint32_t kv_used = kv_cache_blocks_used(e->kv);
+    e->local.steps_total++;
+    e->local.prefill_rows_total += prefill_rows;
+    e->local.generation_tokens_total += generated;
+    pthread_mutex_lock(&e->mu);
+    hist_record(e->h_step_ns, t1 - t0);
+    hist_record(e->h_step_tokens, n_rows);
+    pthread_mutex_unlock(&e->mu);
+    sync_stats(e);
+    if (e->p.trace_path) {
+        trace_step ts = {.t0 = t0,
+                         .t1 = t1,
+                         .prefill_tokens = prefill_rows,
+                         .decode_tokens = decode_rows,
+                         .running = e->running.n,
+                         .waiting = e->waiting.n,
+                         .kv_blocks = kv_used,
+                         .preemptions = (uint32_t)(e->local.preemptions_total - preempt_before)};
+        trace_step_add(&e->tr, &ts);
+    }
+    publish(e, t1);
+    return true;
+}
+
+static void *engine_main(void *arg) {
+    engine *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (!e->stopping && !e->incoming.n && !e->n_cancels && !e->waiting.n && !e->running.n)
+            pthread_cond_wait(&e->work_cv, &e->mu);
+        bool stop = e->stopping;
+        pthread_mutex_unlock(&e->mu);
+        if (stop) break;
+        if (!step(e)) {
+            /* Work exists but nothing could be scheduled (cannot happen
+             * while submit checks that every request fits the pool alone):
+             * wait for news rather than spin. */
+            pthread_mutex_lock(&e->mu);
+            if (!e->stopping && !e->incoming.n && !e->n_cancels) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 1000000;
+                if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+                pthread_cond_timedwait(&e->work_cv, &e->mu, &ts);
+            }
+            pthread_mutex_unlock(&e->mu);
+        }
+    }
+    return NULL;
+}
+
+/* ---- create / destroy ----------------------------------------------------- */
+
+/* One forward row before serving: pages the mmapped weights in and starts
+ * the kernel threads, so the first request's prefill time measures compute,
+ * not page faults. Its KV block goes straight back to the pool. */
+static int warm_up(engine *e, tps_err *err) {
+    kv_seq ks = {0};
+    if (kv_seq_init(&ks, 1) || kv_seq_reserve(e->kv, &ks, 1)) {
+        kv_seq_destroy(&ks);
+        return tps_fail(err, TPS_ENOMEM, "engine: KV pool has no block for the warm-up");
+    }
+    const kv_seq *seqs[] = {&ks};
+    fwd_row row = {.token = 0, .pos = 0, .seq = 0, .want_logits = 1};
+    fwd_batch b = {.n_rows = 1, .rows = &row, .seqs = seqs};
+    const float *logits;
+    size_t nl;
+    int rc = llama_forward(e->fs, e->m, e->kv, &b, &logits, &nl, err);
+    kv_seq_release(e->kv, &ks);
+    kv_seq_destroy(&ks);
+    return rc;
+}
+
+int engine_create(engine **out, const engine_params *p, tps_err *err) {
+    *out = NULL;
+    engine *e = calloc(1, sizeof *e);
+    if (!e) return tps_fail(err, TPS_ENOMEM, "engine: out of memory");
+    e->efd = -1;
+    e->p = *p;
+    e->m = p->model;
+    e->tok = p->tok;
+    const llama_config *c = &e->m->cfg;
+    e->n_ctx = c->ctx_len;
+    if (!e->p.max_seqs) e->p.max_seqs = 64;
+    if (!e->p.max_batch_tokens) e->p.max_batch_tokens = 256;
+    if (!e->p.prefill_chunk || e->p.prefill_chunk > e->p.max_batch_tokens)
+        e->p.prefill_chunk = e->p.max_batch_tokens;
+    if (!e->p.kv_block) e->p.kv_block = 16;
+    if (!e->p.kv_type) e->p.kv_type = GGML_TYPE_F16;
+    int rc;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->work_cv, NULL);
+    pthread_cond_init(&e->ev_cv, NULL);
+    if (tokenizer_n_vocab(e->tok) > c->n_vocab) {
+        rc = tps_fail(err, TPS_EINVAL, "engine: tokenizer has %u tokens, the model %u",
+                      tokenizer_n_vocab(e->tok), c->n_vocab);
+        goto fail;
+    }
+    e->svocab.n_vocab = (int32_t)c->n_vocab;
+    e->svocab.n_ctx = (int32_t)e->n_ctx;
+    for (int32_t id = 0; id < (int32_t)tokenizer_n_vocab(e->tok) && e->svocab.n_eog < SAMPLER_MAX_EOG;
+         id++)
+        if (tokenizer_is_eog(e->tok, id)) e->svocab.eog_ids[e->svocab.n_eog++] = id;
+
+    kv_cache_params kp = {.n_layers = c->n_layers,
+                          .kv_dim = c->n_kv_heads * c->head_dim,
+                          .block_tokens = e->p.kv_block,
+                          .kv_type = e->p.kv_type,
+                          .mem_bytes = e->p.kv_mem};
+    if (!kp.mem_bytes) {
+        /* Default: enough for max_seqs full contexts, capped at 1 GiB. */
+        uint64_t tokens = e->p.kv_tokens ? e->p.kv_tokens : (uint64_t)e->p.max_seqs * e->n_ctx;
+        size_t bb = kv_cache_block_bytes(kp.n_layers, kp.kv_dim, kp.block_tokens, kp.kv_type);
+        uint64_t blocks = (tokens + kp.block_tokens - 1) / kp.block_tokens;
+        if (!e->p.kv_tokens && blocks * bb > (1ull << 30)) blocks = (1ull << 30) / bb;
+        if (blocks < 1) blocks = 1;
+        kp.n_blocks = (uint32_t)blocks;
+    }
+    if ((rc = kv_cache_create(&e->kv, &kp, err))) goto fail;
+    e->p.kv_mem = (size_t)e->kv->n_blocks *
+                  kv_cache_block_bytes(kp.n_layers, kp.kv_dim, kp.block_tokens, kp.kv_type);
+    if ((rc = fwd_state_create(&e->fs, e->m, e->p.max_batch_tokens, e->n_ctx, e->p.n_threads, err)))
+        goto fail;
+    size_t mb = e->p.max_batch_tokens;
+    e->rows = calloc(mb, sizeof *e->rows);
+    e->row_seqs = calloc(mb, sizeof *e->row_seqs);
+    e->batch = calloc(mb, sizeof *e->batch);
+    e->batch_rows = calloc(mb, sizeof *e->batch_rows);
+    hist_config hc = HIST_CONFIG_LATENCY_NS, cc = HIST_CONFIG_COUNT;
+    if (!e->rows || !e->row_seqs || !e->batch || !e->batch_rows) {
+        rc = tps_fail(err, TPS_ENOMEM, "engine: out of memory");
+        goto fail;
+    }
+    if ((rc = hist_create(&e->h_step_ns, &hc, err)) || (rc = hist_create(&e->h_step_tokens, &cc, err)))
+        goto fail;
+    e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e->efd < 0) {
+        rc = tps_fail(err, TPS_EIO, "engine: eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    if ((rc = warm_up(e, err))) goto fail;
+    e->st.kv_blocks_total = e->kv->n_blocks;
+    e->st.kv_block_tokens = e->kv->block_tokens;
+    e->st.n_ctx = e->n_ctx;
+    trace_init(&e->tr, tps_now_ns());
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        rc = tps_fail(err, TPS_EIO, "engine: cannot start the engine thread");
+        goto fail;
+    }
+    e->thread_started = true;
+    *out = e;
+    return 0;
+fail:
+    engine_destroy(e);
+    return rc;
+}
+
+void engine_destroy(engine *e) {
+    if (!e) return;
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->mu);
+        e->stopping = true;
+        pthread_cond_broadcast(&e->work_cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+    }
+    seq_list *lists[] = {&e->running, &e->waiting, &e->incoming};
+    for (int l = 0; l < 3; l++)
+        while (lists[l]->head) {
+            seq *s = lists[l]->head;
+            seq_list_remove(lists[l], s);
+            if (e->kv) kv_seq_release(e->kv, &s->kv);
+            seq_free(s);
+        }
+    if (e->p.trace_path && e->thread_started) {
+        tps_err err = {0};
+        if (trace_write(&e->tr, e->p.trace_path, &err) != 0) fprintf(stderr, "tps: %s\n", err.msg);
+    }
+    trace_free(&e->tr);
+    if (e->efd >= 0) close(e->efd);
+    hist_free(e->h_step_ns);
+    hist_free(e->h_step_tokens);
+    free(e->rows);
+    free(e->row_seqs);
+    free(e->batch);
+    free(e->batch_rows);
+    free(e->pending);
+    free(e->evq);
+    free(e->cancels);
+    fwd_state_free(e->fs);
+    kv_cache_free(e->kv);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->work_cv);
+    pthread_cond_destroy(&e->ev_cv);
+    free(e);
+}

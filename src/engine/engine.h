@@ -1,0 +1,146 @@
+/* The serving engine: a thread that runs Orca-style iteration-level
+ * scheduling over a paged KV cache, and the request API the server (and
+ * `tps generate`, and tests) talk to.
+ *
+ * Submit and cancel are thread-safe and never wait on a step. The engine
+ * delivers events (TOKEN, DONE) for all requests into one queue that one
+ * consumer drains; an eventfd becomes readable whenever the queue is
+ * non-empty, so an event loop can wait on it. Every event carries the
+ * monotonic time at which the step that produced it ended.
+ *
+ * Not here: HTTP, JSON, chat templates (server), tokenizing prompts (callers
+ * pass token ids), the forward maths (forward.c), sampling maths (sampler.c). */
+#ifndef TPS_ENGINE_H
+#define TPS_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/sampler.h"
+#include "metrics/hist.h"
+#include "model/llama_model.h"
+#include "model/tokenizer.h"
+#include "tps_error.h"
+
+typedef struct engine engine;
+
+typedef struct engine_params {
+    const llama_model *model; /* borrowed; outlives the engine */
+    const tokenizer *tok;     /* borrowed; outlives the engine */
+    int n_threads;            /* kernel threads; 0: all cores */
+    uint32_t max_seqs;        /* sequences running at once (default 64) */
+    uint32_t max_batch_tokens; /* token rows per step (default 256) */
+    uint32_t prefill_chunk;   /* most prompt rows one sequence gets per step (default max_batch_tokens) */
+    uint32_t kv_block;        /* positions per KV block (default 16) */
+    size_t kv_mem;            /* KV pool bytes; 0: from kv_tokens */
+    uint32_t kv_tokens;       /* KV pool positions when kv_mem is 0; 0: max_seqs * context */
+    uint32_t kv_type;         /* GGML_TYPE_F16 (default) or GGML_TYPE_F32 */
+    uint32_t max_queue;       /* waiting requests before submit says TPS_EFULL; 0: unlimited */
+    const char *trace_path;   /* Chrome trace JSON written at engine_destroy; NULL: none */
+} engine_params;
+
+void engine_params_default(engine_params *p);
+
+typedef struct engine_request {
+    const int32_t *prompt; /* token ids (BOS included if wanted); copied at submit */
+    size_t n_prompt;
+    uint32_t max_tokens;   /* generated tokens at most; 0: up to the context */
+    sampler_params sampling;
+    const char *const *stop; /* stop strings (copied); the stop text is never emitted */
+    size_t n_stop;
+    const int32_t *stop_ids; /* extra stop token ids (EOS/EOT always stop unless ignore_eos) */
+    size_t n_stop_ids;
+    void *user; /* returned in every event of this request */
+} engine_request;
+
+typedef enum engine_finish {
+    ENGINE_FINISH_STOP = 0,      /* end-of-generation token or stop string */
+    ENGINE_FINISH_LENGTH = 1,    /* max_tokens or the context reached */
+    ENGINE_FINISH_CANCELLED = 2, /* engine_cancel */
+    ENGINE_FINISH_ERROR = 3,
+} engine_finish;
+
+const char *engine_finish_name(engine_finish f); /* "stop", "length", "cancelled", "error" */
+
+/* Monotonic nanoseconds (metrics/clock.h), taken at the end of the step. */
+typedef struct engine_timings {
+    uint64_t t_queued;          /* submit */
+    uint64_t t_first_scheduled; /* first step that ran a prompt chunk */
+    uint64_t t_first_token;     /* step that produced the first token (prefill done) */
+    uint64_t t_finished;
+    uint32_t prompt_tokens;
+    uint32_t generated_tokens;
+    uint32_t preemptions; /* times its KV was taken back and recomputed */
+} engine_timings;
+
+typedef enum engine_event_kind { ENGINE_EV_TOKEN = 1, ENGINE_EV_DONE = 2 } engine_event_kind;
+
+#define ENGINE_TEXT_MAX 1024
+
+typedef struct engine_event {
+    engine_event_kind kind;
+    uint64_t id; /* the handle engine_submit returned */
+    void *user;
+    uint64_t t_ns;
+    /* TOKEN: the id, and the text that became final with it: valid UTF-8,
+     * possibly empty (bytes of a split character or of a possible stop string
+     * are held back and come with a later event). */
+    int32_t token;
+    uint32_t text_len;
+    char text[ENGINE_TEXT_MAX];
+    /* DONE: why, and the request's timings. Any held text comes in `text`. */
+    engine_finish finish;
+    engine_timings timings;
+    char error[256];
+} engine_event;
+
+int engine_create(engine **out, const engine_params *p, tps_err *err);
+/* Stops the thread; requests still running finish as CANCELLED (their DONE
+ * events are queued, then dropped with the engine). */
+void engine_destroy(engine *e);
+
+/* Queues a request; *id gets its handle. Rejects at once (nothing queued)
+ * with a message naming both numbers when the prompt is empty, longer than
+ * the context, prompt + max_tokens exceeds the context or could never fit in
+ * the KV pool (TPS_ERANGE), a token id is outside the vocabulary or the
+ * sampling parameters are invalid (TPS_EINVAL), or the queue is full
+ * (TPS_EFULL). Thread-safe; never waits on a step. */
+int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err);
+/* The request leaves at the next step; its blocks are free by the end of
+ * that step; a DONE(cancelled) event follows. Unknown or finished ids are
+ * ignored. Thread-safe. */
+void engine_cancel(engine *e, uint64_t id);
+
+/* Moves up to max queued events into out; returns how many. Non-blocking. */
+size_t engine_poll(engine *e, engine_event *out, size_t max);
+/* Waits until an event is queued or timeout_ms passes (-1: forever). */
+void engine_wait(engine *e, int timeout_ms);
+/* Readable while events are queued (level-triggered via eventfd). */
+int engine_event_fd(const engine *e);
+
+/* Counters and gauges for /metrics and tests; a consistent snapshot. */
+typedef struct engine_stats {
+    uint64_t steps_total;
+    uint64_t prompt_tokens_total;     /* prompt tokens of requests, counted at their first token */
+    uint64_t prefill_rows_total;      /* prompt rows computed, recomputation after preemption included */
+    uint64_t generation_tokens_total; /* tokens sampled and delivered */
+    uint64_t requests_total[4];       /* by engine_finish */
+    uint64_t preemptions_total;
+    uint32_t requests_running;
+    uint32_t requests_waiting;
+    uint32_t kv_blocks_total;
+    uint32_t kv_blocks_used;
+    uint32_t kv_block_tokens;
+    uint32_t n_ctx;
+} engine_stats;
+
+void engine_get_stats(engine *e, engine_stats *out);
+/* Merges the engine's step histograms into caller-owned ones created with
+ * HIST_CONFIG_LATENCY_NS (step duration, ns) and a count config (tokens per
+ * step); either may be NULL. */
+int engine_merge_step_hists(engine *e, hist *step_ns, hist *step_tokens, tps_err *err);
+/* Configuration actually in force (defaults resolved). */
+const engine_params *engine_get_params(const engine *e);
+
+#endif

@@ -1,0 +1,71 @@
+/* A sequence: one request's life inside the engine (tokens, KV block table,
+ * sampler, stop matcher, detokenizer, timings). Owned by the engine thread
+ * from admission to finish; shared with nobody. */
+#ifndef TPS_SEQ_H
+#define TPS_SEQ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "engine/kv_cache.h"
+#include "engine/sampler.h"
+#include "engine/stop.h"
+#include "model/tokenizer_stream.h"
+
+typedef enum seq_state { SEQ_WAITING = 0, SEQ_RUNNING = 1 } seq_state;
+
+typedef struct seq {
+    uint64_t id;
+    void *user;
+    seq_state state;
+    int32_t *tokens;      /* prompt then generated, (cap,) */
+    uint32_t n_prompt;    /* prompt tokens */
+    uint32_t n_tokens;    /* prompt + generated so far */
+    uint32_t n_computed;  /* positions whose K/V are in the cache */
+    uint32_t max_tokens;  /* generated tokens allowed */
+    uint64_t admit_order; /* larger = admitted more recently (preemption victim order) */
+    bool cancelled;
+    kv_seq kv;
+    sampler *smp;
+    stop_matcher stop;
+    detok_stream *detok;
+    engine_timings tm;
+    struct seq *next; /* intrusive list link (waiting queue or running list) */
+    struct seq *prev;
+} seq;
+
+/* Doubly linked FIFO of sequences. */
+typedef struct seq_list {
+    seq *head, *tail;
+    uint32_t n;
+} seq_list;
+
+static inline void seq_list_push_back(seq_list *l, seq *s) {
+    s->next = NULL;
+    s->prev = l->tail;
+    if (l->tail) l->tail->next = s;
+    else l->head = s;
+    l->tail = s;
+    l->n++;
+}
+
+static inline void seq_list_push_front(seq_list *l, seq *s) {
+    s->prev = NULL;
+    s->next = l->head;
+    if (l->head) l->head->prev = s;
+    else l->tail = s;
+    l->head = s;
+    l->n++;
+}
+
+static inline void seq_list_remove(seq_list *l, seq *s) {
+    if (s->prev) s->prev->next = s->next;
+    else l->head = s->next;
+    if (s->next) s->next->prev = s->prev;
+    else l->tail = s->prev;
+    s->next = s->prev = NULL;
+    l->n--;
+}
+
+#endif

@@ -1,0 +1,97 @@
+/* Chrome trace JSON writer for engine steps and request lifecycles. Writes
+ * plain text with fprintf: the format is fixed and flat, no JSON library
+ * needed. Timestamps are microseconds since the engine started. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/trace.h"
+
+void trace_init(trace *t, uint64_t t_origin) {
+    memset(t, 0, sizeof *t);
+    t->t_origin = t_origin;
+}
+
+void trace_free(trace *t) {
+    free(t->steps);
+    free(t->reqs);
+    memset(t, 0, sizeof *t);
+}
+
+static int grow(void **p, size_t *cap, size_t n, size_t elem) {
+    if (n < *cap) return 0;
+    if (n >= TRACE_MAX_RECORDS) return -1;
+    size_t nc = *cap ? 2 * *cap : 1024;
+    void *q = realloc(*p, nc * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = nc;
+    return 0;
+}
+
+void trace_step_add(trace *t, const trace_step *s) {
+    if (grow((void **)&t->steps, &t->cap_steps, t->n_steps, sizeof *s)) {
+        t->dropped++;
+        return;
+    }
+    t->steps[t->n_steps++] = *s;
+}
+
+void trace_req_add(trace *t, uint64_t id, const engine_timings *tm, engine_finish finish) {
+    if (grow((void **)&t->reqs, &t->cap_reqs, t->n_reqs, sizeof(trace_req))) {
+        t->dropped++;
+        return;
+    }
+    t->reqs[t->n_reqs++] = (trace_req){.id = id, .tm = *tm, .finish = finish};
+}
+
+static double us(const trace *t, uint64_t ns) {
+    return ns > t->t_origin ? (double)(ns - t->t_origin) / 1000.0 : 0.0;
+}
+
+static void span(FILE *fp, const trace *t, const char *name, uint64_t tid, uint64_t a, uint64_t b,
+                 int *first) {
+    if (!a || !b || b < a) return;
+    fprintf(fp, "%s{\"name\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%llu,\"ts\":%.3f,\"dur\":%.3f}",
+            *first ? "" : ",\n", name, (unsigned long long)tid, us(t, a), (double)(b - a) / 1000.0);
+    *first = 0;
+}
+
+int trace_write(const trace *t, const char *path, tps_err *err) {
+    FILE *fp = fopen(path, "w");
+    if (!fp) return tps_fail(err, TPS_EIO, "trace: cannot create '%s': %s", path, strerror(errno));
+    int first = 1;
+    fprintf(fp, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped_records\":%llu},"
+                "\"traceEvents\":[\n",
+            (unsigned long long)t->dropped);
+    fprintf(fp, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,"
+                "\"args\":{\"name\":\"engine steps\"}}");
+    first = 0;
+    for (size_t i = 0; i < t->n_steps; i++) {
+        const trace_step *s = &t->steps[i];
+        fprintf(fp,
+                ",\n{\"name\":\"step\",\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
+                "\"args\":{\"prefill_tokens\":%u,\"decode_tokens\":%u,\"running\":%u,"
+                "\"waiting\":%u,\"kv_blocks\":%u,\"preemptions\":%u}}",
+                us(t, s->t0), (double)(s->t1 - s->t0) / 1000.0, s->prefill_tokens,
+                s->decode_tokens, s->running, s->waiting, s->kv_blocks, s->preemptions);
+    }
+    for (size_t i = 0; i < t->n_reqs; i++) {
+        const trace_req *r = &t->reqs[i];
+        uint64_t tid = 1000 + r->id;
+        fprintf(fp,
+                ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%llu,"
+                "\"args\":{\"name\":\"request %llu (%s, %u+%u tokens, %u preemptions)\"}}",
+                (unsigned long long)tid, (unsigned long long)r->id, engine_finish_name(r->finish),
+                r->tm.prompt_tokens, r->tm.generated_tokens, r->tm.preemptions);
+        span(fp, t, "queued", tid, r->tm.t_queued, r->tm.t_first_scheduled, &first);
+        span(fp, t, "prefill", tid, r->tm.t_first_scheduled,
+             r->tm.t_first_token ? r->tm.t_first_token : r->tm.t_finished, &first);
+        span(fp, t, "decode", tid, r->tm.t_first_token, r->tm.t_finished, &first);
+    }
+    fprintf(fp, "\n]}\n");
+    if (fclose(fp) != 0)
+        return tps_fail(err, TPS_EIO, "trace: cannot write '%s': %s", path, strerror(errno));
+    return 0;
+}

@@ -1,0 +1,43 @@
+/* Step and request records for `--trace FILE`: Chrome trace JSON (opens in
+ * Perfetto or chrome://tracing) with one track for engine steps (args:
+ * prefill/decode tokens, running/waiting sequences, KV blocks) and one track
+ * per request (queued, prefill, decode spans). Recorded by the engine thread
+ * only; written once at the end. Bounded: past TRACE_MAX_RECORDS of either
+ * kind, later ones are counted as dropped. */
+#ifndef TPS_TRACE_H
+#define TPS_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+
+#define TRACE_MAX_RECORDS (1u << 20)
+
+typedef struct trace_step {
+    uint64_t t0, t1;
+    uint32_t prefill_tokens, decode_tokens, running, waiting, kv_blocks, preemptions;
+} trace_step;
+
+typedef struct trace_req {
+    uint64_t id;
+    engine_timings tm;
+    engine_finish finish;
+} trace_req;
+
+typedef struct trace {
+    trace_step *steps;
+    size_t n_steps, cap_steps;
+    trace_req *reqs;
+    size_t n_reqs, cap_reqs;
+    uint64_t dropped;
+    uint64_t t_origin;
+} trace;
+
+void trace_init(trace *t, uint64_t t_origin);
+void trace_step_add(trace *t, const trace_step *s);
+void trace_req_add(trace *t, uint64_t id, const engine_timings *tm, engine_finish finish);
+int trace_write(const trace *t, const char *path, tps_err *err);
+void trace_free(trace *t);
+
+#endif
