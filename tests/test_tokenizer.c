@@ -735,7 +735,11 @@ static gguf_writer *byte_level_vocab(const char *pre) {
     gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", toks, lens, 264);
     gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, 264);
     /* merges that build "Ġ123" only when " 123" is one piece */
-    const char *merges[] = {"\xc4\xa0 1", "\xc4\xa0" "1 2", "\xc4\xa0" "12 3"};
+    const char *merges[] = {"\xc4\xa0 1",
+                            "\xc4\xa0"
+                            "1 2",
+                            "\xc4\xa0"
+                            "12 3"};
     size_t ml[] = {4, 5, 6};
     gguf_writer_set_str_array(w, "tokenizer.ggml.merges", merges, ml, 3);
     gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 261);

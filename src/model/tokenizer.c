@@ -29,6 +29,7 @@ int tok_ids_push(tok_ids *ids, int32_t id) {
 }
 
 int32_t tok_lookup(const tokenizer *t, const char *s, size_t n) {
+    if (n > t->max_len) return TOKEN_NONE;
     size_t i = (size_t)tok_hash(s, n) & t->slot_mask;
     for (;;) {
         uint32_t v = t->slots[i];
@@ -177,6 +178,7 @@ static int build_hash(tokenizer *t, tps_err *err) {
     t->slots = calloc(cap, sizeof *t->slots);
     if (!t->slots) return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory for the hash");
     t->slot_mask = cap - 1;
+    t->max_len = SIZE_MAX; /* while building, so duplicates are found */
     for (uint32_t id = 0; id < t->n_vocab; id++) {
         const char *s = t->text + t->text_off[id];
         size_t n = t->text_off[id + 1] - t->text_off[id];
@@ -190,6 +192,10 @@ static int build_hash(tokenizer *t, tps_err *err) {
             i = (i + 1) & t->slot_mask;
         t->slots[i] = id + 1;
     }
+    t->max_len = 0;
+    for (uint32_t id = 0; id < t->n_vocab; id++)
+        if (t->text_off[id + 1] - t->text_off[id] > t->max_len)
+            t->max_len = t->text_off[id + 1] - t->text_off[id];
     return 0;
 }
 

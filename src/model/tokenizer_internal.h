@@ -43,6 +43,7 @@ struct tokenizer {
     /* Open-addressing hash of the vocabulary strings: slot = id + 1, 0 = empty. */
     uint32_t *slots;
     size_t slot_mask;
+    size_t max_len; /* longest token string: longer lookups fail at once */
 
     /* Control / user-defined / unknown ids, longest text first (ties: lower id). */
     int32_t *special;
