@@ -63,8 +63,6 @@ struct engine {
     bool thread_started;
 };
 
-#define HIST_CONFIG_COUNT ((hist_config){.lowest = 0, .highest = 1u << 20, .sig_digits = 2})
-
 const char *engine_finish_name(engine_finish f) {
     switch (f) {
     case ENGINE_FINISH_STOP: return "stop";
@@ -269,6 +267,7 @@ static engine_event *pending_add(engine *e) {
 }
 
 static void text_append(engine_event *ev, const char *p, size_t n) {
+    if (!n) return;
     if (n > ENGINE_TEXT_MAX - ev->text_len) n = ENGINE_TEXT_MAX - ev->text_len;
     memcpy(ev->text + ev->text_len, p, n);
     ev->text_len += (uint32_t)n;
@@ -404,7 +403,7 @@ static void take_requests(engine *e, uint64_t t_now) {
     size_t nc = e->n_cancels;
     uint64_t local[64];
     uint64_t *ids = nc <= 64 ? local : malloc(nc * sizeof *ids);
-    if (ids) memcpy(ids, e->cancels, nc * sizeof *ids);
+    if (ids && nc) memcpy(ids, e->cancels, nc * sizeof *ids);
     e->n_cancels = 0;
     pthread_mutex_unlock(&e->mu);
     if (!ids) return;
@@ -704,7 +703,7 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     e->row_seqs = calloc(mb, sizeof *e->row_seqs);
     e->batch = calloc(mb, sizeof *e->batch);
     e->batch_rows = calloc(mb, sizeof *e->batch_rows);
-    hist_config hc = HIST_CONFIG_LATENCY_NS, cc = HIST_CONFIG_COUNT;
+    hist_config hc = HIST_CONFIG_LATENCY_NS, cc = ENGINE_HIST_STEP_TOKENS;
     if (!e->rows || !e->row_seqs || !e->batch || !e->batch_rows) {
         rc = tps_fail(err, TPS_ENOMEM, "engine: out of memory");
         goto fail;

@@ -136,9 +136,12 @@ typedef struct engine_stats {
 } engine_stats;
 
 void engine_get_stats(engine *e, engine_stats *out);
+/* Config of the tokens-per-step histogram (counts up to 2^20, 2 digits). */
+#define ENGINE_HIST_STEP_TOKENS ((hist_config){.lowest = 0, .highest = 1u << 20, .sig_digits = 2})
+
 /* Merges the engine's step histograms into caller-owned ones created with
- * HIST_CONFIG_LATENCY_NS (step duration, ns) and a count config (tokens per
- * step); either may be NULL. */
+ * HIST_CONFIG_LATENCY_NS (step duration, ns) and ENGINE_HIST_STEP_TOKENS
+ * (token rows per step); either may be NULL. */
 int engine_merge_step_hists(engine *e, hist *step_ns, hist *step_tokens, tps_err *err);
 /* Configuration actually in force (defaults resolved). */
 const engine_params *engine_get_params(const engine *e);

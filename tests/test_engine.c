@@ -1,0 +1,391 @@
+/* The continuous-batching engine on the real stories260K model: batch
+ * invariance (every request's tokens in a mixed, staggered batch equal the
+ * same request run alone), preemption under a small KV pool, cancellation
+ * returning every block, chunked prefill not stalling decodes, and the
+ * rejections at submit. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "metrics/clock.h"
+#include "model/model_make.h"
+#include "support/test_support.h"
+
+#define N_REQ 64
+
+typedef struct env {
+    llama_model *m;
+    tokenizer *tok;
+} env;
+
+static void env_open(env *v, const char *path) {
+    tps_err err = {0};
+    cr_assert_eq(llama_model_load(&v->m, path, &err), 0, "%s", err.msg);
+    cr_assert_eq(tokenizer_load(&v->tok, v->m->file, &err), 0, "%s", err.msg);
+}
+
+static void env_open_stories(env *v) {
+    char *p = shared_path("models/stories260K.gguf");
+    env_open(v, p);
+    free(p);
+}
+
+static void env_close(env *v) {
+    tokenizer_free(v->tok);
+    llama_model_free(v->m);
+}
+
+static engine *start(env *v, uint32_t max_seqs, uint32_t max_batch, uint32_t kv_tokens) {
+    engine_params p;
+    engine_params_default(&p);
+    p.model = v->m;
+    p.tok = v->tok;
+    p.n_threads = 1; /* a 260K-parameter model gains nothing from a second thread */
+    p.max_seqs = max_seqs;
+    p.max_batch_tokens = max_batch;
+    p.kv_tokens = kv_tokens;
+    engine *e;
+    tps_err err = {0};
+    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
+    return e;
+}
+
+/* A workload of N_REQ requests: BOS + random ids, lengths 1..400, max tokens
+ * 1..48, seeds per request. */
+typedef struct work {
+    int32_t *prompt[N_REQ];
+    size_t n_prompt[N_REQ];
+    uint32_t max_tokens[N_REQ];
+    uint64_t seed[N_REQ];
+} work;
+
+static void work_make(work *w, uint32_t n_vocab) {
+    uint64_t r = 12345;
+    for (int i = 0; i < N_REQ; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        size_t n = i == 0 ? 1 : i == 1 ? 400 : 1 + (size_t)((r >> 33) % 400);
+        w->n_prompt[i] = n;
+        w->prompt[i] = malloc(n * sizeof(int32_t));
+        w->prompt[i][0] = 1;
+        for (size_t k = 1; k < n; k++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            w->prompt[i][k] = 3 + (int32_t)((r >> 33) % (n_vocab - 3));
+        }
+        w->max_tokens[i] = 1 + (uint32_t)((r >> 20) % 48);
+        w->seed[i] = 1000 + (uint64_t)i;
+    }
+}
+
+static void work_free(work *w) {
+    for (int i = 0; i < N_REQ; i++) free(w->prompt[i]);
+}
+
+typedef struct result {
+    int32_t tokens[512];
+    size_t n;
+    bool done;
+    engine_finish finish;
+    engine_timings tm;
+} result;
+
+static void submit(engine *e, const work *w, int i, float temp, result *res, uint64_t *ids) {
+    engine_request rq = {.prompt = w->prompt[i],
+                         .n_prompt = w->n_prompt[i],
+                         .max_tokens = w->max_tokens[i],
+                         .user = &res[i]};
+    sampler_params_default(&rq.sampling);
+    rq.sampling.temperature = temp;
+    rq.sampling.seed = w->seed[i];
+    tps_err err = {0};
+    cr_assert_eq(engine_submit(e, &rq, &ids[i], &err), 0, "request %d: %s", i, err.msg);
+}
+
+/* Drains events until `want` requests are done (bounded by 120 s). */
+static void drain(engine *e, int want) {
+    engine_event ev[64];
+    int done = 0;
+    uint64_t deadline = tps_now_ns() + 300ull * TPS_NS_PER_SEC;
+    while (done < want) {
+        cr_assert_lt(tps_now_ns(), deadline, "engine did not finish in time");
+        engine_wait(e, 100);
+        size_t k = engine_poll(e, ev, 64);
+        for (size_t i = 0; i < k; i++) {
+            result *r = ev[i].user;
+            if (ev[i].kind == ENGINE_EV_TOKEN) {
+                cr_assert_lt(r->n, 512);
+                r->tokens[r->n++] = ev[i].token;
+            } else {
+                cr_assert(!r->done, "two DONE events");
+                r->done = true;
+                r->finish = ev[i].finish;
+                r->tm = ev[i].timings;
+                done++;
+            }
+        }
+    }
+}
+
+static void run_alone(env *v, const work *w, float temp, result *alone) {
+    engine *e = start(v, 1, 256, 0);
+    uint64_t ids[N_REQ];
+    for (int i = 0; i < N_REQ; i++) {
+        submit(e, w, i, temp, alone, ids);
+        drain(e, 1);
+    }
+    engine_destroy(e);
+}
+
+/* Staggered: a quarter at once, then the rest in small waves while the
+ * engine is running. */
+static engine_stats run_batched(env *v, const work *w, float temp, uint32_t kv_tokens,
+                                result *res) {
+    engine *e = start(v, 64, 256, kv_tokens);
+    uint64_t ids[N_REQ];
+    int sent = 0;
+    for (; sent < N_REQ / 4; sent++) submit(e, w, sent, temp, res, ids);
+    while (sent < N_REQ) {
+        engine_wait(e, 5);
+        for (int k = 0; k < 6 && sent < N_REQ; k++, sent++) submit(e, w, sent, temp, res, ids);
+    }
+    drain(e, N_REQ);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    cr_expect_eq(st.kv_blocks_used, 0, "every KV block is back when idle");
+    engine_destroy(e);
+    return st;
+}
+
+static void compare(const result *alone, const result *batched, const char *what) {
+    for (int i = 0; i < N_REQ; i++) {
+        cr_assert(batched[i].done && alone[i].done);
+        cr_assert_eq(batched[i].n, alone[i].n, "%s: request %d: %zu tokens batched, %zu alone",
+                     what, i, batched[i].n, alone[i].n);
+        cr_assert_eq(memcmp(batched[i].tokens, alone[i].tokens, alone[i].n * sizeof(int32_t)), 0,
+                     "%s: request %d: tokens differ from the request run alone", what, i);
+        cr_assert_eq(batched[i].finish, alone[i].finish);
+    }
+}
+
+/* Runs the workload alone, then batched with a roomy pool, then (when
+ * small_pool) batched with a pool too small for all at once: 1024 positions,
+ * where each request fits alone (<= 496) but 64 together do not. */
+static void invariance(float temp, bool small_pool) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    env v;
+    env_open_stories(&v);
+    work w;
+    work_make(&w, v.m->cfg.n_vocab);
+    result *alone = calloc(N_REQ, sizeof *alone), *batched = calloc(N_REQ, sizeof *batched);
+    run_alone(&v, &w, temp, alone);
+    engine_stats st = run_batched(&v, &w, temp, 0, batched);
+    compare(alone, batched, temp > 0 ? "sampled" : "greedy");
+    cr_expect_eq(st.requests_total[ENGINE_FINISH_ERROR], 0);
+    if (small_pool) {
+        memset(batched, 0, N_REQ * sizeof *batched);
+        st = run_batched(&v, &w, temp, 1024, batched);
+        compare(alone, batched, "greedy, small KV pool");
+        cr_expect_gt(st.preemptions_total, 0, "the small pool forced preemptions");
+        cr_expect_eq(st.requests_total[ENGINE_FINISH_ERROR], 0);
+    }
+    free(alone);
+    free(batched);
+    work_free(&w);
+    env_close(&v);
+}
+
+Test(engine, batch_of_64_greedy_equals_alone_also_when_a_small_kv_pool_preempts,
+     .timeout = 400) {
+    invariance(0.0f, true);
+}
+
+Test(engine, batch_of_64_sampled_with_seeds_equals_each_request_alone, .timeout = 400) {
+    invariance(0.9f, false);
+}
+
+Test(engine, cancel_mid_prefill_and_mid_decode_returns_every_block) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    env v;
+    env_open_stories(&v);
+    work w;
+    work_make(&w, v.m->cfg.n_vocab);
+    /* Small budget so a 400-token prompt takes many steps to prefill. */
+    engine *e = start(&v, 8, 16, 0);
+    result res[N_REQ] = {0};
+    uint64_t ids[N_REQ];
+    w.max_tokens[1] = 100;
+    w.max_tokens[2] = 100;
+    submit(e, &w, 1, 0.0f, res, ids); /* 400-token prompt: cancelled during prefill */
+    engine_cancel(e, ids[1]);
+    submit(e, &w, 2, 0.0f, res, ids);
+    engine_event ev[16];
+    while (res[2].n < 3) { /* cancelled during decode, after 3 tokens */
+        engine_wait(e, 100);
+        size_t k = engine_poll(e, ev, 16);
+        for (size_t i = 0; i < k; i++) {
+            result *r = ev[i].user;
+            if (ev[i].kind == ENGINE_EV_TOKEN) r->tokens[r->n++] = ev[i].token;
+            else r->done = true, r->finish = ev[i].finish;
+        }
+    }
+    engine_cancel(e, ids[2]);
+    engine_cancel(e, 987654); /* unknown ids are ignored */
+    while (!res[1].done || !res[2].done) {
+        engine_wait(e, 100);
+        size_t k = engine_poll(e, ev, 16);
+        for (size_t i = 0; i < k; i++) {
+            result *r = ev[i].user;
+            if (ev[i].kind == ENGINE_EV_DONE) r->done = true, r->finish = ev[i].finish;
+        }
+    }
+    cr_expect_eq(res[1].finish, ENGINE_FINISH_CANCELLED);
+    cr_expect_eq(res[2].finish, ENGINE_FINISH_CANCELLED);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    cr_expect_eq(st.kv_blocks_used, 0, "cancelled requests returned their blocks");
+    cr_expect_eq(st.requests_running + st.requests_waiting, 0);
+    cr_expect_eq(st.requests_total[ENGINE_FINISH_CANCELLED], 2);
+    engine_destroy(e);
+    work_free(&w);
+    env_close(&v);
+}
+
+Test(engine, rejects_what_could_never_run_with_both_numbers) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    env v;
+    env_open_stories(&v);
+    engine *e = start(&v, 4, 64, 0);
+    int32_t *long_prompt = calloc(600, sizeof(int32_t));
+    for (int i = 0; i < 600; i++) long_prompt[i] = 100;
+    engine_request rq = {.prompt = long_prompt, .n_prompt = 600, .max_tokens = 1};
+    sampler_params_default(&rq.sampling);
+    uint64_t id;
+    tps_err err = {0};
+    cr_expect_eq(engine_submit(e, &rq, &id, &err), TPS_ERANGE);
+    cr_expect(strstr(err.msg, "600") && strstr(err.msg, "512"), "%s", err.msg);
+    rq.n_prompt = 500;
+    rq.max_tokens = 20;
+    cr_expect_eq(engine_submit(e, &rq, &id, &err), TPS_ERANGE);
+    cr_expect(strstr(err.msg, "500") && strstr(err.msg, "20") && strstr(err.msg, "512"), "%s",
+              err.msg);
+    rq.n_prompt = 0;
+    cr_expect_eq(engine_submit(e, &rq, &id, &err), TPS_EINVAL);
+    rq.n_prompt = 2;
+    long_prompt[1] = 512;
+    cr_expect_eq(engine_submit(e, &rq, &id, &err), TPS_EINVAL);
+    cr_expect(strstr(err.msg, "512") != NULL, "%s", err.msg);
+    long_prompt[1] = 5;
+    rq.sampling.top_p = 2.0f;
+    cr_expect_eq(engine_submit(e, &rq, &id, &err), TPS_EINVAL);
+    cr_expect(strstr(err.msg, "top_p") != NULL, "%s", err.msg);
+    rq.sampling.top_p = 1.0f;
+    rq.max_tokens = 0; /* 0 means: up to the context */
+    cr_expect_eq(engine_submit(e, &rq, &id, &err), 0, "%s", err.msg);
+    engine_cancel(e, id);
+    free(long_prompt);
+    engine_destroy(e);
+    env_close(&v);
+}
+
+Test(engine, full_queue_is_refused) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    env v;
+    env_open_stories(&v);
+    engine_params p;
+    engine_params_default(&p);
+    p.model = v.m;
+    p.tok = v.tok;
+    p.max_queue = 2;
+    p.max_seqs = 1;
+    engine *e;
+    tps_err err = {0};
+    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
+    int32_t prompt[] = {1, 100, 200};
+    engine_request rq = {.prompt = prompt, .n_prompt = 3, .max_tokens = 400};
+    sampler_params_default(&rq.sampling);
+    rq.sampling.ignore_eos = true;
+    uint64_t id;
+    int refused = 0;
+    for (int i = 0; i < 6; i++) refused += engine_submit(e, &rq, &id, &err) == TPS_EFULL;
+    cr_expect_geq(refused, 3, "at most 1 running + 2 waiting are accepted");
+    cr_expect(strstr(err.msg, "queue is full") != NULL, "%s", err.msg);
+    engine_destroy(e);
+    env_close(&v);
+}
+
+/* Sarathi's point: a long prompt arriving while others decode is split into
+ * chunks that share steps with the decodes, so they keep streaming. */
+Test(engine, long_prompt_prefill_does_not_stall_running_decodes, .timeout = 240) {
+    char path[] = "/tmp/tps-test-longctx-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    model_preset pre = {"longctx", "test", 64, 2, 4, 2, 128, 512, 4096, 10000.0f};
+    model_make_opts mo = {.preset = &pre, .type = GGML_TYPE_F32, .seed = 7, .out_path = path};
+    tps_err err = {0};
+    cr_assert_eq(model_make(&mo, &err), 0, "%s", err.msg);
+    env v;
+    env_open(&v, path);
+    engine *e = start(&v, 16, 256, 0);
+    enum { N_DEC = 8, LONG = 2000 };
+    result res[N_DEC + 1] = {0};
+    int32_t *prompt = malloc(LONG * sizeof(int32_t));
+    for (int i = 0; i < LONG; i++) prompt[i] = 3 + (i * 7) % 500;
+    engine_request rq = {.prompt = prompt, .n_prompt = 4, .max_tokens = 1000};
+    sampler_params_default(&rq.sampling);
+    rq.sampling.temperature = 0;
+    rq.sampling.ignore_eos = true;
+    uint64_t id;
+    for (int i = 0; i < N_DEC; i++) {
+        rq.user = &res[i];
+        cr_assert_eq(engine_submit(e, &rq, &id, &err), 0, "%s", err.msg);
+    }
+    /* Wait until all eight decode, then send the long prompt. */
+    engine_event ev[64];
+    uint64_t *times[N_DEC];
+    size_t n_times[N_DEC] = {0};
+    for (int i = 0; i < N_DEC; i++) times[i] = malloc(2000 * sizeof(uint64_t));
+    int decoding = 0;
+    bool long_sent = false;
+    uint64_t deadline = tps_now_ns() + 120ull * TPS_NS_PER_SEC;
+    while (!res[N_DEC].done) {
+        cr_assert_lt(tps_now_ns(), deadline);
+        if (!long_sent && decoding == N_DEC) {
+            engine_request lr = rq;
+            lr.n_prompt = LONG;
+            lr.max_tokens = 1;
+            lr.user = &res[N_DEC];
+            cr_assert_eq(engine_submit(e, &lr, &id, &err), 0, "%s", err.msg);
+            long_sent = true;
+        }
+        engine_wait(e, 50);
+        size_t k = engine_poll(e, ev, 64);
+        for (size_t i = 0; i < k; i++) {
+            result *r = ev[i].user;
+            int idx = (int)(r - res);
+            if (ev[i].kind == ENGINE_EV_DONE) {
+                r->done = true;
+                r->tm = ev[i].timings;
+            } else if (idx < N_DEC) {
+                if (n_times[idx] == 0) decoding++;
+                times[idx][n_times[idx]++] = ev[i].t_ns;
+            }
+        }
+    }
+    uint64_t a = res[N_DEC].tm.t_first_scheduled, b = res[N_DEC].tm.t_first_token;
+    cr_assert(a && b > a);
+    for (int d = 0; d < N_DEC; d++) {
+        int during = 0;
+        for (size_t k = 0; k < n_times[d]; k++) during += times[d][k] >= a && times[d][k] <= b;
+        /* 2000 prompt rows at <= 248 a step take >= 8 steps; a decode that
+         * was not stalled got a token in each of them. */
+        cr_expect_geq(during, 8, "decoder %d got only %d tokens while the long prompt prefilled",
+                      d, during);
+        free(times[d]);
+    }
+    free(prompt);
+    engine_destroy(e);
+    env_close(&v);
+    unlink(path);
+}
