@@ -32,6 +32,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(cmd, "model")) return cli_model(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cli_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cli_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate")) return cli_generate(argc - 1, argv + 1);
     fprintf(stderr, "tps: unknown command '%s' (see tps --help)\n", cmd);
     return 2;

@@ -1,0 +1,64 @@
+/* libFuzzer harness for the OpenAI request mapping: arbitrary bytes are
+ * parsed as a /v1/completions and a /v1/chat/completions body; an accepted
+ * request is rendered through every chat template and turned into an
+ * engine_request. Checks that a rejection always carries a 4xx/5xx status
+ * and a message, that accepted sampling parameters pass
+ * sampler_params_validate, and that every borrowed string is readable
+ * (ASan). No model, no engine thread. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "server/chat_template.h"
+#include "server/openai.h"
+
+static void check(oai_kind kind, const uint8_t *data, size_t size) {
+    oai_request r;
+    oai_error e;
+    if (oai_parse(&r, kind, (const char *)data, size, &e)) {
+        if (e.status < 400 || e.status > 599 || !e.message[0] || !e.type) abort();
+        return;
+    }
+    if (sampler_params_validate(&r.sampling, NULL, NULL)) abort();
+    if (r.n_stop > OAI_MAX_STOP) abort();
+    size_t total = 0;
+    for (size_t i = 0; i < r.n_stop; i++)
+        total += strlen(r.stop[i]);
+    if (kind == OAI_CHAT) {
+        if (!r.n_msgs) abort();
+        for (int t = 0; t < CHAT_TMPL_COUNT; t++) {
+            sbuf b;
+            sbuf_init(&b);
+            tps_err err = {{0}};
+            if (chat_tmpl_render((chat_tmpl)t, r.msgs, r.n_msgs, true, &b, &err) == 0) {
+                /* every message's content is in the prompt */
+                for (size_t i = 0; i < r.n_msgs; i++)
+                    if (r.msgs[i].content_len && b.len < r.msgs[i].content_len) abort();
+            } else if (!err.msg[0]) {
+                abort();
+            }
+            sbuf_free(&b);
+        }
+    } else if (r.prompt_is_ids) {
+        for (size_t i = 0; i < r.n_prompt_ids; i++)
+            if (r.prompt_ids[i] < 0) abort();
+    } else if (!r.prompt) {
+        abort();
+    }
+    engine_request er = {.prompt = r.prompt_ids,
+                         .n_prompt = r.n_prompt_ids,
+                         .max_tokens = r.max_tokens,
+                         .sampling = r.sampling,
+                         .stop = r.stop,
+                         .n_stop = r.n_stop};
+    (void)er;
+    (void)total;
+    oai_request_free(&r);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    check(OAI_COMPLETION, data, size);
+    check(OAI_CHAT, data, size);
+    return 0;
+}

@@ -1,0 +1,427 @@
+/* OpenAI request parsing and error bodies (see openai.h). Every field is
+ * read through one of the typed getters below, which name the field in the
+ * 400 when its type or value is wrong; null counts as absent, as in the
+ * OpenAI API. */
+#include "server/openai.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_PROMPT_IDS (1u << 20) /* more ids than any context; bounds the copy */
+
+int oai_error_set(oai_error *e, int status, const char *type, const char *param, const char *code,
+                  const char *fmt, ...) {
+    e->status = status;
+    e->type = type;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return TPS_EINVAL;
+}
+
+void oai_error_json(const oai_error *e, sbuf *out) {
+    sbuf_adds(out, "{\"error\":{\"message\":");
+    sbuf_json_str(out, e->message, strlen(e->message));
+    sbuf_adds(out, ",\"type\":");
+    const char *type = e->type ? e->type : "invalid_request_error";
+    sbuf_json_str(out, type, strlen(type));
+    sbuf_adds(out, ",\"param\":");
+    if (e->param[0])
+        sbuf_json_str(out, e->param, strlen(e->param));
+    else
+        sbuf_adds(out, "null");
+    sbuf_adds(out, ",\"code\":");
+    if (e->code[0])
+        sbuf_json_str(out, e->code, strlen(e->code));
+    else
+        sbuf_adds(out, "null");
+    sbuf_adds(out, "}}");
+}
+
+static int bad(oai_error *e, const char *param, const char *fmt, const char *detail) {
+    return oai_error_set(e, 400, "invalid_request_error", param, "invalid_value", fmt, param,
+                         detail);
+}
+
+/* ---------------------------------------------------------------------------
+ * Typed getters: 0 and *out set; 1 when absent or null; <0 with e filled.
+ * ------------------------------------------------------------------------- */
+
+static int get_bool(json_t *o, const char *key, bool *out, oai_error *e) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 1;
+    if (!json_is_boolean(v)) return bad(e, key, "%s must be a boolean%s", "");
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int get_num(json_t *o, const char *key, double *out, oai_error *e) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 1;
+    if (!json_is_number(v)) return bad(e, key, "%s must be a number%s", "");
+    *out = json_number_value(v);
+    if (!isfinite(*out)) return bad(e, key, "%s must be finite%s", "");
+    return 0;
+}
+
+static int get_int(json_t *o, const char *key, json_int_t *out, oai_error *e) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 1;
+    if (json_is_real(v)) {
+        double d = json_real_value(v);
+        if (d != floor(d) || fabs(d) > 9e15) return bad(e, key, "%s must be an integer%s", "");
+        *out = (json_int_t)d;
+        return 0;
+    }
+    if (!json_is_integer(v)) return bad(e, key, "%s must be an integer%s", "");
+    *out = json_integer_value(v);
+    return 0;
+}
+
+static int get_float(json_t *o, const char *key, float *out, oai_error *e) {
+    double d = 0;
+    int rc = get_num(o, key, &d, e);
+    if (rc == 0) *out = (float)d;
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * Fields shared by both endpoints
+ * ------------------------------------------------------------------------- */
+
+static int parse_unsupported(json_t *o, oai_kind kind, oai_error *e) {
+    json_int_t n;
+    int rc;
+    if ((rc = get_int(o, "n", &n, e)) < 0) return rc;
+    if (rc == 0 && n != 1)
+        return oai_error_set(e, 400, "invalid_request_error", "n", "unsupported_parameter",
+                             "n = %lld is not supported yet: only one choice per request (n = 1)",
+                             (long long)n);
+    if ((rc = get_int(o, "best_of", &n, e)) < 0) return rc;
+    if (rc == 0 && n != 1)
+        return oai_error_set(e, 400, "invalid_request_error", "best_of", "unsupported_parameter",
+                             "best_of is not supported yet (only best_of = 1)");
+    static const char *const arrays[] = {"tools", "functions"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *v = json_object_get(o, arrays[i]);
+        if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
+            return oai_error_set(e, 400, "invalid_request_error", arrays[i],
+                                 "unsupported_parameter",
+                                 "%s (function calling) is not supported yet", arrays[i]);
+    }
+    json_t *lp = json_object_get(o, "logprobs");
+    bool lp_on = lp && (json_is_true(lp) || (json_is_integer(lp) && json_integer_value(lp) > 0));
+    if (lp && !json_is_null(lp) && !json_is_boolean(lp) && !json_is_integer(lp))
+        return bad(e, "logprobs", "%s must be %s",
+                   kind == OAI_CHAT ? "a boolean" : "an integer or null");
+    if (lp_on)
+        return oai_error_set(e, 400, "invalid_request_error", "logprobs", "unsupported_parameter",
+                             "logprobs is not supported yet");
+    if ((rc = get_int(o, "top_logprobs", &n, e)) < 0) return rc;
+    if (rc == 0 && n > 0)
+        return oai_error_set(e, 400, "invalid_request_error", "top_logprobs",
+                             "unsupported_parameter", "top_logprobs is not supported yet");
+    bool echo = false;
+    if ((rc = get_bool(o, "echo", &echo, e)) < 0) return rc;
+    if (echo)
+        return oai_error_set(e, 400, "invalid_request_error", "echo", "unsupported_parameter",
+                             "echo is not supported yet");
+    return 0;
+}
+
+static int parse_sampling(json_t *o, sampler_params *sp, oai_error *e) {
+    int rc;
+    if ((rc = get_float(o, "temperature", &sp->temperature, e)) < 0) return rc;
+    if ((rc = get_float(o, "top_p", &sp->top_p, e)) < 0) return rc;
+    if ((rc = get_float(o, "min_p", &sp->min_p, e)) < 0) return rc;
+    if ((rc = get_float(o, "frequency_penalty", &sp->frequency_penalty, e)) < 0) return rc;
+    if ((rc = get_float(o, "presence_penalty", &sp->presence_penalty, e)) < 0) return rc;
+    /* Extensions: vLLM's name and llama.cpp's. */
+    if ((rc = get_float(o, "repetition_penalty", &sp->repetition_penalty, e)) < 0) return rc;
+    if ((rc = get_float(o, "repeat_penalty", &sp->repetition_penalty, e)) < 0) return rc;
+    json_int_t k;
+    if ((rc = get_int(o, "top_k", &k, e)) < 0) return rc;
+    if (rc == 0) { /* -1 and 0 both mean off (vLLM / llama.cpp) */
+        if (k < -1 || k > INT32_MAX) return bad(e, "top_k", "%s must be -1, 0 or positive%s", "");
+        sp->top_k = k < 0 ? 0 : (int32_t)k;
+    }
+    if ((rc = get_int(o, "seed", &k, e)) < 0) return rc;
+    if (rc == 0) sp->seed = (uint64_t)k;
+    if ((rc = get_bool(o, "ignore_eos", &sp->ignore_eos, e)) < 0) return rc;
+    const char *field = NULL;
+    tps_err err = {{0}};
+    if (sampler_params_validate(sp, &field, &err))
+        return oai_error_set(e, 400, "invalid_request_error", field, "invalid_value", "%s",
+                             err.msg);
+    return 0;
+}
+
+static int parse_stop(json_t *o, oai_request *r, oai_error *e) {
+    json_t *v = json_object_get(o, "stop");
+    if (!v || json_is_null(v)) return 0;
+    if (json_is_string(v)) {
+        if (json_string_length(v)) r->stop[r->n_stop++] = json_string_value(v);
+        return 0;
+    }
+    if (!json_is_array(v))
+        return bad(e, "stop", "%s must be a string or an array of strings%s", "");
+    if (json_array_size(v) > OAI_MAX_STOP)
+        return oai_error_set(e, 400, "invalid_request_error", "stop", "invalid_value",
+                             "stop has %zu strings; at most %d are allowed", json_array_size(v),
+                             OAI_MAX_STOP);
+    size_t i;
+    json_t *s;
+    json_array_foreach(v, i, s) {
+        if (!json_is_string(s))
+            return bad(e, "stop", "%s must be a string or an array of strings%s", "");
+        if (json_string_length(s)) r->stop[r->n_stop++] = json_string_value(s);
+    }
+    return 0;
+}
+
+static int parse_max_tokens(json_t *o, oai_request *r, oai_error *e) {
+    static const char *const keys[] = {"max_completion_tokens", "max_tokens"};
+    for (size_t i = 0; i < 2; i++) {
+        json_int_t n;
+        int rc = get_int(o, keys[i], &n, e);
+        if (rc < 0) return rc;
+        if (rc == 1) continue;
+        if (n < 1 || n > UINT32_MAX)
+            return oai_error_set(e, 400, "invalid_request_error", keys[i], "invalid_value",
+                                 "%s must be at least 1; got %lld", keys[i], (long long)n);
+        r->max_tokens = (uint32_t)n;
+        return 0;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Prompt (completions) and messages (chat)
+ * ------------------------------------------------------------------------- */
+
+static int parse_ids(json_t *arr, oai_request *r, oai_error *e) {
+    size_t n = json_array_size(arr);
+    if (n > MAX_PROMPT_IDS)
+        return oai_error_set(e, 400, "invalid_request_error", "prompt", "invalid_value",
+                             "prompt has %zu token ids; at most %u are accepted", n,
+                             MAX_PROMPT_IDS);
+    r->prompt_ids = malloc((n ? n : 1) * sizeof *r->prompt_ids);
+    if (!r->prompt_ids) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    size_t i;
+    json_t *t;
+    json_array_foreach(arr, i, t) {
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX)
+            return oai_error_set(e, 400, "invalid_request_error", "prompt", "invalid_value",
+                                 "prompt[%zu] must be a non-negative token id", i);
+        r->prompt_ids[i] = (int32_t)json_integer_value(t);
+    }
+    r->n_prompt_ids = n;
+    r->prompt_is_ids = true;
+    return 0;
+}
+
+static int parse_prompt(json_t *o, oai_request *r, oai_error *e) {
+    json_t *p = json_object_get(o, "prompt");
+    if (!p || json_is_null(p))
+        return oai_error_set(e, 400, "invalid_request_error", "prompt",
+                             "missing_required_parameter", "prompt is required");
+    if (json_is_string(p)) {
+        r->prompt = json_string_value(p);
+        r->prompt_len = json_string_length(p);
+        return 0;
+    }
+    if (!json_is_array(p))
+        return bad(e, "prompt",
+                   "%s must be a string, an array of token ids, or a one-element "
+                   "array of either%s",
+                   "");
+    json_t *first = json_array_get(p, 0);
+    if (first && (json_is_string(first) || json_is_array(first))) {
+        if (json_array_size(p) != 1)
+            return oai_error_set(e, 400, "invalid_request_error", "prompt", "unsupported_parameter",
+                                 "batched prompts (%zu) are not supported yet: send one prompt "
+                                 "per request",
+                                 json_array_size(p));
+        if (json_is_string(first)) {
+            r->prompt = json_string_value(first);
+            r->prompt_len = json_string_length(first);
+            return 0;
+        }
+        return parse_ids(first, r, e);
+    }
+    return parse_ids(p, r, e);
+}
+
+/* content: a string, null, or an array of {"type": "text", "text": ...}
+ * parts (joined). Returns the (offset, length) in r->parts via *off and *len
+ * when joined, or the borrowed string in *s. */
+static int parse_content(json_t *c, size_t i, sbuf *parts, const char **s, size_t *off, size_t *len,
+                         oai_error *e) {
+    char param[48];
+    snprintf(param, sizeof param, "messages[%zu].content", i);
+    *s = NULL;
+    if (!c || json_is_null(c)) {
+        *s = "";
+        *len = 0;
+        return 0;
+    }
+    if (json_is_string(c)) {
+        *s = json_string_value(c);
+        *len = json_string_length(c);
+        return 0;
+    }
+    if (!json_is_array(c))
+        return oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
+                             "%s must be a string or an array of content parts", param);
+    *off = parts->len;
+    size_t k;
+    json_t *part;
+    json_array_foreach(c, k, part) {
+        json_t *type = json_object_get(part, "type");
+        json_t *text = json_object_get(part, "text");
+        if (!json_is_object(part) || !json_is_string(type))
+            return oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
+                                 "%s[%zu] must be an object with a \"type\"", param, k);
+        if (strcmp(json_string_value(type), "text") != 0)
+            return oai_error_set(e, 400, "invalid_request_error", param, "unsupported_parameter",
+                                 "%s[%zu]: content parts of type \"%s\" are not supported "
+                                 "(only \"text\")",
+                                 param, k, json_string_value(type));
+        if (!json_is_string(text))
+            return oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
+                                 "%s[%zu].text must be a string", param, k);
+        sbuf_add(parts, json_string_value(text), json_string_length(text));
+    }
+    *len = parts->len - *off;
+    return 0;
+}
+
+static int parse_messages(json_t *o, oai_request *r, oai_error *e) {
+    json_t *m = json_object_get(o, "messages");
+    if (!m || json_is_null(m))
+        return oai_error_set(e, 400, "invalid_request_error", "messages",
+                             "missing_required_parameter", "messages is required");
+    if (!json_is_array(m) || json_array_size(m) == 0)
+        return oai_error_set(e, 400, "invalid_request_error", "messages", "invalid_value",
+                             "messages must be a non-empty array");
+    size_t n = json_array_size(m);
+    r->msgs = calloc(n, sizeof *r->msgs);
+    size_t *offs = calloc(n, sizeof *offs);
+    bool *joined = calloc(n, sizeof *joined);
+    sbuf parts;
+    sbuf_init(&parts);
+    int rc = 0;
+    if (!r->msgs || !offs || !joined) {
+        rc = oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        goto done;
+    }
+    size_t i;
+    json_t *msg;
+    json_array_foreach(m, i, msg) {
+        char param[48];
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        if (!json_is_object(msg)) {
+            rc = oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
+                               "%s must be an object", param);
+            goto done;
+        }
+        json_t *role = json_object_get(msg, "role");
+        if (!json_is_string(role) || json_string_length(role) == 0 ||
+            strlen(json_string_value(role)) != json_string_length(role)) {
+            snprintf(param, sizeof param, "messages[%zu].role", i);
+            rc = oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
+                               "%s must be a non-empty string", param);
+            goto done;
+        }
+        r->msgs[i].role = json_string_value(role);
+        const char *s;
+        if ((rc = parse_content(json_object_get(msg, "content"), i, &parts, &s, &offs[i],
+                                &r->msgs[i].content_len, e)))
+            goto done;
+        r->msgs[i].content = s;
+        joined[i] = s == NULL;
+    }
+    if (sbuf_failed(&parts)) {
+        rc = oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        goto done;
+    }
+    r->n_msgs = n;
+    r->parts = parts.p; /* the pointers below stay valid: no more appends */
+    parts.p = NULL;
+    for (i = 0; i < n; i++)
+        if (joined[i]) r->msgs[i].content = r->parts + offs[i];
+done:
+    sbuf_free(&parts);
+    free(offs);
+    free(joined);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * Entry point
+ * ------------------------------------------------------------------------- */
+
+void oai_request_free(oai_request *r) {
+    if (!r) return;
+    free(r->prompt_ids);
+    free(r->msgs);
+    free(r->parts);
+    if (r->json) json_decref((json_t *)r->json);
+    memset(r, 0, sizeof *r);
+}
+
+int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_error *e) {
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    sampler_params_default(&r->sampling);
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, &jerr);
+    if (!root)
+        return oai_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
+                             "invalid JSON in the request body at line %d, column %d: %s",
+                             jerr.line, jerr.column, jerr.text);
+    r->json = root;
+    int rc;
+    if (!json_is_object(root)) {
+        rc = oai_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
+                           "the request body must be a JSON object");
+        goto fail;
+    }
+    json_t *model = json_object_get(root, "model");
+    if (model && !json_is_null(model)) {
+        if (!json_is_string(model)) {
+            rc = bad(e, "model", "%s must be a string%s", "");
+            goto fail;
+        }
+        r->model = json_string_value(model);
+    }
+    if ((rc = parse_unsupported(root, kind, e))) goto fail;
+    if ((rc = kind == OAI_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e))) goto fail;
+    if ((rc = parse_max_tokens(root, r, e))) goto fail;
+    if ((rc = parse_sampling(root, &r->sampling, e))) goto fail;
+    if ((rc = parse_stop(root, r, e))) goto fail;
+    if ((rc = get_bool(root, "stream", &r->stream, e)) < 0) goto fail;
+    json_t *so = json_object_get(root, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so)) {
+            rc = bad(e, "stream_options", "%s must be an object%s", "");
+            goto fail;
+        }
+        if ((rc = get_bool(so, "include_usage", &r->include_usage, e)) < 0) {
+            snprintf(e->param, sizeof e->param, "stream_options.include_usage");
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    oai_request_free(r);
+    r->kind = kind;
+    return TPS_EINVAL;
+}

@@ -1,0 +1,74 @@
+/* The OpenAI request and error shapes: a POST body of /v1/completions or
+ * /v1/chat/completions -> a validated oai_request (every field checked for
+ * type and range, the sampling parameters through sampler_params_validate),
+ * and the {"error": {message, type, param, code}} body every failure is
+ * answered with. Pure functions of their input: no tokenizer, no engine, no
+ * I/O, so the fuzzer and unit tests drive them directly.
+ *
+ * Not here: tokenizing the prompt or rendering chat messages (the server
+ * does that with the model's tokenizer and chat_template.h), HTTP. */
+#ifndef TPS_SERVER_OPENAI_H
+#define TPS_SERVER_OPENAI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/sampler.h"
+#include "server/chat_template.h"
+#include "server/sbuf.h"
+
+#define OAI_MAX_STOP 16 /* stop strings per request (OpenAI allows 4) */
+
+typedef enum oai_kind { OAI_COMPLETION = 1, OAI_CHAT = 2 } oai_kind;
+
+/* A parsed request. Strings are borrowed from the parsed JSON the request
+ * owns (or from its own storage): valid until oai_request_free. */
+typedef struct oai_request {
+    oai_kind kind;
+    const char *model; /* NULL when absent */
+    /* Completions: the prompt as text, or as token ids when prompt_is_ids. */
+    bool prompt_is_ids;
+    const char *prompt;
+    size_t prompt_len;
+    int32_t *prompt_ids; /* owned */
+    size_t n_prompt_ids;
+    /* Chat: the messages (content parts of type "text" joined). */
+    chat_msg *msgs; /* owned */
+    size_t n_msgs;
+    /* max_tokens / max_completion_tokens; 0 when absent (the server picks). */
+    uint32_t max_tokens;
+    sampler_params sampling;
+    const char *stop[OAI_MAX_STOP];
+    size_t n_stop;
+    bool stream;
+    bool include_usage; /* stream_options.include_usage */
+    /* private */
+    void *json;  /* json_t *: the parsed body the strings borrow from */
+    char *parts; /* joined content parts */
+} oai_request;
+
+/* An HTTP error in OpenAI's shape. */
+typedef struct oai_error {
+    int status;       /* HTTP status */
+    const char *type; /* "invalid_request_error", "authentication_error", ... (static) */
+    char param[64];   /* the field at fault; "" for none (rendered as null) */
+    char code[48];    /* machine-readable code; "" for none (rendered as null) */
+    char message[512];
+} oai_error;
+
+/* Parses and validates body[0..len). On failure returns TPS_EINVAL with *e
+ * filled (status 400; malformed JSON names line and column; a wrong type or
+ * value names the field in e->param) and r left empty. Unknown fields are
+ * ignored, as OpenAI does; n > 1, best_of > 1, tools, functions, logprobs
+ * and echo are a 400 saying they are not supported. */
+int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_error *e);
+void oai_request_free(oai_request *r);
+
+/* Fills e; param and code may be NULL. Returns TPS_EINVAL. */
+int oai_error_set(oai_error *e, int status, const char *type, const char *param, const char *code,
+                  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* Appends {"error":{"message":...,"type":...,"param":...,"code":...}}. */
+void oai_error_json(const oai_error *e, sbuf *out);
+
+#endif

@@ -1,0 +1,41 @@
+/* A growable byte buffer for building HTTP bodies, SSE events and the
+ * Prometheus text, plus a JSON string escaper that writes into it. One sbuf
+ * lives in each connection and is reused for every event, so streaming a
+ * token allocates only when a chunk is longer than any before it.
+ *
+ * Not here: parsing (jansson), I/O. Allocation failure is sticky: the buffer
+ * remembers it (sbuf_failed) and further appends do nothing, so callers check
+ * once at the end instead of after every append. */
+#ifndef TPS_SERVER_SBUF_H
+#define TPS_SERVER_SBUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sbuf {
+    char *p;    /* NUL-terminated when len > 0 or after any append */
+    size_t len; /* bytes in use, without the NUL */
+    size_t cap; /* bytes allocated */
+    bool failed;
+} sbuf;
+
+void sbuf_init(sbuf *b);
+void sbuf_free(sbuf *b);
+/* Empties the buffer and keeps its memory. */
+void sbuf_reset(sbuf *b);
+static inline bool sbuf_failed(const sbuf *b) {
+    return b->failed;
+}
+
+void sbuf_add(sbuf *b, const void *data, size_t n);
+void sbuf_adds(sbuf *b, const char *s);
+void sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A JSON string literal with its quotes: control characters, '"' and '\\'
+ * escaped; other bytes copied as they are (callers pass valid UTF-8). */
+void sbuf_json_str(sbuf *b, const char *s, size_t n);
+/* A JSON number for a double: integers without a fraction, finite values
+ * with up to 6 decimals, non-finite values as 0 (JSON has no NaN). */
+void sbuf_json_num(sbuf *b, double v);
+
+#endif

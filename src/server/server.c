@@ -1,0 +1,426 @@
+/* The server object's lifecycle: bind, the HTTP thread, loading the model,
+ * drain and stop, and the connection table that enforces the connection
+ * limit and the request-arrival timeout (slowloris). The routes are in
+ * server_http.c, engine events in server_stream.c.
+ *
+ * Not here: request parsing, response formats, argument parsing. */
+#include "server/server_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/thread.h>
+
+#include "metrics/clock.h"
+
+void server_config_default(server_config *c) {
+    memset(c, 0, sizeof *c);
+    c->host = "127.0.0.1";
+    c->port = 8080;
+    engine_params_default(&c->engine);
+    c->max_body_bytes = 8u << 20;
+    c->max_header_bytes = 16u << 10;
+    c->max_connections = 1024;
+    c->timeout_s = 60;
+    c->drain_timeout_s = 30;
+    c->signal_fd = -1;
+}
+
+/* libevent's locking, once per process (idempotent, but not thread-safe). */
+static void use_pthreads(void) {
+    evthread_use_pthreads();
+}
+
+static char *dup_or_null(const char *s) {
+    return s ? strdup(s) : NULL;
+}
+
+/* ---------------------------------------------------------------------------
+ * Connection table: every accepted connection's bufferevent, referenced so
+ * the sweep can see when evhttp has let it go (its callbacks are cleared).
+ * ------------------------------------------------------------------------- */
+
+static struct bufferevent *on_new_conn(struct event_base *base, void *arg) {
+    server *s = arg;
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!bev) return NULL; /* evhttp makes its own; it is then untracked */
+    if (s->n_conns == s->cap_conns) {
+        size_t cap = s->cap_conns ? s->cap_conns * 2 : 64;
+        conn_slot *p = realloc(s->conns, cap * sizeof *p);
+        if (!p) return bev;
+        s->conns = p;
+        s->cap_conns = cap;
+    }
+    bufferevent_incref(bev);
+    uint64_t t = s->cfg.timeout_s ? (uint64_t)s->cfg.timeout_s * TPS_NS_PER_SEC : 0;
+    s->conns[s->n_conns++] = (conn_slot){.bev = bev, .deadline_ns = t ? tps_now_ns() + t : 0};
+    if (s->cfg.max_connections && s->n_conns >= s->cfg.max_connections && s->listener &&
+        !s->accept_paused) {
+        evconnlistener_disable(s->listener);
+        s->accept_paused = true;
+    }
+    return bev;
+}
+
+/* Marks the connection of req as serving a request (no arrival deadline) or
+ * idle again (a new deadline). */
+void server_conn_busy(server *s, struct evhttp_request *req, bool busy) {
+    struct evhttp_connection *conn = req ? evhttp_request_get_connection(req) : NULL;
+    struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
+    if (!bev) return;
+    for (size_t i = 0; i < s->n_conns; i++) {
+        if (s->conns[i].bev != bev) continue;
+        uint64_t t = (uint64_t)s->cfg.timeout_s * TPS_NS_PER_SEC;
+        s->conns[i].deadline_ns = busy || !t ? 0 : tps_now_ns() + t;
+        return;
+    }
+}
+
+static void release_conns(server *s, bool all) {
+    uint64_t now = tps_now_ns();
+    size_t k = 0;
+    for (size_t i = 0; i < s->n_conns; i++) {
+        conn_slot *c = &s->conns[i];
+        bufferevent_data_cb rd = NULL;
+        bufferevent_event_cb ev = NULL;
+        bufferevent_getcb(c->bev, &rd, NULL, &ev, NULL);
+        if (all || (!rd && !ev)) { /* evhttp freed it: drop our reference */
+            bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+            bufferevent_decref(c->bev);
+            continue;
+        }
+        if (c->deadline_ns && now > c->deadline_ns) {
+            /* The request did not arrive in time (slowloris) or the
+             * connection idled: evhttp sees EOF and frees it. */
+            evutil_socket_t fd = bufferevent_getfd(c->bev);
+            if (fd >= 0) shutdown(fd, SHUT_RDWR);
+            c->deadline_ns = 0;
+        }
+        s->conns[k++] = *c;
+    }
+    s->n_conns = k;
+    if (s->accept_paused && s->listener &&
+        (!s->cfg.max_connections || s->n_conns < s->cfg.max_connections) && !s->draining) {
+        evconnlistener_enable(s->listener);
+        s->accept_paused = false;
+    }
+}
+
+static void on_sweep(evutil_socket_t fd, short what, void *arg) {
+    server *s = arg;
+    release_conns(s, false);
+    server_check_gone(s);
+}
+
+/* ---------------------------------------------------------------------------
+ * Drain and stop
+ * ------------------------------------------------------------------------- */
+
+/* Every response is answered once its last bytes are in the kernel: the
+ * loop exits only when no tracked connection has output left (or after
+ * SERVER_FLUSH_MAX_MS), so a drain never cuts off a finished stream. */
+static bool output_pending(server *s) {
+    for (size_t i = 0; i < s->n_conns; i++) {
+        bufferevent_data_cb rd = NULL;
+        bufferevent_event_cb ev = NULL;
+        bufferevent_getcb(s->conns[i].bev, &rd, NULL, &ev, NULL);
+        if ((rd || ev) && evbuffer_get_length(bufferevent_get_output(s->conns[i].bev))) return true;
+    }
+    return false;
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg) {
+    server *s = arg;
+    if (!output_pending(s) || tps_now_ns() > s->flush_deadline_ns) {
+        event_del(s->ev_flush);
+        event_base_loopexit(s->base, NULL);
+    }
+}
+
+void server_maybe_finish_drain(server *s) {
+    if (!(s->draining || s->stopping) || s->n_inflight != 0 || s->flushing) return;
+    s->flushing = true;
+    s->flush_deadline_ns = tps_now_ns() + SERVER_FLUSH_MAX_MS * TPS_NS_PER_MS;
+    struct timeval tv = {.tv_usec = 5000};
+    event_add(s->ev_flush, &tv);
+}
+
+static void begin_drain(server *s) {
+    if (s->draining) return;
+    s->draining = true;
+    fprintf(s->log, "tps serve: draining: %u request(s) in flight, up to %u s\n", s->n_inflight,
+            s->cfg.drain_timeout_s);
+    if (s->bound) { /* stop accepting: close the listening socket */
+        evhttp_del_accept_socket(s->http, s->bound);
+        s->bound = NULL;
+        s->listener = NULL;
+    }
+    struct timeval tv = {.tv_sec = s->cfg.drain_timeout_s};
+    event_add(s->ev_drain_deadline, &tv);
+    server_maybe_finish_drain(s);
+}
+
+static void on_drain_deadline(evutil_socket_t fd, short what, void *arg) {
+    server *s = arg;
+    fprintf(s->log, "tps serve: drain timeout: cancelling %u request(s)\n", s->n_inflight);
+    s->stopping = true;
+    server_cancel_all(s, "the server is shutting down");
+    struct timeval tv = {.tv_sec = 2}; /* cancelled requests end within a step */
+    event_base_loopexit(s->base, &tv);
+    server_maybe_finish_drain(s);
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg) {
+    server *s = arg;
+    int w = atomic_load(&s->want);
+    if (w == 2 && !s->stopping) {
+        s->stopping = true;
+        server_cancel_all(s, "the server is stopping");
+        event_base_loopexit(s->base, NULL);
+    } else if (w == 1) {
+        begin_drain(s);
+    }
+}
+
+static void on_signal(evutil_socket_t fd, short what, void *arg) {
+    server *s = arg;
+    struct signalfd_siginfo si;
+    while (read(fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (s->draining) {
+            fprintf(s->log, "tps serve: signal %u again: stopping now\n", si.ssi_signo);
+            atomic_store(&s->want, 2);
+        } else {
+            fprintf(s->log, "tps serve: signal %u: draining\n", si.ssi_signo);
+            atomic_store(&s->want, 1);
+        }
+        on_wake(-1, 0, s);
+    }
+}
+
+void server_drain(server *s) {
+    int expect = 0;
+    atomic_compare_exchange_strong(&s->want, &expect, 1);
+    event_active(s->ev_wake, EV_READ, 0);
+}
+
+void server_stop(server *s) {
+    atomic_store(&s->want, 2);
+    event_active(s->ev_wake, EV_READ, 0);
+}
+
+/* ---------------------------------------------------------------------------
+ * Create, start, load, wait, free
+ * ------------------------------------------------------------------------- */
+
+int server_create(server **out, const server_config *c, tps_err *err) {
+    *out = NULL;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, use_pthreads);
+    server *s = calloc(1, sizeof *s);
+    if (!s) return tps_fail(err, TPS_ENOMEM, "out of memory");
+    s->cfg = *c;
+    s->host = strdup(c->host ? c->host : "127.0.0.1");
+    s->api_key = c->api_key && c->api_key[0] ? strdup(c->api_key) : NULL;
+    s->chat_template_name = dup_or_null(c->chat_template);
+    s->model_path = dup_or_null(c->model_path);
+    s->model_id = dup_or_null(c->model_id);
+    s->cfg.host = s->host;
+    s->cfg.api_key = s->api_key;
+    s->cfg.chat_template = s->chat_template_name;
+    s->cfg.model_path = s->model_path;
+    s->cfg.model_id = s->model_id;
+    s->log = c->log ? c->log : stderr;
+    s->tmpl_eot_id = -1;
+    int rc = TPS_ENOMEM;
+    s->events = calloc(SERVER_POLL_BATCH, sizeof *s->events);
+    s->wbuf = evbuffer_new();
+    if (!s->host || !s->events || !s->wbuf) goto fail;
+    if ((rc = server_hists_create(&s->h, err))) goto fail;
+    rc = TPS_EIO;
+    if (!(s->base = event_base_new())) {
+        tps_fail(err, rc, "event_base_new failed");
+        goto fail;
+    }
+    if (!(s->http = evhttp_new(s->base))) {
+        tps_fail(err, rc, "evhttp_new failed");
+        goto fail;
+    }
+    /* The body limit is checked by the route (an OpenAI-shaped 413); evhttp
+     * holds bodies up to twice the limit, beyond that it answers 413 itself. */
+    size_t body_cap = c->max_body_bytes > SIZE_MAX / 4 ? SIZE_MAX / 2 : c->max_body_bytes * 2;
+    evhttp_set_max_body_size(s->http, (ev_ssize_t)(body_cap ? body_cap : 1));
+    evhttp_set_max_headers_size(s->http, (ev_ssize_t)c->max_header_bytes);
+    if (c->timeout_s) evhttp_set_timeout(s->http, (int)c->timeout_s);
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(s->http, server_http_route, s);
+    evhttp_set_bevcb(s->http, on_new_conn, s);
+    s->bound = evhttp_bind_socket_with_handle(s->http, s->host, (ev_uint16_t)c->port);
+    if (!s->bound) {
+        tps_fail(err, rc, "cannot listen on %s:%d: %s", s->host, c->port, strerror(errno));
+        goto fail;
+    }
+    s->listener = evhttp_bound_socket_get_listener(s->bound);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(evhttp_bound_socket_get_fd(s->bound), (struct sockaddr *)&ss, &sl) == 0)
+        s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                           : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    s->ev_wake = event_new(s->base, -1, 0, on_wake, s);
+    s->ev_drain_deadline = evtimer_new(s->base, on_drain_deadline, s);
+    s->ev_sweep = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
+    s->ev_flush = event_new(s->base, -1, EV_PERSIST, on_flush, s);
+    if (!s->ev_wake || !s->ev_drain_deadline || !s->ev_sweep || !s->ev_flush) goto fail;
+    struct timeval tv = {.tv_usec = SERVER_SWEEP_MS * 1000};
+    event_add(s->ev_sweep, &tv);
+    if (c->signal_fd >= 0) {
+        s->ev_signal = event_new(s->base, c->signal_fd, EV_READ | EV_PERSIST, on_signal, s);
+        if (!s->ev_signal || event_add(s->ev_signal, NULL)) goto fail;
+    }
+    if (!s->api_key)
+        fprintf(s->log,
+                "tps serve: warning: no --api-key: the API is unauthenticated; anyone "
+                "who can reach %s:%d can use it\n",
+                s->host, s->port);
+    *out = s;
+    return 0;
+fail:
+    if (!err->msg[0]) tps_fail(err, rc, "server_create: out of memory or libevent failure");
+    server_free(s);
+    return rc;
+}
+
+int server_port(const server *s) {
+    return s->port;
+}
+
+engine *server_engine(server *s) {
+    return atomic_load(&s->ready) ? s->eng : NULL;
+}
+
+static void *loop_main(void *arg) {
+    server *s = arg;
+    s->loop_rc = event_base_dispatch(s->base) < 0 ? TPS_EIO : 0;
+    return NULL;
+}
+
+int server_start(server *s, tps_err *err) {
+    if (pthread_create(&s->thread, NULL, loop_main, s))
+        return tps_fail(err, TPS_EIO, "cannot start the HTTP thread");
+    s->thread_started = true;
+    return 0;
+}
+
+static const char *basename_of(const char *p) {
+    const char *b = strrchr(p, '/');
+    return b ? b + 1 : p;
+}
+
+int server_load(server *s, tps_err *err) {
+    if (!s->model_path) return tps_fail(err, TPS_EINVAL, "no model path (-m MODEL)");
+    int rc;
+    if ((rc = llama_model_load(&s->model, s->model_path, err))) return rc;
+    if ((rc = tokenizer_load(&s->tok, s->model->file, err))) return rc;
+    if (!s->model_id && !(s->model_id = strdup(basename_of(s->model_path))))
+        return tps_fail(err, TPS_ENOMEM, "out of memory");
+    s->cfg.model_id = s->model_id;
+
+    /* Chat template: the override, else recognised from the model. */
+    gguf_str jt = {0};
+    gguf_get_str(s->model->file, "tokenizer.chat_template", &jt);
+    if (s->chat_template_name) {
+        s->tmpl = chat_tmpl_from_name(s->chat_template_name);
+        if (s->tmpl == CHAT_TMPL_UNKNOWN)
+            return tps_fail(err, TPS_EINVAL,
+                            "--chat-template '%s' is not one of chatml, llama2, llama3, mistral, "
+                            "zephyr, gemma, phi3",
+                            s->chat_template_name);
+    } else {
+        s->tmpl = chat_tmpl_detect(jt.ptr, (size_t)jt.len);
+        if (s->tmpl == CHAT_TMPL_UNKNOWN) {
+            fprintf(s->log,
+                    "tps serve: warning: %s; chat uses ChatML (--chat-template to choose)\n",
+                    jt.len ? "the model's chat template is not one tps recognises"
+                           : "the model has no chat template");
+            s->tmpl = CHAT_TMPL_CHATML;
+        }
+    }
+    const char *eot = chat_tmpl_eot(s->tmpl);
+    int32_t id = tokenizer_find(s->tok, eot, strlen(eot));
+    if (id == TOKEN_NONE)
+        s->tmpl_eot_as_stop = true;
+    else if (!tokenizer_is_eog(s->tok, id))
+        s->tmpl_eot_id = id;
+
+    engine_params ep = s->cfg.engine;
+    ep.model = s->model;
+    ep.tok = s->tok;
+    if ((rc = engine_create(&s->eng, &ep, err))) return rc;
+    s->ev_engine =
+        event_new(s->base, engine_event_fd(s->eng), EV_READ | EV_PERSIST, server_on_engine, s);
+    if (!s->ev_engine || event_add(s->ev_engine, NULL))
+        return tps_fail(err, TPS_EIO, "cannot watch the engine's event fd");
+    const engine_params *in = engine_get_params(s->eng);
+    engine_stats st;
+    engine_get_stats(s->eng, &st);
+    fprintf(s->log,
+            "tps serve: model %s (ctx %u, vocab %u), chat template %s, max_seqs %u, "
+            "max_batch_tokens %u, kv %u blocks x %u tokens\n",
+            s->model_id, s->model->cfg.ctx_len, s->model->cfg.n_vocab, chat_tmpl_name(s->tmpl),
+            in->max_seqs, in->max_batch_tokens, st.kv_blocks_total, st.kv_block_tokens);
+    atomic_store(&s->ready, true);
+    fprintf(s->log, "tps serve: listening on http://%s:%d\n", s->host, s->port);
+    fflush(s->log);
+    return 0;
+}
+
+int server_wait(server *s) {
+    if (s->thread_started) {
+        pthread_join(s->thread, NULL);
+        s->thread_started = false;
+    }
+    return s->loop_rc;
+}
+
+void server_free(server *s) {
+    if (!s) return;
+    if (s->thread_started) {
+        server_stop(s);
+        server_wait(s);
+    }
+    /* The engine first: its thread stops and nothing refers to a req_ctx. */
+    if (s->ev_engine) event_free(s->ev_engine);
+    engine_destroy(s->eng);
+    while (s->inflight) {
+        req_ctx *c = s->inflight;
+        if (c->conn) evhttp_connection_set_closecb(c->conn, NULL, NULL);
+        if (c->req && !evhttp_request_get_connection(c->req)) evhttp_request_free(c->req);
+        c->req = NULL;
+        req_ctx_free(c);
+    }
+    if (s->http) evhttp_free(s->http);
+    release_conns(s, true);
+    free(s->conns);
+    if (s->ev_signal) event_free(s->ev_signal);
+    if (s->ev_sweep) event_free(s->ev_sweep);
+    if (s->ev_flush) event_free(s->ev_flush);
+    if (s->ev_wake) event_free(s->ev_wake);
+    if (s->ev_drain_deadline) event_free(s->ev_drain_deadline);
+    if (s->base) event_base_free(s->base);
+    tokenizer_free(s->tok);
+    llama_model_free(s->model);
+    server_hists_free(&s->h);
+    free(s->events);
+    if (s->wbuf) evbuffer_free(s->wbuf);
+    free(s->host);
+    free(s->api_key);
+    free(s->chat_template_name);
+    free(s->model_path);
+    free(s->model_id);
+    free(s);
+}

@@ -1,0 +1,74 @@
+/* `tps serve` as an object: an OpenAI-compatible HTTP server (libevent
+ * evhttp) in its own thread, in front of one engine. The HTTP thread never
+ * waits on a step: it submits requests, and the engine's event fd, watched
+ * by the same loop, wakes it to write each token as it comes.
+ *
+ * Lifecycle (tests run it in-process on port 0):
+ *   server_config_default(&c); c.model_path = ...; c.port = 0;
+ *   server_create(&s, &c, &err);  binds; /health answers 503 until loaded
+ *   server_start(s, &err);        starts the HTTP thread
+ *   server_load(s, &err);         loads model, tokenizer, engine (blocking)
+ *   ... server_port(s) ...
+ *   server_drain(s) or server_stop(s); server_wait(s); server_free(s);
+ *
+ * Not here: argument parsing and signal setup (cli/cli_serve.c passes a
+ * signalfd in), the request JSON (openai.h), response bodies (sse.h),
+ * chat templates (chat_template.h), the Prometheus writer (prom.h). */
+#ifndef TPS_SERVER_H
+#define TPS_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/engine.h"
+#include "tps_error.h"
+
+typedef struct server server;
+
+typedef struct server_config {
+    const char *model_path;    /* GGUF file (required by server_load) */
+    const char *model_id;      /* id in responses and /v1/models; NULL: file basename */
+    const char *host;          /* bind address; default "127.0.0.1" */
+    int port;                  /* 0: an ephemeral port (server_port says which) */
+    const char *api_key;       /* NULL or "": no authentication (warned at startup) */
+    const char *chat_template; /* template name; NULL: recognised from the model */
+    engine_params engine;      /* model and tok are filled by server_load */
+    size_t max_body_bytes;     /* request body limit (413); default 8 MiB */
+    size_t max_header_bytes;   /* request line + headers limit; default 16 KiB */
+    uint32_t max_connections;  /* open connections; beyond it accepts wait; default 1024 */
+    uint32_t timeout_s; /* a request must arrive whole within it; idle keep-alive too; default 60 */
+    uint32_t max_tokens_cap;  /* max_tokens ceiling (400 above it); 0: the context */
+    uint32_t drain_timeout_s; /* drain: in-flight requests get this long; default 30 */
+    int signal_fd;            /* -1, or a signalfd: readable -> drain; a second -> stop */
+    FILE *log;                /* startup lines and warnings; NULL: stderr */
+} server_config;
+
+void server_config_default(server_config *c);
+
+/* Binds host:port and prepares the loop; no thread, no model yet. The
+ * config's strings are copied. */
+int server_create(server **out, const server_config *c, tps_err *err);
+/* The bound port (the ephemeral one when the config said 0). */
+int server_port(const server *s);
+/* Starts the HTTP thread. */
+int server_start(server *s, tps_err *err);
+/* Loads the model, tokenizer and chat template and starts the engine; then
+ * the completion endpoints and /health answer. Blocks the caller. */
+int server_load(server *s, tps_err *err);
+/* Thread-safe. Drain: stop accepting, answer new requests 503, let
+ * in-flight ones finish (bounded by drain_timeout_s, then cancelled), then
+ * the loop exits. Stop: cancel everything and exit the loop now. */
+void server_drain(server *s);
+void server_stop(server *s);
+/* Waits for the HTTP thread to exit (after a drain, a stop or a fatal
+ * error). Returns 0, or the error that ended the loop. */
+int server_wait(server *s);
+/* Stops if needed, then frees everything in reverse order of creation. */
+void server_free(server *s);
+
+/* Borrowed; NULL before server_load. For tests (engine_get_stats). */
+engine *server_engine(server *s);
+
+#endif

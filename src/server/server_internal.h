@@ -1,0 +1,125 @@
+/* Private to src/server/server*.c: the server struct, the per-request
+ * context, and the functions the server files call across each other.
+ * Everything here is touched only by the HTTP thread, except the fields
+ * marked otherwise. */
+#ifndef TPS_SERVER_INTERNAL_H
+#define TPS_SERVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+
+#include "metrics/hist.h"
+#include "model/llama_model.h"
+#include "model/tokenizer.h"
+#include "server/chat_template.h"
+#include "server/openai.h"
+#include "server/prom.h"
+#include "server/sbuf.h"
+#include "server/server.h"
+#include "server/sse.h"
+
+#define SERVER_POLL_BATCH     64   /* engine events taken per engine_poll */
+#define SERVER_POLLS_PER_TURN 8    /* bounded work per loop turn: 512 events */
+#define SERVER_SWEEP_MS       100  /* connection sweep period */
+#define SERVER_FLUSH_MAX_MS   2000 /* at exit, how long unsent output may take */
+
+/* One open connection (tracked so the server can count them, bound how long
+ * a request may take to arrive, and release them). */
+typedef struct conn_slot {
+    struct bufferevent *bev; /* we hold one reference */
+    uint64_t deadline_ns;    /* a request must have arrived by then; 0: one is being served */
+} conn_slot;
+
+/* One request from its parse to its last byte (or the client's going). */
+typedef struct req_ctx {
+    struct req_ctx *prev, *next; /* the server's in-flight list */
+    server *s;
+    struct evhttp_request *req;     /* NULL once the client is gone */
+    struct evhttp_connection *conn; /* NULL once the client is gone */
+    uint64_t engine_id;
+    sse_meta meta;
+    char id[48];
+    bool stream, include_usage;
+    bool sent_role; /* chat stream: the role chunk went out */
+    bool client_gone;
+    uint32_t n_prompt, n_tokens;
+    uint64_t t_start_ns, t_last_ns;
+    sbuf out;  /* staging for each event */
+    sbuf text; /* non-stream: the whole text */
+} req_ctx;
+
+/* Histograms recorded in the HTTP thread (ns), plus step histograms merged
+ * from the engine at scrape time. */
+typedef struct server_hists {
+    hist *ttft, *itl, *e2e, *queue, *prefill, *decode;
+    hist *step_ns, *step_tokens; /* scratch for engine_merge_step_hists */
+} server_hists;
+
+struct server {
+    server_config cfg; /* strings below point into owned copies */
+    char *host, *api_key, *chat_template_name, *model_path, *model_id;
+    FILE *log;
+
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *bound;
+    struct evconnlistener *listener; /* borrowed from bound */
+    int port;
+    struct event *ev_engine, *ev_signal, *ev_sweep, *ev_wake, *ev_drain_deadline, *ev_flush;
+    bool flushing;
+    uint64_t flush_deadline_ns;
+    pthread_t thread;
+    bool thread_started;
+    int loop_rc;
+
+    /* Set by server_load (another thread) before `ready` is released. */
+    llama_model *model;
+    tokenizer *tok;
+    engine *eng;
+    chat_tmpl tmpl;
+    int32_t tmpl_eot_id;   /* the template's end-of-turn as one non-EOG token; -1: none */
+    bool tmpl_eot_as_stop; /* the end-of-turn is no single token: a stop string */
+    atomic_bool ready;
+
+    /* Requests from other threads: drain / stop. */
+    atomic_int want; /* 0 none, 1 drain, 2 stop */
+    bool draining, stopping;
+
+    req_ctx *inflight; /* list head */
+    uint32_t n_inflight;
+    conn_slot *conns;
+    size_t n_conns, cap_conns;
+    bool accept_paused;
+
+    server_hists h;
+    engine_event *events;  /* SERVER_POLL_BATCH */
+    struct evbuffer *wbuf; /* staging for chunk writes (emptied by each write) */
+    uint64_t next_id;
+};
+
+/* server.c */
+void server_conn_busy(server *s, struct evhttp_request *req, bool busy);
+void server_maybe_finish_drain(server *s);
+
+/* server_http.c: the routes */
+void server_http_route(struct evhttp_request *req, void *arg);
+void server_reply_error(server *s, struct evhttp_request *req, const oai_error *e);
+
+/* server_stream.c: engine events -> responses */
+void server_on_engine(evutil_socket_t fd, short what, void *arg);
+req_ctx *req_ctx_new(server *s, struct evhttp_request *req, oai_kind kind);
+void req_ctx_free(req_ctx *c);
+void req_ctx_start(req_ctx *c);
+void server_cancel_all(server *s, const char *why);
+void server_check_gone(server *s);
+int server_hists_create(server_hists *h, tps_err *err);
+void server_hists_free(server_hists *h);
+void server_metrics_render(server *s, sbuf *out);
+
+#endif

@@ -1,0 +1,327 @@
+/* From the engine back to the clients: each engine event becomes an SSE
+ * chunk (or text gathered for a non-streamed body), DONE finishes the
+ * response; a client that goes away cancels its request. Also the request
+ * histograms (recorded here, in the HTTP thread, from event times and
+ * engine_timings) and the /metrics page.
+ *
+ * Not here: admission (server_http.c), formats (sse.c, prom.c). */
+#include "server/server_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "metrics/clock.h"
+
+/* ---------------------------------------------------------------------------
+ * Request contexts
+ * ------------------------------------------------------------------------- */
+
+req_ctx *req_ctx_new(server *s, struct evhttp_request *req, oai_kind kind) {
+    req_ctx *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->s = s;
+    c->req = req;
+    c->conn = evhttp_request_get_connection(req);
+    c->t_start_ns = tps_now_ns();
+    snprintf(c->id, sizeof c->id, "%s-%llx%06llx", kind == OAI_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)(c->t_start_ns / TPS_NS_PER_MS),
+             (unsigned long long)(++s->next_id & 0xffffff));
+    c->meta =
+        (sse_meta){.kind = kind, .id = c->id, .created = (int64_t)time(NULL), .model = s->model_id};
+    sbuf_init(&c->out);
+    sbuf_init(&c->text);
+    return c;
+}
+
+static void unlink_ctx(req_ctx *c) {
+    server *s = c->s;
+    if (!c->prev && s->inflight != c) return; /* not linked */
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->inflight = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    s->n_inflight--;
+}
+
+void req_ctx_free(req_ctx *c) {
+    if (!c) return;
+    unlink_ctx(c);
+    sbuf_free(&c->out);
+    sbuf_free(&c->text);
+    free(c);
+}
+
+/* The connection closed under a request (a write failed or evhttp saw EOF). */
+static void on_conn_close(struct evhttp_connection *conn, void *arg) {
+    req_ctx *c = arg;
+    c->client_gone = true;
+    if (c->s->eng) engine_cancel(c->s->eng, c->engine_id);
+    /* A request evhttp detached from the dying connection is ours to free;
+     * one still attached goes with the connection. */
+    if (c->req && !evhttp_request_get_connection(c->req)) evhttp_request_free(c->req);
+    c->req = NULL;
+    c->conn = NULL;
+}
+
+void req_ctx_start(req_ctx *c) {
+    server *s = c->s;
+    c->next = s->inflight;
+    if (s->inflight) s->inflight->prev = c;
+    s->inflight = c;
+    s->n_inflight++;
+    if (c->conn) evhttp_connection_set_closecb(c->conn, on_conn_close, c);
+    if (c->stream) {
+        struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
+        evhttp_add_header(h, "Content-Type", "text/event-stream");
+        evhttp_add_header(h, "Cache-Control", "no-cache");
+        evhttp_add_header(h, "X-Accel-Buffering", "no");
+        evhttp_send_reply_start(c->req, 200, NULL);
+    }
+}
+
+/* Polls the sockets of in-flight requests for EOF: evhttp reads nothing
+ * while a request is being answered, so a client that leaves before its
+ * first byte (queued, prefilling, or non-streamed) is noticed here. */
+void server_check_gone(server *s) {
+    for (req_ctx *c = s->inflight; c; c = c->next) {
+        if (c->client_gone || !c->conn) continue;
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(c->conn);
+        evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+        if (fd < 0) continue;
+        char byte;
+        ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+            continue;
+        struct evhttp_connection *conn = c->conn;
+        evhttp_connection_set_closecb(conn, NULL, NULL);
+        c->client_gone = true;
+        if (s->eng) engine_cancel(s->eng, c->engine_id);
+        c->req = NULL; /* attached: freed with the connection */
+        c->conn = NULL;
+        evhttp_connection_free(conn);
+    }
+}
+
+void server_cancel_all(server *s, const char *why) {
+    (void)why;
+    for (req_ctx *c = s->inflight; c; c = c->next)
+        if (s->eng) engine_cancel(s->eng, c->engine_id);
+}
+
+/* ---------------------------------------------------------------------------
+ * Events
+ * ------------------------------------------------------------------------- */
+
+static void write_chunk(req_ctx *c) {
+    if (sbuf_failed(&c->out) || !c->req) return;
+    evbuffer_add(c->s->wbuf, c->out.p, c->out.len);
+    evhttp_send_reply_chunk(c->req, c->s->wbuf);
+    evbuffer_drain(c->s->wbuf, evbuffer_get_length(c->s->wbuf));
+}
+
+static void on_token(req_ctx *c, const engine_event *ev) {
+    server_hists *h = &c->s->h;
+    if (c->n_tokens == 0)
+        hist_record(h->ttft, ev->t_ns > c->t_start_ns ? ev->t_ns - c->t_start_ns : 0);
+    else
+        hist_record(h->itl, ev->t_ns > c->t_last_ns ? ev->t_ns - c->t_last_ns : 0);
+    c->t_last_ns = ev->t_ns;
+    c->n_tokens++;
+    if (c->client_gone) return;
+    if (!c->stream) {
+        sbuf_add(&c->text, ev->text, ev->text_len);
+        return;
+    }
+    sbuf_reset(&c->out);
+    if (c->meta.kind == OAI_CHAT && !c->sent_role) {
+        sse_chunk_role(&c->out, &c->meta);
+        c->sent_role = true;
+    }
+    sse_chunk_text(&c->out, &c->meta, ev->text, ev->text_len, ev->token);
+    write_chunk(c);
+}
+
+static void record_done(server_hists *h, const req_ctx *c, const engine_event *ev) {
+    const engine_timings *t = &ev->timings;
+    if (ev->finish != ENGINE_FINISH_STOP && ev->finish != ENGINE_FINISH_LENGTH) return;
+    hist_record(h->e2e, ev->t_ns > c->t_start_ns ? ev->t_ns - c->t_start_ns : 0);
+    if (t->t_first_scheduled >= t->t_queued && t->t_queued)
+        hist_record(h->queue, t->t_first_scheduled - t->t_queued);
+    if (t->t_first_token >= t->t_first_scheduled && t->t_first_scheduled)
+        hist_record(h->prefill, t->t_first_token - t->t_first_scheduled);
+    if (t->t_finished >= t->t_first_token && t->t_first_token)
+        hist_record(h->decode, t->t_finished - t->t_first_token);
+}
+
+static void on_done(req_ctx *c, const engine_event *ev) {
+    server *s = c->s;
+    record_done(&s->h, c, ev);
+    if (c->client_gone || !c->req) {
+        req_ctx_free(c);
+        server_maybe_finish_drain(s);
+        return;
+    }
+    struct evhttp_request *req = c->req;
+    if (c->conn) evhttp_connection_set_closecb(c->conn, NULL, NULL);
+    server_conn_busy(s, req, false);
+    bool ok = ev->finish == ENGINE_FINISH_STOP || ev->finish == ENGINE_FINISH_LENGTH;
+    oai_error e;
+    if (ev->finish == ENGINE_FINISH_CANCELLED)
+        oai_error_set(&e, 503, "unavailable_error", NULL, "cancelled",
+                      "the request was cancelled: the server is shutting down");
+    else if (!ok)
+        oai_error_set(&e, 500, "server_error", NULL, NULL, "generation failed: %s",
+                      ev->error[0] ? ev->error : "engine error");
+    const char *finish = engine_finish_name(ev->finish);
+    if (c->stream) {
+        sbuf_reset(&c->out);
+        if (c->meta.kind == OAI_CHAT && !c->sent_role && ok) {
+            sse_chunk_role(&c->out, &c->meta);
+            c->sent_role = true;
+        }
+        if (ev->text_len) sse_chunk_text(&c->out, &c->meta, ev->text, ev->text_len, -1);
+        if (ok) {
+            sse_chunk_finish(&c->out, &c->meta, finish, &ev->timings);
+            if (c->include_usage)
+                sse_chunk_usage(&c->out, &c->meta, c->n_prompt, c->n_tokens, &ev->timings);
+        } else {
+            sse_error(&c->out, &e);
+        }
+        sse_done(&c->out);
+        write_chunk(c);
+        evhttp_send_reply_end(req);
+    } else if (ok) {
+        sbuf_add(&c->text, ev->text, ev->text_len);
+        sbuf_reset(&c->out);
+        sse_body_full(&c->out, &c->meta, c->text.p ? c->text.p : "", c->text.len, finish,
+                      c->n_prompt, c->n_tokens, &ev->timings);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                          "application/json");
+        evbuffer_add(s->wbuf, c->out.p, c->out.len);
+        evhttp_send_reply(req, 200, NULL, s->wbuf);
+        evbuffer_drain(s->wbuf, evbuffer_get_length(s->wbuf));
+    } else {
+        server_reply_error(s, req, &e);
+    }
+    c->req = NULL;
+    req_ctx_free(c);
+    server_maybe_finish_drain(s);
+}
+
+void server_on_engine(evutil_socket_t fd, short what, void *arg) {
+    server *s = arg;
+    for (int turn = 0; turn < SERVER_POLLS_PER_TURN; turn++) {
+        size_t n = engine_poll(s->eng, s->events, SERVER_POLL_BATCH);
+        for (size_t i = 0; i < n; i++) {
+            const engine_event *ev = &s->events[i];
+            req_ctx *c = ev->user;
+            if (!c) continue;
+            if (ev->kind == ENGINE_EV_TOKEN)
+                on_token(c, ev);
+            else if (ev->kind == ENGINE_EV_DONE)
+                on_done(c, ev);
+        }
+        if (n < SERVER_POLL_BATCH) break;
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Histograms and /metrics
+ * ------------------------------------------------------------------------- */
+
+/* Tokens per step: the engine's count histogram config (engine.c). */
+#define SERVER_HIST_COUNT ENGINE_HIST_STEP_TOKENS
+
+int server_hists_create(server_hists *h, tps_err *err) {
+    hist_config lat = HIST_CONFIG_LATENCY_NS, cnt = SERVER_HIST_COUNT;
+    hist **lats[] = {&h->ttft, &h->itl, &h->e2e, &h->queue, &h->prefill, &h->decode, &h->step_ns};
+    int rc;
+    for (size_t i = 0; i < sizeof lats / sizeof lats[0]; i++)
+        if ((rc = hist_create(lats[i], &lat, err))) return rc;
+    return hist_create(&h->step_tokens, &cnt, err);
+}
+
+void server_hists_free(server_hists *h) {
+    hist_free(h->ttft);
+    hist_free(h->itl);
+    hist_free(h->e2e);
+    hist_free(h->queue);
+    hist_free(h->prefill);
+    hist_free(h->decode);
+    hist_free(h->step_ns);
+    hist_free(h->step_tokens);
+    memset(h, 0, sizeof *h);
+}
+
+static void counter(sbuf *b, const char *name, const char *help, double v) {
+    prom_family(b, name, "counter", help);
+    prom_sample(b, name, NULL, v);
+}
+
+static void gauge(sbuf *b, const char *name, const char *help, double v) {
+    prom_family(b, name, "gauge", help);
+    prom_sample(b, name, NULL, v);
+}
+
+void server_metrics_render(server *s, sbuf *b) {
+    engine_stats st;
+    engine_get_stats(s->eng, &st);
+    counter(b, "tps:prompt_tokens_total",
+            "Prompt tokens computed (recomputation after preemption included).",
+            (double)st.prompt_tokens_total);
+    counter(b, "tps:generation_tokens_total", "Output tokens generated and delivered.",
+            (double)st.generation_tokens_total);
+    prom_family(b, "tps:requests_total", "counter", "Finished requests by finish reason.");
+    for (int f = 0; f < 4; f++) {
+        char labels[64];
+        snprintf(labels, sizeof labels, "finish_reason=\"%s\"",
+                 engine_finish_name((engine_finish)f));
+        prom_sample(b, "tps:requests_total", labels, (double)st.requests_total[f]);
+    }
+    counter(b, "tps:preemptions_total", "Times a sequence's KV cache was taken back.",
+            (double)st.preemptions_total);
+    counter(b, "tps:steps_total", "Engine steps (iterations) run.", (double)st.steps_total);
+    gauge(b, "tps:requests_running", "Sequences in the running batch.",
+          (double)st.requests_running);
+    gauge(b, "tps:requests_waiting", "Requests queued or preempted, waiting to run.",
+          (double)st.requests_waiting);
+    gauge(b, "tps:kv_cache_usage_ratio", "Fraction of KV cache blocks in use.",
+          st.kv_blocks_total ? (double)st.kv_blocks_used / (double)st.kv_blocks_total : 0.0);
+    gauge(b, "tps:kv_cache_blocks_total", "KV cache blocks in the pool.",
+          (double)st.kv_blocks_total);
+    gauge(b, "tps:http_requests_in_flight", "Completion requests being answered.",
+          (double)s->n_inflight);
+    gauge(b, "tps:http_connections_open", "Open client connections.", (double)s->n_conns);
+
+    const double ns = 1e-9;
+    const server_hists *h = &s->h;
+    prom_histogram(b, "tps:time_to_first_token_seconds",
+                   "Request arrival to its first output token (server side).", h->ttft, ns,
+                   prom_latency_bounds, prom_n_latency_bounds);
+    prom_histogram(b, "tps:inter_token_latency_seconds",
+                   "Gap between consecutive output tokens of a request.", h->itl, ns,
+                   prom_latency_bounds, prom_n_latency_bounds);
+    prom_histogram(b, "tps:e2e_request_latency_seconds",
+                   "Request arrival to its last token, finished requests.", h->e2e, ns,
+                   prom_latency_bounds, prom_n_latency_bounds);
+    prom_histogram(b, "tps:request_queue_time_seconds", "Submit to first scheduled step.", h->queue,
+                   ns, prom_latency_bounds, prom_n_latency_bounds);
+    prom_histogram(b, "tps:request_prefill_time_seconds", "First scheduled step to first token.",
+                   h->prefill, ns, prom_latency_bounds, prom_n_latency_bounds);
+    prom_histogram(b, "tps:request_decode_time_seconds", "First token to finish.", h->decode, ns,
+                   prom_latency_bounds, prom_n_latency_bounds);
+    hist_reset(h->step_ns);
+    hist_reset(h->step_tokens);
+    tps_err err = {{0}};
+    if (engine_merge_step_hists(s->eng, h->step_ns, h->step_tokens, &err))
+        fprintf(s->log, "tps serve: step histograms: %s\n", err.msg);
+    prom_histogram(b, "tps:step_duration_seconds", "Wall time of one engine step.", h->step_ns, ns,
+                   prom_latency_bounds, prom_n_latency_bounds);
+    prom_histogram(b, "tps:tokens_per_step", "Token rows (prefill + decode) in one engine step.",
+                   h->step_tokens, 1.0, prom_count_bounds, prom_n_count_bounds);
+}

@@ -1,0 +1,52 @@
+/* Response bodies in OpenAI's shapes: the Server-Sent Events of a streamed
+ * completion or chat completion (`data: {json}\n\n`, `data: [DONE]\n\n`) and
+ * the single JSON object of a non-streamed one, each final one with the
+ * `timings` object (the server's ground truth for the bench) computed from
+ * engine_timings. Everything is appended to a caller-owned sbuf, so a
+ * connection reuses one buffer for its whole stream.
+ *
+ * Not here: sockets, HTTP headers, when to send what (server_stream.c). */
+#ifndef TPS_SERVER_SSE_H
+#define TPS_SERVER_SSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "server/openai.h"
+#include "server/sbuf.h"
+
+/* What every chunk of one response repeats. Strings are borrowed. */
+typedef struct sse_meta {
+    oai_kind kind;
+    const char *id;    /* "cmpl-..." / "chatcmpl-..." */
+    int64_t created;   /* Unix seconds (wall clock: a label) */
+    const char *model; /* the served model's id */
+} sse_meta;
+
+/* The timings object for a finished request, in milliseconds:
+ * {"queue_ms","prefill_ms","prompt_tokens","decode_ms","completion_tokens",
+ *  "ttft_ms","preemptions"}; phases that never started are 0. */
+void sse_timings_json(sbuf *b, const engine_timings *t);
+
+/* Chat only: the first event, delta {"role":"assistant","content":""}. */
+void sse_chunk_role(sbuf *b, const sse_meta *m);
+/* One token's event: its text (possibly empty) and, as an extension, its id
+ * in choices[0].token_ids (token < 0: none). */
+void sse_chunk_text(sbuf *b, const sse_meta *m, const char *text, size_t n, int32_t token);
+/* The last choice event: empty text/delta, finish_reason and timings. */
+void sse_chunk_finish(sbuf *b, const sse_meta *m, const char *finish_reason,
+                      const engine_timings *t);
+/* stream_options.include_usage: choices [], usage and timings. */
+void sse_chunk_usage(sbuf *b, const sse_meta *m, uint32_t prompt_tokens, uint32_t completion_tokens,
+                     const engine_timings *t);
+/* An error in the middle of a stream: data: {"error": {...}}. */
+void sse_error(sbuf *b, const oai_error *e);
+void sse_done(sbuf *b);
+
+/* Non-streamed response: one choice with the whole text, usage, timings. */
+void sse_body_full(sbuf *b, const sse_meta *m, const char *text, size_t n,
+                   const char *finish_reason, uint32_t prompt_tokens, uint32_t completion_tokens,
+                   const engine_timings *t);
+
+#endif

@@ -1,0 +1,1088 @@
+/* End-to-end tests of `tps serve`: a real server on an ephemeral 127.0.0.1
+ * port (in-process, or the tps binary for SIGTERM), driven with libcurl.
+ * Model: ../shared/models/stories260K.gguf; greedy outputs are checked
+ * against ../shared/reference/stories260K_greedy.json (llama.cpp) and
+ * against `tps generate`. Every loop is bounded; only 127.0.0.1 is used. */
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "server/openai.h"
+#include "server/server.h"
+#include "support/test_support.h"
+
+#define MODEL "models/stories260K.gguf"
+#define REF   "reference/stories260K_greedy.json"
+
+/* ---------------------------------------------------------------------------
+ * Server fixture
+ * ------------------------------------------------------------------------- */
+
+typedef struct fixture {
+    server *s;
+    int port;
+    FILE *log;
+    char *model;
+} fixture;
+
+static void defaults(server_config *c, fixture *f) {
+    server_config_default(c);
+    f->model = shared_path(MODEL);
+    f->log = getenv("TPS_TEST_LOG") ? fdopen(dup(2), "w") : fopen("/dev/null", "w");
+    c->model_path = f->model;
+    c->port = 0;
+    c->log = f->log;
+    c->engine.n_threads = 1;
+}
+
+static void start(fixture *f, const server_config *c, bool load) {
+    tps_err err = {{0}};
+    cr_assert_eq(server_create(&f->s, c, &err), 0, "server_create: %s", err.msg);
+    cr_assert_eq(server_start(f->s, &err), 0, "server_start: %s", err.msg);
+    if (load) cr_assert_eq(server_load(f->s, &err), 0, "server_load: %s", err.msg);
+    f->port = server_port(f->s);
+    cr_assert_gt(f->port, 0);
+}
+
+static void start_default(fixture *f) {
+    server_config c;
+    defaults(&c, f);
+    start(f, &c, true);
+}
+
+static void finish(fixture *f) {
+    server_free(f->s);
+    fclose(f->log);
+    free(f->model);
+}
+
+/* ---------------------------------------------------------------------------
+ * HTTP client (libcurl)
+ * ------------------------------------------------------------------------- */
+
+typedef struct resp {
+    long status;
+    char *body;
+    size_t len, cap;
+    char headers[4096];
+    size_t hlen;
+    size_t abort_after; /* close the connection after this many body bytes (0: never) */
+} resp;
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
+    resp *r = ud;
+    size_t k = sz * n;
+    if (r->len + k + 1 > r->cap) {
+        r->cap = (r->len + k + 1) * 2;
+        r->body = realloc(r->body, r->cap);
+    }
+    memcpy(r->body + r->len, p, k);
+    r->len += k;
+    r->body[r->len] = 0;
+    if (r->abort_after && r->len >= r->abort_after) return 0;
+    return k;
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
+    resp *r = ud;
+    size_t k = sz * n;
+    if (r->hlen + k < sizeof r->headers) {
+        memcpy(r->headers + r->hlen, p, k);
+        r->hlen += k;
+        r->headers[r->hlen] = 0;
+    }
+    return k;
+}
+
+static CURL *easy(int port, const char *method, const char *path, const char *body,
+                  const char *auth, resp *r, struct curl_slist **hdrs) {
+    CURL *h = curl_easy_init();
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    if (auth) {
+        char a[256];
+        snprintf(a, sizeof a, "Authorization: Bearer %s", auth);
+        *hdrs = curl_slist_append(*hdrs, a);
+    }
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    return h;
+}
+
+static long http(int port, const char *method, const char *path, const char *body, const char *auth,
+                 resp *r) {
+    struct curl_slist *hdrs = NULL;
+    CURL *h = easy(port, method, path, body, auth, r, &hdrs);
+    CURLcode cc = curl_easy_perform(h);
+    if (cc == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_cleanup(h);
+    curl_slist_free_all(hdrs);
+    return cc == CURLE_OK ? r->status : -(long)cc;
+}
+
+static void resp_free(resp *r) {
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+/* Parses body as JSON (asserting it is) */
+static json_t *body_json(const resp *r) {
+    json_error_t je;
+    json_t *j = json_loads(r->body ? r->body : "", 0, &je);
+    cr_assert(j, "response is not JSON (%s): %s", je.text, r->body ? r->body : "");
+    return j;
+}
+
+/* Checks an OpenAI-shaped error and returns its message (borrowed). */
+static const char *expect_error(json_t *j, const char *param) {
+    json_t *e = json_object_get(j, "error");
+    cr_assert(json_is_object(e), "no error object");
+    cr_assert(json_is_string(json_object_get(e, "message")));
+    cr_assert(json_is_string(json_object_get(e, "type")));
+    cr_assert(json_object_get(e, "param") && json_object_get(e, "code"));
+    if (param) {
+        json_t *p = json_object_get(e, "param");
+        cr_assert(json_is_string(p) && !strcmp(json_string_value(p), param),
+                  "param is %s, expected %s", json_is_string(p) ? json_string_value(p) : "null",
+                  param);
+    }
+    return json_string_value(json_object_get(e, "message"));
+}
+
+/* ---------------------------------------------------------------------------
+ * SSE stream parsing
+ * ------------------------------------------------------------------------- */
+
+typedef struct stream {
+    int32_t ids[1024];
+    size_t n_ids;
+    size_t n_text_events;
+    char text[16384];
+    size_t text_len;
+    char finish[32];
+    bool done, role_first, has_timings;
+    long usage_completion, usage_prompt;
+    long timings_completion;
+} stream;
+
+static void parse_stream(const char *body, oai_kind kind, stream *st) {
+    memset(st, 0, sizeof *st);
+    st->usage_completion = st->usage_prompt = -1;
+    const char *p = body;
+    int n = 0;
+    while (p && *p && n++ < 4096) {
+        const char *end = strstr(p, "\n\n");
+        cr_assert(end, "event without its blank line: %s", p);
+        cr_assert(!strncmp(p, "data: ", 6), "event is not 'data: ': %.40s", p);
+        const char *d = p + 6;
+        size_t dl = (size_t)(end - d);
+        p = end + 2;
+        cr_assert(!st->done, "event after [DONE]");
+        if (dl == 6 && !memcmp(d, "[DONE]", 6)) {
+            st->done = true;
+            continue;
+        }
+        json_error_t je;
+        json_t *j = json_loadb(d, dl, 0, &je);
+        cr_assert(j, "event is not JSON: %.*s", (int)dl, d);
+        cr_assert_str_eq(json_string_value(json_object_get(j, "object")),
+                         kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion");
+        json_t *ch = json_object_get(j, "choices");
+        cr_assert(json_is_array(ch));
+        json_t *u = json_object_get(j, "usage");
+        if (u) {
+            cr_assert_eq(json_array_size(ch), 0);
+            st->usage_completion =
+                (long)json_integer_value(json_object_get(u, "completion_tokens"));
+            st->usage_prompt = (long)json_integer_value(json_object_get(u, "prompt_tokens"));
+        }
+        json_t *tm = json_object_get(j, "timings");
+        if (tm) {
+            st->has_timings = true;
+            st->timings_completion =
+                (long)json_integer_value(json_object_get(tm, "completion_tokens"));
+        }
+        json_t *c0 = json_array_get(ch, 0);
+        if (c0) {
+            json_t *fr = json_object_get(c0, "finish_reason");
+            if (json_is_string(fr))
+                snprintf(st->finish, sizeof st->finish, "%s", json_string_value(fr));
+            json_t *txt = kind == OAI_CHAT
+                              ? json_object_get(json_object_get(c0, "delta"), "content")
+                              : json_object_get(c0, "text");
+            if (kind == OAI_CHAT && json_object_get(json_object_get(c0, "delta"), "role")) {
+                if (st->n_ids == 0 && st->n_text_events == 0) st->role_first = true;
+            } else if (json_is_string(txt)) {
+                size_t l = json_string_length(txt);
+                cr_assert(st->text_len + l < sizeof st->text);
+                memcpy(st->text + st->text_len, json_string_value(txt), l);
+                st->text_len += l;
+                st->text[st->text_len] = 0;
+                if (!json_is_string(fr)) st->n_text_events++;
+            }
+            json_t *ids = json_object_get(c0, "token_ids");
+            size_t i;
+            json_t *id;
+            json_array_foreach(ids, i, id) {
+                cr_assert(st->n_ids < 1024);
+                st->ids[st->n_ids++] = (int32_t)json_integer_value(id);
+            }
+        }
+        json_decref(j);
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Reference data
+ * ------------------------------------------------------------------------- */
+
+static json_t *load_ref(void) {
+    char *p = shared_path(REF);
+    json_error_t je;
+    json_t *j = json_load_file(p, 0, &je);
+    free(p);
+    cr_assert(j, "cannot read %s: %s", REF, je.text);
+    return j;
+}
+
+static char *completion_body(const char *prompt, int max_tokens, bool stream_, bool usage) {
+    json_t *b = json_pack("{s:s, s:i, s:f, s:b, s:b}", "prompt", prompt, "max_tokens", max_tokens,
+                          "temperature", 0.0, "stream", stream_, "ignore_eos", 1);
+    if (usage) json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
+    char *s = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
+    return s;
+}
+
+/* ---------------------------------------------------------------------------
+ * Completions: exactness
+ * ------------------------------------------------------------------------- */
+
+Test(server, streamed_greedy_tokens_equal_reference_and_usage_counts_them, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    REQUIRE_SHARED(REF);
+    fixture f;
+    start_default(&f);
+    json_t *ref = load_ref();
+    size_t i;
+    json_t *cs;
+    json_array_foreach(json_object_get(ref, "cases"), i, cs) {
+        const char *prompt = json_string_value(json_object_get(cs, "prompt"));
+        json_t *gen = json_object_get(cs, "generated_ids");
+        char *body = completion_body(prompt, 64, true, true);
+        resp r = {0};
+        cr_assert_eq(http(f.port, "POST", "/v1/completions", body, NULL, &r), 200);
+        cr_assert(strstr(r.headers, "text/event-stream"));
+        stream st;
+        parse_stream(r.body, OAI_COMPLETION, &st);
+        cr_assert(st.done, "no [DONE]");
+        cr_assert_eq(st.n_ids, json_array_size(gen), "case %zu: %zu ids", i, st.n_ids);
+        for (size_t k = 0; k < st.n_ids; k++)
+            cr_assert_eq(st.ids[k], json_integer_value(json_array_get(gen, k)),
+                         "case %zu ('%s'): token %zu", i, prompt, k);
+        cr_assert_str_eq(st.text, json_string_value(json_object_get(cs, "generated_text")));
+        cr_assert_eq(st.usage_completion, (long)st.n_ids);
+        cr_assert_eq(st.usage_completion, (long)st.n_text_events);
+        cr_assert_eq(st.usage_prompt, (long)json_array_size(json_object_get(cs, "prompt_ids")));
+        cr_assert_eq(st.timings_completion, 64);
+        cr_assert_str_eq(st.finish, "length");
+        free(body);
+        resp_free(&r);
+    }
+    json_decref(ref);
+    finish(&f);
+}
+
+Test(server, streamed_greedy_tokens_equal_tps_generate, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    start_default(&f);
+    const char *prompt = "The little dog";
+    char *mp = shared_path(MODEL);
+    char args[1024];
+    snprintf(args, sizeof args, "generate -m '%s' -p '%s' -n 40 --json", mp, prompt);
+    char *out = NULL;
+    int rc = run_tps(args, false, &out);
+    free(mp);
+    if (rc != 0 || !strchr(out, '{')) {
+        free(out);
+        finish(&f);
+        cr_skip_test("tps generate --json is not available (rc %d)", rc);
+    }
+    json_error_t je;
+    json_t *g = json_loads(strchr(out, '{'), JSON_DISABLE_EOF_CHECK, &je);
+    cr_assert(g, "tps generate output is not JSON: %s", out);
+    json_t *toks = json_object_get(g, "tokens");
+    char *body = completion_body(prompt, 40, true, false);
+    resp r = {0};
+    cr_assert_eq(http(f.port, "POST", "/v1/completions", body, NULL, &r), 200);
+    stream st;
+    parse_stream(r.body, OAI_COMPLETION, &st);
+    /* generate stops at EOS; the server was told ignore_eos: compare the prefix */
+    cr_assert_geq(st.n_ids, json_array_size(toks));
+    cr_assert_gt(json_array_size(toks), 0);
+    for (size_t k = 0; k < json_array_size(toks); k++)
+        cr_assert_eq(st.ids[k], json_integer_value(json_array_get(toks, k)), "token %zu", k);
+    json_decref(g);
+    free(out);
+    free(body);
+    resp_free(&r);
+    finish(&f);
+}
+
+Test(server, non_streamed_completion_has_usage_and_timings, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    REQUIRE_SHARED(REF);
+    fixture f;
+    start_default(&f);
+    json_t *ref = load_ref();
+    json_t *cs = json_array_get(json_object_get(ref, "cases"), 0);
+    char *body =
+        completion_body(json_string_value(json_object_get(cs, "prompt")), 64, false, false);
+    resp r = {0};
+    cr_assert_eq(http(f.port, "POST", "/v1/completions", body, NULL, &r), 200);
+    json_t *j = body_json(&r);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "object")), "text_completion");
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(c0, "text")),
+                     json_string_value(json_object_get(cs, "generated_text")));
+    cr_assert_str_eq(json_string_value(json_object_get(c0, "finish_reason")), "length");
+    json_t *u = json_object_get(j, "usage");
+    cr_assert_eq(json_integer_value(json_object_get(u, "completion_tokens")), 64);
+    cr_assert_eq(json_integer_value(json_object_get(u, "total_tokens")),
+                 64 + (json_int_t)json_array_size(json_object_get(cs, "prompt_ids")));
+    json_t *t = json_object_get(j, "timings");
+    static const char *const keys[] = {"queue_ms",   "prefill_ms",        "prompt_tokens",
+                                       "decode_ms",  "completion_tokens", "ttft_ms",
+                                       "preemptions"};
+    for (size_t k = 0; k < 7; k++)
+        cr_assert(json_is_number(json_object_get(t, keys[k])), "timings.%s missing", keys[k]);
+    cr_assert_eq(json_integer_value(json_object_get(t, "completion_tokens")), 64);
+    json_decref(j);
+    json_decref(ref);
+    free(body);
+    resp_free(&r);
+    finish(&f);
+}
+
+Test(server, prompt_as_token_ids_equals_prompt_as_text, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    start_default(&f);
+    resp a = {0}, b = {0};
+    cr_assert_eq(http(f.port, "POST", "/v1/completions",
+                      "{\"prompt\":\"Once upon a time\",\"max_tokens\":12,\"temperature\":0}", NULL,
+                      &a),
+                 200);
+    cr_assert_eq(http(f.port, "POST", "/v1/completions",
+                      "{\"prompt\":[1,403,407,261,378],\"max_tokens\":12,\"temperature\":0}", NULL,
+                      &b),
+                 200);
+    json_t *ja = body_json(&a), *jb = body_json(&b);
+    cr_assert_str_eq(json_string_value(json_object_get(
+                         json_array_get(json_object_get(ja, "choices"), 0), "text")),
+                     json_string_value(json_object_get(
+                         json_array_get(json_object_get(jb, "choices"), 0), "text")));
+    json_decref(ja);
+    json_decref(jb);
+    resp_free(&a);
+    resp_free(&b);
+    finish(&f);
+}
+
+Test(server, chat_streams_role_then_content_then_finish, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    start_default(&f);
+    const char *body = "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                       "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]}],"
+                       "\"max_tokens\":10,\"temperature\":0,\"stream\":true,\"ignore_eos\":true,"
+                       "\"stream_options\":{\"include_usage\":true}}";
+    resp r = {0};
+    cr_assert_eq(http(f.port, "POST", "/v1/chat/completions", body, NULL, &r), 200);
+    stream st;
+    parse_stream(r.body, OAI_CHAT, &st);
+    cr_assert(st.done && st.role_first && st.has_timings);
+    cr_assert_eq(st.n_ids, 10);
+    cr_assert_eq(st.usage_completion, 10);
+    cr_assert_str_eq(st.finish, "length");
+    /* the same request, not streamed, gives the same text */
+    const char *nb = "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                     "{\"role\":\"user\",\"content\":\"Hi\"}],\"max_completion_tokens\":10,"
+                     "\"temperature\":0,\"ignore_eos\":true}";
+    resp r2 = {0};
+    cr_assert_eq(http(f.port, "POST", "/v1/chat/completions", nb, NULL, &r2), 200);
+    json_t *j = body_json(&r2);
+    json_t *msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+    cr_assert_str_eq(json_string_value(json_object_get(msg, "role")), "assistant");
+    cr_assert_str_eq(json_string_value(json_object_get(msg, "content")), st.text);
+    json_decref(j);
+    resp_free(&r);
+    resp_free(&r2);
+    finish(&f);
+}
+
+/* ---------------------------------------------------------------------------
+ * Concurrency: 32 streams at once equal the same requests alone
+ * ------------------------------------------------------------------------- */
+
+#define N_CONC 32
+
+Test(server, concurrent_32_streams_equal_solo_runs, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    start_default(&f);
+    static const char *const prompts[] = {"Once upon a time", "Lily and Tom",  "The sun",
+                                          "One day, a big",   "She was happy", ""};
+    char *bodies[N_CONC];
+    stream *solo = calloc(N_CONC, sizeof *solo);
+    for (int i = 0; i < N_CONC; i++) {
+        bodies[i] = completion_body(prompts[i % 6], 12 + (i * 7) % 29, true, false);
+        resp r = {0};
+        cr_assert_eq(http(f.port, "POST", "/v1/completions", bodies[i], NULL, &r), 200);
+        parse_stream(r.body, OAI_COMPLETION, &solo[i]);
+        resp_free(&r);
+    }
+    CURLM *m = curl_multi_init();
+    CURL *hs[N_CONC];
+    resp rs[N_CONC];
+    struct curl_slist *hd[N_CONC];
+    memset(rs, 0, sizeof rs);
+    for (int i = 0; i < N_CONC; i++) {
+        hs[i] = easy(f.port, "POST", "/v1/completions", bodies[i], NULL, &rs[i], &hd[i]);
+        curl_multi_add_handle(m, hs[i]);
+    }
+    int running = 1;
+    for (int it = 0; running && it < 100000; it++) {
+        curl_multi_perform(m, &running);
+        if (running) curl_multi_poll(m, NULL, 0, 100, NULL);
+    }
+    cr_assert_eq(running, 0);
+    stream *st = malloc(sizeof *st);
+    for (int i = 0; i < N_CONC; i++) {
+        long code = 0;
+        curl_easy_getinfo(hs[i], CURLINFO_RESPONSE_CODE, &code);
+        cr_assert_eq(code, 200);
+        parse_stream(rs[i].body, OAI_COMPLETION, st);
+        cr_assert(st->done);
+        cr_assert_eq(st->n_ids, solo[i].n_ids, "request %d", i);
+        cr_assert_eq(memcmp(st->ids, solo[i].ids, st->n_ids * sizeof st->ids[0]), 0,
+                     "request %d differs from its solo run", i);
+        cr_assert_str_eq(st->text, solo[i].text);
+        curl_multi_remove_handle(m, hs[i]);
+        curl_easy_cleanup(hs[i]);
+        curl_slist_free_all(hd[i]);
+        resp_free(&rs[i]);
+        free(bodies[i]);
+    }
+    free(st);
+    free(solo);
+    curl_multi_cleanup(m);
+    finish(&f);
+}
+
+/* ---------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------- */
+
+static void expect_status(int port, const char *method, const char *path, const char *body,
+                          const char *auth, long status, const char *param, const char *msg_has) {
+    resp r = {0};
+    cr_assert_eq(http(port, method, path, body, auth, &r), status, "%s %s: got %ld: %s", method,
+                 path, r.status, r.body ? r.body : "");
+    json_t *j = body_json(&r);
+    const char *m = expect_error(j, param);
+    if (msg_has) cr_assert(strstr(m, msg_has), "message '%s' lacks '%s'", m, msg_has);
+    json_decref(j);
+    resp_free(&r);
+}
+
+Test(server, bad_requests_get_openai_shaped_errors, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    start_default(&f);
+    int p = f.port;
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\": \"x\",\n \"max_tokens\": }", NULL,
+                  400, NULL, "line 2, column");
+    expect_status(p, "POST", "/v1/completions", "[1,2]", NULL, 400, NULL, "JSON object");
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"temperature\":\"hot\"}", NULL,
+                  400, "temperature", NULL);
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"top_p\":1.5}", NULL, 400,
+                  "top_p", NULL);
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":\"9\"}", NULL,
+                  400, "max_tokens", NULL);
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"stream\":1}", NULL, 400,
+                  "stream", NULL);
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"stop\":[1]}", NULL, 400,
+                  "stop", NULL);
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":{}}", NULL, 400, "prompt", NULL);
+    expect_status(p, "POST", "/v1/completions", "{\"max_tokens\":3}", NULL, 400, "prompt", NULL);
+    expect_status(p, "POST", "/v1/chat/completions", "{\"messages\":\"hi\"}", NULL, 400, "messages",
+                  NULL);
+    expect_status(p, "POST", "/v1/chat/completions", "{\"messages\":[{\"content\":\"hi\"}]}", NULL,
+                  400, "messages[0].role", NULL);
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":2}", NULL, 400, "n",
+                  "not supported");
+    expect_status(p, "POST", "/v1/chat/completions",
+                  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", NULL,
+                  400, "tools", "not supported");
+    expect_status(p, "POST", "/v1/chat/completions",
+                  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}", NULL,
+                  400, "logprobs", "not supported");
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":[1, 99999]}", NULL, 400, "prompt",
+                  NULL);
+    expect_status(p, "GET", "/v2/nothing", NULL, NULL, 404, NULL, NULL);
+    expect_status(p, "GET", "/v1/completions", NULL, NULL, 405, NULL, "POST");
+    expect_status(p, "POST", "/health", "{}", NULL, 405, NULL, "GET");
+    /* unknown fields are ignored, like OpenAI */
+    resp r = {0};
+    cr_assert_eq(http(p, "POST", "/v1/completions",
+                      "{\"prompt\":\"x\",\"max_tokens\":2,\"user\":\"u\",\"frobnicate\":[1]}", NULL,
+                      &r),
+                 200);
+    resp_free(&r);
+    finish(&f);
+}
+
+Test(server, prompt_longer_than_context_is_400_naming_both_numbers, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    start_default(&f);
+    /* 600 token ids > the context of 512 */
+    char *body = malloc(8192);
+    size_t n = (size_t)sprintf(body, "{\"prompt\":[1");
+    for (int i = 1; i < 600; i++)
+        n += (size_t)sprintf(body + n, ",%d", 300 + i % 100);
+    sprintf(body + n, "],\"max_tokens\":4}");
+    expect_status(f.port, "POST", "/v1/completions", body, NULL, 400, "prompt", "600");
+    resp r = {0};
+    http(f.port, "POST", "/v1/completions", body, NULL, &r);
+    cr_assert(strstr(r.body, "512"), "message lacks the context: %s", r.body);
+    cr_assert(strstr(r.body, "context_length_exceeded"));
+    resp_free(&r);
+    free(body);
+    finish(&f);
+}
+
+Test(server, api_key_is_required_when_set, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    server_config c;
+    defaults(&c, &f);
+    c.api_key = "s3cret-key";
+    start(&f, &c, true);
+    const char *b = "{\"prompt\":\"x\",\"max_tokens\":2}";
+    expect_status(f.port, "POST", "/v1/completions", b, NULL, 401, NULL, "API key");
+    expect_status(f.port, "POST", "/v1/completions", b, "s3cret-kez", 401, NULL, NULL);
+    expect_status(f.port, "POST", "/v1/completions", b, "s3cret-key-longer", 401, NULL, NULL);
+    expect_status(f.port, "GET", "/v1/models", NULL, "wrong", 401, NULL, NULL);
+    resp r = {0};
+    cr_assert_eq(http(f.port, "POST", "/v1/completions", b, "s3cret-key", &r), 200);
+    resp_free(&r);
+    cr_assert_eq(http(f.port, "GET", "/health", NULL, NULL, &r), 200); /* open */
+    resp_free(&r);
+    finish(&f);
+}
+
+Test(server, body_over_the_limit_is_413, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    server_config c;
+    defaults(&c, &f);
+    c.max_body_bytes = 1024;
+    start(&f, &c, true);
+    char *big = malloc(2000);
+    memset(big, 'a', 1999);
+    big[1999] = 0;
+    memcpy(big, "{\"prompt\":\"", 11);
+    memcpy(big + 1997, "\"}", 2);
+    expect_status(f.port, "POST", "/v1/completions", big, NULL, 413, NULL, "1024");
+    /* far over: evhttp refuses it before reading it; still 413 */
+    char *huge = malloc(100000);
+    memset(huge, 'a', 99999);
+    huge[99999] = 0;
+    resp r = {0};
+    long st = http(f.port, "POST", "/v1/completions", huge, NULL, &r);
+    cr_assert(st == 413 || st < 0, "got %ld", st); /* 413, or the connection closed on us */
+    resp_free(&r);
+    free(big);
+    free(huge);
+    finish(&f);
+}
+
+Test(server, queue_full_is_429_with_retry_after, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    server_config c;
+    defaults(&c, &f);
+    c.engine.max_seqs = 1;
+    c.engine.max_queue = 1;
+    start(&f, &c, true);
+    /* Long streams: the first runs, the second waits, later ones are refused. */
+    char *body = completion_body("Once upon a time", 200, true, false);
+    CURLM *m = curl_multi_init();
+    enum { N = 4 };
+    CURL *hs[N];
+    resp rs[N];
+    struct curl_slist *hd[N];
+    memset(rs, 0, sizeof rs);
+    int running = 0, n_429 = 0, n_200 = 0;
+    for (int i = 0; i < N; i++) {
+        hs[i] = easy(f.port, "POST", "/v1/completions", body, NULL, &rs[i], &hd[i]);
+        curl_multi_add_handle(m, hs[i]);
+        /* let request i reach the server before the next one */
+        for (int it = 0; it < 20; it++) {
+            curl_multi_perform(m, &running);
+            curl_multi_poll(m, NULL, 0, 5, NULL);
+        }
+    }
+    for (int it = 0; running && it < 100000; it++) {
+        curl_multi_perform(m, &running);
+        if (running) curl_multi_poll(m, NULL, 0, 100, NULL);
+    }
+    for (int i = 0; i < N; i++) {
+        long code = 0;
+        curl_easy_getinfo(hs[i], CURLINFO_RESPONSE_CODE, &code);
+        if (code == 429) {
+            n_429++;
+            cr_assert(strstr(rs[i].headers, "Retry-After:"), "429 without Retry-After");
+            json_t *j = body_json(&rs[i]);
+            expect_error(j, NULL);
+            json_decref(j);
+        } else {
+            cr_assert_eq(code, 200);
+            n_200++;
+        }
+        curl_multi_remove_handle(m, hs[i]);
+        curl_easy_cleanup(hs[i]);
+        curl_slist_free_all(hd[i]);
+        resp_free(&rs[i]);
+    }
+    cr_assert_geq(n_429, 1, "no request was refused");
+    cr_assert_geq(n_200, 2);
+    curl_multi_cleanup(m);
+    free(body);
+    finish(&f);
+}
+
+Test(server, health_and_completions_are_503_while_loading, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    server_config c;
+    defaults(&c, &f);
+    start(&f, &c, false);
+    expect_status(f.port, "GET", "/health", NULL, NULL, 503, NULL, "loading");
+    expect_status(f.port, "POST", "/v1/completions", "{\"prompt\":\"x\"}", NULL, 503, NULL, NULL);
+    tps_err err = {{0}};
+    cr_assert_eq(server_load(f.s, &err), 0, "%s", err.msg);
+    resp r = {0};
+    cr_assert_eq(http(f.port, "GET", "/health", NULL, NULL, &r), 200);
+    resp_free(&r);
+    cr_assert_eq(http(f.port, "GET", "/v1/models", NULL, NULL, &r), 200);
+    json_t *j = body_json(&r);
+    cr_assert_str_eq(
+        json_string_value(json_object_get(json_array_get(json_object_get(j, "data"), 0), "id")),
+        "stories260K.gguf");
+    json_decref(j);
+    resp_free(&r);
+    finish(&f);
+}
+
+/* ---------------------------------------------------------------------------
+ * Disconnects free the KV cache
+ * ------------------------------------------------------------------------- */
+
+static bool wait_idle(server *s, uint64_t cancelled_before, int ms) {
+    for (int i = 0; i < ms / 10; i++) {
+        engine_stats st;
+        engine_get_stats(server_engine(s), &st);
+        if (st.kv_blocks_used == 0 && st.requests_running == 0 && st.requests_waiting == 0 &&
+            st.requests_total[ENGINE_FINISH_CANCELLED] > cancelled_before)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    server_config c;
+    defaults(&c, &f);
+    c.engine.max_seqs = 1; /* so the stream cannot finish before the client leaves */
+    start(&f, &c, true);
+    engine_stats st0;
+    engine_get_stats(server_engine(f.s), &st0);
+    char *body = completion_body("Once upon a time", 480, true, false);
+    resp r = {.abort_after = 600};
+    long rc = http(f.port, "POST", "/v1/completions", body, NULL, &r);
+    cr_assert_lt(rc, 0, "the client should have aborted");
+    cr_assert(wait_idle(f.s, st0.requests_total[ENGINE_FINISH_CANCELLED], 5000),
+              "KV blocks not returned after the client left");
+    resp_free(&r);
+    /* A non-streamed request whose client gives up before the answer. */
+    engine_get_stats(server_engine(f.s), &st0);
+    char *nb = completion_body("Once upon a time", 480, false, false);
+    struct curl_slist *hd = NULL;
+    resp r2 = {0};
+    CURL *h = easy(f.port, "POST", "/v1/completions", nb, NULL, &r2, &hd);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5L);
+    curl_easy_perform(h);
+    curl_easy_cleanup(h);
+    curl_slist_free_all(hd);
+    engine_stats st1;
+    engine_get_stats(server_engine(f.s), &st1);
+    /* it may have finished already under 5 ms; if not, it must be cancelled */
+    if (st1.requests_total[ENGINE_FINISH_LENGTH] == st0.requests_total[ENGINE_FINISH_LENGTH])
+        cr_assert(wait_idle(f.s, st0.requests_total[ENGINE_FINISH_CANCELLED], 5000),
+                  "non-streamed request not cancelled after its client left");
+    resp_free(&r2);
+    /* the server still serves */
+    resp r3 = {0};
+    cr_assert_eq(
+        http(f.port, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", NULL, &r3),
+        200);
+    resp_free(&r3);
+    free(body);
+    free(nb);
+    finish(&f);
+}
+
+/* ---------------------------------------------------------------------------
+ * /metrics
+ * ------------------------------------------------------------------------- */
+
+/* Parses Prometheus text 0.0.4 strictly enough to catch format errors;
+ * returns the value of the sample whose name+labels equal key, or -1. */
+static double prom_get(const char *text, const char *key) {
+    double found = -1;
+    const char *p = text;
+    int lines = 0;
+    while (*p && lines++ < 100000) {
+        const char *eol = strchr(p, '\n');
+        cr_assert(eol, "metrics text must end with a newline");
+        size_t n = (size_t)(eol - p);
+        char line[512];
+        cr_assert_lt(n, sizeof line);
+        memcpy(line, p, n);
+        line[n] = 0;
+        p = eol + 1;
+        if (line[0] == '#') {
+            cr_assert(!strncmp(line, "# HELP ", 7) || !strncmp(line, "# TYPE ", 7), "%s", line);
+            continue;
+        }
+        char *sp = strrchr(line, ' ');
+        cr_assert(sp, "sample without a value: %s", line);
+        *sp = 0;
+        char *end;
+        double v = strtod(sp + 1, &end);
+        cr_assert(*end == 0 || !strcmp(sp + 1, "+Inf"), "bad value in '%s'", line);
+        for (char *c = line; *c && *c != '{'; c++)
+            cr_assert(*c == ':' || *c == '_' || (*c >= 'a' && *c <= 'z') ||
+                          (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'),
+                      "bad metric name '%s'", line);
+        if (!strcmp(line, key)) found = v;
+    }
+    return found;
+}
+
+Test(server, metrics_parse_and_counters_move_by_the_tokens_served, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    start_default(&f);
+    resp m0 = {0}, m1 = {0}, r = {0};
+    cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m0), 200);
+    cr_assert(strstr(m0.headers, "text/plain; version=0.0.4"));
+    char *body = completion_body("Once upon a time", 23, true, true);
+    cr_assert_eq(http(f.port, "POST", "/v1/completions", body, NULL, &r), 200);
+    stream st;
+    parse_stream(r.body, OAI_COMPLETION, &st);
+    cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m1), 200);
+    double g0 = prom_get(m0.body, "tps:generation_tokens_total");
+    double g1 = prom_get(m1.body, "tps:generation_tokens_total");
+    cr_assert_eq(g1 - g0, (double)st.n_ids, "generation tokens moved by %g, served %zu", g1 - g0,
+                 st.n_ids);
+    cr_assert_eq(prom_get(m1.body, "tps:prompt_tokens_total") -
+                     prom_get(m0.body, "tps:prompt_tokens_total"),
+                 5.0);
+    cr_assert_eq(prom_get(m1.body, "tps:requests_total{finish_reason=\"length\"}") -
+                     prom_get(m0.body, "tps:requests_total{finish_reason=\"length\"}"),
+                 1.0);
+    cr_assert_eq(prom_get(m1.body, "tps:time_to_first_token_seconds_count"), 1.0);
+    cr_assert_eq(prom_get(m1.body, "tps:inter_token_latency_seconds_count"), 22.0);
+    cr_assert_eq(prom_get(m1.body, "tps:e2e_request_latency_seconds_count"), 1.0);
+    cr_assert_eq(prom_get(m1.body, "tps:e2e_request_latency_seconds_bucket{le=\"+Inf\"}"), 1.0);
+    cr_assert_geq(prom_get(m1.body, "tps:steps_total"), 23.0);
+    cr_assert_geq(prom_get(m1.body, "tps:step_duration_seconds_count"), 23.0);
+    cr_assert_geq(prom_get(m1.body, "tps:tokens_per_step_count"), 23.0);
+    cr_assert_eq(prom_get(m1.body, "tps:requests_running"), 0.0);
+    cr_assert_eq(prom_get(m1.body, "tps:kv_cache_usage_ratio"), 0.0);
+    free(body);
+    resp_free(&m0);
+    resp_free(&m1);
+    resp_free(&r);
+    finish(&f);
+}
+
+/* ---------------------------------------------------------------------------
+ * /tokenize, /detokenize
+ * ------------------------------------------------------------------------- */
+
+Test(server, tokenize_and_detokenize_like_llama_cpp, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    start_default(&f);
+    resp r = {0};
+    cr_assert_eq(http(f.port, "POST", "/tokenize",
+                      "{\"content\":\"Once upon a time\",\"add_special\":true}", NULL, &r),
+                 200);
+    cr_assert_str_eq(r.body, "{\"tokens\":[1,403,407,261,378]}");
+    resp_free(&r);
+    cr_assert_eq(http(f.port, "POST", "/tokenize", "{\"content\":\"Once upon a time\"}", NULL, &r),
+                 200);
+    cr_assert_str_eq(r.body, "{\"tokens\":[403,407,261,378]}");
+    resp_free(&r);
+    cr_assert_eq(http(f.port, "POST", "/detokenize", "{\"tokens\":[403,407,261,378]}", NULL, &r),
+                 200);
+    cr_assert_str_eq(r.body, "{\"content\":\" Once upon a time\"}");
+    resp_free(&r);
+    expect_status(f.port, "POST", "/detokenize", "{\"tokens\":[100000]}", NULL, 400, "tokens",
+                  NULL);
+    expect_status(f.port, "POST", "/tokenize", "{\"content\":5}", NULL, 400, "content", NULL);
+    finish(&f);
+}
+
+/* ---------------------------------------------------------------------------
+ * Draining
+ * ------------------------------------------------------------------------- */
+
+typedef struct bg_req {
+    int port;
+    char *body;
+    resp r;
+    long status;
+} bg_req;
+
+static void *bg_run(void *arg) {
+    bg_req *b = arg;
+    b->status = http(b->port, "POST", "/v1/completions", b->body, NULL, &b->r);
+    return NULL;
+}
+
+Test(server, drain_finishes_in_flight_and_refuses_new_requests, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    server_config c;
+    defaults(&c, &f);
+    c.engine.max_seqs = 1; /* the three requests run one after another */
+    start(&f, &c, true);
+    /* a keep-alive connection opened before the drain */
+    CURL *ka = curl_easy_init();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/health", f.port);
+    resp hr = {0};
+    curl_easy_setopt(ka, CURLOPT_URL, url);
+    curl_easy_setopt(ka, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(ka, CURLOPT_WRITEDATA, &hr);
+    curl_easy_setopt(ka, CURLOPT_TIMEOUT, 10L);
+    cr_assert_eq(curl_easy_perform(ka), CURLE_OK);
+    resp_free(&hr);
+
+    enum { N = 3 };
+    bg_req b[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        b[i] =
+            (bg_req){.port = f.port, .body = completion_body("Once upon a time", 160, true, true)};
+        pthread_create(&th[i], NULL, bg_run, &b[i]);
+    }
+    /* wait until all three are in the engine */
+    for (int i = 0; i < 500; i++) {
+        engine_stats st;
+        engine_get_stats(server_engine(f.s), &st);
+        if (st.requests_running + st.requests_waiting == N) break;
+        usleep(2000);
+    }
+    server_drain(f.s);
+    usleep(20000);
+    curl_easy_setopt(ka, CURLOPT_WRITEDATA, &hr);
+    CURLcode cc = curl_easy_perform(ka);
+    long code = 0;
+    curl_easy_getinfo(ka, CURLINFO_RESPONSE_CODE, &code);
+    cr_assert(cc != CURLE_OK || code == 503, "during the drain: %d %ld", cc, code);
+    curl_easy_cleanup(ka);
+    resp_free(&hr);
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(b[i].status, 200);
+        stream st;
+        parse_stream(b[i].r.body, OAI_COMPLETION, &st);
+        cr_assert(st.done, "request %d lost its end", i);
+        cr_assert_str_eq(st.finish, "length");
+        cr_assert_eq(st.usage_completion, 160);
+        resp_free(&b[i].r);
+        free(b[i].body);
+    }
+    cr_assert_eq(server_wait(f.s), 0);
+    /* the listening socket is closed */
+    resp r = {0};
+    cr_assert_lt(http(f.port, "GET", "/health", NULL, NULL, &r), 0);
+    resp_free(&r);
+    finish(&f);
+}
+
+/* The real binary: SIGTERM while a stream runs -> the stream completes, exit 0. */
+Test(server, sigterm_drains_and_exits_zero, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    char *model = shared_path(MODEL);
+    int errp[2];
+    cr_assert_eq(pipe(errp), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(errp[1], 2);
+        close(errp[0]);
+        execl(TPS_BIN, TPS_BIN, "serve", "-m", model, "--port", "0", "--threads", "1", "--max-seqs",
+              "1", (char *)NULL);
+        _exit(127);
+    }
+    close(errp[1]);
+    char log[8192] = {0};
+    size_t ll = 0;
+    int port = 0;
+    for (int i = 0; i < 200 && !port; i++) {
+        struct pollfd pf = {.fd = errp[0], .events = POLLIN};
+        if (poll(&pf, 1, 100) > 0) {
+            ssize_t k = read(errp[0], log + ll, sizeof log - 1 - ll);
+            if (k <= 0) break;
+            ll += (size_t)k;
+            const char *at = strstr(log, "listening on http://127.0.0.1:");
+            if (at) port = atoi(at + strlen("listening on http://127.0.0.1:"));
+        }
+    }
+    cr_assert_gt(port, 0, "the server did not start: %s", log);
+    bg_req b = {.port = port, .body = completion_body("Once upon a time", 240, true, true)};
+    bg_req b2 = {.port = port, .body = completion_body("Lily and Tom", 240, true, true)};
+    pthread_t th, th2;
+    pthread_create(&th, NULL, bg_run, &b);
+    pthread_create(&th2, NULL, bg_run, &b2);
+    /* SIGTERM once both are in the engine (one running, one waiting) */
+    bool both = false;
+    for (int i = 0; i < 2000 && !both; i++) {
+        resp m = {0};
+        if (http(port, "GET", "/metrics", NULL, NULL, &m) == 200)
+            both = prom_get(m.body, "tps:requests_running") +
+                       prom_get(m.body, "tps:requests_waiting") ==
+                   2.0;
+        resp_free(&m);
+        if (!both) usleep(1000);
+    }
+    kill(pid, SIGTERM);
+    cr_assert(both, "the two requests never reached the engine");
+    pthread_join(th, NULL);
+    pthread_join(th2, NULL);
+    int status = 0;
+    for (int i = 0; i < 1000 && waitpid(pid, &status, WNOHANG) == 0; i++)
+        usleep(10000);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
+    bg_req *bs[2] = {&b, &b2};
+    for (int i = 0; i < 2; i++) {
+        /* both were in flight at the signal: both finish whole */
+        cr_assert_eq(bs[i]->status, 200, "request %d: %ld", i, bs[i]->status);
+        stream st;
+        parse_stream(bs[i]->r.body, OAI_COMPLETION, &st);
+        cr_assert(st.done);
+        cr_assert_eq(st.usage_completion, 240);
+        resp_free(&bs[i]->r);
+        free(bs[i]->body);
+    }
+    close(errp[0]);
+    free(model);
+}
+
+/* ---------------------------------------------------------------------------
+ * Hostile clients
+ * ------------------------------------------------------------------------- */
+
+static int connect_local(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+Test(server, slowloris_client_is_dropped_after_the_timeout, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    server_config c;
+    defaults(&c, &f);
+    c.timeout_s = 1;
+    start(&f, &c, true);
+    int fd = connect_local(f.port);
+    const char *req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    send(fd, req, strlen(req), MSG_NOSIGNAL);
+    bool closed = false;
+    /* one byte every 200 ms: never idle long enough for a read timeout */
+    for (int i = 0; i < 20 && !closed; i++) {
+        usleep(200000);
+        if (send(fd, "a", 1, MSG_NOSIGNAL) < 0) closed = true;
+        char buf[64];
+        ssize_t k = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (k == 0) closed = true;
+    }
+    cr_assert(closed, "a client trickling its headers for 4 s was not dropped (timeout 1 s)");
+    close(fd);
+    resp r = {0};
+    cr_assert_eq(http(f.port, "GET", "/health", NULL, NULL, &r), 200);
+    resp_free(&r);
+    finish(&f);
+}
+
+Test(server, connections_over_the_limit_wait_and_are_served, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    fixture f;
+    server_config c;
+    defaults(&c, &f);
+    c.max_connections = 4;
+    start(&f, &c, true);
+    int fds[8];
+    for (int i = 0; i < 8; i++)
+        fds[i] = connect_local(f.port); /* idle: hold the slots */
+    usleep(150000);
+    /* the extra ones wait in the backlog; closing the idle ones lets them in */
+    bg_req b = {.port = f.port, .body = strdup("{\"prompt\":\"x\",\"max_tokens\":2}")};
+    pthread_t th;
+    pthread_create(&th, NULL, bg_run, &b);
+    usleep(150000);
+    for (int i = 0; i < 8; i++)
+        close(fds[i]);
+    pthread_join(th, NULL);
+    cr_assert_eq(b.status, 200);
+    resp_free(&b.r);
+    free(b.body);
+    finish(&f);
+}

@@ -1,0 +1,371 @@
+/* Unit tests of the server's pure parts: OpenAI request parsing and
+ * validation, error bodies, chat template recognition and rendering, SSE
+ * chunk shapes, the Prometheus writer and the JSON escaper. No sockets, no
+ * model. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "server/chat_template.h"
+#include "server/openai.h"
+#include "server/prom.h"
+#include "server/sbuf.h"
+#include "server/sse.h"
+
+static int parse(oai_request *r, oai_kind k, const char *body, oai_error *e) {
+    return oai_parse(r, k, body, strlen(body), e);
+}
+
+static void expect_bad(oai_kind k, const char *body, const char *param, const char *msg_has) {
+    oai_request r;
+    oai_error e;
+    cr_assert_neq(parse(&r, k, body, &e), 0, "accepted: %s", body);
+    cr_assert_eq(e.status, 400);
+    cr_assert_str_eq(e.param, param, "param for %s", body);
+    if (msg_has) cr_assert(strstr(e.message, msg_has), "'%s' lacks '%s'", e.message, msg_has);
+}
+
+/* ---------------------------------------------------------------------------
+ * oai_parse
+ * ------------------------------------------------------------------------- */
+
+Test(openai, completion_fields_map_to_the_request) {
+    oai_request r;
+    oai_error e;
+    cr_assert_eq(parse(&r, OAI_COMPLETION,
+                       "{\"model\":\"m\",\"prompt\":\"hi\",\"max_tokens\":7,\"temperature\":0.5,"
+                       "\"top_p\":0.9,\"top_k\":-1,\"min_p\":0.1,\"seed\":42,\"stop\":[\"a\",\"\","
+                       "\"bc\"],\"frequency_penalty\":0.5,\"presence_penalty\":-0.5,"
+                       "\"ignore_eos\":true,\"stream\":true,\"stream_options\":"
+                       "{\"include_usage\":true},\"n\":1,\"logprobs\":null,\"user\":\"x\"}",
+                       &e),
+                 0, "%s", e.message);
+    cr_assert_str_eq(r.model, "m");
+    cr_assert_eq(r.prompt_len, 2);
+    cr_assert(!r.prompt_is_ids);
+    cr_assert_eq(r.max_tokens, 7);
+    cr_assert_float_eq(r.sampling.temperature, 0.5f, 1e-6);
+    cr_assert_float_eq(r.sampling.top_p, 0.9f, 1e-6);
+    cr_assert_eq(r.sampling.top_k, 0);
+    cr_assert_eq(r.sampling.seed, 42);
+    cr_assert(r.sampling.ignore_eos);
+    cr_assert_eq(r.n_stop, 2); /* empty strings dropped */
+    cr_assert_str_eq(r.stop[1], "bc");
+    cr_assert(r.stream && r.include_usage);
+    oai_request_free(&r);
+}
+
+Test(openai, prompt_forms) {
+    oai_request r;
+    oai_error e;
+    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":[1,2,3]}", &e), 0);
+    cr_assert(r.prompt_is_ids && r.n_prompt_ids == 3 && r.prompt_ids[2] == 3);
+    oai_request_free(&r);
+    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":[[5,6]]}", &e), 0);
+    cr_assert(r.prompt_is_ids && r.n_prompt_ids == 2 && r.prompt_ids[0] == 5);
+    oai_request_free(&r);
+    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":[\"one\"]}", &e), 0);
+    cr_assert_str_eq(r.prompt, "one");
+    oai_request_free(&r);
+    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"\"}", &e), 0);
+    cr_assert_eq(r.prompt_len, 0);
+    oai_request_free(&r);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "prompt", "batched");
+    expect_bad(OAI_COMPLETION, "{\"prompt\":[1,-2]}", "prompt", "prompt[1]");
+    expect_bad(OAI_COMPLETION, "{\"prompt\":[1,\"x\"]}", "prompt", NULL);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":null}", "prompt", "required");
+}
+
+Test(openai, chat_messages_and_content_parts) {
+    oai_request r;
+    oai_error e;
+    cr_assert_eq(parse(&r, OAI_CHAT,
+                       "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\","
+                       "\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\","
+                       "\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":null}],"
+                       "\"max_completion_tokens\":3}",
+                       &e),
+                 0, "%s", e.message);
+    cr_assert_eq(r.n_msgs, 3);
+    cr_assert_str_eq(r.msgs[0].role, "system");
+    cr_assert_eq(r.msgs[1].content_len, 2);
+    cr_assert_eq(memcmp(r.msgs[1].content, "ab", 2), 0);
+    cr_assert_eq(r.msgs[2].content_len, 0);
+    cr_assert_eq(r.max_tokens, 3);
+    oai_request_free(&r);
+    expect_bad(OAI_CHAT, "{\"messages\":[]}", "messages", NULL);
+    expect_bad(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}",
+               "messages[0].content", NULL);
+    expect_bad(OAI_CHAT,
+               "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
+               "messages[0].content", "image_url");
+    expect_bad(OAI_CHAT, "{\"messages\":[{\"role\":1,\"content\":\"x\"}]}", "messages[0].role",
+               NULL);
+}
+
+Test(openai, malformed_json_names_line_and_column) {
+    oai_request r;
+    oai_error e;
+    cr_assert_neq(parse(&r, OAI_COMPLETION, "{\n  \"prompt\": \"x\",\n  oops\n}", &e), 0);
+    cr_assert_eq(e.status, 400);
+    cr_assert(strstr(e.message, "line 3, column"), "%s", e.message);
+    cr_assert_str_eq(e.code, "invalid_json");
+    cr_assert_neq(parse(&r, OAI_COMPLETION, "", &e), 0);
+    cr_assert_neq(parse(&r, OAI_COMPLETION, "\"str\"", &e), 0);
+}
+
+Test(openai, wrong_types_and_ranges_name_the_field) {
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":\"1\"}", "temperature", NULL);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":-1}", "temperature", NULL);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"top_p\":0}", "top_p", NULL);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"top_k\":1.5}", "top_k", NULL);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"top_k\":-5}", "top_k", NULL);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"presence_penalty\":3}", "presence_penalty",
+               NULL);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens", NULL);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":-3}", "max_tokens", NULL);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"seed\":\"s\"}", "seed", NULL);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"stop\":5}", "stop", NULL);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"ignore_eos\":\"yes\"}", "ignore_eos", NULL);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":1}}",
+               "stream_options.include_usage", NULL);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"model\":3}", "model", NULL);
+    expect_bad(OAI_COMPLETION,
+               "{\"prompt\":\"x\",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\","
+               "\"10\",\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}",
+               "stop", "17");
+}
+
+Test(openai, unsupported_features_are_a_clear_400) {
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":3}", "n", "not supported");
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"best_of\":2}", "best_of", "not supported");
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":2}", "logprobs", "not supported");
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true}", "echo", "not supported");
+    expect_bad(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}",
+               "tools", "not supported");
+    expect_bad(OAI_CHAT,
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}",
+               "top_logprobs", "not supported");
+    oai_request r;
+    oai_error e;
+    cr_assert_eq(parse(&r, OAI_CHAT,
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[],"
+                       "\"logprobs\":false,\"n\":1}",
+                       &e),
+                 0, "%s", e.message);
+    oai_request_free(&r);
+}
+
+Test(openai, error_body_has_the_openai_shape) {
+    oai_error e;
+    oai_error_set(&e, 400, "invalid_request_error", "top_p", "invalid_value", "bad \"%s\"", "x");
+    sbuf b;
+    sbuf_init(&b);
+    oai_error_json(&e, &b);
+    cr_assert_str_eq(b.p, "{\"error\":{\"message\":\"bad \\\"x\\\"\",\"type\":"
+                          "\"invalid_request_error\",\"param\":\"top_p\",\"code\":"
+                          "\"invalid_value\"}}");
+    sbuf_reset(&b);
+    oai_error_set(&e, 404, "not_found_error", NULL, NULL, "no");
+    oai_error_json(&e, &b);
+    cr_assert(strstr(b.p, "\"param\":null,\"code\":null"));
+    sbuf_free(&b);
+}
+
+/* ---------------------------------------------------------------------------
+ * Chat templates
+ * ------------------------------------------------------------------------- */
+
+static const chat_msg conv[] = {
+    {"system", "S", 1}, {"user", "Hi", 2}, {"assistant", "Yo", 2}, {"user", "Q", 1}};
+
+static void expect_render(chat_tmpl t, const char *want) {
+    sbuf b;
+    sbuf_init(&b);
+    tps_err err = {{0}};
+    cr_assert_eq(chat_tmpl_render(t, conv, 4, true, &b, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(b.p, want, "template %s", chat_tmpl_name(t));
+    sbuf_free(&b);
+}
+
+Test(chat_template, renders_each_template_like_llama_cpp) {
+    expect_render(CHAT_TMPL_CHATML,
+                  "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                  "<|im_start|>assistant\nYo<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n"
+                  "<|im_start|>assistant\n");
+    expect_render(CHAT_TMPL_LLAMA3, "<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
+                                    "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                                    "<|start_header_id|>assistant<|end_header_id|>\n\nYo<|eot_id|>"
+                                    "<|start_header_id|>user<|end_header_id|>\n\nQ<|eot_id|>"
+                                    "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    expect_render(CHAT_TMPL_LLAMA2,
+                  "[INST] <<SYS>>\nS\n<</SYS>>\n\nHi [/INST] Yo</s><s>[INST] Q [/INST]");
+    expect_render(CHAT_TMPL_MISTRAL, "[INST] S\n\nHi [/INST] Yo</s><s>[INST] Q [/INST]");
+    expect_render(CHAT_TMPL_ZEPHYR, "<|system|>\nS</s>\n<|user|>\nHi</s>\n<|assistant|>\nYo</s>\n"
+                                    "<|user|>\nQ</s>\n<|assistant|>\n");
+    expect_render(CHAT_TMPL_PHI3,
+                  "<|system|>\nS<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nYo<|end|>\n"
+                  "<|user|>\nQ<|end|>\n<|assistant|>\n");
+    expect_render(CHAT_TMPL_GEMMA,
+                  "<start_of_turn>user\nS\n\nHi<end_of_turn>\n<start_of_turn>model\n"
+                  "Yo<end_of_turn>\n<start_of_turn>user\nQ<end_of_turn>\n"
+                  "<start_of_turn>model\n");
+}
+
+Test(chat_template, recognises_templates_by_their_markers) {
+    static const struct {
+        const char *jinja;
+        chat_tmpl want;
+    } cases[] = {
+        {"{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+         "'<|im_end|>'}}{% endfor %}",
+         CHAT_TMPL_CHATML},
+        {"{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}",
+         CHAT_TMPL_LLAMA3},
+        {"{{ bos_token + '[INST] <<SYS>>\\n' + system + '\\n<</SYS>>\\n\\n' }}", CHAT_TMPL_LLAMA2},
+        {"{{ bos_token }}{% for m in messages %}{{ '[INST] ' + m['content'] + ' [/INST]' }}",
+         CHAT_TMPL_MISTRAL},
+        {"{{ '<|user|>\\n' + message['content'] + eos_token }}{{ '</s>' }}", CHAT_TMPL_ZEPHYR},
+        {"{{ '<start_of_turn>' + role + '\\n' }}", CHAT_TMPL_GEMMA},
+        {"{{'<|user|>' + '\\n' + message['content'] + '<|end|>' + '\\n' + '<|assistant|>'}}",
+         CHAT_TMPL_PHI3},
+        {"{{ something else }}", CHAT_TMPL_UNKNOWN},
+        {"", CHAT_TMPL_UNKNOWN},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cr_assert_eq(chat_tmpl_detect(cases[i].jinja, strlen(cases[i].jinja)), cases[i].want,
+                     "case %zu", i);
+    cr_assert_eq(chat_tmpl_detect(NULL, 0), CHAT_TMPL_UNKNOWN);
+    cr_assert_eq(chat_tmpl_from_name("Llama-3"), CHAT_TMPL_LLAMA3);
+    cr_assert_eq(chat_tmpl_from_name("phi3"), CHAT_TMPL_PHI3);
+    cr_assert_eq(chat_tmpl_from_name("nope"), CHAT_TMPL_UNKNOWN);
+    cr_assert_str_eq(chat_tmpl_eot(CHAT_TMPL_LLAMA3), "<|eot_id|>");
+}
+
+Test(chat_template, llama2_rejects_an_unplaceable_role) {
+    chat_msg m[] = {{"tool", "x", 1}};
+    sbuf b;
+    sbuf_init(&b);
+    tps_err err = {{0}};
+    cr_assert_neq(chat_tmpl_render(CHAT_TMPL_LLAMA2, m, 1, true, &b, &err), 0);
+    cr_assert(strstr(err.msg, "messages[0]"));
+    sbuf_free(&b);
+}
+
+/* ---------------------------------------------------------------------------
+ * SSE chunks, sbuf, Prometheus
+ * ------------------------------------------------------------------------- */
+
+static json_t *event_json(const char *ev) {
+    cr_assert(!strncmp(ev, "data: ", 6));
+    size_t n = strlen(ev);
+    cr_assert(n >= 8 && !strcmp(ev + n - 2, "\n\n"));
+    json_error_t je;
+    json_t *j = json_loadb(ev + 6, n - 8, 0, &je);
+    cr_assert(j, "not JSON: %s (%s)", ev, je.text);
+    return j;
+}
+
+Test(sse, chunks_have_openai_fields_and_timings) {
+    sse_meta m = {.kind = OAI_CHAT, .id = "chatcmpl-1", .created = 7, .model = "m\"x"};
+    sbuf b;
+    sbuf_init(&b);
+    sse_chunk_text(&b, &m, "a\n\"\x01", 4, 42);
+    json_t *j = event_json(b.p);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "object")), "chat.completion.chunk");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "model")), "m\"x");
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(c0, "delta"), "content")),
+                     "a\n\"\x01");
+    cr_assert(json_is_null(json_object_get(c0, "finish_reason")));
+    cr_assert_eq(json_integer_value(json_array_get(json_object_get(c0, "token_ids"), 0)), 42);
+    json_decref(j);
+    engine_timings t = {.t_queued = 1000000,
+                        .t_first_scheduled = 3000000,
+                        .t_first_token = 7000000,
+                        .t_finished = 17000000,
+                        .prompt_tokens = 5,
+                        .generated_tokens = 3,
+                        .preemptions = 1};
+    sbuf_reset(&b);
+    m.kind = OAI_COMPLETION;
+    sse_chunk_finish(&b, &m, "stop", &t);
+    j = event_json(b.p);
+    json_t *tm = json_object_get(j, "timings");
+    cr_assert_float_eq(json_number_value(json_object_get(tm, "queue_ms")), 2.0, 1e-9);
+    cr_assert_float_eq(json_number_value(json_object_get(tm, "prefill_ms")), 4.0, 1e-9);
+    cr_assert_float_eq(json_number_value(json_object_get(tm, "decode_ms")), 10.0, 1e-9);
+    cr_assert_float_eq(json_number_value(json_object_get(tm, "ttft_ms")), 6.0, 1e-9);
+    cr_assert_eq(json_integer_value(json_object_get(tm, "preemptions")), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(
+                         json_array_get(json_object_get(j, "choices"), 0), "finish_reason")),
+                     "stop");
+    json_decref(j);
+    sbuf_reset(&b);
+    sse_chunk_usage(&b, &m, 5, 3, &t);
+    j = event_json(b.p);
+    cr_assert_eq(json_array_size(json_object_get(j, "choices")), 0);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "usage"), "total_tokens")),
+                 8);
+    json_decref(j);
+    sbuf_reset(&b);
+    sse_done(&b);
+    cr_assert_str_eq(b.p, "data: [DONE]\n\n");
+    sbuf_free(&b);
+}
+
+Test(sbuf, json_escaping_and_numbers) {
+    sbuf b;
+    sbuf_init(&b);
+    sbuf_json_str(&b, "\t\\\x7f\xc3\xa9", 5);
+    cr_assert_str_eq(b.p, "\"\\t\\\\\\u007f\xc3\xa9\"");
+    sbuf_reset(&b);
+    sbuf_json_num(&b, 3.0);
+    sbuf_adds(&b, " ");
+    sbuf_json_num(&b, 0.25);
+    sbuf_adds(&b, " ");
+    sbuf_json_num(&b, 1.0 / 0.0);
+    cr_assert_str_eq(b.p, "3 0.25 0");
+    for (int i = 0; i < 1000; i++)
+        sbuf_printf(&b, "%0300d", i); /* growth past the stack buffer */
+    cr_assert_eq(b.len, strlen("3 0.25 0") + 300000);
+    sbuf_free(&b);
+}
+
+Test(prom, histogram_buckets_are_cumulative_and_count_everything) {
+    hist *h;
+    hist_config cfg = HIST_CONFIG_LATENCY_NS;
+    cr_assert_eq(hist_create(&h, &cfg, NULL), 0);
+    hist_record(h, 500000);           /* 0.5 ms */
+    hist_record(h, 3000000);          /* 3 ms */
+    hist_record(h, 3000000);          /* 3 ms */
+    hist_record(h, 7200000000000ull); /* 2 h: overflow */
+    sbuf b;
+    sbuf_init(&b);
+    prom_histogram(&b, "tps:x_seconds", "help", h, 1e-9, prom_latency_bounds,
+                   prom_n_latency_bounds);
+    cr_assert(strstr(b.p, "# TYPE tps:x_seconds histogram\n"));
+    cr_assert(strstr(b.p, "tps:x_seconds_bucket{le=\"0.001\"} 1\n"), "%s", b.p);
+    cr_assert(strstr(b.p, "tps:x_seconds_bucket{le=\"0.005\"} 3\n"));
+    cr_assert(strstr(b.p, "tps:x_seconds_bucket{le=\"2560\"} 3\n"));
+    cr_assert(strstr(b.p, "tps:x_seconds_bucket{le=\"+Inf\"} 4\n"));
+    cr_assert(strstr(b.p, "tps:x_seconds_count 4\n"));
+    sbuf_reset(&b);
+    prom_sample(&b, "tps:a_total", "k=\"v\"", 12);
+    cr_assert_str_eq(b.p, "tps:a_total{k=\"v\"} 12\n");
+    sbuf_free(&b);
+    hist_free(h);
+}
+
+/* Regression (fuzz_chat_template): Gemma kept only the last of several
+ * system messages. */
+Test(chat_template, gemma_keeps_every_system_message) {
+    chat_msg m[] = {{"system", "A", 1}, {"system", "B", 1}, {"user", "U", 1}, {"system", "C", 1}};
+    sbuf b;
+    sbuf_init(&b);
+    tps_err err = {{0}};
+    cr_assert_eq(chat_tmpl_render(CHAT_TMPL_GEMMA, m, 4, false, &b, &err), 0);
+    cr_assert_str_eq(b.p, "<start_of_turn>user\nAB\n\nU<end_of_turn>\n"
+                          "<start_of_turn>user\nC<end_of_turn>\n");
+    sbuf_free(&b);
+}
