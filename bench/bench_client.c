@@ -1,0 +1,212 @@
+/* The bench client's own cost: CPU time per 1,000 tokens received and the
+ * event rate it sustains against a fast local streaming source (a trivial
+ * SSE server thread here that writes each whole response at once), and the
+ * cost of one timestamp. Numbers, not pass/fail; correctness is
+ * tests/test_bench_*.c. The client runs on this thread; its CPU is measured
+ * with RUSAGE_THREAD, so the server thread's work is not counted.
+ *
+ * usage: bench_client [tokens_per_request (default 256)]   */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "metrics/clock.h"
+
+/* ---- a fast SSE source ------------------------------------------------------------------ */
+
+#define MAX_CONN 1100
+
+typedef struct src_conn {
+    int fd;
+    size_t got;  /* request bytes seen */
+    size_t sent; /* response bytes written; == resp_len when idle */
+    bool writing;
+} src_conn;
+
+typedef struct source {
+    int lfd, port;
+    char *resp; /* one whole chunked response */
+    size_t resp_len;
+    atomic_bool stop;
+    pthread_t th;
+} source;
+
+static void build_response(source *s, int tokens) {
+    size_t cap = (size_t)tokens * 160 + 1024, n = 0;
+    s->resp = malloc(cap);
+    n += (size_t)snprintf(s->resp + n, cap - n,
+                          "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                          "Transfer-Encoding: chunked\r\n\r\n");
+    char ev[256];
+    for (int i = 0; i <= tokens + 1; i++) {
+        int k;
+        if (i < tokens)
+            k = snprintf(ev, sizeof ev,
+                         "data: {\"id\":\"c\",\"object\":\"text_completion\",\"choices\":[{"
+                         "\"index\":0,\"text\":\" tok\",\"finish_reason\":%s}]}\n\n",
+                         i + 1 == tokens ? "\"length\"" : "null");
+        else if (i == tokens)
+            k = snprintf(ev, sizeof ev,
+                         "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":8,"
+                         "\"completion_tokens\":%d}}\n\n",
+                         tokens);
+        else
+            k = snprintf(ev, sizeof ev, "data: [DONE]\n\n");
+        n += (size_t)snprintf(s->resp + n, cap - n, "%x\r\n%s\r\n", k, ev);
+    }
+    n += (size_t)snprintf(s->resp + n, cap - n, "0\r\n\r\n");
+    s->resp_len = n;
+}
+
+static void *source_main(void *arg) {
+    source *s = arg;
+    src_conn *c = calloc(MAX_CONN, sizeof *c);
+    struct pollfd *p = calloc(MAX_CONN + 1, sizeof *p);
+    int n = 0;
+    while (!atomic_load(&s->stop)) {
+        p[0] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
+        for (int i = 0; i < n; i++)
+            p[1 + i] = (struct pollfd){.fd = c[i].fd, .events = c[i].writing ? POLLOUT : POLLIN};
+        if (poll(p, (nfds_t)(1 + n), 50) <= 0) continue;
+        if (p[0].revents & POLLIN) {
+            int fd;
+            while (n < MAX_CONN && (fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0)
+                c[n++] = (src_conn){.fd = fd};
+        }
+        int m = n;
+        for (int i = m - 1; i >= 0; i--) {
+            src_conn *x = &c[i];
+            short re = p[1 + i].revents;
+            if (!re) continue;
+            if (!x->writing) {
+                char buf[8192];
+                ssize_t k = recv(x->fd, buf, sizeof buf, 0);
+                if (k <= 0) {
+                    if (k < 0 && errno == EAGAIN) continue;
+                    close(x->fd);
+                    c[i] = c[--n];
+                    continue;
+                }
+                /* the request ends with its JSON body's closing brace */
+                if (buf[k - 1] == '}') x->writing = true, x->sent = 0;
+            }
+            if (x->writing) {
+                ssize_t k = send(x->fd, s->resp + x->sent, s->resp_len - x->sent, MSG_NOSIGNAL);
+                if (k > 0) x->sent += (size_t)k;
+                if (x->sent == s->resp_len) x->writing = false;
+                if (k < 0 && errno != EAGAIN) {
+                    close(x->fd);
+                    c[i] = c[--n];
+                }
+            }
+        }
+    }
+    for (int i = 0; i < n; i++)
+        close(c[i].fd);
+    free(c);
+    free(p);
+    return NULL;
+}
+
+static int source_start(source *s, int tokens) {
+    build_response(s, tokens);
+    s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    int one = 1;
+    setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (bind(s->lfd, (struct sockaddr *)&a, sizeof a) || listen(s->lfd, 2048)) return -1;
+    socklen_t al = sizeof a;
+    getsockname(s->lfd, (struct sockaddr *)&a, &al);
+    s->port = ntohs(a.sin_port);
+    return pthread_create(&s->th, NULL, source_main, s);
+}
+
+static void source_stop(source *s) {
+    atomic_store(&s->stop, true);
+    pthread_join(s->th, NULL);
+    close(s->lfd);
+    free(s->resp);
+}
+
+/* ---- measurements ------------------------------------------------------------------------ */
+
+static void timestamp_cost(void) {
+    const int n = 10 * 1000 * 1000;
+    uint64_t sink = 0, t0 = tps_now_ns();
+    for (int i = 0; i < n; i++)
+        sink += tps_now_ns();
+    uint64_t t1 = tps_now_ns();
+    printf("timestamp (clock_gettime CLOCK_MONOTONIC): %.1f ns per call (%llu)\n",
+           (double)(t1 - t0) / n, (unsigned long long)(sink & 1));
+}
+
+static void run_case(int tokens, uint32_t concurrency, uint64_t requests) {
+    source s = {0};
+    if (source_start(&s, tokens)) {
+        fprintf(stderr, "cannot start the source\n");
+        return;
+    }
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
+    workload_opts wo = {.endpoint = BENCH_EP_COMPLETIONS,
+                        .n_items = 64,
+                        .seed = 1,
+                        .ignore_eos = 1,
+                        .include_usage = true,
+                        .temperature = -1};
+    tps_err e = {{0}};
+    load_dist_parse(&wo.input_len, "32", &e);
+    wo.output_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = tokens};
+    workload wl;
+    if (workload_build(&wl, &wo, &e)) {
+        fprintf(stderr, "%s\n", e.msg);
+        source_stop(&s);
+        return;
+    }
+    bench_config cfg = {.base_url = url,
+                        .concurrency = concurrency,
+                        .requests = requests,
+                        .timeout_s = 60,
+                        .idle_timeout_s = 30,
+                        .connect_timeout_s = 5};
+    bench_run_out out;
+    if (bench_run(&out, &cfg, &wl, &e)) {
+        fprintf(stderr, "%s\n", e.msg);
+    } else {
+        uint64_t toks = 0, ok = 0;
+        for (size_t i = 0; i < out.n; i++) {
+            toks += out.recs[i].tl.output_tokens;
+            ok += out.recs[i].err == BENCH_OK;
+        }
+        double wall = tps_ns_to_s(out.t_stop_ns - out.t_start_ns);
+        printf("concurrency %4u, %4d tokens/request: %6llu/%llu ok, %8llu tokens in %.2f s wall; "
+               "client CPU %.3f ms per 1,000 tokens; %.0f events/s, %.0f tokens/s, %.1f MB/s\n",
+               concurrency, tokens, (unsigned long long)ok, (unsigned long long)requests,
+               (unsigned long long)toks, wall, 1e6 * out.client_cpu_s / (double)(toks ? toks : 1),
+               (double)out.events_received / wall, (double)toks / wall,
+               (double)out.bytes_received / wall / 1e6);
+        bench_run_free(&out);
+    }
+    workload_free(&wl);
+    source_stop(&s);
+}
+
+int main(int argc, char **argv) {
+    int tokens = argc > 1 ? atoi(argv[1]) : 256;
+    if (tokens < 1) tokens = 256;
+    timestamp_cost();
+    run_case(tokens, 1, 200);
+    run_case(tokens, 16, 800);
+    run_case(tokens, 256, 2048);
+    run_case(16, 1000, 4000);
+    return 0;
+}

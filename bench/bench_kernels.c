@@ -1,0 +1,161 @@
+/* Kernel speed: achieved GB/s (weight bytes read / time) and GFLOP/s of
+ * kernel_matmul for model-like shapes, types and batch sizes, with 1 and 2
+ * threads; median (and min, for shared machines) of several reps, next to
+ * this machine's measured single-thread read bandwidth. Numbers, not pass/fail; correctness is
+ * tests/test_kernels.c.
+ *
+ * usage: bench_kernels [max_threads (default 2)] [scalar]   */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void fill(float *x, size_t n, uint32_t seed) {
+    uint32_t s = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)(s >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
+    }
+}
+
+/* W (n_out, n_in) in type from random floats; caller frees. */
+static void *make_weights(uint32_t type, size_t n_out, size_t n_in) {
+    const size_t rb = kernel_row_bytes(type, n_in);
+    uint8_t *w = malloc(rb * n_out);
+    float *f = malloc(n_in * sizeof *f);
+    if (!w || !f) {
+        free(w);
+        free(f);
+        return NULL;
+    }
+    for (size_t o = 0; o < n_out; o++) {
+        fill(f, n_in, (uint32_t)o);
+        uint8_t *row = w + o * rb;
+        switch (type) {
+        case GGML_TYPE_F16:
+            fp32_to_fp16_row((uint16_t *)row, f, n_in);
+            break;
+        case GGML_TYPE_Q8_0:
+            quantize_row_q8_0_ref((block_q8_0 *)row, f, n_in);
+            break;
+        case GGML_TYPE_Q4_0:
+            quantize_row_q4_0_ref((block_q4_0 *)row, f, n_in);
+            break;
+        default:
+            memcpy(row, f, n_in * sizeof *f);
+            break;
+        }
+    }
+    free(f);
+    return w;
+}
+
+/* Single-thread read bandwidth over a buffer well beyond the caches. */
+static double read_bandwidth_gbs(void) {
+    const size_t n = (size_t)64 << 20; /* floats: 256 MiB */
+    float *buf = malloc(n * sizeof *buf);
+    if (!buf) return 0;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (float)(i & 7);
+    double best = 1e30;
+    volatile float sink = 0;
+    static const float ones[4096] = {0}; /* values do not matter, only the read */
+    for (int rep = 0; rep < 3; rep++) {
+        const double t0 = now_s();
+        float s = 0.0f;
+        /* dot against 16 KiB that stays in L1 keeps it a pure read of buf */
+        for (size_t i = 0; i + 4096 <= n; i += 4096)
+            s += kernel_dot_f32(buf + i, ones, 4096);
+        const double t = now_s() - t0;
+        sink += s;
+        if (t < best) best = t;
+    }
+    (void)sink;
+    free(buf);
+    return (double)(n * sizeof(float)) / best / 1e9;
+}
+
+typedef struct shape {
+    const char *name;
+    size_t n_in, n_out;
+} shape;
+
+int main(int argc, char **argv) {
+    const int max_threads = argc > 1 ? atoi(argv[1]) : 2;
+    const int scalar = argc > 2 && strcmp(argv[2], "scalar") == 0;
+    const shape shapes[] = {{"768x768", 768, 768}, {"2048x5632", 2048, 5632}};
+    const uint32_t types[] = {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+    const size_t rows[] = {1, 8, 32};
+
+    printf("tier: %s   single-thread read bandwidth: %.1f GB/s\n",
+           scalar ? "scalar" : kernel_tier_name(KERNEL_TIER_BEST), read_bandwidth_gbs());
+    printf("%-10s %-5s %5s %3s %10s %9s %9s\n", "shape", "type", "rows", "thr", "median_us", "GB/s",
+           "GFLOP/s");
+
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const size_t n_in = shapes[s].n_in, n_out = shapes[s].n_out;
+        float *x = malloc(32 * n_in * sizeof *x);
+        float *out = malloc(32 * n_out * sizeof *out);
+        if (!x || !out) return 1;
+        fill(x, 32 * n_in, 7);
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            void *w = make_weights(types[t], n_out, n_in);
+            if (!w) return 1;
+            const double bytes = (double)kernel_row_bytes(types[t], n_in) * (double)n_out;
+            for (int thr = 1; thr <= max_threads; thr++) {
+                kernel_ctx *ctx = NULL;
+                tps_err err;
+                if (kernel_ctx_create(&ctx, thr, 32, n_in, &err)) {
+                    fprintf(stderr, "%s\n", err.msg);
+                    return 1;
+                }
+                if (scalar) kernel_ctx_set_tier(ctx, KERNEL_TIER_SCALAR);
+                for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+                    const size_t nr = rows[r];
+                    /* warm up, then enough reps for ~0.15 s, at least 5 */
+                    double t0 = now_s();
+                    kernel_matmul(out, w, types[t], x, nr, n_in, n_out, ctx);
+                    const double once = now_s() - t0;
+                    int reps = (int)(0.15 / (once > 1e-6 ? once : 1e-6));
+                    reps = reps < 5 ? 5 : reps > 200 ? 200 : reps;
+                    double times[200];
+                    for (int i = 0; i < reps; i++) {
+                        t0 = now_s();
+                        kernel_matmul(out, w, types[t], x, nr, n_in, n_out, ctx);
+                        times[i] = now_s() - t0;
+                    }
+                    qsort(times, (size_t)reps, sizeof times[0], cmp_double);
+                    const double med = times[reps / 2];
+                    const double flops = 2.0 * (double)nr * (double)n_in * (double)n_out;
+                    printf("%-10s %-5s %5zu %3d %10.1f %10.1f %9.2f %9.2f %9.2f\n", shapes[s].name,
+                           types[t] == GGML_TYPE_F16    ? "f16"
+                           : types[t] == GGML_TYPE_Q8_0 ? "q8_0"
+                                                        : "q4_0",
+                           nr, thr, med * 1e6, times[0] * 1e6, bytes / med / 1e9, flops / med / 1e9,
+                           flops / times[0] / 1e9);
+                    fflush(stdout);
+                }
+                kernel_ctx_free(ctx);
+            }
+            free(w);
+        }
+        free(out);
+        free(x);
+    }
+    return 0;
+}

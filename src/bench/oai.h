@@ -1,0 +1,49 @@
+/* What one OpenAI-compatible stream event (or a whole non-streamed response
+ * body) says: text, token ids, finish, usage, the server's `timings`, an
+ * error, or the [DONE] sentinel. Both /v1/completions (choices[0].text) and
+ * /v1/chat/completions (choices[0].delta.content / message.content) shapes.
+ *
+ * Token evidence per event, most trusted first: token ids carried in the
+ * event ("tokens" or "token_ids", top level or in choices[0]) give their
+ * count; otherwise non-empty text counts as one token (an approximation the
+ * result names). Not here: SSE framing (sse.h), timing, HTTP. */
+#ifndef TPS_BENCH_OAI_H
+#define TPS_BENCH_OAI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tps_error.h"
+
+/* The server's own view of a request (tps serve's `timings`; llama.cpp's
+ * prompt_ms / predicted_ms map to prefill_ms / decode_ms). -1: not given. */
+typedef struct oai_timings {
+    double queue_ms, prefill_ms, decode_ms, ttft_ms;
+    int64_t prompt_tokens, completion_tokens, preemptions;
+} oai_timings;
+
+typedef struct oai_chunk {
+    bool done;           /* data was "[DONE]" */
+    bool error;          /* an "error" object or an `event: error` */
+    char error_msg[200]; /* when error */
+    uint32_t tokens;     /* output tokens this event carries (see above) */
+    bool from_ids;       /* tokens were counted from ids in the stream */
+    const char *text;    /* output text, borrowed from root; NULL if none */
+    size_t text_len;
+    bool finished; /* finish_reason set */
+    bool has_usage;
+    uint64_t prompt_tokens, completion_tokens;
+    bool has_timings;
+    oai_timings timings;
+    json_t *root; /* owned; release with bench_oai_release */
+} oai_chunk;
+
+/* Parses one event's data (event: its SSE event type, "" if none).
+ * TPS_EINVAL with the JSON error (line, column) when data is not JSON or not
+ * an object; a JSON error object is not a parse error (c->error is set). */
+int bench_oai_parse(oai_chunk *c, const char *data, size_t len, const char *event, tps_err *e);
+void bench_oai_release(oai_chunk *c);
+
+#endif

@@ -1,0 +1,167 @@
+/* The terminal summary and the glossary (report.h): layout and units only.
+ * Not here: the maths (metrics/, result.c). */
+#include "bench/report.h"
+
+#include <string.h>
+
+static const char *cfg_str(const bench_result *r, const char *k, const char *dflt) {
+    const char *s = json_string_value(json_object_get(r->config, k));
+    return s ? s : dflt;
+}
+
+static double cfg_num(const bench_result *r, const char *k) {
+    json_t *v = json_object_get(r->config, k);
+    return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+static void window_row(FILE *f, const char *name, const result_window *w, bool slo) {
+    if (!w->valid) {
+        fprintf(f, "  %-16s (none: %s)\n", name, w->why[0] ? w->why : "not asked for");
+        return;
+    }
+    const window_tps *t = &w->tps;
+    char span[40];
+    snprintf(span, sizeof span, "%.2f-%.2f s", t->w.t0 / 1e9, t->w.t1 / 1e9);
+    fprintf(f, "  %-16s %-17s %8.2f %10.1f %10.1f %10.1f %8.2f", name, span, t->seconds,
+            t->output_tps, t->input_tps, t->total_tps, t->request_rate);
+    if (slo) fprintf(f, " %8.2f (%3.0f%%)", w->good.goodput, 100 * w->good.good_fraction);
+    fprintf(f, "\n");
+}
+
+static void hist_row(FILE *f, const char *name, const hist *h, double scale) {
+    if (hist_count(h) == 0) {
+        fprintf(f, "  %-32s (no values)\n", name);
+        return;
+    }
+    fprintf(f, "  %-32s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %7llu\n", name,
+            hist_mean(h) / scale, hist_percentile(h, 50) / scale, hist_percentile(h, 90) / scale,
+            hist_percentile(h, 95) / scale, hist_percentile(h, 99) / scale,
+            hist_percentile(h, 99.9) / scale, hist_max(h) / scale,
+            (unsigned long long)hist_count(h));
+    if (hist_underflow(h) || hist_overflow(h))
+        fprintf(f,
+                "  %-32s   (%llu below, %llu above the histogram range: percentiles there are "
+                "bounds)\n",
+                "", (unsigned long long)hist_underflow(h), (unsigned long long)hist_overflow(h));
+}
+
+void report_print(FILE *f, const bench_result *r) {
+    const bool slo = r->slo.ttft_ns || r->slo.tpot_ns || r->slo.e2e_ns;
+    const double rate = cfg_num(r, "rate");
+    fprintf(f, "tps bench  %s  model %s\n", cfg_str(r, "url", "?"), cfg_str(r, "model", "(none)"));
+    if (rate > 0)
+        fprintf(f, "  load: open loop, %.3g req/s %s (burstiness %.3g), at most %.0f in flight",
+                rate, cfg_str(r, "arrival", "poisson"), cfg_num(r, "burstiness"),
+                cfg_num(r, "concurrency"));
+    else
+        fprintf(f, "  load: closed loop, concurrency %.0f", cfg_num(r, "concurrency"));
+    fprintf(f, "; input %s tokens, output %s tokens (prompts sized by %s)\n",
+            cfg_str(r, "input_len", "-"), cfg_str(r, "output_len", "-"),
+            cfg_str(r, "input_source", "?"));
+    if (r->runs > 1) fprintf(f, "  merged from %u runs\n", r->runs);
+
+    fprintf(f,
+            "\nrequests  %llu sent, %llu completed, %llu failed (error rate %.2f%%), %llu "
+            "cancelled at the end\n",
+            (unsigned long long)r->requests, (unsigned long long)r->completed,
+            (unsigned long long)r->failed, 100 * result_error_rate(r),
+            (unsigned long long)r->cancelled);
+    for (int k = 1; k < BENCH_ERR_COUNT; k++)
+        if (r->errors[k])
+            fprintf(f, "  %-13s %6llu   e.g. %s\n", bench_err_name((bench_errkind)k),
+                    (unsigned long long)r->errors[k],
+                    r->error_example[k] ? r->error_example[k] : "");
+    fprintf(f,
+            "tokens    %llu output, %llu input; output counted by: usage %llu, stream ids %llu, "
+            "re-tokenized %llu (approx.), events %llu (approx.) requests\n",
+            (unsigned long long)r->output_tokens, (unsigned long long)r->input_tokens,
+            (unsigned long long)r->by_source[0], (unsigned long long)r->by_source[1],
+            (unsigned long long)r->by_source[2], (unsigned long long)r->by_source[3]);
+    if (r->mismatch_requests)
+        fprintf(f,
+                "  usage differed from the streamed count in %llu requests (%+lld tokens in "
+                "all)\n",
+                (unsigned long long)r->mismatch_requests, (long long)r->mismatch_tokens);
+
+    fprintf(f, "\nthroughput (per second over the named window; times from the run's start)\n");
+    fprintf(f, "  %-16s %-17s %8s %10s %10s %10s %8s%s\n", "window", "span", "seconds",
+            "output t/s", "input t/s", "total t/s", "req/s", slo ? "  goodput req/s (good)" : "");
+    window_row(f, "run", &r->run, slo);
+    window_row(f, "steady", &r->steady, slo);
+    if (r->user.valid || r->user.why[0]) window_row(f, "user (--window)", &r->user, slo);
+    if (r->nbins)
+        fprintf(f, "  peak %.3g s bin of run: %.1f output tok/s (bin %zu, %.1f-%.1f s)\n", r->bin_s,
+                r->peak_tps, r->peak_bin, r->peak_bin * r->bin_s + r->run.tps.w.t0 / 1e9,
+                (r->peak_bin + 1) * r->bin_s + r->run.tps.w.t0 / 1e9);
+
+    fprintf(f, "\n%-34s %9s %9s %9s %9s %9s %9s %9s %7s\n", "latency (ms, completed requests)",
+            "mean", "p50", "p90", "p95", "p99", "p99.9", "max", "n");
+    hist_row(f, "TTFT from scheduled start", r->h[RH_TTFT], 1e6);
+    hist_row(f, "TTFT from actual send", r->h[RH_TTFT_SENT], 1e6);
+    hist_row(f, "ITL (gap per token)", r->h[RH_ITL], 1e6);
+    hist_row(f, "TPOT (per request)", r->h[RH_TPOT], 1e6);
+    hist_row(f, "E2E from scheduled start", r->h[RH_E2E], 1e6);
+    hist_row(f, "E2E from actual send", r->h[RH_E2E_SENT], 1e6);
+    hist_row(f, "send lag (sent - scheduled)", r->h[RH_SEND_LAG], 1e6);
+    if (r->with_timings) {
+        fprintf(f, "server's own timings (%llu requests reported them; %llu preemptions)\n",
+                (unsigned long long)r->with_timings, (unsigned long long)r->server_preemptions);
+        hist_row(f, "server queue", r->h[RH_SRV_QUEUE], 1e6);
+        hist_row(f, "server prefill", r->h[RH_SRV_PREFILL], 1e6);
+        hist_row(f, "server decode", r->h[RH_SRV_DECODE], 1e6);
+        hist_row(f, "server TTFT", r->h[RH_SRV_TTFT], 1e6);
+    }
+    fprintf(f, "%-34s %9s %9s %9s %9s %9s %9s %9s %7s\n", "tokens per completed request", "mean",
+            "p50", "p90", "p95", "p99", "p99.9", "max", "n");
+    hist_row(f, "output tokens", r->h[RH_OUTPUT_TOKENS], 1);
+    hist_row(f, "input tokens", r->h[RH_INPUT_TOKENS], 1);
+    if (r->multi_token_events)
+        fprintf(f,
+                "note: %llu of %llu token events carried more than one token; their extra "
+                "tokens are zero ITL gaps\n",
+                (unsigned long long)r->multi_token_events, (unsigned long long)r->token_events);
+    if (r->output_tokens)
+        fprintf(f, "client: %.3f s CPU, %.3f ms per 1,000 output tokens, %llu events, %llu bytes\n",
+                r->client_cpu_s, 1e6 * r->client_cpu_s / (double)r->output_tokens,
+                (unsigned long long)r->events, (unsigned long long)r->bytes);
+}
+
+void report_print_glossary(FILE *f) {
+    fputs(
+        "What the numbers mean (docs/metrics.md has the exact definitions):\n"
+        "  output token  a model token the server generated; counted from the server's usage\n"
+        "                (trusted), else token ids in the stream, else the streamed text\n"
+        "                re-tokenized with --tokenizer (approx.), else one per SSE event\n"
+        "                (approx.). The summary says which source each request used.\n"
+        "  window        an interval (t0, t1]; a rate = what happened in it / (t1 - t0).\n"
+        "    run         first send -> last byte of any request\n"
+        "    steady      auto: target load reached (closed loop: N in flight; open loop: first\n"
+        "                completion) -> first completion after the last send; or trimmed by\n"
+        "                --warmup/--cooldown\n"
+        "    user        --window A:B seconds after the run's first send\n"
+        "  output t/s    output tokens that arrived in the window / its length\n"
+        "  input t/s     prompt tokens, counted when the request's first output token arrives\n"
+        "  total t/s     input + output\n"
+        "  req/s         requests that completed (last byte) in the window / its length\n"
+        "  goodput       completed requests in the window that met every --slo limit, per s\n"
+        "  peak bin      the busiest full bin (--bin seconds) of the run's time series\n"
+        "  TTFT          first output token's arrival - start (completed requests)\n"
+        "  ITL           gaps between consecutive output tokens of one stream; an event with\n"
+        "                k tokens gives one gap and k-1 zero gaps\n"
+        "  TPOT          (E2E - TTFT) / (output tokens - 1), one value per request\n"
+        "  E2E           last byte of the response - start\n"
+        "  start         scheduled send time (open loop: where the arrival process put it, so a\n"
+        "                late client cannot hide queueing); 'from actual send' beside it.\n"
+        "                Closed loop: both are the same instant\n"
+        "  send lag      actual send - scheduled send (the client's own queue)\n"
+        "  server ...    the server's `timings` (queue, prefill, decode, TTFT) when it sends them\n"
+        "  percentiles   nearest rank from a log-bucket histogram, within 0.39%; min, max and\n"
+        "                mean are exact\n"
+        "  errors        by kind: connect, http_4xx, http_5xx, no_response (no byte within\n"
+        "                --idle-timeout), stall (stream silent for --idle-timeout), timeout\n"
+        "                (--timeout), reset, malformed, stream_error, truncated (no [DONE]);\n"
+        "                cancelled = still running when duration + timeout ran out (not an error)\n"
+        "  error rate    failed / (completed + failed); exit status 1 when above\n"
+        "                --max-error-rate\n",
+        f);
+}

@@ -1,0 +1,711 @@
+/* Building, saving, loading and merging bench results (result.h). All the
+ * metric maths is metrics/ (timeline, window, hist); this file decides what
+ * goes in and lays it out. Not here: printing for people (report.c). */
+#include "bench/result.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "metrics/clock.h"
+
+static const char *const HIST_NAMES[RH_COUNT] = {
+    [RH_TTFT] = "ttft",
+    [RH_TTFT_SENT] = "ttft_sent",
+    [RH_ITL] = "itl",
+    [RH_TPOT] = "tpot",
+    [RH_E2E] = "e2e",
+    [RH_E2E_SENT] = "e2e_sent",
+    [RH_SEND_LAG] = "send_lag",
+    [RH_OUTPUT_TOKENS] = "output_tokens",
+    [RH_INPUT_TOKENS] = "input_tokens",
+    [RH_SRV_QUEUE] = "server_queue",
+    [RH_SRV_PREFILL] = "server_prefill",
+    [RH_SRV_DECODE] = "server_decode",
+    [RH_SRV_TTFT] = "server_ttft",
+};
+
+static const char *const SOURCE_NAMES[4] = {"usage", "stream_ids", "retokenized", "events"};
+
+const char *result_hist_name(result_hist_id id) {
+    return (unsigned)id < RH_COUNT ? HIST_NAMES[id] : "?";
+}
+
+bool result_hist_is_time(result_hist_id id) {
+    return id != RH_OUTPUT_TOKENS && id != RH_INPUT_TOKENS;
+}
+
+double result_error_rate(const bench_result *r) {
+    uint64_t d = r->completed + r->failed;
+    return d ? (double)r->failed / (double)d : 0.0;
+}
+
+void result_free(bench_result *r) {
+    json_decref(r->config);
+    json_decref(r->per_request);
+    for (int i = 0; i < RH_COUNT; i++)
+        hist_free(r->h[i]);
+    for (int i = 0; i < BENCH_ERR_COUNT; i++)
+        free(r->error_example[i]);
+    free(r->series_out);
+    free(r->series_in);
+    memset(r, 0, sizeof *r);
+}
+
+static int alloc_hists(bench_result *r, tps_err *e) {
+    const hist_config cfg = HIST_CONFIG_LATENCY_NS;
+    for (int i = 0; i < RH_COUNT; i++) {
+        int rc = hist_create(&r->h[i], &cfg, e);
+        if (rc) return rc;
+    }
+    return TPS_OK;
+}
+
+/* ---- build ---------------------------------------------------------------------------- */
+
+static uint64_t ms_to_ns(double ms) {
+    return ms <= 0 ? 0 : (uint64_t)llround(ms * 1e6);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void measure(result_window *rw, window w, const timeline *const *tls, size_t n,
+                    const tl_slo *slo, uint64_t origin) {
+    window_measure(&rw->tps, w, tls, n);
+    window_goodput_measure(&rw->good, w, slo, TL_FROM_SCHEDULED, tls, n);
+    rw->tps.w.t0 = w.t0 - origin;
+    rw->tps.w.t1 = w.t1 - origin;
+    rw->valid = true;
+}
+
+/* Trimmed by requests: (W-th last byte, (M-D)-th last byte] of the M that ended. */
+static int steady_by_requests(window *w, const window *run, const result_opts *o,
+                              const timeline *const *tls, size_t n, tps_err *e) {
+    uint64_t *ends = malloc((n ? n : 1) * sizeof *ends);
+    if (!ends) return tps_fail(e, TPS_ENOMEM, "out of memory");
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (tls[i]->t_end != TL_NONE) ends[m++] = tls[i]->t_end;
+    qsort(ends, m, sizeof *ends, cmp_u64);
+    int rc = TPS_OK;
+    if (o->warmup_reqs + o->cooldown_reqs >= m) {
+        rc = tps_fail(e, TPS_ERANGE,
+                      "--warmup/--cooldown trim %llu+%llu requests but only %zu ended",
+                      (unsigned long long)o->warmup_reqs, (unsigned long long)o->cooldown_reqs, m);
+    } else {
+        w->t0 = o->warmup_reqs ? ends[o->warmup_reqs - 1] : run->t0;
+        w->t1 = o->cooldown_reqs ? ends[m - o->cooldown_reqs - 1] : run->t1;
+        if (w->t1 <= w->t0) rc = tps_fail(e, TPS_ERANGE, "the trimmed steady window is empty");
+    }
+    free(ends);
+    return rc;
+}
+
+static void set_example(bench_result *r, bench_errkind k, const char *msg) {
+    if (!r->error_example[k] && msg) r->error_example[k] = strdup(msg);
+}
+
+static json_t *record_json(const bench_record *rec, size_t i, uint64_t origin) {
+    const timeline *t = &rec->tl;
+    json_t *o = json_object();
+    json_object_set_new(o, "i", json_integer((json_int_t)i));
+    json_object_set_new(o, "item", json_integer(rec->item));
+    json_object_set_new(o, "status", json_string(bench_err_name(rec->err)));
+    if (rec->err_msg) json_object_set_new(o, "error", json_string(rec->err_msg));
+    json_object_set_new(o, "http_status", json_integer(rec->http_status));
+    json_object_set_new(o, "sched_ns", json_integer((json_int_t)(t->t_sched - origin)));
+    json_object_set_new(o, "sent_ns", json_integer((json_int_t)(t->t_sent - origin)));
+    json_object_set_new(o, "end_ns",
+                        t->t_end == TL_NONE ? json_null()
+                                            : json_integer((json_int_t)(t->t_end - origin)));
+    json_object_set_new(o, "input_tokens", json_integer((json_int_t)t->prompt_tokens));
+    json_object_set_new(o, "output_tokens", json_integer((json_int_t)t->output_tokens));
+    json_object_set_new(o, "max_tokens", json_integer(rec->max_tokens));
+    json_object_set_new(o, "count_source", json_string(SOURCE_NAMES[t->source & 3]));
+    json_object_set_new(o, "stream_tokens", json_integer((json_int_t)rec->stream_tokens));
+    if (rec->has_usage)
+        json_object_set_new(o, "usage",
+                            json_pack("{s:I, s:I}", "prompt_tokens", (json_int_t)rec->usage_prompt,
+                                      "completion_tokens", (json_int_t)rec->usage_completion));
+    if (rec->has_timings)
+        json_object_set_new(
+            o, "timings",
+            json_pack("{s:f, s:f, s:f, s:f, s:I}", "queue_ms", rec->timings.queue_ms, "prefill_ms",
+                      rec->timings.prefill_ms, "decode_ms", rec->timings.decode_ms, "ttft_ms",
+                      rec->timings.ttft_ms, "preemptions", (json_int_t)rec->timings.preemptions));
+    json_t *ev = json_array();
+    for (size_t k = 0; k < t->n_events; k++)
+        json_array_append_new(ev, json_pack("[I, i]", (json_int_t)(t->events[k].t_ns - origin),
+                                            (int)t->events[k].tokens));
+    json_object_set_new(o, "events", ev); /* [arrival ns, tokens] */
+    return o;
+}
+
+int result_build(bench_result *r, const bench_record *recs, size_t n, const result_opts *o,
+                 tps_err *e) {
+    memset(r, 0, sizeof *r);
+    if (n == 0) return tps_fail(e, TPS_EINVAL, "no requests were sent: nothing to report");
+    int rc = alloc_hists(r, e);
+    if (rc) goto fail;
+    const timeline **tls = malloc(n * sizeof *tls);
+    if (!tls) {
+        rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+        goto fail;
+    }
+    r->runs = 1;
+    r->config = o->config ? json_incref(o->config) : json_object();
+    r->t0_unix_ns = o->origin_unix_ns;
+    r->slo = o->slo;
+    r->client_cpu_s = o->client_cpu_s;
+    r->bytes = o->bytes;
+    r->events = o->events;
+    if (o->per_request) r->per_request = json_array();
+
+    timeline_hists th = {.ttft = r->h[RH_TTFT],
+                         .ttft_sent = r->h[RH_TTFT_SENT],
+                         .itl = r->h[RH_ITL],
+                         .tpot = r->h[RH_TPOT],
+                         .e2e = r->h[RH_E2E],
+                         .e2e_sent = r->h[RH_E2E_SENT]};
+    for (size_t i = 0; i < n; i++) {
+        const bench_record *rec = &recs[i];
+        const timeline *t = &rec->tl;
+        tls[i] = t;
+        r->requests++;
+        if (rec->err == BENCH_OK)
+            r->completed++;
+        else if (rec->err == BENCH_ERR_CANCELLED)
+            r->cancelled++;
+        else
+            r->failed++;
+        r->errors[rec->err]++;
+        if (rec->err != BENCH_OK) set_example(r, rec->err, rec->err_msg);
+        hist_record(r->h[RH_SEND_LAG], t->t_sent - t->t_sched);
+        r->output_tokens += t->output_tokens;
+        if (t->n_events || rec->err == BENCH_OK) r->input_tokens += t->prompt_tokens;
+        r->token_events += t->n_events;
+        r->multi_token_events += t->multi_token_events;
+        if (rec->has_usage) r->with_usage++;
+        if (rec->has_usage && rec->usage_completion != rec->stream_tokens) {
+            r->mismatch_requests++;
+            r->mismatch_tokens += (int64_t)rec->usage_completion - (int64_t)rec->stream_tokens;
+        }
+        if (rec->has_timings) {
+            r->with_timings++;
+            const oai_timings *x = &rec->timings;
+            if (x->queue_ms >= 0) hist_record(r->h[RH_SRV_QUEUE], ms_to_ns(x->queue_ms));
+            if (x->prefill_ms >= 0) hist_record(r->h[RH_SRV_PREFILL], ms_to_ns(x->prefill_ms));
+            if (x->decode_ms >= 0) hist_record(r->h[RH_SRV_DECODE], ms_to_ns(x->decode_ms));
+            if (x->ttft_ms >= 0) hist_record(r->h[RH_SRV_TTFT], ms_to_ns(x->ttft_ms));
+            if (x->preemptions > 0) r->server_preemptions += (uint64_t)x->preemptions;
+        }
+        if (rec->err == BENCH_OK) {
+            r->by_source[t->source & 3]++;
+            timeline_record(t, &th);
+            hist_record(r->h[RH_OUTPUT_TOKENS], t->output_tokens);
+            hist_record(r->h[RH_INPUT_TOKENS], t->prompt_tokens);
+        }
+        if (r->per_request)
+            json_array_append_new(r->per_request, record_json(rec, i, o->origin_ns));
+    }
+
+    /* windows */
+    window run, w;
+    if ((rc = window_run(&run, tls, n, e))) goto fail_tls;
+    measure(&r->run, run, tls, n, &r->slo, o->origin_ns);
+    tps_err we = {{0}};
+    int wrc;
+    if (o->warmup_reqs || o->cooldown_reqs) {
+        wrc = steady_by_requests(&w, &run, o, tls, n, &we);
+    } else {
+        steady_opts so = {.warmup_ns = (uint64_t)(o->warmup_s * 1e9),
+                          .cooldown_ns = (uint64_t)(o->cooldown_s * 1e9),
+                          .target_concurrency = o->target_concurrency};
+        wrc = window_steady(&w, &so, tls, n, &we);
+    }
+    if (wrc == TPS_OK)
+        measure(&r->steady, w, tls, n, &r->slo, o->origin_ns);
+    else
+        snprintf(r->steady.why, sizeof r->steady.why, "%.250s", we.msg);
+    if (o->has_user) {
+        uint64_t a = (uint64_t)(o->user_t0_s * 1e9), b = (uint64_t)(o->user_t1_s * 1e9);
+        if (window_user(&w, &run, a, b, &we) == TPS_OK)
+            measure(&r->user, w, tls, n, &r->slo, o->origin_ns);
+        else
+            snprintf(r->user.why, sizeof r->user.why, "%.250s", we.msg);
+    }
+
+    /* per-second series over the run */
+    r->bin_s = o->bin_s > 0 ? o->bin_s : 1.0;
+    const uint64_t bin_ns = (uint64_t)(r->bin_s * 1e9);
+    r->nbins = window_nbins(run, bin_ns);
+    if (r->nbins) {
+        r->series_out = calloc(r->nbins, sizeof *r->series_out);
+        r->series_in = calloc(r->nbins, sizeof *r->series_in);
+        if (!r->series_out || !r->series_in) {
+            rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+            goto fail_tls;
+        }
+        if ((rc = window_series(r->series_out, r->series_in, r->nbins, run, bin_ns, tls, n, e)))
+            goto fail_tls;
+        r->peak_tps = window_peak(r->series_out, r->nbins, run, bin_ns, &r->peak_bin);
+    }
+    free(tls);
+    return TPS_OK;
+fail_tls:
+    free(tls);
+fail:
+    result_free(r);
+    return rc;
+}
+
+/* ---- JSON out ---------------------------------------------------------------------------- */
+
+static json_t *hist_json(const hist *h, bool is_time) {
+    hist_summary s;
+    hist_summarize(h, &s);
+    size_t nb = hist_nonempty(h);
+    uint32_t *idx = malloc((nb ? nb : 1) * sizeof *idx);
+    uint64_t *cnt = malloc((nb ? nb : 1) * sizeof *cnt);
+    json_t *o = json_object();
+    json_object_set_new(o, "unit", json_string(is_time ? "ns" : "tokens"));
+    json_object_set_new(o, "count", json_integer((json_int_t)s.count));
+    json_object_set_new(o, "min", json_integer((json_int_t)s.min));
+    json_object_set_new(o, "max", json_integer((json_int_t)s.max));
+    json_object_set_new(o, "mean", json_real(hist_mean(h)));
+    static const double P[] = {50, 90, 95, 99, 99.9};
+    static const char *const PN[] = {"p50", "p90", "p95", "p99", "p99.9"};
+    for (int i = 0; i < 5; i++)
+        json_object_set_new(o, PN[i], json_integer((json_int_t)hist_percentile(h, P[i])));
+    json_object_set_new(o, "sum",
+                        json_integer((json_int_t)(s.sum > INT64_MAX ? INT64_MAX : s.sum)));
+    json_object_set_new(o, "underflow", json_integer((json_int_t)s.underflow));
+    json_object_set_new(o, "overflow", json_integer((json_int_t)s.overflow));
+    json_object_set_new(o, "hist_version", json_integer(s.version));
+    json_object_set_new(o, "lowest", json_integer((json_int_t)s.config.lowest));
+    json_object_set_new(o, "highest", json_integer((json_int_t)s.config.highest));
+    json_object_set_new(o, "sig_digits", json_integer(s.config.sig_digits));
+    json_t *b = json_array();
+    if (idx && cnt) {
+        hist_export(h, idx, cnt, nb);
+        for (size_t i = 0; i < nb; i++)
+            json_array_append_new(b, json_pack("[I, I]", (json_int_t)idx[i], (json_int_t)cnt[i]));
+    }
+    json_object_set_new(o, "buckets", b); /* [bucket index, count] */
+    free(idx);
+    free(cnt);
+    return o;
+}
+
+static json_t *window_json(const result_window *w) {
+    if (!w->valid) return json_pack("{s:b, s:s}", "valid", 0, "why", w->why);
+    const window_tps *t = &w->tps;
+    return json_pack(
+        "{s:b, s:f, s:f, s:f, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:{s:I, s:I, s:f, s:f}}", "valid",
+        1, "t0_s", tps_ns_to_s(t->w.t0), "t1_s", tps_ns_to_s(t->w.t1), "seconds", t->seconds,
+        "output_tokens", (json_int_t)t->output_tokens, "input_tokens", (json_int_t)t->input_tokens,
+        "completed", (json_int_t)t->completed, "output_tps", t->output_tps, "input_tps",
+        t->input_tps, "total_tps", t->total_tps, "request_rate", t->request_rate, "goodput", "good",
+        (json_int_t)w->good.good, "completed", (json_int_t)w->good.completed, "per_s",
+        w->good.goodput, "good_fraction", w->good.good_fraction);
+}
+
+static json_t *u64_array(const uint64_t *v, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_integer((json_int_t)v[i]));
+    return a;
+}
+
+json_t *result_to_json(const bench_result *r) {
+    json_t *o = json_object();
+    json_object_set_new(o, "schema", json_string(BENCH_RESULT_SCHEMA));
+    json_object_set_new(o, "version", json_integer(BENCH_RESULT_VERSION));
+    char when[64] = "";
+    time_t sec = (time_t)(r->t0_unix_ns / 1000000000);
+    struct tm tmv;
+    if (gmtime_r(&sec, &tmv)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    json_object_set_new(o, "started_at", json_string(when));
+    json_object_set_new(o, "t0_unix_ns", json_integer((json_int_t)r->t0_unix_ns));
+    json_object_set_new(o, "runs", json_integer(r->runs));
+    json_object_set_new(o, "config", json_incref(r->config));
+    json_object_set_new(o, "requests",
+                        json_pack("{s:I, s:I, s:I, s:I, s:f}", "sent", (json_int_t)r->requests,
+                                  "completed", (json_int_t)r->completed, "failed",
+                                  (json_int_t)r->failed, "cancelled", (json_int_t)r->cancelled,
+                                  "error_rate", result_error_rate(r)));
+    json_t *errs = json_object();
+    for (int k = 1; k < BENCH_ERR_COUNT; k++) {
+        if (!r->errors[k]) continue;
+        json_t *x = json_pack("{s:I}", "count", (json_int_t)r->errors[k]);
+        if (r->error_example[k])
+            json_object_set_new(x, "example", json_string(r->error_example[k]));
+        json_object_set_new(errs, bench_err_name((bench_errkind)k), x);
+    }
+    json_object_set_new(o, "errors", errs);
+    json_t *src = json_object();
+    for (int k = 0; k < 4; k++)
+        json_object_set_new(src, SOURCE_NAMES[k], json_integer((json_int_t)r->by_source[k]));
+    json_object_set_new(o, "tokens",
+                        json_pack("{s:I, s:I, s:o, s:I, s:I, s:I, s:I, s:I}", "output",
+                                  (json_int_t)r->output_tokens, "input",
+                                  (json_int_t)r->input_tokens, "count_source", src, "token_events",
+                                  (json_int_t)r->token_events, "multi_token_events",
+                                  (json_int_t)r->multi_token_events, "requests_with_usage",
+                                  (json_int_t)r->with_usage, "usage_mismatch_requests",
+                                  (json_int_t)r->mismatch_requests, "usage_mismatch_tokens",
+                                  (json_int_t)r->mismatch_tokens));
+    json_object_set_new(o, "windows",
+                        json_pack("{s:o, s:o, s:o}", "run", window_json(&r->run), "steady",
+                                  window_json(&r->steady), "user", window_json(&r->user)));
+    json_object_set_new(o, "slo_ns",
+                        json_pack("{s:I, s:I, s:I}", "ttft", (json_int_t)r->slo.ttft_ns, "tpot",
+                                  (json_int_t)r->slo.tpot_ns, "e2e", (json_int_t)r->slo.e2e_ns));
+    json_t *hs = json_object();
+    for (int i = 0; i < RH_COUNT; i++)
+        json_object_set_new(hs, HIST_NAMES[i], hist_json(r->h[i], result_hist_is_time(i)));
+    json_object_set_new(o, "histograms", hs);
+    json_object_set_new(o, "series",
+                        json_pack("{s:s, s:f, s:o, s:o, s:f, s:I}", "window", "run", "bin_s",
+                                  r->bin_s, "output_tokens", u64_array(r->series_out, r->nbins),
+                                  "input_tokens", u64_array(r->series_in, r->nbins),
+                                  "peak_output_tps", r->peak_tps, "peak_bin",
+                                  (json_int_t)r->peak_bin));
+    json_object_set_new(o, "server",
+                        json_pack("{s:I, s:I}", "requests_with_timings",
+                                  (json_int_t)r->with_timings, "preemptions",
+                                  (json_int_t)r->server_preemptions));
+    json_object_set_new(o, "client",
+                        json_pack("{s:f, s:I, s:I}", "cpu_s", r->client_cpu_s, "bytes",
+                                  (json_int_t)r->bytes, "events", (json_int_t)r->events));
+    if (r->per_request) json_object_set_new(o, "per_request", json_incref(r->per_request));
+    return o;
+}
+
+int result_write_json(const bench_result *r, const char *path, tps_err *e) {
+    json_t *o = result_to_json(r);
+    int rc = json_dump_file(o, path, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
+    json_decref(o);
+    return rc ? tps_fail(e, TPS_EIO, "cannot write '%s'", path) : TPS_OK;
+}
+
+/* ---- JSON in ------------------------------------------------------------------------------ */
+
+static uint64_t ju(const json_t *o, const char *k) {
+    json_t *v = json_object_get(o, k);
+    return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+}
+
+static double jd(const json_t *o, const char *k) {
+    json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : 0.0;
+}
+
+static int hist_from_json(hist **out, const json_t *o, const char *name, tps_err *e) {
+    if (!json_is_object(o)) return tps_fail(e, TPS_EINVAL, "histogram '%s' is missing", name);
+    hist_summary s = {.version = (uint32_t)ju(o, "hist_version"),
+                      .config = {.lowest = ju(o, "lowest"),
+                                 .highest = ju(o, "highest"),
+                                 .sig_digits = (int)ju(o, "sig_digits")},
+                      .count = ju(o, "count"),
+                      .underflow = ju(o, "underflow"),
+                      .overflow = ju(o, "overflow"),
+                      .min = ju(o, "min"),
+                      .max = ju(o, "max"),
+                      .sum = ju(o, "sum")};
+    json_t *b = json_object_get(o, "buckets");
+    size_t n = json_array_size(b);
+    uint32_t *idx = malloc((n ? n : 1) * sizeof *idx);
+    uint64_t *cnt = malloc((n ? n : 1) * sizeof *cnt);
+    int rc = TPS_OK;
+    if (!idx || !cnt) rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < n; i++) {
+        json_t *p = json_array_get(b, i);
+        json_t *a = json_array_get(p, 0), *c = json_array_get(p, 1);
+        if (!json_is_integer(a) || !json_is_integer(c) || json_integer_value(a) < 0 ||
+            json_integer_value(a) > UINT32_MAX || json_integer_value(c) < 0)
+            rc = tps_fail(e, TPS_EINVAL, "histogram '%s': bucket %zu is not [index, count]", name,
+                          i);
+        else
+            idx[i] = (uint32_t)json_integer_value(a), cnt[i] = (uint64_t)json_integer_value(c);
+    }
+    if (!rc) {
+        rc = hist_import(out, &s, idx, cnt, n, e);
+        if (rc) {
+            char m[sizeof e->msg];
+            snprintf(m, sizeof m, "%s", e->msg);
+            tps_fail(e, rc, "histogram '%s': %s", name, m);
+        }
+    }
+    free(idx);
+    free(cnt);
+    return rc;
+}
+
+static void window_from_json(result_window *w, const json_t *o) {
+    memset(w, 0, sizeof *w);
+    w->valid = json_is_true(json_object_get(o, "valid"));
+    if (!w->valid) {
+        const char *why = json_string_value(json_object_get(o, "why"));
+        snprintf(w->why, sizeof w->why, "%s", why ? why : "");
+        return;
+    }
+    window_tps *t = &w->tps;
+    t->w.t0 = (uint64_t)llround(jd(o, "t0_s") * 1e9);
+    t->w.t1 = (uint64_t)llround(jd(o, "t1_s") * 1e9);
+    t->seconds = jd(o, "seconds");
+    t->output_tokens = ju(o, "output_tokens");
+    t->input_tokens = ju(o, "input_tokens");
+    t->completed = ju(o, "completed");
+    t->output_tps = jd(o, "output_tps");
+    t->input_tps = jd(o, "input_tps");
+    t->total_tps = jd(o, "total_tps");
+    t->request_rate = jd(o, "request_rate");
+    json_t *g = json_object_get(o, "goodput");
+    w->good.good = ju(g, "good");
+    w->good.completed = ju(g, "completed");
+    w->good.goodput = jd(g, "per_s");
+    w->good.good_fraction = jd(g, "good_fraction");
+    w->good.seconds = t->seconds;
+}
+
+static int series_from_json(uint64_t **out, size_t n, const json_t *a) {
+    *out = calloc(n ? n : 1, sizeof **out);
+    if (!*out) return TPS_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, i);
+        (*out)[i] =
+            json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+    }
+    return TPS_OK;
+}
+
+int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
+    memset(r, 0, sizeof *r);
+    const char *schema = json_string_value(json_object_get(j, "schema"));
+    if (!schema || strcmp(schema, BENCH_RESULT_SCHEMA))
+        return tps_fail(e, TPS_EINVAL, "not a tps bench result (schema is not \"%s\")",
+                        BENCH_RESULT_SCHEMA);
+    uint64_t v = ju(j, "version");
+    if (v != BENCH_RESULT_VERSION)
+        return tps_fail(e, TPS_EUNSUP, "result version %llu; this tps reads version %d",
+                        (unsigned long long)v, BENCH_RESULT_VERSION);
+    int rc = TPS_OK;
+    r->runs = (uint32_t)ju(j, "runs");
+    if (!r->runs) r->runs = 1;
+    json_t *t0 = json_object_get(j, "t0_unix_ns");
+    r->t0_unix_ns = json_is_integer(t0) ? json_integer_value(t0) : 0;
+    json_t *cfg = json_object_get(j, "config");
+    r->config = cfg ? json_incref(cfg) : json_object();
+    json_t *rq = json_object_get(j, "requests");
+    r->requests = ju(rq, "sent");
+    r->completed = ju(rq, "completed");
+    r->failed = ju(rq, "failed");
+    r->cancelled = ju(rq, "cancelled");
+    json_t *errs = json_object_get(j, "errors");
+    const char *key;
+    json_t *val;
+    json_object_foreach(errs, key, val) {
+        bench_errkind k = bench_err_from_name(key);
+        if (k == BENCH_ERR_COUNT || k == BENCH_OK) continue;
+        r->errors[k] = ju(val, "count");
+        const char *ex = json_string_value(json_object_get(val, "example"));
+        if (ex) r->error_example[k] = strdup(ex);
+    }
+    r->errors[BENCH_OK] = r->completed;
+    json_t *tk = json_object_get(j, "tokens");
+    r->output_tokens = ju(tk, "output");
+    r->input_tokens = ju(tk, "input");
+    json_t *src = json_object_get(tk, "count_source");
+    for (int k = 0; k < 4; k++)
+        r->by_source[k] = ju(src, SOURCE_NAMES[k]);
+    r->token_events = ju(tk, "token_events");
+    r->multi_token_events = ju(tk, "multi_token_events");
+    r->with_usage = ju(tk, "requests_with_usage");
+    r->mismatch_requests = ju(tk, "usage_mismatch_requests");
+    json_t *mt = json_object_get(tk, "usage_mismatch_tokens");
+    r->mismatch_tokens = json_is_integer(mt) ? json_integer_value(mt) : 0;
+    json_t *ws = json_object_get(j, "windows");
+    window_from_json(&r->run, json_object_get(ws, "run"));
+    window_from_json(&r->steady, json_object_get(ws, "steady"));
+    window_from_json(&r->user, json_object_get(ws, "user"));
+    json_t *slo = json_object_get(j, "slo_ns");
+    r->slo = (tl_slo){ju(slo, "ttft"), ju(slo, "tpot"), ju(slo, "e2e")};
+    json_t *hs = json_object_get(j, "histograms");
+    for (int i = 0; i < RH_COUNT && !rc; i++)
+        rc = hist_from_json(&r->h[i], json_object_get(hs, HIST_NAMES[i]), HIST_NAMES[i], e);
+    if (rc) goto fail;
+    json_t *se = json_object_get(j, "series");
+    r->bin_s = jd(se, "bin_s");
+    json_t *so = json_object_get(se, "output_tokens"), *si = json_object_get(se, "input_tokens");
+    r->nbins = json_array_size(so);
+    if (json_array_size(si) != r->nbins) {
+        rc = tps_fail(e, TPS_EINVAL, "series: output and input arrays differ in length");
+        goto fail;
+    }
+    if (series_from_json(&r->series_out, r->nbins, so) ||
+        series_from_json(&r->series_in, r->nbins, si)) {
+        rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+        goto fail;
+    }
+    r->peak_tps = jd(se, "peak_output_tps");
+    r->peak_bin = (size_t)ju(se, "peak_bin");
+    json_t *sv = json_object_get(j, "server");
+    r->with_timings = ju(sv, "requests_with_timings");
+    r->server_preemptions = ju(sv, "preemptions");
+    json_t *cl = json_object_get(j, "client");
+    r->client_cpu_s = jd(cl, "cpu_s");
+    r->bytes = ju(cl, "bytes");
+    r->events = ju(cl, "events");
+    json_t *pr = json_object_get(j, "per_request");
+    if (json_is_array(pr)) r->per_request = json_incref(pr);
+    return TPS_OK;
+fail:
+    result_free(r);
+    return rc;
+}
+
+int result_read_json(bench_result *r, const char *path, tps_err *e) {
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    if (!j)
+        return tps_fail(e, TPS_EINVAL, "%s: line %d, column %d: %s", path, je.line, je.column,
+                        je.text);
+    int rc = result_from_json(r, j, e);
+    json_decref(j);
+    if (rc) {
+        char m[sizeof e->msg];
+        snprintf(m, sizeof m, "%s", e->msg);
+        tps_fail(e, rc, "%s: %s", path, m);
+    }
+    return rc;
+}
+
+/* ---- merge ---------------------------------------------------------------------------------- */
+
+static void merge_window(result_window *d, const result_window *s) {
+    if (!s->valid) return;
+    if (!d->valid) {
+        *d = *s;
+        return;
+    }
+    window_tps *a = &d->tps;
+    const window_tps *b = &s->tps;
+    if (b->seconds > a->seconds) a->seconds = b->seconds;
+    a->output_tokens += b->output_tokens;
+    a->input_tokens += b->input_tokens;
+    a->completed += b->completed;
+    a->output_tps += b->output_tps;
+    a->input_tps += b->input_tps;
+    a->total_tps += b->total_tps;
+    a->request_rate += b->request_rate;
+    d->good.good += s->good.good;
+    d->good.completed += s->good.completed;
+    d->good.goodput += s->good.goodput;
+    d->good.good_fraction =
+        d->good.completed ? (double)d->good.good / (double)d->good.completed : 0.0;
+}
+
+int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
+    for (int i = 0; i < RH_COUNT; i++) {
+        int rc = hist_merge(dst->h[i], src->h[i], e);
+        if (rc) return rc;
+    }
+    /* series: aligned on the wall clock at bin resolution */
+    if (src->nbins && src->bin_s == dst->bin_s && dst->bin_s > 0) {
+        int64_t t0 = dst->t0_unix_ns < src->t0_unix_ns ? dst->t0_unix_ns : src->t0_unix_ns;
+        const double bin_ns = dst->bin_s * 1e9;
+        size_t od = (size_t)llround((double)(dst->t0_unix_ns - t0) / bin_ns);
+        size_t os = (size_t)llround((double)(src->t0_unix_ns - t0) / bin_ns);
+        size_t n = od + dst->nbins > os + src->nbins ? od + dst->nbins : os + src->nbins;
+        uint64_t *so = calloc(n, sizeof *so), *si = calloc(n, sizeof *si);
+        if (!so || !si) {
+            free(so);
+            free(si);
+            return tps_fail(e, TPS_ENOMEM, "out of memory");
+        }
+        for (size_t k = 0; k < dst->nbins; k++)
+            so[od + k] += dst->series_out[k], si[od + k] += dst->series_in[k];
+        for (size_t k = 0; k < src->nbins; k++)
+            so[os + k] += src->series_out[k], si[os + k] += src->series_in[k];
+        free(dst->series_out);
+        free(dst->series_in);
+        dst->series_out = so;
+        dst->series_in = si;
+        dst->nbins = n;
+        dst->t0_unix_ns = t0;
+        dst->peak_tps = 0;
+        for (size_t k = 0; k + 1 < n || (n == 1 && k == 0); k++) /* full bins only */
+            if ((double)so[k] / dst->bin_s > dst->peak_tps)
+                dst->peak_tps = (double)so[k] / dst->bin_s, dst->peak_bin = k;
+    }
+    dst->runs += src->runs;
+    dst->requests += src->requests;
+    dst->completed += src->completed;
+    dst->failed += src->failed;
+    dst->cancelled += src->cancelled;
+    for (int k = 0; k < BENCH_ERR_COUNT; k++) {
+        dst->errors[k] += src->errors[k];
+        if (!dst->error_example[k] && src->error_example[k])
+            dst->error_example[k] = strdup(src->error_example[k]);
+    }
+    for (int k = 0; k < 4; k++)
+        dst->by_source[k] += src->by_source[k];
+    dst->token_events += src->token_events;
+    dst->multi_token_events += src->multi_token_events;
+    dst->mismatch_requests += src->mismatch_requests;
+    dst->mismatch_tokens += src->mismatch_tokens;
+    dst->output_tokens += src->output_tokens;
+    dst->input_tokens += src->input_tokens;
+    dst->with_usage += src->with_usage;
+    dst->with_timings += src->with_timings;
+    dst->server_preemptions += src->server_preemptions;
+    dst->client_cpu_s += src->client_cpu_s;
+    dst->bytes += src->bytes;
+    dst->events += src->events;
+    merge_window(&dst->run, &src->run);
+    merge_window(&dst->steady, &src->steady);
+    merge_window(&dst->user, &src->user);
+    json_decref(dst->per_request); /* per-request records are per run; not merged */
+    dst->per_request = NULL;
+    return TPS_OK;
+}
+
+/* ---- CSV ------------------------------------------------------------------------------------- */
+
+int result_write_csv(const bench_result *r, FILE *f, tps_err *e) {
+    static const result_hist_id H[] = {RH_TTFT, RH_TTFT_SENT, RH_ITL, RH_TPOT, RH_E2E, RH_E2E_SENT};
+    static const double P[] = {50, 90, 99};
+    fprintf(f, "requests,completed,failed,cancelled,error_rate,output_tokens,input_tokens,"
+               "run_s,run_output_tps,run_input_tps,run_total_tps,run_request_rate,run_goodput,"
+               "steady_s,steady_output_tps,steady_total_tps,steady_request_rate,peak_output_tps");
+    for (size_t i = 0; i < sizeof H / sizeof H[0]; i++) {
+        fprintf(f, ",%s_mean_ms", HIST_NAMES[H[i]]);
+        for (size_t p = 0; p < 3; p++)
+            fprintf(f, ",%s_p%g_ms", HIST_NAMES[H[i]], P[p]);
+    }
+    fprintf(f, "\n%llu,%llu,%llu,%llu,%.6f,%llu,%llu,%.6f,%.3f,%.3f,%.3f,%.4f,%.4f,",
+            (unsigned long long)r->requests, (unsigned long long)r->completed,
+            (unsigned long long)r->failed, (unsigned long long)r->cancelled, result_error_rate(r),
+            (unsigned long long)r->output_tokens, (unsigned long long)r->input_tokens,
+            r->run.tps.seconds, r->run.tps.output_tps, r->run.tps.input_tps, r->run.tps.total_tps,
+            r->run.tps.request_rate, r->run.good.goodput);
+    if (r->steady.valid)
+        fprintf(f, "%.6f,%.3f,%.3f,%.4f,", r->steady.tps.seconds, r->steady.tps.output_tps,
+                r->steady.tps.total_tps, r->steady.tps.request_rate);
+    else
+        fprintf(f, ",,,,");
+    fprintf(f, "%.3f", r->peak_tps);
+    for (size_t i = 0; i < sizeof H / sizeof H[0]; i++) {
+        const hist *h = r->h[H[i]];
+        fprintf(f, ",%.4f", hist_mean(h) / 1e6);
+        for (size_t p = 0; p < 3; p++)
+            fprintf(f, ",%.4f", (double)hist_percentile(h, P[p]) / 1e6);
+    }
+    fprintf(f, "\n");
+    return ferror(f) ? tps_fail(e, TPS_EIO, "cannot write the CSV") : TPS_OK;
+}

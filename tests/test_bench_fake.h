@@ -1,0 +1,306 @@
+/* A misbehaving (or well-behaved) OpenAI-style streaming server for the
+ * bench tests: one thread, poll(), plain sockets on 127.0.0.1, an ephemeral
+ * port. Every connection gets the same behaviour (fake_mode). Header-only so
+ * each tests/test_bench*.c can include it; not a general HTTP server.
+ *
+ * fake_start / fake_stop pair; the struct's counters are read after stop. */
+#ifndef TPS_TEST_BENCH_FAKE_H
+#define TPS_TEST_BENCH_FAKE_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef enum fake_mode {
+    FAKE_OK = 0,      /* tokens, usage + timings, [DONE] */
+    FAKE_SLOW_FIRST,  /* nothing for delay_ms, then as OK */
+    FAKE_STALL,       /* two tokens, then silence */
+    FAKE_MALFORMED,   /* one token, then a broken JSON event */
+    FAKE_HTTP500,     /* 500 with an OpenAI-shaped error */
+    FAKE_RESET,       /* two tokens, then a TCP reset */
+    FAKE_NO_DONE,     /* tokens, then a clean end without [DONE] */
+    FAKE_ERROR_EVENT, /* one token, then data: {"error":...} */
+} fake_mode;
+
+#define FAKE_MAX_CONN 4096
+
+typedef struct fake_conn {
+    int fd;
+    char req[8192];
+    size_t req_len;
+    bool responding;
+    int step;         /* events written */
+    uint64_t next_ns; /* when to write the next piece */
+} fake_conn;
+
+typedef struct fake_server {
+    fake_mode mode;
+    int tokens;    /* per response */
+    int per_event; /* tokens per SSE event (>= 1) */
+    int gap_ms;    /* between events */
+    int delay_ms;  /* SLOW_FIRST: before the first byte; OK: before the first event */
+    bool no_usage; /* leave out the usage chunk */
+    int port;
+    int lfd;
+    int wake[2];
+    pthread_t th;
+    atomic_bool stop;
+    atomic_int served, max_conns;
+    fake_conn *conns; /* (FAKE_MAX_CONN,) */
+    int n_conns;
+} fake_server;
+
+static inline uint64_t fake_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void fake_write_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return;
+        p += k;
+        n -= (size_t)k;
+    }
+}
+
+static void fake_chunk(int fd, const char *data) {
+    char head[32];
+    size_t n = strlen(data);
+    snprintf(head, sizeof head, "%zx\r\n", n);
+    char *buf = malloc(n + 48);
+    size_t h = strlen(head);
+    memcpy(buf, head, h);
+    memcpy(buf + h, data, n);
+    memcpy(buf + h + n, "\r\n", 2);
+    fake_write_all(fd, buf, h + n + 2);
+    free(buf);
+}
+
+static void fake_close(fake_server *s, int i, bool reset) {
+    fake_conn *c = &s->conns[i];
+    if (reset) {
+        struct linger lg = {1, 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
+    close(c->fd);
+    s->conns[i] = s->conns[--s->n_conns];
+}
+
+/* Advances connection i by one piece; returns false if it was closed. */
+static bool fake_step(fake_server *s, int i) {
+    fake_conn *c = &s->conns[i];
+    const int events = (s->tokens + s->per_event - 1) / s->per_event;
+    char ev[512];
+    if (c->step == 0) {
+        if (s->mode == FAKE_HTTP500) {
+            const char *body = "{\"error\":{\"message\":\"the fake server is broken\",\"type\":"
+                               "\"server_error\",\"param\":null,\"code\":500}}";
+            snprintf(ev, sizeof ev,
+                     "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+            fake_write_all(c->fd, ev, strlen(ev));
+            atomic_fetch_add(&s->served, 1);
+            c->responding = false;
+            c->req_len = 0;
+            c->step = 0;
+            return true;
+        }
+        const char *h = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: "
+                        "no-cache\r\nTransfer-Encoding: chunked\r\n\r\n";
+        fake_write_all(c->fd, h, strlen(h));
+        fake_chunk(c->fd, ": keep-alive comment\r\n\r\n");
+        c->step = 1;
+        c->next_ns = fake_now() + (uint64_t)(s->mode == FAKE_OK ? s->delay_ms : 0) * 1000000ull;
+        return true;
+    }
+    int k = c->step; /* 1-based event index */
+    if ((s->mode == FAKE_STALL || s->mode == FAKE_RESET) && k == 3) {
+        if (s->mode == FAKE_RESET) {
+            fake_close(s, i, true);
+            return false;
+        }
+        c->next_ns = UINT64_MAX; /* silence */
+        return true;
+    }
+    if (s->mode == FAKE_MALFORMED && k == 2) {
+        fake_chunk(c->fd, "data: {\"choices\":[{\"text\":\"x\"\n\n");
+        c->next_ns = UINT64_MAX;
+        return true;
+    }
+    if (s->mode == FAKE_ERROR_EVENT && k == 2) {
+        fake_chunk(c->fd, "event: error\ndata: {\"error\":{\"message\":\"out of KV blocks\"}}\n\n");
+        c->next_ns = UINT64_MAX;
+        return true;
+    }
+    if (k <= events) {
+        int n = s->per_event;
+        if (k == events && s->tokens % s->per_event) n = s->tokens % s->per_event;
+        char ids[256] = "";
+        size_t o = 0;
+        for (int t = 0; t < n && o + 8 < sizeof ids; t++)
+            o += (size_t)snprintf(ids + o, sizeof ids - o, "%s%d", t ? "," : "", 100 + t);
+        /* multi-token events carry token ids; single ones only text (CRLF line ends) */
+        if (s->per_event > 1)
+            snprintf(ev, sizeof ev,
+                     "data: {\"choices\":[{\"index\":0,\"text\":\"w%d\",\"finish_reason\":%s}],"
+                     "\"tokens\":[%s]}\n\n",
+                     k, k == events ? "\"length\"" : "null", ids);
+        else
+            snprintf(ev, sizeof ev,
+                     "data: {\"choices\":[{\"index\":0,\"text\":\" w%d\",\"finish_reason\":%s}]}"
+                     "\r\n\r\n",
+                     k, k == events ? "\"length\"" : "null");
+        fake_chunk(c->fd, ev);
+        c->step++;
+        c->next_ns = fake_now() + (uint64_t)s->gap_ms * 1000000ull;
+        return true;
+    }
+    /* after the tokens */
+    if (s->mode == FAKE_NO_DONE) {
+        fake_chunk(c->fd, "");
+        c->responding = false;
+        c->req_len = 0;
+        c->step = 0;
+        atomic_fetch_add(&s->served, 1);
+        return true;
+    }
+    if (!s->no_usage) {
+        snprintf(ev, sizeof ev,
+                 "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":%d,"
+                 "\"total_tokens\":%d},\"timings\":{\"queue_ms\":1.5,\"prefill_ms\":2.0,"
+                 "\"prompt_tokens\":7,\"decode_ms\":%d.0,\"completion_tokens\":%d,\"ttft_ms\":3.5,"
+                 "\"preemptions\":0}}\n\n",
+                 s->tokens, s->tokens + 7, s->gap_ms * events, s->tokens);
+        fake_chunk(c->fd, ev);
+    }
+    fake_chunk(c->fd, "data: [DONE]\n\n");
+    fake_chunk(c->fd, "");
+    c->responding = false;
+    c->req_len = 0;
+    c->step = 0;
+    atomic_fetch_add(&s->served, 1);
+    return true;
+}
+
+/* A request is complete when its headers and Content-Length body are in. */
+static bool fake_request_complete(fake_conn *c) {
+    c->req[c->req_len < sizeof c->req ? c->req_len : sizeof c->req - 1] = 0;
+    char *end = strstr(c->req, "\r\n\r\n");
+    if (!end) return false;
+    size_t body = 0;
+    const char *cl = strcasestr(c->req, "content-length:");
+    if (cl && cl < end) body = (size_t)strtoul(cl + 15, NULL, 10);
+    return c->req_len >= (size_t)(end + 4 - c->req) + body;
+}
+
+static void *fake_main(void *arg) {
+    fake_server *s = arg;
+    struct pollfd *pfd = calloc(FAKE_MAX_CONN + 2, sizeof *pfd);
+    while (!atomic_load(&s->stop)) {
+        uint64_t now = fake_now(), next = UINT64_MAX;
+        for (int i = 0; i < s->n_conns; i++)
+            if (s->conns[i].responding && s->conns[i].next_ns < next) next = s->conns[i].next_ns;
+        int tmo = 100;
+        if (next != UINT64_MAX) tmo = next <= now ? 0 : (int)((next - now) / 1000000ull) + 1;
+        if (tmo > 100) tmo = 100;
+        pfd[0] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
+        pfd[1] = (struct pollfd){.fd = s->wake[0], .events = POLLIN};
+        for (int i = 0; i < s->n_conns; i++)
+            pfd[2 + i] = (struct pollfd){.fd = s->conns[i].fd, .events = POLLIN};
+        int nc = s->n_conns;
+        if (poll(pfd, (nfds_t)(2 + nc), tmo) < 0 && errno != EINTR) break;
+        if (pfd[0].revents & POLLIN) {
+            for (;;) {
+                int fd = accept(s->lfd, NULL, NULL);
+                if (fd < 0) break;
+                if (s->n_conns >= FAKE_MAX_CONN) {
+                    close(fd);
+                    continue;
+                }
+                int one = 1;
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                s->conns[s->n_conns++] = (fake_conn){.fd = fd};
+                if (s->n_conns > atomic_load(&s->max_conns))
+                    atomic_store(&s->max_conns, s->n_conns);
+            }
+        }
+        /* reads (walk backwards: closing swaps the last connection in) */
+        for (int i = nc - 1; i >= 0; i--) {
+            if (!(pfd[2 + i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            fake_conn *c = &s->conns[i];
+            char buf[4096];
+            ssize_t k = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (k <= 0) {
+                if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+                fake_close(s, i, false);
+                continue;
+            }
+            if (c->responding) continue; /* no pipelining */
+            size_t room = sizeof c->req - 1 - c->req_len;
+            size_t take = (size_t)k < room ? (size_t)k : room;
+            memcpy(c->req + c->req_len, buf, take);
+            c->req_len += take;
+            if (fake_request_complete(c)) {
+                c->responding = true;
+                c->step = 0;
+                c->next_ns = fake_now() +
+                             (uint64_t)(s->mode == FAKE_SLOW_FIRST ? s->delay_ms : 0) * 1000000ull;
+            }
+        }
+        now = fake_now();
+        for (int i = s->n_conns - 1; i >= 0; i--)
+            if (s->conns[i].responding && s->conns[i].next_ns <= now) fake_step(s, i);
+    }
+    while (s->n_conns)
+        fake_close(s, s->n_conns - 1, false);
+    free(pfd);
+    return NULL;
+}
+
+static int fake_start(fake_server *s) {
+    if (s->tokens <= 0) s->tokens = 8;
+    if (s->per_event <= 0) s->per_event = 1;
+    s->conns = calloc(FAKE_MAX_CONN, sizeof *s->conns);
+    s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (bind(s->lfd, (struct sockaddr *)&a, sizeof a) || listen(s->lfd, 4096)) return -1;
+    socklen_t al = sizeof a;
+    getsockname(s->lfd, (struct sockaddr *)&a, &al);
+    s->port = ntohs(a.sin_port);
+    if (pipe(s->wake)) return -1;
+    atomic_store(&s->stop, false);
+    return pthread_create(&s->th, NULL, fake_main, s);
+}
+
+static void fake_stop(fake_server *s) {
+    atomic_store(&s->stop, true);
+    if (write(s->wake[1], "x", 1) < 0) { /* the poll times out anyway */
+    }
+    pthread_join(s->th, NULL);
+    close(s->lfd);
+    close(s->wake[0]);
+    close(s->wake[1]);
+    free(s->conns);
+    s->conns = NULL;
+}
+
+#endif

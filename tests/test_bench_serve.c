@@ -1,0 +1,229 @@
+/* tps bench against a real `tps serve` on 127.0.0.1 (stories260K): the
+ * bench's output tokens equal the server's usage and its /metrics counter
+ * delta; TTFT <= E2E; each request's ITLs sum to its last token - first
+ * token (E2E - TTFT less the short tail after the last token); the server's
+ * timings come through; open loop above capacity shows latencies from the
+ * schedule above those from the actual send. Skips while `tps serve` does
+ * not exist yet. */
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "bench/result.h"
+#include "metrics/clock.h"
+#include "support/test_support.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+typedef struct server_proc {
+    pid_t pid;
+    int port;
+    char url[64];
+} server_proc;
+
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bind(fd, (struct sockaddr *)&a, sizeof a);
+    socklen_t al = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &al);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static size_t grab(char *p, size_t sz, size_t nm, void *ud) {
+    char **s = ud;
+    size_t old = *s ? strlen(*s) : 0, n = sz * nm;
+    *s = realloc(*s, old + n + 1);
+    memcpy(*s + old, p, n);
+    (*s)[old + n] = 0;
+    return n;
+}
+
+/* GET url; returns the status (0 if no answer), body in *body (malloc'ed). */
+static long http_get(const char *url, char **body) {
+    CURL *c = curl_easy_init();
+    *body = NULL;
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, grab);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+static void serve_start(server_proc *s) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    char *out;
+    int rc = run_tps("serve --help", true, &out);
+    bool missing = strstr(out, "unknown command") != NULL;
+    free(out);
+    if (missing || rc == 127) cr_skip_test("this tps has no `serve` command yet");
+    s->port = free_port();
+    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+    char port[16], *model = shared_path("models/stories260K.gguf");
+    snprintf(port, sizeof port, "%d", s->port);
+    s->pid = fork();
+    if (s->pid == 0) {
+        freopen("/dev/null", "w", stdout);
+        freopen("/dev/null", "w", stderr);
+        execl(TPS_BIN, TPS_BIN, "serve", "-m", model, "--host", "127.0.0.1", "--port", port,
+              (char *)NULL);
+        _exit(127);
+    }
+    free(model);
+    char health[128];
+    snprintf(health, sizeof health, "%s/health", s->url);
+    for (int i = 0; i < 300; i++) { /* up to 30 s */
+        char *body;
+        long st = http_get(health, &body);
+        free(body);
+        if (st == 200) return;
+        int ws;
+        if (waitpid(s->pid, &ws, WNOHANG) == s->pid)
+            cr_assert_fail("tps serve exited before /health answered 200");
+        usleep(100 * 1000);
+    }
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    cr_assert_fail("tps serve did not answer /health within 30 s");
+}
+
+static void serve_stop(server_proc *s) {
+    kill(s->pid, SIGTERM);
+    for (int i = 0; i < 100; i++) {
+        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) return;
+        usleep(50 * 1000);
+    }
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+}
+
+/* Sum of every tps:generation_tokens_total sample in /metrics; -1 if absent. */
+static double generation_tokens(const server_proc *s) {
+    char url[128], *body;
+    snprintf(url, sizeof url, "%s/metrics", s->url);
+    if (http_get(url, &body) != 200 || !body) {
+        free(body);
+        return -1;
+    }
+    double sum = -1;
+    for (char *line = strtok(body, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "tps:generation_tokens_total", 27) ||
+            (line[27] != ' ' && line[27] != '{'))
+            continue;
+        char *sp = strrchr(line, ' ');
+        sum = (sum < 0 ? 0 : sum) + strtod(sp + 1, NULL);
+    }
+    free(body);
+    return sum;
+}
+
+static void make_workload(workload *wl, uint32_t out, size_t n) {
+    char *tok = shared_path("models/stories260K.gguf");
+    workload_opts o = {.endpoint = BENCH_EP_COMPLETIONS,
+                       .n_items = n,
+                       .seed = 5,
+                       .ignore_eos = 1,
+                       .include_usage = true,
+                       .temperature = -1,
+                       .tokenizer_path = tok};
+    tps_err e = {{0}};
+    cr_assert_eq(load_dist_parse(&o.input_len, "uniform:8:32", &e), 0);
+    o.output_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = out};
+    cr_assert_eq(workload_build(wl, &o, &e), 0, "%s", e.msg);
+    free(tok);
+}
+
+Test(bench_serve, tokens_match_usage_and_metrics_and_latencies_add_up, .timeout = 120) {
+    server_proc s;
+    serve_start(&s);
+    double before = generation_tokens(&s);
+    workload wl;
+    make_workload(&wl, 24, 16);
+    bench_config cfg = {.base_url = s.url,
+                        .concurrency = 4,
+                        .requests = 16,
+                        .timeout_s = 60,
+                        .idle_timeout_s = 30,
+                        .connect_timeout_s = 5,
+                        .keep_text = true};
+    bench_run_out out;
+    tps_err e = {{0}};
+    cr_assert_eq(bench_run(&out, &cfg, &wl, &e), 0, "%s", e.msg);
+    double after = generation_tokens(&s);
+    serve_stop(&s);
+
+    uint64_t tokens = 0, usage = 0;
+    for (size_t i = 0; i < out.n; i++) {
+        const bench_record *r = &out.recs[i];
+        const timeline *t = &r->tl;
+        cr_assert_eq(r->err, BENCH_OK, "request %zu: %s", i, r->err_msg);
+        cr_expect_eq(t->source, TL_COUNT_USAGE);
+        cr_expect_eq(t->output_tokens, 24, "ignore_eos: all max_tokens");
+        cr_expect_eq(r->stream_tokens, r->usage_completion, "stream and usage agree");
+        cr_expect(r->has_timings, "tps serve sends timings");
+        tokens += t->output_tokens;
+        usage += r->usage_completion;
+        uint64_t ttft = timeline_ttft(t, TL_FROM_SCHEDULED),
+                 e2e = timeline_e2e(t, TL_FROM_SCHEDULED);
+        cr_expect(ttft <= e2e);
+        uint64_t gaps[64], sum = 0;
+        size_t n = timeline_itls(t, gaps, 64);
+        cr_expect_eq(n, t->output_tokens - 1);
+        for (size_t k = 0; k < n; k++)
+            sum += gaps[k];
+        cr_expect_eq(sum, timeline_last_token_ns(t) - timeline_first_token_ns(t));
+        cr_expect(sum <= e2e - ttft && e2e - ttft - sum == t->t_end - timeline_last_token_ns(t),
+                  "E2E - TTFT = sum of ITLs + the tail after the last token");
+    }
+    cr_expect_eq(tokens, usage);
+    if (before >= 0 && after >= 0)
+        cr_expect_eq((uint64_t)(after - before), tokens, "/metrics moved by %.0f, bench saw %llu",
+                     after - before, (unsigned long long)tokens);
+    else
+        cr_expect_fail("/metrics has no tps:generation_tokens_total");
+    bench_run_free(&out);
+    workload_free(&wl);
+}
+
+Test(bench_serve, open_loop_above_capacity_shows_scheduled_latency_above_sent, .timeout = 120) {
+    server_proc s;
+    serve_start(&s);
+    workload wl;
+    make_workload(&wl, 32, 24);
+    /* 200 req/s with at most 2 in flight is far above what 2 streams of 32 tokens sustain */
+    bench_config cfg = {.base_url = s.url,
+                        .concurrency = 2,
+                        .rate = 200,
+                        .arrival = LOAD_ARRIVAL_POISSON,
+                        .burstiness = 1,
+                        .requests = 24,
+                        .timeout_s = 60,
+                        .idle_timeout_s = 30,
+                        .connect_timeout_s = 5,
+                        .seed = 7};
+    bench_run_out out;
+    tps_err e = {{0}};
+    cr_assert_eq(bench_run(&out, &cfg, &wl, &e), 0, "%s", e.msg);
+    serve_stop(&s);
+    bench_result res;
+    result_opts ro = {.origin_ns = out.t_start_ns};
+    cr_assert_eq(result_build(&res, out.recs, out.n, &ro, &e), 0, "%s", e.msg);
+    cr_expect_eq(res.completed, 24);
+    cr_expect(hist_mean(res.h[RH_TTFT]) > hist_mean(res.h[RH_TTFT_SENT]));
+    cr_expect(hist_percentile(res.h[RH_E2E], 90) > hist_percentile(res.h[RH_E2E_SENT], 90));
+    cr_expect(hist_max(res.h[RH_SEND_LAG]) > 0, "sends were late");
+    result_free(&res);
+    bench_run_free(&out);
+    workload_free(&wl);
+}
