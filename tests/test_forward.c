@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/forward.h"
 #include "support/test_support.h"
@@ -222,4 +223,89 @@ Test(forward, token_outside_vocabulary_is_an_error) {
     kv_seq_release(fx.kv, &seq);
     kv_seq_destroy(&seq);
     teardown(&fx);
+}
+
+/* stories260K's output.weight is a copy of token_embd.weight, so the same
+ * file without output.weight (tied embeddings, as many GGUFs ship) must give
+ * bit-identical logits. */
+Test(forward, tied_embeddings_when_output_weight_is_absent) {
+    REQUIRE_SHARED(MODEL);
+    char *path = shared_path(MODEL);
+    gguf_file *f;
+    tps_err err = {0};
+    cr_assert_eq(gguf_open(&f, path, &err), 0, "%s", err.msg);
+    gguf_writer *w = gguf_writer_create();
+    for (uint64_t i = 0; i < f->n_kv; i++) cr_assert_eq(gguf_writer_copy_kv(w, &f->kv[i]), 0);
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        char name[96];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        if (!strcmp(name, "output.weight")) continue;
+        cr_assert_eq(gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data), 0);
+    }
+    char tied[] = "/tmp/tps-tied-XXXXXX";
+    close(mkstemp(tied));
+    cr_assert_eq(gguf_writer_write_file(w, tied, &err), 0, "%s", err.msg);
+    gguf_writer_free(w);
+    gguf_close(f);
+    llama_model *a, *b;
+    cr_assert_eq(llama_model_load(&a, path, &err), 0, "%s", err.msg);
+    cr_assert_eq(llama_model_load(&b, tied, &err), 0, "%s", err.msg);
+    cr_expect_eq(a->w.tied, 0);
+    cr_expect_eq(b->w.tied, 1);
+    const llama_model *ms[] = {a, b};
+    float *out[2];
+    for (int k = 0; k < 2; k++) {
+        const llama_config *c = &ms[k]->cfg;
+        kv_cache_params p = {.n_layers = c->n_layers, .kv_dim = c->n_kv_heads * c->head_dim,
+                             .block_tokens = 16, .kv_type = GGML_TYPE_F32, .n_blocks = 4};
+        kv_cache *kv;
+        fwd_state *s;
+        cr_assert_eq(kv_cache_create(&kv, &p, &err), 0);
+        cr_assert_eq(fwd_state_create(&s, ms[k], 4, c->ctx_len, 1, &err), 0);
+        kv_seq seq = {0};
+        kv_seq_init(&seq, 4);
+        kv_seq_reserve(kv, &seq, 3);
+        const kv_seq *seqs[] = {&seq};
+        fwd_row rows[3] = {{1, 0, 0, 0}, {403, 1, 0, 0}, {407, 2, 0, 1}};
+        fwd_batch bt = {.n_rows = 3, .rows = rows, .seqs = seqs};
+        const float *logits;
+        size_t nl;
+        cr_assert_eq(llama_forward(s, ms[k], kv, &bt, &logits, &nl, &err), 0, "%s", err.msg);
+        out[k] = malloc(sizeof(float) * c->n_vocab);
+        memcpy(out[k], logits, sizeof(float) * c->n_vocab);
+        kv_seq_release(kv, &seq);
+        kv_seq_destroy(&seq);
+        fwd_state_free(s);
+        kv_cache_free(kv);
+    }
+    cr_expect_eq(memcmp(out[0], out[1], sizeof(float) * a->cfg.n_vocab), 0);
+    free(out[0]);
+    free(out[1]);
+    llama_model_free(a);
+    llama_model_free(b);
+    unlink(tied);
+    free(path);
+}
+
+Test(forward, unsupported_tensor_type_is_named_in_the_error) {
+    uint64_t ne[] = {64, 4};
+    static uint8_t data[64 * 4 / 32 * 24];
+    gguf_writer *w = gguf_writer_create();
+    gguf_writer_set_str(w, "general.architecture", "llama");
+    gguf_writer_set_u32(w, "llama.embedding_length", 64);
+    gguf_writer_set_u32(w, "llama.block_count", 1);
+    gguf_writer_set_u32(w, "llama.feed_forward_length", 128);
+    gguf_writer_set_u32(w, "llama.attention.head_count", 4);
+    gguf_writer_add_tensor(w, "token_embd.weight", GGML_TYPE_Q5_1, 2, ne, data);
+    char p[] = "/tmp/tps-q51-XXXXXX";
+    close(mkstemp(p));
+    tps_err err = {0};
+    cr_assert_eq(gguf_writer_write_file(w, p, &err), 0, "%s", err.msg);
+    gguf_writer_free(w);
+    llama_model *m;
+    cr_expect_eq(llama_model_load(&m, p, &err), TPS_EUNSUP);
+    cr_expect(strstr(err.msg, "unsupported tensor type q5_1 in tensor 'token_embd.weight'"),
+              "%s", err.msg);
+    unlink(p);
 }

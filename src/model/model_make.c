@@ -110,11 +110,13 @@ static void progress(void *ctx, uint64_t done, uint64_t total) {
             (double)done / 1048576.0, (double)total / 1048576.0);
 }
 
-/* A byte-level SentencePiece vocabulary: <unk> <s> </s>, the 256 byte tokens,
- * then unused padding to the preset's size. Any text encodes (one token per
- * byte), and llama.cpp accepts it as a "llama" tokenizer. */
+/* A character-level SentencePiece vocabulary: <unk> <s> </s>, the 256 byte
+ * tokens, "▁" (space) and the printable ASCII characters, then unused
+ * padding to the preset's size. English text encodes at one token per
+ * character, anything else through byte fallback, and llama.cpp accepts it
+ * as a "llama" tokenizer. */
 static int add_byte_vocab(gguf_writer *w, uint32_t n_vocab, tps_err *err) {
-    if (n_vocab < 259)
+    if (n_vocab < 354)
         return tps_fail(err, TPS_EINVAL, "model make: vocabulary of %u is too small", n_vocab);
     char **toks = calloc(n_vocab, sizeof *toks);
     size_t *lens = calloc(n_vocab, sizeof *lens);
@@ -129,7 +131,9 @@ static int add_byte_vocab(gguf_writer *w, uint32_t n_vocab, tps_err *err) {
         else if (i == 1) strcpy(t, "<s>"), types[i] = 3;
         else if (i == 2) strcpy(t, "</s>"), types[i] = 3;
         else if (i < 259) snprintf(t, 24, "<0x%02X>", i - 3), types[i] = 6;
-        else snprintf(t, 24, "<unused%u>", i - 259), types[i] = 5;
+        else if (i == 259) strcpy(t, "\xe2\x96\x81"), types[i] = 1;
+        else if (i < 260 + 94) t[0] = (char)(0x21 + i - 260), t[1] = 0, types[i] = 1;
+        else snprintf(t, 24, "<unused%u>", i - 354), types[i] = 5;
         toks[i] = t;
         lens[i] = strlen(t);
         scores[i] = 0.0f;

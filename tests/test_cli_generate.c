@@ -1,0 +1,104 @@
+/* `tps generate` as a user runs it: greedy output on stories260K equals
+ * llama.cpp's reference, the figures name their windows, and bad input gets
+ * a clear error. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/test_support.h"
+
+static char *model_arg(void) {
+    static char buf[512];
+    snprintf(buf, sizeof buf, "'%s/models/stories260K.gguf'", TPS_SHARED_DIR);
+    return buf;
+}
+
+Test(cli_generate, json_output_reproduces_the_llama_cpp_reference) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    REQUIRE_SHARED("reference/stories260K_greedy.json");
+    char *rp = shared_path("reference/stories260K_greedy.json");
+    json_t *ref = json_load_file(rp, 0, NULL);
+    free(rp);
+    cr_assert_not_null(ref);
+    json_t *cs = json_array_get(json_object_get(ref, "cases"), 0);
+    char args[2048], *out;
+    snprintf(args, sizeof args, "generate -m %s -p '%s' -n 64 --json", model_arg(),
+             json_string_value(json_object_get(cs, "prompt")));
+    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    json_t *o = json_loads(out, 0, NULL);
+    cr_assert_not_null(o, "not JSON: %s", out);
+    cr_expect(json_equal(json_object_get(o, "prompt_tokens"), json_object_get(cs, "prompt_ids")));
+    cr_expect(json_equal(json_object_get(o, "tokens"), json_object_get(cs, "generated_ids")));
+    cr_expect_str_eq(json_string_value(json_object_get(o, "text")),
+                     json_string_value(json_object_get(cs, "generated_text")));
+    cr_expect_gt(json_real_value(json_object_get(o, "prefill_tps")), 0);
+    cr_expect_gt(json_real_value(json_object_get(o, "decode_tps")), 0);
+    json_decref(o);
+    json_decref(ref);
+    free(out);
+}
+
+Test(cli_generate, text_goes_to_stdout_and_figures_name_their_windows) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    char args[2048], *out;
+    snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 16", model_arg());
+    cr_assert_eq(run_tps(args, true, &out), 0, "%s", out);
+    cr_expect(strstr(out, ", there was a little girl") != NULL, "%s", out);
+    cr_expect(strstr(out, "prefill:") && strstr(out, "window: first forward step"), "%s", out);
+    cr_expect(strstr(out, "decode:") && strstr(out, "window: first generated token"), "%s", out);
+    cr_expect(strstr(out, "tokens/s") != NULL, "%s", out);
+    free(out);
+}
+
+Test(cli_generate, empty_prompt_is_bos_only) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    char args[2048], *out;
+    snprintf(args, sizeof args, "generate -m %s -p '' -n 3 --json", model_arg());
+    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    json_t *o = json_loads(out, 0, NULL);
+    cr_assert_not_null(o);
+    json_t *pt = json_object_get(o, "prompt_tokens");
+    cr_expect_eq(json_array_size(pt), 1);
+    cr_expect_eq(json_integer_value(json_array_get(pt, 0)), 1);
+    cr_expect_eq(json_array_size(json_object_get(o, "tokens")), 3);
+    json_decref(o);
+    free(out);
+}
+
+Test(cli_generate, prompt_longer_than_the_context_names_both_numbers) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    size_t n = 16 + 6 * 700;
+    char *args = malloc(n + 1024), *out;
+    int k = snprintf(args, 1024, "generate -m %s -n 4 -p '", model_arg());
+    for (int i = 0; i < 700; i++) k += sprintf(args + k, "hello ");
+    strcpy(args + k, "'");
+    cr_expect_eq(run_tps(args, true, &out), 1);
+    cr_expect(strstr(out, "context is 512") != NULL && strstr(out, "prompt has") != NULL, "%s",
+              out);
+    free(out);
+    free(args);
+}
+
+Test(cli_generate, invalid_utf8_zero_tokens_and_unknown_flags_are_refused) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    char args[2048], *out;
+    snprintf(args, sizeof args, "generate -m %s -p \"$(printf 'ab\\377c')\"", model_arg());
+    cr_expect_eq(run_tps(args, true, &out), 2);
+    cr_expect(strstr(out, "not valid UTF-8 (byte 2)") != NULL, "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "generate -m %s -p x -n 0", model_arg());
+    cr_expect_eq(run_tps(args, true, &out), 2);
+    cr_expect(strstr(out, "-n takes a number") != NULL, "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "generate -m %s -p x --frobnicate", model_arg());
+    cr_expect_eq(run_tps(args, true, &out), 2);
+    cr_expect(strstr(out, "unknown option '--frobnicate'") != NULL, "%s", out);
+    free(out);
+    cr_expect_eq(run_tps("generate -p x", true, &out), 2);
+    cr_expect(strstr(out, "-m MODEL") != NULL, "%s", out);
+    free(out);
+    cr_expect_eq(run_tps("generate -m /nonexistent.gguf -p x", true, &out), 1);
+    cr_expect(strstr(out, "/nonexistent.gguf") != NULL, "%s", out);
+    free(out);
+}

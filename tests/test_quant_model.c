@@ -1,0 +1,166 @@
+/* Quantised models track their F32 original: a `tiny` model made in f32,
+ * f16 and q8_0 from the same seed, teacher-forced on the f32 model's greedy
+ * tokens for 16 steps, keeps its logits within a named normalised error of
+ * the f32 logits. Also: model make is deterministic and its files load. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/forward.h"
+#include "model/model_make.h"
+
+/* ||logits_q - logits_f32|| / ||logits_f32||, worst over 16 positions.
+ * F16 rounds each weight to 11 significant bits; Q8_0 to 8 bits per block
+ * and the activations too. Measured here: f16 ~2e-4, q8_0 ~1e-2. */
+#define TOL_NORM_ERR_F16  2e-3
+#define TOL_NORM_ERR_Q8_0 5e-2
+#define TOL_NORM_ERR_Q4_0 2.5e-1
+#define STEPS             16
+
+static void make(const char *path, uint32_t type) {
+    model_make_opts o = {.preset = model_preset_find("tiny"), .type = type, .seed = 42,
+                         .out_path = path};
+    tps_err err = {0};
+    cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
+}
+
+typedef struct runner {
+    llama_model *m;
+    kv_cache *kv;
+    fwd_state *s;
+    kv_seq seq;
+} runner;
+
+static void runner_open(runner *r, const char *path) {
+    tps_err err = {0};
+    cr_assert_eq(llama_model_load(&r->m, path, &err), 0, "%s", err.msg);
+    const llama_config *c = &r->m->cfg;
+    kv_cache_params p = {.n_layers = c->n_layers, .kv_dim = c->n_kv_heads * c->head_dim,
+                         .block_tokens = 16, .kv_type = GGML_TYPE_F32, .n_blocks = 8};
+    cr_assert_eq(kv_cache_create(&r->kv, &p, &err), 0, "%s", err.msg);
+    cr_assert_eq(fwd_state_create(&r->s, r->m, 8, c->ctx_len, 1, &err), 0, "%s", err.msg);
+    memset(&r->seq, 0, sizeof r->seq);
+    cr_assert_eq(kv_seq_init(&r->seq, 8), 0);
+    cr_assert_eq(kv_seq_reserve(r->kv, &r->seq, 64), 0);
+}
+
+static void runner_close(runner *r) {
+    kv_seq_release(r->kv, &r->seq);
+    kv_seq_destroy(&r->seq);
+    fwd_state_free(r->s);
+    kv_cache_free(r->kv);
+    llama_model_free(r->m);
+}
+
+/* Feeds token at pos; returns the logits (borrowed). */
+static const float *step(runner *r, int32_t token, uint32_t pos) {
+    const kv_seq *seqs[] = {&r->seq};
+    fwd_row row = {.token = token, .pos = pos, .want_logits = 1};
+    fwd_batch b = {.n_rows = 1, .rows = &row, .seqs = seqs};
+    const float *logits;
+    size_t nl;
+    tps_err err = {0};
+    cr_assert_eq(llama_forward(r->s, r->m, r->kv, &b, &logits, &nl, &err), 0, "%s", err.msg);
+    return logits;
+}
+
+static double teacher_forced_error(const char *f32_path, const char *q_path) {
+    runner a, b;
+    runner_open(&a, f32_path);
+    runner_open(&b, q_path);
+    uint32_t V = a.m->cfg.n_vocab;
+    int32_t tok = 1; /* BOS */
+    double worst = 0;
+    for (uint32_t pos = 0; pos < STEPS; pos++) {
+        const float *la = step(&a, tok, pos), *lb = step(&b, tok, pos);
+        double num = 0, den = 0;
+        size_t best = 0;
+        for (uint32_t i = 0; i < V; i++) {
+            num += ((double)lb[i] - la[i]) * ((double)lb[i] - la[i]);
+            den += (double)la[i] * la[i];
+            if (la[i] > la[best]) best = i;
+        }
+        double e = sqrt(num / den);
+        if (e > worst) worst = e;
+        tok = (int32_t)best; /* the f32 model's greedy token drives both */
+    }
+    runner_close(&a);
+    runner_close(&b);
+    return worst;
+}
+
+Test(quant_model, f16_q8_0_and_q4_0_logits_track_f32_when_teacher_forced) {
+    char dir[] = "/tmp/tps-quant-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char f32[64], f16[64], q8[64], q4[64];
+    snprintf(f32, sizeof f32, "%s/f32.gguf", dir);
+    snprintf(f16, sizeof f16, "%s/f16.gguf", dir);
+    snprintf(q8, sizeof q8, "%s/q8.gguf", dir);
+    snprintf(q4, sizeof q4, "%s/q4.gguf", dir);
+    make(f32, GGML_TYPE_F32);
+    make(f16, GGML_TYPE_F16);
+    make(q8, GGML_TYPE_Q8_0);
+    make(q4, GGML_TYPE_Q4_0);
+    double e16 = teacher_forced_error(f32, f16), e8 = teacher_forced_error(f32, q8),
+           e4 = teacher_forced_error(f32, q4);
+    cr_log_info("normalised logit error: f16 %.2e, q8_0 %.2e, q4_0 %.2e", e16, e8, e4);
+    cr_expect_leq(e16, TOL_NORM_ERR_F16, "f16: %g", e16);
+    cr_expect_leq(e8, TOL_NORM_ERR_Q8_0, "q8_0: %g", e8);
+    cr_expect_leq(e4, TOL_NORM_ERR_Q4_0, "q4_0: %g", e4);
+    cr_expect_gt(e8, e16, "8-bit blocks lose more than f16 (the measurement sees quantisation)");
+    unlink(f32), unlink(f16), unlink(q8), unlink(q4);
+    rmdir(dir);
+}
+
+Test(quant_model, model_make_is_deterministic_for_a_seed) {
+    char a[] = "/tmp/tps-make-a-XXXXXX", b[] = "/tmp/tps-make-b-XXXXXX";
+    close(mkstemp(a));
+    close(mkstemp(b));
+    make(a, GGML_TYPE_Q8_0);
+    make(b, GGML_TYPE_Q8_0);
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int ca, cb, same = 1;
+    do {
+        ca = fgetc(fa);
+        cb = fgetc(fb);
+        same &= ca == cb;
+    } while (ca != EOF && cb != EOF);
+    fclose(fa);
+    fclose(fb);
+    cr_expect(same, "two files from seed 42 are byte-identical");
+    unlink(a);
+    unlink(b);
+}
+
+Test(quant_model, made_model_has_the_preset_shape_and_a_byte_vocab) {
+    char p[] = "/tmp/tps-make-XXXXXX";
+    close(mkstemp(p));
+    make(p, GGML_TYPE_Q4_0);
+    llama_model *m;
+    tps_err err = {0};
+    cr_assert_eq(llama_model_load(&m, p, &err), 0, "%s", err.msg);
+    const model_preset *pre = model_preset_find("tiny");
+    cr_expect_eq(m->cfg.dim, pre->dim);
+    cr_expect_eq(m->cfg.n_layers, pre->n_layers);
+    cr_expect_eq(m->cfg.n_kv_heads, pre->n_kv_heads);
+    cr_expect_eq(m->cfg.ffn_dim, 192);
+    cr_expect_eq(m->cfg.n_vocab, 512);
+    cr_expect_eq(m->w.layers[0].wq.type, GGML_TYPE_Q4_0);
+    cr_expect_eq(m->w.tied, 0);
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < m->file->n_tensors; i++) n += m->file->tensors[i].n_elements;
+    cr_expect_eq(n, model_preset_params(pre));
+    llama_model_free(m);
+    unlink(p);
+}
+
+Test(quant_model, unknown_preset_and_unsupported_type_are_refused) {
+    cr_expect_null(model_preset_find("13B"));
+    model_make_opts o = {.preset = model_preset_find("tiny"), .type = GGML_TYPE_Q4_K, .seed = 1,
+                         .out_path = "/tmp/never-written.gguf"};
+    tps_err err = {0};
+    cr_expect_neq(model_make(&o, &err), 0);
+    cr_expect(strstr(err.msg, "q8_0") != NULL, "%s", err.msg);
+}
