@@ -4,6 +4,7 @@
  * returning every block, chunked prefill not stalling decodes, and the
  * rejections at submit. */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -388,4 +389,60 @@ Test(engine, long_prompt_prefill_does_not_stall_running_decodes, .timeout = 240)
     engine_destroy(e);
     env_close(&v);
     unlink(path);
+}
+
+/* --trace writes Chrome trace JSON: a step track with its counts and one
+ * track per request with queued / prefill / decode spans. */
+Test(engine, trace_file_has_steps_and_request_spans) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    env v;
+    env_open_stories(&v);
+    char path[] = "/tmp/tps-trace-XXXXXX";
+    close(mkstemp(path));
+    engine_params p;
+    engine_params_default(&p);
+    p.model = v.m;
+    p.tok = v.tok;
+    p.n_threads = 1;
+    p.trace_path = path;
+    engine *e;
+    tps_err err = {0};
+    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
+    int32_t prompt[] = {1, 403, 407, 261, 378};
+    engine_request rq = {.prompt = prompt, .n_prompt = 5, .max_tokens = 8};
+    sampler_params_default(&rq.sampling);
+    rq.sampling.temperature = 0;
+    result res[2] = {0};
+    uint64_t id;
+    for (int i = 0; i < 2; i++) {
+        rq.user = &res[i];
+        cr_assert_eq(engine_submit(e, &rq, &id, &err), 0, "%s", err.msg);
+    }
+    drain(e, 2);
+    engine_destroy(e);
+    json_error_t jerr;
+    json_t *t = json_load_file(path, 0, &jerr);
+    cr_assert_not_null(t, "trace is not JSON: %s (line %d)", jerr.text, jerr.line);
+    json_t *evs = json_object_get(t, "traceEvents");
+    size_t steps = 0, spans = 0, tokens = 0;
+    for (size_t i = 0; i < json_array_size(evs); i++) {
+        json_t *ev = json_array_get(evs, i);
+        const char *name = json_string_value(json_object_get(ev, "name"));
+        if (!strcmp(name, "step")) {
+            steps++;
+            json_t *args = json_object_get(ev, "args");
+            tokens += (size_t)json_integer_value(json_object_get(args, "prefill_tokens")) +
+                      (size_t)json_integer_value(json_object_get(args, "decode_tokens"));
+        } else if (!strcmp(name, "queued") || !strcmp(name, "prefill") ||
+                   !strcmp(name, "decode")) {
+            spans++;
+        }
+    }
+    cr_expect_geq(steps, 8, "one step per generated token at least");
+    cr_expect_eq(spans, 6, "queued, prefill and decode for each of 2 requests");
+    /* 2 x 5 prompt rows + 2 x 7 decode rows (the 8th token needs no forward). */
+    cr_expect_eq(tokens, 2 * 5 + 2 * 7);
+    json_decref(t);
+    unlink(path);
+    env_close(&v);
 }
