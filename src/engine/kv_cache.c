@@ -1,6 +1,7 @@
 /* The paged KV pool: allocation, release and block tables. No attention. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "engine/kv_cache.h"
 #include "model/gguf.h"
@@ -36,8 +37,13 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     kv->elem_size = p->kv_type == GGML_TYPE_F16 ? 2 : 4;
     kv->block_stride = (size_t)p->n_layers * p->block_tokens * p->kv_dim;
     size_t half = bb / 2 * (size_t)n;
-    kv->k = aligned_alloc(64, (half + 63) / 64 * 64);
-    kv->v = aligned_alloc(64, (half + 63) / 64 * 64);
+    /* Anonymous maps are zero-filled lazily: a large pool costs resident
+     * memory only as blocks are first written. */
+    kv->map_bytes = half;
+    void *k = mmap(NULL, half, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *v = mmap(NULL, half, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    kv->k = k == MAP_FAILED ? NULL : k;
+    kv->v = v == MAP_FAILED ? NULL : v;
     kv->free_list = malloc(sizeof(uint32_t) * n);
     kv->refs = calloc(n, sizeof(uint16_t));
     if (!kv->k || !kv->v || !kv->free_list || !kv->refs) {
@@ -45,9 +51,6 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
         return tps_fail(err, TPS_ENOMEM, "kv cache: cannot allocate %zu bytes for %llu blocks",
                         2 * half, (unsigned long long)n);
     }
-    /* Zeroed so a bug that reads an unwritten slot reads zeros, not garbage. */
-    memset(kv->k, 0, half);
-    memset(kv->v, 0, half);
     /* Stack order: block 0 is handed out first. */
     for (uint32_t i = 0; i < kv->n_blocks; i++) kv->free_list[i] = kv->n_blocks - 1 - i;
     kv->n_free = kv->n_blocks;
@@ -57,8 +60,8 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
 
 void kv_cache_free(kv_cache *kv) {
     if (!kv) return;
-    free(kv->k);
-    free(kv->v);
+    if (kv->k) munmap(kv->k, kv->map_bytes);
+    if (kv->v) munmap(kv->v, kv->map_bytes);
     free(kv->free_list);
     free(kv->refs);
     free(kv);

@@ -28,7 +28,8 @@ typedef struct kv_cache {
     uint32_t n_blocks;
     size_t elem_size;    /* 4 (F32) or 2 (F16) */
     size_t block_stride; /* elements per block per tensor (K or V): n_layers*block_tokens*kv_dim */
-    uint8_t *k, *v;      /* n_blocks * block_stride elements each */
+    uint8_t *k, *v;      /* n_blocks * block_stride elements each (anonymous maps) */
+    size_t map_bytes;    /* bytes of each map */
     uint32_t *free_list; /* stack of free block ids */
     uint32_t n_free;
     uint16_t *refs; /* per block: 0 = free */
