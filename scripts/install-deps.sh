@@ -16,6 +16,7 @@ deps=(
   "clang|libFuzzer harnesses (make fuzz)"
   "libclang-rt-14-dev|sanitizer and libFuzzer runtimes for clang"
   "gnuplot-nox|tps report: SVG plots"
+  "chromium|tests: headless screenshot of the tps report HTML page (checks it renders)"
 )
 
 missing=()

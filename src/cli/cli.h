@@ -10,5 +10,7 @@ int cli_model_make(int argc, char **argv);
 int cli_generate(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_serve(int argc, char **argv);
+int cli_sweep(int argc, char **argv);
+int cli_report(int argc, char **argv);
 
 #endif

@@ -17,6 +17,8 @@ static void usage(FILE *out) {
             "  generate ...      one prompt offline: prefill and decode tokens/s of the engine\n"
             "  serve ...         OpenAI-compatible streaming server with continuous batching\n"
             "  bench ...         drive an endpoint; TPS over named windows, TTFT, ITL, E2E\n"
+            "  sweep ...         bench over a grid (concurrency, rate, lengths, models)\n"
+            "  report FILE...    tables, SVG plots and one HTML page from saved results\n"
             "  version           print the version\n");
 }
 
@@ -34,6 +36,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "model")) return cli_model(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cli_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cli_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "sweep")) return cli_sweep(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report")) return cli_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate")) return cli_generate(argc - 1, argv + 1);
     fprintf(stderr, "tps: unknown command '%s' (see tps --help)\n", cmd);
     return 2;

@@ -1,0 +1,117 @@
+/* tps sweep: run `tps bench` over a grid (concurrency, rate, input length,
+ * output length, model) against one endpoint and keep every point's full
+ * bench result in one JSON document (schema tps.sweep.result v1).
+ *
+ * A point is one bench run. The bench itself is reached through a callback
+ * (the CLI passes its `tps bench` entry point), so every bench option means
+ * exactly what it means in `tps bench`; each point's result comes back
+ * through a temporary --json file. With models to serve, the sweep starts a
+ * local `tps serve` per model on 127.0.0.1 (a free port), waits for /health,
+ * and stops it with SIGTERM after that model's points. When the endpoint is
+ * a tps server, /metrics is read before and after each point and the deltas
+ * (engine steps, prompt and generated tokens) are kept beside the result.
+ * Not here: option parsing (src/cli/cli_sweep.c), printing and plots
+ * (report_set.h). */
+#ifndef TPS_BENCH_SWEEP_H
+#define TPS_BENCH_SWEEP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "tps_error.h"
+
+#define SWEEP_SCHEMA     "tps.sweep.result"
+#define SWEEP_VERSION    1
+#define SWEEP_MAX_VALUES 64   /* values per axis */
+#define SWEEP_MAX_POINTS 1000 /* points per sweep */
+#define SWEEP_MAX_ARGS   256  /* bench arguments passed through */
+
+/* The grid's axes, in the order the grid nests them (model outermost). */
+typedef enum sweep_axis {
+    SWEEP_MODEL = 0,
+    SWEEP_CONCURRENCY,
+    SWEEP_RATE,
+    SWEEP_INPUT_LEN,
+    SWEEP_OUTPUT_LEN,
+    SWEEP_AXES
+} sweep_axis;
+
+const char *sweep_axis_name(sweep_axis a);   /* "model", "concurrency", ... */
+const char *sweep_axis_option(sweep_axis a); /* "--models", "--concurrency", ... */
+
+/* Values of one axis: a comma-separated list split in place (borrowed
+ * pointers into buf). */
+typedef struct sweep_list {
+    char buf[4096];
+    const char *v[SWEEP_MAX_VALUES];
+    size_t n;
+} sweep_list;
+
+/* Splits "1,2,4" (no empty items, at most SWEEP_MAX_VALUES). */
+int sweep_list_parse(sweep_list *l, const char *s, tps_err *e);
+
+/* Runs `tps bench` with argv (argv[0] = "bench"); returns its exit status. */
+typedef int (*sweep_bench_fn)(int argc, char **argv);
+
+typedef struct sweep_opts {
+    sweep_list axis[SWEEP_AXES];   /* n == 0: not swept (bench's own default or option) */
+    const char *url;               /* endpoint when no model is served */
+    const char *exe;               /* the tps binary for `tps serve` ("/proc/self/exe") */
+    const char *const *serve_args; /* extra `tps serve` arguments (borrowed) */
+    size_t n_serve_args;
+    const char *const *bench_args; /* passed to every bench run (borrowed) */
+    size_t n_bench_args;
+    bool add_tokenizer;   /* serving: add --tokenizer MODEL (bench_args have none) */
+    double serve_wait_s;  /* how long to wait for /health (default 120) */
+    sweep_bench_fn bench; /* the bench entry point */
+    FILE *log;            /* progress lines; NULL for none */
+} sweep_opts;
+
+/* Points in the grid (product of the non-empty axes, models included). */
+size_t sweep_npoints(const sweep_opts *o);
+/* How many axes have more than one value. */
+size_t sweep_naxes(const sweep_opts *o);
+
+/* Runs every point; *doc gets the sweep document (owned by the caller) even
+ * when some points failed (*n_failed counts those whose bench exited
+ * non-zero; each point keeps its exit status, and "result": null when it
+ * produced none). Fails only when nothing can run:
+ * bad options for bench (exit status 2), a server that does not start. */
+int sweep_run(json_t **doc, size_t *n_failed, const sweep_opts *o, tps_err *e);
+
+/* ---- a local `tps serve` -------------------------------------------------------------- */
+
+typedef struct sweep_server {
+    pid_t pid;
+    int port;
+    char url[64];
+    char log_path[512]; /* its stdout and stderr */
+} sweep_server;
+
+/* Starts `exe serve -m model --host 127.0.0.1 --port P extra...` on a free
+ * port, with its output in log_path, and waits up to wait_s for /health to
+ * answer 200. */
+int sweep_server_start(sweep_server *s, const char *exe, const char *model,
+                       const char *const *extra, size_t n_extra, const char *log_path,
+                       double wait_s, tps_err *e);
+/* SIGTERM (the server drains), then waits up to wait_s; SIGKILL after that.
+ * Returns the server's exit status (or -1). */
+int sweep_server_stop(sweep_server *s, double wait_s);
+
+/* ---- /metrics --------------------------------------------------------------------------- */
+
+/* The engine counters of a tps server's /metrics. */
+typedef struct sweep_counters {
+    double steps, prompt_tokens, generation_tokens, preemptions;
+} sweep_counters;
+
+/* GET base_url/metrics (a trailing /v1 is dropped); TPS_ENOENT when the
+ * endpoint has no tps /metrics. */
+int sweep_scrape(sweep_counters *c, const char *base_url, tps_err *e);
+/* Parses Prometheus text (the tps: counters); TPS_ENOENT when steps_total is absent. */
+int sweep_parse_metrics(sweep_counters *c, const char *text, tps_err *e);
+
+#endif

@@ -1,0 +1,400 @@
+/* tps sweep, tps report and the demo script: grid lists and /metrics parsing;
+ * a sweep against a fake streaming server round-trips through `tps report`
+ * (the table, the SVGs and the HTML page show every point with the numbers
+ * the JSON holds); scripts/demo.sh --quick runs end to end (model make ->
+ * serve -> sweep -> report) in a temporary folder; and headless Chromium
+ * renders the report page to a PNG that is not blank (decoded here with the
+ * system's zlib, loaded at run time). */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench/report_set.h"
+#include "bench/sweep.h"
+#include "support/test_support.h"
+#include "test_bench_fake.h"
+
+/* ---- units ------------------------------------------------------------------------------- */
+
+Test(sweep, list_splits_values_and_refuses_empty_items) {
+    sweep_list l;
+    tps_err e = {{0}};
+    cr_assert_eq(sweep_list_parse(&l, "1,4,16", &e), 0);
+    cr_expect_eq(l.n, 3);
+    cr_expect_str_eq(l.v[0], "1");
+    cr_expect_str_eq(l.v[2], "16");
+    cr_assert_eq(sweep_list_parse(&l, "uniform:64:512", &e), 0);
+    cr_expect_eq(l.n, 1);
+    cr_expect_neq(sweep_list_parse(&l, "1,,2", &e), 0);
+    cr_expect(strstr(e.msg, "empty") != NULL, "%s", e.msg);
+    cr_expect_neq(sweep_list_parse(&l, "", &e), 0);
+    cr_expect_neq(sweep_list_parse(&l, "1,", &e), 0);
+}
+
+Test(sweep, grid_counts_points_and_varying_axes) {
+    sweep_opts o = {0};
+    tps_err e = {{0}};
+    cr_assert_eq(sweep_list_parse(&o.axis[SWEEP_CONCURRENCY], "1,4,16", &e), 0);
+    cr_assert_eq(sweep_list_parse(&o.axis[SWEEP_INPUT_LEN], "32,512", &e), 0);
+    cr_assert_eq(sweep_list_parse(&o.axis[SWEEP_OUTPUT_LEN], "64", &e), 0);
+    cr_expect_eq(sweep_npoints(&o), 6);
+    cr_expect_eq(sweep_naxes(&o), 2);
+}
+
+Test(sweep, metrics_parser_sums_the_engine_counters) {
+    const char *text = "# HELP tps:steps_total engine iterations\n"
+                       "# TYPE tps:steps_total counter\n"
+                       "tps:steps_total 120\n"
+                       "tps:prompt_tokens_total 640\n"
+                       "tps:generation_tokens_total 1000\n"
+                       "tps:requests_total{finish_reason=\"stop\"} 3\n"
+                       "tps:preemptions_total 2\n"
+                       "tps:steps_total_bogus 99\n";
+    sweep_counters c;
+    tps_err e = {{0}};
+    cr_assert_eq(sweep_parse_metrics(&c, text, &e), 0, "%s", e.msg);
+    cr_expect_float_eq(c.steps, 120, 1e-9);
+    cr_expect_float_eq(c.prompt_tokens, 640, 1e-9);
+    cr_expect_float_eq(c.generation_tokens, 1000, 1e-9);
+    cr_expect_float_eq(c.preemptions, 2, 1e-9);
+    cr_expect_eq(sweep_parse_metrics(&c, "other_metric 1\n", &e), TPS_ENOENT);
+}
+
+/* ---- sweep -> JSON -> report, against the fake server ------------------------------------- */
+
+static void rm_rf(const char *dir) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+/* Runs a 3-point sweep (concurrency 1,2,4) against a fake server into dir;
+ * also renders the report there (report.html, svg/). */
+static void sweep_and_report(const char *dir) {
+    fake_server s = {.mode = FAKE_OK, .tokens = 6, .gap_ms = 3};
+    cr_assert_eq(fake_start(&s), 0);
+    char args[2048], *out;
+    snprintf(args, sizeof args,
+             "sweep --url http://127.0.0.1:%d --concurrency 1,2,4 --requests 8 --output-len 6 "
+             "--input-len 8 --json %s/sweep.json --quiet",
+             s.port, dir);
+    int rc = run_tps(args, true, &out);
+    fake_stop(&s);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "[3/3] c=4") != NULL, "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "report %s/sweep.json --html %s/report.html --svg %s/svg", dir, dir,
+             dir);
+    rc = run_tps(args, true, &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+}
+
+Test(sweep_report, sweep_json_round_trips_through_report_with_every_point, .timeout = 90) {
+    char dir[] = "/tmp/tps_sweep_testXXXXXX";
+    cr_assert(mkdtemp(dir));
+    sweep_and_report(dir);
+
+    char path[512];
+    snprintf(path, sizeof path, "%s/sweep.json", dir);
+    json_t *doc = json_load_file(path, 0, NULL);
+    cr_assert_not_null(doc);
+    cr_expect_str_eq(json_string_value(json_object_get(doc, "schema")), SWEEP_SCHEMA);
+    json_t *points = json_object_get(doc, "points");
+    cr_assert_eq(json_array_size(points), 3);
+    static const char *const conc[3] = {"1", "2", "4"};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *p = json_array_get(points, i);
+        cr_expect_str_eq(json_string_value(json_object_get(p, "concurrency")), conc[i]);
+        json_t *r = json_object_get(p, "result");
+        cr_assert(json_is_object(r), "point %zu has no result", i);
+        cr_expect_str_eq(json_string_value(json_object_get(r, "schema")), BENCH_RESULT_SCHEMA);
+        cr_expect_eq(
+            json_integer_value(json_object_get(json_object_get(r, "requests"), "completed")), 8);
+    }
+
+    /* read back: every point, with the JSON's numbers */
+    rset s;
+    rset_init(&s);
+    tps_err e = {{0}};
+    cr_assert_eq(rset_add_file(&s, path, &e), 0, "%s", e.msg);
+    rset_finish(&s);
+    cr_assert_eq(s.n, 3);
+    cr_expect_eq(s.xaxis, SWEEP_CONCURRENCY);
+    cr_expect_eq(s.nx, 3);
+    cr_expect_eq(s.ngroups, 1);
+    char *table;
+    size_t len;
+    FILE *mem = open_memstream(&table, &len);
+    rset_print(mem, &s);
+    fclose(mem);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *w = json_object_get(
+            json_object_get(json_object_get(json_array_get(points, i), "result"), "windows"),
+            "run");
+        char label[32], row_tps[64];
+        snprintf(label, sizeof label, "c=%s", conc[i]);
+        snprintf(row_tps, sizeof row_tps, "%.1f",
+                 json_number_value(json_object_get(w, "output_tps")));
+        cr_expect_str_eq(s.p[i].label, label);
+        const char *row = strstr(table, s.p[i].label);
+        cr_assert_not_null(row, "point %s missing from the table:\n%s", s.p[i].label, table);
+        const char *eol = strchr(row, '\n');
+        cr_expect(strstr(row, row_tps) && strstr(row, row_tps) < eol,
+                  "row of %s lacks its run-window tok/s %s:\n%s", s.p[i].label, row_tps, table);
+        cr_expect_float_eq(s.p[i].r.run.tps.output_tps,
+                           json_number_value(json_object_get(w, "output_tps")), 1e-6);
+    }
+    cr_expect(strstr(table, "[steady]") && strstr(table, "[run]"), "windows are not named");
+    free(table);
+    rset_free(&s);
+    json_decref(doc);
+
+    /* the page and the plots */
+    snprintf(path, sizeof path, "%s/report.html", dir);
+    char *html = read_file_all(path, &len);
+    cr_assert_not_null(html);
+    for (size_t i = 0; i < 3; i++) {
+        char label[32];
+        snprintf(label, sizeof label, ">c=%s<", conc[i]);
+        cr_expect(strstr(html, label) != NULL, "%s missing from the page", label);
+    }
+    cr_expect(strstr(html, "data:image/svg+xml;base64,") != NULL);
+    cr_expect(strstr(html, "src=\"http") == NULL, "the page must not load anything");
+    free(html);
+    static const char *const svgs[] = {
+        "throughput.svg", "latency_throughput.svg", "cdf_ttft.svg", "cdf_itl.svg",
+        "cdf_e2e.svg",    "series_01.svg",          "series_03.svg"};
+    for (size_t i = 0; i < sizeof svgs / sizeof svgs[0]; i++) {
+        snprintf(path, sizeof path, "%s/svg/%s", dir, svgs[i]);
+        struct stat st;
+        cr_expect(stat(path, &st) == 0 && st.st_size > 1000, "%s missing or empty", path);
+    }
+    rm_rf(dir);
+}
+
+Test(sweep_report, bad_options_exit_2_before_anything_runs) {
+    char *out;
+    cr_expect_eq(run_tps("sweep --url http://127.0.0.1:9 --concurrency 1,2", true, &out), 2);
+    cr_expect(strstr(out, "--requests") != NULL, "%s", out);
+    free(out);
+    cr_expect_eq(run_tps("sweep --url http://127.0.0.1:9 --concurrency 1,2 --rate 1,2 "
+                         "--input-len 1,2 --requests 1",
+                         true, &out),
+                 2);
+    cr_expect(strstr(out, "at most two") != NULL, "%s", out);
+    free(out);
+    cr_expect_eq(run_tps("report", true, &out), 2);
+    free(out);
+    cr_expect_eq(run_tps("report /nonexistent.json", true, &out), 1);
+    free(out);
+}
+
+Test(sweep_report, sweep_serves_a_model_itself_and_stops_it, .timeout = 120) {
+    char dir[] = "/tmp/tps_sweep_serveXXXXXX";
+    cr_assert(mkdtemp(dir));
+    char args[2048], *out;
+    snprintf(args, sizeof args, "model make --preset tiny --type q8_0 -o %s/tiny.gguf", dir);
+    cr_assert_eq(run_tps(args, true, &out), 0, "%s", out);
+    free(out);
+    snprintf(args, sizeof args,
+             "sweep --serve %s/tiny.gguf --concurrency 1,2 --requests 4 --output-len 4 "
+             "--input-len 8 --json %s/s.json",
+             dir, dir);
+    int rc = run_tps(args, true, &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "serving ") && strstr(out, "http://127.0.0.1:"), "%s", out);
+    cr_expect(strstr(out, "stopped the server (exit status 0)") != NULL, "%s", out);
+    cr_expect(strstr(out, "c=2") != NULL, "the table lacks c=2:\n%s", out);
+    free(out);
+    snprintf(args, sizeof args, "%s/s.json", dir);
+    json_t *doc = json_load_file(args, 0, NULL);
+    cr_assert_not_null(doc);
+    json_t *points = json_object_get(doc, "points");
+    cr_assert_eq(json_array_size(points), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *p = json_array_get(points, i);
+        json_t *m = json_object_get(p, "server_metrics");
+        cr_assert(json_is_object(m), "point %zu: no /metrics deltas", i);
+        cr_expect_geq(json_number_value(json_object_get(m, "generation_tokens")), 16);
+        cr_expect_gt(json_number_value(json_object_get(m, "steps")), 0);
+        json_t *r = json_object_get(p, "result");
+        cr_expect_eq(json_integer_value(json_object_get(json_object_get(r, "tokens"), "output")),
+                     16);
+        cr_expect_str_eq(
+            json_string_value(json_object_get(json_object_get(r, "config"), "input_source")),
+            "tokenizer");
+    }
+    json_decref(doc);
+    rm_rf(dir);
+}
+
+/* ---- the demo, reduced ------------------------------------------------------------------------
+ */
+
+Test(demo, quick_demo_serves_sweeps_and_writes_the_report, .timeout = 120) {
+    char dir[] = "/tmp/tps_demo_testXXXXXX";
+    cr_assert(mkdtemp(dir));
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s/scripts/demo.sh' '%s' --quick --out '%s/out' > '%s/log' 2>&1",
+             TPS_SOURCE_DIR, TPS_BIN, dir, dir);
+    int st = system(cmd);
+    char path[512];
+    snprintf(path, sizeof path, "%s/log", dir);
+    char *log = read_file_all(path, NULL);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "demo.sh --quick failed:\n%s", log ? log : "");
+    cr_expect(strstr(log, "c=16") != NULL, "the table lacks c=16:\n%s", log);
+    cr_expect(strstr(log, "report.html") != NULL, "%s", log);
+    cr_expect(strstr(log, "tps bench --url") != NULL || strstr(log, "bench --url") != NULL);
+    free(log);
+    snprintf(path, sizeof path, "%s/out/report.html", dir);
+    struct stat sb;
+    cr_expect(stat(path, &sb) == 0 && sb.st_size > 10000, "no report page");
+    snprintf(path, sizeof path, "%s/out/sweep-concurrency.json", dir);
+    json_t *doc = json_load_file(path, 0, NULL);
+    cr_assert_not_null(doc);
+    cr_expect_eq(json_array_size(json_object_get(doc, "points")), 3);
+    json_t *p0 = json_array_get(json_object_get(doc, "points"), 0);
+    cr_expect(json_is_object(json_object_get(p0, "server_metrics")),
+              "the sweep did not record the server's /metrics deltas");
+    json_decref(doc);
+    rm_rf(dir);
+}
+
+/* ---- the page in a browser ----------------------------------------------------------------------
+ */
+
+static const char *find_chromium(void) {
+    static const char *const names[] = {"/usr/bin/chromium", "/usr/bin/chromium-browser",
+                                        "/usr/bin/google-chrome"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (access(names[i], X_OK) == 0) return names[i];
+    return NULL;
+}
+
+static void screenshot(const char *chromium, const char *html, const char *png, const char *dir) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "timeout 60 '%s' --headless --no-sandbox --disable-gpu --disable-quic "
+             "--no-first-run --disable-background-networking --disable-component-update "
+             "--disable-sync --hide-scrollbars --user-data-dir='%s/profile' "
+             "--screenshot='%s' --window-size=1200,2000 'file://%s' > '%s/chromium.log' 2>&1",
+             chromium, dir, png, html, dir);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "chromium failed (see %s/chromium.log)", dir);
+}
+
+typedef int (*uncompress_fn)(unsigned char *, unsigned long *, const unsigned char *,
+                             unsigned long);
+
+static uint32_t be32(const unsigned char *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int paeth(int a, int b, int c) {
+    int p = a + b - c, pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);
+    return pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+}
+
+/* Decodes an 8-bit RGB/RGBA non-interlaced PNG; counts distinct colours
+ * (up to 4096) and pixels that are not near-white. */
+static void png_stats(const char *path, size_t *colours, double *non_white) {
+    void *z = dlopen("libz.so.1", RTLD_NOW);
+    if (!z) cr_skip_test("libz.so.1 not found: cannot decode the screenshot");
+    uncompress_fn unz = (uncompress_fn)(uintptr_t)dlsym(z, "uncompress");
+    cr_assert_not_null(unz);
+    size_t n;
+    unsigned char *f = (unsigned char *)read_file_all(path, &n);
+    cr_assert(f && n > 33 && !memcmp(f, "\x89PNG\r\n\x1a\n", 8), "%s is not a PNG", path);
+    uint32_t w = be32(f + 16), h = be32(f + 20);
+    int depth = f[24], ctype = f[25], interlace = f[28];
+    cr_assert(depth == 8 && (ctype == 2 || ctype == 6) && !interlace,
+              "unexpected PNG format: depth %d colour type %d interlace %d", depth, ctype,
+              interlace);
+    const size_t bpp = ctype == 6 ? 4 : 3, stride = w * bpp;
+    unsigned char *idat = malloc(n);
+    size_t il = 0;
+    for (size_t off = 8; off + 12 <= n;) {
+        uint32_t len = be32(f + off);
+        if (!memcmp(f + off + 4, "IDAT", 4)) memcpy(idat + il, f + off + 8, len), il += len;
+        off += 12 + len;
+    }
+    unsigned long raw_len = (unsigned long)(stride + 1) * h;
+    unsigned char *raw = malloc(raw_len);
+    cr_assert_eq(unz(raw, &raw_len, idat, il), 0, "zlib could not inflate the PNG");
+    unsigned char *img = calloc(stride * h, 1);
+    for (uint32_t y = 0; y < h; y++) {
+        const unsigned char *src = raw + y * (stride + 1) + 1;
+        int ft = raw[y * (stride + 1)];
+        unsigned char *row = img + y * stride;
+        const unsigned char *up = y ? row - stride : NULL;
+        for (size_t x = 0; x < stride; x++) {
+            int a = x >= bpp ? row[x - bpp] : 0, b = up ? up[x] : 0,
+                c = up && x >= bpp ? up[x - bpp] : 0;
+            int pred = ft == 1   ? a
+                       : ft == 2 ? b
+                       : ft == 3 ? (a + b) / 2
+                       : ft == 4 ? paeth(a, b, c)
+                                 : 0;
+            row[x] = (unsigned char)(src[x] + pred);
+        }
+    }
+    uint32_t *seen = calloc(4096, sizeof *seen);
+    size_t nseen = 0, dark = 0;
+    for (size_t i = 0; i < (size_t)w * h; i++) {
+        const unsigned char *px = img + i * bpp;
+        uint32_t rgb = (uint32_t)px[0] << 16 | (uint32_t)px[1] << 8 | px[2];
+        if (px[0] < 235 || px[1] < 235 || px[2] < 235) dark++;
+        if (nseen < 4096) {
+            bool found = false;
+            for (size_t k = 0; k < nseen && !found; k++)
+                found = seen[k] == rgb;
+            if (!found) seen[nseen++] = rgb;
+        }
+    }
+    *colours = nseen;
+    *non_white = (double)dark / ((double)w * h);
+    free(seen);
+    free(img);
+    free(raw);
+    free(idat);
+    free(f);
+    dlclose(z);
+}
+
+Test(sweep_report, html_report_renders_in_headless_chromium_and_is_not_blank, .timeout = 150) {
+    const char *chromium = find_chromium();
+    if (!chromium)
+        cr_skip_test("chromium is not installed (scripts/install-deps.sh installs it; make test "
+                     "runs that): cannot take the report's screenshot");
+    char dir[] = "/tmp/tps_shot_testXXXXXX";
+    cr_assert(mkdtemp(dir));
+    sweep_and_report(dir);
+    char html[512], png[512];
+    snprintf(html, sizeof html, "%s/report.html", dir);
+    snprintf(png, sizeof png, "%s/report.png", dir);
+    screenshot(chromium, html, png, dir);
+    size_t colours;
+    double non_white;
+    png_stats(png, &colours, &non_white);
+    cr_expect_geq(colours, 64, "only %zu distinct colours: the page looks blank", colours);
+    cr_expect_geq(non_white, 0.03, "only %.1f%% of the pixels are not white", 100 * non_white);
+
+    /* the check itself tells a blank page apart */
+    snprintf(html, sizeof html, "%s/blank.html", dir);
+    FILE *b = fopen(html, "w");
+    cr_assert_not_null(b);
+    fputs("<!doctype html><html><body></body></html>\n", b);
+    fclose(b);
+    snprintf(png, sizeof png, "%s/blank.png", dir);
+    screenshot(chromium, html, png, dir);
+    png_stats(png, &colours, &non_white);
+    cr_expect_lt(colours, 8, "a blank page gave %zu colours", colours);
+    cr_expect_lt(non_white, 0.001);
+    rm_rf(dir);
+}
