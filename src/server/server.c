@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -76,6 +78,14 @@ void server_conn_busy(server *s, struct evhttp_request *req, bool busy) {
         if (s->conns[i].bev != bev) continue;
         uint64_t t = (uint64_t)s->cfg.timeout_s * TPS_NS_PER_SEC;
         s->conns[i].deadline_ns = busy || !t ? 0 : tps_now_ns() + t;
+        if (busy && !s->conns[i].nodelay) {
+            /* Each streamed token is a small write: without TCP_NODELAY,
+             * Nagle's algorithm holds it until the client's delayed ACK
+             * (~40 ms), which bunches tokens and inflates TTFT and ITL. */
+            int fd = (int)bufferevent_getfd(bev), one = 1;
+            if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            s->conns[i].nodelay = true;
+        }
         return;
     }
 }

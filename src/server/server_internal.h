@@ -34,6 +34,7 @@
 typedef struct conn_slot {
     struct bufferevent *bev; /* we hold one reference */
     uint64_t deadline_ns;    /* a request must have arrived by then; 0: one is being served */
+    bool nodelay;            /* TCP_NODELAY set on its socket */
 } conn_slot;
 
 /* One request from its parse to its last byte (or the client's going). */
