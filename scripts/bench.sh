@@ -1,14 +1,50 @@
 #!/usr/bin/env bash
-# `make bench`: performance figures (not pass/fail). Runs every benchmark
-# executable that the build produced from bench/bench_*.c.
+# `make bench`: performance figures (not pass/fail). Runs bench_machine first
+# (memory bandwidth, peak rates: the physical limits), then every other
+# benchmark executable the build produced from bench/bench_*.c, with the
+# measured read bandwidth in TPS_MACHINE_READ_GBS so figures print as a
+# fraction of it.
+#
+# usage: scripts/bench.sh [BUILD_DIR]
+# env:   LLAMA_CPP_DIR=/path/to/llama.cpp/build  also runs llama-bench and
+#        llama-batched-bench (from $LLAMA_CPP_DIR/bin) on the same GGUF files
+#        bench_engine used, 2 threads, and prints them after ours.
+#        TPS_BENCH_DIR (default /tmp/tps-bench): where the 110M models live.
+#        BENCH_THREADS (default 2).
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
+threads=${BENCH_THREADS:-2}
+export TPS_BENCH_DIR=${TPS_BENCH_DIR:-/tmp/tps-bench}
 found=0
+if [ -x "$build/bench_machine" ]; then
+  found=1
+  echo "== bench_machine =="
+  out=$("$build/bench_machine" "$threads" 512)
+  echo "$out"
+  bw=$(echo "$out" | awk '/^machine: read_gbs/ {print $3}')
+  [ -n "$bw" ] && export TPS_MACHINE_READ_GBS=$bw
+fi
 for b in "$build"/bench_*; do
   [ -x "$b" ] || continue
+  case "$(basename "$b")" in bench_machine) continue ;; esac
   found=1
   echo "== $(basename "$b") =="
   "$b"
 done
 [ $found -eq 1 ] || echo "bench: no benchmarks built yet"
+
+if [ -n "${LLAMA_CPP_DIR:-}" ]; then
+  bin=$LLAMA_CPP_DIR/bin
+  [ -x "$bin/llama-bench" ] || bin=$LLAMA_CPP_DIR
+  echo "== llama.cpp ($bin), $threads threads, the same GGUF files =="
+  for m in "$TPS_BENCH_DIR"/110M-q8_0.gguf "$TPS_BENCH_DIR"/110M-q4_0.gguf; do
+    [ -f "$m" ] || continue
+    "$bin/llama-bench" -m "$m" -t "$threads" -p 512 -n 128 -r 3 2>/dev/null | grep -E '^\|'
+  done
+  m=$TPS_BENCH_DIR/110M-q8_0.gguf
+  if [ -f "$m" ] && [ -x "$bin/llama-batched-bench" ]; then
+    "$bin/llama-batched-bench" -m "$m" -t "$threads" -c 40000 -b 2048 -ub 512 -npp 128 -ntg 128 \
+      -npl 1,2,4,8,16,32,64 2>/dev/null | grep -E '^\|'
+  fi
+fi

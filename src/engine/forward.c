@@ -7,10 +7,14 @@
  * all rows at once + residual. Matrix products go through kernels/matmul
  * (batch-invariant by contract); everything else here is per row. */
 #include <math.h>
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#endif
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/attention.h"
 #include "engine/forward.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -32,7 +36,7 @@ struct fwd_state {
     float *hb2;    /* FFN up (ffn_dim) */
     float *logits; /* (max_rows, n_vocab) */
     float *rope;   /* (rope_dim) cos/sin pairs for one row */
-    /* per-thread attention scratch: scores (max_ctx) + one K/V row (head_dim) */
+    /* per-thread attention scratch: scores (group * max_ctx) */
     float *scores;
     size_t scores_stride;
     float *buf; /* one allocation for all of the above */
@@ -50,9 +54,10 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
     s->max_ctx = max_ctx;
     s->n_threads = n_threads;
     size_t q_dim = (size_t)c->n_heads * c->head_dim, kv_dim = (size_t)c->n_kv_heads * c->head_dim;
-    s->scores_stride = ((size_t)max_ctx + 2 * c->head_dim + 15) / 16 * 16;
-    size_t per_row = 3 * (size_t)c->dim + 2 * q_dim + 2 * kv_dim + 2 * (size_t)c->ffn_dim +
-                     c->n_vocab;
+    const size_t group = c->n_heads / c->n_kv_heads;
+    s->scores_stride = (group * (size_t)max_ctx + 15) / 16 * 16;
+    size_t per_row =
+        3 * (size_t)c->dim + 2 * q_dim + 2 * kv_dim + 2 * (size_t)c->ffn_dim + c->n_vocab;
     size_t total = per_row * max_rows + c->rope_dim + s->scores_stride * (size_t)n_threads;
     s->buf = aligned_alloc(64, (total * sizeof(float) + 63) / 64 * 64);
     if (!s->buf) {
@@ -123,49 +128,40 @@ static void rope_apply(float *x, const float *cs, uint32_t n_heads, uint32_t hea
     }
 }
 
+/* K/V row into the cache. F16: F16C's round-to-nearest-even, the same
+ * halves as fp32_to_fp16 for every finite value, eight at a time. */
 static void store_row(void *dst, const float *src, size_t n, uint32_t kv_type) {
-    if (kv_type == GGML_TYPE_F16) fp32_to_fp16_row(dst, src, n);
-    else memcpy(dst, src, n * sizeof(float));
-}
-
-/* One head of one row: out (head_dim,) = softmax(q.K^T * scale) V over
- * positions [0, n_pos) of the row's sequence, reduced in position order. */
-static void attend_head(float *restrict out, const float *restrict q, const kv_cache *kv,
-                        const kv_seq *seq, uint32_t layer, uint32_t kvh, uint32_t head_dim,
-                        uint32_t n_pos, float scale, float *restrict scores, float *restrict tmp) {
-    size_t off = (size_t)kvh * head_dim;
-    bool f16 = kv->kv_type == GGML_TYPE_F16;
-    for (uint32_t p = 0; p < n_pos; p++) {
-        const void *krow = kv_k_row(kv, seq, layer, p);
-        const float *kh;
-        if (f16) {
-            fp16_to_fp32_row(tmp, (const uint16_t *)krow + off, head_dim);
-            kh = tmp;
-        } else {
-            kh = (const float *)krow + off;
-        }
-        scores[p] = kernel_dot_f32(q, kh, head_dim) * scale;
+    if (kv_type != GGML_TYPE_F16) {
+        memcpy(dst, src, n * sizeof(float));
+        return;
     }
-    kernel_softmax(scores, n_pos);
-    memset(out, 0, sizeof(float) * head_dim);
-    for (uint32_t p = 0; p < n_pos; p++) {
-        const void *vrow = kv_v_row(kv, seq, layer, p);
-        const float *vh;
-        if (f16) {
-            fp16_to_fp32_row(tmp, (const uint16_t *)vrow + off, head_dim);
-            vh = tmp;
-        } else {
-            vh = (const float *)vrow + off;
-        }
-        kernel_axpy(out, scores[p], vh, head_dim);
-    }
+    uint16_t *h = dst;
+    size_t i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(h + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+    fp32_to_fp16_row(h + i, src + i, n - i);
 }
 
 static int mm(fwd_state *s, float *out, const llama_mat *w, const float *x, size_t n_rows,
               tps_err *err) {
     int rc = kernel_matmul(out, w->data, w->type, x, n_rows, w->cols, w->rows, s->kc);
-    if (rc) return tps_fail(err, rc, "forward: matmul failed (type %u, %u x %u)", w->type, w->rows,
-                            w->cols);
+    if (rc)
+        return tps_fail(err, rc, "forward: matmul failed (type %u, %u x %u)", w->type, w->rows,
+                        w->cols);
+    return 0;
+}
+
+/* Matrices that read the same input (Q/K/V; gate/up): one quantization,
+ * one parallel region. Each must take n_in inputs (checked at load). */
+static int mm_multi(const kernel_mat *mats, size_t n_mats, fwd_state *s, const float *x,
+                    size_t n_rows, size_t n_in, tps_err *err) {
+    int rc = kernel_matmul_multi(mats, n_mats, x, n_rows, n_in, s->kc);
+    if (rc)
+        return tps_fail(err, rc, "forward: matmul failed (type %u, %zu inputs)", mats[0].wtype,
+                        n_in);
     return 0;
 }
 
@@ -185,8 +181,7 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
             return tps_fail(err, TPS_EINVAL, "forward: token id %d outside the vocabulary (%u)",
                             row->token, c->n_vocab);
         const kv_seq *seq = b->seqs[row->seq];
-        if (row->pos >= s->max_ctx ||
-            row->pos >= (uint64_t)seq->n_blocks * kv->block_tokens)
+        if (row->pos >= s->max_ctx || row->pos >= (uint64_t)seq->n_blocks * kv->block_tokens)
             return tps_fail(err, TPS_EINVAL,
                             "forward: position %u has no KV slot (sequence holds %u blocks)",
                             row->pos, seq->n_blocks);
@@ -201,9 +196,10 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
         const llama_layer *L = &w->layers[l];
         for (size_t r = 0; r < n; r++)
             kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->attn_norm, dim, c->rms_eps);
-        if ((rc = mm(s, s->q, &L->wq, s->xb, n, err))) return rc;
-        if ((rc = mm(s, s->k, &L->wk, s->xb, n, err))) return rc;
-        if ((rc = mm(s, s->v, &L->wv, s->xb, n, err))) return rc;
+        const kernel_mat qkv[3] = {{s->q, L->wq.data, L->wq.type, L->wq.rows},
+                                   {s->k, L->wk.data, L->wk.type, L->wk.rows},
+                                   {s->v, L->wv.data, L->wv.type, L->wv.rows}};
+        if ((rc = mm_multi(qkv, 3, s, s->xb, n, dim, err))) return rc;
         for (size_t r = 0; r < n; r++) {
             const fwd_row *row = &b->rows[r];
             rope_table(s->rope, row->pos, c->rope_dim, c->rope_base);
@@ -213,29 +209,32 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
             store_row(kv_k_row(kv, seq, l, row->pos), s->k + r * kv_dim, kv_dim, kv->kv_type);
             store_row(kv_v_row(kv, seq, l, row->pos), s->v + r * kv_dim, kv_dim, kv->kv_type);
         }
-        long n_tasks = (long)(n * c->n_heads);
+        /* one task per (row, kv head): the group's query heads share each K/V block read */
+        const long n_tasks = (long)(n * c->n_kv_heads);
 #pragma omp parallel for num_threads(s->n_threads) schedule(dynamic, 1)
         for (long t = 0; t < n_tasks; t++) {
-            size_t r = (size_t)t / c->n_heads;
-            uint32_t h = (uint32_t)((size_t)t % c->n_heads);
+            const size_t r = (size_t)t / c->n_kv_heads;
+            const uint32_t kvh = (uint32_t)((size_t)t % c->n_kv_heads);
             const fwd_row *row = &b->rows[r];
             float *scores = s->scores + s->scores_stride * (size_t)omp_get_thread_num();
-            float *tmp = scores + s->max_ctx;
-            attend_head(s->att + r * q_dim + (size_t)h * c->head_dim,
-                        s->q + r * q_dim + (size_t)h * c->head_dim, kv, b->seqs[row->seq], l,
-                        h / group, c->head_dim, row->pos + 1, scale, scores, tmp);
+            const size_t off = r * q_dim + (size_t)kvh * group * c->head_dim;
+            attn_group(s->att + off, s->q + off, kv, b->seqs[row->seq], l, kvh, group, c->head_dim,
+                       row->pos + 1, scale, scores);
         }
         if ((rc = mm(s, s->proj, &L->wo, s->att, n, err))) return rc;
-        for (size_t r = 0; r < n; r++) kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
+        for (size_t r = 0; r < n; r++)
+            kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
         for (size_t r = 0; r < n; r++)
             kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->ffn_norm, dim, c->rms_eps);
-        if ((rc = mm(s, s->hb, &L->w_gate, s->xb, n, err))) return rc;
-        if ((rc = mm(s, s->hb2, &L->w_up, s->xb, n, err))) return rc;
+        const kernel_mat gate_up[2] = {{s->hb, L->w_gate.data, L->w_gate.type, L->w_gate.rows},
+                                       {s->hb2, L->w_up.data, L->w_up.type, L->w_up.rows}};
+        if ((rc = mm_multi(gate_up, 2, s, s->xb, n, dim, err))) return rc;
         for (size_t r = 0; r < n; r++)
             kernel_swiglu(s->hb + r * c->ffn_dim, s->hb + r * c->ffn_dim, s->hb2 + r * c->ffn_dim,
                           c->ffn_dim);
         if ((rc = mm(s, s->proj, &L->w_down, s->hb, n, err))) return rc;
-        for (size_t r = 0; r < n; r++) kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
+        for (size_t r = 0; r < n; r++)
+            kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
     }
     /* LM head only on rows that sample: gather them, norm, project. */
     size_t nl = 0;

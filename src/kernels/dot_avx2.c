@@ -85,13 +85,27 @@ ALWAYS_INLINE __m256i load_wq(const uint8_t *restrict row, size_t b, int is_q4, 
     return _mm256_loadu_si256((const __m256i *)blk->qs);
 }
 
+/* Exact int32 lane sums of 4 adjacent u8 x s8 products: VNNI's dpbusd when
+ * the build has it (AVX512-VNNI+VL or AVX-VNNI), else maddubs + madd. Both
+ * give the same integers (maddubs cannot saturate here: |w| <= 128 and
+ * |x| <= 127, or w <= 15), so tiers and CPUs agree bit for bit. */
+ALWAYS_INLINE __m256i dot4_u8s8(__m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
 /* MW weight rows x MX activation rows over nb blocks. Per element and block:
- *   p   = 16 int16 pair sums w[2k] x[2k] + w[2k+1] x[2k+1] (exact)
- *   acc = fma(d_w * d_x, float(madd(p, 1)), acc)
+ *   p   = 8 int32 lane sums of 4 products w[k] x[k] (exact)
+ *   acc = fma(d_w * d_x, float(p), acc)
  * with d_w * d_x one float product, the same in every lane and tile shape.
- * Q8_0: p = maddubs(|w|, sign(x, w)); |w| is the unsigned operand so a -128
- * weight (0x80 = 128 unsigned) stays exact. Q4_0: p = maddubs(nibble, x) -
- * maddubs(8, x), the same int16 values without the sign step. */
+ * Q8_0: p = dot4(|w|, sign(x, w)); |w| is the unsigned operand so a -128
+ * weight (0x80 = 128 unsigned) stays exact. Q4_0: p = dot4(nibble, x) -
+ * dot4(8, x), the same int32 values without the sign step. */
 ALWAYS_INLINE void q_tile(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                           size_t w_row_bytes, const uint8_t *restrict act, size_t act_row_bytes,
                           size_t nb, const int is_q4, const int MW, const int MX) {
@@ -101,7 +115,6 @@ ALWAYS_INLINE void q_tile(float *restrict out, size_t ld_out, const uint8_t *res
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++)
             acc[i][j] = _mm256_setzero_ps();
-    const __m256i ones = _mm256_set1_epi16(1);
     for (size_t b = 0; b < nb; b++) {
         __m256i wv[4], aw[4];
         __m256 dw[4];
@@ -117,13 +130,13 @@ ALWAYS_INLINE void q_tile(float *restrict out, size_t ld_out, const uint8_t *res
             const block_q8_0 *xb = (const block_q8_0 *)(act + j * act_row_bytes) + b;
             const __m256i xv = _mm256_loadu_si256((const __m256i *)xb->qs);
             const __m256 dx = _mm256_set1_ps(h2f(xb->d));
-            const __m256i corr = is_q4 ? _mm256_maddubs_epi16(_mm256_set1_epi8(8), xv) : xv;
+            const __m256i corr = is_q4 ? dot4_u8s8(_mm256_set1_epi8(8), xv) : xv;
 #pragma GCC unroll 4
             for (int i = 0; i < MW; i++) {
-                const __m256i p = is_q4 ? _mm256_sub_epi16(_mm256_maddubs_epi16(wv[i], xv), corr)
-                                        : _mm256_maddubs_epi16(aw[i], _mm256_sign_epi8(xv, wv[i]));
-                const __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-                acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(dw[i], dx), s, acc[i][j]);
+                const __m256i p = is_q4 ? _mm256_sub_epi32(dot4_u8s8(wv[i], xv), corr)
+                                        : dot4_u8s8(aw[i], _mm256_sign_epi8(xv, wv[i]));
+                acc[i][j] =
+                    _mm256_fmadd_ps(_mm256_mul_ps(dw[i], dx), _mm256_cvtepi32_ps(p), acc[i][j]);
             }
         }
     }
@@ -134,7 +147,15 @@ ALWAYS_INLINE void q_tile(float *restrict out, size_t ld_out, const uint8_t *res
             out[j * ld_out + i] = hsum8(acc[i][j]);
 }
 
-/* Walks the rectangle in tiles: groups of 4 activation rows x 2 weight rows,
+/* Weight rows per tile beside 4 activation rows: 16 accumulators plus the
+ * weight vectors need the 32 vector registers of AVX-512VL; with 16, two. */
+#if defined(__AVX512VL__)
+#define Q_TILE_W 4
+#else
+#define Q_TILE_W 2
+#endif
+
+/* Walks the rectangle in tiles: groups of 4 activation rows x Q_TILE_W weight rows,
  * single activation rows x 4 weight rows, and the edges with smaller tiles. */
 ALWAYS_INLINE void q_rows(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                           size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
@@ -144,6 +165,9 @@ ALWAYS_INLINE void q_rows(float *restrict out, size_t ld_out, const uint8_t *res
         const uint8_t *a = act + r * act_row_bytes;
         float *o_r = out + r * ld_out;
         size_t o = o0;
+        for (; o + Q_TILE_W <= o1; o += Q_TILE_W)
+            q_tile(o_r + o, ld_out, W + o * w_row_bytes, w_row_bytes, a, act_row_bytes, nb, is_q4,
+                   Q_TILE_W, 4);
         for (; o + 2 <= o1; o += 2)
             q_tile(o_r + o, ld_out, W + o * w_row_bytes, w_row_bytes, a, act_row_bytes, nb, is_q4,
                    2, 4);

@@ -165,18 +165,23 @@ static void quantize_part(const matmul_job *job, int t, int nth) {
     }
 }
 
-static void compute_part(const matmul_job *job, int t, int nth) {
-    /* contiguous ranges, multiples of 4 so the 4-wide tiles stay whole */
-    size_t per = (job->n_out + (size_t)nth - 1) / (size_t)nth;
-    per = (per + 3) / 4 * 4;
-    const size_t o_begin = (size_t)t * per;
-    const size_t o_end = o_begin + per < job->n_out ? o_begin + per : job->n_out;
+/* Output rows [o_begin, o_end) of one job, in cache tiles of TILE_O. */
+static void compute_range(const matmul_job *job, size_t o_begin, size_t o_end, int t) {
     float *tmp = job->tmp + (size_t)t * KERNEL_TMP_ROWS * job->n_in;
     for (size_t o = o_begin; o < o_end; o += TILE_O) {
         const size_t o1 = o + TILE_O < o_end ? o + TILE_O : o_end;
         job->rows(job->out, job->n_out, job->W, job->w_row_bytes, o, o1, job->act,
                   job->act_row_bytes, job->n_rows_x, job->n_in, tmp);
     }
+}
+
+static void compute_part(const matmul_job *job, int t, int nth) {
+    /* contiguous ranges, multiples of 4 so the 4-wide tiles stay whole */
+    size_t per = (job->n_out + (size_t)nth - 1) / (size_t)nth;
+    per = (per + 3) / 4 * 4;
+    const size_t o_begin = (size_t)t * per;
+    const size_t o_end = o_begin + per < job->n_out ? o_begin + per : job->n_out;
+    compute_range(job, o_begin, o_end, t);
 }
 
 int kernel_matmul(float *restrict out, const void *restrict W, uint32_t wtype,
@@ -240,6 +245,83 @@ int kernel_matmul(float *restrict out, const void *restrict W, uint32_t wtype,
 #pragma omp barrier
         }
         compute_part(&job, t, got);
+    }
+    return 0;
+}
+
+/* ---- several matrices over the same activations ------------------------ */
+
+int kernel_matmul_multi(const kernel_mat *mats, size_t n_mats, const float *restrict x,
+                        size_t n_rows_x, size_t n_in, kernel_ctx *ctx) {
+    enum { MAX_MATS = 8 };
+    if (n_mats == 0 || n_rows_x == 0) return 0;
+    const kernel_type_impl *table = kernel_impl_scalar;
+    int use_avx2 = 0;
+#if KERNEL_HAVE_AVX2
+    if (ctx->tier != KERNEL_TIER_SCALAR) {
+        table = kernel_impl_avx2;
+        use_avx2 = 1;
+    }
+#endif
+    /* the shared path needs one activation type and a fast tier; else one call each */
+    int shared = ctx->tier != KERNEL_TIER_REF && n_mats <= MAX_MATS;
+    for (size_t i = 0; i < n_mats && shared; i++) {
+        const uint32_t t = mats[i].wtype;
+        shared = kernel_type_supported(t) && table[t].rows && kernel_row_bytes(t, n_in) &&
+                 table[t].act_type == table[mats[0].wtype].act_type;
+    }
+    if (!shared) {
+        for (size_t i = 0; i < n_mats; i++) {
+            int rc = kernel_matmul(mats[i].out, mats[i].W, mats[i].wtype, x, n_rows_x, n_in,
+                                   mats[i].n_out, ctx);
+            if (rc) return rc;
+        }
+        return 0;
+    }
+    if (kernel_ctx_reserve(ctx, n_rows_x, n_in)) return TPS_ENOMEM;
+    matmul_job jobs[MAX_MATS];
+    size_t total = 0;
+    const int quant_x = table[mats[0].wtype].act_type == GGML_TYPE_Q8_0;
+    for (size_t i = 0; i < n_mats; i++) {
+        const kernel_type_impl *impl = &table[mats[i].wtype];
+        jobs[i] = (matmul_job){
+            .out = mats[i].out,
+            .W = mats[i].W,
+            .w_row_bytes = kernel_row_bytes(mats[i].wtype, n_in),
+            .x = x,
+            .act = quant_x ? ctx->act : (const uint8_t *)x,
+            .act_row_bytes = quant_x ? n_in / QK8_0 * sizeof(block_q8_0) : n_in * sizeof(float),
+            .n_rows_x = n_rows_x,
+            .n_in = n_in,
+            .n_out = mats[i].n_out,
+            .quant_x = quant_x,
+            .use_avx2 = use_avx2,
+            .rows = impl->rows,
+            .tmp = ctx->tmp,
+        };
+        total += mats[i].n_out;
+    }
+    int nth = resolve_threads(ctx->n_threads);
+    if ((size_t)nth > (total + 3) / 4) nth = (int)((total + 3) / 4);
+#pragma omp parallel num_threads(nth) if (nth > 1)
+    {
+        const int t = omp_get_thread_num(), got = omp_get_num_threads();
+        if (quant_x) {
+            quantize_part(&jobs[0], t, got);
+#pragma omp barrier
+        }
+        /* thread t owns [t * per, (t + 1) * per) of the concatenated outputs */
+        size_t per = (total + (size_t)got - 1) / (size_t)got;
+        per = (per + 3) / 4 * 4;
+        const size_t g0 = (size_t)t * per, g1 = g0 + per < total ? g0 + per : total;
+        size_t base = 0;
+        for (size_t i = 0; i < n_mats; i++) {
+            const size_t lo = g0 > base ? g0 - base : 0;
+            const size_t hi = g1 - base < jobs[i].n_out ? g1 - base : jobs[i].n_out;
+            if (g1 > base && lo < hi) compute_range(&jobs[i], lo, hi, t);
+            base += jobs[i].n_out;
+            if (base >= g1) break;
+        }
     }
     return 0;
 }

@@ -66,6 +66,22 @@ int kernel_matmul(float *restrict out, const void *restrict W, uint32_t wtype,
                   const float *restrict x, size_t n_rows_x, size_t n_in, size_t n_out,
                   kernel_ctx *ctx);
 
+/* One weight matrix of a kernel_matmul_multi call: out (n_rows_x, n_out) =
+ * x @ W^T, W (n_out, n_in) of wtype. */
+typedef struct kernel_mat {
+    float *out;
+    const void *W;
+    uint32_t wtype;
+    size_t n_out;
+} kernel_mat;
+
+/* kernel_matmul for each of n_mats matrices that read the same x (Q, K, V;
+ * FFN gate and up): x is quantized once and one parallel region splits the
+ * concatenated output rows, so each element is bit-identical to what
+ * kernel_matmul gives. Returns as kernel_matmul (the first failure). */
+int kernel_matmul_multi(const kernel_mat *mats, size_t n_mats, const float *restrict x,
+                        size_t n_rows_x, size_t n_in, kernel_ctx *ctx);
+
 /* Same maths through the reference tier, single-threaded, allocating as it
  * likes: dequantize W, (Q8_0/Q4_0: quantize x with quantize_row_q8_0_ref and
  * dequantize it), dot in double. If abs_out is not NULL it receives

@@ -1,0 +1,246 @@
+/* Offline engine benchmark (issue 8): what moves tokens per second.
+ *
+ * 1. generate-style figures per model, as llama-bench defines them: prefill
+ *    of a 512-token prompt (pp512), and decode of 128 tokens after a 1-token
+ *    prompt (tg128), each at batch 1, with the weight bytes read
+ *    per token x tokens/s as GB/s (and as a fraction of the machine's read
+ *    bandwidth when TPS_MACHINE_READ_GBS is set; scripts/bench.sh sets it
+ *    from bench_machine);
+ * 2. the batched decode curve on the first model: N sequences of 128 prompt
+ *    + 128 output tokens submitted together, N = 1, 2, 4, ... 64, printing
+ *    aggregate decode tokens/s, mean decode step time and tokens/s per
+ *    sequence, and the N=32 / N=1 ratio.
+ *
+ * Decode window of the curve: from the step that gave the last sequence its
+ * first token (every prompt is prefilled) to the last token; every step in
+ * it decodes all N sequences, as llama-batched-bench's TG phase does. The
+ * models are the `110M` preset made with model_make() (seeded random weights,
+ * same cost as a trained model) in TPS_BENCH_DIR (default /tmp/tps-bench)
+ * when absent. Numbers, not pass/fail.
+ *
+ * usage: bench_engine [threads (default 2)] [max N (default 64)]
+ * env:   TPS_BENCH_DIR, TPS_MACHINE_READ_GBS, TPS_BENCH_MODELS (comma list of
+ *        GGUF paths for part 1 instead of the 110M q8_0 and q4_0 files) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/engine.h"
+#include "model/llama_model.h"
+#include "model/model_make.h"
+#include "model/tokenizer.h"
+
+#define CURVE_PROMPT 128
+#define CURVE_OUTPUT 128
+#define PP_TOKENS    512
+#define TG_TOKENS    128
+
+typedef struct loaded {
+    llama_model *m;
+    tokenizer *tok;
+} loaded;
+
+static int ensure_model(const char *path, uint32_t type) {
+    struct stat st;
+    if (stat(path, &st) == 0) return 0;
+    model_make_opts o = {
+        .preset = model_preset_find("110M"), .type = type, .seed = 1, .out_path = path};
+    tps_err err = {0};
+    if (model_make(&o, &err)) {
+        fprintf(stderr, "bench_engine: cannot make %s: %s\n", path, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int load(loaded *l, const char *path) {
+    tps_err err = {0};
+    l->m = NULL;
+    l->tok = NULL;
+    if (llama_model_load(&l->m, path, &err) || tokenizer_load(&l->tok, l->m->file, &err)) {
+        fprintf(stderr, "bench_engine: %s: %s\n", path, err.msg);
+        tokenizer_free(l->tok);
+        llama_model_free(l->m);
+        return -1;
+    }
+    return 0;
+}
+
+static void unload(loaded *l) {
+    tokenizer_free(l->tok);
+    llama_model_free(l->m);
+}
+
+/* Seeded prompt: BOS then ids from 3 up (no EOS, no control ids). */
+static void make_prompt(int32_t *ids, size_t n, uint32_t vocab, uint32_t seed) {
+    uint32_t s = seed * 2654435761u + 12345u;
+    ids[0] = 1;
+    for (size_t i = 1; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        ids[i] = (int32_t)(3 + (s >> 8) % (vocab - 3));
+    }
+}
+
+typedef struct run_result {
+    double prefill_tps;    /* batch 1: prompt tokens / (first token - first scheduled) */
+    double decode_tps;     /* aggregate, over the decode window */
+    double step_ms;        /* mean decode step in the window */
+    double run_output_tps; /* all output tokens / (first submit -> last done) */
+    size_t decode_steps;
+} run_result;
+
+/* Submits n_seqs requests together and drains every event. */
+static int run(const loaded *l, int threads, uint32_t n_seqs, size_t n_prompt, uint32_t n_out,
+               uint32_t batch_tokens, run_result *res) {
+    engine_params ep;
+    engine_params_default(&ep);
+    ep.model = l->m;
+    ep.tok = l->tok;
+    ep.n_threads = threads;
+    ep.max_seqs = n_seqs;
+    ep.max_batch_tokens = batch_tokens;
+    ep.kv_tokens = n_seqs * (uint32_t)(n_prompt + n_out + 32);
+    tps_err err = {0};
+    engine *e = NULL;
+    if (engine_create(&e, &ep, &err)) {
+        fprintf(stderr, "bench_engine: %s\n", err.msg);
+        return -1;
+    }
+    int32_t *ids = malloc(sizeof(int32_t) * n_prompt);
+    size_t cap = (size_t)n_seqs * n_out + 16, n_tok = 0;
+    uint64_t *t_tok = malloc(sizeof(uint64_t) * cap);
+    uint64_t t_submit = 0, t_last_first = 0, t_first_sched = 0, t_first_tok = 0, t_end = 0;
+    int rc = 0;
+    for (uint32_t s = 0; s < n_seqs && rc == 0; s++) {
+        make_prompt(ids, n_prompt, l->m->cfg.n_vocab, s + 1);
+        engine_request rq = {.prompt = ids, .n_prompt = n_prompt, .max_tokens = n_out};
+        sampler_params_default(&rq.sampling);
+        rq.sampling.ignore_eos = true;
+        uint64_t id;
+        if (engine_submit(e, &rq, &id, &err)) {
+            fprintf(stderr, "bench_engine: %s\n", err.msg);
+            rc = -1;
+        }
+    }
+    uint32_t done = 0;
+    engine_event ev[64];
+    while (rc == 0 && done < n_seqs) {
+        engine_wait(e, 1000);
+        size_t k = engine_poll(e, ev, 64);
+        for (size_t i = 0; i < k; i++) {
+            if (ev[i].kind == ENGINE_EV_TOKEN && n_tok < cap) t_tok[n_tok++] = ev[i].t_ns;
+            if (ev[i].kind != ENGINE_EV_DONE) continue;
+            done++;
+            const engine_timings *tm = &ev[i].timings;
+            if (ev[i].finish == ENGINE_FINISH_ERROR) {
+                fprintf(stderr, "bench_engine: request failed: %s\n", ev[i].error);
+                rc = -1;
+            }
+            if (!t_submit || tm->t_queued < t_submit) t_submit = tm->t_queued;
+            if (!t_first_sched || tm->t_first_scheduled < t_first_sched)
+                t_first_sched = tm->t_first_scheduled;
+            if (!t_first_tok || tm->t_first_token < t_first_tok) t_first_tok = tm->t_first_token;
+            if (tm->t_first_token > t_last_first) t_last_first = tm->t_first_token;
+            if (tm->t_finished > t_end) t_end = tm->t_finished;
+        }
+    }
+    if (rc == 0) {
+        /* decode window (t_last_first, last token]: count tokens and distinct steps */
+        size_t in_window = 0, steps = 0;
+        uint64_t prev = 0, t_last_tok = t_last_first;
+        for (size_t i = 0; i < n_tok; i++) {
+            if (t_tok[i] <= t_last_first) continue;
+            in_window++;
+            if (t_tok[i] != prev) steps++;
+            prev = t_tok[i];
+            if (t_tok[i] > t_last_tok) t_last_tok = t_tok[i];
+        }
+        const double win_s = (double)(t_last_tok - t_last_first) / 1e9;
+        res->decode_tps = win_s > 0 ? (double)in_window / win_s : 0;
+        res->decode_steps = steps;
+        res->step_ms = steps ? win_s * 1e3 / (double)steps : 0;
+        res->prefill_tps = (double)n_prompt / ((double)(t_first_tok - t_first_sched) / 1e9);
+        res->run_output_tps = (double)n_tok / ((double)(t_end - t_submit) / 1e9);
+    }
+    free(ids);
+    free(t_tok);
+    engine_destroy(e);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+    const int threads = argc > 1 ? atoi(argv[1]) : 2;
+    const uint32_t max_n = argc > 2 ? (uint32_t)atoi(argv[2]) : 64;
+    const char *dir = getenv("TPS_BENCH_DIR") ? getenv("TPS_BENCH_DIR") : "/tmp/tps-bench";
+    const char *bw_env = getenv("TPS_MACHINE_READ_GBS");
+    const double bw = bw_env ? atof(bw_env) : 0;
+    mkdir(dir, 0755);
+    char q8[512], q4[512];
+    snprintf(q8, sizeof q8, "%s/110M-q8_0.gguf", dir);
+    snprintf(q4, sizeof q4, "%s/110M-q4_0.gguf", dir);
+    char models[8][512];
+    int n_models = 0;
+    const char *list = getenv("TPS_BENCH_MODELS");
+    if (list && *list) {
+        char buf[4096];
+        snprintf(buf, sizeof buf, "%s", list);
+        for (char *tok = strtok(buf, ","); tok && n_models < 8; tok = strtok(NULL, ","))
+            snprintf(models[n_models++], sizeof models[0], "%s", tok);
+    } else {
+        if (ensure_model(q8, GGML_TYPE_Q8_0) || ensure_model(q4, GGML_TYPE_Q4_0)) return 1;
+        snprintf(models[n_models++], sizeof models[0], "%s", q8);
+        snprintf(models[n_models++], sizeof models[0], "%s", q4);
+    }
+
+    printf("engine: %d threads; pp%d / tg%d at batch 1 (median of 3)\n", threads, PP_TOKENS,
+           TG_TOKENS);
+    printf("%-28s %10s %10s %10s %8s %s\n", "model", "pp t/s", "tg t/s", "MiB/tok", "GB/s",
+           bw > 0 ? "of machine read bw" : "");
+    for (int i = 0; i < n_models; i++) {
+        loaded l;
+        if (load(&l, models[i])) return 1;
+        double pp[3], tg[3];
+        for (int r = 0; r < 3; r++) {
+            run_result rp = {0}, rt = {0};
+            if (run(&l, threads, 1, PP_TOKENS, 1, PP_TOKENS, &rp)) return 1;
+            if (run(&l, threads, 1, 1, TG_TOKENS + 1, PP_TOKENS, &rt)) return 1;
+            pp[r] = rp.prefill_tps;
+            tg[r] = rt.decode_tps;
+        }
+        qsort(pp, 3, sizeof pp[0], cmp_double);
+        qsort(tg, 3, sizeof tg[0], cmp_double);
+        const double bpt = (double)l.m->w.bytes_per_token;
+        const double gbs = tg[1] * bpt / 1e9;
+        const char *name = strrchr(models[i], '/') ? strrchr(models[i], '/') + 1 : models[i];
+        printf("%-28s %10.1f %10.1f %10.1f %8.2f", name, pp[1], tg[1], bpt / 1048576.0, gbs);
+        if (bw > 0) printf(" %5.0f%%", 100.0 * gbs / bw);
+        printf("\n");
+        unload(&l);
+    }
+
+    loaded l;
+    if (load(&l, models[0])) return 1;
+    const char *name = strrchr(models[0], '/') ? strrchr(models[0], '/') + 1 : models[0];
+    printf("\nengine: batched decode, %s, N sequences of %d prompt + %d output tokens\n", name,
+           CURVE_PROMPT, CURVE_OUTPUT);
+    printf("%6s %14s %14s %14s %14s\n", "N", "decode t/s", "step ms", "t/s per seq", "run out t/s");
+    double at1 = 0, at32 = 0;
+    for (uint32_t n = 1; n <= max_n; n *= 2) {
+        run_result rr = {0};
+        if (run(&l, threads, n, CURVE_PROMPT, CURVE_OUTPUT, 256, &rr)) return 1;
+        printf("%6u %14.1f %14.2f %14.1f %14.1f\n", n, rr.decode_tps, rr.step_ms, rr.decode_tps / n,
+               rr.run_output_tps);
+        fflush(stdout);
+        if (n == 1) at1 = rr.decode_tps;
+        if (n == 32) at32 = rr.decode_tps;
+    }
+    if (at1 > 0 && at32 > 0) printf("engine: decode t/s N=32 / N=1 = %.2f\n", at32 / at1);
+    unload(&l);
+    return 0;
+}

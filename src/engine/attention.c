@@ -1,0 +1,236 @@
+/* Attention over the paged KV cache for one row and one GQA head group.
+ *
+ * Two passes per group, block by block over the sequence's block table:
+ *   1. scores: for each KV block, for each query head of the group,
+ *      s[p] = (q . K_p) * scale (the block's K rows stay in L1 while every
+ *      head of the group reads them); then softmax per head;
+ *   2. values: for each KV block, for each head, out += s[p] * V_p with the
+ *      output chunk held in registers across the block's positions.
+ * F16 K/V are widened with F16C inside the loops. The AVX2 path and the
+ * portable path each fix one reduction order per element; the reference at
+ * the bottom is plain and slow, for tests. Not here: threading, RoPE. */
+#include "engine/attention.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define ATTN_AVX2 1
+#include <immintrin.h>
+#else
+#define ATTN_AVX2 0
+#endif
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* First K (or V) row of kv head kvh in block table entry blk at layer;
+ * consecutive positions of the block are kv->kv_dim elements apart. */
+ALWAYS_INLINE const uint8_t *head_rows(const uint8_t *base, const kv_cache *kv, const kv_seq *seq,
+                                       uint32_t layer, uint32_t blk, uint32_t kvh,
+                                       uint32_t head_dim) {
+    return base + ((size_t)seq->blocks[blk] * kv->block_stride +
+                   (size_t)layer * kv->block_tokens * kv->kv_dim + (size_t)kvh * head_dim) *
+                      kv->elem_size;
+}
+
+ALWAYS_INLINE float ld1(const uint8_t *row, size_t d, const int f16) {
+    return f16 ? fp16_to_fp32(((const uint16_t *)row)[d]) : ((const float *)row)[d];
+}
+
+#if ATTN_AVX2
+
+ALWAYS_INLINE __m256 ld8(const uint8_t *row, size_t d, const int f16) {
+    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));
+    return _mm256_loadu_ps((const float *)row + d);
+}
+
+/* Lane j of the result = sum of the 8 lanes of a[j], folded as
+ * ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)). */
+ALWAYS_INLINE __m256 fold8(const __m256 a[8]) {
+    const __m256 h0123 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    const __m256 h4567 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20),
+                         _mm256_permute2f128_ps(h0123, h4567, 0x31));
+}
+
+/* s[j] = (q . K_j) * scale for j in [0, n), K_j at K + j * row_bytes.
+ * Per position: one 8-lane FMA chain over the head_dim / 8 chunks, fold8,
+ * then the head_dim % 8 tail with scalar FMA in order. Positions go eight
+ * at a time; a short last group leaves the missing lanes zero, which does
+ * not touch the lanes that exist. */
+ALWAYS_INLINE void scores_run(float *restrict s, const float *restrict q, const uint8_t *K,
+                              size_t row_bytes, size_t n, uint32_t hd, float scale, const int f16) {
+    const size_t hd8 = hd / 8 * 8;
+    for (size_t j0 = 0; j0 < n; j0 += 8) {
+        const uint8_t *Kj = K + j0 * row_bytes;
+        __m256 acc[8];
+        for (int i = 0; i < 8; i++)
+            acc[i] = _mm256_setzero_ps();
+        if (n - j0 >= 8) {
+            for (size_t d = 0; d < hd8; d += 8) {
+                const __m256 qv = _mm256_loadu_ps(q + d);
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++)
+                    acc[i] = _mm256_fmadd_ps(qv, ld8(Kj + (size_t)i * row_bytes, d, f16), acc[i]);
+            }
+        } else {
+            for (size_t i = 0; i < n - j0; i++)
+                for (size_t d = 0; d < hd8; d += 8)
+                    acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + d),
+                                             ld8(Kj + i * row_bytes, d, f16), acc[i]);
+        }
+        float sum[8];
+        _mm256_storeu_ps(sum, fold8(acc));
+        const size_t m = n - j0 < 8 ? n - j0 : 8;
+        for (size_t i = 0; i < m; i++) {
+            float v = sum[i];
+            for (size_t d = hd8; d < hd; d++)
+                v = fmaf(q[d], ld1(Kj + i * row_bytes, d, f16), v);
+            s[j0 + i] = v * scale;
+        }
+    }
+}
+
+/* o (hd,) += sum_j s[j] * V_j, j in [0, n) in order, one FMA per element
+ * and position; up to 64 output floats stay in registers per sweep. */
+ALWAYS_INLINE void values_run(float *restrict o, const float *restrict s, const uint8_t *V,
+                              size_t row_bytes, size_t n, uint32_t hd, const int f16) {
+    const size_t hd8 = hd / 8 * 8;
+    size_t d0 = 0;
+    for (; d0 + 64 <= hd8; d0 += 64) {
+        __m256 acc[8];
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++)
+            acc[v] = _mm256_loadu_ps(o + d0 + 8 * v);
+        for (size_t j = 0; j < n; j++) {
+            const __m256 sv = _mm256_set1_ps(s[j]);
+            const uint8_t *Vj = V + j * row_bytes;
+#pragma GCC unroll 8
+            for (int v = 0; v < 8; v++)
+                acc[v] = _mm256_fmadd_ps(sv, ld8(Vj, d0 + 8 * (size_t)v, f16), acc[v]);
+        }
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++)
+            _mm256_storeu_ps(o + d0 + 8 * v, acc[v]);
+    }
+    for (; d0 < hd8; d0 += 8) {
+        __m256 acc = _mm256_loadu_ps(o + d0);
+        for (size_t j = 0; j < n; j++)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), ld8(V + j * row_bytes, d0, f16), acc);
+        _mm256_storeu_ps(o + d0, acc);
+    }
+    for (size_t d = hd8; d < hd; d++) {
+        float acc = o[d];
+        for (size_t j = 0; j < n; j++)
+            acc = fmaf(s[j], ld1(V + j * row_bytes, d, f16), acc);
+        o[d] = acc;
+    }
+}
+
+#else /* portable */
+
+/* Per position: 8 partial sums over the head_dim / 8 chunks, folded as the
+ * AVX2 path does, then the tail in order. */
+ALWAYS_INLINE void scores_run(float *restrict s, const float *restrict q, const uint8_t *K,
+                              size_t row_bytes, size_t n, uint32_t hd, float scale, const int f16) {
+    const size_t hd8 = hd / 8 * 8;
+    for (size_t j = 0; j < n; j++) {
+        const uint8_t *Kj = K + j * row_bytes;
+        float l[8] = {0};
+        for (size_t d = 0; d < hd8; d += 8)
+            for (int i = 0; i < 8; i++)
+                l[i] = fmaf(q[d + i], ld1(Kj, d + i, f16), l[i]);
+        float v = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+        for (size_t d = hd8; d < hd; d++)
+            v = fmaf(q[d], ld1(Kj, d, f16), v);
+        s[j] = v * scale;
+    }
+}
+
+ALWAYS_INLINE void values_run(float *restrict o, const float *restrict s, const uint8_t *V,
+                              size_t row_bytes, size_t n, uint32_t hd, const int f16) {
+    for (size_t j = 0; j < n; j++)
+        for (size_t d = 0; d < hd; d++)
+            o[d] = fmaf(s[j], ld1(V + j * row_bytes, d, f16), o[d]);
+}
+
+#endif
+
+ALWAYS_INLINE void group_impl(float *restrict out, const float *restrict q, const kv_cache *kv,
+                              const kv_seq *seq, uint32_t layer, uint32_t kvh, uint32_t group,
+                              uint32_t hd, uint32_t n_pos, float scale, float *restrict scores,
+                              const int f16) {
+    const uint32_t B = kv->block_tokens;
+    const size_t row_bytes = (size_t)kv->kv_dim * kv->elem_size;
+    const uint32_t n_blk = (n_pos + B - 1) / B;
+    for (uint32_t b = 0; b < n_blk; b++) {
+        const uint32_t p0 = b * B, n = n_pos - p0 < B ? n_pos - p0 : B;
+        const uint8_t *K = head_rows(kv->k, kv, seq, layer, b, kvh, hd);
+        for (uint32_t g = 0; g < group; g++)
+            scores_run(scores + (size_t)g * n_pos + p0, q + (size_t)g * hd, K, row_bytes, n, hd,
+                       scale, f16);
+    }
+    for (uint32_t g = 0; g < group; g++)
+        kernel_softmax(scores + (size_t)g * n_pos, n_pos);
+    memset(out, 0, sizeof(float) * hd * group);
+    for (uint32_t b = 0; b < n_blk; b++) {
+        const uint32_t p0 = b * B, n = n_pos - p0 < B ? n_pos - p0 : B;
+        const uint8_t *V = head_rows(kv->v, kv, seq, layer, b, kvh, hd);
+        for (uint32_t g = 0; g < group; g++)
+            values_run(out + (size_t)g * hd, scores + (size_t)g * n_pos + p0, V, row_bytes, n, hd,
+                       f16);
+    }
+}
+
+void attn_group(float *restrict out, const float *restrict q, const kv_cache *kv, const kv_seq *seq,
+                uint32_t layer, uint32_t kvh, uint32_t group, uint32_t head_dim, uint32_t n_pos,
+                float scale, float *restrict scores) {
+    if (kv->kv_type == GGML_TYPE_F16)
+        group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, scores, 1);
+    else
+        group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, scores, 0);
+}
+
+/* ---- reference ---------------------------------------------------------- */
+
+static double ref_at(const kv_cache *kv, const uint8_t *base, const kv_seq *seq, uint32_t layer,
+                     uint32_t pos, size_t col) {
+    const uint32_t B = kv->block_tokens;
+    const size_t e = ((size_t)seq->blocks[pos / B] * kv->block_stride +
+                      ((size_t)layer * B + pos % B) * kv->kv_dim + col);
+    if (kv->kv_type == GGML_TYPE_F16) return fp16_to_fp32(((const uint16_t *)base)[e]);
+    return ((const float *)base)[e];
+}
+
+void attn_group_ref(float *restrict out, const float *restrict q, const kv_cache *kv,
+                    const kv_seq *seq, uint32_t layer, uint32_t kvh, uint32_t group,
+                    uint32_t head_dim, uint32_t n_pos, float scale) {
+    for (uint32_t g = 0; g < group; g++) {
+        const float *qg = q + (size_t)g * head_dim;
+        double max = -INFINITY, sum = 0;
+        for (uint32_t p = 0; p < n_pos; p++) {
+            double d = 0;
+            for (uint32_t i = 0; i < head_dim; i++)
+                d += (double)qg[i] * ref_at(kv, kv->k, seq, layer, p, (size_t)kvh * head_dim + i);
+            d *= scale;
+            if (d > max) max = d;
+        }
+        for (uint32_t i = 0; i < head_dim; i++) {
+            double acc = 0;
+            sum = 0;
+            for (uint32_t p = 0; p < n_pos; p++) {
+                double d = 0;
+                for (uint32_t k = 0; k < head_dim; k++)
+                    d += (double)qg[k] *
+                         ref_at(kv, kv->k, seq, layer, p, (size_t)kvh * head_dim + k);
+                const double w = exp(d * scale - max);
+                sum += w;
+                acc += w * ref_at(kv, kv->v, seq, layer, p, (size_t)kvh * head_dim + i);
+            }
+            out[(size_t)g * head_dim + i] = (float)(acc / sum);
+        }
+    }
+}

@@ -1,0 +1,33 @@
+/* Attention of one token row over its own sequence's paged KV cache, for
+ * the group of query heads that share one KV head (GQA): each KV block is
+ * read once per group, K/V stay F16 (or F32) in the cache and are widened
+ * in registers, never through a per-position conversion call.
+ *
+ * Batch invariance: every score and output element is reduced in an order
+ * that depends only on head_dim and the position index, never on how many
+ * rows or sequences share the step, nor on which thread runs the group.
+ * Not here: RoPE, the KV write, threading (the forward pass owns those). */
+#ifndef TPS_ATTENTION_H
+#define TPS_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/kv_cache.h"
+
+/* out (group, head_dim) = softmax(q_g . K[0:n_pos]^T * scale) @ V[0:n_pos]
+ * for g in [0, group): the query heads kvh*group .. kvh*group+group-1, whose
+ * vectors lie contiguous in q (group, head_dim) and whose outputs go to out
+ * (group, head_dim). K/V: kv head kvh of `layer` of seq's blocks, positions
+ * [0, n_pos), n_pos >= 1. scores: group * n_pos floats of caller scratch. */
+void attn_group(float *restrict out, const float *restrict q, const kv_cache *kv, const kv_seq *seq,
+                uint32_t layer, uint32_t kvh, uint32_t group, uint32_t head_dim, uint32_t n_pos,
+                float scale, float *restrict scores);
+
+/* The same maths written plainly (per position, per element, in double
+ * where it can be): the reference attn_group is tested against. */
+void attn_group_ref(float *restrict out, const float *restrict q, const kv_cache *kv,
+                    const kv_seq *seq, uint32_t layer, uint32_t kvh, uint32_t group,
+                    uint32_t head_dim, uint32_t n_pos, float scale);
+
+#endif
