@@ -4,8 +4,12 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_OPTS ?=
 FUZZ_SECONDS ?= 20
+SOAK_SECONDS ?= 60
+# make test's bounded fuzz and soak stages (docs/reliability.md)
+CI_FUZZ_SECONDS ?= 4
+CI_SOAK_SECONDS ?= 25
 
-.PHONY: all deps build test test-release test-asan demo bench fuzz format clean
+.PHONY: all deps build test test-release test-asan demo bench fuzz soak format clean
 
 all: build
 
@@ -21,6 +25,10 @@ test: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTPS_SANITIZE=ON $(CMAKE_OPTS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@echo "== soak: $(CI_SOAK_SECONDS) s, the ASan server under load with cancels =="
+	@scripts/soak.sh $(CI_SOAK_SECONDS) $(ASAN_BUILD)
+	@echo "== fuzz: every harness for $(CI_FUZZ_SECONDS) s =="
+	@scripts/fuzz.sh $(CI_FUZZ_SECONDS)
 	@echo "== tests: Release =="
 	@cd $(BUILD) && ctest --output-on-failure
 	@echo "== tests: AddressSanitizer + UndefinedBehaviorSanitizer =="
@@ -34,6 +42,11 @@ bench: deps build
 
 fuzz: deps
 	@scripts/fuzz.sh $(FUZZ_SECONDS)
+
+soak: deps
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTPS_SANITIZE=ON $(CMAKE_OPTS) >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target tps
+	@scripts/soak.sh $(SOAK_SECONDS) $(ASAN_BUILD)
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')

@@ -49,6 +49,7 @@ static void usage(FILE *out) {
         "  --timeout S             a request must arrive within S seconds; idle keep-alive\n"
         "                          connections close after S (default 60)\n"
         "  --max-tokens-cap N      highest max_tokens accepted (default: the context)\n"
+        "  --max-prompt-tokens N   longest prompt accepted, 400 above (default: the context)\n"
         "  --drain-timeout S       on SIGTERM, in-flight requests get S seconds (default 30)\n");
 }
 
@@ -157,6 +158,8 @@ int cli_serve(int argc, char **argv) {
             bad = parse_u32(v, &c.timeout_s);
         else if (!strcmp(a, "--max-tokens-cap"))
             bad = parse_u32(v, &c.max_tokens_cap);
+        else if (!strcmp(a, "--max-prompt-tokens"))
+            bad = parse_u32(v, &c.max_prompt_tokens);
         else if (!strcmp(a, "--drain-timeout"))
             bad = parse_u32(v, &c.drain_timeout_s);
         else {

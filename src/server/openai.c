@@ -355,8 +355,8 @@ static int parse_messages(json_t *o, oai_request *r, oai_error *e) {
     r->n_msgs = n;
     r->parts = parts.p; /* the pointers below stay valid: no more appends */
     parts.p = NULL;
-    for (i = 0; i < n; i++)
-        if (joined[i]) r->msgs[i].content = r->parts + offs[i];
+    for (i = 0; i < n; i++) /* no part at all (content []): parts stays NULL */
+        if (joined[i]) r->msgs[i].content = r->parts ? r->parts + offs[i] : "";
 done:
     sbuf_free(&parts);
     free(offs);

@@ -39,10 +39,11 @@ typedef struct server_config {
     size_t max_header_bytes;   /* request line + headers limit; default 16 KiB */
     uint32_t max_connections;  /* open connections; beyond it accepts wait; default 1024 */
     uint32_t timeout_s; /* a request must arrive whole within it; idle keep-alive too; default 60 */
-    uint32_t max_tokens_cap;  /* max_tokens ceiling (400 above it); 0: the context */
-    uint32_t drain_timeout_s; /* drain: in-flight requests get this long; default 30 */
-    int signal_fd;            /* -1, or a signalfd: readable -> drain; a second -> stop */
-    FILE *log;                /* startup lines and warnings; NULL: stderr */
+    uint32_t max_tokens_cap;    /* max_tokens ceiling (400 above it); 0: the context */
+    uint32_t max_prompt_tokens; /* prompt tokens ceiling (400 above it); 0: the context */
+    uint32_t drain_timeout_s;   /* drain: in-flight requests get this long; default 30 */
+    int signal_fd;              /* -1, or a signalfd: readable -> drain; a second -> stop */
+    FILE *log;                  /* startup lines and warnings; NULL: stderr */
 } server_config;
 
 void server_config_default(server_config *c);

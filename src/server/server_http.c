@@ -298,9 +298,16 @@ static void handle_completion(server *s, struct evhttp_request *req, oai_kind ki
     size_t n_ids = 0;
     req_ctx *c = NULL;
     if (build_prompt(s, &r, &ids, &n_ids, &e)) goto fail;
+    if (s->cfg.max_prompt_tokens && n_ids > s->cfg.max_prompt_tokens) {
+        oai_error_set(&e, 400, "invalid_request_error", kind == OAI_CHAT ? "messages" : "prompt",
+                      "context_length_exceeded",
+                      "the prompt has %zu tokens; this server allows at most %u "
+                      "(--max-prompt-tokens)",
+                      n_ids, s->cfg.max_prompt_tokens);
+        goto fail;
+    }
 
     uint32_t max_tokens = r.max_tokens;
-    if (!max_tokens && kind == OAI_COMPLETION) max_tokens = 16; /* OpenAI's default */
     uint32_t cap = s->cfg.max_tokens_cap;
     if (cap && max_tokens > cap) {
         oai_error_set(&e, 400, "invalid_request_error", "max_tokens", "invalid_value",
@@ -308,7 +315,10 @@ static void handle_completion(server *s, struct evhttp_request *req, oai_kind ki
                       max_tokens, cap);
         goto fail;
     }
-    if (cap && !max_tokens) max_tokens = cap;
+    /* Not given: OpenAI's 16 for completions, the context for chat; never
+     * over the cap (a request that names no max_tokens is never refused). */
+    if (!max_tokens && kind == OAI_COMPLETION) max_tokens = 16;
+    if (cap && (!max_tokens || max_tokens > cap)) max_tokens = cap;
 
     const char *stops[OAI_MAX_STOP + 1];
     size_t n_stop = r.n_stop;
