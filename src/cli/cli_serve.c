@@ -37,7 +37,10 @@ static void usage(FILE *out) {
         "  --max-seqs N            sequences running at once (default 64)\n"
         "  --max-batch-tokens N    token rows per step (default 256)\n"
         "  --prefill-chunk N       prompt rows one sequence gets per step\n"
-        "  --kv-mem BYTES          KV pool size, e.g. 512M, 2G (default: max-seqs x context)\n"
+        "  --kv-mem BYTES          KV pool size, e.g. 512M, 2G (default: room for max-seqs\n"
+        "                          full contexts, at most 1 GiB)\n"
+        "  --kv-tokens N           KV pool size in positions instead of bytes\n"
+        "  --kv-type f16|f32       KV element type (default f16)\n"
         "  --kv-block N            positions per KV block (default 16)\n"
         "  --max-queue N           waiting requests before 429 (default 0: unlimited)\n"
         "  --threads N             kernel threads (default: all cores)\n"
@@ -139,7 +142,13 @@ int cli_serve(int argc, char **argv) {
             bad = parse_u32(v, &c.engine.prefill_chunk);
         else if (!strcmp(a, "--kv-mem"))
             bad = parse_size(v, &c.engine.kv_mem);
-        else if (!strcmp(a, "--kv-block"))
+        else if (!strcmp(a, "--kv-tokens"))
+            bad = parse_u32(v, &c.engine.kv_tokens);
+        else if (!strcmp(a, "--kv-type")) {
+            if (!strcmp(v, "f16")) c.engine.kv_type = GGML_TYPE_F16;
+            else if (!strcmp(v, "f32")) c.engine.kv_type = GGML_TYPE_F32;
+            else bad = 1;
+        } else if (!strcmp(a, "--kv-block"))
             bad = parse_u32(v, &c.engine.kv_block);
         else if (!strcmp(a, "--max-queue"))
             bad = parse_u32(v, &c.engine.max_queue);
