@@ -20,7 +20,8 @@
  *
  * usage: bench_engine [threads (default 2)] [max N (default 64)]
  * env:   TPS_BENCH_DIR, TPS_MACHINE_READ_GBS, TPS_BENCH_MODELS (comma list of
- *        GGUF paths for part 1 instead of the 110M q8_0 and q4_0 files) */
+ *        GGUF paths for part 1 instead of the 110M q8_0 and q4_0 files),
+ *        TPS_REPACK=0 (borrow the mmapped weights; default: repack at load) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,10 @@ static int load(loaded *l, const char *path) {
     tps_err err = {0};
     l->m = NULL;
     l->tok = NULL;
-    if (llama_model_load(&l->m, path, &err) || tokenizer_load(&l->tok, l->m->file, &err)) {
+    const char *rp = getenv("TPS_REPACK");
+    const llama_load_opts opts = {.no_repack = rp && strcmp(rp, "0") == 0};
+    if (llama_model_load_opts(&l->m, path, &opts, &err) ||
+        tokenizer_load(&l->tok, l->m->file, &err)) {
         fprintf(stderr, "bench_engine: %s: %s\n", path, err.msg);
         tokenizer_free(l->tok);
         llama_model_free(l->m);

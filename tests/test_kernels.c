@@ -442,6 +442,104 @@ Test(kernels, row_alone_equals_row_in_batch_of_64_with_any_thread_count) {
     check_invariance(GGML_TYPE_Q6_K, KERNEL_TIER_BEST, 256);
 }
 
+/* Q8_0 / Q4_0: every element is ggml's scalar formula (kernel_impl.h), so
+ * the scalar tier, the AVX2 tier, weights repacked into 8-row groups or
+ * not, any batch size and thread count give the same bits. */
+static void check_packed_equals_plain(uint32_t type, size_t n_in, size_t n_out, size_t n_rows) {
+    void *w = make_weights(type, n_out, n_in, 4321 + n_out);
+    const size_t bytes = kernel_row_bytes(type, n_in) * n_out;
+    void *wp = malloc(bytes);
+    cr_assert_eq(kernel_repack(wp, w, type, n_out, n_in), 0);
+    const uint32_t ptype = kernel_packed_type(type);
+    float *x = malloc(n_rows * n_in * sizeof *x);
+    float *want = malloc(n_rows * n_out * sizeof *want);
+    float *got = malloc(n_rows * n_out * sizeof *got);
+    fill(x, n_rows * n_in, 55 + n_rows);
+    kernel_ctx *scalar1 = new_ctx(1, KERNEL_TIER_SCALAR);
+    cr_assert_eq(kernel_matmul(want, w, type, x, n_rows, n_in, n_out, scalar1), 0);
+    const kernel_tier tiers[] = {KERNEL_TIER_BEST, KERNEL_TIER_SCALAR};
+    for (size_t a = 0; a < LEN(tiers); a++)
+        for (int threads = 1; threads <= 3; threads++) {
+            kernel_ctx *ctx = new_ctx(threads, tiers[a]);
+            for (int packed = 0; packed <= 1; packed++) {
+                memset(got, 0xff, n_rows * n_out * sizeof *got);
+                cr_assert_eq(kernel_matmul(got, packed ? wp : w, packed ? ptype : type, x, n_rows,
+                                           n_in, n_out, ctx),
+                             0);
+                cr_assert_eq(memcmp(got, want, n_rows * n_out * sizeof *got), 0,
+                             "type %u tier %s threads %d packed %d n_in %zu n_out %zu rows %zu: "
+                             "differs from the scalar plain result",
+                             type, kernel_tier_name(tiers[a]), threads, packed, n_in, n_out,
+                             n_rows);
+                /* each row alone equals its row in the batch */
+                for (size_t r = 0; r < n_rows; r += 3) {
+                    cr_assert_eq(kernel_matmul(got, packed ? wp : w, packed ? ptype : type,
+                                               x + r * n_in, 1, n_in, n_out, ctx),
+                                 0);
+                    cr_assert_eq(memcmp(got, want + r * n_out, n_out * sizeof *got), 0,
+                                 "type %u packed %d row %zu alone differs", type, packed, r);
+                }
+            }
+            kernel_ctx_free(ctx);
+        }
+    kernel_ctx_free(scalar1);
+    free(got);
+    free(want);
+    free(x);
+    free(wp);
+    free(w);
+}
+
+Test(kernels, repacked_weights_give_the_same_bits_as_plain_on_every_tier) {
+    const uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+    const size_t n_outs[] = {8, 16, 24, 40};
+    const size_t n_ins[] = {32, 96, 288};
+    const size_t n_rows[] = {1, 2, 3, 4, 5, 8, 17};
+    for (size_t t = 0; t < LEN(types); t++)
+        for (size_t a = 0; a < LEN(n_ins); a++)
+            for (size_t b = 0; b < LEN(n_outs); b++)
+                for (size_t c = 0; c < LEN(n_rows); c++)
+                    check_packed_equals_plain(types[t], n_ins[a], n_outs[b], n_rows[c]);
+}
+
+/* plain Q8_0 / Q4_0 at output counts that leave partial 8-row groups:
+ * the AVX2 tier's padded groups give the scalar tier's bits */
+Test(kernels, partial_groups_match_the_scalar_tier_bit_for_bit) {
+    const uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+    const size_t n_outs[] = {1, 3, 7, 17, 33};
+    for (size_t t = 0; t < LEN(types); t++)
+        for (size_t b = 0; b < LEN(n_outs); b++)
+            for (size_t rows = 1; rows <= 6; rows++) {
+                const size_t n_in = 96, n_out = n_outs[b];
+                void *w = make_weights(types[t], n_out, n_in, 9 + n_out);
+                float *x = malloc(rows * n_in * sizeof *x);
+                float *o1 = malloc(rows * n_out * sizeof *o1),
+                      *o2 = malloc(rows * n_out * sizeof *o2);
+                fill(x, rows * n_in, 3 + rows);
+                kernel_ctx *sc = new_ctx(1, KERNEL_TIER_SCALAR),
+                           *best = new_ctx(2, KERNEL_TIER_BEST);
+                cr_assert_eq(kernel_matmul(o1, w, types[t], x, rows, n_in, n_out, sc), 0);
+                cr_assert_eq(kernel_matmul(o2, w, types[t], x, rows, n_in, n_out, best), 0);
+                cr_assert_eq(memcmp(o1, o2, rows * n_out * sizeof *o1), 0,
+                             "type %u n_out %zu rows %zu: tiers differ", types[t], n_out, rows);
+                kernel_ctx_free(best);
+                kernel_ctx_free(sc);
+                free(o2);
+                free(o1);
+                free(x);
+                free(w);
+            }
+}
+
+Test(kernels, repack_rejects_row_counts_not_a_multiple_of_8) {
+    void *w = make_weights(GGML_TYPE_Q8_0, 12, 64, 1);
+    uint8_t dst[12 * 68];
+    cr_assert_eq(kernel_repack(dst, w, GGML_TYPE_Q8_0, 12, 64), TPS_EINVAL);
+    cr_assert_eq(kernel_repack(dst, w, GGML_TYPE_F16, 8, 64), TPS_EUNSUP);
+    cr_assert_eq(kernel_packed_type(GGML_TYPE_F32), 0u);
+    free(w);
+}
+
 /* kernel_matmul_multi (Q/K/V, gate/up in one call) gives every element
  * bit-identical to one kernel_matmul per matrix, at awkward output counts,
  * any thread count, mixed weight types (one shared activation type or not). */

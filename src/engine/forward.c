@@ -145,9 +145,16 @@ static void store_row(void *dst, const float *src, size_t n, uint32_t kv_type) {
     fp32_to_fp16_row(h + i, src + i, n - i);
 }
 
+/* The matrix the kernels multiply by: the repacked copy when there is one. */
+static kernel_mat kmat(float *out, const llama_mat *w) {
+    if (w->packed) return (kernel_mat){out, w->packed, kernel_packed_type(w->type), w->rows};
+    return (kernel_mat){out, w->data, w->type, w->rows};
+}
+
 static int mm(fwd_state *s, float *out, const llama_mat *w, const float *x, size_t n_rows,
               tps_err *err) {
-    int rc = kernel_matmul(out, w->data, w->type, x, n_rows, w->cols, w->rows, s->kc);
+    const kernel_mat k = kmat(out, w);
+    int rc = kernel_matmul(out, k.W, k.wtype, x, n_rows, w->cols, w->rows, s->kc);
     if (rc)
         return tps_fail(err, rc, "forward: matmul failed (type %u, %u x %u)", w->type, w->rows,
                         w->cols);
@@ -196,9 +203,7 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
         const llama_layer *L = &w->layers[l];
         for (size_t r = 0; r < n; r++)
             kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->attn_norm, dim, c->rms_eps);
-        const kernel_mat qkv[3] = {{s->q, L->wq.data, L->wq.type, L->wq.rows},
-                                   {s->k, L->wk.data, L->wk.type, L->wk.rows},
-                                   {s->v, L->wv.data, L->wv.type, L->wv.rows}};
+        const kernel_mat qkv[3] = {kmat(s->q, &L->wq), kmat(s->k, &L->wk), kmat(s->v, &L->wv)};
         if ((rc = mm_multi(qkv, 3, s, s->xb, n, dim, err))) return rc;
         for (size_t r = 0; r < n; r++) {
             const fwd_row *row = &b->rows[r];
@@ -226,8 +231,7 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
             kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
         for (size_t r = 0; r < n; r++)
             kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->ffn_norm, dim, c->rms_eps);
-        const kernel_mat gate_up[2] = {{s->hb, L->w_gate.data, L->w_gate.type, L->w_gate.rows},
-                                       {s->hb2, L->w_up.data, L->w_up.type, L->w_up.rows}};
+        const kernel_mat gate_up[2] = {kmat(s->hb, &L->w_gate), kmat(s->hb2, &L->w_up)};
         if ((rc = mm_multi(gate_up, 2, s, s->xb, n, dim, err))) return rc;
         for (size_t r = 0; r < n; r++)
             kernel_swiglu(s->hb + r * c->ffn_dim, s->hb + r * c->ffn_dim, s->hb2 + r * c->ffn_dim,

@@ -2,8 +2,9 @@
  * quantizer. Compiled only when the build targets such a CPU; otherwise this
  * file is empty and matmul.c uses the scalar tier.
  *
- * Micro-kernels compute a tile of MW weight rows x MX activation rows, so a
- * weight block loaded once serves MX tokens. Every output element keeps its
+ * Micro-kernels compute a tile of weight rows x MX activation rows, so a
+ * weight block loaded once serves MX tokens. Q8_0 / Q4_0 run on 8-row
+ * interleaved groups (kernel_impl.h), packed at load or per tile. Every output element keeps its
  * own accumulator and sees exactly the same instruction sequence whatever
  * the tile shape, so a row computed alone or in a batch is bit-identical.
  * Not here: threading and scratch (matmul.c), the reference (matmul_ref.c). */
@@ -13,6 +14,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -69,138 +71,292 @@ void quantize_row_q8_0_avx2(block_q8_0 *restrict y, const float *restrict x, siz
     }
 }
 
-/* ---- integer block dots ------------------------------------------------- */
+/* ---- integer block dots over 8-row interleaved groups ------------------- */
 
-/* Block b of a weight row as 32 bytes: Q8_0's int8 values, or Q4_0's
- * unsigned nibbles 0..15 (element j low, j + 16 high), 8 not yet subtracted. */
-ALWAYS_INLINE __m256i load_wq(const uint8_t *restrict row, size_t b, int is_q4, float *d) {
-    if (is_q4) {
-        const block_q4_0 *blk = (const block_q4_0 *)row + b;
-        *d = h2f(blk->d);
-        const __m128i t = _mm_loadu_si128((const __m128i *)blk->qs);
-        return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0f));
-    }
-    const block_q8_0 *blk = (const block_q8_0 *)row + b;
-    *d = h2f(blk->d);
-    return _mm256_loadu_si256((const __m256i *)blk->qs);
-}
-
-/* Exact int32 lane sums of 4 adjacent u8 x s8 products: VNNI's dpbusd when
- * the build has it (AVX512-VNNI+VL or AVX-VNNI), else maddubs + madd. Both
- * give the same integers (maddubs cannot saturate here: |w| <= 128 and
- * |x| <= 127, or w <= 15), so tiers and CPUs agree bit for bit. */
-ALWAYS_INLINE __m256i dot4_u8s8(__m256i u, __m256i s) {
+/* dpbusd: int32 lane += 4 adjacent u8 x s8 products. Without VNNI the
+ * stand-in (maddubs + madd) is exact only while a pair of products fits in
+ * int16: Q4_0 nibbles (15 x 127) or |w| x sign(x, w) (128 x 127), which is
+ * how the Q8_0 step runs there. Every variant gives the same integers. */
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#define Q_VNNI 1
+ALWAYS_INLINE __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_dpbusd_epi32(acc, u, s);
+}
 #elif defined(__AVXVNNI__)
-    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+#define Q_VNNI 1
+ALWAYS_INLINE __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+}
 #else
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#define Q_VNNI 0
+ALWAYS_INLINE __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_add_epi32(acc,
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
 #endif
+
+ALWAYS_INLINE __m256i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
 }
 
-/* MW weight rows x MX activation rows over nb blocks. Per element and block:
- *   p   = 8 int32 lane sums of 4 products w[k] x[k] (exact)
- *   acc = fma(d_w * d_x, float(p), acc)
- * with d_w * d_x one float product, the same in every lane and tile shape.
- * Q8_0: p = dot4(|w|, sign(x, w)); |w| is the unsigned operand so a -128
- * weight (0x80 = 128 unsigned) stays exact. Q4_0: p = dot4(nibble, x) -
- * dot4(8, x), the same int32 values without the sign step. */
-ALWAYS_INLINE void q_tile(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                          size_t w_row_bytes, const uint8_t *restrict act, size_t act_row_bytes,
-                          size_t nb, const int is_q4, const int MW, const int MX) {
+/* MG groups (8 weight rows each, gs bytes apart) x MX activation rows over
+ * nb blocks. Lane i of is[g][j] collects group g's row i against
+ * activation row j: exact isum_b (the -128 / -8 offset of the unsigned
+ * weights enters as the start value), then
+ *   acc = fma(float(isum_b), d_w * d_x, acc)
+ * lane by lane: the formula of kernel_impl.h, whatever MG and MX are.
+ * Stores the first n_valid of the MG * 8 output columns. */
+ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *restrict G, size_t gs,
+                           const uint8_t *restrict act, size_t act_row_bytes, size_t nb,
+                           size_t n_valid, const int is_q4, const int MG, const int MX) {
+    const size_t GB = is_q4 ? sizeof(block_q4_0x8) : sizeof(block_q8_0x8);
+    const size_t soff = kernel_act_side_off(nb);
     __m256 acc[4][4];
 #pragma GCC unroll 4
-    for (int i = 0; i < MW; i++)
+    for (int g = 0; g < MG; g++)
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++)
-            acc[i][j] = _mm256_setzero_ps();
+            acc[g][j] = _mm256_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
-        __m256i wv[4], aw[4];
-        __m256 dw[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < MW; i++) {
-            float d;
-            wv[i] = load_wq(W + i * w_row_bytes, b, is_q4, &d);
-            dw[i] = _mm256_set1_ps(d);
-            if (!is_q4) aw[i] = _mm256_sign_epi8(wv[i], wv[i]);
-        }
+        __m256i is[4][4];
+        const int8_t *xq[4];
+        const kernel_act_side *sd[4];
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++) {
-            const block_q8_0 *xb = (const block_q8_0 *)(act + j * act_row_bytes) + b;
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)xb->qs);
-            const __m256 dx = _mm256_set1_ps(h2f(xb->d));
-            const __m256i corr = is_q4 ? dot4_u8s8(_mm256_set1_epi8(8), xv) : xv;
+            const uint8_t *a = act + (size_t)j * act_row_bytes;
+            xq[j] = ((const block_q8_0 *)a + b)->qs;
+            sd[j] = (const kernel_act_side *)(a + soff) + b;
+            const __m256i init = is_q4    ? _mm256_set1_epi32(sd[j]->neg8)
+                                 : Q_VNNI ? _mm256_set1_epi32(sd[j]->neg128)
+                                          : _mm256_setzero_si256();
 #pragma GCC unroll 4
-            for (int i = 0; i < MW; i++) {
-                const __m256i p = is_q4 ? _mm256_sub_epi32(dot4_u8s8(wv[i], xv), corr)
-                                        : dot4_u8s8(aw[i], _mm256_sign_epi8(xv, wv[i]));
-                acc[i][j] =
-                    _mm256_fmadd_ps(_mm256_mul_ps(dw[i], dx), _mm256_cvtepi32_ps(p), acc[i][j]);
+            for (int g = 0; g < MG; g++)
+                is[g][j] = init;
+        }
+        const uint8_t *wb[4];
+#pragma GCC unroll 4
+        for (int g = 0; g < MG; g++) {
+            wb[g] = G + (size_t)g * gs + b * GB;
+            _mm_prefetch((const char *)(wb[g] + 8 * GB), _MM_HINT_T0);
+        }
+        if (is_q4) {
+            const __m256i m0f = _mm256_set1_epi8(0x0f);
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                __m256i lo[4], hi[4];
+#pragma GCC unroll 4
+                for (int g = 0; g < MG; g++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(wb[g] + 16 + 32 * c));
+                    lo[g] = _mm256_and_si256(v, m0f);
+                    hi[g] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+                }
+#pragma GCC unroll 4
+                for (int j = 0; j < MX; j++) {
+                    const __m256i xl = bcast4(xq[j] + 4 * c), xh = bcast4(xq[j] + 16 + 4 * c);
+#pragma GCC unroll 4
+                    for (int g = 0; g < MG; g++)
+                        is[g][j] = dpbusd(dpbusd(is[g][j], lo[g], xl), hi[g], xh);
+                }
+            }
+        } else {
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                __m256i w[4];
+#pragma GCC unroll 4
+                for (int g = 0; g < MG; g++) {
+                    w[g] = _mm256_loadu_si256((const __m256i *)(wb[g] + 16 + 32 * c));
+#if !Q_VNNI
+                    w[g] = _mm256_xor_si256(w[g], _mm256_set1_epi8((char)0x80)); /* signed w */
+#endif
+                }
+#pragma GCC unroll 4
+                for (int j = 0; j < MX; j++) {
+                    const __m256i xb = bcast4(xq[j] + 4 * c);
+#pragma GCC unroll 4
+                    for (int g = 0; g < MG; g++) {
+#if Q_VNNI
+                        is[g][j] = dpbusd(is[g][j], w[g], xb);
+#else
+                        is[g][j] = dpbusd(is[g][j], _mm256_sign_epi8(w[g], w[g]),
+                                          _mm256_sign_epi8(xb, w[g]));
+#endif
+                    }
+                }
+            }
+        }
+        __m256 dw[4];
+#pragma GCC unroll 4
+        for (int g = 0; g < MG; g++)
+            dw[g] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[g]));
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++) {
+            const __m256 dx = _mm256_set1_ps(sd[j]->d);
+#pragma GCC unroll 4
+            for (int g = 0; g < MG; g++)
+                acc[g][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[g][j]), _mm256_mul_ps(dw[g], dx),
+                                            acc[g][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < MG; g++) {
+        const size_t first = (size_t)g * 8;
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++) {
+            float *o = out + (size_t)j * ld_out + first;
+            if (n_valid >= first + 8) {
+                _mm256_storeu_ps(o, acc[g][j]);
+            } else if (n_valid > first) {
+                float t[8];
+                _mm256_storeu_ps(t, acc[g][j]);
+                memcpy(o, t, (n_valid - first) * sizeof(float));
             }
         }
     }
-#pragma GCC unroll 4
-    for (int i = 0; i < MW; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            out[j * ld_out + i] = hsum8(acc[i][j]);
 }
 
-/* Weight rows per tile beside 4 activation rows: 16 accumulators plus the
- * weight vectors need the 32 vector registers of AVX-512VL; with 16, two. */
+/* Groups per tile beside 4 activation rows: 2 x 4 accumulators, their
+ * int32 sums and the weight vectors fit AVX-512VL's 32 registers; with 16,
+ * one group. One activation row (decode) takes R8_MG_1 groups. */
 #if defined(__AVX512VL__)
-#define Q_TILE_W 4
+#define R8_MG   2
+#define R8_MG_1 4
 #else
-#define Q_TILE_W 2
+#define R8_MG   1
+#define R8_MG_1 2
 #endif
 
-/* Walks the rectangle in tiles: groups of 4 activation rows x Q_TILE_W weight rows,
- * single activation rows x 4 weight rows, and the edges with smaller tiles. */
-ALWAYS_INLINE void q_rows(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                          size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                          size_t act_row_bytes, size_t n_rows_x, size_t nb, const int is_q4) {
+/* All activation rows against n_groups groups starting at G (gs bytes
+ * apart); out column 0 is the groups' first row; n_valid columns exist. */
+ALWAYS_INLINE void r8_rows(float *restrict out, size_t ld_out, const uint8_t *restrict G, size_t gs,
+                           size_t n_groups, size_t n_valid, const uint8_t *restrict act,
+                           size_t act_row_bytes, size_t n_rows_x, size_t nb, const int is_q4) {
+#define R8_TILE(MG, MX)                                                                            \
+    r8_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, n_valid - g * 8, is_q4, MG, \
+            MX)
     size_t r = 0;
     for (; r + 4 <= n_rows_x; r += 4) {
         const uint8_t *a = act + r * act_row_bytes;
         float *o_r = out + r * ld_out;
-        size_t o = o0;
-        for (; o + Q_TILE_W <= o1; o += Q_TILE_W)
-            q_tile(o_r + o, ld_out, W + o * w_row_bytes, w_row_bytes, a, act_row_bytes, nb, is_q4,
-                   Q_TILE_W, 4);
-        for (; o + 2 <= o1; o += 2)
-            q_tile(o_r + o, ld_out, W + o * w_row_bytes, w_row_bytes, a, act_row_bytes, nb, is_q4,
-                   2, 4);
-        for (; o < o1; o++)
-            q_tile(o_r + o, ld_out, W + o * w_row_bytes, w_row_bytes, a, act_row_bytes, nb, is_q4,
-                   1, 4);
+        size_t g = 0;
+        for (; g + R8_MG <= n_groups; g += R8_MG)
+            R8_TILE(R8_MG, 4);
+        for (; g < n_groups; g++)
+            R8_TILE(1, 4);
     }
-    for (; r < n_rows_x; r++) {
-        const uint8_t *a = act + r * act_row_bytes;
-        float *o_r = out + r * ld_out;
-        size_t o = o0;
-        for (; o + 4 <= o1; o += 4)
-            q_tile(o_r + o, ld_out, W + o * w_row_bytes, w_row_bytes, a, act_row_bytes, nb, is_q4,
-                   4, 1);
-        for (; o < o1; o++)
-            q_tile(o_r + o, ld_out, W + o * w_row_bytes, w_row_bytes, a, act_row_bytes, nb, is_q4,
-                   1, 1);
+    if (r == n_rows_x) return;
+    const uint8_t *a = act + r * act_row_bytes;
+    float *o_r = out + r * ld_out;
+    size_t g = 0;
+    switch (n_rows_x - r) {
+    case 3:
+        for (; g + 2 <= n_groups; g += 2)
+            R8_TILE(2, 3);
+        for (; g < n_groups; g++)
+            R8_TILE(1, 3);
+        break;
+    case 2:
+        for (; g + 2 <= n_groups; g += 2)
+            R8_TILE(2, 2);
+        for (; g < n_groups; g++)
+            R8_TILE(1, 2);
+        break;
+    default:
+        for (; g + R8_MG_1 <= n_groups; g += R8_MG_1)
+            R8_TILE(R8_MG_1, 1);
+        for (; g < n_groups; g++)
+            R8_TILE(1, 1);
+        break;
+    }
+#undef R8_TILE
+}
+
+/* Packed types: o0, o1 multiples of 8, W the packed matrix. */
+ALWAYS_INLINE void r8_packed(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                             size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                             size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int is_q4) {
+    const size_t gs = 8 * w_row_bytes;
+    r8_rows(out + o0, ld_out, W + o0 * w_row_bytes, gs, (o1 - o0 + 7) / 8, o1 - o0, act,
+            act_row_bytes, n_rows_x, n_in / QK8_0, is_q4);
+}
+
+/* kernel_pack_group for 8 whole rows, with gathers: output vector c of a
+ * block takes the int32 at byte 4c of each of the 8 rows' quants. */
+ALWAYS_INLINE void pack_group_gather(uint8_t *restrict dst, const uint8_t *restrict W,
+                                     size_t w_row_bytes, size_t nb, const int is_q4) {
+    const int rb = (int)w_row_bytes;
+    const __m256i idx = _mm256_setr_epi32(0, rb, 2 * rb, 3 * rb, 4 * rb, 5 * rb, 6 * rb, 7 * rb);
+    const size_t in_bytes = is_q4 ? sizeof(block_q4_0) : sizeof(block_q8_0);
+    const size_t out_bytes = is_q4 ? sizeof(block_q4_0x8) : sizeof(block_q8_0x8);
+    const int n_c = is_q4 ? 4 : 8;
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *src = W + b * in_bytes;
+        uint8_t *g = dst + b * out_bytes;
+        uint16_t d[8];
+        for (size_t i = 0; i < 8; i++)
+            memcpy(&d[i], src + i * w_row_bytes, sizeof d[i]);
+        memcpy(g, d, sizeof d);
+        for (int c = 0; c < n_c; c++) {
+            __m256i v = _mm256_i32gather_epi32((const int *)(src + 2 + 4 * c), idx, 1);
+            if (!is_q4) v = _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80));
+            _mm256_storeu_si256((__m256i *)(g + 16 + 32 * c), v);
+        }
+    }
+}
+
+/* Plain types: pack up to 2 groups of the tile into tmp, then the same
+ * kernel, so plain and packed give the same bits. */
+ALWAYS_INLINE void r8_plain(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                            size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                            size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp,
+                            const int is_q4) {
+    const size_t nb = n_in / QK8_0;
+    const size_t gs = 8 * w_row_bytes;
+    uint8_t *pk = (uint8_t *)tmp;
+    for (size_t o = o0; o < o1; o += 16) {
+        const size_t m = o1 - o < 16 ? o1 - o : 16;
+        const size_t ng = (m + 7) / 8;
+        for (size_t k = 0; k < ng; k++) {
+            const size_t mk = m - 8 * k < 8 ? m - 8 * k : 8;
+            if (mk == 8)
+                pack_group_gather(pk + k * gs, W + (o + 8 * k) * w_row_bytes, w_row_bytes, nb,
+                                  is_q4);
+            else
+                kernel_pack_group(pk + k * gs, W + (o + 8 * k) * w_row_bytes, w_row_bytes, mk, nb,
+                                  is_q4);
+        }
+        r8_rows(out + o, ld_out, pk, gs, ng, m, act, act_row_bytes, n_rows_x, nb, is_q4);
     }
 }
 
 static void rows_q8_0(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                       size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                       size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
-    (void)tmp;
-    q_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in / QK8_0, 0);
+    r8_plain(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, tmp, 0);
 }
 
 static void rows_q4_0(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                       size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                       size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
-    (void)tmp;
-    q_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in / QK4_0, 1);
+    r8_plain(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, tmp, 1);
 }
+
+static void rows_q8_0_r8(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                         size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                         size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
+    (void)tmp;
+    r8_packed(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 0);
+}
+
+static void rows_q4_0_r8(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                         size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                         size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
+    (void)tmp;
+    r8_packed(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 1);
+}
+
+const kernel_rows_fn kernel_packed_avx2[2] = {rows_q8_0_r8, rows_q4_0_r8};
 
 /* ---- float dots (F32 / F16 / BF16 weights, F32 activations) ------------- */
 

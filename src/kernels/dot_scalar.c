@@ -2,19 +2,22 @@
  * turns into working code on any CPU (TPS_NATIVE=OFF builds run this).
  * One dot per output element, so each element's reduction order is the same
  * however many rows a call has. Not tuned: no intrinsics, no tiling. */
+#include <math.h>
+
 #include "kernels/kernel_impl.h"
 
 /* ---- one dot per type --------------------------------------------------- */
 
 /* Q8_0 weights x Q8_0 activations, ggml's scalar order: per block an exact
- * integer sum, then sumf += sumi * (d_w * d_x). */
+ * integer sum, then sumf = fmaf(sumi, d_w * d_x, sumf), the formula every
+ * tier and tile computes (kernel_impl.h). */
 static float dot_q8_0_q8_0(const block_q8_0 *restrict w, const block_q8_0 *restrict x, size_t nb) {
     float sumf = 0.0f;
     for (size_t b = 0; b < nb; b++) {
         int32_t sumi = 0;
         for (int j = 0; j < QK8_0; j++)
             sumi += w[b].qs[j] * x[b].qs[j];
-        sumf += (float)sumi * (fp16_to_fp32(w[b].d) * fp16_to_fp32(x[b].d));
+        sumf = fmaf((float)sumi, fp16_to_fp32(w[b].d) * fp16_to_fp32(x[b].d), sumf);
     }
     return sumf;
 }
@@ -27,7 +30,7 @@ static float dot_q4_0_q8_0(const block_q4_0 *restrict w, const block_q8_0 *restr
             sumi += ((w[b].qs[j] & 0x0f) - 8) * x[b].qs[j];
             sumi += ((w[b].qs[j] >> 4) - 8) * x[b].qs[j + QK4_0 / 2];
         }
-        sumf += (float)sumi * (fp16_to_fp32(w[b].d) * fp16_to_fp32(x[b].d));
+        sumf = fmaf((float)sumi, fp16_to_fp32(w[b].d) * fp16_to_fp32(x[b].d), sumf);
     }
     return sumf;
 }

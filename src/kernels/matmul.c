@@ -82,7 +82,7 @@ static int grow(void **buf, size_t *cap, size_t need) {
 }
 
 int kernel_ctx_reserve(kernel_ctx *ctx, size_t n_rows_x, size_t n_in) {
-    const size_t act_need = n_rows_x * (n_in / QK8_0 + 1) * sizeof(block_q8_0);
+    const size_t act_need = n_rows_x * kernel_act_row_bytes(n_in / QK8_0 + 1);
     const size_t tmp_need =
         (size_t)resolve_threads(ctx->n_threads) * KERNEL_TMP_ROWS * n_in * sizeof(float);
     if (grow((void **)&ctx->act, &ctx->act_cap, act_need)) return TPS_ENOMEM;
@@ -137,6 +137,45 @@ kernel_tier kernel_ctx_tier(const kernel_ctx *ctx) {
 
 /* ---- the call -------------------------------------------------------- */
 
+/* What runs one weight type on the context's tier. */
+typedef struct kernel_pick {
+    kernel_rows_fn rows;
+    uint32_t act_type;  /* GGML_TYPE_Q8_0 or GGML_TYPE_F32 */
+    size_t w_row_bytes; /* bytes of one plain row of n_in */
+    int use_avx2;
+} kernel_pick;
+
+/* 0, TPS_EUNSUP (type or tier cannot run it) or TPS_EINVAL (n_in not whole blocks). */
+static int pick(kernel_pick *p, const kernel_ctx *ctx, uint32_t wtype, size_t n_in) {
+    const kernel_type_impl *table = kernel_impl_scalar;
+    const kernel_rows_fn *packed = kernel_packed_scalar;
+    p->use_avx2 = 0;
+#if KERNEL_HAVE_AVX2
+    if (ctx->tier != KERNEL_TIER_SCALAR) {
+        table = kernel_impl_avx2;
+        packed = kernel_packed_avx2;
+        p->use_avx2 = 1;
+    }
+#endif
+    if (wtype == KERNEL_TYPE_Q8_0_R8 || wtype == KERNEL_TYPE_Q4_0_R8) {
+        if (ctx->tier == KERNEL_TIER_REF) return TPS_EUNSUP;
+        const int q4 = wtype == KERNEL_TYPE_Q4_0_R8;
+        p->rows = packed[q4];
+        p->act_type = GGML_TYPE_Q8_0;
+        p->w_row_bytes = kernel_row_bytes(q4 ? GGML_TYPE_Q4_0 : GGML_TYPE_Q8_0, n_in);
+        return p->w_row_bytes ? 0 : TPS_EINVAL;
+    }
+    if (!kernel_type_supported(wtype) || !table[wtype].rows) return TPS_EUNSUP;
+    p->rows = table[wtype].rows;
+    p->act_type = table[wtype].act_type;
+    p->w_row_bytes = kernel_row_bytes(wtype, n_in);
+    return p->w_row_bytes ? 0 : TPS_EINVAL;
+}
+
+static int is_packed(uint32_t wtype) {
+    return wtype == KERNEL_TYPE_Q8_0_R8 || wtype == KERNEL_TYPE_Q4_0_R8;
+}
+
 typedef struct matmul_job {
     float *out;
     const uint8_t *W;
@@ -152,17 +191,9 @@ typedef struct matmul_job {
 } matmul_job;
 
 static void quantize_part(const matmul_job *job, int t, int nth) {
-    for (size_t r = (size_t)t; r < job->n_rows_x; r += (size_t)nth) {
-        block_q8_0 *y = (block_q8_0 *)(job->act + r * job->act_row_bytes);
-        const float *xr = job->x + r * job->n_in;
-#if KERNEL_HAVE_AVX2
-        if (job->use_avx2) {
-            quantize_row_q8_0_avx2(y, xr, job->n_in);
-            continue;
-        }
-#endif
-        quantize_row_q8_0_ref(y, xr, job->n_in);
-    }
+    for (size_t r = (size_t)t; r < job->n_rows_x; r += (size_t)nth)
+        kernel_quantize_act((uint8_t *)job->act + r * job->act_row_bytes, job->x + r * job->n_in,
+                            job->n_in, job->use_avx2);
 }
 
 /* Output rows [o_begin, o_end) of one job, in cache tiles of TILE_O. */
@@ -175,61 +206,66 @@ static void compute_range(const matmul_job *job, size_t o_begin, size_t o_end, i
     }
 }
 
+/* Rows per thread: whole 8-row groups (the packed types need them; the
+ * plain types tile by 8 too). */
+static size_t split_per(size_t total, int nth) {
+    size_t per = (total + (size_t)nth - 1) / (size_t)nth;
+    return (per + 7) / 8 * 8;
+}
+
 static void compute_part(const matmul_job *job, int t, int nth) {
-    /* contiguous ranges, multiples of 4 so the 4-wide tiles stay whole */
-    size_t per = (job->n_out + (size_t)nth - 1) / (size_t)nth;
-    per = (per + 3) / 4 * 4;
+    const size_t per = split_per(job->n_out, nth);
     const size_t o_begin = (size_t)t * per;
     const size_t o_end = o_begin + per < job->n_out ? o_begin + per : job->n_out;
-    compute_range(job, o_begin, o_end, t);
+    if (o_begin < o_end) compute_range(job, o_begin, o_end, t);
+}
+
+static void job_init(matmul_job *job, const kernel_pick *p, float *out, const void *W,
+                     const float *x, size_t n_rows_x, size_t n_in, size_t n_out,
+                     const kernel_ctx *ctx) {
+    const int quant_x = p->act_type == GGML_TYPE_Q8_0;
+    *job = (matmul_job){
+        .out = out,
+        .W = W,
+        .w_row_bytes = p->w_row_bytes,
+        .x = x,
+        .act = quant_x ? ctx->act : (const uint8_t *)x,
+        .act_row_bytes = quant_x ? kernel_act_row_bytes(n_in / QK8_0) : n_in * sizeof(float),
+        .n_rows_x = n_rows_x,
+        .n_in = n_in,
+        .n_out = n_out,
+        .quant_x = quant_x,
+        .use_avx2 = p->use_avx2,
+        .rows = p->rows,
+        .tmp = ctx->tmp,
+    };
 }
 
 int kernel_matmul(float *restrict out, const void *restrict W, uint32_t wtype,
                   const float *restrict x, size_t n_rows_x, size_t n_in, size_t n_out,
                   kernel_ctx *ctx) {
-    if (!kernel_type_supported(wtype)) return TPS_EUNSUP;
-    const size_t w_row_bytes = kernel_row_bytes(wtype, n_in);
-    if (w_row_bytes == 0) return n_in == 0 ? (memset(out, 0, n_rows_x * n_out * 4), 0) : TPS_EINVAL;
-    if (n_rows_x == 0 || n_out == 0) return 0;
-    if (ctx->tier == KERNEL_TIER_REF)
+    if (n_in == 0 && (kernel_type_supported(wtype) || is_packed(wtype))) {
+        memset(out, 0, n_rows_x * n_out * sizeof(float));
+        return 0;
+    }
+    if (is_packed(wtype) && n_out % 8) return TPS_EINVAL;
+    if (ctx->tier == KERNEL_TIER_REF && !is_packed(wtype)) {
+        if (!kernel_type_supported(wtype)) return TPS_EUNSUP;
+        if (!kernel_row_bytes(wtype, n_in)) return TPS_EINVAL;
+        if (n_rows_x == 0 || n_out == 0) return 0;
         return kernel_matmul_ref(out, NULL, W, wtype, x, n_rows_x, n_in, n_out);
-
-    const kernel_type_impl *table = kernel_impl_scalar;
-    int use_avx2 = 0;
-#if KERNEL_HAVE_AVX2
-    if (ctx->tier != KERNEL_TIER_SCALAR) {
-        table = kernel_impl_avx2;
-        use_avx2 = 1;
     }
-#endif
-    const kernel_type_impl *impl = &table[wtype];
-    if (!impl->rows) return TPS_EUNSUP;
+    kernel_pick p;
+    int rc = pick(&p, ctx, wtype, n_in);
+    if (rc) return rc;
+    if (n_rows_x == 0 || n_out == 0) return 0;
     if (kernel_ctx_reserve(ctx, n_rows_x, n_in)) return TPS_ENOMEM;
-
-    matmul_job job = {
-        .out = out,
-        .W = W,
-        .w_row_bytes = w_row_bytes,
-        .x = x,
-        .n_rows_x = n_rows_x,
-        .n_in = n_in,
-        .n_out = n_out,
-        .quant_x = impl->act_type == GGML_TYPE_Q8_0,
-        .use_avx2 = use_avx2,
-        .rows = impl->rows,
-        .tmp = ctx->tmp,
-    };
-    if (job.quant_x) {
-        job.act = ctx->act;
-        job.act_row_bytes = n_in / QK8_0 * sizeof(block_q8_0);
-    } else {
-        job.act = (const uint8_t *)x;
-        job.act_row_bytes = n_in * sizeof(float);
-    }
+    matmul_job job;
+    job_init(&job, &p, out, W, x, n_rows_x, n_in, n_out, ctx);
 
     int nth = resolve_threads(ctx->n_threads);
-    /* no point waking threads for less than one 4-row tile each */
-    const size_t max_useful = (n_out + 3) / 4;
+    /* no point waking threads for less than one 8-row group each */
+    const size_t max_useful = (n_out + 7) / 8;
     if ((size_t)nth > max_useful) nth = (int)max_useful;
     if (nth <= 1) {
         if (job.quant_x) quantize_part(&job, 0, 1);
@@ -255,20 +291,13 @@ int kernel_matmul_multi(const kernel_mat *mats, size_t n_mats, const float *rest
                         size_t n_rows_x, size_t n_in, kernel_ctx *ctx) {
     enum { MAX_MATS = 8 };
     if (n_mats == 0 || n_rows_x == 0) return 0;
-    const kernel_type_impl *table = kernel_impl_scalar;
-    int use_avx2 = 0;
-#if KERNEL_HAVE_AVX2
-    if (ctx->tier != KERNEL_TIER_SCALAR) {
-        table = kernel_impl_avx2;
-        use_avx2 = 1;
-    }
-#endif
+    kernel_pick picks[MAX_MATS];
     /* the shared path needs one activation type and a fast tier; else one call each */
-    int shared = ctx->tier != KERNEL_TIER_REF && n_mats <= MAX_MATS;
+    int shared = ctx->tier != KERNEL_TIER_REF && n_mats <= MAX_MATS && n_in > 0;
     for (size_t i = 0; i < n_mats && shared; i++) {
-        const uint32_t t = mats[i].wtype;
-        shared = kernel_type_supported(t) && table[t].rows && kernel_row_bytes(t, n_in) &&
-                 table[t].act_type == table[mats[0].wtype].act_type;
+        shared = pick(&picks[i], ctx, mats[i].wtype, n_in) == 0 &&
+                 picks[i].act_type == picks[0].act_type &&
+                 (!is_packed(mats[i].wtype) || mats[i].n_out % 8 == 0);
     }
     if (!shared) {
         for (size_t i = 0; i < n_mats; i++) {
@@ -281,28 +310,15 @@ int kernel_matmul_multi(const kernel_mat *mats, size_t n_mats, const float *rest
     if (kernel_ctx_reserve(ctx, n_rows_x, n_in)) return TPS_ENOMEM;
     matmul_job jobs[MAX_MATS];
     size_t total = 0;
-    const int quant_x = table[mats[0].wtype].act_type == GGML_TYPE_Q8_0;
     for (size_t i = 0; i < n_mats; i++) {
-        const kernel_type_impl *impl = &table[mats[i].wtype];
-        jobs[i] = (matmul_job){
-            .out = mats[i].out,
-            .W = mats[i].W,
-            .w_row_bytes = kernel_row_bytes(mats[i].wtype, n_in),
-            .x = x,
-            .act = quant_x ? ctx->act : (const uint8_t *)x,
-            .act_row_bytes = quant_x ? n_in / QK8_0 * sizeof(block_q8_0) : n_in * sizeof(float),
-            .n_rows_x = n_rows_x,
-            .n_in = n_in,
-            .n_out = mats[i].n_out,
-            .quant_x = quant_x,
-            .use_avx2 = use_avx2,
-            .rows = impl->rows,
-            .tmp = ctx->tmp,
-        };
-        total += mats[i].n_out;
+        job_init(&jobs[i], &picks[i], mats[i].out, mats[i].W, x, n_rows_x, n_in, mats[i].n_out,
+                 ctx);
+        total += (mats[i].n_out + 7) / 8 * 8; /* each matrix starts on a group */
     }
+    const int quant_x = jobs[0].quant_x;
     int nth = resolve_threads(ctx->n_threads);
-    if ((size_t)nth > (total + 3) / 4) nth = (int)((total + 3) / 4);
+    if ((size_t)nth > total / 8) nth = (int)(total / 8);
+    if (nth < 1) nth = 1;
 #pragma omp parallel num_threads(nth) if (nth > 1)
     {
         const int t = omp_get_thread_num(), got = omp_get_num_threads();
@@ -310,17 +326,17 @@ int kernel_matmul_multi(const kernel_mat *mats, size_t n_mats, const float *rest
             quantize_part(&jobs[0], t, got);
 #pragma omp barrier
         }
-        /* thread t owns [t * per, (t + 1) * per) of the concatenated outputs */
-        size_t per = (total + (size_t)got - 1) / (size_t)got;
-        per = (per + 3) / 4 * 4;
+        /* thread t owns [t * per, (t + 1) * per) of the concatenated (group-padded) outputs */
+        const size_t per = split_per(total, got);
         const size_t g0 = (size_t)t * per, g1 = g0 + per < total ? g0 + per : total;
         size_t base = 0;
-        for (size_t i = 0; i < n_mats; i++) {
+        for (size_t i = 0; i < n_mats && base < g1; i++) {
+            const size_t padded = (jobs[i].n_out + 7) / 8 * 8;
             const size_t lo = g0 > base ? g0 - base : 0;
-            const size_t hi = g1 - base < jobs[i].n_out ? g1 - base : jobs[i].n_out;
-            if (g1 > base && lo < hi) compute_range(&jobs[i], lo, hi, t);
-            base += jobs[i].n_out;
-            if (base >= g1) break;
+            size_t hi = g1 - base < padded ? g1 - base : padded;
+            if (hi > jobs[i].n_out) hi = jobs[i].n_out;
+            if (lo < hi) compute_range(&jobs[i], lo, hi, t);
+            base += padded;
         }
     }
     return 0;

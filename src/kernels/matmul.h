@@ -90,6 +90,26 @@ int kernel_matmul_ref(float *restrict out, double *restrict abs_out, const void 
                       uint32_t wtype, const float *restrict x, size_t n_rows_x, size_t n_in,
                       size_t n_out);
 
+/* ---- weights repacked into 8-row interleaved groups (optional) ----------
+ *
+ * A Q8_0 or Q4_0 matrix with n_out % 8 == 0 can be copied once (at model
+ * load) into groups of 8 interleaved rows; kernel_matmul then takes the
+ * copy with wtype KERNEL_TYPE_Q8_0_R8 / KERNEL_TYPE_Q4_0_R8 and the same
+ * n_in, n_out. The copy has exactly the size of the original and gives
+ * bit-identical results (the plain types pack 8 rows on the fly into
+ * scratch; repacking at load only skips that copy). */
+#define KERNEL_TYPE_Q8_0_R8 0x1000u
+#define KERNEL_TYPE_Q4_0_R8 0x1001u
+
+/* The packed type for wtype, or 0 when wtype has none. */
+uint32_t kernel_packed_type(uint32_t wtype);
+
+/* dst (kernel_row_bytes(wtype, n_in) * n_out bytes) <- W (n_out, n_in)
+ * repacked. Returns 0; TPS_EUNSUP for a type without a packed form;
+ * TPS_EINVAL when n_out % 8 or n_in % 32 is not 0. */
+int kernel_repack(void *restrict dst, const void *restrict W, uint32_t wtype, size_t n_out,
+                  size_t n_in);
+
 /* Fast Q8_0 quantizer of activations (AVX2 when built): bit-identical to
  * quantize_row_q8_0_ref. x (n,) -> y (n/32 blocks), n % 32 == 0. */
 void quantize_row_q8_0(block_q8_0 *restrict y, const float *restrict x, size_t n);

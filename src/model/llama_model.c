@@ -5,6 +5,12 @@
 #include "model/llama_model.h"
 
 int llama_model_load(llama_model **out, const char *path, tps_err *err) {
+    const llama_load_opts defaults = {0};
+    return llama_model_load_opts(out, path, &defaults, err);
+}
+
+int llama_model_load_opts(llama_model **out, const char *path, const llama_load_opts *opts,
+                          tps_err *err) {
     *out = NULL;
     llama_model *m = calloc(1, sizeof *m);
     if (!m) return tps_fail(err, TPS_ENOMEM, "model: out of memory");
@@ -12,6 +18,10 @@ int llama_model_load(llama_model **out, const char *path, tps_err *err) {
     if (rc) goto fail;
     if ((rc = llama_config_read(&m->cfg, m->file, err))) goto fail;
     if ((rc = llama_weights_bind(&m->w, &m->cfg, m->file, err))) goto fail;
+    if (!opts->no_repack && (rc = llama_weights_repack(&m->w, &m->cfg, err))) {
+        llama_weights_free(&m->w);
+        goto fail;
+    }
     *out = m;
     return 0;
 fail:

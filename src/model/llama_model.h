@@ -14,7 +14,15 @@ typedef struct llama_model {
     llama_weights w;
 } llama_model;
 
+/* Load options; llama_model_load uses the defaults. */
+typedef struct llama_load_opts {
+    int no_repack; /* 1: borrow every matrix from the mmap; 0 (default): repack
+                      Q8_0/Q4_0 matrices at load (llama_weights_repack) */
+} llama_load_opts;
+
 int llama_model_load(llama_model **out, const char *path, tps_err *err);
+int llama_model_load_opts(llama_model **out, const char *path, const llama_load_opts *opts,
+                          tps_err *err);
 void llama_model_free(llama_model *m);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/matmul.h" /* kernel_repack */
 #include "kernels/quant.h"
 #include "model/llama_weights.h"
 
@@ -14,9 +15,8 @@ static int bind_mat(llama_mat *m, const gguf_file *f, const char *name, uint32_t
     if (!t) return tps_fail(err, TPS_EINVAL, "model: tensor '%s' is missing", name);
     if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows)
         return tps_fail(err, TPS_EINVAL,
-                        "model: tensor '%s' has shape (%llu, %llu); the config says (%u, %u)",
-                        name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], cols,
-                        rows);
+                        "model: tensor '%s' has shape (%llu, %llu); the config says (%u, %u)", name,
+                        (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], cols, rows);
     if (!kernel_type_supported(t->type))
         return tps_fail(err, TPS_EUNSUP,
                         "model: unsupported tensor type %s in tensor '%s' (supported: f32, f16, "
@@ -32,8 +32,8 @@ static int bind_norm(const float **out, const gguf_file *f, const char *name, ui
     const gguf_tensor *t = gguf_find_tensor(f, name);
     if (!t) return tps_fail(err, TPS_EINVAL, "model: tensor '%s' is missing", name);
     if (t->n_elements != dim || t->ne[0] != dim)
-        return tps_fail(err, TPS_EINVAL, "model: tensor '%s' has %llu elements; expected %u",
-                        name, (unsigned long long)t->n_elements, dim);
+        return tps_fail(err, TPS_EINVAL, "model: tensor '%s' has %llu elements; expected %u", name,
+                        (unsigned long long)t->n_elements, dim);
     if (t->type == GGML_TYPE_F32) {
         *out = t->data;
         return 0;
@@ -106,9 +106,64 @@ fail:
     return rc;
 }
 
+/* The matrices llama_weights_repack considers, in a fixed order. */
+static size_t all_mats(llama_weights *w, const llama_config *cfg, llama_mat **ms, size_t cap) {
+    size_t n = 0;
+    for (uint32_t l = 0; l < cfg->n_layers; l++) {
+        llama_layer *L = &w->layers[l];
+        llama_mat *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t k = 0; k < sizeof lm / sizeof lm[0] && n < cap; k++)
+            ms[n++] = lm[k];
+    }
+    if (n < cap) ms[n++] = &w->output;
+    return n;
+}
+
+static int repackable(const llama_mat *m) {
+    return kernel_packed_type(m->type) && m->rows % 8 == 0 && m->cols % 32 == 0;
+}
+
+int llama_weights_repack(llama_weights *w, const llama_config *cfg, tps_err *err) {
+    const size_t cap = (size_t)cfg->n_layers * 7 + 1;
+    llama_mat **ms = malloc(cap * sizeof *ms);
+    if (!ms) return tps_fail(err, TPS_ENOMEM, "model: out of memory for repacking");
+    const size_t n = all_mats(w, cfg, ms, cap);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        if (repackable(ms[i]))
+            total +=
+                ((size_t)ms[i]->rows * kernel_row_bytes(ms[i]->type, ms[i]->cols) + 63) / 64 * 64;
+    if (total == 0) {
+        free(ms);
+        return 0;
+    }
+    uint8_t *buf = aligned_alloc(64, total);
+    if (!buf) {
+        free(ms);
+        return tps_fail(err, TPS_ENOMEM, "model: cannot allocate %zu MiB for repacked weights",
+                        total >> 20);
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        llama_mat *m = ms[i];
+        if (!repackable(m)) continue;
+        const size_t bytes = (size_t)m->rows * kernel_row_bytes(m->type, m->cols);
+        /* cannot fail: type, rows and cols were checked by repackable() */
+        (void)kernel_repack(buf + off, m->data, m->type, m->rows, m->cols);
+        m->packed = buf + off;
+        off += (bytes + 63) / 64 * 64;
+    }
+    free(w->packed);
+    w->packed = buf;
+    free(ms);
+    return 0;
+}
+
 void llama_weights_free(llama_weights *w) {
     free(w->layers);
     free(w->owned);
+    free(w->packed);
     w->layers = NULL;
     w->owned = NULL;
+    w->packed = NULL;
 }

@@ -13,9 +13,13 @@
 /* A matrix W (rows, cols) row-major in type `type`: a linear layer computes
  * x (cols,) -> W x (rows,). */
 typedef struct llama_mat {
-    const void *data;
+    const void *data; /* borrowed from the file, in `type` */
     uint32_t type;
     uint32_t rows, cols;
+    /* NULL, or the same matrix repacked into 8-row groups (kernels/matmul.h,
+     * type kernel_packed_type(type)) inside llama_weights.packed: what the
+     * forward pass multiplies by when present. Same bits either way. */
+    const void *packed;
 } llama_mat;
 
 typedef struct llama_layer {
@@ -31,17 +35,25 @@ typedef struct llama_layer {
 } llama_layer;
 
 typedef struct llama_weights {
-    llama_mat token_embd;    /* (n_vocab, dim): row t is token t's embedding */
-    const float *out_norm;   /* (dim,) */
-    llama_mat output;        /* (n_vocab, dim); = token_embd when tied */
-    int tied;                /* 1 when output.weight is absent */
-    llama_layer *layers;     /* n_layers */
-    float *owned;            /* converted norm vectors, one allocation */
+    llama_mat token_embd;     /* (n_vocab, dim): row t is token t's embedding */
+    const float *out_norm;    /* (dim,) */
+    llama_mat output;         /* (n_vocab, dim); = token_embd when tied */
+    int tied;                 /* 1 when output.weight is absent */
+    llama_layer *layers;      /* n_layers */
+    float *owned;             /* converted norm vectors, one allocation */
+    void *packed;             /* repacked matrices, one allocation; NULL when not repacked */
     uint64_t bytes_per_token; /* weight bytes one decode step reads (all matrices + one embd row) */
 } llama_weights;
 
-int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_file *f,
-                       tps_err *err);
+int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_file *f, tps_err *err);
+/* Copies every Q8_0 / Q4_0 matrix with a multiple of 8 rows (layers and
+ * the output head; not the embedding, read by row) into one owned buffer of
+ * 8-row interleaved groups and points each llama_mat.packed at its copy.
+ * An explicit opt-in against STYLE's "borrow the mmap": it doubles the
+ * weights' footprint (the mapped originals stay, in the page cache) and
+ * pays back in matmul speed (docs/performance.md). 0 or TPS_ENOMEM (then
+ * nothing is repacked and the model still works). */
+int llama_weights_repack(llama_weights *w, const llama_config *cfg, tps_err *err);
 void llama_weights_free(llama_weights *w);
 
 #endif

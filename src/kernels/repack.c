@@ -1,0 +1,137 @@
+/* Interleaved 8-row weight groups (kernel_impl.h has the layout): the
+ * packer, the quantizer of activation rows with their side data, the
+ * scalar tier of the packed types, and the public repack call.
+ *
+ * Why repack at all: the AVX2 tier computes 8 weight rows per dpbusd when
+ * the rows arrive interleaved. Packing on the fly (what the plain types do,
+ * per 8-row tile into thread scratch) costs a copy per call; a matrix packed
+ * once at load skips it. Not here: threading (matmul.c), vector tiles
+ * (dot_avx2.c). */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernel_impl.h"
+#include "kernels/matmul.h"
+
+void kernel_pack_group(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
+                       size_t m, size_t nb, int is_q4) {
+    for (size_t b = 0; b < nb; b++) {
+        if (is_q4) {
+            block_q4_0x8 *g = (block_q4_0x8 *)dst + b;
+            for (size_t i = 0; i < 8; i++) {
+                const block_q4_0 *src =
+                    i < m ? (const block_q4_0 *)(W + i * w_row_bytes) + b : NULL;
+                g->d[i] = src ? src->d : 0;
+                for (size_t c = 0; c < 4; c++)
+                    for (size_t e = 0; e < 4; e++)
+                        g->qs[c * 32 + i * 4 + e] = src ? src->qs[4 * c + e] : 0x88;
+            }
+        } else {
+            block_q8_0x8 *g = (block_q8_0x8 *)dst + b;
+            for (size_t i = 0; i < 8; i++) {
+                const block_q8_0 *src =
+                    i < m ? (const block_q8_0 *)(W + i * w_row_bytes) + b : NULL;
+                g->d[i] = src ? src->d : 0;
+                for (size_t c = 0; c < 8; c++)
+                    for (size_t e = 0; e < 4; e++)
+                        g->qs[c * 32 + i * 4 + e] =
+                            src ? (uint8_t)((uint8_t)src->qs[4 * c + e] ^ 0x80) : 0x80;
+            }
+        }
+    }
+}
+
+void kernel_quantize_act(uint8_t *restrict row, const float *restrict x, size_t n, int use_avx2) {
+    const size_t nb = n / QK8_0;
+    block_q8_0 *y = (block_q8_0 *)row;
+#if KERNEL_HAVE_AVX2
+    if (use_avx2)
+        quantize_row_q8_0_avx2(y, x, n);
+    else
+        quantize_row_q8_0_ref(y, x, n);
+#else
+    (void)use_avx2;
+    quantize_row_q8_0_ref(y, x, n);
+#endif
+    kernel_act_side *side = (kernel_act_side *)(row + kernel_act_side_off(nb));
+    for (size_t b = 0; b < nb; b++) {
+        int32_t s = 0;
+        for (int j = 0; j < QK8_0; j++)
+            s += y[b].qs[j];
+        side[b] = (kernel_act_side){fp16_to_fp32(y[b].d), -128 * s, -8 * s, 0};
+    }
+}
+
+/* ---- scalar tier of the packed types ------------------------------------ */
+
+static float dot_packed(const uint8_t *restrict G, size_t lane, const block_q8_0 *restrict x,
+                        size_t nb, int is_q4) {
+    float sumf = 0.0f;
+    for (size_t b = 0; b < nb; b++) {
+        int32_t sumi = 0;
+        uint16_t d;
+        if (is_q4) {
+            const block_q4_0x8 *g = (const block_q4_0x8 *)G + b;
+            d = g->d[lane];
+            for (size_t c = 0; c < 4; c++)
+                for (size_t e = 0; e < 4; e++) {
+                    const uint8_t q = g->qs[c * 32 + lane * 4 + e];
+                    sumi += ((q & 0x0f) - 8) * x[b].qs[4 * c + e];
+                    sumi += ((q >> 4) - 8) * x[b].qs[16 + 4 * c + e];
+                }
+        } else {
+            const block_q8_0x8 *g = (const block_q8_0x8 *)G + b;
+            d = g->d[lane];
+            for (size_t c = 0; c < 8; c++)
+                for (size_t e = 0; e < 4; e++)
+                    sumi += ((int)g->qs[c * 32 + lane * 4 + e] - 128) * x[b].qs[4 * c + e];
+        }
+        sumf = fmaf((float)sumi, fp16_to_fp32(d) * fp16_to_fp32(x[b].d), sumf);
+    }
+    return sumf;
+}
+
+#define PACKED_ROWS_FN(name, is_q4)                                                                \
+    static void name(float *restrict out, size_t ld_out, const uint8_t *restrict W,                \
+                     size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,        \
+                     size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {    \
+        (void)tmp;                                                                                 \
+        const size_t nb = n_in / QK8_0;                                                            \
+        for (size_t r = 0; r < n_rows_x; r++) {                                                    \
+            const block_q8_0 *a = (const block_q8_0 *)(act + r * act_row_bytes);                   \
+            for (size_t o = o0; o < o1; o++)                                                       \
+                out[r * ld_out + o] =                                                              \
+                    dot_packed(W + (o / 8 * 8) * w_row_bytes, o % 8, a, nb, is_q4);                \
+        }                                                                                          \
+    }
+
+PACKED_ROWS_FN(rows_q8_0_r8, 0)
+PACKED_ROWS_FN(rows_q4_0_r8, 1)
+
+const kernel_rows_fn kernel_packed_scalar[2] = {rows_q8_0_r8, rows_q4_0_r8};
+
+/* ---- public -------------------------------------------------------------- */
+
+uint32_t kernel_packed_type(uint32_t wtype) {
+    switch (wtype) {
+    case GGML_TYPE_Q8_0:
+        return KERNEL_TYPE_Q8_0_R8;
+    case GGML_TYPE_Q4_0:
+        return KERNEL_TYPE_Q4_0_R8;
+    default:
+        return 0;
+    }
+}
+
+int kernel_repack(void *restrict dst, const void *restrict W, uint32_t wtype, size_t n_out,
+                  size_t n_in) {
+    if (!kernel_packed_type(wtype)) return TPS_EUNSUP;
+    const size_t row_bytes = kernel_row_bytes(wtype, n_in);
+    if (row_bytes == 0 || n_out % 8) return TPS_EINVAL;
+    const size_t nb = n_in / QK8_0;
+    const int is_q4 = wtype == GGML_TYPE_Q4_0;
+    for (size_t o = 0; o < n_out; o += 8)
+        kernel_pack_group((uint8_t *)dst + o * row_bytes, (const uint8_t *)W + o * row_bytes,
+                          row_bytes, 8, nb, is_q4);
+    return 0;
+}
