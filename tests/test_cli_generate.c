@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "support/test_support.h"
 
@@ -101,4 +102,30 @@ Test(cli_generate, invalid_utf8_zero_tokens_and_unknown_flags_are_refused) {
     cr_expect_eq(run_tps("generate -m /nonexistent.gguf -p x", true, &out), 1);
     cr_expect(strstr(out, "/nonexistent.gguf") != NULL, "%s", out);
     free(out);
+}
+
+/* Repacked weights (the default) and the file's own layout compute the same
+ * bits, so greedy tokens are identical either way. */
+Test(cli_generate, no_repack_gives_the_same_tokens_as_repacked_weights) {
+    char path[] = "/tmp/tps-repack-XXXXXX";
+    close(mkstemp(path));
+    char args[2048], *a, *b;
+    snprintf(args, sizeof args, "model make --preset tiny --type q8_0 --seed 3 -o %s", path);
+    cr_assert_eq(run_tps(args, true, &a), 0, "%s", a);
+    free(a);
+    snprintf(args, sizeof args, "generate -m %s -p 'The cat' -n 24 --ignore-eos --json", path);
+    cr_assert_eq(run_tps(args, false, &a), 0, "%s", a);
+    snprintf(args, sizeof args,
+             "generate -m %s -p 'The cat' -n 24 --ignore-eos --json --no-repack", path);
+    cr_assert_eq(run_tps(args, false, &b), 0, "%s", b);
+    json_t *ja = json_loads(a, 0, NULL), *jb = json_loads(b, 0, NULL);
+    cr_assert(ja && jb);
+    cr_expect_eq(json_array_size(json_object_get(ja, "tokens")), 24);
+    cr_expect(json_equal(json_object_get(ja, "tokens"), json_object_get(jb, "tokens")),
+              "repacked: %s\nplain: %s", a, b);
+    json_decref(ja);
+    json_decref(jb);
+    free(a);
+    free(b);
+    unlink(path);
 }

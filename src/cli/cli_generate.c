@@ -35,6 +35,7 @@ static void usage(FILE *out) {
             "  --threads N          kernel threads (default: all cores)\n"
             "  --batch N            prompt rows per step (default 512)\n"
             "  --kv-type f16|f32    KV cache element type (default f16)\n"
+            "  --no-repack          keep Q8_0/Q4_0 weights in the file's layout (no copy)\n"
             "  --json               print one JSON object instead of the text and figures\n");
 }
 
@@ -75,7 +76,7 @@ static int parse_num(const char *flag, const char *v, double lo, double hi, doub
 typedef struct gen_opts {
     const char *model, *prompt;
     double n, temp, top_k, top_p, min_p, seed, threads, batch;
-    bool json, ignore_eos;
+    bool json, ignore_eos, no_repack;
     uint32_t kv_type;
 } gen_opts;
 
@@ -93,6 +94,10 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
         }
         if (!strcmp(a, "--ignore-eos")) {
             o->ignore_eos = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-repack")) {
+            o->no_repack = true;
             continue;
         }
         struct {
@@ -161,7 +166,9 @@ int cli_generate(int argc, char **argv) {
     int32_t *ids = NULL, *out_ids = NULL;
     char *text = NULL;
     int status = 1;
-    if (llama_model_load(&m, o.model, &err) || tokenizer_load(&tok, m->file, &err)) goto done;
+    llama_load_opts lo = {.no_repack = o.no_repack};
+    if (llama_model_load_opts(&m, o.model, &lo, &err) || tokenizer_load(&tok, m->file, &err))
+        goto done;
     size_t n_ids;
     if (tokenizer_encode_alloc(tok, o.prompt, plen, TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL,
                                &ids, &n_ids, &err))

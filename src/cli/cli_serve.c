@@ -44,6 +44,8 @@ static void usage(FILE *out) {
         "  --kv-block N            positions per KV block (default 16)\n"
         "  --max-queue N           waiting requests before 429 (default 0: unlimited)\n"
         "  --threads N             kernel threads (default: all cores)\n"
+        "  --no-repack             keep Q8_0/Q4_0 weights in the file's layout (no repacked\n"
+        "                          copy at load: half the memory, slower decode)\n"
         "  --trace FILE            Chrome trace JSON written at exit\n"
         "limits:\n"
         "  --max-body-bytes N      request body limit, 413 above (default 8M)\n"
@@ -112,6 +114,10 @@ int cli_serve(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--no-repack")) {
+            c.no_repack = true;
+            continue;
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {

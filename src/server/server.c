@@ -334,7 +334,8 @@ static const char *basename_of(const char *p) {
 int server_load(server *s, tps_err *err) {
     if (!s->model_path) return tps_fail(err, TPS_EINVAL, "no model path (-m MODEL)");
     int rc;
-    if ((rc = llama_model_load(&s->model, s->model_path, err))) return rc;
+    llama_load_opts lo = {.no_repack = s->cfg.no_repack};
+    if ((rc = llama_model_load_opts(&s->model, s->model_path, &lo, err))) return rc;
     if ((rc = tokenizer_load(&s->tok, s->model->file, err))) return rc;
     if (!s->model_id && !(s->model_id = strdup(basename_of(s->model_path))))
         return tps_fail(err, TPS_ENOMEM, "out of memory");

@@ -29,6 +29,7 @@ typedef struct server server;
 
 typedef struct server_config {
     const char *model_path;    /* GGUF file (required by server_load) */
+    bool no_repack;            /* borrow every weight from the mmap (no repacked copy) */
     const char *model_id;      /* id in responses and /v1/models; NULL: file basename */
     const char *host;          /* bind address; default "127.0.0.1" */
     int port;                  /* 0: an ephemeral port (server_port says which) */
