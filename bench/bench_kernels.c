@@ -4,7 +4,10 @@
  * this machine's measured single-thread read bandwidth. Numbers, not pass/fail; correctness is
  * tests/test_kernels.c.
  *
- * usage: bench_kernels [max_threads (default 2)] [scalar]   */
+ * Q8_0 / Q4_0 also run repacked into 8-row groups ("q8_0r", "q4_0r"), as
+ * the engine loads them.
+ *
+ * usage: bench_kernels [max_threads (default 2)] [scalar|avx2 (default: best)] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,13 +100,22 @@ typedef struct shape {
 
 int main(int argc, char **argv) {
     const int max_threads = argc > 1 ? atoi(argv[1]) : 2;
-    const int scalar = argc > 2 && strcmp(argv[2], "scalar") == 0;
+    kernel_tier tier = KERNEL_TIER_BEST;
+    if (argc > 2)
+        tier = strcmp(argv[2], "scalar") == 0 ? KERNEL_TIER_SCALAR
+               : strcmp(argv[2], "avx2") == 0 ? KERNEL_TIER_AVX2
+                                              : KERNEL_TIER_BEST;
+    if (!kernel_tier_available(tier)) {
+        fprintf(stderr, "bench_kernels: tier %s is not in this build\n", kernel_tier_name(tier));
+        return 1;
+    }
     const shape shapes[] = {{"768x768", 768, 768}, {"2048x5632", 2048, 5632}};
-    const uint32_t types[] = {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+    const uint32_t types[] = {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, KERNEL_TYPE_Q8_0_R8,
+                              KERNEL_TYPE_Q4_0_R8};
     const size_t rows[] = {1, 8, 32};
 
-    printf("tier: %s   single-thread read bandwidth: %.1f GB/s\n",
-           scalar ? "scalar" : kernel_tier_name(KERNEL_TIER_BEST), read_bandwidth_gbs());
+    printf("tier: %s   single-thread read bandwidth: %.1f GB/s\n", kernel_tier_name(tier),
+           read_bandwidth_gbs());
     printf("%-10s %-5s %5s %3s %10s %9s %9s\n", "shape", "type", "rows", "thr", "median_us", "GB/s",
            "GFLOP/s");
 
@@ -114,9 +126,18 @@ int main(int argc, char **argv) {
         if (!x || !out) return 1;
         fill(x, 32 * n_in, 7);
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-            void *w = make_weights(types[t], n_out, n_in);
+            const uint32_t plain = types[t] == KERNEL_TYPE_Q8_0_R8   ? GGML_TYPE_Q8_0
+                                   : types[t] == KERNEL_TYPE_Q4_0_R8 ? GGML_TYPE_Q4_0
+                                                                     : types[t];
+            void *w = make_weights(plain, n_out, n_in);
             if (!w) return 1;
-            const double bytes = (double)kernel_row_bytes(types[t], n_in) * (double)n_out;
+            const double bytes = (double)kernel_row_bytes(plain, n_in) * (double)n_out;
+            if (plain != types[t]) { /* repack in place through a copy */
+                void *wp = malloc((size_t)bytes);
+                if (!wp || kernel_repack(wp, w, plain, n_out, n_in)) return 1;
+                free(w);
+                w = wp;
+            }
             for (int thr = 1; thr <= max_threads; thr++) {
                 kernel_ctx *ctx = NULL;
                 tps_err err;
@@ -124,7 +145,7 @@ int main(int argc, char **argv) {
                     fprintf(stderr, "%s\n", err.msg);
                     return 1;
                 }
-                if (scalar) kernel_ctx_set_tier(ctx, KERNEL_TIER_SCALAR);
+                kernel_ctx_set_tier(ctx, tier);
                 for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
                     const size_t nr = rows[r];
                     /* warm up, then enough reps for ~0.15 s, at least 5 */
@@ -143,9 +164,11 @@ int main(int argc, char **argv) {
                     const double med = times[reps / 2];
                     const double flops = 2.0 * (double)nr * (double)n_in * (double)n_out;
                     printf("%-10s %-5s %5zu %3d %10.1f %10.1f %9.2f %9.2f %9.2f\n", shapes[s].name,
-                           types[t] == GGML_TYPE_F16    ? "f16"
-                           : types[t] == GGML_TYPE_Q8_0 ? "q8_0"
-                                                        : "q4_0",
+                           types[t] == GGML_TYPE_F16         ? "f16"
+                           : types[t] == GGML_TYPE_Q8_0      ? "q8_0"
+                           : types[t] == GGML_TYPE_Q4_0      ? "q4_0"
+                           : types[t] == KERNEL_TYPE_Q8_0_R8 ? "q8_0r"
+                                                             : "q4_0r",
                            nr, thr, med * 1e6, times[0] * 1e6, bytes / med / 1e9, flops / med / 1e9,
                            flops / times[0] / 1e9);
                     fflush(stdout);

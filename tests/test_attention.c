@@ -2,7 +2,8 @@
  * plain double-precision reference, with F16 and F32 KV, GQA groups of 1, 2
  * and 4, head sizes with and without a tail of 8, position counts that end
  * inside a block, on a block edge and one past it; and the same row's
- * output is bit-identical whatever the scratch held before (no state). */
+ * output is bit-identical whatever the scratch held before (no state), and
+ * whether it runs alone or in a run of rows (attn_group_rows). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -69,6 +70,29 @@ static void check(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, uint32_
                       "%.9g",
                       kv_type, n_kv_heads, group, head_dim, n_pos, kvh, i, got[i], want[i]);
     }
+    /* runs of 1..ATTN_ROWS rows ending at n_pos: each row equals attn_group alone */
+    const size_t ld = qn + 3;
+    float *qs = malloc(sizeof(float) * ld * ATTN_ROWS),
+          *outs = malloc(sizeof(float) * ld * ATTN_ROWS);
+    float *scratch = malloc(sizeof(float) * attn_rows_scratch(group, head_dim, n_pos));
+    for (size_t i = 0; i < ld * ATTN_ROWS; i++)
+        qs[i] = rnd(&s);
+    for (uint32_t nr = 1; nr <= ATTN_ROWS && nr <= n_pos; nr++)
+        for (uint32_t kvh = 0; kvh < n_kv_heads; kvh++) {
+            const uint32_t n_pos0 = n_pos - nr + 1;
+            attn_group_rows(outs, qs, ld, kv, &seq, 1, kvh, group, head_dim, n_pos0, nr, scale,
+                            scratch);
+            for (uint32_t i = 0; i < nr; i++) {
+                attn_group(got, qs + i * ld, kv, &seq, 1, kvh, group, head_dim, n_pos0 + i, scale,
+                           scores);
+                cr_assert_eq(memcmp(got, outs + i * ld, sizeof(float) * qn), 0,
+                             "type %u group %u hd %u n_pos %u: row %u of a run of %u differs",
+                             kv_type, group, head_dim, n_pos, i, nr);
+            }
+        }
+    free(scratch);
+    free(outs);
+    free(qs);
     free(q);
     free(got);
     free(again);

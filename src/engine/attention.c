@@ -6,7 +6,8 @@
  *      head of the group reads them); then softmax per head;
  *   2. values: for each KV block, for each head, out += s[p] * V_p with the
  *      output chunk held in registers across the block's positions.
- * F16 K/V are widened with F16C inside the loops. The AVX2 path and the
+ * F16 K/V are widened with F16C inside the loops; attn_group_rows widens
+ * each 16-position chunk once into scratch for a run of rows (prefill). The AVX2 path and the
  * portable path each fix one reduction order per element; the reference at
  * the bottom is plain and slow, for tests. Not here: threading, RoPE. */
 #include "engine/attention.h"
@@ -192,6 +193,81 @@ void attn_group(float *restrict out, const float *restrict q, const kv_cache *kv
         group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, scores, 1);
     else
         group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, scores, 0);
+}
+
+/* dst (n, hd) floats <- n K or V rows (row_bytes apart) of type f16 / f32. */
+static void widen_rows(float *restrict dst, const uint8_t *src, size_t row_bytes, uint32_t n,
+                       uint32_t hd, const int f16) {
+    for (uint32_t j = 0; j < n; j++) {
+        const uint8_t *row = src + (size_t)j * row_bytes;
+        float *d = dst + (size_t)j * hd;
+        uint32_t i = 0;
+#if ATTN_AVX2
+        for (; i + 8 <= hd; i += 8)
+            _mm256_storeu_ps(d + i, ld8(row, i, f16));
+#endif
+        for (; i < hd; i++)
+            d[i] = ld1(row, i, f16);
+    }
+}
+
+ALWAYS_INLINE void rows_impl(float *restrict out, const float *restrict q, size_t ld,
+                             const kv_cache *kv, const kv_seq *seq, uint32_t layer, uint32_t kvh,
+                             uint32_t group, uint32_t hd, uint32_t n_pos0, uint32_t n_rows,
+                             float scale, float *restrict scratch, const int f16) {
+    const uint32_t B = kv->block_tokens, n_last = n_pos0 + n_rows - 1;
+    const size_t row_bytes = (size_t)kv->kv_dim * kv->elem_size, fl_bytes = (size_t)hd * 4;
+    float *S = scratch; /* (n_rows, group, n_last) scores */
+    float *W = scratch + ((size_t)ATTN_ROWS * group * n_last + 15) / 16 * 16;
+    const uint32_t n_blk = (n_last + B - 1) / B;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            for (uint32_t i = 0; i < n_rows; i++)
+                for (uint32_t g = 0; g < group; g++)
+                    kernel_softmax(S + ((size_t)i * group + g) * n_last, n_pos0 + i);
+            for (uint32_t i = 0; i < n_rows; i++)
+                memset(out + i * ld, 0, sizeof(float) * hd * group);
+        }
+        const uint8_t *base = pass == 0 ? kv->k : kv->v;
+        for (uint32_t b = 0; b < n_blk; b++) {
+            const uint32_t pb = b * B, nb = n_last - pb < B ? n_last - pb : B;
+            const uint8_t *KV = head_rows(base, kv, seq, layer, b, kvh, hd);
+            for (uint32_t c = 0; c < nb; c += ATTN_CHUNK) {
+                const uint32_t p0 = pb + c, nc = nb - c < ATTN_CHUNK ? nb - c : ATTN_CHUNK;
+                widen_rows(W, KV + (size_t)c * row_bytes, row_bytes, nc, hd, f16);
+                for (uint32_t i = 0; i < n_rows; i++) {
+                    const uint32_t n_pos = n_pos0 + i;
+                    if (p0 >= n_pos) continue;
+                    const uint32_t n = n_pos - p0 < nc ? n_pos - p0 : nc;
+                    for (uint32_t g = 0; g < group; g++) {
+                        float *s = S + ((size_t)i * group + g) * n_last + p0;
+                        if (pass == 0)
+                            scores_run(s, q + i * ld + (size_t)g * hd, (const uint8_t *)W, fl_bytes,
+                                       n, hd, scale, 0);
+                        else
+                            values_run(out + i * ld + (size_t)g * hd, s, (const uint8_t *)W,
+                                       fl_bytes, n, hd, 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+void attn_group_rows(float *restrict out, const float *restrict q, size_t ld, const kv_cache *kv,
+                     const kv_seq *seq, uint32_t layer, uint32_t kvh, uint32_t group,
+                     uint32_t head_dim, uint32_t n_pos0, uint32_t n_rows, float scale,
+                     float *restrict scratch) {
+    if (n_rows == 1) { /* nothing to share: widen in registers */
+        attn_group(out, q, kv, seq, layer, kvh, group, head_dim, n_pos0, scale, scratch);
+        return;
+    }
+    if (kv->kv_type == GGML_TYPE_F16)
+        rows_impl(out, q, ld, kv, seq, layer, kvh, group, head_dim, n_pos0, n_rows, scale, scratch,
+                  1);
+    else
+        rows_impl(out, q, ld, kv, seq, layer, kvh, group, head_dim, n_pos0, n_rows, scale, scratch,
+                  0);
 }
 
 /* ---- reference ---------------------------------------------------------- */

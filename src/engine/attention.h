@@ -24,6 +24,28 @@ void attn_group(float *restrict out, const float *restrict q, const kv_cache *kv
                 uint32_t layer, uint32_t kvh, uint32_t group, uint32_t head_dim, uint32_t n_pos,
                 float scale, float *restrict scores);
 
+/* Rows at consecutive positions of one sequence share each K/V chunk: the
+ * chunk is widened from F16 to float once into scratch and every row reads
+ * it, with the same FMA sequence per element as attn_group, so each row's
+ * output is bit-identical to attn_group's. */
+#define ATTN_ROWS  8  /* rows per attn_group_rows call at most */
+#define ATTN_CHUNK 16 /* positions widened at a time */
+
+/* Floats of scratch attn_group_rows needs for up to ATTN_ROWS rows whose
+ * last attends to at most max_pos positions. */
+static inline size_t attn_rows_scratch(uint32_t group, uint32_t head_dim, uint32_t max_pos) {
+    return ((size_t)ATTN_ROWS * group * max_pos + 15) / 16 * 16 + (size_t)ATTN_CHUNK * head_dim;
+}
+
+/* attn_group for n_rows (1..ATTN_ROWS) rows: row i attends to n_pos0 + i
+ * positions; its q and out (group, head_dim) start ld floats after row
+ * i - 1's. scratch: attn_rows_scratch(group, head_dim, n_pos0 + n_rows - 1)
+ * floats. */
+void attn_group_rows(float *restrict out, const float *restrict q, size_t ld, const kv_cache *kv,
+                     const kv_seq *seq, uint32_t layer, uint32_t kvh, uint32_t group,
+                     uint32_t head_dim, uint32_t n_pos0, uint32_t n_rows, float scale,
+                     float *restrict scratch);
+
 /* The same maths written plainly (per position, per element, in double
  * where it can be): the reference attn_group is tested against. */
 void attn_group_ref(float *restrict out, const float *restrict q, const kv_cache *kv,

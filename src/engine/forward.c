@@ -36,10 +36,13 @@ struct fwd_state {
     float *hb2;    /* FFN up (ffn_dim) */
     float *logits; /* (max_rows, n_vocab) */
     float *rope;   /* (rope_dim) cos/sin pairs for one row */
-    /* per-thread attention scratch: scores (group * max_ctx) */
+    /* per-thread attention scratch: attn_rows_scratch(group, head_dim, max_ctx) */
     float *scores;
     size_t scores_stride;
     float *buf; /* one allocation for all of the above */
+    /* attention row runs of one step: run i is rows [run_first[i], run_first[i + 1]),
+     * consecutive positions of one sequence, at most ATTN_ROWS (max_rows + 1 entries) */
+    uint32_t *run_first;
 };
 
 int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uint32_t max_ctx,
@@ -55,12 +58,15 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
     s->n_threads = n_threads;
     size_t q_dim = (size_t)c->n_heads * c->head_dim, kv_dim = (size_t)c->n_kv_heads * c->head_dim;
     const size_t group = c->n_heads / c->n_kv_heads;
-    s->scores_stride = (group * (size_t)max_ctx + 15) / 16 * 16;
+    s->scores_stride = attn_rows_scratch(group, c->head_dim, max_ctx);
     size_t per_row =
         3 * (size_t)c->dim + 2 * q_dim + 2 * kv_dim + 2 * (size_t)c->ffn_dim + c->n_vocab;
     size_t total = per_row * max_rows + c->rope_dim + s->scores_stride * (size_t)n_threads;
     s->buf = aligned_alloc(64, (total * sizeof(float) + 63) / 64 * 64);
-    if (!s->buf) {
+    s->run_first = malloc((max_rows + 1) * sizeof *s->run_first);
+    if (!s->buf || !s->run_first) {
+        free(s->run_first);
+        free(s->buf);
         free(s);
         return tps_fail(err, TPS_ENOMEM, "forward: cannot allocate %zu MiB of step scratch",
                         total * sizeof(float) >> 20);
@@ -95,6 +101,7 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
 void fwd_state_free(fwd_state *s) {
     if (!s) return;
     kernel_ctx_free(s->kc);
+    free(s->run_first);
     free(s->buf);
     free(s);
 }
@@ -196,6 +203,15 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
                                 (size_t)row->token, dim);
         if (rc) return tps_fail(err, rc, "forward: cannot read the token embedding");
     }
+    /* attention runs: consecutive positions of one sequence share K/V widening */
+    size_t n_runs = 0;
+    for (size_t r = 0; r < n; r++) {
+        const fwd_row *row = &b->rows[r];
+        if (r == 0 || row->seq != row[-1].seq || row->pos != row[-1].pos + 1 ||
+            r - s->run_first[n_runs - 1] == ATTN_ROWS)
+            s->run_first[n_runs++] = (uint32_t)r;
+    }
+    s->run_first[n_runs] = (uint32_t)n;
     const float scale = 1.0f / sqrtf((float)c->head_dim);
     const uint32_t group = c->n_heads / c->n_kv_heads;
     int rc;
@@ -214,17 +230,20 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
             store_row(kv_k_row(kv, seq, l, row->pos), s->k + r * kv_dim, kv_dim, kv->kv_type);
             store_row(kv_v_row(kv, seq, l, row->pos), s->v + r * kv_dim, kv_dim, kv->kv_type);
         }
-        /* one task per (row, kv head): the group's query heads share each K/V block read */
-        const long n_tasks = (long)(n * c->n_kv_heads);
+        /* one task per (run, kv head): the group's query heads and the run's rows
+         * share each K/V block read */
+        const long n_tasks = (long)(n_runs * c->n_kv_heads);
 #pragma omp parallel for num_threads(s->n_threads) schedule(dynamic, 1)
         for (long t = 0; t < n_tasks; t++) {
-            const size_t r = (size_t)t / c->n_kv_heads;
+            const size_t run = (size_t)t / c->n_kv_heads;
             const uint32_t kvh = (uint32_t)((size_t)t % c->n_kv_heads);
+            const size_t r = s->run_first[run];
             const fwd_row *row = &b->rows[r];
-            float *scores = s->scores + s->scores_stride * (size_t)omp_get_thread_num();
+            float *scratch = s->scores + s->scores_stride * (size_t)omp_get_thread_num();
             const size_t off = r * q_dim + (size_t)kvh * group * c->head_dim;
-            attn_group(s->att + off, s->q + off, kv, b->seqs[row->seq], l, kvh, group, c->head_dim,
-                       row->pos + 1, scale, scores);
+            attn_group_rows(s->att + off, s->q + off, q_dim, kv, b->seqs[row->seq], l, kvh, group,
+                            c->head_dim, row->pos + 1, s->run_first[run + 1] - s->run_first[run],
+                            scale, scratch);
         }
         if ((rc = mm(s, s->proj, &L->wo, s->att, n, err))) return rc;
         for (size_t r = 0; r < n; r++)

@@ -107,6 +107,8 @@ float kernel_sumsq_avx2(const float *x, size_t n);
 void kernel_mul_scale_avx2(float *out, const float *x, const float *restrict w, float s, size_t n);
 void kernel_add_avx2(float *out, const float *a, const float *b, size_t n);
 void kernel_scale_avx2(float *x, float s, size_t n);
+void kernel_softmax_avx2(float *x, size_t n);
+void kernel_swiglu_avx2(float *out, const float *gate, const float *up, size_t n);
 #else
 #define KERNEL_HAVE_AVX2 0
 #endif

@@ -57,6 +57,9 @@ void kernel_rmsnorm(float *out, const float *x, const float *restrict w, size_t 
 
 void kernel_softmax(float *x, size_t n) {
     if (n == 0) return;
+#if KERNEL_HAVE_AVX2
+    kernel_softmax_avx2(x, n);
+#else
     float max = x[0];
     for (size_t i = 1; i < n; i++)
         max = x[i] > max ? x[i] : max;
@@ -66,13 +69,18 @@ void kernel_softmax(float *x, size_t n) {
         sum += x[i];
     }
     kernel_scale(x, 1.0f / sum, n);
+#endif
 }
 
 void kernel_swiglu(float *out, const float *gate, const float *up, size_t n) {
+#if KERNEL_HAVE_AVX2
+    kernel_swiglu_avx2(out, gate, up, n);
+#else
     for (size_t i = 0; i < n; i++) {
         const float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
     }
+#endif
 }
 
 void kernel_add(float *out, const float *a, const float *b, size_t n) {

@@ -1,13 +1,16 @@
 /* AVX2 + FMA versions of the row helpers' reductions and streams (ops.c
  * calls them when the build has AVX2). Each reduction: 4 accumulators over
  * 32-float steps, one over 8-float steps, a fixed fold, then the scalar tail
- * in order. Not here: transcendental functions (ops.c uses libm). */
+ * in order. exp for softmax and swiglu: one 8-lane polynomial, the same
+ * function for every element (the tail goes through a padded vector), so
+ * a value never depends on where it sits in the row. */
 #include "kernels/kernel_impl.h"
 
 #if KERNEL_HAVE_AVX2
 
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 static inline float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -72,6 +75,83 @@ void kernel_scale_avx2(float *x, float s, size_t n) {
         _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vs));
     for (; i < n; i++)
         x[i] *= s;
+}
+
+/* e^x on 8 lanes (Cephes expf: x = k ln2 + r, |r| <= ln2 / 2, a degree-6
+ * polynomial for e^r, 2^k from exponent bits); about 1 ulp. x is clamped to
+ * [-87.33, 88]: below, the result is FLT_MIN rather than 0. */
+static inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3365f)), _mm256_set1_ps(88.0f));
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    const __m256 y =
+        _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+/* x (n,) <- exp(x - max), returns their sum: 8-lane sum over whole vectors,
+ * hsum8, then the tail in order. */
+static float exp_sub_sum(float *x, float max, size_t n) {
+    const __m256 vm = _mm256_set1_ps(max);
+    __m256 acc = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(x + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float sum = hsum8(acc);
+    if (i < n) {
+        float t[8] = {0};
+        memcpy(t, x + i, (n - i) * sizeof *t);
+        _mm256_storeu_ps(t, exp8(_mm256_sub_ps(_mm256_loadu_ps(t), vm)));
+        for (size_t k = 0; k < n - i; k++)
+            sum += x[i + k] = t[k];
+    }
+    return sum;
+}
+
+void kernel_softmax_avx2(float *x, size_t n) {
+    __m256 vmax = _mm256_set1_ps(x[0]);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+    float m8[8], max = x[0];
+    _mm256_storeu_ps(m8, vmax);
+    for (int k = 0; k < 8; k++)
+        max = m8[k] > max ? m8[k] : max;
+    for (; i < n; i++)
+        max = x[i] > max ? x[i] : max;
+    kernel_scale_avx2(x, 1.0f / exp_sub_sum(x, max, n), n);
+}
+
+static inline __m256 swiglu8(__m256 g, __m256 u) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u);
+}
+
+void kernel_swiglu_avx2(float *out, const float *gate, const float *up, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, swiglu8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    if (i < n) {
+        float g[8] = {0}, u[8] = {0};
+        memcpy(g, gate + i, (n - i) * sizeof *g);
+        memcpy(u, up + i, (n - i) * sizeof *u);
+        _mm256_storeu_ps(g, swiglu8(_mm256_loadu_ps(g), _mm256_loadu_ps(u)));
+        memcpy(out + i, g, (n - i) * sizeof *g);
+    }
 }
 
 #endif
