@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "server/server.h"
+#include "support/server_fixture.h"
 #include "support/test_support.h"
 
 #define MODEL "models/stories260K.gguf"
@@ -36,37 +37,6 @@
  * Server fixture (in-process)
  * ------------------------------------------------------------------------- */
 
-typedef struct fixture {
-    server *s;
-    int port;
-    FILE *log;
-    char *model;
-} fixture;
-
-static void defaults(server_config *c, fixture *f) {
-    server_config_default(c);
-    f->model = shared_path(MODEL);
-    f->log = getenv("TPS_TEST_LOG") ? fdopen(dup(2), "w") : tmpfile();
-    c->model_path = f->model;
-    c->port = 0;
-    c->log = f->log;
-    c->engine.n_threads = 1;
-}
-
-static void start(fixture *f, const server_config *c) {
-    tps_err err = {{0}};
-    cr_assert_eq(server_create(&f->s, c, &err), 0, "server_create: %s", err.msg);
-    cr_assert_eq(server_start(f->s, &err), 0, "server_start: %s", err.msg);
-    cr_assert_eq(server_load(f->s, &err), 0, "server_load: %s", err.msg);
-    f->port = server_port(f->s);
-    cr_assert_gt(f->port, 0);
-}
-
-static void finish(fixture *f) {
-    server_free(f->s);
-    fclose(f->log);
-    free(f->model);
-}
 
 static uint64_t now_ms(void) {
     struct timespec ts;
@@ -215,11 +185,11 @@ static bool wait_engine_idle(server *s, int ms) {
 
 Test(reliability, headers_over_the_limit_are_refused_and_the_server_goes_on, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.max_header_bytes = 2048;
-    start(&f, &c);
+    fixture_start(&f, &c, true);
     char big[4096 + 64], fits[1024 + 64];
     memset(big, 'a', sizeof big);
     memcpy(big, "X-Big: ", 7);
@@ -240,7 +210,7 @@ Test(reliability, headers_over_the_limit_are_refused_and_the_server_goes_on, .ti
     st = exchange(f.port, "GET", "/health", NULL, many, NULL);
     cr_assert(st == -1 || (st >= 400 && st < 500), "64 headers over the limit got %d", st);
     cr_assert_eq(exchange(f.port, "GET", "/health", NULL, fits, NULL), 200);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 /* {"prompt":[n token ids],"max_tokens":2} */
@@ -255,12 +225,12 @@ static char *ids_body(int n) {
 
 Test(reliability, prompt_tokens_and_max_tokens_caps_are_enforced, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.max_prompt_tokens = 48;
     c.max_tokens_cap = 4;
-    start(&f, &c);
+    fixture_start(&f, &c, true);
     char *out = NULL, *body = ids_body(49);
     /* 49 prompt tokens: 400 naming both numbers */
     int st = exchange(f.port, "POST", "/v1/completions", body, NULL, &out);
@@ -311,7 +281,7 @@ Test(reliability, prompt_tokens_and_max_tokens_caps_are_enforced, .timeout = 30)
     cr_assert_eq(st, 200, "%s", out);
     cr_assert(strstr(out, "\"completion_tokens\":4"), "the cap is the default: %s", out);
     free(out);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 /* ---------------------------------------------------------------------------
@@ -320,11 +290,11 @@ Test(reliability, prompt_tokens_and_max_tokens_caps_are_enforced, .timeout = 30)
 
 Test(reliability, slowloris_body_is_dropped_without_holding_a_kv_block, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.timeout_s = 1;
-    start(&f, &c);
+    fixture_start(&f, &c, true);
     int fd = connect_local(f.port);
     cr_assert_geq(fd, 0);
     const char *head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
@@ -350,16 +320,16 @@ Test(reliability, slowloris_body_is_dropped_without_holding_a_kv_block, .timeout
     close(fd);
     cr_assert(closed, "a client trickling its body for 6 s was not dropped (timeout 1 s)");
     cr_assert_lt(took, 3500, "dropped only after %llu ms", (unsigned long long)took);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 Test(reliability, idle_keep_alive_connection_is_closed_after_the_timeout, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.timeout_s = 1;
-    start(&f, &c);
+    fixture_start(&f, &c, true);
     int fd = connect_local(f.port);
     const char *req = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
     cr_assert(send_all(fd, req, strlen(req)));
@@ -372,7 +342,7 @@ Test(reliability, idle_keep_alive_connection_is_closed_after_the_timeout, .timeo
     uint64_t took = now_ms() - t0;
     cr_assert_geq(took, 700, "closed after %llu ms: before the timeout", (unsigned long long)took);
     close(fd);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 /* ---------------------------------------------------------------------------
@@ -405,12 +375,12 @@ Test(reliability, thousand_concurrent_connections_all_answered_and_fds_return, .
     if (rl.rlim_cur < 2 * N_CONNS + 256)
         cr_skip_test("needs %d open files (ulimit -n is %llu)", 2 * N_CONNS + 256,
                      (unsigned long long)rl.rlim_cur);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.engine.max_seqs = 8;
     c.engine.max_queue = 48; /* most of the burst is turned away: 429 */
-    start(&f, &c);
+    fixture_start(&f, &c, true);
     cr_assert_eq(exchange(f.port, "GET", "/health", NULL, NULL, NULL), 200);
     usleep(250000); /* the sweep lets the probe's connection go */
     int fds0 = count_fds();
@@ -496,7 +466,7 @@ Test(reliability, thousand_concurrent_connections_all_answered_and_fds_return, .
     free(req);
     free(cs);
     free(pf);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 /* ---------------------------------------------------------------------------
@@ -571,13 +541,13 @@ static void *gone_worker(void *arg) {
 
 Test(reliability, clients_vanishing_at_random_points_return_every_kv_block, .timeout = 90) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.engine.max_seqs = 4;
     c.engine.max_batch_tokens = 32;
     c.engine.prefill_chunk = 8; /* a 250-token prompt takes ~30 steps to prefill */
-    start(&f, &c);
+    fixture_start(&f, &c, true);
     engine_stats st0;
     engine_get_stats(server_engine(f.s), &st0);
     char prompt[2048] = {0};
@@ -631,7 +601,7 @@ Test(reliability, clients_vanishing_at_random_points_return_every_kv_block, .tim
                           "{\"prompt\":\"x\",\"max_tokens\":2,\"ignore_eos\":true}", NULL, &out),
                  200, "%s", out);
     free(out);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 /* ---------------------------------------------------------------------------
@@ -655,13 +625,13 @@ static void *kv_worker(void *arg) {
 
 Test(reliability, kv_exhaustion_preempts_and_every_request_gets_its_solo_tokens, .timeout = 90) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.engine.kv_tokens = 192; /* 12 blocks of 16: room for one request and a half */
     c.engine.kv_block = 16;
     c.engine.max_seqs = N_KV;
-    start(&f, &c);
+    fixture_start(&f, &c, true);
     static const char *const prompts[] = {"Once upon a time", "Lily and Tom",  "The sun",
                                           "One day, a big",   "She was happy", "The cat"};
     char bodies[N_KV][256];
@@ -707,7 +677,7 @@ Test(reliability, kv_exhaustion_preempts_and_every_request_gets_its_solo_tokens,
                 (unsigned long long)(st1.preemptions_total - st0.preemptions_total), N_KV);
     free(ids);
     free(solo);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 /* ---------------------------------------------------------------------------
@@ -890,11 +860,11 @@ Test(reliability, startup_warns_when_unauthenticated_and_binds_loopback, .timeou
 
 Test(reliability, api_key_accepts_only_the_exact_key, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.api_key = "s3cret-key-0123";
-    start(&f, &c);
+    fixture_start(&f, &c, true);
     static const char *const wrong[] = {"",
                                         "s",
                                         "s3cret-key-012",
@@ -926,5 +896,5 @@ Test(reliability, api_key_accepts_only_the_exact_key, .timeout = 30) {
     /* /health and /metrics stay open */
     cr_assert_eq(exchange(f.port, "GET", "/health", NULL, NULL, NULL), 200);
     cr_assert_eq(exchange(f.port, "GET", "/metrics", NULL, NULL, NULL), 200);
-    finish(&f);
+    fixture_finish(&f);
 }

@@ -21,6 +21,7 @@
 
 #include "server/openai.h"
 #include "server/server.h"
+#include "support/server_fixture.h"
 #include "support/test_support.h"
 
 #define MODEL "models/stories260K.gguf"
@@ -30,42 +31,10 @@
  * Server fixture
  * ------------------------------------------------------------------------- */
 
-typedef struct fixture {
-    server *s;
-    int port;
-    FILE *log;
-    char *model;
-} fixture;
-
-static void defaults(server_config *c, fixture *f) {
-    server_config_default(c);
-    f->model = shared_path(MODEL);
-    f->log = getenv("TPS_TEST_LOG") ? fdopen(dup(2), "w") : fopen("/dev/null", "w");
-    c->model_path = f->model;
-    c->port = 0;
-    c->log = f->log;
-    c->engine.n_threads = 1;
-}
-
-static void start(fixture *f, const server_config *c, bool load) {
-    tps_err err = {{0}};
-    cr_assert_eq(server_create(&f->s, c, &err), 0, "server_create: %s", err.msg);
-    cr_assert_eq(server_start(f->s, &err), 0, "server_start: %s", err.msg);
-    if (load) cr_assert_eq(server_load(f->s, &err), 0, "server_load: %s", err.msg);
-    f->port = server_port(f->s);
-    cr_assert_gt(f->port, 0);
-}
-
-static void start_default(fixture *f) {
+static void start_default(server_fixture *f) {
     server_config c;
-    defaults(&c, f);
-    start(f, &c, true);
-}
-
-static void finish(fixture *f) {
-    server_free(f->s);
-    fclose(f->log);
-    free(f->model);
+    fixture_defaults(&c, f);
+    fixture_start(f, &c, true);
 }
 
 /* ---------------------------------------------------------------------------
@@ -285,7 +254,7 @@ static char *completion_body(const char *prompt, int max_tokens, bool stream_, b
 Test(server, streamed_greedy_tokens_equal_reference_and_usage_counts_them, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     REQUIRE_SHARED(REF);
-    fixture f;
+    server_fixture f;
     start_default(&f);
     json_t *ref = load_ref();
     size_t i;
@@ -314,12 +283,12 @@ Test(server, streamed_greedy_tokens_equal_reference_and_usage_counts_them, .time
         resp_free(&r);
     }
     json_decref(ref);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 Test(server, streamed_greedy_tokens_equal_tps_generate, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     start_default(&f);
     const char *prompt = "The little dog";
     char *mp = shared_path(MODEL);
@@ -330,7 +299,7 @@ Test(server, streamed_greedy_tokens_equal_tps_generate, .timeout = 60) {
     free(mp);
     if (rc != 0 || !strchr(out, '{')) {
         free(out);
-        finish(&f);
+        fixture_finish(&f);
         cr_skip_test("tps generate --json is not available (rc %d)", rc);
     }
     json_error_t je;
@@ -351,13 +320,13 @@ Test(server, streamed_greedy_tokens_equal_tps_generate, .timeout = 60) {
     free(out);
     free(body);
     resp_free(&r);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 Test(server, non_streamed_completion_has_usage_and_timings, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
     REQUIRE_SHARED(REF);
-    fixture f;
+    server_fixture f;
     start_default(&f);
     json_t *ref = load_ref();
     json_t *cs = json_array_get(json_object_get(ref, "cases"), 0);
@@ -386,12 +355,12 @@ Test(server, non_streamed_completion_has_usage_and_timings, .timeout = 30) {
     json_decref(ref);
     free(body);
     resp_free(&r);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 Test(server, prompt_as_token_ids_equals_prompt_as_text, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     start_default(&f);
     resp a = {0}, b = {0};
     cr_assert_eq(http(f.port, "POST", "/v1/completions",
@@ -411,12 +380,12 @@ Test(server, prompt_as_token_ids_equals_prompt_as_text, .timeout = 30) {
     json_decref(jb);
     resp_free(&a);
     resp_free(&b);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 Test(server, chat_streams_role_then_content_then_finish, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     start_default(&f);
     const char *body = "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
                        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]}],"
@@ -443,7 +412,7 @@ Test(server, chat_streams_role_then_content_then_finish, .timeout = 30) {
     json_decref(j);
     resp_free(&r);
     resp_free(&r2);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 /* ---------------------------------------------------------------------------
@@ -454,7 +423,7 @@ Test(server, chat_streams_role_then_content_then_finish, .timeout = 30) {
 
 Test(server, concurrent_32_streams_equal_solo_runs, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     start_default(&f);
     static const char *const prompts[] = {"Once upon a time", "Lily and Tom",  "The sun",
                                           "One day, a big",   "She was happy", ""};
@@ -502,7 +471,7 @@ Test(server, concurrent_32_streams_equal_solo_runs, .timeout = 60) {
     free(st);
     free(solo);
     curl_multi_cleanup(m);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 /* ---------------------------------------------------------------------------
@@ -523,7 +492,7 @@ static void expect_status(int port, const char *method, const char *path, const 
 
 Test(server, bad_requests_get_openai_shaped_errors, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     start_default(&f);
     int p = f.port;
     expect_status(p, "POST", "/v1/completions", "{\"prompt\": \"x\",\n \"max_tokens\": }", NULL,
@@ -565,12 +534,12 @@ Test(server, bad_requests_get_openai_shaped_errors, .timeout = 30) {
                       &r),
                  200);
     resp_free(&r);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 Test(server, prompt_longer_than_context_is_400_naming_both_numbers, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     start_default(&f);
     /* 600 token ids > the context of 512 */
     char *body = malloc(8192);
@@ -585,16 +554,16 @@ Test(server, prompt_longer_than_context_is_400_naming_both_numbers, .timeout = 3
     cr_assert(strstr(r.body, "context_length_exceeded"));
     resp_free(&r);
     free(body);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 Test(server, api_key_is_required_when_set, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.api_key = "s3cret-key";
-    start(&f, &c, true);
+    fixture_start(&f, &c, true);
     const char *b = "{\"prompt\":\"x\",\"max_tokens\":2}";
     expect_status(f.port, "POST", "/v1/completions", b, NULL, 401, NULL, "API key");
     expect_status(f.port, "POST", "/v1/completions", b, "s3cret-kez", 401, NULL, NULL);
@@ -605,16 +574,16 @@ Test(server, api_key_is_required_when_set, .timeout = 30) {
     resp_free(&r);
     cr_assert_eq(http(f.port, "GET", "/health", NULL, NULL, &r), 200); /* open */
     resp_free(&r);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 Test(server, body_over_the_limit_is_413, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.max_body_bytes = 1024;
-    start(&f, &c, true);
+    fixture_start(&f, &c, true);
     char *big = malloc(2000);
     memset(big, 'a', 1999);
     big[1999] = 0;
@@ -631,17 +600,17 @@ Test(server, body_over_the_limit_is_413, .timeout = 30) {
     resp_free(&r);
     free(big);
     free(huge);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 Test(server, queue_full_is_429_with_retry_after, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.engine.max_seqs = 1;
     c.engine.max_queue = 1;
-    start(&f, &c, true);
+    fixture_start(&f, &c, true);
     /* Long streams: the first runs, the second waits, later ones are refused. */
     char *body = completion_body("Once upon a time", 200, true, false);
     CURLM *m = curl_multi_init();
@@ -686,15 +655,15 @@ Test(server, queue_full_is_429_with_retry_after, .timeout = 30) {
     cr_assert_geq(n_200, 2);
     curl_multi_cleanup(m);
     free(body);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 Test(server, health_and_completions_are_503_while_loading, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
-    start(&f, &c, false);
+    fixture_defaults(&c, &f);
+    fixture_start(&f, &c, false);
     expect_status(f.port, "GET", "/health", NULL, NULL, 503, NULL, "loading");
     expect_status(f.port, "POST", "/v1/completions", "{\"prompt\":\"x\"}", NULL, 503, NULL, NULL);
     tps_err err = {{0}};
@@ -709,7 +678,7 @@ Test(server, health_and_completions_are_503_while_loading, .timeout = 30) {
         "stories260K.gguf");
     json_decref(j);
     resp_free(&r);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 /* ---------------------------------------------------------------------------
@@ -744,11 +713,11 @@ static bool wait_idle(server *s, uint64_t cancelled_before, int ms) {
 
 Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.engine.max_seqs = 1; /* so the stream cannot finish before the client leaves */
-    start(&f, &c, true);
+    fixture_start(&f, &c, true);
     engine_stats st0;
     engine_get_stats(server_engine(f.s), &st0);
     char *body = completion_body("Once upon a time", 480, true, false);
@@ -798,7 +767,7 @@ Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
     resp_free(&r3);
     free(body);
     free(nb);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 /* ---------------------------------------------------------------------------
@@ -841,7 +810,7 @@ static double prom_get(const char *text, const char *key) {
 
 Test(server, metrics_parse_and_counters_move_by_the_tokens_served, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     start_default(&f);
     resp m0 = {0}, m1 = {0}, r = {0};
     cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m0), 200);
@@ -874,7 +843,7 @@ Test(server, metrics_parse_and_counters_move_by_the_tokens_served, .timeout = 30
     resp_free(&m0);
     resp_free(&m1);
     resp_free(&r);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 /* ---------------------------------------------------------------------------
@@ -883,7 +852,7 @@ Test(server, metrics_parse_and_counters_move_by_the_tokens_served, .timeout = 30
 
 Test(server, tokenize_and_detokenize_like_llama_cpp, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     start_default(&f);
     resp r = {0};
     cr_assert_eq(http(f.port, "POST", "/tokenize",
@@ -902,7 +871,7 @@ Test(server, tokenize_and_detokenize_like_llama_cpp, .timeout = 30) {
     expect_status(f.port, "POST", "/detokenize", "{\"tokens\":[100000]}", NULL, 400, "tokens",
                   NULL);
     expect_status(f.port, "POST", "/tokenize", "{\"content\":5}", NULL, 400, "content", NULL);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 /* ---------------------------------------------------------------------------
@@ -911,11 +880,11 @@ Test(server, tokenize_and_detokenize_like_llama_cpp, .timeout = 30) {
 
 Test(server, drain_finishes_in_flight_and_refuses_new_requests, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.engine.max_seqs = 1; /* the three requests run one after another */
-    start(&f, &c, true);
+    fixture_start(&f, &c, true);
     /* a keep-alive connection opened before the drain */
     CURL *ka = curl_easy_init();
     char url[128];
@@ -968,7 +937,7 @@ Test(server, drain_finishes_in_flight_and_refuses_new_requests, .timeout = 60) {
     resp r = {0};
     cr_assert_lt(http(f.port, "GET", "/health", NULL, NULL, &r), 0);
     resp_free(&r);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 /* The real binary: SIGTERM while a stream runs -> the stream completes, exit 0. */
@@ -1053,11 +1022,11 @@ static int connect_local(int port) {
 
 Test(server, slowloris_client_is_dropped_after_the_timeout, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.timeout_s = 1;
-    start(&f, &c, true);
+    fixture_start(&f, &c, true);
     int fd = connect_local(f.port);
     const char *req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
     send(fd, req, strlen(req), MSG_NOSIGNAL);
@@ -1075,16 +1044,16 @@ Test(server, slowloris_client_is_dropped_after_the_timeout, .timeout = 30) {
     resp r = {0};
     cr_assert_eq(http(f.port, "GET", "/health", NULL, NULL, &r), 200);
     resp_free(&r);
-    finish(&f);
+    fixture_finish(&f);
 }
 
 Test(server, connections_over_the_limit_wait_and_are_served, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
-    fixture f;
+    server_fixture f;
     server_config c;
-    defaults(&c, &f);
+    fixture_defaults(&c, &f);
     c.max_connections = 4;
-    start(&f, &c, true);
+    fixture_start(&f, &c, true);
     int fds[8];
     for (int i = 0; i < 8; i++)
         fds[i] = connect_local(f.port); /* idle: hold the slots */
@@ -1100,5 +1069,5 @@ Test(server, connections_over_the_limit_wait_and_are_served, .timeout = 30) {
     cr_assert_eq(b.status, 200);
     resp_free(&b.r);
     free(b.body);
-    finish(&f);
+    fixture_finish(&f);
 }

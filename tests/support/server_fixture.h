@@ -1,0 +1,25 @@
+/* An in-process `tps serve` on an ephemeral 127.0.0.1 port for the server
+ * tests: the config every test starts from, start (optionally loading the
+ * model) and teardown. Not a client: each test file talks HTTP its own way. */
+#ifndef TPS_TEST_SERVER_FIXTURE_H
+#define TPS_TEST_SERVER_FIXTURE_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "server/server.h"
+
+typedef struct server_fixture {
+    server *s;
+    int port;
+    FILE *log;   /* the server's log: /dev/null, or stderr with TPS_TEST_LOG set */
+    char *model; /* ../shared/models/stories260K.gguf */
+} server_fixture;
+
+/* Defaults for tests: stories260K, port 0, one kernel thread. */
+void fixture_defaults(server_config *c, server_fixture *f);
+/* Creates and starts the server; with load, also loads the model. Asserts. */
+void fixture_start(server_fixture *f, const server_config *c, bool load);
+void fixture_finish(server_fixture *f);
+
+#endif
