@@ -216,6 +216,89 @@ ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *re
     }
 }
 
+/* One activation row (decode) against MG groups: the same isum_b and the
+ * same float sequence as r8_tile, but each group's block sum is split over
+ * four int32 accumulators (chunks c mod 4 for Q8_0; low / high nibbles of
+ * even / odd chunks for Q4_0) added at the block's end. Integer addition
+ * is exact, so the bits are r8_tile's; the dependency chain of dpbusd per
+ * block drops from 8 to 2, which is what bounds a 1-row tile. */
+ALWAYS_INLINE void r8_tile1(float *restrict out, const uint8_t *restrict G, size_t gs,
+                            const uint8_t *restrict act, size_t nb, size_t n_valid, const int is_q4,
+                            const int MG) {
+    const size_t GB = is_q4 ? sizeof(block_q4_0x8) : sizeof(block_q8_0x8);
+    const kernel_act_side *side = (const kernel_act_side *)(act + kernel_act_side_off(nb));
+    const block_q8_0 *xb = (const block_q8_0 *)act;
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int g = 0; g < MG; g++)
+        acc[g] = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const int8_t *xq = xb[b].qs;
+        const __m256i init = is_q4    ? _mm256_set1_epi32(side[b].neg8)
+                             : Q_VNNI ? _mm256_set1_epi32(side[b].neg128)
+                                      : _mm256_setzero_si256();
+        __m256i s[8][4];
+        const uint8_t *wb[8];
+#pragma GCC unroll 8
+        for (int g = 0; g < MG; g++) {
+            s[g][0] = init;
+            s[g][1] = s[g][2] = s[g][3] = _mm256_setzero_si256();
+            wb[g] = G + (size_t)g * gs + b * GB;
+            _mm_prefetch((const char *)(wb[g] + 8 * GB), _MM_HINT_T0);
+        }
+        if (is_q4) {
+            const __m256i m0f = _mm256_set1_epi8(0x0f);
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m256i xl = bcast4(xq + 4 * c), xh = bcast4(xq + 16 + 4 * c);
+                const int k = (c & 1) * 2;
+#pragma GCC unroll 8
+                for (int g = 0; g < MG; g++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(wb[g] + 16 + 32 * c));
+                    s[g][k] = dpbusd(s[g][k], _mm256_and_si256(v, m0f), xl);
+                    s[g][k + 1] =
+                        dpbusd(s[g][k + 1], _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f), xh);
+                }
+            }
+        } else {
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                const __m256i xc = bcast4(xq + 4 * c);
+#pragma GCC unroll 8
+                for (int g = 0; g < MG; g++) {
+                    const __m256i w = _mm256_loadu_si256((const __m256i *)(wb[g] + 16 + 32 * c));
+#if Q_VNNI
+                    s[g][c & 3] = dpbusd(s[g][c & 3], w, xc);
+#else
+                    const __m256i ws = _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80));
+                    s[g][c & 3] =
+                        dpbusd(s[g][c & 3], _mm256_sign_epi8(ws, ws), _mm256_sign_epi8(xc, ws));
+#endif
+                }
+            }
+        }
+        const __m256 dx = _mm256_set1_ps(side[b].d);
+#pragma GCC unroll 8
+        for (int g = 0; g < MG; g++) {
+            const __m256i is = _mm256_add_epi32(_mm256_add_epi32(s[g][0], s[g][1]),
+                                                _mm256_add_epi32(s[g][2], s[g][3]));
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[g]));
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, dx), acc[g]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < MG; g++) {
+        const size_t first = (size_t)g * 8;
+        if (n_valid >= first + 8) {
+            _mm256_storeu_ps(out + first, acc[g]);
+        } else if (n_valid > first) {
+            float t[8];
+            _mm256_storeu_ps(t, acc[g]);
+            memcpy(out + first, t, (n_valid - first) * sizeof(float));
+        }
+    }
+}
+
 /* Groups per tile beside 4 activation rows: 2 x 4 accumulators, their
  * int32 sums and the weight vectors fit AVX-512VL's 32 registers; with 16,
  * one group. One activation row (decode) takes R8_MG_1 groups. */
@@ -263,10 +346,23 @@ ALWAYS_INLINE void r8_rows(float *restrict out, size_t ld_out, const uint8_t *re
             R8_TILE(1, 2);
         break;
     default:
+#define R8_TILE1(MG) r8_tile1(o_r + g * 8, G + g * gs, gs, a, nb, n_valid - g * 8, is_q4, MG)
         for (; g + R8_MG_1 <= n_groups; g += R8_MG_1)
-            R8_TILE(R8_MG_1, 1);
-        for (; g < n_groups; g++)
-            R8_TILE(1, 1);
+            R8_TILE1(R8_MG_1);
+        switch (n_groups - g) {
+        case 3:
+            R8_TILE1(3);
+            break;
+        case 2:
+            R8_TILE1(2);
+            break;
+        case 1:
+            R8_TILE1(1);
+            break;
+        default:
+            break;
+        }
+#undef R8_TILE1
         break;
     }
 #undef R8_TILE

@@ -186,6 +186,7 @@ typedef struct matmul_job {
     size_t n_rows_x, n_in, n_out;
     int quant_x;
     int use_avx2;
+    int packed; /* W in 8-row groups (KERNEL_TYPE_*_R8) */
     kernel_rows_fn rows;
     float *tmp; /* n_threads blocks of KERNEL_TMP_ROWS * n_in */
 } matmul_job;
@@ -196,11 +197,17 @@ static void quantize_part(const matmul_job *job, int t, int nth) {
                             job->n_in, job->use_avx2);
 }
 
-/* Output rows [o_begin, o_end) of one job, in cache tiles of TILE_O. */
+/* Output rows [o_begin, o_end) of one job, in cache tiles of TILE_O. With
+ * at most 4 activation rows no weight is reused from cache, so the whole
+ * range goes to the kernel in one call: its widest tile (several groups
+ * per activation row, independent dependency chains) then runs, instead of
+ * one group at a time. Packed types only: the plain ones pack per tile
+ * into scratch sized for TILE_O rows. */
 static void compute_range(const matmul_job *job, size_t o_begin, size_t o_end, int t) {
     float *tmp = job->tmp + (size_t)t * KERNEL_TMP_ROWS * job->n_in;
-    for (size_t o = o_begin; o < o_end; o += TILE_O) {
-        const size_t o1 = o + TILE_O < o_end ? o + TILE_O : o_end;
+    const size_t tile = job->n_rows_x <= 4 && job->packed ? o_end - o_begin : TILE_O;
+    for (size_t o = o_begin; o < o_end; o += tile) {
+        const size_t o1 = o + tile < o_end ? o + tile : o_end;
         job->rows(job->out, job->n_out, job->W, job->w_row_bytes, o, o1, job->act,
                   job->act_row_bytes, job->n_rows_x, job->n_in, tmp);
     }
@@ -220,8 +227,8 @@ static void compute_part(const matmul_job *job, int t, int nth) {
     if (o_begin < o_end) compute_range(job, o_begin, o_end, t);
 }
 
-static void job_init(matmul_job *job, const kernel_pick *p, float *out, const void *W,
-                     const float *x, size_t n_rows_x, size_t n_in, size_t n_out,
+static void job_init(matmul_job *job, const kernel_pick *p, uint32_t wtype, float *out,
+                     const void *W, const float *x, size_t n_rows_x, size_t n_in, size_t n_out,
                      const kernel_ctx *ctx) {
     const int quant_x = p->act_type == GGML_TYPE_Q8_0;
     *job = (matmul_job){
@@ -236,6 +243,7 @@ static void job_init(matmul_job *job, const kernel_pick *p, float *out, const vo
         .n_out = n_out,
         .quant_x = quant_x,
         .use_avx2 = p->use_avx2,
+        .packed = is_packed(wtype),
         .rows = p->rows,
         .tmp = ctx->tmp,
     };
@@ -261,7 +269,7 @@ int kernel_matmul(float *restrict out, const void *restrict W, uint32_t wtype,
     if (n_rows_x == 0 || n_out == 0) return 0;
     if (kernel_ctx_reserve(ctx, n_rows_x, n_in)) return TPS_ENOMEM;
     matmul_job job;
-    job_init(&job, &p, out, W, x, n_rows_x, n_in, n_out, ctx);
+    job_init(&job, &p, wtype, out, W, x, n_rows_x, n_in, n_out, ctx);
 
     int nth = resolve_threads(ctx->n_threads);
     /* no point waking threads for less than one 8-row group each */
@@ -311,8 +319,8 @@ int kernel_matmul_multi(const kernel_mat *mats, size_t n_mats, const float *rest
     matmul_job jobs[MAX_MATS];
     size_t total = 0;
     for (size_t i = 0; i < n_mats; i++) {
-        job_init(&jobs[i], &picks[i], mats[i].out, mats[i].W, x, n_rows_x, n_in, mats[i].n_out,
-                 ctx);
+        job_init(&jobs[i], &picks[i], mats[i].wtype, mats[i].out, mats[i].W, x, n_rows_x, n_in,
+                 mats[i].n_out, ctx);
         total += (mats[i].n_out + 7) / 8 * 8; /* each matrix starts on a group */
     }
     const int quant_x = jobs[0].quant_x;
