@@ -492,7 +492,7 @@ static void check_packed_equals_plain(uint32_t type, size_t n_in, size_t n_out, 
 
 Test(kernels, repacked_weights_give_the_same_bits_as_plain_on_every_tier) {
     const uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
-    const size_t n_outs[] = {8, 16, 24, 40};
+    const size_t n_outs[] = {8, 16, 24, 40, 56, 72};
     const size_t n_ins[] = {32, 96, 288};
     const size_t n_rows[] = {1, 2, 3, 4, 5, 8, 17};
     for (size_t t = 0; t < LEN(types); t++)
