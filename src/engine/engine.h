@@ -26,18 +26,19 @@
 typedef struct engine engine;
 
 typedef struct engine_params {
-    const llama_model *model; /* borrowed; outlives the engine */
-    const tokenizer *tok;     /* borrowed; outlives the engine */
-    int n_threads;            /* kernel threads; 0: all cores */
-    uint32_t max_seqs;        /* sequences running at once (default 64) */
+    const llama_model *model;  /* borrowed; outlives the engine */
+    const tokenizer *tok;      /* borrowed; outlives the engine */
+    int n_threads;             /* kernel threads; 0: all cores */
+    uint32_t max_seqs;         /* sequences running at once (default 64) */
     uint32_t max_batch_tokens; /* token rows per step (default 256) */
-    uint32_t prefill_chunk;   /* most prompt rows one sequence gets per step (default max_batch_tokens) */
-    uint32_t kv_block;        /* positions per KV block (default 16) */
-    size_t kv_mem;            /* KV pool bytes; 0: from kv_tokens */
-    uint32_t kv_tokens;       /* KV pool positions when kv_mem is 0; 0: max_seqs * context */
-    uint32_t kv_type;         /* GGML_TYPE_F16 (default) or GGML_TYPE_F32 */
-    uint32_t max_queue;       /* waiting requests before submit says TPS_EFULL; 0: unlimited */
-    const char *trace_path;   /* Chrome trace JSON written at engine_destroy; NULL: none */
+    uint32_t
+        prefill_chunk;  /* most prompt rows one sequence gets per step (default max_batch_tokens) */
+    uint32_t kv_block;  /* positions per KV block (default 16) */
+    size_t kv_mem;      /* KV pool bytes; 0: from kv_tokens */
+    uint32_t kv_tokens; /* KV pool positions when kv_mem is 0; 0: max_seqs * context */
+    uint32_t kv_type;   /* GGML_TYPE_F16 (default) or GGML_TYPE_F32 */
+    uint32_t max_queue; /* waiting requests before submit says TPS_EFULL; 0: unlimited */
+    const char *trace_path; /* Chrome trace JSON written at engine_destroy; NULL: none */
 } engine_params;
 
 void engine_params_default(engine_params *p);
@@ -45,7 +46,7 @@ void engine_params_default(engine_params *p);
 typedef struct engine_request {
     const int32_t *prompt; /* token ids (BOS included if wanted); copied at submit */
     size_t n_prompt;
-    uint32_t max_tokens;   /* generated tokens at most; 0: up to the context */
+    uint32_t max_tokens; /* generated tokens at most; 0: up to the context */
     sampler_params sampling;
     const char *const *stop; /* stop strings (copied); the stop text is never emitted */
     size_t n_stop;
@@ -122,8 +123,8 @@ int engine_event_fd(const engine *e);
 /* Counters and gauges for /metrics and tests; a consistent snapshot. */
 typedef struct engine_stats {
     uint64_t steps_total;
-    uint64_t prompt_tokens_total;     /* prompt tokens of requests, counted at their first token */
-    uint64_t prefill_rows_total;      /* prompt rows computed, recomputation after preemption included */
+    uint64_t prompt_tokens_total; /* prompt tokens of requests, counted at their first token */
+    uint64_t prefill_rows_total; /* prompt rows computed, recomputation after preemption included */
     uint64_t generation_tokens_total; /* tokens sampled and delivered */
     uint64_t requests_total[4];       /* by engine_finish */
     uint64_t preemptions_total;

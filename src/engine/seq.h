@@ -44,8 +44,10 @@ typedef struct seq_list {
 static inline void seq_list_push_back(seq_list *l, seq *s) {
     s->next = NULL;
     s->prev = l->tail;
-    if (l->tail) l->tail->next = s;
-    else l->head = s;
+    if (l->tail)
+        l->tail->next = s;
+    else
+        l->head = s;
     l->tail = s;
     l->n++;
 }
@@ -53,17 +55,23 @@ static inline void seq_list_push_back(seq_list *l, seq *s) {
 static inline void seq_list_push_front(seq_list *l, seq *s) {
     s->prev = NULL;
     s->next = l->head;
-    if (l->head) l->head->prev = s;
-    else l->tail = s;
+    if (l->head)
+        l->head->prev = s;
+    else
+        l->tail = s;
     l->head = s;
     l->n++;
 }
 
 static inline void seq_list_remove(seq_list *l, seq *s) {
-    if (s->prev) s->prev->next = s->next;
-    else l->head = s->next;
-    if (s->next) s->next->prev = s->prev;
-    else l->tail = s->prev;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        l->head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    else
+        l->tail = s->prev;
     s->next = s->prev = NULL;
     l->n--;
 }

@@ -62,8 +62,9 @@ int trace_write(const trace *t, const char *path, tps_err *err) {
     FILE *fp = fopen(path, "w");
     if (!fp) return tps_fail(err, TPS_EIO, "trace: cannot create '%s': %s", path, strerror(errno));
     int first = 1;
-    fprintf(fp, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped_records\":%llu},"
-                "\"traceEvents\":[\n",
+    fprintf(fp,
+            "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped_records\":%llu},"
+            "\"traceEvents\":[\n",
             (unsigned long long)t->dropped);
     fprintf(fp, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,"
                 "\"args\":{\"name\":\"engine steps\"}}");
@@ -74,8 +75,8 @@ int trace_write(const trace *t, const char *path, tps_err *err) {
                 ",\n{\"name\":\"step\",\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
                 "\"args\":{\"prefill_tokens\":%u,\"decode_tokens\":%u,\"running\":%u,"
                 "\"waiting\":%u,\"kv_blocks\":%u,\"preemptions\":%u}}",
-                us(t, s->t0), (double)(s->t1 - s->t0) / 1000.0, s->prefill_tokens,
-                s->decode_tokens, s->running, s->waiting, s->kv_blocks, s->preemptions);
+                us(t, s->t0), (double)(s->t1 - s->t0) / 1000.0, s->prefill_tokens, s->decode_tokens,
+                s->running, s->waiting, s->kv_blocks, s->preemptions);
     }
     for (size_t i = 0; i < t->n_reqs; i++) {
         const trace_req *r = &t->reqs[i];
