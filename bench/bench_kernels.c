@@ -5,9 +5,11 @@
  * tests/test_kernels.c.
  *
  * Q8_0 / Q4_0 also run repacked into 8-row groups ("q8_0r", "q4_0r"), as
- * the engine loads them.
+ * the engine loads them. Q4_K / Q6_K weights are random quants with small
+ * scales (speed does not depend on the values).
  *
- * usage: bench_kernels [max_threads (default 2)] [scalar|avx2 (default: best)] */
+ * usage: bench_kernels [max_threads (default 2)] [scalar|avx2|best (default: best)]
+ *                      [types, comma-separated names as printed (default: all)] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +61,19 @@ static void *make_weights(uint32_t type, size_t n_out, size_t n_in) {
         case GGML_TYPE_Q4_0:
             quantize_row_q4_0_ref((block_q4_0 *)row, f, n_in);
             break;
+        case GGML_TYPE_Q4_K:
+        case GGML_TYPE_Q6_K:
+            for (size_t i = 0; i < rb; i++)
+                row[i] = (uint8_t)(int)(f[i % n_in] * 127.0f);
+            for (size_t b = 0; b < n_in / QK_K; b++) {
+                if (type == GGML_TYPE_Q4_K) {
+                    ((block_q4_K *)row)[b].d = fp32_to_fp16(0.001f);
+                    ((block_q4_K *)row)[b].dmin = fp32_to_fp16(0.002f);
+                } else {
+                    ((block_q6_K *)row)[b].d = fp32_to_fp16(0.0005f);
+                }
+            }
+            break;
         default:
             memcpy(row, f, n_in * sizeof *f);
             break;
@@ -93,6 +108,40 @@ static double read_bandwidth_gbs(void) {
     return (double)(n * sizeof(float)) / best / 1e9;
 }
 
+static const char *type_name(uint32_t type) {
+    switch (type) {
+    case GGML_TYPE_F16:
+        return "f16";
+    case GGML_TYPE_Q8_0:
+        return "q8_0";
+    case GGML_TYPE_Q4_0:
+        return "q4_0";
+    case KERNEL_TYPE_Q8_0_R8:
+        return "q8_0r";
+    case KERNEL_TYPE_Q4_0_R8:
+        return "q4_0r";
+    case GGML_TYPE_Q4_K:
+        return "q4_K";
+    case GGML_TYPE_Q6_K:
+        return "q6_K";
+    }
+    return "?";
+}
+
+/* True when name is one of the comma-separated list (NULL: all). */
+static int type_wanted(const char *list, const char *name) {
+    if (!list) return 1;
+    const size_t len = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        const size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && strncmp(p, name, n) == 0) return 1;
+        if (!end) break;
+        p = end + 1;
+    }
+    return 0;
+}
+
 typedef struct shape {
     const char *name;
     size_t n_in, n_out;
@@ -110,14 +159,16 @@ int main(int argc, char **argv) {
         return 1;
     }
     const shape shapes[] = {{"768x768", 768, 768}, {"2048x5632", 2048, 5632}};
-    const uint32_t types[] = {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, KERNEL_TYPE_Q8_0_R8,
-                              KERNEL_TYPE_Q4_0_R8};
+    const char *only = argc > 3 ? argv[3] : NULL;
+    const uint32_t types[] = {GGML_TYPE_F16,       GGML_TYPE_Q8_0,      GGML_TYPE_Q4_0,
+                              KERNEL_TYPE_Q8_0_R8, KERNEL_TYPE_Q4_0_R8, GGML_TYPE_Q4_K,
+                              GGML_TYPE_Q6_K};
     const size_t rows[] = {1, 8, 32};
 
     printf("tier: %s   single-thread read bandwidth: %.1f GB/s\n", kernel_tier_name(tier),
            read_bandwidth_gbs());
-    printf("%-10s %-5s %5s %3s %10s %9s %9s\n", "shape", "type", "rows", "thr", "median_us", "GB/s",
-           "GFLOP/s");
+    printf("%-10s %-5s %5s %3s %10s %10s %9s %9s %9s\n", "shape", "type", "rows", "thr",
+           "median_us", "min_us", "GB/s", "GFLOP/s", "GF/s@min");
 
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const size_t n_in = shapes[s].n_in, n_out = shapes[s].n_out;
@@ -126,6 +177,7 @@ int main(int argc, char **argv) {
         if (!x || !out) return 1;
         fill(x, 32 * n_in, 7);
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            if (!type_wanted(only, type_name(types[t]))) continue;
             const uint32_t plain = types[t] == KERNEL_TYPE_Q8_0_R8   ? GGML_TYPE_Q8_0
                                    : types[t] == KERNEL_TYPE_Q4_0_R8 ? GGML_TYPE_Q4_0
                                                                      : types[t];
@@ -164,13 +216,8 @@ int main(int argc, char **argv) {
                     const double med = times[reps / 2];
                     const double flops = 2.0 * (double)nr * (double)n_in * (double)n_out;
                     printf("%-10s %-5s %5zu %3d %10.1f %10.1f %9.2f %9.2f %9.2f\n", shapes[s].name,
-                           types[t] == GGML_TYPE_F16         ? "f16"
-                           : types[t] == GGML_TYPE_Q8_0      ? "q8_0"
-                           : types[t] == GGML_TYPE_Q4_0      ? "q4_0"
-                           : types[t] == KERNEL_TYPE_Q8_0_R8 ? "q8_0r"
-                                                             : "q4_0r",
-                           nr, thr, med * 1e6, times[0] * 1e6, bytes / med / 1e9, flops / med / 1e9,
-                           flops / times[0] / 1e9);
+                           type_name(types[t]), nr, thr, med * 1e6, times[0] * 1e6,
+                           bytes / med / 1e9, flops / med / 1e9, flops / times[0] / 1e9);
                     fflush(stdout);
                 }
                 kernel_ctx_free(ctx);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernel_impl.h" /* the Q8_K activation quantizer, both tiers */
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -17,7 +18,8 @@
 
 /* Errors are measured against sum_k |w_k x_k| (what float rounding scales with). */
 #define TOL_Q_REL     1e-5 /* Q8_0/Q4_0 x Q8_0: exact int block sums, float accumulation */
-#define TOL_F_REL     2e-5 /* F32/F16/BF16/K-quants: float FMA accumulation vs double */
+#define TOL_K_REL     1e-5 /* Q4_K/Q6_K x Q8_K: exact int superblock sums, float accumulation */
+#define TOL_F_REL     2e-5 /* F32/F16/BF16: float FMA accumulation vs double */
 #define TOL_TIERS_REL 2e-5 /* scalar tier vs AVX2 tier: both float, different orders */
 #define TOL_OPS_REL   1e-5 /* row helpers vs double */
 #define TOL_ABS       1e-6
@@ -150,7 +152,7 @@ static void sweep(uint32_t type, const size_t *n_ins, size_t n_n_in, size_t big_
 
 static const size_t N_IN_BLOCK32[] = {32, 64, 96, 288};
 static const size_t N_IN_ANY[] = {1, 3, 7, 8, 17, 33, 96, 291};
-static const size_t N_IN_K[] = {256};
+static const size_t N_IN_K[] = {256, 512, 768, 2816};
 
 /* ---- fp16 / bf16 -------------------------------------------------------- */
 
@@ -316,6 +318,90 @@ Test(kernels, k_quants_dequantize_known_blocks) {
     cr_assert_eq(y[128], 0.25f * 20 * 5 - 1.0f * 5);
 }
 
+/* x for the K-quant round trips: uniform in [-1, 1) with sub-blocks of very
+ * different magnitudes, an all-zero and an all-negative superblock. */
+static void fill_k_input(float *x, size_t n, uint64_t seed) {
+    fill(x, n, seed);
+    for (size_t i = 0; i < n; i++)
+        x[i] *= (i / 32 % 5 == 3) ? 0.01f : (i / 16 % 7 == 1) ? 4.0f : 1.0f;
+    for (size_t i = QK_K; i < 2 * QK_K && i < n; i++)
+        x[i] = 0.0f;
+    for (size_t i = 2 * QK_K; i < 3 * QK_K && i < n; i++)
+        x[i] = -fabsf(x[i]) - 0.5f;
+}
+
+static double rel_rms_error(const float *x, const float *y, size_t n) {
+    double se = 0, sx = 0;
+    for (size_t i = 0; i < n; i++) {
+        se += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+        sx += (double)x[i] * x[i];
+    }
+    return sqrt(se / sx);
+}
+
+/* Per element: half a step plus the few clamped steps the step search may
+ * trade for a finer grid, plus the 6-bit rounding of the scale and min. */
+Test(kernels, q4_K_quantizer_round_trips_within_its_step) {
+    enum { N = QK_K * 8 };
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+    block_q4_K q[N / QK_K];
+    fill_k_input(x, N, 21);
+    quantize_row_q4_K(q, x, N);
+    dequantize_row_q4_K(y, q, N);
+    for (size_t b = 0; b < N / QK_K; b++) {
+        const float d = fp16_to_fp32(q[b].d), dmin = fp16_to_fp32(q[b].dmin);
+        for (size_t j = 0; j < 8; j++) {
+            /* the sub-block's decoded step, from two dequantized values */
+            block_q4_K one = q[b];
+            float probe[QK_K];
+            memset(one.qs, 0x11, sizeof one.qs);
+            dequantize_row_q4_K(probe, &one, QK_K);
+            const float step_hi = probe[32 * j];
+            memset(one.qs, 0x00, sizeof one.qs);
+            dequantize_row_q4_K(probe, &one, QK_K);
+            const float st = step_hi - probe[32 * j];
+            const float bound = 3.5f * (st + 0.5f * d) + 7.5f * d + 0.5f * dmin + 1e-6f;
+            for (size_t l = 0; l < 32; l++) {
+                const size_t e = b * QK_K + 32 * j + l;
+                cr_assert(fabsf(x[e] - y[e]) <= bound, "block %zu sub %zu elem %zu: %g vs %g", b, j,
+                          l, x[e], y[e]);
+            }
+        }
+    }
+    for (size_t i = QK_K; i < 2 * QK_K; i++)
+        cr_assert_eq(y[i], 0.0f, "an all-zero superblock stays zero");
+    const double rms = rel_rms_error(x, y, N);
+    cr_assert(rms < 0.08, "relative rms error %.4f (4-bit: about 0.06)", rms);
+    free(y);
+    free(x);
+}
+
+Test(kernels, q6_K_quantizer_round_trips_within_its_step) {
+    enum { N = QK_K * 8 };
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+    block_q6_K q[N / QK_K];
+    fill_k_input(x, N, 22);
+    quantize_row_q6_K(q, x, N);
+    dequantize_row_q6_K(y, q, N);
+    for (size_t b = 0; b < N / QK_K; b++) {
+        const float d = fp16_to_fp32(q[b].d);
+        for (size_t k = 0; k < 16; k++) {
+            const float st = fabsf(d * q[b].scales[k]);
+            for (size_t l = 0; l < 16; l++) {
+                const size_t e = b * QK_K + 16 * k + l;
+                cr_assert(fabsf(x[e] - y[e]) <= st + 16.0f * d + 1e-6f,
+                          "block %zu sub %zu elem %zu: %g vs %g", b, k, l, x[e], y[e]);
+            }
+        }
+    }
+    for (size_t i = QK_K; i < 2 * QK_K; i++)
+        cr_assert_eq(y[i], 0.0f, "an all-zero superblock stays zero");
+    const double rms = rel_rms_error(x, y, N);
+    cr_assert(rms < 0.025, "relative rms error %.4f (6-bit: about 0.015)", rms);
+    free(y);
+    free(x);
+}
+
 /* ---- matmul vs reference ------------------------------------------------ */
 
 Test(kernels, q8_0_matmul_matches_reference_at_awkward_sizes) {
@@ -338,9 +424,25 @@ Test(kernels, bf16_matmul_matches_reference_at_awkward_sizes) {
     sweep(GGML_TYPE_BF16, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL);
 }
 
-Test(kernels, k_quant_matmuls_match_reference) {
-    sweep(GGML_TYPE_Q4_K, N_IN_K, LEN(N_IN_K), 768, TOL_F_REL);
-    sweep(GGML_TYPE_Q6_K, N_IN_K, LEN(N_IN_K), 768, TOL_F_REL);
+/* K-quants: every n_in x n_out x row count (1..5 and 9: the 4-row tiles,
+ * every remainder) on the best tier with 2 threads and the scalar tier. */
+static void sweep_k(uint32_t type) {
+    static const size_t rows[] = {1, 2, 3, 4, 5, 9};
+    kernel_ctx *ctxs[2] = {new_ctx(2, KERNEL_TIER_BEST), new_ctx(1, KERNEL_TIER_SCALAR)};
+    for (size_t a = 0; a < LEN(N_IN_K); a++)
+        for (size_t b = 0; b < LEN(SWEEP_N_OUT); b++)
+            for (size_t c = 0; c < LEN(rows); c++)
+                check_matmul(ctxs, 2, type, rows[c], N_IN_K[a], SWEEP_N_OUT[b], TOL_K_REL);
+    kernel_ctx_free(ctxs[1]);
+    kernel_ctx_free(ctxs[0]);
+}
+
+Test(kernels, q4_K_matmul_matches_reference_at_awkward_sizes) {
+    sweep_k(GGML_TYPE_Q4_K);
+}
+
+Test(kernels, q6_K_matmul_matches_reference_at_awkward_sizes) {
+    sweep_k(GGML_TYPE_Q6_K);
 }
 
 Test(kernels, q8_0_weight_of_minus_128_is_exact) {
@@ -438,8 +540,10 @@ Test(kernels, row_alone_equals_row_in_batch_of_64_with_any_thread_count) {
             if (types[t] == GGML_TYPE_F32 || types[t] == GGML_TYPE_F16)
                 check_invariance(types[t], tiers[a], 291); /* with a scalar tail */
         }
-    check_invariance(GGML_TYPE_Q4_K, KERNEL_TIER_BEST, 256);
-    check_invariance(GGML_TYPE_Q6_K, KERNEL_TIER_BEST, 256);
+    for (size_t a = 0; a < LEN(tiers); a++) {
+        check_invariance(GGML_TYPE_Q4_K, tiers[a], 512);
+        check_invariance(GGML_TYPE_Q6_K, tiers[a], 512);
+    }
 }
 
 /* Q8_0 / Q4_0: every element is ggml's scalar formula (kernel_impl.h), so
@@ -560,6 +664,185 @@ Test(kernels, matmul_multi_equals_one_call_per_matrix) {
             kernel_mat mats[3];
             for (int i = 0; i < 3; i++) {
                 w[i] = make_weights(sets[k][i], n_outs[i], n_in, 10 + (uint64_t)i);
+                one[i] = malloc(sizeof(float) * n_rows * n_outs[i]);
+                multi[i] = malloc(sizeof(float) * n_rows * n_outs[i]);
+                cr_assert_eq(
+                    kernel_matmul(one[i], w[i], sets[k][i], x, n_rows, n_in, n_outs[i], ctx), 0);
+                mats[i] = (kernel_mat){multi[i], w[i], sets[k][i], n_outs[i]};
+            }
+            cr_assert_eq(kernel_matmul_multi(mats, 3, x, n_rows, n_in, ctx), 0);
+            for (int i = 0; i < 3; i++) {
+                cr_assert_eq(memcmp(one[i], multi[i], sizeof(float) * n_rows * n_outs[i]), 0,
+                             "set %zu matrix %d threads %d differs", k, i, threads);
+                free(w[i]);
+                free(one[i]);
+                free(multi[i]);
+            }
+            kernel_ctx_free(ctx);
+        }
+    free(x);
+}
+
+/* ---- K-quants: one formula, the same bits everywhere ---------------------- */
+
+Test(kernels, fast_q8_K_quantizer_is_bit_identical_to_reference) {
+    enum { N = QK_K * 6 };
+    float *x = malloc(N * sizeof *x);
+    fill(x, N, 11);
+    for (int i = 0; i < QK_K; i++) /* .5 ties after scaling: amax 127 -> d = 1 */
+        x[i] = (i == 0) ? 127.0f : (float)(i % 64) - 31.5f;
+    for (int i = 0; i < QK_K; i++)
+        x[QK_K + i] = 0.0f;
+    for (int i = 0; i < QK_K; i++)
+        x[2 * QK_K + i] = (i & 1) ? -1e-30f : 3e-30f;
+    block_q8_K a[N / QK_K], b[N / QK_K];
+    memset(a, 0, sizeof a);
+    memset(b, 0x55, sizeof b);
+    quantize_row_q8_K_ref(a, x, N);
+    kernel_quantize_act_k((uint8_t *)b, x, N, kernel_tier_available(KERNEL_TIER_AVX2));
+    cr_assert_eq(memcmp(a, b, sizeof a), 0);
+    cr_assert_eq(a[0].d, 1.0f);
+    cr_assert_eq(a[0].qs[1], -31, "-30.5 rounds away from zero");
+    for (size_t i = 0; i < N / QK_K; i++)
+        for (int k = 0; k < QK_K / 16; k++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++) {
+                cr_assert(a[i].qs[16 * k + j] >= -127, "q8 never -128");
+                sum += a[i].qs[16 * k + j];
+            }
+            cr_assert_eq(a[i].bsums[k], sum, "block %zu bsum %d", i, k);
+        }
+    free(x);
+}
+
+/* Scalar and AVX2 tiers, 1 and 2 threads: memcmp-identical at awkward
+ * shapes (every 4-row tile remainder, partial thread splits). */
+Test(kernels, k_quant_tiers_and_thread_counts_give_identical_bits) {
+    if (!kernel_tier_available(KERNEL_TIER_AVX2)) cr_skip_test("no AVX2 in this build");
+    const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    const size_t n_ins[] = {256, 768, 2816};
+    kernel_ctx *sc = new_ctx(1, KERNEL_TIER_SCALAR), *av1 = new_ctx(1, KERNEL_TIER_AVX2),
+               *av2 = new_ctx(2, KERNEL_TIER_AVX2), *sc2 = new_ctx(2, KERNEL_TIER_SCALAR);
+    for (size_t t = 0; t < LEN(types); t++)
+        for (size_t a = 0; a < LEN(n_ins); a++)
+            for (size_t b = 0; b < LEN(SWEEP_N_OUT); b++) {
+                const size_t n_in = n_ins[a], n_out = SWEEP_N_OUT[b], max_rows = 9;
+                void *w = make_weights(types[t], n_out, n_in, 77 + n_out);
+                float *x = malloc(max_rows * n_in * sizeof *x);
+                float *want = malloc(max_rows * n_out * sizeof *want);
+                float *got = malloc(max_rows * n_out * sizeof *got);
+                fill(x, max_rows * n_in, 5 + n_in);
+                for (size_t rows = 1; rows <= max_rows; rows++) {
+                    cr_assert_eq(kernel_matmul(want, w, types[t], x, rows, n_in, n_out, sc), 0);
+                    kernel_ctx *others[] = {av1, av2, sc2};
+                    for (size_t c = 0; c < LEN(others); c++) {
+                        memset(got, 0xff, rows * n_out * sizeof *got);
+                        cr_assert_eq(
+                            kernel_matmul(got, w, types[t], x, rows, n_in, n_out, others[c]), 0);
+                        cr_assert_eq(memcmp(got, want, rows * n_out * sizeof *got), 0,
+                                     "type %u tier %s threads %d n_in %zu n_out %zu rows %zu: "
+                                     "differs from the scalar tier",
+                                     types[t], kernel_tier_name(kernel_ctx_tier(others[c])),
+                                     kernel_ctx_threads(others[c]), n_in, n_out, rows);
+                    }
+                }
+                free(got);
+                free(want);
+                free(x);
+                free(w);
+            }
+    kernel_ctx_free(sc2);
+    kernel_ctx_free(av2);
+    kernel_ctx_free(av1);
+    kernel_ctx_free(sc);
+}
+
+/* Each row alone (1 thread) equals the same row inside a batch of 9
+ * (2 threads), on every tier. */
+Test(kernels, k_quant_row_alone_equals_row_in_batch_of_9) {
+    const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    const kernel_tier tiers[] = {KERNEL_TIER_BEST, KERNEL_TIER_SCALAR};
+    enum { ROWS = 9, N_IN = 768, N_OUT = 17 };
+    float *x = malloc(ROWS * N_IN * sizeof *x);
+    fill(x, ROWS * N_IN, 123);
+    for (size_t t = 0; t < LEN(types); t++)
+        for (size_t a = 0; a < LEN(tiers); a++) {
+            void *w = make_weights(types[t], N_OUT, N_IN, 31);
+            kernel_ctx *one = new_ctx(1, tiers[a]), *two = new_ctx(2, tiers[a]);
+            float batch[ROWS * N_OUT], alone[N_OUT];
+            cr_assert_eq(kernel_matmul(batch, w, types[t], x, ROWS, N_IN, N_OUT, two), 0);
+            for (size_t r = 0; r < ROWS; r++) {
+                cr_assert_eq(kernel_matmul(alone, w, types[t], x + r * N_IN, 1, N_IN, N_OUT, one),
+                             0);
+                cr_assert_eq(memcmp(alone, batch + r * N_OUT, sizeof alone), 0,
+                             "type %u tier %s: row %zu alone differs from the batch of 9", types[t],
+                             kernel_tier_name(tiers[a]), r);
+            }
+            kernel_ctx_free(two);
+            kernel_ctx_free(one);
+            free(w);
+        }
+    free(x);
+}
+
+/* The largest magnitudes the formats allow (6-bit scales and mins of 63,
+ * q4 = 15; Q6_K scales -128 / 127 with q6 = 0 / 63) against activations
+ * that quantize to +-127: no int16 pair or int32 sum overflows, every tier
+ * agrees bit for bit and with the reference. */
+Test(kernels, k_quant_extreme_values_do_not_overflow) {
+    enum { N_IN = 512, N_OUT = 3, ROWS = 5 };
+    float x[ROWS * N_IN];
+    for (int i = 0; i < ROWS * N_IN; i++)
+        x[i] = (i / N_IN) % 2 ? ((i % 3) ? 1.0f : -1.0f) : (i % 5 ? -2.0f : 2.0f);
+    block_q4_K q4[N_OUT * N_IN / QK_K];
+    block_q6_K q6[N_OUT * N_IN / QK_K];
+    for (size_t b = 0; b < LEN(q4); b++) {
+        memset(q4[b].scales, 0xff, sizeof q4[b].scales); /* every sc and m = 63 */
+        memset(q4[b].qs, b % 3 == 2 ? 0x0f : 0xff, sizeof q4[b].qs);
+        q4[b].d = fp32_to_fp16(0.01f);
+        q4[b].dmin = fp32_to_fp16(0.02f);
+        for (int i = 0; i < QK_K / 16; i++)
+            q6[b].scales[i] = (int8_t)((i + (int)b) % 2 ? -128 : 127);
+        memset(q6[b].ql, b % 2 ? 0xff : 0x00, sizeof q6[b].ql);
+        memset(q6[b].qh, b % 2 ? 0xff : 0x00, sizeof q6[b].qh);
+        q6[b].d = fp32_to_fp16(0.001f);
+    }
+    const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+    const void *ws[] = {q4, q6};
+    kernel_ctx *sc = new_ctx(1, KERNEL_TIER_SCALAR), *best = new_ctx(2, KERNEL_TIER_BEST);
+    for (size_t t = 0; t < LEN(types); t++) {
+        float a[ROWS * N_OUT], b[ROWS * N_OUT], ref[ROWS * N_OUT];
+        double s[ROWS * N_OUT];
+        cr_assert_eq(kernel_matmul(a, ws[t], types[t], x, ROWS, N_IN, N_OUT, sc), 0);
+        cr_assert_eq(kernel_matmul(b, ws[t], types[t], x, ROWS, N_IN, N_OUT, best), 0);
+        cr_assert_eq(kernel_matmul_ref(ref, s, ws[t], types[t], x, ROWS, N_IN, N_OUT), 0);
+        cr_assert_eq(memcmp(a, b, sizeof a), 0, "type %u: tiers differ", types[t]);
+        for (int i = 0; i < ROWS * N_OUT; i++)
+            cr_assert(fabs((double)a[i] - ref[i]) <= TOL_K_REL * s[i] + TOL_ABS,
+                      "type %u elem %d: got %.9g want %.9g", types[t], i, a[i], ref[i]);
+    }
+    kernel_ctx_free(best);
+    kernel_ctx_free(sc);
+}
+
+/* Q4_K / Q6_K / Q8_0 matrices over the same x in one kernel_matmul_multi:
+ * each bit-identical to its own kernel_matmul (mixed activation types fall
+ * back to one call each). */
+Test(kernels, k_quant_matmul_multi_equals_one_call_per_matrix) {
+    const size_t n_in = 512, n_rows = 5;
+    const size_t n_outs[3] = {7, 33, 1};
+    const uint32_t sets[][3] = {{GGML_TYPE_Q4_K, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K},
+                                {GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q6_K}};
+    float *x = malloc(sizeof(float) * n_rows * n_in);
+    fill(x, n_rows * n_in, 78);
+    for (size_t k = 0; k < LEN(sets); k++)
+        for (int threads = 1; threads <= 3; threads++) {
+            kernel_ctx *ctx = new_ctx(threads, KERNEL_TIER_BEST);
+            void *w[3];
+            float *one[3], *multi[3];
+            kernel_mat mats[3];
+            for (int i = 0; i < 3; i++) {
+                w[i] = make_weights(sets[k][i], n_outs[i], n_in, 20 + (uint64_t)i);
                 one[i] = malloc(sizeof(float) * n_rows * n_outs[i]);
                 multi[i] = malloc(sizeof(float) * n_rows * n_outs[i]);
                 cr_assert_eq(

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/cli.h"
 #include "model/gguf.h"
@@ -18,7 +19,10 @@ static void usage(FILE *out) {
                  "(what a throughput benchmark measures); its text is noise. llama.cpp loads it.\n"
                  "\n"
                  "  --preset P      shape (below)\n"
-                 "  --type T        f32, f16, bf16, q8_0 or q4_0 for the weight matrices\n"
+                 "  --type T        f32, f16, bf16, q8_0, q4_0, q4_k, q6_k for the weight\n"
+                 "                  matrices, or q4_k_m: Q4_K with Q6_K for output.weight and\n"
+                 "                  some attn_v / ffn_down, like llama.cpp's Q4_K_M (K-quants\n"
+                 "                  need a preset whose dim and ffn are multiples of 256)\n"
                  "  --vocab FILE    copy the tokenizer of this GGUF (else a byte-level vocabulary\n"
                  "                  padded to the preset's size: one token per byte of text)\n"
                  "  --seed S        weight seed (default 1); same seed, same file\n"
@@ -77,10 +81,13 @@ int cli_model_make(int argc, char **argv) {
         fprintf(stderr, "tps model make: unknown preset '%s' (see --help)\n", preset);
         return 2;
     }
-    int t = ggml_type_from_name(type);
+    int t = !strcasecmp(type, "q4_k_m") ? (int)MODEL_MAKE_Q4_K_M : ggml_type_from_name(type);
     if (t != GGML_TYPE_F32 && t != GGML_TYPE_F16 && t != GGML_TYPE_BF16 && t != GGML_TYPE_Q8_0 &&
-        t != GGML_TYPE_Q4_0) {
-        fprintf(stderr, "tps model make: --type must be f32, f16, bf16, q8_0 or q4_0, not '%s'\n",
+        t != GGML_TYPE_Q4_0 && t != GGML_TYPE_Q4_K && t != GGML_TYPE_Q6_K &&
+        t != (int)MODEL_MAKE_Q4_K_M) {
+        fprintf(stderr,
+                "tps model make: --type must be f32, f16, bf16, q8_0, q4_0, q4_k, q6_k or "
+                "q4_k_m, not '%s'\n",
                 type);
         return 2;
     }
@@ -91,6 +98,7 @@ int cli_model_make(int argc, char **argv) {
         return 1;
     }
     fprintf(stderr, "model make: wrote %s (%s, %s, seed %llu)\n", o.out_path, o.preset->name,
-            ggml_type_get(o.type)->name, (unsigned long long)o.seed);
+            o.type == MODEL_MAKE_Q4_K_M ? "q4_k_m" : ggml_type_get(o.type)->name,
+            (unsigned long long)o.seed);
     return 0;
 }

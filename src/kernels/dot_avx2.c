@@ -545,25 +545,14 @@ F_ROWS_FN(rows_f32, WF32)
 F_ROWS_FN(rows_f16, WF16)
 F_ROWS_FN(rows_bf16, WBF16)
 
-static void rows_q4_K(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                      size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                      size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
-    kernel_rows_dequant(rows_f32, GGML_TYPE_Q4_K, out, ld_out, W, w_row_bytes, o0, o1, act,
-                        act_row_bytes, n_rows_x, n_in, tmp);
-}
-
-static void rows_q6_K(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                      size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                      size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
-    kernel_rows_dequant(rows_f32, GGML_TYPE_Q6_K, out, ld_out, W, w_row_bytes, o0, o1, act,
-                        act_row_bytes, n_rows_x, n_in, tmp);
-}
-
 const kernel_type_impl kernel_impl_avx2[GGML_TYPE_COUNT_MAX] = {
-    [GGML_TYPE_F32] = {GGML_TYPE_F32, rows_f32},    [GGML_TYPE_F16] = {GGML_TYPE_F32, rows_f16},
-    [GGML_TYPE_BF16] = {GGML_TYPE_F32, rows_bf16},  [GGML_TYPE_Q8_0] = {GGML_TYPE_Q8_0, rows_q8_0},
-    [GGML_TYPE_Q4_0] = {GGML_TYPE_Q8_0, rows_q4_0}, [GGML_TYPE_Q4_K] = {GGML_TYPE_F32, rows_q4_K},
-    [GGML_TYPE_Q6_K] = {GGML_TYPE_F32, rows_q6_K},
+    [GGML_TYPE_F32] = {GGML_TYPE_F32, rows_f32},
+    [GGML_TYPE_F16] = {GGML_TYPE_F32, rows_f16},
+    [GGML_TYPE_BF16] = {GGML_TYPE_F32, rows_bf16},
+    [GGML_TYPE_Q8_0] = {GGML_TYPE_Q8_0, rows_q8_0},
+    [GGML_TYPE_Q4_0] = {GGML_TYPE_Q8_0, rows_q4_0},
+    [GGML_TYPE_Q4_K] = {GGML_TYPE_Q8_K, kernel_rows_q4_K_avx2},
+    [GGML_TYPE_Q6_K] = {GGML_TYPE_Q8_K, kernel_rows_q6_K_avx2},
 };
 
 #endif

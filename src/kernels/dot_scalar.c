@@ -77,39 +77,12 @@ ROWS_FN(rows_f32, dot_f32, float, float, n_in)
 ROWS_FN(rows_f16, dot_f16, uint16_t, float, n_in)
 ROWS_FN(rows_bf16, dot_bf16, uint16_t, float, n_in)
 
-static void rows_q4_K(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                      size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                      size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
-    kernel_rows_dequant(rows_f32, GGML_TYPE_Q4_K, out, ld_out, W, w_row_bytes, o0, o1, act,
-                        act_row_bytes, n_rows_x, n_in, tmp);
-}
-
-static void rows_q6_K(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                      size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                      size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
-    kernel_rows_dequant(rows_f32, GGML_TYPE_Q6_K, out, ld_out, W, w_row_bytes, o0, o1, act,
-                        act_row_bytes, n_rows_x, n_in, tmp);
-}
-
 const kernel_type_impl kernel_impl_scalar[GGML_TYPE_COUNT_MAX] = {
-    [GGML_TYPE_F32] = {GGML_TYPE_F32, rows_f32},    [GGML_TYPE_F16] = {GGML_TYPE_F32, rows_f16},
-    [GGML_TYPE_BF16] = {GGML_TYPE_F32, rows_bf16},  [GGML_TYPE_Q8_0] = {GGML_TYPE_Q8_0, rows_q8_0},
-    [GGML_TYPE_Q4_0] = {GGML_TYPE_Q8_0, rows_q4_0}, [GGML_TYPE_Q4_K] = {GGML_TYPE_F32, rows_q4_K},
-    [GGML_TYPE_Q6_K] = {GGML_TYPE_F32, rows_q6_K},
+    [GGML_TYPE_F32] = {GGML_TYPE_F32, rows_f32},
+    [GGML_TYPE_F16] = {GGML_TYPE_F32, rows_f16},
+    [GGML_TYPE_BF16] = {GGML_TYPE_F32, rows_bf16},
+    [GGML_TYPE_Q8_0] = {GGML_TYPE_Q8_0, rows_q8_0},
+    [GGML_TYPE_Q4_0] = {GGML_TYPE_Q8_0, rows_q4_0},
+    [GGML_TYPE_Q4_K] = {GGML_TYPE_Q8_K, kernel_rows_q4_K_scalar},
+    [GGML_TYPE_Q6_K] = {GGML_TYPE_Q8_K, kernel_rows_q6_K_scalar},
 };
-
-/* ---- shared by the tiers: dequantize, then float dots ------------------- */
-
-void kernel_rows_dequant(kernel_rows_fn f32_rows, uint32_t wtype, float *restrict out,
-                         size_t ld_out, const uint8_t *restrict W, size_t w_row_bytes, size_t o0,
-                         size_t o1, const uint8_t *restrict act, size_t act_row_bytes,
-                         size_t n_rows_x, size_t n_in, float *restrict tmp) {
-    for (size_t o = o0; o < o1; o += KERNEL_TMP_ROWS) {
-        size_t m = o1 - o < KERNEL_TMP_ROWS ? o1 - o : KERNEL_TMP_ROWS;
-        for (size_t i = 0; i < m; i++)
-            dequantize_row(tmp + i * n_in, W + (o + i) * w_row_bytes, wtype, n_in);
-        /* tmp rows are "weight rows 0..m": shift out so column o lands at o */
-        f32_rows(out + o, ld_out, (const uint8_t *)tmp, n_in * sizeof(float), 0, m, act,
-                 act_row_bytes, n_rows_x, n_in, NULL);
-    }
-}

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/quant.h"
 
@@ -17,10 +18,10 @@
  *   out (n_rows_x, ld_out) <- act (n_rows_x, n_in) @ W[o0:o1]^T
  * W: rows of w_row_bytes bytes (row o starts at W + o * w_row_bytes).
  * act: rows of act_row_bytes bytes, in the type the table entry names
- * (Q8_0 blocks or F32). tmp: KERNEL_TMP_ROWS * n_in floats of thread-private
- * scratch (used by types dequantized before the dot, and by the Q8_0/Q4_0 tiles to
- * pack 8 weight rows: 9 * n_in bytes). act rows of Q8_0 type are laid out
- * as kernel_act_row_bytes below says. */
+ * (Q8_0 blocks, Q8_K blocks or F32). tmp: KERNEL_TMP_ROWS * n_in floats of
+ * thread-private scratch (used by the Q8_0/Q4_0 tiles to pack 8 weight
+ * rows: 9 * n_in bytes). act rows of Q8_0 type are laid out as
+ * kernel_act_row_bytes below says, of Q8_K type as kernel_act_k_row_bytes. */
 typedef void (*kernel_rows_fn)(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                                size_t w_row_bytes, size_t o0, size_t o1,
                                const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
@@ -88,8 +89,62 @@ void kernel_pack_group(uint8_t *restrict dst, const uint8_t *restrict W, size_t 
  * the plain row size and o0, o1 multiples of 8. */
 extern const kernel_rows_fn kernel_packed_scalar[2];
 
+/* ---- K-quants: Q4_K / Q6_K weights x Q8_K activations --------------------
+ *
+ * Each activation row is quantized once per call to n_in/256 block_q8_K
+ * (quant.h: d_x = amax/127 as float, q8 = roundf(x/d_x) in [-127, 127],
+ * bsums per 16), act_row_bytes = kernel_act_k_row_bytes(nb). Every product,
+ * in every tier and tile shape, computes per output element, in superblock
+ * order b = 0 .. nb-1 (q8 and d_x of activation block b):
+ *
+ * Q4_K, sub-blocks j = 0..7 of 32 with 6-bit scale sc_j and min m_j:
+ *   isum_b = sum_j sc_j * (sum_{l<32} q4_{32j+l} * q8_{32j+l})
+ *   imin_b = sum_j m_j  * (sum_{l<32} q8_{32j+l})
+ *   sumf   = fmaf((float)isum_b,  d_w * d_x, sumf)
+ *   sumf   = fmaf((float)imin_b, -dmin_w * d_x, sumf)
+ * Q6_K, sub-blocks k = 0..15 of 16 with int8 scale sc_k, q6 in 0..63:
+ *   isum_b = sum_k sc_k * (sum_{l<16} (q6_{16k+l} - 32) * q8_{16k+l})
+ *   sumf   = fmaf((float)isum_b, d_w * d_x, sumf)
+ *
+ * The integer sums are exact in int32 whatever order a tier adds them in:
+ * |isum| <= 8*63*32*15*127 < 2^25 and |imin| <= 8*63*32*127 < 2^21 (Q4_K);
+ * |isum| <= 16*128*16*32*127 < 2^28 (Q6_K; the AVX2 tier's unsigned q6 form
+ * before taking off 32 * sum_k sc_k * bsum_k stays below 2^29). (float) of
+ * an int32 rounds to nearest even in every tier, and d_w * d_x is one float
+ * product, so the float sequence, and its bits, depend only on n_in. */
+static inline size_t kernel_act_k_row_bytes(size_t nb) {
+    return (nb * sizeof(block_q8_K) + 63) / 64 * 64;
+}
+
+/* Quantizes x (n,), n % 256 == 0, to Q8_K blocks (same bits either way). */
+void kernel_quantize_act_k(uint8_t *restrict row, const float *restrict x, size_t n, int use_avx2);
+
+/* The 6-bit scales and mins of a block_q4_K, from its 12 packed bytes
+ * (sub-block j < 4: sc = q[j] & 63, m = q[j+4] & 63; j >= 4: low 4 bits
+ * from q[j+4], top 2 from q[j-4] (sc) or q[j] (m)), four at a time in
+ * little-endian 32-bit words (GGUF files are little-endian). */
+static inline void kernel_q4_K_scales(const uint8_t *restrict q, uint8_t sc[8], uint8_t m[8]) {
+    uint32_t u[3];
+    memcpy(u, q, sizeof u);
+    const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, top2 = 0x03030303u;
+    const uint32_t s[4] = {u[0] & lo6, (u[2] & lo4) | (((u[0] >> 6) & top2) << 4), u[1] & lo6,
+                           ((u[2] >> 4) & lo4) | (((u[1] >> 6) & top2) << 4)};
+    memcpy(sc, s, 8);
+    memcpy(m, s + 2, 8);
+}
+
+/* The K-quant rows kernels (kernel_rows_fn; act in Q8_K; tmp unused). */
+void kernel_rows_q4_K_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                             size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                             size_t act_row_bytes, size_t n_rows_x, size_t n_in,
+                             float *restrict tmp);
+void kernel_rows_q6_K_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                             size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                             size_t act_row_bytes, size_t n_rows_x, size_t n_in,
+                             float *restrict tmp);
+
 typedef struct kernel_type_impl {
-    uint32_t act_type; /* GGML_TYPE_Q8_0 or GGML_TYPE_F32; 0 with rows NULL = unsupported */
+    uint32_t act_type; /* GGML_TYPE_Q8_0, _Q8_K or _F32; 0 with rows NULL = unsupported */
     kernel_rows_fn rows;
 } kernel_type_impl;
 
@@ -100,6 +155,13 @@ extern const kernel_type_impl kernel_impl_scalar[GGML_TYPE_COUNT_MAX];
 extern const kernel_type_impl kernel_impl_avx2[GGML_TYPE_COUNT_MAX];
 extern const kernel_rows_fn kernel_packed_avx2[2];
 void quantize_row_q8_0_avx2(block_q8_0 *restrict y, const float *restrict x, size_t n);
+void quantize_row_q8_K_avx2(block_q8_K *restrict y, const float *restrict x, size_t n);
+void kernel_rows_q4_K_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                           size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                           size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp);
+void kernel_rows_q6_K_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                           size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                           size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp);
 
 float kernel_dot_f32_avx2(const float *restrict a, const float *restrict b, size_t n);
 void kernel_axpy_avx2(float *restrict y, float a, const float *restrict x, size_t n);
@@ -112,12 +174,5 @@ void kernel_swiglu_avx2(float *out, const float *gate, const float *up, size_t n
 #else
 #define KERNEL_HAVE_AVX2 0
 #endif
-
-/* Dequantizes rows o0..o1 (at most KERNEL_TMP_ROWS) of W into tmp and lets a
- * float rows kernel do the dots: shared by both tiers for Q4_K and Q6_K. */
-void kernel_rows_dequant(kernel_rows_fn f32_rows, uint32_t wtype, float *restrict out,
-                         size_t ld_out, const uint8_t *restrict W, size_t w_row_bytes, size_t o0,
-                         size_t o1, const uint8_t *restrict act, size_t act_row_bytes,
-                         size_t n_rows_x, size_t n_in, float *restrict tmp);
 
 #endif

@@ -1,13 +1,15 @@
 /* kernel_matmul: checks, scratch, tier dispatch and OpenMP threading.
  *
  * One parallel region per call: threads first quantize the activation rows
- * they own (Q8_0/Q4_0 weights), meet at a barrier, then each computes a
- * contiguous range of output columns (weight rows) for all activation rows,
+ * they own (to Q8_0 for Q8_0/Q4_0 weights, to Q8_K for Q4_K/Q6_K), meet at
+ * a barrier, then each computes a contiguous range of output columns
+ * (weight rows) for all activation rows,
  * in tiles of TILE_O weight rows so a tile stays in cache while every
  * activation row streams past it. Which thread computes an element never
  * changes how it is reduced (the tiers guarantee a fixed order per element),
  * so the result does not depend on the thread count or the batch size.
- * The dot products themselves live in dot_scalar.c and dot_avx2.c. */
+ * The dot products themselves live in dot_scalar.c and dot_avx2.c (K-quants:
+ * dot_kquant_scalar.c and dot_kquant_avx2.c). */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +84,10 @@ static int grow(void **buf, size_t *cap, size_t need) {
 }
 
 int kernel_ctx_reserve(kernel_ctx *ctx, size_t n_rows_x, size_t n_in) {
-    const size_t act_need = n_rows_x * kernel_act_row_bytes(n_in / QK8_0 + 1);
+    /* room for either activation type: Q8_0 with side data, or Q8_K */
+    const size_t act_q8_0 = kernel_act_row_bytes(n_in / QK8_0 + 1);
+    const size_t act_q8_K = kernel_act_k_row_bytes(n_in / QK_K + 1);
+    const size_t act_need = n_rows_x * (act_q8_0 > act_q8_K ? act_q8_0 : act_q8_K);
     const size_t tmp_need =
         (size_t)resolve_threads(ctx->n_threads) * KERNEL_TMP_ROWS * n_in * sizeof(float);
     if (grow((void **)&ctx->act, &ctx->act_cap, act_need)) return TPS_ENOMEM;
@@ -140,7 +145,7 @@ kernel_tier kernel_ctx_tier(const kernel_ctx *ctx) {
 /* What runs one weight type on the context's tier. */
 typedef struct kernel_pick {
     kernel_rows_fn rows;
-    uint32_t act_type;  /* GGML_TYPE_Q8_0 or GGML_TYPE_F32 */
+    uint32_t act_type;  /* GGML_TYPE_Q8_0, GGML_TYPE_Q8_K or GGML_TYPE_F32 */
     size_t w_row_bytes; /* bytes of one plain row of n_in */
     int use_avx2;
 } kernel_pick;
@@ -185,6 +190,7 @@ typedef struct matmul_job {
     size_t act_row_bytes;
     size_t n_rows_x, n_in, n_out;
     int quant_x;
+    uint32_t act_type; /* GGML_TYPE_Q8_0 or _Q8_K when quant_x */
     int use_avx2;
     int packed; /* W in 8-row groups (KERNEL_TYPE_*_R8) */
     kernel_rows_fn rows;
@@ -192,9 +198,13 @@ typedef struct matmul_job {
 } matmul_job;
 
 static void quantize_part(const matmul_job *job, int t, int nth) {
-    for (size_t r = (size_t)t; r < job->n_rows_x; r += (size_t)nth)
-        kernel_quantize_act((uint8_t *)job->act + r * job->act_row_bytes, job->x + r * job->n_in,
-                            job->n_in, job->use_avx2);
+    for (size_t r = (size_t)t; r < job->n_rows_x; r += (size_t)nth) {
+        uint8_t *row = (uint8_t *)job->act + r * job->act_row_bytes;
+        if (job->act_type == GGML_TYPE_Q8_K)
+            kernel_quantize_act_k(row, job->x + r * job->n_in, job->n_in, job->use_avx2);
+        else
+            kernel_quantize_act(row, job->x + r * job->n_in, job->n_in, job->use_avx2);
+    }
 }
 
 /* Output rows [o_begin, o_end) of one job, in cache tiles of TILE_O. With
@@ -230,18 +240,24 @@ static void compute_part(const matmul_job *job, int t, int nth) {
 static void job_init(matmul_job *job, const kernel_pick *p, uint32_t wtype, float *out,
                      const void *W, const float *x, size_t n_rows_x, size_t n_in, size_t n_out,
                      const kernel_ctx *ctx) {
-    const int quant_x = p->act_type == GGML_TYPE_Q8_0;
+    const int quant_x = p->act_type != GGML_TYPE_F32;
+    size_t act_row_bytes = n_in * sizeof(float);
+    if (p->act_type == GGML_TYPE_Q8_K)
+        act_row_bytes = kernel_act_k_row_bytes(n_in / QK_K);
+    else if (quant_x)
+        act_row_bytes = kernel_act_row_bytes(n_in / QK8_0);
     *job = (matmul_job){
         .out = out,
         .W = W,
         .w_row_bytes = p->w_row_bytes,
         .x = x,
         .act = quant_x ? ctx->act : (const uint8_t *)x,
-        .act_row_bytes = quant_x ? kernel_act_row_bytes(n_in / QK8_0) : n_in * sizeof(float),
+        .act_row_bytes = act_row_bytes,
         .n_rows_x = n_rows_x,
         .n_in = n_in,
         .n_out = n_out,
         .quant_x = quant_x,
+        .act_type = p->act_type,
         .use_avx2 = p->use_avx2,
         .packed = is_packed(wtype),
         .rows = p->rows,

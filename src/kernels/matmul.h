@@ -6,8 +6,10 @@
  * Q8_0 / Q4_0 weights: each row of x is first quantized to Q8_0 (once per
  * call), and each dot product is ggml's integer one: sum over blocks of
  * d_w * d_x * (sum of int8 products), so results track llama.cpp.
- * F32 / F16 / BF16 / Q4_K / Q6_K weights: x stays float, dot in float (Q4_K /
- * Q6_K rows are dequantized to float first: correct, not fast).
+ * Q4_K / Q6_K weights: x is quantized to Q8_K (256 int8 and a float scale
+ * per block, once per call), and each dot is integer per superblock, then
+ * float (kernel_impl.h has the formula).
+ * F32 / F16 / BF16 weights: x stays float, dot in float.
  *
  * Batch invariance: every output element is reduced in one fixed order that
  * depends only on n_in and the weight type, never on n_rows_x, on how rows
@@ -84,7 +86,8 @@ int kernel_matmul_multi(const kernel_mat *mats, size_t n_mats, const float *rest
 
 /* Same maths through the reference tier, single-threaded, allocating as it
  * likes: dequantize W, (Q8_0/Q4_0: quantize x with quantize_row_q8_0_ref and
- * dequantize it), dot in double. If abs_out is not NULL it receives
+ * dequantize it; Q4_K/Q6_K: the same with quantize_row_q8_K_ref), dot in
+ * double. If abs_out is not NULL it receives
  * sum_k |w_k * x_k| per element, the scale tests measure errors against. */
 int kernel_matmul_ref(float *restrict out, double *restrict abs_out, const void *restrict W,
                       uint32_t wtype, const float *restrict x, size_t n_rows_x, size_t n_in,

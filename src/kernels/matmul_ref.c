@@ -13,14 +13,17 @@ int kernel_matmul_ref(float *restrict out, double *restrict abs_out, const void 
     const size_t w_row_bytes = kernel_row_bytes(wtype, n_in);
     if (w_row_bytes == 0 && n_in != 0) return TPS_EINVAL;
     const int quant_x = wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_Q4_0;
+    const int quant_x_k = wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q6_K;
 
     float *w = malloc((n_in ? n_in : 1) * sizeof *w);
     float *xd = malloc((n_in ? n_in : 1) * sizeof *xd);
     block_q8_0 *xq = malloc((n_in / QK8_0 + 1) * sizeof *xq);
-    if (!w || !xd || !xq) {
+    block_q8_K *xk = malloc((n_in / QK_K + 1) * sizeof *xk);
+    if (!w || !xd || !xq || !xk) {
         free(w);
         free(xd);
         free(xq);
+        free(xk);
         return TPS_ENOMEM;
     }
     for (size_t r = 0; r < n_rows_x; r++) {
@@ -28,6 +31,9 @@ int kernel_matmul_ref(float *restrict out, double *restrict abs_out, const void 
         if (quant_x) {
             quantize_row_q8_0_ref(xq, xr, n_in);
             dequantize_row_q8_0(xd, xq, n_in);
+        } else if (quant_x_k) {
+            quantize_row_q8_K_ref(xk, xr, n_in);
+            dequantize_row_q8_K(xd, xk, n_in);
         } else {
             for (size_t k = 0; k < n_in; k++)
                 xd[k] = xr[k];
@@ -43,6 +49,7 @@ int kernel_matmul_ref(float *restrict out, double *restrict abs_out, const void 
             if (abs_out) abs_out[r * n_out + o] = a;
         }
     }
+    free(xk);
     free(xq);
     free(xd);
     free(w);

@@ -53,6 +53,15 @@ typedef struct block_q6_K {
 } block_q6_K;
 static_assert(sizeof(block_q6_K) == 210, "block_q6_K must be 210 bytes (ggml layout)");
 
+/* Activations for the K-quant dots (never a weight type here): 256 values,
+ * value[j] = qs[j] * d, bsums[k] = the sum of qs[16k .. 16k+15]. */
+typedef struct block_q8_K {
+    float d;
+    int8_t qs[QK_K];
+    int16_t bsums[QK_K / 16];
+} block_q8_K;
+static_assert(sizeof(block_q8_K) == 292, "block_q8_K must be 292 bytes (ggml layout)");
+
 /* ---- scalar conversions (exact, round to nearest even) ------------------ */
 
 static inline uint32_t kernel_f32_bits(float f) {
@@ -109,6 +118,24 @@ void quantize_row_q8_0_ref(block_q8_0 *restrict y, const float *restrict x, size
  * magnitude, d = max/-8, q = MIN(15, (int8_t)(x/d + 8.5f)). */
 void quantize_row_q4_0_ref(block_q4_0 *restrict y, const float *restrict x, size_t n);
 
+/* x (n,) -> y (n/256 blocks); n % 256 == 0. Q8_0's rule over 256 values
+ * with d kept as float: d = amax/127, q = roundf(x/d) (so |q| <= 127), and
+ * bsums. tps's own activation quantizer, not ggml's quantize_row_q8_K. */
+void quantize_row_q8_K_ref(block_q8_K *restrict y, const float *restrict x, size_t n);
+
+/* ---- K-quant weight quantizers (tps's own, not ggml's) ----------------- */
+
+/* x (n,) -> y (n/256 blocks); n % 256 == 0. Valid blocks any reader
+ * decodes; simpler than ggml's weighted search, so a little less accurate.
+ * Q4_K: per sub-block of 32 the range [min(0, min x), max x] with the best
+ * of a few step sizes (least squares), 6-bit scales and mins relative to
+ * the superblock's fp16 d and dmin; every element is then within half a
+ * step of its sub-block plus the scale rounding (tests/test_kernels.c). */
+void quantize_row_q4_K(block_q4_K *restrict y, const float *restrict x, size_t n);
+/* Q6_K: per sub-block of 16 the signed value of largest magnitude maps to
+ * -32 (as Q4_0 does to -8), int8 scales relative to the fp16 d. */
+void quantize_row_q6_K(block_q6_K *restrict y, const float *restrict x, size_t n);
+
 /* ---- dequantizers (reference) ------------------------------------------ */
 
 void dequantize_row_f16(float *restrict y, const uint16_t *restrict x, size_t n);
@@ -117,6 +144,7 @@ void dequantize_row_q8_0(float *restrict y, const block_q8_0 *restrict x, size_t
 void dequantize_row_q4_0(float *restrict y, const block_q4_0 *restrict x, size_t n);
 void dequantize_row_q4_K(float *restrict y, const block_q4_K *restrict x, size_t n);
 void dequantize_row_q6_K(float *restrict y, const block_q6_K *restrict x, size_t n);
+void dequantize_row_q8_K(float *restrict y, const block_q8_K *restrict x, size_t n);
 
 /* x (n elements of type) -> y (n,) floats, any supported type (F32 copies).
  * Returns 0, or TPS_EUNSUP / TPS_EINVAL (n not whole blocks). */

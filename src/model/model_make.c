@@ -1,6 +1,7 @@
 /* Writes a synthetic Llama GGUF: preset shapes, seeded uniform weights with
  * GPT-2-style scale (std 0.02; output projections scaled by 1/sqrt(2L)), unit
- * norms, quantized with the reference quantizers. Every row's values come
+ * norms, quantized with the reference quantizers (K-quants: quant.c's own;
+ * q4_k_m mixes Q4_K and Q6_K as llama.cpp's Q4_K_M roughly does). Every row's values come
  * from a generator seeded by (seed, tensor, row), so a file is identical for
  * the same seed whatever the thread count. Nothing here runs the model. */
 #include <math.h>
@@ -87,6 +88,8 @@ static int fill_tensor(void *ctx, void *dst, size_t nbytes, tps_err *err) {
             case GGML_TYPE_BF16: fp32_to_bf16_row((uint16_t *)out, row, g->cols); break;
             case GGML_TYPE_Q8_0: quantize_row_q8_0_ref((block_q8_0 *)out, row, g->cols); break;
             case GGML_TYPE_Q4_0: quantize_row_q4_0_ref((block_q4_0 *)out, row, g->cols); break;
+            case GGML_TYPE_Q4_K: quantize_row_q4_K((block_q4_K *)out, row, g->cols); break;
+            case GGML_TYPE_Q6_K: quantize_row_q6_K((block_q6_K *)out, row, g->cols); break;
             }
         }
         free(row);
@@ -177,23 +180,52 @@ static int copy_vocab(gguf_writer *w, const char *path, uint32_t *n_vocab, tps_e
     return 0;
 }
 
+/* llama.cpp's general.file_type numbers (LLAMA_FTYPE_*). */
 static uint32_t file_type_of(uint32_t type) {
     switch (type) {
     case GGML_TYPE_F32: return 0;
     case GGML_TYPE_F16: return 1;
     case GGML_TYPE_Q4_0: return 2;
     case GGML_TYPE_Q8_0: return 7;
+    case GGML_TYPE_Q4_K: return 14; /* "mostly Q4_K (small)": all Q4_K */
+    case MODEL_MAKE_Q4_K_M: return 15;
+    case GGML_TYPE_Q6_K: return 18;
     case GGML_TYPE_BF16: return 32;
     default: return 0;
     }
+}
+
+static const char *type_name(uint32_t type) {
+    return type == MODEL_MAKE_Q4_K_M ? "q4_k_m" : ggml_type_get(type)->name;
+}
+
+/* The mix's "more bits" layers: first and last eighth, every third between. */
+static int more_bits_layer(uint32_t l, uint32_t n) {
+    return l < n / 8 || l >= 7 * n / 8 || (l >= n / 8 && (l - n / 8) % 3 == 2);
+}
+
+/* Type of a matrix under opts type t: t itself, except in the Q4_K_M mix. */
+static uint32_t matrix_type(uint32_t t, const char *kind, uint32_t l, uint32_t n_layers) {
+    if (t != MODEL_MAKE_Q4_K_M) return t;
+    if (!strcmp(kind, "output")) return GGML_TYPE_Q6_K;
+    if ((!strcmp(kind, "attn_v") || !strcmp(kind, "ffn_down")) && more_bits_layer(l, n_layers))
+        return GGML_TYPE_Q6_K;
+    return GGML_TYPE_Q4_K;
 }
 
 int model_make(const model_make_opts *o, tps_err *err) {
     const model_preset *p = o->preset;
     uint32_t t = o->type;
     if (t != GGML_TYPE_F32 && t != GGML_TYPE_F16 && t != GGML_TYPE_BF16 && t != GGML_TYPE_Q8_0 &&
-        t != GGML_TYPE_Q4_0)
-        return tps_fail(err, TPS_EINVAL, "model make: type must be f32, f16, bf16, q8_0 or q4_0");
+        t != GGML_TYPE_Q4_0 && t != GGML_TYPE_Q4_K && t != GGML_TYPE_Q6_K && t != MODEL_MAKE_Q4_K_M)
+        return tps_fail(err, TPS_EINVAL,
+                        "model make: type must be f32, f16, bf16, q8_0, q4_0, q4_k, q6_k or q4_k_m");
+    const int k_quant = t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K || t == MODEL_MAKE_Q4_K_M;
+    if (k_quant && (p->dim % QK_K || p->ffn_dim % QK_K))
+        return tps_fail(err, TPS_EINVAL,
+                        "model make: %s needs dim and ffn_dim multiples of 256, preset %s has %u "
+                        "and %u; use f32, f16, bf16, q8_0 or q4_0",
+                        type_name(t), p->name, p->dim, p->ffn_dim);
     gguf_writer *w = gguf_writer_create();
     tensor_gen *gens = NULL;
     if (!w) return tps_fail(err, TPS_ENOMEM, "model make: out of memory");
@@ -240,23 +272,24 @@ int model_make(const model_make_opts *o, tps_err *err) {
         g->type = ty, g->rows = r, g->cols = c, g->scale = (sc) * u;                               \
         g->seed = o->seed * 0x9e3779b97f4a7c15ull ^ hash_name(g->name);                            \
     } while (0)
-    GEN("token_embd.weight", t, n_vocab, p->dim, std);
+    const uint32_t nl = p->n_layers;
+    GEN("token_embd.weight", matrix_type(t, "token_embd", 0, nl), n_vocab, p->dim, std);
     GEN("output_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
-    GEN("output.weight", t, n_vocab, p->dim, std);
+    GEN("output.weight", matrix_type(t, "output", 0, nl), n_vocab, p->dim, std);
     for (uint32_t l = 0; l < p->n_layers; l++) {
         char nm[64];
 #define LGEN(suffix, ty, r, c, sc)                                                                 \
         snprintf(nm, sizeof nm, "blk.%u." suffix, l);                                              \
         GEN(nm, ty, r, c, sc)
         LGEN("attn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
-        LGEN("attn_q.weight", t, p->dim, p->dim, std);
-        LGEN("attn_k.weight", t, kv, p->dim, std);
-        LGEN("attn_v.weight", t, kv, p->dim, std);
-        LGEN("attn_output.weight", t, p->dim, p->dim, proj);
+        LGEN("attn_q.weight", matrix_type(t, "attn_q", l, nl), p->dim, p->dim, std);
+        LGEN("attn_k.weight", matrix_type(t, "attn_k", l, nl), kv, p->dim, std);
+        LGEN("attn_v.weight", matrix_type(t, "attn_v", l, nl), kv, p->dim, std);
+        LGEN("attn_output.weight", matrix_type(t, "attn_output", l, nl), p->dim, p->dim, proj);
         LGEN("ffn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
-        LGEN("ffn_gate.weight", t, p->ffn_dim, p->dim, std);
-        LGEN("ffn_up.weight", t, p->ffn_dim, p->dim, std);
-        LGEN("ffn_down.weight", t, p->dim, p->ffn_dim, proj);
+        LGEN("ffn_gate.weight", matrix_type(t, "ffn_gate", l, nl), p->ffn_dim, p->dim, std);
+        LGEN("ffn_up.weight", matrix_type(t, "ffn_up", l, nl), p->ffn_dim, p->dim, std);
+        LGEN("ffn_down.weight", matrix_type(t, "ffn_down", l, nl), p->dim, p->ffn_dim, proj);
 #undef LGEN
     }
 #undef GEN
@@ -268,7 +301,8 @@ int model_make(const model_make_opts *o, tps_err *err) {
         if (rc)
             rc = tps_fail(err, rc,
                           "model make: tensor %s (%u x %u) does not fit type %s blocks",
-                          gens[i].name, gens[i].rows, gens[i].cols, ggml_type_get(t)->name);
+                          gens[i].name, gens[i].rows, gens[i].cols,
+                          ggml_type_get(gens[i].type)->name);
     }
     if (rc) goto done;
     progress_state ps = {.path = o->out_path, .last_tenth = 0};

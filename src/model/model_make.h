@@ -21,9 +21,15 @@ typedef struct model_preset {
 const model_preset *model_preset_find(const char *name);
 extern const model_preset model_presets[];
 
+/* opts.type for a mix like llama.cpp's Q4_K_M: Q4_K matrices, Q6_K for
+ * output.weight and for attn_v / ffn_down in the first and last eighth of
+ * the layers and every third layer between. */
+#define MODEL_MAKE_Q4_K_M 0x10000u
+
 typedef struct model_make_opts {
     const model_preset *preset;
-    uint32_t type;          /* GGML_TYPE_F32, F16, BF16, Q8_0 or Q4_0 for the matrices */
+    uint32_t type; /* GGML_TYPE_F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K for the matrices,
+                      or MODEL_MAKE_Q4_K_M; K-quants need dim and ffn_dim % 256 == 0 */
     const char *vocab_path; /* GGUF whose tokenizer is copied; NULL: byte-level vocab */
     uint64_t seed;
     const char *out_path;

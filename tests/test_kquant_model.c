@@ -1,0 +1,159 @@
+/* K-quant models made by `tps model make`: a small preset (every row a
+ * multiple of 256) made in f32, q4_k, q6_k and q4_k_m from one seed loads,
+ * has the tensor types the mix promises, and its logits track the f32
+ * model's within a named error (teacher-forced on the f32 greedy tokens).
+ * Presets whose rows are not whole superblocks are refused up front. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/forward.h"
+#include "model/model_make.h"
+
+/* ||logits_q - logits_f32|| / ||logits_f32||, worst over STEPS positions.
+ * Q6_K keeps ~6 bits per weight, Q4_K ~4 (test_quant_model.c's q4_0 bound
+ * is 2.5e-1); activations go through 8-bit Q8_K either way. */
+#define TOL_NORM_ERR_Q6_K 5e-2
+#define TOL_NORM_ERR_Q4_K 2.5e-1
+#define STEPS             8
+
+static const model_preset PRESET = {"k256",  "test: rows of 256", 256, 2, 4, 4, 512, 512, 64,
+                                    10000.0f};
+
+static void make(const char *path, uint32_t type) {
+    model_make_opts o = {.preset = &PRESET, .type = type, .seed = 5, .out_path = path};
+    tps_err err = {0};
+    cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
+}
+
+typedef struct runner {
+    llama_model *m;
+    kv_cache *kv;
+    fwd_state *s;
+    kv_seq seq;
+} runner;
+
+static void runner_open(runner *r, const char *path) {
+    tps_err err = {0};
+    cr_assert_eq(llama_model_load(&r->m, path, &err), 0, "%s", err.msg);
+    const llama_config *c = &r->m->cfg;
+    kv_cache_params p = {.n_layers = c->n_layers,
+                         .kv_dim = c->n_kv_heads * c->head_dim,
+                         .block_tokens = 16,
+                         .kv_type = GGML_TYPE_F32,
+                         .n_blocks = 4};
+    cr_assert_eq(kv_cache_create(&r->kv, &p, &err), 0, "%s", err.msg);
+    cr_assert_eq(fwd_state_create(&r->s, r->m, 4, c->ctx_len, 1, &err), 0, "%s", err.msg);
+    memset(&r->seq, 0, sizeof r->seq);
+    cr_assert_eq(kv_seq_init(&r->seq, 4), 0);
+    cr_assert_eq(kv_seq_reserve(r->kv, &r->seq, 32), 0);
+}
+
+static void runner_close(runner *r) {
+    kv_seq_release(r->kv, &r->seq);
+    kv_seq_destroy(&r->seq);
+    fwd_state_free(r->s);
+    kv_cache_free(r->kv);
+    llama_model_free(r->m);
+}
+
+static const float *step(runner *r, int32_t token, uint32_t pos) {
+    const kv_seq *seqs[] = {&r->seq};
+    fwd_row row = {.token = token, .pos = pos, .want_logits = 1};
+    fwd_batch b = {.n_rows = 1, .rows = &row, .seqs = seqs};
+    const float *logits;
+    size_t nl;
+    tps_err err = {0};
+    cr_assert_eq(llama_forward(r->s, r->m, r->kv, &b, &logits, &nl, &err), 0, "%s", err.msg);
+    return logits;
+}
+
+static double teacher_forced_error(const char *f32_path, const char *q_path) {
+    runner a, b;
+    runner_open(&a, f32_path);
+    runner_open(&b, q_path);
+    const uint32_t V = a.m->cfg.n_vocab;
+    int32_t tok = 1;
+    double worst = 0;
+    for (uint32_t pos = 0; pos < STEPS; pos++) {
+        const float *la = step(&a, tok, pos), *lb = step(&b, tok, pos);
+        double num = 0, den = 0;
+        size_t best = 0;
+        for (uint32_t i = 0; i < V; i++) {
+            cr_assert(isfinite(lb[i]), "logit %u at pos %u", i, pos);
+            num += ((double)lb[i] - la[i]) * ((double)lb[i] - la[i]);
+            den += (double)la[i] * la[i];
+            if (la[i] > la[best]) best = i;
+        }
+        const double e = sqrt(num / den);
+        if (e > worst) worst = e;
+        tok = (int32_t)best;
+    }
+    runner_close(&a);
+    runner_close(&b);
+    return worst;
+}
+
+Test(kquant_model, q4_k_q6_k_and_q4_k_m_logits_track_f32_when_teacher_forced) {
+    char dir[] = "/tmp/tps-kquant-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char f32[64], q4[64], q6[64], q4m[64];
+    snprintf(f32, sizeof f32, "%s/f32.gguf", dir);
+    snprintf(q4, sizeof q4, "%s/q4_k.gguf", dir);
+    snprintf(q6, sizeof q6, "%s/q6_k.gguf", dir);
+    snprintf(q4m, sizeof q4m, "%s/q4_k_m.gguf", dir);
+    make(f32, GGML_TYPE_F32);
+    make(q4, GGML_TYPE_Q4_K);
+    make(q6, GGML_TYPE_Q6_K);
+    make(q4m, MODEL_MAKE_Q4_K_M);
+    const double e4 = teacher_forced_error(f32, q4), e6 = teacher_forced_error(f32, q6),
+                 e4m = teacher_forced_error(f32, q4m);
+    cr_log_info("normalised logit error: q6_k %.2e, q4_k %.2e, q4_k_m %.2e", e6, e4, e4m);
+    cr_expect_leq(e6, TOL_NORM_ERR_Q6_K, "q6_k: %g", e6);
+    cr_expect_leq(e4, TOL_NORM_ERR_Q4_K, "q4_k: %g", e4);
+    cr_expect_leq(e4m, TOL_NORM_ERR_Q4_K, "q4_k_m: %g", e4m);
+    cr_expect_lt(e6, e4, "6-bit weights lose less than 4-bit ones");
+    cr_expect_leq(e4m, e4, "the mix's Q6_K tensors do not make it worse than all-Q4_K");
+    unlink(f32), unlink(q4), unlink(q6), unlink(q4m);
+    rmdir(dir);
+}
+
+Test(kquant_model, q4_k_m_uses_q6_k_for_output_and_some_attn_v_and_ffn_down) {
+    char p[] = "/tmp/tps-kquant-m-XXXXXX";
+    close(mkstemp(p));
+    make(p, MODEL_MAKE_Q4_K_M);
+    llama_model *m;
+    tps_err err = {0};
+    cr_assert_eq(llama_model_load(&m, p, &err), 0, "%s", err.msg);
+    cr_expect_eq(m->w.token_embd.type, GGML_TYPE_Q4_K);
+    cr_expect_eq(m->w.output.type, GGML_TYPE_Q6_K);
+    for (uint32_t l = 0; l < PRESET.n_layers; l++) {
+        /* of 2 layers only the last is in the last eighth ("more bits") */
+        const uint32_t more = l == 1 ? GGML_TYPE_Q6_K : GGML_TYPE_Q4_K;
+        cr_expect_eq(m->w.layers[l].wq.type, GGML_TYPE_Q4_K, "layer %u", l);
+        cr_expect_eq(m->w.layers[l].wk.type, GGML_TYPE_Q4_K, "layer %u", l);
+        cr_expect_eq(m->w.layers[l].wv.type, more, "layer %u", l);
+        cr_expect_eq(m->w.layers[l].wo.type, GGML_TYPE_Q4_K, "layer %u", l);
+        cr_expect_eq(m->w.layers[l].w_gate.type, GGML_TYPE_Q4_K, "layer %u", l);
+        cr_expect_eq(m->w.layers[l].w_up.type, GGML_TYPE_Q4_K, "layer %u", l);
+        cr_expect_eq(m->w.layers[l].w_down.type, more, "layer %u", l);
+    }
+    llama_model_free(m);
+    unlink(p);
+}
+
+Test(kquant_model, k_quants_refuse_presets_whose_rows_are_not_whole_superblocks) {
+    const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, MODEL_MAKE_Q4_K_M};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        model_make_opts o = {.preset = model_preset_find("15M"),
+                             .type = types[i],
+                             .seed = 1,
+                             .out_path = "/tmp/never-written.gguf"};
+        tps_err err = {0};
+        cr_expect_eq(model_make(&o, &err), TPS_EINVAL);
+        cr_expect(strstr(err.msg, "multiples of 256") != NULL, "%s", err.msg);
+    }
+    cr_expect_eq(access("/tmp/never-written.gguf", F_OK), -1);
+}
