@@ -25,6 +25,7 @@ static void check(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, uint32_
     const uint32_t B = 16, layers = 2, kv_dim = n_kv_heads * head_dim;
     kv_cache_params p = {.n_layers = layers,
                          .kv_dim = kv_dim,
+                         .head_dim = head_dim,
                          .block_tokens = B,
                          .kv_type = kv_type,
                          .n_blocks = 3 * ((n_pos + B - 1) / B) + 2};
@@ -44,11 +45,15 @@ static void check(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, uint32_
             for (int kvv = 0; kvv < 2; kvv++) {
                 for (uint32_t i = 0; i < kv_dim; i++)
                     row[i] = rnd(&s) * 2.0f;
-                void *dst = kvv ? kv_v_row(kv, &seq, l, pos) : kv_k_row(kv, &seq, l, pos);
-                if (kv_type == GGML_TYPE_F16)
-                    fp32_to_fp16_row(dst, row, kv_dim);
-                else
-                    memcpy(dst, row, sizeof(float) * kv_dim);
+                for (uint32_t h = 0; h < n_kv_heads; h++) {
+                    void *dst =
+                        kvv ? kv_v_head(kv, &seq, l, pos, h) : kv_k_head(kv, &seq, l, pos, h);
+                    const float *src = row + (size_t)h * head_dim;
+                    if (kv_type == GGML_TYPE_F16)
+                        fp32_to_fp16_row(dst, src, head_dim);
+                    else
+                        memcpy(dst, src, sizeof(float) * head_dim);
+                }
             }
     const size_t qn = (size_t)group * head_dim;
     float *q = malloc(sizeof(float) * qn), *got = malloc(sizeof(float) * qn),

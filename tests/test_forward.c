@@ -31,9 +31,11 @@ static int argmax(const float *x, size_t n) {
 
 static double logprob(const float *x, size_t n, int id) {
     float mx = x[0];
-    for (size_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    for (size_t i = 1; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
     double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += exp((double)x[i] - mx);
+    for (size_t i = 0; i < n; i++)
+        sum += exp((double)x[i] - mx);
     return (double)x[id] - mx - log(sum);
 }
 
@@ -51,6 +53,7 @@ static void setup(fixture *fx, uint32_t kv_type, size_t max_rows) {
     const llama_config *c = &fx->m->cfg;
     kv_cache_params p = {.n_layers = c->n_layers,
                          .kv_dim = c->n_kv_heads * c->head_dim,
+                         .head_dim = c->head_dim,
                          .block_tokens = 16,
                          .kv_type = kv_type,
                          .n_blocks = 512};
@@ -103,7 +106,8 @@ static void check_case(fixture *fx, json_t *cs, uint32_t kv_type) {
         rows[0] = (fwd_row){.token = got, .pos = (uint32_t)(np + g), .want_logits = 1};
         b.n_rows = 1;
     }
-    cr_log_info("kv %s: worst top-5 logprob error %g", kv_type == GGML_TYPE_F16 ? "f16" : "f32", worst);
+    cr_log_info("kv %s: worst top-5 logprob error %g", kv_type == GGML_TYPE_F16 ? "f16" : "f32",
+                worst);
     cr_expect_leq(worst, kv_type == GGML_TYPE_F16 ? TOL_LOGPROB_F16_KV : TOL_LOGPROB_F32_KV,
                   "worst top-5 logprob error %g", worst);
     free(rows);
@@ -163,13 +167,14 @@ Test(forward, batched_rows_equal_single_sequence_rows) {
             size_t n = 0;
             if (t == 0)
                 for (int i = 0; i < 4; i++)
-                    rows[n++] = (fwd_row){.token = prompts[s][i], .pos = (uint32_t)i,
-                                          .want_logits = i == 3};
+                    rows[n++] = (fwd_row){
+                        .token = prompts[s][i], .pos = (uint32_t)i, .want_logits = i == 3};
             else
-                rows[n++] = (fwd_row){.token = (int32_t)(t * 13 + s), .pos = (uint32_t)(3 + t),
-                                      .want_logits = 1};
+                rows[n++] = (fwd_row){
+                    .token = (int32_t)(t * 13 + s), .pos = (uint32_t)(3 + t), .want_logits = 1};
             fwd_batch b = {.n_rows = n, .rows = rows, .seqs = one};
-            cr_assert_eq(llama_forward(fx.s, fx.m, fx.kv, &b, &logits, &nl, &err), 0, "%s", err.msg);
+            cr_assert_eq(llama_forward(fx.s, fx.m, fx.kv, &b, &logits, &nl, &err), 0, "%s",
+                         err.msg);
             memcpy(solo + ((size_t)s * STEPS + t) * vocab, logits, sizeof(float) * vocab);
         }
     }
@@ -181,11 +186,15 @@ Test(forward, batched_rows_equal_single_sequence_rows) {
         for (int s = NS - 1; s >= 0; s--) {
             if (t == 0)
                 for (int i = 0; i < 4; i++)
-                    rows[n++] = (fwd_row){.token = prompts[s][i], .pos = (uint32_t)i,
-                                          .seq = (uint32_t)s, .want_logits = i == 3};
+                    rows[n++] = (fwd_row){.token = prompts[s][i],
+                                          .pos = (uint32_t)i,
+                                          .seq = (uint32_t)s,
+                                          .want_logits = i == 3};
             else
-                rows[n++] = (fwd_row){.token = (int32_t)(t * 13 + s), .pos = (uint32_t)(3 + t),
-                                      .seq = (uint32_t)s, .want_logits = 1};
+                rows[n++] = (fwd_row){.token = (int32_t)(t * 13 + s),
+                                      .pos = (uint32_t)(3 + t),
+                                      .seq = (uint32_t)s,
+                                      .want_logits = 1};
         }
         fwd_batch b = {.n_rows = n, .rows = rows, .seqs = all};
         cr_assert_eq(llama_forward(fx.s, fx.m, fx.kv, &b, &logits, &nl, &err), 0, "%s", err.msg);
@@ -235,7 +244,8 @@ Test(forward, tied_embeddings_when_output_weight_is_absent) {
     tps_err err = {0};
     cr_assert_eq(gguf_open(&f, path, &err), 0, "%s", err.msg);
     gguf_writer *w = gguf_writer_create();
-    for (uint64_t i = 0; i < f->n_kv; i++) cr_assert_eq(gguf_writer_copy_kv(w, &f->kv[i]), 0);
+    for (uint64_t i = 0; i < f->n_kv; i++)
+        cr_assert_eq(gguf_writer_copy_kv(w, &f->kv[i]), 0);
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->tensors[i];
         char name[96];
@@ -257,8 +267,12 @@ Test(forward, tied_embeddings_when_output_weight_is_absent) {
     float *out[2];
     for (int k = 0; k < 2; k++) {
         const llama_config *c = &ms[k]->cfg;
-        kv_cache_params p = {.n_layers = c->n_layers, .kv_dim = c->n_kv_heads * c->head_dim,
-                             .block_tokens = 16, .kv_type = GGML_TYPE_F32, .n_blocks = 4};
+        kv_cache_params p = {.n_layers = c->n_layers,
+                             .kv_dim = c->n_kv_heads * c->head_dim,
+                             .head_dim = c->head_dim,
+                             .block_tokens = 16,
+                             .kv_type = GGML_TYPE_F32,
+                             .n_blocks = 4};
         kv_cache *kv;
         fwd_state *s;
         cr_assert_eq(kv_cache_create(&kv, &p, &err), 0);
@@ -305,7 +319,7 @@ Test(forward, unsupported_tensor_type_is_named_in_the_error) {
     gguf_writer_free(w);
     llama_model *m;
     cr_expect_eq(llama_model_load(&m, p, &err), TPS_EUNSUP);
-    cr_expect(strstr(err.msg, "unsupported tensor type q5_1 in tensor 'token_embd.weight'"),
-              "%s", err.msg);
+    cr_expect(strstr(err.msg, "unsupported tensor type q5_1 in tensor 'token_embd.weight'"), "%s",
+              err.msg);
     unlink(p);
 }

@@ -41,6 +41,7 @@ static void runner_open(runner *r, const char *path) {
     const llama_config *c = &r->m->cfg;
     kv_cache_params p = {.n_layers = c->n_layers,
                          .kv_dim = c->n_kv_heads * c->head_dim,
+                         .head_dim = c->head_dim,
                          .block_tokens = 16,
                          .kv_type = GGML_TYPE_F32,
                          .n_blocks = 4};

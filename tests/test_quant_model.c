@@ -20,8 +20,8 @@
 #define STEPS             16
 
 static void make(const char *path, uint32_t type) {
-    model_make_opts o = {.preset = model_preset_find("tiny"), .type = type, .seed = 42,
-                         .out_path = path};
+    model_make_opts o = {
+        .preset = model_preset_find("tiny"), .type = type, .seed = 42, .out_path = path};
     tps_err err = {0};
     cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
 }
@@ -37,8 +37,12 @@ static void runner_open(runner *r, const char *path) {
     tps_err err = {0};
     cr_assert_eq(llama_model_load(&r->m, path, &err), 0, "%s", err.msg);
     const llama_config *c = &r->m->cfg;
-    kv_cache_params p = {.n_layers = c->n_layers, .kv_dim = c->n_kv_heads * c->head_dim,
-                         .block_tokens = 16, .kv_type = GGML_TYPE_F32, .n_blocks = 8};
+    kv_cache_params p = {.n_layers = c->n_layers,
+                         .kv_dim = c->n_kv_heads * c->head_dim,
+                         .head_dim = c->head_dim,
+                         .block_tokens = 16,
+                         .kv_type = GGML_TYPE_F32,
+                         .n_blocks = 8};
     cr_assert_eq(kv_cache_create(&r->kv, &p, &err), 0, "%s", err.msg);
     cr_assert_eq(fwd_state_create(&r->s, r->m, 8, c->ctx_len, 1, &err), 0, "%s", err.msg);
     memset(&r->seq, 0, sizeof r->seq);
@@ -150,7 +154,8 @@ Test(quant_model, made_model_has_the_preset_shape_and_a_byte_vocab) {
     cr_expect_eq(m->w.layers[0].wq.type, GGML_TYPE_Q4_0);
     cr_expect_eq(m->w.tied, 0);
     uint64_t n = 0;
-    for (uint64_t i = 0; i < m->file->n_tensors; i++) n += m->file->tensors[i].n_elements;
+    for (uint64_t i = 0; i < m->file->n_tensors; i++)
+        n += m->file->tensors[i].n_elements;
     cr_expect_eq(n, model_preset_params(pre));
     llama_model_free(m);
     unlink(p);
@@ -158,7 +163,9 @@ Test(quant_model, made_model_has_the_preset_shape_and_a_byte_vocab) {
 
 Test(quant_model, unknown_preset_and_unsupported_type_are_refused) {
     cr_expect_null(model_preset_find("13B"));
-    model_make_opts o = {.preset = model_preset_find("tiny"), .type = GGML_TYPE_Q4_K, .seed = 1,
+    model_make_opts o = {.preset = model_preset_find("tiny"),
+                         .type = GGML_TYPE_Q4_K,
+                         .seed = 1,
                          .out_path = "/tmp/never-written.gguf"};
     tps_err err = {0};
     cr_expect_neq(model_make(&o, &err), 0);

@@ -28,13 +28,10 @@
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* First K (or V) row of kv head kvh in block table entry blk at layer;
- * consecutive positions of the block are kv->kv_dim elements apart. */
+ * consecutive positions of the block are head_dim elements apart. */
 ALWAYS_INLINE const uint8_t *head_rows(const uint8_t *base, const kv_cache *kv, const kv_seq *seq,
-                                       uint32_t layer, uint32_t blk, uint32_t kvh,
-                                       uint32_t head_dim) {
-    return base + ((size_t)seq->blocks[blk] * kv->block_stride +
-                   (size_t)layer * kv->block_tokens * kv->kv_dim + (size_t)kvh * head_dim) *
-                      kv->elem_size;
+                                       uint32_t layer, uint32_t blk, uint32_t kvh) {
+    return base + kv_head_block_off(kv, seq, layer, blk, kvh);
 }
 
 ALWAYS_INLINE float ld1(const uint8_t *row, size_t d, const int f16) {
@@ -160,16 +157,45 @@ ALWAYS_INLINE void values_run(float *restrict o, const float *restrict s, const 
 
 #endif
 
+/* Asks for the K (or V) run of the next block while this one is computed:
+ * a block's run for one head is a few KiB, too short for the hardware
+ * prefetcher to ramp up on before it ends. */
+ALWAYS_INLINE void prefetch_run(const uint8_t *p, size_t bytes) {
+#if ATTN_AVX2
+    for (size_t o = 0; o < bytes; o += 64)
+        _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+/* Blocks ahead to prefetch: one block's dots take less time than a DRAM
+ * round trip. */
+#define ATTN_PREFETCH 2
+
+/* Prefetches run i of the pass order K blocks 0..n_blk-1, then V blocks. */
+ALWAYS_INLINE void prefetch_next(const kv_cache *kv, const kv_seq *seq, uint32_t layer,
+                                 uint32_t kvh, uint32_t i, uint32_t n_blk, size_t bytes) {
+    if (i < n_blk)
+        prefetch_run(head_rows(kv->k, kv, seq, layer, i, kvh), bytes);
+    else if (i < 2 * n_blk)
+        prefetch_run(head_rows(kv->v, kv, seq, layer, i - n_blk, kvh), bytes);
+}
+
 ALWAYS_INLINE void group_impl(float *restrict out, const float *restrict q, const kv_cache *kv,
                               const kv_seq *seq, uint32_t layer, uint32_t kvh, uint32_t group,
                               uint32_t hd, uint32_t n_pos, float scale, float *restrict scores,
                               const int f16) {
     const uint32_t B = kv->block_tokens;
-    const size_t row_bytes = (size_t)kv->kv_dim * kv->elem_size;
+    const size_t row_bytes = (size_t)kv->head_dim * kv->elem_size;
     const uint32_t n_blk = (n_pos + B - 1) / B;
+    for (uint32_t i = 0; i < ATTN_PREFETCH; i++)
+        prefetch_next(kv, seq, layer, kvh, i, n_blk, B * row_bytes);
     for (uint32_t b = 0; b < n_blk; b++) {
         const uint32_t p0 = b * B, n = n_pos - p0 < B ? n_pos - p0 : B;
-        const uint8_t *K = head_rows(kv->k, kv, seq, layer, b, kvh, hd);
+        const uint8_t *K = head_rows(kv->k, kv, seq, layer, b, kvh);
+        prefetch_next(kv, seq, layer, kvh, b + ATTN_PREFETCH, n_blk, B * row_bytes);
         for (uint32_t g = 0; g < group; g++)
             scores_run(scores + (size_t)g * n_pos + p0, q + (size_t)g * hd, K, row_bytes, n, hd,
                        scale, f16);
@@ -179,7 +205,8 @@ ALWAYS_INLINE void group_impl(float *restrict out, const float *restrict q, cons
     memset(out, 0, sizeof(float) * hd * group);
     for (uint32_t b = 0; b < n_blk; b++) {
         const uint32_t p0 = b * B, n = n_pos - p0 < B ? n_pos - p0 : B;
-        const uint8_t *V = head_rows(kv->v, kv, seq, layer, b, kvh, hd);
+        const uint8_t *V = head_rows(kv->v, kv, seq, layer, b, kvh);
+        prefetch_next(kv, seq, layer, kvh, n_blk + b + ATTN_PREFETCH, n_blk, B * row_bytes);
         for (uint32_t g = 0; g < group; g++)
             values_run(out + (size_t)g * hd, scores + (size_t)g * n_pos + p0, V, row_bytes, n, hd,
                        f16);
@@ -216,7 +243,7 @@ ALWAYS_INLINE void rows_impl(float *restrict out, const float *restrict q, size_
                              uint32_t group, uint32_t hd, uint32_t n_pos0, uint32_t n_rows,
                              float scale, float *restrict scratch, const int f16) {
     const uint32_t B = kv->block_tokens, n_last = n_pos0 + n_rows - 1;
-    const size_t row_bytes = (size_t)kv->kv_dim * kv->elem_size, fl_bytes = (size_t)hd * 4;
+    const size_t row_bytes = (size_t)kv->head_dim * kv->elem_size, fl_bytes = (size_t)hd * 4;
     float *S = scratch; /* (n_rows, group, n_last) scores */
     float *W = scratch + ((size_t)ATTN_ROWS * group * n_last + 15) / 16 * 16;
     const uint32_t n_blk = (n_last + B - 1) / B;
@@ -231,7 +258,7 @@ ALWAYS_INLINE void rows_impl(float *restrict out, const float *restrict q, size_
         const uint8_t *base = pass == 0 ? kv->k : kv->v;
         for (uint32_t b = 0; b < n_blk; b++) {
             const uint32_t pb = b * B, nb = n_last - pb < B ? n_last - pb : B;
-            const uint8_t *KV = head_rows(base, kv, seq, layer, b, kvh, hd);
+            const uint8_t *KV = head_rows(base, kv, seq, layer, b, kvh);
             for (uint32_t c = 0; c < nb; c += ATTN_CHUNK) {
                 const uint32_t p0 = pb + c, nc = nb - c < ATTN_CHUNK ? nb - c : ATTN_CHUNK;
                 widen_rows(W, KV + (size_t)c * row_bytes, row_bytes, nc, hd, f16);
@@ -274,9 +301,9 @@ void attn_group_rows(float *restrict out, const float *restrict q, size_t ld, co
 
 static double ref_at(const kv_cache *kv, const uint8_t *base, const kv_seq *seq, uint32_t layer,
                      uint32_t pos, size_t col) {
-    const uint32_t B = kv->block_tokens;
-    const size_t e = ((size_t)seq->blocks[pos / B] * kv->block_stride +
-                      ((size_t)layer * B + pos % B) * kv->kv_dim + col);
+    const size_t e =
+        kv_head_off(kv, seq, layer, pos, (uint32_t)(col / kv->head_dim)) / kv->elem_size +
+        col % kv->head_dim;
     if (kv->kv_type == GGML_TYPE_F16) return fp16_to_fp32(((const uint16_t *)base)[e]);
     return ((const float *)base)[e];
 }

@@ -65,10 +65,14 @@ struct engine {
 
 const char *engine_finish_name(engine_finish f) {
     switch (f) {
-    case ENGINE_FINISH_STOP: return "stop";
-    case ENGINE_FINISH_LENGTH: return "length";
-    case ENGINE_FINISH_CANCELLED: return "cancelled";
-    default: return "error";
+    case ENGINE_FINISH_STOP:
+        return "stop";
+    case ENGINE_FINISH_LENGTH:
+        return "length";
+    case ENGINE_FINISH_CANCELLED:
+        return "cancelled";
+    default:
+        return "error";
     }
 }
 
@@ -140,8 +144,8 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
         return tps_fail(err, TPS_ERANGE,
                         "prompt (%zu tokens) + max_tokens (%u) = %llu exceeds the model's "
                         "context of %u tokens",
-                        rq.n_prompt, rq.max_tokens,
-                        (unsigned long long)rq.n_prompt + rq.max_tokens, e->n_ctx);
+                        rq.n_prompt, rq.max_tokens, (unsigned long long)rq.n_prompt + rq.max_tokens,
+                        e->n_ctx);
     uint32_t blocks = kv_blocks_for(e->kv, (uint32_t)rq.n_prompt + rq.max_tokens);
     if (blocks > e->kv->n_blocks)
         return tps_fail(err, TPS_ERANGE,
@@ -150,8 +154,9 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
                         rq.n_prompt, rq.max_tokens, blocks, e->kv->n_blocks);
     for (size_t i = 0; i < rq.n_prompt; i++)
         if (rq.prompt[i] < 0 || (uint32_t)rq.prompt[i] >= e->m->cfg.n_vocab)
-            return tps_fail(err, TPS_EINVAL, "prompt token %zu is id %d, outside the vocabulary (0..%u)",
-                            i, rq.prompt[i], e->m->cfg.n_vocab - 1);
+            return tps_fail(err, TPS_EINVAL,
+                            "prompt token %zu is id %d, outside the vocabulary (0..%u)", i,
+                            rq.prompt[i], e->m->cfg.n_vocab - 1);
     const char *field = NULL;
     int rc = sampler_params_validate(&rq.sampling, &field, err);
     if (rc) return rc;
@@ -167,8 +172,7 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
         uint32_t q = e->incoming.n + e->st.requests_waiting;
         pthread_mutex_unlock(&e->mu);
         seq_free(s);
-        return tps_fail(err, TPS_EFULL, "queue is full (%u waiting, limit %u)", q,
-                        e->p.max_queue);
+        return tps_fail(err, TPS_EFULL, "queue is full (%u waiting, limit %u)", q, e->p.max_queue);
     }
     s->id = ++e->next_id;
     s->tm.t_queued = tps_now_ns();
@@ -279,10 +283,12 @@ static void publish(engine *e, uint64_t t_now) {
     pthread_mutex_lock(&e->mu);
     if (e->ev_n + e->n_pending > e->ev_cap) {
         size_t nc = e->ev_cap ? e->ev_cap : 256;
-        while (nc < e->ev_n + e->n_pending) nc *= 2;
+        while (nc < e->ev_n + e->n_pending)
+            nc *= 2;
         engine_event *q = malloc(nc * sizeof *q);
         if (q) {
-            for (size_t i = 0; i < e->ev_n; i++) q[i] = e->evq[(e->ev_head + i) % e->ev_cap];
+            for (size_t i = 0; i < e->ev_n; i++)
+                q[i] = e->evq[(e->ev_head + i) % e->ev_cap];
             free(e->evq);
             e->evq = q;
             e->ev_cap = nc;
@@ -465,8 +471,10 @@ static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
     }
     engine_finish why = ENGINE_FINISH_LENGTH;
     bool done = false;
-    if (em.matched) why = ENGINE_FINISH_STOP, done = true;
-    else if (s->tm.generated_tokens >= s->max_tokens || s->n_tokens >= e->n_ctx) done = true;
+    if (em.matched)
+        why = ENGINE_FINISH_STOP, done = true;
+    else if (s->tm.generated_tokens >= s->max_tokens || s->n_tokens >= e->n_ctx)
+        done = true;
     if (done) {
         seq_list_remove(&e->running, s);
         finish(e, s, why, t_now, NULL);
@@ -504,7 +512,8 @@ static bool step(engine *e) {
         seq *next = s->next;
         uint32_t need = s->n_tokens - s->n_computed;
         bool in_batch = false;
-        for (uint32_t k = 0; k < n_batch; k++) in_batch |= e->batch[k] == s;
+        for (uint32_t k = 0; k < n_batch; k++)
+            in_batch |= e->batch[k] == s;
         if (need > 1 && !in_batch) {
             /* Prompt chunks never preempt: a victim could already have
              * rows in this batch. They take what the pool can give. */
@@ -675,12 +684,13 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     }
     e->svocab.n_vocab = (int32_t)c->n_vocab;
     e->svocab.n_ctx = (int32_t)e->n_ctx;
-    for (int32_t id = 0; id < (int32_t)tokenizer_n_vocab(e->tok) && e->svocab.n_eog < SAMPLER_MAX_EOG;
-         id++)
+    for (int32_t id = 0;
+         id < (int32_t)tokenizer_n_vocab(e->tok) && e->svocab.n_eog < SAMPLER_MAX_EOG; id++)
         if (tokenizer_is_eog(e->tok, id)) e->svocab.eog_ids[e->svocab.n_eog++] = id;
 
     kv_cache_params kp = {.n_layers = c->n_layers,
                           .kv_dim = c->n_kv_heads * c->head_dim,
+                          .head_dim = c->head_dim,
                           .block_tokens = e->p.kv_block,
                           .kv_type = e->p.kv_type,
                           .mem_bytes = e->p.kv_mem};
@@ -708,7 +718,8 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
         rc = tps_fail(err, TPS_ENOMEM, "engine: out of memory");
         goto fail;
     }
-    if ((rc = hist_create(&e->h_step_ns, &hc, err)) || (rc = hist_create(&e->h_step_tokens, &cc, err)))
+    if ((rc = hist_create(&e->h_step_ns, &hc, err)) ||
+        (rc = hist_create(&e->h_step_tokens, &cc, err)))
         goto fail;
     e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (e->efd < 0) {

@@ -189,6 +189,10 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
                         s->max_rows);
     size_t dim = c->dim, q_dim = (size_t)c->n_heads * c->head_dim;
     size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    if (kv->kv_dim != kv_dim || kv->head_dim != c->head_dim)
+        return tps_fail(err, TPS_EINVAL,
+                        "forward: KV cache holds heads of %u x %u, the model %u x %u",
+                        kv->n_kv_heads, kv->head_dim, c->n_kv_heads, c->head_dim);
     for (size_t r = 0; r < n; r++) {
         const fwd_row *row = &b->rows[r];
         if (row->token < 0 || (uint32_t)row->token >= c->n_vocab)
@@ -227,8 +231,11 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
             rope_apply(s->q + r * q_dim, s->rope, c->n_heads, c->head_dim, c->rope_dim);
             rope_apply(s->k + r * kv_dim, s->rope, c->n_kv_heads, c->head_dim, c->rope_dim);
             const kv_seq *seq = b->seqs[row->seq];
-            store_row(kv_k_row(kv, seq, l, row->pos), s->k + r * kv_dim, kv_dim, kv->kv_type);
-            store_row(kv_v_row(kv, seq, l, row->pos), s->v + r * kv_dim, kv_dim, kv->kv_type);
+            for (uint32_t h = 0; h < c->n_kv_heads; h++) {
+                const size_t off = r * kv_dim + (size_t)h * c->head_dim;
+                store_row(kv_k_head(kv, seq, l, row->pos, h), s->k + off, c->head_dim, kv->kv_type);
+                store_row(kv_v_head(kv, seq, l, row->pos, h), s->v + off, c->head_dim, kv->kv_type);
+            }
         }
         /* one task per (run, kv head): the group's query heads and the run's rows
          * share each K/V block read */

@@ -16,6 +16,10 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     *out = NULL;
     if (p->kv_type != GGML_TYPE_F32 && p->kv_type != GGML_TYPE_F16)
         return tps_fail(err, TPS_EINVAL, "kv cache: type must be f32 or f16");
+    const uint32_t head_dim = p->head_dim ? p->head_dim : p->kv_dim;
+    if (p->kv_dim == 0 || p->kv_dim % head_dim)
+        return tps_fail(err, TPS_EINVAL, "kv cache: kv_dim %u is not a multiple of head_dim %u",
+                        p->kv_dim, head_dim);
     if (p->block_tokens == 0 || p->block_tokens > 4096)
         return tps_fail(err, TPS_EINVAL, "kv cache: block size %u must be 1..4096 tokens",
                         p->block_tokens);
@@ -31,6 +35,8 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     if (!kv) return tps_fail(err, TPS_ENOMEM, "kv cache: out of memory");
     kv->n_layers = p->n_layers;
     kv->kv_dim = p->kv_dim;
+    kv->head_dim = head_dim;
+    kv->n_kv_heads = p->kv_dim / head_dim;
     kv->block_tokens = p->block_tokens;
     kv->kv_type = p->kv_type;
     kv->n_blocks = (uint32_t)n;
@@ -52,7 +58,8 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
                         2 * half, (unsigned long long)n);
     }
     /* Stack order: block 0 is handed out first. */
-    for (uint32_t i = 0; i < kv->n_blocks; i++) kv->free_list[i] = kv->n_blocks - 1 - i;
+    for (uint32_t i = 0; i < kv->n_blocks; i++)
+        kv->free_list[i] = kv->n_blocks - 1 - i;
     kv->n_free = kv->n_blocks;
     *out = kv;
     return 0;

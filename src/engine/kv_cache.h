@@ -2,7 +2,10 @@
  * PagedAttention memory layout on the CPU) and per-sequence block tables.
  *
  * A block holds `block_tokens` positions of K and V for every layer:
- *   K[block][layer][slot][kv_dim], V likewise, in F32 or F16.
+ *   K[block][layer][kv_head][slot][head_dim], V likewise, in F32 or F16.
+ * Head-major inside a block: attention for one KV head streams its
+ * positions as one contiguous run instead of picking head_dim elements out
+ * of every kv_dim-wide row (which defeats the hardware prefetcher).
  * Allocation and release are O(1) through a free list; reference counts are
  * kept per block so prefix sharing can come later. Not thread-safe: the
  * engine thread owns it. It knows nothing of attention maths. */
@@ -17,6 +20,7 @@
 typedef struct kv_cache_params {
     uint32_t n_layers;
     uint32_t kv_dim;       /* n_kv_heads * head_dim */
+    uint32_t head_dim;     /* elements per KV head; 0 = kv_dim (one head) */
     uint32_t block_tokens; /* positions per block (default 16) */
     uint32_t kv_type;      /* GGML_TYPE_F32 or GGML_TYPE_F16 */
     uint32_t n_blocks;     /* pool size; or 0 to derive from mem_bytes */
@@ -25,6 +29,7 @@ typedef struct kv_cache_params {
 
 typedef struct kv_cache {
     uint32_t n_layers, kv_dim, block_tokens, kv_type;
+    uint32_t head_dim, n_kv_heads;
     uint32_t n_blocks;
     size_t elem_size;    /* 4 (F32) or 2 (F16) */
     size_t block_stride; /* elements per block per tensor (K or V): n_layers*block_tokens*kv_dim */
@@ -64,18 +69,28 @@ int kv_seq_reserve(kv_cache *kv, kv_seq *seq, uint32_t n_tokens);
 /* Returns every block of seq to the pool. */
 void kv_seq_release(kv_cache *kv, kv_seq *seq);
 
-/* Row of K (or V) for a position: kv_dim elements of kv->elem_size bytes. */
-static inline void *kv_k_row(const kv_cache *kv, const kv_seq *seq, uint32_t layer, uint32_t pos) {
-    uint32_t b = seq->blocks[pos / kv->block_tokens], slot = pos % kv->block_tokens;
-    return kv->k + ((size_t)b * kv->block_stride +
-                    ((size_t)layer * kv->block_tokens + slot) * kv->kv_dim) *
-                       kv->elem_size;
+/* Byte offset of block table entry blk's first slot for (layer, kv head);
+ * the block's next slots follow head_dim elements apart. */
+static inline size_t kv_head_block_off(const kv_cache *kv, const kv_seq *seq, uint32_t layer,
+                                       uint32_t blk, uint32_t kvh) {
+    return ((size_t)seq->blocks[blk] * kv->block_stride +
+            ((size_t)layer * kv->n_kv_heads + kvh) * kv->block_tokens * kv->head_dim) *
+           kv->elem_size;
 }
-static inline void *kv_v_row(const kv_cache *kv, const kv_seq *seq, uint32_t layer, uint32_t pos) {
-    uint32_t b = seq->blocks[pos / kv->block_tokens], slot = pos % kv->block_tokens;
-    return kv->v + ((size_t)b * kv->block_stride +
-                    ((size_t)layer * kv->block_tokens + slot) * kv->kv_dim) *
-                       kv->elem_size;
+
+/* K (or V) of one KV head at a position: head_dim elements of elem_size bytes. */
+static inline size_t kv_head_off(const kv_cache *kv, const kv_seq *seq, uint32_t layer,
+                                 uint32_t pos, uint32_t kvh) {
+    return kv_head_block_off(kv, seq, layer, pos / kv->block_tokens, kvh) +
+           (size_t)(pos % kv->block_tokens) * kv->head_dim * kv->elem_size;
+}
+static inline void *kv_k_head(const kv_cache *kv, const kv_seq *seq, uint32_t layer, uint32_t pos,
+                              uint32_t kvh) {
+    return kv->k + kv_head_off(kv, seq, layer, pos, kvh);
+}
+static inline void *kv_v_head(const kv_cache *kv, const kv_seq *seq, uint32_t layer, uint32_t pos,
+                              uint32_t kvh) {
+    return kv->v + kv_head_off(kv, seq, layer, pos, kvh);
 }
 
 #endif
