@@ -135,6 +135,34 @@ static void rope_apply(float *x, const float *cs, uint32_t n_heads, uint32_t hea
     }
 }
 
+/* Attention of one step and layer, for the pool: task t is (row run
+ * t / n_kv_heads, kv head t % n_kv_heads). */
+typedef struct attn_job {
+    fwd_state *s;
+    const llama_config *cfg;
+    const fwd_batch *b;
+    const kv_cache *kv;
+    uint32_t layer;
+    float scale;
+} attn_job;
+
+static void attn_task(void *arg, size_t t, int thread) {
+    const attn_job *j = arg;
+    fwd_state *s = j->s;
+    const llama_config *c = j->cfg;
+    const size_t q_dim = (size_t)c->n_heads * c->head_dim;
+    const uint32_t group = c->n_heads / c->n_kv_heads;
+    const size_t run = t / c->n_kv_heads;
+    const uint32_t kvh = (uint32_t)(t % c->n_kv_heads);
+    const size_t r = s->run_first[run];
+    const fwd_row *row = &j->b->rows[r];
+    float *scratch = s->scores + s->scores_stride * (size_t)thread;
+    const size_t off = r * q_dim + (size_t)kvh * group * c->head_dim;
+    attn_group_rows(s->att + off, s->q + off, q_dim, j->kv, j->b->seqs[row->seq], j->layer, kvh,
+                    group, c->head_dim, row->pos + 1, s->run_first[run + 1] - s->run_first[run],
+                    j->scale, scratch);
+}
+
 /* K/V row into the cache. F16: F16C's round-to-nearest-even, the same
  * halves as fp32_to_fp16 for every finite value, eight at a time. */
 static void store_row(void *dst, const float *src, size_t n, uint32_t kv_type) {
@@ -217,7 +245,6 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
     }
     s->run_first[n_runs] = (uint32_t)n;
     const float scale = 1.0f / sqrtf((float)c->head_dim);
-    const uint32_t group = c->n_heads / c->n_kv_heads;
     int rc;
     for (uint32_t l = 0; l < c->n_layers; l++) {
         const llama_layer *L = &w->layers[l];
@@ -239,19 +266,14 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
         }
         /* one task per (run, kv head): the group's query heads and the run's rows
          * share each K/V block read */
-        const long n_tasks = (long)(n_runs * c->n_kv_heads);
-#pragma omp parallel for num_threads(s->n_threads) schedule(dynamic, 1)
-        for (long t = 0; t < n_tasks; t++) {
-            const size_t run = (size_t)t / c->n_kv_heads;
-            const uint32_t kvh = (uint32_t)((size_t)t % c->n_kv_heads);
-            const size_t r = s->run_first[run];
-            const fwd_row *row = &b->rows[r];
-            float *scratch = s->scores + s->scores_stride * (size_t)omp_get_thread_num();
-            const size_t off = r * q_dim + (size_t)kvh * group * c->head_dim;
-            attn_group_rows(s->att + off, s->q + off, q_dim, kv, b->seqs[row->seq], l, kvh, group,
-                            c->head_dim, row->pos + 1, s->run_first[run + 1] - s->run_first[run],
-                            scale, scratch);
-        }
+        attn_job aj = {.s = s, .cfg = c, .b = b, .kv = kv, .layer = l, .scale = scale};
+        const size_t n_tasks = n_runs * c->n_kv_heads;
+        tps_pool *pool = kernel_ctx_pool(s->kc);
+        if (pool)
+            tps_pool_run(pool, n_tasks, attn_task, &aj);
+        else
+            for (size_t t = 0; t < n_tasks; t++)
+                attn_task(&aj, t, 0);
         if ((rc = mm(s, s->proj, &L->wo, s->att, n, err))) return rc;
         for (size_t r = 0; r < n; r++)
             kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);

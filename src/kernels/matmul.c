@@ -1,11 +1,11 @@
-/* kernel_matmul: checks, scratch, tier dispatch and OpenMP threading.
+/* kernel_matmul: checks, scratch, tier dispatch and threading.
  *
- * One parallel region per call: threads first quantize the activation rows
- * they own (to Q8_0 for Q8_0/Q4_0 weights, to Q8_K for Q4_K/Q6_K), meet at
- * a barrier, then each computes a contiguous range of output columns
- * (weight rows) for all activation rows,
- * in tiles of TILE_O weight rows so a tile stays in cache while every
- * activation row streams past it. Which thread computes an element never
+ * Two pool jobs per call (kernels/pool.h): the threads first quantize the
+ * activation rows (to Q8_0 for Q8_0/Q4_0 weights, to Q8_K for Q4_K/Q6_K),
+ * then claim chunks of output columns (weight rows) and compute them for
+ * all activation rows, in tiles of TILE_O weight rows so a tile stays in
+ * cache while every activation row streams past it. A thread that is not
+ * running (preempted, asleep) is never waited for. Which thread computes an element never
  * changes how it is reduced (the tiers guarantee a fixed order per element),
  * so the result does not depend on the thread count or the batch size.
  * The dot products themselves live in dot_scalar.c and dot_avx2.c (K-quants:
@@ -16,8 +16,10 @@
 
 #include "kernels/kernel_impl.h"
 #include "kernels/matmul.h"
+#include "kernels/pool.h"
 
-#define TILE_O      16 /* weight rows per cache tile */
+#define TILE_O      16  /* weight rows per cache tile */
+#define MAX_TASKS   256 /* pool tasks per call */
 #define SCRATCH_ALN 64
 
 struct kernel_ctx {
@@ -27,6 +29,7 @@ struct kernel_ctx {
     size_t act_cap;
     float *tmp; /* per-thread KERNEL_TMP_ROWS * n_in floats */
     size_t tmp_cap;
+    tps_pool *pool; /* resolve_threads(n_threads) threads; NULL when 1 */
 };
 
 int kernel_tier_available(kernel_tier tier) {
@@ -105,6 +108,11 @@ int kernel_ctx_create(kernel_ctx **out, int n_threads, size_t max_rows_x, size_t
     if (!ctx) return tps_fail(err, TPS_ENOMEM, "out of memory for the kernel context");
     ctx->n_threads = n_threads;
     ctx->tier = KERNEL_TIER_BEST;
+    const int nth = resolve_threads(n_threads);
+    if (nth > 1 && tps_pool_create(&ctx->pool, nth, err)) {
+        kernel_ctx_free(ctx);
+        return TPS_ENOMEM;
+    }
     if (kernel_ctx_reserve(ctx, max_rows_x, max_n_in)) {
         kernel_ctx_free(ctx);
         return tps_fail(err, TPS_ENOMEM,
@@ -117,6 +125,7 @@ int kernel_ctx_create(kernel_ctx **out, int n_threads, size_t max_rows_x, size_t
 
 void kernel_ctx_free(kernel_ctx *ctx) {
     if (!ctx) return;
+    tps_pool_free(ctx->pool);
     free(ctx->tmp);
     free(ctx->act);
     free(ctx);
@@ -138,6 +147,18 @@ int kernel_ctx_set_tier(kernel_ctx *ctx, kernel_tier tier) {
 
 kernel_tier kernel_ctx_tier(const kernel_ctx *ctx) {
     return ctx->tier;
+}
+
+tps_pool *kernel_ctx_pool(kernel_ctx *ctx) {
+    const int nth = resolve_threads(ctx->n_threads);
+    if (nth <= 1) return NULL;
+    if (ctx->pool && tps_pool_threads(ctx->pool) == nth) return ctx->pool;
+    /* the thread count changed (kernel_ctx_set_threads): a pool of the new size */
+    tps_pool_free(ctx->pool);
+    ctx->pool = NULL;
+    tps_err err = {0};
+    if (tps_pool_create(&ctx->pool, nth, &err)) return NULL; /* run on the caller alone */
+    return ctx->pool;
 }
 
 /* ---- the call -------------------------------------------------------- */
@@ -223,20 +244,6 @@ static void compute_range(const matmul_job *job, size_t o_begin, size_t o_end, i
     }
 }
 
-/* Rows per thread: whole 8-row groups (the packed types need them; the
- * plain types tile by 8 too). */
-static size_t split_per(size_t total, int nth) {
-    size_t per = (total + (size_t)nth - 1) / (size_t)nth;
-    return (per + 7) / 8 * 8;
-}
-
-static void compute_part(const matmul_job *job, int t, int nth) {
-    const size_t per = split_per(job->n_out, nth);
-    const size_t o_begin = (size_t)t * per;
-    const size_t o_end = o_begin + per < job->n_out ? o_begin + per : job->n_out;
-    if (o_begin < o_end) compute_range(job, o_begin, o_end, t);
-}
-
 static void job_init(matmul_job *job, const kernel_pick *p, uint32_t wtype, float *out,
                      const void *W, const float *x, size_t n_rows_x, size_t n_in, size_t n_out,
                      const kernel_ctx *ctx) {
@@ -265,6 +272,78 @@ static void job_init(matmul_job *job, const kernel_pick *p, uint32_t wtype, floa
     };
 }
 
+/* One call's work for the pool: the activation rows to quantize, then
+ * chunks of `chunk` rows of the jobs' concatenated outputs (each job
+ * padded to whole 8-row groups). */
+typedef struct mm_run {
+    const matmul_job *jobs;
+    size_t n_jobs, total;
+    size_t n_tasks;
+    uint32_t first[MAX_TASKS + 1]; /* task t covers outputs [first[t], first[t + 1]) */
+} mm_run;
+
+/* Guided split: each task takes 1 / (2 * nth) of what is left, in whole
+ * 8-row groups and at least TILE_O rows. Long first runs of weights for the
+ * prefetchers, short last ones so no thread idles long at the end, and
+ * enough tasks that a thread which starts late (or stalls) is covered by
+ * the others. */
+static void split_guided(mm_run *run, size_t nth) {
+    size_t o = 0, t = 0;
+    while (o < run->total && t < MAX_TASKS) {
+        run->first[t++] = (uint32_t)o;
+        size_t left = run->total - o, take = (left + 2 * nth - 1) / (2 * nth);
+        take = (take + 7) / 8 * 8;
+        if (take < TILE_O) take = TILE_O;
+        if (t == MAX_TASKS || take > left) take = left;
+        o += take;
+    }
+    run->first[t] = (uint32_t)run->total;
+    run->n_tasks = t;
+}
+
+static void quantize_task(void *arg, size_t task, int thread) {
+    (void)thread;
+    const mm_run *run = arg;
+    quantize_part(&run->jobs[0], (int)task, (int)run->jobs[0].n_rows_x); /* row `task` only */
+}
+
+static void compute_task(void *arg, size_t task, int thread) {
+    const mm_run *run = arg;
+    const size_t g0 = run->first[task], g1 = run->first[task + 1];
+    size_t base = 0;
+    for (size_t i = 0; i < run->n_jobs && base < g1; i++) {
+        const size_t padded = (run->jobs[i].n_out + 7) / 8 * 8;
+        const size_t lo = g0 > base ? g0 - base : 0;
+        size_t hi = g1 - base < padded ? g1 - base : padded;
+        if (hi > run->jobs[i].n_out) hi = run->jobs[i].n_out;
+        if (lo < hi) compute_range(&run->jobs[i], lo, hi, thread);
+        base += padded;
+    }
+}
+
+/* Quantizes the shared activations (if the jobs need it), then computes
+ * every job; rows are claimed by whichever thread is free. */
+static void run_jobs(kernel_ctx *ctx, const matmul_job *jobs, size_t n_jobs) {
+    mm_run run = {.jobs = jobs, .n_jobs = n_jobs};
+    for (size_t i = 0; i < n_jobs; i++)
+        run.total += (jobs[i].n_out + 7) / 8 * 8;
+    const size_t n_rows = jobs[0].n_rows_x;
+    tps_pool *pool = kernel_ctx_pool(ctx);
+    split_guided(&run, pool ? (size_t)tps_pool_threads(pool) : 1);
+    if (jobs[0].quant_x) {
+        if (pool && n_rows >= 4)
+            tps_pool_run(pool, n_rows, quantize_task, &run);
+        else
+            for (size_t r = 0; r < n_rows; r++)
+                quantize_task(&run, r, 0);
+    }
+    if (pool)
+        tps_pool_run(pool, run.n_tasks, compute_task, &run);
+    else
+        for (size_t t = 0; t < run.n_tasks; t++)
+            compute_task(&run, t, 0);
+}
+
 int kernel_matmul(float *restrict out, const void *restrict W, uint32_t wtype,
                   const float *restrict x, size_t n_rows_x, size_t n_in, size_t n_out,
                   kernel_ctx *ctx) {
@@ -286,26 +365,7 @@ int kernel_matmul(float *restrict out, const void *restrict W, uint32_t wtype,
     if (kernel_ctx_reserve(ctx, n_rows_x, n_in)) return TPS_ENOMEM;
     matmul_job job;
     job_init(&job, &p, wtype, out, W, x, n_rows_x, n_in, n_out, ctx);
-
-    int nth = resolve_threads(ctx->n_threads);
-    /* no point waking threads for less than one 8-row group each */
-    const size_t max_useful = (n_out + 7) / 8;
-    if ((size_t)nth > max_useful) nth = (int)max_useful;
-    if (nth <= 1) {
-        if (job.quant_x) quantize_part(&job, 0, 1);
-        compute_part(&job, 0, 1);
-        return 0;
-    }
-#pragma omp parallel num_threads(nth)
-    {
-        const int t = omp_get_thread_num();
-        const int got = omp_get_num_threads();
-        if (job.quant_x) {
-            quantize_part(&job, t, got);
-#pragma omp barrier
-        }
-        compute_part(&job, t, got);
-    }
+    run_jobs(ctx, &job, 1);
     return 0;
 }
 
@@ -333,35 +393,9 @@ int kernel_matmul_multi(const kernel_mat *mats, size_t n_mats, const float *rest
     }
     if (kernel_ctx_reserve(ctx, n_rows_x, n_in)) return TPS_ENOMEM;
     matmul_job jobs[MAX_MATS];
-    size_t total = 0;
-    for (size_t i = 0; i < n_mats; i++) {
+    for (size_t i = 0; i < n_mats; i++)
         job_init(&jobs[i], &picks[i], mats[i].wtype, mats[i].out, mats[i].W, x, n_rows_x, n_in,
                  mats[i].n_out, ctx);
-        total += (mats[i].n_out + 7) / 8 * 8; /* each matrix starts on a group */
-    }
-    const int quant_x = jobs[0].quant_x;
-    int nth = resolve_threads(ctx->n_threads);
-    if ((size_t)nth > total / 8) nth = (int)(total / 8);
-    if (nth < 1) nth = 1;
-#pragma omp parallel num_threads(nth) if (nth > 1)
-    {
-        const int t = omp_get_thread_num(), got = omp_get_num_threads();
-        if (quant_x) {
-            quantize_part(&jobs[0], t, got);
-#pragma omp barrier
-        }
-        /* thread t owns [t * per, (t + 1) * per) of the concatenated (group-padded) outputs */
-        const size_t per = split_per(total, got);
-        const size_t g0 = (size_t)t * per, g1 = g0 + per < total ? g0 + per : total;
-        size_t base = 0;
-        for (size_t i = 0; i < n_mats && base < g1; i++) {
-            const size_t padded = (jobs[i].n_out + 7) / 8 * 8;
-            const size_t lo = g0 > base ? g0 - base : 0;
-            size_t hi = g1 - base < padded ? g1 - base : padded;
-            if (hi > jobs[i].n_out) hi = jobs[i].n_out;
-            if (lo < hi) compute_range(&jobs[i], lo, hi, t);
-            base += padded;
-        }
-    }
+    run_jobs(ctx, jobs, n_mats);
     return 0;
 }

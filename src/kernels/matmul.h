@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/pool.h"
 #include "kernels/quant.h" /* block_q8_0 */
 #include "tps_error.h"
 
@@ -57,6 +58,11 @@ void kernel_ctx_set_threads(kernel_ctx *ctx, int n_threads);
 /* Returns TPS_EUNSUP if the tier is not in this build (the tier is unchanged). */
 int kernel_ctx_set_tier(kernel_ctx *ctx, kernel_tier tier);
 kernel_tier kernel_ctx_tier(const kernel_ctx *ctx);
+
+/* The context's thread pool (kernels/pool.h), for other per-step work that
+ * should share its threads (attention); NULL when it runs one thread.
+ * Thread ids it passes are below kernel_ctx_threads(). */
+tps_pool *kernel_ctx_pool(kernel_ctx *ctx);
 /* Grows scratch to hold n_rows_x rows of n_in; 0 or TPS_ENOMEM. */
 int kernel_ctx_reserve(kernel_ctx *ctx, size_t n_rows_x, size_t n_in);
 

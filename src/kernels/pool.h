@@ -1,0 +1,36 @@
+/* A small thread pool for the kernels: the caller and n_threads - 1 workers
+ * claim the tasks of one job one at a time, and the job ends when every
+ * task is done, not when every thread has arrived. A worker that is asleep
+ * or descheduled when a job starts (a busy machine, another process on its
+ * core) is simply not waited for: the threads that are running take its
+ * share. That is the difference from an OpenMP parallel region, whose
+ * barriers wait for the slowest thread, so that one preempted worker stalls
+ * every layer of a forward pass.
+ *
+ * Workers spin for a short while after a job (the next matmul of a forward
+ * pass usually follows within microseconds), then sleep on a futex. Not
+ * here: what a task does (matmul.c, forward.c). Linux only (futex). */
+#ifndef TPS_KERNELS_POOL_H
+#define TPS_KERNELS_POOL_H
+
+#include <stddef.h>
+
+#include "tps_error.h"
+
+typedef struct tps_pool tps_pool;
+
+/* fn(arg, task, thread): thread is 0 for the caller, 1 .. n_threads - 1 for
+ * the workers; use it to index per-thread scratch. */
+typedef void (*tps_pool_fn)(void *arg, size_t task, int thread);
+
+/* n_threads counts the caller; 1 starts no worker. */
+int tps_pool_create(tps_pool **out, int n_threads, tps_err *err);
+void tps_pool_free(tps_pool *p);
+int tps_pool_threads(const tps_pool *p);
+
+/* Runs fn for every task in [0, n_tasks) and returns when all are done.
+ * Tasks may run in any order on any thread. One caller at a time; fn must
+ * not call tps_pool_run on the same pool. */
+void tps_pool_run(tps_pool *p, size_t n_tasks, tps_pool_fn fn, void *arg);
+
+#endif
