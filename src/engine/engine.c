@@ -32,10 +32,13 @@ struct engine {
 
     /* step buffers, sized once (engine thread) */
     fwd_row *rows;
-    const kv_seq **row_seqs; /* per batch sequence slot */
-    seq **batch;             /* sequences in this step, in slot order */
-    uint32_t *batch_rows;    /* rows each contributes */
-    engine_event *pending;   /* events of this step, pushed under one lock */
+    const kv_seq **row_seqs;     /* per batch sequence slot */
+    seq **batch;                 /* sequences in this step, in slot order */
+    uint32_t *batch_rows;        /* rows each contributes */
+    seq **samplers;              /* sequences that sample this step, in batch order */
+    const float **sample_logits; /* their logits rows */
+    int32_t *sampled;            /* the tokens they drew */
+    engine_event *pending;       /* events of this step, pushed under one lock */
     size_t n_pending, cap_pending;
 
     /* engine thread only */
@@ -483,6 +486,8 @@ static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
 }
 
 /* Builds and runs one batch. Returns false when there was nothing to do. */
+static void sample_all(engine *e, uint32_t n);
+
 static bool step(engine *e) {
     uint64_t t0 = tps_now_ns();
     take_requests(e, t0);
@@ -570,14 +575,18 @@ static bool step(engine *e) {
             finish(e, s, ENGINE_FINISH_ERROR, t1, err.msg);
         }
     } else {
-        size_t li = 0;
+        uint32_t n_sample = 0;
         for (uint32_t k = 0; k < n_batch; k++) {
             seq *s = e->batch[k];
             s->n_computed += e->batch_rows[k];
             if (s->n_computed != s->n_tokens) continue;
-            float *row = (float *)logits + li * e->m->cfg.n_vocab;
-            li++;
-            int32_t tok = sampler_sample(s->smp, row);
+            e->sample_logits[n_sample] = logits + (size_t)n_sample * e->m->cfg.n_vocab;
+            e->samplers[n_sample++] = s;
+        }
+        sample_all(e, n_sample);
+        for (uint32_t k = 0; k < n_sample; k++) {
+            seq *s = e->samplers[k];
+            const int32_t tok = e->sampled[k];
             if (!s->tm.t_first_token) e->local.prompt_tokens_total += s->n_prompt;
             bool eog_or_stop_token = tokenizer_is_eog(e->tok, tok) || stop_is_token(&s->stop, tok);
             on_token(e, s, tok, t1);
@@ -606,6 +615,28 @@ static bool step(engine *e) {
     }
     publish(e, t1);
     return true;
+}
+
+/* ---- sampling ------------------------------------------------------------ */
+
+/* Each sampling sequence draws from its own sampler and RNG and its own
+ * logits row, so the draws are independent tasks on the kernels' thread
+ * pool; a full-vocabulary draw (temperature without top-k) is tens of
+ * microseconds per sequence, which a 32-sequence step otherwise pays
+ * serially. Same tokens whatever thread draws them. */
+static void sample_task(void *arg, size_t k, int thread) {
+    (void)thread;
+    engine *e = arg;
+    e->sampled[k] = sampler_sample(e->samplers[k]->smp, (float *)e->sample_logits[k]);
+}
+
+static void sample_all(engine *e, uint32_t n) {
+    tps_pool *pool = n > 1 ? kernel_ctx_pool(fwd_state_kernels(e->fs)) : NULL;
+    if (pool)
+        tps_pool_run(pool, n, sample_task, e);
+    else
+        for (uint32_t k = 0; k < n; k++)
+            sample_task(e, k, 0);
 }
 
 static void *engine_main(void *arg) {
@@ -713,8 +744,12 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     e->row_seqs = calloc(mb, sizeof *e->row_seqs);
     e->batch = calloc(mb, sizeof *e->batch);
     e->batch_rows = calloc(mb, sizeof *e->batch_rows);
+    e->samplers = calloc(mb, sizeof *e->samplers);
+    e->sample_logits = calloc(mb, sizeof *e->sample_logits);
+    e->sampled = calloc(mb, sizeof *e->sampled);
     hist_config hc = HIST_CONFIG_LATENCY_NS, cc = ENGINE_HIST_STEP_TOKENS;
-    if (!e->rows || !e->row_seqs || !e->batch || !e->batch_rows) {
+    if (!e->rows || !e->row_seqs || !e->batch || !e->batch_rows || !e->samplers ||
+        !e->sample_logits || !e->sampled) {
         rc = tps_fail(err, TPS_ENOMEM, "engine: out of memory");
         goto fail;
     }
@@ -772,6 +807,9 @@ void engine_destroy(engine *e) {
     free(e->row_seqs);
     free(e->batch);
     free(e->batch_rows);
+    free(e->sampled);
+    free(e->sample_logits);
+    free(e->samplers);
     free(e->pending);
     free(e->evq);
     free(e->cancels);
