@@ -6,6 +6,8 @@
  * sequences. */
 #include "engine/sampler.h"
 
+#include "kernels/ops.h"
+
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
@@ -506,16 +508,16 @@ size_t sampler_candidates(sampler *s, float *logits, const sampler_cand **out) {
     }
     float m;
     size_t n = filter(s, logits, &m);
-    /* Temperature and softmax over the survivors. */
+    /* Temperature and softmax over the survivors, through the kernels'
+     * vector softmax (a full-vocabulary draw is 32000+ exps), with the
+     * logits row, no longer needed, as its scratch. */
+    if (n == 0) return 0;
     const float inv_t = 1.0f / s->p.temperature;
-    double z = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        float w = expf((s->cand[i].logit - m) * inv_t);
-        s->cand[i].p = w;
-        z += w;
-    }
     for (size_t i = 0; i < n; i++)
-        s->cand[i].p = (float)(s->cand[i].p / z);
+        logits[i] = (s->cand[i].logit - m) * inv_t;
+    kernel_softmax(logits, n);
+    for (size_t i = 0; i < n; i++)
+        s->cand[i].p = logits[i];
     return n;
 }
 

@@ -104,14 +104,15 @@ void sampler_reset(sampler *s, uint64_t seed);
 void sampler_apply_penalties(const sampler *s, float *logits);
 
 /* Stages 1-6 plus the softmax of 7, without drawing. logits (n_vocab,) is
- * modified in place (stages 1-2). Returns the number of survivors n >= 1
+ * modified in place (stages 1-2), then used as scratch: its contents are
+ * unspecified afterwards. Returns the number of survivors n >= 1
  * (0 only if no logit is finite) and sets *out to them, borrowed from s until
  * the next call on s; for temperature 0, the single argmax with p = 1.
  * The order of *out is unspecified. */
 size_t sampler_candidates(sampler *s, float *logits, const sampler_cand **out);
 
-/* The whole chain: returns the next token id. logits (n_vocab,) is modified
- * in place (stages 1-2). Consumes one RNG draw unless greedy. Does not
+/* The whole chain: returns the next token id. logits (n_vocab,) is
+ * clobbered, as sampler_candidates says. Consumes one RNG draw unless greedy. Does not
  * accept the token: call sampler_accept with the id the sequence keeps.
  * If no logit is finite, returns the lowest id (degenerate model output). */
 int32_t sampler_sample(sampler *s, float *logits);
