@@ -21,7 +21,8 @@
  * usage: bench_engine [threads (default 2)] [max N (default 64)]
  * env:   TPS_BENCH_DIR, TPS_MACHINE_READ_GBS, TPS_BENCH_MODELS (comma list of
  *        GGUF paths for part 1 instead of the 110M q8_0 and q4_0 files),
- *        TPS_REPACK=0 (borrow the mmapped weights; default: repack at load) */
+ *        TPS_REPACK=0 (borrow the mmapped weights; default: repack at load),
+ *        TPS_BENCH_KV=f16|f32|q8_0 (KV cache type; default f16) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,9 @@ static int run(const loaded *l, int threads, uint32_t n_seqs, size_t n_prompt, u
     ep.max_seqs = n_seqs;
     ep.max_batch_tokens = batch_tokens;
     ep.kv_tokens = n_seqs * (uint32_t)(n_prompt + n_out + 32);
+    const char *kv = getenv("TPS_BENCH_KV");
+    if (kv && !strcmp(kv, "q8_0")) ep.kv_type = GGML_TYPE_Q8_0;
+    if (kv && !strcmp(kv, "f32")) ep.kv_type = GGML_TYPE_F32;
     tps_err err = {0};
     engine *e = NULL;
     if (engine_create(&e, &ep, &err)) {

@@ -51,6 +51,8 @@ static void check(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, uint32_
                     const float *src = row + (size_t)h * head_dim;
                     if (kv_type == GGML_TYPE_F16)
                         fp32_to_fp16_row(dst, src, head_dim);
+                    else if (kv_type == GGML_TYPE_Q8_0)
+                        quantize_row_q8_0_ref(dst, src, head_dim);
                     else
                         memcpy(dst, src, sizeof(float) * head_dim);
                 }
@@ -121,4 +123,30 @@ Test(attention, matches_reference_for_f16_and_f32_kv_gqa_groups_and_awkward_size
             for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
                 for (size_t n = 0; n < sizeof n_pos / sizeof n_pos[0]; n++)
                     check(types[t], 2, groups[g], head_dims[h], n_pos[n]);
+}
+
+/* Q8_0 KV: the reference reads the same dequantized values (d * q), so the
+ * tolerance is the float-vs-double one of the other types. */
+Test(attention, matches_reference_for_q8_0_kv) {
+    const uint32_t head_dims[] = {32, 64, 96, 128};
+    const uint32_t groups[] = {1, 4};
+    const uint32_t n_pos[] = {1, 8, 17, 100};
+    for (size_t h = 0; h < sizeof head_dims / sizeof head_dims[0]; h++)
+        for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+            for (size_t n = 0; n < sizeof n_pos / sizeof n_pos[0]; n++)
+                check(GGML_TYPE_Q8_0, 2, groups[g], head_dims[h], n_pos[n]);
+}
+
+Test(attention, q8_0_kv_refuses_heads_that_are_not_whole_blocks) {
+    kv_cache_params p = {.n_layers = 1,
+                         .kv_dim = 2 * 72,
+                         .head_dim = 72,
+                         .block_tokens = 16,
+                         .kv_type = GGML_TYPE_Q8_0,
+                         .n_blocks = 4};
+    kv_cache *kv = NULL;
+    tps_err err = {0};
+    cr_assert_neq(kv_cache_create(&kv, &p, &err), 0);
+    cr_assert_null(kv);
+    cr_assert(strstr(err.msg, "multiple of 32") != NULL, "%s", err.msg);
 }

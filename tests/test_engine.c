@@ -38,9 +38,11 @@ static void env_close(env *v) {
     llama_model_free(v->m);
 }
 
-static engine *start(env *v, uint32_t max_seqs, uint32_t max_batch, uint32_t kv_tokens) {
+static engine *start_kv(env *v, uint32_t max_seqs, uint32_t max_batch, uint32_t kv_tokens,
+                        uint32_t kv_type) {
     engine_params p;
     engine_params_default(&p);
+    p.kv_type = kv_type;
     p.model = v->m;
     p.tok = v->tok;
     p.n_threads = 1; /* a 260K-parameter model gains nothing from a second thread */
@@ -51,6 +53,10 @@ static engine *start(env *v, uint32_t max_seqs, uint32_t max_batch, uint32_t kv_
     tps_err err = {0};
     cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
     return e;
+}
+
+static engine *start(env *v, uint32_t max_seqs, uint32_t max_batch, uint32_t kv_tokens) {
+    return start_kv(v, max_seqs, max_batch, kv_tokens, GGML_TYPE_F16);
 }
 
 /* A workload of N_REQ requests: BOS + random ids, lengths 1..400, max tokens
@@ -80,7 +86,8 @@ static void work_make(work *w, uint32_t n_vocab) {
 }
 
 static void work_free(work *w) {
-    for (int i = 0; i < N_REQ; i++) free(w->prompt[i]);
+    for (int i = 0; i < N_REQ; i++)
+        free(w->prompt[i]);
 }
 
 typedef struct result {
@@ -128,8 +135,8 @@ static void drain(engine *e, int want) {
     }
 }
 
-static void run_alone(env *v, const work *w, float temp, result *alone) {
-    engine *e = start(v, 1, 256, 0);
+static void run_alone(env *v, const work *w, float temp, uint32_t kv_type, result *alone) {
+    engine *e = start_kv(v, 1, 256, 0, kv_type);
     uint64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
         submit(e, w, i, temp, alone, ids);
@@ -141,14 +148,16 @@ static void run_alone(env *v, const work *w, float temp, result *alone) {
 /* Staggered: a quarter at once, then the rest in small waves while the
  * engine is running. */
 static engine_stats run_batched(env *v, const work *w, float temp, uint32_t kv_tokens,
-                                result *res) {
-    engine *e = start(v, 64, 256, kv_tokens);
+                                uint32_t kv_type, result *res) {
+    engine *e = start_kv(v, 64, 256, kv_tokens, kv_type);
     uint64_t ids[N_REQ];
     int sent = 0;
-    for (; sent < N_REQ / 4; sent++) submit(e, w, sent, temp, res, ids);
+    for (; sent < N_REQ / 4; sent++)
+        submit(e, w, sent, temp, res, ids);
     while (sent < N_REQ) {
         engine_wait(e, 5);
-        for (int k = 0; k < 6 && sent < N_REQ; k++, sent++) submit(e, w, sent, temp, res, ids);
+        for (int k = 0; k < 6 && sent < N_REQ; k++, sent++)
+            submit(e, w, sent, temp, res, ids);
     }
     drain(e, N_REQ);
     engine_stats st;
@@ -179,13 +188,13 @@ static void invariance(float temp, bool small_pool) {
     work w;
     work_make(&w, v.m->cfg.n_vocab);
     result *alone = calloc(N_REQ, sizeof *alone), *batched = calloc(N_REQ, sizeof *batched);
-    run_alone(&v, &w, temp, alone);
-    engine_stats st = run_batched(&v, &w, temp, 0, batched);
+    run_alone(&v, &w, temp, GGML_TYPE_F16, alone);
+    engine_stats st = run_batched(&v, &w, temp, 0, GGML_TYPE_F16, batched);
     compare(alone, batched, temp > 0 ? "sampled" : "greedy");
     cr_expect_eq(st.requests_total[ENGINE_FINISH_ERROR], 0);
     if (small_pool) {
         memset(batched, 0, N_REQ * sizeof *batched);
-        st = run_batched(&v, &w, temp, 1024, batched);
+        st = run_batched(&v, &w, temp, 1024, GGML_TYPE_F16, batched);
         compare(alone, batched, "greedy, small KV pool");
         cr_expect_gt(st.preemptions_total, 0, "the small pool forced preemptions");
         cr_expect_eq(st.requests_total[ENGINE_FINISH_ERROR], 0);
@@ -196,8 +205,7 @@ static void invariance(float temp, bool small_pool) {
     env_close(&v);
 }
 
-Test(engine, batch_of_64_greedy_equals_alone_also_when_a_small_kv_pool_preempts,
-     .timeout = 400) {
+Test(engine, batch_of_64_greedy_equals_alone_also_when_a_small_kv_pool_preempts, .timeout = 400) {
     invariance(0.0f, true);
 }
 
@@ -226,8 +234,10 @@ Test(engine, cancel_mid_prefill_and_mid_decode_returns_every_block) {
         size_t k = engine_poll(e, ev, 16);
         for (size_t i = 0; i < k; i++) {
             result *r = ev[i].user;
-            if (ev[i].kind == ENGINE_EV_TOKEN) r->tokens[r->n++] = ev[i].token;
-            else r->done = true, r->finish = ev[i].finish;
+            if (ev[i].kind == ENGINE_EV_TOKEN)
+                r->tokens[r->n++] = ev[i].token;
+            else
+                r->done = true, r->finish = ev[i].finish;
         }
     }
     engine_cancel(e, ids[2]);
@@ -258,7 +268,8 @@ Test(engine, rejects_what_could_never_run_with_both_numbers) {
     env_open_stories(&v);
     engine *e = start(&v, 4, 64, 0);
     int32_t *long_prompt = calloc(600, sizeof(int32_t));
-    for (int i = 0; i < 600; i++) long_prompt[i] = 100;
+    for (int i = 0; i < 600; i++)
+        long_prompt[i] = 100;
     engine_request rq = {.prompt = long_prompt, .n_prompt = 600, .max_tokens = 1};
     sampler_params_default(&rq.sampling);
     uint64_t id;
@@ -308,11 +319,65 @@ Test(engine, full_queue_is_refused) {
     rq.sampling.ignore_eos = true;
     uint64_t id;
     int refused = 0;
-    for (int i = 0; i < 6; i++) refused += engine_submit(e, &rq, &id, &err) == TPS_EFULL;
+    for (int i = 0; i < 6; i++)
+        refused += engine_submit(e, &rq, &id, &err) == TPS_EFULL;
     cr_expect_geq(refused, 3, "at most 1 running + 2 waiting are accepted");
     cr_expect(strstr(err.msg, "queue is full") != NULL, "%s", err.msg);
     engine_destroy(e);
     env_close(&v);
+}
+
+/* GGML_TYPE_F32 is 0: asking for it must not read as "unset" (it used to
+ * become F16 silently, so --kv-type f32 did nothing). */
+Test(engine, f32_kv_asked_for_is_kept_and_q8_0_on_small_heads_is_refused) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    env v;
+    env_open_stories(&v);
+    engine *e = start_kv(&v, 4, 64, 0, GGML_TYPE_F32);
+    cr_assert_eq(engine_get_params(e)->kv_type, GGML_TYPE_F32);
+    engine_destroy(e);
+    /* and Q8_0 on heads of 8 (not whole blocks of 32) is refused by name */
+    engine_params p;
+    engine_params_default(&p);
+    p.model = v.m;
+    p.tok = v.tok;
+    p.n_threads = 1;
+    p.kv_type = GGML_TYPE_Q8_0;
+    tps_err err = {0};
+    e = NULL;
+    cr_assert_neq(engine_create(&e, &p, &err), 0);
+    cr_assert_null(e);
+    cr_assert(strstr(err.msg, "multiple of 32") != NULL, "%s", err.msg);
+    env_close(&v);
+}
+
+/* Q8_0 KV (a made model: its heads of 32 are whole Q8_0 blocks, which
+ * stories260K's heads of 8 are not): sampled tokens in a staggered batch of
+ * 64, with a pool small enough to preempt, equal each request alone. */
+Test(engine, q8_0_kv_batch_of_64_sampled_equals_alone_under_preemption, .timeout = 400) {
+    char path[] = "/tmp/tps-test-h32-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    model_preset pre = {"h32", "test", 128, 2, 4, 2, 256, 512, 1024, 10000.0f};
+    model_make_opts mo = {.preset = &pre, .type = GGML_TYPE_Q8_0, .seed = 5, .out_path = path};
+    tps_err err = {0};
+    cr_assert_eq(model_make(&mo, &err), 0, "%s", err.msg);
+    env v;
+    env_open(&v, path);
+    work w;
+    work_make(&w, v.m->cfg.n_vocab);
+    result *alone = calloc(N_REQ, sizeof *alone), *batched = calloc(N_REQ, sizeof *batched);
+    run_alone(&v, &w, 1.0f, GGML_TYPE_Q8_0, alone);
+    engine_stats st = run_batched(&v, &w, 1.0f, 1024, GGML_TYPE_Q8_0, batched);
+    compare(alone, batched, "sampled, q8_0 KV, small pool");
+    cr_expect_gt(st.preemptions_total, 0, "the small pool forced preemptions");
+    cr_expect_eq(st.requests_total[ENGINE_FINISH_ERROR], 0);
+    free(alone);
+    free(batched);
+    work_free(&w);
+    env_close(&v);
+    unlink(path);
 }
 
 /* Sarathi's point: a long prompt arriving while others decode is split into
@@ -332,7 +397,8 @@ Test(engine, long_prompt_prefill_does_not_stall_running_decodes, .timeout = 240)
     enum { N_DEC = 8, LONG = 2000 };
     result res[N_DEC + 1] = {0};
     int32_t *prompt = malloc(LONG * sizeof(int32_t));
-    for (int i = 0; i < LONG; i++) prompt[i] = 3 + (i * 7) % 500;
+    for (int i = 0; i < LONG; i++)
+        prompt[i] = 3 + (i * 7) % 500;
     engine_request rq = {.prompt = prompt, .n_prompt = 4, .max_tokens = 1000};
     sampler_params_default(&rq.sampling);
     rq.sampling.temperature = 0;
@@ -346,7 +412,8 @@ Test(engine, long_prompt_prefill_does_not_stall_running_decodes, .timeout = 240)
     engine_event ev[64];
     uint64_t *times[N_DEC];
     size_t n_times[N_DEC] = {0};
-    for (int i = 0; i < N_DEC; i++) times[i] = malloc(2000 * sizeof(uint64_t));
+    for (int i = 0; i < N_DEC; i++)
+        times[i] = malloc(2000 * sizeof(uint64_t));
     int decoding = 0;
     bool long_sent = false;
     uint64_t deadline = tps_now_ns() + 120ull * TPS_NS_PER_SEC;
@@ -378,11 +445,12 @@ Test(engine, long_prompt_prefill_does_not_stall_running_decodes, .timeout = 240)
     cr_assert(a && b > a);
     for (int d = 0; d < N_DEC; d++) {
         int during = 0;
-        for (size_t k = 0; k < n_times[d]; k++) during += times[d][k] >= a && times[d][k] <= b;
+        for (size_t k = 0; k < n_times[d]; k++)
+            during += times[d][k] >= a && times[d][k] <= b;
         /* 2000 prompt rows at <= 248 a step take >= 8 steps; a decode that
          * was not stalled got a token in each of them. */
-        cr_expect_geq(during, 8, "decoder %d got only %d tokens while the long prompt prefilled",
-                      d, during);
+        cr_expect_geq(during, 8, "decoder %d got only %d tokens while the long prompt prefilled", d,
+                      during);
         free(times[d]);
     }
     free(prompt);
@@ -433,8 +501,7 @@ Test(engine, trace_file_has_steps_and_request_spans) {
             json_t *args = json_object_get(ev, "args");
             tokens += (size_t)json_integer_value(json_object_get(args, "prefill_tokens")) +
                       (size_t)json_integer_value(json_object_get(args, "decode_tokens"));
-        } else if (!strcmp(name, "queued") || !strcmp(name, "prefill") ||
-                   !strcmp(name, "decode")) {
+        } else if (!strcmp(name, "queued") || !strcmp(name, "prefill") || !strcmp(name, "decode")) {
             spans++;
         }
     }

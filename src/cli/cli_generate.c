@@ -13,30 +13,29 @@
 #include "model/tokenizer.h"
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: tps generate -m MODEL.gguf -p PROMPT [options]\n"
-            "\n"
-            "Runs one prompt through the engine (no server) and streams the text to stdout.\n"
-            "Then prints to stderr, each over its own window:\n"
-            "  prefill: prompt tokens / time from the first forward step of the prompt to\n"
-            "           its first logits (the step that samples the first token)\n"
-            "  decode:  tokens generated after the first / time from the first generated\n"
-            "           token to the last (batch size 1: bound by memory bandwidth)\n"
-            "\n"
-            "  -m, --model FILE     GGUF model\n"
-            "  -p, --prompt TEXT    prompt (UTF-8; special-token text like <s> is parsed)\n"
-            "  -n, --n-predict N    tokens to generate (default 64, at least 1)\n"
-            "  --temp T             temperature (default 0: greedy, reproducible)\n"
-            "  --top-k K            keep the K most likely tokens (default 0: off)\n"
-            "  --top-p P            nucleus sampling (default 1: off)\n"
-            "  --min-p P            min-p sampling (default 0: off)\n"
-            "  --seed S             sampling seed (default 1)\n"
-            "  --ignore-eos         keep generating past end-of-sequence tokens\n"
-            "  --threads N          kernel threads (default: all cores)\n"
-            "  --batch N            prompt rows per step (default 512)\n"
-            "  --kv-type f16|f32    KV cache element type (default f16)\n"
-            "  --no-repack          keep Q8_0/Q4_0 weights in the file's layout (no copy)\n"
-            "  --json               print one JSON object instead of the text and figures\n");
+    fprintf(out, "usage: tps generate -m MODEL.gguf -p PROMPT [options]\n"
+                 "\n"
+                 "Runs one prompt through the engine (no server) and streams the text to stdout.\n"
+                 "Then prints to stderr, each over its own window:\n"
+                 "  prefill: prompt tokens / time from the first forward step of the prompt to\n"
+                 "           its first logits (the step that samples the first token)\n"
+                 "  decode:  tokens generated after the first / time from the first generated\n"
+                 "           token to the last (batch size 1: bound by memory bandwidth)\n"
+                 "\n"
+                 "  -m, --model FILE     GGUF model\n"
+                 "  -p, --prompt TEXT    prompt (UTF-8; special-token text like <s> is parsed)\n"
+                 "  -n, --n-predict N    tokens to generate (default 64, at least 1)\n"
+                 "  --temp T             temperature (default 0: greedy, reproducible)\n"
+                 "  --top-k K            keep the K most likely tokens (default 0: off)\n"
+                 "  --top-p P            nucleus sampling (default 1: off)\n"
+                 "  --min-p P            min-p sampling (default 0: off)\n"
+                 "  --seed S             sampling seed (default 1)\n"
+                 "  --ignore-eos         keep generating past end-of-sequence tokens\n"
+                 "  --threads N          kernel threads (default: all cores)\n"
+                 "  --batch N            prompt rows per step (default 512)\n"
+                 "  --kv-type f16|f32|q8_0  KV cache element type (default f16)\n"
+                 "  --no-repack          keep Q8_0/Q4_0 weights in the file's layout (no copy)\n"
+                 "  --json               print one JSON object instead of the text and figures\n");
 }
 
 /* Byte offset of the first invalid UTF-8 sequence, or -1 when valid. */
@@ -50,9 +49,10 @@ static long utf8_invalid_at(const unsigned char *s, size_t n) {
             if ((s[i + k] & 0xC0) != 0x80) return (long)i;
         uint32_t cp = len == 1   ? c
                       : len == 2 ? ((c & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu))
-                      : len == 3 ? ((c & 0x0Fu) << 12 | (s[i + 1] & 0x3Fu) << 6 | (s[i + 2] & 0x3Fu))
-                                 : ((c & 0x07u) << 18 | (s[i + 1] & 0x3Fu) << 12 |
-                                    (s[i + 2] & 0x3Fu) << 6 | (s[i + 3] & 0x3Fu));
+                      : len == 3
+                          ? ((c & 0x0Fu) << 12 | (s[i + 1] & 0x3Fu) << 6 | (s[i + 2] & 0x3Fu))
+                          : ((c & 0x07u) << 18 | (s[i + 1] & 0x3Fu) << 12 |
+                             (s[i + 2] & 0x3Fu) << 6 | (s[i + 3] & 0x3Fu));
         if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
             cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
             return (long)i;
@@ -104,10 +104,11 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
             const char *s, *l;
             double *dst;
             double lo, hi;
-        } nums[] = {{"-n", "--n-predict", &o->n, 1, 1e9},   {NULL, "--temp", &o->temp, 0, 100},
-                    {NULL, "--top-k", &o->top_k, 0, 1e9},    {NULL, "--top-p", &o->top_p, 0, 1},
-                    {NULL, "--min-p", &o->min_p, 0, 1},      {NULL, "--seed", &o->seed, 0, 1.8e19},
-                    {NULL, "--threads", &o->threads, 1, 1024}, {NULL, "--batch", &o->batch, 1, 65536}};
+        } nums[] = {
+            {"-n", "--n-predict", &o->n, 1, 1e9},      {NULL, "--temp", &o->temp, 0, 100},
+            {NULL, "--top-k", &o->top_k, 0, 1e9},      {NULL, "--top-p", &o->top_p, 0, 1},
+            {NULL, "--min-p", &o->min_p, 0, 1},        {NULL, "--seed", &o->seed, 0, 1.8e19},
+            {NULL, "--threads", &o->threads, 1, 1024}, {NULL, "--batch", &o->batch, 1, 65536}};
         bool matched = false;
         for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++)
             if ((nums[k].s && !strcmp(a, nums[k].s)) || !strcmp(a, nums[k].l)) {
@@ -127,12 +128,18 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
                 return -1;
             }
             i++;
-            if (a[1] == 'm' || !strcmp(a, "--model")) o->model = v;
-            else if (a[1] == 'p' || !strcmp(a, "--prompt")) o->prompt = v;
-            else if (!strcmp(v, "f16")) o->kv_type = GGML_TYPE_F16;
-            else if (!strcmp(v, "f32")) o->kv_type = GGML_TYPE_F32;
+            if (a[1] == 'm' || !strcmp(a, "--model"))
+                o->model = v;
+            else if (a[1] == 'p' || !strcmp(a, "--prompt"))
+                o->prompt = v;
+            else if (!strcmp(v, "f16"))
+                o->kv_type = GGML_TYPE_F16;
+            else if (!strcmp(v, "f32"))
+                o->kv_type = GGML_TYPE_F32;
+            else if (!strcmp(v, "q8_0"))
+                o->kv_type = GGML_TYPE_Q8_0;
             else {
-                fprintf(stderr, "tps generate: --kv-type is f16 or f32, not '%s'\n", v);
+                fprintf(stderr, "tps generate: --kv-type is f16, f32 or q8_0, not '%s'\n", v);
                 return -1;
             }
             continue;
@@ -170,8 +177,9 @@ int cli_generate(int argc, char **argv) {
     if (llama_model_load_opts(&m, o.model, &lo, &err) || tokenizer_load(&tok, m->file, &err))
         goto done;
     size_t n_ids;
-    if (tokenizer_encode_alloc(tok, o.prompt, plen, TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL,
-                               &ids, &n_ids, &err))
+    if (tokenizer_encode_alloc(tok, o.prompt, plen,
+                               TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL, &ids, &n_ids,
+                               &err))
         goto done;
     if (n_ids == 0) {
         snprintf(err.msg, sizeof err.msg,
@@ -219,7 +227,8 @@ int cli_generate(int argc, char **argv) {
                     fwrite(ev[i].text, 1, ev[i].text_len, stdout);
                     fflush(stdout);
                 }
-                while (text_len + ev[i].text_len + 1 > text_cap) text = realloc(text, text_cap *= 2);
+                while (text_len + ev[i].text_len + 1 > text_cap)
+                    text = realloc(text, text_cap *= 2);
                 memcpy(text + text_len, ev[i].text, ev[i].text_len);
                 text_len += ev[i].text_len;
             }
@@ -227,21 +236,25 @@ int cli_generate(int argc, char **argv) {
                 done = true;
                 tm = ev[i].timings;
                 fin = ev[i].finish;
-                if (fin == ENGINE_FINISH_ERROR) snprintf(err.msg, sizeof err.msg, "%s", ev[i].error);
+                if (fin == ENGINE_FINISH_ERROR)
+                    snprintf(err.msg, sizeof err.msg, "%s", ev[i].error);
             }
         }
     }
     text[text_len] = 0;
     if (fin == ENGINE_FINISH_ERROR) goto done;
-    double prefill_s = tm.t_first_token ? (double)(tm.t_first_token - tm.t_first_scheduled) / 1e9 : 0;
+    double prefill_s =
+        tm.t_first_token ? (double)(tm.t_first_token - tm.t_first_scheduled) / 1e9 : 0;
     double decode_s = n_out > 1 ? (double)(t_last - tm.t_first_token) / 1e9 : 0;
     double prefill_tps = prefill_s > 0 ? (double)n_ids / prefill_s : 0;
     double decode_tps = decode_s > 0 ? (double)(n_out - 1) / decode_s : 0;
     double gbps = decode_tps * (double)m->w.bytes_per_token / 1e9;
     if (o.json) {
         json_t *j = json_object(), *pa = json_array(), *ta = json_array();
-        for (size_t i = 0; i < n_ids; i++) json_array_append_new(pa, json_integer(ids[i]));
-        for (size_t i = 0; i < n_out; i++) json_array_append_new(ta, json_integer(out_ids[i]));
+        for (size_t i = 0; i < n_ids; i++)
+            json_array_append_new(pa, json_integer(ids[i]));
+        for (size_t i = 0; i < n_out; i++)
+            json_array_append_new(ta, json_integer(out_ids[i]));
         json_object_set_new(j, "prompt_tokens", pa);
         json_object_set_new(j, "tokens", ta);
         json_object_set_new(j, "text", json_stringn(text, text_len));
@@ -254,7 +267,8 @@ int cli_generate(int argc, char **argv) {
         json_object_set_new(j, "decode_ms", json_real(decode_s * 1e3));
         json_object_set_new(j, "decode_tps", json_real(decode_tps));
         json_object_set_new(j, "decode_gbps", json_real(gbps));
-        json_object_set_new(j, "weight_bytes_per_token", json_integer((json_int_t)m->w.bytes_per_token));
+        json_object_set_new(j, "weight_bytes_per_token",
+                            json_integer((json_int_t)m->w.bytes_per_token));
         char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
         printf("%s\n", s);
         free(s);

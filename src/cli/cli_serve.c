@@ -40,7 +40,7 @@ static void usage(FILE *out) {
         "  --kv-mem BYTES          KV pool size, e.g. 512M, 2G (default: room for max-seqs\n"
         "                          full contexts, at most 1 GiB)\n"
         "  --kv-tokens N           KV pool size in positions instead of bytes\n"
-        "  --kv-type f16|f32       KV element type (default f16)\n"
+        "  --kv-type f16|f32|q8_0  KV element type (default f16; q8_0 halves KV memory and reads)\n"
         "  --kv-block N            positions per KV block (default 16)\n"
         "  --max-queue N           waiting requests before 429 (default 0: unlimited)\n"
         "  --threads N             kernel threads (default: all cores)\n"
@@ -151,9 +151,14 @@ int cli_serve(int argc, char **argv) {
         else if (!strcmp(a, "--kv-tokens"))
             bad = parse_u32(v, &c.engine.kv_tokens);
         else if (!strcmp(a, "--kv-type")) {
-            if (!strcmp(v, "f16")) c.engine.kv_type = GGML_TYPE_F16;
-            else if (!strcmp(v, "f32")) c.engine.kv_type = GGML_TYPE_F32;
-            else bad = 1;
+            if (!strcmp(v, "f16"))
+                c.engine.kv_type = GGML_TYPE_F16;
+            else if (!strcmp(v, "f32"))
+                c.engine.kv_type = GGML_TYPE_F32;
+            else if (!strcmp(v, "q8_0"))
+                c.engine.kv_type = GGML_TYPE_Q8_0;
+            else
+                bad = 1;
         } else if (!strcmp(a, "--kv-block"))
             bad = parse_u32(v, &c.engine.kv_block);
         else if (!strcmp(a, "--max-queue"))

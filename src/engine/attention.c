@@ -34,14 +34,35 @@ ALWAYS_INLINE const uint8_t *head_rows(const uint8_t *base, const kv_cache *kv, 
     return base + kv_head_block_off(kv, seq, layer, blk, kvh);
 }
 
-ALWAYS_INLINE float ld1(const uint8_t *row, size_t d, const int f16) {
-    return f16 ? fp16_to_fp32(((const uint16_t *)row)[d]) : ((const float *)row)[d];
+/* KV element kinds: what a row of head_dim elements holds. */
+enum { KV_F32 = 0, KV_F16 = 1, KV_Q8 = 2 };
+
+ALWAYS_INLINE int kv_kind(const kv_cache *kv) {
+    return kv->kv_type == GGML_TYPE_F16 ? KV_F16 : kv->kv_type == GGML_TYPE_Q8_0 ? KV_Q8 : KV_F32;
+}
+
+/* Element d of a row: F32, F16, or Q8_0 (d_block * q, as dequantize_row_q8_0). */
+ALWAYS_INLINE float ld1(const uint8_t *row, size_t d, const int kt) {
+    if (kt == KV_Q8) {
+        const block_q8_0 *b = (const block_q8_0 *)row + d / QK8_0;
+        return fp16_to_fp32(b->d) * (float)b->qs[d % QK8_0];
+    }
+    return kt == KV_F16 ? fp16_to_fp32(((const uint16_t *)row)[d]) : ((const float *)row)[d];
 }
 
 #if ATTN_AVX2
 
-ALWAYS_INLINE __m256 ld8(const uint8_t *row, size_t d, const int f16) {
-    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));
+/* Elements d .. d + 7 (d a multiple of 8, so inside one Q8_0 block), each
+ * the same float ld1 gives. */
+ALWAYS_INLINE __m256 ld8(const uint8_t *row, size_t d, const int kt) {
+    if (kt == KV_Q8) {
+        const block_q8_0 *b = (const block_q8_0 *)row + d / QK8_0;
+        const __m128i q = _mm_loadl_epi64((const __m128i *)(b->qs + d % QK8_0));
+        const __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+        return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), qf);
+    }
+    if (kt == KV_F16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));
     return _mm256_loadu_ps((const float *)row + d);
 }
 
@@ -60,7 +81,7 @@ ALWAYS_INLINE __m256 fold8(const __m256 a[8]) {
  * at a time; a short last group leaves the missing lanes zero, which does
  * not touch the lanes that exist. */
 ALWAYS_INLINE void scores_run(float *restrict s, const float *restrict q, const uint8_t *K,
-                              size_t row_bytes, size_t n, uint32_t hd, float scale, const int f16) {
+                              size_t row_bytes, size_t n, uint32_t hd, float scale, const int kt) {
     const size_t hd8 = hd / 8 * 8;
     for (size_t j0 = 0; j0 < n; j0 += 8) {
         const uint8_t *Kj = K + j0 * row_bytes;
@@ -72,13 +93,13 @@ ALWAYS_INLINE void scores_run(float *restrict s, const float *restrict q, const 
                 const __m256 qv = _mm256_loadu_ps(q + d);
 #pragma GCC unroll 8
                 for (int i = 0; i < 8; i++)
-                    acc[i] = _mm256_fmadd_ps(qv, ld8(Kj + (size_t)i * row_bytes, d, f16), acc[i]);
+                    acc[i] = _mm256_fmadd_ps(qv, ld8(Kj + (size_t)i * row_bytes, d, kt), acc[i]);
             }
         } else {
             for (size_t i = 0; i < n - j0; i++)
                 for (size_t d = 0; d < hd8; d += 8)
-                    acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + d),
-                                             ld8(Kj + i * row_bytes, d, f16), acc[i]);
+                    acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), ld8(Kj + i * row_bytes, d, kt),
+                                             acc[i]);
         }
         float sum[8];
         _mm256_storeu_ps(sum, fold8(acc));
@@ -86,7 +107,7 @@ ALWAYS_INLINE void scores_run(float *restrict s, const float *restrict q, const 
         for (size_t i = 0; i < m; i++) {
             float v = sum[i];
             for (size_t d = hd8; d < hd; d++)
-                v = fmaf(q[d], ld1(Kj + i * row_bytes, d, f16), v);
+                v = fmaf(q[d], ld1(Kj + i * row_bytes, d, kt), v);
             s[j0 + i] = v * scale;
         }
     }
@@ -95,7 +116,7 @@ ALWAYS_INLINE void scores_run(float *restrict s, const float *restrict q, const 
 /* o (hd,) += sum_j s[j] * V_j, j in [0, n) in order, one FMA per element
  * and position; up to 64 output floats stay in registers per sweep. */
 ALWAYS_INLINE void values_run(float *restrict o, const float *restrict s, const uint8_t *V,
-                              size_t row_bytes, size_t n, uint32_t hd, const int f16) {
+                              size_t row_bytes, size_t n, uint32_t hd, const int kt) {
     const size_t hd8 = hd / 8 * 8;
     size_t d0 = 0;
     for (; d0 + 64 <= hd8; d0 += 64) {
@@ -108,7 +129,7 @@ ALWAYS_INLINE void values_run(float *restrict o, const float *restrict s, const 
             const uint8_t *Vj = V + j * row_bytes;
 #pragma GCC unroll 8
             for (int v = 0; v < 8; v++)
-                acc[v] = _mm256_fmadd_ps(sv, ld8(Vj, d0 + 8 * (size_t)v, f16), acc[v]);
+                acc[v] = _mm256_fmadd_ps(sv, ld8(Vj, d0 + 8 * (size_t)v, kt), acc[v]);
         }
 #pragma GCC unroll 8
         for (int v = 0; v < 8; v++)
@@ -117,13 +138,13 @@ ALWAYS_INLINE void values_run(float *restrict o, const float *restrict s, const 
     for (; d0 < hd8; d0 += 8) {
         __m256 acc = _mm256_loadu_ps(o + d0);
         for (size_t j = 0; j < n; j++)
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), ld8(V + j * row_bytes, d0, f16), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), ld8(V + j * row_bytes, d0, kt), acc);
         _mm256_storeu_ps(o + d0, acc);
     }
     for (size_t d = hd8; d < hd; d++) {
         float acc = o[d];
         for (size_t j = 0; j < n; j++)
-            acc = fmaf(s[j], ld1(V + j * row_bytes, d, f16), acc);
+            acc = fmaf(s[j], ld1(V + j * row_bytes, d, kt), acc);
         o[d] = acc;
     }
 }
@@ -133,26 +154,26 @@ ALWAYS_INLINE void values_run(float *restrict o, const float *restrict s, const 
 /* Per position: 8 partial sums over the head_dim / 8 chunks, folded as the
  * AVX2 path does, then the tail in order. */
 ALWAYS_INLINE void scores_run(float *restrict s, const float *restrict q, const uint8_t *K,
-                              size_t row_bytes, size_t n, uint32_t hd, float scale, const int f16) {
+                              size_t row_bytes, size_t n, uint32_t hd, float scale, const int kt) {
     const size_t hd8 = hd / 8 * 8;
     for (size_t j = 0; j < n; j++) {
         const uint8_t *Kj = K + j * row_bytes;
         float l[8] = {0};
         for (size_t d = 0; d < hd8; d += 8)
             for (int i = 0; i < 8; i++)
-                l[i] = fmaf(q[d + i], ld1(Kj, d + i, f16), l[i]);
+                l[i] = fmaf(q[d + i], ld1(Kj, d + i, kt), l[i]);
         float v = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
         for (size_t d = hd8; d < hd; d++)
-            v = fmaf(q[d], ld1(Kj, d, f16), v);
+            v = fmaf(q[d], ld1(Kj, d, kt), v);
         s[j] = v * scale;
     }
 }
 
 ALWAYS_INLINE void values_run(float *restrict o, const float *restrict s, const uint8_t *V,
-                              size_t row_bytes, size_t n, uint32_t hd, const int f16) {
+                              size_t row_bytes, size_t n, uint32_t hd, const int kt) {
     for (size_t j = 0; j < n; j++)
         for (size_t d = 0; d < hd; d++)
-            o[d] = fmaf(s[j], ld1(V + j * row_bytes, d, f16), o[d]);
+            o[d] = fmaf(s[j], ld1(V + j * row_bytes, d, kt), o[d]);
 }
 
 #endif
@@ -186,9 +207,9 @@ ALWAYS_INLINE void prefetch_next(const kv_cache *kv, const kv_seq *seq, uint32_t
 ALWAYS_INLINE void group_impl(float *restrict out, const float *restrict q, const kv_cache *kv,
                               const kv_seq *seq, uint32_t layer, uint32_t kvh, uint32_t group,
                               uint32_t hd, uint32_t n_pos, float scale, float *restrict scores,
-                              const int f16) {
+                              const int kt) {
     const uint32_t B = kv->block_tokens;
-    const size_t row_bytes = (size_t)kv->head_dim * kv->elem_size;
+    const size_t row_bytes = kv->head_bytes;
     const uint32_t n_blk = (n_pos + B - 1) / B;
     for (uint32_t i = 0; i < ATTN_PREFETCH; i++)
         prefetch_next(kv, seq, layer, kvh, i, n_blk, B * row_bytes);
@@ -198,7 +219,7 @@ ALWAYS_INLINE void group_impl(float *restrict out, const float *restrict q, cons
         prefetch_next(kv, seq, layer, kvh, b + ATTN_PREFETCH, n_blk, B * row_bytes);
         for (uint32_t g = 0; g < group; g++)
             scores_run(scores + (size_t)g * n_pos + p0, q + (size_t)g * hd, K, row_bytes, n, hd,
-                       scale, f16);
+                       scale, kt);
     }
     for (uint32_t g = 0; g < group; g++)
         kernel_softmax(scores + (size_t)g * n_pos, n_pos);
@@ -209,41 +230,47 @@ ALWAYS_INLINE void group_impl(float *restrict out, const float *restrict q, cons
         prefetch_next(kv, seq, layer, kvh, n_blk + b + ATTN_PREFETCH, n_blk, B * row_bytes);
         for (uint32_t g = 0; g < group; g++)
             values_run(out + (size_t)g * hd, scores + (size_t)g * n_pos + p0, V, row_bytes, n, hd,
-                       f16);
+                       kt);
     }
 }
 
 void attn_group(float *restrict out, const float *restrict q, const kv_cache *kv, const kv_seq *seq,
                 uint32_t layer, uint32_t kvh, uint32_t group, uint32_t head_dim, uint32_t n_pos,
                 float scale, float *restrict scores) {
-    if (kv->kv_type == GGML_TYPE_F16)
-        group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, scores, 1);
-    else
-        group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, scores, 0);
+    switch (kv_kind(kv)) {
+    case KV_F16:
+        group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, scores, KV_F16);
+        break;
+    case KV_Q8:
+        group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, scores, KV_Q8);
+        break;
+    default:
+        group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, scores, KV_F32);
+    }
 }
 
-/* dst (n, hd) floats <- n K or V rows (row_bytes apart) of type f16 / f32. */
+/* dst (n, hd) floats <- n K or V rows (row_bytes apart) of kind kt. */
 static void widen_rows(float *restrict dst, const uint8_t *src, size_t row_bytes, uint32_t n,
-                       uint32_t hd, const int f16) {
+                       uint32_t hd, const int kt) {
     for (uint32_t j = 0; j < n; j++) {
         const uint8_t *row = src + (size_t)j * row_bytes;
         float *d = dst + (size_t)j * hd;
         uint32_t i = 0;
 #if ATTN_AVX2
         for (; i + 8 <= hd; i += 8)
-            _mm256_storeu_ps(d + i, ld8(row, i, f16));
+            _mm256_storeu_ps(d + i, ld8(row, i, kt));
 #endif
         for (; i < hd; i++)
-            d[i] = ld1(row, i, f16);
+            d[i] = ld1(row, i, kt);
     }
 }
 
 ALWAYS_INLINE void rows_impl(float *restrict out, const float *restrict q, size_t ld,
                              const kv_cache *kv, const kv_seq *seq, uint32_t layer, uint32_t kvh,
                              uint32_t group, uint32_t hd, uint32_t n_pos0, uint32_t n_rows,
-                             float scale, float *restrict scratch, const int f16) {
+                             float scale, float *restrict scratch, const int kt) {
     const uint32_t B = kv->block_tokens, n_last = n_pos0 + n_rows - 1;
-    const size_t row_bytes = (size_t)kv->head_dim * kv->elem_size, fl_bytes = (size_t)hd * 4;
+    const size_t row_bytes = kv->head_bytes, fl_bytes = (size_t)hd * 4;
     float *S = scratch; /* (n_rows, group, n_last) scores */
     float *W = scratch + ((size_t)ATTN_ROWS * group * n_last + 15) / 16 * 16;
     const uint32_t n_blk = (n_last + B - 1) / B;
@@ -261,7 +288,7 @@ ALWAYS_INLINE void rows_impl(float *restrict out, const float *restrict q, size_
             const uint8_t *KV = head_rows(base, kv, seq, layer, b, kvh);
             for (uint32_t c = 0; c < nb; c += ATTN_CHUNK) {
                 const uint32_t p0 = pb + c, nc = nb - c < ATTN_CHUNK ? nb - c : ATTN_CHUNK;
-                widen_rows(W, KV + (size_t)c * row_bytes, row_bytes, nc, hd, f16);
+                widen_rows(W, KV + (size_t)c * row_bytes, row_bytes, nc, hd, kt);
                 for (uint32_t i = 0; i < n_rows; i++) {
                     const uint32_t n_pos = n_pos0 + i;
                     if (p0 >= n_pos) continue;
@@ -270,10 +297,10 @@ ALWAYS_INLINE void rows_impl(float *restrict out, const float *restrict q, size_
                         float *s = S + ((size_t)i * group + g) * n_last + p0;
                         if (pass == 0)
                             scores_run(s, q + i * ld + (size_t)g * hd, (const uint8_t *)W, fl_bytes,
-                                       n, hd, scale, 0);
+                                       n, hd, scale, KV_F32);
                         else
                             values_run(out + i * ld + (size_t)g * hd, s, (const uint8_t *)W,
-                                       fl_bytes, n, hd, 0);
+                                       fl_bytes, n, hd, KV_F32);
                     }
                 }
             }
@@ -289,23 +316,27 @@ void attn_group_rows(float *restrict out, const float *restrict q, size_t ld, co
         attn_group(out, q, kv, seq, layer, kvh, group, head_dim, n_pos0, scale, scratch);
         return;
     }
-    if (kv->kv_type == GGML_TYPE_F16)
-        rows_impl(out, q, ld, kv, seq, layer, kvh, group, head_dim, n_pos0, n_rows, scale, scratch,
-                  1);
-    else
-        rows_impl(out, q, ld, kv, seq, layer, kvh, group, head_dim, n_pos0, n_rows, scale, scratch,
-                  0);
+#define ROWS_IMPL(KT)                                                                              \
+    rows_impl(out, q, ld, kv, seq, layer, kvh, group, head_dim, n_pos0, n_rows, scale, scratch, KT)
+    switch (kv_kind(kv)) {
+    case KV_F16:
+        ROWS_IMPL(KV_F16);
+        break;
+    case KV_Q8:
+        ROWS_IMPL(KV_Q8);
+        break;
+    default:
+        ROWS_IMPL(KV_F32);
+    }
+#undef ROWS_IMPL
 }
 
 /* ---- reference ---------------------------------------------------------- */
 
 static double ref_at(const kv_cache *kv, const uint8_t *base, const kv_seq *seq, uint32_t layer,
                      uint32_t pos, size_t col) {
-    const size_t e =
-        kv_head_off(kv, seq, layer, pos, (uint32_t)(col / kv->head_dim)) / kv->elem_size +
-        col % kv->head_dim;
-    if (kv->kv_type == GGML_TYPE_F16) return fp16_to_fp32(((const uint16_t *)base)[e]);
-    return ((const float *)base)[e];
+    const uint8_t *row = base + kv_head_off(kv, seq, layer, pos, (uint32_t)(col / kv->head_dim));
+    return ld1(row, col % kv->head_dim, kv_kind(kv));
 }
 
 void attn_group_ref(float *restrict out, const float *restrict q, const kv_cache *kv,

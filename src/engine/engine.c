@@ -703,7 +703,7 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     if (!e->p.prefill_chunk || e->p.prefill_chunk > e->p.max_batch_tokens)
         e->p.prefill_chunk = e->p.max_batch_tokens;
     if (!e->p.kv_block) e->p.kv_block = 16;
-    if (!e->p.kv_type) e->p.kv_type = GGML_TYPE_F16;
+    /* kv_type comes from engine_params_default (F16); 0 is F32, asked for */
     int rc;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->work_cv, NULL);

@@ -36,7 +36,7 @@ typedef struct engine_params {
     uint32_t kv_block;  /* positions per KV block (default 16) */
     size_t kv_mem;      /* KV pool bytes; 0: from kv_tokens */
     uint32_t kv_tokens; /* KV pool positions when kv_mem is 0; 0: max_seqs * context */
-    uint32_t kv_type;   /* GGML_TYPE_F16 (default) or GGML_TYPE_F32 */
+    uint32_t kv_type;   /* GGML_TYPE_F16 (default), GGML_TYPE_F32 or GGML_TYPE_Q8_0 */
     uint32_t max_queue; /* waiting requests before submit says TPS_EFULL; 0: unlimited */
     const char *trace_path; /* Chrome trace JSON written at engine_destroy; NULL: none */
 } engine_params;

@@ -164,8 +164,13 @@ static void attn_task(void *arg, size_t t, int thread) {
 }
 
 /* K/V row into the cache. F16: F16C's round-to-nearest-even, the same
- * halves as fp32_to_fp16 for every finite value, eight at a time. */
+ * halves as fp32_to_fp16 for every finite value, eight at a time. Q8_0:
+ * the activation quantizer (bit-identical to quantize_row_q8_0_ref). */
 static void store_row(void *dst, const float *src, size_t n, uint32_t kv_type) {
+    if (kv_type == GGML_TYPE_Q8_0) {
+        quantize_row_q8_0(dst, src, n);
+        return;
+    }
     if (kv_type != GGML_TYPE_F16) {
         memcpy(dst, src, n * sizeof(float));
         return;

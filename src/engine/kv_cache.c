@@ -4,22 +4,39 @@
 #include <sys/mman.h>
 
 #include "engine/kv_cache.h"
+#include "kernels/quant.h" /* block_q8_0 */
 #include "model/gguf.h"
+
+size_t kv_cache_row_bytes(uint32_t kv_type, uint32_t n) {
+    switch (kv_type) {
+    case GGML_TYPE_F32:
+        return (size_t)n * 4;
+    case GGML_TYPE_F16:
+        return (size_t)n * 2;
+    case GGML_TYPE_Q8_0:
+        return n % QK8_0 ? 0 : (size_t)n / QK8_0 * sizeof(block_q8_0);
+    }
+    return 0;
+}
 
 size_t kv_cache_block_bytes(uint32_t n_layers, uint32_t kv_dim, uint32_t block_tokens,
                             uint32_t kv_type) {
-    size_t es = kv_type == GGML_TYPE_F16 ? 2 : 4;
-    return 2 * (size_t)n_layers * block_tokens * kv_dim * es;
+    return 2 * (size_t)n_layers * block_tokens * kv_cache_row_bytes(kv_type, kv_dim);
 }
 
 int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     *out = NULL;
-    if (p->kv_type != GGML_TYPE_F32 && p->kv_type != GGML_TYPE_F16)
-        return tps_fail(err, TPS_EINVAL, "kv cache: type must be f32 or f16");
+    if (p->kv_type != GGML_TYPE_F32 && p->kv_type != GGML_TYPE_F16 && p->kv_type != GGML_TYPE_Q8_0)
+        return tps_fail(err, TPS_EINVAL, "kv cache: type must be f32, f16 or q8_0");
     const uint32_t head_dim = p->head_dim ? p->head_dim : p->kv_dim;
     if (p->kv_dim == 0 || p->kv_dim % head_dim)
         return tps_fail(err, TPS_EINVAL, "kv cache: kv_dim %u is not a multiple of head_dim %u",
                         p->kv_dim, head_dim);
+    if (!kv_cache_row_bytes(p->kv_type, head_dim))
+        return tps_fail(err, TPS_EINVAL,
+                        "kv cache: q8_0 needs a head size that is a multiple of 32 (this model's "
+                        "is %u); use f16",
+                        head_dim);
     if (p->block_tokens == 0 || p->block_tokens > 4096)
         return tps_fail(err, TPS_EINVAL, "kv cache: block size %u must be 1..4096 tokens",
                         p->block_tokens);
@@ -40,8 +57,8 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     kv->block_tokens = p->block_tokens;
     kv->kv_type = p->kv_type;
     kv->n_blocks = (uint32_t)n;
-    kv->elem_size = p->kv_type == GGML_TYPE_F16 ? 2 : 4;
-    kv->block_stride = (size_t)p->n_layers * p->block_tokens * p->kv_dim;
+    kv->head_bytes = kv_cache_row_bytes(p->kv_type, head_dim);
+    kv->block_bytes = bb / 2;
     size_t half = bb / 2 * (size_t)n;
     /* Anonymous maps are zero-filled lazily: a large pool costs resident
      * memory only as blocks are first written. */

@@ -2,7 +2,9 @@
  * PagedAttention memory layout on the CPU) and per-sequence block tables.
  *
  * A block holds `block_tokens` positions of K and V for every layer:
- *   K[block][layer][kv_head][slot][head_dim], V likewise, in F32 or F16.
+ *   K[block][layer][kv_head][slot][head_dim], V likewise, in F32, F16 or
+ * Q8_0 (head_dim / 32 blocks of 32 int8 and an F16 scale: half of F16's
+ * bytes to store and to read at every decode step).
  * Head-major inside a block: attention for one KV head streams its
  * positions as one contiguous run instead of picking head_dim elements out
  * of every kv_dim-wide row (which defeats the hardware prefetcher).
@@ -22,7 +24,7 @@ typedef struct kv_cache_params {
     uint32_t kv_dim;       /* n_kv_heads * head_dim */
     uint32_t head_dim;     /* elements per KV head; 0 = kv_dim (one head) */
     uint32_t block_tokens; /* positions per block (default 16) */
-    uint32_t kv_type;      /* GGML_TYPE_F32 or GGML_TYPE_F16 */
+    uint32_t kv_type;      /* GGML_TYPE_F32, GGML_TYPE_F16 or GGML_TYPE_Q8_0 */
     uint32_t n_blocks;     /* pool size; or 0 to derive from mem_bytes */
     size_t mem_bytes;      /* K+V bytes for the pool when n_blocks is 0 */
 } kv_cache_params;
@@ -31,10 +33,11 @@ typedef struct kv_cache {
     uint32_t n_layers, kv_dim, block_tokens, kv_type;
     uint32_t head_dim, n_kv_heads;
     uint32_t n_blocks;
-    size_t elem_size;    /* 4 (F32) or 2 (F16) */
-    size_t block_stride; /* elements per block per tensor (K or V): n_layers*block_tokens*kv_dim */
-    uint8_t *k, *v;      /* n_blocks * block_stride elements each (anonymous maps) */
-    size_t map_bytes;    /* bytes of each map */
+    size_t head_bytes; /* one head at one position: head_dim elements of kv_type */
+    size_t
+        block_bytes;  /* one block of one tensor (K or V): n_layers*block_tokens*n_kv_heads heads */
+    uint8_t *k, *v;   /* n_blocks * block_bytes each (anonymous maps) */
+    size_t map_bytes; /* bytes of each map */
     uint32_t *free_list; /* stack of free block ids */
     uint32_t n_free;
     uint16_t *refs; /* per block: 0 = free */
@@ -46,6 +49,8 @@ typedef struct kv_seq {
     uint32_t n_blocks, cap;
 } kv_seq;
 
+/* Bytes of n elements of kv_type (0 if q8_0 and n is not whole blocks). */
+size_t kv_cache_row_bytes(uint32_t kv_type, uint32_t n);
 /* Bytes of K+V one block takes. */
 size_t kv_cache_block_bytes(uint32_t n_layers, uint32_t kv_dim, uint32_t block_tokens,
                             uint32_t kv_type);
@@ -70,19 +75,18 @@ int kv_seq_reserve(kv_cache *kv, kv_seq *seq, uint32_t n_tokens);
 void kv_seq_release(kv_cache *kv, kv_seq *seq);
 
 /* Byte offset of block table entry blk's first slot for (layer, kv head);
- * the block's next slots follow head_dim elements apart. */
+ * the block's next slots follow head_bytes apart. */
 static inline size_t kv_head_block_off(const kv_cache *kv, const kv_seq *seq, uint32_t layer,
                                        uint32_t blk, uint32_t kvh) {
-    return ((size_t)seq->blocks[blk] * kv->block_stride +
-            ((size_t)layer * kv->n_kv_heads + kvh) * kv->block_tokens * kv->head_dim) *
-           kv->elem_size;
+    return (size_t)seq->blocks[blk] * kv->block_bytes +
+           ((size_t)layer * kv->n_kv_heads + kvh) * kv->block_tokens * kv->head_bytes;
 }
 
-/* K (or V) of one KV head at a position: head_dim elements of elem_size bytes. */
+/* K (or V) of one KV head at a position: head_bytes bytes. */
 static inline size_t kv_head_off(const kv_cache *kv, const kv_seq *seq, uint32_t layer,
                                  uint32_t pos, uint32_t kvh) {
     return kv_head_block_off(kv, seq, layer, pos / kv->block_tokens, kvh) +
-           (size_t)(pos % kv->block_tokens) * kv->head_dim * kv->elem_size;
+           (size_t)(pos % kv->block_tokens) * kv->head_bytes;
 }
 static inline void *kv_k_head(const kv_cache *kv, const kv_seq *seq, uint32_t layer, uint32_t pos,
                               uint32_t kvh) {
