@@ -6,7 +6,8 @@
  *      head of the group reads them); then softmax per head;
  *   2. values: for each KV block, for each head, out += s[p] * V_p with the
  *      output chunk held in registers across the block's positions.
- * F16 K/V are widened with F16C inside the loops; attn_group_rows widens
+ * F16 K/V are widened with F16C inside the loops, Q8_0 K/V dequantized
+ * (d * q) the same way; attn_group_rows widens
  * each 16-position chunk once into scratch for a run of rows (prefill). The AVX2 path and the
  * portable path each fix one reduction order per element; the reference at
  * the bottom is plain and slow, for tests. Not here: threading, RoPE. */
