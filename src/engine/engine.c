@@ -409,6 +409,10 @@ static void take_requests(engine *e, uint64_t t_now) {
         seq_list_remove(&e->incoming, s);
         seq_list_push_back(&e->waiting, s);
     }
+    /* engine_submit's queue limit counts incoming + published waiting: publish
+     * the taken requests now, not at the step's end, or a burst of submits
+     * during the step sees neither and overfills the queue */
+    e->st.requests_waiting = e->waiting.n;
     size_t nc = e->n_cancels;
     uint64_t local[64];
     uint64_t *ids = nc <= 64 ? local : malloc(nc * sizeof *ids);
