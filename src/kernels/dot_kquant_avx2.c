@@ -186,6 +186,11 @@ ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const block_q6_
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++)
             is[j] = _mm256_setzero_si256();
+        /* the 16 scales as int16, each doubled into an int32 (s_k, s_k):
+         * pa = P0..P3 | P8..P11, pb = P4..P7 | P12..P15; chunk c's factor
+         * vector (8 x s_2c | 8 x s_2c+1) is then one vpermd of them */
+        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+        const __m256i pa = _mm256_unpacklo_epi16(s16, s16), pb = _mm256_unpackhi_epi16(s16, s16);
 #pragma GCC unroll 4
         for (int h = 0; h < 2; h++) {
             const __m256i v0 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h));
@@ -203,8 +208,10 @@ ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const block_q6_
 #pragma GCC unroll 4
             for (int t = 0; t < 4; t++) {
                 const int c = 4 * h + t;
-                const __m256i s = _mm256_set_m128i(_mm_set1_epi16(wb->scales[2 * c + 1]),
-                                                   _mm_set1_epi16(wb->scales[2 * c]));
+                const int lane = (c & 1) * 2 + (c >= 4) * 4; /* of P_2c in pa or pb */
+                const __m256i s = _mm256_permutevar8x32_epi32(
+                    (c & 2) ? pb : pa, _mm256_setr_epi32(lane, lane, lane, lane, lane + 1, lane + 1,
+                                                         lane + 1, lane + 1));
 #pragma GCC unroll 4
                 for (int j = 0; j < MX; j++) {
                     const __m256i a = _mm256_loadu_si256((const __m256i *)(x[j][b].qs + 32 * c));
@@ -212,7 +219,6 @@ ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const block_q6_
                 }
             }
         }
-        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++) {
             const __m256i off =
