@@ -28,7 +28,7 @@ void attn_group(float *restrict out, const float *restrict q, const kv_cache *kv
  * chunk is widened from F16 to float once into scratch and every row reads
  * it, with the same FMA sequence per element as attn_group, so each row's
  * output is bit-identical to attn_group's. */
-#define ATTN_ROWS  8  /* rows per attn_group_rows call at most */
+#define ATTN_ROWS  32 /* rows per attn_group_rows call at most */
 #define ATTN_CHUNK 16 /* positions widened at a time */
 
 /* Floats of scratch attn_group_rows needs for up to ATTN_ROWS rows whose
