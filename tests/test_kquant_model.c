@@ -9,8 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/forward.h"
+#include "model/llama_model.h"
 #include "model/model_make.h"
+#include "support/teacher_forced.h"
 
 /* ||logits_q - logits_f32|| / ||logits_f32||, worst over STEPS positions.
  * Q6_K keeps ~6 bits per weight, Q4_K ~4 (test_quant_model.c's q4_0 bound
@@ -28,75 +29,6 @@ static void make(const char *path, uint32_t type) {
     cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
 }
 
-typedef struct runner {
-    llama_model *m;
-    kv_cache *kv;
-    fwd_state *s;
-    kv_seq seq;
-} runner;
-
-static void runner_open(runner *r, const char *path) {
-    tps_err err = {0};
-    cr_assert_eq(llama_model_load(&r->m, path, &err), 0, "%s", err.msg);
-    const llama_config *c = &r->m->cfg;
-    kv_cache_params p = {.n_layers = c->n_layers,
-                         .kv_dim = c->n_kv_heads * c->head_dim,
-                         .head_dim = c->head_dim,
-                         .block_tokens = 16,
-                         .kv_type = GGML_TYPE_F32,
-                         .n_blocks = 4};
-    cr_assert_eq(kv_cache_create(&r->kv, &p, &err), 0, "%s", err.msg);
-    cr_assert_eq(fwd_state_create(&r->s, r->m, 4, c->ctx_len, 1, &err), 0, "%s", err.msg);
-    memset(&r->seq, 0, sizeof r->seq);
-    cr_assert_eq(kv_seq_init(&r->seq, 4), 0);
-    cr_assert_eq(kv_seq_reserve(r->kv, &r->seq, 32), 0);
-}
-
-static void runner_close(runner *r) {
-    kv_seq_release(r->kv, &r->seq);
-    kv_seq_destroy(&r->seq);
-    fwd_state_free(r->s);
-    kv_cache_free(r->kv);
-    llama_model_free(r->m);
-}
-
-static const float *step(runner *r, int32_t token, uint32_t pos) {
-    const kv_seq *seqs[] = {&r->seq};
-    fwd_row row = {.token = token, .pos = pos, .want_logits = 1};
-    fwd_batch b = {.n_rows = 1, .rows = &row, .seqs = seqs};
-    const float *logits;
-    size_t nl;
-    tps_err err = {0};
-    cr_assert_eq(llama_forward(r->s, r->m, r->kv, &b, &logits, &nl, &err), 0, "%s", err.msg);
-    return logits;
-}
-
-static double teacher_forced_error(const char *f32_path, const char *q_path) {
-    runner a, b;
-    runner_open(&a, f32_path);
-    runner_open(&b, q_path);
-    const uint32_t V = a.m->cfg.n_vocab;
-    int32_t tok = 1;
-    double worst = 0;
-    for (uint32_t pos = 0; pos < STEPS; pos++) {
-        const float *la = step(&a, tok, pos), *lb = step(&b, tok, pos);
-        double num = 0, den = 0;
-        size_t best = 0;
-        for (uint32_t i = 0; i < V; i++) {
-            cr_assert(isfinite(lb[i]), "logit %u at pos %u", i, pos);
-            num += ((double)lb[i] - la[i]) * ((double)lb[i] - la[i]);
-            den += (double)la[i] * la[i];
-            if (la[i] > la[best]) best = i;
-        }
-        const double e = sqrt(num / den);
-        if (e > worst) worst = e;
-        tok = (int32_t)best;
-    }
-    runner_close(&a);
-    runner_close(&b);
-    return worst;
-}
-
 Test(kquant_model, q4_k_q6_k_and_q4_k_m_logits_track_f32_when_teacher_forced) {
     char dir[] = "/tmp/tps-kquant-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
@@ -109,8 +41,9 @@ Test(kquant_model, q4_k_q6_k_and_q4_k_m_logits_track_f32_when_teacher_forced) {
     make(q4, GGML_TYPE_Q4_K);
     make(q6, GGML_TYPE_Q6_K);
     make(q4m, MODEL_MAKE_Q4_K_M);
-    const double e4 = teacher_forced_error(f32, q4), e6 = teacher_forced_error(f32, q6),
-                 e4m = teacher_forced_error(f32, q4m);
+    const double e4 = teacher_forced_error(f32, q4, STEPS),
+                 e6 = teacher_forced_error(f32, q6, STEPS),
+                 e4m = teacher_forced_error(f32, q4m, STEPS);
     cr_log_info("normalised logit error: q6_k %.2e, q4_k %.2e, q4_k_m %.2e", e6, e4, e4m);
     cr_expect_leq(e6, TOL_NORM_ERR_Q6_K, "q6_k: %g", e6);
     cr_expect_leq(e4, TOL_NORM_ERR_Q4_K, "q4_k: %g", e4);

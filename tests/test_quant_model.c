@@ -8,8 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/forward.h"
+#include "model/llama_model.h"
 #include "model/model_make.h"
+#include "support/teacher_forced.h"
 
 /* ||logits_q - logits_f32|| / ||logits_f32||, worst over 16 positions.
  * F16 rounds each weight to 11 significant bits; Q8_0 to 8 bits per block
@@ -26,75 +27,6 @@ static void make(const char *path, uint32_t type) {
     cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
 }
 
-typedef struct runner {
-    llama_model *m;
-    kv_cache *kv;
-    fwd_state *s;
-    kv_seq seq;
-} runner;
-
-static void runner_open(runner *r, const char *path) {
-    tps_err err = {0};
-    cr_assert_eq(llama_model_load(&r->m, path, &err), 0, "%s", err.msg);
-    const llama_config *c = &r->m->cfg;
-    kv_cache_params p = {.n_layers = c->n_layers,
-                         .kv_dim = c->n_kv_heads * c->head_dim,
-                         .head_dim = c->head_dim,
-                         .block_tokens = 16,
-                         .kv_type = GGML_TYPE_F32,
-                         .n_blocks = 8};
-    cr_assert_eq(kv_cache_create(&r->kv, &p, &err), 0, "%s", err.msg);
-    cr_assert_eq(fwd_state_create(&r->s, r->m, 8, c->ctx_len, 1, &err), 0, "%s", err.msg);
-    memset(&r->seq, 0, sizeof r->seq);
-    cr_assert_eq(kv_seq_init(&r->seq, 8), 0);
-    cr_assert_eq(kv_seq_reserve(r->kv, &r->seq, 64), 0);
-}
-
-static void runner_close(runner *r) {
-    kv_seq_release(r->kv, &r->seq);
-    kv_seq_destroy(&r->seq);
-    fwd_state_free(r->s);
-    kv_cache_free(r->kv);
-    llama_model_free(r->m);
-}
-
-/* Feeds token at pos; returns the logits (borrowed). */
-static const float *step(runner *r, int32_t token, uint32_t pos) {
-    const kv_seq *seqs[] = {&r->seq};
-    fwd_row row = {.token = token, .pos = pos, .want_logits = 1};
-    fwd_batch b = {.n_rows = 1, .rows = &row, .seqs = seqs};
-    const float *logits;
-    size_t nl;
-    tps_err err = {0};
-    cr_assert_eq(llama_forward(r->s, r->m, r->kv, &b, &logits, &nl, &err), 0, "%s", err.msg);
-    return logits;
-}
-
-static double teacher_forced_error(const char *f32_path, const char *q_path) {
-    runner a, b;
-    runner_open(&a, f32_path);
-    runner_open(&b, q_path);
-    uint32_t V = a.m->cfg.n_vocab;
-    int32_t tok = 1; /* BOS */
-    double worst = 0;
-    for (uint32_t pos = 0; pos < STEPS; pos++) {
-        const float *la = step(&a, tok, pos), *lb = step(&b, tok, pos);
-        double num = 0, den = 0;
-        size_t best = 0;
-        for (uint32_t i = 0; i < V; i++) {
-            num += ((double)lb[i] - la[i]) * ((double)lb[i] - la[i]);
-            den += (double)la[i] * la[i];
-            if (la[i] > la[best]) best = i;
-        }
-        double e = sqrt(num / den);
-        if (e > worst) worst = e;
-        tok = (int32_t)best; /* the f32 model's greedy token drives both */
-    }
-    runner_close(&a);
-    runner_close(&b);
-    return worst;
-}
-
 Test(quant_model, f16_q8_0_and_q4_0_logits_track_f32_when_teacher_forced) {
     char dir[] = "/tmp/tps-quant-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
@@ -107,8 +39,8 @@ Test(quant_model, f16_q8_0_and_q4_0_logits_track_f32_when_teacher_forced) {
     make(f16, GGML_TYPE_F16);
     make(q8, GGML_TYPE_Q8_0);
     make(q4, GGML_TYPE_Q4_0);
-    double e16 = teacher_forced_error(f32, f16), e8 = teacher_forced_error(f32, q8),
-           e4 = teacher_forced_error(f32, q4);
+    double e16 = teacher_forced_error(f32, f16, STEPS), e8 = teacher_forced_error(f32, q8, STEPS),
+           e4 = teacher_forced_error(f32, q4, STEPS);
     cr_log_info("normalised logit error: f16 %.2e, q8_0 %.2e, q4_0 %.2e", e16, e8, e4);
     cr_expect_leq(e16, TOL_NORM_ERR_F16, "f16: %g", e16);
     cr_expect_leq(e8, TOL_NORM_ERR_Q8_0, "q8_0: %g", e8);
