@@ -27,6 +27,19 @@ static void env_open(env *v, const char *path) {
     cr_assert_eq(tokenizer_load(&v->tok, v->m->file, &err), 0, "%s", err.msg);
 }
 
+/* Makes a model of shape pre (seeded random weights) in a temporary file,
+ * path a "...XXXXXX" template it fills in, and opens it. */
+static void env_open_made(env *v, char *path, const model_preset *pre, uint32_t type,
+                          uint64_t seed) {
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    model_make_opts mo = {.preset = pre, .type = type, .seed = seed, .out_path = path};
+    tps_err err = {0};
+    cr_assert_eq(model_make(&mo, &err), 0, "%s", err.msg);
+    env_open(v, path);
+}
+
 static void env_open_stories(env *v) {
     char *p = shared_path("models/stories260K.gguf");
     env_open(v, p);
@@ -356,15 +369,9 @@ Test(engine, f32_kv_asked_for_is_kept_and_q8_0_on_small_heads_is_refused) {
  * 64, with a pool small enough to preempt, equal each request alone. */
 Test(engine, q8_0_kv_batch_of_64_sampled_equals_alone_under_preemption, .timeout = 400) {
     char path[] = "/tmp/tps-test-h32-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    close(fd);
-    model_preset pre = {"h32", "test", 128, 2, 4, 2, 256, 512, 1024, 10000.0f};
-    model_make_opts mo = {.preset = &pre, .type = GGML_TYPE_Q8_0, .seed = 5, .out_path = path};
-    tps_err err = {0};
-    cr_assert_eq(model_make(&mo, &err), 0, "%s", err.msg);
+    const model_preset pre = {"h32", "test", 128, 2, 4, 2, 256, 512, 1024, 10000.0f};
     env v;
-    env_open(&v, path);
+    env_open_made(&v, path, &pre, GGML_TYPE_Q8_0, 5);
     work w;
     work_make(&w, v.m->cfg.n_vocab);
     result *alone = calloc(N_REQ, sizeof *alone), *batched = calloc(N_REQ, sizeof *batched);
@@ -384,15 +391,10 @@ Test(engine, q8_0_kv_batch_of_64_sampled_equals_alone_under_preemption, .timeout
  * chunks that share steps with the decodes, so they keep streaming. */
 Test(engine, long_prompt_prefill_does_not_stall_running_decodes, .timeout = 240) {
     char path[] = "/tmp/tps-test-longctx-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    close(fd);
-    model_preset pre = {"longctx", "test", 64, 2, 4, 2, 128, 512, 4096, 10000.0f};
-    model_make_opts mo = {.preset = &pre, .type = GGML_TYPE_F32, .seed = 7, .out_path = path};
-    tps_err err = {0};
-    cr_assert_eq(model_make(&mo, &err), 0, "%s", err.msg);
+    const model_preset pre = {"longctx", "test", 64, 2, 4, 2, 128, 512, 4096, 10000.0f};
     env v;
-    env_open(&v, path);
+    env_open_made(&v, path, &pre, GGML_TYPE_F32, 7);
+    tps_err err = {0};
     engine *e = start(&v, 16, 256, 0);
     enum { N_DEC = 8, LONG = 2000 };
     result res[N_DEC + 1] = {0};
