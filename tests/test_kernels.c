@@ -647,23 +647,22 @@ Test(kernels, repack_rejects_row_counts_not_a_multiple_of_8) {
 /* kernel_matmul_multi (Q/K/V, gate/up in one call) gives every element
  * bit-identical to one kernel_matmul per matrix, at awkward output counts,
  * any thread count, mixed weight types (one shared activation type or not). */
-Test(kernels, matmul_multi_equals_one_call_per_matrix) {
-    const size_t n_in = 96, n_rows = 5;
+/* kernel_matmul_multi over 3 matrices of each set's types equals one
+ * kernel_matmul per matrix, bit for bit, at 1 to 3 threads. */
+static void check_multi_equals_single(const uint32_t (*sets)[3], size_t n_sets, size_t n_in,
+                                      uint64_t seed) {
+    const size_t n_rows = 5;
     const size_t n_outs[3] = {7, 33, 1};
-    const uint32_t sets[][3] = {{GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0},
-                                {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0},
-                                {GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_BF16},
-                                {GGML_TYPE_Q8_0, GGML_TYPE_F16, GGML_TYPE_Q4_0}};
     float *x = malloc(sizeof(float) * n_rows * n_in);
-    fill(x, n_rows * n_in, 77);
-    for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++)
+    fill(x, n_rows * n_in, seed + 67);
+    for (size_t k = 0; k < n_sets; k++)
         for (int threads = 1; threads <= 3; threads++) {
             kernel_ctx *ctx = new_ctx(threads, KERNEL_TIER_BEST);
             void *w[3];
             float *one[3], *multi[3];
             kernel_mat mats[3];
             for (int i = 0; i < 3; i++) {
-                w[i] = make_weights(sets[k][i], n_outs[i], n_in, 10 + (uint64_t)i);
+                w[i] = make_weights(sets[k][i], n_outs[i], n_in, seed + (uint64_t)i);
                 one[i] = malloc(sizeof(float) * n_rows * n_outs[i]);
                 multi[i] = malloc(sizeof(float) * n_rows * n_outs[i]);
                 cr_assert_eq(
@@ -681,6 +680,14 @@ Test(kernels, matmul_multi_equals_one_call_per_matrix) {
             kernel_ctx_free(ctx);
         }
     free(x);
+}
+
+Test(kernels, matmul_multi_equals_one_call_per_matrix) {
+    const uint32_t sets[][3] = {{GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0},
+                                {GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0},
+                                {GGML_TYPE_F16, GGML_TYPE_F32, GGML_TYPE_BF16},
+                                {GGML_TYPE_Q8_0, GGML_TYPE_F16, GGML_TYPE_Q4_0}};
+    check_multi_equals_single(sets, LEN(sets), 96, 10);
 }
 
 /* ---- K-quants: one formula, the same bits everywhere ---------------------- */
@@ -829,37 +836,9 @@ Test(kernels, k_quant_extreme_values_do_not_overflow) {
  * each bit-identical to its own kernel_matmul (mixed activation types fall
  * back to one call each). */
 Test(kernels, k_quant_matmul_multi_equals_one_call_per_matrix) {
-    const size_t n_in = 512, n_rows = 5;
-    const size_t n_outs[3] = {7, 33, 1};
     const uint32_t sets[][3] = {{GGML_TYPE_Q4_K, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K},
                                 {GGML_TYPE_Q4_K, GGML_TYPE_Q8_0, GGML_TYPE_Q6_K}};
-    float *x = malloc(sizeof(float) * n_rows * n_in);
-    fill(x, n_rows * n_in, 78);
-    for (size_t k = 0; k < LEN(sets); k++)
-        for (int threads = 1; threads <= 3; threads++) {
-            kernel_ctx *ctx = new_ctx(threads, KERNEL_TIER_BEST);
-            void *w[3];
-            float *one[3], *multi[3];
-            kernel_mat mats[3];
-            for (int i = 0; i < 3; i++) {
-                w[i] = make_weights(sets[k][i], n_outs[i], n_in, 20 + (uint64_t)i);
-                one[i] = malloc(sizeof(float) * n_rows * n_outs[i]);
-                multi[i] = malloc(sizeof(float) * n_rows * n_outs[i]);
-                cr_assert_eq(
-                    kernel_matmul(one[i], w[i], sets[k][i], x, n_rows, n_in, n_outs[i], ctx), 0);
-                mats[i] = (kernel_mat){multi[i], w[i], sets[k][i], n_outs[i]};
-            }
-            cr_assert_eq(kernel_matmul_multi(mats, 3, x, n_rows, n_in, ctx), 0);
-            for (int i = 0; i < 3; i++) {
-                cr_assert_eq(memcmp(one[i], multi[i], sizeof(float) * n_rows * n_outs[i]), 0,
-                             "set %zu matrix %d threads %d differs", k, i, threads);
-                free(w[i]);
-                free(one[i]);
-                free(multi[i]);
-            }
-            kernel_ctx_free(ctx);
-        }
-    free(x);
+    check_multi_equals_single(sets, LEN(sets), 512, 20);
 }
 
 /* ---- errors ------------------------------------------------------------- */
