@@ -218,14 +218,13 @@ typedef struct matmul_job {
     float *tmp; /* n_threads blocks of KERNEL_TMP_ROWS * n_in */
 } matmul_job;
 
-static void quantize_part(const matmul_job *job, int t, int nth) {
-    for (size_t r = (size_t)t; r < job->n_rows_x; r += (size_t)nth) {
-        uint8_t *row = (uint8_t *)job->act + r * job->act_row_bytes;
-        if (job->act_type == GGML_TYPE_Q8_K)
-            kernel_quantize_act_k(row, job->x + r * job->n_in, job->n_in, job->use_avx2);
-        else
-            kernel_quantize_act(row, job->x + r * job->n_in, job->n_in, job->use_avx2);
-    }
+/* Quantizes activation row r of the job into its act buffer. */
+static void quantize_row_x(const matmul_job *job, size_t r) {
+    uint8_t *row = (uint8_t *)job->act + r * job->act_row_bytes;
+    if (job->act_type == GGML_TYPE_Q8_K)
+        kernel_quantize_act_k(row, job->x + r * job->n_in, job->n_in, job->use_avx2);
+    else
+        kernel_quantize_act(row, job->x + r * job->n_in, job->n_in, job->use_avx2);
 }
 
 /* Output rows [o_begin, o_end) of one job, in cache tiles of TILE_O. With
@@ -304,7 +303,7 @@ static void split_guided(mm_run *run, size_t nth) {
 static void quantize_task(void *arg, size_t task, int thread) {
     (void)thread;
     const mm_run *run = arg;
-    quantize_part(&run->jobs[0], (int)task, (int)run->jobs[0].n_rows_x); /* row `task` only */
+    quantize_row_x(&run->jobs[0], task);
 }
 
 static void compute_task(void *arg, size_t task, int thread) {
