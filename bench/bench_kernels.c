@@ -51,33 +51,7 @@ static void *make_weights(uint32_t type, size_t n_out, size_t n_in) {
     for (size_t o = 0; o < n_out; o++) {
         fill(f, n_in, (uint32_t)o);
         uint8_t *row = w + o * rb;
-        switch (type) {
-        case GGML_TYPE_F16:
-            fp32_to_fp16_row((uint16_t *)row, f, n_in);
-            break;
-        case GGML_TYPE_Q8_0:
-            quantize_row_q8_0_ref((block_q8_0 *)row, f, n_in);
-            break;
-        case GGML_TYPE_Q4_0:
-            quantize_row_q4_0_ref((block_q4_0 *)row, f, n_in);
-            break;
-        case GGML_TYPE_Q4_K:
-        case GGML_TYPE_Q6_K:
-            for (size_t i = 0; i < rb; i++)
-                row[i] = (uint8_t)(int)(f[i % n_in] * 127.0f);
-            for (size_t b = 0; b < n_in / QK_K; b++) {
-                if (type == GGML_TYPE_Q4_K) {
-                    ((block_q4_K *)row)[b].d = fp32_to_fp16(0.001f);
-                    ((block_q4_K *)row)[b].dmin = fp32_to_fp16(0.002f);
-                } else {
-                    ((block_q6_K *)row)[b].d = fp32_to_fp16(0.0005f);
-                }
-            }
-            break;
-        default:
-            memcpy(row, f, n_in * sizeof *f);
-            break;
-        }
+        if (quantize_row_any(type, row, f, n_in)) memset(row, 0, rb);
     }
     free(f);
     return w;

@@ -4,6 +4,7 @@
 #include "kernels/quant.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "tps_error.h"
 
@@ -392,4 +393,31 @@ int dequantize_row(float *restrict y, const void *restrict x, uint32_t type, siz
         return TPS_EUNSUP;
     }
     return 0;
+}
+
+int quantize_row_any(uint32_t type, void *restrict dst, const float *restrict x, size_t n) {
+    switch (type) {
+    case GGML_TYPE_F32:
+        memcpy(dst, x, n * sizeof *x);
+        return 0;
+    case GGML_TYPE_F16:
+        fp32_to_fp16_row(dst, x, n);
+        return 0;
+    case GGML_TYPE_BF16:
+        fp32_to_bf16_row(dst, x, n);
+        return 0;
+    case GGML_TYPE_Q8_0:
+        quantize_row_q8_0_ref(dst, x, n);
+        return 0;
+    case GGML_TYPE_Q4_0:
+        quantize_row_q4_0_ref(dst, x, n);
+        return 0;
+    case GGML_TYPE_Q4_K:
+        quantize_row_q4_K(dst, x, n);
+        return 0;
+    case GGML_TYPE_Q6_K:
+        quantize_row_q6_K(dst, x, n);
+        return 0;
+    }
+    return TPS_EUNSUP;
 }

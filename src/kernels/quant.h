@@ -136,6 +136,11 @@ void quantize_row_q4_K(block_q4_K *restrict y, const float *restrict x, size_t n
  * -32 (as Q4_0 does to -8), int8 scales relative to the fp16 d. */
 void quantize_row_q6_K(block_q6_K *restrict y, const float *restrict x, size_t n);
 
+/* x (n,) -> one row of a weight type we write (F32, F16, BF16, Q8_0, Q4_0
+ * with the reference quantizers, Q4_K, Q6_K): dst holds
+ * kernel_row_bytes(type, n). 0, or TPS_EUNSUP for another type. */
+int quantize_row_any(uint32_t type, void *restrict dst, const float *restrict x, size_t n);
+
 /* ---- dequantizers (reference) ------------------------------------------ */
 
 void dequantize_row_f16(float *restrict y, const uint16_t *restrict x, size_t n);

@@ -31,8 +31,8 @@ const model_preset *model_preset_find(const char *name) {
 
 uint64_t model_preset_params(const model_preset *p) {
     uint64_t hd = p->dim / p->n_heads, kv = (uint64_t)p->n_kv_heads * hd;
-    uint64_t layer = 2ull * p->dim * p->dim + 2ull * p->dim * kv + 3ull * p->dim * p->ffn_dim +
-                     2ull * p->dim;
+    uint64_t layer =
+        2ull * p->dim * p->dim + 2ull * p->dim * kv + 3ull * p->dim * p->ffn_dim + 2ull * p->dim;
     return 2ull * p->n_vocab * p->dim + p->dim + layer * p->n_layers;
 }
 
@@ -46,7 +46,8 @@ static uint64_t splitmix(uint64_t *s) {
 
 static uint64_t hash_name(const char *s) {
     uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
     return h;
 }
 
@@ -82,15 +83,7 @@ static int fill_tensor(void *ctx, void *dst, size_t nbytes, tps_err *err) {
                 }
             }
             uint8_t *out = (uint8_t *)dst + (size_t)r * row_bytes;
-            switch (g->type) {
-            case GGML_TYPE_F32: memcpy(out, row, row_bytes); break;
-            case GGML_TYPE_F16: fp32_to_fp16_row((uint16_t *)out, row, g->cols); break;
-            case GGML_TYPE_BF16: fp32_to_bf16_row((uint16_t *)out, row, g->cols); break;
-            case GGML_TYPE_Q8_0: quantize_row_q8_0_ref((block_q8_0 *)out, row, g->cols); break;
-            case GGML_TYPE_Q4_0: quantize_row_q4_0_ref((block_q4_0 *)out, row, g->cols); break;
-            case GGML_TYPE_Q4_K: quantize_row_q4_K((block_q4_K *)out, row, g->cols); break;
-            case GGML_TYPE_Q6_K: quantize_row_q6_K((block_q6_K *)out, row, g->cols); break;
-            }
+            (void)quantize_row_any(g->type, out, row, g->cols); /* types checked up front */
         }
         free(row);
     }
@@ -109,8 +102,8 @@ static void progress(void *ctx, uint64_t done, uint64_t total) {
     int tenth = total ? (int)(done * 10 / total) : 10;
     if (tenth == ps->last_tenth) return;
     ps->last_tenth = tenth;
-    fprintf(stderr, "model make: %s: %.0f / %.0f MiB written\n", ps->path,
-            (double)done / 1048576.0, (double)total / 1048576.0);
+    fprintf(stderr, "model make: %s: %.0f / %.0f MiB written\n", ps->path, (double)done / 1048576.0,
+            (double)total / 1048576.0);
 }
 
 /* A character-level SentencePiece vocabulary: <unk> <s> </s>, the 256 byte
@@ -130,21 +123,33 @@ static int add_byte_vocab(gguf_writer *w, uint32_t n_vocab, tps_err *err) {
     if (!toks || !lens || !scores || !types || !text) goto done;
     for (uint32_t i = 0; i < n_vocab; i++) {
         char *t = text + (size_t)i * 24;
-        if (i == 0) strcpy(t, "<unk>"), types[i] = 2;
-        else if (i == 1) strcpy(t, "<s>"), types[i] = 3;
-        else if (i == 2) strcpy(t, "</s>"), types[i] = 3;
-        else if (i < 259) snprintf(t, 24, "<0x%02X>", i - 3), types[i] = 6;
-        else if (i == 259) strcpy(t, "\xe2\x96\x81"), types[i] = 1;
-        else if (i < 260 + 94) t[0] = (char)(0x21 + i - 260), t[1] = 0, types[i] = 1;
-        else snprintf(t, 24, "<unused%u>", i - 354), types[i] = 5;
+        if (i == 0)
+            strcpy(t, "<unk>"), types[i] = 2;
+        else if (i == 1)
+            strcpy(t, "<s>"), types[i] = 3;
+        else if (i == 2)
+            strcpy(t, "</s>"), types[i] = 3;
+        else if (i < 259)
+            snprintf(t, 24, "<0x%02X>", i - 3), types[i] = 6;
+        else if (i == 259)
+            strcpy(t, "\xe2\x96\x81"), types[i] = 1;
+        else if (i < 260 + 94)
+            t[0] = (char)(0x21 + i - 260), t[1] = 0, types[i] = 1;
+        else
+            snprintf(t, 24, "<unused%u>", i - 354), types[i] = 5;
         toks[i] = t;
         lens[i] = strlen(t);
         scores[i] = 0.0f;
     }
     rc = gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
-    rc = rc ? rc : gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", (const char *const *)toks, lens, n_vocab);
-    rc = rc ? rc : gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, n_vocab);
-    rc = rc ? rc : gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, n_vocab);
+    rc = rc ? rc
+            : gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", (const char *const *)toks, lens,
+                                        n_vocab);
+    rc = rc ? rc
+            : gguf_writer_set_array(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, n_vocab);
+    rc =
+        rc ? rc
+           : gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, n_vocab);
     rc = rc ? rc : gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
     rc = rc ? rc : gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
     rc = rc ? rc : gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
@@ -183,15 +188,24 @@ static int copy_vocab(gguf_writer *w, const char *path, uint32_t *n_vocab, tps_e
 /* llama.cpp's general.file_type numbers (LLAMA_FTYPE_*). */
 static uint32_t file_type_of(uint32_t type) {
     switch (type) {
-    case GGML_TYPE_F32: return 0;
-    case GGML_TYPE_F16: return 1;
-    case GGML_TYPE_Q4_0: return 2;
-    case GGML_TYPE_Q8_0: return 7;
-    case GGML_TYPE_Q4_K: return 14; /* "mostly Q4_K (small)": all Q4_K */
-    case MODEL_MAKE_Q4_K_M: return 15;
-    case GGML_TYPE_Q6_K: return 18;
-    case GGML_TYPE_BF16: return 32;
-    default: return 0;
+    case GGML_TYPE_F32:
+        return 0;
+    case GGML_TYPE_F16:
+        return 1;
+    case GGML_TYPE_Q4_0:
+        return 2;
+    case GGML_TYPE_Q8_0:
+        return 7;
+    case GGML_TYPE_Q4_K:
+        return 14; /* "mostly Q4_K (small)": all Q4_K */
+    case MODEL_MAKE_Q4_K_M:
+        return 15;
+    case GGML_TYPE_Q6_K:
+        return 18;
+    case GGML_TYPE_BF16:
+        return 32;
+    default:
+        return 0;
     }
 }
 
@@ -218,8 +232,9 @@ int model_make(const model_make_opts *o, tps_err *err) {
     uint32_t t = o->type;
     if (t != GGML_TYPE_F32 && t != GGML_TYPE_F16 && t != GGML_TYPE_BF16 && t != GGML_TYPE_Q8_0 &&
         t != GGML_TYPE_Q4_0 && t != GGML_TYPE_Q4_K && t != GGML_TYPE_Q6_K && t != MODEL_MAKE_Q4_K_M)
-        return tps_fail(err, TPS_EINVAL,
-                        "model make: type must be f32, f16, bf16, q8_0, q4_0, q4_k, q6_k or q4_k_m");
+        return tps_fail(
+            err, TPS_EINVAL,
+            "model make: type must be f32, f16, bf16, q8_0, q4_0, q4_k, q6_k or q4_k_m");
     const int k_quant = t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K || t == MODEL_MAKE_Q4_K_M;
     if (k_quant && (p->dim % QK_K || p->ffn_dim % QK_K))
         return tps_fail(err, TPS_EINVAL,
@@ -269,7 +284,7 @@ int model_make(const model_make_opts *o, tps_err *err) {
     do {                                                                                           \
         tensor_gen *g = &gens[k++];                                                                \
         snprintf(g->name, sizeof g->name, "%s", nm);                                               \
-        g->type = ty, g->rows = r, g->cols = c, g->scale = (sc) * u;                               \
+        g->type = ty, g->rows = r, g->cols = c, g->scale = (sc)*u;                                 \
         g->seed = o->seed * 0x9e3779b97f4a7c15ull ^ hash_name(g->name);                            \
     } while (0)
     const uint32_t nl = p->n_layers;
@@ -279,8 +294,8 @@ int model_make(const model_make_opts *o, tps_err *err) {
     for (uint32_t l = 0; l < p->n_layers; l++) {
         char nm[64];
 #define LGEN(suffix, ty, r, c, sc)                                                                 \
-        snprintf(nm, sizeof nm, "blk.%u." suffix, l);                                              \
-        GEN(nm, ty, r, c, sc)
+    snprintf(nm, sizeof nm, "blk.%u." suffix, l);                                                  \
+    GEN(nm, ty, r, c, sc)
         LGEN("attn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
         LGEN("attn_q.weight", matrix_type(t, "attn_q", l, nl), p->dim, p->dim, std);
         LGEN("attn_k.weight", matrix_type(t, "attn_k", l, nl), kv, p->dim, std);
@@ -299,8 +314,7 @@ int model_make(const model_make_opts *o, tps_err *err) {
         rc = gguf_writer_add_tensor_fill(w, gens[i].name, gens[i].type, nd, ne, fill_tensor,
                                          &gens[i]);
         if (rc)
-            rc = tps_fail(err, rc,
-                          "model make: tensor %s (%u x %u) does not fit type %s blocks",
+            rc = tps_fail(err, rc, "model make: tensor %s (%u x %u) does not fit type %s blocks",
                           gens[i].name, gens[i].rows, gens[i].cols,
                           ggml_type_get(gens[i].type)->name);
     }
