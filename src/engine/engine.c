@@ -489,9 +489,9 @@ static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
     return done;
 }
 
-/* Builds and runs one batch. Returns false when there was nothing to do. */
 static void sample_all(engine *e, uint32_t n);
 
+/* Builds and runs one batch. Returns false when there was nothing to do. */
 static bool step(engine *e) {
     uint64_t t0 = tps_now_ns();
     take_requests(e, t0);
