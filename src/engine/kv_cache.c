@@ -1,4 +1,6 @@
-/* The paged KV pool: allocation, release and block tables. No attention. */
+/* The paged KV pool: allocation, release, block tables, and the block
+ * moves of the prefix cache (taking cached blocks, indexing full ones,
+ * forking a sequence). No attention. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -68,7 +70,13 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     kv->k = k == MAP_FAILED ? NULL : k;
     kv->v = v == MAP_FAILED ? NULL : v;
     kv->free_list = malloc(sizeof(uint32_t) * n);
-    kv->refs = calloc(n, sizeof(uint16_t));
+    kv->refs = calloc(n, sizeof *kv->refs);
+    int pc_rc =
+        p->prefix_cache ? prefix_cache_create(&kv->pc, (uint32_t)n, p->block_tokens, err) : 0;
+    if (pc_rc) {
+        kv_cache_free(kv);
+        return pc_rc;
+    }
     if (!kv->k || !kv->v || !kv->free_list || !kv->refs) {
         kv_cache_free(kv);
         return tps_fail(err, TPS_ENOMEM, "kv cache: cannot allocate %zu bytes for %llu blocks",
@@ -88,17 +96,36 @@ void kv_cache_free(kv_cache *kv) {
     if (kv->v) munmap(kv->v, kv->map_bytes);
     free(kv->free_list);
     free(kv->refs);
+    prefix_cache_free(kv->pc);
     free(kv);
 }
 
 uint32_t kv_cache_blocks_used(const kv_cache *kv) {
-    return kv->n_blocks - kv->n_free;
+    return kv->n_blocks - kv_cache_available(kv);
+}
+
+/* A block for a new owner: a never-cached free one first, else the least
+ * recently used cached one. The caller has checked kv_cache_available. */
+static uint32_t take_block(kv_cache *kv) {
+    uint32_t b = kv->n_free ? kv->free_list[--kv->n_free] : prefix_cache_evict(kv->pc);
+    kv->refs[b] = 1;
+    return b;
+}
+
+static void drop_block(kv_cache *kv, uint32_t b) {
+    if (--kv->refs[b]) return;
+    if (kv->pc && prefix_cache_has(kv->pc, b))
+        prefix_cache_lru_push(kv->pc, b);
+    else
+        kv->free_list[kv->n_free++] = b;
 }
 
 int kv_seq_init(kv_seq *seq, uint32_t cap) {
     seq->blocks = malloc(sizeof(uint32_t) * (cap ? cap : 1));
     seq->n_blocks = 0;
     seq->cap = cap;
+    seq->n_chained = 0;
+    seq->chain = prefix_root();
     return seq->blocks ? 0 : TPS_ENOMEM;
 }
 
@@ -113,20 +140,83 @@ int kv_seq_reserve(kv_cache *kv, kv_seq *seq, uint32_t n_tokens) {
     if (need <= seq->n_blocks) return 0;
     if (need > seq->cap) return TPS_ERANGE;
     uint32_t extra = need - seq->n_blocks;
-    if (extra > kv->n_free) return TPS_EFULL;
-    for (uint32_t i = 0; i < extra; i++) {
-        uint32_t b = kv->free_list[--kv->n_free];
-        kv->refs[b] = 1;
-        seq->blocks[seq->n_blocks++] = b;
-    }
+    if (extra > kv_cache_available(kv)) return TPS_EFULL;
+    for (uint32_t i = 0; i < extra; i++)
+        seq->blocks[seq->n_blocks++] = take_block(kv);
     return 0;
 }
 
 void kv_seq_release(kv_cache *kv, kv_seq *seq) {
     /* Released in reverse so a sequence that re-reserves gets its blocks back
      * in the same order (keeps allocation patterns reproducible). */
-    while (seq->n_blocks) {
-        uint32_t b = seq->blocks[--seq->n_blocks];
-        if (--kv->refs[b] == 0) kv->free_list[kv->n_free++] = b;
+    while (seq->n_blocks)
+        drop_block(kv, seq->blocks[--seq->n_blocks]);
+    seq->n_chained = 0;
+    seq->chain = prefix_root();
+}
+
+/* ---- prefix cache ---------------------------------------------------------- */
+
+uint32_t kv_seq_match_prefix(kv_cache *kv, kv_seq *seq, const int32_t *tokens,
+                             uint32_t max_blocks) {
+    if (!kv->pc || seq->n_blocks) return 0;
+    if (max_blocks > seq->cap) max_blocks = seq->cap;
+    prefix_ref chain = prefix_root();
+    uint32_t k = 0;
+    for (; k < max_blocks; k++) {
+        uint32_t b = prefix_cache_find(kv->pc, chain, tokens + (size_t)k * kv->block_tokens);
+        if (b == PREFIX_NONE) break;
+        if (kv->refs[b]++ == 0) prefix_cache_lru_remove(kv->pc, b);
+        seq->blocks[seq->n_blocks++] = b;
+        chain = prefix_cache_ref(kv->pc, b);
     }
+    seq->n_chained = k;
+    seq->chain = chain;
+    return k;
+}
+
+void kv_seq_commit(kv_cache *kv, kv_seq *seq, const int32_t *tokens, uint32_t n_computed) {
+    if (!kv->pc) return;
+    const uint32_t bt = kv->block_tokens;
+    while ((uint64_t)(seq->n_chained + 1) * bt <= n_computed && seq->n_chained < seq->n_blocks) {
+        const int32_t *t = tokens + (size_t)seq->n_chained * bt;
+        uint32_t mine = seq->blocks[seq->n_chained];
+        uint32_t found = prefix_cache_find(kv->pc, seq->chain, t);
+        if (found != PREFIX_NONE)
+            seq->chain = prefix_cache_ref(kv->pc, found);
+        else if (prefix_cache_has(kv->pc, mine))
+            /* indexed under another chain: cannot happen for a block written
+             * by this chain; leave it and stop extending */
+            return;
+        else
+            seq->chain = prefix_cache_insert(kv->pc, mine, seq->chain, t);
+        seq->n_chained++;
+    }
+}
+
+int kv_seq_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src, uint32_t n_tokens) {
+    const uint32_t full = n_tokens / kv->block_tokens;
+    const bool partial = n_tokens % kv->block_tokens != 0;
+    if (dst->n_blocks || full + partial > dst->cap || full + partial > src->n_blocks)
+        return TPS_ERANGE;
+    if (partial && kv_cache_available(kv) == 0) return TPS_EFULL;
+    for (uint32_t i = 0; i < full; i++) {
+        uint32_t b = src->blocks[i];
+        if (kv->refs[b]++ == 0 && kv->pc) prefix_cache_lru_remove(kv->pc, b);
+        dst->blocks[dst->n_blocks++] = b;
+    }
+    if (partial) {
+        uint32_t from = src->blocks[full], to = take_block(kv);
+        memcpy(kv->k + (size_t)to * kv->block_bytes, kv->k + (size_t)from * kv->block_bytes,
+               kv->block_bytes);
+        memcpy(kv->v + (size_t)to * kv->block_bytes, kv->v + (size_t)from * kv->block_bytes,
+               kv->block_bytes);
+        dst->blocks[dst->n_blocks++] = to;
+    }
+    /* src indexed at most its full blocks; otherwise dst re-walks the chain
+     * from its start at its next commit */
+    bool same = src->n_chained <= full;
+    dst->n_chained = same ? src->n_chained : 0;
+    dst->chain = same ? src->chain : prefix_root();
+    return 0;
 }

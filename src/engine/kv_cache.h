@@ -8,15 +8,26 @@
  * Head-major inside a block: attention for one KV head streams its
  * positions as one contiguous run instead of picking head_dim elements out
  * of every kv_dim-wide row (which defeats the hardware prefetcher).
- * Allocation and release are O(1) through a free list; reference counts are
- * kept per block so prefix sharing can come later. Not thread-safe: the
- * engine thread owns it. It knows nothing of attention maths. */
+ * Allocation and release are O(1). Blocks are reference counted: sequences
+ * share the full blocks of a common prefix (prefix cache hits, and the n
+ * choices of one prompt), and a shared block is never written again.
+ *
+ * With the prefix cache on, a block moves free -> owned -> cached ->
+ * evicted: a full block is indexed by its token chain once its K/V are
+ * computed (prefix_cache.h); when its last holder lets go it stays indexed,
+ * in an LRU list, until the pool needs it. Allocation takes a never-cached
+ * free block first and evicts the least recently used cached one only when
+ * none is left, so the cache never holds a block the pool needs.
+ *
+ * Not thread-safe: the engine thread owns it. It knows nothing of attention
+ * maths. */
 #ifndef TPS_KV_CACHE_H
 #define TPS_KV_CACHE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/prefix_cache.h"
 #include "tps_error.h"
 
 typedef struct kv_cache_params {
@@ -27,6 +38,7 @@ typedef struct kv_cache_params {
     uint32_t kv_type;      /* GGML_TYPE_F32, GGML_TYPE_F16 or GGML_TYPE_Q8_0 */
     uint32_t n_blocks;     /* pool size; or 0 to derive from mem_bytes */
     size_t mem_bytes;      /* K+V bytes for the pool when n_blocks is 0 */
+    bool prefix_cache;     /* index full blocks for reuse (kv_seq_match_prefix) */
 } kv_cache_params;
 
 typedef struct kv_cache {
@@ -38,15 +50,20 @@ typedef struct kv_cache {
         block_bytes;  /* one block of one tensor (K or V): n_layers*block_tokens*n_kv_heads heads */
     uint8_t *k, *v;   /* n_blocks * block_bytes each (anonymous maps) */
     size_t map_bytes; /* bytes of each map */
-    uint32_t *free_list; /* stack of free block ids */
+    uint32_t *free_list; /* stack of free block ids that hold nothing cached */
     uint32_t n_free;
-    uint16_t *refs; /* per block: 0 = free */
+    uint32_t *refs;   /* per block: sequences holding it; 0 = free or cached-free */
+    prefix_cache *pc; /* NULL: no prefix cache */
 } kv_cache;
 
-/* A sequence's block table: blocks[i] holds positions [i*B, (i+1)*B). */
+/* A sequence's block table: blocks[i] holds positions [i*B, (i+1)*B).
+ * Its first n_chained blocks are in the prefix chain that ends at `chain`
+ * (their own block or an identical one another sequence indexed first). */
 typedef struct kv_seq {
     uint32_t *blocks;
     uint32_t n_blocks, cap;
+    uint32_t n_chained;
+    prefix_ref chain;
 } kv_seq;
 
 /* Bytes of n elements of kv_type (0 if q8_0 and n is not whole blocks). */
@@ -57,7 +74,17 @@ size_t kv_cache_block_bytes(uint32_t n_layers, uint32_t kv_dim, uint32_t block_t
 int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err);
 void kv_cache_free(kv_cache *kv);
 
+/* Blocks a reservation can take now: free ones plus cached ones nobody
+ * holds (evicted on demand). */
+static inline uint32_t kv_cache_available(const kv_cache *kv) {
+    return kv->n_free + (kv->pc ? kv->pc->n_lru : 0);
+}
+/* Blocks some sequence holds. */
 uint32_t kv_cache_blocks_used(const kv_cache *kv);
+/* Blocks whose contents are indexed (held or not); 0 without the cache. */
+static inline uint32_t kv_cache_blocks_cached(const kv_cache *kv) {
+    return kv->pc ? kv->pc->n_cached : 0;
+}
 
 /* Blocks needed to hold n_tokens positions. */
 static inline uint32_t kv_blocks_for(const kv_cache *kv, uint32_t n_tokens) {
@@ -68,11 +95,28 @@ static inline uint32_t kv_blocks_for(const kv_cache *kv, uint32_t n_tokens) {
 int kv_seq_init(kv_seq *seq, uint32_t cap);
 void kv_seq_destroy(kv_seq *seq); /* frees the table (blocks must be released first) */
 
-/* Grows seq so it holds n_tokens positions: all blocks or none.
- * TPS_EFULL when the pool lacks free blocks (nothing changed then). */
+/* Grows seq so it holds n_tokens positions: all blocks or none, evicting
+ * cached blocks only when no free one is left. TPS_EFULL when the pool
+ * lacks blocks (nothing changed then). */
 int kv_seq_reserve(kv_cache *kv, kv_seq *seq, uint32_t n_tokens);
-/* Returns every block of seq to the pool. */
+/* Lets go of every block of seq: a block nobody else holds becomes free,
+ * or, when indexed, the most recently used cached block (the table's last
+ * block first, so a chain's tail is evicted before its head). */
 void kv_seq_release(kv_cache *kv, kv_seq *seq);
+
+/* Prefix cache: seq (holding no block) takes the indexed blocks that hold
+ * tokens[0 .. k*B) for the largest k <= max_blocks, shared and refcounted.
+ * Returns k (0 without the cache). */
+uint32_t kv_seq_match_prefix(kv_cache *kv, kv_seq *seq, const int32_t *tokens, uint32_t max_blocks);
+/* Indexes seq's blocks that are full once positions [0, n_computed) hold
+ * K/V: call after every step that computed rows of seq. Where another
+ * block already holds the same chain, seq's own stays private. */
+void kv_seq_commit(kv_cache *kv, kv_seq *seq, const int32_t *tokens, uint32_t n_computed);
+/* dst (holding no block) takes src's K/V for positions [0, n_tokens):
+ * full blocks shared, the last partial block copied into a block of its
+ * own (copy on write). TPS_EFULL (dst unchanged) when no block is left for
+ * the copy. */
+int kv_seq_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src, uint32_t n_tokens);
 
 /* Byte offset of block table entry blk's first slot for (layer, kv head);
  * the block's next slots follow head_bytes apart. */
