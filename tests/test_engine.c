@@ -12,60 +12,14 @@
 #include "engine/engine.h"
 #include "metrics/clock.h"
 #include "model/model_make.h"
+#include "support/engine_env.h"
 #include "support/test_support.h"
 
 #define N_REQ 64
 
-typedef struct env {
-    llama_model *m;
-    tokenizer *tok;
-} env;
-
-static void env_open(env *v, const char *path) {
-    tps_err err = {0};
-    cr_assert_eq(llama_model_load(&v->m, path, &err), 0, "%s", err.msg);
-    cr_assert_eq(tokenizer_load(&v->tok, v->m->file, &err), 0, "%s", err.msg);
-}
-
-/* Makes a model of shape pre (seeded random weights) in a temporary file,
- * path a "...XXXXXX" template it fills in, and opens it. */
-static void env_open_made(env *v, char *path, const model_preset *pre, uint32_t type,
-                          uint64_t seed) {
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    close(fd);
-    model_make_opts mo = {.preset = pre, .type = type, .seed = seed, .out_path = path};
-    tps_err err = {0};
-    cr_assert_eq(model_make(&mo, &err), 0, "%s", err.msg);
-    env_open(v, path);
-}
-
-static void env_open_stories(env *v) {
-    char *p = shared_path("models/stories260K.gguf");
-    env_open(v, p);
-    free(p);
-}
-
-static void env_close(env *v) {
-    tokenizer_free(v->tok);
-    llama_model_free(v->m);
-}
-
 static engine *start_kv(env *v, uint32_t max_seqs, uint32_t max_batch, uint32_t kv_tokens,
                         uint32_t kv_type) {
-    engine_params p;
-    engine_params_default(&p);
-    p.kv_type = kv_type;
-    p.model = v->m;
-    p.tok = v->tok;
-    p.n_threads = 1; /* a 260K-parameter model gains nothing from a second thread */
-    p.max_seqs = max_seqs;
-    p.max_batch_tokens = max_batch;
-    p.kv_tokens = kv_tokens;
-    engine *e;
-    tps_err err = {0};
-    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
-    return e;
+    return env_engine(v, max_seqs, max_batch, kv_tokens, kv_type, false);
 }
 
 static engine *start(env *v, uint32_t max_seqs, uint32_t max_batch, uint32_t kv_tokens) {
@@ -103,14 +57,6 @@ static void work_free(work *w) {
         free(w->prompt[i]);
 }
 
-typedef struct result {
-    int32_t tokens[512];
-    size_t n;
-    bool done;
-    engine_finish finish;
-    engine_timings tm;
-} result;
-
 static void submit(engine *e, const work *w, int i, float temp, result *res, uint64_t *ids) {
     engine_request rq = {.prompt = w->prompt[i],
                          .n_prompt = w->n_prompt[i],
@@ -123,33 +69,10 @@ static void submit(engine *e, const work *w, int i, float temp, result *res, uin
     cr_assert_eq(engine_submit(e, &rq, &ids[i], &err), 0, "request %d: %s", i, err.msg);
 }
 
-/* Drains events until `want` requests are done (bounded by 120 s). */
-static void drain(engine *e, int want) {
-    engine_event ev[64];
-    int done = 0;
-    uint64_t deadline = tps_now_ns() + 300ull * TPS_NS_PER_SEC;
-    while (done < want) {
-        cr_assert_lt(tps_now_ns(), deadline, "engine did not finish in time");
-        engine_wait(e, 100);
-        size_t k = engine_poll(e, ev, 64);
-        for (size_t i = 0; i < k; i++) {
-            result *r = ev[i].user;
-            if (ev[i].kind == ENGINE_EV_TOKEN) {
-                cr_assert_lt(r->n, 512);
-                r->tokens[r->n++] = ev[i].token;
-            } else {
-                cr_assert(!r->done, "two DONE events");
-                r->done = true;
-                r->finish = ev[i].finish;
-                r->tm = ev[i].timings;
-                done++;
-            }
-        }
-    }
-}
-
+/* The reference: one request at a time, and no prefix cache (the batched
+ * runs have it on, so they also show cached output equals uncached). */
 static void run_alone(env *v, const work *w, float temp, uint32_t kv_type, result *alone) {
-    engine *e = start_kv(v, 1, 256, 0, kv_type);
+    engine *e = env_engine(v, 1, 256, 0, kv_type, true);
     uint64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
         submit(e, w, i, temp, alone, ids);

@@ -38,6 +38,9 @@ struct engine {
     seq **samplers;              /* sequences that sample this step, in batch order */
     const float **sample_logits; /* their logits rows */
     int32_t *sampled;            /* the tokens they drew */
+    size_t cap_samplers;         /* rows of the three above: batch rows + forks */
+    float *fork_logits;          /* copies of a prompt's logits, one per forked choice */
+    size_t cap_fork_logits;      /* rows */
     engine_event *pending;       /* events of this step, pushed under one lock */
     size_t n_pending, cap_pending;
 
@@ -95,6 +98,9 @@ const engine_params *engine_get_params(const engine *e) {
 
 static void seq_free(seq *s) {
     if (!s) return;
+    for (uint32_t i = 0; i < s->n_forks; i++)
+        seq_free(s->forks[i]);
+    free(s->forks);
     free(s->tokens);
     kv_seq_destroy(&s->kv);
     sampler_free(s->smp);
@@ -102,7 +108,8 @@ static void seq_free(seq *s) {
     free(s);
 }
 
-static int seq_create(engine *e, const engine_request *r, seq **out, tps_err *err) {
+static int seq_create(engine *e, const engine_request *r, uint32_t choice, seq **out,
+                      tps_err *err) {
     *out = NULL;
     seq *s = calloc(1, sizeof *s);
     if (!s) return tps_fail(err, TPS_ENOMEM, "engine: out of memory");
@@ -118,8 +125,11 @@ static int seq_create(engine *e, const engine_request *r, seq **out, tps_err *er
     s->n_prompt = s->n_tokens = (uint32_t)r->n_prompt;
     s->max_tokens = r->max_tokens;
     s->user = r->user;
+    s->choice = choice;
     const char *field = NULL;
-    if ((rc = sampler_create(&s->smp, &r->sampling, &e->svocab, err)) ||
+    sampler_params sp = r->sampling;
+    sp.seed += choice;
+    if ((rc = sampler_create(&s->smp, &sp, &e->svocab, err)) ||
         (rc = stop_init(&s->stop, r->stop, r->n_stop, r->stop_ids, r->n_stop_ids,
                         (int32_t)e->svocab.n_vocab, &field, err)) ||
         (rc = detok_stream_create(&s->detok, e->tok, 0, err))) {
@@ -129,6 +139,35 @@ static int seq_create(engine *e, const engine_request *r, seq **out, tps_err *er
     s->tm.prompt_tokens = s->n_prompt;
     *out = s;
     return 0;
+}
+
+/* Choice 0 of a request, holding choices 1..n-1 as its forks. */
+static int seq_group_create(engine *e, const engine_request *r, uint32_t n, seq **out,
+                            tps_err *err) {
+    seq *s = NULL;
+    int rc = seq_create(e, r, 0, &s, err);
+    if (rc) return rc;
+    if (n > 1 && !(s->forks = calloc(n - 1, sizeof *s->forks))) {
+        seq_free(s);
+        return tps_fail(err, TPS_ENOMEM, "engine: out of memory");
+    }
+    for (uint32_t i = 1; i < n; i++) {
+        if ((rc = seq_create(e, r, i, &s->forks[s->n_forks], err))) {
+            seq_free(s);
+            return rc;
+        }
+        s->n_forks++;
+    }
+    *out = s;
+    return 0;
+}
+
+/* KV blocks n choices of prompt + max_tokens need at once: the prompt's
+ * full blocks once, everything after them once per choice. */
+static uint64_t blocks_for_choices(const kv_cache *kv, uint32_t n_prompt, uint32_t max_tokens,
+                                   uint32_t n) {
+    uint64_t all = kv_blocks_for(kv, n_prompt + max_tokens), shared = n_prompt / kv->block_tokens;
+    return shared + (uint64_t)n * (all - shared);
 }
 
 /* ---- submit / cancel / events (any thread) ------------------------------ */
@@ -149,12 +188,25 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
                         "context of %u tokens",
                         rq.n_prompt, rq.max_tokens, (unsigned long long)rq.n_prompt + rq.max_tokens,
                         e->n_ctx);
-    uint32_t blocks = kv_blocks_for(e->kv, (uint32_t)rq.n_prompt + rq.max_tokens);
-    if (blocks > e->kv->n_blocks)
+    const uint32_t n = rq.n ? rq.n : 1;
+    if (n > e->p.max_seqs)
+        return tps_fail(err, TPS_EINVAL,
+                        "n = %u choices cannot run at once: the engine runs at most %u sequences "
+                        "(--max-seqs)",
+                        n, e->p.max_seqs);
+    uint64_t blocks = blocks_for_choices(e->kv, (uint32_t)rq.n_prompt, rq.max_tokens, n);
+    if (blocks > e->kv->n_blocks) {
+        if (n == 1)
+            return tps_fail(err, TPS_ERANGE,
+                            "prompt (%zu tokens) + max_tokens (%u) needs %llu KV blocks; the pool "
+                            "has %u (raise --kv-mem or lower max_tokens)",
+                            rq.n_prompt, rq.max_tokens, (unsigned long long)blocks,
+                            e->kv->n_blocks);
         return tps_fail(err, TPS_ERANGE,
-                        "prompt (%zu tokens) + max_tokens (%u) needs %u KV blocks; the pool "
-                        "has %u (raise --kv-mem or lower max_tokens)",
-                        rq.n_prompt, rq.max_tokens, blocks, e->kv->n_blocks);
+                        "n = %u choices of prompt (%zu tokens) + max_tokens (%u) need %llu KV "
+                        "blocks; the pool has %u (lower n or max_tokens, or raise --kv-mem)",
+                        n, rq.n_prompt, rq.max_tokens, (unsigned long long)blocks, e->kv->n_blocks);
+    }
     for (size_t i = 0; i < rq.n_prompt; i++)
         if (rq.prompt[i] < 0 || (uint32_t)rq.prompt[i] >= e->m->cfg.n_vocab)
             return tps_fail(err, TPS_EINVAL,
@@ -163,8 +215,8 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
     const char *field = NULL;
     int rc = sampler_params_validate(&rq.sampling, &field, err);
     if (rc) return rc;
-    seq *s;
-    if ((rc = seq_create(e, &rq, &s, err))) return rc;
+    seq *s = NULL;
+    if ((rc = seq_group_create(e, &rq, n, &s, err))) return rc;
     pthread_mutex_lock(&e->mu);
     if (e->stopping) {
         pthread_mutex_unlock(&e->mu);
@@ -179,6 +231,10 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
     }
     s->id = ++e->next_id;
     s->tm.t_queued = tps_now_ns();
+    for (uint32_t i = 0; i < s->n_forks; i++) {
+        s->forks[i]->id = s->id;
+        s->forks[i]->tm.t_queued = s->tm.t_queued;
+    }
     seq_list_push_back(&e->incoming, s);
     *id = s->id;
     pthread_cond_signal(&e->work_cv);
@@ -320,10 +376,17 @@ static void publish(engine *e, uint64_t t_now) {
  * caller has already unlinked it from its list. */
 static void finish(engine *e, seq *s, engine_finish why, uint64_t t_now, const char *error) {
     kv_seq_release(e->kv, &s->kv);
+    /* choices not forked yet end with the one that holds them */
+    while (s->n_forks) {
+        seq *f = s->forks[--s->n_forks];
+        f->tm.t_first_scheduled = s->tm.t_first_scheduled;
+        finish(e, f, why, t_now, error);
+    }
     engine_event *ev = pending_add(e);
     if (ev) {
         ev->kind = ENGINE_EV_DONE;
         ev->id = s->id;
+        ev->choice = s->choice;
         ev->user = s->user;
         ev->token = -1;
         ev->finish = why;
@@ -347,7 +410,7 @@ static void finish(engine *e, seq *s, engine_finish why, uint64_t t_now, const c
         ev->timings = s->tm;
         if (error) snprintf(ev->error, sizeof ev->error, "%s", error);
     }
-    if (e->p.trace_path) trace_req_add(&e->tr, s->id, &s->tm, why);
+    if (e->p.trace_path) trace_req_add(&e->tr, s->id, s->choice, &s->tm, why);
     e->local.requests_total[why]++;
     seq_free(s);
 }
@@ -364,9 +427,10 @@ static void preempt(engine *e, seq *s) {
     seq_list_push_front(&e->waiting, s);
 }
 
-/* Positions beyond n_computed that s can hold without preempting anyone. */
+/* Positions beyond n_computed that s can hold without preempting anyone
+ * (evicting cached blocks nobody holds is fine). */
 static uint32_t room_for(const engine *e, const seq *s) {
-    uint64_t cap = ((uint64_t)s->kv.n_blocks + e->kv->n_free) * e->kv->block_tokens;
+    uint64_t cap = ((uint64_t)s->kv.n_blocks + kv_cache_available(e->kv)) * e->kv->block_tokens;
     uint64_t limit = (uint64_t)s->kv.cap * e->kv->block_tokens;
     if (cap > limit) cap = limit;
     return cap > s->n_computed ? (uint32_t)(cap - s->n_computed) : 0;
@@ -393,6 +457,7 @@ static void sync_stats(engine *e) {
     e->local.requests_running = e->running.n;
     e->local.requests_waiting = e->waiting.n;
     e->local.kv_blocks_used = kv_cache_blocks_used(e->kv);
+    e->local.kv_blocks_cached = kv_cache_blocks_cached(e->kv);
     pthread_mutex_lock(&e->mu);
     uint32_t total = e->st.kv_blocks_total, bt = e->st.kv_block_tokens, ctx = e->st.n_ctx;
     e->st = e->local;
@@ -420,16 +485,16 @@ static void take_requests(engine *e, uint64_t t_now) {
     e->n_cancels = 0;
     pthread_mutex_unlock(&e->mu);
     if (!ids) return;
+    /* every choice of the request: forked ones run as sequences of their own */
     for (size_t i = 0; i < nc; i++) {
         seq_list *lists[] = {&e->running, &e->waiting};
         for (int l = 0; l < 2; l++)
-            for (seq *s = lists[l]->head; s; s = s->next)
-                if (s->id == ids[i]) {
-                    seq_list_remove(lists[l], s);
-                    finish(e, s, ENGINE_FINISH_CANCELLED, t_now, NULL);
-                    l = 2;
-                    break;
-                }
+            for (seq *s = lists[l]->head, *next; s; s = next) {
+                next = s->next;
+                if (s->id != ids[i]) continue;
+                seq_list_remove(lists[l], s);
+                finish(e, s, ENGINE_FINISH_CANCELLED, t_now, NULL);
+            }
     }
     if (ids != local) free(ids);
 }
@@ -448,6 +513,17 @@ static void add_rows(engine *e, seq *s, uint32_t n, size_t *n_rows, uint32_t *n_
                                          .want_logits = pos + 1 == s->n_tokens};
     }
     (*n_batch)++;
+}
+
+/* Takes the prefix cache's blocks for s's leading tokens (s holds none);
+ * returns the positions they cover. The last token is always computed,
+ * since sampling needs its logits: a block is taken only when all of it
+ * lies before that token. */
+static uint32_t take_cached_prefix(engine *e, seq *s) {
+    uint32_t max_blocks = (s->n_tokens - 1) / e->kv->block_tokens;
+    uint32_t k = kv_seq_match_prefix(e->kv, &s->kv, s->tokens, max_blocks);
+    s->n_computed = k * e->kv->block_tokens;
+    return s->n_computed;
 }
 
 /* Handles a sampled token for s; returns true when s finished. */
@@ -471,6 +547,7 @@ static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
     if (ev) {
         ev->kind = ENGINE_EV_TOKEN;
         ev->id = s->id;
+        ev->choice = s->choice;
         ev->user = s->user;
         ev->token = tok;
         text_append(ev, em.head, em.head_len);
@@ -490,6 +567,47 @@ static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
 }
 
 static void sample_all(engine *e, uint32_t n);
+
+/* Room for n forked choices' copies of a logits row; false when out of
+ * memory (the choices then recompute their prompt instead). */
+static bool reserve_fork_logits(engine *e, size_t n) {
+    if (n <= e->cap_fork_logits) return true;
+    float *p = realloc(e->fork_logits, n * e->m->cfg.n_vocab * sizeof *p);
+    if (!p) return false;
+    e->fork_logits = p;
+    e->cap_fork_logits = n;
+    return true;
+}
+
+/* s's prompt is computed: each choice it holds takes s's KV (full blocks
+ * shared, the partial one copied) and a copy of the prompt's logits, and
+ * samples in this step as a sequence of its own. A choice that finds no
+ * block for its copy (or no memory for the logits: logits NULL) goes back
+ * to wait and computes its prompt itself, where the prefix cache serves
+ * the full blocks: the same tokens either way. */
+static void fork_choices(engine *e, seq *s, const float *logits, uint32_t *n_sample,
+                         uint32_t *n_fork) {
+    const size_t nv = e->m->cfg.n_vocab;
+    for (uint32_t i = 0; i < s->n_forks; i++) {
+        seq *f = s->forks[i];
+        f->tm.t_first_scheduled = s->tm.t_first_scheduled;
+        f->tm.cached_tokens = s->tm.cached_tokens;
+        if (!logits || kv_seq_fork(e->kv, &f->kv, &s->kv, s->n_prompt) != 0) {
+            f->state = SEQ_WAITING;
+            seq_list_push_front(&e->waiting, f);
+            continue;
+        }
+        f->n_computed = s->n_prompt;
+        f->state = SEQ_RUNNING;
+        f->admit_order = ++e->admit_counter;
+        seq_list_push_back(&e->running, f);
+        float *row = e->fork_logits + (size_t)(*n_fork)++ * nv;
+        memcpy(row, logits, nv * sizeof *row);
+        e->sample_logits[*n_sample] = row;
+        e->samplers[(*n_sample)++] = f;
+    }
+    s->n_forks = 0;
+}
 
 /* Builds and runs one batch. Returns false when there was nothing to do. */
 static bool step(engine *e) {
@@ -538,17 +656,32 @@ static bool step(engine *e) {
         }
         s = (next && next->state == SEQ_RUNNING) ? next : NULL;
     }
-    /* 3. admit waiting sequences while there is budget, a free sequence slot
-     *    and KV for their first chunk; never right after a preemption. */
-    while (e->waiting.head && budget && e->running.n < e->p.max_seqs &&
+    /* 3. admit waiting sequences while there is budget, a sequence slot for
+     *    each of their choices and KV for their first chunk; never right
+     *    after a preemption. Each first takes the prefix cache's blocks for
+     *    its leading tokens and computes only the rest. */
+    uint32_t cached_rows = 0;
+    while (e->waiting.head && budget &&
+           e->running.n + 1 + e->waiting.head->n_forks <= e->p.max_seqs &&
            e->local.preemptions_total == preempt_before) {
         seq *s = e->waiting.head;
+        uint32_t hit = take_cached_prefix(e, s);
         uint32_t need = s->n_tokens - s->n_computed;
         uint32_t chunk = need < budget ? need : budget;
         if (chunk > e->p.prefill_chunk) chunk = e->p.prefill_chunk;
         uint32_t room = room_for(e, s);
         if (chunk > room) chunk = room;
-        if (!chunk || kv_seq_reserve(e->kv, &s->kv, s->n_computed + chunk) != 0) break;
+        if (!chunk || kv_seq_reserve(e->kv, &s->kv, s->n_computed + chunk) != 0) {
+            kv_seq_release(e->kv, &s->kv); /* the hit waits with it, unheld */
+            s->n_computed = 0;
+            break;
+        }
+        if (e->kv->pc) {
+            e->local.prefix_cache_queries_total += s->n_tokens;
+            e->local.prefix_cache_hits_total += hit;
+        }
+        if (!s->tm.t_first_token) s->tm.cached_tokens = hit < s->n_prompt ? hit : s->n_prompt;
+        cached_rows += hit;
         seq_list_remove(&e->waiting, s);
         s->state = SEQ_RUNNING;
         s->admit_order = ++e->admit_counter;
@@ -579,19 +712,28 @@ static bool step(engine *e) {
             finish(e, s, ENGINE_FINISH_ERROR, t1, err.msg);
         }
     } else {
-        uint32_t n_sample = 0;
+        uint32_t n_sample = 0, n_logit_rows = 0, n_fork = 0;
         for (uint32_t k = 0; k < n_batch; k++) {
             seq *s = e->batch[k];
             s->n_computed += e->batch_rows[k];
+            kv_seq_commit(e->kv, &s->kv, s->tokens, s->n_computed);
+            if (s->n_computed == s->n_tokens) n_fork += s->n_forks;
+        }
+        bool forks_ok = n_fork == 0 || reserve_fork_logits(e, n_fork);
+        n_fork = 0;
+        for (uint32_t k = 0; k < n_batch; k++) {
+            seq *s = e->batch[k];
             if (s->n_computed != s->n_tokens) continue;
-            e->sample_logits[n_sample] = logits + (size_t)n_sample * e->m->cfg.n_vocab;
+            const float *row = logits + (size_t)n_logit_rows++ * e->m->cfg.n_vocab;
+            e->sample_logits[n_sample] = row;
             e->samplers[n_sample++] = s;
+            if (s->n_forks) fork_choices(e, s, forks_ok ? row : NULL, &n_sample, &n_fork);
         }
         sample_all(e, n_sample);
         for (uint32_t k = 0; k < n_sample; k++) {
             seq *s = e->samplers[k];
             const int32_t tok = e->sampled[k];
-            if (!s->tm.t_first_token) e->local.prompt_tokens_total += s->n_prompt;
+            if (!s->tm.t_first_token && s->choice == 0) e->local.prompt_tokens_total += s->n_prompt;
             bool eog_or_stop_token = tokenizer_is_eog(e->tok, tok) || stop_is_token(&s->stop, tok);
             on_token(e, s, tok, t1);
             if (!eog_or_stop_token) generated++;
@@ -614,7 +756,8 @@ static bool step(engine *e) {
                          .running = e->running.n,
                          .waiting = e->waiting.n,
                          .kv_blocks = kv_used,
-                         .preemptions = (uint32_t)(e->local.preemptions_total - preempt_before)};
+                         .preemptions = (uint32_t)(e->local.preemptions_total - preempt_before),
+                         .cached_tokens = cached_rows};
         trace_step_add(&e->tr, &ts);
     }
     publish(e, t1);
@@ -728,7 +871,8 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
                           .head_dim = c->head_dim,
                           .block_tokens = e->p.kv_block,
                           .kv_type = e->p.kv_type,
-                          .mem_bytes = e->p.kv_mem};
+                          .mem_bytes = e->p.kv_mem,
+                          .prefix_cache = !e->p.no_prefix_cache};
     if (!kp.mem_bytes) {
         /* Default: enough for max_seqs full contexts, capped at 1 GiB. */
         uint64_t tokens = e->p.kv_tokens ? e->p.kv_tokens : (uint64_t)e->p.max_seqs * e->n_ctx;
@@ -748,9 +892,12 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     e->row_seqs = calloc(mb, sizeof *e->row_seqs);
     e->batch = calloc(mb, sizeof *e->batch);
     e->batch_rows = calloc(mb, sizeof *e->batch_rows);
-    e->samplers = calloc(mb, sizeof *e->samplers);
-    e->sample_logits = calloc(mb, sizeof *e->sample_logits);
-    e->sampled = calloc(mb, sizeof *e->sampled);
+    /* a step samples its batch's rows plus the choices forked in it, which
+     * never outnumber the sequences that may run */
+    e->cap_samplers = mb + e->p.max_seqs;
+    e->samplers = calloc(e->cap_samplers, sizeof *e->samplers);
+    e->sample_logits = calloc(e->cap_samplers, sizeof *e->sample_logits);
+    e->sampled = calloc(e->cap_samplers, sizeof *e->sampled);
     hist_config hc = HIST_CONFIG_LATENCY_NS, cc = ENGINE_HIST_STEP_TOKENS;
     if (!e->rows || !e->row_seqs || !e->batch || !e->batch_rows || !e->samplers ||
         !e->sample_logits || !e->sampled) {
@@ -814,6 +961,7 @@ void engine_destroy(engine *e) {
     free(e->sampled);
     free(e->sample_logits);
     free(e->samplers);
+    free(e->fork_logits);
     free(e->pending);
     free(e->evq);
     free(e->cancels);

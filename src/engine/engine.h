@@ -39,6 +39,11 @@ typedef struct engine_params {
     uint32_t kv_type;   /* GGML_TYPE_F16 (default), GGML_TYPE_F32 or GGML_TYPE_Q8_0 */
     uint32_t max_queue; /* waiting requests before submit says TPS_EFULL; 0: unlimited */
     const char *trace_path; /* Chrome trace JSON written at engine_destroy; NULL: none */
+    /* Automatic prefix caching (on unless set): full KV blocks stay
+     * indexed by their token chain after their sequence ends, and a new
+     * request takes every leading block already computed instead of
+     * prefilling it again. Output is bit-identical either way. */
+    bool no_prefix_cache;
 } engine_params;
 
 void engine_params_default(engine_params *p);
@@ -52,6 +57,10 @@ typedef struct engine_request {
     size_t n_stop;
     const int32_t *stop_ids; /* extra stop token ids (EOS/EOT always stop unless ignore_eos) */
     size_t n_stop_ids;
+    /* Choices sampled from the one prompt (0 or 1: one). The prompt is
+     * prefilled once; its KV blocks are shared by every choice and the last
+     * partial block is copied for each. Choice i samples with seed + i. */
+    uint32_t n;
     void *user; /* returned in every event of this request */
 } engine_request;
 
@@ -72,7 +81,8 @@ typedef struct engine_timings {
     uint64_t t_finished;
     uint32_t prompt_tokens;
     uint32_t generated_tokens;
-    uint32_t preemptions; /* times its KV was taken back and recomputed */
+    uint32_t preemptions;   /* times its KV was taken back and recomputed */
+    uint32_t cached_tokens; /* prompt tokens taken from the prefix cache, not computed */
 } engine_timings;
 
 typedef enum engine_event_kind { ENGINE_EV_TOKEN = 1, ENGINE_EV_DONE = 2 } engine_event_kind;
@@ -81,7 +91,8 @@ typedef enum engine_event_kind { ENGINE_EV_TOKEN = 1, ENGINE_EV_DONE = 2 } engin
 
 typedef struct engine_event {
     engine_event_kind kind;
-    uint64_t id; /* the handle engine_submit returned */
+    uint64_t id;     /* the handle engine_submit returned */
+    uint32_t choice; /* 0 .. n-1: which of the request's choices */
     void *user;
     uint64_t t_ns;
     /* TOKEN: the id, and the text that became final with it: valid UTF-8,
@@ -90,7 +101,8 @@ typedef struct engine_event {
     int32_t token;
     uint32_t text_len;
     char text[ENGINE_TEXT_MAX];
-    /* DONE: why, and the request's timings. Any held text comes in `text`. */
+    /* DONE: why, and the choice's timings. Any held text comes in `text`.
+     * A request of n choices gets n DONE events, one per choice. */
     engine_finish finish;
     engine_timings timings;
     char error[256];
@@ -104,13 +116,15 @@ void engine_destroy(engine *e);
 /* Queues a request; *id gets its handle. Rejects at once (nothing queued)
  * with a message naming both numbers when the prompt is empty, longer than
  * the context, prompt + max_tokens exceeds the context or could never fit in
- * the KV pool (TPS_ERANGE), a token id is outside the vocabulary or the
- * sampling parameters are invalid (TPS_EINVAL), or the queue is full
- * (TPS_EFULL). Thread-safe; never waits on a step. */
+ * the KV pool (for n choices: the shared prompt blocks plus n times the rest)
+ * (TPS_ERANGE), a token id is outside the vocabulary, the sampling
+ * parameters are invalid or n exceeds max_seqs (TPS_EINVAL), or the queue
+ * is full (TPS_EFULL). Thread-safe; never waits on a step. */
 int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err);
-/* The request leaves at the next step; its blocks are free by the end of
- * that step; a DONE(cancelled) event follows. Unknown or finished ids are
- * ignored. Thread-safe. */
+/* The request (every choice of it) leaves at the next step; its blocks are
+ * free by the end of that step (blocks other requests share stay theirs); a
+ * DONE(cancelled) event follows for each unfinished choice. Unknown or
+ * finished ids are ignored. Thread-safe. */
 void engine_cancel(engine *e, uint64_t id);
 
 /* Moves up to max queued events into out; returns how many. Non-blocking. */
@@ -134,6 +148,12 @@ typedef struct engine_stats {
     uint32_t kv_blocks_used;
     uint32_t kv_block_tokens;
     uint32_t n_ctx;
+    /* Prefix cache, in tokens as vLLM counts them: prompt tokens looked up
+     * at admission, and those found. Blocks whose contents are indexed
+     * (in use or free but kept). */
+    uint64_t prefix_cache_queries_total;
+    uint64_t prefix_cache_hits_total;
+    uint32_t kv_blocks_cached;
 } engine_stats;
 
 void engine_get_stats(engine *e, engine_stats *out);

@@ -17,6 +17,7 @@ typedef enum seq_state { SEQ_WAITING = 0, SEQ_RUNNING = 1 } seq_state;
 
 typedef struct seq {
     uint64_t id;
+    uint32_t choice; /* which of its request's n choices */
     void *user;
     seq_state state;
     int32_t *tokens;      /* prompt then generated, (cap,) */
@@ -31,6 +32,11 @@ typedef struct seq {
     stop_matcher stop;
     detok_stream *detok;
     engine_timings tm;
+    /* Choices 1..n-1 of this request (choice 0), held here until this
+     * one's prompt is computed; then each forks its KV and samples from
+     * the same logits. Owned until forked. */
+    struct seq **forks;
+    uint32_t n_forks;
     struct seq *next; /* intrusive list link (waiting queue or running list) */
     struct seq *prev;
 } seq;

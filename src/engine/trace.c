@@ -38,12 +38,13 @@ void trace_step_add(trace *t, const trace_step *s) {
     t->steps[t->n_steps++] = *s;
 }
 
-void trace_req_add(trace *t, uint64_t id, const engine_timings *tm, engine_finish finish) {
+void trace_req_add(trace *t, uint64_t id, uint32_t choice, const engine_timings *tm,
+                   engine_finish finish) {
     if (grow((void **)&t->reqs, &t->cap_reqs, t->n_reqs, sizeof(trace_req))) {
         t->dropped++;
         return;
     }
-    t->reqs[t->n_reqs++] = (trace_req){.id = id, .tm = *tm, .finish = finish};
+    t->reqs[t->n_reqs++] = (trace_req){.id = id, .choice = choice, .tm = *tm, .finish = finish};
 }
 
 static double us(const trace *t, uint64_t ns) {
@@ -74,18 +75,20 @@ int trace_write(const trace *t, const char *path, tps_err *err) {
         fprintf(fp,
                 ",\n{\"name\":\"step\",\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
                 "\"args\":{\"prefill_tokens\":%u,\"decode_tokens\":%u,\"running\":%u,"
-                "\"waiting\":%u,\"kv_blocks\":%u,\"preemptions\":%u}}",
+                "\"waiting\":%u,\"kv_blocks\":%u,\"preemptions\":%u,\"cached_tokens\":%u}}",
                 us(t, s->t0), (double)(s->t1 - s->t0) / 1000.0, s->prefill_tokens, s->decode_tokens,
-                s->running, s->waiting, s->kv_blocks, s->preemptions);
+                s->running, s->waiting, s->kv_blocks, s->preemptions, s->cached_tokens);
     }
     for (size_t i = 0; i < t->n_reqs; i++) {
         const trace_req *r = &t->reqs[i];
-        uint64_t tid = 1000 + r->id;
+        uint64_t tid = 1000 + i; /* one track per choice */
         fprintf(fp,
                 ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%llu,"
-                "\"args\":{\"name\":\"request %llu (%s, %u+%u tokens, %u preemptions)\"}}",
-                (unsigned long long)tid, (unsigned long long)r->id, engine_finish_name(r->finish),
-                r->tm.prompt_tokens, r->tm.generated_tokens, r->tm.preemptions);
+                "\"args\":{\"name\":\"request %llu choice %u (%s, %u+%u tokens, %u cached, %u "
+                "preemptions)\"}}",
+                (unsigned long long)tid, (unsigned long long)r->id, r->choice,
+                engine_finish_name(r->finish), r->tm.prompt_tokens, r->tm.generated_tokens,
+                r->tm.cached_tokens, r->tm.preemptions);
         span(fp, t, "queued", tid, r->tm.t_queued, r->tm.t_first_scheduled, &first);
         span(fp, t, "prefill", tid, r->tm.t_first_scheduled,
              r->tm.t_first_token ? r->tm.t_first_token : r->tm.t_finished, &first);

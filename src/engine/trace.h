@@ -17,10 +17,12 @@
 typedef struct trace_step {
     uint64_t t0, t1;
     uint32_t prefill_tokens, decode_tokens, running, waiting, kv_blocks, preemptions;
+    uint32_t cached_tokens; /* prompt tokens admitted from the prefix cache this step */
 } trace_step;
 
 typedef struct trace_req {
     uint64_t id;
+    uint32_t choice;
     engine_timings tm;
     engine_finish finish;
 } trace_req;
@@ -36,7 +38,8 @@ typedef struct trace {
 
 void trace_init(trace *t, uint64_t t_origin);
 void trace_step_add(trace *t, const trace_step *s);
-void trace_req_add(trace *t, uint64_t id, const engine_timings *tm, engine_finish finish);
+void trace_req_add(trace *t, uint64_t id, uint32_t choice, const engine_timings *tm,
+                   engine_finish finish);
 int trace_write(const trace *t, const char *path, tps_err *err);
 void trace_free(trace *t);
 

@@ -1,0 +1,78 @@
+/* Engine test fixtures (see engine_env.h). */
+#include "support/engine_env.h"
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "metrics/clock.h"
+#include "support/test_support.h"
+
+void env_open(env *v, const char *path) {
+    tps_err err = {0};
+    cr_assert_eq(llama_model_load(&v->m, path, &err), 0, "%s", err.msg);
+    cr_assert_eq(tokenizer_load(&v->tok, v->m->file, &err), 0, "%s", err.msg);
+}
+
+void env_open_made(env *v, char *path, const model_preset *pre, uint32_t type, uint64_t seed) {
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    model_make_opts mo = {.preset = pre, .type = type, .seed = seed, .out_path = path};
+    tps_err err = {0};
+    cr_assert_eq(model_make(&mo, &err), 0, "%s", err.msg);
+    env_open(v, path);
+}
+
+void env_open_stories(env *v) {
+    char *p = shared_path("models/stories260K.gguf");
+    env_open(v, p);
+    free(p);
+}
+
+void env_close(env *v) {
+    tokenizer_free(v->tok);
+    llama_model_free(v->m);
+}
+
+engine *env_engine(env *v, uint32_t max_seqs, uint32_t max_batch, uint32_t kv_tokens,
+                   uint32_t kv_type, bool no_prefix_cache) {
+    engine_params p;
+    engine_params_default(&p);
+    p.kv_type = kv_type;
+    p.model = v->m;
+    p.tok = v->tok;
+    p.n_threads = 1; /* a 260K-parameter model gains nothing from a second thread */
+    p.max_seqs = max_seqs;
+    p.max_batch_tokens = max_batch;
+    p.kv_tokens = kv_tokens;
+    p.no_prefix_cache = no_prefix_cache;
+    engine *e;
+    tps_err err = {0};
+    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
+    return e;
+}
+
+void drain(engine *e, int want) {
+    engine_event ev[64];
+    int done = 0;
+    uint64_t deadline = tps_now_ns() + 300ull * TPS_NS_PER_SEC;
+    while (done < want) {
+        cr_assert_lt(tps_now_ns(), deadline, "engine did not finish in time");
+        engine_wait(e, 100);
+        size_t k = engine_poll(e, ev, 64);
+        for (size_t i = 0; i < k; i++) {
+            result *r = (result *)ev[i].user + ev[i].choice;
+            if (ev[i].kind == ENGINE_EV_TOKEN) {
+                cr_assert_lt(r->n, RESULT_MAX_TOKENS);
+                r->tokens[r->n++] = ev[i].token;
+            } else {
+                cr_assert(!r->done, "two DONE events for one choice");
+                r->done = true;
+                r->finish = ev[i].finish;
+                r->tm = ev[i].timings;
+                done++;
+            }
+        }
+    }
+}

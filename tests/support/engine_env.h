@@ -1,0 +1,47 @@
+/* Engine tests' fixtures (tests only): open a model and its tokenizer (the
+ * shared stories260K, or a made model of a given shape), start an engine
+ * with the sizes a test asks for, and drain events into per-request
+ * results. Asserts (Criterion) on any failure. */
+#ifndef TPS_TESTS_ENGINE_ENV_H
+#define TPS_TESTS_ENGINE_ENV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "model/model_make.h"
+
+typedef struct env {
+    llama_model *m;
+    tokenizer *tok;
+} env;
+
+void env_open(env *v, const char *path);
+/* Makes a model of shape pre (seeded random weights) in a temporary file,
+ * path a "...XXXXXX" template it fills in, and opens it. */
+void env_open_made(env *v, char *path, const model_preset *pre, uint32_t type, uint64_t seed);
+void env_open_stories(env *v); /* ../shared/models/stories260K.gguf */
+void env_close(env *v);
+
+/* An engine on one kernel thread with these sizes (0: the default) and KV
+ * type; prefix caching on unless no_prefix_cache. */
+engine *env_engine(env *v, uint32_t max_seqs, uint32_t max_batch, uint32_t kv_tokens,
+                   uint32_t kv_type, bool no_prefix_cache);
+
+#define RESULT_MAX_TOKENS 512
+
+/* One choice's output, as events deliver it. */
+typedef struct result {
+    int32_t tokens[RESULT_MAX_TOKENS];
+    size_t n;
+    bool done;
+    engine_finish finish;
+    engine_timings tm;
+} result;
+
+/* Drains events until `want` DONE events arrived (bounded by 300 s). Each
+ * event's user is a result array indexed by the event's choice. */
+void drain(engine *e, int want);
+
+#endif
