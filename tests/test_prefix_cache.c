@@ -217,10 +217,10 @@ Test(prefix_cache, partly_evicted_chain_hits_its_head_and_recomputes_the_rest) {
 /* ---- a prompt still being prefilled ------------------------------------------ */
 
 /* A's 480-token prompt prefills 16 rows a step. B, with the same prompt,
- * arrives a few steps in: it takes only the blocks A has finished (never a
- * half-written one), computes the rest itself beside A, and both equal the
- * reference. C, after both, hits the whole chain. */
-Test(prefix_cache, hit_on_a_prompt_still_prefilling_takes_only_finished_blocks, .timeout = 120) {
+ * arrives a few steps in: it never reads a block A is still writing; it
+ * waits for A's blocks to be finished and cached, then takes them all and
+ * computes only its last block. C, after both, does the same. */
+Test(prefix_cache, hit_on_a_prompt_still_prefilling_waits_for_finished_blocks, .timeout = 120) {
     REQUIRE_SHARED("models/stories260K.gguf");
     env v;
     env_open_stories(&v);
@@ -257,13 +257,52 @@ Test(prefix_cache, hit_on_a_prompt_still_prefilling_takes_only_finished_blocks, 
     for (int i = 0; i < 3; i++)
         expect_same(got[i], ref[0], "same prompt", (size_t)i, 0);
     cr_expect_eq(got[0]->tm.cached_tokens, 0);
-    cr_expect_geq(got[1]->tm.cached_tokens, 64, "B took A's finished blocks");
-    cr_expect_lt(got[1]->tm.cached_tokens, 464, "B did not wait for A's whole prompt (%u)",
+    cr_expect_eq(got[1]->tm.cached_tokens, 464, "B waited for A's blocks (%u)",
                  got[1]->tm.cached_tokens);
     cr_expect_eq(got[2]->tm.cached_tokens, 464, "C hit every block but the last token's");
+    engine_get_stats(e, &st);
+    cr_expect_eq(st.prefill_rows_total, 480 + 16 + 16, "the prompt was computed once");
     engine_destroy(e);
     results_free(ref, 1);
     results_free(got, 3);
+    env_close(&v);
+}
+
+/* Eight requests behind one 400-token prompt arrive together: one computes
+ * the prompt, the others wait for its blocks instead of computing the same
+ * K/V seven more times. */
+Test(prefix_cache, requests_arriving_together_compute_a_shared_prefix_once, .timeout = 120) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    env v;
+    env_open_stories(&v);
+    enum { N = 8 };
+    req qs[N];
+    memset(qs, 0, sizeof qs);
+    for (int i = 0; i < N; i++) {
+        fill_ids(qs[i].prompt, 400, 8);
+        fill_ids(qs[i].prompt + 400, 20, 80 + (uint64_t)i);
+        qs[i].prompt[400] = 13;
+        qs[i].n_prompt = 420;
+        qs[i].max_tokens = 16;
+        qs[i].temp = 0.7f;
+        qs[i].seed = 5 + (uint64_t)i;
+    }
+    result **ref = results_new(N, 1), **got = results_new(N, 1);
+    reference(&v, qs, N, ref);
+    engine *e = env_engine(&v, 8, 64, 0, GGML_TYPE_F16, false);
+    for (int i = 0; i < N; i++)
+        submit_req(e, &qs[i], got[i]);
+    drain(e, N);
+    for (int i = 0; i < N; i++)
+        expect_same(got[i], ref[i], "arriving together", (size_t)i, 0);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    /* 400 once, then 20 + the 400 % 16 = 0 tail each: 560 rows; 8 x 420 = 3360 without */
+    cr_expect_leq(st.prefill_rows_total, 400 + 8 * 36, "prompt rows computed: %llu",
+                  (unsigned long long)st.prefill_rows_total);
+    engine_destroy(e);
+    results_free(ref, N);
+    results_free(got, N);
     env_close(&v);
 }
 

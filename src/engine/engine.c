@@ -526,6 +526,22 @@ static uint32_t take_cached_prefix(engine *e, seq *s) {
     return s->n_computed;
 }
 
+/* True when a running sequence is computing the block s would take next
+ * (the same tokens from position 0 to that block's end, not all computed
+ * yet): s waits a step or two for it to be cached instead of computing the
+ * same K/V again beside it. Only running sequences count, and they always
+ * progress, so the wait ends. */
+static bool prefix_in_flight(const engine *e, const seq *s, uint32_t hit) {
+    const uint32_t end = hit + e->kv->block_tokens;
+    if (!e->kv->pc || end >= s->n_tokens) return false;
+    for (const seq *r = e->running.head; r; r = r->next)
+        if (r->n_computed < end && r->n_tokens >= end &&
+            memcmp(r->tokens + hit, s->tokens + hit, (end - hit) * sizeof *s->tokens) == 0 &&
+            memcmp(r->tokens, s->tokens, hit * sizeof *s->tokens) == 0)
+            return true;
+    return false;
+}
+
 /* Handles a sampled token for s; returns true when s finished. */
 static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
     sampler_accept(s->smp, tok);
@@ -659,13 +675,21 @@ static bool step(engine *e) {
     /* 3. admit waiting sequences while there is budget, a sequence slot for
      *    each of their choices and KV for their first chunk; never right
      *    after a preemption. Each first takes the prefix cache's blocks for
-     *    its leading tokens and computes only the rest. */
+     *    its leading tokens and computes only the rest; one whose next block
+     *    another sequence is computing right now lets those behind it go
+     *    first and waits for that block. */
     uint32_t cached_rows = 0;
-    while (e->waiting.head && budget &&
-           e->running.n + 1 + e->waiting.head->n_forks <= e->p.max_seqs &&
-           e->local.preemptions_total == preempt_before) {
-        seq *s = e->waiting.head;
+    for (seq *s = e->waiting.head, *next; s && budget; s = next) {
+        next = s->next;
+        if (e->running.n + 1 + s->n_forks > e->p.max_seqs ||
+            e->local.preemptions_total != preempt_before)
+            break;
         uint32_t hit = take_cached_prefix(e, s);
+        if (prefix_in_flight(e, s, hit)) {
+            kv_seq_release(e->kv, &s->kv);
+            s->n_computed = 0;
+            continue;
+        }
         uint32_t need = s->n_tokens - s->n_computed;
         uint32_t chunk = need < budget ? need : budget;
         if (chunk > e->p.prefill_chunk) chunk = e->p.prefill_chunk;
