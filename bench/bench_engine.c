@@ -32,60 +32,12 @@
 #include "model/llama_model.h"
 #include "model/model_make.h"
 #include "model/tokenizer.h"
+#include "support/bench_models.h"
 
 #define CURVE_PROMPT 128
 #define CURVE_OUTPUT 128
 #define PP_TOKENS    512
 #define TG_TOKENS    128
-
-typedef struct loaded {
-    llama_model *m;
-    tokenizer *tok;
-} loaded;
-
-static int ensure_model(const char *path, uint32_t type) {
-    struct stat st;
-    if (stat(path, &st) == 0) return 0;
-    model_make_opts o = {
-        .preset = model_preset_find("110M"), .type = type, .seed = 1, .out_path = path};
-    tps_err err = {0};
-    if (model_make(&o, &err)) {
-        fprintf(stderr, "bench_engine: cannot make %s: %s\n", path, err.msg);
-        return -1;
-    }
-    return 0;
-}
-
-static int load(loaded *l, const char *path) {
-    tps_err err = {0};
-    l->m = NULL;
-    l->tok = NULL;
-    const char *rp = getenv("TPS_REPACK");
-    const llama_load_opts opts = {.no_repack = rp && strcmp(rp, "0") == 0};
-    if (llama_model_load_opts(&l->m, path, &opts, &err) ||
-        tokenizer_load(&l->tok, l->m->file, &err)) {
-        fprintf(stderr, "bench_engine: %s: %s\n", path, err.msg);
-        tokenizer_free(l->tok);
-        llama_model_free(l->m);
-        return -1;
-    }
-    return 0;
-}
-
-static void unload(loaded *l) {
-    tokenizer_free(l->tok);
-    llama_model_free(l->m);
-}
-
-/* Seeded prompt: BOS then ids from 3 up (no EOS, no control ids). */
-static void make_prompt(int32_t *ids, size_t n, uint32_t vocab, uint32_t seed) {
-    uint32_t s = seed * 2654435761u + 12345u;
-    ids[0] = 1;
-    for (size_t i = 1; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        ids[i] = (int32_t)(3 + (s >> 8) % (vocab - 3));
-    }
-}
 
 typedef struct run_result {
     double prefill_tps;    /* batch 1: prompt tokens / (first token - first scheduled) */
@@ -96,7 +48,7 @@ typedef struct run_result {
 } run_result;
 
 /* Submits n_seqs requests together and drains every event. */
-static int run(const loaded *l, int threads, uint32_t n_seqs, size_t n_prompt, uint32_t n_out,
+static int run(const bench_model *l, int threads, uint32_t n_seqs, size_t n_prompt, uint32_t n_out,
                uint32_t batch_tokens, run_result *res) {
     engine_params ep;
     engine_params_default(&ep);
@@ -121,7 +73,7 @@ static int run(const loaded *l, int threads, uint32_t n_seqs, size_t n_prompt, u
     uint64_t t_submit = 0, t_last_first = 0, t_first_sched = 0, t_first_tok = 0, t_end = 0;
     int rc = 0;
     for (uint32_t s = 0; s < n_seqs && rc == 0; s++) {
-        make_prompt(ids, n_prompt, l->m->cfg.n_vocab, s + 1);
+        bench_prompt(ids, n_prompt, l->m->cfg.n_vocab, s + 1);
         engine_request rq = {.prompt = ids, .n_prompt = n_prompt, .max_tokens = n_out};
         sampler_params_default(&rq.sampling);
         rq.sampling.ignore_eos = true;
@@ -185,10 +137,9 @@ static int cmp_double(const void *a, const void *b) {
 int main(int argc, char **argv) {
     const int threads = argc > 1 ? atoi(argv[1]) : 2;
     const uint32_t max_n = argc > 2 ? (uint32_t)atoi(argv[2]) : 64;
-    const char *dir = getenv("TPS_BENCH_DIR") ? getenv("TPS_BENCH_DIR") : "/tmp/tps-bench";
+    const char *dir = bench_dir();
     const char *bw_env = getenv("TPS_MACHINE_READ_GBS");
     const double bw = bw_env ? atof(bw_env) : 0;
-    mkdir(dir, 0755);
     char q8[512], q4[512];
     snprintf(q8, sizeof q8, "%s/110M-q8_0.gguf", dir);
     snprintf(q4, sizeof q4, "%s/110M-q4_0.gguf", dir);
@@ -201,7 +152,9 @@ int main(int argc, char **argv) {
         for (char *tok = strtok(buf, ","); tok && n_models < 8; tok = strtok(NULL, ","))
             snprintf(models[n_models++], sizeof models[0], "%s", tok);
     } else {
-        if (ensure_model(q8, GGML_TYPE_Q8_0) || ensure_model(q4, GGML_TYPE_Q4_0)) return 1;
+        if (bench_ensure_model(q8, "110M", GGML_TYPE_Q8_0) ||
+            bench_ensure_model(q4, "110M", GGML_TYPE_Q4_0))
+            return 1;
         snprintf(models[n_models++], sizeof models[0], "%s", q8);
         snprintf(models[n_models++], sizeof models[0], "%s", q4);
     }
@@ -211,8 +164,8 @@ int main(int argc, char **argv) {
     printf("%-28s %10s %10s %10s %8s %s\n", "model", "pp t/s", "tg t/s", "MiB/tok", "GB/s",
            bw > 0 ? "of machine read bw" : "");
     for (int i = 0; i < n_models; i++) {
-        loaded l;
-        if (load(&l, models[i])) return 1;
+        bench_model l;
+        if (bench_load(&l, models[i])) return 1;
         double pp[3], tg[3];
         for (int r = 0; r < 3; r++) {
             run_result rp = {0}, rt = {0};
@@ -229,11 +182,11 @@ int main(int argc, char **argv) {
         printf("%-28s %10.1f %10.1f %10.1f %8.2f", name, pp[1], tg[1], bpt / 1048576.0, gbs);
         if (bw > 0) printf(" %5.0f%%", 100.0 * gbs / bw);
         printf("\n");
-        unload(&l);
+        bench_unload(&l);
     }
 
-    loaded l;
-    if (load(&l, models[0])) return 1;
+    bench_model l;
+    if (bench_load(&l, models[0])) return 1;
     const char *name = strrchr(models[0], '/') ? strrchr(models[0], '/') + 1 : models[0];
     printf("\nengine: batched decode, %s, N sequences of %d prompt + %d output tokens\n", name,
            CURVE_PROMPT, CURVE_OUTPUT);
@@ -249,6 +202,6 @@ int main(int argc, char **argv) {
         if (n == 32) at32 = rr.decode_tps;
     }
     if (at1 > 0 && at32 > 0) printf("engine: decode t/s N=32 / N=1 = %.2f\n", at32 / at1);
-    unload(&l);
+    bench_unload(&l);
     return 0;
 }

@@ -1,0 +1,29 @@
+/* What the engine benchmarks share (benchmarks only): a preset model made
+ * on first use in TPS_BENCH_DIR, loading it with its tokenizer, and
+ * seeded prompts of token ids. */
+#ifndef TPS_BENCH_MODELS_H
+#define TPS_BENCH_MODELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/llama_model.h"
+#include "model/tokenizer.h"
+
+typedef struct bench_model {
+    llama_model *m;
+    tokenizer *tok;
+} bench_model;
+
+/* TPS_BENCH_DIR, or /tmp/tps-bench; created if absent. */
+const char *bench_dir(void);
+/* Makes `path` from `preset` (seeded random weights, GGML type `type`)
+ * unless it exists. 0, or -1 with a message on stderr. */
+int bench_ensure_model(const char *path, const char *preset, uint32_t type);
+/* Loads path (TPS_REPACK=0: borrow the mmapped weights). 0 or -1. */
+int bench_load(bench_model *l, const char *path);
+void bench_unload(bench_model *l);
+/* Seeded prompt: BOS then ids from 3 up (no EOS, no control ids). */
+void bench_prompt(int32_t *ids, size_t n, uint32_t vocab, uint32_t seed);
+
+#endif
