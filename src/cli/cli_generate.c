@@ -17,8 +17,10 @@ static void usage(FILE *out) {
                  "\n"
                  "Runs one prompt through the engine (no server) and streams the text to stdout.\n"
                  "Then prints to stderr, each over its own window:\n"
-                 "  prefill: prompt tokens / time from the first forward step of the prompt to\n"
-                 "           its first logits (the step that samples the first token)\n"
+                 "  prefill: prompt tokens computed (not taken from the prefix cache, which a\n"
+                 "           single run starts empty) / time from the first forward step of\n"
+                 "           the prompt to its first logits (the step that samples the first\n"
+                 "           token)\n"
                  "  decode:  tokens generated after the first / time from the first generated\n"
                  "           token to the last (batch size 1: bound by memory bandwidth)\n"
                  "\n"
@@ -246,7 +248,9 @@ int cli_generate(int argc, char **argv) {
     double prefill_s =
         tm.t_first_token ? (double)(tm.t_first_token - tm.t_first_scheduled) / 1e9 : 0;
     double decode_s = n_out > 1 ? (double)(t_last - tm.t_first_token) / 1e9 : 0;
-    double prefill_tps = prefill_s > 0 ? (double)n_ids / prefill_s : 0;
+    /* prefill computes the tokens the prefix cache did not hold */
+    const size_t n_computed = n_ids - tm.cached_tokens;
+    double prefill_tps = prefill_s > 0 ? (double)n_computed / prefill_s : 0;
     double decode_tps = decode_s > 0 ? (double)(n_out - 1) / decode_s : 0;
     double gbps = decode_tps * (double)m->w.bytes_per_token / 1e9;
     if (o.json) {
@@ -260,6 +264,7 @@ int cli_generate(int argc, char **argv) {
         json_object_set_new(j, "text", json_stringn(text, text_len));
         json_object_set_new(j, "finish_reason", json_string(engine_finish_name(fin)));
         json_object_set_new(j, "n_prompt", json_integer((json_int_t)n_ids));
+        json_object_set_new(j, "cached_tokens", json_integer((json_int_t)tm.cached_tokens));
         json_object_set_new(j, "n_generated", json_integer((json_int_t)n_out));
         json_object_set_new(j, "prefill_ms", json_real(prefill_s * 1e3));
         json_object_set_new(j, "prefill_tps", json_real(prefill_tps));
@@ -276,15 +281,15 @@ int cli_generate(int argc, char **argv) {
     } else {
         printf("\n");
         fprintf(stderr,
-                "\nprompt:  %zu tokens\n"
+                "\nprompt:  %zu tokens (%u from the prefix cache)\n"
                 "prefill: %zu tokens in %.2f ms = %.1f tokens/s   [window: first forward step of "
                 "the prompt -> first logits]\n"
                 "decode:  %zu tokens in %.2f ms = %.1f tokens/s   [window: first generated token "
                 "-> last; %zu generated in all, finish: %s]\n"
                 "         %.2f GB/s of weights read (%.1f MiB per token)\n",
-                n_ids, n_ids, prefill_s * 1e3, prefill_tps, n_out ? n_out - 1 : 0, decode_s * 1e3,
-                decode_tps, n_out, engine_finish_name(fin), gbps,
-                (double)m->w.bytes_per_token / 1048576.0);
+                n_ids, tm.cached_tokens, n_computed, prefill_s * 1e3, prefill_tps,
+                n_out ? n_out - 1 : 0, decode_s * 1e3, decode_tps, n_out, engine_finish_name(fin),
+                gbps, (double)m->w.bytes_per_token / 1048576.0);
     }
     status = 0;
 done:
