@@ -2,9 +2,9 @@
  * parsed as a /v1/completions and a /v1/chat/completions body; an accepted
  * request is rendered through every chat template and turned into an
  * engine_request. Checks that a rejection always carries a 4xx/5xx status
- * and a message, that accepted sampling parameters pass
- * sampler_params_validate, and that every borrowed string is readable
- * (ASan). No model, no engine thread. */
+ * and a message, that an accepted request has n >= 1, that accepted
+ * sampling parameters pass sampler_params_validate, and that every borrowed
+ * string is readable (ASan). No model, no engine thread. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +22,7 @@ static void check(oai_kind kind, const uint8_t *data, size_t size) {
     }
     if (sampler_params_validate(&r.sampling, NULL, NULL)) abort();
     if (r.n_stop > OAI_MAX_STOP) abort();
+    if (r.n < 1) abort(); /* an accepted request has at least one choice */
     size_t total = 0;
     for (size_t i = 0; i < r.n_stop; i++)
         total += strlen(r.stop[i]);
@@ -51,7 +52,8 @@ static void check(oai_kind kind, const uint8_t *data, size_t size) {
                          .max_tokens = r.max_tokens,
                          .sampling = r.sampling,
                          .stop = r.stop,
-                         .n_stop = r.n_stop};
+                         .n_stop = r.n_stop,
+                         .n = r.n};
     (void)er;
     (void)total;
     oai_request_free(&r);

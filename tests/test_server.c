@@ -146,21 +146,79 @@ static const char *expect_error(json_t *j, const char *param) {
  * SSE stream parsing
  * ------------------------------------------------------------------------- */
 
+#define STREAM_CHOICES 4 /* choices a parsed stream keeps apart */
+
+/* One choice of a stream (the chunks whose choices[0].index is its index). */
+typedef struct stream_choice {
+    char text[4096];
+    size_t text_len, n_ids, n_finish;
+    char finish[32];
+    bool seen, role_first;
+} stream_choice;
+
 typedef struct stream {
-    int32_t ids[1024];
+    int32_t ids[1024]; /* every choice's, in arrival order */
     size_t n_ids;
     size_t n_text_events;
-    char text[16384];
+    char text[16384]; /* every choice's, in arrival order */
     size_t text_len;
-    char finish[32];
+    char finish[32]; /* the last finish_reason seen */
     bool done, role_first, has_timings;
-    long usage_completion, usage_prompt;
+    long usage_completion, usage_prompt, usage_cached;
+    bool usage_after_finishes; /* the usage chunk came after every choice's finish */
     long timings_completion;
+    stream_choice ch[STREAM_CHOICES];
 } stream;
+
+static void add_text(char *buf, size_t cap, size_t *len, const char *s, size_t n) {
+    cr_assert(*len + n < cap, "stream text over %zu bytes", cap);
+    memcpy(buf + *len, s, n);
+    *len += n;
+    buf[*len] = 0;
+}
+
+/* Counts one choice chunk c0 into its choice's record. */
+static void parse_choice(json_t *c0, oai_kind kind, stream *st) {
+    json_int_t idx = json_integer_value(json_object_get(c0, "index"));
+    cr_assert(json_is_integer(json_object_get(c0, "index")), "choice chunk without an index");
+    cr_assert(idx >= 0 && idx < STREAM_CHOICES, "choice index %lld", (long long)idx);
+    stream_choice *c = &st->ch[idx];
+    c->seen = true;
+    json_t *fr = json_object_get(c0, "finish_reason");
+    json_t *delta = json_object_get(c0, "delta");
+    if (kind == OAI_CHAT && json_object_get(delta, "role")) {
+        if (c->n_ids == 0 && c->text_len == 0) c->role_first = true;
+        return;
+    }
+    if (json_is_string(fr)) {
+        c->n_finish++;
+        snprintf(c->finish, sizeof c->finish, "%s", json_string_value(fr));
+    }
+    json_t *txt =
+        kind == OAI_CHAT ? json_object_get(delta, "content") : json_object_get(c0, "text");
+    if (json_is_string(txt))
+        add_text(c->text, sizeof c->text, &c->text_len, json_string_value(txt),
+                 json_string_length(txt));
+    c->n_ids += json_array_size(json_object_get(c0, "token_ids"));
+}
+
+static size_t stream_finishes(const stream *st) {
+    size_t n = 0;
+    for (size_t i = 0; i < STREAM_CHOICES; i++)
+        n += st->ch[i].n_finish;
+    return n;
+}
+
+static size_t stream_choices_seen(const stream *st) {
+    size_t n = 0;
+    for (size_t i = 0; i < STREAM_CHOICES; i++)
+        n += st->ch[i].seen;
+    return n;
+}
 
 static void parse_stream(const char *body, oai_kind kind, stream *st) {
     memset(st, 0, sizeof *st);
-    st->usage_completion = st->usage_prompt = -1;
+    st->usage_completion = st->usage_prompt = st->usage_cached = -1;
     const char *p = body;
     int n = 0;
     while (p && *p && n++ < 4096) {
@@ -188,6 +246,10 @@ static void parse_stream(const char *body, oai_kind kind, stream *st) {
             st->usage_completion =
                 (long)json_integer_value(json_object_get(u, "completion_tokens"));
             st->usage_prompt = (long)json_integer_value(json_object_get(u, "prompt_tokens"));
+            json_t *cached =
+                json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens");
+            if (json_is_integer(cached)) st->usage_cached = (long)json_integer_value(cached);
+            st->usage_after_finishes = stream_finishes(st) == stream_choices_seen(st);
         }
         json_t *tm = json_object_get(j, "timings");
         if (tm) {
@@ -195,7 +257,9 @@ static void parse_stream(const char *body, oai_kind kind, stream *st) {
             st->timings_completion =
                 (long)json_integer_value(json_object_get(tm, "completion_tokens"));
         }
+        cr_assert_leq(json_array_size(ch), 1, "a chunk carries one choice");
         json_t *c0 = json_array_get(ch, 0);
+        if (c0) parse_choice(c0, kind, st);
         if (c0) {
             json_t *fr = json_object_get(c0, "finish_reason");
             if (json_is_string(fr))
@@ -514,8 +578,8 @@ Test(server, bad_requests_get_openai_shaped_errors, .timeout = 30) {
                   NULL);
     expect_status(p, "POST", "/v1/chat/completions", "{\"messages\":[{\"content\":\"hi\"}]}", NULL,
                   400, "messages[0].role", NULL);
-    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":2}", NULL, 400, "n",
-                  "not supported");
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"best_of\":2}", NULL, 400,
+                  "best_of", "not supported");
     expect_status(p, "POST", "/v1/chat/completions",
                   "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", NULL,
                   400, "tools", "not supported");
@@ -1070,4 +1134,369 @@ Test(server, connections_over_the_limit_wait_and_are_served, .timeout = 30) {
     resp_free(&b.r);
     free(b.body);
     fixture_finish(&f);
+}
+
+/* ---------------------------------------------------------------------------
+ * Parallel sampling (n) and the prefix cache
+ * ------------------------------------------------------------------------- */
+
+/* POSTs body to path, asserts 200 and returns the parsed body. */
+static json_t *post_ok(int port, const char *path, const char *body) {
+    resp r = {0};
+    long st = http(port, "POST", path, body, NULL, &r);
+    cr_assert_eq(st, 200, "POST %s %s: %ld: %s", path, body, st, r.body ? r.body : "");
+    json_t *j = body_json(&r);
+    resp_free(&r);
+    return j;
+}
+
+/* choices[i]'s text (completions) or message content (chat); borrowed. */
+static const char *choice_text(json_t *j, size_t i) {
+    json_t *c = json_array_get(json_object_get(j, "choices"), i);
+    cr_assert(c, "no choices[%zu]", i);
+    json_t *t = json_object_get(c, "text");
+    if (!t) t = json_object_get(json_object_get(c, "message"), "content");
+    cr_assert(json_is_string(t), "choices[%zu] has no text", i);
+    return json_string_value(t);
+}
+
+static json_int_t usage_of(json_t *j, const char *key) {
+    json_t *v = json_object_get(json_object_get(j, "usage"), key);
+    cr_assert(json_is_integer(v), "usage.%s missing", key);
+    return json_integer_value(v);
+}
+
+static json_int_t cached_of(json_t *j) {
+    json_t *d = json_object_get(json_object_get(j, "usage"), "prompt_tokens_details");
+    json_t *v = json_object_get(d, "cached_tokens");
+    cr_assert(json_is_integer(v), "usage.prompt_tokens_details.cached_tokens missing");
+    json_t *tv = json_object_get(json_object_get(j, "timings"), "cached_tokens");
+    cr_assert(json_is_integer(tv) && json_integer_value(tv) == json_integer_value(v),
+              "timings.cached_tokens differs from usage's");
+    return json_integer_value(v);
+}
+
+/* A completions body with n choices; seed < 0: none. */
+static char *n_body(const char *prompt, int n, int max_tokens, double temp, long seed, bool stream_,
+                    bool usage) {
+    json_t *b = json_pack("{s:s, s:i, s:i, s:f, s:b, s:b}", "prompt", prompt, "n", n, "max_tokens",
+                          max_tokens, "temperature", temp, "stream", stream_, "ignore_eos", 1);
+    if (seed >= 0) json_object_set_new(b, "seed", json_integer(seed));
+    if (usage) json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
+    char *s = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
+    return s;
+}
+
+Test(server, n3_non_streamed_has_three_indexed_choices_and_summed_usage, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    start_default(&f);
+    char *body = n_body("Once upon a time", 3, 10, 0.8, 7, false, false);
+    json_t *j = post_ok(f.port, "/v1/completions", body);
+    json_t *ch = json_object_get(j, "choices");
+    cr_assert_eq(json_array_size(ch), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *c = json_array_get(ch, i);
+        cr_assert_eq(json_integer_value(json_object_get(c, "index")), (json_int_t)i);
+        cr_assert_str_eq(json_string_value(json_object_get(c, "finish_reason")), "length");
+    }
+    /* the prompt once, every choice's tokens */
+    cr_assert_eq(usage_of(j, "prompt_tokens"), 5);
+    cr_assert_eq(usage_of(j, "completion_tokens"), 30);
+    cr_assert_eq(usage_of(j, "total_tokens"), 35);
+    cr_assert_eq(
+        json_integer_value(json_object_get(json_object_get(j, "timings"), "completion_tokens")),
+        30);
+    cached_of(j);
+    json_decref(j);
+    free(body);
+    /* chat: choices carry messages */
+    j = post_ok(f.port, "/v1/chat/completions",
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"n\":2,\"max_tokens\":6,"
+                "\"ignore_eos\":true}");
+    cr_assert_eq(json_array_size(json_object_get(j, "choices")), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *c = json_array_get(json_object_get(j, "choices"), i);
+        cr_assert_eq(json_integer_value(json_object_get(c, "index")), (json_int_t)i);
+        cr_assert_str_eq(json_string_value(json_object_get(json_object_get(c, "message"), "role")),
+                         "assistant");
+    }
+    cr_assert_eq(usage_of(j, "completion_tokens"), 12);
+    json_decref(j);
+    fixture_finish(&f);
+}
+
+Test(server, choice_i_equals_an_n1_request_with_seed_plus_i, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    start_default(&f);
+    const char *prompt = "Lily and Tom";
+    char *body = n_body(prompt, 3, 24, 1.0, 42, false, false);
+    json_t *j = post_ok(f.port, "/v1/completions", body);
+    free(body);
+    for (size_t i = 0; i < 3; i++) {
+        char *b1 = n_body(prompt, 1, 24, 1.0, 42 + (long)i, false, false);
+        json_t *one = post_ok(f.port, "/v1/completions", b1);
+        cr_assert_str_eq(choice_text(j, i), choice_text(one, 0), "choice %zu vs seed %ld", i,
+                         42 + (long)i);
+        json_decref(one);
+        free(b1);
+    }
+    /* different seeds sample different texts (24 tokens at temperature 1) */
+    cr_assert(strcmp(choice_text(j, 0), choice_text(j, 1)) ||
+                  strcmp(choice_text(j, 1), choice_text(j, 2)),
+              "three sampled choices are identical");
+    json_decref(j);
+    /* no seed: still seed + i per choice, so the choices differ */
+    body = n_body(prompt, 3, 24, 1.0, -1, false, false);
+    j = post_ok(f.port, "/v1/completions", body);
+    cr_assert(strcmp(choice_text(j, 0), choice_text(j, 1)) ||
+                  strcmp(choice_text(j, 1), choice_text(j, 2)),
+              "without a seed the choices are identical");
+    json_decref(j);
+    free(body);
+    fixture_finish(&f);
+}
+
+Test(server, greedy_n2_choices_equal_each_other_and_n1, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    start_default(&f);
+    char *b2 = n_body("The sun", 2, 20, 0.0, -1, false, false);
+    char *b1 = n_body("The sun", 1, 20, 0.0, -1, false, false);
+    json_t *j2 = post_ok(f.port, "/v1/completions", b2);
+    json_t *j1 = post_ok(f.port, "/v1/completions", b1);
+    cr_assert_eq(json_array_size(json_object_get(j2, "choices")), 2);
+    cr_assert_str_eq(choice_text(j2, 0), choice_text(j2, 1));
+    cr_assert_str_eq(choice_text(j2, 0), choice_text(j1, 0));
+    cr_assert_eq(json_array_size(json_object_get(j1, "choices")), 1);
+    json_decref(j1);
+    json_decref(j2);
+    free(b1);
+    free(b2);
+    fixture_finish(&f);
+}
+
+Test(server, streamed_n2_tags_chunks_with_their_index_and_finishes_each, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    start_default(&f);
+    char *body = n_body("Once upon a time", 2, 16, 0.9, 5, true, true);
+    resp r = {0};
+    cr_assert_eq(http(f.port, "POST", "/v1/completions", body, NULL, &r), 200);
+    stream *st = malloc(sizeof *st);
+    parse_stream(r.body, OAI_COMPLETION, st);
+    cr_assert(st->done, "no [DONE]"); /* parse_stream fails on anything after it */
+    cr_assert_eq(stream_choices_seen(st), 2);
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert_eq(st->ch[i].n_ids, 16, "choice %zu has %zu tokens", i, st->ch[i].n_ids);
+        cr_assert_eq(st->ch[i].n_finish, 1, "choice %zu: %zu finish chunks", i, st->ch[i].n_finish);
+        cr_assert_str_eq(st->ch[i].finish, "length");
+    }
+    cr_assert_eq(st->usage_completion, 32);
+    cr_assert_eq(st->usage_prompt, 5);
+    cr_assert_geq(st->usage_cached, 0, "usage chunk lacks prompt_tokens_details.cached_tokens");
+    cr_assert(st->usage_after_finishes, "the usage chunk came before a choice finished");
+    resp_free(&r);
+    /* the same request unstreamed: the same text per choice */
+    free(body);
+    body = n_body("Once upon a time", 2, 16, 0.9, 5, false, false);
+    json_t *j = post_ok(f.port, "/v1/completions", body);
+    for (size_t i = 0; i < 2; i++)
+        cr_assert_str_eq(st->ch[i].text, choice_text(j, i), "choice %zu", i);
+    json_decref(j);
+    free(body);
+    /* chat: each choice opens with its own role chunk */
+    const char *cb = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"n\":2,"
+                     "\"max_tokens\":8,\"ignore_eos\":true,\"stream\":true,"
+                     "\"stream_options\":{\"include_usage\":true}}";
+    cr_assert_eq(http(f.port, "POST", "/v1/chat/completions", cb, NULL, &r), 200);
+    parse_stream(r.body, OAI_CHAT, st);
+    cr_assert(st->done);
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert(st->ch[i].role_first, "chat choice %zu: no role chunk before its content", i);
+        cr_assert_eq(st->ch[i].n_ids, 8);
+        cr_assert_eq(st->ch[i].n_finish, 1);
+    }
+    cr_assert_eq(st->usage_completion, 16);
+    cr_assert(st->usage_after_finishes);
+    resp_free(&r);
+    free(st);
+    fixture_finish(&f);
+}
+
+Test(server, n_out_of_range_is_400_naming_n, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    start_default(&f);
+    int p = f.port;
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":0}", NULL, 400, "n",
+                  "at least 1");
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":-1}", NULL, 400, "n",
+                  NULL);
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":17}", NULL, 400, "n",
+                  "--max-n");
+    expect_status(p, "POST", "/v1/chat/completions",
+                  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":17}", NULL, 400, "n",
+                  "16");
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":2,\"best_of\":2}", NULL,
+                  400, "best_of", "not supported");
+    /* the default ceiling itself is served */
+    json_t *j = post_ok(p, "/v1/completions", "{\"prompt\":\"x\",\"n\":16,\"max_tokens\":2}");
+    cr_assert_eq(json_array_size(json_object_get(j, "choices")), 16);
+    cr_assert_eq(json_integer_value(
+                     json_object_get(json_array_get(json_object_get(j, "choices"), 15), "index")),
+                 15);
+    json_decref(j);
+    fixture_finish(&f);
+}
+
+Test(server, n_over_max_n_max_seqs_or_the_kv_pool_is_400, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    c.max_n = 3;
+    c.engine.max_seqs = 2;
+    c.engine.kv_tokens = 256; /* 16 blocks of 16 */
+    fixture_start(&f, &c, true);
+    int p = f.port;
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":4}", NULL, 400, "n",
+                  "at most 3");
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":3}", NULL, 400, "n",
+                  "--max-seqs");
+    /* one choice of 5 + 200 tokens fits 16 blocks; two never can */
+    json_t *j = post_ok(p, "/v1/completions",
+                        "{\"prompt\":\"Once upon a time\",\"max_tokens\":200,\"n\":1}");
+    json_decref(j);
+    resp r = {0};
+    cr_assert_eq(http(p, "POST", "/v1/completions",
+                      "{\"prompt\":\"Once upon a time\",\"max_tokens\":200,\"n\":2}", NULL, &r),
+                 400, "%s", r.body);
+    j = body_json(&r);
+    const char *msg = expect_error(j, "n");
+    cr_assert(strstr(msg, "KV"), "message does not say why: %s", msg);
+    json_decref(j);
+    resp_free(&r);
+    fixture_finish(&f);
+}
+
+Test(server, client_disconnect_cancels_every_choice, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    start_default(&f);
+    engine_stats st0;
+    engine_get_stats(server_engine(f.s), &st0);
+    /* 8 choices of 480 tokens: far more than the client reads before leaving */
+    char *body = n_body("Once upon a time", 8, 480, 1.0, 1, true, false);
+    resp r = {.abort_after = 1500};
+    cr_assert_lt(http(f.port, "POST", "/v1/completions", body, NULL, &r), 0,
+                 "the client should have aborted");
+    cr_assert(wait_idle(f.s, st0.requests_total[ENGINE_FINISH_CANCELLED], 5000),
+              "choices still running after the client left");
+    resp_free(&r);
+    /* the server still serves, and nothing in flight is left behind */
+    json_t *j = post_ok(f.port, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2,\"n\":2}");
+    json_decref(j);
+    resp m = {0};
+    cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m), 200);
+    cr_assert_eq(prom_get(m.body, "tps:http_requests_in_flight"), 0.0);
+    resp_free(&m);
+    free(body);
+    fixture_finish(&f);
+}
+
+/* More than two KV blocks of 16 tokens. */
+#define LONG_PROMPT                                                                                \
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the "      \
+    "sunshine. One day, she saw a big red ball in the park. She ran to get it, but a dog took it " \
+    "first."
+
+static char *long_body(bool stream_) {
+    json_t *b = json_pack("{s:s, s:i, s:f, s:b, s:b}", "prompt", LONG_PROMPT, "max_tokens", 12,
+                          "temperature", 0.0, "stream", stream_, "ignore_eos", 1);
+    if (stream_) json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
+    char *s = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
+    return s;
+}
+
+Test(server, repeated_long_prompt_reports_cached_tokens_and_same_text, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    start_default(&f);
+    resp m0 = {0}, m1 = {0};
+    cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m0), 200);
+    char *body = long_body(false);
+    json_t *a = post_ok(f.port, "/v1/completions", body);
+    json_t *b = post_ok(f.port, "/v1/completions", body);
+    json_int_t np = usage_of(a, "prompt_tokens");
+    cr_assert_gt(np, 32, "the prompt has %lld tokens: not over two blocks", (long long)np);
+    json_int_t ca = cached_of(a), cb = cached_of(b);
+    cr_assert_eq(ca, 0, "a fresh server had %lld tokens cached", (long long)ca);
+    cr_assert_gt(cb, 0, "the second identical prompt found nothing in the prefix cache");
+    cr_assert_lt(cb, np);
+    cr_assert_str_eq(choice_text(a, 0), choice_text(b, 0), "a cache hit changed the output");
+    /* streamed: the usage chunk has it too */
+    char *sbody = long_body(true);
+    resp r = {0};
+    cr_assert_eq(http(f.port, "POST", "/v1/completions", sbody, NULL, &r), 200);
+    stream st;
+    parse_stream(r.body, OAI_COMPLETION, &st);
+    cr_assert_eq(st.usage_cached, (long)cb);
+    cr_assert_str_eq(st.text, choice_text(a, 0));
+    resp_free(&r);
+    /* /metrics: vLLM's counters, in tokens */
+    cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m1), 200);
+    double q0 = prom_get(m0.body, "tps:prefix_cache_queries_total");
+    double h0 = prom_get(m0.body, "tps:prefix_cache_hits_total");
+    double q1 = prom_get(m1.body, "tps:prefix_cache_queries_total");
+    double h1 = prom_get(m1.body, "tps:prefix_cache_hits_total");
+    cr_assert(q0 >= 0 && h0 >= 0, "prefix cache counters missing");
+    cr_assert_eq(h1 - h0, (double)(ca + 2 * cb), "hits moved by %g", h1 - h0);
+    cr_assert_geq(q1 - q0, h1 - h0);
+    cr_assert_gt(prom_get(m1.body, "tps:kv_cache_blocks_cached"), 0.0);
+    json_decref(a);
+    json_decref(b);
+    free(body);
+    free(sbody);
+    resp_free(&m0);
+    resp_free(&m1);
+    fixture_finish(&f);
+}
+
+Test(server, no_prefix_cache_reports_zero_cached_tokens, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    c.engine.no_prefix_cache = true;
+    fixture_start(&f, &c, true);
+    char *body = long_body(false);
+    json_t *a = post_ok(f.port, "/v1/completions", body);
+    json_t *b = post_ok(f.port, "/v1/completions", body);
+    cr_assert_eq(cached_of(a), 0);
+    cr_assert_eq(cached_of(b), 0);
+    cr_assert_str_eq(choice_text(a, 0), choice_text(b, 0));
+    resp m = {0};
+    cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m), 200);
+    cr_assert_eq(prom_get(m.body, "tps:prefix_cache_hits_total"), 0.0);
+    resp_free(&m);
+    json_decref(a);
+    json_decref(b);
+    free(body);
+    fixture_finish(&f);
+}
+
+Test(server, serve_help_lists_max_n_and_no_prefix_cache, .timeout = 30) {
+    char *out = NULL;
+    cr_assert_eq(run_tps("serve --help", false, &out), 0);
+    cr_assert(strstr(out, "--max-n"), "%s", out);
+    cr_assert(strstr(out, "--no-prefix-cache"), "%s", out);
+    free(out);
+    out = NULL;
+    cr_assert_eq(run_tps("serve -m none.gguf --max-n 0", true, &out), 2, "%s", out);
+    cr_assert(strstr(out, "--max-n"), "%s", out);
+    free(out);
 }

@@ -137,7 +137,6 @@ Test(openai, wrong_types_and_ranges_name_the_field) {
 }
 
 Test(openai, unsupported_features_are_a_clear_400) {
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":3}", "n", "not supported");
     expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"best_of\":2}", "best_of", "not supported");
     expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":2}", "logprobs", "not supported");
     expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true}", "echo", "not supported");
@@ -154,6 +153,40 @@ Test(openai, unsupported_features_are_a_clear_400) {
                        &e),
                  0, "%s", e.message);
     oai_request_free(&r);
+}
+
+Test(openai, n_is_the_number_of_choices_at_least_one) {
+    oai_request r;
+    oai_error e;
+    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\"}", &e), 0, "%s", e.message);
+    cr_assert_eq(r.n, 1, "absent n is one choice");
+    oai_request_free(&r);
+    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":null}", &e), 0);
+    cr_assert_eq(r.n, 1);
+    oai_request_free(&r);
+    cr_assert_eq(
+        parse(&r, OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}", &e),
+        0, "%s", e.message);
+    cr_assert_eq(r.n, 3);
+    oai_request_free(&r);
+    /* the parser bounds n only by its type: the server's --max-n is checked there */
+    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":1000,\"best_of\":1}", &e), 0,
+                 "%s", e.message);
+    cr_assert_eq(r.n, 1000);
+    oai_request_free(&r);
+    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2.0}", &e), 0);
+    cr_assert_eq(r.n, 2);
+    oai_request_free(&r);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":0}", "n", "at least 1");
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":-1}", "n", "-1");
+    expect_bad(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":0}", "n",
+               NULL);
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":1.5}", "n", "integer");
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":\"2\"}", "n", "integer");
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":4294967296}", "n", NULL);
+    /* best_of stays unsupported, with or without n */
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2,\"best_of\":2}", "best_of",
+               "not supported");
 }
 
 Test(openai, error_body_has_the_openai_shape) {
@@ -270,7 +303,7 @@ Test(sse, chunks_have_openai_fields_and_timings) {
     sse_meta m = {.kind = OAI_CHAT, .id = "chatcmpl-1", .created = 7, .model = "m\"x"};
     sbuf b;
     sbuf_init(&b);
-    sse_chunk_text(&b, &m, "a\n\"\x01", 4, 42);
+    sse_chunk_text(&b, &m, 2, "a\n\"\x01", 4, 42);
     json_t *j = event_json(b.p);
     cr_assert_str_eq(json_string_value(json_object_get(j, "object")), "chat.completion.chunk");
     cr_assert_str_eq(json_string_value(json_object_get(j, "model")), "m\"x");
@@ -278,6 +311,7 @@ Test(sse, chunks_have_openai_fields_and_timings) {
     cr_assert_str_eq(json_string_value(json_object_get(json_object_get(c0, "delta"), "content")),
                      "a\n\"\x01");
     cr_assert(json_is_null(json_object_get(c0, "finish_reason")));
+    cr_assert_eq(json_integer_value(json_object_get(c0, "index")), 2);
     cr_assert_eq(json_integer_value(json_array_get(json_object_get(c0, "token_ids"), 0)), 42);
     json_decref(j);
     engine_timings t = {.t_queued = 1000000,
@@ -286,10 +320,11 @@ Test(sse, chunks_have_openai_fields_and_timings) {
                         .t_finished = 17000000,
                         .prompt_tokens = 5,
                         .generated_tokens = 3,
-                        .preemptions = 1};
+                        .preemptions = 1,
+                        .cached_tokens = 4};
     sbuf_reset(&b);
     m.kind = OAI_COMPLETION;
-    sse_chunk_finish(&b, &m, "stop", &t);
+    sse_chunk_finish(&b, &m, 1, "stop", &t);
     j = event_json(b.p);
     json_t *tm = json_object_get(j, "timings");
     cr_assert_float_eq(json_number_value(json_object_get(tm, "queue_ms")), 2.0, 1e-9);
@@ -297,6 +332,10 @@ Test(sse, chunks_have_openai_fields_and_timings) {
     cr_assert_float_eq(json_number_value(json_object_get(tm, "decode_ms")), 10.0, 1e-9);
     cr_assert_float_eq(json_number_value(json_object_get(tm, "ttft_ms")), 6.0, 1e-9);
     cr_assert_eq(json_integer_value(json_object_get(tm, "preemptions")), 1);
+    cr_assert_eq(json_integer_value(json_object_get(tm, "cached_tokens")), 4);
+    cr_assert_eq(json_integer_value(
+                     json_object_get(json_array_get(json_object_get(j, "choices"), 0), "index")),
+                 1);
     cr_assert_str_eq(json_string_value(json_object_get(
                          json_array_get(json_object_get(j, "choices"), 0), "finish_reason")),
                      "stop");
@@ -305,13 +344,70 @@ Test(sse, chunks_have_openai_fields_and_timings) {
     sse_chunk_usage(&b, &m, 5, 3, &t);
     j = event_json(b.p);
     cr_assert_eq(json_array_size(json_object_get(j, "choices")), 0);
-    cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "usage"), "total_tokens")),
-                 8);
+    json_t *u = json_object_get(j, "usage");
+    cr_assert_eq(json_integer_value(json_object_get(u, "total_tokens")), 8);
+    cr_assert_eq(json_integer_value(
+                     json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens")),
+                 4);
     json_decref(j);
     sbuf_reset(&b);
     sse_done(&b);
     cr_assert_str_eq(b.p, "data: [DONE]\n\n");
     sbuf_free(&b);
+}
+
+Test(sse, chat_role_chunk_names_its_choice) {
+    sse_meta m = {.kind = OAI_CHAT, .id = "chatcmpl-1", .created = 7, .model = "m"};
+    sbuf b;
+    sbuf_init(&b);
+    sse_chunk_role(&b, &m, 3);
+    json_t *j = event_json(b.p);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    cr_assert_eq(json_integer_value(json_object_get(c0, "index")), 3);
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(c0, "delta"), "role")),
+                     "assistant");
+    json_decref(j);
+    sbuf_free(&b);
+}
+
+Test(sse, body_lists_every_choice_in_order_with_usage) {
+    engine_timings t = {.prompt_tokens = 5, .generated_tokens = 7, .cached_tokens = 3};
+    static const oai_kind kinds[] = {OAI_COMPLETION, OAI_CHAT};
+    for (size_t k = 0; k < 2; k++) {
+        sse_meta m = {.kind = kinds[k], .id = "cmpl-1", .created = 7, .model = "m"};
+        sbuf b;
+        sbuf_init(&b);
+        sse_body_open(&b, &m);
+        sse_body_choice(&b, &m, 0, "ab", 2, "length");
+        sse_body_choice(&b, &m, 1, "c\"", 2, "stop");
+        sse_body_close(&b, 5, 7, &t);
+        json_error_t je;
+        json_t *j = json_loads(b.p, 0, &je);
+        cr_assert(j, "not JSON: %s (%s)", b.p, je.text);
+        json_t *ch = json_object_get(j, "choices");
+        cr_assert_eq(json_array_size(ch), 2);
+        for (size_t i = 0; i < 2; i++) {
+            json_t *c = json_array_get(ch, i);
+            cr_assert_eq(json_integer_value(json_object_get(c, "index")), (json_int_t)i);
+            json_t *text = kinds[k] == OAI_CHAT
+                               ? json_object_get(json_object_get(c, "message"), "content")
+                               : json_object_get(c, "text");
+            cr_assert_str_eq(json_string_value(text), i ? "c\"" : "ab");
+            cr_assert_str_eq(json_string_value(json_object_get(c, "finish_reason")),
+                             i ? "stop" : "length");
+        }
+        json_t *u = json_object_get(j, "usage");
+        cr_assert_eq(json_integer_value(json_object_get(u, "prompt_tokens")), 5);
+        cr_assert_eq(json_integer_value(json_object_get(u, "completion_tokens")), 7);
+        cr_assert_eq(json_integer_value(json_object_get(u, "total_tokens")), 12);
+        cr_assert_eq(json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"),
+                                                        "cached_tokens")),
+                     3);
+        cr_assert_eq(
+            json_integer_value(json_object_get(json_object_get(j, "timings"), "cached_tokens")), 3);
+        json_decref(j);
+        sbuf_free(&b);
+    }
 }
 
 Test(sbuf, json_escaping_and_numbers) {

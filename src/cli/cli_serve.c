@@ -46,6 +46,8 @@ static void usage(FILE *out) {
         "  --threads N             kernel threads (default: all cores)\n"
         "  --no-repack             keep Q8_0/Q4_0 weights in the file's layout (no repacked\n"
         "                          copy at load: half the memory, slower decode)\n"
+        "  --no-prefix-cache       compute every prompt in full (default: reuse the KV blocks\n"
+        "                          of a prompt prefix already computed; same tokens either way)\n"
         "  --trace FILE            Chrome trace JSON written at exit\n"
         "limits:\n"
         "  --max-body-bytes N      request body limit, 413 above (default 8M)\n"
@@ -55,6 +57,7 @@ static void usage(FILE *out) {
         "                          connections close after S (default 60)\n"
         "  --max-tokens-cap N      highest max_tokens accepted (default: the context)\n"
         "  --max-prompt-tokens N   longest prompt accepted, 400 above (default: the context)\n"
+        "  --max-n N               most choices per request (n), 400 above (default 16)\n"
         "  --drain-timeout S       on SIGTERM, in-flight requests get S seconds (default 30)\n");
 }
 
@@ -119,6 +122,10 @@ int cli_serve(int argc, char **argv) {
             c.no_repack = true;
             continue;
         }
+        if (!strcmp(a, "--no-prefix-cache")) {
+            c.engine.no_prefix_cache = true;
+            continue;
+        }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "tps serve: %s needs a value (or is unknown; see --help)\n", a);
@@ -180,6 +187,8 @@ int cli_serve(int argc, char **argv) {
             bad = parse_u32(v, &c.max_tokens_cap);
         else if (!strcmp(a, "--max-prompt-tokens"))
             bad = parse_u32(v, &c.max_prompt_tokens);
+        else if (!strcmp(a, "--max-n"))
+            bad = parse_u32(v, &c.max_n) || c.max_n < 1;
         else if (!strcmp(a, "--drain-timeout"))
             bad = parse_u32(v, &c.drain_timeout_s);
         else {

@@ -96,14 +96,27 @@ static int get_float(json_t *o, const char *key, float *out, oai_error *e) {
  * Fields shared by both endpoints
  * ------------------------------------------------------------------------- */
 
+/* n: choices per request. The upper bound here only keeps the count in a
+ * uint32_t; the server refuses more than its --max-n with its own 400. */
+static int parse_n(json_t *o, oai_request *r, oai_error *e) {
+    json_int_t n;
+    int rc = get_int(o, "n", &n, e);
+    if (rc < 0) return rc;
+    if (rc == 1) return 0;
+    if (n < 1)
+        return oai_error_set(e, 400, "invalid_request_error", "n", "invalid_value",
+                             "n must be at least 1 (the number of choices); got %lld",
+                             (long long)n);
+    if (n > UINT32_MAX)
+        return oai_error_set(e, 400, "invalid_request_error", "n", "invalid_value",
+                             "n is %lld; at most %u choices per request", (long long)n, UINT32_MAX);
+    r->n = (uint32_t)n;
+    return 0;
+}
+
 static int parse_unsupported(json_t *o, oai_kind kind, oai_error *e) {
     json_int_t n;
     int rc;
-    if ((rc = get_int(o, "n", &n, e)) < 0) return rc;
-    if (rc == 0 && n != 1)
-        return oai_error_set(e, 400, "invalid_request_error", "n", "unsupported_parameter",
-                             "n = %lld is not supported yet: only one choice per request (n = 1)",
-                             (long long)n);
     if ((rc = get_int(o, "best_of", &n, e)) < 0) return rc;
     if (rc == 0 && n != 1)
         return oai_error_set(e, 400, "invalid_request_error", "best_of", "unsupported_parameter",
@@ -380,6 +393,7 @@ void oai_request_free(oai_request *r) {
 int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_error *e) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
+    r->n = 1;
     sampler_params_default(&r->sampling);
     json_error_t jerr;
     json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, &jerr);
@@ -403,6 +417,7 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_e
         r->model = json_string_value(model);
     }
     if ((rc = parse_unsupported(root, kind, e))) goto fail;
+    if ((rc = parse_n(root, r, e))) goto fail;
     if ((rc = kind == OAI_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e))) goto fail;
     if ((rc = parse_max_tokens(root, r, e))) goto fail;
     if ((rc = parse_sampling(root, &r->sampling, e))) goto fail;

@@ -38,6 +38,9 @@ typedef struct oai_request {
     size_t n_msgs;
     /* max_tokens / max_completion_tokens; 0 when absent (the server picks). */
     uint32_t max_tokens;
+    /* Choices to sample (n; 1 when absent). Only its range is checked
+     * here; the server's ceiling (--max-n) is the server's. */
+    uint32_t n;
     sampler_params sampling;
     const char *stop[OAI_MAX_STOP];
     size_t n_stop;
@@ -60,8 +63,9 @@ typedef struct oai_error {
 /* Parses and validates body[0..len). On failure returns TPS_EINVAL with *e
  * filled (status 400; malformed JSON names line and column; a wrong type or
  * value names the field in e->param) and r left empty. Unknown fields are
- * ignored, as OpenAI does; n > 1, best_of > 1, tools, functions, logprobs
- * and echo are a 400 saying they are not supported. */
+ * ignored, as OpenAI does; n below 1, best_of other than 1, tools,
+ * functions, logprobs and echo are a 400 (the last five saying they are
+ * not supported). */
 int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_error *e);
 void oai_request_free(oai_request *r);
 

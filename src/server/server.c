@@ -29,6 +29,7 @@ void server_config_default(server_config *c) {
     c->max_connections = 1024;
     c->timeout_s = 60;
     c->drain_timeout_s = 30;
+    c->max_n = 16;
     c->signal_fd = -1;
 }
 
@@ -228,6 +229,8 @@ void server_stop(server *s) {
 
 int server_create(server **out, const server_config *c, tps_err *err) {
     *out = NULL;
+    if (c->max_n < 1)
+        return tps_fail(err, TPS_EINVAL, "max_n is 0; a request has at least one choice");
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, use_pthreads);
     server *s = calloc(1, sizeof *s);

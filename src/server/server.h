@@ -42,6 +42,7 @@ typedef struct server_config {
     uint32_t timeout_s; /* a request must arrive whole within it; idle keep-alive too; default 60 */
     uint32_t max_tokens_cap;    /* max_tokens ceiling (400 above it); 0: the context */
     uint32_t max_prompt_tokens; /* prompt tokens ceiling (400 above it); 0: the context */
+    uint32_t max_n;             /* most choices per request (n; 400 above it); default 16, >= 1 */
     uint32_t drain_timeout_s;   /* drain: in-flight requests get this long; default 30 */
     int signal_fd;              /* -1, or a signalfd: readable -> drain; a second -> stop */
     FILE *log;                  /* startup lines and warnings; NULL: stderr */

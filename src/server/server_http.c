@@ -283,6 +283,38 @@ static int build_prompt(server *s, const oai_request *r, int32_t **ids, size_t *
     return rc;
 }
 
+/* n within 1 .. --max-n (the parser checked >= 1), and within the
+ * sequences the engine runs at once: every choice is a sequence, and all
+ * of them must be able to run together. */
+static int check_n(server *s, uint32_t n, oai_error *e) {
+    if (n > s->cfg.max_n)
+        return oai_error_set(e, 400, "invalid_request_error", "n", "invalid_value",
+                             "n is %u; this server allows at most %u choices per request "
+                             "(--max-n)",
+                             n, s->cfg.max_n);
+    uint32_t seqs = engine_get_params(s->eng)->max_seqs;
+    if (n > seqs)
+        return oai_error_set(e, 400, "invalid_request_error", "n", "invalid_value",
+                             "n is %u; this server runs at most %u sequences at once "
+                             "(--max-seqs), one per choice",
+                             n, seqs);
+    return 0;
+}
+
+/* The engine's "cannot fit" (TPS_ERANGE) as a 400 with its message. The
+ * prompt is to blame when it, with max_tokens, is over the context; else,
+ * with several choices, n is (their KV blocks together are over the pool). */
+static void erange_error(server *s, const oai_request *r, size_t n_prompt, uint32_t max_tokens,
+                         const char *msg, oai_error *e) {
+    uint64_t ctx = s->model->cfg.ctx_len;
+    bool fits_ctx = n_prompt < ctx && (uint64_t)n_prompt + max_tokens <= ctx;
+    if (r->n > 1 && fits_ctx)
+        oai_error_set(e, 400, "invalid_request_error", "n", "invalid_value", "%s", msg);
+    else
+        oai_error_set(e, 400, "invalid_request_error", r->kind == OAI_CHAT ? "messages" : "prompt",
+                      "context_length_exceeded", "%s", msg);
+}
+
 static void handle_completion(server *s, struct evhttp_request *req, oai_kind kind) {
     if (unavailable(s, req)) return;
     size_t len;
@@ -320,13 +352,15 @@ static void handle_completion(server *s, struct evhttp_request *req, oai_kind ki
     if (!max_tokens && kind == OAI_COMPLETION) max_tokens = 16;
     if (cap && (!max_tokens || max_tokens > cap)) max_tokens = cap;
 
+    if (check_n(s, r.n, &e)) goto fail;
+
     const char *stops[OAI_MAX_STOP + 1];
     size_t n_stop = r.n_stop;
     memcpy(stops, r.stop, r.n_stop * sizeof *stops);
     int32_t stop_id = s->tmpl_eot_id;
     if (kind == OAI_CHAT && s->tmpl_eot_as_stop) stops[n_stop++] = chat_tmpl_eot(s->tmpl);
 
-    if (!(c = req_ctx_new(s, req, kind))) {
+    if (!(c = req_ctx_new(s, req, kind, r.n))) {
         oai_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
         goto fail;
     }
@@ -342,6 +376,7 @@ static void handle_completion(server *s, struct evhttp_request *req, oai_kind ki
         .n_stop = n_stop,
         .stop_ids = kind == OAI_CHAT && stop_id >= 0 ? &stop_id : NULL,
         .n_stop_ids = kind == OAI_CHAT && stop_id >= 0 ? 1 : 0,
+        .n = r.n, /* choice i samples with seed + i: choices differ even without a seed */
         .user = c,
     };
     tps_err err = {{0}};
@@ -351,8 +386,7 @@ static void handle_completion(server *s, struct evhttp_request *req, oai_kind ki
                       err.msg);
         goto fail;
     } else if (rc == TPS_ERANGE) {
-        oai_error_set(&e, 400, "invalid_request_error", kind == OAI_CHAT ? "messages" : "prompt",
-                      "context_length_exceeded", "%s", err.msg);
+        erange_error(s, &r, n_ids, max_tokens, err.msg, &e);
         goto fail;
     } else if (rc == TPS_EINVAL) {
         oai_error_set(&e, 400, "invalid_request_error", kind == OAI_CHAT ? "messages" : "prompt",

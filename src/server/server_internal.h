@@ -37,7 +37,19 @@ typedef struct conn_slot {
     bool nodelay;            /* TCP_NODELAY set on its socket */
 } conn_slot;
 
-/* One request from its parse to its last byte (or the client's going). */
+/* One choice of a request (n of them, allocated with the req_ctx). */
+typedef struct req_choice {
+    sbuf text;            /* non-stream: the whole text */
+    uint32_t n_tokens;    /* output tokens so far */
+    uint64_t t_last_ns;   /* its previous token (ITL is per choice: one stream each) */
+    engine_finish finish; /* valid once done */
+    bool sent_role;       /* chat stream: its role chunk went out */
+    bool done;            /* its DONE event came */
+} req_choice;
+
+/* One request from its parse to its last byte (or the client's going). It
+ * lives until the DONE event of its last choice, even when the client left
+ * first: the engine holds its pointer (engine_request.user) until then. */
 typedef struct req_ctx {
     struct req_ctx *prev, *next; /* the server's in-flight list */
     server *s;
@@ -47,12 +59,18 @@ typedef struct req_ctx {
     sse_meta meta;
     char id[48];
     bool stream, include_usage;
-    bool sent_role; /* chat stream: the role chunk went out */
     bool client_gone;
-    uint32_t n_prompt, n_tokens;
-    uint64_t t_start_ns, t_last_ns;
-    sbuf out;  /* staging for each event */
-    sbuf text; /* non-stream: the whole text */
+    bool failed;        /* a choice ended cancelled or in error: the answer is an error */
+    engine_finish fail; /* the first such finish */
+    char fail_msg[256]; /* its engine message */
+    uint32_t n_prompt;
+    uint32_t n_tokens;  /* output tokens of all choices */
+    uint32_t n_choices; /* n */
+    uint32_t n_done;    /* choices whose DONE came */
+    uint64_t t_start_ns;
+    engine_timings timings; /* the request's: choices' timings merged as they finish */
+    sbuf out;               /* staging for each event */
+    req_choice choice[];    /* n_choices */
 } req_ctx;
 
 /* Histograms recorded in the HTTP thread (ns), plus step histograms merged
@@ -114,7 +132,7 @@ void server_reply_error(server *s, struct evhttp_request *req, const oai_error *
 
 /* server_stream.c: engine events -> responses */
 void server_on_engine(evutil_socket_t fd, short what, void *arg);
-req_ctx *req_ctx_new(server *s, struct evhttp_request *req, oai_kind kind);
+req_ctx *req_ctx_new(server *s, struct evhttp_request *req, oai_kind kind, uint32_t n_choices);
 void req_ctx_free(req_ctx *c);
 void req_ctx_start(req_ctx *c);
 void server_cancel_all(server *s, const char *why);

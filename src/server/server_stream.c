@@ -19,20 +19,25 @@
  * Request contexts
  * ------------------------------------------------------------------------- */
 
-req_ctx *req_ctx_new(server *s, struct evhttp_request *req, oai_kind kind) {
-    req_ctx *c = calloc(1, sizeof *c);
+req_ctx *req_ctx_new(server *s, struct evhttp_request *req, oai_kind kind, uint32_t n_choices) {
+    if (n_choices == 0) n_choices = 1;
+    /* One allocation for the request and its choices' state: nothing more
+     * is allocated per choice until its text grows. */
+    req_ctx *c = calloc(1, sizeof *c + (size_t)n_choices * sizeof c->choice[0]);
     if (!c) return NULL;
     c->s = s;
     c->req = req;
     c->conn = evhttp_request_get_connection(req);
     c->t_start_ns = tps_now_ns();
+    c->n_choices = n_choices;
     snprintf(c->id, sizeof c->id, "%s-%llx%06llx", kind == OAI_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)(c->t_start_ns / TPS_NS_PER_MS),
              (unsigned long long)(++s->next_id & 0xffffff));
     c->meta =
         (sse_meta){.kind = kind, .id = c->id, .created = (int64_t)time(NULL), .model = s->model_id};
     sbuf_init(&c->out);
-    sbuf_init(&c->text);
+    for (uint32_t i = 0; i < n_choices; i++)
+        sbuf_init(&c->choice[i].text);
     return c;
 }
 
@@ -52,7 +57,8 @@ void req_ctx_free(req_ctx *c) {
     if (!c) return;
     unlink_ctx(c);
     sbuf_free(&c->out);
-    sbuf_free(&c->text);
+    for (uint32_t i = 0; i < c->n_choices; i++)
+        sbuf_free(&c->choice[i].text);
     free(c);
 }
 
@@ -124,32 +130,69 @@ static void write_chunk(req_ctx *c) {
     evbuffer_drain(c->s->wbuf, evbuffer_get_length(c->s->wbuf));
 }
 
+/* The choice an event is for; NULL for an index the request does not
+ * have (always checked: it indexes the choice array). */
+static req_choice *choice_of(req_ctx *c, const engine_event *ev) {
+    return ev->choice < c->n_choices ? &c->choice[ev->choice] : NULL;
+}
+
+/* Chat streams open each choice with its own role chunk. */
+static void add_role_once(req_ctx *c, req_choice *ch, uint32_t index) {
+    if (c->meta.kind != OAI_CHAT || ch->sent_role) return;
+    sse_chunk_role(&c->out, &c->meta, index);
+    ch->sent_role = true;
+}
+
 static void on_token(req_ctx *c, const engine_event *ev) {
+    req_choice *ch = choice_of(c, ev);
+    if (!ch) return;
     server_hists *h = &c->s->h;
+    /* TTFT once per request (its first token of any choice); ITL within
+     * each choice, whose tokens are one stream. */
     if (c->n_tokens == 0)
         hist_record(h->ttft, ev->t_ns > c->t_start_ns ? ev->t_ns - c->t_start_ns : 0);
-    else
-        hist_record(h->itl, ev->t_ns > c->t_last_ns ? ev->t_ns - c->t_last_ns : 0);
-    c->t_last_ns = ev->t_ns;
+    else if (ch->n_tokens)
+        hist_record(h->itl, ev->t_ns > ch->t_last_ns ? ev->t_ns - ch->t_last_ns : 0);
+    ch->t_last_ns = ev->t_ns;
+    ch->n_tokens++;
     c->n_tokens++;
     if (c->client_gone) return;
     if (!c->stream) {
-        sbuf_add(&c->text, ev->text, ev->text_len);
+        sbuf_add(&ch->text, ev->text, ev->text_len);
         return;
     }
     sbuf_reset(&c->out);
-    if (c->meta.kind == OAI_CHAT && !c->sent_role) {
-        sse_chunk_role(&c->out, &c->meta);
-        c->sent_role = true;
-    }
-    sse_chunk_text(&c->out, &c->meta, ev->text, ev->text_len, ev->token);
+    add_role_once(c, ch, ev->choice);
+    sse_chunk_text(&c->out, &c->meta, ev->choice, ev->text, ev->text_len, ev->token);
     write_chunk(c);
 }
 
-static void record_done(server_hists *h, const req_ctx *c, const engine_event *ev) {
-    const engine_timings *t = &ev->timings;
-    if (ev->finish != ENGINE_FINISH_STOP && ev->finish != ENGINE_FINISH_LENGTH) return;
-    hist_record(h->e2e, ev->t_ns > c->t_start_ns ? ev->t_ns - c->t_start_ns : 0);
+/* The request's timings from its choices' as they finish: they share the
+ * prompt, so queueing and prefill start with the earliest choice; the
+ * first token is the earliest any choice made and the finish the last
+ * one's; generated tokens and preemptions add up. With n = 1 these are the
+ * choice's own. */
+static void merge_timings(engine_timings *r, const engine_timings *t, bool first) {
+    if (first) {
+        *r = *t;
+        return;
+    }
+    uint64_t *mins[] = {&r->t_queued, &r->t_first_scheduled, &r->t_first_token};
+    const uint64_t ts[] = {t->t_queued, t->t_first_scheduled, t->t_first_token};
+    for (size_t i = 0; i < 3; i++) /* 0: the phase never started */
+        if (ts[i] && (!*mins[i] || ts[i] < *mins[i])) *mins[i] = ts[i];
+    if (t->t_finished > r->t_finished) r->t_finished = t->t_finished;
+    if (t->prompt_tokens > r->prompt_tokens) r->prompt_tokens = t->prompt_tokens;
+    if (t->cached_tokens > r->cached_tokens) r->cached_tokens = t->cached_tokens;
+    r->generated_tokens += t->generated_tokens;
+    r->preemptions += t->preemptions;
+}
+
+/* Once per request, when its last choice is done. */
+static void record_done(server_hists *h, const req_ctx *c, uint64_t t_end_ns) {
+    const engine_timings *t = &c->timings;
+    if (c->failed) return;
+    hist_record(h->e2e, t_end_ns > c->t_start_ns ? t_end_ns - c->t_start_ns : 0);
     if (t->t_first_scheduled >= t->t_queued && t->t_queued)
         hist_record(h->queue, t->t_first_scheduled - t->t_queued);
     if (t->t_first_token >= t->t_first_scheduled && t->t_first_scheduled)
@@ -158,56 +201,103 @@ static void record_done(server_hists *h, const req_ctx *c, const engine_event *e
         hist_record(h->decode, t->t_finished - t->t_first_token);
 }
 
-static void on_done(req_ctx *c, const engine_event *ev) {
-    server *s = c->s;
-    record_done(&s->h, c, ev);
-    if (c->client_gone || !c->req) {
-        req_ctx_free(c);
-        server_maybe_finish_drain(s);
-        return;
-    }
-    struct evhttp_request *req = c->req;
-    if (c->conn) evhttp_connection_set_closecb(c->conn, NULL, NULL);
-    server_conn_busy(s, req, false);
-    bool ok = ev->finish == ENGINE_FINISH_STOP || ev->finish == ENGINE_FINISH_LENGTH;
-    oai_error e;
-    if (ev->finish == ENGINE_FINISH_CANCELLED)
-        oai_error_set(&e, 503, "unavailable_error", NULL, "cancelled",
+static bool finish_ok(engine_finish f) {
+    return f == ENGINE_FINISH_STOP || f == ENGINE_FINISH_LENGTH;
+}
+
+/* The error a request whose choice ended cancelled or failed is answered with. */
+static void request_error(const req_ctx *c, oai_error *e) {
+    if (c->fail == ENGINE_FINISH_CANCELLED)
+        oai_error_set(e, 503, "unavailable_error", NULL, "cancelled",
                       "the request was cancelled: the server is shutting down");
-    else if (!ok)
-        oai_error_set(&e, 500, "server_error", NULL, NULL, "generation failed: %s",
-                      ev->error[0] ? ev->error : "engine error");
-    const char *finish = engine_finish_name(ev->finish);
-    if (c->stream) {
-        sbuf_reset(&c->out);
-        if (c->meta.kind == OAI_CHAT && !c->sent_role && ok) {
-            sse_chunk_role(&c->out, &c->meta);
-            c->sent_role = true;
-        }
-        if (ev->text_len) sse_chunk_text(&c->out, &c->meta, ev->text, ev->text_len, -1);
-        if (ok) {
-            sse_chunk_finish(&c->out, &c->meta, finish, &ev->timings);
-            if (c->include_usage)
-                sse_chunk_usage(&c->out, &c->meta, c->n_prompt, c->n_tokens, &ev->timings);
-        } else {
+    else
+        oai_error_set(e, 500, "server_error", NULL, NULL, "generation failed: %s",
+                      c->fail_msg[0] ? c->fail_msg : "engine error");
+}
+
+/* Streams: a finished choice's held text and finish chunk go out at once;
+ * after the last choice, the error or usage chunk and [DONE]. One write. */
+static void stream_done(req_ctx *c, req_choice *ch, const engine_event *ev, bool last) {
+    bool ok = finish_ok(ev->finish);
+    sbuf_reset(&c->out);
+    if (ok) add_role_once(c, ch, ev->choice);
+    if (ev->text_len) sse_chunk_text(&c->out, &c->meta, ev->choice, ev->text, ev->text_len, -1);
+    if (ok)
+        sse_chunk_finish(&c->out, &c->meta, ev->choice, engine_finish_name(ev->finish),
+                         &ev->timings);
+    if (last) {
+        if (c->failed) {
+            oai_error e;
+            request_error(c, &e);
             sse_error(&c->out, &e);
+        } else if (c->include_usage) {
+            sse_chunk_usage(&c->out, &c->meta, c->n_prompt, c->n_tokens, &c->timings);
         }
         sse_done(&c->out);
-        write_chunk(c);
-        evhttp_send_reply_end(req);
-    } else if (ok) {
-        sbuf_add(&c->text, ev->text, ev->text_len);
-        sbuf_reset(&c->out);
-        sse_body_full(&c->out, &c->meta, c->text.p ? c->text.p : "", c->text.len, finish,
-                      c->n_prompt, c->n_tokens, &ev->timings);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                          "application/json");
-        evbuffer_add(s->wbuf, c->out.p, c->out.len);
-        evhttp_send_reply(req, 200, NULL, s->wbuf);
-        evbuffer_drain(s->wbuf, evbuffer_get_length(s->wbuf));
-    } else {
-        server_reply_error(s, req, &e);
     }
+    write_chunk(c);
+    if (last) evhttp_send_reply_end(c->req);
+}
+
+/* Non-streamed: the body with every choice, or the error. */
+static void reply_whole(req_ctx *c) {
+    server *s = c->s;
+    oai_error e;
+    if (c->failed) {
+        request_error(c, &e);
+        server_reply_error(s, c->req, &e);
+        return;
+    }
+    sbuf *b = &c->out;
+    sbuf_reset(b);
+    sse_body_open(b, &c->meta);
+    bool oom = false;
+    for (uint32_t i = 0; i < c->n_choices; i++) {
+        const req_choice *ch = &c->choice[i];
+        oom |= sbuf_failed(&ch->text);
+        sse_body_choice(b, &c->meta, i, ch->text.p ? ch->text.p : "", ch->text.len,
+                        engine_finish_name(ch->finish));
+    }
+    sse_body_close(b, c->n_prompt, c->n_tokens, &c->timings);
+    if (oom || sbuf_failed(b)) {
+        oai_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        server_reply_error(s, c->req, &e);
+        return;
+    }
+    evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type",
+                      "application/json");
+    evbuffer_add(s->wbuf, b->p, b->len);
+    evhttp_send_reply(c->req, 200, NULL, s->wbuf);
+    evbuffer_drain(s->wbuf, evbuffer_get_length(s->wbuf));
+}
+
+/* A choice's DONE. The request is answered and freed with the last one:
+ * until then the engine still holds c as the other choices' user. */
+static void on_done(req_ctx *c, const engine_event *ev) {
+    server *s = c->s;
+    req_choice *ch = choice_of(c, ev);
+    if (!ch || ch->done) return;
+    ch->done = true;
+    ch->finish = ev->finish;
+    merge_timings(&c->timings, &ev->timings, c->n_done == 0);
+    bool last = ++c->n_done == c->n_choices;
+    if (!finish_ok(ev->finish) && !c->failed) {
+        c->failed = true;
+        c->fail = ev->finish;
+        snprintf(c->fail_msg, sizeof c->fail_msg, "%s", ev->error);
+    }
+    bool answering = !c->client_gone && c->req;
+    if (answering && last) { /* the connection is idle again once answered */
+        if (c->conn) evhttp_connection_set_closecb(c->conn, NULL, NULL);
+        server_conn_busy(s, c->req, false);
+    }
+    if (answering && c->stream)
+        stream_done(c, ch, ev, last);
+    else if (answering)
+        sbuf_add(&ch->text, ev->text, ev->text_len);
+    if (!last) return;
+    record_done(&s->h, c, ev->t_ns);
+    if (answering && !c->stream) reply_whole(c);
     c->req = NULL;
     req_ctx_free(c);
     server_maybe_finish_drain(s);
@@ -294,6 +384,17 @@ void server_metrics_render(server *s, sbuf *b) {
           st.kv_blocks_total ? (double)st.kv_blocks_used / (double)st.kv_blocks_total : 0.0);
     gauge(b, "tps:kv_cache_blocks_total", "KV cache blocks in the pool.",
           (double)st.kv_blocks_total);
+    /* vLLM's prefix cache counters: in tokens, so hits / queries is the
+     * fraction of prompt tokens that were not computed. */
+    counter(b, "tps:prefix_cache_queries_total",
+            "Prompt tokens looked up in the prefix cache at admission.",
+            (double)st.prefix_cache_queries_total);
+    counter(b, "tps:prefix_cache_hits_total",
+            "Prompt tokens found in the prefix cache (not computed).",
+            (double)st.prefix_cache_hits_total);
+    gauge(b, "tps:kv_cache_blocks_cached",
+          "KV cache blocks whose contents are indexed for reuse (in use or kept free).",
+          (double)st.kv_blocks_cached);
     gauge(b, "tps:http_requests_in_flight", "Completion requests being answered.",
           (double)s->n_inflight);
     gauge(b, "tps:http_connections_open", "Open client connections.", (double)s->n_conns);

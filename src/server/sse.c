@@ -16,7 +16,8 @@ void sse_timings_json(sbuf *b, const engine_timings *t) {
     sbuf_json_num(b, span_ms(t->t_queued, t->t_first_scheduled));
     sbuf_adds(b, ",\"prefill_ms\":");
     sbuf_json_num(b, span_ms(t->t_first_scheduled, t->t_first_token));
-    sbuf_printf(b, ",\"prompt_tokens\":%u,\"decode_ms\":", t->prompt_tokens);
+    sbuf_printf(b, ",\"prompt_tokens\":%u,\"cached_tokens\":%u,\"decode_ms\":", t->prompt_tokens,
+                t->cached_tokens);
     sbuf_json_num(b, span_ms(t->t_first_token, t->t_finished));
     sbuf_printf(b, ",\"completion_tokens\":%u,\"ttft_ms\":", t->generated_tokens);
     sbuf_json_num(b, span_ms(t->t_queued, t->t_first_token));
@@ -32,22 +33,26 @@ static void head(sbuf *b, const sse_meta *m) {
     sbuf_json_str(b, m->model, strlen(m->model));
 }
 
-void sse_chunk_role(sbuf *b, const sse_meta *m) {
+void sse_chunk_role(sbuf *b, const sse_meta *m, uint32_t index) {
     sbuf_adds(b, "data: ");
     head(b, m);
-    sbuf_adds(b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
-                 "\"finish_reason\":null}]}\n\n");
+    sbuf_printf(b,
+                ",\"choices\":[{\"index\":%u,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+                "\"finish_reason\":null}]}\n\n",
+                index);
 }
 
-void sse_chunk_text(sbuf *b, const sse_meta *m, const char *text, size_t n, int32_t token) {
+void sse_chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
+                    int32_t token) {
     sbuf_adds(b, "data: ");
     head(b, m);
+    sbuf_printf(b, ",\"choices\":[{\"index\":%u", index);
     if (m->kind == OAI_CHAT) {
-        sbuf_adds(b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":");
+        sbuf_adds(b, ",\"delta\":{\"content\":");
         sbuf_json_str(b, text, n);
         sbuf_adds(b, "}");
     } else {
-        sbuf_adds(b, ",\"choices\":[{\"index\":0,\"text\":");
+        sbuf_adds(b, ",\"text\":");
         sbuf_json_str(b, text, n);
         sbuf_adds(b, ",\"logprobs\":null");
     }
@@ -55,13 +60,12 @@ void sse_chunk_text(sbuf *b, const sse_meta *m, const char *text, size_t n, int3
     sbuf_adds(b, ",\"finish_reason\":null}]}\n\n");
 }
 
-void sse_chunk_finish(sbuf *b, const sse_meta *m, const char *finish_reason,
+void sse_chunk_finish(sbuf *b, const sse_meta *m, uint32_t index, const char *finish_reason,
                       const engine_timings *t) {
     sbuf_adds(b, "data: ");
     head(b, m);
-    sbuf_adds(b, m->kind == OAI_CHAT
-                     ? ",\"choices\":[{\"index\":0,\"delta\":{}"
-                     : ",\"choices\":[{\"index\":0,\"text\":\"\",\"logprobs\":null");
+    sbuf_printf(b, ",\"choices\":[{\"index\":%u", index);
+    sbuf_adds(b, m->kind == OAI_CHAT ? ",\"delta\":{}" : ",\"text\":\"\",\"logprobs\":null");
     sbuf_adds(b, ",\"finish_reason\":");
     sbuf_json_str(b, finish_reason, strlen(finish_reason));
     sbuf_adds(b, "}],\"timings\":");
@@ -69,9 +73,15 @@ void sse_chunk_finish(sbuf *b, const sse_meta *m, const char *finish_reason,
     sbuf_adds(b, "}\n\n");
 }
 
-static void usage(sbuf *b, uint32_t prompt_tokens, uint32_t completion_tokens) {
-    sbuf_printf(b, "\"usage\":{\"prompt_tokens\":%u,\"completion_tokens\":%u,\"total_tokens\":%u}",
-                prompt_tokens, completion_tokens, prompt_tokens + completion_tokens);
+/* OpenAI's usage object; prompt_tokens_details.cached_tokens is theirs too
+ * (prompt tokens served from the prefix cache). */
+static void usage(sbuf *b, uint32_t prompt_tokens, uint32_t completion_tokens,
+                  const engine_timings *t) {
+    sbuf_printf(b,
+                "\"usage\":{\"prompt_tokens\":%u,\"completion_tokens\":%u,\"total_tokens\":%u,"
+                "\"prompt_tokens_details\":{\"cached_tokens\":%u}}",
+                prompt_tokens, completion_tokens, prompt_tokens + completion_tokens,
+                t->cached_tokens);
 }
 
 void sse_chunk_usage(sbuf *b, const sse_meta *m, uint32_t prompt_tokens, uint32_t completion_tokens,
@@ -79,7 +89,7 @@ void sse_chunk_usage(sbuf *b, const sse_meta *m, uint32_t prompt_tokens, uint32_
     sbuf_adds(b, "data: ");
     head(b, m);
     sbuf_adds(b, ",\"choices\":[],");
-    usage(b, prompt_tokens, completion_tokens);
+    usage(b, prompt_tokens, completion_tokens, t);
     sbuf_adds(b, ",\"timings\":");
     sse_timings_json(b, t);
     sbuf_adds(b, "}\n\n");
@@ -95,28 +105,37 @@ void sse_done(sbuf *b) {
     sbuf_adds(b, "data: [DONE]\n\n");
 }
 
-void sse_body_full(sbuf *b, const sse_meta *m, const char *text, size_t n,
-                   const char *finish_reason, uint32_t prompt_tokens, uint32_t completion_tokens,
-                   const engine_timings *t) {
+void sse_body_open(sbuf *b, const sse_meta *m) {
     sbuf_adds(b, "{\"id\":");
     sbuf_json_str(b, m->id, strlen(m->id));
     sbuf_adds(b, m->kind == OAI_CHAT ? ",\"object\":\"chat.completion\""
                                      : ",\"object\":\"text_completion\"");
     sbuf_printf(b, ",\"created\":%lld,\"model\":", (long long)m->created);
     sbuf_json_str(b, m->model, strlen(m->model));
+    sbuf_adds(b, ",\"choices\":[");
+}
+
+void sse_body_choice(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
+                     const char *finish_reason) {
+    sbuf_printf(b, "%s{\"index\":%u", index ? "," : "", index);
     if (m->kind == OAI_CHAT) {
-        sbuf_adds(b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
+        sbuf_adds(b, ",\"message\":{\"role\":\"assistant\",\"content\":");
         sbuf_json_str(b, text, n);
         sbuf_adds(b, "},\"logprobs\":null");
     } else {
-        sbuf_adds(b, ",\"choices\":[{\"index\":0,\"text\":");
+        sbuf_adds(b, ",\"text\":");
         sbuf_json_str(b, text, n);
         sbuf_adds(b, ",\"logprobs\":null");
     }
     sbuf_adds(b, ",\"finish_reason\":");
     sbuf_json_str(b, finish_reason, strlen(finish_reason));
-    sbuf_adds(b, "}],");
-    usage(b, prompt_tokens, completion_tokens);
+    sbuf_adds(b, "}");
+}
+
+void sse_body_close(sbuf *b, uint32_t prompt_tokens, uint32_t completion_tokens,
+                    const engine_timings *t) {
+    sbuf_adds(b, "],");
+    usage(b, prompt_tokens, completion_tokens, t);
     sbuf_adds(b, ",\"timings\":");
     sse_timings_json(b, t);
     sbuf_adds(b, "}");

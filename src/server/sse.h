@@ -24,29 +24,41 @@ typedef struct sse_meta {
     const char *model; /* the served model's id */
 } sse_meta;
 
-/* The timings object for a finished request, in milliseconds:
- * {"queue_ms","prefill_ms","prompt_tokens","decode_ms","completion_tokens",
- *  "ttft_ms","preemptions"}; phases that never started are 0. */
+/* The timings object in milliseconds:
+ * {"queue_ms","prefill_ms","prompt_tokens","cached_tokens","decode_ms",
+ *  "completion_tokens","ttft_ms","preemptions"}; phases that never started
+ * are 0. */
 void sse_timings_json(sbuf *b, const engine_timings *t);
 
-/* Chat only: the first event, delta {"role":"assistant","content":""}. */
-void sse_chunk_role(sbuf *b, const sse_meta *m);
+/* Chunks of a stream. `index` is the choice (0 .. n-1) the chunk is for:
+ * with n > 1 the choices' chunks interleave as their tokens come. */
+
+/* Chat only: a choice's first event, delta {"role":"assistant","content":""}. */
+void sse_chunk_role(sbuf *b, const sse_meta *m, uint32_t index);
 /* One token's event: its text (possibly empty) and, as an extension, its id
  * in choices[0].token_ids (token < 0: none). */
-void sse_chunk_text(sbuf *b, const sse_meta *m, const char *text, size_t n, int32_t token);
-/* The last choice event: empty text/delta, finish_reason and timings. */
-void sse_chunk_finish(sbuf *b, const sse_meta *m, const char *finish_reason,
+void sse_chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
+                    int32_t token);
+/* A choice's last event: empty text/delta, finish_reason, and the choice's
+ * timings. */
+void sse_chunk_finish(sbuf *b, const sse_meta *m, uint32_t index, const char *finish_reason,
                       const engine_timings *t);
-/* stream_options.include_usage: choices [], usage and timings. */
+/* stream_options.include_usage, once after every choice finished: choices
+ * [], usage (with prompt_tokens_details.cached_tokens from t) and timings. */
 void sse_chunk_usage(sbuf *b, const sse_meta *m, uint32_t prompt_tokens, uint32_t completion_tokens,
                      const engine_timings *t);
 /* An error in the middle of a stream: data: {"error": {...}}. */
 void sse_error(sbuf *b, const oai_error *e);
 void sse_done(sbuf *b);
 
-/* Non-streamed response: one choice with the whole text, usage, timings. */
-void sse_body_full(sbuf *b, const sse_meta *m, const char *text, size_t n,
-                   const char *finish_reason, uint32_t prompt_tokens, uint32_t completion_tokens,
-                   const engine_timings *t);
+/* Non-streamed response, written in three steps so the server can add each
+ * choice from its own state without gathering them first: open, then
+ * sse_body_choice for index 0, 1, ... n-1 in order, then close with usage
+ * (cached tokens from t) and timings. */
+void sse_body_open(sbuf *b, const sse_meta *m);
+void sse_body_choice(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
+                     const char *finish_reason);
+void sse_body_close(sbuf *b, uint32_t prompt_tokens, uint32_t completion_tokens,
+                    const engine_timings *t);
 
 #endif
