@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bounded soak of `tps serve` (issue 9): the ASan + UBSan build of the server
 # under `tps bench` with mixed prompt and output lengths, a small KV pool (so
-# sequences are preempted and recomputed) and a second client that cancels
+# sequences are preempted and recomputed, and the prefix cache evicts all the
+# time) and a second client that cancels (n = 3 requests among them)
 # at random points (curl giving up mid-stream or mid-prefill, sockets closed
 # before or in the middle of their headers). Two phases:
 #   A (60% of the time): bench + cancels;
@@ -17,7 +18,8 @@
 #     the post-warm-up median of the first third (VmRSS, sampled each second);
 #   - phase B: delta tps:generation_tokens_total == bench output tokens;
 #     phase A: delta >= bench output tokens, and cancels happened;
-#   - the KV pool is empty at the end (tps:kv_cache_usage_ratio == 0).
+#   - the KV pool is empty at the end (tps:kv_cache_usage_ratio == 0);
+#   - the prefix cache served some prompt tokens (tps:prefix_cache_hits_total).
 #   scripts/soak.sh [SECONDS] [BUILD_DIR]   (default 60 s, build-asan)
 set -uo pipefail
 seconds=${1:-60}
@@ -77,7 +79,7 @@ canceller() {
   long='{"prompt":"'$(printf 'Once upon a time %.0s' $(seq 1 40))'","max_tokens":100,"ignore_eos":true}'
   while [ $SECONDS -lt "$until" ] && [ $i -lt 5000 ]; do
     i=$((i + 1))
-    case $((RANDOM % 4)) in
+    case $((RANDOM % 5)) in
       0) # gives up mid-stream
         curl -s -N -o /dev/null -m "0.$((RANDOM % 9 + 1))" -H 'Content-Type: application/json' \
           -d "$body" "$url/v1/completions"; rc=$? ;;
@@ -97,6 +99,9 @@ canceller() {
           exec 3>&-
           rc=28
         else rc=7; fi ;;
+      4) # n = 3 choices sharing the long prompt's cached blocks, gives up mid-stream
+        curl -s -N -o /dev/null -m "0.$((RANDOM % 9 + 1))" -H 'Content-Type: application/json' \
+          -d "${long%\}},\"n\":3,\"stream\":true,\"temperature\":1}" "$url/v1/completions"; rc=$? ;;
     esac
     echo $rc
   done
@@ -124,6 +129,8 @@ brc_b=$?
 g2=$(metric tps:generation_tokens_total)
 ratio=$(metric tps:kv_cache_usage_ratio)
 pre=$(metric tps:preemptions_total)
+hits=$(metric tps:prefix_cache_hits_total); : "${hits:=0}"
+queries=$(metric tps:prefix_cache_queries_total); : "${queries:=0}"
 
 # --- shutdown: drain, exit, LeakSanitizer
 kill -TERM $spid
@@ -153,6 +160,8 @@ check "tokens, phase B" $(( ${g2%.*} - ${g1%.*} != out_b )) \
 check "tokens, phase A" $(( ${g1%.*} - ${g0%.*} < out_a )) \
   "server generated $(( ${g1%.*} - ${g0%.*} )) >= bench $out_a (+ the cancelled requests')"
 check "KV pool empty at the end" $([ "$ratio" = 0 ]; echo $?) "kv_cache_usage_ratio $ratio, preemptions $pre"
+check "prefix cache used" $(( ${hits%.*} <= 0 )) \
+  "${hits%.*} of ${queries%.*} prompt tokens were cache hits"
 check "server exit (drain, LeakSanitizer)" $((src != 0)) "exit status $src"
 sanitizer=$(grep -cE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$work/serve.log")
 check "sanitizer reports" $((sanitizer != 0)) "$sanitizer in the server's log"
