@@ -3,7 +3,8 @@
  * port. Every connection gets the same behaviour (fake_mode). Header-only so
  * each tests/test_bench*.c can include it; not a general HTTP server.
  *
- * fake_start / fake_stop pair; the struct's counters are read after stop. */
+ * fake_start / fake_stop pair; the struct's counters (and, with capture,
+ * the requests it received) are read after stop. */
 #ifndef TPS_TEST_BENCH_FAKE_H
 #define TPS_TEST_BENCH_FAKE_H
 
@@ -36,6 +37,7 @@ typedef enum fake_mode {
 } fake_mode;
 
 #define FAKE_MAX_CONN 4096
+#define FAKE_LOG_SEP  "\n<<<end of request>>>\n"
 
 typedef struct fake_conn {
     int fd;
@@ -48,11 +50,15 @@ typedef struct fake_conn {
 
 typedef struct fake_server {
     fake_mode mode;
-    int tokens;    /* per response */
-    int per_event; /* tokens per SSE event (>= 1) */
-    int gap_ms;    /* between events */
-    int delay_ms;  /* SLOW_FIRST: before the first byte; OK: before the first event */
-    bool no_usage; /* leave out the usage chunk */
+    int tokens;        /* per response */
+    int per_event;     /* tokens per SSE event (>= 1) */
+    int gap_ms;        /* between events */
+    int delay_ms;      /* SLOW_FIRST: before the first byte; OK: before the first event */
+    bool no_usage;     /* leave out the usage chunk */
+    int cached_tokens; /* > 0: usage.prompt_tokens_details.cached_tokens (else not sent) */
+    bool capture;      /* keep every request (headers and body) in log, in arrival order */
+    char *log;         /* with capture: each request then FAKE_LOG_SEP; fake_free_log frees it */
+    size_t log_len, log_cap;
     int port;
     int lfd;
     int wake[2];
@@ -182,12 +188,16 @@ static bool fake_step(fake_server *s, int i) {
         return true;
     }
     if (!s->no_usage) {
+        char details[96] = "";
+        if (s->cached_tokens > 0)
+            snprintf(details, sizeof details, ",\"prompt_tokens_details\":{\"cached_tokens\":%d}",
+                     s->cached_tokens);
         snprintf(ev, sizeof ev,
                  "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":%d,"
-                 "\"total_tokens\":%d},\"timings\":{\"queue_ms\":1.5,\"prefill_ms\":2.0,"
+                 "\"total_tokens\":%d%s},\"timings\":{\"queue_ms\":1.5,\"prefill_ms\":2.0,"
                  "\"prompt_tokens\":7,\"decode_ms\":%d.0,\"completion_tokens\":%d,\"ttft_ms\":3.5,"
                  "\"preemptions\":0}}\n\n",
-                 s->tokens, s->tokens + 7, s->gap_ms * events, s->tokens);
+                 s->tokens, s->tokens + 7, details, s->gap_ms * events, s->tokens);
         fake_chunk(c->fd, ev);
     }
     fake_chunk(c->fd, "data: [DONE]\n\n");
@@ -208,6 +218,22 @@ static bool fake_request_complete(fake_conn *c) {
     const char *cl = strcasestr(c->req, "content-length:");
     if (cl && cl < end) body = (size_t)strtoul(cl + 15, NULL, 10);
     return c->req_len >= (size_t)(end + 4 - c->req) + body;
+}
+
+/* With capture: appends the complete request on c to the log. */
+static void fake_log_request(fake_server *s, const fake_conn *c) {
+    if (!s->capture) return;
+    size_t n = c->req_len, sep = strlen(FAKE_LOG_SEP);
+    if (s->log_len + n + sep + 1 > s->log_cap) {
+        size_t cap = (s->log_len + n + sep + 1) * 2;
+        char *b = realloc(s->log, cap);
+        if (!b) return;
+        s->log = b;
+        s->log_cap = cap;
+    }
+    memcpy(s->log + s->log_len, c->req, n);
+    memcpy(s->log + s->log_len + n, FAKE_LOG_SEP, sep + 1);
+    s->log_len += n + sep;
 }
 
 static void *fake_main(void *arg) {
@@ -258,6 +284,7 @@ static void *fake_main(void *arg) {
             memcpy(c->req + c->req_len, buf, take);
             c->req_len += take;
             if (fake_request_complete(c)) {
+                fake_log_request(s, c);
                 c->responding = true;
                 c->step = 0;
                 c->next_ns = fake_now() +
@@ -301,6 +328,13 @@ static void fake_stop(fake_server *s) {
     close(s->wake[1]);
     free(s->conns);
     s->conns = NULL;
+}
+
+/* The captured log is the caller's after fake_stop: free it with this. */
+static inline void fake_free_log(fake_server *s) {
+    free(s->log);
+    s->log = NULL;
+    s->log_len = s->log_cap = 0;
 }
 
 #endif

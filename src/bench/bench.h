@@ -9,11 +9,18 @@
  * times from an arrival process; a late send keeps its scheduled time as the
  * start of TTFT/E2E, and the lateness is recorded).
  *
- * Every run is bounded: by --requests and/or --duration (new sends stop),
- * each request by --timeout (total) and --idle-timeout (no byte), and the
- * whole run by duration + timeout, after which what is in flight is
- * cancelled. Not here: metrics over many requests (result.h), printing
- * (report.h), prompts (workload.h). */
+ * A multi-turn workload (workload.turns > 0) is a closed loop of its own:
+ * each conversation sends its next turn when its last reply is in and the
+ * think time is over, at most --concurrency at a time (convo.h); the turn's
+ * body, which carries the replies streamed so far, is built when it is sent,
+ * and every request carries "X-Session-Id: <conversation id>".
+ *
+ * Every run is bounded: by --requests and/or --duration (new sends stop), a
+ * multi-turn run also by its conversations x turns, each request by
+ * --timeout (total) and --idle-timeout (no byte), and the whole run by
+ * duration + timeout, after which what is in flight is cancelled. Not here:
+ * metrics over many requests (result.h), printing (report.h), prompts
+ * (workload.h). */
 #ifndef TPS_BENCH_BENCH_H
 #define TPS_BENCH_BENCH_H
 
@@ -50,9 +57,11 @@ bench_errkind bench_err_from_name(const char *s); /* BENCH_ERR_COUNT if unknown 
 
 /* One request: its timeline and everything the response said. */
 typedef struct bench_record {
-    timeline tl;         /* owned */
-    uint32_t item;       /* workload item sent */
-    uint32_t max_tokens; /* asked for */
+    timeline tl;           /* owned */
+    uint32_t item;         /* workload item sent */
+    uint32_t conversation; /* multi-turn: which conversation */
+    uint32_t turn;         /* multi-turn: 1 for the first turn, ...; 0 single-turn requests */
+    uint32_t max_tokens;   /* asked for */
     uint32_t input_target;
     uint32_t input_client; /* prompt tokens as the client counted them; 0 unknown */
     int http_status;       /* 0 if none */
@@ -60,6 +69,9 @@ typedef struct bench_record {
     char *err_msg; /* malloc'ed on failure, else NULL */
     bool has_usage;
     uint64_t usage_prompt, usage_completion;
+    bool has_cached; /* the server said how many prompt tokens its prefix cache served */
+    bool cached_from_usage;
+    uint64_t cached_tokens;
     uint64_t stream_tokens; /* what the stream itself showed (ids or events) */
     bool has_timings;
     oai_timings timings;
@@ -82,6 +94,7 @@ typedef struct bench_config {
     double timeout_s;  /* per request, total */
     double idle_timeout_s;
     double connect_timeout_s;
+    double think_time_s; /* multi-turn: between a reply and the conversation's next turn */
     uint64_t seed;
     bool insecure;  /* HTTPS without certificate checks */
     bool keep_text; /* keep streamed text to re-tokenize when there is no usage */

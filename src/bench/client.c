@@ -2,7 +2,9 @@
  * pool of connection slots. Bytes are time-stamped in the write callback
  * before the SSE parser and JSON see them; the per-token path allocates
  * nothing once buffers are warm (jansson's parse of each event aside).
- * Not here: metrics over requests (result.c), printing (report.c). */
+ * Multi-turn bodies are built when a turn is sent, never on receive.
+ * Not here: metrics over requests (result.c), printing (report.c), which
+ * conversation goes next (convo.c). */
 #include "bench/bench.h"
 
 #include <curl/curl.h>
@@ -13,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/convo.h"
 #include "bench/sse.h"
 #include "metrics/clock.h"
 
@@ -75,6 +78,10 @@ typedef struct conn {
     size_t body_len, body_cap;
     char *text; /* streamed text, when keep_text */
     size_t text_len, text_cap;
+    char *reply; /* multi-turn: the reply's content (no reasoning), for the next turn */
+    size_t reply_len, reply_cap;
+    char *send_body;                 /* multi-turn: this turn's body, built at send time */
+    struct curl_slist *session_hdrs; /* multi-turn: the headers plus X-Session-Id */
     char msg[256];
     char curl_err[CURL_ERROR_SIZE];
 } conn;
@@ -90,6 +97,9 @@ struct run_state {
     size_t *free_list, n_free;
     bench_record *recs;
     size_t n_recs, cap_recs;
+    uint64_t planned; /* requests the run will send at most; 0: bounded by time only */
+    bool multi_turn;
+    convo_set convos; /* multi-turn only */
     uint64_t bytes, events;
     uint64_t completed, failed, out_tokens;
 };
@@ -104,6 +114,42 @@ static int grow_buf(char **b, size_t *cap, size_t need) {
     *b = nb;
     *cap = c;
     return 0;
+}
+
+static void append(char **b, size_t *len, size_t *cap, const char *p, size_t n) {
+    if (grow_buf(b, cap, *len + n + 1) == 0) {
+        memcpy(*b + *len, p, n);
+        *len += n;
+    }
+}
+
+/* A chunk's text: all of it for re-tokenizing the output count; the
+ * reply's content (not its reasoning) for a conversation's next turn. */
+static void keep_text(conn *c, const oai_chunk *ch) {
+    if (!ch->text) return;
+    if (c->run->cfg->keep_text)
+        append(&c->text, &c->text_len, &c->text_cap, ch->text, ch->text_len);
+    if (c->run->multi_turn && !ch->reasoning)
+        append(&c->reply, &c->reply_len, &c->reply_cap, ch->text, ch->text_len);
+}
+
+/* What the server said about the request as a whole: usage, the share of
+ * the prompt its prefix cache served, its timings. */
+static void take_usage(bench_record *rec, const oai_chunk *ch) {
+    if (ch->has_usage) {
+        rec->has_usage = true;
+        rec->usage_prompt = ch->prompt_tokens;
+        rec->usage_completion = ch->completion_tokens;
+    }
+    if (ch->has_cached && (ch->cached_from_usage || !rec->cached_from_usage)) {
+        rec->has_cached = true;
+        rec->cached_from_usage = ch->cached_from_usage;
+        rec->cached_tokens = ch->cached_tokens;
+    }
+    if (ch->has_timings) {
+        rec->has_timings = true;
+        rec->timings = ch->timings;
+    }
 }
 
 /* Records why the request failed (the first reason wins): prefix + detail,
@@ -150,21 +196,8 @@ static int on_event(void *ud, const sse_event *ev) {
         r->out_tokens += ch.tokens;
         c->saw_ids |= ch.from_ids;
     }
-    if (ch.text && r->cfg->keep_text) {
-        if (grow_buf(&c->text, &c->text_cap, c->text_len + ch.text_len + 1) == 0) {
-            memcpy(c->text + c->text_len, ch.text, ch.text_len);
-            c->text_len += ch.text_len;
-        }
-    }
-    if (ch.has_usage) {
-        rec->has_usage = true;
-        rec->usage_prompt = ch.prompt_tokens;
-        rec->usage_completion = ch.completion_tokens;
-    }
-    if (ch.has_timings) {
-        rec->has_timings = true;
-        rec->timings = ch.timings;
-    }
+    keep_text(c, &ch);
+    take_usage(rec, &ch);
     bench_oai_release(&ch);
     return stop;
 }
@@ -230,30 +263,87 @@ static int new_record(run_state *r, size_t *idx, uint32_t item, tps_err *e) {
     return TPS_OK;
 }
 
-/* sched_ns: the scheduled time (open loop), or UINT64_MAX for "now" (closed). */
-static int launch(run_state *r, uint64_t sched_ns, tps_err *e) {
-    uint32_t item = (uint32_t)(r->n_recs % r->wl->n);
-    size_t idx = 0;
-    int rc = new_record(r, &idx, item, e);
-    if (rc) return rc;
-    conn *c = &r->conns[r->free_list[--r->n_free]];
+/* Puts the request recs[idx] on a free connection with its body (borrowed
+ * until the transfer ends) and headers. sched_ns: the scheduled time (open
+ * loop), or UINT64_MAX for "now" (closed). */
+static int start(run_state *r, conn *c, size_t idx, const char *body, size_t len,
+                 struct curl_slist *hdrs, uint64_t sched_ns, tps_err *e) {
     c->rec = idx;
     c->busy = true;
     c->checked = c->is_sse = c->done = c->saw_ids = false;
     c->err = BENCH_OK;
     c->t_first_byte = c->t_last_byte = 0;
-    c->body_len = c->text_len = 0;
+    c->body_len = c->text_len = c->reply_len = 0;
     c->msg[0] = c->curl_err[0] = 0;
     sse_parser_reset(&c->sse);
-    const workload_item *it = &r->wl->items[item];
-    curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, it->body);
-    curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->body_len);
+    curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     uint64_t sent = tps_now_ns();
     timeline_start(&r->recs[idx].tl, sched_ns < sent ? sched_ns : sent, sent);
     CURLMcode mc = curl_multi_add_handle(r->multi, c->easy);
     if (mc != CURLM_OK)
         return tps_fail(e, TPS_EIO, "curl_multi_add_handle: %s", curl_multi_strerror(mc));
     return TPS_OK;
+}
+
+/* The next single-turn request: the workload's items in order, cycling. */
+static int launch(run_state *r, uint64_t sched_ns, tps_err *e) {
+    uint32_t item = (uint32_t)(r->n_recs % r->wl->n);
+    size_t idx = 0;
+    int rc = new_record(r, &idx, item, e);
+    if (rc) return rc;
+    conn *c = &r->conns[r->free_list[--r->n_free]];
+    const workload_item *it = &r->wl->items[item];
+    return start(r, c, idx, it->body, it->body_len, r->hdrs, sched_ns, e);
+}
+
+/* The base headers plus this conversation's X-Session-Id, on conn c. */
+static int session_headers(run_state *r, conn *c, size_t conv, tps_err *e) {
+    curl_slist_free_all(c->session_hdrs);
+    c->session_hdrs = NULL;
+    char h[96];
+    convo_session_header(&r->convos, conv, h, sizeof h);
+    for (const struct curl_slist *p = r->hdrs; p; p = p->next) {
+        struct curl_slist *n = curl_slist_append(c->session_hdrs, p->data);
+        if (!n) return tps_fail(e, TPS_ENOMEM, "out of memory");
+        c->session_hdrs = n;
+    }
+    struct curl_slist *n = curl_slist_append(c->session_hdrs, h);
+    if (!n) return tps_fail(e, TPS_ENOMEM, "out of memory");
+    c->session_hdrs = n;
+    return TPS_OK;
+}
+
+/* Conversation conv's next turn: its body, with the replies so far, is
+ * built now (closed loop: it is sent at once). */
+static int launch_turn(run_state *r, size_t conv, tps_err *e) {
+    const convo *cv = &r->convos.c[conv];
+    const uint32_t turn = cv->next;
+    const uint32_t item = (uint32_t)(conv * r->wl->turns + turn);
+    size_t idx = 0;
+    int rc = new_record(r, &idx, item, e);
+    if (rc) return rc;
+    bench_record *rec = &r->recs[idx];
+    rec->conversation = (uint32_t)conv;
+    rec->turn = turn + 1;
+    /* what the client can say of the prompt: the history so far and this message */
+    rec->input_client = rec->input_client && (cv->history_tokens || turn == 0)
+                            ? (uint32_t)(cv->history_tokens + rec->input_client)
+                            : 0;
+    conn *c = &r->conns[r->free_list[--r->n_free]];
+    free(c->send_body);
+    c->send_body = NULL;
+    size_t len = 0;
+    rc = workload_turn_body(r->wl, conv, turn, (const char *const *)cv->replies, cv->reply_lens,
+                            &c->send_body, &len, e);
+    if (!rc) rc = session_headers(r, c, conv, e);
+    if (rc) {
+        r->free_list[r->n_free++] = (size_t)(c - r->conns);
+        return rc;
+    }
+    convo_sent(&r->convos, conv);
+    return start(r, c, idx, c->send_body, len, c->session_hdrs, UINT64_MAX, e);
 }
 
 /* ---- finishing ------------------------------------------------------------------------ */
@@ -300,17 +390,8 @@ static void finish_json_body(conn *c, bench_record *rec) {
         return;
     }
     if (ch.error) set_err(c, BENCH_ERR_STREAM_ERROR, "server error: ", ch.error_msg);
-    if (ch.has_usage) {
-        rec->has_usage = true;
-        rec->usage_prompt = ch.prompt_tokens;
-        rec->usage_completion = ch.completion_tokens;
-    }
-    if (ch.has_timings) rec->has_timings = true, rec->timings = ch.timings;
-    if (ch.text && c->run->cfg->keep_text &&
-        grow_buf(&c->text, &c->text_cap, c->text_len + ch.text_len + 1) == 0) {
-        memcpy(c->text + c->text_len, ch.text, ch.text_len);
-        c->text_len += ch.text_len;
-    }
+    take_usage(rec, &ch);
+    keep_text(c, &ch);
     c->done = true;
     bench_oai_release(&ch);
 }
@@ -370,6 +451,12 @@ static void finish(run_state *r, conn *c, CURLcode cc, bench_errkind forced, uin
                           ? (uint64_t)rec->timings.prompt_tokens
                           : rec->input_client;
     timeline_set_prompt_tokens(&rec->tl, prompt);
+    if (r->multi_turn) {
+        const workload_item *it = &r->wl->items[rec->item];
+        uint64_t turn_tokens = it->input_tokens ? it->input_tokens + rec->tl.output_tokens : 0;
+        convo_settled(&r->convos, rec->conversation, k == BENCH_OK, c->reply, c->reply_len,
+                      turn_tokens, now);
+    }
     if (k == BENCH_OK)
         r->completed++;
     else if (k != BENCH_ERR_CANCELLED)
@@ -408,10 +495,10 @@ static void check_timeouts(run_state *r, uint64_t now) {
 static void draw_progress(const run_state *r, uint64_t now, uint64_t t0, bool last) {
     const bench_config *cfg = r->cfg;
     double el = tps_ns_to_s(now - t0), frac = 0;
-    if (cfg->requests) frac = (double)(r->completed + r->failed) / (double)cfg->requests;
+    if (r->planned) frac = (double)(r->completed + r->failed) / (double)r->planned;
     if (cfg->duration_s > 0) {
         double f2 = el / cfg->duration_s;
-        frac = cfg->requests ? (frac > f2 ? frac : f2) : f2;
+        frac = r->planned ? (frac > f2 ? frac : f2) : f2;
     }
     if (frac > 1) frac = 1;
     char bar[31];
@@ -507,70 +594,140 @@ static void teardown(run_state *r) {
         sse_parser_free(&c->sse);
         free(c->body);
         free(c->text);
+        free(c->reply);
+        free(c->send_body);
+        curl_slist_free_all(c->session_hdrs);
     }
     free(r->conns);
     free(r->free_list);
     if (r->multi) curl_multi_cleanup(r->multi);
     curl_slist_free_all(r->hdrs);
     free(r->url);
+    convo_set_free(&r->convos);
+}
+
+/* When and what to send next. */
+typedef struct sender {
+    bool sending; /* false once nothing more will be sent */
+    bool open_loop;
+    uint64_t t0, dur; /* the run's start; --duration in ns (0: none) */
+    uint64_t next_sched;
+    load_rng rng;
+} sender;
+
+/* Sends what is due at now: a closed loop fills every free slot, an open
+ * loop follows its schedule, a multi-turn run sends the next turn of each
+ * conversation that may go. */
+static int send_due(run_state *r, sender *s, uint64_t now, tps_err *e) {
+    const bench_config *cfg = r->cfg;
+    if (s->sending && s->dur && now - s->t0 >= s->dur) s->sending = false;
+    while (s->sending && r->n_free > 0) {
+        if (r->planned && r->n_recs >= r->planned) break;
+        int rc;
+        size_t conv;
+        if (r->multi_turn) {
+            if (!convo_next(&r->convos, now, &conv)) break;
+            rc = launch_turn(r, conv, e);
+        } else if (s->open_loop) {
+            if (s->next_sched > now) break;
+            rc = launch(r, s->next_sched, e);
+            s->next_sched += load_next_gap_ns(cfg->arrival, cfg->rate, cfg->burstiness, &s->rng);
+            if (s->dur && s->next_sched - s->t0 >= s->dur) s->sending = false;
+        } else {
+            rc = launch(r, UINT64_MAX, e);
+        }
+        if (rc) return rc;
+    }
+    if (r->planned && r->n_recs >= r->planned) s->sending = false;
+    if (r->multi_turn && convo_all_ended(&r->convos)) s->sending = false;
+    return TPS_OK;
+}
+
+/* How long the loop may wait for sockets: until the next scheduled send or
+ * the next conversation's end of thinking, at most 20 ms; 0 when a closed
+ * loop has a free slot to fill. */
+static int wait_ms(const run_state *r, const sender *s, uint64_t now) {
+    if (!s->sending || r->n_free == 0) return 20;
+    uint64_t next = r->multi_turn  ? convo_next_ready_ns(&r->convos)
+                    : s->open_loop ? s->next_sched
+                                   : now;
+    if (next <= now) return 0;
+    if (next - now >= 20 * TPS_NS_PER_MS) return 20;
+    return (int)((next - now + TPS_NS_PER_MS - 1) / TPS_NS_PER_MS);
+}
+
+/* A multi-turn run: its conversations, and requests = conversations x turns
+ * (or fewer with --requests). Session ids start with a tag of this run, so
+ * load generators running at once do not share sessions. */
+static int setup_turns(run_state *r, int64_t unix_ns, tps_err *e) {
+    const workload *wl = r->wl;
+    r->multi_turn = true;
+    r->planned = (uint64_t)wl->conversations * wl->turns;
+    if (r->cfg->requests && r->cfg->requests < r->planned) r->planned = r->cfg->requests;
+    char tag[32];
+    snprintf(tag, sizeof tag, "tps-%08llx",
+             (unsigned long long)(((uint64_t)unix_ns ^ ((uint64_t)getpid() << 20)) & 0xffffffffu));
+    return convo_set_init(&r->convos, wl->conversations, wl->turns, r->cfg->think_time_s, tag, e);
+}
+
+/* Requests that ended: settle each. */
+static void reap(run_state *r, uint64_t now) {
+    CURLMsg *m;
+    int q;
+    while ((m = curl_multi_info_read(r->multi, &q))) {
+        if (m->msg != CURLMSG_DONE) continue;
+        conn *c = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&c);
+        finish(r, c, m->data.result, BENCH_OK, now);
+    }
+}
+
+static int check_run(const bench_config *cfg, const workload *wl, tps_err *e) {
+    if (!wl || wl->n == 0) return tps_fail(e, TPS_EINVAL, "the workload has no requests");
+    if (!cfg->requests && !(cfg->duration_s > 0) && !wl->turns)
+        return tps_fail(e, TPS_EINVAL, "give --requests N or --duration S: a run must be bounded");
+    if (cfg->concurrency == 0) return tps_fail(e, TPS_EINVAL, "--concurrency must be >= 1");
+    if (wl->turns && cfg->rate > 0)
+        return tps_fail(e, TPS_EINVAL,
+                        "--rate does not apply to conversations (--turns): each sends its next "
+                        "turn when its reply is in and its think time is over");
+    return TPS_OK;
 }
 
 int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, tps_err *e) {
     memset(out, 0, sizeof *out);
-    if (!wl || wl->n == 0) return tps_fail(e, TPS_EINVAL, "the workload has no requests");
-    if (!cfg->requests && !(cfg->duration_s > 0))
-        return tps_fail(e, TPS_EINVAL, "give --requests N or --duration S: a run must be bounded");
-    if (cfg->concurrency == 0) return tps_fail(e, TPS_EINVAL, "--concurrency must be >= 1");
+    int rc = check_run(cfg, wl, e);
+    if (rc) return rc;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return tps_fail(e, TPS_EIO, "curl_global_init failed");
 
-    run_state r = {.cfg = cfg, .wl = wl, .n_conns = cfg->concurrency};
-    int rc = setup(&r, e);
-    if (rc) goto done;
-
-    const bool open_loop = cfg->rate > 0;
-    load_rng rng;
-    load_rng_seed(&rng, cfg->seed);
-    const double cpu0 = thread_cpu_s();
+    run_state r = {.cfg = cfg, .wl = wl, .n_conns = cfg->concurrency, .planned = cfg->requests};
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
+    const int64_t unix_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
+    rc = setup(&r, e);
+    if (!rc && wl->turns) rc = setup_turns(&r, unix_ns, e);
+    if (rc) goto done;
+
+    sender s = {.sending = true, .open_loop = cfg->rate > 0};
+    load_rng_seed(&s.rng, cfg->seed);
+    const double cpu0 = thread_cpu_s();
     const uint64_t t0 = tps_now_ns();
     out->t_start_ns = t0;
-    out->t_start_unix_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
-    const uint64_t dur = cfg->duration_s > 0 ? (uint64_t)(cfg->duration_s * 1e9) : 0;
+    out->t_start_unix_ns = unix_ns;
+    s.t0 = s.next_sched = t0;
+    s.dur = cfg->duration_s > 0 ? (uint64_t)(cfg->duration_s * 1e9) : 0;
     const uint64_t tmo = (uint64_t)((cfg->timeout_s > 0 ? cfg->timeout_s : 600) * 1e9);
     /* requests alone bound the run by requests x timeout; duration by duration + timeout */
-    uint64_t next_sched = t0, last_check = t0, last_draw = t0;
-    bool sending = true;
+    uint64_t last_check = t0, last_draw = t0;
 
     for (;;) {
         uint64_t now = tps_now_ns();
-        if (sending && dur && now - t0 >= dur) sending = false;
-        while (sending && r.n_free > 0 && (!open_loop || next_sched <= now)) {
-            if (cfg->requests && r.n_recs >= cfg->requests) {
-                sending = false;
-                break;
-            }
-            if ((rc = launch(&r, open_loop ? next_sched : UINT64_MAX, e))) goto done;
-            if (open_loop) {
-                next_sched += load_next_gap_ns(cfg->arrival, cfg->rate, cfg->burstiness, &rng);
-                if (dur && next_sched - t0 >= dur) sending = false;
-            }
-        }
-        if (cfg->requests && r.n_recs >= cfg->requests) sending = false;
-
+        if ((rc = send_due(&r, &s, now, e))) goto done;
         int running = 0;
         curl_multi_perform(r.multi, &running);
-        CURLMsg *m;
-        int q;
         now = tps_now_ns();
-        while ((m = curl_multi_info_read(r.multi, &q))) {
-            if (m->msg != CURLMSG_DONE) continue;
-            conn *c = NULL;
-            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&c);
-            CURLcode cc = m->data.result;
-            finish(&r, c, cc, BENCH_OK, now);
-        }
+        reap(&r, now);
         if (now - last_check >= 10 * TPS_NS_PER_MS) {
             check_timeouts(&r, now);
             last_check = now;
@@ -580,8 +737,8 @@ int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, t
             draw_progress(&r, now, t0, false);
             last_draw = now;
         }
-        if (!sending && inflight == 0) break;
-        if (dur && now - t0 >= dur + tmo) { /* safety net: the run ends on time */
+        if (!s.sending && inflight == 0) break;
+        if (s.dur && now - t0 >= s.dur + tmo) { /* safety net: the run ends on time */
             for (size_t i = 0; i < r.n_conns; i++)
                 if (r.conns[i].busy) {
                     snprintf(r.conns[i].msg, sizeof r.conns[i].msg,
@@ -591,17 +748,8 @@ int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, t
             out->hit_deadline = true;
             break;
         }
-        int wait_ms = 20;
-        if (sending && r.n_free > 0) {
-            if (!open_loop)
-                wait_ms = 0;
-            else if (next_sched <= now)
-                wait_ms = 0;
-            else if (next_sched - now < 20 * TPS_NS_PER_MS)
-                wait_ms = (int)((next_sched - now + TPS_NS_PER_MS - 1) / TPS_NS_PER_MS);
-        }
-        if (wait_ms > 0 || !sending || r.n_free == 0)
-            curl_multi_poll(r.multi, NULL, 0, wait_ms, NULL);
+        int ms = wait_ms(&r, &s, now);
+        if (ms > 0) curl_multi_poll(r.multi, NULL, 0, ms, NULL);
     }
     if (cfg->progress) draw_progress(&r, tps_now_ns(), t0, true);
     out->t_stop_ns = tps_now_ns();

@@ -32,11 +32,35 @@ static void read_error(oai_chunk *c, json_t *err) {
     snprintf(c->error_msg, sizeof c->error_msg, "%s", msg ? msg : "error event without a message");
 }
 
-static void take_text(oai_chunk *c, json_t *s) {
+static void take_text(oai_chunk *c, json_t *s, bool reasoning) {
     if (json_is_string(s) && json_string_length(s) > 0 && !c->text) {
         c->text = json_string_value(s);
         c->text_len = json_string_length(s);
+        c->reasoning = reasoning;
     }
+}
+
+/* A non-negative integer field of o, or -1 when absent, null or not one. */
+static int64_t count_field(json_t *o, const char *k) {
+    json_t *v = json_object_get(o, k);
+    return json_is_integer(v) && json_integer_value(v) >= 0 ? (int64_t)json_integer_value(v) : -1;
+}
+
+/* usage.prompt_tokens_details.cached_tokens; a prefix-cache figure the
+ * server does not send stays unknown (has_cached false), never 0. */
+static void read_usage_cached(oai_chunk *c, json_t *usage) {
+    int64_t n = count_field(json_object_get(usage, "prompt_tokens_details"), "cached_tokens");
+    if (n < 0) return;
+    c->has_cached = c->cached_from_usage = true;
+    c->cached_tokens = (uint64_t)n;
+}
+
+/* llama.cpp's timings.cache_n: used only when usage did not say. */
+static void read_timings_cached(oai_chunk *c, json_t *t) {
+    int64_t n = count_field(t, "cache_n");
+    if (n < 0 || c->cached_from_usage) return;
+    c->has_cached = true;
+    c->cached_tokens = (uint64_t)n;
 }
 
 static bool take_ids(oai_chunk *c, json_t *o) {
@@ -79,12 +103,12 @@ int bench_oai_parse(oai_chunk *c, const char *data, size_t len, const char *even
     json_t *choices = json_object_get(c->root, "choices");
     json_t *ch = json_is_array(choices) ? json_array_get(choices, 0) : NULL;
     if (json_is_object(ch)) {
-        take_text(c, json_object_get(ch, "text"));
+        take_text(c, json_object_get(ch, "text"), false);
         json_t *msg = json_object_get(ch, "delta");
         if (!json_is_object(msg)) msg = json_object_get(ch, "message");
         if (json_is_object(msg)) {
-            take_text(c, json_object_get(msg, "content"));
-            take_text(c, json_object_get(msg, "reasoning_content"));
+            take_text(c, json_object_get(msg, "content"), false);
+            take_text(c, json_object_get(msg, "reasoning_content"), true);
             if (!ids) ids = take_ids(c, msg);
         }
         if (!ids) ids = take_ids(c, ch);
@@ -103,9 +127,13 @@ int bench_oai_parse(oai_chunk *c, const char *data, size_t len, const char *even
             if (json_is_integer(pt) && json_integer_value(pt) >= 0)
                 c->prompt_tokens = (uint64_t)json_integer_value(pt);
         }
+        read_usage_cached(c, u);
     }
     json_t *t = json_object_get(c->root, "timings");
-    if (json_is_object(t)) read_timings(c, t);
+    if (json_is_object(t)) {
+        read_timings(c, t);
+        read_timings_cached(c, t);
+    }
     return TPS_OK;
 }
 

@@ -32,9 +32,17 @@ typedef struct oai_chunk {
     bool from_ids;       /* tokens were counted from ids in the stream */
     const char *text;    /* output text, borrowed from root; NULL if none */
     size_t text_len;
-    bool finished; /* finish_reason set */
+    bool reasoning; /* text is reasoning_content, not the reply's content */
+    bool finished;  /* finish_reason set */
     bool has_usage;
     uint64_t prompt_tokens, completion_tokens;
+    /* Prompt tokens the server served from its prefix cache:
+     * usage.prompt_tokens_details.cached_tokens (OpenAI, vLLM, tps serve,
+     * recent llama.cpp), else llama.cpp's timings.cache_n. Absent (or null)
+     * is unknown, never zero. */
+    bool has_cached;
+    bool cached_from_usage; /* the usage field, which wins over timings.cache_n */
+    uint64_t cached_tokens;
     bool has_timings;
     oai_timings timings;
     json_t *root; /* owned; release with bench_oai_release */

@@ -28,6 +28,59 @@ static void window_row(FILE *f, const char *name, const result_window *w, bool s
     fprintf(f, "\n");
 }
 
+/* The workload shapes that measure a prefix cache, when the run used them. */
+static void workload_rows(FILE *f, const bench_result *r) {
+    if (cfg_num(r, "prefix_len") > 0)
+        fprintf(f,
+                "  shared prefixes: %.0f of %.0f tokens each, chosen %s, then each request's own "
+                "part\n",
+                cfg_num(r, "prefixes"), cfg_num(r, "prefix_len"),
+                cfg_str(r, "prefix_dist", "round-robin"));
+    if (cfg_num(r, "turns") > 0)
+        fprintf(f,
+                "  conversations: %.0f of %.0f turns (X-Session-Id each), think time %.3g s; each "
+                "turn sends the history with the server's replies\n",
+                cfg_num(r, "conversations"), cfg_num(r, "turns"), cfg_num(r, "think_time_s"));
+}
+
+static void cached_row(FILE *f, const char *name, const result_cached *c) {
+    if (!c->requests) {
+        fprintf(f,
+                "  %s: unknown (no usage.prompt_tokens_details.cached_tokens or timings.cache_n "
+                "in the responses)\n",
+                name);
+        return;
+    }
+    fprintf(f, "  %s: %llu of %llu prompt tokens (%.1f%%) in the %llu requests that reported it\n",
+            name, (unsigned long long)c->tokens, (unsigned long long)c->prompt,
+            c->prompt ? 100.0 * (double)c->tokens / (double)c->prompt : 0.0,
+            (unsigned long long)c->requests);
+}
+
+static void turn_row(FILE *f, const char *name, const result_turn_group *g) {
+    const hist *h = g->ttft;
+    fprintf(f, "  %-12s TTFT p50/p90/p99 %.2f / %.2f / %.2f ms (n %llu); input %llu tokens", name,
+            hist_percentile(h, 50) / 1e6, hist_percentile(h, 90) / 1e6,
+            hist_percentile(h, 99) / 1e6, (unsigned long long)hist_count(h),
+            (unsigned long long)g->input_tokens);
+    if (g->cached.requests && g->cached.prompt)
+        fprintf(f, ", %.1f%% cached\n",
+                100.0 * (double)g->cached.tokens / (double)g->cached.prompt);
+    else
+        fprintf(f, ", cached unknown\n");
+}
+
+/* Turn 1 against the later turns of a multi-turn run. */
+static void turns_rows(FILE *f, const result_turns *t) {
+    if (!t->turns) return;
+    char later[32];
+    snprintf(later, sizeof later, "turns 2..%u", t->turns);
+    fprintf(f, "\nturns     %llu conversations, up to %u turns each (completed requests)\n",
+            (unsigned long long)t->conversations, t->turns);
+    turn_row(f, "turn 1", &t->first);
+    if (t->turns > 1) turn_row(f, later, &t->later);
+}
+
 static void hist_row(FILE *f, const char *name, const hist *h, double scale) {
     if (hist_count(h) == 0) {
         fprintf(f, "  %-32s (no values)\n", name);
@@ -58,6 +111,7 @@ void report_print(FILE *f, const bench_result *r) {
     fprintf(f, "; input %s tokens, output %s tokens (prompts sized by %s)\n",
             cfg_str(r, "input_len", "-"), cfg_str(r, "output_len", "-"),
             cfg_str(r, "input_source", "?"));
+    workload_rows(f, r);
     if (r->runs > 1) fprintf(f, "  merged from %u runs\n", r->runs);
 
     fprintf(f,
@@ -82,6 +136,7 @@ void report_print(FILE *f, const bench_result *r) {
                 "  usage differed from the streamed count in %llu requests (%+lld tokens in "
                 "all)\n",
                 (unsigned long long)r->mismatch_requests, (long long)r->mismatch_tokens);
+    cached_row(f, "cached input (prefix cache)", &r->cached);
 
     fprintf(f, "\nthroughput (per second over the named window; times from the run's start)\n");
     fprintf(f, "  %-16s %-17s %8s %10s %10s %10s %8s%s\n", "window", "span", "seconds",
@@ -115,6 +170,7 @@ void report_print(FILE *f, const bench_result *r) {
             "p50", "p90", "p95", "p99", "p99.9", "max", "n");
     hist_row(f, "output tokens", r->h[RH_OUTPUT_TOKENS], 1);
     hist_row(f, "input tokens", r->h[RH_INPUT_TOKENS], 1);
+    turns_rows(f, &r->turns);
     if (r->multi_token_events)
         fprintf(f,
                 "note: %llu of %llu token events carried more than one token; their extra "
@@ -155,6 +211,11 @@ void report_print_glossary(FILE *f) {
         "                Closed loop: both are the same instant\n"
         "  send lag      actual send - scheduled send (the client's own queue)\n"
         "  server ...    the server's `timings` (queue, prefill, decode, TTFT) when it sends them\n"
+        "  cached input  prompt tokens the server's prefix cache served (its usage.prompt_tokens_\n"
+        "                details.cached_tokens, else llama.cpp's timings.cache_n), over the\n"
+        "                requests whose server said; unknown when none did (not zero)\n"
+        "  turns         --turns: TTFT of each conversation's first turn against its later\n"
+        "                turns, whose prompts carry the history\n"
         "  percentiles   nearest rank from a log-bucket histogram, within 0.39%; min, max and\n"
         "                mean are exact\n"
         "  errors        by kind: connect, http_4xx, http_5xx, no_response (no byte within\n"

@@ -46,6 +46,8 @@ void result_free(bench_result *r) {
     json_decref(r->per_request);
     for (int i = 0; i < RH_COUNT; i++)
         hist_free(r->h[i]);
+    hist_free(r->turns.first.ttft);
+    hist_free(r->turns.later.ttft);
     for (int i = 0; i < BENCH_ERR_COUNT; i++)
         free(r->error_example[i]);
     free(r->series_out);
@@ -105,6 +107,43 @@ static int steady_by_requests(window *w, const window *run, const result_opts *o
     return rc;
 }
 
+/* ---- prefix cache and turns ------------------------------------------------------------ */
+
+static void add_cached(result_cached *c, const bench_record *rec) {
+    if (!rec->has_cached) return;
+    c->requests++;
+    c->tokens += rec->cached_tokens;
+    c->prompt += rec->tl.prompt_tokens;
+}
+
+static void merge_cached(result_cached *d, const result_cached *s) {
+    d->requests += s->requests;
+    d->tokens += s->tokens;
+    d->prompt += s->prompt;
+}
+
+static int alloc_turns(result_turns *t, tps_err *e) {
+    if (t->first.ttft) return TPS_OK;
+    const hist_config cfg = HIST_CONFIG_LATENCY_NS;
+    int rc = hist_create(&t->first.ttft, &cfg, e);
+    return rc ? rc : hist_create(&t->later.ttft, &cfg, e);
+}
+
+/* A multi-turn request into its group: turn 1, or turns 2..T. */
+static int add_turn(result_turns *t, const bench_record *rec, tps_err *e) {
+    int rc = alloc_turns(t, e);
+    if (rc) return rc;
+    if (rec->turn > t->turns) t->turns = rec->turn;
+    if (rec->turn == 1) t->conversations++;
+    result_turn_group *g = rec->turn == 1 ? &t->first : &t->later;
+    if (rec->err != BENCH_OK) return TPS_OK;
+    g->completed++;
+    g->input_tokens += rec->tl.prompt_tokens;
+    add_cached(&g->cached, rec);
+    timeline_record(&rec->tl, &(timeline_hists){.ttft = g->ttft});
+    return TPS_OK;
+}
+
 static void set_example(bench_result *r, bench_errkind k, const char *msg) {
     if (!r->error_example[k] && msg) r->error_example[k] = strdup(msg);
 }
@@ -127,6 +166,12 @@ static json_t *record_json(const bench_record *rec, size_t i, uint64_t origin) {
     json_object_set_new(o, "max_tokens", json_integer(rec->max_tokens));
     json_object_set_new(o, "count_source", json_string(SOURCE_NAMES[t->source & 3]));
     json_object_set_new(o, "stream_tokens", json_integer((json_int_t)rec->stream_tokens));
+    if (rec->has_cached)
+        json_object_set_new(o, "cached_tokens", json_integer((json_int_t)rec->cached_tokens));
+    if (rec->turn) {
+        json_object_set_new(o, "conversation", json_integer(rec->conversation));
+        json_object_set_new(o, "turn", json_integer(rec->turn));
+    }
     if (rec->has_usage)
         json_object_set_new(o, "usage",
                             json_pack("{s:I, s:I}", "prompt_tokens", (json_int_t)rec->usage_prompt,
@@ -186,7 +231,11 @@ int result_build(bench_result *r, const bench_record *recs, size_t n, const resu
         if (rec->err != BENCH_OK) set_example(r, rec->err, rec->err_msg);
         hist_record(r->h[RH_SEND_LAG], t->t_sent - t->t_sched);
         r->output_tokens += t->output_tokens;
-        if (t->n_events || rec->err == BENCH_OK) r->input_tokens += t->prompt_tokens;
+        if (t->n_events || rec->err == BENCH_OK) {
+            r->input_tokens += t->prompt_tokens;
+            add_cached(&r->cached, rec);
+        }
+        if (rec->turn && (rc = add_turn(&r->turns, rec, e))) goto fail_tls;
         r->token_events += t->n_events;
         r->multi_token_events += t->multi_token_events;
         if (rec->has_usage) r->with_usage++;
@@ -314,6 +363,37 @@ static json_t *window_json(const result_window *w) {
         w->good.goodput, "good_fraction", w->good.good_fraction);
 }
 
+/* The cached-input figures into o, under names starting with `key`:
+ * unknown (null) when no request's server said. */
+static void cached_json(json_t *o, const char *key, const result_cached *c) {
+    char k[96];
+    const bool known = c->requests > 0;
+    json_object_set_new(o, key, known ? json_integer((json_int_t)c->tokens) : json_null());
+    snprintf(k, sizeof k, "%s_requests", key);
+    json_object_set_new(o, k, json_integer((json_int_t)c->requests));
+    snprintf(k, sizeof k, "%s_prompt_tokens", key);
+    json_object_set_new(o, k, json_integer((json_int_t)c->prompt));
+    snprintf(k, sizeof k, "%s_fraction", key);
+    json_object_set_new(
+        o, k, known && c->prompt ? json_real((double)c->tokens / (double)c->prompt) : json_null());
+}
+
+static json_t *turn_group_json(const result_turn_group *g, const char *label) {
+    json_t *o = json_pack("{s:s, s:I, s:I}", "label", label, "completed", (json_int_t)g->completed,
+                          "input_tokens", (json_int_t)g->input_tokens);
+    cached_json(o, "cached_input", &g->cached);
+    json_object_set_new(o, "ttft", hist_json(g->ttft, true));
+    return o;
+}
+
+static json_t *turns_json(const result_turns *t) {
+    char later[64];
+    snprintf(later, sizeof later, "turns 2..%u", t->turns);
+    return json_pack("{s:I, s:I, s:o, s:o}", "turns", (json_int_t)t->turns, "conversations",
+                     (json_int_t)t->conversations, "first", turn_group_json(&t->first, "turn 1"),
+                     "later", turn_group_json(&t->later, later));
+}
+
 static json_t *u64_array(const uint64_t *v, size_t n) {
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++)
@@ -359,6 +439,7 @@ json_t *result_to_json(const bench_result *r) {
                                   (json_int_t)r->with_usage, "usage_mismatch_requests",
                                   (json_int_t)r->mismatch_requests, "usage_mismatch_tokens",
                                   (json_int_t)r->mismatch_tokens));
+    cached_json(json_object_get(o, "tokens"), "cached_input", &r->cached);
     json_object_set_new(o, "windows",
                         json_pack("{s:o, s:o, s:o}", "run", window_json(&r->run), "steady",
                                   window_json(&r->steady), "user", window_json(&r->user)));
@@ -382,6 +463,7 @@ json_t *result_to_json(const bench_result *r) {
     json_object_set_new(o, "client",
                         json_pack("{s:f, s:I, s:I}", "cpu_s", r->client_cpu_s, "bytes",
                                   (json_int_t)r->bytes, "events", (json_int_t)r->events));
+    if (r->turns.turns) json_object_set_new(o, "turns", turns_json(&r->turns));
     if (r->per_request) json_object_set_new(o, "per_request", json_incref(r->per_request));
     return o;
 }
@@ -444,6 +526,36 @@ static int hist_from_json(hist **out, const json_t *o, const char *name, tps_err
     free(idx);
     free(cnt);
     return rc;
+}
+
+static void cached_from_json(result_cached *c, const json_t *o, const char *key) {
+    char k[96];
+    memset(c, 0, sizeof *c);
+    if (!json_is_integer(json_object_get(o, key))) return; /* null or absent: unknown */
+    c->tokens = ju(o, key);
+    snprintf(k, sizeof k, "%s_requests", key);
+    c->requests = ju(o, k) ? ju(o, k) : 1;
+    snprintf(k, sizeof k, "%s_prompt_tokens", key);
+    c->prompt = ju(o, k);
+}
+
+static int turn_group_from_json(result_turn_group *g, const json_t *o, const char *name,
+                                tps_err *e) {
+    g->completed = ju(o, "completed");
+    g->input_tokens = ju(o, "input_tokens");
+    cached_from_json(&g->cached, o, "cached_input");
+    return hist_from_json(&g->ttft, json_object_get(o, "ttft"), name, e);
+}
+
+/* The optional "turns" section (multi-turn runs only). */
+static int turns_from_json(result_turns *t, const json_t *o, tps_err *e) {
+    memset(t, 0, sizeof *t);
+    if (!json_is_object(o)) return TPS_OK;
+    t->turns = (uint32_t)ju(o, "turns");
+    t->conversations = ju(o, "conversations");
+    int rc = turn_group_from_json(&t->first, json_object_get(o, "first"), "turns.first.ttft", e);
+    return rc ? rc
+              : turn_group_from_json(&t->later, json_object_get(o, "later"), "turns.later.ttft", e);
 }
 
 static void window_from_json(result_window *w, const json_t *o) {
@@ -529,6 +641,7 @@ int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
     r->mismatch_requests = ju(tk, "usage_mismatch_requests");
     json_t *mt = json_object_get(tk, "usage_mismatch_tokens");
     r->mismatch_tokens = json_is_integer(mt) ? json_integer_value(mt) : 0;
+    cached_from_json(&r->cached, tk, "cached_input");
     json_t *ws = json_object_get(j, "windows");
     window_from_json(&r->run, json_object_get(ws, "run"));
     window_from_json(&r->steady, json_object_get(ws, "steady"));
@@ -538,6 +651,7 @@ int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
     json_t *hs = json_object_get(j, "histograms");
     for (int i = 0; i < RH_COUNT && !rc; i++)
         rc = hist_from_json(&r->h[i], json_object_get(hs, HIST_NAMES[i]), HIST_NAMES[i], e);
+    if (!rc) rc = turns_from_json(&r->turns, json_object_get(j, "turns"), e);
     if (rc) goto fail;
     json_t *se = json_object_get(j, "series");
     r->bin_s = jd(se, "bin_s");
@@ -610,11 +724,31 @@ static void merge_window(result_window *d, const result_window *s) {
         d->good.completed ? (double)d->good.good / (double)d->good.completed : 0.0;
 }
 
+static int merge_group(result_turn_group *d, const result_turn_group *s, tps_err *e) {
+    d->completed += s->completed;
+    d->input_tokens += s->input_tokens;
+    merge_cached(&d->cached, &s->cached);
+    return hist_merge(d->ttft, s->ttft, e);
+}
+
+static int merge_turns(result_turns *d, const result_turns *s, tps_err *e) {
+    if (!s->turns) return TPS_OK;
+    int rc = alloc_turns(d, e);
+    if (rc) return rc;
+    if (s->turns > d->turns) d->turns = s->turns;
+    d->conversations += s->conversations;
+    rc = merge_group(&d->first, &s->first, e);
+    return rc ? rc : merge_group(&d->later, &s->later, e);
+}
+
 int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
     for (int i = 0; i < RH_COUNT; i++) {
         int rc = hist_merge(dst->h[i], src->h[i], e);
         if (rc) return rc;
     }
+    int rc = merge_turns(&dst->turns, &src->turns, e);
+    if (rc) return rc;
+    merge_cached(&dst->cached, &src->cached);
     /* series: aligned on the wall clock at bin resolution */
     if (src->nbins && src->bin_s == dst->bin_s && dst->bin_s > 0) {
         int64_t t0 = dst->t0_unix_ns < src->t0_unix_ns ? dst->t0_unix_ns : src->t0_unix_ns;
@@ -677,6 +811,23 @@ int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
 
 /* ---- CSV ------------------------------------------------------------------------------------- */
 
+/* The prefix-cache and multi-turn columns; empty where unknown. */
+static void csv_cache_and_turns(const bench_result *r, FILE *f) {
+    const result_cached *c = &r->cached;
+    if (c->requests)
+        fprintf(f, ",%llu,%.6f", (unsigned long long)c->tokens,
+                c->prompt ? (double)c->tokens / (double)c->prompt : 0.0);
+    else
+        fprintf(f, ",,");
+    const hist *g[2] = {r->turns.first.ttft, r->turns.later.ttft};
+    for (int k = 0; k < 2; k++)
+        if (r->turns.turns && hist_count(g[k]))
+            fprintf(f, ",%.4f,%.4f", (double)hist_percentile(g[k], 50) / 1e6,
+                    (double)hist_percentile(g[k], 99) / 1e6);
+        else
+            fprintf(f, ",,");
+}
+
 int result_write_csv(const bench_result *r, FILE *f, tps_err *e) {
     static const result_hist_id H[] = {RH_TTFT, RH_TTFT_SENT, RH_ITL, RH_TPOT, RH_E2E, RH_E2E_SENT};
     static const double P[] = {50, 90, 99};
@@ -688,6 +839,8 @@ int result_write_csv(const bench_result *r, FILE *f, tps_err *e) {
         for (size_t p = 0; p < 3; p++)
             fprintf(f, ",%s_p%g_ms", HIST_NAMES[H[i]], P[p]);
     }
+    fprintf(f, ",cached_input,cached_input_fraction,ttft_turn1_p50_ms,ttft_turn1_p99_ms,"
+               "ttft_later_turns_p50_ms,ttft_later_turns_p99_ms");
     fprintf(f, "\n%llu,%llu,%llu,%llu,%.6f,%llu,%llu,%.6f,%.3f,%.3f,%.3f,%.4f,%.4f,",
             (unsigned long long)r->requests, (unsigned long long)r->completed,
             (unsigned long long)r->failed, (unsigned long long)r->cancelled, result_error_rate(r),
@@ -706,6 +859,7 @@ int result_write_csv(const bench_result *r, FILE *f, tps_err *e) {
         for (size_t p = 0; p < 3; p++)
             fprintf(f, ",%.4f", (double)hist_percentile(h, P[p]) / 1e6);
     }
+    csv_cache_and_turns(r, f);
     fprintf(f, "\n");
     return ferror(f) ? tps_fail(e, TPS_EIO, "cannot write the CSV") : TPS_OK;
 }

@@ -47,6 +47,30 @@ typedef enum result_hist_id {
 const char *result_hist_name(result_hist_id id);
 bool result_hist_is_time(result_hist_id id); /* ns (else tokens) */
 
+/* The share of the prompt a server's prefix cache served, over the requests
+ * whose server said (usage.prompt_tokens_details.cached_tokens or
+ * timings.cache_n). requests == 0: unknown, which is not zero. */
+typedef struct result_cached {
+    uint64_t requests; /* that reported it */
+    uint64_t tokens;   /* cached prompt tokens they reported */
+    uint64_t prompt;   /* their prompt tokens: the fraction's denominator */
+} result_cached;
+
+/* Multi-turn runs: the first turn against the later ones, whose prompts
+ * carry the history (a prefix cache should keep their TTFT near turn 1's). */
+typedef struct result_turn_group {
+    uint64_t completed;
+    uint64_t input_tokens; /* of the completed requests */
+    result_cached cached;
+    hist *ttft; /* from the start (conversations are a closed loop: start = send) */
+} result_turn_group;
+
+typedef struct result_turns {
+    uint32_t turns;         /* the most turns any conversation sent; 0: not multi-turn */
+    uint64_t conversations; /* that sent a turn */
+    result_turn_group first, later;
+} result_turns;
+
 typedef struct result_window {
     bool valid;
     char why[256];  /* when not valid */
@@ -83,6 +107,8 @@ typedef struct bench_result {
     int64_t mismatch_tokens;              /* sum of (usage - stream) */
     uint64_t output_tokens, input_tokens; /* every request, failed ones' delivered tokens too */
     uint64_t with_usage, with_timings, server_preemptions;
+    result_cached cached;
+    result_turns turns;
     result_window run, steady, user;
     tl_slo slo;
     hist *h[RH_COUNT];

@@ -1,10 +1,12 @@
-/* Prepared requests: synthetic prompts sized in model tokens, or a JSONL
- * dataset (workload.h). The only bench file that touches the tokenizer.
- * Not here: sending, timing. */
+/* Prepared requests: synthetic prompts sized in model tokens (optionally
+ * after shared prefixes, or as the user messages of multi-turn
+ * conversations), or a JSONL dataset (workload.h). The only bench file that
+ * touches the tokenizer. Not here: sending, timing. */
 #include "bench/workload.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,32 +103,49 @@ static bool counter_open_server(counter *c, const char *url, const char *api_key
 
 /* ---- request bodies -------------------------------------------------------------- */
 
-/* Takes ownership of prompt_or_messages (a string or an array). */
-static int make_body(workload_item *it, json_t *content, uint32_t max_tokens, bool ignore_eos,
-                     const workload_opts *o, tps_err *e) {
+/* The fields every body of the workload carries besides its content and
+ * max_tokens (kept in the workload: multi-turn bodies are built at send
+ * time, when the options are gone). */
+static json_t *body_common(const workload_opts *o, bool ignore_eos) {
     json_t *b = json_object();
+    if (!b) return NULL;
     if (o->model) json_object_set_new(b, "model", json_string(o->model));
-    if (o->endpoint == BENCH_EP_CHAT) {
-        if (json_is_string(content)) {
-            json_t *m = json_pack("[{s:s, s:o}]", "role", "user", "content", content);
-            content = m;
-        }
-        json_object_set_new(b, "messages", content);
-    } else {
-        json_object_set_new(b, "prompt", content);
-    }
-    json_object_set_new(b, "max_tokens", json_integer(max_tokens));
     json_object_set_new(b, "stream", json_true());
     if (o->include_usage)
         json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
     if (ignore_eos) json_object_set_new(b, "ignore_eos", json_true());
     if (o->temperature >= 0) json_object_set_new(b, "temperature", json_real(o->temperature));
-    it->body = json_dumps(b, JSON_COMPACT);
+    return b;
+}
+
+/* common + content + max_tokens as compact JSON in *out (malloc'ed). Takes
+ * ownership of content: a prompt string, a messages array, or (chat) a
+ * string that becomes the one user message. */
+static int dump_body(json_t *common, json_t *content, bench_endpoint ep, uint32_t max_tokens,
+                     char **out, size_t *len, tps_err *e) {
+    json_t *b = content ? json_copy(common) : NULL; /* shallow: shares the values */
+    if (b && ep == BENCH_EP_CHAT && json_is_string(content)) {
+        content = json_pack("[{s:s, s:o}]", "role", "user", "content", content);
+    }
+    if (b && content) {
+        json_object_set_new(b, ep == BENCH_EP_CHAT ? "messages" : "prompt", content);
+        content = NULL;
+        json_object_set_new(b, "max_tokens", json_integer(max_tokens));
+        *out = json_dumps(b, JSON_COMPACT);
+    } else {
+        *out = NULL;
+    }
+    json_decref(content);
     json_decref(b);
-    if (!it->body) return tps_fail(e, TPS_ENOMEM, "cannot build a request body");
-    it->body_len = strlen(it->body);
-    it->max_tokens = max_tokens;
+    if (!*out) return tps_fail(e, TPS_ENOMEM, "cannot build a request body");
+    *len = strlen(*out);
     return TPS_OK;
+}
+
+static int make_body(workload *w, workload_item *it, json_t *content, uint32_t max_tokens,
+                     tps_err *e) {
+    it->max_tokens = max_tokens;
+    return dump_body(w->common, content, w->endpoint, max_tokens, &it->body, &it->body_len, e);
 }
 
 /* ---- synthetic prompts ------------------------------------------------------------- */
@@ -146,8 +165,7 @@ typedef struct strbuf {
     size_t len, cap;
 } strbuf;
 
-static int sb_add(strbuf *s, const char *t) {
-    size_t n = strlen(t);
+static int sb_addn(strbuf *s, const char *t, size_t n) {
     if (s->len + n + 1 > s->cap) {
         size_t cap = (s->len + n + 1) * 2 + 64;
         char *b = realloc(s->p, cap);
@@ -155,21 +173,50 @@ static int sb_add(strbuf *s, const char *t) {
         s->p = b;
         s->cap = cap;
     }
-    memcpy(s->p + s->len, t, n + 1);
+    memcpy(s->p + s->len, t, n);
     s->len += n;
+    s->p[s->len] = 0;
     return TPS_OK;
 }
 
-/* A prompt of `target` tokens (as close as counting allows) for request i:
- * "<i> " then random words, adjusted by re-counting. Returns the count
- * reached (or target when nothing can count). */
-static int64_t synth_prompt(strbuf *s, size_t i, uint32_t target, counter *c, load_rng *r) {
-    s->len = 0;
+static int sb_add(strbuf *s, const char *t) {
+    return sb_addn(s, t, strlen(t));
+}
+
+/* Word boundaries to take words off again: a ring of the last MARKS_KEPT
+ * ends, enough for the trim below, whatever the prompt's length. */
+#define MARKS_KEPT 64
+
+typedef struct marks {
+    size_t at[MARKS_KEPT];
+    size_t n; /* pushed, of which the last min(n, MARKS_KEPT) are kept */
+    size_t popped;
+} marks;
+
+static void marks_push(marks *m, size_t len) {
+    m->at[m->n++ % MARKS_KEPT] = len;
+}
+
+static bool marks_pop(marks *m, size_t *len) {
+    if (m->n == 0 || m->popped == MARKS_KEPT) return false;
+    *len = m->at[--m->n % MARKS_KEPT];
+    m->popped++;
+    return true;
+}
+
+/* Text of `target` tokens (as close as counting allows) after s's first
+ * `keep` bytes (a shared prefix and its space, or nothing): "<number> "
+ * then random words, adjusted by re-counting the whole text. Returns the
+ * count reached (or target when nothing can count); -1 when counting
+ * failed. Never removes any of the kept bytes. */
+static int64_t synth_prompt(strbuf *s, size_t keep, size_t number, uint32_t target, counter *c,
+                            load_rng *r) {
+    s->len = keep;
+    if (s->p) s->p[keep] = 0;
     char head[32];
-    snprintf(head, sizeof head, "%zu", i);
+    snprintf(head, sizeof head, "%zu", number);
     if (sb_add(s, head)) return -1;
-    size_t marks[4096]; /* lengths after each added word, to remove words again */
-    size_t n_marks = 0;
+    marks mk = {0};
     const bool can_count = c->tok || c->curl;
     int64_t have = can_count ? count_tokens(c, s->p) : 1;
     if (have < 0) return -1;
@@ -185,26 +232,27 @@ static int64_t synth_prompt(strbuf *s, size_t i, uint32_t target, counter *c, lo
         if (add < 1) add = 1;
         words += (size_t)add;
         for (int64_t k = 0; k < add; k++) {
-            if (n_marks < sizeof marks / sizeof marks[0]) marks[n_marks++] = s->len;
+            marks_push(&mk, s->len);
             if (sb_add(s, " ") || sb_add(s, WORDS[load_rng_below(r, N_WORDS)])) return -1;
         }
         have = can_count ? count_tokens(c, s->p) : have + add;
         if (have < 0) return -1;
     }
     /* overshot: drop trailing words while that keeps us >= target, then pad */
-    for (int k = 0; k < 64 && have > (int64_t)target && n_marks > 0; k++) {
-        s->p[s->len = marks[--n_marks]] = 0;
+    size_t at;
+    for (int k = 0; k < MARKS_KEPT && have > (int64_t)target && marks_pop(&mk, &at); k++) {
+        s->p[s->len = at] = 0;
         have = count_tokens(c, s->p);
         if (have < 0) return -1;
         /* under again: try single-letter fillers, which are often one token */
         static const char *const FILL[] = {" a", " I", ".", ","};
         for (int f = 0; f < 4 && have < (int64_t)target; f++) {
-            size_t keep = s->len;
+            size_t keep_len = s->len;
             if (sb_add(s, FILL[f])) return -1;
             int64_t h2 = count_tokens(c, s->p);
             if (h2 < 0) return -1;
             if (h2 > (int64_t)target)
-                s->p[s->len = keep] = 0;
+                s->p[s->len = keep_len] = 0;
             else
                 have = h2, f = -1;
         }
@@ -212,47 +260,341 @@ static int64_t synth_prompt(strbuf *s, size_t i, uint32_t target, counter *c, lo
     return have;
 }
 
-static int build_synthetic(workload *w, const workload_opts *o, tps_err *e) {
-    counter c = {0};
+/* ---- shared prefixes ---------------------------------------------------------------- */
+
+int workload_prefix_dist_parse(const char *s, double *zipf, tps_err *e) {
+    if (!strcmp(s, "round-robin")) {
+        *zipf = 0;
+        return TPS_OK;
+    }
+    if (!strncmp(s, "zipf:", 5)) {
+        char *end;
+        double v = strtod(s + 5, &end);
+        if (end != s + 5 && !*end && isfinite(v) && v > 0 && v <= 100) {
+            *zipf = v;
+            return TPS_OK;
+        }
+    }
+    return tps_fail(e, TPS_EINVAL,
+                    "--prefix-dist '%s': expected round-robin or zipf:S with 0 < S <= 100 "
+                    "(zipf:1 is classic Zipf: prefix k is used 1/k as often as the first)",
+                    s);
+}
+
+/* Which shared prefix the j-th prompt (or conversation) starts with. */
+typedef struct prefix_picker {
+    size_t k;
+    double *cdf; /* (k,) cumulative Zipf weights; NULL: round robin */
+    load_rng r;
+} prefix_picker;
+
+static int picker_init(prefix_picker *p, size_t k, double zipf, uint64_t seed, tps_err *e) {
+    memset(p, 0, sizeof *p);
+    p->k = k;
+    load_rng_seed(&p->r, seed ^ 0x9f1e5eedull);
+    if (zipf <= 0) return TPS_OK;
+    p->cdf = malloc(k * sizeof *p->cdf);
+    if (!p->cdf) return tps_fail(e, TPS_ENOMEM, "cannot allocate %zu prefix weights", k);
+    double sum = 0;
+    for (size_t i = 0; i < k; i++)
+        p->cdf[i] = sum += pow((double)(i + 1), -zipf);
+    return TPS_OK;
+}
+
+static uint32_t picker_next(prefix_picker *p, size_t j) {
+    if (!p->cdf) return (uint32_t)(j % p->k);
+    double u = load_rng_uniform(&p->r) * p->cdf[p->k - 1];
+    size_t lo = 0, hi = p->k - 1; /* the first i with cdf[i] >= u */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (p->cdf[mid] < u)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (uint32_t)lo;
+}
+
+/* What sizing prompts needs of one shared prefix. */
+typedef struct prefix_info {
+    uint32_t tokens;       /* the prefix's count (BOS included) */
+    size_t anchor;         /* byte where its last words, the anchor, begin */
+    uint32_t anchor_count; /* the anchor's count on its own */
+    int32_t *ids;          /* with the tokenizer: the prefix's ids, owned */
+    size_t n_ids;
+} prefix_info;
+
+static void free_prefix_info(prefix_info *pi, size_t k) {
+    for (size_t i = 0; pi && i < k; i++)
+        free(pi[i].ids);
+    free(pi);
+}
+
+/* The start of text's last few words: tokenizers work locally, so the own
+ * part's tokens behind these words are its tokens behind the whole prefix. */
+static size_t anchor_start(const char *text) {
+    size_t n = strlen(text), words = 0;
+    while (n > 0 && words < 4)
+        if (text[--n] == ' ') words++;
+    return words < 4 ? 0 : n + 1;
+}
+
+/* Prefix k's count, anchor and (with the tokenizer) ids. */
+static int prefix_describe(prefix_info *pi, const char *text, int64_t count, counter *c,
+                           tps_err *e) {
+    pi->tokens = (uint32_t)count;
+    pi->anchor = anchor_start(text);
+    int64_t a = c->tok || c->curl ? count_tokens(c, text + pi->anchor) : 1;
+    if (a < 0) return tps_fail(e, TPS_EIO, "could not count the tokens of a shared prefix");
+    pi->anchor_count = (uint32_t)a;
+    if (!c->tok) return TPS_OK;
+    return tokenizer_encode_alloc(c->tok, text, strlen(text), TOK_ENCODE_ADD_SPECIAL, &pi->ids,
+                                  &pi->n_ids, e);
+}
+
+/* n_prefixes texts of prefix_len tokens: "<k> words ...", so different
+ * prefixes part at their first words. */
+static int build_prefixes(workload *w, prefix_info *pi, counter *c, const workload_opts *o,
+                          tps_err *e) {
+    w->prefixes = calloc(o->n_prefixes, sizeof *w->prefixes);
+    if (!w->prefixes) return tps_fail(e, TPS_ENOMEM, "cannot allocate %u prefixes", o->n_prefixes);
+    w->n_prefixes = o->n_prefixes;
+    load_rng r;
+    load_rng_seed(&r, o->seed ^ 0x5a4ed0ull);
+    strbuf s = {0};
     int rc = TPS_OK;
+    for (size_t k = 0; k < w->n_prefixes && rc == TPS_OK; k++) {
+        int64_t got = synth_prompt(&s, 0, k, o->prefix_len, c, &r);
+        if (got < 0)
+            rc = tps_fail(e, TPS_EIO, "could not count the tokens of shared prefix %zu (%s)", k,
+                          w->input_source);
+        else if (!(w->prefixes[k] = strdup(s.p)))
+            rc = tps_fail(e, TPS_ENOMEM, "cannot keep shared prefix %zu", k);
+        else
+            rc = prefix_describe(&pi[k], s.p, c->tok || c->curl ? got : o->prefix_len, c, e);
+    }
+    free(s.p);
+    return rc;
+}
+
+/* Tokens of a whole prompt that starts with prefix pi; -1 when counting
+ * failed. With the tokenizer, *starts_ok says whether the prompt's ids begin
+ * with exactly the prefix's ids (else a prefix cache could not serve all of
+ * the prefix); other counters cannot tell and say yes. */
+static int64_t count_prompt(counter *c, const char *text, const prefix_info *pi, bool *starts_ok) {
+    *starts_ok = true;
+    if (!c->tok) return count_tokens(c, text);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    tps_err e;
+    if (tokenizer_encode_alloc(c->tok, text, strlen(text), TOK_ENCODE_ADD_SPECIAL, &ids, &n, &e))
+        return -1;
+    *starts_ok = n >= pi->n_ids && !memcmp(ids, pi->ids, pi->n_ids * sizeof *ids);
+    free(ids);
+    return (int64_t)n;
+}
+
+/* ---- synthetic workloads ----------------------------------------------------------- */
+
+static void open_counter(workload *w, counter *c, const workload_opts *o) {
     if (w->tok) {
-        c.tok = w->tok;
+        c->tok = w->tok;
         w->input_source = "tokenizer";
-    } else if (o->tokenize_url && counter_open_server(&c, o->tokenize_url, o->api_key)) {
+    } else if (o->tokenize_url && counter_open_server(c, o->tokenize_url, o->api_key)) {
         w->input_source = "server /tokenize";
     } else {
         w->input_source = "approximate (words)";
     }
-    size_t n = o->n_items ? o->n_items : 1;
-    w->items = calloc(n, sizeof *w->items);
-    if (!w->items) {
-        counter_close(&c);
-        return tps_fail(e, TPS_ENOMEM, "cannot allocate %zu requests", n);
+}
+
+/* A single-turn prompt after shared prefix pfx into s: prefix + " " + an
+ * own part of `in` tokens starting with the number i. The own part is sized
+ * behind the prefix's anchor (a few re-counts of a short text), then the
+ * whole prompt is counted once; if that disagrees, it is sized again
+ * behind the whole prefix. *got: the whole prompt's count; *keep: where
+ * the own part begins. */
+static int prefixed_prompt(workload *w, strbuf *s, size_t *keep, int64_t *got, size_t i,
+                           uint32_t pfx, uint32_t in, const prefix_info *pi, counter *c,
+                           load_rng *r, tps_err *e) {
+    const char *pre = w->prefixes[pfx], *anchor = pre + pi->anchor;
+    const int64_t target = (int64_t)pi->tokens + in;
+    s->len = 0;
+    if (sb_add(s, anchor) || sb_add(s, " ")) return tps_fail(e, TPS_ENOMEM, "out of memory");
+    if (synth_prompt(s, s->len, i, pi->anchor_count + in, c, r) < 0) goto uncounted;
+    char *own = strdup(s->p + strlen(anchor) + 1);
+    s->len = 0;
+    int rc = !own || sb_add(s, pre) || sb_add(s, " ");
+    *keep = s->len;
+    rc = rc || sb_add(s, own);
+    free(own);
+    if (rc) return tps_fail(e, TPS_ENOMEM, "out of memory");
+    bool starts_ok = true;
+    *got = c->tok || c->curl ? count_prompt(c, s->p, pi, &starts_ok) : target;
+    if (*got >= 0 && *got != target) { /* the anchor misled: size it in place */
+        if (synth_prompt(s, *keep, i, (uint32_t)target, c, r) < 0) goto uncounted;
+        *got = count_prompt(c, s->p, pi, &starts_ok);
     }
+    if (*got < 0) goto uncounted;
+    if (!starts_ok)
+        return tps_fail(e, TPS_EUNSUP,
+                        "request %zu: this tokenizer merges the shared prefix's last token with "
+                        "the text after it, so a prefix cache could not serve the whole prefix; "
+                        "try another --prefix-len or --seed",
+                        i);
+    return TPS_OK;
+uncounted:
+    return tps_fail(e, TPS_EIO, "could not count the tokens of a synthetic prompt (%s)",
+                    w->input_source);
+}
+
+/* The content of single-turn item i: the prompt text s (prefix + " " +
+ * own part when it has a prefix); for chat with a prefix, the prefix as
+ * the system message and the own part (from byte `own`) as the user's. */
+static json_t *single_content(const workload *w, const char *s, size_t own, uint32_t pfx) {
+    if (w->endpoint != BENCH_EP_CHAT || pfx == WL_NO_PREFIX) return json_string(s);
+    return json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content", w->prefixes[pfx],
+                     "role", "user", "content", s + own);
+}
+
+/* Item i: its prefix, its text sized in tokens, then its body (single
+ * turn) or its user message (multi-turn). */
+static int build_item(workload *w, size_t i, strbuf *s, const prefix_info *pi, prefix_picker *pick,
+                      counter *c, load_rng *r, const workload_opts *o, tps_err *e) {
+    workload_item *it = &w->items[i];
+    uint32_t in = load_dist_sample(&o->input_len, r);
+    uint32_t out = load_dist_sample(&o->output_len, r);
+    it->prefix = WL_NO_PREFIX;
+    if (w->prefixes && w->turns)
+        it->prefix = i % w->turns ? w->items[i - 1].prefix : picker_next(pick, i / w->turns);
+    else if (w->prefixes)
+        it->prefix = picker_next(pick, i);
+    /* single turn: the own part follows its prefix in one text */
+    const bool prefixed = it->prefix != WL_NO_PREFIX && !w->turns;
+    size_t keep = 0;
+    const uint32_t target = prefixed ? pi[it->prefix].tokens + in : in;
+    int64_t got = 0;
+    if (prefixed) {
+        int rc = prefixed_prompt(w, s, &keep, &got, i, it->prefix, in, &pi[it->prefix], c, r, e);
+        if (rc) return rc;
+    } else if ((got = synth_prompt(s, 0, i, in, c, r)) < 0) {
+        return tps_fail(e, TPS_EIO, "could not count the tokens of a synthetic prompt (%s)",
+                        w->input_source);
+    }
+    if (got != target) w->exact_inputs = false;
+    it->input_target = target;
+    it->input_tokens = c->tok || c->curl ? (uint32_t)got : 0;
+    if (w->turns) {
+        /* the first turn also sends the conversation's prefix: the client's estimate of
+         * a turn's prompt (client.c) adds up the items and replies so far */
+        if (it->prefix != WL_NO_PREFIX && i % w->turns == 0 && it->input_tokens)
+            it->input_tokens += pi[it->prefix].tokens;
+        it->max_tokens = out;
+        it->text_len = s->len;
+        if (!(it->text = strdup(s->p))) return tps_fail(e, TPS_ENOMEM, "out of memory");
+        return TPS_OK;
+    }
+    return make_body(w, it, single_content(w, s->p, keep, it->prefix), out, e);
+}
+
+static int build_synthetic(workload *w, const workload_opts *o, tps_err *e) {
+    size_t n = o->n_items ? o->n_items : 1;
+    if (o->turns && n % o->turns)
+        return tps_fail(e, TPS_EINVAL, "%zu prompts are not whole conversations of %u turns", n,
+                        o->turns);
+    if (o->prefix_len && !o->n_prefixes)
+        return tps_fail(e, TPS_EINVAL, "a shared prefix length needs at least one prefix");
+    w->turns = o->turns;
+    w->conversations = o->turns ? n / o->turns : 0;
+    counter c = {0};
+    open_counter(w, &c, o);
+    w->exact_inputs = c.tok || c.curl;
+    int rc = TPS_OK;
+    prefix_info *pi = NULL;
+    prefix_picker pick = {0};
+    strbuf s = {0};
     load_rng r;
     load_rng_seed(&r, o->seed ^ 0x5eedf00dull);
-    strbuf s = {0};
-    w->exact_inputs = c.tok || c.curl;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t in = load_dist_sample(&o->input_len, &r);
-        uint32_t out = load_dist_sample(&o->output_len, &r);
-        int64_t got = synth_prompt(&s, i, in, &c, &r);
-        if (got < 0) {
-            rc = tps_fail(e, TPS_EIO, "could not count the tokens of a synthetic prompt (%s)",
-                          w->input_source);
-            break;
-        }
-        if (got != in) w->exact_inputs = false;
-        workload_item *it = &w->items[i];
-        it->input_target = in;
-        it->input_tokens = c.tok || c.curl ? (uint32_t)got : 0;
-        rc = make_body(it, json_string(s.p), out, o->ignore_eos != 0, o, e);
-        if (rc) break;
-        w->n = i + 1;
+    if (!(w->items = calloc(n, sizeof *w->items))) {
+        rc = tps_fail(e, TPS_ENOMEM, "cannot allocate %zu requests", n);
+        goto done;
     }
+    if (o->prefix_len) {
+        if (!(pi = calloc(o->n_prefixes, sizeof *pi))) {
+            rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+            goto done;
+        }
+        rc = build_prefixes(w, pi, &c, o, e);
+        if (!rc) rc = picker_init(&pick, o->n_prefixes, o->prefix_zipf, o->seed, e);
+        if (rc) goto done;
+    }
+    for (size_t i = 0; i < n && rc == TPS_OK; i++) {
+        rc = build_item(w, i, &s, pi, &pick, &c, &r, o, e);
+        if (rc == TPS_OK) w->n = i + 1;
+    }
+done:
     free(s.p);
+    free(pick.cdf);
+    free_prefix_info(pi, o->n_prefixes);
     counter_close(&c);
     return rc;
+}
+
+/* ---- multi-turn bodies at send time -------------------------------------------------- */
+
+/* {"role": role, "content": text}; NULL when text is not UTF-8. */
+static json_t *message(const char *role, const char *text, size_t len) {
+    json_t *s = json_stringn(text, len);
+    return s ? json_pack("{s:s, s:o}", "role", role, "content", s) : NULL;
+}
+
+static json_t *turn_messages(const workload_item *its, const char *prefix, uint32_t turn,
+                             const char *const *replies, const size_t *reply_lens) {
+    json_t *a = json_array();
+    bool ok = a != NULL;
+    if (ok && prefix) ok = json_array_append_new(a, message("system", prefix, strlen(prefix))) == 0;
+    for (uint32_t k = 0; ok && k <= turn; k++) {
+        ok = json_array_append_new(a, message("user", its[k].text, its[k].text_len)) == 0;
+        if (ok && k < turn)
+            ok = json_array_append_new(a, message("assistant", replies[k], reply_lens[k])) == 0;
+    }
+    if (ok) return a;
+    json_decref(a);
+    return NULL;
+}
+
+/* Completions: the text the model has seen so far, each reply right after
+ * the prompt it continued, so every turn's prompt starts with the last one's
+ * prompt and reply (what a prefix cache can serve). */
+static json_t *turn_text(const workload_item *its, const char *prefix, uint32_t turn,
+                         const char *const *replies, const size_t *reply_lens) {
+    strbuf s = {0};
+    int rc = prefix ? sb_add(&s, prefix) : TPS_OK;
+    for (uint32_t k = 0; rc == TPS_OK && k <= turn; k++) {
+        if (s.len) rc = sb_add(&s, " ");
+        if (!rc) rc = sb_addn(&s, its[k].text, its[k].text_len);
+        if (!rc && k < turn) rc = sb_addn(&s, replies[k], reply_lens[k]);
+    }
+    json_t *j = rc == TPS_OK ? json_stringn(s.p, s.len) : NULL;
+    free(s.p);
+    return j;
+}
+
+int workload_turn_body(const workload *w, size_t conv, uint32_t turn, const char *const *replies,
+                       const size_t *reply_lens, char **body, size_t *body_len, tps_err *e) {
+    if (!w->turns || conv >= w->conversations || turn >= w->turns)
+        return tps_fail(e, TPS_EINVAL, "no turn %u of conversation %zu in this workload", turn,
+                        conv);
+    const workload_item *its = &w->items[conv * w->turns];
+    const char *prefix = its[0].prefix != WL_NO_PREFIX ? w->prefixes[its[0].prefix] : NULL;
+    json_t *content = w->endpoint == BENCH_EP_CHAT
+                          ? turn_messages(its, prefix, turn, replies, reply_lens)
+                          : turn_text(its, prefix, turn, replies, reply_lens);
+    if (!content)
+        return tps_fail(e, TPS_EINVAL,
+                        "cannot build turn %u of conversation %zu: a reply is not valid UTF-8 "
+                        "(or out of memory)",
+                        turn + 1, conv);
+    return dump_body(w->common, content, w->endpoint, its[turn].max_tokens, body, body_len, e);
 }
 
 /* ---- dataset ----------------------------------------------------------------------- */
@@ -260,6 +602,9 @@ static int build_synthetic(workload *w, const workload_opts *o, tps_err *e) {
 int workload_parse_dataset(workload *w, const char *buf, size_t len, const char *name,
                            const workload_opts *o, tps_err *e) {
     size_t cap = 0, n0 = w->n;
+    w->endpoint = o->endpoint;
+    if (!w->common && !(w->common = body_common(o, o->ignore_eos == 1)))
+        return tps_fail(e, TPS_ENOMEM, "out of memory");
     load_rng r;
     load_rng_seed(&r, o->seed ^ 0xda7a5e7ull);
     size_t line = 0;
@@ -320,9 +665,10 @@ int workload_parse_dataset(workload *w, const char *buf, size_t len, const char 
         }
         workload_item *it = &w->items[w->n];
         memset(it, 0, sizeof *it);
+        it->prefix = WL_NO_PREFIX;
         json_t *content = json_is_string(prompt) ? prompt : msgs;
         json_incref(content);
-        rc = make_body(it, content, out, o->ignore_eos == 1, o, e);
+        rc = make_body(w, it, content, out, e);
         json_decref(j);
         if (rc) goto fail;
         w->n++;
@@ -362,6 +708,11 @@ static int build_dataset(workload *w, const workload_opts *o, tps_err *e) {
 
 int workload_build(workload *w, const workload_opts *o, tps_err *e) {
     memset(w, 0, sizeof *w);
+    if (o->dataset && (o->prefix_len || o->turns))
+        return tps_fail(e, TPS_EINVAL,
+                        "%s with --dataset: shared prefixes and conversations are synthetic "
+                        "workloads; the dataset's prompts are sent as they are",
+                        o->prefix_len ? "--prefix-len" : "--turns");
     int rc;
     if (o->tokenizer_path) {
         gguf_file *f = NULL;
@@ -370,15 +721,27 @@ int workload_build(workload *w, const workload_opts *o, tps_err *e) {
         gguf_close(f);
         if (rc) return rc;
     }
-    rc = o->dataset ? build_dataset(w, o, e) : build_synthetic(w, o, e);
+    w->endpoint = o->endpoint;
+    /* synthetic prompts ask for all max_tokens by default; datasets keep EOS */
+    w->common = body_common(o, o->dataset ? o->ignore_eos == 1 : o->ignore_eos != 0);
+    if (!w->common)
+        rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+    else
+        rc = o->dataset ? build_dataset(w, o, e) : build_synthetic(w, o, e);
     if (rc) workload_free(w);
     return rc;
 }
 
 void workload_free(workload *w) {
-    for (size_t i = 0; i < w->n; i++)
+    for (size_t i = 0; i < w->n; i++) {
         free(w->items[i].body);
+        free(w->items[i].text);
+    }
     free(w->items);
+    for (size_t k = 0; k < w->n_prefixes; k++)
+        free(w->prefixes[k]);
+    free(w->prefixes);
+    json_decref(w->common);
     tokenizer_free(w->tok);
     memset(w, 0, sizeof *w);
 }

@@ -12,13 +12,28 @@
  *   dataset: --dataset FILE.jsonl, one {"prompt": "..."} or {"messages":
  *     [...]} object per line, optional "max_tokens".
  *
+ * Two shapes of the synthetic source measure a prefix cache:
+ *   shared prefixes (prefix_len > 0): every prompt is one of n_prefixes
+ *     prefixes of prefix_len tokens, then its own part of --input-len tokens
+ *     starting with the request's number, so a cache can serve exactly the
+ *     prefix. Completions: prompt = prefix + " " + own part, and the
+ *     tokenizer (when given) checks that the prompt's tokens start with the
+ *     prefix's tokens. Chat: the prefix is the system message, the own part
+ *     the user message;
+ *   multi-turn (turns > 0): items[c * turns + t] holds conversation c's turn
+ *     t user message; the body, which carries the earlier replies, is built
+ *     at send time by workload_turn_body (the one exception to "everything
+ *     prepared before the run").
+ *
  * This is the one file of the bench that uses the model's tokenizer
  * (src/model); it is also what re-tokenizes streamed text when a server
- * reports no usage. Everything is prepared before the run: the send path only
- * points libcurl at a body. Not here: sending, timing. */
+ * reports no usage. Everything else is prepared before the run: the send
+ * path only points libcurl at a body. Not here: sending, timing, which
+ * conversation goes next (convo.h). */
 #ifndef TPS_BENCH_WORKLOAD_H
 #define TPS_BENCH_WORKLOAD_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,12 +48,18 @@ typedef enum bench_endpoint {
 
 const char *bench_endpoint_path(bench_endpoint ep);
 
+#define WL_NO_PREFIX UINT32_MAX
+
 typedef struct workload_item {
-    char *body; /* the request JSON, NUL-terminated, owned */
+    char *body; /* the request JSON, NUL-terminated, owned; NULL in a multi-turn workload */
     size_t body_len;
-    uint32_t input_tokens; /* prompt tokens as counted here; 0 if unknown */
-    uint32_t input_target; /* the length asked for (synthetic), else 0 */
+    char *text; /* multi-turn: this turn's user message, owned; else NULL */
+    size_t text_len;
+    uint32_t input_tokens; /* prompt tokens as counted here (multi-turn: the user message, and
+                              the shared prefix in a first turn); 0 if unknown */
+    uint32_t input_target; /* the length asked for (synthetic, shared prefix included), else 0 */
     uint32_t max_tokens;   /* output tokens asked for */
+    uint32_t prefix; /* the shared prefix it starts with (workload.prefixes) or WL_NO_PREFIX */
 } workload_item;
 
 typedef struct workload_opts {
@@ -55,6 +76,15 @@ typedef struct workload_opts {
     int ignore_eos;             /* 1 send, 0 not, -1 default (synthetic yes, dataset no) */
     bool include_usage;         /* stream_options.include_usage */
     double temperature;         /* < 0: not sent */
+    /* shared prefixes (synthetic only): prefix_len > 0 tokens each, n_prefixes >= 1 of
+     * them, chosen round robin, or with prefix_zipf > 0 by Zipf's law (prefix k, from 0,
+     * with weight 1 / (k + 1)^prefix_zipf) */
+    uint32_t prefix_len;
+    uint32_t n_prefixes;
+    double prefix_zipf;
+    /* > 0: multi-turn; n_items (a multiple of turns) user messages of --input-len
+     * tokens, n_items / turns conversations */
+    uint32_t turns;
 } workload_opts;
 
 typedef struct workload {
@@ -64,7 +94,17 @@ typedef struct workload {
         *input_source;     /* "tokenizer", "server /tokenize", "approximate (words)", "dataset" */
     bool exact_inputs;     /* every item hit its input target exactly */
     struct tokenizer *tok; /* owned; NULL without --tokenizer */
+    bench_endpoint endpoint;
+    json_t *common;  /* every body's fields besides its content and max_tokens; owned */
+    char **prefixes; /* (n_prefixes,) shared prefix texts, owned; NULL without */
+    size_t n_prefixes;
+    uint32_t prefix_tokens; /* each prefix's length as counted (BOS included), or the target */
+    uint32_t turns;         /* > 0: multi-turn, items[c * turns + t] */
+    size_t conversations;   /* n / turns */
 } workload;
+
+/* "round-robin" (*zipf = 0) or "zipf:S" with S > 0 (--prefix-dist). */
+int workload_prefix_dist_parse(const char *s, double *zipf, tps_err *e);
 
 int workload_build(workload *w, const workload_opts *o, tps_err *e);
 /* Dataset from memory (also the fuzz entry point): buf[0..len) is JSONL;
@@ -72,6 +112,17 @@ int workload_build(workload *w, const workload_opts *o, tps_err *e);
 int workload_parse_dataset(workload *w, const char *buf, size_t len, const char *name,
                            const workload_opts *o, tps_err *e);
 void workload_free(workload *w);
+
+/* The body of conversation conv's turn `turn` (from 0) of a multi-turn
+ * workload, built at send time: the conversation's shared prefix (chat: the
+ * system message), every earlier user message with the server's reply to
+ * it, then this turn's user message. Chat sends them as messages;
+ * completions as one text, each reply appended right after the prompt it
+ * continued and a space before each user message. replies[k] (reply_lens[k]
+ * bytes, UTF-8) answers turn k < turn; borrowed. *body is malloc'ed and
+ * NUL-terminated, the caller frees it. One JSON build; no tokenizing. */
+int workload_turn_body(const workload *w, size_t conv, uint32_t turn, const char *const *replies,
+                       const size_t *reply_lens, char **body, size_t *body_len, tps_err *e);
 
 /* Tokens in text by the loaded tokenizer (no special tokens added), or -1
  * when the workload has none. */

@@ -47,6 +47,20 @@ static void usage(FILE *out) {
         "  --ignore-eos / --no-ignore-eos   send ignore_eos (default: synthetic yes)\n"
         "  --no-usage              do not ask for stream_options.include_usage\n"
         "  --temperature T         send a temperature (default: none sent)\n"
+        "prefix cache workloads (synthetic)\n"
+        "  --prefix-len P          every prompt starts with one of --prefixes shared prefixes\n"
+        "                          of P tokens, then its own --input-len tokens (chat: the\n"
+        "                          prefix is the system message, the own part the user's)\n"
+        "  --prefixes K            how many shared prefixes (default 1)\n"
+        "  --prefix-dist D         round-robin (default) or zipf:S (prefix k used ~1/k^S)\n"
+        "  --turns T               conversations of T turns: each turn sends the history\n"
+        "                          (earlier messages and the server's actual replies) and a\n"
+        "                          new user message of --input-len tokens, with the header\n"
+        "                          X-Session-Id; requests = conversations x turns. Chat sends\n"
+        "                          messages; completions one text, each reply appended\n"
+        "  --conversations N       conversations, taking turns round robin with at most\n"
+        "                          --concurrency in flight (default: the concurrency)\n"
+        "  --think-time S          seconds between a reply and the next turn (default 0)\n"
         "limits\n"
         "  --timeout S             per request, total (default 300)\n"
         "  --idle-timeout S        no byte for S seconds fails a request (default 60)\n"
@@ -133,6 +147,51 @@ static void raise_fd_limit(void) {
     }
 }
 
+/* The prefix-cache workload flags that cannot go together, each with what
+ * to do instead; prints the first and returns -1. */
+static int check_workload_flags(const workload_opts *wo, const bench_config *cfg, bool prefix_opts,
+                                bool turn_opts, uint64_t prompts) {
+    const char *msg = NULL;
+    if (wo->prefix_len && wo->dataset)
+        msg = "--prefix-len with --dataset: shared prefixes are a synthetic workload; drop one";
+    else if (prefix_opts && !wo->prefix_len)
+        msg = "--prefixes and --prefix-dist need --prefix-len P (the prefix length in tokens)";
+    else if (wo->turns && wo->dataset)
+        msg = "--turns with --dataset: conversations are a synthetic workload; drop one";
+    else if (turn_opts && !wo->turns)
+        msg = "--conversations and --think-time need --turns T";
+    else if (wo->turns && cfg->rate > 0)
+        msg = "--turns with --rate: a conversation sends its next turn when its reply is in and "
+              "its think time is over (a closed loop); drop --rate, use --concurrency and "
+              "--think-time";
+    else if (wo->turns && cfg->requests)
+        msg = "--turns with --requests: a multi-turn run sends --conversations x --turns "
+              "requests; give --conversations instead";
+    else if (wo->turns && prompts)
+        msg = "--turns with --prompts: the user messages are --conversations x --turns; drop "
+              "--prompts";
+    if (!msg) return 0;
+    fprintf(stderr, "tps bench: %s\n", msg);
+    return -1;
+}
+
+/* The workload shape, in the result's config, when it is not the plain one. */
+static void config_workload_shape(json_t *jc, const workload_opts *wo, const bench_config *cfg,
+                                  const char *prefix_dist, uint64_t conversations) {
+    if (wo->prefix_len) {
+        json_object_set_new(jc, "prefix_len", json_integer(wo->prefix_len));
+        json_object_set_new(jc, "prefixes", json_integer(wo->n_prefixes));
+        json_object_set_new(jc, "prefix_dist",
+                            json_string(prefix_dist ? prefix_dist : "round-robin"));
+    }
+    if (wo->turns) {
+        json_object_set_new(jc, "requests", json_integer((json_int_t)(conversations * wo->turns)));
+        json_object_set_new(jc, "turns", json_integer(wo->turns));
+        json_object_set_new(jc, "conversations", json_integer((json_int_t)conversations));
+        json_object_set_new(jc, "think_time_s", json_real(cfg->think_time_s));
+    }
+}
+
 /* ---- merge ------------------------------------------------------------------------------ */
 
 static int bench_merge(int argc, char **argv) {
@@ -209,8 +268,10 @@ int cli_bench(int argc, char **argv) {
     const char *headers[64];
     size_t n_headers = 0;
     double max_err = 0, d;
-    uint64_t prompts = 0;
+    uint64_t prompts = 0, conversations = 0;
     bool quiet = false, progress = true, out_len_given = false;
+    const char *prefix_dist = NULL;
+    bool prefixes_given = false, think_given = false;
     tps_err e = {{0}};
 
     for (int i = 1; i < argc; i++) {
@@ -298,6 +359,34 @@ int cli_bench(int argc, char **argv) {
             NEEDV();
             if (num(v, &d, 1) || d != floor(d) || d > 10000000) BAD("expected an integer >= 1");
             prompts = (uint64_t)d;
+        } else if (!strcmp(a, "--prefix-len")) {
+            NEEDV();
+            if (num(v, &d, 1) || d != floor(d) || d > 10000000)
+                BAD("expected tokens, an integer >= 1");
+            wo.prefix_len = (uint32_t)d;
+        } else if (!strcmp(a, "--prefixes")) {
+            NEEDV();
+            if (num(v, &d, 1) || d != floor(d) || d > 100000) BAD("expected an integer 1..100000");
+            wo.n_prefixes = (uint32_t)d;
+            prefixes_given = true;
+        } else if (!strcmp(a, "--prefix-dist")) {
+            NEEDV();
+            if (workload_prefix_dist_parse(v, &wo.prefix_zipf, &e))
+                BAD("expected round-robin or zipf:S with S > 0");
+            prefix_dist = v;
+        } else if (!strcmp(a, "--turns")) {
+            NEEDV();
+            if (num(v, &d, 1) || d != floor(d) || d > 10000) BAD("expected an integer 1..10000");
+            wo.turns = (uint32_t)d;
+        } else if (!strcmp(a, "--conversations")) {
+            NEEDV();
+            if (num(v, &d, 1) || d != floor(d) || d > 1000000)
+                BAD("expected an integer 1..1000000");
+            conversations = (uint64_t)d;
+        } else if (!strcmp(a, "--think-time")) {
+            NEEDV();
+            if (num(v, &cfg.think_time_s, 0)) BAD("expected seconds >= 0");
+            think_given = true;
         } else if (!strcmp(a, "--ignore-eos"))
             wo.ignore_eos = 1;
         else if (!strcmp(a, "--no-ignore-eos"))
@@ -367,11 +456,23 @@ int cli_bench(int argc, char **argv) {
 #undef NEEDV
 #undef BAD
     }
-    if (!cfg.requests && !(cfg.duration_s > 0)) {
+    if (check_workload_flags(&wo, &cfg, prefixes_given || prefix_dist, think_given || conversations,
+                             prompts))
+        return 2;
+    if (!cfg.requests && !(cfg.duration_s > 0) && !wo.turns) {
         fprintf(stderr, "tps bench: give --requests N and/or --duration S (a run must end)\n");
         return 2;
     }
     if (!cfg.concurrency) cfg.concurrency = cfg.rate > 0 ? 1000 : 1;
+    if (wo.prefix_len && !wo.n_prefixes) wo.n_prefixes = 1;
+    if (wo.turns && !conversations) conversations = cfg.concurrency;
+    if (wo.turns && conversations * wo.turns > 10000000) {
+        fprintf(stderr,
+                "tps bench: --conversations %llu x --turns %u is over 10,000,000 requests; "
+                "give fewer\n",
+                (unsigned long long)conversations, wo.turns);
+        return 2;
+    }
     if (!cfg.api_key) cfg.api_key = getenv("OPENAI_API_KEY");
     cfg.headers = headers;
     cfg.n_headers = n_headers;
@@ -383,7 +484,9 @@ int cli_bench(int argc, char **argv) {
     }
     wo.has_output_len = out_len_given;
     wo.endpoint = cfg.endpoint;
-    if (prompts)
+    if (wo.turns)
+        wo.n_items = conversations * wo.turns; /* every user message, prepared now */
+    else if (prompts)
         wo.n_items = prompts;
     else if (cfg.requests)
         wo.n_items = cfg.requests;
@@ -391,7 +494,7 @@ int cli_bench(int argc, char **argv) {
         wo.n_items = (size_t)(cfg.rate * cfg.duration_s * 1.2) + cfg.concurrency;
     else
         wo.n_items = 2000;
-    if (wo.n_items > 100000 && !prompts) wo.n_items = 100000;
+    if (wo.n_items > 100000 && !prompts && !wo.turns) wo.n_items = 100000;
     char tok_url[1024];
     snprintf(tok_url, sizeof tok_url, "%s/tokenize", cfg.base_url);
     wo.tokenize_url = tok_url;
@@ -433,10 +536,16 @@ int cli_bench(int argc, char **argv) {
                   "input_source", wl.input_source, "dataset", wo.dataset, "ignore_eos",
                   wo.ignore_eos == 1 || (wo.ignore_eos == -1 && !wo.dataset), "include_usage",
                   wo.include_usage);
+    config_workload_shape(jc, &wo, &cfg, prefix_dist, conversations);
     ro.config = jc;
     ro.origin_ns = run.t_start_ns;
     ro.origin_unix_ns = run.t_start_unix_ns;
     ro.target_concurrency = cfg.rate > 0 ? 0 : cfg.concurrency;
+    /* conversations that think never hold the full concurrency: steady from the first reply */
+    if (wo.turns)
+        ro.target_concurrency = cfg.think_time_s > 0              ? 0
+                                : conversations < cfg.concurrency ? (uint32_t)conversations
+                                                                  : cfg.concurrency;
     ro.client_cpu_s = run.client_cpu_s;
     ro.bytes = run.bytes_received;
     ro.events = run.events_received;
