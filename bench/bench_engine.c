@@ -143,15 +143,9 @@ int main(int argc, char **argv) {
     char q8[512], q4[512];
     snprintf(q8, sizeof q8, "%s/110M-q8_0.gguf", dir);
     snprintf(q4, sizeof q4, "%s/110M-q4_0.gguf", dir);
-    char models[8][512];
-    int n_models = 0;
-    const char *list = getenv("TPS_BENCH_MODELS");
-    if (list && *list) {
-        char buf[4096];
-        snprintf(buf, sizeof buf, "%s", list);
-        for (char *tok = strtok(buf, ","); tok && n_models < 8; tok = strtok(NULL, ","))
-            snprintf(models[n_models++], sizeof models[0], "%s", tok);
-    } else {
+    char models[BENCH_MAX_MODELS][BENCH_PATH_MAX];
+    int n_models = bench_model_list(models);
+    if (!n_models) {
         if (bench_ensure_model(q8, "110M", GGML_TYPE_Q8_0) ||
             bench_ensure_model(q4, "110M", GGML_TYPE_Q4_0))
             return 1;
@@ -178,7 +172,7 @@ int main(int argc, char **argv) {
         qsort(tg, 3, sizeof tg[0], cmp_double);
         const double bpt = (double)l.m->w.bytes_per_token;
         const double gbs = tg[1] * bpt / 1e9;
-        const char *name = strrchr(models[i], '/') ? strrchr(models[i], '/') + 1 : models[i];
+        const char *name = bench_model_name(models[i]);
         printf("%-28s %10.1f %10.1f %10.1f %8.2f", name, pp[1], tg[1], bpt / 1048576.0, gbs);
         if (bw > 0) printf(" %5.0f%%", 100.0 * gbs / bw);
         printf("\n");
@@ -187,7 +181,7 @@ int main(int argc, char **argv) {
 
     bench_model l;
     if (bench_load(&l, models[0])) return 1;
-    const char *name = strrchr(models[0], '/') ? strrchr(models[0], '/') + 1 : models[0];
+    const char *name = bench_model_name(models[0]);
     printf("\nengine: batched decode, %s, N sequences of %d prompt + %d output tokens\n", name,
            CURVE_PROMPT, CURVE_OUTPUT);
     printf("%6s %14s %14s %14s %14s\n", "N", "decode t/s", "step ms", "t/s per seq", "run out t/s");

@@ -238,15 +238,9 @@ int main(int argc, char **argv) {
     const int threads = argc > 1 ? atoi(argv[1]) : 2;
     const bool quick = getenv("TPS_BENCH_QUICK") && !strcmp(getenv("TPS_BENCH_QUICK"), "1");
     const char *dir = bench_dir();
-    char models[8][512];
-    int n_models = 0;
-    const char *list = getenv("TPS_BENCH_MODELS");
-    if (list && *list) {
-        char buf[4096];
-        snprintf(buf, sizeof buf, "%s", list);
-        for (char *t = strtok(buf, ","); t && n_models < 8; t = strtok(NULL, ","))
-            snprintf(models[n_models++], sizeof models[0], "%s", t);
-    } else {
+    char models[BENCH_MAX_MODELS][BENCH_PATH_MAX];
+    int n_models = bench_model_list(models);
+    if (!n_models) {
         const char *presets[] = {"15M", "110M"};
         for (int i = 0; i < 2; i++) {
             snprintf(models[n_models], sizeof models[0], "%s/%s-q8_0.gguf", dir, presets[i]);
@@ -256,7 +250,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_models; i++) {
         bench_model l;
         if (bench_load(&l, models[i])) return 1;
-        const char *name = strrchr(models[i], '/') ? strrchr(models[i], '/') + 1 : models[i];
+        const char *name = bench_model_name(models[i]);
         /* the bigger the model, the fewer requests: the uncached runs
          * prefill every prompt whole */
         const uint32_t scale = (l.m->cfg.dim >= 512 ? 2 : 1) * (quick ? 4 : 1);

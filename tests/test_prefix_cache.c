@@ -94,6 +94,38 @@ static void results_free(result **r, size_t n_req) {
     free(r);
 }
 
+/* Every request submitted to one engine at once (its max_seqs and KV
+ * positions; the prefix cache on unless no_prefix_cache): each choice must
+ * equal its uncached reference, and every block must be back at the end.
+ * got: (n_req,) results of max n choices, filled. Returns the stats. */
+static engine_stats together_equals_reference(env *v, const req *qs, size_t n_req,
+                                              uint32_t max_seqs, uint32_t kv_tokens,
+                                              bool no_prefix_cache, const char *what,
+                                              result **got) {
+    uint32_t max_n = 1;
+    for (size_t i = 0; i < n_req; i++)
+        if (qs[i].n > max_n) max_n = qs[i].n;
+    result **ref = results_new(n_req, max_n);
+    reference(v, qs, n_req, ref);
+    engine *e = env_engine(v, max_seqs, 64, kv_tokens, GGML_TYPE_F16, no_prefix_cache);
+    int want = 0;
+    for (size_t i = 0; i < n_req; i++) {
+        submit_req(e, &qs[i], got[i]);
+        want += (int)(qs[i].n ? qs[i].n : 1);
+    }
+    drain(e, want);
+    for (size_t i = 0; i < n_req; i++)
+        for (uint32_t c = 0; c < (qs[i].n ? qs[i].n : 1); c++)
+            expect_same(&got[i][c], &ref[i][c], what, i, c);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    cr_expect_eq(st.kv_blocks_used, 0, "%s: every block is back", what);
+    cr_expect_eq(st.requests_total[ENGINE_FINISH_ERROR], 0);
+    engine_destroy(e);
+    results_free(ref, n_req);
+    return st;
+}
+
 /* ---- shared prefixes in a batch --------------------------------------------- */
 
 #define N_SHARED 24
@@ -287,21 +319,11 @@ Test(prefix_cache, requests_arriving_together_compute_a_shared_prefix_once, .tim
         qs[i].temp = 0.7f;
         qs[i].seed = 5 + (uint64_t)i;
     }
-    result **ref = results_new(N, 1), **got = results_new(N, 1);
-    reference(&v, qs, N, ref);
-    engine *e = env_engine(&v, 8, 64, 0, GGML_TYPE_F16, false);
-    for (int i = 0; i < N; i++)
-        submit_req(e, &qs[i], got[i]);
-    drain(e, N);
-    for (int i = 0; i < N; i++)
-        expect_same(got[i], ref[i], "arriving together", (size_t)i, 0);
-    engine_stats st;
-    engine_get_stats(e, &st);
+    result **got = results_new(N, 1);
+    engine_stats st = together_equals_reference(&v, qs, N, 8, 0, false, "arriving together", got);
     /* 400 once, then 20 + the 400 % 16 = 0 tail each: 560 rows; 8 x 420 = 3360 without */
     cr_expect_leq(st.prefill_rows_total, 400 + 8 * 36, "prompt rows computed: %llu",
                   (unsigned long long)st.prefill_rows_total);
-    engine_destroy(e);
-    results_free(ref, N);
     results_free(got, N);
     env_close(&v);
 }
@@ -326,22 +348,10 @@ Test(prefix_cache, preempting_sequences_that_share_blocks_keeps_every_output, .t
         qs[i].temp = 0.8f;
         qs[i].seed = 9 + (uint64_t)i;
     }
-    result **ref = results_new(N, 1), **got = results_new(N, 1);
-    reference(&v, qs, N, ref);
-    engine *e = env_engine(&v, 8, 64, 640, GGML_TYPE_F16, false);
-    for (int i = 0; i < N; i++)
-        submit_req(e, &qs[i], got[i]);
-    drain(e, N);
-    for (int i = 0; i < N; i++)
-        expect_same(got[i], ref[i], "preempted", (size_t)i, 0);
-    engine_stats st;
-    engine_get_stats(e, &st);
+    result **got = results_new(N, 1);
+    engine_stats st = together_equals_reference(&v, qs, N, 8, 640, false, "preempted", got);
     cr_expect_gt(st.preemptions_total, 0, "the pool forced preemptions");
     cr_expect_gt(st.prefix_cache_hits_total, 0);
-    cr_expect_eq(st.kv_blocks_used, 0);
-    cr_expect_eq(st.requests_total[ENGINE_FINISH_ERROR], 0);
-    engine_destroy(e);
-    results_free(ref, N);
     results_free(got, N);
     env_close(&v);
 }
@@ -421,26 +431,15 @@ static void n_choices(bool no_prefix_cache) {
         qs[i].temp = i == 2 ? 0.0f : 1.0f;
         qs[i].seed = 300 + 10 * (uint64_t)i;
     }
-    result **ref = results_new(N_REQ, N), **got = results_new(N_REQ, N);
-    reference(&v, qs, N_REQ, ref);
-    engine *e = env_engine(&v, 16, 64, 0, GGML_TYPE_F16, no_prefix_cache);
-    for (int i = 0; i < N_REQ; i++)
-        submit_req(e, &qs[i], got[i]);
-    drain(e, N_REQ * N);
-    for (int i = 0; i < N_REQ; i++)
-        for (uint32_t c = 0; c < N; c++)
-            expect_same(&got[i][c], &ref[i][c], "choice", (size_t)i, c);
+    result **got = results_new(N_REQ, N);
+    engine_stats st =
+        together_equals_reference(&v, qs, N_REQ, 16, 0, no_prefix_cache, "choice", got);
     for (uint32_t c = 1; c < N; c++)
         cr_expect_eq(memcmp(got[2][c].tokens, got[2][0].tokens, got[2][0].n * sizeof(int32_t)), 0,
                      "greedy choices agree");
     cr_expect_neq(memcmp(got[0][1].tokens, got[0][0].tokens, 30 * sizeof(int32_t)), 0,
                   "sampled choices differ");
-    engine_stats st;
-    engine_get_stats(e, &st);
     cr_expect_eq(st.prefill_rows_total, 37 + 48 + 37, "each prompt was prefilled once");
-    cr_expect_eq(st.kv_blocks_used, 0);
-    engine_destroy(e);
-    results_free(ref, N_REQ);
     results_free(got, N_REQ);
     env_close(&v);
 }
@@ -471,22 +470,9 @@ Test(prefix_cache, n_choices_under_kv_exhaustion_lose_nothing, .timeout = 300) {
         qs[i].temp = 0.9f;
         qs[i].seed = 77 + 100 * (uint64_t)i;
     }
-    result **ref = results_new(N_REQ, N), **got = results_new(N_REQ, N);
-    reference(&v, qs, N_REQ, ref);
-    engine *e = env_engine(&v, 32, 64, 384, GGML_TYPE_F16, false);
-    for (int i = 0; i < N_REQ; i++)
-        submit_req(e, &qs[i], got[i]);
-    drain(e, N_REQ * N);
-    for (int i = 0; i < N_REQ; i++)
-        for (uint32_t c = 0; c < N; c++)
-            expect_same(&got[i][c], &ref[i][c], "exhausted", (size_t)i, c);
-    engine_stats st;
-    engine_get_stats(e, &st);
+    result **got = results_new(N_REQ, N);
+    engine_stats st = together_equals_reference(&v, qs, N_REQ, 32, 384, false, "exhausted", got);
     cr_expect_gt(st.preemptions_total, 0, "the pool forced preemptions");
-    cr_expect_eq(st.kv_blocks_used, 0);
-    cr_expect_eq(st.requests_total[ENGINE_FINISH_ERROR], 0);
-    engine_destroy(e);
-    results_free(ref, N_REQ);
     results_free(got, N_REQ);
     env_close(&v);
 }

@@ -48,6 +48,21 @@ void bench_unload(bench_model *l) {
     llama_model_free(l->m);
 }
 
+int bench_model_list(char models[][BENCH_PATH_MAX]) {
+    const char *list = getenv("TPS_BENCH_MODELS");
+    if (!list || !*list) return 0;
+    char buf[BENCH_MAX_MODELS * BENCH_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", list);
+    int n = 0;
+    for (char *t = strtok(buf, ","); t && n < BENCH_MAX_MODELS; t = strtok(NULL, ","))
+        snprintf(models[n++], BENCH_PATH_MAX, "%s", t);
+    return n;
+}
+
+const char *bench_model_name(const char *path) {
+    return strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+}
+
 void bench_prompt(int32_t *ids, size_t n, uint32_t vocab, uint32_t seed) {
     uint32_t s = seed * 2654435761u + 12345u;
     ids[0] = 1;

@@ -23,6 +23,13 @@ int bench_ensure_model(const char *path, const char *preset, uint32_t type);
 /* Loads path (TPS_REPACK=0: borrow the mmapped weights). 0 or -1. */
 int bench_load(bench_model *l, const char *path);
 void bench_unload(bench_model *l);
+#define BENCH_MAX_MODELS 8
+#define BENCH_PATH_MAX   512
+/* The GGUF paths of TPS_BENCH_MODELS (a comma list) into models; returns
+ * how many (0 when unset). */
+int bench_model_list(char models[][BENCH_PATH_MAX]);
+/* The file name part of a path. */
+const char *bench_model_name(const char *path);
 /* Seeded prompt: BOS then ids from 3 up (no EOS, no control ids). */
 void bench_prompt(int32_t *ids, size_t n, uint32_t vocab, uint32_t seed);
 
