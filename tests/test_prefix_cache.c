@@ -300,6 +300,21 @@ Test(prefix_cache, hit_on_a_prompt_still_prefilling_waits_for_finished_blocks, .
     env_close(&v);
 }
 
+/* n requests of one shared prefix (seeded) and a tail of their own. */
+static void prefix_tail_work(req *qs, int n, size_t prefix, uint64_t prefix_seed, size_t tail,
+                             uint32_t max_tokens, float temp, uint64_t seed) {
+    memset(qs, 0, (size_t)n * sizeof *qs);
+    for (int i = 0; i < n; i++) {
+        fill_ids(qs[i].prompt, prefix, prefix_seed);
+        fill_ids(qs[i].prompt + prefix, tail, prefix_seed * 10 + (uint64_t)i);
+        qs[i].prompt[prefix] = 13; /* not a second BOS */
+        qs[i].n_prompt = prefix + tail;
+        qs[i].max_tokens = max_tokens;
+        qs[i].temp = temp;
+        qs[i].seed = seed + (uint64_t)i;
+    }
+}
+
 /* Eight requests behind one 400-token prompt arrive together: one computes
  * the prompt, the others wait for its blocks instead of computing the same
  * K/V seven more times. */
@@ -309,16 +324,7 @@ Test(prefix_cache, requests_arriving_together_compute_a_shared_prefix_once, .tim
     env_open_stories(&v);
     enum { N = 8 };
     req qs[N];
-    memset(qs, 0, sizeof qs);
-    for (int i = 0; i < N; i++) {
-        fill_ids(qs[i].prompt, 400, 8);
-        fill_ids(qs[i].prompt + 400, 20, 80 + (uint64_t)i);
-        qs[i].prompt[400] = 13;
-        qs[i].n_prompt = 420;
-        qs[i].max_tokens = 16;
-        qs[i].temp = 0.7f;
-        qs[i].seed = 5 + (uint64_t)i;
-    }
+    prefix_tail_work(qs, N, 400, 8, 20, 16, 0.7f, 5);
     result **got = results_new(N, 1);
     engine_stats st = together_equals_reference(&v, qs, N, 8, 0, false, "arriving together", got);
     /* 400 once, then 20 + the 400 % 16 = 0 tail each: 560 rows; 8 x 420 = 3360 without */
@@ -338,16 +344,7 @@ Test(prefix_cache, preempting_sequences_that_share_blocks_keeps_every_output, .t
     env_open_stories(&v);
     enum { N = 8 };
     req qs[N];
-    memset(qs, 0, sizeof qs);
-    for (int i = 0; i < N; i++) {
-        fill_ids(qs[i].prompt, 100, 7);
-        fill_ids(qs[i].prompt + 100, 5, 70 + (uint64_t)i);
-        qs[i].prompt[100] = 13;
-        qs[i].n_prompt = 105;
-        qs[i].max_tokens = 200;
-        qs[i].temp = 0.8f;
-        qs[i].seed = 9 + (uint64_t)i;
-    }
+    prefix_tail_work(qs, N, 100, 7, 5, 200, 0.8f, 9);
     result **got = results_new(N, 1);
     engine_stats st = together_equals_reference(&v, qs, N, 8, 640, false, "preempted", got);
     cr_expect_gt(st.preemptions_total, 0, "the pool forced preemptions");

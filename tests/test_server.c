@@ -763,6 +763,14 @@ static void *bg_run(void *arg) {
     return NULL;
 }
 
+static int connect_local(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
 static bool wait_idle(server *s, uint64_t cancelled_before, int ms) {
     for (int i = 0; i < ms / 10; i++) {
         engine_stats st;
@@ -807,14 +815,25 @@ Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
         if (sb.requests_running + sb.requests_waiting >= 2) break;
         usleep(2000);
     }
+    /* The whole request is sent, and the client leaves once the server has
+     * queued it (a client that gave up after a fixed 5 ms sometimes left
+     * before its request was even sent, so there was nothing to cancel). */
     char *nb = completion_body("Once upon a time", 480, false, false);
-    struct curl_slist *hd = NULL;
-    resp r2 = {0};
-    CURL *h = easy(f.port, "POST", "/v1/completions", nb, NULL, &r2, &hd);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5L);
-    curl_easy_perform(h);
-    curl_easy_cleanup(h);
-    curl_slist_free_all(hd);
+    int fd = connect_local(f.port);
+    char head[256];
+    int hl = snprintf(head, sizeof head,
+                      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                      "application/json\r\nContent-Length: %zu\r\n\r\n",
+                      strlen(nb));
+    cr_assert_eq(send(fd, head, (size_t)hl, MSG_NOSIGNAL), hl);
+    cr_assert_eq(send(fd, nb, strlen(nb), MSG_NOSIGNAL), (ssize_t)strlen(nb));
+    for (int i = 0; i < 1000; i++) {
+        engine_stats sb;
+        engine_get_stats(server_engine(f.s), &sb);
+        if (sb.requests_running + sb.requests_waiting >= 3) break;
+        usleep(1000);
+    }
+    close(fd);
     for (int k = 0; k < 2; k++) {
         pthread_join(th[k], NULL);
         cr_expect_eq(bgs[k].status, 200);
@@ -822,7 +841,6 @@ Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
     }
     cr_assert(wait_idle(f.s, st0.requests_total[ENGINE_FINISH_CANCELLED], 5000),
               "non-streamed request not cancelled after its client left");
-    resp_free(&r2);
     /* the server still serves */
     resp r3 = {0};
     cr_assert_eq(
@@ -1075,14 +1093,6 @@ Test(server, sigterm_drains_and_exits_zero, .timeout = 60) {
 /* ---------------------------------------------------------------------------
  * Hostile clients
  * ------------------------------------------------------------------------- */
-
-static int connect_local(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    return fd;
-}
 
 Test(server, slowloris_client_is_dropped_after_the_timeout, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
@@ -1414,12 +1424,7 @@ Test(server, client_disconnect_cancels_every_choice, .timeout = 60) {
     "first."
 
 static char *long_body(bool stream_) {
-    json_t *b = json_pack("{s:s, s:i, s:f, s:b, s:b}", "prompt", LONG_PROMPT, "max_tokens", 12,
-                          "temperature", 0.0, "stream", stream_, "ignore_eos", 1);
-    if (stream_) json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
-    char *s = json_dumps(b, JSON_COMPACT);
-    json_decref(b);
-    return s;
+    return n_body(LONG_PROMPT, 1, 12, 0.0, -1, stream_, stream_);
 }
 
 Test(server, repeated_long_prompt_reports_cached_tokens_and_same_text, .timeout = 60) {
