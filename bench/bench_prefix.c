@@ -20,7 +20,9 @@
  * usage: bench_prefix [threads (default 2)]
  * env:   TPS_BENCH_DIR (models made there when absent: 15M-q8_0.gguf,
  *        110M-q8_0.gguf), TPS_BENCH_MODELS (comma list of GGUF paths
- *        instead), TPS_BENCH_QUICK=1 (a quarter of the requests) */
+ *        instead), TPS_BENCH_QUICK=1 (a quarter of the requests),
+ *        TPS_PREFIX_WORKLOADS (e.g. "shared unique": only these),
+ *        TPS_PREFIX_REPS=N (each off/on pair N times, for A B A B) */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,8 +202,8 @@ static engine *start(const bench_model *l, int threads, bool no_cache) {
 
 /* One workload with the cache off, then on; prints one line each and the
  * ratios. */
-static int compare(const bench_model *l, int threads, const char *what, const load_spec *ls,
-                   uint32_t shared, uint32_t unique) {
+static int compare_once(const bench_model *l, int threads, const char *what, const load_spec *ls,
+                        uint32_t shared, uint32_t unique) {
     const uint32_t vocab = l->m->cfg.n_vocab;
     double ttft1[2], ttft2[2], tps[2], prefill[2];
     for (int on = 0; on < 2; on++) {
@@ -234,6 +236,18 @@ static int compare(const bench_model *l, int threads, const char *what, const lo
     return 0;
 }
 
+/* The pair TPS_PREFIX_REPS times (default 1: off on; 2: off on off on),
+ * for the workloads TPS_PREFIX_WORKLOADS names (default all). */
+static int compare(const bench_model *l, int threads, const char *what, const load_spec *ls,
+                   uint32_t shared, uint32_t unique) {
+    const char *only = getenv("TPS_PREFIX_WORKLOADS");
+    if (only && !strstr(only, what)) return 0;
+    const int reps = getenv("TPS_PREFIX_REPS") ? atoi(getenv("TPS_PREFIX_REPS")) : 1;
+    for (int r = 0; r < (reps > 0 ? reps : 1); r++)
+        if (compare_once(l, threads, what, ls, shared, unique)) return -1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const int threads = argc > 1 ? atoi(argv[1]) : 2;
     const bool quick = getenv("TPS_BENCH_QUICK") && !strcmp(getenv("TPS_BENCH_QUICK"), "1");
@@ -251,9 +265,7 @@ int main(int argc, char **argv) {
         bench_model l;
         if (bench_load(&l, models[i])) return 1;
         const char *name = bench_model_name(models[i]);
-        /* the bigger the model, the fewer requests: the uncached runs
-         * prefill every prompt whole */
-        const uint32_t scale = (l.m->cfg.dim >= 512 ? 2 : 1) * (quick ? 4 : 1);
+        const uint32_t scale = quick ? 4 : 1;
         printf("prefix cache: %s, %d threads; TTFT and prefill in ms, medians\n", name, threads);
         printf("%-8s %-5s %8s %11s %11s %11s %12s %10s\n", "workload", "cache", "requests",
                "TTFT p50", "TTFT 2+ p50", "out t/s", "last prefill", "cached");
