@@ -8,7 +8,11 @@
 # usage: scripts/bench.sh [BUILD_DIR]
 # env:   LLAMA_CPP_DIR=/path/to/llama.cpp/build  also runs llama-bench and
 #        llama-batched-bench (from $LLAMA_CPP_DIR/bin) on the same GGUF files
-#        bench_engine used, 2 threads, and prints them after ours.
+#        bench_engine used, 2 threads, and prints them after ours; and
+#        llama-server in the served prefix-cache comparison.
+#        Last, scripts/bench-prefix-served.sh: tps serve with and without its
+#        prefix cache (and llama-server) under tps bench's shared-prefix and
+#        multi-turn workloads.
 #        TPS_BENCH_DIR (default /tmp/tps-bench): where the 110M models live.
 #        BENCH_THREADS (default 2).
 set -euo pipefail
@@ -48,3 +52,6 @@ if [ -n "${LLAMA_CPP_DIR:-}" ]; then
       -npl 1,2,4,8,16,32,64 2>/dev/null | grep -E '^\|'
   fi
 fi
+
+echo "== served prefix cache (scripts/bench-prefix-served.sh) =="
+scripts/bench-prefix-served.sh "$build"
