@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "support/bench_models.h"
@@ -196,7 +197,16 @@ static engine *start(const bench_model *l, int threads, bool no_cache) {
     ep.no_prefix_cache = no_cache;
     engine *e = NULL;
     tps_err err = {0};
-    if (engine_create(&e, &ep, &err)) fprintf(stderr, "bench_prefix: %s\n", err.msg);
+    if (engine_create(&e, &ep, &err)) {
+        fprintf(stderr, "bench_prefix: %s\n", err.msg);
+        return NULL;
+    }
+    /* a server that has been up a while: its KV pool faulted in while idle */
+    engine_stats st = {0};
+    for (int i = 0; i < 6000 && !st.kv_pool_warm; i++) {
+        usleep(10000);
+        engine_get_stats(e, &st);
+    }
     return e;
 }
 

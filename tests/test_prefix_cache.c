@@ -644,3 +644,37 @@ Test(prefix_cache, keys_name_the_whole_chain_and_die_with_their_parent) {
     kv_seq_destroy(&q);
     kv_cache_free(kv);
 }
+
+/* The pool is faulted in a slice at a time: kv_cache_warm says when it is
+ * done; without the cache there is nothing to warm (freed blocks are
+ * reused warm). The engine does it while idle and then says so. */
+Test(prefix_cache, pool_warms_in_slices_and_the_idle_engine_reports_it) {
+    kv_cache *kv = small_pool(1024); /* 1024 blocks x 4 positions x 32 B = 128 KiB each map */
+    int slices = 0;
+    while (kv_cache_warm(kv, 16384))
+        slices++;
+    cr_expect_eq(slices, 7, "128 KiB in slices of 16 KiB: 7 with more to come, then done");
+    cr_expect_eq(kv->warm_bytes, kv->map_bytes);
+    cr_expect(!kv_cache_warm(kv, 16384));
+    kv_cache_free(kv);
+    kv_cache_params p = {
+        .n_layers = 1, .kv_dim = 8, .block_tokens = 4, .kv_type = GGML_TYPE_F32, .n_blocks = 8};
+    tps_err err = {0};
+    cr_assert_eq(kv_cache_create(&kv, &p, &err), 0, "%s", err.msg);
+    cr_expect(!kv_cache_warm(kv, 16384), "no prefix cache: nothing to warm");
+    kv_cache_free(kv);
+
+    REQUIRE_SHARED("models/stories260K.gguf");
+    env v;
+    env_open_stories(&v);
+    engine *e = env_engine(&v, 4, 64, 0, GGML_TYPE_F16, false);
+    engine_stats st = {0};
+    uint64_t deadline = tps_now_ns() + 30ull * TPS_NS_PER_SEC;
+    while (!st.kv_pool_warm && tps_now_ns() < deadline) {
+        usleep(1000);
+        engine_get_stats(e, &st);
+    }
+    cr_expect(st.kv_pool_warm, "the idle engine warmed its pool");
+    engine_destroy(e);
+    env_close(&v);
+}

@@ -460,7 +460,9 @@ static void sync_stats(engine *e) {
     e->local.kv_blocks_cached = kv_cache_blocks_cached(e->kv);
     pthread_mutex_lock(&e->mu);
     uint32_t total = e->st.kv_blocks_total, bt = e->st.kv_block_tokens, ctx = e->st.n_ctx;
+    bool warm = e->st.kv_pool_warm;
     e->st = e->local;
+    e->st.kv_pool_warm = warm;
     e->st.kv_blocks_total = total;
     e->st.kv_block_tokens = bt;
     e->st.n_ctx = ctx;
@@ -810,12 +812,25 @@ static void sample_all(engine *e, uint32_t n) {
             sample_task(e, k, 0);
 }
 
+/* Idle-time slices of KV pool warming: one huge page of each map, a few
+ * milliseconds, so a request arriving meanwhile waits little. */
+#define ENGINE_WARM_SLICE (2u << 20)
+
 static void *engine_main(void *arg) {
     engine *e = arg;
+    bool warming = true;
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        while (!e->stopping && !e->incoming.n && !e->n_cancels && !e->waiting.n && !e->running.n)
+        while (!e->stopping && !e->incoming.n && !e->n_cancels && !e->waiting.n && !e->running.n) {
+            if (warming) { /* nothing to do: fault in the next slice of the pool */
+                pthread_mutex_unlock(&e->mu);
+                warming = kv_cache_warm(e->kv, ENGINE_WARM_SLICE);
+                pthread_mutex_lock(&e->mu);
+                e->st.kv_pool_warm = !warming;
+                continue;
+            }
             pthread_cond_wait(&e->work_cv, &e->mu);
+        }
         bool stop = e->stopping;
         pthread_mutex_unlock(&e->mu);
         if (stop) break;

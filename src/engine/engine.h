@@ -154,6 +154,10 @@ typedef struct engine_stats {
     uint64_t prefix_cache_queries_total;
     uint64_t prefix_cache_hits_total;
     uint32_t kv_blocks_cached;
+    /* The KV pool is faulted in: with the prefix cache the engine does that
+     * while idle, a slice at a time, so that requests do not pay the first
+     * touch of blocks the cache hands out cold; without it, soon true. */
+    bool kv_pool_warm;
 } engine_stats;
 
 void engine_get_stats(engine *e, engine_stats *out);

@@ -27,28 +27,35 @@ size_t kv_cache_block_bytes(uint32_t n_layers, uint32_t kv_dim, uint32_t block_t
     return 2 * (size_t)n_layers * block_tokens * kv_cache_row_bytes(kv_type, kv_dim);
 }
 
-/* One tensor's pool (K or V): an anonymous map, zero-filled. Huge pages
- * where the kernel gives them: blocks are spread over the whole pool, and
- * with 4 KiB pages a write to a block not touched for a while pays a page
- * walk through cold page tables (and a fault the first time), which cost
- * 5-10% of a unique-prompt workload once the prefix cache stopped reusing
- * the same few warm blocks. With the prefix cache the pool fills with
- * cached blocks anyway, so it is faulted in here, once, rather than during
- * requests; without it, pages are faulted in only as blocks are first
- * written (a large pool costs resident memory only as it is used). */
-static void *pool_map(size_t bytes, bool prefault) {
+/* One tensor's pool (K or V): an anonymous map, zero-filled, faulted in
+ * only as it is written (or warmed: kv_cache_warm). Huge pages where the
+ * kernel gives them: blocks are spread over the whole pool, and with 4 KiB
+ * pages a write to a block not touched for a while pays a page walk
+ * through cold page tables, which cost 5-10% of a unique-prompt workload
+ * once the prefix cache stopped reusing the same few warm blocks. */
+static void *pool_map(size_t bytes) {
     void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return NULL;
     (void)madvise(m, bytes, MADV_HUGEPAGE); /* a hint: no THP, no harm */
-    if (prefault) {
-#ifdef MADV_POPULATE_WRITE
-        if (madvise(m, bytes, MADV_POPULATE_WRITE) == 0 || errno != EINVAL) return m;
-#endif
-        volatile uint8_t *b = m; /* kernels before 5.14: touch each page */
-        for (size_t i = 0; i < bytes; i += 4096)
-            b[i] = 0;
-    }
     return m;
+}
+
+static void populate(uint8_t *p, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+    if (madvise(p, bytes, MADV_POPULATE_WRITE) == 0 || errno != EINVAL) return;
+#endif
+    volatile uint8_t *b = p; /* kernels before 5.14: touch each page */
+    for (size_t i = 0; i < bytes; i += 4096)
+        b[i] = 0;
+}
+
+bool kv_cache_warm(kv_cache *kv, size_t bytes) {
+    if (!kv->pc || kv->warm_bytes >= kv->map_bytes) return false;
+    if (bytes > kv->map_bytes - kv->warm_bytes) bytes = kv->map_bytes - kv->warm_bytes;
+    populate(kv->k + kv->warm_bytes, bytes);
+    populate(kv->v + kv->warm_bytes, bytes);
+    kv->warm_bytes += bytes;
+    return kv->warm_bytes < kv->map_bytes;
 }
 
 int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
@@ -88,8 +95,8 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     kv->block_bytes = bb / 2;
     size_t half = bb / 2 * (size_t)n;
     kv->map_bytes = half;
-    kv->k = pool_map(half, p->prefix_cache);
-    kv->v = pool_map(half, p->prefix_cache);
+    kv->k = pool_map(half);
+    kv->v = pool_map(half);
     kv->free_list = malloc(sizeof(uint32_t) * n);
     kv->refs = calloc(n, sizeof *kv->refs);
     int pc_rc =

@@ -50,6 +50,7 @@ typedef struct kv_cache {
         block_bytes;  /* one block of one tensor (K or V): n_layers*block_tokens*n_kv_heads heads */
     uint8_t *k, *v;   /* n_blocks * block_bytes each (anonymous maps) */
     size_t map_bytes; /* bytes of each map */
+    size_t warm_bytes;   /* leading bytes of each map faulted in by kv_cache_warm */
     uint32_t *free_list; /* stack of free block ids that hold nothing cached */
     uint32_t n_free;
     uint32_t *refs;   /* per block: sequences holding it; 0 = free or cached-free */
@@ -73,6 +74,13 @@ size_t kv_cache_block_bytes(uint32_t n_layers, uint32_t kv_dim, uint32_t block_t
                             uint32_t kv_type);
 int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err);
 void kv_cache_free(kv_cache *kv);
+
+/* With the prefix cache, faults in the next `bytes` of each map (the
+ * blocks handed out next: the free list starts at block 0), so requests do
+ * not pay first-touch page faults on blocks the cache keeps cold; the
+ * engine calls it while idle, a slice at a time. True while more remains;
+ * false at once without the cache (its freed blocks are reused warm). */
+bool kv_cache_warm(kv_cache *kv, size_t bytes);
 
 /* Blocks a reservation can take now: free ones plus cached ones nobody
  * holds (evicted on demand). */
