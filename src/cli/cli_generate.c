@@ -1,44 +1,17 @@
 /* `tps generate`: one prompt through the engine, offline (no HTTP). Streams
  * the text to stdout and reports the engine's own prefill and decode speed,
  * each over a named window. Parsing and printing only. */
-#include <errno.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/opt.h"
 #include "engine/engine.h"
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
-
-static void usage(FILE *out) {
-    fprintf(out, "usage: tps generate -m MODEL.gguf -p PROMPT [options]\n"
-                 "\n"
-                 "Runs one prompt through the engine (no server) and streams the text to stdout.\n"
-                 "Then prints to stderr, each over its own window:\n"
-                 "  prefill: prompt tokens computed (not taken from the prefix cache, which a\n"
-                 "           single run starts empty) / time from the first forward step of\n"
-                 "           the prompt to its first logits (the step that samples the first\n"
-                 "           token)\n"
-                 "  decode:  tokens generated after the first / time from the first generated\n"
-                 "           token to the last (batch size 1: bound by memory bandwidth)\n"
-                 "\n"
-                 "  -m, --model FILE     GGUF model\n"
-                 "  -p, --prompt TEXT    prompt (UTF-8; special-token text like <s> is parsed)\n"
-                 "  -n, --n-predict N    tokens to generate (default 64, at least 1)\n"
-                 "  --temp T             temperature (default 0: greedy, reproducible)\n"
-                 "  --top-k K            keep the K most likely tokens (default 0: off)\n"
-                 "  --top-p P            nucleus sampling (default 1: off)\n"
-                 "  --min-p P            min-p sampling (default 0: off)\n"
-                 "  --seed S             sampling seed (default 1)\n"
-                 "  --ignore-eos         keep generating past end-of-sequence tokens\n"
-                 "  --threads N          kernel threads (default: all cores)\n"
-                 "  --batch N            prompt rows per step (default 512)\n"
-                 "  --kv-type f16|f32|q8_0  KV cache element type (default f16)\n"
-                 "  --no-repack          keep Q8_0/Q4_0 weights in the file's layout (no copy)\n"
-                 "  --json               print one JSON object instead of the text and figures\n");
-}
 
 /* Byte offset of the first invalid UTF-8 sequence, or -1 when valid. */
 static long utf8_invalid_at(const unsigned char *s, size_t n) {
@@ -63,99 +36,185 @@ static long utf8_invalid_at(const unsigned char *s, size_t n) {
     return -1;
 }
 
-static int parse_num(const char *flag, const char *v, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double d = strtod(v, &end);
-    if (errno || *end || end == v || !(d >= lo && d <= hi)) {
-        fprintf(stderr, "tps generate: %s takes a number in [%g, %g], not '%s'\n", flag, lo, hi, v);
-        return -1;
-    }
-    *out = d;
-    return 0;
-}
-
 typedef struct gen_opts {
     const char *model, *prompt;
-    double n, temp, top_k, top_p, min_p, seed, threads, batch;
+    uint32_t n, batch;
+    int top_k, threads;
+    double temp, top_p, min_p;
+    uint64_t seed;
     bool json, ignore_eos, no_repack;
     uint32_t kv_type;
 } gen_opts;
 
+#define G(field) offsetof(gen_opts, field)
+
+static const opt_row gen_rows[] = {
+    {"--model", "-m", OPT_STR, G(model), .metavar = "FILE", .help = "GGUF model"},
+    {"--prompt", "-p", OPT_STR, G(prompt), .metavar = "TEXT",
+     .help = "prompt (UTF-8; special-token text like <s> is parsed)"},
+    {"--n-predict", "-n", OPT_U32, G(n), .min = 1, .max = 1e9, .def = "64",
+     .help = "tokens to generate"},
+    {"--temp", .kind = OPT_NUM, .off = G(temp), .max = 100, .metavar = "T",
+     .help = "temperature (default 0: greedy, reproducible)"},
+    {"--top-k", .kind = OPT_INT, .off = G(top_k), .max = 1e9, .metavar = "K",
+     .help = "keep the K most likely tokens (default 0: off)"},
+    {"--top-p", .kind = OPT_NUM, .off = G(top_p), .max = 1, .metavar = "P",
+     .help = "nucleus sampling (default 1: off)"},
+    {"--min-p", .kind = OPT_NUM, .off = G(min_p), .max = 1, .metavar = "P",
+     .help = "min-p sampling (default 0: off)"},
+    {"--seed", .kind = OPT_U64, .off = G(seed), .max = 1.8e19, .metavar = "S", .def = "1",
+     .help = "sampling seed"},
+    {"--ignore-eos", .kind = OPT_FLAG, .off = G(ignore_eos),
+     .help = "keep generating past end-of-sequence tokens"},
+    {"--threads", .kind = OPT_INT, .off = G(threads), .min = 1, .max = 1024,
+     .help = "kernel threads (default: all cores)"},
+    {"--batch", .kind = OPT_U32, .off = G(batch), .min = 1, .max = 65536, .def = "512",
+     .help = "prompt rows per step"},
+    {"--kv-type", .kind = OPT_CHOICE, .off = G(kv_type),
+     .choices =
+         (const opt_choice[]){
+             {"f16", GGML_TYPE_F16}, {"f32", GGML_TYPE_F32}, {"q8_0", GGML_TYPE_Q8_0}, {NULL, 0}},
+     .def = "f16", .help = "KV cache element type"},
+    {"--no-repack", .kind = OPT_FLAG, .off = G(no_repack),
+     .help = "keep Q8_0/Q4_0 weights in the file's layout (no copy)"},
+    {"--json", .kind = OPT_FLAG, .off = G(json),
+     .help = "print one JSON object instead of the text and figures"},
+    {0},
+};
+
+static const opt_cmd gen_cmd = {
+    .prog = "tps generate",
+    .usage = "usage: tps generate -m MODEL.gguf -p PROMPT [options]\n"
+             "\n"
+             "Runs one prompt through the engine (no server) and streams the text to stdout.\n"
+             "Then prints to stderr, each over its own window:\n"
+             "  prefill: prompt tokens computed (not taken from the prefix cache, which a\n"
+             "           single run starts empty) / time from the first forward step of\n"
+             "           the prompt to its first logits (the step that samples the first\n"
+             "           token)\n"
+             "  decode:  tokens generated after the first / time from the first generated\n"
+             "           token to the last (batch size 1: bound by memory bandwidth)\n"
+             "\n",
+    .rows = gen_rows,
+};
+
+/* 0 to go on, or the exit code (-1 mapped by the caller). */
 static int parse_args(int argc, char **argv, gen_opts *o) {
     *o = (gen_opts){.n = 64, .top_p = 1, .seed = 1, .batch = 512, .kv_type = GGML_TYPE_F16};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 1;
-        }
-        if (!strcmp(a, "--json")) {
-            o->json = true;
-            continue;
-        }
-        if (!strcmp(a, "--ignore-eos")) {
-            o->ignore_eos = true;
-            continue;
-        }
-        if (!strcmp(a, "--no-repack")) {
-            o->no_repack = true;
-            continue;
-        }
-        struct {
-            const char *s, *l;
-            double *dst;
-            double lo, hi;
-        } nums[] = {
-            {"-n", "--n-predict", &o->n, 1, 1e9},      {NULL, "--temp", &o->temp, 0, 100},
-            {NULL, "--top-k", &o->top_k, 0, 1e9},      {NULL, "--top-p", &o->top_p, 0, 1},
-            {NULL, "--min-p", &o->min_p, 0, 1},        {NULL, "--seed", &o->seed, 0, 1.8e19},
-            {NULL, "--threads", &o->threads, 1, 1024}, {NULL, "--batch", &o->batch, 1, 65536}};
-        bool matched = false;
-        for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++)
-            if ((nums[k].s && !strcmp(a, nums[k].s)) || !strcmp(a, nums[k].l)) {
-                if (!v) {
-                    fprintf(stderr, "tps generate: %s needs a value\n", a);
-                    return -1;
-                }
-                if (parse_num(a, v, nums[k].lo, nums[k].hi, nums[k].dst)) return -1;
-                matched = true;
-                i++;
-            }
-        if (matched) continue;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "-p") ||
-            !strcmp(a, "--prompt") || !strcmp(a, "--kv-type")) {
-            if (!v) {
-                fprintf(stderr, "tps generate: %s needs a value\n", a);
-                return -1;
-            }
-            i++;
-            if (a[1] == 'm' || !strcmp(a, "--model"))
-                o->model = v;
-            else if (a[1] == 'p' || !strcmp(a, "--prompt"))
-                o->prompt = v;
-            else if (!strcmp(v, "f16"))
-                o->kv_type = GGML_TYPE_F16;
-            else if (!strcmp(v, "f32"))
-                o->kv_type = GGML_TYPE_F32;
-            else if (!strcmp(v, "q8_0"))
-                o->kv_type = GGML_TYPE_Q8_0;
-            else {
-                fprintf(stderr, "tps generate: --kv-type is f16, f32 or q8_0, not '%s'\n", v);
-                return -1;
-            }
-            continue;
-        }
-        fprintf(stderr, "tps generate: unknown option '%s'\n", a);
-        usage(stderr);
-        return -1;
-    }
+    int rc = opt_main(&gen_cmd, o, argc, argv);
+    if (rc >= 0) return rc == 0 ? 1 : -1;
     if (!o->model || !o->prompt) {
         fprintf(stderr, "tps generate: -m MODEL and -p PROMPT are required (an empty prompt "
                         "is -p '')\n");
         return -1;
     }
     return 0;
+}
+
+/* What one run produced: token ids, text, and the engine's timings. */
+typedef struct gen_out {
+    int32_t *ids; /* borrowed, room for n_predict */
+    size_t n;
+    char *text; /* realloc'd here; owned by the caller */
+    size_t len, cap;
+    engine_timings tm;
+    engine_finish fin;
+    uint64_t t_last; /* the last token's time */
+} gen_out;
+
+/* Polls the engine until the request is done; streams text to stdout when asked. */
+static void gen_collect(engine *e, bool stream, gen_out *g, tps_err *err) {
+    engine_event ev[16];
+    bool done = false;
+    g->fin = ENGINE_FINISH_ERROR;
+    while (!done) {
+        engine_wait(e, 1000);
+        size_t k = engine_poll(e, ev, 16);
+        for (size_t i = 0; i < k; i++) {
+            if (ev[i].kind == ENGINE_EV_TOKEN) {
+                g->ids[g->n++] = ev[i].token;
+                g->t_last = ev[i].t_ns;
+            }
+            if (ev[i].text_len) {
+                if (stream) {
+                    fwrite(ev[i].text, 1, ev[i].text_len, stdout);
+                    fflush(stdout);
+                }
+                while (g->len + ev[i].text_len + 1 > g->cap)
+                    g->text = realloc(g->text, g->cap *= 2);
+                memcpy(g->text + g->len, ev[i].text, ev[i].text_len);
+                g->len += ev[i].text_len;
+            }
+            if (ev[i].kind == ENGINE_EV_DONE) {
+                done = true;
+                g->tm = ev[i].timings;
+                g->fin = ev[i].finish;
+                if (g->fin == ENGINE_FINISH_ERROR)
+                    snprintf(err->msg, sizeof err->msg, "%s", ev[i].error);
+            }
+        }
+    }
+    g->text[g->len] = 0;
+}
+
+/* Each window's figures. */
+typedef struct gen_figures {
+    double prefill_s, decode_s, prefill_tps, decode_tps, gbps;
+    size_t n_computed; /* prompt tokens the prefix cache did not hold */
+} gen_figures;
+
+static void gen_print_json(const gen_out *g, const gen_figures *f, const int32_t *ids, size_t n_ids,
+                           uint64_t bytes_per_token) {
+    json_t *j = json_object(), *pa = json_array(), *ta = json_array();
+    for (size_t i = 0; i < n_ids; i++)
+        json_array_append_new(pa, json_integer(ids[i]));
+    for (size_t i = 0; i < g->n; i++)
+        json_array_append_new(ta, json_integer(g->ids[i]));
+    json_object_set_new(j, "prompt_tokens", pa);
+    json_object_set_new(j, "tokens", ta);
+    json_object_set_new(j, "text", json_stringn(g->text, g->len));
+    json_object_set_new(j, "finish_reason", json_string(engine_finish_name(g->fin)));
+    json_object_set_new(j, "n_prompt", json_integer((json_int_t)n_ids));
+    json_object_set_new(j, "cached_tokens", json_integer((json_int_t)g->tm.cached_tokens));
+    json_object_set_new(j, "n_generated", json_integer((json_int_t)g->n));
+    json_object_set_new(j, "prefill_ms", json_real(f->prefill_s * 1e3));
+    json_object_set_new(j, "prefill_tps", json_real(f->prefill_tps));
+    json_object_set_new(j, "decode_tokens", json_integer(g->n ? (json_int_t)g->n - 1 : 0));
+    json_object_set_new(j, "decode_ms", json_real(f->decode_s * 1e3));
+    json_object_set_new(j, "decode_tps", json_real(f->decode_tps));
+    json_object_set_new(j, "decode_gbps", json_real(f->gbps));
+    json_object_set_new(j, "weight_bytes_per_token", json_integer((json_int_t)bytes_per_token));
+    char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+    printf("%s\n", s);
+    free(s);
+    json_decref(j);
+}
+
+static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, size_t n_ids,
+                      uint64_t bytes_per_token) {
+    const engine_timings *tm = &g->tm;
+    gen_figures f = {0};
+    f.prefill_s = tm->t_first_token ? (double)(tm->t_first_token - tm->t_first_scheduled) / 1e9 : 0;
+    f.decode_s = g->n > 1 ? (double)(g->t_last - tm->t_first_token) / 1e9 : 0;
+    f.n_computed = n_ids - tm->cached_tokens;
+    f.prefill_tps = f.prefill_s > 0 ? (double)f.n_computed / f.prefill_s : 0;
+    f.decode_tps = f.decode_s > 0 ? (double)(g->n - 1) / f.decode_s : 0;
+    f.gbps = f.decode_tps * (double)bytes_per_token / 1e9;
+    if (o->json) {
+        gen_print_json(g, &f, ids, n_ids, bytes_per_token);
+        return;
+    }
+    printf("\n");
+    fprintf(stderr,
+            "\nprompt:  %zu tokens (%u from the prefix cache)\n"
+            "prefill: %zu tokens in %.2f ms = %.1f tokens/s   [window: first forward step of "
+            "the prompt -> first logits]\n"
+            "decode:  %zu tokens in %.2f ms = %.1f tokens/s   [window: first generated token "
+            "-> last; %zu generated in all, finish: %s]\n"
+            "         %.2f GB/s of weights read (%.1f MiB per token)\n",
+            n_ids, tm->cached_tokens, f.n_computed, f.prefill_s * 1e3, f.prefill_tps,
+            g->n ? g->n - 1 : 0, f.decode_s * 1e3, f.decode_tps, g->n, engine_finish_name(g->fin),
+            f.gbps, (double)bytes_per_token / 1048576.0);
 }
 
 int cli_generate(int argc, char **argv) {
@@ -175,6 +234,7 @@ int cli_generate(int argc, char **argv) {
     int32_t *ids = NULL, *out_ids = NULL;
     char *text = NULL;
     int status = 1;
+    gen_out out = {0};
     llama_load_opts lo = {.no_repack = o.no_repack};
     if (llama_model_load_opts(&m, o.model, &lo, &err) || tokenizer_load(&tok, m->file, &err))
         goto done;
@@ -192,105 +252,28 @@ int cli_generate(int argc, char **argv) {
     engine_params_default(&ep);
     ep.model = m;
     ep.tok = tok;
-    ep.n_threads = (int)o.threads;
+    ep.n_threads = o.threads;
     ep.max_seqs = 1;
-    ep.max_batch_tokens = (uint32_t)o.batch;
+    ep.max_batch_tokens = o.batch;
     ep.kv_tokens = m->cfg.ctx_len;
     ep.kv_type = o.kv_type;
     if (engine_create(&e, &ep, &err)) goto done;
-    engine_request rq = {.prompt = ids, .n_prompt = n_ids, .max_tokens = (uint32_t)o.n};
+    engine_request rq = {.prompt = ids, .n_prompt = n_ids, .max_tokens = o.n};
     sampler_params_default(&rq.sampling);
     rq.sampling.temperature = (float)o.temp;
     rq.sampling.top_k = (int32_t)o.top_k;
     rq.sampling.top_p = (float)o.top_p;
     rq.sampling.min_p = (float)o.min_p;
-    rq.sampling.seed = (uint64_t)o.seed;
+    rq.sampling.seed = o.seed;
     rq.sampling.ignore_eos = o.ignore_eos;
     uint64_t id;
     if (engine_submit(e, &rq, &id, &err)) goto done;
-    out_ids = malloc(sizeof(int32_t) * (size_t)o.n);
-    size_t n_out = 0, text_len = 0, text_cap = 4096;
-    text = malloc(text_cap);
-    engine_event ev[16];
-    bool done = false;
-    engine_timings tm = {0};
-    engine_finish fin = ENGINE_FINISH_ERROR;
-    uint64_t t_last = 0;
-    while (!done) {
-        engine_wait(e, 1000);
-        size_t k = engine_poll(e, ev, 16);
-        for (size_t i = 0; i < k; i++) {
-            if (ev[i].kind == ENGINE_EV_TOKEN) {
-                out_ids[n_out++] = ev[i].token;
-                t_last = ev[i].t_ns;
-            }
-            if (ev[i].text_len) {
-                if (!o.json) {
-                    fwrite(ev[i].text, 1, ev[i].text_len, stdout);
-                    fflush(stdout);
-                }
-                while (text_len + ev[i].text_len + 1 > text_cap)
-                    text = realloc(text, text_cap *= 2);
-                memcpy(text + text_len, ev[i].text, ev[i].text_len);
-                text_len += ev[i].text_len;
-            }
-            if (ev[i].kind == ENGINE_EV_DONE) {
-                done = true;
-                tm = ev[i].timings;
-                fin = ev[i].finish;
-                if (fin == ENGINE_FINISH_ERROR)
-                    snprintf(err.msg, sizeof err.msg, "%s", ev[i].error);
-            }
-        }
-    }
-    text[text_len] = 0;
-    if (fin == ENGINE_FINISH_ERROR) goto done;
-    double prefill_s =
-        tm.t_first_token ? (double)(tm.t_first_token - tm.t_first_scheduled) / 1e9 : 0;
-    double decode_s = n_out > 1 ? (double)(t_last - tm.t_first_token) / 1e9 : 0;
-    /* prefill computes the tokens the prefix cache did not hold */
-    const size_t n_computed = n_ids - tm.cached_tokens;
-    double prefill_tps = prefill_s > 0 ? (double)n_computed / prefill_s : 0;
-    double decode_tps = decode_s > 0 ? (double)(n_out - 1) / decode_s : 0;
-    double gbps = decode_tps * (double)m->w.bytes_per_token / 1e9;
-    if (o.json) {
-        json_t *j = json_object(), *pa = json_array(), *ta = json_array();
-        for (size_t i = 0; i < n_ids; i++)
-            json_array_append_new(pa, json_integer(ids[i]));
-        for (size_t i = 0; i < n_out; i++)
-            json_array_append_new(ta, json_integer(out_ids[i]));
-        json_object_set_new(j, "prompt_tokens", pa);
-        json_object_set_new(j, "tokens", ta);
-        json_object_set_new(j, "text", json_stringn(text, text_len));
-        json_object_set_new(j, "finish_reason", json_string(engine_finish_name(fin)));
-        json_object_set_new(j, "n_prompt", json_integer((json_int_t)n_ids));
-        json_object_set_new(j, "cached_tokens", json_integer((json_int_t)tm.cached_tokens));
-        json_object_set_new(j, "n_generated", json_integer((json_int_t)n_out));
-        json_object_set_new(j, "prefill_ms", json_real(prefill_s * 1e3));
-        json_object_set_new(j, "prefill_tps", json_real(prefill_tps));
-        json_object_set_new(j, "decode_tokens", json_integer(n_out ? (json_int_t)n_out - 1 : 0));
-        json_object_set_new(j, "decode_ms", json_real(decode_s * 1e3));
-        json_object_set_new(j, "decode_tps", json_real(decode_tps));
-        json_object_set_new(j, "decode_gbps", json_real(gbps));
-        json_object_set_new(j, "weight_bytes_per_token",
-                            json_integer((json_int_t)m->w.bytes_per_token));
-        char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
-        printf("%s\n", s);
-        free(s);
-        json_decref(j);
-    } else {
-        printf("\n");
-        fprintf(stderr,
-                "\nprompt:  %zu tokens (%u from the prefix cache)\n"
-                "prefill: %zu tokens in %.2f ms = %.1f tokens/s   [window: first forward step of "
-                "the prompt -> first logits]\n"
-                "decode:  %zu tokens in %.2f ms = %.1f tokens/s   [window: first generated token "
-                "-> last; %zu generated in all, finish: %s]\n"
-                "         %.2f GB/s of weights read (%.1f MiB per token)\n",
-                n_ids, tm.cached_tokens, n_computed, prefill_s * 1e3, prefill_tps,
-                n_out ? n_out - 1 : 0, decode_s * 1e3, decode_tps, n_out, engine_finish_name(fin),
-                gbps, (double)m->w.bytes_per_token / 1048576.0);
-    }
+    out.ids = out_ids = malloc(sizeof(int32_t) * (size_t)o.n);
+    out.text = text = malloc(out.cap = 4096);
+    gen_collect(e, !o.json, &out, &err);
+    text = out.text;
+    if (out.fin == ENGINE_FINISH_ERROR) goto done;
+    gen_print(&o, &out, ids, n_ids, m->w.bytes_per_token);
     status = 0;
 done:
     if (status) fprintf(stderr, "tps generate: %s\n", err.msg);

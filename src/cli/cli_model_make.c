@@ -1,79 +1,70 @@
 /* `tps model make`: argument parsing for the synthetic model maker
  * (src/model/model_make). */
-#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "cli/cli.h"
+#include "cli/opt.h"
 #include "model/gguf.h"
 #include "model/model_make.h"
 
-static void usage(FILE *out) {
-    fprintf(out, "usage: tps model make --preset P --type T [--vocab FILE.gguf] [--seed S] -o "
-                 "OUT.gguf\n"
-                 "\n"
-                 "Writes a Llama-architecture GGUF of a real model's shape with seeded random\n"
-                 "weights: the same compute cost per token as a trained model of that shape\n"
-                 "(what a throughput benchmark measures); its text is noise. llama.cpp loads it.\n"
-                 "\n"
-                 "  --preset P      shape (below)\n"
-                 "  --type T        f32, f16, bf16, q8_0, q4_0, q4_k, q6_k for the weight\n"
-                 "                  matrices, or q4_k_m: Q4_K with Q6_K for output.weight and\n"
-                 "                  some attn_v / ffn_down, like llama.cpp's Q4_K_M (K-quants\n"
-                 "                  need a preset whose dim and ffn are multiples of 256)\n"
-                 "  --vocab FILE    copy the tokenizer of this GGUF (else a byte-level vocabulary\n"
-                 "                  padded to the preset's size: one token per byte of text)\n"
-                 "  --seed S        weight seed (default 1); same seed, same file\n"
-                 "  -o, --output F  output path\n"
-                 "\n"
-                 "presets:\n");
+typedef struct make_cli {
+    model_make_opts o;
+    const char *preset, *type;
+} make_cli;
+
+static const opt_row make_rows[] = {
+    {"--preset", .kind = OPT_STR, .off = offsetof(make_cli, preset), .metavar = "P",
+     .help = "shape (below)"},
+    {"--type", .kind = OPT_STR, .off = offsetof(make_cli, type), .metavar = "T",
+     .help = "f32, f16, bf16, q8_0, q4_0, q4_k, q6_k for the weight\n"
+             "matrices, or q4_k_m: Q4_K with Q6_K for output.weight and\n"
+             "some attn_v / ffn_down, like llama.cpp's Q4_K_M (K-quants\n"
+             "need a preset whose dim and ffn are multiples of 256)"},
+    {"--vocab", .kind = OPT_STR, .off = offsetof(make_cli, o.vocab_path), .metavar = "FILE",
+     .help = "copy the tokenizer of this GGUF (else a byte-level vocabulary\n"
+             "padded to the preset's size: one token per byte of text)"},
+    {"--seed", .kind = OPT_U64, .off = offsetof(make_cli, o.seed), .max = 18446744073709551615.0,
+     .metavar = "S", .help = "weight seed (default 1); same seed, same file"},
+    {"--output", "-o", OPT_STR, offsetof(make_cli, o.out_path), .metavar = "F",
+     .help = "output path"},
+    {0},
+};
+
+static void presets(FILE *out) {
+    fprintf(out, "\npresets:\n");
     for (const model_preset *p = model_presets; p->name; p++)
-        fprintf(out, "  %-5s dim %u, %u layers, %u heads (%u kv), ffn %u, vocab %u, ctx %u: %.0fM "
-                     "params, like %s\n",
+        fprintf(out,
+                "  %-5s dim %u, %u layers, %u heads (%u kv), ffn %u, vocab %u, ctx %u: %.0fM "
+                "params, like %s\n",
                 p->name, p->dim, p->n_layers, p->n_heads, p->n_kv_heads, p->ffn_dim, p->n_vocab,
                 p->ctx_len, (double)model_preset_params(p) / 1e6, p->like);
 }
 
+static const opt_cmd make_cmd = {
+    .prog = "tps model make",
+    .usage = "usage: tps model make --preset P --type T [--vocab FILE.gguf] [--seed S] -o "
+             "OUT.gguf\n"
+             "\n"
+             "Writes a Llama-architecture GGUF of a real model's shape with seeded random\n"
+             "weights: the same compute cost per token as a trained model of that shape\n"
+             "(what a throughput benchmark measures); its text is noise. llama.cpp loads it.\n"
+             "\n",
+    .rows = make_rows,
+    .epilogue = presets,
+};
+
 int cli_model_make(int argc, char **argv) {
-    model_make_opts o = {.seed = 1, .progress = 1};
-    const char *preset = NULL, *type = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--preset") || !strcmp(a, "--type") || !strcmp(a, "--vocab") ||
-            !strcmp(a, "--seed") || !strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!v) {
-                fprintf(stderr, "tps model make: %s needs a value\n", a);
-                return 2;
-            }
-            i++;
-            if (!strcmp(a, "--preset")) preset = v;
-            else if (!strcmp(a, "--type")) type = v;
-            else if (!strcmp(a, "--vocab")) o.vocab_path = v;
-            else if (!strcmp(a, "--seed")) {
-                char *end;
-                errno = 0;
-                o.seed = strtoull(v, &end, 10);
-                if (errno || *end || v[0] == '-') {
-                    fprintf(stderr, "tps model make: --seed takes a non-negative integer, not '%s'\n", v);
-                    return 2;
-                }
-            } else o.out_path = v;
-        } else {
-            fprintf(stderr, "tps model make: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    make_cli m = {.o = {.seed = 1, .progress = 1}};
+    int prc = opt_main(&make_cmd, &m, argc, argv);
+    if (prc >= 0) return prc;
+    model_make_opts o = m.o;
+    const char *preset = m.preset, *type = m.type;
     if (!preset || !type || !o.out_path) {
-        fprintf(stderr, "tps model make: --preset, --type and -o are required\n");
-        usage(stderr);
+        fprintf(stderr, "tps model make: --preset, --type and -o are required (see --help)\n");
         return 2;
     }
     o.preset = model_preset_find(preset);

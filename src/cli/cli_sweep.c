@@ -1,6 +1,8 @@
 /* `tps sweep`: argument parsing and wiring only. The grid, the local server
  * and the sweep document are src/bench/sweep.h; every point is a whole
  * `tps bench` run (cli_bench), so bench options mean the same here. */
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,45 +10,91 @@
 #include "bench/report_set.h"
 #include "bench/sweep.h"
 #include "cli/cli.h"
+#include "cli/opt.h"
 
-static void usage(FILE *out) {
-    fputs("usage: tps sweep [--url URL | --serve MODEL.gguf | --models A.gguf,B.gguf]\n"
-          "                 [--concurrency LIST] [--rate LIST] [--input-len LIST]\n"
-          "                 [--output-len LIST] [bench options] [--json OUT.json]\n"
-          "                 [--html OUT.html] [--svg DIR]\n"
-          "\n"
-          "Runs `tps bench` once per point of a grid against one endpoint and keeps every\n"
-          "point's full bench result in one JSON file (schema tps.sweep.result v1), which\n"
-          "`tps report` renders. A LIST is comma-separated: --concurrency 1,4,16 or\n"
-          "--input-len 32,512 (each item any form bench takes: 128, uniform:64:512). At\n"
-          "most two axes may have more than one value; the grid is their product.\n"
-          "\n"
-          "endpoint\n"
-          "  --url URL             the endpoint (default http://127.0.0.1:8080)\n"
-          "  --serve MODEL.gguf    start `tps serve -m MODEL` on 127.0.0.1 (a free port),\n"
-          "                        wait for /health, sweep it, stop it (SIGTERM)\n"
-          "  --models A,B,...      the same once per model: model size is an axis\n"
-          "  --serve-args 'ARGS'   extra `tps serve` options, e.g. '--threads 2 --max-seqs 32'\n"
-          "  --serve-wait S        seconds to wait for /health (default 120)\n"
-          "axes (one value: fixed for every point; more: swept)\n"
-          "  --concurrency LIST    closed loop in flight (with --rate: the cap)\n"
-          "  --rate LIST           open loop requests/s\n"
-          "  --input-len LIST      prompt tokens\n"
-          "  --output-len LIST     max_tokens\n"
-          "bench options: every other option goes to each `tps bench` run unchanged\n"
-          "  (--requests/--duration are needed; see tps bench --help). When serving, prompts\n"
-          "  are sized with the served model's tokenizer unless --tokenizer is given.\n"
-          "output\n"
-          "  --json FILE           the sweep: every point's axes, bench result, exit status\n"
-          "                        and the server's /metrics deltas (steps, prompt and\n"
-          "                        generated tokens) when the endpoint is tps serve\n"
-          "  --html FILE, --svg DIR   also render the report (as tps report does)\n"
-          "  --quiet               no table at the end\n"
-          "\n"
-          "Exit status: 0; 1 when a point's bench run exited non-zero (errors above its\n"
-          "--max-error-rate, or no result) or the server did not start; 2 for bad options.\n",
-          out);
+/* Everything `tps sweep` parses; the grid options are in o. */
+typedef struct sweep_cli {
+    sweep_opts o;
+    const char *bench_buf[SWEEP_MAX_ARGS - 1];
+    opt_list bench_args; /* options sweep does not know, for every bench run */
+    const char *serve_args, *json_out, *html, *svg, *serve, *models;
+    bool quiet;
+} sweep_cli;
+
+static int axis_arg(void *dst, const char *v, char *why, size_t cap) {
+    tps_err e = {{0}};
+    if (!sweep_list_parse(dst, v, &e)) return 0;
+    snprintf(why, cap, "%s", e.msg);
+    return -1;
 }
+
+static int csv_arg(void *dst, const char *v, char *why, size_t cap) {
+    snprintf(why, cap, "--csv is per bench run; use --json (tps report reads it)");
+    return -1;
+}
+
+#define W(field) offsetof(sweep_cli, field)
+#define AXIS_ROW(flag, ax, text)                                                                   \
+    {                                                                                              \
+        flag, .kind = OPT_CUSTOM, .off = W(o.axis[ax]), .parse = axis_arg, .metavar = "LIST",      \
+              .help = text                                                                         \
+    }
+
+static const opt_row sweep_rows[] = {
+    OPT_HEAD("endpoint"),
+    {"--url", .kind = OPT_STR, .off = W(o.url), .metavar = "URL",
+     .help = "the endpoint (default http://127.0.0.1:8080)"},
+    {"--serve", .kind = OPT_STR, .off = W(serve), .metavar = "MODEL.gguf",
+     .help = "start `tps serve -m MODEL` on 127.0.0.1 (a free port),\n"
+             "wait for /health, sweep it, stop it (SIGTERM)"},
+    {"--models", .kind = OPT_STR, .off = W(models), .metavar = "A,B,...",
+     .help = "the same once per model: model size is an axis"},
+    {"--serve-args", .kind = OPT_STR, .off = W(serve_args), .metavar = "'ARGS'",
+     .help = "extra `tps serve` options, e.g. '--threads 2 --max-seqs 32'"},
+    {"--serve-wait", .kind = OPT_SECONDS, .off = W(o.serve_wait_s), .max = INFINITY,
+     .flags = OPT_ABOVE_MIN, .def = "120", .help = "seconds to wait for /health"},
+    OPT_HEAD("axes (one value: fixed for every point; more: swept)"),
+    AXIS_ROW("--concurrency", SWEEP_CONCURRENCY, "closed loop in flight (with --rate: the cap)"),
+    AXIS_ROW("--rate", SWEEP_RATE, "open loop requests/s"),
+    AXIS_ROW("--input-len", SWEEP_INPUT_LEN, "prompt tokens"),
+    AXIS_ROW("--output-len", SWEEP_OUTPUT_LEN, "max_tokens"),
+    OPT_HEAD("bench options: every other option goes to each `tps bench` run unchanged\n"
+             "  (--requests/--duration are needed; see tps bench --help). When serving, prompts\n"
+             "  are sized with the served model's tokenizer unless --tokenizer is given.\n"
+             "output"),
+    {"--json", .kind = OPT_STR, .off = W(json_out), .metavar = "FILE",
+     .help = "the sweep: every point's axes, bench result, exit status\n"
+             "and the server's /metrics deltas (steps, prompt and\n"
+             "generated tokens) when the endpoint is tps serve"},
+    {"--html", .kind = OPT_STR, .off = W(html), .metavar = "FILE",
+     .help = "also render the report (as tps report does)"},
+    {"--svg", .kind = OPT_STR, .off = W(svg), .metavar = "DIR",
+     .help = "also draw the report's SVG plots in DIR"},
+    {"--quiet", .kind = OPT_FLAG, .off = W(quiet), .help = "no table at the end"},
+    {"--csv", .kind = OPT_CUSTOM, .parse = csv_arg, .metavar = "FILE",
+     .help = "refused: a CSV row is per bench run; use --json"},
+    {.kind = OPT_REST, .off = W(bench_args), .flags = OPT_UNKNOWN_TOO},
+    {0},
+};
+
+static const opt_cmd sweep_cmd = {
+    .prog = "tps sweep",
+    .usage = "usage: tps sweep [--url URL | --serve MODEL.gguf | --models A.gguf,B.gguf]\n"
+             "                 [--concurrency LIST] [--rate LIST] [--input-len LIST]\n"
+             "                 [--output-len LIST] [bench options] [--json OUT.json]\n"
+             "                 [--html OUT.html] [--svg DIR]\n"
+             "\n"
+             "Runs `tps bench` once per point of a grid against one endpoint and keeps every\n"
+             "point's full bench result in one JSON file (schema tps.sweep.result v1), which\n"
+             "`tps report` renders. A LIST is comma-separated: --concurrency 1,4,16 or\n"
+             "--input-len 32,512 (each item any form bench takes: 128, uniform:64:512). At\n"
+             "most two axes may have more than one value; the grid is their product.\n"
+             "\n",
+    .rows = sweep_rows,
+    .after = "\n"
+             "Exit status: 0; 1 when a point's bench run exited non-zero (errors above its\n"
+             "--max-error-rate, or no result) or the server did not start; 2 for bad options.\n",
+};
 
 static int split_words(char *buf, const char **out, size_t cap, size_t *n) {
     for (char *save = NULL, *t = strtok_r(buf, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
@@ -56,156 +104,112 @@ static int split_words(char *buf, const char **out, size_t cap, size_t *n) {
     return 0;
 }
 
-int cli_sweep(int argc, char **argv) {
-    sweep_opts *o = calloc(1, sizeof *o);
-    if (!o) return 1;
-    const char *bench_args[SWEEP_MAX_ARGS], *serve_args[64];
-    char serve_buf[2048] = "";
-    size_t nb = 0, ns = 0;
-    const char *json_out = NULL, *html = NULL, *svg = NULL, *serve = NULL, *models = NULL;
-    bool quiet = false, has_tokenizer = false, bounded = false;
-    tps_err e = {{0}};
-    int rc = 2;
-    o->url = "http://127.0.0.1:8080";
-    o->serve_wait_s = 120;
+/* Whether the bench options include NAME (as --name or --name=...). */
+static bool has_bench_opt(const opt_list *l, const char *name) {
+    size_t n = strlen(name);
+    for (size_t i = 0; i < l->n; i++)
+        if (!strncmp(l->v[i], name, n) && (!l->v[i][n] || l->v[i][n] == '=')) return true;
+    return false;
+}
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int axis = -1;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            rc = 0;
-            goto out;
-        }
-        if (!strcmp(a, "--concurrency")) axis = SWEEP_CONCURRENCY;
-        if (!strcmp(a, "--rate")) axis = SWEEP_RATE;
-        if (!strcmp(a, "--input-len")) axis = SWEEP_INPUT_LEN;
-        if (!strcmp(a, "--output-len")) axis = SWEEP_OUTPUT_LEN;
-        bool takes = axis >= 0 || !strcmp(a, "--url") || !strcmp(a, "--serve") ||
-                     !strcmp(a, "--models") || !strcmp(a, "--serve-args") ||
-                     !strcmp(a, "--serve-wait") || !strcmp(a, "--json") || !strcmp(a, "--html") ||
-                     !strcmp(a, "--svg");
-        if (takes && !v) {
-            fprintf(stderr, "tps sweep: %s needs a value\n", a);
-            goto out;
-        }
-        if (axis >= 0) {
-            if (sweep_list_parse(&o->axis[axis], v, &e)) {
-                fprintf(stderr, "tps sweep: %s: %s\n", a, e.msg);
-                goto out;
-            }
-        } else if (!strcmp(a, "--url"))
-            o->url = v;
-        else if (!strcmp(a, "--serve"))
-            serve = v;
-        else if (!strcmp(a, "--models"))
-            models = v;
-        else if (!strcmp(a, "--serve-args"))
-            snprintf(serve_buf, sizeof serve_buf, "%s", v);
-        else if (!strcmp(a, "--serve-wait")) {
-            char *end;
-            o->serve_wait_s = strtod(v, &end);
-            if (*end || !(o->serve_wait_s > 0)) {
-                fprintf(stderr, "tps sweep: --serve-wait '%s': expected seconds > 0\n", v);
-                goto out;
-            }
-        } else if (!strcmp(a, "--json"))
-            json_out = v;
-        else if (!strcmp(a, "--html"))
-            html = v;
-        else if (!strcmp(a, "--svg"))
-            svg = v;
-        else if (!strcmp(a, "--quiet"))
-            quiet = true;
-        else if (!strcmp(a, "--csv")) {
-            fprintf(stderr,
-                    "tps sweep: --csv is per bench run; use --json (tps report reads it)\n");
-            goto out;
-        } else {
-            if (nb + 1 >= SWEEP_MAX_ARGS) {
-                fprintf(stderr, "tps sweep: too many bench options\n");
-                goto out;
-            }
-            if (!strcmp(a, "--tokenizer")) has_tokenizer = true;
-            if (!strcmp(a, "--requests") || !strcmp(a, "--duration")) bounded = true;
-            bench_args[nb++] = a;
-            continue;
-        }
-        if (takes) i++;
-    }
-    if (serve && models) {
-        fprintf(stderr, "tps sweep: give --serve MODEL or --models A,B, not both\n");
-        goto out;
-    }
-    if ((serve || models) && sweep_list_parse(&o->axis[SWEEP_MODEL], serve ? serve : models, &e)) {
-        fprintf(stderr, "tps sweep: --models: %s\n", e.msg);
-        goto out;
-    }
-    if (serve && o->axis[SWEEP_MODEL].n != 1) {
-        fprintf(stderr, "tps sweep: --serve takes one model; use --models A,B for several\n");
-        goto out;
-    }
-    if (!bounded) {
-        fprintf(stderr, "tps sweep: give --requests N and/or --duration S (each point must "
-                        "end)\n");
-        goto out;
+/* The checks across options; 0, or -1 after a message. */
+static int sweep_check(sweep_cli *w) {
+    tps_err e = {{0}};
+    sweep_opts *o = &w->o;
+    const char *msg = NULL;
+    if (w->serve && w->models)
+        msg = "give --serve MODEL or --models A,B, not both";
+    else if ((w->serve || w->models) &&
+             sweep_list_parse(&o->axis[SWEEP_MODEL], w->serve ? w->serve : w->models, &e))
+        msg = e.msg;
+    else if (w->serve && o->axis[SWEEP_MODEL].n != 1)
+        msg = "--serve takes one model; use --models A,B for several";
+    else if (!has_bench_opt(&w->bench_args, "--requests") &&
+             !has_bench_opt(&w->bench_args, "--duration"))
+        msg = "give --requests N and/or --duration S (each point must end)";
+    if (msg) {
+        fprintf(stderr, "tps sweep: %s%s\n", msg == e.msg ? "--models: " : "", msg);
+        return -1;
     }
     if (sweep_naxes(o) > 2) {
         fprintf(stderr,
                 "tps sweep: %zu axes vary; sweep at most two at a time (one value "
                 "fixes an axis)\n",
                 sweep_naxes(o));
-        goto out;
+        return -1;
     }
-    if (split_words(serve_buf, serve_args, 64, &ns)) {
-        fprintf(stderr, "tps sweep: --serve-args: too many words\n");
-        goto out;
-    }
-    o->exe = "/proc/self/exe";
-    o->serve_args = serve_args;
-    o->n_serve_args = ns;
-    o->bench_args = bench_args;
-    o->n_bench_args = nb;
-    o->add_tokenizer = !has_tokenizer;
-    o->bench = cli_bench;
-    o->log = stderr;
+    return 0;
+}
 
+/* The sweep, its document written and its report shown; the exit code. */
+static int sweep_go(sweep_cli *w) {
+    sweep_opts *o = &w->o;
+    tps_err e = {{0}};
     json_t *doc = NULL;
     size_t failed = 0;
     fprintf(stderr, "tps sweep: %zu point%s\n", sweep_npoints(o), sweep_npoints(o) == 1 ? "" : "s");
     if (sweep_run(&doc, &failed, o, &e)) {
         fprintf(stderr, "tps sweep: %s\n", e.msg);
-        rc = 1;
-        goto out;
+        return 1;
     }
-    rc = failed ? 1 : 0;
-    if (json_out) {
-        if (json_dump_file(doc, json_out, JSON_INDENT(1) | JSON_REAL_PRECISION(10))) {
-            fprintf(stderr, "tps sweep: cannot write '%s'\n", json_out);
+    int rc = failed ? 1 : 0;
+    if (w->json_out) {
+        if (json_dump_file(doc, w->json_out, JSON_INDENT(1) | JSON_REAL_PRECISION(10))) {
+            fprintf(stderr, "tps sweep: cannot write '%s'\n", w->json_out);
             rc = 1;
         } else {
-            fprintf(stderr, "tps sweep: wrote %s (tps report %s)\n", json_out, json_out);
+            fprintf(stderr, "tps sweep: wrote %s (tps report %s)\n", w->json_out, w->json_out);
         }
     }
     rset s;
     rset_init(&s);
-    if (rset_add_json(&s, doc, json_out ? json_out : "sweep", &e)) {
+    if (rset_add_json(&s, doc, w->json_out ? w->json_out : "sweep", &e)) {
         fprintf(stderr, "tps sweep: %s\n", e.msg);
         rc = 1;
     } else {
         rset_finish(&s);
-        if (!quiet) rset_print(stdout, &s);
-        if ((html || svg) && rset_render(&s, html, svg, &e)) {
+        if (!w->quiet) rset_print(stdout, &s);
+        if ((w->html || w->svg) && rset_render(&s, w->html, w->svg, &e)) {
             fprintf(stderr, "tps sweep: %s\n", e.msg);
             rc = 1;
-        } else if (html) {
-            fprintf(stderr, "tps sweep: wrote %s\n", html);
+        } else if (w->html) {
+            fprintf(stderr, "tps sweep: wrote %s\n", w->html);
         }
     }
     rset_free(&s);
     json_decref(doc);
+    return rc;
+}
+
+int cli_sweep(int argc, char **argv) {
+    sweep_cli *w = calloc(1, sizeof *w);
+    if (!w) return 1;
+    const char *serve_args[64];
+    char serve_buf[2048] = "";
+    size_t ns = 0;
+    w->bench_args = OPT_LIST_OF(w->bench_buf);
+    w->o.url = "http://127.0.0.1:8080";
+    w->o.serve_wait_s = 120;
+    int rc = opt_main(&sweep_cmd, w, argc, argv);
+    if (rc >= 0) goto out;
+    rc = 2;
+    if (sweep_check(w)) goto out;
+    snprintf(serve_buf, sizeof serve_buf, "%s", w->serve_args ? w->serve_args : "");
+    if (split_words(serve_buf, serve_args, 64, &ns)) {
+        fprintf(stderr, "tps sweep: --serve-args: too many words\n");
+        goto out;
+    }
+    sweep_opts *o = &w->o;
+    o->exe = "/proc/self/exe";
+    o->serve_args = serve_args;
+    o->n_serve_args = ns;
+    o->bench_args = w->bench_args.v;
+    o->n_bench_args = w->bench_args.n;
+    o->add_tokenizer = !has_bench_opt(&w->bench_args, "--tokenizer");
+    o->bench = cli_bench;
+    o->log = stderr;
+    rc = sweep_go(w);
 out:
-    free(o);
+    free(w);
     return rc;
 }
