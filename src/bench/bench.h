@@ -7,7 +7,10 @@
  * carry that time. Closed loop (--concurrency N: a finished request is
  * replaced at once) or open loop (--rate R: requests are due at scheduled
  * times from an arrival process; a late send keeps its scheduled time as the
- * start of TTFT/E2E, and the lateness is recorded).
+ * start of TTFT/E2E, and the lateness is recorded). A timed workload (a
+ * trace, workload.timed) is an open loop whose schedule is its items'
+ * send_at_s: each item is sent once, at its time (--requests may cut it
+ * short), and --rate does not apply.
  *
  * A multi-turn workload (workload.turns > 0) is a closed loop of its own:
  * each conversation sends its next turn when its last reply is in and the

@@ -615,6 +615,12 @@ typedef struct sender {
     load_rng rng;
 } sender;
 
+/* When item i of a timed workload (a trace) is due. */
+static uint64_t trace_time_ns(const sender *s, const workload *wl, size_t i) {
+    double at = wl->items[i].send_at_s;
+    return s->t0 + (at > 0 ? (uint64_t)(at * 1e9) : 0);
+}
+
 /* Sends what is due at now: a closed loop fills every free slot, an open
  * loop follows its schedule, a multi-turn run sends the next turn of each
  * conversation that may go. */
@@ -631,7 +637,12 @@ static int send_due(run_state *r, sender *s, uint64_t now, tps_err *e) {
         } else if (s->open_loop) {
             if (s->next_sched > now) break;
             rc = launch(r, s->next_sched, e);
-            s->next_sched += load_next_gap_ns(cfg->arrival, cfg->rate, cfg->burstiness, &s->rng);
+            if (r->wl->timed) /* a trace: each item once, at its own time */
+                s->next_sched =
+                    r->n_recs < r->wl->n ? trace_time_ns(s, r->wl, r->n_recs) : UINT64_MAX;
+            else
+                s->next_sched +=
+                    load_next_gap_ns(cfg->arrival, cfg->rate, cfg->burstiness, &s->rng);
             if (s->dur && s->next_sched - s->t0 >= s->dur) s->sending = false;
         } else {
             rc = launch(r, UINT64_MAX, e);
@@ -684,7 +695,11 @@ static void reap(run_state *r, uint64_t now) {
 
 static int check_run(const bench_config *cfg, const workload *wl, tps_err *e) {
     if (!wl || wl->n == 0) return tps_fail(e, TPS_EINVAL, "the workload has no requests");
-    if (!cfg->requests && !(cfg->duration_s > 0) && !wl->turns)
+    if (wl->timed && cfg->rate > 0)
+        return tps_fail(e, TPS_EINVAL,
+                        "--rate does not apply to a trace: its timestamps say when each request "
+                        "is sent (--trace-speed scales them)");
+    if (!cfg->requests && !(cfg->duration_s > 0) && !wl->turns && !wl->timed)
         return tps_fail(e, TPS_EINVAL, "give --requests N or --duration S: a run must be bounded");
     if (cfg->concurrency == 0) return tps_fail(e, TPS_EINVAL, "--concurrency must be >= 1");
     if (wl->turns && cfg->rate > 0)
@@ -709,13 +724,16 @@ int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, t
     if (!rc && wl->turns) rc = setup_turns(&r, unix_ns, e);
     if (rc) goto done;
 
-    sender s = {.sending = true, .open_loop = cfg->rate > 0};
+    /* a trace sends each item once, at its time: it bounds the run itself */
+    if (wl->timed && (!r.planned || r.planned > wl->n)) r.planned = wl->n;
+    sender s = {.sending = true, .open_loop = cfg->rate > 0 || wl->timed};
     load_rng_seed(&s.rng, cfg->seed);
     const double cpu0 = thread_cpu_s();
     const uint64_t t0 = tps_now_ns();
     out->t_start_ns = t0;
     out->t_start_unix_ns = unix_ns;
     s.t0 = s.next_sched = t0;
+    if (wl->timed) s.next_sched = trace_time_ns(&s, wl, 0);
     s.dur = cfg->duration_s > 0 ? (uint64_t)(cfg->duration_s * 1e9) : 0;
     const uint64_t tmo = (uint64_t)((cfg->timeout_s > 0 ? cfg->timeout_s : 600) * 1e9);
     /* requests alone bound the run by requests x timeout; duration by duration + timeout */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/dataset.h"   /* dataset_parse: the formats of --dataset */
 #include "model/gguf.h"      /* gguf_open for --tokenizer */
 #include "model/tokenizer.h" /* tokenizer_load / encode */
 
@@ -599,89 +600,200 @@ int workload_turn_body(const workload *w, size_t conv, uint32_t turn, const char
 
 /* ---- dataset ----------------------------------------------------------------------- */
 
+/* ShareGPT's max_tokens: the reply's tokens by the loaded tokenizer, else
+ * its words; at least 1. */
+static uint32_t reply_tokens(const workload *w, const json_t *reply) {
+    const char *t = json_string_value(reply);
+    size_t len = json_string_length(reply);
+    int64_t n = workload_count_tokens(w, t, len);
+    if (n < 0) { /* no tokenizer: words */
+        n = 0;
+        bool in_word = false;
+        for (size_t k = 0; k < len; k++) {
+            bool space = t[k] == ' ' || t[k] == '\n' || t[k] == '\t' || t[k] == '\r';
+            if (!space && !in_word) n++;
+            in_word = !space;
+        }
+    }
+    if (n > (int64_t)DATASET_MAX_TOKENS) n = DATASET_MAX_TOKENS;
+    return n < 1 ? 1 : (uint32_t)n;
+}
+
+/* A trace's block texts: one per hash_id, DATASET_BLOCK_TOKENS tokens
+ * (without BOS), made on first use and kept for every request naming it.
+ * Open addressing, linear probing, at most half full. */
+typedef struct block_cache {
+    uint64_t *ids;
+    char **texts; /* (cap,), owned; NULL: free slot */
+    size_t cap, n;
+} block_cache;
+
+static void block_cache_free(block_cache *bc) {
+    for (size_t k = 0; k < bc->cap; k++)
+        free(bc->texts[k]);
+    free(bc->ids);
+    free(bc->texts);
+    memset(bc, 0, sizeof *bc);
+}
+
+static size_t block_slot(const block_cache *bc, uint64_t id) {
+    size_t k = (size_t)((id * 0x9e3779b97f4a7c15ull) >> 20) & (bc->cap - 1);
+    while (bc->texts[k] && bc->ids[k] != id)
+        k = (k + 1) & (bc->cap - 1);
+    return k;
+}
+
+static int block_cache_grow(block_cache *bc) {
+    block_cache nb = {.cap = bc->cap ? bc->cap * 2 : 64};
+    nb.ids = calloc(nb.cap, sizeof *nb.ids);
+    nb.texts = calloc(nb.cap, sizeof *nb.texts);
+    if (!nb.ids || !nb.texts) {
+        free(nb.ids);
+        free(nb.texts);
+        return TPS_ENOMEM;
+    }
+    for (size_t k = 0; k < bc->cap; k++) {
+        if (!bc->texts[k]) continue;
+        size_t s = block_slot(&nb, bc->ids[k]);
+        nb.ids[s] = bc->ids[k];
+        nb.texts[s] = bc->texts[k];
+    }
+    nb.n = bc->n;
+    free(bc->ids);
+    free(bc->texts);
+    *bc = nb;
+    return TPS_OK;
+}
+
+/* The text of block `id` (borrowed from the cache): "<id>" then random words
+ * drawn from a generator seeded by the id, so it depends on nothing else. */
+static const char *block_text(block_cache *bc, uint64_t id, int64_t bos, counter *c,
+                              uint64_t seed) {
+    if ((bc->n + 1) * 2 > bc->cap && block_cache_grow(bc)) return NULL;
+    size_t k = block_slot(bc, id);
+    if (bc->texts[k]) return bc->texts[k];
+    load_rng r;
+    load_rng_seed(&r, seed ^ (id * 0xb10c5eedull + 0x51ull));
+    strbuf s = {0};
+    if (synth_prompt(&s, 0, (size_t)id, DATASET_BLOCK_TOKENS + (uint32_t)bos, c, &r) < 0) {
+        free(s.p);
+        return NULL;
+    }
+    bc->ids[k] = id;
+    bc->texts[k] = s.p;
+    bc->n++;
+    return s.p;
+}
+
+/* Item it from trace entry en (request number i): its shared blocks (as many
+ * whole blocks of hash_ids as fit before a short own part), a space, then
+ * its own part "<i> words...", sized so the whole prompt has input_length
+ * tokens (BOS included, as the server counts). */
+static int trace_item(workload *w, workload_item *it, const dataset_entry *en, size_t i,
+                      block_cache *bc, int64_t bos, strbuf *s, counter *c, load_rng *r,
+                      const workload_opts *o, tps_err *e) {
+    enum { OWN_MIN = 8 }; /* tokens left for the own part at least */
+    size_t blocks = 0;
+    while (blocks < en->n_hash_ids &&
+           (uint64_t)bos + (uint64_t)(blocks + 1) * DATASET_BLOCK_TOKENS + OWN_MIN <= en->input_len)
+        blocks++;
+    s->len = 0;
+    if (s->p) s->p[0] = 0;
+    for (size_t b = 0; b < blocks; b++) {
+        const char *t = block_text(bc, en->hash_ids[b], bos, c, o->seed);
+        if (!t) return tps_fail(e, TPS_EIO, "request %zu: could not build block %zu", i, b);
+        if (sb_add(s, t) || sb_add(s, " ")) return tps_fail(e, TPS_ENOMEM, "out of memory");
+    }
+    int64_t got = synth_prompt(s, s->len, i, en->input_len, c, r);
+    if (got < 0)
+        return tps_fail(e, TPS_EIO, "could not count the tokens of a trace prompt (%s)",
+                        w->input_source);
+    if (got != en->input_len) w->exact_inputs = false;
+    it->input_target = en->input_len;
+    it->input_tokens = c->tok || c->curl ? (uint32_t)got : 0;
+    return make_body(w, it, json_string(s->p), en->max_tokens, e);
+}
+
+/* The trace's items: prompts from shared blocks, send times from the
+ * timestamps. */
+static int trace_items(workload *w, const dataset *d, size_t n0, const workload_opts *o,
+                       tps_err *e) {
+    const double speed = o->trace_speed > 0 ? o->trace_speed : 1;
+    counter c = {0};
+    open_counter(w, &c, o);
+    w->exact_inputs = c.tok || c.curl;
+    int64_t bos = c.tok || c.curl ? count_tokens(&c, "") : 0;
+    if (bos < 0) bos = 0;
+    block_cache bc = {0};
+    strbuf s = {0};
+    load_rng r;
+    load_rng_seed(&r, o->seed ^ 0x7ace5eedull);
+    int rc = TPS_OK;
+    for (size_t k = 0; k < d->n && rc == TPS_OK; k++) {
+        workload_item *it = &w->items[n0 + k];
+        rc = trace_item(w, it, &d->entries[k], n0 + k, &bc, bos, &s, &c, &r, o, e);
+        it->send_at_s = (d->entries[k].timestamp_ms - d->entries[0].timestamp_ms) / 1e3 / speed;
+        if (rc == TPS_OK) w->n++;
+    }
+    free(s.p);
+    block_cache_free(&bc);
+    counter_close(&c);
+    if (rc == TPS_OK) w->timed = true;
+    return rc;
+}
+
 int workload_parse_dataset(workload *w, const char *buf, size_t len, const char *name,
                            const workload_opts *o, tps_err *e) {
-    size_t cap = 0, n0 = w->n;
+    const size_t n0 = w->n;
+    if (!(o->trace_speed >= 0) || !isfinite(o->trace_speed))
+        return tps_fail(e, TPS_EINVAL, "--trace-speed must be a finite number > 0");
     w->endpoint = o->endpoint;
     if (!w->common && !(w->common = body_common(o, o->ignore_eos == 1)))
         return tps_fail(e, TPS_ENOMEM, "out of memory");
-    load_rng r;
-    load_rng_seed(&r, o->seed ^ 0xda7a5e7ull);
-    size_t line = 0;
-    for (size_t i = 0; i < len;) {
-        const char *p = buf + i;
-        const char *nl = memchr(p, '\n', len - i);
-        size_t l = nl ? (size_t)(nl - p) : len - i;
-        i += l + 1;
-        line++;
-        size_t k = 0;
-        while (k < l && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r'))
-            k++;
-        if (k == l) continue; /* blank line */
-        json_error_t je;
-        json_t *j = json_loadb(p, l, 0, &je);
-        int rc = TPS_OK;
-        if (!j) {
-            rc = tps_fail(e, TPS_EINVAL, "%s:%zu: column %d: %s", name, line, je.column, je.text);
-            goto fail;
+    dataset d;
+    int rc = dataset_parse(&d, buf, len, name, o->endpoint == BENCH_EP_CHAT, e);
+    if (rc) return rc;
+    workload_item *ni = realloc(w->items, (n0 + d.n) * sizeof *ni);
+    if (!ni) {
+        dataset_free(&d);
+        return tps_fail(e, TPS_ENOMEM, "cannot allocate %zu dataset requests", d.n);
+    }
+    w->items = ni;
+    memset(w->items + n0, 0, d.n * sizeof *ni);
+    for (size_t k = 0; k < d.n; k++) {
+        w->items[n0 + k].prefix = WL_NO_PREFIX;
+        w->items[n0 + k].send_at_s = -1;
+    }
+    w->format = dataset_format_name(d.format);
+    w->skipped = d.skipped;
+    if (d.skipped)
+        snprintf(w->note, sizeof w->note,
+                 "%s: %zu of %zu ShareGPT entries skipped (no human turn followed by a reply)",
+                 name, d.skipped, d.skipped + d.n);
+    if (d.format == DATASET_TRACE) {
+        rc = trace_items(w, &d, n0, o, e);
+    } else {
+        load_rng r;
+        load_rng_seed(&r, o->seed ^ 0xda7a5e7ull);
+        w->input_source = "dataset";
+        for (size_t k = 0; k < d.n && rc == TPS_OK; k++) {
+            const dataset_entry *en = &d.entries[k];
+            uint32_t out = en->max_tokens; /* JSONL's own, else 0 */
+            if (!out && o->has_output_len)
+                out = load_dist_sample(&o->output_len, &r);
+            else if (!out)
+                out = d.format == DATASET_SHAREGPT ? reply_tokens(w, en->reply) : 128;
+            rc = make_body(w, &w->items[n0 + k], json_incref(en->content), out, e);
+            if (rc == TPS_OK) w->n++;
         }
-        json_t *prompt = json_object_get(j, "prompt"), *msgs = json_object_get(j, "messages");
-        json_t *mt = json_object_get(j, "max_tokens");
-        if (!json_is_object(j) || (!json_is_string(prompt) && !json_is_array(msgs))) {
-            json_decref(j);
-            rc = tps_fail(e, TPS_EINVAL,
-                          "%s:%zu: expected an object with \"prompt\" (a string) or \"messages\" "
-                          "(an array)",
-                          name, line);
-            goto fail;
-        }
-        if (json_is_array(msgs) && !json_is_string(prompt) && o->endpoint != BENCH_EP_CHAT) {
-            json_decref(j);
-            rc = tps_fail(
-                e, TPS_EINVAL,
-                "%s:%zu: \"messages\" needs --endpoint chat (completions takes \"prompt\")", name,
-                line);
-            goto fail;
-        }
-        if (mt && (!json_is_integer(mt) || json_integer_value(mt) < 1 ||
-                   json_integer_value(mt) > 100000000)) {
-            json_decref(j);
-            rc = tps_fail(e, TPS_EINVAL, "%s:%zu: \"max_tokens\" must be an integer >= 1", name,
-                          line);
-            goto fail;
-        }
-        uint32_t out = mt ? (uint32_t)json_integer_value(mt)
-                          : (o->has_output_len ? load_dist_sample(&o->output_len, &r) : 128);
-        if (w->n == cap) {
-            size_t nc = cap ? cap * 2 : 64;
-            workload_item *ni = realloc(w->items, nc * sizeof *ni);
-            if (!ni) {
-                json_decref(j);
-                rc = tps_fail(e, TPS_ENOMEM, "cannot allocate %zu dataset requests", nc);
-                goto fail;
-            }
-            w->items = ni;
-            cap = nc;
-        }
-        workload_item *it = &w->items[w->n];
-        memset(it, 0, sizeof *it);
-        it->prefix = WL_NO_PREFIX;
-        json_t *content = json_is_string(prompt) ? prompt : msgs;
-        json_incref(content);
-        rc = make_body(w, it, content, out, e);
-        json_decref(j);
-        if (rc) goto fail;
-        w->n++;
-        continue;
-    fail:
+    }
+    dataset_free(&d);
+    if (rc) {
         for (size_t q = n0; q < w->n; q++)
             free(w->items[q].body);
         w->n = n0;
-        return rc;
     }
-    if (w->n == 0) return tps_fail(e, TPS_EINVAL, "%s: no requests in the dataset", name);
-    w->input_source = "dataset";
-    return TPS_OK;
+    return rc;
 }
 
 static int build_dataset(workload *w, const workload_opts *o, tps_err *e) {

@@ -9,8 +9,14 @@
  *     tokens with the model's tokenizer (--tokenizer MODEL.gguf) or the
  *     server's POST /tokenize; without either, one word per token
  *     (approximate, and the result says so);
- *   dataset: --dataset FILE.jsonl, one {"prompt": "..."} or {"messages":
- *     [...]} object per line, optional "max_tokens".
+ *   dataset: --dataset FILE, its format detected by content (dataset.h):
+ *     JSONL of {"prompt": "..."} or {"messages": [...]} objects, optional
+ *     "max_tokens"; ShareGPT JSON (first human turn as the prompt, the
+ *     reply's length in tokens as max_tokens); or a Mooncake trace, whose
+ *     lines become synthetic prompts of input_length tokens built from
+ *     shared DATASET_BLOCK_TOKENS-token blocks (one text per hash_id, so
+ *     requests naming the same blocks share their prefix exactly), sent at
+ *     their timestamps (a timed workload: workload.timed, item.send_at_s).
  *
  * Two shapes of the synthetic source measure a prefix cache:
  *   shared prefixes (prefix_len > 0): every prompt is one of n_prefixes
@@ -59,7 +65,9 @@ typedef struct workload_item {
                               the shared prefix in a first turn); 0 if unknown */
     uint32_t input_target; /* the length asked for (synthetic, shared prefix included), else 0 */
     uint32_t max_tokens;   /* output tokens asked for */
-    uint32_t prefix; /* the shared prefix it starts with (workload.prefixes) or WL_NO_PREFIX */
+    uint32_t prefix;  /* the shared prefix it starts with (workload.prefixes) or WL_NO_PREFIX */
+    double send_at_s; /* timed workload (a trace): when to send, in s after the run's start
+                         (trace time / trace_speed), non-decreasing; else -1 */
 } workload_item;
 
 typedef struct workload_opts {
@@ -68,8 +76,11 @@ typedef struct workload_opts {
     size_t n_items;    /* synthetic prompts to prepare (>= 1) */
     uint64_t seed;
     load_dist input_len, output_len;
-    bool has_output_len;        /* dataset: --output-len overrides lines without max_tokens */
-    const char *dataset;        /* JSONL path, or NULL for synthetic */
+    bool has_output_len;        /* dataset: --output-len for JSONL lines without max_tokens;
+                                   ShareGPT: instead of the reply's length; not for traces */
+    const char *dataset;        /* dataset path (JSONL, ShareGPT or trace), or NULL: synthetic */
+    double trace_speed;         /* trace replay: send times are trace time / trace_speed
+                                   (2: twice as fast); 0 means 1; must be finite and >= 0 */
     const char *tokenizer_path; /* MODEL.gguf or NULL */
     const char *tokenize_url;   /* full URL of a /tokenize endpoint to try, or NULL */
     const char *api_key;        /* for /tokenize; NULL: none */
@@ -101,14 +112,20 @@ typedef struct workload {
     uint32_t prefix_tokens; /* each prefix's length as counted (BOS included), or the target */
     uint32_t turns;         /* > 0: multi-turn, items[c * turns + t] */
     size_t conversations;   /* n / turns */
+    const char *format;     /* dataset: "jsonl", "sharegpt" or "trace"; NULL synthetic */
+    bool timed;             /* items carry send_at_s: the client replays them at those times */
+    size_t skipped;         /* dataset entries that gave no request (ShareGPT without a reply) */
+    char note[200];         /* for the user, e.g. how many entries were skipped and why; "" */
 } workload;
 
 /* "round-robin" (*zipf = 0) or "zipf:S" with S > 0 (--prefix-dist). */
 int workload_prefix_dist_parse(const char *s, double *zipf, tps_err *e);
 
 int workload_build(workload *w, const workload_opts *o, tps_err *e);
-/* Dataset from memory (also the fuzz entry point): buf[0..len) is JSONL;
- * `name` labels errors ("FILE:LINE: ..."). Appends nothing on error. */
+/* Dataset from memory (also the fuzz entry point): buf[0..len) in any of
+ * the formats of dataset.h, detected by content; `name` labels errors
+ * ("FILE:LINE: ..."). Uses w->tok when loaded (ShareGPT reply lengths,
+ * trace prompt sizes), else counts words. Appends nothing on error. */
 int workload_parse_dataset(workload *w, const char *buf, size_t len, const char *name,
                            const workload_opts *o, tps_err *e);
 void workload_free(workload *w);
