@@ -46,6 +46,8 @@ typedef struct fake_conn {
     bool responding;
     int step;         /* events written */
     uint64_t next_ns; /* when to write the next piece */
+    bool queued;      /* serial_ms: waiting for the single server */
+    uint64_t arrived_ns;
 } fake_conn;
 
 typedef struct fake_server {
@@ -56,6 +58,9 @@ typedef struct fake_server {
     int delay_ms;      /* SLOW_FIRST: before the first byte; OK: before the first event */
     bool no_usage;     /* leave out the usage chunk */
     int cached_tokens; /* > 0: usage.prompt_tokens_details.cached_tokens (else not sent) */
+    int serial_ms;     /* > 0: one server, FIFO: each request holds it serial_ms before its
+                        * response starts (capacity 1000/serial_ms requests/s; latency grows
+                        * without bound above it); a request whose client left is dropped */
     bool capture;      /* keep every request (headers and body) in log, in arrival order */
     char *log;         /* with capture: each request then FAKE_LOG_SEP; fake_free_log frees it */
     size_t log_len, log_cap;
@@ -67,6 +72,7 @@ typedef struct fake_server {
     atomic_int served, max_conns;
     fake_conn *conns; /* (FAKE_MAX_CONN,) */
     int n_conns;
+    uint64_t serial_free_ns; /* serial_ms: when the server is next free */
 } fake_server;
 
 static inline uint64_t fake_now(void) {
@@ -236,6 +242,26 @@ static void fake_log_request(fake_server *s, const fake_conn *c) {
     s->log_len += n + sep;
 }
 
+/* serial_ms: hands the free server to the longest-waiting requests. A start
+ * is backdated to when the server was free or the request arrived (poll
+ * wake-ups are late by a millisecond or so; that must not lower capacity). */
+static void fake_serve_queue(fake_server *s, uint64_t now) {
+    const uint64_t svc = (uint64_t)s->serial_ms * 1000000ull;
+    while (s->serial_free_ns <= now) {
+        int best = -1;
+        for (int i = 0; i < s->n_conns; i++)
+            if (s->conns[i].queued &&
+                (best < 0 || s->conns[i].arrived_ns < s->conns[best].arrived_ns))
+                best = i;
+        if (best < 0) return;
+        fake_conn *c = &s->conns[best];
+        uint64_t start = c->arrived_ns > s->serial_free_ns ? c->arrived_ns : s->serial_free_ns;
+        s->serial_free_ns = start + svc;
+        c->queued = false;
+        c->next_ns = s->serial_free_ns;
+    }
+}
+
 static void *fake_main(void *arg) {
     fake_server *s = arg;
     struct pollfd *pfd = calloc(FAKE_MAX_CONN + 2, sizeof *pfd);
@@ -243,6 +269,8 @@ static void *fake_main(void *arg) {
         uint64_t now = fake_now(), next = UINT64_MAX;
         for (int i = 0; i < s->n_conns; i++)
             if (s->conns[i].responding && s->conns[i].next_ns < next) next = s->conns[i].next_ns;
+        for (int i = 0; s->serial_ms > 0 && i < s->n_conns; i++)
+            if (s->conns[i].queued && s->serial_free_ns < next) next = s->serial_free_ns;
         int tmo = 100;
         if (next != UINT64_MAX) tmo = next <= now ? 0 : (int)((next - now) / 1000000ull) + 1;
         if (tmo > 100) tmo = 100;
@@ -289,9 +317,15 @@ static void *fake_main(void *arg) {
                 c->step = 0;
                 c->next_ns = fake_now() +
                              (uint64_t)(s->mode == FAKE_SLOW_FIRST ? s->delay_ms : 0) * 1000000ull;
+                if (s->serial_ms > 0) {
+                    c->queued = true;
+                    c->arrived_ns = fake_now();
+                    c->next_ns = UINT64_MAX;
+                }
             }
         }
         now = fake_now();
+        if (s->serial_ms > 0) fake_serve_queue(s, now);
         for (int i = s->n_conns - 1; i >= 0; i--)
             if (s->conns[i].responding && s->conns[i].next_ns <= now) fake_step(s, i);
     }
