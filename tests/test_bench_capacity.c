@@ -10,6 +10,7 @@
 
 #include "bench/capacity.h"
 #include "metrics/clock.h"
+#include "support/test_support.h"
 #include "test_bench_fake.h"
 
 static void make_workload(workload *wl, uint32_t out_tokens) {
@@ -226,4 +227,33 @@ Test(capacity_search, marks_an_answer_limited_by_the_client_and_stops_at_the_pro
     cr_expect_float_eq(r.fail_rate, 40, 1e-9);
     capacity_result_free(&r);
     workload_free(&wl);
+}
+
+/* The CLI refuses a search it cannot run, saying what is missing, and runs
+ * one against the fake server: one line per probe, then the answer. */
+Test(capacity, cli_find_max_rate_needs_an_slo_and_a_duration_and_prints_each_probe, .timeout = 60) {
+    char *out = NULL;
+    int rc = run_tps("bench --find-max-rate --duration 1", true, &out);
+    cr_expect_eq(rc, 2, "%s", out);
+    cr_expect(out && strstr(out, "--find-max-rate needs --slo"), "%s", out);
+    free(out);
+    rc = run_tps("bench --find-max-rate --slo ttft_p99=100 --requests 5", true, &out);
+    cr_expect_eq(rc, 2, "%s", out);
+    free(out);
+    rc = run_tps("bench --slo ttft_p99=x --requests 5", true, &out);
+    cr_expect_eq(rc, 2, "%s", out);
+    cr_expect(out && strstr(out, "itl_p99"), "%s", out);
+    free(out);
+    fake_server s = {.mode = FAKE_OK, .tokens = 4, .gap_ms = 1, .serial_ms = 20};
+    cr_assert_eq(fake_start(&s), 0);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "bench --url http://127.0.0.1:%d --find-max-rate --slo ttft_p99=150 --duration 1 "
+             "--rate 10 --input-len 8 --output-len 4 --no-progress",
+             s.port);
+    rc = run_tps(cmd, true, &out);
+    fake_stop(&s);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(out && strstr(out, "probe") && strstr(out, "max rate within the SLO"), "%s", out);
+    free(out);
 }

@@ -338,6 +338,10 @@ void capacity_print(FILE *f, const capacity_result *r) {
     capacity_print_header(f);
     for (size_t i = 0; i < r->n; i++)
         capacity_print_probe(f, &r->probes[i], i);
+    capacity_print_answer(f, r);
+}
+
+void capacity_print_answer(FILE *f, const capacity_result *r) {
     const char *stop = capacity_stop_name(r->stop);
     if (r->max_rate <= 0)
         fprintf(f, "no probed rate met the SLO (stopped: %s)\n", stop);

@@ -132,6 +132,8 @@ int capacity_write_json(const capacity_result *r, const capacity_opts *o, const 
 /* The table's header, one line per probe, the answer. */
 void capacity_print_header(FILE *f);
 void capacity_print_probe(FILE *f, const capacity_probe *p, size_t i);
+/* The answer lines only (after capacity_print_probe for each probe). */
+void capacity_print_answer(FILE *f, const capacity_result *r);
 void capacity_print(FILE *f, const capacity_result *r);
 
 #endif

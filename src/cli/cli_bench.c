@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "bench/capacity.h"
 #include "bench/report.h"
 #include "bench/result.h"
 #include "cli/cli.h"
@@ -29,6 +30,8 @@ typedef struct bench_cli {
     double max_err;
     uint64_t prompts, conversations;
     bool quiet, progress, out_len_given, prefixes_given, think_given;
+    bool find_max_rate;
+    double goodput_target;
 } bench_cli;
 
 /* ---- custom values ---------------------------------------------------------------------- */
@@ -100,12 +103,18 @@ static int slo_arg(void *dst, const char *v, char *why, size_t cap) {
         uint64_t *ns = NULL;
         if (eq && !num(eq + 1, &ms, 0) && ms > 0) {
             *eq = 0;
-            ns = !strcmp(tok, "ttft")   ? &slo->ttft_ns
-                 : !strcmp(tok, "tpot") ? &slo->tpot_ns
-                 : !strcmp(tok, "e2e")  ? &slo->e2e_ns
-                                        : NULL;
+            /* the capacity search's names: a p99 limit is the same per-request
+             * limit, checked also on the probe's p99 (itl: per request, TPOT) */
+            ns = !strcmp(tok, "ttft") || !strcmp(tok, "ttft_p99")  ? &slo->ttft_ns
+                 : !strcmp(tok, "tpot") || !strcmp(tok, "itl_p99") ? &slo->tpot_ns
+                 : !strcmp(tok, "e2e") || !strcmp(tok, "e2e_p99")  ? &slo->e2e_ns
+                                                                   : NULL;
         }
-        if (!ns) return snprintf(why, cap, "expected ttft=MS,tpot=MS,e2e=MS (any subset, > 0)"), -1;
+        if (!ns)
+            return snprintf(why, cap,
+                            "expected ttft=MS,tpot=MS,e2e=MS (or ttft_p99=, itl_p99=, e2e_p99=; "
+                            "any subset, > 0)"),
+                   -1;
         *ns = (uint64_t)llround(ms * 1e6);
     }
     return 0;
@@ -185,8 +194,13 @@ static const opt_row bench_rows[] = {
     {"--tokenizer", .kind = OPT_STR, .off = B(wo.tokenizer_path), .metavar = "MODEL.gguf",
      .help = "size prompts in this model's tokens (else the server's\n"
              "/tokenize, else approximate: one word per token)"},
-    {"--dataset", .kind = OPT_STR, .off = B(wo.dataset), .metavar = "FILE.jsonl",
-     .help = "{\"prompt\"|\"messages\", \"max_tokens\"} per line instead"},
+    {"--dataset", .kind = OPT_STR, .off = B(wo.dataset), .metavar = "FILE",
+     .help = "requests from a file, detected by content: JSONL of\n"
+             "{\"prompt\"|\"messages\", \"max_tokens\"}, ShareGPT JSON, or a\n"
+             "Mooncake trace (JSONL with timestamp, input_length,\n"
+             "output_length, hash_ids), replayed at its timestamps"},
+    {"--trace-speed", .kind = OPT_NUM, .off = B(wo.trace_speed), .max = 1e6, .flags = OPT_ABOVE_MIN,
+     .metavar = "X", .def = "1", .help = "trace replay: send times are trace time / X"},
     {"--prompts", .kind = OPT_U64, .off = B(prompts), .min = 1, .max = 10000000,
      .help = "prompts to prepare when --requests is not given"},
     {"--ignore-eos", .kind = OPT_SET_INT, .off = B(wo.ignore_eos), .set = 1,
@@ -239,6 +253,14 @@ static const opt_row bench_rows[] = {
      .help = "also report the user window, seconds after the run's\nfirst send"},
     {"--slo", .kind = OPT_CUSTOM, .off = B(ro.slo), .parse = slo_arg,
      .metavar = "ttft=MS,tpot=MS,e2e=MS", .help = "goodput limits (any subset)"},
+    {"--find-max-rate", .kind = OPT_FLAG, .off = B(find_max_rate),
+     .help = "capacity search: the highest open-loop rate whose\n"
+             "goodput fraction meets --goodput-target under --slo\n"
+             "(bracket from --rate, default 1, then bisect; each probe\n"
+             "runs --duration seconds; --json holds every probe)"},
+    {"--goodput-target", .kind = OPT_NUM, .off = B(goodput_target), .max = 1,
+     .flags = OPT_ABOVE_MIN, .metavar = "F", .def = "0.95",
+     .help = "capacity search: share of requests that must meet --slo"},
     {"--bin", .kind = OPT_SECONDS, .off = B(ro.bin_s), .min = 0.001, .max = INFINITY, .def = "1 s",
      .help = "time-series bin"},
     {"--json", .kind = OPT_STR, .off = B(json_out), .metavar = "FILE",
@@ -413,11 +435,17 @@ static int bench_parse(bench_cli *b, int argc, char **argv) {
     if (check_workload_flags(&b->wo, &b->cfg, b->prefixes_given || b->prefix_dist,
                              b->think_given || b->conversations, b->prompts))
         return 2;
+    if (b->find_max_rate && (!(b->cfg.duration_s > 0) || b->wo.turns || b->cfg.requests ||
+                             !(b->ro.slo.ttft_ns || b->ro.slo.tpot_ns || b->ro.slo.e2e_ns))) {
+        fprintf(stderr, "tps bench: --find-max-rate needs --slo (the limits), --duration S (each "
+                        "probe's length), and neither --requests nor --turns\n");
+        return 2;
+    }
     if (!b->cfg.requests && !(b->cfg.duration_s > 0) && !b->wo.turns) {
         fprintf(stderr, "tps bench: give --requests N and/or --duration S (a run must end)\n");
         return 2;
     }
-    if (!b->cfg.concurrency) b->cfg.concurrency = b->cfg.rate > 0 ? 1000 : 1;
+    if (!b->cfg.concurrency) b->cfg.concurrency = b->cfg.rate > 0 || b->find_max_rate ? 1000 : 1;
     if (b->wo.prefix_len && !b->wo.n_prefixes) b->wo.n_prefixes = 1;
     if (b->wo.turns && !b->conversations) b->conversations = b->cfg.concurrency;
     if (b->wo.turns && b->conversations * b->wo.turns > 10000000) {
@@ -479,6 +507,38 @@ static json_t *bench_config_json(const bench_cli *b, const workload *wl) {
                   wo->include_usage);
     config_workload_shape(jc, wo, cfg, b->prefix_dist, b->conversations);
     return jc;
+}
+
+static void print_probe(const capacity_probe *p, size_t i, void *arg) {
+    (void)arg;
+    capacity_print_probe(stdout, p, i);
+    fflush(stdout);
+}
+
+/* --find-max-rate: the search, each probe printed as it ends, the answer,
+ * and every probe in --json. The exit code. */
+static int bench_capacity(bench_cli *b, const workload *wl, json_t *jc) {
+    capacity_opts o = capacity_opts_default();
+    o.slo = b->ro.slo;
+    if (b->goodput_target > 0) o.goodput_target = b->goodput_target;
+    if (b->cfg.rate > 0) o.start_rate = b->cfg.rate, o.min_rate = b->cfg.rate / 16;
+    o.probe_s = b->cfg.duration_s;
+    o.config = jc;
+    capacity_result r;
+    tps_err e = {{0}};
+    capacity_print_header(stdout);
+    if (capacity_search(&r, &o, &b->cfg, wl, print_probe, NULL, &e)) {
+        fprintf(stderr, "tps bench: %s\n", e.msg);
+        return 1;
+    }
+    capacity_print_answer(stdout, &r);
+    int rc = 0;
+    if (b->json_out && capacity_write_json(&r, &o, b->json_out, &e)) {
+        fprintf(stderr, "tps bench: %s\n", e.msg);
+        rc = 1;
+    }
+    capacity_result_free(&r);
+    return rc;
 }
 
 /* The result: built, printed, written; the exit code. */
@@ -551,6 +611,14 @@ int cli_bench(int argc, char **argv) {
                 "tps bench: note: prompt lengths are %s (give --tokenizer MODEL.gguf for "
                 "exact model tokens); the server's usage is reported as input tokens\n",
                 !strcmp(wl.input_source, "approximate (words)") ? "approximate" : "not all exact");
+    if (wl.note[0]) fprintf(stderr, "tps bench: note: %s\n", wl.note);
+    if (b->find_max_rate) {
+        json_t *jc = bench_config_json(b, &wl);
+        rc = bench_capacity(b, &wl, jc);
+        json_decref(jc);
+        workload_free(&wl);
+        goto out;
+    }
     bench_run_out run;
     if (bench_run(&run, &b->cfg, &wl, &e)) {
         fprintf(stderr, "tps bench: %s\n", e.msg);
