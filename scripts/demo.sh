@@ -5,6 +5,8 @@
 #   2. start `tps serve` on a free 127.0.0.1 port and wait for /health;
 #   3. sweep concurrency 1, 4, 16 (short prompts), then one long-prompt point
 #      at concurrency 4 (the prompt-length contrast), with `tps sweep --url`;
+#      then the prefix cache: the same long prompts sharing all but their
+#      last short_in tokens, against unique ones (`tps bench --prefix-len`);
 #   4. print the table, write demo/report.html (plots inlined), stop the server.
 # Usage: scripts/demo.sh [TPS_BINARY] [--quick] [--out DIR]
 #   --quick (or DEMO_QUICK=1): the same pieces at a reduced size (the `tiny`
@@ -122,6 +124,29 @@ echo "== tps sweep: prompt-length contrast: $long_in-token prompts at concurrenc
 "$tps" sweep --url "$url" --tokenizer "$model" --concurrency 4 --input-len "$long_in" \
   "${point[@]}" --json "$out/sweep-prompt.json" --quiet || failed=1
 
+col() { # col CSV NAME: the value of column NAME in the CSV's data row
+  awk -F, -v k="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == k) c = i }
+                     NR == 2 && c { print $c }' "$1"
+}
+shared=$((long_in - short_in))
+echo "== tps bench: the prefix cache: $long_in-token prompts at concurrency 4, sharing a" \
+  "$shared-token prefix, then unique"
+for kind in shared unique; do
+  if [ $kind = shared ]; then shape=(--prefix-len "$shared" --input-len "$short_in")
+  else shape=(--input-len "$long_in"); fi
+  "$tps" bench --url "$url" --tokenizer "$model" --concurrency 4 "${shape[@]}" "${point[@]}" \
+    --no-progress --quiet --json "$out/bench-prefix-$kind.json" --csv "$out/bench-prefix-$kind.csv" ||
+    failed=1
+done
+if [ -f "$out/bench-prefix-shared.csv" ] && [ -f "$out/bench-prefix-unique.csv" ]; then
+  for kind in shared unique; do
+    c=$out/bench-prefix-$kind.csv
+    printf '   %-7s prompts: TTFT p50 %7.1f ms, %7.1f output tok/s, %5.1f%% of input from the cache\n' \
+      $kind "$(col "$c" ttft_p50_ms)" "$(col "$c" run_output_tps)" \
+      "$(awk -v f="$(col "$c" cached_input_fraction)" 'BEGIN { printf "%.1f", 100 * f }')"
+  done
+fi
+
 stop_server
 trap - EXIT
 
@@ -135,8 +160,8 @@ cat <<MSG
 
 == done in $((t_end - t_start)) s
 Report: $out/report.html (one self-contained page; the SVG plots and the gnuplot
-scripts that drew them are in $out/svg/). Results: $out/sweep-*.json
-(tps report FILE... renders any of them again).
+scripts that drew them are in $out/svg/). Results: $out/sweep-*.json and
+$out/bench-prefix-*.json (tps report FILE... renders any of them again).
 
 Point the instrument at another endpoint (llama.cpp's server, vLLM, a hosted API):
   $tps bench --url http://HOST:PORT --concurrency 4 --requests 50 --json run.json
