@@ -769,3 +769,38 @@ Test(stop, validation_errors_name_the_field) {
     const char *at_limit[] = {longs};
     cr_assert_eq(stop_init(&m, at_limit, 1, NULL, 0, 0, &field, &err), 0);
 }
+
+/* ---------------------------------------------------------------------------
+ * logit_bias
+ * ------------------------------------------------------------------------- */
+
+/* -100 bans a token (even the argmax), +100 all but forces one at any
+ * temperature; bad entries are refused by name. */
+Test(sampler, logit_bias_bans_and_forces_and_refuses_bad_entries) {
+    sampler_params p;
+    sampler_params_default(&p);
+    p.temperature = 0.0f;
+    sampler_vocab v = vocab_of(64);
+    sampler *s = make(&p, &v);
+    float l[64], scratch[64];
+    fill_logits(l, 64, 3, 4.0f);
+    int32_t top = sample_copy(s, l, 64, scratch);
+    tps_err err = {{0}};
+    sampler_bias ban = {.id = top, .bias = -100.0f};
+    cr_assert_eq(sampler_set_logit_bias(s, &ban, 1, &err), 0, "%s", err.msg);
+    cr_expect_neq(sample_copy(s, l, 64, scratch), top, "the banned argmax is not drawn");
+    sampler_free(s);
+    p.temperature = 1.0f;
+    p.seed = 7;
+    s = make(&p, &v);
+    sampler_bias force = {.id = 17, .bias = 100.0f};
+    cr_assert_eq(sampler_set_logit_bias(s, &force, 1, &err), 0, "%s", err.msg);
+    for (int i = 0; i < 200; i++)
+        cr_assert_eq(sample_copy(s, l, 64, scratch), 17, "draw %d", i);
+    sampler_bias bad_id = {.id = 64, .bias = 1.0f}, bad_bias = {.id = 3, .bias = 101.0f};
+    cr_expect_eq(sampler_set_logit_bias(s, &bad_id, 1, &err), TPS_EINVAL);
+    cr_expect(strstr(err.msg, "64") && strstr(err.msg, "logit_bias"), "%s", err.msg);
+    cr_expect_eq(sampler_set_logit_bias(s, &bad_bias, 1, &err), TPS_EINVAL);
+    cr_expect(strstr(err.msg, "[-100, 100]"), "%s", err.msg);
+    sampler_free(s);
+}

@@ -675,8 +675,10 @@ Test(server, queue_full_is_429_with_retry_after, .timeout = 30) {
     c.engine.max_seqs = 1;
     c.engine.max_queue = 1;
     fixture_start(&f, &c, true);
-    /* Long streams: the first runs, the second waits, later ones are refused. */
-    char *body = completion_body("Once upon a time", 200, true, false);
+    /* Long streams: the first runs, the second waits, later ones are refused.
+     * 480 tokens (not 200): on a loaded machine the first stream could end
+     * before the fourth request arrived, and nothing was refused. */
+    char *body = completion_body("Once upon a time", 480, true, false);
     CURLM *m = curl_multi_init();
     enum { N = 4 };
     CURL *hs[N];
@@ -1504,4 +1506,139 @@ Test(server, serve_help_lists_max_n_and_no_prefix_cache, .timeout = 30) {
     cr_assert_eq(run_tps("serve -m none.gguf --max-n 0", true, &out), 2, "%s", out);
     cr_assert(strstr(out, "--max-n"), "%s", out);
     free(out);
+}
+
+/* ---------------------------------------------------------------------------
+ * No parameter silently ignored
+ * ------------------------------------------------------------------------- */
+
+/* logit_bias is honoured: +100 on one token makes every sampled token that
+ * token at temperature 1; malformed maps are a 400 naming logit_bias. */
+Test(server, logit_bias_forces_a_token_and_bad_maps_are_400, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    start_default(&f);
+    int p = f.port;
+    resp r = {0};
+    cr_assert_eq(
+        http(p, "POST", "/v1/completions",
+             "{\"prompt\":\"Once upon a time\",\"max_tokens\":12,\"temperature\":1,"
+             "\"seed\":3,\"ignore_eos\":true,\"stream\":true,\"logit_bias\":{\"400\":100}}",
+             NULL, &r),
+        200, "%s", r.body ? r.body : "");
+    stream st;
+    parse_stream(r.body, OAI_COMPLETION, &st);
+    cr_assert_eq(st.n_ids, 12);
+    for (size_t i = 0; i < st.n_ids; i++)
+        cr_expect_eq(st.ids[i], 400, "token %zu is %d", i, st.ids[i]);
+    resp_free(&r);
+    const char *bad[] = {"\"x\"",         "[1]",           "{\"abc\":1}", "{\"5\":200}",
+                         "{\"5\":\"1\"}", "{\"99999\":5}", "{\"-1\":5}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char body[128];
+        snprintf(body, sizeof body, "{\"prompt\":\"x\",\"logit_bias\":%s}", bad[i]);
+        expect_status(p, "POST", "/v1/completions", body, NULL, 400, "logit_bias", NULL);
+    }
+    fixture_finish(&f);
+}
+
+/* Every field of OpenAI's completions and chat request schemas is honoured
+ * (a 200) or refused with a 400 unsupported_parameter naming it; a field
+ * asking for nothing (null, false, the neutral value) is accepted. */
+Test(server, every_openai_request_field_is_honoured_or_refused_by_name, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    start_default(&f);
+    int p = f.port;
+    /* field, a value that asks for something, refused? (chat schema unless noted) */
+    static const struct {
+        const char *field, *value;
+        bool refused;
+    } F[] = {
+        {"model", "\"m\"", false},
+        {"frequency_penalty", "0.5", false},
+        {"presence_penalty", "0.5", false},
+        {"logit_bias", "{\"5\":1}", false},
+        {"logprobs", "true", true},
+        {"top_logprobs", "2", true},
+        {"max_tokens", "3", false},
+        {"max_completion_tokens", "3", false},
+        {"n", "2", false},
+        {"seed", "4", false},
+        {"stop", "[\"zz\"]", false},
+        {"stream", "true", false},
+        {"stream_options", "{\"include_usage\":true}", false},
+        {"temperature", "0.5", false},
+        {"top_p", "0.5", false},
+        {"user", "\"u\"", false},
+        {"metadata", "{\"k\":\"v\"}", false},
+        {"service_tier", "\"auto\"", false},
+        {"tools", "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", true},
+        {"tool_choice", "\"required\"", true},
+        {"parallel_tool_calls", "true", true},
+        {"functions", "[{\"name\":\"f\"}]", true},
+        {"function_call", "\"auto\"", true},
+        {"response_format", "{\"type\":\"json_object\"}", true},
+        {"store", "true", true},
+        {"audio", "{\"voice\":\"x\",\"format\":\"mp3\"}", true},
+        {"modalities", "[\"text\",\"audio\"]", true},
+        {"prediction", "{\"type\":\"content\",\"content\":\"x\"}", true},
+        {"reasoning_effort", "\"low\"", true},
+        {"web_search_options", "{\"search_context_size\":\"low\"}", true},
+        {"grammar", "\"root ::= \\\"a\\\"\"", true},
+        {"json_schema", "{\"type\":\"object\"}", true},
+        {"regex", "\"a+\"", true},
+    };
+    char body[512];
+    for (size_t i = 0; i < sizeof F / sizeof F[0]; i++) {
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2,"
+                 "\"%s\":%s}",
+                 F[i].field, F[i].value);
+        if (!strcmp(F[i].field, "max_tokens")) /* not twice */
+            snprintf(body, sizeof body,
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3}");
+        resp r = {0};
+        long st = http(p, "POST", "/v1/chat/completions", body, NULL, &r);
+        if (F[i].refused) {
+            cr_expect_eq(st, 400, "%s: %ld %s", F[i].field, st, r.body ? r.body : "");
+            json_t *j = body_json(&r);
+            const char *param =
+                json_string_value(json_object_get(json_object_get(j, "error"), "param"));
+            const char *code =
+                json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+            cr_expect(param && !strcmp(param, F[i].field), "%s: param %s", F[i].field,
+                      param ? param : "null");
+            cr_expect(code && !strcmp(code, "unsupported_parameter"), "%s: code %s", F[i].field,
+                      code ? code : "null");
+            json_decref(j);
+        } else {
+            cr_expect_eq(st, 200, "%s: %ld %s", F[i].field, st, r.body ? r.body : "");
+        }
+        resp_free(&r);
+    }
+    /* completions-only fields */
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"suffix\":\"end\"}", NULL, 400,
+                  "suffix", NULL);
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"echo\":true}", NULL, 400,
+                  "echo", NULL);
+    expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"best_of\":2}", NULL, 400,
+                  "best_of", NULL);
+    /* values that ask for nothing are accepted */
+    const char *neutral[] = {"\"response_format\":{\"type\":\"text\"}",
+                             "\"tool_choice\":\"none\"",
+                             "\"modalities\":[\"text\"]",
+                             "\"store\":false",
+                             "\"parallel_tool_calls\":null",
+                             "\"suffix\":\"\"",
+                             "\"logprobs\":false",
+                             "\"tools\":[]"};
+    for (size_t i = 0; i < sizeof neutral / sizeof neutral[0]; i++) {
+        snprintf(body, sizeof body, "{\"prompt\":\"x\",\"max_tokens\":2,%s}", neutral[i]);
+        resp r = {0};
+        cr_expect_eq(http(p, "POST", "/v1/completions", body, NULL, &r), 200, "%s: %s", neutral[i],
+                     r.body ? r.body : "");
+        resp_free(&r);
+    }
+    fixture_finish(&f);
 }

@@ -130,6 +130,7 @@ static int seq_create(engine *e, const engine_request *r, uint32_t choice, seq *
     sampler_params sp = r->sampling;
     sp.seed += choice;
     if ((rc = sampler_create(&s->smp, &sp, &e->svocab, err)) ||
+        (rc = sampler_set_logit_bias(s->smp, r->logit_bias, r->n_logit_bias, err)) ||
         (rc = stop_init(&s->stop, r->stop, r->n_stop, r->stop_ids, r->n_stop_ids,
                         (int32_t)e->svocab.n_vocab, &field, err)) ||
         (rc = detok_stream_create(&s->detok, e->tok, 0, err))) {

@@ -61,6 +61,10 @@ typedef struct engine_request {
      * prefilled once; its KV blocks are shared by every choice and the last
      * partial block is copied for each. Choice i samples with seed + i. */
     uint32_t n;
+    /* OpenAI logit_bias (copied): token id -> bias in [-100, 100], added to
+     * the logits before every other sampling stage; -100 bans the token. */
+    const sampler_bias *logit_bias;
+    size_t n_logit_bias;
     void *user; /* returned in every event of this request */
 } engine_request;
 

@@ -38,6 +38,9 @@ struct sampler {
 
     sampler_cand *cand; /* (cand_cap,) scratch, one token's survivors */
     size_t cand_cap;
+
+    sampler_bias *bias; /* (n_bias,) logit_bias, owned (its own allocation) */
+    size_t n_bias;
 };
 
 /* ---------------------------------------------------------------------------
@@ -195,7 +198,32 @@ int sampler_create(sampler **out, const sampler_params *p, const sampler_vocab *
 }
 
 void sampler_free(sampler *s) {
+    if (s) free(s->bias);
     free(s);
+}
+
+int sampler_set_logit_bias(sampler *s, const sampler_bias *b, size_t n, tps_err *err) {
+    if (n > SAMPLER_MAX_LOGIT_BIAS)
+        return tps_fail(err, TPS_EINVAL, "logit_bias has %zu entries; at most %d", n,
+                        SAMPLER_MAX_LOGIT_BIAS);
+    for (size_t i = 0; i < n; i++) {
+        if (b[i].id < 0 || b[i].id >= s->v.n_vocab)
+            return tps_fail(err, TPS_EINVAL,
+                            "logit_bias: token id %d is outside the vocabulary (0..%d)", b[i].id,
+                            s->v.n_vocab - 1);
+        if (!(b[i].bias >= -100.0f && b[i].bias <= 100.0f))
+            return tps_fail(err, TPS_EINVAL,
+                            "logit_bias: the bias of token %d must be in "
+                            "[-100, 100]",
+                            b[i].id);
+    }
+    sampler_bias *copy = n ? malloc(n * sizeof *copy) : NULL;
+    if (n && !copy) return tps_fail(err, TPS_ENOMEM, "sampler: out of memory");
+    if (n) memcpy(copy, b, n * sizeof *copy);
+    free(s->bias);
+    s->bias = copy;
+    s->n_bias = n;
+    return TPS_OK;
 }
 
 void sampler_reset(sampler *s, uint64_t seed) {
@@ -260,6 +288,12 @@ int sampler_accept(sampler *s, int32_t tok) {
 }
 
 void sampler_apply_penalties(const sampler *s, float *logits) {
+    /* logit_bias first, as OpenAI defines it: added to the model's logits;
+     * -100 bans the token outright (a finite -100 could still be drawn
+     * when every other logit is lower still) */
+    for (size_t i = 0; i < s->n_bias; i++)
+        logits[s->bias[i].id] =
+            s->bias[i].bias <= -100.0f ? -INFINITY : logits[s->bias[i].id] + s->bias[i].bias;
     if (s->p.ignore_eos)
         for (int32_t i = 0; i < s->v.n_eog; i++)
             logits[s->v.eog_ids[i]] = -INFINITY;

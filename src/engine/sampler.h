@@ -9,6 +9,7 @@
  * grammars, or touch global state.
  *
  * The chain, in order (llama.cpp's default order, without dry/typical/xtc):
+ *   0. logit_bias (OpenAI): logit += bias; a bias of -100 := -inf (banned)
  *   1. ignore_eos: logit of every end-of-generation id := -inf
  *   2. penalties over the last `penalty_last_n` accepted tokens, per token t
  *      with count c > 0 in the window:
@@ -75,6 +76,15 @@ typedef struct sampler_cand {
 
 typedef struct sampler sampler;
 
+#define SAMPLER_MAX_LOGIT_BIAS 1024
+
+/* One logit_bias entry: added to the token's logit before every other
+ * stage; -100 bans the token, +100 all but forces it. */
+typedef struct sampler_bias {
+    int32_t id;
+    float bias; /* [-100, 100] */
+} sampler_bias;
+
 /* Neutral parameters: temperature 1, no top_k/top_p/min_p, no penalties,
  * window 64, seed 0 (OpenAI's defaults). */
 void sampler_params_default(sampler_params *p);
@@ -90,6 +100,10 @@ int sampler_params_validate(const sampler_params *p, const char **field, tps_err
  * RNG is seeded from p->seed. Free with sampler_free. */
 int sampler_create(sampler **out, const sampler_params *p, const sampler_vocab *v, tps_err *err);
 void sampler_free(sampler *s);
+/* Sets the logit_bias entries (copied; replaces earlier ones). TPS_EINVAL
+ * naming the entry when an id is outside the vocabulary or a bias outside
+ * [-100, 100], or when there are more than SAMPLER_MAX_LOGIT_BIAS. */
+int sampler_set_logit_bias(sampler *s, const sampler_bias *b, size_t n, tps_err *err);
 
 /* Records a token in the penalty window (evicting the oldest when full).
  * Feed every generated token; feed the prompt tokens too for llama.cpp's

@@ -114,6 +114,99 @@ static int parse_n(json_t *o, oai_request *r, oai_error *e) {
     return 0;
 }
 
+/* Fields of OpenAI's request schemas (and the extensions other servers
+ * take) that this server does not act on. Each is refused with a 400
+ * naming it unless its value is absent, null, or the one value that asks
+ * for nothing (`neutral`: a JSON text compared as JSON; NULL: any falsy
+ * value - false, "", [], {} - is neutral). A field outside every schema is
+ * ignored, as OpenAI does. */
+typedef struct refused_field {
+    const char *name;
+    const char *neutral;
+    const char *why;
+} refused_field;
+
+static const refused_field REFUSED[] = {
+    {"response_format", "{\"type\":\"text\"}",
+     "structured output (json_object, json_schema) is not supported yet: only {\"type\": "
+     "\"text\"}"},
+    {"tool_choice", "\"none\"", "tool calls are not supported yet (tools, tool_choice)"},
+    {"parallel_tool_calls", NULL, "tool calls are not supported yet (parallel_tool_calls)"},
+    {"function_call", "\"none\"", "function calling is not supported yet (function_call)"},
+    {"suffix", NULL, "suffix needs an insertion (fill-in-the-middle) model; none is served"},
+    {"grammar", NULL, "grammars are not supported yet"},
+    {"json_schema", NULL, "structured output is not supported yet (json_schema)"},
+    {"regex", NULL, "regex-constrained output is not supported yet"},
+    {"guided_json", NULL, "guided decoding is not supported yet"},
+    {"guided_regex", NULL, "guided decoding is not supported yet"},
+    {"guided_grammar", NULL, "guided decoding is not supported yet"},
+    {"guided_choice", NULL, "guided decoding is not supported yet"},
+    {"store", NULL, "stored completions are not supported (store)"},
+    {"audio", NULL, "audio output is not supported"},
+    {"modalities", "[\"text\"]", "only text output is supported (modalities)"},
+    {"prediction", NULL, "predicted outputs are not supported"},
+    {"reasoning_effort", NULL, "reasoning_effort needs a reasoning model; none is served"},
+    {"web_search_options", NULL, "web search is not supported"},
+    {"n_probs", NULL, "n_probs (llama.cpp) is not supported yet; logprobs are not either"},
+};
+
+static bool falsy(json_t *v) {
+    return json_is_false(v) || (json_is_string(v) && json_string_length(v) == 0) ||
+           (json_is_array(v) && json_array_size(v) == 0) ||
+           (json_is_object(v) && json_object_size(v) == 0);
+}
+
+static int parse_refused(json_t *o, oai_error *e) {
+    for (size_t i = 0; i < sizeof REFUSED / sizeof REFUSED[0]; i++) {
+        json_t *v = json_object_get(o, REFUSED[i].name);
+        if (!v || json_is_null(v)) continue;
+        bool neutral = falsy(v);
+        if (REFUSED[i].neutral) {
+            json_t *n = json_loads(REFUSED[i].neutral, JSON_DECODE_ANY, NULL);
+            neutral = n && json_equal(v, n);
+            json_decref(n);
+        }
+        if (!neutral)
+            return oai_error_set(e, 400, "invalid_request_error", REFUSED[i].name,
+                                 "unsupported_parameter", "%s", REFUSED[i].why);
+    }
+    return 0;
+}
+
+/* logit_bias: {"token id": bias}, ids as decimal strings (OpenAI's form),
+ * biases in [-100, 100]. The vocabulary bound is checked by the server
+ * (it knows the model). */
+static int parse_logit_bias(json_t *o, oai_request *r, oai_error *e) {
+    json_t *lb = json_object_get(o, "logit_bias");
+    if (!lb || json_is_null(lb)) return 0;
+    if (!json_is_object(lb))
+        return bad(e, "logit_bias", "%s must be an object mapping token ids to biases%s", "");
+    size_t n = json_object_size(lb);
+    if (n > SAMPLER_MAX_LOGIT_BIAS)
+        return oai_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
+                             "logit_bias has %zu entries; at most %d", n, SAMPLER_MAX_LOGIT_BIAS);
+    if (!n) return 0;
+    r->logit_bias = calloc(n, sizeof *r->logit_bias);
+    if (!r->logit_bias) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    const char *key;
+    json_t *val;
+    json_object_foreach(lb, key, val) {
+        char *end = NULL;
+        long long id = strtoll(key, &end, 10);
+        if (!*key || *end || id < 0 || id > INT32_MAX)
+            return oai_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
+                                 "logit_bias keys are token ids (decimal integers); got '%.40s'",
+                                 key);
+        if (!json_is_number(val) || !(json_number_value(val) >= -100.0) ||
+            !(json_number_value(val) <= 100.0))
+            return oai_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
+                                 "logit_bias[%lld] must be a number in [-100, 100]", id);
+        r->logit_bias[r->n_logit_bias++] =
+            (sampler_bias){.id = (int32_t)id, .bias = (float)json_number_value(val)};
+    }
+    return 0;
+}
+
 static int parse_unsupported(json_t *o, oai_kind kind, oai_error *e) {
     json_int_t n;
     int rc;
@@ -146,7 +239,7 @@ static int parse_unsupported(json_t *o, oai_kind kind, oai_error *e) {
     if (echo)
         return oai_error_set(e, 400, "invalid_request_error", "echo", "unsupported_parameter",
                              "echo is not supported yet");
-    return 0;
+    return parse_refused(o, e);
 }
 
 static int parse_sampling(json_t *o, sampler_params *sp, oai_error *e) {
@@ -384,6 +477,7 @@ done:
 void oai_request_free(oai_request *r) {
     if (!r) return;
     free(r->prompt_ids);
+    free(r->logit_bias);
     free(r->msgs);
     free(r->parts);
     if (r->json) json_decref((json_t *)r->json);
@@ -421,6 +515,7 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_e
     if ((rc = kind == OAI_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e))) goto fail;
     if ((rc = parse_max_tokens(root, r, e))) goto fail;
     if ((rc = parse_sampling(root, &r->sampling, e))) goto fail;
+    if ((rc = parse_logit_bias(root, r, e))) goto fail;
     if ((rc = parse_stop(root, r, e))) goto fail;
     if ((rc = get_bool(root, "stream", &r->stream, e)) < 0) goto fail;
     json_t *so = json_object_get(root, "stream_options");

@@ -42,6 +42,8 @@ typedef struct oai_request {
      * here; the server's ceiling (--max-n) is the server's. */
     uint32_t n;
     sampler_params sampling;
+    sampler_bias *logit_bias; /* owned; ids not yet checked against the vocabulary */
+    size_t n_logit_bias;
     const char *stop[OAI_MAX_STOP];
     size_t n_stop;
     bool stream;

@@ -360,6 +360,13 @@ static void handle_completion(server *s, struct evhttp_request *req, oai_kind ki
     int32_t stop_id = s->tmpl_eot_id;
     if (kind == OAI_CHAT && s->tmpl_eot_as_stop) stops[n_stop++] = chat_tmpl_eot(s->tmpl);
 
+    for (size_t i = 0; i < r.n_logit_bias; i++)
+        if ((uint32_t)r.logit_bias[i].id >= s->model->cfg.n_vocab) {
+            oai_error_set(&e, 400, "invalid_request_error", "logit_bias", "invalid_value",
+                          "logit_bias: token id %d is outside the vocabulary (0..%u)",
+                          r.logit_bias[i].id, s->model->cfg.n_vocab - 1);
+            goto fail;
+        }
     if (!(c = req_ctx_new(s, req, kind, r.n))) {
         oai_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
         goto fail;
@@ -377,6 +384,8 @@ static void handle_completion(server *s, struct evhttp_request *req, oai_kind ki
         .stop_ids = kind == OAI_CHAT && stop_id >= 0 ? &stop_id : NULL,
         .n_stop_ids = kind == OAI_CHAT && stop_id >= 0 ? 1 : 0,
         .n = r.n, /* choice i samples with seed + i: choices differ even without a seed */
+        .logit_bias = r.logit_bias,
+        .n_logit_bias = r.n_logit_bias,
         .user = c,
     };
     tps_err err = {{0}};
