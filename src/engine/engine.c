@@ -101,6 +101,7 @@ static void seq_free(seq *s) {
     for (uint32_t i = 0; i < s->n_forks; i++)
         seq_free(s->forks[i]);
     free(s->forks);
+    free(s->lp_raw);
     free(s->tokens);
     kv_seq_destroy(&s->kv);
     sampler_free(s->smp);
@@ -126,6 +127,13 @@ static int seq_create(engine *e, const engine_request *r, uint32_t choice, seq *
     s->max_tokens = r->max_tokens;
     s->user = r->user;
     s->choice = choice;
+    if (r->logprobs) {
+        s->lp_k = r->top_logprobs;
+        if (!(s->lp_raw = malloc(sizeof(float) * (size_t)e->svocab.n_vocab))) {
+            seq_free(s);
+            return tps_fail(err, TPS_ENOMEM, "engine: out of memory");
+        }
+    }
     const char *field = NULL;
     sampler_params sp = r->sampling;
     sp.seed += choice;
@@ -213,6 +221,9 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
             return tps_fail(err, TPS_EINVAL,
                             "prompt token %zu is id %d, outside the vocabulary (0..%u)", i,
                             rq.prompt[i], e->m->cfg.n_vocab - 1);
+    if (rq.top_logprobs > LOGPROBS_MAX_TOP)
+        return tps_fail(err, TPS_EINVAL, "top_logprobs is %u; at most %d", rq.top_logprobs,
+                        LOGPROBS_MAX_TOP);
     const char *field = NULL;
     int rc = sampler_params_validate(&rq.sampling, &field, err);
     if (rc) return rc;
@@ -567,6 +578,13 @@ static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
         ev->kind = ENGINE_EV_TOKEN;
         ev->id = s->id;
         ev->choice = s->choice;
+        ev->n_top = 0;
+        if (s->lp_raw) {
+            ev->logprob = (float)((double)s->lp_raw[tok] - s->lp_lse);
+            ev->n_top = s->lp_n_top;
+            memcpy(ev->top_id, s->lp_top_id, s->lp_n_top * sizeof *ev->top_id);
+            memcpy(ev->top_logprob, s->lp_top, s->lp_n_top * sizeof *ev->top_logprob);
+        }
         ev->user = s->user;
         ev->token = tok;
         text_append(ev, em.head, em.head_len);
@@ -801,7 +819,15 @@ static bool step(engine *e) {
 static void sample_task(void *arg, size_t k, int thread) {
     (void)thread;
     engine *e = arg;
-    e->sampled[k] = sampler_sample(e->samplers[k]->smp, (float *)e->sample_logits[k]);
+    seq *s = e->samplers[k];
+    if (s->lp_raw) { /* the raw row, before the sampler rewrites it */
+        const size_t nv = (size_t)e->svocab.n_vocab;
+        memcpy(s->lp_raw, e->sample_logits[k], nv * sizeof *s->lp_raw);
+        s->lp_lse = logprobs_lse(s->lp_raw, nv);
+        s->lp_n_top =
+            (uint32_t)logprobs_top(s->lp_top_id, s->lp_top, s->lp_raw, nv, s->lp_k, s->lp_lse);
+    }
+    e->sampled[k] = sampler_sample(s->smp, (float *)e->sample_logits[k]);
 }
 
 static void sample_all(engine *e, uint32_t n) {

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/logprobs.h"
 #include "engine/sampler.h"
 #include "metrics/hist.h"
 #include "model/llama_model.h"
@@ -65,6 +66,11 @@ typedef struct engine_request {
      * the logits before every other sampling stage; -100 bans the token. */
     const sampler_bias *logit_bias;
     size_t n_logit_bias;
+    /* logprobs: each TOKEN event carries the token's log-probability under
+     * the model's raw logits and the top_logprobs (0..LOGPROBS_MAX_TOP)
+     * most likely tokens (logprobs.h). */
+    bool logprobs;
+    uint32_t top_logprobs;
     void *user; /* returned in every event of this request */
 } engine_request;
 
@@ -105,6 +111,12 @@ typedef struct engine_event {
     int32_t token;
     uint32_t text_len;
     char text[ENGINE_TEXT_MAX];
+    /* TOKEN of a request with logprobs: the token's log-probability, and
+     * n_top alternatives, most likely first. */
+    float logprob;
+    uint32_t n_top;
+    int32_t top_id[LOGPROBS_MAX_TOP];
+    float top_logprob[LOGPROBS_MAX_TOP];
     /* DONE: why, and the choice's timings. Any held text comes in `text`.
      * A request of n choices gets n DONE events, one per choice. */
     engine_finish finish;

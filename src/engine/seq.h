@@ -32,6 +32,14 @@ typedef struct seq {
     stop_matcher stop;
     detok_stream *detok;
     engine_timings tm;
+    /* logprobs: the raw logits row of the step (n_vocab,), owned, NULL when
+     * not asked for; the sampled token's and the top alternatives'. */
+    float *lp_raw;
+    uint32_t lp_k;
+    double lp_lse;
+    uint32_t lp_n_top;
+    int32_t lp_top_id[LOGPROBS_MAX_TOP];
+    float lp_top[LOGPROBS_MAX_TOP];
     /* Choices 1..n-1 of this request (choice 0), held here until this
      * one's prompt is computed; then each forks its KV and samples from
      * the same logits. Owned until forked. */
