@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <curl/curl.h>
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -583,9 +584,6 @@ Test(server, bad_requests_get_openai_shaped_errors, .timeout = 30) {
     expect_status(p, "POST", "/v1/chat/completions",
                   "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", NULL,
                   400, "tools", "not supported");
-    expect_status(p, "POST", "/v1/chat/completions",
-                  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}", NULL,
-                  400, "logprobs", "not supported");
     expect_status(p, "POST", "/v1/completions", "{\"prompt\":[1, 99999]}", NULL, 400, "prompt",
                   NULL);
     expect_status(p, "GET", "/v2/nothing", NULL, NULL, 404, NULL, NULL);
@@ -1559,8 +1557,7 @@ Test(server, every_openai_request_field_is_honoured_or_refused_by_name, .timeout
         {"frequency_penalty", "0.5", false},
         {"presence_penalty", "0.5", false},
         {"logit_bias", "{\"5\":1}", false},
-        {"logprobs", "true", true},
-        {"top_logprobs", "2", true},
+        {"logprobs", "true", false},
         {"max_tokens", "3", false},
         {"max_completion_tokens", "3", false},
         {"n", "2", false},
@@ -1640,5 +1637,105 @@ Test(server, every_openai_request_field_is_honoured_or_refused_by_name, .timeout
                      r.body ? r.body : "");
         resp_free(&r);
     }
+    fixture_finish(&f);
+}
+
+/* ---------------------------------------------------------------------------
+ * logprobs
+ * ------------------------------------------------------------------------- */
+
+/* Completions logprobs: 5 on the reference prompts as token ids, greedy:
+ * one entry per completion token, each token's logprob within llama.cpp's
+ * reference (tests/test_logprobs.c explains the bound), the top dict holds
+ * at most 5 and its best is the chosen token's, text offsets increase. */
+Test(server, completions_logprobs_match_the_reference_and_have_openai_shape, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    REQUIRE_SHARED(REF);
+    server_fixture f;
+    start_default(&f);
+    json_t *ref = load_ref();
+    json_t *cs = json_array_get(json_object_get(ref, "cases"), 1);
+    json_t *top5 = json_object_get(cs, "top5_per_position");
+    json_t *body =
+        json_pack("{s:O, s:i, s:f, s:i, s:b}", "prompt", json_object_get(cs, "prompt_ids"),
+                  "max_tokens", 16, "temperature", 0.0, "logprobs", 5, "ignore_eos", 1);
+    char *b = json_dumps(body, JSON_COMPACT);
+    json_t *j = post_ok(f.port, "/v1/completions", b);
+    json_t *lp = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs");
+    json_t *toks = json_object_get(lp, "tokens"), *tlp = json_object_get(lp, "token_logprobs");
+    json_t *top = json_object_get(lp, "top_logprobs"), *off = json_object_get(lp, "text_offset");
+    cr_assert_eq(json_array_size(toks), 16, "%s", b);
+    cr_assert_eq(json_array_size(tlp), 16);
+    cr_assert_eq(json_array_size(top), 16);
+    cr_assert_eq(json_array_size(off), 16);
+    for (size_t i = 0; i < 16; i++) {
+        double got = json_real_value(json_array_get(tlp, i));
+        double want =
+            json_real_value(json_object_get(json_array_get(json_array_get(top5, i), 0), "logprob"));
+        cr_expect(fabs(got - want) <= 0.04, "token %zu: %g, llama.cpp %g", i, got, want);
+        json_t *d = json_array_get(top, i);
+        cr_expect(json_object_size(d) >= 1 && json_object_size(d) <= 5);
+        double best = -1e30;
+        const char *k;
+        json_t *v;
+        json_object_foreach(d, k, v) if (json_real_value(v) > best) best = json_real_value(v);
+        cr_expect(fabs(best - got) < 1e-6, "greedy: the chosen token is the most likely");
+        if (i)
+            cr_expect_geq(json_integer_value(json_array_get(off, i)),
+                          json_integer_value(json_array_get(off, i - 1)));
+    }
+    json_decref(j);
+    free(b);
+    json_decref(body);
+    json_decref(ref);
+    fixture_finish(&f);
+}
+
+/* Chat logprobs, streamed and not: content entries with token, logprob,
+ * bytes and top_logprobs of the asked length; the stream carries one entry
+ * per token chunk; both give the same logprobs for the same greedy run. */
+Test(server, chat_logprobs_streamed_and_whole_agree, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    start_default(&f);
+    const char *whole = "{\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}],"
+                        "\"max_tokens\":8,\"temperature\":0,\"ignore_eos\":true,"
+                        "\"logprobs\":true,\"top_logprobs\":3}";
+    json_t *j = post_ok(f.port, "/v1/chat/completions", whole);
+    json_t *content = json_object_get(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs"), "content");
+    cr_assert_eq(json_array_size(content), 8);
+    double lps[8];
+    for (size_t i = 0; i < 8; i++) {
+        json_t *e = json_array_get(content, i);
+        cr_expect(json_is_string(json_object_get(e, "token")));
+        cr_expect(json_is_array(json_object_get(e, "bytes")));
+        cr_expect_eq(json_array_size(json_object_get(e, "top_logprobs")), 3);
+        lps[i] = json_real_value(json_object_get(e, "logprob"));
+        cr_expect_leq(lps[i], 0.0);
+    }
+    json_decref(j);
+    char streamed[512];
+    snprintf(streamed, sizeof streamed, "%.*s,\"stream\":true}", (int)strlen(whole) - 1, whole);
+    resp r = {0};
+    cr_assert_eq(http(f.port, "POST", "/v1/chat/completions", streamed, NULL, &r), 200);
+    size_t n = 0;
+    for (const char *p = r.body; (p = strstr(p, "data: {")); p += 6) {
+        const char *end = strstr(p, "\n\n");
+        json_t *c = json_loadb(p + 6, (size_t)(end - p - 6), 0, NULL);
+        json_t *ct = json_object_get(
+            json_object_get(json_array_get(json_object_get(c, "choices"), 0), "logprobs"),
+            "content");
+        if (json_array_size(ct) == 1) {
+            cr_assert_lt(n, 8);
+            cr_expect(fabs(json_real_value(json_object_get(json_array_get(ct, 0), "logprob")) -
+                           lps[n]) < 1e-6,
+                      "token %zu", n);
+            n++;
+        }
+        json_decref(c);
+    }
+    cr_expect_eq(n, 8, "one logprobs entry per token chunk");
+    resp_free(&r);
     fixture_finish(&f);
 }

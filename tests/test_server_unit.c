@@ -138,13 +138,18 @@ Test(openai, wrong_types_and_ranges_name_the_field) {
 
 Test(openai, unsupported_features_are_a_clear_400) {
     expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"best_of\":2}", "best_of", "not supported");
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":2}", "logprobs", "not supported");
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":21}", "logprobs", "[0, 20]");
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":\"2\"}", "logprobs", NULL);
     expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true}", "echo", "not supported");
     expect_bad(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}",
                "tools", "not supported");
     expect_bad(OAI_CHAT,
                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}",
-               "top_logprobs", "not supported");
+               "top_logprobs", "needs logprobs");
+    expect_bad(OAI_CHAT,
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
+               "\"top_logprobs\":21}",
+               "top_logprobs", "[0, 20]");
     oai_request r;
     oai_error e;
     cr_assert_eq(parse(&r, OAI_CHAT,
@@ -303,7 +308,7 @@ Test(sse, chunks_have_openai_fields_and_timings) {
     sse_meta m = {.kind = OAI_CHAT, .id = "chatcmpl-1", .created = 7, .model = "m\"x"};
     sbuf b;
     sbuf_init(&b);
-    sse_chunk_text(&b, &m, 2, "a\n\"\x01", 4, 42);
+    sse_chunk_text(&b, &m, 2, "a\n\"\x01", 4, 42, NULL, NULL);
     json_t *j = event_json(b.p);
     cr_assert_str_eq(json_string_value(json_object_get(j, "object")), "chat.completion.chunk");
     cr_assert_str_eq(json_string_value(json_object_get(j, "model")), "m\"x");
@@ -378,8 +383,8 @@ Test(sse, body_lists_every_choice_in_order_with_usage) {
         sbuf b;
         sbuf_init(&b);
         sse_body_open(&b, &m);
-        sse_body_choice(&b, &m, 0, "ab", 2, "length");
-        sse_body_choice(&b, &m, 1, "c\"", 2, "stop");
+        sse_body_choice(&b, &m, 0, "ab", 2, "length", NULL, 0, NULL);
+        sse_body_choice(&b, &m, 1, "c\"", 2, "stop", NULL, 0, NULL);
         sse_body_close(&b, 5, 7, &t);
         json_error_t je;
         json_t *j = json_loads(b.p, 0, &je);
@@ -464,4 +469,33 @@ Test(chat_template, gemma_keeps_every_system_message) {
     cr_assert_str_eq(b.p, "<start_of_turn>user\nAB\n\nU<end_of_turn>\n"
                           "<start_of_turn>user\nC<end_of_turn>\n");
     sbuf_free(&b);
+}
+
+Test(openai, logprobs_parse_for_both_endpoints) {
+    oai_request r;
+    oai_error e;
+    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":3}", &e), 0, "%s",
+                 e.message);
+    cr_expect(r.logprobs);
+    cr_expect_eq(r.top_logprobs, 3);
+    oai_request_free(&r);
+    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":0}", &e), 0, "%s",
+                 e.message);
+    cr_expect(r.logprobs, "logprobs 0: the chosen token's only");
+    cr_expect_eq(r.top_logprobs, 0);
+    oai_request_free(&r);
+    cr_assert_eq(parse(&r, OAI_CHAT,
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
+                       "\"top_logprobs\":20}",
+                       &e),
+                 0, "%s", e.message);
+    cr_expect(r.logprobs);
+    cr_expect_eq(r.top_logprobs, 20);
+    oai_request_free(&r);
+    cr_assert_eq(parse(&r, OAI_CHAT,
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":false}",
+                       &e),
+                 0, "%s", e.message);
+    cr_expect(!r.logprobs);
+    oai_request_free(&r);
 }

@@ -147,7 +147,7 @@ static const refused_field REFUSED[] = {
     {"prediction", NULL, "predicted outputs are not supported"},
     {"reasoning_effort", NULL, "reasoning_effort needs a reasoning model; none is served"},
     {"web_search_options", NULL, "web search is not supported"},
-    {"n_probs", NULL, "n_probs (llama.cpp) is not supported yet; logprobs are not either"},
+    {"n_probs", NULL, "n_probs (llama.cpp's name) is not supported: use logprobs / top_logprobs"},
 };
 
 static bool falsy(json_t *v) {
@@ -207,6 +207,39 @@ static int parse_logit_bias(json_t *o, oai_request *r, oai_error *e) {
     return 0;
 }
 
+/* logprobs: completions `logprobs: k` (0..20 alternatives; null: none),
+ * chat `logprobs: true` with `top_logprobs: k`. */
+static int parse_logprobs(json_t *o, oai_request *r, oai_error *e) {
+    json_t *lp = json_object_get(o, "logprobs");
+    json_int_t k = 0;
+    int rc;
+    if (r->kind == OAI_COMPLETION) {
+        if (lp && !json_is_null(lp) && !json_is_integer(lp) && !json_is_boolean(lp))
+            return bad(e, "logprobs", "%s must be %s",
+                       "an integer (alternatives per token) or null");
+        r->logprobs = lp && (json_is_integer(lp) || json_is_true(lp));
+        k = json_is_integer(lp) ? json_integer_value(lp) : 0;
+        if (r->logprobs && (k < 0 || k > LOGPROBS_MAX_TOP))
+            return oai_error_set(e, 400, "invalid_request_error", "logprobs", "invalid_value",
+                                 "logprobs must be in [0, %d]; got %lld", LOGPROBS_MAX_TOP,
+                                 (long long)k);
+    } else {
+        if (lp && !json_is_null(lp) && !json_is_boolean(lp))
+            return bad(e, "logprobs", "%s must be %s", "a boolean");
+        r->logprobs = lp && json_is_true(lp);
+        if ((rc = get_int(o, "top_logprobs", &k, e)) < 0) return rc;
+        if (rc == 0 && (k < 0 || k > LOGPROBS_MAX_TOP))
+            return oai_error_set(e, 400, "invalid_request_error", "top_logprobs", "invalid_value",
+                                 "top_logprobs must be in [0, %d]; got %lld", LOGPROBS_MAX_TOP,
+                                 (long long)k);
+        if (rc == 0 && k > 0 && !r->logprobs)
+            return oai_error_set(e, 400, "invalid_request_error", "top_logprobs", "invalid_value",
+                                 "top_logprobs needs logprobs: true");
+    }
+    r->top_logprobs = (uint32_t)k;
+    return 0;
+}
+
 static int parse_unsupported(json_t *o, oai_kind kind, oai_error *e) {
     json_int_t n;
     int rc;
@@ -222,18 +255,7 @@ static int parse_unsupported(json_t *o, oai_kind kind, oai_error *e) {
                                  "unsupported_parameter",
                                  "%s (function calling) is not supported yet", arrays[i]);
     }
-    json_t *lp = json_object_get(o, "logprobs");
-    bool lp_on = lp && (json_is_true(lp) || (json_is_integer(lp) && json_integer_value(lp) > 0));
-    if (lp && !json_is_null(lp) && !json_is_boolean(lp) && !json_is_integer(lp))
-        return bad(e, "logprobs", "%s must be %s",
-                   kind == OAI_CHAT ? "a boolean" : "an integer or null");
-    if (lp_on)
-        return oai_error_set(e, 400, "invalid_request_error", "logprobs", "unsupported_parameter",
-                             "logprobs is not supported yet");
-    if ((rc = get_int(o, "top_logprobs", &n, e)) < 0) return rc;
-    if (rc == 0 && n > 0)
-        return oai_error_set(e, 400, "invalid_request_error", "top_logprobs",
-                             "unsupported_parameter", "top_logprobs is not supported yet");
+    (void)kind;
     bool echo = false;
     if ((rc = get_bool(o, "echo", &echo, e)) < 0) return rc;
     if (echo)
@@ -516,6 +538,7 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_e
     if ((rc = parse_max_tokens(root, r, e))) goto fail;
     if ((rc = parse_sampling(root, &r->sampling, e))) goto fail;
     if ((rc = parse_logit_bias(root, r, e))) goto fail;
+    if ((rc = parse_logprobs(root, r, e))) goto fail;
     if ((rc = parse_stop(root, r, e))) goto fail;
     if ((rc = get_bool(root, "stream", &r->stream, e)) < 0) goto fail;
     json_t *so = json_object_get(root, "stream_options");

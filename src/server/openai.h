@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/logprobs.h"
 #include "engine/sampler.h"
 #include "server/chat_template.h"
 #include "server/sbuf.h"
@@ -44,6 +45,8 @@ typedef struct oai_request {
     sampler_params sampling;
     sampler_bias *logit_bias; /* owned; ids not yet checked against the vocabulary */
     size_t n_logit_bias;
+    bool logprobs;         /* per-token logprobs asked for */
+    uint32_t top_logprobs; /* alternatives per token, 0..LOGPROBS_MAX_TOP */
     const char *stop[OAI_MAX_STOP];
     size_t n_stop;
     bool stream;

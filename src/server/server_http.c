@@ -372,6 +372,7 @@ static void handle_completion(server *s, struct evhttp_request *req, oai_kind ki
         goto fail;
     }
     c->stream = r.stream;
+    c->logprobs = r.logprobs;
     c->include_usage = r.stream && r.include_usage;
     c->n_prompt = (uint32_t)n_ids;
     engine_request er = {
@@ -386,6 +387,8 @@ static void handle_completion(server *s, struct evhttp_request *req, oai_kind ki
         .n = r.n, /* choice i samples with seed + i: choices differ even without a seed */
         .logit_bias = r.logit_bias,
         .n_logit_bias = r.n_logit_bias,
+        .logprobs = r.logprobs,
+        .top_logprobs = r.top_logprobs,
         .user = c,
     };
     tps_err err = {{0}};

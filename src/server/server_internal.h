@@ -45,6 +45,9 @@ typedef struct req_choice {
     engine_finish finish; /* valid once done */
     bool sent_role;       /* chat stream: its role chunk went out */
     bool done;            /* its DONE event came */
+    uint32_t text_offset; /* bytes of text sent or kept so far (logprobs' text_offset) */
+    sse_lp *lp;           /* non-stream with logprobs: one per token, owned */
+    size_t n_lp, cap_lp;
 } req_choice;
 
 /* One request from its parse to its last byte (or the client's going). It
@@ -59,6 +62,7 @@ typedef struct req_ctx {
     sse_meta meta;
     char id[48];
     bool stream, include_usage;
+    bool logprobs; /* each token's logprobs go out with it */
     bool client_gone;
     bool failed;        /* a choice ended cancelled or in error: the answer is an error */
     engine_finish fail; /* the first such finish */

@@ -57,8 +57,10 @@ void req_ctx_free(req_ctx *c) {
     if (!c) return;
     unlink_ctx(c);
     sbuf_free(&c->out);
-    for (uint32_t i = 0; i < c->n_choices; i++)
+    for (uint32_t i = 0; i < c->n_choices; i++) {
         sbuf_free(&c->choice[i].text);
+        free(c->choice[i].lp);
+    }
     free(c);
 }
 
@@ -143,6 +145,32 @@ static void add_role_once(req_ctx *c, req_choice *ch, uint32_t index) {
     ch->sent_role = true;
 }
 
+static void lp_from_event(sse_lp *lp, const engine_event *ev, uint32_t text_offset) {
+    lp->token = ev->token;
+    lp->logprob = ev->logprob;
+    lp->text_offset = text_offset;
+    lp->n_top = ev->n_top < LOGPROBS_MAX_TOP ? ev->n_top : LOGPROBS_MAX_TOP;
+    memcpy(lp->top_id, ev->top_id, lp->n_top * sizeof *lp->top_id);
+    memcpy(lp->top_logprob, ev->top_logprob, lp->n_top * sizeof *lp->top_logprob);
+}
+
+/* Non-stream: the choice's logprobs are kept until its body is written
+ * (doubling growth: amortized, not an allocation per token). Out of memory
+ * drops the record; the body then says so with a 500. */
+static void keep_logprobs(req_choice *ch, const sse_lp *lp) {
+    if (ch->n_lp == ch->cap_lp) {
+        size_t cap = ch->cap_lp ? 2 * ch->cap_lp : 64;
+        sse_lp *p = realloc(ch->lp, cap * sizeof *p);
+        if (!p) {
+            ch->text.failed = true;
+            return;
+        }
+        ch->lp = p;
+        ch->cap_lp = cap;
+    }
+    ch->lp[ch->n_lp++] = *lp;
+}
+
 static void on_token(req_ctx *c, const engine_event *ev) {
     req_choice *ch = choice_of(c, ev);
     if (!ch) return;
@@ -157,13 +185,18 @@ static void on_token(req_ctx *c, const engine_event *ev) {
     ch->n_tokens++;
     c->n_tokens++;
     if (c->client_gone) return;
+    sse_lp lp = {0};
+    if (c->logprobs) lp_from_event(&lp, ev, ch->text_offset);
+    ch->text_offset += ev->text_len;
     if (!c->stream) {
         sbuf_add(&ch->text, ev->text, ev->text_len);
+        if (c->logprobs) keep_logprobs(ch, &lp);
         return;
     }
     sbuf_reset(&c->out);
     add_role_once(c, ch, ev->choice);
-    sse_chunk_text(&c->out, &c->meta, ev->choice, ev->text, ev->text_len, ev->token);
+    sse_chunk_text(&c->out, &c->meta, ev->choice, ev->text, ev->text_len, ev->token,
+                   c->logprobs ? &lp : NULL, c->s->tok);
     write_chunk(c);
 }
 
@@ -221,7 +254,8 @@ static void stream_done(req_ctx *c, req_choice *ch, const engine_event *ev, bool
     bool ok = finish_ok(ev->finish);
     sbuf_reset(&c->out);
     if (ok) add_role_once(c, ch, ev->choice);
-    if (ev->text_len) sse_chunk_text(&c->out, &c->meta, ev->choice, ev->text, ev->text_len, -1);
+    if (ev->text_len)
+        sse_chunk_text(&c->out, &c->meta, ev->choice, ev->text, ev->text_len, -1, NULL, NULL);
     if (ok)
         sse_chunk_finish(&c->out, &c->meta, ev->choice, engine_finish_name(ev->finish),
                          &ev->timings);
@@ -255,8 +289,10 @@ static void reply_whole(req_ctx *c) {
     for (uint32_t i = 0; i < c->n_choices; i++) {
         const req_choice *ch = &c->choice[i];
         oom |= sbuf_failed(&ch->text);
+        static const sse_lp no_tokens[1];
         sse_body_choice(b, &c->meta, i, ch->text.p ? ch->text.p : "", ch->text.len,
-                        engine_finish_name(ch->finish));
+                        engine_finish_name(ch->finish),
+                        c->logprobs ? (ch->lp ? ch->lp : no_tokens) : NULL, ch->n_lp, s->tok);
     }
     sse_body_close(b, c->n_prompt, c->n_tokens, &c->timings);
     if (oom || sbuf_failed(b)) {

@@ -42,8 +42,127 @@ void sse_chunk_role(sbuf *b, const sse_meta *m, uint32_t index) {
                 index);
 }
 
+/* ---- logprobs ---------------------------------------------------------------------------- */
+
+/* Length of the whole UTF-8 character at s (n bytes left), or 0 if none. */
+static size_t utf8_char(const unsigned char *s, size_t n) {
+    size_t len = s[0] < 0x80         ? 1
+                 : (s[0] >> 5) == 6  ? 2
+                 : (s[0] >> 4) == 14 ? 3
+                 : (s[0] >> 3) == 30 ? 4
+                                     : 0;
+    if (!len || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    return len;
+}
+
+/* A JSON string of s with every byte that is not part of a whole UTF-8
+ * character replaced by U+FFFD. */
+static void json_str_lossy(sbuf *b, const char *s, size_t n) {
+    char buf[256];
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 4 < sizeof buf;) {
+        size_t l = utf8_char((const unsigned char *)s + i, n - i);
+        if (l) {
+            memcpy(buf + o, s + i, l);
+            o += l, i += l;
+        } else {
+            memcpy(buf + o, "\xef\xbf\xbd", 3);
+            o += 3, i++;
+        }
+    }
+    sbuf_json_str(b, buf, o);
+}
+
+static void token_json(sbuf *b, const tokenizer *tok, int32_t id, bool with_bytes) {
+    size_t len = 0;
+    const char *p = tokenizer_piece(tok, id, true, &len);
+    if (!p) p = "", len = 0;
+    sbuf_adds(b, "\"token\":");
+    json_str_lossy(b, p, len);
+    if (!with_bytes) return;
+    sbuf_adds(b, ",\"bytes\":[");
+    for (size_t i = 0; i < len; i++)
+        sbuf_printf(b, "%s%u", i ? "," : "", (unsigned)(unsigned char)p[i]);
+    sbuf_adds(b, "]");
+}
+
+/* A logprob as JSON: finite, or the most negative finite float for -inf
+ * (JSON has no infinity; OpenAI reports -9999 for such tokens). */
+static void lp_num(sbuf *b, float lp) {
+    sbuf_printf(b, "%.9g", lp > -9999.0f ? (double)lp : -9999.0);
+}
+
+static void chat_logprobs(sbuf *b, const tokenizer *tok, const sse_lp *recs, size_t n) {
+    sbuf_adds(b, "{\"content\":[");
+    for (size_t i = 0; i < n; i++) {
+        sbuf_adds(b, i ? ",{" : "{");
+        token_json(b, tok, recs[i].token, true);
+        sbuf_adds(b, ",\"logprob\":");
+        lp_num(b, recs[i].logprob);
+        sbuf_adds(b, ",\"top_logprobs\":[");
+        for (uint32_t k = 0; k < recs[i].n_top; k++) {
+            sbuf_adds(b, k ? ",{" : "{");
+            token_json(b, tok, recs[i].top_id[k], true);
+            sbuf_adds(b, ",\"logprob\":");
+            lp_num(b, recs[i].top_logprob[k]);
+            sbuf_adds(b, "}");
+        }
+        sbuf_adds(b, "]}");
+    }
+    sbuf_adds(b, "]}");
+}
+
+/* Completions: top_logprobs maps token text to logprob; two ids that
+ * spell the same text keep the first (most likely), as OpenAI's dict does. */
+static void completion_logprobs(sbuf *b, const tokenizer *tok, const sse_lp *recs, size_t n) {
+    sbuf_adds(b, "{\"tokens\":[");
+    for (size_t i = 0; i < n; i++) {
+        size_t len = 0;
+        const char *p = tokenizer_piece(tok, recs[i].token, true, &len);
+        if (i) sbuf_adds(b, ",");
+        json_str_lossy(b, p ? p : "", p ? len : 0);
+    }
+    sbuf_adds(b, "],\"token_logprobs\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i) sbuf_adds(b, ",");
+        lp_num(b, recs[i].logprob);
+    }
+    sbuf_adds(b, "],\"top_logprobs\":[");
+    for (size_t i = 0; i < n; i++) {
+        sbuf_adds(b, i ? ",{" : "{");
+        for (uint32_t k = 0; k < recs[i].n_top; k++) {
+            size_t len = 0, lk = 0;
+            const char *p = tokenizer_piece(tok, recs[i].top_id[k], true, &len);
+            bool dup = false;
+            for (uint32_t j = 0; j < k && !dup; j++) {
+                const char *q = tokenizer_piece(tok, recs[i].top_id[j], true, &lk);
+                dup = lk == len && (!len || !memcmp(p, q, len));
+            }
+            if (dup) continue;
+            if (b->len && b->p[b->len - 1] != '{') sbuf_adds(b, ",");
+            json_str_lossy(b, p ? p : "", p ? len : 0);
+            sbuf_adds(b, ":");
+            lp_num(b, recs[i].top_logprob[k]);
+        }
+        sbuf_adds(b, "}");
+    }
+    sbuf_adds(b, "],\"text_offset\":[");
+    for (size_t i = 0; i < n; i++)
+        sbuf_printf(b, "%s%u", i ? "," : "", recs[i].text_offset);
+    sbuf_adds(b, "]}");
+}
+
+void sse_logprobs_json(sbuf *b, oai_kind kind, const tokenizer *tok, const sse_lp *recs, size_t n) {
+    if (kind == OAI_CHAT)
+        chat_logprobs(b, tok, recs, n);
+    else
+        completion_logprobs(b, tok, recs, n);
+}
+
 void sse_chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
-                    int32_t token) {
+                    int32_t token, const sse_lp *lp, const tokenizer *tok) {
     sbuf_adds(b, "data: ");
     head(b, m);
     sbuf_printf(b, ",\"choices\":[{\"index\":%u", index);
@@ -51,10 +170,18 @@ void sse_chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *text
         sbuf_adds(b, ",\"delta\":{\"content\":");
         sbuf_json_str(b, text, n);
         sbuf_adds(b, "}");
+        if (lp) {
+            sbuf_adds(b, ",\"logprobs\":");
+            sse_logprobs_json(b, m->kind, tok, lp, 1);
+        }
     } else {
         sbuf_adds(b, ",\"text\":");
         sbuf_json_str(b, text, n);
-        sbuf_adds(b, ",\"logprobs\":null");
+        sbuf_adds(b, ",\"logprobs\":");
+        if (lp)
+            sse_logprobs_json(b, m->kind, tok, lp, 1);
+        else
+            sbuf_adds(b, "null");
     }
     if (token >= 0) sbuf_printf(b, ",\"token_ids\":[%d]", token);
     sbuf_adds(b, ",\"finish_reason\":null}]}\n\n");
@@ -116,17 +243,22 @@ void sse_body_open(sbuf *b, const sse_meta *m) {
 }
 
 void sse_body_choice(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
-                     const char *finish_reason) {
+                     const char *finish_reason, const sse_lp *lp, size_t n_lp,
+                     const tokenizer *tok) {
     sbuf_printf(b, "%s{\"index\":%u", index ? "," : "", index);
     if (m->kind == OAI_CHAT) {
         sbuf_adds(b, ",\"message\":{\"role\":\"assistant\",\"content\":");
         sbuf_json_str(b, text, n);
-        sbuf_adds(b, "},\"logprobs\":null");
+        sbuf_adds(b, "}");
     } else {
         sbuf_adds(b, ",\"text\":");
         sbuf_json_str(b, text, n);
-        sbuf_adds(b, ",\"logprobs\":null");
     }
+    sbuf_adds(b, ",\"logprobs\":");
+    if (lp)
+        sse_logprobs_json(b, m->kind, tok, lp, n_lp);
+    else
+        sbuf_adds(b, "null");
     sbuf_adds(b, ",\"finish_reason\":");
     sbuf_json_str(b, finish_reason, strlen(finish_reason));
     sbuf_adds(b, "}");

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "model/tokenizer.h"
 #include "server/openai.h"
 #include "server/sbuf.h"
 
@@ -23,6 +24,24 @@ typedef struct sse_meta {
     int64_t created;   /* Unix seconds (wall clock: a label) */
     const char *model; /* the served model's id */
 } sse_meta;
+
+/* One token's logprobs as the engine reported them, and where its text
+ * starts in the choice's text (completions' text_offset). */
+typedef struct sse_lp {
+    int32_t token;
+    float logprob;
+    uint32_t text_offset;
+    uint32_t n_top;
+    int32_t top_id[LOGPROBS_MAX_TOP];
+    float top_logprob[LOGPROBS_MAX_TOP];
+} sse_lp;
+
+/* The value of a choice's "logprobs" for recs (n,), tokens spelled by tok:
+ * completions {"tokens","token_logprobs","top_logprobs","text_offset"},
+ * chat {"content":[{"token","logprob","bytes","top_logprobs":[...]}]}.
+ * Token text that is not whole UTF-8 (a byte token) is written with
+ * U+FFFD in "token"; chat's "bytes" carries the exact bytes. */
+void sse_logprobs_json(sbuf *b, oai_kind kind, const tokenizer *tok, const sse_lp *recs, size_t n);
 
 /* The timings object in milliseconds:
  * {"queue_ms","prefill_ms","prompt_tokens","cached_tokens","decode_ms",
@@ -36,9 +55,10 @@ void sse_timings_json(sbuf *b, const engine_timings *t);
 /* Chat only: a choice's first event, delta {"role":"assistant","content":""}. */
 void sse_chunk_role(sbuf *b, const sse_meta *m, uint32_t index);
 /* One token's event: its text (possibly empty) and, as an extension, its id
- * in choices[0].token_ids (token < 0: none). */
+ * in choices[0].token_ids (token < 0: none); with lp (may be NULL) its
+ * logprobs, spelled by tok. */
 void sse_chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
-                    int32_t token);
+                    int32_t token, const sse_lp *lp, const tokenizer *tok);
 /* A choice's last event: empty text/delta, finish_reason, and the choice's
  * timings. */
 void sse_chunk_finish(sbuf *b, const sse_meta *m, uint32_t index, const char *finish_reason,
@@ -56,8 +76,10 @@ void sse_done(sbuf *b);
  * sse_body_choice for index 0, 1, ... n-1 in order, then close with usage
  * (cached tokens from t) and timings. */
 void sse_body_open(sbuf *b, const sse_meta *m);
+/* lp: the choice's logprobs (n_lp records), or NULL for "logprobs": null. */
 void sse_body_choice(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
-                     const char *finish_reason);
+                     const char *finish_reason, const sse_lp *lp, size_t n_lp,
+                     const tokenizer *tok);
 void sse_body_close(sbuf *b, uint32_t prompt_tokens, uint32_t completion_tokens,
                     const engine_timings *t);
 
