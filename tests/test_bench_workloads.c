@@ -162,7 +162,7 @@ Test(bench_prefix, zipf_uses_low_prefixes_most) {
     cr_expect(strstr(e.msg, "round-robin or zipf:S") != NULL, "%s", e.msg);
 }
 
-Test(bench_prefix, dataset_with_a_prefix_or_turns_is_refused) {
+Test(bench_prefix, dataset_with_a_prefix_is_refused) {
     workload_opts o = base_opts(BENCH_EP_COMPLETIONS, 1, "2", 2);
     o.dataset = "/nonexistent.jsonl";
     o.prefix_len = 8;
@@ -171,10 +171,7 @@ Test(bench_prefix, dataset_with_a_prefix_or_turns_is_refused) {
     tps_err e = {{0}};
     cr_expect_eq(workload_build(&w, &o, &e), TPS_EINVAL);
     cr_expect(strstr(e.msg, "--prefix-len with --dataset") != NULL, "%s", e.msg);
-    o.prefix_len = 0;
-    o.turns = 2;
-    cr_expect_eq(workload_build(&w, &o, &e), TPS_EINVAL);
-    cr_expect(strstr(e.msg, "--turns with --dataset") != NULL, "%s", e.msg);
+    /* --turns with a dataset: tests/test_bench_sharegpt_turns.c */
 }
 
 /* ---- oai: cached prompt tokens -------------------------------------------------------------- */
@@ -498,10 +495,10 @@ Test(bench_cli, workload_flags_that_cannot_go_together_exit_2_with_what_to_do) {
         {"bench --requests 2 --prefix-len 8 --prefix-dist zipf:0", "zipf:S"},
         {"bench --turns 2 --rate 3", "closed loop"},
         {"bench --turns 2 --requests 4", "give --conversations instead"},
-        {"bench --turns 2 --dataset d.jsonl", "--turns with --dataset"},
         {"bench --requests 2 --think-time 1", "need --turns"},
         {"bench --requests 2 --conversations 4", "need --turns"},
     };
+    /* --turns with a JSONL dataset: tests/test_bench_sharegpt_turns.c (a real file) */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out;
         cr_expect_eq(run_tps(cases[i].args, true, &out), 2, "%s", cases[i].args);

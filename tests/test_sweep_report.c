@@ -6,6 +6,7 @@
  * renders the report page to a PNG that is not blank (decoded here with the
  * system's zlib, loaded at run time). */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -14,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench/bench_spec.h"
+#include "bench/capacity.h"
 #include "bench/report_set.h"
 #include "bench/sweep.h"
 #include "support/test_support.h"
@@ -396,5 +399,169 @@ Test(sweep_report, html_report_renders_in_headless_chromium_and_is_not_blank, .t
     png_stats(png, &colours, &non_white);
     cr_expect_lt(colours, 8, "a blank page gave %zu colours", colours);
     cr_expect_lt(non_white, 0.001);
+    rm_rf(dir);
+}
+
+/* ---- sweep as a library call; capacity searches in the report ------------------------------- */
+
+/* A log stream that, on every line the sweep writes, counts the sweep's
+ * temporary folders in /tmp (the old way ran each point through a JSON file
+ * in /tmp/tps-sweep-XXXXXX). */
+static int max_tmp_dirs;
+
+static ssize_t tmp_watch_write(void *cookie, const char *buf, size_t n) {
+    (void)cookie;
+    (void)buf;
+    DIR *d = opendir("/tmp");
+    int k = 0;
+    for (struct dirent *de; d && (de = readdir(d));)
+        k += !strncmp(de->d_name, "tps-sweep-", 10);
+    if (d) closedir(d);
+    if (k > max_tmp_dirs) max_tmp_dirs = k;
+    return (ssize_t)n;
+}
+
+Test(sweep, points_run_the_bench_spec_in_memory_without_temp_files, .timeout = 60) {
+    fake_server srv = {.mode = FAKE_OK, .tokens = 5, .gap_ms = 2};
+    cr_assert_eq(fake_start(&srv), 0);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", srv.port);
+    tps_err e = {{0}};
+    bench_spec base;
+    bench_spec_init(&base);
+    base.cfg.requests = 4;
+    cr_assert_eq(load_dist_parse(&base.wo.input_len, "8", &e), 0);
+    cr_assert_eq(load_dist_parse(&base.wo.output_len, "5", &e), 0);
+    sweep_opts o = {.url = url, .base = &base, .serve_wait_s = 10}; /* no bench callback, no argv */
+    cr_assert_eq(sweep_list_parse(&o.axis[SWEEP_CONCURRENCY], "1,2", &e), 0);
+    cookie_io_functions_t io = {.write = tmp_watch_write};
+    max_tmp_dirs = 0;
+    tmp_watch_write(NULL, "", 0);
+    const int before = max_tmp_dirs;
+    o.log = fopencookie(NULL, "w", io);
+    cr_assert_not_null(o.log);
+    setvbuf(o.log, NULL, _IONBF, 0);
+    json_t *doc = NULL;
+    size_t failed = 9;
+    int rc = sweep_run(&doc, &failed, &o, &e);
+    fclose(o.log);
+    fake_stop(&srv);
+    cr_assert_eq(rc, 0, "%s", e.msg);
+    cr_expect_eq(failed, 0);
+    cr_expect_eq(max_tmp_dirs, before, "a temporary folder appeared during the sweep");
+    json_t *points = json_object_get(doc, "points");
+    cr_assert_eq(json_array_size(points), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *p = json_array_get(points, i);
+        cr_expect_eq(json_integer_value(json_object_get(p, "exit_status")), 0);
+        json_t *r = json_object_get(p, "result");
+        cr_assert(json_is_object(r), "point %zu has no result", i);
+        json_t *cfg = json_object_get(r, "config");
+        cr_expect_eq(json_integer_value(json_object_get(cfg, "concurrency")), (json_int_t)i + 1);
+        cr_expect_str_eq(json_string_value(json_object_get(cfg, "output_len")), "5");
+        cr_expect_eq(
+            json_integer_value(json_object_get(json_object_get(r, "requests"), "completed")), 4);
+    }
+    json_decref(doc);
+}
+
+Test(sweep, axis_values_bench_does_not_take_are_refused_before_any_point) {
+    bench_spec base;
+    bench_spec_init(&base);
+    base.cfg.requests = 1;
+    tps_err e = {{0}};
+    sweep_opts o = {.url = "http://127.0.0.1:9", .base = &base};
+    cr_assert_eq(sweep_list_parse(&o.axis[SWEEP_CONCURRENCY], "1,0", &e), 0);
+    json_t *doc = NULL;
+    size_t failed = 0;
+    cr_expect_eq(sweep_run(&doc, &failed, &o, &e), TPS_EINVAL);
+    cr_expect(strstr(e.msg, "--concurrency") != NULL, "%s", e.msg);
+    cr_expect_null(doc);
+}
+
+/* A search of three probes: 2 and 4 requests/s pass, 8 fails. */
+static void write_capacity(const char *path) {
+    capacity_probe probes[3] = {
+        {.rate = 2,
+         .duration_s = 5,
+         .scheduled = 10,
+         .sent = 10,
+         .completed = 10,
+         .good = 10,
+         .achieved_rate = 2,
+         .good_fraction = 1,
+         .ttft_p99_ms = 40,
+         .pass = true,
+         .why = "ok"},
+        {.rate = 8,
+         .duration_s = 5,
+         .scheduled = 40,
+         .sent = 40,
+         .completed = 40,
+         .good = 20,
+         .achieved_rate = 8,
+         .good_fraction = 0.5,
+         .ttft_p99_ms = 900,
+         .why = "good 50%"},
+        {.rate = 4,
+         .duration_s = 5,
+         .scheduled = 20,
+         .sent = 20,
+         .completed = 20,
+         .good = 20,
+         .achieved_rate = 4,
+         .good_fraction = 1,
+         .ttft_p99_ms = 120,
+         .pass = true,
+         .why = "ok"},
+    };
+    capacity_result r = {.probes = probes,
+                         .n = 3,
+                         .max_rate = 4,
+                         .fail_rate = 8,
+                         .stop = CAP_STOP_CONVERGED,
+                         .wall_s = 15};
+    capacity_opts o = capacity_opts_default();
+    o.slo.ttft_ns = 500000000;
+    tps_err e = {{0}};
+    cr_assert_eq(capacity_write_json(&r, &o, path, &e), 0, "%s", e.msg);
+}
+
+Test(sweep_report, capacity_search_json_reads_back_and_reports_probes_and_answer, .timeout = 60) {
+    char dir[] = "/tmp/tps_capacity_testXXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[512], args[1200], *out;
+    snprintf(path, sizeof path, "%s/cap.json", dir);
+    write_capacity(path);
+
+    json_t *j = json_load_file(path, 0, NULL);
+    cr_assert_not_null(j);
+    capacity_result r;
+    capacity_opts o;
+    tps_err e = {{0}};
+    cr_assert_eq(capacity_from_json(&r, &o, j, &e), 0, "%s", e.msg);
+    cr_expect_eq(r.n, 3);
+    cr_expect_float_eq(r.max_rate, 4, 1e-9);
+    cr_expect_float_eq(r.fail_rate, 8, 1e-9);
+    cr_expect_eq(r.stop, CAP_STOP_CONVERGED);
+    cr_expect(!r.probes[1].pass && r.probes[2].pass);
+    cr_expect_eq(o.slo.ttft_ns, 500000000);
+    capacity_result_free(&r);
+    json_object_set_new(j, "version", json_integer(99));
+    cr_expect_eq(capacity_from_json(&r, &o, j, &e), TPS_EUNSUP);
+    json_decref(j);
+
+    snprintf(args, sizeof args, "report %s --svg %s/svg", path, dir);
+    int rc = run_tps(args, true, &out);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "verdict") != NULL, "no probe table: %s", out);
+    cr_expect(strstr(out, "max rate within the SLO: 4.00 requests/s (8.00 failed") != NULL, "%s",
+              out);
+    free(out);
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        snprintf(path, sizeof path, "%s/svg/capacity.svg", dir);
+        struct stat st;
+        cr_expect(stat(path, &st) == 0 && st.st_size > 1000, "%s missing or empty", path);
+    }
     rm_rf(dir);
 }

@@ -322,6 +322,67 @@ int capacity_write_json(const capacity_result *r, const capacity_opts *o, const 
     return rc;
 }
 
+/* ---- input ---------------------------------------------------------------------------- */
+
+static double num_of(const json_t *o, const char *k) {
+    return json_number_value(json_object_get(o, k));
+}
+
+int capacity_from_json(capacity_result *r, capacity_opts *o, const json_t *j, tps_err *e) {
+    memset(r, 0, sizeof *r);
+    *o = capacity_opts_default();
+    const char *schema = json_string_value(json_object_get(j, "schema"));
+    if (!schema || strcmp(schema, CAPACITY_SCHEMA))
+        return tps_fail(e, TPS_EINVAL, "not a capacity search (%s)", CAPACITY_SCHEMA);
+    json_t *v = json_object_get(j, "version");
+    if (!json_is_integer(v) || json_integer_value(v) != CAPACITY_VERSION)
+        return tps_fail(e, TPS_EUNSUP, "capacity search version %lld; this tps reads version %d",
+                        json_is_integer(v) ? (long long)json_integer_value(v) : -1LL,
+                        CAPACITY_VERSION);
+    json_t *probes = json_object_get(j, "probes");
+    if (!json_is_array(probes)) return tps_fail(e, TPS_EINVAL, "no \"probes\" array");
+    json_t *slo = json_object_get(j, "slo_ns");
+    o->slo.ttft_ns = (uint64_t)json_integer_value(json_object_get(slo, "ttft"));
+    o->slo.tpot_ns = (uint64_t)json_integer_value(json_object_get(slo, "itl"));
+    o->slo.e2e_ns = (uint64_t)json_integer_value(json_object_get(slo, "e2e"));
+    if (json_is_number(json_object_get(j, "goodput_target")))
+        o->goodput_target = num_of(j, "goodput_target");
+    o->check_p99 = json_is_true(json_object_get(j, "check_p99"));
+    size_t n = json_array_size(probes);
+    r->probes = n ? calloc(n, sizeof *r->probes) : NULL;
+    if (n && !r->probes) return tps_fail(e, TPS_ENOMEM, "out of memory");
+    r->n = n;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *pj = json_array_get(probes, i);
+        capacity_probe *p = &r->probes[i];
+        p->rate = num_of(pj, "rate");
+        p->duration_s = num_of(pj, "duration_s");
+        p->scheduled = (uint64_t)json_integer_value(json_object_get(pj, "scheduled"));
+        p->sent = (uint64_t)json_integer_value(json_object_get(pj, "sent"));
+        p->completed = (uint64_t)json_integer_value(json_object_get(pj, "completed"));
+        p->good = (uint64_t)json_integer_value(json_object_get(pj, "good"));
+        p->achieved_rate = num_of(pj, "achieved_rate");
+        p->good_fraction = num_of(pj, "good_fraction");
+        p->ttft_p99_ms = num_of(pj, "ttft_p99_ms");
+        p->itl_p99_ms = num_of(pj, "itl_p99_ms");
+        p->e2e_p99_ms = num_of(pj, "e2e_p99_ms");
+        p->send_lag_p99_ms = num_of(pj, "send_lag_p99_ms");
+        p->pass = json_is_true(json_object_get(pj, "pass"));
+        p->client_limited = json_is_true(json_object_get(pj, "client_limited"));
+        const char *why = json_string_value(json_object_get(pj, "why"));
+        snprintf(p->why, sizeof p->why, "%s", why ? why : "");
+        p->wall_s = num_of(pj, "wall_s");
+    }
+    r->max_rate = num_of(j, "max_rate");
+    r->fail_rate = num_of(j, "fail_rate");
+    r->client_limited = json_is_true(json_object_get(j, "client_limited"));
+    r->wall_s = num_of(j, "wall_s");
+    const char *stop = json_string_value(json_object_get(j, "stop"));
+    for (int k = CAP_STOP_CONVERGED; k <= CAP_STOP_TIME; k++)
+        if (stop && !strcmp(stop, capacity_stop_name((capacity_stop)k))) r->stop = (capacity_stop)k;
+    return TPS_OK;
+}
+
 void capacity_print_header(FILE *f) {
     fprintf(f, "%5s %9s %9s %6s %6s %10s %10s %10s %9s  %s\n", "probe", "rate/s", "sent/s", "sent",
             "good%", "TTFT p99", "ITL p99", "E2E p99", "lag p99", "verdict");

@@ -129,6 +129,13 @@ double capacity_lag_limit_ms(const capacity_opts *o);
 json_t *capacity_to_json(const capacity_result *r, const capacity_opts *o);
 int capacity_write_json(const capacity_result *r, const capacity_opts *o, const char *path,
                         tps_err *e);
+/* The search back from capacity_to_json's document (magic and version
+ * checked): every probe's summary and verdict, the answer, and in *o the
+ * SLO, goodput target and check_p99 (o->config NULL). The probes' full
+ * results are not read (their result.runs is 0); a reader that wants them
+ * takes "probes"[i]."result" itself (result_from_json). */
+int capacity_from_json(capacity_result *r, capacity_opts *o, const json_t *j, tps_err *e);
+
 /* The table's header, one line per probe, the answer. */
 void capacity_print_header(FILE *f);
 void capacity_print_probe(FILE *f, const capacity_probe *p, size_t i);

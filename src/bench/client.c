@@ -667,18 +667,24 @@ static int wait_ms(const run_state *r, const sender *s, uint64_t now) {
     return (int)((next - now + TPS_NS_PER_MS - 1) / TPS_NS_PER_MS);
 }
 
-/* A multi-turn run: its conversations, and requests = conversations x turns
- * (or fewer with --requests). Session ids start with a tag of this run, so
+/* A multi-turn run: its conversations, and requests = the sum of their
+ * turns, conversations x turns for a synthetic workload (or fewer with
+ * --requests). Session ids start with a tag of this run, so
  * load generators running at once do not share sessions. */
 static int setup_turns(run_state *r, int64_t unix_ns, tps_err *e) {
     const workload *wl = r->wl;
     r->multi_turn = true;
-    r->planned = (uint64_t)wl->conversations * wl->turns;
-    if (r->cfg->requests && r->cfg->requests < r->planned) r->planned = r->cfg->requests;
     char tag[32];
     snprintf(tag, sizeof tag, "tps-%08llx",
              (unsigned long long)(((uint64_t)unix_ns ^ ((uint64_t)getpid() << 20)) & 0xffffffffu));
-    return convo_set_init(&r->convos, wl->conversations, wl->turns, r->cfg->think_time_s, tag, e);
+    int rc = convo_set_init(&r->convos, wl->conversations, wl->turns, r->cfg->think_time_s, tag, e);
+    r->planned = 0; /* a dataset's conversations may have fewer turns */
+    for (size_t i = 0; rc == TPS_OK && i < wl->conversations; i++) {
+        convo_set_turns(&r->convos, i, workload_conv_turns(wl, i));
+        r->planned += r->convos.c[i].turns;
+    }
+    if (r->cfg->requests && r->cfg->requests < r->planned) r->planned = r->cfg->requests;
+    return rc;
 }
 
 /* Requests that ended: settle each. */

@@ -25,6 +25,7 @@ int convo_set_init(convo_set *s, size_t n, uint32_t turns, double think_s, const
     for (size_t i = 0; i < n; i++) {
         s->c[i].replies = &s->reply_slots[i * turns];
         s->c[i].reply_lens = &s->len_slots[i * turns];
+        s->c[i].turns = turns;
     }
     return TPS_OK;
 }
@@ -39,15 +40,22 @@ void convo_set_free(convo_set *s) {
     memset(s, 0, sizeof *s);
 }
 
-static bool waiting(const convo_set *s, const convo *c) {
-    return !c->in_flight && c->next < s->turns;
+void convo_set_turns(convo_set *s, size_t i, uint32_t turns) {
+    convo *c = &s->c[i];
+    const bool was_open = c->next < c->turns;
+    c->turns = turns < s->turns ? turns : s->turns;
+    if (was_open && c->next >= c->turns) s->open--;
+}
+
+static bool waiting(const convo *c) {
+    return !c->in_flight && c->next < c->turns;
 }
 
 bool convo_next(convo_set *s, uint64_t now, size_t *conv) {
     for (size_t k = 0; k < s->n; k++) {
         size_t i = (s->cursor + k) % s->n;
         const convo *c = &s->c[i];
-        if (waiting(s, c) && c->ready_ns <= now) {
+        if (waiting(c) && c->ready_ns <= now) {
             *conv = i;
             s->cursor = (i + 1) % s->n;
             return true;
@@ -59,7 +67,7 @@ bool convo_next(convo_set *s, uint64_t now, size_t *conv) {
 uint64_t convo_next_ready_ns(const convo_set *s) {
     uint64_t t = UINT64_MAX;
     for (size_t i = 0; i < s->n; i++)
-        if (waiting(s, &s->c[i]) && s->c[i].ready_ns < t) t = s->c[i].ready_ns;
+        if (waiting(&s->c[i]) && s->c[i].ready_ns < t) t = s->c[i].ready_ns;
     return t;
 }
 
@@ -68,8 +76,8 @@ void convo_sent(convo_set *s, size_t i) {
 }
 
 static void end(convo_set *s, convo *c) {
-    if (c->next < s->turns) s->open--;
-    c->next = s->turns;
+    if (c->next < c->turns) s->open--;
+    c->next = c->turns;
 }
 
 void convo_settled(convo_set *s, size_t i, bool ok, const char *reply, size_t len,
@@ -89,7 +97,7 @@ void convo_settled(convo_set *s, size_t i, bool ok, const char *reply, size_t le
                             ? c->history_tokens + turn_tokens
                             : 0; /* once unknown, stays unknown */
     c->ready_ns = now + s->think_ns;
-    if (++c->next == s->turns) s->open--;
+    if (++c->next == c->turns) s->open--;
 }
 
 bool convo_all_ended(const convo_set *s) {

@@ -20,9 +20,10 @@
 #include "tps_error.h"
 
 typedef struct convo {
-    uint32_t next;           /* the turn to send next, from 0; == turns once ended */
-    bool in_flight;          /* a turn was sent and is not settled */
-    uint64_t ready_ns;       /* the next turn may go at or after this */
+    uint32_t turns;    /* this conversation's turns (<= the set's; a dataset's may be fewer) */
+    uint32_t next;     /* the turn to send next, from 0; == turns once ended */
+    bool in_flight;    /* a turn was sent and is not settled */
+    uint64_t ready_ns; /* the next turn may go at or after this */
     uint64_t history_tokens; /* client estimate of the history's tokens (0: unknown) */
     char **replies;          /* (turns,) reply to turn k, owned; points into the set's arrays */
     size_t *reply_lens;      /* (turns,) */
@@ -46,6 +47,9 @@ typedef struct convo_set {
 int convo_set_init(convo_set *s, size_t n, uint32_t turns, double think_s, const char *tag,
                    tps_err *e);
 void convo_set_free(convo_set *s);
+/* Conversation i has only `turns` turns (at most the set's; 0 ends it at
+ * once). Before the run. */
+void convo_set_turns(convo_set *s, size_t i, uint32_t turns);
 
 /* The next conversation, round robin, whose next turn may go at now:
  * true with *conv set, false when none may. */

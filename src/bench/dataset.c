@@ -65,6 +65,7 @@ dataset_format dataset_detect(const char *buf, size_t len) {
 static void entry_free(dataset_entry *en) {
     json_decref(en->content);
     json_decref(en->reply);
+    json_decref(en->turns);
     free(en->hash_ids);
 }
 
@@ -196,7 +197,8 @@ static bool role_is(const char *from, const char *a, const char *b) {
 }
 
 /* Entry k (a parsed element at line `line`): its first human turn and the
- * reply right after it, or neither (*usable false). */
+ * reply right after it, or neither (*usable false); and every later human
+ * turn directly followed by its reply, while they alternate (en->turns). */
 static int sharegpt_entry(dataset_entry *en, json_t *j, const char *name, size_t line, size_t k,
                           bool *usable, tps_err *e) {
     json_t *conv = json_object_get(j, "conversations");
@@ -223,6 +225,17 @@ static int sharegpt_entry(dataset_entry *en, json_t *j, const char *name, size_t
         en->content = json_incref(json_object_get(turn, "value"));
         en->reply = json_incref(json_object_get(next, "value"));
         *usable = true;
+        if (!(en->turns = json_array()))
+            return tps_fail(e, TPS_ENOMEM, "%s:%zu: out of memory", name, line);
+        for (size_t u = t; u + 1 < n; u += 2) {
+            json_t *h = json_array_get(conv, u), *g = json_array_get(conv, u + 1);
+            if (!role_is(json_string_value(json_object_get(h, "from")), "human", "user") ||
+                !role_is(json_string_value(json_object_get(g, "from")), "gpt", "assistant"))
+                break;
+            if (json_array_append(en->turns, json_object_get(h, "value")) ||
+                json_array_append(en->turns, json_object_get(g, "value")))
+                return tps_fail(e, TPS_ENOMEM, "%s:%zu: out of memory", name, line);
+        }
         break;
     }
     return TPS_OK;

@@ -11,7 +11,10 @@
  *     an entry gives its first human turn ("human" or "user") as the prompt
  *     and the reply right after it ("gpt" or "assistant") as the text whose
  *     length becomes max_tokens. Entries without both are skipped and
- *     counted, not fatal, unless none is usable;
+ *     counted, not fatal, unless none is usable. For whole conversations
+ *     (--turns) an entry also keeps every human message with the reply
+ *     right after it, from the first human turn until the alternation
+ *     breaks;
  *   trace (Mooncake): JSONL of {"timestamp": ms, "input_length": N,
  *     "output_length": M, "hash_ids": [...]} (hash_ids optional): each line
  *     one request of N prompt tokens, sent at its timestamp, whose prompt's
@@ -48,6 +51,10 @@ typedef struct dataset_entry {
     json_t *content;     /* JSONL: the prompt string or messages array; ShareGPT: the prompt
                             string; trace: NULL. Owned (a reference) */
     json_t *reply;       /* ShareGPT: the reply string, owned; else NULL */
+    json_t *turns;       /* ShareGPT: the conversation from its first human turn as an array
+                            [human, reply, human, reply, ...] of strings, each human message
+                            followed by its reply, up to the first message that breaks that
+                            alternation (--turns); owned; else NULL */
     uint32_t max_tokens; /* JSONL: "max_tokens", 0 when absent; trace: output_length */
     uint32_t input_len;  /* trace: input_length (prompt tokens, BOS included) */
     double timestamp_ms; /* trace: "timestamp" */

@@ -367,6 +367,72 @@ static int plot_steps(rplot_list *l, const rset *s, const char *dir, tps_err *e)
     return rc;
 }
 
+/* A capacity search: goodput fraction (left axis, the target dotted) and
+ * TTFT p99 (right axis, the SLO dotted) against the probed rate, passing
+ * probes filled, the answer a vertical line. */
+static int plot_capacity(rplot_list *l, const rset *s, size_t i, const char *dir, tps_err *e) {
+    const rset_capacity *c = &s->caps[i];
+    char name[32];
+    if (s->ncaps == 1)
+        snprintf(name, sizeof name, "capacity");
+    else
+        snprintf(name, sizeof name, "capacity_%02zu", i + 1);
+    FILE *f = script_open(dir, name, 960, 460, e);
+    if (!f) return TPS_EIO;
+    fprintf(f, "$c << EOD\n");
+    bool positive = c->r.n > 0;
+    for (double last = -1;;) { /* in rate order */
+        const capacity_probe *next = NULL;
+        for (size_t k = 0; k < c->r.n; k++)
+            if (c->r.probes[k].rate > last && (!next || c->r.probes[k].rate < next->rate))
+                next = &c->r.probes[k];
+        if (!next) break;
+        if (!(next->rate > 0)) positive = false;
+        fprintf(f, "%.6g %.6g %.6g %d\n", next->rate, next->good_fraction, next->ttft_p99_ms,
+                next->pass ? 7 : 6);
+        last = next->rate;
+    }
+    fprintf(f, "EOD\n");
+    char src[300];
+    gp_str(src, sizeof src, c->source);
+    fprintf(f,
+            "set title \"capacity search (%s): goodput fraction and TTFT p99 vs probed rate\"\n"
+            "set xlabel 'probed rate (requests/s)'\nset ylabel 'goodput fraction (good / sent)'\n"
+            "set yrange [0:1.05]\nset ytics nomirror\nset y2label 'TTFT p99 (ms)'\nset y2tics\n"
+            "set y2range [0:*]\n%s",
+            src, positive ? "set logscale x 2\n" : "");
+    if (c->r.max_rate > 0)
+        fprintf(f,
+                "set arrow from %.6g, graph 0 to %.6g, graph 1 nohead lw 2 dt 2 lc rgb '#27ae60'\n"
+                "set label 'max rate %.2f/s%s' at %.6g, graph 0.5 left offset 0.5,0 tc rgb "
+                "'#27ae60'\n",
+                c->r.max_rate, c->r.max_rate, c->r.max_rate,
+                c->r.fail_rate > 0 ? "" : " (at least)", c->r.max_rate);
+    fprintf(f,
+            "plot $c using 1:2:4 with linespoints pt variable ps 1.4 lw 2 lc rgb '#2e86c1' title "
+            "'goodput fraction (filled: pass)', %.6g with lines dt 3 lc rgb '#2e86c1' title "
+            "'goodput target', $c using 1:3 axes x1y2 with linespoints pt 5 lw 2 lc rgb "
+            "'#e67e22' title 'TTFT p99 (ms)'",
+            c->o.goodput_target);
+    if (c->o.slo.ttft_ns)
+        fprintf(f, ", %.6g axes x1y2 with lines dt 3 lc rgb '#e67e22' title 'TTFT limit'",
+                c->o.slo.ttft_ns / 1e6);
+    fprintf(f, "\n");
+    int rc = script_run(f, dir, name, e);
+    if (!rc) {
+        char svg[64], title[160];
+        snprintf(svg, sizeof svg, "%s.svg", name);
+        snprintf(title, sizeof title, "Capacity search: goodput and TTFT p99 vs rate (%.100s)",
+                 c->source);
+        add_plot(l, svg, title,
+                 "Each probe is an open-loop run at one rate. Left: the share of sent requests "
+                 "that met every SLO limit (filled points passed the probe's verdict, dotted: "
+                 "the target). Right: TTFT p99 in ms from the scheduled send. The dashed "
+                 "vertical line is the answer: the highest rate that passed.");
+    }
+    return rc;
+}
+
 int rset_plot(rplot_list *out, const rset *s, const char *dir, tps_err *e) {
     memset(out, 0, sizeof *out);
     if (mkdir(dir, 0755) && errno != EEXIST)
@@ -374,13 +440,16 @@ int rset_plot(rplot_list *out, const rset *s, const char *dir, tps_err *e) {
     bool any = false;
     for (size_t i = 0; i < s->n; i++)
         any = any || s->p[i].has_result;
-    if (!any) return tps_fail(e, TPS_EINVAL, "no point has a result: nothing to plot");
-    int rc = plot_throughput(out, s, dir, e);
-    if (!rc) rc = plot_latency_throughput(out, s, dir, e);
-    if (!rc) rc = plot_cdf(out, s, dir, RH_TTFT, "ttft", "TTFT", e);
-    if (!rc) rc = plot_cdf(out, s, dir, RH_ITL, "itl", "ITL", e);
-    if (!rc) rc = plot_cdf(out, s, dir, RH_E2E, "e2e", "E2E", e);
-    if (!rc) rc = plot_steps(out, s, dir, e);
+    if (!any && !s->ncaps) return tps_fail(e, TPS_EINVAL, "no point has a result: nothing to plot");
+    int rc = TPS_OK;
+    for (size_t i = 0; !rc && i < s->ncaps; i++)
+        rc = plot_capacity(out, s, i, dir, e);
+    if (!rc && any) rc = plot_throughput(out, s, dir, e);
+    if (!rc && any) rc = plot_latency_throughput(out, s, dir, e);
+    if (!rc && any) rc = plot_cdf(out, s, dir, RH_TTFT, "ttft", "TTFT", e);
+    if (!rc && any) rc = plot_cdf(out, s, dir, RH_ITL, "itl", "ITL", e);
+    if (!rc && any) rc = plot_cdf(out, s, dir, RH_E2E, "e2e", "E2E", e);
+    if (!rc && any) rc = plot_steps(out, s, dir, e);
     out->first_series = out->n;
     for (size_t i = 0; !rc && i < s->n; i++)
         rc = plot_series(out, s, i, dir, e);

@@ -1,6 +1,6 @@
 /* A set of bench results side by side (report_set.h): reading sweep
- * documents and bench results, deciding what varies, and the terminal table
- * with bars. Not here: plots (report_plot.c), HTML (report_html.c). */
+ * documents, bench results and capacity searches, deciding what varies, and
+ * the terminal tables with bars. Not here: plots (report_plot.c), HTML (report_html.c). */
 #include "bench/report_set.h"
 
 #include <math.h>
@@ -24,6 +24,9 @@ void rset_free(rset *s) {
     for (size_t i = 0; i < s->n; i++)
         if (s->p[i].has_result) result_free(&s->p[i].r);
     free(s->p);
+    for (size_t i = 0; i < s->ncaps; i++)
+        capacity_result_free(&s->caps[i].r);
+    free(s->caps);
     memset(s, 0, sizeof *s);
 }
 
@@ -109,12 +112,49 @@ static int add_result(rset *s, const json_t *res, const char *source, const json
     return TPS_OK;
 }
 
+/* A capacity search: kept whole, and each probe's result added as a point. */
+static int add_capacity(rset *s, const json_t *doc, const char *source, tps_err *e) {
+    if (s->ncaps == RSET_MAX_CAPACITY)
+        return tps_fail(e, TPS_ERANGE, "%s: more than %d capacity searches", source,
+                        RSET_MAX_CAPACITY);
+    rset_capacity *caps = realloc(s->caps, (s->ncaps + 1) * sizeof *caps);
+    if (!caps) return tps_fail(e, TPS_ENOMEM, "out of memory");
+    s->caps = caps;
+    rset_capacity *c = &caps[s->ncaps];
+    memset(c, 0, sizeof *c);
+    snprintf(c->source, sizeof c->source, "%s", source);
+    int rc = capacity_from_json(&c->r, &c->o, doc, e);
+    if (rc) {
+        char m[sizeof e->msg];
+        snprintf(m, sizeof m, "%s", e->msg);
+        capacity_result_free(&c->r);
+        return tps_fail(e, rc, "%s: %s", source, m);
+    }
+    s->ncaps++;
+    size_t i;
+    json_t *pj;
+    json_array_foreach(json_object_get(doc, "probes"), i, pj) {
+        json_t *res = json_object_get(pj, "result");
+        if (!json_is_object(res)) continue;
+        rc = add_result(s, res, source, NULL, e);
+        if (rc) {
+            char m[sizeof e->msg];
+            snprintf(m, sizeof m, "%s", e->msg);
+            return tps_fail(e, rc, "%s: probe %zu: %s", source, i + 1, m);
+        }
+    }
+    return TPS_OK;
+}
+
 int rset_add_json(rset *s, const json_t *doc, const char *source, tps_err *e) {
     const char *schema = json_string_value(json_object_get(doc, "schema"));
     if (schema && !strcmp(schema, BENCH_RESULT_SCHEMA)) return add_result(s, doc, source, NULL, e);
+    if (schema && !strcmp(schema, CAPACITY_SCHEMA)) return add_capacity(s, doc, source, e);
     if (!schema || strcmp(schema, SWEEP_SCHEMA))
-        return tps_fail(e, TPS_EINVAL, "%s: neither a sweep (%s) nor a bench result (%s)", source,
-                        SWEEP_SCHEMA, BENCH_RESULT_SCHEMA);
+        return tps_fail(e, TPS_EINVAL,
+                        "%s: neither a sweep (%s), a bench result (%s) nor a "
+                        "capacity search (%s)",
+                        source, SWEEP_SCHEMA, BENCH_RESULT_SCHEMA, CAPACITY_SCHEMA);
     json_t *v = json_object_get(doc, "version");
     if (!json_is_integer(v) || json_integer_value(v) != SWEEP_VERSION)
         return tps_fail(e, TPS_EUNSUP, "%s: sweep version %lld; this tps reads version %d", source,
@@ -272,7 +312,27 @@ static void ms_cell(FILE *f, const hist *h, double p) {
         fprintf(f, " %8.1f", hist_percentile(h, p) / 1e6);
 }
 
+/* Each capacity search: what it searched under, the probes, the answer. */
+static void print_capacity(FILE *f, const rset *s) {
+    for (size_t i = 0; i < s->ncaps; i++) {
+        const rset_capacity *c = &s->caps[i];
+        fprintf(f, "\ncapacity search (%s): goodput target %.0f%% of requests within", c->source,
+                100 * c->o.goodput_target);
+        if (c->o.slo.ttft_ns) fprintf(f, " TTFT %.0f ms", c->o.slo.ttft_ns / 1e6);
+        if (c->o.slo.tpot_ns) fprintf(f, " ITL %.0f ms", c->o.slo.tpot_ns / 1e6);
+        if (c->o.slo.e2e_ns) fprintf(f, " E2E %.0f ms", c->o.slo.e2e_ns / 1e6);
+        fprintf(f, "%s\n", c->o.check_p99 ? " (and each probe's p99 within them)" : "");
+        capacity_print(f, &c->r);
+    }
+}
+
+static void print_bars(FILE *f, const rset *s, double top);
+
 void rset_print(FILE *f, const rset *s) {
+    if (s->n == 0) { /* capacity searches whose probes kept no result */
+        print_capacity(f, s);
+        return;
+    }
     fprintf(f, "tps report: %zu point%s", s->n, s->n == 1 ? "" : "s");
     if (s->xaxis >= 0) {
         fprintf(f, "; varying:");
@@ -335,7 +395,11 @@ void rset_print(FILE *f, const rset *s) {
         if (s->p[i].has_result && !s->p[i].r.steady.valid)
             fprintf(f, "  %s: no steady window (%s); its bar below uses the run window\n",
                     s->p[i].label, s->p[i].r.steady.why);
-    if (top <= 0) return;
+    if (top > 0) print_bars(f, s, top);
+    print_capacity(f, s);
+}
+
+static void print_bars(FILE *f, const rset *s, double top) {
     const int width = 48;
     fprintf(f, "\noutput tok/s, steady window of each point (# = %.1f tok/s)\n", top / width);
     for (size_t i = 0; i < s->n; i++) {

@@ -1,6 +1,8 @@
 /* tps report: many bench results side by side. A set of points is read from
- * sweep documents (tps.sweep.result) and single bench results
- * (tps.bench.result), then shown as a terminal table with bars
+ * sweep documents (tps.sweep.result), single bench results
+ * (tps.bench.result) and capacity searches (tps.bench.capacity: each probe
+ * with a result is a point, and the search itself is kept for its probe
+ * table and its plot), then shown as a terminal table with bars
  * (report_set.c), SVG plots drawn by gnuplot from generated scripts
  * (report_plot.c), and one self-contained HTML page (report_html.c).
  *
@@ -16,6 +18,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "bench/capacity.h"
 #include "bench/result.h"
 #include "bench/sweep.h"
 #include "tps_error.h"
@@ -36,9 +39,20 @@ typedef struct rset_point {
     size_t group; /* which curve it belongs to */
 } rset_point;
 
+/* A capacity search as read (capacity_from_json). */
+typedef struct rset_capacity {
+    char source[256];
+    capacity_result r; /* the probes' summaries; their results are points */
+    capacity_opts o;   /* the SLO and goodput target it searched under */
+} rset_capacity;
+
+#define RSET_MAX_CAPACITY 8
+
 typedef struct rset {
     rset_point *p; /* (n,), owned */
     size_t n, cap;
+    rset_capacity *caps; /* (ncaps,), owned */
+    size_t ncaps;
     bool varies[SWEEP_AXES];
     int xaxis;          /* the plotted axis; -1: none varies (points in order) */
     size_t nx, ngroups; /* distinct x values, curves */
@@ -48,7 +62,7 @@ typedef struct rset {
 
 void rset_init(rset *s);
 void rset_free(rset *s);
-/* Adds a sweep document's points, or one bench result. */
+/* Adds a sweep document's points, one bench result, or a capacity search. */
 int rset_add_json(rset *s, const json_t *doc, const char *source, tps_err *e);
 int rset_add_file(rset *s, const char *path, tps_err *e);
 /* After the last add: finds the varying axes, labels, x ranks and curves. */

@@ -1,7 +1,8 @@
 /* tps sweep (sweep.h): the grid, a local `tps serve` per model, /metrics
  * deltas, and the one JSON document that holds every point. Each point is a
- * whole `tps bench` run reached through a callback; this file never parses
- * bench options. Not here: printing a sweep (report_set.h). */
+ * bench_spec_run on a copy of the caller's spec with the point's axis values
+ * set; this file never parses bench options. Not here: printing a sweep
+ * (report_set.h). */
 #include "bench/sweep.h"
 
 #include <arpa/inet.h>
@@ -354,7 +355,6 @@ typedef struct point_ctx {
     const char *url;
     const char *model; /* served model path, or NULL */
     const char *val[SWEEP_AXES];
-    const char *tmp_json;
     char label[256];
 } point_ctx;
 
@@ -373,41 +373,76 @@ static void point_label(point_ctx *p) {
     if (dot) memmove(dot, dot + 5, strlen(dot + 5) + 1);
 }
 
-/* One bench run; *point gets the point's JSON. Returns bench's exit status. */
+int sweep_apply_axes(bench_spec *s, const char *const val[SWEEP_AXES], tps_err *e) {
+    const char *v = val[SWEEP_CONCURRENCY];
+    if (v) {
+        char *end;
+        unsigned long long c = strtoull(v, &end, 10);
+        if (end == v || *end || *v == '-' || c < 1 || c > 100000)
+            return tps_fail(e, TPS_EINVAL, "--concurrency: '%s' is not a whole number in 1..100000",
+                            v);
+        s->cfg.concurrency = (uint32_t)c;
+    }
+    if ((v = val[SWEEP_RATE])) {
+        char *end;
+        double r = strtod(v, &end);
+        if (end == v || *end || !isfinite(r) || !(r > 0))
+            return tps_fail(e, TPS_EINVAL, "--rate: '%s' is not a number > 0", v);
+        s->cfg.rate = r;
+    }
+    tps_err de = {{0}};
+    if ((v = val[SWEEP_INPUT_LEN]) && load_dist_parse(&s->wo.input_len, v, &de))
+        return tps_fail(e, TPS_EINVAL, "--input-len: %s", de.msg);
+    if ((v = val[SWEEP_OUTPUT_LEN])) {
+        if (load_dist_parse(&s->wo.output_len, v, &de))
+            return tps_fail(e, TPS_EINVAL, "--output-len: %s", de.msg);
+        s->wo.has_output_len = true; /* as if given to bench */
+    }
+    return TPS_OK;
+}
+
+/* Every value of every axis, each alone on a copy of the base. */
+static int check_axes(const sweep_opts *o, tps_err *e) {
+    for (int a = SWEEP_CONCURRENCY; a < SWEEP_AXES; a++)
+        for (size_t i = 0; i < o->axis[a].n; i++) {
+            bench_spec s = *o->base;
+            const char *val[SWEEP_AXES] = {0};
+            val[a] = o->axis[a].v[i];
+            int rc = sweep_apply_axes(&s, val, e);
+            if (rc) return rc;
+        }
+    return TPS_OK;
+}
+
+/* One bench run; *point gets the point's JSON. Returns its exit status (0
+ * ok, 1 failed or over --max-error-rate, 2 options refused). */
 static int run_point(json_t **point, point_ctx *p, size_t index, size_t total) {
     const sweep_opts *o = p->o;
-    const char *argv[SWEEP_MAX_ARGS + 24];
-    size_t k = 0;
-    argv[k++] = "bench";
-    for (size_t i = 0; i < o->n_bench_args && i < SWEEP_MAX_ARGS; i++)
-        argv[k++] = o->bench_args[i];
-    argv[k++] = "--url";
-    argv[k++] = p->url;
-    if (p->model && o->add_tokenizer) {
-        argv[k++] = "--tokenizer";
-        argv[k++] = p->model;
-    }
-    for (int a = SWEEP_CONCURRENCY; a < SWEEP_AXES; a++)
-        if (p->val[a]) {
-            argv[k++] = AXIS_OPTIONS[a];
-            argv[k++] = p->val[a];
-        }
-    argv[k++] = "--json";
-    argv[k++] = p->tmp_json;
-    argv[k++] = "--quiet";
-    argv[k] = NULL;
-
     point_label(p);
     if (o->log) {
         fprintf(o->log, "sweep: [%zu/%zu] %s ...\n", index + 1, total, p->label);
         fflush(o->log);
     }
+    bench_spec s = *o->base;
+    s.cfg.base_url = p->url;
+    if (p->model && !s.wo.tokenizer_path) s.wo.tokenizer_path = p->model; /* served model's */
+    tps_err e = {{0}};
+    int status = sweep_apply_axes(&s, p->val, &e) || bench_spec_check(&s, &e) ? 2 : 0;
+
     sweep_counters c0, c1;
     tps_err me = {{0}};
-    bool have_metrics = sweep_scrape(&c0, p->url, &me) == TPS_OK;
-    unlink(p->tmp_json);
-    int status = o->bench((int)k, (char **)argv);
+    bool have_metrics = !status && sweep_scrape(&c0, p->url, &me) == TPS_OK;
+    bench_result r;
+    bool have_result = false;
+    if (!status) {
+        if (bench_spec_run(&r, &s, o->log, "tps bench", &e))
+            status = 1;
+        else
+            have_result = true;
+    }
     have_metrics = have_metrics && sweep_scrape(&c1, p->url, &me) == TPS_OK;
+    char why[256] = "";
+    if (have_result && bench_spec_verdict(&r, &s, why, sizeof why)) status = 1;
 
     json_t *pt = json_object();
     json_object_set_new(pt, "index", json_integer((json_int_t)index));
@@ -423,28 +458,22 @@ static int run_point(json_t **point, point_ctx *p, size_t index, size_t total) {
                                       "generation_tokens",
                                       c1.generation_tokens - c0.generation_tokens, "preemptions",
                                       c1.preemptions - c0.preemptions));
-    json_error_t je;
-    json_t *res = status == 2 ? NULL : json_load_file(p->tmp_json, 0, &je);
-    bench_result r;
-    tps_err e = {{0}};
-    if (res && result_from_json(&r, res, &e) == TPS_OK) {
+    if (have_result) {
         if (o->log) {
             const result_window *w = r.steady.valid ? &r.steady : &r.run;
             fprintf(o->log,
                     "sweep:        %.1f output tok/s (%s window, %.1f s), %llu/%llu completed, "
-                    "TTFT p50 %.1f ms, ITL p99 %.1f ms\n",
+                    "TTFT p50 %.1f ms, ITL p99 %.1f ms%s%s\n",
                     w->tps.output_tps, r.steady.valid ? "steady" : "run", w->tps.seconds,
                     (unsigned long long)r.completed, (unsigned long long)r.requests,
-                    hist_percentile(r.h[RH_TTFT], 50) / 1e6,
-                    hist_percentile(r.h[RH_ITL], 99) / 1e6);
+                    hist_percentile(r.h[RH_TTFT], 50) / 1e6, hist_percentile(r.h[RH_ITL], 99) / 1e6,
+                    why[0] ? "; " : "", why);
         }
+        json_object_set_new(pt, "result", result_to_json(&r));
         result_free(&r);
-        json_object_set_new(pt, "result", res);
     } else {
         if (o->log)
-            fprintf(o->log, "sweep:        no result (bench exit status %d%s%s)\n", status,
-                    res ? ": " : "", res ? e.msg : "");
-        json_decref(res);
+            fprintf(o->log, "sweep:        no result (exit status %d: %s)\n", status, e.msg);
         json_object_set_new(pt, "result", json_null());
     }
     *point = pt;
@@ -460,14 +489,16 @@ int sweep_run(json_t **doc, size_t *n_failed, const sweep_opts *o, tps_err *e) {
                         SWEEP_MAX_POINTS);
     if (!o->axis[SWEEP_MODEL].n && !o->url)
         return tps_fail(e, TPS_EINVAL, "give --url or a model to serve");
-    char tmp[] = "/tmp/tps-sweep-XXXXXX";
-    if (!mkdtemp(tmp)) return tps_fail(e, TPS_EIO, "mkdtemp: %s", strerror(errno));
+    if (!o->base) return tps_fail(e, TPS_EINVAL, "no bench spec to run");
+    int rc = check_axes(o, e);
+    if (rc) return rc;
+    char tmp[] = "/tmp/tps-sweep-XXXXXX"; /* the served models' logs */
+    if (o->axis[SWEEP_MODEL].n && !mkdtemp(tmp))
+        return tps_fail(e, TPS_EIO, "mkdtemp: %s", strerror(errno));
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) { /* held across the bench runs */
-        rmdir(tmp);
+        if (o->axis[SWEEP_MODEL].n) rmdir(tmp);
         return tps_fail(e, TPS_EIO, "curl_global_init failed");
     }
-    char tmp_json[64];
-    snprintf(tmp_json, sizeof tmp_json, "%s/point.json", tmp);
 
     json_t *d = json_object(), *points = json_array(), *axes = json_array(), *grid = json_object();
     char when[64];
@@ -485,17 +516,16 @@ int sweep_run(json_t **doc, size_t *n_failed, const sweep_opts *o, tps_err *e) {
     json_object_set_new(d, "axes", axes);
     json_object_set_new(d, "grid", grid);
     json_t *ba = json_array();
-    for (size_t i = 0; i < o->n_bench_args; i++)
+    for (size_t i = 0; o->bench_args && i < o->n_bench_args; i++)
         json_array_append_new(ba, json_string(o->bench_args[i]));
     json_object_set_new(d, "bench_args", ba);
     json_object_set_new(d, "points", points);
 
-    int rc = TPS_OK;
     size_t index = 0;
     const size_t n_models = axis_len(o, SWEEP_MODEL);
     const size_t per_model = total / n_models;
     for (size_t m = 0; m < n_models && !rc; m++) {
-        point_ctx p = {.o = o, .url = o->url, .tmp_json = tmp_json};
+        point_ctx p = {.o = o, .url = o->url};
         sweep_server srv = {0};
         if (o->axis[SWEEP_MODEL].n) {
             p.model = p.val[SWEEP_MODEL] = o->axis[SWEEP_MODEL].v[m];
@@ -524,15 +554,16 @@ int sweep_run(json_t **doc, size_t *n_failed, const sweep_opts *o, tps_err *e) {
             if (status != 0 || json_is_null(json_object_get(pt, "result"))) (*n_failed)++;
             if (status == 2)
                 rc = tps_fail(e, TPS_EINVAL,
-                              "tps bench refused the options (exit status 2; its message is "
-                              "above)");
+                              "point %zu: bench refused the options (exit status 2; the message "
+                              "is above)",
+                              index);
         }
         if (srv.pid > 0) {
             int st = sweep_server_stop(&srv, 60);
             if (o->log) fprintf(o->log, "sweep: stopped the server (exit status %d)\n", st);
         }
     }
-    rm_tree(tmp);
+    if (o->axis[SWEEP_MODEL].n) rm_tree(tmp);
     curl_global_cleanup();
     if (rc) {
         json_decref(d);

@@ -2,10 +2,13 @@
  * output length, model) against one endpoint and keep every point's full
  * bench result in one JSON document (schema tps.sweep.result v1).
  *
- * A point is one bench run. The bench itself is reached through a callback
- * (the CLI passes its `tps bench` entry point), so every bench option means
- * exactly what it means in `tps bench`; each point's result comes back
- * through a temporary --json file. With models to serve, the sweep starts a
+ * A point is one bench run, a library call (bench_spec_run): the caller
+ * parses the bench options once into a base spec (the CLI with the `tps
+ * bench` option table, so every bench option means exactly what it means
+ * there); each point runs a copy of it with the point's axis values set
+ * (concurrency, rate, input and output length, the URL, and the served
+ * model as the tokenizer unless the spec names one), and its result comes
+ * back in memory. No argv, no files. With models to serve, the sweep starts a
  * local `tps serve` per model on 127.0.0.1 (a free port), waits for /health,
  * and stops it with SIGTERM after that model's points. When the endpoint is
  * a tps server, /metrics is read before and after each point and the deltas
@@ -21,13 +24,14 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "bench/bench_spec.h"
 #include "tps_error.h"
 
 #define SWEEP_SCHEMA     "tps.sweep.result"
 #define SWEEP_VERSION    1
 #define SWEEP_MAX_VALUES 64   /* values per axis */
 #define SWEEP_MAX_POINTS 1000 /* points per sweep */
-#define SWEEP_MAX_ARGS   256  /* bench arguments passed through */
+#define SWEEP_MAX_ARGS   256  /* `tps serve` arguments passed through */
 
 /* The grid's axes, in the order the grid nests them (model outermost). */
 typedef enum sweep_axis {
@@ -53,21 +57,18 @@ typedef struct sweep_list {
 /* Splits "1,2,4" (no empty items, at most SWEEP_MAX_VALUES). */
 int sweep_list_parse(sweep_list *l, const char *s, tps_err *e);
 
-/* Runs `tps bench` with argv (argv[0] = "bench"); returns its exit status. */
-typedef int (*sweep_bench_fn)(int argc, char **argv);
-
 typedef struct sweep_opts {
     sweep_list axis[SWEEP_AXES];   /* n == 0: not swept (bench's own default or option) */
     const char *url;               /* endpoint when no model is served */
     const char *exe;               /* the tps binary for `tps serve` ("/proc/self/exe") */
     const char *const *serve_args; /* extra `tps serve` arguments (borrowed) */
     size_t n_serve_args;
-    const char *const *bench_args; /* passed to every bench run (borrowed) */
+    const bench_spec *base;        /* every point's run, before its axis values (borrowed) */
+    const char *const *bench_args; /* the options base was parsed from: recorded in the
+                                      document only (borrowed; may be NULL) */
     size_t n_bench_args;
-    bool add_tokenizer;   /* serving: add --tokenizer MODEL (bench_args have none) */
-    double serve_wait_s;  /* how long to wait for /health (default 120) */
-    sweep_bench_fn bench; /* the bench entry point */
-    FILE *log;            /* progress lines; NULL for none */
+    double serve_wait_s; /* how long to wait for /health (default 120) */
+    FILE *log;           /* progress lines and the bench's notes; NULL for none */
 } sweep_opts;
 
 /* Points in the grid (product of the non-empty axes, models included). */
@@ -75,11 +76,19 @@ size_t sweep_npoints(const sweep_opts *o);
 /* How many axes have more than one value. */
 size_t sweep_naxes(const sweep_opts *o);
 
+/* Sets one point's axis values on a spec: val[a] is the value of axis a as
+ * the list gave it, or NULL (not swept: the spec's own). The model axis is
+ * not the spec's (the sweep serves it). TPS_EINVAL naming the option when a
+ * value is not one bench takes ("--concurrency: '0' ..."). */
+int sweep_apply_axes(bench_spec *s, const char *const val[SWEEP_AXES], tps_err *e);
+
 /* Runs every point; *doc gets the sweep document (owned by the caller) even
- * when some points failed (*n_failed counts those whose bench exited
- * non-zero; each point keeps its exit status, and "result": null when it
- * produced none). Fails only when nothing can run:
- * bad options for bench (exit status 2), a server that does not start. */
+ * when some points failed (*n_failed counts those with a non-zero exit
+ * status: 1 the run failed or its error rate is above --max-error-rate, 2
+ * the point's options were refused; each point keeps its exit status, and
+ * "result": null when it produced none). Fails only when nothing can run:
+ * an axis value bench does not take, a point's options refused (exit status
+ * 2), a server that does not start. */
 int sweep_run(json_t **doc, size_t *n_failed, const sweep_opts *o, tps_err *e);
 
 /* ---- a local `tps serve` -------------------------------------------------------------- */

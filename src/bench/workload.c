@@ -586,6 +586,9 @@ int workload_turn_body(const workload *w, size_t conv, uint32_t turn, const char
         return tps_fail(e, TPS_EINVAL, "no turn %u of conversation %zu in this workload", turn,
                         conv);
     const workload_item *its = &w->items[conv * w->turns];
+    if (!its[turn].text)
+        return tps_fail(e, TPS_EINVAL, "conversation %zu has %u turns, not %u", conv,
+                        workload_conv_turns(w, conv), turn + 1);
     const char *prefix = its[0].prefix != WL_NO_PREFIX ? w->prefixes[its[0].prefix] : NULL;
     json_t *content = w->endpoint == BENCH_EP_CHAT
                           ? turn_messages(its, prefix, turn, replies, reply_lens)
@@ -596,6 +599,15 @@ int workload_turn_body(const workload *w, size_t conv, uint32_t turn, const char
                         "(or out of memory)",
                         turn + 1, conv);
     return dump_body(w->common, content, w->endpoint, its[turn].max_tokens, body, body_len, e);
+}
+
+uint32_t workload_conv_turns(const workload *w, size_t conv) {
+    if (!w->turns || conv >= w->conversations) return 0;
+    const workload_item *its = &w->items[conv * w->turns];
+    uint32_t t = 0;
+    while (t < w->turns && its[t].text)
+        t++;
+    return t;
 }
 
 /* ---- dataset ----------------------------------------------------------------------- */
@@ -742,6 +754,66 @@ static int trace_items(workload *w, const dataset *d, size_t n0, const workload_
     return rc;
 }
 
+/* --turns over a ShareGPT dataset: its first o->n_items / o->turns
+ * conversations in file order, each of its first min(turns, its human
+ * turns) human messages a turn's user message, and the dataset's reply to
+ * it that turn's max_tokens (or --output-len). Turns past a conversation's
+ * end have no text. Fails when the file has fewer usable conversations than
+ * asked; on error w is as it was. */
+static int sharegpt_conversations(workload *w, const dataset *d, const char *name,
+                                  const workload_opts *o, tps_err *e) {
+    if (w->n)
+        return tps_fail(e, TPS_EINVAL, "%s: conversations (--turns) cannot follow other requests",
+                        name);
+    size_t convs = o->n_items / o->turns ? o->n_items / o->turns : 1;
+    if (convs > d->n)
+        return tps_fail(e, TPS_EINVAL,
+                        "%s has %zu usable ShareGPT conversations (a human turn followed by a "
+                        "reply), fewer than the %zu asked for (--conversations, default the "
+                        "concurrency); give --conversations %zu or fewer",
+                        name, d->n, convs, d->n);
+    const size_t n = convs * o->turns;
+    workload_item *its = calloc(n, sizeof *its);
+    if (!its) return tps_fail(e, TPS_ENOMEM, "cannot allocate %zu conversation turns", n);
+    load_rng r;
+    load_rng_seed(&r, o->seed ^ 0xda7a5e7ull);
+    int rc = TPS_OK;
+    for (size_t c = 0; c < convs && rc == TPS_OK; c++) {
+        const json_t *pairs = d->entries[c].turns;
+        size_t nt = json_array_size(pairs) / 2;
+        if (nt > o->turns) nt = o->turns;
+        for (size_t t = 0; t < nt && rc == TPS_OK; t++) {
+            workload_item *it = &its[c * o->turns + t];
+            const json_t *h = json_array_get(pairs, 2 * t), *g = json_array_get(pairs, 2 * t + 1);
+            it->text_len = json_string_length(h);
+            it->max_tokens =
+                o->has_output_len ? load_dist_sample(&o->output_len, &r) : reply_tokens(w, g);
+            if (!(it->text = malloc(it->text_len + 1))) {
+                rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+                break;
+            }
+            memcpy(it->text, json_string_value(h), it->text_len);
+            it->text[it->text_len] = 0;
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        its[k].prefix = WL_NO_PREFIX;
+        its[k].send_at_s = -1;
+        if (rc) free(its[k].text);
+    }
+    if (rc) {
+        free(its);
+        return rc;
+    }
+    free(w->items);
+    w->items = its;
+    w->n = n;
+    w->turns = o->turns;
+    w->conversations = convs;
+    w->input_source = "dataset";
+    return TPS_OK;
+}
+
 int workload_parse_dataset(workload *w, const char *buf, size_t len, const char *name,
                            const workload_opts *o, tps_err *e) {
     const size_t n0 = w->n;
@@ -753,6 +825,27 @@ int workload_parse_dataset(workload *w, const char *buf, size_t len, const char 
     dataset d;
     int rc = dataset_parse(&d, buf, len, name, o->endpoint == BENCH_EP_CHAT, e);
     if (rc) return rc;
+    if (o->turns) {
+        if (d.format != DATASET_SHAREGPT)
+            rc = tps_fail(e, TPS_EINVAL,
+                          "--turns with a %s dataset: only a ShareGPT file (a JSON array of "
+                          "{\"conversations\": [...]}) holds whole conversations; drop --turns "
+                          "or give a ShareGPT file",
+                          dataset_format_name(d.format));
+        else
+            rc = sharegpt_conversations(w, &d, name, o, e);
+        if (rc == TPS_OK) {
+            w->format = dataset_format_name(d.format);
+            w->skipped = d.skipped;
+            if (d.skipped)
+                snprintf(w->note, sizeof w->note,
+                         "%s: %zu of %zu ShareGPT entries skipped (no human turn followed by a "
+                         "reply)",
+                         name, d.skipped, d.skipped + d.n);
+        }
+        dataset_free(&d);
+        return rc;
+    }
     workload_item *ni = realloc(w->items, (n0 + d.n) * sizeof *ni);
     if (!ni) {
         dataset_free(&d);
@@ -820,11 +913,10 @@ static int build_dataset(workload *w, const workload_opts *o, tps_err *e) {
 
 int workload_build(workload *w, const workload_opts *o, tps_err *e) {
     memset(w, 0, sizeof *w);
-    if (o->dataset && (o->prefix_len || o->turns))
+    if (o->dataset && o->prefix_len)
         return tps_fail(e, TPS_EINVAL,
-                        "%s with --dataset: shared prefixes and conversations are synthetic "
-                        "workloads; the dataset's prompts are sent as they are",
-                        o->prefix_len ? "--prefix-len" : "--turns");
+                        "--prefix-len with --dataset: shared prefixes are a synthetic workload; "
+                        "the dataset's prompts are sent as they are");
     int rc;
     if (o->tokenizer_path) {
         gguf_file *f = NULL;
@@ -856,6 +948,18 @@ void workload_free(workload *w) {
     json_decref(w->common);
     tokenizer_free(w->tok);
     memset(w, 0, sizeof *w);
+}
+
+const char *workload_dataset_format(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    enum { HEAD = 1 << 16 }; /* enough for a trace's first line */
+    char *buf = malloc(HEAD);
+    size_t len = buf ? fread(buf, 1, HEAD, fp) : 0;
+    fclose(fp);
+    const char *f = buf ? dataset_format_name(dataset_detect(buf, len)) : NULL;
+    free(buf);
+    return f;
 }
 
 int64_t workload_count_tokens(const workload *w, const char *text, size_t len) {

@@ -31,6 +31,13 @@
  *     at send time by workload_turn_body (the one exception to "everything
  *     prepared before the run").
  *
+ * A ShareGPT dataset with turns > 0 is multi-turn too: its first
+ * n_items / turns conversations in file order, turn t's user message the
+ * conversation's t-th human message and its max_tokens the length of the
+ * dataset's reply to it (the server's actual replies make the history). A
+ * conversation with fewer human turns than `turns` has fewer turns: its
+ * later items have no text (workload_conv_turns).
+ *
  * This is the one file of the bench that uses the model's tokenizer
  * (src/model); it is also what re-tokenizes streamed text when a server
  * reports no usage. Everything else is prepared before the run: the send
@@ -94,7 +101,8 @@ typedef struct workload_opts {
     uint32_t n_prefixes;
     double prefix_zipf;
     /* > 0: multi-turn; n_items (a multiple of turns) user messages of --input-len
-     * tokens, n_items / turns conversations */
+     * tokens, n_items / turns conversations; with a ShareGPT dataset, its first
+     * n_items / turns conversations (an error when it has fewer) */
     uint32_t turns;
 } workload_opts;
 
@@ -140,6 +148,16 @@ void workload_free(workload *w);
  * NUL-terminated, the caller frees it. One JSON build; no tokenizing. */
 int workload_turn_body(const workload *w, size_t conv, uint32_t turn, const char *const *replies,
                        const size_t *reply_lens, char **body, size_t *body_len, tps_err *e);
+
+/* Turns of conversation conv of a multi-turn workload: w->turns for a
+ * synthetic one, up to w->turns for a ShareGPT dataset's (whose later
+ * items then have no text); 0 when there is no such conversation. */
+uint32_t workload_conv_turns(const workload *w, size_t conv);
+
+/* The format of the dataset file at path as dataset_parse would detect it
+ * from its first bytes ("jsonl", "sharegpt", "trace"; static strings), or
+ * NULL when it cannot be read. For checks before building. */
+const char *workload_dataset_format(const char *path);
 
 /* Tokens in text by the loaded tokenizer (no special tokens added), or -1
  * when the workload has none. */

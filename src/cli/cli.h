@@ -5,10 +5,18 @@
 
 #define TPS_VERSION "0.1.0"
 
+struct bench_spec;
+
 int cli_model(int argc, char **argv);
 int cli_model_make(int argc, char **argv);
 int cli_generate(int argc, char **argv);
 int cli_bench(int argc, char **argv);
+/* Parses `tps bench` options (argv[0] is "bench") into *out with the bench
+ * option table, defaults and checks, for runs through bench_spec_run (tps
+ * sweep). Options that are about one run's output (--json, --csv) or that
+ * are not one run (--find-max-rate) are refused. 0, or the exit code after
+ * a message on stderr (2: bad options or --help). */
+int cli_bench_parse_spec(struct bench_spec *out, int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_sweep(int argc, char **argv);
 int cli_report(int argc, char **argv);

@@ -1,5 +1,8 @@
 /* `tps bench` and `tps bench merge`: argument parsing and wiring only. The
- * client, workloads, metrics and printing live in src/bench. */
+ * option table parses into a bench_spec (src/bench/bench_spec.h), which the
+ * library runs; tps sweep parses its bench options with the same table
+ * (cli_bench_parse_spec). The client, workloads, metrics and printing live
+ * in src/bench. */
 #include <jansson.h>
 #include <math.h>
 #include <stddef.h>
@@ -10,6 +13,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "bench/bench_spec.h"
 #include "bench/capacity.h"
 #include "bench/report.h"
 #include "bench/result.h"
@@ -19,17 +23,13 @@
 #define STR_(x) #x
 #define STR(x)  STR_(x)
 
-/* Everything `tps bench` parses: the table's rows point into this. */
+/* Everything `tps bench` parses: the table's rows point into this. The run
+ * itself is spec (bench_spec.h); the rest is what the command does with it. */
 typedef struct bench_cli {
-    bench_config cfg;
-    workload_opts wo;
-    result_opts ro;
-    const char *json_out, *csv_out, *prefix_dist;
-    const char *header_buf[64];
-    opt_list headers;
-    double max_err;
-    uint64_t prompts, conversations;
-    bool quiet, progress, out_len_given, prefixes_given, think_given;
+    bench_spec spec;
+    const char *json_out, *csv_out;
+    opt_list headers; /* into spec.headers */
+    bool quiet, progress, prefixes_given, think_given;
     bool find_max_rate;
     double goodput_target;
 } bench_cli;
@@ -131,9 +131,9 @@ static int dist_arg(void *dst, const char *v, char *why, size_t cap) {
 static int prefix_dist_arg(void *dst, const char *v, char *why, size_t cap) {
     bench_cli *b = dst;
     tps_err e = {{0}};
-    if (workload_prefix_dist_parse(v, &b->wo.prefix_zipf, &e))
+    if (workload_prefix_dist_parse(v, &b->spec.wo.prefix_zipf, &e))
         return snprintf(why, cap, "expected round-robin or zipf:S with S > 0"), -1;
-    b->prefix_dist = v;
+    b->spec.prefix_dist = v;
     return 0;
 }
 
@@ -148,110 +148,114 @@ static int header_check(void *dst, const char *v, char *why, size_t cap) {
 
 static const opt_row bench_rows[] = {
     OPT_HEAD("target"),
-    {"--url", .kind = OPT_STR, .off = B(cfg.base_url), .metavar = "URL",
+    {"--url", .kind = OPT_STR, .off = B(spec.cfg.base_url), .metavar = "URL",
      .def = "http://127.0.0.1:8080", .help = "server base URL"},
-    {"--endpoint", .kind = OPT_CHOICE, .off = B(cfg.endpoint), .metavar = "KIND",
+    {"--endpoint", .kind = OPT_CHOICE, .off = B(spec.cfg.endpoint), .metavar = "KIND",
      .choices = (const opt_choice[]){{"completions", BENCH_EP_COMPLETIONS},
                                      {"chat", BENCH_EP_CHAT},
                                      {NULL, 0}},
      .def = "completions", .help = "completions or chat"},
-    {"--model", .kind = OPT_STR, .off = B(wo.model), .metavar = "NAME",
+    {"--model", .kind = OPT_STR, .off = B(spec.wo.model), .metavar = "NAME",
      .help = "\"model\" field sent (default: none)"},
-    {"--api-key", .kind = OPT_STR, .off = B(cfg.api_key), .metavar = "KEY",
+    {"--api-key", .kind = OPT_STR, .off = B(spec.cfg.api_key), .metavar = "KEY",
      .help = "Authorization: Bearer KEY (default $OPENAI_API_KEY)"},
     {"--header", .kind = OPT_LIST, .off = B(headers), .parse = header_check,
      .metavar = "'Name: value'", .help = "extra request header (repeatable)"},
-    {"--insecure", .kind = OPT_FLAG, .off = B(cfg.insecure),
+    {"--insecure", .kind = OPT_FLAG, .off = B(spec.cfg.insecure),
      .help = "HTTPS without certificate checks"},
     OPT_HEAD("load (every run is bounded: give --requests and/or --duration)"),
-    {"--concurrency", .kind = OPT_U32, .off = B(cfg.concurrency), .min = 1, .max = 100000,
+    {"--concurrency", .kind = OPT_U32, .off = B(spec.cfg.concurrency), .min = 1, .max = 100000,
      .help = "closed loop: N requests in flight (default 1);\n"
              "with --rate: the most in flight (default 1000)"},
-    {"--rate", .kind = OPT_NUM, .off = B(cfg.rate), .max = INFINITY, .flags = OPT_ABOVE_MIN,
+    {"--rate", .kind = OPT_NUM, .off = B(spec.cfg.rate), .max = INFINITY, .flags = OPT_ABOVE_MIN,
      .metavar = "R",
      .help = "open loop: R requests/s on a schedule; TTFT/E2E count\nfrom the scheduled time"},
-    {"--arrival", .kind = OPT_CHOICE, .off = B(cfg.arrival), .metavar = "KIND",
+    {"--arrival", .kind = OPT_CHOICE, .off = B(spec.cfg.arrival), .metavar = "KIND",
      .choices = (const opt_choice[]){{"poisson", LOAD_ARRIVAL_POISSON},
                                      {"constant", LOAD_ARRIVAL_CONSTANT},
                                      {"gamma", LOAD_ARRIVAL_GAMMA},
                                      {NULL, 0}},
      .def = "poisson", .help = "poisson, constant or gamma"},
-    {"--burstiness", .kind = OPT_NUM, .off = B(cfg.burstiness), .max = INFINITY,
+    {"--burstiness", .kind = OPT_NUM, .off = B(spec.cfg.burstiness), .max = INFINITY,
      .flags = OPT_ABOVE_MIN, .metavar = "B", .help = "gamma shape (1 = poisson, <1 burstier)"},
-    {"--requests", .kind = OPT_U64, .off = B(cfg.requests), .min = 1, .max = 1e18,
+    {"--requests", .kind = OPT_U64, .off = B(spec.cfg.requests), .min = 1, .max = 1e18,
      .help = "send N requests"},
-    {"--duration", .kind = OPT_SECONDS, .off = B(cfg.duration_s), .max = INFINITY,
+    {"--duration", .kind = OPT_SECONDS, .off = B(spec.cfg.duration_s), .max = INFINITY,
      .flags = OPT_ABOVE_MIN,
      .help = "stop sending after S seconds; in-flight requests\nfinish (at most --timeout more)"},
-    {"--seed", .kind = OPT_U64, .off = B(cfg.seed), .max = 18446744073709551615.0, .def = "1",
+    {"--seed", .kind = OPT_U64, .off = B(spec.cfg.seed), .max = 18446744073709551615.0, .def = "1",
      .help = "arrivals and prompts"},
     OPT_HEAD("workload"),
-    {"--input-len", .kind = OPT_CUSTOM, .off = B(wo.input_len), .parse = dist_arg, .metavar = "D",
-     .def = "128", .help = "prompt tokens: N, uniform:A:B or normal:MU:SD"},
-    {"--output-len", .kind = OPT_CUSTOM, .off = B(wo.output_len), .parse = dist_arg,
-     .seen = OPT_SEEN(bench_cli, out_len_given), .metavar = "D", .def = "128",
+    {"--input-len", .kind = OPT_CUSTOM, .off = B(spec.wo.input_len), .parse = dist_arg,
+     .metavar = "D", .def = "128", .help = "prompt tokens: N, uniform:A:B or normal:MU:SD"},
+    {"--output-len", .kind = OPT_CUSTOM, .off = B(spec.wo.output_len), .parse = dist_arg,
+     .seen = OPT_SEEN(bench_cli, spec.wo.has_output_len), .metavar = "D", .def = "128",
      .help = "max_tokens, same forms"},
-    {"--tokenizer", .kind = OPT_STR, .off = B(wo.tokenizer_path), .metavar = "MODEL.gguf",
+    {"--tokenizer", .kind = OPT_STR, .off = B(spec.wo.tokenizer_path), .metavar = "MODEL.gguf",
      .help = "size prompts in this model's tokens (else the server's\n"
              "/tokenize, else approximate: one word per token)"},
-    {"--dataset", .kind = OPT_STR, .off = B(wo.dataset), .metavar = "FILE",
+    {"--dataset", .kind = OPT_STR, .off = B(spec.wo.dataset), .metavar = "FILE",
      .help = "requests from a file, detected by content: JSONL of\n"
              "{\"prompt\"|\"messages\", \"max_tokens\"}, ShareGPT JSON, or a\n"
              "Mooncake trace (JSONL with timestamp, input_length,\n"
-             "output_length, hash_ids), replayed at its timestamps"},
-    {"--trace-speed", .kind = OPT_NUM, .off = B(wo.trace_speed), .max = 1e6, .flags = OPT_ABOVE_MIN,
-     .metavar = "X", .def = "1", .help = "trace replay: send times are trace time / X"},
-    {"--prompts", .kind = OPT_U64, .off = B(prompts), .min = 1, .max = 10000000,
+             "output_length, hash_ids), replayed at its timestamps;\n"
+             "without --requests/--duration: each entry once"},
+    {"--trace-speed", .kind = OPT_NUM, .off = B(spec.wo.trace_speed), .max = 1e6,
+     .flags = OPT_ABOVE_MIN, .metavar = "X", .def = "1",
+     .help = "trace replay: send times are trace time / X"},
+    {"--prompts", .kind = OPT_U64, .off = B(spec.prompts), .min = 1, .max = 10000000,
      .help = "prompts to prepare when --requests is not given"},
-    {"--ignore-eos", .kind = OPT_SET_INT, .off = B(wo.ignore_eos), .set = 1,
+    {"--ignore-eos", .kind = OPT_SET_INT, .off = B(spec.wo.ignore_eos), .set = 1,
      .help = "send ignore_eos (default: synthetic yes, dataset no)"},
-    {"--no-ignore-eos", .kind = OPT_SET_INT, .off = B(wo.ignore_eos), .set = 0,
+    {"--no-ignore-eos", .kind = OPT_SET_INT, .off = B(spec.wo.ignore_eos), .set = 0,
      .help = "do not send ignore_eos"},
-    {"--no-usage", .kind = OPT_FLAG_OFF, .off = B(wo.include_usage),
+    {"--no-usage", .kind = OPT_FLAG_OFF, .off = B(spec.wo.include_usage),
      .help = "do not ask for stream_options.include_usage"},
-    {"--temperature", .kind = OPT_NUM, .off = B(wo.temperature), .max = INFINITY, .metavar = "T",
-     .help = "send a temperature (default: none sent)"},
+    {"--temperature", .kind = OPT_NUM, .off = B(spec.wo.temperature), .max = INFINITY,
+     .metavar = "T", .help = "send a temperature (default: none sent)"},
     OPT_HEAD("prefix cache workloads (synthetic)"),
-    {"--prefix-len", .kind = OPT_U32, .off = B(wo.prefix_len), .min = 1, .max = 10000000,
+    {"--prefix-len", .kind = OPT_U32, .off = B(spec.wo.prefix_len), .min = 1, .max = 10000000,
      .metavar = "P",
      .help = "every prompt starts with one of --prefixes shared prefixes\n"
              "of P tokens, then its own --input-len tokens (chat: the\n"
              "prefix is the system message, the own part the user's)"},
-    {"--prefixes", .kind = OPT_U32, .off = B(wo.n_prefixes), .min = 1, .max = 100000,
+    {"--prefixes", .kind = OPT_U32, .off = B(spec.wo.n_prefixes), .min = 1, .max = 100000,
      .seen = OPT_SEEN(bench_cli, prefixes_given), .metavar = "K", .def = "1",
      .help = "how many shared prefixes"},
     {"--prefix-dist", .kind = OPT_CUSTOM, .off = 0, .parse = prefix_dist_arg, .metavar = "D",
      .def = "round-robin", .help = "round-robin or zipf:S (prefix k used ~1/k^S)"},
-    {"--turns", .kind = OPT_U32, .off = B(wo.turns), .min = 1, .max = 10000, .metavar = "T",
+    {"--turns", .kind = OPT_U32, .off = B(spec.wo.turns), .min = 1, .max = 10000, .metavar = "T",
      .help = "conversations of T turns: each turn sends the history\n"
              "(earlier messages and the server's actual replies) and a\n"
              "new user message of --input-len tokens, with the header\n"
              "X-Session-Id; requests = conversations x turns. Chat sends\n"
-             "messages; completions one text, each reply appended"},
-    {"--conversations", .kind = OPT_U64, .off = B(conversations), .min = 1, .max = 1000000,
+             "messages; completions one text, each reply appended.\n"
+             "With a ShareGPT --dataset: its conversations, turn k\n"
+             "sending its first k human messages"},
+    {"--conversations", .kind = OPT_U64, .off = B(spec.conversations), .min = 1, .max = 1000000,
      .help = "conversations, taking turns round robin with at most\n"
              "--concurrency in flight (default: the concurrency)"},
-    {"--think-time", .kind = OPT_SECONDS, .off = B(cfg.think_time_s), .max = INFINITY,
+    {"--think-time", .kind = OPT_SECONDS, .off = B(spec.cfg.think_time_s), .max = INFINITY,
      .seen = OPT_SEEN(bench_cli, think_given), .def = "0",
      .help = "seconds between a reply and the next turn"},
     OPT_HEAD("limits"),
-    {"--timeout", .kind = OPT_SECONDS, .off = B(cfg.timeout_s), .max = INFINITY,
+    {"--timeout", .kind = OPT_SECONDS, .off = B(spec.cfg.timeout_s), .max = INFINITY,
      .flags = OPT_ABOVE_MIN, .def = "300", .help = "per request, total"},
-    {"--idle-timeout", .kind = OPT_SECONDS, .off = B(cfg.idle_timeout_s), .max = INFINITY,
+    {"--idle-timeout", .kind = OPT_SECONDS, .off = B(spec.cfg.idle_timeout_s), .max = INFINITY,
      .flags = OPT_ABOVE_MIN, .def = "60", .help = "no byte for S seconds fails a request"},
-    {"--connect-timeout", .kind = OPT_SECONDS, .off = B(cfg.connect_timeout_s), .max = INFINITY,
-     .flags = OPT_ABOVE_MIN, .def = "10", .help = "connection set-up"},
-    {"--max-error-rate", .kind = OPT_NUM, .off = B(max_err), .max = 1, .metavar = "F", .def = "0",
-     .help = "exit 1 when failed/(completed+failed) > F"},
+    {"--connect-timeout", .kind = OPT_SECONDS, .off = B(spec.cfg.connect_timeout_s),
+     .max = INFINITY, .flags = OPT_ABOVE_MIN, .def = "10", .help = "connection set-up"},
+    {"--max-error-rate", .kind = OPT_NUM, .off = B(spec.max_error_rate), .max = 1, .metavar = "F",
+     .def = "0", .help = "exit 1 when failed/(completed+failed) > F"},
     OPT_HEAD("report"),
-    {"--warmup", .kind = OPT_CUSTOM, .off = B(ro), .parse = warmup_arg, .metavar = "X",
+    {"--warmup", .kind = OPT_CUSTOM, .off = B(spec.ro), .parse = warmup_arg, .metavar = "X",
      .help = "trim the steady window: X seconds (5, 5s) or\n"
              "requests (20r); default: automatic steady window"},
-    {"--cooldown", .kind = OPT_CUSTOM, .off = B(ro), .parse = cooldown_arg, .metavar = "X",
+    {"--cooldown", .kind = OPT_CUSTOM, .off = B(spec.ro), .parse = cooldown_arg, .metavar = "X",
      .help = "the same at the end of the run"},
-    {"--window", .kind = OPT_CUSTOM, .off = B(ro), .parse = window_arg, .metavar = "A:B",
+    {"--window", .kind = OPT_CUSTOM, .off = B(spec.ro), .parse = window_arg, .metavar = "A:B",
      .help = "also report the user window, seconds after the run's\nfirst send"},
-    {"--slo", .kind = OPT_CUSTOM, .off = B(ro.slo), .parse = slo_arg,
+    {"--slo", .kind = OPT_CUSTOM, .off = B(spec.ro.slo), .parse = slo_arg,
      .metavar = "ttft=MS,tpot=MS,e2e=MS", .help = "goodput limits (any subset)"},
     {"--find-max-rate", .kind = OPT_FLAG, .off = B(find_max_rate),
      .help = "capacity search: the highest open-loop rate whose\n"
@@ -261,18 +265,18 @@ static const opt_row bench_rows[] = {
     {"--goodput-target", .kind = OPT_NUM, .off = B(goodput_target), .max = 1,
      .flags = OPT_ABOVE_MIN, .metavar = "F", .def = "0.95",
      .help = "capacity search: share of requests that must meet --slo"},
-    {"--bin", .kind = OPT_SECONDS, .off = B(ro.bin_s), .min = 0.001, .max = INFINITY, .def = "1 s",
-     .help = "time-series bin"},
+    {"--bin", .kind = OPT_SECONDS, .off = B(spec.ro.bin_s), .min = 0.001, .max = INFINITY,
+     .def = "1 s", .help = "time-series bin"},
     {"--json", .kind = OPT_STR, .off = B(json_out), .metavar = "FILE",
      .help = "the result (schema tps.bench.result v" STR(BENCH_RESULT_VERSION) ")"},
-    {"--per-request", .kind = OPT_FLAG, .off = B(ro.per_request),
+    {"--per-request", .kind = OPT_FLAG, .off = B(spec.ro.per_request),
      .help = "include every request, with each token's arrival"},
     {"--csv", .kind = OPT_STR, .off = B(csv_out), .metavar = "FILE",
      .help = "headline figures as one CSV row"},
     {"--quiet", .kind = OPT_FLAG, .off = B(quiet), .help = "no summary on stdout"},
     {"--no-progress", .kind = OPT_FLAG_OFF, .off = B(progress),
      .help = "no progress bar (drawn on stderr only when a tty)"},
-    {"-v", .kind = OPT_SET_INT, .off = B(cfg.verbose), .set = 1,
+    {"-v", .kind = OPT_SET_INT, .off = B(spec.cfg.verbose), .set = 1,
      .help = "print each failed request on stderr"},
     {0},
 };
@@ -303,13 +307,19 @@ static void raise_fd_limit(void) {
  * to do instead; prints the first and returns -1. */
 static int check_workload_flags(const workload_opts *wo, const bench_config *cfg, bool prefix_opts,
                                 bool turn_opts, uint64_t prompts) {
-    const char *msg = NULL;
+    const char *msg = NULL, *fmt = NULL;
     if (wo->prefix_len && wo->dataset)
         msg = "--prefix-len with --dataset: shared prefixes are a synthetic workload; drop one";
     else if (prefix_opts && !wo->prefix_len)
         msg = "--prefixes and --prefix-dist need --prefix-len P (the prefix length in tokens)";
-    else if (wo->turns && wo->dataset)
-        msg = "--turns with --dataset: conversations are a synthetic workload; drop one";
+    else if (wo->turns && wo->dataset && (fmt = workload_dataset_format(wo->dataset)) &&
+             strcmp(fmt, "sharegpt"))
+        msg = !strcmp(fmt, "trace") ? "--turns with a trace dataset: a trace's requests are "
+                                      "single prompts sent at their timestamps; only a ShareGPT "
+                                      "file holds whole conversations; drop --turns"
+                                    : "--turns with a JSONL dataset: its lines are single "
+                                      "prompts; only a ShareGPT file holds whole conversations "
+                                      "(give one, or drop --turns)";
     else if (turn_opts && !wo->turns)
         msg = "--conversations and --think-time need --turns T";
     else if (wo->turns && cfg->rate > 0)
@@ -325,23 +335,6 @@ static int check_workload_flags(const workload_opts *wo, const bench_config *cfg
     if (!msg) return 0;
     fprintf(stderr, "tps bench: %s\n", msg);
     return -1;
-}
-
-/* The workload shape, in the result's config, when it is not the plain one. */
-static void config_workload_shape(json_t *jc, const workload_opts *wo, const bench_config *cfg,
-                                  const char *prefix_dist, uint64_t conversations) {
-    if (wo->prefix_len) {
-        json_object_set_new(jc, "prefix_len", json_integer(wo->prefix_len));
-        json_object_set_new(jc, "prefixes", json_integer(wo->n_prefixes));
-        json_object_set_new(jc, "prefix_dist",
-                            json_string(prefix_dist ? prefix_dist : "round-robin"));
-    }
-    if (wo->turns) {
-        json_object_set_new(jc, "requests", json_integer((json_int_t)(conversations * wo->turns)));
-        json_object_set_new(jc, "turns", json_integer(wo->turns));
-        json_object_set_new(jc, "conversations", json_integer((json_int_t)conversations));
-        json_object_set_new(jc, "think_time_s", json_real(cfg->think_time_s));
-    }
 }
 
 /* ---- merge ------------------------------------------------------------------------------ */
@@ -416,97 +409,52 @@ static int bench_merge(int argc, char **argv) {
 
 /* Defaults, the table, and the checks across flags: 0 or an exit code (-1: go on). */
 static int bench_parse(bench_cli *b, int argc, char **argv) {
-    tps_err e = {{0}};
-    *b = (bench_cli){.cfg = {.base_url = "http://127.0.0.1:8080",
-                             .arrival = LOAD_ARRIVAL_POISSON,
-                             .burstiness = 1.0,
-                             .timeout_s = 300,
-                             .idle_timeout_s = 60,
-                             .connect_timeout_s = 10,
-                             .seed = 1,
-                             .keep_text = true},
-                     .wo = {.ignore_eos = -1, .include_usage = true, .temperature = -1},
-                     .progress = true};
-    b->headers = OPT_LIST_OF(b->header_buf);
-    load_dist_parse(&b->wo.input_len, "128", &e);
-    load_dist_parse(&b->wo.output_len, "128", &e);
+    *b = (bench_cli){.progress = true};
+    bench_spec *s = &b->spec;
+    bench_spec_init(s);
+    b->headers = OPT_LIST_OF(s->headers);
     int prc = opt_main(&bench_cmd, b, argc, argv);
     if (prc >= 0) return prc;
-    if (check_workload_flags(&b->wo, &b->cfg, b->prefixes_given || b->prefix_dist,
-                             b->think_given || b->conversations, b->prompts))
+    s->n_headers = b->headers.n;
+    if (check_workload_flags(&s->wo, &s->cfg, b->prefixes_given || s->prefix_dist,
+                             b->think_given || s->conversations, s->prompts))
         return 2;
-    if (b->find_max_rate && (!(b->cfg.duration_s > 0) || b->wo.turns || b->cfg.requests ||
-                             !(b->ro.slo.ttft_ns || b->ro.slo.tpot_ns || b->ro.slo.e2e_ns))) {
+    if (b->find_max_rate && (!(s->cfg.duration_s > 0) || s->wo.turns || s->cfg.requests ||
+                             !(s->ro.slo.ttft_ns || s->ro.slo.tpot_ns || s->ro.slo.e2e_ns))) {
         fprintf(stderr, "tps bench: --find-max-rate needs --slo (the limits), --duration S (each "
                         "probe's length), and neither --requests nor --turns\n");
         return 2;
     }
-    if (!b->cfg.requests && !(b->cfg.duration_s > 0) && !b->wo.turns) {
-        fprintf(stderr, "tps bench: give --requests N and/or --duration S (a run must end)\n");
+    tps_err e = {{0}};
+    if (bench_spec_check(s, &e)) {
+        fprintf(stderr, "tps bench: %s\n", e.msg);
         return 2;
     }
-    if (!b->cfg.concurrency) b->cfg.concurrency = b->cfg.rate > 0 || b->find_max_rate ? 1000 : 1;
-    if (b->wo.prefix_len && !b->wo.n_prefixes) b->wo.n_prefixes = 1;
-    if (b->wo.turns && !b->conversations) b->conversations = b->cfg.concurrency;
-    if (b->wo.turns && b->conversations * b->wo.turns > 10000000) {
-        fprintf(stderr,
-                "tps bench: --conversations %llu x --turns %u is over 10,000,000 requests; "
-                "give fewer\n",
-                (unsigned long long)b->conversations, b->wo.turns);
-        return 2;
-    }
+    if (b->find_max_rate && !s->cfg.concurrency) s->cfg.concurrency = 1000; /* the probes' cap */
+    if (!s->cfg.api_key) s->cfg.api_key = getenv("OPENAI_API_KEY");
+    s->cfg.progress = b->progress && isatty(STDERR_FILENO);
     return -1;
 }
 
-/* The workload options that follow from the parsed flags. */
-static void bench_prepare(bench_cli *b, char *tok_url, size_t tok_cap) {
-    bench_config *cfg = &b->cfg;
-    workload_opts *wo = &b->wo;
-    if (!cfg->api_key) cfg->api_key = getenv("OPENAI_API_KEY");
-    cfg->headers = b->headers.v;
-    cfg->n_headers = b->headers.n;
-    cfg->progress = b->progress && isatty(STDERR_FILENO);
-    wo->seed = cfg->seed;
-    wo->has_output_len = b->out_len_given;
-    wo->endpoint = cfg->endpoint;
-    if (wo->turns)
-        wo->n_items = b->conversations * wo->turns; /* every user message, prepared now */
-    else if (b->prompts)
-        wo->n_items = b->prompts;
-    else if (cfg->requests)
-        wo->n_items = cfg->requests;
-    else if (cfg->rate > 0)
-        wo->n_items = (size_t)(cfg->rate * cfg->duration_s * 1.2) + cfg->concurrency;
-    else
-        wo->n_items = 2000;
-    if (wo->n_items > 100000 && !b->prompts && !wo->turns) wo->n_items = 100000;
-    snprintf(tok_url, tok_cap, "%s/tokenize", cfg->base_url);
-    wo->tokenize_url = tok_url;
-    wo->api_key = cfg->api_key;
-}
-
-/* The run's configuration as it goes into the result. */
-static json_t *bench_config_json(const bench_cli *b, const workload *wl) {
-    const bench_config *cfg = &b->cfg;
-    const workload_opts *wo = &b->wo;
-    char url[1200], inl[64], outl[64];
-    snprintf(url, sizeof url, "%s%s", cfg->base_url, bench_endpoint_path(cfg->endpoint));
-    load_dist_format(&wo->input_len, inl, sizeof inl);
-    load_dist_format(&wo->output_len, outl, sizeof outl);
-    json_t *jc =
-        json_pack("{s:s, s:s, s:s?, s:i, s:f, s:s, s:f, s:I, s:f, s:I, s:f, s:f, s:s, s:s, "
-                  "s:s, s:s?, s:b, s:b}",
-                  "url", url, "endpoint", cfg->endpoint == BENCH_EP_CHAT ? "chat" : "completions",
-                  "model", wo->model, "concurrency", (int)cfg->concurrency, "rate", cfg->rate,
-                  "arrival", load_arrival_name(cfg->arrival), "burstiness", cfg->burstiness,
-                  "requests", (json_int_t)cfg->requests, "duration_s", cfg->duration_s, "seed",
-                  (json_int_t)cfg->seed, "timeout_s", cfg->timeout_s, "idle_timeout_s",
-                  cfg->idle_timeout_s, "input_len", wo->dataset ? "dataset" : inl, "output_len",
-                  outl, "input_source", wl->input_source, "dataset", wo->dataset, "ignore_eos",
-                  wo->ignore_eos == 1 || (wo->ignore_eos == -1 && !wo->dataset), "include_usage",
-                  wo->include_usage);
-    config_workload_shape(jc, wo, cfg, b->prefix_dist, b->conversations);
-    return jc;
+int cli_bench_parse_spec(bench_spec *out, int argc, char **argv) {
+    bench_cli *b = malloc(sizeof *b);
+    if (!b) return 1;
+    int rc = bench_parse(b, argc, argv);
+    if (rc < 0 && (b->find_max_rate || b->json_out || b->csv_out)) {
+        fprintf(stderr, "tps bench: %s is for a run of its own, not one given to tps sweep\n",
+                b->find_max_rate ? "--find-max-rate"
+                : b->json_out    ? "--json"
+                                 : "--csv");
+        rc = 2;
+    }
+    if (rc < 0) {
+        *out = b->spec;
+        rc = 0;
+    } else if (rc == 0) { /* --help was printed: not a spec */
+        rc = 2;
+    }
+    free(b);
+    return rc;
 }
 
 static void print_probe(const capacity_probe *p, size_t i, void *arg) {
@@ -517,49 +465,46 @@ static void print_probe(const capacity_probe *p, size_t i, void *arg) {
 
 /* --find-max-rate: the search, each probe printed as it ends, the answer,
  * and every probe in --json. The exit code. */
-static int bench_capacity(bench_cli *b, const workload *wl, json_t *jc) {
-    capacity_opts o = capacity_opts_default();
-    o.slo = b->ro.slo;
-    if (b->goodput_target > 0) o.goodput_target = b->goodput_target;
-    if (b->cfg.rate > 0) o.start_rate = b->cfg.rate, o.min_rate = b->cfg.rate / 16;
-    o.probe_s = b->cfg.duration_s;
-    o.config = jc;
-    capacity_result r;
+static int bench_capacity(const bench_cli *b) {
+    const bench_spec *s = &b->spec;
     tps_err e = {{0}};
-    capacity_print_header(stdout);
-    if (capacity_search(&r, &o, &b->cfg, wl, print_probe, NULL, &e)) {
+    workload wl;
+    bench_config cfg;
+    if (bench_spec_prepare(&wl, &cfg, s, stderr, "tps bench", &e)) {
         fprintf(stderr, "tps bench: %s\n", e.msg);
         return 1;
     }
-    capacity_print_answer(stdout, &r);
+    json_t *jc = bench_spec_config_json(s, &cfg, &wl);
+    capacity_opts o = capacity_opts_default();
+    o.slo = s->ro.slo;
+    if (b->goodput_target > 0) o.goodput_target = b->goodput_target;
+    if (cfg.rate > 0) o.start_rate = cfg.rate, o.min_rate = cfg.rate / 16;
+    o.probe_s = cfg.duration_s;
+    o.config = jc;
+    capacity_result r;
     int rc = 0;
-    if (b->json_out && capacity_write_json(&r, &o, b->json_out, &e)) {
+    capacity_print_header(stdout);
+    if (capacity_search(&r, &o, &cfg, &wl, print_probe, NULL, &e)) {
         fprintf(stderr, "tps bench: %s\n", e.msg);
         rc = 1;
+    } else {
+        capacity_print_answer(stdout, &r);
+        if (b->json_out && capacity_write_json(&r, &o, b->json_out, &e)) {
+            fprintf(stderr, "tps bench: %s\n", e.msg);
+            rc = 1;
+        }
+        capacity_result_free(&r);
     }
-    capacity_result_free(&r);
+    json_decref(jc);
+    workload_free(&wl);
     return rc;
 }
 
-/* The result: built, printed, written; the exit code. */
-static int bench_report(bench_cli *b, const bench_run_out *run, json_t *jc) {
-    result_opts *ro = &b->ro;
-    const bench_config *cfg = &b->cfg;
+/* One run: the result built, printed, written; the exit code. */
+static int bench_single(const bench_cli *b) {
     tps_err e = {{0}};
-    ro->config = jc;
-    ro->origin_ns = run->t_start_ns;
-    ro->origin_unix_ns = run->t_start_unix_ns;
-    ro->target_concurrency = cfg->rate > 0 ? 0 : cfg->concurrency;
-    /* conversations that think never hold the full concurrency: steady from the first reply */
-    if (b->wo.turns)
-        ro->target_concurrency = cfg->think_time_s > 0                 ? 0
-                                 : b->conversations < cfg->concurrency ? (uint32_t)b->conversations
-                                                                       : cfg->concurrency;
-    ro->client_cpu_s = run->client_cpu_s;
-    ro->bytes = run->bytes_received;
-    ro->events = run->events_received;
     bench_result res;
-    if (result_build(&res, run->recs, run->n, ro, &e)) {
+    if (bench_spec_run(&res, &b->spec, stderr, "tps bench", &e)) {
         fprintf(stderr, "tps bench: %s\n", e.msg);
         return 1;
     }
@@ -577,15 +522,12 @@ static int bench_report(bench_cli *b, const bench_run_out *run, json_t *jc) {
         }
         if (fp) fclose(fp);
     }
-    double er = result_error_rate(&res);
-    if (er > b->max_err) {
-        fprintf(stderr,
-                "tps bench: error rate %.2f%% (%llu of %llu) is above --max-error-rate %.2f%%\n",
-                100 * er, (unsigned long long)res.failed,
-                (unsigned long long)(res.completed + res.failed), 100 * b->max_err);
+    char why[256];
+    if (bench_spec_verdict(&res, &b->spec, why, sizeof why)) {
+        if (res.completed + res.failed > 0 && result_error_rate(&res) > b->spec.max_error_rate)
+            fprintf(stderr, "tps bench: %s\n", why);
         rc = 1;
     }
-    if (res.completed == 0 && rc == 0) rc = 1;
     result_free(&res);
     return rc;
 }
@@ -595,42 +537,10 @@ int cli_bench(int argc, char **argv) {
     bench_cli *b = malloc(sizeof *b);
     if (!b) return 1;
     int rc = bench_parse(b, argc, argv);
-    if (rc >= 0) goto out;
-    char tok_url[1024];
-    bench_prepare(b, tok_url, sizeof tok_url);
-    raise_fd_limit();
-    tps_err e = {{0}};
-    workload wl;
-    rc = 1;
-    if (workload_build(&wl, &b->wo, &e)) {
-        fprintf(stderr, "tps bench: %s\n", e.msg);
-        goto out;
+    if (rc < 0) {
+        raise_fd_limit();
+        rc = b->find_max_rate ? bench_capacity(b) : bench_single(b);
     }
-    if (!wl.exact_inputs && !b->wo.dataset)
-        fprintf(stderr,
-                "tps bench: note: prompt lengths are %s (give --tokenizer MODEL.gguf for "
-                "exact model tokens); the server's usage is reported as input tokens\n",
-                !strcmp(wl.input_source, "approximate (words)") ? "approximate" : "not all exact");
-    if (wl.note[0]) fprintf(stderr, "tps bench: note: %s\n", wl.note);
-    if (b->find_max_rate) {
-        json_t *jc = bench_config_json(b, &wl);
-        rc = bench_capacity(b, &wl, jc);
-        json_decref(jc);
-        workload_free(&wl);
-        goto out;
-    }
-    bench_run_out run;
-    if (bench_run(&run, &b->cfg, &wl, &e)) {
-        fprintf(stderr, "tps bench: %s\n", e.msg);
-        workload_free(&wl);
-        goto out;
-    }
-    json_t *jc = bench_config_json(b, &wl);
-    rc = bench_report(b, &run, jc);
-    json_decref(jc);
-    bench_run_free(&run);
-    workload_free(&wl);
-out:
     free(b);
     return rc;
 }

@@ -1,22 +1,40 @@
 /* `tps model info` and `tps model make`: argument parsing and printing only;
  * the GGUF and Llama logic lives in src/model. */
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/opt.h"
 #include "model/gguf.h"
 #include "model/llama_config.h"
 
-static void info_usage(FILE *out) {
-    fprintf(out, "usage: tps model info FILE.gguf [--json]\n"
-                 "\n"
-                 "Prints a GGUF file's architecture, parameter count, file size, tensor types\n"
-                 "(count and bytes per type), context length, embedding and FFN sizes, layers,\n"
-                 "heads and KV heads, RoPE base, tokenizer model and vocabulary size, BOS/EOS\n"
-                 "ids and whether it carries a chat template. --json prints one JSON object.\n");
-}
+typedef struct info_cli {
+    const char *file_buf[2]; /* one file; a second is reported, not taken */
+    opt_list files;
+    bool json;
+} info_cli;
+
+static const opt_row info_rows[] = {
+    {"--json", .kind = OPT_FLAG, .off = offsetof(info_cli, json),
+     .help = "print one JSON object instead of the table"},
+    {.kind = OPT_REST, .off = offsetof(info_cli, files)},
+    {0},
+};
+
+static const opt_cmd info_cmd = {
+    .prog = "tps model info",
+    .usage = "usage: tps model info FILE.gguf [--json]\n"
+             "\n"
+             "Prints a GGUF file's architecture, parameter count, file size, tensor types\n"
+             "(count and bytes per type), context length, embedding and FFN sizes, layers,\n"
+             "heads and KV heads, RoPE base, tokenizer model and vocabulary size, BOS/EOS\n"
+             "ids and whether it carries a chat template.\n"
+             "\n",
+    .rows = info_rows,
+};
 
 /* Token-id keys store u32; 4294967295 (-1) means "none". */
 static json_t *token_id_json(const gguf_file *f, const char *key) {
@@ -56,8 +74,9 @@ static json_t *model_info_json(const gguf_file *f, const char *path, tps_err *cf
         }
         json_object_set_new(e, "tensors",
                             json_integer(json_integer_value(json_object_get(e, "tensors")) + 1));
-        json_object_set_new(e, "bytes", json_integer(json_integer_value(json_object_get(e, "bytes")) +
-                                                     (json_int_t)t->nbytes));
+        json_object_set_new(
+            e, "bytes",
+            json_integer(json_integer_value(json_object_get(e, "bytes")) + (json_int_t)t->nbytes));
     }
     json_object_set_new(o, "tensors", json_integer((json_int_t)f->n_tensors));
     json_object_set_new(o, "parameters", json_integer((json_int_t)params));
@@ -92,11 +111,16 @@ static json_t *model_info_json(const gguf_file *f, const char *path, tps_err *cf
 
 static void print_field(const char *label, json_t *v) {
     printf("  %-22s ", label);
-    if (json_is_null(v) || !v) printf("-");
-    else if (json_is_integer(v)) printf("%lld", (long long)json_integer_value(v));
-    else if (json_is_real(v)) printf("%g", json_real_value(v));
-    else if (json_is_string(v)) printf("%s", json_string_value(v));
-    else if (json_is_boolean(v)) printf("%s", json_is_true(v) ? "yes" : "no");
+    if (json_is_null(v) || !v)
+        printf("-");
+    else if (json_is_integer(v))
+        printf("%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v))
+        printf("%g", json_real_value(v));
+    else if (json_is_string(v))
+        printf("%s", json_string_value(v));
+    else if (json_is_boolean(v))
+        printf("%s", json_is_true(v) ? "yes" : "no");
     printf("\n");
 }
 
@@ -135,27 +159,17 @@ static void print_human(json_t *o) {
 }
 
 static int cmd_info(int argc, char **argv) {
-    const char *path = NULL;
-    bool as_json = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) as_json = true;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            info_usage(stdout);
-            return 0;
-        } else if (argv[i][0] == '-') {
-            fprintf(stderr, "tps model info: unknown option '%s'\n", argv[i]);
-            info_usage(stderr);
-            return 2;
-        } else if (!path) path = argv[i];
-        else {
-            fprintf(stderr, "tps model info: one file at a time\n");
-            return 2;
-        }
-    }
-    if (!path) {
-        info_usage(stderr);
+    info_cli c = {0};
+    c.files = OPT_LIST_OF(c.file_buf);
+    int prc = opt_main(&info_cmd, &c, argc, argv);
+    if (prc >= 0) return prc;
+    if (c.files.n != 1) {
+        fprintf(stderr, c.files.n ? "tps model info: one file at a time\n"
+                                  : "tps model info: give a FILE.gguf (see --help)\n");
         return 2;
     }
+    const char *path = c.files.v[0];
+    const bool as_json = c.json;
     tps_err err = {0};
     gguf_file *f;
     if (gguf_open(&f, path, &err) != 0) {
@@ -171,8 +185,10 @@ static int cmd_info(int argc, char **argv) {
         free(s);
     } else {
         print_human(o);
-        if (!cfg_ok && f->n_tensors > 0) printf("  (not a runnable model: %s)\n", cfg_err.msg);
-        else if (!cfg_ok) printf("  (no tensors: a vocabulary-only file)\n");
+        if (!cfg_ok && f->n_tensors > 0)
+            printf("  (not a runnable model: %s)\n", cfg_err.msg);
+        else if (!cfg_ok)
+            printf("  (no tensors: a vocabulary-only file)\n");
     }
     json_decref(o);
     gguf_close(f);

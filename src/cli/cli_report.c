@@ -27,22 +27,25 @@ static const opt_row report_rows[] = {
 
 static const opt_cmd report_cmd = {
     .prog = "tps report",
-    .usage =
-        "usage: tps report RESULT.json... [--html OUT.html] [--svg DIR] [--quiet]\n"
-        "\n"
-        "Shows saved results side by side: sweep files (tps sweep --json) and single bench\n"
-        "results (tps bench --json), in any mix. Prints a table (every rate names its window)\n"
-        "and bars of output tok/s; with --svg or --html draws, with gnuplot:\n"
-        "  throughput.svg          output tok/s ([steady] and [run] windows) and TTFT/ITL\n"
-        "                          p50/p99 against the axis that varies (concurrency, rate,\n"
-        "                          input or output length, model)\n"
-        "  latency_throughput.svg  ITL p99 against output tok/s [steady]\n"
-        "  cdf_ttft/itl/e2e.svg    distributions (CDF) from the stored histograms\n"
-        "  series_NN.svg           output tok/s per bin over each run, steady window shaded\n"
-        "  tokens_per_step.svg     prefill and decode tokens per engine step (tps serve's\n"
-        "                          /metrics, recorded by tps sweep)\n"
-        "Each SVG has its gnuplot script beside it (NAME.gp) to redraw or restyle it.\n"
-        "\n",
+    .usage = "usage: tps report RESULT.json... [--html OUT.html] [--svg DIR] [--quiet]\n"
+             "\n"
+             "Shows saved results side by side: sweep files (tps sweep --json), single bench\n"
+             "results (tps bench --json) and capacity searches (tps bench --find-max-rate --json:\n"
+             "each probe a point, then its probe table and answer), in any mix. Prints a table\n"
+             "(every rate names its window)\n"
+             "and bars of output tok/s; with --svg or --html draws, with gnuplot:\n"
+             "  throughput.svg          output tok/s ([steady] and [run] windows) and TTFT/ITL\n"
+             "                          p50/p99 against the axis that varies (concurrency, rate,\n"
+             "                          input or output length, model)\n"
+             "  latency_throughput.svg  ITL p99 against output tok/s [steady]\n"
+             "  cdf_ttft/itl/e2e.svg    distributions (CDF) from the stored histograms\n"
+             "  series_NN.svg           output tok/s per bin over each run, steady window shaded\n"
+             "  tokens_per_step.svg     prefill and decode tokens per engine step (tps serve's\n"
+             "                          /metrics, recorded by tps sweep)\n"
+             "  capacity.svg            a capacity search: goodput fraction and TTFT p99 vs the\n"
+             "                          probed rate, the answer marked\n"
+             "Each SVG has its gnuplot script beside it (NAME.gp) to redraw or restyle it.\n"
+             "\n",
     .rows = report_rows,
     .after = "\n"
              "Exit status: 0, 1 when a file cannot be read or a plot cannot be drawn, 2 for bad\n"

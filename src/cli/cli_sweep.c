@@ -1,12 +1,14 @@
 /* `tps sweep`: argument parsing and wiring only. The grid, the local server
- * and the sweep document are src/bench/sweep.h; every point is a whole
- * `tps bench` run (cli_bench), so bench options mean the same here. */
+ * and the sweep document are src/bench/sweep.h. The options sweep does not
+ * know are parsed once, by tps bench's own table (cli_bench_parse_spec), into
+ * the spec every point runs, so bench options mean the same here. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_spec.h"
 #include "bench/report_set.h"
 #include "bench/sweep.h"
 #include "cli/cli.h"
@@ -16,7 +18,8 @@
 typedef struct sweep_cli {
     sweep_opts o;
     const char *bench_buf[SWEEP_MAX_ARGS - 1];
-    opt_list bench_args; /* options sweep does not know, for every bench run */
+    opt_list bench_args; /* options sweep does not know: tps bench's */
+    bench_spec base;     /* bench_args parsed */
     const char *serve_args, *json_out, *html, *svg, *serve, *models;
     bool quiet;
 } sweep_cli;
@@ -148,9 +151,10 @@ static int sweep_go(sweep_cli *w) {
     json_t *doc = NULL;
     size_t failed = 0;
     fprintf(stderr, "tps sweep: %zu point%s\n", sweep_npoints(o), sweep_npoints(o) == 1 ? "" : "s");
-    if (sweep_run(&doc, &failed, o, &e)) {
+    int src = sweep_run(&doc, &failed, o, &e);
+    if (src) {
         fprintf(stderr, "tps sweep: %s\n", e.msg);
-        return 1;
+        return src == TPS_EINVAL ? 2 : 1;
     }
     int rc = failed ? 1 : 0;
     if (w->json_out) {
@@ -203,10 +207,13 @@ int cli_sweep(int argc, char **argv) {
     o->exe = "/proc/self/exe";
     o->serve_args = serve_args;
     o->n_serve_args = ns;
+    char *bargv[SWEEP_MAX_ARGS + 1] = {"bench"};
+    for (size_t i = 0; i < w->bench_args.n; i++)
+        bargv[i + 1] = (char *)w->bench_args.v[i];
+    if (cli_bench_parse_spec(&w->base, (int)w->bench_args.n + 1, bargv)) goto out; /* said why */
+    o->base = &w->base;
     o->bench_args = w->bench_args.v;
     o->n_bench_args = w->bench_args.n;
-    o->add_tokenizer = !has_bench_opt(&w->bench_args, "--tokenizer");
-    o->bench = cli_bench;
     o->log = stderr;
     rc = sweep_go(w);
 out:

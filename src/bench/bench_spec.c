@@ -1,0 +1,180 @@
+/* A bench run from a spec (bench_spec.h): the defaults and the values that
+ * follow from several fields, the workload, the client, the result. Prints
+ * nothing but the notes the caller asks for. */
+#include "bench/bench_spec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void bench_spec_init(bench_spec *s) {
+    tps_err e = {{0}};
+    *s = (bench_spec){.cfg = {.base_url = "http://127.0.0.1:8080",
+                              .arrival = LOAD_ARRIVAL_POISSON,
+                              .burstiness = 1.0,
+                              .timeout_s = 300,
+                              .idle_timeout_s = 60,
+                              .connect_timeout_s = 10,
+                              .seed = 1,
+                              .keep_text = true},
+                      .wo = {.ignore_eos = -1, .include_usage = true, .temperature = -1}};
+    load_dist_parse(&s->wo.input_len, "128", &e);
+    load_dist_parse(&s->wo.output_len, "128", &e);
+}
+
+static uint32_t concurrency_of(const bench_spec *s) {
+    return s->cfg.concurrency ? s->cfg.concurrency : s->cfg.rate > 0 ? 1000 : 1;
+}
+
+static uint64_t conversations_of(const bench_spec *s) {
+    return s->conversations ? s->conversations : concurrency_of(s);
+}
+
+int bench_spec_check(const bench_spec *s, tps_err *e) {
+    /* a dataset without either is one pass over its entries */
+    if (!s->cfg.requests && !(s->cfg.duration_s > 0) && !s->wo.turns && !s->wo.dataset)
+        return tps_fail(e, TPS_EINVAL, "give --requests N and/or --duration S (a run must end)");
+    if (s->wo.turns && s->cfg.rate > 0)
+        return tps_fail(e, TPS_EINVAL,
+                        "--turns with --rate: a conversation sends its next turn when its reply "
+                        "is in (a closed loop); drop --rate");
+    if (s->wo.turns && conversations_of(s) * s->wo.turns > 10000000)
+        return tps_fail(e, TPS_EINVAL,
+                        "--conversations %llu x --turns %u is over 10,000,000 requests; give "
+                        "fewer",
+                        (unsigned long long)conversations_of(s), s->wo.turns);
+    return TPS_OK;
+}
+
+int bench_spec_prepare(workload *wl, bench_config *cfg, const bench_spec *s, FILE *log,
+                       const char *prog, tps_err *e) {
+    memset(wl, 0, sizeof *wl);
+    int rc = bench_spec_check(s, e);
+    if (rc) return rc;
+    *cfg = s->cfg;
+    cfg->concurrency = concurrency_of(s);
+    cfg->headers = s->headers;
+    cfg->n_headers = s->n_headers;
+    workload_opts wo = s->wo;
+    wo.seed = cfg->seed;
+    wo.endpoint = cfg->endpoint;
+    if (wo.prefix_len && !wo.n_prefixes) wo.n_prefixes = 1;
+    if (wo.turns)
+        wo.n_items = conversations_of(s) * wo.turns; /* every user message, prepared now */
+    else if (s->prompts)
+        wo.n_items = s->prompts;
+    else if (cfg->requests)
+        wo.n_items = cfg->requests;
+    else if (cfg->rate > 0)
+        wo.n_items = (size_t)(cfg->rate * cfg->duration_s * 1.2) + cfg->concurrency;
+    else
+        wo.n_items = 2000;
+    if (wo.n_items > 100000 && !s->prompts && !wo.turns) wo.n_items = 100000;
+    char tok_url[1100];
+    snprintf(tok_url, sizeof tok_url, "%s/tokenize", cfg->base_url);
+    wo.tokenize_url = tok_url; /* used while building only */
+    wo.api_key = cfg->api_key;
+    rc = workload_build(wl, &wo, e);
+    if (rc) return rc;
+    if (log && !wl->exact_inputs && !wo.dataset)
+        fprintf(log,
+                "%s: note: prompt lengths are %s (give --tokenizer MODEL.gguf for exact model "
+                "tokens); the server's usage is reported as input tokens\n",
+                prog,
+                !strcmp(wl->input_source, "approximate (words)") ? "approximate" : "not all exact");
+    if (log && wl->note[0]) fprintf(log, "%s: note: %s\n", prog, wl->note);
+    if (wo.dataset && !wo.turns && !cfg->requests && !(cfg->duration_s > 0))
+        cfg->requests = wl->n; /* one pass: each entry once (a trace replays its own times) */
+    return TPS_OK;
+}
+
+/* The workload shape, in the result's config, when it is not the plain one. */
+static void config_workload_shape(json_t *jc, const bench_spec *s, const bench_config *cfg) {
+    const workload_opts *wo = &s->wo;
+    if (wo->prefix_len) {
+        json_object_set_new(jc, "prefix_len", json_integer(wo->prefix_len));
+        json_object_set_new(jc, "prefixes", json_integer(wo->n_prefixes ? wo->n_prefixes : 1));
+        json_object_set_new(jc, "prefix_dist",
+                            json_string(s->prefix_dist ? s->prefix_dist : "round-robin"));
+    }
+    if (wo->turns) {
+        uint64_t conv = conversations_of(s);
+        json_object_set_new(jc, "requests", json_integer((json_int_t)(conv * wo->turns)));
+        json_object_set_new(jc, "turns", json_integer(wo->turns));
+        json_object_set_new(jc, "conversations", json_integer((json_int_t)conv));
+        json_object_set_new(jc, "think_time_s", json_real(cfg->think_time_s));
+    }
+}
+
+json_t *bench_spec_config_json(const bench_spec *s, const bench_config *cfg, const workload *wl) {
+    const workload_opts *wo = &s->wo;
+    char url[1200], inl[64], outl[64];
+    snprintf(url, sizeof url, "%s%s", cfg->base_url, bench_endpoint_path(cfg->endpoint));
+    load_dist_format(&wo->input_len, inl, sizeof inl);
+    load_dist_format(&wo->output_len, outl, sizeof outl);
+    json_t *jc =
+        json_pack("{s:s, s:s, s:s?, s:i, s:f, s:s, s:f, s:I, s:f, s:I, s:f, s:f, s:s, s:s, "
+                  "s:s, s:s?, s:b, s:b}",
+                  "url", url, "endpoint", cfg->endpoint == BENCH_EP_CHAT ? "chat" : "completions",
+                  "model", wo->model, "concurrency", (int)cfg->concurrency, "rate", cfg->rate,
+                  "arrival", load_arrival_name(cfg->arrival), "burstiness", cfg->burstiness,
+                  "requests", (json_int_t)cfg->requests, "duration_s", cfg->duration_s, "seed",
+                  (json_int_t)cfg->seed, "timeout_s", cfg->timeout_s, "idle_timeout_s",
+                  cfg->idle_timeout_s, "input_len", wo->dataset ? "dataset" : inl, "output_len",
+                  outl, "input_source", wl->input_source, "dataset", wo->dataset, "ignore_eos",
+                  wo->ignore_eos == 1 || (wo->ignore_eos == -1 && !wo->dataset), "include_usage",
+                  wo->include_usage);
+    if (jc) config_workload_shape(jc, s, cfg);
+    return jc;
+}
+
+int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char *prog,
+                   tps_err *e) {
+    memset(out, 0, sizeof *out);
+    workload wl;
+    bench_config cfg;
+    int rc = bench_spec_prepare(&wl, &cfg, s, log, prog, e);
+    if (rc) return rc;
+    bench_run_out run;
+    rc = bench_run(&run, &cfg, &wl, e);
+    if (rc) {
+        workload_free(&wl);
+        return rc;
+    }
+    json_t *jc = bench_spec_config_json(s, &cfg, &wl);
+    result_opts ro = s->ro;
+    ro.config = jc;
+    ro.origin_ns = run.t_start_ns;
+    ro.origin_unix_ns = run.t_start_unix_ns;
+    ro.target_concurrency = cfg.rate > 0 ? 0 : cfg.concurrency;
+    /* conversations that think never hold the full concurrency: steady from the first reply */
+    if (s->wo.turns) {
+        uint64_t conv = conversations_of(s);
+        ro.target_concurrency = cfg.think_time_s > 0     ? 0
+                                : conv < cfg.concurrency ? (uint32_t)conv
+                                                         : cfg.concurrency;
+    }
+    ro.client_cpu_s = run.client_cpu_s;
+    ro.bytes = run.bytes_received;
+    ro.events = run.events_received;
+    rc = result_build(out, run.recs, run.n, &ro, e);
+    json_decref(jc);
+    bench_run_free(&run);
+    workload_free(&wl);
+    return rc;
+}
+
+int bench_spec_verdict(const bench_result *r, const bench_spec *s, char *why, size_t cap) {
+    double er = result_error_rate(r);
+    if (er > s->max_error_rate) {
+        snprintf(why, cap, "error rate %.2f%% (%llu of %llu) is above --max-error-rate %.2f%%",
+                 100 * er, (unsigned long long)r->failed,
+                 (unsigned long long)(r->completed + r->failed), 100 * s->max_error_rate);
+        return 1;
+    }
+    if (r->completed == 0) {
+        snprintf(why, cap, "no request completed");
+        return 1;
+    }
+    if (cap) why[0] = 0;
+    return 0;
+}
