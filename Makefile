@@ -9,7 +9,7 @@ SOAK_SECONDS ?= 60
 CI_FUZZ_SECONDS ?= 4
 CI_SOAK_SECONDS ?= 25
 
-.PHONY: all deps build test test-release test-asan demo bench fuzz soak format clean
+.PHONY: all deps build test test-release test-asan demo bench fuzz soak format format-check clean
 
 all: build
 
@@ -20,7 +20,7 @@ build:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_OPTS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-test: deps
+test: deps format-check
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_OPTS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTPS_SANITIZE=ON $(CMAKE_OPTS) >/dev/null
@@ -50,6 +50,10 @@ soak: deps
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
+
+# Fails on clang-format drift (make format fixes it); make test runs it first.
+format-check:
+	@clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h') && echo "format-check: clean"
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

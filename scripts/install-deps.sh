@@ -14,6 +14,7 @@ deps=(
   "libpcre2-dev|BPE pre-tokenizer regexes with Unicode classes"
   "libcriterion-dev|unit tests (run by ctest)"
   "clang|libFuzzer harnesses (make fuzz)"
+  "clang-format|make format-check (run by make test): no formatting drift"
   "libclang-rt-14-dev|sanitizer and libFuzzer runtimes for clang"
   "gnuplot-nox|tps report: SVG plots"
   "chromium|tests: headless screenshot of the tps report HTML page (checks it renders)"

@@ -9,13 +9,13 @@
 
 enum {
     TPS_OK = 0,
-    TPS_EINVAL = -1,  /* bad argument or malformed input */
-    TPS_EIO = -2,     /* the operating system refused (open, read, mmap) */
-    TPS_ENOMEM = -3,  /* allocation failed */
-    TPS_ERANGE = -4,  /* a value outside what the format or model allows */
-    TPS_ENOENT = -5,  /* a key, tensor or file that is not there */
-    TPS_EUNSUP = -6,  /* valid input this build cannot handle yet */
-    TPS_EFULL = -7,   /* a queue or pool is full */
+    TPS_EINVAL = -1, /* bad argument or malformed input */
+    TPS_EIO = -2,    /* the operating system refused (open, read, mmap) */
+    TPS_ENOMEM = -3, /* allocation failed */
+    TPS_ERANGE = -4, /* a value outside what the format or model allows */
+    TPS_ENOENT = -5, /* a key, tensor or file that is not there */
+    TPS_EUNSUP = -6, /* valid input this build cannot handle yet */
+    TPS_EFULL = -7,  /* a queue or pool is full */
 };
 
 typedef struct tps_err {

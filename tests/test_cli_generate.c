@@ -72,7 +72,8 @@ Test(cli_generate, prompt_longer_than_the_context_names_both_numbers) {
     size_t n = 16 + 6 * 700;
     char *args = malloc(n + 1024), *out;
     int k = snprintf(args, 1024, "generate -m %s -n 4 -p '", model_arg());
-    for (int i = 0; i < 700; i++) k += sprintf(args + k, "hello ");
+    for (int i = 0; i < 700; i++)
+        k += sprintf(args + k, "hello ");
     strcpy(args + k, "'");
     cr_expect_eq(run_tps(args, true, &out), 1);
     cr_expect(strstr(out, "context is 512") != NULL && strstr(out, "prompt has") != NULL, "%s",
@@ -115,8 +116,8 @@ Test(cli_generate, no_repack_gives_the_same_tokens_as_repacked_weights) {
     free(a);
     snprintf(args, sizeof args, "generate -m %s -p 'The cat' -n 24 --ignore-eos --json", path);
     cr_assert_eq(run_tps(args, false, &a), 0, "%s", a);
-    snprintf(args, sizeof args,
-             "generate -m %s -p 'The cat' -n 24 --ignore-eos --json --no-repack", path);
+    snprintf(args, sizeof args, "generate -m %s -p 'The cat' -n 24 --ignore-eos --json --no-repack",
+             path);
     cr_assert_eq(run_tps(args, false, &b), 0, "%s", b);
     json_t *ja = json_loads(a, 0, NULL), *jb = json_loads(b, 0, NULL);
     cr_assert(ja && jb);

@@ -27,7 +27,8 @@ Test(gguf, stories260K_reads_as_a_5_layer_llama) {
     cr_expect_eq(cfg.ffn_dim, 172);
     cr_expect_eq(cfg.ctx_len, 512);
     cr_expect_eq(f->n_tensors, 48);
-    for (uint64_t i = 0; i < f->n_tensors; i++) cr_expect_eq(f->tensors[i].type, GGML_TYPE_F32);
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        cr_expect_eq(f->tensors[i].type, GGML_TYPE_F32);
     gguf_value toks;
     cr_assert_eq(gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &toks), 0);
     cr_expect_eq(toks.arr.n, 512);
@@ -78,9 +79,12 @@ static uint16_t tensor_b[64];
 static uint8_t tensor_c[34 * 2];
 
 static gguf_writer *build_sample(void) {
-    for (int i = 0; i < 12; i++) tensor_a[i] = (float)i * 0.5f - 2.0f;
-    for (int i = 0; i < 64; i++) tensor_b[i] = (uint16_t)(i * 977);
-    for (int i = 0; i < 68; i++) tensor_c[i] = (uint8_t)(i * 31 + 7);
+    for (int i = 0; i < 12; i++)
+        tensor_a[i] = (float)i * 0.5f - 2.0f;
+    for (int i = 0; i < 64; i++)
+        tensor_b[i] = (uint16_t)(i * 977);
+    for (int i = 0; i < 68; i++)
+        tensor_c[i] = (uint8_t)(i * 31 + 7);
     gguf_writer *w = gguf_writer_create();
     gguf_writer_set_str(w, "general.architecture", "llama");
     gguf_writer_set_u32(w, "test.u32", 4000000000u);
@@ -199,7 +203,8 @@ Test(gguf, copying_a_read_file_writes_identical_bytes) {
     tps_err err = {0};
     cr_assert_eq(gguf_open_memory(&f, buf, size, &err), 0, "%s", err.msg);
     gguf_writer *w = gguf_writer_create();
-    for (uint64_t i = 0; i < f->n_kv; i++) cr_assert_eq(gguf_writer_copy_kv(w, &f->kv[i]), 0);
+    for (uint64_t i = 0; i < f->n_kv; i++)
+        cr_assert_eq(gguf_writer_copy_kv(w, &f->kv[i]), 0);
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->tensors[i];
         char name[64];
@@ -223,7 +228,8 @@ static void touch_everything(const gguf_file *f, const uint8_t *buf, size_t size
         cr_assert((const uint8_t *)kv->key.ptr >= buf &&
                   (const uint8_t *)kv->key.ptr + kv->key.len <= buf + size);
         if (kv->val.type == GGUF_TYPE_ARRAY) {
-            cr_assert(kv->val.arr.data >= buf && kv->val.arr.data + kv->val.arr.bytes <= buf + size);
+            cr_assert(kv->val.arr.data >= buf &&
+                      kv->val.arr.data + kv->val.arr.bytes <= buf + size);
             uint64_t n = kv->val.arr.n < 64 ? kv->val.arr.n : 64;
             for (uint64_t k = 0; k < n; k++) {
                 gguf_value e;

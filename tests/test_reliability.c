@@ -37,7 +37,6 @@
  * Server fixture (in-process)
  * ------------------------------------------------------------------------- */
 
-
 static uint64_t now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -50,10 +50,10 @@ static size_t value_fixed_size(uint32_t type) {
 
 const char *gguf_value_type_name(uint32_t type) {
     static const char *const names[GGUF_TYPE_COUNT] = {
-        [GGUF_TYPE_UINT8] = "u8",     [GGUF_TYPE_INT8] = "i8",     [GGUF_TYPE_UINT16] = "u16",
-        [GGUF_TYPE_INT16] = "i16",    [GGUF_TYPE_UINT32] = "u32",  [GGUF_TYPE_INT32] = "i32",
-        [GGUF_TYPE_FLOAT32] = "f32",  [GGUF_TYPE_BOOL] = "bool",   [GGUF_TYPE_STRING] = "string",
-        [GGUF_TYPE_ARRAY] = "array",  [GGUF_TYPE_UINT64] = "u64",  [GGUF_TYPE_INT64] = "i64",
+        [GGUF_TYPE_UINT8] = "u8",    [GGUF_TYPE_INT8] = "i8",    [GGUF_TYPE_UINT16] = "u16",
+        [GGUF_TYPE_INT16] = "i16",   [GGUF_TYPE_UINT32] = "u32", [GGUF_TYPE_INT32] = "i32",
+        [GGUF_TYPE_FLOAT32] = "f32", [GGUF_TYPE_BOOL] = "bool",  [GGUF_TYPE_STRING] = "string",
+        [GGUF_TYPE_ARRAY] = "array", [GGUF_TYPE_UINT64] = "u64", [GGUF_TYPE_INT64] = "i64",
         [GGUF_TYPE_FLOAT64] = "f64",
     };
     return type < GGUF_TYPE_COUNT ? names[type] : "unknown";
@@ -117,8 +117,7 @@ static int read_array(cursor *c, gguf_value *out, int depth, const char *what) {
     if (rc) return rc;
     if (et >= GGUF_TYPE_COUNT)
         return tps_fail(c->err, TPS_EINVAL,
-                        "gguf: %s at byte offset %zu: unknown array element type %u", what, at,
-                        et);
+                        "gguf: %s at byte offset %zu: unknown array element type %u", what, at, et);
     if (depth >= GGUF_MAX_ARRAY_DEPTH)
         return tps_fail(c->err, TPS_EINVAL,
                         "gguf: %s at byte offset %zu: arrays nested deeper than %d", what, at,
@@ -166,24 +165,61 @@ static int read_value(cursor *c, uint32_t type, gguf_value *out, int depth, cons
         const uint8_t *p = c->base + c->pos;
         c->pos += fixed;
         switch (type) {
-        case GGUF_TYPE_UINT8: out->u = p[0]; break;
-        case GGUF_TYPE_INT8: out->i = (int8_t)p[0]; break;
-        case GGUF_TYPE_BOOL: out->b = p[0] != 0; break;
-        case GGUF_TYPE_UINT16: { uint16_t v; memcpy(&v, p, 2); out->u = v; break; }
-        case GGUF_TYPE_INT16: { int16_t v; memcpy(&v, p, 2); out->i = v; break; }
-        case GGUF_TYPE_UINT32: { uint32_t v; memcpy(&v, p, 4); out->u = v; break; }
-        case GGUF_TYPE_INT32: { int32_t v; memcpy(&v, p, 4); out->i = v; break; }
-        case GGUF_TYPE_FLOAT32: { float v; memcpy(&v, p, 4); out->f = v; break; }
-        case GGUF_TYPE_UINT64: memcpy(&out->u, p, 8); break;
-        case GGUF_TYPE_INT64: memcpy(&out->i, p, 8); break;
-        case GGUF_TYPE_FLOAT64: memcpy(&out->f, p, 8); break;
+        case GGUF_TYPE_UINT8:
+            out->u = p[0];
+            break;
+        case GGUF_TYPE_INT8:
+            out->i = (int8_t)p[0];
+            break;
+        case GGUF_TYPE_BOOL:
+            out->b = p[0] != 0;
+            break;
+        case GGUF_TYPE_UINT16: {
+            uint16_t v;
+            memcpy(&v, p, 2);
+            out->u = v;
+            break;
+        }
+        case GGUF_TYPE_INT16: {
+            int16_t v;
+            memcpy(&v, p, 2);
+            out->i = v;
+            break;
+        }
+        case GGUF_TYPE_UINT32: {
+            uint32_t v;
+            memcpy(&v, p, 4);
+            out->u = v;
+            break;
+        }
+        case GGUF_TYPE_INT32: {
+            int32_t v;
+            memcpy(&v, p, 4);
+            out->i = v;
+            break;
+        }
+        case GGUF_TYPE_FLOAT32: {
+            float v;
+            memcpy(&v, p, 4);
+            out->f = v;
+            break;
+        }
+        case GGUF_TYPE_UINT64:
+            memcpy(&out->u, p, 8);
+            break;
+        case GGUF_TYPE_INT64:
+            memcpy(&out->i, p, 8);
+            break;
+        case GGUF_TYPE_FLOAT64:
+            memcpy(&out->f, p, 8);
+            break;
         }
         return 0;
     }
     if (type == GGUF_TYPE_STRING) return read_str(c, &out->s, what);
     if (type == GGUF_TYPE_ARRAY) return read_array(c, out, depth, what);
-    return tps_fail(c->err, TPS_EINVAL, "gguf: %s at byte offset %zu: unknown value type %u",
-                    what, c->pos, type);
+    return tps_fail(c->err, TPS_EINVAL, "gguf: %s at byte offset %zu: unknown value type %u", what,
+                    c->pos, type);
 }
 
 static bool str_eq(gguf_str a, gguf_str b) {
@@ -206,10 +242,9 @@ static int parse(gguf_file *f, tps_err *err) {
                         "gguf: version 1 files are not supported (re-convert with a current "
                         "llama.cpp); versions 2 and 3 are");
     if (f->version != 2 && f->version != 3)
-        return tps_fail(err, TPS_EUNSUP,
-                        "gguf: version %u at byte offset 4 is not supported (2 and 3 are%s)",
-                        f->version,
-                        (f->version & 0xffff) == 0 ? "; this looks like a big-endian file" : "");
+        return tps_fail(
+            err, TPS_EUNSUP, "gguf: version %u at byte offset 4 is not supported (2 and 3 are%s)",
+            f->version, (f->version & 0xffff) == 0 ? "; this looks like a big-endian file" : "");
     if ((rc = read_u64(&c, &f->n_tensors, "tensor count"))) return rc;
     if ((rc = read_u64(&c, &f->n_kv, "metadata count"))) return rc;
 
@@ -235,18 +270,17 @@ static int parse(gguf_file *f, tps_err *err) {
         if ((rc = read_str(&c, &kv->key, "metadata key"))) return rc;
         for (uint64_t j = 0; j < i; j++)
             if (str_eq(f->kv[j].key, kv->key))
-                return tps_fail(err, TPS_EINVAL,
-                                "gguf: duplicate metadata key '%.*s' at byte offset %zu",
-                                (int)(kv->key.len > 200 ? 200 : kv->key.len), kv->key.ptr,
-                                kv->offset);
+                return tps_fail(
+                    err, TPS_EINVAL, "gguf: duplicate metadata key '%.*s' at byte offset %zu",
+                    (int)(kv->key.len > 200 ? 200 : kv->key.len), kv->key.ptr, kv->offset);
         uint32_t type;
         if ((rc = read_u32(&c, &type, "metadata value type"))) return rc;
         if (type >= GGUF_TYPE_COUNT)
             return tps_fail(err, TPS_EINVAL,
                             "gguf: metadata key '%.*s' at byte offset %zu has unknown value "
                             "type %u",
-                            (int)(kv->key.len > 200 ? 200 : kv->key.len), kv->key.ptr,
-                            kv->offset, type);
+                            (int)(kv->key.len > 200 ? 200 : kv->key.len), kv->key.ptr, kv->offset,
+                            type);
         if ((rc = read_value(&c, type, &kv->val, 0, "metadata value"))) return rc;
     }
 
@@ -273,7 +307,8 @@ static int parse(gguf_file *f, tps_err *err) {
                             "gguf: tensor '%.*s' at byte offset %zu has %u dimensions (1 to %d "
                             "allowed)",
                             nl, t->name.ptr, at, t->n_dims, GGUF_MAX_DIMS);
-        for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
+        for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++)
+            t->ne[d] = 1;
         for (uint32_t d = 0; d < t->n_dims; d++)
             if ((rc = read_u64(&c, &t->ne[d], "tensor dimension"))) return rc;
         if ((rc = read_u32(&c, &t->type, "tensor type"))) return rc;
@@ -418,16 +453,22 @@ static bool is_signed(uint32_t t) {
 }
 
 static int value_u64(const gguf_value *v, uint64_t *out) {
-    if (is_unsigned(v->type)) *out = v->u;
-    else if (is_signed(v->type) && v->i >= 0) *out = (uint64_t)v->i;
-    else return TPS_EINVAL;
+    if (is_unsigned(v->type))
+        *out = v->u;
+    else if (is_signed(v->type) && v->i >= 0)
+        *out = (uint64_t)v->i;
+    else
+        return TPS_EINVAL;
     return 0;
 }
 
 static int value_i64(const gguf_value *v, int64_t *out) {
-    if (is_signed(v->type)) *out = v->i;
-    else if (is_unsigned(v->type) && v->u <= INT64_MAX) *out = (int64_t)v->u;
-    else return TPS_EINVAL;
+    if (is_signed(v->type))
+        *out = v->i;
+    else if (is_unsigned(v->type) && v->u <= INT64_MAX)
+        *out = (int64_t)v->u;
+    else
+        return TPS_EINVAL;
     return 0;
 }
 
@@ -480,7 +521,8 @@ int gguf_array_elem(const gguf_value *arr, uint64_t i, gguf_value *out) {
     if (arr->type != GGUF_TYPE_ARRAY || i >= arr->arr.n) return TPS_ERANGE;
     cursor c = {.base = arr->arr.data, .size = arr->arr.bytes, .pos = 0, .err = NULL};
     size_t fixed = value_fixed_size(arr->arr.type);
-    if (fixed) c.pos = (size_t)(i * fixed);
+    if (fixed)
+        c.pos = (size_t)(i * fixed);
     else
         for (uint64_t k = 0; k < i; k++) {
             gguf_value skip;
@@ -500,10 +542,14 @@ int gguf_array_f64(const gguf_value *arr, uint64_t i, double *out) {
     gguf_value v;
     int rc = gguf_array_elem(arr, i, &v);
     if (rc) return rc;
-    if (v.type == GGUF_TYPE_FLOAT32 || v.type == GGUF_TYPE_FLOAT64) *out = v.f;
-    else if (is_signed(v.type)) *out = (double)v.i;
-    else if (is_unsigned(v.type)) *out = (double)v.u;
-    else return TPS_EINVAL;
+    if (v.type == GGUF_TYPE_FLOAT32 || v.type == GGUF_TYPE_FLOAT64)
+        *out = v.f;
+    else if (is_signed(v.type))
+        *out = (double)v.i;
+    else if (is_unsigned(v.type))
+        *out = (double)v.u;
+    else
+        return TPS_EINVAL;
     return 0;
 }
 

@@ -188,9 +188,8 @@ int gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv);
 /* Tensor with data borrowed until the write (data) or produced then (fill). */
 int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                            const uint64_t *ne, const void *data);
-int gguf_writer_add_tensor_fill(gguf_writer *w, const char *name, uint32_t type,
-                                uint32_t n_dims, const uint64_t *ne, gguf_fill_fn fill,
-                                void *ctx);
+int gguf_writer_add_tensor_fill(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                                const uint64_t *ne, gguf_fill_fn fill, void *ctx);
 
 /* Bytes a tensor of this type and shape takes; 0 if the shape does not
  * split into whole blocks or overflows. */

@@ -47,7 +47,8 @@ void gguf_writer_free(gguf_writer *w) {
         free(w->kv[i].key);
         free(w->kv[i].payload);
     }
-    for (size_t i = 0; i < w->n_t; i++) free(w->t[i].name);
+    for (size_t i = 0; i < w->n_t; i++)
+        free(w->t[i].name);
     free(w->kv);
     free(w->t);
     free(w);
@@ -123,11 +124,23 @@ int gguf_writer_set_str(gguf_writer *w, const char *key, const char *v) {
 
 static size_t elem_size(uint32_t type) {
     switch (type) {
-    case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: return 1;
-    case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16: return 2;
-    case GGUF_TYPE_UINT32: case GGUF_TYPE_INT32: case GGUF_TYPE_FLOAT32: return 4;
-    case GGUF_TYPE_UINT64: case GGUF_TYPE_INT64: case GGUF_TYPE_FLOAT64: return 8;
-    default: return 0;
+    case GGUF_TYPE_UINT8:
+    case GGUF_TYPE_INT8:
+    case GGUF_TYPE_BOOL:
+        return 1;
+    case GGUF_TYPE_UINT16:
+    case GGUF_TYPE_INT16:
+        return 2;
+    case GGUF_TYPE_UINT32:
+    case GGUF_TYPE_INT32:
+    case GGUF_TYPE_FLOAT32:
+        return 4;
+    case GGUF_TYPE_UINT64:
+    case GGUF_TYPE_INT64:
+    case GGUF_TYPE_FLOAT64:
+        return 8;
+    default:
+        return 0;
     }
 }
 
@@ -148,7 +161,8 @@ int gguf_writer_set_array(gguf_writer *w, const char *key, uint32_t elem_type, c
 int gguf_writer_set_str_array(gguf_writer *w, const char *key, const char *const *strs,
                               const size_t *lens, uint64_t n) {
     size_t len = 12;
-    for (uint64_t i = 0; i < n; i++) len += 8 + lens[i];
+    for (uint64_t i = 0; i < n; i++)
+        len += 8 + lens[i];
     uint8_t *p = malloc(len);
     if (p) {
         uint32_t et = GGUF_TYPE_STRING;
@@ -196,8 +210,10 @@ int gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv) {
         float f = (float)v->f;
         return set_scalar(w, key, v->type, &f, 4);
     }
-    case GGUF_TYPE_FLOAT64: return set_scalar(w, key, v->type, &v->f, 8);
-    case GGUF_TYPE_BOOL: return gguf_writer_set_bool(w, key, v->b);
+    case GGUF_TYPE_FLOAT64:
+        return set_scalar(w, key, v->type, &v->f, 8);
+    case GGUF_TYPE_BOOL:
+        return gguf_writer_set_bool(w, key, v->b);
     default: {
         size_t es = elem_size(v->type);
         if (!es) return TPS_EINVAL;
@@ -230,7 +246,8 @@ static int add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t 
     if (!t->name) return TPS_ENOMEM;
     t->type = type;
     t->n_dims = n_dims;
-    for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = d < n_dims ? ne[d] : 1;
+    for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++)
+        t->ne[d] = d < n_dims ? ne[d] : 1;
     t->nbytes = nbytes;
     t->data = data;
     t->fill = fill;
@@ -244,9 +261,8 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint
     return add_tensor(w, name, type, n_dims, ne, data, NULL, NULL);
 }
 
-int gguf_writer_add_tensor_fill(gguf_writer *w, const char *name, uint32_t type,
-                                uint32_t n_dims, const uint64_t *ne, gguf_fill_fn fill,
-                                void *ctx) {
+int gguf_writer_add_tensor_fill(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                                const uint64_t *ne, gguf_fill_fn fill, void *ctx) {
     return add_tensor(w, name, type, n_dims, ne, NULL, fill, ctx);
 }
 

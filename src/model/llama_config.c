@@ -19,14 +19,14 @@ static int get_u32(const gguf_file *f, const char *arch, const char *suffix, uin
     if (rc == TPS_ENOENT)
         return tps_fail(err, TPS_EINVAL, "model: metadata key '%s' is missing", key);
     if (rc || v > UINT32_MAX)
-        return tps_fail(err, TPS_EINVAL, "model: metadata key '%s' is not a count that fits 32 bits",
-                        key);
+        return tps_fail(err, TPS_EINVAL,
+                        "model: metadata key '%s' is not a count that fits 32 bits", key);
     *out = (uint32_t)v;
     return 0;
 }
 
-static int get_f32(const gguf_file *f, const char *arch, const char *suffix, float *out,
-                   float dflt, tps_err *err) {
+static int get_f32(const gguf_file *f, const char *arch, const char *suffix, float *out, float dflt,
+                   tps_err *err) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     double v;
@@ -73,8 +73,8 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
                         cfg->n_heads);
     if (cfg->n_heads % cfg->n_kv_heads != 0)
         return tps_fail(err, TPS_EINVAL,
-                        "model: head_count %u is not a multiple of head_count_kv %u",
-                        cfg->n_heads, cfg->n_kv_heads);
+                        "model: head_count %u is not a multiple of head_count_kv %u", cfg->n_heads,
+                        cfg->n_kv_heads);
     cfg->head_dim = cfg->dim / cfg->n_heads;
     if ((rc = get_u32(f, a, "rope.dimension_count", &cfg->rope_dim, &cfg->head_dim, err)))
         return rc;

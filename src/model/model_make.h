@@ -28,8 +28,8 @@ extern const model_preset model_presets[];
 
 typedef struct model_make_opts {
     const model_preset *preset;
-    uint32_t type; /* GGML_TYPE_F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K for the matrices,
-                      or MODEL_MAKE_Q4_K_M; K-quants need dim and ffn_dim % 256 == 0 */
+    uint32_t type;          /* GGML_TYPE_F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K for the matrices,
+                               or MODEL_MAKE_Q4_K_M; K-quants need dim and ffn_dim % 256 == 0 */
     const char *vocab_path; /* GGUF whose tokenizer is copied; NULL: byte-level vocab */
     uint64_t seed;
     const char *out_path;

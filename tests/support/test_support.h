@@ -22,7 +22,7 @@ int run_tps(const char *args, bool merge_stderr, char **out);
 #define REQUIRE_SHARED(rel)                                                                        \
     do {                                                                                           \
         if (!shared_has(rel))                                                                      \
-            cr_skip_test("../shared/%s not found: this test needs the shared reference data "     \
+            cr_skip_test("../shared/%s not found: this test needs the shared reference data "      \
                          "beside the checkout",                                                    \
                          rel);                                                                     \
     } while (0)
