@@ -288,19 +288,32 @@ size_t engine_poll(engine *e, engine_event *out, size_t max) {
     return n;
 }
 
+/* Waits on cv (created on the monotonic clock: a wall-clock step neither
+ * cuts a wait short nor stretches it) for at most ns. */
+static void cond_wait_ns(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t t = (uint64_t)ts.tv_sec * TPS_NS_PER_SEC + (uint64_t)ts.tv_nsec + ns;
+    ts.tv_sec = (time_t)(t / TPS_NS_PER_SEC);
+    ts.tv_nsec = (long)(t % TPS_NS_PER_SEC);
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static void cond_init_monotonic(pthread_cond_t *cv) {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
 void engine_wait(engine *e, int timeout_ms) {
     pthread_mutex_lock(&e->mu);
     if (e->ev_n == 0) {
-        if (timeout_ms < 0) {
+        if (timeout_ms < 0)
             pthread_cond_wait(&e->ev_cv, &e->mu);
-        } else {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += timeout_ms / 1000;
-            ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-            pthread_cond_timedwait(&e->ev_cv, &e->mu, &ts);
-        }
+        else
+            cond_wait_ns(&e->ev_cv, &e->mu, (uint64_t)timeout_ms * TPS_NS_PER_MS);
     }
     pthread_mutex_unlock(&e->mu);
 }
@@ -556,7 +569,8 @@ static bool prefix_in_flight(const engine *e, const seq *s, uint32_t hit) {
     return false;
 }
 
-/* Handles a sampled token for s; returns true when s finished. */
+/* Handles a sampled token for s (s may finish and be freed); returns true
+ * when it was an output token (an end-of-generation or stop id is not). */
 static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
     sampler_accept(s->smp, tok);
     if (!s->tm.t_first_token) s->tm.t_first_token = t_now;
@@ -565,7 +579,7 @@ static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
     if (eog) {
         seq_list_remove(&e->running, s);
         finish(e, s, ENGINE_FINISH_STOP, t_now, NULL);
-        return true;
+        return false;
     }
     s->tm.generated_tokens++;
     engine_event *ev = pending_add(e);
@@ -600,7 +614,7 @@ static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
         seq_list_remove(&e->running, s);
         finish(e, s, why, t_now, NULL);
     }
-    return done;
+    return true;
 }
 
 static void sample_all(engine *e, uint32_t n);
@@ -647,164 +661,186 @@ static void fork_choices(engine *e, seq *s, const float *logits, uint32_t *n_sam
 }
 
 /* Builds and runs one batch. Returns false when there was nothing to do. */
-static bool step(engine *e) {
-    uint64_t t0 = tps_now_ns();
-    take_requests(e, t0);
-    uint32_t budget = e->p.max_batch_tokens, n_batch = 0;
-    size_t n_rows = 0;
-    uint32_t prefill_rows = 0, decode_rows = 0;
-    uint64_t preempt_before = e->local.preemptions_total;
+/* What one step is building: its budget left, the rows and sequences
+ * added so far, and the counts the step records. */
+typedef struct step_plan {
+    uint64_t t0;
+    uint32_t budget, n_batch;
+    size_t n_rows;
+    uint32_t prefill_rows, decode_rows, cached_rows;
+    uint64_t preempt_before;
+} step_plan;
 
-    /* 1. decode first: every running sequence that has all but its newest
-     *    token computed gets one row. */
-    for (seq *s = e->running.head; s && budget;) {
+/* Prompt rows s gets now: what it still needs, within the step's budget,
+ * the per-sequence chunk and what the pool can hold without preempting. */
+static uint32_t chunk_for(const engine *e, const seq *s, uint32_t budget) {
+    uint32_t need = s->n_tokens - s->n_computed;
+    uint32_t chunk = need < budget ? need : budget;
+    if (chunk > e->p.prefill_chunk) chunk = e->p.prefill_chunk;
+    uint32_t room = room_for(e, s);
+    return chunk < room ? chunk : room;
+}
+
+/* 1. decode first: every running sequence that has all but its newest
+ *    token computed gets one row. */
+static void plan_decodes(engine *e, step_plan *pl) {
+    for (seq *s = e->running.head; s && pl->budget;) {
         seq *next = s->next;
-        if (s->n_tokens - s->n_computed == 1) {
-            if (!reserve_or_preempt(e, s, s->n_tokens)) {
-                s = next && next->state == SEQ_RUNNING ? next : NULL;
-                continue;
-            }
-            add_rows(e, s, 1, &n_rows, &n_batch);
-            budget--;
-            decode_rows++;
+        if (s->n_tokens - s->n_computed == 1 && reserve_or_preempt(e, s, s->n_tokens)) {
+            add_rows(e, s, 1, &pl->n_rows, &pl->n_batch);
+            pl->budget--;
+            pl->decode_rows++;
         }
         /* a preemption may have removed `next` (it was the newest) */
         s = (next && next->state == SEQ_RUNNING) ? next : NULL;
     }
-    /* 2. prompt chunks of running, partly prefilled sequences, FCFS. */
-    for (seq *s = e->running.head; s && budget;) {
-        seq *next = s->next;
-        uint32_t need = s->n_tokens - s->n_computed;
+}
+
+/* 2. prompt chunks of running, partly prefilled sequences, FCFS. Prompt
+ *    chunks never preempt (a victim could already have rows in this
+ *    batch): they take what the pool can give. */
+static void plan_prefill_chunks(engine *e, step_plan *pl) {
+    for (seq *s = e->running.head; s && pl->budget; s = s->next) {
         bool in_batch = false;
-        for (uint32_t k = 0; k < n_batch; k++)
+        for (uint32_t k = 0; k < pl->n_batch; k++)
             in_batch |= e->batch[k] == s;
-        if (need > 1 && !in_batch) {
-            /* Prompt chunks never preempt: a victim could already have
-             * rows in this batch. They take what the pool can give. */
-            uint32_t chunk = need < budget ? need : budget;
-            if (chunk > e->p.prefill_chunk) chunk = e->p.prefill_chunk;
-            uint32_t room = room_for(e, s);
-            if (chunk > room) chunk = room;
-            if (chunk && kv_seq_reserve(e->kv, &s->kv, s->n_computed + chunk) == 0) {
-                add_rows(e, s, chunk, &n_rows, &n_batch);
-                budget -= chunk;
-                prefill_rows += chunk;
-            }
+        if (s->n_tokens - s->n_computed <= 1 || in_batch) continue;
+        uint32_t chunk = chunk_for(e, s, pl->budget);
+        if (chunk && kv_seq_reserve(e->kv, &s->kv, s->n_computed + chunk) == 0) {
+            add_rows(e, s, chunk, &pl->n_rows, &pl->n_batch);
+            pl->budget -= chunk;
+            pl->prefill_rows += chunk;
         }
-        s = (next && next->state == SEQ_RUNNING) ? next : NULL;
     }
-    /* 3. admit waiting sequences while there is budget, a sequence slot for
-     *    each of their choices and KV for their first chunk; never right
-     *    after a preemption. Each first takes the prefix cache's blocks for
-     *    its leading tokens and computes only the rest; one whose next block
-     *    another sequence is computing right now lets those behind it go
-     *    first and waits for that block. */
-    uint32_t cached_rows = 0;
-    for (seq *s = e->waiting.head, *next; s && budget; s = next) {
+}
+
+typedef enum admit_result { ADMITTED, ADMIT_LATER, ADMIT_STOP } admit_result;
+
+/* Admits waiting s with its first chunk: it first takes the prefix cache's
+ * blocks for its leading tokens; when another sequence is computing its
+ * next block right now, it lets those behind it go first (ADMIT_LATER);
+ * without KV for a chunk, admission stops for this step. */
+static admit_result admit_one(engine *e, seq *s, step_plan *pl) {
+    uint32_t hit = take_cached_prefix(e, s);
+    bool wait = prefix_in_flight(e, s, hit);
+    uint32_t chunk = wait ? 0 : chunk_for(e, s, pl->budget);
+    if (!chunk || kv_seq_reserve(e->kv, &s->kv, s->n_computed + chunk) != 0) {
+        kv_seq_release(e->kv, &s->kv); /* the hit waits with it, unheld */
+        s->n_computed = 0;
+        return wait ? ADMIT_LATER : ADMIT_STOP;
+    }
+    if (e->kv->pc) {
+        e->local.prefix_cache_queries_total += s->n_tokens;
+        e->local.prefix_cache_hits_total += hit;
+    }
+    if (!s->tm.t_first_token) s->tm.cached_tokens = hit < s->n_prompt ? hit : s->n_prompt;
+    pl->cached_rows += hit;
+    seq_list_remove(&e->waiting, s);
+    s->state = SEQ_RUNNING;
+    s->admit_order = ++e->admit_counter;
+    seq_list_push_back(&e->running, s);
+    if (!s->tm.t_first_scheduled) s->tm.t_first_scheduled = pl->t0;
+    add_rows(e, s, chunk, &pl->n_rows, &pl->n_batch);
+    pl->budget -= chunk;
+    pl->prefill_rows += chunk;
+    return ADMITTED;
+}
+
+/* 3. admit waiting sequences while there is budget, a sequence slot for
+ *    each of their choices and KV for their first chunk; never right after
+ *    a preemption. */
+static void plan_admissions(engine *e, step_plan *pl) {
+    for (seq *s = e->waiting.head, *next; s && pl->budget; s = next) {
         next = s->next;
         if (e->running.n + 1 + s->n_forks > e->p.max_seqs ||
-            e->local.preemptions_total != preempt_before)
+            e->local.preemptions_total != pl->preempt_before || admit_one(e, s, pl) == ADMIT_STOP)
             break;
-        uint32_t hit = take_cached_prefix(e, s);
-        if (prefix_in_flight(e, s, hit)) {
-            kv_seq_release(e->kv, &s->kv);
-            s->n_computed = 0;
-            continue;
-        }
-        uint32_t need = s->n_tokens - s->n_computed;
-        uint32_t chunk = need < budget ? need : budget;
-        if (chunk > e->p.prefill_chunk) chunk = e->p.prefill_chunk;
-        uint32_t room = room_for(e, s);
-        if (chunk > room) chunk = room;
-        if (!chunk || kv_seq_reserve(e->kv, &s->kv, s->n_computed + chunk) != 0) {
-            kv_seq_release(e->kv, &s->kv); /* the hit waits with it, unheld */
-            s->n_computed = 0;
-            break;
-        }
-        if (e->kv->pc) {
-            e->local.prefix_cache_queries_total += s->n_tokens;
-            e->local.prefix_cache_hits_total += hit;
-        }
-        if (!s->tm.t_first_token) s->tm.cached_tokens = hit < s->n_prompt ? hit : s->n_prompt;
-        cached_rows += hit;
-        seq_list_remove(&e->waiting, s);
-        s->state = SEQ_RUNNING;
-        s->admit_order = ++e->admit_counter;
-        seq_list_push_back(&e->running, s);
-        if (!s->tm.t_first_scheduled) s->tm.t_first_scheduled = t0;
-        add_rows(e, s, chunk, &n_rows, &n_batch);
-        budget -= chunk;
-        prefill_rows += chunk;
     }
-    if (n_rows == 0) {
+}
+
+/* After a forward pass: advance and index each sequence's computed KV,
+ * fork the choices of prompts just computed, sample every sequence whose
+ * tokens are all computed, and hand out the tokens. Returns the tokens
+ * generated (end-of-generation ids are not). */
+static uint32_t sample_batch(engine *e, uint32_t n_batch, const float *logits, uint64_t t1) {
+    uint32_t n_sample = 0, n_logit_rows = 0, n_fork = 0, generated = 0;
+    for (uint32_t k = 0; k < n_batch; k++) {
+        seq *s = e->batch[k];
+        s->n_computed += e->batch_rows[k];
+        kv_seq_commit(e->kv, &s->kv, s->tokens, s->n_computed);
+        if (s->n_computed == s->n_tokens) n_fork += s->n_forks;
+    }
+    bool forks_ok = n_fork == 0 || reserve_fork_logits(e, n_fork);
+    n_fork = 0;
+    for (uint32_t k = 0; k < n_batch; k++) {
+        seq *s = e->batch[k];
+        if (s->n_computed != s->n_tokens) continue;
+        const float *row = logits + (size_t)n_logit_rows++ * e->m->cfg.n_vocab;
+        e->sample_logits[n_sample] = row;
+        e->samplers[n_sample++] = s;
+        if (s->n_forks) fork_choices(e, s, forks_ok ? row : NULL, &n_sample, &n_fork);
+    }
+    sample_all(e, n_sample);
+    for (uint32_t k = 0; k < n_sample; k++) {
+        seq *s = e->samplers[k];
+        if (!s->tm.t_first_token && s->choice == 0) e->local.prompt_tokens_total += s->n_prompt;
+        generated += on_token(e, s, e->sampled[k], t1);
+    }
+    return generated;
+}
+
+/* Counters, step histograms and the trace's step record. */
+static void record_step(engine *e, const step_plan *pl, uint32_t generated, uint64_t t1) {
+    e->local.steps_total++;
+    e->local.prefill_rows_total += pl->prefill_rows;
+    e->local.generation_tokens_total += generated;
+    pthread_mutex_lock(&e->mu);
+    hist_record(e->h_step_ns, t1 - pl->t0);
+    hist_record(e->h_step_tokens, pl->n_rows);
+    pthread_mutex_unlock(&e->mu);
+    sync_stats(e);
+    if (!e->p.trace_path) return;
+    trace_step ts = {.t0 = pl->t0,
+                     .t1 = t1,
+                     .prefill_tokens = pl->prefill_rows,
+                     .decode_tokens = pl->decode_rows,
+                     .running = e->running.n,
+                     .waiting = e->waiting.n,
+                     .kv_blocks = kv_cache_blocks_used(e->kv),
+                     .preemptions = (uint32_t)(e->local.preemptions_total - pl->preempt_before),
+                     .cached_tokens = pl->cached_rows};
+    trace_step_add(&e->tr, &ts);
+}
+
+/* Builds and runs one batch. Returns false when there was nothing to do. */
+static bool step(engine *e) {
+    step_plan pl = {.t0 = tps_now_ns(),
+                    .budget = e->p.max_batch_tokens,
+                    .preempt_before = e->local.preemptions_total};
+    take_requests(e, pl.t0);
+    plan_decodes(e, &pl);
+    plan_prefill_chunks(e, &pl);
+    plan_admissions(e, &pl);
+    if (pl.n_rows == 0) {
         sync_stats(e);
         publish(e, tps_now_ns()); /* cancellations */
         return e->running.n || e->waiting.n;
     }
-
-    fwd_batch b = {.n_rows = n_rows, .rows = e->rows, .seqs = e->row_seqs};
+    fwd_batch b = {.n_rows = pl.n_rows, .rows = e->rows, .seqs = e->row_seqs};
     const float *logits;
     size_t n_logits;
     tps_err err = {0};
     int rc = llama_forward(e->fs, e->m, e->kv, &b, &logits, &n_logits, &err);
     uint64_t t1 = tps_now_ns();
     uint32_t generated = 0;
-    if (rc) {
-        /* A forward failure is the batch's, not the server's: fail these requests. */
-        for (uint32_t k = 0; k < n_batch; k++) {
-            seq *s = e->batch[k];
-            seq_list_remove(&e->running, s);
-            finish(e, s, ENGINE_FINISH_ERROR, t1, err.msg);
+    if (rc) /* a forward failure is the batch's, not the server's: fail these requests */
+        for (uint32_t k = 0; k < pl.n_batch; k++) {
+            seq_list_remove(&e->running, e->batch[k]);
+            finish(e, e->batch[k], ENGINE_FINISH_ERROR, t1, err.msg);
         }
-    } else {
-        uint32_t n_sample = 0, n_logit_rows = 0, n_fork = 0;
-        for (uint32_t k = 0; k < n_batch; k++) {
-            seq *s = e->batch[k];
-            s->n_computed += e->batch_rows[k];
-            kv_seq_commit(e->kv, &s->kv, s->tokens, s->n_computed);
-            if (s->n_computed == s->n_tokens) n_fork += s->n_forks;
-        }
-        bool forks_ok = n_fork == 0 || reserve_fork_logits(e, n_fork);
-        n_fork = 0;
-        for (uint32_t k = 0; k < n_batch; k++) {
-            seq *s = e->batch[k];
-            if (s->n_computed != s->n_tokens) continue;
-            const float *row = logits + (size_t)n_logit_rows++ * e->m->cfg.n_vocab;
-            e->sample_logits[n_sample] = row;
-            e->samplers[n_sample++] = s;
-            if (s->n_forks) fork_choices(e, s, forks_ok ? row : NULL, &n_sample, &n_fork);
-        }
-        sample_all(e, n_sample);
-        for (uint32_t k = 0; k < n_sample; k++) {
-            seq *s = e->samplers[k];
-            const int32_t tok = e->sampled[k];
-            if (!s->tm.t_first_token && s->choice == 0) e->local.prompt_tokens_total += s->n_prompt;
-            bool eog_or_stop_token = tokenizer_is_eog(e->tok, tok) || stop_is_token(&s->stop, tok);
-            on_token(e, s, tok, t1);
-            if (!eog_or_stop_token) generated++;
-        }
-    }
-    uint32_t kv_used = kv_cache_blocks_used(e->kv);
-    e->local.steps_total++;
-    e->local.prefill_rows_total += prefill_rows;
-    e->local.generation_tokens_total += generated;
-    pthread_mutex_lock(&e->mu);
-    hist_record(e->h_step_ns, t1 - t0);
-    hist_record(e->h_step_tokens, n_rows);
-    pthread_mutex_unlock(&e->mu);
-    sync_stats(e);
-    if (e->p.trace_path) {
-        trace_step ts = {.t0 = t0,
-                         .t1 = t1,
-                         .prefill_tokens = prefill_rows,
-                         .decode_tokens = decode_rows,
-                         .running = e->running.n,
-                         .waiting = e->waiting.n,
-                         .kv_blocks = kv_used,
-                         .preemptions = (uint32_t)(e->local.preemptions_total - preempt_before),
-                         .cached_tokens = cached_rows};
-        trace_step_add(&e->tr, &ts);
-    }
+    else
+        generated = sample_batch(e, pl.n_batch, logits, t1);
+    record_step(e, &pl, generated, t1);
     publish(e, t1);
     return true;
 }
@@ -866,13 +902,8 @@ static void *engine_main(void *arg) {
              * while submit checks that every request fits the pool alone):
              * wait for news rather than spin. */
             pthread_mutex_lock(&e->mu);
-            if (!e->stopping && !e->incoming.n && !e->n_cancels) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 1000000;
-                if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-                pthread_cond_timedwait(&e->work_cv, &e->mu, &ts);
-            }
+            if (!e->stopping && !e->incoming.n && !e->n_cancels)
+                cond_wait_ns(&e->work_cv, &e->mu, TPS_NS_PER_MS);
             pthread_mutex_unlock(&e->mu);
         }
     }
@@ -919,8 +950,8 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     /* kv_type comes from engine_params_default (F16); 0 is F32, asked for */
     int rc;
     pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->work_cv, NULL);
-    pthread_cond_init(&e->ev_cv, NULL);
+    cond_init_monotonic(&e->work_cv);
+    cond_init_monotonic(&e->ev_cv);
     if (tokenizer_n_vocab(e->tok) > c->n_vocab) {
         rc = tps_fail(err, TPS_EINVAL, "engine: tokenizer has %u tokens, the model %u",
                       tokenizer_n_vocab(e->tok), c->n_vocab);
