@@ -932,6 +932,48 @@ static int warm_up(engine *e, tps_err *err) {
     return rc;
 }
 
+/* The KV pool: --kv-mem, or --kv-tokens, or by default max_seqs full
+ * contexts capped at 1 GiB. */
+static int create_kv(engine *e, tps_err *err) {
+    const llama_config *c = &e->m->cfg;
+    kv_cache_params kp = {.n_layers = c->n_layers,
+                          .kv_dim = c->n_kv_heads * c->head_dim,
+                          .head_dim = c->head_dim,
+                          .block_tokens = e->p.kv_block,
+                          .kv_type = e->p.kv_type,
+                          .mem_bytes = e->p.kv_mem,
+                          .prefix_cache = !e->p.no_prefix_cache};
+    size_t bb = kv_cache_block_bytes(kp.n_layers, kp.kv_dim, kp.block_tokens, kp.kv_type);
+    if (!kp.mem_bytes) {
+        uint64_t tokens = e->p.kv_tokens ? e->p.kv_tokens : (uint64_t)e->p.max_seqs * e->n_ctx;
+        uint64_t blocks = (tokens + kp.block_tokens - 1) / kp.block_tokens;
+        if (!e->p.kv_tokens && blocks * bb > (1ull << 30)) blocks = (1ull << 30) / bb;
+        if (blocks < 1) blocks = 1;
+        kp.n_blocks = (uint32_t)blocks;
+    }
+    int rc = kv_cache_create(&e->kv, &kp, err);
+    if (!rc) e->p.kv_mem = (size_t)e->kv->n_blocks * bb;
+    return rc;
+}
+
+/* Step buffers, sized once. A step samples its batch's rows plus the
+ * choices forked in it, which never outnumber the sequences that may run. */
+static int alloc_step_buffers(engine *e, tps_err *err) {
+    size_t mb = e->p.max_batch_tokens;
+    e->rows = calloc(mb, sizeof *e->rows);
+    e->row_seqs = calloc(mb, sizeof *e->row_seqs);
+    e->batch = calloc(mb, sizeof *e->batch);
+    e->batch_rows = calloc(mb, sizeof *e->batch_rows);
+    e->cap_samplers = mb + e->p.max_seqs;
+    e->samplers = calloc(e->cap_samplers, sizeof *e->samplers);
+    e->sample_logits = calloc(e->cap_samplers, sizeof *e->sample_logits);
+    e->sampled = calloc(e->cap_samplers, sizeof *e->sampled);
+    if (!e->rows || !e->row_seqs || !e->batch || !e->batch_rows || !e->samplers ||
+        !e->sample_logits || !e->sampled)
+        return tps_fail(err, TPS_ENOMEM, "engine: out of memory");
+    return 0;
+}
+
 int engine_create(engine **out, const engine_params *p, tps_err *err) {
     *out = NULL;
     engine *e = calloc(1, sizeof *e);
@@ -963,44 +1005,11 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
          id < (int32_t)tokenizer_n_vocab(e->tok) && e->svocab.n_eog < SAMPLER_MAX_EOG; id++)
         if (tokenizer_is_eog(e->tok, id)) e->svocab.eog_ids[e->svocab.n_eog++] = id;
 
-    kv_cache_params kp = {.n_layers = c->n_layers,
-                          .kv_dim = c->n_kv_heads * c->head_dim,
-                          .head_dim = c->head_dim,
-                          .block_tokens = e->p.kv_block,
-                          .kv_type = e->p.kv_type,
-                          .mem_bytes = e->p.kv_mem,
-                          .prefix_cache = !e->p.no_prefix_cache};
-    if (!kp.mem_bytes) {
-        /* Default: enough for max_seqs full contexts, capped at 1 GiB. */
-        uint64_t tokens = e->p.kv_tokens ? e->p.kv_tokens : (uint64_t)e->p.max_seqs * e->n_ctx;
-        size_t bb = kv_cache_block_bytes(kp.n_layers, kp.kv_dim, kp.block_tokens, kp.kv_type);
-        uint64_t blocks = (tokens + kp.block_tokens - 1) / kp.block_tokens;
-        if (!e->p.kv_tokens && blocks * bb > (1ull << 30)) blocks = (1ull << 30) / bb;
-        if (blocks < 1) blocks = 1;
-        kp.n_blocks = (uint32_t)blocks;
-    }
-    if ((rc = kv_cache_create(&e->kv, &kp, err))) goto fail;
-    e->p.kv_mem = (size_t)e->kv->n_blocks *
-                  kv_cache_block_bytes(kp.n_layers, kp.kv_dim, kp.block_tokens, kp.kv_type);
+    if ((rc = create_kv(e, err))) goto fail;
     if ((rc = fwd_state_create(&e->fs, e->m, e->p.max_batch_tokens, e->n_ctx, e->p.n_threads, err)))
         goto fail;
-    size_t mb = e->p.max_batch_tokens;
-    e->rows = calloc(mb, sizeof *e->rows);
-    e->row_seqs = calloc(mb, sizeof *e->row_seqs);
-    e->batch = calloc(mb, sizeof *e->batch);
-    e->batch_rows = calloc(mb, sizeof *e->batch_rows);
-    /* a step samples its batch's rows plus the choices forked in it, which
-     * never outnumber the sequences that may run */
-    e->cap_samplers = mb + e->p.max_seqs;
-    e->samplers = calloc(e->cap_samplers, sizeof *e->samplers);
-    e->sample_logits = calloc(e->cap_samplers, sizeof *e->sample_logits);
-    e->sampled = calloc(e->cap_samplers, sizeof *e->sampled);
+    if ((rc = alloc_step_buffers(e, err))) goto fail;
     hist_config hc = HIST_CONFIG_LATENCY_NS, cc = ENGINE_HIST_STEP_TOKENS;
-    if (!e->rows || !e->row_seqs || !e->batch || !e->batch_rows || !e->samplers ||
-        !e->sample_logits || !e->sampled) {
-        rc = tps_fail(err, TPS_ENOMEM, "engine: out of memory");
-        goto fail;
-    }
     if ((rc = hist_create(&e->h_step_ns, &hc, err)) ||
         (rc = hist_create(&e->h_step_tokens, &cc, err)))
         goto fail;
