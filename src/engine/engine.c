@@ -68,18 +68,6 @@ struct engine {
     pthread_t thread;
     bool thread_started;
 };
-
-const char *engine_finish_name(engine_finish f) {
-    switch (f) {
-    case ENGINE_FINISH_STOP:
-        return "stop";
-    case ENGINE_FINISH_LENGTH:
-        return "length";
-    case ENGINE_FINISH_CANCELLED:
-        return "cancelled";
-    default:
-        return "error";
-    }
 }
 
 void engine_params_default(engine_params *p) {
