@@ -68,7 +68,6 @@ struct engine {
     pthread_t thread;
     bool thread_started;
 };
-}
 
 void engine_params_default(engine_params *p) {
     memset(p, 0, sizeof *p);
