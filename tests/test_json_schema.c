@@ -1,0 +1,280 @@
+/* Tests for server/json_schema: schemas compiled to GBNF and parsed by
+ * engine/grammar accept hand-written valid instances and reject invalid
+ * ones (missing required key, wrong type, extra key, too many items);
+ * unsupported keywords are errors naming the keyword and its location;
+ * integer bounds are exact (checked against every integer in a window). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server/json_schema.h"
+
+/* ---------------------------------------------------------------------------
+ * Helpers
+ * ------------------------------------------------------------------------- */
+
+static grammar *compile_ok(const char *schema_json) {
+    json_error_t je;
+    json_t *s = json_loads(schema_json, JSON_DECODE_ANY, &je);
+    cr_assert_not_null(s, "bad test schema: %s: %s", je.text, schema_json);
+    grammar *g = NULL;
+    tps_err err = {{0}};
+    int rc = json_schema_compile(&g, s, &err);
+    if (rc) {
+        sbuf b;
+        sbuf_init(&b);
+        tps_err e2;
+        json_schema_to_gbnf(s, &b, &e2);
+        cr_log_error("GBNF:\n%s", b.p ? b.p : "");
+        sbuf_free(&b);
+    }
+    json_decref(s);
+    cr_assert_eq(rc, 0, "json_schema_compile: %s\n%s", err.msg, schema_json);
+    return g;
+}
+
+static void compile_fails(const char *schema_json, const char *want) {
+    json_t *s = json_loads(schema_json, JSON_DECODE_ANY, NULL);
+    cr_assert_not_null(s, "bad test schema: %s", schema_json);
+    grammar *g = (grammar *)1;
+    tps_err err = {{0}};
+    int rc = json_schema_compile(&g, s, &err);
+    json_decref(s);
+    cr_assert_eq(rc, TPS_EINVAL, "expected a failure for %s", schema_json);
+    cr_assert_null(g);
+    cr_assert(strstr(err.msg, want), "message '%s' does not contain '%s'", err.msg, want);
+}
+
+static bool acc(const grammar *g, const char *s) {
+    return grammar_accepts(g, s, strlen(s));
+}
+
+#define YES(g, s) cr_expect(acc(g, s), "should accept: %s", s)
+#define NO(g, s)  cr_expect(!acc(g, s), "should reject: %s", s)
+
+/* ---------------------------------------------------------------------------
+ * Instances
+ * ------------------------------------------------------------------------- */
+
+static const char *PERSON =
+    "{\"type\": \"object\","
+    " \"properties\": {"
+    "   \"name\": {\"type\": \"string\", \"minLength\": 1, \"maxLength\": 20},"
+    "   \"age\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 150},"
+    "   \"role\": {\"enum\": [\"admin\", \"user\", null]},"
+    "   \"address\": {\"$ref\": \"#/$defs/address\"},"
+    "   \"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"maxItems\": 3},"
+    "   \"id\": {\"anyOf\": [{\"type\": \"integer\"}, {\"type\": \"string\", \"format\": "
+    "\"uuid\"}]}"
+    " },"
+    " \"required\": [\"name\", \"age\", \"address\"],"
+    " \"additionalProperties\": false,"
+    " \"$defs\": {\"address\": {\"type\": \"object\","
+    "   \"properties\": {\"city\": {\"type\": \"string\"}, \"zip\": {\"type\": \"string\"}},"
+    "   \"required\": [\"city\"]}}}";
+
+Test(json_schema, nested_schema_accepts_valid_instances) {
+    grammar *g = compile_ok(PERSON);
+    YES(g, "{\"name\":\"Ann\",\"age\":31,\"address\":{\"city\":\"Oslo\"}}");
+    YES(g, "{\"name\": \"Ann\", \"age\": 0, \"address\": {\"city\": \"Oslo\", \"zip\": \"0150\"}}");
+    YES(g, "{\"name\":\"B\",\"age\":150,\"role\":\"admin\",\"address\":{\"city\":\"X\"},"
+           "\"tags\":[\"a\",\"b\",\"c\"],\"id\":7}");
+    YES(g, "{\"name\":\"B\",\"age\":9,\"role\":null,\"address\":{\"city\":\"X\"},\"tags\":[],"
+           "\"id\":\"123e4567-e89b-12d3-a456-426614174000\"}");
+    YES(g, "{\n  \"name\": \"\\u00e9\\n\",\n  \"age\": 42,\n  \"address\": {\"city\": \"\"}\n}");
+    grammar_free(g);
+}
+
+Test(json_schema, nested_schema_rejects_invalid_instances) {
+    grammar *g = compile_ok(PERSON);
+    /* missing required */
+    NO(g, "{\"name\":\"Ann\",\"address\":{\"city\":\"Oslo\"}}");
+    NO(g, "{\"name\":\"Ann\",\"age\":3,\"address\":{\"zip\":\"1\"}}");
+    /* wrong type */
+    NO(g, "{\"name\":\"Ann\",\"age\":\"31\",\"address\":{\"city\":\"Oslo\"}}");
+    NO(g, "{\"name\":\"Ann\",\"age\":31.5,\"address\":{\"city\":\"Oslo\"}}");
+    NO(g, "{\"name\":5,\"age\":31,\"address\":{\"city\":\"Oslo\"}}");
+    /* out of range, too short */
+    NO(g, "{\"name\":\"Ann\",\"age\":151,\"address\":{\"city\":\"Oslo\"}}");
+    NO(g, "{\"name\":\"Ann\",\"age\":-1,\"address\":{\"city\":\"Oslo\"}}");
+    NO(g, "{\"name\":\"\",\"age\":1,\"address\":{\"city\":\"Oslo\"}}");
+    /* extra property, additionalProperties false */
+    NO(g, "{\"name\":\"Ann\",\"age\":31,\"address\":{\"city\":\"Oslo\"},\"x\":1}");
+    /* enum, anyOf, format */
+    NO(g, "{\"name\":\"A\",\"age\":1,\"role\":\"root\",\"address\":{\"city\":\"O\"}}");
+    NO(g, "{\"name\":\"A\",\"age\":1,\"address\":{\"city\":\"O\"},\"id\":true}");
+    NO(g, "{\"name\":\"A\",\"age\":1,\"address\":{\"city\":\"O\"},\"id\":\"not-a-uuid\"}");
+    /* array too long, wrong item type */
+    NO(g, "{\"name\":\"A\",\"age\":1,\"address\":{\"city\":\"O\"},\"tags\":[\"a\",\"b\",\"c\","
+          "\"d\"]}");
+    NO(g, "{\"name\":\"A\",\"age\":1,\"address\":{\"city\":\"O\"},\"tags\":[1]}");
+    /* declared order */
+    NO(g, "{\"age\":31,\"name\":\"Ann\",\"address\":{\"city\":\"Oslo\"}}");
+    /* not JSON */
+    NO(g, "{\"name\":\"Ann\",\"age\":31,\"address\":{\"city\":\"Oslo\"},}");
+    NO(g, "");
+    grammar_free(g);
+}
+
+Test(json_schema, optional_properties_any_subset_in_order) {
+    grammar *g = compile_ok("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+                            "\"b\":{\"type\":\"integer\"},\"c\":{\"type\":\"integer\"}},"
+                            "\"required\":[\"b\"]}");
+    YES(g, "{\"b\":1}");
+    YES(g, "{\"a\":1,\"b\":2}");
+    YES(g, "{\"b\":2,\"c\":3}");
+    YES(g, "{\"a\":1,\"b\":2,\"c\":3}");
+    NO(g, "{}");
+    NO(g, "{\"a\":1}");
+    NO(g, "{\"a\":1,\"c\":3}");
+    NO(g, "{,\"b\":1}");
+    NO(g, "{\"b\":1,}");
+    grammar_free(g);
+    g = compile_ok("{\"properties\":{\"x\":{\"type\":\"boolean\"},\"y\":{\"type\":\"null\"}}}");
+    YES(g, "{}");
+    YES(g, "{\"x\":true}");
+    YES(g, "{\"y\":null}");
+    YES(g, "{\"x\":false,\"y\":null}");
+    NO(g, "{\"y\":null,\"x\":false}");
+    NO(g, "{\"x\":false,}");
+    grammar_free(g);
+}
+
+Test(json_schema, any_object_and_any_value) {
+    grammar *g = compile_ok("{\"type\":\"object\"}");
+    YES(g, "{}");
+    YES(g, "{\"a\": [1, {\"b\": null}], \"c\": \"d\"}");
+    NO(g, "[]");
+    NO(g, "\"x\"");
+    grammar_free(g);
+    g = compile_ok("{}");
+    YES(g, "[1, 2.5e3, \"x\", true, null, {}]");
+    YES(g, "-0.5");
+    NO(g, "tru");
+    grammar_free(g);
+    g = compile_ok("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}");
+    YES(g, "{\"a\": 1, \"b\": -2}");
+    NO(g, "{\"a\": \"1\"}");
+    grammar_free(g);
+}
+
+Test(json_schema, arrays_min_and_max_items) {
+    grammar *g = compile_ok("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,"
+                            "\"maxItems\":3}");
+    NO(g, "[]");
+    NO(g, "[1]");
+    YES(g, "[1, 2]");
+    YES(g, "[1,2,3]");
+    NO(g, "[1,2,3,4]");
+    grammar_free(g);
+    g = compile_ok("{\"type\":\"array\",\"maxItems\":0}");
+    YES(g, "[]");
+    NO(g, "[1]");
+    grammar_free(g);
+    g = compile_ok("{\"type\":\"array\",\"minItems\":1}");
+    NO(g, "[]");
+    YES(g, "[1, \"a\", [true]]");
+    grammar_free(g);
+}
+
+Test(json_schema, strings_formats_const_and_type_lists) {
+    grammar *g = compile_ok("{\"type\":\"string\",\"format\":\"date-time\"}");
+    YES(g, "\"2024-02-29T13:05:00Z\"");
+    YES(g, "\"2024-02-29T13:05:00.123+01:00\"");
+    NO(g, "\"2024-13-01T00:00:00Z\"");
+    NO(g, "\"yesterday\"");
+    grammar_free(g);
+    g = compile_ok("{\"const\": {\"a\": [1, \"x\"]}}");
+    YES(g, "{\"a\":[1,\"x\"]}");
+    NO(g, "{\"a\":[1]}");
+    grammar_free(g);
+    g = compile_ok("{\"type\": [\"string\", \"null\"], \"maxLength\": 2}");
+    YES(g, "null");
+    YES(g, "\"ab\"");
+    NO(g, "\"abc\"");
+    NO(g, "1");
+    grammar_free(g);
+    g = compile_ok("{\"type\": \"string\", \"enum\": [\"a\\\"b\", 3, \"\\u00e9\"]}");
+    YES(g, "\"a\\\"b\"");
+    YES(g, "\"\xc3\xa9\"");
+    NO(g, "3"); /* filtered out by type */
+    grammar_free(g);
+}
+
+Test(json_schema, recursive_refs) {
+    grammar *g = compile_ok("{\"$ref\": \"#/definitions/node\", \"definitions\": {\"node\": "
+                            "{\"type\": \"object\", \"properties\": {\"v\": {\"type\": "
+                            "\"integer\"}, \"kids\": {\"type\": \"array\", \"items\": {\"$ref\": "
+                            "\"#/definitions/node\"}}}, \"required\": [\"v\"]}}}");
+    YES(g, "{\"v\":1}");
+    YES(g, "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[]}]}");
+    NO(g, "{\"v\":1,\"kids\":[{}]}");
+    grammar_free(g);
+}
+
+/* Every integer in [-1200, 1200] is accepted exactly when it lies in the
+ * bounds: the digit patterns are exact, not approximate. */
+static void check_int_range(const char *bounds, long lo, long hi) {
+    char schema[160];
+    snprintf(schema, sizeof schema, "{\"type\":\"integer\",%s}", bounds);
+    grammar *g = compile_ok(schema);
+    for (long v = -1200; v <= 1200; v++) {
+        char s[32];
+        snprintf(s, sizeof s, "%ld", v);
+        bool in = v >= lo && v <= hi;
+        cr_assert_eq(acc(g, s), in, "%s: %ld %s", schema, v, in ? "rejected" : "accepted");
+    }
+    grammar_free(g);
+}
+
+Test(json_schema, integer_bounds_are_exact) {
+    check_int_range("\"minimum\": 0, \"maximum\": 150", 0, 150);
+    check_int_range("\"minimum\": 7, \"maximum\": 1093", 7, 1093);
+    check_int_range("\"minimum\": -345, \"maximum\": 28", -345, 28);
+    check_int_range("\"minimum\": -999, \"maximum\": -10", -999, -10);
+    check_int_range("\"exclusiveMinimum\": 19, \"exclusiveMaximum\": 101", 20, 100);
+    check_int_range("\"minimum\": 1.5, \"maximum\": 3.5", 2, 3);
+    check_int_range("\"minimum\": 42", 42, 1L << 40);
+    check_int_range("\"minimum\": -17", -17, 1L << 40);
+    check_int_range("\"maximum\": 305", -(1L << 40), 305);
+    check_int_range("\"maximum\": -88", -(1L << 40), -88);
+}
+
+/* ---------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------- */
+
+Test(json_schema, unsupported_keywords_name_their_location) {
+    compile_fails("{\"type\":\"object\",\"properties\":{\"age\":{\"type\":\"integer\","
+                  "\"multipleOf\":2}}}",
+                  "json_schema: /properties/age: keyword 'multipleOf' is not supported");
+    compile_fails("{\"type\":\"array\",\"items\":{\"allOf\":[]}}",
+                  "json_schema: /items: keyword 'allOf' is not supported");
+    compile_fails("{\"type\":\"number\",\"minimum\":0}",
+                  "json_schema: /: keyword 'minimum' is not supported for type 'number' (only "
+                  "for integer)");
+    compile_fails("{\"type\":\"string\",\"pattern\":\"^[a-z]+$\"}",
+                  "/: keyword 'pattern' is supported only when it matches everything");
+    compile_fails("{\"type\":\"string\",\"format\":\"email\"}", "format 'email' is not supported");
+    compile_fails("{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"type\":\"string\",\"foo\":1}}}",
+                  "json_schema: /$defs/a: keyword 'foo' is not supported");
+    compile_fails("{\"properties\":{\"a/b\":{\"type\":\"wat\"}}}",
+                  "/properties/a~1b: type 'wat' is not a JSON schema type");
+    compile_fails("{\"type\":\"object\",\"properties\":{\"a\":{}},\"additionalProperties\":true}",
+                  "'additionalProperties' is supported only as false");
+}
+
+Test(json_schema, invalid_schemas) {
+    compile_fails("{\"$ref\":\"http://x/y\"}", "only local references");
+    compile_fails("{\"$ref\":\"#/$defs/nope\"}", "$ref '#/$defs/nope' does not resolve");
+    compile_fails("{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}",
+                  "required property 'b' is not in 'properties'");
+    compile_fails("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "minimum is larger");
+    compile_fails("{\"type\":\"string\",\"maxLength\":100000}", "at most 10000 is supported");
+    compile_fails("{\"type\":\"integer\",\"maximum\":1e300}", "within -10^15..10^15");
+    compile_fails("{\"enum\":[]}", "'enum' must be a non-empty array");
+    compile_fails("false", "matches nothing");
+    compile_fails("3", "must be an object or a boolean");
+    /* a $ref loop that consumes nothing is left recursion in the grammar */
+    compile_fails("{\"$ref\":\"#\"}", "left-recursive");
+}
