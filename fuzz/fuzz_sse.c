@@ -1,8 +1,9 @@
 /* libFuzzer harness for the bench's receive path: any bytes, split at points
  * chosen by the input, go through the SSE parser; every event it dispatches
- * goes through the OpenAI event reader. The parser must never read out of
+ * goes through both OpenAI event readers. The parser must never read out of
  * bounds or grow past its limit, and must give the same events for the whole
- * input fed at once as for the input fed in pieces. */
+ * input fed at once as for the input fed in pieces; the in-place scanner,
+ * whenever it reads an event itself, must say what jansson says. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,9 +25,14 @@ static int on_event(void *ctx, const sse_event *ev) {
         a->hash = (a->hash ^ (uint8_t)*p) * 1099511628211ull;
     a->hash = (a->hash ^ 0xff) * 1099511628211ull;
     a->events++;
-    oai_chunk c;
+    oai_chunk c, s;
     tps_err e;
-    if (bench_oai_parse(&c, ev->data, ev->data_len, ev->event, &e) == 0) {
+    const char *field;
+    int rc = bench_oai_parse_json(&c, ev->data, ev->data_len, ev->event, &e);
+    if (bench_oai_scan(&s, ev->data, ev->data_len, ev->event) &&
+        (rc != 0 || !bench_oai_same(&c, &s, &field)))
+        abort(); /* the scanner took an event jansson rejects, or read it otherwise */
+    if (rc == 0) {
         volatile size_t sink = c.tokens + c.text_len + c.has_usage + c.error;
         (void)sink;
         bench_oai_release(&c);

@@ -1,8 +1,11 @@
 /* The bench's parsers: SSE framing on every split point of a recorded
- * stream, OpenAI event reading, length distributions and arrival processes,
+ * stream, OpenAI event reading (the in-place scanner held to the jansson
+ * reader on every event we have), length distributions and arrival processes,
  * and the JSONL dataset reader with its error messages. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -193,6 +196,242 @@ Test(bench_oai, malformed_json_names_the_column) {
     cr_expect_eq(bench_oai_parse(&c, "{\"choices\":[", 12, "", &e), TPS_EINVAL);
     cr_expect(strstr(e.msg, "column") != NULL, "%s", e.msg);
     cr_expect_eq(bench_oai_parse(&c, "[1,2]", 5, "", &e), TPS_EINVAL);
+}
+
+/* ---- the in-place scanner against jansson -------------------------------------------------- */
+
+/* Reads one event with both readers: when the scanner takes it, jansson
+ * must accept it too and say the same; bench_oai_parse must always say what
+ * jansson says. Returns whether the scanner took it. */
+static bool both(const char *data, size_t n, const char *event, const char *what) {
+    oai_chunk j, s, p;
+    tps_err ej = {{0}}, ep = {{0}};
+    const char *field = NULL;
+    int rj = bench_oai_parse_json(&j, data, n, event, &ej);
+    bool took = bench_oai_scan(&s, data, n, event);
+    if (took) {
+        cr_expect_eq(rj, 0, "%s: the scanner took an event jansson rejects (%s): %.*s", what,
+                     ej.msg, (int)n, data);
+        cr_expect_null(s.root);
+        if (rj == 0)
+            cr_expect(bench_oai_same(&j, &s, &field), "%s: '%s' differs for %.*s", what, field,
+                      (int)n, data);
+    }
+    int rp = bench_oai_parse(&p, data, n, event, &ep);
+    cr_expect_eq(rp, rj, "%s: %.*s", what, (int)n, data);
+    if (rp == 0 && rj == 0)
+        cr_expect(bench_oai_same(&j, &p, &field), "%s: bench_oai_parse differs in '%s' for %.*s",
+                  what, field, (int)n, data);
+    if (rj == 0) bench_oai_release(&j);
+    if (rp == 0) bench_oai_release(&p);
+    return took;
+}
+
+typedef struct both_ctx {
+    const char *what;
+    int events, taken;
+} both_ctx;
+
+static int check_event(void *ctx, const sse_event *ev) {
+    both_ctx *b = ctx;
+    b->events++;
+    b->taken += both(ev->data, ev->data_len, ev->event, b->what);
+    return 0;
+}
+
+static both_ctx check_stream(const char *bytes, size_t n, const char *what) {
+    sse_parser p;
+    tps_err e = {{0}};
+    both_ctx b = {.what = what};
+    cr_assert_eq(sse_parser_init(&p, 0, &e), 0);
+    sse_parser_feed(&p, bytes, n, check_event, &b, &e);
+    sse_parser_free(&p);
+    return b;
+}
+
+Test(bench_oai_scan, agrees_with_jansson_on_the_recorded_stream_and_the_fuzz_corpus) {
+    both_ctx b = check_stream(STREAM, sizeof STREAM - 1, "STREAM");
+    cr_expect_eq(b.events, 6);
+    cr_expect_geq(b.taken, 3, "the scanner read the plain events itself");
+    const char *dir = TPS_SOURCE_DIR "/fuzz/corpus/fuzz_sse";
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s", dir);
+    int files = 0, events = 0, taken = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (de->d_name[0] == '.') continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        FILE *f = fopen(path, "rb");
+        cr_assert_not_null(f, "%s", path);
+        static char buf[1 << 16];
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        /* the harness's first byte picks the split step; the rest is the stream */
+        if (n) b = check_stream(buf + 1, n - 1, path);
+        files++, events += b.events, taken += b.taken;
+    }
+    closedir(d);
+    cr_expect_geq(files, 4);
+    cr_expect_geq(events, 12);
+    cr_expect_geq(taken, events / 2, "%d of %d events scanned", taken, events);
+}
+
+/* Hand-written events: S the scanner must read itself, J it must leave to
+ * jansson (which may accept or reject); both must agree either way. */
+typedef struct tricky {
+    const char *data;
+    size_t len; /* 0: strlen */
+    const char *event;
+    bool scanned;
+} tricky;
+
+#define S(d)                                                                                       \
+    { d, 0, "", true }
+#define J(d)                                                                                       \
+    { d, 0, "", false }
+
+static const tricky TRICKY[] = {
+    /* escapes and unicode in the text */
+    S("{\"choices\":[{\"text\":\"a\\\"b\\\\c\\/d\\n\\t\\r\\b\\f\"}]}"),
+    S("{\"choices\":[{\"text\":\"\\u00e9\\u4E2D\\ud83d\\ude00 \\u0041\"}]}"),
+    S("{\"choices\":[{\"delta\":{\"content\":\"caf\xc3\xa9 \xf0\x9f\x98\x80 \xe4\xb8\xad\"}}]}"),
+    J("{\"choices\":[{\"text\":\"\\ud83d\"}]}"),
+    J("{\"choices\":[{\"text\":\"\\ud83dx\"}]}"),
+    J("{\"choices\":[{\"text\":\"\\ud83d\\u0041\"}]}"),
+    J("{\"choices\":[{\"text\":\"\\ude00\"}]}"),
+    J("{\"choices\":[{\"text\":\"\\u0000\"}]}"),
+    J("{\"choices\":[{\"text\":\"\\u12\"}]}"),
+    J("{\"choices\":[{\"text\":\"\\x41\"}]}"),
+    J("{\"choices\":[{\"text\":\"\xff\"}]}"),
+    J("{\"choices\":[{\"text\":\"\xc0\xaf\"}]}"),
+    J("{\"choices\":[{\"text\":\"\xed\xa0\x80\"}]}"),
+    J("{\"choices\":[{\"text\":\"\xe4\xb8\"}]}"),
+    J("{\"choices\":[{\"text\":\"\xf4\x90\x80\x80\"}]}"),
+    J("{\"choices\":[{\"text\":\"a\tb\"}]}"),
+    {"{\"choices\":[{\"text\":\"a\0b\"}]}", 26, "", false},
+    /* nested objects the reader skips, keys in other orders, whitespace */
+    S("{\"id\":\"x\",\"choices\":[{\"index\":0,\"logprobs\":{\"content\":[{\"token\":\"a\","
+      "\"logprob\":-0.1,\"bytes\":[97],\"top_logprobs\":[{\"token\":\"b\",\"logprob\":-1.5e-3}]}]},"
+      "\"delta\":{\"content\":\"hi\",\"tool_calls\":[{\"function\":{\"arguments\":\"{\\\"a\\\":1}"
+      "\"}}]},"
+      "\"finish_reason\":null}],\"created\":1712345678,\"system_fingerprint\":null}"),
+    S("{\"usage\":{\"completion_tokens\":4,\"prompt_tokens\":2},\"choices\":[{\"finish_reason\":"
+      "\"stop\",\"delta\":{\"role\":\"assistant\",\"content\":\"x\"}}],\"id\":\"a\"}"),
+    S(" \r\n\t{ \"choices\" : [ { \"text\" : \"a\" , \"finish_reason\" : null } ] , "
+      "\"usage\" : null }\r\n "),
+    S("{\"choices\":[{\"text\":\"a\"}],\"usage\":null,\"timings\":null}"),
+    S("{}"),
+    S("{\"choices\":[]}"),
+    S("{\"choices\":{\"text\":\"a\"}}"),
+    S("{\"choices\":[1,{\"text\":\"a\"}]}"),
+    S("{\"choices\":[{\"text\":\"b\"},{\"text\":\"a\"}]}"),
+    S("{\"choices\":[{\"text\":5,\"finish_reason\":false}]}"),
+    S("{\"choices\":[{\"text\":\"\",\"delta\":{\"content\":\"x\"}}]}"),
+    S("{\"choices\":[{\"delta\":\"x\",\"message\":{\"content\":\"m\"}}]}"),
+    S("{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"full reply\"},"
+      "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2,"
+      "\"prompt_tokens_details\":{\"cached_tokens\":3}}}"),
+    S("{\"choices\":[{\"delta\":{\"reasoning_content\":\"think\",\"content\":\"\"}}]}"),
+    S("{\"choices\":[{\"delta\":{\"reasoning_content\":\"think\",\"content\":\"say\"}}]}"),
+    S("{\"choices\":[{\"delta\":{\"content\":null,\"reasoning_content\":\"t\\n\"}}]}"),
+    /* token ids at each level */
+    S("{\"choices\":[{\"text\":\"ab\",\"token_ids\":[1,2]}]}"),
+    S("{\"token_ids\":[1],\"tokens\":[1,2,3],\"choices\":[{\"text\":\"a\"}]}"),
+    S("{\"token_ids\":null,\"tokens\":[1,2,3],\"choices\":[{\"text\":\"a\"}]}"),
+    S("{\"tokens\":\"x\",\"choices\":[{\"delta\":{\"content\":\"a\",\"token_ids\":[7,8]},"
+      "\"tokens\":[1]}]}"),
+    S("{\"choices\":[{\"text\":\"\",\"token_ids\":[]}]}"),
+    S("{\"choices\":[{\"text\":\"a\",\"tokens\":[[1],{\"a\":2},\"x\",null,true]}]}"),
+    /* usage and timings edge values */
+    S("{\"choices\":[],\"usage\":{\"prompt_tokens\":-1,\"completion_tokens\":3.0}}"),
+    S("{\"choices\":[],\"usage\":{\"prompt_tokens\":2.5,\"completion_tokens\":-0}}"),
+    S("{\"choices\":[],\"usage\":{\"completion_tokens\":9223372036854775807,"
+      "\"prompt_tokens_details\":{\"cached_tokens\":null}}}"),
+    S("{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":[1]},\"timings\":{\"cache_n\":"
+      "5}}"),
+    S("{\"usage\":{\"completion_tokens\":1,\"prompt_tokens_details\":{\"cached_tokens\":2}},"
+      "\"timings\":{\"cache_n\":5,\"prompt_ms\":1.25,\"predicted_ms\":3e2,\"prompt_n\":4,"
+      "\"predicted_n\":5E+1,\"queue_ms\":-0.0,\"ttft_ms\":1e-400,\"preemptions\":\"x\"}}"),
+    S("{\"timings\":{\"queue_ms\":1,\"prefill_ms\":2.5,\"prompt_ms\":9,\"decode_ms\":30,"
+      "\"ttft_ms\":4,\"prompt_tokens\":9,\"completion_tokens\":31,\"preemptions\":2,"
+      "\"cache_n\":-3}}"),
+    J("{\"choices\":[],\"usage\":{\"completion_tokens\":9223372036854775808}}"),
+    J("{\"choices\":[],\"usage\":{\"completion_tokens\":-9223372036854775809}}"),
+    J("{\"timings\":{\"decode_ms\":1e400}}"),
+    J("{\"x\":-1e400}"),
+    /* duplicates, errors, escaped keys, depth, long text */
+    J("{\"a\":1,\"a\":2}"),
+    J("{\"x\":{\"k\":1,\"k\":2},\"choices\":[{\"text\":\"a\"}]}"),
+    J("{\"choices\":[{\"text\":\"a\"}],\"choices\":[]}"),
+    S("{\"x\":{\"k\":1},\"y\":{\"k\":2},\"k\":3,\"choices\":[{\"k\":{\"k\":{}}}]}"),
+    J("{\"error\":{\"message\":\"boom\"}}"),
+    J("{\"error\":\"boom\",\"choices\":[{\"text\":\"a\"}]}"),
+    S("{\"error\":null,\"choices\":[{\"text\":\"a\"}]}"),
+    {"{\"message\":\"bad\"}", 0, "error", false},
+    {"overloaded", 0, "error", false},
+    S("{\"choices\":[{\"text\":\"a\"}]}"), /* with event "" below, and a custom one */
+    {"{\"choices\":[{\"text\":\"a\"}]}", 0, "message", true},
+    J("{\"ch\\u006fices\":[{\"text\":\"a\"}]}"),
+    J("{\"x\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+      "]]]]]]]]]]]]],"
+      "\"choices\":[{\"text\":\"a\"}]}"),
+    /* malformed */
+    J(""),
+    J("   "),
+    J("[DONE] "),
+    J("[1]"),
+    J("\"s\""),
+    J("{\"choices\":["),
+    J("{}x"),
+    J("{} {}"),
+    J("{\"a\":01}"),
+    J("{\"a\":1.}"),
+    J("{\"a\":-}"),
+    J("{\"a\":.5}"),
+    J("{\"a\":1e}"),
+    J("{\"a\":+1}"),
+    J("{\"a\":tru}"),
+    J("{\"a\":nullx}"),
+    J("{\"a\":true1}"),
+    J("{,}"),
+    J("{\"a\":1,}"),
+    J("{\"a\" 1}"),
+    J("{\"a\":[1,]}"),
+    J("{\"a\":[1 2]}"),
+    J("{\"a\":\"x}"),
+    J("{\"a\":NaN}"),
+    J("{'a':1}"),
+    J("\xef\xbb\xbf{}"),
+    {"{\"a\":1}\x00", 8, "", false},
+};
+
+Test(bench_oai_scan, agrees_with_jansson_on_tricky_events) {
+    for (size_t i = 0; i < sizeof TRICKY / sizeof TRICKY[0]; i++) {
+        const tricky *t = &TRICKY[i];
+        size_t n = t->len ? t->len : strlen(t->data);
+        char what[32];
+        snprintf(what, sizeof what, "TRICKY[%zu]", i);
+        bool took = both(t->data, n, t->event, what);
+        cr_expect_eq(took, t->scanned, "%s: the scanner %s %.*s", what, took ? "took" : "declined",
+                     (int)n, t->data);
+    }
+    /* the NUL after {"a":1} is past the length: only len bytes are read */
+    cr_expect(both("{\"a\":1}\x00", 7, "", "prefix"));
+}
+
+Test(bench_oai_scan, unescaped_text_that_overflows_the_inline_buffer_goes_to_jansson) {
+    char ev[2048];
+    int n = snprintf(ev, sizeof ev, "{\"choices\":[{\"text\":\"");
+    for (int i = 0; i < 300; i++)
+        n += snprintf(ev + n, sizeof ev - (size_t)n, "\\n");
+    n += snprintf(ev + n, sizeof ev - (size_t)n, "\"}]}");
+    cr_expect(!both(ev, (size_t)n, "", "300 escapes"), "needs 300 bytes of text_buf");
+    ev[21 + 2 * 255] = '"'; /* 255 escapes: fits with its NUL */
+    memcpy(ev + 22 + 2 * 255, "}]}", 4);
+    cr_expect(both(ev, strlen(ev), "", "255 escapes"));
+    /* plain text of any length is borrowed, never copied */
+    n = snprintf(ev, sizeof ev, "{\"choices\":[{\"text\":\"%01500d\"}]}", 7);
+    cr_expect(both(ev, (size_t)n, "", "long plain text"));
 }
 
 /* ---- load ---------------------------------------------------------------------------------- */

@@ -1,8 +1,11 @@
-/* Reading OpenAI-compatible response events (oai.h) with jansson. Runs once
- * per received event, after its arrival has been time-stamped. Not here:
- * SSE framing, counting policy across a request (client.c). */
+/* Reading OpenAI-compatible response events (oai.h) with jansson: the
+ * reference reader, and the fallback for the events the in-place scanner
+ * (oai_scan.c) declines. Runs once per received event, after its arrival has
+ * been time-stamped. Not here: SSE framing, counting policy across a request
+ * (client.c). */
 #include "bench/oai.h"
 
+#include <stddef.h>
 #include <string.h>
 
 static double num_or(json_t *o, const char *k, double dflt) {
@@ -73,7 +76,13 @@ static bool take_ids(oai_chunk *c, json_t *o) {
 }
 
 int bench_oai_parse(oai_chunk *c, const char *data, size_t len, const char *event, tps_err *e) {
-    memset(c, 0, sizeof *c);
+    if (bench_oai_scan(c, data, len, event)) return TPS_OK;
+    return bench_oai_parse_json(c, data, len, event, e);
+}
+
+int bench_oai_parse_json(oai_chunk *c, const char *data, size_t len, const char *event,
+                         tps_err *e) {
+    memset(c, 0, offsetof(oai_chunk, text_buf));
     if (len == 6 && !memcmp(data, "[DONE]", 6)) {
         c->done = true;
         return TPS_OK;

@@ -6,7 +6,12 @@
  * Token evidence per event, most trusted first: token ids carried in the
  * event ("tokens" or "token_ids", top level or in choices[0]) give their
  * count; otherwise non-empty text counts as one token (an approximation the
- * result names). Not here: SSE framing (sse.h), timing, HTTP. */
+ * result names). Not here: SSE framing (sse.h), timing, HTTP.
+ *
+ * Two readers give one result: an in-place scanner (oai_scan.c: no JSON
+ * tree, no allocation, the per-event fast path) and jansson (oai.c: the
+ * reference, and the fallback for anything the scanner is not sure of).
+ * bench_oai_parse runs the first and falls back to the second. */
 #ifndef TPS_BENCH_OAI_H
 #define TPS_BENCH_OAI_H
 
@@ -30,7 +35,10 @@ typedef struct oai_chunk {
     char error_msg[200]; /* when error */
     uint32_t tokens;     /* output tokens this event carries (see above) */
     bool from_ids;       /* tokens were counted from ids in the stream */
-    const char *text;    /* output text, borrowed from root; NULL if none */
+    /* Output text; NULL if none. Borrowed: from root (jansson), from the
+     * event's data or from text_buf (scanner) -- so valid while data lives
+     * and until bench_oai_release, and never copy a chunk by value. */
+    const char *text;
     size_t text_len;
     bool reasoning; /* text is reasoning_content, not the reply's content */
     bool finished;  /* finish_reason set */
@@ -45,7 +53,8 @@ typedef struct oai_chunk {
     uint64_t cached_tokens;
     bool has_timings;
     oai_timings timings;
-    json_t *root; /* owned; release with bench_oai_release */
+    json_t *root;       /* owned (jansson path only); release with bench_oai_release */
+    char text_buf[256]; /* the scanner's unescaped text; last, so not cleared per event */
 } oai_chunk;
 
 /* Parses one event's data (event: its SSE event type, "" if none).
@@ -53,5 +62,19 @@ typedef struct oai_chunk {
  * an object; a JSON error object is not a parse error (c->error is set). */
 int bench_oai_parse(oai_chunk *c, const char *data, size_t len, const char *event, tps_err *e);
 void bench_oai_release(oai_chunk *c);
+
+/* The two readers alone, for the tests and the fuzz harness that hold them
+ * to one result. bench_oai_parse_json: the jansson reader, same contract as
+ * bench_oai_parse. bench_oai_scan: the in-place reader; true when it read
+ * the event (c then equals what the jansson reader gives, and c->root is
+ * NULL), false when it declines (malformed or unusual JSON, an error event,
+ * text that needs unescaping past text_buf): c is then unspecified and the
+ * caller asks jansson. Allocates nothing; reads only data[0, len). */
+int bench_oai_parse_json(oai_chunk *c, const char *data, size_t len, const char *event, tps_err *e);
+bool bench_oai_scan(oai_chunk *c, const char *data, size_t len, const char *event);
+
+/* True when a and b say the same thing (text compared by content, not by
+ * pointer); otherwise false with *field naming the first difference. */
+bool bench_oai_same(const oai_chunk *a, const oai_chunk *b, const char **field);
 
 #endif
