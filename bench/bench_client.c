@@ -1,7 +1,10 @@
 /* The bench client's own cost: CPU time per 1,000 tokens received and the
  * event rate it sustains against a fast local streaming source (a trivial
- * SSE server thread here that writes each whole response at once), and the
- * cost of one timestamp. Numbers, not pass/fail; correctness is
+ * SSE server thread here), in two cases: the source writes each whole
+ * response at once (one read carries many events), or each SSE event in a
+ * send of its own, as a real server streaming token by token does (then
+ * every event can cost the client a wake-up and a read). Also the cost of
+ * one timestamp. Numbers, not pass/fail; correctness is
  * tests/test_bench_*.c. The client runs on this thread; its CPU is measured
  * with RUSAGE_THREAD, so the server thread's work is not counted.
  *
@@ -9,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,13 +33,17 @@ typedef struct src_conn {
     int fd;
     size_t got;  /* request bytes seen */
     size_t sent; /* response bytes written; == resp_len when idle */
+    size_t next; /* per-event mode: the next event boundary to send up to */
     bool writing;
 } src_conn;
 
 typedef struct source {
     int lfd, port;
-    char *resp; /* one whole chunked response */
+    bool per_event; /* one send per SSE event (else the whole response) */
+    char *resp;     /* one whole chunked response */
     size_t resp_len;
+    size_t *bounds; /* (n_bounds,) where the headers and each event end */
+    size_t n_bounds;
     atomic_bool stop;
     pthread_t th;
 } source;
@@ -47,6 +55,9 @@ static void build_response(source *s, int tokens) {
                           "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                           "Transfer-Encoding: chunked\r\n\r\n");
     char ev[256];
+    s->bounds = malloc(sizeof *s->bounds * (size_t)(tokens + 4));
+    s->n_bounds = 0;
+    s->bounds[s->n_bounds++] = n;
     for (int i = 0; i <= tokens + 1; i++) {
         int k;
         if (i < tokens)
@@ -62,9 +73,11 @@ static void build_response(source *s, int tokens) {
         else
             k = snprintf(ev, sizeof ev, "data: [DONE]\n\n");
         n += (size_t)snprintf(s->resp + n, cap - n, "%x\r\n%s\r\n", k, ev);
+        if (i < tokens + 1) s->bounds[s->n_bounds++] = n;
     }
     n += (size_t)snprintf(s->resp + n, cap - n, "0\r\n\r\n");
     s->resp_len = n;
+    s->bounds[s->n_bounds++] = n;
 }
 
 static void *source_main(void *arg) {
@@ -79,8 +92,11 @@ static void *source_main(void *arg) {
         if (poll(p, (nfds_t)(1 + n), 50) <= 0) continue;
         if (p[0].revents & POLLIN) {
             int fd;
-            while (n < MAX_CONN && (fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0)
+            while (n < MAX_CONN && (fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
+                int one = 1; /* per-event sends go out as they are made, as tps serve's do */
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
                 c[n++] = (src_conn){.fd = fd};
+            }
         }
         int m = n;
         for (int i = m - 1; i >= 0; i--) {
@@ -97,10 +113,16 @@ static void *source_main(void *arg) {
                     continue;
                 }
                 /* the request ends with its JSON body's closing brace */
-                if (buf[k - 1] == '}') x->writing = true, x->sent = 0;
+                if (buf[k - 1] == '}') x->writing = true, x->sent = 0, x->next = 0;
             }
             if (x->writing) {
-                ssize_t k = send(x->fd, s->resp + x->sent, s->resp_len - x->sent, MSG_NOSIGNAL);
+                size_t end = s->resp_len;
+                if (s->per_event) { /* up to the next event's end, then poll again */
+                    while (x->next < s->n_bounds && s->bounds[x->next] <= x->sent)
+                        x->next++;
+                    if (x->next < s->n_bounds) end = s->bounds[x->next];
+                }
+                ssize_t k = send(x->fd, s->resp + x->sent, end - x->sent, MSG_NOSIGNAL);
                 if (k > 0) x->sent += (size_t)k;
                 if (x->sent == s->resp_len) x->writing = false;
                 if (k < 0 && errno != EAGAIN) {
@@ -135,6 +157,7 @@ static void source_stop(source *s) {
     pthread_join(s->th, NULL);
     close(s->lfd);
     free(s->resp);
+    free(s->bounds);
 }
 
 /* ---- measurements ------------------------------------------------------------------------ */
@@ -149,8 +172,8 @@ static void timestamp_cost(void) {
            (double)(t1 - t0) / n, (unsigned long long)(sink & 1));
 }
 
-static void run_case(int tokens, uint32_t concurrency, uint64_t requests) {
-    source s = {0};
+static void run_case(int tokens, uint32_t concurrency, uint64_t requests, bool per_event) {
+    source s = {.per_event = per_event};
     if (source_start(&s, tokens)) {
         fprintf(stderr, "cannot start the source\n");
         return;
@@ -188,10 +211,12 @@ static void run_case(int tokens, uint32_t concurrency, uint64_t requests) {
             ok += out.recs[i].err == BENCH_OK;
         }
         double wall = tps_ns_to_s(out.t_stop_ns - out.t_start_ns);
-        printf("concurrency %4u, %4d tokens/request: %6llu/%llu ok, %8llu tokens in %.2f s wall; "
-               "client CPU %.3f ms per 1,000 tokens; %.0f events/s, %.0f tokens/s, %.1f MB/s\n",
-               concurrency, tokens, (unsigned long long)ok, (unsigned long long)requests,
-               (unsigned long long)toks, wall, 1e6 * out.client_cpu_s / (double)(toks ? toks : 1),
+        printf("%-9s concurrency %4u, %4d tokens/request: %6llu/%llu ok, %8llu tokens in %.2f s "
+               "wall; client CPU %.3f ms per 1,000 tokens; %.0f events/s, %.0f tokens/s, %.1f "
+               "MB/s\n",
+               per_event ? "per-event" : "whole", concurrency, tokens, (unsigned long long)ok,
+               (unsigned long long)requests, (unsigned long long)toks, wall,
+               1e6 * out.client_cpu_s / (double)(toks ? toks : 1),
                (double)out.events_received / wall, (double)toks / wall,
                (double)out.bytes_received / wall / 1e6);
         bench_run_free(&out);
@@ -204,9 +229,11 @@ int main(int argc, char **argv) {
     int tokens = argc > 1 ? atoi(argv[1]) : 256;
     if (tokens < 1) tokens = 256;
     timestamp_cost();
-    run_case(tokens, 1, 200);
-    run_case(tokens, 16, 800);
-    run_case(tokens, 256, 2048);
-    run_case(16, 1000, 4000);
+    for (int per_event = 0; per_event < 2; per_event++) {
+        run_case(tokens, 1, 200, per_event);
+        run_case(tokens, 16, 800, per_event);
+        run_case(tokens, 256, 2048, per_event);
+        run_case(16, 1000, 4000, per_event);
+    }
     return 0;
 }
