@@ -10,20 +10,8 @@
 #include "bench/bench.h"
 #include "bench/result.h"
 #include "metrics/clock.h"
+#include "support/bench_workload.h"
 #include "test_bench_fake.h"
-
-static void make_workload(workload *wl, uint32_t out_tokens, size_t n) {
-    workload_opts o = {.endpoint = BENCH_EP_COMPLETIONS,
-                       .n_items = n,
-                       .seed = 3,
-                       .ignore_eos = 1,
-                       .include_usage = true,
-                       .temperature = -1};
-    tps_err e = {{0}};
-    cr_assert_eq(load_dist_parse(&o.input_len, "8", &e), 0);
-    o.output_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = out_tokens};
-    cr_assert_eq(workload_build(wl, &o, &e), 0, "%s", e.msg);
-}
 
 typedef struct run_case {
     fake_server srv;
@@ -43,7 +31,7 @@ static void run(run_case *rc) {
     if (!rc->cfg.idle_timeout_s) rc->cfg.idle_timeout_s = 5;
     if (!rc->cfg.connect_timeout_s) rc->cfg.connect_timeout_s = 2;
     if (!rc->cfg.requests && !rc->cfg.duration_s) rc->cfg.requests = 4;
-    make_workload(&rc->wl, (uint32_t)rc->srv.tokens, 16);
+    test_workload(&rc->wl, (uint32_t)rc->srv.tokens, 16);
     tps_err e = {{0}};
     uint64_t t0 = tps_now_ns();
     cr_assert_eq(bench_run(&rc->out, &rc->cfg, &rc->wl, &e), 0, "%s", e.msg);
@@ -174,7 +162,7 @@ Test(bench_client, error_event_is_stream_error) {
 
 Test(bench_client, nothing_listening_is_connect) {
     workload wl;
-    make_workload(&wl, 4, 4);
+    test_workload(&wl, 4, 4);
     /* a port we bound and closed: nothing listens there */
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -220,7 +208,7 @@ Test(bench_client, server_killed_mid_run_gives_partial_results) {
     run_case rc = {.srv = {.mode = FAKE_OK, .tokens = 20, .gap_ms = 20}};
     cr_assert_eq(fake_start(&rc.srv), 0);
     snprintf(rc.url, sizeof rc.url, "http://127.0.0.1:%d", rc.srv.port);
-    make_workload(&rc.wl, 20, 8);
+    test_workload(&rc.wl, 20, 8);
     rc.cfg = (bench_config){.base_url = rc.url,
                             .concurrency = 4,
                             .duration_s = 1.5,

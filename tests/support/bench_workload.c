@@ -1,0 +1,19 @@
+/* The fake-server tests' workload (see bench_workload.h). */
+#include "support/bench_workload.h"
+
+#include <criterion/criterion.h>
+
+#include "bench/load.h"
+
+void test_workload(workload *wl, uint32_t out_tokens, size_t n) {
+    workload_opts o = {.endpoint = BENCH_EP_COMPLETIONS,
+                       .n_items = n,
+                       .seed = 3,
+                       .ignore_eos = 1,
+                       .include_usage = true,
+                       .temperature = -1};
+    tps_err e = {{0}};
+    cr_assert_eq(load_dist_parse(&o.input_len, "8", &e), 0);
+    o.output_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = out_tokens};
+    cr_assert_eq(workload_build(wl, &o, &e), 0, "%s", e.msg);
+}
