@@ -11,20 +11,8 @@
 #include "bench/capacity.h"
 #include "metrics/clock.h"
 #include "support/test_support.h"
+#include "support/bench_workload.h"
 #include "test_bench_fake.h"
-
-static void make_workload(workload *wl, uint32_t out_tokens) {
-    workload_opts o = {.endpoint = BENCH_EP_COMPLETIONS,
-                       .n_items = 16,
-                       .seed = 3,
-                       .ignore_eos = 1,
-                       .include_usage = true,
-                       .temperature = -1};
-    tps_err e = {{0}};
-    cr_assert_eq(load_dist_parse(&o.input_len, "8", &e), 0);
-    o.output_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = out_tokens};
-    cr_assert_eq(workload_build(wl, &o, &e), 0, "%s", e.msg);
-}
 
 static bench_config base_config(const char *url, uint32_t cap) {
     return (bench_config){.base_url = url,
@@ -124,7 +112,7 @@ Test(capacity_search, refuses_a_search_without_an_slo) {
     capacity_opts o = capacity_opts_default();
     bench_config c = base_config("http://127.0.0.1:9", 4);
     workload wl;
-    make_workload(&wl, 4);
+    test_workload(&wl, 4, 16);
     capacity_result r;
     tps_err e = {{0}};
     cr_expect_eq(capacity_search(&r, &o, &c, &wl, NULL, NULL, &e), TPS_EINVAL);
@@ -155,7 +143,7 @@ Test(capacity_search, finds_the_known_capacity_within_one_step, .timeout = 90) {
     snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
     bench_config c = base_config(url, 256);
     workload wl;
-    make_workload(&wl, 4);
+    test_workload(&wl, 4, 16);
     capacity_opts o = slo_opts();
     o.start_rate = 10;
     o.max_rate = 160;
@@ -207,7 +195,7 @@ Test(capacity_search, marks_an_answer_limited_by_the_client_and_stops_at_the_pro
     snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
     bench_config c = base_config(url, 1);
     workload wl;
-    make_workload(&wl, 4);
+    test_workload(&wl, 4, 16);
     capacity_opts o = slo_opts();
     o.start_rate = 40;
     o.probe_s = 1.0;
@@ -239,6 +227,14 @@ Test(capacity, cli_find_max_rate_needs_an_slo_and_a_duration_and_prints_each_pro
     free(out);
     rc = run_tps("bench --find-max-rate --slo ttft_p99=100 --requests 5", true, &out);
     cr_expect_eq(rc, 2, "%s", out);
+    free(out);
+    rc = run_tps("bench --goodput-target 0.9 --slo ttft=100 --requests 5", true, &out);
+    cr_expect_eq(rc, 2, "%s", out);
+    cr_expect(out && strstr(out, "--goodput-target"), "%s", out);
+    free(out);
+    rc = run_tps("bench --trace-speed 2 --requests 5", true, &out);
+    cr_expect_eq(rc, 2, "%s", out);
+    cr_expect(out && strstr(out, "--trace-speed"), "%s", out);
     free(out);
     rc = run_tps("bench --slo ttft_p99=x --requests 5", true, &out);
     cr_expect_eq(rc, 2, "%s", out);

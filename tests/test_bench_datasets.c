@@ -362,3 +362,15 @@ Test(datasets, cli_dataset_without_requests_sends_each_entry_once, .timeout = 60
     free(out);
     unlink(path);
 }
+
+/* --trace-speed only means something for a timed trace: with another
+ * dataset it is refused, not ignored. */
+Test(datasets, trace_speed_on_a_dataset_without_times_is_refused) {
+    const char *jsonl = "{\"prompt\":\"a\",\"max_tokens\":2}\n";
+    workload_opts o = {.endpoint = BENCH_EP_COMPLETIONS, .trace_speed = 2, .temperature = -1};
+    workload w = {0};
+    tps_err e = {{0}};
+    cr_expect_eq(workload_parse_dataset(&w, jsonl, strlen(jsonl), "d.jsonl", &o, &e), TPS_EINVAL);
+    cr_expect(strstr(e.msg, "--trace-speed") && strstr(e.msg, "d.jsonl"), "%s", e.msg);
+    workload_free(&w);
+}

@@ -825,6 +825,14 @@ int workload_parse_dataset(workload *w, const char *buf, size_t len, const char 
     dataset d;
     int rc = dataset_parse(&d, buf, len, name, o->endpoint == BENCH_EP_CHAT, e);
     if (rc) return rc;
+    if (o->trace_speed > 0 && d.format != DATASET_TRACE) {
+        rc = tps_fail(e, TPS_EINVAL,
+                      "--trace-speed scales a timed trace's send times; %s is a %s dataset, "
+                      "which has none: drop --trace-speed",
+                      name, dataset_format_name(d.format));
+        dataset_free(&d);
+        return rc;
+    }
     if (o->turns) {
         if (d.format != DATASET_SHAREGPT)
             rc = tps_fail(e, TPS_EINVAL,

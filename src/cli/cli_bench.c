@@ -425,6 +425,16 @@ static int bench_parse(bench_cli *b, int argc, char **argv) {
                         "probe's length), and neither --requests nor --turns\n");
         return 2;
     }
+    if (b->goodput_target > 0 && !b->find_max_rate) {
+        fprintf(stderr, "tps bench: --goodput-target is the capacity search's pass mark: add "
+                        "--find-max-rate or drop it (a plain run reports goodput under --slo)\n");
+        return 2;
+    }
+    if (s->wo.trace_speed > 0 && !s->wo.dataset) {
+        fprintf(stderr, "tps bench: --trace-speed scales a trace --dataset's send times; give "
+                        "one or drop it\n");
+        return 2;
+    }
     tps_err e = {{0}};
     if (bench_spec_check(s, &e)) {
         fprintf(stderr, "tps bench: %s\n", e.msg);
