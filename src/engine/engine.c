@@ -471,13 +471,7 @@ static void sync_stats(engine *e) {
     e->local.kv_blocks_used = kv_cache_blocks_used(e->kv);
     e->local.kv_blocks_cached = kv_cache_blocks_cached(e->kv);
     pthread_mutex_lock(&e->mu);
-    uint32_t total = e->st.kv_blocks_total, bt = e->st.kv_block_tokens, ctx = e->st.n_ctx;
-    bool warm = e->st.kv_pool_warm;
     e->st = e->local;
-    e->st.kv_pool_warm = warm;
-    e->st.kv_blocks_total = total;
-    e->st.kv_block_tokens = bt;
-    e->st.n_ctx = ctx;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -876,7 +870,7 @@ static void *engine_main(void *arg) {
                 pthread_mutex_unlock(&e->mu);
                 warming = kv_cache_warm(e->kv, ENGINE_WARM_SLICE);
                 pthread_mutex_lock(&e->mu);
-                e->st.kv_pool_warm = !warming;
+                e->local.kv_pool_warm = e->st.kv_pool_warm = !warming;
                 continue;
             }
             pthread_cond_wait(&e->work_cv, &e->mu);
@@ -1006,9 +1000,11 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
         goto fail;
     }
     if ((rc = warm_up(e, err))) goto fail;
-    e->st.kv_blocks_total = e->kv->n_blocks;
-    e->st.kv_block_tokens = e->kv->block_tokens;
-    e->st.n_ctx = e->n_ctx;
+    /* fixed for the engine's life: in local, which every sync copies */
+    e->local.kv_blocks_total = e->kv->n_blocks;
+    e->local.kv_block_tokens = e->kv->block_tokens;
+    e->local.n_ctx = e->n_ctx;
+    e->st = e->local;
     trace_init(&e->tr, tps_now_ns());
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         rc = tps_fail(err, TPS_EIO, "engine: cannot start the engine thread");
