@@ -827,8 +827,8 @@ int workload_parse_dataset(workload *w, const char *buf, size_t len, const char 
     if (rc) return rc;
     if (o->trace_speed > 0 && d.format != DATASET_TRACE) {
         rc = tps_fail(e, TPS_EINVAL,
-                      "--trace-speed scales a timed trace's send times; %s is a %s dataset, "
-                      "which has none: drop --trace-speed",
+                      "%s: a %s dataset has no send times for --trace-speed to scale; drop "
+                      "--trace-speed",
                       name, dataset_format_name(d.format));
         dataset_free(&d);
         return rc;
