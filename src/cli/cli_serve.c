@@ -37,6 +37,11 @@ static const opt_row serve_rows[] = {
     U32_ROW("--max-seqs", engine.max_seqs, "sequences running at once (default 64)"),
     U32_ROW("--max-batch-tokens", engine.max_batch_tokens, "token rows per step (default 256)"),
     U32_ROW("--prefill-chunk", engine.prefill_chunk, "prompt rows one sequence gets per step"),
+    {"--itl-target-ms", .kind = OPT_NUM, .off = S(engine.itl_target_ms), .max = 1e6, .metavar = "T",
+     .help = "keep a step that carries decoding streams under T ms by\n"
+             "cutting its prompt chunks (predicted from a step-time model\n"
+             "calibrated as it runs); 0: off (default: measured at start,\n"
+             "3 x a one-row step, at least 10 ms)"},
     {"--kv-mem", .kind = OPT_SIZE, .off = S(engine.kv_mem),
      .help = "KV pool size, e.g. 512M, 2G (default: room for max-seqs\n"
              "full contexts, at most 1 GiB)"},

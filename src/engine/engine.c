@@ -18,6 +18,7 @@
 #include "engine/engine.h"
 #include "engine/forward.h"
 #include "engine/seq.h"
+#include "engine/step_cost.h"
 #include "engine/trace.h"
 #include "metrics/clock.h"
 
@@ -48,6 +49,8 @@ struct engine {
     seq_list waiting, running;
     uint64_t admit_counter;
     trace tr;
+    step_cost cost;     /* the step-time model prompt chunks are sized by */
+    uint64_t target_ns; /* ITL target for a step carrying decode rows; 0: none */
     engine_stats local; /* counters the engine thread updates; copied to st under mu */
 
     /* shared, under mu */
@@ -650,16 +653,45 @@ typedef struct step_plan {
     size_t n_rows;
     uint32_t prefill_rows, decode_rows, cached_rows;
     uint64_t preempt_before;
+    double work;    /* the step's size in the cost model's units */
+    double pred_ns; /* its predicted time */
 } step_plan;
 
+/* Prompt rows a step carrying decode rows always gives prompts, whatever
+ * the ITL target says: one KV block. With it a prompt of P tokens is
+ * computed within ceil(P / 16) steps of its admission (TTFT bounded),
+ * even when the running streams alone fill the target. */
+#define ENGINE_MIN_PREFILL_ROWS 16u
+
 /* Prompt rows s gets now: what it still needs, within the step's budget,
- * the per-sequence chunk and what the pool can hold without preempting. */
-static uint32_t chunk_for(const engine *e, const seq *s, uint32_t budget) {
+ * the per-sequence chunk, what the pool can hold without preempting and,
+ * when the step carries decode rows, what keeps the step's predicted time
+ * within the ITL target (a step of prompts alone keeps no stream waiting,
+ * so it is not cut). */
+static uint32_t chunk_for(const engine *e, const seq *s, const step_plan *pl) {
     uint32_t need = s->n_tokens - s->n_computed;
-    uint32_t chunk = need < budget ? need : budget;
+    uint32_t chunk = need < pl->budget ? need : pl->budget;
     if (chunk > e->p.prefill_chunk) chunk = e->p.prefill_chunk;
+    if (e->target_ns && pl->decode_rows) {
+        uint32_t fit = step_cost_rows_within(&e->cost, pl->pred_ns, (double)e->target_ns,
+                                             s->n_computed, chunk);
+        uint32_t floor = pl->prefill_rows < ENGINE_MIN_PREFILL_ROWS
+                             ? ENGINE_MIN_PREFILL_ROWS - pl->prefill_rows
+                             : 0;
+        if (fit < floor) fit = floor;
+        if (chunk > fit) chunk = fit;
+    }
     uint32_t room = room_for(e, s);
     return chunk < room ? chunk : room;
+}
+
+/* Adds n rows of s to the step, and their cost to its prediction. */
+static void plan_rows(engine *e, step_plan *pl, seq *s, uint32_t n) {
+    double w = step_cost_work(&e->cost, n, step_cost_chunk_attended(s->n_computed, n));
+    pl->work += w;
+    pl->pred_ns += e->cost.c1_ns * w;
+    add_rows(e, s, n, &pl->n_rows, &pl->n_batch);
+    pl->budget -= n;
 }
 
 /* 1. decode first: every running sequence that has all but its newest
@@ -668,8 +700,7 @@ static void plan_decodes(engine *e, step_plan *pl) {
     for (seq *s = e->running.head; s && pl->budget;) {
         seq *next = s->next;
         if (s->n_tokens - s->n_computed == 1 && reserve_or_preempt(e, s, s->n_tokens)) {
-            add_rows(e, s, 1, &pl->n_rows, &pl->n_batch);
-            pl->budget--;
+            plan_rows(e, pl, s, 1);
             pl->decode_rows++;
         }
         /* a preemption may have removed `next` (it was the newest) */
@@ -686,10 +717,9 @@ static void plan_prefill_chunks(engine *e, step_plan *pl) {
         for (uint32_t k = 0; k < pl->n_batch; k++)
             in_batch |= e->batch[k] == s;
         if (s->n_tokens - s->n_computed <= 1 || in_batch) continue;
-        uint32_t chunk = chunk_for(e, s, pl->budget);
+        uint32_t chunk = chunk_for(e, s, pl);
         if (chunk && kv_seq_reserve(e->kv, &s->kv, s->n_computed + chunk) == 0) {
-            add_rows(e, s, chunk, &pl->n_rows, &pl->n_batch);
-            pl->budget -= chunk;
+            plan_rows(e, pl, s, chunk);
             pl->prefill_rows += chunk;
         }
     }
@@ -704,7 +734,7 @@ typedef enum admit_result { ADMITTED, ADMIT_LATER, ADMIT_STOP } admit_result;
 static admit_result admit_one(engine *e, seq *s, step_plan *pl) {
     uint32_t hit = take_cached_prefix(e, s);
     bool wait = prefix_in_flight(e, s, hit);
-    uint32_t chunk = wait ? 0 : chunk_for(e, s, pl->budget);
+    uint32_t chunk = wait ? 0 : chunk_for(e, s, pl);
     if (!chunk || kv_seq_reserve(e->kv, &s->kv, s->n_computed + chunk) != 0) {
         kv_seq_release(e->kv, &s->kv); /* the hit waits with it, unheld */
         s->n_computed = 0;
@@ -721,8 +751,7 @@ static admit_result admit_one(engine *e, seq *s, step_plan *pl) {
     s->admit_order = ++e->admit_counter;
     seq_list_push_back(&e->running, s);
     if (!s->tm.t_first_scheduled) s->tm.t_first_scheduled = pl->t0;
-    add_rows(e, s, chunk, &pl->n_rows, &pl->n_batch);
-    pl->budget -= chunk;
+    plan_rows(e, pl, s, chunk);
     pl->prefill_rows += chunk;
     return ADMITTED;
 }
@@ -775,6 +804,10 @@ static void record_step(engine *e, const step_plan *pl, uint32_t generated, uint
     e->local.steps_total++;
     e->local.prefill_rows_total += pl->prefill_rows;
     e->local.generation_tokens_total += generated;
+    if (e->target_ns && pl->decode_rows && t1 - pl->t0 > e->target_ns)
+        e->local.steps_over_itl_target_total++;
+    e->local.step_cost_fixed_ns = (uint64_t)e->cost.c0_ns;
+    e->local.step_cost_row_ns = (uint64_t)e->cost.c1_ns;
     pthread_mutex_lock(&e->mu);
     hist_record(e->h_step_ns, t1 - pl->t0);
     hist_record(e->h_step_tokens, pl->n_rows);
@@ -789,7 +822,8 @@ static void record_step(engine *e, const step_plan *pl, uint32_t generated, uint
                      .waiting = e->waiting.n,
                      .kv_blocks = kv_cache_blocks_used(e->kv),
                      .preemptions = (uint32_t)(e->local.preemptions_total - pl->preempt_before),
-                     .cached_tokens = pl->cached_rows};
+                     .cached_tokens = pl->cached_rows,
+                     .predicted_ns = (uint64_t)pl->pred_ns};
     trace_step_add(&e->tr, &ts);
 }
 
@@ -797,7 +831,8 @@ static void record_step(engine *e, const step_plan *pl, uint32_t generated, uint
 static bool step(engine *e) {
     step_plan pl = {.t0 = tps_now_ns(),
                     .budget = e->p.max_batch_tokens,
-                    .preempt_before = e->local.preemptions_total};
+                    .preempt_before = e->local.preemptions_total,
+                    .pred_ns = e->cost.c0_ns};
     take_requests(e, pl.t0);
     plan_decodes(e, &pl);
     plan_prefill_chunks(e, &pl);
@@ -819,8 +854,10 @@ static bool step(engine *e) {
             seq_list_remove(&e->running, e->batch[k]);
             finish(e, e->batch[k], ENGINE_FINISH_ERROR, t1, err.msg);
         }
-    else
+    else {
         generated = sample_batch(e, pl.n_batch, logits, t1);
+        step_cost_observe(&e->cost, pl.work, (double)(t1 - pl.t0));
+    }
     record_step(e, &pl, generated, t1);
     publish(e, t1);
     return true;
@@ -896,21 +933,73 @@ static void *engine_main(void *arg) {
 /* One forward row before serving: pages the mmapped weights in and starts
  * the kernel threads, so the first request's prefill time measures compute,
  * not page faults. Its KV block goes straight back to the pool. */
-static int warm_up(engine *e, tps_err *err) {
+/* Times n rows of one scratch sequence from position 0 (the best of
+ * reps runs); the sequence's blocks are released, never indexed. */
+static int time_rows(engine *e, uint32_t n, int reps, double *best_ns, tps_err *err) {
     kv_seq ks = {0};
-    if (kv_seq_init(&ks, 1) || kv_seq_reserve(e->kv, &ks, 1)) {
+    if (kv_seq_init(&ks, kv_blocks_for(e->kv, n)) || kv_seq_reserve(e->kv, &ks, n)) {
         kv_seq_destroy(&ks);
-        return tps_fail(err, TPS_ENOMEM, "engine: KV pool has no block for the warm-up");
+        return tps_fail(err, TPS_ENOMEM, "engine: KV pool has no room for the warm-up");
     }
     const kv_seq *seqs[] = {&ks};
-    fwd_row row = {.token = 0, .pos = 0, .seq = 0, .want_logits = 1};
-    fwd_batch b = {.n_rows = 1, .rows = &row, .seqs = seqs};
-    const float *logits;
-    size_t nl;
-    int rc = llama_forward(e->fs, e->m, e->kv, &b, &logits, &nl, err);
+    for (uint32_t i = 0; i < n; i++)
+        e->rows[i] = (fwd_row){.token = 0, .pos = i, .seq = 0, .want_logits = i + 1 == n};
+    fwd_batch b = {.n_rows = n, .rows = e->rows, .seqs = seqs};
+    int rc = 0;
+    *best_ns = 0;
+    for (int r = 0; r < reps && !rc; r++) {
+        const float *logits;
+        size_t nl;
+        uint64_t t0 = tps_now_ns();
+        rc = llama_forward(e->fs, e->m, e->kv, &b, &logits, &nl, err);
+        double ns = (double)(tps_now_ns() - t0);
+        if (r == 0 || ns < *best_ns) *best_ns = ns;
+    }
     kv_seq_release(e->kv, &ks);
     kv_seq_destroy(&ks);
     return rc;
+}
+
+/* Row-equivalents per attended position: attention's multiply-adds (QK
+ * and AV, every layer) against a row's weights', times 4 because they
+ * run in fp32 over scattered KV rather than in int8 over packed weights. */
+static double attention_weight(const llama_config *c) {
+    double kv_dim = (double)c->n_kv_heads * c->head_dim, q_dim = (double)c->n_heads * c->head_dim;
+    double row = (double)c->n_layers *
+                     (c->dim * (q_dim + 2 * kv_dim) + q_dim * c->dim + 3.0 * c->dim * c->ffn_dim) +
+                 (double)c->dim * c->n_vocab;
+    return 4.0 * c->n_layers * 2.0 * q_dim / row;
+}
+
+/* Faults in the forward state with one step; with an ITL target, primes
+ * the step-time model with a one-row and a many-row step and resolves
+ * the automatic target from them. */
+static int warm_up(engine *e, tps_err *err) {
+    double t1, tn;
+    int rc = time_rows(e, 1, 1, &t1, err);
+    step_cost_init(&e->cost, attention_weight(&e->m->cfg));
+    if (rc || e->p.itl_target_ms == 0) return rc;
+    uint32_t n = 64;
+    if (n > e->p.max_batch_tokens) n = e->p.max_batch_tokens;
+    if (n > e->n_ctx) n = e->n_ctx;
+    if (n > kv_cache_available(e->kv) * e->kv->block_tokens)
+        n = kv_cache_available(e->kv) * e->kv->block_tokens;
+    if ((rc = time_rows(e, 1, 3, &t1, err))) return rc;
+    if (n < 2) {
+        step_cost_prime(&e->cost, 1, t1, 2, 2 * t1);
+    } else {
+        if ((rc = time_rows(e, n, 2, &tn, err))) return rc;
+        const step_cost *c = &e->cost;
+        step_cost_prime(&e->cost, step_cost_work(c, 1, 1), t1,
+                        step_cost_work(c, n, step_cost_chunk_attended(0, n)), tn);
+    }
+    if (e->p.itl_target_ms < 0) {
+        double ns = 3 * t1;
+        if (ns < 10e6) ns = 10e6;
+        e->p.itl_target_ms = ns / 1e6;
+    }
+    e->target_ns = (uint64_t)(e->p.itl_target_ms * 1e6);
+    return 0;
 }
 
 /* The KV pool: --kv-mem, or --kv-tokens, or by default max_seqs full
@@ -1004,6 +1093,9 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     e->local.kv_blocks_total = e->kv->n_blocks;
     e->local.kv_block_tokens = e->kv->block_tokens;
     e->local.n_ctx = e->n_ctx;
+    e->local.itl_target_ns = e->target_ns;
+    e->local.step_cost_fixed_ns = (uint64_t)e->cost.c0_ns;
+    e->local.step_cost_row_ns = (uint64_t)e->cost.c1_ns;
     e->st = e->local;
     trace_init(&e->tr, tps_now_ns());
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {

@@ -45,7 +45,16 @@ typedef struct engine_params {
      * request takes every leading block already computed instead of
      * prefilling it again. Output is bit-identical either way. */
     bool no_prefix_cache;
+    /* Inter-token-latency target for a step that carries decode rows, in
+     * ms: prompt chunks are cut so the step's predicted time (step_cost.h)
+     * stays within it; decode rows are never cut, and such a step still
+     * gives prompts ENGINE_MIN_PREFILL_ROWS rows. 0: off (chunks bounded by
+     * max_batch_tokens and prefill_chunk only). ENGINE_ITL_TARGET_AUTO:
+     * measured at start, 3 x a one-row step, at least 10 ms. */
+    double itl_target_ms;
 } engine_params;
+
+#define ENGINE_ITL_TARGET_AUTO (-1.0)
 
 void engine_params_default(engine_params *p);
 
@@ -187,6 +196,12 @@ typedef struct engine_stats {
      * while idle, a slice at a time, so that requests do not pay the first
      * touch of blocks the cache hands out cold; without it, soon true. */
     bool kv_pool_warm;
+    /* The ITL target in force (0: none), the steps carrying decode rows
+     * that took longer, and the step-time model now: a step of w rows
+     * (attention counted as rows) is predicted to take fixed + w * row. */
+    uint64_t itl_target_ns;
+    uint64_t steps_over_itl_target_total;
+    uint64_t step_cost_fixed_ns, step_cost_row_ns;
 } engine_stats;
 
 void engine_get_stats(engine *e, engine_stats *out);

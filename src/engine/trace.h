@@ -18,6 +18,7 @@ typedef struct trace_step {
     uint64_t t0, t1;
     uint32_t prefill_tokens, decode_tokens, running, waiting, kv_blocks, preemptions;
     uint32_t cached_tokens; /* prompt tokens admitted from the prefix cache this step */
+    uint64_t predicted_ns;  /* the step-time model's prediction (t1 - t0 is the actual) */
 } trace_step;
 
 typedef struct trace_req {

@@ -30,6 +30,7 @@ void server_config_default(server_config *c) {
     c->timeout_s = 60;
     c->drain_timeout_s = 30;
     c->max_n = 16;
+    c->engine.itl_target_ms = ENGINE_ITL_TARGET_AUTO;
     c->signal_fd = -1;
 }
 
@@ -387,6 +388,12 @@ int server_load(server *s, tps_err *err) {
             "max_batch_tokens %u, kv %u blocks x %u tokens\n",
             s->model_id, s->model->cfg.ctx_len, s->model->cfg.n_vocab, chat_tmpl_name(s->tmpl),
             in->max_seqs, in->max_batch_tokens, st.kv_blocks_total, st.kv_block_tokens);
+    if (st.itl_target_ns)
+        fprintf(s->log, "tps serve: itl target %.1f ms%s (step model: %.2f ms + %.3f ms per row)\n",
+                (double)st.itl_target_ns / 1e6,
+                s->cfg.engine.itl_target_ms < 0 ? " (auto: 3 x a one-row step, at least 10 ms)"
+                                                : "",
+                (double)st.step_cost_fixed_ns / 1e6, (double)st.step_cost_row_ns / 1e6);
     atomic_store(&s->ready, true);
     fprintf(s->log, "tps serve: listening on http://%s:%d\n", s->host, s->port);
     fflush(s->log);

@@ -412,6 +412,17 @@ void server_metrics_render(server *s, sbuf *b) {
     counter(b, "tps:preemptions_total", "Times a sequence's KV cache was taken back.",
             (double)st.preemptions_total);
     counter(b, "tps:steps_total", "Engine steps (iterations) run.", (double)st.steps_total);
+    gauge(b, "tps:itl_target_seconds",
+          "Step-time target prompt chunks are sized to when streams are decoding (0: none).",
+          (double)st.itl_target_ns * 1e-9);
+    counter(b, "tps:steps_over_itl_target_total",
+            "Steps carrying decode rows that took longer than the ITL target.",
+            (double)st.steps_over_itl_target_total);
+    gauge(b, "tps:step_cost_fixed_seconds",
+          "Step-time model: the part of a step that does not grow with its rows.",
+          (double)st.step_cost_fixed_ns * 1e-9);
+    gauge(b, "tps:step_cost_row_seconds", "Step-time model: the time each token row adds.",
+          (double)st.step_cost_row_ns * 1e-9);
     gauge(b, "tps:requests_running", "Sequences in the running batch.",
           (double)st.requests_running);
     gauge(b, "tps:requests_waiting", "Requests queued or preempted, waiting to run.",
