@@ -422,6 +422,17 @@ int gguf_open(gguf_file **out, const char *path, tps_err *err) {
     return finish_open(f, out, err);
 }
 
+size_t gguf_release_pages(const gguf_file *f, const void *p, size_t n) {
+    const uintptr_t lo = (uintptr_t)f->map, hi = lo + f->size;
+    uintptr_t a = (uintptr_t)p, b = a + n;
+    if (!f->owns_map || a < lo || b > hi || b < a) return 0;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    a = (a + page - 1) / page * page;
+    b = b / page * page;
+    if (b <= a || madvise((void *)a, b - a, MADV_DONTNEED) != 0) return 0;
+    return b - a;
+}
+
 void gguf_close(gguf_file *f) {
     if (!f) return;
     free(f->tensors);

@@ -126,6 +126,13 @@ typedef struct gguf_file {
     size_t data_offset; /* start of the tensor data section */
 } gguf_file;
 
+/* Gives back the pages of the file mapping that lie wholly inside
+ * [p, p + n): the process stops holding them (RSS falls), and a later read
+ * faults them in again from the file, so nothing is lost. For data that
+ * has been copied elsewhere (repacked weights). Does nothing for a file
+ * opened from memory. Returns the bytes given back. */
+size_t gguf_release_pages(const gguf_file *f, const void *p, size_t n);
+
 /* Maps path read-only and validates it. On error *out is NULL and err says
  * which field at which byte offset is wrong. */
 int gguf_open(gguf_file **out, const char *path, tps_err *err);

@@ -22,6 +22,9 @@ int llama_model_load_opts(llama_model **out, const char *path, const llama_load_
         llama_weights_free(&m->w);
         goto fail;
     }
+    /* the load faulted the originals in to copy them: they would stay
+     * resident beside their copies (122 MB for the 110M preset) */
+    if (m->w.packed) llama_weights_release_file_pages(&m->w, &m->cfg, m->file);
     *out = m;
     return 0;
 fail:

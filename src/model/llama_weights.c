@@ -155,8 +155,26 @@ int llama_weights_repack(llama_weights *w, const llama_config *cfg, tps_err *err
     }
     free(w->packed);
     w->packed = buf;
+    w->packed_bytes = total;
     free(ms);
     return 0;
+}
+
+size_t llama_weights_release_file_pages(llama_weights *w, const llama_config *cfg,
+                                        const gguf_file *f) {
+    const size_t cap = (size_t)cfg->n_layers * 7 + 1;
+    llama_mat **ms = malloc(cap * sizeof *ms);
+    if (!ms) return 0; /* the pages stay: memory, not correctness */
+    const size_t n = all_mats(w, cfg, ms, cap);
+    for (size_t i = 0; i < n; i++) {
+        const llama_mat *m = ms[i];
+        /* a tied output shares token_embd's rows, which lookups still read */
+        if (!m->packed || m->data == w->token_embd.data) continue;
+        w->released_bytes +=
+            gguf_release_pages(f, m->data, (size_t)m->rows * kernel_row_bytes(m->type, m->cols));
+    }
+    free(ms);
+    return w->released_bytes;
 }
 
 void llama_weights_free(llama_weights *w) {

@@ -42,6 +42,8 @@ typedef struct llama_weights {
     llama_layer *layers;      /* n_layers */
     float *owned;             /* converted norm vectors, one allocation */
     void *packed;             /* repacked matrices, one allocation; NULL when not repacked */
+    size_t packed_bytes;      /* its size */
+    size_t released_bytes;    /* file pages of repacked matrices given back (gguf_release_pages) */
     uint64_t bytes_per_token; /* weight bytes one decode step reads (all matrices + one embd row) */
 } llama_weights;
 
@@ -49,11 +51,15 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
 /* Copies every Q8_0 / Q4_0 matrix with a multiple of 8 rows (layers and
  * the output head; not the embedding, read by row) into one owned buffer of
  * 8-row interleaved groups and points each llama_mat.packed at its copy.
- * An explicit opt-in against STYLE's "borrow the mmap": it doubles the
- * weights' footprint (the mapped originals stay, in the page cache) and
- * pays back in matmul speed (docs/performance.md). 0 or TPS_ENOMEM (then
+ * An explicit opt-in against STYLE's "borrow the mmap": it would double the
+ * weights' footprint but for llama_weights_release_file_pages, and pays
+ * back in matmul speed (docs/performance.md). 0 or TPS_ENOMEM (then
  * nothing is repacked and the model still works). */
 int llama_weights_repack(llama_weights *w, const llama_config *cfg, tps_err *err);
+/* Gives back the file pages of every repacked matrix (never read again:
+ * the forward pass reads the copies); returns the bytes given back. */
+size_t llama_weights_release_file_pages(llama_weights *w, const llama_config *cfg,
+                                        const gguf_file *f);
 void llama_weights_free(llama_weights *w);
 
 #endif

@@ -1,0 +1,89 @@
+/* The repacked weights' file pages are given back after the load (they
+ * are never read again), the model still computes the same tokens as one
+ * loaded without repacking, and a repacked model's mapping holds little
+ * of the file resident. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "kernels/matmul.h"
+#include "model/llama_model.h"
+#include "model/model_make.h"
+#include "support/engine_env.h"
+
+/* Bytes of the model file's mapping this process holds (its Rss line in
+ * /proc/self/smaps; the page cache may hold more, for whoever reads it). */
+static size_t resident_bytes(const gguf_file *f) {
+    FILE *fp = fopen("/proc/self/smaps", "r");
+    cr_assert_not_null(fp);
+    char line[512], want[32];
+    snprintf(want, sizeof want, "%lx-", (unsigned long)(uintptr_t)f->map);
+    bool in = false;
+    size_t kb = (size_t)-1;
+    while (fgets(line, sizeof line, fp)) {
+        if (strchr(line, '-') && strchr(line, ' ') && line[0] != ' ' &&
+            strchr("0123456789abcdef", line[0]) && strncmp(line, "Rss", 3))
+            in = !strncmp(line, want, strlen(want));
+        if (in && sscanf(line, "Rss: %zu kB", &kb) == 1) break;
+    }
+    fclose(fp);
+    cr_assert_neq(kb, (size_t)-1, "the model's mapping is in /proc/self/smaps");
+    return kb * 1024;
+}
+
+static void greedy(env *v, int32_t *out, size_t n) {
+    engine *e = env_engine(v, 1, 64, 0, GGML_TYPE_F16, true);
+    int32_t prompt[] = {1, 17, 99, 230, 5};
+    engine_request rq = {.prompt = prompt, .n_prompt = 5, .max_tokens = (uint32_t)n};
+    sampler_params_default(&rq.sampling);
+    rq.sampling.temperature = 0;
+    rq.sampling.ignore_eos = true;
+    result res[1] = {0};
+    rq.user = res;
+    uint64_t id;
+    tps_err err = {0};
+    cr_assert_eq(engine_submit(e, &rq, &id, &err), 0, "%s", err.msg);
+    drain(e, 1);
+    cr_assert_eq(res[0].n, n);
+    memcpy(out, res[0].tokens, n * sizeof *out);
+    engine_destroy(e);
+}
+
+Test(model_memory, repacked_matrices_file_pages_are_given_back_and_tokens_do_not_change) {
+    char path[] = "/tmp/tps-test-mem-XXXXXX";
+    const model_preset pre = {"mem", "test", 256, 2, 4, 4, 768, 512, 256, 10000.0f};
+    env packed;
+    env_open_made(&packed, path, &pre, GGML_TYPE_Q8_0, 3);
+    const llama_weights *w = &packed.m->w;
+    cr_assert_not_null(w->packed, "Q8_0 matrices are repacked");
+    /* every matrix but the page fragments at its two ends */
+    size_t mats = 0, n_mats = 0;
+    for (uint32_t l = 0; l < pre.n_layers; l++) {
+        const llama_layer *L = &w->layers[l];
+        const llama_mat *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t k = 0; k < 7; k++, n_mats++)
+            mats += (size_t)lm[k]->rows * kernel_row_bytes(lm[k]->type, lm[k]->cols);
+    }
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    cr_expect_geq(w->released_bytes, mats - 2 * page * (n_mats + 1),
+                  "%zu bytes given back of %zu in repacked matrices", w->released_bytes, mats);
+    size_t resident = resident_bytes(packed.m->file);
+    cr_expect_lt(resident, packed.m->file->size - mats / 2,
+                 "%zu of the file's %zu bytes stay resident", resident, packed.m->file->size);
+
+    env plain = {0};
+    llama_load_opts lo = {.no_repack = true};
+    tps_err err = {0};
+    cr_assert_eq(llama_model_load_opts(&plain.m, path, &lo, &err), 0, "%s", err.msg);
+    cr_assert_eq(tokenizer_load(&plain.tok, plain.m->file, &err), 0, "%s", err.msg);
+    cr_expect_eq(plain.m->w.released_bytes, 0, "nothing is given back without copies");
+    int32_t a[16], b[16];
+    greedy(&packed, a, 16);
+    greedy(&plain, b, 16);
+    cr_expect_eq(memcmp(a, b, sizeof a), 0, "repacked and file-layout weights give other tokens");
+    env_close(&packed);
+    env_close(&plain);
+    unlink(path);
+}
