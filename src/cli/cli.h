@@ -20,5 +20,6 @@ int cli_bench_parse_spec(struct bench_spec *out, int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_sweep(int argc, char **argv);
 int cli_report(int argc, char **argv);
+int cli_machine(int argc, char **argv);
 
 #endif

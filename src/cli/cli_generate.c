@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "kernels/machine.h"
 #include "cli/opt.h"
 #include "engine/engine.h"
 #include "model/llama_model.h"
@@ -160,6 +162,7 @@ static void gen_collect(engine *e, bool stream, gen_out *g, tps_err *err) {
 /* Each window's figures. */
 typedef struct gen_figures {
     double prefill_s, decode_s, prefill_tps, decode_tps, gbps;
+    double read_gbs;   /* this machine's read bandwidth (tps machine); 0: unknown */
     size_t n_computed; /* prompt tokens the prefix cache did not hold */
 } gen_figures;
 
@@ -183,6 +186,10 @@ static void gen_print_json(const gen_out *g, const gen_figures *f, const int32_t
     json_object_set_new(j, "decode_ms", json_real(f->decode_s * 1e3));
     json_object_set_new(j, "decode_tps", json_real(f->decode_tps));
     json_object_set_new(j, "decode_gbps", json_real(f->gbps));
+    if (f->read_gbs > 0) {
+        json_object_set_new(j, "machine_read_gbs", json_real(f->read_gbs));
+        json_object_set_new(j, "decode_bandwidth_fraction", json_real(f->gbps / f->read_gbs));
+    }
     json_object_set_new(j, "weight_bytes_per_token", json_integer((json_int_t)bytes_per_token));
     char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
     printf("%s\n", s);
@@ -191,7 +198,7 @@ static void gen_print_json(const gen_out *g, const gen_figures *f, const int32_t
 }
 
 static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, size_t n_ids,
-                      uint64_t bytes_per_token) {
+                      uint64_t bytes_per_token, double read_gbs) {
     const engine_timings *tm = &g->tm;
     gen_figures f = {0};
     f.prefill_s = tm->t_first_token ? (double)(tm->t_first_token - tm->t_first_scheduled) / 1e9 : 0;
@@ -200,6 +207,7 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
     f.prefill_tps = f.prefill_s > 0 ? (double)f.n_computed / f.prefill_s : 0;
     f.decode_tps = f.decode_s > 0 ? (double)(g->n - 1) / f.decode_s : 0;
     f.gbps = f.decode_tps * (double)bytes_per_token / 1e9;
+    f.read_gbs = read_gbs;
     if (o->json) {
         gen_print_json(g, &f, ids, n_ids, bytes_per_token);
         return;
@@ -215,6 +223,11 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
             n_ids, tm->cached_tokens, f.n_computed, f.prefill_s * 1e3, f.prefill_tps,
             g->n ? g->n - 1 : 0, f.decode_s * 1e3, f.decode_tps, g->n, engine_finish_name(g->fin),
             f.gbps, (double)bytes_per_token / 1048576.0);
+    if (read_gbs > 0)
+        fprintf(stderr,
+                "         = %.0f%% of the %.1f GB/s this machine reads (tps machine): decode "
+                "streams every weight once per token, so this is its roofline\n",
+                100.0 * f.gbps / read_gbs, read_gbs);
 }
 
 int cli_generate(int argc, char **argv) {
@@ -273,7 +286,13 @@ int cli_generate(int argc, char **argv) {
     gen_collect(e, !o.json, &out, &err);
     text = out.text;
     if (out.fin == ENGINE_FINISH_ERROR) goto done;
-    gen_print(&o, &out, ids, n_ids, m->w.bytes_per_token);
+    /* the limit it is read against: cached, or measured once now */
+    machine_limits ml = {0};
+    tps_err merr = {{0}};
+    int nth = o.threads ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (machine_limits_get(&ml, nth, &merr))
+        fprintf(stderr, "tps generate: no machine limits: %s\n", merr.msg);
+    gen_print(&o, &out, ids, n_ids, m->w.bytes_per_token, ml.read_gbs);
     status = 0;
 done:
     if (status) fprintf(stderr, "tps generate: %s\n", err.msg);

@@ -19,6 +19,7 @@ static void usage(FILE *out) {
             "  bench ...         drive an endpoint; TPS over named windows, TTFT, ITL, E2E\n"
             "  sweep ...         bench over a grid (concurrency, rate, lengths, models)\n"
             "  report FILE...    tables, SVG plots and one HTML page from saved results\n"
+            "  machine           this machine's limits (bandwidth, peak rates), cached\n"
             "  version           print the version\n");
 }
 
@@ -39,6 +40,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "sweep")) return cli_sweep(argc - 1, argv + 1);
     if (!strcmp(cmd, "report")) return cli_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate")) return cli_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "machine")) return cli_machine(argc - 1, argv + 1);
     fprintf(stderr, "tps: unknown command '%s' (see tps --help)\n", cmd);
     return 2;
 }

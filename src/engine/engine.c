@@ -49,9 +49,12 @@ struct engine {
     seq_list waiting, running;
     uint64_t admit_counter;
     trace tr;
-    step_cost cost;     /* the step-time model prompt chunks are sized by */
-    uint64_t target_ns; /* ITL target for a step carrying decode rows; 0: none */
-    engine_stats local; /* counters the engine thread updates; copied to st under mu */
+    step_cost cost;       /* the step-time model prompt chunks are sized by */
+    double row_macs;      /* multiply-adds of one token row through the weights */
+    double attn_pos_macs; /* multiply-adds of one row attending one position */
+    size_t kv_pos_bytes;  /* K and V bytes of one position, every layer */
+    uint64_t target_ns;   /* ITL target for a step carrying decode rows; 0: none */
+    engine_stats local;   /* counters the engine thread updates; copied to st under mu */
 
     /* shared, under mu */
     pthread_mutex_t mu;
@@ -653,8 +656,10 @@ typedef struct step_plan {
     size_t n_rows;
     uint32_t prefill_rows, decode_rows, cached_rows;
     uint64_t preempt_before;
-    double work;    /* the step's size in the cost model's units */
-    double pred_ns; /* its predicted time */
+    double work;         /* the step's size in the cost model's units */
+    double pred_ns;      /* its predicted time */
+    double attended;     /* positions attended, summed over rows */
+    double kv_positions; /* KV positions read: each sequence's last row's context */
 } step_plan;
 
 /* Prompt rows a step carrying decode rows always gives prompts, whatever
@@ -687,8 +692,11 @@ static uint32_t chunk_for(const engine *e, const seq *s, const step_plan *pl) {
 
 /* Adds n rows of s to the step, and their cost to its prediction. */
 static void plan_rows(engine *e, step_plan *pl, seq *s, uint32_t n) {
-    double w = step_cost_work(&e->cost, n, step_cost_chunk_attended(s->n_computed, n));
+    double att = step_cost_chunk_attended(s->n_computed, n);
+    double w = step_cost_work(&e->cost, n, att);
     pl->work += w;
+    pl->attended += att;
+    pl->kv_positions += s->n_computed + n;
     pl->pred_ns += e->cost.c1_ns * w;
     add_rows(e, s, n, &pl->n_rows, &pl->n_batch);
     pl->budget -= n;
@@ -808,6 +816,12 @@ static void record_step(engine *e, const step_plan *pl, uint32_t generated, uint
         e->local.steps_over_itl_target_total++;
     e->local.step_cost_fixed_ns = (uint64_t)e->cost.c0_ns;
     e->local.step_cost_row_ns = (uint64_t)e->cost.c1_ns;
+    /* the roofline's inputs: every weight once per step (the batch shares
+     * the stream), each sequence's KV once, and the multiply-adds */
+    e->local.step_seconds_total += (double)(t1 - pl->t0) * 1e-9;
+    e->local.weight_bytes_read_total += (double)e->m->w.bytes_per_token;
+    e->local.kv_bytes_read_total += pl->kv_positions * (double)e->kv_pos_bytes;
+    e->local.macs_total += (double)pl->n_rows * e->row_macs + pl->attended * e->attn_pos_macs;
     pthread_mutex_lock(&e->mu);
     hist_record(e->h_step_ns, t1 - pl->t0);
     hist_record(e->h_step_tokens, pl->n_rows);
@@ -960,15 +974,17 @@ static int time_rows(engine *e, uint32_t n, int reps, double *best_ns, tps_err *
     return rc;
 }
 
-/* Row-equivalents per attended position: attention's multiply-adds (QK
- * and AV, every layer) against a row's weights', times 4 because they
- * run in fp32 over scattered KV rather than in int8 over packed weights. */
-static double attention_weight(const llama_config *c) {
+/* A row's multiply-adds through the weights and per attended position
+ * (QK and AV, every layer), and one position's K/V bytes. */
+static void count_costs(engine *e) {
+    const llama_config *c = &e->m->cfg;
     double kv_dim = (double)c->n_kv_heads * c->head_dim, q_dim = (double)c->n_heads * c->head_dim;
-    double row = (double)c->n_layers *
-                     (c->dim * (q_dim + 2 * kv_dim) + q_dim * c->dim + 3.0 * c->dim * c->ffn_dim) +
-                 (double)c->dim * c->n_vocab;
-    return 4.0 * c->n_layers * 2.0 * q_dim / row;
+    e->row_macs = (double)c->n_layers *
+                      (c->dim * (q_dim + 2 * kv_dim) + q_dim * c->dim + 3.0 * c->dim * c->ffn_dim) +
+                  (double)c->dim * c->n_vocab;
+    e->attn_pos_macs = (double)c->n_layers * 2.0 * q_dim;
+    e->kv_pos_bytes =
+        2 * (size_t)c->n_layers * kv_cache_row_bytes(e->kv->kv_type, (uint32_t)kv_dim);
 }
 
 /* Faults in the forward state with one step; with an ITL target, primes
@@ -977,7 +993,10 @@ static double attention_weight(const llama_config *c) {
 static int warm_up(engine *e, tps_err *err) {
     double t1, tn;
     int rc = time_rows(e, 1, 1, &t1, err);
-    step_cost_init(&e->cost, attention_weight(&e->m->cfg));
+    count_costs(e);
+    /* an attended position in row-equivalents, x 4: attention runs in fp32
+     * over scattered KV, the weights in int8 over packed rows */
+    step_cost_init(&e->cost, 4.0 * e->attn_pos_macs / e->row_macs);
     if (rc || e->p.itl_target_ms == 0) return rc;
     uint32_t n = 64;
     if (n > e->p.max_batch_tokens) n = e->p.max_batch_tokens;

@@ -202,6 +202,13 @@ typedef struct engine_stats {
     uint64_t itl_target_ns;
     uint64_t steps_over_itl_target_total;
     uint64_t step_cost_fixed_ns, step_cost_row_ns;
+    /* Roofline inputs, summed over steps: time in steps, weight bytes read
+     * (every matrix once a step: the batch shares the stream), KV bytes read
+     * (each sequence's context once a step), multiply-adds (weights and
+     * attention). metrics/roofline.h turns them into GB/s and a fraction
+     * of the machine's limit. */
+    double step_seconds_total;
+    double weight_bytes_read_total, kv_bytes_read_total, macs_total;
 } engine_stats;
 
 void engine_get_stats(engine *e, engine_stats *out);

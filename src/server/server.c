@@ -4,6 +4,7 @@
  * server_http.c, engine events in server_stream.c.
  *
  * Not here: request parsing, response formats, argument parsing. */
+#include "kernels/machine.h"
 #include "server/server_internal.h"
 
 #include <errno.h>
@@ -376,6 +377,12 @@ int server_load(server *s, tps_err *err) {
     ep.model = s->model;
     ep.tok = s->tok;
     if ((rc = engine_create(&s->eng, &ep, err))) return rc;
+    /* the roofline /metrics reads figures against: cached, or measured
+     * once now (about a second, before the port says ready) */
+    tps_err merr = {{0}};
+    int nth = ep.n_threads ? ep.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (machine_limits_get(&s->machine, nth, &merr))
+        fprintf(s->log, "tps serve: warning: no machine limits for the roofline: %s\n", merr.msg);
     s->ev_engine =
         event_new(s->base, engine_event_fd(s->eng), EV_READ | EV_PERSIST, server_on_engine, s);
     if (!s->ev_engine || event_add(s->ev_engine, NULL))

@@ -15,6 +15,7 @@
 #include <event2/listener.h>
 
 #include "metrics/hist.h"
+#include "metrics/roofline.h"
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
 #include "server/chat_template.h"
@@ -106,8 +107,9 @@ struct server {
     tokenizer *tok;
     engine *eng;
     chat_tmpl tmpl;
-    int32_t tmpl_eot_id;   /* the template's end-of-turn as one non-EOG token; -1: none */
-    bool tmpl_eot_as_stop; /* the end-of-turn is no single token: a stop string */
+    int32_t tmpl_eot_id;    /* the template's end-of-turn as one non-EOG token; -1: none */
+    bool tmpl_eot_as_stop;  /* the end-of-turn is no single token: a stop string */
+    machine_limits machine; /* this machine's limits (tps machine); zeros: unknown */
     atomic_bool ready;
 
     /* Requests from other threads: drain / stop. */

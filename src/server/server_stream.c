@@ -423,6 +423,20 @@ void server_metrics_render(server *s, sbuf *b) {
           (double)st.step_cost_fixed_ns * 1e-9);
     gauge(b, "tps:step_cost_row_seconds", "Step-time model: the time each token row adds.",
           (double)st.step_cost_row_ns * 1e-9);
+    /* the roofline: rate(bytes) / rate(step seconds) is the bandwidth the
+     * steps achieved; over the machine's read bandwidth, how close to it */
+    counter(b, "tps:step_seconds_total", "Wall time spent in engine steps.", st.step_seconds_total);
+    counter(b, "tps:weight_bytes_read_total",
+            "Weight bytes the steps read (every matrix once a step).", st.weight_bytes_read_total);
+    counter(b, "tps:kv_bytes_read_total", "KV cache bytes the steps read.", st.kv_bytes_read_total);
+    counter(b, "tps:multiply_adds_total", "Multiply-adds the steps did (weights and attention).",
+            st.macs_total);
+    gauge(b, "tps:machine_read_bandwidth_bytes_per_second",
+          "This machine's measured read bandwidth (tps machine); 0: unknown.",
+          s->machine.read_gbs * 1e9);
+    gauge(b, "tps:machine_int8_multiply_adds_per_second",
+          "This machine's measured peak int8 multiply-add rate (tps machine); 0: unknown.",
+          s->machine.int8_gops * 1e9);
     gauge(b, "tps:requests_running", "Sequences in the running batch.",
           (double)st.requests_running);
     gauge(b, "tps:requests_waiting", "Requests queued or preempted, waiting to run.",

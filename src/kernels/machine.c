@@ -1,0 +1,170 @@
+#include "kernels/machine.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "metrics/clock.h"
+
+typedef struct read_job {
+    const double *b;
+    size_t n, per;
+    double sums[64];
+} read_job;
+
+static void read_task(void *arg, size_t t, int thread) {
+    (void)thread;
+    read_job *j = arg;
+    size_t i0 = t * j->per, i1 = i0 + j->per > j->n ? j->n : i0 + j->per;
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = i0; i + 4 <= i1; i += 4) { /* four chains: the loads bound it */
+        s0 += j->b[i];
+        s1 += j->b[i + 1];
+        s2 += j->b[i + 2];
+        s3 += j->b[i + 3];
+    }
+    j->sums[t % 64] += s0 + s1 + s2 + s3;
+}
+
+/* Whole cache lines are what the memory moves; the compiler vectorises
+ * the four chains (-O2 -march) so the adds are never the bound. */
+static double measure_read(tps_pool *p, int nth, size_t mib) {
+    size_t n = mib * 1024 * 1024 / sizeof(double);
+    double *b = malloc(n * sizeof *b);
+    if (!b) return 0;
+    for (size_t i = 0; i < n; i++)
+        b[i] = (double)(i & 1023);
+    read_job j = {.b = b, .n = n, .per = (n + (size_t)nth * 8 - 1) / ((size_t)nth * 8)};
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        uint64_t t0 = tps_now_ns();
+        tps_pool_run(p, (size_t)nth * 8, read_task, &j);
+        double gbs = (double)n * sizeof(double) / (double)(tps_now_ns() - t0);
+        if (gbs > best) best = gbs;
+    }
+    free(b);
+    return best;
+}
+
+#define RATE_ITERS 4000000L
+
+typedef struct rate_job {
+    double sink[64];
+} rate_job;
+
+/* 12 independent chains of 32 int8 products (VNNI dpbusd when built with
+ * it, else maddubs + madd: what the matmul kernels of this tier use). */
+static void int8_task(void *arg, size_t t, int thread) {
+    (void)thread;
+    rate_job *j = arg;
+#if defined(__AVX2__)
+    __m256i acc[12];
+    for (int k = 0; k < 12; k++)
+        acc[k] = _mm256_set1_epi32(k);
+    const __m256i u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2);
+#if !(defined(__AVX512VNNI__) && defined(__AVX512VL__)) && !defined(__AVXVNNI__)
+    const __m256i ones = _mm256_set1_epi16(1);
+#endif
+    for (long i = 0; i < RATE_ITERS; i++)
+#pragma GCC unroll 12
+        for (int k = 0; k < 12; k++) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+            acc[k] = _mm256_dpbusd_epi32(acc[k], u, s);
+#elif defined(__AVXVNNI__)
+            acc[k] = _mm256_dpbusd_avx_epi32(acc[k], u, s);
+#else
+            acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones));
+#endif
+        }
+    for (int k = 1; k < 12; k++)
+        acc[0] = _mm256_add_epi32(acc[0], acc[k]);
+    j->sink[t % 64] += _mm256_extract_epi32(acc[0], 0);
+#else
+    int32_t acc[12] = {0};
+    for (long i = 0; i < RATE_ITERS; i++)
+        for (int k = 0; k < 12; k++)
+            acc[k] += 3 * -2 * (int32_t)(i & 3);
+    j->sink[t % 64] += acc[0] + acc[11];
+#endif
+}
+#if defined(__AVX2__)
+#define INT8_PER_ITER (12.0 * 32)
+#else
+#define INT8_PER_ITER 12.0
+#endif
+
+static void fp32_task(void *arg, size_t t, int thread) {
+    (void)thread;
+    rate_job *j = arg;
+#if defined(__AVX2__) && defined(__FMA__)
+    __m256 acc[12];
+    for (int k = 0; k < 12; k++)
+        acc[k] = _mm256_set1_ps((float)k);
+    const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+    for (long i = 0; i < RATE_ITERS; i++)
+#pragma GCC unroll 12
+        for (int k = 0; k < 12; k++)
+            acc[k] = _mm256_fmadd_ps(acc[k], m, a);
+    for (int k = 1; k < 12; k++)
+        acc[0] = _mm256_add_ps(acc[0], acc[k]);
+    float out[8];
+    _mm256_storeu_ps(out, acc[0]);
+    j->sink[t % 64] += out[0];
+#else
+    float acc[12];
+    for (int k = 0; k < 12; k++)
+        acc[k] = (float)k;
+    for (long i = 0; i < RATE_ITERS; i++)
+        for (int k = 0; k < 12; k++)
+            acc[k] = acc[k] * 0.999999f + 1e-7f;
+    j->sink[t % 64] += acc[0] + acc[11];
+#endif
+}
+#if defined(__AVX2__) && defined(__FMA__)
+#define FP32_PER_ITER (12.0 * 8 * 2)
+#else
+#define FP32_PER_ITER (12.0 * 2)
+#endif
+
+/* Operations per second of fn on every thread at once, best of 3. */
+static double measure_rate(tps_pool *p, int nth, tps_pool_fn fn, double per_iter) {
+    rate_job j = {{0}};
+    double best = 0;
+    for (int r = 0; r < 3; r++) {
+        uint64_t t0 = tps_now_ns();
+        tps_pool_run(p, (size_t)nth, fn, &j);
+        double g = (double)RATE_ITERS * per_iter * nth / (double)(tps_now_ns() - t0);
+        if (g > best) best = g;
+    }
+    return best;
+}
+
+int machine_measure(machine_limits *out, int n_threads, size_t mib, tps_err *err) {
+    memset(out, 0, sizeof *out);
+    if (n_threads < 1) n_threads = 1;
+    tps_pool *p;
+    int rc = tps_pool_create(&p, n_threads, err);
+    if (rc) return rc;
+    machine_cpu_name(out->cpu, sizeof out->cpu);
+    out->threads = n_threads;
+    out->read_gbs = measure_read(p, n_threads, mib);
+    out->int8_gops = measure_rate(p, n_threads, int8_task, INT8_PER_ITER);
+    out->fp32_gflops = measure_rate(p, n_threads, fp32_task, FP32_PER_ITER);
+    out->measured_s = (uint64_t)time(NULL);
+    tps_pool_free(p);
+    if (out->read_gbs <= 0)
+        return tps_fail(err, TPS_ENOMEM, "machine: cannot allocate %zu MiB to measure", mib);
+    return 0;
+}
+
+int machine_limits_get(machine_limits *out, int n_threads, tps_err *err) {
+    tps_err ignored = {0};
+    if (machine_cache_load(out, n_threads, &ignored) == 0) return 0;
+    int rc = machine_measure(out, n_threads, 256, err);
+    if (!rc) (void)machine_cache_save(out, &ignored); /* a read-only home still works */
+    return rc;
+}

@@ -1,0 +1,20 @@
+/* Measures this machine's limits (metrics/roofline.h) with the kernels'
+ * thread pool: a read-only stream over a buffer far larger than the last-
+ * level cache (the weight-stream pattern), and peak int8 multiply-add and
+ * fp32 FMA rates in registers. Best of a few repetitions: a shared machine
+ * only ever slows a run down. About a second for 256 MiB. */
+#ifndef TPS_KERNELS_MACHINE_H
+#define TPS_KERNELS_MACHINE_H
+
+#include <stddef.h>
+
+#include "kernels/pool.h"
+#include "metrics/roofline.h"
+
+int machine_measure(machine_limits *out, int n_threads, size_t mib, tps_err *err);
+
+/* The cached limits for n_threads, measured (and cached) when there are
+ * none or they are for another CPU. */
+int machine_limits_get(machine_limits *out, int n_threads, tps_err *err);
+
+#endif

@@ -1,0 +1,118 @@
+#include "metrics/roofline.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void machine_cpu_name(char *buf, size_t cap) {
+    snprintf(buf, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10)) continue;
+        const char *v = strchr(line, ':');
+        if (!v) break;
+        v++;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        snprintf(buf, cap, "%.*s", (int)strcspn(v, "\n"), v);
+        break;
+    }
+    fclose(f);
+}
+
+/* The cache folder, made if missing. */
+static int cache_dir(char *buf, size_t cap, tps_err *err) {
+    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    int n = x && *x   ? snprintf(buf, cap, "%s/tps", x)
+            : h && *h ? snprintf(buf, cap, "%s/.cache/tps", h)
+                      : -1;
+    if (n < 0 || (size_t)n >= cap)
+        return tps_fail(err, TPS_EINVAL, "machine: no cache folder ($XDG_CACHE_HOME or $HOME)");
+    for (char *p = buf + 1; *p; p++) { /* mkdir -p */
+        if (*p != '/') continue;
+        *p = 0;
+        (void)mkdir(buf, 0755);
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return tps_fail(err, TPS_EIO, "machine: cannot make %s: %s", buf, strerror(errno));
+    return 0;
+}
+
+int machine_cache_path(char *buf, size_t cap, int threads, tps_err *err) {
+    char dir[4096];
+    int rc = cache_dir(dir, sizeof dir, err);
+    if (rc) return rc;
+    if ((size_t)snprintf(buf, cap, "%s/machine-%d.txt", dir, threads) >= cap)
+        return tps_fail(err, TPS_EINVAL, "machine: cache path too long");
+    return 0;
+}
+
+int machine_cache_load(machine_limits *m, int threads, tps_err *err) {
+    char path[4200];
+    int rc = machine_cache_path(path, sizeof path, threads, err);
+    if (rc) return rc;
+    FILE *f = fopen(path, "r");
+    if (!f) return tps_fail(err, TPS_ENOENT, "machine: no measurement cached in %s", path);
+    machine_limits got = {.threads = threads};
+    char line[256];
+    int seen = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "cpu ", 4)) {
+            snprintf(got.cpu, sizeof got.cpu, "%.*s", (int)strcspn(line + 4, "\n"), line + 4);
+            seen |= 1;
+        }
+        seen |= (sscanf(line, "read_gbs %lf", &got.read_gbs) == 1) << 1;
+        seen |= (sscanf(line, "int8_gops %lf", &got.int8_gops) == 1) << 2;
+        seen |= (sscanf(line, "fp32_gflops %lf", &got.fp32_gflops) == 1) << 3;
+        unsigned long long t;
+        if (sscanf(line, "measured_s %llu", &t) == 1) got.measured_s = t;
+    }
+    fclose(f);
+    char cpu[96];
+    machine_cpu_name(cpu, sizeof cpu);
+    if (seen != 15 || got.read_gbs <= 0 || got.int8_gops <= 0 || got.fp32_gflops <= 0)
+        return tps_fail(err, TPS_EINVAL, "machine: %s does not parse; run tps machine --redo",
+                        path);
+    if (strcmp(cpu, got.cpu))
+        return tps_fail(err, TPS_EINVAL, "machine: %s was measured on '%s', this is '%s'", path,
+                        got.cpu, cpu);
+    *m = got;
+    return 0;
+}
+
+int machine_cache_save(const machine_limits *m, tps_err *err) {
+    char path[4200], tmp[4300];
+    int rc = machine_cache_path(path, sizeof path, m->threads, err);
+    if (rc) return rc;
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return tps_fail(err, TPS_EIO, "machine: cannot write %s: %s", tmp, strerror(errno));
+    fprintf(f,
+            "cpu %s\nthreads %d\nread_gbs %.3f\nint8_gops %.3f\nfp32_gflops %.3f\n"
+            "measured_s %llu\n",
+            m->cpu, m->threads, m->read_gbs, m->int8_gops, m->fp32_gflops,
+            (unsigned long long)m->measured_s);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return tps_fail(err, TPS_EIO, "machine: cannot write %s", path);
+    }
+    return 0;
+}
+
+double roofline_gbs(const roofline_work *w) {
+    return w->seconds > 0 ? (w->weight_bytes + w->kv_bytes) / w->seconds / 1e9 : 0;
+}
+
+double roofline_fraction(const roofline_work *w, const machine_limits *m) {
+    if (!m || m->read_gbs <= 0 || m->int8_gops <= 0 || w->seconds <= 0) return 0;
+    double t_bytes = (w->weight_bytes + w->kv_bytes) / (m->read_gbs * 1e9);
+    double t_macs = w->macs / (m->int8_gops * 1e9);
+    return (t_bytes > t_macs ? t_bytes : t_macs) / w->seconds;
+}

@@ -1,0 +1,46 @@
+/* How far a figure is from the machine's physical limit: the measured
+ * limits (read bandwidth, peak int8 and fp32 rates: kernels/machine.c
+ * measures them), their cache file, and the arithmetic that turns a
+ * step's bytes and multiply-adds into achieved GB/s and a fraction of the
+ * roofline. Pure data and file I/O; nothing here measures. */
+#ifndef TPS_METRICS_ROOFLINE_H
+#define TPS_METRICS_ROOFLINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tps_error.h"
+
+typedef struct machine_limits {
+    char cpu[96];        /* /proc/cpuinfo model name */
+    int threads;         /* threads the rates were measured with */
+    double read_gbs;     /* read-only stream over arrays far beyond the LLC, GB/s */
+    double int8_gops;    /* int8 multiply-adds per second, 1e9 */
+    double fp32_gflops;  /* fp32 FMA flops per second, 1e9 */
+    uint64_t measured_s; /* wall-clock time of the measurement (label only) */
+} machine_limits;
+
+/* The cache file: $XDG_CACHE_HOME/tps/machine-T.txt, else
+ * $HOME/.cache/tps/machine-T.txt (T: threads); into buf. */
+int machine_cache_path(char *buf, size_t cap, int threads, tps_err *err);
+/* Reads the cache; TPS_ENOENT when absent, TPS_EINVAL when it is for
+ * another CPU or does not parse (measure again then). */
+int machine_cache_load(machine_limits *m, int threads, tps_err *err);
+/* Writes the cache atomically (a temporary file renamed over it). */
+int machine_cache_save(const machine_limits *m, tps_err *err);
+/* This CPU's model name into buf ("unknown" when /proc says nothing). */
+void machine_cpu_name(char *buf, size_t cap);
+
+/* The work of some steps: bytes read (weights and KV) and multiply-adds. */
+typedef struct roofline_work {
+    double weight_bytes, kv_bytes, macs, seconds;
+} roofline_work;
+
+/* Bytes per second achieved. */
+double roofline_gbs(const roofline_work *w);
+/* The least time the work could take on m (bytes at read bandwidth, or
+ * multiply-adds at the int8 rate, whichever is longer) over the time it
+ * took: 1.0 is at the roofline. 0 when m or w is empty. */
+double roofline_fraction(const roofline_work *w, const machine_limits *m);
+
+#endif
