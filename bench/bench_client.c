@@ -6,6 +6,8 @@
  * every event can cost the client a wake-up and a read). Also the cost of
  * one timestamp. Each case at concurrency 1, 16, 256 and 1,000, with one
  * event loop; then the event rate with 1 and 2 loops (--client-threads).
+ * "could carry" is events / the busiest loop's CPU time: the rate the
+ * loops would sustain with a core each, whatever else the machine runs.
  * Numbers, not pass/fail; correctness is tests/test_bench_*.c. The client's
  * CPU is its event loops' own (RUSAGE_THREAD in each), so the source
  * thread's work is not counted.
@@ -217,14 +219,16 @@ static void run_case(int tokens, uint32_t concurrency, uint64_t requests, bool p
         }
         double wall = tps_ns_to_s(out.t_stop_ns - out.t_start_ns);
         printf("%-9s c=%-4u %u loop%s %4d tok/req: %5llu/%llu ok, %7llu tokens in %5.2f s; "
-               "client CPU %5.2f us/token, %5.2f us/event (busiest loop %.2f s); %7.0f events/s, "
-               "%7.0f tokens/s\n",
+               "client CPU %5.2f us/token, %5.2f us/event (busiest loop %.2f s); %7.0f events/s; "
+               "the loops could carry %7.0f events/s\n",
                per_event ? "per-event" : "whole", concurrency, out.client_loops,
                out.client_loops == 1 ? " " : "s", tokens, (unsigned long long)ok,
                (unsigned long long)requests, (unsigned long long)toks, wall,
                1e6 * out.client_cpu_s / (double)(toks ? toks : 1),
                1e6 * out.client_cpu_s / (double)(out.events_received ? out.events_received : 1),
-               out.client_loop_cpu_max_s, (double)out.events_received / wall, (double)toks / wall);
+               out.client_loop_cpu_max_s, (double)out.events_received / wall,
+               (double)out.events_received /
+                   (out.client_loop_cpu_max_s > 0 ? out.client_loop_cpu_max_s : 1e-9));
         bench_run_free(&out);
     }
     workload_free(&wl);

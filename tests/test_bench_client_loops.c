@@ -255,3 +255,27 @@ Test(client_loops, per_loop_results_merged_give_the_one_loop_histograms) {
     for (int i = 0; i < N_LOOPS; i++)
         bench_run_free(&parts[i]);
 }
+
+Test(client_loops, the_result_keeps_the_loops_and_the_cost_per_token_and_event) {
+    bench_run_out one;
+    one_loop(&one);
+    result_opts o = merge_opts();
+    o.client_loops = 3;
+    o.client_loop_cpu_max_s = 0.25;
+    bench_result a, b;
+    tps_err e = {{0}};
+    cr_assert_eq(result_build(&a, one.recs, one.n, &o, &e), 0, "%s", e.msg);
+    json_t *j = result_to_json(&a), *cl = json_object_get(j, "client");
+    cr_expect_eq(json_integer_value(json_object_get(cl, "loops")), 3);
+    cr_expect_float_eq(json_real_value(json_object_get(cl, "loop_cpu_max_s")), 0.25, 1e-12);
+    cr_expect_float_eq(json_real_value(json_object_get(cl, "cpu_us_per_token")),
+                       0.5e6 / (double)a.output_tokens, 1e-9);
+    cr_expect_float_eq(json_real_value(json_object_get(cl, "cpu_us_per_event")), 0.5e6 / 500, 1e-9);
+    cr_assert_eq(result_from_json(&b, j, &e), 0, "%s", e.msg);
+    cr_expect_eq(b.client_loops, 3);
+    cr_expect_float_eq(b.client_loop_cpu_max_s, 0.25, 1e-12);
+    json_decref(j);
+    result_free(&a);
+    result_free(&b);
+    bench_run_free(&one);
+}
