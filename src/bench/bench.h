@@ -5,12 +5,13 @@
  * libcurl multi handle on epoll and its share of the concurrent streams
  * (1,000 work). Each received chunk is time-stamped with CLOCK_MONOTONIC as
  * curl delivers it, and parsed only after every socket ready in that pass
- * was read; SSE events in that chunk carry that time. Closed loop (--concurrency N: a finished
- * request is replaced at once) or open loop (--rate R: requests are due at scheduled times from an
- * arrival process; a late send keeps its scheduled time as the start of TTFT/E2E, and the lateness
- * is recorded). A timed workload (a trace, workload.timed) is an open loop whose schedule is its
- * items' send_at_s: each item is sent once, at its time (--requests may cut it short), and --rate
- * does not apply.
+ * was read; SSE events in that chunk carry that time. Closed loop
+ * (--concurrency N: a finished request is replaced at once) or open loop
+ * (--rate R: requests are due at scheduled times from an arrival process; a
+ * late send keeps its scheduled time as the start of TTFT/E2E, and the
+ * lateness is recorded). A timed workload (a trace, workload.timed) is an
+ * open loop whose schedule is its items' send_at_s: each item is sent once,
+ * at its time (--requests may cut it short), and --rate does not apply.
  *
  * A multi-turn workload (workload.turns > 0) is a closed loop of its own:
  * each conversation sends its next turn when its last reply is in and the
@@ -113,7 +114,7 @@ typedef struct bench_run_out {
     size_t n;
     uint64_t t_start_ns;          /* CLOCK_MONOTONIC when the run began */
     int64_t t_start_unix_ns;      /* wall clock at the same instant (a label) */
-    uint64_t t_stop_ns;           /* when the loop ended */
+    uint64_t t_stop_ns;           /* when the last loop ended */
     double client_cpu_s;          /* the event loops' CPU time during the run (start-up excluded) */
     uint32_t client_loops;        /* event loops (threads) that ran it */
     double client_loop_cpu_max_s; /* the busiest loop's CPU time (near wall: CPU-bound) */
