@@ -4,11 +4,16 @@
  * response at once (one read carries many events), or each SSE event in a
  * send of its own, as a real server streaming token by token does (then
  * every event can cost the client a wake-up and a read). Also the cost of
- * one timestamp. Numbers, not pass/fail; correctness is
- * tests/test_bench_*.c. The client runs on this thread; its CPU is measured
- * with RUSAGE_THREAD, so the server thread's work is not counted.
+ * one timestamp. Each case at concurrency 1, 16, 256 and 1,000, with one
+ * event loop; then the event rate with 1 and 2 loops (--client-threads).
+ * "could carry" is events / the busiest loop's CPU time: the rate the
+ * loops would sustain with a core each, whatever else the machine runs.
+ * Numbers, not pass/fail; correctness is tests/test_bench_*.c. The client's
+ * CPU is its event loops' own (RUSAGE_THREAD in each), so the source
+ * thread's work is not counted.
  *
- * usage: bench_client [tokens_per_request (default 256)]   */
+ * usage: bench_client [tokens_per_request (default 256)]
+ *        bench_client TOKENS per-event|whole CONCURRENCY LOOPS REQUESTS   (one case) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -172,7 +177,8 @@ static void timestamp_cost(void) {
            (double)(t1 - t0) / n, (unsigned long long)(sink & 1));
 }
 
-static void run_case(int tokens, uint32_t concurrency, uint64_t requests, bool per_event) {
+static void run_case(int tokens, uint32_t concurrency, uint64_t requests, bool per_event,
+                     uint32_t threads) {
     source s = {.per_event = per_event};
     if (source_start(&s, tokens)) {
         fprintf(stderr, "cannot start the source\n");
@@ -200,7 +206,8 @@ static void run_case(int tokens, uint32_t concurrency, uint64_t requests, bool p
                         .requests = requests,
                         .timeout_s = 60,
                         .idle_timeout_s = 30,
-                        .connect_timeout_s = 5};
+                        .connect_timeout_s = 5,
+                        .client_threads = threads};
     bench_run_out out;
     if (bench_run(&out, &cfg, &wl, &e)) {
         fprintf(stderr, "%s\n", e.msg);
@@ -211,14 +218,17 @@ static void run_case(int tokens, uint32_t concurrency, uint64_t requests, bool p
             ok += out.recs[i].err == BENCH_OK;
         }
         double wall = tps_ns_to_s(out.t_stop_ns - out.t_start_ns);
-        printf("%-9s concurrency %4u, %4d tokens/request: %6llu/%llu ok, %8llu tokens in %.2f s "
-               "wall; client CPU %.3f ms per 1,000 tokens; %.0f events/s, %.0f tokens/s, %.1f "
-               "MB/s\n",
-               per_event ? "per-event" : "whole", concurrency, tokens, (unsigned long long)ok,
+        printf("%-9s c=%-4u %u loop%s %4d tok/req: %5llu/%llu ok, %7llu tokens in %5.2f s; "
+               "client CPU %5.2f us/token, %5.2f us/event (busiest loop %.2f s); %7.0f events/s; "
+               "the loops could carry %7.0f events/s\n",
+               per_event ? "per-event" : "whole", concurrency, out.client_loops,
+               out.client_loops == 1 ? " " : "s", tokens, (unsigned long long)ok,
                (unsigned long long)requests, (unsigned long long)toks, wall,
                1e6 * out.client_cpu_s / (double)(toks ? toks : 1),
-               (double)out.events_received / wall, (double)toks / wall,
-               (double)out.bytes_received / wall / 1e6);
+               1e6 * out.client_cpu_s / (double)(out.events_received ? out.events_received : 1),
+               out.client_loop_cpu_max_s, (double)out.events_received / wall,
+               (double)out.events_received /
+                   (out.client_loop_cpu_max_s > 0 ? out.client_loop_cpu_max_s : 1e-9));
         bench_run_free(&out);
     }
     workload_free(&wl);
@@ -228,12 +238,22 @@ static void run_case(int tokens, uint32_t concurrency, uint64_t requests, bool p
 int main(int argc, char **argv) {
     int tokens = argc > 1 ? atoi(argv[1]) : 256;
     if (tokens < 1) tokens = 256;
-    timestamp_cost();
-    for (int per_event = 0; per_event < 2; per_event++) {
-        run_case(tokens, 1, 200, per_event);
-        run_case(tokens, 16, 800, per_event);
-        run_case(tokens, 256, 2048, per_event);
-        run_case(16, 1000, 4000, per_event);
+    if (argc == 6) {
+        run_case(tokens, (uint32_t)atoi(argv[3]), (uint64_t)atoll(argv[5]),
+                 !strcmp(argv[2], "per-event"), (uint32_t)atoi(argv[4]));
+        return 0;
     }
+    timestamp_cost();
+    printf("one event loop, whole responses (whole) and one send per event (per-event):\n");
+    for (int per_event = 1; per_event >= 0; per_event--) {
+        run_case(tokens, 1, 200, per_event, 1);
+        run_case(tokens, 16, 800, per_event, 1);
+        run_case(tokens, 256, 2048, per_event, 1);
+        run_case(16, 1000, 4000, per_event, 1);
+    }
+    printf("event rate with 1 and 2 event loops (--client-threads), one token per event:\n");
+    for (int per_event = 1; per_event >= 0; per_event--)
+        for (uint32_t th = 1; th <= 2; th++)
+            run_case(tokens, 256, 2048, per_event, th);
     return 0;
 }

@@ -1,16 +1,17 @@
 /* tps bench: drive an OpenAI-compatible streaming endpoint with a workload
  * and record every request's token timeline (the client, client.c).
  *
- * One thread, one libcurl multi handle, any number of concurrent streams
- * (1,000 work). Each received chunk is time-stamped with CLOCK_MONOTONIC in
- * the write callback before anything parses it; SSE events in that chunk
- * carry that time. Closed loop (--concurrency N: a finished request is
- * replaced at once) or open loop (--rate R: requests are due at scheduled
- * times from an arrival process; a late send keeps its scheduled time as the
- * start of TTFT/E2E, and the lateness is recorded). A timed workload (a
- * trace, workload.timed) is an open loop whose schedule is its items'
- * send_at_s: each item is sent once, at its time (--requests may cut it
- * short), and --rate does not apply.
+ * One or more event loops (--client-threads), each a thread with its own
+ * libcurl multi handle on epoll and its share of the concurrent streams
+ * (1,000 work). Each received chunk is time-stamped with CLOCK_MONOTONIC as
+ * curl delivers it, and parsed only after every socket ready in that pass
+ * was read; SSE events in that chunk carry that time. Closed loop
+ * (--concurrency N: a finished request is replaced at once) or open loop
+ * (--rate R: requests are due at scheduled times from an arrival process; a
+ * late send keeps its scheduled time as the start of TTFT/E2E, and the
+ * lateness is recorded). A timed workload (a trace, workload.timed) is an
+ * open loop whose schedule is its items' send_at_s: each item is sent once,
+ * at its time (--requests may cut it short), and --rate does not apply.
  *
  * A multi-turn workload (workload.turns > 0) is a closed loop of its own:
  * each conversation sends its next turn when its last reply is in and the
@@ -61,6 +62,7 @@ bench_errkind bench_err_from_name(const char *s); /* BENCH_ERR_COUNT if unknown 
 /* One request: its timeline and everything the response said. */
 typedef struct bench_record {
     timeline tl;           /* owned */
+    uint64_t seq;          /* the request's number in the run (send order over all loops) */
     uint32_t item;         /* workload item sent */
     uint32_t conversation; /* multi-turn: which conversation */
     uint32_t turn;         /* multi-turn: 1 for the first turn, ...; 0 single-turn requests */
@@ -99,9 +101,10 @@ typedef struct bench_config {
     double connect_timeout_s;
     double think_time_s; /* multi-turn: between a reply and the conversation's next turn */
     uint64_t seed;
-    bool insecure;  /* HTTPS without certificate checks */
-    bool keep_text; /* keep streamed text to re-tokenize when there is no usage */
-    bool progress;  /* draw a progress bar on stderr */
+    bool insecure;           /* HTTPS without certificate checks */
+    bool keep_text;          /* keep streamed text to re-tokenize when there is no usage */
+    bool progress;           /* draw a progress bar on stderr */
+    uint32_t client_threads; /* event loops, one thread each; 0: bench_client_threads_auto */
     int verbose;
 } bench_config;
 
@@ -109,17 +112,28 @@ typedef struct bench_config {
 typedef struct bench_run_out {
     bench_record *recs; /* (n,), owned, in send order */
     size_t n;
-    uint64_t t_start_ns;     /* CLOCK_MONOTONIC when the run began */
-    int64_t t_start_unix_ns; /* wall clock at the same instant (a label) */
-    uint64_t t_stop_ns;      /* when the loop ended */
-    double client_cpu_s;     /* this process's CPU time during the run */
+    uint64_t t_start_ns;          /* CLOCK_MONOTONIC when the run began */
+    int64_t t_start_unix_ns;      /* wall clock at the same instant (a label) */
+    uint64_t t_stop_ns;           /* when the last loop ended */
+    double client_cpu_s;          /* the event loops' CPU time during the run (start-up excluded) */
+    uint32_t client_loops;        /* event loops (threads) that ran it */
+    double client_loop_cpu_max_s; /* the busiest loop's CPU time (near wall: CPU-bound) */
     uint64_t bytes_received;
     uint64_t events_received;
     bool hit_deadline; /* in-flight requests were cancelled at duration + timeout */
 } bench_run_out;
 
-/* Runs the load. The workload's items are sent in order, cycling. Fails
- * only on setup errors; request failures are recorded. */
+/* The event loops a run gets when cfg->client_threads is 0: one per 64
+ * streams the load may hold in flight (the concurrency, or its cap with
+ * --rate), at most the cores this process may use, at most the concurrency;
+ * 1 for a multi-turn workload. */
+uint32_t bench_client_threads_auto(const bench_config *cfg, const workload *wl);
+
+/* Runs the load. The workload's items are sent in order, cycling; over
+ * several loops as one loop would send them (client_loop.h), the records in
+ * request order. A multi-turn workload takes one loop (TPS_EINVAL if
+ * cfg->client_threads asks for more). Fails only on setup errors; request
+ * failures are recorded. */
 int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, tps_err *e);
 void bench_run_free(bench_run_out *out);
 

@@ -154,6 +154,8 @@ int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char
                                                          : cfg.concurrency;
     }
     ro.client_cpu_s = run.client_cpu_s;
+    ro.client_loops = run.client_loops;
+    ro.client_loop_cpu_max_s = run.client_loop_cpu_max_s;
     ro.bytes = run.bytes_received;
     ro.events = run.events_received;
     rc = result_build(out, run.recs, run.n, &ro, e);

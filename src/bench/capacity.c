@@ -172,6 +172,8 @@ static int run_probe(capacity_probe *p, const capacity_opts *o, const bench_conf
                              .slo = o->slo,
                              .config = cfg,
                              .client_cpu_s = ro.client_cpu_s,
+                             .client_loops = ro.client_loops,
+                             .client_loop_cpu_max_s = ro.client_loop_cpu_max_s,
                              .bytes = ro.bytes_received,
                              .events = ro.events_received};
         rc = result_build(&p->result, ro.recs, ro.n, &ropts, e);

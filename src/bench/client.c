@@ -1,20 +1,34 @@
-/* The load loop (bench.h): one thread, one libcurl multi handle, a fixed
- * pool of connection slots. Bytes are time-stamped in the write callback
- * before the SSE parser and JSON see them; the per-token path allocates
- * nothing once buffers are warm (jansson's parse of each event aside).
- * Multi-turn bodies are built when a turn is sent, never on receive.
- * Not here: metrics over requests (result.c), printing (report.c), which
- * conversation goes next (convo.c). */
+/* One event loop of the bench client (client_loop.h): one libcurl multi
+ * handle driven through its socket API (curl_multi_socket_action on the
+ * sockets epoll reports ready), a fixed pool of connection slots.
+ *
+ * Stamps come before any parse: the write callback only reads
+ * CLOCK_MONOTONIC and appends the bytes and that stamp to the connection's
+ * inbox; the SSE and JSON of every inbox are parsed once all the sockets
+ * epoll reported in that pass were read. So parsing one connection's events
+ * never delays another connection's stamp (curl's own reading of the other
+ * ready sockets still comes between them: microseconds). The per-token
+ * path allocates nothing once buffers are warm. Multi-turn bodies are built
+ * when a turn is sent, never on receive.
+ *
+ * The kernel's receive stamp (SO_TIMESTAMPNS) is not used: curl reads the
+ * socket with recv(), which drops the control message carrying it, and
+ * TCP sockets do not keep a last-packet stamp for SIOCGSTAMPNS.
+ * Not here: starting loops and merging them (client_pool.c), metrics over
+ * requests (result.c), printing (report.c), which conversation goes next
+ * (convo.c). */
 #include "bench/bench.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/client_loop.h"
 #include "bench/convo.h"
 #include "bench/sse.h"
 #include "metrics/clock.h"
@@ -58,8 +72,15 @@ void bench_record_free(bench_record *r) {
 #define ERR_BODY_MAX  4096u
 #define JSON_BODY_MAX (4u << 20)
 #define SSE_EVENT_MAX (1u << 20)
+#define INBOX_MAX     (JSON_BODY_MAX + SSE_EVENT_MAX) /* unparsed bytes one pass may hold */
 
-typedef struct run_state run_state;
+typedef struct bench_loop run_state;
+
+/* A chunk curl delivered: where it ends in the inbox and when it came. */
+typedef struct chunk_mark {
+    size_t end;
+    uint64_t t_ns;
+} chunk_mark;
 
 typedef struct conn {
     run_state *run; /* borrowed */
@@ -67,13 +88,18 @@ typedef struct conn {
     sse_parser sse;
     size_t rec; /* index into run->recs of the request in flight */
     bool busy;
+    bool queued;       /* on run->pending: its inbox holds bytes */
     bool checked;      /* status and content type looked at */
     bool is_sse;       /* 200 with text/event-stream */
     bool done;         /* [DONE] seen */
     bool saw_ids;      /* token ids came in the stream */
-    bench_errkind err; /* set by a callback that aborted the transfer */
+    bench_errkind err; /* set when a parse failed (the transfer is then ended) */
     uint64_t now;      /* arrival time of the chunk being parsed */
     uint64_t t_first_byte, t_last_byte;
+    char *inbox; /* bytes received in this pass, not parsed yet */
+    size_t inbox_len, inbox_cap;
+    chunk_mark *marks; /* (n_marks,) the chunks in the inbox */
+    size_t n_marks, cap_marks;
     char *body; /* non-SSE body (error text, or a non-streamed JSON response) */
     size_t body_len, body_cap;
     char *text; /* streamed text, when keep_text */
@@ -86,15 +112,23 @@ typedef struct conn {
     char curl_err[CURL_ERROR_SIZE];
 } conn;
 
-struct run_state {
+struct bench_loop {
     const bench_config *cfg;
     const workload *wl;
+    bench_shared *sh;
+    uint32_t index; /* this loop's number among sh->n_loops */
+    bench_loop_progress *prog;
     CURLM *multi;
+    int epfd;
+    struct epoll_event *evs; /* (n_conns + 1,) what one epoll_wait returns */
+    uint64_t timer_ns;       /* when curl wants its timeout action; UINT64_MAX none */
     struct curl_slist *hdrs;
     char *url;
     conn *conns; /* (n_conns,) */
     size_t n_conns;
     size_t *free_list, n_free;
+    conn **pending; /* (n_conns,) connections whose inbox holds bytes */
+    size_t n_pending;
     bench_record *recs;
     size_t n_recs, cap_recs;
     uint64_t planned; /* requests the run will send at most; 0: bounded by time only */
@@ -102,6 +136,9 @@ struct run_state {
     convo_set convos; /* multi-turn only */
     uint64_t bytes, events;
     uint64_t completed, failed, out_tokens;
+    bool hit_deadline;
+    uint64_t t_stop;
+    double cpu_s; /* this loop's thread, while it ran */
 };
 
 static int grow_buf(char **b, size_t *cap, size_t need) {
@@ -165,7 +202,46 @@ static void set_err(conn *c, bench_errkind k, const char *prefix, const char *de
     c->msg[a + b] = 0;
 }
 
-/* ---- receive path ----------------------------------------------------------------- */
+/* ---- receive path: stamp now, parse after the pass ----------------------------------- */
+
+static int grow_marks(conn *c) {
+    if (c->n_marks < c->cap_marks) return 0;
+    size_t cap = c->cap_marks ? c->cap_marks * 2 : 16;
+    chunk_mark *m = realloc(c->marks, cap * sizeof *m);
+    if (!m) return -1;
+    c->marks = m;
+    c->cap_marks = cap;
+    return 0;
+}
+
+/* curl's write callback: the arrival time first, then the bytes into the
+ * inbox. Nothing here parses, so no connection's stamp waits for another's
+ * parse. */
+static size_t on_data(char *p, size_t sz, size_t nm, void *ud) {
+    const uint64_t now = tps_now_ns(); /* first thing: the arrival time */
+    conn *c = ud;
+    run_state *r = c->run;
+    const size_t n = sz * nm;
+    r->bytes += n;
+    if (!c->t_first_byte) c->t_first_byte = now;
+    c->t_last_byte = now;
+    if (c->inbox_len + n > INBOX_MAX) {
+        set_err(c, BENCH_ERR_MALFORMED, "more than 5 MiB arrived in one read pass", "");
+        return 0; /* 0 aborts the transfer (CURLE_WRITE_ERROR) */
+    }
+    if (grow_buf(&c->inbox, &c->inbox_cap, c->inbox_len + n) != 0 || grow_marks(c) != 0) {
+        set_err(c, BENCH_ERR_OTHER, "out of memory for received bytes", "");
+        return 0;
+    }
+    memcpy(c->inbox + c->inbox_len, p, n);
+    c->inbox_len += n;
+    c->marks[c->n_marks++] = (chunk_mark){.end = c->inbox_len, .t_ns = now};
+    if (!c->queued) {
+        c->queued = true;
+        r->pending[r->n_pending++] = c;
+    }
+    return n;
+}
 
 static int on_event(void *ud, const sse_event *ev) {
     conn *c = ud;
@@ -202,46 +278,67 @@ static int on_event(void *ud, const sse_event *ev) {
     return stop;
 }
 
-static size_t on_data(char *p, size_t sz, size_t nm, void *ud) {
-    const uint64_t now = tps_now_ns(); /* first thing: the arrival time */
-    conn *c = ud;
-    const size_t n = sz * nm;
-    c->run->bytes += n;
-    if (!c->t_first_byte) c->t_first_byte = now;
-    c->t_last_byte = now;
+/* One chunk, parsed with its own arrival time. Returns non-zero when the
+ * request must end (c->err says why). */
+static int parse_chunk(conn *c, const char *p, size_t n, uint64_t t_ns) {
+    run_state *r = c->run;
+    bench_record *rec = &r->recs[c->rec];
     if (!c->checked) {
         long status = 0;
         const char *ctype = NULL;
         curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
         curl_easy_getinfo(c->easy, CURLINFO_CONTENT_TYPE, &ctype);
-        c->run->recs[c->rec].http_status = (int)status;
+        rec->http_status = (int)status;
         c->is_sse = status == 200 && (!ctype || strstr(ctype, "event-stream"));
         c->checked = true;
     }
     if (!c->is_sse) {
-        size_t max = c->run->recs[c->rec].http_status == 200 ? JSON_BODY_MAX : ERR_BODY_MAX;
+        size_t max = rec->http_status == 200 ? JSON_BODY_MAX : ERR_BODY_MAX;
         size_t k = c->body_len + n > max ? max - c->body_len : n;
         if (k && grow_buf(&c->body, &c->body_cap, c->body_len + k + 1) == 0) {
             memcpy(c->body + c->body_len, p, k);
             c->body_len += k;
             c->body[c->body_len] = 0;
         }
-        if (k < n && c->run->recs[c->rec].http_status == 200) {
+        if (k < n && rec->http_status == 200) {
             set_err(c, BENCH_ERR_MALFORMED, "a non-streamed response over 4 MiB", "");
-            return 0;
+            return 1;
         }
-        return n;
+        return 0;
     }
-    c->now = now;
+    c->now = t_ns;
     tps_err e;
     int rc = sse_parser_feed(&c->sse, p, n, on_event, c, &e);
     if (rc < 0) set_err(c, BENCH_ERR_MALFORMED, "", e.msg);
-    return rc ? 0 : n; /* 0 aborts the transfer (CURLE_WRITE_ERROR) */
+    return rc;
+}
+
+static void finish(run_state *r, conn *c, CURLcode cc, bench_errkind forced, uint64_t now);
+
+/* After a pass: every inbox parsed, chunk by chunk with its stamp. A
+ * request whose stream broke ends here. */
+static void parse_pending(run_state *r) {
+    for (size_t i = 0; i < r->n_pending; i++) {
+        conn *c = r->pending[i];
+        c->queued = false;
+        size_t at = 0;
+        int stop = 0;
+        for (size_t m = 0; m < c->n_marks && !stop && c->err == BENCH_OK; m++) {
+            stop = parse_chunk(c, c->inbox + at, c->marks[m].end - at, c->marks[m].t_ns);
+            at = c->marks[m].end;
+        }
+        c->inbox_len = c->n_marks = 0;
+        if ((stop || c->err != BENCH_OK) && c->busy)
+            finish(r, c, CURLE_WRITE_ERROR, BENCH_OK, tps_now_ns());
+    }
+    r->n_pending = 0;
 }
 
 /* ---- sending ------------------------------------------------------------------------ */
 
-static int new_record(run_state *r, size_t *idx, uint32_t item, tps_err *e) {
+/* A record for request number seq (over every loop of the run), sending
+ * workload item `item`. */
+static int new_record(run_state *r, size_t *idx, uint64_t seq, uint32_t item, tps_err *e) {
     if (r->n_recs == r->cap_recs) {
         size_t cap = r->cap_recs ? r->cap_recs * 2 : 256;
         bench_record *nr = realloc(r->recs, cap * sizeof *nr);
@@ -256,6 +353,7 @@ static int new_record(run_state *r, size_t *idx, uint32_t item, tps_err *e) {
     int rc = timeline_init(&rec->tl, cap_ev, e);
     if (rc) return rc;
     rec->item = item;
+    rec->seq = seq;
     rec->max_tokens = it->max_tokens;
     rec->input_target = it->input_target;
     rec->input_client = it->input_tokens;
@@ -273,6 +371,7 @@ static int start(run_state *r, conn *c, size_t idx, const char *body, size_t len
     c->checked = c->is_sse = c->done = c->saw_ids = false;
     c->err = BENCH_OK;
     c->t_first_byte = c->t_last_byte = 0;
+    c->inbox_len = c->n_marks = 0;
     c->body_len = c->text_len = c->reply_len = 0;
     c->msg[0] = c->curl_err[0] = 0;
     sse_parser_reset(&c->sse);
@@ -287,11 +386,11 @@ static int start(run_state *r, conn *c, size_t idx, const char *body, size_t len
     return TPS_OK;
 }
 
-/* The next single-turn request: the workload's items in order, cycling. */
-static int launch(run_state *r, uint64_t sched_ns, tps_err *e) {
-    uint32_t item = (uint32_t)(r->n_recs % r->wl->n);
+/* Request number seq, single-turn: the workload's items in order, cycling. */
+static int launch(run_state *r, uint64_t seq, uint64_t sched_ns, tps_err *e) {
+    uint32_t item = (uint32_t)(seq % r->wl->n);
     size_t idx = 0;
-    int rc = new_record(r, &idx, item, e);
+    int rc = new_record(r, &idx, seq, item, e);
     if (rc) return rc;
     conn *c = &r->conns[r->free_list[--r->n_free]];
     const workload_item *it = &r->wl->items[item];
@@ -322,7 +421,7 @@ static int launch_turn(run_state *r, size_t conv, tps_err *e) {
     const uint32_t turn = cv->next;
     const uint32_t item = (uint32_t)(conv * r->wl->turns + turn);
     size_t idx = 0;
-    int rc = new_record(r, &idx, item, e);
+    int rc = new_record(r, &idx, r->n_recs, item, e);
     if (rc) return rc;
     bench_record *rec = &r->recs[idx];
     rec->conversation = (uint32_t)conv;
@@ -462,10 +561,14 @@ static void finish(run_state *r, conn *c, CURLcode cc, bench_errkind forced, uin
     else if (k != BENCH_ERR_CANCELLED)
         r->failed++;
     if (r->cfg->verbose && k != BENCH_OK)
-        fprintf(stderr, "tps bench: request %zu: %s: %s\n", c->rec, bench_err_name(k),
-                rec->err_msg);
+        fprintf(stderr, "tps bench: request %llu: %s: %s\n", (unsigned long long)rec->seq,
+                bench_err_name(k), rec->err_msg);
     c->busy = false;
     r->free_list[r->n_free++] = (size_t)(c - r->conns);
+    atomic_store_explicit(&r->prog->completed, r->completed, memory_order_relaxed);
+    atomic_store_explicit(&r->prog->failed, r->failed, memory_order_relaxed);
+    atomic_store_explicit(&r->prog->out_tokens, r->out_tokens, memory_order_relaxed);
+    atomic_store_explicit(&r->prog->in_flight, r->n_conns - r->n_free, memory_order_relaxed);
 }
 
 /* Requests over --timeout or silent for --idle-timeout. */
@@ -490,30 +593,56 @@ static void check_timeouts(run_state *r, uint64_t now) {
     }
 }
 
-/* ---- progress --------------------------------------------------------------------------- */
+/* ---- curl's socket API on epoll -------------------------------------------------------- */
 
-static void draw_progress(const run_state *r, uint64_t now, uint64_t t0, bool last) {
-    const bench_config *cfg = r->cfg;
-    double el = tps_ns_to_s(now - t0), frac = 0;
-    if (r->planned) frac = (double)(r->completed + r->failed) / (double)r->planned;
-    if (cfg->duration_s > 0) {
-        double f2 = el / cfg->duration_s;
-        frac = r->planned ? (frac > f2 ? frac : f2) : f2;
+/* curl says which events it wants on a socket; epoll watches them. */
+static int on_socket(CURL *easy, curl_socket_t s, int what, void *ud, void *sockp) {
+    (void)easy;
+    run_state *r = ud;
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(r->epfd, EPOLL_CTL_DEL, s, NULL);
+        curl_multi_assign(r->multi, s, NULL);
+        return 0;
     }
-    if (frac > 1) frac = 1;
-    char bar[31];
-    int fill = (int)(frac * 30);
-    for (int i = 0; i < 30; i++)
-        bar[i] = i < fill ? '=' : ' ';
-    bar[30] = 0;
-    fprintf(stderr, "\r[%s] %5.1f s  %llu ok  %llu failed  %zu in flight  %llu output tok ", bar,
-            el, (unsigned long long)r->completed, (unsigned long long)r->failed,
-            r->n_conns - r->n_free, (unsigned long long)r->out_tokens);
-    if (last) fprintf(stderr, "\r%*s\r", 100, "");
-    fflush(stderr);
+    struct epoll_event ev = {.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) |
+                                       (what & CURL_POLL_OUT ? EPOLLOUT : 0u),
+                             .data.fd = s};
+    if (sockp || epoll_ctl(r->epfd, EPOLL_CTL_ADD, s, &ev) != 0)
+        epoll_ctl(r->epfd, EPOLL_CTL_MOD, s, &ev);
+    if (!sockp) curl_multi_assign(r->multi, s, r);
+    return 0;
 }
 
-/* ---- the run ------------------------------------------------------------------------------ */
+/* curl's one timer: when it next wants curl_multi_socket_action(TIMEOUT). */
+static int on_timer(CURLM *m, long ms, void *ud) {
+    (void)m;
+    run_state *r = ud;
+    r->timer_ns = ms < 0 ? UINT64_MAX : tps_now_ns() + (uint64_t)ms * TPS_NS_PER_MS;
+    return 0;
+}
+
+static void curl_timeout_action(run_state *r, uint64_t now) {
+    if (r->timer_ns > now) return;
+    r->timer_ns = UINT64_MAX;
+    int running = 0;
+    curl_multi_socket_action(r->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+}
+
+/* One pass: wait up to ms for sockets, let curl read every ready one (each
+ * chunk stamped as it is delivered), then parse what came. */
+static void socket_pass(run_state *r, int ms) {
+    int n = epoll_wait(r->epfd, r->evs, (int)r->n_conns + 1, ms);
+    for (int i = 0; i < n; i++) {
+        uint32_t ev = r->evs[i].events;
+        int mask = (ev & (EPOLLIN | EPOLLHUP | EPOLLRDHUP) ? CURL_CSELECT_IN : 0) |
+                   (ev & EPOLLOUT ? CURL_CSELECT_OUT : 0) | (ev & EPOLLERR ? CURL_CSELECT_ERR : 0);
+        int running = 0;
+        curl_multi_socket_action(r->multi, r->evs[i].data.fd, mask, &running);
+    }
+    parse_pending(r);
+}
+
+/* ---- the loop ------------------------------------------------------------------------------ */
 
 static double thread_cpu_s(void) {
     struct rusage ru;
@@ -547,14 +676,24 @@ static int setup(run_state *r, tps_err *e) {
     r->hdrs = h;
     if (!h) return tps_fail(e, TPS_ENOMEM, "out of memory");
 
+    r->timer_ns = UINT64_MAX;
+    r->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (r->epfd < 0) return tps_fail(e, TPS_EIO, "epoll_create1 failed");
     r->multi = curl_multi_init();
     if (!r->multi) return tps_fail(e, TPS_EIO, "curl_multi_init failed");
     curl_multi_setopt(r->multi, CURLMOPT_MAXCONNECTS, (long)r->n_conns);
     curl_multi_setopt(r->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING);
+    curl_multi_setopt(r->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(r->multi, CURLMOPT_SOCKETDATA, r);
+    curl_multi_setopt(r->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(r->multi, CURLMOPT_TIMERDATA, r);
 
     r->conns = calloc(r->n_conns, sizeof *r->conns);
     r->free_list = malloc(r->n_conns * sizeof *r->free_list);
-    if (!r->conns || !r->free_list) return tps_fail(e, TPS_ENOMEM, "cannot allocate connections");
+    r->pending = malloc(r->n_conns * sizeof *r->pending);
+    r->evs = malloc((r->n_conns + 1) * sizeof *r->evs);
+    if (!r->conns || !r->free_list || !r->pending || !r->evs)
+        return tps_fail(e, TPS_ENOMEM, "cannot allocate connections");
     for (size_t i = 0; i < r->n_conns; i++) {
         conn *c = &r->conns[i];
         c->run = r;
@@ -592,6 +731,8 @@ static void teardown(run_state *r) {
             curl_easy_cleanup(c->easy);
         }
         sse_parser_free(&c->sse);
+        free(c->inbox);
+        free(c->marks);
         free(c->body);
         free(c->text);
         free(c->reply);
@@ -600,7 +741,10 @@ static void teardown(run_state *r) {
     }
     free(r->conns);
     free(r->free_list);
+    free(r->pending);
+    free(r->evs);
     if (r->multi) curl_multi_cleanup(r->multi);
+    if (r->epfd > 0) close(r->epfd);
     curl_slist_free_all(r->hdrs);
     free(r->url);
     convo_set_free(&r->convos);
@@ -611,6 +755,7 @@ typedef struct sender {
     bool sending; /* false once nothing more will be sent */
     bool open_loop;
     uint64_t t0, dur; /* the run's start; --duration in ns (0: none) */
+    uint64_t k;       /* open loop: the number of this loop's next arrival */
     uint64_t next_sched;
     load_rng rng;
 } sender;
@@ -621,49 +766,66 @@ static uint64_t trace_time_ns(const sender *s, const workload *wl, size_t i) {
     return s->t0 + (at > 0 ? (uint64_t)(at * 1e9) : 0);
 }
 
+/* Open loop: on by `steps` arrivals of the run's one schedule (a loop owns
+ * every n_loops-th), then whether sending goes on. */
+static void advance_arrivals(const run_state *r, sender *s, uint64_t steps) {
+    const bench_config *cfg = r->cfg;
+    for (uint64_t i = 0; i < steps; i++) {
+        s->k++;
+        if (r->wl->timed) /* a trace: each item once, at its own time */
+            s->next_sched = s->k < r->wl->n ? trace_time_ns(s, r->wl, s->k) : UINT64_MAX;
+        else
+            s->next_sched += load_next_gap_ns(cfg->arrival, cfg->rate, cfg->burstiness, &s->rng);
+    }
+    if (r->planned && s->k >= r->planned) s->sending = false;
+    if (s->dur && s->next_sched - s->t0 >= s->dur) s->sending = false;
+}
+
 /* Sends what is due at now: a closed loop fills every free slot, an open
  * loop follows its schedule, a multi-turn run sends the next turn of each
  * conversation that may go. */
 static int send_due(run_state *r, sender *s, uint64_t now, tps_err *e) {
-    const bench_config *cfg = r->cfg;
     if (s->sending && s->dur && now - s->t0 >= s->dur) s->sending = false;
+    if (atomic_load_explicit(&r->sh->stop, memory_order_relaxed)) s->sending = false;
     while (s->sending && r->n_free > 0) {
-        if (r->planned && r->n_recs >= r->planned) break;
         int rc;
-        size_t conv;
         if (r->multi_turn) {
+            size_t conv;
+            if (r->planned && r->n_recs >= r->planned) break;
             if (!convo_next(&r->convos, now, &conv)) break;
             rc = launch_turn(r, conv, e);
         } else if (s->open_loop) {
             if (s->next_sched > now) break;
-            rc = launch(r, s->next_sched, e);
-            if (r->wl->timed) /* a trace: each item once, at its own time */
-                s->next_sched =
-                    r->n_recs < r->wl->n ? trace_time_ns(s, r->wl, r->n_recs) : UINT64_MAX;
-            else
-                s->next_sched +=
-                    load_next_gap_ns(cfg->arrival, cfg->rate, cfg->burstiness, &s->rng);
-            if (s->dur && s->next_sched - s->t0 >= s->dur) s->sending = false;
+            rc = launch(r, s->k, s->next_sched, e);
+            advance_arrivals(r, s, r->sh->n_loops);
         } else {
-            rc = launch(r, UINT64_MAX, e);
+            uint64_t seq = atomic_fetch_add_explicit(&r->sh->next_seq, 1, memory_order_relaxed);
+            if (r->planned && seq >= r->planned) {
+                s->sending = false;
+                break;
+            }
+            rc = launch(r, seq, UINT64_MAX, e);
         }
         if (rc) return rc;
     }
-    if (r->planned && r->n_recs >= r->planned) s->sending = false;
-    if (r->multi_turn && convo_all_ended(&r->convos)) s->sending = false;
+    if (r->multi_turn && ((r->planned && r->n_recs >= r->planned) || convo_all_ended(&r->convos)))
+        s->sending = false;
     return TPS_OK;
 }
 
-/* How long the loop may wait for sockets: until the next scheduled send or
- * the next conversation's end of thinking, at most 20 ms; 0 when a closed
- * loop has a free slot to fill. */
+/* How long the loop may wait for sockets: until the next scheduled send,
+ * the next conversation's end of thinking or curl's timer, at most 20 ms;
+ * 0 when a closed loop has a free slot to fill. */
 static int wait_ms(const run_state *r, const sender *s, uint64_t now) {
-    if (!s->sending || r->n_free == 0) return 20;
-    uint64_t next = r->multi_turn  ? convo_next_ready_ns(&r->convos)
-                    : s->open_loop ? s->next_sched
-                                   : now;
+    uint64_t next = now + 20 * TPS_NS_PER_MS;
+    if (s->sending && r->n_free > 0) {
+        uint64_t due = r->multi_turn  ? convo_next_ready_ns(&r->convos)
+                       : s->open_loop ? s->next_sched
+                                      : now;
+        if (due < next) next = due;
+    }
+    if (r->timer_ns < next) next = r->timer_ns;
     if (next <= now) return 0;
-    if (next - now >= 20 * TPS_NS_PER_MS) return 20;
     return (int)((next - now + TPS_NS_PER_MS - 1) / TPS_NS_PER_MS);
 }
 
@@ -699,101 +861,103 @@ static void reap(run_state *r, uint64_t now) {
     }
 }
 
-static int check_run(const bench_config *cfg, const workload *wl, tps_err *e) {
-    if (!wl || wl->n == 0) return tps_fail(e, TPS_EINVAL, "the workload has no requests");
-    if (wl->timed && cfg->rate > 0)
-        return tps_fail(e, TPS_EINVAL,
-                        "--rate does not apply to a trace: its timestamps say when each request "
-                        "is sent (--trace-speed scales them)");
-    if (!cfg->requests && !(cfg->duration_s > 0) && !wl->turns && !wl->timed)
-        return tps_fail(e, TPS_EINVAL, "give --requests N or --duration S: a run must be bounded");
-    if (cfg->concurrency == 0) return tps_fail(e, TPS_EINVAL, "--concurrency must be >= 1");
-    if (wl->turns && cfg->rate > 0)
-        return tps_fail(e, TPS_EINVAL,
-                        "--rate does not apply to conversations (--turns): each sends its next "
-                        "turn when its reply is in and its think time is over");
+int bench_loop_new(bench_loop **out, bench_shared *sh, uint32_t index, uint32_t conns,
+                   bench_loop_progress *prog, tps_err *e) {
+    *out = NULL;
+    run_state *r = calloc(1, sizeof *r);
+    if (!r) return tps_fail(e, TPS_ENOMEM, "out of memory");
+    *r = (run_state){.cfg = sh->cfg,
+                     .wl = sh->wl,
+                     .sh = sh,
+                     .index = index,
+                     .prog = prog,
+                     .epfd = -1,
+                     .n_conns = conns,
+                     .planned = sh->planned};
+    int rc = setup(r, e);
+    if (!rc && sh->wl->turns) rc = setup_turns(r, sh->t0_unix_ns, e);
+    if (rc) {
+        bench_loop_free(r);
+        return rc;
+    }
+    *out = r;
     return TPS_OK;
 }
 
-int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, tps_err *e) {
-    memset(out, 0, sizeof *out);
-    int rc = check_run(cfg, wl, e);
-    if (rc) return rc;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return tps_fail(e, TPS_EIO, "curl_global_init failed");
-
-    run_state r = {.cfg = cfg, .wl = wl, .n_conns = cfg->concurrency, .planned = cfg->requests};
-    struct timespec wall;
-    clock_gettime(CLOCK_REALTIME, &wall);
-    const int64_t unix_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
-    rc = setup(&r, e);
-    if (!rc && wl->turns) rc = setup_turns(&r, unix_ns, e);
-    if (rc) goto done;
-
-    /* a trace sends each item once, at its time: it bounds the run itself */
-    if (wl->timed && (!r.planned || r.planned > wl->n)) r.planned = wl->n;
-    sender s = {.sending = true, .open_loop = cfg->rate > 0 || wl->timed};
-    load_rng_seed(&s.rng, cfg->seed);
+int bench_loop_run(bench_loop *lp, tps_err *e) {
+    run_state *r = lp;
+    const bench_config *cfg = r->cfg;
+    const workload *wl = r->wl;
     const double cpu0 = thread_cpu_s();
-    const uint64_t t0 = tps_now_ns();
-    out->t_start_ns = t0;
-    out->t_start_unix_ns = unix_ns;
-    s.t0 = s.next_sched = t0;
-    if (wl->timed) s.next_sched = trace_time_ns(&s, wl, 0);
+    const uint64_t t0 = r->sh->t0;
+    sender s = {.sending = true, .open_loop = cfg->rate > 0 || wl->timed, .t0 = t0};
+    load_rng_seed(&s.rng, cfg->seed);
     s.dur = cfg->duration_s > 0 ? (uint64_t)(cfg->duration_s * 1e9) : 0;
+    s.next_sched = wl->timed ? trace_time_ns(&s, wl, 0) : t0;
+    if (s.open_loop) advance_arrivals(r, &s, r->index); /* this loop's first arrival */
     const uint64_t tmo = (uint64_t)((cfg->timeout_s > 0 ? cfg->timeout_s : 600) * 1e9);
     /* requests alone bound the run by requests x timeout; duration by duration + timeout */
-    uint64_t last_check = t0, last_draw = t0;
+    uint64_t last_check = t0;
+    int rc = TPS_OK;
 
     for (;;) {
         uint64_t now = tps_now_ns();
-        if ((rc = send_due(&r, &s, now, e))) goto done;
-        int running = 0;
-        curl_multi_perform(r.multi, &running);
+        if ((rc = send_due(r, &s, now, e))) break;
+        curl_timeout_action(r, now);
+        parse_pending(r);
         now = tps_now_ns();
-        reap(&r, now);
+        reap(r, now);
         if (now - last_check >= 10 * TPS_NS_PER_MS) {
-            check_timeouts(&r, now);
+            check_timeouts(r, now);
             last_check = now;
+            atomic_store_explicit(&r->prog->out_tokens, r->out_tokens, memory_order_relaxed);
+            atomic_store_explicit(&r->prog->in_flight, r->n_conns - r->n_free,
+                                  memory_order_relaxed);
         }
-        const size_t inflight = r.n_conns - r.n_free;
-        if (cfg->progress && now - last_draw >= 200 * TPS_NS_PER_MS) {
-            draw_progress(&r, now, t0, false);
-            last_draw = now;
-        }
-        if (!s.sending && inflight == 0) break;
+        if (!s.sending && r->n_free == r->n_conns) break;
         if (s.dur && now - t0 >= s.dur + tmo) { /* safety net: the run ends on time */
-            for (size_t i = 0; i < r.n_conns; i++)
-                if (r.conns[i].busy) {
-                    snprintf(r.conns[i].msg, sizeof r.conns[i].msg,
+            for (size_t i = 0; i < r->n_conns; i++)
+                if (r->conns[i].busy) {
+                    snprintf(r->conns[i].msg, sizeof r->conns[i].msg,
                              "still running at duration + timeout");
-                    finish(&r, &r.conns[i], CURLE_OK, BENCH_ERR_CANCELLED, now);
+                    finish(r, &r->conns[i], CURLE_OK, BENCH_ERR_CANCELLED, now);
                 }
-            out->hit_deadline = true;
+            r->hit_deadline = true;
             break;
         }
-        int ms = wait_ms(&r, &s, now);
-        if (ms > 0) curl_multi_poll(r.multi, NULL, 0, ms, NULL);
+        socket_pass(r, wait_ms(r, &s, now));
+        reap(r, tps_now_ns());
     }
-    if (cfg->progress) draw_progress(&r, tps_now_ns(), t0, true);
-    out->t_stop_ns = tps_now_ns();
-    out->client_cpu_s = thread_cpu_s() - cpu0;
-    out->bytes_received = r.bytes;
-    out->events_received = r.events;
-    rc = TPS_OK;
-done:
-    teardown(&r);
-    out->recs = r.recs;
-    out->n = r.n_recs;
-    curl_global_cleanup();
-    if (rc) bench_run_free(out);
+    if (rc) atomic_store(&r->sh->stop, true);
+    r->t_stop = tps_now_ns();
+    r->cpu_s = thread_cpu_s() - cpu0;
     return rc;
 }
 
-void bench_run_free(bench_run_out *out) {
-    for (size_t i = 0; i < out->n; i++)
-        bench_record_free(&out->recs[i]);
-    free(out->recs);
-    out->recs = NULL;
-    out->n = 0;
+void bench_loop_take(bench_loop *lp, bench_run_out *out) {
+    run_state *r = lp;
+    memset(out, 0, sizeof *out);
+    out->recs = r->recs;
+    out->n = r->n_recs;
+    r->recs = NULL;
+    r->n_recs = r->cap_recs = 0;
+    out->t_start_ns = r->sh->t0;
+    out->t_start_unix_ns = r->sh->t0_unix_ns;
+    out->t_stop_ns = r->t_stop;
+    out->client_cpu_s = r->cpu_s;
+    out->client_loops = 1;
+    out->client_loop_cpu_max_s = r->cpu_s;
+    out->bytes_received = r->bytes;
+    out->events_received = r->events;
+    out->hit_deadline = r->hit_deadline;
+}
+
+void bench_loop_free(bench_loop *lp) {
+    run_state *r = lp;
+    if (!r) return;
+    teardown(r);
+    for (size_t i = 0; i < r->n_recs; i++)
+        bench_record_free(&r->recs[i]);
+    free(r->recs);
+    free(r);
 }

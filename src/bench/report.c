@@ -177,8 +177,12 @@ void report_print(FILE *f, const bench_result *r) {
                 "tokens are zero ITL gaps\n",
                 (unsigned long long)r->multi_token_events, (unsigned long long)r->token_events);
     if (r->output_tokens)
-        fprintf(f, "client: %.3f s CPU, %.3f ms per 1,000 output tokens, %llu events, %llu bytes\n",
-                r->client_cpu_s, 1e6 * r->client_cpu_s / (double)r->output_tokens,
+        fprintf(f,
+                "client: %.3f s CPU in %u event loop%s (start-up excluded): %.1f us per output "
+                "token, %.1f us per event; %llu events, %llu bytes\n",
+                r->client_cpu_s, r->client_loops, r->client_loops == 1 ? "" : "s",
+                1e6 * r->client_cpu_s / (double)r->output_tokens,
+                r->events ? 1e6 * r->client_cpu_s / (double)r->events : 0.0,
                 (unsigned long long)r->events, (unsigned long long)r->bytes);
 }
 

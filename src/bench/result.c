@@ -206,6 +206,8 @@ int result_build(bench_result *r, const bench_record *recs, size_t n, const resu
     r->t0_unix_ns = o->origin_unix_ns;
     r->slo = o->slo;
     r->client_cpu_s = o->client_cpu_s;
+    r->client_loops = o->client_loops ? o->client_loops : 1;
+    r->client_loop_cpu_max_s = o->client_loop_cpu_max_s;
     r->bytes = o->bytes;
     r->events = o->events;
     if (o->per_request) r->per_request = json_array();
@@ -460,9 +462,14 @@ json_t *result_to_json(const bench_result *r) {
                         json_pack("{s:I, s:I}", "requests_with_timings",
                                   (json_int_t)r->with_timings, "preemptions",
                                   (json_int_t)r->server_preemptions));
-    json_object_set_new(o, "client",
-                        json_pack("{s:f, s:I, s:I}", "cpu_s", r->client_cpu_s, "bytes",
-                                  (json_int_t)r->bytes, "events", (json_int_t)r->events));
+    json_object_set_new(
+        o, "client",
+        json_pack("{s:f, s:I, s:I, s:i, s:f, s:f, s:f}", "cpu_s", r->client_cpu_s, "bytes",
+                  (json_int_t)r->bytes, "events", (json_int_t)r->events, "loops",
+                  (int)r->client_loops, "loop_cpu_max_s", r->client_loop_cpu_max_s,
+                  "cpu_us_per_token",
+                  r->output_tokens ? 1e6 * r->client_cpu_s / (double)r->output_tokens : 0.0,
+                  "cpu_us_per_event", r->events ? 1e6 * r->client_cpu_s / (double)r->events : 0.0));
     if (r->turns.turns) json_object_set_new(o, "turns", turns_json(&r->turns));
     if (r->per_request) json_object_set_new(o, "per_request", json_incref(r->per_request));
     return o;
@@ -673,6 +680,9 @@ int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
     r->server_preemptions = ju(sv, "preemptions");
     json_t *cl = json_object_get(j, "client");
     r->client_cpu_s = jd(cl, "cpu_s");
+    r->client_loops = (uint32_t)ju(cl, "loops");
+    if (!r->client_loops) r->client_loops = 1; /* results from before --client-threads */
+    r->client_loop_cpu_max_s = jd(cl, "loop_cpu_max_s");
     r->bytes = ju(cl, "bytes");
     r->events = ju(cl, "events");
     json_t *pr = json_object_get(j, "per_request");
@@ -799,6 +809,9 @@ int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
     dst->with_timings += src->with_timings;
     dst->server_preemptions += src->server_preemptions;
     dst->client_cpu_s += src->client_cpu_s;
+    dst->client_loops += src->client_loops;
+    if (src->client_loop_cpu_max_s > dst->client_loop_cpu_max_s)
+        dst->client_loop_cpu_max_s = src->client_loop_cpu_max_s;
     dst->bytes += src->bytes;
     dst->events += src->events;
     merge_window(&dst->run, &src->run);

@@ -87,10 +87,12 @@ typedef struct result_opts {
     bool has_user;
     double user_t0_s, user_t1_s; /* --window, seconds from run.t0 */
     tl_slo slo;
-    double bin_s;     /* time-series bin; 0 means 1 s */
-    bool per_request; /* keep per-request records (with every token arrival) */
-    json_t *config;   /* echoed into the result (borrowed; the result takes a reference) */
-    double client_cpu_s;
+    double bin_s;          /* time-series bin; 0 means 1 s */
+    bool per_request;      /* keep per-request records (with every token arrival) */
+    json_t *config;        /* echoed into the result (borrowed; the result takes a reference) */
+    double client_cpu_s;   /* the event loops' CPU in the run, start-up excluded */
+    uint32_t client_loops; /* event loops (threads); 0 means 1 */
+    double client_loop_cpu_max_s; /* the busiest loop's CPU */
     uint64_t bytes, events;
 } result_opts;
 
@@ -118,6 +120,8 @@ typedef struct bench_result {
     double peak_tps;
     size_t peak_bin;
     double client_cpu_s;
+    uint32_t client_loops;
+    double client_loop_cpu_max_s;
     uint64_t bytes, events;
     json_t *per_request; /* owned or NULL */
 } bench_result;

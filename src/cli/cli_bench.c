@@ -183,6 +183,11 @@ static const opt_row bench_rows[] = {
     {"--duration", .kind = OPT_SECONDS, .off = B(spec.cfg.duration_s), .max = INFINITY,
      .flags = OPT_ABOVE_MIN,
      .help = "stop sending after S seconds; in-flight requests\nfinish (at most --timeout more)"},
+    {"--client-threads", .kind = OPT_U32, .off = B(spec.cfg.client_threads), .min = 1, .max = 256,
+     .metavar = "N",
+     .help = "event loops (threads) sharing the connections; default:\n"
+             "one per 64 in flight, at most the usable cores (1 with\n"
+             "--turns); the summary's client line shows their CPU"},
     {"--seed", .kind = OPT_U64, .off = B(spec.cfg.seed), .max = 18446744073709551615.0, .def = "1",
      .help = "arrivals and prompts"},
     OPT_HEAD("workload"),
