@@ -10,6 +10,8 @@
 #        llama-batched-bench (from $LLAMA_CPP_DIR/bin) on the same GGUF files
 #        bench_engine used, 2 threads, and prints them after ours; and
 #        llama-server in the served prefix-cache comparison.
+#        Then scripts/bench-served.sh: tps serve (ITL target on and off) and
+#        llama-server at concurrency 16 and 4, 128/128, alternating.
 #        Last, scripts/bench-prefix-served.sh: tps serve with and without its
 #        prefix cache (and llama-server) under tps bench's shared-prefix and
 #        multi-turn workloads.
@@ -52,6 +54,9 @@ if [ -n "${LLAMA_CPP_DIR:-}" ]; then
       -npl 1,2,4,8,16,32,64 2>/dev/null | grep -E '^\|'
   fi
 fi
+
+echo "== served speed and latency vs llama-server (scripts/bench-served.sh) =="
+scripts/bench-served.sh "$build"
 
 echo "== served prefix cache (scripts/bench-prefix-served.sh) =="
 scripts/bench-prefix-served.sh "$build"
