@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "metrics/clock.h"
+#include <stdio.h>
 
 /* ---------------------------------------------------------------------------
  * Replies
@@ -25,7 +26,14 @@ static void reply(server *s, struct evhttp_request *req, int status, const char 
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Content-Type", ctype);
     struct evbuffer *buf = evbuffer_new();
-    if (buf) evbuffer_add(buf, body, len);
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        /* evhttp would send the body after a HEAD's headers: only its length */
+        char cl[24];
+        snprintf(cl, sizeof cl, "%zu", len);
+        evhttp_add_header(h, "Content-Length", cl);
+    } else if (buf) {
+        evbuffer_add(buf, body, len);
+    }
     evhttp_send_reply(req, status, NULL, buf);
     if (buf) evbuffer_free(buf);
 }
@@ -463,9 +471,85 @@ static const struct route {
     {"/detokenize", EVHTTP_REQ_POST, R_DETOKENIZE, false},
 };
 
+/* The Host header, port cut, names this server: the bound address,
+ * localhost, or an --allowed-host name (checked only when bound to
+ * loopback, where a browser page reaching it through DNS rebinding sends
+ * its own host name). */
+static bool host_allowed(server *s, const char *host) {
+    if (!s->loopback || !host) return true;
+    size_t n = strlen(host);
+    if (host[0] == '[') { /* [v6]:port */
+        const char *e = strchr(host, ']');
+        if (!e) return false;
+        n = (size_t)(e - host) + 1;
+    } else {
+        const char *c = strchr(host, ':');
+        if (c) n = (size_t)(c - host);
+    }
+    if (n == 0) return false;
+    static const char *const local[] = {"localhost", "127.0.0.1", "[::1]"};
+    for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
+        if (strlen(local[i]) == n && !strncasecmp(host, local[i], n)) return true;
+    if (strlen(s->host) == n && !strncasecmp(host, s->host, n)) return true;
+    if (s->host[0] != '[' && host[0] == '[' && strlen(s->host) == n - 2 &&
+        !strncasecmp(host + 1, s->host, n - 2))
+        return true;
+    for (char **a = s->allowed_hosts; a && *a; a++)
+        if (strlen(*a) == n && !strncasecmp(host, *a, n)) return true;
+    return false;
+}
+
+static bool origin_allowed(server *s, const char *origin) {
+    for (char **a = s->cors_origins; a && *a; a++)
+        if (!strcmp(*a, "*") || !strcmp(*a, origin)) return true;
+    return false;
+}
+
+/* OPTIONS from an allowed origin: the CORS preflight's answer. */
+static void reply_preflight(server *s, struct evhttp_request *req, const struct route *rt) {
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    const char *m = rt->method == EVHTTP_REQ_POST ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+    evhttp_add_header(h, "Access-Control-Allow-Methods", m);
+    evhttp_add_header(h, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    evhttp_add_header(h, "Access-Control-Max-Age", "600");
+    server_conn_busy(s, req, false);
+    evhttp_send_reply(req, 204, "No Content", NULL);
+}
+
+/* Host and Origin: true when the request may go on (else it was answered
+ * 403). Allowed origins get their Access-Control-Allow-Origin header. */
+static bool browser_checks(server *s, struct evhttp_request *req) {
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *host = evhttp_find_header(in, "Host");
+    oai_error e;
+    if (!host_allowed(s, host)) {
+        oai_error_set(&e, 403, "permission_error", NULL, "host_not_allowed",
+                      "Host '%.100s' does not name this server; it answers to %s and localhost "
+                      "(--allowed-host NAME to add a name)",
+                      host, s->host);
+        server_reply_error(s, req, &e);
+        return false;
+    }
+    const char *origin = evhttp_find_header(in, "Origin");
+    if (!origin) return true; /* not a browser's cross-origin request: curl, SDKs */
+    if (!origin_allowed(s, origin)) {
+        oai_error_set(&e, 403, "permission_error", NULL, "origin_not_allowed",
+                      "requests from web origin '%.100s' are not allowed (--cors-origin ORIGIN "
+                      "to allow one)",
+                      origin);
+        server_reply_error(s, req, &e);
+        return false;
+    }
+    struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+    evhttp_add_header(out, "Access-Control-Allow-Origin", origin);
+    evhttp_add_header(out, "Vary", "Origin");
+    return true;
+}
+
 void server_http_route(struct evhttp_request *req, void *arg) {
     server *s = arg;
     server_conn_busy(s, req, true);
+    if (!browser_checks(s, req)) return;
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (!path || !path[0]) path = "/";
@@ -479,8 +563,14 @@ void server_http_route(struct evhttp_request *req, void *arg) {
         server_reply_error(s, req, &e);
         return;
     }
-    if (evhttp_request_get_command(req) != rt->method) {
-        const char *m = rt->method == EVHTTP_REQ_POST ? "POST" : "GET";
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    if (cmd == EVHTTP_REQ_OPTIONS &&
+        evhttp_find_header(evhttp_request_get_input_headers(req), "Origin")) {
+        reply_preflight(s, req, rt); /* browser_checks allowed the origin */
+        return;
+    }
+    if (cmd != rt->method && !(cmd == EVHTTP_REQ_HEAD && rt->method == EVHTTP_REQ_GET)) {
+        const char *m = rt->method == EVHTTP_REQ_POST ? "POST" : "GET, HEAD";
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", m);
         oai_error e;
         oai_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
