@@ -441,3 +441,52 @@ Test(hostile, bound_to_loopback_only_its_own_host_names_are_answered, .timeout =
     }
     fixture_finish(&f);
 }
+
+/* ---------------------------------------------------------------------------
+ * Event-loop stalls
+ * ------------------------------------------------------------------------- */
+
+Test(hostile, a_large_prompt_being_tokenized_does_not_hold_up_other_clients, .timeout = 120) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    fixture_start(&f, &c, true);
+    /* 7 MB of text: over a second of tokenizing (more under ASan) */
+    static const char story[] = "Once upon a time, there was a little girl named Lily. ";
+    size_t text = 7u * 1000 * 1000, cap = text + 256;
+    char *req = malloc(cap);
+    int head = snprintf(req, cap,
+                        "POST /tokenize HTTP/1.1\r\n" H "Connection: close\r\nContent-Length: %zu"
+                        "\r\n\r\n{\"content\":\"",
+                        text + 14);
+    size_t len = (size_t)head;
+    while (len < (size_t)head + text) {
+        size_t k = sizeof story - 1 < (size_t)head + text - len ? sizeof story - 1
+                                                                : (size_t)head + text - len;
+        memcpy(req + len, story, k);
+        len += k;
+    }
+    memcpy(req + len, "\"}", 2);
+    len += 2;
+    int fd = connect_from(f.port, 1);
+    cr_assert(send_all(fd, req, len));
+    free(req);
+    usleep(300000); /* the body is in; tokenizing has begun */
+    raw_reply r;
+    raw_str(f.port, "GET /health HTTP/1.1\r\n" H "Connection: close\r\n\r\n", &r);
+    cr_assert_eq(r.status, 200, "%s", r.text);
+    /* /health came back while the big request was still being tokenized:
+     * before, the HTTP thread tokenized and answered nothing meanwhile */
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    cr_assert_eq(poll(&pf, 1, 0), 0, "the 7 MB request was answered before /health");
+    /* and the big one is answered too */
+    char *big = malloc(64u << 20);
+    bool closed;
+    size_t got = read_until_close(fd, big, 64u << 20, 60000, &closed);
+    cr_assert(got > 0 && status_of(big) == 200, "%.200s", big);
+    cr_assert(strstr(big, "{\"tokens\":["), "%.300s", big);
+    free(big);
+    close(fd);
+    fixture_finish(&f);
+}

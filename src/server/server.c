@@ -77,7 +77,8 @@ static void on_flush(evutil_socket_t fd, short what, void *arg) {
 }
 
 void server_maybe_finish_drain(server *s) {
-    if (!(s->draining || s->stopping) || s->n_inflight != 0 || s->flushing) return;
+    if (!(s->draining || s->stopping) || s->n_inflight != 0 || s->n_jobs != 0 || s->flushing)
+        return;
     s->flushing = true;
     s->flush_deadline_ns = tps_now_ns() + SERVER_FLUSH_MAX_MS * TPS_NS_PER_MS;
     struct timeval tv = {.tv_usec = 5000};
@@ -228,6 +229,8 @@ int server_create(server **out, const server_config *c, tps_err *err) {
     s->ev_sweep = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
     s->ev_flush = event_new(s->base, -1, EV_PERSIST, on_flush, s);
     s->ev_classify = event_new(s->base, -1, 0, server_conns_on_accept, s);
+    if ((rc = server_work_create(s, err))) goto fail;
+    rc = TPS_EIO;
     if (!s->ev_wake || !s->ev_drain_deadline || !s->ev_sweep || !s->ev_flush || !s->ev_classify)
         goto fail;
     struct timeval tv = {.tv_usec = SERVER_SWEEP_MS * 1000};
@@ -348,7 +351,9 @@ void server_free(server *s) {
         server_stop(s);
         server_wait(s);
     }
-    /* The engine first: its thread stops and nothing refers to a req_ctx. */
+    /* The workers first: they only prepare; their jobs are dropped. Then
+     * the engine: its thread stops and nothing refers to a req_ctx. */
+    server_work_free(s);
     if (s->ev_engine) event_free(s->ev_engine);
     engine_destroy(s->eng);
     while (s->inflight) {

@@ -32,6 +32,9 @@
 #define SERVER_SWEEP_MS       100  /* connection sweep period */
 #define SERVER_FLUSH_MAX_MS   2000 /* at exit, how long unsent output may take */
 #define SERVER_RESERVED_CONNS 8    /* beyond --max-connections, for /health and /metrics only */
+#define SERVER_WORKERS        2    /* threads preparing request bodies (server_work.c) */
+#define SERVER_WORK_QUEUE     32   /* bodies waiting for a worker; more get 429 */
+#define SERVER_INLINE_BODY    (64u << 10) /* bodies up to this are prepared on the HTTP thread */
 
 /* One open connection (server_conn.c): tracked so the server can count
  * them, frame their bytes before evhttp does, bound how long a request may
@@ -52,6 +55,31 @@ typedef struct conn_slot {
     struct sockaddr_storage peer; /* the client's address */
     http_frame frame;             /* our framing of its bytes */
 } conn_slot;
+
+/* What a body is prepared for. */
+typedef enum work_kind { WORK_COMPLETION, WORK_CHAT, WORK_TOKENIZE, WORK_DETOKENIZE } work_kind;
+
+/* One request body's preparation: parsed, rendered and tokenized by
+ * server_work_prepare (on a worker, or inline for small bodies), then
+ * answered or submitted by server_work_finish on the HTTP thread. */
+typedef struct work_job {
+    struct work_job *next;
+    server *s;
+    work_kind kind;
+    struct evhttp_request *req;     /* HTTP thread only; NULL once the client is gone */
+    struct evhttp_connection *conn; /* HTTP thread only */
+    struct evbuffer *body;          /* owned: the body, moved out of evhttp's buffer */
+    /* results (written by prepare) */
+    bool failed; /* e is the answer */
+    oai_error e;
+    oai_request r; /* completions: parsed */
+    bool parsed;
+    int32_t *ids; /* completions: the prompt's tokens (owned) */
+    size_t n_ids;
+    sbuf reply; /* /tokenize, /detokenize: the 200 body */
+} work_job;
+
+typedef struct server_work server_work;
 
 /* One choice of a request (n of them, allocated with the req_ctx). */
 typedef struct req_choice {
@@ -140,6 +168,9 @@ struct server {
     uint32_t n_reserve; /* conns of the reserved class */
     bool accept_paused;
 
+    server_work *work;
+    uint32_t n_jobs; /* bodies with the workers */
+
     server_hists h;
     engine_event *events;  /* SERVER_POLL_BATCH */
     struct evbuffer *wbuf; /* staging for chunk writes (emptied by each write) */
@@ -161,6 +192,17 @@ uint32_t server_conns_per_client(const server *s);
 /* server_http.c: the routes */
 void server_http_route(struct evhttp_request *req, void *arg);
 void server_reply_error(server *s, struct evhttp_request *req, const oai_error *e);
+
+/* server_http.c: preparing bodies (any thread) and answering them */
+void server_work_prepare(work_job *j);
+void server_work_finish(work_job *j);
+void server_work_job_free(work_job *j);
+
+/* server_work.c: the worker pool */
+int server_work_create(server *s, tps_err *err);
+bool server_work_submit(server *s, work_job *j); /* false: the queue is full */
+void server_work_detach(work_job *j);
+void server_work_free(server *s);
 
 /* server_stream.c: engine events -> responses */
 void server_on_engine(evutil_socket_t fd, short what, void *arg);
