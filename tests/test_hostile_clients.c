@@ -490,3 +490,83 @@ Test(hostile, a_large_prompt_being_tokenized_does_not_hold_up_other_clients, .ti
     close(fd);
     fixture_finish(&f);
 }
+
+/* ---------------------------------------------------------------------------
+ * Smaller ones: the default max_tokens, the connections gauge
+ * ------------------------------------------------------------------------- */
+
+Test(hostile, a_request_naming_no_max_tokens_fits_a_small_kv_pool, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    c.engine.kv_tokens = 64; /* 4 blocks of 16; the context is 512 */
+    fixture_start(&f, &c, true);
+    /* before: max_tokens defaulted to the context, which no pool of 64 holds */
+    static const char chat[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],"
+                               "\"ignore_eos\":true}";
+    char req[512];
+    snprintf(req, sizeof req,
+             "POST /v1/chat/completions HTTP/1.1\r\n" H "Connection: close\r\n"
+             "Content-Length: %zu\r\n\r\n%s",
+             sizeof chat - 1, chat);
+    raw_reply r;
+    raw_str(f.port, req, &r);
+    cr_assert_eq(r.status, 200, "%s", r.text);
+    cr_assert(strstr(r.text, "\"finish_reason\":\"length\""), "%s", r.text);
+    /* prompt + completion fill the pool, no more */
+    const char *pt = strstr(r.text, "\"prompt_tokens\":"),
+               *ct = strstr(r.text, "\"completion_tokens\":");
+    cr_assert(pt && ct, "%s", r.text);
+    cr_assert_eq(atoi(pt + 16) + atoi(ct + 20), 64, "%s", r.text);
+    fixture_finish(&f);
+}
+
+static double gauge_of(int port, const char *name) {
+    char req[256];
+    snprintf(req, sizeof req, "GET /metrics HTTP/1.1\r\n" H "Connection: close\r\n\r\n");
+    raw_reply *r = malloc(sizeof *r);
+    raw_str(port, req, r);
+    /* the sample's line: "\nPREFIXname VALUE" (the prefix, tps: or tps_, is
+     * not this test's concern) */
+    double v = -1;
+    size_t nl = strlen(name);
+    for (const char *p = strstr(r->text, name); p; p = strstr(p + 1, name)) {
+        const char *line = p;
+        while (line > r->text && line[-1] != '\n')
+            line--;
+        if (line[0] != '#' && p[nl] == ' ') {
+            v = strtod(p + nl + 1, NULL);
+            break;
+        }
+    }
+    free(r);
+    return v;
+}
+
+Test(hostile, the_open_connections_gauge_counts_only_open_ones, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    fixture_start(&f, &c, true);
+    int fds[16];
+    for (int i = 0; i < 16; i++) {
+        fds[i] = connect_from(f.port, 1);
+        const char *req = "GET /health HTTP/1.1\r\n" H "\r\n"; /* keep-alive */
+        cr_assert(send_all(fds[i], req, strlen(req)));
+        char buf[512];
+        cr_assert_gt(recv(fds[i], buf, sizeof buf, 0), 0);
+    }
+    /* 16 kept alive, plus the scrape's own */
+    cr_assert_eq(gauge_of(f.port, "http_connections_open"), 17);
+    for (int i = 0; i < 16; i++)
+        close(fds[i]);
+    double v = -1;
+    for (int i = 0; i < 100 && v != 1; i++) { /* the server sees each close as it comes */
+        usleep(20000);
+        v = gauge_of(f.port, "http_connections_open");
+    }
+    cr_assert_eq(v, 1, "16 closed connections still counted: %g open", v);
+    fixture_finish(&f);
+}

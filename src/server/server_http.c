@@ -357,6 +357,21 @@ static void erange_error(server *s, const oai_request *r, size_t n_prompt, uint3
                       "context_length_exceeded", "%s", msg);
 }
 
+/* The most tokens n choices of a prompt can generate with the whole KV
+ * pool (the engine's own count: the prompt's full blocks shared, the rest
+ * once per choice); 0 when not even one fits. */
+static uint64_t pool_room(server *s, size_t n_prompt, uint32_t n) {
+    engine_stats st;
+    engine_get_stats(s->eng, &st);
+    uint64_t bt = st.kv_block_tokens, total = st.kv_blocks_total;
+    if (!bt || !total) return 0;
+    uint64_t shared = n_prompt / bt;
+    if (shared >= total) return 0;
+    uint64_t all = shared + (total - shared) / n; /* blocks each choice may reach */
+    uint64_t tokens = all * bt;
+    return tokens > n_prompt ? tokens - n_prompt : 0;
+}
+
 /* The prepared request into the engine; 0, or the error to answer with. */
 static int submit_completion(server *s, struct evhttp_request *req, work_job *j, oai_error *e) {
     oai_request *r = &j->r;
@@ -368,9 +383,16 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
                              "max_tokens is %u; this server allows at most %u (--max-tokens-cap)",
                              max_tokens, cap);
     /* Not given: OpenAI's 16 for completions, the context for chat; never
-     * over the cap (a request that names no max_tokens is never refused). */
-    if (!max_tokens && kind == OAI_COMPLETION) max_tokens = 16;
-    if (cap && (!max_tokens || max_tokens > cap)) max_tokens = cap;
+     * over the cap nor over what the KV pool holds beside the prompt (a
+     * request that names no max_tokens is never refused for it). */
+    if (!r->max_tokens) {
+        uint64_t ctx = s->model->cfg.ctx_len, room = ctx > j->n_ids ? ctx - j->n_ids : 0;
+        uint64_t pool = pool_room(s, j->n_ids, r->n ? r->n : 1);
+        if (kind == OAI_COMPLETION) room = room < 16 ? room : 16;
+        if (cap && room > cap) room = cap;
+        if (pool && room > pool) room = pool;
+        max_tokens = (uint32_t)room; /* 0 (no room): the engine says why */
+    }
 
     if (check_n(s, r->n, e)) return TPS_EINVAL;
 
