@@ -108,9 +108,10 @@ static const opt_cmd serve_cmd = {
     .usage = "usage: tps serve -m MODEL.gguf [options]\n"
              "\n"
              "OpenAI-compatible streaming server (POST /v1/completions, /v1/chat/completions,\n"
-             "/tokenize, /detokenize; GET /v1/models, /health, /metrics) over the continuous-\n"
-             "batching engine. SIGTERM drains: no new requests, in-flight ones finish (bounded\n"
-             "by --drain-timeout), exit 0. See docs/api.md.\n"
+             "/tokenize, /detokenize; GET or HEAD /v1/models, /health, /metrics) over the\n"
+             "continuous-batching engine. SIGTERM drains: no new requests, in-flight ones\n"
+             "finish (bounded by --drain-timeout), exit 0. Browsers: requests with an Origin\n"
+             "header need --cors-origin. See docs/api.md.\n"
              "\n",
     .rows = serve_rows,
 };
