@@ -822,7 +822,7 @@ Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
     int fd = connect_local(f.port);
     char head[256];
     int hl = snprintf(head, sizeof head,
-                      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                       "application/json\r\nContent-Length: %zu\r\n\r\n",
                       strlen(nb));
     cr_assert_eq(send(fd, head, (size_t)hl, MSG_NOSIGNAL), hl);
@@ -1102,7 +1102,7 @@ Test(server, slowloris_client_is_dropped_after_the_timeout, .timeout = 30) {
     c.timeout_s = 1;
     fixture_start(&f, &c, true);
     int fd = connect_local(f.port);
-    const char *req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    const char *req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
     send(fd, req, strlen(req), MSG_NOSIGNAL);
     bool closed = false;
     /* one byte every 200 ms: never idle long enough for a read timeout */
@@ -1127,17 +1127,19 @@ Test(server, connections_over_the_limit_wait_and_are_served, .timeout = 30) {
     server_config c;
     fixture_defaults(&c, &f);
     c.max_connections = 4;
+    c.max_conns_per_client = 64;
     fixture_start(&f, &c, true);
-    int fds[8];
-    for (int i = 0; i < 8; i++)
-        fds[i] = connect_local(f.port); /* idle: hold the slots */
+    /* idle: hold the 4 slots and the 8 reserved for /health and /metrics */
+    int fds[12];
+    for (int i = 0; i < 12; i++)
+        fds[i] = connect_local(f.port);
     usleep(150000);
     /* the extra ones wait in the backlog; closing the idle ones lets them in */
     bg_req b = {.port = f.port, .body = strdup("{\"prompt\":\"x\",\"max_tokens\":2}")};
     pthread_t th;
     pthread_create(&th, NULL, bg_run, &b);
     usleep(150000);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 12; i++)
         close(fds[i]);
     pthread_join(th, NULL);
     cr_assert_eq(b.status, 200);

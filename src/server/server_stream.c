@@ -458,7 +458,7 @@ void server_metrics_render(server *s, sbuf *b) {
           (double)st.kv_blocks_cached);
     gauge(b, "tps:http_requests_in_flight", "Completion requests being answered.",
           (double)s->n_inflight);
-    gauge(b, "tps:http_connections_open", "Open client connections.", (double)s->n_conns);
+    gauge(b, "tps:http_connections_open", "Open client connections.", (double)server_conns_open(s));
 
     const double ns = 1e-9;
     const server_hists *h = &s->h;
