@@ -13,10 +13,12 @@
 #   scripts/fleet.sh status [--dir DIR]
 #       each replica's health and a /metrics summary; nginx's state.
 #   scripts/fleet.sh down [--dir DIR]
-#       SIGTERM (drain) to the replicas and nginx this folder's `up` started,
-#       SIGKILL to any still running after their drain timeout; nothing else.
+#       stops what this folder's `up` started and nothing else: nginx
+#       gracefully (SIGQUIT), the replicas with SIGTERM (they drain), SIGKILL
+#       to any still running 40 s later.
 #   scripts/fleet.sh config --dir DIR --port P [--no-affinity] HOST:PORT...
-#       only writes DIR/nginx.conf for replicas that run elsewhere.
+#       for replicas that run elsewhere: writes DIR/tps.conf (for your nginx's
+#       http block) and a standalone DIR/nginx.conf, checked with nginx -t.
 #
 # DIR defaults to fleet/run. It holds nginx.conf, tps.conf, logs/ (nginx's
 # access and error logs, one serve-K.log per replica), and `processes`: one

@@ -48,7 +48,12 @@ echo "ok: 12 sessions x 3 turns, each session on one replica"
 dead=$(hostport_of replica-1)
 alive=$(hostport_of replica-2)
 start=$(($(wc -l <"$log") + 1))
-kill -KILL "$(pid_of replica-1)"
+killed=$(pid_of replica-1)
+kill -KILL "$killed"
+for _ in $(seq 1 500); do # until it is gone (or a zombie): its sockets are closed then
+  [ -r "/proc/$killed/stat" ] && [ "$(sed 's/^.*) //' "/proc/$killed/stat" | cut -d' ' -f1)" != Z ] || break
+  sleep 0.01
+done
 bench --requests 8 --concurrency 2
 bench --turns 2 --conversations 12 --concurrency 4
 posts "$start" >"$tmp/after"
