@@ -30,7 +30,7 @@ awk '!/^#/ { sub(/[{ ].*/, "", $1); print $1 }' "$tmp/metrics.txt" | sort -u >"$
   grep -h 'expr\|seriesQuery' "$root/deploy/prometheus/tps-rules.yml" \
     "$root/deploy/kubernetes/prometheus-adapter-rules.yaml"
   grep -h -A1 'metric:' "$root/deploy/kubernetes/hpa.yaml"
-} | grep -o 'tps_[a-z0-9_]*' | sort -u >"$tmp/used"
+} | grep -o 'tps[_:][a-z0-9_]*' | sort -u >"$tmp/used"
 [ -s "$tmp/used" ] || fail "found no metric names in the deployment files"
 missing=$(comm -23 "$tmp/used" "$tmp/have")
 [ -z "$missing" ] || fail "used by the deployment files but not in /metrics: $missing"
