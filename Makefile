@@ -9,7 +9,7 @@ SOAK_SECONDS ?= 60
 CI_FUZZ_SECONDS ?= 4
 CI_SOAK_SECONDS ?= 25
 
-.PHONY: all deps build test test-release test-asan demo bench fuzz soak format format-check clean
+.PHONY: all deps build test test-release test-asan demo fleet-demo bench fuzz soak format format-check clean
 
 all: build
 
@@ -36,6 +36,11 @@ test: deps format-check
 
 demo: deps build
 	@scripts/demo.sh $(BUILD)/tps
+
+# replicas behind nginx: affinity vs round robin, SIGKILL failover, SIGTERM
+# drain (docs/deploy.md); writes fleet/summary.json
+fleet-demo: deps build
+	@scripts/fleet-demo.sh $(BUILD)/tps
 
 bench: deps build
 	@scripts/bench.sh $(BUILD)

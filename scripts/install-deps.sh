@@ -17,6 +17,9 @@ deps=(
   "clang-format|make format-check (run by make test): no formatting drift"
   "libclang-rt-14-dev|sanitizer and libFuzzer runtimes for clang"
   "gnuplot-nox|tps report: SVG plots"
+  "nginx-light|scripts/fleet.sh and make fleet-demo: the load balancer in front of replicas"
+  "curl|scripts/fleet.sh: replica health checks and /metrics"
+  "jq|make fleet-demo: reads bench results into fleet/summary.json"
   "chromium|tests: headless screenshot of the tps report HTML page (checks it renders)"
 )
 

@@ -16,10 +16,10 @@
 #   - zero leaks: exit status 0 under LSan;
 #   - RSS flat after warm-up: the last third's peak within 10% (+8 MiB) of
 #     the post-warm-up median of the first third (VmRSS, sampled each second);
-#   - phase B: delta tps:generation_tokens_total == bench output tokens;
+#   - phase B: delta tps_generation_tokens_total == bench output tokens;
 #     phase A: delta >= bench output tokens, and cancels happened;
-#   - the KV pool is empty at the end (tps:kv_cache_usage_ratio == 0);
-#   - the prefix cache served some prompt tokens (tps:prefix_cache_hits_total).
+#   - the KV pool is empty at the end (tps_kv_cache_usage_ratio == 0);
+#   - the prefix cache served some prompt tokens (tps_prefix_cache_hits_total).
 #   scripts/soak.sh [SECONDS] [BUILD_DIR]   (default 60 s, build-asan)
 set -uo pipefail
 seconds=${1:-60}
@@ -111,26 +111,26 @@ canceller() {
 ta=$((seconds * 6 / 10)); tb=$((seconds - ta))
 bench_common=(--url "$url" --concurrency 8 --input-len uniform:8:120 --output-len uniform:4:160
   --tokenizer "$model" --quiet --no-progress --timeout 120 --idle-timeout 60)
-g0=$(metric tps:generation_tokens_total)
-c0=$(metric 'tps:requests_total{finish_reason="cancelled"}')
+g0=$(metric tps_generation_tokens_total)
+c0=$(metric 'tps_requests_total{finish_reason="cancelled"}')
 canceller $((SECONDS + ta)) >"$work/cancel.txt" &
 cpid=$!
 "$tps" bench "${bench_common[@]}" --duration "$ta" --seed 1 --csv "$work/bench_a.csv" \
   >"$work/bench_a.out" 2>&1
 brc_a=$?
 wait $cpid
-g1=$(metric tps:generation_tokens_total)
-c1=$(metric 'tps:requests_total{finish_reason="cancelled"}')
+g1=$(metric tps_generation_tokens_total)
+c1=$(metric 'tps_requests_total{finish_reason="cancelled"}')
 
 # --- phase B: bench alone
 "$tps" bench "${bench_common[@]}" --duration "$tb" --seed 2 --csv "$work/bench_b.csv" \
   >"$work/bench_b.out" 2>&1
 brc_b=$?
-g2=$(metric tps:generation_tokens_total)
-ratio=$(metric tps:kv_cache_usage_ratio)
-pre=$(metric tps:preemptions_total)
-hits=$(metric tps:prefix_cache_hits_total); : "${hits:=0}"
-queries=$(metric tps:prefix_cache_queries_total); : "${queries:=0}"
+g2=$(metric tps_generation_tokens_total)
+ratio=$(metric tps_kv_cache_usage_ratio)
+pre=$(metric tps_preemptions_total)
+hits=$(metric tps_prefix_cache_hits_total); : "${hits:=0}"
+queries=$(metric tps_prefix_cache_queries_total); : "${queries:=0}"
 
 # --- shutdown: drain, exit, LeakSanitizer
 kill -TERM $spid

@@ -585,10 +585,10 @@ Test(reliability, clients_vanishing_at_random_points_return_every_kv_block, .tim
     /* the server's own view agrees, and its request/connection tables are empty */
     double inflight = -1, ratio = -1, conns = -1;
     for (int i = 0; i < 40; i++) {
-        inflight = metric(f.port, "tps:http_requests_in_flight");
-        ratio = metric(f.port, "tps:kv_cache_usage_ratio");
+        inflight = metric(f.port, "tps_http_requests_in_flight");
+        ratio = metric(f.port, "tps_kv_cache_usage_ratio");
         usleep(250000); /* closed connections leave the table at the next sweep (100 ms) */
-        conns = metric(f.port, "tps:http_connections_open");
+        conns = metric(f.port, "tps_http_connections_open");
         if (inflight == 0 && ratio == 0 && conns <= 1) break;
         usleep(100000);
     }
@@ -780,8 +780,8 @@ Test(reliability, sigterm_under_load_answers_every_request_and_exits_zero, .time
     double in_engine = 0;
     for (int i = 0; i < 2000 && !all; i++) {
         in_engine =
-            metric(ch.port, "tps:requests_running") + metric(ch.port, "tps:requests_waiting");
-        all = in_engine + metric(ch.port, "tps:requests_total{finish_reason=\"length\"}") == N_TERM;
+            metric(ch.port, "tps_requests_running") + metric(ch.port, "tps_requests_waiting");
+        all = in_engine + metric(ch.port, "tps_requests_total{finish_reason=\"length\"}") == N_TERM;
         if (!all) usleep(1000);
     }
     int status = reap(&ch, SIGTERM);

@@ -466,17 +466,17 @@ Test(prom, histogram_buckets_are_cumulative_and_count_everything) {
     hist_record(h, 7200000000000ull); /* 2 h: overflow */
     sbuf b;
     sbuf_init(&b);
-    prom_histogram(&b, "tps:x_seconds", "help", h, 1e-9, prom_latency_bounds,
+    prom_histogram(&b, "tps_x_seconds", "help", h, 1e-9, prom_latency_bounds,
                    prom_n_latency_bounds);
-    cr_assert(strstr(b.p, "# TYPE tps:x_seconds histogram\n"));
-    cr_assert(strstr(b.p, "tps:x_seconds_bucket{le=\"0.001\"} 1\n"), "%s", b.p);
-    cr_assert(strstr(b.p, "tps:x_seconds_bucket{le=\"0.005\"} 3\n"));
-    cr_assert(strstr(b.p, "tps:x_seconds_bucket{le=\"2560\"} 3\n"));
-    cr_assert(strstr(b.p, "tps:x_seconds_bucket{le=\"+Inf\"} 4\n"));
-    cr_assert(strstr(b.p, "tps:x_seconds_count 4\n"));
+    cr_assert(strstr(b.p, "# TYPE tps_x_seconds histogram\n"));
+    cr_assert(strstr(b.p, "tps_x_seconds_bucket{le=\"0.001\"} 1\n"), "%s", b.p);
+    cr_assert(strstr(b.p, "tps_x_seconds_bucket{le=\"0.005\"} 3\n"));
+    cr_assert(strstr(b.p, "tps_x_seconds_bucket{le=\"2560\"} 3\n"));
+    cr_assert(strstr(b.p, "tps_x_seconds_bucket{le=\"+Inf\"} 4\n"));
+    cr_assert(strstr(b.p, "tps_x_seconds_count 4\n"));
     sbuf_reset(&b);
-    prom_sample(&b, "tps:a_total", "k=\"v\"", 12);
-    cr_assert_str_eq(b.p, "tps:a_total{k=\"v\"} 12\n");
+    prom_sample(&b, "tps_a_total", "k=\"v\"", 12);
+    cr_assert_str_eq(b.p, "tps_a_total{k=\"v\"} 12\n");
     sbuf_free(&b);
     hist_free(h);
 }
