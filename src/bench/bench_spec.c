@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/sched_stat.h"
+
 void bench_spec_init(bench_spec *s) {
     tps_err e = {{0}};
     *s = (bench_spec){.cfg = {.base_url = "http://127.0.0.1:8080",
@@ -135,7 +137,10 @@ int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char
     int rc = bench_spec_prepare(&wl, &cfg, s, log, prog, e);
     if (rc) return rc;
     bench_run_out run;
+    sched_stat s0, s1; /* the client loop runs on this thread */
+    const bool has_s0 = sched_stat_read(&s0);
     rc = bench_run(&run, &cfg, &wl, e);
+    const bool has_runq = has_s0 && sched_stat_read(&s1);
     if (rc) {
         workload_free(&wl);
         return rc;
@@ -154,6 +159,8 @@ int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char
                                                          : cfg.concurrency;
     }
     ro.client_cpu_s = run.client_cpu_s;
+    ro.has_runq = has_runq;
+    ro.client_runq_s = has_runq ? (double)(s1.runq_ns - s0.runq_ns) / 1e9 : 0;
     ro.bytes = run.bytes_received;
     ro.events = run.events_received;
     rc = result_build(out, run.recs, run.n, &ro, e);

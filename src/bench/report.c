@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "bench/verdict.h"
+
 static const char *cfg_str(const bench_result *r, const char *k, const char *dflt) {
     const char *s = json_string_value(json_object_get(r->config, k));
     return s ? s : dflt;
@@ -149,6 +151,9 @@ void report_print(FILE *f, const bench_result *r) {
                 r->peak_tps, r->peak_bin, r->peak_bin * r->bin_s + r->run.tps.w.t0 / 1e9,
                 (r->peak_bin + 1) * r->bin_s + r->run.tps.w.t0 / 1e9);
 
+    if (r->warmup_excluded)
+        fprintf(f, "\n%llu requests sent during --warmup are in no distribution below",
+                (unsigned long long)r->warmup_excluded);
     fprintf(f, "\n%-34s %9s %9s %9s %9s %9s %9s %9s %7s\n", "latency (ms, completed requests)",
             "mean", "p50", "p90", "p95", "p99", "p99.9", "max", "n");
     hist_row(f, "TTFT from scheduled start", r->h[RH_TTFT], 1e6);
@@ -180,6 +185,9 @@ void report_print(FILE *f, const bench_result *r) {
         fprintf(f, "client: %.3f s CPU, %.3f ms per 1,000 output tokens, %llu events, %llu bytes\n",
                 r->client_cpu_s, 1e6 * r->client_cpu_s / (double)r->output_tokens,
                 (unsigned long long)r->events, (unsigned long long)r->bytes);
+    verdict v;
+    verdict_judge(&v, r);
+    verdict_print(f, &v);
 }
 
 void report_print_glossary(FILE *f) {

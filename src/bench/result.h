@@ -82,7 +82,8 @@ typedef struct result_opts {
     uint64_t origin_ns;                  /* CLOCK_MONOTONIC of the run's start */
     int64_t origin_unix_ns;              /* the same instant on the wall clock */
     double warmup_s, cooldown_s;         /* trimmed steady window by time */
-    uint64_t warmup_reqs, cooldown_reqs; /* ... or by completed requests */
+    uint64_t warmup_reqs, cooldown_reqs; /* ... or by completed requests; a request sent
+                                            before the warm-up ended enters no distribution */
     uint32_t target_concurrency;         /* auto steady: closed-loop concurrency; 0 open loop */
     bool has_user;
     double user_t0_s, user_t1_s; /* --window, seconds from run.t0 */
@@ -91,6 +92,8 @@ typedef struct result_opts {
     bool per_request; /* keep per-request records (with every token arrival) */
     json_t *config;   /* echoed into the result (borrowed; the result takes a reference) */
     double client_cpu_s;
+    bool has_runq;        /* client_runq_s is known (sched_stat.h) */
+    double client_runq_s; /* the bench thread's run-queue wait during the run */
     uint64_t bytes, events;
 } result_opts;
 
@@ -118,8 +121,11 @@ typedef struct bench_result {
     double peak_tps;
     size_t peak_bin;
     double client_cpu_s;
+    bool has_runq;
+    double client_runq_s;
     uint64_t bytes, events;
-    json_t *per_request; /* owned or NULL */
+    uint64_t warmup_excluded; /* requests sent during --warmup: in no distribution */
+    json_t *per_request;      /* owned or NULL */
 } bench_result;
 
 /* Computes everything from n records (any n >= 1). */

@@ -249,8 +249,11 @@ static const opt_row bench_rows[] = {
      .def = "0", .help = "exit 1 when failed/(completed+failed) > F"},
     OPT_HEAD("report"),
     {"--warmup", .kind = OPT_CUSTOM, .off = B(spec.ro), .parse = warmup_arg, .metavar = "X",
-     .help = "trim the steady window: X seconds (5, 5s) or\n"
-             "requests (20r); default: automatic steady window"},
+     .help = "warm-up: X seconds (5, 5s) or requests (20r); the\n"
+             "steady window starts after it, and requests sent\n"
+             "during it enter no latency distribution (TTFT, ITL,\n"
+             "TPOT, E2E...); default: automatic steady window, all\n"
+             "requests in the distributions"},
     {"--cooldown", .kind = OPT_CUSTOM, .off = B(spec.ro), .parse = cooldown_arg, .metavar = "X",
      .help = "the same at the end of the run"},
     {"--window", .kind = OPT_CUSTOM, .off = B(spec.ro), .parse = window_arg, .metavar = "A:B",
