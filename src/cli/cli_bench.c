@@ -15,6 +15,7 @@
 #include "bench/bench.h"
 #include "bench/bench_spec.h"
 #include "bench/capacity.h"
+#include "bench/compare.h"
 #include "bench/report.h"
 #include "bench/result.h"
 #include "cli/cli.h"
@@ -293,6 +294,7 @@ static const opt_cmd bench_cmd = {
     .prog = "tps bench",
     .usage = "usage: tps bench [options]                 drive an endpoint and report\n"
              "       tps bench merge A.json B.json ... [--json OUT] [--csv OUT]\n"
+             "       tps bench compare A.json B.json [--json OUT]\n"
              "\n",
     .rows = bench_rows,
     .epilogue = glossary,
@@ -405,6 +407,71 @@ static int bench_merge(int argc, char **argv) {
     }
     if (rc) fprintf(stderr, "tps bench merge: %s\n", e.msg);
     result_free(&acc);
+    return rc;
+}
+
+/* ---- compare ---------------------------------------------------------------------------- */
+
+typedef struct compare_cli {
+    const char *json_out;
+    const char *file_buf[4];
+    opt_list files;
+} compare_cli;
+
+static const opt_row compare_rows[] = {
+    {"--json", .kind = OPT_STR, .off = offsetof(compare_cli, json_out), .metavar = "FILE",
+     .help = "the comparison (schema tps.bench.compare)"},
+    {.kind = OPT_REST, .off = offsetof(compare_cli, files)},
+    {0},
+};
+
+static const opt_cmd compare_cmd = {
+    .prog = "tps bench compare",
+    .usage = "usage: tps bench compare A.json B.json [--json OUT]\n"
+             "\n"
+             "The headline figures of two results side by side, the ratio B/A and its 95%\n"
+             "interval from the run-to-run noise: a bootstrap over the requests when both\n"
+             "results were written with --per-request, else the histograms' bounds (the\n"
+             "output says which). A difference whose interval excludes 1 is reported as\n"
+             "better or worse; otherwise it is within the noise.\n"
+             "\n",
+    .rows = compare_rows,
+};
+
+static int bench_compare(int argc, char **argv) {
+    compare_cli c = {0};
+    c.files = OPT_LIST_OF(c.file_buf);
+    int prc = opt_main(&compare_cmd, &c, argc, argv);
+    if (prc >= 0) return prc;
+    if (c.files.n != 2) {
+        fprintf(stderr, "tps bench compare: give two result files, A and B (got %zu)\n", c.files.n);
+        return 2;
+    }
+    tps_err e = {{0}};
+    bench_result a, b;
+    if (result_read_json(&a, c.files.v[0], &e)) {
+        fprintf(stderr, "tps bench compare: %s\n", e.msg);
+        return 1;
+    }
+    if (result_read_json(&b, c.files.v[1], &e)) {
+        fprintf(stderr, "tps bench compare: %s\n", e.msg);
+        result_free(&a);
+        return 1;
+    }
+    compare_out out;
+    int rc = compare_results(&out, &a, &b, &e) ? 1 : 0;
+    if (!rc) {
+        compare_print(stdout, &out, c.files.v[0], c.files.v[1]);
+        if (c.json_out) {
+            json_t *j = compare_json(&out, c.files.v[0], c.files.v[1]);
+            if (json_dump_file(j, c.json_out, JSON_INDENT(1)))
+                rc = 1, snprintf(e.msg, sizeof e.msg, "cannot write '%s'", c.json_out);
+            json_decref(j);
+        }
+    }
+    if (rc) fprintf(stderr, "tps bench compare: %s\n", e.msg);
+    result_free(&a);
+    result_free(&b);
     return rc;
 }
 
@@ -547,6 +614,7 @@ static int bench_single(const bench_cli *b) {
 
 int cli_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "merge")) return bench_merge(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "compare")) return bench_compare(argc - 1, argv + 1);
     bench_cli *b = malloc(sizeof *b);
     if (!b) return 1;
     int rc = bench_parse(b, argc, argv);
