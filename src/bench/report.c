@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "bench/scrape.h"
 #include "bench/verdict.h"
 
 static const char *cfg_str(const bench_result *r, const char *k, const char *dflt) {
@@ -185,6 +186,7 @@ void report_print(FILE *f, const bench_result *r) {
         fprintf(f, "client: %.3f s CPU, %.3f ms per 1,000 output tokens, %llu events, %llu bytes\n",
                 r->client_cpu_s, 1e6 * r->client_cpu_s / (double)r->output_tokens,
                 (unsigned long long)r->events, (unsigned long long)r->bytes);
+    scrape_print(f, r->server_metrics, r->series_out, r->nbins, r->bin_s, r->run.tps.w.t0 / 1e9);
     verdict v;
     verdict_judge(&v, r);
     verdict_print(f, &v);

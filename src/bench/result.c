@@ -45,6 +45,7 @@ double result_error_rate(const bench_result *r) {
 void result_free(bench_result *r) {
     json_decref(r->config);
     json_decref(r->per_request);
+    json_decref(r->server_metrics);
     for (int i = 0; i < RH_COUNT; i++)
         hist_free(r->h[i]);
     hist_free(r->turns.first.ttft);
@@ -235,6 +236,7 @@ int result_build(bench_result *r, const bench_record *recs, size_t n, const resu
     r->bytes = o->bytes;
     r->events = o->events;
     if (o->per_request) r->per_request = json_array();
+    if (o->server_metrics) r->server_metrics = json_incref(o->server_metrics);
 
     window run, w;
     for (size_t i = 0; i < n; i++)
@@ -504,6 +506,7 @@ json_t *result_to_json(const bench_result *r) {
     verdict v;
     verdict_judge(&v, r);
     json_object_set_new(o, "verdict", verdict_json(&v)); /* recomputed when read back */
+    if (r->server_metrics) json_object_set_new(o, "server_metrics", json_incref(r->server_metrics));
     if (r->per_request) json_object_set_new(o, "per_request", json_incref(r->per_request));
     return o;
 }
@@ -720,6 +723,8 @@ int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
     r->events = ju(cl, "events");
     json_t *pr = json_object_get(j, "per_request");
     if (json_is_array(pr)) r->per_request = json_incref(pr);
+    json_t *sm = json_object_get(j, "server_metrics");
+    if (json_is_object(sm)) r->server_metrics = json_incref(sm);
     return TPS_OK;
 fail:
     result_free(r);
@@ -852,6 +857,8 @@ int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
     merge_window(&dst->user, &src->user);
     json_decref(dst->per_request); /* per-request records are per run; not merged */
     dst->per_request = NULL;
+    json_decref(dst->server_metrics); /* one server's series per run */
+    dst->server_metrics = NULL;
     return TPS_OK;
 }
 

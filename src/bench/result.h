@@ -88,9 +88,10 @@ typedef struct result_opts {
     bool has_user;
     double user_t0_s, user_t1_s; /* --window, seconds from run.t0 */
     tl_slo slo;
-    double bin_s;     /* time-series bin; 0 means 1 s */
-    bool per_request; /* keep per-request records (with every token arrival) */
-    json_t *config;   /* echoed into the result (borrowed; the result takes a reference) */
+    double bin_s;           /* time-series bin; 0 means 1 s */
+    bool per_request;       /* keep per-request records (with every token arrival) */
+    json_t *config;         /* echoed into the result (borrowed; the result takes a reference) */
+    json_t *server_metrics; /* --scrape's series (borrowed; the result takes a reference) */
     double client_cpu_s;
     bool has_runq;        /* client_runq_s is known (sched_stat.h) */
     double client_runq_s; /* the bench thread's run-queue wait during the run */
@@ -126,6 +127,7 @@ typedef struct bench_result {
     uint64_t bytes, events;
     uint64_t warmup_excluded; /* requests sent during --warmup: in no distribution */
     json_t *per_request;      /* owned or NULL */
+    json_t *server_metrics;   /* --scrape: scrape.h's object, owned; NULL none */
 } bench_result;
 
 /* Computes everything from n records (any n >= 1). */

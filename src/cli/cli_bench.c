@@ -271,6 +271,12 @@ static const opt_row bench_rows[] = {
      .help = "capacity search: share of requests that must meet --slo"},
     {"--bin", .kind = OPT_SECONDS, .off = B(spec.ro.bin_s), .min = 0.001, .max = INFINITY,
      .def = "1 s", .help = "time-series bin"},
+    {"--scrape", .kind = OPT_STR, .off = B(spec.scrape), .metavar = "URL|off",
+     .help = "sample this Prometheus endpoint during the run (every\n"
+             "second, or --bin if shorter): gauges and counter rates\n"
+             "named tps:/tps_, vllm:, llamacpp:, sglang:, shown beside\n"
+             "the client's curve and kept in --json; default: the\n"
+             "target's /metrics when it answers; off: none"},
     {"--json", .kind = OPT_STR, .off = B(json_out), .metavar = "FILE",
      .help = "the result (schema tps.bench.result v" STR(BENCH_RESULT_VERSION) ")"},
     {"--per-request", .kind = OPT_FLAG, .off = B(spec.ro.per_request),
