@@ -174,17 +174,19 @@ static void sample_once(scraper *s) {
 static void *loop(void *arg) {
     scraper *s = arg;
     pthread_mutex_lock(&s->mu);
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
     while (!s->stop) {
-        pthread_mutex_unlock(&s->mu);
-        sample_once(s);
-        pthread_mutex_lock(&s->mu);
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
         uint64_t ns = (uint64_t)until.tv_nsec + s->interval_ns;
         until.tv_sec += (time_t)(ns / 1000000000u);
         until.tv_nsec = (long)(ns % 1000000000u);
-        while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0)
-            ;
+        int w = 0;
+        while (!s->stop && w == 0)
+            w = pthread_cond_timedwait(&s->cv, &s->mu, &until);
+        if (s->stop) break;
+        pthread_mutex_unlock(&s->mu);
+        sample_once(s);
+        pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
     sample_once(s); /* the state at the run's end */
@@ -240,6 +242,7 @@ int scrape_start(scraper **out, const char *url, const char *api_key, double int
     pthread_cond_init(&s->cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&s->mu, NULL);
+    sample_once(s); /* before the run's first send: counters' growth is the run's */
     if (pthread_create(&s->thread, NULL, loop, s)) {
         pthread_cond_destroy(&s->cv);
         pthread_mutex_destroy(&s->mu);

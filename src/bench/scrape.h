@@ -35,7 +35,8 @@ bool scrape_wanted(const char *name, size_t len);
  * least one wanted gauge or counter, else an error saying what it did. */
 int scrape_probe(const char *url, const char *api_key, tps_err *e);
 
-/* Starts the sampling thread (first sample at once). api_key may be NULL. */
+/* Takes the first sample (before it returns), then starts the sampling
+ * thread, one sample per interval_s. api_key may be NULL. */
 int scrape_start(scraper **out, const char *url, const char *api_key, double interval_s,
                  tps_err *e);
 /* Takes a last sample, stops the thread and returns what it recorded as
