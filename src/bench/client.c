@@ -735,9 +735,12 @@ int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, t
     sender s = {.sending = true, .open_loop = cfg->rate > 0 || wl->timed};
     load_rng_seed(&s.rng, cfg->seed);
     const double cpu0 = thread_cpu_s();
+    /* the wall-clock label read beside the origin, not before setup (which can take
+     * milliseconds): a capture or a server log is matched through it */
+    clock_gettime(CLOCK_REALTIME, &wall);
     const uint64_t t0 = tps_now_ns();
     out->t_start_ns = t0;
-    out->t_start_unix_ns = unix_ns;
+    out->t_start_unix_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
     s.t0 = s.next_sched = t0;
     if (wl->timed) s.next_sched = trace_time_ns(&s, wl, 0);
     s.dur = cfg->duration_s > 0 ? (uint64_t)(cfg->duration_s * 1e9) : 0;
