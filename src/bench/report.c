@@ -233,6 +233,14 @@ void report_print_glossary(FILE *f) {
         "                (--timeout), reset, malformed, stream_error, truncated (no [DONE]);\n"
         "                cancelled = still running when duration + timeout ran out (not an error)\n"
         "  error rate    failed / (completed + failed); exit status 1 when above\n"
-        "                --max-error-rate\n",
+        "                --max-error-rate\n"
+        "  warm-up       requests sent before --warmup ended are in no distribution (they\n"
+        "                still count in the totals and the rates)\n"
+        "  server        --scrape: the server's own gauges and counter rates (/metrics)\n"
+        "  verdict       whether to trust the figures: client (CPU-bound or waiting for a\n"
+        "                CPU), batching (several tokens per event: ITL measures flushes),\n"
+        "                approximate (token counts), usage (differs from the stream),\n"
+        "                requests (too few for p99), steady (load never steady); each with\n"
+        "                its evidence. It does not change the exit status\n",
         f);
 }
