@@ -167,7 +167,7 @@ static void sample_once(scraper *s) {
     if (!get(s, &e)) prom_text_parse(s->body ? s->body : "", s->body_len, on_sample, s, &e);
     if (e.msg[0]) {
         s->failed++;
-        snprintf(s->error, sizeof s->error, "%s", e.msg);
+        snprintf(s->error, sizeof s->error, "%.250s", e.msg);
     }
 }
 
