@@ -95,6 +95,17 @@ Test(verdict, a_clean_run_is_trusted_and_says_why) {
     cr_expect_eq(json_array_size(json_object_get(vj, "tripped")), 0);
     cr_expect(json_is_true(
         json_object_get(json_object_get(json_object_get(vj, "checks"), "client"), "ok")));
+    bench_result back;
+    tps_err e = {{0}};
+    cr_assert_eq(result_from_json(&back, j, &e), 0, "%s", e.msg);
+    verdict v2;
+    verdict_judge(&v2, &back);
+    for (int i = 0; i < VERDICT_COUNT; i++) {
+        cr_expect_eq(v2.check[i].known, v.check[i].known, "%s", v.check[i].name);
+        cr_expect_eq(v2.check[i].tripped, v.check[i].tripped, "%s", v.check[i].name);
+        cr_expect_str_eq(v2.check[i].evidence, v.check[i].evidence);
+    }
+    result_free(&back);
     json_decref(j);
     result_free(&res);
 }
