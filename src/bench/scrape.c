@@ -123,7 +123,8 @@ static series *find(scraper *s, const prom_sample_view *v) {
     for (size_t i = 0; i < s->n_series; i++) {
         series *x = &s->s[i];
         if (strlen(x->name) == v->name_len && !memcmp(x->name, v->name, v->name_len) &&
-            strlen(x->labels) == v->labels_len && !memcmp(x->labels, v->labels, v->labels_len))
+            strlen(x->labels) == v->labels_len &&
+            (!v->labels_len || !memcmp(x->labels, v->labels, v->labels_len))) /* NULL when none */
             return x;
     }
     if (s->n_series == SCRAPE_MAX_SERIES) return NULL;
