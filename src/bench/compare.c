@@ -88,16 +88,13 @@ static bool hist_interval(const figure *f, const bench_result *r, bool steady, d
 typedef struct sample {
     size_t n;            /* completed, non-warm-up requests */
     double *v[RH_COUNT]; /* per request: TTFT, TPOT, E2E in ms (NAN: undefined) */
-    double *tokens;      /* output tokens */
     size_t *itl_off;     /* (n + 1,) each request's gaps in itl[] */
     double *itl;         /* every gap, ms */
-    double total_tokens;
 } sample;
 
 static void sample_free(sample *s) {
     for (int i = 0; i < RH_COUNT; i++)
         free(s->v[i]);
-    free(s->tokens);
     free(s->itl_off);
     free(s->itl);
     memset(s, 0, sizeof *s);
@@ -118,10 +115,9 @@ static int sample_load(sample *s, const bench_result *r, tps_err *e) {
     static const result_hist_id H[] = {RH_TTFT, RH_TPOT, RH_E2E};
     for (size_t k = 0; k < 3; k++)
         s->v[H[k]] = malloc((m ? m : 1) * sizeof(double));
-    s->tokens = malloc((m ? m : 1) * sizeof(double));
     s->itl_off = malloc((m + 1) * sizeof(size_t));
     s->itl = malloc((gaps ? gaps : 1) * sizeof(double));
-    if (!s->v[RH_TTFT] || !s->v[RH_TPOT] || !s->v[RH_E2E] || !s->tokens || !s->itl_off || !s->itl)
+    if (!s->v[RH_TTFT] || !s->v[RH_TPOT] || !s->v[RH_E2E] || !s->itl_off || !s->itl)
         return sample_free(s), tps_fail(e, TPS_ENOMEM, "out of memory");
     size_t g = 0;
     for (size_t i = 0; i < m; i++) {
@@ -139,8 +135,6 @@ static int sample_load(sample *s, const bench_result *r, tps_err *e) {
         s->v[RH_TTFT][k] = (t0 - sched) / 1e6;
         s->v[RH_E2E][k] = (end - sched) / 1e6;
         s->v[RH_TPOT][k] = out >= 2 ? (end - t0) / (out - 1) / 1e6 : NAN;
-        s->tokens[k] = out;
-        s->total_tokens += out;
         s->itl_off[k] = g;
         double prev = t0;
         for (size_t x = 0; x < json_array_size(ev); x++) {
@@ -171,15 +165,8 @@ static double pct(double *v, size_t n, double p) {
 }
 
 /* One resample's figure f; idx (s->n,) picks the requests; scratch is big enough. */
-static double resampled(const figure *f, const sample *s, const size_t *idx, double *scratch,
-                        double measured) {
+static double resampled(const figure *f, const sample *s, const size_t *idx, double *scratch) {
     size_t m = 0;
-    if (f->kind == FIG_OUT_TPS) {
-        double t = 0;
-        for (size_t i = 0; i < s->n; i++)
-            t += s->tokens[idx[i]];
-        return s->total_tokens > 0 ? measured * t / s->total_tokens : NAN;
-    }
     if (f->h == RH_ITL) {
         for (size_t i = 0; i < s->n; i++)
             for (size_t g = s->itl_off[idx[i]]; g < s->itl_off[idx[i] + 1]; g++)
@@ -192,8 +179,8 @@ static double resampled(const figure *f, const sample *s, const size_t *idx, dou
 }
 
 /* The 95% interval of B/A for figure f by resampling both results. */
-static bool boot_interval(const figure *f, const sample *sa, const sample *sb, double ma, double mb,
-                          double *lo, double *hi, tps_err *e) {
+static bool boot_interval(const figure *f, const sample *sa, const sample *sb, double *lo,
+                          double *hi, tps_err *e) {
     if (!sa->n || !sb->n) return false;
     size_t cap = sa->n > sb->n ? sa->n : sb->n;
     size_t gmax = sa->itl_off[sa->n] > sb->itl_off[sb->n] ? sa->itl_off[sa->n] : sb->itl_off[sb->n];
@@ -223,7 +210,7 @@ static bool boot_interval(const figure *f, const sample *sa, const sample *sb, d
             const sample *s = k ? sb : sa;
             for (size_t i = 0; i < s->n; i++)
                 idx[i] = (size_t)load_rng_below(&rng, s->n);
-            v[k] = resampled(f, s, idx, scratch, k ? mb : ma);
+            v[k] = resampled(f, s, idx, scratch);
         }
         if (v[0] > 0 && !isnan(v[1])) ratios[nr++] = v[1] / v[0];
     }
@@ -235,6 +222,42 @@ static bool boot_interval(const figure *f, const sample *sa, const sample *sb, d
     }
     free(idx), free(scratch), free(ratios);
     return ok;
+}
+
+/* A token rate's 95% interval from the per-request records: the window cut
+ * into COMPARE_RATE_BINS bins, the tokens of each counted at their events'
+ * arrivals, and the measured rate -+ 1.96 standard errors of the bins'
+ * mean. Resampling requests cannot show this noise: with equal lengths
+ * every resample holds the same tokens. */
+#define COMPARE_RATE_BINS 20
+static bool events_rate_interval(const bench_result *r, const result_window *w, double v,
+                                 double *lo, double *hi) {
+    const double t0 = (double)w->tps.w.t0, t1 = (double)w->tps.w.t1;
+    if (!(t1 > t0) || !(v > 0)) return false;
+    double bins[COMPARE_RATE_BINS] = {0};
+    size_t i;
+    const json_t *o;
+    json_array_foreach(r->per_request, i, o) {
+        size_t k;
+        const json_t *ev;
+        json_array_foreach(json_object_get(o, "events"), k, ev) {
+            double t = json_number_value(json_array_get(ev, 0));
+            if (t <= t0 || t > t1) continue;
+            size_t b = (size_t)((t - t0) / (t1 - t0) * COMPARE_RATE_BINS);
+            bins[b < COMPARE_RATE_BINS ? b : COMPARE_RATE_BINS - 1] +=
+                json_number_value(json_array_get(ev, 1));
+        }
+    }
+    double m = 0, ss = 0;
+    for (int b = 0; b < COMPARE_RATE_BINS; b++)
+        m += bins[b];
+    m /= COMPARE_RATE_BINS;
+    for (int b = 0; b < COMPARE_RATE_BINS; b++)
+        ss += (bins[b] - m) * (bins[b] - m);
+    if (!(m > 0)) return false;
+    double rel = 1.96 * sqrt(ss / (COMPARE_RATE_BINS - 1)) / sqrt(COMPARE_RATE_BINS) / m;
+    *lo = v * (1 - rel), *hi = v * (1 + rel);
+    return true;
 }
 
 /* ---- the comparison ----------------------------------------------------------------------- */
@@ -265,8 +288,14 @@ int compare_results(compare_out *out, const bench_result *a, const bench_result 
         row->a = reported(f, a, steady);
         row->b = reported(f, b, steady);
         row->ratio = row->a > 0 ? row->b / row->a : 0;
-        if (boot && f->kind != FIG_REQ_RATE) {
-            row->known = boot_interval(f, &sa, &sb, row->a, row->b, &row->lo, &row->hi, e);
+        if (boot && f->kind == FIG_PCT) {
+            row->known = boot_interval(f, &sa, &sb, &row->lo, &row->hi, e);
+        } else if (boot && f->kind == FIG_OUT_TPS) {
+            double la, ha, lb, hb;
+            row->known = events_rate_interval(a, rate_window(a, steady), row->a, &la, &ha) &&
+                         events_rate_interval(b, rate_window(b, steady), row->b, &lb, &hb) &&
+                         ha > 0 && la > 0;
+            if (row->known) row->lo = lb / ha, row->hi = hb / la;
         } else {
             double la, ha, lb, hb;
             row->known = hist_interval(f, a, steady, &la, &ha) &&
@@ -295,7 +324,9 @@ static const char *judgement(const compare_row *r) {
 void compare_print(FILE *f, const compare_out *c, const char *name_a, const char *name_b) {
     fprintf(f, "tps bench compare  A: %s  B: %s\n", name_a, name_b);
     fprintf(f, "  noise: %s, 95%% interval of B/A%s\n\n", compare_method_name(c->method),
-            c->method == COMPARE_BOOTSTRAP ? " (1000 resamples; requests/s: Poisson)" : "");
+            c->method == COMPARE_BOOTSTRAP
+                ? " (1000 resamples; output t/s: 20 bins of its window; requests/s: Poisson)"
+                : "");
     fprintf(f, "  %-22s %12s %12s %8s %21s  %s\n", "figure", "A", "B", "B/A", "95% interval of B/A",
             "difference");
     for (size_t i = 0; i < c->n; i++) {

@@ -5,10 +5,11 @@
  * Noise, by what the results hold:
  *   bootstrap (both results kept --per-request records): each result's
  *     completed requests (warm-up excluded) are resampled with replacement
- *     COMPARE_RESAMPLES times; every figure is recomputed on each resample
- *     (a rate is the measured rate scaled by the resample's share of the
- *     output tokens) and the 95% interval of B/A is read from the
- *     resampled ratios;
+ *     COMPARE_RESAMPLES times; every percentile is recomputed on each
+ *     resample and the 95% interval of B/A is read from the resampled
+ *     ratios; output t/s, which resampling requests of equal length cannot
+ *     move, takes -+ 1.96 standard errors of its window cut into 20 bins
+ *     (tokens at their events' arrivals); requests/s is Poisson as below;
  *   histogram bounds (otherwise): a percentile's 95% interval is the
  *     histogram's values at the ranks n*p -+ 1.96*sqrt(n*p*(1-p)) (the
  *     order statistic's binomial interval) widened by the histogram's
