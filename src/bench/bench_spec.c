@@ -138,7 +138,7 @@ static int scrape_url(char *url, size_t cap, const bench_spec *s, const bench_co
     if (s->scrape && !strcmp(s->scrape, "off")) return TPS_OK;
     if (s->scrape) {
         snprintf(url, cap, "%s", s->scrape);
-        int rc = scrape_probe(url, cfg->api_key, e);
+        int rc = scrape_probe(url, cfg->api_key, cfg->insecure, e);
         if (rc) {
             char m[sizeof e->msg];
             snprintf(m, sizeof m, "%s", e->msg);
@@ -152,7 +152,7 @@ static int scrape_url(char *url, size_t cap, const bench_spec *s, const bench_co
     if (n >= 3 && !strncmp(cfg->base_url + n - 3, "/v1", 3)) n -= 3;
     snprintf(url, cap, "%.*s/metrics", (int)n, cfg->base_url);
     tps_err pe = {{0}};
-    if (scrape_probe(url, cfg->api_key, &pe)) {
+    if (scrape_probe(url, cfg->api_key, cfg->insecure, &pe)) {
         if (log) fprintf(log, "%s: note: no server metrics scraped (%s)\n", prog, pe.msg);
         url[0] = 0;
     }
@@ -170,7 +170,8 @@ int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char
     scraper *sc = NULL;
     double every = s->ro.bin_s > 0 && s->ro.bin_s < 1 ? s->ro.bin_s : 1.0;
     if ((rc = scrape_url(url, sizeof url, s, &cfg, log, prog, e)) ||
-        (url[0] && (rc = scrape_start(&sc, url, cfg.api_key, every < 0.1 ? 0.1 : every, e)))) {
+        (url[0] &&
+         (rc = scrape_start(&sc, url, cfg.api_key, cfg.insecure, every < 0.1 ? 0.1 : every, e)))) {
         workload_free(&wl);
         return rc;
     }

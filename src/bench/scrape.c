@@ -85,7 +85,7 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
     return n;
 }
 
-static int setup(scraper *s, const char *url, const char *api_key, tps_err *e) {
+static int setup(scraper *s, const char *url, const char *api_key, bool insecure, tps_err *e) {
     snprintf(s->url, sizeof s->url, "%s", url);
     s->curl = curl_easy_init();
     if (!s->curl) return tps_fail(e, TPS_ENOMEM, "cannot create a libcurl handle");
@@ -95,6 +95,10 @@ static int setup(scraper *s, const char *url, const char *api_key, tps_err *e) {
     curl_easy_setopt(s->curl, CURLOPT_TIMEOUT_MS, 2000L);
     curl_easy_setopt(s->curl, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
     curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
+    if (insecure) {
+        curl_easy_setopt(s->curl, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(s->curl, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
     if (api_key) {
         snprintf(s->auth, sizeof s->auth, "Authorization: Bearer %s", api_key);
         s->hdr = curl_slist_append(NULL, s->auth);
@@ -206,11 +210,11 @@ static void scraper_free(scraper *s) {
 
 /* ---- probe, start, stop ------------------------------------------------------------------- */
 
-int scrape_probe(const char *url, const char *api_key, tps_err *e) {
+int scrape_probe(const char *url, const char *api_key, bool insecure, tps_err *e) {
     scraper *s = calloc(1, sizeof *s);
     if (!s) return tps_fail(e, TPS_ENOMEM, "out of memory");
     s->s = calloc(SCRAPE_MAX_SERIES, sizeof *s->s);
-    int rc = s->s ? setup(s, url, api_key, e) : tps_fail(e, TPS_ENOMEM, "out of memory");
+    int rc = s->s ? setup(s, url, api_key, insecure, e) : tps_fail(e, TPS_ENOMEM, "out of memory");
     if (!rc) rc = get(s, e);
     if (!rc) rc = prom_text_parse(s->body ? s->body : "", s->body_len, on_sample, s, e);
     if (rc) {
@@ -225,14 +229,14 @@ int scrape_probe(const char *url, const char *api_key, tps_err *e) {
     return rc;
 }
 
-int scrape_start(scraper **out, const char *url, const char *api_key, double interval_s,
-                 tps_err *e) {
+int scrape_start(scraper **out, const char *url, const char *api_key, bool insecure,
+                 double interval_s, tps_err *e) {
     *out = NULL;
     scraper *s = calloc(1, sizeof *s);
     if (!s) return tps_fail(e, TPS_ENOMEM, "out of memory");
     s->s = calloc(SCRAPE_MAX_SERIES, sizeof *s->s);
     s->interval_ns = (uint64_t)((interval_s > 0 ? interval_s : 1.0) * 1e9);
-    int rc = s->s ? setup(s, url, api_key, e) : tps_fail(e, TPS_ENOMEM, "out of memory");
+    int rc = s->s ? setup(s, url, api_key, insecure, e) : tps_fail(e, TPS_ENOMEM, "out of memory");
     if (rc) {
         scraper_free(s);
         return rc;
