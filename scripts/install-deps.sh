@@ -21,6 +21,8 @@ deps=(
   "curl|scripts/fleet.sh: replica health checks and /metrics"
   "jq|make fleet-demo: reads bench results into fleet/summary.json"
   "chromium|tests: headless screenshot of the tps report HTML page (checks it renders)"
+  "tshark|scripts/wire-check.sh: loopback capture the bench's stamps are checked against"
+  "python3|scripts/wire-check.sh: compares the capture with the bench's per-request records"
 )
 
 missing=()
@@ -47,6 +49,8 @@ else
 fi
 
 export DEBIAN_FRONTEND=noninteractive
+# tshark's package asks whether non-root users may capture; answer no (wire-check runs as root)
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "install-deps: installed ${missing[*]}"
