@@ -49,7 +49,7 @@ static void check_client(verdict_check *c, const bench_result *r) {
         busy ? VERDICT_CPU_BUSY : VERDICT_RUNQ_SHARE);
     snprintf(
         c->evidence, sizeof c->evidence,
-        "%s: busiest client thread used %.3f s CPU in a %.3f s run (%.1f%%, limit %.0f%%), %s%s",
+        "%s: busiest client loop used %.3f s CPU in a %.3f s run (%.1f%%, limit %.0f%%), %s%s",
         busy     ? "CPU-bound: arrival stamps lag"
         : waited ? "descheduled: arrivals during its waits were stamped late"
                  : "the client kept up",

@@ -48,7 +48,7 @@ typedef struct verdict_check {
     bool tripped;     /* the figures it guards are suspect */
     double value;     /* what was measured (share, count), for the JSON */
     double limit;     /* the limit it was held to */
-    char evidence[320];
+    char evidence[384];
 } verdict_check;
 
 typedef struct verdict {
