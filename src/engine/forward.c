@@ -1,7 +1,11 @@
-/* Llama forward pass over a batch of token rows from any number of
- * sequences, each with its own paged KV block table.
+/* Llama-family forward pass over a batch of token rows from any number of
+ * sequences, each with its own paged KV block table. One pass for every
+ * architecture of model/llama_arch.h: the steps one of them adds (Q/K/V
+ * biases, per-head Q/K norm, NeoX-order RoPE, RoPE frequency factors) are
+ * switched on at load by the model's tensors and arch entry, never a copy.
  *
- * Per layer: RMSNorm -> Q/K/V projections for all rows at once -> RoPE ->
+ * Per layer: RMSNorm -> Q/K/V projections for all rows at once [-> + biases]
+ * [-> per-head Q/K RMSNorm] -> RoPE ->
  * K/V written into the cache -> attention per (row, head) over that row's
  * own sequence -> output projection + residual -> RMSNorm -> SwiGLU FFN for
  * all rows at once + residual. Matrix products go through kernels/matmul
@@ -36,6 +40,9 @@ struct fwd_state {
     float *hb2;    /* FFN up (ffn_dim) */
     float *logits; /* (max_rows, n_vocab) */
     float *rope;   /* (rope_dim) cos/sin pairs for one row */
+    /* RoPE in the model's pair order (chosen at create from the arch) */
+    void (*rope_apply)(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
+                       uint32_t rope_dim);
     /* per-thread attention scratch: attn_rows_scratch(group, head_dim, max_ctx) */
     float *scores;
     size_t scores_stride;
@@ -44,6 +51,11 @@ struct fwd_state {
      * consecutive positions of one sequence, at most ATTN_ROWS (max_rows + 1 entries) */
     uint32_t *run_first;
 };
+
+static void rope_apply_norm(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
+                            uint32_t rope_dim);
+static void rope_apply_neox(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
+                            uint32_t rope_dim);
 
 int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uint32_t max_ctx,
                      int n_threads, tps_err *err) {
@@ -88,8 +100,10 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
     TAKE(rope, c->rope_dim);
     TAKE(scores, s->scores_stride * (size_t)n_threads);
 #undef TAKE
-    int rc = kernel_ctx_create(&s->kc, n_threads, max_rows,
-                               c->ffn_dim > c->dim ? c->ffn_dim : c->dim, err);
+    size_t max_in = c->ffn_dim > c->dim ? c->ffn_dim : c->dim;
+    if (q_dim > max_in) max_in = q_dim;
+    s->rope_apply = c->arch_info->rope_neox ? rope_apply_neox : rope_apply_norm;
+    int rc = kernel_ctx_create(&s->kc, n_threads, max_rows, max_in, err);
     if (rc) {
         fwd_state_free(s);
         return rc;
@@ -110,21 +124,25 @@ kernel_ctx *fwd_state_kernels(fwd_state *s) {
     return s->kc;
 }
 
-/* GGUF llama RoPE: adjacent pairs (x[2i], x[2i+1]) rotate by
- * pos * base^(-2i/rope_dim); the angle is stepped by repeated multiplication
- * in float, as ggml does, so rounding tracks llama.cpp. */
-static void rope_table(float *cs, uint32_t pos, uint32_t rope_dim, float base) {
+/* RoPE angles: pair i rotates by pos * base^(-2i/rope_dim) / factors[i]
+ * (factors: Llama 3.1's rope_freqs, NULL for none); the angle is stepped by
+ * repeated multiplication in float, as ggml does, so rounding tracks
+ * llama.cpp. */
+static void rope_table(float *cs, uint32_t pos, uint32_t rope_dim, float base,
+                       const float *factors) {
     float theta_scale = powf(base, -2.0f / (float)rope_dim);
     float theta = (float)pos;
     for (uint32_t i = 0; i < rope_dim; i += 2) {
-        cs[i] = cosf(theta);
-        cs[i + 1] = sinf(theta);
+        const float t = factors ? theta / factors[i / 2] : theta;
+        cs[i] = cosf(t);
+        cs[i + 1] = sinf(t);
         theta *= theta_scale;
     }
 }
 
-static void rope_apply(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
-                       uint32_t rope_dim) {
+/* GGUF llama order: pair i is (x[2i], x[2i+1]). */
+static void rope_apply_norm(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
+                            uint32_t rope_dim) {
     for (uint32_t h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * head_dim;
         for (uint32_t i = 0; i < rope_dim; i += 2) {
@@ -133,6 +151,40 @@ static void rope_apply(float *x, const float *cs, uint32_t n_heads, uint32_t hea
             v[i + 1] = x0 * cs[i + 1] + x1 * cs[i];
         }
     }
+}
+
+/* GPT-NeoX order (qwen2, qwen3): pair i is (x[i], x[i + rope_dim/2]). */
+static void rope_apply_neox(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
+                            uint32_t rope_dim) {
+    const uint32_t half = rope_dim / 2;
+    for (uint32_t h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        for (uint32_t i = 0; i < half; i++) {
+            const float c = cs[2 * i], sn = cs[2 * i + 1];
+            float x0 = v[i], x1 = v[i + half];
+            v[i] = x0 * c - x1 * sn;
+            v[i + half] = x0 * sn + x1 * c;
+        }
+    }
+}
+
+/* The per-row steps between the Q/K/V projections and RoPE that some
+ * architectures add: biases (when the file has them), then per-head RMSNorm
+ * of Q and K (qwen3). Each is per row, so batch invariance holds. */
+static void qkv_post(float *q, float *k, float *v, const llama_layer *L, const llama_config *c) {
+    const size_t q_dim = (size_t)c->n_heads * c->head_dim;
+    const size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    if (L->bq) kernel_add(q, q, L->bq, q_dim);
+    if (L->bk) kernel_add(k, k, L->bk, kv_dim);
+    if (L->bv) kernel_add(v, v, L->bv, kv_dim);
+    if (L->q_norm)
+        for (uint32_t h = 0; h < c->n_heads; h++)
+            kernel_rmsnorm(q + (size_t)h * c->head_dim, q + (size_t)h * c->head_dim, L->q_norm,
+                           c->head_dim, c->rms_eps);
+    if (L->k_norm)
+        for (uint32_t h = 0; h < c->n_kv_heads; h++)
+            kernel_rmsnorm(k + (size_t)h * c->head_dim, k + (size_t)h * c->head_dim, L->k_norm,
+                           c->head_dim, c->rms_eps);
 }
 
 /* Attention of one step and layer, for the pool: task t is (row run
@@ -259,9 +311,10 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
         if ((rc = mm_multi(qkv, 3, s, s->xb, n, dim, err))) return rc;
         for (size_t r = 0; r < n; r++) {
             const fwd_row *row = &b->rows[r];
-            rope_table(s->rope, row->pos, c->rope_dim, c->rope_base);
-            rope_apply(s->q + r * q_dim, s->rope, c->n_heads, c->head_dim, c->rope_dim);
-            rope_apply(s->k + r * kv_dim, s->rope, c->n_kv_heads, c->head_dim, c->rope_dim);
+            qkv_post(s->q + r * q_dim, s->k + r * kv_dim, s->v + r * kv_dim, L, c);
+            rope_table(s->rope, row->pos, c->rope_dim, c->rope_base, w->rope_freqs);
+            s->rope_apply(s->q + r * q_dim, s->rope, c->n_heads, c->head_dim, c->rope_dim);
+            s->rope_apply(s->k + r * kv_dim, s->rope, c->n_kv_heads, c->head_dim, c->rope_dim);
             const kv_seq *seq = b->seqs[row->seq];
             for (uint32_t h = 0; h < c->n_kv_heads; h++) {
                 const size_t off = r * kv_dim + (size_t)h * c->head_dim;

@@ -1,0 +1,28 @@
+/* The table of supported architectures. Adding one means a row here, its
+ * tensors in llama_weights and, if it computes something new, a step in the
+ * forward pass switched on by a field of this row, never a second copy of
+ * the pass. Facts as llama.cpp's src/models/<arch>.cpp has them. */
+#include <string.h>
+
+#include "model/llama_arch.h"
+
+static const llama_arch archs[] = {
+    {LLAMA_ARCH_LLAMA, "llama", 0, 0,
+     "RMSNorm, SwiGLU, RoPE on adjacent pairs; optional Q/K/V biases, rope_freqs "
+     "(Llama 3.1 RoPE scaling) and tied embeddings"},
+    {LLAMA_ARCH_QWEN2, "qwen2", 1, 0,
+     "Llama with Q/K/V biases and NeoX-order RoPE; optional tied embeddings"},
+    {LLAMA_ARCH_QWEN3, "qwen3", 1, 1,
+     "Llama with per-head Q/K RMSNorm before NeoX-order RoPE; head size from "
+     "attention.key_length; optional tied embeddings"},
+};
+
+const llama_arch *llama_arch_find(const char *name) {
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (!strcmp(archs[i].name, name)) return &archs[i];
+    return NULL;
+}
+
+const char *llama_arch_names(void) {
+    return "llama, qwen2, qwen3";
+}

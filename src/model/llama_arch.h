@@ -1,0 +1,29 @@
+/* The decoder-only architectures tps runs, as llama.cpp names them in
+ * `general.architecture`, and what sets each apart from plain Llama. One
+ * forward pass serves them all (engine/forward.c): the entry chosen at load
+ * says which of its per-architecture steps apply. Reads no file. */
+#ifndef TPS_LLAMA_ARCH_H
+#define TPS_LLAMA_ARCH_H
+
+typedef enum llama_arch_id {
+    LLAMA_ARCH_LLAMA = 0, /* Llama 1/2/3.x, SmolLM, TinyLlama, Mistral 7B */
+    LLAMA_ARCH_QWEN2,     /* Qwen2, Qwen2.5 */
+    LLAMA_ARCH_QWEN3,     /* Qwen3 (dense) */
+} llama_arch_id;
+
+typedef struct llama_arch {
+    llama_arch_id id;
+    const char *name;      /* general.architecture */
+    int rope_neox;         /* 1: RoPE rotates (x[i], x[i + rope_dim/2]) (GPT-NeoX order);
+                              0: adjacent pairs (x[2i], x[2i+1]) */
+    int qk_norm;           /* 1: per-head RMSNorm of Q and K before RoPE
+                              (blk.N.attn_q_norm / attn_k_norm, head_dim each) */
+    const char *specifics; /* one line for `tps model info` */
+} llama_arch;
+
+/* NULL when tps does not run `name`. */
+const llama_arch *llama_arch_find(const char *name);
+/* "llama, qwen2, qwen3": for messages. */
+const char *llama_arch_names(void);
+
+#endif
