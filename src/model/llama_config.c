@@ -101,6 +101,9 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
                         "model: %s: attention.key_length %u and value_length %u must be equal "
                         "and in 1..4096",
                         a, cfg->head_dim, v_len);
+    if ((uint64_t)cfg->n_heads * cfg->head_dim > (1u << 20))
+        return tps_fail(err, TPS_EINVAL, "model: %s: %u heads of %u is too wide", a, cfg->n_heads,
+                        cfg->head_dim);
     if ((rc = get_u32(f, a, "rope.dimension_count", &cfg->rope_dim, &cfg->head_dim, err)))
         return rc;
     if (cfg->rope_dim > cfg->head_dim || cfg->rope_dim % 2)
