@@ -190,6 +190,17 @@ Test(arch_reference, qwen3_matches_llama_cpp) {
     check_arch("qwen3");
 }
 
+/* sliding window 8 on alternate layers (prompts up to 50 positions, so
+ * windows start inside and on block edges), soft-capping, GeGLU, post-norms */
+Test(arch_reference, gemma2_matches_llama_cpp) {
+    check_arch("gemma2");
+}
+
+/* local/global layers with two RoPE bases, linear RoPE scaling, Q/K norm */
+Test(arch_reference, gemma3_matches_llama_cpp) {
+    check_arch("gemma3");
+}
+
 /* The five prompts prefilled together in one batch give each prompt's last
  * logits bit-identical to its prefill alone. */
 static void check_batch_invariance(const char *arch) {
@@ -248,8 +259,8 @@ static void check_batch_invariance(const char *arch) {
 }
 
 Test(arch_reference, every_arch_is_batch_invariant) {
-    const char *archs[] = {"llama", "llama3", "qwen2", "qwen3"};
-    for (size_t i = 0; i < 4; i++)
+    const char *archs[] = {"llama", "llama3", "qwen2", "qwen3", "gemma2", "gemma3"};
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         check_batch_invariance(archs[i]);
 }
 

@@ -124,16 +124,17 @@ kernel_ctx *fwd_state_kernels(fwd_state *s) {
     return s->kc;
 }
 
-/* RoPE angles: pair i rotates by pos * base^(-2i/rope_dim) / factors[i]
- * (factors: Llama 3.1's rope_freqs, NULL for none); the angle is stepped by
+/* RoPE angles: pair i rotates by freq_scale * pos * base^(-2i/rope_dim) /
+ * factors[i] (factors: Llama 3.1's rope_freqs, NULL for none; freq_scale:
+ * 1 / linear rope.scaling.factor); the angle is stepped by
  * repeated multiplication in float, as ggml does, so rounding tracks
  * llama.cpp. */
-static void rope_table(float *cs, uint32_t pos, uint32_t rope_dim, float base,
+static void rope_table(float *cs, uint32_t pos, uint32_t rope_dim, float base, float freq_scale,
                        const float *factors) {
     float theta_scale = powf(base, -2.0f / (float)rope_dim);
     float theta = (float)pos;
     for (uint32_t i = 0; i < rope_dim; i += 2) {
-        const float t = factors ? theta / factors[i / 2] : theta;
+        const float t = freq_scale * (factors ? theta / factors[i / 2] : theta);
         cs[i] = cosf(t);
         cs[i + 1] = sinf(t);
         theta *= theta_scale;
@@ -196,6 +197,7 @@ typedef struct attn_job {
     const kv_cache *kv;
     uint32_t layer;
     float scale;
+    attn_mods mods;
 } attn_job;
 
 static void attn_task(void *arg, size_t t, int thread) {
@@ -212,7 +214,7 @@ static void attn_task(void *arg, size_t t, int thread) {
     const size_t off = r * q_dim + (size_t)kvh * group * c->head_dim;
     attn_group_rows(s->att + off, s->q + off, q_dim, j->kv, j->b->seqs[row->seq], j->layer, kvh,
                     group, c->head_dim, row->pos + 1, s->run_first[run + 1] - s->run_first[run],
-                    j->scale, scratch);
+                    j->scale, j->mods, scratch);
 }
 
 /* K/V row into the cache. F16: F16C's round-to-nearest-even, the same
@@ -273,6 +275,7 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
         return tps_fail(err, TPS_EINVAL, "forward: batch of %zu rows (1..%zu allowed)", n,
                         s->max_rows);
     size_t dim = c->dim, q_dim = (size_t)c->n_heads * c->head_dim;
+    const int gemma = c->arch_info->gemma;
     size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
     if (kv->kv_dim != kv_dim || kv->head_dim != c->head_dim)
         return tps_fail(err, TPS_EINVAL,
@@ -291,6 +294,7 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
         int rc = kernel_get_row(s->x + r * dim, w->token_embd.data, w->token_embd.type,
                                 (size_t)row->token, dim);
         if (rc) return tps_fail(err, rc, "forward: cannot read the token embedding");
+        if (gemma) kernel_scale(s->x + r * dim, sqrtf((float)dim), dim);
     }
     /* attention runs: consecutive positions of one sequence share K/V widening */
     size_t n_runs = 0;
@@ -301,10 +305,18 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
             s->run_first[n_runs++] = (uint32_t)r;
     }
     s->run_first[n_runs] = (uint32_t)n;
-    const float scale = 1.0f / sqrtf((float)c->head_dim);
+    /* Gemma scales Q before attention (by 1/sqrt(dim/heads) in its 27B
+     * models, as llama.cpp does) and attends with scale 1 */
+    const int big_gemma = (c->arch_info->id == LLAMA_ARCH_GEMMA2 && c->n_layers == 46) ||
+                          (c->arch_info->id == LLAMA_ARCH_GEMMA3 && c->n_layers == 62);
+    const float q_scale = 1.0f / sqrtf(big_gemma ? (float)(dim / c->n_heads) : (float)c->head_dim);
+    const float scale = gemma ? 1.0f : q_scale;
     int rc;
     for (uint32_t l = 0; l < c->n_layers; l++) {
         const llama_layer *L = &w->layers[l];
+        const int swa = llama_config_is_swa(c, l);
+        const float rope_base = swa ? c->rope_base_swa : c->rope_base;
+        const float rope_scale = swa ? c->rope_scale_swa : c->rope_scale;
         for (size_t r = 0; r < n; r++)
             kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->attn_norm, dim, c->rms_eps);
         const kernel_mat qkv[3] = {kmat(s->q, &L->wq), kmat(s->k, &L->wk), kmat(s->v, &L->wv)};
@@ -312,9 +324,10 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
         for (size_t r = 0; r < n; r++) {
             const fwd_row *row = &b->rows[r];
             qkv_post(s->q + r * q_dim, s->k + r * kv_dim, s->v + r * kv_dim, L, c);
-            rope_table(s->rope, row->pos, c->rope_dim, c->rope_base, w->rope_freqs);
+            rope_table(s->rope, row->pos, c->rope_dim, rope_base, rope_scale, w->rope_freqs);
             s->rope_apply(s->q + r * q_dim, s->rope, c->n_heads, c->head_dim, c->rope_dim);
             s->rope_apply(s->k + r * kv_dim, s->rope, c->n_kv_heads, c->head_dim, c->rope_dim);
+            if (gemma) kernel_scale(s->q + r * q_dim, q_scale, q_dim);
             const kv_seq *seq = b->seqs[row->seq];
             for (uint32_t h = 0; h < c->n_kv_heads; h++) {
                 const size_t off = r * kv_dim + (size_t)h * c->head_dim;
@@ -324,7 +337,13 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
         }
         /* one task per (run, kv head): the group's query heads and the run's rows
          * share each K/V block read */
-        attn_job aj = {.s = s, .cfg = c, .b = b, .kv = kv, .layer = l, .scale = scale};
+        attn_job aj = {.s = s,
+                       .cfg = c,
+                       .b = b,
+                       .kv = kv,
+                       .layer = l,
+                       .scale = scale,
+                       .mods = {.window = swa ? c->n_swa : 0, .softcap = c->attn_softcap}};
         const size_t n_tasks = n_runs * c->n_kv_heads;
         tps_pool *pool = kernel_ctx_pool(s->kc);
         if (pool)
@@ -333,18 +352,30 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
             for (size_t t = 0; t < n_tasks; t++)
                 attn_task(&aj, t, 0);
         if ((rc = mm(s, s->proj, &L->wo, s->att, n, err))) return rc;
-        for (size_t r = 0; r < n; r++)
+        for (size_t r = 0; r < n; r++) {
+            if (L->attn_post_norm)
+                kernel_rmsnorm(s->proj + r * dim, s->proj + r * dim, L->attn_post_norm, dim,
+                               c->rms_eps);
             kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
+        }
         for (size_t r = 0; r < n; r++)
             kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->ffn_norm, dim, c->rms_eps);
         const kernel_mat gate_up[2] = {kmat(s->hb, &L->w_gate), kmat(s->hb2, &L->w_up)};
         if ((rc = mm_multi(gate_up, 2, s, s->xb, n, dim, err))) return rc;
-        for (size_t r = 0; r < n; r++)
-            kernel_swiglu(s->hb + r * c->ffn_dim, s->hb + r * c->ffn_dim, s->hb2 + r * c->ffn_dim,
-                          c->ffn_dim);
+        for (size_t r = 0; r < n; r++) {
+            float *g = s->hb + r * c->ffn_dim, *u = s->hb2 + r * c->ffn_dim;
+            if (gemma)
+                kernel_geglu(g, g, u, c->ffn_dim);
+            else
+                kernel_swiglu(g, g, u, c->ffn_dim);
+        }
         if ((rc = mm(s, s->proj, &L->w_down, s->hb, n, err))) return rc;
-        for (size_t r = 0; r < n; r++)
+        for (size_t r = 0; r < n; r++) {
+            if (L->ffn_post_norm)
+                kernel_rmsnorm(s->proj + r * dim, s->proj + r * dim, L->ffn_post_norm, dim,
+                               c->rms_eps);
             kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
+        }
     }
     /* LM head only on rows that sample: gather them, norm, project. */
     size_t nl = 0;
@@ -354,6 +385,11 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
             nl++;
         }
     if (nl && (rc = mm(s, s->logits, &w->output, s->xb, nl, err))) return rc;
+    if (c->final_softcap > 0) { /* Gemma 2: as ggml, scale by 1/cap, tanh, scale by cap */
+        const float cap = c->final_softcap, inv = 1.0f / cap;
+        for (size_t i = 0; i < nl * c->n_vocab; i++)
+            s->logits[i] = tanhf(s->logits[i] * inv) * cap;
+    }
     *logits = s->logits;
     *n_logits = nl;
     return 0;

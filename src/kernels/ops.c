@@ -6,6 +6,7 @@
 
 #include "kernels/kernel_impl.h"
 #include "kernels/ops.h"
+#include "kernels/quant.h" /* fp16 conversions */
 #include "tps_error.h"
 
 #if !KERNEL_HAVE_AVX2
@@ -90,6 +91,25 @@ void kernel_add(float *out, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++)
         out[i] = a[i] + b[i];
 #endif
+}
+
+static float gelu_tanh(float x) {
+    const float a = 0.044715f, sqrt_2_over_pi = 0.79788456080286535587989211986876f;
+    return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + a * x * x)));
+}
+
+void kernel_geglu(float *out, const float *gate, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        float v;
+        if (g <= -10.0f)
+            v = 0.0f;
+        else if (g >= 10.0f)
+            v = g * up[i];
+        else
+            v = fp16_to_fp32(fp32_to_fp16(gelu_tanh(fp16_to_fp32(fp32_to_fp16(g))))) * up[i];
+        out[i] = v;
+    }
 }
 
 void kernel_scale(float *x, float s, size_t n) {

@@ -8,13 +8,20 @@
 
 static const llama_arch archs[] = {
     {LLAMA_ARCH_LLAMA, "llama", 0, 0,
-     "RMSNorm, SwiGLU, RoPE on adjacent pairs; optional Q/K/V biases, rope_freqs "
-     "(Llama 3.1 RoPE scaling) and tied embeddings"},
+     .specifics = "RMSNorm, SwiGLU, RoPE on adjacent pairs; optional Q/K/V biases, rope_freqs "
+                  "(Llama 3.1 RoPE scaling) and tied embeddings"},
     {LLAMA_ARCH_QWEN2, "qwen2", 1, 0,
-     "Llama with Q/K/V biases and NeoX-order RoPE; optional tied embeddings"},
+     .specifics = "Llama with Q/K/V biases and NeoX-order RoPE; optional tied embeddings"},
     {LLAMA_ARCH_QWEN3, "qwen3", 1, 1,
-     "Llama with per-head Q/K RMSNorm before NeoX-order RoPE; head size from "
-     "attention.key_length; optional tied embeddings"},
+     .specifics = "Llama with per-head Q/K RMSNorm before NeoX-order RoPE; head size from "
+                  "attention.key_length; optional tied embeddings"},
+    {LLAMA_ARCH_GEMMA2, "gemma2", 1, 0, .gemma = 1, .swa_period = 2, .swa_window = 4096,
+     .attn_softcap = 50.0f, .final_softcap = 30.0f,
+     .specifics = "embeddings x sqrt(dim), GeGLU, pre- and post-norms, attention and final "
+                  "logit soft-capping, sliding window on alternate layers, NeoX RoPE"},
+    {LLAMA_ARCH_GEMMA3, "gemma3", 1, 1, .gemma = 1, .swa_period = 6, .rope_swa_base_10k = 1,
+     .specifics = "Gemma 2 without soft-capping, with per-head Q/K RMSNorm; 5 sliding-window "
+                  "layers (RoPE base 10000) to 1 global layer"},
 };
 
 const llama_arch *llama_arch_find(const char *name) {
@@ -24,5 +31,5 @@ const llama_arch *llama_arch_find(const char *name) {
 }
 
 const char *llama_arch_names(void) {
-    return "llama, qwen2, qwen3";
+    return "llama, qwen2, qwen3, gemma2, gemma3";
 }

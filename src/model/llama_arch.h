@@ -5,10 +5,14 @@
 #ifndef TPS_LLAMA_ARCH_H
 #define TPS_LLAMA_ARCH_H
 
+#include <stdint.h>
+
 typedef enum llama_arch_id {
     LLAMA_ARCH_LLAMA = 0, /* Llama 1/2/3.x, SmolLM, TinyLlama, Mistral 7B */
     LLAMA_ARCH_QWEN2,     /* Qwen2, Qwen2.5 */
     LLAMA_ARCH_QWEN3,     /* Qwen3 (dense) */
+    LLAMA_ARCH_GEMMA2,    /* Gemma 2 */
+    LLAMA_ARCH_GEMMA3,    /* Gemma 3 (text) */
 } llama_arch_id;
 
 typedef struct llama_arch {
@@ -18,6 +22,16 @@ typedef struct llama_arch {
                               0: adjacent pairs (x[2i], x[2i+1]) */
     int qk_norm;           /* 1: per-head RMSNorm of Q and K before RoPE
                               (blk.N.attn_q_norm / attn_k_norm, head_dim each) */
+    int gemma;             /* 1: Gemma's block: embeddings scaled by sqrt(dim), GeGLU FFN,
+                              post-attention and post-FFN RMSNorms (attn_post_norm,
+                              ffn_post_norm), Q scaled by 1/sqrt(head_dim) before attention */
+    uint32_t swa_period;   /* sliding-window layer pattern when the file has none: layer l
+                              is local when l % period < period - 1; 0: no sliding window */
+    uint32_t swa_window;   /* attention.sliding_window when absent (0: none unless given) */
+    int rope_swa_base_10k; /* 1: local layers' RoPE base defaults to 10000 (Gemma 3);
+                              0: to the global base */
+    float attn_softcap;    /* attn_logit_softcapping when absent (0: none) */
+    float final_softcap;   /* final_logit_softcapping when absent (0: none) */
     const char *specifics; /* one line for `tps model info` */
 } llama_arch;
 

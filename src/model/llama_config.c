@@ -82,6 +82,38 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     if ((rc = get_f32(f, a, "rope.freq_base", &cfg->rope_base, 10000.0f, err))) return rc;
     if ((rc = get_f32(f, a, "attention.layer_norm_rms_epsilon", &cfg->rms_eps, 1e-5f, err)))
         return rc;
+    float factor;
+    if ((rc = get_f32(f, a, "rope.scaling.factor", &factor, 0.0f, err))) return rc;
+    cfg->rope_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    gguf_str st;
+    if (gguf_get_str(f, key, &st) == 0 && !gguf_str_eq(st, "linear") && !gguf_str_eq(st, "none"))
+        return tps_fail(err, TPS_EUNSUP,
+                        "model: %s: rope.scaling.type '%.*s' is not supported (tps does linear)", a,
+                        (int)(st.len > 32 ? 32 : st.len), st.ptr);
+    const llama_arch *ai = cfg->arch_info;
+    if ((rc = get_u32(f, a, "attention.sliding_window", &cfg->n_swa, &ai->swa_window, err)))
+        return rc;
+    if ((rc = get_u32(f, a, "attention.sliding_window_pattern", &cfg->swa_period, &ai->swa_period,
+                      err)))
+        return rc;
+    if (!ai->swa_period) cfg->n_swa = 0; /* the architecture has no local layers */
+    if ((rc = get_f32(f, a, "rope.freq_base_swa", &cfg->rope_base_swa,
+                      ai->rope_swa_base_10k ? 10000.0f : cfg->rope_base, err)))
+        return rc;
+    cfg->rope_scale_swa = ai->rope_swa_base_10k ? 1.0f : cfg->rope_scale;
+    /* read where llama.cpp reads them: attention capping by Gemma 2 only,
+     * final capping by both Gemmas */
+    if (ai->attn_softcap > 0 &&
+        (rc = get_f32(f, a, "attn_logit_softcapping", &cfg->attn_softcap, ai->attn_softcap, err)))
+        return rc;
+    if (ai->gemma && (rc = get_f32(f, a, "final_logit_softcapping", &cfg->final_softcap,
+                                   ai->final_softcap, err)))
+        return rc;
+    if (cfg->attn_softcap < 0 || cfg->final_softcap < 0 || !(cfg->rope_scale > 0))
+        return tps_fail(err, TPS_EINVAL,
+                        "model: %s: soft-capping and rope.scaling.factor must be positive", a);
     if (cfg->dim == 0 || cfg->n_layers == 0 || cfg->n_heads == 0 || cfg->n_kv_heads == 0 ||
         cfg->ffn_dim == 0 || cfg->ctx_len == 0)
         return tps_fail(err, TPS_EINVAL, "model: a dimension in the metadata is zero");

@@ -24,7 +24,20 @@ typedef struct llama_config {
     uint32_t rope_dim;           /* rope.dimension_count; = head_dim when absent */
     float rope_base;             /* rope.freq_base; 10000 when absent */
     float rms_eps;               /* attention.layer_norm_rms_epsilon; 1e-5 when absent */
+    float rope_scale;            /* 1 / rope.scaling.factor (linear scaling); 1 when absent */
+    /* sliding-window attention (Gemma): local layers read the last n_swa positions */
+    uint32_t n_swa;       /* attention.sliding_window; 0: every layer is global */
+    uint32_t swa_period;  /* attention.sliding_window_pattern: see llama_config_is_swa */
+    float rope_base_swa;  /* rope.freq_base_swa: the local layers' RoPE base */
+    float rope_scale_swa; /* the local layers' linear RoPE scale */
+    float attn_softcap;   /* attn_logit_softcapping; 0: none */
+    float final_softcap;  /* final_logit_softcapping; 0: none */
 } llama_config;
+
+/* 1 when layer l uses the sliding window (llama.cpp's set_swa_pattern). */
+static inline int llama_config_is_swa(const llama_config *c, uint32_t l) {
+    return c->n_swa && (c->swa_period == 0 || l % c->swa_period < c->swa_period - 1);
+}
 
 /* Fills cfg from f. Errors name the missing or inconsistent key. */
 int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err);

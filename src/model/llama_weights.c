@@ -59,7 +59,7 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
     uint32_t q_dim = cfg->n_heads * cfg->head_dim, kv_dim = cfg->n_kv_heads * cfg->head_dim;
     w->layers = calloc(cfg->n_layers, sizeof *w->layers);
     /* room for every vector converted: norms, biases, Q/K norms, RoPE factors */
-    const size_t per_layer = 2 * (size_t)cfg->dim + q_dim + 2 * (size_t)kv_dim + 2 * cfg->head_dim;
+    const size_t per_layer = 4 * (size_t)cfg->dim + q_dim + 2 * (size_t)kv_dim + 2 * cfg->head_dim;
     w->owned = malloc(sizeof(float) * (per_layer * cfg->n_layers + cfg->dim + cfg->rope_dim / 2));
     if (!w->layers || !w->owned) {
         llama_weights_free(w);
@@ -107,6 +107,12 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
             BIND_VEC(&L->q_norm, name, cfg->head_dim, 0);
             snprintf(name, sizeof name, "blk.%u.attn_k_norm.weight", l);
             BIND_VEC(&L->k_norm, name, cfg->head_dim, 0);
+        }
+        if (cfg->arch_info->gemma) {
+            snprintf(name, sizeof name, "blk.%u.post_attention_norm.weight", l);
+            BIND_NORM(&L->attn_post_norm, name);
+            snprintf(name, sizeof name, "blk.%u.post_ffw_norm.weight", l);
+            BIND_NORM(&L->ffn_post_norm, name);
         }
         snprintf(name, sizeof name, "blk.%u.attn_output.weight", l);
         BIND_MAT(&L->wo, name, cfg->dim, q_dim);

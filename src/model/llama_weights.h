@@ -33,10 +33,12 @@ typedef struct llama_layer {
     const float *q_norm;    /* (head_dim,) per-head RMSNorm weight (qwen3), else NULL */
     const float *k_norm;    /* (head_dim,) or NULL */
     llama_mat wo;           /* (dim, n_heads*head_dim) */
-    const float *ffn_norm;  /* (dim,) */
-    llama_mat w_gate;       /* (ffn_dim, dim) */
-    llama_mat w_up;         /* (ffn_dim, dim) */
-    llama_mat w_down;       /* (dim, ffn_dim) */
+    const float *attn_post_norm; /* (dim,) RMSNorm of the attention output (Gemma), else NULL */
+    const float *ffn_post_norm;  /* (dim,) RMSNorm of the FFN output (Gemma), else NULL */
+    const float *ffn_norm;       /* (dim,) */
+    llama_mat w_gate;            /* (ffn_dim, dim) */
+    llama_mat w_up;              /* (ffn_dim, dim) */
+    llama_mat w_down;            /* (dim, ffn_dim) */
 } llama_layer;
 
 typedef struct llama_weights {

@@ -24,13 +24,22 @@ const model_preset model_presets[] = {
 };
 
 const model_arch_spec model_arch_specs[] = {
-    {"llama", "llama", 0, 0, 0, 0, 1, "Llama 2 layout (untied output.weight)"},
+    {"llama", "llama", 0, 0, 0, 0, 1, "Llama 2 layout (untied output.weight)", 0, 0},
     {"llama3", "llama", 0, 0, 1, 1, 1,
-     "llama with Llama 3.1 RoPE scaling (rope_freqs.weight, base 500000) and tied embeddings"},
-    {"qwen2", "qwen2", 1, 0, 0, 0, 1, "Q/K/V biases, NeoX RoPE"},
+     "llama with Llama 3.1 RoPE scaling (rope_freqs.weight, base 500000) and tied embeddings", 0,
+     0},
+    {"qwen2", "qwen2", 1, 0, 0, 0, 1, "Q/K/V biases, NeoX RoPE", 0, 0},
     {"qwen3", "qwen3", 0, 1, 0, 1, 2,
-     "per-head Q/K RMSNorm, NeoX RoPE, head size 2 * dim / heads, tied embeddings"},
-    {NULL, NULL, 0, 0, 0, 0, 0, NULL},
+     "per-head Q/K RMSNorm, NeoX RoPE, head size 2 * dim / heads, tied embeddings", 0, 0},
+    {"gemma2", "gemma2", 0, 0, 0, 1, 1,
+     "GeGLU, post-norms, sliding window 8 on alternate layers, attention soft-cap 1 and "
+     "final soft-cap 2 (small, so they act), tied",
+     1, 2},
+    {"gemma3", "gemma3", 0, 1, 0, 1, 2,
+     "gemma2 without soft-caps, with Q/K norm; window 8 on 2 of 3 layers, RoPE base 1e4 local "
+     "and 1e6 x linear 1/8 global",
+     1, 3},
+    {NULL, NULL, 0, 0, 0, 0, 0, NULL, 0, 0},
 };
 
 const model_arch_spec *model_arch_find(const char *name) {
@@ -298,7 +307,8 @@ int model_make(const model_make_opts *o, tps_err *err) {
     const model_arch_spec *as = o->arch ? o->arch : &model_arch_specs[0];
     const uint32_t hd = as->head_dim_mult * (p->dim / p->n_heads), q_dim = p->n_heads * hd,
                    kv = p->n_kv_heads * hd;
-    const float rope_base = as->llama3_rope ? 500000.0f : p->rope_base;
+    const int gemma3 = as->gemma && as->qk_norm;
+    const float rope_base = as->llama3_rope ? 500000.0f : gemma3 ? 1000000.0f : p->rope_base;
     char key[96];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, as->gguf_arch), key)
     rc = gguf_writer_set_str(w, "general.architecture", as->gguf_arch);
@@ -320,6 +330,20 @@ int model_make(const model_make_opts *o, tps_err *err) {
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("rope.dimension_count"), hd);
     rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.freq_base"), rope_base);
     rc = rc ? rc : gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (as->gemma) {
+        rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.sliding_window"), 8);
+        rc = rc ? rc
+                : gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), as->swa_period);
+    }
+    if (as->gemma && !gemma3) {
+        rc = rc ? rc : gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), 1.0f);
+        rc = rc ? rc : gguf_writer_set_f32(w, KEY("final_logit_softcapping"), 2.0f);
+    }
+    if (gemma3) {
+        rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), 10000.0f);
+        rc = rc ? rc : gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear");
+        rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 8.0f);
+    }
 #undef KEY
     if (rc) {
         rc = tps_fail(err, rc, "model make: out of memory");
@@ -377,6 +401,12 @@ int model_make(const model_make_opts *o, tps_err *err) {
         }
         LGEN("attn_output.weight", matrix_type(t, "attn_output", l, nl), p->dim, q_dim, proj);
         LGEN("ffn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
+        if (as->gemma) {
+            LGEN("post_attention_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f);
+            gens[k - 1].offset = 1.0f;
+            LGEN("post_ffw_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f);
+            gens[k - 1].offset = 1.0f;
+        }
         LGEN("ffn_gate.weight", matrix_type(t, "ffn_gate", l, nl), p->ffn_dim, p->dim, std);
         LGEN("ffn_up.weight", matrix_type(t, "ffn_up", l, nl), p->ffn_dim, p->dim, std);
         LGEN("ffn_down.weight", matrix_type(t, "ffn_down", l, nl), p->dim, p->ffn_dim, proj);

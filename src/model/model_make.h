@@ -36,6 +36,10 @@ typedef struct model_arch_spec {
     int tied;               /* no output.weight: the head reads token_embd */
     uint32_t head_dim_mult; /* head size = mult * dim / n_heads (attention.key_length) */
     const char *about;      /* for --help */
+    int gemma;              /* post-attention / post-FFN norms; sliding window of 8 positions
+                               (pattern swa_period), soft-capping (gemma2), RoPE bases 1e6 global
+                               with linear scaling 8 and 1e4 local (gemma3) */
+    uint32_t swa_period;    /* attention.sliding_window_pattern written */
 } model_arch_spec;
 
 /* NULL when unknown. model_arch_specs lists all, terminated by a NULL name. */
