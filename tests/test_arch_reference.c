@@ -201,6 +201,16 @@ Test(arch_reference, gemma3_matches_llama_cpp) {
     check_arch("gemma3");
 }
 
+/* fused attn_qkv and gate|up, LongRoPE long factors (context 512 > 256) and
+ * attn_factor */
+Test(arch_reference, phi3_matches_llama_cpp) {
+    check_arch("phi3");
+}
+
+Test(arch_reference, mistral3_matches_llama_cpp) {
+    check_arch("mistral3");
+}
+
 /* The five prompts prefilled together in one batch give each prompt's last
  * logits bit-identical to its prefill alone. */
 static void check_batch_invariance(const char *arch) {
@@ -259,7 +269,8 @@ static void check_batch_invariance(const char *arch) {
 }
 
 Test(arch_reference, every_arch_is_batch_invariant) {
-    const char *archs[] = {"llama", "llama3", "qwen2", "qwen3", "gemma2", "gemma3"};
+    const char *archs[] = {"llama",  "llama3", "qwen2", "qwen3",
+                           "gemma2", "gemma3", "phi3",  "mistral3"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         check_batch_invariance(archs[i]);
 }

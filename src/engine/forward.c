@@ -29,17 +29,19 @@ struct fwd_state {
     int n_threads;
     kernel_ctx *kc;
     /* activations, each (max_rows, width) */
-    float *x;      /* residual stream (dim) */
-    float *xb;     /* normed input (dim) */
-    float *q;      /* (q_dim) */
-    float *k;      /* (kv_dim) */
-    float *v;      /* (kv_dim) */
-    float *att;    /* attention output (q_dim) */
-    float *proj;   /* projection output (dim) */
-    float *hb;     /* FFN gate (ffn_dim) */
-    float *hb2;    /* FFN up (ffn_dim) */
-    float *logits; /* (max_rows, n_vocab) */
-    float *rope;   /* (rope_dim) cos/sin pairs for one row */
+    float *x;                  /* residual stream (dim) */
+    float *xb;                 /* normed input (dim) */
+    float *q;                  /* (q_dim) */
+    float *k;                  /* (kv_dim) */
+    float *v;                  /* (kv_dim) */
+    float *att;                /* attention output (q_dim) */
+    float *proj;               /* projection output (dim) */
+    float *hb;                 /* FFN gate (ffn_dim) */
+    float *hb2;                /* FFN up (ffn_dim) */
+    float *logits;             /* (max_rows, n_vocab) */
+    float *rope;               /* (rope_dim) cos/sin pairs for one row */
+    const float *rope_factors; /* (rope_dim/2) frequency divisors or NULL: rope_freqs, else
+                                  LongRoPE's short or long set for max_ctx */
     /* RoPE in the model's pair order (chosen at create from the arch) */
     void (*rope_apply)(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
                        uint32_t rope_dim);
@@ -103,6 +105,11 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
     size_t max_in = c->ffn_dim > c->dim ? c->ffn_dim : c->dim;
     if (q_dim > max_in) max_in = q_dim;
     s->rope_apply = c->arch_info->rope_neox ? rope_apply_neox : rope_apply_norm;
+    /* LongRoPE: llama.cpp picks the long factors when the context exceeds the
+     * original one; ours is max_ctx */
+    s->rope_factors = m->w.rope_freqs              ? m->w.rope_freqs
+                      : max_ctx > c->rope_orig_ctx ? m->w.rope_long
+                                                   : m->w.rope_short;
     int rc = kernel_ctx_create(&s->kc, n_threads, max_rows, max_in, err);
     if (rc) {
         fwd_state_free(s);
@@ -126,17 +133,18 @@ kernel_ctx *fwd_state_kernels(fwd_state *s) {
 
 /* RoPE angles: pair i rotates by freq_scale * pos * base^(-2i/rope_dim) /
  * factors[i] (factors: Llama 3.1's rope_freqs, NULL for none; freq_scale:
- * 1 / linear rope.scaling.factor); the angle is stepped by
+ * 1 / linear rope.scaling.factor); cos and sin are multiplied by mscale
+ * (rope.scaling.attn_factor, 1 unless LongRoPE); the angle is stepped by
  * repeated multiplication in float, as ggml does, so rounding tracks
  * llama.cpp. */
 static void rope_table(float *cs, uint32_t pos, uint32_t rope_dim, float base, float freq_scale,
-                       const float *factors) {
+                       const float *factors, float mscale) {
     float theta_scale = powf(base, -2.0f / (float)rope_dim);
     float theta = (float)pos;
     for (uint32_t i = 0; i < rope_dim; i += 2) {
         const float t = freq_scale * (factors ? theta / factors[i / 2] : theta);
-        cs[i] = cosf(t);
-        cs[i + 1] = sinf(t);
+        cs[i] = cosf(t) * mscale;
+        cs[i + 1] = sinf(t) * mscale;
         theta *= theta_scale;
     }
 }
@@ -305,12 +313,12 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
             s->run_first[n_runs++] = (uint32_t)r;
     }
     s->run_first[n_runs] = (uint32_t)n;
-    /* Gemma scales Q before attention (by 1/sqrt(dim/heads) in its 27B
-     * models, as llama.cpp does) and attends with scale 1 */
+    /* Gemma and Phi-3 scale Q before attention (Gemma's 27B models by
+     * 1/sqrt(dim/heads), as llama.cpp does) and attend with scale 1 */
     const int big_gemma = (c->arch_info->id == LLAMA_ARCH_GEMMA2 && c->n_layers == 46) ||
                           (c->arch_info->id == LLAMA_ARCH_GEMMA3 && c->n_layers == 62);
     const float q_scale = 1.0f / sqrtf(big_gemma ? (float)(dim / c->n_heads) : (float)c->head_dim);
-    const float scale = gemma ? 1.0f : q_scale;
+    const float scale = c->arch_info->q_prescale ? 1.0f : q_scale;
     int rc;
     for (uint32_t l = 0; l < c->n_layers; l++) {
         const llama_layer *L = &w->layers[l];
@@ -324,10 +332,11 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
         for (size_t r = 0; r < n; r++) {
             const fwd_row *row = &b->rows[r];
             qkv_post(s->q + r * q_dim, s->k + r * kv_dim, s->v + r * kv_dim, L, c);
-            rope_table(s->rope, row->pos, c->rope_dim, rope_base, rope_scale, w->rope_freqs);
+            rope_table(s->rope, row->pos, c->rope_dim, rope_base, rope_scale, s->rope_factors,
+                       c->rope_attn_factor);
             s->rope_apply(s->q + r * q_dim, s->rope, c->n_heads, c->head_dim, c->rope_dim);
             s->rope_apply(s->k + r * kv_dim, s->rope, c->n_kv_heads, c->head_dim, c->rope_dim);
-            if (gemma) kernel_scale(s->q + r * q_dim, q_scale, q_dim);
+            if (c->arch_info->q_prescale) kernel_scale(s->q + r * q_dim, q_scale, q_dim);
             const kv_seq *seq = b->seqs[row->seq];
             for (uint32_t h = 0; h < c->n_kv_heads; h++) {
                 const size_t off = r * kv_dim + (size_t)h * c->head_dim;

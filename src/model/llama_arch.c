@@ -15,13 +15,21 @@ static const llama_arch archs[] = {
     {LLAMA_ARCH_QWEN3, "qwen3", 1, 1,
      .specifics = "Llama with per-head Q/K RMSNorm before NeoX-order RoPE; head size from "
                   "attention.key_length; optional tied embeddings"},
-    {LLAMA_ARCH_GEMMA2, "gemma2", 1, 0, .gemma = 1, .swa_period = 2, .swa_window = 4096,
-     .attn_softcap = 50.0f, .final_softcap = 30.0f,
+    {LLAMA_ARCH_GEMMA2, "gemma2", 1, 0, .q_prescale = 1, .gemma = 1, .swa_period = 2,
+     .swa_window = 4096, .attn_softcap = 50.0f, .final_softcap = 30.0f,
      .specifics = "embeddings x sqrt(dim), GeGLU, pre- and post-norms, attention and final "
                   "logit soft-capping, sliding window on alternate layers, NeoX RoPE"},
-    {LLAMA_ARCH_GEMMA3, "gemma3", 1, 1, .gemma = 1, .swa_period = 6, .rope_swa_base_10k = 1,
+    {LLAMA_ARCH_GEMMA3, "gemma3", 1, 1, .q_prescale = 1, .gemma = 1, .swa_period = 6,
+     .rope_swa_base_10k = 1,
      .specifics = "Gemma 2 without soft-capping, with per-head Q/K RMSNorm; 5 sliding-window "
                   "layers (RoPE base 10000) to 1 global layer"},
+    {LLAMA_ARCH_PHI3, "phi3", 1, 0, .q_prescale = 1,
+     .specifics = "Llama with fused attn_qkv and gate|up (ffn_up of 2 x ffn) tensors, NeoX "
+                  "RoPE; LongRoPE short/long factors (rope_factors_short/long) chosen by the "
+                  "served context"},
+    {LLAMA_ARCH_MISTRAL3, "mistral3", 0, 0,
+     .specifics = "Llama layout (adjacent-pair RoPE, head size from attention.key_length); "
+                  "YaRN and attention temperature scaling are refused"},
 };
 
 const llama_arch *llama_arch_find(const char *name) {
@@ -31,5 +39,5 @@ const llama_arch *llama_arch_find(const char *name) {
 }
 
 const char *llama_arch_names(void) {
-    return "llama, qwen2, qwen3, gemma2, gemma3";
+    return "llama, qwen2, qwen3, gemma2, gemma3, phi3, mistral3";
 }

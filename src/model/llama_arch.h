@@ -13,6 +13,8 @@ typedef enum llama_arch_id {
     LLAMA_ARCH_QWEN3,     /* Qwen3 (dense) */
     LLAMA_ARCH_GEMMA2,    /* Gemma 2 */
     LLAMA_ARCH_GEMMA3,    /* Gemma 3 (text) */
+    LLAMA_ARCH_PHI3,      /* Phi-3, Phi-3.5, Phi-4-mini */
+    LLAMA_ARCH_MISTRAL3,  /* Mistral Small 3.x, Ministral 3 (text) */
 } llama_arch_id;
 
 typedef struct llama_arch {
@@ -22,6 +24,8 @@ typedef struct llama_arch {
                               0: adjacent pairs (x[2i], x[2i+1]) */
     int qk_norm;           /* 1: per-head RMSNorm of Q and K before RoPE
                               (blk.N.attn_q_norm / attn_k_norm, head_dim each) */
+    int q_prescale;        /* 1: Q is scaled by 1/sqrt(head_dim) before attention, which then
+                              uses scale 1 (same maths in llama.cpp's rounding order): Gemma, Phi-3 */
     int gemma;             /* 1: Gemma's block: embeddings scaled by sqrt(dim), GeGLU FFN,
                               post-attention and post-FFN RMSNorms (attn_post_norm,
                               ffn_post_norm), Q scaled by 1/sqrt(head_dim) before attention */

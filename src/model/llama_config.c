@@ -88,10 +88,24 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     gguf_str st;
-    if (gguf_get_str(f, key, &st) == 0 && !gguf_str_eq(st, "linear") && !gguf_str_eq(st, "none"))
+    if (gguf_get_str(f, key, &st) == 0 && !gguf_str_eq(st, "linear") && !gguf_str_eq(st, "none") &&
+        !(gguf_str_eq(st, "longrope") && cfg->arch_info->id == LLAMA_ARCH_PHI3))
         return tps_fail(err, TPS_EUNSUP,
-                        "model: %s: rope.scaling.type '%.*s' is not supported (tps does linear)", a,
-                        (int)(st.len > 32 ? 32 : st.len), st.ptr);
+                        "model: %s: rope.scaling.type '%.*s' is not supported (tps does linear, "
+                        "and LongRoPE for phi3)",
+                        a, (int)(st.len > 32 ? 32 : st.len), st.ptr);
+    if ((rc = get_u32(f, a, "rope.scaling.original_context_length", &cfg->rope_orig_ctx,
+                      &cfg->ctx_len, err)))
+        return rc;
+    if ((rc = get_f32(f, a, "rope.scaling.attn_factor", &cfg->rope_attn_factor, 1.0f, err)))
+        return rc;
+    float temp_scale;
+    if ((rc = get_f32(f, a, "attention.temperature_scale", &temp_scale, 0.0f, err))) return rc;
+    if (temp_scale != 0.0f)
+        return tps_fail(err, TPS_EUNSUP,
+                        "model: %s: attention.temperature_scale (Llama 4 style attention "
+                        "temperature) is not supported",
+                        a);
     const llama_arch *ai = cfg->arch_info;
     if ((rc = get_u32(f, a, "attention.sliding_window", &cfg->n_swa, &ai->swa_window, err)))
         return rc;

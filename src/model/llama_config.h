@@ -26,12 +26,14 @@ typedef struct llama_config {
     float rms_eps;               /* attention.layer_norm_rms_epsilon; 1e-5 when absent */
     float rope_scale;            /* 1 / rope.scaling.factor (linear scaling); 1 when absent */
     /* sliding-window attention (Gemma): local layers read the last n_swa positions */
-    uint32_t n_swa;       /* attention.sliding_window; 0: every layer is global */
-    uint32_t swa_period;  /* attention.sliding_window_pattern: see llama_config_is_swa */
-    float rope_base_swa;  /* rope.freq_base_swa: the local layers' RoPE base */
-    float rope_scale_swa; /* the local layers' linear RoPE scale */
-    float attn_softcap;   /* attn_logit_softcapping; 0: none */
-    float final_softcap;  /* final_logit_softcapping; 0: none */
+    uint32_t n_swa;         /* attention.sliding_window; 0: every layer is global */
+    uint32_t swa_period;    /* attention.sliding_window_pattern: see llama_config_is_swa */
+    float rope_base_swa;    /* rope.freq_base_swa: the local layers' RoPE base */
+    float rope_scale_swa;   /* the local layers' linear RoPE scale */
+    uint32_t rope_orig_ctx; /* rope.scaling.original_context_length; ctx_len when absent */
+    float rope_attn_factor; /* rope.scaling.attn_factor: cos/sin multiplier (LongRoPE); 1 */
+    float attn_softcap;     /* attn_logit_softcapping; 0: none */
+    float final_softcap;    /* final_logit_softcapping; 0: none */
 } llama_config;
 
 /* 1 when layer l uses the sliding window (llama.cpp's set_swa_pattern). */

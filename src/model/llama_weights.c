@@ -28,6 +28,14 @@ static int bind_mat(llama_mat *m, const gguf_file *f, const char *arch, const ch
     return 0;
 }
 
+/* Rows [row0, row0 + n) of m: a matrix of its own (fused tensors). */
+static llama_mat mat_rows(const llama_mat *m, uint32_t row0, uint32_t n) {
+    llama_mat r = *m;
+    r.data = (const uint8_t *)m->data + (size_t)row0 * kernel_row_bytes(m->type, m->cols);
+    r.rows = n;
+    return r;
+}
+
 /* Vectors (norms, biases, RoPE factors): borrowed when F32, else converted
  * into *owned_next. Optional ones (optional = 1) leave *out NULL when absent. */
 static int bind_vec(const float **out, const gguf_file *f, const char *arch, const char *name,
@@ -60,7 +68,8 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
     w->layers = calloc(cfg->n_layers, sizeof *w->layers);
     /* room for every vector converted: norms, biases, Q/K norms, RoPE factors */
     const size_t per_layer = 4 * (size_t)cfg->dim + q_dim + 2 * (size_t)kv_dim + 2 * cfg->head_dim;
-    w->owned = malloc(sizeof(float) * (per_layer * cfg->n_layers + cfg->dim + cfg->rope_dim / 2));
+    w->owned =
+        malloc(sizeof(float) * (per_layer * cfg->n_layers + cfg->dim + 3 * (cfg->rope_dim / 2)));
     if (!w->layers || !w->owned) {
         llama_weights_free(w);
         return tps_fail(err, TPS_ENOMEM, "model: out of memory");
@@ -77,6 +86,8 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
     BIND_MAT(&w->token_embd, "token_embd.weight", cfg->n_vocab, cfg->dim);
     BIND_NORM(&w->out_norm, "output_norm.weight");
     BIND_VEC(&w->rope_freqs, "rope_freqs.weight", cfg->rope_dim / 2, 1);
+    BIND_VEC(&w->rope_long, "rope_factors_long.weight", cfg->rope_dim / 2, 1);
+    BIND_VEC(&w->rope_short, "rope_factors_short.weight", cfg->rope_dim / 2, 1);
     if (gguf_find_tensor(f, "output.weight")) {
         BIND_MAT(&w->output, "output.weight", cfg->n_vocab, cfg->dim);
     } else {
@@ -90,12 +101,26 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
         BIND_NORM(&L->attn_norm, name);
         snprintf(name, sizeof name, "blk.%u.ffn_norm.weight", l);
         BIND_NORM(&L->ffn_norm, name);
-        snprintf(name, sizeof name, "blk.%u.attn_q.weight", l);
-        BIND_MAT(&L->wq, name, q_dim, cfg->dim);
-        snprintf(name, sizeof name, "blk.%u.attn_k.weight", l);
-        BIND_MAT(&L->wk, name, kv_dim, cfg->dim);
-        snprintf(name, sizeof name, "blk.%u.attn_v.weight", l);
-        BIND_MAT(&L->wv, name, kv_dim, cfg->dim);
+        snprintf(name, sizeof name, "blk.%u.attn_qkv.weight", l);
+        if (gguf_find_tensor(f, name)) { /* fused (phi3): Q, K, V rows in that order */
+            llama_mat qkv;
+            BIND_MAT(&qkv, name, q_dim + 2 * kv_dim, cfg->dim);
+            L->wq = mat_rows(&qkv, 0, q_dim);
+            L->wk = mat_rows(&qkv, q_dim, kv_dim);
+            L->wv = mat_rows(&qkv, q_dim + kv_dim, kv_dim);
+            snprintf(name, sizeof name, "blk.%u.attn_qkv.bias", l);
+            if (gguf_find_tensor(f, name)) {
+                rc = tps_fail(err, TPS_EUNSUP, "model: %s: tensor '%s' is not supported", a, name);
+                goto fail;
+            }
+        } else {
+            snprintf(name, sizeof name, "blk.%u.attn_q.weight", l);
+            BIND_MAT(&L->wq, name, q_dim, cfg->dim);
+            snprintf(name, sizeof name, "blk.%u.attn_k.weight", l);
+            BIND_MAT(&L->wk, name, kv_dim, cfg->dim);
+            snprintf(name, sizeof name, "blk.%u.attn_v.weight", l);
+            BIND_MAT(&L->wv, name, kv_dim, cfg->dim);
+        }
         const char *const bias_names[3] = {"attn_q", "attn_k", "attn_v"};
         const float **biases[3] = {&L->bq, &L->bk, &L->bv};
         for (int k = 0; k < 3; k++) {
@@ -116,10 +141,19 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
         }
         snprintf(name, sizeof name, "blk.%u.attn_output.weight", l);
         BIND_MAT(&L->wo, name, cfg->dim, q_dim);
-        snprintf(name, sizeof name, "blk.%u.ffn_gate.weight", l);
-        BIND_MAT(&L->w_gate, name, cfg->ffn_dim, cfg->dim);
-        snprintf(name, sizeof name, "blk.%u.ffn_up.weight", l);
-        BIND_MAT(&L->w_up, name, cfg->ffn_dim, cfg->dim);
+        if (cfg->arch_info->id == LLAMA_ARCH_PHI3) {
+            /* ffn_up holds gate rows then up rows (ggml_swiglu of the fused product) */
+            llama_mat gu;
+            snprintf(name, sizeof name, "blk.%u.ffn_up.weight", l);
+            BIND_MAT(&gu, name, 2 * cfg->ffn_dim, cfg->dim);
+            L->w_gate = mat_rows(&gu, 0, cfg->ffn_dim);
+            L->w_up = mat_rows(&gu, cfg->ffn_dim, cfg->ffn_dim);
+        } else {
+            snprintf(name, sizeof name, "blk.%u.ffn_gate.weight", l);
+            BIND_MAT(&L->w_gate, name, cfg->ffn_dim, cfg->dim);
+            snprintf(name, sizeof name, "blk.%u.ffn_up.weight", l);
+            BIND_MAT(&L->w_up, name, cfg->ffn_dim, cfg->dim);
+        }
         snprintf(name, sizeof name, "blk.%u.ffn_down.weight", l);
         BIND_MAT(&L->w_down, name, cfg->dim, cfg->ffn_dim);
         const llama_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};

@@ -48,6 +48,9 @@ typedef struct llama_weights {
     int tied;                 /* 1 when output.weight is absent */
     const float *rope_freqs;  /* (rope_dim/2,) or NULL: divisors of the RoPE frequencies
                                  (Llama 3.1 scaling, rope_freqs.weight) */
+    const float *rope_long;   /* (rope_dim/2,) or NULL: LongRoPE factors beyond the original
+                                 context (phi3, rope_factors_long.weight) */
+    const float *rope_short;  /* (rope_dim/2,) or NULL: within it (rope_factors_short.weight) */
     llama_layer *layers;      /* n_layers */
     float *owned;             /* converted norm vectors, one allocation */
     void *packed;             /* repacked matrices, one allocation; NULL when not repacked */

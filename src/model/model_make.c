@@ -39,6 +39,11 @@ const model_arch_spec model_arch_specs[] = {
      "gemma2 without soft-caps, with Q/K norm; window 8 on 2 of 3 layers, RoPE base 1e4 local "
      "and 1e6 x linear 1/8 global",
      1, 3},
+    {"phi3", "phi3", 0, 0, 0, 0, 1,
+     "fused attn_qkv and gate|up tensors, NeoX RoPE, LongRoPE factors (original context 256, "
+     "attn_factor 1.2)",
+     0, 0},
+    {"mistral3", "mistral3", 0, 0, 0, 0, 2, "Llama layout, head size 2 * dim / heads", 0, 0},
     {NULL, NULL, 0, 0, 0, 0, 0, NULL, 0, 0},
 };
 
@@ -307,7 +312,7 @@ int model_make(const model_make_opts *o, tps_err *err) {
     const model_arch_spec *as = o->arch ? o->arch : &model_arch_specs[0];
     const uint32_t hd = as->head_dim_mult * (p->dim / p->n_heads), q_dim = p->n_heads * hd,
                    kv = p->n_kv_heads * hd;
-    const int gemma3 = as->gemma && as->qk_norm;
+    const int gemma3 = as->gemma && as->qk_norm, phi3 = !strcmp(as->gguf_arch, "phi3");
     const float rope_base = as->llama3_rope ? 500000.0f : gemma3 ? 1000000.0f : p->rope_base;
     char key[96];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, as->gguf_arch), key)
@@ -338,6 +343,10 @@ int model_make(const model_make_opts *o, tps_err *err) {
     if (as->gemma && !gemma3) {
         rc = rc ? rc : gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), 1.0f);
         rc = rc ? rc : gguf_writer_set_f32(w, KEY("final_logit_softcapping"), 2.0f);
+    }
+    if (phi3) {
+        rc = rc ? rc : gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 256);
+        rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), 1.2f);
     }
     if (gemma3) {
         rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), 10000.0f);
@@ -378,15 +387,25 @@ int model_make(const model_make_opts *o, tps_err *err) {
         GEN("rope_freqs.weight", GGML_TYPE_F32, 1, hd / 2, 0.0f);
         gens[k - 1].values = rope_factors;
     }
+    if (phi3) { /* LongRoPE-like factors in [1, 3]: long ones used past the original context */
+        GEN("rope_factors_long.weight", GGML_TYPE_F32, 1, hd / 2, 1.0f);
+        gens[k - 1].offset = 2.0f;
+        GEN("rope_factors_short.weight", GGML_TYPE_F32, 1, hd / 2, 0.05f);
+        gens[k - 1].offset = 1.0f;
+    }
     for (uint32_t l = 0; l < p->n_layers; l++) {
         char nm[64];
 #define LGEN(suffix, ty, r, c, sc)                                                                 \
     snprintf(nm, sizeof nm, "blk.%u." suffix, l);                                                  \
     GEN(nm, ty, r, c, sc)
         LGEN("attn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
-        LGEN("attn_q.weight", matrix_type(t, "attn_q", l, nl), q_dim, p->dim, std);
-        LGEN("attn_k.weight", matrix_type(t, "attn_k", l, nl), kv, p->dim, std);
-        LGEN("attn_v.weight", matrix_type(t, "attn_v", l, nl), kv, p->dim, std);
+        if (phi3) {
+            LGEN("attn_qkv.weight", matrix_type(t, "attn_q", l, nl), q_dim + 2 * kv, p->dim, std);
+        } else {
+            LGEN("attn_q.weight", matrix_type(t, "attn_q", l, nl), q_dim, p->dim, std);
+            LGEN("attn_k.weight", matrix_type(t, "attn_k", l, nl), kv, p->dim, std);
+            LGEN("attn_v.weight", matrix_type(t, "attn_v", l, nl), kv, p->dim, std);
+        }
         if (as->qkv_bias) {
             /* larger than the weights so a missed bias shows in the logits */
             LGEN("attn_q.bias", GGML_TYPE_F32, 1, q_dim, 0.1f);
@@ -407,8 +426,12 @@ int model_make(const model_make_opts *o, tps_err *err) {
             LGEN("post_ffw_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f);
             gens[k - 1].offset = 1.0f;
         }
-        LGEN("ffn_gate.weight", matrix_type(t, "ffn_gate", l, nl), p->ffn_dim, p->dim, std);
-        LGEN("ffn_up.weight", matrix_type(t, "ffn_up", l, nl), p->ffn_dim, p->dim, std);
+        if (phi3) {
+            LGEN("ffn_up.weight", matrix_type(t, "ffn_up", l, nl), 2 * p->ffn_dim, p->dim, std);
+        } else {
+            LGEN("ffn_gate.weight", matrix_type(t, "ffn_gate", l, nl), p->ffn_dim, p->dim, std);
+            LGEN("ffn_up.weight", matrix_type(t, "ffn_up", l, nl), p->ffn_dim, p->dim, std);
+        }
         LGEN("ffn_down.weight", matrix_type(t, "ffn_down", l, nl), p->dim, p->ffn_dim, proj);
 #undef LGEN
     }
