@@ -39,7 +39,7 @@ static const opt_row make_rows[] = {
 static void presets(FILE *out) {
     fprintf(out, "\narchitectures:\n");
     for (const model_arch_spec *a = model_arch_specs; a->name; a++)
-        fprintf(out, "  %-6s %s\n", a->name, a->about);
+        fprintf(out, "  %-8s %s\n", a->name, a->about);
     fprintf(out, "\npresets:\n");
     for (const model_preset *p = model_presets; p->name; p++)
         fprintf(out,

@@ -37,8 +37,9 @@ typedef struct model_arch_spec {
     uint32_t head_dim_mult; /* head size = mult * dim / n_heads (attention.key_length) */
     const char *about;      /* for --help */
     int gemma;              /* post-attention / post-FFN norms; sliding window of 8 positions
-                               (pattern swa_period), soft-capping (gemma2), RoPE bases 1e6 global
-                               with linear scaling 8 and 1e4 local (gemma3) */
+                               (512 beyond the tiny preset) on the layers pattern swa_period
+                               makes local, soft-capping (gemma2), RoPE bases 1e6 global with
+                               linear scaling 8 and 1e4 local (gemma3) */
     uint32_t swa_period;    /* attention.sliding_window_pattern written */
 } model_arch_spec;
 
