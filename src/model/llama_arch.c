@@ -21,8 +21,8 @@ static const llama_arch archs[] = {
                   "logit soft-capping, sliding window on alternate layers, NeoX RoPE"},
     {LLAMA_ARCH_GEMMA3, "gemma3", 1, 1, .q_prescale = 1, .gemma = 1, .swa_period = 6,
      .rope_swa_base_10k = 1,
-     .specifics = "Gemma 2 without soft-capping, with per-head Q/K RMSNorm; 5 sliding-window "
-                  "layers (RoPE base 10000) to 1 global layer"},
+     .specifics = "Gemma 2 without soft-capping, with per-head Q/K RMSNorm; local (sliding-window, "
+                  "own RoPE base) and global layers, 5 to 1 unless the file says"},
     {LLAMA_ARCH_PHI3, "phi3", 1, 0, .q_prescale = 1,
      .specifics = "Llama with fused attn_qkv and gate|up (ffn_up of 2 x ffn) tensors, NeoX "
                   "RoPE; LongRoPE short/long factors (rope_factors_short/long) chosen by the "
