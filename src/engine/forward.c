@@ -29,17 +29,18 @@ struct fwd_state {
     int n_threads;
     kernel_ctx *kc;
     /* activations, each (max_rows, width) */
-    float *x;                  /* residual stream (dim) */
-    float *xb;                 /* normed input (dim) */
-    float *q;                  /* (q_dim) */
-    float *k;                  /* (kv_dim) */
-    float *v;                  /* (kv_dim) */
-    float *att;                /* attention output (q_dim) */
-    float *proj;               /* projection output (dim) */
-    float *hb;                 /* FFN gate (ffn_dim) */
-    float *hb2;                /* FFN up (ffn_dim) */
-    float *logits;             /* (max_rows, n_vocab) */
-    float *rope;               /* (rope_dim) cos/sin pairs for one row */
+    float *x;      /* residual stream (dim) */
+    float *xb;     /* normed input (dim) */
+    float *q;      /* (q_dim) */
+    float *k;      /* (kv_dim) */
+    float *v;      /* (kv_dim) */
+    float *att;    /* attention output (q_dim) */
+    float *proj;   /* projection output (dim) */
+    float *hb;     /* FFN gate (ffn_dim) */
+    float *hb2;    /* FFN up (ffn_dim) */
+    float *logits; /* (max_rows, n_vocab) */
+    float *rope;   /* (rope_dim) cos/sin pairs for one row */
+    float *gelu;   /* (65536) GELU by F16 input (kernel_gelu_table), Gemma only; else NULL */
     const float *rope_factors; /* (rope_dim/2) frequency divisors or NULL: rope_freqs, else
                                   LongRoPE's short or long set for max_ctx */
     /* RoPE in the model's pair order (chosen at create from the arch) */
@@ -110,6 +111,14 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
     s->rope_factors = m->w.rope_freqs              ? m->w.rope_freqs
                       : max_ctx > c->rope_orig_ctx ? m->w.rope_long
                                                    : m->w.rope_short;
+    if (c->arch_info->gemma) {
+        s->gelu = malloc(65536 * sizeof *s->gelu);
+        if (!s->gelu) {
+            fwd_state_free(s);
+            return tps_fail(err, TPS_ENOMEM, "forward: out of memory for the GELU table");
+        }
+        kernel_gelu_table(s->gelu);
+    }
     int rc = kernel_ctx_create(&s->kc, n_threads, max_rows, max_in, err);
     if (rc) {
         fwd_state_free(s);
@@ -122,6 +131,7 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
 void fwd_state_free(fwd_state *s) {
     if (!s) return;
     kernel_ctx_free(s->kc);
+    free(s->gelu);
     free(s->run_first);
     free(s->buf);
     free(s);
@@ -374,7 +384,7 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
         for (size_t r = 0; r < n; r++) {
             float *g = s->hb + r * c->ffn_dim, *u = s->hb2 + r * c->ffn_dim;
             if (gemma)
-                kernel_geglu(g, g, u, c->ffn_dim);
+                kernel_geglu(g, g, u, c->ffn_dim, s->gelu);
             else
                 kernel_swiglu(g, g, u, c->ffn_dim);
         }

@@ -3,6 +3,9 @@
  * streams that matter go to ops_avx2.c when the build has AVX2. Every
  * reduction has a fixed order for a given n. No threading, no allocation. */
 #include <math.h>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/kernel_impl.h"
 #include "kernels/ops.h"
@@ -98,16 +101,28 @@ static float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + a * x * x)));
 }
 
-void kernel_geglu(float *out, const float *gate, const float *up, size_t n) {
+void kernel_gelu_table(float *table) {
+    for (uint32_t h = 0; h < 65536; h++)
+        table[h] = fp16_to_fp32(fp32_to_fp16(gelu_tanh(fp16_to_fp32((uint16_t)h))));
+}
+
+void kernel_geglu(float *out, const float *gate, const float *up, size_t n,
+                  const float *restrict table) {
     for (size_t i = 0; i < n; i++) {
         const float g = gate[i];
         float v;
-        if (g <= -10.0f)
+        if (g <= -10.0f) {
             v = 0.0f;
-        else if (g >= 10.0f)
+        } else if (g >= 10.0f) {
             v = g * up[i];
-        else
-            v = fp16_to_fp32(fp32_to_fp16(gelu_tanh(fp16_to_fp32(fp32_to_fp16(g))))) * up[i];
+        } else {
+#if defined(__F16C__)
+            const uint16_t h = _cvtss_sh(g, _MM_FROUND_TO_NEAREST_INT);
+#else
+            const uint16_t h = fp32_to_fp16(g);
+#endif
+            v = table[h] * up[i];
+        }
         out[i] = v;
     }
 }

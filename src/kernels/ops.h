@@ -22,10 +22,14 @@ void kernel_softmax(float *x, size_t n);
 void kernel_swiglu(float *out, const float *gate, const float *up, size_t n);
 
 /* out (n,) = gelu(gate) * up (Gemma's GeGLU), gelu the tanh approximation
- * evaluated as ggml's CPU backend does: on the F16-rounded input, result
- * rounded to F16 (its lookup table), exact outside (-10, 10). out may be
+ * evaluated as ggml's CPU backend does: looked up by the F16-rounded input
+ * in a table of F16-rounded results, exact outside (-10, 10). table: the
+ * 65536 floats kernel_gelu_table fills, owned by the caller. out may be
  * gate or up. */
-void kernel_geglu(float *out, const float *gate, const float *up, size_t n);
+void kernel_geglu(float *out, const float *gate, const float *up, size_t n,
+                  const float *restrict table);
+/* table (65536,) <- gelu of every F16 value, rounded to F16 (ggml_table_gelu_f16). */
+void kernel_gelu_table(float *table);
 
 /* out (n,) = a + b. out may be a or b. */
 void kernel_add(float *out, const float *a, const float *b, size_t n);
