@@ -1,8 +1,10 @@
 /* Llama-family forward pass over a batch of token rows from any number of
  * sequences, each with its own paged KV block table. One pass for every
  * architecture of model/llama_arch.h: the steps one of them adds (Q/K/V
- * biases, per-head Q/K norm, NeoX-order RoPE, RoPE frequency factors) are
- * switched on at load by the model's tensors and arch entry, never a copy.
+ * biases, per-head Q/K norm, NeoX-order RoPE, RoPE frequency factors and
+ * scaling, Gemma's scaled embeddings, GeGLU, post-norms, sliding windows and
+ * soft-capping) are switched on at load by the model's config, tensors and
+ * arch entry, never a copy of the pass.
  *
  * Per layer: RMSNorm -> Q/K/V projections for all rows at once [-> + biases]
  * [-> per-head Q/K RMSNorm] -> RoPE ->
