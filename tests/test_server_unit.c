@@ -246,6 +246,9 @@ Test(chat_template, renders_each_template_like_llama_cpp) {
     expect_render(CHAT_TMPL_PHI3,
                   "<|system|>\nS<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nYo<|end|>\n"
                   "<|user|>\nQ<|end|>\n<|assistant|>\n");
+    /* llama.cpp tests/test-chat-template.cpp's mistral-v7 case has the same shape */
+    expect_render(CHAT_TMPL_MISTRAL_V7,
+                  "[SYSTEM_PROMPT] S[/SYSTEM_PROMPT][INST] Hi[/INST] Yo</s>[INST] Q[/INST]");
     expect_render(CHAT_TMPL_GEMMA,
                   "<start_of_turn>user\nS\n\nHi<end_of_turn>\n<start_of_turn>model\n"
                   "Yo<end_of_turn>\n<start_of_turn>user\nQ<end_of_turn>\n"
@@ -306,7 +309,8 @@ Test(chat_template, real_llama3_qwen3_and_mistral3_templates_are_recognised) {
     const char *mistral3 = "{%- if messages[0]['role'] == 'system' %}{{- '[SYSTEM_PROMPT]' + "
                            "messages[0]['content'] + '[/SYSTEM_PROMPT]' }}{%- endif %}"
                            "{{- '[INST]' + message['content'] + '[/INST]' }}";
-    cr_expect_eq(chat_tmpl_detect(mistral3, strlen(mistral3)), CHAT_TMPL_MISTRAL);
+    cr_expect_eq(chat_tmpl_detect(mistral3, strlen(mistral3)), CHAT_TMPL_MISTRAL_V7);
+    cr_expect_eq(chat_tmpl_from_name("mistral-v7"), CHAT_TMPL_MISTRAL_V7);
 }
 
 Test(chat_template, llama2_rejects_an_unplaceable_role) {

@@ -31,7 +31,7 @@ static const opt_row serve_rows[] = {
     {"--api-key", .kind = OPT_STR, .off = S(api_key), .metavar = "KEY",
      .help = "require 'Authorization: Bearer KEY' (or $TPS_API_KEY)"},
     {"--chat-template", .kind = OPT_STR, .off = S(chat_template), .metavar = "NAME",
-     .help = "chatml, llama2, llama3, mistral, zephyr, gemma, phi3\n"
+     .help = "chatml, llama2, llama3, mistral, mistral-v7, zephyr, gemma, phi3\n"
              "(default: recognised from the model, else chatml)"},
     OPT_HEAD("engine:"),
     U32_ROW("--max-seqs", engine.max_seqs, "sequences running at once (default 64)"),
