@@ -275,9 +275,9 @@ Test(arch_reference, every_arch_is_batch_invariant) {
         check_batch_invariance(archs[i]);
 }
 
-/* A file whose architecture tps does not run, and one missing a tensor the
- * architecture needs: errors that name the architecture, the tensor and
- * where in the file to look. */
+/* A file whose architecture tps does not run, one missing a tensor the
+ * architecture needs, and one with a tensor tps would not read: errors that
+ * name the architecture, the tensor and where in the file to look. */
 Test(arch_reference, unknown_arch_and_missing_tensor_are_named) {
     char path[64];
     llama_model *m = make_and_load("qwen3", path, sizeof path);
@@ -298,6 +298,24 @@ Test(arch_reference, unknown_arch_and_missing_tensor_are_named) {
     tps_err err = {0};
     cr_assert_eq(gguf_writer_write_file(w, cut, &err), 0, "%s", err.msg);
     gguf_writer_set_str(w, "general.architecture", "mamba");
+    /* an extra tensor tps would not read: refused by name, not ignored */
+    gguf_writer *wx = gguf_writer_create();
+    for (uint64_t i = 0; i < f->n_kv; i++)
+        cr_assert_eq(gguf_writer_copy_kv(wx, &f->kv[i]), 0);
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        char name[96];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        cr_assert_eq(gguf_writer_add_tensor(wx, name, t->type, t->n_dims, t->ne, t->data), 0);
+    }
+    static float bias[64];
+    const uint64_t ne_b[1] = {64};
+    cr_assert_eq(gguf_writer_add_tensor(wx, "blk.0.attn_output.bias", GGML_TYPE_F32, 1, ne_b, bias),
+                 0);
+    char extra[] = "/tmp/tps-arch-extra-XXXXXX";
+    close(mkstemp(extra));
+    cr_assert_eq(gguf_writer_write_file(wx, extra, &err), 0, "%s", err.msg);
+    gguf_writer_free(wx);
     char other[] = "/tmp/tps-arch-mamba-XXXXXX";
     close(mkstemp(other));
     cr_assert_eq(gguf_writer_write_file(w, other, &err), 0, "%s", err.msg);
@@ -309,6 +327,11 @@ Test(arch_reference, unknown_arch_and_missing_tensor_are_named) {
     cr_expect(strstr(err.msg, "qwen3: tensor 'blk.2.attn_k_norm.weight' is missing") &&
                   strstr(err.msg, "byte offset"),
               "%s", err.msg);
+    cr_expect_eq(llama_model_load(&bad, extra, &err), TPS_EUNSUP);
+    cr_expect(strstr(err.msg, "qwen3: tensor 'blk.0.attn_output.bias'") &&
+                  strstr(err.msg, "not used"),
+              "%s", err.msg);
+    unlink(extra);
     cr_expect_eq(llama_model_load(&bad, other, &err), TPS_EUNSUP);
     cr_expect(strstr(err.msg, "architecture 'mamba'") && strstr(err.msg, "byte offset") &&
                   strstr(err.msg, "qwen3"),

@@ -9,9 +9,11 @@
 #include "kernels/quant.h"
 #include "model/llama_weights.h"
 
-static int bind_mat(llama_mat *m, const gguf_file *f, const char *arch, const char *name,
-                    uint32_t rows, uint32_t cols, tps_err *err) {
+/* used[i]: tensor i of the file was bound (so none is left silently unread) */
+static int bind_mat(llama_mat *m, const gguf_file *f, uint8_t *used, const char *arch,
+                    const char *name, uint32_t rows, uint32_t cols, tps_err *err) {
     const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (t) used[t - f->tensors] = 1;
     if (!t) return llama_err_missing_tensor(err, arch, f, name);
     if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows)
         return tps_fail(err, TPS_EINVAL,
@@ -38,9 +40,11 @@ static llama_mat mat_rows(const llama_mat *m, uint32_t row0, uint32_t n) {
 
 /* Vectors (norms, biases, RoPE factors): borrowed when F32, else converted
  * into *owned_next. Optional ones (optional = 1) leave *out NULL when absent. */
-static int bind_vec(const float **out, const gguf_file *f, const char *arch, const char *name,
-                    uint32_t dim, int optional, float **owned_next, tps_err *err) {
+static int bind_vec(const float **out, const gguf_file *f, uint8_t *used, const char *arch,
+                    const char *name, uint32_t dim, int optional, float **owned_next,
+                    tps_err *err) {
     const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (t) used[t - f->tensors] = 1;
     *out = NULL;
     if (!t && optional) return 0;
     if (!t) return llama_err_missing_tensor(err, arch, f, name);
@@ -70,7 +74,9 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
     const size_t per_layer = 4 * (size_t)cfg->dim + q_dim + 2 * (size_t)kv_dim + 2 * cfg->head_dim;
     w->owned =
         malloc(sizeof(float) * (per_layer * cfg->n_layers + cfg->dim + 3 * (cfg->rope_dim / 2)));
-    if (!w->layers || !w->owned) {
+    uint8_t *used = calloc(f->n_tensors ? f->n_tensors : 1, 1);
+    if (!w->layers || !w->owned || !used) {
+        free(used);
         llama_weights_free(w);
         return tps_fail(err, TPS_ENOMEM, "model: out of memory");
     }
@@ -79,9 +85,9 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
     char name[96];
     const char *a = cfg->arch;
 #define BIND_MAT(dst, nm, r, c)                                                                    \
-    if ((rc = bind_mat(dst, f, a, nm, r, c, err))) goto fail
+    if ((rc = bind_mat(dst, f, used, a, nm, r, c, err))) goto fail
 #define BIND_VEC(dst, nm, n, opt)                                                                  \
-    if ((rc = bind_vec(dst, f, a, nm, n, opt, &owned_next, err))) goto fail
+    if ((rc = bind_vec(dst, f, used, a, nm, n, opt, &owned_next, err))) goto fail
 #define BIND_NORM(dst, nm) BIND_VEC(dst, nm, cfg->dim, 0)
     BIND_MAT(&w->token_embd, "token_embd.weight", cfg->n_vocab, cfg->dim);
     BIND_NORM(&w->out_norm, "output_norm.weight");
@@ -165,8 +171,22 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
 #undef BIND_MAT
 #undef BIND_VEC
 #undef BIND_NORM
+    /* a tensor tps does not read (an output bias, an FFN bias...) would be
+     * computed without: refuse, as llama.cpp does for unused tensors */
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        if (!used[i]) {
+            const gguf_tensor *t = &f->tensors[i];
+            rc = tps_fail(err, TPS_EUNSUP,
+                          "model: %s: tensor '%.*s' (info at byte offset %zu) is not used by tps's "
+                          "%s; refusing to run the model without it",
+                          a, (int)(t->name.len > 96 ? 96 : t->name.len), t->name.ptr,
+                          t->info_offset, a);
+            goto fail;
+        }
+    free(used);
     return 0;
 fail:
+    free(used);
     llama_weights_free(w);
     return rc;
 }
