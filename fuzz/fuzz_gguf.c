@@ -1,5 +1,7 @@
-/* libFuzzer harness for the GGUF reader: any bytes must open cleanly or fail
- * with a message, and every view of an opened file must be readable. */
+/* libFuzzer harness for the GGUF reader and the model loaders: any bytes
+ * must open cleanly or fail with a message, every view of an opened file
+ * must be readable, and a file whose config reads must bind its weights
+ * (every supported architecture) or fail with a message. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -7,6 +9,7 @@
 
 #include "model/gguf.h"
 #include "model/llama_config.h"
+#include "model/llama_weights.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* A private copy of exactly `size` bytes so ASan catches any overread. */
@@ -36,7 +39,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (f->tensors[i].nbytes) sink += d[0] + d[f->tensors[i].nbytes - 1];
         }
         llama_config cfg;
-        (void)llama_config_read(&cfg, f, &err);
+        llama_weights w;
+        if (llama_config_read(&cfg, f, &err) == 0 && cfg.n_layers <= 64 && cfg.dim <= 4096 &&
+            llama_weights_bind(&w, &cfg, f, &err) == 0)
+            llama_weights_free(&w);
         (void)sink;
         gguf_close(f);
     }

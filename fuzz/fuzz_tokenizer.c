@@ -1,5 +1,6 @@
 /* libFuzzer harness for the tokenizers: arbitrary bytes are encoded with the
- * SPM and the BPE vocabulary (with and without special-token parsing), decoded
+ * SPM and the BPE vocabulary, and the real Llama 3 and Qwen3 BPE vocabularies
+ * when they are present (with and without special-token parsing), decoded
  * back, and streamed through the detokenizer. Checks that encode never fails,
  * that decode gives the input bytes back (SPM: unless the input holds a
  * literal ▁; BPE: always) and that every streamed chunk is valid UTF-8.
@@ -16,20 +17,27 @@
 #include "model/tokenizer.h"
 #include "model/tokenizer_stream.h"
 
-static tokenizer *spm, *bpe;
+static tokenizer *spm, *bpe, *llama3, *qwen3;
 
-static tokenizer *load(const char *rel) {
+/* NULL when the file is absent and optional. */
+static tokenizer *load_opt(const char *rel, int optional) {
     const char *dir = getenv("TPS_SHARED_DIR");
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir ? dir : "../shared", rel);
     gguf_file *f;
     tps_err err = {{0}};
     tokenizer *t = NULL;
-    if (gguf_open(&f, path, &err) || (tokenizer_load(&t, f, &err), gguf_close(f), !t)) {
+    if (optional && gguf_open(&f, path, &err)) return NULL;
+    if ((!optional && gguf_open(&f, path, &err)) ||
+        (tokenizer_load(&t, f, &err), gguf_close(f), !t)) {
         fprintf(stderr, "fuzz_tokenizer: %s: %s (set TPS_SHARED_DIR)\n", path, err.msg);
         abort();
     }
     return t;
+}
+
+static tokenizer *load(const char *rel) {
+    return load_opt(rel, 0);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -37,6 +45,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argv;
     spm = load("models/vocab/ggml-vocab-llama-spm.gguf");
     bpe = load("models/vocab/ggml-vocab-gpt-2.gguf");
+    llama3 = load_opt("models/vocab/ggml-vocab-llama3.gguf", 1);
+    qwen3 = load_opt("models/vocab/ggml-vocab-qwen3.gguf", 1);
     return 0;
 }
 
@@ -94,5 +104,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     run(spm, data, size, TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL, 0, 0);
     run(bpe, data, size, 0, TOK_DECODE_RAW_SPACES, 1);
     run(bpe, data, size, TOK_ENCODE_PARSE_SPECIAL, TOK_DECODE_RAW_SPACES, 0);
+    const tokenizer *real[] = {llama3, qwen3};
+    for (int i = 0; i < 2; i++) {
+        if (!real[i]) continue;
+        run(real[i], data, size, 0, TOK_DECODE_RAW_SPACES, 1);
+        run(real[i], data, size, TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL,
+            TOK_DECODE_RAW_SPACES, 0);
+    }
     return 0;
 }

@@ -58,7 +58,7 @@ start_server() { # start_server KIND
     tps) "$tps" serve -m "$model" --port $port --threads "$threads" 2>"$work/serve.log" & ;;
     tps0) "$tps" serve -m "$model" --port $port --threads "$threads" --itl-target-ms 0 \
       2>"$work/serve.log" & ;;
-    llama) "$llama" -m "$model" --port $port -t "$threads" -tb "$threads" -np 16 \
+    llama) "$llama" -m "$model" --port $port -t "$threads" -tb "$threads" -np 16 -c 8192 \
       >"$work/serve.log" 2>&1 & ;;
   esac
   spid=$!

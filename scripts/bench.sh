@@ -16,6 +16,10 @@
 #        prefix cache (and llama-server) under tps bench's shared-prefix and
 #        multi-turn workloads.
 #        TPS_BENCH_DIR (default /tmp/tps-bench): where the 110M models live.
+#        TPS_BENCH_ARCHS (default "llama3 qwen2 qwen3 gemma2 gemma3 phi3 mistral3";
+#        "none" skips): per-architecture pp512 / tg128 lines, bench_engine on
+#        q8_0 files of the 15M and 110M presets made with `tps model make
+#        --arch`, and llama-bench on the same files when LLAMA_CPP_DIR is set.
 #        BENCH_THREADS (default 2).
 set -euo pipefail
 build=${1:-build}
@@ -53,6 +57,29 @@ if [ -n "${LLAMA_CPP_DIR:-}" ]; then
     "$bin/llama-batched-bench" -m "$m" -t "$threads" -c 40000 -b 2048 -ub 512 -npp 128 -ntg 128 \
       -npl 1,2,4,8,16,32,64 2>/dev/null | grep -E '^\|'
   fi
+fi
+
+archs=${TPS_BENCH_ARCHS:-llama3 qwen2 qwen3 gemma2 gemma3 phi3 mistral3}
+if [ "$archs" != none ] && [ -x "$build/bench_engine" ]; then
+  mkdir -p "$TPS_BENCH_DIR"
+  for a in $archs; do
+    files=()
+    for p in 15M 110M; do
+      f=$TPS_BENCH_DIR/arch-$a-$p-q8_0.gguf
+      [ -f "$f" ] || "$build/tps" model make --arch "$a" --preset "$p" --type q8_0 -o "$f" 2>/dev/null
+      files+=("$f")
+    done
+    echo "== architecture $a: bench_engine pp512 / tg128 (15M, 110M q8_0) =="
+    TPS_BENCH_MODELS=$(IFS=,; echo "${files[*]}") "$build/bench_engine" "$threads" 1 |
+      awk '/^engine: .*pp512/ {p = 1} /^$/ {p = 0} p'
+    if [ -n "${LLAMA_CPP_DIR:-}" ]; then
+      bin=$LLAMA_CPP_DIR/bin
+      [ -x "$bin/llama-bench" ] || bin=$LLAMA_CPP_DIR
+      for f in "${files[@]}"; do
+        "$bin/llama-bench" -m "$f" -t "$threads" -p 512 -n 128 -r 3 2>/dev/null | grep -E '^\| [^-m]' || true
+      done
+    fi
+  done
 fi
 
 echo "== served speed and latency vs llama-server (scripts/bench-served.sh) =="

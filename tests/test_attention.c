@@ -3,7 +3,8 @@
  * and 4, head sizes with and without a tail of 8, position counts that end
  * inside a block, on a block edge and one past it; and the same row's
  * output is bit-identical whatever the scratch held before (no state), and
- * whether it runs alone or in a run of rows (attn_group_rows). */
+ * whether it runs alone or in a run of rows (attn_group_rows); also with a
+ * sliding window and soft-capping (Gemma). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -20,8 +21,8 @@ static float rnd(uint64_t *s) {
     return (float)((double)(*s >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
 }
 
-static void check(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, uint32_t head_dim,
-                  uint32_t n_pos) {
+static void check_mods(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, uint32_t head_dim,
+                       uint32_t n_pos, attn_mods mods) {
     const uint32_t B = 16, layers = 2, kv_dim = n_kv_heads * head_dim;
     kv_cache_params p = {.n_layers = layers,
                          .kv_dim = kv_dim,
@@ -65,11 +66,11 @@ static void check(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, uint32_
         q[i] = rnd(&s);
     const float scale = 1.0f / sqrtf((float)head_dim);
     for (uint32_t kvh = 0; kvh < n_kv_heads; kvh++) {
-        attn_group(got, q, kv, &seq, 1, kvh, group, head_dim, n_pos, scale, scores);
-        attn_group_ref(want, q, kv, &seq, 1, kvh, group, head_dim, n_pos, scale);
+        attn_group(got, q, kv, &seq, 1, kvh, group, head_dim, n_pos, scale, mods, scores);
+        attn_group_ref(want, q, kv, &seq, 1, kvh, group, head_dim, n_pos, scale, mods);
         for (size_t i = 0; i < group * n_pos; i++)
             scores[i] = 1e30f; /* garbage in the scratch must not matter */
-        attn_group(again, q, kv, &seq, 1, kvh, group, head_dim, n_pos, scale, scores);
+        attn_group(again, q, kv, &seq, 1, kvh, group, head_dim, n_pos, scale, mods, scores);
         cr_assert_eq(memcmp(got, again, sizeof(float) * qn), 0, "not deterministic");
         for (size_t i = 0; i < qn; i++)
             cr_assert(fabsf(got[i] - want[i]) <= TOL_ATTN_REL * 2.0f + 1e-6f,
@@ -88,10 +89,10 @@ static void check(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, uint32_
         for (uint32_t kvh = 0; kvh < n_kv_heads; kvh++) {
             const uint32_t n_pos0 = n_pos - nr + 1;
             attn_group_rows(outs, qs, ld, kv, &seq, 1, kvh, group, head_dim, n_pos0, nr, scale,
-                            scratch);
+                            mods, scratch);
             for (uint32_t i = 0; i < nr; i++) {
                 attn_group(got, qs + i * ld, kv, &seq, 1, kvh, group, head_dim, n_pos0 + i, scale,
-                           scores);
+                           mods, scores);
                 cr_assert_eq(memcmp(got, outs + i * ld, sizeof(float) * qn), 0,
                              "type %u group %u hd %u n_pos %u: row %u of a run of %u differs",
                              kv_type, group, head_dim, n_pos, i, nr);
@@ -111,6 +112,27 @@ static void check(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, uint32_
     kv_seq_destroy(&seq);
     kv_seq_destroy(&decoy);
     kv_cache_free(kv);
+}
+
+static void check(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, uint32_t head_dim,
+                  uint32_t n_pos) {
+    check_mods(kv_type, n_kv_heads, group, head_dim, n_pos, (attn_mods){0});
+}
+
+/* Gemma's changes: a sliding window that starts inside a block, on a block
+ * edge, or covers everything, and soft-capped scores, alone and in runs. */
+Test(attention, sliding_window_and_softcap_match_reference) {
+    const uint32_t types[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q8_0};
+    const uint32_t windows[] = {1, 7, 16, 40};
+    const uint32_t n_pos[] = {1, 17, 33, 70};
+    for (size_t t = 0; t < 3; t++)
+        for (size_t w = 0; w < 4; w++)
+            for (size_t n = 0; n < 4; n++) {
+                check_mods(types[t], 2, 2, 32, n_pos[n], (attn_mods){.window = windows[w]});
+                check_mods(types[t], 2, 2, 32, n_pos[n],
+                           (attn_mods){.window = windows[w], .softcap = 0.5f});
+            }
+    check_mods(GGML_TYPE_F32, 2, 4, 40, 50, (attn_mods){.softcap = 0.3f});
 }
 
 Test(attention, matches_reference_for_f16_and_f32_kv_gqa_groups_and_awkward_sizes) {

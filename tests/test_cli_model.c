@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "support/test_support.h"
 
@@ -60,4 +61,28 @@ Test(cli_model, unknown_flag_is_rejected) {
     free(out);
     cr_expect_eq(run_tps("frobnicate", true, &out), 2);
     free(out);
+}
+
+/* `model make --arch` then `model info`: the architecture's specifics are
+ * printed (what tps will compute for it). */
+Test(cli_model, make_arch_then_info_prints_the_architecture_specifics) {
+    char path[] = "/tmp/tps-cli-arch-XXXXXX";
+    close(mkstemp(path));
+    char args[512], *out;
+    snprintf(args, sizeof args, "model make --arch gemma2 --preset tiny --type f32 -o %s", path);
+    cr_assert_eq(run_tps(args, true, &out), 0, "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "model info %s", path);
+    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    cr_expect(strstr(out, "architecture           gemma2") != NULL, "%s", out);
+    cr_expect(strstr(out, "sliding window         8 positions, 3 of 5 layers") != NULL, "%s", out);
+    cr_expect(strstr(out, "soft-capping           attention 1, final 2") != NULL, "%s", out);
+    cr_expect(strstr(out, "tied embeddings        yes") != NULL, "%s", out);
+    cr_expect(strstr(out, "rope order             neox") != NULL, "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "model make --arch mamba --preset tiny --type f32 -o %s", path);
+    cr_expect_eq(run_tps(args, true, &out), 2);
+    cr_expect(strstr(out, "unknown architecture 'mamba'") != NULL, "%s", out);
+    free(out);
+    unlink(path);
 }

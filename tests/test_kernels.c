@@ -947,3 +947,35 @@ Test(kernels, get_row_returns_the_dequantized_row_of_every_type) {
     cr_assert_eq(kernel_get_row(out, src, GGML_TYPE_Q4_1, 0, 32), TPS_EUNSUP);
     cr_assert_eq(kernel_get_row(out, src, GGML_TYPE_Q8_0, 0, 31), TPS_EINVAL);
 }
+
+/* GeGLU against ggml's definition written out: gelu_tanh in float on the
+ * F16-rounded input, the result rounded to F16, times up; 0 at or below -10
+ * and g * up at or above 10 (ggml_vec_geglu_f32 with GGML_GELU_FP16). */
+Test(ops, geglu_matches_ggml_f16_gelu) {
+    float *table = malloc(65536 * sizeof *table);
+    kernel_gelu_table(table);
+    enum { N = 4099 };
+    float *g = malloc(N * sizeof *g), *u = malloc(N * sizeof *u), *o = malloc(N * sizeof *o);
+    for (int i = 0; i < N; i++) {
+        g[i] = -12.0f + 24.0f * (float)i / (N - 1);
+        u[i] = 0.5f + 0.001f * (float)(i % 97);
+    }
+    g[0] = -10.0f, g[1] = 10.0f, g[2] = 0.0f, g[3] = -0.0f, g[4] = 9.9990234f;
+    kernel_geglu(o, g, u, N, table);
+    for (int i = 0; i < N; i++) {
+        float want;
+        if (g[i] <= -10.0f)
+            want = 0.0f;
+        else if (g[i] >= 10.0f)
+            want = g[i] * u[i];
+        else {
+            const float x = fp16_to_fp32(fp32_to_fp16(g[i]));
+            const float gl = 0.5f * x *
+                             (1.0f + tanhf(0.79788456080286535587989211986876f * x *
+                                           (1.0f + 0.044715f * x * x)));
+            want = fp16_to_fp32(fp32_to_fp16(gl)) * u[i];
+        }
+        cr_assert_eq(o[i], want, "g %.9g: got %.9g want %.9g", g[i], o[i], want);
+    }
+    free(g), free(u), free(o), free(table);
+}

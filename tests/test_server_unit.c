@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "model/gguf.h"
 #include "server/chat_template.h"
 #include "server/openai.h"
 #include "server/prom.h"
@@ -267,6 +268,9 @@ Test(chat_template, renders_each_template_like_llama_cpp) {
     expect_render(CHAT_TMPL_PHI3,
                   "<|system|>\nS<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nYo<|end|>\n"
                   "<|user|>\nQ<|end|>\n<|assistant|>\n");
+    /* llama.cpp tests/test-chat-template.cpp's mistral-v7 case has the same shape */
+    expect_render(CHAT_TMPL_MISTRAL_V7,
+                  "[SYSTEM_PROMPT] S[/SYSTEM_PROMPT][INST] Hi[/INST] Yo</s>[INST] Q[/INST]");
     expect_render(CHAT_TMPL_GEMMA,
                   "<start_of_turn>user\nS\n\nHi<end_of_turn>\n<start_of_turn>model\n"
                   "Yo<end_of_turn>\n<start_of_turn>user\nQ<end_of_turn>\n"
@@ -301,6 +305,34 @@ Test(chat_template, recognises_templates_by_their_markers) {
     cr_assert_eq(chat_tmpl_from_name("phi3"), CHAT_TMPL_PHI3);
     cr_assert_eq(chat_tmpl_from_name("nope"), CHAT_TMPL_UNKNOWN);
     cr_assert_str_eq(chat_tmpl_eot(CHAT_TMPL_LLAMA3), "<|eot_id|>");
+}
+
+/* The real templates the Llama 3 and Qwen3 vocabularies carry (../shared:
+ * tokenizer.chat_template, as the models ship it), and Mistral 3's
+ * [SYSTEM_PROMPT] form. */
+Test(chat_template, real_llama3_qwen3_and_mistral3_templates_are_recognised) {
+    const struct {
+        const char *vocab;
+        chat_tmpl want;
+    } real[] = {{"models/vocab/ggml-vocab-llama3.gguf", CHAT_TMPL_LLAMA3},
+                {"models/vocab/ggml-vocab-qwen3.gguf", CHAT_TMPL_CHATML}};
+    for (size_t i = 0; i < 2; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", TPS_SHARED_DIR, real[i].vocab);
+        gguf_file *f;
+        tps_err err = {{0}};
+        if (gguf_open(&f, path, &err) != 0) cr_skip_test("%s: %s", path, err.msg);
+        gguf_str t;
+        cr_assert_eq(gguf_get_str(f, "tokenizer.chat_template", &t), 0, "%s has a template", path);
+        cr_expect_eq(chat_tmpl_detect(t.ptr, t.len), real[i].want, "%s: detected %s", path,
+                     chat_tmpl_name(chat_tmpl_detect(t.ptr, t.len)));
+        gguf_close(f);
+    }
+    const char *mistral3 = "{%- if messages[0]['role'] == 'system' %}{{- '[SYSTEM_PROMPT]' + "
+                           "messages[0]['content'] + '[/SYSTEM_PROMPT]' }}{%- endif %}"
+                           "{{- '[INST]' + message['content'] + '[/INST]' }}";
+    cr_expect_eq(chat_tmpl_detect(mistral3, strlen(mistral3)), CHAT_TMPL_MISTRAL_V7);
+    cr_expect_eq(chat_tmpl_from_name("mistral-v7"), CHAT_TMPL_MISTRAL_V7);
 }
 
 Test(chat_template, llama2_rejects_an_unplaceable_role) {

@@ -18,6 +18,9 @@
 #define SPM_VOCAB  "models/vocab/ggml-vocab-llama-spm.gguf"
 #define GPT2_VOCAB "models/vocab/ggml-vocab-gpt-2.gguf"
 #define STORIES    "models/stories260K.gguf"
+/* real vocabularies (128k and 152k tokens) of Llama 3 and Qwen3 */
+#define LLAMA3_VOCAB "models/vocab/ggml-vocab-llama3.gguf"
+#define QWEN3_VOCAB  "models/vocab/ggml-vocab-qwen3.gguf"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -207,6 +210,43 @@ Test(tokenizer, spm_matches_llama_cpp_vocab_test_file) {
 
 Test(tokenizer, gpt2_matches_llama_cpp_vocab_test_file) {
     check_vocab_test_file(GPT2_VOCAB);
+}
+
+Test(tokenizer, llama3_matches_llama_cpp_vocab_test_file) {
+    check_vocab_test_file(LLAMA3_VOCAB);
+}
+
+Test(tokenizer, qwen3_matches_llama_cpp_vocab_test_file) {
+    check_vocab_test_file(QWEN3_VOCAB);
+}
+
+/* Special tokens of the real vocabularies, as llama-tokenize gives them
+ * (../shared/reference/README.md): Llama 3 adds BOS 128000 and "Hello world"
+ * is [128000, 9906, 1917]; Qwen3 adds none ([9707, 1879]); with
+ * parse_special the chat markers are single ids. */
+Test(tokenizer, llama3_and_qwen3_special_tokens_match_llama_cpp) {
+    tokenizer *t = load(LLAMA3_VOCAB);
+    size_t n;
+    int32_t *ids = encode(t, "Hello world", 11, TOK_ENCODE_ADD_SPECIAL, &n);
+    int32_t want[] = {128000, 9906, 1917};
+    cr_expect(same_ids("llama3", "Hello world", ids, n, want, 3));
+    free(ids);
+    ids = encode(t, "<|eot_id|>", 10, TOK_ENCODE_PARSE_SPECIAL, &n);
+    cr_expect(n == 1 && ids[0] == 128009, "<|eot_id|> is one id, 128009");
+    cr_expect(tokenizer_is_eog(t, 128009));
+    free(ids);
+    tokenizer_free(t);
+
+    t = load(QWEN3_VOCAB);
+    ids = encode(t, "Hello world", 11, TOK_ENCODE_ADD_SPECIAL, &n);
+    int32_t want_q[] = {9707, 1879};
+    cr_expect(same_ids("qwen3", "Hello world", ids, n, want_q, 2));
+    free(ids);
+    ids = encode(t, "<|im_end|>", 10, TOK_ENCODE_PARSE_SPECIAL, &n);
+    cr_expect(n == 1 && ids[0] == 151645, "<|im_end|> is one id, 151645");
+    cr_expect(tokenizer_is_eog(t, 151645));
+    free(ids);
+    tokenizer_free(t);
 }
 
 /* ---- stories260K ------------------------------------------------------- */

@@ -85,6 +85,23 @@ static json_t *model_info_json(const gguf_file *f, const char *path, tps_err *cf
     llama_config cfg;
     *cfg_ok = llama_config_read(&cfg, f, cfg_err) == 0;
     if (*cfg_ok) {
+        json_object_set_new(o, "architecture_specifics", json_string(cfg.arch_info->specifics));
+        json_object_set_new(o, "rope_order",
+                            json_string(cfg.arch_info->rope_neox ? "neox" : "adjacent pairs"));
+        const gguf_tensor *rf = gguf_find_tensor(f, "rope_freqs.weight");
+        json_object_set_new(o, "rope_freqs", json_boolean(rf != NULL));
+        json_object_set_new(o, "tied_embeddings",
+                            json_boolean(!gguf_find_tensor(f, "output.weight")));
+        json_object_set_new(o, "qkv_bias", json_boolean(gguf_find_tensor(f, "blk.0.attn_q.bias")));
+        json_object_set_new(o, "qk_norm", json_boolean(cfg.arch_info->qk_norm));
+        uint32_t n_local = 0;
+        for (uint32_t l = 0; l < cfg.n_layers; l++)
+            n_local += (uint32_t)llama_config_is_swa(&cfg, l);
+        json_object_set_new(o, "sliding_window", json_integer(cfg.n_swa));
+        json_object_set_new(o, "rope_freq_base_swa", json_real(cfg.rope_base_swa));
+        json_object_set_new(o, "sliding_window_layers", json_integer(n_local));
+        json_object_set_new(o, "attn_softcap", json_real(cfg.attn_softcap));
+        json_object_set_new(o, "final_softcap", json_real(cfg.final_softcap));
         json_object_set_new(o, "context_length", json_integer(cfg.ctx_len));
         json_object_set_new(o, "embedding_length", json_integer(cfg.dim));
         json_object_set_new(o, "feed_forward_length", json_integer(cfg.ffn_dim));
@@ -149,6 +166,25 @@ static void print_human(json_t *o) {
     print_field("kv heads", json_object_get(o, "kv_heads"));
     print_field("head dim", json_object_get(o, "head_dim"));
     print_field("rope freq base", json_object_get(o, "rope_freq_base"));
+    print_field("rope order", json_object_get(o, "rope_order"));
+    print_field("rope freq factors", json_object_get(o, "rope_freqs"));
+    print_field("tied embeddings", json_object_get(o, "tied_embeddings"));
+    print_field("q/k/v biases", json_object_get(o, "qkv_bias"));
+    print_field("q/k norm", json_object_get(o, "qk_norm"));
+    json_t *swa = json_object_get(o, "sliding_window");
+    if (swa && json_integer_value(swa))
+        printf("  %-22s %lld positions, %lld of %lld layers (RoPE base %g there)\n",
+               "sliding window", (long long)json_integer_value(swa),
+               (long long)json_integer_value(json_object_get(o, "sliding_window_layers")),
+               (long long)json_integer_value(json_object_get(o, "layers")),
+               json_real_value(json_object_get(o, "rope_freq_base_swa")));
+    else if (swa)
+        printf("  %-22s none\n", "sliding window");
+    json_t *ac = json_object_get(o, "attn_softcap"), *fc = json_object_get(o, "final_softcap");
+    if (ac && (json_real_value(ac) > 0 || json_real_value(fc) > 0))
+        printf("  %-22s attention %g, final %g\n", "soft-capping", json_real_value(ac),
+               json_real_value(fc));
+    print_field("arch specifics", json_object_get(o, "architecture_specifics"));
     print_field("rms norm eps", json_object_get(o, "rms_norm_eps"));
     print_field("tokenizer model", json_object_get(o, "tokenizer_model"));
     print_field("tokenizer pre", json_object_get(o, "tokenizer_pre"));

@@ -13,10 +13,12 @@
 
 typedef struct make_cli {
     model_make_opts o;
-    const char *preset, *type;
+    const char *preset, *type, *arch;
 } make_cli;
 
 static const opt_row make_rows[] = {
+    {"--arch", .kind = OPT_STR, .off = offsetof(make_cli, arch), .metavar = "A",
+     .help = "architecture (below; default llama)"},
     {"--preset", .kind = OPT_STR, .off = offsetof(make_cli, preset), .metavar = "P",
      .help = "shape (below)"},
     {"--type", .kind = OPT_STR, .off = offsetof(make_cli, type), .metavar = "T",
@@ -35,6 +37,9 @@ static const opt_row make_rows[] = {
 };
 
 static void presets(FILE *out) {
+    fprintf(out, "\narchitectures:\n");
+    for (const model_arch_spec *a = model_arch_specs; a->name; a++)
+        fprintf(out, "  %-8s %s\n", a->name, a->about);
     fprintf(out, "\npresets:\n");
     for (const model_preset *p = model_presets; p->name; p++)
         fprintf(out,
@@ -46,13 +51,14 @@ static void presets(FILE *out) {
 
 static const opt_cmd make_cmd = {
     .prog = "tps model make",
-    .usage = "usage: tps model make --preset P --type T [--vocab FILE.gguf] [--seed S] -o "
-             "OUT.gguf\n"
-             "\n"
-             "Writes a Llama-architecture GGUF of a real model's shape with seeded random\n"
-             "weights: the same compute cost per token as a trained model of that shape\n"
-             "(what a throughput benchmark measures); its text is noise. llama.cpp loads it.\n"
-             "\n",
+    .usage =
+        "usage: tps model make [--arch A] --preset P --type T [--vocab FILE.gguf] [--seed S] "
+        "-o OUT.gguf\n"
+        "\n"
+        "Writes a GGUF of a real model's shape and a supported architecture with seeded random\n"
+        "weights: the same compute cost per token as a trained model of that shape\n"
+        "(what a throughput benchmark measures); its text is noise. llama.cpp loads it.\n"
+        "\n",
     .rows = make_rows,
     .epilogue = presets,
 };
@@ -65,6 +71,11 @@ int cli_model_make(int argc, char **argv) {
     const char *preset = m.preset, *type = m.type;
     if (!preset || !type || !o.out_path) {
         fprintf(stderr, "tps model make: --preset, --type and -o are required (see --help)\n");
+        return 2;
+    }
+    o.arch = model_arch_find(m.arch ? m.arch : "llama");
+    if (!o.arch) {
+        fprintf(stderr, "tps model make: unknown architecture '%s' (see --help)\n", m.arch);
         return 2;
     }
     o.preset = model_preset_find(preset);
@@ -88,8 +99,8 @@ int cli_model_make(int argc, char **argv) {
         fprintf(stderr, "tps model make: %s\n", err.msg);
         return 1;
     }
-    fprintf(stderr, "model make: wrote %s (%s, %s, seed %llu)\n", o.out_path, o.preset->name,
-            o.type == MODEL_MAKE_Q4_K_M ? "q4_k_m" : ggml_type_get(o.type)->name,
+    fprintf(stderr, "model make: wrote %s (%s, %s, %s, seed %llu)\n", o.out_path, o.arch->name,
+            o.preset->name, o.type == MODEL_MAKE_Q4_K_M ? "q4_k_m" : ggml_type_get(o.type)->name,
             (unsigned long long)o.seed);
     return 0;
 }

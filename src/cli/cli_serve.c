@@ -46,7 +46,7 @@ static const opt_row serve_rows[] = {
              "localhost get 403 (DNS rebinding); NAME is accepted too;\n"
              "repeatable"},
     {"--chat-template", .kind = OPT_STR, .off = S(chat_template), .metavar = "NAME",
-     .help = "chatml, llama2, llama3, mistral, zephyr, gemma, phi3\n"
+     .help = "chatml, llama2, llama3, mistral, mistral-v7, zephyr, gemma, phi3\n"
              "(default: recognised from the model, else chatml)"},
     OPT_HEAD("engine:"),
     U32_ROW("--max-seqs", engine.max_seqs, "sequences running at once (default 64)"),

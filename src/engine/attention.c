@@ -205,48 +205,70 @@ ALWAYS_INLINE void prefetch_next(const kv_cache *kv, const kv_seq *seq, uint32_t
         prefetch_run(head_rows(kv->v, kv, seq, layer, i - n_blk, kvh), bytes);
 }
 
+/* First position a row attending to n_pos positions reads. */
+ALWAYS_INLINE uint32_t window_lo(uint32_t n_pos, attn_mods m) {
+    return m.window && n_pos > m.window ? n_pos - m.window : 0;
+}
+
+/* Soft-capping of n scores, the way ggml does it: scale by 1/cap, tanh, scale by cap. */
+static void softcap_run(float *s, size_t n, float cap) {
+    const float inv = 1.0f / cap;
+    for (size_t i = 0; i < n; i++)
+        s[i] = tanhf(s[i] * inv) * cap;
+}
+
+/* Blocks before the window's first (lo) are skipped; in the first block read,
+ * positions before lo are. Without a window lo is 0 and this is the plain
+ * pass. */
 ALWAYS_INLINE void group_impl(float *restrict out, const float *restrict q, const kv_cache *kv,
                               const kv_seq *seq, uint32_t layer, uint32_t kvh, uint32_t group,
-                              uint32_t hd, uint32_t n_pos, float scale, float *restrict scores,
-                              const int kt) {
+                              uint32_t hd, uint32_t n_pos, float scale, attn_mods mods,
+                              float *restrict scores, const int kt) {
     const uint32_t B = kv->block_tokens;
     const size_t row_bytes = kv->head_bytes;
-    const uint32_t n_blk = (n_pos + B - 1) / B;
+    const uint32_t n_blk = (n_pos + B - 1) / B, lo = window_lo(n_pos, mods), b_lo = lo / B;
     for (uint32_t i = 0; i < ATTN_PREFETCH; i++)
-        prefetch_next(kv, seq, layer, kvh, i, n_blk, B * row_bytes);
-    for (uint32_t b = 0; b < n_blk; b++) {
-        const uint32_t p0 = b * B, n = n_pos - p0 < B ? n_pos - p0 : B;
-        const uint8_t *K = head_rows(kv->k, kv, seq, layer, b, kvh);
+        prefetch_next(kv, seq, layer, kvh, b_lo + i, n_blk, B * row_bytes);
+    for (uint32_t b = b_lo; b < n_blk; b++) {
+        const uint32_t p0 = b * B > lo ? b * B : lo, pe = (b + 1) * B < n_pos ? (b + 1) * B : n_pos;
+        const uint8_t *K =
+            head_rows(kv->k, kv, seq, layer, b, kvh) + (size_t)(p0 - b * B) * row_bytes;
         prefetch_next(kv, seq, layer, kvh, b + ATTN_PREFETCH, n_blk, B * row_bytes);
         for (uint32_t g = 0; g < group; g++)
-            scores_run(scores + (size_t)g * n_pos + p0, q + (size_t)g * hd, K, row_bytes, n, hd,
-                       scale, kt);
+            scores_run(scores + (size_t)g * n_pos + p0, q + (size_t)g * hd, K, row_bytes, pe - p0,
+                       hd, scale, kt);
     }
-    for (uint32_t g = 0; g < group; g++)
-        kernel_softmax(scores + (size_t)g * n_pos, n_pos);
+    for (uint32_t g = 0; g < group; g++) {
+        if (mods.softcap > 0)
+            softcap_run(scores + (size_t)g * n_pos + lo, n_pos - lo, mods.softcap);
+        kernel_softmax(scores + (size_t)g * n_pos + lo, n_pos - lo);
+    }
     memset(out, 0, sizeof(float) * hd * group);
-    for (uint32_t b = 0; b < n_blk; b++) {
-        const uint32_t p0 = b * B, n = n_pos - p0 < B ? n_pos - p0 : B;
-        const uint8_t *V = head_rows(kv->v, kv, seq, layer, b, kvh);
+    for (uint32_t b = b_lo; b < n_blk; b++) {
+        const uint32_t p0 = b * B > lo ? b * B : lo, pe = (b + 1) * B < n_pos ? (b + 1) * B : n_pos;
+        const uint8_t *V =
+            head_rows(kv->v, kv, seq, layer, b, kvh) + (size_t)(p0 - b * B) * row_bytes;
         prefetch_next(kv, seq, layer, kvh, n_blk + b + ATTN_PREFETCH, n_blk, B * row_bytes);
         for (uint32_t g = 0; g < group; g++)
-            values_run(out + (size_t)g * hd, scores + (size_t)g * n_pos + p0, V, row_bytes, n, hd,
-                       kt);
+            values_run(out + (size_t)g * hd, scores + (size_t)g * n_pos + p0, V, row_bytes, pe - p0,
+                       hd, kt);
     }
 }
 
 void attn_group(float *restrict out, const float *restrict q, const kv_cache *kv, const kv_seq *seq,
                 uint32_t layer, uint32_t kvh, uint32_t group, uint32_t head_dim, uint32_t n_pos,
-                float scale, float *restrict scores) {
+                float scale, attn_mods mods, float *restrict scores) {
     switch (kv_kind(kv)) {
     case KV_F16:
-        group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, scores, KV_F16);
+        group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, mods, scores,
+                   KV_F16);
         break;
     case KV_Q8:
-        group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, scores, KV_Q8);
+        group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, mods, scores, KV_Q8);
         break;
     default:
-        group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, scores, KV_F32);
+        group_impl(out, q, kv, seq, layer, kvh, group, head_dim, n_pos, scale, mods, scores,
+                   KV_F32);
     }
 }
 
@@ -269,39 +291,48 @@ static void widen_rows(float *restrict dst, const uint8_t *src, size_t row_bytes
 ALWAYS_INLINE void rows_impl(float *restrict out, const float *restrict q, size_t ld,
                              const kv_cache *kv, const kv_seq *seq, uint32_t layer, uint32_t kvh,
                              uint32_t group, uint32_t hd, uint32_t n_pos0, uint32_t n_rows,
-                             float scale, float *restrict scratch, const int kt) {
+                             float scale, attn_mods mods, float *restrict scratch, const int kt) {
     const uint32_t B = kv->block_tokens, n_last = n_pos0 + n_rows - 1;
+    const uint32_t lo0 = window_lo(n_pos0, mods); /* the first row's window starts first */
     const size_t row_bytes = kv->head_bytes, fl_bytes = (size_t)hd * 4;
     float *S = scratch; /* (n_rows, group, n_last) scores */
     float *W = scratch + ((size_t)ATTN_ROWS * group * n_last + 15) / 16 * 16;
     const uint32_t n_blk = (n_last + B - 1) / B;
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
-            for (uint32_t i = 0; i < n_rows; i++)
-                for (uint32_t g = 0; g < group; g++)
-                    kernel_softmax(S + ((size_t)i * group + g) * n_last, n_pos0 + i);
+            for (uint32_t i = 0; i < n_rows; i++) {
+                const uint32_t lo = window_lo(n_pos0 + i, mods), n = n_pos0 + i - lo;
+                for (uint32_t g = 0; g < group; g++) {
+                    float *si = S + ((size_t)i * group + g) * n_last + lo;
+                    if (mods.softcap > 0) softcap_run(si, n, mods.softcap);
+                    kernel_softmax(si, n);
+                }
+            }
             for (uint32_t i = 0; i < n_rows; i++)
                 memset(out + i * ld, 0, sizeof(float) * hd * group);
         }
         const uint8_t *base = pass == 0 ? kv->k : kv->v;
-        for (uint32_t b = 0; b < n_blk; b++) {
+        for (uint32_t b = lo0 / B; b < n_blk; b++) {
             const uint32_t pb = b * B, nb = n_last - pb < B ? n_last - pb : B;
             const uint8_t *KV = head_rows(base, kv, seq, layer, b, kvh);
             for (uint32_t c = 0; c < nb; c += ATTN_CHUNK) {
                 const uint32_t p0 = pb + c, nc = nb - c < ATTN_CHUNK ? nb - c : ATTN_CHUNK;
+                if (p0 + nc <= lo0) continue;
                 widen_rows(W, KV + (size_t)c * row_bytes, row_bytes, nc, hd, kt);
                 for (uint32_t i = 0; i < n_rows; i++) {
-                    const uint32_t n_pos = n_pos0 + i;
-                    if (p0 >= n_pos) continue;
-                    const uint32_t n = n_pos - p0 < nc ? n_pos - p0 : nc;
+                    const uint32_t n_pos = n_pos0 + i, lo = window_lo(n_pos, mods);
+                    if (p0 >= n_pos || p0 + nc <= lo) continue;
+                    /* the row's positions in this chunk: [a, e) */
+                    const uint32_t a = p0 > lo ? p0 : lo, e = n_pos < p0 + nc ? n_pos : p0 + nc;
+                    const uint8_t *Wa = (const uint8_t *)(W + (size_t)(a - p0) * hd);
                     for (uint32_t g = 0; g < group; g++) {
-                        float *s = S + ((size_t)i * group + g) * n_last + p0;
+                        float *s = S + ((size_t)i * group + g) * n_last + a;
                         if (pass == 0)
-                            scores_run(s, q + i * ld + (size_t)g * hd, (const uint8_t *)W, fl_bytes,
-                                       n, hd, scale, KV_F32);
+                            scores_run(s, q + i * ld + (size_t)g * hd, Wa, fl_bytes, e - a, hd,
+                                       scale, KV_F32);
                         else
-                            values_run(out + i * ld + (size_t)g * hd, s, (const uint8_t *)W,
-                                       fl_bytes, n, hd, KV_F32);
+                            values_run(out + i * ld + (size_t)g * hd, s, Wa, fl_bytes, e - a, hd,
+                                       KV_F32);
                     }
                 }
             }
@@ -312,13 +343,14 @@ ALWAYS_INLINE void rows_impl(float *restrict out, const float *restrict q, size_
 void attn_group_rows(float *restrict out, const float *restrict q, size_t ld, const kv_cache *kv,
                      const kv_seq *seq, uint32_t layer, uint32_t kvh, uint32_t group,
                      uint32_t head_dim, uint32_t n_pos0, uint32_t n_rows, float scale,
-                     float *restrict scratch) {
+                     attn_mods mods, float *restrict scratch) {
     if (n_rows == 1) { /* nothing to share: widen in registers */
-        attn_group(out, q, kv, seq, layer, kvh, group, head_dim, n_pos0, scale, scratch);
+        attn_group(out, q, kv, seq, layer, kvh, group, head_dim, n_pos0, scale, mods, scratch);
         return;
     }
 #define ROWS_IMPL(KT)                                                                              \
-    rows_impl(out, q, ld, kv, seq, layer, kvh, group, head_dim, n_pos0, n_rows, scale, scratch, KT)
+    rows_impl(out, q, ld, kv, seq, layer, kvh, group, head_dim, n_pos0, n_rows, scale, mods,       \
+              scratch, KT)
     switch (kv_kind(kv)) {
     case KV_F16:
         ROWS_IMPL(KV_F16);
@@ -342,26 +374,31 @@ static double ref_at(const kv_cache *kv, const uint8_t *base, const kv_seq *seq,
 
 void attn_group_ref(float *restrict out, const float *restrict q, const kv_cache *kv,
                     const kv_seq *seq, uint32_t layer, uint32_t kvh, uint32_t group,
-                    uint32_t head_dim, uint32_t n_pos, float scale) {
+                    uint32_t head_dim, uint32_t n_pos, float scale, attn_mods mods) {
+    const uint32_t lo = mods.window && n_pos > mods.window ? n_pos - mods.window : 0;
+    const double cap = mods.softcap;
     for (uint32_t g = 0; g < group; g++) {
         const float *qg = q + (size_t)g * head_dim;
         double max = -INFINITY, sum = 0;
-        for (uint32_t p = 0; p < n_pos; p++) {
+        for (uint32_t p = lo; p < n_pos; p++) {
             double d = 0;
             for (uint32_t i = 0; i < head_dim; i++)
                 d += (double)qg[i] * ref_at(kv, kv->k, seq, layer, p, (size_t)kvh * head_dim + i);
             d *= scale;
+            if (cap > 0) d = tanh(d / cap) * cap;
             if (d > max) max = d;
         }
         for (uint32_t i = 0; i < head_dim; i++) {
             double acc = 0;
             sum = 0;
-            for (uint32_t p = 0; p < n_pos; p++) {
+            for (uint32_t p = lo; p < n_pos; p++) {
                 double d = 0;
                 for (uint32_t k = 0; k < head_dim; k++)
                     d += (double)qg[k] *
                          ref_at(kv, kv->k, seq, layer, p, (size_t)kvh * head_dim + k);
-                const double w = exp(d * scale - max);
+                d *= scale;
+                if (cap > 0) d = tanh(d / cap) * cap;
+                const double w = exp(d - max);
                 sum += w;
                 acc += w * ref_at(kv, kv->v, seq, layer, p, (size_t)kvh * head_dim + i);
             }

@@ -15,6 +15,16 @@
 
 #include "engine/kv_cache.h"
 
+/* What some architectures change in attention (zero: nothing). window: the
+ * row attending to n_pos positions reads only the last `window` of them,
+ * [n_pos - window, n_pos) (sliding-window layers of Gemma 2/3; llama.cpp's
+ * LLAMA_SWA_TYPE_STANDARD). softcap: each score s becomes
+ * tanh(s / softcap) * softcap before the softmax (Gemma 2). */
+typedef struct attn_mods {
+    uint32_t window;
+    float softcap;
+} attn_mods;
+
 /* out (group, head_dim) = softmax(q_g . K[0:n_pos]^T * scale) @ V[0:n_pos]
  * for g in [0, group): the query heads kvh*group .. kvh*group+group-1, whose
  * vectors lie contiguous in q (group, head_dim) and whose outputs go to out
@@ -22,7 +32,7 @@
  * [0, n_pos), n_pos >= 1. scores: group * n_pos floats of caller scratch. */
 void attn_group(float *restrict out, const float *restrict q, const kv_cache *kv, const kv_seq *seq,
                 uint32_t layer, uint32_t kvh, uint32_t group, uint32_t head_dim, uint32_t n_pos,
-                float scale, float *restrict scores);
+                float scale, attn_mods mods, float *restrict scores);
 
 /* Rows at consecutive positions of one sequence share each K/V chunk: the
  * chunk is widened from F16 to float once into scratch and every row reads
@@ -44,12 +54,12 @@ static inline size_t attn_rows_scratch(uint32_t group, uint32_t head_dim, uint32
 void attn_group_rows(float *restrict out, const float *restrict q, size_t ld, const kv_cache *kv,
                      const kv_seq *seq, uint32_t layer, uint32_t kvh, uint32_t group,
                      uint32_t head_dim, uint32_t n_pos0, uint32_t n_rows, float scale,
-                     float *restrict scratch);
+                     attn_mods mods, float *restrict scratch);
 
 /* The same maths written plainly (per position, per element, in double
  * where it can be): the reference attn_group is tested against. */
 void attn_group_ref(float *restrict out, const float *restrict q, const kv_cache *kv,
                     const kv_seq *seq, uint32_t layer, uint32_t kvh, uint32_t group,
-                    uint32_t head_dim, uint32_t n_pos, float scale);
+                    uint32_t head_dim, uint32_t n_pos, float scale, attn_mods mods);
 
 #endif

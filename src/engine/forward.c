@@ -1,7 +1,13 @@
-/* Llama forward pass over a batch of token rows from any number of
- * sequences, each with its own paged KV block table.
+/* Llama-family forward pass over a batch of token rows from any number of
+ * sequences, each with its own paged KV block table. One pass for every
+ * architecture of model/llama_arch.h: the steps one of them adds (Q/K/V
+ * biases, per-head Q/K norm, NeoX-order RoPE, RoPE frequency factors and
+ * scaling, Gemma's scaled embeddings, GeGLU, post-norms, sliding windows and
+ * soft-capping) are switched on at load by the model's config, tensors and
+ * arch entry, never a copy of the pass.
  *
- * Per layer: RMSNorm -> Q/K/V projections for all rows at once -> RoPE ->
+ * Per layer: RMSNorm -> Q/K/V projections for all rows at once [-> + biases]
+ * [-> per-head Q/K RMSNorm] -> RoPE ->
  * K/V written into the cache -> attention per (row, head) over that row's
  * own sequence -> output projection + residual -> RMSNorm -> SwiGLU FFN for
  * all rows at once + residual. Matrix products go through kernels/matmul
@@ -36,6 +42,12 @@ struct fwd_state {
     float *hb2;    /* FFN up (ffn_dim) */
     float *logits; /* (max_rows, n_vocab) */
     float *rope;   /* (rope_dim) cos/sin pairs for one row */
+    float *gelu;   /* (65536) GELU by F16 input (kernel_gelu_table), Gemma only; else NULL */
+    const float *rope_factors; /* (rope_dim/2) frequency divisors or NULL: rope_freqs, else
+                                  LongRoPE's short or long set for max_ctx */
+    /* RoPE in the model's pair order (chosen at create from the arch) */
+    void (*rope_apply)(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
+                       uint32_t rope_dim);
     /* per-thread attention scratch: attn_rows_scratch(group, head_dim, max_ctx) */
     float *scores;
     size_t scores_stride;
@@ -44,6 +56,11 @@ struct fwd_state {
      * consecutive positions of one sequence, at most ATTN_ROWS (max_rows + 1 entries) */
     uint32_t *run_first;
 };
+
+static void rope_apply_norm(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
+                            uint32_t rope_dim);
+static void rope_apply_neox(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
+                            uint32_t rope_dim);
 
 int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uint32_t max_ctx,
                      int n_threads, tps_err *err) {
@@ -88,8 +105,23 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
     TAKE(rope, c->rope_dim);
     TAKE(scores, s->scores_stride * (size_t)n_threads);
 #undef TAKE
-    int rc = kernel_ctx_create(&s->kc, n_threads, max_rows,
-                               c->ffn_dim > c->dim ? c->ffn_dim : c->dim, err);
+    size_t max_in = c->ffn_dim > c->dim ? c->ffn_dim : c->dim;
+    if (q_dim > max_in) max_in = q_dim;
+    s->rope_apply = c->arch_info->rope_neox ? rope_apply_neox : rope_apply_norm;
+    /* LongRoPE: llama.cpp picks the long factors when the context exceeds the
+     * original one; ours is max_ctx */
+    s->rope_factors = m->w.rope_freqs              ? m->w.rope_freqs
+                      : max_ctx > c->rope_orig_ctx ? m->w.rope_long
+                                                   : m->w.rope_short;
+    if (c->arch_info->gemma) {
+        s->gelu = malloc(65536 * sizeof *s->gelu);
+        if (!s->gelu) {
+            fwd_state_free(s);
+            return tps_fail(err, TPS_ENOMEM, "forward: out of memory for the GELU table");
+        }
+        kernel_gelu_table(s->gelu);
+    }
+    int rc = kernel_ctx_create(&s->kc, n_threads, max_rows, max_in, err);
     if (rc) {
         fwd_state_free(s);
         return rc;
@@ -101,6 +133,7 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
 void fwd_state_free(fwd_state *s) {
     if (!s) return;
     kernel_ctx_free(s->kc);
+    free(s->gelu);
     free(s->run_first);
     free(s->buf);
     free(s);
@@ -110,21 +143,27 @@ kernel_ctx *fwd_state_kernels(fwd_state *s) {
     return s->kc;
 }
 
-/* GGUF llama RoPE: adjacent pairs (x[2i], x[2i+1]) rotate by
- * pos * base^(-2i/rope_dim); the angle is stepped by repeated multiplication
- * in float, as ggml does, so rounding tracks llama.cpp. */
-static void rope_table(float *cs, uint32_t pos, uint32_t rope_dim, float base) {
+/* RoPE angles: pair i rotates by freq_scale * pos * base^(-2i/rope_dim) /
+ * factors[i] (factors: Llama 3.1's rope_freqs, NULL for none; freq_scale:
+ * 1 / linear rope.scaling.factor); cos and sin are multiplied by mscale
+ * (rope.scaling.attn_factor, 1 unless LongRoPE); the angle is stepped by
+ * repeated multiplication in float, as ggml does, so rounding tracks
+ * llama.cpp. */
+static void rope_table(float *cs, uint32_t pos, uint32_t rope_dim, float base, float freq_scale,
+                       const float *factors, float mscale) {
     float theta_scale = powf(base, -2.0f / (float)rope_dim);
     float theta = (float)pos;
     for (uint32_t i = 0; i < rope_dim; i += 2) {
-        cs[i] = cosf(theta);
-        cs[i + 1] = sinf(theta);
+        const float t = freq_scale * (factors ? theta / factors[i / 2] : theta);
+        cs[i] = cosf(t) * mscale;
+        cs[i + 1] = sinf(t) * mscale;
         theta *= theta_scale;
     }
 }
 
-static void rope_apply(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
-                       uint32_t rope_dim) {
+/* GGUF llama order: pair i is (x[2i], x[2i+1]). */
+static void rope_apply_norm(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
+                            uint32_t rope_dim) {
     for (uint32_t h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * head_dim;
         for (uint32_t i = 0; i < rope_dim; i += 2) {
@@ -133,6 +172,40 @@ static void rope_apply(float *x, const float *cs, uint32_t n_heads, uint32_t hea
             v[i + 1] = x0 * cs[i + 1] + x1 * cs[i];
         }
     }
+}
+
+/* GPT-NeoX order (qwen2, qwen3): pair i is (x[i], x[i + rope_dim/2]). */
+static void rope_apply_neox(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
+                            uint32_t rope_dim) {
+    const uint32_t half = rope_dim / 2;
+    for (uint32_t h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        for (uint32_t i = 0; i < half; i++) {
+            const float c = cs[2 * i], sn = cs[2 * i + 1];
+            float x0 = v[i], x1 = v[i + half];
+            v[i] = x0 * c - x1 * sn;
+            v[i + half] = x0 * sn + x1 * c;
+        }
+    }
+}
+
+/* The per-row steps between the Q/K/V projections and RoPE that some
+ * architectures add: biases (when the file has them), then per-head RMSNorm
+ * of Q and K (qwen3). Each is per row, so batch invariance holds. */
+static void qkv_post(float *q, float *k, float *v, const llama_layer *L, const llama_config *c) {
+    const size_t q_dim = (size_t)c->n_heads * c->head_dim;
+    const size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    if (L->bq) kernel_add(q, q, L->bq, q_dim);
+    if (L->bk) kernel_add(k, k, L->bk, kv_dim);
+    if (L->bv) kernel_add(v, v, L->bv, kv_dim);
+    if (L->q_norm)
+        for (uint32_t h = 0; h < c->n_heads; h++)
+            kernel_rmsnorm(q + (size_t)h * c->head_dim, q + (size_t)h * c->head_dim, L->q_norm,
+                           c->head_dim, c->rms_eps);
+    if (L->k_norm)
+        for (uint32_t h = 0; h < c->n_kv_heads; h++)
+            kernel_rmsnorm(k + (size_t)h * c->head_dim, k + (size_t)h * c->head_dim, L->k_norm,
+                           c->head_dim, c->rms_eps);
 }
 
 /* Attention of one step and layer, for the pool: task t is (row run
@@ -144,6 +217,7 @@ typedef struct attn_job {
     const kv_cache *kv;
     uint32_t layer;
     float scale;
+    attn_mods mods;
 } attn_job;
 
 static void attn_task(void *arg, size_t t, int thread) {
@@ -160,7 +234,7 @@ static void attn_task(void *arg, size_t t, int thread) {
     const size_t off = r * q_dim + (size_t)kvh * group * c->head_dim;
     attn_group_rows(s->att + off, s->q + off, q_dim, j->kv, j->b->seqs[row->seq], j->layer, kvh,
                     group, c->head_dim, row->pos + 1, s->run_first[run + 1] - s->run_first[run],
-                    j->scale, scratch);
+                    j->scale, j->mods, scratch);
 }
 
 /* K/V row into the cache. F16: F16C's round-to-nearest-even, the same
@@ -221,6 +295,7 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
         return tps_fail(err, TPS_EINVAL, "forward: batch of %zu rows (1..%zu allowed)", n,
                         s->max_rows);
     size_t dim = c->dim, q_dim = (size_t)c->n_heads * c->head_dim;
+    const int gemma = c->arch_info->gemma;
     size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
     if (kv->kv_dim != kv_dim || kv->head_dim != c->head_dim)
         return tps_fail(err, TPS_EINVAL,
@@ -239,6 +314,7 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
         int rc = kernel_get_row(s->x + r * dim, w->token_embd.data, w->token_embd.type,
                                 (size_t)row->token, dim);
         if (rc) return tps_fail(err, rc, "forward: cannot read the token embedding");
+        if (gemma) kernel_scale(s->x + r * dim, sqrtf((float)dim), dim);
     }
     /* attention runs: consecutive positions of one sequence share K/V widening */
     size_t n_runs = 0;
@@ -249,19 +325,30 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
             s->run_first[n_runs++] = (uint32_t)r;
     }
     s->run_first[n_runs] = (uint32_t)n;
-    const float scale = 1.0f / sqrtf((float)c->head_dim);
+    /* Gemma and Phi-3 scale Q before attention (Gemma's 27B models by
+     * 1/sqrt(dim/heads), as llama.cpp does) and attend with scale 1 */
+    const int big_gemma = (c->arch_info->id == LLAMA_ARCH_GEMMA2 && c->n_layers == 46) ||
+                          (c->arch_info->id == LLAMA_ARCH_GEMMA3 && c->n_layers == 62);
+    const float q_scale = 1.0f / sqrtf(big_gemma ? (float)(dim / c->n_heads) : (float)c->head_dim);
+    const float scale = c->arch_info->q_prescale ? 1.0f : q_scale;
     int rc;
     for (uint32_t l = 0; l < c->n_layers; l++) {
         const llama_layer *L = &w->layers[l];
+        const int swa = llama_config_is_swa(c, l);
+        const float rope_base = swa ? c->rope_base_swa : c->rope_base;
+        const float rope_scale = swa ? c->rope_scale_swa : c->rope_scale;
         for (size_t r = 0; r < n; r++)
             kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->attn_norm, dim, c->rms_eps);
         const kernel_mat qkv[3] = {kmat(s->q, &L->wq), kmat(s->k, &L->wk), kmat(s->v, &L->wv)};
         if ((rc = mm_multi(qkv, 3, s, s->xb, n, dim, err))) return rc;
         for (size_t r = 0; r < n; r++) {
             const fwd_row *row = &b->rows[r];
-            rope_table(s->rope, row->pos, c->rope_dim, c->rope_base);
-            rope_apply(s->q + r * q_dim, s->rope, c->n_heads, c->head_dim, c->rope_dim);
-            rope_apply(s->k + r * kv_dim, s->rope, c->n_kv_heads, c->head_dim, c->rope_dim);
+            qkv_post(s->q + r * q_dim, s->k + r * kv_dim, s->v + r * kv_dim, L, c);
+            rope_table(s->rope, row->pos, c->rope_dim, rope_base, rope_scale, s->rope_factors,
+                       c->rope_attn_factor);
+            s->rope_apply(s->q + r * q_dim, s->rope, c->n_heads, c->head_dim, c->rope_dim);
+            s->rope_apply(s->k + r * kv_dim, s->rope, c->n_kv_heads, c->head_dim, c->rope_dim);
+            if (c->arch_info->q_prescale) kernel_scale(s->q + r * q_dim, q_scale, q_dim);
             const kv_seq *seq = b->seqs[row->seq];
             for (uint32_t h = 0; h < c->n_kv_heads; h++) {
                 const size_t off = r * kv_dim + (size_t)h * c->head_dim;
@@ -271,7 +358,13 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
         }
         /* one task per (run, kv head): the group's query heads and the run's rows
          * share each K/V block read */
-        attn_job aj = {.s = s, .cfg = c, .b = b, .kv = kv, .layer = l, .scale = scale};
+        attn_job aj = {.s = s,
+                       .cfg = c,
+                       .b = b,
+                       .kv = kv,
+                       .layer = l,
+                       .scale = scale,
+                       .mods = {.window = swa ? c->n_swa : 0, .softcap = c->attn_softcap}};
         const size_t n_tasks = n_runs * c->n_kv_heads;
         tps_pool *pool = kernel_ctx_pool(s->kc);
         if (pool)
@@ -280,18 +373,30 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
             for (size_t t = 0; t < n_tasks; t++)
                 attn_task(&aj, t, 0);
         if ((rc = mm(s, s->proj, &L->wo, s->att, n, err))) return rc;
-        for (size_t r = 0; r < n; r++)
+        for (size_t r = 0; r < n; r++) {
+            if (L->attn_post_norm)
+                kernel_rmsnorm(s->proj + r * dim, s->proj + r * dim, L->attn_post_norm, dim,
+                               c->rms_eps);
             kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
+        }
         for (size_t r = 0; r < n; r++)
             kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->ffn_norm, dim, c->rms_eps);
         const kernel_mat gate_up[2] = {kmat(s->hb, &L->w_gate), kmat(s->hb2, &L->w_up)};
         if ((rc = mm_multi(gate_up, 2, s, s->xb, n, dim, err))) return rc;
-        for (size_t r = 0; r < n; r++)
-            kernel_swiglu(s->hb + r * c->ffn_dim, s->hb + r * c->ffn_dim, s->hb2 + r * c->ffn_dim,
-                          c->ffn_dim);
+        for (size_t r = 0; r < n; r++) {
+            float *g = s->hb + r * c->ffn_dim, *u = s->hb2 + r * c->ffn_dim;
+            if (gemma)
+                kernel_geglu(g, g, u, c->ffn_dim, s->gelu);
+            else
+                kernel_swiglu(g, g, u, c->ffn_dim);
+        }
         if ((rc = mm(s, s->proj, &L->w_down, s->hb, n, err))) return rc;
-        for (size_t r = 0; r < n; r++)
+        for (size_t r = 0; r < n; r++) {
+            if (L->ffn_post_norm)
+                kernel_rmsnorm(s->proj + r * dim, s->proj + r * dim, L->ffn_post_norm, dim,
+                               c->rms_eps);
             kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
+        }
     }
     /* LM head only on rows that sample: gather them, norm, project. */
     size_t nl = 0;
@@ -301,6 +406,11 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
             nl++;
         }
     if (nl && (rc = mm(s, s->logits, &w->output, s->xb, nl, err))) return rc;
+    if (c->final_softcap > 0) { /* Gemma 2: as ggml, scale by 1/cap, tanh, scale by cap */
+        const float cap = c->final_softcap, inv = 1.0f / cap;
+        for (size_t i = 0; i < nl * c->n_vocab; i++)
+            s->logits[i] = tanhf(s->logits[i] * inv) * cap;
+    }
     *logits = s->logits;
     *n_logits = nl;
     return 0;

@@ -3,9 +3,13 @@
  * streams that matter go to ops_avx2.c when the build has AVX2. Every
  * reduction has a fixed order for a given n. No threading, no allocation. */
 #include <math.h>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/kernel_impl.h"
 #include "kernels/ops.h"
+#include "kernels/quant.h" /* fp16 conversions */
 #include "tps_error.h"
 
 #if !KERNEL_HAVE_AVX2
@@ -90,6 +94,37 @@ void kernel_add(float *out, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++)
         out[i] = a[i] + b[i];
 #endif
+}
+
+static float gelu_tanh(float x) {
+    const float a = 0.044715f, sqrt_2_over_pi = 0.79788456080286535587989211986876f;
+    return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + a * x * x)));
+}
+
+void kernel_gelu_table(float *table) {
+    for (uint32_t h = 0; h < 65536; h++)
+        table[h] = fp16_to_fp32(fp32_to_fp16(gelu_tanh(fp16_to_fp32((uint16_t)h))));
+}
+
+void kernel_geglu(float *out, const float *gate, const float *up, size_t n,
+                  const float *restrict table) {
+    for (size_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        float v;
+        if (g <= -10.0f) {
+            v = 0.0f;
+        } else if (g >= 10.0f) {
+            v = g * up[i];
+        } else {
+#if defined(__F16C__)
+            const uint16_t h = _cvtss_sh(g, _MM_FROUND_TO_NEAREST_INT);
+#else
+            const uint16_t h = fp32_to_fp16(g);
+#endif
+            v = table[h] * up[i];
+        }
+        out[i] = v;
+    }
 }
 
 void kernel_scale(float *x, float s, size_t n) {

@@ -1,5 +1,5 @@
 /* Element-wise and row helpers the forward pass needs between matmuls:
- * rmsnorm, softmax, swiglu, add, dot, axpy, scale, embedding row lookup.
+ * rmsnorm, softmax, swiglu, geglu, add, dot, axpy, scale, embedding row lookup.
  *
  * Each works on one row (vector) of n floats and is deterministic for a
  * given n (fixed reduction order), so they keep the forward pass batch
@@ -20,6 +20,16 @@ void kernel_softmax(float *x, size_t n);
 
 /* out (n,) = silu(gate) * up, silu(g) = g / (1 + exp(-g)). out may be gate or up. */
 void kernel_swiglu(float *out, const float *gate, const float *up, size_t n);
+
+/* out (n,) = gelu(gate) * up (Gemma's GeGLU), gelu the tanh approximation
+ * evaluated as ggml's CPU backend does: looked up by the F16-rounded input
+ * in a table of F16-rounded results, exact outside (-10, 10). table: the
+ * 65536 floats kernel_gelu_table fills, owned by the caller. out may be
+ * gate or up. */
+void kernel_geglu(float *out, const float *gate, const float *up, size_t n,
+                  const float *restrict table);
+/* table (65536,) <- gelu of every F16 value, rounded to F16 (ggml_table_gelu_f16). */
+void kernel_gelu_table(float *table);
 
 /* out (n,) = a + b. out may be a or b. */
 void kernel_add(float *out, const float *a, const float *b, size_t n);

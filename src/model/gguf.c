@@ -296,9 +296,11 @@ static int parse(gguf_file *f, tps_err *err) {
         f->alignment = (size_t)al->val.u;
     }
 
+    f->tensor_info_offset = c.pos;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         gguf_tensor *t = &f->tensors[i];
         size_t at = c.pos;
+        t->info_offset = at;
         if ((rc = read_str(&c, &t->name, "tensor name"))) return rc;
         int nl = (int)(t->name.len > 200 ? 200 : t->name.len);
         if ((rc = read_u32(&c, &t->n_dims, "tensor dimension count"))) return rc;

@@ -111,6 +111,7 @@ typedef struct gguf_tensor {
     const void *data;           /* borrowed, inside the map */
     size_t nbytes;
     uint64_t n_elements;
+    size_t info_offset; /* byte offset of its tensor info (name) in the file: for messages */
 } gguf_tensor;
 
 typedef struct gguf_file {
@@ -123,7 +124,8 @@ typedef struct gguf_file {
     uint64_t n_tensors;
     gguf_tensor *tensors;
     size_t alignment;
-    size_t data_offset; /* start of the tensor data section */
+    size_t data_offset;        /* start of the tensor data section */
+    size_t tensor_info_offset; /* start of the tensor info table: for messages */
 } gguf_file;
 
 /* Gives back the pages of the file mapping that lie wholly inside

@@ -1,4 +1,5 @@
-/* Reads and cross-checks the Llama hyperparameters of a GGUF file. It checks
+/* Reads and cross-checks the hyperparameters of a GGUF file of one of the
+ * architectures in llama_arch, under its own key prefix ("qwen2.block_count"). It checks
  * that shapes are consistent with each other; whether the tensors match them
  * is llama_weights' job. */
 #include <stdio.h>
@@ -25,6 +26,12 @@ static int get_u32(const gguf_file *f, const char *arch, const char *suffix, uin
     return 0;
 }
 
+static const gguf_kv *gguf_find_key_of(const gguf_file *f, const char *arch, const char *suffix) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return gguf_find(f, key);
+}
+
 static int get_f32(const gguf_file *f, const char *arch, const char *suffix, float *out, float dflt,
                    tps_err *err) {
     char key[128];
@@ -40,6 +47,13 @@ static int get_f32(const gguf_file *f, const char *arch, const char *suffix, flo
     return 0;
 }
 
+int llama_err_missing_tensor(tps_err *err, const char *arch, const gguf_file *f, const char *name) {
+    return tps_fail(err, TPS_EINVAL,
+                    "model: %s: tensor '%s' is missing (the tensor table at byte offset %zu "
+                    "lists %llu tensors)",
+                    arch, name, f->tensor_info_offset, (unsigned long long)f->n_tensors);
+}
+
 int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     memset(cfg, 0, sizeof *cfg);
     gguf_str arch;
@@ -48,9 +62,13 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     if (arch.len >= sizeof cfg->arch) arch.len = sizeof cfg->arch - 1;
     memcpy(cfg->arch, arch.ptr, arch.len);
     cfg->arch[arch.len] = 0;
-    if (strcmp(cfg->arch, "llama") != 0)
+    cfg->arch_info = llama_arch_find(cfg->arch);
+    if (!cfg->arch_info)
         return tps_fail(err, TPS_EUNSUP,
-                        "model: architecture '%s' is not supported (tps runs 'llama')", cfg->arch);
+                        "model: architecture '%s' (general.architecture, byte offset %zu) is not "
+                        "supported; tps runs %s",
+                        cfg->arch, gguf_find(f, "general.architecture")->offset,
+                        llama_arch_names());
     const char *a = cfg->arch;
     int rc;
     if ((rc = get_u32(f, a, "embedding_length", &cfg->dim, NULL, err))) return rc;
@@ -64,10 +82,56 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     if ((rc = get_f32(f, a, "rope.freq_base", &cfg->rope_base, 10000.0f, err))) return rc;
     if ((rc = get_f32(f, a, "attention.layer_norm_rms_epsilon", &cfg->rms_eps, 1e-5f, err)))
         return rc;
+    float factor;
+    if ((rc = get_f32(f, a, "rope.scaling.factor", &factor, 0.0f, err))) return rc;
+    cfg->rope_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    gguf_str st;
+    if (gguf_get_str(f, key, &st) == 0 && !gguf_str_eq(st, "linear") && !gguf_str_eq(st, "none") &&
+        !(gguf_str_eq(st, "longrope") && cfg->arch_info->id == LLAMA_ARCH_PHI3))
+        return tps_fail(err, TPS_EUNSUP,
+                        "model: %s: rope.scaling.type '%.*s' is not supported (tps does linear, "
+                        "and LongRoPE for phi3)",
+                        a, (int)(st.len > 32 ? 32 : st.len), st.ptr);
+    if ((rc = get_u32(f, a, "rope.scaling.original_context_length", &cfg->rope_orig_ctx,
+                      &cfg->ctx_len, err)))
+        return rc;
+    if ((rc = get_f32(f, a, "rope.scaling.attn_factor", &cfg->rope_attn_factor, 1.0f, err)))
+        return rc;
+    float temp_scale;
+    if ((rc = get_f32(f, a, "attention.temperature_scale", &temp_scale, 0.0f, err))) return rc;
+    if (temp_scale != 0.0f)
+        return tps_fail(err, TPS_EUNSUP,
+                        "model: %s: attention.temperature_scale (Llama 4 style attention "
+                        "temperature) is not supported",
+                        a);
+    const llama_arch *ai = cfg->arch_info;
+    if ((rc = get_u32(f, a, "attention.sliding_window", &cfg->n_swa, &ai->swa_window, err)))
+        return rc;
+    if ((rc = get_u32(f, a, "attention.sliding_window_pattern", &cfg->swa_period, &ai->swa_period,
+                      err)))
+        return rc;
+    if (!ai->swa_period) cfg->n_swa = 0; /* the architecture has no local layers */
+    if ((rc = get_f32(f, a, "rope.freq_base_swa", &cfg->rope_base_swa,
+                      ai->rope_swa_base_10k ? 10000.0f : cfg->rope_base, err)))
+        return rc;
+    cfg->rope_scale_swa = ai->rope_swa_base_10k ? 1.0f : cfg->rope_scale;
+    /* read where llama.cpp reads them: attention capping by Gemma 2 only,
+     * final capping by both Gemmas */
+    if (ai->attn_softcap > 0 &&
+        (rc = get_f32(f, a, "attn_logit_softcapping", &cfg->attn_softcap, ai->attn_softcap, err)))
+        return rc;
+    if (ai->gemma && (rc = get_f32(f, a, "final_logit_softcapping", &cfg->final_softcap,
+                                   ai->final_softcap, err)))
+        return rc;
+    if (cfg->attn_softcap < 0 || cfg->final_softcap < 0 || !(cfg->rope_scale > 0))
+        return tps_fail(err, TPS_EINVAL,
+                        "model: %s: soft-capping and rope.scaling.factor must be positive", a);
     if (cfg->dim == 0 || cfg->n_layers == 0 || cfg->n_heads == 0 || cfg->n_kv_heads == 0 ||
         cfg->ffn_dim == 0 || cfg->ctx_len == 0)
         return tps_fail(err, TPS_EINVAL, "model: a dimension in the metadata is zero");
-    if (cfg->dim % cfg->n_heads != 0)
+    if (cfg->dim % cfg->n_heads != 0 && !gguf_find_key_of(f, a, "attention.key_length"))
         return tps_fail(err, TPS_EINVAL,
                         "model: embedding_length %u is not a multiple of head_count %u", cfg->dim,
                         cfg->n_heads);
@@ -75,7 +139,17 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
         return tps_fail(err, TPS_EINVAL,
                         "model: head_count %u is not a multiple of head_count_kv %u", cfg->n_heads,
                         cfg->n_kv_heads);
-    cfg->head_dim = cfg->dim / cfg->n_heads;
+    uint32_t hd_default = cfg->dim / cfg->n_heads, v_len;
+    if ((rc = get_u32(f, a, "attention.key_length", &cfg->head_dim, &hd_default, err))) return rc;
+    if ((rc = get_u32(f, a, "attention.value_length", &v_len, &cfg->head_dim, err))) return rc;
+    if (cfg->head_dim == 0 || cfg->head_dim > 4096 || v_len != cfg->head_dim)
+        return tps_fail(err, TPS_EUNSUP,
+                        "model: %s: attention.key_length %u and value_length %u must be equal "
+                        "and in 1..4096",
+                        a, cfg->head_dim, v_len);
+    if ((uint64_t)cfg->n_heads * cfg->head_dim > (1u << 20))
+        return tps_fail(err, TPS_EINVAL, "model: %s: %u heads of %u is too wide", a, cfg->n_heads,
+                        cfg->head_dim);
     if ((rc = get_u32(f, a, "rope.dimension_count", &cfg->rope_dim, &cfg->head_dim, err)))
         return rc;
     if (cfg->rope_dim > cfg->head_dim || cfg->rope_dim % 2)
@@ -85,10 +159,12 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
         return tps_fail(err, TPS_EINVAL, "model: head size %u is odd; RoPE needs pairs",
                         cfg->head_dim);
     const gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
-    if (!emb || emb->n_dims != 2 || emb->ne[0] != cfg->dim || emb->ne[1] > UINT32_MAX)
+    if (!emb) return llama_err_missing_tensor(err, a, f, "token_embd.weight");
+    if (emb->n_dims != 2 || emb->ne[0] != cfg->dim || emb->ne[1] > UINT32_MAX)
         return tps_fail(err, TPS_EINVAL,
-                        "model: tensor token_embd.weight is missing or not of shape (%u, vocab)",
-                        cfg->dim);
+                        "model: %s: tensor 'token_embd.weight' (info at byte offset %zu) is not of "
+                        "shape (%u, vocab)",
+                        a, emb->info_offset, cfg->dim);
     cfg->n_vocab = (uint32_t)emb->ne[1];
     return 0;
 }

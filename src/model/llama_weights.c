@@ -1,4 +1,4 @@
-/* Binds Llama tensors by their GGUF names (llama.cpp's naming) and checks
+/* Binds Llama-family tensors by their GGUF names (llama.cpp's naming) and checks
  * every shape and type before the forward pass may trust them. Computes
  * nothing. */
 #include <stdio.h>
@@ -9,14 +9,18 @@
 #include "kernels/quant.h"
 #include "model/llama_weights.h"
 
-static int bind_mat(llama_mat *m, const gguf_file *f, const char *name, uint32_t rows,
-                    uint32_t cols, tps_err *err) {
+/* used[i]: tensor i of the file was bound (so none is left silently unread) */
+static int bind_mat(llama_mat *m, const gguf_file *f, uint8_t *used, const char *arch,
+                    const char *name, uint32_t rows, uint32_t cols, tps_err *err) {
     const gguf_tensor *t = gguf_find_tensor(f, name);
-    if (!t) return tps_fail(err, TPS_EINVAL, "model: tensor '%s' is missing", name);
+    if (t) used[t - f->tensors] = 1;
+    if (!t) return llama_err_missing_tensor(err, arch, f, name);
     if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows)
         return tps_fail(err, TPS_EINVAL,
-                        "model: tensor '%s' has shape (%llu, %llu); the config says (%u, %u)", name,
-                        (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], cols, rows);
+                        "model: %s: tensor '%s' (info at byte offset %zu) has shape (%llu, %llu); "
+                        "the config says (%u, %u)",
+                        arch, name, t->info_offset, (unsigned long long)t->ne[0],
+                        (unsigned long long)t->ne[1], cols, rows);
     if (!kernel_type_supported(t->type))
         return tps_fail(err, TPS_EUNSUP,
                         "model: unsupported tensor type %s in tensor '%s' (supported: f32, f16, "
@@ -26,21 +30,36 @@ static int bind_mat(llama_mat *m, const gguf_file *f, const char *name, uint32_t
     return 0;
 }
 
-/* Norm vectors: borrowed when F32, else converted into *owned_next. */
-static int bind_norm(const float **out, const gguf_file *f, const char *name, uint32_t dim,
-                     float **owned_next, tps_err *err) {
+/* Rows [row0, row0 + n) of m: a matrix of its own (fused tensors). */
+static llama_mat mat_rows(const llama_mat *m, uint32_t row0, uint32_t n) {
+    llama_mat r = *m;
+    r.data = (const uint8_t *)m->data + (size_t)row0 * kernel_row_bytes(m->type, m->cols);
+    r.rows = n;
+    return r;
+}
+
+/* Vectors (norms, biases, RoPE factors): borrowed when F32, else converted
+ * into *owned_next. Optional ones (optional = 1) leave *out NULL when absent. */
+static int bind_vec(const float **out, const gguf_file *f, uint8_t *used, const char *arch,
+                    const char *name, uint32_t dim, int optional, float **owned_next,
+                    tps_err *err) {
     const gguf_tensor *t = gguf_find_tensor(f, name);
-    if (!t) return tps_fail(err, TPS_EINVAL, "model: tensor '%s' is missing", name);
+    if (t) used[t - f->tensors] = 1;
+    *out = NULL;
+    if (!t && optional) return 0;
+    if (!t) return llama_err_missing_tensor(err, arch, f, name);
     if (t->n_elements != dim || t->ne[0] != dim)
-        return tps_fail(err, TPS_EINVAL, "model: tensor '%s' has %llu elements; expected %u", name,
-                        (unsigned long long)t->n_elements, dim);
+        return tps_fail(err, TPS_EINVAL,
+                        "model: %s: tensor '%s' (info at byte offset %zu) has %llu elements; "
+                        "expected %u",
+                        arch, name, t->info_offset, (unsigned long long)t->n_elements, dim);
     if (t->type == GGML_TYPE_F32) {
         *out = t->data;
         return 0;
     }
     if (dequantize_row(*owned_next, t->data, t->type, dim) != 0)
-        return tps_fail(err, TPS_EUNSUP, "model: unsupported tensor type %s in tensor '%s'",
-                        ggml_type_get(t->type)->name, name);
+        return tps_fail(err, TPS_EUNSUP, "model: %s: unsupported tensor type %s in tensor '%s'",
+                        arch, ggml_type_get(t->type)->name, name);
     *out = *owned_next;
     *owned_next += dim;
     return 0;
@@ -51,20 +70,30 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
     memset(w, 0, sizeof *w);
     uint32_t q_dim = cfg->n_heads * cfg->head_dim, kv_dim = cfg->n_kv_heads * cfg->head_dim;
     w->layers = calloc(cfg->n_layers, sizeof *w->layers);
-    w->owned = malloc(sizeof(float) * cfg->dim * (2 * (size_t)cfg->n_layers + 1));
-    if (!w->layers || !w->owned) {
+    /* room for every vector converted: norms, biases, Q/K norms, RoPE factors */
+    const size_t per_layer = 4 * (size_t)cfg->dim + q_dim + 2 * (size_t)kv_dim + 2 * cfg->head_dim;
+    w->owned =
+        malloc(sizeof(float) * (per_layer * cfg->n_layers + cfg->dim + 3 * (cfg->rope_dim / 2)));
+    uint8_t *used = calloc(f->n_tensors ? f->n_tensors : 1, 1);
+    if (!w->layers || !w->owned || !used) {
+        free(used);
         llama_weights_free(w);
         return tps_fail(err, TPS_ENOMEM, "model: out of memory");
     }
     float *owned_next = w->owned;
     int rc;
     char name[96];
+    const char *a = cfg->arch;
 #define BIND_MAT(dst, nm, r, c)                                                                    \
-    if ((rc = bind_mat(dst, f, nm, r, c, err))) goto fail
-#define BIND_NORM(dst, nm)                                                                         \
-    if ((rc = bind_norm(dst, f, nm, cfg->dim, &owned_next, err))) goto fail
+    if ((rc = bind_mat(dst, f, used, a, nm, r, c, err))) goto fail
+#define BIND_VEC(dst, nm, n, opt)                                                                  \
+    if ((rc = bind_vec(dst, f, used, a, nm, n, opt, &owned_next, err))) goto fail
+#define BIND_NORM(dst, nm) BIND_VEC(dst, nm, cfg->dim, 0)
     BIND_MAT(&w->token_embd, "token_embd.weight", cfg->n_vocab, cfg->dim);
     BIND_NORM(&w->out_norm, "output_norm.weight");
+    BIND_VEC(&w->rope_freqs, "rope_freqs.weight", cfg->rope_dim / 2, 1);
+    BIND_VEC(&w->rope_long, "rope_factors_long.weight", cfg->rope_dim / 2, 1);
+    BIND_VEC(&w->rope_short, "rope_factors_short.weight", cfg->rope_dim / 2, 1);
     if (gguf_find_tensor(f, "output.weight")) {
         BIND_MAT(&w->output, "output.weight", cfg->n_vocab, cfg->dim);
     } else {
@@ -78,18 +107,59 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
         BIND_NORM(&L->attn_norm, name);
         snprintf(name, sizeof name, "blk.%u.ffn_norm.weight", l);
         BIND_NORM(&L->ffn_norm, name);
-        snprintf(name, sizeof name, "blk.%u.attn_q.weight", l);
-        BIND_MAT(&L->wq, name, q_dim, cfg->dim);
-        snprintf(name, sizeof name, "blk.%u.attn_k.weight", l);
-        BIND_MAT(&L->wk, name, kv_dim, cfg->dim);
-        snprintf(name, sizeof name, "blk.%u.attn_v.weight", l);
-        BIND_MAT(&L->wv, name, kv_dim, cfg->dim);
+        snprintf(name, sizeof name, "blk.%u.attn_qkv.weight", l);
+        if (gguf_find_tensor(f, name)) { /* fused (phi3): Q, K, V rows in that order */
+            llama_mat qkv;
+            BIND_MAT(&qkv, name, q_dim + 2 * kv_dim, cfg->dim);
+            L->wq = mat_rows(&qkv, 0, q_dim);
+            L->wk = mat_rows(&qkv, q_dim, kv_dim);
+            L->wv = mat_rows(&qkv, q_dim + kv_dim, kv_dim);
+            snprintf(name, sizeof name, "blk.%u.attn_qkv.bias", l);
+            if (gguf_find_tensor(f, name)) {
+                rc = tps_fail(err, TPS_EUNSUP, "model: %s: tensor '%s' is not supported", a, name);
+                goto fail;
+            }
+        } else {
+            snprintf(name, sizeof name, "blk.%u.attn_q.weight", l);
+            BIND_MAT(&L->wq, name, q_dim, cfg->dim);
+            snprintf(name, sizeof name, "blk.%u.attn_k.weight", l);
+            BIND_MAT(&L->wk, name, kv_dim, cfg->dim);
+            snprintf(name, sizeof name, "blk.%u.attn_v.weight", l);
+            BIND_MAT(&L->wv, name, kv_dim, cfg->dim);
+        }
+        const char *const bias_names[3] = {"attn_q", "attn_k", "attn_v"};
+        const float **biases[3] = {&L->bq, &L->bk, &L->bv};
+        for (int k = 0; k < 3; k++) {
+            snprintf(name, sizeof name, "blk.%u.%s.bias", l, bias_names[k]);
+            BIND_VEC(biases[k], name, k == 0 ? q_dim : kv_dim, 1);
+        }
+        if (cfg->arch_info->qk_norm) {
+            snprintf(name, sizeof name, "blk.%u.attn_q_norm.weight", l);
+            BIND_VEC(&L->q_norm, name, cfg->head_dim, 0);
+            snprintf(name, sizeof name, "blk.%u.attn_k_norm.weight", l);
+            BIND_VEC(&L->k_norm, name, cfg->head_dim, 0);
+        }
+        if (cfg->arch_info->gemma) {
+            snprintf(name, sizeof name, "blk.%u.post_attention_norm.weight", l);
+            BIND_NORM(&L->attn_post_norm, name);
+            snprintf(name, sizeof name, "blk.%u.post_ffw_norm.weight", l);
+            BIND_NORM(&L->ffn_post_norm, name);
+        }
         snprintf(name, sizeof name, "blk.%u.attn_output.weight", l);
         BIND_MAT(&L->wo, name, cfg->dim, q_dim);
-        snprintf(name, sizeof name, "blk.%u.ffn_gate.weight", l);
-        BIND_MAT(&L->w_gate, name, cfg->ffn_dim, cfg->dim);
-        snprintf(name, sizeof name, "blk.%u.ffn_up.weight", l);
-        BIND_MAT(&L->w_up, name, cfg->ffn_dim, cfg->dim);
+        if (cfg->arch_info->id == LLAMA_ARCH_PHI3) {
+            /* ffn_up holds gate rows then up rows (ggml_swiglu of the fused product) */
+            llama_mat gu;
+            snprintf(name, sizeof name, "blk.%u.ffn_up.weight", l);
+            BIND_MAT(&gu, name, 2 * cfg->ffn_dim, cfg->dim);
+            L->w_gate = mat_rows(&gu, 0, cfg->ffn_dim);
+            L->w_up = mat_rows(&gu, cfg->ffn_dim, cfg->ffn_dim);
+        } else {
+            snprintf(name, sizeof name, "blk.%u.ffn_gate.weight", l);
+            BIND_MAT(&L->w_gate, name, cfg->ffn_dim, cfg->dim);
+            snprintf(name, sizeof name, "blk.%u.ffn_up.weight", l);
+            BIND_MAT(&L->w_up, name, cfg->ffn_dim, cfg->dim);
+        }
         snprintf(name, sizeof name, "blk.%u.ffn_down.weight", l);
         BIND_MAT(&L->w_down, name, cfg->dim, cfg->ffn_dim);
         const llama_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
@@ -99,9 +169,24 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
     bytes += (uint64_t)cfg->n_vocab * kernel_row_bytes(w->output.type, cfg->dim);
     w->bytes_per_token = bytes;
 #undef BIND_MAT
+#undef BIND_VEC
 #undef BIND_NORM
+    /* a tensor tps does not read (an output bias, an FFN bias...) would be
+     * computed without: refuse, as llama.cpp does for unused tensors */
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        if (!used[i]) {
+            const gguf_tensor *t = &f->tensors[i];
+            rc = tps_fail(err, TPS_EUNSUP,
+                          "model: %s: tensor '%.*s' (info at byte offset %zu) is not used by tps's "
+                          "%s; refusing to run the model without it",
+                          a, (int)(t->name.len > 96 ? 96 : t->name.len), t->name.ptr,
+                          t->info_offset, a);
+            goto fail;
+        }
+    free(used);
     return 0;
 fail:
+    free(used);
     llama_weights_free(w);
     return rc;
 }

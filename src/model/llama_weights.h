@@ -1,4 +1,4 @@
-/* Llama weights: borrowed pointers into the mmapped GGUF (the `Weights` of
+/* Weights of a Llama-family model: borrowed pointers into the mmapped GGUF (the `Weights` of
  * STYLE.md), bound by tensor name and checked against the config's shapes
  * and the kernels' supported types. Norm vectors that are not F32 in the
  * file are the one exception: converted once into owned float arrays. */
@@ -27,11 +27,18 @@ typedef struct llama_layer {
     llama_mat wq;           /* (n_heads*head_dim, dim) */
     llama_mat wk;           /* (n_kv_heads*head_dim, dim) */
     llama_mat wv;           /* (n_kv_heads*head_dim, dim) */
+    const float *bq;        /* (n_heads*head_dim,) or NULL: Q bias (qwen2; optional elsewhere) */
+    const float *bk;        /* (n_kv_heads*head_dim,) or NULL */
+    const float *bv;        /* (n_kv_heads*head_dim,) or NULL */
+    const float *q_norm;    /* (head_dim,) per-head RMSNorm weight (qwen3), else NULL */
+    const float *k_norm;    /* (head_dim,) or NULL */
     llama_mat wo;           /* (dim, n_heads*head_dim) */
-    const float *ffn_norm;  /* (dim,) */
-    llama_mat w_gate;       /* (ffn_dim, dim) */
-    llama_mat w_up;         /* (ffn_dim, dim) */
-    llama_mat w_down;       /* (dim, ffn_dim) */
+    const float *attn_post_norm; /* (dim,) RMSNorm of the attention output (Gemma), else NULL */
+    const float *ffn_post_norm;  /* (dim,) RMSNorm of the FFN output (Gemma), else NULL */
+    const float *ffn_norm;       /* (dim,) */
+    llama_mat w_gate;            /* (ffn_dim, dim) */
+    llama_mat w_up;              /* (ffn_dim, dim) */
+    llama_mat w_down;            /* (dim, ffn_dim) */
 } llama_layer;
 
 typedef struct llama_weights {
@@ -39,6 +46,11 @@ typedef struct llama_weights {
     const float *out_norm;    /* (dim,) */
     llama_mat output;         /* (n_vocab, dim); = token_embd when tied */
     int tied;                 /* 1 when output.weight is absent */
+    const float *rope_freqs;  /* (rope_dim/2,) or NULL: divisors of the RoPE frequencies
+                                 (Llama 3.1 scaling, rope_freqs.weight) */
+    const float *rope_long;   /* (rope_dim/2,) or NULL: LongRoPE factors beyond the original
+                                 context (phi3, rope_factors_long.weight) */
+    const float *rope_short;  /* (rope_dim/2,) or NULL: within it (rope_factors_short.weight) */
     llama_layer *layers;      /* n_layers */
     float *owned;             /* converted norm vectors, one allocation */
     void *packed;             /* repacked matrices, one allocation; NULL when not repacked */

@@ -23,6 +23,37 @@ const model_preset model_presets[] = {
     {NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
+const model_arch_spec model_arch_specs[] = {
+    {"llama", "llama", 0, 0, 0, 0, 1, "Llama 2 layout (untied output.weight)", 0, 0},
+    {"llama3", "llama", 0, 0, 1, 1, 1,
+     "llama with Llama 3.1 RoPE scaling (rope_freqs.weight, base 500000) and tied embeddings", 0,
+     0},
+    {"qwen2", "qwen2", 1, 0, 0, 0, 1, "Q/K/V biases, NeoX RoPE", 0, 0},
+    {"qwen3", "qwen3", 0, 1, 0, 1, 2,
+     "per-head Q/K RMSNorm, NeoX RoPE, head size 2 * dim / heads, tied embeddings", 0, 0},
+    {"gemma2", "gemma2", 0, 0, 0, 1, 1,
+     "GeGLU, post-norms, sliding window (8 for tiny, else 512) on alternate layers, attention "
+     "soft-cap 1 and "
+     "final soft-cap 2 (small, so they act), tied",
+     1, 2},
+    {"gemma3", "gemma3", 0, 1, 0, 1, 2,
+     "gemma2 without soft-caps, with Q/K norm; the window on 2 of 3 layers, RoPE base 1e4 local "
+     "and 1e6 x linear 1/8 global",
+     1, 3},
+    {"phi3", "phi3", 0, 0, 0, 0, 1,
+     "fused attn_qkv and gate|up tensors, NeoX RoPE, LongRoPE factors (original context 256, "
+     "attn_factor 1.2)",
+     0, 0},
+    {"mistral3", "mistral3", 0, 0, 0, 0, 2, "Llama layout, head size 2 * dim / heads", 0, 0},
+    {NULL, NULL, 0, 0, 0, 0, 0, NULL, 0, 0},
+};
+
+const model_arch_spec *model_arch_find(const char *name) {
+    for (const model_arch_spec *a = model_arch_specs; a->name; a++)
+        if (!strcasecmp(a->name, name)) return a;
+    return NULL;
+}
+
 const model_preset *model_preset_find(const char *name) {
     for (const model_preset *p = model_presets; p->name; p++)
         if (!strcasecmp(p->name, name)) return p;
@@ -57,6 +88,8 @@ typedef struct tensor_gen {
     uint32_t type;
     uint32_t rows, cols; /* cols = ne[0] */
     float scale;         /* uniform in [-scale, scale]; 0 means all ones (norms) */
+    float offset;        /* added to every value */
+    const float *values; /* (cols,) fixed values instead, or NULL */
 } tensor_gen;
 
 static int fill_tensor(void *ctx, void *dst, size_t nbytes, tps_err *err) {
@@ -75,11 +108,13 @@ static int fill_tensor(void *ctx, void *dst, size_t nbytes, tps_err *err) {
             if (!row) continue;
             uint64_t st = g->seed ^ ((uint64_t)r * 0xd1b54a32d192ed03ull);
             for (uint32_t c = 0; c < g->cols; c++) {
-                if (g->scale == 0.0f) {
+                if (g->values) {
+                    row[c] = g->values[c];
+                } else if (g->scale == 0.0f) {
                     row[c] = 1.0f;
                 } else {
                     double u = (double)(splitmix(&st) >> 11) * (1.0 / 9007199254740992.0);
-                    row[c] = (float)((2.0 * u - 1.0) * g->scale);
+                    row[c] = (float)((2.0 * u - 1.0) * g->scale) + g->offset;
                 }
             }
             uint8_t *out = (uint8_t *)dst + (size_t)r * row_bytes;
@@ -185,6 +220,25 @@ static int copy_vocab(gguf_writer *w, const char *path, uint32_t *n_vocab, tps_e
     return 0;
 }
 
+/* Llama 3.1's RoPE frequency divisors (factor 8, low/high frequency factors
+ * 1 and 4, original context 8192), as llama.cpp's convert_hf_to_gguf.py
+ * computes rope_freqs.weight. */
+static void llama3_rope_factors(float *out, uint32_t rope_dim, float base) {
+    const double factor = 8, lo = 1, hi = 4, old_ctx = 8192;
+    for (uint32_t i = 0; i < rope_dim / 2; i++) {
+        const double freq = 1.0 / pow(base, (double)(2 * i) / rope_dim);
+        const double wavelen = 2 * M_PI / freq;
+        if (wavelen < old_ctx / hi)
+            out[i] = 1.0f;
+        else if (wavelen > old_ctx / lo)
+            out[i] = (float)factor;
+        else {
+            const double smooth = (old_ctx / wavelen - lo) / (hi - lo);
+            out[i] = (float)(1.0 / ((1 - smooth) / factor + smooth));
+        }
+    }
+}
+
 /* llama.cpp's general.file_type numbers (LLAMA_FTYPE_*). */
 static uint32_t file_type_of(uint32_t type) {
     switch (type) {
@@ -243,7 +297,12 @@ int model_make(const model_make_opts *o, tps_err *err) {
                         type_name(t), p->name, p->dim, p->ffn_dim);
     gguf_writer *w = gguf_writer_create();
     tensor_gen *gens = NULL;
-    if (!w) return tps_fail(err, TPS_ENOMEM, "model make: out of memory");
+    float *rope_factors = malloc(sizeof(float) * p->dim);
+    if (!w || !rope_factors) {
+        gguf_writer_free(w);
+        free(rope_factors);
+        return tps_fail(err, TPS_ENOMEM, "model make: out of memory");
+    }
     uint32_t n_vocab = p->n_vocab;
     int rc = o->vocab_path ? copy_vocab(w, o->vocab_path, &n_vocab, err)
                            : add_byte_vocab(w, n_vocab, err);
@@ -251,33 +310,69 @@ int model_make(const model_make_opts *o, tps_err *err) {
     char name[96];
     snprintf(name, sizeof name, "tps synthetic %s (%s shape), seed %llu", p->name, p->like,
              (unsigned long long)o->seed);
-    rc = gguf_writer_set_str(w, "general.architecture", "llama");
+    const model_arch_spec *as = o->arch ? o->arch : &model_arch_specs[0];
+    const uint32_t hd = as->head_dim_mult * (p->dim / p->n_heads), q_dim = p->n_heads * hd,
+                   kv = p->n_kv_heads * hd;
+    const int gemma3 = as->gemma && as->qk_norm, phi3 = !strcmp(as->gguf_arch, "phi3");
+    const float rope_base = as->llama3_rope ? 500000.0f : gemma3 ? 1000000.0f : p->rope_base;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, as->gguf_arch), key)
+    rc = gguf_writer_set_str(w, "general.architecture", as->gguf_arch);
     rc = rc ? rc : gguf_writer_set_str(w, "general.name", name);
     rc = rc ? rc : gguf_writer_set_u32(w, "general.file_type", file_type_of(t));
     rc = rc ? rc : gguf_writer_set_u32(w, "general.quantization_version", 2);
     rc = rc ? rc : gguf_writer_set_u32(w, "general.alignment", 32);
-    rc = rc ? rc : gguf_writer_set_u32(w, "llama.vocab_size", n_vocab);
-    rc = rc ? rc : gguf_writer_set_u32(w, "llama.context_length", p->ctx_len);
-    rc = rc ? rc : gguf_writer_set_u32(w, "llama.embedding_length", p->dim);
-    rc = rc ? rc : gguf_writer_set_u32(w, "llama.block_count", p->n_layers);
-    rc = rc ? rc : gguf_writer_set_u32(w, "llama.feed_forward_length", p->ffn_dim);
-    rc = rc ? rc : gguf_writer_set_u32(w, "llama.attention.head_count", p->n_heads);
-    rc = rc ? rc : gguf_writer_set_u32(w, "llama.attention.head_count_kv", p->n_kv_heads);
-    rc = rc ? rc : gguf_writer_set_u32(w, "llama.rope.dimension_count", p->dim / p->n_heads);
-    rc = rc ? rc : gguf_writer_set_f32(w, "llama.rope.freq_base", p->rope_base);
-    rc = rc ? rc : gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("vocab_size"), n_vocab);
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("context_length"), p->ctx_len);
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("embedding_length"), p->dim);
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("block_count"), p->n_layers);
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("feed_forward_length"), p->ffn_dim);
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.head_count"), p->n_heads);
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_kv_heads);
+    if (as->head_dim_mult != 1) {
+        rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.key_length"), hd);
+        rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.value_length"), hd);
+    }
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("rope.dimension_count"), hd);
+    rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.freq_base"), rope_base);
+    rc = rc ? rc : gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (as->gemma) {
+        /* tiny: a window short enough for the tests to cross; else Gemma 3 1B's 512 */
+        rc = rc ? rc
+                : gguf_writer_set_u32(w, KEY("attention.sliding_window"),
+                                      p->ctx_len <= 512 ? 8 : 512);
+        rc = rc ? rc
+                : gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), as->swa_period);
+    }
+    if (as->gemma && !gemma3) {
+        rc = rc ? rc : gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), 1.0f);
+        rc = rc ? rc : gguf_writer_set_f32(w, KEY("final_logit_softcapping"), 2.0f);
+    }
+    if (phi3) {
+        rc = rc ? rc : gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 256);
+        rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), 1.2f);
+    }
+    if (gemma3) {
+        rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), 10000.0f);
+        rc = rc ? rc : gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear");
+        rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 8.0f);
+    }
+#undef KEY
     if (rc) {
         rc = tps_fail(err, rc, "model make: out of memory");
         goto done;
     }
-    uint32_t hd = p->dim / p->n_heads, kv = p->n_kv_heads * hd;
-    size_t n_gen = 3 + 9 * (size_t)p->n_layers;
+    size_t n_gen = 4 + 14 * (size_t)p->n_layers;
     gens = calloc(n_gen, sizeof *gens);
     if (!gens) {
         rc = tps_fail(err, TPS_ENOMEM, "model make: out of memory");
         goto done;
     }
-    const float std = 0.02f, u = 1.7320508f; /* uniform [-a,a] has std a/sqrt(3) */
+    const float std_embd = 0.02f, u = 1.7320508f; /* uniform [-a,a] has std a/sqrt(3) */
+    /* Tied heads score each token by its own embedding, so with GPT-2 scale
+     * layers a random model only repeats its last input; layers 4x stronger
+     * make the continuation depend on the whole context. */
+    const float std = as->tied ? 4 * std_embd : std_embd;
     const float proj = std / sqrtf(2.0f * (float)p->n_layers);
     size_t k = 0;
 #define GEN(nm, ty, r, c, sc)                                                                      \
@@ -288,22 +383,59 @@ int model_make(const model_make_opts *o, tps_err *err) {
         g->seed = o->seed * 0x9e3779b97f4a7c15ull ^ hash_name(g->name);                            \
     } while (0)
     const uint32_t nl = p->n_layers;
-    GEN("token_embd.weight", matrix_type(t, "token_embd", 0, nl), n_vocab, p->dim, std);
+    GEN("token_embd.weight", matrix_type(t, "token_embd", 0, nl), n_vocab, p->dim, std_embd);
     GEN("output_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
-    GEN("output.weight", matrix_type(t, "output", 0, nl), n_vocab, p->dim, std);
+    if (!as->tied) GEN("output.weight", matrix_type(t, "output", 0, nl), n_vocab, p->dim, std_embd);
+    if (as->llama3_rope) {
+        llama3_rope_factors(rope_factors, hd, rope_base);
+        GEN("rope_freqs.weight", GGML_TYPE_F32, 1, hd / 2, 0.0f);
+        gens[k - 1].values = rope_factors;
+    }
+    if (phi3) { /* LongRoPE-like factors in [1, 3]: long ones used past the original context */
+        GEN("rope_factors_long.weight", GGML_TYPE_F32, 1, hd / 2, 1.0f);
+        gens[k - 1].offset = 2.0f;
+        GEN("rope_factors_short.weight", GGML_TYPE_F32, 1, hd / 2, 0.05f);
+        gens[k - 1].offset = 1.0f;
+    }
     for (uint32_t l = 0; l < p->n_layers; l++) {
         char nm[64];
 #define LGEN(suffix, ty, r, c, sc)                                                                 \
     snprintf(nm, sizeof nm, "blk.%u." suffix, l);                                                  \
     GEN(nm, ty, r, c, sc)
         LGEN("attn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
-        LGEN("attn_q.weight", matrix_type(t, "attn_q", l, nl), p->dim, p->dim, std);
-        LGEN("attn_k.weight", matrix_type(t, "attn_k", l, nl), kv, p->dim, std);
-        LGEN("attn_v.weight", matrix_type(t, "attn_v", l, nl), kv, p->dim, std);
-        LGEN("attn_output.weight", matrix_type(t, "attn_output", l, nl), p->dim, p->dim, proj);
+        if (phi3) {
+            LGEN("attn_qkv.weight", matrix_type(t, "attn_q", l, nl), q_dim + 2 * kv, p->dim, std);
+        } else {
+            LGEN("attn_q.weight", matrix_type(t, "attn_q", l, nl), q_dim, p->dim, std);
+            LGEN("attn_k.weight", matrix_type(t, "attn_k", l, nl), kv, p->dim, std);
+            LGEN("attn_v.weight", matrix_type(t, "attn_v", l, nl), kv, p->dim, std);
+        }
+        if (as->qkv_bias) {
+            /* larger than the weights so a missed bias shows in the logits */
+            LGEN("attn_q.bias", GGML_TYPE_F32, 1, q_dim, 0.1f);
+            LGEN("attn_k.bias", GGML_TYPE_F32, 1, kv, 0.1f);
+            LGEN("attn_v.bias", GGML_TYPE_F32, 1, kv, 0.1f);
+        }
+        if (as->qk_norm) { /* 1 +- 0.35: not all ones, so a missed norm weight shows */
+            LGEN("attn_q_norm.weight", GGML_TYPE_F32, 1, hd, 0.2f);
+            gens[k - 1].offset = 1.0f;
+            LGEN("attn_k_norm.weight", GGML_TYPE_F32, 1, hd, 0.2f);
+            gens[k - 1].offset = 1.0f;
+        }
+        LGEN("attn_output.weight", matrix_type(t, "attn_output", l, nl), p->dim, q_dim, proj);
         LGEN("ffn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
-        LGEN("ffn_gate.weight", matrix_type(t, "ffn_gate", l, nl), p->ffn_dim, p->dim, std);
-        LGEN("ffn_up.weight", matrix_type(t, "ffn_up", l, nl), p->ffn_dim, p->dim, std);
+        if (as->gemma) {
+            LGEN("post_attention_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f);
+            gens[k - 1].offset = 1.0f;
+            LGEN("post_ffw_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f);
+            gens[k - 1].offset = 1.0f;
+        }
+        if (phi3) {
+            LGEN("ffn_up.weight", matrix_type(t, "ffn_up", l, nl), 2 * p->ffn_dim, p->dim, std);
+        } else {
+            LGEN("ffn_gate.weight", matrix_type(t, "ffn_gate", l, nl), p->ffn_dim, p->dim, std);
+            LGEN("ffn_up.weight", matrix_type(t, "ffn_up", l, nl), p->ffn_dim, p->dim, std);
+        }
         LGEN("ffn_down.weight", matrix_type(t, "ffn_down", l, nl), p->dim, p->ffn_dim, proj);
 #undef LGEN
     }
@@ -324,6 +456,7 @@ int model_make(const model_make_opts *o, tps_err *err) {
     rc = gguf_writer_write_file(w, o->out_path, err);
 done:
     free(gens);
+    free(rope_factors);
     gguf_writer_free(w);
     return rc;
 }

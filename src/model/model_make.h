@@ -26,8 +26,30 @@ extern const model_preset model_presets[];
  * the layers and every third layer between. */
 #define MODEL_MAKE_Q4_K_M 0x10000u
 
+/* What an architecture adds to the Llama layout in a made file. */
+typedef struct model_arch_spec {
+    const char *name;       /* --arch name */
+    const char *gguf_arch;  /* general.architecture written */
+    int qkv_bias;           /* attn_q/k/v.bias (qwen2) */
+    int qk_norm;            /* attn_q_norm / attn_k_norm (qwen3) */
+    int llama3_rope;        /* rope_freqs.weight with Llama 3.1's scaling, base 500000 */
+    int tied;               /* no output.weight: the head reads token_embd */
+    uint32_t head_dim_mult; /* head size = mult * dim / n_heads (attention.key_length) */
+    const char *about;      /* for --help */
+    int gemma;              /* post-attention / post-FFN norms; sliding window of 8 positions
+                               (512 beyond the tiny preset) on the layers pattern swa_period
+                               makes local, soft-capping (gemma2), RoPE bases 1e6 global with
+                               linear scaling 8 and 1e4 local (gemma3) */
+    uint32_t swa_period;    /* attention.sliding_window_pattern written */
+} model_arch_spec;
+
+/* NULL when unknown. model_arch_specs lists all, terminated by a NULL name. */
+const model_arch_spec *model_arch_find(const char *name);
+extern const model_arch_spec model_arch_specs[];
+
 typedef struct model_make_opts {
     const model_preset *preset;
+    const model_arch_spec *arch; /* NULL: plain llama */
     uint32_t type;          /* GGML_TYPE_F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K for the matrices,
                                or MODEL_MAKE_Q4_K_M; K-quants need dim and ffn_dim % 256 == 0 */
     const char *vocab_path; /* GGUF whose tokenizer is copied; NULL: byte-level vocab */

@@ -26,6 +26,7 @@ typedef enum chat_tmpl {
     CHAT_TMPL_ZEPHYR,
     CHAT_TMPL_GEMMA,
     CHAT_TMPL_PHI3,
+    CHAT_TMPL_MISTRAL_V7, /* [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT][INST] ... [/INST]: Mistral 3 */
     CHAT_TMPL_COUNT
 } chat_tmpl;
 
@@ -38,8 +39,8 @@ typedef struct chat_msg {
 /* The template whose markers the Jinja text contains; CHAT_TMPL_UNKNOWN
  * when text is NULL, empty or unrecognised. */
 chat_tmpl chat_tmpl_detect(const char *text, size_t len);
-/* By name ("chatml", "llama2", "llama3", "mistral", "zephyr", "gemma",
- * "phi3"; a few aliases such as "llama-3"); CHAT_TMPL_UNKNOWN if none. */
+/* By name ("chatml", "llama2", "llama3", "mistral", "mistral-v7", "zephyr",
+ * "gemma", "phi3"; a few aliases such as "llama-3"); CHAT_TMPL_UNKNOWN if none. */
 chat_tmpl chat_tmpl_from_name(const char *name);
 const char *chat_tmpl_name(chat_tmpl t);
 /* The text that ends an assistant turn ("<|im_end|>", "<|eot_id|>", "</s>"):

@@ -1,0 +1,43 @@
+/* The table of supported architectures. Adding one means a row here, its
+ * tensors in llama_weights and, if it computes something new, a step in the
+ * forward pass switched on by a field of this row, never a second copy of
+ * the pass. Facts as llama.cpp's src/models/<arch>.cpp has them. */
+#include <string.h>
+
+#include "model/llama_arch.h"
+
+static const llama_arch archs[] = {
+    {LLAMA_ARCH_LLAMA, "llama", 0, 0,
+     .specifics = "RMSNorm, SwiGLU, RoPE on adjacent pairs; optional Q/K/V biases, rope_freqs "
+                  "(Llama 3.1 RoPE scaling) and tied embeddings"},
+    {LLAMA_ARCH_QWEN2, "qwen2", 1, 0,
+     .specifics = "Llama with Q/K/V biases and NeoX-order RoPE; optional tied embeddings"},
+    {LLAMA_ARCH_QWEN3, "qwen3", 1, 1,
+     .specifics = "Llama with per-head Q/K RMSNorm before NeoX-order RoPE; head size from "
+                  "attention.key_length; optional tied embeddings"},
+    {LLAMA_ARCH_GEMMA2, "gemma2", 1, 0, .q_prescale = 1, .gemma = 1, .swa_period = 2,
+     .swa_window = 4096, .attn_softcap = 50.0f, .final_softcap = 30.0f,
+     .specifics = "embeddings x sqrt(dim), GeGLU, pre- and post-norms, attention and final "
+                  "logit soft-capping, sliding window on alternate layers, NeoX RoPE"},
+    {LLAMA_ARCH_GEMMA3, "gemma3", 1, 1, .q_prescale = 1, .gemma = 1, .swa_period = 6,
+     .rope_swa_base_10k = 1,
+     .specifics = "Gemma 2 without soft-capping, with per-head Q/K RMSNorm; local (sliding-window, "
+                  "own RoPE base) and global layers, 5 to 1 unless the file says"},
+    {LLAMA_ARCH_PHI3, "phi3", 1, 0, .q_prescale = 1,
+     .specifics = "Llama with fused attn_qkv and gate|up (ffn_up of 2 x ffn) tensors, NeoX "
+                  "RoPE; LongRoPE short/long factors (rope_factors_short/long) chosen by the "
+                  "served context"},
+    {LLAMA_ARCH_MISTRAL3, "mistral3", 0, 0,
+     .specifics = "Llama layout (adjacent-pair RoPE, head size from attention.key_length); "
+                  "YaRN and attention temperature scaling are refused"},
+};
+
+const llama_arch *llama_arch_find(const char *name) {
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (!strcmp(archs[i].name, name)) return &archs[i];
+    return NULL;
+}
+
+const char *llama_arch_names(void) {
+    return "llama, qwen2, qwen3, gemma2, gemma3, phi3, mistral3";
+}

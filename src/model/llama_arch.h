@@ -1,0 +1,47 @@
+/* The decoder-only architectures tps runs, as llama.cpp names them in
+ * `general.architecture`, and what sets each apart from plain Llama. One
+ * forward pass serves them all (engine/forward.c): the entry chosen at load
+ * says which of its per-architecture steps apply. Reads no file. */
+#ifndef TPS_LLAMA_ARCH_H
+#define TPS_LLAMA_ARCH_H
+
+#include <stdint.h>
+
+typedef enum llama_arch_id {
+    LLAMA_ARCH_LLAMA = 0, /* Llama 1/2/3.x, SmolLM, TinyLlama, Mistral 7B */
+    LLAMA_ARCH_QWEN2,     /* Qwen2, Qwen2.5 */
+    LLAMA_ARCH_QWEN3,     /* Qwen3 (dense) */
+    LLAMA_ARCH_GEMMA2,    /* Gemma 2 */
+    LLAMA_ARCH_GEMMA3,    /* Gemma 3 (text) */
+    LLAMA_ARCH_PHI3,      /* Phi-3, Phi-3.5, Phi-4-mini */
+    LLAMA_ARCH_MISTRAL3,  /* Mistral Small 3.x, Ministral 3 (text) */
+} llama_arch_id;
+
+typedef struct llama_arch {
+    llama_arch_id id;
+    const char *name;      /* general.architecture */
+    int rope_neox;         /* 1: RoPE rotates (x[i], x[i + rope_dim/2]) (GPT-NeoX order);
+                              0: adjacent pairs (x[2i], x[2i+1]) */
+    int qk_norm;           /* 1: per-head RMSNorm of Q and K before RoPE
+                              (blk.N.attn_q_norm / attn_k_norm, head_dim each) */
+    int q_prescale;        /* 1: Q is scaled by 1/sqrt(head_dim) before attention, which then
+                              uses scale 1 (same maths in llama.cpp's rounding order): Gemma, Phi-3 */
+    int gemma;             /* 1: Gemma's block: embeddings scaled by sqrt(dim), GeGLU FFN,
+                              post-attention and post-FFN RMSNorms (attn_post_norm,
+                              ffn_post_norm), Q scaled by 1/sqrt(head_dim) before attention */
+    uint32_t swa_period;   /* sliding-window layer pattern when the file has none: layer l
+                              is local when l % period < period - 1; 0: no sliding window */
+    uint32_t swa_window;   /* attention.sliding_window when absent (0: none unless given) */
+    int rope_swa_base_10k; /* 1: local layers' RoPE base defaults to 10000 (Gemma 3);
+                              0: to the global base */
+    float attn_softcap;    /* attn_logit_softcapping when absent (0: none) */
+    float final_softcap;   /* final_logit_softcapping when absent (0: none) */
+    const char *specifics; /* one line for `tps model info` */
+} llama_arch;
+
+/* NULL when tps does not run `name`. */
+const llama_arch *llama_arch_find(const char *name);
+/* "llama, qwen2, qwen3": for messages. */
+const char *llama_arch_names(void);
+
+#endif

@@ -1,0 +1,342 @@
+/* Every architecture against llama.cpp: a seeded random `tiny` model made by
+ * model_make for each --arch gives, on 5 prompts, the same 16 greedy tokens
+ * as llama.cpp on the same file, and teacher-forced logits within the quant
+ * tests' f16 tolerance of llama.cpp's, under every kernel tier; each
+ * sequence's logits are bit-identical alone and in a batch of all five.
+ * Reference data: tests/data/<arch>/ (README.md there says how it was made). */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/forward.h"
+#include "model/model_make.h"
+
+/* ||ours - llama.cpp|| / ||llama.cpp|| per position: the bound
+ * test_quant_model.c holds an f16 model to against its f32 original.
+ * Both sides here are f32 with an f32 KV cache; measured ~1e-6. */
+#define TOL_NORM_ERR 2e-3
+#define SEED         7
+
+typedef struct ref {
+    json_t *j;
+    float *logits; /* (n_logit_cases, n_generated, n_vocab) */
+    size_t n_vocab, n_gen, n_logit_cases;
+} ref;
+
+static void load_ref(ref *r, const char *arch) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/tests/data/%s/reference.json", TPS_SOURCE_DIR, arch);
+    json_error_t je;
+    r->j = json_load_file(p, 0, &je);
+    cr_assert_not_null(r->j, "%s: %s", p, je.text);
+    r->n_vocab = (size_t)json_integer_value(json_object_get(r->j, "n_vocab"));
+    r->n_gen = (size_t)json_integer_value(json_object_get(r->j, "n_generated"));
+    r->n_logit_cases = (size_t)json_integer_value(json_object_get(r->j, "n_logit_cases"));
+    snprintf(p, sizeof p, "%s/tests/data/%s/reference.logits.f32", TPS_SOURCE_DIR, arch);
+    FILE *f = fopen(p, "rb");
+    cr_assert_not_null(f, "%s", p);
+    size_t n = r->n_logit_cases * r->n_gen * r->n_vocab;
+    r->logits = malloc(n * sizeof(float));
+    cr_assert_eq(fread(r->logits, sizeof(float), n, f), n, "%s is short", p);
+    fclose(f);
+}
+
+static void free_ref(ref *r) {
+    json_decref(r->j);
+    free(r->logits);
+}
+
+static llama_model *make_and_load(const char *arch, char *path, size_t path_len) {
+    snprintf(path, path_len, "/tmp/tps-arch-%s-XXXXXX", arch);
+    close(mkstemp(path));
+    model_make_opts o = {.preset = model_preset_find("tiny"),
+                         .arch = model_arch_find(arch),
+                         .type = GGML_TYPE_F32,
+                         .seed = SEED,
+                         .out_path = path};
+    cr_assert_not_null(o.arch);
+    tps_err err = {0};
+    cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
+    llama_model *m;
+    cr_assert_eq(llama_model_load(&m, path, &err), 0, "%s", err.msg);
+    return m;
+}
+
+static int argmax(const float *x, size_t n) {
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return (int)best;
+}
+
+static double norm_err(const float *ours, const float *theirs, size_t n) {
+    double d = 0, t = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)ours[i] - theirs[i]) * ((double)ours[i] - theirs[i]);
+        t += (double)theirs[i] * theirs[i];
+    }
+    return sqrt(d / t);
+}
+
+typedef struct rig {
+    kv_cache *kv;
+    fwd_state *s;
+} rig;
+
+static void rig_open(rig *g, const llama_model *m, kernel_tier tier) {
+    const llama_config *c = &m->cfg;
+    kv_cache_params p = {.n_layers = c->n_layers,
+                         .kv_dim = c->n_kv_heads * c->head_dim,
+                         .head_dim = c->head_dim,
+                         .block_tokens = 16,
+                         .kv_type = GGML_TYPE_F32,
+                         .n_blocks = 64};
+    tps_err err = {0};
+    cr_assert_eq(kv_cache_create(&g->kv, &p, &err), 0, "%s", err.msg);
+    cr_assert_eq(fwd_state_create(&g->s, m, 128, c->ctx_len, 2, &err), 0, "%s", err.msg);
+    cr_assert_eq(kernel_ctx_set_tier(fwd_state_kernels(g->s), tier), 0);
+}
+
+static void rig_close(rig *g) {
+    fwd_state_free(g->s);
+    kv_cache_free(g->kv);
+}
+
+static size_t ids_of(json_t *arr, int32_t *out, size_t cap) {
+    size_t n = json_array_size(arr);
+    cr_assert_leq(n, cap);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (int32_t)json_integer_value(json_array_get(arr, i));
+    return n;
+}
+
+/* Prefill, then decode llama.cpp's greedy ids one at a time (teacher
+ * forcing): every argmax must be llama.cpp's, and the logits close. */
+static void check_arch_tier(const char *arch, kernel_tier tier) {
+    ref r;
+    load_ref(&r, arch);
+    char path[64];
+    llama_model *m = make_and_load(arch, path, sizeof path);
+    cr_assert_eq(m->cfg.n_vocab, r.n_vocab);
+    rig g;
+    rig_open(&g, m, tier);
+    json_t *cases = json_object_get(r.j, "cases");
+    cr_assert_eq(json_array_size(cases), 5);
+    double worst = 0;
+    for (size_t ci = 0; ci < json_array_size(cases); ci++) {
+        json_t *cs = json_array_get(cases, ci);
+        int32_t prompt[64], gen[32];
+        size_t np = ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
+        size_t ng = ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
+        cr_assert_eq(ng, r.n_gen);
+        kv_seq seq = {0};
+        cr_assert_eq(kv_seq_init(&seq, 8), 0);
+        cr_assert_eq(kv_seq_reserve(g.kv, &seq, (uint32_t)(np + ng)), 0);
+        const kv_seq *seqs[] = {&seq};
+        fwd_row rows[64];
+        for (size_t i = 0; i < np; i++)
+            rows[i] = (fwd_row){.token = prompt[i], .pos = (uint32_t)i, .want_logits = i + 1 == np};
+        fwd_batch b = {.n_rows = np, .rows = rows, .seqs = seqs};
+        for (size_t k = 0; k < ng; k++) {
+            const float *logits;
+            size_t nl;
+            tps_err err = {0};
+            cr_assert_eq(llama_forward(g.s, m, g.kv, &b, &logits, &nl, &err), 0, "%s", err.msg);
+            int got = argmax(logits, r.n_vocab);
+            cr_assert_eq(got, gen[k], "%s, %s tier, prompt %zu, token %zu: got %d, llama.cpp %d",
+                         arch, kernel_tier_name(tier), ci, k, got, gen[k]);
+            if (ci < r.n_logit_cases) {
+                double e = norm_err(logits, r.logits + (ci * r.n_gen + k) * r.n_vocab, r.n_vocab);
+                if (e > worst) worst = e;
+            }
+            rows[0] = (fwd_row){.token = gen[k], .pos = (uint32_t)(np + k), .want_logits = 1};
+            b.n_rows = 1;
+        }
+        kv_seq_release(g.kv, &seq);
+        kv_seq_destroy(&seq);
+    }
+    cr_log_info("%s, %s tier: worst normalised logit error vs llama.cpp %.2e", arch,
+                kernel_tier_name(tier), worst);
+    cr_expect_leq(worst, TOL_NORM_ERR, "%s, %s tier: %g", arch, kernel_tier_name(tier), worst);
+    rig_close(&g);
+    llama_model_free(m);
+    unlink(path);
+    free_ref(&r);
+}
+
+static void check_arch(const char *arch) {
+    const kernel_tier tiers[] = {KERNEL_TIER_BEST, KERNEL_TIER_SCALAR, KERNEL_TIER_REF};
+    for (size_t t = 0; t < sizeof tiers / sizeof tiers[0]; t++)
+        check_arch_tier(arch, tiers[t]);
+}
+
+Test(arch_reference, llama_matches_llama_cpp) {
+    check_arch("llama");
+}
+
+Test(arch_reference, llama3_rope_freqs_and_tied_embeddings_match_llama_cpp) {
+    check_arch("llama3");
+}
+
+Test(arch_reference, qwen2_matches_llama_cpp) {
+    check_arch("qwen2");
+}
+
+Test(arch_reference, qwen3_matches_llama_cpp) {
+    check_arch("qwen3");
+}
+
+/* sliding window 8 on alternate layers (prompts up to 50 positions, so
+ * windows start inside and on block edges), soft-capping, GeGLU, post-norms */
+Test(arch_reference, gemma2_matches_llama_cpp) {
+    check_arch("gemma2");
+}
+
+/* local/global layers with two RoPE bases, linear RoPE scaling, Q/K norm */
+Test(arch_reference, gemma3_matches_llama_cpp) {
+    check_arch("gemma3");
+}
+
+/* fused attn_qkv and gate|up, LongRoPE long factors (context 512 > 256) and
+ * attn_factor */
+Test(arch_reference, phi3_matches_llama_cpp) {
+    check_arch("phi3");
+}
+
+Test(arch_reference, mistral3_matches_llama_cpp) {
+    check_arch("mistral3");
+}
+
+/* The five prompts prefilled together in one batch give each prompt's last
+ * logits bit-identical to its prefill alone. */
+static void check_batch_invariance(const char *arch) {
+    ref r;
+    load_ref(&r, arch);
+    char path[64];
+    llama_model *m = make_and_load(arch, path, sizeof path);
+    rig g;
+    rig_open(&g, m, KERNEL_TIER_BEST);
+    json_t *cases = json_object_get(r.j, "cases");
+    const size_t nc = json_array_size(cases), nv = r.n_vocab;
+    float *solo = malloc(sizeof(float) * nc * nv);
+    kv_seq seqs[5] = {0};
+    const kv_seq *all[5];
+    fwd_row rows[128];
+    size_t n = 0;
+    for (size_t ci = 0; ci < nc; ci++) {
+        int32_t prompt[64];
+        size_t np = ids_of(json_object_get(json_array_get(cases, ci), "prompt_ids"), prompt, 64);
+        cr_assert_eq(kv_seq_init(&seqs[ci], 8), 0);
+        cr_assert_eq(kv_seq_reserve(g.kv, &seqs[ci], (uint32_t)np), 0);
+        all[ci] = &seqs[ci];
+        fwd_row one[64];
+        for (size_t i = 0; i < np; i++) {
+            one[i] = (fwd_row){.token = prompt[i], .pos = (uint32_t)i, .want_logits = i + 1 == np};
+            cr_assert_lt(n, 128u);
+            rows[n] = one[i];
+            rows[n++].seq = (uint32_t)ci;
+        }
+        const kv_seq *s1[] = {&seqs[ci]};
+        fwd_batch b = {.n_rows = np, .rows = one, .seqs = s1};
+        const float *logits;
+        size_t nl;
+        tps_err err = {0};
+        cr_assert_eq(llama_forward(g.s, m, g.kv, &b, &logits, &nl, &err), 0, "%s", err.msg);
+        memcpy(solo + ci * nv, logits, sizeof(float) * nv);
+    }
+    fwd_batch b = {.n_rows = n, .rows = rows, .seqs = all};
+    const float *logits;
+    size_t nl;
+    tps_err err = {0};
+    cr_assert_eq(llama_forward(g.s, m, g.kv, &b, &logits, &nl, &err), 0, "%s", err.msg);
+    cr_assert_eq(nl, nc);
+    for (size_t ci = 0; ci < nc; ci++)
+        cr_expect_eq(memcmp(logits + ci * nv, solo + ci * nv, sizeof(float) * nv), 0,
+                     "%s: prompt %zu differs in a batch", arch, ci);
+    for (size_t ci = 0; ci < nc; ci++) {
+        kv_seq_release(g.kv, &seqs[ci]);
+        kv_seq_destroy(&seqs[ci]);
+    }
+    free(solo);
+    rig_close(&g);
+    llama_model_free(m);
+    unlink(path);
+    free_ref(&r);
+}
+
+Test(arch_reference, every_arch_is_batch_invariant) {
+    const char *archs[] = {"llama",  "llama3", "qwen2", "qwen3",
+                           "gemma2", "gemma3", "phi3",  "mistral3"};
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        check_batch_invariance(archs[i]);
+}
+
+/* A file whose architecture tps does not run, one missing a tensor the
+ * architecture needs, and one with a tensor tps would not read: errors that
+ * name the architecture, the tensor and where in the file to look. */
+Test(arch_reference, unknown_arch_and_missing_tensor_are_named) {
+    char path[64];
+    llama_model *m = make_and_load("qwen3", path, sizeof path);
+    gguf_file *f = m->file;
+    /* the same file without blk.2.attn_k_norm.weight */
+    gguf_writer *w = gguf_writer_create();
+    for (uint64_t i = 0; i < f->n_kv; i++)
+        cr_assert_eq(gguf_writer_copy_kv(w, &f->kv[i]), 0);
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        char name[96];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        if (!strcmp(name, "blk.2.attn_k_norm.weight")) continue;
+        cr_assert_eq(gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data), 0);
+    }
+    char cut[] = "/tmp/tps-arch-cut-XXXXXX";
+    close(mkstemp(cut));
+    tps_err err = {0};
+    cr_assert_eq(gguf_writer_write_file(w, cut, &err), 0, "%s", err.msg);
+    gguf_writer_set_str(w, "general.architecture", "mamba");
+    /* an extra tensor tps would not read: refused by name, not ignored */
+    gguf_writer *wx = gguf_writer_create();
+    for (uint64_t i = 0; i < f->n_kv; i++)
+        cr_assert_eq(gguf_writer_copy_kv(wx, &f->kv[i]), 0);
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        char name[96];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        cr_assert_eq(gguf_writer_add_tensor(wx, name, t->type, t->n_dims, t->ne, t->data), 0);
+    }
+    static float bias[64];
+    const uint64_t ne_b[1] = {64};
+    cr_assert_eq(gguf_writer_add_tensor(wx, "blk.0.attn_output.bias", GGML_TYPE_F32, 1, ne_b, bias),
+                 0);
+    char extra[] = "/tmp/tps-arch-extra-XXXXXX";
+    close(mkstemp(extra));
+    cr_assert_eq(gguf_writer_write_file(wx, extra, &err), 0, "%s", err.msg);
+    gguf_writer_free(wx);
+    char other[] = "/tmp/tps-arch-mamba-XXXXXX";
+    close(mkstemp(other));
+    cr_assert_eq(gguf_writer_write_file(w, other, &err), 0, "%s", err.msg);
+    gguf_writer_free(w);
+    llama_model_free(m);
+    llama_model *bad = NULL;
+    cr_expect_neq(llama_model_load(&bad, cut, &err), 0);
+    cr_expect_null(bad);
+    cr_expect(strstr(err.msg, "qwen3: tensor 'blk.2.attn_k_norm.weight' is missing") &&
+                  strstr(err.msg, "byte offset"),
+              "%s", err.msg);
+    cr_expect_eq(llama_model_load(&bad, extra, &err), TPS_EUNSUP);
+    cr_expect(strstr(err.msg, "qwen3: tensor 'blk.0.attn_output.bias'") &&
+                  strstr(err.msg, "not used"),
+              "%s", err.msg);
+    unlink(extra);
+    cr_expect_eq(llama_model_load(&bad, other, &err), TPS_EUNSUP);
+    cr_expect(strstr(err.msg, "architecture 'mamba'") && strstr(err.msg, "byte offset") &&
+                  strstr(err.msg, "qwen3"),
+              "%s", err.msg);
+    unlink(cut);
+    unlink(other);
+    unlink(path);
+}
