@@ -511,3 +511,27 @@ Test(bench_cli, workload_flags_that_cannot_go_together_exit_2_with_what_to_do) {
               strstr(out, "--think-time") && strstr(out, "cached input"));
     free(out);
 }
+
+/* --extra-body: its fields reach every body; the workload's own prompt and
+ * max_tokens win over the same names in it; a non-object is refused. */
+Test(bench_body, extra_body_fields_reach_every_request_and_the_workload_keeps_its_own) {
+    workload_opts o = base_opts(BENCH_EP_COMPLETIONS, 4, "16", 7);
+    o.extra_body =
+        "{\"return_tokens\": true, \"top_k\": 1, \"max_tokens\": 999, \"prompt\": \"x\"}";
+    workload w;
+    tps_err e = {{0}};
+    cr_assert_eq(workload_build(&w, &o, &e), 0, "%s", e.msg);
+    for (size_t i = 0; i < w.n; i++) {
+        json_t *j = body_json(&w.items[i]);
+        cr_expect(json_is_true(json_object_get(j, "return_tokens")));
+        cr_expect_eq(json_integer_value(json_object_get(j, "top_k")), 1);
+        cr_expect_eq(json_integer_value(json_object_get(j, "max_tokens")), 7, "max_tokens is ours");
+        cr_expect_str_neq(json_string_value(json_object_get(j, "prompt")), "x",
+                          "the prompt is ours");
+        json_decref(j);
+    }
+    workload_free(&w);
+    cr_expect_not_null(workload_extra_body_check("[1]"));
+    cr_expect_not_null(workload_extra_body_check("{"));
+    cr_expect_null(workload_extra_body_check("{}"));
+}

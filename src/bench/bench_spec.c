@@ -125,6 +125,10 @@ json_t *bench_spec_config_json(const bench_spec *s, const bench_config *cfg, con
                   outl, "input_source", wl->input_source, "dataset", wo->dataset, "ignore_eos",
                   wo->ignore_eos == 1 || (wo->ignore_eos == -1 && !wo->dataset), "include_usage",
                   wo->include_usage);
+    if (jc && wo->extra_body) {
+        json_t *x = json_loads(wo->extra_body, 0, NULL);
+        if (x) json_object_set_new(jc, "extra_body", x);
+    }
     if (jc) config_workload_shape(jc, s, cfg);
     return jc;
 }

@@ -116,7 +116,20 @@ static json_t *body_common(const workload_opts *o, bool ignore_eos) {
         json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
     if (ignore_eos) json_object_set_new(b, "ignore_eos", json_true());
     if (o->temperature >= 0) json_object_set_new(b, "temperature", json_real(o->temperature));
+    if (o->extra_body) {
+        json_t *x = json_loads(o->extra_body, JSON_REJECT_DUPLICATES, NULL);
+        if (json_is_object(x)) json_object_update(b, x);
+        json_decref(x);
+    }
     return b;
+}
+
+const char *workload_extra_body_check(const char *s) {
+    json_error_t je;
+    json_t *x = json_loads(s, JSON_REJECT_DUPLICATES, &je);
+    const char *why = !x ? "is not JSON" : !json_is_object(x) ? "is not a JSON object" : NULL;
+    json_decref(x);
+    return why;
 }
 
 /* common + content + max_tokens as compact JSON in *out (malloc'ed). Takes

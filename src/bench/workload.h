@@ -94,6 +94,11 @@ typedef struct workload_opts {
     int ignore_eos;             /* 1 send, 0 not, -1 default (synthetic yes, dataset no) */
     bool include_usage;         /* stream_options.include_usage */
     double temperature;         /* < 0: not sent */
+    /* a JSON object whose fields every body also carries (--extra-body), e.g.
+     * {"return_tokens": true} so llama.cpp's server streams token ids; the
+     * prompt, messages and max_tokens stay the workload's. NULL: none. The
+     * caller has checked it is an object (workload_extra_body_check). */
+    const char *extra_body;
     /* shared prefixes (synthetic only): prefix_len > 0 tokens each, n_prefixes >= 1 of
      * them, chosen round robin, or with prefix_zipf > 0 by Zipf's law (prefix k, from 0,
      * with weight 1 / (k + 1)^prefix_zipf) */
@@ -105,6 +110,9 @@ typedef struct workload_opts {
      * n_items / turns conversations (an error when it has fewer) */
     uint32_t turns;
 } workload_opts;
+
+/* NULL when s is a JSON object; else why not, for a message. */
+const char *workload_extra_body_check(const char *s);
 
 typedef struct workload {
     workload_item *items; /* (n,), owned */

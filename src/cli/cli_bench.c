@@ -219,6 +219,9 @@ static const opt_row bench_rows[] = {
      .help = "do not ask for stream_options.include_usage"},
     {"--temperature", .kind = OPT_NUM, .off = B(spec.wo.temperature), .max = INFINITY,
      .metavar = "T", .help = "send a temperature (default: none sent)"},
+    {"--extra-body", .kind = OPT_STR, .off = B(spec.wo.extra_body), .metavar = "JSON",
+     .help = "fields every request body also carries, e.g.\n"
+             "'{\"return_tokens\":true}' (llama.cpp streams token ids)"},
     OPT_HEAD("prefix cache workloads (synthetic)"),
     {"--prefix-len", .kind = OPT_U32, .off = B(spec.wo.prefix_len), .min = 1, .max = 10000000,
      .metavar = "P",
@@ -323,8 +326,11 @@ static void raise_fd_limit(void) {
  * to do instead; prints the first and returns -1. */
 static int check_workload_flags(const workload_opts *wo, const bench_config *cfg, bool prefix_opts,
                                 bool turn_opts, uint64_t prompts) {
-    const char *msg = NULL, *fmt = NULL;
-    if (wo->prefix_len && wo->dataset)
+    const char *msg = NULL, *fmt = NULL, *why = NULL;
+    if (wo->extra_body && (why = workload_extra_body_check(wo->extra_body))) {
+        fprintf(stderr, "tps bench: --extra-body %s: give an object, e.g. '{\"top_k\": 1}'\n", why);
+        return -1;
+    } else if (wo->prefix_len && wo->dataset)
         msg = "--prefix-len with --dataset: shared prefixes are a synthetic workload; drop one";
     else if (prefix_opts && !wo->prefix_len)
         msg = "--prefixes and --prefix-dist need --prefix-len P (the prefix length in tokens)";
