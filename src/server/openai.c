@@ -4,6 +4,10 @@
  * OpenAI API. */
 #include "server/openai.h"
 
+#include "engine/grammar.h"
+#include "server/json_schema.h"
+#include "server/regex_gbnf.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -127,20 +131,13 @@ typedef struct refused_field {
 } refused_field;
 
 static const refused_field REFUSED[] = {
-    {"response_format", "{\"type\":\"text\"}",
-     "structured output (json_object, json_schema) is not supported yet: only {\"type\": "
-     "\"text\"}"},
     {"tool_choice", "\"none\"", "tool calls are not supported yet (tools, tool_choice)"},
     {"parallel_tool_calls", NULL, "tool calls are not supported yet (parallel_tool_calls)"},
     {"function_call", "\"none\"", "function calling is not supported yet (function_call)"},
     {"suffix", NULL, "suffix needs an insertion (fill-in-the-middle) model; none is served"},
-    {"grammar", NULL, "grammars are not supported yet"},
-    {"json_schema", NULL, "structured output is not supported yet (json_schema)"},
-    {"regex", NULL, "regex-constrained output is not supported yet"},
-    {"guided_json", NULL, "guided decoding is not supported yet"},
-    {"guided_regex", NULL, "guided decoding is not supported yet"},
-    {"guided_grammar", NULL, "guided decoding is not supported yet"},
-    {"guided_choice", NULL, "guided decoding is not supported yet"},
+    {"guided_choice", NULL,
+     "guided_choice is not supported: use regex (\"a|b\") or a "
+     "json_schema enum"},
     {"store", NULL, "stored completions are not supported (store)"},
     {"audio", NULL, "audio output is not supported"},
     {"modalities", "[\"text\"]", "only text output is supported (modalities)"},
@@ -238,6 +235,150 @@ static int parse_logprobs(json_t *o, oai_request *r, oai_error *e) {
     }
     r->top_logprobs = (uint32_t)k;
     return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Constrained output: response_format, grammar, regex and the extensions,
+ * each compiled to GBNF and parsed here so a malformed one is a 400 with
+ * its location before anything is queued
+ * ------------------------------------------------------------------------- */
+
+/* A 400 (500 when out of memory) naming param, with the compiler's message,
+ * which already starts with param's name when param is what it compiled. */
+static int compile_error(oai_error *e, int rc, const char *param, const char *msg) {
+    size_t pl = strlen(param);
+    bool named = !strncmp(msg, param, pl) && msg[pl] == ':';
+    return oai_error_set(e, rc == TPS_ENOMEM ? 500 : 400,
+                         rc == TPS_ENOMEM ? "server_error" : "invalid_request_error", param,
+                         rc == TPS_ENOMEM ? NULL : "invalid_value", "%s%s%s", named ? "" : param,
+                         named ? "" : ": ", msg);
+}
+
+/* Checks that the GBNF text in g parses, then hands it to r. */
+static int take_grammar(oai_request *r, sbuf *g, const char *param, oai_error *e) {
+    if (sbuf_failed(g)) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    grammar *gr = NULL;
+    tps_err err = {{0}};
+    int rc = grammar_parse(&gr, g->p ? g->p : "", g->len, &err);
+    grammar_free(gr);
+    if (rc) return compile_error(e, rc, param, err.msg);
+    r->grammar = g->p;
+    r->grammar_len = g->len;
+    g->p = NULL;
+    return 0;
+}
+
+static int schema_grammar(oai_request *r, const json_t *schema, const char *param, oai_error *e) {
+    sbuf g;
+    sbuf_init(&g);
+    tps_err err = {{0}};
+    int rc = json_schema_to_gbnf(schema, &g, &err);
+    if (rc)
+        rc = compile_error(e, rc, param, err.msg);
+    else
+        rc = take_grammar(r, &g, param, e);
+    sbuf_free(&g);
+    return rc;
+}
+
+/* response_format: {"type": "text"} asks for nothing; "json_object" is any
+ * JSON object; "json_schema" takes {name, schema, strict, description}. */
+static int parse_response_format(json_t *rf, oai_request *r, oai_error *e) {
+    if (!json_is_object(rf))
+        return bad(e, "response_format", "%s must be an object with a \"type\"%s", "");
+    json_t *type = json_object_get(rf, "type");
+    if (!json_is_string(type))
+        return oai_error_set(e, 400, "invalid_request_error", "response_format.type",
+                             "invalid_value",
+                             "response_format.type must be \"text\", \"json_object\" or "
+                             "\"json_schema\"");
+    const char *t = json_string_value(type);
+    if (!strcmp(t, "text")) return 0;
+    if (!strcmp(t, "json_object")) {
+        json_t *any = json_pack("{s:s}", "type", "object");
+        int rc = any ? schema_grammar(r, any, "response_format", e)
+                     : oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        json_decref(any);
+        return rc;
+    }
+    if (strcmp(t, "json_schema"))
+        return oai_error_set(e, 400, "invalid_request_error", "response_format.type",
+                             "invalid_value",
+                             "response_format.type '%.40s' is not supported: use \"text\", "
+                             "\"json_object\" or \"json_schema\"",
+                             t);
+    json_t *js = json_object_get(rf, "json_schema");
+    if (!json_is_object(js))
+        return oai_error_set(e, 400, "invalid_request_error", "response_format.json_schema",
+                             "invalid_value",
+                             "response_format.json_schema must be an object {name, schema, "
+                             "strict}");
+    json_t *name = json_object_get(js, "name"), *strict = json_object_get(js, "strict");
+    if (name && !json_is_null(name) && !json_is_string(name))
+        return oai_error_set(e, 400, "invalid_request_error", "response_format.json_schema.name",
+                             "invalid_type", "response_format.json_schema.name must be a string");
+    if (strict && !json_is_null(strict) && !json_is_boolean(strict))
+        return oai_error_set(e, 400, "invalid_request_error", "response_format.json_schema.strict",
+                             "invalid_type",
+                             "response_format.json_schema.strict must be a boolean");
+    json_t *schema = json_object_get(js, "schema");
+    if (!json_is_object(schema))
+        return oai_error_set(e, 400, "invalid_request_error", "response_format.json_schema.schema",
+                             "invalid_value",
+                             "response_format.json_schema.schema must be a JSON schema object");
+    /* strict or not, the output is held to the schema: there is no weaker mode */
+    return schema_grammar(r, schema, "response_format.json_schema.schema", e);
+}
+
+static int parse_constraint(json_t *o, oai_request *r, oai_error *e) {
+    static const char *const keys[] = {"response_format", "json_schema", "guided_json", "grammar",
+                                       "guided_grammar",  "regex",       "guided_regex"};
+    const char *given = NULL;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(o, keys[i]);
+        if (!v || json_is_null(v)) continue;
+        if (i == 0 && json_is_object(v) && json_is_string(json_object_get(v, "type")) &&
+            !strcmp(json_string_value(json_object_get(v, "type")), "text"))
+            continue;
+        if (given)
+            return oai_error_set(e, 400, "invalid_request_error", keys[i], "invalid_value",
+                                 "%s and %s both constrain the output: give one", given, keys[i]);
+        given = keys[i];
+    }
+    if (!given) return 0;
+    json_t *v = json_object_get(o, given);
+    if (!strcmp(given, "response_format")) return parse_response_format(v, r, e);
+    if (!strcmp(given, "json_schema") || !strcmp(given, "guided_json")) {
+        json_t *schema = v, *parsed = NULL;
+        if (json_is_string(v)) { /* vLLM accepts the schema as a JSON string */
+            json_error_t je;
+            parsed = json_loads(json_string_value(v), 0, &je);
+            if (!parsed)
+                return oai_error_set(e, 400, "invalid_request_error", given, "invalid_value",
+                                     "%s: invalid JSON at line %d, column %d: %s", given, je.line,
+                                     je.column, je.text);
+            schema = parsed;
+        }
+        int rc = json_is_object(schema) ? schema_grammar(r, schema, given, e)
+                                        : bad(e, given, "%s must be a JSON schema object%s", "");
+        json_decref(parsed);
+        return rc;
+    }
+    if (!json_is_string(v)) return bad(e, given, "%s must be a string%s", "");
+    sbuf g;
+    sbuf_init(&g);
+    int rc;
+    if (!strcmp(given, "regex") || !strcmp(given, "guided_regex")) {
+        tps_err err = {{0}};
+        rc = regex_to_gbnf(json_string_value(v), json_string_length(v), &g, &err);
+        if (rc) rc = compile_error(e, rc, given, err.msg);
+    } else {
+        sbuf_add(&g, json_string_value(v), json_string_length(v));
+        rc = 0;
+    }
+    if (!rc) rc = take_grammar(r, &g, given, e);
+    sbuf_free(&g);
+    return rc;
 }
 
 static int parse_unsupported(json_t *o, oai_kind kind, oai_error *e) {
@@ -500,6 +641,7 @@ void oai_request_free(oai_request *r) {
     if (!r) return;
     free(r->prompt_ids);
     free(r->logit_bias);
+    free(r->grammar);
     free(r->msgs);
     free(r->parts);
     if (r->json) json_decref((json_t *)r->json);
@@ -540,6 +682,7 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_e
     if ((rc = parse_logit_bias(root, r, e))) goto fail;
     if ((rc = parse_logprobs(root, r, e))) goto fail;
     if ((rc = parse_stop(root, r, e))) goto fail;
+    if ((rc = parse_constraint(root, r, e))) goto fail;
     if ((rc = get_bool(root, "stream", &r->stream, e)) < 0) goto fail;
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {

@@ -47,6 +47,12 @@ typedef struct oai_request {
     size_t n_logit_bias;
     bool logprobs;         /* per-token logprobs asked for */
     uint32_t top_logprobs; /* alternatives per token, 0..LOGPROBS_MAX_TOP */
+    /* Constrained output: GBNF text (owned) from response_format
+     * (json_object, json_schema), grammar, regex, or the json_schema /
+     * guided_json / guided_regex / guided_grammar extensions, already
+     * checked to parse; NULL: free text. */
+    char *grammar;
+    size_t grammar_len;
     const char *stop[OAI_MAX_STOP];
     size_t n_stop;
     bool stream;

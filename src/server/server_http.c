@@ -389,6 +389,8 @@ static void handle_completion(server *s, struct evhttp_request *req, oai_kind ki
         .n_logit_bias = r.n_logit_bias,
         .logprobs = r.logprobs,
         .top_logprobs = r.top_logprobs,
+        .grammar = r.grammar,
+        .grammar_len = r.grammar_len,
         .user = c,
     };
     tps_err err = {{0}};
