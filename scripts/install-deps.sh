@@ -18,6 +18,7 @@ deps=(
   "libclang-rt-14-dev|sanitizer and libFuzzer runtimes for clang"
   "gnuplot-nox|tps report: SVG plots"
   "chromium|tests: headless screenshot of the tps report HTML page (checks it renders)"
+  "python3-jsonschema|tests: an independent validator of structured (json_schema) output"
 )
 
 missing=()

@@ -1,0 +1,258 @@
+/* Structured output through tps serve on stories260K, checked by
+ * independent validators, not by our grammar code: Python's jsonschema for
+ * response_format json_schema / json_object, Python's re.fullmatch for
+ * regex and an equivalent GBNF grammar; at temperature 0 and 1, streamed
+ * and not, on both endpoints. Also the 400s: malformed schema and grammar
+ * (with their location), an unsupported keyword named, two constraints at
+ * once. Skips with a message when python3 or its jsonschema is missing. */
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "support/server_fixture.h"
+#include "support/test_support.h"
+
+#define MODEL     "models/stories260K.gguf"
+#define VALIDATOR TPS_SOURCE_DIR "/tests/tools/validate_output.py"
+
+typedef struct buf {
+    char *p;
+    size_t n;
+} buf;
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
+    buf *b = ud;
+    b->p = realloc(b->p, b->n + sz * n + 1);
+    memcpy(b->p + b->n, p, sz * n);
+    b->n += sz * n;
+    b->p[b->n] = 0;
+    return sz * n;
+}
+
+static long post(int port, const char *path, const char *body, buf *out) {
+    CURL *h = curl_easy_init();
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    long st = -1;
+    if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+    curl_easy_cleanup(h);
+    curl_slist_free_all(hd);
+    return st;
+}
+
+/* The choice's text (content for chat), whole or assembled from a stream,
+ * and its finish_reason. */
+static char *answer(const buf *b, bool chat, bool stream, char *finish, size_t cap) {
+    size_t n = 0;
+    char *text = calloc(1, b->n + 1);
+    finish[0] = 0;
+    const char *p = b->p;
+    while (p && *p) {
+        const char *line = p, *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        p = nl ? nl + 1 : NULL;
+        if (stream && (len < 6 || strncmp(line, "data: ", 6) || !strncmp(line, "data: [DONE]", 12)))
+            continue;
+        json_t *j =
+            stream ? json_loadb(line + 6, len - 6, 0, NULL) : json_loadb(line, len, 0, NULL);
+        cr_assert(j, "not JSON: %.*s", (int)len, line);
+        json_t *c = json_array_get(json_object_get(j, "choices"), 0);
+        json_t *t =
+            chat ? json_object_get(json_object_get(c, stream ? "delta" : "message"), "content")
+                 : json_object_get(c, "text");
+        if (json_is_string(t)) {
+            memcpy(text + n, json_string_value(t), json_string_length(t));
+            n += json_string_length(t);
+        }
+        if (json_is_string(json_object_get(c, "finish_reason")))
+            snprintf(finish, cap, "%s", json_string_value(json_object_get(c, "finish_reason")));
+        json_decref(j);
+        if (!stream) break;
+    }
+    text[n] = 0;
+    return text;
+}
+
+/* Runs the validator; returns its exit status (77: jsonschema missing). */
+static int validate(const char *kind, const char *spec, const char *out, char *why, size_t cap) {
+    char sp[] = "/tmp/tps-spec-XXXXXX", op[] = "/tmp/tps-out-XXXXXX";
+    int fs = mkstemp(sp), fo = mkstemp(op);
+    cr_assert(fs >= 0 && fo >= 0);
+    cr_assert_eq(write(fs, spec, strlen(spec)), (ssize_t)strlen(spec));
+    cr_assert_eq(write(fo, out, strlen(out)), (ssize_t)strlen(out));
+    close(fs);
+    close(fo);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "python3 %s %s %s %s 2>&1", VALIDATOR, kind, sp, op);
+    FILE *f = popen(cmd, "r");
+    cr_assert(f);
+    size_t n = fread(why, 1, cap - 1, f);
+    why[n] = 0;
+    int st = pclose(f);
+    unlink(sp);
+    unlink(op);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void require_validator(void) {
+    if (system("python3 -c 'import jsonschema' >/dev/null 2>&1") != 0)
+        cr_skip_test("python3 with jsonschema is needed for the independent validator "
+                     "(scripts/install-deps.sh installs python3-jsonschema)");
+}
+
+static void start(server_fixture *f) {
+    REQUIRE_SHARED(MODEL);
+    require_validator();
+    server_config c;
+    fixture_defaults(&c, f);
+    fixture_start(f, &c, true);
+}
+
+/* One request per (endpoint, stream, temperature, seed): each output must
+ * validate, unless max_tokens cut it (finish "length"). Returns how many
+ * validated. */
+static int run_matrix(int port, const char *constraint, const char *kind, const char *spec,
+                      int min_ok) {
+    static const float temps[] = {0.0f, 1.0f, 1.0f};
+    int ok = 0, cut = 0;
+    for (int chat = 0; chat < 2; chat++)
+        for (int stream = 0; stream < 2; stream++)
+            for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++) {
+                char body[8192];
+                snprintf(body, sizeof body,
+                         "{%s,\"max_tokens\":300,\"temperature\":%g,\"seed\":%zu,"
+                         "\"stream\":%s,%s}",
+                         chat ? "\"messages\":[{\"role\":\"user\",\"content\":\"Tell me about "
+                                "Lily.\"}]"
+                              : "\"prompt\":\"Once upon a time\"",
+                         temps[t], t, stream ? "true" : "false", constraint);
+                buf b = {0};
+                long st = post(port, chat ? "/v1/chat/completions" : "/v1/completions", body, &b);
+                cr_assert_eq(st, 200, "%s", b.p ? b.p : "");
+                char finish[32], why[2048];
+                char *text = answer(&b, chat, stream, finish, sizeof finish);
+                if (!strcmp(finish, "length")) {
+                    cut++;
+                    cr_assert(!strcmp(kind, "regex") || text[0] == '{', "%s", text);
+                } else {
+                    cr_assert_str_eq(finish, "stop", "%s", b.p);
+                    int rc = validate(kind, spec, text, why, sizeof why);
+                    cr_assert_eq(rc, 0, "chat %d stream %d temp %g: %s", chat, stream, temps[t],
+                                 why);
+                    ok++;
+                }
+                free(text);
+                free(b.p);
+            }
+    cr_assert_geq(ok, min_ok, "only %d of 12 outputs finished (%d cut by max_tokens)", ok, cut);
+    return ok;
+}
+
+static const char *PERSON =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"name\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":20},"
+    "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":120},"
+    "\"pets\":{\"type\":\"array\",\"items\":{\"enum\":[\"cat\",\"dog\",\"fish\"]},"
+    "\"maxItems\":3},"
+    "\"mood\":{\"anyOf\":[{\"type\":\"null\"},{\"const\":\"happy\"}]},"
+    "\"born\":{\"type\":\"string\",\"format\":\"date\"},"
+    "\"home\":{\"$ref\":\"#/$defs/place\"}},"
+    "\"required\":[\"name\",\"age\",\"pets\",\"home\"],\"additionalProperties\":false,"
+    "\"$defs\":{\"place\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\","
+    "\"maxLength\":12},\"score\":{\"type\":\"number\"},\"ok\":{\"type\":\"boolean\"}},"
+    "\"required\":[\"city\",\"ok\"],\"additionalProperties\":false}}}";
+
+Test(structured, json_schema_output_validates_with_jsonschema, .timeout = 240) {
+    server_fixture f;
+    start(&f);
+    char c[4096];
+    snprintf(c, sizeof c,
+             "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"person\","
+             "\"strict\":true,\"schema\":%s}}",
+             PERSON);
+    run_matrix(f.port, c, "schema", PERSON, 9);
+    fixture_finish(&f);
+}
+
+Test(structured, json_object_output_is_a_json_object, .timeout = 240) {
+    server_fixture f;
+    start(&f);
+    /* json_object allows any object, which this small model seldom closes
+     * within max_tokens: the outputs that finish must validate, the others
+     * must at least have started an object */
+    run_matrix(f.port, "\"response_format\":{\"type\":\"json_object\"}", "schema",
+               "{\"type\":\"object\"}", 0);
+    fixture_finish(&f);
+}
+
+Test(structured, regex_and_grammar_outputs_fullmatch_with_python_re, .timeout = 240) {
+    server_fixture f;
+    start(&f);
+    const char *re = "(cat|dog|bird)s? [0-9]{1,3}(\\\\.[0-9]+)? [a-z ]{0,12}!";
+    char c[512];
+    snprintf(c, sizeof c, "\"regex\":\"%s\"", re);
+    run_matrix(f.port, c, "regex", "(cat|dog|bird)s? [0-9]{1,3}(\\.[0-9]+)? [a-z ]{0,12}!", 9);
+    const char *g = "\"grammar\":\"root ::= word (\\\", \\\" word){0,3} \\\".\\\"\\n"
+                    "word ::= [a-z]{1,8}\\n\"";
+    run_matrix(f.port, g, "regex", "[a-z]{1,8}(, [a-z]{1,8}){0,3}\\.", 9);
+    fixture_finish(&f);
+}
+
+static void expect_400(int port, const char *body, const char *param, const char *needle) {
+    buf b = {0};
+    long st = post(port, "/v1/chat/completions", body, &b);
+    cr_assert_eq(st, 400, "%s -> %ld %s", body, st, b.p ? b.p : "");
+    json_t *j = json_loads(b.p, 0, NULL);
+    json_t *e = json_object_get(j, "error");
+    cr_assert_str_eq(json_string_value(json_object_get(e, "param")), param, "%s", b.p);
+    cr_assert(strstr(json_string_value(json_object_get(e, "message")), needle), "'%s' not in %s",
+              needle, b.p);
+    json_decref(j);
+    free(b.p);
+}
+
+Test(structured, malformed_constraints_are_400s_that_say_where) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config cfg;
+    fixture_defaults(&cfg, &f);
+    fixture_start(&f, &cfg, true);
+#define MSG "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+    const char *sp = "response_format.json_schema.schema";
+    expect_400(f.port,
+               "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+               "\"x\",\"schema\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"number\","
+               "\"multipleOf\":3}}}}}}",
+               sp, "/properties/n: keyword 'multipleOf' is not supported");
+    expect_400(f.port,
+               "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+               "\"x\",\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/"
+               "missing\"}}}}}}",
+               sp, "/properties/a");
+    expect_400(f.port, "{" MSG ",\"response_format\":{\"type\":\"json_schema\"}}",
+               "response_format.json_schema", "must be an object");
+    expect_400(f.port, "{" MSG ",\"response_format\":{\"type\":\"xml\"}}", "response_format.type",
+               "not supported");
+    expect_400(f.port, "{" MSG ",\"grammar\":\"root ::= \\\"a\\\"\\nb ::= (\\\"x\\\"\\n\"}",
+               "grammar", "line 3, column 1: expected ')'");
+    expect_400(f.port, "{" MSG ",\"grammar\":\"root ::= nope\\n\"}", "grammar",
+               "rule 'nope' is not defined");
+    expect_400(f.port, "{" MSG ",\"regex\":\"(a)\\\\1\"}", "regex",
+               "column 4: backreferences (\\1) are not supported");
+    expect_400(f.port, "{" MSG ",\"regex\":\"a(?=b)\"}", "regex", "lookahead");
+    expect_400(f.port, "{" MSG ",\"regex\":\"a\",\"grammar\":\"root ::= \\\"a\\\"\"}", "regex",
+               "both constrain the output");
+    fixture_finish(&f);
+}
