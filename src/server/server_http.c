@@ -254,6 +254,91 @@ done:
  * Completions: parse, build the prompt, submit
  * ------------------------------------------------------------------------- */
 
+/* The tool format of the served template; the generic one when the model
+ * file has no template (nothing says it was trained on ChatML's tools). */
+static tool_format tool_fmt(const server *s) {
+    return s->tmpl_guessed ? TOOL_FMT_GENERIC : tools_format(s->tmpl);
+}
+
+/* Strings a rewritten conversation owns, freed together. */
+typedef struct owned_text {
+    char **p;
+    size_t n;
+} owned_text;
+
+static const char *keep(owned_text *o, sbuf *b) {
+    char **p = realloc(o->p, (o->n + 1) * sizeof *p);
+    if (!p || sbuf_failed(b)) return NULL;
+    o->p = p;
+    sbuf_adds(b, ""); /* a buffer even when empty */
+    o->p[o->n++] = b->p;
+    const char *t = b->p;
+    b->p = NULL;
+    sbuf_free(b);
+    return t ? t : "";
+}
+
+/* The conversation with tools written in as the template's tool format
+ * expects (tools.h): the tool list in the system message (or, mistral,
+ * before the last user turn), earlier calls in the assistant messages, tool
+ * results as the format's turns. *out is a new array (freed by the caller)
+ * whose strings o owns. */
+static int tool_messages(server *s, const oai_request *r, chat_msg **out, size_t *n_out,
+                         owned_text *o) {
+    tool_format f = tool_fmt(s);
+    bool list = r->tool_choice != TOOL_CHOICE_NONE && r->n_tools;
+    bool sys_list = list && f != TOOL_FMT_MISTRAL;
+    bool has_sys = r->n_msgs && !strcmp(r->msgs[0].role, "system");
+    chat_msg *m = calloc(r->n_msgs + 1, sizeof *m);
+    if (!m) return TPS_ENOMEM;
+    size_t n = 0, last_user = SIZE_MAX;
+    if (sys_list && !has_sys) m[n++] = (chat_msg){.role = "system", .content = ""};
+    for (size_t i = 0; i < r->n_msgs; i++) {
+        m[n] = r->msgs[i];
+        if (!strcmp(m[n].role, "user")) last_user = n;
+        sbuf b;
+        sbuf_init(&b);
+        const json_t *calls = r->msg_tool_calls[i];
+        if (calls && json_array_size(calls)) {
+            sbuf_add(&b, m[n].content, m[n].content_len);
+            if (m[n].content_len) sbuf_adds(&b, "\n");
+            for (size_t k = 0; k < json_array_size(calls); k++) {
+                json_t *fn = json_object_get(json_array_get(calls, k), "function");
+                tools_render_call(f, json_string_value(json_object_get(fn, "name")),
+                                  json_string_value(json_object_get(fn, "arguments")), k == 0,
+                                  k + 1 == json_array_size(calls), &b);
+            }
+        } else if (!strcmp(m[n].role, "tool")) {
+            m[n].role = f == TOOL_FMT_LLAMA3 ? "ipython" : "user";
+            tools_render_result(f, m[n].content, m[n].content_len, &b);
+        } else {
+            n++;
+            continue;
+        }
+        if (!(m[n].content = keep(o, &b))) return free(m), TPS_ENOMEM;
+        m[n].content_len = strlen(m[n].content);
+        n++;
+    }
+    if (list) {
+        size_t at = sys_list ? 0 : last_user;
+        if (at != SIZE_MAX) {
+            sbuf b;
+            sbuf_init(&b);
+            if (!sys_list) tools_render_list(f, r->tools, r->n_tools, &b);
+            sbuf_add(&b, m[at].content, m[at].content_len);
+            if (sys_list) {
+                if (m[at].content_len) sbuf_adds(&b, "\n\n");
+                tools_render_list(f, r->tools, r->n_tools, &b);
+            }
+            if (!(m[at].content = keep(o, &b))) return free(m), TPS_ENOMEM;
+            m[at].content_len = strlen(m[at].content);
+        }
+    }
+    *out = m;
+    *n_out = n;
+    return 0;
+}
+
 /* The prompt's token ids (malloc'ed) for a parsed request. */
 static int build_prompt(server *s, const oai_request *r, int32_t **ids, size_t *n, oai_error *e) {
     tps_err err = {{0}};
@@ -272,7 +357,26 @@ static int build_prompt(server *s, const oai_request *r, int32_t **ids, size_t *
     }
     sbuf text;
     sbuf_init(&text);
-    int rc = chat_tmpl_render(s->tmpl, r->msgs, r->n_msgs, true, &text, &err);
+    const chat_msg *msgs = r->msgs;
+    size_t n_msgs = r->n_msgs;
+    chat_msg *rewritten = NULL;
+    owned_text own = {0};
+    bool tool_turns = r->tool_choice != TOOL_CHOICE_NONE;
+    for (size_t i = 0; i < r->n_msgs && !tool_turns; i++)
+        tool_turns = r->msg_tool_calls[i] || !strcmp(r->msgs[i].role, "tool");
+    int rc = 0;
+    if (tool_turns && tool_messages(s, r, &rewritten, &n_msgs, &own)) {
+        for (size_t i = 0; i < own.n; i++)
+            free(own.p[i]);
+        free(own.p);
+        return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    if (rewritten) msgs = rewritten;
+    rc = chat_tmpl_render(s->tmpl, msgs, n_msgs, true, &text, &err);
+    free(rewritten);
+    for (size_t i = 0; i < own.n; i++)
+        free(own.p[i]);
+    free(own.p);
     if (rc)
         oai_error_set(e, rc == TPS_ENOMEM ? 500 : 400,
                       rc == TPS_ENOMEM ? "server_error" : "invalid_request_error", "messages",
@@ -353,6 +457,28 @@ static void handle_completion(server *s, struct evhttp_request *req, oai_kind ki
     if (cap && (!max_tokens || max_tokens > cap)) max_tokens = cap;
 
     if (check_n(s, r.n, &e)) goto fail;
+    bool tools = kind == OAI_CHAT && r.tool_choice != TOOL_CHOICE_NONE;
+    if (tools && r.stream && r.logprobs) {
+        oai_error_set(&e, 400, "invalid_request_error", "logprobs", "unsupported_parameter",
+                      "logprobs with tools is supported only without stream: a streamed answer "
+                      "that may hold tool calls is sent when it is complete");
+        goto fail;
+    }
+    if (tools && (r.tool_choice == TOOL_CHOICE_REQUIRED || r.tool_choice == TOOL_CHOICE_NAMED)) {
+        sbuf g;
+        sbuf_init(&g);
+        tps_err terr = {{0}};
+        int trc = tools_grammar(tool_fmt(s), r.tools, r.n_tools, r.tool_name, r.parallel_tool_calls,
+                                &g, &terr);
+        if (trc) {
+            sbuf_free(&g);
+            oai_error_set(&e, trc == TPS_ENOMEM ? 500 : 400, "invalid_request_error", "tools",
+                          "invalid_value", "tools: %s", terr.msg);
+            goto fail;
+        }
+        r.grammar = g.p; /* r owns it from here: oai_request_free frees it */
+        r.grammar_len = g.len;
+    }
 
     const char *stops[OAI_MAX_STOP + 1];
     size_t n_stop = r.n_stop;
@@ -373,6 +499,8 @@ static void handle_completion(server *s, struct evhttp_request *req, oai_kind ki
     }
     c->stream = r.stream;
     c->logprobs = r.logprobs;
+    c->tools = tools;
+    c->tfmt = tool_fmt(s);
     c->include_usage = r.stream && r.include_usage;
     c->n_prompt = (uint32_t)n_ids;
     engine_request er = {

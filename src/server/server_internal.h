@@ -64,6 +64,11 @@ typedef struct req_ctx {
     char id[48];
     bool stream, include_usage;
     bool logprobs; /* each token's logprobs go out with it */
+    /* tools offered (tool_choice not none): each choice's answer is parsed
+     * for calls (in tfmt) when it is done; streamed, its text is held until
+     * then */
+    bool tools;
+    tool_format tfmt;
     bool client_gone;
     bool failed;        /* a choice ended cancelled or in error: the answer is an error */
     engine_finish fail; /* the first such finish */
@@ -107,6 +112,7 @@ struct server {
     tokenizer *tok;
     engine *eng;
     chat_tmpl tmpl;
+    bool tmpl_guessed;      /* no template in the file: ChatML by default */
     int32_t tmpl_eot_id;    /* the template's end-of-turn as one non-EOG token; -1: none */
     bool tmpl_eot_as_stop;  /* the end-of-turn is no single token: a stop string */
     machine_limits machine; /* this machine's limits (tps machine); zeros: unknown */
