@@ -1570,9 +1570,8 @@ Test(server, every_openai_request_field_is_honoured_or_refused_by_name, .timeout
         {"user", "\"u\"", false},
         {"metadata", "{\"k\":\"v\"}", false},
         {"service_tier", "\"auto\"", false},
-        {"tools", "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", true},
-        {"tool_choice", "\"required\"", true},
-        {"parallel_tool_calls", "true", true},
+        {"tools", "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", false},
+        {"parallel_tool_calls", "true", false},
         {"functions", "[{\"name\":\"f\"}]", true},
         {"function_call", "\"auto\"", true},
         {"response_format", "{\"type\":\"json_object\"}", false},
@@ -1625,6 +1624,15 @@ Test(server, every_openai_request_field_is_honoured_or_refused_by_name, .timeout
                   "echo", NULL);
     expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"best_of\":2}", NULL, 400,
                   "best_of", NULL);
+    expect_status(p, "POST", "/v1/completions",
+                  "{\"prompt\":\"x\",\"tools\":[{\"type\":\"function\",\"function\":{"
+                  "\"name\":\"f\"}}]}",
+                  NULL, 400, "tools", NULL);
+    /* tool_choice without tools asks for calls nobody can make */
+    expect_status(p, "POST", "/v1/chat/completions",
+                  "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                  "\"tool_choice\":\"required\"}",
+                  NULL, 400, "tool_choice", NULL);
     /* values that ask for nothing are accepted */
     const char *neutral[] = {"\"response_format\":{\"type\":\"text\"}",
                              "\"tool_choice\":\"none\"",

@@ -256,3 +256,132 @@ Test(structured, malformed_constraints_are_400s_that_say_where) {
                "both constrain the output");
     fixture_finish(&f);
 }
+
+/* ---------------------------------------------------------------------------
+ * Tool calls
+ * ------------------------------------------------------------------------- */
+
+static const char *ADD_PARAMS =
+    "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":-99,"
+    "\"maximum\":99},\"b\":{\"type\":\"integer\",\"minimum\":-99,\"maximum\":99}},"
+    "\"required\":[\"a\",\"b\"],\"additionalProperties\":false}";
+
+/* The first tool call of a chat answer (whole or streamed): its name and
+ * arguments (assembled from the deltas), and the finish_reason. */
+static void first_call(const buf *b, bool stream, char *name, char *args, char *finish) {
+    name[0] = args[0] = finish[0] = 0;
+    const char *p = b->p;
+    while (p && *p) {
+        const char *line = p, *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        p = nl ? nl + 1 : NULL;
+        if (stream && (len < 6 || strncmp(line, "data: ", 6) || !strncmp(line, "data: [DONE]", 12)))
+            continue;
+        json_t *j =
+            stream ? json_loadb(line + 6, len - 6, 0, NULL) : json_loadb(line, len, 0, NULL);
+        cr_assert(j, "not JSON: %.*s", (int)len, line);
+        json_t *c = json_array_get(json_object_get(j, "choices"), 0);
+        json_t *m = json_object_get(c, stream ? "delta" : "message");
+        json_t *tc = json_array_get(json_object_get(m, "tool_calls"), 0);
+        json_t *fn = json_object_get(tc, "function");
+        if (json_is_string(json_object_get(fn, "name"))) {
+            strcpy(name, json_string_value(json_object_get(fn, "name")));
+            cr_assert(json_is_string(json_object_get(tc, "id")), "a call without an id");
+            cr_assert_str_eq(json_string_value(json_object_get(tc, "type")), "function");
+        }
+        if (json_is_string(json_object_get(fn, "arguments")))
+            strcat(args, json_string_value(json_object_get(fn, "arguments")));
+        if (json_is_string(json_object_get(c, "finish_reason")))
+            strcpy(finish, json_string_value(json_object_get(c, "finish_reason")));
+        json_decref(j);
+        if (!stream) break;
+    }
+}
+
+Test(structured, forced_tool_calls_have_arguments_that_validate, .timeout = 240) {
+    server_fixture f;
+    start(&f);
+    static const char *const choices[] = {
+        "\"required\"", "{\"type\":\"function\",\"function\":{\"name\":\"calc\"}}"};
+    for (int k = 0; k < 2; k++)
+        for (int stream = 0; stream < 2; stream++)
+            for (int t = 0; t < 2; t++) {
+                char body[4096];
+                snprintf(
+                    body, sizeof body,
+                    "{\"messages\":[{\"role\":\"user\",\"content\":\"2+3?\"}],"
+                    "\"max_tokens\":110,\"temperature\":%d,\"seed\":%d,\"stream\":%s,"
+                    "\"parallel_tool_calls\":false,\"tool_choice\":%s,\"tools\":["
+                    "{\"type\":\"function\",\"function\":{\"name\":\"calc\",\"parameters\":%s}},"
+                    "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]}",
+                    t, k * 4 + stream * 2 + t, stream ? "true" : "false", choices[k], ADD_PARAMS);
+                buf b = {0};
+                cr_assert_eq(post(f.port, "/v1/chat/completions", body, &b), 200, "%s", b.p);
+                char name[64], args[2048], finish[32], why[2048];
+                first_call(&b, stream, name, args, finish);
+                cr_assert_str_eq(finish, "tool_calls", "%s", b.p);
+                if (k == 1 || !strcmp(name, "calc")) {
+                    cr_assert_str_eq(name, "calc", "%s", b.p);
+                    cr_assert_eq(validate("schema", ADD_PARAMS, args, why, sizeof why), 0,
+                                 "choice %d stream %d temp %d: %s", k, stream, t, why);
+                } else {
+                    cr_assert_str_eq(name, "now", "%s", b.p);
+                    cr_assert_eq(validate("schema", "{\"type\":\"object\"}", args, why, sizeof why),
+                                 0, "%s", why);
+                }
+                free(b.p);
+            }
+    fixture_finish(&f);
+}
+
+/* The prompt's size for a conversation: usage.prompt_tokens of a 1-token answer. */
+static long prompt_tokens(int port, const char *messages) {
+    char body[4096];
+    snprintf(body, sizeof body, "{\"messages\":%s,\"max_tokens\":1,\"temperature\":0}", messages);
+    buf b = {0};
+    cr_assert_eq(post(port, "/v1/chat/completions", body, &b), 200, "%s", b.p);
+    json_t *j = json_loads(b.p, 0, NULL);
+    long n =
+        (long)json_integer_value(json_object_get(json_object_get(j, "usage"), "prompt_tokens"));
+    json_decref(j);
+    free(b.p);
+    return n;
+}
+
+Test(structured, tool_calls_and_results_are_rendered_back_into_the_prompt) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config cfg;
+    fixture_defaults(&cfg, &f);
+    fixture_start(&f, &cfg, true);
+    long plain = prompt_tokens(f.port, "[{\"role\":\"user\",\"content\":\"2+3?\"},"
+                                       "{\"role\":\"assistant\",\"content\":null}]");
+    long with_call =
+        prompt_tokens(f.port, "[{\"role\":\"user\",\"content\":\"2+3?\"},{\"role\":\"assistant\","
+                              "\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":"
+                              "\"function\",\"function\":{\"name\":\"calc\",\"arguments\":"
+                              "\"{\\\"a\\\":2,\\\"b\\\":3}\"}}]}]");
+    long with_result = prompt_tokens(
+        f.port, "[{\"role\":\"user\",\"content\":\"2+3?\"},{\"role\":\"assistant\",\"content\":"
+                "null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":"
+                "\"calc\",\"arguments\":\"{\\\"a\\\":2,\\\"b\\\":3}\"}}]},{\"role\":\"tool\","
+                "\"tool_call_id\":\"c1\",\"content\":\"5\"}]");
+    /* the call's text (<tool_call> {"name": "calc", ...}) and then the result's
+     * (<tool_response> 5 </tool_response> in a user turn) are in the prompt */
+    cr_assert_gt(with_call, plain + 20, "call: %ld tokens, without: %ld", with_call, plain);
+    cr_assert_gt(with_result, with_call + 20, "result: %ld, call: %ld", with_result, with_call);
+    expect_400(f.port,
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\","
+               "\"tool_calls\":[{\"id\":\"c1\",\"function\":{\"name\":\"calc\"}}]}]}",
+               "messages[1].tool_calls", "arguments");
+    expect_400(f.port,
+               "{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+               "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
+               "tool_choice", "'g', which is not in tools");
+    expect_400(f.port,
+               "{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+               "\"parameters\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\","
+               "\"pattern\":\"^a\"}}}}}],\"tool_choice\":\"required\"}",
+               "tools", "pattern");
+    fixture_finish(&f);
+}

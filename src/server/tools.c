@@ -142,8 +142,10 @@ void tools_render_result(tool_format f, const char *content, size_t n, sbuf *out
 /* {"type":"object","properties":{"name":{"const":N},"arguments":P},
  *  "required":["name","arguments"],"additionalProperties":false} */
 static json_t *call_schema(tool_format f, const oai_tool *t) {
-    json_t *params =
-        t->parameters ? json_deep_copy(t->parameters) : json_pack("{s:s}", "type", "object");
+    /* no parameters: the function takes none (OpenAI's meaning): {} */
+    json_t *params = t->parameters ? json_deep_copy(t->parameters)
+                                   : json_pack("{s:s,s:{},s:b}", "type", "object", "properties",
+                                               "additionalProperties", 0);
     json_t *props = json_object();
     json_object_set_new(props, "name", json_pack("{s:s}", "const", t->name));
     json_object_set_new(props, args_key(f), params);
