@@ -100,7 +100,7 @@ static void check_tree(const tokenizer *tok, const vocab_trie *vt, const int32_t
     constraint_free(c);
     (*nodes)++;
     int32_t path2[64];
-    memcpy(path2, path, n_path * sizeof *path);
+    if (n_path) memcpy(path2, path, n_path * sizeof *path);
     for (size_t k = 0; k < n_next; k++) {
         size_t len = 0;
         const char *p = tokenizer_piece(tok, next[k], false, &len);

@@ -231,6 +231,7 @@ int vocab_trie_build(vocab_trie **out, const tokenizer *tok, uint32_t n_vocab, t
 #define RESET_NODES      (1u << 20) /* caches beyond these are dropped between tokens */
 #define RESET_STATES     (1u << 18)
 #define RESET_TRANS      (1u << 20)
+#define TRANS_FRONT      4096 /* entries of the transition front cache (a power of two) */
 
 struct constraint {
     const grammar *g; /* owned */
@@ -256,6 +257,11 @@ struct constraint {
     uint32_t *st_next; /* next state with the same hash + 1 */
 
     u64map trans; /* state << 21 | code point -> next state */
+    /* a small direct-mapped front of trans: a trie walk asks the same few
+     * (state, byte) pairs over and over (inside a JSON string every node's
+     * parent is the same state), and the big table's probes miss the cache */
+    uint64_t front_key[TRANS_FRONT]; /* key + 1; 0: empty */
+    uint32_t front_val[TRANS_FRONT];
 
     /* expansion scratch */
     uint32_t *scratch;
@@ -423,8 +429,13 @@ static uint32_t state_intern(constraint *c) {
 static uint32_t advance(constraint *c, uint32_t s, uint32_t cp) {
     if (s == 0) return 0;
     uint64_t key = (uint64_t)s << 21 | cp;
+    size_t slot = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 52) & (TRANS_FRONT - 1);
+    if (c->front_key[slot] == key + 1) return c->front_val[slot];
     uint32_t next;
-    if (u64map_get(&c->trans, key, &next)) return next;
+    if (u64map_get(&c->trans, key, &next)) {
+        c->front_key[slot] = key + 1, c->front_val[slot] = next;
+        return next;
+    }
     c->n_scratch = 0;
     c->overflow = false;
     const uint32_t *st = c->st_data + c->st_off[s];
@@ -438,6 +449,7 @@ static uint32_t advance(constraint *c, uint32_t s, uint32_t cp) {
     next = state_intern(c);
     c->overflow = false;
     u64map_put(&c->trans, key, next);
+    c->front_key[slot] = key + 1, c->front_val[slot] = next;
     return next;
 }
 
@@ -640,6 +652,7 @@ static void caches_reset(constraint *c) {
     u64map_clear(&c->node_map);
     u64map_clear(&c->state_map);
     u64map_clear(&c->trans);
+    memset(c->front_key, 0, sizeof c->front_key);
     c->n_nodes = 1; /* node 0: the empty stack */
     c->n_states = 1;
     c->n_data = 0;
