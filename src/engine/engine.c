@@ -582,13 +582,16 @@ static bool prefix_in_flight(const engine *e, const seq *s, uint32_t hit) {
 /* Handles a sampled token for s (s may finish and be freed); returns true
  * when it was an output token (an end-of-generation or stop id is not). */
 static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
-    if (s->cons_dead) {
+    /* the grammar allowed nothing, or the sampler had to pick a masked
+     * token (logit_bias or ignore_eos took every allowed one away) */
+    if (s->cons_dead || (s->cons && constraint_accept(s->cons, tok) != 0)) {
         seq_list_remove(&e->running, s);
         finish(e, s, ENGINE_FINISH_ERROR, t_now,
-               "grammar: no token of the vocabulary can continue the output");
+               s->cons_dead ? "grammar: no token of the vocabulary can continue the output"
+                            : "grammar: every token the grammar allows was banned (logit_bias "
+                              "or ignore_eos)");
         return false;
     }
-    if (s->cons) constraint_accept(s->cons, tok); /* the mask allowed it */
     sampler_accept(s->smp, tok);
     if (!s->tm.t_first_token) s->tm.t_first_token = t_now;
     s->tokens[s->n_tokens++] = tok;
