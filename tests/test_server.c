@@ -583,7 +583,7 @@ Test(server, bad_requests_get_openai_shaped_errors, .timeout = 30) {
                   "best_of", "not supported");
     expect_status(p, "POST", "/v1/chat/completions",
                   "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", NULL,
-                  400, "tools", "not supported");
+                  400, "tools[0]", "must be {");
     expect_status(p, "POST", "/v1/completions", "{\"prompt\":[1, 99999]}", NULL, 400, "prompt",
                   NULL);
     expect_status(p, "GET", "/v2/nothing", NULL, NULL, 404, NULL, NULL);
