@@ -385,3 +385,39 @@ Test(structured, tool_calls_and_results_are_rendered_back_into_the_prompt) {
                "tools", "pattern");
     fixture_finish(&f);
 }
+
+/* tool_choice auto on a model that answers in prose: streamed, the content
+ * comes in many chunks as it is generated, and assembles to the same text
+ * as the whole answer; no tool_calls. */
+Test(structured, auto_tool_choice_streams_plain_answers_as_they_come, .timeout = 120) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config cfg;
+    fixture_defaults(&cfg, &f);
+    fixture_start(&f, &cfg, true);
+    const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":40,"
+                      "\"temperature\":0,\"tools\":[{\"type\":\"function\",\"function\":{"
+                      "\"name\":\"f\"}}],\"stream\":%s}";
+    char body[512];
+    snprintf(body, sizeof body, req, "false");
+    buf whole = {0}, streamed = {0};
+    cr_assert_eq(post(f.port, "/v1/chat/completions", body, &whole), 200, "%s", whole.p);
+    snprintf(body, sizeof body, req, "true");
+    cr_assert_eq(post(f.port, "/v1/chat/completions", body, &streamed), 200, "%s", streamed.p);
+    char f1[32], f2[32];
+    char *a = answer(&whole, true, false, f1, sizeof f1);
+    char *b = answer(&streamed, true, true, f2, sizeof f2);
+    cr_assert_str_eq(a, b);
+    cr_assert_str_eq(f1, f2);
+    cr_assert_str_eq(f1, "length");
+    int chunks = 0;
+    for (const char *p = streamed.p; (p = strstr(p, "\"content\":\"")); p++)
+        chunks++;
+    cr_assert_gt(chunks, 10, "content came in %d chunks", chunks);
+    cr_assert_null(strstr(whole.p, "tool_calls"));
+    free(a);
+    free(b);
+    free(whole.p);
+    free(streamed.p);
+    fixture_finish(&f);
+}

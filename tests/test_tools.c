@@ -112,3 +112,23 @@ Test(tools, the_forced_call_grammar_accepts_valid_calls_only) {
     sbuf_free(&g);
     json_decref(params);
 }
+
+Test(tools, a_streamed_answer_sends_content_up_to_a_possible_call) {
+    bool hold;
+    const char *t = "Sure. <tool_ca";
+    cr_assert_eq(tools_stream_safe(TOOL_FMT_HERMES, t, strlen(t), &hold), strlen("Sure. "));
+    cr_assert_not(hold);
+    t = "Sure. <tool_call>\n{\"na";
+    cr_assert_eq(tools_stream_safe(TOOL_FMT_HERMES, t, strlen(t), &hold), strlen("Sure. "));
+    cr_assert(hold);
+    t = "No call <tool at all";
+    cr_assert_eq(tools_stream_safe(TOOL_FMT_GENERIC, t, strlen(t), &hold), strlen(t));
+    t = "  {\"name\"";
+    cr_assert_eq(tools_stream_safe(TOOL_FMT_LLAMA3, t, strlen(t), &hold), 0);
+    cr_assert(hold);
+    t = "  The answer";
+    cr_assert_eq(tools_stream_safe(TOOL_FMT_LLAMA3, t, strlen(t), &hold), strlen(t));
+    t = "ok [TOOL_CALLS] [";
+    cr_assert_eq(tools_stream_safe(TOOL_FMT_MISTRAL, t, strlen(t), &hold), 3);
+    cr_assert(hold);
+}

@@ -48,6 +48,8 @@ typedef struct req_choice {
     bool done;            /* its DONE event came */
     uint32_t text_offset; /* bytes of text sent or kept so far (logprobs' text_offset) */
     sse_lp *lp;           /* non-stream with logprobs: one per token, owned */
+    uint32_t tool_sent;   /* stream with tools: bytes of text already sent as content */
+    bool tool_hold;       /* stream with tools: a call has begun; the rest waits */
     size_t n_lp, cap_lp;
 } req_choice;
 

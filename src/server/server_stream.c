@@ -188,7 +188,20 @@ static void on_token(req_ctx *c, const engine_event *ev) {
     sse_lp lp = {0};
     if (c->logprobs) lp_from_event(&lp, ev, ch->text_offset);
     ch->text_offset += ev->text_len;
-    if (!c->stream || c->tools) { /* tools: the answer is parsed when complete */
+    if (c->stream && c->tools) { /* content goes out as it comes, a call when complete */
+        sbuf_add(&ch->text, ev->text, ev->text_len);
+        if (ch->tool_hold) return;
+        size_t safe = tools_stream_safe(c->tfmt, ch->text.p, ch->text.len, &ch->tool_hold);
+        if (safe <= ch->tool_sent) return;
+        sbuf_reset(&c->out);
+        add_role_once(c, ch, ev->choice);
+        sse_chunk_text(&c->out, &c->meta, ev->choice, ch->text.p + ch->tool_sent,
+                       safe - ch->tool_sent, ev->token, NULL, NULL);
+        ch->tool_sent = (uint32_t)safe;
+        write_chunk(c);
+        return;
+    }
+    if (!c->stream) {
         sbuf_add(&ch->text, ev->text, ev->text_len);
         if (c->logprobs) keep_logprobs(ch, &lp);
         return;
@@ -264,7 +277,10 @@ static void stream_tool_answer(req_ctx *c, req_choice *ch, const engine_event *e
     size_t k = ev->finish == ENGINE_FINISH_STOP
                    ? tools_parse(c->tfmt, text, ch->text.len, calls, TOOLS_MAX_CALLS, &content)
                    : 0;
-    if (content) sse_chunk_text(&c->out, &c->meta, ev->choice, text, content, -1, NULL, NULL);
+    if (!k) content = ch->text.len;
+    if (content > ch->tool_sent) /* content not sent while the answer streamed */
+        sse_chunk_text(&c->out, &c->meta, ev->choice, text + ch->tool_sent, content - ch->tool_sent,
+                       -1, NULL, NULL);
     char prefix[80], id[112];
     call_ids(c, ev->choice, prefix, sizeof prefix);
     for (size_t i = 0; i < k; i++) {

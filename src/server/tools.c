@@ -290,6 +290,28 @@ size_t tools_parse(tool_format f, const char *text, size_t n, tool_call *calls, 
     return k;
 }
 
+size_t tools_stream_safe(tool_format f, const char *text, size_t n, bool *hold) {
+    *hold = false;
+    if (f == TOOL_FMT_LLAMA3) {
+        size_t i = 0;
+        while (i < n && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r'))
+            i++;
+        if (i == n) return 0;
+        *hold = text[i] == '{';
+        return *hold ? 0 : n;
+    }
+    const char *marker = f == TOOL_FMT_MISTRAL ? "[TOOL_CALLS]" : "<tool_call>";
+    size_t ml = strlen(marker);
+    const char *p = find(text, n, marker);
+    if (p) {
+        *hold = true;
+        return (size_t)(p - text);
+    }
+    for (size_t k = ml - 1; k > 0; k--) /* a tail that may grow into the marker */
+        if (n >= k && !memcmp(text + n - k, marker, k)) return n - k;
+    return n;
+}
+
 void tools_calls_free(tool_call *calls, size_t n) {
     for (size_t i = 0; i < n; i++) {
         free(calls[i].name);

@@ -94,4 +94,12 @@ size_t tools_parse(tool_format f, const char *text, size_t n, tool_call *calls, 
                    size_t *content_len);
 void tools_calls_free(tool_call *calls, size_t n);
 
+/* While an answer streams: how many of its first bytes text[0..n) are
+ * surely content (no part of a call), so they can be sent now. *hold
+ * becomes true once a call has surely begun (the rest waits for the
+ * answer's end). hermes/generic/mistral: everything before the call marker,
+ * minus a tail that could be the marker's start; llama3: nothing while only
+ * blanks came, nothing once the answer starts with '{', all otherwise. */
+size_t tools_stream_safe(tool_format f, const char *text, size_t n, bool *hold);
+
 #endif
