@@ -1,6 +1,7 @@
 # Thin wrapper over CMake. The README's two commands: `make demo`, `make test`.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_OPTS ?=
 FUZZ_SECONDS ?= 20
@@ -8,8 +9,9 @@ SOAK_SECONDS ?= 60
 # make test's bounded fuzz and soak stages (docs/reliability.md)
 CI_FUZZ_SECONDS ?= 4
 CI_SOAK_SECONDS ?= 25
+CI_TSAN_SECONDS ?= 20
 
-.PHONY: all deps build test test-release test-asan demo bench fuzz soak format format-check clean
+.PHONY: all deps build test test-release test-asan demo fleet-demo bench fuzz soak format format-check clean
 
 all: build
 
@@ -27,6 +29,7 @@ test: deps format-check
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@echo "== soak: $(CI_SOAK_SECONDS) s, the ASan server under load with cancels =="
 	@scripts/soak.sh $(CI_SOAK_SECONDS) $(ASAN_BUILD)
+	@$(MAKE) --no-print-directory tsan TSAN_SECONDS=$(CI_TSAN_SECONDS)
 	@echo "== fuzz: every harness for $(CI_FUZZ_SECONDS) s =="
 	@scripts/fuzz.sh $(CI_FUZZ_SECONDS)
 	@echo "== tests: Release =="
@@ -36,6 +39,11 @@ test: deps format-check
 
 demo: deps build
 	@scripts/demo.sh $(BUILD)/tps
+
+# replicas behind nginx: affinity vs round robin, SIGKILL failover, SIGTERM
+# drain (docs/deploy.md); writes fleet/summary.json
+fleet-demo: deps build
+	@scripts/fleet-demo.sh $(BUILD)/tps
 
 bench: deps build
 	@scripts/bench.sh $(BUILD)
@@ -48,6 +56,16 @@ soak: deps
 	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target tps
 	@scripts/soak.sh $(SOAK_SECONDS) $(ASAN_BUILD)
 
+# ThreadSanitizer: the engine thread, the HTTP thread, its worker pool, the
+# kernels' pool and the bench's event loops, raced for real by the soak's
+# load (Criterion's runner cannot start under TSan: Snaipe/Criterion#274).
+TSAN_SECONDS ?= 30
+tsan: deps
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTPS_TSAN=ON $(CMAKE_OPTS) >/dev/null
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target tps
+	@echo "== tsan: $(TSAN_SECONDS) s soak, server and bench under ThreadSanitizer =="
+	@SOAK_TSAN=1 scripts/soak.sh $(TSAN_SECONDS) $(TSAN_BUILD)
+
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
 
@@ -56,4 +74,4 @@ format-check:
 	@clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h') && echo "format-check: clean"
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz

@@ -102,7 +102,7 @@ static int same_double(double a, double b) {
  * Operations
  * ------------------------------------------------------------------------- */
 
-static const char *const names[] = {"tps:x", "a", "tps:generation_tokens_total", "_:b_9", "Z:z"};
+static const char *const names[] = {"tps_x", "a", "tps_generation_tokens_total", "_:b_9", "Z:z"};
 
 static void op_sample(sbuf *b, cursor *c) {
     const char *name = names[take8(c) % (sizeof names / sizeof names[0])];
@@ -173,29 +173,29 @@ static void op_histogram(sbuf *b, cursor *c, hist *lat, hist *cnt) {
         if (expect[k] < lo[k] || expect[k] > hi[k]) abort();
 
     size_t start = b->len;
-    prom_histogram(b, "tps:h_seconds", "A histogram.", h, scale, bounds, nb);
+    prom_histogram(b, "tps_h_seconds", "A histogram.", h, scale, bounds, nb);
     if (sbuf_failed(b)) return;
     size_t pos = start;
     expect_comment(b->p, b->len, &pos,
-                   "# HELP tps:h_seconds A histogram.\n# TYPE tps:h_seconds histogram\n");
+                   "# HELP tps_h_seconds A histogram.\n# TYPE tps_h_seconds histogram\n");
     char key[256];
     double got, prev = 0;
     for (size_t k = 0; k < nb; k++) {
         read_sample(b->p, b->len, &pos, key, sizeof key, &got);
-        if (strncmp(key, "tps:h_seconds_bucket{le=\"", 25)) abort();
+        if (strncmp(key, "tps_h_seconds_bucket{le=\"", 25)) abort();
         double le = strtod(key + 25, NULL);
         if (le != bounds[k]) abort(); /* the bound reads back exactly */
         if (got < prev || got != (double)expect[k]) abort();
         prev = got;
     }
     read_sample(b->p, b->len, &pos, key, sizeof key, &got);
-    if (strcmp(key, "tps:h_seconds_bucket{le=\"+Inf\"}") || got != (double)hist_count(h) ||
+    if (strcmp(key, "tps_h_seconds_bucket{le=\"+Inf\"}") || got != (double)hist_count(h) ||
         got < prev)
         abort();
     read_sample(b->p, b->len, &pos, key, sizeof key, &got);
-    if (strcmp(key, "tps:h_seconds_sum") || !same_double(got, (double)hist_sum(h) * scale)) abort();
+    if (strcmp(key, "tps_h_seconds_sum") || !same_double(got, (double)hist_sum(h) * scale)) abort();
     read_sample(b->p, b->len, &pos, key, sizeof key, &got);
-    if (strcmp(key, "tps:h_seconds_count") || got != (double)nv) abort();
+    if (strcmp(key, "tps_h_seconds_count") || got != (double)nv) abort();
     if (pos != b->len) abort();
 }
 

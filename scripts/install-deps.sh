@@ -17,8 +17,13 @@ deps=(
   "clang-format|make format-check (run by make test): no formatting drift"
   "libclang-rt-14-dev|sanitizer and libFuzzer runtimes for clang"
   "gnuplot-nox|tps report: SVG plots"
+  "nginx-light|scripts/fleet.sh and make fleet-demo: the load balancer in front of replicas"
+  "curl|scripts/fleet.sh: replica health checks and /metrics"
+  "jq|make fleet-demo: reads bench results into fleet/summary.json"
   "chromium|tests: headless screenshot of the tps report HTML page (checks it renders)"
   "python3-jsonschema|tests: an independent validator of structured (json_schema) output"
+  "tshark|scripts/wire-check.sh: loopback capture the bench's stamps are checked against"
+  "python3|scripts/wire-check.sh: compares the capture with the bench's per-request records"
 )
 
 missing=()
@@ -45,6 +50,8 @@ else
 fi
 
 export DEBIAN_FRONTEND=noninteractive
+# tshark's package asks whether non-root users may capture; answer no (wire-check runs as root)
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "install-deps: installed ${missing[*]}"

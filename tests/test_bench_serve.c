@@ -108,7 +108,7 @@ static void serve_stop(server_proc *s) {
     waitpid(s->pid, NULL, 0);
 }
 
-/* Sum of every tps:generation_tokens_total sample in /metrics; -1 if absent. */
+/* Sum of every tps_generation_tokens_total sample in /metrics; -1 if absent. */
 static double generation_tokens(const server_proc *s) {
     char url[128], *body;
     snprintf(url, sizeof url, "%s/metrics", s->url);
@@ -118,7 +118,7 @@ static double generation_tokens(const server_proc *s) {
     }
     double sum = -1;
     for (char *line = strtok(body, "\n"); line; line = strtok(NULL, "\n")) {
-        if (strncmp(line, "tps:generation_tokens_total", 27) ||
+        if (strncmp(line, "tps_generation_tokens_total", 27) ||
             (line[27] != ' ' && line[27] != '{'))
             continue;
         char *sp = strrchr(line, ' ');
@@ -191,7 +191,7 @@ Test(bench_serve, tokens_match_usage_and_metrics_and_latencies_add_up, .timeout 
         cr_expect_eq((uint64_t)(after - before), tokens, "/metrics moved by %.0f, bench saw %llu",
                      after - before, (unsigned long long)tokens);
     else
-        cr_expect_fail("/metrics has no tps:generation_tokens_total");
+        cr_expect_fail("/metrics has no tps_generation_tokens_total");
     bench_run_free(&out);
     workload_free(&wl);
 }

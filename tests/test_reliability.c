@@ -296,7 +296,7 @@ Test(reliability, slowloris_body_is_dropped_without_holding_a_kv_block, .timeout
     fixture_start(&f, &c, true);
     int fd = connect_local(f.port);
     cr_assert_geq(fd, 0);
-    const char *head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+    const char *head = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                        "application/json\r\nContent-Length: 200\r\n\r\n{\"prompt\":\"";
     cr_assert(send_all(fd, head, strlen(head)));
     bool closed = false;
@@ -330,7 +330,7 @@ Test(reliability, idle_keep_alive_connection_is_closed_after_the_timeout, .timeo
     c.timeout_s = 1;
     fixture_start(&f, &c, true);
     int fd = connect_local(f.port);
-    const char *req = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    const char *req = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     cr_assert(send_all(fd, req, strlen(req)));
     char buf[4096];
     bool closed;
@@ -378,7 +378,8 @@ Test(reliability, thousand_concurrent_connections_all_answered_and_fds_return, .
     server_config c;
     fixture_defaults(&c, &f);
     c.engine.max_seqs = 8;
-    c.engine.max_queue = 48; /* most of the burst is turned away: 429 */
+    c.engine.max_queue = 48;          /* most of the burst is turned away: 429 */
+    c.max_conns_per_client = N_CONNS; /* one address, many clients */
     fixture_start(&f, &c, true);
     cr_assert_eq(exchange(f.port, "GET", "/health", NULL, NULL, NULL), 200);
     usleep(250000); /* the sweep lets the probe's connection go */
@@ -584,10 +585,10 @@ Test(reliability, clients_vanishing_at_random_points_return_every_kv_block, .tim
     /* the server's own view agrees, and its request/connection tables are empty */
     double inflight = -1, ratio = -1, conns = -1;
     for (int i = 0; i < 40; i++) {
-        inflight = metric(f.port, "tps:http_requests_in_flight");
-        ratio = metric(f.port, "tps:kv_cache_usage_ratio");
+        inflight = metric(f.port, "tps_http_requests_in_flight");
+        ratio = metric(f.port, "tps_kv_cache_usage_ratio");
         usleep(250000); /* closed connections leave the table at the next sweep (100 ms) */
-        conns = metric(f.port, "tps:http_connections_open");
+        conns = metric(f.port, "tps_http_connections_open");
         if (inflight == 0 && ratio == 0 && conns <= 1) break;
         usleep(100000);
     }
@@ -779,8 +780,8 @@ Test(reliability, sigterm_under_load_answers_every_request_and_exits_zero, .time
     double in_engine = 0;
     for (int i = 0; i < 2000 && !all; i++) {
         in_engine =
-            metric(ch.port, "tps:requests_running") + metric(ch.port, "tps:requests_waiting");
-        all = in_engine + metric(ch.port, "tps:requests_total{finish_reason=\"length\"}") == N_TERM;
+            metric(ch.port, "tps_requests_running") + metric(ch.port, "tps_requests_waiting");
+        all = in_engine + metric(ch.port, "tps_requests_total{finish_reason=\"length\"}") == N_TERM;
         if (!all) usleep(1000);
     }
     int status = reap(&ch, SIGTERM);

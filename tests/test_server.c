@@ -822,7 +822,7 @@ Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
     int fd = connect_local(f.port);
     char head[256];
     int hl = snprintf(head, sizeof head,
-                      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                       "application/json\r\nContent-Length: %zu\r\n\r\n",
                       strlen(nb));
     cr_assert_eq(send(fd, head, (size_t)hl, MSG_NOSIGNAL), hl);
@@ -902,25 +902,25 @@ Test(server, metrics_parse_and_counters_move_by_the_tokens_served, .timeout = 30
     stream st;
     parse_stream(r.body, OAI_COMPLETION, &st);
     cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m1), 200);
-    double g0 = prom_get(m0.body, "tps:generation_tokens_total");
-    double g1 = prom_get(m1.body, "tps:generation_tokens_total");
+    double g0 = prom_get(m0.body, "tps_generation_tokens_total");
+    double g1 = prom_get(m1.body, "tps_generation_tokens_total");
     cr_assert_eq(g1 - g0, (double)st.n_ids, "generation tokens moved by %g, served %zu", g1 - g0,
                  st.n_ids);
-    cr_assert_eq(prom_get(m1.body, "tps:prompt_tokens_total") -
-                     prom_get(m0.body, "tps:prompt_tokens_total"),
+    cr_assert_eq(prom_get(m1.body, "tps_prompt_tokens_total") -
+                     prom_get(m0.body, "tps_prompt_tokens_total"),
                  5.0);
-    cr_assert_eq(prom_get(m1.body, "tps:requests_total{finish_reason=\"length\"}") -
-                     prom_get(m0.body, "tps:requests_total{finish_reason=\"length\"}"),
+    cr_assert_eq(prom_get(m1.body, "tps_requests_total{finish_reason=\"length\"}") -
+                     prom_get(m0.body, "tps_requests_total{finish_reason=\"length\"}"),
                  1.0);
-    cr_assert_eq(prom_get(m1.body, "tps:time_to_first_token_seconds_count"), 1.0);
-    cr_assert_eq(prom_get(m1.body, "tps:inter_token_latency_seconds_count"), 22.0);
-    cr_assert_eq(prom_get(m1.body, "tps:e2e_request_latency_seconds_count"), 1.0);
-    cr_assert_eq(prom_get(m1.body, "tps:e2e_request_latency_seconds_bucket{le=\"+Inf\"}"), 1.0);
-    cr_assert_geq(prom_get(m1.body, "tps:steps_total"), 23.0);
-    cr_assert_geq(prom_get(m1.body, "tps:step_duration_seconds_count"), 23.0);
-    cr_assert_geq(prom_get(m1.body, "tps:tokens_per_step_count"), 23.0);
-    cr_assert_eq(prom_get(m1.body, "tps:requests_running"), 0.0);
-    cr_assert_eq(prom_get(m1.body, "tps:kv_cache_usage_ratio"), 0.0);
+    cr_assert_eq(prom_get(m1.body, "tps_time_to_first_token_seconds_count"), 1.0);
+    cr_assert_eq(prom_get(m1.body, "tps_inter_token_latency_seconds_count"), 22.0);
+    cr_assert_eq(prom_get(m1.body, "tps_e2e_request_latency_seconds_count"), 1.0);
+    cr_assert_eq(prom_get(m1.body, "tps_e2e_request_latency_seconds_bucket{le=\"+Inf\"}"), 1.0);
+    cr_assert_geq(prom_get(m1.body, "tps_steps_total"), 23.0);
+    cr_assert_geq(prom_get(m1.body, "tps_step_duration_seconds_count"), 23.0);
+    cr_assert_geq(prom_get(m1.body, "tps_tokens_per_step_count"), 23.0);
+    cr_assert_eq(prom_get(m1.body, "tps_requests_running"), 0.0);
+    cr_assert_eq(prom_get(m1.body, "tps_kv_cache_usage_ratio"), 0.0);
     free(body);
     resp_free(&m0);
     resp_free(&m1);
@@ -1061,8 +1061,8 @@ Test(server, sigterm_drains_and_exits_zero, .timeout = 60) {
     for (int i = 0; i < 2000 && !both; i++) {
         resp m = {0};
         if (http(port, "GET", "/metrics", NULL, NULL, &m) == 200)
-            both = prom_get(m.body, "tps:requests_running") +
-                       prom_get(m.body, "tps:requests_waiting") ==
+            both = prom_get(m.body, "tps_requests_running") +
+                       prom_get(m.body, "tps_requests_waiting") ==
                    2.0;
         resp_free(&m);
         if (!both) usleep(1000);
@@ -1102,7 +1102,7 @@ Test(server, slowloris_client_is_dropped_after_the_timeout, .timeout = 30) {
     c.timeout_s = 1;
     fixture_start(&f, &c, true);
     int fd = connect_local(f.port);
-    const char *req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    const char *req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
     send(fd, req, strlen(req), MSG_NOSIGNAL);
     bool closed = false;
     /* one byte every 200 ms: never idle long enough for a read timeout */
@@ -1127,17 +1127,19 @@ Test(server, connections_over_the_limit_wait_and_are_served, .timeout = 30) {
     server_config c;
     fixture_defaults(&c, &f);
     c.max_connections = 4;
+    c.max_conns_per_client = 64;
     fixture_start(&f, &c, true);
-    int fds[8];
-    for (int i = 0; i < 8; i++)
-        fds[i] = connect_local(f.port); /* idle: hold the slots */
+    /* idle: hold the 4 slots and the 8 reserved for /health and /metrics */
+    int fds[12];
+    for (int i = 0; i < 12; i++)
+        fds[i] = connect_local(f.port);
     usleep(150000);
     /* the extra ones wait in the backlog; closing the idle ones lets them in */
     bg_req b = {.port = f.port, .body = strdup("{\"prompt\":\"x\",\"max_tokens\":2}")};
     pthread_t th;
     pthread_create(&th, NULL, bg_run, &b);
     usleep(150000);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 12; i++)
         close(fds[i]);
     pthread_join(th, NULL);
     cr_assert_eq(b.status, 200);
@@ -1411,7 +1413,7 @@ Test(server, client_disconnect_cancels_every_choice, .timeout = 60) {
     json_decref(j);
     resp m = {0};
     cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m), 200);
-    cr_assert_eq(prom_get(m.body, "tps:http_requests_in_flight"), 0.0);
+    cr_assert_eq(prom_get(m.body, "tps_http_requests_in_flight"), 0.0);
     resp_free(&m);
     free(body);
     fixture_finish(&f);
@@ -1454,14 +1456,14 @@ Test(server, repeated_long_prompt_reports_cached_tokens_and_same_text, .timeout 
     resp_free(&r);
     /* /metrics: vLLM's counters, in tokens */
     cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m1), 200);
-    double q0 = prom_get(m0.body, "tps:prefix_cache_queries_total");
-    double h0 = prom_get(m0.body, "tps:prefix_cache_hits_total");
-    double q1 = prom_get(m1.body, "tps:prefix_cache_queries_total");
-    double h1 = prom_get(m1.body, "tps:prefix_cache_hits_total");
+    double q0 = prom_get(m0.body, "tps_prefix_cache_queries_total");
+    double h0 = prom_get(m0.body, "tps_prefix_cache_hits_total");
+    double q1 = prom_get(m1.body, "tps_prefix_cache_queries_total");
+    double h1 = prom_get(m1.body, "tps_prefix_cache_hits_total");
     cr_assert(q0 >= 0 && h0 >= 0, "prefix cache counters missing");
     cr_assert_eq(h1 - h0, (double)(ca + 2 * cb), "hits moved by %g", h1 - h0);
     cr_assert_geq(q1 - q0, h1 - h0);
-    cr_assert_gt(prom_get(m1.body, "tps:kv_cache_blocks_cached"), 0.0);
+    cr_assert_gt(prom_get(m1.body, "tps_kv_cache_blocks_cached"), 0.0);
     json_decref(a);
     json_decref(b);
     free(body);
@@ -1486,7 +1488,7 @@ Test(server, no_prefix_cache_reports_zero_cached_tokens, .timeout = 60) {
     cr_assert_str_eq(choice_text(a, 0), choice_text(b, 0));
     resp m = {0};
     cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m), 200);
-    cr_assert_eq(prom_get(m.body, "tps:prefix_cache_hits_total"), 0.0);
+    cr_assert_eq(prom_get(m.body, "tps_prefix_cache_hits_total"), 0.0);
     resp_free(&m);
     json_decref(a);
     json_decref(b);

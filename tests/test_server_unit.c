@@ -4,6 +4,7 @@
  * model. */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "server/chat_template.h"
@@ -134,6 +135,28 @@ Test(openai, wrong_types_and_ranges_name_the_field) {
                "{\"prompt\":\"x\",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\","
                "\"10\",\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}",
                "stop", "17");
+}
+
+/* Issue 19: each message names the value and the parameter at fault. */
+Test(openai, range_errors_name_the_right_value_and_parameter) {
+    /* before: "max_tokens must be at least 1; got 4294967297" */
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":4294967297}", "max_tokens",
+               "at most 4294967295; got 4294967297");
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens",
+               "at least 1; got 0");
+    /* before: "got 100" */
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":100.0001}", "temperature",
+               "got 100.0001");
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"top_p\":1.0000001}", "top_p", "got 1.0000001");
+    /* before: the engine refused a long stop string, reported as param "prompt" */
+    char body[2048];
+    char big[1001];
+    memset(big, 's', 1000);
+    big[1000] = 0;
+    snprintf(body, sizeof body, "{\"prompt\":\"x\",\"stop\":\"%s\"}", big);
+    expect_bad(OAI_COMPLETION, body, "stop", "1000 bytes; at most 255");
+    snprintf(body, sizeof body, "{\"prompt\":\"x\",\"stop\":[\"a\",\"%s\"]}", big);
+    expect_bad(OAI_COMPLETION, body, "stop", "stop[1] has 1000 bytes");
 }
 
 Test(openai, unsupported_features_are_a_clear_400) {
@@ -448,17 +471,17 @@ Test(prom, histogram_buckets_are_cumulative_and_count_everything) {
     hist_record(h, 7200000000000ull); /* 2 h: overflow */
     sbuf b;
     sbuf_init(&b);
-    prom_histogram(&b, "tps:x_seconds", "help", h, 1e-9, prom_latency_bounds,
+    prom_histogram(&b, "tps_x_seconds", "help", h, 1e-9, prom_latency_bounds,
                    prom_n_latency_bounds);
-    cr_assert(strstr(b.p, "# TYPE tps:x_seconds histogram\n"));
-    cr_assert(strstr(b.p, "tps:x_seconds_bucket{le=\"0.001\"} 1\n"), "%s", b.p);
-    cr_assert(strstr(b.p, "tps:x_seconds_bucket{le=\"0.005\"} 3\n"));
-    cr_assert(strstr(b.p, "tps:x_seconds_bucket{le=\"2560\"} 3\n"));
-    cr_assert(strstr(b.p, "tps:x_seconds_bucket{le=\"+Inf\"} 4\n"));
-    cr_assert(strstr(b.p, "tps:x_seconds_count 4\n"));
+    cr_assert(strstr(b.p, "# TYPE tps_x_seconds histogram\n"));
+    cr_assert(strstr(b.p, "tps_x_seconds_bucket{le=\"0.001\"} 1\n"), "%s", b.p);
+    cr_assert(strstr(b.p, "tps_x_seconds_bucket{le=\"0.005\"} 3\n"));
+    cr_assert(strstr(b.p, "tps_x_seconds_bucket{le=\"2560\"} 3\n"));
+    cr_assert(strstr(b.p, "tps_x_seconds_bucket{le=\"+Inf\"} 4\n"));
+    cr_assert(strstr(b.p, "tps_x_seconds_count 4\n"));
     sbuf_reset(&b);
-    prom_sample(&b, "tps:a_total", "k=\"v\"", 12);
-    cr_assert_str_eq(b.p, "tps:a_total{k=\"v\"} 12\n");
+    prom_sample(&b, "tps_a_total", "k=\"v\"", 12);
+    cr_assert_str_eq(b.p, "tps_a_total{k=\"v\"} 12\n");
     sbuf_free(&b);
     hist_free(h);
 }

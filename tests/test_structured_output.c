@@ -334,6 +334,55 @@ Test(structured, forced_tool_calls_have_arguments_that_validate, .timeout = 240)
     fixture_finish(&f);
 }
 
+/* A body over 64 KB is prepared on the worker pool, not inline (issue 19):
+ * there too the tools reach the prompt and the forced call's grammar, so at
+ * temperature 0 the call is the one the same request gets in a small body,
+ * and a bad tool is the same 400. The padding is JSON whitespace. */
+Test(structured, a_large_body_gets_the_same_forced_call, .timeout = 120) {
+    server_fixture f;
+    start(&f);
+    static const char *const fmt =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"2+3?\"}],%s"
+        "\"max_tokens\":110,\"temperature\":0,\"seed\":7,\"tool_choice\":\"required\","
+        "\"parallel_tool_calls\":false,\"tools\":[{\"type\":\"function\",\"function\":"
+        "{\"name\":\"calc\",\"parameters\":%s}}]}";
+    size_t pad_len = 70000;
+    char *pad = malloc(pad_len + 1);
+    cr_assert(pad);
+    memset(pad, ' ', pad_len);
+    pad[pad_len] = 0;
+    char name[2][64], args[2][2048], finish[2][32];
+    for (int large = 0; large < 2; large++) {
+        size_t cap = strlen(fmt) + strlen(ADD_PARAMS) + pad_len + 1;
+        char *body = malloc(cap);
+        cr_assert(body);
+        snprintf(body, cap, fmt, large ? pad : "", ADD_PARAMS);
+        buf b = {0};
+        cr_assert_eq(post(f.port, "/v1/chat/completions", body, &b), 200, "%s", b.p);
+        first_call(&b, false, name[large], args[large], finish[large]);
+        cr_assert_str_eq(finish[large], "tool_calls", "%s", b.p);
+        free(b.p);
+        free(body);
+    }
+    cr_assert_str_eq(name[1], name[0]);
+    cr_assert_str_eq(args[1], args[0]);
+    char why[2048];
+    cr_assert_eq(validate("schema", ADD_PARAMS, args[1], why, sizeof why), 0, "%s", why);
+    size_t cap = pad_len + 512;
+    char *bad = malloc(cap);
+    cr_assert(bad);
+    snprintf(bad, cap,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],%s\"tools\":[{\"type\":"
+             "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+             "\"properties\":{\"x\":{\"type\":\"string\",\"pattern\":\"^a\"}}}}}],"
+             "\"tool_choice\":\"required\"}",
+             pad);
+    expect_400(f.port, bad, "tools", "pattern");
+    free(bad);
+    free(pad);
+    fixture_finish(&f);
+}
+
 /* The prompt's size for a conversation: usage.prompt_tokens of a 1-token answer. */
 static long prompt_tokens(int port, const char *messages) {
     char body[4096];

@@ -50,14 +50,14 @@ Test(sweep, grid_counts_points_and_varying_axes) {
 }
 
 Test(sweep, metrics_parser_sums_the_engine_counters) {
-    const char *text = "# HELP tps:steps_total engine iterations\n"
-                       "# TYPE tps:steps_total counter\n"
-                       "tps:steps_total 120\n"
-                       "tps:prompt_tokens_total 640\n"
-                       "tps:generation_tokens_total 1000\n"
-                       "tps:requests_total{finish_reason=\"stop\"} 3\n"
-                       "tps:preemptions_total 2\n"
-                       "tps:steps_total_bogus 99\n";
+    const char *text = "# HELP tps_steps_total engine iterations\n"
+                       "# TYPE tps_steps_total counter\n"
+                       "tps_steps_total 120\n"
+                       "tps_prompt_tokens_total 640\n"
+                       "tps_generation_tokens_total 1000\n"
+                       "tps_requests_total{finish_reason=\"stop\"} 3\n"
+                       "tps_preemptions_total 2\n"
+                       "tps_steps_total_bogus 99\n";
     sweep_counters c;
     tps_err e = {{0}};
     cr_assert_eq(sweep_parse_metrics(&c, text, &e), 0, "%s", e.msg);

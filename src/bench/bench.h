@@ -118,6 +118,8 @@ typedef struct bench_run_out {
     double client_cpu_s;          /* the event loops' CPU time during the run (start-up excluded) */
     uint32_t client_loops;        /* event loops (threads) that ran it */
     double client_loop_cpu_max_s; /* the busiest loop's CPU time (near wall: CPU-bound) */
+    bool has_runq;                /* client_runq_s is known (sched_stat.h) */
+    double client_runq_s;         /* the longest run-queue wait of a loop thread */
     uint64_t bytes_received;
     uint64_t events_received;
     bool hit_deadline; /* in-flight requests were cancelled at duration + timeout */

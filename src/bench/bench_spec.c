@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/scrape.h"
+
 void bench_spec_init(bench_spec *s) {
     tps_err e = {{0}};
     *s = (bench_spec){.cfg = {.base_url = "http://127.0.0.1:8080",
@@ -127,6 +129,35 @@ json_t *bench_spec_config_json(const bench_spec *s, const bench_config *cfg, con
     return jc;
 }
 
+/* The endpoint to scrape: --scrape URL (which must answer), or the target's
+ * /metrics when it answers, or none (*url = ""). */
+static int scrape_url(char *url, size_t cap, const bench_spec *s, const bench_config *cfg,
+                      FILE *log, const char *prog, tps_err *e) {
+    url[0] = 0;
+    if (s->scrape && !strcmp(s->scrape, "off")) return TPS_OK;
+    if (s->scrape) {
+        snprintf(url, cap, "%s", s->scrape);
+        int rc = scrape_probe(url, cfg->api_key, cfg->insecure, e);
+        if (rc) {
+            char m[sizeof e->msg];
+            snprintf(m, sizeof m, "%s", e->msg);
+            tps_fail(e, rc, "--scrape: %s", m);
+        }
+        return rc;
+    }
+    size_t n = strlen(cfg->base_url);
+    while (n && cfg->base_url[n - 1] == '/')
+        n--;
+    if (n >= 3 && !strncmp(cfg->base_url + n - 3, "/v1", 3)) n -= 3;
+    snprintf(url, cap, "%.*s/metrics", (int)n, cfg->base_url);
+    tps_err pe = {{0}};
+    if (scrape_probe(url, cfg->api_key, cfg->insecure, &pe)) {
+        if (log) fprintf(log, "%s: note: no server metrics scraped (%s)\n", prog, pe.msg);
+        url[0] = 0;
+    }
+    return TPS_OK;
+}
+
 int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char *prog,
                    tps_err *e) {
     memset(out, 0, sizeof *out);
@@ -134,9 +165,20 @@ int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char
     bench_config cfg;
     int rc = bench_spec_prepare(&wl, &cfg, s, log, prog, e);
     if (rc) return rc;
+    char url[1200];
+    scraper *sc = NULL;
+    double every = s->ro.bin_s > 0 && s->ro.bin_s < 1 ? s->ro.bin_s : 1.0;
+    if ((rc = scrape_url(url, sizeof url, s, &cfg, log, prog, e)) ||
+        (url[0] &&
+         (rc = scrape_start(&sc, url, cfg.api_key, cfg.insecure, every < 0.1 ? 0.1 : every, e)))) {
+        workload_free(&wl);
+        return rc;
+    }
     bench_run_out run;
     rc = bench_run(&run, &cfg, &wl, e);
+    json_t *metrics = sc ? scrape_stop(sc, rc ? 0 : run.t_start_ns) : NULL;
     if (rc) {
+        json_decref(metrics);
         workload_free(&wl);
         return rc;
     }
@@ -156,9 +198,13 @@ int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char
     ro.client_cpu_s = run.client_cpu_s;
     ro.client_loops = run.client_loops;
     ro.client_loop_cpu_max_s = run.client_loop_cpu_max_s;
+    ro.has_runq = run.has_runq;
+    ro.client_runq_s = run.client_runq_s;
+    ro.server_metrics = metrics;
     ro.bytes = run.bytes_received;
     ro.events = run.events_received;
     rc = result_build(out, run.recs, run.n, &ro, e);
+    json_decref(metrics);
     json_decref(jc);
     bench_run_free(&run);
     workload_free(&wl);

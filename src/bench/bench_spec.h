@@ -38,6 +38,8 @@ typedef struct bench_spec {
     uint64_t prompts;        /* prompts to prepare; 0: from requests, rate x duration, or 2000 */
     uint64_t conversations;  /* multi-turn: conversations; 0: the concurrency */
     double max_error_rate;   /* bench_spec_verdict: failed/(completed+failed) above it fails */
+    const char *scrape;      /* Prometheus endpoint to sample during the run (scrape.h); NULL:
+                                the target's /metrics if it answers; "off": none */
 } bench_spec;
 
 /* The defaults of `tps bench` (url http://127.0.0.1:8080, poisson arrivals,

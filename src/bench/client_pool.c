@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "bench/sched_stat.h"
 #include "bench/client_loop.h"
 #include "bench/run_merge.h"
 #include "metrics/clock.h"
@@ -84,6 +85,8 @@ typedef struct loop_slot {
     int rc;
     tps_err err;
     struct pool *pool;
+    bool has_runq; /* the thread's run-queue wait during its run is known */
+    double runq_s;
 } loop_slot;
 
 typedef struct pool {
@@ -94,7 +97,11 @@ typedef struct pool {
 
 static void *loop_main(void *arg) {
     loop_slot *s = arg;
+    sched_stat s0, s1; /* each loop thread reads its own */
+    const bool has0 = sched_stat_read(&s0);
     s->rc = bench_loop_run(s->loop, &s->err);
+    s->has_runq = has0 && sched_stat_read(&s1);
+    s->runq_s = s->has_runq ? (double)(s1.runq_ns - s0.runq_ns) / 1e9 : 0;
     pthread_mutex_lock(&s->pool->mu);
     s->pool->done++;
     pthread_cond_signal(&s->pool->cv);
@@ -186,6 +193,10 @@ int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, t
     if (rc) goto done;
 
     sh.t0 = tps_now_ns(); /* after every loop's set-up: start-up is not the run */
+    /* the wall-clock label read beside the origin, not before set-up (which
+     * can take milliseconds): a capture or a server log is matched through it */
+    clock_gettime(CLOCK_REALTIME, &wall);
+    sh.t0_unix_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
     uint32_t started = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (pthread_create(&sl[i].th, NULL, loop_main, &sl[i]) != 0) {
@@ -217,6 +228,13 @@ int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, t
     for (uint32_t i = 0; i < n; i++)
         bench_loop_take(sl[i].loop, &parts[i]);
     rc = bench_run_merge(out, parts, n, e);
+    if (!rc) {
+        out->has_runq = true;
+        for (uint32_t i = 0; i < n; i++) {
+            out->has_runq &= sl[i].has_runq;
+            if (sl[i].runq_s > out->client_runq_s) out->client_runq_s = sl[i].runq_s;
+        }
+    }
 
 done:
     for (uint32_t i = 0; sl && i < n; i++)

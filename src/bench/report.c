@@ -4,6 +4,9 @@
 
 #include <string.h>
 
+#include "bench/scrape.h"
+#include "bench/verdict.h"
+
 static const char *cfg_str(const bench_result *r, const char *k, const char *dflt) {
     const char *s = json_string_value(json_object_get(r->config, k));
     return s ? s : dflt;
@@ -149,6 +152,9 @@ void report_print(FILE *f, const bench_result *r) {
                 r->peak_tps, r->peak_bin, r->peak_bin * r->bin_s + r->run.tps.w.t0 / 1e9,
                 (r->peak_bin + 1) * r->bin_s + r->run.tps.w.t0 / 1e9);
 
+    if (r->warmup_excluded)
+        fprintf(f, "\n%llu requests sent during --warmup are in no distribution below",
+                (unsigned long long)r->warmup_excluded);
     fprintf(f, "\n%-34s %9s %9s %9s %9s %9s %9s %9s %7s\n", "latency (ms, completed requests)",
             "mean", "p50", "p90", "p95", "p99", "p99.9", "max", "n");
     hist_row(f, "TTFT from scheduled start", r->h[RH_TTFT], 1e6);
@@ -184,6 +190,10 @@ void report_print(FILE *f, const bench_result *r) {
                 1e6 * r->client_cpu_s / (double)r->output_tokens,
                 r->events ? 1e6 * r->client_cpu_s / (double)r->events : 0.0,
                 (unsigned long long)r->events, (unsigned long long)r->bytes);
+    scrape_print(f, r->server_metrics, r->series_out, r->nbins, r->bin_s, r->run.tps.w.t0 / 1e9);
+    verdict v;
+    verdict_judge(&v, r);
+    verdict_print(f, &v);
 }
 
 void report_print_glossary(FILE *f) {
@@ -227,6 +237,14 @@ void report_print_glossary(FILE *f) {
         "                (--timeout), reset, malformed, stream_error, truncated (no [DONE]);\n"
         "                cancelled = still running when duration + timeout ran out (not an error)\n"
         "  error rate    failed / (completed + failed); exit status 1 when above\n"
-        "                --max-error-rate\n",
+        "                --max-error-rate\n"
+        "  warm-up       requests sent before --warmup ended are in no distribution (they\n"
+        "                still count in the totals and the rates)\n"
+        "  server        --scrape: the server's own gauges and counter rates (/metrics)\n"
+        "  verdict       whether to trust the figures: client (CPU-bound or waiting for a\n"
+        "                CPU), batching (several tokens per event: ITL measures flushes),\n"
+        "                approximate (token counts), usage (differs from the stream),\n"
+        "                requests (too few for p99), steady (load never steady); each with\n"
+        "                its evidence. It does not change the exit status\n",
         f);
 }

@@ -360,8 +360,8 @@ static int plot_steps(rplot_list *l, const rset *s, const char *dir, tps_err *e)
     if (!rc)
         add_plot(l, "tokens_per_step.svg", "Tokens per engine step: prefill and decode",
                  "The server's own counters read before and after each point: prompt tokens "
-                 "computed / steps and generated tokens / steps (tps:prompt_tokens_total, "
-                 "tps:generation_tokens_total, tps:steps_total; recomputation after preemption "
+                 "computed / steps and generated tokens / steps (tps_prompt_tokens_total, "
+                 "tps_generation_tokens_total, tps_steps_total; recomputation after preemption "
                  "counts as prompt). A step with more rows reads the weights once for all of "
                  "them: that is why batching raises tokens/s.");
     return rc;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/verdict.h"
 #include "metrics/clock.h"
 
 static const char *const HIST_NAMES[RH_COUNT] = {
@@ -44,6 +45,7 @@ double result_error_rate(const bench_result *r) {
 void result_free(bench_result *r) {
     json_decref(r->config);
     json_decref(r->per_request);
+    json_decref(r->server_metrics);
     for (int i = 0; i < RH_COUNT; i++)
         hist_free(r->h[i]);
     hist_free(r->turns.first.ttft);
@@ -107,6 +109,28 @@ static int steady_by_requests(window *w, const window *run, const result_opts *o
     return rc;
 }
 
+/* When --warmup ended: the run's start + X seconds, or the last byte of the
+ * X-th request to end. Requests sent before then are warm-up: they count in
+ * the rates of the windows that hold their tokens but in no distribution. */
+static bool warmup_end(uint64_t *end, const window *run, const result_opts *o,
+                       const timeline *const *tls, size_t n) {
+    if (o->warmup_s > 0) {
+        *end = run->t0 + (uint64_t)(o->warmup_s * 1e9);
+        return true;
+    }
+    if (!o->warmup_reqs) return false;
+    uint64_t *ends = malloc((n ? n : 1) * sizeof *ends);
+    size_t m = 0;
+    if (!ends) return false; /* out of memory: the steady window reports it */
+    for (size_t i = 0; i < n; i++)
+        if (tls[i]->t_end != TL_NONE) ends[m++] = tls[i]->t_end;
+    qsort(ends, m, sizeof *ends, cmp_u64);
+    /* fewer ended than the warm-up: every request was sent during it */
+    *end = o->warmup_reqs <= m ? ends[o->warmup_reqs - 1] : UINT64_MAX;
+    free(ends);
+    return true;
+}
+
 /* ---- prefix cache and turns ------------------------------------------------------------ */
 
 static void add_cached(result_cached *c, const bench_record *rec) {
@@ -130,7 +154,7 @@ static int alloc_turns(result_turns *t, tps_err *e) {
 }
 
 /* A multi-turn request into its group: turn 1, or turns 2..T. */
-static int add_turn(result_turns *t, const bench_record *rec, tps_err *e) {
+static int add_turn(result_turns *t, const bench_record *rec, bool warm, tps_err *e) {
     int rc = alloc_turns(t, e);
     if (rc) return rc;
     if (rec->turn > t->turns) t->turns = rec->turn;
@@ -140,7 +164,7 @@ static int add_turn(result_turns *t, const bench_record *rec, tps_err *e) {
     g->completed++;
     g->input_tokens += rec->tl.prompt_tokens;
     add_cached(&g->cached, rec);
-    timeline_record(&rec->tl, &(timeline_hists){.ttft = g->ttft});
+    if (!warm) timeline_record(&rec->tl, &(timeline_hists){.ttft = g->ttft});
     return TPS_OK;
 }
 
@@ -148,12 +172,13 @@ static void set_example(bench_result *r, bench_errkind k, const char *msg) {
     if (!r->error_example[k] && msg) r->error_example[k] = strdup(msg);
 }
 
-static json_t *record_json(const bench_record *rec, size_t i, uint64_t origin) {
+static json_t *record_json(const bench_record *rec, size_t i, bool warm, uint64_t origin) {
     const timeline *t = &rec->tl;
     json_t *o = json_object();
     json_object_set_new(o, "i", json_integer((json_int_t)i));
     json_object_set_new(o, "item", json_integer(rec->item));
     json_object_set_new(o, "status", json_string(bench_err_name(rec->err)));
+    if (warm) json_object_set_new(o, "warmup", json_true());
     if (rec->err_msg) json_object_set_new(o, "error", json_string(rec->err_msg));
     json_object_set_new(o, "http_status", json_integer(rec->http_status));
     json_object_set_new(o, "sched_ns", json_integer((json_int_t)(t->t_sched - origin)));
@@ -208,9 +233,19 @@ int result_build(bench_result *r, const bench_record *recs, size_t n, const resu
     r->client_cpu_s = o->client_cpu_s;
     r->client_loops = o->client_loops ? o->client_loops : 1;
     r->client_loop_cpu_max_s = o->client_loop_cpu_max_s;
+    r->has_runq = o->has_runq;
+    r->client_runq_s = o->client_runq_s;
     r->bytes = o->bytes;
     r->events = o->events;
     if (o->per_request) r->per_request = json_array();
+    if (o->server_metrics) r->server_metrics = json_incref(o->server_metrics);
+
+    window run, w;
+    for (size_t i = 0; i < n; i++)
+        tls[i] = &recs[i].tl;
+    if ((rc = window_run(&run, tls, n, e))) goto fail_tls;
+    uint64_t warm_end = 0;
+    const bool has_warm = warmup_end(&warm_end, &run, o, tls, n);
 
     timeline_hists th = {.ttft = r->h[RH_TTFT],
                          .ttft_sent = r->h[RH_TTFT_SENT],
@@ -221,7 +256,8 @@ int result_build(bench_result *r, const bench_record *recs, size_t n, const resu
     for (size_t i = 0; i < n; i++) {
         const bench_record *rec = &recs[i];
         const timeline *t = &rec->tl;
-        tls[i] = t;
+        const bool warm = has_warm && t->t_sent < warm_end;
+        r->warmup_excluded += warm;
         r->requests++;
         if (rec->err == BENCH_OK)
             r->completed++;
@@ -231,13 +267,13 @@ int result_build(bench_result *r, const bench_record *recs, size_t n, const resu
             r->failed++;
         r->errors[rec->err]++;
         if (rec->err != BENCH_OK) set_example(r, rec->err, rec->err_msg);
-        hist_record(r->h[RH_SEND_LAG], t->t_sent - t->t_sched);
+        if (!warm) hist_record(r->h[RH_SEND_LAG], t->t_sent - t->t_sched);
         r->output_tokens += t->output_tokens;
         if (t->n_events || rec->err == BENCH_OK) {
             r->input_tokens += t->prompt_tokens;
             add_cached(&r->cached, rec);
         }
-        if (rec->turn && (rc = add_turn(&r->turns, rec, e))) goto fail_tls;
+        if (rec->turn && (rc = add_turn(&r->turns, rec, warm, e))) goto fail_tls;
         r->token_events += t->n_events;
         r->multi_token_events += t->multi_token_events;
         if (rec->has_usage) r->with_usage++;
@@ -247,26 +283,27 @@ int result_build(bench_result *r, const bench_record *recs, size_t n, const resu
         }
         if (rec->has_timings) {
             r->with_timings++;
+            if (rec->timings.preemptions > 0)
+                r->server_preemptions += (uint64_t)rec->timings.preemptions;
+        }
+        if (rec->has_timings && !warm) {
             const oai_timings *x = &rec->timings;
             if (x->queue_ms >= 0) hist_record(r->h[RH_SRV_QUEUE], ms_to_ns(x->queue_ms));
             if (x->prefill_ms >= 0) hist_record(r->h[RH_SRV_PREFILL], ms_to_ns(x->prefill_ms));
             if (x->decode_ms >= 0) hist_record(r->h[RH_SRV_DECODE], ms_to_ns(x->decode_ms));
             if (x->ttft_ms >= 0) hist_record(r->h[RH_SRV_TTFT], ms_to_ns(x->ttft_ms));
-            if (x->preemptions > 0) r->server_preemptions += (uint64_t)x->preemptions;
         }
-        if (rec->err == BENCH_OK) {
-            r->by_source[t->source & 3]++;
+        if (rec->err == BENCH_OK) r->by_source[t->source & 3]++;
+        if (rec->err == BENCH_OK && !warm) {
             timeline_record(t, &th);
             hist_record(r->h[RH_OUTPUT_TOKENS], t->output_tokens);
             hist_record(r->h[RH_INPUT_TOKENS], t->prompt_tokens);
         }
         if (r->per_request)
-            json_array_append_new(r->per_request, record_json(rec, i, o->origin_ns));
+            json_array_append_new(r->per_request, record_json(rec, i, warm, o->origin_ns));
     }
 
     /* windows */
-    window run, w;
-    if ((rc = window_run(&run, tls, n, e))) goto fail_tls;
     measure(&r->run, run, tls, n, &r->slo, o->origin_ns);
     tps_err we = {{0}};
     int wrc;
@@ -416,10 +453,11 @@ json_t *result_to_json(const bench_result *r) {
     json_object_set_new(o, "runs", json_integer(r->runs));
     json_object_set_new(o, "config", json_incref(r->config));
     json_object_set_new(o, "requests",
-                        json_pack("{s:I, s:I, s:I, s:I, s:f}", "sent", (json_int_t)r->requests,
+                        json_pack("{s:I, s:I, s:I, s:I, s:f, s:I}", "sent", (json_int_t)r->requests,
                                   "completed", (json_int_t)r->completed, "failed",
                                   (json_int_t)r->failed, "cancelled", (json_int_t)r->cancelled,
-                                  "error_rate", result_error_rate(r)));
+                                  "error_rate", result_error_rate(r), "warmup_excluded",
+                                  (json_int_t)r->warmup_excluded));
     json_t *errs = json_object();
     for (int k = 1; k < BENCH_ERR_COUNT; k++) {
         if (!r->errors[k]) continue;
@@ -464,13 +502,18 @@ json_t *result_to_json(const bench_result *r) {
                                   (json_int_t)r->server_preemptions));
     json_object_set_new(
         o, "client",
-        json_pack("{s:f, s:I, s:I, s:i, s:f, s:f, s:f}", "cpu_s", r->client_cpu_s, "bytes",
+        json_pack("{s:f, s:o, s:I, s:I, s:i, s:f, s:f, s:f}", "cpu_s", r->client_cpu_s,
+                  "runq_wait_s", r->has_runq ? json_real(r->client_runq_s) : json_null(), "bytes",
                   (json_int_t)r->bytes, "events", (json_int_t)r->events, "loops",
                   (int)r->client_loops, "loop_cpu_max_s", r->client_loop_cpu_max_s,
                   "cpu_us_per_token",
                   r->output_tokens ? 1e6 * r->client_cpu_s / (double)r->output_tokens : 0.0,
                   "cpu_us_per_event", r->events ? 1e6 * r->client_cpu_s / (double)r->events : 0.0));
     if (r->turns.turns) json_object_set_new(o, "turns", turns_json(&r->turns));
+    verdict v;
+    verdict_judge(&v, r);
+    json_object_set_new(o, "verdict", verdict_json(&v)); /* recomputed when read back */
+    if (r->server_metrics) json_object_set_new(o, "server_metrics", json_incref(r->server_metrics));
     if (r->per_request) json_object_set_new(o, "per_request", json_incref(r->per_request));
     return o;
 }
@@ -625,6 +668,7 @@ int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
     r->completed = ju(rq, "completed");
     r->failed = ju(rq, "failed");
     r->cancelled = ju(rq, "cancelled");
+    r->warmup_excluded = ju(rq, "warmup_excluded");
     json_t *errs = json_object_get(j, "errors");
     const char *key;
     json_t *val;
@@ -683,10 +727,14 @@ int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
     r->client_loops = (uint32_t)ju(cl, "loops");
     if (!r->client_loops) r->client_loops = 1; /* results from before --client-threads */
     r->client_loop_cpu_max_s = jd(cl, "loop_cpu_max_s");
+    r->has_runq = json_is_number(json_object_get(cl, "runq_wait_s"));
+    r->client_runq_s = jd(cl, "runq_wait_s");
     r->bytes = ju(cl, "bytes");
     r->events = ju(cl, "events");
     json_t *pr = json_object_get(j, "per_request");
     if (json_is_array(pr)) r->per_request = json_incref(pr);
+    json_t *sm = json_object_get(j, "server_metrics");
+    if (json_is_object(sm)) r->server_metrics = json_incref(sm);
     return TPS_OK;
 fail:
     result_free(r);
@@ -812,6 +860,9 @@ int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
     dst->client_loops += src->client_loops;
     if (src->client_loop_cpu_max_s > dst->client_loop_cpu_max_s)
         dst->client_loop_cpu_max_s = src->client_loop_cpu_max_s;
+    dst->has_runq = dst->has_runq && src->has_runq;
+    dst->client_runq_s += src->client_runq_s;
+    dst->warmup_excluded += src->warmup_excluded;
     dst->bytes += src->bytes;
     dst->events += src->events;
     merge_window(&dst->run, &src->run);
@@ -819,6 +870,8 @@ int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
     merge_window(&dst->user, &src->user);
     json_decref(dst->per_request); /* per-request records are per run; not merged */
     dst->per_request = NULL;
+    json_decref(dst->server_metrics); /* one server's series per run */
+    dst->server_metrics = NULL;
     return TPS_OK;
 }
 

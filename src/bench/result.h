@@ -82,17 +82,21 @@ typedef struct result_opts {
     uint64_t origin_ns;                  /* CLOCK_MONOTONIC of the run's start */
     int64_t origin_unix_ns;              /* the same instant on the wall clock */
     double warmup_s, cooldown_s;         /* trimmed steady window by time */
-    uint64_t warmup_reqs, cooldown_reqs; /* ... or by completed requests */
+    uint64_t warmup_reqs, cooldown_reqs; /* ... or by completed requests; a request sent
+                                            before the warm-up ended enters no distribution */
     uint32_t target_concurrency;         /* auto steady: closed-loop concurrency; 0 open loop */
     bool has_user;
     double user_t0_s, user_t1_s; /* --window, seconds from run.t0 */
     tl_slo slo;
-    double bin_s;          /* time-series bin; 0 means 1 s */
-    bool per_request;      /* keep per-request records (with every token arrival) */
-    json_t *config;        /* echoed into the result (borrowed; the result takes a reference) */
-    double client_cpu_s;   /* the event loops' CPU in the run, start-up excluded */
-    uint32_t client_loops; /* event loops (threads); 0 means 1 */
+    double bin_s;           /* time-series bin; 0 means 1 s */
+    bool per_request;       /* keep per-request records (with every token arrival) */
+    json_t *config;         /* echoed into the result (borrowed; the result takes a reference) */
+    json_t *server_metrics; /* --scrape's series (borrowed; the result takes a reference) */
+    double client_cpu_s;    /* the event loops' CPU in the run, start-up excluded */
+    uint32_t client_loops;  /* event loops (threads); 0 means 1 */
     double client_loop_cpu_max_s; /* the busiest loop's CPU */
+    bool has_runq;                /* client_runq_s is known (sched_stat.h) */
+    double client_runq_s;         /* the bench thread's run-queue wait during the run */
     uint64_t bytes, events;
 } result_opts;
 
@@ -122,8 +126,12 @@ typedef struct bench_result {
     double client_cpu_s;
     uint32_t client_loops;
     double client_loop_cpu_max_s;
+    bool has_runq;
+    double client_runq_s;
     uint64_t bytes, events;
-    json_t *per_request; /* owned or NULL */
+    uint64_t warmup_excluded; /* requests sent during --warmup: in no distribution */
+    json_t *per_request;      /* owned or NULL */
+    json_t *server_metrics;   /* --scrape: scrape.h's object, owned; NULL none */
 } bench_result;
 
 /* Computes everything from n records (any n >= 1). */

@@ -148,10 +148,10 @@ int sweep_parse_metrics(sweep_counters *c, const char *text, tps_err *e) {
         const char *name;
         size_t off;
     } K[] = {
-        {"tps:steps_total", offsetof(sweep_counters, steps)},
-        {"tps:prompt_tokens_total", offsetof(sweep_counters, prompt_tokens)},
-        {"tps:generation_tokens_total", offsetof(sweep_counters, generation_tokens)},
-        {"tps:preemptions_total", offsetof(sweep_counters, preemptions)},
+        {"tps_steps_total", offsetof(sweep_counters, steps)},
+        {"tps_prompt_tokens_total", offsetof(sweep_counters, prompt_tokens)},
+        {"tps_generation_tokens_total", offsetof(sweep_counters, generation_tokens)},
+        {"tps_preemptions_total", offsetof(sweep_counters, preemptions)},
     };
     memset(c, 0, sizeof *c);
     bool steps = false;
@@ -173,7 +173,7 @@ int sweep_parse_metrics(sweep_counters *c, const char *text, tps_err *e) {
         }
         p = nl ? nl + 1 : NULL;
     }
-    return steps ? TPS_OK : tps_fail(e, TPS_ENOENT, "no tps:steps_total in /metrics");
+    return steps ? TPS_OK : tps_fail(e, TPS_ENOENT, "no tps_steps_total in /metrics");
 }
 
 int sweep_scrape(sweep_counters *c, const char *base_url, tps_err *e) {

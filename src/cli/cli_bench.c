@@ -15,6 +15,7 @@
 #include "bench/bench.h"
 #include "bench/bench_spec.h"
 #include "bench/capacity.h"
+#include "bench/compare.h"
 #include "bench/report.h"
 #include "bench/result.h"
 #include "cli/cli.h"
@@ -254,8 +255,11 @@ static const opt_row bench_rows[] = {
      .def = "0", .help = "exit 1 when failed/(completed+failed) > F"},
     OPT_HEAD("report"),
     {"--warmup", .kind = OPT_CUSTOM, .off = B(spec.ro), .parse = warmup_arg, .metavar = "X",
-     .help = "trim the steady window: X seconds (5, 5s) or\n"
-             "requests (20r); default: automatic steady window"},
+     .help = "warm-up: X seconds (5, 5s) or requests (20r); the\n"
+             "steady window starts after it, and requests sent\n"
+             "during it enter no latency distribution (TTFT, ITL,\n"
+             "TPOT, E2E...); default: automatic steady window, all\n"
+             "requests in the distributions"},
     {"--cooldown", .kind = OPT_CUSTOM, .off = B(spec.ro), .parse = cooldown_arg, .metavar = "X",
      .help = "the same at the end of the run"},
     {"--window", .kind = OPT_CUSTOM, .off = B(spec.ro), .parse = window_arg, .metavar = "A:B",
@@ -272,6 +276,12 @@ static const opt_row bench_rows[] = {
      .help = "capacity search: share of requests that must meet --slo"},
     {"--bin", .kind = OPT_SECONDS, .off = B(spec.ro.bin_s), .min = 0.001, .max = INFINITY,
      .def = "1 s", .help = "time-series bin"},
+    {"--scrape", .kind = OPT_STR, .off = B(spec.scrape), .metavar = "URL|off",
+     .help = "sample this Prometheus endpoint during the run (every\n"
+             "second, or --bin if shorter): gauges and counter rates\n"
+             "named tps:/tps_, vllm:, llamacpp:, sglang:, shown beside\n"
+             "the client's curve and kept in --json; default: the\n"
+             "target's /metrics when it answers; off: none"},
     {"--json", .kind = OPT_STR, .off = B(json_out), .metavar = "FILE",
      .help = "the result (schema tps.bench.result v" STR(BENCH_RESULT_VERSION) ")"},
     {"--per-request", .kind = OPT_FLAG, .off = B(spec.ro.per_request),
@@ -295,6 +305,7 @@ static const opt_cmd bench_cmd = {
     .prog = "tps bench",
     .usage = "usage: tps bench [options]                 drive an endpoint and report\n"
              "       tps bench merge A.json B.json ... [--json OUT] [--csv OUT]\n"
+             "       tps bench compare A.json B.json [--json OUT]\n"
              "\n",
     .rows = bench_rows,
     .epilogue = glossary,
@@ -407,6 +418,71 @@ static int bench_merge(int argc, char **argv) {
     }
     if (rc) fprintf(stderr, "tps bench merge: %s\n", e.msg);
     result_free(&acc);
+    return rc;
+}
+
+/* ---- compare ---------------------------------------------------------------------------- */
+
+typedef struct compare_cli {
+    const char *json_out;
+    const char *file_buf[4];
+    opt_list files;
+} compare_cli;
+
+static const opt_row compare_rows[] = {
+    {"--json", .kind = OPT_STR, .off = offsetof(compare_cli, json_out), .metavar = "FILE",
+     .help = "the comparison (schema tps.bench.compare)"},
+    {.kind = OPT_REST, .off = offsetof(compare_cli, files)},
+    {0},
+};
+
+static const opt_cmd compare_cmd = {
+    .prog = "tps bench compare",
+    .usage = "usage: tps bench compare A.json B.json [--json OUT]\n"
+             "\n"
+             "The headline figures of two results side by side, the ratio B/A and its 95%\n"
+             "interval from the run-to-run noise: a bootstrap over the requests when both\n"
+             "results were written with --per-request, else the histograms' bounds (the\n"
+             "output says which). A difference whose interval excludes 1 is reported as\n"
+             "better or worse; otherwise it is within the noise.\n"
+             "\n",
+    .rows = compare_rows,
+};
+
+static int bench_compare(int argc, char **argv) {
+    compare_cli c = {0};
+    c.files = OPT_LIST_OF(c.file_buf);
+    int prc = opt_main(&compare_cmd, &c, argc, argv);
+    if (prc >= 0) return prc;
+    if (c.files.n != 2) {
+        fprintf(stderr, "tps bench compare: give two result files, A and B (got %zu)\n", c.files.n);
+        return 2;
+    }
+    tps_err e = {{0}};
+    bench_result a, b;
+    if (result_read_json(&a, c.files.v[0], &e)) {
+        fprintf(stderr, "tps bench compare: %s\n", e.msg);
+        return 1;
+    }
+    if (result_read_json(&b, c.files.v[1], &e)) {
+        fprintf(stderr, "tps bench compare: %s\n", e.msg);
+        result_free(&a);
+        return 1;
+    }
+    compare_out out;
+    int rc = compare_results(&out, &a, &b, &e) ? 1 : 0;
+    if (!rc) {
+        compare_print(stdout, &out, c.files.v[0], c.files.v[1]);
+        if (c.json_out) {
+            json_t *j = compare_json(&out, c.files.v[0], c.files.v[1]);
+            if (json_dump_file(j, c.json_out, JSON_INDENT(1)))
+                rc = 1, snprintf(e.msg, sizeof e.msg, "cannot write '%s'", c.json_out);
+            json_decref(j);
+        }
+    }
+    if (rc) fprintf(stderr, "tps bench compare: %s\n", e.msg);
+    result_free(&a);
+    result_free(&b);
     return rc;
 }
 
@@ -549,6 +625,7 @@ static int bench_single(const bench_cli *b) {
 
 int cli_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "merge")) return bench_merge(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "compare")) return bench_compare(argc - 1, argv + 1);
     bench_cli *b = malloc(sizeof *b);
     if (!b) return 1;
     int rc = bench_parse(b, argc, argv);

@@ -16,6 +16,13 @@
 #include "cli/opt.h"
 #include "server/server.h"
 
+/* The config and the repeatable options that fill its string arrays. */
+typedef struct serve_args {
+    server_config c; /* first: the rows' offsets are server_config's */
+    opt_list cors, hosts;
+    const char *cors_buf[64], *hosts_buf[64];
+} serve_args;
+
 #define S(field) offsetof(server_config, field)
 #define U32_ROW(flag, field, text)                                                                 \
     { flag, .kind = OPT_U32, .off = S(field), .max = 4294967295.0, .help = text }
@@ -30,6 +37,14 @@ static const opt_row serve_rows[] = {
      .help = "port (default 8080; 0: any free port)"},
     {"--api-key", .kind = OPT_STR, .off = S(api_key), .metavar = "KEY",
      .help = "require 'Authorization: Bearer KEY' (or $TPS_API_KEY)"},
+    {"--cors-origin", .kind = OPT_LIST, .off = offsetof(serve_args, cors), .metavar = "ORIGIN",
+     .help = "let browser pages from ORIGIN (e.g. http://localhost:3000,\n"
+             "or *) call the API; repeatable. Requests with any other\n"
+             "Origin header get 403 (default: none allowed)"},
+    {"--allowed-host", .kind = OPT_LIST, .off = offsetof(serve_args, hosts), .metavar = "NAME",
+     .help = "bound to loopback, Host values other than the address and\n"
+             "localhost get 403 (DNS rebinding); NAME is accepted too;\n"
+             "repeatable"},
     {"--chat-template", .kind = OPT_STR, .off = S(chat_template), .metavar = "NAME",
      .help = "chatml, llama2, llama3, mistral, zephyr, gemma, phi3\n"
              "(default: recognised from the model, else chatml)"},
@@ -69,7 +84,16 @@ static const opt_row serve_rows[] = {
     {"--max-header-bytes", .kind = OPT_SIZE, .off = S(max_header_bytes), .metavar = "N",
      .help = "request headers limit (default 16K)"},
     U32_ROW("--max-connections", max_connections,
-            "open connections; more wait to be accepted (default 1024)"),
+            "open connections; 8 more are accepted for /health and\n"
+            "/metrics only (others 503), then accepts wait (default 1024)"),
+    U32_ROW("--max-conns-per-client", max_conns_per_client,
+            "connections from one client address, 429 above\n"
+            "(default: half of --max-connections)"),
+    {"--header-timeout", .kind = OPT_U32, .off = S(header_timeout_s), .max = 4294967295.0,
+     .metavar = "S",
+     .help = "a request's headers must arrive within S seconds of the\n"
+             "connection or of the request's first byte, 408 after\n"
+             "(default 10; 0: only --timeout)"},
     {"--timeout", .kind = OPT_U32, .off = S(timeout_s), .max = 4294967295.0, .metavar = "S",
      .help = "a request must arrive within S seconds; idle keep-alive\n"
              "connections close after S (default 60)"},
@@ -89,19 +113,28 @@ static const opt_cmd serve_cmd = {
     .usage = "usage: tps serve -m MODEL.gguf [options]\n"
              "\n"
              "OpenAI-compatible streaming server (POST /v1/completions, /v1/chat/completions,\n"
-             "/tokenize, /detokenize; GET /v1/models, /health, /metrics) over the continuous-\n"
-             "batching engine. SIGTERM drains: no new requests, in-flight ones finish (bounded\n"
-             "by --drain-timeout), exit 0. See docs/api.md.\n"
+             "/tokenize, /detokenize; GET or HEAD /v1/models, /health, /metrics) over the\n"
+             "continuous-batching engine. SIGTERM drains: no new requests, in-flight ones\n"
+             "finish (bounded by --drain-timeout), exit 0. Browsers: requests with an Origin\n"
+             "header need --cors-origin. See docs/api.md.\n"
              "\n",
     .rows = serve_rows,
 };
 
 int cli_serve(int argc, char **argv) {
-    server_config c;
-    server_config_default(&c);
-    c.api_key = getenv("TPS_API_KEY");
-    int prc = opt_main(&serve_cmd, &c, argc, argv);
+    serve_args a;
+    memset(&a, 0, sizeof a);
+    server_config_default(&a.c);
+    a.cors = OPT_LIST_OF(a.cors_buf);
+    a.hosts = OPT_LIST_OF(a.hosts_buf);
+    a.c.api_key = getenv("TPS_API_KEY");
+    int prc = opt_main(&serve_cmd, &a, argc, argv);
     if (prc >= 0) return prc;
+    server_config c = a.c;
+    c.cors_origins = a.cors.v;
+    c.n_cors_origins = a.cors.n;
+    c.allowed_hosts = a.hosts.v;
+    c.n_allowed_hosts = a.hosts.n;
     if (!c.model_path) {
         fprintf(stderr, "tps serve: -m MODEL is required (see tps serve --help)\n");
         return 2;

@@ -210,7 +210,9 @@ ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *re
             } else if (n_valid > first) {
                 float t[8];
                 _mm256_storeu_ps(t, acc[g][j]);
-                memcpy(o, t, (n_valid - first) * sizeof(float));
+                /* < 8 here; said again for GCC's -O1 bounds check */
+                const size_t k = n_valid - first < 8 ? n_valid - first : 8;
+                memcpy(o, t, k * sizeof(float));
             }
         }
     }

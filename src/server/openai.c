@@ -5,6 +5,7 @@
 #include "server/openai.h"
 
 #include "engine/grammar.h"
+#include "engine/stop.h"
 #include "server/json_schema.h"
 #include "server/regex_gbnf.h"
 
@@ -533,6 +534,26 @@ static int parse_unsupported(json_t *o, oai_kind kind, oai_error *e) {
     return parse_refused(o, e);
 }
 
+/* The sampler prints the value it refuses with %g ("got 100" for
+ * 100.0001): the message ends instead with the shortest decimal that reads
+ * back as the request's number. */
+static void exact_got(json_t *o, const char *field, char *msg, size_t cap) {
+    json_t *v = field ? json_object_get(o, field) : NULL;
+    char *got = strstr(msg, "; got ");
+    char num[40];
+    if (got && json_is_integer(v)) {
+        snprintf(got, cap - (size_t)(got - msg), "; got %lld", (long long)json_integer_value(v));
+        return;
+    }
+    if (!got || !json_is_real(v)) return;
+    double d = json_real_value(v);
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(num, sizeof num, "%.*g", prec, d);
+        if (strtod(num, NULL) == d) break;
+    }
+    snprintf(got, cap - (size_t)(got - msg), "; got %s", num);
+}
+
 static int parse_sampling(json_t *o, sampler_params *sp, oai_error *e) {
     int rc;
     if ((rc = get_float(o, "temperature", &sp->temperature, e)) < 0) return rc;
@@ -554,9 +575,11 @@ static int parse_sampling(json_t *o, sampler_params *sp, oai_error *e) {
     if ((rc = get_bool(o, "ignore_eos", &sp->ignore_eos, e)) < 0) return rc;
     const char *field = NULL;
     tps_err err = {{0}};
-    if (sampler_params_validate(sp, &field, &err))
+    if (sampler_params_validate(sp, &field, &err)) {
+        exact_got(o, field, err.msg, sizeof err.msg);
         return oai_error_set(e, 400, "invalid_request_error", field, "invalid_value", "%s",
                              err.msg);
+    }
     return 0;
 }
 
@@ -564,6 +587,10 @@ static int parse_stop(json_t *o, oai_request *r, oai_error *e) {
     json_t *v = json_object_get(o, "stop");
     if (!v || json_is_null(v)) return 0;
     if (json_is_string(v)) {
+        if (json_string_length(v) >= STOP_MAX_LEN)
+            return oai_error_set(e, 400, "invalid_request_error", "stop", "invalid_value",
+                                 "stop has %zu bytes; at most %d are allowed",
+                                 json_string_length(v), STOP_MAX_LEN - 1);
         if (json_string_length(v)) r->stop[r->n_stop++] = json_string_value(v);
         return 0;
     }
@@ -578,6 +605,10 @@ static int parse_stop(json_t *o, oai_request *r, oai_error *e) {
     json_array_foreach(v, i, s) {
         if (!json_is_string(s))
             return bad(e, "stop", "%s must be a string or an array of strings%s", "");
+        if (json_string_length(s) >= STOP_MAX_LEN)
+            return oai_error_set(e, 400, "invalid_request_error", "stop", "invalid_value",
+                                 "stop[%zu] has %zu bytes; at most %d are allowed", i,
+                                 json_string_length(s), STOP_MAX_LEN - 1);
         if (json_string_length(s)) r->stop[r->n_stop++] = json_string_value(s);
     }
     return 0;
@@ -590,9 +621,13 @@ static int parse_max_tokens(json_t *o, oai_request *r, oai_error *e) {
         int rc = get_int(o, keys[i], &n, e);
         if (rc < 0) return rc;
         if (rc == 1) continue;
-        if (n < 1 || n > UINT32_MAX)
+        if (n < 1)
             return oai_error_set(e, 400, "invalid_request_error", keys[i], "invalid_value",
                                  "%s must be at least 1; got %lld", keys[i], (long long)n);
+        if (n > UINT32_MAX)
+            return oai_error_set(e, 400, "invalid_request_error", keys[i], "invalid_value",
+                                 "%s must be at most %u; got %lld", keys[i], UINT32_MAX,
+                                 (long long)n);
         r->max_tokens = (uint32_t)n;
         return 0;
     }

@@ -29,6 +29,7 @@ void server_config_default(server_config *c) {
     c->max_header_bytes = 16u << 10;
     c->max_connections = 1024;
     c->timeout_s = 60;
+    c->header_timeout_s = 10;
     c->drain_timeout_s = 30;
     c->max_n = 16;
     c->engine.itl_target_ms = ENGINE_ITL_TARGET_AUTO;
@@ -44,88 +45,24 @@ static char *dup_or_null(const char *s) {
     return s ? strdup(s) : NULL;
 }
 
-/* ---------------------------------------------------------------------------
- * Connection table: every accepted connection's bufferevent, referenced so
- * the sweep can see when evhttp has let it go (its callbacks are cleared).
- * ------------------------------------------------------------------------- */
-
-static struct bufferevent *on_new_conn(struct event_base *base, void *arg) {
-    server *s = arg;
-    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-    if (!bev) return NULL; /* evhttp makes its own; it is then untracked */
-    if (s->n_conns == s->cap_conns) {
-        size_t cap = s->cap_conns ? s->cap_conns * 2 : 64;
-        conn_slot *p = realloc(s->conns, cap * sizeof *p);
-        if (!p) return bev;
-        s->conns = p;
-        s->cap_conns = cap;
-    }
-    bufferevent_incref(bev);
-    uint64_t t = s->cfg.timeout_s ? (uint64_t)s->cfg.timeout_s * TPS_NS_PER_SEC : 0;
-    s->conns[s->n_conns++] = (conn_slot){.bev = bev, .deadline_ns = t ? tps_now_ns() + t : 0};
-    if (s->cfg.max_connections && s->n_conns >= s->cfg.max_connections && s->listener &&
-        !s->accept_paused) {
-        evconnlistener_disable(s->listener);
-        s->accept_paused = true;
-    }
-    return bev;
+/* Copies n strings into a NULL-ended array; nonzero when out of memory. */
+static int copy_strs(char ***out, const char *const *v, size_t n) {
+    *out = calloc(n + 1, sizeof **out);
+    if (!*out) return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!((*out)[i] = strdup(v[i]))) return -1;
+    return 0;
 }
 
-/* Marks the connection of req as serving a request (no arrival deadline) or
- * idle again (a new deadline). */
-void server_conn_busy(server *s, struct evhttp_request *req, bool busy) {
-    struct evhttp_connection *conn = req ? evhttp_request_get_connection(req) : NULL;
-    struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
-    if (!bev) return;
-    for (size_t i = 0; i < s->n_conns; i++) {
-        if (s->conns[i].bev != bev) continue;
-        uint64_t t = (uint64_t)s->cfg.timeout_s * TPS_NS_PER_SEC;
-        s->conns[i].deadline_ns = busy || !t ? 0 : tps_now_ns() + t;
-        if (busy && !s->conns[i].nodelay) {
-            /* Each streamed token is a small write: without TCP_NODELAY,
-             * Nagle's algorithm holds it until the client's delayed ACK
-             * (~40 ms), which bunches tokens and inflates TTFT and ITL. */
-            int fd = (int)bufferevent_getfd(bev), one = 1;
-            if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            s->conns[i].nodelay = true;
-        }
-        return;
-    }
-}
-
-static void release_conns(server *s, bool all) {
-    uint64_t now = tps_now_ns();
-    size_t k = 0;
-    for (size_t i = 0; i < s->n_conns; i++) {
-        conn_slot *c = &s->conns[i];
-        bufferevent_data_cb rd = NULL;
-        bufferevent_event_cb ev = NULL;
-        bufferevent_getcb(c->bev, &rd, NULL, &ev, NULL);
-        if (all || (!rd && !ev)) { /* evhttp freed it: drop our reference */
-            bufferevent_disable(c->bev, EV_READ | EV_WRITE);
-            bufferevent_decref(c->bev);
-            continue;
-        }
-        if (c->deadline_ns && now > c->deadline_ns) {
-            /* The request did not arrive in time (slowloris) or the
-             * connection idled: evhttp sees EOF and frees it. */
-            evutil_socket_t fd = bufferevent_getfd(c->bev);
-            if (fd >= 0) shutdown(fd, SHUT_RDWR);
-            c->deadline_ns = 0;
-        }
-        s->conns[k++] = *c;
-    }
-    s->n_conns = k;
-    if (s->accept_paused && s->listener &&
-        (!s->cfg.max_connections || s->n_conns < s->cfg.max_connections) && !s->draining) {
-        evconnlistener_enable(s->listener);
-        s->accept_paused = false;
-    }
+static void free_strs(char **v) {
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
 }
 
 static void on_sweep(evutil_socket_t fd, short what, void *arg) {
     server *s = arg;
-    release_conns(s, false);
+    server_conns_sweep(s, false);
     server_check_gone(s);
 }
 
@@ -133,29 +70,17 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
  * Drain and stop
  * ------------------------------------------------------------------------- */
 
-/* Every response is answered once its last bytes are in the kernel: the
- * loop exits only when no tracked connection has output left (or after
- * SERVER_FLUSH_MAX_MS), so a drain never cuts off a finished stream. */
-static bool output_pending(server *s) {
-    for (size_t i = 0; i < s->n_conns; i++) {
-        bufferevent_data_cb rd = NULL;
-        bufferevent_event_cb ev = NULL;
-        bufferevent_getcb(s->conns[i].bev, &rd, NULL, &ev, NULL);
-        if ((rd || ev) && evbuffer_get_length(bufferevent_get_output(s->conns[i].bev))) return true;
-    }
-    return false;
-}
-
 static void on_flush(evutil_socket_t fd, short what, void *arg) {
     server *s = arg;
-    if (!output_pending(s) || tps_now_ns() > s->flush_deadline_ns) {
+    if (!server_conns_output_pending(s) || tps_now_ns() > s->flush_deadline_ns) {
         event_del(s->ev_flush);
         event_base_loopexit(s->base, NULL);
     }
 }
 
 void server_maybe_finish_drain(server *s) {
-    if (!(s->draining || s->stopping) || s->n_inflight != 0 || s->flushing) return;
+    if (!(s->draining || s->stopping) || s->n_inflight != 0 || s->n_jobs != 0 || s->flushing)
+        return;
     s->flushing = true;
     s->flush_deadline_ns = tps_now_ns() + SERVER_FLUSH_MAX_MS * TPS_NS_PER_MS;
     struct timeval tv = {.tv_usec = 5000};
@@ -248,6 +173,13 @@ int server_create(server **out, const server_config *c, tps_err *err) {
     s->cfg.chat_template = s->chat_template_name;
     s->cfg.model_path = s->model_path;
     s->cfg.model_id = s->model_id;
+    if (copy_strs(&s->cors_origins, c->cors_origins, c->n_cors_origins) ||
+        copy_strs(&s->allowed_hosts, c->allowed_hosts, c->n_allowed_hosts)) {
+        server_free(s);
+        return tps_fail(err, TPS_ENOMEM, "out of memory");
+    }
+    s->cfg.cors_origins = (const char *const *)s->cors_origins;
+    s->cfg.allowed_hosts = (const char *const *)s->allowed_hosts;
     s->log = c->log ? c->log : stderr;
     s->tmpl_eot_id = -1;
     int rc = TPS_ENOMEM;
@@ -268,13 +200,17 @@ int server_create(server **out, const server_config *c, tps_err *err) {
      * holds bodies up to twice the limit, beyond that it answers 413 itself. */
     size_t body_cap = c->max_body_bytes > SIZE_MAX / 4 ? SIZE_MAX / 2 : c->max_body_bytes * 2;
     evhttp_set_max_body_size(s->http, (ev_ssize_t)(body_cap ? body_cap : 1));
-    evhttp_set_max_headers_size(s->http, (ev_ssize_t)c->max_header_bytes);
+    /* Our framing (server_conn.c) refuses headers over the limit as JSON
+     * first; evhttp's own limit, twice ours, is never the one hit. */
+    evhttp_set_max_headers_size(
+        s->http,
+        (ev_ssize_t)(c->max_header_bytes > SIZE_MAX / 4 ? SIZE_MAX / 2 : c->max_header_bytes * 2));
     if (c->timeout_s) evhttp_set_timeout(s->http, (int)c->timeout_s);
     evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
                                             EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
     evhttp_set_gencb(s->http, server_http_route, s);
-    evhttp_set_bevcb(s->http, on_new_conn, s);
+    evhttp_set_bevcb(s->http, server_conn_new_bev, s);
     s->bound = evhttp_bind_socket_with_handle(s->http, s->host, (ev_uint16_t)c->port);
     if (!s->bound) {
         tps_fail(err, rc, "cannot listen on %s:%d: %s", s->host, c->port, strerror(errno));
@@ -283,14 +219,22 @@ int server_create(server **out, const server_config *c, tps_err *err) {
     s->listener = evhttp_bound_socket_get_listener(s->bound);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
-    if (getsockname(evhttp_bound_socket_get_fd(s->bound), (struct sockaddr *)&ss, &sl) == 0)
+    if (getsockname(evhttp_bound_socket_get_fd(s->bound), (struct sockaddr *)&ss, &sl) == 0) {
         s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                                            : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        s->loopback = ss.ss_family == AF_INET6
+                          ? IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr)
+                          : (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+    }
     s->ev_wake = event_new(s->base, -1, 0, on_wake, s);
     s->ev_drain_deadline = evtimer_new(s->base, on_drain_deadline, s);
     s->ev_sweep = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
     s->ev_flush = event_new(s->base, -1, EV_PERSIST, on_flush, s);
-    if (!s->ev_wake || !s->ev_drain_deadline || !s->ev_sweep || !s->ev_flush) goto fail;
+    s->ev_classify = event_new(s->base, -1, 0, server_conns_on_accept, s);
+    if ((rc = server_work_create(s, err))) goto fail;
+    rc = TPS_EIO;
+    if (!s->ev_wake || !s->ev_drain_deadline || !s->ev_sweep || !s->ev_flush || !s->ev_classify)
+        goto fail;
     struct timeval tv = {.tv_usec = SERVER_SWEEP_MS * 1000};
     event_add(s->ev_sweep, &tv);
     if (c->signal_fd >= 0) {
@@ -434,7 +378,9 @@ void server_free(server *s) {
         server_stop(s);
         server_wait(s);
     }
-    /* The engine first: its thread stops and nothing refers to a req_ctx. */
+    /* The workers first: they only prepare; their jobs are dropped. Then
+     * the engine: its thread stops and nothing refers to a req_ctx. */
+    server_work_free(s);
     if (s->ev_engine) event_free(s->ev_engine);
     engine_destroy(s->eng);
     while (s->inflight) {
@@ -445,11 +391,12 @@ void server_free(server *s) {
         req_ctx_free(c);
     }
     if (s->http) evhttp_free(s->http);
-    release_conns(s, true);
+    server_conns_sweep(s, true);
     free(s->conns);
     if (s->ev_signal) event_free(s->ev_signal);
     if (s->ev_sweep) event_free(s->ev_sweep);
     if (s->ev_flush) event_free(s->ev_flush);
+    if (s->ev_classify) event_free(s->ev_classify);
     if (s->ev_wake) event_free(s->ev_wake);
     if (s->ev_drain_deadline) event_free(s->ev_drain_deadline);
     if (s->base) event_base_free(s->base);
@@ -463,5 +410,7 @@ void server_free(server *s) {
     free(s->chat_template_name);
     free(s->model_path);
     free(s->model_id);
+    free_strs(s->cors_origins);
+    free_strs(s->allowed_hosts);
     free(s);
 }

@@ -28,18 +28,29 @@
 typedef struct server server;
 
 typedef struct server_config {
-    const char *model_path;    /* GGUF file (required by server_load) */
-    bool no_repack;            /* borrow every weight from the mmap (no repacked copy) */
-    const char *model_id;      /* id in responses and /v1/models; NULL: file basename */
-    const char *host;          /* bind address; default "127.0.0.1" */
-    int port;                  /* 0: an ephemeral port (server_port says which) */
-    const char *api_key;       /* NULL or "": no authentication (warned at startup) */
-    const char *chat_template; /* template name; NULL: recognised from the model */
-    engine_params engine;      /* model and tok are filled by server_load */
-    size_t max_body_bytes;     /* request body limit (413); default 8 MiB */
-    size_t max_header_bytes;   /* request line + headers limit; default 16 KiB */
-    uint32_t max_connections;  /* open connections; beyond it accepts wait; default 1024 */
+    const char *model_path;        /* GGUF file (required by server_load) */
+    bool no_repack;                /* borrow every weight from the mmap (no repacked copy) */
+    const char *model_id;          /* id in responses and /v1/models; NULL: file basename */
+    const char *host;              /* bind address; default "127.0.0.1" */
+    int port;                      /* 0: an ephemeral port (server_port says which) */
+    const char *api_key;           /* NULL or "": no authentication (warned at startup) */
+    const char *chat_template;     /* template name; NULL: recognised from the model */
+    engine_params engine;          /* model and tok are filled by server_load */
+    size_t max_body_bytes;         /* request body limit (413); default 8 MiB */
+    size_t max_header_bytes;       /* request line + headers limit; default 16 KiB */
+    uint32_t max_connections;      /* open connections; beyond it 8 more for /health and /metrics
+                                      only, then accepts wait; default 1024 */
+    uint32_t max_conns_per_client; /* connections from one address (429 above); 0: half of
+                                      max_connections */
     uint32_t timeout_s; /* a request must arrive whole within it; idle keep-alive too; default 60 */
+    uint32_t header_timeout_s;       /* a request's header block must arrive within it of the
+                                        connection's accept or of its first byte; default 10; 0: none */
+    const char *const *cors_origins; /* Origin values browsers may call from (exact match, or
+                                        "*"); others get 403; none by default */
+    size_t n_cors_origins;
+    const char *const *allowed_hosts; /* bound to loopback: Host names accepted besides the
+                                         bound address and localhost */
+    size_t n_allowed_hosts;
     uint32_t max_tokens_cap;    /* max_tokens ceiling (400 above it); 0: the context */
     uint32_t max_prompt_tokens; /* prompt tokens ceiling (400 above it); 0: the context */
     uint32_t max_n;             /* most choices per request (n; 400 above it); default 16, >= 1 */

@@ -1,6 +1,8 @@
-/* The HTTP routes: dispatch by path and method, authentication, the
- * synchronous endpoints (/health, /v1/models, /metrics, /tokenize,
- * /detokenize) and the admission of completion requests into the engine.
+/* The HTTP routes: dispatch by path and method, the browser checks (Host,
+ * Origin, CORS preflight), authentication, the synchronous endpoints
+ * (/health, /v1/models, /metrics), preparing request bodies (/tokenize,
+ * /detokenize, completions: parse, render, tokenize; on a worker when large,
+ * server_work.c) and the admission of completion requests into the engine.
  * Streaming the answers back is server_stream.c's.
  *
  * Not here: JSON request parsing (openai.c), response bodies (sse.c). */
@@ -13,6 +15,7 @@
 #include <time.h>
 
 #include "metrics/clock.h"
+#include <stdio.h>
 
 /* ---------------------------------------------------------------------------
  * Replies
@@ -25,7 +28,14 @@ static void reply(server *s, struct evhttp_request *req, int status, const char 
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Content-Type", ctype);
     struct evbuffer *buf = evbuffer_new();
-    if (buf) evbuffer_add(buf, body, len);
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        /* evhttp would send the body after a HEAD's headers: only its length */
+        char cl[24];
+        snprintf(cl, sizeof cl, "%zu", len);
+        evhttp_add_header(h, "Content-Length", cl);
+    } else if (buf) {
+        evbuffer_add(buf, body, len);
+    }
     evhttp_send_reply(req, status, NULL, buf);
     if (buf) evbuffer_free(buf);
 }
@@ -74,23 +84,6 @@ static bool unavailable(server *s, struct evhttp_request *req) {
     return false;
 }
 
-/* The request body, contiguous; NULL (after a 413) when over the limit. */
-static const char *body_of(server *s, struct evhttp_request *req, size_t *len) {
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    *len = evbuffer_get_length(in);
-    if (*len > s->cfg.max_body_bytes) {
-        oai_error e;
-        oai_error_set(&e, 413, "invalid_request_error", NULL, "request_too_large",
-                      "the request body has %zu bytes; this server accepts at most %zu "
-                      "(--max-body-bytes)",
-                      *len, s->cfg.max_body_bytes);
-        server_reply_error(s, req, &e);
-        return NULL;
-    }
-    const char *p = (const char *)evbuffer_pullup(in, -1);
-    return p ? p : "";
-}
-
 /* ---------------------------------------------------------------------------
  * Synchronous endpoints
  * ------------------------------------------------------------------------- */
@@ -134,64 +127,66 @@ static void handle_metrics(server *s, struct evhttp_request *req) {
     sbuf_free(&b);
 }
 
-/* Parses a JSON object body for /tokenize and /detokenize; NULL after a 400. */
-static json_t *json_body(server *s, struct evhttp_request *req) {
-    size_t len;
-    const char *body = body_of(s, req, &len);
-    if (!body) return NULL;
+/* ---------------------------------------------------------------------------
+ * Preparing bodies (any thread: no evhttp, no engine; see server_work.c)
+ * ------------------------------------------------------------------------- */
+
+/* Parses a JSON object body for /tokenize and /detokenize; NULL with j->e
+ * set on failure. */
+static json_t *json_body(work_job *j, const char *body, size_t len) {
     json_error_t jerr;
     json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, &jerr);
     if (!root || !json_is_object(root)) {
-        oai_error e;
+        j->failed = true;
         if (root)
-            oai_error_set(&e, 400, "invalid_request_error", NULL, "invalid_json",
+            oai_error_set(&j->e, 400, "invalid_request_error", NULL, "invalid_json",
                           "the request body must be a JSON object");
         else
-            oai_error_set(&e, 400, "invalid_request_error", NULL, "invalid_json",
+            oai_error_set(&j->e, 400, "invalid_request_error", NULL, "invalid_json",
                           "invalid JSON in the request body at line %d, column %d: %s", jerr.line,
                           jerr.column, jerr.text);
-        server_reply_error(s, req, &e);
         json_decref(root);
         return NULL;
     }
     return root;
 }
 
+static void job_fail(work_job *j, int status, const char *type, const char *param, const char *code,
+                     const char *msg) {
+    j->failed = true;
+    oai_error_set(&j->e, status, type, param, code, "%s", msg);
+}
+
 /* POST /tokenize {"content": str, "add_special": bool, "parse_special": bool}
  * -> {"tokens": [ids]} (llama.cpp's defaults: add_special false,
  * parse_special true). */
-static void handle_tokenize(server *s, struct evhttp_request *req) {
-    if (unavailable(s, req)) return;
-    json_t *root = json_body(s, req);
+static void prepare_tokenize(work_job *j, const char *body, size_t len) {
+    json_t *root = json_body(j, body, len);
     if (!root) return;
     json_t *content = json_object_get(root, "content");
     json_t *add = json_object_get(root, "add_special");
     json_t *parse = json_object_get(root, "parse_special");
     if (!json_is_string(content)) {
-        reply_err(s, req, 400, "invalid_request_error", "content", "invalid_type",
-                  "content must be a string");
+        job_fail(j, 400, "invalid_request_error", "content", "invalid_type",
+                 "content must be a string");
     } else if ((add && !json_is_boolean(add)) || (parse && !json_is_boolean(parse))) {
-        reply_err(s, req, 400, "invalid_request_error",
-                  add && !json_is_boolean(add) ? "add_special" : "parse_special", "invalid_type",
-                  "add_special and parse_special must be booleans");
+        job_fail(j, 400, "invalid_request_error",
+                 add && !json_is_boolean(add) ? "add_special" : "parse_special", "invalid_type",
+                 "add_special and parse_special must be booleans");
     } else {
         unsigned flags = (json_is_true(add) ? TOK_ENCODE_ADD_SPECIAL : 0) |
                          (!parse || json_is_true(parse) ? TOK_ENCODE_PARSE_SPECIAL : 0);
         int32_t *ids = NULL;
         size_t n = 0;
         tps_err err = {{0}};
-        if (tokenizer_encode_alloc(s->tok, json_string_value(content), json_string_length(content),
-                                   flags, &ids, &n, &err)) {
-            reply_err(s, req, 500, "server_error", NULL, NULL, err.msg);
+        if (tokenizer_encode_alloc(j->s->tok, json_string_value(content),
+                                   json_string_length(content), flags, &ids, &n, &err)) {
+            job_fail(j, 500, "server_error", NULL, NULL, err.msg);
         } else {
-            sbuf b;
-            sbuf_init(&b);
-            sbuf_adds(&b, "{\"tokens\":[");
+            sbuf_adds(&j->reply, "{\"tokens\":[");
             for (size_t i = 0; i < n; i++)
-                sbuf_printf(&b, i ? ",%d" : "%d", ids[i]);
-            sbuf_adds(&b, "]}");
-            reply_json(s, req, 200, &b);
-            sbuf_free(&b);
+                sbuf_printf(&j->reply, i ? ",%d" : "%d", ids[i]);
+            sbuf_adds(&j->reply, "]}");
         }
         free(ids);
     }
@@ -200,59 +195,49 @@ static void handle_tokenize(server *s, struct evhttp_request *req) {
 
 /* POST /detokenize {"tokens": [ids]} -> {"content": str}: the pieces
  * concatenated, control tokens rendered (llama.cpp's tokens_to_str). */
-static void handle_detokenize(server *s, struct evhttp_request *req) {
-    if (unavailable(s, req)) return;
-    json_t *root = json_body(s, req);
+static void prepare_detokenize(work_job *j, const char *body, size_t len) {
+    json_t *root = json_body(j, body, len);
     if (!root) return;
     json_t *toks = json_object_get(root, "tokens");
     size_t n = json_is_array(toks) ? json_array_size(toks) : 0;
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    char *text = NULL;
+    size_t tl = 0;
     if (!json_is_array(toks)) {
-        reply_err(s, req, 400, "invalid_request_error", "tokens", "invalid_type",
-                  "tokens must be an array of token ids");
+        job_fail(j, 400, "invalid_request_error", "tokens", "invalid_type",
+                 "tokens must be an array of token ids");
         goto done;
     }
     if (!ids) {
-        reply_err(s, req, 500, "server_error", NULL, NULL, "out of memory");
+        job_fail(j, 500, "server_error", NULL, NULL, "out of memory");
         goto done;
     }
-    uint32_t nv = tokenizer_n_vocab(s->tok);
+    uint32_t nv = tokenizer_n_vocab(j->s->tok);
     for (size_t i = 0; i < n; i++) {
         json_t *t = json_array_get(toks, i);
         if (!json_is_integer(t) || json_integer_value(t) < 0 ||
             json_integer_value(t) >= (json_int_t)nv) {
-            oai_error e;
-            oai_error_set(&e, 400, "invalid_request_error", "tokens", "invalid_value",
+            j->failed = true;
+            oai_error_set(&j->e, 400, "invalid_request_error", "tokens", "invalid_value",
                           "tokens[%zu] is not a token id of this vocabulary (0..%u)", i, nv - 1);
-            server_reply_error(s, req, &e);
             goto done;
         }
         ids[i] = (int32_t)json_integer_value(t);
     }
-    char *text = NULL;
-    size_t len = 0;
     tps_err err = {{0}};
-    if (tokenizer_decode_alloc(s->tok, ids, n, TOK_DECODE_RAW_SPACES | TOK_DECODE_RENDER_SPECIAL,
-                               &text, &len, &err)) {
-        reply_err(s, req, 500, "server_error", NULL, NULL, err.msg);
+    if (tokenizer_decode_alloc(j->s->tok, ids, n, TOK_DECODE_RAW_SPACES | TOK_DECODE_RENDER_SPECIAL,
+                               &text, &tl, &err)) {
+        job_fail(j, 500, "server_error", NULL, NULL, err.msg);
         goto done;
     }
-    sbuf b;
-    sbuf_init(&b);
-    sbuf_adds(&b, "{\"content\":");
-    sbuf_json_str(&b, text ? text : "", len);
-    sbuf_adds(&b, "}");
-    reply_json(s, req, 200, &b);
-    sbuf_free(&b);
-    free(text);
+    sbuf_adds(&j->reply, "{\"content\":");
+    sbuf_json_str(&j->reply, text ? text : "", tl);
+    sbuf_adds(&j->reply, "}");
 done:
+    free(text);
     free(ids);
     json_decref(root);
 }
-
-/* ---------------------------------------------------------------------------
- * Completions: parse, build the prompt, submit
- * ------------------------------------------------------------------------- */
 
 /* The tool format of the served template; the generic one when the model
  * file has no template (nothing says it was trained on ChatML's tools). */
@@ -387,6 +372,92 @@ static int build_prompt(server *s, const oai_request *r, int32_t **ids, size_t *
     return rc;
 }
 
+/* Tools offered (tool_choice not none): logprobs only whole, and under
+ * required or named tool_choice the grammar of valid calls, which r owns
+ * from here (oai_request_free frees it). Compiling the tools' schemas is
+ * work on the body, so it is done here, off the HTTP thread. */
+static int prepare_tools(server *s, oai_request *r, oai_error *e) {
+    if (r->tool_choice == TOOL_CHOICE_NONE) return 0;
+    if (r->stream && r->logprobs)
+        return oai_error_set(e, 400, "invalid_request_error", "logprobs", "unsupported_parameter",
+                             "logprobs with tools is supported only without stream: a streamed "
+                             "answer that may hold tool calls is sent when it is complete");
+    if (r->tool_choice != TOOL_CHOICE_REQUIRED && r->tool_choice != TOOL_CHOICE_NAMED) return 0;
+    sbuf g;
+    sbuf_init(&g);
+    tps_err terr = {{0}};
+    int rc = tools_grammar(tool_fmt(s), r->tools, r->n_tools, r->tool_name, r->parallel_tool_calls,
+                           &g, &terr);
+    if (rc) {
+        sbuf_free(&g);
+        return oai_error_set(e, rc == TPS_ENOMEM ? 500 : 400,
+                             rc == TPS_ENOMEM ? "server_error" : "invalid_request_error", "tools",
+                             "invalid_value", "tools: %s", terr.msg);
+    }
+    r->grammar = g.p;
+    r->grammar_len = g.len;
+    return 0;
+}
+
+/* Completions: parse, render, tokenize, the prompt-length limit, tools. */
+static void prepare_completion(work_job *j, const char *body, size_t len) {
+    server *s = j->s;
+    oai_kind kind = j->kind == WORK_CHAT ? OAI_CHAT : OAI_COMPLETION;
+    if (oai_parse(&j->r, kind, body, len, &j->e)) {
+        j->failed = true;
+        return;
+    }
+    j->parsed = true;
+    if (build_prompt(s, &j->r, &j->ids, &j->n_ids, &j->e)) {
+        j->failed = true;
+        return;
+    }
+    if (s->cfg.max_prompt_tokens && j->n_ids > s->cfg.max_prompt_tokens) {
+        j->failed = true;
+        oai_error_set(&j->e, 400, "invalid_request_error", kind == OAI_CHAT ? "messages" : "prompt",
+                      "context_length_exceeded",
+                      "the prompt has %zu tokens; this server allows at most %u "
+                      "(--max-prompt-tokens)",
+                      j->n_ids, s->cfg.max_prompt_tokens);
+        return;
+    }
+    if (kind == OAI_CHAT && prepare_tools(s, &j->r, &j->e)) j->failed = true;
+}
+
+void server_work_prepare(work_job *j) {
+    const char *body = (const char *)evbuffer_pullup(j->body, -1);
+    size_t len = evbuffer_get_length(j->body);
+    if (!body) body = "";
+    switch (j->kind) {
+    case WORK_COMPLETION:
+    case WORK_CHAT:
+        prepare_completion(j, body, len);
+        break;
+    case WORK_TOKENIZE:
+        prepare_tokenize(j, body, len);
+        break;
+    case WORK_DETOKENIZE:
+        prepare_detokenize(j, body, len);
+        break;
+    }
+    /* the body is no longer needed: free it here, off the HTTP thread */
+    evbuffer_free(j->body);
+    j->body = NULL;
+}
+
+void server_work_job_free(work_job *j) {
+    if (!j) return;
+    if (j->body) evbuffer_free(j->body);
+    if (j->parsed) oai_request_free(&j->r);
+    free(j->ids);
+    sbuf_free(&j->reply);
+    free(j);
+}
+
+/* ---------------------------------------------------------------------------
+ * Completions: submit (HTTP thread)
+ * ------------------------------------------------------------------------- */
+
 /* n within 1 .. --max-n (the parser checked >= 1), and within the
  * sequences the engine runs at once: every choice is a sequence, and all
  * of them must be able to run together. */
@@ -419,137 +490,164 @@ static void erange_error(server *s, const oai_request *r, size_t n_prompt, uint3
                       "context_length_exceeded", "%s", msg);
 }
 
-static void handle_completion(server *s, struct evhttp_request *req, oai_kind kind) {
-    if (unavailable(s, req)) return;
-    size_t len;
-    const char *body = body_of(s, req, &len);
-    if (!body) return;
-    oai_request r;
-    oai_error e;
-    if (oai_parse(&r, kind, body, len, &e)) {
-        server_reply_error(s, req, &e);
-        return;
-    }
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    req_ctx *c = NULL;
-    if (build_prompt(s, &r, &ids, &n_ids, &e)) goto fail;
-    if (s->cfg.max_prompt_tokens && n_ids > s->cfg.max_prompt_tokens) {
-        oai_error_set(&e, 400, "invalid_request_error", kind == OAI_CHAT ? "messages" : "prompt",
-                      "context_length_exceeded",
-                      "the prompt has %zu tokens; this server allows at most %u "
-                      "(--max-prompt-tokens)",
-                      n_ids, s->cfg.max_prompt_tokens);
-        goto fail;
-    }
+/* The most tokens n choices of a prompt can generate with the whole KV
+ * pool (the engine's own count: the prompt's full blocks shared, the rest
+ * once per choice); 0 when not even one fits. */
+static uint64_t pool_room(server *s, size_t n_prompt, uint32_t n) {
+    engine_stats st;
+    engine_get_stats(s->eng, &st);
+    uint64_t bt = st.kv_block_tokens, total = st.kv_blocks_total;
+    if (!bt || !total) return 0;
+    uint64_t shared = n_prompt / bt;
+    if (shared >= total) return 0;
+    uint64_t all = shared + (total - shared) / n; /* blocks each choice may reach */
+    uint64_t tokens = all * bt;
+    return tokens > n_prompt ? tokens - n_prompt : 0;
+}
 
-    uint32_t max_tokens = r.max_tokens;
+/* The prepared request into the engine; 0, or the error to answer with. */
+static int submit_completion(server *s, struct evhttp_request *req, work_job *j, oai_error *e) {
+    oai_request *r = &j->r;
+    oai_kind kind = r->kind;
+    uint32_t max_tokens = r->max_tokens;
     uint32_t cap = s->cfg.max_tokens_cap;
-    if (cap && max_tokens > cap) {
-        oai_error_set(&e, 400, "invalid_request_error", "max_tokens", "invalid_value",
-                      "max_tokens is %u; this server allows at most %u (--max-tokens-cap)",
-                      max_tokens, cap);
-        goto fail;
-    }
+    if (cap && max_tokens > cap)
+        return oai_error_set(e, 400, "invalid_request_error", "max_tokens", "invalid_value",
+                             "max_tokens is %u; this server allows at most %u (--max-tokens-cap)",
+                             max_tokens, cap);
     /* Not given: OpenAI's 16 for completions, the context for chat; never
-     * over the cap (a request that names no max_tokens is never refused). */
-    if (!max_tokens && kind == OAI_COMPLETION) max_tokens = 16;
-    if (cap && (!max_tokens || max_tokens > cap)) max_tokens = cap;
+     * over the cap nor over what the KV pool holds beside the prompt (a
+     * request that names no max_tokens is never refused for it). */
+    if (!r->max_tokens) {
+        uint64_t ctx = s->model->cfg.ctx_len, room = ctx > j->n_ids ? ctx - j->n_ids : 0;
+        uint64_t pool = pool_room(s, j->n_ids, r->n ? r->n : 1);
+        if (kind == OAI_COMPLETION) room = room < 16 ? room : 16;
+        if (cap && room > cap) room = cap;
+        if (pool && room > pool) room = pool;
+        max_tokens = (uint32_t)room; /* 0 (no room): the engine says why */
+    }
 
-    if (check_n(s, r.n, &e)) goto fail;
-    bool tools = kind == OAI_CHAT && r.tool_choice != TOOL_CHOICE_NONE;
-    if (tools && r.stream && r.logprobs) {
-        oai_error_set(&e, 400, "invalid_request_error", "logprobs", "unsupported_parameter",
-                      "logprobs with tools is supported only without stream: a streamed answer "
-                      "that may hold tool calls is sent when it is complete");
-        goto fail;
-    }
-    if (tools && (r.tool_choice == TOOL_CHOICE_REQUIRED || r.tool_choice == TOOL_CHOICE_NAMED)) {
-        sbuf g;
-        sbuf_init(&g);
-        tps_err terr = {{0}};
-        int trc = tools_grammar(tool_fmt(s), r.tools, r.n_tools, r.tool_name, r.parallel_tool_calls,
-                                &g, &terr);
-        if (trc) {
-            sbuf_free(&g);
-            oai_error_set(&e, trc == TPS_ENOMEM ? 500 : 400, "invalid_request_error", "tools",
-                          "invalid_value", "tools: %s", terr.msg);
-            goto fail;
-        }
-        r.grammar = g.p; /* r owns it from here: oai_request_free frees it */
-        r.grammar_len = g.len;
-    }
+    if (check_n(s, r->n, e)) return TPS_EINVAL;
 
     const char *stops[OAI_MAX_STOP + 1];
-    size_t n_stop = r.n_stop;
-    memcpy(stops, r.stop, r.n_stop * sizeof *stops);
+    size_t n_stop = r->n_stop;
+    memcpy(stops, r->stop, r->n_stop * sizeof *stops);
     int32_t stop_id = s->tmpl_eot_id;
     if (kind == OAI_CHAT && s->tmpl_eot_as_stop) stops[n_stop++] = chat_tmpl_eot(s->tmpl);
 
-    for (size_t i = 0; i < r.n_logit_bias; i++)
-        if ((uint32_t)r.logit_bias[i].id >= s->model->cfg.n_vocab) {
-            oai_error_set(&e, 400, "invalid_request_error", "logit_bias", "invalid_value",
-                          "logit_bias: token id %d is outside the vocabulary (0..%u)",
-                          r.logit_bias[i].id, s->model->cfg.n_vocab - 1);
-            goto fail;
-        }
-    if (!(c = req_ctx_new(s, req, kind, r.n))) {
-        oai_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
-        goto fail;
-    }
-    c->stream = r.stream;
-    c->logprobs = r.logprobs;
-    c->tools = tools;
+    for (size_t i = 0; i < r->n_logit_bias; i++)
+        if ((uint32_t)r->logit_bias[i].id >= s->model->cfg.n_vocab)
+            return oai_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
+                                 "logit_bias: token id %d is outside the vocabulary (0..%u)",
+                                 r->logit_bias[i].id, s->model->cfg.n_vocab - 1);
+    req_ctx *c = req_ctx_new(s, req, kind, r->n);
+    if (!c) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    c->stream = r->stream;
+    c->logprobs = r->logprobs;
+    c->tools = kind == OAI_CHAT && r->tool_choice != TOOL_CHOICE_NONE;
     c->tfmt = tool_fmt(s);
-    c->include_usage = r.stream && r.include_usage;
-    c->n_prompt = (uint32_t)n_ids;
+    c->include_usage = r->stream && r->include_usage;
+    c->n_prompt = (uint32_t)j->n_ids;
     engine_request er = {
-        .prompt = ids,
-        .n_prompt = n_ids,
+        .prompt = j->ids,
+        .n_prompt = j->n_ids,
         .max_tokens = max_tokens,
-        .sampling = r.sampling,
+        .sampling = r->sampling,
         .stop = stops,
         .n_stop = n_stop,
         .stop_ids = kind == OAI_CHAT && stop_id >= 0 ? &stop_id : NULL,
         .n_stop_ids = kind == OAI_CHAT && stop_id >= 0 ? 1 : 0,
-        .n = r.n, /* choice i samples with seed + i: choices differ even without a seed */
-        .logit_bias = r.logit_bias,
-        .n_logit_bias = r.n_logit_bias,
-        .logprobs = r.logprobs,
-        .top_logprobs = r.top_logprobs,
-        .grammar = r.grammar,
-        .grammar_len = r.grammar_len,
+        .n = r->n, /* choice i samples with seed + i: choices differ even without a seed */
+        .logit_bias = r->logit_bias,
+        .n_logit_bias = r->n_logit_bias,
+        .logprobs = r->logprobs,
+        .top_logprobs = r->top_logprobs,
+        .grammar = r->grammar,
+        .grammar_len = r->grammar_len,
         .user = c,
     };
     tps_err err = {{0}};
     int rc = engine_submit(s->eng, &er, &c->engine_id, &err);
-    if (rc == TPS_EFULL) {
-        oai_error_set(&e, 429, "rate_limit_error", NULL, "queue_full", "%s; retry after a second",
+    if (rc == 0) {
+        req_ctx_start(c);
+        return 0;
+    }
+    c->req = NULL;
+    req_ctx_free(c);
+    if (rc == TPS_EFULL)
+        oai_error_set(e, 429, "rate_limit_error", NULL, "queue_full", "%s; retry after a second",
                       err.msg);
-        goto fail;
-    } else if (rc == TPS_ERANGE) {
-        erange_error(s, &r, n_ids, max_tokens, err.msg, &e);
-        goto fail;
-    } else if (rc == TPS_EINVAL) {
-        oai_error_set(&e, 400, "invalid_request_error", kind == OAI_CHAT ? "messages" : "prompt",
+    else if (rc == TPS_ERANGE)
+        erange_error(s, r, j->n_ids, max_tokens, err.msg, e);
+    else if (rc == TPS_EINVAL)
+        oai_error_set(e, 400, "invalid_request_error", kind == OAI_CHAT ? "messages" : "prompt",
                       "invalid_value", "%s", err.msg);
-        goto fail;
-    } else if (rc) {
-        oai_error_set(&e, 500, "server_error", NULL, NULL, "%s", err.msg);
-        goto fail;
+    else
+        oai_error_set(e, 500, "server_error", NULL, NULL, "%s", err.msg);
+    return rc;
+}
+
+/* A prepared job: answered, or submitted to the engine (HTTP thread). */
+void server_work_finish(work_job *j) {
+    server *s = j->s;
+    struct evhttp_request *req = j->req;
+    server_work_detach(j);
+    if (!req) { /* the client left while its body was prepared */
+        server_work_job_free(j);
+        return;
     }
-    free(ids);
-    oai_request_free(&r);
-    req_ctx_start(c);
-    return;
-fail:
-    if (c) {
-        c->req = NULL;
-        req_ctx_free(c);
+    oai_error e;
+    if (j->failed) {
+        server_reply_error(s, req, &j->e);
+    } else if (s->draining) {
+        unavailable(s, req);
+    } else if (j->kind == WORK_TOKENIZE || j->kind == WORK_DETOKENIZE) {
+        reply_json(s, req, 200, &j->reply);
+    } else if (submit_completion(s, req, j, &e)) {
+        server_reply_error(s, req, &e);
     }
-    free(ids);
-    oai_request_free(&r);
-    server_reply_error(s, req, &e);
+    server_work_job_free(j);
+}
+
+/* Takes the body (moved, not copied) and prepares it: inline when small,
+ * else on a worker; the answer comes from server_work_finish. */
+static void handle_body(server *s, struct evhttp_request *req, work_kind kind) {
+    if (unavailable(s, req)) return;
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(in);
+    if (len > s->cfg.max_body_bytes) {
+        oai_error e;
+        oai_error_set(&e, 413, "invalid_request_error", NULL, "request_too_large",
+                      "the request body has %zu bytes; this server accepts at most %zu "
+                      "(--max-body-bytes)",
+                      len, s->cfg.max_body_bytes);
+        server_reply_error(s, req, &e);
+        return;
+    }
+    work_job *j = calloc(1, sizeof *j);
+    if (j) j->body = evbuffer_new();
+    if (!j || !j->body || evbuffer_add_buffer(j->body, in)) {
+        if (j && j->body) evbuffer_free(j->body);
+        free(j);
+        reply_err(s, req, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    j->s = s;
+    j->kind = kind;
+    j->req = req;
+    j->conn = evhttp_request_get_connection(req);
+    sbuf_init(&j->reply);
+    if (len <= SERVER_INLINE_BODY) {
+        server_work_prepare(j);
+        server_work_finish(j);
+        return;
+    }
+    if (!server_work_submit(s, j)) {
+        j->conn = NULL;
+        server_work_job_free(j);
+        reply_err(s, req, 429, "rate_limit_error", NULL, "server_busy",
+                  "the server is busy preparing other large requests; retry after a second");
+    }
 }
 
 /* ---------------------------------------------------------------------------
@@ -593,9 +691,85 @@ static const struct route {
     {"/detokenize", EVHTTP_REQ_POST, R_DETOKENIZE, false},
 };
 
+/* The Host header, port cut, names this server: the bound address,
+ * localhost, or an --allowed-host name (checked only when bound to
+ * loopback, where a browser page reaching it through DNS rebinding sends
+ * its own host name). */
+static bool host_allowed(server *s, const char *host) {
+    if (!s->loopback || !host) return true;
+    size_t n = strlen(host);
+    if (host[0] == '[') { /* [v6]:port */
+        const char *e = strchr(host, ']');
+        if (!e) return false;
+        n = (size_t)(e - host) + 1;
+    } else {
+        const char *c = strchr(host, ':');
+        if (c) n = (size_t)(c - host);
+    }
+    if (n == 0) return false;
+    static const char *const local[] = {"localhost", "127.0.0.1", "[::1]"};
+    for (size_t i = 0; i < sizeof local / sizeof local[0]; i++)
+        if (strlen(local[i]) == n && !strncasecmp(host, local[i], n)) return true;
+    if (strlen(s->host) == n && !strncasecmp(host, s->host, n)) return true;
+    if (s->host[0] != '[' && host[0] == '[' && strlen(s->host) == n - 2 &&
+        !strncasecmp(host + 1, s->host, n - 2))
+        return true;
+    for (char **a = s->allowed_hosts; a && *a; a++)
+        if (strlen(*a) == n && !strncasecmp(host, *a, n)) return true;
+    return false;
+}
+
+static bool origin_allowed(server *s, const char *origin) {
+    for (char **a = s->cors_origins; a && *a; a++)
+        if (!strcmp(*a, "*") || !strcmp(*a, origin)) return true;
+    return false;
+}
+
+/* OPTIONS from an allowed origin: the CORS preflight's answer. */
+static void reply_preflight(server *s, struct evhttp_request *req, const struct route *rt) {
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    const char *m = rt->method == EVHTTP_REQ_POST ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+    evhttp_add_header(h, "Access-Control-Allow-Methods", m);
+    evhttp_add_header(h, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    evhttp_add_header(h, "Access-Control-Max-Age", "600");
+    server_conn_busy(s, req, false);
+    evhttp_send_reply(req, 204, "No Content", NULL);
+}
+
+/* Host and Origin: true when the request may go on (else it was answered
+ * 403). Allowed origins get their Access-Control-Allow-Origin header. */
+static bool browser_checks(server *s, struct evhttp_request *req) {
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *host = evhttp_find_header(in, "Host");
+    oai_error e;
+    if (!host_allowed(s, host)) {
+        oai_error_set(&e, 403, "permission_error", NULL, "host_not_allowed",
+                      "Host '%.100s' does not name this server; it answers to %s and localhost "
+                      "(--allowed-host NAME to add a name)",
+                      host, s->host);
+        server_reply_error(s, req, &e);
+        return false;
+    }
+    const char *origin = evhttp_find_header(in, "Origin");
+    if (!origin) return true; /* not a browser's cross-origin request: curl, SDKs */
+    if (!origin_allowed(s, origin)) {
+        oai_error_set(&e, 403, "permission_error", NULL, "origin_not_allowed",
+                      "requests from web origin '%.100s' are not allowed (--cors-origin ORIGIN "
+                      "to allow one)",
+                      origin);
+        server_reply_error(s, req, &e);
+        return false;
+    }
+    struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+    evhttp_add_header(out, "Access-Control-Allow-Origin", origin);
+    evhttp_add_header(out, "Vary", "Origin");
+    return true;
+}
+
 void server_http_route(struct evhttp_request *req, void *arg) {
     server *s = arg;
     server_conn_busy(s, req, true);
+    if (!browser_checks(s, req)) return;
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (!path || !path[0]) path = "/";
@@ -609,8 +783,14 @@ void server_http_route(struct evhttp_request *req, void *arg) {
         server_reply_error(s, req, &e);
         return;
     }
-    if (evhttp_request_get_command(req) != rt->method) {
-        const char *m = rt->method == EVHTTP_REQ_POST ? "POST" : "GET";
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    if (cmd == EVHTTP_REQ_OPTIONS &&
+        evhttp_find_header(evhttp_request_get_input_headers(req), "Origin")) {
+        reply_preflight(s, req, rt); /* browser_checks allowed the origin */
+        return;
+    }
+    if (cmd != rt->method && !(cmd == EVHTTP_REQ_HEAD && rt->method == EVHTTP_REQ_GET)) {
+        const char *m = rt->method == EVHTTP_REQ_POST ? "POST" : "GET, HEAD";
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", m);
         oai_error e;
         oai_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
@@ -625,10 +805,10 @@ void server_http_route(struct evhttp_request *req, void *arg) {
     }
     switch (rt->id) {
     case R_COMPLETIONS:
-        handle_completion(s, req, OAI_COMPLETION);
+        handle_body(s, req, WORK_COMPLETION);
         break;
     case R_CHAT:
-        handle_completion(s, req, OAI_CHAT);
+        handle_body(s, req, WORK_CHAT);
         break;
     case R_MODELS:
         handle_models(s, req);
@@ -640,10 +820,10 @@ void server_http_route(struct evhttp_request *req, void *arg) {
         handle_metrics(s, req);
         break;
     case R_TOKENIZE:
-        handle_tokenize(s, req);
+        handle_body(s, req, WORK_TOKENIZE);
         break;
     case R_DETOKENIZE:
-        handle_detokenize(s, req);
+        handle_body(s, req, WORK_DETOKENIZE);
         break;
     }
 }

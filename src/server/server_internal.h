@@ -18,7 +18,10 @@
 #include "metrics/roofline.h"
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
+#include <sys/socket.h>
+
 #include "server/chat_template.h"
+#include "server/http_frame.h"
 #include "server/openai.h"
 #include "server/prom.h"
 #include "server/sbuf.h"
@@ -29,14 +32,55 @@
 #define SERVER_POLLS_PER_TURN 8    /* bounded work per loop turn: 512 events */
 #define SERVER_SWEEP_MS       100  /* connection sweep period */
 #define SERVER_FLUSH_MAX_MS   2000 /* at exit, how long unsent output may take */
+#define SERVER_RESERVED_CONNS 8    /* beyond --max-connections, for /health and /metrics only */
+#define SERVER_WORKERS        2    /* threads preparing request bodies (server_work.c) */
+#define SERVER_WORK_QUEUE     32   /* bodies waiting for a worker; more get 429 */
+#define SERVER_INLINE_BODY    (64u << 10) /* bodies up to this are prepared on the HTTP thread */
 
-/* One open connection (tracked so the server can count them, bound how long
- * a request may take to arrive, and release them). */
+/* One open connection (server_conn.c): tracked so the server can count
+ * them, frame their bytes before evhttp does, bound how long a request may
+ * take to arrive, and release them. Allocated on its own: the input
+ * buffer's callback holds its address. */
 typedef struct conn_slot {
-    struct bufferevent *bev; /* we hold one reference */
-    uint64_t deadline_ns;    /* a request must have arrived by then; 0: one is being served */
-    bool nodelay;            /* TCP_NODELAY set on its socket */
+    server *s;
+    struct bufferevent *bev;      /* we hold one reference */
+    struct evbuffer_cb_entry *cb; /* on_input, on the input buffer */
+    uint64_t deadline_ns;         /* a request must have arrived by then; 0: one is being served */
+    uint64_t head_deadline_ns;    /* its header block must be whole by then; 0: none due */
+    uint64_t close_ns;            /* refused: closed by then if the client has not */
+    bool nodelay;                 /* TCP_NODELAY set on its socket */
+    bool busy;                    /* a request on it is being answered */
+    bool classified;              /* its peer is known and its class decided */
+    bool reserve;                 /* over --max-connections: /health and /metrics only */
+    bool refused;                 /* answered with an error; input dropped; closing */
+    struct sockaddr_storage peer; /* the client's address */
+    http_frame frame;             /* our framing of its bytes */
 } conn_slot;
+
+/* What a body is prepared for. */
+typedef enum work_kind { WORK_COMPLETION, WORK_CHAT, WORK_TOKENIZE, WORK_DETOKENIZE } work_kind;
+
+/* One request body's preparation: parsed, rendered and tokenized by
+ * server_work_prepare (on a worker, or inline for small bodies), then
+ * answered or submitted by server_work_finish on the HTTP thread. */
+typedef struct work_job {
+    struct work_job *next;
+    server *s;
+    work_kind kind;
+    struct evhttp_request *req;     /* HTTP thread only; NULL once the client is gone */
+    struct evhttp_connection *conn; /* HTTP thread only */
+    struct evbuffer *body;          /* owned: the body, moved out of evhttp's buffer */
+    /* results (written by prepare) */
+    bool failed; /* e is the answer */
+    oai_error e;
+    oai_request r; /* completions: parsed */
+    bool parsed;
+    int32_t *ids; /* completions: the prompt's tokens (owned) */
+    size_t n_ids;
+    sbuf reply; /* /tokenize, /detokenize: the 200 body */
+} work_job;
+
+typedef struct server_work server_work;
 
 /* One choice of a request (n of them, allocated with the req_ctx). */
 typedef struct req_choice {
@@ -95,6 +139,8 @@ typedef struct server_hists {
 struct server {
     server_config cfg; /* strings below point into owned copies */
     char *host, *api_key, *chat_template_name, *model_path, *model_id;
+    char **cors_origins, **allowed_hosts; /* NULL-ended copies */
+    bool loopback;                        /* bound to a loopback address: Host is checked */
     FILE *log;
 
     struct event_base *base;
@@ -103,6 +149,7 @@ struct server {
     struct evconnlistener *listener; /* borrowed from bound */
     int port;
     struct event *ev_engine, *ev_signal, *ev_sweep, *ev_wake, *ev_drain_deadline, *ev_flush;
+    struct event *ev_classify; /* activated at each accept: server_conns_on_accept */
     bool flushing;
     uint64_t flush_deadline_ns;
     pthread_t thread;
@@ -126,9 +173,13 @@ struct server {
 
     req_ctx *inflight; /* list head */
     uint32_t n_inflight;
-    conn_slot *conns;
+    conn_slot **conns;
     size_t n_conns, cap_conns;
+    uint32_t n_reserve; /* conns of the reserved class */
     bool accept_paused;
+
+    server_work *work;
+    uint32_t n_jobs; /* bodies with the workers */
 
     server_hists h;
     engine_event *events;  /* SERVER_POLL_BATCH */
@@ -137,12 +188,31 @@ struct server {
 };
 
 /* server.c */
-void server_conn_busy(server *s, struct evhttp_request *req, bool busy);
 void server_maybe_finish_drain(server *s);
+
+/* server_conn.c: the connection table */
+struct bufferevent *server_conn_new_bev(struct event_base *base, void *arg);
+void server_conns_on_accept(evutil_socket_t fd, short what, void *arg);
+void server_conn_busy(server *s, struct evhttp_request *req, bool busy);
+void server_conns_sweep(server *s, bool all);
+bool server_conns_output_pending(server *s);
+uint32_t server_conns_open(server *s);
+uint32_t server_conns_per_client(const server *s);
 
 /* server_http.c: the routes */
 void server_http_route(struct evhttp_request *req, void *arg);
 void server_reply_error(server *s, struct evhttp_request *req, const oai_error *e);
+
+/* server_http.c: preparing bodies (any thread) and answering them */
+void server_work_prepare(work_job *j);
+void server_work_finish(work_job *j);
+void server_work_job_free(work_job *j);
+
+/* server_work.c: the worker pool */
+int server_work_create(server *s, tps_err *err);
+bool server_work_submit(server *s, work_job *j); /* false: the queue is full */
+void server_work_detach(work_job *j);
+void server_work_free(server *s);
 
 /* server_stream.c: engine events -> responses */
 void server_on_engine(evutil_socket_t fd, short what, void *arg);

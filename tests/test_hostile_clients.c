@@ -1,0 +1,581 @@
+/* `tps serve` against the hostile clients of issue 19: request smuggling and
+ * other framing ambiguities, errors libevent would have answered in HTML,
+ * HEAD, slot exhaustion (header deadline, per-address limit, the reserved
+ * class for /health and /metrics), browsers (Origin, Host). A real server
+ * on an ephemeral 127.0.0.1 port, in-process, driven by raw sockets so
+ * every byte is ours to choose. Loops are bounded; only 127.0.0.x is used.
+ * Model: ../shared/models/stories260K.gguf. Each test failed before the
+ * fix it covers (src/server/http_frame.c, server_conn.c, server_http.c). */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/server.h"
+#include "support/server_fixture.h"
+#include "support/test_support.h"
+
+#define MODEL "models/stories260K.gguf"
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A connection to port from 127.0.0.<from> (loopback answers them all). */
+static int connect_from(int port, int from) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_in me = {.sin_family = AF_INET};
+    me.sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)from);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&me, sizeof me), 0, "bind: %s", strerror(errno));
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static bool send_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k <= 0) return false;
+        p += k;
+        n -= (size_t)k;
+    }
+    return true;
+}
+
+/* Reads until the peer closes, cap-1 bytes or timeout_ms; NUL-terminated
+ * (a NUL inside stops string functions early: fine for these replies). */
+static size_t read_until_close(int fd, char *out, size_t cap, int timeout_ms, bool *closed) {
+    size_t len = 0;
+    uint64_t end = now_ms() + (uint64_t)timeout_ms;
+    *closed = false;
+    while (len + 1 < cap) {
+        uint64_t t = now_ms();
+        if (t >= end) break;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, (int)(end - t)) <= 0) break;
+        ssize_t k = recv(fd, out + len, cap - 1 - len, 0);
+        if (k <= 0) {
+            *closed = true;
+            break;
+        }
+        len += (size_t)k;
+    }
+    out[len] = 0;
+    return len;
+}
+
+static int status_of(const char *resp) {
+    if (strncmp(resp, "HTTP/1.1 ", 9) && strncmp(resp, "HTTP/1.0 ", 9)) return -1;
+    return atoi(resp + 9);
+}
+
+static size_t count_of(const char *hay, const char *needle) {
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+typedef struct raw_reply {
+    int status;
+    bool closed;
+    char text[16384];
+} raw_reply;
+
+/* Sends bytes[0..len) on a new connection from 127.0.0.from and reads
+ * until the server closes (or 10 s). */
+static void raw(int port, int from, const char *bytes, size_t len, raw_reply *r) {
+    int fd = connect_from(port, from);
+    cr_assert_geq(fd, 0, "connect: %s", strerror(errno));
+    r->text[0] = 0;
+    r->closed = false;
+    if (send_all(fd, bytes, len)) read_until_close(fd, r->text, sizeof r->text, 10000, &r->closed);
+    close(fd);
+    r->status = status_of(r->text);
+}
+
+static void raw_str(int port, const char *bytes, raw_reply *r) {
+    raw(port, 1, bytes, strlen(bytes), r);
+}
+
+/* The reply is one JSON error with this status, and the server closed. */
+static void assert_json_error(const raw_reply *r, int status, const char *what) {
+    cr_assert_eq(r->status, status, "%s: got %d: %s", what, r->status, r->text);
+    cr_assert(strstr(r->text, "Content-Type: application/json"), "%s: not JSON: %s", what, r->text);
+    cr_assert(strstr(r->text, "{\"error\":{\"message\":"), "%s: not an OpenAI error: %s", what,
+              r->text);
+    cr_assert_eq(count_of(r->text, "HTTP/1."), 1, "%s: more than one response: %s", what, r->text);
+    cr_assert(r->closed, "%s: the connection stayed open", what);
+}
+
+#define H "Host: 127.0.0.1\r\n"
+
+/* ---------------------------------------------------------------------------
+ * Framing
+ * ------------------------------------------------------------------------- */
+
+Test(hostile, smuggling_and_framing_ambiguities_get_one_json_400_and_a_close, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    fixture_start(&f, &c, true);
+    static const struct {
+        const char *what, *bytes;
+    } bad[] = {
+        {"two Content-Length, the second smuggling a GET",
+         "POST /tokenize HTTP/1.1\r\n" H "Content-Length: 0\r\nContent-Length: 39\r\n\r\n"
+         "GET /v1/models HTTP/1.1\r\n" H "\r\n"},
+        {"two equal Content-Length",
+         "POST /tokenize HTTP/1.1\r\n" H "Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}"},
+        {"Content-Length and Transfer-Encoding",
+         "POST /tokenize HTTP/1.1\r\n" H "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "0\r\n\r\n"},
+        {"Transfer-Encoding other than chunked",
+         "POST /tokenize HTTP/1.1\r\n" H "Transfer-Encoding: gzip\r\n\r\n"},
+        {"obs-fold", "GET /health HTTP/1.1\r\n" H "X-A: 1\r\n continued\r\n\r\n"},
+        {"bare LF", "GET /health HTTP/1.1\n" H "\n"},
+        {"space before the colon", "POST /tokenize HTTP/1.1\r\n" H "Content-Length : 2\r\n\r\n{}"},
+        {"two Host", "GET /health HTTP/1.1\r\n" H "Host: evil.example\r\n\r\n"},
+        {"a body on GET, smuggling a request",
+         "GET /health HTTP/1.1\r\n" H "Content-Length: 39\r\n\r\n"
+         "GET /v1/models HTTP/1.1\r\n" H "\r\n"},
+        {"chunk size zz",
+         "POST /tokenize HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\nzz\r\n"},
+        {"chunk size -1",
+         "POST /tokenize HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n-1\r\n"},
+        {"chunk size ffffffffffffffff",
+         "POST /tokenize HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        raw_reply r;
+        raw_str(f.port, bad[i].bytes, &r);
+        assert_json_error(&r, 400, bad[i].what);
+        cr_assert(!strstr(r.text, "\"object\":\"list\""), "%s: the smuggled request was served",
+                  bad[i].what);
+    }
+    /* the server goes on */
+    raw_reply r;
+    raw_str(f.port, "GET /health HTTP/1.1\r\n" H "Connection: close\r\n\r\n", &r);
+    cr_assert_eq(r.status, 200, "%s", r.text);
+    fixture_finish(&f);
+}
+
+Test(hostile, a_nul_in_the_authorization_value_is_refused, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    c.api_key = "k";
+    fixture_start(&f, &c, true);
+    /* before: the value was compared up to the NUL, so "k\0junk" was the key */
+    static const char req[] = "GET /v1/models HTTP/1.1\r\n" H "Authorization: Bearer k\0junk\r\n"
+                              "Connection: close\r\n\r\n";
+    raw_reply r;
+    raw(f.port, 1, req, sizeof req - 1, &r);
+    assert_json_error(&r, 400, "NUL in a header value");
+    cr_assert(strstr(r.text, "control byte 0x00"), "%s", r.text);
+    fixture_finish(&f);
+}
+
+Test(hostile, every_error_libevent_would_answer_is_openai_json, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    c.max_body_bytes = 1024;
+    c.max_header_bytes = 1024;
+    fixture_start(&f, &c, true);
+    raw_reply r;
+    raw_str(f.port, "POST /tokenize HTTP/1.1\r\n" H "Content-Length: 5000\r\n\r\n", &r);
+    assert_json_error(&r, 413, "a body over the limit");
+    raw_str(f.port, "POST /tokenize HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n800\r\n",
+            &r);
+    assert_json_error(&r, 413, "a chunked body over the limit");
+    char big[2048];
+    snprintf(big, sizeof big, "GET /health HTTP/1.1\r\n" H "X-Big: %01500d\r\n\r\n", 0);
+    raw_str(f.port, big, &r);
+    assert_json_error(&r, 431, "headers over the limit");
+    raw_str(f.port, "BREW /health HTTP/1.1\r\n" H "\r\n", &r);
+    assert_json_error(&r, 501, "an unknown method");
+    raw_str(f.port, "GET /health HTTP/2.0\r\n" H "\r\n", &r);
+    assert_json_error(&r, 505, "HTTP/2.0");
+    raw_str(f.port, "GET /health\r\n\r\n", &r);
+    assert_json_error(&r, 400, "HTTP/0.9");
+    raw_str(f.port, "POST /tokenize HTTP/1.1\r\n" H "Expect: teapot\r\nContent-Length: 2\r\n\r\n",
+            &r);
+    assert_json_error(&r, 417, "an unknown Expect");
+    fixture_finish(&f);
+}
+
+Test(hostile, head_is_answered_wherever_get_is, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    fixture_start(&f, &c, true);
+    const char *paths[] = {"/health", "/metrics", "/v1/models"};
+    for (size_t i = 0; i < 3; i++) {
+        /* HEAD then GET on one keep-alive connection: the HEAD reply has a
+         * length and no body, so the GET's reply is read where it starts */
+        char req[256];
+        snprintf(req, sizeof req,
+                 "HEAD %s HTTP/1.1\r\n" H "\r\nGET /health HTTP/1.1\r\n" H
+                 "Connection: close\r\n\r\n",
+                 paths[i]);
+        raw_reply r;
+        raw_str(f.port, req, &r);
+        cr_assert_eq(r.status, 200, "HEAD %s: %s", paths[i], r.text);
+        cr_assert(strstr(r.text, "Content-Length: "), "HEAD %s: no length: %s", paths[i], r.text);
+        const char *second = strstr(r.text, "\r\n\r\n");
+        cr_assert(second && !strncmp(second + 4, "HTTP/1.1 200", 12),
+                  "HEAD %s: a body followed its headers: %s", paths[i], r.text);
+        cr_assert(strstr(second, "{\"status\":\"ok\"}"), "%s", r.text);
+    }
+    raw_reply r;
+    raw_str(f.port, "HEAD /v1/completions HTTP/1.1\r\n" H "\r\n", &r);
+    cr_assert_eq(r.status, 405, "%s", r.text);
+    fixture_finish(&f);
+}
+
+/* ---------------------------------------------------------------------------
+ * Slot exhaustion
+ * ------------------------------------------------------------------------- */
+
+Test(hostile, a_header_block_trickled_a_line_a_second_meets_the_header_deadline, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    c.timeout_s = 60; /* the idle timeout alone would hold the slot for a minute */
+    c.header_timeout_s = 1;
+    fixture_start(&f, &c, true);
+    int fd = connect_from(f.port, 1);
+    cr_assert(send_all(fd, "GET /health HTTP/1.1\r\n", 22));
+    uint64_t t0 = now_ms();
+    char buf[4096];
+    size_t len = 0;
+    bool closed = false;
+    /* a header line every 300 ms: never idle, never whole */
+    for (int i = 0; i < 20 && !closed; i++) {
+        usleep(300000);
+        char line[32];
+        int n = snprintf(line, sizeof line, "X-%d: a\r\n", i);
+        if (send(fd, line, (size_t)n, MSG_NOSIGNAL) < 0) closed = true;
+        ssize_t k = recv(fd, buf + len, sizeof buf - 1 - len, MSG_DONTWAIT);
+        if (k > 0) len += (size_t)k;
+        if (k == 0) closed = true;
+    }
+    uint64_t took = now_ms() - t0;
+    if (!closed) {
+        bool c2;
+        len += read_until_close(fd, buf + len, sizeof buf - len, 2000, &c2);
+        closed = c2;
+    }
+    buf[len] = 0;
+    close(fd);
+    cr_assert(closed, "headers trickled for 6 s were not cut off (--header-timeout 1)");
+    cr_assert_lt(took, 4000, "cut off only after %llu ms", (unsigned long long)took);
+    cr_assert(!len || (status_of(buf) == 408 && strstr(buf, "--header-timeout")), "%s", buf);
+    fixture_finish(&f);
+}
+
+Test(hostile, one_address_cannot_hold_every_slot, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    c.max_connections = 20; /* 10 per client by default */
+    fixture_start(&f, &c, true);
+    int fds[30];
+    for (int i = 0; i < 30; i++) /* idle, from 127.0.0.1 */
+        fds[i] = connect_from(f.port, 1);
+    /* the server refuses the 11th to 30th (accepted in order) at once; wait
+     * for their answers however busy the machine is (10 s at most) */
+    int refused = 0;
+    bool answered[30] = {0};
+    for (uint64_t end = now_ms() + 10000; refused < 20 && now_ms() < end;) {
+        struct pollfd pf[30];
+        for (int i = 0; i < 30; i++)
+            pf[i] = (struct pollfd){.fd = answered[i] ? -1 : fds[i], .events = POLLIN};
+        if (poll(pf, 30, 100) <= 0) continue;
+        for (int i = 0; i < 30; i++) {
+            if (!(pf[i].revents & (POLLIN | POLLHUP))) continue;
+            char buf[1024];
+            bool closed;
+            read_until_close(fds[i], buf, sizeof buf, 2000, &closed);
+            answered[i] = true;
+            cr_assert_geq(i, 10, "connection %d of 10 allowed was answered: %s", i, buf);
+            cr_assert_eq(status_of(buf), 429, "%s", buf);
+            cr_assert(strstr(buf, "--max-conns-per-client") && strstr(buf, "Retry-After"), "%s",
+                      buf);
+            refused++;
+        }
+    }
+    cr_assert_eq(refused, 20, "%d of 30 connections from one address refused; 10 allowed", refused);
+    /* another address is served at once, completion and /metrics */
+    static const char body[] = "{\"prompt\":\"Once\",\"max_tokens\":2}";
+    char req[512];
+    snprintf(req, sizeof req,
+             "POST /v1/completions HTTP/1.1\r\n" H "Connection: close\r\nContent-Length: %zu\r\n"
+             "\r\n%s",
+             sizeof body - 1, body);
+    raw_reply r;
+    uint64_t t0 = now_ms();
+    raw(f.port, 2, req, strlen(req), &r);
+    cr_assert_eq(r.status, 200, "%s", r.text);
+    const char *scrape = "GET /metrics HTTP/1.1\r\n" H "Connection: close\r\n\r\n";
+    raw(f.port, 2, scrape, strlen(scrape), &r);
+    cr_assert_eq(r.status, 200, "%s", r.text);
+    cr_assert_lt(now_ms() - t0, 5000);
+    for (int i = 0; i < 30; i++)
+        close(fds[i]);
+    fixture_finish(&f);
+}
+
+Test(hostile, health_and_metrics_answer_while_every_slot_is_taken, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    c.max_connections = 4;
+    c.max_conns_per_client = 64;
+    fixture_start(&f, &c, true);
+    int fds[4];
+    for (int i = 0; i < 4; i++)
+        fds[i] = connect_from(f.port, 1);
+    usleep(200000);
+    raw_reply r;
+    raw_str(f.port, "GET /health HTTP/1.1\r\n" H "Connection: close\r\n\r\n", &r);
+    cr_assert_eq(r.status, 200, "/health with every slot taken: %s", r.text);
+    raw_str(f.port, "HEAD /metrics HTTP/1.1\r\n" H "Connection: close\r\n\r\n", &r);
+    cr_assert_eq(r.status, 200, "/metrics with every slot taken: %s", r.text);
+    raw_str(f.port, "GET /v1/models HTTP/1.1\r\n" H "Connection: close\r\n\r\n", &r);
+    assert_json_error(&r, 503, "a request over --max-connections");
+    cr_assert(strstr(r.text, "--max-connections") && strstr(r.text, "Retry-After"), "%s", r.text);
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
+    fixture_finish(&f);
+}
+
+/* ---------------------------------------------------------------------------
+ * Browsers: Origin, Host
+ * ------------------------------------------------------------------------- */
+
+static const char complete_body[] = "{\"prompt\":\"Once\",\"max_tokens\":1}";
+
+static void post(int port, const char *headers, raw_reply *r) {
+    char req[1024];
+    snprintf(req, sizeof req,
+             "POST /v1/completions HTTP/1.1\r\n%sConnection: close\r\nContent-Type: text/plain\r\n"
+             "Content-Length: %zu\r\n\r\n%s",
+             headers, sizeof complete_body - 1, complete_body);
+    raw_str(port, req, r);
+}
+
+Test(hostile, a_web_page_cannot_start_generations_without_being_allowed, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    static const char *const origins[] = {"http://localhost:3000"};
+    c.cors_origins = origins;
+    c.n_cors_origins = 1;
+    fixture_start(&f, &c, true);
+    raw_reply r;
+    /* curl and the SDKs send no Origin: served, text/plain or not */
+    post(f.port, H, &r);
+    cr_assert_eq(r.status, 200, "%s", r.text);
+    cr_assert(!strstr(r.text, "Access-Control-Allow-Origin"), "%s", r.text);
+    /* a page elsewhere: 403, nothing generated */
+    post(f.port, H "Origin: http://evil.example\r\n", &r);
+    assert_json_error(&r, 403, "a foreign origin");
+    cr_assert(strstr(r.text, "--cors-origin") && strstr(r.text, "origin_not_allowed"), "%s",
+              r.text);
+    post(f.port, H "Origin: null\r\n", &r);
+    cr_assert_eq(r.status, 403, "%s", r.text);
+    /* the allowed origin: served, with the CORS header */
+    post(f.port, H "Origin: http://localhost:3000\r\n", &r);
+    cr_assert_eq(r.status, 200, "%s", r.text);
+    cr_assert(strstr(r.text, "Access-Control-Allow-Origin: http://localhost:3000"), "%s", r.text);
+    /* preflight: answered for the allowed origin only */
+    raw_str(f.port,
+            "OPTIONS /v1/chat/completions HTTP/1.1\r\n" H "Origin: http://localhost:3000\r\n"
+            "Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n",
+            &r);
+    cr_assert_eq(r.status, 204, "%s", r.text);
+    cr_assert(strstr(r.text, "Access-Control-Allow-Methods: POST"), "%s", r.text);
+    cr_assert(strstr(r.text, "Access-Control-Allow-Headers: Authorization"), "%s", r.text);
+    raw_str(f.port,
+            "OPTIONS /v1/chat/completions HTTP/1.1\r\n" H "Origin: http://evil.example\r\n"
+            "Access-Control-Request-Method: POST\r\nConnection: close\r\n\r\n",
+            &r);
+    cr_assert_eq(r.status, 403, "%s", r.text);
+    fixture_finish(&f);
+}
+
+Test(hostile, bound_to_loopback_only_its_own_host_names_are_answered, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    static const char *const hosts[] = {"tps.internal"};
+    c.allowed_hosts = hosts;
+    c.n_allowed_hosts = 1;
+    fixture_start(&f, &c, true);
+    raw_reply r;
+    /* DNS rebinding: the page's own name arrives as Host */
+    post(f.port, "Host: rebind.evil.example:8080\r\n", &r);
+    assert_json_error(&r, 403, "a foreign Host");
+    cr_assert(strstr(r.text, "host_not_allowed") && strstr(r.text, "--allowed-host"), "%s", r.text);
+    const char *ok[] = {"Host: 127.0.0.1\r\n", "Host: 127.0.0.1:8080\r\n", "Host: localhost\r\n",
+                        "Host: LOCALHOST:1\r\n", "Host: tps.internal:80\r\n"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        post(f.port, ok[i], &r);
+        cr_assert_eq(r.status, 200, "%s: %s", ok[i], r.text);
+    }
+    fixture_finish(&f);
+}
+
+/* ---------------------------------------------------------------------------
+ * Event-loop stalls
+ * ------------------------------------------------------------------------- */
+
+Test(hostile, a_large_prompt_being_tokenized_does_not_hold_up_other_clients, .timeout = 120) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    fixture_start(&f, &c, true);
+    /* 7 MB of text: over a second of tokenizing (more under ASan) */
+    static const char story[] = "Once upon a time, there was a little girl named Lily. ";
+    size_t text = 7u * 1000 * 1000, cap = text + 256;
+    char *req = malloc(cap);
+    int head = snprintf(req, cap,
+                        "POST /tokenize HTTP/1.1\r\n" H "Connection: close\r\nContent-Length: %zu"
+                        "\r\n\r\n{\"content\":\"",
+                        text + 14);
+    size_t len = (size_t)head;
+    while (len < (size_t)head + text) {
+        size_t k = sizeof story - 1 < (size_t)head + text - len ? sizeof story - 1
+                                                                : (size_t)head + text - len;
+        memcpy(req + len, story, k);
+        len += k;
+    }
+    memcpy(req + len, "\"}", 2);
+    len += 2;
+    int fd = connect_from(f.port, 1);
+    cr_assert(send_all(fd, req, len));
+    free(req);
+    usleep(300000); /* the body is in; tokenizing has begun */
+    raw_reply r;
+    raw_str(f.port, "GET /health HTTP/1.1\r\n" H "Connection: close\r\n\r\n", &r);
+    cr_assert_eq(r.status, 200, "%s", r.text);
+    /* /health came back while the big request was still being tokenized:
+     * before, the HTTP thread tokenized and answered nothing meanwhile */
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    cr_assert_eq(poll(&pf, 1, 0), 0, "the 7 MB request was answered before /health");
+    /* and the big one is answered too */
+    char *big = malloc(64u << 20);
+    bool closed;
+    size_t got = read_until_close(fd, big, 64u << 20, 60000, &closed);
+    cr_assert(got > 0 && status_of(big) == 200, "%.200s", big);
+    cr_assert(strstr(big, "{\"tokens\":["), "%.300s", big);
+    free(big);
+    close(fd);
+    fixture_finish(&f);
+}
+
+/* ---------------------------------------------------------------------------
+ * Smaller ones: the default max_tokens, the connections gauge
+ * ------------------------------------------------------------------------- */
+
+Test(hostile, a_request_naming_no_max_tokens_fits_a_small_kv_pool, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    c.engine.kv_tokens = 64; /* 4 blocks of 16; the context is 512 */
+    fixture_start(&f, &c, true);
+    /* before: max_tokens defaulted to the context, which no pool of 64 holds */
+    static const char chat[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],"
+                               "\"ignore_eos\":true}";
+    char req[512];
+    snprintf(req, sizeof req,
+             "POST /v1/chat/completions HTTP/1.1\r\n" H "Connection: close\r\n"
+             "Content-Length: %zu\r\n\r\n%s",
+             sizeof chat - 1, chat);
+    raw_reply r;
+    raw_str(f.port, req, &r);
+    cr_assert_eq(r.status, 200, "%s", r.text);
+    cr_assert(strstr(r.text, "\"finish_reason\":\"length\""), "%s", r.text);
+    /* prompt + completion fill the pool, no more */
+    const char *pt = strstr(r.text, "\"prompt_tokens\":"),
+               *ct = strstr(r.text, "\"completion_tokens\":");
+    cr_assert(pt && ct, "%s", r.text);
+    cr_assert_eq(atoi(pt + 16) + atoi(ct + 20), 64, "%s", r.text);
+    fixture_finish(&f);
+}
+
+static double gauge_of(int port, const char *name) {
+    char req[256];
+    snprintf(req, sizeof req, "GET /metrics HTTP/1.1\r\n" H "Connection: close\r\n\r\n");
+    raw_reply *r = malloc(sizeof *r);
+    raw_str(port, req, r);
+    /* the sample's line: "\nPREFIXname VALUE" (the prefix, tps: or tps_, is
+     * not this test's concern) */
+    double v = -1;
+    size_t nl = strlen(name);
+    for (const char *p = strstr(r->text, name); p; p = strstr(p + 1, name)) {
+        const char *line = p;
+        while (line > r->text && line[-1] != '\n')
+            line--;
+        if (line[0] != '#' && p[nl] == ' ') {
+            v = strtod(p + nl + 1, NULL);
+            break;
+        }
+    }
+    free(r);
+    return v;
+}
+
+Test(hostile, the_open_connections_gauge_counts_only_open_ones, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    fixture_start(&f, &c, true);
+    int fds[16];
+    for (int i = 0; i < 16; i++) {
+        fds[i] = connect_from(f.port, 1);
+        const char *req = "GET /health HTTP/1.1\r\n" H "\r\n"; /* keep-alive */
+        cr_assert(send_all(fds[i], req, strlen(req)));
+        char buf[512];
+        cr_assert_gt(recv(fds[i], buf, sizeof buf, 0), 0);
+    }
+    /* 16 kept alive, plus the scrape's own */
+    cr_assert_eq(gauge_of(f.port, "http_connections_open"), 17);
+    for (int i = 0; i < 16; i++)
+        close(fds[i]);
+    double v = -1;
+    for (int i = 0; i < 100 && v != 1; i++) { /* the server sees each close as it comes */
+        usleep(20000);
+        v = gauge_of(f.port, "http_connections_open");
+    }
+    cr_assert_eq(v, 1, "16 closed connections still counted: %g open", v);
+    fixture_finish(&f);
+}
