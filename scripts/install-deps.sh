@@ -21,6 +21,7 @@ deps=(
   "curl|scripts/fleet.sh: replica health checks and /metrics"
   "jq|make fleet-demo: reads bench results into fleet/summary.json"
   "chromium|tests: headless screenshot of the tps report HTML page (checks it renders)"
+  "python3-jsonschema|tests: an independent validator of structured (json_schema) output"
   "tshark|scripts/wire-check.sh: loopback capture the bench's stamps are checked against"
   "python3|scripts/wire-check.sh: compares the capture with the bench's per-request records"
 )

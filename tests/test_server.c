@@ -583,7 +583,7 @@ Test(server, bad_requests_get_openai_shaped_errors, .timeout = 30) {
                   "best_of", "not supported");
     expect_status(p, "POST", "/v1/chat/completions",
                   "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", NULL,
-                  400, "tools", "not supported");
+                  400, "tools[0]", "must be {");
     expect_status(p, "POST", "/v1/completions", "{\"prompt\":[1, 99999]}", NULL, 400, "prompt",
                   NULL);
     expect_status(p, "GET", "/v2/nothing", NULL, NULL, 404, NULL, NULL);
@@ -1572,21 +1572,24 @@ Test(server, every_openai_request_field_is_honoured_or_refused_by_name, .timeout
         {"user", "\"u\"", false},
         {"metadata", "{\"k\":\"v\"}", false},
         {"service_tier", "\"auto\"", false},
-        {"tools", "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", true},
-        {"tool_choice", "\"required\"", true},
-        {"parallel_tool_calls", "true", true},
+        {"tools", "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", false},
+        {"parallel_tool_calls", "true", false},
         {"functions", "[{\"name\":\"f\"}]", true},
         {"function_call", "\"auto\"", true},
-        {"response_format", "{\"type\":\"json_object\"}", true},
+        {"response_format", "{\"type\":\"json_object\"}", false},
         {"store", "true", true},
         {"audio", "{\"voice\":\"x\",\"format\":\"mp3\"}", true},
         {"modalities", "[\"text\",\"audio\"]", true},
         {"prediction", "{\"type\":\"content\",\"content\":\"x\"}", true},
         {"reasoning_effort", "\"low\"", true},
         {"web_search_options", "{\"search_context_size\":\"low\"}", true},
-        {"grammar", "\"root ::= \\\"a\\\"\"", true},
-        {"json_schema", "{\"type\":\"object\"}", true},
-        {"regex", "\"a+\"", true},
+        {"grammar", "\"root ::= \\\"a\\\"\"", false},
+        {"json_schema", "{\"type\":\"object\"}", false},
+        {"regex", "\"a+\"", false},
+        {"guided_json", "{\"type\":\"object\"}", false},
+        {"guided_regex", "\"a+\"", false},
+        {"guided_grammar", "\"root ::= \\\"a\\\"\"", false},
+        {"guided_choice", "[\"a\",\"b\"]", true},
     };
     char body[512];
     for (size_t i = 0; i < sizeof F / sizeof F[0]; i++) {
@@ -1623,6 +1626,15 @@ Test(server, every_openai_request_field_is_honoured_or_refused_by_name, .timeout
                   "echo", NULL);
     expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"best_of\":2}", NULL, 400,
                   "best_of", NULL);
+    expect_status(p, "POST", "/v1/completions",
+                  "{\"prompt\":\"x\",\"tools\":[{\"type\":\"function\",\"function\":{"
+                  "\"name\":\"f\"}}]}",
+                  NULL, 400, "tools", NULL);
+    /* tool_choice without tools asks for calls nobody can make */
+    expect_status(p, "POST", "/v1/chat/completions",
+                  "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                  "\"tool_choice\":\"required\"}",
+                  NULL, 400, "tool_choice", NULL);
     /* values that ask for nothing are accepted */
     const char *neutral[] = {"\"response_format\":{\"type\":\"text\"}",
                              "\"tool_choice\":\"none\"",

@@ -166,7 +166,12 @@ Test(openai, unsupported_features_are_a_clear_400) {
     expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":\"2\"}", "logprobs", NULL);
     expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true}", "echo", "not supported");
     expect_bad(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}",
-               "tools", "not supported");
+               "tools[0]", "must be {\"type\": \"function\"");
+    expect_bad(OAI_CHAT,
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"functions\":[{}]}",
+               "functions", "not supported");
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"tool_choice\":\"auto\"}", "tool_choice",
+               "chat feature");
     expect_bad(OAI_CHAT,
                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}",
                "top_logprobs", "needs logprobs");
@@ -552,5 +557,43 @@ Test(openai, logprobs_parse_for_both_endpoints) {
                        &e),
                  0, "%s", e.message);
     cr_expect(!r.logprobs);
+    oai_request_free(&r);
+}
+
+Test(openai, constraints_and_tools_are_parsed_into_the_request) {
+    oai_request r;
+    oai_error e;
+    cr_assert_eq(parse(&r, OAI_CHAT,
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                       "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+                       "\"n\",\"schema\":{\"type\":\"boolean\"}}}}",
+                       &e),
+                 0, "%s", e.message);
+    cr_assert(r.grammar && strstr(r.grammar, "root ::="), "no grammar");
+    oai_request_free(&r);
+    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"regex\":\"[ab]+\"}", &e), 0, "%s",
+                 e.message);
+    cr_assert(r.grammar);
+    oai_request_free(&r);
+    cr_assert_eq(parse(&r, OAI_CHAT,
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
+                       "{\"type\":\"function\",\"function\":{\"name\":\"f\"}},{\"type\":"
+                       "\"function\",\"function\":{\"name\":\"g\",\"parameters\":{\"type\":"
+                       "\"object\"}}}],\"tool_choice\":{\"type\":\"function\",\"function\":{"
+                       "\"name\":\"g\"}},\"parallel_tool_calls\":false}",
+                       &e),
+                 0, "%s", e.message);
+    cr_assert_eq(r.n_tools, 2);
+    cr_assert_eq(r.tool_choice, TOOL_CHOICE_NAMED);
+    cr_assert_str_eq(r.tool_name, "g");
+    cr_assert_not(r.parallel_tool_calls);
+    cr_assert_not_null(r.tools[1].parameters);
+    oai_request_free(&r);
+    cr_assert_eq(parse(&r, OAI_CHAT,
+                       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
+                       "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+                       &e),
+                 0, "%s", e.message);
+    cr_assert_eq(r.tool_choice, TOOL_CHOICE_AUTO, "tools without tool_choice: auto");
     oai_request_free(&r);
 }

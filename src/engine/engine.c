@@ -15,6 +15,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "engine/constraint.h"
 #include "engine/engine.h"
 #include "engine/forward.h"
 #include "engine/seq.h"
@@ -30,6 +31,8 @@ struct engine {
     sampler_vocab svocab;
     kv_cache *kv;
     fwd_state *fs;
+    vocab_trie *trie;        /* built by the first constrained request's submit */
+    pthread_mutex_t trie_mu; /* guards building it */
 
     /* step buffers, sized once (engine thread) */
     fwd_row *rows;
@@ -98,8 +101,21 @@ static void seq_free(seq *s) {
     free(s->tokens);
     kv_seq_destroy(&s->kv);
     sampler_free(s->smp);
+    constraint_free(s->cons);
     detok_stream_free(s->detok);
     free(s);
+}
+
+/* The request's grammar over the vocabulary; the model's end-of-generation
+ * ids and the request's stop ids end it. */
+static int seq_constraint_create(engine *e, const engine_request *r, seq *s, tps_err *err) {
+    int32_t ends[CONSTRAINT_MAX_END_IDS];
+    size_t n = 0;
+    for (int32_t i = 0; i < e->svocab.n_eog; i++)
+        ends[n++] = e->svocab.eog_ids[i];
+    for (size_t i = 0; i < r->n_stop_ids && n < CONSTRAINT_MAX_END_IDS; i++)
+        ends[n++] = r->stop_ids[i];
+    return constraint_create(&s->cons, r->grammar, r->grammar_len, e->trie, ends, n, err);
 }
 
 static int seq_create(engine *e, const engine_request *r, uint32_t choice, seq **out,
@@ -134,7 +150,8 @@ static int seq_create(engine *e, const engine_request *r, uint32_t choice, seq *
         (rc = sampler_set_logit_bias(s->smp, r->logit_bias, r->n_logit_bias, err)) ||
         (rc = stop_init(&s->stop, r->stop, r->n_stop, r->stop_ids, r->n_stop_ids,
                         (int32_t)e->svocab.n_vocab, &field, err)) ||
-        (rc = detok_stream_create(&s->detok, e->tok, 0, err))) {
+        (rc = detok_stream_create(&s->detok, e->tok, 0, err)) ||
+        (r->grammar && (rc = seq_constraint_create(e, r, s, err)))) {
         seq_free(s);
         return rc;
     }
@@ -220,6 +237,12 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
     const char *field = NULL;
     int rc = sampler_params_validate(&rq.sampling, &field, err);
     if (rc) return rc;
+    if (rq.grammar) { /* the vocabulary trie, once, for every constrained request after */
+        pthread_mutex_lock(&e->trie_mu);
+        if (!e->trie) rc = vocab_trie_build(&e->trie, e->tok, e->m->cfg.n_vocab, err);
+        pthread_mutex_unlock(&e->trie_mu);
+        if (rc) return rc;
+    }
     seq *s = NULL;
     if ((rc = seq_group_create(e, &rq, n, &s, err))) return rc;
     pthread_mutex_lock(&e->mu);
@@ -559,6 +582,16 @@ static bool prefix_in_flight(const engine *e, const seq *s, uint32_t hit) {
 /* Handles a sampled token for s (s may finish and be freed); returns true
  * when it was an output token (an end-of-generation or stop id is not). */
 static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
+    /* the grammar allowed nothing, or the sampler had to pick a masked
+     * token (logit_bias or ignore_eos took every allowed one away) */
+    if (s->cons_dead || (s->cons && constraint_accept(s->cons, tok) != 0)) {
+        seq_list_remove(&e->running, s);
+        finish(e, s, ENGINE_FINISH_ERROR, t_now,
+               s->cons_dead ? "grammar: no token of the vocabulary can continue the output"
+                            : "grammar: every token the grammar allows was banned (logit_bias "
+                              "or ignore_eos)");
+        return false;
+    }
     sampler_accept(s->smp, tok);
     if (!s->tm.t_first_token) s->tm.t_first_token = t_now;
     s->tokens[s->n_tokens++] = tok;
@@ -595,6 +628,8 @@ static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
     bool done = false;
     if (em.matched)
         why = ENGINE_FINISH_STOP, done = true;
+    else if (s->cons && constraint_finished(s->cons))
+        why = ENGINE_FINISH_STOP, done = true; /* the grammar is complete: nothing can follow */
     else if (s->tm.generated_tokens >= s->max_tokens || s->n_tokens >= e->n_ctx)
         done = true;
     if (done) {
@@ -895,6 +930,10 @@ static void sample_task(void *arg, size_t k, int thread) {
         s->lp_n_top =
             (uint32_t)logprobs_top(s->lp_top_id, s->lp_top, s->lp_raw, nv, s->lp_k, s->lp_lse);
     }
+    /* the grammar's mask after the logprobs' copy, before the sampler: it
+     * only sets logits to -inf, which logit_bias and the penalties keep at
+     * -inf, so it acts as if applied after logit_bias */
+    if (s->cons) s->cons_dead = constraint_apply(s->cons, (float *)e->sample_logits[k]) == 0;
     e->sampled[k] = sampler_sample(s->smp, (float *)e->sample_logits[k]);
 }
 
@@ -1081,6 +1120,7 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     /* kv_type comes from engine_params_default (F16); 0 is F32, asked for */
     int rc;
     pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->trie_mu, NULL);
     cond_init_monotonic(&e->work_cv);
     cond_init_monotonic(&e->ev_cv);
     if (tokenizer_n_vocab(e->tok) > c->n_vocab) {
@@ -1168,6 +1208,8 @@ void engine_destroy(engine *e) {
     fwd_state_free(e->fs);
     kv_cache_free(e->kv);
     pthread_mutex_destroy(&e->mu);
+    pthread_mutex_destroy(&e->trie_mu);
+    vocab_trie_free(e->trie);
     pthread_cond_destroy(&e->work_cv);
     pthread_cond_destroy(&e->ev_cv);
     free(e);

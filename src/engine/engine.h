@@ -80,6 +80,13 @@ typedef struct engine_request {
      * most likely tokens (logprobs.h). */
     bool logprobs;
     uint32_t top_logprobs;
+    /* Constrained decoding: a GBNF grammar (grammar.h; parsed by submit for
+     * each choice, not kept) the output must stay in (constraint.h): tokens it does not
+     * allow are masked before sampling, end-of-generation and stop ids only
+     * once the output is complete, and the choice ends (stop) when nothing
+     * more can follow. NULL: free text. */
+    const char *grammar;
+    size_t grammar_len;
     void *user; /* returned in every event of this request */
 } engine_request;
 

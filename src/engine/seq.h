@@ -29,6 +29,8 @@ typedef struct seq {
     bool cancelled;
     kv_seq kv;
     sampler *smp;
+    struct constraint *cons; /* the request's grammar; NULL: free text */
+    bool cons_dead;          /* the grammar allowed no token this step */
     stop_matcher stop;
     detok_stream *detok;
     engine_timings tm;

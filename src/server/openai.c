@@ -4,7 +4,10 @@
  * OpenAI API. */
 #include "server/openai.h"
 
+#include "engine/grammar.h"
 #include "engine/stop.h"
+#include "server/json_schema.h"
+#include "server/regex_gbnf.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -129,20 +132,11 @@ typedef struct refused_field {
 } refused_field;
 
 static const refused_field REFUSED[] = {
-    {"response_format", "{\"type\":\"text\"}",
-     "structured output (json_object, json_schema) is not supported yet: only {\"type\": "
-     "\"text\"}"},
-    {"tool_choice", "\"none\"", "tool calls are not supported yet (tools, tool_choice)"},
-    {"parallel_tool_calls", NULL, "tool calls are not supported yet (parallel_tool_calls)"},
     {"function_call", "\"none\"", "function calling is not supported yet (function_call)"},
     {"suffix", NULL, "suffix needs an insertion (fill-in-the-middle) model; none is served"},
-    {"grammar", NULL, "grammars are not supported yet"},
-    {"json_schema", NULL, "structured output is not supported yet (json_schema)"},
-    {"regex", NULL, "regex-constrained output is not supported yet"},
-    {"guided_json", NULL, "guided decoding is not supported yet"},
-    {"guided_regex", NULL, "guided decoding is not supported yet"},
-    {"guided_grammar", NULL, "guided decoding is not supported yet"},
-    {"guided_choice", NULL, "guided decoding is not supported yet"},
+    {"guided_choice", NULL,
+     "guided_choice is not supported: use regex (\"a|b\") or a "
+     "json_schema enum"},
     {"store", NULL, "stored completions are not supported (store)"},
     {"audio", NULL, "audio output is not supported"},
     {"modalities", "[\"text\"]", "only text output is supported (modalities)"},
@@ -242,6 +236,275 @@ static int parse_logprobs(json_t *o, oai_request *r, oai_error *e) {
     return 0;
 }
 
+/* ---------------------------------------------------------------------------
+ * Constrained output: response_format, grammar, regex and the extensions,
+ * each compiled to GBNF and parsed here so a malformed one is a 400 with
+ * its location before anything is queued
+ * ------------------------------------------------------------------------- */
+
+/* A 400 (500 when out of memory) naming param, with the compiler's message,
+ * which already starts with param's name when param is what it compiled. */
+static int compile_error(oai_error *e, int rc, const char *param, const char *msg) {
+    size_t pl = strlen(param);
+    bool named = !strncmp(msg, param, pl) && msg[pl] == ':';
+    return oai_error_set(e, rc == TPS_ENOMEM ? 500 : 400,
+                         rc == TPS_ENOMEM ? "server_error" : "invalid_request_error", param,
+                         rc == TPS_ENOMEM ? NULL : "invalid_value", "%s%s%s", named ? "" : param,
+                         named ? "" : ": ", msg);
+}
+
+/* Checks that the GBNF text in g parses, then hands it to r. */
+static int take_grammar(oai_request *r, sbuf *g, const char *param, oai_error *e) {
+    if (sbuf_failed(g)) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    grammar *gr = NULL;
+    tps_err err = {{0}};
+    int rc = grammar_parse(&gr, g->p ? g->p : "", g->len, &err);
+    grammar_free(gr);
+    if (rc) return compile_error(e, rc, param, err.msg);
+    r->grammar = g->p;
+    r->grammar_len = g->len;
+    g->p = NULL;
+    return 0;
+}
+
+static int schema_grammar(oai_request *r, const json_t *schema, const char *param, oai_error *e) {
+    sbuf g;
+    sbuf_init(&g);
+    tps_err err = {{0}};
+    int rc = json_schema_to_gbnf(schema, &g, &err);
+    if (rc)
+        rc = compile_error(e, rc, param, err.msg);
+    else
+        rc = take_grammar(r, &g, param, e);
+    sbuf_free(&g);
+    return rc;
+}
+
+/* response_format: {"type": "text"} asks for nothing; "json_object" is any
+ * JSON object; "json_schema" takes {name, schema, strict, description}. */
+static int parse_response_format(json_t *rf, oai_request *r, oai_error *e) {
+    if (!json_is_object(rf))
+        return bad(e, "response_format", "%s must be an object with a \"type\"%s", "");
+    json_t *type = json_object_get(rf, "type");
+    if (!json_is_string(type))
+        return oai_error_set(e, 400, "invalid_request_error", "response_format.type",
+                             "invalid_value",
+                             "response_format.type must be \"text\", \"json_object\" or "
+                             "\"json_schema\"");
+    const char *t = json_string_value(type);
+    if (!strcmp(t, "text")) return 0;
+    if (!strcmp(t, "json_object")) {
+        json_t *any = json_pack("{s:s}", "type", "object");
+        int rc = any ? schema_grammar(r, any, "response_format", e)
+                     : oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        json_decref(any);
+        return rc;
+    }
+    if (strcmp(t, "json_schema"))
+        return oai_error_set(e, 400, "invalid_request_error", "response_format.type",
+                             "invalid_value",
+                             "response_format.type '%.40s' is not supported: use \"text\", "
+                             "\"json_object\" or \"json_schema\"",
+                             t);
+    json_t *js = json_object_get(rf, "json_schema");
+    if (!json_is_object(js))
+        return oai_error_set(e, 400, "invalid_request_error", "response_format.json_schema",
+                             "invalid_value",
+                             "response_format.json_schema must be an object {name, schema, "
+                             "strict}");
+    json_t *name = json_object_get(js, "name"), *strict = json_object_get(js, "strict");
+    if (name && !json_is_null(name) && !json_is_string(name))
+        return oai_error_set(e, 400, "invalid_request_error", "response_format.json_schema.name",
+                             "invalid_type", "response_format.json_schema.name must be a string");
+    if (strict && !json_is_null(strict) && !json_is_boolean(strict))
+        return oai_error_set(e, 400, "invalid_request_error", "response_format.json_schema.strict",
+                             "invalid_type",
+                             "response_format.json_schema.strict must be a boolean");
+    json_t *schema = json_object_get(js, "schema");
+    if (!json_is_object(schema))
+        return oai_error_set(e, 400, "invalid_request_error", "response_format.json_schema.schema",
+                             "invalid_value",
+                             "response_format.json_schema.schema must be a JSON schema object");
+    /* strict or not, the output is held to the schema: there is no weaker mode */
+    return schema_grammar(r, schema, "response_format.json_schema.schema", e);
+}
+
+static int parse_constraint(json_t *o, oai_request *r, oai_error *e) {
+    static const char *const keys[] = {"response_format", "json_schema", "guided_json", "grammar",
+                                       "guided_grammar",  "regex",       "guided_regex"};
+    const char *given = NULL;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(o, keys[i]);
+        if (!v || json_is_null(v)) continue;
+        if (i == 0 && json_is_object(v) && json_is_string(json_object_get(v, "type")) &&
+            !strcmp(json_string_value(json_object_get(v, "type")), "text"))
+            continue;
+        if (given)
+            return oai_error_set(e, 400, "invalid_request_error", keys[i], "invalid_value",
+                                 "%s and %s both constrain the output: give one", given, keys[i]);
+        given = keys[i];
+    }
+    if (!given) return 0;
+    json_t *v = json_object_get(o, given);
+    if (!strcmp(given, "response_format")) return parse_response_format(v, r, e);
+    if (!strcmp(given, "json_schema") || !strcmp(given, "guided_json")) {
+        json_t *schema = v, *parsed = NULL;
+        if (json_is_string(v)) { /* vLLM accepts the schema as a JSON string */
+            json_error_t je;
+            parsed = json_loads(json_string_value(v), 0, &je);
+            if (!parsed)
+                return oai_error_set(e, 400, "invalid_request_error", given, "invalid_value",
+                                     "%s: invalid JSON at line %d, column %d: %s", given, je.line,
+                                     je.column, je.text);
+            schema = parsed;
+        }
+        int rc = json_is_object(schema) ? schema_grammar(r, schema, given, e)
+                                        : bad(e, given, "%s must be a JSON schema object%s", "");
+        json_decref(parsed);
+        return rc;
+    }
+    if (!json_is_string(v)) return bad(e, given, "%s must be a string%s", "");
+    sbuf g;
+    sbuf_init(&g);
+    int rc;
+    if (!strcmp(given, "regex") || !strcmp(given, "guided_regex")) {
+        tps_err err = {{0}};
+        rc = regex_to_gbnf(json_string_value(v), json_string_length(v), &g, &err);
+        if (rc) rc = compile_error(e, rc, given, err.msg);
+    } else {
+        sbuf_add(&g, json_string_value(v), json_string_length(v));
+        rc = 0;
+    }
+    if (!rc) rc = take_grammar(r, &g, given, e);
+    sbuf_free(&g);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * Tools (chat)
+ * ------------------------------------------------------------------------- */
+
+static bool tool_name_ok(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 64) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!(s[i] == '_' || s[i] == '-' || (s[i] >= 'a' && s[i] <= 'z') ||
+              (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9')))
+            return false;
+    return true;
+}
+
+static int parse_tools(json_t *o, oai_request *r, oai_error *e) {
+    json_t *tools = json_object_get(o, "tools");
+    r->parallel_tool_calls = true;
+    if (tools && !json_is_null(tools)) {
+        if (!json_is_array(tools)) return bad(e, "tools", "%s must be an array of tools%s", "");
+        if (json_array_size(tools) > TOOLS_MAX)
+            return oai_error_set(e, 400, "invalid_request_error", "tools", "invalid_value",
+                                 "tools has %zu entries; at most %d", json_array_size(tools),
+                                 TOOLS_MAX);
+        r->tools = calloc(json_array_size(tools) + 1, sizeof *r->tools);
+        if (!r->tools) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        size_t i;
+        json_t *t;
+        json_array_foreach(tools, i, t) {
+            char param[48];
+            snprintf(param, sizeof param, "tools[%zu]", i);
+            json_t *fn = json_object_get(t, "function");
+            json_t *type = json_object_get(t, "type");
+            if (!json_is_object(t) || !json_is_string(type) ||
+                strcmp(json_string_value(type), "function") || !json_is_object(fn))
+                return oai_error_set(e, 400, "invalid_request_error", param, "invalid_value",
+                                     "%s must be {\"type\": \"function\", \"function\": "
+                                     "{name, description, parameters}}",
+                                     param);
+            json_t *name = json_object_get(fn, "name"), *desc = json_object_get(fn, "description");
+            json_t *params = json_object_get(fn, "parameters"),
+                   *strict = json_object_get(fn, "strict");
+            if (!json_is_string(name) || !tool_name_ok(json_string_value(name)))
+                return oai_error_set(e, 400, "invalid_request_error", param, "invalid_value",
+                                     "%s.function.name must be 1 to 64 letters, digits, _ or -",
+                                     param);
+            for (size_t k = 0; k < r->n_tools; k++)
+                if (!strcmp(r->tools[k].name, json_string_value(name)))
+                    return oai_error_set(e, 400, "invalid_request_error", param, "invalid_value",
+                                         "%s: the function '%s' is defined twice", param,
+                                         json_string_value(name));
+            if ((desc && !json_is_null(desc) && !json_is_string(desc)) ||
+                (params && !json_is_null(params) && !json_is_object(params)) ||
+                (strict && !json_is_null(strict) && !json_is_boolean(strict)))
+                return oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
+                                     "%s.function: description must be a string, parameters a "
+                                     "JSON schema object, strict a boolean",
+                                     param);
+            r->tools[r->n_tools++] =
+                (oai_tool){.name = json_string_value(name),
+                           .description = json_is_string(desc) ? json_string_value(desc) : NULL,
+                           .parameters = json_is_object(params) ? params : NULL};
+        }
+    }
+    int rc;
+    if ((rc = get_bool(o, "parallel_tool_calls", &r->parallel_tool_calls, e)) < 0) return rc;
+    json_t *tc = json_object_get(o, "tool_choice");
+    r->tool_choice = r->n_tools ? TOOL_CHOICE_AUTO : TOOL_CHOICE_NONE;
+    if (!tc || json_is_null(tc)) return 0;
+    if (json_is_string(tc)) {
+        const char *v = json_string_value(tc);
+        if (!strcmp(v, "none")) {
+            r->tool_choice = TOOL_CHOICE_NONE;
+            return 0;
+        }
+        if (!strcmp(v, "auto"))
+            r->tool_choice = TOOL_CHOICE_AUTO;
+        else if (!strcmp(v, "required"))
+            r->tool_choice = TOOL_CHOICE_REQUIRED;
+        else
+            return bad(e, "tool_choice", "%s must be \"none\", \"auto\", \"required\" or %s",
+                       "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+    } else {
+        json_t *fn = json_object_get(tc, "function");
+        json_t *name = json_object_get(fn, "name");
+        if (!json_is_object(tc) || !json_is_string(name))
+            return bad(e, "tool_choice", "%s must be \"none\", \"auto\", \"required\" or %s",
+                       "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+        r->tool_choice = TOOL_CHOICE_NAMED;
+        r->tool_name = json_string_value(name);
+        bool found = false;
+        for (size_t k = 0; k < r->n_tools && !found; k++)
+            found = !strcmp(r->tools[k].name, r->tool_name);
+        if (!found)
+            return oai_error_set(e, 400, "invalid_request_error", "tool_choice", "invalid_value",
+                                 "tool_choice names '%.64s', which is not in tools", r->tool_name);
+    }
+    if (!r->n_tools)
+        return oai_error_set(e, 400, "invalid_request_error", "tool_choice", "invalid_value",
+                             "tool_choice asks for tool calls but tools is empty");
+    return 0;
+}
+
+/* An assistant message's tool_calls: each {id, type: "function",
+ * function: {name, arguments: string}}. */
+static int check_tool_calls(json_t *calls, size_t i, oai_error *e) {
+    char param[48];
+    snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+    if (!json_is_array(calls))
+        return oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
+                             "%s must be an array", param);
+    size_t k;
+    json_t *c;
+    json_array_foreach(calls, k, c) {
+        json_t *fn = json_object_get(c, "function");
+        if (!json_is_object(c) || !json_is_object(fn) ||
+            !json_is_string(json_object_get(fn, "name")) ||
+            !json_is_string(json_object_get(fn, "arguments")))
+            return oai_error_set(e, 400, "invalid_request_error", param, "invalid_value",
+                                 "%s[%zu] must be {id, type: \"function\", function: {name, "
+                                 "arguments (a JSON string)}}",
+                                 param, k);
+    }
+    return 0;
+}
+
 static int parse_unsupported(json_t *o, oai_kind kind, oai_error *e) {
     json_int_t n;
     int rc;
@@ -249,15 +512,20 @@ static int parse_unsupported(json_t *o, oai_kind kind, oai_error *e) {
     if (rc == 0 && n != 1)
         return oai_error_set(e, 400, "invalid_request_error", "best_of", "unsupported_parameter",
                              "best_of is not supported yet (only best_of = 1)");
-    static const char *const arrays[] = {"tools", "functions"};
-    for (size_t i = 0; i < 2; i++) {
-        json_t *v = json_object_get(o, arrays[i]);
-        if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
-            return oai_error_set(e, 400, "invalid_request_error", arrays[i],
-                                 "unsupported_parameter",
-                                 "%s (function calling) is not supported yet", arrays[i]);
-    }
-    (void)kind;
+    json_t *v = json_object_get(o, "functions");
+    if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
+        return oai_error_set(e, 400, "invalid_request_error", "functions", "unsupported_parameter",
+                             "functions (the deprecated form) is not supported: use tools");
+    if (kind == OAI_COMPLETION) /* tools are a chat feature */
+        for (size_t i = 0; i < 3; i++) {
+            static const char *const chat_only[] = {"tools", "tool_choice", "parallel_tool_calls"};
+            json_t *t = json_object_get(o, chat_only[i]);
+            if (t && !json_is_null(t) && !falsy(t) &&
+                !(i == 1 && json_is_string(t) && !strcmp(json_string_value(t), "none")))
+                return oai_error_set(
+                    e, 400, "invalid_request_error", chat_only[i], "unsupported_parameter",
+                    "%s is a chat feature: use /v1/chat/completions", chat_only[i]);
+        }
     bool echo = false;
     if ((rc = get_bool(o, "echo", &echo, e)) < 0) return rc;
     if (echo)
@@ -477,12 +745,13 @@ static int parse_messages(json_t *o, oai_request *r, oai_error *e) {
                              "messages must be a non-empty array");
     size_t n = json_array_size(m);
     r->msgs = calloc(n, sizeof *r->msgs);
+    r->msg_tool_calls = calloc(n, sizeof *r->msg_tool_calls);
     size_t *offs = calloc(n, sizeof *offs);
     bool *joined = calloc(n, sizeof *joined);
     sbuf parts;
     sbuf_init(&parts);
     int rc = 0;
-    if (!r->msgs || !offs || !joined) {
+    if (!r->msgs || !r->msg_tool_calls || !offs || !joined) {
         rc = oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         goto done;
     }
@@ -511,6 +780,11 @@ static int parse_messages(json_t *o, oai_request *r, oai_error *e) {
             goto done;
         r->msgs[i].content = s;
         joined[i] = s == NULL;
+        json_t *calls = json_object_get(msg, "tool_calls");
+        if (calls && !json_is_null(calls)) {
+            if ((rc = check_tool_calls(calls, i, e))) goto done;
+            r->msg_tool_calls[i] = calls;
+        }
     }
     if (sbuf_failed(&parts)) {
         rc = oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -536,7 +810,10 @@ void oai_request_free(oai_request *r) {
     if (!r) return;
     free(r->prompt_ids);
     free(r->logit_bias);
+    free(r->grammar);
     free(r->msgs);
+    free(r->msg_tool_calls);
+    free(r->tools);
     free(r->parts);
     if (r->json) json_decref((json_t *)r->json);
     memset(r, 0, sizeof *r);
@@ -576,6 +853,16 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_e
     if ((rc = parse_logit_bias(root, r, e))) goto fail;
     if ((rc = parse_logprobs(root, r, e))) goto fail;
     if ((rc = parse_stop(root, r, e))) goto fail;
+    if ((rc = parse_constraint(root, r, e))) goto fail;
+    if (kind == OAI_CHAT && (rc = parse_tools(root, r, e))) goto fail;
+    if (r->grammar &&
+        (r->tool_choice == TOOL_CHOICE_REQUIRED || r->tool_choice == TOOL_CHOICE_NAMED)) {
+        rc = oai_error_set(e, 400, "invalid_request_error", "tool_choice", "invalid_value",
+                           "tool_choice \"required\" or a named function constrains the output "
+                           "to tool calls; it cannot be combined with response_format, grammar "
+                           "or regex");
+        goto fail;
+    }
     if ((rc = get_bool(root, "stream", &r->stream, e)) < 0) goto fail;
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {

@@ -18,6 +18,7 @@
 #include "engine/sampler.h"
 #include "server/chat_template.h"
 #include "server/sbuf.h"
+#include "server/tools.h"
 
 #define OAI_MAX_STOP 16 /* stop strings per request (OpenAI allows 4) */
 
@@ -37,6 +38,17 @@ typedef struct oai_request {
     /* Chat: the messages (content parts of type "text" joined). */
     chat_msg *msgs; /* owned */
     size_t n_msgs;
+    /* per message: an assistant message's tool_calls (a json_t array,
+     * borrowed from the body; checked: each {id, type "function",
+     * function {name, arguments (a string)}}), NULL for none */
+    const void **msg_tool_calls; /* owned array (n_msgs,) */
+    /* tools (chat): the functions, tool_choice (default auto with tools,
+     * none without), the named function, parallel_tool_calls (default true) */
+    oai_tool *tools; /* owned array; strings borrowed */
+    size_t n_tools;
+    tool_choice tool_choice;
+    const char *tool_name;
+    bool parallel_tool_calls;
     /* max_tokens / max_completion_tokens; 0 when absent (the server picks). */
     uint32_t max_tokens;
     /* Choices to sample (n; 1 when absent). Only its range is checked
@@ -47,6 +59,12 @@ typedef struct oai_request {
     size_t n_logit_bias;
     bool logprobs;         /* per-token logprobs asked for */
     uint32_t top_logprobs; /* alternatives per token, 0..LOGPROBS_MAX_TOP */
+    /* Constrained output: GBNF text (owned) from response_format
+     * (json_object, json_schema), grammar, regex, or the json_schema /
+     * guided_json / guided_regex / guided_grammar extensions, already
+     * checked to parse; NULL: free text. */
+    char *grammar;
+    size_t grammar_len;
     const char *stop[OAI_MAX_STOP];
     size_t n_stop;
     bool stream;
@@ -68,9 +86,8 @@ typedef struct oai_error {
 /* Parses and validates body[0..len). On failure returns TPS_EINVAL with *e
  * filled (status 400; malformed JSON names line and column; a wrong type or
  * value names the field in e->param) and r left empty. Unknown fields are
- * ignored, as OpenAI does; n below 1, best_of other than 1, tools,
- * functions, logprobs and echo are a 400 (the last five saying they are
- * not supported). */
+ * ignored, as OpenAI does; n below 1, best_of other than 1, functions and
+ * echo are a 400 (the last three saying they are not supported). */
 int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_error *e);
 void oai_request_free(oai_request *r);
 

@@ -308,6 +308,7 @@ int server_load(server *s, tps_err *err) {
                     jt.len ? "the model's chat template is not one tps recognises"
                            : "the model has no chat template");
             s->tmpl = CHAT_TMPL_CHATML;
+            s->tmpl_guessed = true; /* tools then use the generic format (tools.h) */
         }
     }
     const char *eot = chat_tmpl_eot(s->tmpl);

@@ -239,6 +239,91 @@ done:
     json_decref(root);
 }
 
+/* The tool format of the served template; the generic one when the model
+ * file has no template (nothing says it was trained on ChatML's tools). */
+static tool_format tool_fmt(const server *s) {
+    return s->tmpl_guessed ? TOOL_FMT_GENERIC : tools_format(s->tmpl);
+}
+
+/* Strings a rewritten conversation owns, freed together. */
+typedef struct owned_text {
+    char **p;
+    size_t n;
+} owned_text;
+
+static const char *keep(owned_text *o, sbuf *b) {
+    char **p = realloc(o->p, (o->n + 1) * sizeof *p);
+    if (!p || sbuf_failed(b)) return NULL;
+    o->p = p;
+    sbuf_adds(b, ""); /* a buffer even when empty */
+    o->p[o->n++] = b->p;
+    const char *t = b->p;
+    b->p = NULL;
+    sbuf_free(b);
+    return t ? t : "";
+}
+
+/* The conversation with tools written in as the template's tool format
+ * expects (tools.h): the tool list in the system message (or, mistral,
+ * before the last user turn), earlier calls in the assistant messages, tool
+ * results as the format's turns. *out is a new array (freed by the caller)
+ * whose strings o owns. */
+static int tool_messages(server *s, const oai_request *r, chat_msg **out, size_t *n_out,
+                         owned_text *o) {
+    tool_format f = tool_fmt(s);
+    bool list = r->tool_choice != TOOL_CHOICE_NONE && r->n_tools;
+    bool sys_list = list && f != TOOL_FMT_MISTRAL;
+    bool has_sys = r->n_msgs && !strcmp(r->msgs[0].role, "system");
+    chat_msg *m = calloc(r->n_msgs + 1, sizeof *m);
+    if (!m) return TPS_ENOMEM;
+    size_t n = 0, last_user = SIZE_MAX;
+    if (sys_list && !has_sys) m[n++] = (chat_msg){.role = "system", .content = ""};
+    for (size_t i = 0; i < r->n_msgs; i++) {
+        m[n] = r->msgs[i];
+        if (!strcmp(m[n].role, "user")) last_user = n;
+        sbuf b;
+        sbuf_init(&b);
+        const json_t *calls = r->msg_tool_calls[i];
+        if (calls && json_array_size(calls)) {
+            sbuf_add(&b, m[n].content, m[n].content_len);
+            if (m[n].content_len) sbuf_adds(&b, "\n");
+            for (size_t k = 0; k < json_array_size(calls); k++) {
+                json_t *fn = json_object_get(json_array_get(calls, k), "function");
+                tools_render_call(f, json_string_value(json_object_get(fn, "name")),
+                                  json_string_value(json_object_get(fn, "arguments")), k == 0,
+                                  k + 1 == json_array_size(calls), &b);
+            }
+        } else if (!strcmp(m[n].role, "tool")) {
+            m[n].role = f == TOOL_FMT_LLAMA3 ? "ipython" : "user";
+            tools_render_result(f, m[n].content, m[n].content_len, &b);
+        } else {
+            n++;
+            continue;
+        }
+        if (!(m[n].content = keep(o, &b))) return free(m), TPS_ENOMEM;
+        m[n].content_len = strlen(m[n].content);
+        n++;
+    }
+    if (list) {
+        size_t at = sys_list ? 0 : last_user;
+        if (at != SIZE_MAX) {
+            sbuf b;
+            sbuf_init(&b);
+            if (!sys_list) tools_render_list(f, r->tools, r->n_tools, &b);
+            sbuf_add(&b, m[at].content, m[at].content_len);
+            if (sys_list) {
+                if (m[at].content_len) sbuf_adds(&b, "\n\n");
+                tools_render_list(f, r->tools, r->n_tools, &b);
+            }
+            if (!(m[at].content = keep(o, &b))) return free(m), TPS_ENOMEM;
+            m[at].content_len = strlen(m[at].content);
+        }
+    }
+    *out = m;
+    *n_out = n;
+    return 0;
+}
+
 /* The prompt's token ids (malloc'ed) for a parsed request. */
 static int build_prompt(server *s, const oai_request *r, int32_t **ids, size_t *n, oai_error *e) {
     tps_err err = {{0}};
@@ -257,7 +342,26 @@ static int build_prompt(server *s, const oai_request *r, int32_t **ids, size_t *
     }
     sbuf text;
     sbuf_init(&text);
-    int rc = chat_tmpl_render(s->tmpl, r->msgs, r->n_msgs, true, &text, &err);
+    const chat_msg *msgs = r->msgs;
+    size_t n_msgs = r->n_msgs;
+    chat_msg *rewritten = NULL;
+    owned_text own = {0};
+    bool tool_turns = r->tool_choice != TOOL_CHOICE_NONE;
+    for (size_t i = 0; i < r->n_msgs && !tool_turns; i++)
+        tool_turns = r->msg_tool_calls[i] || !strcmp(r->msgs[i].role, "tool");
+    int rc = 0;
+    if (tool_turns && tool_messages(s, r, &rewritten, &n_msgs, &own)) {
+        for (size_t i = 0; i < own.n; i++)
+            free(own.p[i]);
+        free(own.p);
+        return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    if (rewritten) msgs = rewritten;
+    rc = chat_tmpl_render(s->tmpl, msgs, n_msgs, true, &text, &err);
+    free(rewritten);
+    for (size_t i = 0; i < own.n; i++)
+        free(own.p[i]);
+    free(own.p);
     if (rc)
         oai_error_set(e, rc == TPS_ENOMEM ? 500 : 400,
                       rc == TPS_ENOMEM ? "server_error" : "invalid_request_error", "messages",
@@ -268,7 +372,34 @@ static int build_prompt(server *s, const oai_request *r, int32_t **ids, size_t *
     return rc;
 }
 
-/* Completions: parse, render, tokenize, and the prompt-length limit. */
+/* Tools offered (tool_choice not none): logprobs only whole, and under
+ * required or named tool_choice the grammar of valid calls, which r owns
+ * from here (oai_request_free frees it). Compiling the tools' schemas is
+ * work on the body, so it is done here, off the HTTP thread. */
+static int prepare_tools(server *s, oai_request *r, oai_error *e) {
+    if (r->tool_choice == TOOL_CHOICE_NONE) return 0;
+    if (r->stream && r->logprobs)
+        return oai_error_set(e, 400, "invalid_request_error", "logprobs", "unsupported_parameter",
+                             "logprobs with tools is supported only without stream: a streamed "
+                             "answer that may hold tool calls is sent when it is complete");
+    if (r->tool_choice != TOOL_CHOICE_REQUIRED && r->tool_choice != TOOL_CHOICE_NAMED) return 0;
+    sbuf g;
+    sbuf_init(&g);
+    tps_err terr = {{0}};
+    int rc = tools_grammar(tool_fmt(s), r->tools, r->n_tools, r->tool_name, r->parallel_tool_calls,
+                           &g, &terr);
+    if (rc) {
+        sbuf_free(&g);
+        return oai_error_set(e, rc == TPS_ENOMEM ? 500 : 400,
+                             rc == TPS_ENOMEM ? "server_error" : "invalid_request_error", "tools",
+                             "invalid_value", "tools: %s", terr.msg);
+    }
+    r->grammar = g.p;
+    r->grammar_len = g.len;
+    return 0;
+}
+
+/* Completions: parse, render, tokenize, the prompt-length limit, tools. */
 static void prepare_completion(work_job *j, const char *body, size_t len) {
     server *s = j->s;
     oai_kind kind = j->kind == WORK_CHAT ? OAI_CHAT : OAI_COMPLETION;
@@ -288,7 +419,9 @@ static void prepare_completion(work_job *j, const char *body, size_t len) {
                       "the prompt has %zu tokens; this server allows at most %u "
                       "(--max-prompt-tokens)",
                       j->n_ids, s->cfg.max_prompt_tokens);
+        return;
     }
+    if (kind == OAI_CHAT && prepare_tools(s, &j->r, &j->e)) j->failed = true;
 }
 
 void server_work_prepare(work_job *j) {
@@ -411,6 +544,8 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
     if (!c) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     c->stream = r->stream;
     c->logprobs = r->logprobs;
+    c->tools = kind == OAI_CHAT && r->tool_choice != TOOL_CHOICE_NONE;
+    c->tfmt = tool_fmt(s);
     c->include_usage = r->stream && r->include_usage;
     c->n_prompt = (uint32_t)j->n_ids;
     engine_request er = {
@@ -427,6 +562,8 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
         .n_logit_bias = r->n_logit_bias,
         .logprobs = r->logprobs,
         .top_logprobs = r->top_logprobs,
+        .grammar = r->grammar,
+        .grammar_len = r->grammar_len,
         .user = c,
     };
     tps_err err = {{0}};

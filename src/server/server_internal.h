@@ -92,6 +92,8 @@ typedef struct req_choice {
     bool done;            /* its DONE event came */
     uint32_t text_offset; /* bytes of text sent or kept so far (logprobs' text_offset) */
     sse_lp *lp;           /* non-stream with logprobs: one per token, owned */
+    uint32_t tool_sent;   /* stream with tools: bytes of text already sent as content */
+    bool tool_hold;       /* stream with tools: a call has begun; the rest waits */
     size_t n_lp, cap_lp;
 } req_choice;
 
@@ -108,6 +110,11 @@ typedef struct req_ctx {
     char id[48];
     bool stream, include_usage;
     bool logprobs; /* each token's logprobs go out with it */
+    /* tools offered (tool_choice not none): each choice's answer is parsed
+     * for calls (in tfmt) when it is done; streamed, its text is held until
+     * then */
+    bool tools;
+    tool_format tfmt;
     bool client_gone;
     bool failed;        /* a choice ended cancelled or in error: the answer is an error */
     engine_finish fail; /* the first such finish */
@@ -154,6 +161,7 @@ struct server {
     tokenizer *tok;
     engine *eng;
     chat_tmpl tmpl;
+    bool tmpl_guessed;      /* no template in the file: ChatML by default */
     int32_t tmpl_eot_id;    /* the template's end-of-turn as one non-EOG token; -1: none */
     bool tmpl_eot_as_stop;  /* the end-of-turn is no single token: a stop string */
     machine_limits machine; /* this machine's limits (tps machine); zeros: unknown */

@@ -188,6 +188,19 @@ static void on_token(req_ctx *c, const engine_event *ev) {
     sse_lp lp = {0};
     if (c->logprobs) lp_from_event(&lp, ev, ch->text_offset);
     ch->text_offset += ev->text_len;
+    if (c->stream && c->tools) { /* content goes out as it comes, a call when complete */
+        sbuf_add(&ch->text, ev->text, ev->text_len);
+        if (ch->tool_hold) return;
+        size_t safe = tools_stream_safe(c->tfmt, ch->text.p, ch->text.len, &ch->tool_hold);
+        if (safe <= ch->tool_sent) return;
+        sbuf_reset(&c->out);
+        add_role_once(c, ch, ev->choice);
+        sse_chunk_text(&c->out, &c->meta, ev->choice, ch->text.p + ch->tool_sent,
+                       safe - ch->tool_sent, ev->token, NULL, NULL);
+        ch->tool_sent = (uint32_t)safe;
+        write_chunk(c);
+        return;
+    }
     if (!c->stream) {
         sbuf_add(&ch->text, ev->text, ev->text_len);
         if (c->logprobs) keep_logprobs(ch, &lp);
@@ -248,17 +261,52 @@ static void request_error(const req_ctx *c, oai_error *e) {
                       c->fail_msg[0] ? c->fail_msg : "engine error");
 }
 
+/* The prefix of call ids of one choice: "call_<request>_<choice>_". */
+static void call_ids(const req_ctx *c, uint32_t choice, char *out, size_t cap) {
+    const char *dash = strchr(c->id, '-');
+    snprintf(out, cap, "call_%s_%u_", dash ? dash + 1 : c->id, choice);
+}
+
+/* A streamed choice with tools: its whole answer, now complete, as content
+ * or as tool calls. */
+static void stream_tool_answer(req_ctx *c, req_choice *ch, const engine_event *ev) {
+    sbuf_add(&ch->text, ev->text, ev->text_len);
+    const char *text = ch->text.p ? ch->text.p : "";
+    tool_call calls[TOOLS_MAX_CALLS];
+    size_t content = ch->text.len;
+    size_t k = ev->finish == ENGINE_FINISH_STOP
+                   ? tools_parse(c->tfmt, text, ch->text.len, calls, TOOLS_MAX_CALLS, &content)
+                   : 0;
+    if (!k) content = ch->text.len;
+    if (content > ch->tool_sent) /* content not sent while the answer streamed */
+        sse_chunk_text(&c->out, &c->meta, ev->choice, text + ch->tool_sent, content - ch->tool_sent,
+                       -1, NULL, NULL);
+    char prefix[80], id[112];
+    call_ids(c, ev->choice, prefix, sizeof prefix);
+    for (size_t i = 0; i < k; i++) {
+        snprintf(id, sizeof id, "%s%zu", prefix, i);
+        sse_chunk_tool_call(&c->out, &c->meta, ev->choice, (uint32_t)i, id, &calls[i]);
+    }
+    sse_chunk_finish(&c->out, &c->meta, ev->choice,
+                     k ? "tool_calls" : engine_finish_name(ev->finish), &ev->timings);
+    tools_calls_free(calls, k);
+}
+
 /* Streams: a finished choice's held text and finish chunk go out at once;
  * after the last choice, the error or usage chunk and [DONE]. One write. */
 static void stream_done(req_ctx *c, req_choice *ch, const engine_event *ev, bool last) {
     bool ok = finish_ok(ev->finish);
     sbuf_reset(&c->out);
     if (ok) add_role_once(c, ch, ev->choice);
-    if (ev->text_len)
-        sse_chunk_text(&c->out, &c->meta, ev->choice, ev->text, ev->text_len, -1, NULL, NULL);
-    if (ok)
-        sse_chunk_finish(&c->out, &c->meta, ev->choice, engine_finish_name(ev->finish),
-                         &ev->timings);
+    if (ok && c->tools) {
+        stream_tool_answer(c, ch, ev);
+    } else {
+        if (ev->text_len)
+            sse_chunk_text(&c->out, &c->meta, ev->choice, ev->text, ev->text_len, -1, NULL, NULL);
+        if (ok)
+            sse_chunk_finish(&c->out, &c->meta, ev->choice, engine_finish_name(ev->finish),
+                             &ev->timings);
+    }
     if (last) {
         if (c->failed) {
             oai_error e;
@@ -290,9 +338,22 @@ static void reply_whole(req_ctx *c) {
         const req_choice *ch = &c->choice[i];
         oom |= sbuf_failed(&ch->text);
         static const sse_lp no_tokens[1];
-        sse_body_choice(b, &c->meta, i, ch->text.p ? ch->text.p : "", ch->text.len,
-                        engine_finish_name(ch->finish),
-                        c->logprobs ? (ch->lp ? ch->lp : no_tokens) : NULL, ch->n_lp, s->tok);
+        const sse_lp *lp = c->logprobs ? (ch->lp ? ch->lp : no_tokens) : NULL;
+        const char *text = ch->text.p ? ch->text.p : "";
+        tool_call calls[TOOLS_MAX_CALLS];
+        size_t content = ch->text.len, k = 0;
+        if (c->tools && ch->finish == ENGINE_FINISH_STOP)
+            k = tools_parse(c->tfmt, text, ch->text.len, calls, TOOLS_MAX_CALLS, &content);
+        if (k) {
+            char prefix[80];
+            call_ids(c, i, prefix, sizeof prefix);
+            sse_body_choice_tool_calls(b, &c->meta, i, text, content, calls, k, prefix, lp,
+                                       ch->n_lp, s->tok);
+            tools_calls_free(calls, k);
+        } else {
+            sse_body_choice(b, &c->meta, i, text, ch->text.len, engine_finish_name(ch->finish), lp,
+                            ch->n_lp, s->tok);
+        }
     }
     sse_body_close(b, c->n_prompt, c->n_tokens, &c->timings);
     if (oom || sbuf_failed(b)) {

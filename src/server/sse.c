@@ -222,6 +222,64 @@ void sse_chunk_usage(sbuf *b, const sse_meta *m, uint32_t prompt_tokens, uint32_
     sbuf_adds(b, "}\n\n");
 }
 
+static void call_json(sbuf *b, const char *id, const tool_call *c, bool args) {
+    if (id) {
+        sbuf_adds(b, "\"id\":");
+        sbuf_json_str(b, id, strlen(id));
+        sbuf_adds(b, ",\"type\":\"function\",");
+    }
+    sbuf_adds(b, "\"function\":{");
+    if (id) {
+        sbuf_adds(b, "\"name\":");
+        sbuf_json_str(b, c->name, strlen(c->name));
+        sbuf_adds(b, ",");
+    }
+    sbuf_adds(b, "\"arguments\":");
+    if (args)
+        sbuf_json_str(b, c->arguments, strlen(c->arguments));
+    else
+        sbuf_adds(b, "\"\"");
+    sbuf_adds(b, "}");
+}
+
+void sse_chunk_tool_call(sbuf *b, const sse_meta *m, uint32_t index, uint32_t call_index,
+                         const char *id, const tool_call *call) {
+    for (int part = 0; part < 2; part++) {
+        sbuf_adds(b, "data: ");
+        head(b, m);
+        sbuf_printf(b, ",\"choices\":[{\"index\":%u,\"delta\":{\"tool_calls\":[{\"index\":%u,",
+                    index, call_index);
+        call_json(b, part == 0 ? id : NULL, call, part == 1);
+        sbuf_adds(b, "}]},\"finish_reason\":null}]}\n\n");
+    }
+}
+
+void sse_body_choice_tool_calls(sbuf *b, const sse_meta *m, uint32_t index, const char *content,
+                                size_t n, const tool_call *calls, size_t n_calls,
+                                const char *ids_prefix, const sse_lp *lp, size_t n_lp,
+                                const tokenizer *tok) {
+    sbuf_printf(b, "%s{\"index\":%u,\"message\":{\"role\":\"assistant\",\"content\":",
+                index ? "," : "", index);
+    if (n)
+        sbuf_json_str(b, content, n);
+    else
+        sbuf_adds(b, "null");
+    sbuf_adds(b, ",\"tool_calls\":[");
+    for (size_t k = 0; k < n_calls; k++) {
+        char id[112];
+        snprintf(id, sizeof id, "%s%zu", ids_prefix, k);
+        sbuf_adds(b, k ? ",{" : "{");
+        call_json(b, id, &calls[k], true);
+        sbuf_adds(b, "}");
+    }
+    sbuf_adds(b, "]},\"logprobs\":");
+    if (lp)
+        sse_logprobs_json(b, m->kind, tok, lp, n_lp);
+    else
+        sbuf_adds(b, "null");
+    sbuf_adds(b, ",\"finish_reason\":\"tool_calls\"}");
+}
+
 void sse_error(sbuf *b, const oai_error *e) {
     sbuf_adds(b, "data: ");
     oai_error_json(e, b);

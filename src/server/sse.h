@@ -16,6 +16,7 @@
 #include "model/tokenizer.h"
 #include "server/openai.h"
 #include "server/sbuf.h"
+#include "server/tools.h"
 
 /* What every chunk of one response repeats. Strings are borrowed. */
 typedef struct sse_meta {
@@ -67,6 +68,11 @@ void sse_chunk_finish(sbuf *b, const sse_meta *m, uint32_t index, const char *fi
  * [], usage (with prompt_tokens_details.cached_tokens from t) and timings. */
 void sse_chunk_usage(sbuf *b, const sse_meta *m, uint32_t prompt_tokens, uint32_t completion_tokens,
                      const engine_timings *t);
+/* A chat stream's tool call number call_index of choice index, in two
+ * chunks as OpenAI streams them: {id, type, function {name, arguments ""}},
+ * then {function {arguments}}; the SDKs concatenate the arguments. */
+void sse_chunk_tool_call(sbuf *b, const sse_meta *m, uint32_t index, uint32_t call_index,
+                         const char *id, const tool_call *call);
 /* An error in the middle of a stream: data: {"error": {...}}. */
 void sse_error(sbuf *b, const oai_error *e);
 void sse_done(sbuf *b);
@@ -80,6 +86,13 @@ void sse_body_open(sbuf *b, const sse_meta *m);
 void sse_body_choice(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
                      const char *finish_reason, const sse_lp *lp, size_t n_lp,
                      const tokenizer *tok);
+/* A chat choice whose answer was tool calls: message {role, content (the
+ * text before the calls, or null), tool_calls [{id, type, function {name,
+ * arguments}}]}; call k's id is ids_prefix followed by k. */
+void sse_body_choice_tool_calls(sbuf *b, const sse_meta *m, uint32_t index, const char *content,
+                                size_t n, const tool_call *calls, size_t n_calls,
+                                const char *ids_prefix, const sse_lp *lp, size_t n_lp,
+                                const tokenizer *tok);
 void sse_body_close(sbuf *b, uint32_t prompt_tokens, uint32_t completion_tokens,
                     const engine_timings *t);
 

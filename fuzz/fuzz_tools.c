@@ -1,0 +1,36 @@
+/* libFuzzer harness for the tool-call parser (tools.h), which reads model
+ * output: any bytes, in every format, must give calls whose name is a
+ * non-empty string and whose arguments parse as a JSON object, with the
+ * content length inside the text; the streaming split must stay inside the
+ * text and never pass a call's start. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/tools.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    char *buf = malloc(size ? size : 1); /* exactly size bytes: ASan sees overreads */
+    if (!buf) return 0;
+    memcpy(buf, data, size);
+    static const tool_format fmts[] = {TOOL_FMT_HERMES, TOOL_FMT_LLAMA3, TOOL_FMT_MISTRAL,
+                                       TOOL_FMT_GENERIC};
+    for (size_t f = 0; f < 4; f++) {
+        tool_call calls[TOOLS_MAX_CALLS];
+        size_t content = 0;
+        size_t k = tools_parse(fmts[f], buf, size, calls, TOOLS_MAX_CALLS, &content);
+        if (content > size || k > TOOLS_MAX_CALLS) abort();
+        for (size_t i = 0; i < k; i++) {
+            if (!calls[i].name || !calls[i].name[0]) abort();
+            json_t *a = json_loads(calls[i].arguments, 0, NULL);
+            if (!json_is_object(a)) abort();
+            json_decref(a);
+        }
+        tools_calls_free(calls, k);
+        bool hold;
+        size_t safe = tools_stream_safe(fmts[f], buf, size, &hold);
+        if (safe > size || (k && safe > content)) abort();
+    }
+    free(buf);
+    return 0;
+}

@@ -1,0 +1,87 @@
+/* Constrained decoding: a GBNF grammar (grammar.h) applied to a sequence's
+ * logits as a mask, so that the bytes the sequence emits always stay a
+ * prefix of a string in the grammar's language.
+ *
+ * Two objects:
+ *   vocab_trie  - the vocabulary's token pieces (the bytes each token
+ *                 stands for) in a byte trie, laid out in preorder with each
+ *                 node's subtree end, so a walk skips a rejected prefix and
+ *                 everything below it at once: a prefix shared by many
+ *                 tokens is checked once. Built once per tokenizer, then
+ *                 read-only (shared by every sequence and thread).
+ *   constraint  - one sequence's recognizer. Its state is a set of parse
+ *                 stacks (llama.cpp's pushdown representation: each stack a
+ *                 list of grammar positions, a terminal on top; a rule that
+ *                 ends in a reference is a tail call and does not grow the
+ *                 stack), interned: equal states have one id. Transitions
+ *                 (state, code point) -> state are memoised, and the mask of
+ *                 a state is cached, so a state that recurs (inside a JSON
+ *                 string, between array items) costs one lookup.
+ *
+ * The mask allows a token when its bytes, appended to the output so far,
+ * keep the output a prefix of the language (a token that ends inside a
+ * UTF-8 character is allowed when some continuation of that character
+ * fits). End ids (end-of-generation and stop ids) are allowed only when
+ * the output so far is a whole sentence of the language; tokens with no
+ * bytes (control tokens) never are. The mask depends only on the
+ * sequence's own state, never on its batch neighbours.
+ *
+ * Not here: JSON schemas or regexes (the server compiles those to GBNF),
+ * sampling (sampler.h), when to stop (the engine asks constraint_finished). */
+#ifndef TPS_ENGINE_CONSTRAINT_H
+#define TPS_ENGINE_CONSTRAINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/grammar.h"
+#include "model/tokenizer.h"
+#include "tps_error.h"
+
+#define CONSTRAINT_MAX_STACKS  4096 /* parse stacks in one state: beyond, the grammar is refused */
+#define CONSTRAINT_MAX_END_IDS 16   /* end-of-generation and stop ids */
+#define CONSTRAINT_MASK_CACHE  64   /* masks kept per sequence */
+
+typedef struct vocab_trie vocab_trie;
+
+/* The trie of tok's pieces for ids 0..n_vocab-1 (n_vocab may exceed the
+ * tokenizer's vocabulary: those ids have no bytes). Tokens whose piece is
+ * empty (control, unused) are left out. */
+int vocab_trie_build(vocab_trie **out, const tokenizer *tok, uint32_t n_vocab, tps_err *err);
+void vocab_trie_free(vocab_trie *t);
+uint32_t vocab_trie_nodes(const vocab_trie *t);
+
+typedef struct constraint constraint;
+
+/* A recognizer for the GBNF text gbnf[0..len) (parsed here; errors as
+ * grammar_parse's) over the trie's vocabulary, at the start of the output.
+ * end_ids (n_end <= CONSTRAINT_MAX_END_IDS) are the ids that end the
+ * sequence. vt is borrowed and must outlive the constraint. */
+int constraint_create(constraint **out, const char *gbnf, size_t len, const vocab_trie *vt,
+                      const int32_t *end_ids, size_t n_end, tps_err *err);
+void constraint_free(constraint *c);
+
+/* Sets logits[id] (n_vocab,) to -inf for every token the grammar does not
+ * allow next. Returns how many tokens are allowed; 0 is a dead end (the
+ * grammar wants bytes no token spells). */
+size_t constraint_apply(constraint *c, float *logits);
+/* The allowed tokens as a bitset (n_vocab bits, bit i of byte i/8), borrowed
+ * until the next call on c; *n_allowed gets their count. NULL when out of
+ * memory (then nothing is allowed). */
+const uint8_t *constraint_mask(constraint *c, size_t *n_allowed);
+
+/* Appends token tok's bytes to the output. TPS_EINVAL when the grammar does
+ * not allow it (the state is then unchanged); an end id is always accepted
+ * and changes nothing. */
+int constraint_accept(constraint *c, int32_t tok);
+
+/* The output so far is a whole sentence of the language. */
+bool constraint_complete(const constraint *c);
+/* Complete, and no byte can follow: the sequence is done. */
+bool constraint_finished(const constraint *c);
+
+/* Memory the recognizer's caches hold now, in bytes (tests, tuning). */
+size_t constraint_cache_bytes(const constraint *c);
+
+#endif
