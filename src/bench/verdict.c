@@ -47,13 +47,12 @@ static void check_client(verdict_check *c, const bench_result *r) {
     /* known when the CPU share alone settles it, or the wait was measured */
     set(c, busy || r->has_runq, busy || waited, busy ? cpu : runq,
         busy ? VERDICT_CPU_BUSY : VERDICT_RUNQ_SHARE);
-    snprintf(
-        c->evidence, sizeof c->evidence,
-        "%s: busiest client loop used %.3f s CPU in a %.3f s run (%.1f%%, limit %.0f%%), %s%s",
-        busy     ? "CPU-bound: arrival stamps lag"
-        : waited ? "descheduled: arrivals during its waits were stamped late"
-                 : "the client kept up",
-        cpu_s, wall, 100 * cpu, 100 * VERDICT_CPU_BUSY, rq, lag);
+    snprintf(c->evidence, sizeof c->evidence,
+             "%s: busiest client loop used %.3f s CPU in a %.3f s run (%.1f%%, limit %.0f%%), %s%s",
+             busy     ? "CPU-bound: arrival stamps lag"
+             : waited ? "descheduled: arrivals during its waits were stamped late"
+                      : "the client kept up",
+             cpu_s, wall, 100 * cpu, 100 * VERDICT_CPU_BUSY, rq, lag);
 }
 
 static void check_batching(verdict_check *c, const bench_result *r) {
