@@ -31,7 +31,7 @@ done
 root=$(cd "$(dirname "$0")/.." && pwd)
 case $tps in /*) ;; *) tps=$PWD/$tps ;; esac
 cd "$root"
-[ -f "$model" ] || "$tps" model make --preset 15M --type q8_0 -o "$model" >/dev/null
+[ -f "$model" ] || { mkdir -p "$(dirname "$model")" && "$tps" model make --preset 15M --type q8_0 -o "$model" >/dev/null; }
 command -v jq >/dev/null || {
   echo "fleet-proxy-cost: needs jq" >&2
   exit 1
