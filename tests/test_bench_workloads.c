@@ -513,7 +513,8 @@ Test(bench_cli, workload_flags_that_cannot_go_together_exit_2_with_what_to_do) {
 }
 
 /* --extra-body: its fields reach every body; the workload's own prompt and
- * max_tokens win over the same names in it; a non-object is refused. */
+ * max_tokens win over the same names in it (the CLI refuses those names:
+ * workload_extra_body_check); a non-object is refused. */
 Test(bench_body, extra_body_fields_reach_every_request_and_the_workload_keeps_its_own) {
     workload_opts o = base_opts(BENCH_EP_COMPLETIONS, 4, "16", 7);
     o.extra_body =
@@ -534,4 +535,14 @@ Test(bench_body, extra_body_fields_reach_every_request_and_the_workload_keeps_it
     cr_expect_not_null(workload_extra_body_check("[1]"));
     cr_expect_not_null(workload_extra_body_check("{"));
     cr_expect_null(workload_extra_body_check("{}"));
+    cr_expect_null(workload_extra_body_check("{\"return_tokens\": true}"));
+    /* what the workload writes itself is refused, not silently overridden */
+    const char *own[] = {"prompt",         "messages", "max_tokens",  "stream",
+                         "stream_options", "model",    "temperature", "ignore_eos"};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        char j[64];
+        snprintf(j, sizeof j, "{\"%s\": 1}", own[i]);
+        const char *why = workload_extra_body_check(j);
+        cr_expect(why && strstr(why, own[i]), "%s: refused naming it (%s)", j, why ? why : "null");
+    }
 }

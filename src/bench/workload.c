@@ -125,9 +125,23 @@ static json_t *body_common(const workload_opts *o, bool ignore_eos) {
 }
 
 const char *workload_extra_body_check(const char *s) {
+    /* fields the workload writes itself: in --extra-body they would be
+     * overridden or break the stream, so they are refused, naming the way */
+    static const char *const OWN[][2] = {
+        {"prompt", "has \"prompt\": the workload writes it (--input-len, --dataset)"},
+        {"messages", "has \"messages\": the workload writes it (--endpoint chat)"},
+        {"max_tokens", "has \"max_tokens\": the workload writes it (--output-len)"},
+        {"stream", "has \"stream\": the bench always streams"},
+        {"stream_options", "has \"stream_options\": the bench sets include_usage itself"},
+        {"model", "has \"model\": use --model"},
+        {"temperature", "has \"temperature\": use --temperature"},
+        {"ignore_eos", "has \"ignore_eos\": use --ignore-eos / --no-ignore-eos"},
+    };
     json_error_t je;
     json_t *x = json_loads(s, JSON_REJECT_DUPLICATES, &je);
     const char *why = !x ? "is not JSON" : !json_is_object(x) ? "is not a JSON object" : NULL;
+    for (size_t i = 0; !why && i < sizeof OWN / sizeof OWN[0]; i++)
+        if (json_object_get(x, OWN[i][0])) why = OWN[i][1];
     json_decref(x);
     return why;
 }

@@ -111,7 +111,9 @@ typedef struct workload_opts {
     uint32_t turns;
 } workload_opts;
 
-/* NULL when s is a JSON object; else why not, for a message. */
+/* NULL when s is a JSON object without the fields the workload writes
+ * itself (prompt, messages, max_tokens, stream, stream_options, model,
+ * temperature, ignore_eos); else why not, for a message. */
 const char *workload_extra_body_check(const char *s);
 
 typedef struct workload {

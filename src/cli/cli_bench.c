@@ -220,8 +220,9 @@ static const opt_row bench_rows[] = {
     {"--temperature", .kind = OPT_NUM, .off = B(spec.wo.temperature), .max = INFINITY,
      .metavar = "T", .help = "send a temperature (default: none sent)"},
     {"--extra-body", .kind = OPT_STR, .off = B(spec.wo.extra_body), .metavar = "JSON",
-     .help = "fields every request body also carries, e.g.\n"
-             "'{\"return_tokens\":true}' (llama.cpp streams token ids)"},
+     .help = "other fields every request body also carries, e.g.\n"
+             "'{\"return_tokens\":true}'; fields the bench writes itself\n"
+             "(prompt, max_tokens, stream, model, temperature...) are refused"},
     OPT_HEAD("prefix cache workloads (synthetic)"),
     {"--prefix-len", .kind = OPT_U32, .off = B(spec.wo.prefix_len), .min = 1, .max = 10000000,
      .metavar = "P",
@@ -328,7 +329,10 @@ static int check_workload_flags(const workload_opts *wo, const bench_config *cfg
                                 bool turn_opts, uint64_t prompts) {
     const char *msg = NULL, *fmt = NULL, *why = NULL;
     if (wo->extra_body && (why = workload_extra_body_check(wo->extra_body))) {
-        fprintf(stderr, "tps bench: --extra-body %s: give an object, e.g. '{\"top_k\": 1}'\n", why);
+        fprintf(
+            stderr,
+            "tps bench: --extra-body %s; give an object of other fields, e.g. '{\"top_k\": 1}'\n",
+            why);
         return -1;
     } else if (wo->prefix_len && wo->dataset)
         msg = "--prefix-len with --dataset: shared prefixes are a synthetic workload; drop one";
