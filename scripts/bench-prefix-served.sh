@@ -38,24 +38,8 @@ work=$(mktemp -d /tmp/tps-prefix-served.XXXXXX)
 port=18431
 spid=
 
-stop_server() {
-  [ -n "$spid" ] || return 0
-  kill -TERM "$spid" 2>/dev/null
-  for _ in $(seq 1 300); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$spid" 2>/dev/null
-  wait "$spid" 2>/dev/null
-  spid=
-}
+. scripts/served-lib.sh # stop_server, wait_ready, col
 trap stop_server EXIT
-
-wait_ready() { # wait_ready URL: until /health answers 200 (60 s at most)
-  for _ in $(seq 1 600); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' -m 2 "$1/health")" = 200 ] && return 0
-    kill -0 "$spid" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
-}
 
 start_server() { # start_server KIND MODEL
   case $1 in
@@ -70,10 +54,6 @@ start_server() { # start_server KIND MODEL
     tail -5 "$work/serve.log"; stop_server; return 1; }
 }
 
-col() { # col CSV NAME: the value of column NAME in the CSV's data row
-  awk -F, -v k="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == k) c = i }
-                     NR == 2 && c { print $c }' "$1"
-}
 
 run_bench() { # run_bench WORKLOAD MODEL CSV
   # llama-server fails the odd request on random-weight text ("does not

@@ -34,24 +34,8 @@ work=$(mktemp -d /tmp/tps-served.XXXXXX)
 port=18441
 spid=
 
-stop_server() {
-  [ -n "$spid" ] || return 0
-  kill -TERM "$spid" 2>/dev/null
-  for _ in $(seq 1 300); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$spid" 2>/dev/null
-  wait "$spid" 2>/dev/null
-  spid=
-}
+. scripts/served-lib.sh # stop_server, wait_ready, col
 trap 'stop_server; rm -rf "$work"' EXIT
-
-wait_ready() {
-  for _ in $(seq 1 900); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' -m 2 "$1/health")" = 200 ] && return 0
-    kill -0 "$spid" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
-}
 
 start_server() { # start_server KIND
   case $1 in
@@ -66,10 +50,6 @@ start_server() { # start_server KIND
     tail -5 "$work/serve.log"; stop_server; return 1; }
 }
 
-col() {
-  awk -F, -v k="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == k) c = i }
-                     NR == 2 && c { print $c }' "$1"
-}
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
