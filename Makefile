@@ -33,9 +33,9 @@ test: deps format-check
 	@echo "== fuzz: every harness for $(CI_FUZZ_SECONDS) s =="
 	@scripts/fuzz.sh $(CI_FUZZ_SECONDS)
 	@echo "== tests: Release =="
-	@cd $(BUILD) && ctest --output-on-failure
+	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure
 	@echo "== tests: AddressSanitizer + UndefinedBehaviorSanitizer =="
-	@cd $(ASAN_BUILD) && ctest --output-on-failure
+	@cd $(ASAN_BUILD) && ctest -j $(JOBS) --output-on-failure
 
 demo: deps build
 	@scripts/demo.sh $(BUILD)/tps
