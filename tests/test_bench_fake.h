@@ -57,6 +57,8 @@ typedef struct fake_server {
     int gap_ms;        /* between events */
     int delay_ms;      /* SLOW_FIRST: before the first byte; OK: before the first event */
     bool no_usage;     /* leave out the usage chunk */
+    int held_every;    /* > 0, one token per event: only every held_every-th event (and the
+                        * last) has text, the others "" (llama.cpp holding back bytes) */
     int cached_tokens; /* > 0: usage.prompt_tokens_details.cached_tokens (else not sent) */
     int serial_ms;     /* > 0: one server, FIFO: each request holds it serial_ms before its
                         * response starts (capacity 1000/serial_ms requests/s; latency grows
@@ -174,6 +176,10 @@ static bool fake_step(fake_server *s, int i) {
                      "data: {\"choices\":[{\"index\":0,\"text\":\"w%d\",\"finish_reason\":%s}],"
                      "\"tokens\":[%s]}\n\n",
                      k, k == events ? "\"length\"" : "null", ids);
+        else if (s->held_every > 0 && k % s->held_every && k != events)
+            snprintf(ev, sizeof ev,
+                     "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":null}]}"
+                     "\n\n");
         else
             snprintf(ev, sizeof ev,
                      "data: {\"choices\":[{\"index\":0,\"text\":\" w%d\",\"finish_reason\":%s}]}"

@@ -99,6 +99,39 @@ Test(bench_client, multi_token_events_count_ids_and_zero_gaps) {
     done(&rc);
 }
 
+/* llama.cpp's server: a token whose bytes are not yet UTF-8 comes as an
+ * event with empty text. With usage equal to the events, each is a token
+ * at its own arrival; without usage they prove nothing and are skipped. */
+Test(bench_client, empty_text_events_are_tokens_when_usage_equals_the_events) {
+    run_case rc = {.srv = {.mode = FAKE_OK, .tokens = 12, .gap_ms = 2, .held_every = 3}};
+    rc.cfg.requests = 3;
+    run(&rc);
+    for (size_t i = 0; i < rc.out.n; i++) {
+        const bench_record *r = &rc.out.recs[i];
+        const timeline *t = &r->tl;
+        cr_expect_eq(r->err, BENCH_OK);
+        cr_expect_eq(t->output_tokens, 12);
+        cr_expect_eq(t->source, TL_COUNT_USAGE);
+        cr_expect_eq(t->n_events, 12, "one event per token, the empty ones included");
+        cr_expect_eq(t->multi_token_events, 0);
+        cr_expect_eq(r->held_tokens, 8);
+        cr_expect_eq(r->stream_tokens, 12, "no usage mismatch");
+        for (size_t k = 1; k < t->n_events; k++)
+            cr_expect(t->events[k].t_ns >= t->events[k - 1].t_ns, "arrival order");
+    }
+    done(&rc);
+
+    run_case nu = {
+        .srv = {.mode = FAKE_OK, .tokens = 12, .gap_ms = 1, .held_every = 3, .no_usage = true}};
+    nu.cfg.requests = 2;
+    run(&nu);
+    for (size_t i = 0; i < nu.out.n; i++) {
+        cr_expect_eq(nu.out.recs[i].held_tokens, 0, "no usage: empty events are not tokens");
+        cr_expect_eq(nu.out.recs[i].tl.n_events, 4);
+    }
+    done(&nu);
+}
+
 Test(bench_client, slow_first_byte_is_no_response_and_ends_on_time) {
     run_case rc = {.srv = {.mode = FAKE_SLOW_FIRST, .delay_ms = 5000}};
     rc.cfg.idle_timeout_s = 0.3;

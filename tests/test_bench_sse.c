@@ -165,6 +165,13 @@ Test(bench_oai, completion_chat_usage_timings_done_and_errors) {
     bench_oai_release(&c);
     c = parse("{\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}", "");
     cr_expect_eq(c.tokens, 0, "a role chunk carries no token");
+    cr_expect(!c.empty_text, "a role chunk is not a held-back token");
+    bench_oai_release(&c);
+    c = parse("{\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":null}]}", "");
+    cr_expect(c.tokens == 0 && c.empty_text, "llama.cpp's event for held-back bytes");
+    bench_oai_release(&c);
+    c = parse("{\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}]}", "");
+    cr_expect(!c.empty_text, "the finishing event is not a token by itself");
     bench_oai_release(&c);
     c = parse("{\"choices\":[{\"delta\":{\"content\":\"ab\"},\"finish_reason\":\"stop\"}]}", "");
     cr_expect(c.tokens == 1 && c.finished);
@@ -332,6 +339,14 @@ static const tricky TRICKY[] = {
       "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2,"
       "\"prompt_tokens_details\":{\"cached_tokens\":3}}}"),
     S("{\"choices\":[{\"delta\":{\"reasoning_content\":\"think\",\"content\":\"\"}}]}"),
+    /* empty text: held-back bytes, role chunks, finishing events */
+    S("{\"choices\":[{\"text\":\"\",\"finish_reason\":null}]}"),
+    S("{\"choices\":[{\"delta\":{\"content\":\"\"}}]}"),
+    S("{\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}"),
+    S("{\"choices\":[{\"delta\":{\"role\":null,\"content\":\"\"}}]}"),
+    S("{\"choices\":[{\"message\":{\"content\":\"\"},\"finish_reason\":\"stop\"}]}"),
+    J("{\"choices\":[{\"text\":\"\",\"text\":\"a\"}]}"),
+    J("{\"choices\":[{\"text\":\"a\",\"text\":\"\"}]}"),
     S("{\"choices\":[{\"delta\":{\"reasoning_content\":\"think\",\"content\":\"say\"}}]}"),
     S("{\"choices\":[{\"delta\":{\"content\":null,\"reasoning_content\":\"t\\n\"}}]}"),
     /* token ids at each level */

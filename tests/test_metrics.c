@@ -386,6 +386,29 @@ Test(timeline, multi_token_event_gives_one_gap_and_zero_gaps) {
     timeline_free(&t);
 }
 
+Test(timeline, inserted_tokens_merge_in_arrival_order) {
+    /* B (1 @150, 2 @250, 1 @350; sent 50, end 400) plus one-token events at
+     * 100, 250 and 380: gaps 50, 50, 100, 0, 0, 100, 30 */
+    timeline t;
+    build(&t, 50, 50, 1, B_EV, 3, 400);
+    const uint64_t at[] = {MS(100), MS(250), MS(380)};
+    tps_err e;
+    cr_assert_eq(timeline_insert_tokens(&t, at, 3, &e), 0, "%s", e.msg);
+    cr_assert_eq(t.output_tokens, 7);
+    cr_assert_eq(t.n_events, 6);
+    uint64_t g[8];
+    cr_assert_eq(timeline_itls(&t, g, 8), 6);
+    const uint64_t want[] = {MS(50), MS(100), 0, 0, MS(100), MS(30)};
+    for (int i = 0; i < 6; i++)
+        cr_expect_eq(g[i], want[i], "gap %d", i);
+    cr_assert_eq(timeline_ttft(&t, TL_FROM_SENT), MS(50));
+    const uint64_t late[] = {MS(500)}, early[] = {MS(10)};
+    cr_expect_eq(timeline_insert_tokens(&t, late, 1, &e), TPS_EINVAL, "after the last byte");
+    cr_expect_eq(timeline_insert_tokens(&t, early, 1, &e), TPS_EINVAL, "before the send");
+    cr_expect_eq(t.output_tokens, 7, "a refused insert changes nothing");
+    timeline_free(&t);
+}
+
 Test(timeline, first_event_with_three_tokens_gives_two_zero_gaps) {
     static const ev_ms ev[] = {{10, 3}, {30, 1}};
     timeline t;

@@ -78,6 +78,7 @@ typedef struct bench_record {
     bool cached_from_usage;
     uint64_t cached_tokens;
     uint64_t stream_tokens; /* what the stream itself showed (ids or events) */
+    uint64_t held_tokens;   /* of those, tokens of empty-text events (client.c) */
     bool has_timings;
     oai_timings timings;
 } bench_record;

@@ -88,11 +88,15 @@ typedef struct conn {
     sse_parser sse;
     size_t rec; /* index into run->recs of the request in flight */
     bool busy;
-    bool queued;       /* on run->pending: its inbox holds bytes */
-    bool checked;      /* status and content type looked at */
-    bool is_sse;       /* 200 with text/event-stream */
-    bool done;         /* [DONE] seen */
-    bool saw_ids;      /* token ids came in the stream */
+    bool queued;  /* on run->pending: its inbox holds bytes */
+    bool checked; /* status and content type looked at */
+    bool is_sse;  /* 200 with text/event-stream */
+    bool done;    /* [DONE] seen */
+    bool saw_ids; /* token ids came in the stream */
+    /* arrivals of empty-text events (oai_chunk.empty_text), tokens only if
+     * usage proves it at the end */
+    uint64_t *held;
+    size_t n_held, cap_held;
     bench_errkind err; /* set when a parse failed (the transfer is then ended) */
     uint64_t now;      /* arrival time of the chunk being parsed */
     uint64_t t_first_byte, t_last_byte;
@@ -272,6 +276,20 @@ static int on_event(void *ud, const sse_event *ev) {
         r->out_tokens += ch.tokens;
         c->saw_ids |= ch.from_ids;
     }
+    if (ch.empty_text && !stop) {
+        if (c->n_held == c->cap_held) {
+            size_t cap = c->cap_held ? 2 * c->cap_held : 64;
+            uint64_t *h = realloc(c->held, cap * sizeof *h);
+            if (!h) {
+                set_err(c, BENCH_ERR_OTHER, "out of memory for empty-text events", "");
+                stop = 1;
+            } else {
+                c->held = h;
+                c->cap_held = cap;
+            }
+        }
+        if (!stop) c->held[c->n_held++] = c->now;
+    }
     keep_text(c, &ch);
     take_usage(rec, &ch);
     bench_oai_release(&ch);
@@ -371,7 +389,7 @@ static int start(run_state *r, conn *c, size_t idx, const char *body, size_t len
     c->checked = c->is_sse = c->done = c->saw_ids = false;
     c->err = BENCH_OK;
     c->t_first_byte = c->t_last_byte = 0;
-    c->inbox_len = c->n_marks = 0;
+    c->inbox_len = c->n_marks = c->n_held = 0;
     c->body_len = c->text_len = c->reply_len = 0;
     c->msg[0] = c->curl_err[0] = 0;
     sse_parser_reset(&c->sse);
@@ -532,8 +550,18 @@ static void finish(run_state *r, conn *c, CURLcode cc, bench_errkind forced, uin
     uint64_t end = c->t_last_byte ? c->t_last_byte : now;
     timeline_finish(&rec->tl, end, k == BENCH_OK);
 
-    /* the count: usage > ids in the stream > re-tokenized text > events */
+    /* One token per event, empty-text ones included, when usage says
+     * exactly that: llama.cpp's server streams a token whose bytes are not
+     * yet UTF-8 as an event with empty text, and those arrivals are its ITL. */
     tps_err e;
+    if (rec->has_usage && k == BENCH_OK && !c->saw_ids && c->n_held &&
+        rec->usage_completion == rec->stream_tokens + c->n_held &&
+        timeline_insert_tokens(&rec->tl, c->held, c->n_held, &e) == TPS_OK) {
+        rec->stream_tokens += c->n_held;
+        rec->held_tokens = c->n_held;
+        r->out_tokens += c->n_held;
+    }
+    /* the count: usage > ids in the stream > re-tokenized text > events */
     if (rec->has_usage && k == BENCH_OK) {
         timeline_set_output_tokens(&rec->tl, rec->usage_completion, TL_COUNT_USAGE, &e);
     } else if (c->saw_ids) {
@@ -733,6 +761,7 @@ static void teardown(run_state *r) {
         sse_parser_free(&c->sse);
         free(c->inbox);
         free(c->marks);
+        free(c->held);
         free(c->body);
         free(c->text);
         free(c->reply);

@@ -123,6 +123,13 @@ int bench_oai_parse_json(oai_chunk *c, const char *data, size_t len, const char 
         if (!ids) ids = take_ids(c, ch);
         json_t *fr = json_object_get(ch, "finish_reason");
         c->finished = fr && !json_is_null(fr);
+        json_t *t = json_object_get(ch, "text");
+        bool empty = json_is_string(t) && json_string_length(t) == 0;
+        if (json_is_object(msg) && !json_object_get(msg, "role")) {
+            json_t *ct = json_object_get(msg, "content");
+            empty |= json_is_string(ct) && json_string_length(ct) == 0;
+        }
+        c->empty_text = empty && !ids && !c->text && !c->finished;
     }
     if (!ids && c->text) c->tokens = 1;
 

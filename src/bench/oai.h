@@ -42,6 +42,12 @@ typedef struct oai_chunk {
     size_t text_len;
     bool reasoning; /* text is reasoning_content, not the reply's content */
     bool finished;  /* finish_reason set */
+    /* A content event whose text is empty ("text": "" or a delta with
+     * "content": "" and no role), no ids, not finished: llama.cpp's server
+     * sends one per token whose bytes it holds back until they form UTF-8.
+     * Not a token by itself (tokens stays 0); client.c counts these as one
+     * token each only when usage proves it. */
+    bool empty_text;
     bool has_usage;
     uint64_t prompt_tokens, completion_tokens;
     /* Prompt tokens the server served from its prefix cache:

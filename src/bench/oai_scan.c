@@ -433,7 +433,7 @@ typedef struct ids_vals {
 } ids_vals;
 
 typedef struct msg_vals { /* choices[0].delta or .message */
-    val content, reasoning;
+    val content, reasoning, role;
     ids_vals ids;
 } msg_vals;
 
@@ -470,6 +470,7 @@ static bool msg_member(scan *s, void *ctx, const char *k, size_t klen) {
     bool taken;
     if (KEY_IS("content")) return scan_value(s, &m->content);
     if (KEY_IS("reasoning_content")) return scan_value(s, &m->reasoning);
+    if (KEY_IS("role")) return scan_value(s, &m->role);
     if (!ids_member(s, &m->ids, k, klen, &taken)) return false;
     return taken || skip_member(s, NULL, k, klen);
 }
@@ -600,6 +601,9 @@ bool bench_oai_scan(oai_chunk *c, const char *data, size_t len, const char *even
         }
         if (!ids) ids = take_ids(c, &ch->ids);
         c->finished = ch->finish.kind != V_ABSENT && ch->finish.kind != V_NULL;
+        bool empty = ch->text.kind == V_STR && ch->text.len == 0;
+        if (m && m->role.kind == V_ABSENT) empty |= m->content.kind == V_STR && m->content.len == 0;
+        c->empty_text = empty && !ids && !c->text && !c->finished;
     }
     if (!ids && c->text) c->tokens = 1;
 
@@ -644,6 +648,7 @@ bool bench_oai_same(const oai_chunk *a, const oai_chunk *b, const char **field) 
     }
     SAME(reasoning)
     SAME(finished)
+    SAME(empty_text)
     SAME(has_usage)
     SAME(prompt_tokens)
     SAME(completion_tokens)

@@ -182,6 +182,11 @@ void report_print(FILE *f, const bench_result *r) {
                 "note: %llu of %llu token events carried more than one token; their extra "
                 "tokens are zero ITL gaps\n",
                 (unsigned long long)r->multi_token_events, (unsigned long long)r->token_events);
+    if (r->held_tokens)
+        fprintf(f,
+                "note: %llu output tokens came in events with empty text (the server held back "
+                "bytes that were not yet UTF-8); counted one per event, as usage agreed\n",
+                (unsigned long long)r->held_tokens);
     if (r->output_tokens)
         fprintf(f,
                 "client: %.3f s CPU in %u event loop%s (start-up excluded): %.1f us per output "

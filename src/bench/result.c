@@ -191,6 +191,8 @@ static json_t *record_json(const bench_record *rec, size_t i, bool warm, uint64_
     json_object_set_new(o, "max_tokens", json_integer(rec->max_tokens));
     json_object_set_new(o, "count_source", json_string(SOURCE_NAMES[t->source & 3]));
     json_object_set_new(o, "stream_tokens", json_integer((json_int_t)rec->stream_tokens));
+    if (rec->held_tokens)
+        json_object_set_new(o, "empty_text_tokens", json_integer((json_int_t)rec->held_tokens));
     if (rec->has_cached)
         json_object_set_new(o, "cached_tokens", json_integer((json_int_t)rec->cached_tokens));
     if (rec->turn) {
@@ -276,6 +278,7 @@ int result_build(bench_result *r, const bench_record *recs, size_t n, const resu
         if (rec->turn && (rc = add_turn(&r->turns, rec, warm, e))) goto fail_tls;
         r->token_events += t->n_events;
         r->multi_token_events += t->multi_token_events;
+        r->held_tokens += rec->held_tokens;
         if (rec->has_usage) r->with_usage++;
         if (rec->has_usage && rec->usage_completion != rec->stream_tokens) {
             r->mismatch_requests++;
@@ -479,6 +482,8 @@ json_t *result_to_json(const bench_result *r) {
                                   (json_int_t)r->with_usage, "usage_mismatch_requests",
                                   (json_int_t)r->mismatch_requests, "usage_mismatch_tokens",
                                   (json_int_t)r->mismatch_tokens));
+    json_object_set_new(json_object_get(o, "tokens"), "empty_text_tokens",
+                        json_integer((json_int_t)r->held_tokens));
     cached_json(json_object_get(o, "tokens"), "cached_input", &r->cached);
     json_object_set_new(o, "windows",
                         json_pack("{s:o, s:o, s:o}", "run", window_json(&r->run), "steady",
@@ -688,6 +693,7 @@ int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
         r->by_source[k] = ju(src, SOURCE_NAMES[k]);
     r->token_events = ju(tk, "token_events");
     r->multi_token_events = ju(tk, "multi_token_events");
+    r->held_tokens = ju(tk, "empty_text_tokens");
     r->with_usage = ju(tk, "requests_with_usage");
     r->mismatch_requests = ju(tk, "usage_mismatch_requests");
     json_t *mt = json_object_get(tk, "usage_mismatch_tokens");
@@ -849,6 +855,7 @@ int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
         dst->by_source[k] += src->by_source[k];
     dst->token_events += src->token_events;
     dst->multi_token_events += src->multi_token_events;
+    dst->held_tokens += src->held_tokens;
     dst->mismatch_requests += src->mismatch_requests;
     dst->mismatch_tokens += src->mismatch_tokens;
     dst->output_tokens += src->output_tokens;

@@ -109,6 +109,7 @@ typedef struct bench_result {
     char *error_example[BENCH_ERR_COUNT]; /* one message per kind, owned */
     uint64_t by_source[4];                /* completed requests by tl_count_source */
     uint64_t token_events, multi_token_events;
+    uint64_t held_tokens;                 /* tokens that came in empty-text events (bench_record) */
     uint64_t mismatch_requests;           /* usage differed from what the stream showed */
     int64_t mismatch_tokens;              /* sum of (usage - stream) */
     uint64_t output_tokens, input_tokens; /* every request, failed ones' delivered tokens too */

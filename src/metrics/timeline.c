@@ -78,6 +78,31 @@ int timeline_add(timeline *t, uint64_t t_ns, uint32_t tokens, tps_err *e) {
     return TPS_OK;
 }
 
+int timeline_insert_tokens(timeline *t, const uint64_t *t_ns, size_t n, tps_err *e) {
+    for (size_t i = 0; i < n; i++)
+        if (t_ns[i] < t->t_sent || (i && t_ns[i] < t_ns[i - 1]) ||
+            (t->t_end != TL_NONE && t_ns[i] > t->t_end))
+            return tps_fail(e, TPS_EINVAL,
+                            "inserted token event %zu at %llu ns is out of order or outside "
+                            "the request",
+                            i, (unsigned long long)t_ns[i]);
+    while (t->cap_events < t->n_events + n) {
+        int rc = grow(t, e);
+        if (rc) return rc;
+    }
+    /* merge from the back: events ending at n_events + n */
+    size_t a = t->n_events, b = n, out = t->n_events + n;
+    while (b > 0) {
+        if (a > 0 && t->events[a - 1].t_ns > t_ns[b - 1])
+            t->events[--out] = t->events[--a];
+        else
+            t->events[--out] = (tl_event){.t_ns = t_ns[--b], .tokens = 1};
+    }
+    t->n_events += n;
+    t->output_tokens += n;
+    return TPS_OK;
+}
+
 void timeline_finish(timeline *t, uint64_t end_ns, bool ok) {
     uint64_t last = t->n_events ? t->events[t->n_events - 1].t_ns : t->t_sent;
     t->t_end = end_ns < last ? last : end_ns;

@@ -92,6 +92,12 @@ void timeline_set_count_source(timeline *t, tl_count_source source);
  * before the send or before the previous event; TPS_ENOMEM if the array had
  * to grow and could not. */
 int timeline_add(timeline *t, uint64_t t_ns, uint32_t tokens, tps_err *e);
+/* Merges n one-token events at the times t_ns[0..n) (ascending, each at or
+ * after the send and at or before t_end when finished) into the timeline,
+ * keeping arrival order: tokens whose events the caller set aside until
+ * their count was proven (the bench's empty-text events). TPS_EINVAL on a
+ * time out of order or range; TPS_ENOMEM. */
+int timeline_insert_tokens(timeline *t, const uint64_t *t_ns, size_t n, tps_err *e);
 /* The last byte arrived at end_ns; ok says whether the response completed.
  * end_ns is raised to the last event's time if earlier. */
 void timeline_finish(timeline *t, uint64_t end_ns, bool ok);
