@@ -19,69 +19,11 @@
 #include <unistd.h>
 
 #include "server/server.h"
+#include "support/raw_http.h"
 #include "support/server_fixture.h"
 #include "support/test_support.h"
 
 #define MODEL "models/stories260K.gguf"
-
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* A connection to port from 127.0.0.<from> (loopback answers them all). */
-static int connect_from(int port, int from) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_in me = {.sin_family = AF_INET};
-    me.sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)from);
-    cr_assert_eq(bind(fd, (struct sockaddr *)&me, sizeof me), 0, "bind: %s", strerror(errno));
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static bool send_all(int fd, const char *p, size_t n) {
-    while (n) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k <= 0) return false;
-        p += k;
-        n -= (size_t)k;
-    }
-    return true;
-}
-
-/* Reads until the peer closes, cap-1 bytes or timeout_ms; NUL-terminated
- * (a NUL inside stops string functions early: fine for these replies). */
-static size_t read_until_close(int fd, char *out, size_t cap, int timeout_ms, bool *closed) {
-    size_t len = 0;
-    uint64_t end = now_ms() + (uint64_t)timeout_ms;
-    *closed = false;
-    while (len + 1 < cap) {
-        uint64_t t = now_ms();
-        if (t >= end) break;
-        struct pollfd pf = {.fd = fd, .events = POLLIN};
-        if (poll(&pf, 1, (int)(end - t)) <= 0) break;
-        ssize_t k = recv(fd, out + len, cap - 1 - len, 0);
-        if (k <= 0) {
-            *closed = true;
-            break;
-        }
-        len += (size_t)k;
-    }
-    out[len] = 0;
-    return len;
-}
-
-static int status_of(const char *resp) {
-    if (strncmp(resp, "HTTP/1.1 ", 9) && strncmp(resp, "HTTP/1.0 ", 9)) return -1;
-    return atoi(resp + 9);
-}
 
 static size_t count_of(const char *hay, const char *needle) {
     size_t n = 0;
@@ -99,13 +41,14 @@ typedef struct raw_reply {
 /* Sends bytes[0..len) on a new connection from 127.0.0.from and reads
  * until the server closes (or 10 s). */
 static void raw(int port, int from, const char *bytes, size_t len, raw_reply *r) {
-    int fd = connect_from(port, from);
+    int fd = raw_connect(port, from);
     cr_assert_geq(fd, 0, "connect: %s", strerror(errno));
     r->text[0] = 0;
     r->closed = false;
-    if (send_all(fd, bytes, len)) read_until_close(fd, r->text, sizeof r->text, 10000, &r->closed);
+    if (raw_send_all(fd, bytes, len))
+        raw_read_until_close(fd, r->text, sizeof r->text, 10000, &r->closed);
     close(fd);
-    r->status = status_of(r->text);
+    r->status = raw_status_of(r->text);
 }
 
 static void raw_str(int port, const char *bytes, raw_reply *r) {
@@ -264,9 +207,9 @@ Test(hostile, a_header_block_trickled_a_line_a_second_meets_the_header_deadline,
     c.timeout_s = 60; /* the idle timeout alone would hold the slot for a minute */
     c.header_timeout_s = 1;
     fixture_start(&f, &c, true);
-    int fd = connect_from(f.port, 1);
-    cr_assert(send_all(fd, "GET /health HTTP/1.1\r\n", 22));
-    uint64_t t0 = now_ms();
+    int fd = raw_connect(f.port, 1);
+    cr_assert(raw_send_all(fd, "GET /health HTTP/1.1\r\n", 22));
+    uint64_t t0 = raw_now_ms();
     char buf[4096];
     size_t len = 0;
     bool closed = false;
@@ -280,17 +223,17 @@ Test(hostile, a_header_block_trickled_a_line_a_second_meets_the_header_deadline,
         if (k > 0) len += (size_t)k;
         if (k == 0) closed = true;
     }
-    uint64_t took = now_ms() - t0;
+    uint64_t took = raw_now_ms() - t0;
     if (!closed) {
         bool c2;
-        len += read_until_close(fd, buf + len, sizeof buf - len, 2000, &c2);
+        len += raw_read_until_close(fd, buf + len, sizeof buf - len, 2000, &c2);
         closed = c2;
     }
     buf[len] = 0;
     close(fd);
     cr_assert(closed, "headers trickled for 6 s were not cut off (--header-timeout 1)");
     cr_assert_lt(took, 4000, "cut off only after %llu ms", (unsigned long long)took);
-    cr_assert(!len || (status_of(buf) == 408 && strstr(buf, "--header-timeout")), "%s", buf);
+    cr_assert(!len || (raw_status_of(buf) == 408 && strstr(buf, "--header-timeout")), "%s", buf);
     fixture_finish(&f);
 }
 
@@ -303,12 +246,12 @@ Test(hostile, one_address_cannot_hold_every_slot, .timeout = 60) {
     fixture_start(&f, &c, true);
     int fds[30];
     for (int i = 0; i < 30; i++) /* idle, from 127.0.0.1 */
-        fds[i] = connect_from(f.port, 1);
+        fds[i] = raw_connect(f.port, 1);
     /* the server refuses the 11th to 30th (accepted in order) at once; wait
      * for their answers however busy the machine is (10 s at most) */
     int refused = 0;
     bool answered[30] = {0};
-    for (uint64_t end = now_ms() + 10000; refused < 20 && now_ms() < end;) {
+    for (uint64_t end = raw_now_ms() + 10000; refused < 20 && raw_now_ms() < end;) {
         struct pollfd pf[30];
         for (int i = 0; i < 30; i++)
             pf[i] = (struct pollfd){.fd = answered[i] ? -1 : fds[i], .events = POLLIN};
@@ -317,10 +260,10 @@ Test(hostile, one_address_cannot_hold_every_slot, .timeout = 60) {
             if (!(pf[i].revents & (POLLIN | POLLHUP))) continue;
             char buf[1024];
             bool closed;
-            read_until_close(fds[i], buf, sizeof buf, 2000, &closed);
+            raw_read_until_close(fds[i], buf, sizeof buf, 2000, &closed);
             answered[i] = true;
             cr_assert_geq(i, 10, "connection %d of 10 allowed was answered: %s", i, buf);
-            cr_assert_eq(status_of(buf), 429, "%s", buf);
+            cr_assert_eq(raw_status_of(buf), 429, "%s", buf);
             cr_assert(strstr(buf, "--max-conns-per-client") && strstr(buf, "Retry-After"), "%s",
                       buf);
             refused++;
@@ -335,13 +278,13 @@ Test(hostile, one_address_cannot_hold_every_slot, .timeout = 60) {
              "\r\n%s",
              sizeof body - 1, body);
     raw_reply r;
-    uint64_t t0 = now_ms();
+    uint64_t t0 = raw_now_ms();
     raw(f.port, 2, req, strlen(req), &r);
     cr_assert_eq(r.status, 200, "%s", r.text);
     const char *scrape = "GET /metrics HTTP/1.1\r\n" H "Connection: close\r\n\r\n";
     raw(f.port, 2, scrape, strlen(scrape), &r);
     cr_assert_eq(r.status, 200, "%s", r.text);
-    cr_assert_lt(now_ms() - t0, 5000);
+    cr_assert_lt(raw_now_ms() - t0, 5000);
     for (int i = 0; i < 30; i++)
         close(fds[i]);
     fixture_finish(&f);
@@ -357,7 +300,7 @@ Test(hostile, health_and_metrics_answer_while_every_slot_is_taken, .timeout = 60
     fixture_start(&f, &c, true);
     int fds[4];
     for (int i = 0; i < 4; i++)
-        fds[i] = connect_from(f.port, 1);
+        fds[i] = raw_connect(f.port, 1);
     usleep(200000);
     raw_reply r;
     raw_str(f.port, "GET /health HTTP/1.1\r\n" H "Connection: close\r\n\r\n", &r);
@@ -478,8 +421,8 @@ Test(hostile, a_large_prompt_being_tokenized_does_not_hold_up_other_clients, .ti
     }
     memcpy(req + len, "\"}", 2);
     len += 2;
-    int fd = connect_from(f.port, 1);
-    cr_assert(send_all(fd, req, len));
+    int fd = raw_connect(f.port, 1);
+    cr_assert(raw_send_all(fd, req, len));
     free(req);
     usleep(300000); /* the body is in; tokenizing has begun */
     raw_reply r;
@@ -492,8 +435,8 @@ Test(hostile, a_large_prompt_being_tokenized_does_not_hold_up_other_clients, .ti
     /* and the big one is answered too */
     char *big = malloc(64u << 20);
     bool closed;
-    size_t got = read_until_close(fd, big, 64u << 20, 60000, &closed);
-    cr_assert(got > 0 && status_of(big) == 200, "%.200s", big);
+    size_t got = raw_read_until_close(fd, big, 64u << 20, 60000, &closed);
+    cr_assert(got > 0 && raw_status_of(big) == 200, "%.200s", big);
     cr_assert(strstr(big, "{\"tokens\":["), "%.300s", big);
     free(big);
     close(fd);
@@ -561,9 +504,9 @@ Test(hostile, the_open_connections_gauge_counts_only_open_ones, .timeout = 60) {
     fixture_start(&f, &c, true);
     int fds[16];
     for (int i = 0; i < 16; i++) {
-        fds[i] = connect_from(f.port, 1);
+        fds[i] = raw_connect(f.port, 1);
         const char *req = "GET /health HTTP/1.1\r\n" H "\r\n"; /* keep-alive */
-        cr_assert(send_all(fds[i], req, strlen(req)));
+        cr_assert(raw_send_all(fds[i], req, strlen(req)));
         char buf[512];
         cr_assert_gt(recv(fds[i], buf, sizeof buf, 0), 0);
     }

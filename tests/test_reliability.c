@@ -28,68 +28,15 @@
 #include <unistd.h>
 
 #include "server/server.h"
+#include "support/raw_http.h"
 #include "support/server_fixture.h"
 #include "support/test_support.h"
 
 #define MODEL "models/stories260K.gguf"
 
 /* ---------------------------------------------------------------------------
- * Server fixture (in-process)
+ * Raw HTTP client (support/raw_http.h has the socket plumbing)
  * ------------------------------------------------------------------------- */
-
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* ---------------------------------------------------------------------------
- * Raw HTTP client
- * ------------------------------------------------------------------------- */
-
-static int connect_local(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static bool send_all(int fd, const char *p, size_t n) {
-    while (n) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k <= 0) return false;
-        p += k;
-        n -= (size_t)k;
-    }
-    return true;
-}
-
-/* Reads until the peer closes, cap-1 bytes, or timeout_ms; NUL-terminates.
- * Returns the bytes read; *closed tells whether the peer closed. */
-static size_t read_until_close(int fd, char *out, size_t cap, int timeout_ms, bool *closed) {
-    size_t len = 0;
-    uint64_t end = now_ms() + (uint64_t)timeout_ms;
-    *closed = false;
-    while (len + 1 < cap) {
-        uint64_t t = now_ms();
-        if (t >= end) break;
-        struct pollfd pf = {.fd = fd, .events = POLLIN};
-        if (poll(&pf, 1, (int)(end - t)) <= 0) break;
-        ssize_t k = recv(fd, out + len, cap - 1 - len, 0);
-        if (k <= 0) {
-            *closed = true;
-            break;
-        }
-        len += (size_t)k;
-    }
-    out[len] = 0;
-    return len;
-}
 
 /* Formats a request with Connection: close. */
 static char *request(const char *method, const char *path, const char *body, const char *extra) {
@@ -103,26 +50,21 @@ static char *request(const char *method, const char *path, const char *body, con
     return r;
 }
 
-static int status_of(const char *resp) {
-    if (strncmp(resp, "HTTP/1.1 ", 9) && strncmp(resp, "HTTP/1.0 ", 9)) return -1;
-    return atoi(resp + 9);
-}
-
 /* One whole exchange; returns the status (-1: no response) and the response
  * in a malloc'ed *out (may be NULL). */
 static int exchange(int port, const char *method, const char *path, const char *body,
                     const char *extra, char **out) {
-    int fd = connect_local(port);
+    int fd = raw_connect(port, 0);
     if (fd < 0) return -1;
     char *req = request(method, path, body, extra);
     size_t cap = 1 << 20;
     char *buf = malloc(cap);
     bool closed;
     buf[0] = 0;
-    if (send_all(fd, req, strlen(req))) read_until_close(fd, buf, cap, 30000, &closed);
+    if (raw_send_all(fd, req, strlen(req))) raw_read_until_close(fd, buf, cap, 30000, &closed);
     close(fd);
     free(req);
-    int st = status_of(buf);
+    int st = raw_status_of(buf);
     if (out)
         *out = buf;
     else
@@ -294,13 +236,13 @@ Test(reliability, slowloris_body_is_dropped_without_holding_a_kv_block, .timeout
     fixture_defaults(&c, &f);
     c.timeout_s = 1;
     fixture_start(&f, &c, true);
-    int fd = connect_local(f.port);
+    int fd = raw_connect(f.port, 0);
     cr_assert_geq(fd, 0);
     const char *head = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                        "application/json\r\nContent-Length: 200\r\n\r\n{\"prompt\":\"";
-    cr_assert(send_all(fd, head, strlen(head)));
+    cr_assert(raw_send_all(fd, head, strlen(head)));
     bool closed = false;
-    uint64_t t0 = now_ms();
+    uint64_t t0 = raw_now_ms();
     /* one body byte every 150 ms: never idle long enough for a read timeout */
     for (int i = 0; i < 40 && !closed; i++) {
         usleep(150000);
@@ -315,7 +257,7 @@ Test(reliability, slowloris_body_is_dropped_without_holding_a_kv_block, .timeout
         /* others are served meanwhile */
         if (i == 2) cr_assert_eq(exchange(f.port, "GET", "/health", NULL, NULL, NULL), 200);
     }
-    uint64_t took = now_ms() - t0;
+    uint64_t took = raw_now_ms() - t0;
     close(fd);
     cr_assert(closed, "a client trickling its body for 6 s was not dropped (timeout 1 s)");
     cr_assert_lt(took, 3500, "dropped only after %llu ms", (unsigned long long)took);
@@ -329,16 +271,16 @@ Test(reliability, idle_keep_alive_connection_is_closed_after_the_timeout, .timeo
     fixture_defaults(&c, &f);
     c.timeout_s = 1;
     fixture_start(&f, &c, true);
-    int fd = connect_local(f.port);
+    int fd = raw_connect(f.port, 0);
     const char *req = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-    cr_assert(send_all(fd, req, strlen(req)));
+    cr_assert(raw_send_all(fd, req, strlen(req)));
     char buf[4096];
     bool closed;
-    uint64_t t0 = now_ms();
-    size_t n = read_until_close(fd, buf, sizeof buf, 5000, &closed);
-    cr_assert(n > 0 && status_of(buf) == 200, "%s", buf);
+    uint64_t t0 = raw_now_ms();
+    size_t n = raw_read_until_close(fd, buf, sizeof buf, 5000, &closed);
+    cr_assert(n > 0 && raw_status_of(buf) == 200, "%s", buf);
     cr_assert(closed, "an idle keep-alive connection stayed open 5 s (timeout 1 s)");
-    uint64_t took = now_ms() - t0;
+    uint64_t took = raw_now_ms() - t0;
     cr_assert_geq(took, 700, "closed after %llu ms: before the timeout", (unsigned long long)took);
     close(fd);
     fixture_finish(&f);
@@ -400,8 +342,8 @@ Test(reliability, thousand_concurrent_connections_all_answered_and_fds_return, .
         cr_assert(rc == 0 || errno == EINPROGRESS, "connect %d: %s", i, strerror(errno));
     }
     int left = N_CONNS;
-    uint64_t deadline = now_ms() + 60000;
-    while (left > 0 && now_ms() < deadline) {
+    uint64_t deadline = raw_now_ms() + 60000;
+    while (left > 0 && raw_now_ms() < deadline) {
         int n = 0;
         for (int i = 0; i < N_CONNS; i++) {
             if (cs[i].done) continue;
@@ -439,7 +381,7 @@ Test(reliability, thousand_concurrent_connections_all_answered_and_fds_return, .
     }
     int n200 = 0, n429 = 0, n503 = 0, other = 0;
     for (int i = 0; i < N_CONNS; i++) {
-        int st = status_of(cs[i].buf);
+        int st = raw_status_of(cs[i].buf);
         if (st == 200 && strstr(cs[i].buf, "\"completion_tokens\":3"))
             n200++;
         else if (st == 429 && strstr(cs[i].buf, "queue_full") && strstr(cs[i].buf, "Retry-After"))
@@ -495,7 +437,7 @@ static void *gone_worker(void *arg) {
     for (int it = 0; it < 8; it++) {
         int mode = (int)(rand_r(&j->seed) % GONE_MODES);
         j->counts[mode]++;
-        int fd = connect_local(j->port);
+        int fd = raw_connect(j->port, 0);
         if (fd < 0) continue;
         const char *body = mode == GONE_MID_STREAM ? j->body_stream : j->body_plain;
         char *req = request("POST", "/v1/completions", body, NULL);
@@ -504,19 +446,19 @@ static void *gone_worker(void *arg) {
         case GONE_BEFORE_HEADERS:
             break;
         case GONE_MID_HEADERS:
-            send_all(fd, req, 1 + rand_r(&j->seed) % (hdr - 1));
+            raw_send_all(fd, req, 1 + rand_r(&j->seed) % (hdr - 1));
             break;
         case GONE_MID_BODY:
-            send_all(fd, req, hdr + rand_r(&j->seed) % (n - hdr));
+            raw_send_all(fd, req, hdr + rand_r(&j->seed) % (n - hdr));
             usleep(rand_r(&j->seed) % 20000);
             break;
         case GONE_MID_PREFILL: /* a long prompt in small chunks: leave within a few steps */
         case GONE_WAITING_NON_STREAMED:
-            send_all(fd, req, n);
+            raw_send_all(fd, req, n);
             usleep(rand_r(&j->seed) % (mode == GONE_MID_PREFILL ? 15000 : 60000));
             break;
         case GONE_MID_STREAM: {
-            send_all(fd, req, n);
+            raw_send_all(fd, req, n);
             char buf[4096];
             size_t want = 300 + rand_r(&j->seed) % 1500, got = 0;
             for (int k = 0; k < 200 && got < want; k++) {

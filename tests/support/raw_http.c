@@ -1,0 +1,72 @@
+/* Raw HTTP test client (raw_http.h). */
+#include "support/raw_http.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t raw_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int raw_connect(int port, int from) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (from > 0) {
+        struct sockaddr_in me = {.sin_family = AF_INET};
+        me.sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)from);
+        if (bind(fd, (struct sockaddr *)&me, sizeof me) != 0) {
+            close(fd);
+            return -1;
+        }
+    }
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+bool raw_send_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k <= 0) return false;
+        p += k;
+        n -= (size_t)k;
+    }
+    return true;
+}
+
+size_t raw_read_until_close(int fd, char *out, size_t cap, int timeout_ms, bool *closed) {
+    size_t len = 0;
+    uint64_t end = raw_now_ms() + (uint64_t)timeout_ms;
+    *closed = false;
+    while (len + 1 < cap) {
+        uint64_t t = raw_now_ms();
+        if (t >= end) break;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, (int)(end - t)) <= 0) break;
+        ssize_t k = recv(fd, out + len, cap - 1 - len, 0);
+        if (k <= 0) {
+            *closed = true;
+            break;
+        }
+        len += (size_t)k;
+    }
+    out[len] = 0;
+    return len;
+}
+
+int raw_status_of(const char *resp) {
+    if (strncmp(resp, "HTTP/1.1 ", 9) && strncmp(resp, "HTTP/1.0 ", 9)) return -1;
+    return atoi(resp + 9);
+}
