@@ -2,7 +2,8 @@
  * read against: memory bandwidth (STREAM triad a = b + s * c, and a
  * read-only sum, which is what a weight stream is) over arrays far larger
  * than the last-level cache, with 1 and N threads; and peak FP32 FMA and
- * int8 dot (maddubs or VNNI) rates per thread count. Best of several reps
+ * int8 dot (maddubs or VNNI) rates per thread count, measured by the code
+ * behind `tps machine` (kernels/machine.c). Best of several reps
  * (a shared machine only ever slows a run down). Numbers, not pass/fail.
  *
  * usage: bench_machine [threads (default 2)] [MiB per array (default 512)]
@@ -15,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "kernels/machine.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -66,78 +69,6 @@ static double read_gbs(const double *b, size_t n, int nth, int reps, double *sin
     return best;
 }
 
-#if defined(__AVX2__) && defined(__FMA__)
-/* GFLOP/s: 12 independent 8-lane FMA chains per thread (2 flops a lane). */
-static double fma_gflops(int nth) {
-    const long iters = 20 * 1000 * 1000;
-    double best = 0;
-    for (int r = 0; r < 3; r++) {
-        float sink = 0;
-        const double t0 = now_s();
-#pragma omp parallel num_threads(nth) reduction(+ : sink)
-        {
-            __m256 acc[12];
-            for (int k = 0; k < 12; k++)
-                acc[k] = _mm256_set1_ps((float)k);
-            const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
-            for (long i = 0; i < iters; i++)
-#pragma GCC unroll 12
-                for (int k = 0; k < 12; k++)
-                    acc[k] = _mm256_fmadd_ps(acc[k], m, a);
-            float out[8];
-            for (int k = 1; k < 12; k++)
-                acc[0] = _mm256_add_ps(acc[0], acc[k]);
-            _mm256_storeu_ps(out, acc[0]);
-            sink += out[0];
-        }
-        const double g = (double)iters * 12 * 8 * 2 * nth / (now_s() - t0) / 1e9;
-        if (g > best) best = g;
-        if (sink == 12345.0f) puts("");
-    }
-    return best;
-}
-
-/* Giga int8 multiply-adds per second: 12 independent chains of 32 int8
- * products each (VNNI dpbusd when built with it, else maddubs + madd). */
-static double int8_gops(int nth) {
-    const long iters = 20 * 1000 * 1000;
-    double best = 0;
-    for (int r = 0; r < 3; r++) {
-        int sink = 0;
-        const double t0 = now_s();
-#pragma omp parallel num_threads(nth) reduction(+ : sink)
-        {
-            __m256i acc[12];
-            for (int k = 0; k < 12; k++)
-                acc[k] = _mm256_set1_epi32(k);
-            const __m256i u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2);
-#if !defined(__AVXVNNI__) && !(defined(__AVX512VNNI__) && defined(__AVX512VL__))
-            const __m256i ones = _mm256_set1_epi16(1);
-#endif
-            for (long i = 0; i < iters; i++)
-#pragma GCC unroll 12
-                for (int k = 0; k < 12; k++) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-                    acc[k] = _mm256_dpbusd_epi32(acc[k], u, s);
-#elif defined(__AVXVNNI__)
-                    acc[k] = _mm256_dpbusd_avx_epi32(acc[k], u, s);
-#else
-                    acc[k] = _mm256_add_epi32(acc[k],
-                                              _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones));
-#endif
-                }
-            for (int k = 1; k < 12; k++)
-                acc[0] = _mm256_add_epi32(acc[0], acc[k]);
-            sink += _mm256_extract_epi32(acc[0], 0);
-        }
-        const double g = (double)iters * 12 * 32 * nth / (now_s() - t0) / 1e9;
-        if (g > best) best = g;
-        if (sink == 12345) puts("");
-    }
-    return best;
-}
-#endif
-
 int main(int argc, char **argv) {
     const int max_threads = argc > 1 ? atoi(argv[1]) : 2;
     const size_t mib = argc > 2 ? (size_t)atol(argv[2]) : 512;
@@ -168,14 +99,22 @@ int main(int argc, char **argv) {
      * last-level cache may partly hold (so "memory" bandwidth for it differs) */
     const size_t n_small = n < 16 * 1024 * 1024 ? n : 16 * 1024 * 1024;
     printf("machine: read_128mib_gbs %.2f\n", read_gbs(b, n_small, max_threads, 9, &sink));
-#if defined(__AVX2__) && defined(__FMA__)
-    for (int t = 1; t <= max_threads; t *= 2)
+    /* the peak rates as tps machine measures them (kernels/machine.c), per
+     * thread count; its small read stream is not printed */
+    int rc = 0;
+    for (int t = 1; t <= max_threads && !rc; t *= 2) {
+        machine_limits m;
+        tps_err err;
+        if ((rc = machine_measure(&m, t, 16, &err)) != 0) {
+            fprintf(stderr, "bench_machine: %s\n", err.msg);
+            break;
+        }
         printf("machine: threads %d  fp32 fma %.1f GFLOP/s  int8 %.1f G mul-add/s\n", t,
-               fma_gflops(t), int8_gops(t));
-#endif
+               m.fp32_gflops, m.int8_gops);
+    }
     if (sink == 42.0) puts("");
     free(a);
     free(b);
     free(c);
-    return 0;
+    return rc ? 1 : 0;
 }
