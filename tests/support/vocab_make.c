@@ -129,15 +129,16 @@ int vocab_make_phi3(const char *llama_spm_path, const char *template_path, uint8
     if (!rc) rc = vocab_init(&v, PHI3_N_VOCAB, err);
     if (!rc) rc = gguf_array_strings(&toks, s);
     for (uint64_t i = 0; !rc && i < 32000; i++) {
-        double sc;
-        int64_t ty;
-        rc = gguf_array_f64(&scores, i, &sc) || gguf_array_i64(&types, i, &ty);
+        double sc = 0;
+        int64_t ty = 0;
+        if (gguf_array_f64(&scores, i, &sc) || gguf_array_i64(&types, i, &ty))
+            rc = tps_fail(err, TPS_EINVAL, "%s: bad score or type of token %llu", llama_spm_path,
+                          (unsigned long long)i);
         v.text[i] = s[i].ptr;
         v.len[i] = (size_t)s[i].len;
         v.score[i] = (float)sc;
         v.type[i] = (int32_t)ty;
     }
-    if (rc && !err->msg[0]) rc = tps_fail(err, TPS_EINVAL, "%s: bad token arrays", llama_spm_path);
     for (uint64_t i = 32000; !rc && i < PHI3_N_VOCAB; i++) {
         char pad[32];
         int n = snprintf(pad, sizeof pad, "[PAD%llu]", (unsigned long long)i);
