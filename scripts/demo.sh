@@ -70,7 +70,7 @@ if [ "$quick" = 1 ]; then
 else
   small=models/15M-q8_0.gguf big=models/110M-q8_0.gguf
   small_args=(--preset 15M --type q8_0) big_args=(--preset 110M --type q8_0)
-  point=(--duration 6 --timeout 120)
+  point=(--duration 5 --timeout 120)
   out_len=64 short_in=32 long_in=1024
   mixes=(32/256 256/64 1024/16)
   stream_out=128 burst=(--rate 0.5 --input-len 1024)
