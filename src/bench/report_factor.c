@@ -317,13 +317,16 @@ static void read_model(rbuf *b, const rset_point *a, const rset_point *z) {
     span(b, a, z, M_BW, " %");
     put(b, " of the measured bandwidth");
     double k = shown(z, M_OUT_TPS) / shown(a, M_OUT_TPS) * shown(z, M_MB_TOK) / shown(a, M_MB_TOK);
+    /* k: the bigger model's bytes per second over the smaller's; 1 when
+     * both steps stream weights at the same rate (bandwidth-bound) */
     if (bytes && isfinite(k))
         put(b, ": %s.",
-            k >= 0.5 && k <= 2 ? "decode speed follows bytes per token"
-            : k < 0.5          ? "the bigger model lost more speed than its bytes explain "
-                                 "(compute or overhead bound)"
-                               : "the bigger model lost less speed than its bytes (the smaller "
-                                 "one is not bandwidth-bound)");
+            k >= 0.75 && k <= 1.33 ? "decode speed follows bytes per token (both read at about "
+                                     "the same GB/s)"
+            : k < 0.75 ? "the bigger model lost more speed than its bytes explain: its steps "
+                         "read fewer GB/s (bound by compute or overhead here)"
+                       : "the bigger model lost less speed than its bytes: the smaller one's "
+                         "steps do not reach the bandwidth (overhead-bound)");
     else
         put(b, ".");
 }
