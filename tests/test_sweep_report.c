@@ -79,6 +79,25 @@ Test(sweep, metrics_parser_sums_the_engine_counters) {
     cr_expect_eq(sweep_parse_metrics(&c, "other_metric 1\n", &e), TPS_ENOENT);
 }
 
+Test(sweep, a_points_bandwidth_is_its_bytes_over_its_step_time) {
+    rset_point p = {.has_server = true,
+                    .srv = {.steps = 100,
+                            .generation_tokens = 1000,
+                            .weight_bytes = 6e9,
+                            .kv_bytes = 2e9,
+                            .step_seconds = 4,
+                            .machine_read_bps = 8e9}};
+    cr_expect_float_eq(rset_point_gbs(&p), 2.0, 1e-12);          /* 8e9 B / 4 s */
+    cr_expect_float_eq(rset_point_bw_fraction(&p), 0.25, 1e-12); /* 2 of 8 GB/s */
+    cr_expect_float_eq(rset_point_mb_per_token(&p), 8.0, 1e-12); /* 8e9 B / 1000 tokens */
+    p.srv.machine_read_bps = 0; /* unknown bandwidth: no fraction, GB/s still */
+    cr_expect_lt(rset_point_bw_fraction(&p), 0);
+    cr_expect_float_eq(rset_point_gbs(&p), 2.0, 1e-12);
+    p.srv.weight_bytes = 0; /* an endpoint without the byte counters */
+    cr_expect_lt(rset_point_gbs(&p), 0);
+    cr_expect_lt(rset_point_mb_per_token(&p), 0);
+}
+
 /* ---- sweep -> JSON -> report, against the fake server ------------------------------------- */
 
 static void rm_rf(const char *dir) {
