@@ -37,7 +37,10 @@ test: deps format-check
 	@echo "== tests: AddressSanitizer + UndefinedBehaviorSanitizer =="
 	@cd $(ASAN_BUILD) && ctest -j $(JOBS) --output-on-failure
 
-demo: deps build
+# builds only the tps binary the demo runs (make test builds the rest)
+demo: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_OPTS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target tps
 	@scripts/demo.sh $(BUILD)/tps
 
 # replicas behind nginx: affinity vs round robin, SIGKILL failover, SIGTERM

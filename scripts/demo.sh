@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# `make demo`: the main job on the default model, in a few minutes on 2 cores.
-#   1. make the default model (tps model make --preset 15M --type q8_0) unless
-#      models/15M-q8_0.gguf exists;
-#   2. start `tps serve` on a free 127.0.0.1 port and wait for /health;
-#   3. sweep concurrency 1, 4, 16 (short prompts), then one long-prompt point
-#      at concurrency 4 (the prompt-length contrast), with `tps sweep --url`;
-#      then the prefix cache: the same long prompts sharing all but their
-#      last short_in tokens, against unique ones (`tps bench --prefix-len`);
-#   4. print the table, write demo/report.html (plots inlined), stop the server.
+# `make demo`: what moves tokens per second, measured on this machine in about
+# four minutes on 2 cores: one report section per factor the seed names.
+#   1. make the models (tps model make --preset 15M and 110M --type q8_0) unless
+#      models/15M-q8_0.gguf and models/110M-q8_0.gguf exist;
+#   2. for each server setting, start `tps serve` on a free 127.0.0.1 port, wait
+#      for /health, run its points with `tps sweep --url` (each point keeps the
+#      server's /metrics deltas: steps, tokens, bytes read), stop it:
+#        batch size      concurrency 1, 4, 16 on short prompts;
+#        prefill/decode  32/256, 256/64, 1024/16 prompt/output tokens; streams'
+#                        ITL while long prompts arrive (a second `tps bench`
+#                        sends them), prefill in one step / chunked / chunked
+#                        under the ITL target;
+#        KV cache        shared-prefix prompts, prefix cache off then on; a long
+#                        context with F16 then Q8_0 KV (on the 110M model:
+#                        Q8_0 KV needs a head size that is a multiple of 32);
+#        model size      15M then 110M on one workload (GB/s, % of bandwidth);
+#   3. `tps report --factor ...` writes demo/report.html (a section per factor:
+#      table, plot, a reading made from the table's numbers) and prints the
+#      tables; the last lines are the readings, one per factor.
 # Usage: scripts/demo.sh [TPS_BINARY] [--quick] [--out DIR]
-#   --quick (or DEMO_QUICK=1): the same pieces at a reduced size (the `tiny`
-#   preset, one-second points), for CI. Needs nothing from the network.
+#   --quick (or DEMO_QUICK=1): the same pieces at a reduced size (the tiny and
+#   mini presets, one-second points), for CI. Needs nothing from the network.
 set -euo pipefail
 
 tps=build/tps
@@ -51,121 +61,180 @@ t_start=$(date +%s)
 
 # ---- sizes -----------------------------------------------------------------------------
 if [ "$quick" = 1 ]; then
-  model=$out/tiny-q8_0.gguf
-  make_args=(--preset tiny --type q8_0)
-  point=(--duration 1 --output-len 16 --timeout 30)
-  short_in=16 long_in=192
+  small=$out/tiny-q8_0.gguf big=$out/mini-q8_0.gguf
+  small_args=(--preset tiny --type q8_0) big_args=(--preset mini --type q8_0)
+  point=(--duration 1 --timeout 30)
+  out_len=16 short_in=16 long_in=384
+  mixes=(16/64 96/16 256/4)
+  stream_out=48 burst=(--rate 4 --input-len 448)
 else
-  model=models/15M-q8_0.gguf
-  make_args=(--preset 15M --type q8_0)
-  point=(--duration 12 --output-len 64 --timeout 120)
-  short_in=32 long_in=384
+  small=models/15M-q8_0.gguf big=models/110M-q8_0.gguf
+  small_args=(--preset 15M --type q8_0) big_args=(--preset 110M --type q8_0)
+  point=(--duration 5 --timeout 120)
+  out_len=64 short_in=32 long_in=1024
+  mixes=(32/256 256/64 1024/16)
+  stream_out=128 burst=(--rate 0.5 --input-len 1024)
 fi
+big_ctx=$((2 * long_in + 64)) # room for the one-step prefill server's batch
 
-# ---- 1. the model ----------------------------------------------------------------------
-if [ -f "$model" ]; then
-  echo "== model: $model (exists)"
-else
-  echo "== model: tps model make ${make_args[*]} -o $model"
-  mkdir -p "$(dirname "$model")"
-  if ! "$tps" model make "${make_args[@]}" -o "$model" >"$out/model-make.log" 2>&1; then
-    tail -5 "$out/model-make.log" >&2
-    exit 1
+# ---- 1. the models ---------------------------------------------------------------------
+make_model() { # make_model PATH ARGS...
+  local path=$1
+  shift
+  if [ -f "$path" ]; then
+    echo "== model: $path (exists)"
+    return 0
   fi
-fi
+  echo "== model: tps model make $* -o $path"
+  mkdir -p "$(dirname "$path")"
+  if ! "$tps" model make "$@" -o "$path.part" >"$out/model-make.log" 2>&1; then
+    tail -5 "$out/model-make.log" >&2
+    return 1
+  fi
+  mv "$path.part" "$path"
+}
+make_model "$small" "${small_args[@]}"
+make_model "$big" "${big_args[@]}"
 
-# ---- 2. the server ---------------------------------------------------------------------
-serve_log=$out/serve.log
-"$tps" serve -m "$model" --host 127.0.0.1 --port 0 >"$serve_log" 2>&1 &
-server=$!
+# ---- 2. servers and points -------------------------------------------------------------
+server=
 stop_server() {
-  if kill -0 "$server" 2>/dev/null; then
+  if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
     kill -TERM "$server" 2>/dev/null || true
     wait "$server" 2>/dev/null || true
   fi
+  server=
 }
 trap stop_server EXIT
 
-url=
-for _ in $(seq 1 600); do # up to 60 s
-  url=$(sed -n 's/.*listening on \(http:\/\/127\.0\.0\.1:[0-9]*\).*/\1/p' "$serve_log" | head -1)
-  [ -n "$url" ] && break
-  kill -0 "$server" 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$url" ]; then
-  echo "demo: tps serve did not start; its log ($serve_log):" >&2
-  tail -5 "$serve_log" >&2
-  exit 1
-fi
-port=${url##*:}
-healthy=0
-for _ in $(seq 1 600); do # /health through bash's /dev/tcp: no client needed
-  if { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null; then
-    printf 'GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
-    status=$(head -1 <&3 || true)
-    exec 3<&- 3>&-
-    case $status in *" 200"*) healthy=1 && break ;; esac
-  fi
-  sleep 0.1
-done
-if [ "$healthy" != 1 ]; then
-  echo "demo: $url/health did not answer 200" >&2
-  exit 1
-fi
-echo "== tps serve -m $model at $url (/health ok)"
-
-# ---- 3. the sweeps ---------------------------------------------------------------------
-failed=0
-echo "== tps sweep: concurrency 1, 4, 16; prompts of $short_in tokens"
-"$tps" sweep --url "$url" --tokenizer "$model" --concurrency 1,4,16 --input-len "$short_in" \
-  "${point[@]}" --json "$out/sweep-concurrency.json" --quiet || failed=1
-echo "== tps sweep: prompt-length contrast: $long_in-token prompts at concurrency 4"
-"$tps" sweep --url "$url" --tokenizer "$model" --concurrency 4 --input-len "$long_in" \
-  "${point[@]}" --json "$out/sweep-prompt.json" --quiet || failed=1
-
-col() { # col CSV NAME: the value of column NAME in the CSV's data row
-  awk -F, -v k="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == k) c = i }
-                     NR == 2 && c { print $c }' "$1"
-}
-shared=$((long_in - short_in))
-echo "== tps bench: the prefix cache: $long_in-token prompts at concurrency 4, sharing a" \
-  "$shared-token prefix, then unique"
-for kind in shared unique; do
-  if [ $kind = shared ]; then shape=(--prefix-len "$shared" --input-len "$short_in")
-  else shape=(--input-len "$long_in"); fi
-  "$tps" bench --url "$url" --tokenizer "$model" --concurrency 4 "${shape[@]}" "${point[@]}" \
-    --no-progress --quiet --json "$out/bench-prefix-$kind.json" --csv "$out/bench-prefix-$kind.csv" ||
-    failed=1
-done
-if [ -f "$out/bench-prefix-shared.csv" ] && [ -f "$out/bench-prefix-unique.csv" ]; then
-  for kind in shared unique; do
-    c=$out/bench-prefix-$kind.csv
-    printf '   %-7s prompts: TTFT p50 %7.1f ms, %7.1f output tok/s, %5.1f%% of input from the cache\n' \
-      $kind "$(col "$c" ttft_p50_ms)" "$(col "$c" run_output_tps)" \
-      "$(awk -v f="$(col "$c" cached_input_fraction)" 'BEGIN { printf "%.1f", 100 * f }')"
+url= model=
+serve() { # serve NAME MODEL [tps serve options]: start it, wait for /health, set $url
+  local name=$1 log=$out/serve-$1.log
+  model=$2
+  shift 2
+  "$tps" serve -m "$model" --host 127.0.0.1 --port 0 "$@" >"$log" 2>&1 &
+  server=$!
+  url=
+  for _ in $(seq 1 600); do # up to 60 s
+    url=$(sed -n 's/.*listening on \(http:\/\/127\.0\.0\.1:[0-9]*\).*/\1/p' "$log" | head -1)
+    [ -n "$url" ] && break
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.1
   done
-fi
+  if [ -z "$url" ]; then
+    echo "demo: tps serve did not start; its log ($log):" >&2
+    tail -5 "$log" >&2
+    exit 1
+  fi
+  local port=${url##*:} healthy=0
+  for _ in $(seq 1 600); do # /health through bash's /dev/tcp: no client needed
+    if { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null; then
+      printf 'GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+      status=$(head -1 <&3 || true)
+      exec 3<&- 3>&-
+      case $status in *" 200"*) healthy=1 && break ;; esac
+    fi
+    sleep 0.1
+  done
+  if [ "$healthy" != 1 ]; then
+    echo "demo: $url/health did not answer 200" >&2
+    exit 1
+  fi
+  echo "== tps serve -m $model $* ($name, $url)"
+}
 
+failed=0
+run_point() { # run_point FILE [tps sweep options]: one sweep against $url into FILE
+  local file=$1
+  shift
+  "$tps" sweep --url "$url" --tokenizer "$model" "$@" "${point[@]}" --json "$out/$file" \
+    --quiet >>"$out/points.log" 2>&1 || {
+    echo "demo: the point $file failed (its log: $out/points.log)" >&2
+    failed=1
+  }
+}
+: >"$out/points.log"
+shared=$((long_in - short_in))
+
+serve default "$small" --max-seqs 16
+echo "   batch size: concurrency 1, 4, 16; prompts of $short_in tokens"
+run_point batch.json --concurrency 1,4,16 --input-len "$short_in" --output-len "$out_len"
+echo "   prefill/decode mix at concurrency 4: ${mixes[*]} prompt/output tokens"
+for m in "${mixes[@]}"; do
+  run_point "mix-${m%/*}.json" --concurrency 4 --input-len "${m%/*}" --output-len "${m#*/}"
+done
+itl_point() { # streams at concurrency 4 while a second bench sends long prompts
+  "$tps" bench --url "$url" --tokenizer "$model" "${burst[@]}" --output-len 1 \
+    --duration "${point[1]}" --timeout 120 --no-progress --quiet >>"$out/points.log" 2>&1 &
+  local burster=$!
+  run_point "$1" --concurrency 4 --input-len "$short_in" --output-len "$stream_out"
+  wait "$burster" || true
+}
+echo "   streams' ITL while long prompts arrive: chunked prefill under the ITL target"
+itl_point itl-target.json
+echo "   KV cache: prompts sharing a $shared-token prefix, prefix cache on"
+run_point prefix-on.json --concurrency 4 --prefix-len "$shared" --input-len "$short_in" \
+  --output-len "$out_len"
+echo "   model size: $(basename "$small")"
+run_point model-small.json --concurrency 4 --input-len "$short_in" --output-len "$out_len"
+stop_server
+
+serve no-prefix-cache "$small" --max-seqs 16 --no-prefix-cache
+run_point prefix-off.json --concurrency 4 --prefix-len "$shared" --input-len "$short_in" \
+  --output-len "$out_len"
+stop_server
+serve chunked-no-target "$small" --max-seqs 16 --itl-target-ms 0
+itl_point itl-chunked.json
+stop_server
+serve one-step-prefill "$small" --max-seqs 16 --itl-target-ms 0 --max-batch-tokens "$big_ctx" \
+  --prefill-chunk "$big_ctx"
+itl_point itl-one-step.json
+stop_server
+# the KV type on the bigger model: Q8_0 KV needs a head size that is a multiple of 32
+kv_point() { # a $long_in-token context, most of it a cached shared prefix: decode dominates
+  run_point "$1" --concurrency 4 --prefix-len "$shared" --input-len "$short_in" \
+    --output-len "$out_len"
+}
+serve model-big "$big" --max-seqs 16
+echo "   model size: $(basename "$big"); KV cache: a $long_in-token context, F16 KV"
+run_point model-big.json --concurrency 4 --input-len "$short_in" --output-len "$out_len"
+kv_point kv-f16.json
+stop_server
+serve kv-q8_0 "$big" --max-seqs 16 --kv-type q8_0
+echo "   KV cache: a $long_in-token context, Q8_0 KV"
+kv_point kv-q8_0.json
 stop_server
 trap - EXIT
 
-# ---- 4. the report ---------------------------------------------------------------------
-echo
-"$tps" report "$out/sweep-concurrency.json" "$out/sweep-prompt.json" \
-  --html "$out/report.html" --svg "$out/svg" || failed=1
+# ---- 3. the report ---------------------------------------------------------------------
+factors=(--factor batch="$out/batch.json")
+for m in "${mixes[@]}"; do factors+=(--factor "mix:$m=$out/mix-${m%/*}.json"); done
+factors+=(--factor "itl:prefill in one step=$out/itl-one-step.json"
+  --factor "itl:chunked prefill=$out/itl-chunked.json"
+  --factor "itl:chunked + ITL target=$out/itl-target.json"
+  --factor "prefix:prefix cache off=$out/prefix-off.json"
+  --factor "prefix:prefix cache on=$out/prefix-on.json"
+  --factor "kv-type:F16 KV at $long_in tokens=$out/kv-f16.json"
+  --factor "kv-type:Q8_0 KV at $long_in tokens=$out/kv-q8_0.json"
+  --factor "model:$(basename "$small" .gguf)=$out/model-small.json"
+  --factor "model:$(basename "$big" .gguf)=$out/model-big.json")
+"$tps" report "${factors[@]}" --html "$out/report.html" --svg "$out/svg" >"$out/summary.txt" ||
+  failed=1
+sed '/^What moves tokens per second/,$d' "$out/summary.txt"
 
 t_end=$(date +%s)
 cat <<MSG
 
 == done in $((t_end - t_start)) s
-Report: $out/report.html (one self-contained page; the SVG plots and the gnuplot
-scripts that drew them are in $out/svg/). Results: $out/sweep-*.json and
-$out/bench-prefix-*.json (tps report FILE... renders any of them again).
+Report: $out/report.html (one self-contained page: a section per factor with its
+table, plot and reading; the SVG plots and their gnuplot scripts are in $out/svg/).
+Results: $out/*.json, one tps sweep file per point (tps report FILE... renders any).
 
 Point the instrument at another endpoint (llama.cpp's server, vLLM, a hosted API):
   $tps bench --url http://HOST:PORT --concurrency 4 --requests 50 --json run.json
   $tps sweep --url http://HOST:PORT --concurrency 1,4,16 --duration 20 --json sweep.json
   (add --endpoint chat --model NAME --api-key KEY for a hosted API; tps bench --help)
+
 MSG
+sed -n '/^What moves tokens per second/,$p' "$out/summary.txt"
 exit $failed

@@ -2,13 +2,16 @@
  * a sweep against a fake streaming server round-trips through `tps report`
  * (the table, the SVGs and the HTML page show every point with the numbers
  * the JSON holds); scripts/demo.sh --quick runs end to end (model make ->
- * serve -> sweep -> report) in a temporary folder; and headless Chromium
- * renders the report page to a PNG that is not blank (decoded here with the
- * system's zlib, loaded at run time). */
+ * serve -> sweep -> report) in a temporary folder, and its factor report has
+ * every section, part, plot and reading, each reading's numbers being cells
+ * of its table; and headless Chromium renders the report pages to PNGs that
+ * are not blank (decoded here with the system's zlib, loaded at run time)
+ * and to a DOM holding every factor section and plot. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -57,6 +60,10 @@ Test(sweep, metrics_parser_sums_the_engine_counters) {
                        "tps_generation_tokens_total 1000\n"
                        "tps_requests_total{finish_reason=\"stop\"} 3\n"
                        "tps_preemptions_total 2\n"
+                       "tps_weight_bytes_read_total 5e9\n"
+                       "tps_kv_bytes_read_total 1e9\n"
+                       "tps_step_seconds_total 3\n"
+                       "tps_machine_read_bandwidth_bytes_per_second 4e10\n"
                        "tps_steps_total_bogus 99\n";
     sweep_counters c;
     tps_err e = {{0}};
@@ -65,7 +72,30 @@ Test(sweep, metrics_parser_sums_the_engine_counters) {
     cr_expect_float_eq(c.prompt_tokens, 640, 1e-9);
     cr_expect_float_eq(c.generation_tokens, 1000, 1e-9);
     cr_expect_float_eq(c.preemptions, 2, 1e-9);
+    cr_expect_float_eq(c.weight_bytes, 5e9, 1);
+    cr_expect_float_eq(c.kv_bytes, 1e9, 1);
+    cr_expect_float_eq(c.step_seconds, 3, 1e-9);
+    cr_expect_float_eq(c.machine_read_bps, 4e10, 1);
     cr_expect_eq(sweep_parse_metrics(&c, "other_metric 1\n", &e), TPS_ENOENT);
+}
+
+Test(sweep, a_points_bandwidth_is_its_bytes_over_its_step_time) {
+    rset_point p = {.has_server = true,
+                    .srv = {.steps = 100,
+                            .generation_tokens = 1000,
+                            .weight_bytes = 6e9,
+                            .kv_bytes = 2e9,
+                            .step_seconds = 4,
+                            .machine_read_bps = 8e9}};
+    cr_expect_float_eq(rset_point_gbs(&p), 2.0, 1e-12);          /* 8e9 B / 4 s */
+    cr_expect_float_eq(rset_point_bw_fraction(&p), 0.25, 1e-12); /* 2 of 8 GB/s */
+    cr_expect_float_eq(rset_point_mb_per_token(&p), 8.0, 1e-12); /* 8e9 B / 1000 tokens */
+    p.srv.machine_read_bps = 0; /* unknown bandwidth: no fraction, GB/s still */
+    cr_expect_lt(rset_point_bw_fraction(&p), 0);
+    cr_expect_float_eq(rset_point_gbs(&p), 2.0, 1e-12);
+    p.srv.weight_bytes = 0; /* an endpoint without the byte counters */
+    cr_expect_lt(rset_point_gbs(&p), 0);
+    cr_expect_lt(rset_point_mb_per_token(&p), 0);
 }
 
 /* ---- sweep -> JSON -> report, against the fake server ------------------------------------- */
@@ -237,38 +267,6 @@ Test(sweep_report, sweep_serves_a_model_itself_and_stops_it, .timeout = 120) {
     rm_rf(dir);
 }
 
-/* ---- the demo, reduced ------------------------------------------------------------------------
- */
-
-Test(demo, quick_demo_serves_sweeps_and_writes_the_report, .timeout = 120) {
-    char dir[] = "/tmp/tps_demo_testXXXXXX";
-    cr_assert(mkdtemp(dir));
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s/scripts/demo.sh' '%s' --quick --out '%s/out' > '%s/log' 2>&1",
-             TPS_SOURCE_DIR, TPS_BIN, dir, dir);
-    int st = system(cmd);
-    char path[512];
-    snprintf(path, sizeof path, "%s/log", dir);
-    char *log = read_file_all(path, NULL);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "demo.sh --quick failed:\n%s", log ? log : "");
-    cr_expect(strstr(log, "c=16") != NULL, "the table lacks c=16:\n%s", log);
-    cr_expect(strstr(log, "report.html") != NULL, "%s", log);
-    cr_expect(strstr(log, "tps bench --url") != NULL || strstr(log, "bench --url") != NULL);
-    free(log);
-    snprintf(path, sizeof path, "%s/out/report.html", dir);
-    struct stat sb;
-    cr_expect(stat(path, &sb) == 0 && sb.st_size > 10000, "no report page");
-    snprintf(path, sizeof path, "%s/out/sweep-concurrency.json", dir);
-    json_t *doc = json_load_file(path, 0, NULL);
-    cr_assert_not_null(doc);
-    cr_expect_eq(json_array_size(json_object_get(doc, "points")), 3);
-    json_t *p0 = json_array_get(json_object_get(doc, "points"), 0);
-    cr_expect(json_is_object(json_object_get(p0, "server_metrics")),
-              "the sweep did not record the server's /metrics deltas");
-    json_decref(doc);
-    rm_rf(dir);
-}
-
 /* ---- the page in a browser ----------------------------------------------------------------------
  */
 
@@ -290,6 +288,23 @@ static void screenshot(const char *chromium, const char *html, const char *png, 
              chromium, dir, png, html, dir);
     int st = system(cmd);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "chromium failed (see %s/chromium.log)", dir);
+}
+
+/* The DOM chromium built from the page (its --dump-dom), owned by the caller. */
+static char *dump_dom(const char *chromium, const char *html, const char *dir) {
+    char cmd[4096], out[600];
+    snprintf(out, sizeof out, "%s/dom.html", dir);
+    snprintf(cmd, sizeof cmd,
+             "timeout 60 '%s' --headless --no-sandbox --disable-gpu --disable-quic "
+             "--no-first-run --disable-background-networking --disable-component-update "
+             "--disable-sync --user-data-dir='%s/profile' --dump-dom 'file://%s' > '%s' "
+             "2> '%s/chromium.log'",
+             chromium, dir, html, out, dir);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "chromium --dump-dom failed (see %s)", dir);
+    char *dom = read_file_all(out, NULL);
+    cr_assert_not_null(dom);
+    return dom;
 }
 
 typedef int (*uncompress_fn)(unsigned char *, unsigned long *, const unsigned char *,
@@ -400,6 +415,199 @@ Test(sweep_report, html_report_renders_in_headless_chromium_and_is_not_blank, .t
     cr_expect_lt(colours, 8, "a blank page gave %zu colours", colours);
     cr_expect_lt(non_white, 0.001);
     rm_rf(dir);
+}
+
+/* ---- the demo, reduced: every factor, in a browser too ---------------------------------- */
+
+static const char *const FACTOR_SECTION_IDS[] = {"factor-batch", "factor-mix", "factor-kv",
+                                                 "factor-bandwidth"};
+static const char *const FACTOR_PARTS[] = {"batch", "mix", "itl", "prefix", "kv-type", "model"};
+
+/* The text between the first `open` after from and the next `close`
+ * (borrowed into buf); NULL when absent. */
+static const char *between(char *buf, size_t cap, const char *from, const char *open,
+                           const char *close) {
+    const char *a = strstr(from, open);
+    if (!a) return NULL;
+    a += strlen(open);
+    const char *z = strstr(a, close);
+    if (!z) return NULL;
+    snprintf(buf, cap, "%.*s", (int)(z - a), a);
+    return buf;
+}
+
+/* The number that ends just before p (skipping spaces and '('), into out. */
+static bool number_before(const char *start, const char *p, char *out, size_t cap) {
+    while (p > start && (p[-1] == ' ' || p[-1] == '('))
+        p--;
+    const char *z = p;
+    while (p > start && (strchr("0123456789.-", p[-1])))
+        p--;
+    if (p == z) return false;
+    snprintf(out, cap, "%.*s", (int)(z - p), p);
+    return true;
+}
+
+static bool number_after(const char *p, char *out, size_t cap) {
+    while (*p == ' ')
+        p++;
+    size_t n = strspn(p, "0123456789.-");
+    if (!n) return false;
+    snprintf(out, cap, "%.*s", (int)n, p);
+    return true;
+}
+
+/* Every number of a reading is a cell of its table, and every "Rx the ...
+ * (A → B" ratio is B / A of those cells. Returns how many pairs it checked. */
+static int check_reading(const char *part, const char *reading, const char *table) {
+    static const char ARROW[] = "\xe2\x86\x92";
+    int pairs = 0;
+    for (const char *p = strstr(reading, ARROW); p; p = strstr(p + 1, ARROW)) {
+        char a[32], b[32];
+        cr_assert(number_before(reading, p, a, sizeof a) &&
+                      number_after(p + strlen(ARROW), b, sizeof b),
+                  "%s: no numbers around an arrow in: %s", part, reading);
+        const char *const v[2] = {a, b};
+        for (int k = 0; k < 2; k++) {
+            if (!strchr(v[k], '.')) continue; /* concurrency: in the point's label */
+            char td[48];
+            snprintf(td, sizeof td, "<td>%s</td>", v[k]);
+            cr_expect(strstr(table, td) != NULL,
+                      "%s: reading's %s is not a cell of its table\n%s\n%s", part, v[k], reading,
+                      table);
+        }
+        pairs++;
+    }
+    for (const char *p = strstr(reading, "x the "); p; p = strstr(p + 1, "x the ")) {
+        char r[32], a[32], b[32];
+        if (!number_before(reading, p, r, sizeof r)) continue;
+        const char *paren = strchr(p, '(');
+        cr_assert_not_null(paren, "%s: a ratio without its numbers: %s", part, reading);
+        const char *arrow = strstr(paren, ARROW);
+        cr_assert(arrow && number_after(paren + 1, a, sizeof a) &&
+                      number_after(arrow + strlen(ARROW), b, sizeof b),
+                  "%s: a ratio without its numbers: %s", part, reading);
+        double ra = atof(r), va = atof(a), vb = atof(b);
+        cr_expect(va > 0 && fabs(ra - vb / va) <= 0.0051 * (1 + (ra > 100 ? ra / 100 : 0)),
+                  "%s: %sx is not %s / %s in: %s", part, r, b, a, reading);
+    }
+    return pairs;
+}
+
+Test(demo, quick_demo_measures_every_factor_and_its_readings_match_the_tables, .timeout = 300) {
+    char dir[] = "/tmp/tps_demo_testXXXXXX";
+    cr_assert(mkdtemp(dir));
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s/scripts/demo.sh' '%s' --quick --out '%s/out' > '%s/log' 2>&1",
+             TPS_SOURCE_DIR, TPS_BIN, dir, dir);
+    int st = system(cmd);
+    char path[512];
+    snprintf(path, sizeof path, "%s/log", dir);
+    char *log = read_file_all(path, NULL);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "demo.sh --quick failed:\n%s", log ? log : "");
+    cr_expect(strstr(log, "c=16") != NULL, "the table lacks c=16:\n%s", log);
+    cr_expect(strstr(log, "report.html") != NULL, "%s", log);
+    cr_expect(strstr(log, "bench --url") != NULL, "%s", log);
+
+    snprintf(path, sizeof path, "%s/out/report.html", dir);
+    size_t len;
+    char *html = read_file_all(path, &len);
+    cr_assert(html && len > 10000, "no report page");
+    cr_expect(strstr(html, "src=\"http") == NULL, "the page must not load anything");
+    for (size_t i = 0; i < sizeof FACTOR_SECTION_IDS / sizeof FACTOR_SECTION_IDS[0]; i++) {
+        char id[64];
+        snprintf(id, sizeof id, "<section id=\"%s\">", FACTOR_SECTION_IDS[i]);
+        cr_expect(strstr(html, id) != NULL, "section %s missing", FACTOR_SECTION_IDS[i]);
+    }
+    /* the terminal summary ends with the readings: its last lines */
+    const char *tail = strstr(log, "What moves tokens per second");
+    cr_assert_not_null(tail, "the summary has no readings:\n%s", log);
+    int lines = 0;
+    for (const char *q = tail; *q; q++)
+        lines += *q == '\n';
+    cr_expect_eq(lines, 5, "want the heading and one line per factor at the end:\n%s", tail);
+    static char reading[4096], table[65536];
+    for (size_t i = 0; i < sizeof FACTOR_PARTS / sizeof FACTOR_PARTS[0]; i++) {
+        const char *part = FACTOR_PARTS[i];
+        char open[64];
+        snprintf(open, sizeof open, "<p class=reading id=reading-%s>", part);
+        cr_assert(between(reading, sizeof reading, html, open, "</p>"), "no reading for %s", part);
+        snprintf(open, sizeof open, "<table id=table-%s>", part);
+        const char *t = strstr(html, open);
+        cr_assert(t && between(table, sizeof table, t, open, "</table>"), "no table for %s", part);
+        cr_expect(strstr(reading, "No reading") == NULL, "%s: %s", part, reading);
+        cr_expect_geq(check_reading(part, reading, table), 1, "%s: a reading with no numbers: %s",
+                      part, reading);
+        cr_expect(strstr(tail, reading) != NULL, "%s's reading is not in the terminal summary:\n%s",
+                  part, reading);
+        /* its plot, inlined after the table */
+        const char *fig = strstr(t, "<figure class=wide><img alt=\"");
+        const char *next = strstr(t + 1, "<table id=");
+        cr_expect(fig && (!next || fig < next) && strstr(fig, "data:image/svg+xml;base64,"),
+                  "%s: no plot", part);
+        snprintf(path, sizeof path, "%s/out/svg/factor_%s.svg", dir, part);
+        struct stat sb;
+        cr_expect(stat(path, &sb) == 0 && sb.st_size > 1000, "%s missing or empty", path);
+    }
+
+    /* GB/s read, against the point's own /metrics deltas */
+    snprintf(path, sizeof path, "%s/out/model-big.json", dir);
+    json_t *doc = json_load_file(path, 0, NULL);
+    cr_assert_not_null(doc);
+    json_t *m =
+        json_object_get(json_array_get(json_object_get(doc, "points"), 0), "server_metrics");
+    cr_assert(json_is_object(m), "the point did not record the server's /metrics deltas");
+    double gbs = (json_number_value(json_object_get(m, "weight_bytes")) +
+                  json_number_value(json_object_get(m, "kv_bytes"))) /
+                 json_number_value(json_object_get(m, "step_seconds")) / 1e9;
+    cr_expect_gt(json_number_value(json_object_get(m, "machine_read_bps")), 0);
+    char want[48];
+    snprintf(want, sizeof want, "<td>%.2f</td>", gbs);
+    const char *mt = strstr(html, "<table id=table-model>");
+    cr_expect(mt && strstr(mt, want), "the model table lacks the point's %s GB/s", want);
+    json_decref(doc);
+    free(html);
+    free(log);
+
+    /* the page in a browser: every section rendered, and not blank */
+    const char *chromium = find_chromium();
+    if (chromium) {
+        snprintf(path, sizeof path, "%s/out/report.html", dir);
+        char png[512];
+        snprintf(png, sizeof png, "%s/report.png", dir);
+        screenshot(chromium, path, png, dir);
+        size_t colours;
+        double non_white;
+        png_stats(png, &colours, &non_white);
+        cr_expect_geq(colours, 64, "only %zu distinct colours: the page looks blank", colours);
+        cr_expect_geq(non_white, 0.03, "only %.1f%% of the pixels are not white", 100 * non_white);
+        char *dom = dump_dom(chromium, path, dir);
+        for (size_t i = 0; i < sizeof FACTOR_SECTION_IDS / sizeof FACTOR_SECTION_IDS[0]; i++)
+            cr_expect(strstr(dom, FACTOR_SECTION_IDS[i]) != NULL,
+                      "section %s not in the rendered DOM", FACTOR_SECTION_IDS[i]);
+        size_t imgs = 0;
+        for (const char *q = strstr(dom, "data:image/svg+xml"); q;
+             q = strstr(q + 1, "data:image/svg+xml"))
+            imgs++;
+        cr_expect_eq(imgs, sizeof FACTOR_PARTS / sizeof FACTOR_PARTS[0],
+                     "the rendered page has %zu plots", imgs);
+        free(dom);
+    }
+    rm_rf(dir);
+}
+
+Test(sweep_report, factor_specs_are_checked_before_anything_is_read) {
+    char *out;
+    cr_expect_eq(run_tps("report --factor speed=/nonexistent.json", true, &out), 2);
+    cr_expect(strstr(out, "unknown part") != NULL, "%s", out);
+    free(out);
+    cr_expect_eq(run_tps("report --factor batch", true, &out), 2);
+    cr_expect(strstr(out, "PART=FILE") != NULL, "%s", out);
+    free(out);
+    cr_expect_eq(run_tps("report --factor batch=/nonexistent.json", true, &out), 1);
+    free(out);
+    cr_expect_eq(run_tps("report x.json --factor batch=/nonexistent.json", true, &out), 2);
+    free(out);
 }
 
 /* ---- sweep as a library call; capacity searches in the report ------------------------------- */

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void esc(FILE *f, const char *s) {
+void rhtml_esc(FILE *f, const char *s) {
     for (; *s; s++) {
         switch (*s) {
         case '<':
@@ -69,7 +69,8 @@ static void table(FILE *f, const rset *s) {
     fputs("<table><thead><tr><th rowspan=2>point</th><th rowspan=2>requests<br>ok / failed</th>"
           "<th colspan=3>output tok/s</th><th rowspan=2>steady<br>window (s)</th>"
           "<th colspan=2>TTFT ms</th><th colspan=2>ITL ms</th><th colspan=2>E2E ms</th>"
-          "<th colspan=2>tokens / step</th></tr>"
+          "<th colspan=2>tokens / step</th><th rowspan=2>GB/s<br>read</th>"
+          "<th rowspan=2>% of<br>bandwidth</th></tr>"
           "<tr><th>[steady]</th><th>[run]</th><th>[peak 1 s bin]</th><th>p50</th><th>p99</th>"
           "<th>p50</th><th>p99</th><th>p50</th><th>p99</th><th>prefill</th><th>decode</th></tr>"
           "</thead><tbody>\n",
@@ -77,10 +78,10 @@ static void table(FILE *f, const rset *s) {
     for (size_t i = 0; i < s->n; i++) {
         const rset_point *p = &s->p[i];
         fputs("<tr><td class=l>", f);
-        esc(f, p->label);
+        rhtml_esc(f, p->label);
         fputs("</td>", f);
         if (!p->has_result) {
-            fprintf(f, "<td colspan=14 class=l>no result (bench exit status %d)</td></tr>\n",
+            fprintf(f, "<td colspan=16 class=l>no result (bench exit status %d)</td></tr>\n",
                     p->exit_status);
             continue;
         }
@@ -108,29 +109,38 @@ static void table(FILE *f, const rset *s) {
                     p->srv.generation_tokens / p->srv.steps);
         else
             fputs("<td>-</td><td>-</td>", f);
+        double gbs = rset_point_gbs(p), frac = rset_point_bw_fraction(p);
+        if (gbs >= 0)
+            fprintf(f, "<td>%.2f</td>", gbs);
+        else
+            fputs("<td>-</td>", f);
+        if (frac >= 0)
+            fprintf(f, "<td>%.1f</td>", 100 * frac);
+        else
+            fputs("<td>-</td>", f);
         fputs("</tr>\n", f);
     }
     fputs("</tbody></table>\n", f);
 }
 
-static bool figure(FILE *f, const rplot *p, const char *svg_dir, const char *cls) {
+bool rhtml_figure(FILE *f, const rplot *p, const char *svg_dir, const char *cls) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", svg_dir, p->file);
     fprintf(f, "<figure class=%s><img alt=\"", cls);
-    esc(f, p->title);
+    rhtml_esc(f, p->title);
     fputs("\" src=\"data:image/svg+xml;base64,", f);
     bool ok = base64_file(f, path);
     fputs("\">", f);
     if (p->caption[0]) {
         fputs("<figcaption>", f);
-        esc(f, p->caption);
+        rhtml_esc(f, p->caption);
         fputs("</figcaption>", f);
     }
     fputs("</figure>\n", f);
     return ok;
 }
 
-static const char CSS[] =
+const char rhtml_css[] =
     "body{font:15px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;"
     "max-width:1160px;padding:0 16px;color:#1d2330;background:#fff}"
     "h1{font-size:26px;margin:0 0 4px}h2{font-size:19px;margin:30px 0 8px;"
@@ -158,7 +168,7 @@ int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
             "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
             "<meta name=viewport content=\"width=device-width,initial-scale=1\">"
             "<title>tps report</title><style>%s</style></head><body>\n",
-            CSS);
+            rhtml_css);
     fputs("<h1>tps report: what moves tokens per second</h1>\n<p class=meta>", f);
     fprintf(f, "%zu point%s", s->n, s->n == 1 ? "" : "s");
     if (s->xaxis >= 0) {
@@ -168,14 +178,14 @@ int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
     }
     if (s->sources[0]) {
         fputs("; from ", f);
-        esc(f, s->sources);
+        rhtml_esc(f, s->sources);
     }
     for (size_t i = 0; i < s->n; i++)
         if (s->p[i].has_result) {
             const char *url = json_string_value(json_object_get(s->p[i].r.config, "url"));
             if (url) {
                 fputs("; endpoint ", f);
-                esc(f, url);
+                rhtml_esc(f, url);
             }
             break;
         }
@@ -192,14 +202,14 @@ int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
     bool missing = false;
     if (!plots || plots->n == 0) {
         fputs("<p class=note>No plots: ", f);
-        esc(f, plot_note ? plot_note : "none were drawn");
+        rhtml_esc(f, plot_note ? plot_note : "none were drawn");
         fputs("</p>\n", f);
     } else {
         for (size_t i = 0; i < plots->first_series; i++) {
             fputs("<h2>", f);
-            esc(f, plots->p[i].title);
+            rhtml_esc(f, plots->p[i].title);
             fputs("</h2>\n", f);
-            missing |= !figure(f, &plots->p[i], svg_dir, "wide");
+            missing |= !rhtml_figure(f, &plots->p[i], svg_dir, "wide");
         }
         if (plots->n > plots->first_series) {
             fputs("<h2>Output tokens per second over each run</h2>\n<p class=meta>Bars: output "
@@ -208,7 +218,7 @@ int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
                   "<div class=grid>\n",
                   f);
             for (size_t i = plots->first_series; i < plots->n; i++)
-                missing |= !figure(f, &plots->p[i], svg_dir, "small");
+                missing |= !rhtml_figure(f, &plots->p[i], svg_dir, "small");
             fputs("</div>\n", f);
         }
     }
@@ -223,6 +233,10 @@ int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
           "<dt>ITL</dt><dd>gap between consecutive output tokens of one stream (the rhythm once "
           "streaming is underway).</dd>"
           "<dt>E2E</dt><dd>last byte of the response &minus; request start.</dd>"
+          "<dt>GB/s read, % of bandwidth</dt><dd>the server's weight and KV bytes read by its "
+          "steps over the point / the steps' time (tps_weight_bytes_read_total, "
+          "tps_kv_bytes_read_total, tps_step_seconds_total), and that over the machine's measured "
+          "read bandwidth (tps machine): how close decode is to the memory roofline.</dd>"
           "<dt>tokens per step</dt><dd>the server's prompt (prefill) and generated (decode) "
           "tokens per engine iteration over the point, from /metrics.</dd>"
           "</dl>\n<p class=meta>Written by <code>tps report</code>; docs/metrics.md has the exact "

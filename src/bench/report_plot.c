@@ -18,7 +18,7 @@ extern char **environ;
 /* ---- script plumbing --------------------------------------------------------------------- */
 
 /* s as the body of a gnuplot "..." string (no quotes or backslashes inside). */
-static void gp_str(char *out, size_t cap, const char *s) {
+void rplot_gp_str(char *out, size_t cap, const char *s) {
     size_t k = 0;
     for (; *s && k + 1 < cap; s++)
         out[k++] = *s == '"' ? '\'' : *s == '\\' ? '/' : *s;
@@ -35,7 +35,7 @@ static void gp_path(FILE *f, const char *path) {
     fputc('\'', f);
 }
 
-static FILE *script_open(const char *dir, const char *name, int w, int h, tps_err *e) {
+FILE *rplot_script_open(const char *dir, const char *name, int w, int h, tps_err *e) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s.gp", dir, name);
     FILE *f = fopen(path, "w");
@@ -57,7 +57,7 @@ static FILE *script_open(const char *dir, const char *name, int w, int h, tps_er
 }
 
 /* Closes the script and runs gnuplot on it. */
-static int script_run(FILE *f, const char *dir, const char *name, tps_err *e) {
+int rplot_script_run(FILE *f, const char *dir, const char *name, tps_err *e) {
     bool bad = ferror(f) != 0;
     if (fclose(f) || bad) return tps_fail(e, TPS_EIO, "cannot write %s/%s.gp", dir, name);
     char gp[1024], log[1024];
@@ -127,7 +127,7 @@ static void curve_blocks(FILE *f, const rset *s) {
             const rset_point *p = at(s, g, k);
             if (!p) continue;
             char xl[160];
-            gp_str(xl, sizeof xl, rset_x_label(s, k));
+            rplot_gp_str(xl, sizeof xl, rset_x_label(s, k));
             const bench_result *r = &p->r;
             fprintf(f, "%zu \"%s\"", k, xl);
             num_or_missing(f, r->steady.valid ? r->steady.tps.output_tps : -1, false);
@@ -146,7 +146,7 @@ static void curve_blocks(FILE *f, const rset *s) {
 /* ---- the plots ------------------------------------------------------------------------------ */
 
 static int plot_throughput(rplot_list *l, const rset *s, const char *dir, tps_err *e) {
-    FILE *f = script_open(dir, "throughput", 960, 760, e);
+    FILE *f = rplot_script_open(dir, "throughput", 960, 760, e);
     if (!f) return TPS_EIO;
     curve_blocks(f, s);
     char gl[160];
@@ -158,7 +158,7 @@ static int plot_throughput(rplot_list *l, const rset *s, const char *dir, tps_er
             s->xname);
     for (size_t g = 0; g < s->ngroups; g++) {
         rset_group_label(s, g, gl, sizeof gl);
-        gp_str(gl, sizeof gl, gl);
+        rplot_gp_str(gl, sizeof gl, gl);
         fprintf(f,
                 "%s$g%zu using 1:3:xtic(2) with linespoints lw 2 pt 7 ps 1.2 lc %zu title "
                 "\"%s [steady]\", $g%zu using 1:4 with linespoints lw 1 dt 2 pt 6 lc %zu title "
@@ -171,7 +171,7 @@ static int plot_throughput(rplot_list *l, const rset *s, const char *dir, tps_er
     static const int pts[4] = {7, 7, 5, 5};
     for (size_t g = 0; g < s->ngroups; g++) {
         rset_group_label(s, g, gl, sizeof gl);
-        gp_str(gl, sizeof gl, gl);
+        rplot_gp_str(gl, sizeof gl, gl);
         for (int m = 0; m < 4; m++)
             fprintf(f,
                     "%s$g%zu using 1:%d:xtic(2) with linespoints lw 2 dt %zu pt %d lc %d title "
@@ -180,7 +180,7 @@ static int plot_throughput(rplot_list *l, const rset *s, const char *dir, tps_er
                     s->ngroups > 1 ? " " : "", s->ngroups > 1 ? gl : "");
     }
     fprintf(f, "\nunset multiplot\n");
-    int rc = script_run(f, dir, "throughput", e);
+    int rc = rplot_script_run(f, dir, "throughput", e);
     if (!rc) {
         char title[160];
         snprintf(title, sizeof title, "Output tokens per second and latency vs %s", s->xname);
@@ -193,7 +193,7 @@ static int plot_throughput(rplot_list *l, const rset *s, const char *dir, tps_er
 }
 
 static int plot_latency_throughput(rplot_list *l, const rset *s, const char *dir, tps_err *e) {
-    FILE *f = script_open(dir, "latency_throughput", 960, 460, e);
+    FILE *f = rplot_script_open(dir, "latency_throughput", 960, 460, e);
     if (!f) return TPS_EIO;
     curve_blocks(f, s);
     char gl[160];
@@ -204,14 +204,14 @@ static int plot_latency_throughput(rplot_list *l, const rset *s, const char *dir
             s->xname);
     for (size_t g = 0; g < s->ngroups; g++) {
         rset_group_label(s, g, gl, sizeof gl);
-        gp_str(gl, sizeof gl, gl);
+        rplot_gp_str(gl, sizeof gl, gl);
         fprintf(f,
                 "%s$g%zu using 9:8 with linespoints lw 2 pt 7 ps 1.2 lc %zu title \"%s\", $g%zu "
                 "using 9:8:2 with labels offset 1.2,0.8 tc lt %zu notitle",
                 g ? ", " : "", g, g + 1, gl, g, g + 1);
     }
     fprintf(f, "\n");
-    int rc = script_run(f, dir, "latency_throughput", e);
+    int rc = rplot_script_run(f, dir, "latency_throughput", e);
     if (!rc)
         add_plot(l, "latency_throughput.svg", "Latency-throughput curve",
                  "Each point: output tokens/s over its steady window (the run window when it has "
@@ -228,7 +228,7 @@ static int plot_cdf(rplot_list *l, const rset *s, const char *dir, result_hist_i
     if (!any) return TPS_OK;
     char file[64];
     snprintf(file, sizeof file, "cdf_%s", name);
-    FILE *f = script_open(dir, file, 960, 420, e);
+    FILE *f = rplot_script_open(dir, file, 960, 420, e);
     if (!f) return TPS_EIO;
     for (size_t i = 0; i < s->n; i++) {
         const rset_point *p = &s->p[i];
@@ -262,13 +262,13 @@ static int plot_cdf(rplot_list *l, const rset *s, const char *dir, result_hist_i
         const rset_point *p = &s->p[i];
         if (!p->has_result || !hist_count(p->r.h[id])) continue;
         char lb[300];
-        gp_str(lb, sizeof lb, p->label);
+        rplot_gp_str(lb, sizeof lb, p->label);
         fprintf(f, "%s$c%zu using 1:2 with steps lw 2 lc %zu title \"%s\"", started ? ", " : "", i,
                 i + 1, lb);
         started = true;
     }
     fprintf(f, "\n");
-    int rc = script_run(f, dir, file, e);
+    int rc = rplot_script_run(f, dir, file, e);
     if (!rc) {
         char title[160], svg[80], cap[512];
         snprintf(title, sizeof title, "%s distribution", what);
@@ -292,7 +292,7 @@ static int plot_series(rplot_list *l, const rset *s, size_t i, const char *dir, 
     if (!p->has_result || !r->nbins || !(r->bin_s > 0)) return TPS_OK;
     char name[32];
     snprintf(name, sizeof name, "series_%02zu", i + 1);
-    FILE *f = script_open(dir, name, 640, 280, e);
+    FILE *f = rplot_script_open(dir, name, 640, 280, e);
     if (!f) return TPS_EIO;
     const double t0 = r->run.tps.w.t0 / 1e9;
     fprintf(f, "$s << EOD\n");
@@ -300,7 +300,7 @@ static int plot_series(rplot_list *l, const rset *s, size_t i, const char *dir, 
         fprintf(f, "%.6g %.6g\n", t0 + (k + 0.5) * r->bin_s, (double)r->series_out[k] / r->bin_s);
     fprintf(f, "EOD\n");
     char lb[300];
-    gp_str(lb, sizeof lb, p->label);
+    rplot_gp_str(lb, sizeof lb, p->label);
     fprintf(f, "set title \"%s: output tok/s per %.3g s bin over the run\"\n", lb, r->bin_s);
     fprintf(f, "set xlabel 's since the first send'\nset ylabel 'output tok/s'\nset yrange "
                "[0:*]\nset key inside right bottom opaque\nset style fill solid 0.55 noborder\n");
@@ -323,7 +323,7 @@ static int plot_series(rplot_list *l, const rset *s, size_t i, const char *dir, 
                 "steady window)'\n",
                 r->bin_s);
     }
-    int rc = script_run(f, dir, name, e);
+    int rc = rplot_script_run(f, dir, name, e);
     if (!rc) {
         char svg[64], title[300];
         snprintf(svg, sizeof svg, "%s.svg", name);
@@ -338,14 +338,14 @@ static int plot_steps(rplot_list *l, const rset *s, const char *dir, tps_err *e)
     for (size_t i = 0; i < s->n; i++)
         if (s->p[i].has_server && s->p[i].srv.steps > 0) any = true;
     if (!any) return TPS_OK;
-    FILE *f = script_open(dir, "tokens_per_step", 960, 420, e);
+    FILE *f = rplot_script_open(dir, "tokens_per_step", 960, 420, e);
     if (!f) return TPS_EIO;
     fprintf(f, "$d << EOD\n");
     for (size_t i = 0; i < s->n; i++) {
         const rset_point *p = &s->p[i];
         if (!p->has_server || !(p->srv.steps > 0)) continue;
         char lb[300];
-        gp_str(lb, sizeof lb, p->label);
+        rplot_gp_str(lb, sizeof lb, p->label);
         fprintf(f, "\"%s\" %.6g %.6g\n", lb, p->srv.prompt_tokens / p->srv.steps,
                 p->srv.generation_tokens / p->srv.steps);
     }
@@ -356,7 +356,7 @@ static int plot_steps(rplot_list *l, const rset *s, const char *dir, tps_err *e)
                "set boxwidth 0.6\nset xtics rotate by -20\n"
                "plot $d using 2:xtic(1) lc rgb '#e67e22' title 'prefill (prompt) tokens', '' using "
                "3 lc rgb '#2e86c1' title 'decode (generated) tokens'\n");
-    int rc = script_run(f, dir, "tokens_per_step", e);
+    int rc = rplot_script_run(f, dir, "tokens_per_step", e);
     if (!rc)
         add_plot(l, "tokens_per_step.svg", "Tokens per engine step: prefill and decode",
                  "The server's own counters read before and after each point: prompt tokens "
@@ -377,7 +377,7 @@ static int plot_capacity(rplot_list *l, const rset *s, size_t i, const char *dir
         snprintf(name, sizeof name, "capacity");
     else
         snprintf(name, sizeof name, "capacity_%02zu", i + 1);
-    FILE *f = script_open(dir, name, 960, 460, e);
+    FILE *f = rplot_script_open(dir, name, 960, 460, e);
     if (!f) return TPS_EIO;
     fprintf(f, "$c << EOD\n");
     bool positive = c->r.n > 0;
@@ -394,7 +394,7 @@ static int plot_capacity(rplot_list *l, const rset *s, size_t i, const char *dir
     }
     fprintf(f, "EOD\n");
     char src[300];
-    gp_str(src, sizeof src, c->source);
+    rplot_gp_str(src, sizeof src, c->source);
     fprintf(f,
             "set title \"capacity search (%s): goodput fraction and TTFT p99 vs probed rate\"\n"
             "set xlabel 'probed rate (requests/s)'\nset ylabel 'goodput fraction (good / sent)'\n"
@@ -418,7 +418,7 @@ static int plot_capacity(rplot_list *l, const rset *s, size_t i, const char *dir
         fprintf(f, ", %.6g axes x1y2 with lines dt 3 lc rgb '#e67e22' title 'TTFT limit'",
                 c->o.slo.ttft_ns / 1e6);
     fprintf(f, "\n");
-    int rc = script_run(f, dir, name, e);
+    int rc = rplot_script_run(f, dir, name, e);
     if (!rc) {
         char svg[64], title[160];
         snprintf(svg, sizeof svg, "%s.svg", name);

@@ -100,6 +100,10 @@ static int add_result(rset *s, const json_t *res, const char *source, const json
             p->srv.prompt_tokens = json_number_value(json_object_get(m, "prompt_tokens"));
             p->srv.generation_tokens = json_number_value(json_object_get(m, "generation_tokens"));
             p->srv.preemptions = json_number_value(json_object_get(m, "preemptions"));
+            p->srv.weight_bytes = json_number_value(json_object_get(m, "weight_bytes"));
+            p->srv.kv_bytes = json_number_value(json_object_get(m, "kv_bytes"));
+            p->srv.step_seconds = json_number_value(json_object_get(m, "step_seconds"));
+            p->srv.machine_read_bps = json_number_value(json_object_get(m, "machine_read_bps"));
         }
     }
     if (json_is_object(res)) {
@@ -301,6 +305,22 @@ void rset_group_label(const rset *s, size_t g, char *out, size_t cap) {
         break;
     }
     if (!out[0]) snprintf(out, cap, "all");
+}
+
+double rset_point_gbs(const rset_point *p) {
+    if (!p->has_server || p->srv.step_seconds <= 0 || p->srv.weight_bytes <= 0) return -1;
+    return (p->srv.weight_bytes + p->srv.kv_bytes) / p->srv.step_seconds / 1e9;
+}
+
+double rset_point_bw_fraction(const rset_point *p) {
+    double g = rset_point_gbs(p);
+    if (g < 0 || p->srv.machine_read_bps <= 0) return -1;
+    return g * 1e9 / p->srv.machine_read_bps;
+}
+
+double rset_point_mb_per_token(const rset_point *p) {
+    if (!p->has_server || p->srv.weight_bytes <= 0 || p->srv.generation_tokens <= 0) return -1;
+    return (p->srv.weight_bytes + p->srv.kv_bytes) / p->srv.generation_tokens / 1e6;
 }
 
 /* ---- terminal ----------------------------------------------------------------------------- */

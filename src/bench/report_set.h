@@ -73,6 +73,15 @@ void rset_finish(rset *s);
 const char *rset_x_label(const rset *s, size_t k);
 void rset_group_label(const rset *s, size_t g, char *out, size_t cap);
 
+/* What the server's steps read over point p, from its /metrics deltas:
+ * bytes (weights + KV) per second of step time in GB/s, that as a fraction
+ * of the machine's measured read bandwidth, and bytes per generated token
+ * in MB. Each is -1 when the point has no such deltas (not a tps server, or
+ * an older one). */
+double rset_point_gbs(const rset_point *p);
+double rset_point_bw_fraction(const rset_point *p);
+double rset_point_mb_per_token(const rset_point *p);
+
 /* ---- terminal ------------------------------------------------------------------------- */
 
 void rset_print(FILE *f, const rset *s);
@@ -94,6 +103,13 @@ typedef struct rplot_list {
 /* Writes NAME.gp scripts and runs gnuplot on each in dir, giving NAME.svg. */
 int rset_plot(rplot_list *out, const rset *s, const char *dir, tps_err *e);
 
+/* The gnuplot plumbing the factor plots share (report_plot.c): a script
+ * NAME.gp in dir that draws NAME.svg (w x h px), and running it. */
+FILE *rplot_script_open(const char *dir, const char *name, int w, int h, tps_err *e);
+int rplot_script_run(FILE *f, const char *dir, const char *name, tps_err *e);
+/* s as the body of a gnuplot "..." string. */
+void rplot_gp_str(char *out, size_t cap, const char *s);
+
 /* ---- HTML ----------------------------------------------------------------------------- */
 
 /* One self-contained page: the table, the plots of `plots` (read from
@@ -106,5 +122,12 @@ int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
  * html_path is given, the page. Without gnuplot the page is still written,
  * without plots, and the gnuplot error is returned. */
 int rset_render(const rset *s, const char *html_path, const char *svg_dir, tps_err *e);
+
+/* Pieces of the page the factor report reuses (report_html.c): s escaped
+ * for HTML; the plot p inlined from svg_dir as a <figure> of class cls
+ * (false when its SVG cannot be read); the page's style sheet. */
+void rhtml_esc(FILE *f, const char *s);
+bool rhtml_figure(FILE *f, const rplot *p, const char *svg_dir, const char *cls);
+extern const char rhtml_css[];
 
 #endif

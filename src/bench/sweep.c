@@ -152,6 +152,10 @@ int sweep_parse_metrics(sweep_counters *c, const char *text, tps_err *e) {
         {"tps_prompt_tokens_total", offsetof(sweep_counters, prompt_tokens)},
         {"tps_generation_tokens_total", offsetof(sweep_counters, generation_tokens)},
         {"tps_preemptions_total", offsetof(sweep_counters, preemptions)},
+        {"tps_weight_bytes_read_total", offsetof(sweep_counters, weight_bytes)},
+        {"tps_kv_bytes_read_total", offsetof(sweep_counters, kv_bytes)},
+        {"tps_step_seconds_total", offsetof(sweep_counters, step_seconds)},
+        {"tps_machine_read_bandwidth_bytes_per_second", offsetof(sweep_counters, machine_read_bps)},
     };
     memset(c, 0, sizeof *c);
     bool steps = false;
@@ -452,12 +456,15 @@ static int run_point(json_t **point, point_ctx *p, size_t index, size_t total) {
         json_object_set_new(pt, AXIS_NAMES[a], p->val[a] ? json_string(p->val[a]) : json_null());
     json_object_set_new(pt, "exit_status", json_integer(status));
     if (have_metrics)
-        json_object_set_new(pt, "server_metrics",
-                            json_pack("{s:f, s:f, s:f, s:f}", "steps", c1.steps - c0.steps,
-                                      "prompt_tokens", c1.prompt_tokens - c0.prompt_tokens,
-                                      "generation_tokens",
-                                      c1.generation_tokens - c0.generation_tokens, "preemptions",
-                                      c1.preemptions - c0.preemptions));
+        json_object_set_new(
+            pt, "server_metrics",
+            json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "steps", c1.steps - c0.steps,
+                      "prompt_tokens", c1.prompt_tokens - c0.prompt_tokens, "generation_tokens",
+                      c1.generation_tokens - c0.generation_tokens, "preemptions",
+                      c1.preemptions - c0.preemptions, "weight_bytes",
+                      c1.weight_bytes - c0.weight_bytes, "kv_bytes", c1.kv_bytes - c0.kv_bytes,
+                      "step_seconds", c1.step_seconds - c0.step_seconds, "machine_read_bps",
+                      c1.machine_read_bps));
     if (have_result) {
         if (o->log) {
             const result_window *w = r.steady.valid ? &r.steady : &r.run;

@@ -115,6 +115,8 @@ int sweep_server_stop(sweep_server *s, double wait_s);
 /* The engine counters of a tps server's /metrics. */
 typedef struct sweep_counters {
     double steps, prompt_tokens, generation_tokens, preemptions;
+    double weight_bytes, kv_bytes, step_seconds; /* what the steps read, and their time */
+    double machine_read_bps; /* gauge: the measured read bandwidth (0: unknown) */
 } sweep_counters;
 
 /* GET base_url/metrics (a trailing /v1 is dropped); TPS_ENOENT when the

@@ -1,9 +1,11 @@
 /* `tps report`: argument parsing and wiring only. Reading results, the
  * table, the plots and the page live in src/bench/report_set.h. */
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "bench/report_factor.h"
 #include "bench/report_set.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
@@ -12,6 +14,8 @@ typedef struct report_cli {
     const char *html, *svg;
     const char *file_buf[RSET_MAX_POINTS];
     opt_list files;
+    const char *factor_buf[256];
+    opt_list factors;
     bool quiet;
 } report_cli;
 
@@ -21,6 +25,13 @@ static const opt_row report_rows[] = {
     {"--svg", .kind = OPT_STR, .off = offsetof(report_cli, svg), .metavar = "DIR",
      .help = "keep the SVG files and scripts in DIR (else a temporary folder)"},
     {"--quiet", .kind = OPT_FLAG, .off = offsetof(report_cli, quiet), .help = "no table on stdout"},
+    {"--factor", .kind = OPT_LIST, .off = offsetof(report_cli, factors),
+     .metavar = "PART[:LABEL]=FILE",
+     .help = "the factor report instead (repeatable; make demo writes one):\n"
+             "FILE's points join PART, one of batch, mix, itl, prefix,\n"
+             "kv-type, model (LABEL names them); a section per factor,\n"
+             "each part with its table, plot and a reading made from\n"
+             "the table's numbers (first point against the last)"},
     {.kind = OPT_REST, .off = offsetof(report_cli, files)},
     {0},
 };
@@ -28,6 +39,7 @@ static const opt_row report_rows[] = {
 static const opt_cmd report_cmd = {
     .prog = "tps report",
     .usage = "usage: tps report RESULT.json... [--html OUT.html] [--svg DIR] [--quiet]\n"
+             "       tps report --factor PART[:LABEL]=FILE... [--html OUT.html] [--svg DIR]\n"
              "\n"
              "Shows saved results side by side: sweep files (tps sweep --json), single bench\n"
              "results (tps bench --json) and capacity searches (tps bench --find-max-rate --json:\n"
@@ -52,15 +64,54 @@ static const opt_cmd report_cmd = {
              "options.\n",
 };
 
+static int report_factors(const report_cli *r) {
+    factor_report *f = malloc(sizeof *f);
+    if (!f) {
+        fprintf(stderr, "tps report: out of memory\n");
+        return 1;
+    }
+    factor_init(f);
+    tps_err e = {{0}};
+    int rc = 0;
+    for (size_t i = 0; i < r->factors.n && !rc; i++)
+        if (factor_add(f, r->factors.v[i], &e)) {
+            fprintf(stderr, "tps report: %s\n", e.msg);
+            rc = strstr(e.msg, "--factor") == e.msg ? 2 : 1;
+        }
+    if (!rc) {
+        factor_finish(f);
+        if (r->html || r->svg) {
+            if (factor_render(f, r->html, r->svg, &e)) {
+                fprintf(stderr, "tps report: %s\n", e.msg);
+                rc = 1;
+            } else if (r->html) {
+                fprintf(stderr, "tps report: wrote %s\n", r->html);
+            }
+        }
+        if (!r->quiet) factor_print(stdout, f);
+    }
+    factor_free(f);
+    free(f);
+    return rc;
+}
+
 int cli_report(int argc, char **argv) {
     report_cli r = {0};
     r.files = OPT_LIST_OF(r.file_buf);
+    r.factors = OPT_LIST_OF(r.factor_buf);
     int prc = opt_main(&report_cmd, &r, argc, argv);
     if (prc >= 0) return prc;
     const char *html = r.html, *svg = r.svg;
     const char **files = r.files.v;
     size_t nf = r.files.n;
     bool quiet = r.quiet;
+    if (r.factors.n) {
+        if (nf) {
+            fprintf(stderr, "tps report: give result files or --factor, not both\n");
+            return 2;
+        }
+        return report_factors(&r);
+    }
     if (nf == 0) {
         fprintf(stderr, "tps report: give result files (tps sweep --json / tps bench --json)\n");
         return 2;

@@ -16,6 +16,8 @@
 
 const model_preset model_presets[] = {
     {"tiny", "stories260K (FFN 192)", 64, 5, 8, 4, 192, 512, 512, 10000.0f},
+    {"mini", "a step above tiny (the quick demo's model-size contrast)", 192, 6, 6, 6, 512, 512,
+     512, 10000.0f},
     {"15M", "llama2.c stories15M", 288, 6, 6, 6, 768, 32000, 2048, 10000.0f},
     {"110M", "llama2.c stories110M", 768, 12, 12, 12, 2048, 32000, 2048, 10000.0f},
     {"1B", "TinyLlama-1.1B", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f},
