@@ -136,7 +136,10 @@ typedef struct server_hists {
     hist *step_ns, *step_tokens; /* scratch for engine_merge_step_hists */
 } server_hists;
 
+/* Grouped by the file that keeps each part up to date (server.c creates and
+ * frees them all; the other files only read what is not theirs). */
 struct server {
+    /* server.c: configuration, the loop, the model, drain and stop */
     server_config cfg; /* strings below point into owned copies */
     char *host, *api_key, *chat_template_name, *model_path, *model_id;
     char **cors_origins, **allowed_hosts; /* NULL-ended copies */
@@ -150,8 +153,6 @@ struct server {
     int port;
     struct event *ev_engine, *ev_signal, *ev_sweep, *ev_wake, *ev_drain_deadline, *ev_flush;
     struct event *ev_classify; /* activated at each accept: server_conns_on_accept */
-    bool flushing;
-    uint64_t flush_deadline_ns;
     pthread_t thread;
     bool thread_started;
     int loop_rc;
@@ -171,16 +172,23 @@ struct server {
     atomic_int want; /* 0 none, 1 drain, 2 stop */
     bool draining, stopping;
 
-    req_ctx *inflight; /* list head */
-    uint32_t n_inflight;
+    /* server_conn.c: the connection table and the final flush */
     conn_slot **conns;
     size_t n_conns, cap_conns;
     uint32_t n_reserve; /* conns of the reserved class */
     bool accept_paused;
+    bool flushing;
+    uint64_t flush_deadline_ns;
 
+    /* server_work.c: the worker pool */
     server_work *work;
     uint32_t n_jobs; /* bodies with the workers */
 
+    /* server_stream.c: requests in flight, engine events, the request
+     * histograms (server_metrics.c creates them, and fills the step ones at
+     * each scrape) */
+    req_ctx *inflight; /* list head */
+    uint32_t n_inflight;
     server_hists h;
     engine_event *events;  /* SERVER_POLL_BATCH */
     struct evbuffer *wbuf; /* staging for chunk writes (emptied by each write) */
