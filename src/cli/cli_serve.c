@@ -46,8 +46,9 @@ static const opt_row serve_rows[] = {
              "localhost get 403 (DNS rebinding); NAME is accepted too;\n"
              "repeatable"},
     {"--chat-template", .kind = OPT_STR, .off = S(chat_template), .metavar = "NAME",
-     .help = "chatml, llama2, llama3, mistral, mistral-v7, zephyr, gemma, phi3\n"
-             "(default: recognised from the model, else chatml)"},
+     .help = "chatml, llama2, llama3, mistral, mistral-v7, mistral-v7-tekken,\n"
+             "zephyr, gemma, phi3 (default: recognised from the model, else\n"
+             "chatml)"},
     OPT_HEAD("engine:"),
     U32_ROW("--max-seqs", engine.max_seqs, "sequences running at once (default 64)"),
     U32_ROW("--max-batch-tokens", engine.max_batch_tokens, "token rows per step (default 256)"),

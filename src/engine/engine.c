@@ -498,6 +498,7 @@ static void sync_stats(engine *e) {
     e->local.requests_running = e->running.n;
     e->local.requests_waiting = e->waiting.n;
     e->local.kv_blocks_used = kv_cache_blocks_used(e->kv);
+    e->local.kv_local_blocks_used = kv_cache_local_blocks_used(e->kv);
     e->local.kv_blocks_cached = kv_cache_blocks_cached(e->kv);
     pthread_mutex_lock(&e->mu);
     e->st = e->local;
@@ -1060,27 +1061,52 @@ static int warm_up(engine *e, tps_err *err) {
     return 0;
 }
 
+/* Local-pool blocks the engine can ever hold at once: every sequence its
+ * window's blocks plus one it is filling, and one step's prompt rows. */
+static uint32_t local_blocks_needed(const engine *e, uint32_t window) {
+    const uint64_t B = e->p.kv_block;
+    uint64_t n =
+        (uint64_t)e->p.max_seqs * ((window + B - 1) / B + 2) + (e->p.max_batch_tokens + B - 1) / B;
+    return n > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)n;
+}
+
 /* The KV pool: --kv-mem, or --kv-tokens, or by default max_seqs full
- * contexts capped at 1 GiB. */
+ * contexts capped at 1 GiB. Sliding-window layers get a pool of their own
+ * sized by local_blocks_needed (kv_cache.h). */
 static int create_kv(engine *e, tps_err *err) {
     const llama_config *c = &e->m->cfg;
+    uint8_t *local = calloc(c->n_layers ? c->n_layers : 1, 1);
+    if (!local) return tps_fail(err, TPS_ENOMEM, "engine: out of memory");
+    uint32_t n_local = 0;
+    for (uint32_t l = 0; l < c->n_layers; l++)
+        n_local += local[l] = (uint8_t)llama_config_is_swa(c, l);
     kv_cache_params kp = {.n_layers = c->n_layers,
                           .kv_dim = c->n_kv_heads * c->head_dim,
                           .head_dim = c->head_dim,
                           .block_tokens = e->p.kv_block,
                           .kv_type = e->p.kv_type,
                           .mem_bytes = e->p.kv_mem,
-                          .prefix_cache = !e->p.no_prefix_cache};
-    size_t bb = kv_cache_block_bytes(kp.n_layers, kp.kv_dim, kp.block_tokens, kp.kv_type);
+                          .prefix_cache = !e->p.no_prefix_cache,
+                          .local_layers = local,
+                          .window = c->n_swa,
+                          .n_local_blocks = local_blocks_needed(e, c->n_swa)};
     if (!kp.mem_bytes) {
         uint64_t tokens = e->p.kv_tokens ? e->p.kv_tokens : (uint64_t)e->p.max_seqs * e->n_ctx;
         uint64_t blocks = (tokens + kp.block_tokens - 1) / kp.block_tokens;
-        if (!e->p.kv_tokens && blocks * bb > (1ull << 30)) blocks = (1ull << 30) / bb;
+        if (n_local == c->n_layers) n_local = 0; /* kv_cache keeps them in one pool */
+        /* the cap counts the global layers' blocks and as many local ones */
+        size_t bb = kv_cache_block_bytes(kp.n_layers - n_local, kp.kv_dim, kp.block_tokens,
+                                         kp.kv_type),
+               lb = kv_cache_block_bytes(n_local, kp.kv_dim, kp.block_tokens, kp.kv_type);
+        uint64_t nl = blocks < kp.n_local_blocks ? blocks : kp.n_local_blocks;
+        if (!e->p.kv_tokens && blocks * bb + nl * lb > (1ull << 30))
+            blocks = (1ull << 30) > nl * lb ? ((1ull << 30) - nl * lb) / bb : 1;
         if (blocks < 1) blocks = 1;
         kp.n_blocks = (uint32_t)blocks;
     }
     int rc = kv_cache_create(&e->kv, &kp, err);
-    if (!rc) e->p.kv_mem = (size_t)e->kv->n_blocks * bb;
+    free(local);
+    if (!rc) e->p.kv_mem = 2 * e->kv->map_bytes;
     return rc;
 }
 
@@ -1150,6 +1176,7 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     if ((rc = warm_up(e, err))) goto fail;
     /* fixed for the engine's life: in local, which every sync copies */
     e->local.kv_blocks_total = e->kv->n_blocks;
+    e->local.kv_local_blocks_total = e->kv->n_lblocks;
     e->local.kv_block_tokens = e->kv->block_tokens;
     e->local.n_ctx = e->n_ctx;
     e->local.itl_target_ns = e->target_ns;

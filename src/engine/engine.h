@@ -192,6 +192,10 @@ typedef struct engine_stats {
     uint32_t kv_blocks_total;
     uint32_t kv_blocks_used;
     uint32_t kv_block_tokens;
+    /* The sliding-window layers' own pool (0 without such layers): its
+     * blocks, and those sequences hold (each at most its window's). */
+    uint32_t kv_local_blocks_total;
+    uint32_t kv_local_blocks_used;
     uint32_t n_ctx;
     /* Prefix cache, in tokens as vLLM counts them: prompt tokens looked up
      * at admission, and those found. Blocks whose contents are indexed

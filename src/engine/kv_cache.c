@@ -58,6 +58,49 @@ bool kv_cache_warm(kv_cache *kv, size_t bytes) {
     return kv->warm_bytes < kv->map_bytes;
 }
 
+/* Which layers go to the local pool, and each layer's index in its pool. */
+static int split_layers(kv_cache *kv, const kv_cache_params *p) {
+    kv->layer_local = calloc(p->n_layers ? p->n_layers : 1, 1);
+    kv->layer_slot = malloc(sizeof(uint32_t) * (p->n_layers ? p->n_layers : 1));
+    if (!kv->layer_local || !kv->layer_slot) return TPS_ENOMEM;
+    uint32_t n_local = 0;
+    if (p->local_layers && p->window)
+        for (uint32_t l = 0; l < p->n_layers; l++)
+            n_local += p->local_layers[l] != 0;
+    if (n_local == p->n_layers) n_local = 0; /* all local: one pool, nothing let go */
+    uint32_t next[2] = {0, 0};
+    for (uint32_t l = 0; l < p->n_layers; l++) {
+        kv->layer_local[l] = n_local && p->local_layers[l];
+        kv->layer_slot[l] = next[kv->layer_local[l]]++;
+    }
+    kv->n_local_layers = n_local;
+    kv->window = n_local ? p->window : 0;
+    return 0;
+}
+
+/* The local pool's tables: every local block free, no companion. */
+static int create_local(kv_cache *kv) {
+    const uint32_t n = kv->n_lblocks, ng = kv->n_blocks;
+    kv->lfree = malloc(sizeof(uint32_t) * (n ? n : 1));
+    kv->lrefs = calloc(n ? n : 1, sizeof(uint32_t));
+    kv->lowner = malloc(sizeof(uint32_t) * (n ? n : 1));
+    kv->llru_prev = malloc(sizeof(uint32_t) * (n ? n : 1));
+    kv->llru_next = malloc(sizeof(uint32_t) * (n ? n : 1));
+    kv->companion = malloc(sizeof(uint32_t) * ng);
+    if (!kv->lfree || !kv->lrefs || !kv->lowner || !kv->llru_prev || !kv->llru_next ||
+        !kv->companion)
+        return TPS_ENOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        kv->lfree[i] = n - 1 - i;
+        kv->lowner[i] = PREFIX_NONE;
+    }
+    for (uint32_t i = 0; i < ng; i++)
+        kv->companion[i] = PREFIX_NONE;
+    kv->n_lfree = n;
+    kv->llru_head = kv->llru_tail = PREFIX_NONE;
+    return 0;
+}
+
 int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     *out = NULL;
     if (p->kv_type != GGML_TYPE_F32 && p->kv_type != GGML_TYPE_F16 && p->kv_type != GGML_TYPE_Q8_0)
@@ -74,16 +117,37 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     if (p->block_tokens == 0 || p->block_tokens > 4096)
         return tps_fail(err, TPS_EINVAL, "kv cache: block size %u must be 1..4096 tokens",
                         p->block_tokens);
-    size_t bb = kv_cache_block_bytes(p->n_layers, p->kv_dim, p->block_tokens, p->kv_type);
-    uint64_t n = p->n_blocks ? p->n_blocks : p->mem_bytes / bb;
-    if (n == 0)
+    kv_cache *kv = calloc(1, sizeof *kv);
+    if (!kv) return tps_fail(err, TPS_ENOMEM, "kv cache: out of memory");
+    if (split_layers(kv, p)) {
+        kv_cache_free(kv);
+        return tps_fail(err, TPS_ENOMEM, "kv cache: out of memory");
+    }
+    const uint32_t n_local = kv->n_local_layers;
+    /* K+V bytes of one global and one local block */
+    size_t gb = kv_cache_block_bytes(p->n_layers - n_local, p->kv_dim, p->block_tokens, p->kv_type);
+    size_t lb = kv_cache_block_bytes(n_local, p->kv_dim, p->block_tokens, p->kv_type);
+    uint64_t n = p->n_blocks, nl;
+    if (n) {
+        nl = n_local ? n : 0;
+    } else { /* the budget holds n_l local and n global blocks, n_l <= n */
+        nl = n_local ? p->mem_bytes / (gb + lb) : 0;
+        if (n_local && p->n_local_blocks && nl > p->n_local_blocks) nl = p->n_local_blocks;
+        n = p->mem_bytes >= nl * lb ? (p->mem_bytes - nl * lb) / gb : 0;
+    }
+    if (nl && p->n_local_blocks && nl > p->n_local_blocks) nl = p->n_local_blocks;
+    if (nl > n) nl = n;
+    if (n == 0) {
+        kv_cache_free(kv);
         return tps_fail(err, TPS_EINVAL,
                         "kv cache: %zu bytes hold no block (one block of %u tokens takes %zu "
                         "bytes); raise --kv-mem",
-                        p->mem_bytes, p->block_tokens, bb);
-    if (n > UINT32_MAX / 2) return tps_fail(err, TPS_ERANGE, "kv cache: too many blocks");
-    kv_cache *kv = calloc(1, sizeof *kv);
-    if (!kv) return tps_fail(err, TPS_ENOMEM, "kv cache: out of memory");
+                        p->mem_bytes, p->block_tokens, gb + lb);
+    }
+    if (n > UINT32_MAX / 2) {
+        kv_cache_free(kv);
+        return tps_fail(err, TPS_ERANGE, "kv cache: too many blocks");
+    }
     kv->n_layers = p->n_layers;
     kv->kv_dim = p->kv_dim;
     kv->head_dim = head_dim;
@@ -91,9 +155,12 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     kv->block_tokens = p->block_tokens;
     kv->kv_type = p->kv_type;
     kv->n_blocks = (uint32_t)n;
+    kv->n_lblocks = (uint32_t)nl;
     kv->head_bytes = kv_cache_row_bytes(p->kv_type, head_dim);
-    kv->block_bytes = bb / 2;
-    size_t half = bb / 2 * (size_t)n;
+    kv->block_bytes = gb / 2;
+    kv->lblock_bytes = lb / 2;
+    kv->local_base = gb / 2 * (size_t)n;
+    size_t half = kv->local_base + lb / 2 * (size_t)nl;
     kv->map_bytes = half;
     kv->k = pool_map(half);
     kv->v = pool_map(half);
@@ -105,7 +172,7 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
         kv_cache_free(kv);
         return pc_rc;
     }
-    if (!kv->k || !kv->v || !kv->free_list || !kv->refs) {
+    if (!kv->k || !kv->v || !kv->free_list || !kv->refs || create_local(kv)) {
         kv_cache_free(kv);
         return tps_fail(err, TPS_ENOMEM, "kv cache: cannot allocate %zu bytes for %llu blocks",
                         2 * half, (unsigned long long)n);
@@ -125,6 +192,14 @@ void kv_cache_free(kv_cache *kv) {
     free(kv->free_list);
     free(kv->refs);
     prefix_cache_free(kv->pc);
+    free(kv->layer_local);
+    free(kv->layer_slot);
+    free(kv->lfree);
+    free(kv->lrefs);
+    free(kv->lowner);
+    free(kv->llru_prev);
+    free(kv->llru_next);
+    free(kv->companion);
     free(kv);
 }
 
@@ -132,10 +207,97 @@ uint32_t kv_cache_blocks_used(const kv_cache *kv) {
     return kv->n_blocks - kv_cache_available(kv);
 }
 
+/* ---- the local pool's companions -------------------------------------------- */
+
+static void llru_remove(kv_cache *kv, uint32_t b) {
+    const uint32_t p = kv->llru_prev[b], n = kv->llru_next[b];
+    if (p != PREFIX_NONE)
+        kv->llru_next[p] = n;
+    else
+        kv->llru_head = n;
+    if (n != PREFIX_NONE)
+        kv->llru_prev[n] = p;
+    else
+        kv->llru_tail = p;
+    kv->n_llru--;
+}
+
+static void llru_push(kv_cache *kv, uint32_t b) {
+    kv->llru_prev[b] = kv->llru_tail;
+    kv->llru_next[b] = PREFIX_NONE;
+    if (kv->llru_tail != PREFIX_NONE)
+        kv->llru_next[kv->llru_tail] = b;
+    else
+        kv->llru_head = b;
+    kv->llru_tail = b;
+    kv->n_llru++;
+}
+
+/* Global block g leaves the index (evicted): its companion is nobody's any
+ * more, and free when nobody holds it. */
+static void unlink_companion(kv_cache *kv, uint32_t g) {
+    const uint32_t c = kv->n_local_layers ? kv->companion[g] : PREFIX_NONE;
+    if (c == PREFIX_NONE) return;
+    kv->companion[g] = PREFIX_NONE;
+    kv->lowner[c] = PREFIX_NONE;
+    if (kv->lrefs[c] == 0) {
+        llru_remove(kv, c);
+        kv->lfree[kv->n_lfree++] = c;
+    }
+}
+
+/* Local block l becomes the companion of indexed global block g, when
+ * neither has one. */
+static void link_companion(kv_cache *kv, uint32_t g, uint32_t l) {
+    if (kv->companion[g] != PREFIX_NONE || kv->lowner[l] != PREFIX_NONE) return;
+    kv->companion[g] = l;
+    kv->lowner[l] = g;
+}
+
+static uint32_t local_available(const kv_cache *kv) {
+    return kv->n_lfree + kv->n_llru;
+}
+
+/* A local block for a new owner: a free one first, else the least
+ * recently used companion nobody holds. The caller checked local_available. */
+static uint32_t take_local(kv_cache *kv) {
+    uint32_t b;
+    if (kv->n_lfree) {
+        b = kv->lfree[--kv->n_lfree];
+    } else {
+        b = kv->llru_head;
+        llru_remove(kv, b);
+        kv->companion[kv->lowner[b]] = PREFIX_NONE;
+        kv->lowner[b] = PREFIX_NONE;
+    }
+    kv->lrefs[b] = 1;
+    return b;
+}
+
+static void hold_local(kv_cache *kv, uint32_t b) {
+    if (kv->lrefs[b]++ == 0) llru_remove(kv, b);
+}
+
+static void drop_local(kv_cache *kv, uint32_t b) {
+    if (--kv->lrefs[b]) return;
+    if (kv->lowner[b] != PREFIX_NONE)
+        llru_push(kv, b);
+    else
+        kv->lfree[kv->n_lfree++] = b;
+}
+
+/* ---- blocks and tables ---------------------------------------------------- */
+
 /* A block for a new owner: a never-cached free one first, else the least
  * recently used cached one. The caller has checked kv_cache_available. */
 static uint32_t take_block(kv_cache *kv) {
-    uint32_t b = kv->n_free ? kv->free_list[--kv->n_free] : prefix_cache_evict(kv->pc);
+    uint32_t b;
+    if (kv->n_free) {
+        b = kv->free_list[--kv->n_free];
+    } else {
+        b = prefix_cache_evict(kv->pc);
+        unlink_companion(kv, b);
+    }
     kv->refs[b] = 1;
     return b;
 }
@@ -150,16 +312,19 @@ static void drop_block(kv_cache *kv, uint32_t b) {
 
 int kv_seq_init(kv_seq *seq, uint32_t cap) {
     seq->blocks = malloc(sizeof(uint32_t) * (cap ? cap : 1));
+    seq->lblocks = malloc(sizeof(uint32_t) * (cap ? cap : 1));
     seq->n_blocks = 0;
+    seq->l_lo = 0;
     seq->cap = cap;
     seq->n_chained = 0;
     seq->chain = prefix_root();
-    return seq->blocks ? 0 : TPS_ENOMEM;
+    return seq->blocks && seq->lblocks ? 0 : TPS_ENOMEM;
 }
 
 void kv_seq_destroy(kv_seq *seq) {
     free(seq->blocks);
-    seq->blocks = NULL;
+    free(seq->lblocks);
+    seq->blocks = seq->lblocks = NULL;
     seq->n_blocks = seq->cap = 0;
 }
 
@@ -169,21 +334,55 @@ int kv_seq_reserve(kv_cache *kv, kv_seq *seq, uint32_t n_tokens) {
     if (need > seq->cap) return TPS_ERANGE;
     uint32_t extra = need - seq->n_blocks;
     if (extra > kv_cache_available(kv)) return TPS_EFULL;
-    for (uint32_t i = 0; i < extra; i++)
+    if (kv->n_local_layers && extra > local_available(kv)) return TPS_EFULL;
+    for (uint32_t i = 0; i < extra; i++) {
+        if (kv->n_local_layers) seq->lblocks[seq->n_blocks] = take_local(kv);
         seq->blocks[seq->n_blocks++] = take_block(kv);
+    }
     return 0;
 }
 
 void kv_seq_release(kv_cache *kv, kv_seq *seq) {
     /* Released in reverse so a sequence that re-reserves gets its blocks back
      * in the same order (keeps allocation patterns reproducible). */
-    while (seq->n_blocks)
-        drop_block(kv, seq->blocks[--seq->n_blocks]);
+    while (seq->n_blocks) {
+        --seq->n_blocks;
+        if (kv->n_local_layers && seq->n_blocks >= seq->l_lo)
+            drop_local(kv, seq->lblocks[seq->n_blocks]);
+        drop_block(kv, seq->blocks[seq->n_blocks]);
+    }
+    seq->l_lo = 0;
     seq->n_chained = 0;
     seq->chain = prefix_root();
 }
 
 /* ---- prefix cache ---------------------------------------------------------- */
+
+/* First local block the row at position n reads. */
+static uint32_t window_block(const kv_cache *kv, uint32_t n) {
+    return n + 1 > kv->window ? (n + 1 - kv->window) / kv->block_tokens : 0;
+}
+
+/* seq holds m matched global blocks: keeps the most, k, whose window (the
+ * row at k * B reads local blocks [window_block, k)) still has every
+ * companion, takes those companions, and lets the rest go. Returns k. */
+static uint32_t take_local_prefix(kv_cache *kv, kv_seq *seq, uint32_t m) {
+    uint32_t k = m;
+    for (; k > 0; k--) {
+        uint32_t j = window_block(kv, k * kv->block_tokens);
+        while (j < k && kv->companion[seq->blocks[j]] != PREFIX_NONE)
+            j++;
+        if (j == k) break;
+    }
+    while (seq->n_blocks > k)
+        drop_block(kv, seq->blocks[--seq->n_blocks]);
+    seq->l_lo = window_block(kv, k * kv->block_tokens);
+    for (uint32_t j = seq->l_lo; j < k; j++) {
+        seq->lblocks[j] = kv->companion[seq->blocks[j]];
+        hold_local(kv, seq->lblocks[j]);
+    }
+    return k;
+}
 
 uint32_t kv_seq_match_prefix(kv_cache *kv, kv_seq *seq, const int32_t *tokens,
                              uint32_t max_blocks) {
@@ -198,15 +397,24 @@ uint32_t kv_seq_match_prefix(kv_cache *kv, kv_seq *seq, const int32_t *tokens,
         seq->blocks[seq->n_blocks++] = b;
         chain = prefix_cache_ref(kv->pc, b);
     }
+    if (kv->n_local_layers) k = take_local_prefix(kv, seq, k);
     seq->n_chained = k;
-    seq->chain = chain;
+    seq->chain = k ? prefix_cache_ref(kv->pc, seq->blocks[k - 1]) : prefix_root();
     return k;
 }
 
+/* Lets go of seq's local blocks wholly before the window of the row at
+ * position n. */
+static void slide_window(kv_cache *kv, kv_seq *seq, uint32_t n) {
+    const uint32_t lo = window_block(kv, n);
+    for (; seq->l_lo < lo && seq->l_lo < seq->n_blocks; seq->l_lo++)
+        drop_local(kv, seq->lblocks[seq->l_lo]);
+}
+
 void kv_seq_commit(kv_cache *kv, kv_seq *seq, const int32_t *tokens, uint32_t n_computed) {
-    if (!kv->pc) return;
     const uint32_t bt = kv->block_tokens;
-    while ((uint64_t)(seq->n_chained + 1) * bt <= n_computed && seq->n_chained < seq->n_blocks) {
+    while (kv->pc && (uint64_t)(seq->n_chained + 1) * bt <= n_computed &&
+           seq->n_chained < seq->n_blocks) {
         const int32_t *t = tokens + (size_t)seq->n_chained * bt;
         uint32_t mine = seq->blocks[seq->n_chained];
         uint32_t found = prefix_cache_find(kv->pc, seq->chain, t);
@@ -215,11 +423,14 @@ void kv_seq_commit(kv_cache *kv, kv_seq *seq, const int32_t *tokens, uint32_t n_
         else if (prefix_cache_has(kv->pc, mine))
             /* indexed under another chain: cannot happen for a block written
              * by this chain; leave it and stop extending */
-            return;
+            break;
         else
             seq->chain = prefix_cache_insert(kv->pc, mine, seq->chain, t);
+        if (kv->n_local_layers && seq->n_chained >= seq->l_lo)
+            link_companion(kv, seq->chain.block, seq->lblocks[seq->n_chained]);
         seq->n_chained++;
     }
+    if (kv->n_local_layers) slide_window(kv, seq, n_computed);
 }
 
 int kv_seq_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src, uint32_t n_tokens) {
@@ -227,10 +438,14 @@ int kv_seq_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src, uint32_t n_tokens)
     const bool partial = n_tokens % kv->block_tokens != 0;
     if (dst->n_blocks || full + partial > dst->cap || full + partial > src->n_blocks)
         return TPS_ERANGE;
-    if (partial && kv_cache_available(kv) == 0) return TPS_EFULL;
+    const bool local = kv->n_local_layers != 0;
+    if (partial && (kv_cache_available(kv) == 0 || (local && local_available(kv) == 0)))
+        return TPS_EFULL;
+    dst->l_lo = local ? src->l_lo : 0;
     for (uint32_t i = 0; i < full; i++) {
         uint32_t b = src->blocks[i];
         if (kv->refs[b]++ == 0 && kv->pc) prefix_cache_lru_remove(kv->pc, b);
+        if (local && i >= src->l_lo) hold_local(kv, dst->lblocks[i] = src->lblocks[i]);
         dst->blocks[dst->n_blocks++] = b;
     }
     if (partial) {
@@ -239,6 +454,14 @@ int kv_seq_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src, uint32_t n_tokens)
                kv->block_bytes);
         memcpy(kv->v + (size_t)to * kv->block_bytes, kv->v + (size_t)from * kv->block_bytes,
                kv->block_bytes);
+        if (local) {
+            const size_t lf = kv->local_base + (size_t)src->lblocks[full] * kv->lblock_bytes;
+            const uint32_t lt = take_local(kv);
+            const size_t lo = kv->local_base + (size_t)lt * kv->lblock_bytes;
+            memcpy(kv->k + lo, kv->k + lf, kv->lblock_bytes);
+            memcpy(kv->v + lo, kv->v + lf, kv->lblock_bytes);
+            dst->lblocks[full] = lt;
+        }
         dst->blocks[dst->n_blocks++] = to;
     }
     /* src indexed at most its full blocks; otherwise dst re-walks the chain

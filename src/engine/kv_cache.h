@@ -1,7 +1,7 @@
 /* Paged KV cache: one preallocated pool of fixed-size blocks (vLLM's
  * PagedAttention memory layout on the CPU) and per-sequence block tables.
  *
- * A block holds `block_tokens` positions of K and V for every layer:
+ * A block holds `block_tokens` positions of K and V for every (global) layer:
  *   K[block][layer][kv_head][slot][head_dim], V likewise, in F32, F16 or
  * Q8_0 (head_dim / 32 blocks of 32 int8 and an F16 scale: half of F16's
  * bytes to store and to read at every decode step).
@@ -18,6 +18,17 @@
  * in an LRU list, until the pool needs it. Allocation takes a never-cached
  * free block first and evicts the least recently used cached one only when
  * none is left, so the cache never holds a block the pool needs.
+ *
+ * Sliding-window layers (Gemma 2/3's local layers, `local_layers`) read
+ * only the last `window` positions, so their K/V live in a second pool of
+ * their own blocks (laid out the same, over the local layers only) and a
+ * second block table per sequence: after each step (kv_seq_commit) the
+ * local blocks wholly before the next row's window go back to the pool, so
+ * a sequence holds at most ceil(window / B) + 1 of them between steps,
+ * whatever its length. With the prefix cache, a global block that is
+ * indexed keeps the local block of the same positions as its companion
+ * while that one is not needed elsewhere (a second LRU); a prefix is
+ * reused only up to a block whose window's companions are all still there.
  *
  * Not thread-safe: the engine thread owns it. It knows nothing of attention
  * maths. */
@@ -39,22 +50,44 @@ typedef struct kv_cache_params {
     uint32_t n_blocks;     /* pool size; or 0 to derive from mem_bytes */
     size_t mem_bytes;      /* K+V bytes for the pool when n_blocks is 0 */
     bool prefix_cache;     /* index full blocks for reuse (kv_seq_match_prefix) */
+    /* sliding-window layers: local_layers[l] = 1 when layer l reads only the
+     * last `window` positions (borrowed, n_layers flags; NULL or window 0:
+     * every layer global). Their K/V go to the local pool of
+     * n_local_blocks blocks (0: as many as the global pool; never more). A
+     * model whose every layer is local keeps them all in the one pool. */
+    const uint8_t *local_layers;
+    uint32_t window;
+    uint32_t n_local_blocks;
 } kv_cache_params;
 
 typedef struct kv_cache {
     uint32_t n_layers, kv_dim, block_tokens, kv_type;
     uint32_t head_dim, n_kv_heads;
     uint32_t n_blocks;
-    size_t head_bytes; /* one head at one position: head_dim elements of kv_type */
-    size_t
-        block_bytes;  /* one block of one tensor (K or V): n_layers*block_tokens*n_kv_heads heads */
-    uint8_t *k, *v;   /* n_blocks * block_bytes each (anonymous maps) */
-    size_t map_bytes; /* bytes of each map */
+    size_t head_bytes;   /* one head at one position: head_dim elements of kv_type */
+    size_t block_bytes;  /* one global block of K (or V): global layers * block_tokens * n_kv_heads
+                            heads */
+    uint8_t *k, *v;      /* n_blocks * block_bytes each (anonymous maps) */
+    size_t map_bytes;    /* bytes of each map */
     size_t warm_bytes;   /* leading bytes of each map faulted in by kv_cache_warm */
     uint32_t *free_list; /* stack of free block ids that hold nothing cached */
     uint32_t n_free;
     uint32_t *refs;   /* per block: sequences holding it; 0 = free or cached-free */
     prefix_cache *pc; /* NULL: no prefix cache */
+    /* per layer: 1 when its K/V are in the local pool; its index among the
+     * layers of its pool */
+    uint8_t *layer_local;
+    uint32_t *layer_slot;
+    /* the local pool (n_local_layers 0: none), after the global blocks in
+     * each map: K[local_base + lblock * lblock_bytes][local layer]... */
+    uint32_t window, n_local_layers, n_lblocks;
+    size_t local_base, lblock_bytes;
+    uint32_t *lfree, n_lfree; /* stack of free local blocks that are no companion */
+    uint32_t *lrefs;          /* per local block: sequences holding it */
+    uint32_t *lowner;         /* per local block: the indexed global block it is the companion of */
+    uint32_t *companion;      /* per global block: its local companion, or PREFIX_NONE */
+    uint32_t *llru_prev, *llru_next; /* companions nobody holds; head: least recently used */
+    uint32_t llru_head, llru_tail, n_llru;
 } kv_cache;
 
 /* A sequence's block table: blocks[i] holds positions [i*B, (i+1)*B).
@@ -63,6 +96,10 @@ typedef struct kv_cache {
 typedef struct kv_seq {
     uint32_t *blocks;
     uint32_t n_blocks, cap;
+    /* local pool: lblocks[i] holds the local layers' positions of blocks[i]
+     * for i in [l_lo, n_blocks); the entries before l_lo were let go */
+    uint32_t *lblocks;
+    uint32_t l_lo;
     uint32_t n_chained;
     prefix_ref chain;
 } kv_seq;
@@ -83,12 +120,17 @@ void kv_cache_free(kv_cache *kv);
 bool kv_cache_warm(kv_cache *kv, size_t bytes);
 
 /* Blocks a reservation can take now: free ones plus cached ones nobody
- * holds (evicted on demand). */
+ * holds (evicted on demand). The global pool's: the local pool is sized
+ * by its user so that it does not run out first. */
 static inline uint32_t kv_cache_available(const kv_cache *kv) {
     return kv->n_free + (kv->pc ? kv->pc->n_lru : 0);
 }
 /* Blocks some sequence holds. */
 uint32_t kv_cache_blocks_used(const kv_cache *kv);
+/* Local-pool blocks some sequence holds (0 without sliding-window layers). */
+static inline uint32_t kv_cache_local_blocks_used(const kv_cache *kv) {
+    return kv->n_lblocks - kv->n_lfree - kv->n_llru;
+}
 /* Blocks whose contents are indexed (held or not); 0 without the cache. */
 static inline uint32_t kv_cache_blocks_cached(const kv_cache *kv) {
     return kv->pc ? kv->pc->n_cached : 0;
@@ -117,8 +159,10 @@ void kv_seq_release(kv_cache *kv, kv_seq *seq);
  * Returns k (0 without the cache). */
 uint32_t kv_seq_match_prefix(kv_cache *kv, kv_seq *seq, const int32_t *tokens, uint32_t max_blocks);
 /* Indexes seq's blocks that are full once positions [0, n_computed) hold
- * K/V: call after every step that computed rows of seq. Where another
- * block already holds the same chain, seq's own stays private. */
+ * K/V, then lets go of the local blocks wholly before the window of the
+ * row at n_computed: call after every step that computed rows of seq.
+ * Where another block already holds the same chain, seq's own stays
+ * private. */
 void kv_seq_commit(kv_cache *kv, kv_seq *seq, const int32_t *tokens, uint32_t n_computed);
 /* dst (holding no block) takes src's K/V for positions [0, n_tokens):
  * full blocks shared, the last partial block copied into a block of its
@@ -130,8 +174,11 @@ int kv_seq_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src, uint32_t n_tokens)
  * the block's next slots follow head_bytes apart. */
 static inline size_t kv_head_block_off(const kv_cache *kv, const kv_seq *seq, uint32_t layer,
                                        uint32_t blk, uint32_t kvh) {
-    return (size_t)seq->blocks[blk] * kv->block_bytes +
-           ((size_t)layer * kv->n_kv_heads + kvh) * kv->block_tokens * kv->head_bytes;
+    const size_t base = kv->layer_local[layer]
+                            ? kv->local_base + (size_t)seq->lblocks[blk] * kv->lblock_bytes
+                            : (size_t)seq->blocks[blk] * kv->block_bytes;
+    return base + ((size_t)kv->layer_slot[layer] * kv->n_kv_heads + kvh) * kv->block_tokens *
+                      kv->head_bytes;
 }
 
 /* K (or V) of one KV head at a position: head_bytes bytes. */

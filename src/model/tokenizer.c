@@ -7,6 +7,7 @@
 #define _GNU_SOURCE /* memmem */
 #endif
 #include <stdio.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -288,6 +289,29 @@ static int collect_special(tokenizer *t, tps_err *err) {
     return 0;
 }
 
+/* llama.cpp marks a model named Phi-3 (general.name holding "phi-3" or
+ * "phi3", any case) so that whitespace after its special tokens and </s> is
+ * dropped, except after <unk>, <s> and <|endoftext|>: "<|user|>\nHi" is
+ * <|user|> then "Hi". */
+static void phi3_rstrip(tokenizer *t, const gguf_file *f) {
+    gguf_str name;
+    if (gguf_get_str(f, "general.name", &name) != 0) return;
+    char low[256];
+    size_t n = name.len < sizeof low - 1 ? name.len : sizeof low - 1;
+    for (size_t i = 0; i < n; i++)
+        low[i] = (char)tolower((unsigned char)name.ptr[i]);
+    low[n] = 0;
+    if (!strstr(low, "phi-3") && !strstr(low, "phi3")) return;
+    for (size_t i = 0; i < t->n_special; i++)
+        t->attr[t->special[i]] |= TOK_ATTR_RSTRIP;
+    static const char *const on[] = {"</s>"}, *const off[] = {"<unk>", "<s>", "<|endoftext|>"};
+    int32_t id = tok_lookup(t, on[0], strlen(on[0]));
+    if (id != TOKEN_NONE) t->attr[id] |= TOK_ATTR_RSTRIP;
+    for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
+        if ((id = tok_lookup(t, off[i], strlen(off[i]))) != TOKEN_NONE)
+            t->attr[id] &= (uint8_t)~TOK_ATTR_RSTRIP;
+}
+
 static int hexval(char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
@@ -449,6 +473,7 @@ int tokenizer_load(tokenizer **out, const gguf_file *f, tps_err *err) {
 
     find_eog(t);
     if ((rc = collect_special(t, err))) goto fail;
+    phi3_rstrip(t, f);
     if ((rc = build_pieces(t, err))) goto fail;
     *out = t;
     return 0;
@@ -588,6 +613,9 @@ static int partition(const tokenizer *t, const char *text, size_t len, bool pars
                 if (m > pos) rc = frag_push(&b, TOKEN_NONE, pos, m - pos);
                 if (!rc) rc = frag_push(&b, id, m, sl);
                 pos = m + sl;
+                if (t->attr[id] & TOK_ATTR_RSTRIP)
+                    while (pos < end && isspace((unsigned char)text[pos]))
+                        pos++;
             }
             if (!rc && pos < end) rc = frag_push(&b, TOKEN_NONE, pos, end - pos);
         }

@@ -7,8 +7,9 @@
  * model/tokenizer_stream.h.
  *
  * Not here: chat templates, sampling, Unicode normalisation (Llama vocabs
- * need none), WordPiece / Unigram / RWKV vocabularies, per-token lstrip/rstrip
- * attributes (llama.cpp sets those only for a few non-Llama models).
+ * need none), WordPiece / Unigram / RWKV vocabularies, per-token lstrip
+ * attributes (llama.cpp sets those only for a few non-Llama models; its
+ * rstrip for Phi-3's special tokens is here).
  *
  * A loaded tokenizer is immutable: every function taking a const tokenizer *
  * may be called from many threads at once (encode uses per-call scratch). */

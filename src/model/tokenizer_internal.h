@@ -19,6 +19,7 @@ enum {
     TOK_ATTR_USER_DEFINED = 1u << 3,
     TOK_ATTR_UNUSED = 1u << 4,
     TOK_ATTR_BYTE = 1u << 5,
+    TOK_ATTR_RSTRIP = 1u << 6, /* whitespace after it in the text is dropped (Phi-3) */
 };
 
 #define TOK_MAX_EOG 16

@@ -11,7 +11,7 @@ static const char *const names[CHAT_TMPL_COUNT] = {
     [CHAT_TMPL_LLAMA2] = "llama2",         [CHAT_TMPL_LLAMA3] = "llama3",
     [CHAT_TMPL_MISTRAL] = "mistral",       [CHAT_TMPL_ZEPHYR] = "zephyr",
     [CHAT_TMPL_GEMMA] = "gemma",           [CHAT_TMPL_PHI3] = "phi3",
-    [CHAT_TMPL_MISTRAL_V7] = "mistral-v7",
+    [CHAT_TMPL_MISTRAL_V7] = "mistral-v7", [CHAT_TMPL_MISTRAL_V7_TEKKEN] = "mistral-v7-tekken",
 };
 
 static const char *const eots[CHAT_TMPL_COUNT] = {
@@ -19,7 +19,7 @@ static const char *const eots[CHAT_TMPL_COUNT] = {
     [CHAT_TMPL_LLAMA2] = "</s>",         [CHAT_TMPL_LLAMA3] = "<|eot_id|>",
     [CHAT_TMPL_MISTRAL] = "</s>",        [CHAT_TMPL_ZEPHYR] = "</s>",
     [CHAT_TMPL_GEMMA] = "<end_of_turn>", [CHAT_TMPL_PHI3] = "<|end|>",
-    [CHAT_TMPL_MISTRAL_V7] = "</s>",
+    [CHAT_TMPL_MISTRAL_V7] = "</s>",     [CHAT_TMPL_MISTRAL_V7_TEKKEN] = "</s>",
 };
 
 const char *chat_tmpl_name(chat_tmpl t) {
@@ -59,7 +59,12 @@ chat_tmpl chat_tmpl_detect(const char *text, size_t len) {
     if (has(text, len, "<start_of_turn>")) return CHAT_TMPL_GEMMA;
     if (has(text, len, "<|assistant|>") && has(text, len, "<|end|>")) return CHAT_TMPL_PHI3;
     if (has(text, len, "<|user|>") && has(text, len, "</s>")) return CHAT_TMPL_ZEPHYR;
-    if (has(text, len, "[SYSTEM_PROMPT]")) return CHAT_TMPL_MISTRAL_V7;
+    /* v7 puts a space after each opening marker; Mistral Small 3's
+     * (v7-tekken, llama.cpp detects it as v7) does not */
+    if (has(text, len, "[SYSTEM_PROMPT]"))
+        return has(text, len, "[SYSTEM_PROMPT] ") || has(text, len, "[INST] ")
+                   ? CHAT_TMPL_MISTRAL_V7
+                   : CHAT_TMPL_MISTRAL_V7_TEKKEN;
     if (has(text, len, "[INST]"))
         return has(text, len, "<<SYS>>") ? CHAT_TMPL_LLAMA2 : CHAT_TMPL_MISTRAL;
     return CHAT_TMPL_UNKNOWN;
@@ -203,20 +208,23 @@ static void render_gemma(const chat_msg *m, size_t n, bool gen, sbuf *o) {
     if (gen) sbuf_adds(o, "<start_of_turn>model\n");
 }
 
-/* Mistral's v7 template (Mistral 3): every turn keeps its own markers, with
- * the one space llama.cpp's "mistral-v7" puts after each opening. */
-static void render_mistral_v7(const chat_msg *m, size_t n, sbuf *o) {
+/* Mistral's v7 template: every turn keeps its own markers, with the one
+ * space llama.cpp's "mistral-v7" puts after each opening (sp " ") or none
+ * ("mistral-v7-tekken", sp "": Mistral Small 3's own template). */
+static void render_mistral_v7(const chat_msg *m, size_t n, const char *sp, sbuf *o) {
     for (size_t i = 0; i < n; i++) {
         if (role_is(&m[i], "system")) {
-            sbuf_adds(o, "[SYSTEM_PROMPT] ");
+            sbuf_adds(o, "[SYSTEM_PROMPT]");
+            sbuf_adds(o, sp);
             add_content(o, &m[i]);
             sbuf_adds(o, "[/SYSTEM_PROMPT]");
         } else if (role_is(&m[i], "user")) {
-            sbuf_adds(o, "[INST] ");
+            sbuf_adds(o, "[INST]");
+            sbuf_adds(o, sp);
             add_content(o, &m[i]);
             sbuf_adds(o, "[/INST]");
         } else {
-            sbuf_adds(o, " ");
+            sbuf_adds(o, sp);
             add_content(o, &m[i]);
             sbuf_adds(o, "</s>");
         }
@@ -249,7 +257,10 @@ int chat_tmpl_render(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_assis
         render_phi3(msgs, n, add_assistant, out);
         break;
     case CHAT_TMPL_MISTRAL_V7:
-        render_mistral_v7(msgs, n, out);
+        render_mistral_v7(msgs, n, " ", out);
+        break;
+    case CHAT_TMPL_MISTRAL_V7_TEKKEN:
+        render_mistral_v7(msgs, n, "", out);
         break;
     case CHAT_TMPL_CHATML:
     case CHAT_TMPL_UNKNOWN:

@@ -26,7 +26,10 @@ typedef enum chat_tmpl {
     CHAT_TMPL_ZEPHYR,
     CHAT_TMPL_GEMMA,
     CHAT_TMPL_PHI3,
-    CHAT_TMPL_MISTRAL_V7, /* [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT][INST] ... [/INST]: Mistral 3 */
+    CHAT_TMPL_MISTRAL_V7, /* [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT][INST] ... [/INST]: Mistral Large
+                             2411 */
+    CHAT_TMPL_MISTRAL_V7_TEKKEN, /* the same without the space after each opening: Mistral Small 3
+                                  */
     CHAT_TMPL_COUNT
 } chat_tmpl;
 

@@ -319,6 +319,11 @@ static void log_loaded(server *s) {
             "max_batch_tokens %u, kv %u blocks x %u tokens\n",
             s->model_id, s->model->cfg.ctx_len, s->model->cfg.n_vocab, chat_tmpl_name(s->tmpl),
             in->max_seqs, in->max_batch_tokens, st.kv_blocks_total, st.kv_block_tokens);
+    if (st.kv_local_blocks_total)
+        fprintf(s->log,
+                "tps serve: sliding-window layers: a pool of %u blocks of their own, each "
+                "sequence holding only its window's\n",
+                st.kv_local_blocks_total);
     const llama_weights *w = &s->model->w;
     const size_t file_data = s->model->file->size - s->model->file->data_offset;
     fprintf(s->log,
