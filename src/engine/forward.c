@@ -286,21 +286,12 @@ static int mm_multi(const kernel_mat *mats, size_t n_mats, fwd_state *s, const f
     return 0;
 }
 
-int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_batch *b,
-                  const float **logits, size_t *n_logits, tps_err *err) {
+/* Checks every row (token in the vocabulary, a KV slot for its position)
+ * and writes its token's embedding into x. */
+static int embed_rows(fwd_state *s, const llama_model *m, const kv_cache *kv, const fwd_batch *b,
+                      tps_err *err) {
     const llama_config *c = &m->cfg;
-    const llama_weights *w = &m->w;
-    size_t n = b->n_rows;
-    if (n == 0 || n > s->max_rows)
-        return tps_fail(err, TPS_EINVAL, "forward: batch of %zu rows (1..%zu allowed)", n,
-                        s->max_rows);
-    size_t dim = c->dim, q_dim = (size_t)c->n_heads * c->head_dim;
-    const int gemma = c->arch_info->gemma;
-    size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
-    if (kv->kv_dim != kv_dim || kv->head_dim != c->head_dim)
-        return tps_fail(err, TPS_EINVAL,
-                        "forward: KV cache holds heads of %u x %u, the model %u x %u",
-                        kv->n_kv_heads, kv->head_dim, c->n_kv_heads, c->head_dim);
+    const size_t n = b->n_rows, dim = c->dim;
     for (size_t r = 0; r < n; r++) {
         const fwd_row *row = &b->rows[r];
         if (row->token < 0 || (uint32_t)row->token >= c->n_vocab)
@@ -311,12 +302,18 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
             return tps_fail(err, TPS_EINVAL,
                             "forward: position %u has no KV slot (sequence holds %u blocks)",
                             row->pos, seq->n_blocks);
-        int rc = kernel_get_row(s->x + r * dim, w->token_embd.data, w->token_embd.type,
+        int rc = kernel_get_row(s->x + r * dim, m->w.token_embd.data, m->w.token_embd.type,
                                 (size_t)row->token, dim);
         if (rc) return tps_fail(err, rc, "forward: cannot read the token embedding");
-        if (gemma) kernel_scale(s->x + r * dim, sqrtf((float)dim), dim);
+        if (c->arch_info->gemma) kernel_scale(s->x + r * dim, sqrtf((float)dim), dim);
     }
-    /* attention runs: consecutive positions of one sequence share K/V widening */
+    return 0;
+}
+
+/* Attention runs: consecutive positions of one sequence share K/V
+ * widening. Fills run_first (n_runs + 1 entries); returns n_runs. */
+static size_t plan_runs(fwd_state *s, const fwd_batch *b) {
+    const size_t n = b->n_rows;
     size_t n_runs = 0;
     for (size_t r = 0; r < n; r++) {
         const fwd_row *row = &b->rows[r];
@@ -325,93 +322,149 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
             s->run_first[n_runs++] = (uint32_t)r;
     }
     s->run_first[n_runs] = (uint32_t)n;
-    /* Gemma and Phi-3 scale Q before attention (Gemma's 27B models by
-     * 1/sqrt(dim/heads), as llama.cpp does) and attend with scale 1 */
+    return n_runs;
+}
+
+/* Q's scale, and the scale attention applies: Gemma and Phi-3 scale Q
+ * before attention (Gemma's 27B models by 1/sqrt(dim/heads), as llama.cpp
+ * does) and attend with scale 1. */
+typedef struct q_scales {
+    float q, attn;
+} q_scales;
+
+static q_scales scales_of(const llama_config *c) {
     const int big_gemma = (c->arch_info->id == LLAMA_ARCH_GEMMA2 && c->n_layers == 46) ||
                           (c->arch_info->id == LLAMA_ARCH_GEMMA3 && c->n_layers == 62);
-    const float q_scale = 1.0f / sqrtf(big_gemma ? (float)(dim / c->n_heads) : (float)c->head_dim);
-    const float scale = c->arch_info->q_prescale ? 1.0f : q_scale;
+    const float q = 1.0f / sqrtf(big_gemma ? (float)(c->dim / c->n_heads) : (float)c->head_dim);
+    return (q_scales){.q = q, .attn = c->arch_info->q_prescale ? 1.0f : q};
+}
+
+/* x += attention(norm(x)) for layer l: Q, K, V, RoPE, the rows' K and V
+ * into the cache, attention over each row's own blocks, the output
+ * projection. */
+static int attention_layer(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_batch *b,
+                           uint32_t l, size_t n_runs, q_scales qs, tps_err *err) {
+    const llama_config *c = &m->cfg;
+    const llama_layer *L = &m->w.layers[l];
+    const size_t n = b->n_rows, dim = c->dim, q_dim = (size_t)c->n_heads * c->head_dim;
+    const size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    const int swa = llama_config_is_swa(c, l);
+    const float rope_base = swa ? c->rope_base_swa : c->rope_base;
+    const float rope_scale = swa ? c->rope_scale_swa : c->rope_scale;
     int rc;
-    for (uint32_t l = 0; l < c->n_layers; l++) {
-        const llama_layer *L = &w->layers[l];
-        const int swa = llama_config_is_swa(c, l);
-        const float rope_base = swa ? c->rope_base_swa : c->rope_base;
-        const float rope_scale = swa ? c->rope_scale_swa : c->rope_scale;
-        for (size_t r = 0; r < n; r++)
-            kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->attn_norm, dim, c->rms_eps);
-        const kernel_mat qkv[3] = {kmat(s->q, &L->wq), kmat(s->k, &L->wk), kmat(s->v, &L->wv)};
-        if ((rc = mm_multi(qkv, 3, s, s->xb, n, dim, err))) return rc;
-        for (size_t r = 0; r < n; r++) {
-            const fwd_row *row = &b->rows[r];
-            qkv_post(s->q + r * q_dim, s->k + r * kv_dim, s->v + r * kv_dim, L, c);
-            rope_table(s->rope, row->pos, c->rope_dim, rope_base, rope_scale, s->rope_factors,
-                       c->rope_attn_factor);
-            s->rope_apply(s->q + r * q_dim, s->rope, c->n_heads, c->head_dim, c->rope_dim);
-            s->rope_apply(s->k + r * kv_dim, s->rope, c->n_kv_heads, c->head_dim, c->rope_dim);
-            if (c->arch_info->q_prescale) kernel_scale(s->q + r * q_dim, q_scale, q_dim);
-            const kv_seq *seq = b->seqs[row->seq];
-            for (uint32_t h = 0; h < c->n_kv_heads; h++) {
-                const size_t off = r * kv_dim + (size_t)h * c->head_dim;
-                store_row(kv_k_head(kv, seq, l, row->pos, h), s->k + off, c->head_dim, kv->kv_type);
-                store_row(kv_v_head(kv, seq, l, row->pos, h), s->v + off, c->head_dim, kv->kv_type);
-            }
-        }
-        /* one task per (run, kv head): the group's query heads and the run's rows
-         * share each K/V block read */
-        attn_job aj = {.s = s,
-                       .cfg = c,
-                       .b = b,
-                       .kv = kv,
-                       .layer = l,
-                       .scale = scale,
-                       .mods = {.window = swa ? c->n_swa : 0, .softcap = c->attn_softcap}};
-        const size_t n_tasks = n_runs * c->n_kv_heads;
-        tps_pool *pool = kernel_ctx_pool(s->kc);
-        if (pool)
-            tps_pool_run(pool, n_tasks, attn_task, &aj);
-        else
-            for (size_t t = 0; t < n_tasks; t++)
-                attn_task(&aj, t, 0);
-        if ((rc = mm(s, s->proj, &L->wo, s->att, n, err))) return rc;
-        for (size_t r = 0; r < n; r++) {
-            if (L->attn_post_norm)
-                kernel_rmsnorm(s->proj + r * dim, s->proj + r * dim, L->attn_post_norm, dim,
-                               c->rms_eps);
-            kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
-        }
-        for (size_t r = 0; r < n; r++)
-            kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->ffn_norm, dim, c->rms_eps);
-        const kernel_mat gate_up[2] = {kmat(s->hb, &L->w_gate), kmat(s->hb2, &L->w_up)};
-        if ((rc = mm_multi(gate_up, 2, s, s->xb, n, dim, err))) return rc;
-        for (size_t r = 0; r < n; r++) {
-            float *g = s->hb + r * c->ffn_dim, *u = s->hb2 + r * c->ffn_dim;
-            if (gemma)
-                kernel_geglu(g, g, u, c->ffn_dim, s->gelu);
-            else
-                kernel_swiglu(g, g, u, c->ffn_dim);
-        }
-        if ((rc = mm(s, s->proj, &L->w_down, s->hb, n, err))) return rc;
-        for (size_t r = 0; r < n; r++) {
-            if (L->ffn_post_norm)
-                kernel_rmsnorm(s->proj + r * dim, s->proj + r * dim, L->ffn_post_norm, dim,
-                               c->rms_eps);
-            kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
+    for (size_t r = 0; r < n; r++)
+        kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->attn_norm, dim, c->rms_eps);
+    const kernel_mat qkv[3] = {kmat(s->q, &L->wq), kmat(s->k, &L->wk), kmat(s->v, &L->wv)};
+    if ((rc = mm_multi(qkv, 3, s, s->xb, n, dim, err))) return rc;
+    for (size_t r = 0; r < n; r++) {
+        const fwd_row *row = &b->rows[r];
+        qkv_post(s->q + r * q_dim, s->k + r * kv_dim, s->v + r * kv_dim, L, c);
+        rope_table(s->rope, row->pos, c->rope_dim, rope_base, rope_scale, s->rope_factors,
+                   c->rope_attn_factor);
+        s->rope_apply(s->q + r * q_dim, s->rope, c->n_heads, c->head_dim, c->rope_dim);
+        s->rope_apply(s->k + r * kv_dim, s->rope, c->n_kv_heads, c->head_dim, c->rope_dim);
+        if (c->arch_info->q_prescale) kernel_scale(s->q + r * q_dim, qs.q, q_dim);
+        const kv_seq *seq = b->seqs[row->seq];
+        for (uint32_t h = 0; h < c->n_kv_heads; h++) {
+            const size_t off = r * kv_dim + (size_t)h * c->head_dim;
+            store_row(kv_k_head(kv, seq, l, row->pos, h), s->k + off, c->head_dim, kv->kv_type);
+            store_row(kv_v_head(kv, seq, l, row->pos, h), s->v + off, c->head_dim, kv->kv_type);
         }
     }
-    /* LM head only on rows that sample: gather them, norm, project. */
-    size_t nl = 0;
+    /* one task per (run, kv head): the group's query heads and the run's rows
+     * share each K/V block read */
+    attn_job aj = {.s = s,
+                   .cfg = c,
+                   .b = b,
+                   .kv = kv,
+                   .layer = l,
+                   .scale = qs.attn,
+                   .mods = {.window = swa ? c->n_swa : 0, .softcap = c->attn_softcap}};
+    const size_t n_tasks = n_runs * c->n_kv_heads;
+    tps_pool *pool = kernel_ctx_pool(s->kc);
+    if (pool)
+        tps_pool_run(pool, n_tasks, attn_task, &aj);
+    else
+        for (size_t t = 0; t < n_tasks; t++)
+            attn_task(&aj, t, 0);
+    if ((rc = mm(s, s->proj, &L->wo, s->att, n, err))) return rc;
+    for (size_t r = 0; r < n; r++) {
+        if (L->attn_post_norm)
+            kernel_rmsnorm(s->proj + r * dim, s->proj + r * dim, L->attn_post_norm, dim,
+                           c->rms_eps);
+        kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
+    }
+    return 0;
+}
+
+/* x += down(act(gate(norm(x))) * up(norm(x))) for one layer. */
+static int ffn_layer(fwd_state *s, const llama_config *c, const llama_layer *L, size_t n,
+                     tps_err *err) {
+    const size_t dim = c->dim;
+    int rc;
     for (size_t r = 0; r < n; r++)
+        kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->ffn_norm, dim, c->rms_eps);
+    const kernel_mat gate_up[2] = {kmat(s->hb, &L->w_gate), kmat(s->hb2, &L->w_up)};
+    if ((rc = mm_multi(gate_up, 2, s, s->xb, n, dim, err))) return rc;
+    for (size_t r = 0; r < n; r++) {
+        float *g = s->hb + r * c->ffn_dim, *u = s->hb2 + r * c->ffn_dim;
+        if (c->arch_info->gemma)
+            kernel_geglu(g, g, u, c->ffn_dim, s->gelu);
+        else
+            kernel_swiglu(g, g, u, c->ffn_dim);
+    }
+    if ((rc = mm(s, s->proj, &L->w_down, s->hb, n, err))) return rc;
+    for (size_t r = 0; r < n; r++) {
+        if (L->ffn_post_norm)
+            kernel_rmsnorm(s->proj + r * dim, s->proj + r * dim, L->ffn_post_norm, dim, c->rms_eps);
+        kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
+    }
+    return 0;
+}
+
+/* LM head only on rows that sample: gather them, norm, project. */
+static int lm_head(fwd_state *s, const llama_model *m, const fwd_batch *b, size_t *n_logits,
+                   tps_err *err) {
+    const llama_config *c = &m->cfg;
+    const size_t dim = c->dim;
+    size_t nl = 0;
+    int rc;
+    for (size_t r = 0; r < b->n_rows; r++)
         if (b->rows[r].want_logits) {
-            kernel_rmsnorm(s->xb + nl * dim, s->x + r * dim, w->out_norm, dim, c->rms_eps);
+            kernel_rmsnorm(s->xb + nl * dim, s->x + r * dim, m->w.out_norm, dim, c->rms_eps);
             nl++;
         }
-    if (nl && (rc = mm(s, s->logits, &w->output, s->xb, nl, err))) return rc;
+    if (nl && (rc = mm(s, s->logits, &m->w.output, s->xb, nl, err))) return rc;
     if (c->final_softcap > 0) { /* Gemma 2: as ggml, scale by 1/cap, tanh, scale by cap */
         const float cap = c->final_softcap, inv = 1.0f / cap;
         for (size_t i = 0; i < nl * c->n_vocab; i++)
             s->logits[i] = tanhf(s->logits[i] * inv) * cap;
     }
-    *logits = s->logits;
     *n_logits = nl;
+    return 0;
+}
+
+int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_batch *b,
+                  const float **logits, size_t *n_logits, tps_err *err) {
+    const llama_config *c = &m->cfg;
+    size_t n = b->n_rows;
+    if (n == 0 || n > s->max_rows)
+        return tps_fail(err, TPS_EINVAL, "forward: batch of %zu rows (1..%zu allowed)", n,
+                        s->max_rows);
+    size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    if (kv->kv_dim != kv_dim || kv->head_dim != c->head_dim)
+        return tps_fail(err, TPS_EINVAL,
+                        "forward: KV cache holds heads of %u x %u, the model %u x %u",
+                        kv->n_kv_heads, kv->head_dim, c->n_kv_heads, c->head_dim);
+    int rc;
+    if ((rc = embed_rows(s, m, kv, b, err))) return rc;
+    const size_t n_runs = plan_runs(s, b);
+    const q_scales qs = scales_of(c);
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+        if ((rc = attention_layer(s, m, kv, b, l, n_runs, qs, err))) return rc;
+        if ((rc = ffn_layer(s, c, &m->w.layers[l], n, err))) return rc;
+    }
+    if ((rc = lm_head(s, m, b, n_logits, err))) return rc;
+    *logits = s->logits;
     return 0;
 }

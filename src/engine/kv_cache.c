@@ -101,11 +101,13 @@ static int create_local(kv_cache *kv) {
     return 0;
 }
 
-int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
-    *out = NULL;
+/* The parameters a cache can be made of; *head_dim_out: the head size
+ * (kv_dim when the parameters give none). */
+static int check_params(const kv_cache_params *p, uint32_t *head_dim_out, tps_err *err) {
     if (p->kv_type != GGML_TYPE_F32 && p->kv_type != GGML_TYPE_F16 && p->kv_type != GGML_TYPE_Q8_0)
         return tps_fail(err, TPS_EINVAL, "kv cache: type must be f32, f16 or q8_0");
     const uint32_t head_dim = p->head_dim ? p->head_dim : p->kv_dim;
+    *head_dim_out = head_dim;
     if (p->kv_dim == 0 || p->kv_dim % head_dim)
         return tps_fail(err, TPS_EINVAL, "kv cache: kv_dim %u is not a multiple of head_dim %u",
                         p->kv_dim, head_dim);
@@ -117,6 +119,14 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     if (p->block_tokens == 0 || p->block_tokens > 4096)
         return tps_fail(err, TPS_EINVAL, "kv cache: block size %u must be 1..4096 tokens",
                         p->block_tokens);
+    return 0;
+}
+
+int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
+    *out = NULL;
+    uint32_t head_dim = 0;
+    int rc = check_params(p, &head_dim, err);
+    if (rc) return rc;
     kv_cache *kv = calloc(1, sizeof *kv);
     if (!kv) return tps_fail(err, TPS_ENOMEM, "kv cache: out of memory");
     if (split_layers(kv, p)) {

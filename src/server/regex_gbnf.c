@@ -88,6 +88,23 @@ static void put_shorthand(sbuf *o, int c) {
     }
 }
 
+/* \xHH or \uHHHH (pos after the letter c; at: the backslash). Returns 1
+ * with *cp set, <0 on error. */
+static int hex_escape(rx *r, int c, size_t at, uint32_t *cp) {
+    int digits = c == 'x' ? 2 : 4;
+    uint32_t v = 0;
+    for (int i = 0; i < digits; i++) {
+        int h = hexval(peek(r));
+        if (h < 0) return rx_fail(r, at, "'\\%c' needs %d hex digits", c, digits);
+        v = v * 16 + (uint32_t)h;
+        r->pos++;
+    }
+    if (v >= 0xD800 && v <= 0xDFFF)
+        return rx_fail(r, at, "'\\u%04X' is a surrogate, not a character", v);
+    *cp = v;
+    return 1;
+}
+
 /* An escape after '\' (pos at the letter). in_class: inside [...].
  * Returns 1 with *cp set for a single character, 2 when it wrote a
  * shorthand class itself (class or element), <0 on error. */
@@ -116,20 +133,8 @@ static int escape(rx *r, bool in_class, uint32_t *cp) {
         *cp = 0;
         return 1;
     case 'x':
-    case 'u': {
-        int digits = c == 'x' ? 2 : 4;
-        uint32_t v = 0;
-        for (int i = 0; i < digits; i++) {
-            int h = hexval(peek(r));
-            if (h < 0) return rx_fail(r, at, "'\\%c' needs %d hex digits", c, digits);
-            v = v * 16 + (uint32_t)h;
-            r->pos++;
-        }
-        if (v >= 0xD800 && v <= 0xDFFF)
-            return rx_fail(r, at, "'\\u%04X' is a surrogate, not a character", v);
-        *cp = v;
-        return 1;
-    }
+    case 'u':
+        return hex_escape(r, c, at, cp);
     case 'd':
     case 'w':
     case 's':

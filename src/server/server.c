@@ -1,7 +1,7 @@
 /* The server object's lifecycle: bind, the HTTP thread, loading the model,
- * drain and stop, and the connection table that enforces the connection
- * limit and the request-arrival timeout (slowloris). The routes are in
- * server_http.c, engine events in server_stream.c.
+ * drain and stop. The routes are in server_http.c, engine events in
+ * server_stream.c, the connection table in server_conn.c; the order in
+ * which these files call each other is in server_internal.h.
  *
  * Not here: request parsing, response formats, argument parsing. */
 #include "kernels/machine.h"
@@ -70,23 +70,6 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
  * Drain and stop
  * ------------------------------------------------------------------------- */
 
-static void on_flush(evutil_socket_t fd, short what, void *arg) {
-    server *s = arg;
-    if (!server_conns_output_pending(s) || tps_now_ns() > s->flush_deadline_ns) {
-        event_del(s->ev_flush);
-        event_base_loopexit(s->base, NULL);
-    }
-}
-
-void server_maybe_finish_drain(server *s) {
-    if (!(s->draining || s->stopping) || s->n_inflight != 0 || s->n_jobs != 0 || s->flushing)
-        return;
-    s->flushing = true;
-    s->flush_deadline_ns = tps_now_ns() + SERVER_FLUSH_MAX_MS * TPS_NS_PER_MS;
-    struct timeval tv = {.tv_usec = 5000};
-    event_add(s->ev_flush, &tv);
-}
-
 static void begin_drain(server *s) {
     if (s->draining) return;
     s->draining = true;
@@ -154,6 +137,66 @@ void server_stop(server *s) {
  * Create, start, load, wait, free
  * ------------------------------------------------------------------------- */
 
+/* The evhttp object with its limits and callbacks, bound and listening;
+ * the port and whether it is a loopback address are read back. */
+static int create_http(server *s, const server_config *c, tps_err *err) {
+    if (!(s->http = evhttp_new(s->base))) {
+        return tps_fail(err, TPS_EIO, "evhttp_new failed");
+    }
+    /* The body limit is checked by the route (an OpenAI-shaped 413); evhttp
+     * holds bodies up to twice the limit, beyond that it answers 413 itself. */
+    size_t body_cap = c->max_body_bytes > SIZE_MAX / 4 ? SIZE_MAX / 2 : c->max_body_bytes * 2;
+    evhttp_set_max_body_size(s->http, (ev_ssize_t)(body_cap ? body_cap : 1));
+    /* Our framing (server_conn.c) refuses headers over the limit as JSON
+     * first; evhttp's own limit, twice ours, is never the one hit. */
+    evhttp_set_max_headers_size(
+        s->http,
+        (ev_ssize_t)(c->max_header_bytes > SIZE_MAX / 4 ? SIZE_MAX / 2 : c->max_header_bytes * 2));
+    if (c->timeout_s) evhttp_set_timeout(s->http, (int)c->timeout_s);
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(s->http, server_http_route, s);
+    evhttp_set_bevcb(s->http, server_conn_new_bev, s);
+    s->bound = evhttp_bind_socket_with_handle(s->http, s->host, (ev_uint16_t)c->port);
+    if (!s->bound) {
+        return tps_fail(err, TPS_EIO, "cannot listen on %s:%d: %s", s->host, c->port,
+                        strerror(errno));
+    }
+    s->listener = evhttp_bound_socket_get_listener(s->bound);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(evhttp_bound_socket_get_fd(s->bound), (struct sockaddr *)&ss, &sl) == 0) {
+        s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                           : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        s->loopback = ss.ss_family == AF_INET6
+                          ? IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr)
+                          : (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+    }
+    return 0;
+}
+
+/* The loop's own events (wake, drain deadline, sweep, flush, accept
+ * classification, the signal fd) and the worker pool. */
+static int create_events(server *s, const server_config *c, tps_err *err) {
+    int rc;
+    s->ev_wake = event_new(s->base, -1, 0, on_wake, s);
+    s->ev_drain_deadline = evtimer_new(s->base, on_drain_deadline, s);
+    s->ev_sweep = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
+    s->ev_flush = event_new(s->base, -1, EV_PERSIST, server_conns_on_flush, s);
+    s->ev_classify = event_new(s->base, -1, 0, server_conns_on_accept, s);
+    if ((rc = server_work_create(s, err))) return rc;
+    if (!s->ev_wake || !s->ev_drain_deadline || !s->ev_sweep || !s->ev_flush || !s->ev_classify)
+        return TPS_EIO;
+    struct timeval tv = {.tv_usec = SERVER_SWEEP_MS * 1000};
+    event_add(s->ev_sweep, &tv);
+    if (c->signal_fd >= 0) {
+        s->ev_signal = event_new(s->base, c->signal_fd, EV_READ | EV_PERSIST, on_signal, s);
+        if (!s->ev_signal || event_add(s->ev_signal, NULL)) return TPS_EIO;
+    }
+    return 0;
+}
+
 int server_create(server **out, const server_config *c, tps_err *err) {
     *out = NULL;
     if (c->max_n < 1)
@@ -192,55 +235,8 @@ int server_create(server **out, const server_config *c, tps_err *err) {
         tps_fail(err, rc, "event_base_new failed");
         goto fail;
     }
-    if (!(s->http = evhttp_new(s->base))) {
-        tps_fail(err, rc, "evhttp_new failed");
-        goto fail;
-    }
-    /* The body limit is checked by the route (an OpenAI-shaped 413); evhttp
-     * holds bodies up to twice the limit, beyond that it answers 413 itself. */
-    size_t body_cap = c->max_body_bytes > SIZE_MAX / 4 ? SIZE_MAX / 2 : c->max_body_bytes * 2;
-    evhttp_set_max_body_size(s->http, (ev_ssize_t)(body_cap ? body_cap : 1));
-    /* Our framing (server_conn.c) refuses headers over the limit as JSON
-     * first; evhttp's own limit, twice ours, is never the one hit. */
-    evhttp_set_max_headers_size(
-        s->http,
-        (ev_ssize_t)(c->max_header_bytes > SIZE_MAX / 4 ? SIZE_MAX / 2 : c->max_header_bytes * 2));
-    if (c->timeout_s) evhttp_set_timeout(s->http, (int)c->timeout_s);
-    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
-                                            EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-                                            EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
-    evhttp_set_gencb(s->http, server_http_route, s);
-    evhttp_set_bevcb(s->http, server_conn_new_bev, s);
-    s->bound = evhttp_bind_socket_with_handle(s->http, s->host, (ev_uint16_t)c->port);
-    if (!s->bound) {
-        tps_fail(err, rc, "cannot listen on %s:%d: %s", s->host, c->port, strerror(errno));
-        goto fail;
-    }
-    s->listener = evhttp_bound_socket_get_listener(s->bound);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (getsockname(evhttp_bound_socket_get_fd(s->bound), (struct sockaddr *)&ss, &sl) == 0) {
-        s->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                           : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-        s->loopback = ss.ss_family == AF_INET6
-                          ? IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr)
-                          : (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
-    }
-    s->ev_wake = event_new(s->base, -1, 0, on_wake, s);
-    s->ev_drain_deadline = evtimer_new(s->base, on_drain_deadline, s);
-    s->ev_sweep = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
-    s->ev_flush = event_new(s->base, -1, EV_PERSIST, on_flush, s);
-    s->ev_classify = event_new(s->base, -1, 0, server_conns_on_accept, s);
-    if ((rc = server_work_create(s, err))) goto fail;
-    rc = TPS_EIO;
-    if (!s->ev_wake || !s->ev_drain_deadline || !s->ev_sweep || !s->ev_flush || !s->ev_classify)
-        goto fail;
-    struct timeval tv = {.tv_usec = SERVER_SWEEP_MS * 1000};
-    event_add(s->ev_sweep, &tv);
-    if (c->signal_fd >= 0) {
-        s->ev_signal = event_new(s->base, c->signal_fd, EV_READ | EV_PERSIST, on_signal, s);
-        if (!s->ev_signal || event_add(s->ev_signal, NULL)) goto fail;
-    }
+    if ((rc = create_http(s, c, err))) goto fail;
+    if ((rc = create_events(s, c, err))) goto fail;
     if (!s->api_key)
         fprintf(s->log,
                 "tps serve: warning: no --api-key: the API is unauthenticated; anyone "
@@ -280,17 +276,9 @@ static const char *basename_of(const char *p) {
     return b ? b + 1 : p;
 }
 
-int server_load(server *s, tps_err *err) {
-    if (!s->model_path) return tps_fail(err, TPS_EINVAL, "no model path (-m MODEL)");
-    int rc;
-    llama_load_opts lo = {.no_repack = s->cfg.no_repack};
-    if ((rc = llama_model_load_opts(&s->model, s->model_path, &lo, err))) return rc;
-    if ((rc = tokenizer_load(&s->tok, s->model->file, err))) return rc;
-    if (!s->model_id && !(s->model_id = strdup(basename_of(s->model_path))))
-        return tps_fail(err, TPS_ENOMEM, "out of memory");
-    s->cfg.model_id = s->model_id;
-
-    /* Chat template: the override, else recognised from the model. */
+/* The chat template: the override, else recognised from the model; and
+ * how its end-of-turn stops a chat (a token id, or a stop string). */
+static int choose_template(server *s, tps_err *err) {
     gguf_str jt = {0};
     gguf_get_str(s->model->file, "tokenizer.chat_template", &jt);
     if (s->chat_template_name) {
@@ -318,20 +306,11 @@ int server_load(server *s, tps_err *err) {
     else if (!tokenizer_is_eog(s->tok, id))
         s->tmpl_eot_id = id;
 
-    engine_params ep = s->cfg.engine;
-    ep.model = s->model;
-    ep.tok = s->tok;
-    if ((rc = engine_create(&s->eng, &ep, err))) return rc;
-    /* the roofline /metrics reads figures against: cached, or measured
-     * once now (about a second, before the port says ready) */
-    tps_err merr = {{0}};
-    int nth = ep.n_threads ? ep.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (machine_limits_get(&s->machine, nth, &merr))
-        fprintf(s->log, "tps serve: warning: no machine limits for the roofline: %s\n", merr.msg);
-    s->ev_engine =
-        event_new(s->base, engine_event_fd(s->eng), EV_READ | EV_PERSIST, server_on_engine, s);
-    if (!s->ev_engine || event_add(s->ev_engine, NULL))
-        return tps_fail(err, TPS_EIO, "cannot watch the engine's event fd");
+    return 0;
+}
+
+/* The startup lines: model, engine sizes, memory, the ITL target. */
+static void log_loaded(server *s) {
     const engine_params *in = engine_get_params(s->eng);
     engine_stats st;
     engine_get_stats(s->eng, &st);
@@ -363,6 +342,35 @@ int server_load(server *s, tps_err *err) {
                 s->cfg.engine.itl_target_ms < 0 ? " (auto: 3 x a one-row step, at least 10 ms)"
                                                 : "",
                 (double)st.step_cost_fixed_ns / 1e6, (double)st.step_cost_row_ns / 1e6);
+}
+
+int server_load(server *s, tps_err *err) {
+    if (!s->model_path) return tps_fail(err, TPS_EINVAL, "no model path (-m MODEL)");
+    int rc;
+    llama_load_opts lo = {.no_repack = s->cfg.no_repack};
+    if ((rc = llama_model_load_opts(&s->model, s->model_path, &lo, err))) return rc;
+    if ((rc = tokenizer_load(&s->tok, s->model->file, err))) return rc;
+    if (!s->model_id && !(s->model_id = strdup(basename_of(s->model_path))))
+        return tps_fail(err, TPS_ENOMEM, "out of memory");
+    s->cfg.model_id = s->model_id;
+
+    if ((rc = choose_template(s, err))) return rc;
+
+    engine_params ep = s->cfg.engine;
+    ep.model = s->model;
+    ep.tok = s->tok;
+    if ((rc = engine_create(&s->eng, &ep, err))) return rc;
+    /* the roofline /metrics reads figures against: cached, or measured
+     * once now (about a second, before the port says ready) */
+    tps_err merr = {{0}};
+    int nth = ep.n_threads ? ep.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (machine_limits_get(&s->machine, nth, &merr))
+        fprintf(s->log, "tps serve: warning: no machine limits for the roofline: %s\n", merr.msg);
+    s->ev_engine =
+        event_new(s->base, engine_event_fd(s->eng), EV_READ | EV_PERSIST, server_on_engine, s);
+    if (!s->ev_engine || event_add(s->ev_engine, NULL))
+        return tps_fail(err, TPS_EIO, "cannot watch the engine's event fd");
+    log_loaded(s);
     atomic_store(&s->ready, true);
     fprintf(s->log, "tps serve: listening on http://%s:%d\n", s->host, s->port);
     fflush(s->log);

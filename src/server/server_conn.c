@@ -411,3 +411,27 @@ uint32_t server_conns_open(server *s) {
     }
     return n;
 }
+
+/* ---------------------------------------------------------------------------
+ * The end of a drain or stop: once no request is in flight and no body is
+ * being prepared, the loop exits when every connection's output is in the
+ * kernel (or SERVER_FLUSH_MAX_MS has passed)
+ * ------------------------------------------------------------------------- */
+
+void server_conns_on_flush(evutil_socket_t fd, short what, void *arg) {
+    server *s = arg;
+    if (!server_conns_output_pending(s) || tps_now_ns() > s->flush_deadline_ns) {
+        event_del(s->ev_flush);
+        event_base_loopexit(s->base, NULL);
+    }
+}
+
+/* Called when the last request or body ends, and when a drain begins. */
+void server_maybe_finish_drain(server *s) {
+    if (!(s->draining || s->stopping) || s->n_inflight != 0 || s->n_jobs != 0 || s->flushing)
+        return;
+    s->flushing = true;
+    s->flush_deadline_ns = tps_now_ns() + SERVER_FLUSH_MAX_MS * TPS_NS_PER_MS;
+    struct timeval tv = {.tv_usec = 5000};
+    event_add(s->ev_flush, &tv);
+}

@@ -136,7 +136,10 @@ typedef struct server_hists {
     hist *step_ns, *step_tokens; /* scratch for engine_merge_step_hists */
 } server_hists;
 
+/* Grouped by the file that keeps each part up to date (server.c creates and
+ * frees them all; the other files only read what is not theirs). */
 struct server {
+    /* server.c: configuration, the loop, the model, drain and stop */
     server_config cfg; /* strings below point into owned copies */
     char *host, *api_key, *chat_template_name, *model_path, *model_id;
     char **cors_origins, **allowed_hosts; /* NULL-ended copies */
@@ -150,8 +153,6 @@ struct server {
     int port;
     struct event *ev_engine, *ev_signal, *ev_sweep, *ev_wake, *ev_drain_deadline, *ev_flush;
     struct event *ev_classify; /* activated at each accept: server_conns_on_accept */
-    bool flushing;
-    uint64_t flush_deadline_ns;
     pthread_t thread;
     bool thread_started;
     int loop_rc;
@@ -171,24 +172,77 @@ struct server {
     atomic_int want; /* 0 none, 1 drain, 2 stop */
     bool draining, stopping;
 
-    req_ctx *inflight; /* list head */
-    uint32_t n_inflight;
+    /* server_conn.c: the connection table and the final flush */
     conn_slot **conns;
     size_t n_conns, cap_conns;
     uint32_t n_reserve; /* conns of the reserved class */
     bool accept_paused;
+    bool flushing;
+    uint64_t flush_deadline_ns;
 
+    /* server_work.c: the worker pool */
     server_work *work;
     uint32_t n_jobs; /* bodies with the workers */
 
+    /* server_stream.c: requests in flight, engine events, the request
+     * histograms (server_metrics.c creates them, and fills the step ones at
+     * each scrape) */
+    req_ctx *inflight; /* list head */
+    uint32_t n_inflight;
     server_hists h;
     engine_event *events;  /* SERVER_POLL_BATCH */
     struct evbuffer *wbuf; /* staging for chunk writes (emptied by each write) */
     uint64_t next_id;
 };
 
-/* server.c */
-void server_maybe_finish_drain(server *s);
+/* The files call one way, top to bottom (no file calls one above it):
+ *   server.c          lifecycle: create, start, load, drain, stop, free
+ *   server_http.c     routes, browser checks, authentication
+ *   server_work.c     the worker pool that prepares large bodies
+ *   server_prepare.c  bodies: parse, render, tokenize; answer or submit
+ *   server_stream.c   request contexts; engine events -> responses
+ *   server_metrics.c  the /metrics page and the request histograms
+ *   server_reply.c    whole answers and errors
+ *   server_conn.c     the connection table and the final flush */
+
+/* server_http.c: the routes */
+void server_http_route(struct evhttp_request *req, void *arg);
+
+/* server_work.c: the worker pool */
+int server_work_create(server *s, tps_err *err);
+bool server_work_submit(server *s, work_job *j); /* false: the queue is full */
+/* Detaches a job from its connection; before server_work_finish. */
+void server_work_detach(work_job *j);
+void server_work_free(server *s);
+
+/* server_prepare.c: preparing bodies (any thread) and answering them */
+void server_work_prepare(work_job *j);
+void server_work_finish(work_job *j);
+void server_work_job_free(work_job *j);
+
+/* server_stream.c: request contexts, engine events -> responses */
+void server_on_engine(evutil_socket_t fd, short what, void *arg);
+req_ctx *req_ctx_new(server *s, struct evhttp_request *req, oai_kind kind, uint32_t n_choices);
+void req_ctx_free(req_ctx *c);
+void req_ctx_start(req_ctx *c);
+void server_cancel_all(server *s, const char *why);
+void server_check_gone(server *s);
+
+/* server_metrics.c: the /metrics page */
+int server_hists_create(server_hists *h, tps_err *err);
+void server_hists_free(server_hists *h);
+void server_metrics_render(server *s, sbuf *out);
+
+/* server_reply.c: whole answers; the request is finished (and may be
+ * freed) after each */
+void server_reply(server *s, struct evhttp_request *req, int status, const char *ctype,
+                  const char *body, size_t len);
+void server_reply_json(server *s, struct evhttp_request *req, int status, const sbuf *b);
+void server_reply_error(server *s, struct evhttp_request *req, const oai_error *e);
+void server_reply_err(server *s, struct evhttp_request *req, int status, const char *type,
+                      const char *param, const char *code, const char *msg);
+/* 503 while loading or draining; true when the request was answered. */
+bool server_reply_unavailable(server *s, struct evhttp_request *req);
 
 /* server_conn.c: the connection table */
 struct bufferevent *server_conn_new_bev(struct event_base *base, void *arg);
@@ -198,31 +252,8 @@ void server_conns_sweep(server *s, bool all);
 bool server_conns_output_pending(server *s);
 uint32_t server_conns_open(server *s);
 uint32_t server_conns_per_client(const server *s);
-
-/* server_http.c: the routes */
-void server_http_route(struct evhttp_request *req, void *arg);
-void server_reply_error(server *s, struct evhttp_request *req, const oai_error *e);
-
-/* server_http.c: preparing bodies (any thread) and answering them */
-void server_work_prepare(work_job *j);
-void server_work_finish(work_job *j);
-void server_work_job_free(work_job *j);
-
-/* server_work.c: the worker pool */
-int server_work_create(server *s, tps_err *err);
-bool server_work_submit(server *s, work_job *j); /* false: the queue is full */
-void server_work_detach(work_job *j);
-void server_work_free(server *s);
-
-/* server_stream.c: engine events -> responses */
-void server_on_engine(evutil_socket_t fd, short what, void *arg);
-req_ctx *req_ctx_new(server *s, struct evhttp_request *req, oai_kind kind, uint32_t n_choices);
-void req_ctx_free(req_ctx *c);
-void req_ctx_start(req_ctx *c);
-void server_cancel_all(server *s, const char *why);
-void server_check_gone(server *s);
-int server_hists_create(server_hists *h, tps_err *err);
-void server_hists_free(server_hists *h);
-void server_metrics_render(server *s, sbuf *out);
+/* server_conn.c: the end of a drain (flush, then the loop exits) */
+void server_maybe_finish_drain(server *s);
+void server_conns_on_flush(evutil_socket_t fd, short what, void *arg);
 
 #endif

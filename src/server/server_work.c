@@ -11,7 +11,7 @@
  * leave while a worker holds the job; the connection's close callback
  * forgets the request, and the finished job is dropped.
  *
- * Not here: what preparing means per endpoint (server_http.c). */
+ * Not here: what preparing means per endpoint (server_prepare.c). */
 #include "server/server_internal.h"
 
 #include <stdlib.h>
@@ -70,6 +70,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg) {
     while (rev) {
         work_job *n = rev->next;
         s->n_jobs--;
+        server_work_detach(rev);
         server_work_finish(rev);
         rev = n;
     }

@@ -1,0 +1,152 @@
+/* The /metrics page: the engine's counters and gauges, the server's own,
+ * and the request histograms (created here, recorded by server_stream.c in
+ * the HTTP thread) with the engine's step histograms merged in at scrape
+ * time. Metric names and meanings are defined once (docs/metrics.md); the
+ * text format is prom.c's.
+ *
+ * Not here: the route (server_http.c), recording (server_stream.c). */
+#include "server/server_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------
+ * Histograms and /metrics
+ * ------------------------------------------------------------------------- */
+
+/* Tokens per step: the engine's count histogram config (engine.c). */
+#define SERVER_HIST_COUNT ENGINE_HIST_STEP_TOKENS
+
+int server_hists_create(server_hists *h, tps_err *err) {
+    hist_config lat = HIST_CONFIG_LATENCY_NS, cnt = SERVER_HIST_COUNT;
+    hist **lats[] = {&h->ttft, &h->itl, &h->e2e, &h->queue, &h->prefill, &h->decode, &h->step_ns};
+    int rc;
+    for (size_t i = 0; i < sizeof lats / sizeof lats[0]; i++)
+        if ((rc = hist_create(lats[i], &lat, err))) return rc;
+    return hist_create(&h->step_tokens, &cnt, err);
+}
+
+void server_hists_free(server_hists *h) {
+    hist_free(h->ttft);
+    hist_free(h->itl);
+    hist_free(h->e2e);
+    hist_free(h->queue);
+    hist_free(h->prefill);
+    hist_free(h->decode);
+    hist_free(h->step_ns);
+    hist_free(h->step_tokens);
+    memset(h, 0, sizeof *h);
+}
+
+static void counter(sbuf *b, const char *name, const char *help, double v) {
+    prom_family(b, name, "counter", help);
+    prom_sample(b, name, NULL, v);
+}
+
+static void gauge(sbuf *b, const char *name, const char *help, double v) {
+    prom_family(b, name, "gauge", help);
+    prom_sample(b, name, NULL, v);
+}
+
+/* The engine's counters and gauges, the machine's limits, the server's
+ * own gauges. */
+static void render_counters(server *s, sbuf *b) {
+    engine_stats st;
+    engine_get_stats(s->eng, &st);
+    counter(b, "tps_prompt_tokens_total",
+            "Prompt tokens computed (recomputation after preemption included).",
+            (double)st.prompt_tokens_total);
+    counter(b, "tps_generation_tokens_total", "Output tokens generated and delivered.",
+            (double)st.generation_tokens_total);
+    prom_family(b, "tps_requests_total", "counter", "Finished requests by finish reason.");
+    for (int f = 0; f < 4; f++) {
+        char labels[64];
+        snprintf(labels, sizeof labels, "finish_reason=\"%s\"",
+                 engine_finish_name((engine_finish)f));
+        prom_sample(b, "tps_requests_total", labels, (double)st.requests_total[f]);
+    }
+    counter(b, "tps_preemptions_total", "Times a sequence's KV cache was taken back.",
+            (double)st.preemptions_total);
+    counter(b, "tps_steps_total", "Engine steps (iterations) run.", (double)st.steps_total);
+    gauge(b, "tps_itl_target_seconds",
+          "Step-time target prompt chunks are sized to when streams are decoding (0: none).",
+          (double)st.itl_target_ns * 1e-9);
+    counter(b, "tps_steps_over_itl_target_total",
+            "Steps carrying decode rows that took longer than the ITL target.",
+            (double)st.steps_over_itl_target_total);
+    gauge(b, "tps_step_cost_fixed_seconds",
+          "Step-time model: the part of a step that does not grow with its rows.",
+          (double)st.step_cost_fixed_ns * 1e-9);
+    gauge(b, "tps_step_cost_row_seconds", "Step-time model: the time each token row adds.",
+          (double)st.step_cost_row_ns * 1e-9);
+    /* the roofline: rate(bytes) / rate(step seconds) is the bandwidth the
+     * steps achieved; over the machine's read bandwidth, how close to it */
+    counter(b, "tps_step_seconds_total", "Wall time spent in engine steps.", st.step_seconds_total);
+    counter(b, "tps_weight_bytes_read_total",
+            "Weight bytes the steps read (every matrix once a step).", st.weight_bytes_read_total);
+    counter(b, "tps_kv_bytes_read_total", "KV cache bytes the steps read.", st.kv_bytes_read_total);
+    counter(b, "tps_multiply_adds_total", "Multiply-adds the steps did (weights and attention).",
+            st.macs_total);
+    gauge(b, "tps_machine_read_bandwidth_bytes_per_second",
+          "This machine's measured read bandwidth (tps machine); 0: unknown.",
+          s->machine.read_gbs * 1e9);
+    gauge(b, "tps_machine_int8_multiply_adds_per_second",
+          "This machine's measured peak int8 multiply-add rate (tps machine); 0: unknown.",
+          s->machine.int8_gops * 1e9);
+    gauge(b, "tps_requests_running", "Sequences in the running batch.",
+          (double)st.requests_running);
+    gauge(b, "tps_requests_waiting", "Requests queued or preempted, waiting to run.",
+          (double)st.requests_waiting);
+    gauge(b, "tps_kv_cache_usage_ratio", "Fraction of KV cache blocks in use.",
+          st.kv_blocks_total ? (double)st.kv_blocks_used / (double)st.kv_blocks_total : 0.0);
+    gauge(b, "tps_kv_cache_blocks", "KV cache blocks in the pool.", (double)st.kv_blocks_total);
+    /* vLLM's prefix cache counters: in tokens, so hits / queries is the
+     * fraction of prompt tokens that were not computed. */
+    counter(b, "tps_prefix_cache_queries_total",
+            "Prompt tokens looked up in the prefix cache at admission.",
+            (double)st.prefix_cache_queries_total);
+    counter(b, "tps_prefix_cache_hits_total",
+            "Prompt tokens found in the prefix cache (not computed).",
+            (double)st.prefix_cache_hits_total);
+    gauge(b, "tps_kv_cache_blocks_cached",
+          "KV cache blocks whose contents are indexed for reuse (in use or kept free).",
+          (double)st.kv_blocks_cached);
+    gauge(b, "tps_http_requests_in_flight", "Completion requests being answered.",
+          (double)s->n_inflight);
+    gauge(b, "tps_http_connections_open", "Open client connections.", (double)server_conns_open(s));
+}
+
+/* The request histograms, and the engine's step histograms merged now. */
+static void render_histograms(server *s, sbuf *b) {
+    const double ns = 1e-9;
+    const server_hists *h = &s->h;
+    prom_histogram(b, "tps_time_to_first_token_seconds",
+                   "Request arrival to its first output token (server side).", h->ttft, ns,
+                   prom_latency_bounds, prom_n_latency_bounds);
+    prom_histogram(b, "tps_inter_token_latency_seconds",
+                   "Gap between consecutive output tokens of a request.", h->itl, ns,
+                   prom_latency_bounds, prom_n_latency_bounds);
+    prom_histogram(b, "tps_e2e_request_latency_seconds",
+                   "Request arrival to its last token, finished requests.", h->e2e, ns,
+                   prom_latency_bounds, prom_n_latency_bounds);
+    prom_histogram(b, "tps_request_queue_time_seconds", "Submit to first scheduled step.", h->queue,
+                   ns, prom_latency_bounds, prom_n_latency_bounds);
+    prom_histogram(b, "tps_request_prefill_time_seconds", "First scheduled step to first token.",
+                   h->prefill, ns, prom_latency_bounds, prom_n_latency_bounds);
+    prom_histogram(b, "tps_request_decode_time_seconds", "First token to finish.", h->decode, ns,
+                   prom_latency_bounds, prom_n_latency_bounds);
+    hist_reset(h->step_ns);
+    hist_reset(h->step_tokens);
+    tps_err err = {{0}};
+    if (engine_merge_step_hists(s->eng, h->step_ns, h->step_tokens, &err))
+        fprintf(s->log, "tps serve: step histograms: %s\n", err.msg);
+    prom_histogram(b, "tps_step_duration_seconds", "Wall time of one engine step.", h->step_ns, ns,
+                   prom_latency_bounds, prom_n_latency_bounds);
+    prom_histogram(b, "tps_tokens_per_step", "Token rows (prefill + decode) in one engine step.",
+                   h->step_tokens, 1.0, prom_count_bounds, prom_n_count_bounds);
+}
+
+void server_metrics_render(server *s, sbuf *b) {
+    render_counters(s, b);
+    render_histograms(s, b);
+}

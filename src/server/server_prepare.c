@@ -1,0 +1,494 @@
+/* Preparing request bodies: /tokenize, /detokenize and completions are
+ * parsed, rendered and tokenized (server_work_prepare: any thread, no
+ * evhttp, no engine; on a worker when large, server_work.c), then answered
+ * or submitted to the engine on the HTTP thread (server_work_finish).
+ *
+ * Not here: the routes (server_http.c), the worker threads (server_work.c),
+ * JSON request parsing (openai.c), streaming the answer (server_stream.c). */
+#include "server/server_internal.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------
+ * Preparing bodies (any thread: no evhttp, no engine; see server_work.c)
+ * ------------------------------------------------------------------------- */
+
+/* Parses a JSON object body for /tokenize and /detokenize; NULL with j->e
+ * set on failure. */
+static json_t *json_body(work_job *j, const char *body, size_t len) {
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, &jerr);
+    if (!root || !json_is_object(root)) {
+        j->failed = true;
+        if (root)
+            oai_error_set(&j->e, 400, "invalid_request_error", NULL, "invalid_json",
+                          "the request body must be a JSON object");
+        else
+            oai_error_set(&j->e, 400, "invalid_request_error", NULL, "invalid_json",
+                          "invalid JSON in the request body at line %d, column %d: %s", jerr.line,
+                          jerr.column, jerr.text);
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+static void job_fail(work_job *j, int status, const char *type, const char *param, const char *code,
+                     const char *msg) {
+    j->failed = true;
+    oai_error_set(&j->e, status, type, param, code, "%s", msg);
+}
+
+/* POST /tokenize {"content": str, "add_special": bool, "parse_special": bool}
+ * -> {"tokens": [ids]} (llama.cpp's defaults: add_special false,
+ * parse_special true). */
+static void prepare_tokenize(work_job *j, const char *body, size_t len) {
+    json_t *root = json_body(j, body, len);
+    if (!root) return;
+    json_t *content = json_object_get(root, "content");
+    json_t *add = json_object_get(root, "add_special");
+    json_t *parse = json_object_get(root, "parse_special");
+    if (!json_is_string(content)) {
+        job_fail(j, 400, "invalid_request_error", "content", "invalid_type",
+                 "content must be a string");
+    } else if ((add && !json_is_boolean(add)) || (parse && !json_is_boolean(parse))) {
+        job_fail(j, 400, "invalid_request_error",
+                 add && !json_is_boolean(add) ? "add_special" : "parse_special", "invalid_type",
+                 "add_special and parse_special must be booleans");
+    } else {
+        unsigned flags = (json_is_true(add) ? TOK_ENCODE_ADD_SPECIAL : 0) |
+                         (!parse || json_is_true(parse) ? TOK_ENCODE_PARSE_SPECIAL : 0);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        tps_err err = {{0}};
+        if (tokenizer_encode_alloc(j->s->tok, json_string_value(content),
+                                   json_string_length(content), flags, &ids, &n, &err)) {
+            job_fail(j, 500, "server_error", NULL, NULL, err.msg);
+        } else {
+            sbuf_adds(&j->reply, "{\"tokens\":[");
+            for (size_t i = 0; i < n; i++)
+                sbuf_printf(&j->reply, i ? ",%d" : "%d", ids[i]);
+            sbuf_adds(&j->reply, "]}");
+        }
+        free(ids);
+    }
+    json_decref(root);
+}
+
+/* POST /detokenize {"tokens": [ids]} -> {"content": str}: the pieces
+ * concatenated, control tokens rendered (llama.cpp's tokens_to_str). */
+static void prepare_detokenize(work_job *j, const char *body, size_t len) {
+    json_t *root = json_body(j, body, len);
+    if (!root) return;
+    json_t *toks = json_object_get(root, "tokens");
+    size_t n = json_is_array(toks) ? json_array_size(toks) : 0;
+    int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    char *text = NULL;
+    size_t tl = 0;
+    if (!json_is_array(toks)) {
+        job_fail(j, 400, "invalid_request_error", "tokens", "invalid_type",
+                 "tokens must be an array of token ids");
+        goto done;
+    }
+    if (!ids) {
+        job_fail(j, 500, "server_error", NULL, NULL, "out of memory");
+        goto done;
+    }
+    uint32_t nv = tokenizer_n_vocab(j->s->tok);
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(toks, i);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 ||
+            json_integer_value(t) >= (json_int_t)nv) {
+            j->failed = true;
+            oai_error_set(&j->e, 400, "invalid_request_error", "tokens", "invalid_value",
+                          "tokens[%zu] is not a token id of this vocabulary (0..%u)", i, nv - 1);
+            goto done;
+        }
+        ids[i] = (int32_t)json_integer_value(t);
+    }
+    tps_err err = {{0}};
+    if (tokenizer_decode_alloc(j->s->tok, ids, n, TOK_DECODE_RAW_SPACES | TOK_DECODE_RENDER_SPECIAL,
+                               &text, &tl, &err)) {
+        job_fail(j, 500, "server_error", NULL, NULL, err.msg);
+        goto done;
+    }
+    sbuf_adds(&j->reply, "{\"content\":");
+    sbuf_json_str(&j->reply, text ? text : "", tl);
+    sbuf_adds(&j->reply, "}");
+done:
+    free(text);
+    free(ids);
+    json_decref(root);
+}
+
+/* The tool format of the served template; the generic one when the model
+ * file has no template (nothing says it was trained on ChatML's tools). */
+static tool_format tool_fmt(const server *s) {
+    return s->tmpl_guessed ? TOOL_FMT_GENERIC : tools_format(s->tmpl);
+}
+
+/* Strings a rewritten conversation owns, freed together. */
+typedef struct owned_text {
+    char **p;
+    size_t n;
+} owned_text;
+
+static const char *keep(owned_text *o, sbuf *b) {
+    char **p = realloc(o->p, (o->n + 1) * sizeof *p);
+    if (!p || sbuf_failed(b)) return NULL;
+    o->p = p;
+    sbuf_adds(b, ""); /* a buffer even when empty */
+    o->p[o->n++] = b->p;
+    const char *t = b->p;
+    b->p = NULL;
+    sbuf_free(b);
+    return t ? t : "";
+}
+
+/* The conversation with tools written in as the template's tool format
+ * expects (tools.h): the tool list in the system message (or, mistral,
+ * before the last user turn), earlier calls in the assistant messages, tool
+ * results as the format's turns. *out is a new array (freed by the caller)
+ * whose strings o owns. */
+static int tool_messages(server *s, const oai_request *r, chat_msg **out, size_t *n_out,
+                         owned_text *o) {
+    tool_format f = tool_fmt(s);
+    bool list = r->tool_choice != TOOL_CHOICE_NONE && r->n_tools;
+    bool sys_list = list && f != TOOL_FMT_MISTRAL;
+    bool has_sys = r->n_msgs && !strcmp(r->msgs[0].role, "system");
+    chat_msg *m = calloc(r->n_msgs + 1, sizeof *m);
+    if (!m) return TPS_ENOMEM;
+    size_t n = 0, last_user = SIZE_MAX;
+    if (sys_list && !has_sys) m[n++] = (chat_msg){.role = "system", .content = ""};
+    for (size_t i = 0; i < r->n_msgs; i++) {
+        m[n] = r->msgs[i];
+        if (!strcmp(m[n].role, "user")) last_user = n;
+        sbuf b;
+        sbuf_init(&b);
+        const json_t *calls = r->msg_tool_calls[i];
+        if (calls && json_array_size(calls)) {
+            sbuf_add(&b, m[n].content, m[n].content_len);
+            if (m[n].content_len) sbuf_adds(&b, "\n");
+            for (size_t k = 0; k < json_array_size(calls); k++) {
+                json_t *fn = json_object_get(json_array_get(calls, k), "function");
+                tools_render_call(f, json_string_value(json_object_get(fn, "name")),
+                                  json_string_value(json_object_get(fn, "arguments")), k == 0,
+                                  k + 1 == json_array_size(calls), &b);
+            }
+        } else if (!strcmp(m[n].role, "tool")) {
+            m[n].role = f == TOOL_FMT_LLAMA3 ? "ipython" : "user";
+            tools_render_result(f, m[n].content, m[n].content_len, &b);
+        } else {
+            n++;
+            continue;
+        }
+        if (!(m[n].content = keep(o, &b))) return free(m), TPS_ENOMEM;
+        m[n].content_len = strlen(m[n].content);
+        n++;
+    }
+    if (list) {
+        size_t at = sys_list ? 0 : last_user;
+        if (at != SIZE_MAX) {
+            sbuf b;
+            sbuf_init(&b);
+            if (!sys_list) tools_render_list(f, r->tools, r->n_tools, &b);
+            sbuf_add(&b, m[at].content, m[at].content_len);
+            if (sys_list) {
+                if (m[at].content_len) sbuf_adds(&b, "\n\n");
+                tools_render_list(f, r->tools, r->n_tools, &b);
+            }
+            if (!(m[at].content = keep(o, &b))) return free(m), TPS_ENOMEM;
+            m[at].content_len = strlen(m[at].content);
+        }
+    }
+    *out = m;
+    *n_out = n;
+    return 0;
+}
+
+/* The prompt's token ids (malloc'ed) for a parsed request. */
+static int build_prompt(server *s, const oai_request *r, int32_t **ids, size_t *n, oai_error *e) {
+    tps_err err = {{0}};
+    unsigned flags = TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL;
+    if (r->kind == OAI_COMPLETION) {
+        if (r->prompt_is_ids) {
+            *ids = malloc((r->n_prompt_ids ? r->n_prompt_ids : 1) * sizeof **ids);
+            if (!*ids) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+            memcpy(*ids, r->prompt_ids, r->n_prompt_ids * sizeof **ids);
+            *n = r->n_prompt_ids;
+            return 0;
+        }
+        if (tokenizer_encode_alloc(s->tok, r->prompt, r->prompt_len, flags, ids, n, &err))
+            return oai_error_set(e, 500, "server_error", "prompt", NULL, "%s", err.msg);
+        return 0;
+    }
+    sbuf text;
+    sbuf_init(&text);
+    const chat_msg *msgs = r->msgs;
+    size_t n_msgs = r->n_msgs;
+    chat_msg *rewritten = NULL;
+    owned_text own = {0};
+    bool tool_turns = r->tool_choice != TOOL_CHOICE_NONE;
+    for (size_t i = 0; i < r->n_msgs && !tool_turns; i++)
+        tool_turns = r->msg_tool_calls[i] || !strcmp(r->msgs[i].role, "tool");
+    int rc = 0;
+    if (tool_turns && tool_messages(s, r, &rewritten, &n_msgs, &own)) {
+        for (size_t i = 0; i < own.n; i++)
+            free(own.p[i]);
+        free(own.p);
+        return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    if (rewritten) msgs = rewritten;
+    rc = chat_tmpl_render(s->tmpl, msgs, n_msgs, true, &text, &err);
+    free(rewritten);
+    for (size_t i = 0; i < own.n; i++)
+        free(own.p[i]);
+    free(own.p);
+    if (rc)
+        oai_error_set(e, rc == TPS_ENOMEM ? 500 : 400,
+                      rc == TPS_ENOMEM ? "server_error" : "invalid_request_error", "messages",
+                      "invalid_value", "%s", err.msg);
+    else if (tokenizer_encode_alloc(s->tok, text.p ? text.p : "", text.len, flags, ids, n, &err))
+        rc = oai_error_set(e, 500, "server_error", "messages", NULL, "%s", err.msg);
+    sbuf_free(&text);
+    return rc;
+}
+
+/* Tools offered (tool_choice not none): logprobs only whole, and under
+ * required or named tool_choice the grammar of valid calls, which r owns
+ * from here (oai_request_free frees it). Compiling the tools' schemas is
+ * work on the body, so it is done here, off the HTTP thread. */
+static int prepare_tools(server *s, oai_request *r, oai_error *e) {
+    if (r->tool_choice == TOOL_CHOICE_NONE) return 0;
+    if (r->stream && r->logprobs)
+        return oai_error_set(e, 400, "invalid_request_error", "logprobs", "unsupported_parameter",
+                             "logprobs with tools is supported only without stream: a streamed "
+                             "answer that may hold tool calls is sent when it is complete");
+    if (r->tool_choice != TOOL_CHOICE_REQUIRED && r->tool_choice != TOOL_CHOICE_NAMED) return 0;
+    sbuf g;
+    sbuf_init(&g);
+    tps_err terr = {{0}};
+    int rc = tools_grammar(tool_fmt(s), r->tools, r->n_tools, r->tool_name, r->parallel_tool_calls,
+                           &g, &terr);
+    if (rc) {
+        sbuf_free(&g);
+        return oai_error_set(e, rc == TPS_ENOMEM ? 500 : 400,
+                             rc == TPS_ENOMEM ? "server_error" : "invalid_request_error", "tools",
+                             "invalid_value", "tools: %s", terr.msg);
+    }
+    r->grammar = g.p;
+    r->grammar_len = g.len;
+    return 0;
+}
+
+/* Completions: parse, render, tokenize, the prompt-length limit, tools. */
+static void prepare_completion(work_job *j, const char *body, size_t len) {
+    server *s = j->s;
+    oai_kind kind = j->kind == WORK_CHAT ? OAI_CHAT : OAI_COMPLETION;
+    if (oai_parse(&j->r, kind, body, len, &j->e)) {
+        j->failed = true;
+        return;
+    }
+    j->parsed = true;
+    if (build_prompt(s, &j->r, &j->ids, &j->n_ids, &j->e)) {
+        j->failed = true;
+        return;
+    }
+    if (s->cfg.max_prompt_tokens && j->n_ids > s->cfg.max_prompt_tokens) {
+        j->failed = true;
+        oai_error_set(&j->e, 400, "invalid_request_error", kind == OAI_CHAT ? "messages" : "prompt",
+                      "context_length_exceeded",
+                      "the prompt has %zu tokens; this server allows at most %u "
+                      "(--max-prompt-tokens)",
+                      j->n_ids, s->cfg.max_prompt_tokens);
+        return;
+    }
+    if (kind == OAI_CHAT && prepare_tools(s, &j->r, &j->e)) j->failed = true;
+}
+
+void server_work_prepare(work_job *j) {
+    const char *body = (const char *)evbuffer_pullup(j->body, -1);
+    size_t len = evbuffer_get_length(j->body);
+    if (!body) body = "";
+    switch (j->kind) {
+    case WORK_COMPLETION:
+    case WORK_CHAT:
+        prepare_completion(j, body, len);
+        break;
+    case WORK_TOKENIZE:
+        prepare_tokenize(j, body, len);
+        break;
+    case WORK_DETOKENIZE:
+        prepare_detokenize(j, body, len);
+        break;
+    }
+    /* the body is no longer needed: free it here, off the HTTP thread */
+    evbuffer_free(j->body);
+    j->body = NULL;
+}
+
+void server_work_job_free(work_job *j) {
+    if (!j) return;
+    if (j->body) evbuffer_free(j->body);
+    if (j->parsed) oai_request_free(&j->r);
+    free(j->ids);
+    sbuf_free(&j->reply);
+    free(j);
+}
+
+/* ---------------------------------------------------------------------------
+ * Completions: submit (HTTP thread)
+ * ------------------------------------------------------------------------- */
+
+/* n within 1 .. --max-n (the parser checked >= 1), and within the
+ * sequences the engine runs at once: every choice is a sequence, and all
+ * of them must be able to run together. */
+static int check_n(server *s, uint32_t n, oai_error *e) {
+    if (n > s->cfg.max_n)
+        return oai_error_set(e, 400, "invalid_request_error", "n", "invalid_value",
+                             "n is %u; this server allows at most %u choices per request "
+                             "(--max-n)",
+                             n, s->cfg.max_n);
+    uint32_t seqs = engine_get_params(s->eng)->max_seqs;
+    if (n > seqs)
+        return oai_error_set(e, 400, "invalid_request_error", "n", "invalid_value",
+                             "n is %u; this server runs at most %u sequences at once "
+                             "(--max-seqs), one per choice",
+                             n, seqs);
+    return 0;
+}
+
+/* The engine's "cannot fit" (TPS_ERANGE) as a 400 with its message. The
+ * prompt is to blame when it, with max_tokens, is over the context; else,
+ * with several choices, n is (their KV blocks together are over the pool). */
+static void erange_error(server *s, const oai_request *r, size_t n_prompt, uint32_t max_tokens,
+                         const char *msg, oai_error *e) {
+    uint64_t ctx = s->model->cfg.ctx_len;
+    bool fits_ctx = n_prompt < ctx && (uint64_t)n_prompt + max_tokens <= ctx;
+    if (r->n > 1 && fits_ctx)
+        oai_error_set(e, 400, "invalid_request_error", "n", "invalid_value", "%s", msg);
+    else
+        oai_error_set(e, 400, "invalid_request_error", r->kind == OAI_CHAT ? "messages" : "prompt",
+                      "context_length_exceeded", "%s", msg);
+}
+
+/* The most tokens n choices of a prompt can generate with the whole KV
+ * pool (the engine's own count: the prompt's full blocks shared, the rest
+ * once per choice); 0 when not even one fits. */
+static uint64_t pool_room(server *s, size_t n_prompt, uint32_t n) {
+    engine_stats st;
+    engine_get_stats(s->eng, &st);
+    uint64_t bt = st.kv_block_tokens, total = st.kv_blocks_total;
+    if (!bt || !total) return 0;
+    uint64_t shared = n_prompt / bt;
+    if (shared >= total) return 0;
+    uint64_t all = shared + (total - shared) / n; /* blocks each choice may reach */
+    uint64_t tokens = all * bt;
+    return tokens > n_prompt ? tokens - n_prompt : 0;
+}
+
+/* The prepared request into the engine; 0, or the error to answer with. */
+static int submit_completion(server *s, struct evhttp_request *req, work_job *j, oai_error *e) {
+    oai_request *r = &j->r;
+    oai_kind kind = r->kind;
+    uint32_t max_tokens = r->max_tokens;
+    uint32_t cap = s->cfg.max_tokens_cap;
+    if (cap && max_tokens > cap)
+        return oai_error_set(e, 400, "invalid_request_error", "max_tokens", "invalid_value",
+                             "max_tokens is %u; this server allows at most %u (--max-tokens-cap)",
+                             max_tokens, cap);
+    /* Not given: OpenAI's 16 for completions, the context for chat; never
+     * over the cap nor over what the KV pool holds beside the prompt (a
+     * request that names no max_tokens is never refused for it). */
+    if (!r->max_tokens) {
+        uint64_t ctx = s->model->cfg.ctx_len, room = ctx > j->n_ids ? ctx - j->n_ids : 0;
+        uint64_t pool = pool_room(s, j->n_ids, r->n ? r->n : 1);
+        if (kind == OAI_COMPLETION) room = room < 16 ? room : 16;
+        if (cap && room > cap) room = cap;
+        if (pool && room > pool) room = pool;
+        max_tokens = (uint32_t)room; /* 0 (no room): the engine says why */
+    }
+
+    if (check_n(s, r->n, e)) return TPS_EINVAL;
+
+    const char *stops[OAI_MAX_STOP + 1];
+    size_t n_stop = r->n_stop;
+    memcpy(stops, r->stop, r->n_stop * sizeof *stops);
+    int32_t stop_id = s->tmpl_eot_id;
+    if (kind == OAI_CHAT && s->tmpl_eot_as_stop) stops[n_stop++] = chat_tmpl_eot(s->tmpl);
+
+    for (size_t i = 0; i < r->n_logit_bias; i++)
+        if ((uint32_t)r->logit_bias[i].id >= s->model->cfg.n_vocab)
+            return oai_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
+                                 "logit_bias: token id %d is outside the vocabulary (0..%u)",
+                                 r->logit_bias[i].id, s->model->cfg.n_vocab - 1);
+    req_ctx *c = req_ctx_new(s, req, kind, r->n);
+    if (!c) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    c->stream = r->stream;
+    c->logprobs = r->logprobs;
+    c->tools = kind == OAI_CHAT && r->tool_choice != TOOL_CHOICE_NONE;
+    c->tfmt = tool_fmt(s);
+    c->include_usage = r->stream && r->include_usage;
+    c->n_prompt = (uint32_t)j->n_ids;
+    engine_request er = {
+        .prompt = j->ids,
+        .n_prompt = j->n_ids,
+        .max_tokens = max_tokens,
+        .sampling = r->sampling,
+        .stop = stops,
+        .n_stop = n_stop,
+        .stop_ids = kind == OAI_CHAT && stop_id >= 0 ? &stop_id : NULL,
+        .n_stop_ids = kind == OAI_CHAT && stop_id >= 0 ? 1 : 0,
+        .n = r->n, /* choice i samples with seed + i: choices differ even without a seed */
+        .logit_bias = r->logit_bias,
+        .n_logit_bias = r->n_logit_bias,
+        .logprobs = r->logprobs,
+        .top_logprobs = r->top_logprobs,
+        .grammar = r->grammar,
+        .grammar_len = r->grammar_len,
+        .user = c,
+    };
+    tps_err err = {{0}};
+    int rc = engine_submit(s->eng, &er, &c->engine_id, &err);
+    if (rc == 0) {
+        req_ctx_start(c);
+        return 0;
+    }
+    c->req = NULL;
+    req_ctx_free(c);
+    if (rc == TPS_EFULL)
+        oai_error_set(e, 429, "rate_limit_error", NULL, "queue_full", "%s; retry after a second",
+                      err.msg);
+    else if (rc == TPS_ERANGE)
+        erange_error(s, r, j->n_ids, max_tokens, err.msg, e);
+    else if (rc == TPS_EINVAL)
+        oai_error_set(e, 400, "invalid_request_error", kind == OAI_CHAT ? "messages" : "prompt",
+                      "invalid_value", "%s", err.msg);
+    else
+        oai_error_set(e, 500, "server_error", NULL, NULL, "%s", err.msg);
+    return rc;
+}
+
+/* A prepared job, already detached from its connection by the caller:
+ * answered, or submitted to the engine (HTTP thread). */
+void server_work_finish(work_job *j) {
+    server *s = j->s;
+    struct evhttp_request *req = j->req;
+    if (!req) { /* the client left while its body was prepared */
+        server_work_job_free(j);
+        return;
+    }
+    oai_error e;
+    if (j->failed) {
+        server_reply_error(s, req, &j->e);
+    } else if (s->draining) {
+        server_reply_unavailable(s, req);
+    } else if (j->kind == WORK_TOKENIZE || j->kind == WORK_DETOKENIZE) {
+        server_reply_json(s, req, 200, &j->reply);
+    } else if (submit_completion(s, req, j, &e)) {
+        server_reply_error(s, req, &e);
+    }
+    server_work_job_free(j);
+}
