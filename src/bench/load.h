@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 /* xoshiro256** seeded through splitmix64. */
 typedef struct load_rng {

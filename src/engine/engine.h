@@ -22,7 +22,7 @@
 #include "metrics/hist.h"
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef struct engine engine;
 

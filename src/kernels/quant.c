@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 /* ---- fp16 --------------------------------------------------------------- */
 

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "metrics/hist.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 /* "no such time / undefined metric" for every uint64 time or duration here. */
 #define TL_NONE UINT64_MAX

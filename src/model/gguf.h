@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 #define GGUF_MAGIC             0x46554747u /* "GGUF" little-endian */
 #define GGUF_DEFAULT_ALIGNMENT 32

@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 #include "server/sbuf.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef enum chat_tmpl {
     CHAT_TMPL_UNKNOWN = 0,

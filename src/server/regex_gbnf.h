@@ -23,7 +23,7 @@
 #include <stddef.h>
 
 #include "server/sbuf.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 #define REGEX_MAX_DEPTH 64 /* nested groups */
 
