@@ -12,7 +12,7 @@
 #include "bench/load.h"
 #include "bench/result.h"
 #include "bench/run_merge.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "support/bench_workload.h"
 #include "test_bench_fake.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "bench/load.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 capacity_opts capacity_opts_default(void) {
     return (capacity_opts){

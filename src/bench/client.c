@@ -31,7 +31,7 @@
 #include "bench/client_loop.h"
 #include "bench/convo.h"
 #include "bench/sse.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 /* ---- error kinds --------------------------------------------------------------- */
 
