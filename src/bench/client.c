@@ -786,7 +786,7 @@ typedef struct sender {
     uint64_t t0, dur; /* the run's start; --duration in ns (0: none) */
     uint64_t k;       /* open loop: the number of this loop's next arrival */
     uint64_t next_sched;
-    load_rng rng;
+    tps_rng rng;
 } sender;
 
 /* When item i of a timed workload (a trace) is due. */
@@ -920,7 +920,7 @@ int bench_loop_run(bench_loop *lp, tps_err *e) {
     const double cpu0 = thread_cpu_s();
     const uint64_t t0 = r->sh->t0;
     sender s = {.sending = true, .open_loop = cfg->rate > 0 || wl->timed, .t0 = t0};
-    load_rng_seed(&s.rng, cfg->seed);
+    tps_rng_seed(&s.rng, cfg->seed);
     s.dur = cfg->duration_s > 0 ? (uint64_t)(cfg->duration_s * 1e9) : 0;
     s.next_sched = wl->timed ? trace_time_ns(&s, wl, 0) : t0;
     if (s.open_loop) advance_arrivals(r, &s, r->index); /* this loop's first arrival */
