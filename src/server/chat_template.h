@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 #include "base/error.h"
 
 typedef enum chat_tmpl {

@@ -38,7 +38,7 @@
 #include <jansson.h>
 
 #include "engine/grammar.h"
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 #include "base/error.h"
 
 #define JSON_SCHEMA_MAX_DEPTH 64                 /* nesting of subschemas */

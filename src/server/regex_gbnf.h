@@ -22,7 +22,7 @@
 
 #include <stddef.h>
 
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 #include "base/error.h"
 
 #define REGEX_MAX_DEPTH 64 /* nested groups */

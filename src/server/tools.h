@@ -29,7 +29,7 @@
 #include <stddef.h>
 
 #include "server/chat_template.h"
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 #include "base/error.h"
 
 #define TOOLS_MAX       128 /* tools per request */

@@ -1,5 +1,5 @@
 /* Growable byte buffer and JSON string escaping (see sbuf.h). */
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 
 #include <math.h>
 #include <stdarg.h>
