@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "model/tokenizer_internal.h"
 
 /* ======================================================================== */
@@ -17,13 +18,7 @@
 /* ======================================================================== */
 
 int tok_ids_push(tok_ids *ids, int32_t id) {
-    if (ids->n == ids->cap) {
-        size_t cap = ids->cap ? ids->cap * 2 : 64;
-        int32_t *v = realloc(ids->v, cap * sizeof *v);
-        if (!v) return TPS_ENOMEM;
-        ids->v = v;
-        ids->cap = cap;
-    }
+    if (TPS_GROW(ids->v, ids->cap, ids->n + 1, 64)) return TPS_ENOMEM;
     ids->v[ids->n++] = id;
     return 0;
 }
@@ -548,13 +543,7 @@ typedef struct frag_list {
 } frag_list;
 
 static int frag_push(frag_list *l, int32_t id, size_t off, size_t len) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        fragment *v = realloc(l->v, cap * sizeof *v);
-        if (!v) return TPS_ENOMEM;
-        l->v = v;
-        l->cap = cap;
-    }
+    if (TPS_GROW(l->v, l->cap, l->n + 1, 16)) return TPS_ENOMEM;
     l->v[l->n++] = (fragment){id, off, len};
     return 0;
 }
