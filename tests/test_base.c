@@ -50,3 +50,18 @@ Test(base_rng, uniform_stays_in_range) {
         cr_assert(o > 0.0 && o < 1.0);
     }
 }
+
+/* The kernels' block structs are the format's sizes (one table, base/). */
+#include "kernels/quant.h"
+
+Test(base_ggml_type, block_structs_match_the_type_table) {
+    cr_assert_eq(ggml_type_get(GGML_TYPE_Q8_0)->type_size, sizeof(block_q8_0));
+    cr_assert_eq(ggml_type_get(GGML_TYPE_Q4_0)->type_size, sizeof(block_q4_0));
+    cr_assert_eq(ggml_type_get(GGML_TYPE_Q4_K)->type_size, sizeof(block_q4_K));
+    cr_assert_eq(ggml_type_get(GGML_TYPE_Q6_K)->type_size, sizeof(block_q6_K));
+    cr_assert_eq(ggml_type_get(GGML_TYPE_Q8_K)->type_size, sizeof(block_q8_K));
+    cr_assert_eq(ggml_type_get(GGML_TYPE_Q8_0)->block_size, QK8_0);
+    cr_assert_eq(ggml_type_get(GGML_TYPE_Q4_K)->block_size, QK_K);
+    cr_assert_eq(ggml_type_from_name("Q8_0"), GGML_TYPE_Q8_0);
+    cr_assert_null(ggml_type_get(GGML_TYPE_COUNT_MAX));
+}
