@@ -10,31 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/grow.h"
 #include "model/tokenizer_internal.h"
 
 /* ======================================================================== */
 /* Small helpers                                                             */
 /* ======================================================================== */
-
-int tok_ids_push(tok_ids *ids, int32_t id) {
-    if (TPS_GROW(ids->v, ids->cap, ids->n + 1, 64)) return TPS_ENOMEM;
-    ids->v[ids->n++] = id;
-    return 0;
-}
-
-int32_t tok_lookup(const tokenizer *t, const char *s, size_t n) {
-    if (n > t->max_len) return TOKEN_NONE;
-    size_t i = (size_t)tok_hash(s, n) & t->slot_mask;
-    for (;;) {
-        uint32_t v = t->slots[i];
-        if (!v) return TOKEN_NONE;
-        uint32_t id = v - 1;
-        uint32_t off = t->text_off[id];
-        if (t->text_off[id + 1] - off == n && memcmp(t->text + off, s, n) == 0) return (int32_t)id;
-        i = (i + 1) & t->slot_mask;
-    }
-}
 
 static bool valid_id(const tokenizer *t, int32_t id) {
     return id >= 0 && (uint32_t)id < t->n_vocab;
