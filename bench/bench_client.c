@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 /* ---- a fast SSE source ------------------------------------------------------------------ */
 

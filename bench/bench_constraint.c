@@ -21,7 +21,7 @@
 #include <time.h>
 
 #include "engine/constraint.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "server/json_schema.h"

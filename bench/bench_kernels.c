@@ -180,7 +180,7 @@ int main(int argc, char **argv) {
                     const double once = now_s() - t0;
                     int reps = (int)(0.15 / (once > 1e-6 ? once : 1e-6));
                     reps = reps < 5 ? 5 : reps > 200 ? 200 : reps;
-                    double times[200];
+                    double times[200] = {0};
                     for (int i = 0; i < reps; i++) {
                         t0 = now_s();
                         kernel_matmul(out, w, types[t], x, nr, n_in, n_out, ctx);

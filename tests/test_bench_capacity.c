@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "bench/capacity.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "support/test_support.h"
 #include "support/bench_workload.h"
 #include "test_bench_fake.h"

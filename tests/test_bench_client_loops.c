@@ -12,7 +12,7 @@
 #include "bench/load.h"
 #include "bench/result.h"
 #include "bench/run_merge.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "support/bench_workload.h"
 #include "test_bench_fake.h"
 
@@ -78,8 +78,8 @@ Test(client_loops, open_loop_over_three_loops_keeps_the_one_schedule) {
     live_run(&l, 5);
     cr_assert_eq(l.out.n, 25);
     /* the schedule one loop follows: arrival 0 at the origin, then the seed's gaps */
-    load_rng rng;
-    load_rng_seed(&rng, 11);
+    tps_rng rng;
+    tps_rng_seed(&rng, 11);
     uint64_t t = l.out.t_start_ns;
     for (size_t k = 0; k < l.out.n; k++) {
         const bench_record *r = &l.out.recs[k];
@@ -124,8 +124,8 @@ Test(client_loops, more_loops_than_connections_or_with_turns_is_refused) {
  * schedule, 1-40 tokens at random gaps (some events carry two), one in
  * nine failing mid-stream. */
 static void synth(bench_record *r, uint64_t k) {
-    load_rng g;
-    load_rng_seed(&g, 1000 + k);
+    tps_rng g;
+    tps_rng_seed(&g, 1000 + k);
     tps_err e = {{0}};
     memset(r, 0, sizeof *r);
     cr_assert_eq(timeline_init(&r->tl, 8, &e), 0);

@@ -9,7 +9,7 @@
 
 #include "bench/compare.h"
 #include "bench/result.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "support/test_support.h"
 
 #define MS(x) ((uint64_t)(x)*TPS_NS_PER_MS)

@@ -14,7 +14,7 @@
 #include "bench/bench.h"
 #include "bench/dataset.h"
 #include "bench/workload.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "model/tokenizer.h"
 #include "support/test_support.h"
 #include "test_bench_fake.h"

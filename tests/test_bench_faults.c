@@ -9,7 +9,7 @@
 
 #include "bench/bench.h"
 #include "bench/result.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "support/bench_workload.h"
 #include "test_bench_fake.h"
 

@@ -10,7 +10,7 @@
 
 #include "bench/bench.h"
 #include "bench/result.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "support/test_support.h"
 #include "test_bench_fake.h"
 

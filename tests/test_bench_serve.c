@@ -15,7 +15,7 @@
 
 #include "bench/bench.h"
 #include "bench/result.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "support/test_support.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -454,8 +454,8 @@ Test(bench_oai_scan, unescaped_text_that_overflows_the_inline_buffer_goes_to_jan
 Test(bench_load, length_distributions_parse_and_stay_in_range) {
     load_dist d;
     tps_err e = {{0}};
-    load_rng r;
-    load_rng_seed(&r, 1);
+    tps_rng r;
+    tps_rng_seed(&r, 1);
     cr_assert_eq(load_dist_parse(&d, "uniform:10:20", &e), 0);
     for (int i = 0; i < 1000; i++) {
         uint32_t v = load_dist_sample(&d, &r);
@@ -474,8 +474,8 @@ Test(bench_load, length_distributions_parse_and_stay_in_range) {
 }
 
 Test(bench_load, arrival_gaps_have_mean_one_over_rate) {
-    load_rng r;
-    load_rng_seed(&r, 42);
+    tps_rng r;
+    tps_rng_seed(&r, 42);
     const load_arrival kinds[] = {LOAD_ARRIVAL_POISSON, LOAD_ARRIVAL_GAMMA, LOAD_ARRIVAL_CONSTANT};
     const double burst[] = {1, 0.5, 1};
     for (int k = 0; k < 3; k++) {
@@ -496,9 +496,9 @@ Test(bench_load, arrival_gaps_have_mean_one_over_rate) {
 }
 
 Test(bench_load, same_seed_same_schedule) {
-    load_rng a, b;
-    load_rng_seed(&a, 9);
-    load_rng_seed(&b, 9);
+    tps_rng a, b;
+    tps_rng_seed(&a, 9);
+    tps_rng_seed(&b, 9);
     for (int i = 0; i < 100; i++)
         cr_assert_eq(load_next_gap_ns(LOAD_ARRIVAL_POISSON, 3, 1, &a),
                      load_next_gap_ns(LOAD_ARRIVAL_POISSON, 3, 1, &b));

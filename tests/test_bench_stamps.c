@@ -22,7 +22,7 @@
 
 #include "bench/bench.h"
 #include "bench/oai.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "support/bench_workload.h"
 
 #define K_CONNS   8

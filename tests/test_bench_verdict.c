@@ -8,7 +8,7 @@
 
 #include "bench/result.h"
 #include "bench/verdict.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 #define MS(x) ((uint64_t)(x)*TPS_NS_PER_MS)
 

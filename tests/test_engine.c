@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "model/model_make.h"
 #include "support/engine_env.h"
 #include "support/test_support.h"

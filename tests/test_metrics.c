@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "metrics/hist.h"
 #include "metrics/timeline.h"
 #include "metrics/window.h"

@@ -16,7 +16,7 @@
 
 #include "engine/engine.h"
 #include "engine/kv_cache.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "model/gguf.h"
 #include "support/engine_env.h"
 #include "support/test_support.h"

@@ -11,7 +11,7 @@
 #include "server/chat_template.h"
 #include "server/openai.h"
 #include "server/prom.h"
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 #include "server/sse.h"
 
 static int parse(oai_request *r, oai_kind k, const char *body, oai_error *e) {

@@ -36,7 +36,7 @@
 #include "bench/oai.h"
 #include "bench/workload.h"
 #include "metrics/timeline.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 /* Why a request failed. */
 typedef enum bench_errkind {

@@ -24,7 +24,7 @@
 #include "bench/bench.h"
 #include "bench/result.h"
 #include "bench/workload.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 #define BENCH_SPEC_MAX_HEADERS 64
 

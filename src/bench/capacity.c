@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "bench/load.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 capacity_opts capacity_opts_default(void) {
     return (capacity_opts){
@@ -121,8 +121,8 @@ void capacity_judge(capacity_probe *p, const capacity_opts *o) {
 /* Sends the schedule has in [0, dur): the same arrival process and seed as
  * bench_run's sender (client.c), replayed. */
 static uint64_t scheduled_sends(const bench_config *c) {
-    load_rng rng;
-    load_rng_seed(&rng, c->seed);
+    tps_rng rng;
+    tps_rng_seed(&rng, c->seed);
     const uint64_t dur = (uint64_t)(c->duration_s * 1e9);
     uint64_t t = 0, n = 0;
     while (t < dur && n < 100000000ull) {

@@ -32,7 +32,7 @@
 #include "bench/bench.h"
 #include "bench/result.h"
 #include "metrics/timeline.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 #define CAPACITY_SCHEMA  "tps.bench.capacity"
 #define CAPACITY_VERSION 1

@@ -19,6 +19,8 @@
  * (convo.c). */
 #include "bench/bench.h"
 
+#include "base/grow.h"
+
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +33,7 @@
 #include "bench/client_loop.h"
 #include "bench/convo.h"
 #include "bench/sse.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 /* ---- error kinds --------------------------------------------------------------- */
 
@@ -145,20 +147,8 @@ struct bench_loop {
     double cpu_s; /* this loop's thread, while it ran */
 };
 
-static int grow_buf(char **b, size_t *cap, size_t need) {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < need)
-        c *= 2;
-    char *nb = realloc(*b, c);
-    if (!nb) return -1;
-    *b = nb;
-    *cap = c;
-    return 0;
-}
-
 static void append(char **b, size_t *len, size_t *cap, const char *p, size_t n) {
-    if (grow_buf(b, cap, *len + n + 1) == 0) {
+    if (tps_grow(b, cap, *len + n + 1, 1, 256) == 0) {
         memcpy(*b + *len, p, n);
         *len += n;
     }
@@ -208,16 +198,6 @@ static void set_err(conn *c, bench_errkind k, const char *prefix, const char *de
 
 /* ---- receive path: stamp now, parse after the pass ----------------------------------- */
 
-static int grow_marks(conn *c) {
-    if (c->n_marks < c->cap_marks) return 0;
-    size_t cap = c->cap_marks ? c->cap_marks * 2 : 16;
-    chunk_mark *m = realloc(c->marks, cap * sizeof *m);
-    if (!m) return -1;
-    c->marks = m;
-    c->cap_marks = cap;
-    return 0;
-}
-
 /* curl's write callback: the arrival time first, then the bytes into the
  * inbox. Nothing here parses, so no connection's stamp waits for another's
  * parse. */
@@ -233,7 +213,8 @@ static size_t on_data(char *p, size_t sz, size_t nm, void *ud) {
         set_err(c, BENCH_ERR_MALFORMED, "more than 5 MiB arrived in one read pass", "");
         return 0; /* 0 aborts the transfer (CURLE_WRITE_ERROR) */
     }
-    if (grow_buf(&c->inbox, &c->inbox_cap, c->inbox_len + n) != 0 || grow_marks(c) != 0) {
+    if (TPS_GROW(c->inbox, c->inbox_cap, c->inbox_len + n, 256) != 0 ||
+        TPS_GROW(c->marks, c->cap_marks, c->n_marks + 1, 16) != 0) {
         set_err(c, BENCH_ERR_OTHER, "out of memory for received bytes", "");
         return 0;
     }
@@ -277,18 +258,12 @@ static int on_event(void *ud, const sse_event *ev) {
         c->saw_ids |= ch.from_ids;
     }
     if (ch.empty_text && !stop) {
-        if (c->n_held == c->cap_held) {
-            size_t cap = c->cap_held ? 2 * c->cap_held : 64;
-            uint64_t *h = realloc(c->held, cap * sizeof *h);
-            if (!h) {
-                set_err(c, BENCH_ERR_OTHER, "out of memory for empty-text events", "");
-                stop = 1;
-            } else {
-                c->held = h;
-                c->cap_held = cap;
-            }
+        if (TPS_GROW(c->held, c->cap_held, c->n_held + 1, 64)) {
+            set_err(c, BENCH_ERR_OTHER, "out of memory for empty-text events", "");
+            stop = 1;
+        } else {
+            c->held[c->n_held++] = c->now;
         }
-        if (!stop) c->held[c->n_held++] = c->now;
     }
     keep_text(c, &ch);
     take_usage(rec, &ch);
@@ -313,7 +288,7 @@ static int parse_chunk(conn *c, const char *p, size_t n, uint64_t t_ns) {
     if (!c->is_sse) {
         size_t max = rec->http_status == 200 ? JSON_BODY_MAX : ERR_BODY_MAX;
         size_t k = c->body_len + n > max ? max - c->body_len : n;
-        if (k && grow_buf(&c->body, &c->body_cap, c->body_len + k + 1) == 0) {
+        if (k && TPS_GROW(c->body, c->body_cap, c->body_len + k + 1, 256) == 0) {
             memcpy(c->body + c->body_len, p, k);
             c->body_len += k;
             c->body[c->body_len] = 0;
@@ -357,13 +332,8 @@ static void parse_pending(run_state *r) {
 /* A record for request number seq (over every loop of the run), sending
  * workload item `item`. */
 static int new_record(run_state *r, size_t *idx, uint64_t seq, uint32_t item, tps_err *e) {
-    if (r->n_recs == r->cap_recs) {
-        size_t cap = r->cap_recs ? r->cap_recs * 2 : 256;
-        bench_record *nr = realloc(r->recs, cap * sizeof *nr);
-        if (!nr) return tps_fail(e, TPS_ENOMEM, "cannot allocate %zu request records", cap);
-        r->recs = nr;
-        r->cap_recs = cap;
-    }
+    if (TPS_GROW(r->recs, r->cap_recs, r->n_recs + 1, 256))
+        return tps_fail(e, TPS_ENOMEM, "cannot allocate %zu request records", r->n_recs + 1);
     bench_record *rec = &r->recs[r->n_recs];
     memset(rec, 0, sizeof *rec);
     const workload_item *it = &r->wl->items[item];
@@ -786,7 +756,7 @@ typedef struct sender {
     uint64_t t0, dur; /* the run's start; --duration in ns (0: none) */
     uint64_t k;       /* open loop: the number of this loop's next arrival */
     uint64_t next_sched;
-    load_rng rng;
+    tps_rng rng;
 } sender;
 
 /* When item i of a timed workload (a trace) is due. */
@@ -920,7 +890,7 @@ int bench_loop_run(bench_loop *lp, tps_err *e) {
     const double cpu0 = thread_cpu_s();
     const uint64_t t0 = r->sh->t0;
     sender s = {.sending = true, .open_loop = cfg->rate > 0 || wl->timed, .t0 = t0};
-    load_rng_seed(&s.rng, cfg->seed);
+    tps_rng_seed(&s.rng, cfg->seed);
     s.dur = cfg->duration_s > 0 ? (uint64_t)(cfg->duration_s * 1e9) : 0;
     s.next_sched = wl->timed ? trace_time_ns(&s, wl, 0) : t0;
     if (s.open_loop) advance_arrivals(r, &s, r->index); /* this loop's first arrival */

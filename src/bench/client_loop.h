@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "bench/bench.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef struct bench_shared {
     const bench_config *cfg;

@@ -15,7 +15,7 @@
 #include "bench/sched_stat.h"
 #include "bench/client_loop.h"
 #include "bench/run_merge.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 #define STREAMS_PER_LOOP 64u /* what one loop carries before another pays off */
 #define MAX_LOOPS        256u

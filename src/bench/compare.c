@@ -201,8 +201,8 @@ static bool boot_interval(const figure *f, const sample *sa, const sample *sb, d
         tps_fail(e, TPS_ENOMEM, "out of memory");
         return false;
     }
-    load_rng rng;
-    load_rng_seed(&rng, 0x7470735f636d70ULL); /* fixed: the same files give the same answer */
+    tps_rng rng;
+    tps_rng_seed(&rng, 0x7470735f636d70ULL); /* fixed: the same files give the same answer */
     size_t nr = 0;
     for (int b = 0; b < COMPARE_RESAMPLES; b++) {
         double v[2];

@@ -27,7 +27,7 @@
 #include <stdio.h>
 
 #include "bench/result.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 #define COMPARE_RESAMPLES 1000
 #define COMPARE_MAX_ROWS  12

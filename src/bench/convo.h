@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef struct convo {
     uint32_t turns;    /* this conversation's turns (<= the set's; a dataset's may be fewer) */

@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 /* Tokens per hash_id block of a trace (Mooncake's block size). */
 #define DATASET_BLOCK_TOKENS 512u

@@ -1,4 +1,4 @@
-/* Seeded RNG, length distributions and arrival gaps (load.h). Not here:
+/* Random draws, length distributions and arrival gaps (load.h). Not here:
  * scheduling sends (client.c). */
 #include "bench/load.h"
 
@@ -7,63 +7,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- rng -------------------------------------------------------------------- */
+/* ---- draws ------------------------------------------------------------------- */
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-void load_rng_seed(load_rng *r, uint64_t seed) {
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&x);
-}
-
-static inline uint64_t rotl(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
-}
-
-uint64_t load_rng_next(load_rng *r) {
-    uint64_t *s = r->s;
-    const uint64_t out = rotl(s[1] * 5, 7) * 9;
-    const uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return out;
-}
-
-double load_rng_uniform(load_rng *r) {
-    /* 53 random bits, shifted off 0: (k + 0.5) / 2^53 */
-    return ((double)(load_rng_next(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-
-double load_rng_normal(load_rng *r) {
-    double u1 = load_rng_uniform(r), u2 = load_rng_uniform(r);
+double load_rng_normal(tps_rng *r) {
+    double u1 = tps_rng_uniform_open(r), u2 = tps_rng_uniform_open(r);
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
 /* Marsaglia and Tsang; shape < 1 boosted by U^(1/shape). */
-double load_rng_gamma(load_rng *r, double shape) {
-    if (shape < 1.0) return load_rng_gamma(r, shape + 1.0) * pow(load_rng_uniform(r), 1.0 / shape);
+double load_rng_gamma(tps_rng *r, double shape) {
+    if (shape < 1.0)
+        return load_rng_gamma(r, shape + 1.0) * pow(tps_rng_uniform_open(r), 1.0 / shape);
     const double d = shape - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
     for (;;) {
         double x = load_rng_normal(r), v = 1.0 + c * x;
         if (v <= 0) continue;
         v = v * v * v;
-        double u = load_rng_uniform(r);
+        double u = tps_rng_uniform_open(r);
         if (log(u) < 0.5 * x * x + d - d * v + d * log(v)) return d * v;
     }
 }
 
-uint64_t load_rng_below(load_rng *r, uint64_t n) {
-    return n ? load_rng_next(r) % n : 0;
+uint64_t load_rng_below(tps_rng *r, uint64_t n) {
+    return n ? tps_rng_next(r) % n : 0;
 }
 
 /* ---- length distributions ------------------------------------------------------ */
@@ -102,7 +68,7 @@ int load_dist_parse(load_dist *d, const char *s, tps_err *e) {
     return TPS_OK;
 }
 
-uint32_t load_dist_sample(const load_dist *d, load_rng *r) {
+uint32_t load_dist_sample(const load_dist *d, tps_rng *r) {
     double v = d->a;
     if (d->kind == LOAD_DIST_UNIFORM)
         v = floor(d->a) + (double)load_rng_below(r, (uint64_t)(floor(d->b) - floor(d->a)) + 1);
@@ -141,11 +107,11 @@ const char *load_arrival_name(load_arrival a) {
     return a == LOAD_ARRIVAL_CONSTANT ? "constant" : a == LOAD_ARRIVAL_GAMMA ? "gamma" : "poisson";
 }
 
-uint64_t load_next_gap_ns(load_arrival a, double rate, double burstiness, load_rng *r) {
+uint64_t load_next_gap_ns(load_arrival a, double rate, double burstiness, tps_rng *r) {
     const double mean = 1e9 / rate;
     double g = mean;
     if (a == LOAD_ARRIVAL_POISSON)
-        g = -log(load_rng_uniform(r)) * mean;
+        g = -log(tps_rng_uniform_open(r)) * mean;
     else if (a == LOAD_ARRIVAL_GAMMA)
         g = load_rng_gamma(r, burstiness) * mean / burstiness;
     if (g > 1e15) g = 1e15;

@@ -1,4 +1,4 @@
-/* Load shape for the bench: a seeded random number generator, request
+/* Load shape for the bench: draws from the seeded generator, request
  * length distributions (fixed, uniform:a:b, normal:mu:sigma) and arrival
  * processes for open-loop load (poisson, constant, gamma with burstiness).
  *
@@ -9,19 +9,13 @@
 
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
+#include "base/rng.h"
 
-/* xoshiro256** seeded through splitmix64. */
-typedef struct load_rng {
-    uint64_t s[4];
-} load_rng;
-
-void load_rng_seed(load_rng *r, uint64_t seed);
-uint64_t load_rng_next(load_rng *r);
-double load_rng_uniform(load_rng *r);             /* in (0, 1) */
-double load_rng_normal(load_rng *r);              /* mean 0, sd 1 */
-double load_rng_gamma(load_rng *r, double shape); /* scale 1, shape > 0 */
-uint64_t load_rng_below(load_rng *r, uint64_t n); /* in [0, n), n > 0 */
+/* Draws from the seeded generator (base/rng.h; tps_rng_seed seeds it). */
+double load_rng_normal(tps_rng *r);              /* mean 0, sd 1 */
+double load_rng_gamma(tps_rng *r, double shape); /* scale 1, shape > 0 */
+uint64_t load_rng_below(tps_rng *r, uint64_t n); /* in [0, n), n > 0 */
 
 /* Token-length distributions (--input-len / --output-len). */
 typedef enum load_dist_kind {
@@ -38,7 +32,7 @@ typedef struct load_dist {
 /* "128", "uniform:64:256", "normal:128:32". */
 int load_dist_parse(load_dist *d, const char *s, tps_err *e);
 /* A sample >= 1. */
-uint32_t load_dist_sample(const load_dist *d, load_rng *r);
+uint32_t load_dist_sample(const load_dist *d, tps_rng *r);
 /* The distribution as text, as parsed ("uniform:64:256"). */
 void load_dist_format(const load_dist *d, char *out, unsigned cap);
 
@@ -55,6 +49,6 @@ const char *load_arrival_name(load_arrival a);
 /* The gap before the next scheduled send, in ns. rate > 0 requests/s;
  * burstiness > 0 (gamma only: < 1 burstier than Poisson, 1 = Poisson, > 1
  * more regular). */
-uint64_t load_next_gap_ns(load_arrival a, double rate, double burstiness, load_rng *r);
+uint64_t load_next_gap_ns(load_arrival a, double rate, double burstiness, tps_rng *r);
 
 #endif

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 /* The server's own view of a request (tps serve's `timings`; llama.cpp's
  * prompt_ms / predicted_ms map to prefill_ms / decode_ms). -1: not given. */

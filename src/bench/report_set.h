@@ -21,7 +21,7 @@
 #include "bench/capacity.h"
 #include "bench/result.h"
 #include "bench/sweep.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 #define RSET_MAX_POINTS 1000
 #define RSET_MAX_PLOTS  (8 + RSET_MAX_POINTS)

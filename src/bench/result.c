@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "bench/verdict.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 static const char *const HIST_NAMES[RH_COUNT] = {
     [RH_TTFT] = "ttft",

@@ -21,7 +21,7 @@
 #include "bench/bench.h"
 #include "metrics/hist.h"
 #include "metrics/window.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 #define BENCH_RESULT_SCHEMA  "tps.bench.result"
 #define BENCH_RESULT_VERSION 1

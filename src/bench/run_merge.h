@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #include "bench/bench.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 /* *out = parts[0..n) merged (n >= 1, all with the same t_start_ns). The
  * records move: the parts are left empty. On failure (out of memory) the

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "metrics/prom_text.h"
 
 #define SCRAPE_MAX_BODY (16u << 20)

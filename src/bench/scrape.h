@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 #define SCRAPE_MAX_SERIES  256
 #define SCRAPE_MAX_SAMPLES 100000

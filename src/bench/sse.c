@@ -2,6 +2,8 @@
  * data fields once more into the event buffer. Not here: JSON, timing. */
 #include "bench/sse.h"
 
+#include "base/grow.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,13 +40,8 @@ bool sse_parser_pending(const sse_parser *p) {
 static int reserve(char **buf, size_t *cap, size_t need, size_t max, tps_err *e) {
     if (need + 1 <= *cap) return TPS_OK;
     if (need > max) return tps_fail(e, TPS_ERANGE, "an SSE event is larger than %zu bytes", max);
-    size_t c = *cap;
-    while (c < need + 1)
-        c *= 2;
-    char *b = realloc(*buf, c);
-    if (!b) return tps_fail(e, TPS_ENOMEM, "cannot grow an SSE buffer to %zu bytes", c);
-    *buf = b;
-    *cap = c;
+    if (tps_grow(buf, cap, need + 1, 1, 1024))
+        return tps_fail(e, TPS_ENOMEM, "cannot grow an SSE buffer to %zu bytes", need + 1);
     return TPS_OK;
 }
 

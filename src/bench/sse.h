@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef struct sse_event {
     const char *data; /* borrowed until the callback returns; NUL-terminated */

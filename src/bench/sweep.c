@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "bench/result.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 static const char *const AXIS_NAMES[SWEEP_AXES] = {
     [SWEEP_MODEL] = "model",         [SWEEP_CONCURRENCY] = "concurrency", [SWEEP_RATE] = "rate",

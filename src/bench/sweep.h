@@ -25,7 +25,7 @@
 #include <sys/types.h>
 
 #include "bench/bench_spec.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 #define SWEEP_SCHEMA     "tps.sweep.result"
 #define SWEEP_VERSION    1

@@ -238,7 +238,7 @@ static bool marks_pop(marks *m, size_t *len) {
  * count reached (or target when nothing can count); -1 when counting
  * failed. Never removes any of the kept bytes. */
 static int64_t synth_prompt(strbuf *s, size_t keep, size_t number, uint32_t target, counter *c,
-                            load_rng *r) {
+                            tps_rng *r) {
     s->len = keep;
     if (s->p) s->p[keep] = 0;
     char head[32];
@@ -313,13 +313,13 @@ int workload_prefix_dist_parse(const char *s, double *zipf, tps_err *e) {
 typedef struct prefix_picker {
     size_t k;
     double *cdf; /* (k,) cumulative Zipf weights; NULL: round robin */
-    load_rng r;
+    tps_rng r;
 } prefix_picker;
 
 static int picker_init(prefix_picker *p, size_t k, double zipf, uint64_t seed, tps_err *e) {
     memset(p, 0, sizeof *p);
     p->k = k;
-    load_rng_seed(&p->r, seed ^ 0x9f1e5eedull);
+    tps_rng_seed(&p->r, seed ^ 0x9f1e5eedull);
     if (zipf <= 0) return TPS_OK;
     p->cdf = malloc(k * sizeof *p->cdf);
     if (!p->cdf) return tps_fail(e, TPS_ENOMEM, "cannot allocate %zu prefix weights", k);
@@ -331,7 +331,7 @@ static int picker_init(prefix_picker *p, size_t k, double zipf, uint64_t seed, t
 
 static uint32_t picker_next(prefix_picker *p, size_t j) {
     if (!p->cdf) return (uint32_t)(j % p->k);
-    double u = load_rng_uniform(&p->r) * p->cdf[p->k - 1];
+    double u = tps_rng_uniform_open(&p->r) * p->cdf[p->k - 1];
     size_t lo = 0, hi = p->k - 1; /* the first i with cdf[i] >= u */
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -387,8 +387,8 @@ static int build_prefixes(workload *w, prefix_info *pi, counter *c, const worklo
     w->prefixes = calloc(o->n_prefixes, sizeof *w->prefixes);
     if (!w->prefixes) return tps_fail(e, TPS_ENOMEM, "cannot allocate %u prefixes", o->n_prefixes);
     w->n_prefixes = o->n_prefixes;
-    load_rng r;
-    load_rng_seed(&r, o->seed ^ 0x5a4ed0ull);
+    tps_rng r;
+    tps_rng_seed(&r, o->seed ^ 0x5a4ed0ull);
     strbuf s = {0};
     int rc = TPS_OK;
     for (size_t k = 0; k < w->n_prefixes && rc == TPS_OK; k++) {
@@ -442,8 +442,8 @@ static void open_counter(workload *w, counter *c, const workload_opts *o) {
  * behind the whole prefix. *got: the whole prompt's count; *keep: where
  * the own part begins. */
 static int prefixed_prompt(workload *w, strbuf *s, size_t *keep, int64_t *got, size_t i,
-                           uint32_t pfx, uint32_t in, const prefix_info *pi, counter *c,
-                           load_rng *r, tps_err *e) {
+                           uint32_t pfx, uint32_t in, const prefix_info *pi, counter *c, tps_rng *r,
+                           tps_err *e) {
     const char *pre = w->prefixes[pfx], *anchor = pre + pi->anchor;
     const int64_t target = (int64_t)pi->tokens + in;
     s->len = 0;
@@ -487,7 +487,7 @@ static json_t *single_content(const workload *w, const char *s, size_t own, uint
 /* Item i: its prefix, its text sized in tokens, then its body (single
  * turn) or its user message (multi-turn). */
 static int build_item(workload *w, size_t i, strbuf *s, const prefix_info *pi, prefix_picker *pick,
-                      counter *c, load_rng *r, const workload_opts *o, tps_err *e) {
+                      counter *c, tps_rng *r, const workload_opts *o, tps_err *e) {
     workload_item *it = &w->items[i];
     uint32_t in = load_dist_sample(&o->input_len, r);
     uint32_t out = load_dist_sample(&o->output_len, r);
@@ -540,8 +540,8 @@ static int build_synthetic(workload *w, const workload_opts *o, tps_err *e) {
     prefix_info *pi = NULL;
     prefix_picker pick = {0};
     strbuf s = {0};
-    load_rng r;
-    load_rng_seed(&r, o->seed ^ 0x5eedf00dull);
+    tps_rng r;
+    tps_rng_seed(&r, o->seed ^ 0x5eedf00dull);
     if (!(w->items = calloc(n, sizeof *w->items))) {
         rc = tps_fail(e, TPS_ENOMEM, "cannot allocate %zu requests", n);
         goto done;
@@ -711,8 +711,8 @@ static const char *block_text(block_cache *bc, uint64_t id, int64_t bos, counter
     if ((bc->n + 1) * 2 > bc->cap && block_cache_grow(bc)) return NULL;
     size_t k = block_slot(bc, id);
     if (bc->texts[k]) return bc->texts[k];
-    load_rng r;
-    load_rng_seed(&r, seed ^ (id * 0xb10c5eedull + 0x51ull));
+    tps_rng r;
+    tps_rng_seed(&r, seed ^ (id * 0xb10c5eedull + 0x51ull));
     strbuf s = {0};
     if (synth_prompt(&s, 0, (size_t)id, DATASET_BLOCK_TOKENS + (uint32_t)bos, c, &r) < 0) {
         free(s.p);
@@ -729,7 +729,7 @@ static const char *block_text(block_cache *bc, uint64_t id, int64_t bos, counter
  * its own part "<i> words...", sized so the whole prompt has input_length
  * tokens (BOS included, as the server counts). */
 static int trace_item(workload *w, workload_item *it, const dataset_entry *en, size_t i,
-                      block_cache *bc, int64_t bos, strbuf *s, counter *c, load_rng *r,
+                      block_cache *bc, int64_t bos, strbuf *s, counter *c, tps_rng *r,
                       const workload_opts *o, tps_err *e) {
     enum { OWN_MIN = 8 }; /* tokens left for the own part at least */
     size_t blocks = 0;
@@ -765,8 +765,8 @@ static int trace_items(workload *w, const dataset *d, size_t n0, const workload_
     if (bos < 0) bos = 0;
     block_cache bc = {0};
     strbuf s = {0};
-    load_rng r;
-    load_rng_seed(&r, o->seed ^ 0x7ace5eedull);
+    tps_rng r;
+    tps_rng_seed(&r, o->seed ^ 0x7ace5eedull);
     int rc = TPS_OK;
     for (size_t k = 0; k < d->n && rc == TPS_OK; k++) {
         workload_item *it = &w->items[n0 + k];
@@ -802,8 +802,8 @@ static int sharegpt_conversations(workload *w, const dataset *d, const char *nam
     const size_t n = convs * o->turns;
     workload_item *its = calloc(n, sizeof *its);
     if (!its) return tps_fail(e, TPS_ENOMEM, "cannot allocate %zu conversation turns", n);
-    load_rng r;
-    load_rng_seed(&r, o->seed ^ 0xda7a5e7ull);
+    tps_rng r;
+    tps_rng_seed(&r, o->seed ^ 0xda7a5e7ull);
     int rc = TPS_OK;
     for (size_t c = 0; c < convs && rc == TPS_OK; c++) {
         const json_t *pairs = d->entries[c].turns;
@@ -901,8 +901,8 @@ int workload_parse_dataset(workload *w, const char *buf, size_t len, const char 
     if (d.format == DATASET_TRACE) {
         rc = trace_items(w, &d, n0, o, e);
     } else {
-        load_rng r;
-        load_rng_seed(&r, o->seed ^ 0xda7a5e7ull);
+        tps_rng r;
+        tps_rng_seed(&r, o->seed ^ 0xda7a5e7ull);
         w->input_source = "dataset";
         for (size_t k = 0; k < d.n && rc == TPS_OK; k++) {
             const dataset_entry *en = &d.entries[k];

@@ -52,7 +52,7 @@
 #include <stdint.h>
 
 #include "bench/load.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef enum bench_endpoint {
     BENCH_EP_COMPLETIONS = 0, /* POST /v1/completions, "prompt" */

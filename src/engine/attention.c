@@ -26,7 +26,7 @@
 #define ATTN_AVX2 0
 #endif
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#include "base/compiler.h" /* ALWAYS_INLINE */
 
 /* First K (or V) row of kv head kvh in block table entry blk at layer;
  * consecutive positions of the block are head_dim elements apart. */

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
+
 /* ---------------------------------------------------------------------------
  * u64 -> u32 open-addressing map (keys stored + 1 so that 0 marks a free
  * slot; no deletion: the recognizer's caches only grow until reset)
@@ -287,16 +289,8 @@ static size_t elem_width(const grammar_elem *e) {
     return (e->op == GRAMMAR_SET || e->op == GRAMMAR_SET_NOT) ? 1 + (size_t)e->lo : 1;
 }
 
-static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return true;
-    size_t c = *cap ? *cap : 256;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return false;
-    *p = q;
-    *cap = c;
-    return true;
+static bool grow(void *arrp, size_t *cap, size_t need, size_t elem) {
+    return tps_grow(arrp, cap, need, elem, 256) == 0;
 }
 
 static uint32_t node_intern(constraint *c, uint32_t parent, uint32_t pos) {
@@ -305,8 +299,8 @@ static uint32_t node_intern(constraint *c, uint32_t parent, uint32_t pos) {
     if (u64map_get(&c->node_map, key, &id)) return id;
     if (c->n_nodes == c->cap_nodes) {
         size_t cap = c->cap_nodes, cap2 = c->cap_nodes;
-        if (!grow((void **)&c->sn_parent, &cap, c->n_nodes + 1, sizeof *c->sn_parent) ||
-            !grow((void **)&c->sn_pos, &cap2, c->n_nodes + 1, sizeof *c->sn_pos)) {
+        if (!grow(&c->sn_parent, &cap, c->n_nodes + 1, sizeof *c->sn_parent) ||
+            !grow(&c->sn_pos, &cap2, c->n_nodes + 1, sizeof *c->sn_pos)) {
             c->overflow = true;
             return 0;
         }
@@ -324,7 +318,7 @@ static void emit(constraint *c, uint32_t stack) {
         c->overflow = true;
         return;
     }
-    if (!grow((void **)&c->scratch, &c->cap_scratch, c->n_scratch + 1, sizeof *c->scratch)) {
+    if (!grow(&c->scratch, &c->cap_scratch, c->n_scratch + 1, sizeof *c->scratch)) {
         c->overflow = true;
         return;
     }
@@ -394,11 +388,11 @@ static uint32_t state_intern(constraint *c) {
         size_t caps[5] = {c->cap_states, c->cap_states, c->cap_states, c->cap_states,
                           c->cap_states};
         size_t need = c->n_states + 1;
-        if (!grow((void **)&c->st_off, &caps[0], need, sizeof *c->st_off) ||
-            !grow((void **)&c->st_len, &caps[1], need, sizeof *c->st_len) ||
-            !grow((void **)&c->st_hash, &caps[2], need, sizeof *c->st_hash) ||
-            !grow((void **)&c->st_next, &caps[3], need, sizeof *c->st_next) ||
-            !grow((void **)&c->st_mask, &caps[4], need, sizeof *c->st_mask)) {
+        if (!grow(&c->st_off, &caps[0], need, sizeof *c->st_off) ||
+            !grow(&c->st_len, &caps[1], need, sizeof *c->st_len) ||
+            !grow(&c->st_hash, &caps[2], need, sizeof *c->st_hash) ||
+            !grow(&c->st_next, &caps[3], need, sizeof *c->st_next) ||
+            !grow(&c->st_mask, &caps[4], need, sizeof *c->st_mask)) {
             c->overflow = true;
             return 0;
         }
@@ -407,7 +401,7 @@ static uint32_t state_intern(constraint *c) {
             if (caps[i] < m) m = caps[i];
         c->cap_states = (uint32_t)m;
     }
-    if (!grow((void **)&c->st_data, &c->cap_data, c->n_data + n, sizeof *c->st_data)) {
+    if (!grow(&c->st_data, &c->cap_data, c->n_data + n, sizeof *c->st_data)) {
         c->overflow = true;
         return 0;
     }

@@ -37,7 +37,7 @@
 
 #include "engine/grammar.h"
 #include "model/tokenizer.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 #define CONSTRAINT_MAX_STACKS  4096 /* parse stacks in one state: beyond, the grammar is refused */
 #define CONSTRAINT_MAX_END_IDS 16   /* end-of-generation and stop ids */

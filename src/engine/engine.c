@@ -21,7 +21,7 @@
 #include "engine/seq.h"
 #include "engine/step_cost.h"
 #include "engine/trace.h"
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 struct engine {
     engine_params p;

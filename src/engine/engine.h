@@ -22,7 +22,7 @@
 #include "metrics/hist.h"
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef struct engine engine;
 
@@ -112,7 +112,7 @@ static inline const char *engine_finish_name(engine_finish f) {
     }
 }
 
-/* Monotonic nanoseconds (metrics/clock.h), taken at the end of the step. */
+/* Monotonic nanoseconds (base/clock.h), taken at the end of the step. */
 typedef struct engine_timings {
     uint64_t t_queued;          /* submit */
     uint64_t t_first_scheduled; /* first step that ran a prompt chunk */

@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 #define GRAMMAR_MAX_REPEAT 10000u     /* largest m or n in {m,n} */
 #define GRAMMAR_MAX_ELEMS  (1u << 20) /* elements over all rules, generated ones included */

@@ -39,7 +39,7 @@
 #include <stdint.h>
 
 #include "engine/prefix_cache.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef struct kv_cache_params {
     uint32_t n_layers;

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 #define PREFIX_NONE UINT32_MAX /* no block */
 #define PREFIX_ROOT UINT32_MAX /* parent of a chain's first block */

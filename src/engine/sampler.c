@@ -6,6 +6,7 @@
  * sequences. */
 #include "engine/sampler.h"
 
+#include "base/rng.h"
 #include "kernels/ops.h"
 
 #include <assert.h>
@@ -24,7 +25,7 @@ typedef struct pen_slot {
 struct sampler {
     sampler_params p;
     sampler_vocab v;
-    uint64_t rng[4]; /* xoshiro256** state */
+    tps_rng rng; /* per sequence: a request's draws never depend on other requests */
 
     /* Penalty window: the last `window` accepted tokens, oldest at ring_head
      * once full, and their counts in an open-addressing (linear probing)
@@ -93,45 +94,6 @@ int sampler_params_validate(const sampler_params *p, const char **field, tps_err
         return bad_field(field, "penalty_last_n", err, ">= -1 (0 = off, -1 = whole context)",
                          (double)p->penalty_last_n);
     return TPS_OK;
-}
-
-/* ---------------------------------------------------------------------------
- * RNG: xoshiro256** seeded through splitmix64 (Blackman & Vigna). Per
- * sequence, so a request's draws never depend on other requests.
- * ------------------------------------------------------------------------- */
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static void rng_seed(uint64_t st[4], uint64_t seed) {
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++)
-        st[i] = splitmix64(&x);
-}
-
-static inline uint64_t rotl(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t rng_next(uint64_t st[4]) {
-    uint64_t r = rotl(st[1] * 5, 7) * 9;
-    uint64_t t = st[1] << 17;
-    st[2] ^= st[0];
-    st[3] ^= st[1];
-    st[1] ^= st[2];
-    st[0] ^= st[3];
-    st[2] ^= t;
-    st[3] = rotl(st[3], 45);
-    return r;
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double rng_uniform(uint64_t st[4]) {
-    return (double)(rng_next(st) >> 11) * 0x1.0p-53;
 }
 
 /* ---------------------------------------------------------------------------
@@ -227,7 +189,7 @@ int sampler_set_logit_bias(sampler *s, const sampler_bias *b, size_t n, tps_err 
 }
 
 void sampler_reset(sampler *s, uint64_t seed) {
-    rng_seed(s->rng, seed);
+    tps_rng_seed(&s->rng, seed);
     s->p.seed = seed;
     s->ring_len = 0;
     s->ring_head = 0;
@@ -560,11 +522,11 @@ int32_t sampler_sample(sampler *s, float *logits) {
     size_t n = sampler_candidates(s, logits, &c);
     if (n == 0) return 0;
     if (s->p.temperature == 0.0f || n == 1) {
-        if (s->p.temperature != 0.0f) (void)rng_next(s->rng); /* one draw per sampled token */
+        if (s->p.temperature != 0.0f) (void)tps_rng_next(&s->rng); /* one draw per sampled token */
         return c[0].id;
     }
     /* Inverse CDF over the survivors in their (deterministic) order. */
-    double target = rng_uniform(s->rng);
+    double target = tps_rng_uniform(&s->rng);
     double cum = 0.0;
     for (size_t i = 0; i < n; i++) {
         cum += c[i].p;

@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 #define SAMPLER_MAX_EOG            8  /* end-of-generation ids a model may have */
 #define SAMPLER_DEFAULT_LAST_N     64 /* penalty window, as llama.cpp */

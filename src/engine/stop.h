@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 #define STOP_MAX_STRINGS 16  /* stop strings per request */
 #define STOP_MAX_LEN     256 /* bytes per stop string */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "engine/trace.h"
 
 void trace_init(trace *t, uint64_t t_origin) {
@@ -19,19 +20,8 @@ void trace_free(trace *t) {
     memset(t, 0, sizeof *t);
 }
 
-static int grow(void **p, size_t *cap, size_t n, size_t elem) {
-    if (n < *cap) return 0;
-    if (n >= TRACE_MAX_RECORDS) return -1;
-    size_t nc = *cap ? 2 * *cap : 1024;
-    void *q = realloc(*p, nc * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = nc;
-    return 0;
-}
-
 void trace_step_add(trace *t, const trace_step *s) {
-    if (grow((void **)&t->steps, &t->cap_steps, t->n_steps, sizeof *s)) {
+    if (t->n_steps >= TRACE_MAX_RECORDS || TPS_GROW(t->steps, t->cap_steps, t->n_steps + 1, 1024)) {
         t->dropped++;
         return;
     }
@@ -40,7 +30,7 @@ void trace_step_add(trace *t, const trace_step *s) {
 
 void trace_req_add(trace *t, uint64_t id, uint32_t choice, const engine_timings *tm,
                    engine_finish finish) {
-    if (grow((void **)&t->reqs, &t->cap_reqs, t->n_reqs, sizeof(trace_req))) {
+    if (t->n_reqs >= TRACE_MAX_RECORDS || TPS_GROW(t->reqs, t->cap_reqs, t->n_reqs + 1, 1024)) {
         t->dropped++;
         return;
     }

@@ -16,7 +16,7 @@
 #include <math.h>
 #include <string.h>
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#include "base/compiler.h" /* ALWAYS_INLINE */
 
 /* Fixed-order horizontal sum: (lo + hi) then pairs. */
 ALWAYS_INLINE float hsum8(__m256 v) {

@@ -16,7 +16,7 @@
 
 #include <immintrin.h>
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#include "base/compiler.h" /* ALWAYS_INLINE */
 
 /* ---- Q8_K activation quantizer, bit-identical to quantize_row_q8_K_ref -- */
 

@@ -1,25 +1,11 @@
 /* Portable scalar tier of the K-quant dots: Q4_K and Q6_K weights against
- * activations quantized once per call to Q8_K blocks, and that activation
- * quantizer. Each output element is the integer-then-float formula of
- * kernel_impl.h written out plainly, one dot per element; the AVX2 tier
- * (dot_kquant_avx2.c) must give the same bits. Not tuned: no intrinsics,
- * no tiling; no other K-quant types (Q2_K, Q3_K, Q5_K). */
+ * activations quantized once per call to Q8_K blocks (act.c). Each output element is the
+ * integer-then-float formula of kernel_impl.h written out plainly, one dot per element; the AVX2
+ * tier (dot_kquant_avx2.c) must give the same bits. Not tuned: no intrinsics, no tiling; no other
+ * K-quant types (Q2_K, Q3_K, Q5_K). */
 #include <math.h>
 
 #include "kernels/kernel_impl.h"
-
-void kernel_quantize_act_k(uint8_t *restrict row, const float *restrict x, size_t n, int use_avx2) {
-    block_q8_K *y = (block_q8_K *)row;
-#if KERNEL_HAVE_AVX2
-    if (use_avx2) {
-        quantize_row_q8_K_avx2(y, x, n);
-        return;
-    }
-#else
-    (void)use_avx2;
-#endif
-    quantize_row_q8_K_ref(y, x, n);
-}
 
 /* W row (nb block_q4_K) . x (nb block_q8_K): kernel_impl.h's Q4_K formula. */
 static float dot_q4_K_q8_K(const block_q4_K *restrict w, const block_q8_K *restrict x, size_t nb) {

@@ -55,7 +55,7 @@ static inline size_t kernel_act_row_bytes(size_t nb) {
     return (kernel_act_side_off(nb) + nb * sizeof(kernel_act_side) + 63) / 64 * 64;
 }
 
-/* Quantizes x (n,) to Q8_0 blocks plus their side data. */
+/* Quantizes x (n,) to Q8_0 blocks plus their side data (act.c). */
 void kernel_quantize_act(uint8_t *restrict row, const float *restrict x, size_t n, int use_avx2);
 
 /* 8 weight rows i = 0..7 of one 32-element block, interleaved so that a
@@ -116,7 +116,7 @@ static inline size_t kernel_act_k_row_bytes(size_t nb) {
     return (nb * sizeof(block_q8_K) + 63) / 64 * 64;
 }
 
-/* Quantizes x (n,), n % 256 == 0, to Q8_K blocks (same bits either way). */
+/* Quantizes x (n,), n % 256 == 0, to Q8_K blocks (same bits either way; act.c). */
 void kernel_quantize_act_k(uint8_t *restrict row, const float *restrict x, size_t n, int use_avx2);
 
 /* The 6-bit scales and mins of a block_q4_K, from its 12 packed bytes

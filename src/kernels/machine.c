@@ -8,7 +8,7 @@
 #include <immintrin.h>
 #endif
 
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 typedef struct read_job {
     const double *b;

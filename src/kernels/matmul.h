@@ -25,7 +25,7 @@
 
 #include "kernels/pool.h"
 #include "kernels/quant.h" /* block_q8_0 */
-#include "tps_error.h"
+#include "base/error.h"
 
 /* Which implementation tier runs the dot products. BEST is AVX2 when this
  * build has it (-march=native on an AVX2 machine), else SCALAR. REF is the

@@ -10,7 +10,7 @@
 #include "kernels/kernel_impl.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h" /* fp16 conversions */
-#include "tps_error.h"
+#include "base/error.h"
 
 #if !KERNEL_HAVE_AVX2
 /* Scalar dot with 8 partial sums folded pairwise, then the tail. */

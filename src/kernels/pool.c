@@ -18,8 +18,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "base/clock.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -53,12 +54,6 @@ struct tps_pool {
     int n_started;
 };
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void futex_wait(_Atomic uint32_t *word, uint32_t expected) {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
 }
@@ -88,21 +83,21 @@ static void *worker_main(void *varg) {
     pool_worker *w = varg;
     tps_pool *p = w->pool;
     uint32_t seen = 0;
-    uint64_t deadline = now_ns() + SPIN_NS;
+    uint64_t deadline = tps_now_ns() + SPIN_NS;
     for (int spins = 0;;) {
         uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
         const uint32_t gen = (uint32_t)(c >> 32);
         if (gen != seen && (uint32_t)c != CLOSED) {
             seen = gen;
             work_on(p, c, gen, w->id);
-            deadline = now_ns() + SPIN_NS;
+            deadline = tps_now_ns() + SPIN_NS;
             continue;
         }
         if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
         CPU_RELAX();
         if (++spins < SPIN_CHK) continue;
         spins = 0;
-        if (now_ns() < deadline) continue;
+        if (tps_now_ns() < deadline) continue;
         /* sleep until the caller bumps wake_seq; re-check after announcing
          * ourselves so a job published in between is not slept through */
         const uint32_t ws = atomic_load(&p->wake_seq);
@@ -110,7 +105,7 @@ static void *worker_main(void *varg) {
         c = atomic_load(&p->claim);
         if ((uint32_t)(c >> 32) == seen && !atomic_load(&p->stop)) futex_wait(&p->wake_seq, ws);
         atomic_fetch_sub(&p->sleepers, 1);
-        deadline = now_ns() + SPIN_NS;
+        deadline = tps_now_ns() + SPIN_NS;
     }
 }
 

@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef struct tps_pool tps_pool;
 

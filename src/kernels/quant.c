@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 /* ---- fp16 --------------------------------------------------------------- */
 
@@ -75,34 +75,32 @@ void fp32_to_bf16_row(uint16_t *restrict y, const float *restrict x, size_t n) {
 
 /* ---- type facts --------------------------------------------------------- */
 
-typedef struct type_facts {
-    size_t block_elems;
-    size_t block_bytes;
-} type_facts;
-
-static const type_facts TYPE_FACTS[GGML_TYPE_COUNT_MAX] = {
-    [GGML_TYPE_F32] = {1, 4},
-    [GGML_TYPE_F16] = {1, 2},
-    [GGML_TYPE_BF16] = {1, 2},
-    [GGML_TYPE_Q8_0] = {QK8_0, sizeof(block_q8_0)},
-    [GGML_TYPE_Q4_0] = {QK4_0, sizeof(block_q4_0)},
-    [GGML_TYPE_Q4_K] = {QK_K, sizeof(block_q4_K)},
-    [GGML_TYPE_Q6_K] = {QK_K, sizeof(block_q6_K)},
-};
-
+/* The weight types every kernel handles; their sizes are the format's
+ * (base/ggml_type.h), which the block structs' static_asserts match. */
 bool kernel_type_supported(uint32_t type) {
-    return type < GGML_TYPE_COUNT_MAX && TYPE_FACTS[type].block_elems != 0;
+    switch (type) {
+    case GGML_TYPE_F32:
+    case GGML_TYPE_F16:
+    case GGML_TYPE_BF16:
+    case GGML_TYPE_Q8_0:
+    case GGML_TYPE_Q4_0:
+    case GGML_TYPE_Q4_K:
+    case GGML_TYPE_Q6_K:
+        return true;
+    default:
+        return false;
+    }
 }
 
 size_t kernel_type_block_elems(uint32_t type) {
-    return kernel_type_supported(type) ? TYPE_FACTS[type].block_elems : 0;
+    return kernel_type_supported(type) ? ggml_type_get(type)->block_size : 0;
 }
 
 size_t kernel_row_bytes(uint32_t type, size_t n) {
     if (!kernel_type_supported(type)) return 0;
-    const type_facts *t = &TYPE_FACTS[type];
-    if (n % t->block_elems) return 0;
-    return n / t->block_elems * t->block_bytes;
+    const ggml_type_info *t = ggml_type_get(type);
+    if (n % t->block_size) return 0;
+    return n / t->block_size * t->type_size;
 }
 
 /* ---- reference quantizers ---------------------------------------------- */

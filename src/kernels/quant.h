@@ -13,7 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "model/gguf.h" /* ggml_type ids (GGML_TYPE_*) */
+#include "base/error.h"
+#include "base/ggml_type.h" /* type ids (GGML_TYPE_*) and block sizes */
 
 #define QK8_0        32
 #define QK4_0        32

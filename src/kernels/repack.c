@@ -1,12 +1,11 @@
 /* Interleaved 8-row weight groups (kernel_impl.h has the layout): the
- * packer, the quantizer of activation rows with their side data, the
- * scalar tier of the packed types, and the public repack call.
+ * packer, the scalar tier of the packed types, and the public repack call.
  *
  * Why repack at all: the AVX2 tier computes 8 weight rows per dpbusd when
  * the rows arrive interleaved. Packing on the fly (what the plain types do,
  * per 8-row tile into thread scratch) costs a copy per call; a matrix packed
  * once at load skips it. Not here: threading (matmul.c), vector tiles
- * (dot_avx2.c). */
+ * (dot_avx2.c, which calls the packer here), activation rows (act.c). */
 #include <math.h>
 #include <string.h>
 
@@ -38,27 +37,6 @@ void kernel_pack_group(uint8_t *restrict dst, const uint8_t *restrict W, size_t 
                             src ? (uint8_t)((uint8_t)src->qs[4 * c + e] ^ 0x80) : 0x80;
             }
         }
-    }
-}
-
-void kernel_quantize_act(uint8_t *restrict row, const float *restrict x, size_t n, int use_avx2) {
-    const size_t nb = n / QK8_0;
-    block_q8_0 *y = (block_q8_0 *)row;
-#if KERNEL_HAVE_AVX2
-    if (use_avx2)
-        quantize_row_q8_0_avx2(y, x, n);
-    else
-        quantize_row_q8_0_ref(y, x, n);
-#else
-    (void)use_avx2;
-    quantize_row_q8_0_ref(y, x, n);
-#endif
-    kernel_act_side *side = (kernel_act_side *)(row + kernel_act_side_off(nb));
-    for (size_t b = 0; b < nb; b++) {
-        int32_t s = 0;
-        for (int j = 0; j < QK8_0; j++)
-            s += y[b].qs[j];
-        side[b] = (kernel_act_side){fp16_to_fp32(y[b].d), -128 * s, -8 * s, 0};
     }
 }
 

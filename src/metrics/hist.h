@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 #define HIST_FORMAT_VERSION 1u /* version of the exported (summary, pairs) form */
 #define HIST_MAX_SIG_DIGITS 4

@@ -19,7 +19,7 @@
 
 #include <stddef.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef enum prom_type {
     PROM_UNTYPED = 0,

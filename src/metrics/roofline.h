@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef struct machine_limits {
     char cpu[96];        /* /proc/cpuinfo model name */

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
+
 /* ---- create / free ---------------------------------------------------- */
 
 int timeline_init(timeline *t, size_t cap_events, tps_err *e) {
@@ -51,12 +53,10 @@ void timeline_set_count_source(timeline *t, tl_count_source source) {
     t->source = source;
 }
 
-static int grow(timeline *t, tps_err *e) {
-    size_t cap = t->cap_events ? t->cap_events * 2 : 64;
-    tl_event *ev = realloc(t->events, cap * sizeof *ev);
-    if (!ev) return tps_fail(e, TPS_ENOMEM, "cannot grow a timeline to %zu events", cap);
-    t->events = ev;
-    t->cap_events = cap;
+/* Room for need events. */
+static int grow(timeline *t, size_t need, tps_err *e) {
+    if (TPS_GROW(t->events, t->cap_events, need, 64))
+        return tps_fail(e, TPS_ENOMEM, "cannot grow a timeline to %zu events", need);
     return TPS_OK;
 }
 
@@ -68,10 +68,8 @@ int timeline_add(timeline *t, uint64_t t_ns, uint32_t tokens, tps_err *e) {
                         "token event at %llu ns is earlier than the send or the previous event "
                         "(%llu ns): timestamps must come from one monotonic clock, in order",
                         (unsigned long long)t_ns, (unsigned long long)prev);
-    if (t->n_events == t->cap_events) {
-        int rc = grow(t, e);
-        if (rc) return rc;
-    }
+    int rc = grow(t, t->n_events + 1, e);
+    if (rc) return rc;
     t->events[t->n_events++] = (tl_event){.t_ns = t_ns, .tokens = tokens};
     t->output_tokens += tokens;
     t->multi_token_events += tokens > 1;
@@ -86,10 +84,8 @@ int timeline_insert_tokens(timeline *t, const uint64_t *t_ns, size_t n, tps_err 
                             "inserted token event %zu at %llu ns is out of order or outside "
                             "the request",
                             i, (unsigned long long)t_ns[i]);
-    while (t->cap_events < t->n_events + n) {
-        int rc = grow(t, e);
-        if (rc) return rc;
-    }
+    int rc = grow(t, t->n_events + n, e);
+    if (rc) return rc;
     /* merge from the back: events ending at n_events + n */
     size_t a = t->n_events, b = n, out = t->n_events + n;
     while (b > 0) {
@@ -121,10 +117,8 @@ int timeline_set_output_tokens(timeline *t, uint64_t n, tl_count_source source, 
             if (extra > UINT32_MAX)
                 return tps_fail(e, TPS_ERANGE, "%llu output tokens in one event is too many",
                                 (unsigned long long)extra);
-            if (t->cap_events == 0) {
-                int rc = grow(t, e);
-                if (rc) return rc;
-            }
+            int rc = grow(t, 1, e);
+            if (rc) return rc;
             t->events[t->n_events++] = (tl_event){.t_ns = t->t_end, .tokens = (uint32_t)extra};
         } else {
             tl_event *last = &t->events[t->n_events - 1];

@@ -6,7 +6,7 @@
  * it was sent, each streamed event that carried output tokens (arrival time,
  * how many tokens), and the last byte of the response. The bench builds one
  * per request as bytes arrive; the server builds one per request as it writes
- * tokens. Times are CLOCK_MONOTONIC nanoseconds (metrics/clock.h).
+ * tokens. Times are CLOCK_MONOTONIC nanoseconds (base/clock.h).
  *
  * Events live in a growable array owned by the timeline: reserve enough at
  * init (e.g. max_tokens) and timeline_add never allocates; past that it
@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "metrics/hist.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 /* "no such time / undefined metric" for every uint64 time or duration here. */
 #define TL_NONE UINT64_MAX

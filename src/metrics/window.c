@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 /* ---- when tokens count ---------------------------------------------------- */
 

@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #include "metrics/timeline.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 /* The interval (t0, t1], CLOCK_MONOTONIC ns. */
 typedef struct window {

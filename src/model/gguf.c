@@ -26,28 +26,6 @@ typedef struct cursor {
     tps_err *err;
 } cursor;
 
-static size_t value_fixed_size(uint32_t type) {
-    switch (type) {
-    case GGUF_TYPE_UINT8:
-    case GGUF_TYPE_INT8:
-    case GGUF_TYPE_BOOL:
-        return 1;
-    case GGUF_TYPE_UINT16:
-    case GGUF_TYPE_INT16:
-        return 2;
-    case GGUF_TYPE_UINT32:
-    case GGUF_TYPE_INT32:
-    case GGUF_TYPE_FLOAT32:
-        return 4;
-    case GGUF_TYPE_UINT64:
-    case GGUF_TYPE_INT64:
-    case GGUF_TYPE_FLOAT64:
-        return 8;
-    default:
-        return 0; /* string, array: variable */
-    }
-}
-
 const char *gguf_value_type_name(uint32_t type) {
     static const char *const names[GGUF_TYPE_COUNT] = {
         [GGUF_TYPE_UINT8] = "u8",    [GGUF_TYPE_INT8] = "i8",    [GGUF_TYPE_UINT16] = "u16",
@@ -126,7 +104,7 @@ static int read_array(cursor *c, gguf_value *out, int depth, const char *what) {
     out->arr.type = et;
     out->arr.n = n;
     out->arr.data = c->base + c->pos;
-    size_t fixed = value_fixed_size(et);
+    size_t fixed = gguf_value_type_size(et);
     if (fixed) {
         uint64_t bytes;
         if (__builtin_mul_overflow(n, (uint64_t)fixed, &bytes) || bytes > c->size - c->pos)
@@ -158,7 +136,7 @@ static int read_array(cursor *c, gguf_value *out, int depth, const char *what) {
 static int read_value(cursor *c, uint32_t type, gguf_value *out, int depth, const char *what) {
     memset(out, 0, sizeof *out);
     out->type = type;
-    size_t fixed = value_fixed_size(type);
+    size_t fixed = gguf_value_type_size(type);
     if (fixed) {
         int rc = need(c, fixed, what);
         if (rc) return rc;
@@ -533,7 +511,7 @@ int gguf_get_array(const gguf_file *f, const char *key, uint32_t elem_type, gguf
 int gguf_array_elem(const gguf_value *arr, uint64_t i, gguf_value *out) {
     if (arr->type != GGUF_TYPE_ARRAY || i >= arr->arr.n) return TPS_ERANGE;
     cursor c = {.base = arr->arr.data, .size = arr->arr.bytes, .pos = 0, .err = NULL};
-    size_t fixed = value_fixed_size(arr->arr.type);
+    size_t fixed = gguf_value_type_size(arr->arr.type);
     if (fixed)
         c.pos = (size_t)(i * fixed);
     else

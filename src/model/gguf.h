@@ -12,7 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
+#include "base/ggml_type.h" /* tensor element types: ids, block sizes */
 
 #define GGUF_MAGIC             0x46554747u /* "GGUF" little-endian */
 #define GGUF_DEFAULT_ALIGNMENT 32
@@ -34,42 +35,6 @@ typedef enum gguf_value_type {
     GGUF_TYPE_FLOAT64 = 12,
     GGUF_TYPE_COUNT
 } gguf_value_type;
-
-/* Tensor element types, numbered as ggml numbers them (the file format). */
-typedef enum ggml_type {
-    GGML_TYPE_F32 = 0,
-    GGML_TYPE_F16 = 1,
-    GGML_TYPE_Q4_0 = 2,
-    GGML_TYPE_Q4_1 = 3,
-    GGML_TYPE_Q5_0 = 6,
-    GGML_TYPE_Q5_1 = 7,
-    GGML_TYPE_Q8_0 = 8,
-    GGML_TYPE_Q8_1 = 9,
-    GGML_TYPE_Q2_K = 10,
-    GGML_TYPE_Q3_K = 11,
-    GGML_TYPE_Q4_K = 12,
-    GGML_TYPE_Q5_K = 13,
-    GGML_TYPE_Q6_K = 14,
-    GGML_TYPE_Q8_K = 15,
-    GGML_TYPE_I8 = 24,
-    GGML_TYPE_I16 = 25,
-    GGML_TYPE_I32 = 26,
-    GGML_TYPE_I64 = 27,
-    GGML_TYPE_F64 = 28,
-    GGML_TYPE_BF16 = 30,
-    GGML_TYPE_COUNT_MAX = 64
-} ggml_type;
-
-typedef struct ggml_type_info {
-    const char *name;  /* "q8_0" */
-    size_t block_size; /* elements per block */
-    size_t type_size;  /* bytes per block */
-} ggml_type_info;
-
-/* NULL when the id is not a type this build knows. */
-const ggml_type_info *ggml_type_get(uint32_t type);
-/* Type by its name ("q8_0", "f16"; case-insensitive); -1 if unknown. */
-int ggml_type_from_name(const char *name);
 
 /* A length-delimited string borrowed from the map. */
 typedef struct gguf_str {
@@ -166,6 +131,8 @@ int gguf_array_strings(const gguf_value *arr, gguf_str *out);
 int gguf_array_elem(const gguf_value *arr, uint64_t i, gguf_value *out);
 
 const char *gguf_value_type_name(uint32_t type);
+/* Bytes of one value of a fixed-size type; 0 for strings and arrays. */
+size_t gguf_value_type_size(uint32_t type);
 
 /* ---- writer ----------------------------------------------------------- */
 

@@ -1,34 +1,9 @@
-/* The table of ggml tensor element types as the GGUF format defines them:
- * block size and bytes per block. Facts about the file format only; the
- * kernels that compute with these types live in src/kernels. */
+/* Sizes the GGUF format defines: a tensor's bytes from its type and shape,
+ * a metadata value's bytes from its type (one table for the reader and the
+ * writer). The element types themselves are in base/ggml_type.c. */
 #include <stdint.h>
-#include <strings.h>
 
 #include "model/gguf.h"
-
-static const ggml_type_info type_table[GGML_TYPE_COUNT_MAX] = {
-    [GGML_TYPE_F32] = {"f32", 1, 4},       [GGML_TYPE_F16] = {"f16", 1, 2},
-    [GGML_TYPE_Q4_0] = {"q4_0", 32, 18},   [GGML_TYPE_Q4_1] = {"q4_1", 32, 20},
-    [GGML_TYPE_Q5_0] = {"q5_0", 32, 22},   [GGML_TYPE_Q5_1] = {"q5_1", 32, 24},
-    [GGML_TYPE_Q8_0] = {"q8_0", 32, 34},   [GGML_TYPE_Q8_1] = {"q8_1", 32, 36},
-    [GGML_TYPE_Q2_K] = {"q2_k", 256, 84},  [GGML_TYPE_Q3_K] = {"q3_k", 256, 110},
-    [GGML_TYPE_Q4_K] = {"q4_k", 256, 144}, [GGML_TYPE_Q5_K] = {"q5_k", 256, 176},
-    [GGML_TYPE_Q6_K] = {"q6_k", 256, 210}, [GGML_TYPE_Q8_K] = {"q8_k", 256, 292},
-    [GGML_TYPE_I8] = {"i8", 1, 1},         [GGML_TYPE_I16] = {"i16", 1, 2},
-    [GGML_TYPE_I32] = {"i32", 1, 4},       [GGML_TYPE_I64] = {"i64", 1, 8},
-    [GGML_TYPE_F64] = {"f64", 1, 8},       [GGML_TYPE_BF16] = {"bf16", 1, 2},
-};
-
-const ggml_type_info *ggml_type_get(uint32_t type) {
-    if (type >= GGML_TYPE_COUNT_MAX || type_table[type].name == NULL) return NULL;
-    return &type_table[type];
-}
-
-int ggml_type_from_name(const char *name) {
-    for (int t = 0; t < GGML_TYPE_COUNT_MAX; t++)
-        if (type_table[t].name && !strcasecmp(type_table[t].name, name)) return t;
-    return -1;
-}
 
 size_t ggml_tensor_nbytes(uint32_t type, uint32_t n_dims, const uint64_t *ne) {
     const ggml_type_info *ti = ggml_type_get(type);
@@ -43,4 +18,26 @@ size_t ggml_tensor_nbytes(uint32_t type, uint32_t n_dims, const uint64_t *ne) {
     if (__builtin_mul_overflow(n / ti->block_size, (uint64_t)ti->type_size, &bytes)) return 0;
     if (bytes > SIZE_MAX) return 0;
     return (size_t)bytes;
+}
+
+size_t gguf_value_type_size(uint32_t type) {
+    switch (type) {
+    case GGUF_TYPE_UINT8:
+    case GGUF_TYPE_INT8:
+    case GGUF_TYPE_BOOL:
+        return 1;
+    case GGUF_TYPE_UINT16:
+    case GGUF_TYPE_INT16:
+        return 2;
+    case GGUF_TYPE_UINT32:
+    case GGUF_TYPE_INT32:
+    case GGUF_TYPE_FLOAT32:
+        return 4;
+    case GGUF_TYPE_UINT64:
+    case GGUF_TYPE_INT64:
+    case GGUF_TYPE_FLOAT64:
+        return 8;
+    default:
+        return 0; /* string, array: variable */
+    }
 }

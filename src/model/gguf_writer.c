@@ -122,31 +122,9 @@ int gguf_writer_set_str(gguf_writer *w, const char *key, const char *v) {
     return set_kv(w, key, GGUF_TYPE_STRING, p, 8 + n);
 }
 
-static size_t elem_size(uint32_t type) {
-    switch (type) {
-    case GGUF_TYPE_UINT8:
-    case GGUF_TYPE_INT8:
-    case GGUF_TYPE_BOOL:
-        return 1;
-    case GGUF_TYPE_UINT16:
-    case GGUF_TYPE_INT16:
-        return 2;
-    case GGUF_TYPE_UINT32:
-    case GGUF_TYPE_INT32:
-    case GGUF_TYPE_FLOAT32:
-        return 4;
-    case GGUF_TYPE_UINT64:
-    case GGUF_TYPE_INT64:
-    case GGUF_TYPE_FLOAT64:
-        return 8;
-    default:
-        return 0;
-    }
-}
-
 int gguf_writer_set_array(gguf_writer *w, const char *key, uint32_t elem_type, const void *data,
                           uint64_t n) {
-    size_t es = elem_size(elem_type);
+    size_t es = gguf_value_type_size(elem_type);
     if (!es) return TPS_EINVAL;
     size_t len = 12 + (size_t)n * es;
     uint8_t *p = malloc(len);
@@ -215,7 +193,7 @@ int gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv) {
     case GGUF_TYPE_BOOL:
         return gguf_writer_set_bool(w, key, v->b);
     default: {
-        size_t es = elem_size(v->type);
+        size_t es = gguf_value_type_size(v->type);
         if (!es) return TPS_EINVAL;
         /* Little-endian: the low bytes of the widened value are the value. */
         uint64_t raw = (v->type == GGUF_TYPE_INT8 || v->type == GGUF_TYPE_INT16 ||

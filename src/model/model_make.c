@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/rng.h"
 #include "kernels/quant.h"
 #include "model/gguf.h"
 #include "model/model_make.h"
@@ -69,14 +70,6 @@ uint64_t model_preset_params(const model_preset *p) {
     return 2ull * p->n_vocab * p->dim + p->dim + layer * p->n_layers;
 }
 
-/* splitmix64: a tiny, well-mixed generator; one per row. */
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t hash_name(const char *s) {
     uint64_t h = 1469598103934665603ull;
     for (; *s; s++)
@@ -115,7 +108,7 @@ static int fill_tensor(void *ctx, void *dst, size_t nbytes, tps_err *err) {
                 } else if (g->scale == 0.0f) {
                     row[c] = 1.0f;
                 } else {
-                    double u = (double)(splitmix(&st) >> 11) * (1.0 / 9007199254740992.0);
+                    double u = tps_unit_from_bits(tps_splitmix64(&st));
                     row[c] = (float)((2.0 * u - 1.0) * g->scale) + g->offset;
                 }
             }

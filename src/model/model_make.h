@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef struct model_preset {
     const char *name;

@@ -17,31 +17,6 @@
 /* Small helpers                                                             */
 /* ======================================================================== */
 
-int tok_ids_push(tok_ids *ids, int32_t id) {
-    if (ids->n == ids->cap) {
-        size_t cap = ids->cap ? ids->cap * 2 : 64;
-        int32_t *v = realloc(ids->v, cap * sizeof *v);
-        if (!v) return TPS_ENOMEM;
-        ids->v = v;
-        ids->cap = cap;
-    }
-    ids->v[ids->n++] = id;
-    return 0;
-}
-
-int32_t tok_lookup(const tokenizer *t, const char *s, size_t n) {
-    if (n > t->max_len) return TOKEN_NONE;
-    size_t i = (size_t)tok_hash(s, n) & t->slot_mask;
-    for (;;) {
-        uint32_t v = t->slots[i];
-        if (!v) return TOKEN_NONE;
-        uint32_t id = v - 1;
-        uint32_t off = t->text_off[id];
-        if (t->text_off[id + 1] - off == n && memcmp(t->text + off, s, n) == 0) return (int32_t)id;
-        i = (i + 1) & t->slot_mask;
-    }
-}
-
 static bool valid_id(const tokenizer *t, int32_t id) {
     return id >= 0 && (uint32_t)id < t->n_vocab;
 }
@@ -573,13 +548,7 @@ typedef struct frag_list {
 } frag_list;
 
 static int frag_push(frag_list *l, int32_t id, size_t off, size_t len) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        fragment *v = realloc(l->v, cap * sizeof *v);
-        if (!v) return TPS_ENOMEM;
-        l->v = v;
-        l->cap = cap;
-    }
+    if (TPS_GROW(l->v, l->cap, l->n + 1, 16)) return TPS_ENOMEM;
     l->v[l->n++] = (fragment){id, off, len};
     return 0;
 }

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "model/gguf.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef struct tokenizer tokenizer;
 

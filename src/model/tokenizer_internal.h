@@ -1,5 +1,5 @@
 /* Private to the tokenizer*.c files: the tokenizer struct, the vocabulary
- * hash, the growable id list and the entry points of the SPM and BPE
+ * hash lookup, the growable id list and the entry points of the SPM and BPE
  * algorithms. Nothing outside src/model/tokenizer*.c includes this. */
 #ifndef TPS_TOKENIZER_INTERNAL_H
 #define TPS_TOKENIZER_INTERNAL_H
@@ -7,7 +7,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "base/grow.h"
 #include "model/tokenizer.h"
 
 /* Token attributes as a bit set (llama.cpp's llama_token_attr subset): a
@@ -70,7 +72,11 @@ typedef struct tok_ids {
     size_t n, cap;
 } tok_ids;
 
-int tok_ids_push(tok_ids *ids, int32_t id);
+static inline int tok_ids_push(tok_ids *ids, int32_t id) {
+    if (TPS_GROW(ids->v, ids->cap, ids->n + 1, 64)) return TPS_ENOMEM;
+    ids->v[ids->n++] = id;
+    return 0;
+}
 
 /* FNV-1a over bytes; tok_hash_more continues a running hash. */
 static inline uint64_t tok_hash_more(uint64_t h, const char *s, size_t n) {
@@ -84,8 +90,21 @@ static inline uint64_t tok_hash(const char *s, size_t n) {
     return tok_hash_more(1469598103934665603ull, s, n);
 }
 
-/* Vocabulary lookup; TOKEN_NONE if absent. */
-int32_t tok_lookup(const tokenizer *t, const char *s, size_t n);
+/* Vocabulary lookup; TOKEN_NONE if absent. Inline here, with the other
+ * helpers the algorithm files share, so that tokenizer.c calls the SPM and
+ * BPE files and they never call it back. */
+static inline int32_t tok_lookup(const tokenizer *t, const char *s, size_t n) {
+    if (n > t->max_len) return TOKEN_NONE;
+    size_t i = (size_t)tok_hash(s, n) & t->slot_mask;
+    for (;;) {
+        uint32_t v = t->slots[i];
+        if (!v) return TOKEN_NONE;
+        uint32_t id = v - 1;
+        uint32_t off = t->text_off[id];
+        if (t->text_off[id + 1] - off == n && memcmp(t->text + off, s, n) == 0) return (int32_t)id;
+        i = (i + 1) & t->slot_mask;
+    }
+}
 
 /* Bytes of a UTF-8 sequence by its first byte (1 for continuation or
  * invalid bytes), the way llama.cpp splits text into symbols. */

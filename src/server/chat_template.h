@@ -14,8 +14,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "server/sbuf.h"
-#include "tps_error.h"
+#include "base/sbuf.h"
+#include "base/error.h"
 
 typedef enum chat_tmpl {
     CHAT_TMPL_UNKNOWN = 0,

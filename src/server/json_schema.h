@@ -38,8 +38,8 @@
 #include <jansson.h>
 
 #include "engine/grammar.h"
-#include "server/sbuf.h"
-#include "tps_error.h"
+#include "base/sbuf.h"
+#include "base/error.h"
 
 #define JSON_SCHEMA_MAX_DEPTH 64                 /* nesting of subschemas */
 #define JSON_SCHEMA_MAX_INT   1000000000000000LL /* |minimum|, |maximum|: 10^15 */

@@ -17,7 +17,7 @@
 #include "engine/logprobs.h"
 #include "engine/sampler.h"
 #include "server/chat_template.h"
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 #include "server/tools.h"
 
 #define OAI_MAX_STOP 16 /* stop strings per request (OpenAI allows 4) */

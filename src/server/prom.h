@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #include "metrics/hist.h"
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 
 #define PROM_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 

@@ -22,8 +22,8 @@
 
 #include <stddef.h>
 
-#include "server/sbuf.h"
-#include "tps_error.h"
+#include "base/sbuf.h"
+#include "base/error.h"
 
 #define REGEX_MAX_DEPTH 64 /* nested groups */
 

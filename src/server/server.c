@@ -18,7 +18,7 @@
 
 #include <event2/thread.h>
 
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 void server_config_default(server_config *c) {
     memset(c, 0, sizeof *c);

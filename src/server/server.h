@@ -23,7 +23,7 @@
 #include <stdio.h>
 
 #include "engine/engine.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef struct server server;
 

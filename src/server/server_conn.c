@@ -26,7 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 #define CONN_LINGER_MS 1000 /* a refused connection is closed by then if its client has not */
 

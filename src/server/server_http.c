@@ -16,7 +16,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include <stdio.h>
 
 /* ---------------------------------------------------------------------------

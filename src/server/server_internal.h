@@ -24,7 +24,7 @@
 #include "server/http_frame.h"
 #include "server/openai.h"
 #include "server/prom.h"
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 #include "server/server.h"
 #include "server/sse.h"
 

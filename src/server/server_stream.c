@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 /* ---------------------------------------------------------------------------
  * Request contexts

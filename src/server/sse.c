@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "metrics/clock.h"
+#include "base/clock.h"
 
 static double span_ms(uint64_t from, uint64_t to) {
     return from && to > from ? (double)(to - from) / (double)TPS_NS_PER_MS : 0.0;

@@ -15,7 +15,7 @@
 #include "engine/engine.h"
 #include "model/tokenizer.h"
 #include "server/openai.h"
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 #include "server/tools.h"
 
 /* What every chunk of one response repeats. Strings are borrowed. */

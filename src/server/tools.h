@@ -29,8 +29,8 @@
 #include <stddef.h>
 
 #include "server/chat_template.h"
-#include "server/sbuf.h"
-#include "tps_error.h"
+#include "base/sbuf.h"
+#include "base/error.h"
 
 #define TOOLS_MAX       128 /* tools per request */
 #define TOOLS_MAX_CALLS 64  /* calls parsed from one answer */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "metrics/clock.h"
+#include "base/clock.h"
 #include "support/test_support.h"
 
 void env_open(env *v, const char *path) {

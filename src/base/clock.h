@@ -1,8 +1,8 @@
 /* The one clock every duration in tps is measured with: CLOCK_MONOTONIC in
  * unsigned 64-bit nanoseconds (584 years before it wraps). Wall-clock time is
  * for labels only and does not live here. */
-#ifndef TPS_METRICS_CLOCK_H
-#define TPS_METRICS_CLOCK_H
+#ifndef TPS_BASE_CLOCK_H
+#define TPS_BASE_CLOCK_H
 
 #include <stdint.h>
 #include <time.h>

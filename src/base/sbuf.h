@@ -1,13 +1,13 @@
-/* A growable byte buffer for building HTTP bodies, SSE events and the
- * Prometheus text, plus a JSON string escaper that writes into it. One sbuf
- * lives in each connection and is reused for every event, so streaming a
- * token allocates only when a chunk is longer than any before it.
+/* A growable byte buffer for building text (HTTP bodies, SSE events, the
+ * Prometheus page, reports), plus a JSON string escaper that writes into it.
+ * The server keeps one per connection and reuses it for every event, so
+ * streaming a token allocates only when a chunk is longer than any before.
  *
  * Not here: parsing (jansson), I/O. Allocation failure is sticky: the buffer
  * remembers it (sbuf_failed) and further appends do nothing, so callers check
  * once at the end instead of after every append. */
-#ifndef TPS_SERVER_SBUF_H
-#define TPS_SERVER_SBUF_H
+#ifndef TPS_BASE_SBUF_H
+#define TPS_BASE_SBUF_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
 /* Error reporting shared by every module: functions return 0 or a negative
  * code (TPS_E*) and fill a tps_err with a message a user can act on.
  * Not for control flow inside hot loops; not a logging facility. */
-#ifndef TPS_ERROR_H
-#define TPS_ERROR_H
+#ifndef TPS_BASE_ERROR_H
+#define TPS_BASE_ERROR_H
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,7 @@
 /* Growable byte buffer and JSON string escaping (see sbuf.h). */
-#include "server/sbuf.h"
+#include "base/sbuf.h"
+
+#include "base/grow.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -26,20 +28,11 @@ void sbuf_reset(sbuf *b) {
  * memory runs out. */
 static bool reserve(sbuf *b, size_t n) {
     if (b->failed) return false;
-    if (n > SIZE_MAX / 2 - b->len) goto fail;
-    size_t need = b->len + n + 1;
-    if (need <= b->cap) return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < need)
-        cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) goto fail;
-    b->p = p;
-    b->cap = cap;
+    if (n > SIZE_MAX / 2 - b->len || TPS_GROW(b->p, b->cap, b->len + n + 1, 256)) {
+        b->failed = true;
+        return false;
+    }
     return true;
-fail:
-    b->failed = true;
-    return false;
 }
 
 void sbuf_add(sbuf *b, const void *data, size_t n) {

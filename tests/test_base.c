@@ -1,0 +1,67 @@
+/* base/: the array doubling every module grows with, and the seeded
+ * generator checked against the published splitmix64 sequence. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "base/error.h"
+#include "base/grow.h"
+#include "base/rng.h"
+
+Test(base_grow, doubles_from_first_and_keeps_contents) {
+    int *v = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < 1000; i++) {
+        cr_assert_eq(TPS_GROW(v, cap, (size_t)i + 1, 16), 0);
+        v[i] = i;
+    }
+    cr_assert_eq(cap, 1024);
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(v[i], i);
+    free(v);
+}
+
+Test(base_grow, overflow_fails_and_leaves_the_array_alone) {
+    uint64_t *v = NULL;
+    size_t cap = 0;
+    cr_assert_eq(TPS_GROW(v, cap, 3, 4), 0);
+    uint64_t *before = v;
+    cr_assert_eq(TPS_GROW(v, cap, SIZE_MAX / 4, 4), TPS_ENOMEM);
+    cr_assert_eq(v, before);
+    cr_assert_eq(cap, 4);
+    free(v);
+}
+
+/* splitmix64 seeded with 1234567 (Vigna's reference splitmix64.c). */
+Test(base_rng, splitmix64_matches_the_reference) {
+    uint64_t s = 1234567;
+    const uint64_t want[] = {6457827717110365317ull, 3203168211198807973ull, 9817491932198370423ull,
+                             4593380528125082431ull, 16408922859458223821ull};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_assert_eq(tps_splitmix64(&s), want[i], "draw %zu", i);
+}
+
+Test(base_rng, uniform_stays_in_range) {
+    tps_rng r;
+    tps_rng_seed(&r, 7);
+    for (int i = 0; i < 10000; i++) {
+        double u = tps_rng_uniform(&r), o = tps_rng_uniform_open(&r);
+        cr_assert(u >= 0.0 && u < 1.0);
+        cr_assert(o > 0.0 && o < 1.0);
+    }
+}
+
+/* The kernels' block structs are the format's sizes (one table, base/). */
+#include "kernels/quant.h"
+
+Test(base_ggml_type, block_structs_match_the_type_table) {
+    cr_assert_eq(ggml_type_get(GGML_TYPE_Q8_0)->type_size, sizeof(block_q8_0));
+    cr_assert_eq(ggml_type_get(GGML_TYPE_Q4_0)->type_size, sizeof(block_q4_0));
+    cr_assert_eq(ggml_type_get(GGML_TYPE_Q4_K)->type_size, sizeof(block_q4_K));
+    cr_assert_eq(ggml_type_get(GGML_TYPE_Q6_K)->type_size, sizeof(block_q6_K));
+    cr_assert_eq(ggml_type_get(GGML_TYPE_Q8_K)->type_size, sizeof(block_q8_K));
+    cr_assert_eq(ggml_type_get(GGML_TYPE_Q8_0)->block_size, QK8_0);
+    cr_assert_eq(ggml_type_get(GGML_TYPE_Q4_K)->block_size, QK_K);
+    cr_assert_eq(ggml_type_from_name("Q8_0"), GGML_TYPE_Q8_0);
+    cr_assert_null(ggml_type_get(GGML_TYPE_COUNT_MAX));
+}
