@@ -16,7 +16,7 @@
 #include <stdio.h>
 
 #include "bench/report_set.h"
-#include "tps_error.h"
+#include "base/error.h"
 
 typedef enum factor_part {
     FP_BATCH,   /* concurrency sweep */

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tps_error.h"
+#include "base/error.h"
 
 /* Phi-3 (mini): Llama 2's SentencePiece vocabulary (llama.cpp's
  * ggml-vocab-llama-spm.gguf) plus Phi-3's 11 added tokens, padded to 32064,
