@@ -645,6 +645,65 @@ Test(prefix_cache, keys_name_the_whole_chain_and_die_with_their_parent) {
     kv_cache_free(kv);
 }
 
+/* Peak resident memory follows the load, not the pool: with a resident
+ * bound of 64 of 1024 blocks, 200 unique 16-token prompts, 4 running at a
+ * time, touch only the blocks the 4 hold at once (or the bound), the idle
+ * warm-up stops at the bound, and the most recent prompt is still cached.
+ * Before the bound, the pool handed out never-touched blocks while any
+ * was left (all 1024 faulted in) and the warm-up faulted in all of it. */
+Test(prefix_cache, resident_blocks_bound_the_touched_pool_and_the_warm_up) {
+    kv_cache_params p = {.n_layers = 1,
+                         .kv_dim = 8,
+                         .block_tokens = 4,
+                         .kv_type = GGML_TYPE_F32,
+                         .n_blocks = 1024,
+                         .prefix_cache = true,
+                         .resident_blocks = 64};
+    kv_cache *kv;
+    tps_err err = {0};
+    cr_assert_eq(kv_cache_create(&kv, &p, &err), 0, "%s", err.msg);
+    kv_seq s[4] = {0};
+    int32_t toks[4][16];
+    for (int r = 0; r < 200; r++) {
+        kv_seq *q = &s[r % 4];
+        if (r >= 4) kv_seq_release(kv, q);
+        kv_seq_destroy(q);
+        cr_assert_eq(kv_seq_init(q, 4), 0);
+        for (int i = 0; i < 16; i++)
+            toks[r % 4][i] = r * 16 + i;
+        cr_assert_eq(kv_seq_match_prefix(kv, q, toks[r % 4], 4), 0, "unique prompt");
+        cr_assert_eq(kv_seq_reserve(kv, q, 16), 0);
+        kv_seq_commit(kv, q, toks[r % 4], 16);
+    }
+    cr_expect_leq(kv->n_touched, 64, "touched %u blocks; the load held 16 at once", kv->n_touched);
+    for (int k = 0; k < 4; k++)
+        kv_seq_release(kv, &s[k]);
+    kv_seq last = {0};
+    kv_seq_init(&last, 4);
+    cr_expect_eq(kv_seq_match_prefix(kv, &last, toks[199 % 4], 4), 4, "the last prompt is cached");
+    kv_seq_release(kv, &last);
+    kv_seq_destroy(&last);
+    while (kv_cache_warm(kv, 4096))
+        ;
+    cr_expect_eq(kv->warm_bytes, 64 * kv->block_bytes, "the warm-up stops at the bound");
+    cr_expect_lt(kv->warm_bytes, kv->map_bytes);
+    /* Past the bound the pool still grows when the running sequences need
+     * it: 300 blocks held at once. */
+    kv_seq big[3] = {0};
+    for (int k = 0; k < 3; k++) {
+        kv_seq_init(&big[k], 100);
+        cr_assert_eq(kv_seq_reserve(kv, &big[k], 400), 0);
+    }
+    cr_expect_geq(kv->n_touched, 300);
+    for (int k = 0; k < 3; k++) {
+        kv_seq_release(kv, &big[k]);
+        kv_seq_destroy(&big[k]);
+    }
+    for (int k = 0; k < 4; k++)
+        kv_seq_destroy(&s[k]);
+    kv_cache_free(kv);
+}
+
 /* The pool is faulted in a slice at a time: kv_cache_warm says when it is
  * done; without the cache there is nothing to warm (freed blocks are
  * reused warm). The engine does it while idle and then says so. */

@@ -77,6 +77,11 @@ static const opt_row serve_rows[] = {
     {"--no-prefix-cache", .kind = OPT_FLAG, .off = S(engine.no_prefix_cache),
      .help = "compute every prompt in full (default: reuse the KV blocks\n"
              "of a prompt prefix already computed; same tokens either way)"},
+    {"--kv-prefault", .kind = OPT_FLAG, .off = S(engine.kv_prefault),
+     .help = "fault in the whole KV pool while idle and let the prefix\n"
+             "cache fill it (resident memory: the pool; default: an\n"
+             "eighth of it, at least 64 MiB, growing only as far as the\n"
+             "running sequences need)"},
     {"--trace", .kind = OPT_STR, .off = S(engine.trace_path), .metavar = "FILE",
      .help = "Chrome trace JSON written at exit"},
     OPT_HEAD("limits:"),

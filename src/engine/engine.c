@@ -1104,6 +1104,12 @@ static int create_kv(engine *e, tps_err *err) {
         if (blocks < 1) blocks = 1;
         kp.n_blocks = (uint32_t)blocks;
     }
+    if (!e->p.kv_prefault) {
+        uint64_t pool = kp.n_blocks ? kp.n_blocks : kp.mem_bytes / bb;
+        uint64_t resident = ENGINE_KV_RESIDENT_MIN / bb;
+        if (resident < pool / 8) resident = pool / 8;
+        kp.resident_blocks = resident < pool ? (uint32_t)resident : 0; /* 0: the whole pool */
+    }
     int rc = kv_cache_create(&e->kv, &kp, err);
     free(local);
     if (!rc) e->p.kv_mem = 2 * e->kv->map_bytes;
@@ -1177,6 +1183,7 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     /* fixed for the engine's life: in local, which every sync copies */
     e->local.kv_blocks_total = e->kv->n_blocks;
     e->local.kv_local_blocks_total = e->kv->n_lblocks;
+    e->local.kv_blocks_resident = e->kv->pc ? e->kv->resident_blocks : 0;
     e->local.kv_block_tokens = e->kv->block_tokens;
     e->local.n_ctx = e->n_ctx;
     e->local.itl_target_ns = e->target_ns;

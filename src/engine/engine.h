@@ -45,6 +45,12 @@ typedef struct engine_params {
      * request takes every leading block already computed instead of
      * prefilling it again. Output is bit-identical either way. */
     bool no_prefix_cache;
+    /* Fault in the whole KV pool while idle and let the prefix cache keep
+     * blocks in all of it (resident memory: the whole pool). Unset, the
+     * pool faults in ENGINE_KV_RESIDENT_MIN bytes or an eighth of itself,
+     * whichever is more, and grows past that only when the sequences
+     * running need it; the cache keeps what fits in that. */
+    bool kv_prefault;
     /* Inter-token-latency target for a step that carries decode rows, in
      * ms: prompt chunks are cut so the step's predicted time (step_cost.h)
      * stays within it; decode rows are never cut, and such a step still
@@ -55,6 +61,7 @@ typedef struct engine_params {
 } engine_params;
 
 #define ENGINE_ITL_TARGET_AUTO (-1.0)
+#define ENGINE_KV_RESIDENT_MIN (64u << 20)
 
 void engine_params_default(engine_params *p);
 
@@ -190,6 +197,7 @@ typedef struct engine_stats {
     uint32_t requests_running;
     uint32_t requests_waiting;
     uint32_t kv_blocks_total;
+    uint32_t kv_blocks_resident; /* faulted in while idle (prefix cache on); the rest on demand */
     uint32_t kv_blocks_used;
     uint32_t kv_block_tokens;
     /* The sliding-window layers' own pool (0 without such layers): its

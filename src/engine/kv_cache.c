@@ -50,12 +50,13 @@ static void populate(uint8_t *p, size_t bytes) {
 }
 
 bool kv_cache_warm(kv_cache *kv, size_t bytes) {
-    if (!kv->pc || kv->warm_bytes >= kv->map_bytes) return false;
-    if (bytes > kv->map_bytes - kv->warm_bytes) bytes = kv->map_bytes - kv->warm_bytes;
+    const size_t limit = (size_t)kv->resident_blocks * kv->block_bytes;
+    if (!kv->pc || kv->warm_bytes >= limit) return false;
+    if (bytes > limit - kv->warm_bytes) bytes = limit - kv->warm_bytes;
     populate(kv->k + kv->warm_bytes, bytes);
     populate(kv->v + kv->warm_bytes, bytes);
     kv->warm_bytes += bytes;
-    return kv->warm_bytes < kv->map_bytes;
+    return kv->warm_bytes < limit;
 }
 
 /* Which layers go to the local pool, and each layer's index in its pool. */
@@ -166,6 +167,8 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     kv->kv_type = p->kv_type;
     kv->n_blocks = (uint32_t)n;
     kv->n_lblocks = (uint32_t)nl;
+    kv->resident_blocks =
+        p->resident_blocks && p->resident_blocks < kv->n_blocks ? p->resident_blocks : kv->n_blocks;
     kv->head_bytes = kv_cache_row_bytes(p->kv_type, head_dim);
     kv->block_bytes = gb / 2;
     kv->lblock_bytes = lb / 2;
@@ -299,15 +302,23 @@ static void drop_local(kv_cache *kv, uint32_t b) {
 /* ---- blocks and tables ---------------------------------------------------- */
 
 /* A block for a new owner: a never-cached free one first, else the least
- * recently used cached one. The caller has checked kv_cache_available. */
+ * recently used cached one. Past resident_blocks, a free block never
+ * touched (memory the process does not hold yet) comes last: the cache
+ * then keeps what fits in the memory the load already needed, instead of
+ * growing the resident set to the whole pool. Fresh blocks come off the
+ * free stack in order 0, 1, ... below every freed one, so the top is
+ * fresh only when no touched block is free. The caller has checked
+ * kv_cache_available. */
 static uint32_t take_block(kv_cache *kv) {
     uint32_t b;
-    if (kv->n_free) {
+    if (kv->n_free && (kv->free_list[kv->n_free - 1] < kv->n_touched ||
+                       kv->n_touched < kv->resident_blocks || !kv->pc || !kv->pc->n_lru))
         b = kv->free_list[--kv->n_free];
-    } else {
+    else {
         b = prefix_cache_evict(kv->pc);
         unlink_companion(kv, b);
     }
+    if (b >= kv->n_touched) kv->n_touched = b + 1;
     kv->refs[b] = 1;
     return b;
 }

@@ -58,19 +58,25 @@ typedef struct kv_cache_params {
     const uint8_t *local_layers;
     uint32_t window;
     uint32_t n_local_blocks;
+    /* With the prefix cache: blocks the pool may fault in before it
+     * prefers evicting a cached block nobody holds to touching a fresh one
+     * (and what kv_cache_warm faults in ahead); 0: the whole pool. */
+    uint32_t resident_blocks;
 } kv_cache_params;
 
 typedef struct kv_cache {
     uint32_t n_layers, kv_dim, block_tokens, kv_type;
     uint32_t head_dim, n_kv_heads;
     uint32_t n_blocks;
-    size_t head_bytes;   /* one head at one position: head_dim elements of kv_type */
-    size_t block_bytes;  /* one global block of K (or V): global layers * block_tokens * n_kv_heads
-                            heads */
-    uint8_t *k, *v;      /* n_blocks * block_bytes each (anonymous maps) */
-    size_t map_bytes;    /* bytes of each map */
-    size_t warm_bytes;   /* leading bytes of each map faulted in by kv_cache_warm */
-    uint32_t *free_list; /* stack of free block ids that hold nothing cached */
+    size_t head_bytes;  /* one head at one position: head_dim elements of kv_type */
+    size_t block_bytes; /* one global block of K (or V): global layers * block_tokens * n_kv_heads
+                           heads */
+    uint8_t *k, *v;     /* n_blocks * block_bytes each (anonymous maps) */
+    size_t map_bytes;   /* bytes of each map */
+    size_t warm_bytes;  /* leading bytes of each map faulted in by kv_cache_warm */
+    uint32_t resident_blocks; /* kv_cache_params.resident_blocks; n_blocks for 0 */
+    uint32_t n_touched;       /* blocks 0 .. n_touched-1 were handed out at least once */
+    uint32_t *free_list;      /* stack of free block ids that hold nothing cached */
     uint32_t n_free;
     uint32_t *refs;   /* per block: sequences holding it; 0 = free or cached-free */
     prefix_cache *pc; /* NULL: no prefix cache */
@@ -113,10 +119,12 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err);
 void kv_cache_free(kv_cache *kv);
 
 /* With the prefix cache, faults in the next `bytes` of each map (the
- * blocks handed out next: the free list starts at block 0), so requests do
- * not pay first-touch page faults on blocks the cache keeps cold; the
- * engine calls it while idle, a slice at a time. True while more remains;
- * false at once without the cache (its freed blocks are reused warm). */
+ * blocks handed out next: the free list starts at block 0), up to the
+ * first resident_blocks, so requests do not pay first-touch page faults on
+ * blocks the cache hands out; the engine calls it while idle, a slice at a
+ * time. True while more remains; false at once without the cache (its
+ * freed blocks are reused warm). Past resident_blocks the pool grows only
+ * when every block it has touched is held, one fault at a time. */
 bool kv_cache_warm(kv_cache *kv, size_t bytes);
 
 /* Blocks a reservation can take now: free ones plus cached ones nobody

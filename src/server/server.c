@@ -328,14 +328,16 @@ static void log_loaded(server *s) {
     const size_t file_data = s->model->file->size - s->model->file->data_offset;
     fprintf(s->log,
             "tps serve: memory: weights %.1f MiB (file tensors %.1f MiB%s), KV pool %.1f MiB "
-            "reserved (%s)\n",
+            "reserved (%s), %.1f MiB faulted in ahead%s\n",
             (double)(file_data - w->released_bytes + w->packed_bytes) / 1048576.0,
             (double)file_data / 1048576.0,
             w->packed ? ", repacked copies replace their file pages" : "",
             (double)in->kv_mem / 1048576.0,
             in->kv_type == GGML_TYPE_F16    ? "f16"
             : in->kv_type == GGML_TYPE_Q8_0 ? "q8_0"
-                                            : "f32");
+                                            : "f32",
+            (double)in->kv_mem * st.kv_blocks_resident / st.kv_blocks_total / 1048576.0,
+            st.kv_blocks_resident < st.kv_blocks_total ? ", more as the load needs it" : "");
     if (st.itl_target_ns)
         fprintf(s->log, "tps serve: itl target %.1f ms%s (step model: %.2f ms + %.3f ms per row)\n",
                 (double)st.itl_target_ns / 1e6,
