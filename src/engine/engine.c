@@ -1105,6 +1105,9 @@ static int create_kv(engine *e, tps_err *err) {
         kp.n_blocks = (uint32_t)blocks;
     }
     if (!e->p.kv_prefault) {
+        /* the bound counts global blocks (the local pool is small and bounded) */
+        const uint32_t n_global = n_local == c->n_layers ? c->n_layers : c->n_layers - n_local;
+        const size_t bb = kv_cache_block_bytes(n_global, kp.kv_dim, kp.block_tokens, kp.kv_type);
         uint64_t pool = kp.n_blocks ? kp.n_blocks : kp.mem_bytes / bb;
         uint64_t resident = ENGINE_KV_RESIDENT_MIN / bb;
         if (resident < pool / 8) resident = pool / 8;
