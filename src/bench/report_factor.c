@@ -508,10 +508,7 @@ static double machine_gbs(const factor_report *f) {
     return 0;
 }
 
-static int write_page(const factor_report *f, const rplot *plots, const bool *drawn,
-                      const char *svg_dir, const char *plot_note, const char *path, tps_err *e) {
-    FILE *h = fopen(path, "w");
-    if (!h) return tps_fail(e, TPS_EIO, "cannot write '%s': %s", path, strerror(errno));
+static void page_head(FILE *h, const factor_report *f, const char *plot_note) {
     char when[64];
     time_t now = time(NULL);
     struct tm tmv;
@@ -552,32 +549,46 @@ static int write_page(const factor_report *f, const rplot *plots, const bool *dr
         rhtml_esc(h, plot_note);
         fputs("</p>\n", h);
     }
-    bool missing = false;
-    for (int sec = 0; sec < FACTOR_SECTIONS; sec++) {
-        fprintf(h, "<section id=\"factor-%s\"><h2>", SECTIONS[sec].id);
-        rhtml_esc(h, SECTIONS[sec].title);
-        fputs("</h2>\n<p class=meta>", h);
-        rhtml_esc(h, SECTIONS[sec].why);
-        fputs("</p>\n", h);
-        for (int k = 0; k < 2; k++) {
-            int pi = SECTIONS[sec].parts[k];
-            if (pi < 0) continue;
-            fputs("<h3>", h);
-            rhtml_esc(h, PART_TITLES[pi]);
-            fputs("</h3>\n", h);
-            if (f->part[pi].n == 0) {
-                fputs("<p class=note>Not measured in this run.</p>\n", h);
-                continue;
-            }
-            fprintf(h, "<p class=reading id=reading-%s>", PART_NAMES[pi]);
-            rhtml_esc(h, f->reading[pi][0] ? f->reading[pi]
-                                           : "No reading: fewer than two points have results.");
-            fputs("</p>\n", h);
-            part_table(h, &f->part[pi], pi);
-            if (drawn[pi]) missing |= !rhtml_figure(h, &plots[pi], svg_dir, "wide");
+}
+
+/* Returns false when a drawn plot's SVG could not be read back into the page. */
+static bool page_section(FILE *h, const factor_report *f, int sec, const rplot *plots,
+                         const bool *drawn, const char *svg_dir) {
+    bool ok = true;
+    fprintf(h, "<section id=\"factor-%s\"><h2>", SECTIONS[sec].id);
+    rhtml_esc(h, SECTIONS[sec].title);
+    fputs("</h2>\n<p class=meta>", h);
+    rhtml_esc(h, SECTIONS[sec].why);
+    fputs("</p>\n", h);
+    for (int k = 0; k < 2; k++) {
+        int pi = SECTIONS[sec].parts[k];
+        if (pi < 0) continue;
+        fputs("<h3>", h);
+        rhtml_esc(h, PART_TITLES[pi]);
+        fputs("</h3>\n", h);
+        if (f->part[pi].n == 0) {
+            fputs("<p class=note>Not measured in this run.</p>\n", h);
+            continue;
         }
-        fputs("</section>\n", h);
+        fprintf(h, "<p class=reading id=reading-%s>", PART_NAMES[pi]);
+        rhtml_esc(h, f->reading[pi][0] ? f->reading[pi]
+                                       : "No reading: fewer than two points have results.");
+        fputs("</p>\n", h);
+        part_table(h, &f->part[pi], pi);
+        if (drawn[pi]) ok &= rhtml_figure(h, &plots[pi], svg_dir, "wide");
     }
+    fputs("</section>\n", h);
+    return ok;
+}
+
+static int write_page(const factor_report *f, const rplot *plots, const bool *drawn,
+                      const char *svg_dir, const char *plot_note, const char *path, tps_err *e) {
+    FILE *h = fopen(path, "w");
+    if (!h) return tps_fail(e, TPS_EIO, "cannot write '%s': %s", path, strerror(errno));
+    page_head(h, f, plot_note);
+    bool missing = false;
+    for (int sec = 0; sec < FACTOR_SECTIONS; sec++)
+        missing |= !page_section(h, f, sec, plots, drawn, svg_dir);
     fputs("<h2>Definitions</h2>\n<p class=meta>Rates are over each point's run window (first "
           "send &rarr; last byte); latencies over completed requests, from the scheduled start. "
           "GB/s read: the server's weight and KV bytes read by its steps over the point / the "
