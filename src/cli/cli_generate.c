@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/grow.h"
 #include "cli/cli.h"
 #include "kernels/machine.h"
 #include "cli/opt.h"
@@ -117,7 +118,7 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
 typedef struct gen_out {
     int32_t *ids; /* borrowed, room for n_predict */
     size_t n;
-    char *text; /* realloc'd here; owned by the caller */
+    char *text; /* grown here; owned by the caller */
     size_t len, cap;
     engine_timings tm;
     engine_finish fin;
@@ -127,7 +128,7 @@ typedef struct gen_out {
 /* Polls the engine until the request is done; streams text to stdout when asked. */
 static void gen_collect(engine *e, bool stream, gen_out *g, tps_err *err) {
     engine_event ev[16];
-    bool done = false;
+    bool done = false, oom = false;
     g->fin = ENGINE_FINISH_ERROR;
     while (!done) {
         engine_wait(e, 1000);
@@ -142,10 +143,12 @@ static void gen_collect(engine *e, bool stream, gen_out *g, tps_err *err) {
                     fwrite(ev[i].text, 1, ev[i].text_len, stdout);
                     fflush(stdout);
                 }
-                while (g->len + ev[i].text_len + 1 > g->cap)
-                    g->text = realloc(g->text, g->cap *= 2);
-                memcpy(g->text + g->len, ev[i].text, ev[i].text_len);
-                g->len += ev[i].text_len;
+                if (TPS_GROW(g->text, g->cap, g->len + ev[i].text_len + 1, 4096)) {
+                    oom = true;
+                } else {
+                    memcpy(g->text + g->len, ev[i].text, ev[i].text_len);
+                    g->len += ev[i].text_len;
+                }
             }
             if (ev[i].kind == ENGINE_EV_DONE) {
                 done = true;
@@ -155,6 +158,11 @@ static void gen_collect(engine *e, bool stream, gen_out *g, tps_err *err) {
                     snprintf(err->msg, sizeof err->msg, "%s", ev[i].error);
             }
         }
+    }
+    if (oom || TPS_GROW(g->text, g->cap, g->len + 1, 4096)) {
+        g->fin = ENGINE_FINISH_ERROR;
+        snprintf(err->msg, sizeof err->msg, "out of memory holding the generated text");
+        return;
     }
     g->text[g->len] = 0;
 }
@@ -282,7 +290,10 @@ int cli_generate(int argc, char **argv) {
     uint64_t id;
     if (engine_submit(e, &rq, &id, &err)) goto done;
     out.ids = out_ids = malloc(sizeof(int32_t) * (size_t)o.n);
-    out.text = text = malloc(out.cap = 4096);
+    if (!out_ids) {
+        snprintf(err.msg, sizeof err.msg, "out of memory for %lld token ids", (long long)o.n);
+        goto done;
+    }
     gen_collect(e, !o.json, &out, &err);
     text = out.text;
     if (out.fin == ENGINE_FINISH_ERROR) goto done;
