@@ -22,6 +22,7 @@
 #include "engine/step_cost.h"
 #include "engine/trace.h"
 #include "base/clock.h"
+#include "base/grow.h"
 
 struct engine {
     engine_params p;
@@ -272,15 +273,9 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
 
 void engine_cancel(engine *e, uint64_t id) {
     pthread_mutex_lock(&e->mu);
-    if (e->n_cancels == e->cap_cancels) {
-        size_t nc = e->cap_cancels ? 2 * e->cap_cancels : 64;
-        uint64_t *c = realloc(e->cancels, nc * sizeof *c);
-        if (!c) {
-            pthread_mutex_unlock(&e->mu);
-            return; /* out of memory: the request runs to its end instead */
-        }
-        e->cancels = c;
-        e->cap_cancels = nc;
+    if (TPS_GROW(e->cancels, e->cap_cancels, e->n_cancels + 1, 64)) {
+        pthread_mutex_unlock(&e->mu);
+        return; /* out of memory: the request runs to its end instead */
     }
     e->cancels[e->n_cancels++] = id;
     pthread_cond_signal(&e->work_cv);
@@ -357,13 +352,7 @@ int engine_merge_step_hists(engine *e, hist *step_ns, hist *step_tokens, tps_err
 /* ---- events (engine thread) --------------------------------------------- */
 
 static engine_event *pending_add(engine *e) {
-    if (e->n_pending == e->cap_pending) {
-        size_t nc = e->cap_pending ? 2 * e->cap_pending : 64;
-        engine_event *p = realloc(e->pending, nc * sizeof *p);
-        if (!p) return NULL;
-        e->pending = p;
-        e->cap_pending = nc;
-    }
+    if (TPS_GROW(e->pending, e->cap_pending, e->n_pending + 1, 64)) return NULL;
     engine_event *ev = &e->pending[e->n_pending++];
     ev->text_len = 0;
     ev->error[0] = 0;

@@ -8,6 +8,8 @@
  * Not here: anything about tokens or logits; speed of recognition. */
 #include "engine/grammar.h"
 
+#include "base/grow.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,12 +167,7 @@ static int push(parser *p, uint32_t rid, uint32_t op, uint32_t lo, uint32_t hi) 
         return perr_at(p, p->pos, "the grammar is too large (more than %u elements)",
                        GRAMMAR_MAX_ELEMS);
     prule *r = &p->rules[rid];
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 8;
-        grammar_elem *e = realloc(r->el, cap * sizeof *e);
-        if (!e) return oom(p);
-        r->el = e, r->cap = cap;
-    }
+    if (TPS_GROW(r->el, r->cap, r->n + 1, 8)) return oom(p);
     r->el[r->n++] = (grammar_elem){op, lo, hi};
     p->total++;
     return 0;
@@ -794,18 +791,10 @@ static void add_item(earley *e, eitem x) {
         eitem y = e->it[e->tab[j] - 1];
         if (y.rule == x.rule && y.dot == x.dot && y.origin == x.origin) return;
     }
-    if (e->n == e->cap) {
-        size_t cap = e->cap ? e->cap * 2 : 256;
-        if (cap > UINT32_MAX - 1) {
-            e->oom = true;
-            return;
-        }
-        eitem *p = realloc(e->it, cap * sizeof *p);
-        if (!p) {
-            e->oom = true;
-            return;
-        }
-        e->it = p, e->cap = cap;
+    /* item numbers live in the uint32 hash table, 0 meaning empty */
+    if (e->n >= UINT32_MAX - 1 || TPS_GROW(e->it, e->cap, e->n + 1, 256)) {
+        e->oom = true;
+        return;
     }
     e->it[e->n] = x;
     e->tab[j] = (uint32_t)e->n + 1;
