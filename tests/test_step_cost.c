@@ -139,13 +139,14 @@ Test(engine_itl, a_long_prompt_among_streams_is_cut_to_the_target_and_tokens_do_
     env_open_stories(&v);
     run_out *off = calloc(1, sizeof *off), *on = calloc(1, sizeof *on);
     run_pair(&v, 0, off);
-    /* a target no step can meet: every step that carries A's decode row
-     * gives B's prompt the guaranteed minimum, one KV block */
+    /* a target no step can meet: every step that carries A's one decode
+     * row gives B's prompt the guaranteed minimum, 4 rows (engine.c,
+     * prefill_floor) */
     run_pair(&v, 0.000001, on);
     cr_expect_gt(off->max_prefill_while_decoding, 16,
                  "without a target the prompt goes in big chunks (%u rows)",
                  off->max_prefill_while_decoding);
-    cr_expect_eq(on->max_prefill_while_decoding, 16,
+    cr_expect_eq(on->max_prefill_while_decoding, 4,
                  "with the target, %u prompt rows rode along a decode step",
                  on->max_prefill_while_decoding);
     cr_expect_gt(on->steps_with_prediction, 0, "the trace has predicted and actual step times");
