@@ -11,7 +11,7 @@ CI_FUZZ_SECONDS ?= 4
 CI_SOAK_SECONDS ?= 25
 CI_TSAN_SECONDS ?= 20
 
-.PHONY: all deps build test test-release test-asan demo fleet-demo bench fuzz soak format format-check func-lengths lint clean
+.PHONY: all deps build test test-release test-asan demo fleet-demo bench fuzz soak format format-check func-lengths lint layers clean
 
 all: build
 
@@ -25,6 +25,7 @@ build:
 test: deps format-check func-lengths lint
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_OPTS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+	@scripts/layers.py $(BUILD)
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTPS_SANITIZE=ON $(CMAKE_OPTS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@echo "== soak: $(CI_SOAK_SECONDS) s, the ASan server under load with cancels =="
@@ -80,6 +81,11 @@ format-check:
 # scripts/long-functions.txt (the known ones, still to be split).
 func-lengths:
 	@scripts/func-lengths.sh --check
+# Fails on files that call each other (a cycle) or a module that calls one
+# above it (docs/architecture.md), read from the built objects with nm.
+layers: build
+	@scripts/layers.py $(BUILD)
+
 # cppcheck over src/, bench/ and fuzz/ (tests/ need Criterion's macros
 # configured): every check of severity warning (undefined behaviour, bad
 # arguments, uninitialised reads, leaks on error paths) and portability, less

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Checks that calls between source files go one way (issue 20, point 2).
+
+Reads the symbols each object file of a build defines and the ones it
+needs (nm), and fails when
+  - files call each other in a cycle (a strongly connected group of more
+    than one file: a <-> b, or a -> b -> c -> a), or
+  - a module calls one it must not: base < metrics < kernels < model <
+    engine < server < cli; bench sits beside server and may use base,
+    metrics and model (the tokenizer, to count a dataset's tokens), never
+    the engine.
+Static functions are invisible to nm: calls inside a file are its own.
+
+usage: scripts/layers.py [BUILD_DIR]      (default build)
+"""
+import collections
+import glob
+import os
+import subprocess
+import sys
+
+ALLOWED = {
+    "base": set(),
+    "metrics": {"base"},
+    "kernels": {"base", "metrics"},
+    "model": {"base", "metrics", "kernels"},
+    "engine": {"base", "metrics", "kernels", "model"},
+    "server": {"base", "metrics", "kernels", "model", "engine"},
+    "bench": {"base", "metrics", "model"},
+    "cli": {"base", "metrics", "kernels", "model", "engine", "server", "bench"},
+}
+
+
+def symbols(build):
+    """file -> (defined symbols, needed symbols), for every src/ object."""
+    out = {}
+    for obj in glob.glob(os.path.join(build, "CMakeFiles", "*.dir", "src", "**", "*.o"),
+                         recursive=True):
+        src = "src/" + obj.split(os.sep + "src" + os.sep, 1)[1][: -len(".o")]
+        if not os.path.exists(src):
+            continue  # left in the build by a file since deleted
+        text = subprocess.run(["nm", obj], capture_output=True, text=True, check=True).stdout
+        defs, needs = out.setdefault(src, (set(), set()))
+        for line in text.splitlines():
+            f = line.split()
+            if len(f) == 3 and f[1] in "TDBRV":
+                defs.add(f[2])
+            elif len(f) == 2 and f[0] == "U":
+                needs.add(f[1])
+    return out
+
+
+def strongly_connected(graph):
+    """Tarjan's groups of more than one node, iteratively."""
+    index, low, on, stack, groups, n = {}, {}, set(), [], [], 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = n
+        n += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = n
+                    n += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                group = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    group.append(w)
+                    if w == v:
+                        break
+                if len(group) > 1:
+                    groups.append(sorted(group))
+    return groups
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    syms = symbols(build)
+    if not syms:
+        print(f"layers: no object files under {build}/CMakeFiles (build first)")
+        return 2
+    owner = {s: f for f, (defs, _) in syms.items() for s in defs}
+    graph = collections.defaultdict(set)
+    why = {}
+    for f, (_, needs) in syms.items():
+        graph[f]
+        for s in needs:
+            t = owner.get(s)
+            if t and t != f:
+                graph[f].add(t)
+                why.setdefault((f, t), s)
+    bad = []
+    for group in strongly_connected(graph):
+        bad.append("files that call each other: " + " <-> ".join(group))
+    for f, targets in sorted(graph.items()):
+        a = f.split("/")[1]
+        for t in sorted(targets):
+            b = t.split("/")[1]
+            if a != b and b not in ALLOWED.get(a, set()):
+                bad.append(f"{a} calls {b} upward or sideways: {f} -> {t} ({why[(f, t)]})")
+    if bad:
+        print("layers: calls that do not go one way (docs/architecture.md):")
+        for b in bad:
+            print("  " + b)
+        return 1
+    print(f"layers: clean ({len(syms)} files, calls one way)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
