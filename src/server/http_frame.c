@@ -387,17 +387,19 @@ static http_frame_ev chunk_size_lf(http_frame *f, uint8_t c) {
     return HTTP_FRAME_MORE;
 }
 
-/* The CRLF after a chunk's data; then the next chunk's size. */
-static http_frame_ev chunk_data_end_byte(http_frame *f, uint8_t c) {
-    if (f->state == S_DATA_CR) {
-        if (c != '\r') return fail(f, 400, "chunk data is longer than its chunk size");
-        f->state = S_DATA_LF;
-    } else {
-        if (c != '\n') return fail(f, 400, "a bare CR: lines end in CRLF");
-        f->state = S_CHUNK_SIZE;
-        f->tok_len = 0;
-        f->remaining = 0;
-    }
+/* The CR after a chunk's data. */
+static http_frame_ev data_cr_byte(http_frame *f, uint8_t c) {
+    if (c != '\r') return fail(f, 400, "chunk data is longer than its chunk size");
+    f->state = S_DATA_LF;
+    return HTTP_FRAME_MORE;
+}
+
+/* The LF after a chunk's data; then the next chunk's size. */
+static http_frame_ev data_lf_byte(http_frame *f, uint8_t c) {
+    if (c != '\n') return fail(f, 400, "a bare CR: lines end in CRLF");
+    f->state = S_CHUNK_SIZE;
+    f->tok_len = 0;
+    f->remaining = 0;
     return HTTP_FRAME_MORE;
 }
 
@@ -443,9 +445,12 @@ http_frame_ev http_frame_feed(http_frame *f, const uint8_t *p, size_t n, size_t 
             ev = chunk_size_lf(f, c);
             continue;
         case S_DATA_CR:
+            i++;
+            ev = data_cr_byte(f, c);
+            continue;
         case S_DATA_LF:
             i++;
-            ev = chunk_data_end_byte(f, c);
+            ev = data_lf_byte(f, c);
             continue;
         default:
             i++;
