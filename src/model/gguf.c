@@ -204,17 +204,18 @@ static bool str_eq(gguf_str a, gguf_str b) {
     return a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0;
 }
 
-static int parse(gguf_file *f, tps_err *err) {
-    cursor c = {.base = f->map, .size = f->size, .pos = 0, .err = err};
+/* Magic, version and the two counts; allocates the key/value and tensor
+ * tables once the counts are known to fit in the file. */
+static int read_header(cursor *c, gguf_file *f, tps_err *err) {
     uint32_t magic;
-    int rc = read_u32(&c, &magic, "magic");
+    int rc = read_u32(c, &magic, "magic");
     if (rc) return rc;
     if (magic != GGUF_MAGIC)
         return tps_fail(err, TPS_EINVAL,
                         "gguf: not a GGUF file: magic at byte offset 0 is 0x%08x, expected "
                         "\"GGUF\"",
                         magic);
-    if ((rc = read_u32(&c, &f->version, "version"))) return rc;
+    if ((rc = read_u32(c, &f->version, "version"))) return rc;
     if (f->version == 1)
         return tps_fail(err, TPS_EUNSUP,
                         "gguf: version 1 files are not supported (re-convert with a current "
@@ -223,45 +224,54 @@ static int parse(gguf_file *f, tps_err *err) {
         return tps_fail(
             err, TPS_EUNSUP, "gguf: version %u at byte offset 4 is not supported (2 and 3 are%s)",
             f->version, (f->version & 0xffff) == 0 ? "; this looks like a big-endian file" : "");
-    if ((rc = read_u64(&c, &f->n_tensors, "tensor count"))) return rc;
-    if ((rc = read_u64(&c, &f->n_kv, "metadata count"))) return rc;
+    if ((rc = read_u64(c, &f->n_tensors, "tensor count"))) return rc;
+    if ((rc = read_u64(c, &f->n_kv, "metadata count"))) return rc;
 
     /* A key/value takes at least 8 (key length) + 4 (type) + 1 bytes, a
      * tensor info at least 8 + 4 + 8 + 4 + 8: counts beyond what the file
      * could hold are rejected before any allocation. */
-    if (f->n_kv > (c.size - c.pos) / 13)
+    if (f->n_kv > (c->size - c->pos) / 13)
         return tps_fail(err, TPS_EINVAL,
                         "gguf: metadata count %llu at byte offset 16 cannot fit in a %zu-byte "
                         "file",
                         (unsigned long long)f->n_kv, f->size);
-    if (f->n_tensors > (c.size - c.pos) / 32)
+    if (f->n_tensors > (c->size - c->pos) / 32)
         return tps_fail(err, TPS_EINVAL,
                         "gguf: tensor count %llu at byte offset 8 cannot fit in a %zu-byte file",
                         (unsigned long long)f->n_tensors, f->size);
     f->kv = calloc(f->n_kv ? f->n_kv : 1, sizeof *f->kv);
     f->tensors = calloc(f->n_tensors ? f->n_tensors : 1, sizeof *f->tensors);
     if (!f->kv || !f->tensors) return tps_fail(err, TPS_ENOMEM, "gguf: out of memory");
+    return 0;
+}
 
+/* The metadata section: every key unique, every value of a known type. */
+static int read_metadata(cursor *c, gguf_file *f, tps_err *err) {
+    int rc;
     for (uint64_t i = 0; i < f->n_kv; i++) {
         gguf_kv *kv = &f->kv[i];
-        kv->offset = c.pos;
-        if ((rc = read_str(&c, &kv->key, "metadata key"))) return rc;
+        kv->offset = c->pos;
+        if ((rc = read_str(c, &kv->key, "metadata key"))) return rc;
         for (uint64_t j = 0; j < i; j++)
             if (str_eq(f->kv[j].key, kv->key))
                 return tps_fail(
                     err, TPS_EINVAL, "gguf: duplicate metadata key '%.*s' at byte offset %zu",
                     (int)(kv->key.len > 200 ? 200 : kv->key.len), kv->key.ptr, kv->offset);
         uint32_t type;
-        if ((rc = read_u32(&c, &type, "metadata value type"))) return rc;
+        if ((rc = read_u32(c, &type, "metadata value type"))) return rc;
         if (type >= GGUF_TYPE_COUNT)
             return tps_fail(err, TPS_EINVAL,
                             "gguf: metadata key '%.*s' at byte offset %zu has unknown value "
                             "type %u",
                             (int)(kv->key.len > 200 ? 200 : kv->key.len), kv->key.ptr, kv->offset,
                             type);
-        if ((rc = read_value(&c, type, &kv->val, 0, "metadata value"))) return rc;
+        if ((rc = read_value(c, type, &kv->val, 0, "metadata value"))) return rc;
     }
+    return 0;
+}
 
+/* general.alignment, if present, must be a u32 power of two. */
+static int read_alignment(gguf_file *f, tps_err *err) {
     f->alignment = GGUF_DEFAULT_ALIGNMENT;
     const gguf_kv *al = gguf_find(f, "general.alignment");
     if (al) {
@@ -273,64 +283,77 @@ static int parse(gguf_file *f, tps_err *err) {
                             al->offset);
         f->alignment = (size_t)al->val.u;
     }
+    return 0;
+}
 
-    f->tensor_info_offset = c.pos;
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        gguf_tensor *t = &f->tensors[i];
-        size_t at = c.pos;
-        t->info_offset = at;
-        if ((rc = read_str(&c, &t->name, "tensor name"))) return rc;
-        int nl = (int)(t->name.len > 200 ? 200 : t->name.len);
-        if ((rc = read_u32(&c, &t->n_dims, "tensor dimension count"))) return rc;
-        if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS)
+/* Element count and byte size of tensor t (whose info starts at byte `at`),
+ * overflow-checked, with whole blocks per row and an aligned data offset. */
+static int size_tensor(const gguf_file *f, gguf_tensor *t, size_t at, tps_err *err) {
+    int nl = (int)(t->name.len > 200 ? 200 : t->name.len);
+    const ggml_type_info *ti = ggml_type_get(t->type);
+    if (!ti)
+        return tps_fail(err, TPS_EUNSUP,
+                        "gguf: tensor '%.*s' at byte offset %zu has unknown type id %u", nl,
+                        t->name.ptr, at, t->type);
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++)
+        if (__builtin_mul_overflow(n, t->ne[d], &n))
             return tps_fail(err, TPS_EINVAL,
-                            "gguf: tensor '%.*s' at byte offset %zu has %u dimensions (1 to %d "
-                            "allowed)",
-                            nl, t->name.ptr, at, t->n_dims, GGUF_MAX_DIMS);
-        for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++)
-            t->ne[d] = 1;
-        for (uint32_t d = 0; d < t->n_dims; d++)
-            if ((rc = read_u64(&c, &t->ne[d], "tensor dimension"))) return rc;
-        if ((rc = read_u32(&c, &t->type, "tensor type"))) return rc;
-        if ((rc = read_u64(&c, &t->offset, "tensor data offset"))) return rc;
-        for (uint64_t j = 0; j < i; j++)
-            if (str_eq(f->tensors[j].name, t->name))
-                return tps_fail(err, TPS_EINVAL,
-                                "gguf: duplicate tensor name '%.*s' at byte offset %zu", nl,
-                                t->name.ptr, at);
-        const ggml_type_info *ti = ggml_type_get(t->type);
-        if (!ti)
-            return tps_fail(err, TPS_EUNSUP,
-                            "gguf: tensor '%.*s' at byte offset %zu has unknown type id %u", nl,
-                            t->name.ptr, at, t->type);
-        uint64_t n = 1;
-        for (uint32_t d = 0; d < t->n_dims; d++)
-            if (__builtin_mul_overflow(n, t->ne[d], &n))
-                return tps_fail(err, TPS_EINVAL,
-                                "gguf: tensor '%.*s' at byte offset %zu: element count "
-                                "overflows",
-                                nl, t->name.ptr, at);
-        t->n_elements = n;
-        if (t->ne[0] % ti->block_size != 0)
+                            "gguf: tensor '%.*s' at byte offset %zu: element count "
+                            "overflows",
+                            nl, t->name.ptr, at);
+    t->n_elements = n;
+    if (t->ne[0] % ti->block_size != 0)
+        return tps_fail(err, TPS_EINVAL,
+                        "gguf: tensor '%.*s' at byte offset %zu: row of %llu elements is "
+                        "not a whole number of %s blocks (%zu)",
+                        nl, t->name.ptr, at, (unsigned long long)t->ne[0], ti->name,
+                        ti->block_size);
+    uint64_t bytes;
+    if (__builtin_mul_overflow(n / ti->block_size, (uint64_t)ti->type_size, &bytes))
+        return tps_fail(err, TPS_EINVAL, "gguf: tensor '%.*s' at byte offset %zu: size overflows",
+                        nl, t->name.ptr, at);
+    t->nbytes = (size_t)bytes;
+    if (t->offset % f->alignment != 0)
+        return tps_fail(err, TPS_EINVAL,
+                        "gguf: tensor '%.*s' at byte offset %zu: data offset %llu is not a "
+                        "multiple of the alignment %zu",
+                        nl, t->name.ptr, at, (unsigned long long)t->offset, f->alignment);
+    return 0;
+}
+
+/* The info of tensor i: name (unique), dimensions, type, data offset. */
+static int read_tensor_info(cursor *c, gguf_file *f, uint64_t i, tps_err *err) {
+    gguf_tensor *t = &f->tensors[i];
+    size_t at = c->pos;
+    t->info_offset = at;
+    int rc;
+    if ((rc = read_str(c, &t->name, "tensor name"))) return rc;
+    int nl = (int)(t->name.len > 200 ? 200 : t->name.len);
+    if ((rc = read_u32(c, &t->n_dims, "tensor dimension count"))) return rc;
+    if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS)
+        return tps_fail(err, TPS_EINVAL,
+                        "gguf: tensor '%.*s' at byte offset %zu has %u dimensions (1 to %d "
+                        "allowed)",
+                        nl, t->name.ptr, at, t->n_dims, GGUF_MAX_DIMS);
+    for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++)
+        t->ne[d] = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++)
+        if ((rc = read_u64(c, &t->ne[d], "tensor dimension"))) return rc;
+    if ((rc = read_u32(c, &t->type, "tensor type"))) return rc;
+    if ((rc = read_u64(c, &t->offset, "tensor data offset"))) return rc;
+    for (uint64_t j = 0; j < i; j++)
+        if (str_eq(f->tensors[j].name, t->name))
             return tps_fail(err, TPS_EINVAL,
-                            "gguf: tensor '%.*s' at byte offset %zu: row of %llu elements is "
-                            "not a whole number of %s blocks (%zu)",
-                            nl, t->name.ptr, at, (unsigned long long)t->ne[0], ti->name,
-                            ti->block_size);
-        uint64_t bytes;
-        if (__builtin_mul_overflow(n / ti->block_size, (uint64_t)ti->type_size, &bytes))
-            return tps_fail(err, TPS_EINVAL,
-                            "gguf: tensor '%.*s' at byte offset %zu: size overflows", nl,
+                            "gguf: duplicate tensor name '%.*s' at byte offset %zu", nl,
                             t->name.ptr, at);
-        t->nbytes = (size_t)bytes;
-        if (t->offset % f->alignment != 0)
-            return tps_fail(err, TPS_EINVAL,
-                            "gguf: tensor '%.*s' at byte offset %zu: data offset %llu is not a "
-                            "multiple of the alignment %zu",
-                            nl, t->name.ptr, at, (unsigned long long)t->offset, f->alignment);
-    }
+    return size_tensor(f, t, at, err);
+}
 
-    size_t data = c.pos + (f->alignment - c.pos % f->alignment) % f->alignment;
+/* The aligned data section after the infos at byte `end_of_infos`; every
+ * tensor's data must lie inside the file. */
+static int locate_tensor_data(gguf_file *f, size_t end_of_infos, tps_err *err) {
+    size_t data = end_of_infos + (f->alignment - end_of_infos % f->alignment) % f->alignment;
     if (data > f->size) {
         if (f->n_tensors > 0)
             return tps_fail(err, TPS_EINVAL,
@@ -353,6 +376,18 @@ static int parse(gguf_file *f, tps_err *err) {
         t->data = f->map + data + t->offset;
     }
     return 0;
+}
+
+static int parse(gguf_file *f, tps_err *err) {
+    cursor c = {.base = f->map, .size = f->size, .pos = 0, .err = err};
+    int rc;
+    if ((rc = read_header(&c, f, err))) return rc;
+    if ((rc = read_metadata(&c, f, err))) return rc;
+    if ((rc = read_alignment(f, err))) return rc;
+    f->tensor_info_offset = c.pos;
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        if ((rc = read_tensor_info(&c, f, i, err))) return rc;
+    return locate_tensor_data(f, c.pos, err);
 }
 
 static int finish_open(gguf_file *f, gguf_file **out, tps_err *err) {

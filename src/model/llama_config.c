@@ -54,8 +54,8 @@ int llama_err_missing_tensor(tps_err *err, const char *arch, const gguf_file *f,
                     arch, name, f->tensor_info_offset, (unsigned long long)f->n_tensors);
 }
 
-int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
-    memset(cfg, 0, sizeof *cfg);
+/* general.architecture, copied into cfg->arch and looked up in llama_arch. */
+static int read_arch(llama_config *cfg, const gguf_file *f, tps_err *err) {
     gguf_str arch;
     if (gguf_get_str(f, "general.architecture", &arch))
         return tps_fail(err, TPS_EINVAL, "model: general.architecture is missing");
@@ -69,6 +69,11 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
                         "supported; tps runs %s",
                         cfg->arch, gguf_find(f, "general.architecture")->offset,
                         llama_arch_names());
+    return 0;
+}
+
+/* Width, depth, head counts and context length. */
+static int read_sizes(llama_config *cfg, const gguf_file *f, tps_err *err) {
     const char *a = cfg->arch;
     int rc;
     if ((rc = get_u32(f, a, "embedding_length", &cfg->dim, NULL, err))) return rc;
@@ -78,7 +83,13 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     if ((rc = get_u32(f, a, "attention.head_count_kv", &cfg->n_kv_heads, &cfg->n_heads, err)))
         return rc;
     uint32_t ctx_default = 2048;
-    if ((rc = get_u32(f, a, "context_length", &cfg->ctx_len, &ctx_default, err))) return rc;
+    return get_u32(f, a, "context_length", &cfg->ctx_len, &ctx_default, err);
+}
+
+/* RoPE base and scaling (linear, or LongRoPE for phi3) and the norm epsilon. */
+static int read_rope_and_norm(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    const char *a = cfg->arch;
+    int rc;
     if ((rc = get_f32(f, a, "rope.freq_base", &cfg->rope_base, 10000.0f, err))) return rc;
     if ((rc = get_f32(f, a, "attention.layer_norm_rms_epsilon", &cfg->rms_eps, 1e-5f, err)))
         return rc;
@@ -97,8 +108,14 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     if ((rc = get_u32(f, a, "rope.scaling.original_context_length", &cfg->rope_orig_ctx,
                       &cfg->ctx_len, err)))
         return rc;
-    if ((rc = get_f32(f, a, "rope.scaling.attn_factor", &cfg->rope_attn_factor, 1.0f, err)))
-        return rc;
+    return get_f32(f, a, "rope.scaling.attn_factor", &cfg->rope_attn_factor, 1.0f, err);
+}
+
+/* Architecture-specific attention: sliding-window layers and their RoPE,
+ * logit soft-capping; rejects attention temperature scaling. */
+static int read_attention_variant(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    const char *a = cfg->arch;
+    int rc;
     float temp_scale;
     if ((rc = get_f32(f, a, "attention.temperature_scale", &temp_scale, 0.0f, err))) return rc;
     if (temp_scale != 0.0f)
@@ -128,6 +145,14 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     if (cfg->attn_softcap < 0 || cfg->final_softcap < 0 || !(cfg->rope_scale > 0))
         return tps_fail(err, TPS_EINVAL,
                         "model: %s: soft-capping and rope.scaling.factor must be positive", a);
+    return 0;
+}
+
+/* Cross-checks the sizes and reads the head size and RoPE width, which
+ * default to values derived from them. */
+static int read_head_dims(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    const char *a = cfg->arch;
+    int rc;
     if (cfg->dim == 0 || cfg->n_layers == 0 || cfg->n_heads == 0 || cfg->n_kv_heads == 0 ||
         cfg->ffn_dim == 0 || cfg->ctx_len == 0)
         return tps_fail(err, TPS_EINVAL, "model: a dimension in the metadata is zero");
@@ -158,6 +183,12 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     if (cfg->head_dim % 2)
         return tps_fail(err, TPS_EINVAL, "model: head size %u is odd; RoPE needs pairs",
                         cfg->head_dim);
+    return 0;
+}
+
+/* The vocabulary size, from the shape of the token embedding. */
+static int read_vocab_size(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    const char *a = cfg->arch;
     const gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
     if (!emb) return llama_err_missing_tensor(err, a, f, "token_embd.weight");
     if (emb->n_dims != 2 || emb->ne[0] != cfg->dim || emb->ne[1] > UINT32_MAX)
@@ -167,4 +198,15 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
                         a, emb->info_offset, cfg->dim);
     cfg->n_vocab = (uint32_t)emb->ne[1];
     return 0;
+}
+
+int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    memset(cfg, 0, sizeof *cfg);
+    int rc;
+    if ((rc = read_arch(cfg, f, err))) return rc;
+    if ((rc = read_sizes(cfg, f, err))) return rc;
+    if ((rc = read_rope_and_norm(cfg, f, err))) return rc;
+    if ((rc = read_attention_variant(cfg, f, err))) return rc;
+    if ((rc = read_head_dims(cfg, f, err))) return rc;
+    return read_vocab_size(cfg, f, err);
 }

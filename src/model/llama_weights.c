@@ -65,6 +65,147 @@ static int bind_vec(const float **out, const gguf_file *f, uint8_t *used, const 
     return 0;
 }
 
+/* What binding the tensors of one file needs at every step. */
+typedef struct binder {
+    const gguf_file *f;
+    uint8_t *used; /* used[i]: tensor i of the file was bound */
+    const char *arch;
+    float *owned_next; /* where the next converted vector goes */
+    char name[96];     /* the name of a layer's tensor, built by blk() */
+    tps_err *err;
+} binder;
+
+/* "blk.<l>.<suffix>", in b->name (valid until the next call). */
+static const char *blk(binder *b, uint32_t l, const char *suffix) {
+    snprintf(b->name, sizeof b->name, "blk.%u.%s", l, suffix);
+    return b->name;
+}
+
+static int mat(binder *b, llama_mat *dst, const char *name, uint32_t rows, uint32_t cols) {
+    return bind_mat(dst, b->f, b->used, b->arch, name, rows, cols, b->err);
+}
+
+static int vec(binder *b, const float **dst, const char *name, uint32_t n, int optional) {
+    return bind_vec(dst, b->f, b->used, b->arch, name, n, optional, &b->owned_next, b->err);
+}
+
+/* Embedding, output norm, RoPE factors and the output matrix (or the
+ * embedding again when tied). */
+static int bind_globals(binder *b, llama_weights *w, const llama_config *cfg) {
+    int rc;
+    if ((rc = mat(b, &w->token_embd, "token_embd.weight", cfg->n_vocab, cfg->dim))) return rc;
+    if ((rc = vec(b, &w->out_norm, "output_norm.weight", cfg->dim, 0))) return rc;
+    if ((rc = vec(b, &w->rope_freqs, "rope_freqs.weight", cfg->rope_dim / 2, 1))) return rc;
+    if ((rc = vec(b, &w->rope_long, "rope_factors_long.weight", cfg->rope_dim / 2, 1))) return rc;
+    if ((rc = vec(b, &w->rope_short, "rope_factors_short.weight", cfg->rope_dim / 2, 1))) return rc;
+    if (gguf_find_tensor(b->f, "output.weight"))
+        return mat(b, &w->output, "output.weight", cfg->n_vocab, cfg->dim);
+    w->output = w->token_embd;
+    w->tied = 1;
+    return 0;
+}
+
+/* Q, K and V of layer l, fused (phi3) or separate, and their optional biases. */
+static int bind_qkv(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
+    uint32_t q_dim = cfg->n_heads * cfg->head_dim, kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    int rc;
+    if (gguf_find_tensor(b->f, blk(b, l, "attn_qkv.weight"))) { /* Q, K, V rows in that order */
+        llama_mat qkv;
+        if ((rc = mat(b, &qkv, b->name, q_dim + 2 * kv_dim, cfg->dim))) return rc;
+        L->wq = mat_rows(&qkv, 0, q_dim);
+        L->wk = mat_rows(&qkv, q_dim, kv_dim);
+        L->wv = mat_rows(&qkv, q_dim + kv_dim, kv_dim);
+        if (gguf_find_tensor(b->f, blk(b, l, "attn_qkv.bias")))
+            return tps_fail(b->err, TPS_EUNSUP, "model: %s: tensor '%s' is not supported", b->arch,
+                            b->name);
+    } else {
+        if ((rc = mat(b, &L->wq, blk(b, l, "attn_q.weight"), q_dim, cfg->dim))) return rc;
+        if ((rc = mat(b, &L->wk, blk(b, l, "attn_k.weight"), kv_dim, cfg->dim))) return rc;
+        if ((rc = mat(b, &L->wv, blk(b, l, "attn_v.weight"), kv_dim, cfg->dim))) return rc;
+    }
+    const char *const bias_names[3] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
+    const float **biases[3] = {&L->bq, &L->bk, &L->bv};
+    for (int k = 0; k < 3; k++)
+        if ((rc = vec(b, biases[k], blk(b, l, bias_names[k]), k == 0 ? q_dim : kv_dim, 1)))
+            return rc;
+    return 0;
+}
+
+/* Gate, up and down of layer l; phi3's ffn_up holds gate rows then up rows
+ * (ggml_swiglu of the fused product). */
+static int bind_ffn(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
+    int rc;
+    if (cfg->arch_info->id == LLAMA_ARCH_PHI3) {
+        llama_mat gu;
+        if ((rc = mat(b, &gu, blk(b, l, "ffn_up.weight"), 2 * cfg->ffn_dim, cfg->dim))) return rc;
+        L->w_gate = mat_rows(&gu, 0, cfg->ffn_dim);
+        L->w_up = mat_rows(&gu, cfg->ffn_dim, cfg->ffn_dim);
+    } else {
+        if ((rc = mat(b, &L->w_gate, blk(b, l, "ffn_gate.weight"), cfg->ffn_dim, cfg->dim)))
+            return rc;
+        if ((rc = mat(b, &L->w_up, blk(b, l, "ffn_up.weight"), cfg->ffn_dim, cfg->dim))) return rc;
+    }
+    return mat(b, &L->w_down, blk(b, l, "ffn_down.weight"), cfg->dim, cfg->ffn_dim);
+}
+
+static int bind_layer(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
+    uint32_t q_dim = cfg->n_heads * cfg->head_dim;
+    int rc;
+    if ((rc = vec(b, &L->attn_norm, blk(b, l, "attn_norm.weight"), cfg->dim, 0))) return rc;
+    if ((rc = vec(b, &L->ffn_norm, blk(b, l, "ffn_norm.weight"), cfg->dim, 0))) return rc;
+    if ((rc = bind_qkv(b, L, cfg, l))) return rc;
+    if (cfg->arch_info->qk_norm) {
+        if ((rc = vec(b, &L->q_norm, blk(b, l, "attn_q_norm.weight"), cfg->head_dim, 0))) return rc;
+        if ((rc = vec(b, &L->k_norm, blk(b, l, "attn_k_norm.weight"), cfg->head_dim, 0))) return rc;
+    }
+    if (cfg->arch_info->gemma) {
+        if ((rc = vec(b, &L->attn_post_norm, blk(b, l, "post_attention_norm.weight"), cfg->dim, 0)))
+            return rc;
+        if ((rc = vec(b, &L->ffn_post_norm, blk(b, l, "post_ffw_norm.weight"), cfg->dim, 0)))
+            return rc;
+    }
+    if ((rc = mat(b, &L->wo, blk(b, l, "attn_output.weight"), cfg->dim, q_dim))) return rc;
+    return bind_ffn(b, L, cfg, l);
+}
+
+/* Bytes of the layer's matrices, all read once per token. */
+static uint64_t layer_bytes(const llama_layer *L) {
+    const llama_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
+        bytes += (uint64_t)ms[k]->rows * kernel_row_bytes(ms[k]->type, ms[k]->cols);
+    return bytes;
+}
+
+/* A tensor tps does not read (an output bias, an FFN bias...) would be
+ * computed without: refuse, as llama.cpp does for unused tensors. */
+static int check_all_used(const binder *b) {
+    const gguf_file *f = b->f;
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        if (!b->used[i]) {
+            const gguf_tensor *t = &f->tensors[i];
+            return tps_fail(b->err, TPS_EUNSUP,
+                            "model: %s: tensor '%.*s' (info at byte offset %zu) is not used by "
+                            "tps's %s; refusing to run the model without it",
+                            b->arch, (int)(t->name.len > 96 ? 96 : t->name.len), t->name.ptr,
+                            t->info_offset, b->arch);
+        }
+    return 0;
+}
+
+static int bind_all(binder *b, llama_weights *w, const llama_config *cfg) {
+    int rc;
+    if ((rc = bind_globals(b, w, cfg))) return rc;
+    uint64_t bytes = kernel_row_bytes(w->token_embd.type, cfg->dim);
+    for (uint32_t l = 0; l < cfg->n_layers; l++) {
+        if ((rc = bind_layer(b, &w->layers[l], cfg, l))) return rc;
+        bytes += layer_bytes(&w->layers[l]);
+    }
+    bytes += (uint64_t)cfg->n_vocab * kernel_row_bytes(w->output.type, cfg->dim);
+    w->bytes_per_token = bytes;
+    return check_all_used(b);
+}
+
 int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_file *f,
                        tps_err *err) {
     memset(w, 0, sizeof *w);
@@ -80,118 +221,13 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
         llama_weights_free(w);
         return tps_fail(err, TPS_ENOMEM, "model: out of memory");
     }
-    float *owned_next = w->owned;
-    int rc;
-    char name[96];
-    const char *a = cfg->arch;
-#define BIND_MAT(dst, nm, r, c)                                                                    \
-    if ((rc = bind_mat(dst, f, used, a, nm, r, c, err))) goto fail
-#define BIND_VEC(dst, nm, n, opt)                                                                  \
-    if ((rc = bind_vec(dst, f, used, a, nm, n, opt, &owned_next, err))) goto fail
-#define BIND_NORM(dst, nm) BIND_VEC(dst, nm, cfg->dim, 0)
-    BIND_MAT(&w->token_embd, "token_embd.weight", cfg->n_vocab, cfg->dim);
-    BIND_NORM(&w->out_norm, "output_norm.weight");
-    BIND_VEC(&w->rope_freqs, "rope_freqs.weight", cfg->rope_dim / 2, 1);
-    BIND_VEC(&w->rope_long, "rope_factors_long.weight", cfg->rope_dim / 2, 1);
-    BIND_VEC(&w->rope_short, "rope_factors_short.weight", cfg->rope_dim / 2, 1);
-    if (gguf_find_tensor(f, "output.weight")) {
-        BIND_MAT(&w->output, "output.weight", cfg->n_vocab, cfg->dim);
-    } else {
-        w->output = w->token_embd;
-        w->tied = 1;
-    }
-    uint64_t bytes = kernel_row_bytes(w->token_embd.type, cfg->dim);
-    for (uint32_t l = 0; l < cfg->n_layers; l++) {
-        llama_layer *L = &w->layers[l];
-        snprintf(name, sizeof name, "blk.%u.attn_norm.weight", l);
-        BIND_NORM(&L->attn_norm, name);
-        snprintf(name, sizeof name, "blk.%u.ffn_norm.weight", l);
-        BIND_NORM(&L->ffn_norm, name);
-        snprintf(name, sizeof name, "blk.%u.attn_qkv.weight", l);
-        if (gguf_find_tensor(f, name)) { /* fused (phi3): Q, K, V rows in that order */
-            llama_mat qkv;
-            BIND_MAT(&qkv, name, q_dim + 2 * kv_dim, cfg->dim);
-            L->wq = mat_rows(&qkv, 0, q_dim);
-            L->wk = mat_rows(&qkv, q_dim, kv_dim);
-            L->wv = mat_rows(&qkv, q_dim + kv_dim, kv_dim);
-            snprintf(name, sizeof name, "blk.%u.attn_qkv.bias", l);
-            if (gguf_find_tensor(f, name)) {
-                rc = tps_fail(err, TPS_EUNSUP, "model: %s: tensor '%s' is not supported", a, name);
-                goto fail;
-            }
-        } else {
-            snprintf(name, sizeof name, "blk.%u.attn_q.weight", l);
-            BIND_MAT(&L->wq, name, q_dim, cfg->dim);
-            snprintf(name, sizeof name, "blk.%u.attn_k.weight", l);
-            BIND_MAT(&L->wk, name, kv_dim, cfg->dim);
-            snprintf(name, sizeof name, "blk.%u.attn_v.weight", l);
-            BIND_MAT(&L->wv, name, kv_dim, cfg->dim);
-        }
-        const char *const bias_names[3] = {"attn_q", "attn_k", "attn_v"};
-        const float **biases[3] = {&L->bq, &L->bk, &L->bv};
-        for (int k = 0; k < 3; k++) {
-            snprintf(name, sizeof name, "blk.%u.%s.bias", l, bias_names[k]);
-            BIND_VEC(biases[k], name, k == 0 ? q_dim : kv_dim, 1);
-        }
-        if (cfg->arch_info->qk_norm) {
-            snprintf(name, sizeof name, "blk.%u.attn_q_norm.weight", l);
-            BIND_VEC(&L->q_norm, name, cfg->head_dim, 0);
-            snprintf(name, sizeof name, "blk.%u.attn_k_norm.weight", l);
-            BIND_VEC(&L->k_norm, name, cfg->head_dim, 0);
-        }
-        if (cfg->arch_info->gemma) {
-            snprintf(name, sizeof name, "blk.%u.post_attention_norm.weight", l);
-            BIND_NORM(&L->attn_post_norm, name);
-            snprintf(name, sizeof name, "blk.%u.post_ffw_norm.weight", l);
-            BIND_NORM(&L->ffn_post_norm, name);
-        }
-        snprintf(name, sizeof name, "blk.%u.attn_output.weight", l);
-        BIND_MAT(&L->wo, name, cfg->dim, q_dim);
-        if (cfg->arch_info->id == LLAMA_ARCH_PHI3) {
-            /* ffn_up holds gate rows then up rows (ggml_swiglu of the fused product) */
-            llama_mat gu;
-            snprintf(name, sizeof name, "blk.%u.ffn_up.weight", l);
-            BIND_MAT(&gu, name, 2 * cfg->ffn_dim, cfg->dim);
-            L->w_gate = mat_rows(&gu, 0, cfg->ffn_dim);
-            L->w_up = mat_rows(&gu, cfg->ffn_dim, cfg->ffn_dim);
-        } else {
-            snprintf(name, sizeof name, "blk.%u.ffn_gate.weight", l);
-            BIND_MAT(&L->w_gate, name, cfg->ffn_dim, cfg->dim);
-            snprintf(name, sizeof name, "blk.%u.ffn_up.weight", l);
-            BIND_MAT(&L->w_up, name, cfg->ffn_dim, cfg->dim);
-        }
-        snprintf(name, sizeof name, "blk.%u.ffn_down.weight", l);
-        BIND_MAT(&L->w_down, name, cfg->dim, cfg->ffn_dim);
-        const llama_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
-            bytes += (uint64_t)ms[k]->rows * kernel_row_bytes(ms[k]->type, ms[k]->cols);
-    }
-    bytes += (uint64_t)cfg->n_vocab * kernel_row_bytes(w->output.type, cfg->dim);
-    w->bytes_per_token = bytes;
-#undef BIND_MAT
-#undef BIND_VEC
-#undef BIND_NORM
-    /* a tensor tps does not read (an output bias, an FFN bias...) would be
-     * computed without: refuse, as llama.cpp does for unused tensors */
-    for (uint64_t i = 0; i < f->n_tensors; i++)
-        if (!used[i]) {
-            const gguf_tensor *t = &f->tensors[i];
-            rc = tps_fail(err, TPS_EUNSUP,
-                          "model: %s: tensor '%.*s' (info at byte offset %zu) is not used by tps's "
-                          "%s; refusing to run the model without it",
-                          a, (int)(t->name.len > 96 ? 96 : t->name.len), t->name.ptr,
-                          t->info_offset, a);
-            goto fail;
-        }
+    binder b = {.f = f, .used = used, .arch = cfg->arch, .owned_next = w->owned, .err = err};
+    int rc = bind_all(&b, w, cfg);
     free(used);
-    return 0;
-fail:
-    free(used);
-    llama_weights_free(w);
+    if (rc) llama_weights_free(w);
     return rc;
 }
 
-/* The matrices llama_weights_repack considers, in a fixed order. */
 static size_t all_mats(llama_weights *w, const llama_config *cfg, llama_mat **ms, size_t cap) {
     size_t n = 0;
     for (uint32_t l = 0; l < cfg->n_layers; l++) {

@@ -276,7 +276,22 @@ static uint32_t matrix_type(uint32_t t, const char *kind, uint32_t l, uint32_t n
     return GGML_TYPE_Q4_K;
 }
 
-int model_make(const model_make_opts *o, tps_err *err) {
+/* What the synthetic file will hold, derived once from the options. */
+typedef struct make_plan {
+    const model_make_opts *o;
+    const model_preset *p;
+    const model_arch_spec *as;
+    uint32_t type;          /* o->type: a GGML type or MODEL_MAKE_Q4_K_M */
+    uint32_t n_vocab;       /* the preset's, or the copied vocabulary's */
+    uint32_t hd, q_dim, kv; /* head size, Q width, K/V width */
+    int gemma3, phi3;
+    float rope_base;
+    float std_embd, std, proj; /* weight scales: embedding, layers, output projections */
+    tensor_gen *gens;          /* (4 + 14 * n_layers,) */
+    size_t n_gens;             /* filled so far */
+} make_plan;
+
+static int check_type(const model_make_opts *o, tps_err *err) {
     const model_preset *p = o->preset;
     uint32_t t = o->type;
     if (t != GGML_TYPE_F32 && t != GGML_TYPE_F16 && t != GGML_TYPE_BF16 && t != GGML_TYPE_Q8_0 &&
@@ -290,34 +305,46 @@ int model_make(const model_make_opts *o, tps_err *err) {
                         "model make: %s needs dim and ffn_dim multiples of 256, preset %s has %u "
                         "and %u; use f32, f16, bf16, q8_0 or q4_0",
                         type_name(t), p->name, p->dim, p->ffn_dim);
-    gguf_writer *w = gguf_writer_create();
-    tensor_gen *gens = NULL;
-    float *rope_factors = malloc(sizeof(float) * p->dim);
-    if (!w || !rope_factors) {
-        gguf_writer_free(w);
-        free(rope_factors);
-        return tps_fail(err, TPS_ENOMEM, "model make: out of memory");
-    }
-    uint32_t n_vocab = p->n_vocab;
-    int rc = o->vocab_path ? copy_vocab(w, o->vocab_path, &n_vocab, err)
-                           : add_byte_vocab(w, n_vocab, err);
-    if (rc) goto done;
+    return 0;
+}
+
+static void plan_shape(make_plan *pl, const model_make_opts *o) {
+    const model_preset *p = o->preset;
+    const model_arch_spec *as = o->arch ? o->arch : &model_arch_specs[0];
+    pl->o = o;
+    pl->p = p;
+    pl->as = as;
+    pl->type = o->type;
+    pl->hd = as->head_dim_mult * (p->dim / p->n_heads);
+    pl->q_dim = p->n_heads * pl->hd;
+    pl->kv = p->n_kv_heads * pl->hd;
+    pl->gemma3 = as->gemma && as->qk_norm;
+    pl->phi3 = !strcmp(as->gguf_arch, "phi3");
+    pl->rope_base = as->llama3_rope ? 500000.0f : pl->gemma3 ? 1000000.0f : p->rope_base;
+    pl->std_embd = 0.02f;
+    /* Tied heads score each token by its own embedding, so with GPT-2 scale
+     * layers a random model only repeats its last input; layers 4x stronger
+     * make the continuation depend on the whole context. */
+    pl->std = as->tied ? 4 * pl->std_embd : pl->std_embd;
+    pl->proj = pl->std / sqrtf(2.0f * (float)p->n_layers);
+}
+
+/* The general.* keys and the architecture's hyperparameters, in the order
+ * llama.cpp's converter writes them. Returns the writer's error code. */
+static int set_metadata(gguf_writer *w, const make_plan *pl) {
+    const model_preset *p = pl->p;
+    const model_arch_spec *as = pl->as;
     char name[96];
     snprintf(name, sizeof name, "tps synthetic %s (%s shape), seed %llu", p->name, p->like,
-             (unsigned long long)o->seed);
-    const model_arch_spec *as = o->arch ? o->arch : &model_arch_specs[0];
-    const uint32_t hd = as->head_dim_mult * (p->dim / p->n_heads), q_dim = p->n_heads * hd,
-                   kv = p->n_kv_heads * hd;
-    const int gemma3 = as->gemma && as->qk_norm, phi3 = !strcmp(as->gguf_arch, "phi3");
-    const float rope_base = as->llama3_rope ? 500000.0f : gemma3 ? 1000000.0f : p->rope_base;
+             (unsigned long long)pl->o->seed);
     char key[96];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, as->gguf_arch), key)
-    rc = gguf_writer_set_str(w, "general.architecture", as->gguf_arch);
+    int rc = gguf_writer_set_str(w, "general.architecture", as->gguf_arch);
     rc = rc ? rc : gguf_writer_set_str(w, "general.name", name);
-    rc = rc ? rc : gguf_writer_set_u32(w, "general.file_type", file_type_of(t));
+    rc = rc ? rc : gguf_writer_set_u32(w, "general.file_type", file_type_of(pl->type));
     rc = rc ? rc : gguf_writer_set_u32(w, "general.quantization_version", 2);
     rc = rc ? rc : gguf_writer_set_u32(w, "general.alignment", 32);
-    rc = rc ? rc : gguf_writer_set_u32(w, KEY("vocab_size"), n_vocab);
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("vocab_size"), pl->n_vocab);
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("context_length"), p->ctx_len);
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("embedding_length"), p->dim);
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("block_count"), p->n_layers);
@@ -325,11 +352,11 @@ int model_make(const model_make_opts *o, tps_err *err) {
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.head_count"), p->n_heads);
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_kv_heads);
     if (as->head_dim_mult != 1) {
-        rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.key_length"), hd);
-        rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.value_length"), hd);
+        rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.key_length"), pl->hd);
+        rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.value_length"), pl->hd);
     }
-    rc = rc ? rc : gguf_writer_set_u32(w, KEY("rope.dimension_count"), hd);
-    rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.freq_base"), rope_base);
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("rope.dimension_count"), pl->hd);
+    rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.freq_base"), pl->rope_base);
     rc = rc ? rc : gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
     if (as->gemma) {
         /* tiny: a window short enough for the tests to cross; else Gemma 3 1B's 512 */
@@ -339,118 +366,168 @@ int model_make(const model_make_opts *o, tps_err *err) {
         rc = rc ? rc
                 : gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), as->swa_period);
     }
-    if (as->gemma && !gemma3) {
+    if (as->gemma && !pl->gemma3) {
         rc = rc ? rc : gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), 1.0f);
         rc = rc ? rc : gguf_writer_set_f32(w, KEY("final_logit_softcapping"), 2.0f);
     }
-    if (phi3) {
+    if (pl->phi3) {
         rc = rc ? rc : gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 256);
         rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), 1.2f);
     }
-    if (gemma3) {
+    if (pl->gemma3) {
         rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), 10000.0f);
         rc = rc ? rc : gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear");
         rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 8.0f);
     }
 #undef KEY
-    if (rc) {
+    return rc;
+}
+
+/* Appends the generator of one tensor: uniform with the given std (0: all
+ * ones), seeded by (seed, name). The caller may set offset or values. */
+static tensor_gen *add_gen(make_plan *pl, const char *name, uint32_t type, uint32_t rows,
+                           uint32_t cols, float std) {
+    const float u = 1.7320508f; /* uniform [-a,a] has std a/sqrt(3) */
+    tensor_gen *g = &pl->gens[pl->n_gens++];
+    snprintf(g->name, sizeof g->name, "%s", name);
+    g->type = type, g->rows = rows, g->cols = cols, g->scale = std * u;
+    g->seed = pl->o->seed * 0x9e3779b97f4a7c15ull ^ hash_name(g->name);
+    return g;
+}
+
+/* add_gen for "blk.<l>.<suffix>". */
+static tensor_gen *add_layer_gen(make_plan *pl, uint32_t l, const char *suffix, uint32_t type,
+                                 uint32_t rows, uint32_t cols, float std) {
+    char nm[64];
+    snprintf(nm, sizeof nm, "blk.%u.%s", l, suffix);
+    return add_gen(pl, nm, type, rows, cols, std);
+}
+
+/* Embedding, output norm and matrix, RoPE factors (llama3's computed into
+ * rope_factors, (hd/2,)). */
+static void plan_global_tensors(make_plan *pl, float *rope_factors) {
+    const model_preset *p = pl->p;
+    const uint32_t t = pl->type, nl = p->n_layers, hd = pl->hd;
+    add_gen(pl, "token_embd.weight", matrix_type(t, "token_embd", 0, nl), pl->n_vocab, p->dim,
+            pl->std_embd);
+    add_gen(pl, "output_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
+    if (!pl->as->tied)
+        add_gen(pl, "output.weight", matrix_type(t, "output", 0, nl), pl->n_vocab, p->dim,
+                pl->std_embd);
+    if (pl->as->llama3_rope) {
+        llama3_rope_factors(rope_factors, hd, pl->rope_base);
+        add_gen(pl, "rope_freqs.weight", GGML_TYPE_F32, 1, hd / 2, 0.0f)->values = rope_factors;
+    }
+    if (pl->phi3) { /* LongRoPE-like factors in [1, 3]: long ones used past the original context */
+        add_gen(pl, "rope_factors_long.weight", GGML_TYPE_F32, 1, hd / 2, 1.0f)->offset = 2.0f;
+        add_gen(pl, "rope_factors_short.weight", GGML_TYPE_F32, 1, hd / 2, 0.05f)->offset = 1.0f;
+    }
+}
+
+/* The attention tensors of layer l, in the file's order. */
+static void plan_attention_tensors(make_plan *pl, uint32_t l) {
+    const model_preset *p = pl->p;
+    const model_arch_spec *as = pl->as;
+    const uint32_t t = pl->type, nl = p->n_layers, q_dim = pl->q_dim, kv = pl->kv, hd = pl->hd;
+    const float std = pl->std;
+    add_layer_gen(pl, l, "attn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
+    if (pl->phi3) {
+        add_layer_gen(pl, l, "attn_qkv.weight", matrix_type(t, "attn_q", l, nl), q_dim + 2 * kv,
+                      p->dim, std);
+    } else {
+        add_layer_gen(pl, l, "attn_q.weight", matrix_type(t, "attn_q", l, nl), q_dim, p->dim, std);
+        add_layer_gen(pl, l, "attn_k.weight", matrix_type(t, "attn_k", l, nl), kv, p->dim, std);
+        add_layer_gen(pl, l, "attn_v.weight", matrix_type(t, "attn_v", l, nl), kv, p->dim, std);
+    }
+    if (as->qkv_bias) {
+        /* larger than the weights so a missed bias shows in the logits */
+        add_layer_gen(pl, l, "attn_q.bias", GGML_TYPE_F32, 1, q_dim, 0.1f);
+        add_layer_gen(pl, l, "attn_k.bias", GGML_TYPE_F32, 1, kv, 0.1f);
+        add_layer_gen(pl, l, "attn_v.bias", GGML_TYPE_F32, 1, kv, 0.1f);
+    }
+    if (as->qk_norm) { /* 1 +- 0.35: not all ones, so a missed norm weight shows */
+        add_layer_gen(pl, l, "attn_q_norm.weight", GGML_TYPE_F32, 1, hd, 0.2f)->offset = 1.0f;
+        add_layer_gen(pl, l, "attn_k_norm.weight", GGML_TYPE_F32, 1, hd, 0.2f)->offset = 1.0f;
+    }
+    add_layer_gen(pl, l, "attn_output.weight", matrix_type(t, "attn_output", l, nl), p->dim, q_dim,
+                  pl->proj);
+}
+
+/* The feed-forward tensors of layer l (and Gemma's post-norms), in the
+ * file's order. */
+static void plan_ffn_tensors(make_plan *pl, uint32_t l) {
+    const model_preset *p = pl->p;
+    const uint32_t t = pl->type, nl = p->n_layers, ffn = p->ffn_dim;
+    const float std = pl->std;
+    add_layer_gen(pl, l, "ffn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
+    if (pl->as->gemma) {
+        add_layer_gen(pl, l, "post_attention_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f)->offset =
+            1.0f;
+        add_layer_gen(pl, l, "post_ffw_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f)->offset = 1.0f;
+    }
+    if (pl->phi3) {
+        add_layer_gen(pl, l, "ffn_up.weight", matrix_type(t, "ffn_up", l, nl), 2 * ffn, p->dim,
+                      std);
+    } else {
+        add_layer_gen(pl, l, "ffn_gate.weight", matrix_type(t, "ffn_gate", l, nl), ffn, p->dim,
+                      std);
+        add_layer_gen(pl, l, "ffn_up.weight", matrix_type(t, "ffn_up", l, nl), ffn, p->dim, std);
+    }
+    add_layer_gen(pl, l, "ffn_down.weight", matrix_type(t, "ffn_down", l, nl), p->dim, ffn,
+                  pl->proj);
+}
+
+static int add_tensors(gguf_writer *w, const make_plan *pl, tps_err *err) {
+    int rc = 0;
+    for (size_t i = 0; i < pl->n_gens && !rc; i++) {
+        tensor_gen *g = &pl->gens[i];
+        uint64_t ne[2] = {g->cols, g->rows};
+        uint32_t nd = g->rows == 1 ? 1 : 2;
+        rc = gguf_writer_add_tensor_fill(w, g->name, g->type, nd, ne, fill_tensor, g);
+        if (rc)
+            rc = tps_fail(err, rc, "model make: tensor %s (%u x %u) does not fit type %s blocks",
+                          g->name, g->rows, g->cols, ggml_type_get(g->type)->name);
+    }
+    return rc;
+}
+
+int model_make(const model_make_opts *o, tps_err *err) {
+    int rc = check_type(o, err);
+    if (rc) return rc;
+    const model_preset *p = o->preset;
+    make_plan pl = {0};
+    plan_shape(&pl, o);
+    gguf_writer *w = gguf_writer_create();
+    float *rope_factors = malloc(sizeof(float) * p->dim);
+    if (!w || !rope_factors) {
+        gguf_writer_free(w);
+        free(rope_factors);
+        return tps_fail(err, TPS_ENOMEM, "model make: out of memory");
+    }
+    pl.n_vocab = p->n_vocab;
+    rc = o->vocab_path ? copy_vocab(w, o->vocab_path, &pl.n_vocab, err)
+                       : add_byte_vocab(w, pl.n_vocab, err);
+    if (rc) goto done;
+    if ((rc = set_metadata(w, &pl))) {
         rc = tps_fail(err, rc, "model make: out of memory");
         goto done;
     }
-    size_t n_gen = 4 + 14 * (size_t)p->n_layers;
-    gens = calloc(n_gen, sizeof *gens);
-    if (!gens) {
+    pl.gens = calloc(4 + 14 * (size_t)p->n_layers, sizeof *pl.gens);
+    if (!pl.gens) {
         rc = tps_fail(err, TPS_ENOMEM, "model make: out of memory");
         goto done;
     }
-    const float std_embd = 0.02f, u = 1.7320508f; /* uniform [-a,a] has std a/sqrt(3) */
-    /* Tied heads score each token by its own embedding, so with GPT-2 scale
-     * layers a random model only repeats its last input; layers 4x stronger
-     * make the continuation depend on the whole context. */
-    const float std = as->tied ? 4 * std_embd : std_embd;
-    const float proj = std / sqrtf(2.0f * (float)p->n_layers);
-    size_t k = 0;
-#define GEN(nm, ty, r, c, sc)                                                                      \
-    do {                                                                                           \
-        tensor_gen *g = &gens[k++];                                                                \
-        snprintf(g->name, sizeof g->name, "%s", nm);                                               \
-        g->type = ty, g->rows = r, g->cols = c, g->scale = (sc)*u;                                 \
-        g->seed = o->seed * 0x9e3779b97f4a7c15ull ^ hash_name(g->name);                            \
-    } while (0)
-    const uint32_t nl = p->n_layers;
-    GEN("token_embd.weight", matrix_type(t, "token_embd", 0, nl), n_vocab, p->dim, std_embd);
-    GEN("output_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
-    if (!as->tied) GEN("output.weight", matrix_type(t, "output", 0, nl), n_vocab, p->dim, std_embd);
-    if (as->llama3_rope) {
-        llama3_rope_factors(rope_factors, hd, rope_base);
-        GEN("rope_freqs.weight", GGML_TYPE_F32, 1, hd / 2, 0.0f);
-        gens[k - 1].values = rope_factors;
-    }
-    if (phi3) { /* LongRoPE-like factors in [1, 3]: long ones used past the original context */
-        GEN("rope_factors_long.weight", GGML_TYPE_F32, 1, hd / 2, 1.0f);
-        gens[k - 1].offset = 2.0f;
-        GEN("rope_factors_short.weight", GGML_TYPE_F32, 1, hd / 2, 0.05f);
-        gens[k - 1].offset = 1.0f;
-    }
+    plan_global_tensors(&pl, rope_factors);
     for (uint32_t l = 0; l < p->n_layers; l++) {
-        char nm[64];
-#define LGEN(suffix, ty, r, c, sc)                                                                 \
-    snprintf(nm, sizeof nm, "blk.%u." suffix, l);                                                  \
-    GEN(nm, ty, r, c, sc)
-        LGEN("attn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
-        if (phi3) {
-            LGEN("attn_qkv.weight", matrix_type(t, "attn_q", l, nl), q_dim + 2 * kv, p->dim, std);
-        } else {
-            LGEN("attn_q.weight", matrix_type(t, "attn_q", l, nl), q_dim, p->dim, std);
-            LGEN("attn_k.weight", matrix_type(t, "attn_k", l, nl), kv, p->dim, std);
-            LGEN("attn_v.weight", matrix_type(t, "attn_v", l, nl), kv, p->dim, std);
-        }
-        if (as->qkv_bias) {
-            /* larger than the weights so a missed bias shows in the logits */
-            LGEN("attn_q.bias", GGML_TYPE_F32, 1, q_dim, 0.1f);
-            LGEN("attn_k.bias", GGML_TYPE_F32, 1, kv, 0.1f);
-            LGEN("attn_v.bias", GGML_TYPE_F32, 1, kv, 0.1f);
-        }
-        if (as->qk_norm) { /* 1 +- 0.35: not all ones, so a missed norm weight shows */
-            LGEN("attn_q_norm.weight", GGML_TYPE_F32, 1, hd, 0.2f);
-            gens[k - 1].offset = 1.0f;
-            LGEN("attn_k_norm.weight", GGML_TYPE_F32, 1, hd, 0.2f);
-            gens[k - 1].offset = 1.0f;
-        }
-        LGEN("attn_output.weight", matrix_type(t, "attn_output", l, nl), p->dim, q_dim, proj);
-        LGEN("ffn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
-        if (as->gemma) {
-            LGEN("post_attention_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f);
-            gens[k - 1].offset = 1.0f;
-            LGEN("post_ffw_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f);
-            gens[k - 1].offset = 1.0f;
-        }
-        if (phi3) {
-            LGEN("ffn_up.weight", matrix_type(t, "ffn_up", l, nl), 2 * p->ffn_dim, p->dim, std);
-        } else {
-            LGEN("ffn_gate.weight", matrix_type(t, "ffn_gate", l, nl), p->ffn_dim, p->dim, std);
-            LGEN("ffn_up.weight", matrix_type(t, "ffn_up", l, nl), p->ffn_dim, p->dim, std);
-        }
-        LGEN("ffn_down.weight", matrix_type(t, "ffn_down", l, nl), p->dim, p->ffn_dim, proj);
-#undef LGEN
+        plan_attention_tensors(&pl, l);
+        plan_ffn_tensors(&pl, l);
     }
-#undef GEN
-    for (size_t i = 0; i < k && !rc; i++) {
-        uint64_t ne[2] = {gens[i].cols, gens[i].rows};
-        uint32_t nd = gens[i].rows == 1 ? 1 : 2;
-        rc = gguf_writer_add_tensor_fill(w, gens[i].name, gens[i].type, nd, ne, fill_tensor,
-                                         &gens[i]);
-        if (rc)
-            rc = tps_fail(err, rc, "model make: tensor %s (%u x %u) does not fit type %s blocks",
-                          gens[i].name, gens[i].rows, gens[i].cols,
-                          ggml_type_get(gens[i].type)->name);
-    }
-    if (rc) goto done;
+    if ((rc = add_tensors(w, &pl, err))) goto done;
     progress_state ps = {.path = o->out_path, .last_tenth = 0};
     if (o->progress) gguf_writer_set_progress(w, progress, &ps);
     rc = gguf_writer_write_file(w, o->out_path, err);
 done:
-    free(gens);
+    free(pl.gens);
     free(rope_factors);
     gguf_writer_free(w);
     return rc;

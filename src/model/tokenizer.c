@@ -50,19 +50,9 @@ static int read_bool_key(const gguf_file *f, const char *key, bool *out, tps_err
     return 0;
 }
 
-/* Token strings, scores and types. */
-static int load_vocab(tokenizer *t, const gguf_file *f, tps_err *err) {
-    const char *key = "tokenizer.ggml.tokens";
-    const gguf_kv *kv = gguf_find(f, key);
-    if (!kv) return tps_fail(err, TPS_ENOENT, "tokenizer: '%s' is missing: no vocabulary", key);
-    if (kv->val.type != GGUF_TYPE_ARRAY || kv->val.arr.type != GGUF_TYPE_STRING)
-        return tps_fail(err, TPS_EINVAL, "tokenizer: '%s' is not an array of strings", key);
-    uint64_t n = kv->val.arr.n;
-    if (n == 0 || n > INT32_MAX - 1)
-        return tps_fail(err, TPS_ERANGE, "tokenizer: '%s' has %llu tokens (need 1..%d)", key,
-                        (unsigned long long)n, INT32_MAX - 1);
-    t->n_vocab = (uint32_t)n;
-
+/* The token strings, into t->text / t->text_off; n tokens. */
+static int load_token_texts(tokenizer *t, const gguf_kv *kv, const char *key, tps_err *err) {
+    uint64_t n = t->n_vocab;
     gguf_str *strs = malloc(n * sizeof *strs);
     if (!strs)
         return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory for %llu tokens",
@@ -102,29 +92,38 @@ static int load_vocab(tokenizer *t, const gguf_file *f, tps_err *err) {
     }
     t->text_off[n] = off;
     free(strs);
+    return 0;
+}
 
-    key = "tokenizer.ggml.scores";
-    kv = gguf_find(f, key);
-    if (kv) {
-        if (kv->val.type != GGUF_TYPE_ARRAY || kv->val.arr.n < n)
-            return tps_fail(err, TPS_EINVAL,
-                            "tokenizer: '%s' must be a numeric array of %llu scores", key,
-                            (unsigned long long)n);
-        for (uint64_t i = 0; i < n; i++) {
-            double d;
-            if (gguf_array_f64(&kv->val, i, &d)) {
-                int64_t iv;
-                if (gguf_array_i64(&kv->val, i, &iv))
-                    return tps_fail(err, TPS_EINVAL, "tokenizer: '%s'[%llu] is not a number", key,
-                                    (unsigned long long)i);
-                d = (double)iv;
-            }
-            t->score[i] = (float)d;
+/* tokenizer.ggml.scores, optional (0 when absent): floats or integers. */
+static int load_scores(tokenizer *t, const gguf_file *f, tps_err *err) {
+    const char *key = "tokenizer.ggml.scores";
+    const gguf_kv *kv = gguf_find(f, key);
+    uint64_t n = t->n_vocab;
+    if (!kv) return 0;
+    if (kv->val.type != GGUF_TYPE_ARRAY || kv->val.arr.n < n)
+        return tps_fail(err, TPS_EINVAL, "tokenizer: '%s' must be a numeric array of %llu scores",
+                        key, (unsigned long long)n);
+    for (uint64_t i = 0; i < n; i++) {
+        double d;
+        if (gguf_array_f64(&kv->val, i, &d)) {
+            int64_t iv;
+            if (gguf_array_i64(&kv->val, i, &iv))
+                return tps_fail(err, TPS_EINVAL, "tokenizer: '%s'[%llu] is not a number", key,
+                                (unsigned long long)i);
+            d = (double)iv;
         }
+        t->score[i] = (float)d;
     }
+    return 0;
+}
 
-    key = "tokenizer.ggml.token_type";
-    kv = gguf_find(f, key);
+/* tokenizer.ggml.token_type, optional (all normal when absent), and the
+ * attributes that follow from it; unknown types get neither. */
+static int load_token_types(tokenizer *t, const gguf_file *f, tps_err *err) {
+    const char *key = "tokenizer.ggml.token_type";
+    const gguf_kv *kv = gguf_find(f, key);
+    uint64_t n = t->n_vocab;
     if (kv && (kv->val.type != GGUF_TYPE_ARRAY || kv->val.arr.n < n))
         return tps_fail(err, TPS_EINVAL, "tokenizer: '%s' must be an integer array of %llu types",
                         key, (unsigned long long)n);
@@ -145,6 +144,24 @@ static int load_vocab(tokenizer *t, const gguf_file *f, tps_err *err) {
         t->attr[i] = known ? attr_of[ty] : 0;
     }
     return 0;
+}
+
+/* Token strings, scores and types. */
+static int load_vocab(tokenizer *t, const gguf_file *f, tps_err *err) {
+    const char *key = "tokenizer.ggml.tokens";
+    const gguf_kv *kv = gguf_find(f, key);
+    if (!kv) return tps_fail(err, TPS_ENOENT, "tokenizer: '%s' is missing: no vocabulary", key);
+    if (kv->val.type != GGUF_TYPE_ARRAY || kv->val.arr.type != GGUF_TYPE_STRING)
+        return tps_fail(err, TPS_EINVAL, "tokenizer: '%s' is not an array of strings", key);
+    uint64_t n = kv->val.arr.n;
+    if (n == 0 || n > INT32_MAX - 1)
+        return tps_fail(err, TPS_ERANGE, "tokenizer: '%s' has %llu tokens (need 1..%d)", key,
+                        (unsigned long long)n, INT32_MAX - 1);
+    t->n_vocab = (uint32_t)n;
+    int rc;
+    if ((rc = load_token_texts(t, kv, key, err))) return rc;
+    if ((rc = load_scores(t, f, err))) return rc;
+    return load_token_types(t, f, err);
 }
 
 static int build_hash(tokenizer *t, tps_err *err) {
@@ -363,45 +380,42 @@ static int build_pieces(tokenizer *t, tps_err *err) {
     return 0;
 }
 
-int tokenizer_load(tokenizer **out, const gguf_file *f, tps_err *err) {
-    *out = NULL;
+/* tokenizer.ggml.model (which algorithm) and tokenizer.ggml.pre (which
+ * pre-tokenizer, "" when absent) into pre[64]. */
+static int read_kind(const gguf_file *f, tokenizer_kind *kind, char pre[64], tps_err *err) {
     gguf_str model;
     int rc = gguf_get_str(f, "tokenizer.ggml.model", &model);
     if (rc == TPS_ENOENT)
         return tps_fail(err, TPS_ENOENT,
                         "tokenizer: 'tokenizer.ggml.model' is missing: the file has no vocabulary");
     if (rc) return tps_fail(err, TPS_EINVAL, "tokenizer: 'tokenizer.ggml.model' is not a string");
-    tokenizer_kind kind;
     if (gguf_str_eq(model, "llama"))
-        kind = TOKENIZER_SPM;
+        *kind = TOKENIZER_SPM;
     else if (gguf_str_eq(model, "gpt2"))
-        kind = TOKENIZER_BPE;
+        *kind = TOKENIZER_BPE;
     else
         return tps_fail(err, TPS_EUNSUP,
                         "tokenizer: tokenizer.ggml.model = '%.*s' is not supported (supported: "
                         "'llama' (SentencePiece), 'gpt2' (byte-level BPE))",
                         (int)(model.len > 64 ? 64 : model.len), model.ptr);
 
-    char pre[64] = "";
+    pre[0] = 0;
     gguf_str pre_s;
     if (gguf_get_str(f, "tokenizer.ggml.pre", &pre_s) == 0) {
-        if (pre_s.len >= sizeof pre)
+        if (pre_s.len >= 64)
             return tps_fail(err, TPS_EUNSUP,
                             "tokenizer: tokenizer.ggml.pre is too long (%llu bytes)",
                             (unsigned long long)pre_s.len);
         memcpy(pre, pre_s.ptr, pre_s.len);
         pre[pre_s.len] = 0;
     }
+    return 0;
+}
 
-    tokenizer *t = calloc(1, sizeof *t);
-    if (!t) return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory");
-    t->kind = kind;
-    if ((rc = load_vocab(t, f, err))) goto fail;
-    if ((rc = build_hash(t, err))) goto fail;
-
-    /* Defaults as llama.cpp has them, then the file's keys. */
+/* The special token ids: defaults as llama.cpp has them, then the file's keys. */
+static int read_special_ids(tokenizer *t, const gguf_file *f, tps_err *err) {
     t->bos = t->eos = t->eot = t->eom = t->unk = t->pad = TOKEN_NONE;
-    if (kind == TOKENIZER_SPM) {
+    if (t->kind == TOKENIZER_SPM) {
         t->bos = t->n_vocab > 1 ? 1 : TOKEN_NONE;
         t->eos = t->n_vocab > 2 ? 2 : TOKEN_NONE;
         t->unk = 0;
@@ -419,33 +433,52 @@ int tokenizer_load(tokenizer **out, const gguf_file *f, tps_err *err) {
         {"tokenizer.ggml.unknown_token_id", offsetof(tokenizer, unk)},
         {"tokenizer.ggml.padding_token_id", offsetof(tokenizer, pad)},
     };
+    int rc;
     for (size_t i = 0; i < sizeof id_keys / sizeof id_keys[0]; i++)
         if ((rc = read_id_key(f, id_keys[i].key, t->n_vocab,
                               (int32_t *)((char *)t + id_keys[i].field), err)))
-            goto fail;
+            return rc;
+    return 0;
+}
 
+/* The add_space_prefix / add_bos_token / add_eos_token flags; a BOS or EOS
+ * to add must exist. */
+static int read_add_flags(tokenizer *t, const gguf_file *f, tps_err *err) {
+    int rc;
+    if ((rc = read_bool_key(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err)) ||
+        (rc = read_bool_key(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err)) ||
+        (rc = read_bool_key(f, "tokenizer.ggml.add_eos_token", &t->add_eos, err)))
+        return rc;
+    if (t->add_bos && t->bos == TOKEN_NONE)
+        return tps_fail(err, TPS_EINVAL,
+                        "tokenizer: add_bos_token is true but the vocabulary has no BOS token "
+                        "(tokenizer.ggml.bos_token_id)");
+    if (t->add_eos && t->eos == TOKEN_NONE)
+        return tps_fail(err, TPS_EINVAL,
+                        "tokenizer: add_eos_token is true but the vocabulary has no EOS token "
+                        "(tokenizer.ggml.eos_token_id)");
+    return 0;
+}
+
+int tokenizer_load(tokenizer **out, const gguf_file *f, tps_err *err) {
+    *out = NULL;
+    tokenizer_kind kind = TOKENIZER_SPM; /* read_kind sets it */
+    char pre[64];
+    int rc = read_kind(f, &kind, pre, err);
+    if (rc) return rc;
+
+    tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory");
+    t->kind = kind;
+    if ((rc = load_vocab(t, f, err))) goto fail;
+    if ((rc = build_hash(t, err))) goto fail;
+    if ((rc = read_special_ids(t, f, err))) goto fail;
     if (kind == TOKENIZER_BPE) {
         if ((rc = tok_bpe_create(&t->bpe, t, f, pre[0] ? pre : NULL, err))) goto fail;
     } else {
         spm_byte_ids(t);
     }
-    if ((rc = read_bool_key(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err)) ||
-        (rc = read_bool_key(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err)) ||
-        (rc = read_bool_key(f, "tokenizer.ggml.add_eos_token", &t->add_eos, err)))
-        goto fail;
-    if (t->add_bos && t->bos == TOKEN_NONE) {
-        rc = tps_fail(err, TPS_EINVAL,
-                      "tokenizer: add_bos_token is true but the vocabulary has no BOS token "
-                      "(tokenizer.ggml.bos_token_id)");
-        goto fail;
-    }
-    if (t->add_eos && t->eos == TOKEN_NONE) {
-        rc = tps_fail(err, TPS_EINVAL,
-                      "tokenizer: add_eos_token is true but the vocabulary has no EOS token "
-                      "(tokenizer.ggml.eos_token_id)");
-        goto fail;
-    }
-
+    if ((rc = read_add_flags(t, f, err))) goto fail;
     find_eog(t);
     if ((rc = collect_special(t, err))) goto fail;
     phi3_rstrip(t, f);

@@ -86,21 +86,10 @@ static int emit_bytes(const tokenizer *t, const char *s, size_t n, tok_ids *out)
     return 0;
 }
 
-int tok_spm_encode(const tokenizer *t, const char *text, size_t len, bool prefix_space,
-                   tok_ids *out, tps_err *err) {
+/* Escapes text into esc (room for len * 3 + 3): an optional leading ▁, and
+ * every ' ' -> ▁. Returns the escaped length. */
+static size_t escape_spaces(char *esc, const char *text, size_t len, bool prefix_space) {
     static const char ws[3] = {'\xe2', '\x96', '\x81'}; /* U+2581 ▁ */
-    if (len > (size_t)INT32_MAX / 3 - 1)
-        return tps_fail(err, TPS_ERANGE, "tokenizer: text of %zu bytes is too long (max %d)", len,
-                        INT32_MAX / 3 - 1);
-    /* Escape: optional leading ▁, every ' ' -> ▁. */
-    char *esc = malloc(len * 3 + 3);
-    spm_sym *sym = NULL;
-    spm_heap heap = {0};
-    int rc = 0;
-    if (!esc) {
-        rc = TPS_ENOMEM;
-        goto done;
-    }
     size_t n = 0;
     if (prefix_space) {
         memcpy(esc, ws, 3);
@@ -114,6 +103,76 @@ int tok_spm_encode(const tokenizer *t, const char *text, size_t len, bool prefix
             esc[n++] = text[i];
         }
     }
+    return n;
+}
+
+/* One symbol per UTF-8 character of esc (n > 0 bytes), chained. A byte that
+ * does not start a complete sequence is a symbol of its own. (llama.cpp
+ * trusts the lead byte, so a stray lead byte swallows the next bytes, e.g.
+ * half of a following ▁, and decode cannot give the text back; for valid
+ * UTF-8 both agree.) Returns the symbol count. */
+static int32_t split_chars(spm_sym *sym, const char *esc, size_t n) {
+    int32_t nsym = 0;
+    for (size_t off = 0; off < n;) {
+        size_t l = tok_utf8_len((uint8_t)esc[off]);
+        if (l > n - off) l = n - off;
+        for (size_t k = 1; k < l; k++)
+            if (((uint8_t)esc[off + k] & 0xC0) != 0x80) l = 1; /* see above */
+        sym[nsym] = (spm_sym){nsym - 1, off + l == n ? -1 : nsym + 1, off, l};
+        off += l;
+        nsym++;
+    }
+    return nsym;
+}
+
+/* Merges the best-scoring adjacent pair until no pair is a vocabulary token. */
+static int merge_pairs(const tokenizer *t, const char *esc, spm_sym *sym, int32_t nsym,
+                       spm_heap *heap) {
+    int rc = 0;
+    for (int32_t i = 1; i < nsym && !rc; i++)
+        rc = try_pair(t, esc, sym, heap, i - 1, i);
+
+    while (heap->n && !rc) {
+        spm_pair p = heap_pop(heap);
+        spm_sym *l = &sym[p.left], *r = &sym[p.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != p.size) continue; /* stale */
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0) sym[r->next].prev = p.left;
+        rc = try_pair(t, esc, sym, heap, l->prev, p.left);
+        if (!rc) rc = try_pair(t, esc, sym, heap, p.left, l->next);
+    }
+    return rc;
+}
+
+/* The id of each symbol left in the chain from sym[0], or its bytes. */
+static int emit_symbols(const tokenizer *t, const char *esc, const spm_sym *sym, tok_ids *out) {
+    int rc = 0;
+    for (int32_t i = 0; i != -1 && !rc; i = sym[i].next) {
+        int32_t id = tok_lookup(t, esc + sym[i].start, sym[i].n);
+        if (id != TOKEN_NONE)
+            rc = tok_ids_push(out, id);
+        else
+            rc = emit_bytes(t, esc + sym[i].start, sym[i].n, out);
+    }
+    return rc;
+}
+
+int tok_spm_encode(const tokenizer *t, const char *text, size_t len, bool prefix_space,
+                   tok_ids *out, tps_err *err) {
+    if (len > (size_t)INT32_MAX / 3 - 1)
+        return tps_fail(err, TPS_ERANGE, "tokenizer: text of %zu bytes is too long (max %d)", len,
+                        INT32_MAX / 3 - 1);
+    char *esc = malloc(len * 3 + 3);
+    spm_sym *sym = NULL;
+    spm_heap heap = {0};
+    int rc = 0;
+    if (!esc) {
+        rc = TPS_ENOMEM;
+        goto done;
+    }
+    size_t n = escape_spaces(esc, text, len, prefix_space);
     if (n == 0) goto done;
     /* At most one symbol per escaped byte (an invalid lead byte can swallow
      * the first bytes of a following ▁, leaving its tail as 1-byte symbols). */
@@ -122,43 +181,9 @@ int tok_spm_encode(const tokenizer *t, const char *text, size_t len, bool prefix
         rc = TPS_ENOMEM;
         goto done;
     }
-
-    /* One symbol per UTF-8 character. A byte that does not start a complete
-     * sequence is a symbol of its own. (llama.cpp trusts the lead byte, so a
-     * stray lead byte swallows the next bytes, e.g. half of a following ▁,
-     * and decode cannot give the text back; for valid UTF-8 both agree.) */
-    int32_t nsym = 0;
-    for (size_t off = 0; off < n;) {
-        size_t l = tok_utf8_len((uint8_t)esc[off]);
-        if (l > n - off) l = n - off;
-        for (size_t k = 1; k < l; k++)
-            if (((uint8_t)esc[off + k] & 0xC0) != 0x80) l = 1; /* see below */
-        sym[nsym] = (spm_sym){nsym - 1, off + l == n ? -1 : nsym + 1, off, l};
-        off += l;
-        nsym++;
-    }
-    for (int32_t i = 1; i < nsym && !rc; i++)
-        rc = try_pair(t, esc, sym, &heap, i - 1, i);
-
-    while (heap.n && !rc) {
-        spm_pair p = heap_pop(&heap);
-        spm_sym *l = &sym[p.left], *r = &sym[p.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != p.size) continue; /* stale */
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0) sym[r->next].prev = p.left;
-        rc = try_pair(t, esc, sym, &heap, l->prev, p.left);
-        if (!rc) rc = try_pair(t, esc, sym, &heap, p.left, l->next);
-    }
-
-    for (int32_t i = 0; i != -1 && !rc; i = sym[i].next) {
-        int32_t id = tok_lookup(t, esc + sym[i].start, sym[i].n);
-        if (id != TOKEN_NONE)
-            rc = tok_ids_push(out, id);
-        else
-            rc = emit_bytes(t, esc + sym[i].start, sym[i].n, out);
-    }
+    int32_t nsym = split_chars(sym, esc, n);
+    rc = merge_pairs(t, esc, sym, nsym, &heap);
+    if (!rc) rc = emit_symbols(t, esc, sym, out);
 done:
     free(heap.v);
     free(sym);

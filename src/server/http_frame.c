@@ -187,6 +187,118 @@ static http_frame_ev end_request(http_frame *f) {
     return HTTP_FRAME_END;
 }
 
+/* One byte of the request line's method. */
+static http_frame_ev method_byte(http_frame *f, uint8_t c) {
+    if (c == ' ') {
+        if (!method_known(f->method)) return fail(f, 501, "method %s is not supported", f->method);
+        f->state = S_TARGET0;
+        f->tok_len = 0;
+    } else if (!is_tchar(c)) {
+        return fail(f, 400, "the request line does not start with a method");
+    } else if (f->tok_len + 1 >= sizeof f->method) {
+        return fail(f, 501, "the method is not supported");
+    } else {
+        f->method[f->tok_len++] = (char)c;
+        f->method[f->tok_len] = 0;
+    }
+    return HTTP_FRAME_MORE;
+}
+
+/* One byte of the request target after its leading '/': the path is kept
+ * (up to HTTP_FRAME_PATH_MAX), the query is not. */
+static http_frame_ev target_byte(http_frame *f, uint8_t c) {
+    if (c == ' ') {
+        f->state = S_VERSION;
+        f->tok_len = 0;
+        f->val_len = 0;
+    } else if (c < 0x21 || c > 0x7e) {
+        return fail(f, 400, "the request target holds a byte 0x%02x", c);
+    } else if (c == '?' || f->tok_len == SIZE_MAX) {
+        f->tok_len = SIZE_MAX; /* the query: not kept */
+    } else if (f->tok_len + 1 < sizeof f->path) {
+        f->path[f->tok_len++] = (char)c;
+        f->path[f->tok_len] = 0;
+    } else {
+        f->path_truncated = true;
+    }
+    return HTTP_FRAME_MORE;
+}
+
+/* One byte of the request line's version, HTTP/1.0 or HTTP/1.1 then CR. */
+static http_frame_ev version_byte(http_frame *f, uint8_t c) {
+    if (c == '\r') {
+        if (f->val_len == 8 && !memcmp(f->val, "HTTP/1.1", 8)) {
+            f->http10 = false;
+        } else if (f->val_len == 8 && !memcmp(f->val, "HTTP/1.0", 8)) {
+            f->http10 = true;
+        } else if (f->val_len == 8 && !memcmp(f->val, "HTTP/", 5) && f->val[6] == '.') {
+            return fail(f, 505, "HTTP version %.8s is not supported; 1.0 and 1.1 are", f->val);
+        } else {
+            return fail(f, 400, "the request line does not end in HTTP/1.1");
+        }
+        f->state = S_LF;
+    } else if (f->val_len >= 8 || c < 0x21 || c > 0x7e) {
+        return fail(f, 400, "the request line does not end in HTTP/1.1");
+    } else {
+        f->val[f->val_len++] = (char)c;
+    }
+    return HTTP_FRAME_MORE;
+}
+
+/* A field line's first byte, or the CR of the empty line ending the block. */
+static http_frame_ev line_start_byte(http_frame *f, uint8_t c) {
+    if (c == '\r') {
+        f->state = S_END_LF;
+    } else if (c == ' ' || c == '\t') {
+        return fail(f, 400, "a header line starts with whitespace (obs-fold)");
+    } else if (!is_tchar(c)) {
+        return fail(f, 400, "a header name holds a byte 0x%02x", c);
+    } else {
+        begin_field(f);
+        f->state = S_NAME;
+        f->name[f->tok_len++] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+        f->name[f->tok_len] = 0;
+    }
+    return HTTP_FRAME_MORE;
+}
+
+/* One byte of a field name (kept lowercased, up to sizeof name) or its colon. */
+static http_frame_ev name_byte(http_frame *f, uint8_t c) {
+    if (c == ':') {
+        name_done(f);
+        f->state = S_OWS;
+        f->tok_len = 0;
+        f->val_len = 0;
+    } else if (c == ' ' || c == '\t') {
+        return fail(f, 400, "whitespace between a header name and its colon");
+    } else if (!is_tchar(c)) {
+        return fail(f, 400, "a header name holds a byte 0x%02x", c);
+    } else {
+        if (f->tok_len + 1 < sizeof f->name) {
+            f->name[f->tok_len] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+            f->name[f->tok_len + 1] = 0;
+        }
+        f->tok_len++;
+    }
+    return HTTP_FRAME_MORE;
+}
+
+/* One byte of a field value (leading whitespace skipped, the first bytes
+ * kept), or the CR ending it. */
+static http_frame_ev value_byte(http_frame *f, uint8_t c) {
+    if (c == '\r') {
+        f->state = S_LF;
+        return end_field(f);
+    }
+    if (!is_value_byte(c)) return fail(f, 400, "a header value holds a control byte 0x%02x", c);
+    if (f->state == S_OWS && (c == ' ' || c == '\t')) return HTTP_FRAME_MORE;
+    f->state = S_VALUE;
+    if (f->tok_len < sizeof f->val) f->val[f->tok_len] = (char)c;
+    f->tok_len++;
+    if (c != ' ' && c != '\t') f->val_len = f->tok_len;
+    return HTTP_FRAME_MORE;
+}
+
 /* One byte of a header block or trailer. */
 static http_frame_ev head_byte(http_frame *f, uint8_t c) {
     if (++f->head_bytes > f->max_header_bytes)
@@ -196,20 +308,7 @@ static http_frame_ev head_byte(http_frame *f, uint8_t c) {
         return fail(f, 400, "a bare LF: lines end in CRLF");
     switch (f->state) {
     case S_METHOD:
-        if (c == ' ') {
-            if (!method_known(f->method))
-                return fail(f, 501, "method %s is not supported", f->method);
-            f->state = S_TARGET0;
-            f->tok_len = 0;
-        } else if (!is_tchar(c)) {
-            return fail(f, 400, "the request line does not start with a method");
-        } else if (f->tok_len + 1 >= sizeof f->method) {
-            return fail(f, 501, "the method is not supported");
-        } else {
-            f->method[f->tok_len++] = (char)c;
-            f->method[f->tok_len] = 0;
-        }
-        return HTTP_FRAME_MORE;
+        return method_byte(f, c);
     case S_TARGET0:
         if (c != '/') return fail(f, 400, "the request target must be a path starting with /");
         f->state = S_TARGET;
@@ -218,93 +317,90 @@ static http_frame_ev head_byte(http_frame *f, uint8_t c) {
         f->tok_len = 1;
         return HTTP_FRAME_MORE;
     case S_TARGET:
-        if (c == ' ') {
-            f->state = S_VERSION;
-            f->tok_len = 0;
-            f->val_len = 0;
-        } else if (c < 0x21 || c > 0x7e) {
-            return fail(f, 400, "the request target holds a byte 0x%02x", c);
-        } else if (c == '?' || f->tok_len == SIZE_MAX) {
-            f->tok_len = SIZE_MAX; /* the query: not kept */
-        } else if (f->tok_len + 1 < sizeof f->path) {
-            f->path[f->tok_len++] = (char)c;
-            f->path[f->tok_len] = 0;
-        } else {
-            f->path_truncated = true;
-        }
-        return HTTP_FRAME_MORE;
+        return target_byte(f, c);
     case S_VERSION:
-        if (c == '\r') {
-            if (f->val_len == 8 && !memcmp(f->val, "HTTP/1.1", 8)) {
-                f->http10 = false;
-            } else if (f->val_len == 8 && !memcmp(f->val, "HTTP/1.0", 8)) {
-                f->http10 = true;
-            } else if (f->val_len == 8 && !memcmp(f->val, "HTTP/", 5) && f->val[6] == '.') {
-                return fail(f, 505, "HTTP version %.8s is not supported; 1.0 and 1.1 are", f->val);
-            } else {
-                return fail(f, 400, "the request line does not end in HTTP/1.1");
-            }
-            f->state = S_LF;
-        } else if (f->val_len >= 8 || c < 0x21 || c > 0x7e) {
-            return fail(f, 400, "the request line does not end in HTTP/1.1");
-        } else {
-            f->val[f->val_len++] = (char)c;
-        }
-        return HTTP_FRAME_MORE;
+        return version_byte(f, c);
     case S_LF:
         if (c != '\n') return fail(f, 400, "a bare CR: lines end in CRLF");
         f->state = S_LINE;
         return HTTP_FRAME_MORE;
     case S_LINE:
-        if (c == '\r') {
-            f->state = S_END_LF;
-        } else if (c == ' ' || c == '\t') {
-            return fail(f, 400, "a header line starts with whitespace (obs-fold)");
-        } else if (!is_tchar(c)) {
-            return fail(f, 400, "a header name holds a byte 0x%02x", c);
-        } else {
-            begin_field(f);
-            f->state = S_NAME;
-            f->name[f->tok_len++] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
-            f->name[f->tok_len] = 0;
-        }
-        return HTTP_FRAME_MORE;
+        return line_start_byte(f, c);
     case S_NAME:
-        if (c == ':') {
-            name_done(f);
-            f->state = S_OWS;
-            f->tok_len = 0;
-            f->val_len = 0;
-        } else if (c == ' ' || c == '\t') {
-            return fail(f, 400, "whitespace between a header name and its colon");
-        } else if (!is_tchar(c)) {
-            return fail(f, 400, "a header name holds a byte 0x%02x", c);
-        } else {
-            if (f->tok_len + 1 < sizeof f->name) {
-                f->name[f->tok_len] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
-                f->name[f->tok_len + 1] = 0;
-            }
-            f->tok_len++;
-        }
-        return HTTP_FRAME_MORE;
+        return name_byte(f, c);
     case S_OWS:
     case S_VALUE:
-        if (c == '\r') {
-            f->state = S_LF;
-            return end_field(f);
-        }
-        if (!is_value_byte(c)) return fail(f, 400, "a header value holds a control byte 0x%02x", c);
-        if (f->state == S_OWS && (c == ' ' || c == '\t')) return HTTP_FRAME_MORE;
-        f->state = S_VALUE;
-        if (f->tok_len < sizeof f->val) f->val[f->tok_len] = (char)c;
-        f->tok_len++;
-        if (c != ' ' && c != '\t') f->val_len = f->tok_len;
-        return HTTP_FRAME_MORE;
+        return value_byte(f, c);
     case S_END_LF:
         if (c != '\n') return fail(f, 400, "a bare CR: lines end in CRLF");
         return f->trailer ? end_request(f) : head_done(f);
     }
     return fail(f, 500, "framing state %d", f->state);
+}
+
+/* Up to avail bytes of a Content-Length body or a chunk's data, all taken
+ * at once; *took says how many. */
+static http_frame_ev body_bytes(http_frame *f, size_t avail, size_t *took) {
+    size_t k = avail;
+    if ((uint64_t)k > f->remaining) k = (size_t)f->remaining;
+    *took = k;
+    f->remaining -= k;
+    if (f->remaining == 0) {
+        if (f->state == S_BODY) return end_request(f);
+        f->state = S_DATA_CR;
+    }
+    return HTTP_FRAME_MORE;
+}
+
+/* One byte of a chunk-size line: hex digits up to the CR. */
+static http_frame_ev chunk_size_byte(http_frame *f, uint8_t c) {
+    if (c == '\r') {
+        if (!f->tok_len) return fail(f, 400, "a chunk size is missing");
+        f->state = S_CHUNK_LF;
+    } else if (c == ';') {
+        return fail(f, 400, "chunk extensions are not supported");
+    } else if (hex_value(c) < 0) {
+        return fail(f, 400, "a chunk size holds '%c', not a hex digit",
+                    c >= 0x21 && c < 0x7f ? c : '?');
+    } else if (++f->tok_len > 15) {
+        return fail(f, 400, "a chunk size has more than 15 hex digits");
+    } else {
+        f->remaining = f->remaining * 16 + (uint64_t)hex_value(c);
+    }
+    return HTTP_FRAME_MORE;
+}
+
+/* The LF after a chunk size: its data follows, or for the last (empty)
+ * chunk, the trailer. */
+static http_frame_ev chunk_size_lf(http_frame *f, uint8_t c) {
+    if (c != '\n') return fail(f, 400, "a bare CR: lines end in CRLF");
+    if (f->remaining == 0) { /* the last chunk: a trailer follows */
+        f->trailer = true;
+        f->head_bytes = 0;
+        f->state = S_LINE;
+    } else if ((f->content_length += f->remaining) > f->max_body_bytes) {
+        return fail(f, 413, "the chunked request body is over %zu bytes (--max-body-bytes)",
+                    f->max_body_bytes);
+    } else {
+        f->state = S_CHUNK_DATA;
+    }
+    return HTTP_FRAME_MORE;
+}
+
+/* The CR after a chunk's data. */
+static http_frame_ev data_cr_byte(http_frame *f, uint8_t c) {
+    if (c != '\r') return fail(f, 400, "chunk data is longer than its chunk size");
+    f->state = S_DATA_LF;
+    return HTTP_FRAME_MORE;
+}
+
+/* The LF after a chunk's data; then the next chunk's size. */
+static http_frame_ev data_lf_byte(http_frame *f, uint8_t c) {
+    if (c != '\n') return fail(f, 400, "a bare CR: lines end in CRLF");
+    f->state = S_CHUNK_SIZE;
+    f->tok_len = 0;
+    f->remaining = 0;
+    return HTTP_FRAME_MORE;
 }
 
 http_frame_ev http_frame_feed(http_frame *f, const uint8_t *p, size_t n, size_t *used) {
@@ -335,67 +431,26 @@ http_frame_ev http_frame_feed(http_frame *f, const uint8_t *p, size_t n, size_t 
             continue; /* the byte is the method's first */
         case S_BODY:
         case S_CHUNK_DATA: {
-            size_t k = n - i;
-            if ((uint64_t)k > f->remaining) k = (size_t)f->remaining;
-            i += k;
-            f->remaining -= k;
-            if (f->remaining == 0) {
-                if (f->state == S_BODY)
-                    ev = end_request(f);
-                else
-                    f->state = S_DATA_CR;
-            }
+            size_t took;
+            ev = body_bytes(f, n - i, &took);
+            i += took;
             continue;
         }
         case S_CHUNK_SIZE:
             i++;
-            if (c == '\r') {
-                if (!f->tok_len)
-                    ev = fail(f, 400, "a chunk size is missing");
-                else
-                    f->state = S_CHUNK_LF;
-            } else if (c == ';') {
-                ev = fail(f, 400, "chunk extensions are not supported");
-            } else if (hex_value(c) < 0) {
-                ev = fail(f, 400, "a chunk size holds '%c', not a hex digit",
-                          c >= 0x21 && c < 0x7f ? c : '?');
-            } else if (++f->tok_len > 15) {
-                ev = fail(f, 400, "a chunk size has more than 15 hex digits");
-            } else {
-                f->remaining = f->remaining * 16 + (uint64_t)hex_value(c);
-            }
+            ev = chunk_size_byte(f, c);
             continue;
         case S_CHUNK_LF:
             i++;
-            if (c != '\n') {
-                ev = fail(f, 400, "a bare CR: lines end in CRLF");
-            } else if (f->remaining == 0) { /* the last chunk: a trailer follows */
-                f->trailer = true;
-                f->head_bytes = 0;
-                f->state = S_LINE;
-            } else if ((f->content_length += f->remaining) > f->max_body_bytes) {
-                ev = fail(f, 413, "the chunked request body is over %zu bytes (--max-body-bytes)",
-                          f->max_body_bytes);
-            } else {
-                f->state = S_CHUNK_DATA;
-            }
+            ev = chunk_size_lf(f, c);
             continue;
         case S_DATA_CR:
             i++;
-            if (c != '\r')
-                ev = fail(f, 400, "chunk data is longer than its chunk size");
-            else
-                f->state = S_DATA_LF;
+            ev = data_cr_byte(f, c);
             continue;
         case S_DATA_LF:
             i++;
-            if (c != '\n') {
-                ev = fail(f, 400, "a bare CR: lines end in CRLF");
-            } else {
-                f->state = S_CHUNK_SIZE;
-                f->tok_len = 0;
-                f->remaining = 0;
-            }
+            ev = data_lf_byte(f, c);
             continue;
         default:
             i++;

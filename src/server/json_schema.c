@@ -735,15 +735,14 @@ static int visit_array(gen *g, const json_t *schema, const char *hint, const cha
     return body_result(g, &b, hint, out);
 }
 
-static int visit_object(gen *g, const json_t *schema, const char *hint, const char **out) {
-    const json_t *props = json_object_get(schema, "properties");
-    const json_t *req = json_object_get(schema, "required");
-    const json_t *addl = json_object_get(schema, "additionalProperties");
+/* The shapes of properties, required and additionalProperties; every
+ * required name must be a property. */
+static int check_object_keywords(gen *g, const json_t *props, const json_t *req,
+                                 const json_t *addl) {
     if (props && !json_is_object(props)) return gfail(g, "'properties' must be an object");
     if (req && !json_is_array(req)) return gfail(g, "'required' must be an array");
     if (addl && !json_is_boolean(addl) && !json_is_object(addl))
         return gfail(g, "'additionalProperties' must be a boolean or a schema");
-    size_t n = props ? json_object_size(props) : 0;
     size_t i;
     json_t *r;
     json_array_foreach(req, i, r) {
@@ -751,52 +750,52 @@ static int visit_object(gen *g, const json_t *schema, const char *hint, const ch
         if (!props || !json_object_get(props, json_string_value(r)))
             return gfail(g, "required property '%s' is not in 'properties'", json_string_value(r));
     }
-    int rc = prim_use(g, "space");
-    if (rc) return rc;
-    if (!n) {
-        if ((!props && !addl) || json_is_true(addl)) return prim_result(g, "object", out);
-        sbuf b;
-        sbuf_init(&b);
-        if (json_is_false(addl) || !addl) {
-            sbuf_adds(&b, "\"{\" space \"}\" space");
-        } else { /* a map: string keys, values of the schema */
-            const char *val;
-            char h[96];
-            snprintf(h, sizeof h, "%.48s-value", hint);
-            if ((rc = visit_child(g, addl, "additionalProperties", h, &val)) ||
-                (rc = prim_use(g, "string"))) {
-                sbuf_free(&b);
-                return rc;
-            }
-            sbuf_printf(&b,
-                        "\"{\" space ( string \":\" space %s (\",\" space string \":\" space %s)* "
-                        ")? \"}\" space",
-                        val, val);
+    return 0;
+}
+
+/* An object without properties: any object, the empty object, or a map of
+ * string keys to values of the additionalProperties schema. */
+static int visit_map(gen *g, const json_t *props, const json_t *addl, const char *hint,
+                     const char **out) {
+    if ((!props && !addl) || json_is_true(addl)) return prim_result(g, "object", out);
+    sbuf b;
+    sbuf_init(&b);
+    if (json_is_false(addl) || !addl) {
+        sbuf_adds(&b, "\"{\" space \"}\" space");
+    } else { /* a map: string keys, values of the schema */
+        const char *val;
+        char h[96];
+        snprintf(h, sizeof h, "%.48s-value", hint);
+        int rc;
+        if ((rc = visit_child(g, addl, "additionalProperties", h, &val)) ||
+            (rc = prim_use(g, "string"))) {
+            sbuf_free(&b);
+            return rc;
         }
-        return body_result(g, &b, hint, out);
+        sbuf_printf(&b,
+                    "\"{\" space ( string \":\" space %s (\",\" space string \":\" space %s)* "
+                    ")? \"}\" space",
+                    val, val);
     }
-    if (addl && !json_is_false(addl))
-        return gfail(g, "keyword 'additionalProperties' is supported only as false when "
-                        "'properties' is given");
-    /* kv[i]: the rule for key i and its value; req_of[i]: whether required */
-    const char **kv = calloc(n, sizeof *kv);
-    bool *reqd = calloc(n, sizeof *reqd);
-    if (!kv || !reqd) {
-        free(kv);
-        free(reqd);
-        return goom(g);
-    }
+    return body_result(g, &b, hint, out);
+}
+
+/* kv[i]: the rule for property i's key and value; reqd[i]: whether it is
+ * required. */
+static int property_rules(gen *g, const json_t *props, const json_t *req, const char *hint,
+                          const char **kv, bool *reqd) {
     size_t old = path_push(g, "properties");
     const char *key;
-    json_t *sub;
-    i = 0;
+    json_t *sub, *r;
+    size_t i = 0;
+    int rc;
     json_object_foreach((json_t *)props, key, sub) {
         size_t k;
         json_array_foreach(req, k, r) reqd[i] |= !strcmp(json_string_value(r), key);
         char h[160];
         snprintf(h, sizeof h, "%.48s-%.48s", hint, key);
         const char *val;
-        if ((rc = visit_child(g, sub, key, h, &val))) goto done;
+        if ((rc = visit_child(g, sub, key, h, &val))) return rc;
         sbuf b;
         sbuf_init(&b);
         sbuf_json_str(&b, key, strlen(key));
@@ -806,35 +805,67 @@ static int visit_object(gen *g, const json_t *schema, const char *hint, const ch
         sbuf_printf(&t, " space \":\" space %s", val);
         sbuf_free(&b);
         snprintf(h, sizeof h, "%.48s-%.48s-kv", hint, key);
-        if ((rc = body_result(g, &t, h, &kv[i]))) goto done;
+        if ((rc = body_result(g, &t, h, &kv[i]))) return rc;
         i++;
     }
     path_pop(g, old);
-    /* Declared order; optional ones may be left out. rest_i: keys i.. after
-     * something was written (each preceded by ","); first_i: keys i.. when
-     * nothing was written yet. */
-    const char *rest = NULL, *first = NULL;
+    return 0;
+}
+
+/* The n properties in declared order; optional ones may be left out.
+ * rest_i: keys i.. after something was written (each preceded by ",");
+ * first_i: keys i.. when nothing was written yet. *first = first_0. */
+static int chain_properties(gen *g, const char **kv, const bool *reqd, size_t n, const char *hint,
+                            const char **first) {
+    const char *rest = NULL;
+    *first = NULL;
+    int rc;
     for (size_t j = n; j-- > 0;) {
         char h[120];
         sbuf b;
         sbuf_init(&b);
         /* first_j */
         sbuf_printf(&b, "%s%s%s", kv[j], rest ? " " : "", rest ? rest : "");
-        if (!reqd[j]) sbuf_printf(&b, " | %s", first ? first : "");
+        if (!reqd[j]) sbuf_printf(&b, " | %s", *first ? *first : "");
         snprintf(h, sizeof h, "%.48s-first-%zu", hint, j);
-        if ((rc = body_result(g, &b, h, &first))) goto done;
+        if ((rc = body_result(g, &b, h, first))) return rc;
         /* rest_j */
         sbuf_init(&b);
         sbuf_printf(&b, "%s\",\" space %s%s %s", reqd[j] ? "" : "(", kv[j], reqd[j] ? "" : ")?",
                     rest ? rest : "");
         snprintf(h, sizeof h, "%.48s-rest-%zu", hint, j);
-        if ((rc = body_result(g, &b, h, &rest))) goto done;
+        if ((rc = body_result(g, &b, h, &rest))) return rc;
     }
-    sbuf b;
-    sbuf_init(&b);
-    sbuf_printf(&b, "\"{\" space %s \"}\" space", first);
-    rc = body_result(g, &b, hint, out);
-done:
+    return 0;
+}
+
+static int visit_object(gen *g, const json_t *schema, const char *hint, const char **out) {
+    const json_t *props = json_object_get(schema, "properties");
+    const json_t *req = json_object_get(schema, "required");
+    const json_t *addl = json_object_get(schema, "additionalProperties");
+    int rc = check_object_keywords(g, props, req, addl);
+    if (rc) return rc;
+    size_t n = props ? json_object_size(props) : 0;
+    if ((rc = prim_use(g, "space"))) return rc;
+    if (!n) return visit_map(g, props, addl, hint, out);
+    if (addl && !json_is_false(addl))
+        return gfail(g, "keyword 'additionalProperties' is supported only as false when "
+                        "'properties' is given");
+    const char **kv = calloc(n, sizeof *kv);
+    bool *reqd = calloc(n, sizeof *reqd);
+    if (!kv || !reqd) {
+        free(kv);
+        free(reqd);
+        return goom(g);
+    }
+    const char *first;
+    if (!(rc = property_rules(g, props, req, hint, kv, reqd)) &&
+        !(rc = chain_properties(g, kv, reqd, n, hint, &first))) {
+        sbuf b;
+        sbuf_init(&b);
+        sbuf_printf(&b, "\"{\" space %s \"}\" space", first);
+        rc = body_result(g, &b, hint, out);
+    }
     free(kv);
     free(reqd);
     return rc;
