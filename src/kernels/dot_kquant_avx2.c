@@ -9,7 +9,9 @@
  * exactly in int32 lanes, reduced across lanes into lane j of one vector
  * for activation row j, and folded into float with one 4-lane FMA per term:
  * lane by lane the scalar tier's float operations, so the bits match it
- * whatever MX is. Not here: other K-quant types, threading (matmul.c). */
+ * whatever MX is. Q4_K repacked into 8-row groups (block_q4_Kx8) runs its
+ * own tiles, at the end of the file: 8 weight rows per vector, as the Q4_0
+ * groups of dot_avx2.c. Not here: other K-quant types, threading (matmul.c). */
 #include "kernels/kernel_impl.h"
 
 #if KERNEL_HAVE_AVX2
