@@ -479,14 +479,17 @@ ALWAYS_INLINE void q4_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
             _mm256_storeu_ps(out + (size_t)j * ld_out + 8 * g, acc[g][j]);
 }
 
-/* Groups per tile: beside 4 activation rows, 2 on AVX-512VL (32 ymm
- * registers), 1 with 16; one activation row (decode) takes 4 or 2. */
+/* Groups per tile: 2 on AVX-512VL (32 ymm registers), 1 with 16, for any
+ * count of activation rows. With 16 registers two groups of one row spill
+ * (a group holds its superblock's 4 scale vectors): bench_kernels put one
+ * group at 1.2-1.45x two there; 4 groups beside 1 row were no faster than 2
+ * with 32. */
 #if defined(__AVX512VL__)
 #define K8_MG   2
-#define K8_MG_1 4
+#define K8_MG_1 2
 #else
 #define K8_MG   1
-#define K8_MG_1 2
+#define K8_MG_1 1
 #endif
 
 void kernel_rows_q4_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
@@ -520,27 +523,16 @@ void kernel_rows_q4_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t 
             K8_TILE(1, 3);
         break;
     case 2:
-        for (; g + 2 <= n_groups; g += 2)
-            K8_TILE(2, 2);
+        for (; g + K8_MG <= n_groups; g += K8_MG)
+            K8_TILE(K8_MG, 2);
         for (; g < n_groups; g++)
             K8_TILE(1, 2);
         break;
     default:
         for (; g + K8_MG_1 <= n_groups; g += K8_MG_1)
             K8_TILE(K8_MG_1, 1);
-        switch (n_groups - g) {
-        case 3:
-            K8_TILE(3, 1);
-            break;
-        case 2:
-            K8_TILE(2, 1);
-            break;
-        case 1:
+        for (; g < n_groups; g++)
             K8_TILE(1, 1);
-            break;
-        default:
-            break;
-        }
         break;
     }
 #undef K8_TILE
