@@ -87,3 +87,44 @@ Test(model_memory, repacked_matrices_file_pages_are_given_back_and_tokens_do_not
     env_close(&plain);
     unlink(path);
 }
+
+/* A Q4_K_M model: its Q4_K matrices are repacked into 8-row groups (Q6_K
+ * ones stay in file layout), their pages given back, and greedy tokens
+ * equal those of the same file loaded without repacking. */
+Test(model_memory, q4_K_m_model_repacks_its_q4_K_matrices_and_tokens_do_not_change) {
+    char path[] = "/tmp/tps-test-mem-XXXXXX";
+    const model_preset pre = {"memk", "test", 256, 2, 4, 4, 512, 512, 256, 10000.0f};
+    env packed;
+    env_open_made(&packed, path, &pre, MODEL_MAKE_Q4_K_M, 4);
+    const llama_weights *w = &packed.m->w;
+    cr_assert_not_null(w->packed, "Q4_K matrices are repacked");
+    size_t n_q4k = 0;
+    for (uint32_t l = 0; l < pre.n_layers; l++) {
+        const llama_layer *L = &w->layers[l];
+        const llama_mat *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t k = 0; k < 7; k++) {
+            if (lm[k]->type == GGML_TYPE_Q4_K) {
+                n_q4k++;
+                cr_expect_not_null(lm[k]->packed, "layer %u matrix %zu: Q4_K not repacked", l, k);
+            } else {
+                cr_expect_null(lm[k]->packed, "layer %u matrix %zu: type %u repacked", l, k,
+                               lm[k]->type);
+            }
+        }
+    }
+    cr_assert_gt(n_q4k, 0, "the mix has Q4_K matrices");
+    cr_expect_gt(w->released_bytes, 0, "the Q4_K matrices' file pages are given back");
+
+    env plain = {0};
+    llama_load_opts lo = {.no_repack = true};
+    tps_err err = {0};
+    cr_assert_eq(llama_model_load_opts(&plain.m, path, &lo, &err), 0, "%s", err.msg);
+    cr_assert_eq(tokenizer_load(&plain.tok, plain.m->file, &err), 0, "%s", err.msg);
+    int32_t a[16], b[16];
+    greedy(&packed, a, 16);
+    greedy(&plain, b, 16);
+    cr_expect_eq(memcmp(a, b, sizeof a), 0, "repacked and file-layout Q4_K give other tokens");
+    env_close(&packed);
+    env_close(&plain);
+    unlink(path);
+}

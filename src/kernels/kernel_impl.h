@@ -84,10 +84,11 @@ _Static_assert(sizeof(block_q4_0x8) == 8 * sizeof(block_q4_0), "block_q4_0x8 siz
 void kernel_pack_group(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
                        size_t m, size_t nb, int is_q4);
 
-/* The rows kernels of the packed types, per tier ([0] Q8_0_R8, [1] Q4_0_R8):
- * same signature as kernel_rows_fn with W the packed matrix, w_row_bytes
- * the plain row size and o0, o1 multiples of 8. */
-extern const kernel_rows_fn kernel_packed_scalar[2];
+/* The rows kernels of the packed types, per tier ([0] Q8_0_R8, [1] Q4_0_R8,
+ * [2] Q4_K_R8, act in Q8_K): same signature as kernel_rows_fn with W the
+ * packed matrix, w_row_bytes the plain row size and o0, o1 multiples of 8. */
+#define KERNEL_N_PACKED 3
+extern const kernel_rows_fn kernel_packed_scalar[KERNEL_N_PACKED];
 
 /* ---- K-quants: Q4_K / Q6_K weights x Q8_K activations --------------------
  *
@@ -133,6 +134,28 @@ static inline void kernel_q4_K_scales(const uint8_t *restrict q, uint8_t sc[8], 
     memcpy(m, s + 2, 8);
 }
 
+/* 8 Q4_K rows i = 0..7 of one superblock, interleaved as block_q4_0x8 is:
+ * a 32-byte load of qs holds 4 consecutive quant bytes of each row in
+ * int32 lane i, so one dpbusd serves 8 rows (8 sub-block sums at once).
+ *   qs[(8k + c)*32 + i*4 + e] = row i's qs[32k + 4c + e]   k < 4, c < 8, e < 4
+ * (low nibble: element 64k + 4c + e, of sub-block 2k; high: +32, of 2k+1).
+ *   scales[32w + 4i + t] = row i's scales[4w + t]            w < 3, t < 4
+ * so the 32-bit words w of the 8 rows' packed 6-bit scales load as one
+ * vector each and kernel_q4_K_scales' word arithmetic runs lane by lane.
+ * Exactly the bytes of 8 block_q4_K: repacked weights replace the plain. */
+typedef struct block_q4_Kx8 {
+    uint16_t d[8];
+    uint16_t dmin[8];
+    uint8_t scales[8 * K_SCALE_SIZE];
+    uint8_t qs[8 * QK_K / 2];
+} block_q4_Kx8;
+_Static_assert(sizeof(block_q4_Kx8) == 8 * sizeof(block_q4_K), "block_q4_Kx8 size");
+
+/* Packs 8 rows of W (row stride w_row_bytes, nb superblocks) into one
+ * group of nb block_q4_Kx8 at dst. */
+void kernel_pack_group_q4_K(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
+                            size_t nb);
+
 /* The K-quant rows kernels (kernel_rows_fn; act in Q8_K; tmp unused). */
 void kernel_rows_q4_K_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
@@ -153,7 +176,11 @@ extern const kernel_type_impl kernel_impl_scalar[GGML_TYPE_COUNT_MAX];
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define KERNEL_HAVE_AVX2 1
 extern const kernel_type_impl kernel_impl_avx2[GGML_TYPE_COUNT_MAX];
-extern const kernel_rows_fn kernel_packed_avx2[2];
+extern const kernel_rows_fn kernel_packed_avx2[KERNEL_N_PACKED];
+void kernel_rows_q4_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
+                              float *restrict tmp);
 void quantize_row_q8_0_avx2(block_q8_0 *restrict y, const float *restrict x, size_t n);
 void quantize_row_q8_K_avx2(block_q8_K *restrict y, const float *restrict x, size_t n);
 void kernel_rows_q4_K_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,

@@ -163,6 +163,10 @@ tps_pool *kernel_ctx_pool(kernel_ctx *ctx) {
 
 /* ---- the call -------------------------------------------------------- */
 
+static int is_packed(uint32_t wtype) {
+    return wtype >= KERNEL_TYPE_Q8_0_R8 && wtype < KERNEL_TYPE_Q8_0_R8 + KERNEL_N_PACKED;
+}
+
 /* What runs one weight type on the context's tier. */
 typedef struct kernel_pick {
     kernel_rows_fn rows;
@@ -183,12 +187,14 @@ static int pick(kernel_pick *p, const kernel_ctx *ctx, uint32_t wtype, size_t n_
         p->use_avx2 = 1;
     }
 #endif
-    if (wtype == KERNEL_TYPE_Q8_0_R8 || wtype == KERNEL_TYPE_Q4_0_R8) {
+    if (is_packed(wtype)) {
         if (ctx->tier == KERNEL_TIER_REF) return TPS_EUNSUP;
-        const int q4 = wtype == KERNEL_TYPE_Q4_0_R8;
-        p->rows = packed[q4];
-        p->act_type = GGML_TYPE_Q8_0;
-        p->w_row_bytes = kernel_row_bytes(q4 ? GGML_TYPE_Q4_0 : GGML_TYPE_Q8_0, n_in);
+        static const uint32_t plain[KERNEL_N_PACKED] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
+                                                        GGML_TYPE_Q4_K};
+        const size_t k = wtype - KERNEL_TYPE_Q8_0_R8;
+        p->rows = packed[k];
+        p->act_type = plain[k] == GGML_TYPE_Q4_K ? GGML_TYPE_Q8_K : GGML_TYPE_Q8_0;
+        p->w_row_bytes = kernel_row_bytes(plain[k], n_in);
         return p->w_row_bytes ? 0 : TPS_EINVAL;
     }
     if (!kernel_type_supported(wtype) || !table[wtype].rows) return TPS_EUNSUP;
@@ -196,10 +202,6 @@ static int pick(kernel_pick *p, const kernel_ctx *ctx, uint32_t wtype, size_t n_
     p->act_type = table[wtype].act_type;
     p->w_row_bytes = kernel_row_bytes(wtype, n_in);
     return p->w_row_bytes ? 0 : TPS_EINVAL;
-}
-
-static int is_packed(uint32_t wtype) {
-    return wtype == KERNEL_TYPE_Q8_0_R8 || wtype == KERNEL_TYPE_Q4_0_R8;
 }
 
 typedef struct matmul_job {

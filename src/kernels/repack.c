@@ -1,5 +1,6 @@
-/* Interleaved 8-row weight groups (kernel_impl.h has the layout): the
- * packer, the scalar tier of the packed types, and the public repack call.
+/* Interleaved 8-row weight groups (kernel_impl.h has the layouts: Q8_0,
+ * Q4_0, Q4_K): the packers, the scalar tier of the packed types, and the
+ * public repack call.
  *
  * Why repack at all: the AVX2 tier computes 8 weight rows per dpbusd when
  * the rows arrive interleaved. Packing on the fly (what the plain types do,
@@ -36,6 +37,23 @@ void kernel_pack_group(uint8_t *restrict dst, const uint8_t *restrict W, size_t 
                         g->qs[c * 32 + i * 4 + e] =
                             src ? (uint8_t)((uint8_t)src->qs[4 * c + e] ^ 0x80) : 0x80;
             }
+        }
+    }
+}
+
+void kernel_pack_group_q4_K(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
+                            size_t nb) {
+    for (size_t b = 0; b < nb; b++) {
+        block_q4_Kx8 *g = (block_q4_Kx8 *)dst + b;
+        for (size_t i = 0; i < 8; i++) {
+            const block_q4_K *src = (const block_q4_K *)(W + i * w_row_bytes) + b;
+            g->d[i] = src->d;
+            g->dmin[i] = src->dmin;
+            for (size_t w = 0; w < 3; w++)
+                memcpy(g->scales + 32 * w + 4 * i, src->scales + 4 * w, 4);
+            for (size_t k = 0; k < 4; k++)
+                for (size_t c = 0; c < 8; c++)
+                    memcpy(g->qs + (8 * k + c) * 32 + 4 * i, src->qs + 32 * k + 4 * c, 4);
         }
     }
 }
@@ -86,7 +104,50 @@ static float dot_packed(const uint8_t *restrict G, size_t lane, const block_q8_0
 PACKED_ROWS_FN(rows_q8_0_r8, 0)
 PACKED_ROWS_FN(rows_q4_0_r8, 1)
 
-const kernel_rows_fn kernel_packed_scalar[2] = {rows_q8_0_r8, rows_q4_0_r8};
+/* Row `lane` of a Q4_K group (nb block_q4_Kx8) . x: kernel_impl.h's Q4_K
+ * formula, as dot_kquant_scalar.c writes it for a plain row. */
+static float dot_q4_K_packed(const block_q4_Kx8 *restrict g, size_t lane,
+                             const block_q8_K *restrict x, size_t nb) {
+    float sumf = 0.0f;
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t packed[K_SCALE_SIZE], sc[8], m[8];
+        for (size_t w = 0; w < 3; w++)
+            memcpy(packed + 4 * w, g[b].scales + 32 * w + 4 * lane, 4);
+        kernel_q4_K_scales(packed, sc, m);
+        int32_t isum = 0, imin = 0;
+        for (int j = 0; j < 8; j++) {
+            const int k = j / 2, shift = 4 * (j % 2);
+            const int8_t *a = x[b].qs + 32 * j;
+            int32_t s = 0;
+            for (int l = 0; l < 32; l++) {
+                const uint8_t q = g[b].qs[(8 * k + l / 4) * 32 + 4 * lane + l % 4];
+                s += ((q >> shift) & 15) * a[l];
+            }
+            isum += sc[j] * s;
+            imin += m[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+        }
+        const float dx = x[b].d;
+        sumf = fmaf((float)isum, fp16_to_fp32(g[b].d[lane]) * dx, sumf);
+        sumf = fmaf((float)imin, -fp16_to_fp32(g[b].dmin[lane]) * dx, sumf);
+    }
+    return sumf;
+}
+
+static void rows_q4_K_r8(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                         size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                         size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
+    (void)tmp;
+    const size_t nb = n_in / QK_K;
+    for (size_t r = 0; r < n_rows_x; r++) {
+        const block_q8_K *a = (const block_q8_K *)(act + r * act_row_bytes);
+        for (size_t o = o0; o < o1; o++)
+            out[r * ld_out + o] = dot_q4_K_packed(
+                (const block_q4_Kx8 *)(W + (o / 8 * 8) * w_row_bytes), o % 8, a, nb);
+    }
+}
+
+const kernel_rows_fn kernel_packed_scalar[KERNEL_N_PACKED] = {rows_q8_0_r8, rows_q4_0_r8,
+                                                              rows_q4_K_r8};
 
 /* ---- public -------------------------------------------------------------- */
 
@@ -96,6 +157,8 @@ uint32_t kernel_packed_type(uint32_t wtype) {
         return KERNEL_TYPE_Q8_0_R8;
     case GGML_TYPE_Q4_0:
         return KERNEL_TYPE_Q4_0_R8;
+    case GGML_TYPE_Q4_K:
+        return KERNEL_TYPE_Q4_K_R8;
     default:
         return 0;
     }
@@ -106,6 +169,12 @@ int kernel_repack(void *restrict dst, const void *restrict W, uint32_t wtype, si
     if (!kernel_packed_type(wtype)) return TPS_EUNSUP;
     const size_t row_bytes = kernel_row_bytes(wtype, n_in);
     if (row_bytes == 0 || n_out % 8) return TPS_EINVAL;
+    if (wtype == GGML_TYPE_Q4_K) {
+        for (size_t o = 0; o < n_out; o += 8)
+            kernel_pack_group_q4_K((uint8_t *)dst + o * row_bytes,
+                                   (const uint8_t *)W + o * row_bytes, row_bytes, n_in / QK_K);
+        return 0;
+    }
     const size_t nb = n_in / QK8_0;
     const int is_q4 = wtype == GGML_TYPE_Q4_0;
     for (size_t o = 0; o < n_out; o += 8)

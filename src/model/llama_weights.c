@@ -241,7 +241,7 @@ static size_t all_mats(llama_weights *w, const llama_config *cfg, llama_mat **ms
 }
 
 static int repackable(const llama_mat *m) {
-    return kernel_packed_type(m->type) && m->rows % 8 == 0 && m->cols % 32 == 0;
+    return kernel_packed_type(m->type) && m->rows % 8 == 0 && kernel_row_bytes(m->type, m->cols);
 }
 
 int llama_weights_repack(llama_weights *w, const llama_config *cfg, tps_err *err) {
