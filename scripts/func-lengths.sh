@@ -34,8 +34,9 @@ if [ "${1:-}" != "--check" ]; then
 fi
 
 allow=scripts/long-functions.txt
-found=$(lengths 80 src | grep -v ' src/kernels/' | awk '{print $2, $3}' | sort)
-known=$(grep -v '^#' "$allow" | awk 'NF {print $1, $2}' | sort)
+# grep selecting nothing (no long function left, an empty list) is no error
+found=$(lengths 80 src | { grep -v ' src/kernels/' || true; } | awk '{print $2, $3}' | sort)
+known=$({ grep -v '^#' "$allow" || true; } | awk 'NF {print $1, $2}' | sort)
 new=$(comm -23 <(echo "$found") <(echo "$known") | sed '/^$/d')
 gone=$(comm -13 <(echo "$found") <(echo "$known") | sed '/^$/d')
 rc=0

@@ -483,10 +483,10 @@ static void finish_json_body(conn *c, bench_record *rec) {
     bench_oai_release(&ch);
 }
 
-/* Settles the request on conn c: its error kind, end time and token count. */
-static void finish(run_state *r, conn *c, CURLcode cc, bench_errkind forced, uint64_t now) {
-    bench_record *rec = &r->recs[c->rec];
-    curl_multi_remove_handle(r->multi, c->easy);
+/* The request's error kind: the first of a forced end (timeout, stall), a
+ * parse error, the transfer's, the HTTP status's, the JSON body's, a stream
+ * without [DONE]; c->msg says what happened. */
+static bench_errkind settle_error(conn *c, bench_record *rec, CURLcode cc, bench_errkind forced) {
     if (!c->checked) {
         long status = 0;
         curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -515,16 +515,16 @@ static void finish(run_state *r, conn *c, CURLcode cc, bench_errkind forced, uin
         snprintf(c->msg, sizeof c->msg, "the stream ended without [DONE]%s",
                  sse_parser_pending(&c->sse) ? " (in the middle of an event)" : "");
     }
-    rec->err = k;
-    if (k != BENCH_OK) rec->err_msg = strdup(c->msg[0] ? c->msg : bench_err_name(k));
-    uint64_t end = c->t_last_byte ? c->t_last_byte : now;
-    timeline_finish(&rec->tl, end, k == BENCH_OK);
+    return k;
+}
 
+/* The request's output and prompt token counts, from the best source it has. */
+static void count_tokens(run_state *r, conn *c, bench_record *rec, bool ok) {
     /* One token per event, empty-text ones included, when usage says
      * exactly that: llama.cpp's server streams a token whose bytes are not
      * yet UTF-8 as an event with empty text, and those arrivals are its ITL. */
     tps_err e;
-    if (rec->has_usage && k == BENCH_OK && !c->saw_ids && c->n_held &&
+    if (rec->has_usage && ok && !c->saw_ids && c->n_held &&
         rec->usage_completion == rec->stream_tokens + c->n_held &&
         timeline_insert_tokens(&rec->tl, c->held, c->n_held, &e) == TPS_OK) {
         rec->stream_tokens += c->n_held;
@@ -532,13 +532,13 @@ static void finish(run_state *r, conn *c, CURLcode cc, bench_errkind forced, uin
         r->out_tokens += c->n_held;
     }
     /* the count: usage > ids in the stream > re-tokenized text > events */
-    if (rec->has_usage && k == BENCH_OK) {
+    if (rec->has_usage && ok) {
         timeline_set_output_tokens(&rec->tl, rec->usage_completion, TL_COUNT_USAGE, &e);
     } else if (c->saw_ids) {
         timeline_set_count_source(&rec->tl, TL_COUNT_STREAM_IDS);
     } else {
         int64_t n = c->text_len ? workload_count_tokens(r->wl, c->text, c->text_len) : -1;
-        if (n >= 0 && k == BENCH_OK)
+        if (n >= 0 && ok)
             timeline_set_output_tokens(&rec->tl, (uint64_t)n, TL_COUNT_RETOKENIZED, &e);
         else
             timeline_set_count_source(&rec->tl, TL_COUNT_EVENTS);
@@ -548,6 +548,26 @@ static void finish(run_state *r, conn *c, CURLcode cc, bench_errkind forced, uin
                           ? (uint64_t)rec->timings.prompt_tokens
                           : rec->input_client;
     timeline_set_prompt_tokens(&rec->tl, prompt);
+}
+
+/* The loop's counters, for the progress line another thread prints. */
+static void publish_progress(run_state *r) {
+    atomic_store_explicit(&r->prog->completed, r->completed, memory_order_relaxed);
+    atomic_store_explicit(&r->prog->failed, r->failed, memory_order_relaxed);
+    atomic_store_explicit(&r->prog->out_tokens, r->out_tokens, memory_order_relaxed);
+    atomic_store_explicit(&r->prog->in_flight, r->n_conns - r->n_free, memory_order_relaxed);
+}
+
+/* Settles the request on conn c: its error kind, end time and token count. */
+static void finish(run_state *r, conn *c, CURLcode cc, bench_errkind forced, uint64_t now) {
+    bench_record *rec = &r->recs[c->rec];
+    curl_multi_remove_handle(r->multi, c->easy);
+    const bench_errkind k = settle_error(c, rec, cc, forced);
+    rec->err = k;
+    if (k != BENCH_OK) rec->err_msg = strdup(c->msg[0] ? c->msg : bench_err_name(k));
+    uint64_t end = c->t_last_byte ? c->t_last_byte : now;
+    timeline_finish(&rec->tl, end, k == BENCH_OK);
+    count_tokens(r, c, rec, k == BENCH_OK);
     if (r->multi_turn) {
         const workload_item *it = &r->wl->items[rec->item];
         uint64_t turn_tokens = it->input_tokens ? it->input_tokens + rec->tl.output_tokens : 0;
@@ -563,10 +583,7 @@ static void finish(run_state *r, conn *c, CURLcode cc, bench_errkind forced, uin
                 bench_err_name(k), rec->err_msg);
     c->busy = false;
     r->free_list[r->n_free++] = (size_t)(c - r->conns);
-    atomic_store_explicit(&r->prog->completed, r->completed, memory_order_relaxed);
-    atomic_store_explicit(&r->prog->failed, r->failed, memory_order_relaxed);
-    atomic_store_explicit(&r->prog->out_tokens, r->out_tokens, memory_order_relaxed);
-    atomic_store_explicit(&r->prog->in_flight, r->n_conns - r->n_free, memory_order_relaxed);
+    publish_progress(r);
 }
 
 /* Requests over --timeout or silent for --idle-timeout. */
@@ -909,9 +926,7 @@ int bench_loop_run(bench_loop *lp, tps_err *e) {
         if (now - last_check >= 10 * TPS_NS_PER_MS) {
             check_timeouts(r, now);
             last_check = now;
-            atomic_store_explicit(&r->prog->out_tokens, r->out_tokens, memory_order_relaxed);
-            atomic_store_explicit(&r->prog->in_flight, r->n_conns - r->n_free,
-                                  memory_order_relaxed);
+            publish_progress(r);
         }
         if (!s.sending && r->n_free == r->n_conns) break;
         if (s.dur && now - t0 >= s.dur + tmo) { /* safety net: the run ends on time */

@@ -154,6 +154,79 @@ static void wait_loops(pool *p, const loop_slot *sl, uint32_t n, const bench_con
     if (cfg->progress) draw_progress(sl, n, cfg, planned, tps_now_ns(), t0, true);
 }
 
+/* Each loop on its share of the --concurrency connections. */
+static int new_loops(loop_slot *sl, uint32_t n, pool *p, bench_shared *sh, tps_err *e) {
+    const uint32_t conc = sh->cfg->concurrency;
+    int rc = TPS_OK;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        sl[i].pool = p;
+        uint32_t conns = conc / n + (i < conc % n);
+        rc = bench_loop_new(&sl[i].loop, sh, i, conns, &sl[i].prog, e);
+    }
+    return rc;
+}
+
+/* One thread per loop; *started of them began. On a failure the others are
+ * told to stop (they still have to be waited for). */
+static int start_loops(loop_slot *sl, uint32_t n, bench_shared *sh, uint32_t *started, tps_err *e) {
+    *started = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (pthread_create(&sl[i].th, NULL, loop_main, &sl[i]) != 0) {
+            atomic_store(&sh->stop, true);
+            return tps_fail(e, TPS_EIO, "cannot start event loop thread %u of %u", i + 1, n);
+        }
+        sl[i].started = true;
+        (*started)++;
+    }
+    return TPS_OK;
+}
+
+/* Joins the started loops; rc, or else the first loop's error. */
+static int join_loops(loop_slot *sl, uint32_t n, int rc, tps_err *e) {
+    for (uint32_t i = 0; i < n; i++) {
+        if (!sl[i].started) continue;
+        pthread_join(sl[i].th, NULL);
+        if (sl[i].rc && !rc) {
+            rc = sl[i].rc;
+            *e = sl[i].err;
+        }
+    }
+    return rc;
+}
+
+/* The total the progress bar counts towards: the run's planned requests, or
+ * a multi-turn run's turns (0: none known, the duration alone). */
+static uint64_t progress_total(const bench_config *cfg, const workload *wl, uint64_t planned) {
+    if (!wl->turns) return planned;
+    planned = 0;
+    for (size_t i = 0; i < wl->conversations; i++)
+        planned += workload_conv_turns(wl, i);
+    if (cfg->requests && cfg->requests < planned) planned = cfg->requests;
+    return planned;
+}
+
+/* The loops' records into out, with the worst loop's run-queue wait. */
+static int collect_loops(bench_run_out *out, loop_slot *sl, bench_run_out *parts, uint32_t n,
+                         tps_err *e) {
+    for (uint32_t i = 0; i < n; i++)
+        bench_loop_take(sl[i].loop, &parts[i]);
+    int rc = bench_run_merge(out, parts, n, e);
+    if (rc) return rc;
+    out->has_runq = true;
+    for (uint32_t i = 0; i < n; i++) {
+        out->has_runq &= sl[i].has_runq;
+        if (sl[i].runq_s > out->client_runq_s) out->client_runq_s = sl[i].runq_s;
+    }
+    return TPS_OK;
+}
+
+/* Wall-clock time: a label only (durations use the monotonic clock). */
+static int64_t wall_now_ns(void) {
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    return (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
+}
+
 /* ---- the run -------------------------------------------------------------------------------- */
 
 int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, tps_err *e) {
@@ -165,13 +238,8 @@ int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, t
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return tps_fail(e, TPS_EIO, "curl_global_init failed");
 
-    struct timespec wall;
-    clock_gettime(CLOCK_REALTIME, &wall);
-    bench_shared sh = {.cfg = cfg,
-                       .wl = wl,
-                       .n_loops = n,
-                       .planned = cfg->requests,
-                       .t0_unix_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec};
+    bench_shared sh = {
+        .cfg = cfg, .wl = wl, .n_loops = n, .planned = cfg->requests, .t0_unix_ns = wall_now_ns()};
     /* a trace sends each item once, at its time: it bounds the run itself */
     if (wl->timed && (!sh.planned || sh.planned > wl->n)) sh.planned = wl->n;
     atomic_init(&sh.next_seq, 0);
@@ -185,56 +253,17 @@ int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, t
         rc = tps_fail(e, TPS_ENOMEM, "out of memory");
         goto done;
     }
-    for (uint32_t i = 0; i < n && !rc; i++) {
-        sl[i].pool = &p;
-        uint32_t conns = cfg->concurrency / n + (i < cfg->concurrency % n);
-        rc = bench_loop_new(&sl[i].loop, &sh, i, conns, &sl[i].prog, e);
-    }
-    if (rc) goto done;
+    if ((rc = new_loops(sl, n, &p, &sh, e))) goto done;
 
     sh.t0 = tps_now_ns(); /* after every loop's set-up: start-up is not the run */
     /* the wall-clock label read beside the origin, not before set-up (which
      * can take milliseconds): a capture or a server log is matched through it */
-    clock_gettime(CLOCK_REALTIME, &wall);
-    sh.t0_unix_ns = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
-    uint32_t started = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (pthread_create(&sl[i].th, NULL, loop_main, &sl[i]) != 0) {
-            atomic_store(&sh.stop, true);
-            rc = tps_fail(e, TPS_EIO, "cannot start event loop thread %u of %u", i + 1, n);
-            break;
-        }
-        sl[i].started = true;
-        started++;
-    }
-    /* progress: a planned total when the run has one (multi-turn: its turns) */
-    uint64_t planned = sh.planned;
-    if (wl->turns) {
-        planned = 0;
-        for (size_t i = 0; i < wl->conversations; i++)
-            planned += workload_conv_turns(wl, i);
-        if (cfg->requests && cfg->requests < planned) planned = cfg->requests;
-    }
-    wait_loops(&p, sl, started, cfg, planned, sh.t0);
-    for (uint32_t i = 0; i < n; i++) {
-        if (!sl[i].started) continue;
-        pthread_join(sl[i].th, NULL);
-        if (sl[i].rc && !rc) {
-            rc = sl[i].rc;
-            *e = sl[i].err;
-        }
-    }
-    if (rc) goto done;
-    for (uint32_t i = 0; i < n; i++)
-        bench_loop_take(sl[i].loop, &parts[i]);
-    rc = bench_run_merge(out, parts, n, e);
-    if (!rc) {
-        out->has_runq = true;
-        for (uint32_t i = 0; i < n; i++) {
-            out->has_runq &= sl[i].has_runq;
-            if (sl[i].runq_s > out->client_runq_s) out->client_runq_s = sl[i].runq_s;
-        }
-    }
+    sh.t0_unix_ns = wall_now_ns();
+    uint32_t started;
+    rc = start_loops(sl, n, &sh, &started, e);
+    wait_loops(&p, sl, started, cfg, progress_total(cfg, wl, sh.planned), sh.t0);
+    if ((rc = join_loops(sl, n, rc, e))) goto done;
+    rc = collect_loops(out, sl, parts, n, e);
 
 done:
     for (uint32_t i = 0; sl && i < n; i++)

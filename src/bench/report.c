@@ -101,8 +101,14 @@ static void hist_row(FILE *f, const char *name, const hist *h, double scale) {
                 "", (unsigned long long)hist_underflow(h), (unsigned long long)hist_overflow(h));
 }
 
-void report_print(FILE *f, const bench_result *r) {
-    const bool slo = r->slo.ttft_ns || r->slo.tpot_ns || r->slo.e2e_ns;
+/* The heading of a table of hist_row lines. */
+static void hist_header(FILE *f, const char *title) {
+    fprintf(f, "%-34s %9s %9s %9s %9s %9s %9s %9s %7s\n", title, "mean", "p50", "p90", "p95", "p99",
+            "p99.9", "max", "n");
+}
+
+/* What was run: the server, the load and the workload. */
+static void run_rows(FILE *f, const bench_result *r) {
     const double rate = cfg_num(r, "rate");
     fprintf(f, "tps bench  %s  model %s\n", cfg_str(r, "url", "?"), cfg_str(r, "model", "(none)"));
     if (rate > 0)
@@ -116,7 +122,10 @@ void report_print(FILE *f, const bench_result *r) {
             cfg_str(r, "input_source", "?"));
     workload_rows(f, r);
     if (r->runs > 1) fprintf(f, "  merged from %u runs\n", r->runs);
+}
 
+/* How the requests ended, and how their tokens were counted. */
+static void requests_rows(FILE *f, const bench_result *r) {
     fprintf(f,
             "\nrequests  %llu sent, %llu completed, %llu failed (error rate %.2f%%), %llu "
             "cancelled at the end\n",
@@ -140,7 +149,9 @@ void report_print(FILE *f, const bench_result *r) {
                 "all)\n",
                 (unsigned long long)r->mismatch_requests, (long long)r->mismatch_tokens);
     cached_row(f, "cached input (prefix cache)", &r->cached);
+}
 
+static void throughput_rows(FILE *f, const bench_result *r, bool slo) {
     fprintf(f, "\nthroughput (per second over the named window; times from the run's start)\n");
     fprintf(f, "  %-16s %-17s %8s %10s %10s %10s %8s%s\n", "window", "span", "seconds",
             "output t/s", "input t/s", "total t/s", "req/s", slo ? "  goodput req/s (good)" : "");
@@ -151,12 +162,15 @@ void report_print(FILE *f, const bench_result *r) {
         fprintf(f, "  peak %.3g s bin of run: %.1f output tok/s (bin %zu, %.1f-%.1f s)\n", r->bin_s,
                 r->peak_tps, r->peak_bin, r->peak_bin * r->bin_s + r->run.tps.w.t0 / 1e9,
                 (r->peak_bin + 1) * r->bin_s + r->run.tps.w.t0 / 1e9);
+}
 
+/* The latency and token-count distributions, the server's timings among them. */
+static void distribution_rows(FILE *f, const bench_result *r) {
     if (r->warmup_excluded)
         fprintf(f, "\n%llu requests sent during --warmup are in no distribution below",
                 (unsigned long long)r->warmup_excluded);
-    fprintf(f, "\n%-34s %9s %9s %9s %9s %9s %9s %9s %7s\n", "latency (ms, completed requests)",
-            "mean", "p50", "p90", "p95", "p99", "p99.9", "max", "n");
+    fprintf(f, "\n");
+    hist_header(f, "latency (ms, completed requests)");
     hist_row(f, "TTFT from scheduled start", r->h[RH_TTFT], 1e6);
     hist_row(f, "TTFT from actual send", r->h[RH_TTFT_SENT], 1e6);
     hist_row(f, "ITL (gap per token)", r->h[RH_ITL], 1e6);
@@ -172,11 +186,13 @@ void report_print(FILE *f, const bench_result *r) {
         hist_row(f, "server decode", r->h[RH_SRV_DECODE], 1e6);
         hist_row(f, "server TTFT", r->h[RH_SRV_TTFT], 1e6);
     }
-    fprintf(f, "%-34s %9s %9s %9s %9s %9s %9s %9s %7s\n", "tokens per completed request", "mean",
-            "p50", "p90", "p95", "p99", "p99.9", "max", "n");
+    hist_header(f, "tokens per completed request");
     hist_row(f, "output tokens", r->h[RH_OUTPUT_TOKENS], 1);
     hist_row(f, "input tokens", r->h[RH_INPUT_TOKENS], 1);
-    turns_rows(f, &r->turns);
+}
+
+/* How the stream carried its tokens, and what the client spent measuring. */
+static void stream_notes(FILE *f, const bench_result *r) {
     if (r->multi_token_events)
         fprintf(f,
                 "note: %llu of %llu token events carried more than one token; their extra "
@@ -195,6 +211,16 @@ void report_print(FILE *f, const bench_result *r) {
                 1e6 * r->client_cpu_s / (double)r->output_tokens,
                 r->events ? 1e6 * r->client_cpu_s / (double)r->events : 0.0,
                 (unsigned long long)r->events, (unsigned long long)r->bytes);
+}
+
+void report_print(FILE *f, const bench_result *r) {
+    const bool slo = r->slo.ttft_ns || r->slo.tpot_ns || r->slo.e2e_ns;
+    run_rows(f, r);
+    requests_rows(f, r);
+    throughput_rows(f, r, slo);
+    distribution_rows(f, r);
+    turns_rows(f, &r->turns);
+    stream_notes(f, r);
     scrape_print(f, r->server_metrics, r->series_out, r->nbins, r->bin_s, r->run.tps.w.t0 / 1e9);
     verdict v;
     verdict_judge(&v, r);

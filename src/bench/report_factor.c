@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 static const char *const PART_NAMES[FP_PARTS] = {"batch",  "mix",     "itl",
@@ -510,9 +509,7 @@ static double machine_gbs(const factor_report *f) {
 
 static void page_head(FILE *h, const factor_report *f, const char *plot_note) {
     char when[64];
-    time_t now = time(NULL);
-    struct tm tmv;
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime_r(&now, &tmv));
+    rhtml_when(when, sizeof when);
     fprintf(h,
             "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
             "<meta name=viewport content=\"width=device-width,initial-scale=1\">"
@@ -596,10 +593,7 @@ static int write_page(const factor_report *f, const rplot *plots, const bool *dr
           "output token: those bytes / the tokens generated. docs/metrics.md has the glossary "
           "from the seed's terms to these fields.</p>\n</body></html>\n",
           h);
-    bool bad = ferror(h) != 0;
-    if (fclose(h) || bad) return tps_fail(e, TPS_EIO, "cannot write '%s'", path);
-    if (missing) return tps_fail(e, TPS_EIO, "some SVG files in '%s' could not be read", svg_dir);
-    return TPS_OK;
+    return rhtml_close(h, path, missing, svg_dir, e);
 }
 
 int factor_render(const factor_report *f, const char *html_path, const char *svg_dir, tps_err *e) {

@@ -156,14 +156,23 @@ const char rhtml_css[] =
     ".grid figure{margin:0}.note{background:#fff6e0;border:1px solid #f0d890;padding:8px}"
     "dl{font-size:13px}dt{font-weight:600}dd{margin:0 0 6px 18px}";
 
-int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
-                    const char *plot_note, const char *path, tps_err *e) {
-    FILE *f = fopen(path, "w");
-    if (!f) return tps_fail(e, TPS_EIO, "cannot write '%s': %s", path, strerror(errno));
-    char when[64];
+void rhtml_when(char *buf, size_t size) {
     time_t now = time(NULL);
     struct tm tmv;
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime_r(&now, &tmv));
+    strftime(buf, size, "%Y-%m-%d %H:%M UTC", gmtime_r(&now, &tmv));
+}
+
+int rhtml_close(FILE *f, const char *path, bool missing, const char *svg_dir, tps_err *e) {
+    bool bad = ferror(f) != 0;
+    if (fclose(f) || bad) return tps_fail(e, TPS_EIO, "cannot write '%s'", path);
+    if (missing) return tps_fail(e, TPS_EIO, "some SVG files in '%s' could not be read", svg_dir);
+    return TPS_OK;
+}
+
+/* The document's head, the title and the line saying what the page holds. */
+static void page_head(FILE *f, const rset *s) {
+    char when[64];
+    rhtml_when(when, sizeof when);
     fprintf(f,
             "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
             "<meta name=viewport content=\"width=device-width,initial-scale=1\">"
@@ -190,38 +199,39 @@ int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
             break;
         }
     fprintf(f, "; rendered %s.</p>\n", when);
+}
 
-    fputs("<h2>Points</h2>\n<p class=meta>Every rate names its window: <b>[steady]</b> = the "
-          "point's steady window (target load reached &rarr; first completion after the last "
-          "send, or trimmed by --warmup/--cooldown); <b>[run]</b> = first send &rarr; last byte; "
-          "<b>[peak 1 s bin]</b> = the busiest full bin of the run's time series. Latencies are "
-          "over completed requests, from the scheduled start.</p>\n",
-          f);
-    table(f, s);
-
-    bool missing = false;
+/* The plots: the sweep's own, then each point's time series in a grid (or
+ * why there are none). False when an SVG could not be read. */
+static bool plots_section(FILE *f, const rplot_list *plots, const char *svg_dir,
+                          const char *plot_note) {
     if (!plots || plots->n == 0) {
         fputs("<p class=note>No plots: ", f);
         rhtml_esc(f, plot_note ? plot_note : "none were drawn");
         fputs("</p>\n", f);
-    } else {
-        for (size_t i = 0; i < plots->first_series; i++) {
-            fputs("<h2>", f);
-            rhtml_esc(f, plots->p[i].title);
-            fputs("</h2>\n", f);
-            missing |= !rhtml_figure(f, &plots->p[i], svg_dir, "wide");
-        }
-        if (plots->n > plots->first_series) {
-            fputs("<h2>Output tokens per second over each run</h2>\n<p class=meta>Bars: output "
-                  "tokens that arrived in each bin / the bin's length. Shaded: the point's "
-                  "steady window; the dashed line is its mean rate over that window.</p>\n"
-                  "<div class=grid>\n",
-                  f);
-            for (size_t i = plots->first_series; i < plots->n; i++)
-                missing |= !rhtml_figure(f, &plots->p[i], svg_dir, "small");
-            fputs("</div>\n", f);
-        }
+        return true;
     }
+    bool ok = true;
+    for (size_t i = 0; i < plots->first_series; i++) {
+        fputs("<h2>", f);
+        rhtml_esc(f, plots->p[i].title);
+        fputs("</h2>\n", f);
+        ok &= rhtml_figure(f, &plots->p[i], svg_dir, "wide");
+    }
+    if (plots->n > plots->first_series) {
+        fputs("<h2>Output tokens per second over each run</h2>\n<p class=meta>Bars: output "
+              "tokens that arrived in each bin / the bin's length. Shaded: the point's "
+              "steady window; the dashed line is its mean rate over that window.</p>\n"
+              "<div class=grid>\n",
+              f);
+        for (size_t i = plots->first_series; i < plots->n; i++)
+            ok &= rhtml_figure(f, &plots->p[i], svg_dir, "small");
+        fputs("</div>\n", f);
+    }
+    return ok;
+}
+
+static void definitions_section(FILE *f) {
     fputs("<h2>Definitions</h2>\n<dl>"
           "<dt>output token</dt><dd>a model token the server generated, counted from the "
           "server's usage (else token ids in the stream, else re-tokenized text); never a word, "
@@ -242,10 +252,23 @@ int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
           "</dl>\n<p class=meta>Written by <code>tps report</code>; docs/metrics.md has the exact "
           "definitions, docs/report.md how this page is made.</p>\n</body></html>\n",
           f);
-    bool bad = ferror(f) != 0;
-    if (fclose(f) || bad) return tps_fail(e, TPS_EIO, "cannot write '%s'", path);
-    if (missing) return tps_fail(e, TPS_EIO, "some SVG files in '%s' could not be read", svg_dir);
-    return TPS_OK;
+}
+
+int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
+                    const char *plot_note, const char *path, tps_err *e) {
+    FILE *f = fopen(path, "w");
+    if (!f) return tps_fail(e, TPS_EIO, "cannot write '%s': %s", path, strerror(errno));
+    page_head(f, s);
+    fputs("<h2>Points</h2>\n<p class=meta>Every rate names its window: <b>[steady]</b> = the "
+          "point's steady window (target load reached &rarr; first completion after the last "
+          "send, or trimmed by --warmup/--cooldown); <b>[run]</b> = first send &rarr; last byte; "
+          "<b>[peak 1 s bin]</b> = the busiest full bin of the run's time series. Latencies are "
+          "over completed requests, from the scheduled start.</p>\n",
+          f);
+    table(f, s);
+    const bool missing = !plots_section(f, plots, svg_dir, plot_note);
+    definitions_section(f);
+    return rhtml_close(f, path, missing, svg_dir, e);
 }
 
 /* ---- plots + page ------------------------------------------------------------------------ */

@@ -203,7 +203,9 @@ static bool is_number(const char *v, double *out) {
     return *v && !*end;
 }
 
-void rset_finish(rset *s) {
+/* Which axes differ between points, and the x axis: the first varying one
+ * in X_ORDER (-1: none varies). */
+static void find_varying(rset *s) {
     for (int a = 0; a < SWEEP_AXES; a++) {
         s->varies[a] = false;
         for (size_t i = 1; i < s->n; i++)
@@ -214,8 +216,11 @@ void rset_finish(rset *s) {
         if (s->varies[X_ORDER[k]]) s->xaxis = X_ORDER[k];
     snprintf(s->xname, sizeof s->xname, "%s",
              s->xaxis >= 0 ? sweep_axis_name((sweep_axis)s->xaxis) : "point");
+}
 
-    /* labels */
+/* Each point's label: the values of the varying axes; with none, the one
+ * point's load, or the file it came from. */
+static void label_points(rset *s) {
     for (size_t i = 0; i < s->n; i++) {
         rset_point *p = &s->p[i];
         size_t n = 0;
@@ -233,8 +238,18 @@ void rset_finish(rset *s) {
                 snprintf(p->label, sizeof p->label, "%.200s #%zu", base_name(p->source), i + 1);
         }
     }
+}
 
-    /* x ranks: numeric order when every value is a number, else first appearance */
+/* The first point (up to j itself) with point j's x value. */
+static size_t first_with_x(const rset *s, size_t j) {
+    size_t k = 0;
+    while (k < j && strcmp(s->p[k].axis[s->xaxis], s->p[j].axis[s->xaxis]))
+        k++;
+    return k;
+}
+
+/* x ranks: numeric order when every value is a number, else first appearance. */
+static void rank_x(rset *s) {
     bool numeric = s->xaxis >= 0;
     double dummy;
     for (size_t i = 0; numeric && i < s->n; i++)
@@ -242,37 +257,25 @@ void rset_finish(rset *s) {
     s->nx = 0;
     for (size_t i = 0; i < s->n; i++) {
         rset_point *p = &s->p[i];
-        if (s->xaxis < 0) {
-            p->x = s->nx++;
-            continue;
-        }
-        size_t j = 0;
-        while (j < i && strcmp(s->p[j].axis[s->xaxis], p->axis[s->xaxis]))
-            j++;
-        if (j < i) {
-            p->x = s->p[j].x;
-            continue;
-        }
-        p->x = s->nx++;
+        size_t j = s->xaxis < 0 ? i : first_with_x(s, i);
+        p->x = j < i ? s->p[j].x : s->nx++;
     }
-    if (numeric) { /* rank = how many distinct values are smaller */
-        for (size_t i = 0; i < s->n; i++) {
-            double v;
-            is_number(s->p[i].axis[s->xaxis], &v);
-            size_t rank = 0;
-            for (size_t j = 0; j < s->n; j++) {
-                double w;
-                is_number(s->p[j].axis[s->xaxis], &w);
-                bool first = true; /* count each distinct smaller value once */
-                for (size_t k = 0; k < j; k++)
-                    if (!strcmp(s->p[k].axis[s->xaxis], s->p[j].axis[s->xaxis])) first = false;
-                if (first && w < v) rank++;
-            }
-            s->p[i].x = rank;
+    if (!numeric) return;
+    for (size_t i = 0; i < s->n; i++) { /* rank = how many distinct values are smaller */
+        double v;
+        is_number(s->p[i].axis[s->xaxis], &v);
+        size_t rank = 0;
+        for (size_t j = 0; j < s->n; j++) {
+            double w;
+            is_number(s->p[j].axis[s->xaxis], &w);
+            if (first_with_x(s, j) == j && w < v) rank++; /* each distinct value once */
         }
+        s->p[i].x = rank;
     }
+}
 
-    /* curves: one per combination of the other varying axes */
+/* Curves: one per combination of the other varying axes. */
+static void group_curves(rset *s) {
     s->ngroups = 0;
     for (size_t i = 0; i < s->n; i++) {
         size_t j = 0;
@@ -285,6 +288,13 @@ void rset_finish(rset *s) {
         }
         s->p[i].group = j < i ? s->p[j].group : s->ngroups++;
     }
+}
+
+void rset_finish(rset *s) {
+    find_varying(s);
+    label_points(s);
+    rank_x(s);
+    group_curves(s);
 }
 
 const char *rset_x_label(const rset *s, size_t k) {

@@ -125,9 +125,14 @@ int rset_render(const rset *s, const char *html_path, const char *svg_dir, tps_e
 
 /* Pieces of the page the factor report reuses (report_html.c): s escaped
  * for HTML; the plot p inlined from svg_dir as a <figure> of class cls
- * (false when its SVG cannot be read); the page's style sheet. */
+ * (false when its SVG cannot be read); the page's style sheet; the time
+ * now as the page's "rendered" label; closing the page at path f, an error
+ * when it could not be written or (missing) a plot's SVG in svg_dir could
+ * not be read. */
 void rhtml_esc(FILE *f, const char *s);
 bool rhtml_figure(FILE *f, const rplot *p, const char *svg_dir, const char *cls);
 extern const char rhtml_css[];
+void rhtml_when(char *buf, size_t size);
+int rhtml_close(FILE *f, const char *path, bool missing, const char *svg_dir, tps_err *e);
 
 #endif

@@ -86,15 +86,24 @@ static void measure(result_window *rw, window w, const timeline *const *tls, siz
     rw->valid = true;
 }
 
+/* The last-byte times of the requests that ended, sorted, in a new array
+ * (the caller frees it) of *m; NULL when out of memory. */
+static uint64_t *sorted_ends(const timeline *const *tls, size_t n, size_t *m) {
+    uint64_t *ends = malloc((n ? n : 1) * sizeof *ends);
+    *m = 0;
+    if (!ends) return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (tls[i]->t_end != TL_NONE) ends[(*m)++] = tls[i]->t_end;
+    qsort(ends, *m, sizeof *ends, cmp_u64);
+    return ends;
+}
+
 /* Trimmed by requests: (W-th last byte, (M-D)-th last byte] of the M that ended. */
 static int steady_by_requests(window *w, const window *run, const result_opts *o,
                               const timeline *const *tls, size_t n, tps_err *e) {
-    uint64_t *ends = malloc((n ? n : 1) * sizeof *ends);
+    size_t m;
+    uint64_t *ends = sorted_ends(tls, n, &m);
     if (!ends) return tps_fail(e, TPS_ENOMEM, "out of memory");
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (tls[i]->t_end != TL_NONE) ends[m++] = tls[i]->t_end;
-    qsort(ends, m, sizeof *ends, cmp_u64);
     int rc = TPS_OK;
     if (o->warmup_reqs + o->cooldown_reqs >= m) {
         rc = tps_fail(e, TPS_ERANGE,
@@ -119,16 +128,57 @@ static bool warmup_end(uint64_t *end, const window *run, const result_opts *o,
         return true;
     }
     if (!o->warmup_reqs) return false;
-    uint64_t *ends = malloc((n ? n : 1) * sizeof *ends);
-    size_t m = 0;
+    size_t m;
+    uint64_t *ends = sorted_ends(tls, n, &m);
     if (!ends) return false; /* out of memory: the steady window reports it */
-    for (size_t i = 0; i < n; i++)
-        if (tls[i]->t_end != TL_NONE) ends[m++] = tls[i]->t_end;
-    qsort(ends, m, sizeof *ends, cmp_u64);
     /* fewer ended than the warm-up: every request was sent during it */
     *end = o->warmup_reqs <= m ? ends[o->warmup_reqs - 1] : UINT64_MAX;
     free(ends);
     return true;
+}
+
+/* The run, steady and user windows' rates; one that cannot be had says why. */
+static void measure_windows(bench_result *r, const window *run, const result_opts *o,
+                            const timeline *const *tls, size_t n) {
+    window w;
+    measure(&r->run, *run, tls, n, &r->slo, o->origin_ns);
+    tps_err we = {{0}};
+    int wrc;
+    if (o->warmup_reqs || o->cooldown_reqs) {
+        wrc = steady_by_requests(&w, run, o, tls, n, &we);
+    } else {
+        steady_opts so = {.warmup_ns = (uint64_t)(o->warmup_s * 1e9),
+                          .cooldown_ns = (uint64_t)(o->cooldown_s * 1e9),
+                          .target_concurrency = o->target_concurrency};
+        wrc = window_steady(&w, &so, tls, n, &we);
+    }
+    if (wrc == TPS_OK)
+        measure(&r->steady, w, tls, n, &r->slo, o->origin_ns);
+    else
+        snprintf(r->steady.why, sizeof r->steady.why, "%.250s", we.msg);
+    if (o->has_user) {
+        uint64_t a = (uint64_t)(o->user_t0_s * 1e9), b = (uint64_t)(o->user_t1_s * 1e9);
+        if (window_user(&w, run, a, b, &we) == TPS_OK)
+            measure(&r->user, w, tls, n, &r->slo, o->origin_ns);
+        else
+            snprintf(r->user.why, sizeof r->user.why, "%.250s", we.msg);
+    }
+}
+
+/* The per-bin token counts over the run, and their peak. */
+static int measure_series(bench_result *r, const window *run, const result_opts *o,
+                          const timeline *const *tls, size_t n, tps_err *e) {
+    r->bin_s = o->bin_s > 0 ? o->bin_s : 1.0;
+    const uint64_t bin_ns = (uint64_t)(r->bin_s * 1e9);
+    r->nbins = window_nbins(*run, bin_ns);
+    if (!r->nbins) return TPS_OK;
+    r->series_out = calloc(r->nbins, sizeof *r->series_out);
+    r->series_in = calloc(r->nbins, sizeof *r->series_in);
+    if (!r->series_out || !r->series_in) return tps_fail(e, TPS_ENOMEM, "out of memory");
+    int rc = window_series(r->series_out, r->series_in, r->nbins, *run, bin_ns, tls, n, e);
+    if (rc) return rc;
+    r->peak_tps = window_peak(r->series_out, r->nbins, *run, bin_ns, &r->peak_bin);
+    return TPS_OK;
 }
 
 /* ---- prefix cache and turns ------------------------------------------------------------ */
@@ -217,17 +267,8 @@ static json_t *record_json(const bench_record *rec, size_t i, bool warm, uint64_
     return o;
 }
 
-int result_build(bench_result *r, const bench_record *recs, size_t n, const result_opts *o,
-                 tps_err *e) {
-    memset(r, 0, sizeof *r);
-    if (n == 0) return tps_fail(e, TPS_EINVAL, "no requests were sent: nothing to report");
-    int rc = alloc_hists(r, e);
-    if (rc) goto fail;
-    const timeline **tls = malloc(n * sizeof *tls);
-    if (!tls) {
-        rc = tps_fail(e, TPS_ENOMEM, "out of memory");
-        goto fail;
-    }
+/* The run-wide settings and client figures, as the caller measured them. */
+static void take_opts(bench_result *r, const result_opts *o) {
     r->runs = 1;
     r->config = o->config ? json_incref(o->config) : json_object();
     r->t0_unix_ns = o->origin_unix_ns;
@@ -241,110 +282,100 @@ int result_build(bench_result *r, const bench_record *recs, size_t n, const resu
     r->events = o->events;
     if (o->per_request) r->per_request = json_array();
     if (o->server_metrics) r->server_metrics = json_incref(o->server_metrics);
+}
 
-    window run, w;
+/* How a request ended, and the tokens and stream events it counted. */
+static void count_outcome(bench_result *r, const bench_record *rec, bool warm) {
+    const timeline *t = &rec->tl;
+    r->warmup_excluded += warm;
+    r->requests++;
+    if (rec->err == BENCH_OK)
+        r->completed++;
+    else if (rec->err == BENCH_ERR_CANCELLED)
+        r->cancelled++;
+    else
+        r->failed++;
+    r->errors[rec->err]++;
+    if (rec->err != BENCH_OK) set_example(r, rec->err, rec->err_msg);
+    if (!warm) hist_record(r->h[RH_SEND_LAG], t->t_sent - t->t_sched);
+    r->output_tokens += t->output_tokens;
+    if (t->n_events || rec->err == BENCH_OK) {
+        r->input_tokens += t->prompt_tokens;
+        add_cached(&r->cached, rec);
+    }
+    r->token_events += t->n_events;
+    r->multi_token_events += t->multi_token_events;
+    r->held_tokens += rec->held_tokens;
+    if (rec->has_usage) r->with_usage++;
+    if (rec->has_usage && rec->usage_completion != rec->stream_tokens) {
+        r->mismatch_requests++;
+        r->mismatch_tokens += (int64_t)rec->usage_completion - (int64_t)rec->stream_tokens;
+    }
+    if (rec->err == BENCH_OK) r->by_source[t->source & 3]++;
+}
+
+/* The server's own timings of a request, where it sent them. */
+static void count_server_timings(bench_result *r, const bench_record *rec, bool warm) {
+    if (!rec->has_timings) return;
+    const oai_timings *x = &rec->timings;
+    r->with_timings++;
+    if (x->preemptions > 0) r->server_preemptions += (uint64_t)x->preemptions;
+    if (warm) return;
+    if (x->queue_ms >= 0) hist_record(r->h[RH_SRV_QUEUE], ms_to_ns(x->queue_ms));
+    if (x->prefill_ms >= 0) hist_record(r->h[RH_SRV_PREFILL], ms_to_ns(x->prefill_ms));
+    if (x->decode_ms >= 0) hist_record(r->h[RH_SRV_DECODE], ms_to_ns(x->decode_ms));
+    if (x->ttft_ms >= 0) hist_record(r->h[RH_SRV_TTFT], ms_to_ns(x->ttft_ms));
+}
+
+/* One request (the i-th sent) into the counts and, unless it is warm-up or
+ * failed, the distributions; th holds r's timeline histograms. */
+static int add_record(bench_result *r, const bench_record *rec, size_t i, bool warm,
+                      const timeline_hists *th, uint64_t origin, tps_err *e) {
+    count_outcome(r, rec, warm);
+    count_server_timings(r, rec, warm);
+    if (rec->turn) {
+        int rc = add_turn(&r->turns, rec, warm, e);
+        if (rc) return rc;
+    }
+    if (rec->err == BENCH_OK && !warm) {
+        timeline_record(&rec->tl, th);
+        hist_record(r->h[RH_OUTPUT_TOKENS], rec->tl.output_tokens);
+        hist_record(r->h[RH_INPUT_TOKENS], rec->tl.prompt_tokens);
+    }
+    if (r->per_request) json_array_append_new(r->per_request, record_json(rec, i, warm, origin));
+    return TPS_OK;
+}
+
+int result_build(bench_result *r, const bench_record *recs, size_t n, const result_opts *o,
+                 tps_err *e) {
+    memset(r, 0, sizeof *r);
+    if (n == 0) return tps_fail(e, TPS_EINVAL, "no requests were sent: nothing to report");
+    int rc = alloc_hists(r, e);
+    if (rc) goto fail;
+    const timeline **tls = malloc(n * sizeof *tls);
+    if (!tls) {
+        rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+        goto fail;
+    }
+    take_opts(r, o);
+    window run;
     for (size_t i = 0; i < n; i++)
         tls[i] = &recs[i].tl;
     if ((rc = window_run(&run, tls, n, e))) goto fail_tls;
     uint64_t warm_end = 0;
     const bool has_warm = warmup_end(&warm_end, &run, o, tls, n);
-
-    timeline_hists th = {.ttft = r->h[RH_TTFT],
-                         .ttft_sent = r->h[RH_TTFT_SENT],
-                         .itl = r->h[RH_ITL],
-                         .tpot = r->h[RH_TPOT],
-                         .e2e = r->h[RH_E2E],
-                         .e2e_sent = r->h[RH_E2E_SENT]};
+    const timeline_hists th = {.ttft = r->h[RH_TTFT],
+                               .ttft_sent = r->h[RH_TTFT_SENT],
+                               .itl = r->h[RH_ITL],
+                               .tpot = r->h[RH_TPOT],
+                               .e2e = r->h[RH_E2E],
+                               .e2e_sent = r->h[RH_E2E_SENT]};
     for (size_t i = 0; i < n; i++) {
-        const bench_record *rec = &recs[i];
-        const timeline *t = &rec->tl;
-        const bool warm = has_warm && t->t_sent < warm_end;
-        r->warmup_excluded += warm;
-        r->requests++;
-        if (rec->err == BENCH_OK)
-            r->completed++;
-        else if (rec->err == BENCH_ERR_CANCELLED)
-            r->cancelled++;
-        else
-            r->failed++;
-        r->errors[rec->err]++;
-        if (rec->err != BENCH_OK) set_example(r, rec->err, rec->err_msg);
-        if (!warm) hist_record(r->h[RH_SEND_LAG], t->t_sent - t->t_sched);
-        r->output_tokens += t->output_tokens;
-        if (t->n_events || rec->err == BENCH_OK) {
-            r->input_tokens += t->prompt_tokens;
-            add_cached(&r->cached, rec);
-        }
-        if (rec->turn && (rc = add_turn(&r->turns, rec, warm, e))) goto fail_tls;
-        r->token_events += t->n_events;
-        r->multi_token_events += t->multi_token_events;
-        r->held_tokens += rec->held_tokens;
-        if (rec->has_usage) r->with_usage++;
-        if (rec->has_usage && rec->usage_completion != rec->stream_tokens) {
-            r->mismatch_requests++;
-            r->mismatch_tokens += (int64_t)rec->usage_completion - (int64_t)rec->stream_tokens;
-        }
-        if (rec->has_timings) {
-            r->with_timings++;
-            if (rec->timings.preemptions > 0)
-                r->server_preemptions += (uint64_t)rec->timings.preemptions;
-        }
-        if (rec->has_timings && !warm) {
-            const oai_timings *x = &rec->timings;
-            if (x->queue_ms >= 0) hist_record(r->h[RH_SRV_QUEUE], ms_to_ns(x->queue_ms));
-            if (x->prefill_ms >= 0) hist_record(r->h[RH_SRV_PREFILL], ms_to_ns(x->prefill_ms));
-            if (x->decode_ms >= 0) hist_record(r->h[RH_SRV_DECODE], ms_to_ns(x->decode_ms));
-            if (x->ttft_ms >= 0) hist_record(r->h[RH_SRV_TTFT], ms_to_ns(x->ttft_ms));
-        }
-        if (rec->err == BENCH_OK) r->by_source[t->source & 3]++;
-        if (rec->err == BENCH_OK && !warm) {
-            timeline_record(t, &th);
-            hist_record(r->h[RH_OUTPUT_TOKENS], t->output_tokens);
-            hist_record(r->h[RH_INPUT_TOKENS], t->prompt_tokens);
-        }
-        if (r->per_request)
-            json_array_append_new(r->per_request, record_json(rec, i, warm, o->origin_ns));
+        const bool warm = has_warm && recs[i].tl.t_sent < warm_end;
+        if ((rc = add_record(r, &recs[i], i, warm, &th, o->origin_ns, e))) goto fail_tls;
     }
-
-    /* windows */
-    measure(&r->run, run, tls, n, &r->slo, o->origin_ns);
-    tps_err we = {{0}};
-    int wrc;
-    if (o->warmup_reqs || o->cooldown_reqs) {
-        wrc = steady_by_requests(&w, &run, o, tls, n, &we);
-    } else {
-        steady_opts so = {.warmup_ns = (uint64_t)(o->warmup_s * 1e9),
-                          .cooldown_ns = (uint64_t)(o->cooldown_s * 1e9),
-                          .target_concurrency = o->target_concurrency};
-        wrc = window_steady(&w, &so, tls, n, &we);
-    }
-    if (wrc == TPS_OK)
-        measure(&r->steady, w, tls, n, &r->slo, o->origin_ns);
-    else
-        snprintf(r->steady.why, sizeof r->steady.why, "%.250s", we.msg);
-    if (o->has_user) {
-        uint64_t a = (uint64_t)(o->user_t0_s * 1e9), b = (uint64_t)(o->user_t1_s * 1e9);
-        if (window_user(&w, &run, a, b, &we) == TPS_OK)
-            measure(&r->user, w, tls, n, &r->slo, o->origin_ns);
-        else
-            snprintf(r->user.why, sizeof r->user.why, "%.250s", we.msg);
-    }
-
-    /* per-second series over the run */
-    r->bin_s = o->bin_s > 0 ? o->bin_s : 1.0;
-    const uint64_t bin_ns = (uint64_t)(r->bin_s * 1e9);
-    r->nbins = window_nbins(run, bin_ns);
-    if (r->nbins) {
-        r->series_out = calloc(r->nbins, sizeof *r->series_out);
-        r->series_in = calloc(r->nbins, sizeof *r->series_in);
-        if (!r->series_out || !r->series_in) {
-            rc = tps_fail(e, TPS_ENOMEM, "out of memory");
-            goto fail_tls;
-        }
-        if ((rc = window_series(r->series_out, r->series_in, r->nbins, run, bin_ns, tls, n, e)))
-            goto fail_tls;
-        r->peak_tps = window_peak(r->series_out, r->nbins, run, bin_ns, &r->peak_bin);
-    }
+    measure_windows(r, &run, o, tls, n);
+    if ((rc = measure_series(r, &run, o, tls, n, e))) goto fail_tls;
     free(tls);
     return TPS_OK;
 fail_tls:
@@ -640,7 +671,7 @@ static void window_from_json(result_window *w, const json_t *o) {
     w->good.seconds = t->seconds;
 }
 
-static int series_from_json(uint64_t **out, size_t n, const json_t *a) {
+static int u64_array_from_json(uint64_t **out, size_t n, const json_t *a) {
     *out = calloc(n ? n : 1, sizeof **out);
     if (!*out) return TPS_ENOMEM;
     for (size_t i = 0; i < n; i++) {
@@ -651,8 +682,7 @@ static int series_from_json(uint64_t **out, size_t n, const json_t *a) {
     return TPS_OK;
 }
 
-int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
-    memset(r, 0, sizeof *r);
+static int check_schema(const json_t *j, tps_err *e) {
     const char *schema = json_string_value(json_object_get(j, "schema"));
     if (!schema || strcmp(schema, BENCH_RESULT_SCHEMA))
         return tps_fail(e, TPS_EINVAL, "not a tps bench result (schema is not \"%s\")",
@@ -661,13 +691,11 @@ int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
     if (v != BENCH_RESULT_VERSION)
         return tps_fail(e, TPS_EUNSUP, "result version %llu; this tps reads version %d",
                         (unsigned long long)v, BENCH_RESULT_VERSION);
-    int rc = TPS_OK;
-    r->runs = (uint32_t)ju(j, "runs");
-    if (!r->runs) r->runs = 1;
-    json_t *t0 = json_object_get(j, "t0_unix_ns");
-    r->t0_unix_ns = json_is_integer(t0) ? json_integer_value(t0) : 0;
-    json_t *cfg = json_object_get(j, "config");
-    r->config = cfg ? json_incref(cfg) : json_object();
+    return TPS_OK;
+}
+
+/* The "requests" and "errors" sections. */
+static void requests_from_json(bench_result *r, const json_t *j) {
     json_t *rq = json_object_get(j, "requests");
     r->requests = ju(rq, "sent");
     r->completed = ju(rq, "completed");
@@ -685,7 +713,9 @@ int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
         if (ex) r->error_example[k] = strdup(ex);
     }
     r->errors[BENCH_OK] = r->completed;
-    json_t *tk = json_object_get(j, "tokens");
+}
+
+static void tokens_from_json(bench_result *r, const json_t *tk) {
     r->output_tokens = ju(tk, "output");
     r->input_tokens = ju(tk, "input");
     json_t *src = json_object_get(tk, "count_source");
@@ -699,36 +729,32 @@ int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
     json_t *mt = json_object_get(tk, "usage_mismatch_tokens");
     r->mismatch_tokens = json_is_integer(mt) ? json_integer_value(mt) : 0;
     cached_from_json(&r->cached, tk, "cached_input");
-    json_t *ws = json_object_get(j, "windows");
-    window_from_json(&r->run, json_object_get(ws, "run"));
-    window_from_json(&r->steady, json_object_get(ws, "steady"));
-    window_from_json(&r->user, json_object_get(ws, "user"));
-    json_t *slo = json_object_get(j, "slo_ns");
-    r->slo = (tl_slo){ju(slo, "ttft"), ju(slo, "tpot"), ju(slo, "e2e")};
+}
+
+/* The "histograms" and optional "turns" sections. */
+static int hists_from_json(bench_result *r, const json_t *j, tps_err *e) {
     json_t *hs = json_object_get(j, "histograms");
+    int rc = TPS_OK;
     for (int i = 0; i < RH_COUNT && !rc; i++)
         rc = hist_from_json(&r->h[i], json_object_get(hs, HIST_NAMES[i]), HIST_NAMES[i], e);
-    if (!rc) rc = turns_from_json(&r->turns, json_object_get(j, "turns"), e);
-    if (rc) goto fail;
-    json_t *se = json_object_get(j, "series");
+    return rc ? rc : turns_from_json(&r->turns, json_object_get(j, "turns"), e);
+}
+
+static int series_from_json(bench_result *r, const json_t *se, tps_err *e) {
     r->bin_s = jd(se, "bin_s");
     json_t *so = json_object_get(se, "output_tokens"), *si = json_object_get(se, "input_tokens");
     r->nbins = json_array_size(so);
-    if (json_array_size(si) != r->nbins) {
-        rc = tps_fail(e, TPS_EINVAL, "series: output and input arrays differ in length");
-        goto fail;
-    }
-    if (series_from_json(&r->series_out, r->nbins, so) ||
-        series_from_json(&r->series_in, r->nbins, si)) {
-        rc = tps_fail(e, TPS_ENOMEM, "out of memory");
-        goto fail;
-    }
+    if (json_array_size(si) != r->nbins)
+        return tps_fail(e, TPS_EINVAL, "series: output and input arrays differ in length");
+    if (u64_array_from_json(&r->series_out, r->nbins, so) ||
+        u64_array_from_json(&r->series_in, r->nbins, si))
+        return tps_fail(e, TPS_ENOMEM, "out of memory");
     r->peak_tps = jd(se, "peak_output_tps");
     r->peak_bin = (size_t)ju(se, "peak_bin");
-    json_t *sv = json_object_get(j, "server");
-    r->with_timings = ju(sv, "requests_with_timings");
-    r->server_preemptions = ju(sv, "preemptions");
-    json_t *cl = json_object_get(j, "client");
+    return TPS_OK;
+}
+
+static void client_from_json(bench_result *r, const json_t *cl) {
     r->client_cpu_s = jd(cl, "cpu_s");
     r->client_loops = (uint32_t)ju(cl, "loops");
     if (!r->client_loops) r->client_loops = 1; /* results from before --client-threads */
@@ -737,6 +763,32 @@ int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
     r->client_runq_s = jd(cl, "runq_wait_s");
     r->bytes = ju(cl, "bytes");
     r->events = ju(cl, "events");
+}
+
+int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
+    memset(r, 0, sizeof *r);
+    int rc = check_schema(j, e);
+    if (rc) return rc;
+    r->runs = (uint32_t)ju(j, "runs");
+    if (!r->runs) r->runs = 1;
+    json_t *t0 = json_object_get(j, "t0_unix_ns");
+    r->t0_unix_ns = json_is_integer(t0) ? json_integer_value(t0) : 0;
+    json_t *cfg = json_object_get(j, "config");
+    r->config = cfg ? json_incref(cfg) : json_object();
+    requests_from_json(r, j);
+    tokens_from_json(r, json_object_get(j, "tokens"));
+    json_t *ws = json_object_get(j, "windows");
+    window_from_json(&r->run, json_object_get(ws, "run"));
+    window_from_json(&r->steady, json_object_get(ws, "steady"));
+    window_from_json(&r->user, json_object_get(ws, "user"));
+    json_t *slo = json_object_get(j, "slo_ns");
+    r->slo = (tl_slo){ju(slo, "ttft"), ju(slo, "tpot"), ju(slo, "e2e")};
+    if ((rc = hists_from_json(r, j, e))) goto fail;
+    if ((rc = series_from_json(r, json_object_get(j, "series"), e))) goto fail;
+    json_t *sv = json_object_get(j, "server");
+    r->with_timings = ju(sv, "requests_with_timings");
+    r->server_preemptions = ju(sv, "preemptions");
+    client_from_json(r, json_object_get(j, "client"));
     json_t *pr = json_object_get(j, "per_request");
     if (json_is_array(pr)) r->per_request = json_incref(pr);
     json_t *sm = json_object_get(j, "server_metrics");

@@ -487,27 +487,21 @@ static int run_point(json_t **point, point_ctx *p, size_t index, size_t total) {
     return status;
 }
 
-int sweep_run(json_t **doc, size_t *n_failed, const sweep_opts *o, tps_err *e) {
-    *doc = NULL;
-    *n_failed = 0;
-    const size_t total = sweep_npoints(o);
+/* The options a sweep cannot run with, before anything starts. */
+static int check_sweep(const sweep_opts *o, size_t total, tps_err *e) {
     if (total > SWEEP_MAX_POINTS)
         return tps_fail(e, TPS_ERANGE, "the grid has %zu points; at most %d", total,
                         SWEEP_MAX_POINTS);
     if (!o->axis[SWEEP_MODEL].n && !o->url)
         return tps_fail(e, TPS_EINVAL, "give --url or a model to serve");
     if (!o->base) return tps_fail(e, TPS_EINVAL, "no bench spec to run");
-    int rc = check_axes(o, e);
-    if (rc) return rc;
-    char tmp[] = "/tmp/tps-sweep-XXXXXX"; /* the served models' logs */
-    if (o->axis[SWEEP_MODEL].n && !mkdtemp(tmp))
-        return tps_fail(e, TPS_EIO, "mkdtemp: %s", strerror(errno));
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) { /* held across the bench runs */
-        if (o->axis[SWEEP_MODEL].n) rmdir(tmp);
-        return tps_fail(e, TPS_EIO, "curl_global_init failed");
-    }
+    return check_axes(o, e);
+}
 
-    json_t *d = json_object(), *points = json_array(), *axes = json_array(), *grid = json_object();
+/* The sweep document without its points: schema, start time, the grid and
+ * the bench arguments; "points" is an empty array to fill. */
+static json_t *sweep_doc(const sweep_opts *o) {
+    json_t *d = json_object(), *axes = json_array(), *grid = json_object();
     char when[64];
     time_t now = time(NULL);
     struct tm tmv;
@@ -526,45 +520,75 @@ int sweep_run(json_t **doc, size_t *n_failed, const sweep_opts *o, tps_err *e) {
     for (size_t i = 0; o->bench_args && i < o->n_bench_args; i++)
         json_array_append_new(ba, json_string(o->bench_args[i]));
     json_object_set_new(d, "bench_args", ba);
-    json_object_set_new(d, "points", points);
+    json_object_set_new(d, "points", json_array());
+    return d;
+}
 
+/* Serves the m-th model of the grid (its log in log_dir); p's points go to it. */
+static int serve_model(point_ctx *p, sweep_server *srv, size_t m, const char *log_dir, tps_err *e) {
+    const sweep_opts *o = p->o;
+    p->model = p->val[SWEEP_MODEL] = o->axis[SWEEP_MODEL].v[m];
+    char log_path[128];
+    snprintf(log_path, sizeof log_path, "%s/serve-%zu.log", log_dir, m);
+    if (o->log) {
+        fprintf(o->log, "sweep: starting tps serve -m %s on 127.0.0.1 ...\n", p->model);
+        fflush(o->log);
+    }
+    int rc = sweep_server_start(srv, o->exe, p->model, o->serve_args, o->n_serve_args, log_path,
+                                o->serve_wait_s, e);
+    if (rc) return rc;
+    if (o->log) fprintf(o->log, "sweep: serving %s at %s\n", p->model, srv->url);
+    p->url = srv->url;
+    return TPS_OK;
+}
+
+/* The grid's points for one model (or for --url), the last axis varying
+ * fastest; *index counts the points run over the whole sweep. */
+static int run_model_points(json_t *points, point_ctx *p, size_t per_model, size_t *index,
+                            size_t total, size_t *n_failed, tps_err *e) {
+    const sweep_opts *o = p->o;
+    for (size_t q = 0; q < per_model; q++) {
+        size_t rest = q;
+        for (int a = SWEEP_AXES - 1; a > SWEEP_MODEL; a--) {
+            size_t n = axis_len(o, a);
+            p->val[a] = o->axis[a].n ? o->axis[a].v[rest % n] : NULL;
+            rest /= n;
+        }
+        json_t *pt;
+        int status = run_point(&pt, p, (*index)++, total);
+        json_array_append_new(points, pt);
+        if (status != 0 || json_is_null(json_object_get(pt, "result"))) (*n_failed)++;
+        if (status == 2)
+            return tps_fail(e, TPS_EINVAL,
+                            "point %zu: bench refused the options (exit status 2; the message "
+                            "is above)",
+                            *index);
+    }
+    return TPS_OK;
+}
+
+int sweep_run(json_t **doc, size_t *n_failed, const sweep_opts *o, tps_err *e) {
+    *doc = NULL;
+    *n_failed = 0;
+    const size_t total = sweep_npoints(o);
+    int rc = check_sweep(o, total, e);
+    if (rc) return rc;
+    char tmp[] = "/tmp/tps-sweep-XXXXXX"; /* the served models' logs */
+    if (o->axis[SWEEP_MODEL].n && !mkdtemp(tmp))
+        return tps_fail(e, TPS_EIO, "mkdtemp: %s", strerror(errno));
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) { /* held across the bench runs */
+        if (o->axis[SWEEP_MODEL].n) rmdir(tmp);
+        return tps_fail(e, TPS_EIO, "curl_global_init failed");
+    }
+
+    json_t *d = sweep_doc(o), *points = json_object_get(d, "points");
     size_t index = 0;
     const size_t n_models = axis_len(o, SWEEP_MODEL);
-    const size_t per_model = total / n_models;
     for (size_t m = 0; m < n_models && !rc; m++) {
         point_ctx p = {.o = o, .url = o->url};
         sweep_server srv = {0};
-        if (o->axis[SWEEP_MODEL].n) {
-            p.model = p.val[SWEEP_MODEL] = o->axis[SWEEP_MODEL].v[m];
-            char log_path[128];
-            snprintf(log_path, sizeof log_path, "%s/serve-%zu.log", tmp, m);
-            if (o->log) {
-                fprintf(o->log, "sweep: starting tps serve -m %s on 127.0.0.1 ...\n", p.model);
-                fflush(o->log);
-            }
-            rc = sweep_server_start(&srv, o->exe, p.model, o->serve_args, o->n_serve_args, log_path,
-                                    o->serve_wait_s, e);
-            if (rc) break;
-            if (o->log) fprintf(o->log, "sweep: serving %s at %s\n", p.model, srv.url);
-            p.url = srv.url;
-        }
-        for (size_t q = 0; q < per_model && !rc; q++) {
-            size_t rest = q;
-            for (int a = SWEEP_AXES - 1; a > SWEEP_MODEL; a--) { /* last axis varies fastest */
-                size_t n = axis_len(o, a);
-                p.val[a] = o->axis[a].n ? o->axis[a].v[rest % n] : NULL;
-                rest /= n;
-            }
-            json_t *pt;
-            int status = run_point(&pt, &p, index++, total);
-            json_array_append_new(points, pt);
-            if (status != 0 || json_is_null(json_object_get(pt, "result"))) (*n_failed)++;
-            if (status == 2)
-                rc = tps_fail(e, TPS_EINVAL,
-                              "point %zu: bench refused the options (exit status 2; the message "
-                              "is above)",
-                              index);
-        }
+        if (o->axis[SWEEP_MODEL].n && (rc = serve_model(&p, &srv, m, tmp, e))) break;
+        rc = run_model_points(points, &p, total / n_models, &index, total, n_failed, e);
         if (srv.pid > 0) {
             int st = sweep_server_stop(&srv, 60);
             if (o->log) fprintf(o->log, "sweep: stopped the server (exit status %d)\n", st);

@@ -841,6 +841,66 @@ static int sharegpt_conversations(workload *w, const dataset *d, const char *nam
     return TPS_OK;
 }
 
+/* The dataset's format and how many entries it skipped, for the summary. */
+static void note_dataset(workload *w, const dataset *d, const char *name) {
+    w->format = dataset_format_name(d->format);
+    w->skipped = d->skipped;
+    if (d->skipped)
+        snprintf(w->note, sizeof w->note,
+                 "%s: %zu of %zu ShareGPT entries skipped (no human turn followed by a reply)",
+                 name, d->skipped, d->skipped + d->n);
+}
+
+/* --turns: the dataset's conversations become the whole workload. */
+static int dataset_conversations(workload *w, const dataset *d, const char *name,
+                                 const workload_opts *o, tps_err *e) {
+    if (d->format != DATASET_SHAREGPT)
+        return tps_fail(e, TPS_EINVAL,
+                        "--turns with a %s dataset: only a ShareGPT file (a JSON array of "
+                        "{\"conversations\": [...]}) holds whole conversations; drop --turns "
+                        "or give a ShareGPT file",
+                        dataset_format_name(d->format));
+    int rc = sharegpt_conversations(w, d, name, o, e);
+    if (rc == TPS_OK) note_dataset(w, d, name);
+    return rc;
+}
+
+/* Room for n more items after w's first n0, zeroed, with no prefix and no
+ * send time. */
+static int add_item_slots(workload *w, size_t n0, size_t n, tps_err *e) {
+    workload_item *ni = realloc(w->items, (n0 + n) * sizeof *ni);
+    if (!ni) return tps_fail(e, TPS_ENOMEM, "cannot allocate %zu dataset requests", n);
+    w->items = ni;
+    memset(w->items + n0, 0, n * sizeof *ni);
+    for (size_t k = 0; k < n; k++) {
+        w->items[n0 + k].prefix = WL_NO_PREFIX;
+        w->items[n0 + k].send_at_s = -1;
+    }
+    return TPS_OK;
+}
+
+/* A request per entry of an untimed dataset, into the slots from n0 on; its
+ * max_tokens: the entry's own (JSONL), else --output-len, else the length of
+ * the ShareGPT reply, else 128. */
+static int dataset_items(workload *w, const dataset *d, size_t n0, const workload_opts *o,
+                         tps_err *e) {
+    tps_rng r;
+    tps_rng_seed(&r, o->seed ^ 0xda7a5e7ull);
+    w->input_source = "dataset";
+    int rc = TPS_OK;
+    for (size_t k = 0; k < d->n && rc == TPS_OK; k++) {
+        const dataset_entry *en = &d->entries[k];
+        uint32_t out = en->max_tokens; /* JSONL's own, else 0 */
+        if (!out && o->has_output_len)
+            out = load_dist_sample(&o->output_len, &r);
+        else if (!out)
+            out = d->format == DATASET_SHAREGPT ? reply_tokens(w, en->reply) : 128;
+        rc = make_body(w, &w->items[n0 + k], json_incref(en->content), out, e);
+        if (rc == TPS_OK) w->n++;
+    }
+    return rc;
+}
+
 int workload_parse_dataset(workload *w, const char *buf, size_t len, const char *name,
                            const workload_opts *o, tps_err *e) {
     const size_t n0 = w->n;
@@ -857,70 +917,19 @@ int workload_parse_dataset(workload *w, const char *buf, size_t len, const char 
                       "%s: a %s dataset has no send times for --trace-speed to scale; drop "
                       "--trace-speed",
                       name, dataset_format_name(d.format));
-        dataset_free(&d);
-        return rc;
-    }
-    if (o->turns) {
-        if (d.format != DATASET_SHAREGPT)
-            rc = tps_fail(e, TPS_EINVAL,
-                          "--turns with a %s dataset: only a ShareGPT file (a JSON array of "
-                          "{\"conversations\": [...]}) holds whole conversations; drop --turns "
-                          "or give a ShareGPT file",
-                          dataset_format_name(d.format));
-        else
-            rc = sharegpt_conversations(w, &d, name, o, e);
-        if (rc == TPS_OK) {
-            w->format = dataset_format_name(d.format);
-            w->skipped = d.skipped;
-            if (d.skipped)
-                snprintf(w->note, sizeof w->note,
-                         "%s: %zu of %zu ShareGPT entries skipped (no human turn followed by a "
-                         "reply)",
-                         name, d.skipped, d.skipped + d.n);
-        }
-        dataset_free(&d);
-        return rc;
-    }
-    workload_item *ni = realloc(w->items, (n0 + d.n) * sizeof *ni);
-    if (!ni) {
-        dataset_free(&d);
-        return tps_fail(e, TPS_ENOMEM, "cannot allocate %zu dataset requests", d.n);
-    }
-    w->items = ni;
-    memset(w->items + n0, 0, d.n * sizeof *ni);
-    for (size_t k = 0; k < d.n; k++) {
-        w->items[n0 + k].prefix = WL_NO_PREFIX;
-        w->items[n0 + k].send_at_s = -1;
-    }
-    w->format = dataset_format_name(d.format);
-    w->skipped = d.skipped;
-    if (d.skipped)
-        snprintf(w->note, sizeof w->note,
-                 "%s: %zu of %zu ShareGPT entries skipped (no human turn followed by a reply)",
-                 name, d.skipped, d.skipped + d.n);
-    if (d.format == DATASET_TRACE) {
-        rc = trace_items(w, &d, n0, o, e);
-    } else {
-        tps_rng r;
-        tps_rng_seed(&r, o->seed ^ 0xda7a5e7ull);
-        w->input_source = "dataset";
-        for (size_t k = 0; k < d.n && rc == TPS_OK; k++) {
-            const dataset_entry *en = &d.entries[k];
-            uint32_t out = en->max_tokens; /* JSONL's own, else 0 */
-            if (!out && o->has_output_len)
-                out = load_dist_sample(&o->output_len, &r);
-            else if (!out)
-                out = d.format == DATASET_SHAREGPT ? reply_tokens(w, en->reply) : 128;
-            rc = make_body(w, &w->items[n0 + k], json_incref(en->content), out, e);
-            if (rc == TPS_OK) w->n++;
+    } else if (o->turns) {
+        rc = dataset_conversations(w, &d, name, o, e);
+    } else if ((rc = add_item_slots(w, n0, d.n, e)) == TPS_OK) {
+        note_dataset(w, &d, name);
+        rc = d.format == DATASET_TRACE ? trace_items(w, &d, n0, o, e)
+                                       : dataset_items(w, &d, n0, o, e);
+        if (rc) {
+            for (size_t q = n0; q < w->n; q++)
+                free(w->items[q].body);
+            w->n = n0;
         }
     }
     dataset_free(&d);
-    if (rc) {
-        for (size_t q = n0; q < w->n; q++)
-            free(w->items[q].body);
-        w->n = n0;
-    }
     return rc;
 }
 
