@@ -680,6 +680,7 @@ typedef struct step_plan {
     uint32_t budget, n_batch;
     size_t n_rows;
     uint32_t prefill_rows, decode_rows, cached_rows;
+    uint32_t prompt_seqs; /* sequences with prompt rows still to compute */
     uint64_t preempt_before;
     double work;         /* the step's size in the cost model's units */
     double pred_ns;      /* its predicted time */
@@ -687,19 +688,24 @@ typedef struct step_plan {
     double kv_positions; /* KV positions read: each sequence's last row's context */
 } step_plan;
 
-/* Prompt rows a step carrying d decode rows always gives prompts, whatever
- * the ITL target says: d, but at least 4 and at most one KV block (16).
- * Prompts then advance at least as fast as the streams they wait behind, a
- * prompt of P tokens is computed within ceil(P / 4) steps of its admission
- * (TTFT bounded; ceil(P / 16) once 16 streams run), and with few streams
- * the minimum does not push a step far past the target (at 4 streams a
- * 16-row minimum made ITL p99 3.2x p50, the issue asks for 3x). */
+/* Prompt rows a step carrying decode rows always gives prompts, whatever
+ * the ITL target says: one for each sequence in play (streams decoding
+ * plus prompts waiting for their first token), but at least 4 and at most
+ * one KV block (16). So a prompt of P tokens is computed within
+ * ceil(P / 4) steps of its admission (TTFT bounded), and ceil(P / 16)
+ * when 16 sequences are in play, as with a flat 16. Fewer in play, the
+ * minimum is smaller: with 4 streams a flat 16 pushed every step that
+ * carried a new prompt far past the target (ITL p99 3.2-3.8x p50; the
+ * issue asks for 3x). A row per decoding stream alone was worse: a burst
+ * of arrivals behind few streams waited (TTFT p50 2.7 s vs 0.28 s at 16
+ * streams, 110M, 128/128). */
 #define ENGINE_PREFILL_FLOOR_MIN 4u
 #define ENGINE_PREFILL_FLOOR_MAX 16u
 
-static uint32_t prefill_floor(uint32_t decode_rows) {
-    if (decode_rows < ENGINE_PREFILL_FLOOR_MIN) return ENGINE_PREFILL_FLOOR_MIN;
-    return decode_rows > ENGINE_PREFILL_FLOOR_MAX ? ENGINE_PREFILL_FLOOR_MAX : decode_rows;
+static uint32_t prefill_floor(const step_plan *pl) {
+    uint32_t in_play = pl->decode_rows + pl->prompt_seqs;
+    if (in_play < ENGINE_PREFILL_FLOOR_MIN) return ENGINE_PREFILL_FLOOR_MIN;
+    return in_play > ENGINE_PREFILL_FLOOR_MAX ? ENGINE_PREFILL_FLOOR_MAX : in_play;
 }
 
 /* Prompt rows s gets now: what it still needs, within the step's budget,
@@ -714,7 +720,7 @@ static uint32_t chunk_for(const engine *e, const seq *s, const step_plan *pl) {
     if (e->target_ns && pl->decode_rows) {
         uint32_t fit = step_cost_rows_within(&e->cost, pl->pred_ns, (double)e->target_ns,
                                              s->n_computed, chunk);
-        uint32_t least = prefill_floor(pl->decode_rows);
+        uint32_t least = prefill_floor(pl);
         uint32_t floor = pl->prefill_rows < least ? least - pl->prefill_rows : 0;
         if (fit < floor) fit = floor;
         if (chunk > fit) chunk = fit;
@@ -743,6 +749,8 @@ static void plan_decodes(engine *e, step_plan *pl) {
         if (s->n_tokens - s->n_computed == 1 && reserve_or_preempt(e, s, s->n_tokens)) {
             plan_rows(e, pl, s, 1);
             pl->decode_rows++;
+        } else if (s->n_tokens - s->n_computed > 1) {
+            pl->prompt_seqs++;
         }
         /* a preemption may have removed `next` (it was the newest) */
         s = (next && next->state == SEQ_RUNNING) ? next : NULL;
@@ -881,6 +889,7 @@ static bool step(engine *e) {
                     .preempt_before = e->local.preemptions_total,
                     .pred_ns = e->cost.c0_ns};
     take_requests(e, pl.t0);
+    pl.prompt_seqs = e->waiting.n;
     plan_decodes(e, &pl);
     plan_prefill_chunks(e, &pl);
     plan_admissions(e, &pl);

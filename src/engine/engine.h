@@ -54,8 +54,8 @@ typedef struct engine_params {
     /* Inter-token-latency target for a step that carries decode rows, in
      * ms: prompt chunks are cut so the step's predicted time (step_cost.h)
      * stays within it; decode rows are never cut, and such a step still
-     * gives prompts as many rows as it has decode rows (at least 4, at
-     * most 16). 0: off (chunks bounded by
+     * gives prompts a row for each sequence in play, decoding or waiting
+     * for its first token (at least 4, at most 16). 0: off (chunks bounded by
      * max_batch_tokens and prefill_chunk only). ENGINE_ITL_TARGET_AUTO:
      * measured at start, 3 x a one-row step, at least 10 ms. */
     double itl_target_ms;
