@@ -16,6 +16,7 @@
 #include "bench/client_loop.h"
 #include "bench/run_merge.h"
 #include "base/clock.h"
+#include "base/cond.h"
 
 #define STREAMS_PER_LOOP 64u /* what one loop carries before another pays off */
 #define MAX_LOOPS        256u
@@ -142,11 +143,7 @@ static void wait_loops(pool *p, const loop_slot *sl, uint32_t n, const bench_con
                        uint64_t planned, uint64_t t0) {
     pthread_mutex_lock(&p->mu);
     while (p->done < n) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 200 * 1000 * 1000;
-        if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
-        pthread_cond_timedwait(&p->cv, &p->mu, &until);
+        tps_cond_wait_ns(&p->cv, &p->mu, 200 * TPS_NS_PER_MS);
         if (cfg->progress && p->done < n)
             draw_progress(sl, n, cfg, planned, tps_now_ns(), t0, false);
     }
@@ -246,7 +243,7 @@ int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, t
     atomic_init(&sh.stop, false);
     pool p = {.done = 0};
     pthread_mutex_init(&p.mu, NULL);
-    pthread_cond_init(&p.cv, NULL);
+    tps_cond_init_monotonic(&p.cv);
     loop_slot *sl = calloc(n, sizeof *sl);
     bench_run_out *parts = calloc(n, sizeof *parts);
     if (!sl || !parts) {

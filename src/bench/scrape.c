@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/cond.h"
 #include "metrics/prom_text.h"
 
 #define SCRAPE_MAX_BODY (16u << 20)
@@ -241,11 +242,7 @@ int scrape_start(scraper **out, const char *url, const char *api_key, bool insec
         scraper_free(s);
         return rc;
     }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    tps_cond_init_monotonic(&s->cv);
     pthread_mutex_init(&s->mu, NULL);
     sample_once(s); /* before the run's first send: counters' growth is the run's */
     if (pthread_create(&s->thread, NULL, loop, s)) {

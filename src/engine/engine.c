@@ -22,6 +22,7 @@
 #include "engine/step_cost.h"
 #include "engine/trace.h"
 #include "base/clock.h"
+#include "base/cond.h"
 #include "base/grow.h"
 
 struct engine {
@@ -299,32 +300,13 @@ size_t engine_poll(engine *e, engine_event *out, size_t max) {
     return n;
 }
 
-/* Waits on cv (created on the monotonic clock: a wall-clock step neither
- * cuts a wait short nor stretches it) for at most ns. */
-static void cond_wait_ns(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t t = (uint64_t)ts.tv_sec * TPS_NS_PER_SEC + (uint64_t)ts.tv_nsec + ns;
-    ts.tv_sec = (time_t)(t / TPS_NS_PER_SEC);
-    ts.tv_nsec = (long)(t % TPS_NS_PER_SEC);
-    pthread_cond_timedwait(cv, mu, &ts);
-}
-
-static void cond_init_monotonic(pthread_cond_t *cv) {
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(cv, &a);
-    pthread_condattr_destroy(&a);
-}
-
 void engine_wait(engine *e, int timeout_ms) {
     pthread_mutex_lock(&e->mu);
     if (e->ev_n == 0) {
         if (timeout_ms < 0)
             pthread_cond_wait(&e->ev_cv, &e->mu);
         else
-            cond_wait_ns(&e->ev_cv, &e->mu, (uint64_t)timeout_ms * TPS_NS_PER_MS);
+            tps_cond_wait_ns(&e->ev_cv, &e->mu, (uint64_t)timeout_ms * TPS_NS_PER_MS);
     }
     pthread_mutex_unlock(&e->mu);
 }
@@ -981,7 +963,7 @@ static void *engine_main(void *arg) {
              * wait for news rather than spin. */
             pthread_mutex_lock(&e->mu);
             if (!e->stopping && !e->incoming.n && !e->n_cancels)
-                cond_wait_ns(&e->work_cv, &e->mu, TPS_NS_PER_MS);
+                tps_cond_wait_ns(&e->work_cv, &e->mu, TPS_NS_PER_MS);
             pthread_mutex_unlock(&e->mu);
         }
     }
@@ -1162,8 +1144,8 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     int rc;
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->trie_mu, NULL);
-    cond_init_monotonic(&e->work_cv);
-    cond_init_monotonic(&e->ev_cv);
+    tps_cond_init_monotonic(&e->work_cv);
+    tps_cond_init_monotonic(&e->ev_cv);
     if (tokenizer_n_vocab(e->tok) > c->n_vocab) {
         rc = tps_fail(err, TPS_EINVAL, "engine: tokenizer has %u tokens, the model %u",
                       tokenizer_n_vocab(e->tok), c->n_vocab);
