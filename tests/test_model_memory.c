@@ -51,6 +51,23 @@ static void greedy(env *v, int32_t *out, size_t n) {
     engine_destroy(e);
 }
 
+/* The model at path loaded in file layout (--no-repack), with its tokenizer. */
+static void open_unrepacked(env *plain, const char *path) {
+    *plain = (env){0};
+    llama_load_opts lo = {.no_repack = true};
+    tps_err err = {0};
+    cr_assert_eq(llama_model_load_opts(&plain->m, path, &lo, &err), 0, "%s", err.msg);
+    cr_assert_eq(tokenizer_load(&plain->tok, plain->m->file, &err), 0, "%s", err.msg);
+}
+
+/* The first 16 greedy tokens of a and b are equal. */
+static void expect_same_greedy(env *a, env *b, const char *differ) {
+    int32_t ta[16], tb[16];
+    greedy(a, ta, 16);
+    greedy(b, tb, 16);
+    cr_expect_eq(memcmp(ta, tb, sizeof ta), 0, "%s", differ);
+}
+
 Test(model_memory, repacked_matrices_file_pages_are_given_back_and_tokens_do_not_change) {
     char path[] = "/tmp/tps-test-mem-XXXXXX";
     const model_preset pre = {"mem", "test", 256, 2, 4, 4, 768, 512, 256, 10000.0f};
@@ -73,16 +90,10 @@ Test(model_memory, repacked_matrices_file_pages_are_given_back_and_tokens_do_not
     cr_expect_lt(resident, packed.m->file->size - mats / 2,
                  "%zu of the file's %zu bytes stay resident", resident, packed.m->file->size);
 
-    env plain = {0};
-    llama_load_opts lo = {.no_repack = true};
-    tps_err err = {0};
-    cr_assert_eq(llama_model_load_opts(&plain.m, path, &lo, &err), 0, "%s", err.msg);
-    cr_assert_eq(tokenizer_load(&plain.tok, plain.m->file, &err), 0, "%s", err.msg);
+    env plain;
+    open_unrepacked(&plain, path);
     cr_expect_eq(plain.m->w.released_bytes, 0, "nothing is given back without copies");
-    int32_t a[16], b[16];
-    greedy(&packed, a, 16);
-    greedy(&plain, b, 16);
-    cr_expect_eq(memcmp(a, b, sizeof a), 0, "repacked and file-layout weights give other tokens");
+    expect_same_greedy(&packed, &plain, "repacked and file-layout weights give other tokens");
     env_close(&packed);
     env_close(&plain);
     unlink(path);
@@ -115,15 +126,9 @@ Test(model_memory, q4_K_m_model_repacks_its_q4_K_matrices_and_tokens_do_not_chan
     cr_assert_gt(n_q4k, 0, "the mix has Q4_K matrices");
     cr_expect_gt(w->released_bytes, 0, "the Q4_K matrices' file pages are given back");
 
-    env plain = {0};
-    llama_load_opts lo = {.no_repack = true};
-    tps_err err = {0};
-    cr_assert_eq(llama_model_load_opts(&plain.m, path, &lo, &err), 0, "%s", err.msg);
-    cr_assert_eq(tokenizer_load(&plain.tok, plain.m->file, &err), 0, "%s", err.msg);
-    int32_t a[16], b[16];
-    greedy(&packed, a, 16);
-    greedy(&plain, b, 16);
-    cr_expect_eq(memcmp(a, b, sizeof a), 0, "repacked and file-layout Q4_K give other tokens");
+    env plain;
+    open_unrepacked(&plain, path);
+    expect_same_greedy(&packed, &plain, "repacked and file-layout Q4_K give other tokens");
     env_close(&packed);
     env_close(&plain);
     unlink(path);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/compiler.h" /* ALWAYS_INLINE */
+#include "kernels/vnni.h"
 
 /* Fixed-order horizontal sum: (lo + hi) then pairs. */
 ALWAYS_INLINE float hsum8(__m256 v) {
@@ -77,18 +78,10 @@ void quantize_row_q8_0_avx2(block_q8_0 *restrict y, const float *restrict x, siz
  * stand-in (maddubs + madd) is exact only while a pair of products fits in
  * int16: Q4_0 nibbles (15 x 127) or |w| x sign(x, w) (128 x 127), which is
  * how the Q8_0 step runs there. Every variant gives the same integers. */
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-#define Q_VNNI 1
-ALWAYS_INLINE __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
-    return _mm256_dpbusd_epi32(acc, u, s);
-}
-#elif defined(__AVXVNNI__)
-#define Q_VNNI 1
-ALWAYS_INLINE __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
-    return _mm256_dpbusd_avx_epi32(acc, u, s);
-}
+#define Q_VNNI KERNEL_VNNI
+#if Q_VNNI
+#define dpbusd kernel_dpbusd_vnni
 #else
-#define Q_VNNI 0
 ALWAYS_INLINE __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
     return _mm256_add_epi32(acc,
                             _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/compiler.h" /* ALWAYS_INLINE */
+#include "kernels/vnni.h"
 
 /* ---- Q8_K activation quantizer, bit-identical to quantize_row_q8_K_ref -- */
 
@@ -302,18 +303,10 @@ void kernel_rows_q6_K_avx2(float *restrict out, size_t ld_out, const uint8_t *re
  * (at most 8 vectors per sum: |sum| <= 8 * 2 * 15 * 127 = 30480, exact),
  * then one madd with the scale in both int16 halves of the lane. Both give
  * the exact integers sc_j * sum q4 * q8. */
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-#define K8_VNNI 1
-ALWAYS_INLINE __m256i k8_dot(__m256i acc, __m256i u, __m256i s) {
-    return _mm256_dpbusd_epi32(acc, u, s);
-}
-#elif defined(__AVXVNNI__)
-#define K8_VNNI 1
-ALWAYS_INLINE __m256i k8_dot(__m256i acc, __m256i u, __m256i s) {
-    return _mm256_dpbusd_avx_epi32(acc, u, s);
-}
+#define K8_VNNI KERNEL_VNNI
+#if K8_VNNI
+#define k8_dot kernel_dpbusd_vnni
 #else
-#define K8_VNNI 0
 ALWAYS_INLINE __m256i k8_dot(__m256i acc, __m256i u, __m256i s) {
     return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, s));
 }

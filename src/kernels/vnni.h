@@ -1,0 +1,26 @@
+/* Whether this AVX2 build has an int8 dot instruction (AVX-512 VNNI with
+ * VL, or AVX-VNNI), and that instruction: int32 lane += 4 adjacent
+ * u8 x s8 products. The tiers that include this write their own stand-in
+ * for KERNEL_VNNI 0, each exact over the range its data can take. */
+#ifndef TPS_KERNELS_VNNI_H
+#define TPS_KERNELS_VNNI_H
+
+#include <immintrin.h>
+
+#include "base/compiler.h" /* ALWAYS_INLINE */
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define KERNEL_VNNI 1
+ALWAYS_INLINE __m256i kernel_dpbusd_vnni(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_dpbusd_epi32(acc, u, s);
+}
+#elif defined(__AVXVNNI__)
+#define KERNEL_VNNI 1
+ALWAYS_INLINE __m256i kernel_dpbusd_vnni(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+}
+#else
+#define KERNEL_VNNI 0
+#endif
+
+#endif
