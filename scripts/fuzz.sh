@@ -22,12 +22,13 @@ else
 fi
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}"
 shared=../shared
-status=0
-for name in "${targets[@]}"; do
-  work=build-fuzz/corpus/$name
+shared_abs="$(cd "$shared" 2>/dev/null && pwd || true)"
+# One harness: replays its regressions, then fuzzes for $seconds. Prints its
+# lines and returns 1 on a crash, so several can run at once.
+run_one() {
+  local name=$1 work=build-fuzz/corpus/$1 max_len=65536 # whole GGUF models need more
+  local seeds=("fuzz/corpus/$name") rc=0
   mkdir -p "$work" "fuzz/corpus/$name"
-  seeds=("fuzz/corpus/$name")
-  max_len=65536 # whole GGUF models are the one input that needs more
   case $name in
     fuzz_gguf)
       max_len=1048576
@@ -35,29 +36,46 @@ for name in "${targets[@]}"; do
     fuzz_tokenizer)
       if [ ! -f "$shared/models/vocab/ggml-vocab-gpt-2.gguf" ]; then
         echo "== $name: skipped: it needs the vocabularies in $shared/models/vocab =="
-        continue
+        return 0
       fi
-      if [ -d "$shared/models/vocab" ]; then
-        mkdir -p build-fuzz/seeds/$name
-        cp -f "$shared"/models/vocab/*.inp build-fuzz/seeds/$name/ 2>/dev/null || true
-        seeds+=("build-fuzz/seeds/$name")
-      fi ;;
+      mkdir -p build-fuzz/seeds/$name
+      cp -f "$shared"/models/vocab/*.inp build-fuzz/seeds/$name/ 2>/dev/null || true
+      seeds+=("build-fuzz/seeds/$name") ;;
   esac
   if [ -d "fuzz/regressions/$name" ] && [ -n "$(ls -A "fuzz/regressions/$name")" ]; then
-    if ! (cd build-fuzz && TPS_SHARED_DIR="$(cd .. && cd "$shared" 2>/dev/null && pwd || true)" \
+    if ! (cd build-fuzz && TPS_SHARED_DIR="$shared_abs" \
           "./$name" -runs=0 "../fuzz/regressions/$name"/* >/dev/null 2>&1); then
       echo "fuzz: $name: a regression input crashes again (fuzz/regressions/$name)"
-      status=1
+      rc=1
     fi
   fi
   echo "== $name: ${seconds}s =="
-  if ! (cd build-fuzz && TPS_SHARED_DIR="$(cd .. && cd "$shared" 2>/dev/null && pwd || true)" \
+  if ! (cd build-fuzz && TPS_SHARED_DIR="$shared_abs" \
         "./$name" -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=4096 \
         -artifact_prefix="./$name-" -print_final_stats=1 "../$work" "${seeds[@]/#/../}" \
         2>&1 | grep -E "^(stat::number_of_executed_units|Done|==[0-9]+==ERROR|SUMMARY)|DEADLY|crash-|leak-|timeout-" \
         | sed "s/^stat::number_of_executed_units: */execs: /"); then
     echo "fuzz: $name found a crash (see build-fuzz/$name-*)"
-    status=1
+    rc=1
   fi
+  return $rc
+}
+# One harness per core at a time (each is single-threaded); each one's lines
+# are printed together, in the harnesses' order.
+logs=build-fuzz/logs
+rm -rf "$logs" && mkdir -p "$logs"
+for name in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+  (
+    rc=0
+    run_one "$name" >"$logs/$name" 2>&1 || rc=1
+    echo $rc >"$logs/$name.rc"
+  ) &
+done
+wait
+status=0
+for name in "${targets[@]}"; do
+  cat "$logs/$name"
+  [ "$(cat "$logs/$name.rc" 2>/dev/null)" = 0 ] || status=1
 done
 exit $status
