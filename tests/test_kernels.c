@@ -642,6 +642,43 @@ Test(kernels, repacked_q4_K_extreme_values_do_not_overflow) {
     kernel_ctx_free(sc);
 }
 
+/* Q4_0 at its largest magnitudes (every nibble 15, or 0) against activations
+ * quantized to +-127 of one sign per block: the AVX2 tier's int16 sums of a
+ * block's 8 maddubs pairs reach 8 * 2 * 15 * 127 = 30480 and must stay exact,
+ * packed, for the 4-row and 1-row tiles alike. */
+Test(kernels, repacked_q4_0_extreme_values_do_not_overflow) {
+    enum { N_IN = 256, N_OUT = 24, ROWS = 6 };
+    float x[ROWS * N_IN];
+    for (int i = 0; i < ROWS * N_IN; i++)
+        x[i] = ((i / 32) % 2 ? 1.0f : -1.0f) * (i % 5 ? 3.0f : 2.9f);
+    block_q4_0 q4[N_OUT * N_IN / QK4_0], packed[N_OUT * N_IN / QK4_0];
+    for (size_t b = 0; b < LEN(q4); b++) {
+        memset(q4[b].qs, b % 4 == 3 ? 0x00 : 0xff, sizeof q4[b].qs);
+        q4[b].d = fp32_to_fp16(b % 2 ? 0.03f : -0.05f);
+    }
+    cr_assert_eq(kernel_repack(packed, q4, GGML_TYPE_Q4_0, N_OUT, N_IN), 0);
+    kernel_ctx *sc = new_ctx(1, KERNEL_TIER_SCALAR), *best = new_ctx(2, KERNEL_TIER_BEST);
+    float want[ROWS * N_OUT], got[ROWS * N_OUT], ref[ROWS * N_OUT];
+    double s[ROWS * N_OUT];
+    cr_assert_eq(kernel_matmul(want, q4, GGML_TYPE_Q4_0, x, ROWS, N_IN, N_OUT, sc), 0);
+    cr_assert_eq(kernel_matmul_ref(ref, s, q4, GGML_TYPE_Q4_0, x, ROWS, N_IN, N_OUT), 0);
+    for (int i = 0; i < ROWS * N_OUT; i++)
+        cr_assert(fabs((double)want[i] - ref[i]) <= TOL_Q_REL * s[i] + TOL_ABS,
+                  "elem %d: got %.9g want %.9g", i, want[i], ref[i]);
+    kernel_ctx *ctxs[] = {sc, best};
+    for (size_t c = 0; c < LEN(ctxs); c++)
+        for (size_t rows = 1; rows <= ROWS; rows++) {
+            cr_assert_eq(kernel_matmul(got, packed, kernel_packed_type(GGML_TYPE_Q4_0), x, rows,
+                                       N_IN, N_OUT, ctxs[c]),
+                         0);
+            cr_assert_eq(memcmp(got, want, rows * N_OUT * sizeof *got), 0,
+                         "tier %s rows %zu: packed differs from plain",
+                         kernel_tier_name(kernel_ctx_tier(ctxs[c])), rows);
+        }
+    kernel_ctx_free(best);
+    kernel_ctx_free(sc);
+}
+
 /* plain Q8_0 / Q4_0 at output counts that leave partial 8-row groups:
  * the AVX2 tier's padded groups give the scalar tier's bits */
 Test(kernels, partial_groups_match_the_scalar_tier_bit_for_bit) {

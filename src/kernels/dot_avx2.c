@@ -88,6 +88,22 @@ ALWAYS_INLINE __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
 }
 #endif
 
+#if !Q_VNNI
+/* Q4_0 without VNNI: a maddubs pair of a nibble (0..15) and an int8 is at
+ * most 2 * 15 * 128 = 3840 in magnitude, so a block's 8 maddubs (two per
+ * chunk) sum exactly in int16 (<= 30720), and one madd per block widens
+ * them: 8 maddubs + 8 adds + 1 madd instead of 8 x (maddubs + madd + add).
+ * The same integers as dpbusd, so the same bits. */
+ALWAYS_INLINE __m256i q4_pairs16(__m256i s16, __m256i lo, __m256i xl, __m256i hi, __m256i xh) {
+    return _mm256_add_epi16(
+        s16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)));
+}
+
+ALWAYS_INLINE __m256i q4_widen16(__m256i acc, __m256i s16) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+}
+#endif
+
 ALWAYS_INLINE __m256i bcast4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, sizeof v);
@@ -136,6 +152,14 @@ ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *re
         }
         if (is_q4) {
             const __m256i m0f = _mm256_set1_epi8(0x0f);
+#if !Q_VNNI
+            __m256i s16[4][4]; /* the block's maddubs pairs, summed in int16 */
+#pragma GCC unroll 4
+            for (int g = 0; g < MG; g++)
+#pragma GCC unroll 4
+                for (int j = 0; j < MX; j++)
+                    s16[g][j] = _mm256_setzero_si256();
+#endif
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 __m256i lo[4], hi[4];
@@ -150,9 +174,20 @@ ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *re
                     const __m256i xl = bcast4(xq[j] + 4 * c), xh = bcast4(xq[j] + 16 + 4 * c);
 #pragma GCC unroll 4
                     for (int g = 0; g < MG; g++)
+#if Q_VNNI
                         is[g][j] = dpbusd(dpbusd(is[g][j], lo[g], xl), hi[g], xh);
+#else
+                        s16[g][j] = q4_pairs16(s16[g][j], lo[g], xl, hi[g], xh);
+#endif
                 }
             }
+#if !Q_VNNI
+#pragma GCC unroll 4
+            for (int g = 0; g < MG; g++)
+#pragma GCC unroll 4
+                for (int j = 0; j < MX; j++)
+                    is[g][j] = q4_widen16(is[g][j], s16[g][j]);
+#endif
         } else {
 #pragma GCC unroll 8
             for (int c = 0; c < 8; c++) {
@@ -250,11 +285,24 @@ ALWAYS_INLINE void r8_tile1(float *restrict out, const uint8_t *restrict G, size
 #pragma GCC unroll 8
                 for (int g = 0; g < MG; g++) {
                     const __m256i v = _mm256_loadu_si256((const __m256i *)(wb[g] + 16 + 32 * c));
-                    s[g][k] = dpbusd(s[g][k], _mm256_and_si256(v, m0f), xl);
-                    s[g][k + 1] =
-                        dpbusd(s[g][k + 1], _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f), xh);
+                    const __m256i lo = _mm256_and_si256(v, m0f);
+                    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+#if Q_VNNI
+                    s[g][k] = dpbusd(s[g][k], lo, xl);
+                    s[g][k + 1] = dpbusd(s[g][k + 1], hi, xh);
+#else /* int16 sums in s[g][1] (even chunks) and s[g][2] (odd) */
+                    s[g][1 + (c & 1)] = q4_pairs16(s[g][1 + (c & 1)], lo, xl, hi, xh);
+                    (void)k;
+#endif
                 }
             }
+#if !Q_VNNI
+#pragma GCC unroll 8
+            for (int g = 0; g < MG; g++) {
+                s[g][0] = q4_widen16(s[g][0], _mm256_add_epi16(s[g][1], s[g][2]));
+                s[g][1] = s[g][2] = _mm256_setzero_si256();
+            }
+#endif
         } else {
 #pragma GCC unroll 8
             for (int c = 0; c < 8; c++) {
