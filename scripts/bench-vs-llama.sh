@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Batch-1 prefill (pp512) and decode (tg128) of tps against llama.cpp on the
+# same GGUF files, alternating A B A B so both sides see the same machine
+# (noisy 2-core machines: only ratios taken within one run mean anything),
+# and the median of each side over the rounds. One line per tier and file.
+#
+# usage: scripts/bench-vs-llama.sh TIER=BUILD_DIR:LLAMA_BIN_DIR [TIER=...]
+#   e.g. native=build:../peers/llama.cpp/build/bin
+#        avx2=build-avx2:../peers/llama.cpp/build-avx2/bin
+#   (BUILD_DIR: a tps build with bench_engine, e.g. `cmake -DTPS_CPU=avx2`;
+#   LLAMA_BIN_DIR: llama-bench and its libraries, run with LD_LIBRARY_PATH
+#   set to it so an AVX2-only ggml there is the one loaded.)
+# env: TPS_BENCH_DIR (default /tmp/tps-bench), VS_MODELS (default
+#      "110M-q8_0.gguf 110M-q4_0.gguf 110M-q4_k_m.gguf"), VS_ROUNDS (3),
+#      BENCH_THREADS (2). Missing model files are made with `tps model make`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 1 ] || { sed -n 2,16p "$0"; exit 2; }
+dir=${TPS_BENCH_DIR:-/tmp/tps-bench}
+models=${VS_MODELS:-110M-q8_0.gguf 110M-q4_0.gguf 110M-q4_k_m.gguf}
+rounds=${VS_ROUNDS:-3}
+threads=${BENCH_THREADS:-2}
+mkdir -p "$dir"
+
+median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+printf '%-7s %-18s %10s %10s %7s %10s %10s %7s\n' tier file "tps pp" "llama pp" ratio "tps tg" "llama tg" ratio
+for spec in "$@"; do
+  tier=${spec%%=*}
+  rest=${spec#*=}
+  build=${rest%%:*}
+  lbin=${rest#*:}
+  [ -x "$build/bench_engine" ] || { echo "bench-vs-llama: no $build/bench_engine (build it first)" >&2; exit 1; }
+  [ -x "$lbin/llama-bench" ] || { echo "bench-vs-llama: no $lbin/llama-bench" >&2; exit 1; }
+  for m in $models; do
+    f=$dir/$m
+    if [ ! -f "$f" ]; then
+      type=${m#110M-}
+      type=${type%.gguf}
+      "$build/tps" model make --preset 110M --type "$type" -o "$f" >/dev/null
+    fi
+    tp=() tt=() lp=() lt=()
+    for ((r = 0; r < rounds; r++)); do
+      line=$(TPS_BENCH_MODELS=$f "$build/bench_engine" "$threads" 0 2>/dev/null | awk -v m="$m" '$1 == m')
+      tp+=("$(echo "$line" | awk '{print $2}')") tt+=("$(echo "$line" | awk '{print $3}')")
+      out=$(LD_LIBRARY_PATH=$lbin "$lbin/llama-bench" -m "$f" -t "$threads" -p 512 -n 128 -r 3 2>/dev/null)
+      lp+=("$(echo "$out" | awk -F'|' '/ pp512 / {split($(NF-1), a, " "); print a[1]}')")
+      lt+=("$(echo "$out" | awk -F'|' '/ tg128 / {split($(NF-1), a, " "); print a[1]}')")
+    done
+    mtp=$(printf '%s\n' "${tp[@]}" | median) mtt=$(printf '%s\n' "${tt[@]}" | median)
+    mlp=$(printf '%s\n' "${lp[@]}" | median) mlt=$(printf '%s\n' "${lt[@]}" | median)
+    awk -v t="$tier" -v m="$m" -v tp="$mtp" -v lp="$mlp" -v tt="$mtt" -v lt="$mlt" 'BEGIN {
+      printf "%-7s %-18s %10.1f %10.1f %6.2fx %10.1f %10.1f %6.2fx\n", t, m, tp, lp, tp / lp, tt, lt, tt / lt}'
+    echo "        rounds: tps pp ${tp[*]}, llama pp ${lp[*]}; tps tg ${tt[*]}, llama tg ${lt[*]}"
+  done
+done
