@@ -190,7 +190,7 @@ Test(hostile, head_is_answered_wherever_get_is, .timeout = 30) {
         cr_assert(strstr(second, "{\"status\":\"ok\"}"), "%s", r.text);
     }
     raw_reply r;
-    raw_str(f.port, "HEAD /v1/completions HTTP/1.1\r\n" H "\r\n", &r);
+    raw_str(f.port, "HEAD /v1/completions HTTP/1.1\r\n" H "Connection: close\r\n\r\n", &r);
     cr_assert_eq(r.status, 405, "%s", r.text);
     fixture_finish(&f);
 }
