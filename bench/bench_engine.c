@@ -22,7 +22,10 @@
  * env:   TPS_BENCH_DIR, TPS_MACHINE_READ_GBS, TPS_BENCH_MODELS (comma list of
  *        GGUF paths for part 1 instead of the 110M q8_0 and q4_0 files),
  *        TPS_REPACK=0 (borrow the mmapped weights; default: repack at load),
- *        TPS_BENCH_KV=f16|f32|q8_0 (KV cache type; default f16) */
+ *        TPS_BENCH_KV=f16|f32|q8_0 (KV cache type; default f16),
+ *        TPS_BENCH_TEMP=T (sampling temperature; default 0, greedy: llama-bench
+ *        and llama-batched-bench sample nothing, so a full-vocabulary draw,
+ *        2-3% of a 32-sequence step at 110M, would be ours alone) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +80,8 @@ static int run(const bench_model *l, int threads, uint32_t n_seqs, size_t n_prom
         engine_request rq = {.prompt = ids, .n_prompt = n_prompt, .max_tokens = n_out};
         sampler_params_default(&rq.sampling);
         rq.sampling.ignore_eos = true;
+        const char *temp = getenv("TPS_BENCH_TEMP");
+        rq.sampling.temperature = temp ? strtof(temp, NULL) : 0.0f;
         uint64_t id;
         if (engine_submit(e, &rq, &id, &err)) {
             fprintf(stderr, "bench_engine: %s\n", err.msg);
