@@ -104,6 +104,10 @@ ALWAYS_INLINE void scores_run(float *restrict s, const float *restrict q, const 
                     acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), ld8(Kj + i * row_bytes, d, kt),
                                              acc[i]);
         }
+        if (hd8 == hd && n - j0 >= 8) { /* no tail: the same multiply, lane by lane */
+            _mm256_storeu_ps(s + j0, _mm256_mul_ps(fold8(acc), _mm256_set1_ps(scale)));
+            continue;
+        }
         float sum[8];
         _mm256_storeu_ps(sum, fold8(acc));
         const size_t m = n - j0 < 8 ? n - j0 : 8;
