@@ -157,14 +157,16 @@ ALWAYS_INLINE void values_run(float *restrict o, const float *restrict s, const 
 }
 
 /* Tiles of several query vectors that read the same widened chunk (prefill:
- * consecutive rows, and the heads of a GQA group): each K (or V) row is
- * read once for two vectors and the fold, scale and store of scores go a
- * tile of keys at a time. Each score and output element keeps the FMA
- * chain, fold tree and tail of scores_run / values_run, in the same order.
- * With AVX-512VL the compiler has 32 ymm registers: a scores tile holds
- * 2 x 8 accumulators there, 2 x 4 with plain AVX2's 16 (measured on the
- * prefill of a 512-token prompt, 4-vector tiles were slower on the AVX-512
- * machine and do not fit in 16). */
+ * consecutive rows, and the heads of a GQA group): each K (or V) chunk
+ * serves two vectors' FMAs while it is in L1 or a register (GCC may read K
+ * again as each FMA's memory operand; V stays in a register), and the
+ * fold, scale and store of scores go a tile of keys at a time. Each score
+ * and output element keeps the FMA chain, fold tree and tail of
+ * scores_run / values_run, in the same order. With AVX-512VL the compiler
+ * has 32 ymm registers: a scores tile holds 2 x 8 accumulators there,
+ * 2 x 4 with plain AVX2's 16 (measured on the prefill of a 512-token
+ * prompt, 3- and 4-vector tiles were no faster on the AVX-512 machine,
+ * nor 3-vector ones on the AVX2 build). */
 #define ATTN_SR 2 /* vectors per scores tile */
 #if defined(__AVX512VL__)
 #define ATTN_SK 8 /* keys per scores tile (4 or 8) */
