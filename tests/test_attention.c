@@ -21,8 +21,16 @@ static float rnd(uint64_t *s) {
     return (float)((double)(*s >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
 }
 
-static void check_mods(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, uint32_t head_dim,
-                       uint32_t n_pos, attn_mods mods) {
+/* A cache of n_kv_heads heads with n_pos random positions in layer 1 (of 2)
+ * of seq, whose blocks come after a decoy sequence's so they are not 0, 1,
+ * 2 ... */
+typedef struct test_kv {
+    kv_cache *kv;
+    kv_seq decoy, seq;
+} test_kv;
+
+static void test_kv_make(test_kv *t, uint32_t kv_type, uint32_t n_kv_heads, uint32_t head_dim,
+                         uint32_t n_pos, uint64_t *s) {
     const uint32_t B = 16, layers = 2, kv_dim = n_kv_heads * head_dim;
     kv_cache_params p = {.n_layers = layers,
                          .kv_dim = kv_dim,
@@ -30,25 +38,22 @@ static void check_mods(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, ui
                          .block_tokens = B,
                          .kv_type = kv_type,
                          .n_blocks = 3 * ((n_pos + B - 1) / B) + 2};
-    kv_cache *kv = NULL;
+    memset(t, 0, sizeof *t);
     tps_err err = {0};
-    cr_assert_eq(kv_cache_create(&kv, &p, &err), 0, "%s", err.msg);
-    /* a decoy sequence first, so the tested one's blocks are not 0, 1, 2 ... */
-    kv_seq decoy = {0}, seq = {0};
-    cr_assert_eq(kv_seq_init(&decoy, 64), 0);
-    cr_assert_eq(kv_seq_init(&seq, 64), 0);
-    cr_assert_eq(kv_seq_reserve(kv, &decoy, B + 1), 0);
-    cr_assert_eq(kv_seq_reserve(kv, &seq, n_pos), 0);
-    uint64_t s = 1234 + n_pos;
+    cr_assert_eq(kv_cache_create(&t->kv, &p, &err), 0, "%s", err.msg);
+    cr_assert_eq(kv_seq_init(&t->decoy, 64), 0);
+    cr_assert_eq(kv_seq_init(&t->seq, 64), 0);
+    cr_assert_eq(kv_seq_reserve(t->kv, &t->decoy, B + 1), 0);
+    cr_assert_eq(kv_seq_reserve(t->kv, &t->seq, n_pos), 0);
     float *row = malloc(sizeof(float) * kv_dim);
     for (uint32_t l = 0; l < layers; l++)
         for (uint32_t pos = 0; pos < n_pos; pos++)
             for (int kvv = 0; kvv < 2; kvv++) {
                 for (uint32_t i = 0; i < kv_dim; i++)
-                    row[i] = rnd(&s) * 2.0f;
+                    row[i] = rnd(s) * 2.0f;
                 for (uint32_t h = 0; h < n_kv_heads; h++) {
-                    void *dst =
-                        kvv ? kv_v_head(kv, &seq, l, pos, h) : kv_k_head(kv, &seq, l, pos, h);
+                    void *dst = kvv ? kv_v_head(t->kv, &t->seq, l, pos, h)
+                                    : kv_k_head(t->kv, &t->seq, l, pos, h);
                     const float *src = row + (size_t)h * head_dim;
                     if (kv_type == GGML_TYPE_F16)
                         fp32_to_fp16_row(dst, src, head_dim);
@@ -58,6 +63,24 @@ static void check_mods(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, ui
                         memcpy(dst, src, sizeof(float) * head_dim);
                 }
             }
+    free(row);
+}
+
+static void test_kv_free(test_kv *t) {
+    kv_seq_release(t->kv, &t->seq);
+    kv_seq_release(t->kv, &t->decoy);
+    kv_seq_destroy(&t->seq);
+    kv_seq_destroy(&t->decoy);
+    kv_cache_free(t->kv);
+}
+
+static void check_mods(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, uint32_t head_dim,
+                       uint32_t n_pos, attn_mods mods) {
+    uint64_t s = 1234 + n_pos;
+    test_kv t;
+    test_kv_make(&t, kv_type, n_kv_heads, head_dim, n_pos, &s);
+    const kv_cache *kv = t.kv;
+    const kv_seq *seq = &t.seq;
     const size_t qn = (size_t)group * head_dim;
     float *q = malloc(sizeof(float) * qn), *got = malloc(sizeof(float) * qn),
           *again = malloc(sizeof(float) * qn), *want = malloc(sizeof(float) * qn);
@@ -66,11 +89,11 @@ static void check_mods(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, ui
         q[i] = rnd(&s);
     const float scale = 1.0f / sqrtf((float)head_dim);
     for (uint32_t kvh = 0; kvh < n_kv_heads; kvh++) {
-        attn_group(got, q, kv, &seq, 1, kvh, group, head_dim, n_pos, scale, mods, scores);
-        attn_group_ref(want, q, kv, &seq, 1, kvh, group, head_dim, n_pos, scale, mods);
+        attn_group(got, q, kv, seq, 1, kvh, group, head_dim, n_pos, scale, mods, scores);
+        attn_group_ref(want, q, kv, seq, 1, kvh, group, head_dim, n_pos, scale, mods);
         for (size_t i = 0; i < group * n_pos; i++)
             scores[i] = 1e30f; /* garbage in the scratch must not matter */
-        attn_group(again, q, kv, &seq, 1, kvh, group, head_dim, n_pos, scale, mods, scores);
+        attn_group(again, q, kv, seq, 1, kvh, group, head_dim, n_pos, scale, mods, scores);
         cr_assert_eq(memcmp(got, again, sizeof(float) * qn), 0, "not deterministic");
         for (size_t i = 0; i < qn; i++)
             cr_assert(fabsf(got[i] - want[i]) <= TOL_ATTN_REL * 2.0f + 1e-6f,
@@ -88,10 +111,10 @@ static void check_mods(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, ui
     for (uint32_t nr = 1; nr <= ATTN_ROWS && nr <= n_pos; nr++)
         for (uint32_t kvh = 0; kvh < n_kv_heads; kvh++) {
             const uint32_t n_pos0 = n_pos - nr + 1;
-            attn_group_rows(outs, qs, ld, kv, &seq, 1, kvh, group, head_dim, n_pos0, nr, scale,
-                            mods, scratch);
+            attn_group_rows(outs, qs, ld, kv, seq, 1, kvh, group, head_dim, n_pos0, nr, scale, mods,
+                            scratch);
             for (uint32_t i = 0; i < nr; i++) {
-                attn_group(got, qs + i * ld, kv, &seq, 1, kvh, group, head_dim, n_pos0 + i, scale,
+                attn_group(got, qs + i * ld, kv, seq, 1, kvh, group, head_dim, n_pos0 + i, scale,
                            mods, scores);
                 cr_assert_eq(memcmp(got, outs + i * ld, sizeof(float) * qn), 0,
                              "type %u group %u hd %u n_pos %u: row %u of a run of %u differs",
@@ -106,12 +129,7 @@ static void check_mods(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, ui
     free(again);
     free(want);
     free(scores);
-    free(row);
-    kv_seq_release(kv, &seq);
-    kv_seq_release(kv, &decoy);
-    kv_seq_destroy(&seq);
-    kv_seq_destroy(&decoy);
-    kv_cache_free(kv);
+    test_kv_free(&t);
 }
 
 static void check(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, uint32_t head_dim,
@@ -171,4 +189,64 @@ Test(attention, q8_0_kv_refuses_heads_that_are_not_whole_blocks) {
     cr_assert_neq(kv_cache_create(&kv, &p, &err), 0);
     cr_assert_null(kv);
     cr_assert(strstr(err.msg, "multiple of 32") != NULL, "%s", err.msg);
+}
+
+/* attn_group_rows tiles several rows (and the heads of a group) over each
+ * K/V chunk; every row must still equal attn_group alone, bit for bit:
+ * runs of 1..ATTN_ROWS rows starting anywhere in a chunk, groups that leave
+ * a partial tile, head sizes with and without an 8-float tail (and the 64
+ * and 128 the tiles are specialized for), windows that start inside a
+ * chunk at a different place for each row, soft-capping, and scratch that
+ * holds NaNs from before. */
+static void check_runs(uint32_t kv_type, uint32_t group, uint32_t head_dim, uint32_t n_pos0,
+                       attn_mods mods) {
+    const uint32_t n_kv_heads = 2, last = n_pos0 + ATTN_ROWS - 1;
+    uint64_t s = 99 + n_pos0 * 7 + head_dim;
+    test_kv t;
+    test_kv_make(&t, kv_type, n_kv_heads, head_dim, last, &s);
+    const size_t qn = (size_t)group * head_dim, ld = n_kv_heads * qn + 5;
+    float *qs = malloc(sizeof(float) * ld * ATTN_ROWS),
+          *outs = malloc(sizeof(float) * ld * ATTN_ROWS);
+    float *got = malloc(sizeof(float) * qn), *scores = malloc(sizeof(float) * group * last);
+    const size_t n_scratch = attn_rows_scratch(group, head_dim, last);
+    float *scratch = malloc(sizeof(float) * n_scratch);
+    for (size_t i = 0; i < ld * ATTN_ROWS; i++)
+        qs[i] = rnd(&s);
+    const float scale = 1.0f / sqrtf((float)head_dim);
+    for (uint32_t nr = 1; nr <= ATTN_ROWS; nr++)
+        for (uint32_t kvh = 0; kvh < n_kv_heads; kvh++) {
+            for (size_t i = 0; i < n_scratch; i++)
+                scratch[i] = NAN;
+            const size_t off = kvh * qn;
+            attn_group_rows(outs + off, qs + off, ld, t.kv, &t.seq, 1, kvh, group, head_dim, n_pos0,
+                            nr, scale, mods, scratch);
+            for (uint32_t i = 0; i < nr; i++) {
+                attn_group(got, qs + off + i * ld, t.kv, &t.seq, 1, kvh, group, head_dim,
+                           n_pos0 + i, scale, mods, scores);
+                cr_assert_eq(memcmp(got, outs + off + i * ld, sizeof(float) * qn), 0,
+                             "type %u group %u hd %u window %u softcap %g: row %u of a run of %u "
+                             "from %u differs",
+                             kv_type, group, head_dim, mods.window, mods.softcap, i, nr, n_pos0);
+            }
+        }
+    free(scratch);
+    free(scores);
+    free(got);
+    free(outs);
+    free(qs);
+    test_kv_free(&t);
+}
+
+Test(attention, row_runs_equal_single_rows_bit_for_bit) {
+    const uint32_t head_dims[] = {13, 40, 64, 128};
+    const uint32_t groups[] = {1, 3};
+    const uint32_t starts[] = {1, 6, 37};
+    const attn_mods mods[] = {{0}, {.window = 5}, {.window = 19, .softcap = 0.7f}};
+    for (size_t h = 0; h < sizeof head_dims / sizeof head_dims[0]; h++)
+        for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+            for (size_t n = 0; n < sizeof starts / sizeof starts[0]; n++)
+                for (size_t m = 0; m < sizeof mods / sizeof mods[0]; m++)
+                    check_runs(GGML_TYPE_F16, groups[g], head_dims[h], starts[n], mods[m]);
+    check_runs(GGML_TYPE_F32, 2, 72, 11, (attn_mods){0});
+    check_runs(GGML_TYPE_Q8_0, 2, 64, 11, (attn_mods){.window = 9});
 }

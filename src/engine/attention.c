@@ -8,7 +8,9 @@
  *      output chunk held in registers across the block's positions.
  * F16 K/V are widened with F16C inside the loops, Q8_0 K/V dequantized
  * (d * q) the same way; attn_group_rows widens
- * each 16-position chunk once into scratch for a run of rows (prefill). The AVX2 path and the
+ * each 16-position chunk once into scratch for a run of rows (prefill) and
+ * reads it in tiles of two rows (or heads) that share each load, the next
+ * chunk prefetched meanwhile. The AVX2 path and the
  * portable path each fix one reduction order per element; the reference at
  * the bottom is plain and slow, for tests. Not here: threading, RoPE. */
 #include "engine/attention.h"
@@ -102,6 +104,10 @@ ALWAYS_INLINE void scores_run(float *restrict s, const float *restrict q, const 
                     acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), ld8(Kj + i * row_bytes, d, kt),
                                              acc[i]);
         }
+        if (hd8 == hd && n - j0 >= 8) { /* no tail: the same multiply, lane by lane */
+            _mm256_storeu_ps(s + j0, _mm256_mul_ps(fold8(acc), _mm256_set1_ps(scale)));
+            continue;
+        }
         float sum[8];
         _mm256_storeu_ps(sum, fold8(acc));
         const size_t m = n - j0 < 8 ? n - j0 : 8;
@@ -150,6 +156,134 @@ ALWAYS_INLINE void values_run(float *restrict o, const float *restrict s, const 
     }
 }
 
+/* Tiles of several query vectors that read the same widened chunk (prefill:
+ * consecutive rows, and the heads of a GQA group): each K (or V) chunk
+ * serves two vectors' FMAs while it is in L1 or a register (GCC may read K
+ * again as each FMA's memory operand; V stays in a register), and the
+ * fold, scale and store of scores go a tile of keys at a time. Each score
+ * and output element keeps the FMA chain, fold tree and tail of
+ * scores_run / values_run, in the same order. With AVX-512VL the compiler
+ * has 32 ymm registers: a scores tile holds 2 x 8 accumulators there,
+ * 2 x 4 with plain AVX2's 16 (measured on the prefill of a 512-token
+ * prompt, 3- and 4-vector tiles were no faster on the AVX-512 machine,
+ * nor 3-vector ones on the AVX2 build). */
+#define ATTN_SR 2 /* vectors per scores tile */
+#if defined(__AVX512VL__)
+#define ATTN_SK 8 /* keys per scores tile (4 or 8) */
+#else
+#define ATTN_SK 4
+#endif
+#define ATTN_VR 2 /* vectors per values tile (32 output floats each) */
+
+/* The 4 lanes of the result = the sums of a[0..3], each folded as fold8
+ * folds it: ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)). */
+ALWAYS_INLINE __m128 fold4(const __m256 a[4]) {
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* s_r[j] for the R vectors r and the KN (4 or 8) keys j0 .. j0 + KN - 1 of
+ * W (f32 rows hd apart), as scores_run computes each: one FMA chain per
+ * key over hd's 8-float chunks, the fold8 tree, hd's tail in order, then
+ * the scale (lane by lane when there is no tail: the same multiply). */
+ALWAYS_INLINE void scores_tile(float *const s[], const float *const q[], const float *W, size_t j0,
+                               uint32_t hd, float scale, const int R, const int KN) {
+    const size_t hd8 = hd / 8 * 8;
+    const float *Wj = W + j0 * hd;
+    __m256 acc[ATTN_SR][8];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int k = 0; k < KN; k++)
+            acc[r][k] = _mm256_setzero_ps();
+#pragma GCC unroll 16
+    for (size_t d = 0; d < hd8; d += 8) {
+        __m256 qv[ATTN_SR];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            qv[r] = _mm256_loadu_ps(q[r] + d);
+#pragma GCC unroll 8
+        for (int k = 0; k < KN; k++) {
+            const __m256 kv = _mm256_loadu_ps(Wj + (size_t)k * hd + d);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+                acc[r][k] = _mm256_fmadd_ps(qv[r], kv, acc[r][k]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        if (hd8 == hd && KN == 8) {
+            _mm256_storeu_ps(s[r] + j0, _mm256_mul_ps(fold8(acc[r]), _mm256_set1_ps(scale)));
+            continue;
+        }
+        if (hd8 == hd) {
+            _mm_storeu_ps(s[r] + j0, _mm_mul_ps(fold4(acc[r]), _mm_set1_ps(scale)));
+            continue;
+        }
+        float sum[8];
+        if (KN == 8)
+            _mm256_storeu_ps(sum, fold8(acc[r]));
+        else
+            _mm_storeu_ps(sum, fold4(acc[r]));
+        for (int k = 0; k < KN; k++) {
+            float v = sum[k];
+            for (size_t d = hd8; d < hd; d++)
+                v = fmaf(q[r][d], Wj[(size_t)k * hd + d], v);
+            s[r][j0 + k] = v * scale;
+        }
+    }
+}
+
+/* o_r[d0 .. d0 + 8 * C) += sum_j s_r[j] * W_j for j in [a, e), in order, for
+ * R vectors sharing each W load. */
+ALWAYS_INLINE void values_tile(float *const o[], const float *const s[], const float *W, size_t a,
+                               size_t e, uint32_t hd, size_t d0, const int R, const int C) {
+    __m256 acc[ATTN_VR][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm256_loadu_ps(o[r] + d0 + 8 * c);
+    for (size_t j = a; j < e; j++) {
+        const float *Wj = W + j * hd + d0;
+        __m256 sv[ATTN_VR];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            sv[r] = _mm256_set1_ps(s[r][j]);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const __m256 v = _mm256_loadu_ps(Wj + 8 * c);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+                acc[r][c] = _mm256_fmadd_ps(sv[r], v, acc[r][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            _mm256_storeu_ps(o[r] + d0 + 8 * c, acc[r][c]);
+}
+
+/* values_tile over all of hd's 8-float chunks, then hd's tail per vector. */
+ALWAYS_INLINE void values_tile_hd(float *const o[], const float *const s[], const float *W,
+                                  size_t a, size_t e, uint32_t hd, const int R) {
+    const size_t hd8 = hd / 8 * 8;
+    size_t d0 = 0;
+#pragma GCC unroll 4
+    for (; d0 + 32 <= hd8; d0 += 32)
+        values_tile(o, s, W, a, e, hd, d0, R, 4);
+    for (; d0 < hd8; d0 += 8)
+        values_tile(o, s, W, a, e, hd, d0, R, 1);
+    for (size_t d = hd8; d < hd; d++)
+        for (int r = 0; r < R; r++) {
+            float acc = o[r][d];
+            for (size_t j = a; j < e; j++)
+                acc = fmaf(s[r][j], W[j * hd + d], acc);
+            o[r][d] = acc;
+        }
+}
+
 #else /* portable */
 
 /* Per position: 8 partial sums over the head_dim / 8 chunks, folded as the
@@ -178,6 +312,130 @@ ALWAYS_INLINE void values_run(float *restrict o, const float *restrict s, const 
 }
 
 #endif
+
+/* One query vector's share of a widened chunk (prefill: a row's head): its
+ * q (scores pass) or output (values pass), its scores at the chunk's first
+ * position, and the chunk positions [a, e) it attends to. */
+typedef struct attn_vec {
+    const float *q;
+    float *o;
+    float *s;
+    uint32_t a, e;
+} attn_vec;
+
+/* Vectors gathered per chunk before they are tiled: a multiple of every
+ * tile size. */
+#define ATTN_VBUF 48
+
+#if ATTN_AVX2
+/* scores_tile with R and KN constant, and head sizes 64 and 128 too, so
+ * that the compiler unrolls the dot loop. */
+ALWAYS_INLINE void scores_tiles(float *const s[], const float *const q[], const float *W, size_t j0,
+                                uint32_t hd, float scale, int R, const int KN) {
+#define TILE(RR)                                                                                   \
+    (hd == 64    ? scores_tile(s, q, W, j0, 64, scale, RR, KN)                                     \
+     : hd == 128 ? scores_tile(s, q, W, j0, 128, scale, RR, KN)                                    \
+                 : scores_tile(s, q, W, j0, hd, scale, RR, KN))
+    switch (R) {
+    case 1:
+        TILE(1);
+        break;
+    default:
+        TILE(ATTN_SR);
+    }
+#undef TILE
+}
+#endif
+
+/* The scores of n vectors over chunk W (f32 rows hd apart). A tile scores
+ * the union of its vectors' ranges: the extra slots lie inside each
+ * vector's scores row (positions below n_last) and are never read, as the
+ * softmax and the values pass see only [lo, n_pos). */
+static void scores_chunk(const attn_vec *v, size_t n, const float *W, uint32_t hd, float scale) {
+    const size_t fl_bytes = (size_t)hd * 4;
+#if ATTN_AVX2
+    for (size_t i = 0; i < n; i += ATTN_SR) {
+        const int R = n - i < ATTN_SR ? (int)(n - i) : ATTN_SR;
+        float *s[ATTN_SR];
+        const float *q[ATTN_SR];
+        uint32_t a = v[i].a, e = v[i].e;
+        for (int r = 0; r < R; r++) {
+            s[r] = v[i + r].s;
+            q[r] = v[i + r].q;
+            a = v[i + r].a < a ? v[i + r].a : a;
+            e = v[i + r].e > e ? v[i + r].e : e;
+        }
+        size_t j = a;
+        for (; j + ATTN_SK <= e; j += ATTN_SK)
+            scores_tiles(s, q, W, j, hd, scale, R, ATTN_SK);
+        if (ATTN_SK == 8 && j + 4 <= e) {
+            scores_tiles(s, q, W, j, hd, scale, R, 4);
+            j += 4;
+        }
+        if (j < e)
+            for (int r = 0; r < R; r++)
+                scores_run(s[r] + j, q[r], (const uint8_t *)(W + j * hd), fl_bytes, e - j, hd,
+                           scale, KV_F32);
+    }
+#else
+    for (size_t i = 0; i < n; i++)
+        scores_run(v[i].s + v[i].a, v[i].q, (const uint8_t *)(W + (size_t)v[i].a * hd), fl_bytes,
+                   v[i].e - v[i].a, hd, scale, KV_F32);
+#endif
+}
+
+/* One vector's outputs += its weights over chunk positions [a, e). */
+ALWAYS_INLINE void values_one(const attn_vec *v, const float *W, uint32_t a, uint32_t e,
+                              uint32_t hd) {
+    if (a < e)
+        values_run(v->o, v->s + a, (const uint8_t *)(W + (size_t)a * hd), (size_t)hd * 4, e - a, hd,
+                   KV_F32);
+}
+
+/* The values pass of n vectors over chunk W. A tile shares the positions
+ * all its vectors attend to, [A, E); a vector's positions before A go
+ * first and those after E last, alone, so each output element still
+ * accumulates its positions in order. */
+static void values_chunk(const attn_vec *v, size_t n, const float *W, uint32_t hd) {
+#if ATTN_AVX2
+    for (size_t i = 0; i < n; i += ATTN_VR) {
+        const int R = n - i < ATTN_VR ? (int)(n - i) : ATTN_VR;
+        float *o[ATTN_VR];
+        const float *s[ATTN_VR];
+        uint32_t A = v[i].a, E = v[i].e;
+        for (int r = 0; r < R; r++) {
+            o[r] = v[i + r].o;
+            s[r] = v[i + r].s;
+            A = v[i + r].a > A ? v[i + r].a : A;
+            E = v[i + r].e < E ? v[i + r].e : E;
+        }
+        if (A >= E) {
+            for (int r = 0; r < R; r++)
+                values_one(&v[i + r], W, v[i + r].a, v[i + r].e, hd);
+            continue;
+        }
+        for (int r = 0; r < R; r++)
+            values_one(&v[i + r], W, v[i + r].a, A, hd);
+#define TILE(RR)                                                                                   \
+    (hd == 64    ? values_tile_hd(o, s, W, A, E, 64, RR)                                           \
+     : hd == 128 ? values_tile_hd(o, s, W, A, E, 128, RR)                                          \
+                 : values_tile_hd(o, s, W, A, E, hd, RR))
+        switch (R) {
+        case 1:
+            TILE(1);
+            break;
+        default:
+            TILE(ATTN_VR);
+        }
+#undef TILE
+        for (int r = 0; r < R; r++)
+            values_one(&v[i + r], W, E, v[i + r].e, hd);
+    }
+#else
+    for (size_t i = 0; i < n; i++)
+        values_one(&v[i], W, v[i].a, v[i].e, hd);
+#endif
+}
 
 /* Asks for the K (or V) run of the next block while this one is computed:
  * a block's run for one head is a few KiB, too short for the hardware
@@ -294,7 +552,7 @@ ALWAYS_INLINE void rows_impl(float *restrict out, const float *restrict q, size_
                              float scale, attn_mods mods, float *restrict scratch, const int kt) {
     const uint32_t B = kv->block_tokens, n_last = n_pos0 + n_rows - 1;
     const uint32_t lo0 = window_lo(n_pos0, mods); /* the first row's window starts first */
-    const size_t row_bytes = kv->head_bytes, fl_bytes = (size_t)hd * 4;
+    const size_t row_bytes = kv->head_bytes, chunk_bytes = (size_t)ATTN_CHUNK * row_bytes;
     float *S = scratch; /* (n_rows, group, n_last) scores */
     float *W = scratch + ((size_t)ATTN_ROWS * group * n_last + 15) / 16 * 16;
     const uint32_t n_blk = (n_last + B - 1) / B;
@@ -319,22 +577,41 @@ ALWAYS_INLINE void rows_impl(float *restrict out, const float *restrict q, size_
                 const uint32_t p0 = pb + c, nc = nb - c < ATTN_CHUNK ? nb - c : ATTN_CHUNK;
                 if (p0 + nc <= lo0) continue;
                 widen_rows(W, KV + (size_t)c * row_bytes, row_bytes, nc, hd, kt);
+                /* the next chunk's rows arrive while this one's dots run: the
+                 * widening stalled on them otherwise */
+                if (c + ATTN_CHUNK < nb)
+                    prefetch_run(KV + (size_t)(c + ATTN_CHUNK) * row_bytes, chunk_bytes);
+                else if (b + 1 < n_blk)
+                    prefetch_run(head_rows(base, kv, seq, layer, b + 1, kvh), chunk_bytes);
+                else if (pass == 0)
+                    prefetch_run(head_rows(kv->v, kv, seq, layer, lo0 / B, kvh) +
+                                     (size_t)(lo0 % B / ATTN_CHUNK * ATTN_CHUNK) * row_bytes,
+                                 chunk_bytes);
+                attn_vec vec[ATTN_VBUF];
+                size_t n_vec = 0;
                 for (uint32_t i = 0; i < n_rows; i++) {
                     const uint32_t n_pos = n_pos0 + i, lo = window_lo(n_pos, mods);
                     if (p0 >= n_pos || p0 + nc <= lo) continue;
                     /* the row's positions in this chunk: [a, e) */
                     const uint32_t a = p0 > lo ? p0 : lo, e = n_pos < p0 + nc ? n_pos : p0 + nc;
-                    const uint8_t *Wa = (const uint8_t *)(W + (size_t)(a - p0) * hd);
                     for (uint32_t g = 0; g < group; g++) {
-                        float *s = S + ((size_t)i * group + g) * n_last + a;
-                        if (pass == 0)
-                            scores_run(s, q + i * ld + (size_t)g * hd, Wa, fl_bytes, e - a, hd,
-                                       scale, KV_F32);
-                        else
-                            values_run(out + i * ld + (size_t)g * hd, s, Wa, fl_bytes, e - a, hd,
-                                       KV_F32);
+                        const size_t off = i * ld + (size_t)g * hd;
+                        vec[n_vec++] =
+                            (attn_vec){q + off, out + off,
+                                       S + ((size_t)i * group + g) * n_last + p0, a - p0, e - p0};
+                        if (n_vec == ATTN_VBUF) {
+                            if (pass == 0)
+                                scores_chunk(vec, n_vec, W, hd, scale);
+                            else
+                                values_chunk(vec, n_vec, W, hd);
+                            n_vec = 0;
+                        }
                     }
                 }
+                if (pass == 0)
+                    scores_chunk(vec, n_vec, W, hd, scale);
+                else
+                    values_chunk(vec, n_vec, W, hd);
             }
         }
     }
