@@ -221,20 +221,20 @@ ALWAYS_INLINE __m256i q6_scale(__m256i sw, const int t) {
 #endif
 }
 
-/* 4 q6 bytes per lane: elements 128h + 32t + 4c + e (e < 4) of the 8 rows
- * (low or high nibbles of ql vector 8(2h + t%2) + c, bits 2t, 2t+1 of qh
- * vector 8h + c on top). */
+/* The q6 of elements 128h + 32t + 4c + e (e < 4) of the 8 rows, 4 bytes
+ * per lane (kernel_impl.h's layout: t < 3 is one AND; t = 3 gathers the
+ * top 2 bits of the three vectors, 16-bit shifts being clean once masked). */
 ALWAYS_INLINE __m256i q6_quants(const block_q6_Kx8 *restrict g, const int h, const int t,
                                 const int c) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x30);
-    const __m256i v = _mm256_loadu_si256((const __m256i *)(g->ql + (8 * (2 * h + t % 2) + c) * 32));
-    const __m256i hb = _mm256_loadu_si256((const __m256i *)(g->qh + (8 * h + c) * 32));
-    const __m256i lo = _mm256_and_si256(t < 2 ? v : _mm256_srli_epi16(v, 4), m4);
-    const __m256i hi = t == 0   ? _mm256_slli_epi16(hb, 4)
-                       : t == 1 ? _mm256_slli_epi16(hb, 2)
-                       : t == 2 ? hb
-                                : _mm256_srli_epi16(hb, 2);
-    return _mm256_or_si256(lo, _mm256_and_si256(hi, m3));
+    const __m256i lo6 = _mm256_set1_epi8(0x3f), top2 = _mm256_set1_epi8((char)0xc0);
+    const __m256i *v0 = (const __m256i *)(g->ql + (16 * h + c) * 32);
+    const __m256i *v1 = (const __m256i *)(g->ql + (16 * h + 8 + c) * 32);
+    const __m256i *v2 = (const __m256i *)(g->qh + (8 * h + c) * 32);
+    if (t < 3) return _mm256_and_si256(_mm256_loadu_si256(t == 0 ? v0 : t == 1 ? v1 : v2), lo6);
+    const __m256i a = _mm256_srli_epi16(_mm256_and_si256(_mm256_loadu_si256(v0), top2), 6);
+    const __m256i b = _mm256_srli_epi16(_mm256_and_si256(_mm256_loadu_si256(v1), top2), 4);
+    const __m256i d = _mm256_srli_epi16(_mm256_and_si256(_mm256_loadu_si256(v2), top2), 2);
+    return _mm256_or_si256(_mm256_or_si256(a, b), d);
 }
 
 /* Lane i: sum_k sc_k * bsum_k of row i's scales against the activation

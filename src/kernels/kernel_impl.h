@@ -157,16 +157,19 @@ _Static_assert(sizeof(block_q4_Kx8) == 8 * sizeof(block_q4_K), "block_q4_Kx8 siz
 void kernel_pack_group_q4_K(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
                             size_t nb);
 
-/* 8 Q6_K rows i = 0..7 of one superblock, interleaved the same way: int32
- * lane i of a 32-byte load holds 4 consecutive bytes of row i.
- *   ql[(8k + c)*32 + i*4 + e] = row i's ql[32k + 4c + e]     k < 4, c < 8, e < 4
- *   qh[(8h + c)*32 + i*4 + e] = row i's qh[32h + 4c + e]     h < 2, c < 8, e < 4
- * so, with k = 2h + t, the low nibbles of ql vector 8k + c and bits 2t,
- * 2t+1 of qh vector 8h + c are elements 128h + 32t + 4c + e (sub-block
- * 8h + 2t + c/4); the high nibbles and bits 2t+4, 2t+5 are 64 further.
- *   scales[32w + 4i + t] = row i's scales[4w + t]            w < 4, t < 4
- * so sub-block 4w + t's scale is byte t of each lane of scales vector w.
- * Exactly the bytes of 8 block_q6_K: repacked weights replace the plain. */
+/* 8 Q6_K rows i = 0..7 of one superblock, interleaved the same way (int32
+ * lane i of a 32-byte load holds 4 consecutive elements of row i), with
+ * each row's 6-bit quants regrouped so that three of four vectors unpack
+ * with one AND. With Q_t the q6 (0..63) of element 128h + 32t + 4c + e of
+ * row i (h < 2, t < 4, c < 8, e < 4; sub-block 8h + 2t + c/4), byte 4i + e
+ * of 32-byte vector
+ *   ql[16h + c]     = Q_0 | (Q_3 & 3) << 6
+ *   ql[16h + 8 + c] = Q_1 | (Q_3 >> 2 & 3) << 6
+ *   qh[8h + c]      = Q_2 | (Q_3 >> 4) << 6
+ * and scales[32w + 4i + t] = row i's scales[4w + t] (w < 4, t < 4), so
+ * sub-block 4w + t's scale is byte t of each lane of scales vector w.
+ * The same 6 bits per element: exactly the bytes of 8 block_q6_K, and the
+ * repacked weights replace the plain. */
 typedef struct block_q6_Kx8 {
     uint16_t d[8];
     int8_t scales[8 * QK_K / 16];

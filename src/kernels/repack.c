@@ -58,6 +58,15 @@ void kernel_pack_group_q4_K(uint8_t *restrict dst, const uint8_t *restrict W, si
     }
 }
 
+/* The q6 (0..63) of element n of a plain Q6_K block (dot_kquant_scalar.c
+ * has the layout). */
+static unsigned q6_plain(const block_q6_K *restrict b, size_t n) {
+    const size_t h = n / 128, c = n % 128 / 32, l = n % 32;
+    const unsigned lo = (b->ql[64 * h + l + 32 * (c & 1)] >> (4 * (c >> 1))) & 15;
+    const unsigned hi = (b->qh[32 * h + l] >> (2 * c)) & 3;
+    return lo | hi << 4;
+}
+
 void kernel_pack_group_q6_K(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
                             size_t nb) {
     for (size_t b = 0; b < nb; b++) {
@@ -67,12 +76,17 @@ void kernel_pack_group_q6_K(uint8_t *restrict dst, const uint8_t *restrict W, si
             g->d[i] = src->d;
             for (size_t w = 0; w < 4; w++)
                 memcpy(g->scales + 32 * w + 4 * i, src->scales + 4 * w, 4);
-            for (size_t k = 0; k < 4; k++)
-                for (size_t c = 0; c < 8; c++)
-                    memcpy(g->ql + (8 * k + c) * 32 + 4 * i, src->ql + 32 * k + 4 * c, 4);
             for (size_t h = 0; h < 2; h++)
                 for (size_t c = 0; c < 8; c++)
-                    memcpy(g->qh + (8 * h + c) * 32 + 4 * i, src->qh + 32 * h + 4 * c, 4);
+                    for (size_t e = 0; e < 4; e++) {
+                        unsigned q[4];
+                        for (size_t t = 0; t < 4; t++)
+                            q[t] = q6_plain(src, 128 * h + 32 * t + 4 * c + e);
+                        const size_t at = 4 * i + e;
+                        g->ql[(16 * h + c) * 32 + at] = (uint8_t)(q[0] | (q[3] & 3) << 6);
+                        g->ql[(16 * h + 8 + c) * 32 + at] = (uint8_t)(q[1] | (q[3] >> 2 & 3) << 6);
+                        g->qh[(8 * h + c) * 32 + at] = (uint8_t)(q[2] | (q[3] >> 4) << 6);
+                    }
         }
     }
 }
@@ -153,26 +167,29 @@ static float dot_q4_K_packed(const block_q4_Kx8 *restrict g, size_t lane,
 }
 
 /* Row `lane` of a Q6_K group (nb block_q6_Kx8) . x: kernel_impl.h's Q6_K
- * formula, in dot_kquant_scalar.c's order (sub-block 8h + 2c + s). */
+ * formula, sub-block by sub-block as dot_kquant_scalar.c adds them. */
 static float dot_q6_K_packed(const block_q6_Kx8 *restrict g, size_t lane,
                              const block_q8_K *restrict x, size_t nb) {
     float sumf = 0.0f;
     for (size_t b = 0; b < nb; b++) {
         int32_t isum = 0;
         for (int h = 0; h < 2; h++)
-            for (int c = 0; c < 4; c++)
+            for (int t = 0; t < 4; t++)
                 for (int s = 0; s < 2; s++) {
-                    int32_t t = 0;
+                    int32_t sum = 0;
                     for (int l = 16 * s; l < 16 * s + 16; l++) {
-                        /* the plain row's ql[64h + l + 32(c&1)] and qh[32h + l] */
-                        const int k = 2 * h + (c & 1);
-                        const uint8_t ql = g[b].ql[(8 * k + l / 4) * 32 + 4 * lane + l % 4];
-                        const uint8_t qh = g[b].qh[(8 * h + l / 4) * 32 + 4 * lane + l % 4];
-                        const int q = ((ql >> (4 * (c >> 1))) & 15) | (((qh >> (2 * c)) & 3) << 4);
-                        t += (q - 32) * x[b].qs[128 * h + 32 * c + l];
+                        const size_t c = l / 4, at = 4 * lane + l % 4;
+                        const unsigned q0 = g[b].ql[(16 * h + c) * 32 + at];
+                        const unsigned q1 = g[b].ql[(16 * h + 8 + c) * 32 + at];
+                        const unsigned q2 = g[b].qh[(8 * h + c) * 32 + at];
+                        const unsigned q = t == 0   ? q0 & 63
+                                           : t == 1 ? q1 & 63
+                                           : t == 2 ? q2 & 63
+                                                    : q0 >> 6 | (q1 >> 6) << 2 | (q2 >> 6) << 4;
+                        sum += ((int)q - 32) * x[b].qs[128 * h + 32 * t + l];
                     }
-                    const int sub = 8 * h + 2 * c + s;
-                    isum += g[b].scales[32 * (sub / 4) + 4 * lane + sub % 4] * t;
+                    const int sub = 8 * h + 2 * t + s;
+                    isum += g[b].scales[32 * (sub / 4) + 4 * lane + sub % 4] * sum;
                 }
         sumf = fmaf((float)isum, fp16_to_fp32(g[b].d[lane]) * x[b].d, sumf);
     }
