@@ -643,8 +643,7 @@ Test(kernels, repacked_q4_K_extreme_values_do_not_overflow) {
 }
 
 /* Q6_K in 8-row groups, as the Q4_K test above: every batch size 1..33 and
- * rows alone, 1-3 threads, 1, 3 and 11 superblocks per row, 1 to 9 groups
- * (the 2-group tiles and their odd group left over). */
+ * rows alone, 1-3 threads, 1, 3 and 11 superblocks per row, 1 to 9 groups. */
 Test(kernels, repacked_q6_K_gives_the_same_bits_as_plain_scalar_for_1_to_33_rows) {
     const size_t n_outs[] = {8, 24, 40};
     for (size_t b = 0; b < LEN(n_outs); b++)

@@ -316,11 +316,8 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
                         const int cc = 4 * s + c;
                         __m256i q[4];
 #pragma GCC unroll 4
-                        for (int g = 0; g < MG; g++) {
-                            _mm_prefetch((const char *)(gp[g] + 2) + 27 * (32 * h + 8 * t + cc),
-                                         _MM_HINT_T0);
+                        for (int g = 0; g < MG; g++)
                             q[g] = q6_quants(gp[g], h, t, cc);
-                        }
 #pragma GCC unroll 4
                         for (int j = 0; j < MX; j++) {
                             int32_t xv;
@@ -378,22 +375,22 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
 
 /* ---- the rows kernels ---------------------------------------------------- */
 
-/* Groups per tile: 2 on AVX-512VL (32 ymm registers), 1 with 16, for any
- * count of activation rows. With 16 registers two Q4_K groups of one row
- * spill (a group holds its superblock's 4 scale vectors): bench_kernels put
- * one group at 1.2-1.45x two there; 4 groups beside 1 row were no faster
- * than 2 with 32. */
+/* Groups per tile. Q4_K: 2 on AVX-512VL (32 ymm registers), 1 with 16,
+ * for any count of activation rows. With 16 registers two Q4_K groups of
+ * one row spill (a group holds its superblock's 4 scale vectors):
+ * bench_kernels put one group at 1.2-1.45x two there; 4 groups beside 1
+ * row were no faster than 2 with 32. Q6_K: 1 group everywhere: two groups
+ * of one row were 3x slower on a 768x32000 output.weight streamed from
+ * memory (native, bench_kernels), and no faster in cache. */
 #if defined(__AVX512VL__)
 #define K8_MG   2
 #define K8_MG_1 2
-#define Q6_MG   2
-#define Q6_MG_1 2
 #else
 #define K8_MG   1
 #define K8_MG_1 1
+#endif
 #define Q6_MG   1
 #define Q6_MG_1 1
-#endif
 
 /* Weight rows [o0, o1) (whole groups) x every activation row: 4 activation
  * rows per tile while they last, then one tile for the 1..3 left. */
