@@ -227,9 +227,9 @@ ALWAYS_INLINE __m256i q6_scale(__m256i sw, const int t) {
 ALWAYS_INLINE __m256i q6_quants(const block_q6_Kx8 *restrict g, const int h, const int t,
                                 const int c) {
     const __m256i lo6 = _mm256_set1_epi8(0x3f), top2 = _mm256_set1_epi8((char)0xc0);
-    const __m256i *v0 = (const __m256i *)(g->ql + (16 * h + c) * 32);
-    const __m256i *v1 = (const __m256i *)(g->ql + (16 * h + 8 + c) * 32);
-    const __m256i *v2 = (const __m256i *)(g->qh + (8 * h + c) * 32);
+    const __m256i *v0 = (const __m256i *)(g->q + (24 * h + c) * 32);
+    const __m256i *v1 = (const __m256i *)(g->q + (24 * h + 8 + c) * 32);
+    const __m256i *v2 = (const __m256i *)(g->q + (24 * h + 16 + c) * 32);
     if (t < 3) return _mm256_and_si256(_mm256_loadu_si256(t == 0 ? v0 : t == 1 ? v1 : v2), lo6);
     const __m256i a = _mm256_srli_epi16(_mm256_and_si256(_mm256_loadu_si256(v0), top2), 6);
     const __m256i b = _mm256_srli_epi16(_mm256_and_si256(_mm256_loadu_si256(v1), top2), 4);

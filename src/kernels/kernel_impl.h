@@ -162,19 +162,16 @@ void kernel_pack_group_q4_K(uint8_t *restrict dst, const uint8_t *restrict W, si
  * each row's 6-bit quants regrouped so that three of four vectors unpack
  * with one AND. With Q_t the q6 (0..63) of element 128h + 32t + 4c + e of
  * row i (h < 2, t < 4, c < 8, e < 4; sub-block 8h + 2t + c/4), byte 4i + e
- * of 32-byte vector
- *   ql[16h + c]     = Q_0 | (Q_3 & 3) << 6
- *   ql[16h + 8 + c] = Q_1 | (Q_3 >> 2 & 3) << 6
- *   qh[8h + c]      = Q_2 | (Q_3 >> 4) << 6
- * and scales[32w + 4i + t] = row i's scales[4w + t] (w < 4, t < 4), so
- * sub-block 4w + t's scale is byte t of each lane of scales vector w.
+ * of 32-byte vector q[24h + 8t + c] (t < 3) is Q_t | (Q_3 >> 2t & 3) << 6,
+ * so a superblock's tile reads its quants in address order, and
+ * scales[32w + 4i + t] = row i's scales[4w + t] (w < 4, t < 4): sub-block
+ * 4w + t's scale is byte t of each lane of scales vector w.
  * The same 6 bits per element: exactly the bytes of 8 block_q6_K, and the
  * repacked weights replace the plain. */
 typedef struct block_q6_Kx8 {
     uint16_t d[8];
     int8_t scales[8 * QK_K / 16];
-    uint8_t ql[8 * QK_K / 2];
-    uint8_t qh[8 * QK_K / 4];
+    uint8_t q[8 * QK_K * 3 / 4];
 } block_q6_Kx8;
 _Static_assert(sizeof(block_q6_Kx8) == 8 * sizeof(block_q6_K), "block_q6_Kx8 size");
 

@@ -83,9 +83,9 @@ void kernel_pack_group_q6_K(uint8_t *restrict dst, const uint8_t *restrict W, si
                         for (size_t t = 0; t < 4; t++)
                             q[t] = q6_plain(src, 128 * h + 32 * t + 4 * c + e);
                         const size_t at = 4 * i + e;
-                        g->ql[(16 * h + c) * 32 + at] = (uint8_t)(q[0] | (q[3] & 3) << 6);
-                        g->ql[(16 * h + 8 + c) * 32 + at] = (uint8_t)(q[1] | (q[3] >> 2 & 3) << 6);
-                        g->qh[(8 * h + c) * 32 + at] = (uint8_t)(q[2] | (q[3] >> 4) << 6);
+                        for (size_t t = 0; t < 3; t++)
+                            g->q[(24 * h + 8 * t + c) * 32 + at] =
+                                (uint8_t)(q[t] | (q[3] >> (2 * t) & 3) << 6);
                     }
         }
     }
@@ -179,9 +179,9 @@ static float dot_q6_K_packed(const block_q6_Kx8 *restrict g, size_t lane,
                     int32_t sum = 0;
                     for (int l = 16 * s; l < 16 * s + 16; l++) {
                         const size_t c = l / 4, at = 4 * lane + l % 4;
-                        const unsigned q0 = g[b].ql[(16 * h + c) * 32 + at];
-                        const unsigned q1 = g[b].ql[(16 * h + 8 + c) * 32 + at];
-                        const unsigned q2 = g[b].qh[(8 * h + c) * 32 + at];
+                        const unsigned q0 = g[b].q[(24 * h + c) * 32 + at];
+                        const unsigned q1 = g[b].q[(24 * h + 8 + c) * 32 + at];
+                        const unsigned q2 = g[b].q[(24 * h + 16 + c) * 32 + at];
                         const unsigned q = t == 0   ? q0 & 63
                                            : t == 1 ? q1 & 63
                                            : t == 2 ? q2 & 63
