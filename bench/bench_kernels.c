@@ -4,9 +4,9 @@
  * this machine's measured single-thread read bandwidth. Numbers, not pass/fail; correctness is
  * tests/test_kernels.c.
  *
- * Q8_0 / Q4_0 / Q4_K also run repacked into 8-row groups ("q8_0r", "q4_0r",
- * "q4_Kr"), as the engine loads them. Q4_K / Q6_K weights are random quants with small
- * scales (speed does not depend on the values).
+ * Q8_0 / Q4_0 / Q4_K / Q6_K also run repacked into 8-row groups ("q8_0r",
+ * "q4_0r", "q4_Kr", "q6_Kr"), as the engine loads them. Q4_K / Q6_K weights
+ * are random quants with small scales (speed does not depend on the values).
  *
  * usage: bench_kernels [max_threads (default 2)] [scalar|avx2|best (default: best)]
  *                      [types, comma-separated names as printed (default: all)] */
@@ -100,6 +100,8 @@ static const char *type_name(uint32_t type) {
         return "q4_Kr";
     case GGML_TYPE_Q6_K:
         return "q6_K";
+    case KERNEL_TYPE_Q6_K_R8:
+        return "q6_Kr";
     }
     return "?";
 }
@@ -138,7 +140,7 @@ int main(int argc, char **argv) {
     const char *only = argc > 3 ? argv[3] : NULL;
     const uint32_t types[] = {GGML_TYPE_F16,       GGML_TYPE_Q8_0,      GGML_TYPE_Q4_0,
                               KERNEL_TYPE_Q8_0_R8, KERNEL_TYPE_Q4_0_R8, GGML_TYPE_Q4_K,
-                              KERNEL_TYPE_Q4_K_R8, GGML_TYPE_Q6_K};
+                              KERNEL_TYPE_Q4_K_R8, GGML_TYPE_Q6_K,      KERNEL_TYPE_Q6_K_R8};
     const size_t rows[] = {1, 8, 32};
 
     printf("tier: %s   single-thread read bandwidth: %.1f GB/s\n", kernel_tier_name(tier),
@@ -157,6 +159,7 @@ int main(int argc, char **argv) {
             const uint32_t plain = types[t] == KERNEL_TYPE_Q8_0_R8   ? GGML_TYPE_Q8_0
                                    : types[t] == KERNEL_TYPE_Q4_0_R8 ? GGML_TYPE_Q4_0
                                    : types[t] == KERNEL_TYPE_Q4_K_R8 ? GGML_TYPE_Q4_K
+                                   : types[t] == KERNEL_TYPE_Q6_K_R8 ? GGML_TYPE_Q6_K
                                                                      : types[t];
             void *w = make_weights(plain, n_out, n_in);
             if (!w) return 1;

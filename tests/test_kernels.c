@@ -531,7 +531,7 @@ Test(kernels, row_alone_equals_row_in_batch_of_64_with_any_thread_count) {
     }
 }
 
-/* Q8_0 / Q4_0 / Q4_K: every element is one fixed formula (kernel_impl.h),
+/* Q8_0 / Q4_0 / Q4_K / Q6_K: every element is one fixed formula (kernel_impl.h),
  * so the scalar tier, the AVX2 tier, weights repacked into 8-row groups or
  * not, any batch size and thread count give the same bits. */
 static void check_packed_equals_plain(uint32_t type, size_t n_in, size_t n_out, size_t n_rows) {
@@ -679,6 +679,57 @@ Test(kernels, repacked_q4_0_extreme_values_do_not_overflow) {
     kernel_ctx_free(sc);
 }
 
+/* Q6_K in 8-row groups, as the Q4_K test above: every batch size 1..33 and
+ * rows alone, 1-3 threads, 1, 3 and 11 superblocks per row, 1 to 9 groups. */
+Test(kernels, repacked_q6_K_gives_the_same_bits_as_plain_scalar_for_1_to_33_rows) {
+    const size_t n_outs[] = {8, 24, 40};
+    for (size_t b = 0; b < LEN(n_outs); b++)
+        for (size_t rows = 1; rows <= 33; rows++)
+            check_packed_equals_plain(GGML_TYPE_Q6_K, rows % 2 ? 256 : 768, n_outs[b], rows);
+    const size_t few_rows[] = {1, 4, 5, 17};
+    for (size_t c = 0; c < LEN(few_rows); c++)
+        check_packed_equals_plain(GGML_TYPE_Q6_K, 2816, 72, few_rows[c]);
+}
+
+/* The largest Q6_K magnitudes (scales -128 / 127, q6 = 63 or 0) against
+ * activations of +-127 of one sign per 32: the AVX2 tier's int16 sums of
+ * two maddubs pairs without VNNI (up to 2 * 2 * 63 * 127 = 32004) and the
+ * unsigned int32 sums before the 32 * bsum offset stay exact. */
+Test(kernels, repacked_q6_K_extreme_values_do_not_overflow) {
+    enum { N_IN = 512, N_OUT = 24, ROWS = 5 };
+    float x[ROWS * N_IN];
+    for (int i = 0; i < ROWS * N_IN; i++)
+        x[i] = ((i / 32) % 2 ? 1.0f : -1.0f) * (i % 7 ? 2.0f : 1.9f);
+    block_q6_K q6[N_OUT * N_IN / QK_K], packed[N_OUT * N_IN / QK_K];
+    for (size_t b = 0; b < LEN(q6); b++) {
+        for (int i = 0; i < QK_K / 16; i++)
+            q6[b].scales[i] = (int8_t)((b / 2) % 2 ? -128 : 127);
+        memset(q6[b].ql, b % 3 == 2 ? 0x00 : 0xff, sizeof q6[b].ql);
+        memset(q6[b].qh, b % 3 == 2 ? 0x00 : 0xff, sizeof q6[b].qh);
+        q6[b].d = fp32_to_fp16(0.001f);
+    }
+    cr_assert_eq(kernel_repack(packed, q6, GGML_TYPE_Q6_K, N_OUT, N_IN), 0);
+    kernel_ctx *sc = new_ctx(1, KERNEL_TIER_SCALAR), *best = new_ctx(2, KERNEL_TIER_BEST);
+    float want[ROWS * N_OUT], got[ROWS * N_OUT], ref[ROWS * N_OUT];
+    double s[ROWS * N_OUT];
+    cr_assert_eq(kernel_matmul(want, q6, GGML_TYPE_Q6_K, x, ROWS, N_IN, N_OUT, sc), 0);
+    cr_assert_eq(kernel_matmul_ref(ref, s, q6, GGML_TYPE_Q6_K, x, ROWS, N_IN, N_OUT), 0);
+    for (int i = 0; i < ROWS * N_OUT; i++)
+        cr_assert(fabs((double)want[i] - ref[i]) <= TOL_K_REL * s[i] + TOL_ABS,
+                  "elem %d: got %.9g want %.9g", i, want[i], ref[i]);
+    kernel_ctx *ctxs[] = {sc, best};
+    for (size_t c = 0; c < LEN(ctxs); c++)
+        for (size_t rows = 1; rows <= ROWS; rows++) {
+            cr_assert_eq(
+                kernel_matmul(got, packed, KERNEL_TYPE_Q6_K_R8, x, rows, N_IN, N_OUT, ctxs[c]), 0);
+            cr_assert_eq(memcmp(got, want, rows * N_OUT * sizeof *got), 0,
+                         "tier %s rows %zu: packed differs from plain",
+                         kernel_tier_name(kernel_ctx_tier(ctxs[c])), rows);
+        }
+    kernel_ctx_free(best);
+    kernel_ctx_free(sc);
+}
+
 /* plain Q8_0 / Q4_0 at output counts that leave partial 8-row groups:
  * the AVX2 tier's padded groups give the scalar tier's bits */
 Test(kernels, partial_groups_match_the_scalar_tier_bit_for_bit) {
@@ -715,8 +766,9 @@ Test(kernels, repack_rejects_row_counts_not_a_multiple_of_8) {
     cr_assert_eq(kernel_repack(dst, w, GGML_TYPE_F16, 8, 64), TPS_EUNSUP);
     /* Q4_K: n_in must be whole 256-element superblocks */
     cr_assert_eq(kernel_repack(dst, w, GGML_TYPE_Q4_K, 8, 64), TPS_EINVAL);
+    cr_assert_eq(kernel_repack(dst, w, GGML_TYPE_Q6_K, 8, 64), TPS_EINVAL);
     cr_assert_eq(kernel_packed_type(GGML_TYPE_Q4_K), KERNEL_TYPE_Q4_K_R8);
-    cr_assert_eq(kernel_packed_type(GGML_TYPE_Q6_K), 0u);
+    cr_assert_eq(kernel_packed_type(GGML_TYPE_Q6_K), KERNEL_TYPE_Q6_K_R8);
     cr_assert_eq(kernel_packed_type(GGML_TYPE_F32), 0u);
     free(w);
 }

@@ -99,36 +99,43 @@ Test(model_memory, repacked_matrices_file_pages_are_given_back_and_tokens_do_not
     unlink(path);
 }
 
-/* A Q4_K_M model: its Q4_K matrices are repacked into 8-row groups (Q6_K
- * ones stay in file layout), their pages given back, and greedy tokens
- * equal those of the same file loaded without repacking. */
-Test(model_memory, q4_K_m_model_repacks_its_q4_K_matrices_and_tokens_do_not_change) {
+/* A Q4_K_M model: its Q4_K and Q6_K matrices (output.weight included) are
+ * repacked into 8-row groups, all their file pages but the fragments at
+ * each matrix's ends are given back, and greedy tokens equal those of the
+ * same file loaded without repacking. */
+Test(model_memory, q4_K_m_model_repacks_its_q4_K_and_q6_K_matrices_and_tokens_do_not_change) {
     char path[] = "/tmp/tps-test-mem-XXXXXX";
     const model_preset pre = {"memk", "test", 256, 2, 4, 4, 512, 512, 256, 10000.0f};
     env packed;
     env_open_made(&packed, path, &pre, MODEL_MAKE_Q4_K_M, 4);
     const llama_weights *w = &packed.m->w;
-    cr_assert_not_null(w->packed, "Q4_K matrices are repacked");
-    size_t n_q4k = 0;
+    cr_assert_not_null(w->packed, "K-quant matrices are repacked");
+    const llama_mat *ms[4 * 7 + 1];
+    size_t n_mats = 0;
     for (uint32_t l = 0; l < pre.n_layers; l++) {
         const llama_layer *L = &w->layers[l];
         const llama_mat *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t k = 0; k < 7; k++) {
-            if (lm[k]->type == GGML_TYPE_Q4_K) {
-                n_q4k++;
-                cr_expect_not_null(lm[k]->packed, "layer %u matrix %zu: Q4_K not repacked", l, k);
-            } else {
-                cr_expect_null(lm[k]->packed, "layer %u matrix %zu: type %u repacked", l, k,
-                               lm[k]->type);
-            }
-        }
+        for (size_t k = 0; k < 7; k++)
+            ms[n_mats++] = lm[k];
     }
-    cr_assert_gt(n_q4k, 0, "the mix has Q4_K matrices");
-    cr_expect_gt(w->released_bytes, 0, "the Q4_K matrices' file pages are given back");
+    ms[n_mats++] = &w->output; /* untied in this preset */
+    size_t n_of[2] = {0, 0}, mats = 0;
+    for (size_t i = 0; i < n_mats; i++) {
+        const uint32_t t = ms[i]->type;
+        cr_assert(t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K, "matrix %zu: type %u", i, t);
+        n_of[t == GGML_TYPE_Q6_K]++;
+        cr_expect_not_null(ms[i]->packed, "matrix %zu of type %u not repacked", i, t);
+        mats += (size_t)ms[i]->rows * kernel_row_bytes(t, ms[i]->cols);
+    }
+    cr_assert_gt(n_of[0], 0, "the mix has Q4_K matrices");
+    cr_assert_gt(n_of[1], 1, "the mix has Q6_K matrices beside output.weight");
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    cr_expect_geq(w->released_bytes, mats - 2 * page * (n_mats + 1),
+                  "%zu bytes given back of %zu in repacked matrices", w->released_bytes, mats);
 
     env plain;
     open_unrepacked(&plain, path);
-    expect_same_greedy(&packed, &plain, "repacked and file-layout Q4_K give other tokens");
+    expect_same_greedy(&packed, &plain, "repacked and file-layout K-quants give other tokens");
     env_close(&packed);
     env_close(&plain);
     unlink(path);

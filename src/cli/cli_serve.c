@@ -72,7 +72,7 @@ static const opt_row serve_rows[] = {
     {"--threads", .kind = OPT_INT, .off = S(engine.n_threads), .max = 2147483647.0,
      .help = "kernel threads (default: all cores)"},
     {"--no-repack", .kind = OPT_FLAG, .off = S(no_repack),
-     .help = "keep Q8_0/Q4_0/Q4_K weights in the file's layout (no repacked\n"
+     .help = "keep Q8_0/Q4_0/Q4_K/Q6_K weights in the file's layout (no repacked\n"
              "copy at load: half the memory, slower decode)"},
     {"--no-prefix-cache", .kind = OPT_FLAG, .off = S(engine.no_prefix_cache),
      .help = "compute every prompt in full (default: reuse the KV blocks\n"

@@ -495,8 +495,8 @@ static void rows_q4_0_r8(float *restrict out, size_t ld_out, const uint8_t *rest
     r8_packed(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 1);
 }
 
-const kernel_rows_fn kernel_packed_avx2[KERNEL_N_PACKED] = {rows_q8_0_r8, rows_q4_0_r8,
-                                                            kernel_rows_q4_K_r8_avx2};
+const kernel_rows_fn kernel_packed_avx2[KERNEL_N_PACKED] = {
+    rows_q8_0_r8, rows_q4_0_r8, kernel_rows_q4_K_r8_avx2, kernel_rows_q6_K_r8_avx2};
 
 /* ---- float dots (F32 / F16 / BF16 weights, F32 activations) ------------- */
 

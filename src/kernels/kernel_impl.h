@@ -85,9 +85,10 @@ void kernel_pack_group(uint8_t *restrict dst, const uint8_t *restrict W, size_t 
                        size_t m, size_t nb, int is_q4);
 
 /* The rows kernels of the packed types, per tier ([0] Q8_0_R8, [1] Q4_0_R8,
- * [2] Q4_K_R8, act in Q8_K): same signature as kernel_rows_fn with W the
- * packed matrix, w_row_bytes the plain row size and o0, o1 multiples of 8. */
-#define KERNEL_N_PACKED 3
+ * [2] Q4_K_R8, [3] Q6_K_R8, the last two with act in Q8_K): same signature
+ * as kernel_rows_fn with W the packed matrix, w_row_bytes the plain row size
+ * and o0, o1 multiples of 8. */
+#define KERNEL_N_PACKED 4
 extern const kernel_rows_fn kernel_packed_scalar[KERNEL_N_PACKED];
 
 /* ---- K-quants: Q4_K / Q6_K weights x Q8_K activations --------------------
@@ -156,6 +157,28 @@ _Static_assert(sizeof(block_q4_Kx8) == 8 * sizeof(block_q4_K), "block_q4_Kx8 siz
 void kernel_pack_group_q4_K(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
                             size_t nb);
 
+/* 8 Q6_K rows i = 0..7 of one superblock, interleaved the same way (int32
+ * lane i of a 32-byte load holds 4 consecutive elements of row i), with
+ * each row's 6-bit quants regrouped so that three of four vectors unpack
+ * with one AND. With Q_t the q6 (0..63) of element 128h + 32t + 4c + e of
+ * row i (h < 2, t < 4, c < 8, e < 4; sub-block 8h + 2t + c/4), byte 4i + e
+ * of 32-byte vector q[24h + 8t + c] (t < 3) is Q_t | (Q_3 >> 2t & 3) << 6,
+ * so a superblock's tile reads its quants in address order, and
+ * scales[32w + 4i + t] = row i's scales[4w + t] (w < 4, t < 4): sub-block
+ * 4w + t's scale is byte t of each lane of scales vector w.
+ * The same 6 bits per element: exactly the bytes of 8 block_q6_K, and the
+ * repacked weights replace the plain. */
+typedef struct block_q6_Kx8 {
+    uint16_t d[8];
+    int8_t scales[8 * QK_K / 16];
+    uint8_t q[8 * QK_K * 3 / 4];
+} block_q6_Kx8;
+_Static_assert(sizeof(block_q6_Kx8) == 8 * sizeof(block_q6_K), "block_q6_Kx8 size");
+
+/* Packs 8 Q6_K rows of W into one group of nb block_q6_Kx8 at dst. */
+void kernel_pack_group_q6_K(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
+                            size_t nb);
+
 /* The K-quant rows kernels (kernel_rows_fn; act in Q8_K; tmp unused). */
 void kernel_rows_q4_K_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
@@ -178,6 +201,10 @@ extern const kernel_type_impl kernel_impl_scalar[GGML_TYPE_COUNT_MAX];
 extern const kernel_type_impl kernel_impl_avx2[GGML_TYPE_COUNT_MAX];
 extern const kernel_rows_fn kernel_packed_avx2[KERNEL_N_PACKED];
 void kernel_rows_q4_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
+                              float *restrict tmp);
+void kernel_rows_q6_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                               size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                               size_t act_row_bytes, size_t n_rows_x, size_t n_in,
                               float *restrict tmp);

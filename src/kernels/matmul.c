@@ -190,10 +190,11 @@ static int pick(kernel_pick *p, const kernel_ctx *ctx, uint32_t wtype, size_t n_
     if (is_packed(wtype)) {
         if (ctx->tier == KERNEL_TIER_REF) return TPS_EUNSUP;
         static const uint32_t plain[KERNEL_N_PACKED] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
-                                                        GGML_TYPE_Q4_K};
+                                                        GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
         const size_t k = wtype - KERNEL_TYPE_Q8_0_R8;
         p->rows = packed[k];
-        p->act_type = plain[k] == GGML_TYPE_Q4_K ? GGML_TYPE_Q8_K : GGML_TYPE_Q8_0;
+        p->act_type = plain[k] == GGML_TYPE_Q4_K || plain[k] == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_K
+                                                                               : GGML_TYPE_Q8_0;
         p->w_row_bytes = kernel_row_bytes(plain[k], n_in);
         return p->w_row_bytes ? 0 : TPS_EINVAL;
     }

@@ -101,16 +101,18 @@ int kernel_matmul_ref(float *restrict out, double *restrict abs_out, const void 
 
 /* ---- weights repacked into 8-row interleaved groups (optional) ----------
  *
- * A Q8_0, Q4_0 or Q4_K matrix with n_out % 8 == 0 can be copied once (at
- * model load) into groups of 8 interleaved rows; kernel_matmul then takes
- * the copy with wtype KERNEL_TYPE_Q8_0_R8 / _Q4_0_R8 / _Q4_K_R8 and the same
- * n_in, n_out. The copy has exactly the size of the original and gives
- * bit-identical results (the plain Q8_0 / Q4_0 pack 8 rows on the fly into
- * scratch, so repacking at load only skips that copy; plain Q4_K runs one
- * weight row at a time, its packed form 8 rows per dpbusd). */
+ * A Q8_0, Q4_0, Q4_K or Q6_K matrix with n_out % 8 == 0 can be copied once
+ * (at model load) into groups of 8 interleaved rows; kernel_matmul then
+ * takes the copy with wtype KERNEL_TYPE_Q8_0_R8 / _Q4_0_R8 / _Q4_K_R8 /
+ * _Q6_K_R8 and the same n_in, n_out. The copy has exactly the size of the
+ * original and gives bit-identical results (the plain Q8_0 / Q4_0 pack 8
+ * rows on the fly into scratch, so repacking at load only skips that copy;
+ * plain Q4_K / Q6_K run one weight row at a time, their packed forms 8 rows
+ * per dpbusd). */
 #define KERNEL_TYPE_Q8_0_R8 0x1000u
 #define KERNEL_TYPE_Q4_0_R8 0x1001u
 #define KERNEL_TYPE_Q4_K_R8 0x1002u /* Q4_K in 8-row groups (n_in % 256 == 0) */
+#define KERNEL_TYPE_Q6_K_R8 0x1003u /* Q6_K in 8-row groups (n_in % 256 == 0) */
 
 /* The packed type for wtype, or 0 when wtype has none. */
 uint32_t kernel_packed_type(uint32_t wtype);

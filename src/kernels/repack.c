@@ -1,5 +1,5 @@
 /* Interleaved 8-row weight groups (kernel_impl.h has the layouts: Q8_0,
- * Q4_0, Q4_K): the packers, the scalar tier of the packed types, and the
+ * Q4_0, Q4_K, Q6_K): the packers, the scalar tier of the packed types, and the
  * public repack call.
  *
  * Why repack at all: the AVX2 tier computes 8 weight rows per dpbusd when
@@ -54,6 +54,39 @@ void kernel_pack_group_q4_K(uint8_t *restrict dst, const uint8_t *restrict W, si
             for (size_t k = 0; k < 4; k++)
                 for (size_t c = 0; c < 8; c++)
                     memcpy(g->qs + (8 * k + c) * 32 + 4 * i, src->qs + 32 * k + 4 * c, 4);
+        }
+    }
+}
+
+/* The q6 (0..63) of element n of a plain Q6_K block (dot_kquant_scalar.c
+ * has the layout). */
+static unsigned q6_plain(const block_q6_K *restrict b, size_t n) {
+    const size_t h = n / 128, c = n % 128 / 32, l = n % 32;
+    const unsigned lo = (b->ql[64 * h + l + 32 * (c & 1)] >> (4 * (c >> 1))) & 15;
+    const unsigned hi = (b->qh[32 * h + l] >> (2 * c)) & 3;
+    return lo | hi << 4;
+}
+
+void kernel_pack_group_q6_K(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
+                            size_t nb) {
+    for (size_t b = 0; b < nb; b++) {
+        block_q6_Kx8 *g = (block_q6_Kx8 *)dst + b;
+        for (size_t i = 0; i < 8; i++) {
+            const block_q6_K *src = (const block_q6_K *)(W + i * w_row_bytes) + b;
+            g->d[i] = src->d;
+            for (size_t w = 0; w < 4; w++)
+                memcpy(g->scales + 32 * w + 4 * i, src->scales + 4 * w, 4);
+            for (size_t h = 0; h < 2; h++)
+                for (size_t c = 0; c < 8; c++)
+                    for (size_t e = 0; e < 4; e++) {
+                        unsigned q[4];
+                        for (size_t t = 0; t < 4; t++)
+                            q[t] = q6_plain(src, 128 * h + 32 * t + 4 * c + e);
+                        const size_t at = 4 * i + e;
+                        for (size_t t = 0; t < 3; t++)
+                            g->q[(24 * h + 8 * t + c) * 32 + at] =
+                                (uint8_t)(q[t] | (q[3] >> (2 * t) & 3) << 6);
+                    }
         }
     }
 }
@@ -133,6 +166,36 @@ static float dot_q4_K_packed(const block_q4_Kx8 *restrict g, size_t lane,
     return sumf;
 }
 
+/* Row `lane` of a Q6_K group (nb block_q6_Kx8) . x: kernel_impl.h's Q6_K
+ * formula, sub-block by sub-block as dot_kquant_scalar.c adds them. */
+static float dot_q6_K_packed(const block_q6_Kx8 *restrict g, size_t lane,
+                             const block_q8_K *restrict x, size_t nb) {
+    float sumf = 0.0f;
+    for (size_t b = 0; b < nb; b++) {
+        int32_t isum = 0;
+        for (int h = 0; h < 2; h++)
+            for (int t = 0; t < 4; t++)
+                for (int s = 0; s < 2; s++) {
+                    int32_t sum = 0;
+                    for (int l = 16 * s; l < 16 * s + 16; l++) {
+                        const size_t c = l / 4, at = 4 * lane + l % 4;
+                        const unsigned q0 = g[b].q[(24 * h + c) * 32 + at];
+                        const unsigned q1 = g[b].q[(24 * h + 8 + c) * 32 + at];
+                        const unsigned q2 = g[b].q[(24 * h + 16 + c) * 32 + at];
+                        const unsigned q = t == 0   ? q0 & 63
+                                           : t == 1 ? q1 & 63
+                                           : t == 2 ? q2 & 63
+                                                    : q0 >> 6 | (q1 >> 6) << 2 | (q2 >> 6) << 4;
+                        sum += ((int)q - 32) * x[b].qs[128 * h + 32 * t + l];
+                    }
+                    const int sub = 8 * h + 2 * t + s;
+                    isum += g[b].scales[32 * (sub / 4) + 4 * lane + sub % 4] * sum;
+                }
+        sumf = fmaf((float)isum, fp16_to_fp32(g[b].d[lane]) * x[b].d, sumf);
+    }
+    return sumf;
+}
+
 static void rows_q4_K_r8(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                          size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                          size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
@@ -146,8 +209,21 @@ static void rows_q4_K_r8(float *restrict out, size_t ld_out, const uint8_t *rest
     }
 }
 
+static void rows_q6_K_r8(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                         size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                         size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
+    (void)tmp;
+    const size_t nb = n_in / QK_K;
+    for (size_t r = 0; r < n_rows_x; r++) {
+        const block_q8_K *a = (const block_q8_K *)(act + r * act_row_bytes);
+        for (size_t o = o0; o < o1; o++)
+            out[r * ld_out + o] = dot_q6_K_packed(
+                (const block_q6_Kx8 *)(W + (o / 8 * 8) * w_row_bytes), o % 8, a, nb);
+    }
+}
+
 const kernel_rows_fn kernel_packed_scalar[KERNEL_N_PACKED] = {rows_q8_0_r8, rows_q4_0_r8,
-                                                              rows_q4_K_r8};
+                                                              rows_q4_K_r8, rows_q6_K_r8};
 
 /* ---- public -------------------------------------------------------------- */
 
@@ -159,6 +235,8 @@ uint32_t kernel_packed_type(uint32_t wtype) {
         return KERNEL_TYPE_Q4_0_R8;
     case GGML_TYPE_Q4_K:
         return KERNEL_TYPE_Q4_K_R8;
+    case GGML_TYPE_Q6_K:
+        return KERNEL_TYPE_Q6_K_R8;
     default:
         return 0;
     }
@@ -169,10 +247,15 @@ int kernel_repack(void *restrict dst, const void *restrict W, uint32_t wtype, si
     if (!kernel_packed_type(wtype)) return TPS_EUNSUP;
     const size_t row_bytes = kernel_row_bytes(wtype, n_in);
     if (row_bytes == 0 || n_out % 8) return TPS_EINVAL;
-    if (wtype == GGML_TYPE_Q4_K) {
-        for (size_t o = 0; o < n_out; o += 8)
-            kernel_pack_group_q4_K((uint8_t *)dst + o * row_bytes,
-                                   (const uint8_t *)W + o * row_bytes, row_bytes, n_in / QK_K);
+    if (wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q6_K) {
+        for (size_t o = 0; o < n_out; o += 8) {
+            uint8_t *d = (uint8_t *)dst + o * row_bytes;
+            const uint8_t *w = (const uint8_t *)W + o * row_bytes;
+            if (wtype == GGML_TYPE_Q4_K)
+                kernel_pack_group_q4_K(d, w, row_bytes, n_in / QK_K);
+            else
+                kernel_pack_group_q6_K(d, w, row_bytes, n_in / QK_K);
+        }
         return 0;
     }
     const size_t nb = n_in / QK8_0;

@@ -60,7 +60,7 @@ typedef struct llama_weights {
 } llama_weights;
 
 int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_file *f, tps_err *err);
-/* Copies every Q8_0 / Q4_0 / Q4_K matrix with a multiple of 8 rows (layers and
+/* Copies every Q8_0 / Q4_0 / Q4_K / Q6_K matrix with a multiple of 8 rows (layers and
  * the output head; not the embedding, read by row) into one owned buffer of
  * 8-row interleaved groups and points each llama_mat.packed at its copy.
  * An explicit opt-in against STYLE's "borrow the mmap": it would double the

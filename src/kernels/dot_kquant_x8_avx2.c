@@ -1,0 +1,458 @@
+/* AVX2 + FMA + F16C tier of the K-quant weights repacked into 8-row groups
+ * (block_q4_Kx8, block_q6_Kx8: kernel_impl.h) against Q8_K activations.
+ * Compiled only when the build targets such a CPU; the scalar tier of the
+ * packed types is in repack.c.
+ *
+ * Lane i of every int32 vector is weight row i of the group, as in the
+ * Q4_0 groups of dot_avx2.c: a 32-byte load of quants serves 8 rows, and
+ * the per-row scales and fp16 factors are vectors of 8 lanes too, so the
+ * integer sums and the float steps of kernel_impl.h run for 8 rows at once
+ * with no horizontal sum; lane by lane they are the scalar tier's, so the
+ * bits match it whatever the tile shape. A tile is MG groups x MX (1..4)
+ * activation rows. Not here: the plain K-quant rows (dot_kquant_avx2.c),
+ * threading (matmul.c). */
+#include "kernels/kernel_impl.h"
+
+#if KERNEL_HAVE_AVX2
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "base/compiler.h" /* ALWAYS_INLINE */
+#include "kernels/vnni.h"
+
+/* ---- Q4_K in 8-row groups ------------------------------------------------ */
+
+/* Sum of a sub-block's products per lane, in k8_dot's running form. VNNI:
+ * dpbusd into int32, scaled by mullo. Without: maddubs pairs added in int16
+ * (at most 8 vectors per sum: |sum| <= 8 * 2 * 15 * 127 = 30480, exact),
+ * then one madd with the scale in both int16 halves of the lane. Both give
+ * the exact integers sc_j * sum q4 * q8. */
+#define K8_VNNI KERNEL_VNNI
+#if K8_VNNI
+#define k8_dot kernel_dpbusd_vnni
+#else
+ALWAYS_INLINE __m256i k8_dot(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, s));
+}
+#endif
+
+ALWAYS_INLINE __m256i k8_add(__m256i a, __m256i b) {
+    return K8_VNNI ? _mm256_add_epi32(a, b) : _mm256_add_epi16(a, b);
+}
+
+/* acc (k8_dot form) times sc (lane i: row i's 6-bit scale as int32), int32. */
+ALWAYS_INLINE __m256i k8_scale(__m256i acc, __m256i sc) {
+#if K8_VNNI
+    return _mm256_mullo_epi32(acc, sc);
+#else
+    return _mm256_madd_epi16(acc, _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16)));
+#endif
+}
+
+/* kernel_q4_K_scales lane by lane: s[0] = sc 0..3, s[1] = sc 4..7,
+ * s[2] = m 0..3, s[3] = m 4..7, one byte each, of row i in lane i. */
+ALWAYS_INLINE void k8_scales(const block_q4_Kx8 *restrict g, __m256i s[4]) {
+    const __m256i u0 = _mm256_loadu_si256((const __m256i *)g->scales);
+    const __m256i u1 = _mm256_loadu_si256((const __m256i *)(g->scales + 32));
+    const __m256i u2 = _mm256_loadu_si256((const __m256i *)(g->scales + 64));
+    const __m256i lo6 = _mm256_set1_epi8(0x3f), lo4 = _mm256_set1_epi8(0x0f);
+    const __m256i top2 = _mm256_set1_epi8(0x03);
+    s[0] = _mm256_and_si256(u0, lo6);
+    s[1] = _mm256_or_si256(_mm256_and_si256(u2, lo4),
+                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), top2), 4));
+    s[2] = _mm256_and_si256(u1, lo6);
+    s[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), lo4),
+                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), top2), 4));
+}
+
+/* Byte t of each lane of v as int32. */
+ALWAYS_INLINE __m256i k8_byte(__m256i v, const int t) {
+    return _mm256_and_si256(_mm256_srli_epi32(v, 8 * t), _mm256_set1_epi32(0xff));
+}
+
+/* The activation side of the mins: bs_j = bsums[2j] + bsums[2j+1] as int16
+ * pairs, p[0] = (bs0, bs2), p[1] = (bs1, bs3), p[2] = (bs4, bs6),
+ * p[3] = (bs5, bs7), each in every lane (|bs_j| <= 32 * 127: exact). */
+ALWAYS_INLINE void k8_bsum_pairs(const block_q8_K *restrict x, __m256i p[4]) {
+    const __m256i b32 =
+        _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1));
+    const __m128i b16 =
+        _mm_packs_epi32(_mm256_castsi256_si128(b32), _mm256_extracti128_si256(b32, 1));
+    const __m128i q =
+        _mm_shuffle_epi8(b16, _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15));
+    p[0] = _mm256_broadcastd_epi32(q);
+    p[1] = _mm256_broadcastd_epi32(_mm_shuffle_epi32(q, 1));
+    p[2] = _mm256_broadcastd_epi32(_mm_shuffle_epi32(q, 2));
+    p[3] = _mm256_broadcastd_epi32(_mm_shuffle_epi32(q, 3));
+}
+
+/* MG groups (gs bytes apart) x MX activation rows over nb superblocks;
+ * writes 8 * MG columns of MX rows. Per superblock and lane: isum_b and
+ * imin_b exactly, then the two FMAs of kernel_impl.h in that order. One
+ * activation row splits each sub-block sum over two accumulators (c even
+ * / odd: a shorter dependency chain; integer, so the same sum). */
+ALWAYS_INLINE void q4_K_x8_tile(float *restrict out, size_t ld_out, const uint8_t *restrict G,
+                                size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
+                                size_t nb, const int MG, const int MX) {
+    const int NS = MX == 1 ? 2 : 1;
+    const block_q8_K *x[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < MX; j++)
+        x[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 acc[4][4];
+#pragma GCC unroll 4
+    for (int g = 0; g < MG; g++)
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++)
+            acc[g][j] = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const block_q4_Kx8 *gp[4];
+        __m256i sm[4][4], is[4][4];
+#pragma GCC unroll 4
+        for (int g = 0; g < MG; g++) {
+            gp[g] = (const block_q4_Kx8 *)(G + (size_t)g * gs) + b;
+            k8_scales(gp[g], sm[g]);
+#pragma GCC unroll 4
+            for (int j = 0; j < MX; j++)
+                is[g][j] = _mm256_setzero_si256();
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m256i s[4][4][2];
+#pragma GCC unroll 4
+                for (int g = 0; g < MG; g++)
+#pragma GCC unroll 4
+                    for (int j = 0; j < MX; j++)
+                        s[g][j][0] = s[g][j][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                for (int c = 0; c < 8; c++) {
+                    __m256i q[4];
+#pragma GCC unroll 4
+                    for (int g = 0; g < MG; g++) {
+                        if (h == 0)
+                            _mm_prefetch((const char *)(gp[g] + 2) + 36 * (8 * k + c), _MM_HINT_T0);
+                        const __m256i v =
+                            _mm256_loadu_si256((const __m256i *)(gp[g]->qs + (8 * k + c) * 32));
+                        q[g] = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, m4);
+                    }
+#pragma GCC unroll 4
+                    for (int j = 0; j < MX; j++) {
+                        int32_t xv;
+                        memcpy(&xv, x[j][b].qs + 64 * k + 32 * h + 4 * c, sizeof xv);
+                        const __m256i xb = _mm256_set1_epi32(xv);
+#pragma GCC unroll 4
+                        for (int g = 0; g < MG; g++)
+                            s[g][j][c % NS] = k8_dot(s[g][j][c % NS], q[g], xb);
+                    }
+                }
+#pragma GCC unroll 4
+                for (int g = 0; g < MG; g++) {
+                    const __m256i sc = k8_byte(sm[g][k / 2], 2 * (k % 2) + h);
+#pragma GCC unroll 4
+                    for (int j = 0; j < MX; j++) {
+                        const __m256i t = NS == 2 ? k8_add(s[g][j][0], s[g][j][1]) : s[g][j][0];
+                        is[g][j] = _mm256_add_epi32(is[g][j], k8_scale(t, sc));
+                    }
+                }
+            }
+        __m256i bp[4][4];
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++)
+            k8_bsum_pairs(&x[j][b], bp[j]);
+        const __m256i even = _mm256_set1_epi32(0x00ff00ff);
+#pragma GCC unroll 4
+        for (int g = 0; g < MG; g++) {
+            /* mins as int16 pairs: (m0, m2), (m1, m3), (m4, m6), (m5, m7) */
+            const __m256i mp[4] = {_mm256_and_si256(sm[g][2], even),
+                                   _mm256_and_si256(_mm256_srli_epi32(sm[g][2], 8), even),
+                                   _mm256_and_si256(sm[g][3], even),
+                                   _mm256_and_si256(_mm256_srli_epi32(sm[g][3], 8), even)};
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gp[g]->d));
+            const __m256 dm =
+                _mm256_xor_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gp[g]->dmin)), sign);
+#pragma GCC unroll 4
+            for (int j = 0; j < MX; j++) {
+                const __m256i im =
+                    _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(mp[0], bp[j][0]),
+                                                      _mm256_madd_epi16(mp[1], bp[j][1])),
+                                     _mm256_add_epi32(_mm256_madd_epi16(mp[2], bp[j][2]),
+                                                      _mm256_madd_epi16(mp[3], bp[j][3])));
+                const __m256 dx = _mm256_set1_ps(x[j][b].d);
+                acc[g][j] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[g][j]), _mm256_mul_ps(dw, dx), acc[g][j]);
+                acc[g][j] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(im), _mm256_mul_ps(dm, dx), acc[g][j]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < MG; g++)
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++)
+            _mm256_storeu_ps(out + (size_t)j * ld_out + 8 * g, acc[g][j]);
+}
+
+/* ---- Q6_K in 8-row groups ------------------------------------------------
+ *
+ * The q6 stay unsigned (0..63) in the dots and 32 * sum_k sc_k * bsum_k
+ * comes off each lane's int32 sum per superblock, as in the plain Q6_K
+ * tile (every sum below 2^29: kernel_impl.h). Without VNNI a maddubs pair
+ * is at most 2 * 63 * 127 = 16002, so two of them (32004) are added in
+ * int16 before a madd by the scale widens the sum to int32: a sub-block of
+ * 16 elements (4 bytes per lane, 4 loads) is two such sums per lane. */
+
+/* Byte selector of q6_scale: byte t of dword d into bytes 1 and 3. */
+#define Q6_SEL(d, t) (0x00800080 + (4 * (d) + (t)) * 0x01000100)
+
+/* Sub-block 4w + t's scale from scales vector w (byte t of each lane,
+ * signed): int32 for mullo (VNNI), or in both int16 halves for madd. */
+ALWAYS_INLINE __m256i q6_scale(__m256i sw, const int t) {
+#if K8_VNNI
+    return _mm256_srai_epi32(_mm256_slli_epi32(sw, 24 - 8 * t), 24);
+#else
+    const __m256i sel = _mm256_setr_epi32(Q6_SEL(0, t), Q6_SEL(1, t), Q6_SEL(2, t), Q6_SEL(3, t),
+                                          Q6_SEL(0, t), Q6_SEL(1, t), Q6_SEL(2, t), Q6_SEL(3, t));
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(sw, sel), 8);
+#endif
+}
+
+/* The q6 of elements 128h + 32t + 4c + e (e < 4) of the 8 rows, 4 bytes
+ * per lane (kernel_impl.h's layout: t < 3 is one AND; t = 3 gathers the
+ * top 2 bits of the three vectors, 16-bit shifts being clean once masked). */
+ALWAYS_INLINE __m256i q6_quants(const block_q6_Kx8 *restrict g, const int h, const int t,
+                                const int c) {
+    const __m256i lo6 = _mm256_set1_epi8(0x3f), top2 = _mm256_set1_epi8((char)0xc0);
+    const __m256i *v0 = (const __m256i *)(g->q + (24 * h + c) * 32);
+    const __m256i *v1 = (const __m256i *)(g->q + (24 * h + 8 + c) * 32);
+    const __m256i *v2 = (const __m256i *)(g->q + (24 * h + 16 + c) * 32);
+    if (t < 3) return _mm256_and_si256(_mm256_loadu_si256(t == 0 ? v0 : t == 1 ? v1 : v2), lo6);
+    const __m256i a = _mm256_srli_epi16(_mm256_and_si256(_mm256_loadu_si256(v0), top2), 6);
+    const __m256i b = _mm256_srli_epi16(_mm256_and_si256(_mm256_loadu_si256(v1), top2), 4);
+    const __m256i d = _mm256_srli_epi16(_mm256_and_si256(_mm256_loadu_si256(v2), top2), 2);
+    return _mm256_or_si256(_mm256_or_si256(a, b), d);
+}
+
+/* Lane i: sum_k sc_k * bsum_k of row i's scales against the activation
+ * block's bsums (int16 pairs madd'ed: |sum| <= 16 * 128 * 16 * 127, exact). */
+ALWAYS_INLINE __m256i q6_bsum_dot(const block_q6_Kx8 *restrict g, const int32_t bp[8]) {
+    __m256i off = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int w = 0; w < 4; w++) {
+        const __m256i sw = _mm256_loadu_si256((const __m256i *)(g->scales + 32 * w));
+        /* (sc_4w, sc_4w+2) and (sc_4w+1, sc_4w+3) as int16 pairs */
+        const __m256i pe = _mm256_srai_epi16(_mm256_slli_epi16(sw, 8), 8);
+        const __m256i po = _mm256_srai_epi16(sw, 8);
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(pe, _mm256_set1_epi32(bp[2 * w])));
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(po, _mm256_set1_epi32(bp[2 * w + 1])));
+    }
+    return off;
+}
+
+/* The bsums of one activation block as the int16 pairs q6_bsum_dot takes:
+ * bp[2w] = (bsum_4w, bsum_4w+2), bp[2w+1] = (bsum_4w+1, bsum_4w+3). */
+ALWAYS_INLINE void q6_bsum_pairs(const block_q8_K *restrict x, int32_t bp[8]) {
+    const __m256i v =
+        _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)x->bsums),
+                            _mm256_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15,
+                                             0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15));
+    _mm256_storeu_si256((__m256i *)bp, v);
+}
+
+/* MG groups (gs bytes apart) x MX activation rows over nb superblocks;
+ * writes 8 * MG columns of MX rows. Per superblock and lane: isum_b
+ * exactly, then kernel_impl.h's one FMA. With VNNI, one activation row
+ * splits each sub-block sum over two accumulators (a shorter dependency
+ * chain; integer, so the same sum); without, each int16 sum of two maddubs
+ * is widened by the scale as soon as it is complete. */
+ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_t *restrict G,
+                                size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
+                                size_t nb, const int MG, const int MX) {
+    const int NS = K8_VNNI && MX == 1 ? 2 : 1;
+    const block_q8_K *x[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < MX; j++)
+        x[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
+    __m256 acc[4][4];
+#pragma GCC unroll 4
+    for (int g = 0; g < MG; g++)
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++)
+            acc[g][j] = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const block_q6_Kx8 *gp[4];
+        __m256i is[4][4];
+#pragma GCC unroll 4
+        for (int g = 0; g < MG; g++) {
+            gp[g] = (const block_q6_Kx8 *)(G + (size_t)g * gs) + b;
+#pragma GCC unroll 4
+            for (int j = 0; j < MX; j++)
+                is[g][j] = _mm256_setzero_si256();
+        }
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++)
+#pragma GCC unroll 2
+                for (int s = 0; s < 2; s++) {
+                    /* sub-block 8h + 2t + s: byte 2(t%2) + s of scales vector 2h + t/2 */
+                    __m256i sc[4], a[4][4][2];
+#pragma GCC unroll 4
+                    for (int g = 0; g < MG; g++) {
+                        sc[g] =
+                            q6_scale(_mm256_loadu_si256(
+                                         (const __m256i *)(gp[g]->scales + 32 * (2 * h + t / 2))),
+                                     2 * (t % 2) + s);
+#pragma GCC unroll 4
+                        for (int j = 0; j < MX; j++)
+                            a[g][j][0] = a[g][j][1] = _mm256_setzero_si256();
+                    }
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; c++) {
+                        const int cc = 4 * s + c;
+                        __m256i q[4];
+#pragma GCC unroll 4
+                        for (int g = 0; g < MG; g++)
+                            q[g] = q6_quants(gp[g], h, t, cc);
+#pragma GCC unroll 4
+                        for (int j = 0; j < MX; j++) {
+                            int32_t xv;
+                            memcpy(&xv, x[j][b].qs + 128 * h + 32 * t + 4 * cc, sizeof xv);
+                            const __m256i xb = _mm256_set1_epi32(xv);
+#pragma GCC unroll 4
+                            for (int g = 0; g < MG; g++)
+                                a[g][j][c % NS] = k8_dot(a[g][j][c % NS], q[g], xb);
+                        }
+                        if (!K8_VNNI && c % 2 == 1) {
+#pragma GCC unroll 4
+                            for (int g = 0; g < MG; g++)
+#pragma GCC unroll 4
+                                for (int j = 0; j < MX; j++) {
+                                    is[g][j] = _mm256_add_epi32(
+                                        is[g][j], _mm256_madd_epi16(a[g][j][0], sc[g]));
+                                    a[g][j][0] = _mm256_setzero_si256();
+                                }
+                        }
+                    }
+                    if (K8_VNNI) {
+#pragma GCC unroll 4
+                        for (int g = 0; g < MG; g++)
+#pragma GCC unroll 4
+                            for (int j = 0; j < MX; j++) {
+                                const __m256i u =
+                                    NS == 2 ? _mm256_add_epi32(a[g][j][0], a[g][j][1]) : a[g][j][0];
+                                is[g][j] = _mm256_add_epi32(is[g][j], _mm256_mullo_epi32(u, sc[g]));
+                            }
+                    }
+                }
+        int32_t bp[4][8];
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++)
+            q6_bsum_pairs(&x[j][b], bp[j]);
+#pragma GCC unroll 4
+        for (int g = 0; g < MG; g++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gp[g]->d));
+#pragma GCC unroll 4
+            for (int j = 0; j < MX; j++) {
+                const __m256i off = q6_bsum_dot(gp[g], bp[j]);
+                const __m256i isum = _mm256_sub_epi32(is[g][j], _mm256_slli_epi32(off, 5));
+                const __m256 dx = _mm256_set1_ps(x[j][b].d);
+                acc[g][j] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, dx), acc[g][j]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < MG; g++)
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++)
+            _mm256_storeu_ps(out + (size_t)j * ld_out + 8 * g, acc[g][j]);
+}
+
+/* ---- the rows kernels ---------------------------------------------------- */
+
+/* Groups per tile. Q4_K: 2 on AVX-512VL (32 ymm registers), 1 with 16,
+ * for any count of activation rows. With 16 registers two Q4_K groups of
+ * one row spill (a group holds its superblock's 4 scale vectors):
+ * bench_kernels put one group at 1.2-1.45x two there; 4 groups beside 1
+ * row were no faster than 2 with 32. Q6_K: 1 group everywhere: two groups
+ * of one row were 3x slower on a 768x32000 output.weight streamed from
+ * memory (native, bench_kernels), and no faster in cache. */
+#if defined(__AVX512VL__)
+#define K8_MG   2
+#define K8_MG_1 2
+#else
+#define K8_MG   1
+#define K8_MG_1 1
+#endif
+#define Q6_MG   1
+#define Q6_MG_1 1
+
+/* Weight rows [o0, o1) (whole groups) x every activation row: 4 activation
+ * rows per tile while they last, then one tile for the 1..3 left. */
+ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                           size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                           size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int is_q6) {
+    const size_t nb = n_in / QK_K, gs = 8 * w_row_bytes, n_groups = (o1 - o0) / 8;
+    const uint8_t *G = W + o0 * w_row_bytes;
+    const size_t mg = is_q6 ? Q6_MG : K8_MG, mg1 = is_q6 ? Q6_MG_1 : K8_MG_1;
+#define X8_TILE(MG, MX)                                                                            \
+    do {                                                                                           \
+        if (is_q6)                                                                                 \
+            q6_K_x8_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MG, MX);       \
+        else                                                                                       \
+            q4_K_x8_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MG, MX);       \
+    } while (0)
+#define X8_GROUPS(MGC, MX)                                                                         \
+    do {                                                                                           \
+        size_t g = 0;                                                                              \
+        for (; g + (MGC) <= n_groups; g += (MGC))                                                  \
+            X8_TILE((int)(MGC), MX);                                                               \
+        for (; g < n_groups; g++)                                                                  \
+            X8_TILE(1, MX);                                                                        \
+    } while (0)
+    size_t r = 0;
+    for (; r + 4 <= n_rows_x; r += 4) {
+        const uint8_t *a = act + r * act_row_bytes;
+        float *o_r = out + r * ld_out + o0;
+        X8_GROUPS(mg, 4);
+    }
+    if (r == n_rows_x) return;
+    const uint8_t *a = act + r * act_row_bytes;
+    float *o_r = out + r * ld_out + o0;
+    switch (n_rows_x - r) {
+    case 3:
+        X8_GROUPS(mg, 3);
+        break;
+    case 2:
+        X8_GROUPS(mg, 2);
+        break;
+    default:
+        X8_GROUPS(mg1, 1);
+        break;
+    }
+#undef X8_GROUPS
+#undef X8_TILE
+}
+
+void kernel_rows_q4_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
+                              float *restrict tmp) {
+    (void)tmp;
+    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 0);
+}
+
+void kernel_rows_q6_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
+                              float *restrict tmp) {
+    (void)tmp;
+    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 1);
+}
+
+#endif
