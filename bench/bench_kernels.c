@@ -8,8 +8,13 @@
  * "q4_0r", "q4_Kr", "q6_Kr"), as the engine loads them. Q4_K / Q6_K weights
  * are random quants with small scales (speed does not depend on the values).
  *
+ * Prefill chunks run up to 512 activation rows: their quantized rows no
+ * longer fit in L2 beside the weights, so 128 and 512 rows show what cache
+ * blocking buys (8 and 32 rows stay in cache either way).
+ *
  * usage: bench_kernels [max_threads (default 2)] [scalar|avx2|best (default: best)]
- *                      [types, comma-separated names as printed (default: all)] */
+ *                      [types, comma-separated names as printed (default: all)]
+ *                      [rows, comma-separated (default: 1,8,32,128,512)] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,7 +146,23 @@ int main(int argc, char **argv) {
     const uint32_t types[] = {GGML_TYPE_F16,       GGML_TYPE_Q8_0,      GGML_TYPE_Q4_0,
                               KERNEL_TYPE_Q8_0_R8, KERNEL_TYPE_Q4_0_R8, GGML_TYPE_Q4_K,
                               KERNEL_TYPE_Q4_K_R8, GGML_TYPE_Q6_K,      KERNEL_TYPE_Q6_K_R8};
-    const size_t rows[] = {1, 8, 32};
+    size_t rows[16] = {1, 8, 32, 128, 512}, n_rows = 5, max_rows = 512;
+    if (argc > 4) {
+        n_rows = 0;
+        max_rows = 1;
+        for (char *p = argv[4]; *p && n_rows < 16;) {
+            char *end;
+            const unsigned long v = strtoul(p, &end, 10);
+            if (end == p || v == 0 || v > 4096 || (*end && *end != ',')) {
+                fprintf(stderr, "bench_kernels: rows must be 1..4096, comma-separated: %s\n",
+                        argv[4]);
+                return 1;
+            }
+            rows[n_rows++] = v;
+            if (v > max_rows) max_rows = v;
+            p = *end ? end + 1 : end;
+        }
+    }
 
     printf("tier: %s   single-thread read bandwidth: %.1f GB/s\n", kernel_tier_name(tier),
            read_bandwidth_gbs());
@@ -150,10 +171,10 @@ int main(int argc, char **argv) {
 
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const size_t n_in = shapes[s].n_in, n_out = shapes[s].n_out;
-        float *x = malloc(32 * n_in * sizeof *x);
-        float *out = malloc(32 * n_out * sizeof *out);
+        float *x = malloc(max_rows * n_in * sizeof *x);
+        float *out = malloc(max_rows * n_out * sizeof *out);
         if (!x || !out) return 1;
-        fill(x, 32 * n_in, 7);
+        fill(x, max_rows * n_in, 7);
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
             if (!type_wanted(only, type_name(types[t]))) continue;
             const uint32_t plain = types[t] == KERNEL_TYPE_Q8_0_R8   ? GGML_TYPE_Q8_0
@@ -173,12 +194,12 @@ int main(int argc, char **argv) {
             for (int thr = 1; thr <= max_threads; thr++) {
                 kernel_ctx *ctx = NULL;
                 tps_err err;
-                if (kernel_ctx_create(&ctx, thr, 32, n_in, &err)) {
+                if (kernel_ctx_create(&ctx, thr, max_rows, n_in, &err)) {
                     fprintf(stderr, "%s\n", err.msg);
                     return 1;
                 }
                 kernel_ctx_set_tier(ctx, tier);
-                for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+                for (size_t r = 0; r < n_rows; r++) {
                     const size_t nr = rows[r];
                     /* warm up, then enough reps for ~0.15 s, at least 5 */
                     double t0 = now_s();

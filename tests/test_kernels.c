@@ -605,6 +605,16 @@ Test(kernels, repacked_q4_K_gives_the_same_bits_as_plain_scalar_for_1_to_33_rows
         check_packed_equals_plain(GGML_TYPE_Q4_K, 2816, 72, few_rows[c]);
 }
 
+/* Prefill chunks run in blocks of activation rows that fit in L2 (matmul.c:
+ * about 256 KB of quantized rows, 20 rows of Q8_0 and 28 of Q8_K at
+ * n_in = 8192): rows on both sides of a block boundary, and each alone,
+ * give the plain scalar bits. */
+Test(kernels, repacked_weights_give_the_same_bits_across_activation_row_blocks) {
+    const uint32_t types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K};
+    for (size_t t = 0; t < LEN(types); t++)
+        check_packed_equals_plain(types[t], 8192, 16, 61);
+}
+
 /* The largest Q4_K magnitudes (sc = m = 63, q4 = 15) against activations
  * of +-127 of one sign per 32: the AVX2 tier's int16 sums of 8 maddubs
  * pairs (up to 30480) and int32 sums stay exact in the packed form too. */

@@ -4,7 +4,7 @@
  * activation rows (to Q8_0 for Q8_0/Q4_0 weights, to Q8_K for Q4_K/Q6_K),
  * then claim chunks of output columns (weight rows) and compute them for
  * all activation rows, in tiles of TILE_O weight rows so a tile stays in
- * cache while every activation row streams past it. A thread that is not
+ * cache while a block of activation rows (act_block_rows) streams past it. A thread that is not
  * running (preempted, asleep) is never waited for. Which thread computes an element never
  * changes how it is reduced (the tiers guarantee a fixed order per element),
  * so the result does not depend on the thread count or the batch size.
@@ -230,19 +230,39 @@ static void quantize_row_x(const matmul_job *job, size_t r) {
         kernel_quantize_act(row, job->x + r * job->n_in, job->n_in, job->use_avx2);
 }
 
-/* Output rows [o_begin, o_end) of one job, in cache tiles of TILE_O. With
- * at most 4 activation rows no weight is reused from cache, so the whole
- * range goes to the kernel in one call: its widest tile (several groups
- * per activation row, independent dependency chains) then runs, instead of
- * one group at a time. Packed types only: the plain ones pack per tile
- * into scratch sized for TILE_O rows. */
+/* Activation rows per cache block: a block's quantized rows (at most
+ * ACT_BLOCK_BYTES, a quarter of a 1 MB L2) stay in L2 while the weight
+ * tiles of a task stream past them, instead of every tile re-reading all
+ * rows (a 512-row prefill chunk of K = 2048 is 1.6 MB of Q8_0 rows) from
+ * L3. K = 768 gives 212 rows, K = 2048 80: batched decode (<= 64 rows) is
+ * one block. A multiple of 4 so only the last block has a short tile. */
+#define ACT_BLOCK_BYTES (256u << 10)
+
+static size_t act_block_rows(const matmul_job *job) {
+    const size_t rows = ACT_BLOCK_BYTES / job->act_row_bytes / 4 * 4;
+    return rows < 4 ? 4 : rows;
+}
+
+/* Output rows [o_begin, o_end) of one job: blocks of activation rows
+ * (act_block_rows), each against the range in tiles of TILE_O weight rows.
+ * With at most 4 activation rows no weight is reused from cache, so the
+ * whole range goes to the kernel in one call: its widest tile (several
+ * groups per activation row, independent dependency chains) then runs,
+ * instead of one group at a time. Packed types only: the plain ones pack
+ * per tile into scratch sized for TILE_O rows, so they are not blocked
+ * (that would pack each tile once per block). How rows are blocked never
+ * changes an element's bits (kernel_impl.h). */
 static void compute_range(const matmul_job *job, size_t o_begin, size_t o_end, int t) {
     float *tmp = job->tmp + (size_t)t * KERNEL_TMP_ROWS * job->n_in;
     const size_t tile = job->n_rows_x <= 4 && job->packed ? o_end - o_begin : TILE_O;
-    for (size_t o = o_begin; o < o_end; o += tile) {
-        const size_t o1 = o + tile < o_end ? o + tile : o_end;
-        job->rows(job->out, job->n_out, job->W, job->w_row_bytes, o, o1, job->act,
-                  job->act_row_bytes, job->n_rows_x, job->n_in, tmp);
+    const size_t rb = job->quant_x && job->packed ? act_block_rows(job) : job->n_rows_x;
+    for (size_t r = 0; r < job->n_rows_x; r += rb) {
+        const size_t nr = job->n_rows_x - r < rb ? job->n_rows_x - r : rb;
+        for (size_t o = o_begin; o < o_end; o += tile) {
+            const size_t o1 = o + tile < o_end ? o + tile : o_end;
+            job->rows(job->out + r * job->n_out, job->n_out, job->W, job->w_row_bytes, o, o1,
+                      job->act + r * job->act_row_bytes, job->act_row_bytes, nr, job->n_in, tmp);
+        }
     }
 }
 
