@@ -375,16 +375,18 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
 
 /* ---- the rows kernels ---------------------------------------------------- */
 
-/* Groups per tile. Q4_K: 2 on AVX-512VL (32 ymm registers), 1 with 16,
- * for any count of activation rows. With 16 registers two Q4_K groups of
- * one row spill (a group holds its superblock's 4 scale vectors):
- * bench_kernels put one group at 1.2-1.45x two there; 4 groups beside 1
- * row were no faster than 2 with 32. Q6_K: 1 group everywhere: two groups
- * of one row were 3x slower on a 768x32000 output.weight streamed from
- * memory (native, bench_kernels), and no faster in cache. */
+/* Groups per tile. Q4_K: 2 on AVX-512VL (32 ymm registers) beside 4
+ * activation rows, 1 with 16. One activation row (decode) takes 1 group on
+ * both: with 16 registers two Q4_K groups of one row spill (a group holds
+ * its superblock's 4 scale vectors; bench_kernels put one group at
+ * 1.2-1.45x two there), and with 32 the engine's decode, weights streamed
+ * from memory, ran 1.3x faster with one group than with two (110M Q4_K_M
+ * tg128, 3 alternating pairs, 2026-12-01). Q6_K: 1 group everywhere: two
+ * groups of one row were 3x slower on a 768x32000 output.weight streamed
+ * from memory (native, bench_kernels), and no faster in cache. */
 #if defined(__AVX512VL__)
 #define K8_MG   2
-#define K8_MG_1 2
+#define K8_MG_1 1
 #else
 #define K8_MG   1
 #define K8_MG_1 1
