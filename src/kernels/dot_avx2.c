@@ -344,14 +344,18 @@ ALWAYS_INLINE void r8_tile1(float *restrict out, const uint8_t *restrict G, size
 
 /* Groups per tile beside 4 activation rows: 2 x 4 accumulators, their
  * int32 sums and the weight vectors fit AVX-512VL's 32 registers; with 16,
- * one group. One activation row (decode) takes R8_MG_1 groups. */
+ * one group. One activation row (decode) takes R8_MG_1 groups: one on both
+ * tiers. Several groups read as many streams gs bytes apart, and in the
+ * engine's decode, weights streamed from memory, one group was faster:
+ * 110M tg128, 4-7 alternating pairs (2026-12-01), AVX2 tier 1.35x (Q8_0)
+ * and 1.2x (Q4_0) over two groups, native 1.07x (Q8_0) and 1.03x (Q4_0)
+ * over four; bench_kernels, weights in cache, had preferred more. */
 #if defined(__AVX512VL__)
-#define R8_MG   2
-#define R8_MG_1 4
+#define R8_MG 2
 #else
-#define R8_MG   1
-#define R8_MG_1 2
+#define R8_MG 1
 #endif
+#define R8_MG_1 1
 
 /* All activation rows against n_groups groups starting at G (gs bytes
  * apart); out column 0 is the groups' first row; n_valid columns exist. */
@@ -392,19 +396,6 @@ ALWAYS_INLINE void r8_rows(float *restrict out, size_t ld_out, const uint8_t *re
 #define R8_TILE1(MG) r8_tile1(o_r + g * 8, G + g * gs, gs, a, nb, n_valid - g * 8, is_q4, MG)
         for (; g + R8_MG_1 <= n_groups; g += R8_MG_1)
             R8_TILE1(R8_MG_1);
-        switch (n_groups - g) {
-        case 3:
-            R8_TILE1(3);
-            break;
-        case 2:
-            R8_TILE1(2);
-            break;
-        case 1:
-            R8_TILE1(1);
-            break;
-        default:
-            break;
-        }
 #undef R8_TILE1
         break;
     }
