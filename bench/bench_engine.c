@@ -70,6 +70,7 @@ static int run(const bench_model *l, int threads, uint32_t n_seqs, size_t n_prom
         fprintf(stderr, "bench_engine: %s\n", err.msg);
         return -1;
     }
+    bench_wait_kv_warm(e);
     int32_t *ids = malloc(sizeof(int32_t) * n_prompt);
     size_t cap = (size_t)n_seqs * n_out + 16, n_tok = 0;
     uint64_t *t_tok = malloc(sizeof(uint64_t) * cap);

@@ -201,12 +201,7 @@ static engine *start(const bench_model *l, int threads, bool no_cache) {
         fprintf(stderr, "bench_prefix: %s\n", err.msg);
         return NULL;
     }
-    /* a server that has been up a while: its KV pool faulted in while idle */
-    engine_stats st = {0};
-    for (int i = 0; i < 6000 && !st.kv_pool_warm; i++) {
-        usleep(10000);
-        engine_get_stats(e, &st);
-    }
+    bench_wait_kv_warm(e); /* a server that has been up a while */
     return e;
 }
 

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "engine/engine.h"
 #include "model/model_make.h"
 
 const char *bench_dir(void) {
@@ -69,5 +71,13 @@ void bench_prompt(int32_t *ids, size_t n, uint32_t vocab, uint32_t seed) {
     for (size_t i = 1; i < n; i++) {
         s = s * 1664525u + 1013904223u;
         ids[i] = (int32_t)(3 + (s >> 8) % (vocab - 3));
+    }
+}
+
+void bench_wait_kv_warm(struct engine *e) {
+    engine_stats st = {0};
+    for (int i = 0; i < 6000 && !st.kv_pool_warm; i++) {
+        usleep(10000);
+        engine_get_stats(e, &st);
     }
 }

@@ -1,6 +1,6 @@
 /* What the engine benchmarks share (benchmarks only): a preset model made
- * on first use in TPS_BENCH_DIR, loading it with its tokenizer, and
- * seeded prompts of token ids. */
+ * on first use in TPS_BENCH_DIR, loading it with its tokenizer, seeded
+ * prompts of token ids, and waiting for a new engine's KV pool. */
 #ifndef TPS_BENCH_MODELS_H
 #define TPS_BENCH_MODELS_H
 
@@ -32,5 +32,12 @@ int bench_model_list(char models[][BENCH_PATH_MAX]);
 const char *bench_model_name(const char *path);
 /* Seeded prompt: BOS then ids from 3 up (no EOS, no control ids). */
 void bench_prompt(int32_t *ids, size_t n, uint32_t vocab, uint32_t seed);
+
+/* Waits (at most 60 s) until a new engine has faulted its KV pool in while
+ * idle, as a server that has been up a while has: a figure then measures
+ * compute, not the kernel zeroing pages on first touch (llama-bench, for
+ * its part, times runs after a warm-up on a cleared cache). */
+struct engine;
+void bench_wait_kv_warm(struct engine *e);
 
 #endif
