@@ -50,6 +50,21 @@ typedef struct run_result {
     size_t decode_steps;
 } run_result;
 
+/* TPS_BENCH_TEMP, or 0 (greedy); a value that is not a number is an
+ * error rather than a silent greedy run (the engine checks the range). */
+static int bench_temperature(float *out) {
+    const char *temp = getenv("TPS_BENCH_TEMP");
+    *out = 0.0f;
+    if (!temp) return 0;
+    char *end;
+    *out = strtof(temp, &end);
+    if (end == temp || *end) {
+        fprintf(stderr, "bench_engine: TPS_BENCH_TEMP must be a number, not '%s'\n", temp);
+        return -1;
+    }
+    return 0;
+}
+
 /* Submits n_seqs requests together and drains every event. */
 static int run(const bench_model *l, int threads, uint32_t n_seqs, size_t n_prompt, uint32_t n_out,
                uint32_t batch_tokens, run_result *res) {
@@ -81,8 +96,10 @@ static int run(const bench_model *l, int threads, uint32_t n_seqs, size_t n_prom
         engine_request rq = {.prompt = ids, .n_prompt = n_prompt, .max_tokens = n_out};
         sampler_params_default(&rq.sampling);
         rq.sampling.ignore_eos = true;
-        const char *temp = getenv("TPS_BENCH_TEMP");
-        rq.sampling.temperature = temp ? strtof(temp, NULL) : 0.0f;
+        if (bench_temperature(&rq.sampling.temperature)) {
+            rc = -1;
+            break;
+        }
         uint64_t id;
         if (engine_submit(e, &rq, &id, &err)) {
             fprintf(stderr, "bench_engine: %s\n", err.msg);
