@@ -615,6 +615,39 @@ Test(kernels, repacked_weights_give_the_same_bits_across_activation_row_blocks) 
         check_packed_equals_plain(types[t], 8192, 16, 61);
 }
 
+/* The extreme-value tests' check: the plain scalar result of w (type,
+ * ROWS x n_in activations x) is within tol of the double reference, and the
+ * packed copy gives its bits on the scalar and best tiers for 1..rows
+ * activation rows. */
+static void check_extremes_packed(const void *w, const void *packed, uint32_t type, const float *x,
+                                  size_t rows, size_t n_in, size_t n_out, double tol) {
+    kernel_ctx *sc = new_ctx(1, KERNEL_TIER_SCALAR), *best = new_ctx(2, KERNEL_TIER_BEST);
+    float *want = malloc(rows * n_out * sizeof *want), *got = malloc(rows * n_out * sizeof *got);
+    float *ref = malloc(rows * n_out * sizeof *ref);
+    double *s = malloc(rows * n_out * sizeof *s);
+    cr_assert_eq(kernel_matmul(want, w, type, x, rows, n_in, n_out, sc), 0);
+    cr_assert_eq(kernel_matmul_ref(ref, s, w, type, x, rows, n_in, n_out), 0);
+    for (size_t i = 0; i < rows * n_out; i++)
+        cr_assert(fabs((double)want[i] - ref[i]) <= tol * s[i] + TOL_ABS,
+                  "elem %zu: got %.9g want %.9g", i, want[i], ref[i]);
+    kernel_ctx *ctxs[] = {sc, best};
+    for (size_t c = 0; c < LEN(ctxs); c++)
+        for (size_t r = 1; r <= rows; r++) {
+            cr_assert_eq(
+                kernel_matmul(got, packed, kernel_packed_type(type), x, r, n_in, n_out, ctxs[c]),
+                0);
+            cr_assert_eq(memcmp(got, want, r * n_out * sizeof *got), 0,
+                         "tier %s rows %zu: packed differs from plain",
+                         kernel_tier_name(kernel_ctx_tier(ctxs[c])), r);
+        }
+    free(s);
+    free(ref);
+    free(got);
+    free(want);
+    kernel_ctx_free(best);
+    kernel_ctx_free(sc);
+}
+
 /* The largest Q4_K magnitudes (sc = m = 63, q4 = 15) against activations
  * of +-127 of one sign per 32: the AVX2 tier's int16 sums of 8 maddubs
  * pairs (up to 30480) and int32 sums stay exact in the packed form too. */
@@ -631,25 +664,7 @@ Test(kernels, repacked_q4_K_extreme_values_do_not_overflow) {
         q4[b].dmin = fp32_to_fp16(0.02f);
     }
     cr_assert_eq(kernel_repack(packed, q4, GGML_TYPE_Q4_K, N_OUT, N_IN), 0);
-    kernel_ctx *sc = new_ctx(1, KERNEL_TIER_SCALAR), *best = new_ctx(2, KERNEL_TIER_BEST);
-    float want[ROWS * N_OUT], got[ROWS * N_OUT], ref[ROWS * N_OUT];
-    double s[ROWS * N_OUT];
-    cr_assert_eq(kernel_matmul(want, q4, GGML_TYPE_Q4_K, x, ROWS, N_IN, N_OUT, sc), 0);
-    cr_assert_eq(kernel_matmul_ref(ref, s, q4, GGML_TYPE_Q4_K, x, ROWS, N_IN, N_OUT), 0);
-    for (int i = 0; i < ROWS * N_OUT; i++)
-        cr_assert(fabs((double)want[i] - ref[i]) <= TOL_K_REL * s[i] + TOL_ABS,
-                  "elem %d: got %.9g want %.9g", i, want[i], ref[i]);
-    kernel_ctx *ctxs[] = {sc, best};
-    for (size_t c = 0; c < LEN(ctxs); c++)
-        for (size_t rows = 1; rows <= ROWS; rows++) {
-            cr_assert_eq(
-                kernel_matmul(got, packed, KERNEL_TYPE_Q4_K_R8, x, rows, N_IN, N_OUT, ctxs[c]), 0);
-            cr_assert_eq(memcmp(got, want, rows * N_OUT * sizeof *got), 0,
-                         "tier %s rows %zu: packed differs from plain",
-                         kernel_tier_name(kernel_ctx_tier(ctxs[c])), rows);
-        }
-    kernel_ctx_free(best);
-    kernel_ctx_free(sc);
+    check_extremes_packed(q4, packed, GGML_TYPE_Q4_K, x, ROWS, N_IN, N_OUT, TOL_K_REL);
 }
 
 /* Q4_0 at its largest magnitudes (every nibble 15, or 0) against activations
@@ -667,26 +682,7 @@ Test(kernels, repacked_q4_0_extreme_values_do_not_overflow) {
         q4[b].d = fp32_to_fp16(b % 2 ? 0.03f : -0.05f);
     }
     cr_assert_eq(kernel_repack(packed, q4, GGML_TYPE_Q4_0, N_OUT, N_IN), 0);
-    kernel_ctx *sc = new_ctx(1, KERNEL_TIER_SCALAR), *best = new_ctx(2, KERNEL_TIER_BEST);
-    float want[ROWS * N_OUT], got[ROWS * N_OUT], ref[ROWS * N_OUT];
-    double s[ROWS * N_OUT];
-    cr_assert_eq(kernel_matmul(want, q4, GGML_TYPE_Q4_0, x, ROWS, N_IN, N_OUT, sc), 0);
-    cr_assert_eq(kernel_matmul_ref(ref, s, q4, GGML_TYPE_Q4_0, x, ROWS, N_IN, N_OUT), 0);
-    for (int i = 0; i < ROWS * N_OUT; i++)
-        cr_assert(fabs((double)want[i] - ref[i]) <= TOL_Q_REL * s[i] + TOL_ABS,
-                  "elem %d: got %.9g want %.9g", i, want[i], ref[i]);
-    kernel_ctx *ctxs[] = {sc, best};
-    for (size_t c = 0; c < LEN(ctxs); c++)
-        for (size_t rows = 1; rows <= ROWS; rows++) {
-            cr_assert_eq(kernel_matmul(got, packed, kernel_packed_type(GGML_TYPE_Q4_0), x, rows,
-                                       N_IN, N_OUT, ctxs[c]),
-                         0);
-            cr_assert_eq(memcmp(got, want, rows * N_OUT * sizeof *got), 0,
-                         "tier %s rows %zu: packed differs from plain",
-                         kernel_tier_name(kernel_ctx_tier(ctxs[c])), rows);
-        }
-    kernel_ctx_free(best);
-    kernel_ctx_free(sc);
+    check_extremes_packed(q4, packed, GGML_TYPE_Q4_0, x, ROWS, N_IN, N_OUT, TOL_Q_REL);
 }
 
 /* Q6_K in 8-row groups, as the Q4_K test above: every batch size 1..33 and
@@ -719,25 +715,7 @@ Test(kernels, repacked_q6_K_extreme_values_do_not_overflow) {
         q6[b].d = fp32_to_fp16(0.001f);
     }
     cr_assert_eq(kernel_repack(packed, q6, GGML_TYPE_Q6_K, N_OUT, N_IN), 0);
-    kernel_ctx *sc = new_ctx(1, KERNEL_TIER_SCALAR), *best = new_ctx(2, KERNEL_TIER_BEST);
-    float want[ROWS * N_OUT], got[ROWS * N_OUT], ref[ROWS * N_OUT];
-    double s[ROWS * N_OUT];
-    cr_assert_eq(kernel_matmul(want, q6, GGML_TYPE_Q6_K, x, ROWS, N_IN, N_OUT, sc), 0);
-    cr_assert_eq(kernel_matmul_ref(ref, s, q6, GGML_TYPE_Q6_K, x, ROWS, N_IN, N_OUT), 0);
-    for (int i = 0; i < ROWS * N_OUT; i++)
-        cr_assert(fabs((double)want[i] - ref[i]) <= TOL_K_REL * s[i] + TOL_ABS,
-                  "elem %d: got %.9g want %.9g", i, want[i], ref[i]);
-    kernel_ctx *ctxs[] = {sc, best};
-    for (size_t c = 0; c < LEN(ctxs); c++)
-        for (size_t rows = 1; rows <= ROWS; rows++) {
-            cr_assert_eq(
-                kernel_matmul(got, packed, KERNEL_TYPE_Q6_K_R8, x, rows, N_IN, N_OUT, ctxs[c]), 0);
-            cr_assert_eq(memcmp(got, want, rows * N_OUT * sizeof *got), 0,
-                         "tier %s rows %zu: packed differs from plain",
-                         kernel_tier_name(kernel_ctx_tier(ctxs[c])), rows);
-        }
-    kernel_ctx_free(best);
-    kernel_ctx_free(sc);
+    check_extremes_packed(q6, packed, GGML_TYPE_Q6_K, x, ROWS, N_IN, N_OUT, TOL_K_REL);
 }
 
 /* plain Q8_0 / Q4_0 at output counts that leave partial 8-row groups:

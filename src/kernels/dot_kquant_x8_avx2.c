@@ -87,6 +87,17 @@ ALWAYS_INLINE void k8_bsum_pairs(const block_q8_K *restrict x, __m256i p[4]) {
     p[3] = _mm256_broadcastd_epi32(_mm_shuffle_epi32(q, 3));
 }
 
+/* A tile's MG x MX accumulators to out (group g's 8 rows at column 8 g of
+ * activation row j). */
+ALWAYS_INLINE void x8_store(float *restrict out, size_t ld_out, __m256 acc[4][4], const int MG,
+                            const int MX) {
+#pragma GCC unroll 4
+    for (int g = 0; g < MG; g++)
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++)
+            _mm256_storeu_ps(out + (size_t)j * ld_out + 8 * g, acc[g][j]);
+}
+
 /* MG groups (gs bytes apart) x MX activation rows over nb superblocks;
  * writes 8 * MG columns of MX rows. Per superblock and lane: isum_b and
  * imin_b exactly, then the two FMAs of kernel_impl.h in that order. One
@@ -190,11 +201,7 @@ ALWAYS_INLINE void q4_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
             }
         }
     }
-#pragma GCC unroll 4
-    for (int g = 0; g < MG; g++)
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            _mm256_storeu_ps(out + (size_t)j * ld_out + 8 * g, acc[g][j]);
+    x8_store(out, ld_out, acc, MG, MX);
 }
 
 /* ---- Q6_K in 8-row groups ------------------------------------------------
@@ -366,11 +373,7 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
             }
         }
     }
-#pragma GCC unroll 4
-    for (int g = 0; g < MG; g++)
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            _mm256_storeu_ps(out + (size_t)j * ld_out + 8 * g, acc[g][j]);
+    x8_store(out, ld_out, acc, MG, MX);
 }
 
 /* ---- the rows kernels ---------------------------------------------------- */
