@@ -246,9 +246,8 @@ static size_t act_block_rows(const matmul_job *job) {
 /* Output rows [o_begin, o_end) of one job: blocks of activation rows
  * (act_block_rows), each against the range in tiles of TILE_O weight rows.
  * With at most 4 activation rows no weight is reused from cache, so the
- * whole range goes to the kernel in one call: its widest tile (several
- * groups per activation row, independent dependency chains) then runs,
- * instead of one group at a time. Packed types only: the plain ones pack
+ * whole range goes to the kernel in one call, its groups streamed in
+ * order. Packed types only: the plain ones pack
  * per tile into scratch sized for TILE_O rows, so they are not blocked
  * (that would pack each tile once per block). How rows are blocked never
  * changes an element's bits (kernel_impl.h). */
