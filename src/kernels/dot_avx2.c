@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/compiler.h" /* ALWAYS_INLINE */
+#include "kernels/r8_tile_zmm.h"
 #include "kernels/vnni.h"
 
 /* Fixed-order horizontal sum: (lo + hi) then pairs. */
@@ -365,11 +366,24 @@ ALWAYS_INLINE void r8_rows(float *restrict out, size_t ld_out, const uint8_t *re
 #define R8_TILE(MG, MX)                                                                            \
     r8_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, n_valid - g * 8, is_q4, MG, \
             MX)
+#if R8_ZMM
+#define R8_TILE_Z(MP, MX)                                                                          \
+    r8_tile_z(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, n_valid - g * 8, is_q4,   \
+              MP, MX)
+#define R8_PAIRS(MX)                                                                               \
+    for (; g + 4 <= n_groups; g += 4)                                                              \
+        R8_TILE_Z(2, MX);                                                                          \
+    for (; g + 2 <= n_groups; g += 2)                                                              \
+        R8_TILE_Z(1, MX);
+#else
+#define R8_PAIRS(MX)
+#endif
     size_t r = 0;
     for (; r + 4 <= n_rows_x; r += 4) {
         const uint8_t *a = act + r * act_row_bytes;
         float *o_r = out + r * ld_out;
         size_t g = 0;
+        R8_PAIRS(4)
         for (; g + R8_MG <= n_groups; g += R8_MG)
             R8_TILE(R8_MG, 4);
         for (; g < n_groups; g++)
@@ -381,12 +395,14 @@ ALWAYS_INLINE void r8_rows(float *restrict out, size_t ld_out, const uint8_t *re
     size_t g = 0;
     switch (n_rows_x - r) {
     case 3:
+        R8_PAIRS(3)
         for (; g + 2 <= n_groups; g += 2)
             R8_TILE(2, 3);
         for (; g < n_groups; g++)
             R8_TILE(1, 3);
         break;
     case 2:
+        R8_PAIRS(2)
         for (; g + 2 <= n_groups; g += 2)
             R8_TILE(2, 2);
         for (; g < n_groups; g++)
@@ -400,6 +416,8 @@ ALWAYS_INLINE void r8_rows(float *restrict out, size_t ld_out, const uint8_t *re
         break;
     }
 #undef R8_TILE
+#undef R8_PAIRS
+#undef R8_TILE_Z
 }
 
 /* Packed types: o0, o1 multiples of 8, W the packed matrix. */

@@ -17,8 +17,14 @@
 #include "kernels/kernel_impl.h"
 #include "kernels/matmul.h"
 #include "kernels/pool.h"
+#include "kernels/r8_tile_zmm.h"
 
-#define TILE_O      16  /* weight rows per cache tile */
+/* weight rows per cache tile: r8_tile_zmm.h's widest tile takes 4 groups */
+#if R8_ZMM
+#define TILE_O 32
+#else
+#define TILE_O 16
+#endif
 #define MAX_TASKS   256 /* pool tasks per call */
 #define SCRATCH_ALN 64
 

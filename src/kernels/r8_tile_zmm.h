@@ -1,0 +1,155 @@
+/* 512-bit tile of the Q8_0 / Q4_0 8-row group kernels, for CPUs with
+ * AVX-512 VNNI (included by dot_avx2.c only). Two groups share a zmm: lanes
+ * 0-7 are group 2p's rows and lanes 8-15 group 2p+1's, both against the
+ * same broadcast activation bytes, so one vpdpbusd does two groups' work.
+ * On CPUs with full-width 512-bit units (AMD Zen 5, Intel server cores)
+ * that doubles the int8 rate of the multi-row tiles (prefill, batched
+ * decode) over r8_tile's ymm form; decode's 1-row tile reads memory, not
+ * compute, and stays in ymm.
+ *
+ * Each lane takes the same integers (the exact block sum isum_b, the
+ * -128 / -8 offset as its start value) and the same float sequence
+ *   acc = fma(float(isum_b), d_w * d_x, acc)
+ * block by block as r8_tile and the reference, so output bits do not
+ * depend on which tile computed an element. */
+#ifndef TPS_KERNELS_R8_TILE_ZMM_H
+#define TPS_KERNELS_R8_TILE_ZMM_H
+
+#if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512VL__) && \
+    defined(__AVX512BW__)
+#define R8_ZMM 1
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "base/compiler.h" /* ALWAYS_INLINE */
+#include "kernels/kernel_impl.h"
+
+/* Groups g and g + 1 (gs bytes apart), the 32 bytes at offset off of
+ * block b: group g in the low half. */
+ALWAYS_INLINE __m512i z_pair(const uint8_t *restrict g0, size_t gs, size_t off) {
+    const __m256i lo = _mm256_loadu_si256((const __m256i *)(g0 + off));
+    const __m256i hi = _mm256_loadu_si256((const __m256i *)(g0 + gs + off));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+ALWAYS_INLINE __m512i z_bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+/* Stores 16 lanes (two groups) of one activation row; n_valid counts the
+ * valid columns from the first group's first row. */
+ALWAYS_INLINE void z_store(float *restrict o, __m512 v, size_t n_valid) {
+    if (n_valid >= 16) {
+        _mm512_storeu_ps(o, v);
+    } else if (n_valid > 0) {
+        float t[16];
+        _mm512_storeu_ps(t, v);
+        memcpy(o, t, (n_valid < 16 ? n_valid : 16) * sizeof(float));
+    }
+}
+
+/* 2 * MP groups from G (gs bytes apart) x MX activation rows over nb
+ * blocks; stores the first n_valid of the 16 * MP output columns. */
+ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
+                             size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
+                             size_t nb, size_t n_valid, const int is_q4, const int MP,
+                             const int MX) {
+    const size_t GB = is_q4 ? sizeof(block_q4_0x8) : sizeof(block_q8_0x8);
+    const size_t soff = kernel_act_side_off(nb);
+    __m512 acc[2][4];
+#pragma GCC unroll 2
+    for (int p = 0; p < MP; p++)
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++)
+            acc[p][j] = _mm512_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        __m512i is[2][4];
+        const int8_t *xq[4];
+        const kernel_act_side *sd[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++) {
+            const uint8_t *a = act + (size_t)j * act_row_bytes;
+            xq[j] = ((const block_q8_0 *)a + b)->qs;
+            sd[j] = (const kernel_act_side *)(a + soff) + b;
+            const __m512i init = _mm512_set1_epi32(is_q4 ? sd[j]->neg8 : sd[j]->neg128);
+#pragma GCC unroll 2
+            for (int p = 0; p < MP; p++)
+                is[p][j] = init;
+        }
+        const uint8_t *wb[2];
+#pragma GCC unroll 2
+        for (int p = 0; p < MP; p++) {
+            wb[p] = G + (size_t)(2 * p) * gs + b * GB;
+            _mm_prefetch((const char *)(wb[p] + 8 * GB), _MM_HINT_T0);
+            _mm_prefetch((const char *)(wb[p] + gs + 8 * GB), _MM_HINT_T0);
+        }
+        if (is_q4) {
+            const __m512i m0f = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                __m512i lo[2], hi[2];
+#pragma GCC unroll 2
+                for (int p = 0; p < MP; p++) {
+                    const __m512i v = z_pair(wb[p], gs, 16 + 32 * (size_t)c);
+                    lo[p] = _mm512_and_si512(v, m0f);
+                    hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
+                }
+#pragma GCC unroll 4
+                for (int j = 0; j < MX; j++) {
+                    const __m512i xl = z_bcast4(xq[j] + 4 * c), xh = z_bcast4(xq[j] + 16 + 4 * c);
+#pragma GCC unroll 2
+                    for (int p = 0; p < MP; p++)
+                        is[p][j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(is[p][j], lo[p], xl),
+                                                       hi[p], xh);
+                }
+            }
+        } else {
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                __m512i w[2];
+#pragma GCC unroll 2
+                for (int p = 0; p < MP; p++)
+                    w[p] = z_pair(wb[p], gs, 16 + 32 * (size_t)c);
+#pragma GCC unroll 4
+                for (int j = 0; j < MX; j++) {
+                    const __m512i xc = z_bcast4(xq[j] + 4 * c);
+#pragma GCC unroll 2
+                    for (int p = 0; p < MP; p++)
+                        is[p][j] = _mm512_dpbusd_epi32(is[p][j], w[p], xc);
+                }
+            }
+        }
+        __m512 dw[2];
+#pragma GCC unroll 2
+        for (int p = 0; p < MP; p++) {
+            const __m128i d0 = _mm_loadu_si128((const __m128i *)wb[p]);
+            const __m128i d1 = _mm_loadu_si128((const __m128i *)(wb[p] + gs));
+            dw[p] = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(d0), d1, 1));
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++) {
+            const __m512 dx = _mm512_set1_ps(sd[j]->d);
+#pragma GCC unroll 2
+            for (int p = 0; p < MP; p++)
+                acc[p][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[p][j]),
+                                            _mm512_mul_ps(dw[p], dx), acc[p][j]);
+        }
+    }
+#pragma GCC unroll 2
+    for (int p = 0; p < MP; p++) {
+        const size_t first = (size_t)p * 16;
+        if (n_valid <= first) break;
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++)
+            z_store(out + (size_t)j * ld_out + first, acc[p][j], n_valid - first);
+    }
+}
+
+#else
+#define R8_ZMM 0
+#endif
+
+#endif
