@@ -376,6 +376,8 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
     x8_store(out, ld_out, acc, MG, MX);
 }
 
+#include "kernels/kquant_x8_zmm.h"
+
 /* ---- the rows kernels ---------------------------------------------------- */
 
 /* Groups per tile. Q4_K: 2 on AVX-512VL (32 ymm registers) beside 4
@@ -412,9 +414,21 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
         else                                                                                       \
             q4_K_x8_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MG, MX);       \
     } while (0)
+#if KQ_ZMM
+#define X8_PAIRS(MX)                                                                               \
+    for (; (MX) > 1 && g + 2 <= n_groups; g += 2) {                                                \
+        if (is_q6)                                                                                 \
+            q6_K_x8_tile_z(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MX);         \
+        else                                                                                       \
+            q4_K_x8_tile_z(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MX);         \
+    }
+#else
+#define X8_PAIRS(MX)
+#endif
 #define X8_GROUPS(MGC, MX)                                                                         \
     do {                                                                                           \
         size_t g = 0;                                                                              \
+        X8_PAIRS(MX)                                                                               \
         for (; g + (MGC) <= n_groups; g += (MGC))                                                  \
             X8_TILE((int)(MGC), MX);                                                               \
         for (; g < n_groups; g++)                                                                  \
@@ -441,6 +455,7 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
         break;
     }
 #undef X8_GROUPS
+#undef X8_PAIRS
 #undef X8_TILE
 }
 

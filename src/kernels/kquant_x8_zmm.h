@@ -1,0 +1,230 @@
+/* 512-bit tiles of the Q4_K / Q6_K 8-row group kernels, for CPUs with
+ * AVX-512 VNNI (included by dot_kquant_x8_avx2.c only, after its ymm
+ * helpers). As in r8_tile_zmm.h, a zmm holds two groups: lanes 0-7 group
+ * g's rows, lanes 8-15 group g + 1's, against the same broadcast
+ * activation bytes, so each instruction does two groups' work on CPUs
+ * with full-width 512-bit units. Every lane runs the ymm tile's VNNI
+ * integers and float steps in the same order, so the bits are the same
+ * whichever tile computed an element. */
+#ifndef TPS_KERNELS_KQUANT_X8_ZMM_H
+#define TPS_KERNELS_KQUANT_X8_ZMM_H
+
+#include <stddef.h>
+
+#include "kernels/r8_tile_zmm.h"
+
+#if R8_ZMM && K8_VNNI
+
+/* fp16 vectors of 8 lanes at offset off of two groups -> 16 floats. */
+ALWAYS_INLINE __m512 zk_half_pair(const uint8_t *g0, size_t gs, size_t off) {
+    const __m128i lo = _mm_loadu_si128((const __m128i *)(g0 + off));
+    const __m128i hi = _mm_loadu_si128((const __m128i *)(g0 + gs + off));
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+
+/* k8_scales for two groups. */
+ALWAYS_INLINE void zk_scales(const uint8_t *g0, size_t gs, __m512i s[4]) {
+    const size_t off = offsetof(block_q4_Kx8, scales);
+    const __m512i u0 = z_pair(g0, gs, off), u1 = z_pair(g0, gs, off + 32);
+    const __m512i u2 = z_pair(g0, gs, off + 64);
+    const __m512i lo6 = _mm512_set1_epi8(0x3f), lo4 = _mm512_set1_epi8(0x0f);
+    const __m512i top2 = _mm512_set1_epi8(0x03);
+    s[0] = _mm512_and_si512(u0, lo6);
+    s[1] = _mm512_or_si512(_mm512_and_si512(u2, lo4),
+                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), top2), 4));
+    s[2] = _mm512_and_si512(u1, lo6);
+    s[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), lo4),
+                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), top2), 4));
+}
+
+ALWAYS_INLINE __m512i zk_byte(__m512i v, const int t) {
+    return _mm512_and_si512(_mm512_srli_epi32(v, 8 * t), _mm512_set1_epi32(0xff));
+}
+
+/* k8_bsum_pairs in 16 lanes. */
+ALWAYS_INLINE void zk_bsum_pairs(const block_q8_K *restrict x, __m512i p[4]) {
+    __m256i y[4];
+    k8_bsum_pairs(x, y);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        p[i] = _mm512_broadcastd_epi32(_mm256_castsi256_si128(y[i]));
+}
+
+ALWAYS_INLINE void zk_store(float *restrict out, size_t ld_out, __m512 acc[4], const int MX) {
+#pragma GCC unroll 4
+    for (int j = 0; j < MX; j++)
+        _mm512_storeu_ps(out + (size_t)j * ld_out, acc[j]);
+}
+
+/* q4_K_x8_tile for groups g, g + 1 (G, G + gs) x MX activation rows. */
+ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
+                                  size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
+                                  size_t nb, const int MX) {
+    const block_q8_K *x[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < MX; j++)
+        x[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < MX; j++)
+        acc[j] = _mm512_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *gp = G + b * sizeof(block_q4_Kx8);
+        __m512i sm[4], is[4];
+        zk_scales(gp, gs, sm);
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++)
+            is[j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m512i s[4];
+#pragma GCC unroll 4
+                for (int j = 0; j < MX; j++)
+                    s[j] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+                for (int c = 0; c < 8; c++) {
+                    const size_t qo = offsetof(block_q4_Kx8, qs) + (size_t)(8 * k + c) * 32;
+                    if (h == 0) {
+                        _mm_prefetch((const char *)(gp + 2 * sizeof(block_q4_Kx8)) + 36 * (8 * k + c),
+                                     _MM_HINT_T0);
+                        _mm_prefetch((const char *)(gp + gs + 2 * sizeof(block_q4_Kx8)) +
+                                         36 * (8 * k + c),
+                                     _MM_HINT_T0);
+                    }
+                    const __m512i v = z_pair(gp, gs, qo);
+                    const __m512i q = _mm512_and_si512(h ? _mm512_srli_epi16(v, 4) : v, m4);
+#pragma GCC unroll 4
+                    for (int j = 0; j < MX; j++)
+                        s[j] = _mm512_dpbusd_epi32(s[j], q,
+                                                   z_bcast4(x[j][b].qs + 64 * k + 32 * h + 4 * c));
+                }
+                const __m512i sc = zk_byte(sm[k / 2], 2 * (k % 2) + h);
+#pragma GCC unroll 4
+                for (int j = 0; j < MX; j++)
+                    is[j] = _mm512_add_epi32(is[j], _mm512_mullo_epi32(s[j], sc));
+            }
+        __m512i bp[4][4];
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++)
+            zk_bsum_pairs(&x[j][b], bp[j]);
+        const __m512i even = _mm512_set1_epi32(0x00ff00ff);
+        const __m512i mp[4] = {_mm512_and_si512(sm[2], even),
+                               _mm512_and_si512(_mm512_srli_epi32(sm[2], 8), even),
+                               _mm512_and_si512(sm[3], even),
+                               _mm512_and_si512(_mm512_srli_epi32(sm[3], 8), even)};
+        const __m512 dw = zk_half_pair(gp, gs, offsetof(block_q4_Kx8, d));
+        const __m512 dm = _mm512_castsi512_ps(_mm512_xor_si512(
+            _mm512_castps_si512(zk_half_pair(gp, gs, offsetof(block_q4_Kx8, dmin))),
+            _mm512_castps_si512(sign)));
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++) {
+            const __m512i im =
+                _mm512_add_epi32(_mm512_add_epi32(_mm512_madd_epi16(mp[0], bp[j][0]),
+                                                  _mm512_madd_epi16(mp[1], bp[j][1])),
+                                 _mm512_add_epi32(_mm512_madd_epi16(mp[2], bp[j][2]),
+                                                  _mm512_madd_epi16(mp[3], bp[j][3])));
+            const __m512 dx = _mm512_set1_ps(x[j][b].d);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[j]), _mm512_mul_ps(dw, dx), acc[j]);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), _mm512_mul_ps(dm, dx), acc[j]);
+        }
+    }
+    zk_store(out, ld_out, acc, MX);
+}
+
+/* q6_quants for two groups. */
+ALWAYS_INLINE __m512i zk_q6_quants(const uint8_t *g0, size_t gs, const int h, const int t,
+                                   const int c) {
+    const __m512i lo6 = _mm512_set1_epi8(0x3f), top2 = _mm512_set1_epi8((char)0xc0);
+    const size_t q = offsetof(block_q6_Kx8, q);
+    const size_t o0 = q + (size_t)(24 * h + c) * 32, o1 = q + (size_t)(24 * h + 8 + c) * 32;
+    const size_t o2 = q + (size_t)(24 * h + 16 + c) * 32;
+    if (t < 3) return _mm512_and_si512(z_pair(g0, gs, t == 0 ? o0 : t == 1 ? o1 : o2), lo6);
+    const __m512i a = _mm512_srli_epi16(_mm512_and_si512(z_pair(g0, gs, o0), top2), 6);
+    const __m512i b = _mm512_srli_epi16(_mm512_and_si512(z_pair(g0, gs, o1), top2), 4);
+    const __m512i d = _mm512_srli_epi16(_mm512_and_si512(z_pair(g0, gs, o2), top2), 2);
+    return _mm512_or_si512(_mm512_or_si512(a, b), d);
+}
+
+/* q6_bsum_dot for two groups. */
+ALWAYS_INLINE __m512i zk_q6_bsum_dot(const uint8_t *g0, size_t gs, const int32_t bp[8]) {
+    __m512i off = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int w = 0; w < 4; w++) {
+        const __m512i sw = z_pair(g0, gs, offsetof(block_q6_Kx8, scales) + 32 * (size_t)w);
+        const __m512i pe = _mm512_srai_epi16(_mm512_slli_epi16(sw, 8), 8);
+        const __m512i po = _mm512_srai_epi16(sw, 8);
+        off = _mm512_add_epi32(off, _mm512_madd_epi16(pe, _mm512_set1_epi32(bp[2 * w])));
+        off = _mm512_add_epi32(off, _mm512_madd_epi16(po, _mm512_set1_epi32(bp[2 * w + 1])));
+    }
+    return off;
+}
+
+/* q6_K_x8_tile (VNNI form) for groups g, g + 1 x MX activation rows. */
+ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
+                                  size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
+                                  size_t nb, const int MX) {
+    const block_q8_K *x[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < MX; j++)
+        x[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < MX; j++)
+        acc[j] = _mm512_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *gp = G + b * sizeof(block_q6_Kx8);
+        __m512i is[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++)
+            is[j] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++)
+#pragma GCC unroll 2
+                for (int s = 0; s < 2; s++) {
+                    const __m512i sw = z_pair(
+                        gp, gs, offsetof(block_q6_Kx8, scales) + 32 * (size_t)(2 * h + t / 2));
+                    const int bt = 2 * (t % 2) + s;
+                    const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sw, 24 - 8 * bt), 24);
+                    __m512i a[4];
+#pragma GCC unroll 4
+                    for (int j = 0; j < MX; j++)
+                        a[j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; c++) {
+                        const int cc = 4 * s + c;
+                        const __m512i q = zk_q6_quants(gp, gs, h, t, cc);
+#pragma GCC unroll 4
+                        for (int j = 0; j < MX; j++)
+                            a[j] = _mm512_dpbusd_epi32(
+                                a[j], q, z_bcast4(x[j][b].qs + 128 * h + 32 * t + 4 * cc));
+                    }
+#pragma GCC unroll 4
+                    for (int j = 0; j < MX; j++)
+                        is[j] = _mm512_add_epi32(is[j], _mm512_mullo_epi32(a[j], sc));
+                }
+        const __m512 dw = zk_half_pair(gp, gs, offsetof(block_q6_Kx8, d));
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++) {
+            int32_t bp[8];
+            q6_bsum_pairs(&x[j][b], bp);
+            const __m512i off = zk_q6_bsum_dot(gp, gs, bp);
+            const __m512i isum = _mm512_sub_epi32(is[j], _mm512_slli_epi32(off, 5));
+            const __m512 dx = _mm512_set1_ps(x[j][b].d);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, dx), acc[j]);
+        }
+    }
+    zk_store(out, ld_out, acc, MX);
+}
+
+#define KQ_ZMM 1
+#else
+#define KQ_ZMM 0
+#endif
+
+#endif
