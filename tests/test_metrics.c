@@ -5,8 +5,10 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/clock.h"
+#include "kernels/machine.h"
 #include "metrics/hist.h"
 #include "metrics/timeline.h"
 #include "metrics/window.h"
@@ -811,4 +813,42 @@ Test(window, failed_requests_count_their_tokens_but_not_completion) {
     window_goodput_measure(&g, (window){0, MS(100)}, &none, TL_FROM_SCHEDULED, &p, 1);
     cr_assert_eq(g.good, 0);
     timeline_free(&t);
+}
+
+/* ---- the machine-limits cache --------------------------------------------- */
+
+Test(machine_cache, round_trips_and_refuses_what_this_build_would_measure_otherwise) {
+    char dir[] = "/tmp/tps-machine-cache-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(setenv("XDG_CACHE_HOME", dir, 1), 0);
+    tps_err err = {{0}};
+    machine_limits m = {.threads = 3, .read_gbs = 40.5, .int8_gops = 600, .fp32_gflops = 200};
+    machine_cpu_name(m.cpu, sizeof m.cpu);
+    m.int8_bits = 512;
+    cr_assert_eq(machine_cache_save(&m, &err), 0, "%s", err.msg);
+    machine_limits got;
+    cr_assert_eq(machine_cache_load(&got, 3, &err), 0, "%s", err.msg);
+    cr_assert_eq(got.int8_bits, 512);
+    cr_assert_float_eq(got.int8_gops, 600, 1e-9);
+    /* a peak measured with another vector width is not this build's: the
+     * int8 roofline would be off by that factor, so it is measured again */
+    machine_limits mine;
+    cr_assert_eq(machine_measure(&mine, 1, 8, &err), 0, "%s", err.msg);
+    got.int8_bits = mine.int8_bits == 512 ? 256 : 512;
+    cr_assert_not(machine_cache_current(&got));
+    cr_assert(machine_cache_current(&mine));
+    /* a cache from before int8_bits was recorded does not load */
+    char path[4200];
+    cr_assert_eq(machine_cache_path(path, sizeof path, 3, &err), 0);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "cpu %s\nthreads 3\nread_gbs 40\nint8_gops 300\nfp32_gflops 200\nmeasured_s 1\n",
+            m.cpu);
+    fclose(f);
+    cr_assert_neq(machine_cache_load(&got, 3, &err), 0);
+    unlink(path);
+    char sub[4200];
+    snprintf(sub, sizeof sub, "%s/tps", dir);
+    rmdir(sub);
+    rmdir(dir);
 }

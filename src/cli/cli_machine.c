@@ -46,7 +46,7 @@ int cli_machine(int argc, char **argv) {
     tps_err err = {{0}};
     int rc = 0;
     bool cached = false;
-    if (!o.redo) cached = machine_cache_load(&m, o.threads, &err) == 0;
+    if (!o.redo) cached = machine_cache_load(&m, o.threads, &err) == 0 && machine_cache_current(&m);
     if (!cached) {
         err = (tps_err){{0}};
         if ((rc = machine_measure(&m, o.threads, 512, &err)) == 0)
@@ -60,18 +60,18 @@ int cli_machine(int argc, char **argv) {
     (void)machine_cache_path(path, sizeof path, o.threads, &err);
     if (o.json) {
         printf("{\"cpu\":\"%s\",\"threads\":%d,\"read_gbs\":%.2f,\"int8_gops\":%.1f,"
-               "\"fp32_gflops\":%.1f,\"cached\":%s,\"cache\":\"%s\"}\n",
-               m.cpu, m.threads, m.read_gbs, m.int8_gops, m.fp32_gflops, cached ? "true" : "false",
-               path);
+               "\"int8_bits\":%d,\"fp32_gflops\":%.1f,\"cached\":%s,\"cache\":\"%s\"}\n",
+               m.cpu, m.threads, m.read_gbs, m.int8_gops, m.int8_bits, m.fp32_gflops,
+               cached ? "true" : "false", path);
         return 0;
     }
     printf("cpu            %s\n"
            "threads        %d\n"
            "read bandwidth %.1f GB/s\n"
-           "int8 mul-add   %.0f G/s\n"
+           "int8 mul-add   %.0f G/s (%d-bit vectors)\n"
            "fp32 FMA       %.0f GFLOP/s\n"
            "%s %s\n",
-           m.cpu, m.threads, m.read_gbs, m.int8_gops, m.fp32_gflops,
+           m.cpu, m.threads, m.read_gbs, m.int8_gops, m.int8_bits, m.fp32_gflops,
            cached ? "cached in" : "measured, cached in", path);
     return 0;
 }

@@ -56,12 +56,34 @@ typedef struct rate_job {
     double sink[64];
 } rate_job;
 
-/* 12 independent chains of 32 int8 products (VNNI dpbusd when built with
- * it, else maddubs + madd: what the matmul kernels of this tier use). */
+/* 12 independent chains of int8 products with the widest instruction the
+ * matmul tiles of this build use: 512-bit VNNI dpbusd (r8_tile_zmm.h's
+ * multi-row tiles), 256-bit VNNI, else maddubs + madd. On CPUs with
+ * full-width 512-bit units the zmm form is twice the ymm one. */
+#if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512VL__) &&                    \
+    defined(__AVX512BW__)
+#define INT8_BITS 512
+#elif defined(__AVX2__)
+#define INT8_BITS 256
+#else
+#define INT8_BITS 32
+#endif
 static void int8_task(void *arg, size_t t, int thread) {
     (void)thread;
     rate_job *j = arg;
-#if defined(__AVX2__)
+#if INT8_BITS == 512
+    __m512i acc[12];
+    for (int k = 0; k < 12; k++)
+        acc[k] = _mm512_set1_epi32(k);
+    const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+    for (long i = 0; i < RATE_ITERS; i++)
+#pragma GCC unroll 12
+        for (int k = 0; k < 12; k++)
+            acc[k] = _mm512_dpbusd_epi32(acc[k], u, s);
+    for (int k = 1; k < 12; k++)
+        acc[0] = _mm512_add_epi32(acc[0], acc[k]);
+    j->sink[t % 64] += _mm512_reduce_add_epi32(acc[0]);
+#elif INT8_BITS == 256
     __m256i acc[12];
     for (int k = 0; k < 12; k++)
         acc[k] = _mm256_set1_epi32(k);
@@ -91,11 +113,7 @@ static void int8_task(void *arg, size_t t, int thread) {
     j->sink[t % 64] += acc[0] + acc[11];
 #endif
 }
-#if defined(__AVX2__)
-#define INT8_PER_ITER (12.0 * 32)
-#else
-#define INT8_PER_ITER 12.0
-#endif
+#define INT8_PER_ITER (12.0 * (INT8_BITS == 32 ? 1 : INT8_BITS / 8))
 
 static void fp32_task(void *arg, size_t t, int thread) {
     (void)thread;
@@ -153,6 +171,7 @@ int machine_measure(machine_limits *out, int n_threads, size_t mib, tps_err *err
     out->threads = n_threads;
     out->read_gbs = measure_read(p, n_threads, mib);
     out->int8_gops = measure_rate(p, n_threads, int8_task, INT8_PER_ITER);
+    out->int8_bits = INT8_BITS;
     out->fp32_gflops = measure_rate(p, n_threads, fp32_task, FP32_PER_ITER);
     out->measured_s = (uint64_t)time(NULL);
     tps_pool_free(p);
@@ -161,9 +180,13 @@ int machine_measure(machine_limits *out, int n_threads, size_t mib, tps_err *err
     return 0;
 }
 
+bool machine_cache_current(const machine_limits *m) {
+    return m->int8_bits == INT8_BITS;
+}
+
 int machine_limits_get(machine_limits *out, int n_threads, tps_err *err) {
     tps_err ignored = {0};
-    if (machine_cache_load(out, n_threads, &ignored) == 0) return 0;
+    if (machine_cache_load(out, n_threads, &ignored) == 0 && machine_cache_current(out)) return 0;
     int rc = machine_measure(out, n_threads, 256, err);
     if (!rc) (void)machine_cache_save(out, &ignored); /* a read-only home still works */
     return rc;

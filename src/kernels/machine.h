@@ -6,12 +6,17 @@
 #ifndef TPS_KERNELS_MACHINE_H
 #define TPS_KERNELS_MACHINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "kernels/pool.h"
 #include "metrics/roofline.h"
 
 int machine_measure(machine_limits *out, int n_threads, size_t mib, tps_err *err);
+
+/* Whether cached limits were measured the way this build measures them
+ * (the int8 peak's vector width); if not, measure again. */
+bool machine_cache_current(const machine_limits *m);
 
 /* The cached limits for n_threads, measured (and cached) when there are
  * none or they are for another CPU. */

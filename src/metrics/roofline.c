@@ -71,13 +71,14 @@ int machine_cache_load(machine_limits *m, int threads, tps_err *err) {
         seen |= (sscanf(line, "read_gbs %lf", &got.read_gbs) == 1) << 1;
         seen |= (sscanf(line, "int8_gops %lf", &got.int8_gops) == 1) << 2;
         seen |= (sscanf(line, "fp32_gflops %lf", &got.fp32_gflops) == 1) << 3;
+        seen |= (sscanf(line, "int8_bits %d", &got.int8_bits) == 1) << 4;
         unsigned long long t;
         if (sscanf(line, "measured_s %llu", &t) == 1) got.measured_s = t;
     }
     fclose(f);
     char cpu[96];
     machine_cpu_name(cpu, sizeof cpu);
-    if (seen != 15 || got.read_gbs <= 0 || got.int8_gops <= 0 || got.fp32_gflops <= 0)
+    if (seen != 31 || got.read_gbs <= 0 || got.int8_gops <= 0 || got.fp32_gflops <= 0)
         return tps_fail(err, TPS_EINVAL, "machine: %s does not parse; run tps machine --redo",
                         path);
     if (strcmp(cpu, got.cpu))
@@ -95,9 +96,9 @@ int machine_cache_save(const machine_limits *m, tps_err *err) {
     FILE *f = fopen(tmp, "w");
     if (!f) return tps_fail(err, TPS_EIO, "machine: cannot write %s: %s", tmp, strerror(errno));
     fprintf(f,
-            "cpu %s\nthreads %d\nread_gbs %.3f\nint8_gops %.3f\nfp32_gflops %.3f\n"
+            "cpu %s\nthreads %d\nread_gbs %.3f\nint8_gops %.3f\nint8_bits %d\nfp32_gflops %.3f\n"
             "measured_s %llu\n",
-            m->cpu, m->threads, m->read_gbs, m->int8_gops, m->fp32_gflops,
+            m->cpu, m->threads, m->read_gbs, m->int8_gops, m->int8_bits, m->fp32_gflops,
             (unsigned long long)m->measured_s);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         unlink(tmp);

@@ -16,6 +16,7 @@ typedef struct machine_limits {
     int threads;         /* threads the rates were measured with */
     double read_gbs;     /* read-only stream over arrays far beyond the LLC, GB/s */
     double int8_gops;    /* int8 multiply-adds per second, 1e9 */
+    int int8_bits;       /* vector width of the instruction int8_gops was measured with */
     double fp32_gflops;  /* fp32 FMA flops per second, 1e9 */
     uint64_t measured_s; /* wall-clock time of the measurement (label only) */
 } machine_limits;
