@@ -3,7 +3,9 @@
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "base/huge_map.h"
 #include "base/error.h"
 #include "base/grow.h"
 #include "base/rng.h"
@@ -64,4 +66,19 @@ Test(base_ggml_type, block_structs_match_the_type_table) {
     cr_assert_eq(ggml_type_get(GGML_TYPE_Q4_K)->block_size, QK_K);
     cr_assert_eq(ggml_type_from_name("Q8_0"), GGML_TYPE_Q8_0);
     cr_assert_null(ggml_type_get(GGML_TYPE_COUNT_MAX));
+}
+
+Test(huge_map, gives_zeroed_writable_memory_on_a_2_mib_boundary) {
+    const size_t sizes[] = {1, 4096, (size_t)3 << 20, ((size_t)5 << 20) + 123};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        uint8_t *p = huge_map(sizes[i]);
+        cr_assert_not_null(p, "%zu bytes", sizes[i]);
+        cr_assert_eq((uintptr_t)p % ((uintptr_t)2 << 20), 0, "%p is not 2 MiB-aligned", (void *)p);
+        cr_assert_eq(p[0], 0);
+        cr_assert_eq(p[sizes[i] - 1], 0);
+        memset(p, 0xab, sizes[i]); /* every byte is mapped and writable */
+        huge_unmap(p, sizes[i]);
+    }
+    cr_assert_null(huge_map(0));
+    cr_assert_null(huge_map(SIZE_MAX));
 }

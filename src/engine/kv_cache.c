@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "base/huge_map.h"
 #include "engine/kv_cache.h"
 #include "kernels/quant.h" /* block_q8_0 */
 #include "model/gguf.h"
@@ -34,10 +35,7 @@ size_t kv_cache_block_bytes(uint32_t n_layers, uint32_t kv_dim, uint32_t block_t
  * through cold page tables, which cost 5-10% of a unique-prompt workload
  * once the prefix cache stopped reusing the same few warm blocks. */
 static void *pool_map(size_t bytes) {
-    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return NULL;
-    (void)madvise(m, bytes, MADV_HUGEPAGE); /* a hint: no THP, no harm */
-    return m;
+    return huge_map(bytes);
 }
 
 static void populate(uint8_t *p, size_t bytes) {
@@ -200,8 +198,8 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
 
 void kv_cache_free(kv_cache *kv) {
     if (!kv) return;
-    if (kv->k) munmap(kv->k, kv->map_bytes);
-    if (kv->v) munmap(kv->v, kv->map_bytes);
+    huge_unmap(kv->k, kv->map_bytes);
+    huge_unmap(kv->v, kv->map_bytes);
     free(kv->free_list);
     free(kv->refs);
     prefix_cache_free(kv->pc);

@@ -89,7 +89,8 @@ ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
                 for (int c = 0; c < 8; c++) {
                     const size_t qo = offsetof(block_q4_Kx8, qs) + (size_t)(8 * k + c) * 32;
                     if (h == 0) {
-                        _mm_prefetch((const char *)(gp + 2 * sizeof(block_q4_Kx8)) + 36 * (8 * k + c),
+                        _mm_prefetch((const char *)(gp + 2 * sizeof(block_q4_Kx8)) +
+                                         36 * (8 * k + c),
                                      _MM_HINT_T0);
                         _mm_prefetch((const char *)(gp + gs + 2 * sizeof(block_q4_Kx8)) +
                                          36 * (8 * k + c),
@@ -112,10 +113,9 @@ ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
         for (int j = 0; j < MX; j++)
             zk_bsum_pairs(&x[j][b], bp[j]);
         const __m512i even = _mm512_set1_epi32(0x00ff00ff);
-        const __m512i mp[4] = {_mm512_and_si512(sm[2], even),
-                               _mm512_and_si512(_mm512_srli_epi32(sm[2], 8), even),
-                               _mm512_and_si512(sm[3], even),
-                               _mm512_and_si512(_mm512_srli_epi32(sm[3], 8), even)};
+        const __m512i mp[4] = {
+            _mm512_and_si512(sm[2], even), _mm512_and_si512(_mm512_srli_epi32(sm[2], 8), even),
+            _mm512_and_si512(sm[3], even), _mm512_and_si512(_mm512_srli_epi32(sm[3], 8), even)};
         const __m512 dw = zk_half_pair(gp, gs, offsetof(block_q4_Kx8, d));
         const __m512 dm = _mm512_castsi512_ps(_mm512_xor_si512(
             _mm512_castps_si512(zk_half_pair(gp, gs, offsetof(block_q4_Kx8, dmin))),

@@ -15,7 +15,7 @@
 #ifndef TPS_KERNELS_R8_TILE_ZMM_H
 #define TPS_KERNELS_R8_TILE_ZMM_H
 
-#if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512VL__) && \
+#if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512VL__) &&                    \
     defined(__AVX512BW__)
 #define R8_ZMM 1
 
@@ -134,8 +134,8 @@ ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *
             const __m512 dx = _mm512_set1_ps(sd[j]->d);
 #pragma GCC unroll 2
             for (int p = 0; p < MP; p++)
-                acc[p][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[p][j]),
-                                            _mm512_mul_ps(dw[p], dx), acc[p][j]);
+                acc[p][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[p][j]), _mm512_mul_ps(dw[p], dx),
+                                            acc[p][j]);
         }
     }
 #pragma GCC unroll 2
