@@ -371,6 +371,8 @@ ALWAYS_INLINE void r8_rows(float *restrict out, size_t ld_out, const uint8_t *re
     r8_tile_z(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, n_valid - g * 8, is_q4,   \
               MP, MX)
 #define R8_PAIRS(MX)                                                                               \
+    for (; g + 6 <= n_groups; g += 6)                                                              \
+        R8_TILE_Z(3, MX);                                                                          \
     for (; g + 4 <= n_groups; g += 4)                                                              \
         R8_TILE_Z(2, MX);                                                                          \
     for (; g + 2 <= n_groups; g += 2)                                                              \

@@ -19,9 +19,9 @@
 #include "kernels/pool.h"
 #include "kernels/r8_tile_zmm.h"
 
-/* weight rows per cache tile: r8_tile_zmm.h's widest tile takes 4 groups */
+/* weight rows per cache tile: r8_tile_zmm.h's widest tile takes 6 groups */
 #if R8_ZMM
-#define TILE_O 32
+#define TILE_O 48
 #else
 #define TILE_O 16
 #endif

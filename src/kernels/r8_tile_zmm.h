@@ -51,22 +51,27 @@ ALWAYS_INLINE void z_store(float *restrict o, __m512 v, size_t n_valid) {
     }
 }
 
-/* 2 * MP groups from G (gs bytes apart) x MX activation rows over nb
- * blocks; stores the first n_valid of the 16 * MP output columns. */
+/* 2 * MP groups (MP <= 3) from G (gs bytes apart) x MX activation rows
+ * over nb blocks; stores the first n_valid of the 16 * MP output columns.
+ * Three pairs beside 4 rows (12 + 12 accumulators of AVX-512's 32
+ * registers) beat two: each broadcast activation word serves three
+ * vpdpbusd, and the load ports, not the multipliers, bound two pairs
+ * (bench_kernels q8_0r, 1 thread, 32-128 rows: 516 -> 546-585 GFLOP/s;
+ * q4_0r +4%). */
 ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                              size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
                              size_t nb, size_t n_valid, const int is_q4, const int MP,
                              const int MX) {
     const size_t GB = is_q4 ? sizeof(block_q4_0x8) : sizeof(block_q8_0x8);
     const size_t soff = kernel_act_side_off(nb);
-    __m512 acc[2][4];
-#pragma GCC unroll 2
+    __m512 acc[3][4];
+#pragma GCC unroll 3
     for (int p = 0; p < MP; p++)
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++)
             acc[p][j] = _mm512_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
-        __m512i is[2][4];
+        __m512i is[3][4];
         const int8_t *xq[4];
         const kernel_act_side *sd[4];
 #pragma GCC unroll 4
@@ -75,12 +80,12 @@ ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *
             xq[j] = ((const block_q8_0 *)a + b)->qs;
             sd[j] = (const kernel_act_side *)(a + soff) + b;
             const __m512i init = _mm512_set1_epi32(is_q4 ? sd[j]->neg8 : sd[j]->neg128);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
             for (int p = 0; p < MP; p++)
                 is[p][j] = init;
         }
-        const uint8_t *wb[2];
-#pragma GCC unroll 2
+        const uint8_t *wb[3];
+#pragma GCC unroll 3
         for (int p = 0; p < MP; p++) {
             wb[p] = G + (size_t)(2 * p) * gs + b * GB;
             _mm_prefetch((const char *)(wb[p] + 8 * GB), _MM_HINT_T0);
@@ -90,8 +95,8 @@ ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *
             const __m512i m0f = _mm512_set1_epi8(0x0f);
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
-                __m512i lo[2], hi[2];
-#pragma GCC unroll 2
+                __m512i lo[3], hi[3];
+#pragma GCC unroll 3
                 for (int p = 0; p < MP; p++) {
                     const __m512i v = z_pair(wb[p], gs, 16 + 32 * (size_t)c);
                     lo[p] = _mm512_and_si512(v, m0f);
@@ -100,7 +105,7 @@ ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *
 #pragma GCC unroll 4
                 for (int j = 0; j < MX; j++) {
                     const __m512i xl = z_bcast4(xq[j] + 4 * c), xh = z_bcast4(xq[j] + 16 + 4 * c);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
                     for (int p = 0; p < MP; p++)
                         is[p][j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(is[p][j], lo[p], xl),
                                                        hi[p], xh);
@@ -109,21 +114,21 @@ ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *
         } else {
 #pragma GCC unroll 8
             for (int c = 0; c < 8; c++) {
-                __m512i w[2];
-#pragma GCC unroll 2
+                __m512i w[3];
+#pragma GCC unroll 3
                 for (int p = 0; p < MP; p++)
                     w[p] = z_pair(wb[p], gs, 16 + 32 * (size_t)c);
 #pragma GCC unroll 4
                 for (int j = 0; j < MX; j++) {
                     const __m512i xc = z_bcast4(xq[j] + 4 * c);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
                     for (int p = 0; p < MP; p++)
                         is[p][j] = _mm512_dpbusd_epi32(is[p][j], w[p], xc);
                 }
             }
         }
-        __m512 dw[2];
-#pragma GCC unroll 2
+        __m512 dw[3];
+#pragma GCC unroll 3
         for (int p = 0; p < MP; p++) {
             const __m128i d0 = _mm_loadu_si128((const __m128i *)wb[p]);
             const __m128i d1 = _mm_loadu_si128((const __m128i *)(wb[p] + gs));
@@ -132,13 +137,13 @@ ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++) {
             const __m512 dx = _mm512_set1_ps(sd[j]->d);
-#pragma GCC unroll 2
+#pragma GCC unroll 3
             for (int p = 0; p < MP; p++)
                 acc[p][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[p][j]), _mm512_mul_ps(dw[p], dx),
                                             acc[p][j]);
         }
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 3
     for (int p = 0; p < MP; p++) {
         const size_t first = (size_t)p * 16;
         if (n_valid <= first) break;
