@@ -55,9 +55,8 @@ ALWAYS_INLINE void z_store(float *restrict o, __m512 v, size_t n_valid) {
  * over nb blocks; stores the first n_valid of the 16 * MP output columns.
  * Three pairs beside 4 rows (12 + 12 accumulators of AVX-512's 32
  * registers) beat two: each broadcast activation word serves three
- * vpdpbusd, and the load ports, not the multipliers, bound two pairs
- * (bench_kernels q8_0r, 1 thread, 32-128 rows: 516 -> 546-585 GFLOP/s;
- * q4_0r +4%). */
+ * vpdpbusd instead of two, fewer loads per multiply (bench_kernels q8_0r, 1 thread, 32-128 rows:
+ * 516 -> 546-585 GFLOP/s; q4_0r +4%). */
 ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                              size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
                              size_t nb, size_t n_valid, const int is_q4, const int MP,
