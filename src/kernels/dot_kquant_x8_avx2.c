@@ -403,7 +403,8 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
  * rows per tile while they last, then one tile for the 1..3 left. */
 ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                            size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                           size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int is_q6) {
+                           size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int is_q6,
+                           void *restrict pairs) {
     const size_t nb = n_in / QK_K, gs = 8 * w_row_bytes, n_groups = (o1 - o0) / 8;
     const uint8_t *G = W + o0 * w_row_bytes;
     const size_t mg = is_q6 ? Q6_MG : K8_MG, mg1 = is_q6 ? Q6_MG_1 : K8_MG_1;
@@ -451,7 +452,20 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
         X8_GROUPS(mg, 2);
         break;
     default:
+#if KQ_ZMM
+        /* one group per tile: the pair vectors of the row, built once */
+        (void)mg1;
+        zk_pairs1(pairs, (const block_q8_K *)a, nb);
+        for (size_t g = 0; g < n_groups; g++) {
+            if (is_q6)
+                q6_K_x8_tile1_z(o_r + g * 8, G + g * gs, pairs, (const block_q8_K *)a, nb);
+            else
+                q4_K_x8_tile1_z(o_r + g * 8, G + g * gs, pairs, (const block_q8_K *)a, nb);
+        }
+#else
+        (void)pairs;
         X8_GROUPS(mg1, 1);
+#endif
         break;
     }
 #undef X8_GROUPS
@@ -463,16 +477,14 @@ void kernel_rows_q4_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t 
                               size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                               size_t act_row_bytes, size_t n_rows_x, size_t n_in,
                               float *restrict tmp) {
-    (void)tmp;
-    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 0);
+    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 0, tmp);
 }
 
 void kernel_rows_q6_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                               size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                               size_t act_row_bytes, size_t n_rows_x, size_t n_in,
                               float *restrict tmp) {
-    (void)tmp;
-    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 1);
+    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 1, tmp);
 }
 
 #endif

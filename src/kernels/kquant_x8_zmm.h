@@ -222,6 +222,136 @@ ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
     zk_store(out, ld_out, acc, MX);
 }
 
+/* ---- one activation row (decode) ------------------------------------------
+ *
+ * As r8_tile_zmm.h's r8_tile1_z: a zmm holds chunks c, c + 1 of one group
+ * (64 contiguous bytes), against pair vectors of the row's activation words
+ * built once per call; the halves are the ymm tile's even and odd
+ * accumulators (NS = 2), added before the scale as it adds them. */
+
+/* P[32 b + i] = [word 2i of superblock b x 8 | word 2i + 1 x 8]. */
+ALWAYS_INLINE void zk_pairs1(__m512i *restrict P, const block_q8_K *restrict x, size_t nb) {
+    for (size_t b = 0; b < nb; b++)
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++) {
+            const __m512i w =
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x[b].qs + 32 * v)));
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                const __m512i idx =
+                    _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+                _mm512_storeu_si512(P + 32 * b + 4 * v + p, _mm512_permutexvar_epi32(idx, w));
+            }
+        }
+}
+
+ALWAYS_INLINE __m256i zk_fold(__m512i s) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+}
+
+/* q4_K_x8_tile (MG = 1, MX = 1) with pair vectors P of the row x. */
+ALWAYS_INLINE void q4_K_x8_tile1_z(float *restrict out, const uint8_t *restrict G,
+                                   const __m512i *restrict P, const block_q8_K *restrict x,
+                                   size_t nb) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const block_q4_Kx8 *gp = (const block_q4_Kx8 *)G + b;
+        __m256i sm[4];
+        k8_scales(gp, sm);
+        __m256i is = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m512i sz = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int pr = 0; pr < 4; pr++) {
+                    if (h == 0)
+                        _mm_prefetch((const char *)(gp + 2) + 72 * (4 * k + pr), _MM_HINT_T0);
+                    const __m512i v =
+                        _mm512_loadu_si512((const void *)(gp->qs + (8 * k + 2 * pr) * 32));
+                    const __m512i q = _mm512_and_si512(h ? _mm512_srli_epi16(v, 4) : v, m4);
+                    sz = _mm512_dpbusd_epi32(sz, q, P[32 * b + 8 * k + 4 * h + pr]);
+                }
+                const __m256i sc = k8_byte(sm[k / 2], 2 * (k % 2) + h);
+                is = _mm256_add_epi32(is, k8_scale(zk_fold(sz), sc));
+            }
+        __m256i bp[4];
+        k8_bsum_pairs(&x[b], bp);
+        const __m256i even = _mm256_set1_epi32(0x00ff00ff);
+        const __m256i mp[4] = {
+            _mm256_and_si256(sm[2], even), _mm256_and_si256(_mm256_srli_epi32(sm[2], 8), even),
+            _mm256_and_si256(sm[3], even), _mm256_and_si256(_mm256_srli_epi32(sm[3], 8), even)};
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gp->d));
+        const __m256 dm =
+            _mm256_xor_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gp->dmin)), sign);
+        const __m256i im = _mm256_add_epi32(
+            _mm256_add_epi32(_mm256_madd_epi16(mp[0], bp[0]), _mm256_madd_epi16(mp[1], bp[1])),
+            _mm256_add_epi32(_mm256_madd_epi16(mp[2], bp[2]), _mm256_madd_epi16(mp[3], bp[3])));
+        const __m256 dx = _mm256_set1_ps(x[b].d);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, dx), acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(im), _mm256_mul_ps(dm, dx), acc);
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
+/* q6_K_x8_tile (VNNI form, MG = 1, MX = 1) with pair vectors P of x. */
+ALWAYS_INLINE void q6_K_x8_tile1_z(float *restrict out, const uint8_t *restrict G,
+                                   const __m512i *restrict P, const block_q8_K *restrict x,
+                                   size_t nb) {
+    const __m512i lo6 = _mm512_set1_epi8(0x3f), top2 = _mm512_set1_epi8((char)0xc0);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; b++) {
+        const block_q6_Kx8 *gp = (const block_q6_Kx8 *)G + b;
+        __m256i is = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++)
+#pragma GCC unroll 2
+                for (int s = 0; s < 2; s++) {
+                    const __m256i sc = q6_scale(
+                        _mm256_loadu_si256((const __m256i *)(gp->scales + 32 * (2 * h + t / 2))),
+                        2 * (t % 2) + s);
+                    __m512i sz = _mm512_setzero_si512();
+#pragma GCC unroll 2
+                    for (int c = 0; c < 4; c += 2) {
+                        const int cc = 4 * s + c;
+                        const uint8_t *v0 = gp->q + (24 * h + cc) * 32;
+                        __m512i q;
+                        if (t < 3) {
+                            q = _mm512_and_si512(_mm512_loadu_si512((const void *)(v0 + 256 * t)),
+                                                 lo6);
+                        } else {
+                            const __m512i a = _mm512_srli_epi16(
+                                _mm512_and_si512(_mm512_loadu_si512((const void *)v0), top2), 6);
+                            const __m512i bb = _mm512_srli_epi16(
+                                _mm512_and_si512(_mm512_loadu_si512((const void *)(v0 + 256)),
+                                                 top2),
+                                4);
+                            const __m512i d = _mm512_srli_epi16(
+                                _mm512_and_si512(_mm512_loadu_si512((const void *)(v0 + 512)),
+                                                 top2),
+                                2);
+                            q = _mm512_or_si512(_mm512_or_si512(a, bb), d);
+                        }
+                        sz = _mm512_dpbusd_epi32(sz, q, P[32 * b + 16 * h + 4 * t + cc / 2]);
+                    }
+                    is = _mm256_add_epi32(is, _mm256_mullo_epi32(zk_fold(sz), sc));
+                }
+        int32_t bp[8];
+        q6_bsum_pairs(&x[b], bp);
+        const __m256i off = q6_bsum_dot(gp, bp);
+        const __m256i isum = _mm256_sub_epi32(is, _mm256_slli_epi32(off, 5));
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gp->d));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(x[b].d)),
+                              acc);
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
 #define KQ_ZMM 1
 #else
 #define KQ_ZMM 0
