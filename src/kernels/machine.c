@@ -82,7 +82,7 @@ static void int8_task(void *arg, size_t t, int thread) {
             acc[k] = _mm512_dpbusd_epi32(acc[k], u, s);
     for (int k = 1; k < 12; k++)
         acc[0] = _mm512_add_epi32(acc[0], acc[k]);
-    j->sink[t % 64] += _mm512_reduce_add_epi32(acc[0]);
+    j->sink[t % 64] += _mm_cvtsi128_si32(_mm512_castsi512_si128(acc[0]));
 #elif INT8_BITS == 256
     __m256i acc[12];
     for (int k = 0; k < 12; k++)
