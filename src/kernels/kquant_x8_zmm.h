@@ -1,11 +1,11 @@
 /* 512-bit tiles of the Q4_K / Q6_K 8-row group kernels, for CPUs with
  * AVX-512 VNNI (included by dot_kquant_x8_avx2.c only, after its ymm
- * helpers). As in r8_tile_zmm.h, a zmm holds two groups: lanes 0-7 group
- * g's rows, lanes 8-15 group g + 1's, against the same broadcast
- * activation bytes, so each instruction does two groups' work on CPUs
- * with full-width 512-bit units. Every lane runs the ymm tile's VNNI
- * integers and float steps in the same order, so the bits are the same
- * whichever tile computed an element. */
+ * helpers). As in r8_tile_zmm.h: with several activation rows a zmm holds
+ * two groups (lanes 0-7 group g's rows, lanes 8-15 group g + 1's) against
+ * the same broadcast activation word; with one row, two chunks of one
+ * group against pair vectors of the row. Every lane runs the ymm tile's
+ * VNNI integers and float steps in the same order, so the bits are the
+ * same whichever tile computed an element. */
 #ifndef TPS_KERNELS_KQUANT_X8_ZMM_H
 #define TPS_KERNELS_KQUANT_X8_ZMM_H
 

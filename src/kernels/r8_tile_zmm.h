@@ -1,11 +1,11 @@
-/* 512-bit tile of the Q8_0 / Q4_0 8-row group kernels, for CPUs with
- * AVX-512 VNNI (included by dot_avx2.c only). Two groups share a zmm: lanes
- * 0-7 are group 2p's rows and lanes 8-15 group 2p+1's, both against the
- * same broadcast activation bytes, so one vpdpbusd does two groups' work.
- * On CPUs with full-width 512-bit units (AMD Zen 5, Intel server cores)
- * that doubles the int8 rate of the multi-row tiles (prefill, batched
- * decode) over r8_tile's ymm form; decode's 1-row tile reads memory, not
- * compute, and stays in ymm.
+/* 512-bit tiles of the Q8_0 / Q4_0 8-row group kernels, for CPUs with
+ * AVX-512 VNNI (included by dot_avx2.c and, for R8_ZMM, matmul.c). On a
+ * CPU that executes 512-bit instructions at full width (this project's
+ * Zen 5 machine) one zmm vpdpbusd does twice a ymm one's work.
+ *
+ * Several activation rows (prefill, batched decode): two groups share a
+ * zmm, lanes 0-7 group 2p's rows and lanes 8-15 group 2p+1's, against the
+ * same broadcast activation word. One row (decode): r8_tile1_z, below.
  *
  * Each lane takes the same integers (the exact block sum isum_b, the
  * -128 / -8 offset as its start value) and the same float sequence
@@ -55,7 +55,7 @@ ALWAYS_INLINE void z_store(float *restrict o, __m512 v, size_t n_valid) {
  * over nb blocks; stores the first n_valid of the 16 * MP output columns.
  * Three pairs beside 4 rows (12 + 12 accumulators of AVX-512's 32
  * registers) beat two: each broadcast activation word serves three
- * vpdpbusd instead of two, fewer loads per multiply (bench_kernels q8_0r, 1 thread, 32-128 rows:
+ * vpdpbusd instead of two (bench_kernels q8_0r, 1 thread, 32-128 rows:
  * 516 -> 546-585 GFLOP/s; q4_0r +4%). */
 ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                              size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
