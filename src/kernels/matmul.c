@@ -125,6 +125,9 @@ int kernel_ctx_create(kernel_ctx **out, int n_threads, size_t max_rows_x, size_t
                         "out of memory for kernel scratch (%zu rows of %zu inputs)", max_rows_x,
                         max_n_in);
     }
+    /* faulted in here rather than by the first call's quantization */
+    memset(ctx->act, 0, ctx->act_cap);
+    memset(ctx->tmp, 0, ctx->tmp_cap);
     *out = ctx;
     return 0;
 }
