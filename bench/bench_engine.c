@@ -161,6 +161,11 @@ int main(int argc, char **argv) {
     const int threads = argc > 1 ? atoi(argv[1]) : 2;
     const uint32_t max_n = argc > 2 ? (uint32_t)atoi(argv[2]) : 64;
     const uint32_t first_n = argc > 3 ? (uint32_t)atoi(argv[3]) : 1;
+    if (argc > 3 && (first_n < 1 || first_n > max_n)) {
+        fprintf(stderr, "bench_engine: first N must be 1 .. max N (%u), not '%s'\n", max_n,
+                argv[3]);
+        return 2;
+    }
     const char *dir = bench_dir();
     const char *bw_env = getenv("TPS_MACHINE_READ_GBS");
     const double bw = bw_env ? atof(bw_env) : 0;
@@ -210,7 +215,7 @@ int main(int argc, char **argv) {
            CURVE_PROMPT, CURVE_OUTPUT);
     printf("%6s %14s %14s %14s %14s\n", "N", "decode t/s", "step ms", "t/s per seq", "run out t/s");
     double at1 = 0, at32 = 0;
-    for (uint32_t n = first_n ? first_n : 1; n <= max_n; n *= 2) {
+    for (uint32_t n = first_n; n <= max_n; n *= 2) {
         run_result rr = {0};
         if (run(&l, threads, n, CURVE_PROMPT, CURVE_OUTPUT, 256, &rr)) return 1;
         printf("%6u %14.1f %14.2f %14.1f %14.1f\n", n, rr.decode_tps, rr.step_ms, rr.decode_tps / n,

@@ -28,16 +28,6 @@ size_t kv_cache_block_bytes(uint32_t n_layers, uint32_t kv_dim, uint32_t block_t
     return 2 * (size_t)n_layers * block_tokens * kv_cache_row_bytes(kv_type, kv_dim);
 }
 
-/* One tensor's pool (K or V): an anonymous map, zero-filled, faulted in
- * only as it is written (or warmed: kv_cache_warm). Huge pages where the
- * kernel gives them: blocks are spread over the whole pool, and with 4 KiB
- * pages a write to a block not touched for a while pays a page walk
- * through cold page tables, which cost 5-10% of a unique-prompt workload
- * once the prefix cache stopped reusing the same few warm blocks. */
-static void *pool_map(size_t bytes) {
-    return huge_map(bytes);
-}
-
 static void populate(uint8_t *p, size_t bytes) {
 #ifdef MADV_POPULATE_WRITE
     if (madvise(p, bytes, MADV_POPULATE_WRITE) == 0 || errno != EINVAL) return;
@@ -173,8 +163,14 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     kv->local_base = gb / 2 * (size_t)n;
     size_t half = kv->local_base + lb / 2 * (size_t)nl;
     kv->map_bytes = half;
-    kv->k = pool_map(half);
-    kv->v = pool_map(half);
+    /* One map per tensor (K, V), zero-filled, faulted in only as it is
+     * written (or warmed: kv_cache_warm). Huge pages: blocks are spread over
+     * the whole pool, and with 4 KiB pages a write to a block not touched
+     * for a while pays a page walk through cold page tables, which cost
+     * 5-10% of a unique-prompt workload once the prefix cache stopped
+     * reusing the same few warm blocks. */
+    kv->k = huge_map(half);
+    kv->v = huge_map(half);
     kv->free_list = malloc(sizeof(uint32_t) * n);
     kv->refs = calloc(n, sizeof *kv->refs);
     int pc_rc =

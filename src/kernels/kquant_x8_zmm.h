@@ -233,20 +233,8 @@ ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
 ALWAYS_INLINE void zk_pairs1(__m512i *restrict P, const block_q8_K *restrict x, size_t nb) {
     for (size_t b = 0; b < nb; b++)
 #pragma GCC unroll 8
-        for (int v = 0; v < 8; v++) {
-            const __m512i w =
-                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x[b].qs + 32 * v)));
-#pragma GCC unroll 4
-            for (int p = 0; p < 4; p++) {
-                const __m512i idx =
-                    _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
-                _mm512_storeu_si512(P + 32 * b + 4 * v + p, _mm512_permutexvar_epi32(idx, w));
-            }
-        }
-}
-
-ALWAYS_INLINE __m256i zk_fold(__m512i s) {
-    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+        for (int v = 0; v < 8; v++)
+            z_pairs8(P + 32 * b + 4 * v, x[b].qs + 32 * v);
 }
 
 /* q4_K_x8_tile (MG = 1, MX = 1) with pair vectors P of the row x. */
@@ -276,7 +264,7 @@ ALWAYS_INLINE void q4_K_x8_tile1_z(float *restrict out, const uint8_t *restrict 
                     sz = _mm512_dpbusd_epi32(sz, q, P[32 * b + 8 * k + 4 * h + pr]);
                 }
                 const __m256i sc = k8_byte(sm[k / 2], 2 * (k % 2) + h);
-                is = _mm256_add_epi32(is, k8_scale(zk_fold(sz), sc));
+                is = _mm256_add_epi32(is, k8_scale(z_fold(sz), sc));
             }
         __m256i bp[4];
         k8_bsum_pairs(&x[b], bp);
@@ -339,7 +327,7 @@ ALWAYS_INLINE void q6_K_x8_tile1_z(float *restrict out, const uint8_t *restrict 
                         }
                         sz = _mm512_dpbusd_epi32(sz, q, P[32 * b + 16 * h + 4 * t + cc / 2]);
                     }
-                    is = _mm256_add_epi32(is, _mm256_mullo_epi32(zk_fold(sz), sc));
+                    is = _mm256_add_epi32(is, _mm256_mullo_epi32(z_fold(sz), sc));
                 }
         int32_t bp[8];
         q6_bsum_pairs(&x[b], bp);

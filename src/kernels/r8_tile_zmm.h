@@ -169,17 +169,26 @@ _Static_assert(KERNEL_TMP_ROWS * sizeof(float) * QK8_0 >= 4 * 64, "tmp holds the
 /* P[4 b + p] = [word 2p of block b x 8 | word 2p + 1 x 8], words of 4
  * activation bytes: chunks 2p, 2p + 1 of Q8_0; of Q4_0, the low nibbles of
  * chunks 2p, 2p + 1 (p < 2) or the high ones of chunks 2p - 4, 2p - 3. */
+/* P[0..3] = [word 2p of the 32 bytes at q x 8 | word 2p + 1 x 8]. */
+ALWAYS_INLINE void z_pairs8(__m512i *restrict P, const int8_t *restrict q) {
+    const __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)q));
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        const __m512i idx =
+            _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+        _mm512_storeu_si512(P + p, _mm512_permutexvar_epi32(idx, x));
+    }
+}
+
 ALWAYS_INLINE void z_pairs1(__m512i *restrict P, const uint8_t *restrict act, size_t nb) {
     const block_q8_0 *xb = (const block_q8_0 *)act;
-    for (size_t b = 0; b < nb; b++) {
-        const __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)xb[b].qs));
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            const __m512i idx =
-                _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
-            _mm512_store_si512(P + 4 * b + p, _mm512_permutexvar_epi32(idx, x));
-        }
-    }
+    for (size_t b = 0; b < nb; b++)
+        z_pairs8(P + 4 * b, xb[b].qs);
+}
+
+/* Lanes i and i + 8 added: the two chunks' sums of row i (exact). */
+ALWAYS_INLINE __m256i z_fold(__m512i s) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 
 /* r8_tile1 for one group (G), with the pair vectors P of the row act. */
@@ -214,9 +223,7 @@ ALWAYS_INLINE void r8_tile1_z(float *restrict out, const uint8_t *restrict G,
                     s0 = _mm512_dpbusd_epi32(s0, w, pb[p]);
             }
         }
-        const __m512i s = _mm512_add_epi32(s0, s1);
-        const __m256i is =
-            _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+        const __m256i is = z_fold(_mm512_add_epi32(s0, s1));
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(side[b].d)),
                               acc);
