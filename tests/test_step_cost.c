@@ -161,3 +161,29 @@ Test(engine_itl, a_long_prompt_among_streams_is_cut_to_the_target_and_tokens_do_
     free(on);
     env_close(&v);
 }
+
+/* The automatic target is 3 x a one-row step with a 5 ms floor: stories260K's
+ * one-row step is far under a millisecond even under ASan, so the floor
+ * holds; the step model it was primed with is in force beside it. */
+Test(engine_itl, the_automatic_target_of_a_tiny_model_is_its_floor) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    env v;
+    env_open_stories(&v);
+    engine_params p;
+    engine_params_default(&p);
+    p.model = v.m;
+    p.tok = v.tok;
+    p.n_threads = 1;
+    p.itl_target_ms = ENGINE_ITL_TARGET_AUTO;
+    engine *e;
+    tps_err err = {0};
+    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    cr_expect_lt(st.step_cost_fixed_ns + st.step_cost_row_ns, 5e6 / 3,
+                 "a one-row step of stories260K is predicted at %.3f ms",
+                 (st.step_cost_fixed_ns + st.step_cost_row_ns) / 1e6);
+    cr_expect_eq(st.itl_target_ns, 5000000u, "auto target %.3f ms", st.itl_target_ns / 1e6);
+    engine_destroy(e);
+    env_close(&v);
+}

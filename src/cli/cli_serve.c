@@ -57,7 +57,7 @@ static const opt_row serve_rows[] = {
      .help = "keep a step that carries decoding streams under T ms by\n"
              "cutting its prompt chunks (predicted from a step-time model\n"
              "calibrated as it runs); 0: off (default: measured at start,\n"
-             "3 x a one-row step, at least 10 ms)"},
+             "3 x a one-row step, at least 5 ms)"},
     {"--kv-mem", .kind = OPT_SIZE, .off = S(engine.kv_mem),
      .help = "KV pool size, e.g. 512M, 2G (default: room for max-seqs\n"
              "full contexts, at most 1 GiB)"},

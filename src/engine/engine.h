@@ -57,7 +57,7 @@ typedef struct engine_params {
      * gives prompts a row for each sequence in play, decoding or waiting
      * for its first token (at least 4, at most 16). 0: off (chunks bounded by
      * max_batch_tokens and prefill_chunk only). ENGINE_ITL_TARGET_AUTO:
-     * measured at start, 3 x a one-row step, at least 10 ms. */
+     * measured at start, 3 x a one-row step, at least 5 ms. */
     double itl_target_ms;
 } engine_params;
 

@@ -341,8 +341,7 @@ static void log_loaded(server *s) {
     if (st.itl_target_ns)
         fprintf(s->log, "tps serve: itl target %.1f ms%s (step model: %.2f ms + %.3f ms per row)\n",
                 (double)st.itl_target_ns / 1e6,
-                s->cfg.engine.itl_target_ms < 0 ? " (auto: 3 x a one-row step, at least 10 ms)"
-                                                : "",
+                s->cfg.engine.itl_target_ms < 0 ? " (auto: 3 x a one-row step, at least 5 ms)" : "",
                 (double)st.step_cost_fixed_ns / 1e6, (double)st.step_cost_row_ns / 1e6);
 }
 
