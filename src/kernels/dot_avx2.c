@@ -275,7 +275,7 @@ ALWAYS_INLINE void r8_tile1(float *restrict out, const uint8_t *restrict G, size
             s[g][0] = init;
             s[g][1] = s[g][2] = s[g][3] = _mm256_setzero_si256();
             wb[g] = G + (size_t)g * gs + b * GB;
-            _mm_prefetch((const char *)(wb[g] + 8 * GB), _MM_HINT_T0);
+            prefetch_block_ahead(wb[g], GB);
         }
         if (is_q4) {
             const __m256i m0f = _mm256_set1_epi8(0x0f);

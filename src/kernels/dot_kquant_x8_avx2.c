@@ -296,6 +296,7 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
 #pragma GCC unroll 4
         for (int g = 0; g < MG; g++) {
             gp[g] = (const block_q6_Kx8 *)(G + (size_t)g * gs) + b;
+            if (MX == 1) prefetch_block_ahead((const uint8_t *)gp[g], sizeof(block_q6_Kx8));
 #pragma GCC unroll 4
             for (int j = 0; j < MX; j++)
                 is[g][j] = _mm256_setzero_si256();

@@ -293,6 +293,7 @@ ALWAYS_INLINE void q6_K_x8_tile1_z(float *restrict out, const uint8_t *restrict 
     __m256 acc = _mm256_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
         const block_q6_Kx8 *gp = (const block_q6_Kx8 *)G + b;
+        prefetch_block_ahead((const uint8_t *)gp, sizeof(block_q6_Kx8));
         __m256i is = _mm256_setzero_si256();
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++)

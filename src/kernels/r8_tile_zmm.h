@@ -201,7 +201,7 @@ ALWAYS_INLINE void r8_tile1_z(float *restrict out, const uint8_t *restrict G,
     __m256 acc = _mm256_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *wb = G + b * GB;
-        _mm_prefetch((const char *)(wb + 8 * GB), _MM_HINT_T0);
+        prefetch_block_ahead(wb, GB);
         const __m512i *pb = P + 4 * b;
         /* the offset enters once, in the low half */
         __m512i s0 = _mm512_maskz_set1_epi32(0x00ff, is_q4 ? side[b].neg8 : side[b].neg128);
