@@ -84,8 +84,8 @@ void quantize_row_q8_0_avx2(block_q8_0 *restrict y, const float *restrict x, siz
 #define dpbusd kernel_dpbusd_vnni
 #else
 ALWAYS_INLINE __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
-    return _mm256_add_epi32(acc,
-                            _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+    return chain_pin(
+        _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))));
 }
 #endif
 
@@ -96,8 +96,8 @@ ALWAYS_INLINE __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
  * them: 8 maddubs + 8 adds + 1 madd instead of 8 x (maddubs + madd + add).
  * The same integers as dpbusd, so the same bits. */
 ALWAYS_INLINE __m256i q4_pairs16(__m256i s16, __m256i lo, __m256i xl, __m256i hi, __m256i xh) {
-    return _mm256_add_epi16(
-        s16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)));
+    return chain_pin(_mm256_add_epi16(
+        s16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh))));
 }
 
 ALWAYS_INLINE __m256i q4_widen16(__m256i acc, __m256i s16) {

@@ -33,7 +33,7 @@
 #define k8_dot kernel_dpbusd_vnni
 #else
 ALWAYS_INLINE __m256i k8_dot(__m256i acc, __m256i u, __m256i s) {
-    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, s));
+    return chain_pin(_mm256_add_epi16(acc, _mm256_maddubs_epi16(u, s)));
 }
 #endif
 
@@ -167,7 +167,7 @@ ALWAYS_INLINE void q4_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
 #pragma GCC unroll 4
                     for (int j = 0; j < MX; j++) {
                         const __m256i t = NS == 2 ? k8_add(s[g][j][0], s[g][j][1]) : s[g][j][0];
-                        is[g][j] = _mm256_add_epi32(is[g][j], k8_scale(t, sc));
+                        is[g][j] = chain_pin(_mm256_add_epi32(is[g][j], k8_scale(t, sc)));
                     }
                 }
             }
@@ -340,8 +340,8 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
                             for (int g = 0; g < MG; g++)
 #pragma GCC unroll 4
                                 for (int j = 0; j < MX; j++) {
-                                    is[g][j] = _mm256_add_epi32(
-                                        is[g][j], _mm256_madd_epi16(a[g][j][0], sc[g]));
+                                    is[g][j] = chain_pin(_mm256_add_epi32(
+                                        is[g][j], _mm256_madd_epi16(a[g][j][0], sc[g])));
                                     a[g][j][0] = _mm256_setzero_si256();
                                 }
                         }

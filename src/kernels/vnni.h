@@ -9,6 +9,16 @@
 
 #include "base/compiler.h" /* ALWAYS_INLINE */
 
+/* Holds v in a register at this point of an accumulation chain. Integer
+ * adds reassociate, and GCC turned the tiles' unrolled chains of
+ * "acc += madd(maddubs)" (the stand-ins without VNNI) into trees: every
+ * product of a block live at once, spilled to the stack and summed at the
+ * end, as AVX2 has only 16 ymm registers. Costs no instruction. */
+ALWAYS_INLINE __m256i chain_pin(__m256i v) {
+    __asm__("" : "+x"(v));
+    return v;
+}
+
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define KERNEL_VNNI 1
 ALWAYS_INLINE __m256i kernel_dpbusd_vnni(__m256i acc, __m256i u, __m256i s) {
