@@ -8,6 +8,7 @@
 #include "server/server_internal.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
@@ -260,6 +261,16 @@ engine *server_engine(server *s) {
 
 static void *loop_main(void *arg) {
     server *s = arg;
+    /* This thread writes to sockets that peers have reset, and to sockets
+     * the server itself shut down to refuse input mid-response; libevent's
+     * writev then fails with EPIPE and raises SIGPIPE, whose default
+     * action ends the process. tps serve ignores SIGPIPE in main, but a
+     * program that embeds the server need not; blocked here (a mask of
+     * this thread only), it is the EPIPE that libevent handles. */
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, NULL);
     s->loop_rc = event_base_dispatch(s->base) < 0 ? TPS_EIO : 0;
     return NULL;
 }
