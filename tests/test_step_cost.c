@@ -70,21 +70,28 @@ typedef struct run_out {
     size_t steps_with_prediction;
 } run_out;
 
-/* Stream A decodes; once it has a token, B's 300-token prompt arrives.
- * Reads the step records of the trace. */
-static void run_pair(env *v, double itl_target_ms, run_out *out) {
-    char path[] = "/tmp/tps-itl-trace-XXXXXX";
-    close(mkstemp(path));
+/* An engine of stories260K on one thread with this ITL target and trace. */
+static engine *itl_engine(env *v, double itl_target_ms, const char *trace_path) {
     engine_params p;
     engine_params_default(&p);
     p.model = v->m;
     p.tok = v->tok;
     p.n_threads = 1;
-    p.trace_path = path;
+    p.trace_path = trace_path;
     p.itl_target_ms = itl_target_ms;
     engine *e;
     tps_err err = {0};
     cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
+    return e;
+}
+
+/* Stream A decodes; once it has a token, B's 300-token prompt arrives.
+ * Reads the step records of the trace. */
+static void run_pair(env *v, double itl_target_ms, run_out *out) {
+    char path[] = "/tmp/tps-itl-trace-XXXXXX";
+    close(mkstemp(path));
+    engine *e = itl_engine(v, itl_target_ms, path);
+    tps_err err = {0};
     engine_stats st;
     engine_get_stats(e, &st);
     cr_assert_eq(st.itl_target_ns, (uint64_t)(itl_target_ms * 1e6), "the target in force");
@@ -162,28 +169,22 @@ Test(engine_itl, a_long_prompt_among_streams_is_cut_to_the_target_and_tokens_do_
     env_close(&v);
 }
 
-/* The automatic target is 3 x a one-row step with a 5 ms floor: stories260K's
+/* The automatic target is 3 x a one-row step with a floor (5 ms): stories260K's
  * one-row step is far under a millisecond even under ASan, so the floor
  * holds; the step model it was primed with is in force beside it. */
 Test(engine_itl, the_automatic_target_of_a_tiny_model_is_its_floor) {
     REQUIRE_SHARED("models/stories260K.gguf");
     env v;
     env_open_stories(&v);
-    engine_params p;
-    engine_params_default(&p);
-    p.model = v.m;
-    p.tok = v.tok;
-    p.n_threads = 1;
-    p.itl_target_ms = ENGINE_ITL_TARGET_AUTO;
-    engine *e;
-    tps_err err = {0};
-    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
+    engine *e = itl_engine(&v, ENGINE_ITL_TARGET_AUTO, NULL);
     engine_stats st;
     engine_get_stats(e, &st);
-    cr_expect_lt(st.step_cost_fixed_ns + st.step_cost_row_ns, 5e6 / 3,
+    const double floor_ns = ENGINE_ITL_TARGET_FLOOR_MS * 1e6;
+    cr_expect_lt(st.step_cost_fixed_ns + st.step_cost_row_ns, floor_ns / 3,
                  "a one-row step of stories260K is predicted at %.3f ms",
                  (st.step_cost_fixed_ns + st.step_cost_row_ns) / 1e6);
-    cr_expect_eq(st.itl_target_ns, 5000000u, "auto target %.3f ms", st.itl_target_ns / 1e6);
+    cr_expect_eq(st.itl_target_ns, (uint64_t)floor_ns, "auto target %.3f ms",
+                 st.itl_target_ns / 1e6);
     engine_destroy(e);
     env_close(&v);
 }

@@ -1015,15 +1015,6 @@ static void count_costs(engine *e) {
         2 * (size_t)c->n_layers * kv_cache_row_bytes(e->kv->kv_type, (uint32_t)kv_dim);
 }
 
-/* The automatic ITL target is 3 x a one-row step: at one stream that keeps
- * a prompt-carrying step within 3x the ITL the stream otherwise sees. The
- * floor only guards tiny models, whose one-row step is well under a
- * millisecond. It was 10 ms; on a machine whose one-row step is 2.5 ms
- * (110M Q8_0, Zen 5) that made the target 4x the step, and ITL p99 at 4
- * streams ran 2.5-3.0x p50 against 2.3-2.5x at 7.5 ms (4 alternating
- * rounds each, 128/128), for ~20 ms more TTFT p50. */
-#define ENGINE_ITL_TARGET_FLOOR_MS 5.0
-
 /* Faults in the forward state with one step; with an ITL target, primes
  * the step-time model with a one-row and a many-row step and resolves
  * the automatic target from them. */

@@ -267,10 +267,10 @@ static void *loop_main(void *arg) {
      * action ends the process. tps serve ignores SIGPIPE in main, but a
      * program that embeds the server need not; blocked here (a mask of
      * this thread only), it is the EPIPE that libevent handles. */
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe, NULL);
+    sigset_t sigpipe;
+    sigemptyset(&sigpipe);
+    sigaddset(&sigpipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &sigpipe, NULL);
     s->loop_rc = event_base_dispatch(s->base) < 0 ? TPS_EIO : 0;
     return NULL;
 }
@@ -349,11 +349,14 @@ static void log_loaded(server *s) {
                                             : "f32",
             (double)in->kv_mem * st.kv_blocks_resident / st.kv_blocks_total / 1048576.0,
             st.kv_blocks_resident < st.kv_blocks_total ? ", more as the load needs it" : "");
-    if (st.itl_target_ns)
-        fprintf(s->log, "tps serve: itl target %.1f ms%s (step model: %.2f ms + %.3f ms per row)\n",
-                (double)st.itl_target_ns / 1e6,
-                s->cfg.engine.itl_target_ms < 0 ? " (auto: 3 x a one-row step, at least 5 ms)" : "",
-                (double)st.step_cost_fixed_ns / 1e6, (double)st.step_cost_row_ns / 1e6);
+    if (!st.itl_target_ns) return;
+    char how[64] = "";
+    if (s->cfg.engine.itl_target_ms < 0)
+        snprintf(how, sizeof how, " (auto: 3 x a one-row step, at least %g ms)",
+                 ENGINE_ITL_TARGET_FLOOR_MS);
+    fprintf(s->log, "tps serve: itl target %.1f ms%s (step model: %.2f ms + %.3f ms per row)\n",
+            (double)st.itl_target_ns / 1e6, how, (double)st.step_cost_fixed_ns / 1e6,
+            (double)st.step_cost_row_ns / 1e6);
 }
 
 int server_load(server *s, tps_err *err) {
