@@ -100,7 +100,10 @@ static void run_pair(env *v, double itl_target_ms, run_out *out) {
     int32_t prompt[LONG];
     for (int i = 0; i < LONG; i++)
         prompt[i] = i == 0 ? 1 : 3 + (i * 11) % 500;
-    engine_request rq = {.prompt = prompt, .n_prompt = 4, .max_tokens = 120, .user = &out->res[0]};
+    /* A decodes for ~500 steps so that it is still decoding when B arrives:
+     * with 120 it sometimes finished first on a loaded machine (the test
+     * thread descheduled for the ~12 ms it takes) and no step carried both */
+    engine_request rq = {.prompt = prompt, .n_prompt = 4, .max_tokens = 500, .user = &out->res[0]};
     sampler_params_default(&rq.sampling);
     rq.sampling.temperature = 0;
     rq.sampling.ignore_eos = true;
