@@ -273,6 +273,43 @@ Test(kernels, fast_q8_0_quantizer_is_bit_identical_to_reference) {
     cr_assert_eq(memcmp(a, b, sizeof a), 0);
 }
 
+/* The activation rows the Q8_0 / Q4_0 kernels read: blocks and side data,
+ * 8 blocks at a time in the AVX2 quantizer, so block counts around 8 and
+ * scales that round (or overflow, or go subnormal) in fp16. */
+Test(kernels, q8_0_activation_rows_are_the_same_bytes_on_both_tiers) {
+    if (!kernel_tier_available(KERNEL_TIER_AVX2)) cr_skip_test("no AVX2 tier in this build");
+    const size_t counts[] = {1, 7, 8, 9, 21};
+    for (size_t c = 0; c < LEN(counts); c++) {
+        const size_t nb = counts[c], n = nb * QK8_0, bytes = kernel_act_row_bytes(nb);
+        float *x = malloc(n * sizeof *x);
+        fill(x, n, (int)(7 + c));
+        for (size_t b = 0; b < nb; b++) {
+            const float scale[] = {
+                1.0f, 0.0f, 1e-6f, 3e9f, 65504.0f * 127.0f, 2049.0f * 127 / 2048};
+            for (size_t j = 0; j < QK8_0; j++)
+                x[b * QK8_0 + j] *= scale[b % LEN(scale)];
+        }
+        uint8_t *a = malloc(bytes), *v = malloc(bytes);
+        memset(a, 0x5a, bytes);
+        memset(v, 0x5a, bytes);
+        kernel_quantize_act(a, x, n, 0);
+        kernel_quantize_act(v, x, n, 1);
+        cr_assert_eq(memcmp(a, v, bytes), 0, "%zu blocks", nb);
+        const kernel_act_side *side = (const kernel_act_side *)(a + kernel_act_side_off(nb));
+        const block_q8_0 *q = (const block_q8_0 *)a;
+        for (size_t b = 0; b < nb; b++) {
+            int32_t sum = 0;
+            for (int j = 0; j < QK8_0; j++)
+                sum += q[b].qs[j];
+            cr_assert_eq(side[b].neg128, -128 * sum);
+            cr_assert_eq(side[b].d, fp16_to_fp32(q[b].d));
+        }
+        free(x);
+        free(a);
+        free(v);
+    }
+}
+
 Test(kernels, k_quants_dequantize_known_blocks) {
     block_q6_K q6;
     memset(&q6, 0, sizeof q6);

@@ -9,16 +9,16 @@
 void kernel_quantize_act(uint8_t *restrict row, const float *restrict x, size_t n, int use_avx2) {
     const size_t nb = n / QK8_0;
     block_q8_0 *y = (block_q8_0 *)row;
+    kernel_act_side *side = (kernel_act_side *)(row + kernel_act_side_off(nb));
 #if KERNEL_HAVE_AVX2
-    if (use_avx2)
-        quantize_row_q8_0_avx2(y, x, n);
-    else
-        quantize_row_q8_0_ref(y, x, n);
+    if (use_avx2) {
+        quantize_row_q8_0_avx2(y, x, n, side);
+        return;
+    }
 #else
     (void)use_avx2;
-    quantize_row_q8_0_ref(y, x, n);
 #endif
-    kernel_act_side *side = (kernel_act_side *)(row + kernel_act_side_off(nb));
+    quantize_row_q8_0_ref(y, x, n);
     for (size_t b = 0; b < nb; b++) {
         int32_t s = 0;
         for (int j = 0; j < QK8_0; j++)

@@ -62,11 +62,23 @@ void kernel_quantize_act(uint8_t *restrict row, const float *restrict x, size_t 
 /* 8 weight rows i = 0..7 of one 32-element block, interleaved so that a
  * 32-byte load holds 4 consecutive elements of each row in int32 lane i:
  * one dpbusd then serves 8 weight rows with no horizontal sum.
- * Q8_0: qs[c*32 + i*4 + e] = w_i[4c + e] ^ 0x80 (stored as unsigned w + 128).
+ * Q8_0: qs[c*32 + i*4 + e] = w_i[4c + e] ^ KERNEL_Q8_R8_BIAS: with VNNI
+ * unsigned w + 128, the u8 operand of dpbusd; without, w itself (the
+ * maddubs stand-in takes |w| and sign(x, w), and an xor per weight vector
+ * cost 5-8% of the AVX2 tier's Q8_0 tile).
  * Q4_0: qs[c*32 + i*4 + e] = the Q4_0 byte qs_i[4c + e], c < 4: its low
  * nibble is element 4c + e, its high nibble element 16 + 4c + e.
  * A packed matrix is groups of 8 rows, each nb group blocks in block order;
  * it takes exactly the bytes of the plain one (8 * 34 and 8 * 18). */
+/* Every file of a build sees the same -march, so packer, scalar tier and
+ * vector tiles agree on it (vnni.h decides KERNEL_VNNI from the same
+ * macros). */
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
+#define KERNEL_Q8_R8_BIAS 0x80
+#else
+#define KERNEL_Q8_R8_BIAS 0x00
+#endif
+
 typedef struct block_q8_0x8 {
     uint16_t d[8];
     uint8_t qs[8 * QK8_0];
@@ -224,7 +236,9 @@ void kernel_rows_q6_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t 
                               size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                               size_t act_row_bytes, size_t n_rows_x, size_t n_in,
                               float *restrict tmp);
-void quantize_row_q8_0_avx2(block_q8_0 *restrict y, const float *restrict x, size_t n);
+/* side: each block's kernel_act_side, or NULL for plain Q8_0 rows */
+void quantize_row_q8_0_avx2(block_q8_0 *restrict y, const float *restrict x, size_t n,
+                            kernel_act_side *restrict side);
 void quantize_row_q8_K_avx2(block_q8_K *restrict y, const float *restrict x, size_t n);
 void kernel_rows_q4_K_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                            size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,

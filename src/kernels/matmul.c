@@ -66,7 +66,7 @@ const char *kernel_tier_name(kernel_tier tier) {
 
 void quantize_row_q8_0(block_q8_0 *restrict y, const float *restrict x, size_t n) {
 #if KERNEL_HAVE_AVX2
-    quantize_row_q8_0_avx2(y, x, n);
+    quantize_row_q8_0_avx2(y, x, n, NULL);
 #else
     quantize_row_q8_0_ref(y, x, n);
 #endif

@@ -35,7 +35,8 @@ void kernel_pack_group(uint8_t *restrict dst, const uint8_t *restrict W, size_t 
                 for (size_t c = 0; c < 8; c++)
                     for (size_t e = 0; e < 4; e++)
                         g->qs[c * 32 + i * 4 + e] =
-                            src ? (uint8_t)((uint8_t)src->qs[4 * c + e] ^ 0x80) : 0x80;
+                            src ? (uint8_t)((uint8_t)src->qs[4 * c + e] ^ KERNEL_Q8_R8_BIAS)
+                                : KERNEL_Q8_R8_BIAS;
             }
         }
     }
@@ -113,7 +114,8 @@ static float dot_packed(const uint8_t *restrict G, size_t lane, const block_q8_0
             d = g->d[lane];
             for (size_t c = 0; c < 8; c++)
                 for (size_t e = 0; e < 4; e++)
-                    sumi += ((int)g->qs[c * 32 + lane * 4 + e] - 128) * x[b].qs[4 * c + e];
+                    sumi += (int8_t)(uint8_t)(g->qs[c * 32 + lane * 4 + e] ^ KERNEL_Q8_R8_BIAS) *
+                            x[b].qs[4 * c + e];
         }
         sumf = fmaf((float)sumi, fp16_to_fp32(d) * fp16_to_fp32(x[b].d), sumf);
     }
