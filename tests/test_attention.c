@@ -3,8 +3,9 @@
  * and 4, head sizes with and without a tail of 8, position counts that end
  * inside a block, on a block edge and one past it; and the same row's
  * output is bit-identical whatever the scratch held before (no state), and
- * whether it runs alone or in a run of rows (attn_group_rows); also with a
- * sliding window and soft-capping (Gemma). */
+ * whether it runs alone, in a run of rows (attn_group_rows) or beside
+ * other heads (attn_heads); also with a sliding window and soft-capping
+ * (Gemma). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -101,6 +102,31 @@ static void check_mods(uint32_t kv_type, uint32_t n_kv_heads, uint32_t group, ui
                       "%.9g",
                       kv_type, n_kv_heads, group, head_dim, n_pos, kvh, i, got[i], want[i]);
     }
+    /* several heads in one call (batched decode) and a range that does not
+     * start at 0: each head's output equals attn_group's, bit for bit */
+    {
+        const size_t hn = (size_t)n_kv_heads * qn;
+        float *hq = malloc(sizeof(float) * hn), *hout = malloc(sizeof(float) * hn);
+        float *hscores = malloc(sizeof(float) * n_kv_heads * group * n_pos);
+        for (size_t i = 0; i < hn; i++)
+            hq[i] = rnd(&s);
+        for (uint32_t h0 = 0; h0 < 2 && h0 < n_kv_heads; h0++) {
+            for (size_t i = 0; i < (size_t)n_kv_heads * group * n_pos; i++)
+                hscores[i] = 1e30f;
+            attn_heads(hout, hq + h0 * qn, kv, seq, 1, h0, n_kv_heads, group, head_dim, n_pos,
+                       scale, mods, hscores);
+            for (uint32_t kvh = h0; kvh < n_kv_heads; kvh++) {
+                attn_group(got, hq + kvh * qn, kv, seq, 1, kvh, group, head_dim, n_pos, scale, mods,
+                           scores);
+                cr_assert_eq(memcmp(got, hout + (kvh - h0) * qn, sizeof(float) * qn), 0,
+                             "type %u group %u hd %u n_pos %u: head %u of heads [%u, %u) differs",
+                             kv_type, group, head_dim, n_pos, kvh, h0, n_kv_heads);
+            }
+        }
+        free(hscores);
+        free(hout);
+        free(hq);
+    }
     /* runs of 1..ATTN_ROWS rows ending at n_pos: each row equals attn_group alone */
     const size_t ld = qn + 3;
     float *qs = malloc(sizeof(float) * ld * ATTN_ROWS),
@@ -163,6 +189,9 @@ Test(attention, matches_reference_for_f16_and_f32_kv_gqa_groups_and_awkward_size
             for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
                 for (size_t n = 0; n < sizeof n_pos / sizeof n_pos[0]; n++)
                     check(types[t], 2, groups[g], head_dims[h], n_pos[n]);
+    /* more heads than two, for attn_heads' walk across them (110M: 12 of 64) */
+    check(GGML_TYPE_F16, 5, 1, 64, 100);
+    check(GGML_TYPE_F16, 3, 2, 64, 33);
 }
 
 /* Q8_0 KV: the reference reads the same dequantized values (d * q), so the

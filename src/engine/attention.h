@@ -34,6 +34,15 @@ void attn_group(float *restrict out, const float *restrict q, const kv_cache *kv
                 uint32_t layer, uint32_t kvh, uint32_t group, uint32_t head_dim, uint32_t n_pos,
                 float scale, attn_mods mods, float *restrict scores);
 
+/* attn_group for the kv heads [h0, h1) of one row, read block by block
+ * across the heads (a block holds a layer's heads side by side): q and out
+ * hold (h1 - h0) * group vectors of head_dim, head h0's group first;
+ * scores: (h1 - h0) * group * n_pos floats. Each head's output is
+ * attn_group's, bit for bit. */
+void attn_heads(float *restrict out, const float *restrict q, const kv_cache *kv, const kv_seq *seq,
+                uint32_t layer, uint32_t h0, uint32_t h1, uint32_t group, uint32_t head_dim,
+                uint32_t n_pos, float scale, attn_mods mods, float *restrict scores);
+
 /* Rows at consecutive positions of one sequence share each K/V chunk: the
  * chunk is widened from F16 to float once into scratch and every row reads
  * it, with the same FMA sequence per element as attn_group, so each row's

@@ -216,7 +216,7 @@ static void qkv_post(float *q, float *k, float *v, const llama_layer *L, const l
 }
 
 /* Attention of one step and layer, for the pool: task t is (row run
- * t / n_kv_heads, kv head t % n_kv_heads). */
+ * t / n_chunks, kv heads chunk t % n_chunks), heads_per_task heads a chunk. */
 typedef struct attn_job {
     fwd_state *s;
     const llama_config *cfg;
@@ -225,7 +225,12 @@ typedef struct attn_job {
     uint32_t layer;
     float scale;
     attn_mods mods;
+    uint32_t heads_per_task;
 } attn_job;
+
+static size_t attn_chunks(const attn_job *j) {
+    return (j->cfg->n_kv_heads + j->heads_per_task - 1) / j->heads_per_task;
+}
 
 static void attn_task(void *arg, size_t t, int thread) {
     const attn_job *j = arg;
@@ -233,15 +238,37 @@ static void attn_task(void *arg, size_t t, int thread) {
     const llama_config *c = j->cfg;
     const size_t q_dim = (size_t)c->n_heads * c->head_dim;
     const uint32_t group = c->n_heads / c->n_kv_heads;
-    const size_t run = t / c->n_kv_heads;
-    const uint32_t kvh = (uint32_t)(t % c->n_kv_heads);
+    const size_t n_chunks = attn_chunks(j), run = t / n_chunks;
+    const uint32_t h0 = (uint32_t)(t % n_chunks) * j->heads_per_task;
+    const uint32_t h1 =
+        h0 + j->heads_per_task < c->n_kv_heads ? h0 + j->heads_per_task : c->n_kv_heads;
     const size_t r = s->run_first[run];
+    const uint32_t n_rows = s->run_first[run + 1] - s->run_first[run];
     const fwd_row *row = &j->b->rows[r];
     float *scratch = s->scores + s->scores_stride * (size_t)thread;
-    const size_t off = r * q_dim + (size_t)kvh * group * c->head_dim;
-    attn_group_rows(s->att + off, s->q + off, q_dim, j->kv, j->b->seqs[row->seq], j->layer, kvh,
-                    group, c->head_dim, row->pos + 1, s->run_first[run + 1] - s->run_first[run],
-                    j->scale, j->mods, scratch);
+    const size_t off = r * q_dim + (size_t)h0 * group * c->head_dim;
+    if (n_rows == 1) {
+        attn_heads(s->att + off, s->q + off, j->kv, j->b->seqs[row->seq], j->layer, h0, h1, group,
+                   c->head_dim, row->pos + 1, j->scale, j->mods, scratch);
+        return;
+    }
+    for (uint32_t h = h0; h < h1; h++) {
+        const size_t o = off + (size_t)(h - h0) * group * c->head_dim;
+        attn_group_rows(s->att + o, s->q + o, q_dim, j->kv, j->b->seqs[row->seq], j->layer, h,
+                        group, c->head_dim, row->pos + 1, n_rows, j->scale, j->mods, scratch);
+    }
+}
+
+/* KV heads per attention task. A step of single-row runs (decode) with
+ * runs enough to keep every thread busy gives each task all of a row's
+ * heads, read a block at a time across them (attn_heads); otherwise one
+ * head a task, so a few rows, or a prompt's runs, still spread over the
+ * threads. At most ATTN_ROWS heads: the scratch holds ATTN_ROWS * group *
+ * max_ctx scores per thread. */
+static uint32_t attn_heads_per_task(const llama_config *c, size_t n_runs, size_t n_rows,
+                                    int n_threads) {
+    if (n_runs != n_rows || n_runs < 4 * (size_t)n_threads) return 1;
+    return c->n_kv_heads < ATTN_ROWS ? c->n_kv_heads : ATTN_ROWS;
 }
 
 /* K/V row into the cache. F16: F16C's round-to-nearest-even, the same
@@ -378,8 +405,9 @@ static int attention_layer(fwd_state *s, const llama_model *m, kv_cache *kv, con
             store_row(kv_v_head(kv, seq, l, row->pos, h), s->v + off, c->head_dim, kv->kv_type);
         }
     }
-    /* one task per (run, kv head): the group's query heads and the run's rows
+    /* tasks of (run, kv heads): the group's query heads and the run's rows
      * share each K/V block read */
+    tps_pool *pool = kernel_ctx_pool(s->kc);
     attn_job aj = {.s = s,
                    .cfg = c,
                    .b = b,
@@ -387,8 +415,8 @@ static int attention_layer(fwd_state *s, const llama_model *m, kv_cache *kv, con
                    .layer = l,
                    .scale = qs.attn,
                    .mods = {.window = swa ? c->n_swa : 0, .softcap = c->attn_softcap}};
-    const size_t n_tasks = n_runs * c->n_kv_heads;
-    tps_pool *pool = kernel_ctx_pool(s->kc);
+    aj.heads_per_task = attn_heads_per_task(c, n_runs, n, pool ? tps_pool_threads(pool) : 1);
+    const size_t n_tasks = n_runs * attn_chunks(&aj);
     if (pool)
         tps_pool_run(pool, n_tasks, attn_task, &aj);
     else
