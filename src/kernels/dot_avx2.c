@@ -500,8 +500,9 @@ ALWAYS_INLINE void pack_group_gather(uint8_t *restrict dst, const uint8_t *restr
         memcpy(g, d, sizeof d);
         for (int c = 0; c < n_c; c++) {
             __m256i v = _mm256_i32gather_epi32((const int *)(src + 2 + 4 * c), idx, 1);
-            if (!is_q4 && KERNEL_Q8_R8_BIAS)
-                v = _mm256_xor_si256(v, _mm256_set1_epi8((char)KERNEL_Q8_R8_BIAS));
+#if KERNEL_Q8_R8_BIAS
+            if (!is_q4) v = _mm256_xor_si256(v, _mm256_set1_epi8((char)KERNEL_Q8_R8_BIAS));
+#endif
             _mm256_storeu_si256((__m256i *)(g + 16 + 32 * c), v);
         }
     }
