@@ -216,7 +216,11 @@ static void qkv_post(float *q, float *k, float *v, const llama_layer *L, const l
 }
 
 /* Attention of one step and layer, for the pool: task t is (row run
- * t / n_chunks, kv heads chunk t % n_chunks), heads_per_task heads a chunk. */
+ * n_runs - 1 - t / n_chunks, kv heads chunk t % n_chunks), heads_per_task
+ * heads a chunk. Last runs first: a prompt's later runs attend to more
+ * positions, and the pool's threads claim tasks in order, so the largest
+ * go first and the short ones fill in at the end (in a 512-token prefill
+ * the last run's tasks are 30x the first's). */
 typedef struct attn_job {
     fwd_state *s;
     const llama_config *cfg;
@@ -226,6 +230,7 @@ typedef struct attn_job {
     float scale;
     attn_mods mods;
     uint32_t heads_per_task;
+    size_t n_runs;
 } attn_job;
 
 static size_t attn_chunks(const attn_job *j) {
@@ -238,7 +243,7 @@ static void attn_task(void *arg, size_t t, int thread) {
     const llama_config *c = j->cfg;
     const size_t q_dim = (size_t)c->n_heads * c->head_dim;
     const uint32_t group = c->n_heads / c->n_kv_heads;
-    const size_t n_chunks = attn_chunks(j), run = t / n_chunks;
+    const size_t n_chunks = attn_chunks(j), run = j->n_runs - 1 - t / n_chunks;
     const uint32_t h0 = (uint32_t)(t % n_chunks) * j->heads_per_task;
     const uint32_t h1 =
         h0 + j->heads_per_task < c->n_kv_heads ? h0 + j->heads_per_task : c->n_kv_heads;
@@ -416,6 +421,7 @@ static int attention_layer(fwd_state *s, const llama_model *m, kv_cache *kv, con
                    .scale = qs.attn,
                    .mods = {.window = swa ? c->n_swa : 0, .softcap = c->attn_softcap}};
     aj.heads_per_task = attn_heads_per_task(c, n_runs, n, pool ? tps_pool_threads(pool) : 1);
+    aj.n_runs = n_runs;
     const size_t n_tasks = n_runs * attn_chunks(&aj);
     if (pool)
         tps_pool_run(pool, n_tasks, attn_task, &aj);
