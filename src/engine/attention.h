@@ -47,7 +47,13 @@ void attn_heads(float *restrict out, const float *restrict q, const kv_cache *kv
  * chunk is widened from F16 to float once into scratch and every row reads
  * it, with the same FMA sequence per element as attn_group, so each row's
  * output is bit-identical to attn_group's. */
-#define ATTN_ROWS  32 /* rows per attn_group_rows call at most */
+/* Each run widens every chunk it attends to, so a prompt's chunk of n rows
+ * widens its K/V prefix about n / (2 * ATTN_ROWS) times over. The
+ * 512-token prefill's attention, 12 layers on 2 threads (a scratch bench
+ * of this call): 32 rows 61.5 ms, 64 rows 52 ms, 128 rows 59 ms on the
+ * AVX2 tier; native 61.7 / 53.6 / 57.3 ms. The scores scratch grows with
+ * it: ATTN_ROWS * group floats per context position and thread. */
+#define ATTN_ROWS  64 /* rows per attn_group_rows call at most */
 #define ATTN_CHUNK 16 /* positions widened at a time */
 
 /* Floats of scratch attn_group_rows needs for up to ATTN_ROWS rows whose
