@@ -381,7 +381,10 @@ static void wait_tokens(engine *e, result *slots[], int n_slots, result *r, size
 }
 
 /* B shares A's 200-token prompt; A is cancelled while both decode. B
- * finishes as if alone; every block comes back. */
+ * finishes as if alone; every block comes back. A may decode up to the
+ * context (300 tokens), so it is still decoding when the cancel comes:
+ * with B's 100 it had finished first once in a ctest -j2 run (100 tokens
+ * of stories260K take ~10 ms, a descheduled test thread longer). */
 Test(prefix_cache, cancelled_request_leaves_shared_blocks_to_the_other) {
     REQUIRE_SHARED("models/stories260K.gguf");
     env v;
@@ -393,7 +396,9 @@ Test(prefix_cache, cancelled_request_leaves_shared_blocks_to_the_other) {
     result **ref = results_new(1, 1), **got = results_new(2, 1);
     reference(&v, &q, 1, ref);
     engine *e = env_engine(&v, 4, 64, 0, GGML_TYPE_F16, false);
-    uint64_t a = submit_req(e, &q, got[0]);
+    req qa = q;
+    qa.max_tokens = 300;
+    uint64_t a = submit_req(e, &qa, got[0]);
     wait_tokens(e, got, 2, got[0], 1);
     submit_req(e, &q, got[1]);
     wait_tokens(e, got, 2, got[1], 2);
