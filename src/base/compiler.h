@@ -7,4 +7,10 @@
  * block's arithmetic. */
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
+/* Makes the vector variable v live in a register at this point, for no
+ * instruction: GCC can then neither fold its load into each instruction that
+ * reads it (a load per use) nor reassociate a chain of adds through it. The
+ * kernels' chain_pin and attention's reg_ps are this. */
+#define KEEP_IN_REGISTER(v) __asm__("" : "+x"(v))
+
 #endif

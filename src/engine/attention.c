@@ -28,7 +28,7 @@
 #define ATTN_AVX2 0
 #endif
 
-#include "base/compiler.h" /* ALWAYS_INLINE */
+#include "base/compiler.h" /* ALWAYS_INLINE, KEEP_IN_REGISTER */
 
 /* First K (or V) row of kv head kvh in block table entry blk at layer;
  * consecutive positions of the block are head_dim elements apart. */
@@ -83,7 +83,7 @@ ALWAYS_INLINE __m256 fold8(const __m256 a[8]) {
  * read once per row of the tile: 8-10 loads per 8 FMAs, and the tiles ran
  * at about one FMA per cycle. */
 ALWAYS_INLINE __m256 reg_ps(__m256 v) {
-    __asm__("" : "+x"(v));
+    KEEP_IN_REGISTER(v);
     return v;
 }
 

@@ -119,7 +119,6 @@ void quantize_row_q8_0_avx2(block_q8_0 *restrict y, const float *restrict x, siz
  * int16: Q4_0 nibbles (15 x 127) or |w| x sign(x, w) (128 x 127), which is
  * how the Q8_0 step runs there. Every variant gives the same integers. */
 #define Q_VNNI KERNEL_VNNI
-_Static_assert((KERNEL_Q8_R8_BIAS != 0) == Q_VNNI, "packed Q8_0 is unsigned exactly with VNNI");
 #if Q_VNNI
 #define dpbusd kernel_dpbusd_vnni
 #else

@@ -70,14 +70,16 @@ void kernel_quantize_act(uint8_t *restrict row, const float *restrict x, size_t 
  * nibble is element 4c + e, its high nibble element 16 + 4c + e.
  * A packed matrix is groups of 8 rows, each nb group blocks in block order;
  * it takes exactly the bytes of the plain one (8 * 34 and 8 * 18). */
-/* Every file of a build sees the same -march, so packer, scalar tier and
- * vector tiles agree on it (vnni.h decides KERNEL_VNNI from the same
- * macros). */
+/* Whether this build has a 256-bit int8 dot instruction (AVX-512 VNNI with
+ * VL, or AVX-VNNI; vnni.h picks which). Every file of a build sees the same
+ * -march, so the packer, the scalar tier and the vector tiles agree on the
+ * layout that follows from it. */
 #if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
-#define KERNEL_Q8_R8_BIAS 0x80
+#define KERNEL_VNNI 1
 #else
-#define KERNEL_Q8_R8_BIAS 0x00
+#define KERNEL_VNNI 0
 #endif
+#define KERNEL_Q8_R8_BIAS (KERNEL_VNNI ? 0x80 : 0x00)
 
 typedef struct block_q8_0x8 {
     uint16_t d[8];
