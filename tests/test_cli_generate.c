@@ -3,10 +3,12 @@
  * a clear error. */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "model/llama_model.h"
 #include "support/test_support.h"
 
 static char *model_arg(void) {
@@ -50,6 +52,54 @@ Test(cli_generate, text_goes_to_stdout_and_figures_name_their_windows) {
     cr_expect(strstr(out, "decode:") && strstr(out, "window: first generated token"), "%s", out);
     cr_expect(strstr(out, "tokens/s") != NULL, "%s", out);
     free(out);
+}
+
+/* The decode window's GB/s counts every weight once a token and the K and
+ * V of each token's context: the step that yields token k reads the
+ * prompt and the k - 1 tokens before it. Counted here from the model's
+ * shape, for both KV element sizes stories260K allows. */
+Test(cli_generate, decode_bandwidth_counts_the_weights_and_each_token_s_context) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    char *path = shared_path("models/stories260K.gguf");
+    llama_model *m = NULL;
+    tps_err err = {0};
+    cr_assert_eq(llama_model_load(&m, path, &err), 0, "%s", err.msg);
+    free(path);
+    const double kv_dim = (double)m->cfg.n_kv_heads * m->cfg.head_dim;
+    const double n_layers = m->cfg.n_layers;
+    llama_model_free(m);
+    const struct {
+        const char *type;
+        double elem;
+    } kinds[] = {{"f16", 2}, {"f32", 4}};
+    for (size_t i = 0; i < 2; i++) {
+        char args[2048], *out;
+        snprintf(args, sizeof args,
+                 "generate -m %s -p 'Once upon a time' -n 20 --ignore-eos --kv-type %s --json",
+                 model_arg(), kinds[i].type);
+        cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+        json_t *o = json_loads(out, 0, NULL);
+        cr_assert_not_null(o, "not JSON: %s", out);
+        const double n_prompt = (double)json_integer_value(json_object_get(o, "n_prompt"));
+        const json_int_t n = json_integer_value(json_object_get(o, "n_generated"));
+        cr_assert_eq(n, 20);
+        double positions = 0;
+        for (json_int_t k = 2; k <= n; k++)
+            positions += n_prompt + (double)k - 1;
+        const double kv = 2 * n_layers * kv_dim * kinds[i].elem * positions;
+        const double got = json_real_value(json_object_get(o, "decode_kv_bytes"));
+        cr_expect(fabs(got - kv) < 0.5, "%s: decode_kv_bytes %.1f, expected %.1f", kinds[i].type,
+                  got, kv);
+        const double weights =
+            (double)json_integer_value(json_object_get(o, "weight_bytes_per_token"));
+        const double bytes = json_real_value(json_object_get(o, "decode_gbps")) * 1e9 *
+                             json_real_value(json_object_get(o, "decode_ms")) / 1e3;
+        const double want = (double)(n - 1) * weights + kv;
+        cr_expect(fabs(bytes - want) <= 1e-6 * want,
+                  "%s: %.1f bytes over the window, expected %.1f", kinds[i].type, bytes, want);
+        json_decref(o);
+        free(out);
+    }
 }
 
 Test(cli_generate, empty_prompt_is_bos_only) {

@@ -198,6 +198,19 @@ Test(engine, cancel_mid_prefill_and_mid_decode_returns_every_block) {
     env_close(&v);
 }
 
+/* A sliding-window layer reads at most its window's K and V; the others
+ * the whole context. 6 layers of which every 3rd is global (llama.cpp's
+ * pattern: layers 2 and 5), window 4, F16 rows of 2 heads x 8. */
+Test(engine, kv_bytes_attended_counts_each_layer_s_window) {
+    llama_config c = {.n_layers = 6, .n_kv_heads = 2, .head_dim = 8, .n_swa = 4, .swa_period = 3};
+    const double row = 2 * 8 * 2; /* heads x head_dim x F16 */
+    cr_expect_eq(engine_kv_bytes_attended(&c, GGML_TYPE_F16, 10), 2 * row * (4 * 4 + 2 * 10));
+    cr_expect_eq(engine_kv_bytes_attended(&c, GGML_TYPE_F16, 3), 2 * row * (6 * 3));
+    cr_expect_eq(engine_kv_bytes_attended(&c, GGML_TYPE_F32, 10), 2 * 2 * row * (4 * 4 + 2 * 10));
+    c.n_swa = 0;
+    cr_expect_eq(engine_kv_bytes_attended(&c, GGML_TYPE_F16, 10), 2 * row * (6 * 10));
+}
+
 Test(engine, rejects_what_could_never_run_with_both_numbers) {
     REQUIRE_SHARED("models/stories260K.gguf");
     env v;

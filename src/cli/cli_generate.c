@@ -97,6 +97,11 @@ static const opt_cmd gen_cmd = {
              "           token)\n"
              "  decode:  tokens generated after the first / time from the first generated\n"
              "           token to the last (batch size 1: bound by memory bandwidth)\n"
+             "  and the decode window's GB/s: every weight once per token, and the K and\n"
+             "  V of each token's context (prompt and tokens before it; a sliding-window\n"
+             "  layer its window), over the window's time, beside the machine's measured\n"
+             "  read bandwidth (tps machine). --json: decode_gbps, weight_bytes_per_token,\n"
+             "  kv_bytes_per_token (mean) and decode_kv_bytes.\n"
              "\n",
     .rows = gen_rows,
 };
@@ -169,13 +174,16 @@ static void gen_collect(engine *e, bool stream, gen_out *g, tps_err *err) {
 
 /* Each window's figures. */
 typedef struct gen_figures {
-    double prefill_s, decode_s, prefill_tps, decode_tps, gbps;
+    double prefill_s, decode_s, prefill_tps, decode_tps;
+    double kv_bytes;   /* K and V the decode window's steps read */
+    double gbps;       /* weights and KV read over the decode window */
     double read_gbs;   /* this machine's read bandwidth (tps machine); 0: unknown */
     size_t n_computed; /* prompt tokens the prefix cache did not hold */
 } gen_figures;
 
 static void gen_print_json(const gen_out *g, const gen_figures *f, const int32_t *ids, size_t n_ids,
                            uint64_t bytes_per_token) {
+    const size_t n_dec = g->n ? g->n - 1 : 0;
     json_t *j = json_object(), *pa = json_array(), *ta = json_array();
     for (size_t i = 0; i < n_ids; i++)
         json_array_append_new(pa, json_integer(ids[i]));
@@ -199,14 +207,27 @@ static void gen_print_json(const gen_out *g, const gen_figures *f, const int32_t
         json_object_set_new(j, "decode_bandwidth_fraction", json_real(f->gbps / f->read_gbs));
     }
     json_object_set_new(j, "weight_bytes_per_token", json_integer((json_int_t)bytes_per_token));
+    json_object_set_new(j, "decode_kv_bytes", json_real(f->kv_bytes));
+    json_object_set_new(j, "kv_bytes_per_token",
+                        json_real(n_dec ? f->kv_bytes / (double)n_dec : 0));
     char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
     printf("%s\n", s);
     free(s);
     json_decref(j);
 }
 
+/* K and V bytes the decode window reads: the step that yields token k
+ * (k = 2 .. n) computes token k - 1's row, which attends to the prompt and
+ * the k - 1 tokens generated before it. */
+static double decode_kv_bytes(const llama_config *c, uint32_t kv_type, size_t n_prompt, size_t n) {
+    double bytes = 0;
+    for (size_t k = 2; k <= n; k++)
+        bytes += engine_kv_bytes_attended(c, kv_type, n_prompt + k - 1);
+    return bytes;
+}
+
 static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, size_t n_ids,
-                      uint64_t bytes_per_token, double read_gbs) {
+                      const llama_config *cfg, uint64_t bytes_per_token, double read_gbs) {
     const engine_timings *tm = &g->tm;
     gen_figures f = {0};
     f.prefill_s = tm->t_first_token ? (double)(tm->t_first_token - tm->t_first_scheduled) / 1e9 : 0;
@@ -214,7 +235,10 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
     f.n_computed = n_ids - tm->cached_tokens;
     f.prefill_tps = f.prefill_s > 0 ? (double)f.n_computed / f.prefill_s : 0;
     f.decode_tps = f.decode_s > 0 ? (double)(g->n - 1) / f.decode_s : 0;
-    f.gbps = f.decode_tps * (double)bytes_per_token / 1e9;
+    f.kv_bytes = decode_kv_bytes(cfg, o->kv_type, n_ids, g->n);
+    f.gbps = f.decode_s > 0
+                 ? ((double)(g->n - 1) * (double)bytes_per_token + f.kv_bytes) / f.decode_s / 1e9
+                 : 0;
     f.read_gbs = read_gbs;
     if (o->json) {
         gen_print_json(g, &f, ids, n_ids, bytes_per_token);
@@ -227,14 +251,16 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
             "the prompt -> first logits]\n"
             "decode:  %zu tokens in %.2f ms = %.1f tokens/s   [window: first generated token "
             "-> last; %zu generated in all, finish: %s]\n"
-            "         %.2f GB/s of weights read (%.1f MiB per token)\n",
+            "         %.2f GB/s read (%.1f MiB of weights and %.1f MiB of KV cache per token)\n",
             n_ids, tm->cached_tokens, f.n_computed, f.prefill_s * 1e3, f.prefill_tps,
             g->n ? g->n - 1 : 0, f.decode_s * 1e3, f.decode_tps, g->n, engine_finish_name(g->fin),
-            f.gbps, (double)bytes_per_token / 1048576.0);
+            f.gbps, (double)bytes_per_token / 1048576.0,
+            g->n > 1 ? f.kv_bytes / (double)(g->n - 1) / 1048576.0 : 0);
     if (read_gbs > 0)
         fprintf(stderr,
-                "         = %.0f%% of the %.1f GB/s this machine reads (tps machine): decode "
-                "streams every weight once per token, so this is its roofline\n",
+                "         = %.0f%% of the %.1f GB/s this machine reads (tps machine): a decoded "
+                "token reads every weight and its context's K and V once, so this is its "
+                "roofline\n",
                 100.0 * f.gbps / read_gbs, read_gbs);
 }
 
@@ -303,7 +329,7 @@ int cli_generate(int argc, char **argv) {
     int nth = o.threads ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (machine_limits_get(&ml, nth, &merr))
         fprintf(stderr, "tps generate: no machine limits: %s\n", merr.msg);
-    gen_print(&o, &out, ids, n_ids, m->w.bytes_per_token, ml.read_gbs);
+    gen_print(&o, &out, ids, n_ids, &m->cfg, m->w.bytes_per_token, ml.read_gbs);
     status = 0;
 done:
     if (status) fprintf(stderr, "tps generate: %s\n", err.msg);

@@ -57,7 +57,6 @@ struct engine {
     step_cost cost;       /* the step-time model prompt chunks are sized by */
     double row_macs;      /* multiply-adds of one token row through the weights */
     double attn_pos_macs; /* multiply-adds of one row attending one position */
-    size_t kv_pos_bytes;  /* K and V bytes of one position, every layer */
     uint64_t target_ns;   /* ITL target for a step carrying decode rows; 0: none */
     engine_stats local;   /* counters the engine thread updates; copied to st under mu */
 
@@ -664,10 +663,10 @@ typedef struct step_plan {
     uint32_t prefill_rows, decode_rows, cached_rows;
     uint32_t prompt_seqs; /* sequences with prompt rows still to compute */
     uint64_t preempt_before;
-    double work;         /* the step's size in the cost model's units */
-    double pred_ns;      /* its predicted time */
-    double attended;     /* positions attended, summed over rows */
-    double kv_positions; /* KV positions read: each sequence's last row's context */
+    double work;     /* the step's size in the cost model's units */
+    double pred_ns;  /* its predicted time */
+    double attended; /* positions attended, summed over rows */
+    double kv_bytes; /* KV bytes read: each sequence's last row's context */
 } step_plan;
 
 /* Prompt rows a step carrying decode rows always gives prompts, whatever
@@ -717,7 +716,7 @@ static void plan_rows(engine *e, step_plan *pl, seq *s, uint32_t n) {
     double w = step_cost_work(&e->cost, n, att);
     pl->work += w;
     pl->attended += att;
-    pl->kv_positions += s->n_computed + n;
+    pl->kv_bytes += engine_kv_bytes_attended(&e->m->cfg, e->kv->kv_type, s->n_computed + n);
     pl->pred_ns += e->cost.c1_ns * w;
     add_rows(e, s, n, &pl->n_rows, &pl->n_batch);
     pl->budget -= n;
@@ -843,7 +842,7 @@ static void record_step(engine *e, const step_plan *pl, uint32_t generated, uint
      * the stream), each sequence's KV once, and the multiply-adds */
     e->local.step_seconds_total += (double)(t1 - pl->t0) * 1e-9;
     e->local.weight_bytes_read_total += (double)e->m->w.bytes_per_token;
-    e->local.kv_bytes_read_total += pl->kv_positions * (double)e->kv_pos_bytes;
+    e->local.kv_bytes_read_total += pl->kv_bytes;
     e->local.macs_total += (double)pl->n_rows * e->row_macs + pl->attended * e->attn_pos_macs;
     pthread_mutex_lock(&e->mu);
     hist_record(e->h_step_ns, t1 - pl->t0);
@@ -1002,8 +1001,16 @@ static int time_rows(engine *e, uint32_t n, int reps, double *best_ns, tps_err *
     return rc;
 }
 
+double engine_kv_bytes_attended(const llama_config *c, uint32_t kv_type, uint64_t n_ctx) {
+    const double row = (double)kv_cache_row_bytes(kv_type, c->n_kv_heads * c->head_dim);
+    double positions = 0;
+    for (uint32_t l = 0; l < c->n_layers; l++)
+        positions += (double)(llama_config_is_swa(c, l) && n_ctx > c->n_swa ? c->n_swa : n_ctx);
+    return 2.0 * row * positions;
+}
+
 /* A row's multiply-adds through the weights and per attended position
- * (QK and AV, every layer), and one position's K/V bytes. */
+ * (QK and AV, every layer). */
 static void count_costs(engine *e) {
     const llama_config *c = &e->m->cfg;
     double kv_dim = (double)c->n_kv_heads * c->head_dim, q_dim = (double)c->n_heads * c->head_dim;
@@ -1011,8 +1018,6 @@ static void count_costs(engine *e) {
                       (c->dim * (q_dim + 2 * kv_dim) + q_dim * c->dim + 3.0 * c->dim * c->ffn_dim) +
                   (double)c->dim * c->n_vocab;
     e->attn_pos_macs = (double)c->n_layers * 2.0 * q_dim;
-    e->kv_pos_bytes =
-        2 * (size_t)c->n_layers * kv_cache_row_bytes(e->kv->kv_type, (uint32_t)kv_dim);
 }
 
 /* Faults in the forward state with one step; with an ITL target, primes

@@ -240,6 +240,10 @@ typedef struct engine_stats {
 } engine_stats;
 
 void engine_get_stats(engine *e, engine_stats *out);
+/* K and V bytes one row attending n_ctx positions reads, every layer (a
+ * sliding-window layer its window's at most): what the stats count as
+ * KV read, and what tps generate counts per decoded token. */
+double engine_kv_bytes_attended(const llama_config *c, uint32_t kv_type, uint64_t n_ctx);
 /* Config of the tokens-per-step histogram (counts up to 2^20, 2 digits). */
 #define ENGINE_HIST_STEP_TOKENS ((hist_config){.lowest = 0, .highest = 1u << 20, .sig_digits = 2})
 
