@@ -384,6 +384,77 @@ static q_scales scales_of(const llama_config *c) {
     return (q_scales){.q = q, .attn = c->arch_info->q_prescale ? 1.0f : q};
 }
 
+/* A layer's work on each row alone (norms, the FFN's activation, the
+ * residual adds): the pool's threads take runs of rows when there are
+ * many. Each row's values are computed as on one thread, so the split
+ * does not move bits. Done by the caller alone they were about 2.5% of a
+ * 512-token prefill on 2 threads (AVX2 tier), the other thread idle. */
+typedef struct rows_job {
+    fwd_state *s;
+    const llama_config *c;
+    const llama_layer *L;
+    void (*row)(const struct rows_job *j, size_t r);
+    size_t n, per_task;
+} rows_job;
+
+#define ROWS_ON_POOL 16 /* rows from which the pool shares the work */
+
+static void rows_task(void *arg, size_t t, int thread) {
+    (void)thread;
+    const rows_job *j = arg;
+    const size_t end = (t + 1) * j->per_task < j->n ? (t + 1) * j->per_task : j->n;
+    for (size_t r = t * j->per_task; r < end; r++)
+        j->row(j, r);
+}
+
+static void each_row(fwd_state *s, const llama_config *c, const llama_layer *L, size_t n,
+                     void (*row)(const rows_job *j, size_t r)) {
+    rows_job j = {.s = s, .c = c, .L = L, .row = row, .n = n, .per_task = n};
+    tps_pool *pool = kernel_ctx_pool(s->kc);
+    if (!pool || n < ROWS_ON_POOL) {
+        rows_task(&j, 0, 0);
+        return;
+    }
+    const size_t n_tasks = 4 * (size_t)tps_pool_threads(pool);
+    j.per_task = (n + n_tasks - 1) / n_tasks;
+    tps_pool_run(pool, (n + j.per_task - 1) / j.per_task, rows_task, &j);
+}
+
+static void attn_norm_row(const rows_job *j, size_t r) {
+    const size_t dim = j->c->dim;
+    kernel_rmsnorm(j->s->xb + r * dim, j->s->x + r * dim, j->L->attn_norm, dim, j->c->rms_eps);
+}
+
+static void ffn_norm_row(const rows_job *j, size_t r) {
+    const size_t dim = j->c->dim;
+    kernel_rmsnorm(j->s->xb + r * dim, j->s->x + r * dim, j->L->ffn_norm, dim, j->c->rms_eps);
+}
+
+/* x += post_norm(proj), the post-norm where the architecture has one. */
+static void residual_row(const rows_job *j, size_t r, const float *post_norm) {
+    const size_t dim = j->c->dim;
+    float *p = j->s->proj + r * dim;
+    if (post_norm) kernel_rmsnorm(p, p, post_norm, dim, j->c->rms_eps);
+    kernel_add(j->s->x + r * dim, j->s->x + r * dim, p, dim);
+}
+
+static void attn_residual_row(const rows_job *j, size_t r) {
+    residual_row(j, r, j->L->attn_post_norm);
+}
+
+static void ffn_residual_row(const rows_job *j, size_t r) {
+    residual_row(j, r, j->L->ffn_post_norm);
+}
+
+static void ffn_act_row(const rows_job *j, size_t r) {
+    const size_t ff = j->c->ffn_dim;
+    float *g = j->s->hb + r * ff, *u = j->s->hb2 + r * ff;
+    if (j->c->arch_info->gemma)
+        kernel_geglu(g, g, u, ff, j->s->gelu);
+    else
+        kernel_swiglu(g, g, u, ff);
+}
+
 /* x += attention(norm(x)) for layer l: Q, K, V, RoPE, the rows' K and V
  * into the cache, attention over each row's own blocks, the output
  * projection. */
@@ -397,8 +468,7 @@ static int attention_layer(fwd_state *s, const llama_model *m, kv_cache *kv, con
     const float rope_base = swa ? c->rope_base_swa : c->rope_base;
     const float rope_scale = swa ? c->rope_scale_swa : c->rope_scale;
     int rc;
-    for (size_t r = 0; r < n; r++)
-        kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->attn_norm, dim, c->rms_eps);
+    each_row(s, c, L, n, attn_norm_row);
     const kernel_mat qkv[3] = {kmat(s->q, &L->wq), kmat(s->k, &L->wk), kmat(s->v, &L->wv)};
     if ((rc = mm_multi(qkv, 3, s, s->xb, n, dim, err))) return rc;
     for (size_t r = 0; r < n; r++) {
@@ -435,37 +505,20 @@ static int attention_layer(fwd_state *s, const llama_model *m, kv_cache *kv, con
         for (size_t t = 0; t < n_tasks; t++)
             attn_task(&aj, t, 0);
     if ((rc = mm(s, s->proj, &L->wo, s->att, n, err))) return rc;
-    for (size_t r = 0; r < n; r++) {
-        if (L->attn_post_norm)
-            kernel_rmsnorm(s->proj + r * dim, s->proj + r * dim, L->attn_post_norm, dim,
-                           c->rms_eps);
-        kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
-    }
+    each_row(s, c, L, n, attn_residual_row);
     return 0;
 }
 
 /* x += down(act(gate(norm(x))) * up(norm(x))) for one layer. */
 static int ffn_layer(fwd_state *s, const llama_config *c, const llama_layer *L, size_t n,
                      tps_err *err) {
-    const size_t dim = c->dim;
     int rc;
-    for (size_t r = 0; r < n; r++)
-        kernel_rmsnorm(s->xb + r * dim, s->x + r * dim, L->ffn_norm, dim, c->rms_eps);
+    each_row(s, c, L, n, ffn_norm_row);
     const kernel_mat gate_up[2] = {kmat(s->hb, &L->w_gate), kmat(s->hb2, &L->w_up)};
-    if ((rc = mm_multi(gate_up, 2, s, s->xb, n, dim, err))) return rc;
-    for (size_t r = 0; r < n; r++) {
-        float *g = s->hb + r * c->ffn_dim, *u = s->hb2 + r * c->ffn_dim;
-        if (c->arch_info->gemma)
-            kernel_geglu(g, g, u, c->ffn_dim, s->gelu);
-        else
-            kernel_swiglu(g, g, u, c->ffn_dim);
-    }
+    if ((rc = mm_multi(gate_up, 2, s, s->xb, n, c->dim, err))) return rc;
+    each_row(s, c, L, n, ffn_act_row);
     if ((rc = mm(s, s->proj, &L->w_down, s->hb, n, err))) return rc;
-    for (size_t r = 0; r < n; r++) {
-        if (L->ffn_post_norm)
-            kernel_rmsnorm(s->proj + r * dim, s->proj + r * dim, L->ffn_post_norm, dim, c->rms_eps);
-        kernel_add(s->x + r * dim, s->x + r * dim, s->proj + r * dim, dim);
-    }
+    each_row(s, c, L, n, ffn_residual_row);
     return 0;
 }
 
