@@ -41,7 +41,7 @@ struct fwd_state {
     float *hb;     /* FFN gate (ffn_dim) */
     float *hb2;    /* FFN up (ffn_dim) */
     float *logits; /* (max_rows, n_vocab) */
-    float *rope;   /* (rope_dim) cos/sin pairs for one row */
+    float *rope;   /* (n_threads, rope_dim) cos/sin pairs for one row, per thread */
     float *gelu;   /* (65536) GELU by F16 input (kernel_gelu_table), Gemma only; else NULL */
     const float *rope_factors; /* (rope_dim/2) frequency divisors or NULL: rope_freqs, else
                                   LongRoPE's short or long set for max_ctx */
@@ -78,7 +78,8 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
     s->scores_stride = attn_rows_scratch(group, c->head_dim, max_ctx);
     size_t per_row =
         3 * (size_t)c->dim + 2 * q_dim + 2 * kv_dim + 2 * (size_t)c->ffn_dim + c->n_vocab;
-    size_t total = per_row * max_rows + c->rope_dim + s->scores_stride * (size_t)n_threads;
+    size_t total =
+        per_row * max_rows + (size_t)c->rope_dim * n_threads + s->scores_stride * (size_t)n_threads;
     s->buf = aligned_alloc(64, (total * sizeof(float) + 63) / 64 * 64);
     s->run_first = malloc((max_rows + 1) * sizeof *s->run_first);
     if (!s->buf || !s->run_first) {
@@ -102,7 +103,7 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
     TAKE(hb, max_rows * c->ffn_dim);
     TAKE(hb2, max_rows * c->ffn_dim);
     TAKE(logits, max_rows * c->n_vocab);
-    TAKE(rope, c->rope_dim);
+    TAKE(rope, (size_t)c->rope_dim * n_threads);
     TAKE(scores, s->scores_stride * (size_t)n_threads);
 #undef TAKE
     /* Fault the rows' scratch in now, not on a step's critical path: a
@@ -393,39 +394,51 @@ typedef struct rows_job {
     fwd_state *s;
     const llama_config *c;
     const llama_layer *L;
-    void (*row)(const struct rows_job *j, size_t r);
+    void (*row)(const struct rows_job *j, size_t r, int thread);
     size_t n, per_task;
+    /* Q/K/V rows (qkv_row) only */
+    const fwd_batch *b;
+    kv_cache *kv;
+    uint32_t layer;
+    float rope_base, rope_scale, q_scale;
 } rows_job;
 
 #define ROWS_ON_POOL 16 /* rows from which the pool shares the work */
 
 static void rows_task(void *arg, size_t t, int thread) {
-    (void)thread;
     const rows_job *j = arg;
     const size_t end = (t + 1) * j->per_task < j->n ? (t + 1) * j->per_task : j->n;
     for (size_t r = t * j->per_task; r < end; r++)
-        j->row(j, r);
+        j->row(j, r, thread);
 }
 
-static void each_row(fwd_state *s, const llama_config *c, const llama_layer *L, size_t n,
-                     void (*row)(const rows_job *j, size_t r)) {
-    rows_job j = {.s = s, .c = c, .L = L, .row = row, .n = n, .per_task = n};
-    tps_pool *pool = kernel_ctx_pool(s->kc);
-    if (!pool || n < ROWS_ON_POOL) {
-        rows_task(&j, 0, 0);
+/* Runs j's row function on rows [0, j->n). */
+static void run_rows(rows_job *j) {
+    tps_pool *pool = kernel_ctx_pool(j->s->kc);
+    j->per_task = j->n;
+    if (!pool || j->n < ROWS_ON_POOL) {
+        rows_task(j, 0, 0);
         return;
     }
     const size_t n_tasks = 4 * (size_t)tps_pool_threads(pool);
-    j.per_task = (n + n_tasks - 1) / n_tasks;
-    tps_pool_run(pool, (n + j.per_task - 1) / j.per_task, rows_task, &j);
+    j->per_task = (j->n + n_tasks - 1) / n_tasks;
+    tps_pool_run(pool, (j->n + j->per_task - 1) / j->per_task, rows_task, j);
 }
 
-static void attn_norm_row(const rows_job *j, size_t r) {
+static void each_row(fwd_state *s, const llama_config *c, const llama_layer *L, size_t n,
+                     void (*row)(const rows_job *j, size_t r, int thread)) {
+    rows_job j = {.s = s, .c = c, .L = L, .row = row, .n = n};
+    run_rows(&j);
+}
+
+static void attn_norm_row(const rows_job *j, size_t r, int thread) {
+    (void)thread;
     const size_t dim = j->c->dim;
     kernel_rmsnorm(j->s->xb + r * dim, j->s->x + r * dim, j->L->attn_norm, dim, j->c->rms_eps);
 }
 
-static void ffn_norm_row(const rows_job *j, size_t r) {
+static void ffn_norm_row(const rows_job *j, size_t r, int thread) {
+    (void)thread;
     const size_t dim = j->c->dim;
     kernel_rmsnorm(j->s->xb + r * dim, j->s->x + r * dim, j->L->ffn_norm, dim, j->c->rms_eps);
 }
@@ -438,21 +451,49 @@ static void residual_row(const rows_job *j, size_t r, const float *post_norm) {
     kernel_add(j->s->x + r * dim, j->s->x + r * dim, p, dim);
 }
 
-static void attn_residual_row(const rows_job *j, size_t r) {
+static void attn_residual_row(const rows_job *j, size_t r, int thread) {
+    (void)thread;
     residual_row(j, r, j->L->attn_post_norm);
 }
 
-static void ffn_residual_row(const rows_job *j, size_t r) {
+static void ffn_residual_row(const rows_job *j, size_t r, int thread) {
+    (void)thread;
     residual_row(j, r, j->L->ffn_post_norm);
 }
 
-static void ffn_act_row(const rows_job *j, size_t r) {
+static void ffn_act_row(const rows_job *j, size_t r, int thread) {
+    (void)thread;
     const size_t ff = j->c->ffn_dim;
     float *g = j->s->hb + r * ff, *u = j->s->hb2 + r * ff;
     if (j->c->arch_info->gemma)
         kernel_geglu(g, g, u, ff, j->s->gelu);
     else
         kernel_swiglu(g, g, u, ff);
+}
+
+/* Row r's Q, K and V after the projections (biases, norms), rotated, and
+ * its K and V into the cache; the RoPE table is the thread's own. */
+static void qkv_row(const rows_job *j, size_t r, int thread) {
+    fwd_state *s = j->s;
+    const llama_config *c = j->c;
+    const size_t q_dim = (size_t)c->n_heads * c->head_dim;
+    const size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    const fwd_row *row = &j->b->rows[r];
+    float *cs = s->rope + (size_t)thread * c->rope_dim;
+    qkv_post(s->q + r * q_dim, s->k + r * kv_dim, s->v + r * kv_dim, j->L, c);
+    rope_table(cs, row->pos, c->rope_dim, j->rope_base, j->rope_scale, s->rope_factors,
+               c->rope_attn_factor);
+    s->rope_apply(s->q + r * q_dim, cs, c->n_heads, c->head_dim, c->rope_dim);
+    s->rope_apply(s->k + r * kv_dim, cs, c->n_kv_heads, c->head_dim, c->rope_dim);
+    if (c->arch_info->q_prescale) kernel_scale(s->q + r * q_dim, j->q_scale, q_dim);
+    const kv_seq *seq = j->b->seqs[row->seq];
+    for (uint32_t h = 0; h < c->n_kv_heads; h++) {
+        const size_t off = r * kv_dim + (size_t)h * c->head_dim;
+        store_row(kv_k_head(j->kv, seq, j->layer, row->pos, h), s->k + off, c->head_dim,
+                  j->kv->kv_type);
+        store_row(kv_v_head(j->kv, seq, j->layer, row->pos, h), s->v + off, c->head_dim,
+                  j->kv->kv_type);
+    }
 }
 
 /* x += attention(norm(x)) for layer l: Q, K, V, RoPE, the rows' K and V
@@ -462,30 +503,24 @@ static int attention_layer(fwd_state *s, const llama_model *m, kv_cache *kv, con
                            uint32_t l, size_t n_runs, q_scales qs, tps_err *err) {
     const llama_config *c = &m->cfg;
     const llama_layer *L = &m->w.layers[l];
-    const size_t n = b->n_rows, dim = c->dim, q_dim = (size_t)c->n_heads * c->head_dim;
-    const size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    const size_t n = b->n_rows;
     const int swa = llama_config_is_swa(c, l);
-    const float rope_base = swa ? c->rope_base_swa : c->rope_base;
-    const float rope_scale = swa ? c->rope_scale_swa : c->rope_scale;
     int rc;
     each_row(s, c, L, n, attn_norm_row);
     const kernel_mat qkv[3] = {kmat(s->q, &L->wq), kmat(s->k, &L->wk), kmat(s->v, &L->wv)};
-    if ((rc = mm_multi(qkv, 3, s, s->xb, n, dim, err))) return rc;
-    for (size_t r = 0; r < n; r++) {
-        const fwd_row *row = &b->rows[r];
-        qkv_post(s->q + r * q_dim, s->k + r * kv_dim, s->v + r * kv_dim, L, c);
-        rope_table(s->rope, row->pos, c->rope_dim, rope_base, rope_scale, s->rope_factors,
-                   c->rope_attn_factor);
-        s->rope_apply(s->q + r * q_dim, s->rope, c->n_heads, c->head_dim, c->rope_dim);
-        s->rope_apply(s->k + r * kv_dim, s->rope, c->n_kv_heads, c->head_dim, c->rope_dim);
-        if (c->arch_info->q_prescale) kernel_scale(s->q + r * q_dim, qs.q, q_dim);
-        const kv_seq *seq = b->seqs[row->seq];
-        for (uint32_t h = 0; h < c->n_kv_heads; h++) {
-            const size_t off = r * kv_dim + (size_t)h * c->head_dim;
-            store_row(kv_k_head(kv, seq, l, row->pos, h), s->k + off, c->head_dim, kv->kv_type);
-            store_row(kv_v_head(kv, seq, l, row->pos, h), s->v + off, c->head_dim, kv->kv_type);
-        }
-    }
+    if ((rc = mm_multi(qkv, 3, s, s->xb, n, c->dim, err))) return rc;
+    rows_job post = {.s = s,
+                     .c = c,
+                     .L = L,
+                     .row = qkv_row,
+                     .n = n,
+                     .b = b,
+                     .kv = kv,
+                     .layer = l,
+                     .rope_base = swa ? c->rope_base_swa : c->rope_base,
+                     .rope_scale = swa ? c->rope_scale_swa : c->rope_scale,
+                     .q_scale = qs.q};
+    run_rows(&post);
     /* tasks of (run, kv heads): the group's query heads and the run's rows
      * share each K/V block read */
     tps_pool *pool = kernel_ctx_pool(s->kc);
