@@ -227,7 +227,8 @@ static double decode_kv_bytes(const llama_config *c, uint32_t kv_type, size_t n_
 }
 
 static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, size_t n_ids,
-                      const llama_config *cfg, uint64_t bytes_per_token, double read_gbs) {
+                      const llama_config *cfg, uint32_t kv_type, uint64_t bytes_per_token,
+                      double read_gbs) {
     const engine_timings *tm = &g->tm;
     gen_figures f = {0};
     f.prefill_s = tm->t_first_token ? (double)(tm->t_first_token - tm->t_first_scheduled) / 1e9 : 0;
@@ -235,7 +236,7 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
     f.n_computed = n_ids - tm->cached_tokens;
     f.prefill_tps = f.prefill_s > 0 ? (double)f.n_computed / f.prefill_s : 0;
     f.decode_tps = f.decode_s > 0 ? (double)(g->n - 1) / f.decode_s : 0;
-    f.kv_bytes = decode_kv_bytes(cfg, o->kv_type, n_ids, g->n);
+    f.kv_bytes = decode_kv_bytes(cfg, kv_type, n_ids, g->n);
     f.gbps = f.decode_s > 0
                  ? ((double)(g->n - 1) * (double)bytes_per_token + f.kv_bytes) / f.decode_s / 1e9
                  : 0;
@@ -329,7 +330,8 @@ int cli_generate(int argc, char **argv) {
     int nth = o.threads ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (machine_limits_get(&ml, nth, &merr))
         fprintf(stderr, "tps generate: no machine limits: %s\n", merr.msg);
-    gen_print(&o, &out, ids, n_ids, &m->cfg, m->w.bytes_per_token, ml.read_gbs);
+    gen_print(&o, &out, ids, n_ids, &m->cfg, engine_get_params(e)->kv_type, m->w.bytes_per_token,
+              ml.read_gbs);
     status = 0;
 done:
     if (status) fprintf(stderr, "tps generate: %s\n", err.msg);

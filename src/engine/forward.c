@@ -385,11 +385,11 @@ static q_scales scales_of(const llama_config *c) {
     return (q_scales){.q = q, .attn = c->arch_info->q_prescale ? 1.0f : q};
 }
 
-/* A layer's work on each row alone (norms, the FFN's activation, the
- * residual adds): the pool's threads take runs of rows when there are
- * many. Each row's values are computed as on one thread, so the split
- * does not move bits. Done by the caller alone they were about 2.5% of a
- * 512-token prefill on 2 threads (AVX2 tier), the other thread idle. */
+/* A layer's work on each row alone (norms, Q/K/V's biases, norms, RoPE
+ * and store, the FFN's activation, the residual adds): the pool's threads
+ * take runs of rows when there are many. Each row's values are computed as on one thread, so the
+ * split does not move bits. Done by the caller alone they were about 2.5% of a 512-token prefill on
+ * 2 threads (AVX2 tier), the other thread idle. */
 typedef struct rows_job {
     fwd_state *s;
     const llama_config *c;
