@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/machine.h"
 #include "model/llama_model.h"
 #include "support/test_support.h"
 
@@ -100,6 +101,93 @@ Test(cli_generate, decode_bandwidth_counts_the_weights_and_each_token_s_context)
         json_decref(o);
         free(out);
     }
+}
+
+/* The prompt's multiply-adds per second, counted from the model's tensors:
+ * every prompt row through the layer matrices, the last row's LM head, and
+ * row p's attention over p + 1 positions (a QK dot and an AV sum per query
+ * head and layer). */
+Test(cli_generate, prefill_multiply_adds_count_every_row_and_one_lm_head) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    char *path = shared_path("models/stories260K.gguf");
+    llama_model *m = NULL;
+    tps_err err = {0};
+    cr_assert_eq(llama_model_load(&m, path, &err), 0, "%s", err.msg);
+    free(path);
+    double body = 0, per_pos = 0;
+    for (uint32_t l = 0; l < m->cfg.n_layers; l++) {
+        const llama_layer *L = &m->w.layers[l];
+        const llama_mat *mats[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
+                                   &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
+            body += (double)mats[i]->rows * mats[i]->cols;
+        per_pos += 2.0 * L->wq.rows;
+    }
+    const double head = (double)m->w.output.rows * m->w.output.cols;
+    llama_model_free(m);
+    char args[2048], *out;
+    snprintf(args, sizeof args,
+             "generate -m %s -p 'Once upon a time, there was a cat' -n 2 --ignore-eos --json",
+             model_arg());
+    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    json_t *o = json_loads(out, 0, NULL);
+    cr_assert_not_null(o, "not JSON: %s", out);
+    const double p = (double)json_integer_value(json_object_get(o, "n_prompt"));
+    const double want = p * body + head + per_pos * p * (p + 1) / 2;
+    const double got = json_real_value(json_object_get(o, "prefill_gmacs")) * 1e9 *
+                       json_real_value(json_object_get(o, "prefill_ms")) / 1e3;
+    cr_expect(fabs(got - want) <= 1e-6 * want, "%.0f multiply-adds over the prefill, expected %.0f",
+              got, want);
+    json_decref(o);
+    free(out);
+}
+
+/* Writes limits for one thread into a fresh cache directory. */
+static void cache_limits(char *dir, double read_gbs, double int8_gops) {
+    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(setenv("XDG_CACHE_HOME", dir, 1), 0);
+    machine_limits m = {.threads = 1,
+                        .read_gbs = read_gbs,
+                        .int8_gops = int8_gops,
+                        .fp32_gflops = int8_gops,
+                        .int8_bits = machine_int8_bits()};
+    machine_cpu_name(m.cpu, sizeof m.cpu);
+    tps_err err = {{0}};
+    cr_assert_eq(machine_cache_save(&m, &err), 0, "%s", err.msg);
+}
+
+static void uncache(const char *dir) {
+    char path[4200];
+    tps_err err = {{0}};
+    cr_assert_eq(machine_cache_path(path, sizeof path, 1, machine_int8_bits(), &err), 0);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/tps", dir);
+    rmdir(path);
+    rmdir(dir);
+    unsetenv("XDG_CACHE_HOME");
+}
+
+/* Past the machine's limits is impossible: the cached limits were measured
+ * on a busy machine, and generate says so and how to measure again. */
+Test(cli_generate, figures_past_the_cached_limits_say_to_measure_again) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    char args[2048], *out;
+    snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 8 --threads 1",
+             model_arg());
+    char low[] = "/tmp/tps-gen-cache-XXXXXX";
+    cache_limits(low, 0.01, 0.01);
+    cr_assert_eq(run_tps(args, true, &out), 0, "%s", out);
+    cr_expect(strstr(out, "note: above this machine's cached limits") != NULL, "%s", out);
+    cr_expect(strstr(out, "tps machine --redo") != NULL, "%s", out);
+    free(out);
+    uncache(low);
+    char high[] = "/tmp/tps-gen-cache-XXXXXX";
+    cache_limits(high, 1e6, 1e9);
+    cr_assert_eq(run_tps(args, true, &out), 0, "%s", out);
+    cr_expect(strstr(out, "note: above") == NULL, "%s", out);
+    cr_expect(strstr(out, "% of the roofline") != NULL, "%s", out);
+    free(out);
+    uncache(high);
 }
 
 Test(cli_generate, empty_prompt_is_bos_only) {

@@ -13,6 +13,7 @@
 #include "kernels/machine.h"
 #include "cli/opt.h"
 #include "engine/engine.h"
+#include "engine/step_cost.h"
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
 
@@ -97,10 +98,17 @@ static const opt_cmd gen_cmd = {
              "           token)\n"
              "  decode:  tokens generated after the first / time from the first generated\n"
              "           token to the last (batch size 1: bound by memory bandwidth)\n"
+             "  the prefill's multiply-adds per second (every prompt row through the\n"
+             "  layers, the last row's LM head, each row's attention) and its fraction of\n"
+             "  the roofline: the longer of its multiply-adds at the machine's int8 peak\n"
+             "  and its bytes at its read bandwidth, over its time (tps machine's rates;\n"
+             "  the int8 peak is the widest dot instruction's, which a weight type may\n"
+             "  not reach: Q8_0 without VNNI needs a sign step per product pair);\n"
              "  and the decode window's GB/s: every weight once per token, and the K and\n"
              "  V of each token's context (prompt and tokens before it; a sliding-window\n"
              "  layer its window), over the window's time, beside the machine's measured\n"
-             "  read bandwidth (tps machine). --json: decode_gbps, weight_bytes_per_token,\n"
+             "  read bandwidth (tps machine). --json: prefill_gmacs,\n"
+             "  prefill_roofline_fraction, decode_gbps, weight_bytes_per_token,\n"
              "  kv_bytes_per_token (mean) and decode_kv_bytes.\n"
              "\n",
     .rows = gen_rows,
@@ -172,13 +180,24 @@ static void gen_collect(engine *e, bool stream, gen_out *g, tps_err *err) {
     g->text[g->len] = 0;
 }
 
+/* What the figures are counted from: the model's shape and the engine's
+ * settings in force. */
+typedef struct gen_model {
+    const llama_config *cfg;
+    uint32_t kv_type;
+    uint64_t bytes_per_token; /* weights read per forward step */
+    uint32_t chunk;           /* prompt rows per step */
+} gen_model;
+
 /* Each window's figures. */
 typedef struct gen_figures {
     double prefill_s, decode_s, prefill_tps, decode_tps;
-    double kv_bytes;   /* K and V the decode window's steps read */
-    double gbps;       /* weights and KV read over the decode window */
-    double read_gbs;   /* this machine's read bandwidth (tps machine); 0: unknown */
-    size_t n_computed; /* prompt tokens the prefix cache did not hold */
+    double prefill_gmacs;    /* the prompt's multiply-adds per second, 1e9 */
+    double prefill_fraction; /* of the roofline (tps machine); 0: unknown */
+    double kv_bytes;         /* K and V the decode window's steps read */
+    double gbps;             /* weights and KV read over the decode window */
+    double read_gbs;         /* this machine's read bandwidth (tps machine); 0: unknown */
+    size_t n_computed;       /* prompt tokens the prefix cache did not hold */
 } gen_figures;
 
 static void gen_print_json(const gen_out *g, const gen_figures *f, const int32_t *ids, size_t n_ids,
@@ -198,6 +217,9 @@ static void gen_print_json(const gen_out *g, const gen_figures *f, const int32_t
     json_object_set_new(j, "n_generated", json_integer((json_int_t)g->n));
     json_object_set_new(j, "prefill_ms", json_real(f->prefill_s * 1e3));
     json_object_set_new(j, "prefill_tps", json_real(f->prefill_tps));
+    json_object_set_new(j, "prefill_gmacs", json_real(f->prefill_gmacs));
+    if (f->prefill_fraction > 0)
+        json_object_set_new(j, "prefill_roofline_fraction", json_real(f->prefill_fraction));
     json_object_set_new(j, "decode_tokens", json_integer(g->n ? (json_int_t)g->n - 1 : 0));
     json_object_set_new(j, "decode_ms", json_real(f->decode_s * 1e3));
     json_object_set_new(j, "decode_tps", json_real(f->decode_tps));
@@ -226,15 +248,43 @@ static double decode_kv_bytes(const llama_config *c, uint32_t kv_type, size_t n_
     return bytes;
 }
 
+/* Past the roofline by more than this, the cached limits are wrong. */
+#define ROOFLINE_SLACK 1.05
+
+/* The prompt's work as the engine counts it: each computed row through the
+ * layers, the last row's LM head, every row's attention over its context,
+ * and per step the weights once and the chunk's last row's K and V. */
+static roofline_work prefill_work(const gen_model *gm, size_t n_cached, size_t n_prompt,
+                                  double seconds) {
+    const engine_macs mc = engine_macs_of(gm->cfg);
+    roofline_work w = {.seconds = seconds};
+    if (n_cached >= n_prompt) return w;
+    const size_t n = n_prompt - n_cached;
+    w.macs = (double)n * mc.body + mc.head +
+             mc.per_attended * step_cost_chunk_attended((uint32_t)n_cached, (uint32_t)n);
+    for (size_t p = n_cached; p < n_prompt; p += gm->chunk) {
+        const size_t end = p + gm->chunk < n_prompt ? p + gm->chunk : n_prompt;
+        w.weight_bytes += (double)gm->bytes_per_token;
+        w.kv_bytes += engine_kv_bytes_attended(gm->cfg, gm->kv_type, end);
+    }
+    return w;
+}
+
 static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, size_t n_ids,
-                      const llama_config *cfg, uint32_t kv_type, uint64_t bytes_per_token,
-                      double read_gbs) {
+                      const gen_model *gm, const machine_limits *ml) {
+    const llama_config *cfg = gm->cfg;
+    const uint32_t kv_type = gm->kv_type;
+    const uint64_t bytes_per_token = gm->bytes_per_token;
+    const double read_gbs = ml->read_gbs;
     const engine_timings *tm = &g->tm;
     gen_figures f = {0};
     f.prefill_s = tm->t_first_token ? (double)(tm->t_first_token - tm->t_first_scheduled) / 1e9 : 0;
     f.decode_s = g->n > 1 ? (double)(g->t_last - tm->t_first_token) / 1e9 : 0;
     f.n_computed = n_ids - tm->cached_tokens;
     f.prefill_tps = f.prefill_s > 0 ? (double)f.n_computed / f.prefill_s : 0;
+    const roofline_work pw = prefill_work(gm, tm->cached_tokens, n_ids, f.prefill_s);
+    f.prefill_gmacs = f.prefill_s > 0 ? pw.macs / f.prefill_s / 1e9 : 0;
+    f.prefill_fraction = roofline_fraction(&pw, ml);
     f.decode_tps = f.decode_s > 0 ? (double)(g->n - 1) / f.decode_s : 0;
     f.kv_bytes = decode_kv_bytes(cfg, kv_type, n_ids, g->n);
     f.gbps = f.decode_s > 0
@@ -250,10 +300,19 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
             "\nprompt:  %zu tokens (%u from the prefix cache)\n"
             "prefill: %zu tokens in %.2f ms = %.1f tokens/s   [window: first forward step of "
             "the prompt -> first logits]\n"
+            "         %.1f G multiply-adds/s\n",
+            n_ids, tm->cached_tokens, f.n_computed, f.prefill_s * 1e3, f.prefill_tps,
+            f.prefill_gmacs);
+    if (f.prefill_fraction > 0)
+        fprintf(stderr,
+                "         = %.0f%% of the roofline (tps machine: %.0f G int8 multiply-adds/s, "
+                "%.1f GB/s): the longer of the prompt's multiply-adds and bytes at those rates, "
+                "over its time\n",
+                100.0 * f.prefill_fraction, ml->int8_gops, read_gbs);
+    fprintf(stderr,
             "decode:  %zu tokens in %.2f ms = %.1f tokens/s   [window: first generated token "
             "-> last; %zu generated in all, finish: %s]\n"
             "         %.2f GB/s read (%.1f MiB of weights and %.1f MiB of KV cache per token)\n",
-            n_ids, tm->cached_tokens, f.n_computed, f.prefill_s * 1e3, f.prefill_tps,
             g->n ? g->n - 1 : 0, f.decode_s * 1e3, f.decode_tps, g->n, engine_finish_name(g->fin),
             f.gbps, (double)bytes_per_token / 1048576.0,
             g->n > 1 ? f.kv_bytes / (double)(g->n - 1) / 1048576.0 : 0);
@@ -263,6 +322,11 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
                 "token reads every weight and its context's K and V once, so this is its "
                 "roofline\n",
                 100.0 * f.gbps / read_gbs, read_gbs);
+    /* nothing runs past its machine's limits: the cached ones were low */
+    if (f.prefill_fraction > ROOFLINE_SLACK || (read_gbs > 0 && f.gbps > ROOFLINE_SLACK * read_gbs))
+        fprintf(stderr,
+                "note: above this machine's cached limits, so they were measured while it was "
+                "busy; run `tps machine --redo` on a quiet machine\n");
 }
 
 int cli_generate(int argc, char **argv) {
@@ -330,8 +394,14 @@ int cli_generate(int argc, char **argv) {
     int nth = o.threads ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (machine_limits_get(&ml, nth, &merr))
         fprintf(stderr, "tps generate: no machine limits: %s\n", merr.msg);
-    gen_print(&o, &out, ids, n_ids, &m->cfg, engine_get_params(e)->kv_type, m->w.bytes_per_token,
-              ml.read_gbs);
+    const engine_params *ep_in_force = engine_get_params(e);
+    const gen_model gm = {.cfg = &m->cfg,
+                          .kv_type = ep_in_force->kv_type,
+                          .bytes_per_token = m->w.bytes_per_token,
+                          .chunk = ep_in_force->prefill_chunk < ep_in_force->max_batch_tokens
+                                       ? ep_in_force->prefill_chunk
+                                       : ep_in_force->max_batch_tokens};
+    gen_print(&o, &out, ids, n_ids, &gm, &ml);
     status = 0;
 done:
     if (status) fprintf(stderr, "tps generate: %s\n", err.msg);

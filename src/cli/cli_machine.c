@@ -46,7 +46,7 @@ int cli_machine(int argc, char **argv) {
     tps_err err = {{0}};
     int rc = 0;
     bool cached = false;
-    if (!o.redo) cached = machine_cache_load(&m, o.threads, &err) == 0 && machine_cache_current(&m);
+    if (!o.redo) cached = machine_cache_load(&m, o.threads, machine_int8_bits(), &err) == 0;
     if (!cached) {
         err = (tps_err){{0}};
         if ((rc = machine_measure(&m, o.threads, 512, &err)) == 0)
@@ -57,7 +57,7 @@ int cli_machine(int argc, char **argv) {
         return 1;
     }
     char path[4200] = "";
-    (void)machine_cache_path(path, sizeof path, o.threads, &err);
+    (void)machine_cache_path(path, sizeof path, o.threads, machine_int8_bits(), &err);
     if (o.json) {
         printf("{\"cpu\":\"%s\",\"threads\":%d,\"read_gbs\":%.2f,\"int8_gops\":%.1f,"
                "\"int8_bits\":%d,\"fp32_gflops\":%.1f,\"cached\":%s,\"cache\":\"%s\"}\n",

@@ -54,11 +54,10 @@ struct engine {
     seq_list waiting, running;
     uint64_t admit_counter;
     trace tr;
-    step_cost cost;       /* the step-time model prompt chunks are sized by */
-    double row_macs;      /* multiply-adds of one token row through the weights */
-    double attn_pos_macs; /* multiply-adds of one row attending one position */
-    uint64_t target_ns;   /* ITL target for a step carrying decode rows; 0: none */
-    engine_stats local;   /* counters the engine thread updates; copied to st under mu */
+    step_cost cost;     /* the step-time model prompt chunks are sized by */
+    engine_macs macs;   /* multiply-adds of a row, its LM head, an attended position */
+    uint64_t target_ns; /* ITL target for a step carrying decode rows; 0: none */
+    engine_stats local; /* counters the engine thread updates; copied to st under mu */
 
     /* shared, under mu */
     pthread_mutex_t mu;
@@ -830,7 +829,8 @@ static uint32_t sample_batch(engine *e, uint32_t n_batch, const float *logits, u
 }
 
 /* Counters, step histograms and the trace's step record. */
-static void record_step(engine *e, const step_plan *pl, uint32_t generated, uint64_t t1) {
+static void record_step(engine *e, const step_plan *pl, uint32_t generated, size_t n_logits,
+                        uint64_t t1) {
     e->local.steps_total++;
     e->local.prefill_rows_total += pl->prefill_rows;
     e->local.generation_tokens_total += generated;
@@ -843,7 +843,8 @@ static void record_step(engine *e, const step_plan *pl, uint32_t generated, uint
     e->local.step_seconds_total += (double)(t1 - pl->t0) * 1e-9;
     e->local.weight_bytes_read_total += (double)e->m->w.bytes_per_token;
     e->local.kv_bytes_read_total += pl->kv_bytes;
-    e->local.macs_total += (double)pl->n_rows * e->row_macs + pl->attended * e->attn_pos_macs;
+    e->local.macs_total += (double)pl->n_rows * e->macs.body + (double)n_logits * e->macs.head +
+                           pl->attended * e->macs.per_attended;
     pthread_mutex_lock(&e->mu);
     hist_record(e->h_step_ns, t1 - pl->t0);
     hist_record(e->h_step_tokens, pl->n_rows);
@@ -881,7 +882,7 @@ static bool step(engine *e) {
     }
     fwd_batch b = {.n_rows = pl.n_rows, .rows = e->rows, .seqs = e->row_seqs};
     const float *logits;
-    size_t n_logits;
+    size_t n_logits = 0;
     tps_err err = {0};
     int rc = llama_forward(e->fs, e->m, e->kv, &b, &logits, &n_logits, &err);
     uint64_t t1 = tps_now_ns();
@@ -895,7 +896,7 @@ static bool step(engine *e) {
         generated = sample_batch(e, pl.n_batch, logits, t1);
         step_cost_observe(&e->cost, pl.work, (double)(t1 - pl.t0));
     }
-    record_step(e, &pl, generated, t1);
+    record_step(e, &pl, generated, rc ? 0 : n_logits, t1);
     publish(e, t1);
     return true;
 }
@@ -1009,15 +1010,13 @@ double engine_kv_bytes_attended(const llama_config *c, uint32_t kv_type, uint64_
     return 2.0 * row * positions;
 }
 
-/* A row's multiply-adds through the weights and per attended position
- * (QK and AV, every layer). */
-static void count_costs(engine *e) {
-    const llama_config *c = &e->m->cfg;
-    double kv_dim = (double)c->n_kv_heads * c->head_dim, q_dim = (double)c->n_heads * c->head_dim;
-    e->row_macs = (double)c->n_layers *
-                      (c->dim * (q_dim + 2 * kv_dim) + q_dim * c->dim + 3.0 * c->dim * c->ffn_dim) +
-                  (double)c->dim * c->n_vocab;
-    e->attn_pos_macs = (double)c->n_layers * 2.0 * q_dim;
+engine_macs engine_macs_of(const llama_config *c) {
+    const double kv_dim = (double)c->n_kv_heads * c->head_dim;
+    const double q_dim = (double)c->n_heads * c->head_dim;
+    return (engine_macs){.body = (double)c->n_layers * (c->dim * (q_dim + 2 * kv_dim) +
+                                                        q_dim * c->dim + 3.0 * c->dim * c->ffn_dim),
+                         .head = (double)c->dim * c->n_vocab,
+                         .per_attended = (double)c->n_layers * 2.0 * q_dim};
 }
 
 /* Faults in the forward state with one step; with an ITL target, primes
@@ -1026,10 +1025,10 @@ static void count_costs(engine *e) {
 static int warm_up(engine *e, tps_err *err) {
     double t1, tn;
     int rc = time_rows(e, 1, 1, &t1, err);
-    count_costs(e);
+    e->macs = engine_macs_of(&e->m->cfg);
     /* an attended position in row-equivalents, x 4: attention runs in fp32
      * over scattered KV, the weights in int8 over packed rows */
-    step_cost_init(&e->cost, 4.0 * e->attn_pos_macs / e->row_macs);
+    step_cost_init(&e->cost, 4.0 * e->macs.per_attended / (e->macs.body + e->macs.head));
     if (rc || e->p.itl_target_ms == 0) return rc;
     uint32_t n = 64;
     if (n > e->p.max_batch_tokens) n = e->p.max_batch_tokens;

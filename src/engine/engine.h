@@ -232,8 +232,8 @@ typedef struct engine_stats {
     uint64_t step_cost_fixed_ns, step_cost_row_ns;
     /* Roofline inputs, summed over steps: time in steps, weight bytes read
      * (every matrix once a step: the batch shares the stream), KV bytes read
-     * (each sequence's context once a step), multiply-adds (weights and
-     * attention). metrics/roofline.h turns them into GB/s and a fraction
+     * (each sequence's context once a step), multiply-adds (every row
+     * through the layers, the LM head on the rows that sample, attention). metrics/roofline.h turns them into GB/s and a fraction
      * of the machine's limit. */
     double step_seconds_total;
     double weight_bytes_read_total, kv_bytes_read_total, macs_total;
@@ -244,6 +244,14 @@ void engine_get_stats(engine *e, engine_stats *out);
  * sliding-window layer its window's at most): what the stats count as
  * KV read, and what tps generate counts per decoded token. */
 double engine_kv_bytes_attended(const llama_config *c, uint32_t kv_type, uint64_t n_ctx);
+/* Multiply-adds of one token row through the layers (body), through the
+ * LM head (head: only rows that sample run it), and per position a row
+ * attends (QK and AV, every layer): what the stats count, and what tps
+ * generate counts for a prompt. */
+typedef struct engine_macs {
+    double body, head, per_attended;
+} engine_macs;
+engine_macs engine_macs_of(const llama_config *c);
 /* Config of the tokens-per-step histogram (counts up to 2^20, 2 digits). */
 #define ENGINE_HIST_STEP_TOKENS ((hist_config){.lowest = 0, .highest = 1u << 20, .sig_digits = 2})
 

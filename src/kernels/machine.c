@@ -180,13 +180,13 @@ int machine_measure(machine_limits *out, int n_threads, size_t mib, tps_err *err
     return 0;
 }
 
-bool machine_cache_current(const machine_limits *m) {
-    return m->int8_bits == INT8_BITS;
+int machine_int8_bits(void) {
+    return INT8_BITS;
 }
 
 int machine_limits_get(machine_limits *out, int n_threads, tps_err *err) {
     tps_err ignored = {0};
-    if (machine_cache_load(out, n_threads, &ignored) == 0 && machine_cache_current(out)) return 0;
+    if (machine_cache_load(out, n_threads, INT8_BITS, &ignored) == 0) return 0;
     int rc = machine_measure(out, n_threads, 256, err);
     if (!rc) (void)machine_cache_save(out, &ignored); /* a read-only home still works */
     return rc;

@@ -14,12 +14,12 @@
 
 int machine_measure(machine_limits *out, int n_threads, size_t mib, tps_err *err);
 
-/* Whether cached limits were measured the way this build measures them
- * (the int8 peak's vector width); if not, measure again. */
-bool machine_cache_current(const machine_limits *m);
+/* The int8 vector width this build measures (and multiplies) with: 512,
+ * 256 or 32 bits; the key of its cache file. */
+int machine_int8_bits(void);
 
-/* The cached limits for n_threads, measured (and cached) when there are
- * none or they are for another CPU. */
+/* The cached limits for n_threads and this build's int8 width, measured
+ * (and cached) when there are none or they are for another CPU. */
 int machine_limits_get(machine_limits *out, int n_threads, tps_err *err);
 
 #endif

@@ -45,18 +45,18 @@ static int cache_dir(char *buf, size_t cap, tps_err *err) {
     return 0;
 }
 
-int machine_cache_path(char *buf, size_t cap, int threads, tps_err *err) {
+int machine_cache_path(char *buf, size_t cap, int threads, int int8_bits, tps_err *err) {
     char dir[4096];
     int rc = cache_dir(dir, sizeof dir, err);
     if (rc) return rc;
-    if ((size_t)snprintf(buf, cap, "%s/machine-%d.txt", dir, threads) >= cap)
+    if ((size_t)snprintf(buf, cap, "%s/machine-%d-%d.txt", dir, threads, int8_bits) >= cap)
         return tps_fail(err, TPS_EINVAL, "machine: cache path too long");
     return 0;
 }
 
-int machine_cache_load(machine_limits *m, int threads, tps_err *err) {
+int machine_cache_load(machine_limits *m, int threads, int int8_bits, tps_err *err) {
     char path[4200];
-    int rc = machine_cache_path(path, sizeof path, threads, err);
+    int rc = machine_cache_path(path, sizeof path, threads, int8_bits, err);
     if (rc) return rc;
     FILE *f = fopen(path, "r");
     if (!f) return tps_fail(err, TPS_ENOENT, "machine: no measurement cached in %s", path);
@@ -81,6 +81,9 @@ int machine_cache_load(machine_limits *m, int threads, tps_err *err) {
     if (seen != 31 || got.read_gbs <= 0 || got.int8_gops <= 0 || got.fp32_gflops <= 0)
         return tps_fail(err, TPS_EINVAL, "machine: %s does not parse; run tps machine --redo",
                         path);
+    if (got.int8_bits != int8_bits)
+        return tps_fail(err, TPS_EINVAL, "machine: %s holds a %d-bit measurement, not %d-bit", path,
+                        got.int8_bits, int8_bits);
     if (strcmp(cpu, got.cpu))
         return tps_fail(err, TPS_EINVAL, "machine: %s was measured on '%s', this is '%s'", path,
                         got.cpu, cpu);
@@ -90,7 +93,7 @@ int machine_cache_load(machine_limits *m, int threads, tps_err *err) {
 
 int machine_cache_save(const machine_limits *m, tps_err *err) {
     char path[4200], tmp[4300];
-    int rc = machine_cache_path(path, sizeof path, m->threads, err);
+    int rc = machine_cache_path(path, sizeof path, m->threads, m->int8_bits, err);
     if (rc) return rc;
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     FILE *f = fopen(tmp, "w");

@@ -21,12 +21,15 @@ typedef struct machine_limits {
     uint64_t measured_s; /* wall-clock time of the measurement (label only) */
 } machine_limits;
 
-/* The cache file: $XDG_CACHE_HOME/tps/machine-T.txt, else
- * $HOME/.cache/tps/machine-T.txt (T: threads); into buf. */
-int machine_cache_path(char *buf, size_t cap, int threads, tps_err *err);
-/* Reads the cache; TPS_ENOENT when absent, TPS_EINVAL when it is for
- * another CPU or does not parse (measure again then). */
-int machine_cache_load(machine_limits *m, int threads, tps_err *err);
+/* The cache file: $XDG_CACHE_HOME/tps/machine-T-B.txt, else
+ * $HOME/.cache/tps/machine-T-B.txt (T: threads, B: the int8 vector width
+ * a build measures with, so that builds of two kernel tiers on one machine
+ * keep a measurement each instead of redoing the other's); into buf. */
+int machine_cache_path(char *buf, size_t cap, int threads, int int8_bits, tps_err *err);
+/* Reads the cache for threads and int8_bits; TPS_ENOENT when absent,
+ * TPS_EINVAL when it is for another CPU or does not parse (measure again
+ * then). */
+int machine_cache_load(machine_limits *m, int threads, int int8_bits, tps_err *err);
 /* Writes the cache atomically (a temporary file renamed over it). */
 int machine_cache_save(const machine_limits *m, tps_err *err);
 /* This CPU's model name into buf ("unknown" when /proc says nothing). */
