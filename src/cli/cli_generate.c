@@ -322,11 +322,18 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
                 "token reads every weight and its context's K and V once, so this is its "
                 "roofline\n",
                 100.0 * f.gbps / read_gbs, read_gbs);
-    /* nothing runs past its machine's limits: the cached ones were low */
-    if (f.prefill_fraction > ROOFLINE_SLACK || (read_gbs > 0 && f.gbps > ROOFLINE_SLACK * read_gbs))
+    /* Past the limits: a prompt's multiply-adds cannot be, so the cached
+     * limits were measured on a busy machine; a token's bytes can, when
+     * they fit in the CPU's caches (the read bandwidth is DRAM's). */
+    if (f.prefill_fraction > ROOFLINE_SLACK)
         fprintf(stderr,
-                "note: above this machine's cached limits, so they were measured while it was "
-                "busy; run `tps machine --redo` on a quiet machine\n");
+                "note: the prompt ran above this machine's cached limits, so they were measured "
+                "while it was busy; run `tps machine --redo` on a quiet machine\n");
+    else if (read_gbs > 0 && f.gbps > ROOFLINE_SLACK * read_gbs)
+        fprintf(stderr,
+                "note: decode read faster than this machine's cached DRAM bandwidth: the model "
+                "fits in the CPU's caches, or the bandwidth was measured while the machine was "
+                "busy (run `tps machine --redo` on a quiet machine)\n");
 }
 
 int cli_generate(int argc, char **argv) {
