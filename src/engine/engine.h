@@ -233,8 +233,8 @@ typedef struct engine_stats {
     /* Roofline inputs, summed over steps: time in steps, weight bytes read
      * (every matrix once a step: the batch shares the stream), KV bytes read
      * (each sequence's context once a step), multiply-adds (every row
-     * through the layers, the LM head on the rows that sample, attention). metrics/roofline.h turns them into GB/s and a fraction
-     * of the machine's limit. */
+     * through the layers, the LM head on the rows that sample, attention). metrics/roofline.h turns
+     * them into GB/s and a fraction of the machine's limit. */
     double step_seconds_total;
     double weight_bytes_read_total, kv_bytes_read_total, macs_total;
 } engine_stats;
