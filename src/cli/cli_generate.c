@@ -336,6 +336,24 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
                 "busy (run `tps machine --redo` on a quiet machine)\n");
 }
 
+/* The figures, read against this machine's limits (cached, or measured
+ * once now) and counted at the engine's settings in force. */
+static void gen_report(const gen_opts *o, const gen_out *g, const int32_t *ids, size_t n_ids,
+                       const llama_model *m, const engine *e) {
+    machine_limits ml = {0};
+    tps_err merr = {{0}};
+    int nth = o->threads ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (machine_limits_get(&ml, nth, &merr))
+        fprintf(stderr, "tps generate: no machine limits: %s\n", merr.msg);
+    const engine_params *p = engine_get_params(e);
+    const gen_model gm = {.cfg = &m->cfg,
+                          .kv_type = p->kv_type,
+                          .bytes_per_token = m->w.bytes_per_token,
+                          .chunk = p->prefill_chunk < p->max_batch_tokens ? p->prefill_chunk
+                                                                          : p->max_batch_tokens};
+    gen_print(o, g, ids, n_ids, &gm, &ml);
+}
+
 int cli_generate(int argc, char **argv) {
     gen_opts o;
     int prc = parse_args(argc, argv, &o);
@@ -395,20 +413,7 @@ int cli_generate(int argc, char **argv) {
     gen_collect(e, !o.json, &out, &err);
     text = out.text;
     if (out.fin == ENGINE_FINISH_ERROR) goto done;
-    /* the limit it is read against: cached, or measured once now */
-    machine_limits ml = {0};
-    tps_err merr = {{0}};
-    int nth = o.threads ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (machine_limits_get(&ml, nth, &merr))
-        fprintf(stderr, "tps generate: no machine limits: %s\n", merr.msg);
-    const engine_params *ep_in_force = engine_get_params(e);
-    const gen_model gm = {.cfg = &m->cfg,
-                          .kv_type = ep_in_force->kv_type,
-                          .bytes_per_token = m->w.bytes_per_token,
-                          .chunk = ep_in_force->prefill_chunk < ep_in_force->max_batch_tokens
-                                       ? ep_in_force->prefill_chunk
-                                       : ep_in_force->max_batch_tokens};
-    gen_print(&o, &out, ids, n_ids, &gm, &ml);
+    gen_report(&o, &out, ids, n_ids, m, e);
     status = 0;
 done:
     if (status) fprintf(stderr, "tps generate: %s\n", err.msg);
