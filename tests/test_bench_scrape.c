@@ -28,12 +28,27 @@ static int free_port(void) {
     return ntohs(a.sin_port);
 }
 
-/* tps serve in the background; waits (bounded) until a bench can reach it.
+/* Whether the server on connected socket fd answers GET /health with 200. */
+static int health_ok(int fd) {
+    static const char req[] = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) return 0;
+    char line[64] = {0};
+    size_t n = 0;
+    ssize_t k;
+    while (n < sizeof line - 1 && (k = read(fd, line + n, sizeof line - 1 - n)) > 0)
+        n += (size_t)k;
+    return strncmp(line, "HTTP/1.1 200", 12) == 0 || strncmp(line, "HTTP/1.0 200", 12) == 0;
+}
+
+/* tps serve in the background; waits (bounded) until a bench can use it.
  * A connect that lands on our own socket does not count: port is in the
  * ephemeral range, and while nothing listens there the kernel may pick it
  * as the probe's own source port and connect the socket to itself (TCP
  * simultaneous open). The bench then met a closed port: 24 of 24 requests
- * refused in 5 ms, once in a ctest -j2 run. */
+ * refused in 5 ms, once in a ctest -j2 run. Nor does a listening port: the
+ * server answers 503 while it loads, which includes measuring the machine
+ * on a fresh cache (24 of 24 requests 503 in a fresh CI run); /health says
+ * when it is ready. */
 static pid_t serve(int port) {
     char p[16], *model = shared_path("models/stories260K.gguf");
     snprintf(p, sizeof p, "%d", port);
@@ -56,6 +71,7 @@ static pid_t serve(int port) {
         socklen_t ml = sizeof me;
         if (ok && getsockname(fd, (struct sockaddr *)&me, &ml) == 0 && me.sin_port == a.sin_port)
             ok = 0;
+        if (ok) ok = health_ok(fd);
         close(fd);
         int ws;
         if (!ok && waitpid(pid, &ws, WNOHANG) == pid)
