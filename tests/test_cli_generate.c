@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "kernels/machine.h"
-#include "model/llama_model.h"
 #include "support/test_support.h"
 
 static char *model_arg(void) {
@@ -61,14 +60,8 @@ Test(cli_generate, text_goes_to_stdout_and_figures_name_their_windows) {
  * shape, for both KV element sizes stories260K allows. */
 Test(cli_generate, decode_bandwidth_counts_the_weights_and_each_token_s_context) {
     REQUIRE_SHARED("models/stories260K.gguf");
-    char *path = shared_path("models/stories260K.gguf");
-    llama_model *m = NULL;
-    tps_err err = {0};
-    cr_assert_eq(llama_model_load(&m, path, &err), 0, "%s", err.msg);
-    free(path);
-    const double kv_dim = (double)m->cfg.n_kv_heads * m->cfg.head_dim;
-    const double n_layers = m->cfg.n_layers;
-    llama_model_free(m);
+    const model_shape sh = model_shape_shared("models/stories260K.gguf");
+    cr_assert_gt(sh.n_layers, 0);
     const struct {
         const char *type;
         double elem;
@@ -87,7 +80,7 @@ Test(cli_generate, decode_bandwidth_counts_the_weights_and_each_token_s_context)
         double positions = 0;
         for (json_int_t k = 2; k <= n; k++)
             positions += n_prompt + (double)k - 1;
-        const double kv = 2 * n_layers * kv_dim * kinds[i].elem * positions;
+        const double kv = 2 * sh.n_layers * sh.kv_dim * kinds[i].elem * positions;
         const double got = json_real_value(json_object_get(o, "decode_kv_bytes"));
         cr_expect(fabs(got - kv) < 0.5, "%s: decode_kv_bytes %.1f, expected %.1f", kinds[i].type,
                   got, kv);
@@ -109,22 +102,8 @@ Test(cli_generate, decode_bandwidth_counts_the_weights_and_each_token_s_context)
  * head and layer). */
 Test(cli_generate, prefill_multiply_adds_count_every_row_and_one_lm_head) {
     REQUIRE_SHARED("models/stories260K.gguf");
-    char *path = shared_path("models/stories260K.gguf");
-    llama_model *m = NULL;
-    tps_err err = {0};
-    cr_assert_eq(llama_model_load(&m, path, &err), 0, "%s", err.msg);
-    free(path);
-    double body = 0, per_pos = 0;
-    for (uint32_t l = 0; l < m->cfg.n_layers; l++) {
-        const llama_layer *L = &m->w.layers[l];
-        const llama_mat *mats[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
-                                   &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
-            body += (double)mats[i]->rows * mats[i]->cols;
-        per_pos += 2.0 * L->wq.rows;
-    }
-    const double head = (double)m->w.output.rows * m->w.output.cols;
-    llama_model_free(m);
+    const model_shape sh = model_shape_shared("models/stories260K.gguf");
+    cr_assert_gt(sh.body, 0);
     char args[2048], *out;
     snprintf(args, sizeof args,
              "generate -m %s -p 'Once upon a time, there was a cat' -n 2 --ignore-eos --json",
@@ -133,7 +112,7 @@ Test(cli_generate, prefill_multiply_adds_count_every_row_and_one_lm_head) {
     json_t *o = json_loads(out, 0, NULL);
     cr_assert_not_null(o, "not JSON: %s", out);
     const double p = (double)json_integer_value(json_object_get(o, "n_prompt"));
-    const double want = p * body + head + per_pos * p * (p + 1) / 2;
+    const double want = p * sh.body + sh.head + sh.per_pos * p * (p + 1) / 2;
     const double got = json_real_value(json_object_get(o, "prefill_gmacs")) * 1e9 *
                        json_real_value(json_object_get(o, "prefill_ms")) / 1e3;
     cr_expect(fabs(got - want) <= 1e-6 * want, "%.0f multiply-adds over the prefill, expected %.0f",

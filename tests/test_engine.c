@@ -212,22 +212,6 @@ Test(engine, kv_bytes_attended_counts_each_layer_s_window) {
     cr_expect_eq(engine_kv_bytes_attended(&c, GGML_TYPE_F16, 10), 2 * row * (6 * 10));
 }
 
-/* Multiply-adds of the model from its tensors: every layer matrix once per
- * row, the LM head, and per attended position a QK dot and an AV sum per
- * query head (wq's rows are n_heads x head_dim). */
-static void macs_from_tensors(const llama_model *m, double *body, double *head, double *per_pos) {
-    *body = *per_pos = 0;
-    for (uint32_t l = 0; l < m->cfg.n_layers; l++) {
-        const llama_layer *L = &m->w.layers[l];
-        const llama_mat *mats[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
-                                   &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
-            *body += (double)mats[i]->rows * mats[i]->cols;
-        *per_pos += 2.0 * L->wq.rows;
-    }
-    *head = (double)m->w.output.rows * m->w.output.cols;
-}
-
 /* The stats' multiply-adds: every row through the layers, the LM head only
  * on rows that sample (the prompt's last and each decode row), and each
  * row's attention over its context. One request of P prompt tokens and N
@@ -252,10 +236,9 @@ Test(engine, multiply_adds_count_the_lm_head_only_on_rows_that_sample) {
     cr_assert_eq(res.n, N);
     engine_stats st;
     engine_get_stats(e, &st);
-    double body, head, per_pos;
-    macs_from_tensors(v.m, &body, &head, &per_pos);
+    const model_shape sh = model_shape_of(v.m);
     const double rows = P + N - 1, attended = rows * (rows + 1) / 2;
-    const double want = rows * body + N * head + attended * per_pos;
+    const double want = rows * sh.body + N * sh.head + attended * sh.per_pos;
     cr_expect(fabs(st.macs_total - want) <= 1e-9 * want, "macs_total %.0f, expected %.0f",
               st.macs_total, want);
     engine_destroy(e);

@@ -272,8 +272,6 @@ static roofline_work prefill_work(const gen_model *gm, size_t n_cached, size_t n
 
 static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, size_t n_ids,
                       const gen_model *gm, const machine_limits *ml) {
-    const llama_config *cfg = gm->cfg;
-    const uint32_t kv_type = gm->kv_type;
     const uint64_t bytes_per_token = gm->bytes_per_token;
     const double read_gbs = ml->read_gbs;
     const engine_timings *tm = &g->tm;
@@ -286,7 +284,7 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
     f.prefill_gmacs = f.prefill_s > 0 ? pw.macs / f.prefill_s / 1e9 : 0;
     f.prefill_fraction = roofline_fraction(&pw, ml);
     f.decode_tps = f.decode_s > 0 ? (double)(g->n - 1) / f.decode_s : 0;
-    f.kv_bytes = decode_kv_bytes(cfg, kv_type, n_ids, g->n);
+    f.kv_bytes = decode_kv_bytes(gm->cfg, gm->kv_type, n_ids, g->n);
     f.gbps = f.decode_s > 0
                  ? ((double)(g->n - 1) * (double)bytes_per_token + f.kv_bytes) / f.decode_s / 1e9
                  : 0;

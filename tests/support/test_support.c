@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "model/llama_model.h"
+
 char *shared_path(const char *rel) {
     size_t n = strlen(TPS_SHARED_DIR) + strlen(rel) + 2;
     char *p = malloc(n);
@@ -59,4 +61,32 @@ int run_tps(const char *args, bool merge_stderr, char **out) {
     int st = pclose(fp);
     *out = buf;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+model_shape model_shape_of(const llama_model *m) {
+    model_shape sh = {.n_layers = m->cfg.n_layers,
+                      .kv_dim = (double)m->cfg.n_kv_heads * m->cfg.head_dim,
+                      .head = (double)m->w.output.rows * m->w.output.cols};
+    for (uint32_t l = 0; l < m->cfg.n_layers; l++) {
+        const llama_layer *L = &m->w.layers[l];
+        const llama_mat *mats[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
+                                   &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
+            sh.body += (double)mats[i]->rows * mats[i]->cols;
+        sh.per_pos += 2.0 * L->wq.rows;
+    }
+    return sh;
+}
+
+model_shape model_shape_shared(const char *rel) {
+    char *path = shared_path(rel);
+    llama_model *m = NULL;
+    tps_err err = {0};
+    model_shape sh = {0};
+    if (llama_model_load(&m, path, &err) == 0) {
+        sh = model_shape_of(m);
+        llama_model_free(m);
+    }
+    free(path);
+    return sh;
 }

@@ -17,6 +17,19 @@ char *read_file_all(const char *path, size_t *len);
  * merge_stderr). Returns the exit status (or -1); *out is malloc'ed. */
 int run_tps(const char *args, bool merge_stderr, char **out);
 
+struct llama_model;
+/* A model's shape and multiply-adds counted from its tensors (not from the
+ * engine's formula): every layer matrix once per row (body), the LM head
+ * (head), and per attended position a QK dot and an AV sum per query head
+ * and layer (per_pos). */
+typedef struct model_shape {
+    double n_layers, kv_dim;
+    double body, head, per_pos;
+} model_shape;
+model_shape model_shape_of(const struct llama_model *m);
+/* The same for a model file under ../shared (loaded and freed). */
+model_shape model_shape_shared(const char *rel);
+
 /* Skips the current Criterion test with a clear message when a shared file
  * the test needs is missing. */
 #define REQUIRE_SHARED(rel)                                                                        \
