@@ -14,6 +14,7 @@ static const ggml_type_info type_table[GGML_TYPE_COUNT_MAX] = {
     [GGML_TYPE_I8] = {"i8", 1, 1},         [GGML_TYPE_I16] = {"i16", 1, 2},
     [GGML_TYPE_I32] = {"i32", 1, 4},       [GGML_TYPE_I64] = {"i64", 1, 8},
     [GGML_TYPE_F64] = {"f64", 1, 8},       [GGML_TYPE_BF16] = {"bf16", 1, 2},
+    [GGML_TYPE_MXFP4] = {"mxfp4", 32, 17},
 };
 
 const ggml_type_info *ggml_type_get(uint32_t type) {

@@ -31,6 +31,7 @@ typedef enum ggml_type {
     GGML_TYPE_I64 = 27,
     GGML_TYPE_F64 = 28,
     GGML_TYPE_BF16 = 30,
+    GGML_TYPE_MXFP4 = 39, /* OCP microscaling FP4 (gpt-oss experts) */
     GGML_TYPE_COUNT_MAX = 64
 } ggml_type;
 

@@ -557,7 +557,8 @@ static void rows_q4_0_r8(float *restrict out, size_t ld_out, const uint8_t *rest
 }
 
 const kernel_rows_fn kernel_packed_avx2[KERNEL_N_PACKED] = {
-    rows_q8_0_r8, rows_q4_0_r8, kernel_rows_q4_K_r8_avx2, kernel_rows_q6_K_r8_avx2};
+    rows_q8_0_r8, rows_q4_0_r8, kernel_rows_q4_K_r8_avx2, kernel_rows_q6_K_r8_avx2,
+    kernel_rows_mxfp4_r8_avx2};
 
 /* ---- float dots (F32 / F16 / BF16 weights, F32 activations) ------------- */
 
@@ -658,6 +659,7 @@ const kernel_type_impl kernel_impl_avx2[GGML_TYPE_COUNT_MAX] = {
     [GGML_TYPE_Q4_0] = {GGML_TYPE_Q8_0, rows_q4_0},
     [GGML_TYPE_Q4_K] = {GGML_TYPE_Q8_K, kernel_rows_q4_K_avx2},
     [GGML_TYPE_Q6_K] = {GGML_TYPE_Q8_K, kernel_rows_q6_K_avx2},
+    [GGML_TYPE_MXFP4] = {GGML_TYPE_Q8_0, kernel_rows_mxfp4_avx2},
 };
 
 #endif

@@ -85,4 +85,5 @@ const kernel_type_impl kernel_impl_scalar[GGML_TYPE_COUNT_MAX] = {
     [GGML_TYPE_Q4_0] = {GGML_TYPE_Q8_0, rows_q4_0},
     [GGML_TYPE_Q4_K] = {GGML_TYPE_Q8_K, kernel_rows_q4_K_scalar},
     [GGML_TYPE_Q6_K] = {GGML_TYPE_Q8_K, kernel_rows_q6_K_scalar},
+    [GGML_TYPE_MXFP4] = {GGML_TYPE_Q8_0, kernel_rows_mxfp4_scalar},
 };

@@ -118,7 +118,7 @@ void kernel_pack_group(uint8_t *restrict dst, const uint8_t *restrict W, size_t 
  * [2] Q4_K_R8, [3] Q6_K_R8, the last two with act in Q8_K): same signature
  * as kernel_rows_fn with W the packed matrix, w_row_bytes the plain row size
  * and o0, o1 multiples of 8. */
-#define KERNEL_N_PACKED 4
+#define KERNEL_N_PACKED 5 /* [4] MXFP4_R8 (mxfp4.c, dot_mxfp4_avx2.c), act in Q8_0 */
 extern const kernel_rows_fn kernel_packed_scalar[KERNEL_N_PACKED];
 
 /* ---- K-quants: Q4_K / Q6_K weights x Q8_K activations --------------------
@@ -219,6 +219,29 @@ void kernel_rows_q6_K_scalar(float *restrict out, size_t ld_out, const uint8_t *
                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
                              float *restrict tmp);
 
+/* ---- MXFP4: 8 rows of one 32-element block, interleaved as block_q4_0x8
+ * (qs[c*32 + i*4 + e] = row i's qs[4c + e], c < 4) with the rows' E8M0
+ * exponents first: exactly the bytes of 8 block_mxfp4 (mxfp4.c). */
+typedef struct block_mxfp4x8 {
+    uint8_t e[8];
+    uint8_t qs[8 * QK_MXFP4 / 2];
+} block_mxfp4x8;
+_Static_assert(sizeof(block_mxfp4x8) == 8 * sizeof(block_mxfp4), "block_mxfp4x8 size");
+
+/* Packs rows [0, m) (m <= 8) of W into one group of nb blocks; rows m..7
+ * are zero weights. */
+void kernel_pack_group_mxfp4(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
+                             size_t m, size_t nb);
+/* The MXFP4 rows kernels (kernel_rows_fn; act in Q8_0 with side data). */
+void kernel_rows_mxfp4_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
+                              float *restrict tmp);
+void kernel_rows_mxfp4_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                                 size_t w_row_bytes, size_t o0, size_t o1,
+                                 const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
+                                 size_t n_in, float *restrict tmp);
+
 typedef struct kernel_type_impl {
     uint32_t act_type; /* GGML_TYPE_Q8_0, _Q8_K or _F32; 0 with rows NULL = unsupported */
     kernel_rows_fn rows;
@@ -248,6 +271,14 @@ void kernel_rows_q4_K_avx2(float *restrict out, size_t ld_out, const uint8_t *re
 void kernel_rows_q6_K_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                            size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                            size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp);
+void kernel_rows_mxfp4_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                            size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                            size_t act_row_bytes, size_t n_rows_x, size_t n_in,
+                            float *restrict tmp);
+void kernel_rows_mxfp4_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                               size_t w_row_bytes, size_t o0, size_t o1,
+                               const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
+                               size_t n_in, float *restrict tmp);
 
 float kernel_dot_f32_avx2(const float *restrict a, const float *restrict b, size_t n);
 void kernel_axpy_avx2(float *restrict y, float a, const float *restrict x, size_t n);

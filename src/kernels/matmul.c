@@ -16,6 +16,7 @@
 
 #include "kernels/kernel_impl.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
 #include "kernels/pool.h"
 #include "kernels/r8_tile_zmm.h"
 
@@ -27,16 +28,6 @@
 #endif
 #define MAX_TASKS   256 /* pool tasks per call */
 #define SCRATCH_ALN 64
-
-struct kernel_ctx {
-    int n_threads;
-    kernel_tier tier;
-    uint8_t *act; /* quantized activation rows */
-    size_t act_cap;
-    float *tmp; /* per-thread KERNEL_TMP_ROWS * n_in floats */
-    size_t tmp_cap;
-    tps_pool *pool; /* resolve_threads(n_threads) threads; NULL when 1 */
-};
 
 int kernel_tier_available(kernel_tier tier) {
     switch (tier) {
@@ -137,6 +128,8 @@ void kernel_ctx_free(kernel_ctx *ctx) {
     tps_pool_free(ctx->pool);
     free(ctx->tmp);
     free(ctx->act);
+    free(ctx->gather);
+    free(ctx->jobs);
     free(ctx);
 }
 
@@ -176,14 +169,6 @@ static int is_packed(uint32_t wtype) {
     return wtype >= KERNEL_TYPE_Q8_0_R8 && wtype < KERNEL_TYPE_Q8_0_R8 + KERNEL_N_PACKED;
 }
 
-/* What runs one weight type on the context's tier. */
-typedef struct kernel_pick {
-    kernel_rows_fn rows;
-    uint32_t act_type;  /* GGML_TYPE_Q8_0, GGML_TYPE_Q8_K or GGML_TYPE_F32 */
-    size_t w_row_bytes; /* bytes of one plain row of n_in */
-    int use_avx2;
-} kernel_pick;
-
 /* 0, TPS_EUNSUP (type or tier cannot run it) or TPS_EINVAL (n_in not whole blocks). */
 static int pick(kernel_pick *p, const kernel_ctx *ctx, uint32_t wtype, size_t n_in) {
     const kernel_type_impl *table = kernel_impl_scalar;
@@ -198,8 +183,8 @@ static int pick(kernel_pick *p, const kernel_ctx *ctx, uint32_t wtype, size_t n_
 #endif
     if (is_packed(wtype)) {
         if (ctx->tier == KERNEL_TIER_REF) return TPS_EUNSUP;
-        static const uint32_t plain[KERNEL_N_PACKED] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
-                                                        GGML_TYPE_Q4_K, GGML_TYPE_Q6_K};
+        static const uint32_t plain[KERNEL_N_PACKED] = {
+            GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_MXFP4};
         const size_t k = wtype - KERNEL_TYPE_Q8_0_R8;
         p->rows = packed[k];
         p->act_type = plain[k] == GGML_TYPE_Q4_K || plain[k] == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_K
@@ -213,22 +198,6 @@ static int pick(kernel_pick *p, const kernel_ctx *ctx, uint32_t wtype, size_t n_
     p->w_row_bytes = kernel_row_bytes(wtype, n_in);
     return p->w_row_bytes ? 0 : TPS_EINVAL;
 }
-
-typedef struct matmul_job {
-    float *out;
-    const uint8_t *W;
-    size_t w_row_bytes;
-    const float *x;
-    const uint8_t *act;
-    size_t act_row_bytes;
-    size_t n_rows_x, n_in, n_out;
-    int quant_x;
-    uint32_t act_type; /* GGML_TYPE_Q8_0 or _Q8_K when quant_x */
-    int use_avx2;
-    int packed; /* W in 8-row groups (KERNEL_TYPE_*_R8) */
-    kernel_rows_fn rows;
-    float *tmp; /* n_threads blocks of KERNEL_TMP_ROWS * n_in */
-} matmul_job;
 
 /* Quantizes activation row r of the job into its act buffer. */
 static void quantize_row_x(const matmul_job *job, size_t r) {
@@ -428,4 +397,24 @@ int kernel_matmul_multi(const kernel_mat *mats, size_t n_mats, const float *rest
                  mats[i].n_out, ctx);
     run_jobs(ctx, jobs, n_mats);
     return 0;
+}
+
+/* ---- for matmul_grouped.c (matmul_internal.h) ---------------------------- */
+
+int kernel_pick_rows(kernel_pick *p, const kernel_ctx *ctx, uint32_t wtype, size_t n_in) {
+    return pick(p, ctx, wtype, n_in);
+}
+
+void kernel_job_init(matmul_job *job, const kernel_pick *p, uint32_t wtype, float *out,
+                     const void *W, const float *x, size_t n_rows_x, size_t n_in, size_t n_out,
+                     const kernel_ctx *ctx) {
+    job_init(job, p, wtype, out, W, x, n_rows_x, n_in, n_out, ctx);
+}
+
+void kernel_job_range(const matmul_job *job, size_t o_begin, size_t o_end, int thread) {
+    compute_range(job, o_begin, o_end, thread);
+}
+
+int kernel_wtype_packed(uint32_t wtype) {
+    return is_packed(wtype);
 }

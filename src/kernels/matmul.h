@@ -90,6 +90,40 @@ typedef struct kernel_mat {
 int kernel_matmul_multi(const kernel_mat *mats, size_t n_mats, const float *restrict x,
                         size_t n_rows_x, size_t n_in, kernel_ctx *ctx);
 
+/* ---- grouped products over expert tensors (mixture of experts) ----------
+ *
+ * An expert tensor holds n_expert matrices (n_out, n_in) of one type, expert
+ * e's at W + e * expert_bytes (plain, or repacked: the same bytes either
+ * way). A step's rows are routed and grouped by expert into slots (one per
+ * (row, chosen expert) pair): group g is slots [first[g], first[g + 1]),
+ * all for expert[g], and slot s reads activation row x_row[s]. Each touched
+ * expert's weights are read once for all its slots; an expert no slot
+ * chose is never read. Every element is the kernel_matmul of its slot's
+ * row alone (the tiers' fixed order per element), so a slot's result does
+ * not depend on which other slots share its expert or its step. */
+typedef struct kernel_experts {
+    float *out;          /* (n_slots, n_out), in slot order */
+    const void *W;       /* expert 0's matrix, (n_out, n_in) of wtype */
+    uint32_t wtype;      /* a ggml type or a KERNEL_TYPE_*_R8 */
+    size_t n_out;        /* rows of each expert's matrix */
+    size_t expert_bytes; /* bytes from one expert's matrix to the next */
+} kernel_experts;
+
+typedef struct kernel_groups {
+    size_t n_groups;
+    const uint32_t *expert; /* (n_groups,) the expert of each group */
+    const uint32_t *first;  /* (n_groups + 1,) first slot of each group; the last is n_slots */
+    const uint32_t *x_row;  /* (n_slots,) the activation row of each slot; NULL: row s */
+} kernel_groups;
+
+/* For each of n_mats expert tensors (all taking n_in inputs), out[s] =
+ * x[x_row[s]] @ W_expert(s)^T for every slot. The activations are quantized
+ * once per slot, and one pool job splits (group, output rows) work weighted
+ * by each group's slots, so the threads share experts x rows with no
+ * barrier between experts. Returns as kernel_matmul. */
+int kernel_matmul_grouped(const kernel_experts *mats, size_t n_mats, const float *restrict x,
+                          size_t n_in, const kernel_groups *groups, kernel_ctx *ctx);
+
 /* Same maths through the reference tier, single-threaded, allocating as it
  * likes: dequantize W, (Q8_0/Q4_0: quantize x with quantize_row_q8_0_ref and
  * dequantize it; Q4_K/Q6_K: the same with quantize_row_q8_K_ref), dot in
@@ -109,10 +143,11 @@ int kernel_matmul_ref(float *restrict out, double *restrict abs_out, const void 
  * rows on the fly into scratch, so repacking at load only skips that copy;
  * plain Q4_K / Q6_K run one weight row at a time, their packed forms 8 rows
  * per dpbusd). */
-#define KERNEL_TYPE_Q8_0_R8 0x1000u
-#define KERNEL_TYPE_Q4_0_R8 0x1001u
-#define KERNEL_TYPE_Q4_K_R8 0x1002u /* Q4_K in 8-row groups (n_in % 256 == 0) */
-#define KERNEL_TYPE_Q6_K_R8 0x1003u /* Q6_K in 8-row groups (n_in % 256 == 0) */
+#define KERNEL_TYPE_Q8_0_R8  0x1000u
+#define KERNEL_TYPE_Q4_0_R8  0x1001u
+#define KERNEL_TYPE_Q4_K_R8  0x1002u /* Q4_K in 8-row groups (n_in % 256 == 0) */
+#define KERNEL_TYPE_Q6_K_R8  0x1003u /* Q6_K in 8-row groups (n_in % 256 == 0) */
+#define KERNEL_TYPE_MXFP4_R8 0x1004u /* MXFP4 in 8-row groups (kernel_impl.h) */
 
 /* The packed type for wtype, or 0 when wtype has none. */
 uint32_t kernel_packed_type(uint32_t wtype);

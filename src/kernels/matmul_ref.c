@@ -12,7 +12,8 @@ int kernel_matmul_ref(float *restrict out, double *restrict abs_out, const void 
     if (!kernel_type_supported(wtype)) return TPS_EUNSUP;
     const size_t w_row_bytes = kernel_row_bytes(wtype, n_in);
     if (w_row_bytes == 0 && n_in != 0) return TPS_EINVAL;
-    const int quant_x = wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_Q4_0;
+    const int quant_x =
+        wtype == GGML_TYPE_Q8_0 || wtype == GGML_TYPE_Q4_0 || wtype == GGML_TYPE_MXFP4;
     const int quant_x_k = wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q6_K;
 
     float *w = malloc((n_in ? n_in : 1) * sizeof *w);

@@ -86,6 +86,7 @@ bool kernel_type_supported(uint32_t type) {
     case GGML_TYPE_Q4_0:
     case GGML_TYPE_Q4_K:
     case GGML_TYPE_Q6_K:
+    case GGML_TYPE_MXFP4:
         return true;
     default:
         return false;
@@ -387,6 +388,9 @@ int dequantize_row(float *restrict y, const void *restrict x, uint32_t type, siz
     case GGML_TYPE_Q6_K:
         dequantize_row_q6_K(y, x, n);
         break;
+    case GGML_TYPE_MXFP4:
+        dequantize_row_mxfp4(y, x, n);
+        break;
     default:
         return TPS_EUNSUP;
     }
@@ -415,6 +419,9 @@ int quantize_row_any(uint32_t type, void *restrict dst, const float *restrict x,
         return 0;
     case GGML_TYPE_Q6_K:
         quantize_row_q6_K(dst, x, n);
+        return 0;
+    case GGML_TYPE_MXFP4:
+        quantize_row_mxfp4_ref(dst, x, n);
         return 0;
     }
     return TPS_EUNSUP;

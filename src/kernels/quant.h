@@ -54,6 +54,27 @@ typedef struct block_q6_K {
 } block_q6_K;
 static_assert(sizeof(block_q6_K) == 210, "block_q6_K must be 210 bytes (ggml layout)");
 
+/* 32 weights in OCP's MXFP4 (gpt-oss experts): value[j] = kvalues_mxfp4[qs[j] & 15] * d,
+ * value[j+16] = kvalues_mxfp4[qs[j] >> 4] * d, with d = 2^(e - 128) (ggml's
+ * E8M0 "half" scale: the table holds doubled E2M1 values). */
+#define QK_MXFP4 32
+typedef struct block_mxfp4 {
+    uint8_t e; /* E8M0 exponent */
+    uint8_t qs[QK_MXFP4 / 2];
+} block_mxfp4;
+static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4 must be 17 bytes (ggml layout)");
+
+/* The doubled E2M1 values of the 16 codes (ggml's kvalues_mxfp4). */
+extern const int8_t kernel_kvalues_mxfp4[16];
+
+/* 2^(e - 128) as ggml_e8m0_to_fp32_half computes it (subnormal for e < 2). */
+static inline float kernel_e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
 /* Activations for the K-quant dots (never a weight type here): 256 values,
  * value[j] = qs[j] * d, bsums[k] = the sum of qs[16k .. 16k+15]. */
 typedef struct block_q8_K {
@@ -103,7 +124,7 @@ void fp32_to_bf16_row(uint16_t *restrict y, const float *restrict x, size_t n);
 /* ---- type facts ------------------------------------------------------- */
 
 /* True for the weight types every kernel here handles: F32, F16, BF16, Q8_0,
- * Q4_0, Q4_K, Q6_K. */
+ * Q4_0, Q4_K, Q6_K, MXFP4. */
 bool kernel_type_supported(uint32_t type);
 /* Elements per block (1 for float types); 0 if unsupported. */
 size_t kernel_type_block_elems(uint32_t type);
@@ -137,8 +158,13 @@ void quantize_row_q4_K(block_q4_K *restrict y, const float *restrict x, size_t n
  * -32 (as Q4_0 does to -8), int8 scales relative to the fp16 d. */
 void quantize_row_q6_K(block_q6_K *restrict y, const float *restrict x, size_t n);
 
+/* x (n,) -> y (n/32 blocks); n % 32 == 0: ggml's quantize_row_mxfp4_ref
+ * (e from floor(log2(amax)) - 2, each value to the nearest code, the first
+ * on ties), bit for bit. */
+void quantize_row_mxfp4_ref(block_mxfp4 *restrict y, const float *restrict x, size_t n);
+
 /* x (n,) -> one row of a weight type we write (F32, F16, BF16, Q8_0, Q4_0
- * with the reference quantizers, Q4_K, Q6_K): dst holds
+ * and MXFP4 with the reference quantizers, Q4_K, Q6_K): dst holds
  * kernel_row_bytes(type, n). 0, or TPS_EUNSUP for another type. */
 int quantize_row_any(uint32_t type, void *restrict dst, const float *restrict x, size_t n);
 
@@ -151,6 +177,7 @@ void dequantize_row_q4_0(float *restrict y, const block_q4_0 *restrict x, size_t
 void dequantize_row_q4_K(float *restrict y, const block_q4_K *restrict x, size_t n);
 void dequantize_row_q6_K(float *restrict y, const block_q6_K *restrict x, size_t n);
 void dequantize_row_q8_K(float *restrict y, const block_q8_K *restrict x, size_t n);
+void dequantize_row_mxfp4(float *restrict y, const block_mxfp4 *restrict x, size_t n);
 
 /* x (n elements of type) -> y (n,) floats, any supported type (F32 copies).
  * Returns 0, or TPS_EUNSUP / TPS_EINVAL (n not whole blocks). */

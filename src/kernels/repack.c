@@ -224,8 +224,8 @@ static void rows_q6_K_r8(float *restrict out, size_t ld_out, const uint8_t *rest
     }
 }
 
-const kernel_rows_fn kernel_packed_scalar[KERNEL_N_PACKED] = {rows_q8_0_r8, rows_q4_0_r8,
-                                                              rows_q4_K_r8, rows_q6_K_r8};
+const kernel_rows_fn kernel_packed_scalar[KERNEL_N_PACKED] = {
+    rows_q8_0_r8, rows_q4_0_r8, rows_q4_K_r8, rows_q6_K_r8, kernel_rows_mxfp4_r8_scalar};
 
 /* ---- public -------------------------------------------------------------- */
 
@@ -239,6 +239,8 @@ uint32_t kernel_packed_type(uint32_t wtype) {
         return KERNEL_TYPE_Q4_K_R8;
     case GGML_TYPE_Q6_K:
         return KERNEL_TYPE_Q6_K_R8;
+    case GGML_TYPE_MXFP4:
+        return KERNEL_TYPE_MXFP4_R8;
     default:
         return 0;
     }
@@ -258,6 +260,13 @@ int kernel_repack(void *restrict dst, const void *restrict W, uint32_t wtype, si
             else
                 kernel_pack_group_q6_K(d, w, row_bytes, n_in / QK_K);
         }
+        return 0;
+    }
+    if (wtype == GGML_TYPE_MXFP4) {
+        for (size_t o = 0; o < n_out; o += 8)
+            kernel_pack_group_mxfp4((uint8_t *)dst + o * row_bytes,
+                                    (const uint8_t *)W + o * row_bytes, row_bytes, 8,
+                                    n_in / QK_MXFP4);
         return 0;
     }
     const size_t nb = n_in / QK8_0;

@@ -1,0 +1,139 @@
+/* MXFP4 (ggml type 39, gpt-oss's expert weights): ggml's reference
+ * quantizer and dequantizer bit for bit, the scalar tier of its dot product
+ * against Q8_0 activations, its 8-row interleaved groups and their scalar
+ * tier. The vector tiles are in dot_mxfp4_avx2.c. Not here: threading
+ * (matmul.c), activation rows (act.c).
+ *
+ * The product follows kernel_impl.h's Q8_0 formula with the weight's scale
+ * d_w = 2^(e - 128) (kernel_e8m0_half):
+ *   isum_b = sum_j kvalues[q_j] * x8_j   (exact int32)
+ *   sumf   = fmaf((float)isum_b, d_w * d_x, sumf),  b = 0 .. nb-1
+ * ggml's own dot computes the same integers and scales and adds them in its
+ * own order, so the results agree to float rounding. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernel_impl.h"
+
+const int8_t kernel_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* ---- reference (ggml-quants.c) ------------------------------------------ */
+
+void dequantize_row_mxfp4(float *restrict y, const block_mxfp4 *restrict x, size_t n) {
+    assert(n % QK_MXFP4 == 0);
+    for (size_t i = 0; i < n / QK_MXFP4; i++) {
+        const float d = kernel_e8m0_half(x[i].e);
+        for (size_t j = 0; j < QK_MXFP4 / 2; j++) {
+            y[i * QK_MXFP4 + j] = kernel_kvalues_mxfp4[x[i].qs[j] & 0x0f] * d;
+            y[i * QK_MXFP4 + j + QK_MXFP4 / 2] = kernel_kvalues_mxfp4[x[i].qs[j] >> 4] * d;
+        }
+    }
+}
+
+/* The code whose value times e is nearest x, the lowest on ties. */
+static uint8_t nearest_code(float x, float e) {
+    uint8_t best = 0;
+    float best_err = fabsf(kernel_kvalues_mxfp4[0] * e - x);
+    for (uint8_t i = 1; i < 16; i++) {
+        const float err = fabsf(kernel_kvalues_mxfp4[i] * e - x);
+        if (err < best_err) {
+            best = i;
+            best_err = err;
+        }
+    }
+    return best;
+}
+
+void quantize_row_mxfp4_ref(block_mxfp4 *restrict y, const float *restrict x, size_t n) {
+    assert(n % QK_MXFP4 == 0);
+    for (size_t i = 0; i < n / QK_MXFP4; i++) {
+        const float *xb = x + i * QK_MXFP4;
+        float amax = 0.0f;
+        for (size_t j = 0; j < QK_MXFP4; j++)
+            if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
+        /* ggml converts the float straight to uint8_t; through int is what
+         * x86 does for the (never reached) negative values, without UB */
+        const uint8_t e = amax > 0.0f ? (uint8_t)(int)(floorf(log2f(amax)) - 2 + 127) : 0;
+        const float d = kernel_e8m0_half(e);
+        y[i].e = e;
+        for (size_t j = 0; j < QK_MXFP4 / 2; j++)
+            y[i].qs[j] =
+                (uint8_t)(nearest_code(xb[j], d) | nearest_code(xb[QK_MXFP4 / 2 + j], d) << 4);
+    }
+}
+
+/* ---- scalar tier -------------------------------------------------------- */
+
+static float dot_mxfp4_q8_0(const block_mxfp4 *restrict w, const block_q8_0 *restrict x,
+                            size_t nb) {
+    float sumf = 0.0f;
+    for (size_t b = 0; b < nb; b++) {
+        int32_t sumi = 0;
+        for (int j = 0; j < QK_MXFP4 / 2; j++) {
+            sumi += kernel_kvalues_mxfp4[w[b].qs[j] & 0x0f] * x[b].qs[j];
+            sumi += kernel_kvalues_mxfp4[w[b].qs[j] >> 4] * x[b].qs[j + QK_MXFP4 / 2];
+        }
+        sumf = fmaf((float)sumi, kernel_e8m0_half(w[b].e) * fp16_to_fp32(x[b].d), sumf);
+    }
+    return sumf;
+}
+
+void kernel_rows_mxfp4_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
+                              float *restrict tmp) {
+    (void)tmp;
+    for (size_t r = 0; r < n_rows_x; r++) {
+        const block_q8_0 *a = (const block_q8_0 *)(act + r * act_row_bytes);
+        for (size_t o = o0; o < o1; o++)
+            out[r * ld_out + o] =
+                dot_mxfp4_q8_0((const block_mxfp4 *)(W + o * w_row_bytes), a, n_in / QK_MXFP4);
+    }
+}
+
+/* ---- 8-row groups --------------------------------------------------------- */
+
+void kernel_pack_group_mxfp4(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
+                             size_t m, size_t nb) {
+    for (size_t b = 0; b < nb; b++) {
+        block_mxfp4x8 *g = (block_mxfp4x8 *)dst + b;
+        for (size_t i = 0; i < 8; i++) {
+            const block_mxfp4 *src = i < m ? (const block_mxfp4 *)(W + i * w_row_bytes) + b : NULL;
+            g->e[i] = src ? src->e : 0;
+            for (size_t c = 0; c < 4; c++)
+                for (size_t e = 0; e < 4; e++) /* code 0 is the value 0 */
+                    g->qs[c * 32 + i * 4 + e] = src ? src->qs[4 * c + e] : 0;
+        }
+    }
+}
+
+/* Row `lane` of a group (nb block_mxfp4x8) . x, as dot_mxfp4_q8_0 adds it. */
+static float dot_mxfp4_packed(const block_mxfp4x8 *restrict g, size_t lane,
+                              const block_q8_0 *restrict x, size_t nb) {
+    float sumf = 0.0f;
+    for (size_t b = 0; b < nb; b++) {
+        int32_t sumi = 0;
+        for (size_t c = 0; c < 4; c++)
+            for (size_t e = 0; e < 4; e++) {
+                const uint8_t q = g[b].qs[c * 32 + lane * 4 + e];
+                sumi += kernel_kvalues_mxfp4[q & 0x0f] * x[b].qs[4 * c + e];
+                sumi += kernel_kvalues_mxfp4[q >> 4] * x[b].qs[16 + 4 * c + e];
+            }
+        sumf = fmaf((float)sumi, kernel_e8m0_half(g[b].e[lane]) * fp16_to_fp32(x[b].d), sumf);
+    }
+    return sumf;
+}
+
+void kernel_rows_mxfp4_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                                 size_t w_row_bytes, size_t o0, size_t o1,
+                                 const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
+                                 size_t n_in, float *restrict tmp) {
+    (void)tmp;
+    const size_t nb = n_in / QK_MXFP4;
+    for (size_t r = 0; r < n_rows_x; r++) {
+        const block_q8_0 *a = (const block_q8_0 *)(act + r * act_row_bytes);
+        for (size_t o = o0; o < o1; o++)
+            out[r * ld_out + o] = dot_mxfp4_packed(
+                (const block_mxfp4x8 *)(W + (o / 8 * 8) * w_row_bytes), o % 8, a, nb);
+    }
+}
