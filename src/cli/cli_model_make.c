@@ -41,12 +41,27 @@ static void presets(FILE *out) {
     for (const model_arch_spec *a = model_arch_specs; a->name; a++)
         fprintf(out, "  %-8s %s\n", a->name, a->about);
     fprintf(out, "\npresets:\n");
-    for (const model_preset *p = model_presets; p->name; p++)
+    for (const model_preset *p = model_presets; p->name; p++) {
+        uint64_t active;
+        const uint64_t total = model_preset_params_active(p, &active);
+        const model_moe_shape *moe = model_preset_moe(p);
+        if (!moe) {
+            fprintf(out,
+                    "  %-5s dim %u, %u layers, %u heads (%u kv), ffn %u, vocab %u, ctx %u: %.0fM "
+                    "params, like %s\n",
+                    p->name, p->dim, p->n_layers, p->n_heads, p->n_kv_heads, p->ffn_dim, p->n_vocab,
+                    p->ctx_len, (double)total / 1e6, p->like);
+            continue;
+        }
         fprintf(out,
-                "  %-5s dim %u, %u layers, %u heads (%u kv), ffn %u, vocab %u, ctx %u: %.0fM "
-                "params, like %s\n",
-                p->name, p->dim, p->n_layers, p->n_heads, p->n_kv_heads, p->ffn_dim, p->n_vocab,
-                p->ctx_len, (double)model_preset_params(p) / 1e6, p->like);
+                "  %s (--arch %s) dim %u, %u layers, %u heads (%u kv), %u experts (%u a token) "
+                "of ffn %u, vocab %u, ctx %u: %.0fM params, %.0fM active, like %s\n",
+                p->name, moe->arch, p->dim, p->n_layers, p->n_heads, p->n_kv_heads, moe->n_expert,
+                moe->n_expert_used, moe->expert_ffn, p->n_vocab, p->ctx_len, (double)total / 1e6,
+                (double)active / 1e6, p->like);
+    }
+    fprintf(out, "  (a mixture-of-experts --arch with a dense preset: the arch's experts, each\n"
+                 "   of the preset's ffn)\n");
 }
 
 static const opt_cmd make_cmd = {
@@ -73,14 +88,16 @@ int cli_model_make(int argc, char **argv) {
         fprintf(stderr, "tps model make: --preset, --type and -o are required (see --help)\n");
         return 2;
     }
-    o.arch = model_arch_find(m.arch ? m.arch : "llama");
-    if (!o.arch) {
-        fprintf(stderr, "tps model make: unknown architecture '%s' (see --help)\n", m.arch);
-        return 2;
-    }
     o.preset = model_preset_find(preset);
     if (!o.preset) {
         fprintf(stderr, "tps model make: unknown preset '%s' (see --help)\n", preset);
+        return 2;
+    }
+    /* a mixture-of-experts shape names its architecture */
+    const model_moe_shape *moe = model_preset_moe(o.preset);
+    o.arch = model_arch_find(m.arch ? m.arch : moe ? moe->arch : "llama");
+    if (!o.arch) {
+        fprintf(stderr, "tps model make: unknown architecture '%s' (see --help)\n", m.arch);
         return 2;
     }
     int t = !strcasecmp(type, "q4_k_m") ? (int)MODEL_MAKE_Q4_K_M : ggml_type_from_name(type);

@@ -470,6 +470,15 @@ static void softcap_run(float *s, size_t n, float cap) {
         s[i] = tanhf(s[i] * inv) * cap;
 }
 
+/* The softmax of query head `head`'s n scores, with its sink if the
+ * layer has sinks. */
+ALWAYS_INLINE void softmax_head(float *s, size_t n, attn_mods m, size_t head) {
+    if (m.sinks)
+        kernel_softmax_sink(s, n, m.sinks[head]);
+    else
+        kernel_softmax(s, n);
+}
+
 /* Blocks before the window's first (lo) are skipped; in the first block read,
  * positions before lo are. Without a window lo is 0 and this is the plain
  * pass.
@@ -520,7 +529,7 @@ ALWAYS_INLINE void heads_impl(float *restrict out, const float *restrict q, cons
     }
     for (size_t v = 0; v < (size_t)n_h * group; v++) {
         if (mods.softcap > 0) softcap_run(scores + v * n_pos + lo, n_pos - lo, mods.softcap);
-        kernel_softmax(scores + v * n_pos + lo, n_pos - lo);
+        softmax_head(scores + v * n_pos + lo, n_pos - lo, mods, (size_t)h0 * group + v);
     }
     memset(out, 0, sizeof(float) * hd * group * n_h);
     for (uint32_t b = b_lo; b < n_blk; b++) {
@@ -595,7 +604,7 @@ ALWAYS_INLINE void rows_impl(float *restrict out, const float *restrict q, size_
                 for (uint32_t g = 0; g < group; g++) {
                     float *si = S + ((size_t)i * group + g) * n_last + lo;
                     if (mods.softcap > 0) softcap_run(si, n, mods.softcap);
-                    kernel_softmax(si, n);
+                    softmax_head(si, n, mods, (size_t)kvh * group + g);
                 }
             }
             for (uint32_t i = 0; i < n_rows; i++)
@@ -711,6 +720,7 @@ void attn_group_ref(float *restrict out, const float *restrict q, const kv_cache
                 sum += w;
                 acc += w * ref_at(kv, kv->v, seq, layer, p, (size_t)kvh * head_dim + i);
             }
+            if (mods.sinks) sum += exp((double)mods.sinks[(size_t)kvh * group + g] - max);
             out[(size_t)g * head_dim + i] = (float)(acc / sum);
         }
     }

@@ -23,6 +23,10 @@
 typedef struct attn_mods {
     uint32_t window;
     float softcap;
+    /* NULL, or the layer's sink logit per query head (gpt-oss): each head's
+     * softmax also counts exp(sink), which has no value row (ggml's
+     * soft_max with sinks); indexed by query head kvh * group + g */
+    const float *sinks;
 } attn_mods;
 
 /* out (group, head_dim) = softmax(q_g . K[0:n_pos]^T * scale) @ V[0:n_pos]

@@ -22,6 +22,7 @@
 
 #include "engine/attention.h"
 #include "engine/forward.h"
+#include "engine/moe.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 
@@ -55,6 +56,8 @@ struct fwd_state {
     /* attention row runs of one step: run i is rows [run_first[i], run_first[i + 1]),
      * consecutive positions of one sequence, at most ATTN_ROWS (max_rows + 1 entries) */
     uint32_t *run_first;
+    moe_state *moe;      /* the experts' scratch (a mixture of experts), else NULL */
+    fwd_step_stats last; /* what the last llama_forward read */
 };
 
 static void rope_apply_norm(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
@@ -76,8 +79,8 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
     size_t q_dim = (size_t)c->n_heads * c->head_dim, kv_dim = (size_t)c->n_kv_heads * c->head_dim;
     const size_t group = c->n_heads / c->n_kv_heads;
     s->scores_stride = attn_rows_scratch(group, c->head_dim, max_ctx);
-    size_t per_row =
-        3 * (size_t)c->dim + 2 * q_dim + 2 * kv_dim + 2 * (size_t)c->ffn_dim + c->n_vocab;
+    const size_t ffn = c->n_expert ? 0 : c->ffn_dim; /* the experts have their own scratch */
+    size_t per_row = 3 * (size_t)c->dim + 2 * q_dim + 2 * kv_dim + 2 * ffn + c->n_vocab;
     size_t total =
         per_row * max_rows + (size_t)c->rope_dim * n_threads + s->scores_stride * (size_t)n_threads;
     s->buf = aligned_alloc(64, (total * sizeof(float) + 63) / 64 * 64);
@@ -100,8 +103,8 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
     TAKE(att, max_rows * q_dim);
     TAKE(k, max_rows * kv_dim);
     TAKE(v, max_rows * kv_dim);
-    TAKE(hb, max_rows * c->ffn_dim);
-    TAKE(hb2, max_rows * c->ffn_dim);
+    TAKE(hb, max_rows * ffn);
+    TAKE(hb2, max_rows * ffn);
     TAKE(logits, max_rows * c->n_vocab);
     TAKE(rope, (size_t)c->rope_dim * n_threads);
     TAKE(scores, s->scores_stride * (size_t)n_threads);
@@ -113,8 +116,9 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
      * sample touch theirs (n_vocab floats each). */
     memset(s->x, 0, (size_t)(s->logits - s->x) * sizeof(float));
     memset(s->rope, 0, (size_t)(p - s->rope) * sizeof(float));
-    size_t max_in = c->ffn_dim > c->dim ? c->ffn_dim : c->dim;
+    size_t max_in = ffn > c->dim ? ffn : c->dim;
     if (q_dim > max_in) max_in = q_dim;
+    if (c->expert_ffn > max_in) max_in = c->expert_ffn;
     s->rope_apply = c->arch_info->rope_neox ? rope_apply_neox : rope_apply_norm;
     /* LongRoPE: llama.cpp picks the long factors when the context exceeds the
      * original one; ours is max_ctx */
@@ -129,7 +133,10 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
         }
         kernel_gelu_table(s->gelu);
     }
-    int rc = kernel_ctx_create(&s->kc, n_threads, max_rows, max_in, err);
+    /* a mixture of experts quantizes one activation row per (row, expert) slot */
+    const size_t kc_rows = c->n_expert ? moe_max_slots(c, max_rows) : max_rows;
+    int rc = kernel_ctx_create(&s->kc, n_threads, kc_rows, max_in, err);
+    if (!rc && c->n_expert) rc = moe_state_create(&s->moe, c, max_rows, err);
     if (rc) {
         fwd_state_free(s);
         return rc;
@@ -140,6 +147,7 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
 
 void fwd_state_free(fwd_state *s) {
     if (!s) return;
+    moe_state_free(s->moe);
     kernel_ctx_free(s->kc);
     free(s->gelu);
     free(s->run_first);
@@ -151,6 +159,10 @@ kernel_ctx *fwd_state_kernels(fwd_state *s) {
     return s->kc;
 }
 
+fwd_step_stats fwd_state_last_step(const fwd_state *s) {
+    return s->last;
+}
+
 /* RoPE angles: pair i rotates by freq_scale * pos * base^(-2i/rope_dim) /
  * factors[i] (factors: Llama 3.1's rope_freqs, NULL for none; freq_scale:
  * 1 / linear rope.scaling.factor); cos and sin are multiplied by mscale
@@ -158,9 +170,24 @@ kernel_ctx *fwd_state_kernels(fwd_state *s) {
  * repeated multiplication in float, as ggml does, so rounding tracks
  * llama.cpp. */
 static void rope_table(float *cs, uint32_t pos, uint32_t rope_dim, float base, float freq_scale,
-                       const float *factors, float mscale) {
+                       const float *factors, float mscale, const llama_config *c) {
     float theta_scale = powf(base, -2.0f / (float)rope_dim);
     float theta = (float)pos;
+    if (c->rope_ext_factor != 0) { /* YaRN: ggml's rope_yarn, its float steps in order */
+        mscale *= 1.0f + 0.1f * logf(1.0f / freq_scale);
+        const float lo = c->rope_yarn_corr[0], hi = c->rope_yarn_corr[1];
+        for (uint32_t i = 0; i < rope_dim; i += 2) {
+            const float extrap = factors ? theta / factors[i / 2] : theta;
+            const float interp = freq_scale * extrap;
+            const float y = ((float)(i / 2) - lo) / fmaxf(0.001f, hi - lo);
+            const float mix = (1 - fminf(1, fmaxf(0, y))) * c->rope_ext_factor;
+            const float t = interp * (1 - mix) + extrap * mix;
+            cs[i] = cosf(t) * mscale;
+            cs[i + 1] = sinf(t) * mscale;
+            theta *= theta_scale;
+        }
+        return;
+    }
     for (uint32_t i = 0; i < rope_dim; i += 2) {
         const float t = freq_scale * (factors ? theta / factors[i / 2] : theta);
         cs[i] = cosf(t) * mscale;
@@ -443,22 +470,24 @@ static void ffn_norm_row(const rows_job *j, size_t r, int thread) {
     kernel_rmsnorm(j->s->xb + r * dim, j->s->x + r * dim, j->L->ffn_norm, dim, j->c->rms_eps);
 }
 
-/* x += post_norm(proj), the post-norm where the architecture has one. */
-static void residual_row(const rows_job *j, size_t r, const float *post_norm) {
+/* x += post_norm(proj [+ bias]), the bias and post-norm where the
+ * architecture has them. */
+static void residual_row(const rows_job *j, size_t r, const float *bias, const float *post_norm) {
     const size_t dim = j->c->dim;
     float *p = j->s->proj + r * dim;
+    if (bias) kernel_add(p, p, bias, dim);
     if (post_norm) kernel_rmsnorm(p, p, post_norm, dim, j->c->rms_eps);
     kernel_add(j->s->x + r * dim, j->s->x + r * dim, p, dim);
 }
 
 static void attn_residual_row(const rows_job *j, size_t r, int thread) {
     (void)thread;
-    residual_row(j, r, j->L->attn_post_norm);
+    residual_row(j, r, j->L->bo, j->L->attn_post_norm);
 }
 
 static void ffn_residual_row(const rows_job *j, size_t r, int thread) {
     (void)thread;
-    residual_row(j, r, j->L->ffn_post_norm);
+    residual_row(j, r, NULL, j->L->ffn_post_norm);
 }
 
 static void ffn_act_row(const rows_job *j, size_t r, int thread) {
@@ -482,7 +511,7 @@ static void qkv_row(const rows_job *j, size_t r, int thread) {
     float *cs = s->rope + (size_t)thread * c->rope_dim;
     qkv_post(s->q + r * q_dim, s->k + r * kv_dim, s->v + r * kv_dim, j->L, c);
     rope_table(cs, row->pos, c->rope_dim, j->rope_base, j->rope_scale, s->rope_factors,
-               c->rope_attn_factor);
+               c->rope_attn_factor, c);
     s->rope_apply(s->q + r * q_dim, cs, c->n_heads, c->head_dim, c->rope_dim);
     s->rope_apply(s->k + r * kv_dim, cs, c->n_kv_heads, c->head_dim, c->rope_dim);
     if (c->arch_info->q_prescale) kernel_scale(s->q + r * q_dim, j->q_scale, q_dim);
@@ -524,13 +553,14 @@ static int attention_layer(fwd_state *s, const llama_model *m, kv_cache *kv, con
     /* tasks of (run, kv heads): the group's query heads and the run's rows
      * share each K/V block read */
     tps_pool *pool = kernel_ctx_pool(s->kc);
-    attn_job aj = {.s = s,
-                   .cfg = c,
-                   .b = b,
-                   .kv = kv,
-                   .layer = l,
-                   .scale = qs.attn,
-                   .mods = {.window = swa ? c->n_swa : 0, .softcap = c->attn_softcap}};
+    attn_job aj = {
+        .s = s,
+        .cfg = c,
+        .b = b,
+        .kv = kv,
+        .layer = l,
+        .scale = qs.attn,
+        .mods = {.window = swa ? c->n_swa : 0, .softcap = c->attn_softcap, .sinks = L->sinks}};
     aj.heads_per_task = attn_heads_per_task(c, n_runs, n, pool ? tps_pool_threads(pool) : 1);
     aj.n_runs = n_runs;
     const size_t n_tasks = n_runs * attn_chunks(&aj);
@@ -544,11 +574,20 @@ static int attention_layer(fwd_state *s, const llama_model *m, kv_cache *kv, con
     return 0;
 }
 
-/* x += down(act(gate(norm(x))) * up(norm(x))) for one layer. */
+/* x += down(act(gate(norm(x))) * up(norm(x))) for one layer, or its
+ * mixture of experts (moe.c). */
 static int ffn_layer(fwd_state *s, const llama_config *c, const llama_layer *L, size_t n,
                      tps_err *err) {
     int rc;
     each_row(s, c, L, n, ffn_norm_row);
+    if (s->moe) {
+        moe_tally t = {0};
+        if ((rc = moe_ffn(s->moe, s->kc, c, L, s->xb, n, s->proj, &t, err))) return rc;
+        s->last.experts += t.experts;
+        s->last.weight_bytes += t.bytes;
+        each_row(s, c, L, n, ffn_residual_row);
+        return 0;
+    }
     const kernel_mat gate_up[2] = {kmat(s->hb, &L->w_gate), kmat(s->hb2, &L->w_up)};
     if ((rc = mm_multi(gate_up, 2, s, s->xb, n, c->dim, err))) return rc;
     each_row(s, c, L, n, ffn_act_row);
@@ -592,6 +631,7 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
                         "forward: KV cache holds heads of %u x %u, the model %u x %u",
                         kv->n_kv_heads, kv->head_dim, c->n_kv_heads, c->head_dim);
     int rc;
+    s->last = (fwd_step_stats){.weight_bytes = m->w.bytes_dense};
     if ((rc = embed_rows(s, m, kv, b, err))) return rc;
     const size_t n_runs = plan_runs(s, b);
     const q_scales qs = scales_of(c);

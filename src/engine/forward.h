@@ -41,6 +41,17 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
 void fwd_state_free(fwd_state *s);
 kernel_ctx *fwd_state_kernels(fwd_state *s);
 
+/* What one llama_forward read, counted where it was read: weight bytes
+ * (every dense matrix once, one embedding row, and the experts the step's
+ * rows were routed to, each once however many rows chose it), and the
+ * experts run, summed over the layers (0 for a dense model). */
+typedef struct fwd_step_stats {
+    uint64_t weight_bytes;
+    uint64_t experts;
+} fwd_step_stats;
+/* Of the last llama_forward call (zeros before the first). */
+fwd_step_stats fwd_state_last_step(const fwd_state *s);
+
 /* Runs the batch: writes K/V of every row into kv, and the logits of rows
  * with want_logits into logits (n_want, n_vocab) in row order. logits is
  * borrowed from s (valid until the next call); *n_logits says how many rows. */

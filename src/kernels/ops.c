@@ -76,6 +76,24 @@ void kernel_softmax(float *x, size_t n) {
 #endif
 }
 
+void kernel_softmax_sink(float *x, size_t n, float sink) {
+    if (n == 0) return;
+#if KERNEL_HAVE_AVX2
+    kernel_softmax_sink_avx2(x, n, sink);
+#else
+    float max = sink;
+    for (size_t i = 0; i < n; i++)
+        max = x[i] > max ? x[i] : max;
+    float sum = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    sum += expf(sink - max);
+    kernel_scale(x, 1.0f / sum, n);
+#endif
+}
+
 void kernel_swiglu(float *out, const float *gate, const float *up, size_t n) {
 #if KERNEL_HAVE_AVX2
     kernel_swiglu_avx2(out, gate, up, n);

@@ -18,6 +18,12 @@ void kernel_rmsnorm(float *out, const float *x, const float *restrict w, size_t 
 /* x (n,) = softmax(x), in place, max-subtracted. n >= 1. */
 void kernel_softmax(float *x, size_t n);
 
+/* x (n,) = softmax over x and one more logit, sink, that takes its share
+ * of the sum and has no output of its own (gpt-oss's attention sinks), as
+ * ggml's soft_max with sinks: max over both, exp, the sum plus
+ * exp(sink - max), scaled. n >= 1. */
+void kernel_softmax_sink(float *x, size_t n, float sink);
+
 /* out (n,) = silu(gate) * up, silu(g) = g / (1 + exp(-g)). out may be gate or up. */
 void kernel_swiglu(float *out, const float *gate, const float *up, size_t n);
 

@@ -135,6 +135,22 @@ void kernel_softmax_avx2(float *x, size_t n) {
     kernel_scale_avx2(x, 1.0f / exp_sub_sum(x, max, n), n);
 }
 
+void kernel_softmax_sink_avx2(float *x, size_t n, float sink) {
+    __m256 vmax = _mm256_set1_ps(x[0]);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+    float m8[8], max = x[0];
+    _mm256_storeu_ps(m8, vmax);
+    for (int k = 0; k < 8; k++)
+        max = m8[k] > max ? m8[k] : max;
+    for (; i < n; i++)
+        max = x[i] > max ? x[i] : max;
+    max = sink > max ? sink : max;
+    const float sum = exp_sub_sum(x, max, n) + expf(sink - max);
+    kernel_scale_avx2(x, 1.0f / sum, n);
+}
+
 static inline __m256 swiglu8(__m256 g, __m256 u) {
     const __m256 one = _mm256_set1_ps(1.0f);
     const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));

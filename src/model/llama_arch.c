@@ -7,9 +7,10 @@
 #include "model/llama_arch.h"
 
 static const llama_arch archs[] = {
-    {LLAMA_ARCH_LLAMA, "llama", 0, 0,
+    {LLAMA_ARCH_LLAMA, "llama", 0, 0, .moe_norm_w = 1,
      .specifics = "RMSNorm, SwiGLU, RoPE on adjacent pairs; optional Q/K/V biases, rope_freqs "
-                  "(Llama 3.1 RoPE scaling) and tied embeddings"},
+                  "(Llama 3.1 RoPE scaling) and tied embeddings; with expert_count, Mixtral's "
+                  "experts (softmax router, top k renormalised)"},
     {LLAMA_ARCH_QWEN2, "qwen2", 1, 0,
      .specifics = "Llama with Q/K/V biases and NeoX-order RoPE; optional tied embeddings"},
     {LLAMA_ARCH_QWEN3, "qwen3", 1, 1,
@@ -30,6 +31,14 @@ static const llama_arch archs[] = {
     {LLAMA_ARCH_MISTRAL3, "mistral3", 0, 0,
      .specifics = "Llama layout (adjacent-pair RoPE, head size from attention.key_length); "
                   "YaRN and attention temperature scaling are refused"},
+    {LLAMA_ARCH_QWEN3MOE, "qwen3moe", 1, 1, .moe = 1, .moe_norm_w = 1,
+     .specifics = "Qwen3 attention (per-head Q/K RMSNorm, NeoX RoPE) with a mixture of experts: "
+                  "softmax router, top k (8 of 128) renormalised; expert_feed_forward_length"},
+    {LLAMA_ARCH_GPT_OSS, "gpt-oss", 1, 0, .swa_period = 2, .swa_window = 128, .moe = 1,
+     .gating = LLAMA_GATING_SOFTMAX_WEIGHT, .oai = 1,
+     .specifics = "attention sinks, Q/K/V/output biases, sliding window (128) on alternate "
+                  "layers, YaRN RoPE; experts (usually MXFP4) with biases, top k logits "
+                  "softmaxed, SwiGLU clamped at 7 (alpha 1.702)"},
 };
 
 const llama_arch *llama_arch_find(const char *name) {
@@ -39,5 +48,5 @@ const llama_arch *llama_arch_find(const char *name) {
 }
 
 const char *llama_arch_names(void) {
-    return "llama, qwen2, qwen3, gemma2, gemma3, phi3, mistral3";
+    return "llama, qwen2, qwen3, gemma2, gemma3, phi3, mistral3, qwen3moe, gpt-oss";
 }

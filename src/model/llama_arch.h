@@ -15,7 +15,16 @@ typedef enum llama_arch_id {
     LLAMA_ARCH_GEMMA3,    /* Gemma 3 (text) */
     LLAMA_ARCH_PHI3,      /* Phi-3, Phi-3.5, Phi-4-mini */
     LLAMA_ARCH_MISTRAL3,  /* Mistral Small 3.x, Ministral 3 (text) */
+    LLAMA_ARCH_QWEN3MOE,  /* Qwen3-30B-A3B, Qwen3-Coder-30B-A3B, Qwen3-235B-A22B */
+    LLAMA_ARCH_GPT_OSS,   /* gpt-oss-20b, gpt-oss-120b */
 } llama_arch_id;
+
+/* How a mixture-of-experts layer turns router logits into expert weights
+ * (llama.cpp's llama_expert_gating_func_type). */
+typedef enum llama_gating {
+    LLAMA_GATING_SOFTMAX = 0,    /* softmax over all experts, then the top k of it */
+    LLAMA_GATING_SOFTMAX_WEIGHT, /* the top k logits, then a softmax over those k */
+} llama_gating;
 
 typedef struct llama_arch {
     llama_arch_id id;
@@ -36,6 +45,12 @@ typedef struct llama_arch {
                               0: to the global base */
     float attn_softcap;    /* attn_logit_softcapping when absent (0: none) */
     float final_softcap;   /* final_logit_softcapping when absent (0: none) */
+    int moe;               /* 1: every layer's FFN is a mixture of experts (expert_count
+                              required); the llama row runs one when the file has experts */
+    llama_gating gating;   /* expert weights from router logits */
+    int moe_norm_w;        /* 1: the k expert weights are divided by their sum */
+    int oai;               /* gpt-oss's block: attention sinks, attn_output and expert
+                              biases, post_attention_norm before the FFN, clamped SwiGLU */
     const char *specifics; /* one line for `tps model info` */
 } llama_arch;
 

@@ -2,6 +2,7 @@
  * architectures in llama_arch, under its own key prefix ("qwen2.block_count"). It checks
  * that shapes are consistent with each other; whether the tensors match them
  * is llama_weights' job. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -86,7 +87,32 @@ static int read_sizes(llama_config *cfg, const gguf_file *f, tps_err *err) {
     return get_u32(f, a, "context_length", &cfg->ctx_len, &ctx_default, err);
 }
 
-/* RoPE base and scaling (linear, or LongRoPE for phi3) and the norm epsilon. */
+/* YaRN as llama.cpp sets it up for these architectures (llama_context's
+ * constructor): ext_factor 1 and yarn_attn_factor = get_mscale(factor) /
+ * (1 + 0.1 ln factor) x rope.scaling.attn_factor, in the same float
+ * operations. */
+static void set_yarn(llama_config *cfg) {
+    const float factor = 1.0f / cfg->rope_scale;
+    float attn = factor <= 1.0f ? 1.0f : 0.1f * 1.0f * logf(factor) + 1.0f;
+    attn *= 1.0f / (1.0f + 0.1f * logf(factor));
+    cfg->rope_attn_factor *= attn;
+    cfg->rope_ext_factor = 1.0f;
+}
+
+/* ggml_rope_yarn_corr_dims with beta_fast 32, beta_slow 1 over rope_dim,
+ * the original context and the base (needs rope_dim). */
+static void set_yarn_dims(llama_config *cfg) {
+    const float beta[2] = {32.0f, 1.0f};
+    for (int i = 0; i < 2; i++) {
+        const float d = (float)cfg->rope_dim *
+                        logf((float)cfg->rope_orig_ctx / (beta[i] * 2 * (float)M_PI)) /
+                        (2 * logf(cfg->rope_base));
+        cfg->rope_yarn_corr[i] =
+            i == 0 ? fmaxf(0.0f, floorf(d)) : fminf((float)cfg->rope_dim - 1, ceilf(d));
+    }
+}
+
+/* RoPE base and scaling (linear, YaRN, or LongRoPE for phi3) and the norm epsilon. */
 static int read_rope_and_norm(llama_config *cfg, const gguf_file *f, tps_err *err) {
     const char *a = cfg->arch;
     int rc;
@@ -99,16 +125,22 @@ static int read_rope_and_norm(llama_config *cfg, const gguf_file *f, tps_err *er
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     gguf_str st;
-    if (gguf_get_str(f, key, &st) == 0 && !gguf_str_eq(st, "linear") && !gguf_str_eq(st, "none") &&
+    const int yarn = gguf_get_str(f, key, &st) == 0 && gguf_str_eq(st, "yarn") &&
+                     cfg->arch_info->id != LLAMA_ARCH_MISTRAL3;
+    if (gguf_get_str(f, key, &st) == 0 && !yarn && !gguf_str_eq(st, "linear") &&
+        !gguf_str_eq(st, "none") &&
         !(gguf_str_eq(st, "longrope") && cfg->arch_info->id == LLAMA_ARCH_PHI3))
         return tps_fail(err, TPS_EUNSUP,
                         "model: %s: rope.scaling.type '%.*s' is not supported (tps does linear, "
-                        "and LongRoPE for phi3)",
+                        "YaRN but for mistral3, and LongRoPE for phi3)",
                         a, (int)(st.len > 32 ? 32 : st.len), st.ptr);
     if ((rc = get_u32(f, a, "rope.scaling.original_context_length", &cfg->rope_orig_ctx,
                       &cfg->ctx_len, err)))
         return rc;
-    return get_f32(f, a, "rope.scaling.attn_factor", &cfg->rope_attn_factor, 1.0f, err);
+    if ((rc = get_f32(f, a, "rope.scaling.attn_factor", &cfg->rope_attn_factor, 1.0f, err)))
+        return rc;
+    if (yarn) set_yarn(cfg);
+    return 0;
 }
 
 /* Architecture-specific attention: sliding-window layers and their RoPE,
@@ -200,6 +232,46 @@ static int read_vocab_size(llama_config *cfg, const gguf_file *f, tps_err *err) 
     return 0;
 }
 
+/* Expert counts and each expert's FFN width, where the architecture has
+ * experts (qwen3moe, gpt-oss) or the file gives them (llama: Mixtral). */
+static int read_experts(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    const char *a = cfg->arch;
+    const uint32_t zero = 0;
+    int rc;
+    if ((rc = get_u32(f, a, "expert_count", &cfg->n_expert, cfg->arch_info->moe ? NULL : &zero,
+                      err)))
+        return rc;
+    if (!cfg->n_expert) return 0;
+    if (cfg->arch_info->id != LLAMA_ARCH_LLAMA && !cfg->arch_info->moe)
+        return tps_fail(err, TPS_EUNSUP,
+                        "model: %s: expert_count %u: tps runs experts for llama, qwen3moe and "
+                        "gpt-oss only",
+                        a, cfg->n_expert);
+    if ((rc = get_u32(f, a, "expert_used_count", &cfg->n_expert_used, NULL, err))) return rc;
+    if (cfg->n_expert > LLAMA_MAX_EXPERTS || cfg->n_expert_used == 0 ||
+        cfg->n_expert_used > cfg->n_expert || cfg->n_expert_used > LLAMA_MAX_EXPERTS_USED)
+        return tps_fail(err, TPS_EINVAL,
+                        "model: %s: expert_count %u and expert_used_count %u: need 1 <= used <= "
+                        "count, count <= %d, used <= %d",
+                        a, cfg->n_expert, cfg->n_expert_used, LLAMA_MAX_EXPERTS,
+                        LLAMA_MAX_EXPERTS_USED);
+    /* llama.cpp: llama's experts are feed_forward_length wide; qwen3moe's
+     * default to feed_forward_length / used; gpt-oss must say */
+    const uint32_t dflt = cfg->arch_info->id == LLAMA_ARCH_QWEN3MOE
+                              ? cfg->ffn_dim / cfg->n_expert_used
+                              : cfg->ffn_dim;
+    if (cfg->arch_info->id == LLAMA_ARCH_LLAMA) {
+        cfg->expert_ffn = cfg->ffn_dim;
+        return 0;
+    }
+    if ((rc = get_u32(f, a, "expert_feed_forward_length", &cfg->expert_ffn,
+                      cfg->arch_info->oai ? NULL : &dflt, err)))
+        return rc;
+    if (cfg->expert_ffn == 0)
+        return tps_fail(err, TPS_EINVAL, "model: %s: expert_feed_forward_length is 0", a);
+    return 0;
+}
+
 int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     memset(cfg, 0, sizeof *cfg);
     int rc;
@@ -208,5 +280,7 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     if ((rc = read_rope_and_norm(cfg, f, err))) return rc;
     if ((rc = read_attention_variant(cfg, f, err))) return rc;
     if ((rc = read_head_dims(cfg, f, err))) return rc;
+    if ((rc = read_experts(cfg, f, err))) return rc;
+    if (cfg->rope_ext_factor != 0) set_yarn_dims(cfg);
     return read_vocab_size(cfg, f, err);
 }

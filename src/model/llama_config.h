@@ -34,7 +34,27 @@ typedef struct llama_config {
     float rope_attn_factor; /* rope.scaling.attn_factor: cos/sin multiplier (LongRoPE); 1 */
     float attn_softcap;     /* attn_logit_softcapping; 0: none */
     float final_softcap;    /* final_logit_softcapping; 0: none */
+    /* YaRN (rope.scaling.type yarn): ggml's rope_yarn with ext_factor 1 and
+     * beta_fast 32, beta_slow 1, as llama.cpp runs the architectures here;
+     * rope_attn_factor then holds llama.cpp's yarn_attn_factor */
+    float rope_ext_factor;   /* 1 with YaRN, else 0 */
+    float rope_yarn_corr[2]; /* ggml_rope_yarn_corr_dims: the ramp's first and last dims */
+    /* mixture of experts (llama_arch.moe, or a llama file with experts) */
+    uint32_t n_expert;      /* expert_count; 0: every FFN is dense */
+    uint32_t n_expert_used; /* expert_used_count: experts per token (k) */
+    uint32_t expert_ffn;    /* expert_feed_forward_length: each expert's FFN width */
 } llama_config;
+
+/* Experts a router may choose from, and experts a token may use, at most. */
+#define LLAMA_MAX_EXPERTS      512
+#define LLAMA_MAX_EXPERTS_USED 32
+
+/* Multiply-adds of one row through a layer's FFN: the dense FFN, or the
+ * router and the k experts a token uses. */
+static inline double llama_config_ffn_macs(const llama_config *c) {
+    if (!c->n_expert) return 3.0 * c->dim * c->ffn_dim;
+    return (double)c->dim * c->n_expert + 3.0 * c->dim * c->expert_ffn * c->n_expert_used;
+}
 
 /* 1 when layer l uses the sliding window (llama.cpp's set_swa_pattern). */
 static inline int llama_config_is_swa(const llama_config *c, uint32_t l) {

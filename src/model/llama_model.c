@@ -18,13 +18,13 @@ int llama_model_load_opts(llama_model **out, const char *path, const llama_load_
     if (rc) goto fail;
     if ((rc = llama_config_read(&m->cfg, m->file, err))) goto fail;
     if ((rc = llama_weights_bind(&m->w, &m->cfg, m->file, err))) goto fail;
-    if (!opts->no_repack && (rc = llama_weights_repack(&m->w, &m->cfg, err))) {
+    /* the load faults the originals in to copy them: each one's pages are
+     * given back as soon as it is copied, or they would stay resident
+     * beside their copies (the file's size twice at the peak) */
+    if (!opts->no_repack && (rc = llama_weights_repack_file(&m->w, &m->cfg, m->file, err))) {
         llama_weights_free(&m->w);
         goto fail;
     }
-    /* the load faulted the originals in to copy them: they would stay
-     * resident beside their copies (122 MB for the 110M preset) */
-    if (m->w.packed) llama_weights_release_file_pages(&m->w, &m->cfg, m->file);
     *out = m;
     return 0;
 fail:

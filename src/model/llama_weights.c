@@ -10,6 +10,9 @@
 #include "kernels/quant.h"
 #include "model/llama_weights.h"
 
+static int check_type_and_set(llama_mat *m, const gguf_tensor *t, const char *name, uint32_t rows,
+                              uint32_t cols, tps_err *err);
+
 /* used[i]: tensor i of the file was bound (so none is left silently unread) */
 static int bind_mat(llama_mat *m, const gguf_file *f, uint8_t *used, const char *arch,
                     const char *name, uint32_t rows, uint32_t cols, tps_err *err) {
@@ -22,13 +25,36 @@ static int bind_mat(llama_mat *m, const gguf_file *f, uint8_t *used, const char 
                         "the config says (%u, %u)",
                         arch, name, t->info_offset, (unsigned long long)t->ne[0],
                         (unsigned long long)t->ne[1], cols, rows);
-    if (!kernel_type_supported(t->type))
+    return check_type_and_set(m, t, name, rows, cols, err);
+}
+
+static int check_type_and_set(llama_mat *m, const gguf_tensor *t, const char *name, uint32_t rows,
+                              uint32_t cols, tps_err *err) {
+    if (!kernel_type_supported(t->type) || !kernel_row_bytes(t->type, cols))
         return tps_fail(err, TPS_EUNSUP,
                         "model: unsupported tensor type %s in tensor '%s' (supported: f32, f16, "
-                        "bf16, q8_0, q4_0, q4_k, q6_k)",
-                        ggml_type_get(t->type)->name, name);
+                        "bf16, q8_0, q4_0, q4_k, q6_k, mxfp4, in rows of whole blocks)",
+                        ggml_type_get(t->type) ? ggml_type_get(t->type)->name : "?", name);
     *m = (llama_mat){.data = t->data, .type = t->type, .rows = rows, .cols = cols};
     return 0;
+}
+
+/* A 3-D expert tensor: n matrices of (rows, cols), ne = {cols, rows, n}. */
+static int bind_experts(llama_mat *m, const gguf_file *f, uint8_t *used, const char *arch,
+                        const char *name, uint32_t rows, uint32_t cols, uint32_t n, tps_err *err) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (t) used[t - f->tensors] = 1;
+    if (!t) return llama_err_missing_tensor(err, arch, f, name);
+    if (t->n_dims != 3 || t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n)
+        return tps_fail(err, TPS_EINVAL,
+                        "model: %s: tensor '%s' (info at byte offset %zu) has shape (%llu, %llu, "
+                        "%llu); the config says (%u, %u, %u)",
+                        arch, name, t->info_offset, (unsigned long long)t->ne[0],
+                        (unsigned long long)t->ne[1],
+                        (unsigned long long)(t->n_dims > 2 ? t->ne[2] : 1), cols, rows, n);
+    int rc = check_type_and_set(m, t, name, rows, cols, err);
+    m->n_experts = n;
+    return rc;
 }
 
 /* Rows [row0, row0 + n) of m: a matrix of its own (fused tensors). */
@@ -42,27 +68,28 @@ static llama_mat mat_rows(const llama_mat *m, uint32_t row0, uint32_t n) {
 /* Vectors (norms, biases, RoPE factors): borrowed when F32, else converted
  * into *owned_next. Optional ones (optional = 1) leave *out NULL when absent. */
 static int bind_vec(const float **out, const gguf_file *f, uint8_t *used, const char *arch,
-                    const char *name, uint32_t dim, int optional, float **owned_next,
-                    tps_err *err) {
+                    const char *name, uint32_t dim, uint32_t n_rows, int optional,
+                    float **owned_next, tps_err *err) {
     const gguf_tensor *t = gguf_find_tensor(f, name);
     if (t) used[t - f->tensors] = 1;
     *out = NULL;
     if (!t && optional) return 0;
     if (!t) return llama_err_missing_tensor(err, arch, f, name);
-    if (t->n_elements != dim || t->ne[0] != dim)
+    if (t->n_elements != (uint64_t)dim * n_rows || t->ne[0] != dim)
         return tps_fail(err, TPS_EINVAL,
                         "model: %s: tensor '%s' (info at byte offset %zu) has %llu elements; "
-                        "expected %u",
-                        arch, name, t->info_offset, (unsigned long long)t->n_elements, dim);
+                        "expected %u x %u",
+                        arch, name, t->info_offset, (unsigned long long)t->n_elements, dim, n_rows);
     if (t->type == GGML_TYPE_F32) {
         *out = t->data;
         return 0;
     }
-    if (dequantize_row(*owned_next, t->data, t->type, dim) != 0)
+    const size_t n = (size_t)dim * n_rows;
+    if (dequantize_row(*owned_next, t->data, t->type, n) != 0)
         return tps_fail(err, TPS_EUNSUP, "model: %s: unsupported tensor type %s in tensor '%s'",
-                        arch, ggml_type_get(t->type)->name, name);
+                        arch, ggml_type_get(t->type) ? ggml_type_get(t->type)->name : "?", name);
     *out = *owned_next;
-    *owned_next += dim;
+    *owned_next += n;
     return 0;
 }
 
@@ -87,7 +114,17 @@ static int mat(binder *b, llama_mat *dst, const char *name, uint32_t rows, uint3
 }
 
 static int vec(binder *b, const float **dst, const char *name, uint32_t n, int optional) {
-    return bind_vec(dst, b->f, b->used, b->arch, name, n, optional, &b->owned_next, b->err);
+    return bind_vec(dst, b->f, b->used, b->arch, name, n, 1, optional, &b->owned_next, b->err);
+}
+
+/* (n_rows, n) per-expert vectors (expert biases), row e for expert e. */
+static int vec2(binder *b, const float **dst, const char *name, uint32_t n, uint32_t n_rows) {
+    return bind_vec(dst, b->f, b->used, b->arch, name, n, n_rows, 0, &b->owned_next, b->err);
+}
+
+static int experts(binder *b, llama_mat *dst, const char *name, uint32_t rows, uint32_t cols,
+                   uint32_t n) {
+    return bind_experts(dst, b->f, b->used, b->arch, name, rows, cols, n, b->err);
 }
 
 /* Embedding, output norm, RoPE factors and the output matrix (or the
@@ -149,11 +186,43 @@ static int bind_ffn(binder *b, llama_layer *L, const llama_config *cfg, uint32_t
     return mat(b, &L->w_down, blk(b, l, "ffn_down.weight"), cfg->dim, cfg->ffn_dim);
 }
 
+/* The router and the experts of layer l (their biases for gpt-oss). */
+static int bind_moe(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
+    const uint32_t E = cfg->n_expert, ff = cfg->expert_ffn, dim = cfg->dim;
+    int rc;
+    if ((rc = mat(b, &L->gate_inp, blk(b, l, "ffn_gate_inp.weight"), E, dim))) return rc;
+    if ((rc = experts(b, &L->gate_exps, blk(b, l, "ffn_gate_exps.weight"), ff, dim, E))) return rc;
+    if ((rc = experts(b, &L->up_exps, blk(b, l, "ffn_up_exps.weight"), ff, dim, E))) return rc;
+    if ((rc = experts(b, &L->down_exps, blk(b, l, "ffn_down_exps.weight"), dim, ff, E))) return rc;
+    if (cfg->arch_info->oai) {
+        if ((rc = vec(b, &L->gate_inp_b, blk(b, l, "ffn_gate_inp.bias"), E, 0))) return rc;
+        if ((rc = vec2(b, &L->gate_exps_b, blk(b, l, "ffn_gate_exps.bias"), ff, E))) return rc;
+        if ((rc = vec2(b, &L->up_exps_b, blk(b, l, "ffn_up_exps.bias"), ff, E))) return rc;
+        if ((rc = vec2(b, &L->down_exps_b, blk(b, l, "ffn_down_exps.bias"), dim, E))) return rc;
+    }
+    const llama_mat *ms[3] = {&L->gate_exps, &L->up_exps, &L->down_exps};
+    for (int k = 0; k < 3; k++)
+        L->expert_bytes += (uint64_t)ms[k]->rows * kernel_row_bytes(ms[k]->type, ms[k]->cols);
+    return 0;
+}
+
+/* gpt-oss: attention sinks and the output projection's bias. */
+static int bind_oai_attention(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
+    int rc;
+    if ((rc = vec(b, &L->sinks, blk(b, l, "attn_sinks.weight"), cfg->n_heads, 0))) return rc;
+    return vec(b, &L->bo, blk(b, l, "attn_output.bias"), cfg->dim, 0);
+}
+
 static int bind_layer(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
     uint32_t q_dim = cfg->n_heads * cfg->head_dim;
     int rc;
     if ((rc = vec(b, &L->attn_norm, blk(b, l, "attn_norm.weight"), cfg->dim, 0))) return rc;
-    if ((rc = vec(b, &L->ffn_norm, blk(b, l, "ffn_norm.weight"), cfg->dim, 0))) return rc;
+    /* gpt-oss names its FFN's pre-norm post_attention_norm */
+    if ((rc = vec(b, &L->ffn_norm,
+                  blk(b, l, cfg->arch_info->oai ? "post_attention_norm.weight" : "ffn_norm.weight"),
+                  cfg->dim, 0)))
+        return rc;
+    if (cfg->arch_info->oai && (rc = bind_oai_attention(b, L, cfg, l))) return rc;
     if ((rc = bind_qkv(b, L, cfg, l))) return rc;
     if (cfg->arch_info->qk_norm) {
         if ((rc = vec(b, &L->q_norm, blk(b, l, "attn_q_norm.weight"), cfg->head_dim, 0))) return rc;
@@ -166,16 +235,34 @@ static int bind_layer(binder *b, llama_layer *L, const llama_config *cfg, uint32
             return rc;
     }
     if ((rc = mat(b, &L->wo, blk(b, l, "attn_output.weight"), cfg->dim, q_dim))) return rc;
-    return bind_ffn(b, L, cfg, l);
+    return cfg->n_expert ? bind_moe(b, L, cfg, l) : bind_ffn(b, L, cfg, l);
 }
 
-/* Bytes of the layer's matrices, all read once per token. */
+/* Bytes of the layer's matrices a token reads whatever its experts: all
+ * of a dense layer's; a MoE layer's attention and router. */
 static uint64_t layer_bytes(const llama_layer *L) {
-    const llama_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    const llama_mat *ms[] = {&L->wq,     &L->wk,   &L->wv,     &L->wo,
+                             &L->w_gate, &L->w_up, &L->w_down, &L->gate_inp};
     uint64_t bytes = 0;
     for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
-        bytes += (uint64_t)ms[k]->rows * kernel_row_bytes(ms[k]->type, ms[k]->cols);
+        if (ms[k]->data)
+            bytes += (uint64_t)ms[k]->rows * kernel_row_bytes(ms[k]->type, ms[k]->cols);
     return bytes;
+}
+
+/* Elements of every tensor, and of those a token uses: all but the
+ * experts it was not routed to (the embeddings counted whole, as model
+ * cards count "active" parameters). */
+static void count_params(llama_weights *w, const llama_config *c, const gguf_file *f) {
+    uint64_t experts = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        w->params_total += t->n_elements;
+        const int exps = t->name.len > 10 && memmem(t->name.ptr, t->name.len, "_exps.", 6);
+        if (c->n_expert && exps) experts += t->n_elements;
+    }
+    w->params_active = w->params_total;
+    if (c->n_expert) w->params_active -= experts - experts / c->n_expert * c->n_expert_used;
 }
 
 /* A tensor tps does not read (an output bias, an FFN bias...) would be
@@ -197,13 +284,20 @@ static int check_all_used(const binder *b) {
 static int bind_all(binder *b, llama_weights *w, const llama_config *cfg) {
     int rc;
     if ((rc = bind_globals(b, w, cfg))) return rc;
-    uint64_t bytes = kernel_row_bytes(w->token_embd.type, cfg->dim);
+    uint64_t bytes = kernel_row_bytes(w->token_embd.type, cfg->dim), experts = 0, all = 0;
     for (uint32_t l = 0; l < cfg->n_layers; l++) {
         if ((rc = bind_layer(b, &w->layers[l], cfg, l))) return rc;
         bytes += layer_bytes(&w->layers[l]);
+        experts += w->layers[l].expert_bytes;
     }
     bytes += (uint64_t)cfg->n_vocab * kernel_row_bytes(w->output.type, cfg->dim);
-    w->bytes_per_token = bytes;
+    w->bytes_dense = bytes;
+    w->bytes_per_token = bytes + experts * cfg->n_expert_used;
+    all = bytes - kernel_row_bytes(w->token_embd.type, cfg->dim) + experts * cfg->n_expert;
+    w->bytes_total =
+        all +
+        (w->tied ? 0 : (uint64_t)cfg->n_vocab * kernel_row_bytes(w->token_embd.type, cfg->dim));
+    count_params(w, cfg, b->f);
     return check_all_used(b);
 }
 
@@ -212,8 +306,11 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
     memset(w, 0, sizeof *w);
     uint32_t q_dim = cfg->n_heads * cfg->head_dim, kv_dim = cfg->n_kv_heads * cfg->head_dim;
     w->layers = calloc(cfg->n_layers, sizeof *w->layers);
-    /* room for every vector converted: norms, biases, Q/K norms, RoPE factors */
-    const size_t per_layer = 4 * (size_t)cfg->dim + q_dim + 2 * (size_t)kv_dim + 2 * cfg->head_dim;
+    /* room for every vector converted: norms, biases, Q/K norms, RoPE
+     * factors, sinks, the router's and the experts' biases */
+    const size_t per_layer = 5 * (size_t)cfg->dim + q_dim + 2 * (size_t)kv_dim + 2 * cfg->head_dim +
+                             cfg->n_heads +
+                             (size_t)cfg->n_expert * (1 + 2 * (size_t)cfg->expert_ffn + cfg->dim);
     w->owned =
         malloc(sizeof(float) * (per_layer * cfg->n_layers + cfg->dim + 3 * (cfg->rope_dim / 2)));
     uint8_t *used = calloc(f->n_tensors ? f->n_tensors : 1, 1);
@@ -229,13 +326,17 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
     return rc;
 }
 
+#define MATS_PER_LAYER 10
+
 static size_t all_mats(llama_weights *w, const llama_config *cfg, llama_mat **ms, size_t cap) {
     size_t n = 0;
     for (uint32_t l = 0; l < cfg->n_layers; l++) {
         llama_layer *L = &w->layers[l];
-        llama_mat *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t k = 0; k < sizeof lm / sizeof lm[0] && n < cap; k++)
-            ms[n++] = lm[k];
+        llama_mat *lm[MATS_PER_LAYER] = {&L->wq,      &L->wk,       &L->wv,     &L->wo,
+                                         &L->w_gate,  &L->w_up,     &L->w_down, &L->gate_exps,
+                                         &L->up_exps, &L->down_exps};
+        for (size_t k = 0; k < MATS_PER_LAYER && n < cap; k++)
+            if (lm[k]->data) ms[n++] = lm[k];
     }
     if (n < cap) ms[n++] = &w->output;
     return n;
@@ -245,16 +346,47 @@ static int repackable(const llama_mat *m) {
     return kernel_packed_type(m->type) && m->rows % 8 == 0 && kernel_row_bytes(m->type, m->cols);
 }
 
-int llama_weights_repack(llama_weights *w, const llama_config *cfg, tps_err *err) {
-    const size_t cap = (size_t)cfg->n_layers * 7 + 1;
+/* Bytes of the matrix (all its experts). */
+static size_t mat_bytes(const llama_mat *m) {
+    return (size_t)(m->n_experts ? m->n_experts : 1) * m->rows * kernel_row_bytes(m->type, m->cols);
+}
+
+/* The file pages of m, never read again once it is repacked; a tied
+ * output shares token_embd's rows, which lookups still read. */
+static size_t release_mat(const llama_weights *w, const llama_mat *m, const gguf_file *f) {
+    if (!f || !m->packed || m->data == w->token_embd.data) return 0;
+    return gguf_release_pages(f, m->data, mat_bytes(m));
+}
+
+/* Repacks every repackable matrix, in file order, into buf; with f, gives
+ * back each one's file pages as soon as its copy is made. */
+static void repack_into(llama_weights *w, llama_mat **ms, size_t n, uint8_t *buf,
+                        const gguf_file *f) {
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        llama_mat *m = ms[i];
+        if (!repackable(m)) continue;
+        const size_t one = (size_t)m->rows * kernel_row_bytes(m->type, m->cols);
+        const uint32_t n_mats = m->n_experts ? m->n_experts : 1;
+        /* cannot fail: type, rows and cols were checked by repackable() */
+        for (uint32_t e = 0; e < n_mats; e++)
+            (void)kernel_repack(buf + off + e * one, (const uint8_t *)m->data + e * one, m->type,
+                                m->rows, m->cols);
+        m->packed = buf + off;
+        w->released_bytes += release_mat(w, m, f);
+        off += (mat_bytes(m) + 63) / 64 * 64;
+    }
+}
+
+int llama_weights_repack_file(llama_weights *w, const llama_config *cfg, const gguf_file *f,
+                              tps_err *err) {
+    const size_t cap = (size_t)cfg->n_layers * MATS_PER_LAYER + 1;
     llama_mat **ms = malloc(cap * sizeof *ms);
     if (!ms) return tps_fail(err, TPS_ENOMEM, "model: out of memory for repacking");
     const size_t n = all_mats(w, cfg, ms, cap);
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
-        if (repackable(ms[i]))
-            total +=
-                ((size_t)ms[i]->rows * kernel_row_bytes(ms[i]->type, ms[i]->cols) + 63) / 64 * 64;
+        if (repackable(ms[i])) total += (mat_bytes(ms[i]) + 63) / 64 * 64;
     if (total == 0) {
         free(ms);
         return 0;
@@ -265,16 +397,7 @@ int llama_weights_repack(llama_weights *w, const llama_config *cfg, tps_err *err
         return tps_fail(err, TPS_ENOMEM, "model: cannot allocate %zu MiB for repacked weights",
                         total >> 20);
     }
-    size_t off = 0;
-    for (size_t i = 0; i < n; i++) {
-        llama_mat *m = ms[i];
-        if (!repackable(m)) continue;
-        const size_t bytes = (size_t)m->rows * kernel_row_bytes(m->type, m->cols);
-        /* cannot fail: type, rows and cols were checked by repackable() */
-        (void)kernel_repack(buf + off, m->data, m->type, m->rows, m->cols);
-        m->packed = buf + off;
-        off += (bytes + 63) / 64 * 64;
-    }
+    repack_into(w, ms, n, buf, f);
     huge_unmap(w->packed, w->packed_bytes);
     w->packed = buf;
     w->packed_bytes = total;
@@ -282,19 +405,18 @@ int llama_weights_repack(llama_weights *w, const llama_config *cfg, tps_err *err
     return 0;
 }
 
+int llama_weights_repack(llama_weights *w, const llama_config *cfg, tps_err *err) {
+    return llama_weights_repack_file(w, cfg, NULL, err);
+}
+
 size_t llama_weights_release_file_pages(llama_weights *w, const llama_config *cfg,
                                         const gguf_file *f) {
-    const size_t cap = (size_t)cfg->n_layers * 7 + 1;
+    const size_t cap = (size_t)cfg->n_layers * MATS_PER_LAYER + 1;
     llama_mat **ms = malloc(cap * sizeof *ms);
     if (!ms) return 0; /* the pages stay: memory, not correctness */
     const size_t n = all_mats(w, cfg, ms, cap);
-    for (size_t i = 0; i < n; i++) {
-        const llama_mat *m = ms[i];
-        /* a tied output shares token_embd's rows, which lookups still read */
-        if (!m->packed || m->data == w->token_embd.data) continue;
-        w->released_bytes +=
-            gguf_release_pages(f, m->data, (size_t)m->rows * kernel_row_bytes(m->type, m->cols));
-    }
+    for (size_t i = 0; i < n; i++)
+        w->released_bytes += release_mat(w, ms[i], f);
     free(ms);
     return w->released_bytes;
 }

@@ -20,6 +20,9 @@ typedef struct llama_mat {
      * type kernel_packed_type(type)) inside llama_weights.packed: what the
      * forward pass multiplies by when present. Same bits either way. */
     const void *packed;
+    /* 0: one matrix. n: a 3-D expert tensor (ne2 = n) of n matrices of
+     * (rows, cols), expert e's at data (or packed) + e * rows * row bytes */
+    uint32_t n_experts;
 } llama_mat;
 
 typedef struct llama_layer {
@@ -39,6 +42,17 @@ typedef struct llama_layer {
     llama_mat w_gate;            /* (ffn_dim, dim) */
     llama_mat w_up;              /* (ffn_dim, dim) */
     llama_mat w_down;            /* (dim, ffn_dim) */
+    /* mixture of experts (cfg->n_expert > 0), in place of w_gate/up/down */
+    llama_mat gate_inp;           /* (n_expert, dim): router logits */
+    const float *gate_inp_b;      /* (n_expert,) or NULL (gpt-oss) */
+    llama_mat gate_exps, up_exps; /* n_expert x (expert_ffn, dim) */
+    llama_mat down_exps;          /* n_expert x (dim, expert_ffn) */
+    const float *gate_exps_b;     /* (n_expert, expert_ffn) or NULL (gpt-oss) */
+    const float *up_exps_b;       /* (n_expert, expert_ffn) or NULL */
+    const float *down_exps_b;     /* (n_expert, dim) or NULL */
+    uint64_t expert_bytes;        /* one expert's gate + up + down bytes */
+    const float *bo;              /* (dim,) attn_output.bias or NULL (gpt-oss) */
+    const float *sinks;           /* (n_heads,) attention sink logits or NULL (gpt-oss) */
 } llama_layer;
 
 typedef struct llama_weights {
@@ -56,18 +70,30 @@ typedef struct llama_weights {
     void *packed;             /* repacked matrices, one allocation; NULL when not repacked */
     size_t packed_bytes;      /* its size */
     size_t released_bytes;    /* file pages of repacked matrices given back (gguf_release_pages) */
-    uint64_t bytes_per_token; /* weight bytes one decode step reads (all matrices + one embd row) */
+    uint64_t bytes_per_token; /* weight bytes one decode step of one row reads (every dense
+                                 matrix, k experts a layer, one embd row) */
+    uint64_t bytes_dense;     /* of those, all but the experts' */
+    uint64_t bytes_total;     /* every matrix's bytes, all experts included */
+    uint64_t params_total;    /* elements of every tensor */
+    uint64_t params_active;   /* elements one token uses (k experts a layer, one embd row) */
 } llama_weights;
 
 int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_file *f, tps_err *err);
-/* Copies every Q8_0 / Q4_0 / Q4_K / Q6_K matrix with a multiple of 8 rows (layers and
- * the output head; not the embedding, read by row) into one owned buffer of
+/* Copies every Q8_0 / Q4_0 / Q4_K / Q6_K / MXFP4 matrix with a multiple of 8 rows
+ * (layers, experts and the output head; not the embedding, read by row, nor
+ * the router) into one owned buffer of
  * 8-row interleaved groups and points each llama_mat.packed at its copy.
  * An explicit opt-in against STYLE's "borrow the mmap": it would double the
  * weights' footprint but for llama_weights_release_file_pages, and pays
  * back in matmul speed (docs/performance.md). 0 or TPS_ENOMEM (then
  * nothing is repacked and the model still works). */
 int llama_weights_repack(llama_weights *w, const llama_config *cfg, tps_err *err);
+/* llama_weights_repack streaming the file: each matrix's file pages are
+ * given back (gguf_release_pages, counted in released_bytes) as soon as its
+ * copy is made, so the load holds about the file's size resident at its
+ * peak, not the file plus its copies. */
+int llama_weights_repack_file(llama_weights *w, const llama_config *cfg, const gguf_file *f,
+                              tps_err *err);
 /* Gives back the file pages of every repacked matrix (never read again:
  * the forward pass reads the copies); returns the bytes given back. */
 size_t llama_weights_release_file_pages(llama_weights *w, const llama_config *cfg,

@@ -14,6 +14,7 @@
 #include "kernels/quant.h"
 #include "model/gguf.h"
 #include "model/model_make.h"
+#include "model/model_make_internal.h"
 
 const model_preset model_presets[] = {
     {"tiny", "stories260K (FFN 192)", 64, 5, 8, 4, 192, 512, 512, 10000.0f},
@@ -23,32 +24,62 @@ const model_preset model_presets[] = {
     {"110M", "llama2.c stories110M", 768, 12, 12, 12, 2048, 32000, 2048, 10000.0f},
     {"1B", "TinyLlama-1.1B", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f},
     {"8B", "Llama-3-8B", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f},
+    /* mixtures of experts (model_moe_shapes has their experts) */
+    {"mini-moe", "mini's active size as 16 experts, 2 a token (the demo's MoE)", 192, 6, 6, 6, 256,
+     512, 512, 10000.0f},
+    {"moe-2B", "a mid-size Qwen3-MoE, 0.5B active", 1024, 24, 16, 4, 4096, 32000, 4096, 1000000.0f},
+    {"30B-A3B", "Qwen3-30B-A3B", 2048, 48, 32, 4, 6144, 151936, 40960, 1000000.0f},
+    {"8x7B", "Mixtral-8x7B", 4096, 32, 32, 8, 14336, 32000, 32768, 1000000.0f},
+    {"gpt-oss-20b", "gpt-oss-20b", 2880, 24, 64, 8, 2880, 201088, 131072, 150000.0f},
     {NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
+static const model_moe_shape model_moe_shapes[] = {
+    {"mini-moe", "mixtral", 0, 16, 2, 256},      {"moe-2B", "qwen3moe", 128, 64, 8, 512},
+    {"30B-A3B", "qwen3moe", 128, 128, 8, 768},   {"8x7B", "mixtral", 0, 8, 2, 14336},
+    {"gpt-oss-20b", "gpt-oss", 64, 32, 4, 2880},
+};
+
+const model_moe_shape *model_preset_moe(const model_preset *p) {
+    for (size_t i = 0; i < sizeof model_moe_shapes / sizeof model_moe_shapes[0]; i++)
+        if (!strcmp(model_moe_shapes[i].preset, p->name)) return &model_moe_shapes[i];
+    return NULL;
+}
+
 const model_arch_spec model_arch_specs[] = {
-    {"llama", "llama", 0, 0, 0, 0, 1, "Llama 2 layout (untied output.weight)", 0, 0},
+    {"llama", "llama", 0, 0, 0, 0, 1, "Llama 2 layout (untied output.weight)", 0, 0, 0, 0, 0},
     {"llama3", "llama", 0, 0, 1, 1, 1,
-     "llama with Llama 3.1 RoPE scaling (rope_freqs.weight, base 500000) and tied embeddings", 0,
-     0},
-    {"qwen2", "qwen2", 1, 0, 0, 0, 1, "Q/K/V biases, NeoX RoPE", 0, 0},
+     "llama with Llama 3.1 RoPE scaling (rope_freqs.weight, base 500000) and tied embeddings", 0, 0,
+     0, 0, 0},
+    {"qwen2", "qwen2", 1, 0, 0, 0, 1, "Q/K/V biases, NeoX RoPE", 0, 0, 0, 0, 0},
     {"qwen3", "qwen3", 0, 1, 0, 1, 2,
-     "per-head Q/K RMSNorm, NeoX RoPE, head size 2 * dim / heads, tied embeddings", 0, 0},
+     "per-head Q/K RMSNorm, NeoX RoPE, head size 2 * dim / heads, tied embeddings", 0, 0, 0, 0, 0},
     {"gemma2", "gemma2", 0, 0, 0, 1, 1,
      "GeGLU, post-norms, sliding window (8 for tiny, else 512) on alternate layers, attention "
      "soft-cap 1 and "
      "final soft-cap 2 (small, so they act), tied",
-     1, 2},
+     1, 2, 0, 0, 0},
     {"gemma3", "gemma3", 0, 1, 0, 1, 2,
      "gemma2 without soft-caps, with Q/K norm; the window on 2 of 3 layers, RoPE base 1e4 local "
      "and 1e6 x linear 1/8 global",
-     1, 3},
+     1, 3, 0, 0, 0},
     {"phi3", "phi3", 0, 0, 0, 0, 1,
      "fused attn_qkv and gate|up tensors, NeoX RoPE, LongRoPE factors (original context 256, "
      "attn_factor 1.2)",
-     0, 0},
-    {"mistral3", "mistral3", 0, 0, 0, 0, 2, "Llama layout, head size 2 * dim / heads", 0, 0},
-    {NULL, NULL, 0, 0, 0, 0, 0, NULL, 0, 0},
+     0, 0, 0, 0, 0},
+    {"mistral3", "mistral3", 0, 0, 0, 0, 2, "Llama layout, head size 2 * dim / heads", 0, 0, 0, 0,
+     0},
+    {"mixtral", "llama", 0, 0, 0, 0, 1,
+     "llama with a mixture of experts (Mixtral layout, ffn_*_exps): 8 experts, 2 a token "
+     "with a dense preset",
+     0, 0, 8, 2, 0},
+    {"qwen3moe", "qwen3moe", 0, 1, 0, 0, 2,
+     "qwen3's attention (untied) with 16 experts, 4 a token with a dense preset", 0, 0, 16, 4, 0},
+    {"gpt-oss", "gpt-oss", 1, 0, 0, 0, 2,
+     "attention sinks, biases, window (8 for tiny, else 128) on alternate layers, YaRN (x32 of "
+     "4096); MXFP4 experts whatever --type, with biases: 8, 4 a token with a dense preset",
+     0, 2, 8, 4, 1},
+    {NULL, NULL, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0},
 };
 
 const model_arch_spec *model_arch_find(const char *name) {
@@ -63,11 +94,21 @@ const model_preset *model_preset_find(const char *name) {
     return NULL;
 }
 
+uint64_t model_preset_params_active(const model_preset *p, uint64_t *active) {
+    const model_moe_shape *moe = model_preset_moe(p);
+    const uint64_t hd = moe && moe->head_dim ? moe->head_dim : p->dim / p->n_heads;
+    const uint64_t q = (uint64_t)p->n_heads * hd, kv = (uint64_t)p->n_kv_heads * hd;
+    const uint64_t attn = 2ull * p->dim * q + 2ull * p->dim * kv + 2ull * p->dim;
+    const uint64_t expert = 3ull * p->dim * (moe ? moe->expert_ffn : p->ffn_dim);
+    const uint64_t fixed = 2ull * p->n_vocab * p->dim + p->dim;
+    const uint64_t router = moe ? (uint64_t)p->dim * moe->n_expert : 0;
+    if (active)
+        *active = fixed + p->n_layers * (attn + router + expert * (moe ? moe->n_expert_used : 1));
+    return fixed + p->n_layers * (attn + router + expert * (moe ? moe->n_expert : 1));
+}
+
 uint64_t model_preset_params(const model_preset *p) {
-    uint64_t hd = p->dim / p->n_heads, kv = (uint64_t)p->n_kv_heads * hd;
-    uint64_t layer =
-        2ull * p->dim * p->dim + 2ull * p->dim * kv + 3ull * p->dim * p->ffn_dim + 2ull * p->dim;
-    return 2ull * p->n_vocab * p->dim + p->dim + layer * p->n_layers;
+    return model_preset_params_active(p, NULL);
 }
 
 static uint64_t hash_name(const char *s) {
@@ -77,19 +118,10 @@ static uint64_t hash_name(const char *s) {
     return h;
 }
 
-typedef struct tensor_gen {
-    char name[64];
-    uint64_t seed;
-    uint32_t type;
-    uint32_t rows, cols; /* cols = ne[0] */
-    float scale;         /* uniform in [-scale, scale]; 0 means all ones (norms) */
-    float offset;        /* added to every value */
-    const float *values; /* (cols,) fixed values instead, or NULL */
-} tensor_gen;
-
 static int fill_tensor(void *ctx, void *dst, size_t nbytes, tps_err *err) {
     const tensor_gen *g = ctx;
-    size_t row_bytes = nbytes / g->rows;
+    const size_t n_rows = (size_t)g->rows * (g->n_mats ? g->n_mats : 1);
+    size_t row_bytes = nbytes / n_rows;
     int failed = 0;
 #pragma omp parallel
     {
@@ -99,7 +131,7 @@ static int fill_tensor(void *ctx, void *dst, size_t nbytes, tps_err *err) {
             failed = 1;
         }
 #pragma omp for schedule(static)
-        for (long r = 0; r < (long)g->rows; r++) {
+        for (long r = 0; r < (long)n_rows; r++) {
             if (!row) continue;
             uint64_t st = g->seed ^ ((uint64_t)r * 0xd1b54a32d192ed03ull);
             for (uint32_t c = 0; c < g->cols; c++) {
@@ -268,28 +300,13 @@ static int more_bits_layer(uint32_t l, uint32_t n) {
 }
 
 /* Type of a matrix under opts type t: t itself, except in the Q4_K_M mix. */
-static uint32_t matrix_type(uint32_t t, const char *kind, uint32_t l, uint32_t n_layers) {
+uint32_t make_matrix_type(uint32_t t, const char *kind, uint32_t l, uint32_t n_layers) {
     if (t != MODEL_MAKE_Q4_K_M) return t;
     if (!strcmp(kind, "output")) return GGML_TYPE_Q6_K;
     if ((!strcmp(kind, "attn_v") || !strcmp(kind, "ffn_down")) && more_bits_layer(l, n_layers))
         return GGML_TYPE_Q6_K;
     return GGML_TYPE_Q4_K;
 }
-
-/* What the synthetic file will hold, derived once from the options. */
-typedef struct make_plan {
-    const model_make_opts *o;
-    const model_preset *p;
-    const model_arch_spec *as;
-    uint32_t type;          /* o->type: a GGML type or MODEL_MAKE_Q4_K_M */
-    uint32_t n_vocab;       /* the preset's, or the copied vocabulary's */
-    uint32_t hd, q_dim, kv; /* head size, Q width, K/V width */
-    int gemma3, phi3;
-    float rope_base;
-    float std_embd, std, proj; /* weight scales: embedding, layers, output projections */
-    tensor_gen *gens;          /* (4 + 14 * n_layers,) */
-    size_t n_gens;             /* filled so far */
-} make_plan;
 
 static int check_type(const model_make_opts *o, tps_err *err) {
     const model_preset *p = o->preset;
@@ -300,11 +317,13 @@ static int check_type(const model_make_opts *o, tps_err *err) {
             err, TPS_EINVAL,
             "model make: type must be f32, f16, bf16, q8_0, q4_0, q4_k, q6_k or q4_k_m");
     const int k_quant = t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K || t == MODEL_MAKE_Q4_K_M;
-    if (k_quant && (p->dim % QK_K || p->ffn_dim % QK_K))
+    const model_moe_shape *moe = model_preset_moe(p);
+    const uint32_t ffn = moe ? moe->expert_ffn : p->ffn_dim;
+    if (k_quant && (p->dim % QK_K || ffn % QK_K))
         return tps_fail(err, TPS_EINVAL,
-                        "model make: %s needs dim and ffn_dim multiples of 256, preset %s has %u "
-                        "and %u; use f32, f16, bf16, q8_0 or q4_0",
-                        type_name(t), p->name, p->dim, p->ffn_dim);
+                        "model make: %s needs dim and the FFN width multiples of 256, preset %s "
+                        "has %u and %u; use f32, f16, bf16, q8_0 or q4_0",
+                        type_name(t), p->name, p->dim, ffn);
     return 0;
 }
 
@@ -315,7 +334,8 @@ static void plan_shape(make_plan *pl, const model_make_opts *o) {
     pl->p = p;
     pl->as = as;
     pl->type = o->type;
-    pl->hd = as->head_dim_mult * (p->dim / p->n_heads);
+    const model_moe_shape *moe = model_preset_moe(p);
+    pl->hd = moe && moe->head_dim ? moe->head_dim : as->head_dim_mult * (p->dim / p->n_heads);
     pl->q_dim = p->n_heads * pl->hd;
     pl->kv = p->n_kv_heads * pl->hd;
     pl->gemma3 = as->gemma && as->qk_norm;
@@ -348,7 +368,11 @@ static int set_metadata(gguf_writer *w, const make_plan *pl) {
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("context_length"), p->ctx_len);
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("embedding_length"), p->dim);
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("block_count"), p->n_layers);
-    rc = rc ? rc : gguf_writer_set_u32(w, KEY("feed_forward_length"), p->ffn_dim);
+    /* llama's experts (Mixtral) are feed_forward_length wide */
+    rc = rc ? rc
+            : gguf_writer_set_u32(w, KEY("feed_forward_length"),
+                                  pl->n_expert && !strcmp(as->gguf_arch, "llama") ? pl->eff
+                                                                                  : p->ffn_dim);
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.head_count"), p->n_heads);
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_kv_heads);
     if (as->head_dim_mult != 1) {
@@ -380,13 +404,13 @@ static int set_metadata(gguf_writer *w, const make_plan *pl) {
         rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 8.0f);
     }
 #undef KEY
-    return rc;
+    return rc ? rc : make_moe_metadata(w, pl);
 }
 
 /* Appends the generator of one tensor: uniform with the given std (0: all
  * ones), seeded by (seed, name). The caller may set offset or values. */
-static tensor_gen *add_gen(make_plan *pl, const char *name, uint32_t type, uint32_t rows,
-                           uint32_t cols, float std) {
+tensor_gen *make_add_gen(make_plan *pl, const char *name, uint32_t type, uint32_t rows,
+                         uint32_t cols, float std) {
     const float u = 1.7320508f; /* uniform [-a,a] has std a/sqrt(3) */
     tensor_gen *g = &pl->gens[pl->n_gens++];
     snprintf(g->name, sizeof g->name, "%s", name);
@@ -396,11 +420,11 @@ static tensor_gen *add_gen(make_plan *pl, const char *name, uint32_t type, uint3
 }
 
 /* add_gen for "blk.<l>.<suffix>". */
-static tensor_gen *add_layer_gen(make_plan *pl, uint32_t l, const char *suffix, uint32_t type,
-                                 uint32_t rows, uint32_t cols, float std) {
+tensor_gen *make_add_layer_gen(make_plan *pl, uint32_t l, const char *suffix, uint32_t type,
+                               uint32_t rows, uint32_t cols, float std) {
     char nm[64];
     snprintf(nm, sizeof nm, "blk.%u.%s", l, suffix);
-    return add_gen(pl, nm, type, rows, cols, std);
+    return make_add_gen(pl, nm, type, rows, cols, std);
 }
 
 /* Embedding, output norm and matrix, RoPE factors (llama3's computed into
@@ -408,19 +432,21 @@ static tensor_gen *add_layer_gen(make_plan *pl, uint32_t l, const char *suffix, 
 static void plan_global_tensors(make_plan *pl, float *rope_factors) {
     const model_preset *p = pl->p;
     const uint32_t t = pl->type, nl = p->n_layers, hd = pl->hd;
-    add_gen(pl, "token_embd.weight", matrix_type(t, "token_embd", 0, nl), pl->n_vocab, p->dim,
-            pl->std_embd);
-    add_gen(pl, "output_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
+    make_add_gen(pl, "token_embd.weight", make_matrix_type(t, "token_embd", 0, nl), pl->n_vocab,
+                 p->dim, pl->std_embd);
+    make_add_gen(pl, "output_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
     if (!pl->as->tied)
-        add_gen(pl, "output.weight", matrix_type(t, "output", 0, nl), pl->n_vocab, p->dim,
-                pl->std_embd);
+        make_add_gen(pl, "output.weight", make_matrix_type(t, "output", 0, nl), pl->n_vocab, p->dim,
+                     pl->std_embd);
     if (pl->as->llama3_rope) {
         llama3_rope_factors(rope_factors, hd, pl->rope_base);
-        add_gen(pl, "rope_freqs.weight", GGML_TYPE_F32, 1, hd / 2, 0.0f)->values = rope_factors;
+        make_add_gen(pl, "rope_freqs.weight", GGML_TYPE_F32, 1, hd / 2, 0.0f)->values =
+            rope_factors;
     }
     if (pl->phi3) { /* LongRoPE-like factors in [1, 3]: long ones used past the original context */
-        add_gen(pl, "rope_factors_long.weight", GGML_TYPE_F32, 1, hd / 2, 1.0f)->offset = 2.0f;
-        add_gen(pl, "rope_factors_short.weight", GGML_TYPE_F32, 1, hd / 2, 0.05f)->offset = 1.0f;
+        make_add_gen(pl, "rope_factors_long.weight", GGML_TYPE_F32, 1, hd / 2, 1.0f)->offset = 2.0f;
+        make_add_gen(pl, "rope_factors_short.weight", GGML_TYPE_F32, 1, hd / 2, 0.05f)->offset =
+            1.0f;
     }
 }
 
@@ -430,59 +456,69 @@ static void plan_attention_tensors(make_plan *pl, uint32_t l) {
     const model_arch_spec *as = pl->as;
     const uint32_t t = pl->type, nl = p->n_layers, q_dim = pl->q_dim, kv = pl->kv, hd = pl->hd;
     const float std = pl->std;
-    add_layer_gen(pl, l, "attn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
+    make_add_layer_gen(pl, l, "attn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
     if (pl->phi3) {
-        add_layer_gen(pl, l, "attn_qkv.weight", matrix_type(t, "attn_q", l, nl), q_dim + 2 * kv,
-                      p->dim, std);
+        make_add_layer_gen(pl, l, "attn_qkv.weight", make_matrix_type(t, "attn_q", l, nl),
+                           q_dim + 2 * kv, p->dim, std);
     } else {
-        add_layer_gen(pl, l, "attn_q.weight", matrix_type(t, "attn_q", l, nl), q_dim, p->dim, std);
-        add_layer_gen(pl, l, "attn_k.weight", matrix_type(t, "attn_k", l, nl), kv, p->dim, std);
-        add_layer_gen(pl, l, "attn_v.weight", matrix_type(t, "attn_v", l, nl), kv, p->dim, std);
+        make_add_layer_gen(pl, l, "attn_q.weight", make_matrix_type(t, "attn_q", l, nl), q_dim,
+                           p->dim, std);
+        make_add_layer_gen(pl, l, "attn_k.weight", make_matrix_type(t, "attn_k", l, nl), kv, p->dim,
+                           std);
+        make_add_layer_gen(pl, l, "attn_v.weight", make_matrix_type(t, "attn_v", l, nl), kv, p->dim,
+                           std);
     }
     if (as->qkv_bias) {
         /* larger than the weights so a missed bias shows in the logits */
-        add_layer_gen(pl, l, "attn_q.bias", GGML_TYPE_F32, 1, q_dim, 0.1f);
-        add_layer_gen(pl, l, "attn_k.bias", GGML_TYPE_F32, 1, kv, 0.1f);
-        add_layer_gen(pl, l, "attn_v.bias", GGML_TYPE_F32, 1, kv, 0.1f);
+        make_add_layer_gen(pl, l, "attn_q.bias", GGML_TYPE_F32, 1, q_dim, 0.1f);
+        make_add_layer_gen(pl, l, "attn_k.bias", GGML_TYPE_F32, 1, kv, 0.1f);
+        make_add_layer_gen(pl, l, "attn_v.bias", GGML_TYPE_F32, 1, kv, 0.1f);
     }
     if (as->qk_norm) { /* 1 +- 0.35: not all ones, so a missed norm weight shows */
-        add_layer_gen(pl, l, "attn_q_norm.weight", GGML_TYPE_F32, 1, hd, 0.2f)->offset = 1.0f;
-        add_layer_gen(pl, l, "attn_k_norm.weight", GGML_TYPE_F32, 1, hd, 0.2f)->offset = 1.0f;
+        make_add_layer_gen(pl, l, "attn_q_norm.weight", GGML_TYPE_F32, 1, hd, 0.2f)->offset = 1.0f;
+        make_add_layer_gen(pl, l, "attn_k_norm.weight", GGML_TYPE_F32, 1, hd, 0.2f)->offset = 1.0f;
     }
-    add_layer_gen(pl, l, "attn_output.weight", matrix_type(t, "attn_output", l, nl), p->dim, q_dim,
-                  pl->proj);
+    make_add_layer_gen(pl, l, "attn_output.weight", make_matrix_type(t, "attn_output", l, nl),
+                       p->dim, q_dim, pl->proj);
+    if (as->oai) make_plan_oai_attention(pl, l);
 }
 
 /* The feed-forward tensors of layer l (and Gemma's post-norms), in the
  * file's order. */
 static void plan_ffn_tensors(make_plan *pl, uint32_t l) {
+    if (pl->n_expert) {
+        make_plan_moe_ffn(pl, l);
+        return;
+    }
     const model_preset *p = pl->p;
     const uint32_t t = pl->type, nl = p->n_layers, ffn = p->ffn_dim;
     const float std = pl->std;
-    add_layer_gen(pl, l, "ffn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
+    make_add_layer_gen(pl, l, "ffn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
     if (pl->as->gemma) {
-        add_layer_gen(pl, l, "post_attention_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f)->offset =
+        make_add_layer_gen(pl, l, "post_attention_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f)
+            ->offset = 1.0f;
+        make_add_layer_gen(pl, l, "post_ffw_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f)->offset =
             1.0f;
-        add_layer_gen(pl, l, "post_ffw_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f)->offset = 1.0f;
     }
     if (pl->phi3) {
-        add_layer_gen(pl, l, "ffn_up.weight", matrix_type(t, "ffn_up", l, nl), 2 * ffn, p->dim,
-                      std);
+        make_add_layer_gen(pl, l, "ffn_up.weight", make_matrix_type(t, "ffn_up", l, nl), 2 * ffn,
+                           p->dim, std);
     } else {
-        add_layer_gen(pl, l, "ffn_gate.weight", matrix_type(t, "ffn_gate", l, nl), ffn, p->dim,
-                      std);
-        add_layer_gen(pl, l, "ffn_up.weight", matrix_type(t, "ffn_up", l, nl), ffn, p->dim, std);
+        make_add_layer_gen(pl, l, "ffn_gate.weight", make_matrix_type(t, "ffn_gate", l, nl), ffn,
+                           p->dim, std);
+        make_add_layer_gen(pl, l, "ffn_up.weight", make_matrix_type(t, "ffn_up", l, nl), ffn,
+                           p->dim, std);
     }
-    add_layer_gen(pl, l, "ffn_down.weight", matrix_type(t, "ffn_down", l, nl), p->dim, ffn,
-                  pl->proj);
+    make_add_layer_gen(pl, l, "ffn_down.weight", make_matrix_type(t, "ffn_down", l, nl), p->dim,
+                       ffn, pl->proj);
 }
 
 static int add_tensors(gguf_writer *w, const make_plan *pl, tps_err *err) {
     int rc = 0;
     for (size_t i = 0; i < pl->n_gens && !rc; i++) {
         tensor_gen *g = &pl->gens[i];
-        uint64_t ne[2] = {g->cols, g->rows};
-        uint32_t nd = g->rows == 1 ? 1 : 2;
+        uint64_t ne[3] = {g->cols, g->rows, g->n_mats};
+        uint32_t nd = g->n_mats ? 3 : g->rows == 1 ? 1 : 2;
         rc = gguf_writer_add_tensor_fill(w, g->name, g->type, nd, ne, fill_tensor, g);
         if (rc)
             rc = tps_fail(err, rc, "model make: tensor %s (%u x %u) does not fit type %s blocks",
@@ -497,6 +533,7 @@ int model_make(const model_make_opts *o, tps_err *err) {
     const model_preset *p = o->preset;
     make_plan pl = {0};
     plan_shape(&pl, o);
+    if ((rc = make_plan_experts(&pl, err))) return rc;
     gguf_writer *w = gguf_writer_create();
     float *rope_factors = malloc(sizeof(float) * p->dim);
     if (!w || !rope_factors) {
@@ -512,7 +549,7 @@ int model_make(const model_make_opts *o, tps_err *err) {
         rc = tps_fail(err, rc, "model make: out of memory");
         goto done;
     }
-    pl.gens = calloc(4 + 14 * (size_t)p->n_layers, sizeof *pl.gens);
+    pl.gens = calloc(MAKE_GENS_FIXED + MAKE_GENS_PER_LAYER * (size_t)p->n_layers, sizeof *pl.gens);
     if (!pl.gens) {
         rc = tps_fail(err, TPS_ENOMEM, "model make: out of memory");
         goto done;

@@ -17,6 +17,20 @@ typedef struct model_preset {
     float rope_base;
 } model_preset;
 
+/* What a mixture-of-experts preset adds to its model_presets row (kept
+ * apart so the row keeps its layout). */
+typedef struct model_moe_shape {
+    const char *preset;     /* the model_presets name it completes */
+    const char *arch;       /* the --arch of the real model */
+    uint32_t head_dim;      /* 0: the architecture's head_dim_mult * dim / n_heads */
+    uint32_t n_expert;      /* experts a layer */
+    uint32_t n_expert_used; /* experts a token uses */
+    uint32_t expert_ffn;    /* each expert's FFN width */
+} model_moe_shape;
+
+/* The preset's expert shape, or NULL for a dense preset. */
+const model_moe_shape *model_preset_moe(const model_preset *p);
+
 /* NULL when unknown. model_presets lists all, terminated by a NULL name. */
 const model_preset *model_preset_find(const char *name);
 extern const model_preset model_presets[];
@@ -41,6 +55,10 @@ typedef struct model_arch_spec {
                                makes local, soft-capping (gemma2), RoPE bases 1e6 global with
                                linear scaling 8 and 1e4 local (gemma3) */
     uint32_t swa_period;    /* attention.sliding_window_pattern written */
+    /* mixture of experts: experts a layer and a token uses with a dense
+     * preset (tiny, mini...), each expert the preset's FFN width; 0: dense */
+    uint32_t n_expert, n_expert_used;
+    int oai; /* gpt-oss: sinks, biases, sliding window on alternate layers, YaRN, MXFP4 experts */
 } model_arch_spec;
 
 /* NULL when unknown. model_arch_specs lists all, terminated by a NULL name. */
@@ -58,8 +76,10 @@ typedef struct model_make_opts {
     int progress; /* 1: progress lines on stderr */
 } model_make_opts;
 
-/* Parameters the preset has (all tensors), for messages. */
+/* Parameters the preset has (all tensors), for messages; a mixture of
+ * experts' active ones (those one token uses) into *active if not NULL. */
 uint64_t model_preset_params(const model_preset *p);
+uint64_t model_preset_params_active(const model_preset *p, uint64_t *active);
 
 int model_make(const model_make_opts *o, tps_err *err);
 

@@ -1,0 +1,258 @@
+/* The mixture-of-experts layer (moe.h), as llama.cpp's build_moe_ffn
+ * computes it for qwen3moe, llama (Mixtral) and gpt-oss:
+ *   logits = router(x) [+ bias]
+ *   softmax gating:        p = softmax(logits), the k largest p, their p
+ *   softmax-weight gating: the k largest logits, softmax over those k
+ *   [renormalised: w /= max(sum w, 2^-14)]
+ *   out = sum_j w_j * (down_e(act(gate_e(x) [+ b], up_e(x) [+ b])) [+ b])
+ * with act SwiGLU, or gpt-oss's clamped one: g = min(g, 7), u = clamp(u,
+ * -7, 7), g / (1 + exp(-1.702 g)) * (u + 1). The sum runs over the k
+ * experts in the router's order, one rounded product and add at a time, as
+ * ggml adds its expert views. Per-row and per-slot work goes to the
+ * kernels' pool when a step has many rows. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/moe.h"
+#include "kernels/ops.h"
+
+#define OAI_ALPHA 1.702f
+#define OAI_LIMIT 7.0f
+#define ON_POOL   16 /* rows (or slots) from which the pool shares per-row work */
+
+struct moe_state {
+    size_t max_rows;
+    uint32_t E, k, eff, dim;
+    float *logits;         /* (max_rows, E) */
+    float *wts;            /* (max_rows, k) the rows' expert weights */
+    float *hg;             /* (slots, eff) gate, then the activation */
+    float *hu;             /* (slots, eff) up */
+    float *down;           /* (slots, dim) */
+    uint32_t *sel;         /* (max_rows, k) the rows' experts, ranked */
+    uint32_t *slot_of;     /* (max_rows, k) the slot of each (row, j) */
+    uint32_t *x_row;       /* (slots,) the row of each slot */
+    uint32_t *slot_expert; /* (slots,) the expert of each slot */
+    uint32_t *g_expert;    /* (E,) the expert of each group */
+    uint32_t *g_first;     /* (E + 1,) the first slot of each group */
+    uint32_t *next;        /* (E,) per expert: its next free slot while grouping */
+    void *buf;
+};
+
+size_t moe_max_slots(const llama_config *c, size_t max_rows) {
+    return max_rows * c->n_expert_used;
+}
+
+int moe_state_create(moe_state **out, const llama_config *c, size_t max_rows, tps_err *err) {
+    *out = NULL;
+    moe_state *m = calloc(1, sizeof *m);
+    if (!m) return tps_fail(err, TPS_ENOMEM, "moe: out of memory");
+    m->max_rows = max_rows, m->E = c->n_expert, m->k = c->n_expert_used;
+    m->eff = c->expert_ffn, m->dim = c->dim;
+    const size_t slots = moe_max_slots(c, max_rows);
+    const size_t floats = max_rows * (m->E + m->k) + slots * (2 * (size_t)m->eff + m->dim);
+    const size_t u32s = 2 * max_rows * m->k + 2 * slots + 3 * (size_t)m->E + 1;
+    m->buf = malloc(floats * sizeof(float) + u32s * sizeof(uint32_t));
+    if (!m->buf) {
+        free(m);
+        return tps_fail(err, TPS_ENOMEM, "moe: cannot allocate %zu MiB of expert scratch",
+                        (floats * sizeof(float)) >> 20);
+    }
+    float *f = m->buf;
+    m->logits = f, f += max_rows * m->E;
+    m->wts = f, f += max_rows * m->k;
+    m->hg = f, f += slots * m->eff;
+    m->hu = f, f += slots * m->eff;
+    m->down = f, f += slots * m->dim;
+    uint32_t *u = (uint32_t *)f;
+    m->sel = u, u += max_rows * m->k;
+    m->slot_of = u, u += max_rows * m->k;
+    m->x_row = u, u += slots;
+    m->slot_expert = u, u += slots;
+    m->g_expert = u, u += m->E;
+    m->g_first = u, u += m->E + 1;
+    m->next = u;
+    *out = m;
+    return 0;
+}
+
+void moe_state_free(moe_state *m) {
+    if (!m) return;
+    free(m->buf);
+    free(m);
+}
+
+/* ---- per-row and per-slot work, on the pool when there is enough -------- */
+
+typedef struct moe_job {
+    moe_state *m;
+    const llama_config *c;
+    const llama_layer *L;
+    float *out;
+    void (*fn)(const struct moe_job *j, size_t i);
+    size_t n, per_task;
+} moe_job;
+
+static void moe_task(void *arg, size_t t, int thread) {
+    (void)thread;
+    const moe_job *j = arg;
+    const size_t end = (t + 1) * j->per_task < j->n ? (t + 1) * j->per_task : j->n;
+    for (size_t i = t * j->per_task; i < end; i++)
+        j->fn(j, i);
+}
+
+static void each(moe_job *j, kernel_ctx *kc) {
+    tps_pool *pool = kernel_ctx_pool(kc);
+    j->per_task = j->n;
+    if (!pool || j->n < ON_POOL) {
+        moe_task(j, 0, 0);
+        return;
+    }
+    const size_t n_tasks = 4 * (size_t)tps_pool_threads(pool);
+    j->per_task = (j->n + n_tasks - 1) / n_tasks;
+    tps_pool_run(pool, (j->n + j->per_task - 1) / j->per_task, moe_task, j);
+}
+
+/* ---- routing ---------------------------------------------------------------- */
+
+/* sel (k,) <- the indices of the k largest of x (n,), largest first; on a
+ * tie the lower index first. */
+static void top_k(uint32_t *sel, const float *x, uint32_t n, uint32_t k) {
+    for (uint32_t j = 0; j < k; j++) {
+        uint32_t best = UINT32_MAX;
+        for (uint32_t i = 0; i < n; i++) {
+            int taken = 0;
+            for (uint32_t q = 0; q < j && !taken; q++)
+                taken = sel[q] == i;
+            if (!taken && (best == UINT32_MAX || x[i] > x[best])) best = i;
+        }
+        sel[j] = best;
+    }
+}
+
+/* Row i's experts and their weights from its router logits. */
+static void route_row(const moe_job *j, size_t i) {
+    const moe_state *m = j->m;
+    const llama_arch *ai = j->c->arch_info;
+    float *lg = m->logits + i * m->E, *w = m->wts + i * m->k;
+    uint32_t *sel = m->sel + i * m->k;
+    if (j->L->gate_inp_b) kernel_add(lg, lg, j->L->gate_inp_b, m->E);
+    if (ai->gating == LLAMA_GATING_SOFTMAX) kernel_softmax(lg, m->E);
+    top_k(sel, lg, m->E, m->k);
+    for (uint32_t q = 0; q < m->k; q++)
+        w[q] = lg[sel[q]];
+    if (ai->gating == LLAMA_GATING_SOFTMAX_WEIGHT) kernel_softmax(w, m->k);
+    if (ai->moe_norm_w) { /* ggml: a sum in double, clamped to F16's smallest normal */
+        double sum = 0;
+        for (uint32_t q = 0; q < m->k; q++)
+            sum += w[q];
+        const float s = fmaxf((float)sum, 6.103515625e-5f);
+        for (uint32_t q = 0; q < m->k; q++)
+            w[q] = w[q] / s;
+    }
+}
+
+/* Slots grouped by expert (experts in increasing order, a group's rows in
+ * increasing order); returns the number of groups. */
+static size_t group_slots(moe_state *m, size_t n) {
+    memset(m->next, 0, m->E * sizeof *m->next);
+    for (size_t i = 0; i < n * m->k; i++)
+        m->next[m->sel[i]]++;
+    size_t n_groups = 0;
+    uint32_t off = 0;
+    for (uint32_t e = 0; e < m->E; e++) {
+        if (!m->next[e]) continue;
+        const uint32_t count = m->next[e];
+        m->g_expert[n_groups] = e;
+        m->g_first[n_groups++] = off;
+        m->next[e] = off;
+        off += count;
+    }
+    m->g_first[n_groups] = off;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t q = 0; q < m->k; q++) {
+            const uint32_t e = m->sel[i * m->k + q], s = m->next[e]++;
+            m->x_row[s] = (uint32_t)i;
+            m->slot_expert[s] = e;
+            m->slot_of[i * m->k + q] = s;
+        }
+    return n_groups;
+}
+
+/* ---- the experts' activation and the weighted sum -------------------------- */
+
+/* Slot s's activation: biases (gpt-oss), then SwiGLU or its clamped form. */
+static void act_slot(const moe_job *j, size_t s) {
+    const moe_state *m = j->m;
+    const llama_layer *L = j->L;
+    const size_t eff = m->eff, e = m->slot_expert[s];
+    float *g = m->hg + s * eff, *u = m->hu + s * eff;
+    if (L->gate_exps_b) kernel_add(g, g, L->gate_exps_b + e * eff, eff);
+    if (L->up_exps_b) kernel_add(u, u, L->up_exps_b + e * eff, eff);
+    if (!j->c->arch_info->oai) {
+        kernel_swiglu(g, g, u, eff);
+        return;
+    }
+    for (size_t i = 0; i < eff; i++) {
+        const float x = fminf(g[i], OAI_LIMIT);
+        const float y = fminf(fmaxf(u[i], -OAI_LIMIT), OAI_LIMIT);
+        g[i] = x / (1.0f + expf(OAI_ALPHA * (-x))) * (y + 1.0f);
+    }
+}
+
+/* Row i's output: its k experts' outputs (+ their down biases) times their
+ * weights, added in the router's order. */
+static void sum_row(const moe_job *j, size_t i) {
+    const moe_state *m = j->m;
+    const size_t dim = m->dim;
+    float *o = j->out + i * dim;
+    for (uint32_t q = 0; q < m->k; q++) {
+        const uint32_t s = m->slot_of[i * m->k + q];
+        const float w = m->wts[i * m->k + q], *d = m->down + (size_t)s * dim;
+        const float *b =
+            j->L->down_exps_b ? j->L->down_exps_b + (size_t)m->slot_expert[s] * dim : NULL;
+        for (size_t c = 0; c < dim; c++) {
+            const float v = (b ? d[c] + b[c] : d[c]) * w;
+            o[c] = q ? o[c] + v : v;
+        }
+    }
+}
+
+/* The expert tensor as the kernels take it: its repacked copy if any. */
+static kernel_experts kexperts(float *out, const llama_mat *w) {
+    const size_t bytes = (size_t)w->rows * kernel_row_bytes(w->type, w->cols);
+    if (w->packed)
+        return (kernel_experts){out, w->packed, kernel_packed_type(w->type), w->rows, bytes};
+    return (kernel_experts){out, w->data, w->type, w->rows, bytes};
+}
+
+static int fail(tps_err *err, int rc, const char *what, const llama_mat *w) {
+    return tps_fail(err, rc, "forward: %s failed (type %u, %u x %u)", what, w->type, w->rows,
+                    w->cols);
+}
+
+int moe_ffn(moe_state *m, kernel_ctx *kc, const llama_config *c, const llama_layer *L,
+            const float *xb, size_t n, float *out, moe_tally *tally, tps_err *err) {
+    const llama_mat *r = &L->gate_inp;
+    int rc = kernel_matmul(m->logits, r->data, r->type, xb, n, r->cols, r->rows, kc);
+    if (rc) return fail(err, rc, "the router", r);
+    moe_job j = {.m = m, .c = c, .L = L, .out = out, .fn = route_row, .n = n};
+    each(&j, kc);
+    const size_t n_groups = group_slots(m, n);
+    tally->experts += n_groups;
+    tally->bytes += n_groups * L->expert_bytes;
+    const kernel_groups g = {n_groups, m->g_expert, m->g_first, m->x_row};
+    const kernel_experts gate_up[2] = {kexperts(m->hg, &L->gate_exps),
+                                       kexperts(m->hu, &L->up_exps)};
+    if ((rc = kernel_matmul_grouped(gate_up, 2, xb, c->dim, &g, kc)))
+        return fail(err, rc, "the experts' gate and up", &L->gate_exps);
+    j.fn = act_slot, j.n = n * m->k;
+    each(&j, kc);
+    const kernel_groups gd = {n_groups, m->g_expert, m->g_first, NULL};
+    const kernel_experts down = kexperts(m->down, &L->down_exps);
+    if ((rc = kernel_matmul_grouped(&down, 1, m->hg, m->eff, &gd, kc)))
+        return fail(err, rc, "the experts' down", &L->down_exps);
+    j.fn = sum_row, j.n = n;
+    each(&j, kc);
+    return 0;
+}

@@ -1,0 +1,67 @@
+/* Internal to model_make*.c: the plan of a synthetic file (one generator
+ * per tensor) that model_make.c builds and model_make_moe.c adds the
+ * mixture-of-experts and gpt-oss tensors and keys to. Not for other files
+ * (use model_make.h). */
+#ifndef TPS_MODEL_MAKE_INTERNAL_H
+#define TPS_MODEL_MAKE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/gguf.h"
+#include "model/model_make.h"
+
+/* One tensor's values: n_mats matrices (rows, cols), seeded by (seed, name). */
+typedef struct tensor_gen {
+    char name[64];
+    uint64_t seed;
+    uint32_t type;
+    uint32_t rows, cols; /* cols = ne[0]; rows of each matrix */
+    uint32_t n_mats;     /* 0: a vector or matrix; n: a 3-D tensor (ne2 = n) */
+    float scale;         /* uniform in [-scale, scale]; 0 means all ones (norms) */
+    float offset;        /* added to every value */
+    const float *values; /* (cols,) fixed values instead, or NULL */
+} tensor_gen;
+
+/* What the synthetic file will hold, derived once from the options. */
+typedef struct make_plan {
+    const model_make_opts *o;
+    const model_preset *p;
+    const model_arch_spec *as;
+    uint32_t type;          /* o->type: a GGML type or MODEL_MAKE_Q4_K_M */
+    uint32_t n_vocab;       /* the preset's, or the copied vocabulary's */
+    uint32_t hd, q_dim, kv; /* head size, Q width, K/V width */
+    int gemma3, phi3;
+    float rope_base;
+    float std_embd, std, proj;      /* weight scales: embedding, layers, output projections */
+    uint32_t n_expert, n_used, eff; /* experts, experts a token uses, an expert's FFN (0: dense) */
+    tensor_gen *gens;               /* (MAKE_GENS_FIXED + MAKE_GENS_PER_LAYER * n_layers,) */
+    size_t n_gens;                  /* filled so far */
+} make_plan;
+
+#define MAKE_GENS_FIXED     6
+#define MAKE_GENS_PER_LAYER 24
+
+/* Type of a matrix of kind ("attn_v", "ffn_down", "output"...) of layer l
+ * under opts type t: t itself, except in the Q4_K_M mix. */
+uint32_t make_matrix_type(uint32_t t, const char *kind, uint32_t l, uint32_t n_layers);
+/* Appends the generator of one tensor: uniform with the given std (0: all
+ * ones). The caller may set offset, values or n_mats. */
+tensor_gen *make_add_gen(make_plan *pl, const char *name, uint32_t type, uint32_t rows,
+                         uint32_t cols, float std);
+/* make_add_gen for "blk.<l>.<suffix>". */
+tensor_gen *make_add_layer_gen(make_plan *pl, uint32_t l, const char *suffix, uint32_t type,
+                               uint32_t rows, uint32_t cols, float std);
+
+/* model_make_moe.c: the experts' shape from the preset and the
+ * architecture (plan->n_expert...); 0 or TPS_EINVAL with a message. */
+int make_plan_experts(make_plan *pl, tps_err *err);
+/* The expert_* keys, and gpt-oss's window and YaRN keys. */
+int make_moe_metadata(gguf_writer *w, const make_plan *pl);
+/* Layer l's FFN of a mixture of experts: its norm, router, experts (and
+ * their biases for gpt-oss). */
+void make_plan_moe_ffn(make_plan *pl, uint32_t l);
+/* gpt-oss's attention sinks and output bias of layer l. */
+void make_plan_oai_attention(make_plan *pl, uint32_t l);
+
+#endif

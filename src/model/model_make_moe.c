@@ -1,0 +1,87 @@
+/* The mixture-of-experts part of a synthetic file (model_make.c writes the
+ * rest): the expert keys, each layer's router and 3-D expert tensors
+ * (llama.cpp's ffn_{gate,up,down}_exps, ne = {cols, rows, n_expert}), and
+ * gpt-oss's extras (attention sinks, biases, sliding window, YaRN, MXFP4
+ * experts). Seeded like every tensor, so a file is the same for a seed.
+ * Nothing here runs the model. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/quant.h" /* QK_MXFP4 */
+#include "model/model_make_internal.h"
+
+int make_plan_experts(make_plan *pl, tps_err *err) {
+    const model_preset *p = pl->p;
+    const model_arch_spec *as = pl->as;
+    const model_moe_shape *moe = model_preset_moe(p);
+    if (moe && !as->n_expert)
+        return tps_fail(err, TPS_EINVAL,
+                        "model make: preset %s is a mixture of experts (like %s); make it with "
+                        "--arch %s",
+                        p->name, p->like, moe->arch);
+    if (!as->n_expert) return 0;
+    pl->n_expert = moe ? moe->n_expert : as->n_expert;
+    pl->n_used = moe ? moe->n_expert_used : as->n_expert_used;
+    pl->eff = moe ? moe->expert_ffn : p->ffn_dim;
+    if (as->oai && (p->dim % QK_MXFP4 || pl->eff % QK_MXFP4))
+        return tps_fail(err, TPS_EINVAL,
+                        "model make: gpt-oss's MXFP4 experts need dim and the expert width "
+                        "multiples of 32; preset %s has %u and %u",
+                        p->name, p->dim, pl->eff);
+    return 0;
+}
+
+int make_moe_metadata(gguf_writer *w, const make_plan *pl) {
+    const char *a = pl->as->gguf_arch;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    int rc = 0;
+    if (pl->n_expert) {
+        rc = rc ? rc : gguf_writer_set_u32(w, KEY("expert_count"), pl->n_expert);
+        rc = rc ? rc : gguf_writer_set_u32(w, KEY("expert_used_count"), pl->n_used);
+        if (strcmp(a, "llama")) /* llama's experts are feed_forward_length wide */
+            rc = rc ? rc : gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), pl->eff);
+    }
+    if (pl->as->oai) {
+        /* tiny: a window the tests' prompts cross; else gpt-oss's 128 */
+        rc = rc ? rc
+                : gguf_writer_set_u32(w, KEY("attention.sliding_window"),
+                                      pl->p->ctx_len <= 512 ? 8 : 128);
+        rc = rc ? rc : gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn");
+        rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 32.0f);
+        rc = rc ? rc : gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 4096);
+    }
+#undef KEY
+    return rc;
+}
+
+void make_plan_moe_ffn(make_plan *pl, uint32_t l) {
+    const model_preset *p = pl->p;
+    const int oai = pl->as->oai;
+    const uint32_t t = pl->type, nl = p->n_layers, E = pl->n_expert, ff = pl->eff;
+    /* the router sees a unit-RMS row: logits of std ~1 pick experts by a
+     * clear margin, so float rounding never decides which run */
+    const float router = 1.0f / sqrtf((float)p->dim);
+    /* gpt-oss: weights and biases large enough that the clamps at +-7 act */
+    const float std = oai ? router : pl->std;
+    make_add_layer_gen(pl, l, oai ? "post_attention_norm.weight" : "ffn_norm.weight", GGML_TYPE_F32,
+                       1, p->dim, 0.0f);
+    make_add_layer_gen(pl, l, "ffn_gate_inp.weight", GGML_TYPE_F32, E, p->dim, router);
+    if (oai) make_add_layer_gen(pl, l, "ffn_gate_inp.bias", GGML_TYPE_F32, 1, E, 0.5f);
+    const uint32_t tg = oai ? GGML_TYPE_MXFP4 : make_matrix_type(t, "ffn_gate", l, nl);
+    const uint32_t td = oai ? GGML_TYPE_MXFP4 : make_matrix_type(t, "ffn_down", l, nl);
+    make_add_layer_gen(pl, l, "ffn_gate_exps.weight", tg, ff, p->dim, std)->n_mats = E;
+    make_add_layer_gen(pl, l, "ffn_up_exps.weight", tg, ff, p->dim, std)->n_mats = E;
+    make_add_layer_gen(pl, l, "ffn_down_exps.weight", td, p->dim, ff, pl->proj)->n_mats = E;
+    if (oai) {
+        make_add_layer_gen(pl, l, "ffn_gate_exps.bias", GGML_TYPE_F32, E, ff, 3.0f);
+        make_add_layer_gen(pl, l, "ffn_up_exps.bias", GGML_TYPE_F32, E, ff, 3.0f);
+        make_add_layer_gen(pl, l, "ffn_down_exps.bias", GGML_TYPE_F32, E, p->dim, 0.1f);
+    }
+}
+
+void make_plan_oai_attention(make_plan *pl, uint32_t l) {
+    /* sink logits of order one: they take a real share of each softmax */
+    make_add_layer_gen(pl, l, "attn_sinks.weight", GGML_TYPE_F32, 1, pl->p->n_heads, 1.0f);
+    make_add_layer_gen(pl, l, "attn_output.bias", GGML_TYPE_F32, 1, pl->p->dim, 0.1f);
+}
