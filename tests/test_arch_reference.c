@@ -50,7 +50,8 @@ static void free_ref(ref *r) {
     free(r->logits);
 }
 
-static llama_model *make_and_load(const char *arch, char *path, size_t path_len) {
+static llama_model *make_and_load_opts(const char *arch, char *path, size_t path_len,
+                                       int no_repack) {
     snprintf(path, path_len, "/tmp/tps-arch-%s-XXXXXX", arch);
     close(mkstemp(path));
     model_make_opts o = {.preset = model_preset_find("tiny"),
@@ -62,8 +63,13 @@ static llama_model *make_and_load(const char *arch, char *path, size_t path_len)
     tps_err err = {0};
     cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
     llama_model *m;
-    cr_assert_eq(llama_model_load(&m, path, &err), 0, "%s", err.msg);
+    const llama_load_opts lo = {.no_repack = no_repack};
+    cr_assert_eq(llama_model_load_opts(&m, path, &lo, &err), 0, "%s", err.msg);
     return m;
+}
+
+static llama_model *make_and_load(const char *arch, char *path, size_t path_len) {
+    return make_and_load_opts(arch, path, path_len, 0);
 }
 
 static int argmax(const float *x, size_t n) {
@@ -120,7 +126,9 @@ static void check_arch_tier(const char *arch, kernel_tier tier) {
     ref r;
     load_ref(&r, arch);
     char path[64];
-    llama_model *m = make_and_load(arch, path, sizeof path);
+    /* the reference tier reads weights in the file's layout (gpt-oss's
+     * MXFP4 experts are repacked otherwise) */
+    llama_model *m = make_and_load_opts(arch, path, sizeof path, tier == KERNEL_TIER_REF);
     cr_assert_eq(m->cfg.n_vocab, r.n_vocab);
     rig g;
     rig_open(&g, m, tier);
@@ -211,6 +219,22 @@ Test(arch_reference, mistral3_matches_llama_cpp) {
     check_arch("mistral3");
 }
 
+/* Mixtral's layout: llama with 8 experts, 2 a token, softmax router renormalised */
+Test(arch_reference, mixtral_experts_match_llama_cpp) {
+    check_arch("mixtral");
+}
+
+/* Qwen3 attention with 16 experts, 4 a token, untied */
+Test(arch_reference, qwen3moe_matches_llama_cpp) {
+    check_arch("qwen3moe");
+}
+
+/* attention sinks, Q/K/V/output biases, window 8 on alternate layers, YaRN,
+ * MXFP4 experts with biases, softmax over the top 4 logits, clamped SwiGLU */
+Test(arch_reference, gpt_oss_matches_llama_cpp) {
+    check_arch("gpt-oss");
+}
+
 /* The five prompts prefilled together in one batch give each prompt's last
  * logits bit-identical to its prefill alone. */
 static void check_batch_invariance(const char *arch) {
@@ -269,8 +293,9 @@ static void check_batch_invariance(const char *arch) {
 }
 
 Test(arch_reference, every_arch_is_batch_invariant) {
-    const char *archs[] = {"llama",  "llama3", "qwen2", "qwen3",
-                           "gemma2", "gemma3", "phi3",  "mistral3"};
+    const char *archs[] = {"llama", "llama3",   "qwen2",   "qwen3",    "gemma2",
+                           "gemma3", "phi3",    "mistral3", "mixtral", "qwen3moe",
+                           "gpt-oss"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         check_batch_invariance(archs[i]);
 }

@@ -3,6 +3,7 @@
  * each over a named window. Parsing and printing only. */
 #include <stddef.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,9 +184,10 @@ static void gen_collect(engine *e, bool stream, gen_out *g, tps_err *err) {
 /* What the figures are counted from: the model's shape and the engine's
  * settings in force. */
 typedef struct gen_model {
+    const llama_model *m;
     const llama_config *cfg;
     uint32_t kv_type;
-    uint64_t bytes_per_token; /* weights read per forward step */
+    uint64_t bytes_per_token; /* weights read per one-row step (a MoE: its k experts a layer) */
     uint32_t chunk;           /* prompt rows per step */
 } gen_model;
 
@@ -201,7 +203,7 @@ typedef struct gen_figures {
 } gen_figures;
 
 static void gen_print_json(const gen_out *g, const gen_figures *f, const int32_t *ids, size_t n_ids,
-                           uint64_t bytes_per_token) {
+                           uint64_t bytes_per_token, const llama_model *m) {
     const size_t n_dec = g->n ? g->n - 1 : 0;
     json_t *j = json_object(), *pa = json_array(), *ta = json_array();
     for (size_t i = 0; i < n_ids; i++)
@@ -229,6 +231,11 @@ static void gen_print_json(const gen_out *g, const gen_figures *f, const int32_t
         json_object_set_new(j, "decode_bandwidth_fraction", json_real(f->gbps / f->read_gbs));
     }
     json_object_set_new(j, "weight_bytes_per_token", json_integer((json_int_t)bytes_per_token));
+    json_object_set_new(j, "params_total", json_integer((json_int_t)m->w.params_total));
+    json_object_set_new(j, "params_active", json_integer((json_int_t)m->w.params_active));
+    json_object_set_new(j, "weight_bytes_total", json_integer((json_int_t)m->w.bytes_total));
+    json_object_set_new(j, "load_ms", json_real((double)m->load_ns / 1e6));
+    json_object_set_new(j, "load_peak_rss", json_integer((json_int_t)m->load_peak_rss));
     json_object_set_new(j, "decode_kv_bytes", json_real(f->kv_bytes));
     json_object_set_new(j, "kv_bytes_per_token",
                         json_real(n_dec ? f->kv_bytes / (double)n_dec : 0));
@@ -248,6 +255,18 @@ static double decode_kv_bytes(const llama_config *c, uint32_t kv_type, size_t n_
     return bytes;
 }
 
+/* Weight bytes a step of n rows reads: every dense matrix, and for a
+ * mixture of experts the experts its rows choose, expected E (1 - (1 -
+ * k/E)^n) distinct a layer when routing is even (exact for one row). */
+static double step_weight_bytes(const gen_model *gm, size_t n) {
+    const llama_config *c = gm->cfg;
+    const llama_weights *w = &gm->m->w;
+    if (!c->n_expert) return (double)gm->bytes_per_token;
+    const double E = c->n_expert, k = c->n_expert_used;
+    const double touched = n == 1 ? k : E * (1.0 - pow(1.0 - k / E, (double)n));
+    return (double)w->bytes_dense + (double)(w->bytes_per_token - w->bytes_dense) / k * touched;
+}
+
 /* Past the roofline by more than this, the cached limits are wrong. */
 #define ROOFLINE_SLACK 1.05
 
@@ -264,7 +283,7 @@ static roofline_work prefill_work(const gen_model *gm, size_t n_cached, size_t n
              mc.per_attended * step_cost_chunk_attended((uint32_t)n_cached, (uint32_t)n);
     for (size_t p = n_cached; p < n_prompt; p += gm->chunk) {
         const size_t end = p + gm->chunk < n_prompt ? p + gm->chunk : n_prompt;
-        w.weight_bytes += (double)gm->bytes_per_token;
+        w.weight_bytes += step_weight_bytes(gm, end - p);
         w.kv_bytes += engine_kv_bytes_attended(gm->cfg, gm->kv_type, end);
     }
     return w;
@@ -290,7 +309,7 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
                  : 0;
     f.read_gbs = read_gbs;
     if (o->json) {
-        gen_print_json(g, &f, ids, n_ids, bytes_per_token);
+        gen_print_json(g, &f, ids, n_ids, bytes_per_token, gm->m);
         return;
     }
     printf("\n");
@@ -307,12 +326,22 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
                 "%.1f GB/s): the longer of the prompt's multiply-adds and bytes at those rates, "
                 "over its time\n",
                 100.0 * f.prefill_fraction, ml->int8_gops, read_gbs);
+    const llama_weights *w = &gm->m->w;
+    if (gm->cfg->n_expert)
+        fprintf(stderr,
+                "model:   a mixture of experts, %u a layer and %u a token: %.3f B parameters, "
+                "%.3f B active; a token reads %.1f of the weights' %.1f MiB\n",
+                gm->cfg->n_expert, gm->cfg->n_expert_used, (double)w->params_total / 1e9,
+                (double)w->params_active / 1e9, (double)bytes_per_token / 1048576.0,
+                (double)w->bytes_total / 1048576.0);
     fprintf(stderr,
             "decode:  %zu tokens in %.2f ms = %.1f tokens/s   [window: first generated token "
             "-> last; %zu generated in all, finish: %s]\n"
-            "         %.2f GB/s read (%.1f MiB of weights and %.1f MiB of KV cache per token)\n",
+            "         %.2f GB/s read (%.1f MiB of weights%s and %.1f MiB of KV cache per "
+            "token)\n",
             g->n ? g->n - 1 : 0, f.decode_s * 1e3, f.decode_tps, g->n, engine_finish_name(g->fin),
             f.gbps, (double)bytes_per_token / 1048576.0,
+            gm->cfg->n_expert ? ", the active ones" : "",
             g->n > 1 ? f.kv_bytes / (double)(g->n - 1) / 1048576.0 : 0);
     if (read_gbs > 0)
         fprintf(stderr,
@@ -344,7 +373,13 @@ static void gen_report(const gen_opts *o, const gen_out *g, const int32_t *ids, 
     if (machine_limits_get(&ml, nth, &merr))
         fprintf(stderr, "tps generate: no machine limits: %s\n", merr.msg);
     const engine_params *p = engine_get_params(e);
-    const gen_model gm = {.cfg = &m->cfg,
+    if (!o->json)
+        fprintf(stderr, "load:    %.2f s, peak RSS %.1f MiB = %.0f%% of the file's %.1f MiB\n",
+                (double)m->load_ns / 1e9, (double)m->load_peak_rss / 1048576.0,
+                100.0 * (double)m->load_peak_rss / (double)m->file->size,
+                (double)m->file->size / 1048576.0);
+    const gen_model gm = {.m = m,
+                          .cfg = &m->cfg,
                           .kv_type = p->kv_type,
                           .bytes_per_token = m->w.bytes_per_token,
                           .chunk = p->prefill_chunk < p->max_batch_tokens ? p->prefill_chunk

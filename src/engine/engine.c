@@ -841,7 +841,9 @@ static void record_step(engine *e, const step_plan *pl, uint32_t generated, size
     /* the roofline's inputs: every weight once per step (the batch shares
      * the stream), each sequence's KV once, and the multiply-adds */
     e->local.step_seconds_total += (double)(t1 - pl->t0) * 1e-9;
-    e->local.weight_bytes_read_total += (double)e->m->w.bytes_per_token;
+    const fwd_step_stats fst = fwd_state_last_step(e->fs); /* counted where read */
+    e->local.weight_bytes_read_total += (double)fst.weight_bytes;
+    e->local.experts_run_total += fst.experts;
     e->local.kv_bytes_read_total += pl->kv_bytes;
     e->local.macs_total += (double)pl->n_rows * e->macs.body + (double)n_logits * e->macs.head +
                            pl->attended * e->macs.per_attended;
@@ -860,7 +862,9 @@ static void record_step(engine *e, const step_plan *pl, uint32_t generated, size
                      .kv_blocks = kv_cache_blocks_used(e->kv),
                      .preemptions = (uint32_t)(e->local.preemptions_total - pl->preempt_before),
                      .cached_tokens = pl->cached_rows,
-                     .predicted_ns = (uint64_t)pl->pred_ns};
+                     .predicted_ns = (uint64_t)pl->pred_ns,
+                     .weight_bytes = fst.weight_bytes,
+                     .experts = (uint32_t)fst.experts};
     trace_step_add(&e->tr, &ts);
 }
 
@@ -1014,7 +1018,7 @@ engine_macs engine_macs_of(const llama_config *c) {
     const double kv_dim = (double)c->n_kv_heads * c->head_dim;
     const double q_dim = (double)c->n_heads * c->head_dim;
     return (engine_macs){.body = (double)c->n_layers * (c->dim * (q_dim + 2 * kv_dim) +
-                                                        q_dim * c->dim + 3.0 * c->dim * c->ffn_dim),
+                                                        q_dim * c->dim + llama_config_ffn_macs(c)),
                          .head = (double)c->dim * c->n_vocab,
                          .per_attended = (double)c->n_layers * 2.0 * q_dim};
 }
@@ -1181,6 +1185,8 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     e->local.kv_blocks_resident = e->kv->pc ? e->kv->resident_blocks : 0;
     e->local.kv_block_tokens = e->kv->block_tokens;
     e->local.n_ctx = e->n_ctx;
+    e->local.model_experts = e->m->cfg.n_expert;
+    e->local.model_layers = e->m->cfg.n_layers;
     e->local.itl_target_ns = e->target_ns;
     e->local.step_cost_fixed_ns = (uint64_t)e->cost.c0_ns;
     e->local.step_cost_row_ns = (uint64_t)e->cost.c1_ns;

@@ -237,6 +237,12 @@ typedef struct engine_stats {
      * them into GB/s and a fraction of the machine's limit. */
     double step_seconds_total;
     double weight_bytes_read_total, kv_bytes_read_total, macs_total;
+    /* Mixture of experts: experts the steps ran, summed over steps and
+     * layers (a step runs each expert its rows chose once a layer), and the
+     * model's experts a layer and layers; 0 for a dense model. Weight bytes
+     * above count only the experts run. */
+    uint64_t experts_run_total;
+    uint32_t model_experts, model_layers;
 } engine_stats;
 
 void engine_get_stats(engine *e, engine_stats *out);

@@ -66,10 +66,12 @@ int trace_write(const trace *t, const char *path, tps_err *err) {
                 ",\n{\"name\":\"step\",\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
                 "\"args\":{\"prefill_tokens\":%u,\"decode_tokens\":%u,\"running\":%u,"
                 "\"waiting\":%u,\"kv_blocks\":%u,\"preemptions\":%u,\"cached_tokens\":%u,"
-                "\"predicted_ms\":%.3f,\"actual_ms\":%.3f}}",
+                "\"predicted_ms\":%.3f,\"actual_ms\":%.3f,\"weight_bytes\":%llu,"
+                "\"experts\":%u}}",
                 us(t, s->t0), (double)(s->t1 - s->t0) / 1000.0, s->prefill_tokens, s->decode_tokens,
                 s->running, s->waiting, s->kv_blocks, s->preemptions, s->cached_tokens,
-                (double)s->predicted_ns / 1e6, (double)(s->t1 - s->t0) / 1e6);
+                (double)s->predicted_ns / 1e6, (double)(s->t1 - s->t0) / 1e6,
+                (unsigned long long)s->weight_bytes, s->experts);
     }
     for (size_t i = 0; i < t->n_reqs; i++) {
         const trace_req *r = &t->reqs[i];

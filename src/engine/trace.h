@@ -19,6 +19,8 @@ typedef struct trace_step {
     uint32_t prefill_tokens, decode_tokens, running, waiting, kv_blocks, preemptions;
     uint32_t cached_tokens; /* prompt tokens admitted from the prefix cache this step */
     uint64_t predicted_ns;  /* the step-time model's prediction (t1 - t0 is the actual) */
+    uint64_t weight_bytes;  /* weight bytes the step read (its experts' only) */
+    uint32_t experts;       /* experts it ran, summed over the layers (0: dense) */
 } trace_step;
 
 typedef struct trace_req {

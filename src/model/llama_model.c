@@ -1,7 +1,9 @@
 /* Opens a GGUF file and binds it as a Llama model; undoes partial work on
  * any error. */
 #include <stdlib.h>
+#include <sys/resource.h>
 
+#include "base/clock.h"
 #include "model/llama_model.h"
 
 int llama_model_load(llama_model **out, const char *path, tps_err *err) {
@@ -12,6 +14,7 @@ int llama_model_load(llama_model **out, const char *path, tps_err *err) {
 int llama_model_load_opts(llama_model **out, const char *path, const llama_load_opts *opts,
                           tps_err *err) {
     *out = NULL;
+    const uint64_t t0 = tps_now_ns();
     llama_model *m = calloc(1, sizeof *m);
     if (!m) return tps_fail(err, TPS_ENOMEM, "model: out of memory");
     int rc = gguf_open(&m->file, path, err);
@@ -25,6 +28,9 @@ int llama_model_load_opts(llama_model **out, const char *path, const llama_load_
         llama_weights_free(&m->w);
         goto fail;
     }
+    m->load_ns = tps_now_ns() - t0;
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) m->load_peak_rss = (size_t)ru.ru_maxrss * 1024;
     *out = m;
     return 0;
 fail:

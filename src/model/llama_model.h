@@ -12,6 +12,10 @@ typedef struct llama_model {
     gguf_file *file;
     llama_config cfg;
     llama_weights w;
+    /* the load: wall time, and the process's peak resident memory right
+     * after it (getrusage; repacking streams the file, so about its size) */
+    uint64_t load_ns;
+    size_t load_peak_rss;
 } llama_model;
 
 /* Load options; llama_model_load uses the defaults. */

@@ -349,6 +349,20 @@ static void log_loaded(server *s) {
                                             : "f32",
             (double)in->kv_mem * st.kv_blocks_resident / st.kv_blocks_total / 1048576.0,
             st.kv_blocks_resident < st.kv_blocks_total ? ", more as the load needs it" : "");
+    const llama_model *m = s->model;
+    fprintf(s->log,
+            "tps serve: loaded in %.2f s, peak RSS %.1f MiB = %.0f%% of the file's %.1f MiB "
+            "(repacking streams it, giving back each tensor's pages)\n",
+            (double)m->load_ns / 1e9, (double)m->load_peak_rss / 1048576.0,
+            100.0 * (double)m->load_peak_rss / (double)m->file->size,
+            (double)m->file->size / 1048576.0);
+    if (m->cfg.n_expert)
+        fprintf(s->log,
+                "tps serve: mixture of experts: %u experts a layer, %u a token: %.2f B parameters, "
+                "%.2f B active; a one-row step reads %.1f MiB of the weights' %.1f MiB\n",
+                m->cfg.n_expert, m->cfg.n_expert_used, (double)w->params_total / 1e9,
+                (double)w->params_active / 1e9, (double)w->bytes_per_token / 1048576.0,
+                (double)w->bytes_total / 1048576.0);
     if (!st.itl_target_ns) return;
     char how[64] = "";
     if (s->cfg.engine.itl_target_ms < 0)

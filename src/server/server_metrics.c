@@ -83,7 +83,16 @@ static void render_counters(server *s, sbuf *b) {
      * steps achieved; over the machine's read bandwidth, how close to it */
     counter(b, "tps_step_seconds_total", "Wall time spent in engine steps.", st.step_seconds_total);
     counter(b, "tps_weight_bytes_read_total",
-            "Weight bytes the steps read (every matrix once a step).", st.weight_bytes_read_total);
+            "Weight bytes the steps read (every dense matrix once a step, and the experts each "
+            "step ran).",
+            st.weight_bytes_read_total);
+    counter(b, "tps_experts_run_total",
+            "Mixture of experts: experts the steps ran, each once a step and layer however many "
+            "rows chose it (summed over layers).",
+            (double)st.experts_run_total);
+    gauge(b, "tps_model_experts", "Experts a layer of the model has (0: a dense model).",
+          (double)st.model_experts);
+    gauge(b, "tps_model_layers", "Layers of the model.", (double)st.model_layers);
     counter(b, "tps_kv_bytes_read_total", "KV cache bytes the steps read.", st.kv_bytes_read_total);
     counter(b, "tps_multiply_adds_total", "Multiply-adds the steps did (weights and attention).",
             st.macs_total);
