@@ -1,0 +1,183 @@
+/* Mixture-of-experts models in the engine: every request's tokens in a
+ * staggered batch equal the request run alone (its rows share experts and
+ * steps with others' but never their results), on two kernel threads; a
+ * step of one row runs exactly its k experts a layer and reads the active
+ * weights only; a repacked MoE model gives back its experts' file pages. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "kernels/matmul.h"
+#include "model/model_make.h"
+#include "support/engine_env.h"
+
+#define N_REQ 24
+
+static void open_made(env *v, char *path, const char *arch, const char *preset, uint32_t type) {
+    close(mkstemp(path));
+    model_make_opts mo = {.preset = model_preset_find(preset),
+                          .arch = model_arch_find(arch),
+                          .type = type,
+                          .seed = 11,
+                          .out_path = path};
+    tps_err err = {0};
+    cr_assert_eq(model_make(&mo, &err), 0, "%s", err.msg);
+    env_open(v, path);
+}
+
+static engine *start(env *v, uint32_t max_seqs, int threads) {
+    engine_params p;
+    engine_params_default(&p);
+    p.model = v->m;
+    p.tok = v->tok;
+    p.n_threads = threads;
+    p.max_seqs = max_seqs;
+    p.max_batch_tokens = 128;
+    p.no_prefix_cache = max_seqs == 1;
+    engine *e;
+    tps_err err = {0};
+    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
+    return e;
+}
+
+typedef struct work {
+    int32_t prompt[N_REQ][160];
+    size_t n_prompt[N_REQ];
+    uint32_t max_tokens[N_REQ];
+} work;
+
+static void work_make(work *w, uint32_t n_vocab) {
+    uint64_t r = 777;
+    for (int i = 0; i < N_REQ; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        w->n_prompt[i] = i == 0 ? 1 : 1 + (size_t)((r >> 33) % 150);
+        w->prompt[i][0] = 1;
+        for (size_t k = 1; k < w->n_prompt[i]; k++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            w->prompt[i][k] = 3 + (int32_t)((r >> 33) % (n_vocab - 3));
+        }
+        w->max_tokens[i] = 1 + (uint32_t)((r >> 20) % 24);
+    }
+}
+
+static void submit(engine *e, const work *w, int i, result *res) {
+    engine_request rq = {.prompt = w->prompt[i],
+                         .n_prompt = w->n_prompt[i],
+                         .max_tokens = w->max_tokens[i],
+                         .user = &res[i]};
+    sampler_params_default(&rq.sampling);
+    rq.sampling.temperature = 0;
+    rq.sampling.ignore_eos = true;
+    uint64_t id;
+    tps_err err = {0};
+    cr_assert_eq(engine_submit(e, &rq, &id, &err), 0, "request %d: %s", i, err.msg);
+}
+
+static void check_invariance(const char *arch, uint32_t type) {
+    char path[] = "/tmp/tps-test-moe-XXXXXX";
+    env v;
+    open_made(&v, path, arch, "tiny", type);
+    work *w = malloc(sizeof *w);
+    work_make(w, v.m->cfg.n_vocab);
+    result *alone = calloc(N_REQ, sizeof *alone), *batched = calloc(N_REQ, sizeof *batched);
+    engine *e = start(&v, 1, 1);
+    for (int i = 0; i < N_REQ; i++) {
+        submit(e, w, i, alone);
+        drain(e, 1);
+    }
+    engine_destroy(e);
+    e = start(&v, N_REQ, 2);
+    int sent = 0;
+    for (; sent < N_REQ / 3; sent++)
+        submit(e, w, sent, batched);
+    while (sent < N_REQ) {
+        engine_wait(e, 5);
+        for (int k = 0; k < 3 && sent < N_REQ; k++, sent++)
+            submit(e, w, sent, batched);
+    }
+    drain(e, N_REQ);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    engine_destroy(e);
+    for (int i = 0; i < N_REQ; i++) {
+        cr_assert_eq(batched[i].n, alone[i].n, "%s: request %d", arch, i);
+        cr_assert_eq(memcmp(batched[i].tokens, alone[i].tokens, alone[i].n * sizeof(int32_t)), 0,
+                     "%s: request %d's tokens in the batch differ from its tokens alone", arch,
+                     i);
+    }
+    cr_expect_gt(st.experts_run_total, 0);
+    free(alone);
+    free(batched);
+    free(w);
+    env_close(&v);
+    unlink(path);
+}
+
+Test(moe_engine, mixtral_batch_equals_each_request_alone, .timeout = 240) {
+    check_invariance("mixtral", GGML_TYPE_Q8_0);
+}
+
+Test(moe_engine, qwen3moe_batch_equals_each_request_alone, .timeout = 240) {
+    check_invariance("qwen3moe", GGML_TYPE_F16);
+}
+
+/* MXFP4 experts, sinks and sliding windows the prompts cross */
+Test(moe_engine, gpt_oss_batch_equals_each_request_alone, .timeout = 240) {
+    check_invariance("gpt-oss", GGML_TYPE_Q8_0);
+}
+
+/* One request of a one-token prompt: every step has one row, so each runs
+ * k experts a layer and reads the model's active bytes. */
+Test(moe_engine, one_row_steps_run_k_experts_a_layer_and_read_the_active_bytes) {
+    char path[] = "/tmp/tps-test-moe-XXXXXX";
+    env v;
+    open_made(&v, path, "qwen3moe", "tiny", GGML_TYPE_Q8_0);
+    const llama_config *c = &v.m->cfg;
+    engine *e = start(&v, 1, 1);
+    engine_stats before;
+    engine_get_stats(e, &before);
+    work w;
+    work_make(&w, c->n_vocab); /* request 0 has a one-token prompt */
+    result res[N_REQ] = {0};
+    submit(e, &w, 0, res);
+    drain(e, 1);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    const uint64_t steps = st.steps_total - before.steps_total;
+    cr_assert_gt(steps, 0);
+    cr_expect_eq(st.experts_run_total - before.experts_run_total,
+                 steps * c->n_layers * c->n_expert_used);
+    cr_expect_eq(st.weight_bytes_read_total - before.weight_bytes_read_total,
+                 (double)steps * (double)v.m->w.bytes_per_token);
+    cr_expect_lt(v.m->w.bytes_per_token, v.m->w.bytes_total / 2,
+                 "4 of 16 experts: a token reads far less than the model");
+    cr_expect_eq(st.model_experts, c->n_expert);
+    engine_destroy(e);
+    env_close(&v);
+    unlink(path);
+}
+
+/* The experts are repacked like any matrix and their file pages given back
+ * as each copy is made: all but page fragments at the tensors' ends. */
+Test(moe_engine, repacked_experts_give_back_their_file_pages) {
+    char path[] = "/tmp/tps-test-moe-XXXXXX";
+    env v;
+    open_made(&v, path, "mixtral", "mini-moe", GGML_TYPE_Q8_0);
+    const llama_weights *w = &v.m->w;
+    cr_assert_not_null(w->packed);
+    size_t experts = 0;
+    for (uint32_t l = 0; l < v.m->cfg.n_layers; l++) {
+        const llama_layer *L = &w->layers[l];
+        cr_assert_not_null(L->gate_exps.packed, "layer %u's experts are repacked", l);
+        experts += (size_t)L->expert_bytes * v.m->cfg.n_expert;
+    }
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    cr_expect_geq(w->released_bytes, experts - 2 * page * 3 * v.m->cfg.n_layers,
+                  "%zu bytes given back of %zu in experts", w->released_bytes, experts);
+    cr_expect_leq(v.m->load_peak_rss, (size_t)(1.1 * v.m->file->size) + (64u << 20),
+                  "peak RSS %zu for a file of %zu", v.m->load_peak_rss, v.m->file->size);
+    env_close(&v);
+    unlink(path);
+}
