@@ -15,6 +15,9 @@
 #                        context with F16 then Q8_0 KV (on the 110M model:
 #                        Q8_0 KV needs a head size that is a multiple of 32);
 #        model size      15M then 110M on one workload (GB/s, % of bandwidth);
+#        active size     the mini preset (dense) and mini-moe (16 experts, 2 a token: the
+#                        same active size) on one workload; mini-moe at concurrency 1, 4,
+#                        16 (the experts a step runs grow with the streams);
 #   3. `tps report --factor ...` writes demo/report.html (a section per factor:
 #      table, plot, a reading made from the table's numbers) and prints the
 #      tables; the last lines are the readings, one per factor.
@@ -95,6 +98,14 @@ make_model() { # make_model PATH ARGS...
 }
 make_model "$small" "${small_args[@]}"
 make_model "$big" "${big_args[@]}"
+# active model size: small presets either way (a few seconds of the demo)
+if [ "$quick" = 1 ]; then
+  dense=$big moe=$out/mini-moe-q8_0.gguf # $big is the mini preset here
+else
+  dense=models/mini-q8_0.gguf moe=models/mini-moe-q8_0.gguf
+fi
+make_model "$dense" --preset mini --type q8_0
+make_model "$moe" --preset mini-moe --type q8_0
 
 # ---- 2. servers and points -------------------------------------------------------------
 server=
@@ -112,6 +123,7 @@ serve() { # serve NAME MODEL [tps serve options]: start it, wait for /health, se
   local name=$1 log=$out/serve-$1.log
   model=$2
   shift 2
+  : >"$log" # exists before the server's shell opens it: the sed below reads it at once
   "$tps" serve -m "$model" --host 127.0.0.1 --port 0 "$@" >"$log" 2>&1 &
   server=$!
   url=
@@ -204,6 +216,15 @@ serve kv-q8_0 "$big" --max-seqs 16 --kv-type q8_0
 echo "   KV cache: a $long_in-token context, Q8_0 KV"
 kv_point kv-q8_0.json
 stop_server
+serve active-dense "$dense" --max-seqs 16
+echo "   active size: $(basename "$dense") (dense) at concurrency 4"
+run_point active-dense.json --concurrency 4 --input-len "$short_in" --output-len "$out_len"
+stop_server
+serve active-moe "$moe" --max-seqs 16
+echo "   active size: $(basename "$moe") (16 experts, 2 a token) at concurrency 4, then 1, 4, 16"
+run_point active-moe.json --concurrency 4 --input-len "$short_in" --output-len "$out_len"
+run_point experts.json --concurrency 1,4,16 --input-len "$short_in" --output-len "$out_len"
+stop_server
 trap - EXIT
 
 # ---- 3. the report ---------------------------------------------------------------------
@@ -217,7 +238,10 @@ factors+=(--factor "itl:prefill in one step=$out/itl-one-step.json"
   --factor "kv-type:F16 KV at $long_in tokens=$out/kv-f16.json"
   --factor "kv-type:Q8_0 KV at $long_in tokens=$out/kv-q8_0.json"
   --factor "model:$(basename "$small" .gguf)=$out/model-small.json"
-  --factor "model:$(basename "$big" .gguf)=$out/model-big.json")
+  --factor "model:$(basename "$big" .gguf)=$out/model-big.json"
+  --factor "active:$(basename "$dense" .gguf) (dense)=$out/active-dense.json"
+  --factor "active:$(basename "$moe" .gguf) (16 experts, 2 a token)=$out/active-moe.json"
+  --factor "experts=$out/experts.json")
 "$tps" report "${factors[@]}" --html "$out/report.html" --svg "$out/svg" >"$out/summary.txt" ||
   failed=1
 sed '/^What moves tokens per second/,$d' "$out/summary.txt"

@@ -293,9 +293,8 @@ static void check_batch_invariance(const char *arch) {
 }
 
 Test(arch_reference, every_arch_is_batch_invariant) {
-    const char *archs[] = {"llama", "llama3",   "qwen2",   "qwen3",    "gemma2",
-                           "gemma3", "phi3",    "mistral3", "mixtral", "qwen3moe",
-                           "gpt-oss"};
+    const char *archs[] = {"llama", "llama3",   "qwen2",   "qwen3",    "gemma2", "gemma3",
+                           "phi3",  "mistral3", "mixtral", "qwen3moe", "gpt-oss"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         check_batch_invariance(archs[i]);
 }

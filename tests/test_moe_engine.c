@@ -104,8 +104,7 @@ static void check_invariance(const char *arch, uint32_t type) {
     for (int i = 0; i < N_REQ; i++) {
         cr_assert_eq(batched[i].n, alone[i].n, "%s: request %d", arch, i);
         cr_assert_eq(memcmp(batched[i].tokens, alone[i].tokens, alone[i].n * sizeof(int32_t)), 0,
-                     "%s: request %d's tokens in the batch differ from its tokens alone", arch,
-                     i);
+                     "%s: request %d's tokens in the batch differ from its tokens alone", arch, i);
     }
     cr_expect_gt(st.experts_run_total, 0);
     free(alone);

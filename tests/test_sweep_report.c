@@ -420,8 +420,9 @@ Test(sweep_report, html_report_renders_in_headless_chromium_and_is_not_blank, .t
 /* ---- the demo, reduced: every factor, in a browser too ---------------------------------- */
 
 static const char *const FACTOR_SECTION_IDS[] = {"factor-batch", "factor-mix", "factor-kv",
-                                                 "factor-bandwidth"};
-static const char *const FACTOR_PARTS[] = {"batch", "mix", "itl", "prefix", "kv-type", "model"};
+                                                 "factor-bandwidth", "factor-active"};
+static const char *const FACTOR_PARTS[] = {"batch",   "mix",   "itl",    "prefix",
+                                           "kv-type", "model", "active", "experts"};
 
 /* The text between the first `open` after from and the next `close`
  * (borrowed into buf); NULL when absent. */
@@ -525,7 +526,7 @@ Test(demo, quick_demo_measures_every_factor_and_its_readings_match_the_tables, .
     int lines = 0;
     for (const char *q = tail; *q; q++)
         lines += *q == '\n';
-    cr_expect_eq(lines, 5, "want the heading and one line per factor at the end:\n%s", tail);
+    cr_expect_eq(lines, 6, "want the heading and one line per factor at the end:\n%s", tail);
     static char reading[4096], table[65536];
     for (size_t i = 0; i < sizeof FACTOR_PARTS / sizeof FACTOR_PARTS[0]; i++) {
         const char *part = FACTOR_PARTS[i];

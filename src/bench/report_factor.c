@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *const PART_NAMES[FP_PARTS] = {"batch",  "mix",     "itl",
-                                                 "prefix", "kv-type", "model"};
+static const char *const PART_NAMES[FP_PARTS] = {"batch",   "mix",   "itl",    "prefix",
+                                                 "kv-type", "model", "active", "experts"};
 
 static const char *const PART_TITLES[FP_PARTS] = {
     "Output tok/s, ITL and TTFT against concurrency",
@@ -22,6 +22,8 @@ static const char *const PART_TITLES[FP_PARTS] = {
     "Prompts sharing a prefix: the prefix cache off and on",
     "A long context: F16 against Q8_0 KV",
     "Two model sizes on one workload",
+    "A dense model and a mixture of experts of about its active size, on one workload",
+    "The mixture of experts against concurrency: experts a step runs",
 };
 
 static const struct {
@@ -50,6 +52,13 @@ static const struct {
      "A decode step reads every weight once: bytes per output token over the machine's read "
      "bandwidth bounds the step rate, so a bigger model is slower in proportion to its bytes.",
      {FP_MODEL, -1}},
+    {"active",
+     "Active model size (mixture of experts)",
+     "A mixture of experts reads, per token, only the experts its router picks: decode speed "
+     "follows the active bytes, not the model's size. A step runs each expert its rows chose "
+     "once, so more streams touch more distinct experts and the step reads more, up to all of "
+     "them.",
+     {FP_ACTIVE, FP_EXPERTS}},
 };
 
 const char *factor_part_name(factor_part p) {
@@ -78,7 +87,8 @@ int factor_add(factor_report *f, const char *spec, tps_err *e) {
         if (strlen(PART_NAMES[i]) == nlen && !strncmp(spec, PART_NAMES[i], nlen)) part = i;
     if (part < 0)
         return tps_fail(e, TPS_EINVAL,
-                        "--factor '%s': unknown part (batch, mix, itl, prefix, kv-type, model)",
+                        "--factor '%s': unknown part (batch, mix, itl, prefix, kv-type, model, "
+                        "active, experts)",
                         spec);
     rset *s = &f->part[part];
     size_t n0 = s->n;
@@ -109,17 +119,24 @@ typedef enum metric {
     M_GBS,
     M_BW,
     M_MB_TOK,
+    M_EXPERTS,
     M_COUNT
 } metric;
 
 static const struct {
     const char *head, *fmt;
 } METRICS[M_COUNT] = {
-    [M_OUT_TPS] = {"output tok/s [run]", "%.1f"}, [M_IN_TPS] = {"input tok/s [run]", "%.1f"},
-    [M_TTFT50] = {"TTFT p50 ms", "%.1f"},         [M_TTFT99] = {"TTFT p99 ms", "%.1f"},
-    [M_ITL50] = {"ITL p50 ms", "%.2f"},           [M_ITL99] = {"ITL p99 ms", "%.2f"},
-    [M_CACHED] = {"input from cache %", "%.1f"},  [M_GBS] = {"GB/s read", "%.2f"},
-    [M_BW] = {"% of bandwidth", "%.1f"},          [M_MB_TOK] = {"MB read / output token", "%.2f"},
+    [M_OUT_TPS] = {"output tok/s [run]", "%.1f"},
+    [M_IN_TPS] = {"input tok/s [run]", "%.1f"},
+    [M_TTFT50] = {"TTFT p50 ms", "%.1f"},
+    [M_TTFT99] = {"TTFT p99 ms", "%.1f"},
+    [M_ITL50] = {"ITL p50 ms", "%.2f"},
+    [M_ITL99] = {"ITL p99 ms", "%.2f"},
+    [M_CACHED] = {"input from cache %", "%.1f"},
+    [M_GBS] = {"GB/s read", "%.2f"},
+    [M_BW] = {"% of bandwidth", "%.1f"},
+    [M_MB_TOK] = {"MB read / output token", "%.2f"},
+    [M_EXPERTS] = {"experts a step runs / layer", "%.1f"},
 };
 
 static double pct_ms(const hist *h, double p) {
@@ -156,6 +173,10 @@ static double value(const rset_point *p, metric m) {
     case M_MB_TOK:
         v = rset_point_mb_per_token(p);
         return v < 0 ? NAN : v;
+    case M_EXPERTS: /* distinct experts a step ran, a layer: 0..model_experts */
+        return p->has_server && p->srv.model_experts > 0 && p->srv.steps > 0
+                   ? p->srv.experts / p->srv.steps / p->srv.model_layers
+                   : NAN;
     default:
         return NAN;
     }
@@ -330,8 +351,52 @@ static void read_model(rbuf *b, const rset_point *a, const rset_point *z) {
         put(b, ".");
 }
 
+static void read_active(rbuf *b, const rset_point *a, const rset_point *z) {
+    put(b, "On the same workload %s against %s read ", z->label, a->label);
+    bool bytes = ratio(b, "MB per output token", a, z, M_MB_TOK, "");
+    put(b, " and gave ");
+    ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
+    char ce[32];
+    put(b, "; its steps ran %s experts a layer (of %.0f)", cell(ce, sizeof ce, z, M_EXPERTS, NULL),
+        z->srv.model_experts);
+    double t = shown(z, M_OUT_TPS) / shown(a, M_OUT_TPS);
+    if (bytes && isfinite(t))
+        put(b, ": %s.",
+            t >= 0.75 ? "at about the same active size the mixture of experts decodes at about "
+                        "the dense model's speed, whatever its total size"
+                      : "the mixture of experts is slower than its active size alone explains: "
+                        "its steps run more experts than one token's, or routing costs show");
+    else
+        put(b, ".");
+}
+
+static void read_experts(rbuf *b, const rset_point *a, const rset_point *z) {
+    double ca = atof(a->axis[SWEEP_CONCURRENCY]), cz = atof(z->axis[SWEEP_CONCURRENCY]);
+    if (ca > 0 && cz > 0)
+        put(b, "%.0fx the concurrency (%s \xe2\x86\x92 %s) took the experts a step runs from ",
+            cz / ca, a->axis[SWEEP_CONCURRENCY], z->axis[SWEEP_CONCURRENCY]);
+    else
+        put(b, "From %s to %s took the experts a step runs from ", a->label, z->label);
+    span(b, a, z, M_EXPERTS, "");
+    put(b, " a layer (of %.0f) and gave ", z->srv.model_experts);
+    ratio(b, "MB read per output token", a, z, M_MB_TOK, "");
+    put(b, " and ");
+    ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
+    double e = shown(z, M_EXPERTS) / shown(a, M_EXPERTS);
+    if (isfinite(e) && ca > 0 && cz > ca)
+        put(b, ": %s.",
+            e >= 0.9 * cz / ca ? "the streams chose different experts, so each step read about "
+                                 "as many more weights as it carried streams"
+                               : "streams shared experts, so a step read fewer weights than its "
+                                 "streams times one token's: batching still pays, less than for "
+                                 "a dense model");
+    else
+        put(b, ".");
+}
+
 static void (*const READERS[FP_PARTS])(rbuf *, const rset_point *, const rset_point *) = {
-    read_batch, read_mix, read_itl, read_prefix, read_kv_type, read_model};
+    read_batch,   read_mix,   read_itl,    read_prefix,
+    read_kv_type, read_model, read_active, read_experts};
 
 void factor_finish(factor_report *f) {
     for (int i = 0; i < FP_PARTS; i++)
@@ -353,26 +418,41 @@ void factor_finish(factor_report *f) {
 
 /* ---- terminal -------------------------------------------------------------------------------- */
 
-static const metric TERM_COLS[] = {M_OUT_TPS, M_IN_TPS, M_TTFT50, M_ITL50,
-                                   M_ITL99,   M_CACHED, M_GBS,    M_BW};
+#define TERM_N 8
+static const metric TERM_COLS[TERM_N] = {M_OUT_TPS, M_IN_TPS, M_TTFT50, M_ITL50,
+                                         M_ITL99,   M_CACHED, M_GBS,    M_BW};
+static const char *const TERM_HEADS[TERM_N] = {"out t/s", "in t/s",  "TTFT p50", "ITL p50",
+                                               "ITL p99", "cached%", "GB/s",     "% bw"};
+/* the mixture-of-experts parts: bytes per token and experts a step, not the cache */
+static const metric TERM_COLS_MOE[TERM_N] = {M_OUT_TPS, M_IN_TPS, M_TTFT50, M_ITL50,
+                                             M_ITL99,   M_MB_TOK, M_GBS,    M_EXPERTS};
+static const char *const TERM_HEADS_MOE[TERM_N] = {"out t/s", "in t/s", "TTFT p50", "ITL p50",
+                                                   "ITL p99", "MB/tok", "GB/s",     "exp/lyr"};
+
+static void print_part(FILE *out, const rset *s, int sec, int pi) {
+    const int moe = pi == FP_ACTIVE || pi == FP_EXPERTS;
+    const metric *cols = moe ? TERM_COLS_MOE : TERM_COLS;
+    const char *const *heads = moe ? TERM_HEADS_MOE : TERM_HEADS;
+    fprintf(out, "\n== %s: %s\n%-24s", SECTIONS[sec].title, PART_TITLES[pi], "point");
+    for (int c = 0; c < TERM_N; c++)
+        fprintf(out, " %8s", heads[c]);
+    fputc('\n', out);
+    for (size_t j = 0; j < s->n; j++) {
+        fprintf(out, "%-24.24s", s->p[j].label);
+        for (int c = 0; c < TERM_N; c++) {
+            char buf[32];
+            fprintf(out, " %8s", cell(buf, sizeof buf, &s->p[j], cols[c], NULL));
+        }
+        fputc('\n', out);
+    }
+}
 
 void factor_print(FILE *out, const factor_report *f) {
     for (int sec = 0; sec < FACTOR_SECTIONS; sec++)
         for (int k = 0; k < 2; k++) {
             int pi = SECTIONS[sec].parts[k];
             if (pi < 0 || f->part[pi].n == 0) continue;
-            const rset *s = &f->part[pi];
-            fprintf(out, "\n== %s: %s\n%-24s %8s %8s %8s %8s %8s %8s %8s %8s\n",
-                    SECTIONS[sec].title, PART_TITLES[pi], "point", "out t/s", "in t/s", "TTFT p50",
-                    "ITL p50", "ITL p99", "cached%", "GB/s", "% bw");
-            for (size_t j = 0; j < s->n; j++) {
-                fprintf(out, "%-24.24s", s->p[j].label);
-                for (size_t c = 0; c < sizeof TERM_COLS / sizeof TERM_COLS[0]; c++) {
-                    char buf[32];
-                    fprintf(out, " %8s", cell(buf, sizeof buf, &s->p[j], TERM_COLS[c], NULL));
-                }
-                fputc('\n', out);
-            }
+            print_part(out, &f->part[pi], sec, pi);
         }
     fputs("\nWhat moves tokens per second, in this run's numbers (docs/metrics.md):\n", out);
     for (int sec = 0; sec < FACTOR_SECTIONS; sec++) {
@@ -404,6 +484,14 @@ static const struct {
                     "output tok/s [run]",
                     "ms; MB / token"},
     [FP_MODEL] = {{M_OUT_TPS, M_COUNT}, {M_GBS, M_BW}, "output tok/s [run]", "GB/s; % of bw"},
+    [FP_ACTIVE] = {{M_OUT_TPS, M_COUNT},
+                   {M_MB_TOK, M_EXPERTS},
+                   "output tok/s [run]",
+                   "MB / token; experts / layer"},
+    [FP_EXPERTS] = {{M_OUT_TPS, M_COUNT},
+                    {M_EXPERTS, M_MB_TOK},
+                    "output tok/s [run]",
+                    "experts / layer; MB / token"},
 };
 
 static int plot_part(const factor_report *f, int pi, const char *dir, rplot *out, tps_err *e) {

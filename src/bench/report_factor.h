@@ -25,10 +25,12 @@ typedef enum factor_part {
     FP_PREFIX,  /* shared-prefix prompts, prefix cache off then on */
     FP_KV_TYPE, /* a long context with F16 then Q8_0 KV */
     FP_MODEL,   /* two model sizes on one workload */
+    FP_ACTIVE,  /* a dense model and a mixture of experts of about its active size */
+    FP_EXPERTS, /* the mixture of experts against concurrency: experts a step runs */
     FP_PARTS
 } factor_part;
 
-#define FACTOR_SECTIONS    4
+#define FACTOR_SECTIONS    5
 #define FACTOR_MAX_LABELS  64
 #define FACTOR_READING_CAP 1024
 
@@ -46,7 +48,7 @@ typedef struct factor_report {
 } factor_report;
 
 /* The part's short name ("batch", "mix", "itl", "prefix", "kv-type",
- * "model"), or NULL. */
+ * "model", "active", "experts"), or NULL. */
 const char *factor_part_name(factor_part p);
 
 void factor_init(factor_report *f);

@@ -104,6 +104,9 @@ static int add_result(rset *s, const json_t *res, const char *source, const json
             p->srv.kv_bytes = json_number_value(json_object_get(m, "kv_bytes"));
             p->srv.step_seconds = json_number_value(json_object_get(m, "step_seconds"));
             p->srv.machine_read_bps = json_number_value(json_object_get(m, "machine_read_bps"));
+            p->srv.experts = json_number_value(json_object_get(m, "experts"));
+            p->srv.model_experts = json_number_value(json_object_get(m, "model_experts"));
+            p->srv.model_layers = json_number_value(json_object_get(m, "model_layers"));
         }
     }
     if (json_is_object(res)) {

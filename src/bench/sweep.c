@@ -156,6 +156,9 @@ int sweep_parse_metrics(sweep_counters *c, const char *text, tps_err *e) {
         {"tps_kv_bytes_read_total", offsetof(sweep_counters, kv_bytes)},
         {"tps_step_seconds_total", offsetof(sweep_counters, step_seconds)},
         {"tps_machine_read_bandwidth_bytes_per_second", offsetof(sweep_counters, machine_read_bps)},
+        {"tps_experts_run_total", offsetof(sweep_counters, experts)},
+        {"tps_model_experts", offsetof(sweep_counters, model_experts)},
+        {"tps_model_layers", offsetof(sweep_counters, model_layers)},
     };
     memset(c, 0, sizeof *c);
     bool steps = false;
@@ -190,6 +193,23 @@ int sweep_scrape(sweep_counters *c, const char *base_url, tps_err *e) {
                                : tps_fail(e, TPS_ENOENT, "%s: no /metrics (status %ld)", url, st);
     free(body);
     return rc;
+}
+
+/* The server's counters over a point (c1 - c0) and its gauges (c1's). */
+static json_t *counters_json(const sweep_counters *c0, const sweep_counters *c1) {
+    json_t *m = json_pack(
+        "{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "steps", c1->steps - c0->steps, "prompt_tokens",
+        c1->prompt_tokens - c0->prompt_tokens, "generation_tokens",
+        c1->generation_tokens - c0->generation_tokens, "preemptions",
+        c1->preemptions - c0->preemptions, "weight_bytes", c1->weight_bytes - c0->weight_bytes,
+        "kv_bytes", c1->kv_bytes - c0->kv_bytes, "step_seconds",
+        c1->step_seconds - c0->step_seconds, "machine_read_bps", c1->machine_read_bps);
+    if (m && c1->model_experts > 0) {
+        json_object_set_new(m, "experts", json_real(c1->experts - c0->experts));
+        json_object_set_new(m, "model_experts", json_real(c1->model_experts));
+        json_object_set_new(m, "model_layers", json_real(c1->model_layers));
+    }
+    return m;
 }
 
 /* ---- a local tps serve ---------------------------------------------------------------------- */
@@ -455,16 +475,7 @@ static int run_point(json_t **point, point_ctx *p, size_t index, size_t total) {
     for (int a = 0; a < SWEEP_AXES; a++)
         json_object_set_new(pt, AXIS_NAMES[a], p->val[a] ? json_string(p->val[a]) : json_null());
     json_object_set_new(pt, "exit_status", json_integer(status));
-    if (have_metrics)
-        json_object_set_new(
-            pt, "server_metrics",
-            json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "steps", c1.steps - c0.steps,
-                      "prompt_tokens", c1.prompt_tokens - c0.prompt_tokens, "generation_tokens",
-                      c1.generation_tokens - c0.generation_tokens, "preemptions",
-                      c1.preemptions - c0.preemptions, "weight_bytes",
-                      c1.weight_bytes - c0.weight_bytes, "kv_bytes", c1.kv_bytes - c0.kv_bytes,
-                      "step_seconds", c1.step_seconds - c0.step_seconds, "machine_read_bps",
-                      c1.machine_read_bps));
+    if (have_metrics) json_object_set_new(pt, "server_metrics", counters_json(&c0, &c1));
     if (have_result) {
         if (o->log) {
             const result_window *w = r.steady.valid ? &r.steady : &r.run;

@@ -117,6 +117,8 @@ typedef struct sweep_counters {
     double steps, prompt_tokens, generation_tokens, preemptions;
     double weight_bytes, kv_bytes, step_seconds; /* what the steps read, and their time */
     double machine_read_bps; /* gauge: the measured read bandwidth (0: unknown) */
+    double experts;          /* mixture of experts: experts the steps ran, summed over layers */
+    double model_experts, model_layers; /* gauges: experts a layer (0: dense), layers */
 } sweep_counters;
 
 /* GET base_url/metrics (a trailing /v1 is dropped); TPS_ENOENT when the

@@ -51,6 +51,25 @@ static json_t *str_json(const gguf_file *f, const char *key) {
 
 /* Everything `model info` reports, as one JSON object; keys absent from the
  * file are null, so vocab-only files still describe themselves. */
+
+/* A mixture of experts: its experts, how many a token uses, their width,
+ * and the parameters one token uses (all but the experts it skips). */
+static void add_experts(json_t *o, const llama_config *c, const gguf_file *f) {
+    if (!c->n_expert) return;
+    uint64_t all = 0, experts = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        all += t->n_elements;
+        if (memmem(t->name.ptr, t->name.len, "_exps.", 6)) experts += t->n_elements;
+    }
+    json_object_set_new(o, "experts", json_integer(c->n_expert));
+    json_object_set_new(o, "experts_used", json_integer(c->n_expert_used));
+    json_object_set_new(o, "expert_feed_forward_length", json_integer(c->expert_ffn));
+    json_object_set_new(
+        o, "parameters_active",
+        json_integer((json_int_t)(all - experts + experts / c->n_expert * c->n_expert_used)));
+}
+
 static json_t *model_info_json(const gguf_file *f, const char *path, tps_err *cfg_err,
                                bool *cfg_ok) {
     json_t *o = json_object();
@@ -112,6 +131,7 @@ static json_t *model_info_json(const gguf_file *f, const char *path, tps_err *cf
         json_object_set_new(o, "rope_freq_base", json_real(cfg.rope_base));
         json_object_set_new(o, "rms_norm_eps", json_real(cfg.rms_eps));
         json_object_set_new(o, "vocab_size", json_integer(cfg.n_vocab));
+        add_experts(o, &cfg, f);
     }
     json_object_set_new(o, "tokenizer_model", str_json(f, "tokenizer.ggml.model"));
     json_object_set_new(o, "tokenizer_pre", str_json(f, "tokenizer.ggml.pre"));
@@ -161,6 +181,13 @@ static void print_human(json_t *o) {
     print_field("context length", json_object_get(o, "context_length"));
     print_field("embedding length", json_object_get(o, "embedding_length"));
     print_field("feed-forward length", json_object_get(o, "feed_forward_length"));
+    json_t *ex = json_object_get(o, "experts");
+    if (ex)
+        printf("  %-22s %lld a layer, %lld a token, of ffn %lld: %.2f M parameters active\n",
+               "experts", (long long)json_integer_value(ex),
+               (long long)json_integer_value(json_object_get(o, "experts_used")),
+               (long long)json_integer_value(json_object_get(o, "expert_feed_forward_length")),
+               (double)json_integer_value(json_object_get(o, "parameters_active")) / 1e6);
     print_field("layers", json_object_get(o, "layers"));
     print_field("heads", json_object_get(o, "heads"));
     print_field("kv heads", json_object_get(o, "kv_heads"));
