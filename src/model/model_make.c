@@ -34,18 +34,6 @@ const model_preset model_presets[] = {
     {NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
-static const model_moe_shape model_moe_shapes[] = {
-    {"mini-moe", "mixtral", 0, 16, 2, 256},      {"moe-2B", "qwen3moe", 128, 64, 8, 512},
-    {"30B-A3B", "qwen3moe", 128, 128, 8, 768},   {"8x7B", "mixtral", 0, 8, 2, 14336},
-    {"gpt-oss-20b", "gpt-oss", 64, 32, 4, 2880},
-};
-
-const model_moe_shape *model_preset_moe(const model_preset *p) {
-    for (size_t i = 0; i < sizeof model_moe_shapes / sizeof model_moe_shapes[0]; i++)
-        if (!strcmp(model_moe_shapes[i].preset, p->name)) return &model_moe_shapes[i];
-    return NULL;
-}
-
 const model_arch_spec model_arch_specs[] = {
     {"llama", "llama", 0, 0, 0, 0, 1, "Llama 2 layout (untied output.weight)", 0, 0, 0, 0, 0},
     {"llama3", "llama", 0, 0, 1, 1, 1,
@@ -109,13 +97,6 @@ uint64_t model_preset_params_active(const model_preset *p, uint64_t *active) {
 
 uint64_t model_preset_params(const model_preset *p) {
     return model_preset_params_active(p, NULL);
-}
-
-static uint64_t hash_name(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
 }
 
 static int fill_tensor(void *ctx, void *dst, size_t nbytes, tps_err *err) {
@@ -294,20 +275,6 @@ static const char *type_name(uint32_t type) {
     return type == MODEL_MAKE_Q4_K_M ? "q4_k_m" : ggml_type_get(type)->name;
 }
 
-/* The mix's "more bits" layers: first and last eighth, every third between. */
-static int more_bits_layer(uint32_t l, uint32_t n) {
-    return l < n / 8 || l >= 7 * n / 8 || (l >= n / 8 && (l - n / 8) % 3 == 2);
-}
-
-/* Type of a matrix under opts type t: t itself, except in the Q4_K_M mix. */
-uint32_t make_matrix_type(uint32_t t, const char *kind, uint32_t l, uint32_t n_layers) {
-    if (t != MODEL_MAKE_Q4_K_M) return t;
-    if (!strcmp(kind, "output")) return GGML_TYPE_Q6_K;
-    if ((!strcmp(kind, "attn_v") || !strcmp(kind, "ffn_down")) && more_bits_layer(l, n_layers))
-        return GGML_TYPE_Q6_K;
-    return GGML_TYPE_Q4_K;
-}
-
 static int check_type(const model_make_opts *o, tps_err *err) {
     const model_preset *p = o->preset;
     uint32_t t = o->type;
@@ -405,26 +372,6 @@ static int set_metadata(gguf_writer *w, const make_plan *pl) {
     }
 #undef KEY
     return rc ? rc : make_moe_metadata(w, pl);
-}
-
-/* Appends the generator of one tensor: uniform with the given std (0: all
- * ones), seeded by (seed, name). The caller may set offset or values. */
-tensor_gen *make_add_gen(make_plan *pl, const char *name, uint32_t type, uint32_t rows,
-                         uint32_t cols, float std) {
-    const float u = 1.7320508f; /* uniform [-a,a] has std a/sqrt(3) */
-    tensor_gen *g = &pl->gens[pl->n_gens++];
-    snprintf(g->name, sizeof g->name, "%s", name);
-    g->type = type, g->rows = rows, g->cols = cols, g->scale = std * u;
-    g->seed = pl->o->seed * 0x9e3779b97f4a7c15ull ^ hash_name(g->name);
-    return g;
-}
-
-/* add_gen for "blk.<l>.<suffix>". */
-tensor_gen *make_add_layer_gen(make_plan *pl, uint32_t l, const char *suffix, uint32_t type,
-                               uint32_t rows, uint32_t cols, float std) {
-    char nm[64];
-    snprintf(nm, sizeof nm, "blk.%u.%s", l, suffix);
-    return make_add_gen(pl, nm, type, rows, cols, std);
 }
 
 /* Embedding, output norm and matrix, RoPE factors (llama3's computed into

@@ -10,6 +10,19 @@
 #include "kernels/quant.h" /* QK_MXFP4 */
 #include "model/model_make_internal.h"
 
+/* What the mixture-of-experts rows of model_presets add. */
+static const model_moe_shape model_moe_shapes[] = {
+    {"mini-moe", "mixtral", 0, 16, 2, 256},      {"moe-2B", "qwen3moe", 128, 64, 8, 512},
+    {"30B-A3B", "qwen3moe", 128, 128, 8, 768},   {"8x7B", "mixtral", 0, 8, 2, 14336},
+    {"gpt-oss-20b", "gpt-oss", 64, 32, 4, 2880},
+};
+
+const model_moe_shape *model_preset_moe(const model_preset *p) {
+    for (size_t i = 0; i < sizeof model_moe_shapes / sizeof model_moe_shapes[0]; i++)
+        if (!strcmp(model_moe_shapes[i].preset, p->name)) return &model_moe_shapes[i];
+    return NULL;
+}
+
 int make_plan_experts(make_plan *pl, tps_err *err) {
     const model_preset *p = pl->p;
     const model_arch_spec *as = pl->as;
