@@ -40,7 +40,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         llama_config cfg;
         llama_weights w;
+        /* bounds that keep the owned vectors' allocation small (experts'
+         * biases are n_expert x expert_ffn each) */
         if (llama_config_read(&cfg, f, &err) == 0 && cfg.n_layers <= 64 && cfg.dim <= 4096 &&
+            (uint64_t)cfg.n_expert * cfg.expert_ffn <= (1u << 20) &&
             llama_weights_bind(&w, &cfg, f, &err) == 0)
             llama_weights_free(&w);
         (void)sink;

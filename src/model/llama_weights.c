@@ -308,9 +308,10 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
     w->layers = calloc(cfg->n_layers, sizeof *w->layers);
     /* room for every vector converted: norms, biases, Q/K norms, RoPE
      * factors, sinks, the router's and the experts' biases */
-    const size_t per_layer = 5 * (size_t)cfg->dim + q_dim + 2 * (size_t)kv_dim + 2 * cfg->head_dim +
-                             cfg->n_heads +
-                             (size_t)cfg->n_expert * (1 + 2 * (size_t)cfg->expert_ffn + cfg->dim);
+    const size_t per_layer =
+        5 * (size_t)cfg->dim + q_dim + 2 * (size_t)kv_dim + 2 * cfg->head_dim + cfg->n_heads +
+        (cfg->arch_info->oai ? (size_t)cfg->n_expert * (1 + 2 * (size_t)cfg->expert_ffn + cfg->dim)
+                             : 0);
     w->owned =
         malloc(sizeof(float) * (per_layer * cfg->n_layers + cfg->dim + 3 * (cfg->rope_dim / 2)));
     uint8_t *used = calloc(f->n_tensors ? f->n_tensors : 1, 1);
