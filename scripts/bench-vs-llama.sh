@@ -12,7 +12,9 @@
 #   set to it so an AVX2-only ggml there is the one loaded.)
 # env: TPS_BENCH_DIR (default /tmp/tps-bench), VS_MODELS (default
 #      "110M-q8_0.gguf 110M-q4_0.gguf 110M-q4_k_m.gguf"), VS_ROUNDS (3),
-#      BENCH_THREADS (2). Missing model files are made with `tps model make`.
+#      BENCH_THREADS (2). A missing model file PRESET-TYPE.gguf is made with
+#      `tps model make --preset PRESET --type TYPE` (a mixture-of-experts
+#      preset with its architecture: 30B-A3B-q4_k_m.gguf, moe-2B-q4_k_m.gguf).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { sed -n 2,16p "$0"; exit 2; }
@@ -35,9 +37,9 @@ for spec in "$@"; do
   for m in $models; do
     f=$dir/$m
     if [ ! -f "$f" ]; then
-      type=${m#110M-}
+      type=${m##*-}
       type=${type%.gguf}
-      "$build/tps" model make --preset 110M --type "$type" -o "$f" >/dev/null
+      "$build/tps" model make --preset "${m%-*}" --type "$type" -o "$f" >/dev/null
     fi
     tp=() tt=() lp=() lt=()
     for ((r = 0; r < rounds; r++)); do

@@ -410,18 +410,6 @@ int llama_weights_repack(llama_weights *w, const llama_config *cfg, tps_err *err
     return llama_weights_repack_file(w, cfg, NULL, err);
 }
 
-size_t llama_weights_release_file_pages(llama_weights *w, const llama_config *cfg,
-                                        const gguf_file *f) {
-    const size_t cap = (size_t)cfg->n_layers * MATS_PER_LAYER + 1;
-    llama_mat **ms = malloc(cap * sizeof *ms);
-    if (!ms) return 0; /* the pages stay: memory, not correctness */
-    const size_t n = all_mats(w, cfg, ms, cap);
-    for (size_t i = 0; i < n; i++)
-        w->released_bytes += release_mat(w, ms[i], f);
-    free(ms);
-    return w->released_bytes;
-}
-
 void llama_weights_free(llama_weights *w) {
     free(w->layers);
     free(w->owned);

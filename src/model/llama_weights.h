@@ -84,7 +84,7 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
  * the router) into one owned buffer of
  * 8-row interleaved groups and points each llama_mat.packed at its copy.
  * An explicit opt-in against STYLE's "borrow the mmap": it would double the
- * weights' footprint but for llama_weights_release_file_pages, and pays
+ * weights' footprint but for llama_weights_repack_file, and pays
  * back in matmul speed (docs/performance.md). 0 or TPS_ENOMEM (then
  * nothing is repacked and the model still works). */
 int llama_weights_repack(llama_weights *w, const llama_config *cfg, tps_err *err);
@@ -94,10 +94,6 @@ int llama_weights_repack(llama_weights *w, const llama_config *cfg, tps_err *err
  * peak, not the file plus its copies. */
 int llama_weights_repack_file(llama_weights *w, const llama_config *cfg, const gguf_file *f,
                               tps_err *err);
-/* Gives back the file pages of every repacked matrix (never read again:
- * the forward pass reads the copies); returns the bytes given back. */
-size_t llama_weights_release_file_pages(llama_weights *w, const llama_config *cfg,
-                                        const gguf_file *f);
 void llama_weights_free(llama_weights *w);
 
 #endif
