@@ -12,16 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -57,18 +51,42 @@ typedef struct shape {
     uint32_t type, ptype;
 } shape;
 
-/* Median ms of reps calls of fn. */
-#define TIME_MEDIAN(reps, out_ms, call)                                                            \
-    do {                                                                                           \
-        double t_[32];                                                                             \
-        for (int r_ = 0; r_ < (reps); r_++) {                                                      \
-            const double t0_ = now_s();                                                            \
-            call;                                                                                  \
-            t_[r_] = (now_s() - t0_) * 1e3;                                                        \
-        }                                                                                          \
-        qsort(t_, (size_t)(reps), sizeof t_[0], cmp_double);                                       \
-        (out_ms) = t_[(reps) / 2];                                                                 \
-    } while (0)
+/* One layer's products over the rows: the experts' (grouped) or the
+ * dense FFN's, as bench arguments. */
+typedef struct layer_call {
+    const shape *sh;
+    kernel_ctx *ctx;
+    size_t n;
+    const float *x;
+    float *hg, *out;
+    const kernel_experts *mats, *down;
+    const kernel_groups *g, *gd;
+    const kernel_mat *dm;
+    const void *dd;
+} layer_call;
+
+static void run_moe(const layer_call *c) {
+    kernel_matmul_grouped(c->mats, 2, c->x, c->sh->dim, c->g, c->ctx);
+    kernel_matmul_grouped(c->down, 1, c->hg, c->sh->eff, c->gd, c->ctx);
+}
+
+static void run_dense(const layer_call *c) {
+    const size_t ff = c->sh->k * c->sh->eff;
+    kernel_matmul_multi(c->dm, 2, c->x, c->n, c->sh->dim, c->ctx);
+    kernel_matmul(c->out, c->dd, c->sh->ptype, c->hg, c->n, ff, c->sh->dim, c->ctx);
+}
+
+/* Median ms of reps (<= 32) calls of fn. */
+static double median_ms(void (*fn)(const layer_call *), const layer_call *c, int reps) {
+    double t[32] = {0};
+    for (int r = 0; r < reps; r++) {
+        const uint64_t t0 = tps_now_ns();
+        fn(c);
+        t[r] = (double)(tps_now_ns() - t0) / 1e6;
+    }
+    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
+    return t[reps / 2];
+}
 
 static void run_rows(const shape *sh, kernel_ctx *ctx, size_t n, void *gu, void *dn, void *dg,
                      void *dd) {
@@ -110,16 +128,11 @@ static void run_rows(const shape *sh, kernel_ctx *ctx, size_t n, void *gu, void 
         {hu, (uint8_t *)gu + E * rb_in * eff, sh->ptype, eff, rb_in * eff}};
     const kernel_experts down = {out, dn, sh->ptype, dim, rb_ff * dim};
     const int reps = n >= 256 ? 3 : 9;
-    double moe_ms, dense_ms;
-    kernel_matmul_grouped(mats, 2, x, dim, &g, ctx); /* warm */
-    TIME_MEDIAN(reps, moe_ms,
-                (kernel_matmul_grouped(mats, 2, x, dim, &g, ctx),
-                 kernel_matmul_grouped(&down, 1, hg, eff, &gd, ctx)));
     const kernel_mat dm[2] = {{hg, dg, sh->ptype, k * eff},
                               {hu, (uint8_t *)dg + rb_in * k * eff, sh->ptype, k * eff}};
-    TIME_MEDIAN(reps, dense_ms,
-                (kernel_matmul_multi(dm, 2, x, n, dim, ctx),
-                 kernel_matmul(out, dd, sh->ptype, hg, n, k * eff, dim, ctx)));
+    const layer_call c = {sh, ctx, n, x, hg, out, mats, &down, &g, &gd, dm, dd};
+    run_moe(&c); /* warm */
+    const double moe_ms = median_ms(run_moe, &c, reps), dense_ms = median_ms(run_dense, &c, reps);
     const double moe_bytes = (double)ng * 3 * rb_in * eff, dense_bytes = 3.0 * rb_in * k * eff;
     const double flops = 2.0 * 3 * dim * eff * k * n;
     printf("%5zu rows %4zu experts run | moe %8.3f ms %6.1f GB/s %6.1f GFLOP/s | dense(k*eff) "

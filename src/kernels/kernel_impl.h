@@ -286,7 +286,6 @@ float kernel_sumsq_avx2(const float *x, size_t n);
 void kernel_mul_scale_avx2(float *out, const float *x, const float *restrict w, float s, size_t n);
 void kernel_add_avx2(float *out, const float *a, const float *b, size_t n);
 void kernel_scale_avx2(float *x, float s, size_t n);
-void kernel_softmax_avx2(float *x, size_t n);
 void kernel_softmax_sink_avx2(float *x, size_t n, float sink);
 void kernel_swiglu_avx2(float *out, const float *gate, const float *up, size_t n);
 #else

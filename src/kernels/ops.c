@@ -60,20 +60,7 @@ void kernel_rmsnorm(float *out, const float *x, const float *restrict w, size_t 
 }
 
 void kernel_softmax(float *x, size_t n) {
-    if (n == 0) return;
-#if KERNEL_HAVE_AVX2
-    kernel_softmax_avx2(x, n);
-#else
-    float max = x[0];
-    for (size_t i = 1; i < n; i++)
-        max = x[i] > max ? x[i] : max;
-    float sum = 0.0f;
-    for (size_t i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += x[i];
-    }
-    kernel_scale(x, 1.0f / sum, n);
-#endif
+    kernel_softmax_sink(x, n, -INFINITY); /* exp(-inf) adds nothing: the plain softmax */
 }
 
 void kernel_softmax_sink(float *x, size_t n, float sink) {
@@ -81,9 +68,10 @@ void kernel_softmax_sink(float *x, size_t n, float sink) {
 #if KERNEL_HAVE_AVX2
     kernel_softmax_sink_avx2(x, n, sink);
 #else
-    float max = sink;
-    for (size_t i = 0; i < n; i++)
+    float max = x[0];
+    for (size_t i = 1; i < n; i++)
         max = x[i] > max ? x[i] : max;
+    max = sink > max ? sink : max;
     float sum = 0.0f;
     for (size_t i = 0; i < n; i++) {
         x[i] = expf(x[i] - max);

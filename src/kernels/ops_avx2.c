@@ -121,20 +121,8 @@ static float exp_sub_sum(float *x, float max, size_t n) {
     return sum;
 }
 
-void kernel_softmax_avx2(float *x, size_t n) {
-    __m256 vmax = _mm256_set1_ps(x[0]);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
-    float m8[8], max = x[0];
-    _mm256_storeu_ps(m8, vmax);
-    for (int k = 0; k < 8; k++)
-        max = m8[k] > max ? m8[k] : max;
-    for (; i < n; i++)
-        max = x[i] > max ? x[i] : max;
-    kernel_scale_avx2(x, 1.0f / exp_sub_sum(x, max, n), n);
-}
-
+/* With sink -INFINITY the plain softmax, bit for bit: the max is x's, and
+ * exp(-inf) adds 0 to the sum. */
 void kernel_softmax_sink_avx2(float *x, size_t n, float sink) {
     __m256 vmax = _mm256_set1_ps(x[0]);
     size_t i = 0;
