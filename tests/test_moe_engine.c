@@ -4,6 +4,7 @@
  * step of one row runs exactly its k experts a layer and reads the active
  * weights only; a repacked MoE model gives back its experts' file pages. */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,7 +28,7 @@ static void open_made(env *v, char *path, const char *arch, const char *preset, 
     env_open(v, path);
 }
 
-static engine *start(env *v, uint32_t max_seqs, int threads) {
+static engine *start_traced(env *v, uint32_t max_seqs, int threads, const char *trace) {
     engine_params p;
     engine_params_default(&p);
     p.model = v->m;
@@ -36,10 +37,15 @@ static engine *start(env *v, uint32_t max_seqs, int threads) {
     p.max_seqs = max_seqs;
     p.max_batch_tokens = 128;
     p.no_prefix_cache = max_seqs == 1;
+    p.trace_path = trace;
     engine *e;
     tps_err err = {0};
     cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
     return e;
+}
+
+static engine *start(env *v, uint32_t max_seqs, int threads) {
+    return start_traced(v, max_seqs, threads, NULL);
 }
 
 typedef struct work {
@@ -127,14 +133,37 @@ Test(moe_engine, gpt_oss_batch_equals_each_request_alone, .timeout = 240) {
     check_invariance("gpt-oss", GGML_TYPE_Q8_0);
 }
 
+/* Every step record of the trace says the experts it ran and the weight
+ * bytes it read: for one-row steps k a layer and the active bytes. */
+static void check_trace(const char *path, const llama_model *m) {
+    json_error_t jerr;
+    json_t *t = json_load_file(path, 0, &jerr);
+    cr_assert_not_null(t, "trace is not JSON: %s", jerr.text);
+    json_t *evs = json_object_get(t, "traceEvents");
+    size_t steps = 0;
+    for (size_t i = 0; i < json_array_size(evs); i++) {
+        json_t *ev = json_array_get(evs, i);
+        if (strcmp(json_string_value(json_object_get(ev, "name")), "step")) continue;
+        json_t *args = json_object_get(ev, "args");
+        steps++;
+        cr_expect_eq(json_integer_value(json_object_get(args, "experts")),
+                     (json_int_t)(m->cfg.n_layers * m->cfg.n_expert_used));
+        cr_expect_eq(json_integer_value(json_object_get(args, "weight_bytes")),
+                     (json_int_t)m->w.bytes_per_token);
+    }
+    cr_expect_gt(steps, 0);
+    json_decref(t);
+}
+
 /* One request of a one-token prompt: every step has one row, so each runs
- * k experts a layer and reads the model's active bytes. */
+ * k experts a layer and reads the model's active bytes (stats and trace). */
 Test(moe_engine, one_row_steps_run_k_experts_a_layer_and_read_the_active_bytes) {
-    char path[] = "/tmp/tps-test-moe-XXXXXX";
+    char path[] = "/tmp/tps-test-moe-XXXXXX", trace[] = "/tmp/tps-test-moe-trace-XXXXXX";
+    close(mkstemp(trace));
     env v;
     open_made(&v, path, "qwen3moe", "tiny", GGML_TYPE_Q8_0);
     const llama_config *c = &v.m->cfg;
-    engine *e = start(&v, 1, 1);
+    engine *e = start_traced(&v, 1, 1, trace);
     engine_stats before;
     engine_get_stats(e, &before);
     work w;
@@ -153,8 +182,10 @@ Test(moe_engine, one_row_steps_run_k_experts_a_layer_and_read_the_active_bytes) 
     cr_expect_lt(v.m->w.bytes_per_token, v.m->w.bytes_total / 2,
                  "4 of 16 experts: a token reads far less than the model");
     cr_expect_eq(st.model_experts, c->n_expert);
-    engine_destroy(e);
+    engine_destroy(e); /* writes the trace */
+    check_trace(trace, v.m);
     env_close(&v);
+    unlink(trace);
     unlink(path);
 }
 
