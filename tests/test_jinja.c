@@ -25,7 +25,9 @@ static int render(const char *src, const json_t *vars, const jinja_limits *lim, 
     jinja_set_time(r, mktime(&tm));
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)vars, k, v) jinja_set(r, k, chat_json_value(r, v));
+    json_object_foreach((json_t *)vars, k, v) {
+        jinja_set(r, k, chat_json_value(r, v));
+    }
     rc = jinja_render(r, t, out, e);
     jinja_run_free(r);
     jinja_tpl_free(t);

@@ -65,12 +65,13 @@ static void percent_one(jctx *c, jbuf *b, jinja_val fmt, size_t *i, jinja_val ar
     bool have = false;
     if (*i < n && s[*i] == '(') {
         const char *close = memchr(s + *i, ')', n - *i);
+        size_t at = close ? (size_t)(close - s) : n; /* the ')' */
         if (!close || args.type != JINJA_MAP) jx_fail(c, JINJA_ERROR, "format requires a mapping");
-        jinja_val key = {.type = JINJA_STR, .n = (uint32_t)(close - s - *i - 1), .u.s = s + *i + 1};
+        jinja_val key = {.type = JINJA_STR, .n = (uint32_t)(at - *i - 1), .u.s = s + *i + 1};
         if (!jv_map_get(args.u.m, key, &v))
             jx_fail(c, JINJA_ERROR, "KeyError: '%.*s'", (int)key.n, key.u.s);
         have = true;
-        *i = (size_t)(close - s) + 1;
+        *i = at + 1;
     }
     char flags[8] = "";
     size_t nf = 0;
@@ -292,8 +293,8 @@ jinja_val jx_str_format(jctx *c, jinja_val fmt, const jargs *a) {
             continue;
         }
         const char *end = memchr(s + i, '}', n - i);
+        size_t fe = end ? (size_t)(end - s) : n, name_end = i + 1;
         if (!end) jx_fail(c, JINJA_ERROR, "Single '{' encountered in format string");
-        size_t fe = (size_t)(end - s), name_end = i + 1;
         while (name_end < fe && s[name_end] != '!' && s[name_end] != ':')
             name_end++;
         jinja_val v = field_value(c, s + i + 1, name_end - i - 1, a, &autonum);

@@ -298,7 +298,7 @@ static bool is_end(const jtok *t, const char *const *ends) {
 }
 
 static jnode *body(jparser *p, stmt_ctx *sc, const char *const *ends) {
-    jnode *b = jp_node(p, N_BODY, cur(p)->line), *kids[256], **heap = NULL;
+    jnode *b = jp_node(p, N_BODY, cur(p)->line), *kids[256] = {0}, **heap = NULL;
     uint32_t n = 0, cap = 256;
     if (!b) return NULL;
     for (;;) {

@@ -27,7 +27,7 @@ int jv_float_repr(double f, char *buf, size_t cap) {
         if (strtod(e, NULL) == f) break;
     }
     /* e: [-]d[.ddd]e[+-]XX */
-    char digits[24];
+    char digits[24] = {0};
     size_t nd = 0;
     const char *q = e;
     bool neg = *q == '-';

@@ -34,15 +34,18 @@ jinja_val chat_json_value(jinja_run *r, const json_t *j) {
         jinja_val l = jinja_list_new(r);
         size_t i;
         json_t *v;
-        json_array_foreach(j, i, v) jinja_list_push(r, l, chat_json_value(r, v));
+        json_array_foreach(j, i, v) {
+            jinja_list_push(r, l, chat_json_value(r, v));
+        }
         return l;
     }
     default: {
         jinja_val m = jinja_map_new(r);
         const char *k;
         json_t *v;
-        json_object_foreach((json_t *)j, k, v)
+        json_object_foreach((json_t *)j, k, v) {
             jinja_map_set(r, m, k, strlen(k), chat_json_value(r, v));
+        }
         return m;
     }
     }
