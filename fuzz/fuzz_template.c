@@ -13,14 +13,14 @@
 
 #include "jinja/jinja.h"
 
-static jinja_val message(jinja_run *r, const char *role, const char *content, size_t n) {
+static jinja_val template_msg(jinja_run *r, const char *role, const char *content, size_t n) {
     jinja_val m = jinja_map_new(r);
     jinja_map_set(r, m, "role", 4, jinja_str(r, role, strlen(role)));
     jinja_map_set(r, m, "content", 7, jinja_str(r, content, n));
     return m;
 }
 
-static jinja_val tools(jinja_run *r) {
+static jinja_val template_tools(jinja_run *r) {
     jinja_val fn = jinja_map_new(r), params = jinja_map_new(r), tool = jinja_map_new(r);
     jinja_map_set(r, params, "type", 4, jinja_str(r, "object", 6));
     jinja_map_set(r, params, "required", 8, jinja_list_new(r));
@@ -49,14 +49,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     jinja_run *r = jinja_run_new(&lim);
     if (!r) abort();
     jinja_val msgs = jinja_list_new(r);
-    jinja_list_push(r, msgs, message(r, "system", "Be brief.", 9));
-    jinja_list_push(r, msgs, message(r, "user", "Hi {{ x }} é", 13));
-    jinja_list_push(r, msgs, message(r, "assistant", "<think>a</think>b", 17));
+    jinja_list_push(r, msgs, template_msg(r, "system", "Be brief.", 9));
+    jinja_list_push(r, msgs, template_msg(r, "user", "Hi {{ x }} é", 13));
+    jinja_list_push(r, msgs, template_msg(r, "assistant", "<think>a</think>b", 17));
     const char *rest = nul ? nul + 1 : "";
     size_t rest_len = nul ? size - len - 1 : 0;
-    jinja_list_push(r, msgs, message(r, "user", rest, rest_len));
+    jinja_list_push(r, msgs, template_msg(r, "user", rest, rest_len));
     jinja_set(r, "messages", msgs);
-    jinja_set(r, "tools", tools(r));
+    jinja_set(r, "tools", template_tools(r));
     jinja_set(r, "add_generation_prompt", jinja_bool(true));
     jinja_set(r, "bos_token", jinja_str(r, "<s>", 3));
     jinja_set(r, "eos_token", jinja_str(r, "</s>", 4));
