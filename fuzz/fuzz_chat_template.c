@@ -9,24 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_builtins.h"
 #include "server/chat_prompt.h"
 #include "server/chat_template.h"
 
 #define MAX_MSGS 64
-
-static const chat_prompt *chat_builtins(void) {
-    static chat_prompt p[CHAT_TMPL_COUNT];
-    static bool ready;
-    if (!ready) {
-        for (int t = 1; t < CHAT_TMPL_COUNT; t++) {
-            tps_err err = {{0}};
-            if (chat_prompt_builtin(&p[t], chat_tmpl_name((chat_tmpl)t), CHAT_SRC_NAMED, &err))
-                abort();
-        }
-        ready = true;
-    }
-    return p;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     chat_tmpl d = chat_tmpl_detect((const char *)data, size);
@@ -56,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         sbuf b;
         sbuf_init(&b);
         chat_error ce;
-        if (chat_prompt_render(&chat_builtins()[t], &rq, &b, &ce) == 0) {
+        if (chat_prompt_render(&fuzz_builtins()[t], &rq, &b, &ce) == 0) {
             if (b.len < content_bytes) abort();
         } else if (!ce.msg[0]) {
             abort();

@@ -10,24 +10,12 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "fuzz_builtins.h"
 #include "server/chat_prompt.h"
 #include "server/chat_template.h"
 #include "server/openai.h"
 
 /* The built-in templates, compiled once for the whole run. */
-static const chat_prompt *request_builtins(void) {
-    static chat_prompt p[CHAT_TMPL_COUNT];
-    static bool ready;
-    if (!ready) {
-        for (int t = 1; t < CHAT_TMPL_COUNT; t++) {
-            tps_err err = {{0}};
-            if (chat_prompt_builtin(&p[t], chat_tmpl_name((chat_tmpl)t), CHAT_SRC_NAMED, &err))
-                abort();
-        }
-        ready = true;
-    }
-    return p;
-}
 
 static void check(oai_kind kind, const uint8_t *data, size_t size) {
     oai_request r;
@@ -44,7 +32,7 @@ static void check(oai_kind kind, const uint8_t *data, size_t size) {
         total += strlen(r.stop[i]);
     if (kind == OAI_CHAT) {
         if (!r.n_msgs) abort();
-        const chat_prompt *p = request_builtins();
+        const chat_prompt *p = fuzz_builtins();
         json_t *root = r.json;
         chat_request rq = {
             .messages = json_object_get(root, "messages"),

@@ -117,6 +117,9 @@ static jinja_val float_arith(jctx *c, int op, double x, double y) {
 
 /* s * k or list * k */
 static jinja_val repeat(jctx *c, jinja_val s, int64_t k) {
+    if (k > 0 && (uint64_t)k > c->run->lim.max_memory)
+        jx_fail(c, JINJA_LIMIT, "a sequence repeated %lld times is over the memory limit",
+                (long long)k);
     if (k <= 0)
         return s.type == JINJA_STR ? (jinja_val){.type = JINJA_STR, .sub = s.sub, .u.s = ""}
                                    : jv_list(c, 0, s.sub);
@@ -445,8 +448,7 @@ static jinja_val eval_node(jctx *c, const jnode *n) {
 
 jinja_val jx_eval(jctx *c, const jnode *n) {
     jx_step(c);
-    if (++c->depth > c->run->lim.max_depth)
-        jx_fail(c, JINJA_LIMIT, "the template nests deeper than %u", c->run->lim.max_depth);
+    jx_deeper(c, "the template nests");
     c->line = n->line;
     jinja_val v = eval_node(c, n);
     c->depth--;

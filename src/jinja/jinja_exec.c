@@ -155,8 +155,7 @@ static jinja_val call_macro(jctx *c, jinja_val fn, const jargs *a) {
         jx_bind(c, c->tpl->sym_kwargs, kwargs.type == JINJA_MAP ? kwargs : jv_map(c, 0, JMAP_DICT));
     if ((n->flags & MACRO_CALLER) && caller.type == JINJA_FUNC)
         jx_bind(c, c->tpl->sym_caller, caller);
-    if (++c->depth > c->run->lim.max_depth)
-        jx_fail(c, JINJA_LIMIT, "macros call each other deeper than %u", c->run->lim.max_depth);
+    jx_deeper(c, "macros call each other");
     c->out = jb_new(c, 256);
     jx_exec(c, n->d);
     jinja_val s = jb_val(c->out);
@@ -263,8 +262,7 @@ static void exec_node(jctx *c, const jnode *n) {
 
 void jx_exec(jctx *c, const jnode *n) {
     jx_step(c);
-    if (++c->depth > c->run->lim.max_depth)
-        jx_fail(c, JINJA_LIMIT, "the template nests deeper than %u", c->run->lim.max_depth);
+    jx_deeper(c, "the template nests");
     c->line = n->line;
     exec_node(c, n);
     c->depth--;

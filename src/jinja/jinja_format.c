@@ -57,6 +57,15 @@ static jinja_val next_arg(jctx *c, jinja_val args, uint32_t *k) {
     return tuple ? args.u.l->v[(*k)++] : ((*k)++, args);
 }
 
+/* The decimal number at s[*i], saturated at 10^6 (then refused as too
+ * wide), *i past it; -1 when there is none. */
+static int number_at(const char *s, size_t n, size_t *i) {
+    int v = -1;
+    for (; *i < n && s[*i] >= '0' && s[*i] <= '9'; (*i)++)
+        v = v < 0 ? s[*i] - '0' : v >= 1000000 ? v : v * 10 + (s[*i] - '0');
+    return v;
+}
+
 /* One %-spec at fmt[*i] (after the '%'). */
 static void percent_one(jctx *c, jbuf *b, jinja_val fmt, size_t *i, jinja_val args, uint32_t *k) {
     const char *s = fmt.u.s;
@@ -79,16 +88,16 @@ static void percent_one(jctx *c, jbuf *b, jinja_val fmt, size_t *i, jinja_val ar
         flags[nf++] = s[(*i)++];
     int width = -1, prec = -1;
     if (*i < n && s[*i] == '*') {
-        width = (int)jx_int_arg(c, next_arg(c, args, k), 0, "width");
+        int64_t w = jx_int_arg(c, next_arg(c, args, k), 0, "width");
+        width = w < 0 ? 0 : w > 1000000 ? 1000000 : (int)w;
         (*i)++;
     } else {
-        for (; *i < n && s[*i] >= '0' && s[*i] <= '9'; (*i)++)
-            width = (width < 0 ? 0 : width) * 10 + (s[*i] - '0');
+        width = number_at(s, n, i);
     }
     if (*i < n && s[*i] == '.') {
-        prec = 0;
-        for ((*i)++; *i < n && s[*i] >= '0' && s[*i] <= '9'; (*i)++)
-            prec = prec * 10 + (s[*i] - '0');
+        (*i)++;
+        prec = number_at(s, n, i);
+        if (prec < 0) prec = 0;
     }
     while (*i < n && strchr("hlL", s[*i]))
         (*i)++;
@@ -186,15 +195,16 @@ static void parse_spec(jctx *c, const char *s, size_t n, fspec *f) {
         f->zero = true;
         i++;
     }
-    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
-        f->width = (f->width < 0 ? 0 : f->width) * 10 + (s[i] - '0');
+    f->width = number_at(s, n, &i);
     if (i < n && s[i] == ',') {
         f->comma = true;
         i++;
     }
-    if (i < n && s[i] == '.')
-        for (f->prec = 0, i++; i < n && s[i] >= '0' && s[i] <= '9'; i++)
-            f->prec = f->prec * 10 + (s[i] - '0');
+    if (i < n && s[i] == '.') {
+        i++;
+        f->prec = number_at(s, n, &i);
+        if (f->prec < 0) f->prec = 0;
+    }
     if (i < n) f->type = s[i++];
     if (i != n || f->width > 4096 || f->prec > 4096 || f->comma)
         jx_fail(c, JINJA_ERROR, "Invalid format specifier '%.*s'", (int)n, s);

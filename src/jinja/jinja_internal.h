@@ -336,6 +336,9 @@ _Noreturn void jx_fail(jctx *c, jinja_fail kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void *jx_alloc(jctx *c, size_t n);
 void jx_step(jctx *c);
+/* One level deeper (c->depth; the caller steps back): a LIMIT error
+ * "<what> deeper than N" past jinja_limits.max_depth. */
+void jx_deeper(jctx *c, const char *what);
 
 /* values (jinja_value.c) */
 jinja_val jv_str(jctx *c, const char *s, size_t n); /* copied */

@@ -244,6 +244,11 @@ _Noreturn void jx_fail(jctx *c, jinja_fail kind, const char *fmt, ...) {
     longjmp(c->jb, 1);
 }
 
+void jx_deeper(jctx *c, const char *what) {
+    if (++c->depth > c->run->lim.max_depth)
+        jx_fail(c, JINJA_LIMIT, "%s deeper than %u", what, c->run->lim.max_depth);
+}
+
 void jx_step(jctx *c) {
     if (++c->steps > c->run->lim.max_steps)
         jx_fail(c, JINJA_LIMIT, "the template took more than %llu steps",

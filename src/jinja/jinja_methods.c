@@ -471,14 +471,17 @@ static jinja_val range(jctx *c, const jargs *a) {
     int64_t start = a->n == 1 ? 0 : x[0], stop = a->n == 1 ? x[0] : x[1],
             step = a->n == 3 ? x[2] : 1;
     if (!step) jx_fail(c, JINJA_ERROR, "range() arg 3 must not be zero");
-    int64_t n = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                         : (start > stop ? (start - stop - step - 1) / -step : 0);
+    /* in 128 bits: stop - start may not fit in 64 */
+    __int128 span = step > 0 ? (__int128)stop - start : (__int128)start - stop;
+    __int128 per = step > 0 ? step : -(__int128)step;
+    int64_t n =
+        span > 0 ? (int64_t)((span + per - 1) / per > 100001 ? 100001 : (span + per - 1) / per) : 0;
     if (n > 100000)
         jx_fail(c, JINJA_ERROR,
                 "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     jinja_val out = jv_list(c, (uint32_t)n, JLIST_LIST);
     for (int64_t i = 0; i < n; i++)
-        out.u.l->v[out.u.l->n++] = jinja_int(start + i * step);
+        out.u.l->v[out.u.l->n++] = jinja_int((int64_t)(start + (__int128)i * step));
     return out;
 }
 

@@ -151,8 +151,7 @@ static void write_map(jctx *c, jbuf *b, jinja_val v) {
 }
 
 static void write_common(jctx *c, jbuf *b, jinja_val v) {
-    if (++c->depth > c->run->lim.max_depth)
-        jx_fail(c, JINJA_LIMIT, "values nested deeper than %u", c->run->lim.max_depth);
+    jx_deeper(c, "values nested");
     switch (v.type) {
     case JINJA_NONE:
         jb_add(c, b, "None", 4);
@@ -344,8 +343,7 @@ static void json_map(jctx *c, jbuf *b, jinja_val v, const jjson_opts *o, uint32_
 }
 
 void jv_write_json(jctx *c, jbuf *b, jinja_val v, const jjson_opts *o, uint32_t level) {
-    if (++c->depth > c->run->lim.max_depth)
-        jx_fail(c, JINJA_LIMIT, "values nested deeper than %u", c->run->lim.max_depth);
+    jx_deeper(c, "values nested");
     switch (v.type) {
     case JINJA_NONE:
         jb_add(c, b, "null", 4);
