@@ -393,7 +393,11 @@ static jinja_val select_common(jctx *c, jinja_val in, const jargs *a, bool attr,
             jx_fail(c, JINJA_ERROR, "No test named '%.*s'.", (int)a->v[first].n, a->v[first].u.s);
     }
     uint32_t skip = a->n > first ? first + 1 : a->n;
-    jargs rest = {.n = a->n - skip, .nkw = a->nkw, .v = a->v + skip, .kwn = a->kwn, .kwv = a->kwv};
+    jargs rest = {.n = a->n - skip,
+                  .nkw = a->nkw,
+                  .v = a->v ? a->v + skip : NULL,
+                  .kwn = a->kwn,
+                  .kwv = a->kwv};
     jinja_val seq = jv_iter(c, in), out = gen(jv_list(c, 4, JLIST_LIST));
     for (uint32_t i = 0; i < seq.u.l->n; i++) {
         jinja_val v = seq.u.l->v[i];
