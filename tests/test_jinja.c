@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "jinja/jinja.h"
@@ -153,6 +154,29 @@ Test(jinja, compile_errors_name_the_line_and_the_construct) {
     memset(deep, '(', 10000);
     memcpy(deep, "{{ ", 3);
     cr_assert_eq(compile_error(deep, msg, sizeof msg), TPS_EINVAL);
+    /* and from 100000 nested blocks */
+    size_t cap = 100000 * 10 + 1, o = 0;
+    char *blocks = malloc(cap);
+    for (int i = 0; i < 100000; i++)
+        o += (size_t)snprintf(blocks + o, cap - o, "{%% if 1 %%}");
+    cr_assert_eq(compile_error(blocks, msg, sizeof msg), TPS_EINVAL);
+    cr_assert(strstr(msg, "nested deeper"), "%s", msg);
+    /* 100000 or, 100000 filters: a deep tree from a flat text */
+    o = 0;
+    o += (size_t)snprintf(blocks + o, cap - o, "{{ 1");
+    for (int i = 0; i < 100000; i++)
+        o += (size_t)snprintf(blocks + o, cap - o, " or 1");
+    snprintf(blocks + o, cap - o, " }}");
+    cr_assert_eq(compile_error(blocks, msg, sizeof msg), TPS_EINVAL);
+    cr_assert(strstr(msg, "nests deeper"), "%s", msg);
+    free(blocks);
+    /* many elifs are not a nesting */
+    static char elifs[64 * 1024];
+    o = (size_t)snprintf(elifs, sizeof elifs, "{%% if x == 0 %%}0");
+    for (int i = 1; i < 1500; i++)
+        o += (size_t)snprintf(elifs + o, sizeof elifs - o, "{%% elif x == %d %%}%d", i, i);
+    snprintf(elifs + o, sizeof elifs - o, "{%% endif %%}");
+    cr_assert_eq(compile_error(elifs, msg, sizeof msg), 0, "%s", msg);
 }
 
 Test(jinja, a_template_says_which_variables_it_reads) {

@@ -217,11 +217,10 @@ static void exec_node(jctx *c, const jnode *n) {
     case N_OUTPUT:
         jv_write(c, c->out, jx_eval(c, n->a));
         break;
-    case N_IF:
-        if (jv_truthy(jx_eval(c, n->a)))
-            jx_exec(c, n->b);
-        else if (n->c)
-            jx_exec(c, n->c);
+    case N_IF: /* the elif chain in a loop, not a recursion */
+        while (n && n->kind == N_IF && !jv_truthy(jx_eval(c, n->a)))
+            n = n->c;
+        if (n) jx_exec(c, n->kind == N_IF ? n->b : n);
         break;
     case N_FOR:
         exec_for(c, n);

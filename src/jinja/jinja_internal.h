@@ -247,6 +247,10 @@ struct jinja_tpl {
     int32_t sym_loop, sym_varargs, sym_kwargs, sym_caller;
 };
 
+/* Nesting of expressions and blocks together the parser follows (its
+ * recursion, so the stack, is bounded by it). */
+#define JP_MAX_NESTING 200
+
 /* The parser's state, shared by the two parser files. */
 typedef struct jparser {
     jinja_tpl *t;

@@ -21,8 +21,6 @@
 
 #include "base/grow.h"
 
-#define MAX_NESTING 200
-
 static const jtok EOF_TOK = {.type = TK_EOF};
 
 const jtok *jp_peek(const jparser *p, size_t ahead) {
@@ -477,8 +475,8 @@ static jnode *filter_expr(jparser *p, jnode *n) {
 static jnode *unary(jparser *p, bool with_filter) {
     const jtok *t = cur(p);
     jnode *n;
-    if (++p->depth > MAX_NESTING)
-        return jp_fail(p, TPS_EINVAL, "expressions nested deeper than %d", MAX_NESTING), NULL;
+    if (++p->depth > JP_MAX_NESTING)
+        return jp_fail(p, TPS_EINVAL, "expressions nested deeper than %d", JP_MAX_NESTING), NULL;
     if (is_op(t, OP_SUB) || is_op(t, OP_ADD)) {
         p->pos++;
         n = jp_node(p, N_UNARY, t->line);
@@ -583,8 +581,8 @@ static jnode *not_expr(jparser *p) {
     if (!jp_is_name(cur(p), "not")) return compare(p);
     jnode *n = jp_node(p, N_UNARY, cur(p)->line);
     p->pos++;
-    if (++p->depth > MAX_NESTING)
-        return jp_fail(p, TPS_EINVAL, "expressions nested deeper than %d", MAX_NESTING), NULL;
+    if (++p->depth > JP_MAX_NESTING)
+        return jp_fail(p, TPS_EINVAL, "expressions nested deeper than %d", JP_MAX_NESTING), NULL;
     if (!n || !(n->a = not_expr(p))) return NULL;
     p->depth--;
     n->op = OP_NOT;
@@ -610,8 +608,8 @@ jnode *jp_or(jparser *p) {
 }
 
 jnode *jp_expr(jparser *p) {
-    if (++p->depth > MAX_NESTING)
-        return jp_fail(p, TPS_EINVAL, "expressions nested deeper than %d", MAX_NESTING), NULL;
+    if (++p->depth > JP_MAX_NESTING)
+        return jp_fail(p, TPS_EINVAL, "expressions nested deeper than %d", JP_MAX_NESTING), NULL;
     jnode *e1 = jp_or(p);
     while (e1 && jp_is_name(cur(p), "if")) {
         p->pos++;

@@ -91,24 +91,28 @@ static jnode *parse_for(jparser *p, stmt_ctx *sc, uint32_t line) {
     return n;
 }
 
+/* if / elif ... / else / endif: an elif is an N_IF in the else slot,
+ * chained without recursion (a template may have many). */
 static jnode *parse_if(jparser *p, stmt_ctx *sc, uint32_t line) {
     static const char *const ends[] = {"elif", "else", "endif", NULL};
-    jnode *n = jp_node(p, N_IF, line);
-    if (!n || !(n->a = jp_tuple(p, false, false, NULL)) || !(n->b = block_body(p, sc, ends)))
-        return NULL;
-    if (jp_is_name(cur(p), "elif")) {
-        uint32_t l = cur(p)->line;
+    jnode *first = NULL, **slot = &first;
+    for (;;) {
+        jnode *n = jp_node(p, N_IF, line);
+        if (!n || !(n->a = jp_tuple(p, false, false, NULL)) || !(n->b = block_body(p, sc, ends)))
+            return NULL;
+        *slot = n;
+        slot = &n->c;
+        if (!jp_is_name(cur(p), "elif")) break;
+        line = cur(p)->line;
         p->pos++;
-        n->c = parse_if(p, sc, l);
-        return n->c ? n : NULL; /* the nested if consumed endif */
     }
     if (jp_is_name(cur(p), "else")) {
         static const char *const end[] = {"endif", NULL};
         p->pos++;
-        if (!(n->c = block_body(p, sc, end))) return NULL;
+        if (!(*slot = block_body(p, sc, end))) return NULL;
     }
     p->pos++; /* endif */
-    return n;
+    return first;
 }
 
 static jnode *parse_set(jparser *p, stmt_ctx *sc, uint32_t line) {
@@ -298,9 +302,13 @@ static bool is_end(const jtok *t, const char *const *ends) {
 }
 
 static jnode *body(jparser *p, stmt_ctx *sc, const char *const *ends) {
-    jnode *b = jp_node(p, N_BODY, cur(p)->line), *kids[256] = {0}, **heap = NULL;
-    uint32_t n = 0, cap = 256;
+    jnode *b = jp_node(p, N_BODY, cur(p)->line), *kids[64] = {0}, **heap = NULL;
+    uint32_t n = 0, cap = 64;
     if (!b) return NULL;
+    if (++p->depth > JP_MAX_NESTING)
+        return jp_fail(p, TPS_EINVAL, "blocks and expressions nested deeper than %d",
+                       JP_MAX_NESTING),
+               NULL;
     for (;;) {
         const jtok *t = cur(p);
         jnode *s = NULL;
@@ -355,6 +363,7 @@ static jnode *body(jparser *p, stmt_ctx *sc, const char *const *ends) {
         b->n = n;
     }
     free(heap);
+    p->depth--;
     return p->rc ? NULL : b;
 }
 
@@ -362,8 +371,18 @@ static jnode *body(jparser *p, stmt_ctx *sc, const char *const *ends) {
  * After parsing: unknown filters and tests, the variables read
  * ------------------------------------------------------------------------- */
 
-static bool check(jparser *p, const jnode *n, bool soft) {
+/* The tree may be deeper than the parser's recursion (a or b or c ...,
+ * x|f|f|f, a chain of elifs): the walk is bounded on its own. */
+#define CHECK_MAX_DEPTH 2000
+
+static bool check(jparser *p, const jnode *n, bool soft, uint32_t depth) {
     if (!n) return true;
+    if (depth > CHECK_MAX_DEPTH) {
+        tps_fail(p->err, TPS_EINVAL, "line %u: the template nests deeper than %d", n->line,
+                 CHECK_MAX_DEPTH);
+        p->rc = TPS_EINVAL;
+        return false;
+    }
     if ((n->kind == N_FILTER || n->kind == N_TEST) && n->op == 255 && !soft) {
         tps_fail(p->err, n->flags ? TPS_EUNSUP : TPS_EINVAL,
                  n->flags ? "line %u: the %s '%.*s' is not supported"
@@ -380,9 +399,9 @@ static bool check(jparser *p, const jnode *n, bool soft) {
         inner = false;
     const jnode *parts[] = {n->a, n->b, n->c, n->d, n->e};
     for (size_t i = 0; i < 5; i++)
-        if (!check(p, parts[i], n->kind == N_FOR && i < 2 ? soft : inner)) return false;
+        if (!check(p, parts[i], n->kind == N_FOR && i < 2 ? soft : inner, depth + 1)) return false;
     for (uint32_t i = 0; i < n->n; i++)
-        if (!check(p, n->kids[i], inner)) return false;
+        if (!check(p, n->kids[i], inner, depth + 1)) return false;
     return true;
 }
 
@@ -400,7 +419,7 @@ int jinja_parse(jinja_tpl *t, const jtok *toks, size_t n, tps_err *err) {
     t->sym_global = calloc(t->n_syms ? t->n_syms : 1, 1);
     t->sym_read = calloc(t->n_syms ? t->n_syms : 1, 1);
     if (!t->sym_global || !t->sym_read) return tps_fail(err, TPS_ENOMEM, "out of memory");
-    if (!check(&p, t->root, false)) return p.rc;
+    if (!check(&p, t->root, false, 0)) return p.rc;
     for (uint32_t i = 0; i < t->n_syms; i++)
         t->sym_global[i] = (int8_t)jinja_global_find(t->syms[i].u.s, t->syms[i].n);
     return 0;
