@@ -61,7 +61,7 @@ static void template_json(const gguf_file *f, json_t *o) {
     gguf_get_str(f, "tokenizer.chat_template.tool_use", &tu);
     chat_prompt p;
     tps_err err = {{0}};
-    char d[256];
+    char d[600];
     int rc = jt.len
                  ? chat_prompt_init(&p, jt.ptr, (size_t)jt.len, tu.len ? tu.ptr : NULL,
                                     (size_t)tu.len, CHAT_SRC_GGUF, "tokenizer.chat_template", &err)
