@@ -140,7 +140,7 @@ static jinja_val repeat(jctx *c, jinja_val s, int64_t k) {
                 (long long)k);
     jinja_val out = jv_list(c, (uint32_t)n, s.sub);
     for (int64_t i = 0; i < k; i++) {
-        memcpy(out.u.l->v + out.u.l->n, s.u.l->v, s.u.l->n * sizeof *s.u.l->v);
+        if (s.u.l->n) memcpy(out.u.l->v + out.u.l->n, s.u.l->v, s.u.l->n * sizeof *s.u.l->v);
         out.u.l->n += s.u.l->n;
     }
     return out;
@@ -159,8 +159,8 @@ static jinja_val join2(jctx *c, jinja_val a, jinja_val b) {
         return jb_val(o);
     }
     jinja_val out = jv_list(c, a.u.l->n + b.u.l->n, a.sub);
-    memcpy(out.u.l->v, a.u.l->v, a.u.l->n * sizeof *a.u.l->v);
-    memcpy(out.u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof *b.u.l->v);
+    if (a.u.l->n) memcpy(out.u.l->v, a.u.l->v, a.u.l->n * sizeof *a.u.l->v);
+    if (b.u.l->n) memcpy(out.u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof *b.u.l->v);
     out.u.l->n = a.u.l->n + b.u.l->n;
     return out;
 }

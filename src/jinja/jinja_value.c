@@ -280,7 +280,7 @@ jinja_val jv_iter(jctx *c, jinja_val v) {
     case JINJA_MAP: {
         if (v.sub == JMAP_NAMESPACE) break;
         jinja_val keys = jv_list(c, v.u.m->n, JLIST_LIST);
-        memcpy(keys.u.l->v, v.u.m->k, v.u.m->n * sizeof *v.u.m->k);
+        if (v.u.m->n) memcpy(keys.u.l->v, v.u.m->k, v.u.m->n * sizeof *v.u.m->k);
         keys.u.l->n = v.u.m->n;
         return keys;
     }
