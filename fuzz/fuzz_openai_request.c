@@ -1,8 +1,8 @@
 /* libFuzzer harness for the OpenAI request mapping: arbitrary bytes are
  * parsed as a /v1/completions and a /v1/chat/completions body; an accepted
- * request is rendered through every chat template and turned into an
- * engine_request. Checks that a rejection always carries a 4xx/5xx status
- * and a message, that an accepted request has n >= 1, that accepted
+ * request is rendered through every built-in chat template (as the server
+ * renders it: chat_prompt.h) and turned into an engine_request. Checks that a rejection always
+ * carries a 4xx/5xx status and a message, that an accepted request has n >= 1, that accepted
  * sampling parameters pass sampler_params_validate, and that every borrowed
  * string is readable (ASan). No model, no engine thread. */
 #include <stdint.h>
@@ -10,8 +10,12 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "fuzz_builtins.h"
+#include "server/chat_prompt.h"
 #include "server/chat_template.h"
 #include "server/openai.h"
+
+/* The built-in templates, compiled once for the whole run. */
 
 static void check(oai_kind kind, const uint8_t *data, size_t size) {
     oai_request r;
@@ -28,15 +32,23 @@ static void check(oai_kind kind, const uint8_t *data, size_t size) {
         total += strlen(r.stop[i]);
     if (kind == OAI_CHAT) {
         if (!r.n_msgs) abort();
-        for (int t = 0; t < CHAT_TMPL_COUNT; t++) {
+        const chat_prompt *p = fuzz_builtins();
+        json_t *root = r.json;
+        chat_request rq = {
+            .messages = json_object_get(root, "messages"),
+            .tools = r.tool_choice != TOOL_CHOICE_NONE ? json_object_get(root, "tools") : NULL,
+            .kwargs = r.template_kwargs,
+            .add_generation_prompt = r.add_generation_prompt,
+            .continue_final_message = r.continue_final_message};
+        for (int t = 1; t < CHAT_TMPL_COUNT; t++) {
             sbuf b;
             sbuf_init(&b);
-            tps_err err = {{0}};
-            if (chat_tmpl_render((chat_tmpl)t, r.msgs, r.n_msgs, true, &b, &err) == 0) {
+            chat_error ce;
+            if (chat_prompt_render(&p[t], &rq, &b, &ce) == 0) {
                 /* every message's content is in the prompt */
-                for (size_t i = 0; i < r.n_msgs; i++)
+                for (size_t i = 0; i < r.n_msgs && !rq.continue_final_message; i++)
                     if (r.msgs[i].content_len && b.len < r.msgs[i].content_len) abort();
-            } else if (!err.msg[0]) {
+            } else if (!ce.msg[0] || ce.status < 400) {
                 abort();
             }
             sbuf_free(&b);

@@ -39,6 +39,9 @@ Test(cli_model, info_json_is_one_object_with_the_same_facts) {
     cr_expect_eq(json_integer_value(json_object_get(o, "bos_token_id")), 1);
     cr_expect_eq(json_integer_value(json_object_get(o, "eos_token_id")), 2);
     cr_expect(json_is_false(json_object_get(o, "chat_template")));
+    /* what tps serve would render chat with */
+    cr_expect_str_eq(json_string_value(json_object_get(o, "chat_template_served")),
+                     "ChatML (the model file has no chat template)");
     json_t *f32 = json_object_get(json_object_get(o, "tensor_types"), "f32");
     cr_expect_eq(json_integer_value(json_object_get(f32, "tensors")), 48);
     json_decref(o);

@@ -32,6 +32,9 @@
 #define LLVMFuzzerTestOneInput fuzz_chat_template_one
 #include "../fuzz/fuzz_chat_template.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_template_one
+#include "../fuzz/fuzz_template.c"
+#undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_http_frame_one
 #include "../fuzz/fuzz_http_frame.c"
 #undef LLVMFuzzerTestOneInput
@@ -96,6 +99,10 @@ Test(fuzz_replay, openai_request) {
 
 Test(fuzz_replay, chat_template) {
     replay("fuzz_chat_template", fuzz_chat_template_one);
+}
+
+Test(fuzz_replay, template) {
+    replay("fuzz_template", fuzz_template_one);
 }
 
 Test(fuzz_replay, http_frame) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/gguf.h"
+#include "server/chat_prompt.h"
 #include "server/chat_template.h"
 #include "server/openai.h"
 #include "server/prom.h"
@@ -246,11 +247,30 @@ Test(openai, error_body_has_the_openai_shape) {
 static const chat_msg conv[] = {
     {"system", "S", 1}, {"user", "Hi", 2}, {"assistant", "Yo", 2}, {"user", "Q", 1}};
 
+/* The built-in template of t rendered as the server renders it
+ * (chat_prompt.h); 0 or the error with its message in err. */
+static int render_builtin(chat_tmpl t, const chat_msg *m, size_t n, bool gen, sbuf *out,
+                          chat_error *err) {
+    chat_prompt p;
+    tps_err terr = {{0}};
+    cr_assert_eq(chat_prompt_builtin(&p, chat_tmpl_name(t), CHAT_SRC_NAMED, &terr), 0, "%s",
+                 terr.msg);
+    json_t *msgs = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(msgs, json_pack("{s:s,s:s%}", "role", m[i].role, "content",
+                                              m[i].content, m[i].content_len));
+    chat_request rq = {.messages = msgs, .add_generation_prompt = gen};
+    int rc = chat_prompt_render(&p, &rq, out, err);
+    json_decref(msgs);
+    chat_prompt_free(&p);
+    return rc;
+}
+
 static void expect_render(chat_tmpl t, const char *want) {
     sbuf b;
     sbuf_init(&b);
-    tps_err err = {{0}};
-    cr_assert_eq(chat_tmpl_render(t, conv, 4, true, &b, &err), 0, "%s", err.msg);
+    chat_error err;
+    cr_assert_eq(render_builtin(t, conv, 4, true, &b, &err), 0, "%s", err.msg);
     cr_assert_str_eq(b.p, want, "template %s", chat_tmpl_name(t));
     sbuf_free(&b);
 }
@@ -386,8 +406,8 @@ Test(chat_template, real_templates_are_recognised_and_rendered_as_jinja2_renders
         const bool system = json_is_true(json_object_get(r, "system"));
         sbuf b;
         sbuf_init(&b);
-        tps_err err = {{0}};
-        cr_assert_eq(chat_tmpl_render(real[i].want, conv + !system, 4 - !system, true, &b, &err), 0,
+        chat_error err;
+        cr_assert_eq(render_builtin(real[i].want, conv + !system, 4 - !system, true, &b, &err), 0,
                      "%s", err.msg);
         cr_expect_str_eq(b.p, json_string_value(json_object_get(r, "text")), "%s", real[i].file);
         sbuf_free(&b);
@@ -397,12 +417,13 @@ Test(chat_template, real_templates_are_recognised_and_rendered_as_jinja2_renders
 }
 
 Test(chat_template, llama2_rejects_an_unplaceable_role) {
-    chat_msg m[] = {{"tool", "x", 1}};
+    chat_msg m[] = {{"function", "x", 1}};
     sbuf b;
     sbuf_init(&b);
-    tps_err err = {{0}};
-    cr_assert_neq(chat_tmpl_render(CHAT_TMPL_LLAMA2, m, 1, true, &b, &err), 0);
-    cr_assert(strstr(err.msg, "messages[0]"));
+    chat_error err;
+    cr_assert_neq(render_builtin(CHAT_TMPL_LLAMA2, m, 1, true, &b, &err), 0);
+    cr_assert(strstr(err.msg, "messages[0]"), "%s", err.msg);
+    cr_assert_eq(err.status, 400);
     sbuf_free(&b);
 }
 
@@ -580,8 +601,8 @@ Test(chat_template, gemma_keeps_every_system_message) {
     chat_msg m[] = {{"system", "A", 1}, {"system", "B", 1}, {"user", "U", 1}, {"system", "C", 1}};
     sbuf b;
     sbuf_init(&b);
-    tps_err err = {{0}};
-    cr_assert_eq(chat_tmpl_render(CHAT_TMPL_GEMMA, m, 4, false, &b, &err), 0);
+    chat_error err;
+    cr_assert_eq(render_builtin(CHAT_TMPL_GEMMA, m, 4, false, &b, &err), 0, "%s", err.msg);
     cr_assert_str_eq(b.p, "<start_of_turn>user\nAB\n\nU<end_of_turn>\n"
                           "<start_of_turn>user\nC<end_of_turn>\n");
     sbuf_free(&b);

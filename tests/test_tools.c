@@ -52,6 +52,26 @@ Test(tools, parses_each_formats_calls) {
     expect_args(c[1].arguments, "{\"x\":1}");
     tools_calls_free(c, 2);
 
+    /* DeepSeek R1's syntax (its distills' template writes calls so), two
+     * calls; and V3.1's */
+    const char *r1 = "Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n"
+                     "```json\n{\"a\": 1, \"b\": 2}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>"
+                     "function<｜tool▁sep｜>neg\n```json\n{\"x\": 3}\n```<｜tool▁call▁end｜>"
+                     "<｜tool▁calls▁end｜>";
+    cr_assert_eq(parse(TOOL_FMT_DEEPSEEK, r1, c, &content), 2);
+    cr_assert_eq(content, strlen("Sure."));
+    cr_assert_str_eq(c[0].name, "add");
+    expect_args(c[0].arguments, "{\"a\":1,\"b\":2}");
+    cr_assert_str_eq(c[1].name, "neg");
+    expect_args(c[1].arguments, "{\"x\":3}");
+    tools_calls_free(c, 2);
+    const char *v31 = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{\"a\": 5}"
+                      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+    cr_assert_eq(parse(TOOL_FMT_DEEPSEEK, v31, c, &content), 1);
+    cr_assert_str_eq(c[0].name, "add");
+    expect_args(c[0].arguments, "{\"a\":5}");
+    tools_calls_free(c, 1);
+
     /* plain answers are content; a broken call is not a call */
     cr_assert_eq(parse(TOOL_FMT_HERMES, "Just text.", c, &content), 0);
     cr_assert_eq(content, strlen("Just text."));
@@ -61,8 +81,8 @@ Test(tools, parses_each_formats_calls) {
 
 Test(tools, a_rendered_call_parses_back_in_every_format) {
     static const tool_format fmts[] = {TOOL_FMT_HERMES, TOOL_FMT_LLAMA3, TOOL_FMT_MISTRAL,
-                                       TOOL_FMT_GENERIC};
-    for (size_t i = 0; i < 4; i++) {
+                                       TOOL_FMT_GENERIC, TOOL_FMT_DEEPSEEK};
+    for (size_t i = 0; i < 5; i++) {
         sbuf b;
         sbuf_init(&b);
         tools_render_call(fmts[i], "add", "{\"a\": 7, \"b\": -2}", true, true, &b);
@@ -109,6 +129,9 @@ Test(tools, the_forced_call_grammar_accepts_valid_calls_only) {
     sbuf_init(&g);
     tps_err err = {{0}};
     cr_assert_eq(tools_grammar(TOOL_FMT_HERMES, tools, 2, "missing", false, &g, &err), TPS_EINVAL);
+    /* DeepSeek's calls have no grammar yet: a forced call is refused, named */
+    cr_assert_eq(tools_grammar(TOOL_FMT_DEEPSEEK, tools, 2, NULL, false, &g, &err), TPS_EUNSUP);
+    cr_assert(strstr(err.msg, "DeepSeek"), "%s", err.msg);
     sbuf_free(&g);
     json_decref(params);
 }
@@ -130,5 +153,8 @@ Test(tools, a_streamed_answer_sends_content_up_to_a_possible_call) {
     cr_assert_eq(tools_stream_safe(TOOL_FMT_LLAMA3, t, strlen(t), &hold), strlen(t));
     t = "ok [TOOL_CALLS] [";
     cr_assert_eq(tools_stream_safe(TOOL_FMT_MISTRAL, t, strlen(t), &hold), 3);
+    cr_assert(hold);
+    t = "ok<｜tool▁calls▁begin｜><｜tool";
+    cr_assert_eq(tools_stream_safe(TOOL_FMT_DEEPSEEK, t, strlen(t), &hold), 2);
     cr_assert(hold);
 }

@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/opt.h"
 #include "model/gguf.h"
+#include "server/chat_prompt.h"
 #include "model/llama_config.h"
 
 typedef struct info_cli {
@@ -49,9 +50,6 @@ static json_t *str_json(const gguf_file *f, const char *key) {
     return json_stringn(s.ptr, s.len);
 }
 
-/* Everything `model info` reports, as one JSON object; keys absent from the
- * file are null, so vocab-only files still describe themselves. */
-
 /* A mixture of experts: its experts, how many a token uses, their width,
  * and the parameters one token uses (all but the experts it skips). */
 static void add_experts(json_t *o, const llama_config *c, const gguf_file *f) {
@@ -70,6 +68,34 @@ static void add_experts(json_t *o, const llama_config *c, const gguf_file *f) {
         json_integer((json_int_t)(all - experts + experts / c->n_expert * c->n_expert_used)));
 }
 
+/* Which template tps serve renders chat with (it compiles it, as the
+ * server does at startup: one that does not compile says why), and the
+ * tool-call syntax it parses. */
+static void template_json(const gguf_file *f, json_t *o) {
+    gguf_str jt = {0}, tu = {0};
+    gguf_get_str(f, "tokenizer.chat_template", &jt);
+    gguf_get_str(f, "tokenizer.chat_template.tool_use", &tu);
+    chat_prompt p;
+    tps_err err = {{0}};
+    char d[600];
+    int rc = jt.len
+                 ? chat_prompt_init(&p, jt.ptr, (size_t)jt.len, tu.len ? tu.ptr : NULL,
+                                    (size_t)tu.len, CHAT_SRC_GGUF, "tokenizer.chat_template", &err)
+                 : chat_prompt_builtin(&p, "chatml", CHAT_SRC_DEFAULT, &err);
+    if (rc) {
+        snprintf(d, sizeof d, "none: %s", err.msg);
+        json_object_set_new(o, "chat_template_served", json_string(d));
+        return;
+    }
+    json_object_set_new(o, "chat_template_served",
+                        json_string(chat_prompt_describe(&p, d, sizeof d)));
+    json_object_set_new(o, "chat_template_tool_calls",
+                        json_string(p.tools_known ? tools_format_name(p.tools) : "not parsed"));
+    chat_prompt_free(&p);
+}
+
+/* Everything `model info` reports, as one JSON object; keys absent from the
+ * file are null, so vocab-only files still describe themselves. */
 static json_t *model_info_json(const gguf_file *f, const char *path, tps_err *cfg_err,
                                bool *cfg_ok) {
     json_t *o = json_object();
@@ -143,6 +169,7 @@ static json_t *model_info_json(const gguf_file *f, const char *path, tps_err *cf
     json_object_set_new(o, "bos_token_id", token_id_json(f, "tokenizer.ggml.bos_token_id"));
     json_object_set_new(o, "eos_token_id", token_id_json(f, "tokenizer.ggml.eos_token_id"));
     json_object_set_new(o, "chat_template", json_boolean(gguf_find(f, "tokenizer.chat_template")));
+    template_json(f, o);
     return o;
 }
 
@@ -218,7 +245,8 @@ static void print_human(json_t *o) {
     print_field("vocabulary size", json_object_get(o, "tokenizer_tokens"));
     print_field("bos token id", json_object_get(o, "bos_token_id"));
     print_field("eos token id", json_object_get(o, "eos_token_id"));
-    print_field("chat template", json_object_get(o, "chat_template"));
+    print_field("chat template", json_object_get(o, "chat_template_served"));
+    print_field("tool calls", json_object_get(o, "chat_template_tool_calls"));
 }
 
 static int cmd_info(int argc, char **argv) {

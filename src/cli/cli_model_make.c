@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/sbuf.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
 #include "model/gguf.h"
@@ -13,7 +14,7 @@
 
 typedef struct make_cli {
     model_make_opts o;
-    const char *preset, *type, *arch;
+    const char *preset, *type, *arch, *chat_template_file;
 } make_cli;
 
 static const opt_row make_rows[] = {
@@ -29,12 +30,33 @@ static const opt_row make_rows[] = {
     {"--vocab", .kind = OPT_STR, .off = offsetof(make_cli, o.vocab_path), .metavar = "FILE",
      .help = "copy the tokenizer of this GGUF (else a byte-level vocabulary\n"
              "padded to the preset's size: one token per byte of text)"},
+    {"--chat-template-file", .kind = OPT_STR, .off = offsetof(make_cli, chat_template_file),
+     .metavar = "FILE",
+     .help = "write this Jinja text as tokenizer.chat_template (e.g. a\n"
+             "DeepSeek-R1-Distill template on a llama or qwen2 file)"},
     {"--seed", .kind = OPT_U64, .off = offsetof(make_cli, o.seed), .max = 18446744073709551615.0,
      .metavar = "S", .help = "weight seed (default 1); same seed, same file"},
     {"--output", "-o", OPT_STR, offsetof(make_cli, o.out_path), .metavar = "F",
      .help = "output path"},
     {0},
 };
+
+/* A whole text file (at most 16 MiB), NUL-terminated; NULL on failure. */
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    sbuf b;
+    sbuf_init(&b);
+    char chunk[8192];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len <= (16u << 20))
+        sbuf_add(&b, chunk, n);
+    bool bad = ferror(f) || b.len > (16u << 20) || sbuf_failed(&b);
+    fclose(f);
+    sbuf_adds(&b, "");
+    if (bad) sbuf_free(&b);
+    return bad ? NULL : b.p;
+}
 
 static void presets(FILE *out) {
     fprintf(out, "\narchitectures:\n");
@@ -67,8 +89,8 @@ static void presets(FILE *out) {
 static const opt_cmd make_cmd = {
     .prog = "tps model make",
     .usage =
-        "usage: tps model make [--arch A] --preset P --type T [--vocab FILE.gguf] [--seed S] "
-        "-o OUT.gguf\n"
+        "usage: tps model make [--arch A] --preset P --type T [--vocab FILE.gguf]\n"
+        "                      [--chat-template-file FILE] [--seed S] -o OUT.gguf\n"
         "\n"
         "Writes a GGUF of a real model's shape and a supported architecture with seeded random\n"
         "weights: the same compute cost per token as a trained model of that shape\n"
@@ -111,8 +133,17 @@ int cli_model_make(int argc, char **argv) {
         return 2;
     }
     o.type = (uint32_t)t;
+    char *tmpl = NULL;
+    if (m.chat_template_file && !(tmpl = read_text(m.chat_template_file))) {
+        fprintf(stderr, "tps model make: --chat-template-file %s: cannot read it\n",
+                m.chat_template_file);
+        return 1;
+    }
+    o.chat_template = tmpl;
     tps_err err = {0};
-    if (model_make(&o, &err) != 0) {
+    int rc = model_make(&o, &err);
+    free(tmpl);
+    if (rc != 0) {
         fprintf(stderr, "tps model make: %s\n", err.msg);
         return 1;
     }

@@ -45,10 +45,14 @@ static const opt_row serve_rows[] = {
      .help = "bound to loopback, Host values other than the address and\n"
              "localhost get 403 (DNS rebinding); NAME is accepted too;\n"
              "repeatable"},
+    {"--chat-template-file", .kind = OPT_STR, .off = S(chat_template_file), .metavar = "FILE",
+     .help = "a Jinja chat template to serve instead of the model's\n"
+             "(default: the GGUF's tokenizer.chat_template, rendered as\n"
+             "transformers renders it; a model with none: ChatML)"},
     {"--chat-template", .kind = OPT_STR, .off = S(chat_template), .metavar = "NAME",
-     .help = "chatml, llama2, llama3, mistral, mistral-v7, mistral-v7-tekken,\n"
-             "zephyr, gemma, phi3 (default: recognised from the model, else\n"
-             "chatml)"},
+     .help = "a built-in template instead of the model's: chatml, llama2,\n"
+             "llama3, mistral, mistral-v7, mistral-v7-tekken, zephyr,\n"
+             "gemma, phi3"},
     OPT_HEAD("engine:"),
     U32_ROW("--max-seqs", engine.max_seqs, "sequences running at once (default 64)"),
     U32_ROW("--max-batch-tokens", engine.max_batch_tokens, "token rows per step (default 256)"),

@@ -492,6 +492,11 @@ int model_make(const model_make_opts *o, tps_err *err) {
     rc = o->vocab_path ? copy_vocab(w, o->vocab_path, &pl.n_vocab, err)
                        : add_byte_vocab(w, pl.n_vocab, err);
     if (rc) goto done;
+    if (o->chat_template &&
+        (rc = gguf_writer_set_str(w, "tokenizer.chat_template", o->chat_template))) {
+        rc = tps_fail(err, rc, "model make: out of memory");
+        goto done;
+    }
     if ((rc = set_metadata(w, &pl))) {
         rc = tps_fail(err, rc, "model make: out of memory");
         goto done;

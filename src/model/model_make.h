@@ -68,9 +68,11 @@ extern const model_arch_spec model_arch_specs[];
 typedef struct model_make_opts {
     const model_preset *preset;
     const model_arch_spec *arch; /* NULL: plain llama */
-    uint32_t type;          /* GGML_TYPE_F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K for the matrices,
-                               or MODEL_MAKE_Q4_K_M; K-quants need dim and ffn_dim % 256 == 0 */
-    const char *vocab_path; /* GGUF whose tokenizer is copied; NULL: byte-level vocab */
+    uint32_t type;             /* GGML_TYPE_F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K for the matrices,
+                                  or MODEL_MAKE_Q4_K_M; K-quants need dim and ffn_dim % 256 == 0 */
+    const char *vocab_path;    /* GGUF whose tokenizer is copied; NULL: byte-level vocab */
+    const char *chat_template; /* tokenizer.chat_template to write (replacing the vocab's);
+                                  NULL: the vocab GGUF's, or none */
     uint64_t seed;
     const char *out_path;
     int progress; /* 1: progress lines on stderr */

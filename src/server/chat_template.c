@@ -1,6 +1,5 @@
-/* Chat template recognition and rendering (see chat_template.h). Each
- * renderer follows llama.cpp's llm_chat_apply_template for the same
- * template, without the leading BOS (the tokenizer adds it). */
+/* Chat template families (see chat_template.h): recognition by markers,
+ * their end-of-turn text, and the built-in templates in Jinja. */
 #include "server/chat_template.h"
 
 #include <string.h>
@@ -70,205 +69,79 @@ chat_tmpl chat_tmpl_detect(const char *text, size_t len) {
     return CHAT_TMPL_UNKNOWN;
 }
 
-static bool role_is(const chat_msg *m, const char *r) {
-    return m->role && !strcmp(m->role, r);
-}
-
-static void add_content(sbuf *o, const chat_msg *m) {
-    sbuf_add(o, m->content ? m->content : "", m->content ? m->content_len : 0);
-}
-
 /* ---------------------------------------------------------------------------
- * Renderers
+ * The built-in templates, in Jinja (rendered by src/jinja like any other):
+ * llama.cpp's llm_chat_apply_template for each family, without the BOS
+ * (the tokenizer adds it).
  * ------------------------------------------------------------------------- */
 
-static void render_chatml(const chat_msg *m, size_t n, bool gen, sbuf *o) {
-    for (size_t i = 0; i < n; i++) {
-        sbuf_adds(o, "<|im_start|>");
-        sbuf_adds(o, m[i].role);
-        sbuf_adds(o, "\n");
-        add_content(o, &m[i]);
-        sbuf_adds(o, "<|im_end|>\n");
-    }
-    if (gen) sbuf_adds(o, "<|im_start|>assistant\n");
-}
+static const char CHATML[] =
+    "{%- for m in messages -%}{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' -}}"
+    "{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}";
 
-static void render_llama3(const chat_msg *m, size_t n, bool gen, sbuf *o) {
-    for (size_t i = 0; i < n; i++) {
-        sbuf_adds(o, "<|start_header_id|>");
-        sbuf_adds(o, m[i].role);
-        sbuf_adds(o, "<|end_header_id|>\n\n");
-        add_content(o, &m[i]);
-        sbuf_adds(o, "<|eot_id|>");
-    }
-    if (gen) sbuf_adds(o, "<|start_header_id|>assistant<|end_header_id|>\n\n");
-}
+static const char LLAMA3[] =
+    "{%- for m in messages -%}{{- '<|start_header_id|>' + m.role + '<|end_header_id|>\n\n' + "
+    "m.content + '<|eot_id|>' -}}{%- endfor -%}{%- if add_generation_prompt -%}"
+    "{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}{%- endif -%}";
 
 /* Llama 2: [INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant}</s><s>[INST] ...
- * Mistral: the same turns, the system text prefixed to the first user turn. */
-static int render_inst(const chat_msg *m, size_t n, bool llama2, sbuf *o, tps_err *err) {
-    bool in_inst = false, pending_sys = false;
-    for (size_t i = 0; i < n; i++) {
-        if (role_is(&m[i], "system")) {
-            if (!in_inst) sbuf_adds(o, "[INST] ");
-            in_inst = true;
-            if (llama2) {
-                sbuf_adds(o, "<<SYS>>\n");
-                add_content(o, &m[i]);
-                sbuf_adds(o, "\n<</SYS>>\n\n");
-            } else {
-                add_content(o, &m[i]);
-                sbuf_adds(o, "\n\n");
-            }
-            pending_sys = true;
-        } else if (role_is(&m[i], "user")) {
-            if (!in_inst) sbuf_adds(o, "[INST] ");
-            in_inst = false;
-            pending_sys = false;
-            add_content(o, &m[i]);
-            sbuf_adds(o, " [/INST]");
-        } else if (role_is(&m[i], "assistant")) {
-            if (in_inst) {
-                return tps_fail(err, TPS_EINVAL,
-                                "messages[%zu]: an assistant message cannot follow a system "
-                                "message directly in the %s template",
-                                i, llama2 ? "llama2" : "mistral");
-            }
-            sbuf_adds(o, " ");
-            add_content(o, &m[i]);
-            sbuf_adds(o, "</s>");
-            if (i + 1 < n) sbuf_adds(o, "<s>");
-        } else {
-            return tps_fail(err, TPS_EINVAL,
-                            "messages[%zu].role '%s' is not supported by the %s template", i,
-                            m[i].role, llama2 ? "llama2" : "mistral");
-        }
-    }
-    if (pending_sys) sbuf_adds(o, " [/INST]");
-    return 0;
-}
+ * Mistral (v1): the same turns, the system text before the next user's. */
+#define INST_TEMPLATE(NAME, SYSTEM)                                                                \
+    "{%- set ns = namespace(inst=false, sys=false) -%}{%- for m in messages -%}"                   \
+    "{%- if m.role == 'system' -%}{%- if not ns.inst -%}{{- '[INST] ' -}}{%- endif -%}"            \
+    "{%- set ns.inst = true -%}{%- set ns.sys = true -%}{{- " SYSTEM " -}}"                        \
+    "{%- elif m.role == 'user' -%}{%- if not ns.inst -%}{{- '[INST] ' -}}{%- endif -%}"            \
+    "{%- set ns.inst = false -%}{%- set ns.sys = false -%}{{- m.content + ' [/INST]' -}}"          \
+    "{%- elif m.role == 'assistant' -%}{%- if ns.inst -%}{{- raise_exception('messages[' ~ "       \
+    "loop.index0 ~ ']: an assistant message cannot follow a system message directly in the " NAME  \
+    " template') -}}{%- endif -%}{{- ' ' + m.content + '</s>' -}}"                                 \
+    "{%- if not loop.last -%}{{- '<s>' -}}{%- endif -%}"                                           \
+    "{%- else -%}{{- raise_exception('messages[' ~ loop.index0 ~ '].role \\'' ~ m.role ~ "         \
+    "'\\' is not supported by the " NAME " template') -}}{%- endif -%}{%- endfor -%}"              \
+    "{%- if ns.sys -%}{{- ' [/INST]' -}}{%- endif -%}"
 
-static void render_zephyr(const chat_msg *m, size_t n, bool gen, sbuf *o) {
-    for (size_t i = 0; i < n; i++) {
-        sbuf_adds(o, "<|");
-        sbuf_adds(o, m[i].role);
-        sbuf_adds(o, "|>\n");
-        add_content(o, &m[i]);
-        sbuf_adds(o, "</s>\n");
-    }
-    if (gen) sbuf_adds(o, "<|assistant|>\n");
-}
+static const char LLAMA2[] = INST_TEMPLATE("llama2", "'<<SYS>>\n' + m.content + '\n<</SYS>>\n\n'");
+static const char MISTRAL[] = INST_TEMPLATE("mistral", "m.content + '\n\n'");
 
-static void render_phi3(const chat_msg *m, size_t n, bool gen, sbuf *o) {
-    for (size_t i = 0; i < n; i++) {
-        sbuf_adds(o, "<|");
-        sbuf_adds(o, m[i].role);
-        sbuf_adds(o, "|>\n");
-        add_content(o, &m[i]);
-        sbuf_adds(o, "<|end|>\n");
-    }
-    if (gen) sbuf_adds(o, "<|assistant|>\n");
-}
+/* Zephyr and Phi-3: <|role|>\n{content}{end}\n */
+#define TAG_TEMPLATE(END)                                                                          \
+    "{%- for m in messages -%}{{- '<|' + m.role + '|>\n' + m.content + '" END "\n' -}}"            \
+    "{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|assistant|>\n' -}}{%- endif -%}"
+
+static const char ZEPHYR[] = TAG_TEMPLATE("</s>");
+static const char PHI3[] = TAG_TEMPLATE("<|end|>");
 
 /* Gemma has no system role: the system messages since the last user turn
- * are concatenated and open the next user turn (llama.cpp does the same). */
-static bool add_systems(const chat_msg *m, size_t from, size_t to, sbuf *o) {
-    bool any = false;
-    for (size_t k = from; k < to; k++) {
-        if (!role_is(&m[k], "system")) continue;
-        add_content(o, &m[k]);
-        any = true;
-    }
-    return any;
-}
+ * are joined and open the next user turn (llama.cpp does the same). */
+static const char GEMMA[] =
+    "{%- set ns = namespace(sys='', has=false) -%}{%- for m in messages -%}"
+    "{%- if m.role == 'system' -%}{%- set ns.sys = ns.sys + m.content -%}{%- set ns.has = true -%}"
+    "{%- else -%}{{- '<start_of_turn>' + ('model' if m.role == 'assistant' else m.role) + '\n' -}}"
+    "{%- if m.role != 'assistant' -%}{%- if ns.has -%}{{- ns.sys + '\n\n' -}}{%- endif -%}"
+    "{%- set ns.sys = '' -%}{%- set ns.has = false -%}{%- endif -%}"
+    "{{- m.content + '<end_of_turn>\n' -}}{%- endif -%}{%- endfor -%}"
+    "{%- if ns.has -%}{{- '<start_of_turn>user\n' + ns.sys + '<end_of_turn>\n' -}}{%- endif -%}"
+    "{%- if add_generation_prompt -%}{{- '<start_of_turn>model\n' -}}{%- endif -%}";
 
-static void render_gemma(const chat_msg *m, size_t n, bool gen, sbuf *o) {
-    size_t pend = 0; /* first system message not yet placed */
-    for (size_t i = 0; i < n; i++) {
-        if (role_is(&m[i], "system")) continue;
-        bool asst = role_is(&m[i], "assistant");
-        sbuf_adds(o, "<start_of_turn>");
-        sbuf_adds(o, asst ? "model" : m[i].role);
-        sbuf_adds(o, "\n");
-        if (!asst) {
-            if (add_systems(m, pend, i, o)) sbuf_adds(o, "\n\n");
-            pend = i + 1;
-        }
-        add_content(o, &m[i]);
-        sbuf_adds(o, "<end_of_turn>\n");
-    }
-    bool tail = false;
-    for (size_t k = pend; k < n; k++)
-        tail |= role_is(&m[k], "system");
-    if (tail) { /* system text with no user turn after it */
-        sbuf_adds(o, "<start_of_turn>user\n");
-        add_systems(m, pend, n, o);
-        sbuf_adds(o, "<end_of_turn>\n");
-    }
-    if (gen) sbuf_adds(o, "<start_of_turn>model\n");
-}
+/* Mistral's v7: every turn keeps its own markers, with the one space
+ * llama.cpp's "mistral-v7" puts after each opening (SP " ") or none
+ * ("mistral-v7-tekken": Mistral Small 3's own template). */
+#define V7_TEMPLATE(SP)                                                                            \
+    "{%- for m in messages -%}{%- if m.role == 'system' -%}"                                       \
+    "{{- '[SYSTEM_PROMPT]" SP "' + m.content + '[/SYSTEM_PROMPT]' -}}"                             \
+    "{%- elif m.role == 'user' -%}{{- '[INST]" SP "' + m.content + '[/INST]' -}}"                  \
+    "{%- else -%}{{- '" SP "' + m.content + '</s>' -}}{%- endif -%}{%- endfor -%}"
 
-/* Mistral's v7 template: every turn keeps its own markers, with the one
- * space llama.cpp's "mistral-v7" puts after each opening (sp " ") or none
- * ("mistral-v7-tekken", sp "": Mistral Small 3's own template). */
-static void render_mistral_v7(const chat_msg *m, size_t n, const char *sp, sbuf *o) {
-    for (size_t i = 0; i < n; i++) {
-        if (role_is(&m[i], "system")) {
-            sbuf_adds(o, "[SYSTEM_PROMPT]");
-            sbuf_adds(o, sp);
-            add_content(o, &m[i]);
-            sbuf_adds(o, "[/SYSTEM_PROMPT]");
-        } else if (role_is(&m[i], "user")) {
-            sbuf_adds(o, "[INST]");
-            sbuf_adds(o, sp);
-            add_content(o, &m[i]);
-            sbuf_adds(o, "[/INST]");
-        } else {
-            sbuf_adds(o, sp);
-            add_content(o, &m[i]);
-            sbuf_adds(o, "</s>");
-        }
-    }
-}
+static const char MISTRAL_V7[] = V7_TEMPLATE(" ");
+static const char MISTRAL_V7_TEKKEN[] = V7_TEMPLATE("");
 
-int chat_tmpl_render(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_assistant, sbuf *out,
-                     tps_err *err) {
-    for (size_t i = 0; i < n; i++)
-        if (!msgs[i].role || !msgs[i].role[0])
-            return tps_fail(err, TPS_EINVAL, "messages[%zu].role is empty", i);
-    int rc = 0;
-    switch (t) {
-    case CHAT_TMPL_LLAMA3:
-        render_llama3(msgs, n, add_assistant, out);
-        break;
-    case CHAT_TMPL_LLAMA2:
-        rc = render_inst(msgs, n, true, out, err);
-        break;
-    case CHAT_TMPL_MISTRAL:
-        rc = render_inst(msgs, n, false, out, err);
-        break;
-    case CHAT_TMPL_ZEPHYR:
-        render_zephyr(msgs, n, add_assistant, out);
-        break;
-    case CHAT_TMPL_GEMMA:
-        render_gemma(msgs, n, add_assistant, out);
-        break;
-    case CHAT_TMPL_PHI3:
-        render_phi3(msgs, n, add_assistant, out);
-        break;
-    case CHAT_TMPL_MISTRAL_V7:
-        render_mistral_v7(msgs, n, " ", out);
-        break;
-    case CHAT_TMPL_MISTRAL_V7_TEKKEN:
-        render_mistral_v7(msgs, n, "", out);
-        break;
-    case CHAT_TMPL_CHATML:
-    case CHAT_TMPL_UNKNOWN:
-    default:
-        render_chatml(msgs, n, add_assistant, out);
-        break;
-    }
-    if (rc) return rc;
-    if (sbuf_failed(out)) return tps_fail(err, TPS_ENOMEM, "out of memory rendering the chat");
-    return 0;
+const char *chat_tmpl_source(chat_tmpl t) {
+    static const char *const src[CHAT_TMPL_COUNT] = {
+        [CHAT_TMPL_UNKNOWN] = CHATML,        [CHAT_TMPL_CHATML] = CHATML,
+        [CHAT_TMPL_LLAMA2] = LLAMA2,         [CHAT_TMPL_LLAMA3] = LLAMA3,
+        [CHAT_TMPL_MISTRAL] = MISTRAL,       [CHAT_TMPL_ZEPHYR] = ZEPHYR,
+        [CHAT_TMPL_GEMMA] = GEMMA,           [CHAT_TMPL_PHI3] = PHI3,
+        [CHAT_TMPL_MISTRAL_V7] = MISTRAL_V7, [CHAT_TMPL_MISTRAL_V7_TEKKEN] = MISTRAL_V7_TEKKEN,
+    };
+    return (unsigned)t < CHAT_TMPL_COUNT ? src[t] : CHATML;
 }

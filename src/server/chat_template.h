@@ -1,21 +1,16 @@
-/* Chat templates: a list of {role, content} messages -> the prompt text a
- * chat model was trained on. The common templates are recognised from the
- * Jinja text in a GGUF's tokenizer.chat_template by marker strings (the way
- * llama.cpp does it) and rendered by hand-written C, never by a Jinja
- * interpreter. The rendered text carries no BOS: the caller tokenizes it
- * with TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL, which adds BOS when
- * the vocabulary asks for it and turns "<|im_end|>"-style markers into their
- * control tokens.
+/* Chat template families: the common formats (ChatML, Llama 2/3, Mistral,
+ * Zephyr, Gemma, Phi-3, Mistral v7), recognised from a template's text by
+ * marker strings (the way llama.cpp does it) for their end-of-turn text,
+ * and as built-in templates (`--chat-template NAME`, and ChatML for a
+ * model file with none): short Jinja sources rendered by src/jinja like
+ * any model's template, without the BOS (the tokenizer adds it).
  *
- * Not here: tokenizing, tools/function calling, multimodal content. */
+ * Not here: rendering (chat_prompt.h), tokenizing, tools. */
 #ifndef TPS_SERVER_CHAT_TEMPLATE_H
 #define TPS_SERVER_CHAT_TEMPLATE_H
 
 #include <stdbool.h>
 #include <stddef.h>
-
-#include "base/sbuf.h"
-#include "base/error.h"
 
 typedef enum chat_tmpl {
     CHAT_TMPL_UNKNOWN = 0,
@@ -50,10 +45,8 @@ const char *chat_tmpl_name(chat_tmpl t);
  * a stop string when the vocabulary has no single token for it. */
 const char *chat_tmpl_eot(chat_tmpl t);
 
-/* Appends the prompt for msgs[0..n) to out, ending with the assistant's
- * opening when add_assistant. TPS_EINVAL (with the message's index) for a
- * role the template cannot place; CHAT_TMPL_UNKNOWN renders as ChatML. */
-int chat_tmpl_render(chat_tmpl t, const chat_msg *msgs, size_t n, bool add_assistant, sbuf *out,
-                     tps_err *err);
+/* The Jinja source of the built-in template of a family (ChatML for
+ * CHAT_TMPL_UNKNOWN); static. */
+const char *chat_tmpl_source(chat_tmpl t);
 
 #endif

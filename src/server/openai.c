@@ -492,6 +492,30 @@ static int parse_tools(json_t *o, oai_request *r, oai_error *e) {
     return parse_tool_choice(o, r, e);
 }
 
+/* chat_template_kwargs (an object: its keys become template variables),
+ * add_generation_prompt and continue_final_message (vLLM's: both true is
+ * a 400; continue_final_message alone turns the generation prompt off). */
+static int parse_template_fields(json_t *o, oai_request *r, oai_error *e) {
+    json_t *kw = json_object_get(o, "chat_template_kwargs");
+    if (kw && !json_is_null(kw)) {
+        if (!json_is_object(kw))
+            return bad(e, "chat_template_kwargs", "%s must be an object%s", "");
+        r->template_kwargs = kw;
+    }
+    bool gen = true, given_gen = false;
+    int rc;
+    if ((rc = get_bool(o, "add_generation_prompt", &gen, e)) < 0) return rc;
+    given_gen = rc == 0;
+    if ((rc = get_bool(o, "continue_final_message", &r->continue_final_message, e)) < 0) return rc;
+    if (r->continue_final_message && gen && given_gen)
+        return oai_error_set(e, 400, "invalid_request_error", "continue_final_message",
+                             "invalid_value",
+                             "continue_final_message and add_generation_prompt cannot both be "
+                             "true: the last message is continued, no new one is opened");
+    r->add_generation_prompt = gen && !r->continue_final_message;
+    return 0;
+}
+
 /* An assistant message's tool_calls: each {id, type: "function",
  * function: {name, arguments: string}}. */
 static int check_tool_calls(json_t *calls, size_t i, oai_error *e) {
@@ -790,6 +814,16 @@ static int parse_messages(json_t *o, oai_request *r, oai_error *e) {
             goto done;
         r->msgs[i].content = s;
         joined[i] = s == NULL;
+        static const char *const text_fields[] = {"name", "tool_call_id", "reasoning_content"};
+        for (size_t k = 0; k < 3; k++) {
+            json_t *v = json_object_get(msg, text_fields[k]);
+            if (v && !json_is_null(v) && !json_is_string(v)) {
+                snprintf(param, sizeof param, "messages[%zu].%s", i, text_fields[k]);
+                rc = oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
+                                   "%s must be a string", param);
+                goto done;
+            }
+        }
         json_t *calls = json_object_get(msg, "tool_calls");
         if (calls && !json_is_null(calls)) {
             if ((rc = check_tool_calls(calls, i, e))) goto done;
@@ -865,6 +899,7 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_e
     if ((rc = parse_stop(root, r, e))) goto fail;
     if ((rc = parse_constraint(root, r, e))) goto fail;
     if (kind == OAI_CHAT && (rc = parse_tools(root, r, e))) goto fail;
+    if (kind == OAI_CHAT && (rc = parse_template_fields(root, r, e))) goto fail;
     if (r->grammar &&
         (r->tool_choice == TOOL_CHOICE_REQUIRED || r->tool_choice == TOOL_CHOICE_NAMED)) {
         rc = oai_error_set(e, 400, "invalid_request_error", "tool_choice", "invalid_value",

@@ -6,7 +6,7 @@
  * I/O, so the fuzzer and unit tests drive them directly.
  *
  * Not here: tokenizing the prompt or rendering chat messages (the server
- * does that with the model's tokenizer and chat_template.h), HTTP. */
+ * does that with the model's tokenizer and chat_prompt.h), HTTP. */
 #ifndef TPS_SERVER_OPENAI_H
 #define TPS_SERVER_OPENAI_H
 
@@ -49,6 +49,13 @@ typedef struct oai_request {
     tool_choice tool_choice;
     const char *tool_name;
     bool parallel_tool_calls;
+    /* Chat template inputs (chat_prompt.h): chat_template_kwargs (a json_t
+     * object borrowed from the body; NULL when absent), add_generation_prompt
+     * (default true; false when continue_final_message), and
+     * continue_final_message (vLLM's: the last message is left open) */
+    const void *template_kwargs;
+    bool add_generation_prompt;
+    bool continue_final_message;
     /* max_tokens / max_completion_tokens; 0 when absent (the server picks). */
     uint32_t max_tokens;
     /* Choices to sample (n; 1 when absent). Only its range is checked

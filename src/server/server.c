@@ -210,11 +210,13 @@ int server_create(server **out, const server_config *c, tps_err *err) {
     s->host = strdup(c->host ? c->host : "127.0.0.1");
     s->api_key = c->api_key && c->api_key[0] ? strdup(c->api_key) : NULL;
     s->chat_template_name = dup_or_null(c->chat_template);
+    s->chat_template_file = dup_or_null(c->chat_template_file);
     s->model_path = dup_or_null(c->model_path);
     s->model_id = dup_or_null(c->model_id);
     s->cfg.host = s->host;
     s->cfg.api_key = s->api_key;
     s->cfg.chat_template = s->chat_template_name;
+    s->cfg.chat_template_file = s->chat_template_file;
     s->cfg.model_path = s->model_path;
     s->cfg.model_id = s->model_id;
     if (copy_strs(&s->cors_origins, c->cors_origins, c->n_cors_origins) ||
@@ -287,36 +289,66 @@ static const char *basename_of(const char *p) {
     return b ? b + 1 : p;
 }
 
-/* The chat template: the override, else recognised from the model; and
- * how its end-of-turn stops a chat (a token id, or a stop string). */
-static int choose_template(server *s, tps_err *err) {
-    gguf_str jt = {0};
-    gguf_get_str(s->model->file, "tokenizer.chat_template", &jt);
-    if (s->chat_template_name) {
-        s->tmpl = chat_tmpl_from_name(s->chat_template_name);
-        if (s->tmpl == CHAT_TMPL_UNKNOWN)
-            return tps_fail(err, TPS_EINVAL,
-                            "--chat-template '%s' is not one of chatml, llama2, llama3, mistral, "
-                            "zephyr, gemma, phi3",
-                            s->chat_template_name);
-    } else {
-        s->tmpl = chat_tmpl_detect(jt.ptr, (size_t)jt.len);
-        if (s->tmpl == CHAT_TMPL_UNKNOWN) {
-            fprintf(s->log,
-                    "tps serve: warning: %s; chat uses ChatML (--chat-template to choose)\n",
-                    jt.len ? "the model's chat template is not one tps recognises"
-                           : "the model has no chat template");
-            s->tmpl = CHAT_TMPL_CHATML;
-            s->tmpl_guessed = true; /* tools then use the generic format (tools.h) */
-        }
-    }
-    const char *eot = chat_tmpl_eot(s->tmpl);
-    int32_t id = tokenizer_find(s->tok, eot, strlen(eot));
-    if (id == TOKEN_NONE)
-        s->tmpl_eot_as_stop = true;
-    else if (!tokenizer_is_eog(s->tok, id))
-        s->tmpl_eot_id = id;
+/* --chat-template-file FILE: its text compiled as the template. */
+static int template_from_file(server *s, tps_err *err) {
+    FILE *f = fopen(s->chat_template_file, "rb");
+    if (!f)
+        return tps_fail(err, TPS_EIO, "--chat-template-file %s: cannot open it",
+                        s->chat_template_file);
+    sbuf b;
+    sbuf_init(&b);
+    char chunk[8192];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (64u << 20))
+        sbuf_add(&b, chunk, n);
+    bool bad = ferror(f) || b.len >= (64u << 20);
+    fclose(f);
+    int rc =
+        bad ? tps_fail(err, TPS_EIO, "--chat-template-file %s: cannot read it (or over 64 MiB)",
+                       s->chat_template_file)
+            : chat_prompt_init(&s->prompt, b.p ? b.p : "", b.len, NULL, 0, CHAT_SRC_FILE,
+                               s->chat_template_file, err);
+    sbuf_free(&b);
+    return rc;
+}
 
+/* The chat template: a file or a built-in when asked; else the model's
+ * own (its tool_use variant beside it), compiled now so that one it cannot
+ * render is a startup error; ChatML only for a file with none. Then the
+ * texts of BOS and EOS it reads, and how its end-of-turn stops a chat (a
+ * token id, or a stop string). */
+static int choose_template(server *s, tps_err *err) {
+    gguf_str jt = {0}, tu = {0};
+    gguf_get_str(s->model->file, "tokenizer.chat_template", &jt);
+    gguf_get_str(s->model->file, "tokenizer.chat_template.tool_use", &tu);
+    int rc;
+    if (s->chat_template_file)
+        rc = template_from_file(s, err);
+    else if (s->chat_template_name)
+        rc = chat_prompt_builtin(&s->prompt, s->chat_template_name, CHAT_SRC_NAMED, err);
+    else if (jt.len)
+        rc = chat_prompt_init(&s->prompt, jt.ptr, (size_t)jt.len, tu.len ? tu.ptr : NULL,
+                              (size_t)tu.len, CHAT_SRC_GGUF, "tokenizer.chat_template", err);
+    else
+        rc = chat_prompt_builtin(&s->prompt, "chatml", CHAT_SRC_DEFAULT, err);
+    if (rc) return rc;
+    if (s->prompt.source == CHAT_SRC_DEFAULT)
+        fprintf(s->log, "tps serve: warning: the model has no chat template; chat uses ChatML "
+                        "(--chat-template NAME or --chat-template-file FILE to choose)\n");
+    size_t bl = 0, el = 0;
+    int32_t bos = tokenizer_bos(s->tok), eos = tokenizer_eos(s->tok);
+    const char *bt = bos >= 0 ? tokenizer_token_text(s->tok, bos, &bl) : NULL;
+    const char *et = eos >= 0 ? tokenizer_token_text(s->tok, eos, &el) : NULL;
+    s->prompt.bos = strndup(bt ? bt : "", bt ? bl : 0);
+    s->prompt.eos = strndup(et ? et : "", et ? el : 0);
+    if (!s->prompt.bos || !s->prompt.eos) return tps_fail(err, TPS_ENOMEM, "out of memory");
+    s->prompt.strip_bos = tokenizer_adds_bos(s->tok);
+    const char *eot = s->prompt.eot;
+    int32_t id = eot ? tokenizer_find(s->tok, eot, strlen(eot)) : TOKEN_NONE;
+    if (eot && id == TOKEN_NONE)
+        s->tmpl_eot_as_stop = true;
+    else if (eot && !tokenizer_is_eog(s->tok, id))
+        s->tmpl_eot_id = id;
     return 0;
 }
 
@@ -325,11 +357,14 @@ static void log_loaded(server *s) {
     const engine_params *in = engine_get_params(s->eng);
     engine_stats st;
     engine_get_stats(s->eng, &st);
+    char tmpl[256];
     fprintf(s->log,
-            "tps serve: model %s (ctx %u, vocab %u), chat template %s, max_seqs %u, "
-            "max_batch_tokens %u, kv %u blocks x %u tokens\n",
-            s->model_id, s->model->cfg.ctx_len, s->model->cfg.n_vocab, chat_tmpl_name(s->tmpl),
-            in->max_seqs, in->max_batch_tokens, st.kv_blocks_total, st.kv_block_tokens);
+            "tps serve: model %s (ctx %u, vocab %u), chat template: %s (tool calls: %s), "
+            "max_seqs %u, max_batch_tokens %u, kv %u blocks x %u tokens\n",
+            s->model_id, s->model->cfg.ctx_len, s->model->cfg.n_vocab,
+            chat_prompt_describe(&s->prompt, tmpl, sizeof tmpl),
+            s->prompt.tools_known ? tools_format_name(s->prompt.tools) : "not parsed", in->max_seqs,
+            in->max_batch_tokens, st.kv_blocks_total, st.kv_block_tokens);
     if (st.kv_local_blocks_total)
         fprintf(s->log,
                 "tps serve: sliding-window layers: a pool of %u blocks of their own, each "
@@ -442,6 +477,7 @@ void server_free(server *s) {
     if (s->ev_wake) event_free(s->ev_wake);
     if (s->ev_drain_deadline) event_free(s->ev_drain_deadline);
     if (s->base) event_base_free(s->base);
+    chat_prompt_free(&s->prompt);
     tokenizer_free(s->tok);
     llama_model_free(s->model);
     server_hists_free(&s->h);
@@ -450,6 +486,7 @@ void server_free(server *s) {
     free(s->host);
     free(s->api_key);
     free(s->chat_template_name);
+    free(s->chat_template_file);
     free(s->model_path);
     free(s->model_id);
     free_strs(s->cors_origins);

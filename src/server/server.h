@@ -28,20 +28,21 @@
 typedef struct server server;
 
 typedef struct server_config {
-    const char *model_path;        /* GGUF file (required by server_load) */
-    bool no_repack;                /* borrow every weight from the mmap (no repacked copy) */
-    const char *model_id;          /* id in responses and /v1/models; NULL: file basename */
-    const char *host;              /* bind address; default "127.0.0.1" */
-    int port;                      /* 0: an ephemeral port (server_port says which) */
-    const char *api_key;           /* NULL or "": no authentication (warned at startup) */
-    const char *chat_template;     /* template name; NULL: recognised from the model */
-    engine_params engine;          /* model and tok are filled by server_load */
-    size_t max_body_bytes;         /* request body limit (413); default 8 MiB */
-    size_t max_header_bytes;       /* request line + headers limit; default 16 KiB */
-    uint32_t max_connections;      /* open connections; beyond it 8 more for /health and /metrics
-                                      only, then accepts wait; default 1024 */
-    uint32_t max_conns_per_client; /* connections from one address (429 above); 0: half of
-                                      max_connections */
+    const char *model_path;         /* GGUF file (required by server_load) */
+    bool no_repack;                 /* borrow every weight from the mmap (no repacked copy) */
+    const char *model_id;           /* id in responses and /v1/models; NULL: file basename */
+    const char *host;               /* bind address; default "127.0.0.1" */
+    int port;                       /* 0: an ephemeral port (server_port says which) */
+    const char *api_key;            /* NULL or "": no authentication (warned at startup) */
+    const char *chat_template;      /* a built-in template by name; NULL: the model's own */
+    const char *chat_template_file; /* a Jinja template file; NULL: the model's own */
+    engine_params engine;           /* model and tok are filled by server_load */
+    size_t max_body_bytes;          /* request body limit (413); default 8 MiB */
+    size_t max_header_bytes;        /* request line + headers limit; default 16 KiB */
+    uint32_t max_connections;       /* open connections; beyond it 8 more for /health and /metrics
+                                       only, then accepts wait; default 1024 */
+    uint32_t max_conns_per_client;  /* connections from one address (429 above); 0: half of
+                                       max_connections */
     uint32_t timeout_s; /* a request must arrive whole within it; idle keep-alive too; default 60 */
     uint32_t header_timeout_s;       /* a request's header block must arrive within it of the
                                         connection's accept or of its first byte; default 10; 0: none */

@@ -1,7 +1,8 @@
 /* The HTTP routes: dispatch by path and method, the browser checks (Host,
  * Origin, CORS preflight), authentication, the synchronous endpoints
  * (/health, /v1/models, /metrics), and handing request bodies (/tokenize,
- * /detokenize, completions) to be prepared: inline when small, else on a
+ * /detokenize, /apply-template, completions) to be prepared: inline when
+ * small, else on a
  * worker (server_work.c).
  *
  * Not here: preparing bodies and admitting completions (server_prepare.c),
@@ -38,11 +39,14 @@ static void handle_models(server *s, struct evhttp_request *req) {
     sbuf_init(&b);
     sbuf_adds(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
     sbuf_json_str(&b, s->model_id, strlen(s->model_id));
+    char tmpl[256];
+    chat_prompt_describe(&s->prompt, tmpl, sizeof tmpl);
     sbuf_printf(&b,
                 ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"tps\","
-                "\"meta\":{\"n_ctx\":%u,\"n_vocab\":%u,\"chat_template\":\"%s\"}}]}",
-                (long long)time(NULL), s->model->cfg.ctx_len, s->model->cfg.n_vocab,
-                chat_tmpl_name(s->tmpl));
+                "\"meta\":{\"n_ctx\":%u,\"n_vocab\":%u,\"chat_template\":",
+                (long long)time(NULL), s->model->cfg.ctx_len, s->model->cfg.n_vocab);
+    sbuf_json_str(&b, tmpl, strlen(tmpl));
+    sbuf_adds(&b, "}}]}");
     server_reply_json(s, req, 200, &b);
     sbuf_free(&b);
 }
@@ -132,7 +136,7 @@ static bool authorized(server *s, struct evhttp_request *req) {
     return key_matches(h, strlen(h), s->api_key);
 }
 
-enum { R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE };
+enum { R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_APPLY };
 
 static const struct route {
     const char *path;
@@ -147,6 +151,7 @@ static const struct route {
     {"/metrics", EVHTTP_REQ_GET, R_METRICS, true},
     {"/tokenize", EVHTTP_REQ_POST, R_TOKENIZE, false},
     {"/detokenize", EVHTTP_REQ_POST, R_DETOKENIZE, false},
+    {"/apply-template", EVHTTP_REQ_POST, R_APPLY, false},
 };
 
 /* The Host header, port cut, names this server: the bound address,
@@ -282,6 +287,9 @@ void server_http_route(struct evhttp_request *req, void *arg) {
         break;
     case R_DETOKENIZE:
         handle_body(s, req, WORK_DETOKENIZE);
+        break;
+    case R_APPLY:
+        handle_body(s, req, WORK_APPLY_TEMPLATE);
         break;
     }
 }

@@ -20,6 +20,7 @@
 #include "model/tokenizer.h"
 #include <sys/socket.h>
 
+#include "server/chat_prompt.h"
 #include "server/chat_template.h"
 #include "server/http_frame.h"
 #include "server/openai.h"
@@ -58,7 +59,13 @@ typedef struct conn_slot {
 } conn_slot;
 
 /* What a body is prepared for. */
-typedef enum work_kind { WORK_COMPLETION, WORK_CHAT, WORK_TOKENIZE, WORK_DETOKENIZE } work_kind;
+typedef enum work_kind {
+    WORK_COMPLETION,
+    WORK_CHAT,
+    WORK_TOKENIZE,
+    WORK_DETOKENIZE,
+    WORK_APPLY_TEMPLATE, /* POST /apply-template: the rendered prompt, nothing run */
+} work_kind;
 
 /* One request body's preparation: parsed, rendered and tokenized by
  * server_work_prepare (on a worker, or inline for small bodies), then
@@ -141,7 +148,7 @@ typedef struct server_hists {
 struct server {
     /* server.c: configuration, the loop, the model, drain and stop */
     server_config cfg; /* strings below point into owned copies */
-    char *host, *api_key, *chat_template_name, *model_path, *model_id;
+    char *host, *api_key, *chat_template_name, *chat_template_file, *model_path, *model_id;
     char **cors_origins, **allowed_hosts; /* NULL-ended copies */
     bool loopback;                        /* bound to a loopback address: Host is checked */
     FILE *log;
@@ -161,8 +168,7 @@ struct server {
     llama_model *model;
     tokenizer *tok;
     engine *eng;
-    chat_tmpl tmpl;
-    bool tmpl_guessed;      /* no template in the file: ChatML by default */
+    chat_prompt prompt;     /* the chat template(s), compiled; read-only once ready */
     int32_t tmpl_eot_id;    /* the template's end-of-turn as one non-EOG token; -1: none */
     bool tmpl_eot_as_stop;  /* the end-of-turn is no single token: a stop string */
     machine_limits machine; /* this machine's limits (tps machine); zeros: unknown */

@@ -1,5 +1,5 @@
-/* Preparing request bodies: /tokenize, /detokenize and completions are
- * parsed, rendered and tokenized (server_work_prepare: any thread, no
+/* Preparing request bodies: /tokenize, /detokenize, /apply-template and
+ * completions are parsed, rendered and tokenized (server_work_prepare: any thread, no
  * evhttp, no engine; on a worker when large, server_work.c), then answered
  * or submitted to the engine on the HTTP thread (server_work_finish).
  *
@@ -123,89 +123,28 @@ done:
     json_decref(root);
 }
 
-/* The tool format of the served template; the generic one when the model
- * file has no template (nothing says it was trained on ChatML's tools). */
-static tool_format tool_fmt(const server *s) {
-    return s->tmpl_guessed ? TOOL_FMT_GENERIC : tools_format(s->tmpl);
+/* The chat request as the template's inputs: messages, the tools (none
+ * under tool_choice "none"), chat_template_kwargs, the generation prompt. */
+static chat_request chat_inputs(const oai_request *r) {
+    json_t *root = r->json;
+    return (chat_request){
+        .messages = json_object_get(root, "messages"),
+        .tools = r->tool_choice != TOOL_CHOICE_NONE ? json_object_get(root, "tools") : NULL,
+        .kwargs = r->template_kwargs,
+        .add_generation_prompt = r->add_generation_prompt,
+        .continue_final_message = r->continue_final_message,
+    };
 }
 
-/* Strings a rewritten conversation owns, freed together. */
-typedef struct owned_text {
-    char **p;
-    size_t n;
-} owned_text;
-
-static const char *keep(owned_text *o, sbuf *b) {
-    char **p = realloc(o->p, (o->n + 1) * sizeof *p);
-    if (!p || sbuf_failed(b)) return NULL;
-    o->p = p;
-    sbuf_adds(b, ""); /* a buffer even when empty */
-    o->p[o->n++] = b->p;
-    const char *t = b->p;
-    b->p = NULL;
-    sbuf_free(b);
-    return t ? t : "";
-}
-
-/* The conversation with tools written in as the template's tool format
- * expects (tools.h): the tool list in the system message (or, mistral,
- * before the last user turn), earlier calls in the assistant messages, tool
- * results as the format's turns. *out is a new array (freed by the caller)
- * whose strings o owns. */
-static int tool_messages(server *s, const oai_request *r, chat_msg **out, size_t *n_out,
-                         owned_text *o) {
-    tool_format f = tool_fmt(s);
-    bool list = r->tool_choice != TOOL_CHOICE_NONE && r->n_tools;
-    bool sys_list = list && f != TOOL_FMT_MISTRAL;
-    bool has_sys = r->n_msgs && !strcmp(r->msgs[0].role, "system");
-    chat_msg *m = calloc(r->n_msgs + 1, sizeof *m);
-    if (!m) return TPS_ENOMEM;
-    size_t n = 0, last_user = SIZE_MAX;
-    if (sys_list && !has_sys) m[n++] = (chat_msg){.role = "system", .content = ""};
-    for (size_t i = 0; i < r->n_msgs; i++) {
-        m[n] = r->msgs[i];
-        if (!strcmp(m[n].role, "user")) last_user = n;
-        sbuf b;
-        sbuf_init(&b);
-        const json_t *calls = r->msg_tool_calls[i];
-        if (calls && json_array_size(calls)) {
-            sbuf_add(&b, m[n].content, m[n].content_len);
-            if (m[n].content_len) sbuf_adds(&b, "\n");
-            for (size_t k = 0; k < json_array_size(calls); k++) {
-                json_t *fn = json_object_get(json_array_get(calls, k), "function");
-                tools_render_call(f, json_string_value(json_object_get(fn, "name")),
-                                  json_string_value(json_object_get(fn, "arguments")), k == 0,
-                                  k + 1 == json_array_size(calls), &b);
-            }
-        } else if (!strcmp(m[n].role, "tool")) {
-            m[n].role = f == TOOL_FMT_LLAMA3 ? "ipython" : "user";
-            tools_render_result(f, m[n].content, m[n].content_len, &b);
-        } else {
-            n++;
-            continue;
-        }
-        if (!(m[n].content = keep(o, &b))) return free(m), TPS_ENOMEM;
-        m[n].content_len = strlen(m[n].content);
-        n++;
-    }
-    if (list) {
-        size_t at = sys_list ? 0 : last_user;
-        if (at != SIZE_MAX) {
-            sbuf b;
-            sbuf_init(&b);
-            if (!sys_list) tools_render_list(f, r->tools, r->n_tools, &b);
-            sbuf_add(&b, m[at].content, m[at].content_len);
-            if (sys_list) {
-                if (m[at].content_len) sbuf_adds(&b, "\n\n");
-                tools_render_list(f, r->tools, r->n_tools, &b);
-            }
-            if (!(m[at].content = keep(o, &b))) return free(m), TPS_ENOMEM;
-            m[at].content_len = strlen(m[at].content);
-        }
-    }
-    *out = m;
-    *n_out = n;
-    return 0;
+/* The rendered chat prompt into text; 0 or the error to answer with. */
+static int render_chat(server *s, const oai_request *r, sbuf *text, oai_error *e) {
+    chat_request rq = chat_inputs(r);
+    chat_error ce;
+    int rc = chat_prompt_render(&s->prompt, &rq, text, &ce);
+    if (rc)
+        oai_error_set(e, ce.status, ce.status >= 500 ? "server_error" : "invalid_request_error",
+                      ce.param, ce.status >= 500 ? NULL : "invalid_value", "%s", ce.msg);
+    return rc;
 }
 
 /* The prompt's token ids (malloc'ed) for a parsed request. */
@@ -226,31 +165,8 @@ static int build_prompt(server *s, const oai_request *r, int32_t **ids, size_t *
     }
     sbuf text;
     sbuf_init(&text);
-    const chat_msg *msgs = r->msgs;
-    size_t n_msgs = r->n_msgs;
-    chat_msg *rewritten = NULL;
-    owned_text own = {0};
-    bool tool_turns = r->tool_choice != TOOL_CHOICE_NONE;
-    for (size_t i = 0; i < r->n_msgs && !tool_turns; i++)
-        tool_turns = r->msg_tool_calls[i] || !strcmp(r->msgs[i].role, "tool");
-    int rc = 0;
-    if (tool_turns && tool_messages(s, r, &rewritten, &n_msgs, &own)) {
-        for (size_t i = 0; i < own.n; i++)
-            free(own.p[i]);
-        free(own.p);
-        return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    }
-    if (rewritten) msgs = rewritten;
-    rc = chat_tmpl_render(s->tmpl, msgs, n_msgs, true, &text, &err);
-    free(rewritten);
-    for (size_t i = 0; i < own.n; i++)
-        free(own.p[i]);
-    free(own.p);
-    if (rc)
-        oai_error_set(e, rc == TPS_ENOMEM ? 500 : 400,
-                      rc == TPS_ENOMEM ? "server_error" : "invalid_request_error", "messages",
-                      "invalid_value", "%s", err.msg);
-    else if (tokenizer_encode_alloc(s->tok, text.p ? text.p : "", text.len, flags, ids, n, &err))
+    int rc = render_chat(s, r, &text, e);
+    if (!rc && tokenizer_encode_alloc(s->tok, text.p ? text.p : "", text.len, flags, ids, n, &err))
         rc = oai_error_set(e, 500, "server_error", "messages", NULL, "%s", err.msg);
     sbuf_free(&text);
     return rc;
@@ -270,8 +186,8 @@ static int prepare_tools(server *s, oai_request *r, oai_error *e) {
     sbuf g;
     sbuf_init(&g);
     tps_err terr = {{0}};
-    int rc = tools_grammar(tool_fmt(s), r->tools, r->n_tools, r->tool_name, r->parallel_tool_calls,
-                           &g, &terr);
+    int rc = tools_grammar(s->prompt.tools, r->tools, r->n_tools, r->tool_name,
+                           r->parallel_tool_calls, &g, &terr);
     if (rc) {
         sbuf_free(&g);
         return oai_error_set(e, rc == TPS_ENOMEM ? 500 : 400,
@@ -308,6 +224,28 @@ static void prepare_completion(work_job *j, const char *body, size_t len) {
     if (kind == OAI_CHAT && prepare_tools(s, &j->r, &j->e)) j->failed = true;
 }
 
+/* POST /apply-template {messages, tools?, chat_template_kwargs?,
+ * add_generation_prompt?, continue_final_message?} -> {"prompt": text}
+ * (llama-server's): the chat request's prompt, rendered as a chat
+ * completion would render it, nothing run. */
+static void prepare_apply(work_job *j, const char *body, size_t len) {
+    if (oai_parse(&j->r, OAI_CHAT, body, len, &j->e)) {
+        j->failed = true;
+        return;
+    }
+    j->parsed = true;
+    sbuf text;
+    sbuf_init(&text);
+    if (render_chat(j->s, &j->r, &text, &j->e)) {
+        j->failed = true;
+    } else {
+        sbuf_adds(&j->reply, "{\"prompt\":");
+        sbuf_json_str(&j->reply, text.p ? text.p : "", text.len);
+        sbuf_adds(&j->reply, "}");
+    }
+    sbuf_free(&text);
+}
+
 void server_work_prepare(work_job *j) {
     const char *body = (const char *)evbuffer_pullup(j->body, -1);
     size_t len = evbuffer_get_length(j->body);
@@ -322,6 +260,9 @@ void server_work_prepare(work_job *j) {
         break;
     case WORK_DETOKENIZE:
         prepare_detokenize(j, body, len);
+        break;
+    case WORK_APPLY_TEMPLATE:
+        prepare_apply(j, body, len);
         break;
     }
     /* the body is no longer needed: free it here, off the HTTP thread */
@@ -417,7 +358,7 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
     size_t n_stop = r->n_stop;
     memcpy(stops, r->stop, r->n_stop * sizeof *stops);
     int32_t stop_id = s->tmpl_eot_id;
-    if (kind == OAI_CHAT && s->tmpl_eot_as_stop) stops[n_stop++] = chat_tmpl_eot(s->tmpl);
+    if (kind == OAI_CHAT && s->tmpl_eot_as_stop) stops[n_stop++] = s->prompt.eot;
 
     for (size_t i = 0; i < r->n_logit_bias; i++)
         if ((uint32_t)r->logit_bias[i].id >= s->model->cfg.n_vocab)
@@ -429,7 +370,7 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
     c->stream = r->stream;
     c->logprobs = r->logprobs;
     c->tools = kind == OAI_CHAT && r->tool_choice != TOOL_CHOICE_NONE;
-    c->tfmt = tool_fmt(s);
+    c->tfmt = s->prompt.tools;
     c->include_usage = r->stream && r->include_usage;
     c->n_prompt = (uint32_t)j->n_ids;
     engine_request er = {
@@ -485,7 +426,8 @@ void server_work_finish(work_job *j) {
         server_reply_error(s, req, &j->e);
     } else if (s->draining) {
         server_reply_unavailable(s, req);
-    } else if (j->kind == WORK_TOKENIZE || j->kind == WORK_DETOKENIZE) {
+    } else if (j->kind == WORK_TOKENIZE || j->kind == WORK_DETOKENIZE ||
+               j->kind == WORK_APPLY_TEMPLATE) {
         server_reply_json(s, req, 200, &j->reply);
     } else if (submit_completion(s, req, j, &e)) {
         server_reply_error(s, req, &e);

@@ -1,7 +1,7 @@
 /* Tool calling formats (tools.h): rendering tools, calls and results into
- * the prompt, the constraining grammar (through json_schema.h: every tool's
- * call is one object schema, the choice among tools an anyOf), and the
- * parser of the model's calls. */
+ * the prompt of a template that does not write them, the constraining
+ * grammar (through json_schema.h: every tool's call is one object schema,
+ * the choice among tools an anyOf), and the parser of the model's calls. */
 #include "server/tools.h"
 
 #include <stdlib.h>
@@ -9,22 +9,15 @@
 
 #include "server/json_schema.h"
 
-tool_format tools_format(chat_tmpl t) {
-    switch (t) {
-    case CHAT_TMPL_LLAMA3:
-        return TOOL_FMT_LLAMA3;
-    case CHAT_TMPL_MISTRAL:
-        return TOOL_FMT_MISTRAL;
-    case CHAT_TMPL_CHATML:
-        return TOOL_FMT_HERMES;
-    default:
-        return TOOL_FMT_GENERIC;
-    }
-}
+#define DS_CALLS_BEGIN "<｜tool▁calls▁begin｜>"
+#define DS_CALLS_END   "<｜tool▁calls▁end｜>"
+#define DS_CALL_BEGIN  "<｜tool▁call▁begin｜>"
+#define DS_CALL_END    "<｜tool▁call▁end｜>"
+#define DS_SEP         "<｜tool▁sep｜>"
 
 const char *tools_format_name(tool_format f) {
-    static const char *const names[] = {"hermes", "llama3", "mistral", "generic"};
-    return (unsigned)f < 4 ? names[f] : "hermes";
+    static const char *const names[] = {"hermes", "llama3", "mistral", "generic", "deepseek"};
+    return (unsigned)f < 5 ? names[f] : "hermes";
 }
 
 static const char *args_key(tool_format f) {
@@ -63,6 +56,15 @@ void tools_render_list(tool_format f, const oai_tool *tools, size_t n, sbuf *out
             tool_json(&tools[i], false, out);
         }
         sbuf_adds(out, "][/AVAILABLE_TOOLS]");
+        break;
+    case TOOL_FMT_DEEPSEEK:
+        sbuf_adds(out, "You can call these functions:\n");
+        for (size_t i = 0; i < n; i++) {
+            tool_json(&tools[i], true, out);
+            sbuf_adds(out, "\n");
+        }
+        sbuf_adds(out, "To call one, answer with " DS_CALLS_BEGIN DS_CALL_BEGIN "function" DS_SEP
+                       "NAME\n```json\n{arguments}\n```" DS_CALL_END DS_CALLS_END);
         break;
     case TOOL_FMT_GENERIC:
         sbuf_adds(out, "Tools: [");
@@ -105,6 +107,16 @@ static void add_args(const char *arguments, sbuf *out) {
 
 void tools_render_call(tool_format f, const char *name, const char *arguments, bool first,
                        bool last, sbuf *out) {
+    if (f == TOOL_FMT_DEEPSEEK) {
+        sbuf_adds(out, first ? DS_CALLS_BEGIN DS_CALL_BEGIN "function" DS_SEP
+                             : "\n" DS_CALL_BEGIN "function" DS_SEP);
+        sbuf_adds(out, name);
+        sbuf_adds(out, "\n```json\n");
+        add_args(arguments, out);
+        sbuf_adds(out, "\n```" DS_CALL_END);
+        if (last) sbuf_adds(out, DS_CALLS_END);
+        return;
+    }
     bool tags = f == TOOL_FMT_HERMES || f == TOOL_FMT_GENERIC;
     if (tags) sbuf_adds(out, first ? "<tool_call>\n" : "\n<tool_call>\n");
     if (f == TOOL_FMT_MISTRAL) sbuf_adds(out, first ? "[TOOL_CALLS] [" : ", ");
@@ -155,6 +167,10 @@ static json_t *call_schema(tool_format f, const oai_tool *t) {
 
 int tools_grammar(tool_format f, const oai_tool *tools, size_t n, const char *only, bool parallel,
                   sbuf *gbnf, tps_err *err) {
+    if (f == TOOL_FMT_DEEPSEEK)
+        return tps_fail(err, TPS_EUNSUP,
+                        "tool_choice \"required\" or a named function is not supported with "
+                        "DeepSeek's tool-call format yet: use \"auto\"");
     json_t *any = json_array();
     for (size_t i = 0; i < n; i++)
         if (!only || !strcmp(tools[i].name, only))
@@ -279,13 +295,60 @@ static size_t parse_mistral(const char *text, size_t n, tool_call *calls, size_t
     return k;
 }
 
+/* One DeepSeek call after <｜tool▁call▁begin｜> (body[0..n)): R1's
+ * "function<｜tool▁sep｜>NAME\n```json\nARGS\n```" or V3.1's
+ * "NAME<｜tool▁sep｜>ARGS". */
+static bool deepseek_call(const char *body, size_t n, tool_call *c) {
+    const char *sep = find(body, n, DS_SEP);
+    if (!sep) return false;
+    const char *name = body, *rest = sep + strlen(DS_SEP);
+    size_t name_len = (size_t)(sep - body), left = n - (size_t)(rest - body);
+    if (name_len == strlen("function") && !memcmp(body, "function", name_len)) {
+        const char *nl = memchr(rest, '\n', left);
+        if (!nl) return false;
+        name = rest;
+        name_len = (size_t)(nl - rest);
+        rest = nl + 1;
+        left = n - (size_t)(rest - body);
+        if (left >= 7 && !memcmp(rest, "```json", 7)) rest += 7, left -= 7;
+    }
+    while (left && (rest[left - 1] == '`' || rest[left - 1] == '\n' || rest[left - 1] == ' '))
+        left--;
+    json_t *args = json_loadb(rest, left, 0, NULL);
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_stringn(name, name_len));
+    if (args) json_object_set_new(o, "arguments", args);
+    bool ok = args && call_from_json(o, c);
+    json_decref(o);
+    return ok;
+}
+
+static size_t parse_deepseek(const char *text, size_t n, tool_call *calls, size_t cap,
+                             size_t *content_len) {
+    const char *p = find(text, n, DS_CALLS_BEGIN);
+    if (!p) return 0;
+    *content_len = (size_t)(p - text);
+    size_t k = 0;
+    for (p = find(p, n - (size_t)(p - text), DS_CALL_BEGIN); p && k < cap;) {
+        const char *body = p + strlen(DS_CALL_BEGIN);
+        size_t left = n - (size_t)(body - text);
+        const char *end = find(body, left, DS_CALL_END);
+        if (!end || !deepseek_call(body, (size_t)(end - body), &calls[k])) break;
+        k++;
+        const char *next = end + strlen(DS_CALL_END);
+        p = find(next, n - (size_t)(next - text), DS_CALL_BEGIN);
+    }
+    return k;
+}
+
 size_t tools_parse(tool_format f, const char *text, size_t n, tool_call *calls, size_t cap,
                    size_t *content_len) {
     *content_len = n;
     if (!text) return 0;
-    size_t k = f == TOOL_FMT_LLAMA3    ? parse_llama3(text, n, calls, cap, content_len)
-               : f == TOOL_FMT_MISTRAL ? parse_mistral(text, n, calls, cap, content_len)
-                                       : parse_hermes(text, n, calls, cap, content_len);
+    size_t k = f == TOOL_FMT_LLAMA3     ? parse_llama3(text, n, calls, cap, content_len)
+               : f == TOOL_FMT_MISTRAL  ? parse_mistral(text, n, calls, cap, content_len)
+               : f == TOOL_FMT_DEEPSEEK ? parse_deepseek(text, n, calls, cap, content_len)
+                                        : parse_hermes(text, n, calls, cap, content_len);
     if (!k) *content_len = n; /* no call: all of it is content */
     return k;
 }
@@ -300,7 +363,9 @@ size_t tools_stream_safe(tool_format f, const char *text, size_t n, bool *hold) 
         *hold = text[i] == '{';
         return *hold ? 0 : n;
     }
-    const char *marker = f == TOOL_FMT_MISTRAL ? "[TOOL_CALLS]" : "<tool_call>";
+    const char *marker = f == TOOL_FMT_MISTRAL    ? "[TOOL_CALLS]"
+                         : f == TOOL_FMT_DEEPSEEK ? DS_CALLS_BEGIN
+                                                  : "<tool_call>";
     size_t ml = strlen(marker);
     const char *p = find(text, n, marker);
     if (p) {

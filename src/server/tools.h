@@ -1,11 +1,13 @@
-/* Tool (function) calling for the chat endpoint: how the request's tools
- * and the conversation's earlier calls and results are written into the
- * prompt for the model's chat template, the grammar that holds the output
- * to a valid call when tool_choice is "required" or names a function, and
- * the parser that turns the model's call text back into OpenAI's
- * tool_calls.
+/* Tool (function) calling for the chat endpoint: the grammar that holds
+ * the output to a valid call when tool_choice is "required" or names a
+ * function, the parser that turns the model's call text back into OpenAI's
+ * tool_calls, and, for a chat template that does not write the tools
+ * itself (it never reads `tools`: the built-ins, Gemma, the DeepSeek
+ * distills), the text that introduces them and earlier calls and results
+ * in the format's own syntax. A template that reads `tools` writes them
+ * (chat_prompt.h); the format is the one its text implies.
  *
- * Formats, by chat template (chat_template.h):
+ * Formats:
  *   hermes  - ChatML (Qwen 2.5/3, Hermes): the tools as JSON lines inside
  *             <tools></tools> in the system message (Qwen's own wording); a
  *             call is <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>;
@@ -19,6 +21,10 @@
  *   mistral - [AVAILABLE_TOOLS] [...] [/AVAILABLE_TOOLS] before the last user
  *             turn; calls are [TOOL_CALLS] [{"name": N, "arguments": {...}}];
  *             a result is [TOOL_RESULTS] {"content": ...} [/TOOL_RESULTS].
+ *   deepseek - DeepSeek R1 / V3: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>
+ *             function<｜tool▁sep｜>N\n```json\n{...}\n```<｜tool▁call▁end｜>
+ *             ...<｜tool▁calls▁end｜> (V3.1's N<｜tool▁sep｜>{...} parses too);
+ *             no grammar: tool_choice "required" or named is refused.
  *
  * Not here: HTTP, SSE, tokenizing. Pure functions over jansson values. */
 #ifndef TPS_SERVER_TOOLS_H
@@ -28,7 +34,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "server/chat_template.h"
 #include "base/sbuf.h"
 #include "base/error.h"
 
@@ -40,6 +45,7 @@ typedef enum tool_format {
     TOOL_FMT_LLAMA3,
     TOOL_FMT_MISTRAL,
     TOOL_FMT_GENERIC,
+    TOOL_FMT_DEEPSEEK,
 } tool_format;
 
 typedef enum tool_choice {
@@ -62,7 +68,6 @@ typedef struct tool_call {
     char *arguments; /* a JSON object as compact text */
 } tool_call;
 
-tool_format tools_format(chat_tmpl t);
 const char *tools_format_name(tool_format f);
 
 /* The text that introduces the tools to the model (for the system message,

@@ -1,0 +1,351 @@
+/* Values as Python sees them: construction in the run's arena, truth,
+ * equality and ordering (==, <), len(), what a for loop iterates, and the
+ * errors an undefined value raises when used. Not here: printing
+ * (jinja_print.c), operators (jinja_eval.c). */
+#include "jinja/jinja_internal.h"
+
+#include <string.h>
+
+jinja_val jv_str(jctx *c, const char *s, size_t n) {
+    if (n >= UINT32_MAX) jx_fail(c, JINJA_LIMIT, "a string of %zu bytes is too long", n);
+    char *p = jx_alloc(c, n + 1);
+    if (n) memcpy(p, s, n);
+    p[n] = 0;
+    return (jinja_val){.type = JINJA_STR, .n = (uint32_t)n, .u.s = p};
+}
+
+jinja_val jv_lit(const char *s) {
+    return (jinja_val){.type = JINJA_STR, .n = (uint32_t)strlen(s), .u.s = s};
+}
+
+jinja_val jv_list(jctx *c, uint32_t cap, int sub) {
+    struct jinja_list *l = jx_alloc(c, sizeof *l);
+    l->n = 0;
+    l->cap = cap;
+    l->consumed = false;
+    l->v = cap ? jx_alloc(c, (size_t)cap * sizeof *l->v) : NULL;
+    return (jinja_val){.type = JINJA_LIST, .sub = (uint8_t)sub, .u.l = l};
+}
+
+void jv_push(jctx *c, jinja_val list, jinja_val v) {
+    struct jinja_list *l = list.u.l;
+    if (l->n == l->cap) {
+        uint32_t cap = l->cap ? l->cap * 2 : 4;
+        jinja_val *p = jx_alloc(c, (size_t)cap * sizeof *p);
+        if (l->n) memcpy(p, l->v, l->n * sizeof *p);
+        l->v = p;
+        l->cap = cap;
+    }
+    l->v[l->n++] = v;
+}
+
+jinja_val jv_map(jctx *c, uint32_t cap, int sub) {
+    struct jinja_map *m = jx_alloc(c, sizeof *m);
+    m->n = 0;
+    m->cap = cap;
+    m->k = cap ? jx_alloc(c, (size_t)cap * sizeof *m->k) : NULL;
+    m->v = cap ? jx_alloc(c, (size_t)cap * sizeof *m->v) : NULL;
+    return (jinja_val){.type = JINJA_MAP, .sub = (uint8_t)sub, .u.m = m};
+}
+
+static int64_t map_find(const struct jinja_map *m, jinja_val key) {
+    if (key.type == JINJA_STR) {
+        for (uint32_t i = 0; i < m->n; i++)
+            if (m->k[i].type == JINJA_STR && m->k[i].n == key.n &&
+                !memcmp(m->k[i].u.s, key.u.s, key.n))
+                return i;
+        return -1;
+    }
+    for (uint32_t i = 0; i < m->n; i++)
+        if (jv_eq(m->k[i], key)) return i;
+    return -1;
+}
+
+void jv_map_put(jctx *c, jinja_val map, jinja_val key, jinja_val v) {
+    struct jinja_map *m = map.u.m;
+    int64_t at = map_find(m, key);
+    if (at >= 0) {
+        m->v[at] = v;
+        return;
+    }
+    if (m->n == m->cap) {
+        uint32_t cap = m->cap ? m->cap * 2 : 4;
+        jinja_val *k = jx_alloc(c, (size_t)cap * sizeof *k),
+                  *vv = jx_alloc(c, (size_t)cap * sizeof *vv);
+        if (m->n) {
+            memcpy(k, m->k, m->n * sizeof *k);
+            memcpy(vv, m->v, m->n * sizeof *vv);
+        }
+        m->k = k;
+        m->v = vv;
+        m->cap = cap;
+    }
+    m->k[m->n] = key;
+    m->v[m->n++] = v;
+}
+
+bool jv_map_get(const struct jinja_map *m, jinja_val key, jinja_val *out) {
+    int64_t at = map_find(m, key);
+    if (at < 0) return false;
+    *out = m->v[at];
+    return true;
+}
+
+jinja_val jv_undef(int sub, const char *s, size_t n, int aux) {
+    return (jinja_val){.type = JINJA_UNDEFINED,
+                       .sub = (uint8_t)sub,
+                       .aux = (uint16_t)aux,
+                       .n = (uint32_t)n,
+                       .u.s = s};
+}
+
+bool jv_truthy(jinja_val v) {
+    switch (v.type) {
+    case JINJA_UNDEFINED:
+    case JINJA_NONE:
+        return false;
+    case JINJA_BOOL:
+        return v.u.b;
+    case JINJA_INT:
+        return v.u.i != 0;
+    case JINJA_FLOAT:
+        return v.u.f != 0.0;
+    case JINJA_STR:
+        return v.n > 0;
+    case JINJA_LIST:
+        return v.sub == JLIST_GEN || v.u.l->n > 0;
+    case JINJA_MAP:
+        return v.sub == JMAP_NAMESPACE || v.u.m->n > 0;
+    default:
+        return true;
+    }
+}
+
+bool jv_is_num(jinja_val v) {
+    return v.type == JINJA_BOOL || v.type == JINJA_INT || v.type == JINJA_FLOAT;
+}
+
+double jv_num(jinja_val v) {
+    return v.type == JINJA_FLOAT ? v.u.f : v.type == JINJA_INT ? (double)v.u.i : (double)v.u.b;
+}
+
+static int64_t as_int(jinja_val v) {
+    return v.type == JINJA_INT ? v.u.i : (int64_t)v.u.b;
+}
+
+bool jv_str_eq(jinja_val v, const char *s) {
+    size_t n = strlen(s);
+    return v.type == JINJA_STR && v.n == n && !memcmp(v.u.s, s, n);
+}
+
+static bool is_tuple(jinja_val v) {
+    return v.sub == JLIST_TUPLE;
+}
+
+bool jv_eq(jinja_val a, jinja_val b) {
+    if (jv_is_num(a) && jv_is_num(b)) {
+        if (a.type != JINJA_FLOAT && b.type != JINJA_FLOAT) return as_int(a) == as_int(b);
+        return jv_num(a) == jv_num(b);
+    }
+    if (a.type != b.type) return false;
+    switch (a.type) {
+    case JINJA_UNDEFINED:
+    case JINJA_NONE:
+        return true;
+    case JINJA_STR:
+        return a.n == b.n && !memcmp(a.u.s, b.u.s, a.n);
+    case JINJA_LIST:
+        if (a.sub == JLIST_GEN || b.sub == JLIST_GEN) return a.u.l == b.u.l;
+        if (is_tuple(a) != is_tuple(b) || a.u.l->n != b.u.l->n) return false;
+        for (uint32_t i = 0; i < a.u.l->n; i++)
+            if (!jv_eq(a.u.l->v[i], b.u.l->v[i])) return false;
+        return true;
+    case JINJA_MAP: {
+        if (a.sub != b.sub) return false;
+        if (a.sub == JMAP_NAMESPACE) return a.u.m == b.u.m;
+        if (a.u.m->n != b.u.m->n) return false;
+        for (uint32_t i = 0; i < a.u.m->n; i++) {
+            jinja_val w;
+            if (!jv_map_get(b.u.m, a.u.m->k[i], &w) || !jv_eq(a.u.m->v[i], w)) return false;
+        }
+        return true;
+    }
+    default:
+        return a.u.p == b.u.p && a.aux == b.aux && a.sub == b.sub;
+    }
+}
+
+const char *jv_type_name(jinja_val v) {
+    switch (v.type) {
+    case JINJA_UNDEFINED:
+        return "Undefined";
+    case JINJA_NONE:
+        return "NoneType";
+    case JINJA_BOOL:
+        return "bool";
+    case JINJA_INT:
+        return "int";
+    case JINJA_FLOAT:
+        return "float";
+    case JINJA_STR:
+        return "str";
+    case JINJA_LIST: {
+        static const char *const names[] = {"list",      "tuple",       "dict_items",
+                                            "dict_keys", "dict_values", "generator"};
+        return names[v.sub < 6 ? v.sub : 0];
+    }
+    case JINJA_MAP:
+        return v.sub == JMAP_NAMESPACE ? "Namespace" : "dict";
+    case JINJA_LOOP:
+        return "LoopContext";
+    default:
+        return v.sub == JFN_MACRO ? "Macro" : "builtin_function_or_method";
+    }
+}
+
+_Noreturn void jv_undef_fail(jctx *c, jinja_val u) {
+    jinja_val owner = {.type = (uint8_t)(u.aux & 0xFF), .sub = (uint8_t)(u.aux >> 8)};
+    const char *tn = owner.type == JINJA_NONE ? "None" : jv_type_name(owner);
+    switch (u.sub) {
+    case JUNDEF_NAME:
+        jx_fail(c, JINJA_ERROR, "'%.*s' is undefined", (int)u.n, u.u.s);
+    case JUNDEF_ATTR:
+        jx_fail(c, JINJA_ERROR, "'%s%s' has no attribute '%.*s'", tn,
+                owner.type == JINJA_NONE ? "" : " object", (int)u.n, u.u.s);
+    case JUNDEF_ITEM:
+        jx_fail(c, JINJA_ERROR, "'%s%s' has no element %.*s", tn,
+                owner.type == JINJA_NONE ? "" : " object", (int)u.n, u.u.s);
+    case JUNDEF_UNSAFE:
+        jx_fail(c, JINJA_ERROR, "access to attribute '%.*s' of '%s' object is unsafe.", (int)u.n,
+                u.u.s, tn);
+    default:
+        jx_fail(c, JINJA_ERROR, "an undefined value was used");
+    }
+}
+
+static int cmp_list(jctx *c, jinja_val a, jinja_val b) {
+    uint32_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
+    for (uint32_t i = 0; i < n; i++)
+        if (!jv_eq(a.u.l->v[i], b.u.l->v[i])) return jv_cmp(c, a.u.l->v[i], b.u.l->v[i]);
+    return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
+}
+
+int jv_cmp(jctx *c, jinja_val a, jinja_val b) {
+    if (a.type == JINJA_UNDEFINED) jv_undef_fail(c, a);
+    if (b.type == JINJA_UNDEFINED) jv_undef_fail(c, b);
+    if (jv_is_num(a) && jv_is_num(b)) {
+        if (a.type != JINJA_FLOAT && b.type != JINJA_FLOAT)
+            return as_int(a) < as_int(b) ? -1 : as_int(a) > as_int(b);
+        double x = jv_num(a), y = jv_num(b);
+        return x < y ? -1 : x > y;
+    }
+    if (a.type == JINJA_STR && b.type == JINJA_STR) {
+        int r = memcmp(a.u.s, b.u.s, a.n < b.n ? a.n : b.n);
+        return r ? r : a.n < b.n ? -1 : a.n > b.n;
+    }
+    if (a.type == JINJA_LIST && b.type == JINJA_LIST && is_tuple(a) == is_tuple(b) &&
+        a.sub != JLIST_GEN && b.sub != JLIST_GEN)
+        return cmp_list(c, a, b);
+    jx_fail(c, JINJA_ERROR, "'<' not supported between instances of '%s' and '%s'", jv_type_name(a),
+            jv_type_name(b));
+}
+
+/* The code points of a string as one-character strings. */
+static jinja_val chars(jctx *c, jinja_val s) {
+    jinja_val out = jv_list(c, s.n, JLIST_LIST);
+    for (size_t i = 0; i < s.n;) {
+        size_t at = i;
+        utf8_next(s.u.s, s.n, &i);
+        out.u.l->v[out.u.l->n++] =
+            (jinja_val){.type = JINJA_STR, .n = (uint32_t)(i - at), .u.s = s.u.s + at};
+    }
+    return out;
+}
+
+jinja_val jv_iter(jctx *c, jinja_val v) {
+    switch (v.type) {
+    case JINJA_LIST:
+        if (v.sub == JLIST_GEN) { /* once: a second pass finds it empty */
+            jinja_val once = jv_list(c, 0, JLIST_LIST);
+            if (!v.u.l->consumed) *once.u.l = *v.u.l;
+            once.u.l->consumed = false;
+            v.u.l->consumed = true;
+            return once;
+        }
+        return v;
+    case JINJA_UNDEFINED:
+        return jv_list(c, 0, JLIST_LIST);
+    case JINJA_STR:
+        return chars(c, v);
+    case JINJA_MAP: {
+        if (v.sub == JMAP_NAMESPACE) break;
+        jinja_val keys = jv_list(c, v.u.m->n, JLIST_LIST);
+        if (v.u.m->n) memcpy(keys.u.l->v, v.u.m->k, v.u.m->n * sizeof *v.u.m->k);
+        keys.u.l->n = v.u.m->n;
+        return keys;
+    }
+    default:
+        break;
+    }
+    jx_fail(c, JINJA_ERROR, "'%s' object is not iterable", jv_type_name(v));
+}
+
+int64_t jv_len(jctx *c, jinja_val v) {
+    switch (v.type) {
+    case JINJA_STR:
+        return (int64_t)utf8_count(v.u.s, v.n);
+    case JINJA_LIST:
+        if (v.sub == JLIST_GEN) break;
+        return v.u.l->n;
+    case JINJA_MAP:
+        if (v.sub == JMAP_NAMESPACE) break;
+        return v.u.m->n;
+    case JINJA_UNDEFINED:
+        return 0;
+    case JINJA_LOOP:
+        return ((const jloop *)v.u.p)->n;
+    default:
+        break;
+    }
+    jx_fail(c, JINJA_ERROR, "object of type '%s' has no len()", jv_type_name(v));
+}
+
+/* ---------------------------------------------------------------------------
+ * Arguments of builtins
+ * ------------------------------------------------------------------------- */
+
+bool jx_given(jinja_val v) {
+    return !(v.type == JINJA_UNDEFINED && v.sub == JUNDEF_MISSING);
+}
+
+void jx_args(jctx *c, const jargs *a, const char *fn, const char *const *names, jinja_val *out) {
+    size_t n = 0;
+    while (names[n])
+        n++;
+    for (size_t i = 0; i < n; i++)
+        out[i] = jv_undef(JUNDEF_MISSING, "", 0, 0);
+    if (a->n > n)
+        jx_fail(c, JINJA_ERROR, "%s() takes at most %zu argument(s) (%u given)", fn, n, a->n);
+    for (uint32_t i = 0; i < a->n; i++)
+        out[i] = a->v[i];
+    for (uint32_t k = 0; k < a->nkw; k++) {
+        size_t i = 0;
+        while (i < n && !jv_str_eq(a->kwn[k], names[i]))
+            i++;
+        if (i == n)
+            jx_fail(c, JINJA_ERROR, "%s() got an unexpected keyword argument '%.*s'", fn,
+                    (int)a->kwn[k].n, a->kwn[k].u.s);
+        if (jx_given(out[i]))
+            jx_fail(c, JINJA_ERROR, "%s() got multiple values for argument '%s'", fn, names[i]);
+        out[i] = a->kwv[k];
+    }
+}
+
+int64_t jx_int_arg(jctx *c, jinja_val v, int64_t dflt, const char *what) {
+    if (!jx_given(v)) return dflt;
+    if (v.type == JINJA_INT) return v.u.i;
+    if (v.type == JINJA_BOOL) return v.u.b;
+    if (v.type == JINJA_UNDEFINED) jv_undef_fail(c, v);
+    jx_fail(c, JINJA_ERROR, "%s: '%s' object cannot be interpreted as an integer", what,
+            jv_type_name(v));
+}

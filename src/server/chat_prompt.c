@@ -1,0 +1,412 @@
+/* The chat prompt (chat_prompt.h): OpenAI messages and tools as template
+ * values, the served templates, and rendering them with continue_final_
+ * message and the BOS rule. Tools for a template that does not write them
+ * are written into the messages here, before the conversion
+ * (chat_tools.c). */
+#include "server/chat_prompt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/chat_template.h"
+#include "server/chat_tools.h"
+
+/* ---------------------------------------------------------------------------
+ * JSON as template values
+ * ------------------------------------------------------------------------- */
+
+jinja_val chat_json_value(jinja_run *r, const json_t *j) {
+    switch (json_typeof(j)) {
+    case JSON_NULL:
+        return jinja_none();
+    case JSON_TRUE:
+        return jinja_bool(true);
+    case JSON_FALSE:
+        return jinja_bool(false);
+    case JSON_INTEGER:
+        return jinja_int(json_integer_value(j));
+    case JSON_REAL:
+        return jinja_float(json_real_value(j));
+    case JSON_STRING: /* copied: parsed arguments are freed before the render */
+        return jinja_str(r, json_string_value(j), json_string_length(j));
+    case JSON_ARRAY: {
+        jinja_val l = jinja_list_new(r);
+        size_t i;
+        json_t *v;
+        json_array_foreach(j, i, v) {
+            jinja_list_push(r, l, chat_json_value(r, v));
+        }
+        return l;
+    }
+    default: {
+        jinja_val m = jinja_map_new(r);
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)j, k, v) {
+            jinja_map_set(r, m, k, strlen(k), chat_json_value(r, v));
+        }
+        return m;
+    }
+    }
+}
+
+static int fail(chat_error *e, int status, const char *param, const char *fmt, const char *a,
+                const char *b) {
+    e->status = status;
+    e->param = param;
+    snprintf(e->msg, sizeof e->msg, fmt, a, b);
+    return status >= 500 ? TPS_ENOMEM : TPS_EINVAL;
+}
+
+/* {id, type, function: {name, arguments}}: keys in the order sent, the
+ * arguments string parsed into the object templates expect (vLLM). */
+static int call_value(jinja_run *r, const json_t *call, size_t i, size_t k, jinja_val *out,
+                      chat_error *e) {
+    jinja_val c = jinja_map_new(r);
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)call, key, v) {
+        if (strcmp(key, "function") || !json_is_object(v)) {
+            jinja_map_set(r, c, key, strlen(key), chat_json_value(r, v));
+            continue;
+        }
+        jinja_val fn = jinja_map_new(r);
+        const char *fk;
+        json_t *fv;
+        json_object_foreach(v, fk, fv) {
+            if (strcmp(fk, "arguments") || !json_is_string(fv)) {
+                jinja_map_set(r, fn, fk, strlen(fk), chat_json_value(r, fv));
+                continue;
+            }
+            json_error_t je;
+            json_t *args =
+                json_loadb(json_string_value(fv), json_string_length(fv), JSON_DECODE_ANY, &je);
+            if (!args) {
+                char where[96];
+                snprintf(where, sizeof where, "messages[%zu].tool_calls[%zu].function.arguments", i,
+                         k);
+                return fail(e, 400, "messages", "%s is not valid JSON: %s", where, je.text);
+            }
+            jinja_map_set(r, fn, fk, strlen(fk), chat_json_value(r, args));
+            json_decref(args);
+        }
+        jinja_map_set(r, c, key, strlen(key), fn);
+    }
+    *out = c;
+    return 0;
+}
+
+/* content: a string, null ("") or text parts joined with "\n" (vLLM) */
+static jinja_val content_value(jinja_run *r, const json_t *c) {
+    if (json_is_string(c)) return jinja_str(r, json_string_value(c), json_string_length(c));
+    if (!json_is_array(c)) return jinja_str_ref("", 0);
+    sbuf b;
+    sbuf_init(&b);
+    size_t k;
+    json_t *part;
+    json_array_foreach(c, k, part) {
+        json_t *text = json_object_get(part, "text");
+        if (!json_is_string(text)) continue;
+        if (k) sbuf_adds(&b, "\n");
+        sbuf_add(&b, json_string_value(text), json_string_length(text));
+    }
+    jinja_val v = jinja_str(r, b.p ? b.p : "", b.len);
+    sbuf_free(&b);
+    return v;
+}
+
+static int message_value(jinja_run *r, const json_t *m, size_t i, jinja_val *out, chat_error *e) {
+    jinja_val t = jinja_map_new(r);
+    json_t *role = json_object_get(m, "role");
+    jinja_map_set(r, t, "role", 4, chat_json_value(r, role ? role : json_null()));
+    jinja_map_set(r, t, "content", 7, content_value(r, json_object_get(m, "content")));
+    static const char *const keys[] = {"reasoning_content", "name", "tool_call_id"};
+    for (size_t k = 0; k < 3; k++) {
+        json_t *v = json_object_get(m, keys[k]);
+        if (json_is_string(v)) jinja_map_set(r, t, keys[k], strlen(keys[k]), chat_json_value(r, v));
+    }
+    json_t *calls = json_object_get(m, "tool_calls");
+    if (json_is_array(calls) && json_array_size(calls)) {
+        jinja_val l = jinja_list_new(r);
+        size_t k;
+        json_t *call;
+        json_array_foreach(calls, k, call) {
+            jinja_val c;
+            if (!json_is_object(call)) continue;
+            if (call_value(r, call, i, k, &c, e)) return TPS_EINVAL;
+            jinja_list_push(r, l, c);
+        }
+        jinja_map_set(r, t, "tool_calls", 10, l);
+    }
+    *out = t;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * The variables of a render
+ * ------------------------------------------------------------------------- */
+
+int chat_request_vars(jinja_run *r, const chat_request *rq, const char *bos, const char *eos,
+                      chat_error *err) {
+    jinja_val msgs = jinja_list_new(r);
+    size_t i;
+    json_t *m;
+    json_array_foreach(rq->messages, i, m) {
+        jinja_val v;
+        if (message_value(r, m, i, &v, err)) return TPS_EINVAL;
+        jinja_list_push(r, msgs, v);
+    }
+    jinja_set(r, "messages", msgs);
+    jinja_set(r, "tools", rq->tools ? chat_json_value(r, rq->tools) : jinja_none());
+    jinja_set(r, "documents", jinja_none());
+    jinja_set(r, "add_generation_prompt", jinja_bool(rq->add_generation_prompt));
+    jinja_set(r, "bos_token", jinja_str(r, bos ? bos : "", bos ? strlen(bos) : 0));
+    jinja_set(r, "eos_token", jinja_str(r, eos ? eos : "", eos ? strlen(eos) : 0));
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)rq->kwargs, k, v) {
+        static const char *const reserved[] = {"messages", "tools", "documents",
+                                               "add_generation_prompt", NULL};
+        for (size_t q = 0; reserved[q]; q++)
+            if (!strcmp(k, reserved[q]))
+                return fail(err, 400, "chat_template_kwargs",
+                            "chat_template_kwargs.%s: %s is set by the request itself", k,
+                            reserved[q]);
+        jinja_set(r, k, chat_json_value(r, v));
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * The served templates
+ * ------------------------------------------------------------------------- */
+
+static bool has(const char *text, size_t len, const char *needle) {
+    return text && memmem(text, len, needle, strlen(needle)) != NULL;
+}
+
+tool_format chat_tool_format(const char *text, size_t len, bool *known) {
+    *known = true;
+    if (has(text, len, "<tool_call>")) return TOOL_FMT_HERMES;
+    if (has(text, len, "[TOOL_CALLS]")) return TOOL_FMT_MISTRAL;
+    if (has(text, len, "<｜tool▁calls▁begin｜>")) return TOOL_FMT_DEEPSEEK;
+    if (has(text, len, "<|python_tag|>") ||
+        (has(text, len, "<|start_header_id|>") && has(text, len, "\"parameters\"")))
+        return TOOL_FMT_LLAMA3;
+    *known = false;
+    return TOOL_FMT_GENERIC;
+}
+
+static int compile(jinja_tpl **t, const char *src, size_t len, const char *what, tps_err *err) {
+    tps_err e = {{0}};
+    int rc = jinja_compile(t, src, len, &e);
+    if (rc)
+        return tps_fail(err, rc, "%s does not compile: %s%s", what, e.msg,
+                        rc == TPS_EUNSUP ? " (--chat-template-file or --chat-template NAME serves "
+                                           "another template)"
+                                         : "");
+    return 0;
+}
+
+int chat_prompt_init(chat_prompt *p, const char *src, size_t len, const char *tool_use_src,
+                     size_t tool_use_len, chat_source source, const char *name, tps_err *err) {
+    memset(p, 0, sizeof *p);
+    p->source = source;
+    snprintf(p->name, sizeof p->name, "%s", name ? name : "");
+    char what[200];
+    snprintf(what, sizeof what, "the chat template (%s)", p->name);
+    int rc = compile(&p->main, src, len, what, err);
+    if (!rc && tool_use_src) {
+        snprintf(what, sizeof what, "the chat template (%s.tool_use)", p->name);
+        rc = compile(&p->tool_use, tool_use_src, tool_use_len, what, err);
+    }
+    if (rc) {
+        chat_prompt_free(p);
+        return rc;
+    }
+    /* with tools, the tool_use variant renders: its text says the syntax */
+    const char *ts = tool_use_src ? tool_use_src : src;
+    size_t tl = tool_use_src ? tool_use_len : len;
+    bool known;
+    p->tools = chat_tool_format(ts, tl, &known);
+    p->template_tools = jinja_tpl_reads(p->tool_use ? p->tool_use : p->main, "tools");
+    p->template_calls = has(ts, tl, "tool_calls");
+    p->tools_known = known || !p->template_tools;
+    chat_tmpl fam = chat_tmpl_detect(src, len);
+    p->eot = fam == CHAT_TMPL_UNKNOWN ? NULL : chat_tmpl_eot(fam);
+    return 0;
+}
+
+int chat_prompt_builtin(chat_prompt *p, const char *name, chat_source source, tps_err *err) {
+    chat_tmpl t = source == CHAT_SRC_DEFAULT ? CHAT_TMPL_CHATML : chat_tmpl_from_name(name);
+    if (t == CHAT_TMPL_UNKNOWN)
+        return tps_fail(err, TPS_EINVAL,
+                        "--chat-template '%s' is not one of chatml, llama2, llama3, mistral, "
+                        "mistral-v7, mistral-v7-tekken, zephyr, gemma, phi3",
+                        name);
+    const char *src = chat_tmpl_source(t);
+    int rc = chat_prompt_init(p, src, strlen(src), NULL, 0, source, chat_tmpl_name(t), err);
+    if (rc) return rc;
+    /* the tool syntax of the family; a file with no template has no known
+     * tool format: the generic one (tools.h) */
+    p->tools = source == CHAT_SRC_DEFAULT ? TOOL_FMT_GENERIC
+               : t == CHAT_TMPL_CHATML    ? TOOL_FMT_HERMES
+               : t == CHAT_TMPL_LLAMA3    ? TOOL_FMT_LLAMA3
+               : t == CHAT_TMPL_MISTRAL   ? TOOL_FMT_MISTRAL
+                                          : TOOL_FMT_GENERIC;
+    p->tools_known = true;
+    p->eot = chat_tmpl_eot(t);
+    return 0;
+}
+
+void chat_prompt_free(chat_prompt *p) {
+    jinja_tpl_free(p->main);
+    jinja_tpl_free(p->tool_use);
+    free(p->bos);
+    free(p->eos);
+    memset(p, 0, sizeof *p);
+}
+
+const char *chat_prompt_describe(const chat_prompt *p, char *buf, size_t cap) {
+    switch (p->source) {
+    case CHAT_SRC_GGUF:
+        snprintf(buf, cap, "GGUF tokenizer.chat_template%s",
+                 p->tool_use ? " (and .tool_use when tools are offered)" : "");
+        break;
+    case CHAT_SRC_FILE:
+        snprintf(buf, cap, "file %s", p->name);
+        break;
+    case CHAT_SRC_NAMED:
+        snprintf(buf, cap, "built-in %s", p->name);
+        break;
+    default:
+        snprintf(buf, cap, "ChatML (the model file has no chat template)");
+        break;
+    }
+    return buf;
+}
+
+/* ---------------------------------------------------------------------------
+ * Rendering
+ * ------------------------------------------------------------------------- */
+
+static bool ws(char c) {
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1C && c <= 0x1F);
+}
+
+/* transformers' continue_final_message: the text is cut right after the
+ * last message's content (its leading blanks aside), or after its
+ * stripped content when the template trimmed the trailing blanks. */
+static int continue_final(const json_t *messages, const char *text, size_t *len, chat_error *e) {
+    json_t *last = json_array_get(messages, json_array_size(messages) - 1);
+    json_t *c = json_object_get(last, "content");
+    sbuf joined;
+    sbuf_init(&joined);
+    if (json_is_array(c)) { /* the last text part, as transformers takes it */
+        for (size_t k = json_array_size(c); k-- > 0;) {
+            json_t *t = json_object_get(json_array_get(c, k), "text");
+            if (!json_is_string(t)) continue;
+            sbuf_add(&joined, json_string_value(t), json_string_length(t));
+            break;
+        }
+    } else if (json_is_string(c)) {
+        sbuf_add(&joined, json_string_value(c), json_string_length(c));
+    }
+    const char *m = joined.p ? joined.p : "";
+    size_t lo = 0, hi = joined.len;
+    while (lo < hi && ws(m[lo]))
+        lo++;
+    while (hi > lo && ws(m[hi - 1]))
+        hi--;
+    const char *at = NULL;
+    for (const char *q = text;
+         hi > lo && (q = memmem(q, *len - (size_t)(q - text), m + lo, hi - lo)); q++)
+        at = q;
+    if (!at && hi > lo) {
+        sbuf_free(&joined);
+        return fail(e, 400, "continue_final_message",
+                    "continue_final_message is set but the final message does not appear in the "
+                    "chat after applying the chat template%s%s",
+                    "", "");
+    }
+    size_t keep = at ? (size_t)(at - text) : *len;
+    /* Python compares text[loc:loc + len(m.lstrip())] with all of m: only
+     * a message without leading blanks can match */
+    if (at && lo == 0 && keep + joined.len <= *len && !memcmp(at, m, joined.len))
+        keep += joined.len;
+    else if (at)
+        keep += hi - lo;
+    *len = keep;
+    sbuf_free(&joined);
+    return 0;
+}
+
+static int render_error(const jinja_error *je, chat_error *e) {
+    e->param = "messages";
+    e->status = je->kind == JINJA_NOMEM ? 500 : 400;
+    if (je->kind == JINJA_RAISED)
+        snprintf(e->msg, sizeof e->msg, "%s", je->msg);
+    else
+        snprintf(e->msg, sizeof e->msg, "the chat template failed at line %u: %.400s", je->line,
+                 je->msg);
+    return je->kind == JINJA_NOMEM ? TPS_ENOMEM : TPS_EINVAL;
+}
+
+static bool tool_turns(const json_t *messages) {
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        json_t *role = json_object_get(m, "role"), *calls = json_object_get(m, "tool_calls");
+        if ((json_is_string(role) && !strcmp(json_string_value(role), "tool")) ||
+            json_array_size(calls))
+            return true;
+    }
+    return false;
+}
+
+int chat_prompt_render(const chat_prompt *p, const chat_request *rq, sbuf *out, chat_error *err) {
+    memset(err, 0, sizeof *err);
+    const json_t *tools = json_array_size(rq->tools) ? rq->tools : NULL;
+    if (tools && !p->tools_known)
+        return fail(err, 400, "tools",
+                    "tools: the model's chat template asks for tool calls in a syntax tps does "
+                    "not parse yet (it parses Hermes/Qwen <tool_call>, Llama 3.x JSON, Mistral "
+                    "[TOOL_CALLS] and DeepSeek's); --chat-template-file can serve another%s%s",
+                    "", "");
+    chat_request local = *rq;
+    json_t *rewritten = NULL;
+    const jinja_tpl *t = tools && p->tool_use ? p->tool_use : p->main;
+    bool list = tools && !jinja_tpl_reads(t, "tools");
+    bool history = !p->template_calls && tool_turns(rq->messages);
+    if (list || history) {
+        tps_err te = {{0}};
+        rewritten = chat_tools_inject(rq->messages, list ? tools : NULL, p->tools, history, &te);
+        if (!rewritten) return fail(err, 500, NULL, "%s%s", te.msg, "");
+        local.messages = rewritten;
+    }
+    jinja_limits lim;
+    jinja_limits_default(&lim);
+    lim.max_memory = CHAT_RENDER_MAX_MEMORY;
+    jinja_run *r = jinja_run_new(&lim);
+    sbuf text;
+    sbuf_init(&text);
+    int rc = r ? chat_request_vars(r, &local, p->bos, p->eos, err)
+               : fail(err, 500, NULL, "out of memory%s%s", "", "");
+    if (!rc) {
+        jinja_error je;
+        if (rq->now) jinja_set_time(r, rq->now);
+        rc = jinja_render(r, t, &text, &je);
+        if (rc) render_error(&je, err);
+    }
+    size_t len = text.len, skip = 0;
+    if (!rc && rq->continue_final_message) rc = continue_final(local.messages, text.p, &len, err);
+    size_t bl = p->bos ? strlen(p->bos) : 0;
+    if (!rc && p->strip_bos && bl && len >= bl && !memcmp(text.p, p->bos, bl)) skip = bl;
+    if (!rc) sbuf_add(out, text.p ? text.p + skip : "", len - skip);
+    if (!rc && sbuf_failed(out)) rc = fail(err, 500, NULL, "out of memory%s%s", "", "");
+    sbuf_free(&text);
+    jinja_run_free(r);
+    json_decref(rewritten);
+    return rc;
+}

@@ -1,0 +1,110 @@
+/* The chat prompt: an OpenAI chat request rendered by the model's own Jinja
+ * chat template (src/jinja/) the way Hugging Face transformers'
+ * apply_chat_template renders it, after the request is turned into the
+ * template's variables the way vLLM does:
+ *   - messages: role; content as a string (null -> "", text parts joined
+ *     with "\n"); reasoning_content, name and tool_call_id when given;
+ *     tool_calls with each function's arguments parsed from the JSON
+ *     string OpenAI clients send into the object templates expect;
+ *   - tools: the request's tools as sent (None when there are none, or
+ *     when tool_choice is "none"); documents: None;
+ *   - add_generation_prompt, bos_token, eos_token, and every key of
+ *     chat_template_kwargs (enable_thinking, ...).
+ * continue_final_message leaves the last assistant message open (vLLM's
+ * and transformers' rule: the rendered text ends where that message's
+ * text ends, no generation prompt).
+ *
+ * Which template: the GGUF's tokenizer.chat_template (its named variant
+ * tokenizer.chat_template.tool_use when tools are offered, as transformers
+ * chooses), or a file (--chat-template-file), or a built-in by name
+ * (--chat-template chatml, llama3, ...); a model file with no template
+ * gets ChatML with a warning. A template that does not read `tools` gets
+ * the tools written into its system message instead (tools.h), in the
+ * tool-call syntax its text implies.
+ *
+ * Not here: HTTP, tokenizing, the tool-call parser (tools.h). */
+#ifndef TPS_SERVER_CHAT_PROMPT_H
+#define TPS_SERVER_CHAT_PROMPT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "base/error.h"
+#include "base/sbuf.h"
+#include "jinja/jinja.h"
+#include "server/tools.h"
+
+typedef enum chat_source {
+    CHAT_SRC_GGUF = 0, /* tokenizer.chat_template of the model file */
+    CHAT_SRC_FILE,     /* --chat-template-file */
+    CHAT_SRC_NAMED,    /* --chat-template NAME: a built-in */
+    CHAT_SRC_DEFAULT,  /* the file has none: ChatML */
+} chat_source;
+
+/* The served templates, compiled once at startup; read-only after. */
+typedef struct chat_prompt {
+    jinja_tpl *main;
+    jinja_tpl *tool_use; /* tokenizer.chat_template.tool_use; NULL: none */
+    chat_source source;
+    char name[128];      /* the file, the built-in's name, "tokenizer.chat_template" */
+    char *bos, *eos;     /* the vocabulary's BOS / EOS text ("" when none) */
+    bool strip_bos;      /* the tokenizer adds BOS: a leading BOS text is dropped */
+    tool_format tools;   /* the tool-call syntax the template implies */
+    bool template_tools; /* the template that renders with tools (tool_use, else main)
+                            writes them itself: it reads `tools` */
+    bool template_calls; /* it writes earlier tool_calls itself */
+    bool tools_known;    /* tps parses the calls it asks for (else tools are a 400) */
+    const char *eot;     /* the end-of-turn text, a stop string or token */
+} chat_prompt;
+
+/* What one render takes: the request's parts (borrowed JSON). */
+typedef struct chat_request {
+    const json_t *messages; /* the OpenAI messages array (checked by openai.c) */
+    const json_t *tools;    /* array, or NULL */
+    const json_t *kwargs;   /* chat_template_kwargs object, or NULL */
+    bool add_generation_prompt;
+    bool continue_final_message;
+    time_t now; /* strftime_now's time; 0: the current time */
+} chat_request;
+
+/* Compiles src as the main template (source and name say where it came
+ * from); tool_use_src may be NULL. TPS_EINVAL/TPS_EUNSUP naming the
+ * construct and line of a template that does not compile. */
+int chat_prompt_init(chat_prompt *p, const char *src, size_t len, const char *tool_use_src,
+                     size_t tool_use_len, chat_source source, const char *name, tps_err *err);
+/* A built-in by name (chatml, llama2, llama3, mistral, mistral-v7,
+ * mistral-v7-tekken, zephyr, gemma, phi3); TPS_EINVAL listing them for
+ * another name. */
+int chat_prompt_builtin(chat_prompt *p, const char *name, chat_source source, tps_err *err);
+void chat_prompt_free(chat_prompt *p);
+/* "GGUF tokenizer.chat_template", "file x.jinja", "built-in llama3",
+ * "ChatML (the model file has no template)" */
+const char *chat_prompt_describe(const chat_prompt *p, char *buf, size_t cap);
+
+/* The tool-call syntax a template's text implies (markers), and whether
+ * it is one tps parses. */
+tool_format chat_tool_format(const char *text, size_t len, bool *known);
+
+/* Memory one render may take (jinja_limits.max_memory); its other limits
+ * are jinja_limits_default's. */
+#define CHAT_RENDER_MAX_MEMORY (32u << 20)
+
+/* Renders the prompt text into out. On failure 400-class errors fill
+ * err: a template's raise_exception is its message as it is; status 500
+ * only for TPS_ENOMEM. */
+typedef struct chat_error {
+    int status;
+    const char *param; /* "messages", "chat_template_kwargs", ... */
+    char msg[512];
+} chat_error;
+int chat_prompt_render(const chat_prompt *p, const chat_request *rq, sbuf *out, chat_error *err);
+
+/* The pieces, for tests: a JSON value as a template value (objects keep
+ * their key order, integers stay integers); and every variable of a
+ * render set on r. */
+jinja_val chat_json_value(jinja_run *r, const json_t *j);
+int chat_request_vars(jinja_run *r, const chat_request *rq, const char *bos, const char *eos,
+                      chat_error *err);
+
+#endif
