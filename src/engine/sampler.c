@@ -54,6 +54,7 @@ void sampler_params_default(sampler_params *p) {
         .top_k = 0,
         .top_p = 1.0f,
         .min_p = 0.0f,
+        .typical_p = 1.0f,
         .seed = 0,
         .repetition_penalty = 1.0f,
         .frequency_penalty = 0.0f,
@@ -80,6 +81,8 @@ int sampler_params_validate(const sampler_params *p, const char **field, tps_err
         return bad_field(field, "top_p", err, "a number in (0, 1] (1 = off)", p->top_p);
     if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
         return bad_field(field, "min_p", err, "a number in [0, 1] (0 = off)", p->min_p);
+    if (!(p->typical_p > 0.0f && p->typical_p <= 1.0f))
+        return bad_field(field, "typical_p", err, "a number in (0, 1] (1 = off)", p->typical_p);
     if (!(p->repetition_penalty >= SAMPLER_MIN_REP_PENALTY &&
           p->repetition_penalty <= SAMPLER_MAX_REP_PENALTY))
         return bad_field(field, "repetition_penalty", err, "a number in [0.01, 10] (1 = off)",
@@ -434,7 +437,72 @@ static size_t nucleus_select(sampler_cand *c, size_t n, double target) {
     return hi; /* rounding: the boundary is the last of the range */
 }
 
-/* Stages 3-6: leaves the survivors in cand, returns how many. */
+/* typical_p's order: |-log p - H| ascending (kept in .p while sorting),
+ * then the usual total order. */
+static int typical_cmp(const void *pa, const void *pb) {
+    const sampler_cand *a = pa, *b = pb;
+    if (a->p != b->p) return a->p < b->p ? -1 : 1;
+    return cand_cmp(pa, pb);
+}
+
+/* Stage 5 on cand[0..n) (finite logits): the locally typical set, left in
+ * cand[0..k) in the usual order; returns k. */
+static size_t typical_cut(sampler_cand *c, size_t n, float typical_p) {
+    float m = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].logit > m) m = c[i].logit;
+    double z = 0.0, h = 0.0;
+    for (size_t i = 0; i < n; i++)
+        z += exp((double)c[i].logit - m);
+    for (size_t i = 0; i < n; i++) { /* log p = (logit - m) - log z */
+        double lp = (double)c[i].logit - m - log(z);
+        h -= exp(lp) * lp;
+    }
+    for (size_t i = 0; i < n; i++)
+        c[i].p = (float)fabs(-((double)c[i].logit - m - log(z)) - h);
+    qsort(c, n, sizeof *c, typical_cmp);
+    double cum = 0.0;
+    size_t k = n;
+    for (size_t i = 0; i < n; i++) {
+        cum += exp((double)c[i].logit - m) / z;
+        if (cum > typical_p) {
+            k = i + 1;
+            break;
+        }
+    }
+    qsort(c, k, sizeof *c, cand_cmp);
+    return k;
+}
+
+/* The chain with typical_p: top_k (or every finite logit), typical_p,
+ * then top_p and min_p over what typical_p kept, each renormalized over
+ * its input as llama.cpp's samplers are. Sorts the vocabulary: only
+ * requests that ask for typical_p pay it. */
+static size_t filter_typical(sampler *s, const float *logits, float *max_out) {
+    const sampler_params *p = &s->p;
+    size_t n;
+    if (p->top_k > 0 && p->top_k < s->v.n_vocab)
+        n = select_top_k(s, logits, (size_t)p->top_k);
+    else
+        n = gather(s, logits, -INFINITY, 0.0f, NULL);
+    if (n == 0) return 0;
+    n = typical_cut(s->cand, n, p->typical_p);
+    const float m = s->cand[0].logit; /* sorted: the survivors' max */
+    *max_out = m;
+    if (p->top_p < 1.0f) {
+        double z = 0.0;
+        for (size_t i = 0; i < n; i++)
+            z += expf(s->cand[i].logit - m);
+        n = top_p_cut(s->cand, n, m, z, p->top_p);
+    }
+    const float tau_min = p->min_p > 0.0f ? m + logf(p->min_p) : -INFINITY;
+    size_t keep = 0;
+    while (keep < n && s->cand[keep].logit >= tau_min)
+        keep++;
+    return keep;
+}
+
+/* Stages 3-7: leaves the survivors in cand, returns how many. */
 static size_t filter(sampler *s, const float *logits, float *max_out) {
     const sampler_params *p = &s->p;
     const int32_t nv = s->v.n_vocab;
@@ -450,6 +518,7 @@ static size_t filter(sampler *s, const float *logits, float *max_out) {
         *max_out = 0.0f;
         return n;
     }
+    if (p->typical_p < 1.0f) return filter_typical(s, logits, max_out);
     /* min_p threshold at temperature 1; the max always passes it. */
     const float tau_min = p->min_p > 0.0f ? m + logf(p->min_p) : -INFINITY;
     const bool use_top_p = p->top_p < 1.0f;
