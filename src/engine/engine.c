@@ -196,6 +196,21 @@ static uint64_t blocks_for_choices(const kv_cache *kv, uint32_t n_prompt, uint32
 
 /* ---- submit / cancel / events (any thread) ------------------------------ */
 
+/* The request's sampling and output options (TPS_EINVAL naming the bad one). */
+static int check_options(const engine *e, const engine_request *rq, tps_err *err) {
+    if (rq->top_logprobs > LOGPROBS_MAX_TOP)
+        return tps_fail(err, TPS_EINVAL, "top_logprobs is %u; at most %d", rq->top_logprobs,
+                        LOGPROBS_MAX_TOP);
+    const char *field = NULL;
+    int rc = sampler_params_validate(&rq->sampling, &field, err);
+    if (rc) return rc;
+    if (rq->think != THINK_OFF && rq->think_budget >= 0 && e->rules.think_close < 0)
+        return tps_fail(err, TPS_EINVAL,
+                        "a thinking budget needs \"" THINK_CLOSE
+                        "\" as one token of the vocabulary");
+    return 0;
+}
+
 int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err) {
     engine_request rq = *r;
     if (rq.n_prompt == 0)
@@ -236,16 +251,8 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
             return tps_fail(err, TPS_EINVAL,
                             "prompt token %zu is id %d, outside the vocabulary (0..%u)", i,
                             rq.prompt[i], e->m->cfg.n_vocab - 1);
-    if (rq.top_logprobs > LOGPROBS_MAX_TOP)
-        return tps_fail(err, TPS_EINVAL, "top_logprobs is %u; at most %d", rq.top_logprobs,
-                        LOGPROBS_MAX_TOP);
-    const char *field = NULL;
-    int rc = sampler_params_validate(&rq.sampling, &field, err);
+    int rc = check_options(e, &rq, err);
     if (rc) return rc;
-    if (rq.think != THINK_OFF && rq.think_budget >= 0 && e->rules.think_close < 0)
-        return tps_fail(err, TPS_EINVAL,
-                        "a thinking budget needs \"" THINK_CLOSE
-                        "\" as one token of the vocabulary");
     if (rq.grammar) { /* the vocabulary trie, once, for every constrained request after */
         pthread_mutex_lock(&e->trie_mu);
         if (!e->trie) rc = vocab_trie_build(&e->trie, e->tok, e->m->cfg.n_vocab, err);

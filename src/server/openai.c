@@ -1,9 +1,9 @@
-/* OpenAI request parsing and error bodies (see openai.h): the entry point,
- * the error shape, the prompt (completions) and the messages (chat). Every
- * field is read through the typed getters (openai_internal.h), which name
- * the field in the 400 when its type or value is wrong; null counts as
- * absent, as in the OpenAI API. The other fields' parsers live one file a
- * concern (openai_internal.h lists them).
+/* OpenAI request parsing (see openai.h): the entry point, the prompt
+ * (completions) and the messages (chat). Every field is read through the
+ * typed getters (openai_get.c), which name the field in the 400 when its
+ * type or value is wrong; null counts as absent, as in the OpenAI API. The
+ * other fields' parsers live one file a concern (openai_internal.h lists
+ * them).
  *
  * Not here: which fields exist (openai_fields.c), rendering messages with
  * the chat template (the server does that), HTTP. */
@@ -12,57 +12,14 @@
 #include "server/openai_internal.h"
 
 #include <jansson.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_PROMPT_IDS (1u << 20) /* more ids than any context; bounds the copy */
 
-int oai_error_set(oai_error *e, int status, const char *type, const char *param, const char *code,
-                  const char *fmt, ...) {
-    e->status = status;
-    e->type = type;
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    return TPS_EINVAL;
-}
-
-void oai_error_json(const oai_error *e, sbuf *out) {
-    sbuf_adds(out, "{\"error\":{\"message\":");
-    sbuf_json_str(out, e->message, strlen(e->message));
-    sbuf_adds(out, ",\"type\":");
-    const char *type = e->type ? e->type : "invalid_request_error";
-    sbuf_json_str(out, type, strlen(type));
-    sbuf_adds(out, ",\"param\":");
-    if (e->param[0])
-        sbuf_json_str(out, e->param, strlen(e->param));
-    else
-        sbuf_adds(out, "null");
-    sbuf_adds(out, ",\"code\":");
-    if (e->code[0])
-        sbuf_json_str(out, e->code, strlen(e->code));
-    else
-        sbuf_adds(out, "null");
-    sbuf_adds(out, "}}");
-}
-
 static int bad(oai_error *e, const char *param, const char *fmt, const char *detail) {
-    return oai_error_set(e, 400, "invalid_request_error", param, "invalid_value", fmt, param,
-                         detail);
-}
-
-int oai_bad(oai_error *e, const char *param, const char *fmt, const char *detail) {
-    return bad(e, param, fmt, detail);
-}
-
-int oai_oom(oai_error *e) {
-    return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    return oai_bad(e, param, fmt, detail);
 }
 
 /* ---------------------------------------------------------------------------

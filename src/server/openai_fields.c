@@ -11,51 +11,8 @@
  * Not here: reading the honoured fields' values (the other openai_*.c). */
 #include "server/openai_internal.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-/* ---------------------------------------------------------------------------
- * Typed getters
- * ------------------------------------------------------------------------- */
-
-int oai_get_bool(json_t *o, const char *key, bool *out, oai_error *e) {
-    json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) return 1;
-    if (!json_is_boolean(v)) return oai_bad(e, key, "%s must be a boolean%s", "");
-    *out = json_is_true(v);
-    return 0;
-}
-
-int oai_get_num(json_t *o, const char *key, double *out, oai_error *e) {
-    json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) return 1;
-    if (!json_is_number(v)) return oai_bad(e, key, "%s must be a number%s", "");
-    *out = json_number_value(v);
-    if (!isfinite(*out)) return oai_bad(e, key, "%s must be finite%s", "");
-    return 0;
-}
-
-int oai_get_int(json_t *o, const char *key, json_int_t *out, oai_error *e) {
-    json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) return 1;
-    if (json_is_real(v)) {
-        double d = json_real_value(v);
-        if (d != floor(d) || fabs(d) > 9e15) return oai_bad(e, key, "%s must be an integer%s", "");
-        *out = (json_int_t)d;
-        return 0;
-    }
-    if (!json_is_integer(v)) return oai_bad(e, key, "%s must be an integer%s", "");
-    *out = json_integer_value(v);
-    return 0;
-}
-
-int oai_get_float(json_t *o, const char *key, float *out, oai_error *e) {
-    double d = 0;
-    int rc = oai_get_num(o, key, &d, e);
-    if (rc == 0) *out = (float)d;
-    return rc;
-}
 
 /* ---------------------------------------------------------------------------
  * The table

@@ -1,6 +1,6 @@
 /* Private to src/server/openai*.c: the typed getters every field is read
  * through, and the parsers of each group of fields, one file a concern:
- *   openai.c           entry point, error bodies, prompt and messages
+ *   openai.c           entry point, prompt and messages
  *   openai_fields.c    the allow-list: every field known per endpoint,
  *                      honoured, label or refused (unknown ones are a 400)
  *   openai_sampling.c  sampling, lengths, stops, logprobs, output options
@@ -8,6 +8,8 @@
  *                      regex, structured_outputs and the guided_* names
  *   openai_tools.c     tools, tool_choice, parallel_tool_calls
  *   openai_reason.c    reasoning output: reasoning_format, thinking budget
+ *   openai_get.c       the getters and the error shape (everything above
+ *                      calls down to it; openai.c calls the others)
  * Each parser reads only its own fields from the request object, fills r
  * and returns 0, or fills e (naming the field) and returns < 0.
  *

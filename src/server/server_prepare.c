@@ -389,9 +389,37 @@ static uint64_t pool_room(server *s, size_t n_prompt, uint32_t n) {
     return tokens > n_prompt ? tokens - n_prompt : 0;
 }
 
+/* max_tokens as given, within --max-tokens-cap; not given: OpenAI's 16
+ * for completions, the context for chat, never over the cap nor over what
+ * the KV pool holds beside the prompt (a request that names no max_tokens
+ * is never refused for it). */
+static int max_tokens_of(server *s, const work_job *j, uint32_t *out, oai_error *e) {
+    const oai_request *r = &j->r;
+    uint32_t cap = s->cfg.max_tokens_cap;
+    *out = r->max_tokens;
+    if (cap && r->max_tokens > cap)
+        return oai_error_set(e, 400, "invalid_request_error", "max_tokens", "invalid_value",
+                             "max_tokens is %u; this server allows at most %u (--max-tokens-cap)",
+                             r->max_tokens, cap);
+    if (r->max_tokens) return 0;
+    uint64_t ctx = s->model->cfg.ctx_len, room = ctx > j->n_ids ? ctx - j->n_ids : 0;
+    uint64_t pool = pool_room(s, j->n_ids, r->n ? r->n : 1);
+    if (r->kind == OAI_COMPLETION) room = room < 16 ? room : 16;
+    if (cap && room > cap) room = cap;
+    if (pool && room > pool) room = pool;
+    *out = (uint32_t)room; /* 0 (no room): the engine says why */
+    return 0;
+}
+
 /* Stop ids: the template's end-of-turn (chat) and the request's
- * stop_token_ids, each checked against the vocabulary. */
+ * stop_token_ids, each checked against the vocabulary, as are logit_bias's
+ * ids. */
 static int stop_ids_of(server *s, const oai_request *r, int32_t *ids, size_t *n, oai_error *e) {
+    for (size_t i = 0; i < r->n_logit_bias; i++)
+        if ((uint32_t)r->logit_bias[i].id >= s->model->cfg.n_vocab)
+            return oai_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
+                                 "logit_bias: token id %d is outside the vocabulary (0..%u)",
+                                 r->logit_bias[i].id, s->model->cfg.n_vocab - 1);
     *n = 0;
     if (r->kind == OAI_CHAT && s->tmpl_eot_id >= 0) ids[(*n)++] = s->tmpl_eot_id;
     for (size_t i = 0; i < r->n_stop_ids; i++) {
@@ -440,25 +468,8 @@ static int seed_and_reasoning(server *s, work_job *j, req_ctx *c, engine_request
 static int submit_completion(server *s, struct evhttp_request *req, work_job *j, oai_error *e) {
     oai_request *r = &j->r;
     oai_kind kind = r->kind;
-    uint32_t max_tokens = r->max_tokens;
-    uint32_t cap = s->cfg.max_tokens_cap;
-    if (cap && max_tokens > cap)
-        return oai_error_set(e, 400, "invalid_request_error", "max_tokens", "invalid_value",
-                             "max_tokens is %u; this server allows at most %u (--max-tokens-cap)",
-                             max_tokens, cap);
-    /* Not given: OpenAI's 16 for completions, the context for chat; never
-     * over the cap nor over what the KV pool holds beside the prompt (a
-     * request that names no max_tokens is never refused for it). */
-    if (!r->max_tokens) {
-        uint64_t ctx = s->model->cfg.ctx_len, room = ctx > j->n_ids ? ctx - j->n_ids : 0;
-        uint64_t pool = pool_room(s, j->n_ids, r->n ? r->n : 1);
-        if (kind == OAI_COMPLETION) room = room < 16 ? room : 16;
-        if (cap && room > cap) room = cap;
-        if (pool && room > pool) room = pool;
-        max_tokens = (uint32_t)room; /* 0 (no room): the engine says why */
-    }
-
-    if (check_n(s, r->n, e)) return TPS_EINVAL;
+    uint32_t max_tokens;
+    if (max_tokens_of(s, j, &max_tokens, e) || check_n(s, r->n, e)) return TPS_EINVAL;
 
     const char *stops[OAI_MAX_STOP + 1];
     size_t n_stop = r->n_stop, n_stop_ids = 0;
@@ -466,12 +477,6 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
     int32_t stop_ids[OAI_MAX_STOP_IDS + 1];
     if (kind == OAI_CHAT && s->tmpl_eot_as_stop) stops[n_stop++] = chat_tmpl_eot(s->tmpl);
     if (stop_ids_of(s, r, stop_ids, &n_stop_ids, e)) return TPS_EINVAL;
-
-    for (size_t i = 0; i < r->n_logit_bias; i++)
-        if ((uint32_t)r->logit_bias[i].id >= s->model->cfg.n_vocab)
-            return oai_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
-                                 "logit_bias: token id %d is outside the vocabulary (0..%u)",
-                                 r->logit_bias[i].id, s->model->cfg.n_vocab - 1);
     req_ctx *c = req_ctx_new(s, req, kind, r->n);
     if (!c) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     c->stream = r->stream;
