@@ -569,13 +569,14 @@ static bool prefix_in_flight(const engine *e, const seq *s, uint32_t hit) {
  * when it was an output token (an end-of-generation or stop id is not). */
 static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
     /* the grammar allowed nothing, or the sampler had to pick a masked
-     * token (logit_bias or ignore_eos took every allowed one away) */
+     * token (logit_bias, ignore_eos or min_tokens took every allowed one
+     * away) */
     if (s->cons_dead || seq_rules_grammar_take(s, tok, &e->rules) != 0) {
         seq_list_remove(&e->running, s);
         finish(e, s, ENGINE_FINISH_ERROR, t_now,
                s->cons_dead ? "grammar: no token of the vocabulary can continue the output"
-                            : "grammar: every token the grammar allows was banned (logit_bias "
-                              "or ignore_eos)");
+                            : "grammar: every token the grammar allows was banned (logit_bias, "
+                              "ignore_eos or min_tokens)");
         return false;
     }
     sampler_accept(s->smp, tok);

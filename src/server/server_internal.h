@@ -15,7 +15,6 @@
 #include <event2/listener.h>
 
 #include "base/rng.h"
-#include "engine/think.h"
 #include "metrics/hist.h"
 #include "metrics/roofline.h"
 #include "model/llama_model.h"
