@@ -506,6 +506,7 @@ static size_t typical_cut(sampler_cand *c, size_t n, float typical_p) {
         z += w;
         zl += w * (double)(c[i].logit - m);
     }
+    if (z < 1.0) z = 1.0; /* the max alone gives e^0 = 1; this only tells the linter */
     const double log_z = log(z), h = log_z - zl / z;
     for (size_t i = 0; i < n; i++)
         c[i].p = (float)fabs(log_z - (double)(c[i].logit - m) - h);
