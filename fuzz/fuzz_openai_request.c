@@ -26,6 +26,9 @@ static void check(oai_kind kind, const uint8_t *data, size_t size) {
     }
     if (sampler_params_validate(&r.sampling, NULL, NULL)) abort();
     if (r.n_stop > OAI_MAX_STOP) abort();
+    if (r.n_stop_ids > OAI_MAX_STOP_IDS) abort();
+    if (r.max_tokens && r.min_tokens > r.max_tokens) abort();
+    if (r.think_budget < -1) abort();
     if (r.n < 1) abort(); /* an accepted request has at least one choice */
     size_t total = 0;
     for (size_t i = 0; i < r.n_stop; i++)

@@ -186,6 +186,10 @@ Test(bench_oai, completion_chat_usage_timings_done_and_errors) {
     cr_expect(c.has_usage && c.prompt_tokens == 9 && c.completion_tokens == 31 && c.tokens == 0);
     cr_expect(c.has_timings && c.timings.prefill_ms == 2.5 && c.timings.preemptions == 2);
     bench_oai_release(&c);
+    /* a NUL byte the model emitted (a byte vocabulary's token 0x00) is text */
+    c = parse("{\"choices\":[{\"index\":0,\"text\":\"a\\u0000\",\"finish_reason\":null}]}", "");
+    cr_expect(c.tokens == 1 && c.text_len == 2 && c.text[1] == 0);
+    bench_oai_release(&c);
     c = parse("[DONE]", "");
     cr_expect(c.done);
     c = parse("{\"error\":{\"message\":\"queue full\"}}", "");

@@ -219,9 +219,14 @@ Test(openai, n_is_the_number_of_choices_at_least_one) {
     expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":1.5}", "n", "integer");
     expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":\"2\"}", "n", "integer");
     expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":4294967296}", "n", NULL);
-    /* best_of stays unsupported, with or without n */
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2,\"best_of\":2}", "best_of",
+    /* best_of above n asks for ranking, which is not supported; equal to n
+     * (or 1, the default clients send) it asks for nothing more */
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2,\"best_of\":3}", "best_of",
                "not supported");
+    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":3,\"best_of\":2}", "best_of", "at least n");
+    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2,\"best_of\":2}", &e), 0, "%s",
+                 e.message);
+    oai_request_free(&r);
 }
 
 Test(openai, error_body_has_the_openai_shape) {
@@ -463,7 +468,8 @@ Test(sse, chunks_have_openai_fields_and_timings) {
                         .prompt_tokens = 5,
                         .generated_tokens = 3,
                         .preemptions = 1,
-                        .cached_tokens = 4};
+                        .cached_tokens = 4,
+                        .seed = (uint64_t)-5};
     sbuf_reset(&b);
     m.kind = OAI_COMPLETION;
     sse_chunk_finish(&b, &m, 1, "stop", &t);
@@ -475,6 +481,8 @@ Test(sse, chunks_have_openai_fields_and_timings) {
     cr_assert_float_eq(json_number_value(json_object_get(tm, "ttft_ms")), 6.0, 1e-9);
     cr_assert_eq(json_integer_value(json_object_get(tm, "preemptions")), 1);
     cr_assert_eq(json_integer_value(json_object_get(tm, "cached_tokens")), 4);
+    /* a seed given as -5 reads back as -5: it replays */
+    cr_assert_eq(json_integer_value(json_object_get(tm, "seed")), -5);
     cr_assert_eq(json_integer_value(
                      json_object_get(json_array_get(json_object_get(j, "choices"), 0), "index")),
                  1);
@@ -483,7 +491,8 @@ Test(sse, chunks_have_openai_fields_and_timings) {
                      "stop");
     json_decref(j);
     sbuf_reset(&b);
-    sse_chunk_usage(&b, &m, 5, 3, &t);
+    sse_usage su = {.prompt_tokens = 5, .completion_tokens = 3, .reasoning_tokens = 2};
+    sse_chunk_usage(&b, &m, &su, &t);
     j = event_json(b.p);
     cr_assert_eq(json_array_size(json_object_get(j, "choices")), 0);
     json_t *u = json_object_get(j, "usage");
@@ -520,9 +529,11 @@ Test(sse, body_lists_every_choice_in_order_with_usage) {
         sbuf b;
         sbuf_init(&b);
         sse_body_open(&b, &m);
-        sse_body_choice(&b, &m, 0, "ab", 2, "length", NULL, 0, NULL);
-        sse_body_choice(&b, &m, 1, "c\"", 2, "stop", NULL, 0, NULL);
-        sse_body_close(&b, 5, 7, &t);
+        sse_text think = {"why", 3};
+        sse_body_choice(&b, &m, 0, "ab", 2, NULL, "length", NULL, 0, NULL);
+        sse_body_choice(&b, &m, 1, "c\"", 2, &think, "stop", NULL, 0, NULL);
+        sse_usage su = {.prompt_tokens = 5, .completion_tokens = 7, .reasoning_tokens = 4};
+        sse_body_close(&b, &m, &su, &t);
         json_error_t je;
         json_t *j = json_loads(b.p, 0, &je);
         cr_assert(j, "not JSON: %s (%s)", b.p, je.text);
@@ -537,11 +548,22 @@ Test(sse, body_lists_every_choice_in_order_with_usage) {
             cr_assert_str_eq(json_string_value(text), i ? "c\"" : "ab");
             cr_assert_str_eq(json_string_value(json_object_get(c, "finish_reason")),
                              i ? "stop" : "length");
+            /* chat: reasoning_content only where the choice has one */
+            json_t *rc = json_object_get(json_object_get(c, "message"), "reasoning_content");
+            if (kinds[k] == OAI_CHAT && i)
+                cr_assert_str_eq(json_string_value(rc), "why");
+            else
+                cr_assert_null(rc);
         }
         json_t *u = json_object_get(j, "usage");
         cr_assert_eq(json_integer_value(json_object_get(u, "prompt_tokens")), 5);
         cr_assert_eq(json_integer_value(json_object_get(u, "completion_tokens")), 7);
         cr_assert_eq(json_integer_value(json_object_get(u, "total_tokens")), 12);
+        json_t *details = json_object_get(u, "completion_tokens_details");
+        if (kinds[k] == OAI_CHAT)
+            cr_assert_eq(json_integer_value(json_object_get(details, "reasoning_tokens")), 4);
+        else
+            cr_assert_null(details);
         cr_assert_eq(json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"),
                                                         "cached_tokens")),
                      3);

@@ -88,7 +88,10 @@ int bench_oai_parse_json(oai_chunk *c, const char *data, size_t len, const char 
         return TPS_OK;
     }
     json_error_t je;
-    c->root = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
+    /* JSON_ALLOW_NUL: a model may emit a NUL byte (a byte-level vocabulary's
+     * token 0x00; sampled from a fresh seed, any request can), and the
+     * server sends it as \u0000 in the token's text */
+    c->root = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!c->root) {
         if (event && !strcmp(event, "error")) { /* a plain-text error event */
             c->error = true;

@@ -3,12 +3,13 @@
  * JSON tree and no allocation -- the per-event fast path of bench_oai_parse.
  *
  * It must say exactly what the jansson reader (oai.c) says, so it validates
- * the whole event as jansson 2.14 would (strict JSON, UTF-8, no \u0000, paired
+ * the whole event as jansson 2.14 would (strict JSON, UTF-8, paired
  * surrogates, no duplicate keys, integers within long long, reals without
  * overflow) and declines -- returns false, and jansson decides -- whenever it
  * is not sure: malformed JSON, an error event, an escaped key, nesting deeper
  * than SCAN_DEPTH, more than SCAN_KEYS open keys, a long number, text that
- * needs unescaping past the chunk's text_buf. Numbers go through strtoll /
+ * needs unescaping past the chunk's text_buf, \u0000 (which jansson reads,
+ * with JSON_ALLOW_NUL, into text with a NUL in it). Numbers go through strtoll /
  * strtod as jansson's do (the C locale: nothing in tps calls setlocale).
  * Not here: error messages, SSE framing, counting policy (client.c). */
 #include "bench/oai.h"
@@ -101,7 +102,8 @@ static size_t utf8_seq(const unsigned char *q, const unsigned char *end) {
 
 /* A \uXXXX escape at q (q[0] == '\\', q[1] == 'u'), with its low half when
  * it is a high surrogate: the code point and the bytes it spans, or 0 when
- * jansson would reject it (\u0000, a lone or reversed surrogate). */
+ * jansson would reject it (a lone or reversed surrogate) or the scanner
+ * leaves it to jansson (\u0000). */
 static size_t u_escape(const unsigned char *q, const unsigned char *end, uint32_t *cp) {
     uint32_t hi, lo;
     if (!hex4(q + 2, end, &hi) || hi == 0 || (hi >= 0xDC00 && hi <= 0xDFFF)) return 0;

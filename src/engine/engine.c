@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "engine/forward.h"
 #include "engine/seq.h"
+#include "engine/seq_rules.h"
 #include "engine/step_cost.h"
 #include "engine/trace.h"
 #include "base/clock.h"
@@ -31,6 +32,7 @@ struct engine {
     const tokenizer *tok;
     uint32_t n_ctx;
     sampler_vocab svocab;
+    seq_rules_vocab rules; /* what the output rules need of the vocabulary */
     kv_cache *kv;
     fwd_state *fs;
     vocab_trie *trie;        /* built by the first constrained request's submit */
@@ -150,12 +152,15 @@ static int seq_create(engine *e, const engine_request *r, uint32_t choice, seq *
         (rc = sampler_set_logit_bias(s->smp, r->logit_bias, r->n_logit_bias, err)) ||
         (rc = stop_init(&s->stop, r->stop, r->n_stop, r->stop_ids, r->n_stop_ids,
                         (int32_t)e->svocab.n_vocab, &field, err)) ||
-        (rc = detok_stream_create(&s->detok, e->tok, 0, err)) ||
+        (rc = detok_stream_create(&s->detok, e->tok,
+                                  r->render_special ? TOK_DECODE_RENDER_SPECIAL : 0, err)) ||
         (r->grammar && (rc = seq_constraint_create(e, r, s, err)))) {
         seq_free(s);
         return rc;
     }
+    seq_rules_init(s, r);
     s->tm.prompt_tokens = s->n_prompt;
+    s->tm.seed = sp.seed;
     *out = s;
     return 0;
 }
@@ -190,6 +195,21 @@ static uint64_t blocks_for_choices(const kv_cache *kv, uint32_t n_prompt, uint32
 }
 
 /* ---- submit / cancel / events (any thread) ------------------------------ */
+
+/* The request's sampling and output options (TPS_EINVAL naming the bad one). */
+static int check_options(const engine *e, const engine_request *rq, tps_err *err) {
+    if (rq->top_logprobs > LOGPROBS_MAX_TOP)
+        return tps_fail(err, TPS_EINVAL, "top_logprobs is %u; at most %d", rq->top_logprobs,
+                        LOGPROBS_MAX_TOP);
+    const char *field = NULL;
+    int rc = sampler_params_validate(&rq->sampling, &field, err);
+    if (rc) return rc;
+    if (rq->think != THINK_OFF && rq->think_budget >= 0 && e->rules.think_close < 0)
+        return tps_fail(err, TPS_EINVAL,
+                        "a thinking budget needs \"" THINK_CLOSE
+                        "\" as one token of the vocabulary");
+    return 0;
+}
 
 int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err) {
     engine_request rq = *r;
@@ -231,11 +251,7 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
             return tps_fail(err, TPS_EINVAL,
                             "prompt token %zu is id %d, outside the vocabulary (0..%u)", i,
                             rq.prompt[i], e->m->cfg.n_vocab - 1);
-    if (rq.top_logprobs > LOGPROBS_MAX_TOP)
-        return tps_fail(err, TPS_EINVAL, "top_logprobs is %u; at most %d", rq.top_logprobs,
-                        LOGPROBS_MAX_TOP);
-    const char *field = NULL;
-    int rc = sampler_params_validate(&rq.sampling, &field, err);
+    int rc = check_options(e, &rq, err);
     if (rc) return rc;
     if (rq.grammar) { /* the vocabulary trie, once, for every constrained request after */
         pthread_mutex_lock(&e->trie_mu);
@@ -553,13 +569,14 @@ static bool prefix_in_flight(const engine *e, const seq *s, uint32_t hit) {
  * when it was an output token (an end-of-generation or stop id is not). */
 static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
     /* the grammar allowed nothing, or the sampler had to pick a masked
-     * token (logit_bias or ignore_eos took every allowed one away) */
-    if (s->cons_dead || (s->cons && constraint_accept(s->cons, tok) != 0)) {
+     * token (logit_bias, ignore_eos or min_tokens took every allowed one
+     * away) */
+    if (s->cons_dead || seq_rules_grammar_take(s, tok, &e->rules) != 0) {
         seq_list_remove(&e->running, s);
         finish(e, s, ENGINE_FINISH_ERROR, t_now,
                s->cons_dead ? "grammar: no token of the vocabulary can continue the output"
-                            : "grammar: every token the grammar allows was banned (logit_bias "
-                              "or ignore_eos)");
+                            : "grammar: every token the grammar allows was banned (logit_bias, "
+                              "ignore_eos or min_tokens)");
         return false;
     }
     sampler_accept(s->smp, tok);
@@ -573,11 +590,14 @@ static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
     }
     s->tm.generated_tokens++;
     engine_event *ev = pending_add(e);
-    const char *t;
+    const char *t = NULL;
     size_t n;
     tps_err err;
     stop_emit em = {0};
-    if (detok_stream_push(s->detok, tok, &t, &n, &err) == 0 && n) stop_feed(&s->stop, t, n, &em);
+    seq_rules_before_stop(s, s->tm.generated_tokens);
+    if (detok_stream_push(s->detok, tok, &t, &n, &err) != 0) n = 0;
+    seq_rules_after_text(s, t, n);
+    if (n) stop_feed(&s->stop, t, n, &em);
     if (ev) {
         ev->kind = ENGINE_EV_TOKEN;
         ev->id = s->id;
@@ -598,7 +618,7 @@ static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
     bool done = false;
     if (em.matched)
         why = ENGINE_FINISH_STOP, done = true;
-    else if (s->cons && constraint_finished(s->cons))
+    else if (seq_rules_grammar_active(s) && constraint_finished(s->cons))
         why = ENGINE_FINISH_STOP, done = true; /* the grammar is complete: nothing can follow */
     else if (s->tm.generated_tokens >= s->max_tokens || s->n_tokens >= e->n_ctx)
         done = true;
@@ -926,7 +946,7 @@ static void sample_task(void *arg, size_t k, int thread) {
     /* the grammar's mask after the logprobs' copy, before the sampler: it
      * only sets logits to -inf, which logit_bias and the penalties keep at
      * -inf, so it acts as if applied after logit_bias */
-    if (s->cons) s->cons_dead = constraint_apply(s->cons, (float *)e->sample_logits[k]) == 0;
+    seq_rules_mask(s, (float *)e->sample_logits[k], &e->rules);
     e->sampled[k] = sampler_sample(s->smp, (float *)e->sample_logits[k]);
 }
 
@@ -1164,6 +1184,12 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     for (int32_t id = 0;
          id < (int32_t)tokenizer_n_vocab(e->tok) && e->svocab.n_eog < SAMPLER_MAX_EOG; id++)
         if (tokenizer_is_eog(e->tok, id)) e->svocab.eog_ids[e->svocab.n_eog++] = id;
+    e->rules = (seq_rules_vocab){
+        .n_vocab = e->svocab.n_vocab,
+        .eog = e->svocab.eog_ids,
+        .n_eog = (size_t)e->svocab.n_eog,
+        .think_open = tokenizer_find(e->tok, THINK_OPEN, sizeof THINK_OPEN - 1),
+        .think_close = tokenizer_find(e->tok, THINK_CLOSE, sizeof THINK_CLOSE - 1)};
 
     if ((rc = create_kv(e, err))) goto fail;
     if ((rc = fwd_state_create(&e->fs, e->m, e->p.max_batch_tokens, e->n_ctx, e->p.n_threads, err)))

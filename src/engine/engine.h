@@ -19,6 +19,7 @@
 
 #include "engine/logprobs.h"
 #include "engine/sampler.h"
+#include "engine/think.h"
 #include "metrics/hist.h"
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
@@ -103,6 +104,24 @@ typedef struct engine_request {
      * more can follow. NULL: free text. */
     const char *grammar;
     size_t grammar_len;
+    /* vLLM's output options. min_tokens: until that many tokens are out,
+     * end-of-generation and stop ids are masked and stop strings do not
+     * match (stop.h). include_stop_str: a matched stop string is output.
+     * render_special: control tokens' text is output (skip_special_tokens
+     * false; by default it is omitted). */
+    uint32_t min_tokens;
+    bool include_stop_str;
+    bool render_special;
+    /* Reasoning (think.h): THINK_OFF, THINK_START (the output may open a
+     * thinking block) or THINK_IN (the prompt left one open). While the
+     * output is inside a block the grammar does not constrain it; at the
+     * start a grammar allows "<think>" besides its own tokens.
+     * think_budget: tokens a block may hold before the engine samples
+     * "</think>" in their place (vLLM's thinking_token_budget); -1: no
+     * limit. A budget needs the vocabulary's "</think>" as one token
+     * (submit refuses it otherwise, TPS_EINVAL). */
+    think_state think;
+    int32_t think_budget;
     void *user; /* returned in every event of this request */
 } engine_request;
 
@@ -138,6 +157,7 @@ typedef struct engine_timings {
     uint32_t generated_tokens;
     uint32_t preemptions;   /* times its KV was taken back and recomputed */
     uint32_t cached_tokens; /* prompt tokens taken from the prefix cache, not computed */
+    uint64_t seed;          /* the seed the choice sampled with (the request's + choice) */
 } engine_timings;
 
 typedef enum engine_event_kind { ENGINE_EV_TOKEN = 1, ENGINE_EV_DONE = 2 } engine_event_kind;

@@ -54,6 +54,7 @@ void sampler_params_default(sampler_params *p) {
         .top_k = 0,
         .top_p = 1.0f,
         .min_p = 0.0f,
+        .typical_p = 1.0f,
         .seed = 0,
         .repetition_penalty = 1.0f,
         .frequency_penalty = 0.0f,
@@ -80,6 +81,8 @@ int sampler_params_validate(const sampler_params *p, const char **field, tps_err
         return bad_field(field, "top_p", err, "a number in (0, 1] (1 = off)", p->top_p);
     if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
         return bad_field(field, "min_p", err, "a number in [0, 1] (0 = off)", p->min_p);
+    if (!(p->typical_p > 0.0f && p->typical_p <= 1.0f))
+        return bad_field(field, "typical_p", err, "a number in (0, 1] (1 = off)", p->typical_p);
     if (!(p->repetition_penalty >= SAMPLER_MIN_REP_PENALTY &&
           p->repetition_penalty <= SAMPLER_MAX_REP_PENALTY))
         return bad_field(field, "repetition_penalty", err, "a number in [0.01, 10] (1 = off)",
@@ -434,7 +437,116 @@ static size_t nucleus_select(sampler_cand *c, size_t n, double target) {
     return hi; /* rounding: the boundary is the last of the range */
 }
 
-/* Stages 3-6: leaves the survivors in cand, returns how many. */
+/* typical_p's order: |-ln p - H| ascending (kept in .p), ties in the
+ * usual order. */
+static inline bool typ_before(const sampler_cand *a, const sampler_cand *b) {
+    return a->p < b->p || (a->p == b->p && cand_better(a, b));
+}
+
+static int typical_cmp(const void *pa, const void *pb) {
+    const sampler_cand *a = pa, *b = pb;
+    return typ_before(a, b) ? -1 : typ_before(b, a) ? 1 : 0;
+}
+
+/* A candidate's probability at temperature 1: exp(logit - m) / z. */
+static inline double typ_mass(const sampler_cand *c, float m, double inv_z) {
+    return (double)expf(c->logit - m) * inv_z;
+}
+
+/* The shortest prefix of c[0..n) in typical order whose mass exceeds
+ * target, found by quickselect as nucleus_select finds the nucleus
+ * (expected O(n), no full sort): reorders c so that it is c[0..k), and
+ * returns k (n when rounding leaves the total at or below target). */
+static size_t typical_select(sampler_cand *c, size_t n, double target, float m, double inv_z) {
+    size_t lo = 0, hi = n;
+    double acc = 0.0; /* mass of c[0..lo), all before c[lo..hi) in the order */
+    while (hi - lo > 16) {
+        size_t mid = lo + (hi - lo) / 2, last = hi - 1;
+        if (typ_before(&c[mid], &c[lo])) cand_swap(&c[mid], &c[lo]);
+        if (typ_before(&c[last], &c[lo])) cand_swap(&c[last], &c[lo]);
+        if (typ_before(&c[mid], &c[last])) cand_swap(&c[mid], &c[last]);
+        const sampler_cand pv = c[last];
+        size_t store = lo;
+        double before = 0.0;
+        for (size_t i = lo; i < last; i++)
+            if (typ_before(&c[i], &pv)) {
+                before += typ_mass(&c[i], m, inv_z);
+                cand_swap(&c[i], &c[store++]);
+            }
+        cand_swap(&c[store], &c[last]);
+        const double pm = typ_mass(&c[store], m, inv_z);
+        if (acc + before > target) {
+            hi = store;
+        } else if (acc + before + pm > target) {
+            return store + 1;
+        } else {
+            acc += before + pm;
+            lo = store + 1;
+        }
+    }
+    qsort(c + lo, hi - lo, sizeof *c, typical_cmp);
+    for (size_t i = lo; i < hi; i++) {
+        acc += typ_mass(&c[i], m, inv_z);
+        if (acc > target) return i + 1;
+    }
+    return hi;
+}
+
+/* Stage 5 on cand[0..n) (finite logits): the locally typical set, left in
+ * cand[0..k) in no particular order; returns k. One pass of exponentials gives
+ * z = sum e^(l-m) and the entropy, H = ln z - sum e^(l-m) (l-m) / z; the
+ * scores need none: -ln p - H = ln z - (l - m) - H. */
+static size_t typical_cut(sampler_cand *c, size_t n, float typical_p) {
+    float m = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].logit > m) m = c[i].logit;
+    double z = 0.0, zl = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double w = expf(c[i].logit - m);
+        z += w;
+        zl += w * (double)(c[i].logit - m);
+    }
+    if (z < 1.0) z = 1.0; /* the max alone gives e^0 = 1; this only tells the linter */
+    const double log_z = log(z), h = log_z - zl / z;
+    for (size_t i = 0; i < n; i++)
+        c[i].p = (float)fabs(log_z - (double)(c[i].logit - m) - h);
+    return typical_select(c, n, typical_p, m, 1.0 / z);
+}
+
+/* The chain with typical_p: top_k (or every finite logit), typical_p,
+ * then top_p and min_p over what typical_p kept, each renormalized over
+ * its input as llama.cpp's samplers are. Nothing is fully sorted: the
+ * typical set and then the nucleus are found by quickselect, so the cost
+ * is a few passes over the candidates. */
+static size_t filter_typical(sampler *s, const float *logits, float *max_out) {
+    const sampler_params *p = &s->p;
+    sampler_cand *c = s->cand;
+    size_t n;
+    if (p->top_k > 0 && p->top_k < s->v.n_vocab)
+        n = select_top_k(s, logits, (size_t)p->top_k);
+    else
+        n = gather(s, logits, -INFINITY, 0.0f, NULL);
+    if (n == 0) return 0;
+    n = typical_cut(c, n, p->typical_p);
+    float m = -INFINITY; /* the survivors' max: typical_p may drop the argmax */
+    for (size_t i = 0; i < n; i++)
+        if (c[i].logit > m) m = c[i].logit;
+    *max_out = m;
+    if (p->top_p < 1.0f) {
+        double z = 0.0;
+        for (size_t i = 0; i < n; i++)
+            z += c[i].p = expf(c[i].logit - m);
+        n = nucleus_select(c, n, (double)p->top_p * z);
+    }
+    if (p->min_p <= 0.0f) return n;
+    const float tau_min = m + logf(p->min_p);
+    size_t keep = 0;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].logit >= tau_min) c[keep++] = c[i];
+    return keep;
+}
+
+/* Stages 3-7: leaves the survivors in cand, returns how many. */
 static size_t filter(sampler *s, const float *logits, float *max_out) {
     const sampler_params *p = &s->p;
     const int32_t nv = s->v.n_vocab;
@@ -450,6 +562,7 @@ static size_t filter(sampler *s, const float *logits, float *max_out) {
         *max_out = 0.0f;
         return n;
     }
+    if (p->typical_p < 1.0f) return filter_typical(s, logits, max_out);
     /* min_p threshold at temperature 1; the max always passes it. */
     const float tau_min = p->min_p > 0.0f ? m + logf(p->min_p) : -INFINITY;
     const bool use_top_p = p->top_p < 1.0f;

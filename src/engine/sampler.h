@@ -8,7 +8,7 @@
  * It will not: tokenize, decode text, check stop conditions (stop.h), apply
  * grammars, or touch global state.
  *
- * The chain, in order (llama.cpp's default order, without dry/typical/xtc):
+ * The chain, in order (llama.cpp's default order, without dry/xtc):
  *   0. logit_bias (OpenAI): logit += bias; a bias of -100 := -inf (banned)
  *   1. ignore_eos: logit of every end-of-generation id := -inf
  *   2. penalties over the last `penalty_last_n` accepted tokens, per token t
@@ -19,16 +19,22 @@
  *      ties to the lowest id (top_k/top_p/min_p cannot change the argmax).
  *   4. top_k: keep the k largest logits (ties to the lower id); partial
  *      selection, the vocab is never fully sorted.
- *   5. top_p: softmax at temperature 1 over what is left; keep the smallest
+ *   5. typical_p (llama.cpp's locally typical sampling): softmax at
+ *      temperature 1 over what is left, entropy H = -sum p log p; order the
+ *      tokens by |-log p - H| (ties: logit desc, id asc) and keep the
+ *      shortest prefix of that order whose cumulative probability exceeds
+ *      typical_p (strictly; the token that crosses is kept).
+ *   6. top_p: softmax at temperature 1 over what is left; keep the smallest
  *      prefix (by logit desc, id asc) whose cumulative probability >= top_p;
  *      the token that crosses top_p is kept.
- *   6. min_p: keep tokens with p >= min_p * p_max, i.e.
- *      logit >= max_logit + log(min_p) (temperature 1, as llama.cpp).
- *   7. temperature: p_i proportional to exp((logit_i - max) / T) over the
+ *   7. min_p: keep tokens with p >= min_p * p_max, i.e.
+ *      logit >= max_logit + log(min_p), p_max over what is left
+ *      (temperature 1, as llama.cpp).
+ *   8. temperature: p_i proportional to exp((logit_i - max) / T) over the
  *      survivors; one uniform draw from the sequence's RNG picks the token.
- * So top_p and min_p decide WHICH tokens survive at temperature 1; the
- * temperature only reweights the survivors (llama.cpp semantics; vLLM and
- * OpenAI apply the temperature first). */
+ * So typical_p, top_p and min_p decide WHICH tokens survive at temperature
+ * 1; the temperature only reweights the survivors (llama.cpp semantics; vLLM
+ * and OpenAI apply the temperature first). */
 #ifndef TPS_ENGINE_SAMPLER_H
 #define TPS_ENGINE_SAMPLER_H
 
@@ -51,6 +57,7 @@ typedef struct sampler_params {
     int32_t top_k;            /* 0 = off; larger than the vocab = off */
     float top_p;              /* 1 = off; (0, 1] */
     float min_p;              /* 0 = off; [0, 1] */
+    float typical_p;          /* 1 = off; (0, 1] */
     uint64_t seed;            /* RNG seed; same seed + same logits -> same tokens */
     float repetition_penalty; /* 1 = off; [0.01, 10] */
     float frequency_penalty;  /* 0 = off; [-2, 2] */
@@ -85,7 +92,7 @@ typedef struct sampler_bias {
     float bias; /* [-100, 100] */
 } sampler_bias;
 
-/* Neutral parameters: temperature 1, no top_k/top_p/min_p, no penalties,
+/* Neutral parameters: temperature 1, no top_k/top_p/min_p/typical_p, no penalties,
  * window 64, seed 0 (OpenAI's defaults). */
 void sampler_params_default(sampler_params *p);
 

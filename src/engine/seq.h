@@ -11,6 +11,7 @@
 #include "engine/kv_cache.h"
 #include "engine/sampler.h"
 #include "engine/stop.h"
+#include "engine/think.h"
 #include "model/tokenizer_stream.h"
 
 typedef enum seq_state { SEQ_WAITING = 0, SEQ_RUNNING = 1 } seq_state;
@@ -31,6 +32,11 @@ typedef struct seq {
     sampler *smp;
     struct constraint *cons; /* the request's grammar; NULL: free text */
     bool cons_dead;          /* the grammar allowed no token this step */
+    bool cons_takes;         /* the grammar masked this step: the token goes through it */
+    uint32_t min_tokens;     /* end ids masked, stop strings disarmed until this many are out */
+    think_split think;       /* where the output is: before, in or after a thinking block */
+    int32_t think_budget;    /* tokens a block may hold; -1: no limit */
+    uint32_t n_think;        /* tokens sampled inside the block */
     stop_matcher stop;
     detok_stream *detok;
     engine_timings tm;

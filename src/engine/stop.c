@@ -5,6 +5,7 @@
  * Not here: detokenizing, max_tokens, anything that allocates. */
 #include "engine/stop.h"
 
+#include <math.h>
 #include <string.h>
 
 int stop_init(stop_matcher *m, const char *const *strings, size_t n_strings,
@@ -52,6 +53,13 @@ void stop_reset(stop_matcher *m) {
     m->matched = false;
 }
 
+void stop_mask_ids(const stop_matcher *m, const int32_t *eog, size_t n_eog, float *logits) {
+    for (int32_t i = 0; i < m->n_tokens; i++)
+        logits[m->tokens[i]] = -INFINITY;
+    for (size_t i = 0; i < n_eog; i++)
+        logits[eog[i]] = -INFINITY;
+}
+
 bool stop_is_token(const stop_matcher *m, int32_t tok) {
     for (int32_t i = 0; i < m->n_tokens; i++)
         if (m->tokens[i] == tok) return true;
@@ -95,9 +103,10 @@ void stop_feed(stop_matcher *m, const char *piece, size_t len, stop_emit *out) {
     for (size_t pos = 0; pos < total && which < 0; pos++) {
         for (int32_t k = 0; k < m->n_strings; k++) {
             size_t c = common_prefix(&t, pos, m->str[k], m->len[k]);
-            if (c == m->len[k]) { /* earliest full match */
+            if (c == m->len[k] && m->disarmed) continue; /* min_tokens: not yet a match */
+            if (c == m->len[k]) {                        /* earliest full match */
                 which = k;
-                emit = pos;
+                emit = m->include ? pos + c : pos;
                 break;
             }
             if (pos + c == total && c > 0 && partial == total) partial = pos;

@@ -14,6 +14,13 @@
  * first moment any stop string is complete). If the input is valid UTF-8 and
  * the stop strings are, every release ends on a character boundary.
  *
+ * Two request options (vLLM's): include_stop_str_in_output releases the
+ * stop string itself too (the text is cut after it, not before), and
+ * min_tokens disarms the matcher for the first tokens: a stop string that
+ * completes while disarmed is not a match (its text is released), though a
+ * partial one is still held, so one that completes once armed is caught
+ * even when it began before.
+ *
  * A stop_matcher is a fixed-size value (init into caller memory, ~4.7 KiB):
  * no allocation, ever. It will not: detokenize, decide max_tokens, or know
  * about the sampler. */
@@ -41,7 +48,9 @@ typedef struct stop_matcher {
     char hold[2][STOP_MAX_LEN];
     uint16_t hold_len;
     uint8_t hold_cur;
-    bool matched; /* a stop string completed; everything after is dropped */
+    bool matched;  /* a stop string completed; everything after is dropped */
+    bool include;  /* a match releases the stop string too (include_stop_str_in_output) */
+    bool disarmed; /* full matches are not taken (the first min_tokens tokens) */
 } stop_matcher;
 
 /* What a feed or flush releases: head then tail, in that order, make the
@@ -68,6 +77,21 @@ int stop_init(stop_matcher *m, const char *const *strings, size_t n_strings,
 
 /* Starts over with the same stop strings and ids (held text dropped). */
 void stop_reset(stop_matcher *m);
+
+/* include_stop_str_in_output: a match releases the stop string as well. */
+static inline void stop_set_include(stop_matcher *m, bool include) {
+    m->include = include;
+}
+/* While disarmed (min_tokens not reached), a stop string that completes is
+ * released as text instead of matching. Armed after stop_init. */
+static inline void stop_set_armed(stop_matcher *m, bool armed) {
+    m->disarmed = !armed;
+}
+
+/* min_tokens: sets logits[id] (n_vocab,) to -inf for the matcher's stop
+ * token ids and the end-of-generation ids eog[0..n_eog), so none can be
+ * sampled before the sequence has its minimum length. */
+void stop_mask_ids(const stop_matcher *m, const int32_t *eog, size_t n_eog, float *logits);
 
 /* True if tok is a stop token id. The token's own text should not be fed;
  * call stop_flush to release what is held. */

@@ -2,8 +2,11 @@
  * /v1/chat/completions -> a validated oai_request (every field checked for
  * type and range, the sampling parameters through sampler_params_validate),
  * and the {"error": {message, type, param, code}} body every failure is
- * answered with. Pure functions of their input: no tokenizer, no engine, no
- * I/O, so the fuzzer and unit tests drive them directly.
+ * answered with. Every field of a body is on the endpoint's allow-list
+ * (oai_fields: honoured, a label, or refused unless it asks for nothing);
+ * any other is a 400 naming it. Pure functions of their input: no
+ * tokenizer, no engine, no I/O, so the fuzzer and unit tests drive them
+ * directly.
  *
  * Not here: tokenizing the prompt or rendering chat messages (the server
  * does that with the model's tokenizer and chat_prompt.h), HTTP. */
@@ -20,9 +23,38 @@
 #include "base/sbuf.h"
 #include "server/tools.h"
 
-#define OAI_MAX_STOP 16 /* stop strings per request (OpenAI allows 4) */
+#define OAI_MAX_STOP     16 /* stop strings per request (OpenAI allows 4) */
+#define OAI_MAX_STOP_IDS 16 /* stop_token_ids per request */
 
 typedef enum oai_kind { OAI_COMPLETION = 1, OAI_CHAT = 2 } oai_kind;
+
+/* How the thinking of a reasoning model is returned (chat). */
+typedef enum oai_reasoning {
+    OAI_REASONING_SPLIT =
+        0,                /* reasoning_content apart from content (default; "auto", "deepseek") */
+    OAI_REASONING_NONE,   /* inline in content, markers included ("none") */
+    OAI_REASONING_HIDDEN, /* split, and the reasoning dropped (include_reasoning false) */
+} oai_reasoning;
+
+/* The allow-list: one row per field a body may carry. */
+typedef enum oai_field_kind {
+    OAI_FIELD_HONOURED = 0, /* acted on (some through the chat template) */
+    OAI_FIELD_LABEL,        /* accepted; labels the request, changes no output */
+    OAI_FIELD_REFUSED,      /* a 400 unless its value asks for nothing (neutral) */
+} oai_field_kind;
+
+typedef struct oai_field {
+    const char *name;
+    unsigned endpoints; /* OAI_COMPLETION | OAI_CHAT */
+    oai_field_kind kind;
+    const char *peer;    /* who defines it: "OpenAI", "vLLM", "llama-server" */
+    const char *neutral; /* refused: the JSON values that ask for nothing, '|' between
+                            them; NULL: null, false, 0, "", [] and {} */
+    const char *why;     /* refused: the reason given in the 400 */
+} oai_field;
+
+/* The table (static); *n gets its length. */
+const oai_field *oai_fields(size_t *n);
 
 /* A parsed request. Strings are borrowed from the parsed JSON the request
  * owns (or from its own storage): valid until oai_request_free. */
@@ -56,7 +88,8 @@ typedef struct oai_request {
     const void *template_kwargs;
     bool add_generation_prompt;
     bool continue_final_message;
-    /* max_tokens / max_completion_tokens; 0 when absent (the server picks). */
+    /* max_tokens / max_completion_tokens / n_predict; 0 when absent (the
+     * server picks). */
     uint32_t max_tokens;
     /* Choices to sample (n; 1 when absent). Only its range is checked
      * here; the server's ceiling (--max-n) is the server's. */
@@ -74,6 +107,17 @@ typedef struct oai_request {
     size_t grammar_len;
     const char *stop[OAI_MAX_STOP];
     size_t n_stop;
+    int32_t stop_ids[OAI_MAX_STOP_IDS]; /* stop_token_ids; not yet checked against the vocabulary */
+    size_t n_stop_ids;
+    /* vLLM's output options (engine.h) */
+    uint32_t min_tokens;
+    bool include_stop_str; /* include_stop_str_in_output */
+    bool skip_special;     /* skip_special_tokens (default true) */
+    bool seeded;           /* seed was given; else the server draws one */
+    /* Reasoning (chat): how thinking is returned, and the thinking budget
+     * (thinking_token_budget / thinking_budget_tokens; -1: none). */
+    oai_reasoning reasoning;
+    int32_t think_budget;
     bool stream;
     bool include_usage; /* stream_options.include_usage */
     /* private */
@@ -92,9 +136,9 @@ typedef struct oai_error {
 
 /* Parses and validates body[0..len). On failure returns TPS_EINVAL with *e
  * filled (status 400; malformed JSON names line and column; a wrong type or
- * value names the field in e->param) and r left empty. Unknown fields are
- * ignored, as OpenAI does; n below 1, best_of other than 1, functions and
- * echo are a 400 (the last three saying they are not supported). */
+ * value names the field in e->param; a field the endpoint does not know is
+ * code unknown_parameter, a known one asking for a behaviour tps lacks is
+ * unsupported_parameter) and r left empty. */
 int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_error *e);
 void oai_request_free(oai_request *r);
 

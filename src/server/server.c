@@ -13,6 +13,7 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -198,6 +199,15 @@ static int create_events(server *s, const server_config *c, tps_err *err) {
     return 0;
 }
 
+/* The generator of fresh sampling seeds (one per request that names no
+ * seed), seeded from the OS, else from the clock and the process id. */
+static void seed_generator(server *s) {
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x)
+        x = tps_now_ns() ^ ((uint64_t)getpid() << 32);
+    tps_rng_seed(&s->seed_rng, x);
+}
+
 int server_create(server **out, const server_config *c, tps_err *err) {
     *out = NULL;
     if (c->max_n < 1)
@@ -228,6 +238,8 @@ int server_create(server **out, const server_config *c, tps_err *err) {
     s->cfg.allowed_hosts = (const char *const *)s->allowed_hosts;
     s->log = c->log ? c->log : stderr;
     s->tmpl_eot_id = -1;
+    s->think_open_id = s->think_close_id = -1;
+    seed_generator(s);
     int rc = TPS_ENOMEM;
     s->events = calloc(SERVER_POLL_BATCH, sizeof *s->events);
     s->wbuf = evbuffer_new();
@@ -352,6 +364,25 @@ static int choose_template(server *s, tps_err *err) {
     return 0;
 }
 
+/* Whether chat answers are split into reasoning and content: the
+ * vocabulary has "<think>" and "</think>" tokens (Qwen3, QwQ, DeepSeek-R1
+ * and its distills), or the chat template writes "</think>". */
+static void choose_reasoning(server *s) {
+    s->think_open_id = tokenizer_find(s->tok, THINK_OPEN, sizeof THINK_OPEN - 1);
+    s->think_close_id = tokenizer_find(s->tok, THINK_CLOSE, sizeof THINK_CLOSE - 1);
+    gguf_str jt = {0};
+    gguf_get_str(s->model->file, "tokenizer.chat_template", &jt);
+    bool in_template = false;
+    for (size_t i = 0; jt.ptr && i + sizeof THINK_CLOSE - 1 <= (size_t)jt.len && !in_template; i++)
+        in_template = !memcmp(jt.ptr + i, THINK_CLOSE, sizeof THINK_CLOSE - 1);
+    s->thinks = (s->think_open_id >= 0 && s->think_close_id >= 0) || in_template;
+    if (s->thinks)
+        fprintf(s->log,
+                "tps serve: reasoning model: chat answers' %s...%s blocks go to "
+                "reasoning_content (reasoning_format \"none\" keeps them inline)\n",
+                THINK_OPEN, THINK_CLOSE);
+}
+
 /* The startup lines: model, engine sizes, memory, the ITL target. */
 static void log_loaded(server *s) {
     const engine_params *in = engine_get_params(s->eng);
@@ -419,6 +450,7 @@ int server_load(server *s, tps_err *err) {
     s->cfg.model_id = s->model_id;
 
     if ((rc = choose_template(s, err))) return rc;
+    choose_reasoning(s);
 
     engine_params ep = s->cfg.engine;
     ep.model = s->model;

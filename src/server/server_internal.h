@@ -14,6 +14,7 @@
 #include <event2/http.h>
 #include <event2/listener.h>
 
+#include "base/rng.h"
 #include "metrics/hist.h"
 #include "metrics/roofline.h"
 #include "model/llama_model.h"
@@ -102,6 +103,12 @@ typedef struct req_choice {
     uint32_t tool_sent;   /* stream with tools: bytes of text already sent as content */
     bool tool_hold;       /* stream with tools: a call has begun; the rest waits */
     size_t n_lp, cap_lp;
+    /* reasoning (chat, a model that thinks): where the text is, the
+     * thinking kept for a non-streamed body, its tokens */
+    think_split think;
+    sbuf reasoning;
+    uint32_t n_reasoning; /* tokens of the thinking block, markers included */
+    bool thought;         /* a thinking block opened */
 } req_choice;
 
 /* One request from its parse to its last byte (or the client's going). It
@@ -122,6 +129,11 @@ typedef struct req_ctx {
      * then */
     bool tools;
     tool_format tfmt;
+    /* reasoning: each choice's text is split by think.h (think != OFF) and
+     * returned as `reasoning` says */
+    think_state think;
+    oai_reasoning reasoning;
+    uint64_t seed; /* the request's (choice i samples with seed + i) */
     bool client_gone;
     bool failed;        /* a choice ended cancelled or in error: the answer is an error */
     engine_finish fail; /* the first such finish */
@@ -168,10 +180,12 @@ struct server {
     llama_model *model;
     tokenizer *tok;
     engine *eng;
-    chat_prompt prompt;     /* the chat template(s), compiled; read-only once ready */
-    int32_t tmpl_eot_id;    /* the template's end-of-turn as one non-EOG token; -1: none */
-    bool tmpl_eot_as_stop;  /* the end-of-turn is no single token: a stop string */
-    machine_limits machine; /* this machine's limits (tps machine); zeros: unknown */
+    chat_prompt prompt;    /* the chat template(s), compiled; read-only once ready */
+    int32_t tmpl_eot_id;   /* the template's end-of-turn as one non-EOG token; -1: none */
+    bool tmpl_eot_as_stop; /* the end-of-turn is no single token: a stop string */
+    bool thinks;           /* "<think>" blocks are split out of chat answers (engine/think.h) */
+    int32_t think_open_id, think_close_id; /* "<think>", "</think>" as one token; -1: none */
+    machine_limits machine;                /* this machine's limits (tps machine); zeros: unknown */
     atomic_bool ready;
 
     /* Requests from other threads: drain / stop. */
@@ -199,6 +213,7 @@ struct server {
     engine_event *events;  /* SERVER_POLL_BATCH */
     struct evbuffer *wbuf; /* staging for chunk writes (emptied by each write) */
     uint64_t next_id;
+    tps_rng seed_rng; /* seeds for requests that name none; seeded from the OS at create */
 };
 
 /* The files call one way, top to bottom (no file calls one above it):

@@ -330,41 +330,94 @@ static uint64_t pool_room(server *s, size_t n_prompt, uint32_t n) {
     return tokens > n_prompt ? tokens - n_prompt : 0;
 }
 
-/* The prepared request into the engine; 0, or the error to answer with. */
-static int submit_completion(server *s, struct evhttp_request *req, work_job *j, oai_error *e) {
-    oai_request *r = &j->r;
-    oai_kind kind = r->kind;
-    uint32_t max_tokens = r->max_tokens;
+/* max_tokens as given, within --max-tokens-cap; not given: OpenAI's 16
+ * for completions, the context for chat, never over the cap nor over what
+ * the KV pool holds beside the prompt (a request that names no max_tokens
+ * is never refused for it). */
+static int max_tokens_of(server *s, const work_job *j, uint32_t *out, oai_error *e) {
+    const oai_request *r = &j->r;
     uint32_t cap = s->cfg.max_tokens_cap;
-    if (cap && max_tokens > cap)
+    *out = r->max_tokens;
+    if (cap && r->max_tokens > cap)
         return oai_error_set(e, 400, "invalid_request_error", "max_tokens", "invalid_value",
                              "max_tokens is %u; this server allows at most %u (--max-tokens-cap)",
-                             max_tokens, cap);
-    /* Not given: OpenAI's 16 for completions, the context for chat; never
-     * over the cap nor over what the KV pool holds beside the prompt (a
-     * request that names no max_tokens is never refused for it). */
-    if (!r->max_tokens) {
-        uint64_t ctx = s->model->cfg.ctx_len, room = ctx > j->n_ids ? ctx - j->n_ids : 0;
-        uint64_t pool = pool_room(s, j->n_ids, r->n ? r->n : 1);
-        if (kind == OAI_COMPLETION) room = room < 16 ? room : 16;
-        if (cap && room > cap) room = cap;
-        if (pool && room > pool) room = pool;
-        max_tokens = (uint32_t)room; /* 0 (no room): the engine says why */
-    }
+                             r->max_tokens, cap);
+    if (r->max_tokens) return 0;
+    uint64_t ctx = s->model->cfg.ctx_len, room = ctx > j->n_ids ? ctx - j->n_ids : 0;
+    uint64_t pool = pool_room(s, j->n_ids, r->n ? r->n : 1);
+    if (r->kind == OAI_COMPLETION) room = room < 16 ? room : 16;
+    if (cap && room > cap) room = cap;
+    if (pool && room > pool) room = pool;
+    *out = (uint32_t)room; /* 0 (no room): the engine says why */
+    return 0;
+}
 
-    if (check_n(s, r->n, e)) return TPS_EINVAL;
-
-    const char *stops[OAI_MAX_STOP + 1];
-    size_t n_stop = r->n_stop;
-    memcpy(stops, r->stop, r->n_stop * sizeof *stops);
-    int32_t stop_id = s->tmpl_eot_id;
-    if (kind == OAI_CHAT && s->tmpl_eot_as_stop) stops[n_stop++] = s->prompt.eot;
-
+/* Stop ids: the template's end-of-turn (chat) and the request's
+ * stop_token_ids, each checked against the vocabulary, as are logit_bias's
+ * ids. */
+static int stop_ids_of(server *s, const oai_request *r, int32_t *ids, size_t *n, oai_error *e) {
     for (size_t i = 0; i < r->n_logit_bias; i++)
         if ((uint32_t)r->logit_bias[i].id >= s->model->cfg.n_vocab)
             return oai_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
                                  "logit_bias: token id %d is outside the vocabulary (0..%u)",
                                  r->logit_bias[i].id, s->model->cfg.n_vocab - 1);
+    *n = 0;
+    if (r->kind == OAI_CHAT && s->tmpl_eot_id >= 0) ids[(*n)++] = s->tmpl_eot_id;
+    for (size_t i = 0; i < r->n_stop_ids; i++) {
+        if ((uint32_t)r->stop_ids[i] >= s->model->cfg.n_vocab)
+            return oai_error_set(e, 400, "invalid_request_error", "stop_token_ids", "invalid_value",
+                                 "stop_token_ids[%zu] = %d is outside the vocabulary (0..%u)", i,
+                                 r->stop_ids[i], s->model->cfg.n_vocab - 1);
+        ids[(*n)++] = r->stop_ids[i];
+    }
+    return 0;
+}
+
+/* The request's seed (a fresh one from the server's generator when it
+ * names none: below 2^53, so every JSON reader gets it back exactly), and
+ * its reasoning: a chat answer of a model that thinks is split, the block
+ * open from the start when the prompt left one open. */
+static int seed_and_reasoning(server *s, work_job *j, req_ctx *c, engine_request *er,
+                              oai_error *e) {
+    oai_request *r = &j->r;
+    if (!r->seeded) er->sampling.seed = tps_rng_next(&s->seed_rng) >> 11;
+    c->seed = er->sampling.seed;
+    er->think = THINK_OFF;
+    er->think_budget = -1;
+    if (r->kind == OAI_CHAT && s->thinks)
+        er->think =
+            think_prompt_open(s->tok, j->ids, j->n_ids, s->think_open_id) ? THINK_IN : THINK_START;
+    if (r->think_budget >= 0 && er->think == THINK_OFF)
+        return oai_error_set(e, 400, "invalid_request_error", "thinking_token_budget",
+                             "unsupported_parameter",
+                             "a thinking budget needs a model that thinks (%s ... %s); this one "
+                             "does not",
+                             THINK_OPEN, THINK_CLOSE);
+    if (r->think_budget >= 0 && s->think_close_id < 0)
+        return oai_error_set(
+            e, 400, "invalid_request_error", "thinking_token_budget", "unsupported_parameter",
+            "a thinking budget needs \"%s\" as one token of the vocabulary", THINK_CLOSE);
+    er->think_budget = r->think_budget;
+    c->think = er->think;
+    c->reasoning = r->reasoning;
+    for (uint32_t i = 0; i < c->n_choices; i++)
+        think_init(&c->choice[i].think, er->think);
+    return 0;
+}
+
+/* The prepared request into the engine; 0, or the error to answer with. */
+static int submit_completion(server *s, struct evhttp_request *req, work_job *j, oai_error *e) {
+    oai_request *r = &j->r;
+    oai_kind kind = r->kind;
+    uint32_t max_tokens;
+    if (max_tokens_of(s, j, &max_tokens, e) || check_n(s, r->n, e)) return TPS_EINVAL;
+
+    const char *stops[OAI_MAX_STOP + 1];
+    size_t n_stop = r->n_stop, n_stop_ids = 0;
+    memcpy(stops, r->stop, r->n_stop * sizeof *stops);
+    int32_t stop_ids[OAI_MAX_STOP_IDS + 1];
+    if (kind == OAI_CHAT && s->tmpl_eot_as_stop) stops[n_stop++] = s->prompt.eot;
+    if (stop_ids_of(s, r, stop_ids, &n_stop_ids, e)) return TPS_EINVAL;
     req_ctx *c = req_ctx_new(s, req, kind, r->n);
     if (!c) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     c->stream = r->stream;
@@ -380,17 +433,25 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
         .sampling = r->sampling,
         .stop = stops,
         .n_stop = n_stop,
-        .stop_ids = kind == OAI_CHAT && stop_id >= 0 ? &stop_id : NULL,
-        .n_stop_ids = kind == OAI_CHAT && stop_id >= 0 ? 1 : 0,
-        .n = r->n, /* choice i samples with seed + i: choices differ even without a seed */
+        .stop_ids = n_stop_ids ? stop_ids : NULL,
+        .n_stop_ids = n_stop_ids,
+        .n = r->n, /* choice i samples with seed + i: choices differ */
         .logit_bias = r->logit_bias,
         .n_logit_bias = r->n_logit_bias,
         .logprobs = r->logprobs,
         .top_logprobs = r->top_logprobs,
         .grammar = r->grammar,
         .grammar_len = r->grammar_len,
+        .min_tokens = r->min_tokens,
+        .include_stop_str = r->include_stop_str,
+        .render_special = !r->skip_special,
         .user = c,
     };
+    if (seed_and_reasoning(s, j, c, &er, e)) {
+        c->req = NULL;
+        req_ctx_free(c);
+        return TPS_EINVAL;
+    }
     tps_err err = {{0}};
     int rc = engine_submit(s->eng, &er, &c->engine_id, &err);
     if (rc == 0) {

@@ -37,8 +37,10 @@ req_ctx *req_ctx_new(server *s, struct evhttp_request *req, oai_kind kind, uint3
     c->meta =
         (sse_meta){.kind = kind, .id = c->id, .created = (int64_t)time(NULL), .model = s->model_id};
     sbuf_init(&c->out);
-    for (uint32_t i = 0; i < n_choices; i++)
+    for (uint32_t i = 0; i < n_choices; i++) {
         sbuf_init(&c->choice[i].text);
+        sbuf_init(&c->choice[i].reasoning);
+    }
     return c;
 }
 
@@ -60,6 +62,7 @@ void req_ctx_free(req_ctx *c) {
     sbuf_free(&c->out);
     for (uint32_t i = 0; i < c->n_choices; i++) {
         sbuf_free(&c->choice[i].text);
+        sbuf_free(&c->choice[i].reasoning);
         free(c->choice[i].lp);
     }
     free(c);
@@ -172,6 +175,97 @@ static void keep_logprobs(req_choice *ch, const sse_lp *lp) {
     ch->lp[ch->n_lp++] = *lp;
 }
 
+/* ---------------------------------------------------------------------------
+ * Reasoning: a choice's text split into its thinking and its answer
+ * ------------------------------------------------------------------------- */
+
+/* An event's text plus what the splitter held: its largest output. */
+#define SPLIT_CAP (ENGINE_TEXT_MAX + sizeof(((think_split *)0)->held))
+
+/* One event's text split: the thinking (r) and the answer (c), each in
+ * order; markers dropped, or kept inline in c (reasoning_format "none"). */
+typedef struct split_text {
+    oai_reasoning mode;
+    size_t nr, nc;
+    char r[SPLIT_CAP], c[SPLIT_CAP];
+} split_text;
+
+static void split_sink(void *ctx, think_part part, const char *p, size_t n) {
+    split_text *st = ctx;
+    bool thinking = part != THINK_PART_CONTENT && st->mode != OAI_REASONING_NONE;
+    if (thinking && (part == THINK_PART_MARKER || st->mode == OAI_REASONING_HIDDEN)) return;
+    char *dst = thinking ? st->r : st->c;
+    size_t *len = thinking ? &st->nr : &st->nc;
+    if (n > SPLIT_CAP - *len) n = SPLIT_CAP - *len; /* cannot be: text + held fit */
+    memcpy(dst + *len, p, n);
+    *len += n;
+}
+
+/* Splits text[0..n) of choice ch (and, at its end, what the splitter
+ * held); without reasoning everything is answer, unsplit. A token sampled
+ * inside the block, or that opened or closed it, counts as thinking. */
+static void split_event(req_ctx *c, req_choice *ch, const engine_event *ev, split_text *st,
+                        sse_text *r, sse_text *t) {
+    *r = (sse_text){NULL, 0};
+    *t = (sse_text){ev->text, ev->text_len};
+    if (c->think == THINK_OFF) return;
+    st->mode = c->reasoning;
+    st->nr = st->nc = 0;
+    think_state before = ch->think.state;
+    think_feed(&ch->think, ev->text, ev->text_len, split_sink, st);
+    if (ev->kind == ENGINE_EV_DONE) think_flush(&ch->think, split_sink, st);
+    think_state after = ch->think.state;
+    bool in_block = before == THINK_IN || after == THINK_IN;
+    if (ev->kind == ENGINE_EV_TOKEN && in_block) ch->n_reasoning++;
+    ch->thought |= in_block;
+    *r = (sse_text){st->r, st->nr};
+    *t = (sse_text){st->c, st->nc};
+}
+
+/* The thinking of one event: streamed as delta.reasoning_content, or kept
+ * for the body. token and lp go with it when no answer text follows. */
+static void reasoning_out(req_ctx *c, req_choice *ch, const engine_event *ev, sse_text r,
+                          int32_t token, const sse_lp *lp) {
+    if (!c->stream) {
+        sbuf_add(&ch->reasoning, r.p, r.n);
+        return;
+    }
+    sbuf_reset(&c->out);
+    add_role_once(c, ch, ev->choice);
+    sse_chunk_reasoning(&c->out, &c->meta, ev->choice, r.p, r.n, token, lp, c->s->tok);
+    write_chunk(c);
+}
+
+/* ---------------------------------------------------------------------------
+ * Tokens
+ * ------------------------------------------------------------------------- */
+
+/* The answer text of one token event (possibly empty). */
+static void content_out(req_ctx *c, req_choice *ch, const engine_event *ev, sse_text t,
+                        int32_t token, const sse_lp *lp) {
+    if (c->stream && c->tools) { /* content goes out as it comes, a call when complete */
+        sbuf_add(&ch->text, t.p, t.n);
+        if (ch->tool_hold) return;
+        size_t safe = tools_stream_safe(c->tfmt, ch->text.p, ch->text.len, &ch->tool_hold);
+        if (safe <= ch->tool_sent) return;
+        sbuf_reset(&c->out);
+        add_role_once(c, ch, ev->choice);
+        sse_chunk_text(&c->out, &c->meta, ev->choice, ch->text.p + ch->tool_sent,
+                       safe - ch->tool_sent, token, NULL, NULL);
+        ch->tool_sent = (uint32_t)safe;
+        write_chunk(c);
+        return;
+    }
+    if (!c->stream) {
+        sbuf_add(&ch->text, t.p, t.n);
+        return;
+    }
+    sbuf_reset(&c->out);
+    add_role_once(c, ch, ev->choice);
+    sse_chunk_text(&c->out, &c->meta, ev->choice, t.p, t.n, token, lp, c->s->tok);
+    write_chunk(c);
+}
+
 static void on_token(req_ctx *c, const engine_event *ev) {
     req_choice *ch = choice_of(c, ev);
     if (!ch) return;
@@ -189,29 +283,14 @@ static void on_token(req_ctx *c, const engine_event *ev) {
     sse_lp lp = {0};
     if (c->logprobs) lp_from_event(&lp, ev, ch->text_offset);
     ch->text_offset += ev->text_len;
-    if (c->stream && c->tools) { /* content goes out as it comes, a call when complete */
-        sbuf_add(&ch->text, ev->text, ev->text_len);
-        if (ch->tool_hold) return;
-        size_t safe = tools_stream_safe(c->tfmt, ch->text.p, ch->text.len, &ch->tool_hold);
-        if (safe <= ch->tool_sent) return;
-        sbuf_reset(&c->out);
-        add_role_once(c, ch, ev->choice);
-        sse_chunk_text(&c->out, &c->meta, ev->choice, ch->text.p + ch->tool_sent,
-                       safe - ch->tool_sent, ev->token, NULL, NULL);
-        ch->tool_sent = (uint32_t)safe;
-        write_chunk(c);
-        return;
-    }
-    if (!c->stream) {
-        sbuf_add(&ch->text, ev->text, ev->text_len);
-        if (c->logprobs) keep_logprobs(ch, &lp);
-        return;
-    }
-    sbuf_reset(&c->out);
-    add_role_once(c, ch, ev->choice);
-    sse_chunk_text(&c->out, &c->meta, ev->choice, ev->text, ev->text_len, ev->token,
-                   c->logprobs ? &lp : NULL, c->s->tok);
-    write_chunk(c);
+    if (!c->stream && c->logprobs) keep_logprobs(ch, &lp);
+    const sse_lp *lpp = c->logprobs ? &lp : NULL;
+    split_text st;
+    sse_text r, t;
+    split_event(c, ch, ev, &st, &r, &t);
+    bool answer = t.n || !r.n; /* an empty event still carries its token */
+    if (r.n) reasoning_out(c, ch, ev, r, answer ? -1 : ev->token, answer ? NULL : lpp);
+    if (answer) content_out(c, ch, ev, t, ev->token, lpp);
 }
 
 /* The request's timings from its choices' as they finish: they share the
@@ -270,8 +349,8 @@ static void call_ids(const req_ctx *c, uint32_t choice, char *out, size_t cap) {
 
 /* A streamed choice with tools: its whole answer, now complete, as content
  * or as tool calls. */
-static void stream_tool_answer(req_ctx *c, req_choice *ch, const engine_event *ev) {
-    sbuf_add(&ch->text, ev->text, ev->text_len);
+static void stream_tool_answer(req_ctx *c, req_choice *ch, const engine_event *ev, sse_text t) {
+    sbuf_add(&ch->text, t.p, t.n);
     const char *text = ch->text.p ? ch->text.p : "";
     tool_call calls[TOOLS_MAX_CALLS];
     size_t content = ch->text.len;
@@ -293,17 +372,27 @@ static void stream_tool_answer(req_ctx *c, req_choice *ch, const engine_event *e
     tools_calls_free(calls, k);
 }
 
-/* Streams: a finished choice's held text and finish chunk go out at once;
- * after the last choice, the error or usage chunk and [DONE]. One write. */
-static void stream_done(req_ctx *c, req_choice *ch, const engine_event *ev, bool last) {
+/* The request's usage counts: every choice's tokens and thinking tokens. */
+static sse_usage usage_of(const req_ctx *c) {
+    sse_usage u = {.prompt_tokens = c->n_prompt, .completion_tokens = c->n_tokens};
+    for (uint32_t i = 0; i < c->n_choices; i++)
+        u.reasoning_tokens += c->choice[i].n_reasoning;
+    return u;
+}
+
+/* Streams: a finished choice's held text (thinking r, answer t) and finish
+ * chunk go out at once; after the last choice, the error or usage chunk
+ * and [DONE]. One write. */
+static void stream_done(req_ctx *c, req_choice *ch, const engine_event *ev, bool last, sse_text r,
+                        sse_text t) {
     bool ok = finish_ok(ev->finish);
     sbuf_reset(&c->out);
     if (ok) add_role_once(c, ch, ev->choice);
+    if (ok && r.n) sse_chunk_reasoning(&c->out, &c->meta, ev->choice, r.p, r.n, -1, NULL, NULL);
     if (ok && c->tools) {
-        stream_tool_answer(c, ch, ev);
+        stream_tool_answer(c, ch, ev, t);
     } else {
-        if (ev->text_len)
-            sse_chunk_text(&c->out, &c->meta, ev->choice, ev->text, ev->text_len, -1, NULL, NULL);
+        if (t.n) sse_chunk_text(&c->out, &c->meta, ev->choice, t.p, t.n, -1, NULL, NULL);
         if (ok)
             sse_chunk_finish(&c->out, &c->meta, ev->choice, engine_finish_name(ev->finish),
                              &ev->timings);
@@ -314,7 +403,8 @@ static void stream_done(req_ctx *c, req_choice *ch, const engine_event *ev, bool
             request_error(c, &e);
             sse_error(&c->out, &e);
         } else if (c->include_usage) {
-            sse_chunk_usage(&c->out, &c->meta, c->n_prompt, c->n_tokens, &c->timings);
+            sse_usage u = usage_of(c);
+            sse_chunk_usage(&c->out, &c->meta, &u, &c->timings);
         }
         sse_done(&c->out);
     }
@@ -341,22 +431,28 @@ static void reply_whole(req_ctx *c) {
         static const sse_lp no_tokens[1];
         const sse_lp *lp = c->logprobs ? (ch->lp ? ch->lp : no_tokens) : NULL;
         const char *text = ch->text.p ? ch->text.p : "";
+        /* the thinking, when the choice had a block and it is returned apart */
+        sse_text r = {NULL, 0};
+        if (ch->thought && c->reasoning == OAI_REASONING_SPLIT)
+            r = (sse_text){ch->reasoning.p ? ch->reasoning.p : "", ch->reasoning.len};
+        oom |= sbuf_failed(&ch->reasoning);
         tool_call calls[TOOLS_MAX_CALLS];
         size_t content = ch->text.len, k = 0;
-        if (c->tools && ch->finish == ENGINE_FINISH_STOP)
+        if (c->tools && ch->finish == ENGINE_FINISH_STOP) /* the answer only: never the thinking */
             k = tools_parse(c->tfmt, text, ch->text.len, calls, TOOLS_MAX_CALLS, &content);
         if (k) {
             char prefix[80];
             call_ids(c, i, prefix, sizeof prefix);
-            sse_body_choice_tool_calls(b, &c->meta, i, text, content, calls, k, prefix, lp,
+            sse_body_choice_tool_calls(b, &c->meta, i, text, content, &r, calls, k, prefix, lp,
                                        ch->n_lp, s->tok);
             tools_calls_free(calls, k);
         } else {
-            sse_body_choice(b, &c->meta, i, text, ch->text.len, engine_finish_name(ch->finish), lp,
-                            ch->n_lp, s->tok);
+            sse_body_choice(b, &c->meta, i, text, ch->text.len, &r, engine_finish_name(ch->finish),
+                            lp, ch->n_lp, s->tok);
         }
     }
-    sse_body_close(b, c->n_prompt, c->n_tokens, &c->timings);
+    sse_usage u = usage_of(c);
+    sse_body_close(b, &c->meta, &u, &c->timings);
     if (oom || sbuf_failed(b)) {
         oai_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
         server_reply_error(s, c->req, &e);
@@ -378,6 +474,7 @@ static void on_done(req_ctx *c, const engine_event *ev) {
     ch->done = true;
     ch->finish = ev->finish;
     merge_timings(&c->timings, &ev->timings, c->n_done == 0);
+    c->timings.seed = c->seed; /* the request's: choice i replays with seed + i */
     bool last = ++c->n_done == c->n_choices;
     if (!finish_ok(ev->finish) && !c->failed) {
         c->failed = true;
@@ -389,10 +486,15 @@ static void on_done(req_ctx *c, const engine_event *ev) {
         if (c->conn) evhttp_connection_set_closecb(c->conn, NULL, NULL);
         server_conn_busy(s, c->req, false);
     }
-    if (answering && c->stream)
-        stream_done(c, ch, ev, last);
-    else if (answering)
-        sbuf_add(&ch->text, ev->text, ev->text_len);
+    split_text st;
+    sse_text r, t;
+    if (answering) split_event(c, ch, ev, &st, &r, &t);
+    if (answering && c->stream) {
+        stream_done(c, ch, ev, last, r, t);
+    } else if (answering) {
+        sbuf_add(&ch->reasoning, r.p, r.n);
+        sbuf_add(&ch->text, t.p, t.n);
+    }
     if (!last) return;
     record_done(&s->h, c, ev->t_ns);
     if (answering && !c->stream) reply_whole(c);

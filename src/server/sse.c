@@ -21,7 +21,9 @@ void sse_timings_json(sbuf *b, const engine_timings *t) {
     sbuf_json_num(b, span_ms(t->t_first_token, t->t_finished));
     sbuf_printf(b, ",\"completion_tokens\":%u,\"ttft_ms\":", t->generated_tokens);
     sbuf_json_num(b, span_ms(t->t_queued, t->t_first_token));
-    sbuf_printf(b, ",\"preemptions\":%u}", t->preemptions);
+    /* signed: a seed given as -5 reads back as -5, and replays */
+    sbuf_printf(b, ",\"preemptions\":%u,\"seed\":%lld}", t->preemptions,
+                (long long)(int64_t)t->seed);
 }
 
 static void head(sbuf *b, const sse_meta *m) {
@@ -161,13 +163,15 @@ void sse_logprobs_json(sbuf *b, oai_kind kind, const tokenizer *tok, const sse_l
         completion_logprobs(b, tok, recs, n);
 }
 
-void sse_chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
-                    int32_t token, const sse_lp *lp, const tokenizer *tok) {
+/* A token's chunk; chat's delta carries the text as `field`. */
+static void chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *field,
+                       const char *text, size_t n, int32_t token, const sse_lp *lp,
+                       const tokenizer *tok) {
     sbuf_adds(b, "data: ");
     head(b, m);
     sbuf_printf(b, ",\"choices\":[{\"index\":%u", index);
     if (m->kind == OAI_CHAT) {
-        sbuf_adds(b, ",\"delta\":{\"content\":");
+        sbuf_printf(b, ",\"delta\":{\"%s\":", field);
         sbuf_json_str(b, text, n);
         sbuf_adds(b, "}");
         if (lp) {
@@ -187,6 +191,16 @@ void sse_chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *text
     sbuf_adds(b, ",\"finish_reason\":null}]}\n\n");
 }
 
+void sse_chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
+                    int32_t token, const sse_lp *lp, const tokenizer *tok) {
+    chunk_text(b, m, index, "content", text, n, token, lp, tok);
+}
+
+void sse_chunk_reasoning(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
+                         int32_t token, const sse_lp *lp, const tokenizer *tok) {
+    chunk_text(b, m, index, "reasoning_content", text, n, token, lp, tok);
+}
+
 void sse_chunk_finish(sbuf *b, const sse_meta *m, uint32_t index, const char *finish_reason,
                       const engine_timings *t) {
     sbuf_adds(b, "data: ");
@@ -202,21 +216,23 @@ void sse_chunk_finish(sbuf *b, const sse_meta *m, uint32_t index, const char *fi
 
 /* OpenAI's usage object; prompt_tokens_details.cached_tokens is theirs too
  * (prompt tokens served from the prefix cache). */
-static void usage(sbuf *b, uint32_t prompt_tokens, uint32_t completion_tokens,
-                  const engine_timings *t) {
+static void usage(sbuf *b, const sse_meta *m, const sse_usage *u, const engine_timings *t) {
     sbuf_printf(b,
                 "\"usage\":{\"prompt_tokens\":%u,\"completion_tokens\":%u,\"total_tokens\":%u,"
-                "\"prompt_tokens_details\":{\"cached_tokens\":%u}}",
-                prompt_tokens, completion_tokens, prompt_tokens + completion_tokens,
+                "\"prompt_tokens_details\":{\"cached_tokens\":%u}",
+                u->prompt_tokens, u->completion_tokens, u->prompt_tokens + u->completion_tokens,
                 t->cached_tokens);
+    if (m->kind == OAI_CHAT)
+        sbuf_printf(b, ",\"completion_tokens_details\":{\"reasoning_tokens\":%u}",
+                    u->reasoning_tokens);
+    sbuf_adds(b, "}");
 }
 
-void sse_chunk_usage(sbuf *b, const sse_meta *m, uint32_t prompt_tokens, uint32_t completion_tokens,
-                     const engine_timings *t) {
+void sse_chunk_usage(sbuf *b, const sse_meta *m, const sse_usage *u, const engine_timings *t) {
     sbuf_adds(b, "data: ");
     head(b, m);
     sbuf_adds(b, ",\"choices\":[],");
-    usage(b, prompt_tokens, completion_tokens, t);
+    usage(b, m, u, t);
     sbuf_adds(b, ",\"timings\":");
     sse_timings_json(b, t);
     sbuf_adds(b, "}\n\n");
@@ -254,16 +270,24 @@ void sse_chunk_tool_call(sbuf *b, const sse_meta *m, uint32_t index, uint32_t ca
     }
 }
 
+/* A chat message's reasoning_content, when the choice has one. */
+static void reasoning(sbuf *b, const sse_text *r) {
+    if (!r || !r->p) return;
+    sbuf_adds(b, ",\"reasoning_content\":");
+    sbuf_json_str(b, r->p, r->n);
+}
+
 void sse_body_choice_tool_calls(sbuf *b, const sse_meta *m, uint32_t index, const char *content,
-                                size_t n, const tool_call *calls, size_t n_calls,
-                                const char *ids_prefix, const sse_lp *lp, size_t n_lp,
-                                const tokenizer *tok) {
+                                size_t n, const sse_text *reasoning_content, const tool_call *calls,
+                                size_t n_calls, const char *ids_prefix, const sse_lp *lp,
+                                size_t n_lp, const tokenizer *tok) {
     sbuf_printf(b, "%s{\"index\":%u,\"message\":{\"role\":\"assistant\",\"content\":",
                 index ? "," : "", index);
     if (n)
         sbuf_json_str(b, content, n);
     else
         sbuf_adds(b, "null");
+    reasoning(b, reasoning_content);
     sbuf_adds(b, ",\"tool_calls\":[");
     for (size_t k = 0; k < n_calls; k++) {
         char id[112];
@@ -301,12 +325,13 @@ void sse_body_open(sbuf *b, const sse_meta *m) {
 }
 
 void sse_body_choice(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
-                     const char *finish_reason, const sse_lp *lp, size_t n_lp,
-                     const tokenizer *tok) {
+                     const sse_text *reasoning_content, const char *finish_reason, const sse_lp *lp,
+                     size_t n_lp, const tokenizer *tok) {
     sbuf_printf(b, "%s{\"index\":%u", index ? "," : "", index);
     if (m->kind == OAI_CHAT) {
         sbuf_adds(b, ",\"message\":{\"role\":\"assistant\",\"content\":");
         sbuf_json_str(b, text, n);
+        reasoning(b, reasoning_content);
         sbuf_adds(b, "}");
     } else {
         sbuf_adds(b, ",\"text\":");
@@ -322,10 +347,9 @@ void sse_body_choice(sbuf *b, const sse_meta *m, uint32_t index, const char *tex
     sbuf_adds(b, "}");
 }
 
-void sse_body_close(sbuf *b, uint32_t prompt_tokens, uint32_t completion_tokens,
-                    const engine_timings *t) {
+void sse_body_close(sbuf *b, const sse_meta *m, const sse_usage *u, const engine_timings *t) {
     sbuf_adds(b, "],");
-    usage(b, prompt_tokens, completion_tokens, t);
+    usage(b, m, u, t);
     sbuf_adds(b, ",\"timings\":");
     sse_timings_json(b, t);
     sbuf_adds(b, "}");

@@ -26,6 +26,19 @@ typedef struct sse_meta {
     const char *model; /* the served model's id */
 } sse_meta;
 
+/* Counts of a response's usage object. completion_tokens_details
+ * {"reasoning_tokens"} is written for chat (the thinking block's tokens,
+ * markers included; 0 without one). */
+typedef struct sse_usage {
+    uint32_t prompt_tokens, completion_tokens, reasoning_tokens;
+} sse_usage;
+
+/* Borrowed text; p NULL: absent (the field is not written). */
+typedef struct sse_text {
+    const char *p;
+    size_t n;
+} sse_text;
+
 /* One token's logprobs as the engine reported them, and where its text
  * starts in the choice's text (completions' text_offset). */
 typedef struct sse_lp {
@@ -46,8 +59,9 @@ void sse_logprobs_json(sbuf *b, oai_kind kind, const tokenizer *tok, const sse_l
 
 /* The timings object in milliseconds:
  * {"queue_ms","prefill_ms","prompt_tokens","cached_tokens","decode_ms",
- *  "completion_tokens","ttft_ms","preemptions"}; phases that never started
- * are 0. */
+ *  "completion_tokens","ttft_ms","preemptions","seed"}; phases that never
+ * started are 0; seed (signed 64-bit) replays the choice (or, in a body or
+ * usage chunk, the request: choice i samples with seed + i). */
 void sse_timings_json(sbuf *b, const engine_timings *t);
 
 /* Chunks of a stream. `index` is the choice (0 .. n-1) the chunk is for:
@@ -60,14 +74,17 @@ void sse_chunk_role(sbuf *b, const sse_meta *m, uint32_t index);
  * logprobs, spelled by tok. */
 void sse_chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
                     int32_t token, const sse_lp *lp, const tokenizer *tok);
+/* Chat: the same with the text as delta {"reasoning_content": ...}, the
+ * field vLLM and llama-server stream a reasoning model's thinking in. */
+void sse_chunk_reasoning(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
+                         int32_t token, const sse_lp *lp, const tokenizer *tok);
 /* A choice's last event: empty text/delta, finish_reason, and the choice's
  * timings. */
 void sse_chunk_finish(sbuf *b, const sse_meta *m, uint32_t index, const char *finish_reason,
                       const engine_timings *t);
 /* stream_options.include_usage, once after every choice finished: choices
  * [], usage (with prompt_tokens_details.cached_tokens from t) and timings. */
-void sse_chunk_usage(sbuf *b, const sse_meta *m, uint32_t prompt_tokens, uint32_t completion_tokens,
-                     const engine_timings *t);
+void sse_chunk_usage(sbuf *b, const sse_meta *m, const sse_usage *u, const engine_timings *t);
 /* A chat stream's tool call number call_index of choice index, in two
  * chunks as OpenAI streams them: {id, type, function {name, arguments ""}},
  * then {function {arguments}}; the SDKs concatenate the arguments. */
@@ -82,18 +99,18 @@ void sse_done(sbuf *b);
  * sse_body_choice for index 0, 1, ... n-1 in order, then close with usage
  * (cached tokens from t) and timings. */
 void sse_body_open(sbuf *b, const sse_meta *m);
-/* lp: the choice's logprobs (n_lp records), or NULL for "logprobs": null. */
+/* lp: the choice's logprobs (n_lp records), or NULL for "logprobs": null.
+ * reasoning_content (chat; NULL or .p NULL: none) goes in the message. */
 void sse_body_choice(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
-                     const char *finish_reason, const sse_lp *lp, size_t n_lp,
-                     const tokenizer *tok);
+                     const sse_text *reasoning_content, const char *finish_reason, const sse_lp *lp,
+                     size_t n_lp, const tokenizer *tok);
 /* A chat choice whose answer was tool calls: message {role, content (the
  * text before the calls, or null), tool_calls [{id, type, function {name,
  * arguments}}]}; call k's id is ids_prefix followed by k. */
 void sse_body_choice_tool_calls(sbuf *b, const sse_meta *m, uint32_t index, const char *content,
-                                size_t n, const tool_call *calls, size_t n_calls,
-                                const char *ids_prefix, const sse_lp *lp, size_t n_lp,
-                                const tokenizer *tok);
-void sse_body_close(sbuf *b, uint32_t prompt_tokens, uint32_t completion_tokens,
-                    const engine_timings *t);
+                                size_t n, const sse_text *reasoning_content, const tool_call *calls,
+                                size_t n_calls, const char *ids_prefix, const sse_lp *lp,
+                                size_t n_lp, const tokenizer *tok);
+void sse_body_close(sbuf *b, const sse_meta *m, const sse_usage *u, const engine_timings *t);
 
 #endif

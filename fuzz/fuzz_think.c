@@ -1,0 +1,61 @@
+/* libFuzzer harness for the <think> splitter (engine/think.h), which reads
+ * model output: the first byte picks the start state, the second a piece
+ * size, the rest is the text. Checks that the parts it hands on, in order,
+ * are the text exactly (nothing lost, nothing added), that the markers are
+ * exactly the marker text, and that fed whole or in pieces of any size the
+ * split is the same. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/think.h"
+
+typedef struct out {
+    uint8_t *all, *parts[3];
+    size_t n_all, n[3];
+} out;
+
+static void sink(void *ctx, think_part part, const char *p, size_t n) {
+    out *o = ctx;
+    if (!n || part > THINK_PART_MARKER) abort();
+    memcpy(o->all + o->n_all, p, n);
+    o->n_all += n;
+    memcpy(o->parts[part] + o->n[part], p, n);
+    o->n[part] += n;
+}
+
+static void run(think_state st, const uint8_t *text, size_t n, size_t step, out *o) {
+    think_split t;
+    think_init(&t, st);
+    for (size_t i = 0; i < n; i += step)
+        think_feed(&t, (const char *)text + i, i + step <= n ? step : n - i, sink, o);
+    think_flush(&t, sink, o);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 2) return 0;
+    think_state st = (think_state)(data[0] % 3); /* OFF, START, IN */
+    size_t step = 1 + data[1] % 16;
+    const uint8_t *text = data + 2;
+    size_t n = size - 2;
+    uint8_t *buf = malloc(8 * (n + 1));
+    if (!buf) return 0;
+    out a = {.all = buf, .parts = {buf + n + 1, buf + 2 * (n + 1), buf + 3 * (n + 1)}};
+    out b = {.all = buf + 4 * (n + 1),
+             .parts = {buf + 5 * (n + 1), buf + 6 * (n + 1), buf + 7 * (n + 1)}};
+    run(st, text, n, n ? n : 1, &a);
+    run(st, text, n, step, &b);
+    if (a.n_all != n || memcmp(a.all, text, n)) abort(); /* the text, in order */
+    for (int p = 0; p < 3; p++)
+        if (a.n[p] != b.n[p] || memcmp(a.parts[p], b.parts[p], a.n[p])) abort();
+    if (st == THINK_OFF && a.n[THINK_PART_CONTENT] != n) abort();
+    /* markers: whitespace then "<think>", and/or "</think>" */
+    const uint8_t *m = a.parts[THINK_PART_MARKER];
+    size_t nm = a.n[THINK_PART_MARKER];
+    size_t close = sizeof THINK_CLOSE - 1;
+    if (nm >= close && !memcmp(m + nm - close, THINK_CLOSE, close)) nm -= close;
+    size_t open = sizeof THINK_OPEN - 1;
+    if (nm && (nm < open || memcmp(m + nm - open, THINK_OPEN, open))) abort();
+    free(buf);
+    return 0;
+}

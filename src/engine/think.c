@@ -1,0 +1,131 @@
+/* The thinking-block splitter (see think.h for the rules). Each byte moves
+ * a small state machine; runs of bytes with the same part go to the sink in
+ * one call. The held bytes are at most THINK_MAX_LEAD of whitespace plus a
+ * marker's proper prefix: "<think>" and "</think>" have no border (no proper
+ * prefix that is also a suffix), so a mismatch never needs more than the
+ * byte that broke it re-examined.
+ * Not here: tokens (but think_prompt_open's walk), allocation. */
+#include "engine/think.h"
+
+#include <string.h>
+
+void think_init(think_split *t, think_state state) {
+    memset(t, 0, sizeof *t);
+    t->state = state;
+}
+
+/* A run of one part within the piece being fed, flushed when the part
+ * changes or the piece ends. */
+typedef struct run {
+    think_sink sink;
+    void *ctx;
+    think_part part;
+    const char *p;
+    size_t n;
+} run;
+
+static void run_flush(run *r) {
+    if (r->n) r->sink(r->ctx, r->part, r->p, r->n);
+    r->n = 0;
+}
+
+/* Adds the piece's byte at p to the run of part. */
+static void run_add(run *r, think_part part, const char *p) {
+    if (r->n && (r->part != part || r->p + r->n != p)) run_flush(r);
+    if (!r->n) {
+        r->part = part;
+        r->p = p;
+    }
+    r->n++;
+}
+
+/* Held bytes go out (before anything of the current run after them). */
+static void held_out(think_split *t, run *r, think_part part) {
+    run_flush(r);
+    if (t->n_held) r->sink(r->ctx, part, t->held, t->n_held);
+    t->n_held = 0;
+}
+
+static bool is_space(char c) {
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
+/* START: whitespace, then "<think>" or anything else. */
+static void feed_start(think_split *t, run *r, const char *p) {
+    size_t lead = 0;
+    while (lead < t->n_held && is_space(t->held[lead]))
+        lead++;
+    const size_t have = t->n_held - lead; /* bytes of "<think>" matched */
+    if (have == 0 && is_space(*p) && t->n_held < THINK_MAX_LEAD) {
+        t->held[t->n_held++] = *p;
+        return;
+    }
+    if (have < sizeof THINK_OPEN - 1 && *p == THINK_OPEN[have]) {
+        t->held[t->n_held++] = *p;
+        if (have + 1 == sizeof THINK_OPEN - 1) {
+            held_out(t, r, THINK_PART_MARKER);
+            t->state = THINK_IN;
+        }
+        return;
+    }
+    held_out(t, r, THINK_PART_CONTENT); /* the answer began without a block */
+    t->state = THINK_DONE;
+    run_add(r, THINK_PART_CONTENT, p);
+}
+
+/* IN: reasoning until "</think>". */
+static void feed_in(think_split *t, run *r, const char *p) {
+    if (*p == THINK_CLOSE[t->n_held]) {
+        run_flush(r); /* the reasoning before the marker's start goes first */
+        t->held[t->n_held++] = *p;
+        if (t->n_held == sizeof THINK_CLOSE - 1) {
+            held_out(t, r, THINK_PART_MARKER);
+            t->state = THINK_DONE;
+        }
+        return;
+    }
+    if (t->n_held) { /* no border: only this byte may start a new marker */
+        held_out(t, r, THINK_PART_REASONING);
+        if (*p == THINK_CLOSE[0]) {
+            t->held[t->n_held++] = *p;
+            return;
+        }
+    }
+    run_add(r, THINK_PART_REASONING, p);
+}
+
+void think_feed(think_split *t, const char *p, size_t n, think_sink sink, void *ctx) {
+    run r = {.sink = sink, .ctx = ctx};
+    for (size_t i = 0; i < n; i++) {
+        switch (t->state) {
+        case THINK_START:
+            feed_start(t, &r, p + i);
+            break;
+        case THINK_IN:
+            feed_in(t, &r, p + i);
+            break;
+        default: /* OFF, DONE: the rest of the piece is answer */
+            run_add(&r, THINK_PART_CONTENT, p + i);
+            r.n += n - i - 1;
+            i = n;
+            break;
+        }
+    }
+    run_flush(&r);
+}
+
+void think_flush(think_split *t, think_sink sink, void *ctx) {
+    run r = {.sink = sink, .ctx = ctx};
+    held_out(t, &r, t->state == THINK_IN ? THINK_PART_REASONING : THINK_PART_CONTENT);
+    if (t->state == THINK_START) t->state = THINK_DONE;
+}
+
+bool think_prompt_open(const tokenizer *tok, const int32_t *ids, size_t n, int32_t open_id) {
+    if (open_id < 0) return false;
+    for (size_t i = n; i-- > 0;) {
+        int type = tokenizer_token_type(tok, ids[i]);
+        if (ids[i] != open_id && (type == TOKEN_TYPE_NORMAL || type == TOKEN_TYPE_BYTE)) continue;
+        return ids[i] == open_id;
+    }
+    return false;
+}
