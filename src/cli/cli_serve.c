@@ -111,6 +111,20 @@ static const opt_row serve_rows[] = {
      .help = "most choices per request (n), 400 above (default 16)"},
     {"--drain-timeout", .kind = OPT_U32, .off = S(drain_timeout_s), .max = 4294967295.0,
      .metavar = "S", .help = "on SIGTERM, in-flight requests get S seconds (default 30)"},
+    {"--grammar-max-ms", .kind = OPT_U32, .off = S(grammar_max_ms), .max = 4294967295.0,
+     .metavar = "MS",
+     .help = "compiling one request's grammar or JSON schema may take MS\n"
+             "milliseconds, 400 above (default 2000; 0: no limit)"},
+    {"--grammar-max-mem", .kind = OPT_SIZE, .off = S(grammar_max_bytes), .metavar = "BYTES",
+     .help = "one request's compiled grammar may take BYTES, 400 above\n"
+             "(default 64M; 0: no limit)"},
+    {"--constraint-mem", .kind = OPT_SIZE, .off = S(constraint_mem), .metavar = "BYTES",
+     .help = "compiled grammars alive plus the recognizers of every\n"
+             "constrained choice, all requests together; a request that\n"
+             "would pass it gets 503 + Retry-After (default 1G; 0: no limit)"},
+    U32_ROW("--grammar-cache", grammar_cache,
+            "compiled grammars kept for requests that send the same\n"
+            "one again (default 64; 0: none)"),
     {0},
 };
 

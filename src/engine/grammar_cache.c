@@ -178,15 +178,6 @@ static constraint_prog *insert(grammar_cache *gc, uint64_t h, const char *text, 
     return p;
 }
 
-/* Drops the cache's entry for p, if it has one. Under mu. */
-static void forget(grammar_cache *gc, const constraint_prog *p) {
-    for (gc_entry *e = gc->head; e; e = e->next)
-        if (e->prog == p) {
-            drop_entry(gc, e);
-            return;
-        }
-}
-
 int grammar_cache_acquire(grammar_cache *gc, const char *gbnf, size_t len, size_t reserve,
                           constraint_prog **out, bool *hit, tps_err *err) {
     *hit = false;
@@ -205,11 +196,16 @@ int grammar_cache_acquire(grammar_cache *gc, const char *gbnf, size_t len, size_
         return rc;
     }
     constraint_prog_set_account(p, &gc->live);
-    p = insert(gc, hash_text(gbnf, len), gbnf, len, p);
     size_t budget = gc->cfg.budget_bytes, bytes = constraint_prog_bytes(p);
-    if (budget && (bytes + reserve > budget || !make_room(gc, reserve, p))) {
+    if (budget && bytes + reserve > budget) { /* it can never run here: not kept either */
         rc = refuse(gc, bytes, reserve, err);
-        if (rc == TPS_ERANGE) forget(gc, p); /* it can never run here: do not keep it */
+        pthread_mutex_unlock(&gc->mu);
+        constraint_prog_unref(p);
+        return rc;
+    }
+    p = insert(gc, hash_text(gbnf, len), gbnf, len, p);
+    if (!make_room(gc, reserve, p)) { /* kept: the retry finds it compiled */
+        rc = refuse(gc, constraint_prog_bytes(p), reserve, err);
         pthread_mutex_unlock(&gc->mu);
         constraint_prog_unref(p);
         return rc;

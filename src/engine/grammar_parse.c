@@ -158,11 +158,10 @@ static int push(parser *p, uint32_t rid, uint32_t op, uint32_t lo, uint32_t hi) 
                        GRAMMAR_MAX_ELEMS);
     if (p->max_bytes && estimate_bytes(p) > p->max_bytes)
         return tps_fail(p->err, TPS_ERANGE,
-                        "grammar: compiled, it takes more than %.1f MiB (%zu elements and %u rules "
-                        "by line %zu); the limit is %.1f MiB%s%s",
-                        (double)p->max_bytes / 1048576.0, p->total, p->n_rules, line_of(p, p->pos),
+                        "grammar: compiled, it would take more than %.1f MiB, the limit per "
+                        "request%s%s (%zu elements and %u rules by line %zu)",
                         (double)p->max_bytes / 1048576.0, p->label ? " " : "",
-                        p->label ? p->label : "");
+                        p->label ? p->label : "", p->total, p->n_rules, line_of(p, p->pos));
     prule *r = &p->rules[rid];
     if (TPS_GROW(r->el, r->cap, r->n + 1, 8)) return oom(p);
     r->el[r->n++] = (grammar_elem){op, lo, hi};

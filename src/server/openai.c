@@ -4,7 +4,6 @@
  * OpenAI API. */
 #include "server/openai.h"
 
-#include "engine/grammar.h"
 #include "engine/stop.h"
 #include "server/json_schema.h"
 #include "server/regex_gbnf.h"
@@ -238,13 +237,11 @@ static int parse_logprobs(json_t *o, oai_request *r, oai_error *e) {
 
 /* ---------------------------------------------------------------------------
  * Constrained output: response_format, grammar, regex and the extensions,
- * each compiled to GBNF and parsed here so a malformed one is a 400 with
- * its location before anything is queued
+ * each turned into GBNF here; the GBNF is parsed and compiled by the server
+ * (its grammar cache, off the HTTP thread), whose errors name the same field
  * ------------------------------------------------------------------------- */
 
-/* A 400 (500 when out of memory) naming param, with the compiler's message,
- * which already starts with param's name when param is what it compiled. */
-static int compile_error(oai_error *e, int rc, const char *param, const char *msg) {
+int oai_constraint_error(oai_error *e, int rc, const char *param, const char *msg) {
     size_t pl = strlen(param);
     bool named = !strncmp(msg, param, pl) && msg[pl] == ':';
     return oai_error_set(e, rc == TPS_ENOMEM ? 500 : 400,
@@ -253,16 +250,15 @@ static int compile_error(oai_error *e, int rc, const char *param, const char *ms
                          named ? "" : ": ", msg);
 }
 
-/* Checks that the GBNF text in g parses, then hands it to r. */
+/* Hands the GBNF text in g to r, with the field it came from (a static
+ * string, for the compile's errors). */
 static int take_grammar(oai_request *r, sbuf *g, const char *param, oai_error *e) {
     if (sbuf_failed(g)) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    grammar *gr = NULL;
-    tps_err err = {{0}};
-    int rc = grammar_parse(&gr, g->p ? g->p : "", g->len, &err);
-    grammar_free(gr);
-    if (rc) return compile_error(e, rc, param, err.msg);
+    sbuf_adds(g, ""); /* a buffer even for an empty grammar (refused when compiled) */
+    if (sbuf_failed(g)) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     r->grammar = g->p;
     r->grammar_len = g->len;
+    r->grammar_param = param;
     g->p = NULL;
     return 0;
 }
@@ -273,7 +269,7 @@ static int schema_grammar(oai_request *r, const json_t *schema, const char *para
     tps_err err = {{0}};
     int rc = json_schema_to_gbnf(schema, &g, &err);
     if (rc)
-        rc = compile_error(e, rc, param, err.msg);
+        rc = oai_constraint_error(e, rc, param, err.msg);
     else
         rc = take_grammar(r, &g, param, e);
     sbuf_free(&g);
@@ -370,7 +366,7 @@ static int parse_constraint(json_t *o, oai_request *r, oai_error *e) {
     if (!strcmp(given, "regex") || !strcmp(given, "guided_regex")) {
         tps_err err = {{0}};
         rc = regex_to_gbnf(json_string_value(v), json_string_length(v), &g, &err);
-        if (rc) rc = compile_error(e, rc, given, err.msg);
+        if (rc) rc = oai_constraint_error(e, rc, given, err.msg);
     } else {
         sbuf_add(&g, json_string_value(v), json_string_length(v));
         rc = 0;

@@ -33,6 +33,10 @@ void server_config_default(server_config *c) {
     c->header_timeout_s = 10;
     c->drain_timeout_s = 30;
     c->max_n = 16;
+    c->grammar_max_ms = 2000;
+    c->grammar_max_bytes = (size_t)64 << 20;
+    c->constraint_mem = (size_t)1 << 30;
+    c->grammar_cache = 64;
     c->engine.itl_target_ms = ENGINE_ITL_TARGET_AUTO;
     c->signal_fd = -1;
 }
@@ -385,6 +389,17 @@ int server_load(server *s, tps_err *err) {
 
     if ((rc = choose_template(s, err))) return rc;
 
+    grammar_cache_config gcc = {
+        .max_entries = s->cfg.grammar_cache,
+        .budget_bytes = s->cfg.constraint_mem,
+        .budget_label = "(--constraint-mem)",
+        .limits = {.max_ns = (uint64_t)s->cfg.grammar_max_ms * TPS_NS_PER_MS,
+                   .max_bytes = s->cfg.grammar_max_bytes,
+                   .time_label = "(--grammar-max-ms)",
+                   .bytes_label = "(--grammar-max-mem)"},
+    };
+    if ((rc = grammar_cache_create(&s->grammars, &gcc, err))) return rc;
+    s->cursor_bytes = constraint_cursor_bytes(s->model->cfg.n_vocab);
     engine_params ep = s->cfg.engine;
     ep.model = s->model;
     ep.tok = s->tok;
@@ -432,6 +447,7 @@ void server_free(server *s) {
         c->req = NULL;
         req_ctx_free(c);
     }
+    grammar_cache_free(s->grammars); /* after everything that held its grammars */
     if (s->http) evhttp_free(s->http);
     server_conns_sweep(s, true);
     free(s->conns);

@@ -94,8 +94,12 @@ static void handle_body(server *s, struct evhttp_request *req, work_kind kind) {
     j->req = req;
     j->conn = evhttp_request_get_connection(req);
     sbuf_init(&j->reply);
-    if (len <= SERVER_INLINE_BODY) {
-        server_work_prepare(j);
+    /* small bodies are prepared here, unless they may carry a grammar or a
+     * schema: compiling one is never done on this thread (a cached one is,
+     * costing a lookup) */
+    const char *p = len <= SERVER_INLINE_BODY ? (const char *)evbuffer_pullup(j->body, -1) : NULL;
+    if (len <= SERVER_INLINE_BODY && !server_body_may_constrain(p ? p : "", len) &&
+        server_work_prepare_inline(j)) {
         server_work_detach(j);
         server_work_finish(j);
         return;

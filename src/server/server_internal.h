@@ -14,6 +14,7 @@
 #include <event2/http.h>
 #include <event2/listener.h>
 
+#include "engine/grammar_cache.h"
 #include "metrics/hist.h"
 #include "metrics/roofline.h"
 #include "model/llama_model.h"
@@ -77,7 +78,13 @@ typedef struct work_job {
     bool parsed;
     int32_t *ids; /* completions: the prompt's tokens (owned) */
     size_t n_ids;
-    sbuf reply; /* /tokenize, /detokenize: the 200 body */
+    sbuf reply;    /* /tokenize, /detokenize: the 200 body */
+    bool prepared; /* the body is done (parsed, rendered, tokenized) */
+    /* a constrained completion: its compiled grammar and the bytes reserved
+     * for its choices' recognizers (grammar_cache_release gives both back),
+     * handed to the req_ctx once submitted */
+    constraint_prog *prog;
+    size_t prog_reserve;
 } work_job;
 
 typedef struct server_work server_work;
@@ -125,6 +132,8 @@ typedef struct req_ctx {
     uint32_t n_done;    /* choices whose DONE came */
     uint64_t t_start_ns;
     engine_timings timings; /* the request's: choices' timings merged as they finish */
+    constraint_prog *prog;  /* its compiled grammar (a reference), released with it */
+    size_t prog_reserve;    /* bytes reserved in s->grammars for its recognizers */
     sbuf out;               /* staging for each event */
     req_choice choice[];    /* n_choices */
 } req_ctx;
@@ -162,10 +171,12 @@ struct server {
     tokenizer *tok;
     engine *eng;
     chat_tmpl tmpl;
-    bool tmpl_guessed;      /* no template in the file: ChatML by default */
-    int32_t tmpl_eot_id;    /* the template's end-of-turn as one non-EOG token; -1: none */
-    bool tmpl_eot_as_stop;  /* the end-of-turn is no single token: a stop string */
-    machine_limits machine; /* this machine's limits (tps machine); zeros: unknown */
+    bool tmpl_guessed;       /* no template in the file: ChatML by default */
+    int32_t tmpl_eot_id;     /* the template's end-of-turn as one non-EOG token; -1: none */
+    bool tmpl_eot_as_stop;   /* the end-of-turn is no single token: a stop string */
+    machine_limits machine;  /* this machine's limits (tps machine); zeros: unknown */
+    grammar_cache *grammars; /* compiled grammars and their memory budget (any thread) */
+    size_t cursor_bytes;     /* one constrained choice's recognizer (reserved per choice) */
     atomic_bool ready;
 
     /* Requests from other threads: drain / stop. */
@@ -215,8 +226,15 @@ bool server_work_submit(server *s, work_job *j); /* false: the queue is full */
 void server_work_detach(work_job *j);
 void server_work_free(server *s);
 
-/* server_prepare.c: preparing bodies (any thread) and answering them */
+/* server_prepare.c: preparing bodies (any thread) and answering them.
+ * server_work_prepare does it all (a worker); server_work_prepare_inline
+ * (the HTTP thread) leaves compiling a grammar to a worker: false when the
+ * job needs one still (it then goes to server_work_submit). */
 void server_work_prepare(work_job *j);
+bool server_work_prepare_inline(work_job *j);
+/* Whether a body may ask for constrained output or tools (a cheap scan of
+ * its bytes; false positives only cost a thread hop). */
+bool server_body_may_constrain(const char *body, size_t len);
 void server_work_finish(work_job *j);
 void server_work_job_free(work_job *j);
 

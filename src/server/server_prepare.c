@@ -280,6 +280,7 @@ static int prepare_tools(server *s, oai_request *r, oai_error *e) {
     }
     r->grammar = g.p;
     r->grammar_len = g.len;
+    r->grammar_param = "tools";
     return 0;
 }
 
@@ -308,7 +309,38 @@ static void prepare_completion(work_job *j, const char *body, size_t len) {
     if (kind == OAI_CHAT && prepare_tools(s, &j->r, &j->e)) j->failed = true;
 }
 
-void server_work_prepare(work_job *j) {
+/* The request's grammar compiled within the per-request limits, or found
+ * in the cache, and room reserved in the server's budget for its choices'
+ * recognizers; else j fails with a 400 naming the field (over a limit
+ * too), or a 503 when the budget has no room now. */
+static void compile_grammar(work_job *j) {
+    server *s = j->s;
+    const oai_request *r = &j->r;
+    size_t reserve = (size_t)(r->n ? r->n : 1) * s->cursor_bytes;
+    tps_err err = {{0}};
+    bool hit = false;
+    int rc = engine_constraints_prepare(s->eng, &err);
+    if (!rc)
+        rc = grammar_cache_acquire(s->grammars, r->grammar, r->grammar_len, reserve, &j->prog, &hit,
+                                   &err);
+    if (!rc) {
+        j->prog_reserve = reserve;
+        return;
+    }
+    j->failed = true;
+    if (rc == TPS_EFULL)
+        oai_error_set(&j->e, 503, "unavailable_error", NULL, "constraint_memory_full", "%s",
+                      err.msg);
+    else
+        oai_constraint_error(&j->e, rc, r->grammar_param ? r->grammar_param : "grammar", err.msg);
+}
+
+static bool needs_compile(const work_job *j) {
+    return !j->failed && j->parsed && j->r.grammar && !j->prog;
+}
+
+/* Parses, renders and tokenizes the body, then frees it. */
+static void prepare_body(work_job *j) {
     const char *body = (const char *)evbuffer_pullup(j->body, -1);
     size_t len = evbuffer_get_length(j->body);
     if (!body) body = "";
@@ -327,10 +359,50 @@ void server_work_prepare(work_job *j) {
     /* the body is no longer needed: free it here, off the HTTP thread */
     evbuffer_free(j->body);
     j->body = NULL;
+    j->prepared = true;
+}
+
+void server_work_prepare(work_job *j) {
+    if (!j->prepared) prepare_body(j);
+    if (needs_compile(j)) compile_grammar(j);
+}
+
+bool server_work_prepare_inline(work_job *j) {
+    if (!j->prepared) prepare_body(j);
+    if (!needs_compile(j)) return true;
+    /* a grammar compiled before costs a lookup: taken here, no thread hop */
+    size_t reserve = (size_t)(j->r.n ? j->r.n : 1) * j->s->cursor_bytes;
+    tps_err err = {{0}};
+    int rc = grammar_cache_lookup(j->s->grammars, j->r.grammar, j->r.grammar_len, reserve, &j->prog,
+                                  &err);
+    if (rc == 0) return false; /* not cached: a worker compiles it */
+    if (rc == 1) {
+        j->prog_reserve = reserve;
+        return true;
+    }
+    j->failed = true;
+    if (rc == TPS_EFULL)
+        oai_error_set(&j->e, 503, "unavailable_error", NULL, "constraint_memory_full", "%s",
+                      err.msg);
+    else
+        oai_constraint_error(&j->e, rc, j->r.grammar_param ? j->r.grammar_param : "grammar",
+                             err.msg);
+    return true;
+}
+
+/* Keys that ask for constrained output or tools (openai.c's, tools'),
+ * as they appear inside a JSON body. */
+bool server_body_may_constrain(const char *body, size_t len) {
+    static const char *const keys[] = {"response_format", "json_schema", "guided_",
+                                       "grammar",         "regex",       "\"tools\""};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (memmem(body, len, keys[i], strlen(keys[i]))) return true;
+    return false;
 }
 
 void server_work_job_free(work_job *j) {
     if (!j) return;
+    if (j->prog) grammar_cache_release(j->s->grammars, j->prog, j->prog_reserve);
     if (j->body) evbuffer_free(j->body);
     if (j->parsed) oai_request_free(&j->r);
     free(j->ids);
@@ -424,6 +496,8 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
             return oai_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
                                  "logit_bias: token id %d is outside the vocabulary (0..%u)",
                                  r->logit_bias[i].id, s->model->cfg.n_vocab - 1);
+    if (r->grammar && !j->prog) /* compile_grammar either compiled it or failed the job */
+        return oai_error_set(e, 500, "server_error", NULL, NULL, "the grammar was not compiled");
     req_ctx *c = req_ctx_new(s, req, kind, r->n);
     if (!c) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     c->stream = r->stream;
@@ -446,13 +520,15 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
         .n_logit_bias = r->n_logit_bias,
         .logprobs = r->logprobs,
         .top_logprobs = r->top_logprobs,
-        .grammar = r->grammar,
-        .grammar_len = r->grammar_len,
+        .grammar_prog = j->prog, /* compiled off this thread (compile_grammar) */
         .user = c,
     };
     tps_err err = {{0}};
     int rc = engine_submit(s->eng, &er, &c->engine_id, &err);
     if (rc == 0) {
+        c->prog = j->prog; /* the request holds it (and its reservation) from here */
+        c->prog_reserve = j->prog_reserve;
+        j->prog = NULL;
         req_ctx_start(c);
         return 0;
     }

@@ -57,6 +57,7 @@ static void unlink_ctx(req_ctx *c) {
 void req_ctx_free(req_ctx *c) {
     if (!c) return;
     unlink_ctx(c);
+    if (c->prog) grammar_cache_release(c->s->grammars, c->prog, c->prog_reserve);
     sbuf_free(&c->out);
     for (uint32_t i = 0; i < c->n_choices; i++) {
         sbuf_free(&c->choice[i].text);
