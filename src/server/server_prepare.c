@@ -461,6 +461,21 @@ static uint64_t pool_room(server *s, size_t n_prompt, uint32_t n) {
     return tokens > n_prompt ? tokens - n_prompt : 0;
 }
 
+/* engine_submit's refusal rc (message msg) as the answer. */
+static void submit_error(server *s, const oai_request *r, size_t n_prompt, uint32_t max_tokens,
+                         int rc, const char *msg, oai_error *e) {
+    if (rc == TPS_EFULL)
+        oai_error_set(e, 429, "rate_limit_error", NULL, "queue_full", "%s; retry after a second",
+                      msg);
+    else if (rc == TPS_ERANGE)
+        erange_error(s, r, n_prompt, max_tokens, msg, e);
+    else if (rc == TPS_EINVAL)
+        oai_error_set(e, 400, "invalid_request_error", r->kind == OAI_CHAT ? "messages" : "prompt",
+                      "invalid_value", "%s", msg);
+    else
+        oai_error_set(e, 500, "server_error", NULL, NULL, "%s", msg);
+}
+
 /* The prepared request into the engine; 0, or the error to answer with. */
 static int submit_completion(server *s, struct evhttp_request *req, work_job *j, oai_error *e) {
     oai_request *r = &j->r;
@@ -534,16 +549,7 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
     }
     c->req = NULL;
     req_ctx_free(c);
-    if (rc == TPS_EFULL)
-        oai_error_set(e, 429, "rate_limit_error", NULL, "queue_full", "%s; retry after a second",
-                      err.msg);
-    else if (rc == TPS_ERANGE)
-        erange_error(s, r, j->n_ids, max_tokens, err.msg, e);
-    else if (rc == TPS_EINVAL)
-        oai_error_set(e, 400, "invalid_request_error", kind == OAI_CHAT ? "messages" : "prompt",
-                      "invalid_value", "%s", err.msg);
-    else
-        oai_error_set(e, 500, "server_error", NULL, NULL, "%s", err.msg);
+    submit_error(s, r, j->n_ids, max_tokens, rc, err.msg, e);
     return rc;
 }
 
