@@ -194,8 +194,9 @@ static void reply_preflight(server *s, struct evhttp_request *req, const struct 
     evhttp_add_header(h, "Access-Control-Allow-Methods", m);
     evhttp_add_header(h, "Access-Control-Allow-Headers", "Authorization, Content-Type");
     evhttp_add_header(h, "Access-Control-Max-Age", "600");
-    server_conn_busy(s, req, false);
+    conn_slot *slot = server_conn_busy(s, req, false);
     evhttp_send_reply(req, 204, "No Content", NULL);
+    server_conn_guard(slot);
 }
 
 /* Host and Origin: true when the request may go on (else it was answered

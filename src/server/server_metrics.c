@@ -150,6 +150,9 @@ static void render_counters(server *s, sbuf *b) {
     gauge(b, "tps_http_requests_in_flight", "Completion requests being answered.",
           (double)s->n_inflight);
     gauge(b, "tps_http_connections_open", "Open client connections.", (double)server_conns_open(s));
+    counter(b, "tps_http_connections_shed_total",
+            "Connections closed to make room: silent ones, then idle keep-alive ones.",
+            (double)s->conns_shed);
 }
 
 /* The request histograms, and the engine's step histograms merged now. */
