@@ -168,9 +168,10 @@ static void *bg_post_run(void *arg) {
 Test(bounds, health_answers_within_20_ms_while_grammars_compile, .timeout = 120) {
     REQUIRE_SHARED(MODEL);
     serve_child ch;
-    const char *extra[] = {"--grammar-max-ms", "20000", NULL};
-    serve_spawn(&ch, extra, 0);
-    /* two different grammars: both workers compile at once */
+    serve_spawn(&ch, NULL, 0);
+    /* two different grammars: both workers compile at once (each is
+     * refused as too ambiguous, or over --grammar-max-ms under a sanitizer,
+     * after a long expansion: what is measured is /health meanwhile) */
     bg_post bg[2] = {{.port = ch.port, .body = chain_body('a', 16)},
                      {.port = ch.port, .body = chain_body('b', 16)}};
     pthread_t th[2];
@@ -340,8 +341,7 @@ Test(bounds, out_of_descriptors_the_server_pauses_accepts_and_health_answers, .t
     REQUIRE_SHARED(MODEL);
     serve_child ch;
     serve_spawn(&ch, NULL, 128); /* ulimit -n 128, soft and hard */
-    cr_assert(strstr(ch.log, "--max-connections lowered from 1024"), "no word of the limit: %s",
-              ch.log);
+    bool said = strstr(ch.log, "--max-connections lowered from 1024") != NULL;
     /* more connections than descriptors, from four addresses, all silent */
     int fds[N_FLOOD];
     int opened = 0;
@@ -365,6 +365,7 @@ Test(bounds, out_of_descriptors_the_server_pauses_accepts_and_health_answers, .t
               after);
     cr_assert_lt(after, 1000);
     cr_assert_lt(ch.log_total, 16384, "the log grew by %zu bytes: %.2000s", ch.log_total, ch.log);
+    cr_assert(said, "no word at start of the limit lowering --max-connections: %s", ch.log);
     int st = serve_reap(&ch, SIGTERM);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, ch.log);
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -90,10 +91,12 @@ static const opt_row serve_rows[] = {
     {"--max-header-bytes", .kind = OPT_SIZE, .off = S(max_header_bytes), .metavar = "N",
      .help = "request headers limit (default 16K)"},
     U32_ROW("--max-connections", max_connections,
-            "open connections; 8 more are accepted for /health and\n"
-            "/metrics only (others 503), then accepts wait (default 1024)"),
+            "connections with requests under way, 503 above; 8 more\n"
+            "for /health and /metrics. Silent connections hold no slot:\n"
+            "the oldest are shed when the table is full (default 1024,\n"
+            "lowered to fit the open-file limit)"),
     U32_ROW("--max-conns-per-client", max_conns_per_client,
-            "connections from one client address, 429 above\n"
+            "requests under way from one client address, 429 above\n"
             "(default: half of --max-connections)"),
     {"--header-timeout", .kind = OPT_U32, .off = S(header_timeout_s), .max = 4294967295.0,
      .metavar = "S",
@@ -172,6 +175,13 @@ int cli_serve(int argc, char **argv) {
         return 1;
     }
     signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an error return, not a kill */
+    /* one descriptor per connection: the soft open-file limit (often 1024)
+     * up to the hard one; the server keeps its connections below it */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 
     server *s = NULL;
     tps_err err = {{0}};

@@ -38,10 +38,12 @@ typedef struct server_config {
     engine_params engine;          /* model and tok are filled by server_load */
     size_t max_body_bytes;         /* request body limit (413); default 8 MiB */
     size_t max_header_bytes;       /* request line + headers limit; default 16 KiB */
-    uint32_t max_connections;      /* open connections; beyond it 8 more for /health and /metrics
-                                      only, then accepts wait; default 1024 */
-    uint32_t max_conns_per_client; /* connections from one address (429 above); 0: half of
-                                      max_connections */
+    uint32_t max_connections;      /* connections with requests (503 above), 8 more for /health
+                                      and /metrics; silent ones are shed first when the table
+                                      is full (server_admit.c); lowered to fit the open-file
+                                      limit; default 1024 */
+    uint32_t max_conns_per_client; /* requests under way from one address (429 above); 0: half
+                                      of max_connections */
     uint32_t timeout_s; /* a request must arrive whole within it; idle keep-alive too; default 60 */
     uint32_t header_timeout_s;       /* a request's header block must arrive within it of the
                                         connection's accept or of its first byte; default 10; 0: none */
