@@ -181,9 +181,11 @@ static bool is_silent(const conn_slot *c) {
     return !c->refused && c->peer_known && !c->spoke && !c->busy;
 }
 
-/* Answered and waiting for its next request, none of which has started. */
+/* Answered (its last bytes out) and waiting for its next request, none of
+ * which has started. */
 static bool is_idle(const conn_slot *c) {
-    return !c->refused && c->spoke && !c->busy && !c->frame.started && c->klass != CONN_NEW;
+    return !c->refused && c->spoke && !c->busy && !c->frame.started && c->klass != CONN_NEW &&
+           !evbuffer_get_length(bufferevent_get_output(c->bev));
 }
 
 /* The connection to shed: the oldest silent one (from like's address
