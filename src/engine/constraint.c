@@ -37,8 +37,7 @@ void constraint_prog_unref(constraint_prog *p) {
     grammar_free(p->g);
     free(p->alt_start);
     free(p->alt_idx);
-    free(p->init);
-    free(p->init_len);
+    cons_forest_free(&p->init);
     free(p);
 }
 
@@ -332,45 +331,62 @@ void cons_tables_free(constraint *c) {
     free(c->scratch);
 }
 
-int cons_export(const constraint *c, uint32_t s, uint32_t **stacks, uint32_t **lens, uint32_t *n) {
-    uint32_t k_n = c->st_len[s];
-    size_t total = 0;
+void cons_forest_free(cons_forest *f) {
+    free(f->parent);
+    free(f->pos);
+    free(f->stacks);
+    memset(f, 0, sizeof *f);
+}
+
+/* Numbers node k and the nodes below it (parents first) in f; idx maps a
+ * node to its number + 1 (0: not yet). */
+static void forest_add(const constraint *c, uint32_t k, uint32_t *idx, cons_forest *f,
+                       uint32_t *path) {
+    size_t depth = 0;
+    for (uint32_t x = k; x && !idx[x]; x = c->sn_parent[x])
+        path[depth++] = x;
+    while (depth--) { /* from the lowest new node up */
+        uint32_t x = path[depth], p = c->sn_parent[x];
+        f->parent[f->n_nodes] = p ? idx[p] - 1 : CONS_EMPTY;
+        f->pos[f->n_nodes] = c->sn_pos[x];
+        idx[x] = ++f->n_nodes;
+    }
+}
+
+int cons_export(const constraint *c, uint32_t s, cons_forest *out) {
+    memset(out, 0, sizeof *out);
+    uint32_t n = c->st_len[s];
     const uint32_t *st = c->st_data + c->st_off[s];
-    for (uint32_t i = 0; i < k_n; i++)
-        for (uint32_t k = st[i]; k; k = c->sn_parent[k])
-            total++;
-    uint32_t *sp = malloc((total ? total : 1) * sizeof *sp);
-    uint32_t *lp = malloc((k_n ? k_n : 1) * sizeof *lp);
-    if (!sp || !lp) {
-        free(sp);
-        free(lp);
+    uint32_t *idx = calloc(c->n_nodes, sizeof *idx);
+    uint32_t *path = malloc(c->n_nodes * sizeof *path);
+    out->parent = malloc(c->n_nodes * sizeof *out->parent);
+    out->pos = malloc(c->n_nodes * sizeof *out->pos);
+    out->stacks = malloc((n ? n : 1) * sizeof *out->stacks);
+    if (!idx || !path || !out->parent || !out->pos || !out->stacks) {
+        free(idx);
+        free(path);
+        cons_forest_free(out);
         return TPS_ENOMEM;
     }
-    size_t o = 0;
-    for (uint32_t i = 0; i < k_n; i++) { /* each stack bottom first */
-        size_t begin = o;
-        for (uint32_t k = st[i]; k; k = c->sn_parent[k])
-            sp[o++] = c->sn_pos[k];
-        lp[i] = (uint32_t)(o - begin);
-        for (size_t a = begin, b = o; a + 1 < b; a++, b--) {
-            uint32_t x = sp[a];
-            sp[a] = sp[b - 1];
-            sp[b - 1] = x;
-        }
+    for (uint32_t i = 0; i < n; i++) {
+        forest_add(c, st[i], idx, out, path);
+        out->stacks[i] = st[i] ? idx[st[i]] - 1 : CONS_EMPTY;
     }
-    *stacks = sp, *lens = lp, *n = k_n;
+    out->n_stacks = n;
+    free(idx);
+    free(path);
     return 0;
 }
 
-uint32_t cons_import(constraint *c, const uint32_t *stacks, const uint32_t *lens, uint32_t n) {
+uint32_t cons_import(constraint *c, const cons_forest *f) {
+    uint32_t *id = malloc((f->n_nodes ? f->n_nodes : 1) * sizeof *id);
+    if (!id) return 0;
+    for (uint32_t i = 0; i < f->n_nodes; i++)
+        id[i] = node_intern(c, f->parent[i] == CONS_EMPTY ? 0 : id[f->parent[i]], f->pos[i]);
     c->n_scratch = 0;
-    size_t o = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t k = 0;
-        for (uint32_t j = 0; j < lens[i]; j++)
-            k = node_intern(c, k, stacks[o++]);
-        emit(c, k);
-    }
+    for (uint32_t i = 0; i < f->n_stacks; i++)
+        emit(c, f->stacks[i] == CONS_EMPTY ? 0 : id[f->stacks[i]]);
+    free(id);
     uint32_t s = state_intern(c);
     c->overflow = false;
     return s;
@@ -379,8 +395,8 @@ uint32_t cons_import(constraint *c, const uint32_t *stacks, const uint32_t *lens
 /* Drops every cache and re-interns the current state alone: the caches
  * then stay bounded over a long generation. Same results either way. */
 static void caches_reset(constraint *c) {
-    uint32_t *stacks = NULL, *lens = NULL, n = 0;
-    if (cons_export(c, c->state, &stacks, &lens, &n))
+    cons_forest f;
+    if (cons_export(c, c->state, &f))
         return; /* out of memory: keep the big caches: correct, only larger */
     u64map_clear(&c->node_map);
     u64map_clear(&c->state_map);
@@ -392,9 +408,8 @@ static void caches_reset(constraint *c) {
     c->next_slot = 0;
     for (size_t i = 0; i < CONSTRAINT_MASK_CACHE; i++)
         c->slot_state[i] = 0;
-    c->state = cons_import(c, stacks, lens, n);
-    free(stacks);
-    free(lens);
+    c->state = cons_import(c, &f);
+    cons_forest_free(&f);
 }
 
 /* ---------------------------------------------------------------------------
@@ -476,8 +491,7 @@ int constraint_create_prog(constraint **out, constraint_prog *prog, const vocab_
     c->lv_need = malloc(lv);
     c->lv_len = malloc(lv);
     if (!c->masks || !c->lv_state || !c->lv_acc || !c->lv_need || !c->lv_len ||
-        cons_tables_init(c) ||
-        !(c->state = cons_import(c, prog->init, prog->init_len, prog->n_init))) {
+        cons_tables_init(c) || !(c->state = cons_import(c, &prog->init))) {
         constraint_free(c);
         return tps_fail(err, TPS_ENOMEM, "constraint: out of memory");
     }

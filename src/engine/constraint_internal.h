@@ -38,6 +38,24 @@ struct vocab_trie {
     char *blob;
 };
 
+/* A state carried out of a recognizer's tables (cons_export): the nodes
+ * its stacks reach, each a grammar position over a parent given as an
+ * earlier node's index (CONS_EMPTY: the empty stack), and each stack as
+ * its top node's index (CONS_EMPTY: the empty stack, the grammar may end).
+ * Stacks share their lower nodes, so this is as large as the nodes, not
+ * as the stacks' total depth. */
+#define CONS_EMPTY UINT32_MAX
+typedef struct cons_forest {
+    uint32_t *parent, *pos; /* (n_nodes,) */
+    uint32_t *stacks;       /* (n_stacks,) */
+    uint32_t n_nodes, n_stacks;
+} cons_forest;
+
+void cons_forest_free(cons_forest *f);
+static inline size_t cons_forest_bytes(const cons_forest *f) {
+    return ((size_t)f->n_nodes * 2 + f->n_stacks) * sizeof(uint32_t);
+}
+
 /* ---- the compiled grammar (constraint_prog.c) --------------------------- */
 
 struct constraint_prog {
@@ -45,11 +63,8 @@ struct constraint_prog {
     grammar *g;          /* owned */
     uint32_t *alt_start; /* rule r's alternatives: alt_start[alt_idx[r] .. alt_idx[r+1]) */
     uint32_t *alt_idx;
-    /* the start state: n_init stacks, each init_len[i] grammar positions,
-     * bottom first, one after another in init (a stack of 0 positions is
-     * the empty one: the grammar may end here) */
-    uint32_t *init, *init_len;
-    uint32_t n_init;
+    /* the start state (cons_export): its stacks' nodes, parents first */
+    cons_forest init;
     size_t bytes;
     _Atomic size_t *account; /* bytes come off it when the prog is freed; NULL: none */
 };
@@ -134,12 +149,12 @@ void cons_tables_free(constraint *c);
 /* Expands every alternative of rule r from the empty stack into the
  * scratch, then interns it: the state at the start of r. 0 on overflow. */
 uint32_t cons_expand_rule(constraint *c, uint32_t r);
-/* State s's stacks as grammar positions (*stacks, bottom first, one stack
- * after another) and their lengths (*lens, *n of them); malloc'ed. */
-int cons_export(const constraint *c, uint32_t s, uint32_t **stacks, uint32_t **lens, uint32_t *n);
-/* The state whose stacks are those (as cons_export wrote them); 0 on
- * overflow or out of memory. */
-uint32_t cons_import(constraint *c, const uint32_t *stacks, const uint32_t *lens, uint32_t n);
+/* State s as a forest (out, owned by the caller: cons_forest_free). 0 or
+ * TPS_ENOMEM. */
+int cons_export(const constraint *c, uint32_t s, cons_forest *out);
+/* The state a forest stands for, interned in c's tables: one intern per
+ * node. 0 on overflow or out of memory. */
+uint32_t cons_import(constraint *c, const cons_forest *f);
 /* One byte from p; false when it cannot follow (the grammar or UTF-8). */
 bool cons_step_byte(constraint *c, u8pos *p, uint8_t b);
 /* Some stack of s is the empty one: the output so far is whole. */

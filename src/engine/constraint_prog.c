@@ -83,14 +83,9 @@ static int start_state(constraint_prog *p, const constraint_limits *lim, uint64_
                       "grammar: too ambiguous to decode (more than %d parse stacks at once, or "
                       "rules nested deeper than 4096)",
                       CONSTRAINT_MAX_STACKS);
-    else if (cons_export(c, s, &p->init, &p->init_len, &p->n_init))
+    else if (cons_export(c, s, &p->init))
         rc = tps_fail(err, TPS_ENOMEM, "constraint: out of memory");
-    if (!rc) {
-        size_t positions = 0;
-        for (uint32_t i = 0; i < p->n_init; i++)
-            positions += p->init_len[i];
-        p->bytes += (positions + p->n_init) * sizeof(uint32_t);
-    }
+    if (!rc) p->bytes += cons_forest_bytes(&p->init);
     cons_tables_free(c);
     free(c);
     return rc;
