@@ -97,8 +97,11 @@ int constraint_prog_compile(constraint_prog **out, const char *gbnf, size_t len,
     uint64_t t0 = tps_now_ns();
     uint64_t deadline = lim && lim->max_ns ? t0 + lim->max_ns : 0;
     grammar *g = NULL;
-    int rc = grammar_parse_limited(&g, gbnf, len, lim ? lim->max_bytes : 0,
-                                   lim ? lim->bytes_label : NULL, err);
+    grammar_limits gl = {.max_bytes = lim ? lim->max_bytes : 0,
+                         .bytes_label = lim ? lim->bytes_label : NULL,
+                         .deadline_ns = deadline};
+    int rc = grammar_parse_limited(&g, gbnf, len, &gl, err);
+    if (rc == TPS_ERANGE && deadline && tps_now_ns() > deadline) return over_time(err, lim, t0);
     if (rc) return rc;
     constraint_prog *p = calloc(1, sizeof *p);
     if (!p) {

@@ -84,13 +84,20 @@ typedef struct grammar {
  * owns a new grammar (free with grammar_free). On failure returns
  * TPS_EINVAL (TPS_ENOMEM when allocation fails) with err filled, *out NULL. */
 int grammar_parse(grammar **out, const char *text, size_t n, tps_err *err);
-/* grammar_parse with a budget: text whose packed grammar would take more
+/* What parsing one grammar may cost (grammar_parse_limited). */
+typedef struct grammar_limits {
+    size_t max_bytes;        /* the packed grammar's size; 0: GRAMMAR_MAX_ELEMS only */
+    const char *bytes_label; /* names that limit in the refusal, e.g. "(--grammar-max-mem)" */
+    uint64_t deadline_ns;    /* tps_now_ns() past it, the parse stops; 0: none */
+} grammar_limits;
+
+/* grammar_parse within limits: text whose packed grammar would take more
  * than max_bytes is refused as soon as the parser knows (before it holds
  * much more) with TPS_ERANGE and a message naming both sizes and the line
- * it had reached; label (may be NULL) is appended to name the limit, e.g.
- * "(--grammar-max-mb)". max_bytes 0: GRAMMAR_MAX_ELEMS only. */
-int grammar_parse_limited(grammar **out, const char *text, size_t n, size_t max_bytes,
-                          const char *label, tps_err *err);
+ * it had reached; past the deadline the parse stops with TPS_ERANGE too
+ * (the caller, who set the deadline, says what it was). lim may be NULL. */
+int grammar_parse_limited(grammar **out, const char *text, size_t n, const grammar_limits *lim,
+                          tps_err *err);
 void grammar_free(grammar *g);
 
 /* Index of the rule called name, or -1. */

@@ -12,6 +12,7 @@
  * (grammar.c); anything about tokens or logits. */
 #include "engine/grammar_internal.h"
 
+#include "base/clock.h"
 #include "base/grow.h"
 
 #include <stdarg.h>
@@ -40,9 +41,10 @@ typedef struct parser {
     size_t hash_cap;
     size_t total; /* elements over all rules */
     uint32_t n_gen;
-    int depth;         /* nesting of ( ) */
-    size_t max_bytes;  /* grammar_bytes' estimate may not pass it; 0: no limit */
-    const char *label; /* the limit's name in the refusal */
+    int depth;            /* nesting of ( ) */
+    size_t max_bytes;     /* grammar_bytes' estimate may not pass it; 0: no limit */
+    const char *label;    /* the limit's name in the refusal */
+    uint64_t deadline_ns; /* 0: none */
     tps_err *err;
 } parser;
 
@@ -156,6 +158,9 @@ static int push(parser *p, uint32_t rid, uint32_t op, uint32_t lo, uint32_t hi) 
     if (p->total >= GRAMMAR_MAX_ELEMS)
         return perr_at(p, p->pos, "the grammar is too large (more than %u elements)",
                        GRAMMAR_MAX_ELEMS);
+    if (p->deadline_ns && (p->total & 4095) == 0 && tps_now_ns() > p->deadline_ns)
+        return tps_fail(p->err, TPS_ERANGE, "grammar: parsing stopped at its deadline (line %zu)",
+                        line_of(p, p->pos));
     if (p->max_bytes && estimate_bytes(p) > p->max_bytes)
         return tps_fail(p->err, TPS_ERANGE,
                         "grammar: compiled, it would take more than %.1f MiB, the limit per "
@@ -600,13 +605,18 @@ static grammar *pack(const parser *p) {
 }
 
 int grammar_parse(grammar **out, const char *text, size_t n, tps_err *err) {
-    return grammar_parse_limited(out, text, n, 0, NULL, err);
+    return grammar_parse_limited(out, text, n, NULL, err);
 }
 
-int grammar_parse_limited(grammar **out, const char *text, size_t n, size_t max_bytes,
-                          const char *label, tps_err *err) {
+int grammar_parse_limited(grammar **out, const char *text, size_t n, const grammar_limits *lim,
+                          tps_err *err) {
     *out = NULL;
-    parser p = {.s = text, .n = n, .err = err, .max_bytes = max_bytes, .label = label};
+    parser p = {.s = text, .n = n, .err = err};
+    if (lim) {
+        p.max_bytes = lim->max_bytes;
+        p.label = lim->bytes_label;
+        p.deadline_ns = lim->deadline_ns;
+    }
     int rc = 0;
     skip_space(&p, true);
     while (!rc && p.pos < p.n) {
