@@ -29,6 +29,7 @@
 
 #include "server/server.h"
 #include "support/raw_http.h"
+#include "support/serve_child.h"
 #include "support/server_fixture.h"
 #include "support/test_support.h"
 
@@ -688,86 +689,14 @@ Test(reliability, kv_exhaustion_preempts_and_every_request_gets_its_solo_tokens,
  * The binary: SIGTERM under load, startup warnings, bind address
  * ------------------------------------------------------------------------- */
 
-typedef struct child {
-    pid_t pid;
-    int err_fd;
-    int port;
-    char log[16384];
-    size_t log_len;
-} child;
-
-/* Starts `tps serve` with extra args (NULL-terminated) and waits for its
- * "listening on" line. */
-static void spawn_serve(child *ch, const char *const *extra) {
-    char *model = shared_path(MODEL);
-    const char *argv[32] = {TPS_BIN, "serve", "-m", model, "--port", "0", "--threads", "1"};
-    int argc = 8;
-    for (; extra && *extra && argc < 30; extra++)
-        argv[argc++] = *extra;
-    argv[argc] = NULL;
-    int errp[2];
-    cr_assert_eq(pipe(errp), 0);
-    memset(ch, 0, sizeof *ch);
-    ch->pid = fork();
-    if (ch->pid == 0) {
-        dup2(errp[1], 2);
-        close(errp[0]);
-        execv(TPS_BIN, (char *const *)argv);
-        _exit(127);
-    }
-    free(model);
-    close(errp[1]);
-    ch->err_fd = errp[0];
-    const char *tag = "listening on http://";
-    for (int i = 0; i < 300 && !ch->port; i++) {
-        struct pollfd pf = {.fd = ch->err_fd, .events = POLLIN};
-        if (poll(&pf, 1, 100) <= 0) continue;
-        ssize_t k = read(ch->err_fd, ch->log + ch->log_len, sizeof ch->log - 1 - ch->log_len);
-        if (k <= 0) break;
-        ch->log_len += (size_t)k;
-        ch->log[ch->log_len] = 0;
-        const char *at = strstr(ch->log, tag);
-        const char *colon = at ? strchr(at + strlen(tag), ':') : NULL;
-        if (colon && strchr(colon, '\n')) ch->port = atoi(colon + 1);
-    }
-    if (ch->port <= 0) {
-        kill(ch->pid, SIGKILL);
-        waitpid(ch->pid, NULL, 0);
-        cr_assert_fail("the server did not start: %s", ch->log);
-    }
-}
-
-/* SIGTERMs the child (when sig) and returns its exit status; reads the rest
- * of its log. */
-static int reap(child *ch, int sig) {
-    if (sig) kill(ch->pid, sig);
-    int status = -1;
-    for (int i = 0; i < 3000; i++) {
-        if (waitpid(ch->pid, &status, WNOHANG) == ch->pid) break;
-        usleep(10000);
-        if (i == 2999) {
-            kill(ch->pid, SIGKILL);
-            waitpid(ch->pid, &status, 0);
-        }
-    }
-    for (;;) {
-        ssize_t k = read(ch->err_fd, ch->log + ch->log_len, sizeof ch->log - 1 - ch->log_len);
-        if (k <= 0) break;
-        ch->log_len += (size_t)k;
-    }
-    ch->log[ch->log_len] = 0;
-    close(ch->err_fd);
-    return status;
-}
-
 #define N_TERM 16
 
 Test(reliability, sigterm_under_load_answers_every_request_and_exits_zero, .timeout = 90) {
     REQUIRE_SHARED(MODEL);
-    child ch;
+    serve_child ch;
     /* short requests finish within the drain, long ones are cut by its timeout */
     const char *extra[] = {"--max-seqs", "2", "--drain-timeout", "2", NULL};
-    spawn_serve(&ch, extra);
+    serve_spawn(&ch, extra, 0);
     kv_job jobs[N_TERM];
     pthread_t th[N_TERM];
     char bodies[N_TERM][160];
@@ -788,7 +717,7 @@ Test(reliability, sigterm_under_load_answers_every_request_and_exits_zero, .time
         all = in_engine + metric(ch.port, "tps_requests_total{finish_reason=\"length\"}") == N_TERM;
         if (!all) usleep(1000);
     }
-    int status = reap(&ch, SIGTERM);
+    int status = serve_reap(&ch, SIGTERM);
     cr_assert(all, "the requests never all reached the engine");
     int complete = 0, clean_error = 0;
     for (int i = 0; i < N_TERM; i++) {
@@ -840,11 +769,11 @@ static bool listen_addr(int port, char *addr, size_t cap) {
 
 Test(reliability, startup_warns_when_unauthenticated_and_binds_loopback, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
-    child ch;
-    spawn_serve(&ch, NULL);
+    serve_child ch;
+    serve_spawn(&ch, NULL, 0);
     char addr[64] = "";
     bool listening = listen_addr(ch.port, addr, sizeof addr);
-    int st = reap(&ch, SIGTERM);
+    int st = serve_reap(&ch, SIGTERM);
     cr_assert(listening, "no listening socket on port %d", ch.port);
     cr_assert_str_eq(addr, "0100007F", "bound to %s, not 127.0.0.1", addr);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -852,8 +781,8 @@ Test(reliability, startup_warns_when_unauthenticated_and_binds_loopback, .timeou
     cr_assert(strstr(ch.log, "listening on http://127.0.0.1:"), "%s", ch.log);
 
     const char *extra[] = {"--api-key", "k-123", NULL};
-    spawn_serve(&ch, extra);
-    st = reap(&ch, SIGTERM);
+    serve_spawn(&ch, extra, 0);
+    st = serve_reap(&ch, SIGTERM);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     cr_assert_null(strstr(ch.log, "unauthenticated"), "warned with a key: %s", ch.log);
 }

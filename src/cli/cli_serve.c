@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -94,10 +95,12 @@ static const opt_row serve_rows[] = {
     {"--max-header-bytes", .kind = OPT_SIZE, .off = S(max_header_bytes), .metavar = "N",
      .help = "request headers limit (default 16K)"},
     U32_ROW("--max-connections", max_connections,
-            "open connections; 8 more are accepted for /health and\n"
-            "/metrics only (others 503), then accepts wait (default 1024)"),
+            "connections with requests under way, 503 above; 8 more\n"
+            "for /health and /metrics. Silent connections hold no slot:\n"
+            "the oldest are shed when the table is full (default 1024,\n"
+            "lowered to fit the open-file limit)"),
     U32_ROW("--max-conns-per-client", max_conns_per_client,
-            "connections from one client address, 429 above\n"
+            "requests under way from one client address, 429 above\n"
             "(default: half of --max-connections)"),
     {"--header-timeout", .kind = OPT_U32, .off = S(header_timeout_s), .max = 4294967295.0,
      .metavar = "S",
@@ -115,6 +118,20 @@ static const opt_row serve_rows[] = {
      .help = "most choices per request (n), 400 above (default 16)"},
     {"--drain-timeout", .kind = OPT_U32, .off = S(drain_timeout_s), .max = 4294967295.0,
      .metavar = "S", .help = "on SIGTERM, in-flight requests get S seconds (default 30)"},
+    {"--grammar-max-ms", .kind = OPT_U32, .off = S(grammar_max_ms), .max = 4294967295.0,
+     .metavar = "MS",
+     .help = "compiling one request's grammar or JSON schema may take MS\n"
+             "milliseconds, 400 above (default 2000; 0: no limit)"},
+    {"--grammar-max-mem", .kind = OPT_SIZE, .off = S(grammar_max_bytes), .metavar = "BYTES",
+     .help = "one request's compiled grammar may take BYTES, 400 above\n"
+             "(default 64M; 0: no limit)"},
+    {"--constraint-mem", .kind = OPT_SIZE, .off = S(constraint_mem), .metavar = "BYTES",
+     .help = "compiled grammars alive plus the recognizers of every\n"
+             "constrained choice, all requests together; a request that\n"
+             "would pass it gets 503 + Retry-After (default 1G; 0: no limit)"},
+    U32_ROW("--grammar-cache", grammar_cache,
+            "compiled grammars kept for requests that send the same\n"
+            "one again (default 64; 0: none)"),
     {0},
 };
 
@@ -162,6 +179,13 @@ int cli_serve(int argc, char **argv) {
         return 1;
     }
     signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an error return, not a kill */
+    /* one descriptor per connection: the soft open-file limit (often 1024)
+     * up to the hard one; the server keeps its connections below it */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 
     server *s = NULL;
     tps_err err = {{0}};

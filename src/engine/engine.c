@@ -35,7 +35,7 @@ struct engine {
     seq_rules_vocab rules; /* what the output rules need of the vocabulary */
     kv_cache *kv;
     fwd_state *fs;
-    vocab_trie *trie;        /* built by the first constrained request's submit */
+    vocab_trie *trie;        /* built by engine_constraints_prepare, once */
     pthread_mutex_t trie_mu; /* guards building it */
 
     /* step buffers, sized once (engine thread) */
@@ -108,8 +108,8 @@ static void seq_free(seq *s) {
     free(s);
 }
 
-/* The request's grammar over the vocabulary; the model's end-of-generation
- * ids and the request's stop ids end it. */
+/* A recognizer over the request's compiled grammar; the model's
+ * end-of-generation ids and the request's stop ids end it. */
 static int seq_constraint_create(engine *e, const engine_request *r, seq *s, tps_err *err) {
     int32_t ends[CONSTRAINT_MAX_END_IDS];
     size_t n = 0;
@@ -117,7 +117,7 @@ static int seq_constraint_create(engine *e, const engine_request *r, seq *s, tps
         ends[n++] = e->svocab.eog_ids[i];
     for (size_t i = 0; i < r->n_stop_ids && n < CONSTRAINT_MAX_END_IDS; i++)
         ends[n++] = r->stop_ids[i];
-    return constraint_create(&s->cons, r->grammar, r->grammar_len, e->trie, ends, n, err);
+    return constraint_create_prog(&s->cons, r->grammar_prog, e->trie, ends, n, err);
 }
 
 static int seq_create(engine *e, const engine_request *r, uint32_t choice, seq **out,
@@ -154,7 +154,7 @@ static int seq_create(engine *e, const engine_request *r, uint32_t choice, seq *
                         (int32_t)e->svocab.n_vocab, &field, err)) ||
         (rc = detok_stream_create(&s->detok, e->tok,
                                   r->render_special ? TOK_DECODE_RENDER_SPECIAL : 0, err)) ||
-        (r->grammar && (rc = seq_constraint_create(e, r, s, err)))) {
+        (r->grammar_prog && (rc = seq_constraint_create(e, r, s, err)))) {
         seq_free(s);
         return rc;
     }
@@ -253,14 +253,16 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
                             rq.prompt[i], e->m->cfg.n_vocab - 1);
     int rc = check_options(e, &rq, err);
     if (rc) return rc;
-    if (rq.grammar) { /* the vocabulary trie, once, for every constrained request after */
-        pthread_mutex_lock(&e->trie_mu);
-        if (!e->trie) rc = vocab_trie_build(&e->trie, e->tok, e->m->cfg.n_vocab, err);
-        pthread_mutex_unlock(&e->trie_mu);
-        if (rc) return rc;
+    constraint_prog *own = NULL; /* compiled here from rq.grammar: once for every choice */
+    if ((rq.grammar_prog || rq.grammar) && (rc = engine_constraints_prepare(e, err))) return rc;
+    if (!rq.grammar_prog && rq.grammar) {
+        if ((rc = constraint_prog_compile(&own, rq.grammar, rq.grammar_len, NULL, err))) return rc;
+        rq.grammar_prog = own;
     }
     seq *s = NULL;
-    if ((rc = seq_group_create(e, &rq, n, &s, err))) return rc;
+    rc = seq_group_create(e, &rq, n, &s, err);
+    constraint_prog_unref(own); /* the choices hold their own references */
+    if (rc) return rc;
     pthread_mutex_lock(&e->mu);
     if (e->stopping) {
         pthread_mutex_unlock(&e->mu);
@@ -284,6 +286,14 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
     pthread_cond_signal(&e->work_cv);
     pthread_mutex_unlock(&e->mu);
     return 0;
+}
+
+int engine_constraints_prepare(engine *e, tps_err *err) {
+    int rc = 0;
+    pthread_mutex_lock(&e->trie_mu);
+    if (!e->trie) rc = vocab_trie_build(&e->trie, e->tok, e->m->cfg.n_vocab, err);
+    pthread_mutex_unlock(&e->trie_mu);
+    return rc;
 }
 
 void engine_cancel(engine *e, uint64_t id) {

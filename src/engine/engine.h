@@ -26,6 +26,7 @@
 #include "base/error.h"
 
 typedef struct engine engine;
+typedef struct constraint_prog constraint_prog; /* a compiled grammar (constraint.h) */
 
 typedef struct engine_params {
     const llama_model *model;  /* borrowed; outlives the engine */
@@ -97,11 +98,16 @@ typedef struct engine_request {
      * most likely tokens (logprobs.h). */
     bool logprobs;
     uint32_t top_logprobs;
-    /* Constrained decoding: a GBNF grammar (grammar.h; parsed by submit for
-     * each choice, not kept) the output must stay in (constraint.h): tokens it does not
-     * allow are masked before sampling, end-of-generation and stop ids only
-     * once the output is complete, and the choice ends (stop) when nothing
-     * more can follow. NULL: free text. */
+    /* Constrained decoding: a GBNF grammar (grammar.h) the output must stay
+     * in (constraint.h): tokens it does not allow are masked before
+     * sampling, end-of-generation and stop ids only once the output is
+     * complete, and the choice ends (stop) when nothing more can follow.
+     * Either grammar_prog, compiled beforehand (constraint_prog_compile or
+     * grammar_cache.h, off the caller's latency-critical thread; borrowed:
+     * each choice takes its own reference), or the text in grammar, which
+     * submit compiles once, without limits, for all the choices. Both NULL:
+     * free text. */
+    constraint_prog *grammar_prog;
     const char *grammar;
     size_t grammar_len;
     /* vLLM's output options. min_tokens: until that many tokens are out,
@@ -202,6 +208,11 @@ void engine_destroy(engine *e);
  * parameters are invalid or n exceeds max_seqs (TPS_EINVAL), or the queue
  * is full (TPS_EFULL). Thread-safe; never waits on a step. */
 int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err);
+/* Builds what constrained requests need from the vocabulary (its trie),
+ * once; later calls return at once. Thread-safe. Submit does it when
+ * needed; a caller that must not spend the time on its own thread (the
+ * HTTP loop) calls this elsewhere first. */
+int engine_constraints_prepare(engine *e, tps_err *err);
 /* The request (every choice of it) leaves at the next step; its blocks are
  * free by the end of that step (blocks other requests share stay theirs); a
  * DONE(cancelled) event follows for each unfinished choice. Unknown or

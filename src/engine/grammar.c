@@ -1,16 +1,13 @@
-/* GBNF parser and reference recognizer (grammar.h). The parser is a
- * recursive descent over the text that writes each rule's elements into a
- * growable per-rule vector, rewriting groups and repetitions into generated
- * rules; grammar_parse then checks references, computes which rules can
- * match empty, refuses left recursion and packs everything into one
- * allocation. The recognizer is a plain Earley parser over code points.
+/* GBNF grammars (grammar.h) once parsed: the checks on the whole grammar
+ * (which rules match empty, left recursion), the element helpers, and the
+ * reference recognizer, a plain Earley parser over code points.
  *
- * Not here: anything about tokens or logits; speed of recognition. */
-#include "engine/grammar.h"
+ * Not here: the parser (grammar_parse.c, which calls the checks here);
+ * anything about tokens or logits; speed of recognition. */
+#include "engine/grammar_internal.h"
 
 #include "base/grow.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,9 +15,7 @@
  * UTF-8
  * ------------------------------------------------------------------------- */
 
-/* Decodes one code point from s[0..n); returns its length in bytes, or 0
- * for invalid UTF-8 (overlong forms, surrogates and > U+10FFFF included). */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
+size_t grammar_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
     if (!n) return 0;
     unsigned c = s[0];
     if (c < 0x80) {
@@ -49,501 +44,16 @@ static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
 }
 
 /* ---------------------------------------------------------------------------
- * Parser state
- * ------------------------------------------------------------------------- */
-
-typedef struct prule {
-    char *name;
-    grammar_elem *el; /* the rule's elements so far */
-    size_t n, cap;
-    bool defined;
-    size_t ref_off; /* byte offset of the first reference; SIZE_MAX if none */
-} prule;
-
-typedef struct parser {
-    const char *s;
-    size_t n, pos;
-    prule *rules;
-    uint32_t n_rules, cap_rules;
-    uint32_t *hash; /* user rule names -> index + 1; 0 = empty slot */
-    size_t hash_cap;
-    size_t total; /* elements over all rules */
-    uint32_t n_gen;
-    int depth; /* nesting of ( ) */
-    tps_err *err;
-} parser;
-
-#define MAX_DEPTH 256 /* ( ) nesting; deeper text is refused, not recursed into */
-
-static int perr_at(parser *p, size_t off, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int perr_at(parser *p, size_t off, const char *fmt, ...) {
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < off && i < p->n; i++) {
-        unsigned char c = (unsigned char)p->s[i];
-        if (c == '\n') {
-            line++, col = 1;
-        } else if ((c & 0xC0) != 0x80) {
-            col++;
-        }
-    }
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return tps_fail(p->err, TPS_EINVAL, "grammar: line %zu, column %zu: %s", line, col, msg);
-}
-
-static int oom(parser *p) {
-    return tps_fail(p->err, TPS_ENOMEM, "grammar: out of memory");
-}
-
-static uint64_t hash_name(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
-/* Appends a rule called name[0..len); returns its index or -1 (no memory). */
-static int64_t rule_add(parser *p, const char *name, size_t len) {
-    if (p->n_rules == p->cap_rules) {
-        uint32_t cap = p->cap_rules ? p->cap_rules * 2 : 16;
-        prule *r = realloc(p->rules, cap * sizeof *r);
-        if (!r) return -1;
-        p->rules = r, p->cap_rules = cap;
-    }
-    char *nm = malloc(len + 1);
-    if (!nm) return -1;
-    memcpy(nm, name, len);
-    nm[len] = 0;
-    p->rules[p->n_rules] = (prule){.name = nm, .ref_off = SIZE_MAX};
-    return p->n_rules++;
-}
-
-/* The index of user rule name[0..len), added (undefined) when new; -1 when
- * out of memory. */
-static int64_t rule_get(parser *p, const char *name, size_t len) {
-    if ((p->n_rules + 1) * 2 > p->hash_cap) {
-        size_t cap = p->hash_cap ? p->hash_cap * 2 : 64;
-        uint32_t *h = calloc(cap, sizeof *h);
-        if (!h) return -1;
-        for (size_t i = 0; i < p->hash_cap; i++) {
-            if (!p->hash[i]) continue;
-            const char *nm = p->rules[p->hash[i] - 1].name;
-            size_t j = hash_name(nm, strlen(nm)) & (cap - 1);
-            while (h[j])
-                j = (j + 1) & (cap - 1);
-            h[j] = p->hash[i];
-        }
-        free(p->hash);
-        p->hash = h, p->hash_cap = cap;
-    }
-    size_t j = hash_name(name, len) & (p->hash_cap - 1);
-    for (; p->hash[j]; j = (j + 1) & (p->hash_cap - 1)) {
-        const char *nm = p->rules[p->hash[j] - 1].name;
-        if (strlen(nm) == len && !memcmp(nm, name, len)) return p->hash[j] - 1;
-    }
-    int64_t id = rule_add(p, name, len);
-    if (id >= 0) p->hash[j] = (uint32_t)id + 1;
-    return id;
-}
-
-/* A generated rule for a group or repetition inside rule parent:
- * "base~N" where base is the user rule it came from. */
-static int64_t rule_gen(parser *p, uint32_t parent) {
-    const char *base = p->rules[parent].name;
-    size_t blen = strcspn(base, "~");
-    char nm[128];
-    int k = snprintf(nm, sizeof nm, "%.*s~%u", (int)(blen < 100 ? blen : 100), base, ++p->n_gen);
-    int64_t id = rule_add(p, nm, (size_t)k);
-    if (id >= 0) p->rules[id].defined = true;
-    return id;
-}
-
-static int push(parser *p, uint32_t rid, uint32_t op, uint32_t lo, uint32_t hi) {
-    if (p->total >= GRAMMAR_MAX_ELEMS)
-        return perr_at(p, p->pos, "the grammar is too large (more than %u elements)",
-                       GRAMMAR_MAX_ELEMS);
-    prule *r = &p->rules[rid];
-    if (TPS_GROW(r->el, r->cap, r->n + 1, 8)) return oom(p);
-    r->el[r->n++] = (grammar_elem){op, lo, hi};
-    p->total++;
-    return 0;
-}
-
-/* ---------------------------------------------------------------------------
- * Lexing
- * ------------------------------------------------------------------------- */
-
-static int peek(const parser *p) {
-    return p->pos < p->n ? (unsigned char)p->s[p->pos] : -1;
-}
-
-static bool is_word(int c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '-';
-}
-
-/* Skips blanks and comments; newlines too when newline_ok. */
-static void skip_space(parser *p, bool newline_ok) {
-    while (p->pos < p->n) {
-        char c = p->s[p->pos];
-        if (c == ' ' || c == '\t' || c == '\r') {
-            p->pos++;
-        } else if (c == '#') {
-            while (p->pos < p->n && p->s[p->pos] != '\n')
-                p->pos++;
-        } else if (c == '\n' && newline_ok) {
-            p->pos++;
-        } else {
-            break;
-        }
-    }
-}
-
-static size_t word_len(const parser *p) {
-    size_t i = p->pos;
-    while (i < p->n && is_word((unsigned char)p->s[i]))
-        i++;
-    return i - p->pos;
-}
-
-/* Whether "::=" follows at pos (after blanks on the same line). */
-static bool at_define(parser *p) {
-    size_t save = p->pos;
-    skip_space(p, false);
-    bool yes = p->n - p->pos >= 3 && !memcmp(p->s + p->pos, "::=", 3);
-    p->pos = save;
-    return yes;
-}
-
-static int hexval(int c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* One character of a literal or class: an escape or a UTF-8 code point. */
-static int parse_char(parser *p, uint32_t *cp) {
-    size_t at = p->pos;
-    if (p->s[p->pos] != '\\') {
-        size_t k = utf8_decode((const unsigned char *)p->s + p->pos, p->n - p->pos, cp);
-        if (!k) return perr_at(p, at, "invalid UTF-8");
-        p->pos += k;
-        return 0;
-    }
-    if (p->pos + 1 >= p->n) return perr_at(p, at, "unfinished escape");
-    char c = p->s[p->pos + 1];
-    p->pos += 2;
-    int digits = 0;
-    switch (c) {
-    case 'n':
-        *cp = '\n';
-        return 0;
-    case 't':
-        *cp = '\t';
-        return 0;
-    case 'r':
-        *cp = '\r';
-        return 0;
-    case '\\':
-    case '"':
-    case '\'':
-    case '[':
-    case ']':
-    case '-':
-    case '/':
-    case '^':
-        *cp = (uint32_t)c;
-        return 0;
-    case 'x':
-        digits = 2;
-        break;
-    case 'u':
-        digits = 4;
-        break;
-    case 'U':
-        digits = 8;
-        break;
-    default:
-        return perr_at(p, at, "unknown escape '\\%c'", c);
-    }
-    uint64_t v = 0;
-    for (int i = 0; i < digits; i++) {
-        int h = p->pos < p->n ? hexval((unsigned char)p->s[p->pos]) : -1;
-        if (h < 0) return perr_at(p, at, "'\\%c' needs %d hex digits", c, digits);
-        v = v * 16 + (uint64_t)h;
-        p->pos++;
-    }
-    if (v > GRAMMAR_MAX_CP)
-        return perr_at(p, at, "code point 0x%llx is beyond U+10FFFF", (unsigned long long)v);
-    *cp = (uint32_t)v;
-    return 0;
-}
-
-/* ---------------------------------------------------------------------------
- * Grammar: rules, alternatives, sequences, repetition
- * ------------------------------------------------------------------------- */
-
-static int parse_alternates(parser *p, uint32_t rid, bool nested);
-
-/* Rewrites the symbol el[start..n) of rule rid, just parsed, into min
- * copies followed by up to max - min optional ones (max = UINT32_MAX:
- * unbounded), through generated rules. */
-static int repeat(parser *p, uint32_t rid, size_t start, uint32_t min, uint32_t max) {
-    size_t len = p->rules[rid].n - start;
-    grammar_elem *x = malloc((len ? len : 1) * sizeof *x);
-    if (!x) return oom(p);
-    if (len) memcpy(x, p->rules[rid].el + start, len * sizeof *x);
-    p->rules[rid].n = start;
-    p->total -= len;
-    int rc = 0;
-    for (uint32_t k = 0; k < min && !rc; k++)
-        for (size_t i = 0; i < len && !rc; i++)
-            rc = push(p, rid, x[i].op, x[i].lo, x[i].hi);
-    if (!rc && max == UINT32_MAX) { /* R ::= X R | (empty) */
-        int64_t r = rule_gen(p, rid);
-        if (r < 0) rc = oom(p);
-        for (size_t i = 0; i < len && !rc; i++)
-            rc = push(p, (uint32_t)r, x[i].op, x[i].lo, x[i].hi);
-        if (!rc) rc = push(p, (uint32_t)r, GRAMMAR_REF, (uint32_t)r, 0);
-        if (!rc) rc = push(p, (uint32_t)r, GRAMMAR_ALT, 0, 0);
-        if (!rc) rc = push(p, (uint32_t)r, GRAMMAR_END, 0, 0);
-        if (!rc) rc = push(p, rid, GRAMMAR_REF, (uint32_t)r, 0);
-    } else if (!rc && max > min) { /* R1 ::= X | ; Rk ::= X R(k-1) | */
-        int64_t prev = -1;
-        for (uint32_t k = 0; k < max - min && !rc; k++) {
-            int64_t r = rule_gen(p, rid);
-            if (r < 0) {
-                rc = oom(p);
-                break;
-            }
-            for (size_t i = 0; i < len && !rc; i++)
-                rc = push(p, (uint32_t)r, x[i].op, x[i].lo, x[i].hi);
-            if (!rc && prev >= 0) rc = push(p, (uint32_t)r, GRAMMAR_REF, (uint32_t)prev, 0);
-            if (!rc) rc = push(p, (uint32_t)r, GRAMMAR_ALT, 0, 0);
-            if (!rc) rc = push(p, (uint32_t)r, GRAMMAR_END, 0, 0);
-            prev = r;
-        }
-        if (!rc) rc = push(p, rid, GRAMMAR_REF, (uint32_t)prev, 0);
-    }
-    free(x);
-    return rc;
-}
-
-static int parse_count(parser *p, uint32_t *v) {
-    size_t at = p->pos;
-    uint64_t x = 0;
-    size_t i = p->pos;
-    while (i < p->n && p->s[i] >= '0' && p->s[i] <= '9') {
-        x = x * 10 + (uint64_t)(p->s[i] - '0');
-        if (x > GRAMMAR_MAX_REPEAT)
-            return perr_at(p, at, "repetition count is larger than %u", GRAMMAR_MAX_REPEAT);
-        i++;
-    }
-    if (i == p->pos) return perr_at(p, at, "expected a number");
-    p->pos = i;
-    *v = (uint32_t)x;
-    return 0;
-}
-
-/* {m} {m,} {m,n}, with pos on '{'. */
-static int parse_braces(parser *p, uint32_t *min, uint32_t *max) {
-    size_t at = p->pos;
-    p->pos++;
-    skip_space(p, true);
-    int rc = parse_count(p, min);
-    if (rc) return rc;
-    skip_space(p, true);
-    *max = *min;
-    if (peek(p) == ',') {
-        p->pos++;
-        skip_space(p, true);
-        *max = UINT32_MAX;
-        if (peek(p) >= '0' && peek(p) <= '9') {
-            if ((rc = parse_count(p, max))) return rc;
-            skip_space(p, true);
-        }
-    }
-    if (peek(p) != '}') return perr_at(p, p->pos, "expected '}'");
-    p->pos++;
-    if (*max < *min)
-        return perr_at(p, at, "repetition {%u,%u} has its minimum above its maximum", *min, *max);
-    return 0;
-}
-
-static int parse_literal(parser *p, uint32_t rid) {
-    size_t at = p->pos++;
-    while (p->pos < p->n && p->s[p->pos] != '"') {
-        uint32_t cp;
-        int rc = parse_char(p, &cp);
-        if (!rc) rc = push(p, rid, GRAMMAR_CHAR, cp, cp);
-        if (rc) return rc;
-    }
-    if (p->pos >= p->n) return perr_at(p, at, "unterminated string literal");
-    p->pos++;
-    return 0;
-}
-
-static int parse_class(parser *p, uint32_t rid) {
-    size_t at = p->pos++;
-    bool neg = peek(p) == '^';
-    if (neg) p->pos++;
-    size_t hdr = p->rules[rid].n;
-    int rc = push(p, rid, neg ? GRAMMAR_SET_NOT : GRAMMAR_SET, 0, 0);
-    uint32_t count = 0;
-    while (!rc && p->pos < p->n && p->s[p->pos] != ']') {
-        size_t item = p->pos;
-        uint32_t lo, hi;
-        if ((rc = parse_char(p, &lo))) break;
-        hi = lo;
-        if (p->pos + 1 < p->n && p->s[p->pos] == '-' && p->s[p->pos + 1] != ']') {
-            p->pos++;
-            if ((rc = parse_char(p, &hi))) break;
-            if (hi < lo) {
-                rc = perr_at(p, item, "character range is reversed (U+%04X above U+%04X)", lo, hi);
-                break;
-            }
-        }
-        rc = push(p, rid, GRAMMAR_RANGE, lo, hi);
-        count++;
-    }
-    if (rc) return rc;
-    if (p->pos >= p->n) return perr_at(p, at, "unterminated character class");
-    p->pos++;
-    p->rules[rid].el[hdr].lo = count;
-    return 0;
-}
-
-/* Elements until something that cannot start one. Newlines end the
- * sequence unless nested inside ( ). */
-static int parse_sequence(parser *p, uint32_t rid, bool nested) {
-    for (bool first = true;; first = false) {
-        size_t before = p->pos;
-        skip_space(p, nested || first); /* "a ::=" or "|" may end a line */
-        int c = peek(p);
-        size_t start = p->rules[rid].n;
-        size_t at = p->pos;
-        int rc = 0;
-        if (c == '"') {
-            rc = parse_literal(p, rid);
-        } else if (c == '[') {
-            rc = parse_class(p, rid);
-        } else if (c == '.') {
-            p->pos++;
-            rc = push(p, rid, GRAMMAR_ANY, 0, 0);
-        } else if (is_word(c)) {
-            size_t len = word_len(p);
-            p->pos += len;
-            if (at_define(p)) {
-                /* the next rule, after an empty last alternative ("a ::= x |\n") */
-                if (memchr(p->s + before, '\n', at - before)) {
-                    p->pos = before;
-                    return 0;
-                }
-                return perr_at(p, at, "expected a newline before the rule '%.*s'", (int)len,
-                               p->s + at);
-            }
-            int64_t ref = rule_get(p, p->s + at, len);
-            if (ref < 0) return oom(p);
-            if (p->rules[ref].ref_off == SIZE_MAX) p->rules[ref].ref_off = at;
-            rc = push(p, rid, GRAMMAR_REF, (uint32_t)ref, 0);
-        } else if (c == '(') {
-            if (p->depth >= MAX_DEPTH)
-                return perr_at(p, at, "groups nested deeper than %d", MAX_DEPTH);
-            p->pos++;
-            int64_t g = rule_gen(p, rid);
-            if (g < 0) return oom(p);
-            p->depth++;
-            rc = parse_alternates(p, (uint32_t)g, true);
-            p->depth--;
-            if (rc) return rc;
-            skip_space(p, true);
-            if (peek(p) != ')') return perr_at(p, p->pos, "expected ')'");
-            p->pos++;
-            rc = push(p, rid, GRAMMAR_REF, (uint32_t)g, 0);
-        } else {
-            return 0;
-        }
-        if (rc) return rc;
-        for (;;) {
-            skip_space(p, nested);
-            c = peek(p);
-            uint32_t min, max;
-            if (c == '*') {
-                min = 0, max = UINT32_MAX, p->pos++;
-            } else if (c == '+') {
-                min = 1, max = UINT32_MAX, p->pos++;
-            } else if (c == '?') {
-                min = 0, max = 1, p->pos++;
-            } else if (c == '{') {
-                if ((rc = parse_braces(p, &min, &max))) return rc;
-            } else {
-                break;
-            }
-            if ((rc = repeat(p, rid, start, min, max))) return rc;
-        }
-    }
-}
-
-static int parse_alternates(parser *p, uint32_t rid, bool nested) {
-    for (;;) {
-        int rc = parse_sequence(p, rid, nested);
-        if (rc) return rc;
-        size_t save = p->pos;
-        skip_space(p, true);
-        if (peek(p) == '|') {
-            p->pos++;
-            if ((rc = push(p, rid, GRAMMAR_ALT, 0, 0))) return rc;
-            continue;
-        }
-        if (!nested) p->pos = save;
-        return push(p, rid, GRAMMAR_END, 0, 0);
-    }
-}
-
-static int parse_rule(parser *p) {
-    size_t at = p->pos;
-    size_t len = word_len(p);
-    if (!len) return perr_at(p, at, "expected a rule name");
-    p->pos += len;
-    skip_space(p, false);
-    if (p->n - p->pos < 3 || memcmp(p->s + p->pos, "::=", 3))
-        return perr_at(p, p->pos, "expected '::='");
-    p->pos += 3;
-    int64_t rid = rule_get(p, p->s + at, len);
-    if (rid < 0) return oom(p);
-    if (p->rules[rid].defined)
-        return perr_at(p, at, "rule '%.*s' is defined twice", (int)len, p->s + at);
-    p->rules[rid].defined = true;
-    int rc = parse_alternates(p, (uint32_t)rid, false);
-    if (rc) return rc;
-    skip_space(p, false);
-    if (p->pos < p->n && p->s[p->pos] != '\n') {
-        if (p->s[p->pos] == ')') return perr_at(p, p->pos, "unexpected ')'");
-        return perr_at(p, p->pos, "unexpected '%c'", p->s[p->pos]);
-    }
-    return 0;
-}
-
-/* ---------------------------------------------------------------------------
  * Checks on the whole grammar
  * ------------------------------------------------------------------------- */
 
-static size_t elem_width(const grammar_elem *e) {
-    return (e->op == GRAMMAR_SET || e->op == GRAMMAR_SET_NOT) ? 1 + (size_t)e->lo : 1;
-}
-
-static void compute_nullable(grammar *g, uint8_t *nullable) {
+void grammar_compute_nullable(grammar *g, uint8_t *nullable) {
     for (bool changed = true; changed;) {
         changed = false;
         for (uint32_t r = 0; r < g->n_rules; r++) {
             if (nullable[r]) continue;
             bool ok = true; /* the current alternative so far matches empty */
-            for (size_t i = g->rule_start[r];; i += elem_width(&g->elems[i])) {
+            for (size_t i = g->rule_start[r];; i += grammar_elem_width(&g->elems[i])) {
                 const grammar_elem *e = &g->elems[i];
                 if (e->op == GRAMMAR_END || e->op == GRAMMAR_ALT) {
                     if (ok) {
@@ -562,7 +72,7 @@ static void compute_nullable(grammar *g, uint8_t *nullable) {
 
 /* Finds a cycle of left-edges (A starts, after rules that can match empty,
  * with B) by an iterative depth-first search. Returns 0 or TPS_EINVAL. */
-static int check_left_recursion(const grammar *g, tps_err *err) {
+int grammar_check_left_recursion(const grammar *g, tps_err *err) {
     uint32_t n = g->n_rules;
     uint8_t *color = calloc(n, 1);
     struct frame {
@@ -589,7 +99,7 @@ static int check_left_recursion(const grammar *g, tps_err *err) {
                 sp--;
                 continue;
             }
-            f->i += elem_width(e);
+            f->i += grammar_elem_width(e);
             if (e->op == GRAMMAR_ALT) {
                 f->left = true;
                 continue;
@@ -631,84 +141,8 @@ static int check_left_recursion(const grammar *g, tps_err *err) {
 }
 
 /* ---------------------------------------------------------------------------
- * grammar_parse / grammar_free
+ * grammar_free and lookups
  * ------------------------------------------------------------------------- */
-
-static void parser_free(parser *p) {
-    for (uint32_t i = 0; i < p->n_rules; i++) {
-        free(p->rules[i].name);
-        free(p->rules[i].el);
-    }
-    free(p->rules);
-    free(p->hash);
-}
-
-/* Packs the parsed rules into one allocation. */
-static grammar *pack(const parser *p) {
-    size_t n = p->n_rules, chars = 0;
-    for (size_t i = 0; i < n; i++)
-        chars += strlen(p->rules[i].name) + 1;
-    size_t off_names = sizeof(grammar);
-    size_t off_elems = off_names + n * sizeof(char *);
-    size_t off_start = off_elems + p->total * sizeof(grammar_elem);
-    size_t off_null = off_start + n * sizeof(uint32_t);
-    size_t off_chars = off_null + n;
-    char *mem = calloc(1, off_chars + chars);
-    if (!mem) return NULL;
-    grammar *g = (grammar *)mem;
-    const char **names = (const char **)(mem + off_names);
-    grammar_elem *elems = (grammar_elem *)(mem + off_elems);
-    uint32_t *start = (uint32_t *)(mem + off_start);
-    char *c = mem + off_chars;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const prule *r = &p->rules[i];
-        start[i] = (uint32_t)k;
-        memcpy(elems + k, r->el, r->n * sizeof *elems);
-        k += r->n;
-        size_t len = strlen(r->name) + 1;
-        memcpy(c, r->name, len);
-        names[i] = c;
-        c += len;
-    }
-    g->n_rules = (uint32_t)n;
-    g->n_elems = k;
-    g->rule_start = start;
-    g->nullable = (const uint8_t *)(mem + off_null);
-    g->names = names;
-    g->elems = elems;
-    return g;
-}
-
-int grammar_parse(grammar **out, const char *text, size_t n, tps_err *err) {
-    *out = NULL;
-    parser p = {.s = text, .n = n, .err = err};
-    int rc = 0;
-    skip_space(&p, true);
-    while (!rc && p.pos < p.n) {
-        rc = parse_rule(&p);
-        skip_space(&p, true);
-    }
-    for (uint32_t i = 0; !rc && i < p.n_rules; i++)
-        if (!p.rules[i].defined)
-            rc = perr_at(&p, p.rules[i].ref_off, "rule '%s' is not defined", p.rules[i].name);
-    int64_t root = -1;
-    for (uint32_t i = 0; !rc && i < p.n_rules && root < 0; i++)
-        if (!strcmp(p.rules[i].name, "root")) root = i;
-    if (!rc && root < 0) rc = tps_fail(err, TPS_EINVAL, "grammar: there is no rule 'root'");
-    grammar *g = NULL;
-    if (!rc && !(g = pack(&p))) rc = oom(&p);
-    parser_free(&p);
-    if (rc) return rc;
-    g->root = (uint32_t)root;
-    compute_nullable(g, (uint8_t *)g->nullable);
-    if ((rc = check_left_recursion(g, err))) {
-        grammar_free(g);
-        return rc;
-    }
-    *out = g;
-    return 0;
-}
 
 void grammar_free(grammar *g) {
     free(g);
@@ -815,7 +249,7 @@ bool grammar_accepts(const grammar *g, const char *utf8, size_t n) {
     size_t m = 0;
     if (!cps || !sets || !predicted) goto done;
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_decode((const unsigned char *)utf8 + i, n - i, &cps[m]);
+        size_t k = grammar_utf8_decode((const unsigned char *)utf8 + i, n - i, &cps[m]);
         if (!k) goto done;
         i += k, m++;
     }
@@ -825,7 +259,7 @@ bool grammar_accepts(const grammar *g, const char *utf8, size_t n) {
         uint32_t r = g->root;
         add_item(&e, (eitem){r, g->rule_start[r], 0});
         for (size_t i = g->rule_start[r]; g->elems[i].op != GRAMMAR_END;
-             i += elem_width(&g->elems[i]))
+             i += grammar_elem_width(&g->elems[i]))
             if (g->elems[i].op == GRAMMAR_ALT) add_item(&e, (eitem){r, (uint32_t)i + 1, 0});
         predicted[r] = 1;
     }
@@ -848,7 +282,7 @@ bool grammar_accepts(const grammar *g, const char *utf8, size_t n) {
                     predicted[b] = (uint32_t)s + 1;
                     add_item(&e, (eitem){b, g->rule_start[b], (uint32_t)s});
                     for (size_t i = g->rule_start[b]; g->elems[i].op != GRAMMAR_END;
-                         i += elem_width(&g->elems[i]))
+                         i += grammar_elem_width(&g->elems[i]))
                         if (g->elems[i].op == GRAMMAR_ALT)
                             add_item(&e, (eitem){b, (uint32_t)i + 1, (uint32_t)s});
                 }
@@ -866,7 +300,7 @@ bool grammar_accepts(const grammar *g, const char *utf8, size_t n) {
             const grammar_elem *el = &g->elems[x.dot];
             if (el->op == GRAMMAR_END || el->op == GRAMMAR_ALT || el->op == GRAMMAR_REF) continue;
             if (grammar_char_matches(g, x.dot, cps[s]))
-                add_item(&e, (eitem){x.rule, x.dot + (uint32_t)elem_width(el), x.origin});
+                add_item(&e, (eitem){x.rule, x.dot + (uint32_t)grammar_elem_width(el), x.origin});
         }
         if (e.n == sets[s + 1]) goto done; /* nothing could read this character */
     }

@@ -13,8 +13,9 @@
  *   postfix:  *  +  ?  {m}  {m,}  {m,n}   (m, n <= GRAMMAR_MAX_REPEAT)
  *   escapes in literals and classes: \n \t \r \\ \" \' \[ \] \- \/
  *     \xHH \uHHHH \UHHHHHHHH;  comments: '#' to the end of the line
- * Groups and repetitions are rewritten into generated rules (named
- * "parent~N", which no user rule can clash with), as llama.cpp does.
+ * Groups and repetitions are rewritten into generated rules (all of one
+ * user rule's named "parent~", which no user rule can clash with), as
+ * llama.cpp does.
  *
  * Refused, with TPS_EINVAL and a message naming line and column (columns
  * count code points, both 1-based): syntax errors ("grammar: line 3, column
@@ -64,14 +65,15 @@ typedef struct grammar_elem {
     uint32_t hi;
 } grammar_elem;
 
-/* A parsed grammar: one allocation, read-only. Rule i's elements start at
- * elems[rule_start[i]]; names[i] is its name (generated rules "parent~N": a '~'
- * marks them);
- * nullable[i] says whether rule i can match the empty string. */
+/* A parsed grammar: one allocation of `bytes`, read-only. Rule i's
+ * elements start at elems[rule_start[i]]; names[i] is its name (generated
+ * rules "parent~": a '~' marks them); nullable[i] says whether rule i can
+ * match the empty string. */
 typedef struct grammar {
     uint32_t n_rules;
     uint32_t root; /* index of "root" */
     size_t n_elems;
+    size_t bytes;               /* the allocation's size */
     const uint32_t *rule_start; /* (n_rules,) */
     const uint8_t *nullable;    /* (n_rules,) 0 or 1 */
     const char *const *names;   /* (n_rules,) NUL-terminated */
@@ -82,6 +84,20 @@ typedef struct grammar {
  * owns a new grammar (free with grammar_free). On failure returns
  * TPS_EINVAL (TPS_ENOMEM when allocation fails) with err filled, *out NULL. */
 int grammar_parse(grammar **out, const char *text, size_t n, tps_err *err);
+/* What parsing one grammar may cost (grammar_parse_limited). */
+typedef struct grammar_limits {
+    size_t max_bytes;        /* the packed grammar's size; 0: GRAMMAR_MAX_ELEMS only */
+    const char *bytes_label; /* names that limit in the refusal, e.g. "(--grammar-max-mem)" */
+    uint64_t deadline_ns;    /* tps_now_ns() past it, the parse stops; 0: none */
+} grammar_limits;
+
+/* grammar_parse within limits: text whose packed grammar would take more
+ * than max_bytes is refused as soon as the parser knows (before it holds
+ * much more) with TPS_ERANGE and a message naming both sizes and the line
+ * it had reached; past the deadline the parse stops with TPS_ERANGE too
+ * (the caller, who set the deadline, says what it was). lim may be NULL. */
+int grammar_parse_limited(grammar **out, const char *text, size_t n, const grammar_limits *lim,
+                          tps_err *err);
 void grammar_free(grammar *g);
 
 /* Index of the rule called name, or -1. */

@@ -101,10 +101,13 @@ typedef struct oai_request {
     uint32_t top_logprobs; /* alternatives per token, 0..LOGPROBS_MAX_TOP */
     /* Constrained output: GBNF text (owned) from response_format
      * (json_object, json_schema), grammar, regex, or the json_schema /
-     * guided_json / guided_regex / guided_grammar extensions, already
-     * checked to parse; NULL: free text. */
+     * guided_json / guided_regex / guided_grammar extensions; NULL: free
+     * text. Not yet parsed: the server compiles it (grammar_cache.h) and
+     * answers its errors with oai_constraint_error naming grammar_param,
+     * the field it came from (a static string). */
     char *grammar;
     size_t grammar_len;
+    const char *grammar_param;
     const char *stop[OAI_MAX_STOP];
     size_t n_stop;
     int32_t stop_ids[OAI_MAX_STOP_IDS]; /* stop_token_ids; not yet checked against the vocabulary */
@@ -145,6 +148,10 @@ void oai_request_free(oai_request *r);
 /* Fills e; param and code may be NULL. Returns TPS_EINVAL. */
 int oai_error_set(oai_error *e, int status, const char *type, const char *param, const char *code,
                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* A constraint's compile error: 400 naming param (500 when out of memory,
+ * rc TPS_ENOMEM), the message prefixed with param unless it starts with it
+ * already. Returns TPS_EINVAL. */
+int oai_constraint_error(oai_error *e, int rc, const char *param, const char *msg);
 /* Appends {"error":{"message":...,"type":...,"param":...,"code":...}}. */
 void oai_error_json(const oai_error *e, sbuf *out);
 

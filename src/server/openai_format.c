@@ -2,15 +2,15 @@
  * json_schema, and llama-server's json_object with a schema), grammar,
  * regex and json_schema (llama-server's names), vLLM's structured_outputs
  * {json, regex, choice, grammar, json_object} and its older guided_json /
- * guided_regex / guided_choice / guided_grammar. Each is compiled to GBNF
- * and parsed here, so a malformed one is a 400 with its location before
- * anything is queued. One constraint per request.
+ * guided_regex / guided_choice / guided_grammar. Each is turned into GBNF
+ * here; the server parses and compiles it off the HTTP thread (its grammar
+ * cache), and a malformed one is a 400 naming the field it came from. One
+ * constraint per request.
  *
  * Not here: JSON schema and regex translation (json_schema.c,
  * regex_gbnf.c), applying the grammar (engine/constraint.h). */
 #include "server/openai_internal.h"
 
-#include "engine/grammar.h"
 #include "server/json_schema.h"
 #include "server/regex_gbnf.h"
 
@@ -19,13 +19,11 @@
 
 /* ---------------------------------------------------------------------------
  * Constrained output: response_format, grammar, regex and the extensions,
- * each compiled to GBNF and parsed here so a malformed one is a 400 with
- * its location before anything is queued
+ * each turned into GBNF here; the GBNF is parsed and compiled by the server
+ * (its grammar cache, off the HTTP thread), whose errors name the same field
  * ------------------------------------------------------------------------- */
 
-/* A 400 (500 when out of memory) naming param, with the compiler's message,
- * which already starts with param's name when param is what it compiled. */
-static int compile_error(oai_error *e, int rc, const char *param, const char *msg) {
+int oai_constraint_error(oai_error *e, int rc, const char *param, const char *msg) {
     size_t pl = strlen(param);
     bool named = !strncmp(msg, param, pl) && msg[pl] == ':';
     return oai_error_set(e, rc == TPS_ENOMEM ? 500 : 400,
@@ -34,16 +32,15 @@ static int compile_error(oai_error *e, int rc, const char *param, const char *ms
                          named ? "" : ": ", msg);
 }
 
-/* Checks that the GBNF text in g parses, then hands it to r. */
+/* Hands the GBNF text in g to r, with the field it came from (a static
+ * string, for the compile's errors). */
 static int take_grammar(oai_request *r, sbuf *g, const char *param, oai_error *e) {
     if (sbuf_failed(g)) return oai_oom(e);
-    grammar *gr = NULL;
-    tps_err err = {{0}};
-    int rc = grammar_parse(&gr, g->p ? g->p : "", g->len, &err);
-    grammar_free(gr);
-    if (rc) return compile_error(e, rc, param, err.msg);
+    sbuf_adds(g, ""); /* a buffer even for an empty grammar (refused when compiled) */
+    if (sbuf_failed(g)) return oai_oom(e);
     r->grammar = g->p;
     r->grammar_len = g->len;
+    r->grammar_param = param;
     g->p = NULL;
     return 0;
 }
@@ -54,7 +51,7 @@ static int schema_grammar(oai_request *r, const json_t *schema, const char *para
     tps_err err = {{0}};
     int rc = json_schema_to_gbnf(schema, &g, &err);
     if (rc)
-        rc = compile_error(e, rc, param, err.msg);
+        rc = oai_constraint_error(e, rc, param, err.msg);
     else
         rc = take_grammar(r, &g, param, e);
     sbuf_free(&g);
@@ -177,7 +174,7 @@ static int text_grammar(json_t *v, bool regex, const char *param, oai_request *r
     if (regex) {
         tps_err err = {{0}};
         rc = regex_to_gbnf(json_string_value(v), json_string_length(v), &g, &err);
-        if (rc) rc = compile_error(e, rc, param, err.msg);
+        if (rc) rc = oai_constraint_error(e, rc, param, err.msg);
     } else {
         sbuf_add(&g, json_string_value(v), json_string_length(v));
     }

@@ -34,6 +34,10 @@ void server_config_default(server_config *c) {
     c->header_timeout_s = 10;
     c->drain_timeout_s = 30;
     c->max_n = 16;
+    c->grammar_max_ms = 2000;
+    c->grammar_max_bytes = (size_t)64 << 20;
+    c->constraint_mem = (size_t)1 << 30;
+    c->grammar_cache = 64;
     c->engine.itl_target_ms = ENGINE_ITL_TARGET_AUTO;
     c->signal_fd = -1;
 }
@@ -87,23 +91,34 @@ static void begin_drain(server *s) {
     server_maybe_finish_drain(s);
 }
 
+/* Every request in flight is cancelled; each is answered as the engine
+ * reports it (a 503, or a stream's SSE error event and [DONE]), and the
+ * loop exits once they are and their bytes are out, or after
+ * SERVER_STOP_MS. */
+static void cut_in_flight(server *s) {
+    s->stopping = true;
+    server_cancel_all(s, "the server is shutting down");
+    struct timeval tv = {.tv_sec = SERVER_STOP_MS / 1000, .tv_usec = SERVER_STOP_MS % 1000 * 1000};
+    event_base_loopexit(s->base, &tv); /* cancelled requests end within a step */
+    server_maybe_finish_drain(s);
+}
+
 static void on_drain_deadline(evutil_socket_t fd, short what, void *arg) {
     server *s = arg;
     fprintf(s->log, "tps serve: drain timeout: cancelling %u request(s)\n", s->n_inflight);
-    s->stopping = true;
-    server_cancel_all(s, "the server is shutting down");
-    struct timeval tv = {.tv_sec = 2}; /* cancelled requests end within a step */
-    event_base_loopexit(s->base, &tv);
-    server_maybe_finish_drain(s);
+    cut_in_flight(s);
 }
 
 static void on_wake(evutil_socket_t fd, short what, void *arg) {
     server *s = arg;
     int w = atomic_load(&s->want);
     if (w == 2 && !s->stopping) {
-        s->stopping = true;
-        server_cancel_all(s, "the server is stopping");
-        event_base_loopexit(s->base, NULL);
+        /* stop: as a drain whose time is up at once, so that every stream
+         * cut still ends with an error event and [DONE] */
+        begin_drain(s);
+        fprintf(s->log, "tps serve: stopping: cancelling %u request(s)\n", s->n_inflight);
+        event_del(s->ev_drain_deadline);
+        cut_in_flight(s);
     } else if (w == 1) {
         begin_drain(s);
     }
@@ -166,6 +181,8 @@ static int create_http(server *s, const server_config *c, tps_err *err) {
                         strerror(errno));
     }
     s->listener = evhttp_bound_socket_get_listener(s->bound);
+    /* out of descriptors, libevent would log and retry at once, forever */
+    evconnlistener_set_error_cb(s->listener, server_on_accept_error);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     if (getsockname(evhttp_bound_socket_get_fd(s->bound), (struct sockaddr *)&ss, &sl) == 0) {
@@ -187,11 +204,14 @@ static int create_events(server *s, const server_config *c, tps_err *err) {
     s->ev_sweep = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
     s->ev_flush = event_new(s->base, -1, EV_PERSIST, server_conns_on_flush, s);
     s->ev_classify = event_new(s->base, -1, 0, server_conns_on_accept, s);
+    s->ev_accept_retry = evtimer_new(s->base, server_on_accept_retry, s);
     if ((rc = server_work_create(s, err))) return rc;
-    if (!s->ev_wake || !s->ev_drain_deadline || !s->ev_sweep || !s->ev_flush || !s->ev_classify)
+    if (!s->ev_wake || !s->ev_drain_deadline || !s->ev_sweep || !s->ev_flush || !s->ev_classify ||
+        !s->ev_accept_retry)
         return TPS_EIO;
     struct timeval tv = {.tv_usec = SERVER_SWEEP_MS * 1000};
     event_add(s->ev_sweep, &tv);
+    server_arm_accept_retry(s);
     if (c->signal_fd >= 0) {
         s->ev_signal = event_new(s->base, c->signal_fd, EV_READ | EV_PERSIST, on_signal, s);
         if (!s->ev_signal || event_add(s->ev_signal, NULL)) return TPS_EIO;
@@ -250,6 +270,7 @@ int server_create(server **out, const server_config *c, tps_err *err) {
         tps_fail(err, rc, "event_base_new failed");
         goto fail;
     }
+    server_admit_limits(s); /* before the listener: it caps max_connections */
     if ((rc = create_http(s, c, err))) goto fail;
     if ((rc = create_events(s, c, err))) goto fail;
     if (!s->api_key)
@@ -452,6 +473,17 @@ int server_load(server *s, tps_err *err) {
     if ((rc = choose_template(s, err))) return rc;
     choose_reasoning(s);
 
+    grammar_cache_config gcc = {
+        .max_entries = s->cfg.grammar_cache,
+        .budget_bytes = s->cfg.constraint_mem,
+        .budget_label = "(--constraint-mem)",
+        .limits = {.max_ns = (uint64_t)s->cfg.grammar_max_ms * TPS_NS_PER_MS,
+                   .max_bytes = s->cfg.grammar_max_bytes,
+                   .time_label = "(--grammar-max-ms)",
+                   .bytes_label = "(--grammar-max-mem)"},
+    };
+    if ((rc = grammar_cache_create(&s->grammars, &gcc, err))) return rc;
+    s->cursor_bytes = constraint_cursor_bytes(s->model->cfg.n_vocab);
     engine_params ep = s->cfg.engine;
     ep.model = s->model;
     ep.tok = s->tok;
@@ -499,6 +531,7 @@ void server_free(server *s) {
         c->req = NULL;
         req_ctx_free(c);
     }
+    grammar_cache_free(s->grammars); /* after everything that held its grammars */
     if (s->http) evhttp_free(s->http);
     server_conns_sweep(s, true);
     free(s->conns);
@@ -506,6 +539,7 @@ void server_free(server *s) {
     if (s->ev_sweep) event_free(s->ev_sweep);
     if (s->ev_flush) event_free(s->ev_flush);
     if (s->ev_classify) event_free(s->ev_classify);
+    if (s->ev_accept_retry) event_free(s->ev_accept_retry);
     if (s->ev_wake) event_free(s->ev_wake);
     if (s->ev_drain_deadline) event_free(s->ev_drain_deadline);
     if (s->base) event_base_free(s->base);

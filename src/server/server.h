@@ -39,10 +39,12 @@ typedef struct server_config {
     engine_params engine;           /* model and tok are filled by server_load */
     size_t max_body_bytes;          /* request body limit (413); default 8 MiB */
     size_t max_header_bytes;        /* request line + headers limit; default 16 KiB */
-    uint32_t max_connections;       /* open connections; beyond it 8 more for /health and /metrics
-                                       only, then accepts wait; default 1024 */
-    uint32_t max_conns_per_client;  /* connections from one address (429 above); 0: half of
-                                       max_connections */
+    uint32_t max_connections;       /* connections with requests (503 above), 8 more for /health
+                                       and /metrics; silent ones are shed first when the table
+                                       is full (server_admit.c); lowered to fit the open-file
+                                       limit; default 1024 */
+    uint32_t max_conns_per_client;  /* requests under way from one address (429 above); 0: half
+                                       of max_connections */
     uint32_t timeout_s; /* a request must arrive whole within it; idle keep-alive too; default 60 */
     uint32_t header_timeout_s;       /* a request's header block must arrive within it of the
                                         connection's accept or of its first byte; default 10; 0: none */
@@ -56,8 +58,18 @@ typedef struct server_config {
     uint32_t max_prompt_tokens; /* prompt tokens ceiling (400 above it); 0: the context */
     uint32_t max_n;             /* most choices per request (n; 400 above it); default 16, >= 1 */
     uint32_t drain_timeout_s;   /* drain: in-flight requests get this long; default 30 */
-    int signal_fd;              /* -1, or a signalfd: readable -> drain; a second -> stop */
-    FILE *log;                  /* startup lines and warnings; NULL: stderr */
+    /* Constrained output (grammar_cache.h): compiling one request's grammar
+     * may take grammar_max_ms and grammar_max_bytes (400 above either; 0:
+     * no limit); compiled grammars alive and the choices' recognizers take
+     * at most constraint_mem together (503 + Retry-After above; 0: no
+     * limit); grammar_cache compiled grammars are kept for requests that
+     * send the same one again (0: none). Defaults 2000 ms, 64 MiB, 1 GiB, 64. */
+    uint32_t grammar_max_ms;
+    size_t grammar_max_bytes;
+    size_t constraint_mem;
+    uint32_t grammar_cache;
+    int signal_fd; /* -1, or a signalfd: readable -> drain; a second -> stop */
+    FILE *log;     /* startup lines and warnings; NULL: stderr */
 } server_config;
 
 void server_config_default(server_config *c);

@@ -1,21 +1,20 @@
 /* The connection table: every accepted connection, the bytes it sends
  * checked by our own framing parser (http_frame.h) before evhttp parses
- * them, and the limits that keep one client from holding every slot:
+ * them, and the limits on time that keep one client from holding a slot:
  *   - a header block must arrive whole within --header-timeout of the
  *     connection's accept or of its request's first byte (slowloris);
  *   - a request must arrive whole, and an idle keep-alive connection must
- *     speak, within --timeout;
- *   - one client address holds at most --max-conns-per-client connections;
- *     more are refused at once (429);
- *   - beyond --max-connections, SERVER_RESERVED_CONNS more are accepted for
- *     GET/HEAD /health and /metrics only (others 503), so probes and
- *     scrapes answer while the slots are full; beyond those, accepts wait.
- * A refusal is answered here, as the OpenAI-shaped JSON error every route
- * answers with, written straight to the socket, and the connection closes:
- * evhttp never sees the offending bytes, so it never answers with its own
- * HTML error page, and never frames a request we would frame otherwise.
+ *     speak, within --timeout.
+ * Which connections are kept, and the class each request line puts its
+ * connection in, is server_admit.c's. A client that shuts its sending side
+ * once its request is sent (a half-close, which HTTP/1.1 allows) still gets
+ * its whole answer: evhttp would take the EOF for the client's leaving, so
+ * the socket is not read while an answer is being written
+ * (server_conn_guard), and a client that did leave is found when a write
+ * fails or by server_check_gone's probe.
  *
- * Not here: routing (server_http.c), the server's lifecycle (server.c). */
+ * Not here: routing (server_http.c), admission and refusals
+ * (server_admit.c), the server's lifecycle (server.c). */
 #include "server/server_internal.h"
 
 #include <errno.h>
@@ -28,114 +27,13 @@
 
 #include "base/clock.h"
 
-#define CONN_LINGER_MS 1000 /* a refused connection is closed by then if its client has not */
-
 static uint64_t secs_ns(uint32_t s) {
     return (uint64_t)s * TPS_NS_PER_SEC;
 }
 
 /* ---------------------------------------------------------------------------
- * Refusals
- * ------------------------------------------------------------------------- */
-
-static const char *reason_of(int status) {
-    switch (status) {
-    case 400:
-        return "Bad Request";
-    case 408:
-        return "Request Timeout";
-    case 413:
-        return "Content Too Large";
-    case 417:
-        return "Expectation Failed";
-    case 429:
-        return "Too Many Requests";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 501:
-        return "Not Implemented";
-    case 503:
-        return "Service Unavailable";
-    case 505:
-        return "HTTP Version Not Supported";
-    default:
-        return "Error";
-    }
-}
-
-static const char *code_of(int status) {
-    switch (status) {
-    case 408:
-        return "request_timeout";
-    case 413:
-        return "request_too_large";
-    case 417:
-        return "expectation_failed";
-    case 429:
-        return "too_many_connections";
-    case 431:
-        return "headers_too_large";
-    case 501:
-        return "not_implemented";
-    case 503:
-        return "connection_limit";
-    case 505:
-        return "http_version_not_supported";
-    default:
-        return "bad_request";
-    }
-}
-
-/* Refuses the connection: its unread input is dropped (and all that comes
- * after), the error goes out when nothing else is being written on it,
- * then the connection closes. */
-static void conn_refuse(conn_slot *c, int status, const char *msg) {
-    if (c->refused) return;
-    c->refused = true;
-    struct evbuffer *in = bufferevent_get_input(c->bev);
-    evbuffer_drain(in, evbuffer_get_length(in));
-    evutil_socket_t fd = bufferevent_getfd(c->bev);
-    if (fd < 0) return;
-    c->head_deadline_ns = 0;
-    if (c->busy || evbuffer_get_length(bufferevent_get_output(c->bev))) {
-        shutdown(fd, SHUT_RDWR); /* a response is under way: never interleave */
-        return;
-    }
-    oai_error e;
-    oai_error_set(&e, status,
-                  status == 429   ? "rate_limit_error"
-                  : status == 503 ? "unavailable_error"
-                  : status >= 500 ? "server_error"
-                                  : "invalid_request_error",
-                  NULL, code_of(status), "%s", msg);
-    sbuf body, out;
-    sbuf_init(&body);
-    sbuf_init(&out);
-    oai_error_json(&e, &body);
-    sbuf_printf(&out,
-                "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                "%sConnection: close\r\n\r\n",
-                status, reason_of(status), body.len,
-                status == 429 || status == 503 ? "Retry-After: 1\r\n" : "");
-    sbuf_add(&out, body.p ? body.p : "", body.len);
-    if (!sbuf_failed(&out)) {
-        ssize_t k = send(fd, out.p, out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        (void)k; /* a small reply into an idle socket; a client that left gets nothing */
-    }
-    sbuf_free(&body);
-    sbuf_free(&out);
-    shutdown(fd, SHUT_WR);
-    c->close_ns = tps_now_ns() + (uint64_t)CONN_LINGER_MS * TPS_NS_PER_MS;
-}
-
-/* ---------------------------------------------------------------------------
  * Framing: every byte read, before evhttp reads it
  * ------------------------------------------------------------------------- */
-
-static bool reserved_route(const http_frame *f) {
-    if (strcmp(f->method, "GET") && strcmp(f->method, "HEAD")) return false;
-    return !f->path_truncated && (!strcmp(f->path, "/health") || !strcmp(f->path, "/metrics"));
-}
 
 /* Runs bytes through the connection's framer; false once it refused. */
 static bool frame_bytes(conn_slot *c, const uint8_t *p, size_t n) {
@@ -149,20 +47,12 @@ static bool frame_bytes(conn_slot *c, const uint8_t *p, size_t n) {
         p += used;
         n -= used;
         if (ev == HTTP_FRAME_ERROR) {
-            conn_refuse(c, c->frame.status, c->frame.message);
+            server_conn_refuse(c, c->frame.status, c->frame.message);
             return false;
         }
         if (ev == HTTP_FRAME_HEAD) {
             c->head_deadline_ns = 0;
-            if (c->reserve && !reserved_route(&c->frame)) {
-                char msg[160];
-                snprintf(msg, sizeof msg,
-                         "the server has %u connections open (--max-connections); only "
-                         "/health and /metrics are answered beyond them: retry shortly",
-                         s->cfg.max_connections);
-                conn_refuse(c, 503, msg);
-                return false;
-            }
+            if (!server_admit_request(c)) return false;
         }
     }
     return true;
@@ -173,6 +63,7 @@ static bool frame_bytes(conn_slot *c, const uint8_t *p, size_t n) {
 static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg) {
     conn_slot *c = arg;
     if (!info->n_added) return;
+    c->spoke = true;
     if (c->refused) {
         evbuffer_drain(buf, evbuffer_get_length(buf));
         return;
@@ -198,26 +89,8 @@ static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
 }
 
 /* ---------------------------------------------------------------------------
- * Accept and classify
+ * Accept
  * ------------------------------------------------------------------------- */
-
-/* Accepts wait (in the kernel's backlog) while the live connections,
- * those not being closed after a refusal, fill --max-connections and the
- * reserved class. */
-static void update_accept(server *s) {
-    if (!s->listener || !s->cfg.max_connections) return;
-    size_t live = 0;
-    for (size_t i = 0; i < s->n_conns; i++)
-        live += !s->conns[i]->refused;
-    bool full = live >= (size_t)s->cfg.max_connections + SERVER_RESERVED_CONNS;
-    if (full && !s->accept_paused) {
-        evconnlistener_disable(s->listener);
-        s->accept_paused = true;
-    } else if (!full && s->accept_paused && !s->draining) {
-        evconnlistener_enable(s->listener);
-        s->accept_paused = false;
-    }
-}
 
 /* evhttp's bufferevent factory: every connection is made here, tracked,
  * and its input watched by on_input. */
@@ -243,82 +116,30 @@ struct bufferevent *server_conn_new_bev(struct event_base *base, void *arg) {
     uint64_t now = tps_now_ns();
     c->s = s;
     c->bev = bev;
+    c->born_ns = now;
     c->deadline_ns = s->cfg.timeout_s ? now + secs_ns(s->cfg.timeout_s) : 0;
     c->head_deadline_ns = s->cfg.header_timeout_s ? now + secs_ns(s->cfg.header_timeout_s) : 0;
     http_frame_init(&c->frame, s->cfg.max_header_bytes, s->cfg.max_body_bytes);
     s->conns[s->n_conns++] = c;
-    update_accept(s);
+    server_update_accept(s, true);
     /* evhttp gives the bufferevent its socket after this returns */
     event_active(s->ev_classify, EV_TIMEOUT, 0);
     return bev;
 }
 
-static bool same_addr(const conn_slot *a, const conn_slot *b) {
-    const struct sockaddr_storage *x = &a->peer, *y = &b->peer;
-    if (x->ss_family != y->ss_family) return false;
-    if (x->ss_family == AF_INET)
-        return ((const struct sockaddr_in *)x)->sin_addr.s_addr ==
-               ((const struct sockaddr_in *)y)->sin_addr.s_addr;
-    if (x->ss_family == AF_INET6)
-        return !memcmp(&((const struct sockaddr_in6 *)x)->sin6_addr,
-                       &((const struct sockaddr_in6 *)y)->sin6_addr, sizeof(struct in6_addr));
-    return false;
-}
-
-uint32_t server_conns_per_client(const server *s) {
-    if (s->cfg.max_conns_per_client) return s->cfg.max_conns_per_client;
-    uint32_t half = s->cfg.max_connections / 2;
-    return half ? half : (s->cfg.max_connections ? 1 : 0);
-}
-
-/* A new connection's class, once its socket and peer are known. */
-static void classify(server *s, conn_slot *c) {
-    evutil_socket_t fd = bufferevent_getfd(c->bev);
-    if (fd < 0) return;
-    socklen_t len = sizeof c->peer;
-    if (getpeername(fd, (struct sockaddr *)&c->peer, &len) != 0)
-        memset(&c->peer, 0, sizeof c->peer);
-    c->classified = true;
-    uint32_t normal = 0, same = 0;
-    for (size_t i = 0; i < s->n_conns; i++) {
-        const conn_slot *o = s->conns[i];
-        if (o == c || !o->classified || o->refused || o->reserve) continue;
-        normal++;
-        same += same_addr(o, c);
-    }
-    uint32_t per = server_conns_per_client(s);
-    char msg[160];
-    if (per && same >= per) {
-        snprintf(msg, sizeof msg,
-                 "this address has %u connections open; the server allows %u per client "
-                 "(--max-conns-per-client)",
-                 same, per);
-        conn_refuse(c, 429, msg);
-    } else if (s->cfg.max_connections && normal >= s->cfg.max_connections) {
-        if (s->n_reserve < SERVER_RESERVED_CONNS) {
-            c->reserve = true;
-            s->n_reserve++;
-        } else {
-            snprintf(msg, sizeof msg,
-                     "the server has %u connections open (--max-connections): retry shortly",
-                     s->cfg.max_connections);
-            conn_refuse(c, 503, msg);
-        }
-    }
-}
-
 void server_conns_on_accept(evutil_socket_t fd, short what, void *arg) {
     server *s = arg;
     for (size_t i = 0; i < s->n_conns; i++)
-        if (!s->conns[i]->classified) classify(s, s->conns[i]);
-    update_accept(s);
+        if (!s->conns[i]->peer_known && !s->conns[i]->refused)
+            server_admit_accepted(s, s->conns[i]);
+    server_update_accept(s, false);
 }
 
 /* ---------------------------------------------------------------------------
  * Busy, sweep, output
  * ------------------------------------------------------------------------- */
 
-static conn_slot *slot_of(server *s, struct evhttp_request *req) {
+conn_slot *server_conn_of(server *s, struct evhttp_request *req) {
     struct evhttp_connection *conn = req ? evhttp_request_get_connection(req) : NULL;
     struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
     if (!bev) return NULL;
@@ -329,12 +150,14 @@ static conn_slot *slot_of(server *s, struct evhttp_request *req) {
 
 /* Marks the connection of req as serving a request (no arrival deadline) or
  * idle again (a new deadline). */
-void server_conn_busy(server *s, struct evhttp_request *req, bool busy) {
-    conn_slot *c = slot_of(s, req);
-    if (!c) return;
+conn_slot *server_conn_busy(server *s, struct evhttp_request *req, bool busy) {
+    conn_slot *c = server_conn_of(s, req);
+    if (!c) return NULL;
     uint64_t t = secs_ns(s->cfg.timeout_s);
+    uint64_t now = tps_now_ns();
     c->busy = busy;
-    c->deadline_ns = busy || !t ? 0 : tps_now_ns() + t;
+    c->deadline_ns = busy || !t ? 0 : now + t;
+    if (!busy) c->idle_ns = now;
     if (busy && !c->nodelay) {
         /* Each streamed token is a small write: without TCP_NODELAY,
          * Nagle's algorithm holds it until the client's delayed ACK
@@ -343,14 +166,18 @@ void server_conn_busy(server *s, struct evhttp_request *req, bool busy) {
         if (fd >= 0) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         c->nodelay = true;
     }
+    return c;
 }
 
-static void slot_free(server *s, conn_slot *c) {
-    evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->cb);
-    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
-    bufferevent_decref(c->bev);
-    if (c->reserve) s->n_reserve--;
-    free(c);
+void server_conn_guard(conn_slot *c) {
+    /* evhttp turns reading on at every write, only to notice a close; an
+     * EOF it reads there (a client's half-close as much as its leaving)
+     * makes it drop the connection and the answer with it. Reading stays
+     * off until the answer is out (evhttp turns it on again for the next
+     * request); a client that left is found by a failed write, or by
+     * server_check_gone. bufferevents coalesce nothing, so this costs an
+     * epoll_ctl per write. */
+    if (c && !c->refused) bufferevent_disable(c->bev, EV_READ);
 }
 
 void server_conns_sweep(server *s, bool all) {
@@ -362,7 +189,7 @@ void server_conns_sweep(server *s, bool all) {
         bufferevent_event_cb ev = NULL;
         bufferevent_getcb(c->bev, &rd, NULL, &ev, NULL);
         if (all || (!rd && !ev)) { /* evhttp freed it: drop our reference */
-            slot_free(s, c);
+            server_conn_slot_free(c);
             continue;
         }
         evutil_socket_t fd = bufferevent_getfd(c->bev);
@@ -376,7 +203,7 @@ void server_conns_sweep(server *s, bool all) {
             snprintf(msg, sizeof msg,
                      "the request's headers did not arrive within %u s (--header-timeout)",
                      s->cfg.header_timeout_s);
-            conn_refuse(c, 408, msg);
+            server_conn_refuse(c, 408, msg);
         } else if (c->deadline_ns && now > c->deadline_ns && fd >= 0) {
             /* The request did not arrive in time (slowloris) or the
              * connection idled: evhttp sees EOF and frees it. */
@@ -386,7 +213,7 @@ void server_conns_sweep(server *s, bool all) {
         s->conns[k++] = c;
     }
     s->n_conns = k;
-    update_accept(s);
+    server_update_accept(s, false);
 }
 
 /* Every response is answered once its last bytes are in the kernel. */

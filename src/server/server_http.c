@@ -98,8 +98,12 @@ static void handle_body(server *s, struct evhttp_request *req, work_kind kind) {
     j->req = req;
     j->conn = evhttp_request_get_connection(req);
     sbuf_init(&j->reply);
-    if (len <= SERVER_INLINE_BODY) {
-        server_work_prepare(j);
+    /* small bodies are prepared here, unless they may carry a grammar or a
+     * schema: compiling one is never done on this thread (a cached one is,
+     * costing a lookup) */
+    const char *p = len <= SERVER_INLINE_BODY ? (const char *)evbuffer_pullup(j->body, -1) : NULL;
+    if (len <= SERVER_INLINE_BODY && !server_body_may_constrain(p ? p : "", len) &&
+        server_work_prepare_inline(j)) {
         server_work_detach(j);
         server_work_finish(j);
         return;
@@ -195,8 +199,9 @@ static void reply_preflight(server *s, struct evhttp_request *req, const struct 
     evhttp_add_header(h, "Access-Control-Allow-Methods", m);
     evhttp_add_header(h, "Access-Control-Allow-Headers", "Authorization, Content-Type");
     evhttp_add_header(h, "Access-Control-Max-Age", "600");
-    server_conn_busy(s, req, false);
+    conn_slot *slot = server_conn_busy(s, req, false);
     evhttp_send_reply(req, 204, "No Content", NULL);
+    server_conn_guard(slot);
 }
 
 /* Host and Origin: true when the request may go on (else it was answered

@@ -15,6 +15,7 @@
 #include <event2/listener.h>
 
 #include "base/rng.h"
+#include "engine/grammar_cache.h"
 #include "metrics/hist.h"
 #include "metrics/roofline.h"
 #include "model/llama_model.h"
@@ -34,15 +35,22 @@
 #define SERVER_POLLS_PER_TURN 8    /* bounded work per loop turn: 512 events */
 #define SERVER_SWEEP_MS       100  /* connection sweep period */
 #define SERVER_FLUSH_MAX_MS   2000 /* at exit, how long unsent output may take */
+#define SERVER_STOP_MS        2000 /* a stop: how long cancelled requests may take to be answered */
 #define SERVER_RESERVED_CONNS 8    /* beyond --max-connections, for /health and /metrics only */
+#define SERVER_FD_RESERVE     64   /* descriptors kept for all but connections (open-file limit) */
+#define SERVER_FD_CLOSING     16   /* of the rest, kept for connections being closed */
 #define SERVER_WORKERS        2    /* threads preparing request bodies (server_work.c) */
 #define SERVER_WORK_QUEUE     32   /* bodies waiting for a worker; more get 429 */
 #define SERVER_INLINE_BODY    (64u << 10) /* bodies up to this are prepared on the HTTP thread */
 
+/* A connection's class, decided by its first request line
+ * (server_admit.c): none yet, a general slot, or a reserved one. */
+enum { CONN_NEW = 0, CONN_GENERAL = 1, CONN_PROBE = 2 };
+
 /* One open connection (server_conn.c): tracked so the server can count
  * them, frame their bytes before evhttp does, bound how long a request may
- * take to arrive, and release them. Allocated on its own: the input
- * buffer's callback holds its address. */
+ * take to arrive, decide its class, and release them. Allocated on its
+ * own: the input buffer's callback holds its address. */
 typedef struct conn_slot {
     server *s;
     struct bufferevent *bev;      /* we hold one reference */
@@ -50,11 +58,15 @@ typedef struct conn_slot {
     uint64_t deadline_ns;         /* a request must have arrived by then; 0: one is being served */
     uint64_t head_deadline_ns;    /* its header block must be whole by then; 0: none due */
     uint64_t close_ns;            /* refused: closed by then if the client has not */
+    uint64_t born_ns;             /* accepted */
+    uint64_t idle_ns;             /* its last answer went out */
     bool nodelay;                 /* TCP_NODELAY set on its socket */
     bool busy;                    /* a request on it is being answered */
-    bool classified;              /* its peer is known and its class decided */
-    bool reserve;                 /* over --max-connections: /health and /metrics only */
-    bool refused;                 /* answered with an error; input dropped; closing */
+    bool peer_known;              /* its peer address is read (server_admit_accepted) */
+    bool spoke;                   /* a byte of it has arrived */
+    int klass;                    /* CONN_NEW, CONN_GENERAL, CONN_PROBE */
+    bool refused;                 /* answered with an error (or shed); input dropped; closing */
+    bool probed;                  /* an EOF while answering was probed (server_check_gone) */
     struct sockaddr_storage peer; /* the client's address */
     http_frame frame;             /* our framing of its bytes */
 } conn_slot;
@@ -85,7 +97,13 @@ typedef struct work_job {
     bool parsed;
     int32_t *ids; /* completions: the prompt's tokens (owned) */
     size_t n_ids;
-    sbuf reply; /* /tokenize, /detokenize: the 200 body */
+    sbuf reply;    /* /tokenize, /detokenize: the 200 body */
+    bool prepared; /* the body is done (parsed, rendered, tokenized) */
+    /* a constrained completion: its compiled grammar and the bytes reserved
+     * for its choices' recognizers (grammar_cache_release gives both back),
+     * handed to the req_ctx once submitted */
+    constraint_prog *prog;
+    size_t prog_reserve;
 } work_job;
 
 typedef struct server_work server_work;
@@ -119,6 +137,7 @@ typedef struct req_ctx {
     server *s;
     struct evhttp_request *req;     /* NULL once the client is gone */
     struct evhttp_connection *conn; /* NULL once the client is gone */
+    conn_slot *slot;                /* conn's slot (NULL: untracked); valid while conn is set */
     uint64_t engine_id;
     sse_meta meta;
     char id[48];
@@ -144,6 +163,8 @@ typedef struct req_ctx {
     uint32_t n_done;    /* choices whose DONE came */
     uint64_t t_start_ns;
     engine_timings timings; /* the request's: choices' timings merged as they finish */
+    constraint_prog *prog;  /* its compiled grammar (a reference), released with it */
+    size_t prog_reserve;    /* bytes reserved in s->grammars for its recognizers */
     sbuf out;               /* staging for each event */
     req_choice choice[];    /* n_choices */
 } req_ctx;
@@ -186,6 +207,8 @@ struct server {
     bool thinks;           /* "<think>" blocks are split out of chat answers (engine/think.h) */
     int32_t think_open_id, think_close_id; /* "<think>", "</think>" as one token; -1: none */
     machine_limits machine;                /* this machine's limits (tps machine); zeros: unknown */
+    grammar_cache *grammars; /* compiled grammars and their memory budget (any thread) */
+    size_t cursor_bytes;     /* one constrained choice's recognizer (reserved per choice) */
     atomic_bool ready;
 
     /* Requests from other threads: drain / stop. */
@@ -195,8 +218,14 @@ struct server {
     /* server_conn.c: the connection table and the final flush */
     conn_slot **conns;
     size_t n_conns, cap_conns;
-    uint32_t n_reserve; /* conns of the reserved class */
     bool accept_paused;
+    /* server_admit.c: the open-file limit, accept() failures, shedding */
+    uint32_t fd_limit, fd_cap; /* RLIMIT_NOFILE's soft limit; the table's most connections */
+    bool accept_backoff;       /* accept() failed: paused until ev_accept_retry */
+    bool accept_logged;        /* this episode of failures is in the log */
+    uint64_t accept_pause_ms, accept_errors;
+    struct event *ev_accept_retry;
+    uint64_t conns_shed; /* connections closed to make room */
     bool flushing;
     uint64_t flush_deadline_ns;
 
@@ -224,7 +253,8 @@ struct server {
  *   server_stream.c   request contexts; engine events -> responses
  *   server_metrics.c  the /metrics page and the request histograms
  *   server_reply.c    whole answers and errors
- *   server_conn.c     the connection table and the final flush */
+ *   server_conn.c     the connection table and the final flush
+ *   server_admit.c    admission: classes, limits, shedding, refusals */
 
 /* server_http.c: the routes */
 void server_http_route(struct evhttp_request *req, void *arg);
@@ -236,8 +266,15 @@ bool server_work_submit(server *s, work_job *j); /* false: the queue is full */
 void server_work_detach(work_job *j);
 void server_work_free(server *s);
 
-/* server_prepare.c: preparing bodies (any thread) and answering them */
+/* server_prepare.c: preparing bodies (any thread) and answering them.
+ * server_work_prepare does it all (a worker); server_work_prepare_inline
+ * (the HTTP thread) leaves compiling a grammar to a worker: false when the
+ * job needs one still (it then goes to server_work_submit). */
 void server_work_prepare(work_job *j);
+bool server_work_prepare_inline(work_job *j);
+/* Whether a body may ask for constrained output or tools (a cheap scan of
+ * its bytes; false positives only cost a thread hop). */
+bool server_body_may_constrain(const char *body, size_t len);
 void server_work_finish(work_job *j);
 void server_work_job_free(work_job *j);
 
@@ -268,11 +305,35 @@ bool server_reply_unavailable(server *s, struct evhttp_request *req);
 /* server_conn.c: the connection table */
 struct bufferevent *server_conn_new_bev(struct event_base *base, void *arg);
 void server_conns_on_accept(evutil_socket_t fd, short what, void *arg);
-void server_conn_busy(server *s, struct evhttp_request *req, bool busy);
+/* Marks req's connection busy (no arrival deadline) or idle again; its slot. */
+conn_slot *server_conn_busy(server *s, struct evhttp_request *req, bool busy);
+/* The slot of req's connection; NULL when untracked or gone. */
+conn_slot *server_conn_of(server *s, struct evhttp_request *req);
+/* After each write evhttp is asked for on c: the socket is not read while
+ * the answer is written, so that a client's half-close (an EOF) does not
+ * make evhttp drop the connection; NULL is ignored. */
+void server_conn_guard(conn_slot *c);
 void server_conns_sweep(server *s, bool all);
 bool server_conns_output_pending(server *s);
 uint32_t server_conns_open(server *s);
+/* server_admit.c: admission */
 uint32_t server_conns_per_client(const server *s);
+/* Frees a slot (our reference on its bufferevent with it). */
+void server_conn_slot_free(conn_slot *c);
+/* Answers status (0: none, just close) with msg and closes c. */
+void server_conn_refuse(conn_slot *c, int status, const char *msg);
+/* c was accepted and has its socket: room is made for it, or it is refused. */
+void server_admit_accepted(server *s, conn_slot *c);
+/* c's request line is known (c->frame at HEAD): its class; false when refused. */
+bool server_admit_request(conn_slot *c);
+/* Pauses or resumes the listener; just_accepted: a connection was added. */
+void server_update_accept(server *s, bool just_accepted);
+/* The open-file limit: fd_cap, --max-connections lowered to fit; logged. */
+void server_admit_limits(server *s);
+void server_on_accept_error(struct evconnlistener *l, void *arg);
+void server_on_accept_retry(evutil_socket_t fd, short what, void *arg);
+/* Keeps ev_accept_retry pending (server_on_accept_error finds the server by it). */
+void server_arm_accept_retry(server *s);
 /* server_conn.c: the end of a drain (flush, then the loop exits) */
 void server_maybe_finish_drain(server *s);
 void server_conns_on_flush(evutil_socket_t fd, short what, void *arg);

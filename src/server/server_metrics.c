@@ -48,6 +48,32 @@ static void gauge(sbuf *b, const char *name, const char *help, double v) {
     prom_sample(b, name, NULL, v);
 }
 
+/* Compiled grammars: the cache's hits and misses, its entries, and the
+ * constrained requests' memory against its budget (grammar_cache.h). */
+static void render_grammars(server *s, sbuf *b) {
+    grammar_cache_stats g;
+    grammar_cache_get_stats(s->grammars, &g);
+    counter(b, "tps_grammar_cache_hits_total",
+            "Constrained requests whose grammar was already compiled (no compile).",
+            (double)g.hits);
+    counter(b, "tps_grammar_cache_misses_total", "Constrained requests whose grammar was compiled.",
+            (double)g.misses);
+    counter(b, "tps_grammar_compile_failures_total",
+            "Grammars refused when compiled (malformed, too ambiguous, over a limit).",
+            (double)g.compile_fails);
+    counter(b, "tps_grammar_cache_evictions_total", "Compiled grammars dropped from the cache.",
+            (double)g.evictions);
+    gauge(b, "tps_grammar_cache_entries", "Compiled grammars kept for reuse.", (double)g.entries);
+    gauge(b, "tps_constraint_memory_bytes",
+          "Bytes held by compiled grammars alive and constrained choices' recognizers.",
+          (double)g.bytes);
+    gauge(b, "tps_constraint_memory_limit_bytes",
+          "The most those may hold (--constraint-mem; 0: no limit).", (double)g.budget_bytes);
+    counter(b, "tps_constraint_memory_refusals_total",
+            "Constrained requests refused (503) because the memory budget had no room.",
+            (double)g.refused);
+}
+
 /* The engine's counters and gauges, the machine's limits, the server's
  * own gauges. */
 static void render_counters(server *s, sbuf *b) {
@@ -120,9 +146,13 @@ static void render_counters(server *s, sbuf *b) {
     gauge(b, "tps_kv_cache_blocks_cached",
           "KV cache blocks whose contents are indexed for reuse (in use or kept free).",
           (double)st.kv_blocks_cached);
+    render_grammars(s, b);
     gauge(b, "tps_http_requests_in_flight", "Completion requests being answered.",
           (double)s->n_inflight);
     gauge(b, "tps_http_connections_open", "Open client connections.", (double)server_conns_open(s));
+    counter(b, "tps_http_connections_shed_total",
+            "Connections closed to make room: silent ones, then idle keep-alive ones.",
+            (double)s->conns_shed);
 }
 
 /* The request histograms, and the engine's step histograms merged now. */

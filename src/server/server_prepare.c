@@ -196,6 +196,7 @@ static int prepare_tools(server *s, oai_request *r, oai_error *e) {
     }
     r->grammar = g.p;
     r->grammar_len = g.len;
+    r->grammar_param = "tools";
     return 0;
 }
 
@@ -246,7 +247,38 @@ static void prepare_apply(work_job *j, const char *body, size_t len) {
     sbuf_free(&text);
 }
 
-void server_work_prepare(work_job *j) {
+/* The request's grammar compiled within the per-request limits, or found
+ * in the cache, and room reserved in the server's budget for its choices'
+ * recognizers; else j fails with a 400 naming the field (over a limit
+ * too), or a 503 when the budget has no room now. */
+static void compile_grammar(work_job *j) {
+    server *s = j->s;
+    const oai_request *r = &j->r;
+    size_t reserve = (size_t)(r->n ? r->n : 1) * s->cursor_bytes;
+    tps_err err = {{0}};
+    bool hit = false;
+    int rc = engine_constraints_prepare(s->eng, &err);
+    if (!rc)
+        rc = grammar_cache_acquire(s->grammars, r->grammar, r->grammar_len, reserve, &j->prog, &hit,
+                                   &err);
+    if (!rc) {
+        j->prog_reserve = reserve;
+        return;
+    }
+    j->failed = true;
+    if (rc == TPS_EFULL)
+        oai_error_set(&j->e, 503, "unavailable_error", NULL, "constraint_memory_full", "%s",
+                      err.msg);
+    else
+        oai_constraint_error(&j->e, rc, r->grammar_param ? r->grammar_param : "grammar", err.msg);
+}
+
+static bool needs_compile(const work_job *j) {
+    return !j->failed && j->parsed && j->r.grammar && !j->prog;
+}
+
+/* Parses, renders and tokenizes the body, then frees it. */
+static void prepare_body(work_job *j) {
     const char *body = (const char *)evbuffer_pullup(j->body, -1);
     size_t len = evbuffer_get_length(j->body);
     if (!body) body = "";
@@ -268,10 +300,51 @@ void server_work_prepare(work_job *j) {
     /* the body is no longer needed: free it here, off the HTTP thread */
     evbuffer_free(j->body);
     j->body = NULL;
+    j->prepared = true;
+}
+
+void server_work_prepare(work_job *j) {
+    if (!j->prepared) prepare_body(j);
+    if (needs_compile(j)) compile_grammar(j);
+}
+
+bool server_work_prepare_inline(work_job *j) {
+    if (!j->prepared) prepare_body(j);
+    if (!needs_compile(j)) return true;
+    /* a grammar compiled before costs a lookup: taken here, no thread hop */
+    size_t reserve = (size_t)(j->r.n ? j->r.n : 1) * j->s->cursor_bytes;
+    tps_err err = {{0}};
+    int rc = grammar_cache_lookup(j->s->grammars, j->r.grammar, j->r.grammar_len, reserve, &j->prog,
+                                  &err);
+    if (rc == 0) return false; /* not cached: a worker compiles it */
+    if (rc == 1) {
+        j->prog_reserve = reserve;
+        return true;
+    }
+    j->failed = true;
+    if (rc == TPS_EFULL)
+        oai_error_set(&j->e, 503, "unavailable_error", NULL, "constraint_memory_full", "%s",
+                      err.msg);
+    else
+        oai_constraint_error(&j->e, rc, j->r.grammar_param ? j->r.grammar_param : "grammar",
+                             err.msg);
+    return true;
+}
+
+/* Keys that ask for constrained output or tools (openai_format.c's, tools'),
+ * as they appear inside a JSON body. */
+bool server_body_may_constrain(const char *body, size_t len) {
+    static const char *const keys[] = {"response_format",   "json_schema", "guided_",
+                                       "grammar",           "regex",       "\"tools\"",
+                                       "structured_outputs"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (memmem(body, len, keys[i], strlen(keys[i]))) return true;
+    return false;
 }
 
 void server_work_job_free(work_job *j) {
     if (!j) return;
+    if (j->prog) grammar_cache_release(j->s->grammars, j->prog, j->prog_reserve);
     if (j->body) evbuffer_free(j->body);
     if (j->parsed) oai_request_free(&j->r);
     free(j->ids);
@@ -328,6 +401,21 @@ static uint64_t pool_room(server *s, size_t n_prompt, uint32_t n) {
     uint64_t all = shared + (total - shared) / n; /* blocks each choice may reach */
     uint64_t tokens = all * bt;
     return tokens > n_prompt ? tokens - n_prompt : 0;
+}
+
+/* engine_submit's refusal rc (message msg) as the answer. */
+static void submit_error(server *s, const oai_request *r, size_t n_prompt, uint32_t max_tokens,
+                         int rc, const char *msg, oai_error *e) {
+    if (rc == TPS_EFULL)
+        oai_error_set(e, 429, "rate_limit_error", NULL, "queue_full", "%s; retry after a second",
+                      msg);
+    else if (rc == TPS_ERANGE)
+        erange_error(s, r, n_prompt, max_tokens, msg, e);
+    else if (rc == TPS_EINVAL)
+        oai_error_set(e, 400, "invalid_request_error", r->kind == OAI_CHAT ? "messages" : "prompt",
+                      "invalid_value", "%s", msg);
+    else
+        oai_error_set(e, 500, "server_error", NULL, NULL, "%s", msg);
 }
 
 /* max_tokens as given, within --max-tokens-cap; not given: OpenAI's 16
@@ -418,6 +506,8 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
     int32_t stop_ids[OAI_MAX_STOP_IDS + 1];
     if (kind == OAI_CHAT && s->tmpl_eot_as_stop) stops[n_stop++] = s->prompt.eot;
     if (stop_ids_of(s, r, stop_ids, &n_stop_ids, e)) return TPS_EINVAL;
+    if (r->grammar && !j->prog) /* compile_grammar either compiled it or failed the job */
+        return oai_error_set(e, 500, "server_error", NULL, NULL, "the grammar was not compiled");
     req_ctx *c = req_ctx_new(s, req, kind, r->n);
     if (!c) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     c->stream = r->stream;
@@ -440,11 +530,10 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
         .n_logit_bias = r->n_logit_bias,
         .logprobs = r->logprobs,
         .top_logprobs = r->top_logprobs,
-        .grammar = r->grammar,
-        .grammar_len = r->grammar_len,
         .min_tokens = r->min_tokens,
         .include_stop_str = r->include_stop_str,
         .render_special = !r->skip_special,
+        .grammar_prog = j->prog, /* compiled off this thread (compile_grammar) */
         .user = c,
     };
     if (seed_and_reasoning(s, j, c, &er, e)) {
@@ -455,21 +544,15 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
     tps_err err = {{0}};
     int rc = engine_submit(s->eng, &er, &c->engine_id, &err);
     if (rc == 0) {
+        c->prog = j->prog; /* the request holds it (and its reservation) from here */
+        c->prog_reserve = j->prog_reserve;
+        j->prog = NULL;
         req_ctx_start(c);
         return 0;
     }
     c->req = NULL;
     req_ctx_free(c);
-    if (rc == TPS_EFULL)
-        oai_error_set(e, 429, "rate_limit_error", NULL, "queue_full", "%s; retry after a second",
-                      err.msg);
-    else if (rc == TPS_ERANGE)
-        erange_error(s, r, j->n_ids, max_tokens, err.msg, e);
-    else if (rc == TPS_EINVAL)
-        oai_error_set(e, 400, "invalid_request_error", kind == OAI_CHAT ? "messages" : "prompt",
-                      "invalid_value", "%s", err.msg);
-    else
-        oai_error_set(e, 500, "server_error", NULL, NULL, "%s", err.msg);
+    submit_error(s, r, j->n_ids, max_tokens, rc, err.msg, e);
     return rc;
 }
 

@@ -15,7 +15,7 @@
 /* Sends body with status; the request is finished (and may be freed) after. */
 void server_reply(server *s, struct evhttp_request *req, int status, const char *ctype,
                   const char *body, size_t len) {
-    server_conn_busy(s, req, false);
+    conn_slot *slot = server_conn_busy(s, req, false); /* before the reply: req may go with it */
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Content-Type", ctype);
     struct evbuffer *buf = evbuffer_new();
@@ -29,6 +29,7 @@ void server_reply(server *s, struct evhttp_request *req, int status, const char 
     }
     evhttp_send_reply(req, status, NULL, buf);
     if (buf) evbuffer_free(buf);
+    server_conn_guard(slot); /* a half-closed client still gets the answer */
 }
 
 void server_reply_json(server *s, struct evhttp_request *req, int status, const sbuf *b) {

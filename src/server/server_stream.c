@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -59,6 +61,7 @@ static void unlink_ctx(req_ctx *c) {
 void req_ctx_free(req_ctx *c) {
     if (!c) return;
     unlink_ctx(c);
+    if (c->prog) grammar_cache_release(c->s->grammars, c->prog, c->prog_reserve);
     sbuf_free(&c->out);
     for (uint32_t i = 0; i < c->n_choices; i++) {
         sbuf_free(&c->choice[i].text);
@@ -87,18 +90,51 @@ void req_ctx_start(req_ctx *c) {
     s->inflight = c;
     s->n_inflight++;
     if (c->conn) evhttp_connection_set_closecb(c->conn, on_conn_close, c);
+    c->slot = server_conn_of(s, c->req);
     if (c->stream) {
         struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
         evhttp_add_header(h, "Content-Type", "text/event-stream");
         evhttp_add_header(h, "Cache-Control", "no-cache");
         evhttp_add_header(h, "X-Accel-Buffering", "no");
         evhttp_send_reply_start(c->req, 200, NULL);
+        server_conn_guard(c->slot);
     }
 }
 
-/* Polls the sockets of in-flight requests for EOF: evhttp reads nothing
- * while a request is being answered, so a client that leaves before its
- * first byte (queued, prefilling, or non-streamed) is noticed here. */
+/* The socket of c read EOF while c is answered: the client shut its
+ * sending side (a half-close: it still reads) or it left. Only a write
+ * tells them apart, so one goes out: an SSE comment on a stream, an
+ * interim "100 Continue" before a whole answer (HTTP/1.1 lets a server
+ * send 1xx to any request, and clients skip them). If the client left,
+ * its kernel answers with a reset, which the next look finds. True while
+ * c should go on; false when it is gone (or cannot be asked: HTTP/1.0).
+ * (After an EOF, recv reports no reset: the socket's TCP state does.) */
+static bool probe_half_close(req_ctx *c, evutil_socket_t fd) {
+    conn_slot *slot = c->slot;
+    if (!slot || !c->req) return false;
+    if (slot->probed) { /* asked before: a reset since (the socket closed) means it left */
+        struct tcp_info ti;
+        socklen_t tl = sizeof ti;
+        return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 && ti.tcpi_state != TCP_CLOSE;
+    }
+    slot->probed = true;
+    if (c->stream) {
+        evbuffer_add(c->s->wbuf, ":\n\n", 3);
+        evhttp_send_reply_chunk(c->req, c->s->wbuf);
+        evbuffer_drain(c->s->wbuf, evbuffer_get_length(c->s->wbuf));
+        server_conn_guard(slot);
+        return true;
+    }
+    if (slot->frame.http10 || evbuffer_get_length(bufferevent_get_output(slot->bev))) return false;
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    return send(fd, cont, sizeof cont - 1, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof cont - 1;
+}
+
+/* Polls the sockets of in-flight requests for a client that left: evhttp
+ * reads nothing while a request waits for its answer (nor while it is
+ * written: server_conn_guard), so a client that leaves before its first
+ * byte (queued, prefilling, or non-streamed) is noticed here: a reset at
+ * once, an EOF once a probe draws a reset (probe_half_close). */
 void server_check_gone(server *s) {
     for (req_ctx *c = s->inflight; c; c = c->next) {
         if (c->client_gone || !c->conn) continue;
@@ -109,6 +145,7 @@ void server_check_gone(server *s) {
         ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
         if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
             continue;
+        if (n == 0 && probe_half_close(c, fd)) continue;
         struct evhttp_connection *conn = c->conn;
         evhttp_connection_set_closecb(conn, NULL, NULL);
         c->client_gone = true;
@@ -134,6 +171,7 @@ static void write_chunk(req_ctx *c) {
     evbuffer_add(c->s->wbuf, c->out.p, c->out.len);
     evhttp_send_reply_chunk(c->req, c->s->wbuf);
     evbuffer_drain(c->s->wbuf, evbuffer_get_length(c->s->wbuf));
+    if (c->conn) server_conn_guard(c->slot);
 }
 
 /* The choice an event is for; NULL for an index the request does not
@@ -409,7 +447,9 @@ static void stream_done(req_ctx *c, req_choice *ch, const engine_event *ev, bool
         sse_done(&c->out);
     }
     write_chunk(c);
-    if (last) evhttp_send_reply_end(c->req);
+    if (!last) return;
+    evhttp_send_reply_end(c->req);
+    if (c->conn) server_conn_guard(c->slot);
 }
 
 /* Non-streamed: the body with every choice, or the error. */
@@ -463,6 +503,7 @@ static void reply_whole(req_ctx *c) {
     evbuffer_add(s->wbuf, b->p, b->len);
     evhttp_send_reply(c->req, 200, NULL, s->wbuf);
     evbuffer_drain(s->wbuf, evbuffer_get_length(s->wbuf));
+    if (c->conn) server_conn_guard(c->slot);
 }
 
 /* A choice's DONE. The request is answered and freed with the last one:
