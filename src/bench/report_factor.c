@@ -192,6 +192,10 @@ static const char *cell(char *buf, size_t cap, const rset_point *p, metric m, do
     }
     snprintf(buf, cap, METRICS[m].fmt, v);
     if (shown) *shown = strtod(buf, NULL);
+    /* a share of the bandwidth that is not the machine's own is marked;
+     * the note under the table says why (rset_bw_notes) */
+    size_t n = strlen(buf);
+    if (m == M_BW && rset_point_bw_flag(p) && n + 1 < cap) buf[n] = '!', buf[n + 1] = 0;
     return buf;
 }
 
@@ -336,6 +340,8 @@ static void read_model(rbuf *b, const rset_point *a, const rset_point *z) {
     put(b, ", ");
     span(b, a, z, M_BW, " %");
     put(b, " of the measured bandwidth");
+    const char *flag = rset_point_bw_flag(z) ? rset_point_bw_flag(z) : rset_point_bw_flag(a);
+    if (flag) put(b, " (! %s)", flag);
     double k = shown(z, M_OUT_TPS) / shown(a, M_OUT_TPS) * shown(z, M_MB_TOK) / shown(a, M_MB_TOK);
     /* k: the bigger model's bytes per second over the smaller's; 1 when
      * both steps stream weights at the same rate (bandwidth-bound) */
@@ -453,6 +459,7 @@ void factor_print(FILE *out, const factor_report *f) {
             int pi = SECTIONS[sec].parts[k];
             if (pi < 0 || f->part[pi].n == 0) continue;
             print_part(out, &f->part[pi], sec, pi);
+            rset_bw_notes(out, &f->part[pi], false);
         }
     fputs("\nWhat moves tokens per second, in this run's numbers (docs/metrics.md):\n", out);
     for (int sec = 0; sec < FACTOR_SECTIONS; sec++) {
@@ -585,6 +592,7 @@ static void part_table(FILE *h, const rset *s, int pi) {
         fputs("</tr>\n", h);
     }
     fputs("</tbody></table>\n", h);
+    rset_bw_notes(h, s, true);
 }
 
 static double machine_gbs(const factor_report *f) {

@@ -115,12 +115,29 @@ static void table(FILE *f, const rset *s) {
         else
             fputs("<td>-</td>", f);
         if (frac >= 0)
-            fprintf(f, "<td>%.1f</td>", 100 * frac);
+            fprintf(f, "<td>%.1f%s</td>", 100 * frac, rset_point_bw_flag(p) ? "!" : "");
         else
             fputs("<td>-</td>", f);
         fputs("</tr>\n", f);
     }
     fputs("</tbody></table>\n", f);
+    rset_bw_notes(f, s, true);
+}
+
+void rset_bw_notes(FILE *f, const rset *s, bool html) {
+    for (size_t j = 0; j < s->n; j++) {
+        const char *why = s->p[j].has_result ? rset_point_bw_flag(&s->p[j]) : NULL;
+        if (!why) continue;
+        if (!html) {
+            fprintf(f, "  ! %s: %% of bandwidth %s\n", s->p[j].label, why);
+            continue;
+        }
+        fputs("<p class=note>! ", f);
+        rhtml_esc(f, s->p[j].label);
+        fputs(": % of bandwidth ", f);
+        rhtml_esc(f, why);
+        fputs("</p>\n", f);
+    }
 }
 
 bool rhtml_figure(FILE *f, const rplot *p, const char *svg_dir, const char *cls) {

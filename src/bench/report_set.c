@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrics/roofline.h" /* roofline_flag: a share of the bandwidth that needs a word */
+
 static const char *const SHORT[SWEEP_AXES] = {
     [SWEEP_MODEL] = "model",  [SWEEP_CONCURRENCY] = "c",  [SWEEP_RATE] = "rate",
     [SWEEP_INPUT_LEN] = "in", [SWEEP_OUTPUT_LEN] = "out",
@@ -107,6 +109,7 @@ static int add_result(rset *s, const json_t *res, const char *source, const json
             p->srv.experts = json_number_value(json_object_get(m, "experts"));
             p->srv.model_experts = json_number_value(json_object_get(m, "model_experts"));
             p->srv.model_layers = json_number_value(json_object_get(m, "model_layers"));
+            p->srv.machine_busy = json_is_true(json_object_get(m, "machine_limits_busy"));
         }
     }
     if (json_is_object(res)) {
@@ -329,6 +332,13 @@ double rset_point_bw_fraction(const rset_point *p) {
     double g = rset_point_gbs(p);
     if (g < 0 || p->srv.machine_read_bps <= 0) return -1;
     return g * 1e9 / p->srv.machine_read_bps;
+}
+
+const char *rset_point_bw_flag(const rset_point *p) {
+    double frac = rset_point_bw_fraction(p);
+    if (frac < 0) return NULL;
+    machine_limits m = {.busy = p->srv.machine_busy > 0};
+    return roofline_flag(frac, &m, true);
 }
 
 double rset_point_mb_per_token(const rset_point *p) {

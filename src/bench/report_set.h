@@ -80,6 +80,9 @@ void rset_group_label(const rset *s, size_t g, char *out, size_t cap);
  * an older one). */
 double rset_point_gbs(const rset_point *p);
 double rset_point_bw_fraction(const rset_point *p);
+/* Why the point's share of the bandwidth needs a word (above 100%, or read
+ * against limits measured while busy: metrics/roofline.h), or NULL. */
+const char *rset_point_bw_flag(const rset_point *p);
 double rset_point_mb_per_token(const rset_point *p);
 
 /* ---- terminal ------------------------------------------------------------------------- */
@@ -134,5 +137,8 @@ bool rhtml_figure(FILE *f, const rplot *p, const char *svg_dir, const char *cls)
 extern const char rhtml_css[];
 void rhtml_when(char *buf, size_t size);
 int rhtml_close(FILE *f, const char *path, bool missing, const char *svg_dir, tps_err *e);
+/* A line per point of s whose share of the bandwidth is marked '!' (rset_point_bw_flag):
+ * "! label: % of bandwidth why", as HTML paragraphs or indented text lines. */
+void rset_bw_notes(FILE *f, const rset *s, bool html);
 
 #endif

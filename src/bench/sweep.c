@@ -159,6 +159,7 @@ int sweep_parse_metrics(sweep_counters *c, const char *text, tps_err *e) {
         {"tps_experts_run_total", offsetof(sweep_counters, experts)},
         {"tps_model_experts", offsetof(sweep_counters, model_experts)},
         {"tps_model_layers", offsetof(sweep_counters, model_layers)},
+        {"tps_machine_limits_busy", offsetof(sweep_counters, machine_busy)},
     };
     memset(c, 0, sizeof *c);
     bool steps = false;
@@ -209,6 +210,7 @@ static json_t *counters_json(const sweep_counters *c0, const sweep_counters *c1)
         json_object_set_new(m, "model_experts", json_real(c1->model_experts));
         json_object_set_new(m, "model_layers", json_real(c1->model_layers));
     }
+    if (m && c1->machine_busy > 0) json_object_set_new(m, "machine_limits_busy", json_true());
     return m;
 }
 

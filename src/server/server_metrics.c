@@ -102,6 +102,10 @@ static void render_counters(server *s, sbuf *b) {
     gauge(b, "tps_machine_int8_multiply_adds_per_second",
           "This machine's measured peak int8 multiply-add rate (tps machine); 0: unknown.",
           s->machine.int8_gops * 1e9);
+    gauge(b, "tps_machine_limits_busy",
+          "1: the machine's limits were measured while it was busy (below its own; every "
+          "fraction of them reads high).",
+          s->machine.busy ? 1.0 : 0.0);
     gauge(b, "tps_requests_running", "Sequences in the running batch.",
           (double)st.requests_running);
     gauge(b, "tps_requests_waiting", "Requests queued or preempted, waiting to run.",
