@@ -7,6 +7,7 @@
  * not exist yet. */
 #include <criterion/criterion.h>
 #include <curl/curl.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,4 +227,98 @@ Test(bench_serve, open_loop_above_capacity_shows_scheduled_latency_above_sent, .
     result_free(&res);
     bench_run_free(&out);
     workload_free(&wl);
+}
+
+/* ---- prompts unique across runs, probes and points (no run measures another's cache) ---- */
+
+/* tokens.cached_input_fraction of a tps.bench.result object; -1 when absent. */
+static double cached_fraction(const json_t *result) {
+    const json_t *f = json_object_get(json_object_get(result, "tokens"), "cached_input_fraction");
+    return json_is_number(f) ? json_number_value(f) : -1;
+}
+
+/* Runs `tps ARGS --json FILE` against s and returns the file's JSON (asserts). */
+static json_t *tps_json(const server_proc *s, const char *args) {
+    char file[] = "/tmp/tps-unique-XXXXXX", *out;
+    int fd = mkstemp(file);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    char *tok = shared_path("models/stories260K.gguf"), cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s --url %s --tokenizer %s --json %s", args, s->url, tok, file);
+    free(tok);
+    int rc = run_tps(cmd, true, &out);
+    cr_assert_eq(rc, 0, "tps %s: %s", cmd, out);
+    free(out);
+    json_error_t je;
+    json_t *j = json_load_file(file, 0, &je);
+    unlink(file);
+    cr_assert_not_null(j, "%s: %s", file, je.text);
+    return j;
+}
+
+static void post_reset(const server_proc *s) {
+    char cmd[256], *out;
+    snprintf(cmd, sizeof cmd, "curl -s -X POST %s/reset_prefix_cache", s->url);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char buf[256] = "";
+    size_t n = fread(buf, 1, sizeof buf - 1, p);
+    buf[n] = 0;
+    pclose(p);
+    cr_assert(strstr(buf, "\"prefix_cache\":true") != NULL, "reset answered '%s'", buf);
+    (void)out;
+}
+
+#define RUN_ARGS "--input-len 64 --output-len 4 --quiet --no-progress"
+
+/* Two runs in a row, a capacity search and a sweep against one server are
+ * each served nothing from the prefix cache (<= 1%) without --prefix-len;
+ * the same --seed twice is (the cache works, so the check can see it), and
+ * POST /reset_prefix_cache empties it. */
+Test(bench_serve, runs_probes_and_points_send_prompts_no_cache_has_seen, .timeout = 180) {
+    server_proc s;
+    serve_start(&s);
+    for (int k = 0; k < 2; k++) {
+        json_t *r = tps_json(&s, "bench --concurrency 2 --requests 8 " RUN_ARGS);
+        cr_expect_leq(cached_fraction(r), 0.01, "run %d: %.3f cached", k + 1, cached_fraction(r));
+        cr_expect_geq(cached_fraction(r), 0, "run %d: the server said nothing", k + 1);
+        json_decref(r);
+    }
+    /* an E2E limit 32 tokens cannot meet: every probe fails, the search
+     * brackets down 8, 4, 2, 1, 0.5 requests/s, one second each */
+    json_t *cap = tps_json(&s, "bench --find-max-rate --slo e2e=1 --rate 8 --duration 1 "
+                               "--timeout 20 --input-len 64 --output-len 32 --quiet --no-progress");
+    json_t *probes = json_object_get(cap, "probes");
+    size_t measured = 0;
+    for (size_t i = 0; i < json_array_size(probes); i++) {
+        json_t *p = json_array_get(probes, i), *f = json_object_get(p, "cached_fraction");
+        if (!json_is_number(f)) continue; /* sent nothing in its second */
+        measured++;
+        cr_expect_leq(json_number_value(f), 0.01, "probe %zu: %.3f cached", i + 1,
+                      json_number_value(f));
+    }
+    cr_expect_geq(measured, 3, "%zu probes had requests", measured);
+    json_decref(cap);
+    json_t *sw = tps_json(&s, "sweep --concurrency 1,2 --requests 6 " RUN_ARGS);
+    json_t *points = json_object_get(sw, "points");
+    cr_expect_eq(json_array_size(points), 2);
+    for (size_t i = 0; i < json_array_size(points); i++) {
+        double f = cached_fraction(json_object_get(json_array_get(points, i), "result"));
+        cr_expect(f >= 0 && f <= 0.01, "point %zu: %.3f cached", i + 1, f);
+    }
+    json_decref(sw);
+    /* the control: a run repeated with its seed is served from the cache */
+    json_t *a = tps_json(&s, "bench --seed 77 --concurrency 1 --requests 6 " RUN_ARGS);
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(a, "config"), "seed")), 77);
+    json_t *b = tps_json(&s, "bench --seed 77 --concurrency 1 --requests 6 " RUN_ARGS);
+    cr_expect_gt(cached_fraction(b), 0.5, "the repeat was served %.3f from the cache",
+                 cached_fraction(b));
+    post_reset(&s);
+    json_t *c = tps_json(&s, "bench --seed 77 --concurrency 1 --requests 6 " RUN_ARGS);
+    cr_expect_leq(cached_fraction(c), 0.01, "after /reset_prefix_cache: %.3f cached",
+                  cached_fraction(c));
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    serve_stop(&s);
 }

@@ -5,7 +5,11 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "base/rng.h"
 #include "bench/scrape.h"
 
 void bench_spec_init(bench_spec *s) {
@@ -16,11 +20,22 @@ void bench_spec_init(bench_spec *s) {
                               .timeout_s = 300,
                               .idle_timeout_s = 60,
                               .connect_timeout_s = 10,
-                              .seed = 1,
                               .keep_text = true},
                       .wo = {.ignore_eos = -1, .include_usage = true, .temperature = -1}};
     load_dist_parse(&s->wo.input_len, "128", &e);
     load_dist_parse(&s->wo.output_len, "128", &e);
+}
+
+uint64_t bench_spec_fresh_seed(void) {
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 20;
+        x = tps_splitmix64(&x);
+    }
+    x &= (1ull << 48) - 1;
+    return x ? x : 1;
 }
 
 static uint32_t concurrency_of(const bench_spec *s) {
@@ -53,6 +68,7 @@ int bench_spec_prepare(workload *wl, bench_config *cfg, const bench_spec *s, FIL
     int rc = bench_spec_check(s, e);
     if (rc) return rc;
     *cfg = s->cfg;
+    if (!s->seed_given) cfg->seed = bench_spec_fresh_seed();
     cfg->concurrency = concurrency_of(s);
     cfg->headers = s->headers;
     cfg->n_headers = s->n_headers;

@@ -40,10 +40,21 @@ typedef struct bench_spec {
     double max_error_rate;   /* bench_spec_verdict: failed/(completed+failed) above it fails */
     const char *scrape;      /* Prometheus endpoint to sample during the run (scrape.h); NULL:
                                 the target's /metrics if it answers; "off": none */
+    /* cfg.seed was asked for (--seed): the run repeats the one that used it.
+     * Otherwise every run draws its own (bench_spec_fresh_seed), so no run
+     * sends the prompts of another and a server's prefix cache serves only
+     * what --prefix-len shares; the result's config.seed says which. */
+    bool seed_given;
 } bench_spec;
 
+/* A seed no earlier run is likely to have used (the kernel's random bytes,
+ * else the clock and the process id), below 2^48 so it reads back exactly
+ * from JSON and is short to type. */
+uint64_t bench_spec_fresh_seed(void);
+
 /* The defaults of `tps bench` (url http://127.0.0.1:8080, poisson arrivals,
- * timeouts 300/60/10 s, seed 1, input and output length 128, usage asked). */
+ * timeouts 300/60/10 s, a fresh seed per run, input and output length 128,
+ * usage asked). */
 void bench_spec_init(bench_spec *s);
 
 /* The checks that a field changed after parsing can break, on the values a
@@ -53,9 +64,9 @@ void bench_spec_init(bench_spec *s);
  * parser. */
 int bench_spec_check(const bench_spec *s, tps_err *e);
 
-/* The pieces of a run: *cfg resolved from s (defaults filled, headers
- * pointing into s), *wl built (owned by the caller: workload_free). Notes
- * for the user (approximate prompt lengths, skipped dataset entries) go to
+/* The pieces of a run: *cfg resolved from s (defaults filled, the seed
+ * drawn unless s->seed_given, headers pointing into s), *wl built (owned by the caller:
+ * workload_free). Notes for the user (approximate prompt lengths, skipped dataset entries) go to
  * log as "PROG: note: ..." lines; log may be NULL. */
 int bench_spec_prepare(workload *wl, bench_config *cfg, const bench_spec *s, FILE *log,
                        const char *prog, tps_err *e);

@@ -136,10 +136,50 @@ static double p99_ms(const bench_result *r, result_hist_id id) {
     return ns_ms(hist_percentile(r->h[id], 99.0));
 }
 
+/* The probe's result from its records: its config is o->config with the
+ * probe's rate, duration and seed. */
+static int probe_result(capacity_probe *p, const capacity_opts *o, const bench_config *c,
+                        const bench_run_out *ro, tps_err *e) {
+    json_t *cfg = o->config ? json_deep_copy(o->config) : json_object();
+    if (!cfg) return tps_fail(e, TPS_ENOMEM, "out of memory");
+    json_object_set_new(cfg, "rate", json_real(c->rate));
+    json_object_set_new(cfg, "duration_s", json_real(c->duration_s));
+    json_object_set_new(cfg, "requests", json_integer(0));
+    json_object_set_new(cfg, "seed", json_integer((json_int_t)c->seed));
+    result_opts ropts = {.origin_ns = ro->t_start_ns,
+                         .origin_unix_ns = ro->t_start_unix_ns,
+                         .slo = o->slo,
+                         .config = cfg,
+                         .client_cpu_s = ro->client_cpu_s,
+                         .client_loops = ro->client_loops,
+                         .client_loop_cpu_max_s = ro->client_loop_cpu_max_s,
+                         .bytes = ro->bytes_received,
+                         .events = ro->events_received};
+    int rc = result_build(&p->result, ro->recs, ro->n, &ropts, e);
+    json_decref(cfg);
+    if (rc) return rc;
+    p->ttft_p99_ms = p99_ms(&p->result, RH_TTFT);
+    p->itl_p99_ms = p99_ms(&p->result, RH_ITL);
+    p->e2e_p99_ms = p99_ms(&p->result, RH_E2E);
+    p->send_lag_p99_ms = p99_ms(&p->result, RH_SEND_LAG);
+    const result_cached *cached = &p->result.cached;
+    p->cached_fraction =
+        cached->requests && cached->prompt ? (double)cached->tokens / (double)cached->prompt : -1;
+    return TPS_OK;
+}
+
+/* Probe k (from 0): its own workload (o->prepare) or the search's. */
 static int run_probe(capacity_probe *p, const capacity_opts *o, const bench_config *base,
-                     const workload *wl, double rate, double dur, tps_err *e) {
+                     const workload *wl, size_t k, double rate, double dur, tps_err *e) {
     memset(p, 0, sizeof *p);
+    p->cached_fraction = -1;
     bench_config c = *base;
+    workload own;
+    if (o->prepare) {
+        int rc = o->prepare(&own, &c, k, rate, dur, o->prepare_arg, e);
+        if (rc) return rc;
+        wl = &own;
+    }
     c.rate = rate;
     c.requests = 0;
     c.duration_s = dur;
@@ -150,6 +190,7 @@ static int run_probe(capacity_probe *p, const capacity_opts *o, const bench_conf
     const uint64_t t0 = tps_now_ns();
     bench_run_out ro;
     int rc = bench_run(&ro, &c, wl, e);
+    if (o->prepare) workload_free(&own);
     if (rc) return rc;
     p->sent = ro.n;
     for (size_t i = 0; i < ro.n; i++) {
@@ -158,34 +199,9 @@ static int run_probe(capacity_probe *p, const capacity_opts *o, const bench_conf
         p->completed++;
         p->good += timeline_meets_slo(&rec->tl, &o->slo, TL_FROM_SCHEDULED);
     }
-    if (ro.n) {
-        json_t *cfg = o->config ? json_deep_copy(o->config) : json_object();
-        if (!cfg) {
-            bench_run_free(&ro);
-            return tps_fail(e, TPS_ENOMEM, "out of memory");
-        }
-        json_object_set_new(cfg, "rate", json_real(rate));
-        json_object_set_new(cfg, "duration_s", json_real(dur));
-        json_object_set_new(cfg, "requests", json_integer(0));
-        result_opts ropts = {.origin_ns = ro.t_start_ns,
-                             .origin_unix_ns = ro.t_start_unix_ns,
-                             .slo = o->slo,
-                             .config = cfg,
-                             .client_cpu_s = ro.client_cpu_s,
-                             .client_loops = ro.client_loops,
-                             .client_loop_cpu_max_s = ro.client_loop_cpu_max_s,
-                             .bytes = ro.bytes_received,
-                             .events = ro.events_received};
-        rc = result_build(&p->result, ro.recs, ro.n, &ropts, e);
-        json_decref(cfg);
-        if (rc) {
-            bench_run_free(&ro);
-            return rc;
-        }
-        p->ttft_p99_ms = p99_ms(&p->result, RH_TTFT);
-        p->itl_p99_ms = p99_ms(&p->result, RH_ITL);
-        p->e2e_p99_ms = p99_ms(&p->result, RH_E2E);
-        p->send_lag_p99_ms = p99_ms(&p->result, RH_SEND_LAG);
+    if (ro.n && (rc = probe_result(p, o, &c, &ro, e))) {
+        bench_run_free(&ro);
+        return rc;
     }
     bench_run_free(&ro);
     p->wall_s = tps_ns_to_s(tps_now_ns() - t0);
@@ -245,7 +261,7 @@ int capacity_search(capacity_result *out, const capacity_opts *o, const bench_co
             break;
         }
         capacity_probe *p = &out->probes[out->n];
-        if ((rc = run_probe(p, o, base, wl, rate, dur, e))) goto fail;
+        if ((rc = run_probe(p, o, base, wl, out->n, rate, dur, e))) goto fail;
         out->n++;
         if (p->wall_s > longest) longest = p->wall_s;
         if (p->pass) {
@@ -297,6 +313,8 @@ static json_t *probe_json(const capacity_probe *p) {
         p->send_lag_p99_ms, "pass", p->pass, "client_limited", p->client_limited, "why", p->why,
         "wall_s", p->wall_s);
     if (!j) return NULL;
+    json_object_set_new(j, "cached_fraction",
+                        p->cached_fraction >= 0 ? json_real(p->cached_fraction) : json_null());
     json_object_set_new(j, "result", p->result.runs ? result_to_json(&p->result) : json_null());
     return j;
 }
@@ -374,6 +392,8 @@ int capacity_from_json(capacity_result *r, capacity_opts *o, const json_t *j, tp
         const char *why = json_string_value(json_object_get(pj, "why"));
         snprintf(p->why, sizeof p->why, "%s", why ? why : "");
         p->wall_s = num_of(pj, "wall_s");
+        const json_t *cf = json_object_get(pj, "cached_fraction");
+        p->cached_fraction = json_is_number(cf) ? json_number_value(cf) : -1;
     }
     r->max_rate = num_of(j, "max_rate");
     r->fail_rate = num_of(j, "fail_rate");
@@ -386,14 +406,17 @@ int capacity_from_json(capacity_result *r, capacity_opts *o, const json_t *j, tp
 }
 
 void capacity_print_header(FILE *f) {
-    fprintf(f, "%5s %9s %9s %6s %6s %10s %10s %10s %9s  %s\n", "probe", "rate/s", "sent/s", "sent",
-            "good%", "TTFT p99", "ITL p99", "E2E p99", "lag p99", "verdict");
+    fprintf(f, "%5s %9s %9s %6s %6s %10s %10s %10s %9s %7s  %s\n", "probe", "rate/s", "sent/s",
+            "sent", "good%", "TTFT p99", "ITL p99", "E2E p99", "lag p99", "cached", "verdict");
 }
 
 void capacity_print_probe(FILE *f, const capacity_probe *p, size_t i) {
-    fprintf(f, "%5zu %9.2f %9.2f %6llu %5.1f%% %10.1f %10.1f %10.1f %9.1f  %s: %s\n", i + 1,
+    char cached[16] = "-";
+    if (p->cached_fraction >= 0)
+        snprintf(cached, sizeof cached, "%.1f%%", 100 * p->cached_fraction);
+    fprintf(f, "%5zu %9.2f %9.2f %6llu %5.1f%% %10.1f %10.1f %10.1f %9.1f %7s  %s: %s\n", i + 1,
             p->rate, p->achieved_rate, (unsigned long long)p->sent, 100 * p->good_fraction,
-            p->ttft_p99_ms, p->itl_p99_ms, p->e2e_p99_ms, p->send_lag_p99_ms,
+            p->ttft_p99_ms, p->itl_p99_ms, p->e2e_p99_ms, p->send_lag_p99_ms, cached,
             p->pass ? "pass" : "FAIL", p->why);
 }
 

@@ -56,6 +56,13 @@ typedef struct capacity_opts {
     double min_sent_frac; /* client-limited below this share of scheduled sends; default 0.9 */
     double max_send_lag_ms; /* client-limited above this send-lag p99; 0: auto (see .c) */
     json_t *config;         /* echoed into every probe's result (borrowed; may be NULL) */
+    /* Builds probe k's (from 0) workload into *wl (the search frees it) and
+     * its config into *cfg, for rate and dur, from a seed of its own: no
+     * probe then sends another's prompts, and a prefix cache serves none of
+     * them from an earlier probe. NULL: every probe sends the search's wl. */
+    int (*prepare)(workload *wl, bench_config *cfg, size_t k, double rate, double dur, void *arg,
+                   tps_err *e);
+    void *prepare_arg;
 } capacity_opts;
 
 /* The defaults above, with no SLO set. */
@@ -75,6 +82,9 @@ typedef struct capacity_probe {
      * send, ITL over every gap, E2E from the scheduled send, send lag over
      * every request. */
     double ttft_p99_ms, itl_p99_ms, e2e_p99_ms, send_lag_p99_ms;
+    /* prompt tokens the server's prefix cache served, over the prompts of
+     * the requests that said (result.h's cached input); < 0: unknown */
+    double cached_fraction;
     bool pass;
     bool client_limited;
     char why[192];       /* the verdict in words: what failed, or "ok" */
@@ -107,8 +117,10 @@ typedef void (*capacity_probe_cb)(const capacity_probe *p, size_t i, void *arg);
 
 /* Runs the search. base gives the endpoint, timeouts, in-flight cap
  * (concurrency), arrival process and seed; its rate, requests and duration
- * are replaced per probe. cb may be NULL. Fails on bad options or a setup
- * error of bench_run (out is then empty); request failures are data. */
+ * are replaced per probe (and all of it by o->prepare when set, wl then
+ * unused and may be NULL). cb may be NULL. Fails on bad options or a setup
+ * error of bench_run or o->prepare (out is then empty); request failures are
+ * data. */
 int capacity_search(capacity_result *out, const capacity_opts *o, const bench_config *base,
                     const workload *wl, capacity_probe_cb cb, void *cb_arg, tps_err *e);
 void capacity_result_free(capacity_result *r);

@@ -174,6 +174,7 @@ static void distribution_rows(FILE *f, const bench_result *r) {
     hist_row(f, "TTFT from scheduled start", r->h[RH_TTFT], 1e6);
     hist_row(f, "TTFT from actual send", r->h[RH_TTFT_SENT], 1e6);
     hist_row(f, "ITL (gap per token)", r->h[RH_ITL], 1e6);
+    hist_row(f, "gap per arrival (of tokens)", r->h[RH_ARRIVAL_GAP], 1e6);
     hist_row(f, "TPOT (per request)", r->h[RH_TPOT], 1e6);
     hist_row(f, "E2E from scheduled start", r->h[RH_E2E], 1e6);
     hist_row(f, "E2E from actual send", r->h[RH_E2E_SENT], 1e6);
@@ -198,6 +199,15 @@ static void stream_notes(FILE *f, const bench_result *r) {
                 "note: %llu of %llu token events carried more than one token; their extra "
                 "tokens are zero ITL gaps\n",
                 (unsigned long long)r->multi_token_events, (unsigned long long)r->token_events);
+    if (r->multi_token_arrivals)
+        fprintf(f,
+                "note: %llu of %llu token arrivals (%.1f%%) brought more than one token (SSE "
+                "events read together, or events of several tokens): ITL counts their extra "
+                "tokens as zero gaps (p50 %.2f ms); the gap per arrival, what a reader waits "
+                "between updates, has p50 %.2f ms\n",
+                (unsigned long long)r->multi_token_arrivals, (unsigned long long)r->token_arrivals,
+                100 * result_multi_arrival_share(r), hist_percentile(r->h[RH_ITL], 50) / 1e6,
+                hist_percentile(r->h[RH_ARRIVAL_GAP], 50) / 1e6);
     if (r->held_tokens)
         fprintf(f,
                 "note: %llu output tokens came in events with empty text (the server held back "
@@ -249,6 +259,9 @@ void report_print_glossary(FILE *f) {
         "  TTFT          first output token's arrival - start (completed requests)\n"
         "  ITL           gaps between consecutive output tokens of one stream; an event with\n"
         "                k tokens gives one gap and k-1 zero gaps\n"
+        "  gap per       gaps between one stream's token arrivals: SSE events read at one\n"
+        "   arrival      instant, or an event of several tokens, are one arrival (what a\n"
+        "                reader waits between updates); ITL's gaps when each brings one token\n"
         "  TPOT          (E2E - TTFT) / (output tokens - 1), one value per request\n"
         "  E2E           last byte of the response - start\n"
         "  start         scheduled send time (open loop: where the arrival process put it, so a\n"

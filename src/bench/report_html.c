@@ -68,11 +68,12 @@ static void td_ms(FILE *f, const hist *h, double p) {
 static void table(FILE *f, const rset *s) {
     fputs("<table><thead><tr><th rowspan=2>point</th><th rowspan=2>requests<br>ok / failed</th>"
           "<th colspan=3>output tok/s</th><th rowspan=2>steady<br>window (s)</th>"
-          "<th colspan=2>TTFT ms</th><th colspan=2>ITL ms</th><th colspan=2>E2E ms</th>"
+          "<th colspan=2>TTFT ms</th><th colspan=3>ITL ms</th><th colspan=2>E2E ms</th>"
           "<th colspan=2>tokens / step</th><th rowspan=2>GB/s<br>read</th>"
-          "<th rowspan=2>% of<br>bandwidth</th></tr>"
+          "<th rowspan=2>% of<br>bandwidth</th><th rowspan=2>input from<br>cache %</th></tr>"
           "<tr><th>[steady]</th><th>[run]</th><th>[peak 1 s bin]</th><th>p50</th><th>p99</th>"
-          "<th>p50</th><th>p99</th><th>p50</th><th>p99</th><th>prefill</th><th>decode</th></tr>"
+          "<th>p50</th><th>p99</th><th>per arrival p50</th><th>p50</th><th>p99</th><th>prefill</th>"
+          "<th>decode</th></tr>"
           "</thead><tbody>\n",
           f);
     for (size_t i = 0; i < s->n; i++) {
@@ -81,7 +82,7 @@ static void table(FILE *f, const rset *s) {
         rhtml_esc(f, p->label);
         fputs("</td>", f);
         if (!p->has_result) {
-            fprintf(f, "<td colspan=16 class=l>no result (bench exit status %d)</td></tr>\n",
+            fprintf(f, "<td colspan=18 class=l>no result (bench exit status %d)</td></tr>\n",
                     p->exit_status);
             continue;
         }
@@ -102,6 +103,7 @@ static void table(FILE *f, const rset *s) {
         td_ms(f, r->h[RH_TTFT], 99);
         td_ms(f, r->h[RH_ITL], 50);
         td_ms(f, r->h[RH_ITL], 99);
+        td_ms(f, r->h[RH_ARRIVAL_GAP], 50);
         td_ms(f, r->h[RH_E2E], 50);
         td_ms(f, r->h[RH_E2E], 99);
         if (p->has_server && p->srv.steps > 0)
@@ -118,6 +120,11 @@ static void table(FILE *f, const rset *s) {
             fprintf(f, "<td>%.1f%s</td>", 100 * frac, rset_point_bw_flag(p) ? "!" : "");
         else
             fputs("<td>-</td>", f);
+        double cached = rset_point_cached_pct(p);
+        if (cached >= 0)
+            fprintf(f, "<td>%.1f</td>", cached);
+        else
+            fputs("<td>-</td>", f);
         fputs("</tr>\n", f);
     }
     fputs("</tbody></table>\n", f);
@@ -125,18 +132,34 @@ static void table(FILE *f, const rset *s) {
 }
 
 void rset_bw_notes(FILE *f, const rset *s, bool html) {
-    for (size_t j = 0; j < s->n; j++) {
+    /* each distinct why once (roofline_flag's words are static strings),
+     * with the points it is said of */
+    const char *said[8] = {0};
+    size_t n_said = 0;
+    for (size_t j = 0; j < s->n && n_said < 8; j++) {
         const char *why = s->p[j].has_result ? rset_point_bw_flag(&s->p[j]) : NULL;
-        if (!why) continue;
-        if (!html) {
-            fprintf(f, "  ! %s: %% of bandwidth %s\n", s->p[j].label, why);
-            continue;
+        bool seen = !why;
+        for (size_t k = 0; k < n_said && !seen; k++)
+            seen = said[k] == why;
+        if (seen) continue;
+        said[n_said++] = why;
+        fputs(html ? "<p class=note>! % of bandwidth of " : "  ! % of bandwidth of ", f);
+        for (size_t i = j, first = 1; i < s->n; i++) {
+            if (!s->p[i].has_result || rset_point_bw_flag(&s->p[i]) != why) continue;
+            fputs(first ? "" : ", ", f);
+            first = 0;
+            if (html)
+                rhtml_esc(f, s->p[i].label);
+            else
+                fputs(s->p[i].label, f);
         }
-        fputs("<p class=note>! ", f);
-        rhtml_esc(f, s->p[j].label);
-        fputs(": % of bandwidth ", f);
-        rhtml_esc(f, why);
-        fputs("</p>\n", f);
+        fputs(": ", f);
+        if (html) {
+            rhtml_esc(f, why);
+            fputs("</p>\n", f);
+        } else {
+            fprintf(f, "%s\n", why);
+        }
     }
 }
 

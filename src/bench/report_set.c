@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/verdict.h"    /* VERDICT_MULTI_SHARE: when several tokens an event needs a word */
 #include "metrics/roofline.h" /* roofline_flag: a share of the bandwidth that needs a word */
 
 static const char *const SHORT[SWEEP_AXES] = {
@@ -334,6 +335,12 @@ double rset_point_bw_fraction(const rset_point *p) {
     return g * 1e9 / p->srv.machine_read_bps;
 }
 
+double rset_point_cached_pct(const rset_point *p) {
+    const result_cached *c = &p->r.cached;
+    return p->has_result && c->requests && c->prompt ? 100.0 * (double)c->tokens / (double)c->prompt
+                                                     : -1;
+}
+
 const char *rset_point_bw_flag(const rset_point *p) {
     double frac = rset_point_bw_fraction(p);
     if (frac < 0) return NULL;
@@ -371,6 +378,58 @@ static void print_capacity(FILE *f, const rset *s) {
 
 static void print_bars(FILE *f, const rset *s, double top);
 
+/* One point's row of the terminal table (after its label). */
+static void print_row(FILE *f, const rset_point *p) {
+    const bench_result *r = &p->r;
+    char req[32];
+    snprintf(req, sizeof req, "%llu/%llu", (unsigned long long)r->completed,
+             (unsigned long long)r->failed);
+    fprintf(f, " %9s", req);
+    if (r->steady.valid)
+        fprintf(f, " %9.1f", r->steady.tps.output_tps);
+    else
+        fprintf(f, " %9s", "-");
+    fprintf(f, " %9.1f", r->run.tps.output_tps);
+    if (r->steady.valid)
+        fprintf(f, " %7.1f", r->steady.tps.seconds);
+    else
+        fprintf(f, " %7s", "-");
+    fprintf(f, " %9.1f", r->peak_tps);
+    ms_cell(f, r->h[RH_TTFT], 50);
+    ms_cell(f, r->h[RH_TTFT], 99);
+    ms_cell(f, r->h[RH_ITL], 50);
+    ms_cell(f, r->h[RH_ITL], 99);
+    ms_cell(f, r->h[RH_E2E], 50);
+    ms_cell(f, r->h[RH_E2E], 99);
+    if (p->has_server && p->srv.steps > 0)
+        fprintf(f, " %7.1f+%-7.1f", p->srv.prompt_tokens / p->srv.steps,
+                p->srv.generation_tokens / p->srv.steps);
+    else
+        fprintf(f, " %15s", "-");
+    double cached = rset_point_cached_pct(p);
+    if (cached >= 0)
+        fprintf(f, " %7.1f\n", cached);
+    else
+        fprintf(f, " %7s\n", "-");
+}
+
+/* What a row cannot say: no steady window, or tokens that arrived together. */
+static void print_row_notes(FILE *f, const rset *s) {
+    for (size_t i = 0; i < s->n; i++)
+        if (s->p[i].has_result && !s->p[i].r.steady.valid)
+            fprintf(f, "  %s: no steady window (%s); its bar below uses the run window\n",
+                    s->p[i].label, s->p[i].r.steady.why);
+    for (size_t i = 0; i < s->n; i++) {
+        const bench_result *r = &s->p[i].r;
+        if (!s->p[i].has_result || result_multi_arrival_share(r) < VERDICT_MULTI_SHARE) continue;
+        fprintf(f,
+                "  %s: %.1f%% of token arrivals brought several tokens, so ITL p50 counts zero "
+                "gaps; the gap per arrival was %.2f ms at p50\n",
+                s->p[i].label, 100 * result_multi_arrival_share(r),
+                hist_percentile(r->h[RH_ARRIVAL_GAP], 50) / 1e6);
+    }
+}
+
 void rset_print(FILE *f, const rset *s) {
     if (s->n == 0) { /* capacity searches whose probes kept no result */
         print_capacity(f, s);
@@ -389,13 +448,14 @@ void rset_print(FILE *f, const rset *s) {
             "completion after the last send, or --warmup/--cooldown trimmed); [run] = first send\n"
             "-> last byte; [peak 1s] = the busiest full bin of the run's time series. Latencies\n"
             "in ms over completed requests, from the scheduled start. tok/step: the server's\n"
-            "prompt and generated tokens per engine step over the point (/metrics deltas).\n\n");
-    fprintf(f, "%-22s %9s %9s %9s %7s %9s %8s %8s %8s %8s %8s %8s %15s\n", "", "requests",
+            "prompt and generated tokens per engine step over the point (/metrics deltas).\n"
+            "input cached%%: prompt tokens the server's prefix cache served (its usage).\n\n");
+    fprintf(f, "%-22s %9s %9s %9s %7s %9s %8s %8s %8s %8s %8s %8s %15s %7s\n", "", "requests",
             "out tok/s", "out tok/s", "steady", "out tok/s", "TTFT", "TTFT", "ITL", "ITL", "E2E",
-            "E2E", "tok/step");
-    fprintf(f, "%-22s %9s %9s %9s %7s %9s %8s %8s %8s %8s %8s %8s %15s\n", "point", "ok/failed",
+            "E2E", "tok/step", "input");
+    fprintf(f, "%-22s %9s %9s %9s %7s %9s %8s %8s %8s %8s %8s %8s %15s %7s\n", "point", "ok/failed",
             "[steady]", "[run]", "s", "[peak 1s]", "p50", "p99", "p50", "p99", "p50", "p99",
-            "prefill+decode");
+            "prefill+decode", "cached%");
     double top = 0;
     for (size_t i = 0; i < s->n; i++) {
         const rset_point *p = &s->p[i];
@@ -404,40 +464,11 @@ void rset_print(FILE *f, const rset *s) {
             fprintf(f, " (no result: bench exit status %d)\n", p->exit_status);
             continue;
         }
-        const bench_result *r = &p->r;
-        char req[32];
-        snprintf(req, sizeof req, "%llu/%llu", (unsigned long long)r->completed,
-                 (unsigned long long)r->failed);
-        fprintf(f, " %9s", req);
-        if (r->steady.valid)
-            fprintf(f, " %9.1f", r->steady.tps.output_tps);
-        else
-            fprintf(f, " %9s", "-");
-        fprintf(f, " %9.1f", r->run.tps.output_tps);
-        if (r->steady.valid)
-            fprintf(f, " %7.1f", r->steady.tps.seconds);
-        else
-            fprintf(f, " %7s", "-");
-        fprintf(f, " %9.1f", r->peak_tps);
-        ms_cell(f, r->h[RH_TTFT], 50);
-        ms_cell(f, r->h[RH_TTFT], 99);
-        ms_cell(f, r->h[RH_ITL], 50);
-        ms_cell(f, r->h[RH_ITL], 99);
-        ms_cell(f, r->h[RH_E2E], 50);
-        ms_cell(f, r->h[RH_E2E], 99);
-        if (p->has_server && p->srv.steps > 0)
-            fprintf(f, " %7.1f+%-7.1f", p->srv.prompt_tokens / p->srv.steps,
-                    p->srv.generation_tokens / p->srv.steps);
-        else
-            fprintf(f, " %15s", "-");
-        fprintf(f, "\n");
-        double t = r->steady.valid ? r->steady.tps.output_tps : r->run.tps.output_tps;
+        print_row(f, p);
+        double t = p->r.steady.valid ? p->r.steady.tps.output_tps : p->r.run.tps.output_tps;
         if (t > top) top = t;
     }
-    for (size_t i = 0; i < s->n; i++)
-        if (s->p[i].has_result && !s->p[i].r.steady.valid)
-            fprintf(f, "  %s: no steady window (%s); its bar below uses the run window\n",
-                    s->p[i].label, s->p[i].r.steady.why);
+    print_row_notes(f, s);
     if (top > 0) print_bars(f, s, top);
     print_capacity(f, s);
 }

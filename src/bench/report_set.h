@@ -84,6 +84,9 @@ double rset_point_bw_fraction(const rset_point *p);
  * against limits measured while busy: metrics/roofline.h), or NULL. */
 const char *rset_point_bw_flag(const rset_point *p);
 double rset_point_mb_per_token(const rset_point *p);
+/* Prompt tokens the server's prefix cache served over the point, in % of
+ * the prompts of the requests that said; -1 when none did. */
+double rset_point_cached_pct(const rset_point *p);
 
 /* ---- terminal ------------------------------------------------------------------------- */
 

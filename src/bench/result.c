@@ -25,6 +25,7 @@ static const char *const HIST_NAMES[RH_COUNT] = {
     [RH_SRV_PREFILL] = "server_prefill",
     [RH_SRV_DECODE] = "server_decode",
     [RH_SRV_TTFT] = "server_ttft",
+    [RH_ARRIVAL_GAP] = "arrival_gap",
 };
 
 static const char *const SOURCE_NAMES[4] = {"usage", "stream_ids", "retokenized", "events"};
@@ -35,6 +36,14 @@ const char *result_hist_name(result_hist_id id) {
 
 bool result_hist_is_time(result_hist_id id) {
     return id != RH_OUTPUT_TOKENS && id != RH_INPUT_TOKENS;
+}
+
+double result_multi_token_share(const bench_result *r) {
+    return r->token_events ? (double)r->multi_token_events / (double)r->token_events : 0;
+}
+
+double result_multi_arrival_share(const bench_result *r) {
+    return r->token_arrivals ? (double)r->multi_token_arrivals / (double)r->token_arrivals : 0;
 }
 
 double result_error_rate(const bench_result *r) {
@@ -305,6 +314,10 @@ static void count_outcome(bench_result *r, const bench_record *rec, bool warm) {
     }
     r->token_events += t->n_events;
     r->multi_token_events += t->multi_token_events;
+    size_t arrivals, multi;
+    timeline_arrivals(t, &arrivals, &multi);
+    r->token_arrivals += arrivals;
+    r->multi_token_arrivals += multi;
     r->held_tokens += rec->held_tokens;
     if (rec->has_usage) r->with_usage++;
     if (rec->has_usage && rec->usage_completion != rec->stream_tokens) {
@@ -369,7 +382,8 @@ int result_build(bench_result *r, const bench_record *recs, size_t n, const resu
                                .itl = r->h[RH_ITL],
                                .tpot = r->h[RH_TPOT],
                                .e2e = r->h[RH_E2E],
-                               .e2e_sent = r->h[RH_E2E_SENT]};
+                               .e2e_sent = r->h[RH_E2E_SENT],
+                               .arrival_gap = r->h[RH_ARRIVAL_GAP]};
     for (size_t i = 0; i < n; i++) {
         const bool warm = has_warm && recs[i].tl.t_sent < warm_end;
         if ((rc = add_record(r, &recs[i], i, warm, &th, o->origin_ns, e))) goto fail_tls;
@@ -474,6 +488,24 @@ static json_t *u64_array(const uint64_t *v, size_t n) {
     return a;
 }
 
+/* The "tokens" section: counts, how they were counted, arrivals, cached input. */
+static json_t *tokens_json(const bench_result *r) {
+    json_t *src = json_object();
+    for (int k = 0; k < 4; k++)
+        json_object_set_new(src, SOURCE_NAMES[k], json_integer((json_int_t)r->by_source[k]));
+    json_t *t = json_pack(
+        "{s:I, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "output",
+        (json_int_t)r->output_tokens, "input", (json_int_t)r->input_tokens, "count_source", src,
+        "token_events", (json_int_t)r->token_events, "multi_token_events",
+        (json_int_t)r->multi_token_events, "requests_with_usage", (json_int_t)r->with_usage,
+        "usage_mismatch_requests", (json_int_t)r->mismatch_requests, "usage_mismatch_tokens",
+        (json_int_t)r->mismatch_tokens, "empty_text_tokens", (json_int_t)r->held_tokens,
+        "token_arrivals", (json_int_t)r->token_arrivals, "multi_token_arrivals",
+        (json_int_t)r->multi_token_arrivals);
+    cached_json(t, "cached_input", &r->cached);
+    return t;
+}
+
 json_t *result_to_json(const bench_result *r) {
     json_t *o = json_object();
     json_object_set_new(o, "schema", json_string(BENCH_RESULT_SCHEMA));
@@ -501,21 +533,7 @@ json_t *result_to_json(const bench_result *r) {
         json_object_set_new(errs, bench_err_name((bench_errkind)k), x);
     }
     json_object_set_new(o, "errors", errs);
-    json_t *src = json_object();
-    for (int k = 0; k < 4; k++)
-        json_object_set_new(src, SOURCE_NAMES[k], json_integer((json_int_t)r->by_source[k]));
-    json_object_set_new(o, "tokens",
-                        json_pack("{s:I, s:I, s:o, s:I, s:I, s:I, s:I, s:I}", "output",
-                                  (json_int_t)r->output_tokens, "input",
-                                  (json_int_t)r->input_tokens, "count_source", src, "token_events",
-                                  (json_int_t)r->token_events, "multi_token_events",
-                                  (json_int_t)r->multi_token_events, "requests_with_usage",
-                                  (json_int_t)r->with_usage, "usage_mismatch_requests",
-                                  (json_int_t)r->mismatch_requests, "usage_mismatch_tokens",
-                                  (json_int_t)r->mismatch_tokens));
-    json_object_set_new(json_object_get(o, "tokens"), "empty_text_tokens",
-                        json_integer((json_int_t)r->held_tokens));
-    cached_json(json_object_get(o, "tokens"), "cached_input", &r->cached);
+    json_object_set_new(o, "tokens", tokens_json(r));
     json_object_set_new(o, "windows",
                         json_pack("{s:o, s:o, s:o}", "run", window_json(&r->run), "steady",
                                   window_json(&r->steady), "user", window_json(&r->user)));
@@ -723,6 +741,8 @@ static void tokens_from_json(bench_result *r, const json_t *tk) {
         r->by_source[k] = ju(src, SOURCE_NAMES[k]);
     r->token_events = ju(tk, "token_events");
     r->multi_token_events = ju(tk, "multi_token_events");
+    r->token_arrivals = ju(tk, "token_arrivals");
+    r->multi_token_arrivals = ju(tk, "multi_token_arrivals");
     r->held_tokens = ju(tk, "empty_text_tokens");
     r->with_usage = ju(tk, "requests_with_usage");
     r->mismatch_requests = ju(tk, "usage_mismatch_requests");
@@ -735,8 +755,15 @@ static void tokens_from_json(bench_result *r, const json_t *tk) {
 static int hists_from_json(bench_result *r, const json_t *j, tps_err *e) {
     json_t *hs = json_object_get(j, "histograms");
     int rc = TPS_OK;
-    for (int i = 0; i < RH_COUNT && !rc; i++)
-        rc = hist_from_json(&r->h[i], json_object_get(hs, HIST_NAMES[i]), HIST_NAMES[i], e);
+    for (int i = 0; i < RH_COUNT && !rc; i++) {
+        const json_t *h = json_object_get(hs, HIST_NAMES[i]);
+        if (i == RH_ARRIVAL_GAP && !h) { /* a result from before it was kept: empty */
+            const hist_config cfg = HIST_CONFIG_LATENCY_NS;
+            rc = hist_create(&r->h[i], &cfg, e);
+            continue;
+        }
+        rc = hist_from_json(&r->h[i], h, HIST_NAMES[i], e);
+    }
     return rc ? rc : turns_from_json(&r->turns, json_object_get(j, "turns"), e);
 }
 
@@ -907,6 +934,8 @@ int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
         dst->by_source[k] += src->by_source[k];
     dst->token_events += src->token_events;
     dst->multi_token_events += src->multi_token_events;
+    dst->token_arrivals += src->token_arrivals;
+    dst->multi_token_arrivals += src->multi_token_arrivals;
     dst->held_tokens += src->held_tokens;
     dst->mismatch_requests += src->mismatch_requests;
     dst->mismatch_tokens += src->mismatch_tokens;

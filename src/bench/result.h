@@ -41,6 +41,7 @@ typedef enum result_hist_id {
     RH_SRV_PREFILL,   /* server timings.prefill_ms */
     RH_SRV_DECODE,    /* server timings.decode_ms */
     RH_SRV_TTFT,      /* server timings.ttft_ms */
+    RH_ARRIVAL_GAP,   /* gaps between a stream's token arrivals (timeline_arrivals) */
     RH_COUNT
 } result_hist_id;
 
@@ -109,6 +110,7 @@ typedef struct bench_result {
     char *error_example[BENCH_ERR_COUNT]; /* one message per kind, owned */
     uint64_t by_source[4];                /* completed requests by tl_count_source */
     uint64_t token_events, multi_token_events;
+    uint64_t token_arrivals, multi_token_arrivals; /* timeline_arrivals, every request */
     uint64_t held_tokens;                 /* tokens that came in empty-text events (bench_record) */
     uint64_t mismatch_requests;           /* usage differed from what the stream showed */
     int64_t mismatch_tokens;              /* sum of (usage - stream) */
@@ -142,6 +144,13 @@ void result_free(bench_result *r);
 
 /* failed / (completed + failed); cancelled requests are not errors. */
 double result_error_rate(const bench_result *r);
+/* Token events that carried more than one token, over all token events; 0
+ * with none. */
+double result_multi_token_share(const bench_result *r);
+/* Token arrivals that brought more than one token (several SSE events read
+ * at once, or an event of several tokens), over all arrivals: each adds
+ * zero gaps to the per-token ITL that no reader waited; 0 with none. */
+double result_multi_arrival_share(const bench_result *r);
 
 /* ---- files ------------------------------------------------------------------------- */
 

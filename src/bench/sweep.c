@@ -380,6 +380,7 @@ typedef struct point_ctx {
     const sweep_opts *o;
     const char *url;
     const char *model; /* served model path, or NULL */
+    uint64_t seed;     /* point k runs with seed + k: no point sends another's prompts */
     const char *val[SWEEP_AXES];
     char label[256];
 } point_ctx;
@@ -451,6 +452,8 @@ static int run_point(json_t **point, point_ctx *p, size_t index, size_t total) {
     }
     bench_spec s = *o->base;
     s.cfg.base_url = p->url;
+    s.cfg.seed = p->seed + index;
+    s.seed_given = true;
     if (p->model && !s.wo.tokenizer_path) s.wo.tokenizer_path = p->model; /* served model's */
     tps_err e = {{0}};
     int status = sweep_apply_axes(&s, p->val, &e) || bench_spec_check(&s, &e) ? 2 : 0;
@@ -513,7 +516,7 @@ static int check_sweep(const sweep_opts *o, size_t total, tps_err *e) {
 
 /* The sweep document without its points: schema, start time, the grid and
  * the bench arguments; "points" is an empty array to fill. */
-static json_t *sweep_doc(const sweep_opts *o) {
+static json_t *sweep_doc(const sweep_opts *o, uint64_t seed) {
     json_t *d = json_object(), *axes = json_array(), *grid = json_object();
     char when[64];
     time_t now = time(NULL);
@@ -522,6 +525,7 @@ static json_t *sweep_doc(const sweep_opts *o) {
     json_object_set_new(d, "schema", json_string(SWEEP_SCHEMA));
     json_object_set_new(d, "version", json_integer(SWEEP_VERSION));
     json_object_set_new(d, "started_at", json_string(when));
+    json_object_set_new(d, "seed", json_integer((json_int_t)seed));
     if (!o->axis[SWEEP_MODEL].n) json_object_set_new(d, "url", json_string(o->url));
     for (int a = 0; a < SWEEP_AXES; a++) {
         if (o->axis[a].n > 1) json_array_append_new(axes, json_string(AXIS_NAMES[a]));
@@ -594,11 +598,13 @@ int sweep_run(json_t **doc, size_t *n_failed, const sweep_opts *o, tps_err *e) {
         return tps_fail(e, TPS_EIO, "curl_global_init failed");
     }
 
-    json_t *d = sweep_doc(o), *points = json_object_get(d, "points");
+    /* --seed S repeats a sweep (point k: S + k); without it each sweep draws its own */
+    const uint64_t seed = o->base->seed_given ? o->base->cfg.seed : bench_spec_fresh_seed();
+    json_t *d = sweep_doc(o, seed), *points = json_object_get(d, "points");
     size_t index = 0;
     const size_t n_models = axis_len(o, SWEEP_MODEL);
     for (size_t m = 0; m < n_models && !rc; m++) {
-        point_ctx p = {.o = o, .url = o->url};
+        point_ctx p = {.o = o, .url = o->url, .seed = seed};
         sweep_server srv = {0};
         if (o->axis[SWEEP_MODEL].n && (rc = serve_model(&p, &srv, m, tmp, e))) break;
         rc = run_model_points(points, &p, total / n_models, &index, total, n_failed, e);

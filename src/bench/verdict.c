@@ -56,8 +56,7 @@ static void check_client(verdict_check *c, const bench_result *r) {
 }
 
 static void check_batching(verdict_check *c, const bench_result *r) {
-    const double share =
-        r->token_events ? (double)r->multi_token_events / (double)r->token_events : 0;
+    const double share = result_multi_token_share(r);
     const bool tripped = share >= VERDICT_MULTI_SHARE;
     set(c, r->token_events > 0, tripped, share, VERDICT_MULTI_SHARE);
     if (!r->token_events)

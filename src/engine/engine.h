@@ -208,6 +208,12 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
  * finished ids are ignored. Thread-safe. */
 void engine_cancel(engine *e, uint64_t id);
 
+/* Empties the prefix cache before the next step (vLLM's reset_prefix_cache):
+ * a request submitted after this returns finds nothing cached; requests
+ * running keep their K/V, which are not cached again. False when the
+ * engine has no prefix cache. Thread-safe; never waits on a step. */
+bool engine_reset_prefix_cache(engine *e);
+
 /* Moves up to max queued events into out; returns how many. Non-blocking. */
 size_t engine_poll(engine *e, engine_event *out, size_t max);
 /* Waits until an event is queued or timeout_ms passes (-1: forever). */

@@ -1,8 +1,8 @@
 /* The HTTP routes: dispatch by path and method, the browser checks (Host,
  * Origin, CORS preflight), authentication, the synchronous endpoints
- * (/health, /v1/models, /metrics), and handing request bodies (/tokenize,
- * /detokenize, /apply-template, completions) to be prepared: inline when
- * small, else on a
+ * (/health, /v1/models, /metrics, /reset_prefix_cache), and handing request
+ * bodies (/tokenize, /detokenize, /apply-template, completions) to be
+ * prepared: inline when small, else on a
  * worker (server_work.c).
  *
  * Not here: preparing bodies and admitting completions (server_prepare.c),
@@ -64,6 +64,19 @@ static void handle_metrics(server *s, struct evhttp_request *req) {
     else
         server_reply(s, req, 200, PROM_CONTENT_TYPE, b.p ? b.p : "", b.len);
     sbuf_free(&b);
+}
+
+/* POST /reset_prefix_cache (vLLM's name): the engine empties its prefix
+ * cache before its next step, so a request sent after this answer is served
+ * nothing from an earlier one: benchmarks call it between experiments. */
+static void handle_reset_prefix(server *s, struct evhttp_request *req) {
+    if (server_reply_unavailable(s, req)) return;
+    static const char on[] = "{\"status\":\"ok\",\"prefix_cache\":true}",
+                      off[] = "{\"status\":\"ok\",\"prefix_cache\":false}";
+    if (engine_reset_prefix_cache(s->eng))
+        server_reply(s, req, 200, "application/json", on, sizeof on - 1);
+    else /* --no-prefix-cache: nothing was ever kept */
+        server_reply(s, req, 200, "application/json", off, sizeof off - 1);
 }
 
 /* ---------------------------------------------------------------------------
@@ -136,7 +149,17 @@ static bool authorized(server *s, struct evhttp_request *req) {
     return key_matches(h, strlen(h), s->api_key);
 }
 
-enum { R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_APPLY };
+enum {
+    R_COMPLETIONS,
+    R_CHAT,
+    R_MODELS,
+    R_HEALTH,
+    R_METRICS,
+    R_TOKENIZE,
+    R_DETOKENIZE,
+    R_APPLY,
+    R_RESET_PREFIX
+};
 
 static const struct route {
     const char *path;
@@ -152,6 +175,7 @@ static const struct route {
     {"/tokenize", EVHTTP_REQ_POST, R_TOKENIZE, false},
     {"/detokenize", EVHTTP_REQ_POST, R_DETOKENIZE, false},
     {"/apply-template", EVHTTP_REQ_POST, R_APPLY, false},
+    {"/reset_prefix_cache", EVHTTP_REQ_POST, R_RESET_PREFIX, false},
 };
 
 /* The Host header, port cut, names this server: the bound address,
@@ -290,6 +314,9 @@ void server_http_route(struct evhttp_request *req, void *arg) {
         break;
     case R_APPLY:
         handle_body(s, req, WORK_APPLY_TEMPLATE);
+        break;
+    case R_RESET_PREFIX:
+        handle_reset_prefix(s, req);
         break;
     }
 }
