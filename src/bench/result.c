@@ -38,14 +38,6 @@ bool result_hist_is_time(result_hist_id id) {
     return id != RH_OUTPUT_TOKENS && id != RH_INPUT_TOKENS;
 }
 
-double result_multi_token_share(const bench_result *r) {
-    return r->token_events ? (double)r->multi_token_events / (double)r->token_events : 0;
-}
-
-double result_multi_arrival_share(const bench_result *r) {
-    return r->token_arrivals ? (double)r->multi_token_arrivals / (double)r->token_arrivals : 0;
-}
-
 double result_error_rate(const bench_result *r) {
     uint64_t d = r->completed + r->failed;
     return d ? (double)r->failed / (double)d : 0.0;

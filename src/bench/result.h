@@ -145,12 +145,16 @@ void result_free(bench_result *r);
 /* failed / (completed + failed); cancelled requests are not errors. */
 double result_error_rate(const bench_result *r);
 /* Token events that carried more than one token, over all token events; 0
- * with none. */
-double result_multi_token_share(const bench_result *r);
+ * with none. Inline: the verdict (which result_to_json calls) reads it too. */
+static inline double result_multi_token_share(const bench_result *r) {
+    return r->token_events ? (double)r->multi_token_events / (double)r->token_events : 0;
+}
 /* Token arrivals that brought more than one token (several SSE events read
  * at once, or an event of several tokens), over all arrivals: each adds
  * zero gaps to the per-token ITL that no reader waited; 0 with none. */
-double result_multi_arrival_share(const bench_result *r);
+static inline double result_multi_arrival_share(const bench_result *r) {
+    return r->token_arrivals ? (double)r->multi_token_arrivals / (double)r->token_arrivals : 0;
+}
 
 /* ---- files ------------------------------------------------------------------------- */
 
