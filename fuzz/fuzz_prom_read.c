@@ -1,4 +1,4 @@
-/* libFuzzer harness for the Prometheus text reader (src/metrics/prom_text.c),
+/* libFuzzer harness for the Prometheus text reader (src/metrics/prom_read.c),
  * which reads whatever a scraped server answers: any bytes must parse or
  * fail with a "line N: ..." message, never read outside the buffer; every
  * sample's name and labels lie inside the input, its name is a valid metric
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics/prom_text.h"
+#include "metrics/prom_read.h"
 
 typedef struct state {
     const uint8_t *buf;

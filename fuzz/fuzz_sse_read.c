@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/oai.h"
-#include "bench/sse.h"
+#include "bench/client/chunk.h"
+#include "bench/client/sse_read.h"
 
 typedef struct acc {
     uint64_t hash;

@@ -27,7 +27,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
+#include "bench/client/bench.h"
 #include "base/clock.h"
 
 /* ---- a fast SSE source ------------------------------------------------------------------ */

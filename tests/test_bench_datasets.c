@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
-#include "bench/dataset.h"
-#include "bench/workload.h"
+#include "bench/client/bench.h"
+#include "bench/workload/dataset.h"
+#include "bench/workload/workload.h"
 #include "base/clock.h"
 #include "model/tokenizer.h"
 #include "support/test_support.h"

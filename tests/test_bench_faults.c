@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench.h"
-#include "bench/result.h"
+#include "bench/client/bench.h"
+#include "bench/result/result.h"
 #include "base/clock.h"
 #include "support/bench_workload.h"
 #include "test_bench_fake.h"

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench.h"
-#include "bench/report.h"
-#include "bench/result.h"
+#include "bench/client/bench.h"
+#include "bench/report/report.h"
+#include "bench/result/result.h"
 #include "base/clock.h"
 #include "support/test_support.h"
 #include "test_bench_fake.h"

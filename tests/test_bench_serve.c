@@ -14,8 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
-#include "bench/result.h"
+#include "bench/client/bench.h"
+#include "bench/result/result.h"
 #include "base/clock.h"
 #include "support/test_support.h"
 #include <arpa/inet.h>

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
-#include "bench/workload.h"
+#include "bench/client/bench.h"
+#include "bench/workload/workload.h"
 #include "support/test_support.h"
 #include "test_bench_fake.h"
 

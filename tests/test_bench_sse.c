@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/load.h"
-#include "bench/oai.h"
-#include "bench/sse.h"
-#include "bench/workload.h"
+#include "bench/workload/load.h"
+#include "bench/client/chunk.h"
+#include "bench/client/sse_read.h"
+#include "bench/workload/workload.h"
 
 /* ---- SSE ----------------------------------------------------------------------------- */
 
@@ -264,7 +264,7 @@ Test(bench_oai_scan, agrees_with_jansson_on_the_recorded_stream_and_the_fuzz_cor
     both_ctx b = check_stream(STREAM, sizeof STREAM - 1, "STREAM");
     cr_expect_eq(b.events, 6);
     cr_expect_geq(b.taken, 3, "the scanner read the plain events itself");
-    const char *dir = TPS_SOURCE_DIR "/fuzz/corpus/fuzz_sse";
+    const char *dir = TPS_SOURCE_DIR "/fuzz/corpus/fuzz_sse_read";
     DIR *d = opendir(dir);
     cr_assert_not_null(d, "%s", dir);
     int files = 0, events = 0, taken = 0;

@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
-#include "bench/oai.h"
+#include "bench/client/bench.h"
+#include "bench/client/chunk.h"
 #include "base/clock.h"
 #include "support/bench_workload.h"
 

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench.h"
-#include "bench/convo.h"
-#include "bench/result.h"
+#include "bench/client/bench.h"
+#include "bench/workload/convo.h"
+#include "bench/result/result.h"
 #include "base/clock.h"
 #include "model/tokenizer.h"
 #include "support/test_support.h"

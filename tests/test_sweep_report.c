@@ -18,10 +18,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench/bench_spec.h"
-#include "bench/capacity.h"
-#include "bench/report_set.h"
-#include "bench/sweep.h"
+#include "bench/experiment/bench_spec.h"
+#include "bench/experiment/capacity.h"
+#include "bench/report/report_set.h"
+#include "bench/experiment/sweep.h"
 #include "support/test_support.h"
 #include "test_bench_fake.h"
 
@@ -472,7 +472,7 @@ static int check_reading(const char *part, const char *reading, const char *tabl
         const char *const v[2] = {a, b};
         for (int k = 0; k < 2; k++) {
             if (!strchr(v[k], '.')) continue; /* concurrency: in the point's label */
-            char td[48], marked[48]; /* "!": a share of the bandwidth with a note */
+            char td[48], marked[48];          /* "!": a share of the bandwidth with a note */
             snprintf(td, sizeof td, "<td>%s</td>", v[k]);
             snprintf(marked, sizeof marked, "<td>%s!</td>", v[k]);
             cr_expect(strstr(table, td) != NULL || strstr(table, marked) != NULL,

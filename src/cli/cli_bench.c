@@ -1,5 +1,5 @@
 /* `tps bench` and `tps bench merge`: argument parsing and wiring only. The
- * option table parses into a bench_spec (src/bench/bench_spec.h), which the
+ * option table parses into a bench_spec (src/bench/experiment/bench_spec.h), which the
  * library runs; tps sweep parses its bench options with the same table
  * (cli_bench_parse_spec). The client, workloads, metrics and printing live
  * in src/bench. */
@@ -12,12 +12,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
-#include "bench/bench_spec.h"
-#include "bench/capacity.h"
-#include "bench/compare.h"
-#include "bench/report.h"
-#include "bench/result.h"
+#include "bench/client/bench.h"
+#include "bench/experiment/bench_spec.h"
+#include "bench/experiment/capacity.h"
+#include "bench/result/compare.h"
+#include "bench/report/report.h"
+#include "bench/result/result.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
 

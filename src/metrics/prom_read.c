@@ -1,6 +1,6 @@
 /* The Prometheus text reader (prom_text.h): one pass over the lines, no
  * allocation. Not here: the writer (server/prom.c). */
-#include "metrics/prom_text.h"
+#include "metrics/prom_read.h"
 
 #include <math.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
 /* Prometheus text writer (see prom.h). */
-#include "server/prom.h"
+#include "server/prom_write.h"
 
 #include <math.h>
 #include <stdio.h>

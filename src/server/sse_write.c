@@ -1,7 +1,7 @@
 /* OpenAI response formatting (see sse.h). Written by hand into an sbuf
  * rather than built as a jansson tree: one event per token must not
  * allocate. Field order follows OpenAI's own responses. */
-#include "server/sse.h"
+#include "server/sse_write.h"
 
 #include <string.h>
 

@@ -32,9 +32,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bench/load.h"
-#include "bench/oai.h"
-#include "bench/workload.h"
+#include "bench/workload/load.h"
+#include "bench/client/chunk.h"
+#include "bench/workload/workload.h"
 #include "metrics/timeline.h"
 #include "base/error.h"
 

@@ -3,7 +3,7 @@
  * (oai_scan.c) declines. Runs once per received event, after its arrival has
  * been time-stamped. Not here: SSE framing, counting policy across a request
  * (client.c). */
-#include "bench/oai.h"
+#include "bench/client/chunk.h"
 
 #include <stddef.h>
 #include <string.h>

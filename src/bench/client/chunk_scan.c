@@ -12,7 +12,7 @@
  * with JSON_ALLOW_NUL, into text with a NUL in it). Numbers go through strtoll /
  * strtod as jansson's do (the C locale: nothing in tps calls setlocale).
  * Not here: error messages, SSE framing, counting policy (client.c). */
-#include "bench/oai.h"
+#include "bench/client/chunk.h"
 
 #include <errno.h>
 #include <math.h>

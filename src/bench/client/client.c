@@ -17,7 +17,7 @@
  * Not here: starting loops and merging them (client_pool.c), metrics over
  * requests (result.c), printing (report.c), which conversation goes next
  * (convo.c). */
-#include "bench/bench.h"
+#include "bench/client/bench.h"
 
 #include "base/grow.h"
 
@@ -30,9 +30,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench/client_loop.h"
-#include "bench/convo.h"
-#include "bench/sse.h"
+#include "bench/client/client_loop.h"
+#include "bench/workload/convo.h"
+#include "bench/client/sse_read.h"
 #include "base/clock.h"
 
 /* ---- error kinds --------------------------------------------------------------- */

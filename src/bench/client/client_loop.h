@@ -14,7 +14,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "bench/bench.h"
+#include "bench/client/bench.h"
 #include "base/error.h"
 
 typedef struct bench_shared {

@@ -11,10 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
-#include "bench/sched_stat.h"
-#include "bench/client_loop.h"
-#include "bench/run_merge.h"
+#include "bench/client/bench.h"
+#include "bench/client/sched_stat.h"
+#include "bench/client/client_loop.h"
+#include "bench/client/run_merge.h"
 #include "base/clock.h"
 #include "base/cond.h"
 

@@ -1,5 +1,5 @@
 /* Event loops' outputs of one run -> one output (run_merge.h). */
-#include "bench/run_merge.h"
+#include "bench/client/run_merge.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "bench/bench.h"
+#include "bench/client/bench.h"
 #include "base/error.h"
 
 /* *out = parts[0..n) merged (n >= 1, all with the same t_start_ns). The

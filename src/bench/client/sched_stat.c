@@ -1,6 +1,6 @@
 /* /proc/thread-self/schedstat: "on-cpu-ns run-queue-wait-ns timeslices"
  * (Documentation/scheduler/sched-stats.rst, the per-task file). */
-#include "bench/sched_stat.h"
+#include "bench/client/sched_stat.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* Incremental SSE parser (sse.h). Bytes are copied once into the line buffer,
  * data fields once more into the event buffer. Not here: JSON, timing. */
-#include "bench/sse.h"
+#include "bench/client/sse_read.h"
 
 #include "base/grow.h"
 

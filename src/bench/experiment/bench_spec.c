@@ -1,7 +1,7 @@
 /* A bench run from a spec (bench_spec.h): the defaults and the values that
  * follow from several fields, the workload, the client, the result. Prints
  * nothing but the notes the caller asks for. */
-#include "bench/bench_spec.h"
+#include "bench/experiment/bench_spec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "base/rng.h"
-#include "bench/scrape.h"
+#include "bench/result/scrape.h"
 
 void bench_spec_init(bench_spec *s) {
     tps_err e = {{0}};

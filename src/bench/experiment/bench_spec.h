@@ -21,9 +21,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "bench/bench.h"
-#include "bench/result.h"
-#include "bench/workload.h"
+#include "bench/client/bench.h"
+#include "bench/result/result.h"
+#include "bench/workload/workload.h"
 #include "base/error.h"
 
 #define BENCH_SPEC_MAX_HEADERS 64

@@ -2,13 +2,13 @@
  * verdict per probe, bracket then bisection, JSON and a table. Every probe
  * is bench_run + result_build in this process: no argv, no temp files.
  * Not here: option parsing, the metric definitions (result.h, metrics/). */
-#include "bench/capacity.h"
+#include "bench/experiment/capacity.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/load.h"
+#include "bench/workload/load.h"
 #include "base/clock.h"
 
 capacity_opts capacity_opts_default(void) {

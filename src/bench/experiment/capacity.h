@@ -29,8 +29,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "bench/bench.h"
-#include "bench/result.h"
+#include "bench/client/bench.h"
+#include "bench/result/result.h"
 #include "metrics/timeline.h"
 #include "base/error.h"
 

@@ -3,7 +3,7 @@
  * bench_spec_run on a copy of the caller's spec with the point's axis values
  * set; this file never parses bench options. Not here: printing a sweep
  * (report_set.h). */
-#include "bench/sweep.h"
+#include "bench/experiment/sweep.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench/result.h"
+#include "bench/result/result.h"
 #include "base/clock.h"
 
 static const char *const AXIS_NAMES[SWEEP_AXES] = {

@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "bench/bench_spec.h"
+#include "bench/experiment/bench_spec.h"
 #include "base/error.h"
 
 #define SWEEP_SCHEMA     "tps.sweep.result"

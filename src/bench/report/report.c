@@ -1,11 +1,11 @@
 /* The terminal summary and the glossary (report.h): layout and units only.
  * Not here: the maths (metrics/, result.c). */
-#include "bench/report.h"
+#include "bench/report/report.h"
 
 #include <string.h>
 
-#include "bench/scrape.h"
-#include "bench/verdict.h"
+#include "bench/result/scrape.h"
+#include "bench/result/verdict.h"
 
 static const char *cfg_str(const bench_result *r, const char *k, const char *dflt) {
     const char *s = json_string_value(json_object_get(r->config, k));

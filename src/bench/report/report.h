@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "bench/result.h"
+#include "bench/result/result.h"
 
 void report_print(FILE *f, const bench_result *r);
 /* What every number in the summary means and which window it covers. */

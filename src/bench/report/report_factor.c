@@ -2,7 +2,7 @@
  * readings made from those cells, the terminal summary, the plots and the
  * page. A reading never holds a number its table does not show: both go
  * through cell(). Not here: reading result files (report_set.c). */
-#include "bench/report_factor.h"
+#include "bench/report/report_factor.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bench/verdict.h" /* VERDICT_MULTI_SHARE: when several tokens an event needs a word */
+#include "bench/result/verdict.h" /* VERDICT_MULTI_SHARE: when several tokens an event needs a word */
 
 static const char *const PART_NAMES[FP_PARTS] = {"batch",   "mix",   "itl",    "prefix",
                                                  "kv-type", "model", "active", "experts"};

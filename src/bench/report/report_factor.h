@@ -15,7 +15,7 @@
 
 #include <stdio.h>
 
-#include "bench/report_set.h"
+#include "bench/report/report_set.h"
 #include "base/error.h"
 
 typedef enum factor_part {

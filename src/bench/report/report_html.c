@@ -3,7 +3,7 @@
  * document, so gnuplot's element ids never collide), and what every number
  * means. No scripts, no fonts or files from elsewhere: it opens offline.
  * Not here: the plots themselves (report_plot.c). */
-#include "bench/report_set.h"
+#include "bench/report/report_set.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -3,7 +3,7 @@
  * NAME.svg in the output folder, each with its data inline, so a plot can be
  * re-drawn or restyled by hand. gnuplot's messages go to NAME.log.
  * Not here: deciding what varies (report_set.c), the page (report_html.c). */
-#include "bench/report_set.h"
+#include "bench/report/report_set.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,14 +1,14 @@
 /* A set of bench results side by side (report_set.h): reading sweep
  * documents, bench results and capacity searches, deciding what varies, and
  * the terminal tables with bars. Not here: plots (report_plot.c), HTML (report_html.c). */
-#include "bench/report_set.h"
+#include "bench/report/report_set.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/verdict.h"    /* VERDICT_MULTI_SHARE: when several tokens an event needs a word */
-#include "metrics/roofline.h" /* roofline_flag: a share of the bandwidth that needs a word */
+#include "bench/result/verdict.h" /* VERDICT_MULTI_SHARE: when several tokens an event needs a word */
+#include "metrics/roofline.h"     /* roofline_flag: a share of the bandwidth that needs a word */
 
 static const char *const SHORT[SWEEP_AXES] = {
     [SWEEP_MODEL] = "model",  [SWEEP_CONCURRENCY] = "c",  [SWEEP_RATE] = "rate",

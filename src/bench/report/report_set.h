@@ -18,9 +18,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "bench/capacity.h"
-#include "bench/result.h"
-#include "bench/sweep.h"
+#include "bench/experiment/capacity.h"
+#include "bench/result/result.h"
+#include "bench/experiment/sweep.h"
 #include "base/error.h"
 
 #define RSET_MAX_POINTS 1000

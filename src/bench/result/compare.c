@@ -1,12 +1,12 @@
 /* Two results side by side with the noise of each figure (compare.h).
  * Not here: reading files, printing anything but the comparison. */
-#include "bench/compare.h"
+#include "bench/result/compare.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/load.h"
+#include "bench/workload/load.h"
 
 /* ---- the figures ------------------------------------------------------------------------ */
 

@@ -26,7 +26,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "bench/result.h"
+#include "bench/result/result.h"
 #include "base/error.h"
 
 #define COMPARE_RESAMPLES 1000

@@ -1,14 +1,14 @@
 /* Building, saving, loading and merging bench results (result.h). All the
  * metric maths is metrics/ (timeline, window, hist); this file decides what
  * goes in and lays it out. Not here: printing for people (report.c). */
-#include "bench/result.h"
+#include "bench/result/result.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "bench/verdict.h"
+#include "bench/result/verdict.h"
 #include "base/clock.h"
 
 static const char *const HIST_NAMES[RH_COUNT] = {

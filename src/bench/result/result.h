@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "bench/bench.h"
+#include "bench/client/bench.h"
 #include "metrics/hist.h"
 #include "metrics/window.h"
 #include "base/error.h"

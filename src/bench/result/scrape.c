@@ -1,6 +1,6 @@
 /* The scrape thread and its series (scrape.h). One libcurl easy handle,
  * reused; a condition variable lets scrape_stop wake it at once. */
-#include "bench/scrape.h"
+#include "bench/result/scrape.h"
 
 #include <curl/curl.h>
 #include <math.h>
@@ -11,7 +11,7 @@
 
 #include "base/clock.h"
 #include "base/cond.h"
-#include "metrics/prom_text.h"
+#include "metrics/prom_read.h"
 
 #define SCRAPE_MAX_BODY (16u << 20)
 

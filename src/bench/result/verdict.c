@@ -1,7 +1,7 @@
 /* The checks of verdict.h, from a bench result. Each fills its evidence
  * whether or not it trips, so a user can see how near a limit the run came.
  * Not here: computing the figures it weighs (result.c, metrics/). */
-#include "bench/verdict.h"
+#include "bench/result/verdict.h"
 
 #include <math.h>
 #include <string.h>

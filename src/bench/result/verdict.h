@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "bench/result.h"
+#include "bench/result/result.h"
 
 /* The limits, exposed so the tests and the docs name the same numbers. */
 #define VERDICT_CPU_BUSY     0.80 /* client CPU / run length */

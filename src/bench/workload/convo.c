@@ -1,6 +1,6 @@
 /* Multi-turn conversation state (convo.h): readiness, round robin, replies.
  * Not here: sending, bodies, clocks. */
-#include "bench/convo.h"
+#include "bench/workload/convo.h"
 
 #include <stdio.h>
 #include <stdlib.h>

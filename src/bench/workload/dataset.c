@@ -1,6 +1,6 @@
 /* --dataset files: format detection and the three readers (dataset.h).
  * Every error names the file and line. Not here: tokens, bodies, sending. */
-#include "bench/dataset.h"
+#include "bench/workload/dataset.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* Random draws, length distributions and arrival gaps (load.h). Not here:
  * scheduling sends (client.c). */
-#include "bench/load.h"
+#include "bench/workload/load.h"
 
 #include <math.h>
 #include <stdio.h>

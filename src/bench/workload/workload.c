@@ -2,7 +2,7 @@
  * after shared prefixes, or as the user messages of multi-turn
  * conversations), or a JSONL dataset (workload.h). The only bench file that
  * touches the tokenizer. Not here: sending, timing. */
-#include "bench/workload.h"
+#include "bench/workload/workload.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/dataset.h"   /* dataset_parse: the formats of --dataset */
-#include "model/gguf.h"      /* gguf_open for --tokenizer */
-#include "model/tokenizer.h" /* tokenizer_load / encode */
+#include "bench/workload/dataset.h" /* dataset_parse: the formats of --dataset */
+#include "model/gguf.h"             /* gguf_open for --tokenizer */
+#include "model/tokenizer.h"        /* tokenizer_load / encode */
 
 const char *bench_endpoint_path(bench_endpoint ep) {
     return ep == BENCH_EP_CHAT ? "/v1/chat/completions" : "/v1/completions";

@@ -51,7 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bench/load.h"
+#include "bench/workload/load.h"
 #include "base/error.h"
 
 typedef enum bench_endpoint {
