@@ -148,7 +148,7 @@ static void op_histogram(sbuf *b, cursor *c, hist *lat, hist *cnt) {
         hist_record(h, v);
     }
     /* The expected `le` counts, two ways. Exactly, from h's buckets by the
-     * rule prom.h states (a bucket counts toward le when all of it is at or
+     * rule prom_write.h states (a bucket counts toward le when all of it is at or
      * below le). And bounded, from the values alone: a value's bucket ends
      * at or above it and at most 1/M of it (+1) beyond, so the count lies
      * between the values that end well below le and those at or below it. */

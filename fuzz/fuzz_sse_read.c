@@ -17,7 +17,7 @@ typedef struct acc {
     size_t events;
 } acc;
 
-static int on_event(void *ctx, const sse_event *ev) {
+static int on_event(void *ctx, const sse_read_event *ev) {
     acc *a = ctx;
     for (size_t i = 0; i < ev->data_len; i++)
         a->hash = (a->hash ^ (uint8_t)ev->data[i]) * 1099511628211ull;
@@ -25,39 +25,39 @@ static int on_event(void *ctx, const sse_event *ev) {
         a->hash = (a->hash ^ (uint8_t)*p) * 1099511628211ull;
     a->hash = (a->hash ^ 0xff) * 1099511628211ull;
     a->events++;
-    oai_chunk c, s;
+    bench_chunk c, s;
     tps_err e;
     const char *field;
-    int rc = bench_oai_parse_json(&c, ev->data, ev->data_len, ev->event, &e);
-    if (bench_oai_scan(&s, ev->data, ev->data_len, ev->event) &&
-        (rc != 0 || !bench_oai_same(&c, &s, &field)))
+    int rc = bench_chunk_parse_json(&c, ev->data, ev->data_len, ev->event, &e);
+    if (bench_chunk_scan(&s, ev->data, ev->data_len, ev->event) &&
+        (rc != 0 || !bench_chunk_same(&c, &s, &field)))
         abort(); /* the scanner took an event jansson rejects, or read it otherwise */
     if (rc == 0) {
         volatile size_t sink = c.tokens + c.text_len + c.has_usage + c.error;
         (void)sink;
-        bench_oai_release(&c);
+        bench_chunk_release(&c);
     }
     return 0;
 }
 
 static acc feed(const uint8_t *data, size_t size, size_t step) {
-    sse_parser p;
+    sse_reader p;
     tps_err e;
     acc a = {.hash = 1469598103934665603ull};
-    if (sse_parser_init(&p, 1 << 16, &e)) abort();
+    if (sse_reader_init(&p, 1 << 16, &e)) abort();
     for (size_t i = 0; i < size; i += step) {
         size_t n = size - i < step ? size - i : step;
         /* a private copy of exactly n bytes so ASan catches any overread */
         char *b = malloc(n ? n : 1);
         memcpy(b, data + i, n);
-        int rc = sse_parser_feed(&p, b, n, on_event, &a, &e);
+        int rc = sse_reader_feed(&p, b, n, on_event, &a, &e);
         free(b);
         if (rc) {
             a.events = SIZE_MAX; /* too large: both feeds must agree on that too */
             break;
         }
     }
-    sse_parser_free(&p);
+    sse_reader_free(&p);
     return a;
 }
 

@@ -176,39 +176,39 @@ Test(bench_prefix, dataset_with_a_prefix_is_refused) {
 
 /* ---- oai: cached prompt tokens -------------------------------------------------------------- */
 
-static oai_chunk parse(const char *s) {
-    oai_chunk c;
+static bench_chunk parse(const char *s) {
+    bench_chunk c;
     tps_err e = {{0}};
-    cr_assert_eq(bench_oai_parse(&c, s, strlen(s), "", &e), 0, "%s", e.msg);
+    cr_assert_eq(bench_chunk_parse(&c, s, strlen(s), "", &e), 0, "%s", e.msg);
     return c;
 }
 
 Test(bench_oai, cached_tokens_come_from_usage_details_else_timings_cache_n_else_unknown) {
-    oai_chunk c = parse("{\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,"
-                        "\"prompt_tokens_details\":{\"cached_tokens\":6}}}");
+    bench_chunk c = parse("{\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,"
+                          "\"prompt_tokens_details\":{\"cached_tokens\":6}}}");
     cr_expect(c.has_cached && c.cached_from_usage && c.cached_tokens == 6);
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,"
               "\"prompt_tokens_details\":{\"cached_tokens\":0}}}");
     cr_expect(c.has_cached && c.cached_tokens == 0, "a reported 0 is known");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,"
               "\"prompt_tokens_details\":null}}");
     cr_expect(!c.has_cached, "null details: unknown (vLLM without prompt token details)");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2}}");
     cr_expect(!c.has_cached, "absent: unknown, not zero");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"choices\":[],\"timings\":{\"prompt_n\":3,\"cache_n\":40}}");
     cr_expect(c.has_cached && !c.cached_from_usage && c.cached_tokens == 40, "llama.cpp");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"usage\":{\"prompt_tokens\":43,\"completion_tokens\":2,"
               "\"prompt_tokens_details\":{\"cached_tokens\":32}},\"timings\":{\"cache_n\":40}}");
     cr_expect(c.has_cached && c.cached_from_usage && c.cached_tokens == 32, "usage wins");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"choices\":[{\"delta\":{\"reasoning_content\":\"hm\"}}]}");
     cr_expect(c.text && c.reasoning, "reasoning text is marked");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
 }
 
 /* ---- conversations --------------------------------------------------------------------------- */

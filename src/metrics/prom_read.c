@@ -1,5 +1,5 @@
-/* The Prometheus text reader (prom_text.h): one pass over the lines, no
- * allocation. Not here: the writer (server/prom.c). */
+/* The Prometheus text reader (prom_read.h): one pass over the lines, no
+ * allocation. Not here: the writer (server/prom_write.c). */
 #include "metrics/prom_read.h"
 
 #include <math.h>

@@ -13,9 +13,9 @@
  *
  * It lives in metrics/ so that both the server's tests and the bench
  * (which scrapes any server's /metrics) can use it; the writer is
- * server/prom.h. Not here: HTTP, what the metrics mean. */
-#ifndef TPS_METRICS_PROM_TEXT_H
-#define TPS_METRICS_PROM_TEXT_H
+ * server/prom_write.h. Not here: HTTP, what the metrics mean. */
+#ifndef TPS_METRICS_PROM_READ_H
+#define TPS_METRICS_PROM_READ_H
 
 #include <stddef.h>
 

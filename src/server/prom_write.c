@@ -1,4 +1,4 @@
-/* Prometheus text writer (see prom.h). */
+/* Prometheus text writer (see prom_write.h). */
 #include "server/prom_write.h"
 
 #include <math.h>

@@ -4,8 +4,8 @@
  * bounds plus exact _sum and _count.
  *
  * Not here: what the metrics are (server_metrics.c), HTTP. */
-#ifndef TPS_SERVER_PROM_H
-#define TPS_SERVER_PROM_H
+#ifndef TPS_SERVER_PROM_WRITE_H
+#define TPS_SERVER_PROM_WRITE_H
 
 #include <stddef.h>
 

@@ -8,7 +8,7 @@
  * Not here: preparing bodies and admitting completions (server_prepare.c),
  * streaming the answers back (server_stream.c), the /metrics page
  * (server_metrics.c), JSON request parsing (openai.c), response bodies
- * (sse.c). */
+ * (sse_write.c). */
 #include "server/server_internal.h"
 
 #include <jansson.h>

@@ -2,7 +2,7 @@
  * and the request histograms (created here, recorded by server_stream.c in
  * the HTTP thread) with the engine's step histograms merged in at scrape
  * time. Metric names and meanings are defined once (docs/metrics.md); the
- * text format is prom.c's.
+ * text format is prom_write.c's.
  *
  * Not here: the route (server_http.c), recording (server_stream.c). */
 #include "server/server_internal.h"

@@ -5,7 +5,7 @@
  * engine_timings).
  *
  * Not here: admission (server_prepare.c), the /metrics page
- * (server_metrics.c), formats (sse.c, prom.c). */
+ * (server_metrics.c), formats (sse_write.c, prom_write.c). */
 #include "server/server_internal.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* OpenAI response formatting (see sse.h). Written by hand into an sbuf
+/* OpenAI response formatting (see sse_write.h). Written by hand into an sbuf
  * rather than built as a jansson tree: one event per token must not
  * allocate. Field order follows OpenAI's own responses. */
 #include "server/sse_write.h"

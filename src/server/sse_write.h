@@ -6,8 +6,8 @@
  * connection reuses one buffer for its whole stream.
  *
  * Not here: sockets, HTTP headers, when to send what (server_stream.c). */
-#ifndef TPS_SERVER_SSE_H
-#define TPS_SERVER_SSE_H
+#ifndef TPS_SERVER_SSE_WRITE_H
+#define TPS_SERVER_SSE_WRITE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -80,7 +80,7 @@ typedef struct bench_record {
     uint64_t stream_tokens; /* what the stream itself showed (ids or events) */
     uint64_t held_tokens;   /* of those, tokens of empty-text events (client.c) */
     bool has_timings;
-    oai_timings timings;
+    bench_timings timings;
 } bench_record;
 
 void bench_record_free(bench_record *r);

@@ -1,6 +1,6 @@
-/* Reading OpenAI-compatible response events (oai.h) with jansson: the
+/* Reading OpenAI-compatible response events (chunk.h) with jansson: the
  * reference reader, and the fallback for the events the in-place scanner
- * (oai_scan.c) declines. Runs once per received event, after its arrival has
+ * (chunk_scan.c) declines. Runs once per received event, after its arrival has
  * been time-stamped. Not here: SSE framing, counting policy across a request
  * (client.c). */
 #include "bench/client/chunk.h"
@@ -13,8 +13,8 @@ static double num_or(json_t *o, const char *k, double dflt) {
     return json_is_number(v) ? json_number_value(v) : dflt;
 }
 
-static void read_timings(oai_chunk *c, json_t *t) {
-    oai_timings *x = &c->timings;
+static void read_timings(bench_chunk *c, json_t *t) {
+    bench_timings *x = &c->timings;
     x->queue_ms = num_or(t, "queue_ms", -1);
     x->prefill_ms = num_or(t, "prefill_ms", num_or(t, "prompt_ms", -1));
     x->decode_ms = num_or(t, "decode_ms", num_or(t, "predicted_ms", -1));
@@ -25,7 +25,7 @@ static void read_timings(oai_chunk *c, json_t *t) {
     c->has_timings = true;
 }
 
-static void read_error(oai_chunk *c, json_t *err) {
+static void read_error(bench_chunk *c, json_t *err) {
     c->error = true;
     const char *msg = NULL;
     if (json_is_string(err))
@@ -35,7 +35,7 @@ static void read_error(oai_chunk *c, json_t *err) {
     snprintf(c->error_msg, sizeof c->error_msg, "%s", msg ? msg : "error event without a message");
 }
 
-static void take_text(oai_chunk *c, json_t *s, bool reasoning) {
+static void take_text(bench_chunk *c, json_t *s, bool reasoning) {
     if (json_is_string(s) && json_string_length(s) > 0 && !c->text) {
         c->text = json_string_value(s);
         c->text_len = json_string_length(s);
@@ -51,7 +51,7 @@ static int64_t count_field(json_t *o, const char *k) {
 
 /* usage.prompt_tokens_details.cached_tokens; a prefix-cache figure the
  * server does not send stays unknown (has_cached false), never 0. */
-static void read_usage_cached(oai_chunk *c, json_t *usage) {
+static void read_usage_cached(bench_chunk *c, json_t *usage) {
     int64_t n = count_field(json_object_get(usage, "prompt_tokens_details"), "cached_tokens");
     if (n < 0) return;
     c->has_cached = c->cached_from_usage = true;
@@ -59,14 +59,14 @@ static void read_usage_cached(oai_chunk *c, json_t *usage) {
 }
 
 /* llama.cpp's timings.cache_n: used only when usage did not say. */
-static void read_timings_cached(oai_chunk *c, json_t *t) {
+static void read_timings_cached(bench_chunk *c, json_t *t) {
     int64_t n = count_field(t, "cache_n");
     if (n < 0 || c->cached_from_usage) return;
     c->has_cached = true;
     c->cached_tokens = (uint64_t)n;
 }
 
-static bool take_ids(oai_chunk *c, json_t *o) {
+static bool take_ids(bench_chunk *c, json_t *o) {
     json_t *ids = json_object_get(o, "token_ids");
     if (!json_is_array(ids)) ids = json_object_get(o, "tokens");
     if (!json_is_array(ids)) return false;
@@ -75,14 +75,14 @@ static bool take_ids(oai_chunk *c, json_t *o) {
     return true;
 }
 
-int bench_oai_parse(oai_chunk *c, const char *data, size_t len, const char *event, tps_err *e) {
-    if (bench_oai_scan(c, data, len, event)) return TPS_OK;
-    return bench_oai_parse_json(c, data, len, event, e);
+int bench_chunk_parse(bench_chunk *c, const char *data, size_t len, const char *event, tps_err *e) {
+    if (bench_chunk_scan(c, data, len, event)) return TPS_OK;
+    return bench_chunk_parse_json(c, data, len, event, e);
 }
 
-int bench_oai_parse_json(oai_chunk *c, const char *data, size_t len, const char *event,
-                         tps_err *e) {
-    memset(c, 0, offsetof(oai_chunk, text_buf));
+int bench_chunk_parse_json(bench_chunk *c, const char *data, size_t len, const char *event,
+                           tps_err *e) {
+    memset(c, 0, offsetof(bench_chunk, text_buf));
     if (len == 6 && !memcmp(data, "[DONE]", 6)) {
         c->done = true;
         return TPS_OK;
@@ -102,7 +102,7 @@ int bench_oai_parse_json(oai_chunk *c, const char *data, size_t len, const char 
                         je.line, je.column, je.text);
     }
     if (!json_is_object(c->root)) {
-        bench_oai_release(c);
+        bench_chunk_release(c);
         return tps_fail(e, TPS_EINVAL, "a stream event is JSON but not an object");
     }
     json_t *err = json_object_get(c->root, "error");
@@ -156,7 +156,7 @@ int bench_oai_parse_json(oai_chunk *c, const char *data, size_t len, const char 
     return TPS_OK;
 }
 
-void bench_oai_release(oai_chunk *c) {
+void bench_chunk_release(bench_chunk *c) {
     json_decref(c->root);
     c->root = NULL;
     c->text = NULL;

@@ -6,14 +6,14 @@
  * Token evidence per event, most trusted first: token ids carried in the
  * event ("tokens" or "token_ids", top level or in choices[0]) give their
  * count; otherwise non-empty text counts as one token (an approximation the
- * result names). Not here: SSE framing (sse.h), timing, HTTP.
+ * result names). Not here: SSE framing (sse_read.h), timing, HTTP.
  *
- * Two readers give one result: an in-place scanner (oai_scan.c: no JSON
- * tree, no allocation, the per-event fast path) and jansson (oai.c: the
+ * Two readers give one result: an in-place scanner (chunk_scan.c: no JSON
+ * tree, no allocation, the per-event fast path) and jansson (chunk.c: the
  * reference, and the fallback for anything the scanner is not sure of).
- * bench_oai_parse runs the first and falls back to the second. */
-#ifndef TPS_BENCH_OAI_H
-#define TPS_BENCH_OAI_H
+ * bench_chunk_parse runs the first and falls back to the second. */
+#ifndef TPS_BENCH_CHUNK_H
+#define TPS_BENCH_CHUNK_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -24,12 +24,12 @@
 
 /* The server's own view of a request (tps serve's `timings`; llama.cpp's
  * prompt_ms / predicted_ms map to prefill_ms / decode_ms). -1: not given. */
-typedef struct oai_timings {
+typedef struct bench_timings {
     double queue_ms, prefill_ms, decode_ms, ttft_ms;
     int64_t prompt_tokens, completion_tokens, preemptions;
-} oai_timings;
+} bench_timings;
 
-typedef struct oai_chunk {
+typedef struct bench_chunk {
     bool done;           /* data was "[DONE]" */
     bool error;          /* an "error" object or an `event: error` */
     char error_msg[200]; /* when error */
@@ -37,7 +37,7 @@ typedef struct oai_chunk {
     bool from_ids;       /* tokens were counted from ids in the stream */
     /* Output text; NULL if none. Borrowed: from root (jansson), from the
      * event's data or from text_buf (scanner) -- so valid while data lives
-     * and until bench_oai_release, and never copy a chunk by value. */
+     * and until bench_chunk_release, and never copy a chunk by value. */
     const char *text;
     size_t text_len;
     bool reasoning; /* text is reasoning_content, not the reply's content */
@@ -58,29 +58,30 @@ typedef struct oai_chunk {
     bool cached_from_usage; /* the usage field, which wins over timings.cache_n */
     uint64_t cached_tokens;
     bool has_timings;
-    oai_timings timings;
-    json_t *root;       /* owned (jansson path only); release with bench_oai_release */
+    bench_timings timings;
+    json_t *root;       /* owned (jansson path only); release with bench_chunk_release */
     char text_buf[256]; /* the scanner's unescaped text; last, so not cleared per event */
-} oai_chunk;
+} bench_chunk;
 
 /* Parses one event's data (event: its SSE event type, "" if none).
  * TPS_EINVAL with the JSON error (line, column) when data is not JSON or not
  * an object; a JSON error object is not a parse error (c->error is set). */
-int bench_oai_parse(oai_chunk *c, const char *data, size_t len, const char *event, tps_err *e);
-void bench_oai_release(oai_chunk *c);
+int bench_chunk_parse(bench_chunk *c, const char *data, size_t len, const char *event, tps_err *e);
+void bench_chunk_release(bench_chunk *c);
 
 /* The two readers alone, for the tests and the fuzz harness that hold them
- * to one result. bench_oai_parse_json: the jansson reader, same contract as
- * bench_oai_parse. bench_oai_scan: the in-place reader; true when it read
+ * to one result. bench_chunk_parse_json: the jansson reader, same contract as
+ * bench_chunk_parse. bench_chunk_scan: the in-place reader; true when it read
  * the event (c then equals what the jansson reader gives, and c->root is
  * NULL), false when it declines (malformed or unusual JSON, an error event,
  * text that needs unescaping past text_buf): c is then unspecified and the
  * caller asks jansson. Allocates nothing; reads only data[0, len). */
-int bench_oai_parse_json(oai_chunk *c, const char *data, size_t len, const char *event, tps_err *e);
-bool bench_oai_scan(oai_chunk *c, const char *data, size_t len, const char *event);
+int bench_chunk_parse_json(bench_chunk *c, const char *data, size_t len, const char *event,
+                           tps_err *e);
+bool bench_chunk_scan(bench_chunk *c, const char *data, size_t len, const char *event);
 
 /* True when a and b say the same thing (text compared by content, not by
  * pointer); otherwise false with *field naming the first difference. */
-bool bench_oai_same(const oai_chunk *a, const oai_chunk *b, const char **field);
+bool bench_chunk_same(const bench_chunk *a, const bench_chunk *b, const char **field);
 
 #endif

@@ -1,8 +1,8 @@
-/* The in-place reader of one OpenAI stream event (oai.h): the few fields the
+/* The in-place reader of one OpenAI stream event (chunk.h): the few fields the
  * bench needs, read straight from the event's bytes in one pass, with no
- * JSON tree and no allocation -- the per-event fast path of bench_oai_parse.
+ * JSON tree and no allocation -- the per-event fast path of bench_chunk_parse.
  *
- * It must say exactly what the jansson reader (oai.c) says, so it validates
+ * It must say exactly what the jansson reader (chunk.c) says, so it validates
  * the whole event as jansson 2.14 would (strict JSON, UTF-8, paired
  * surrogates, no duplicate keys, integers within long long, reals without
  * overflow) and declines -- returns false, and jansson decides -- whenever it
@@ -302,7 +302,7 @@ static double num_value(const val *v) {
 }
 
 /* A non-negative integer, or -1 when v is absent, null, negative or not an
- * integer (oai.c's count_field). */
+ * integer (chunk.c's count_field). */
 static int64_t count_value(const val *v) {
     if (v->kind != V_INT) return -1;
     char buf[NUM_MAX + 1];
@@ -524,10 +524,10 @@ static bool root_member(scan *s, void *ctx, const char *k, size_t klen) {
     return taken || skip_member(s, NULL, k, klen);
 }
 
-/* ---- the chunk, as oai.c builds it ------------------------------------------------------------
+/* ---- the chunk, as chunk.c builds it ------------------------------------------------------------
  */
 
-static bool take_ids(oai_chunk *c, const ids_vals *x) {
+static bool take_ids(bench_chunk *c, const ids_vals *x) {
     const val *v = x->token_ids.kind == V_ARR ? &x->token_ids : &x->tokens;
     if (v->kind != V_ARR) return false;
     c->tokens = (uint32_t)v->len;
@@ -536,7 +536,7 @@ static bool take_ids(oai_chunk *c, const ids_vals *x) {
 }
 
 /* false: the text needs more unescaping room than text_buf has. */
-static bool take_text(oai_chunk *c, const val *v, bool reasoning) {
+static bool take_text(bench_chunk *c, const val *v, bool reasoning) {
     if (v->kind != V_STR || v->len == 0 || c->text) return true;
     if (v->esc) {
         size_t n = unescape(v, c->text_buf, sizeof c->text_buf - 1);
@@ -557,8 +557,8 @@ static double tm_or(const root_vals *r, int i, double dflt) {
     return v->kind == V_INT || v->kind == V_REAL ? num_value(v) : dflt;
 }
 
-static void take_timings(oai_chunk *c, const root_vals *r) {
-    oai_timings *x = &c->timings;
+static void take_timings(bench_chunk *c, const root_vals *r) {
+    bench_timings *x = &c->timings;
     x->queue_ms = tm_or(r, 0, -1);
     x->prefill_ms = tm_or(r, 1, tm_or(r, 2, -1));
     x->decode_ms = tm_or(r, 3, tm_or(r, 4, -1));
@@ -574,8 +574,8 @@ static void take_timings(oai_chunk *c, const root_vals *r) {
     }
 }
 
-bool bench_oai_scan(oai_chunk *c, const char *data, size_t len, const char *event) {
-    memset(c, 0, offsetof(oai_chunk, text_buf));
+bool bench_chunk_scan(bench_chunk *c, const char *data, size_t len, const char *event) {
+    memset(c, 0, offsetof(bench_chunk, text_buf));
     if (len == 6 && !memcmp(data, "[DONE]", 6)) {
         c->done = true;
         return true;
@@ -629,7 +629,7 @@ bool bench_oai_scan(oai_chunk *c, const char *data, size_t len, const char *even
 /* ---- comparing two readings --------------------------------------------------------------------
  */
 
-bool bench_oai_same(const oai_chunk *a, const oai_chunk *b, const char **field) {
+bool bench_chunk_same(const bench_chunk *a, const bench_chunk *b, const char **field) {
 #define SAME(f)                                                                                    \
     if (memcmp(&a->f, &b->f, sizeof a->f)) {                                                       \
         *field = #f;                                                                               \

@@ -87,7 +87,7 @@ typedef struct chunk_mark {
 typedef struct conn {
     run_state *run; /* borrowed */
     CURL *easy;
-    sse_parser sse;
+    sse_reader sse;
     size_t rec; /* index into run->recs of the request in flight */
     bool busy;
     bool queued;  /* on run->pending: its inbox holds bytes */
@@ -95,7 +95,7 @@ typedef struct conn {
     bool is_sse;  /* 200 with text/event-stream */
     bool done;    /* [DONE] seen */
     bool saw_ids; /* token ids came in the stream */
-    /* arrivals of empty-text events (oai_chunk.empty_text), tokens only if
+    /* arrivals of empty-text events (bench_chunk.empty_text), tokens only if
      * usage proves it at the end */
     uint64_t *held;
     size_t n_held, cap_held;
@@ -156,7 +156,7 @@ static void append(char **b, size_t *len, size_t *cap, const char *p, size_t n) 
 
 /* A chunk's text: all of it for re-tokenizing the output count; the
  * reply's content (not its reasoning) for a conversation's next turn. */
-static void keep_text(conn *c, const oai_chunk *ch) {
+static void keep_text(conn *c, const bench_chunk *ch) {
     if (!ch->text) return;
     if (c->run->cfg->keep_text)
         append(&c->text, &c->text_len, &c->text_cap, ch->text, ch->text_len);
@@ -166,7 +166,7 @@ static void keep_text(conn *c, const oai_chunk *ch) {
 
 /* What the server said about the request as a whole: usage, the share of
  * the prompt its prefix cache served, its timings. */
-static void take_usage(bench_record *rec, const oai_chunk *ch) {
+static void take_usage(bench_record *rec, const bench_chunk *ch) {
     if (ch->has_usage) {
         rec->has_usage = true;
         rec->usage_prompt = ch->prompt_tokens;
@@ -228,14 +228,14 @@ static size_t on_data(char *p, size_t sz, size_t nm, void *ud) {
     return n;
 }
 
-static int on_event(void *ud, const sse_event *ev) {
+static int on_event(void *ud, const sse_read_event *ev) {
     conn *c = ud;
     run_state *r = c->run;
     bench_record *rec = &r->recs[c->rec];
-    oai_chunk ch;
+    bench_chunk ch;
     tps_err e;
     r->events++;
-    if (bench_oai_parse(&ch, ev->data, ev->data_len, ev->event, &e) != 0) {
+    if (bench_chunk_parse(&ch, ev->data, ev->data_len, ev->event, &e) != 0) {
         set_err(c, BENCH_ERR_MALFORMED, "", e.msg);
         return 1;
     }
@@ -267,7 +267,7 @@ static int on_event(void *ud, const sse_event *ev) {
     }
     keep_text(c, &ch);
     take_usage(rec, &ch);
-    bench_oai_release(&ch);
+    bench_chunk_release(&ch);
     return stop;
 }
 
@@ -301,7 +301,7 @@ static int parse_chunk(conn *c, const char *p, size_t n, uint64_t t_ns) {
     }
     c->now = t_ns;
     tps_err e;
-    int rc = sse_parser_feed(&c->sse, p, n, on_event, c, &e);
+    int rc = sse_reader_feed(&c->sse, p, n, on_event, c, &e);
     if (rc < 0) set_err(c, BENCH_ERR_MALFORMED, "", e.msg);
     return rc;
 }
@@ -362,7 +362,7 @@ static int start(run_state *r, conn *c, size_t idx, const char *body, size_t len
     c->inbox_len = c->n_marks = c->n_held = 0;
     c->body_len = c->text_len = c->reply_len = 0;
     c->msg[0] = c->curl_err[0] = 0;
-    sse_parser_reset(&c->sse);
+    sse_reader_reset(&c->sse);
     curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
@@ -470,9 +470,9 @@ static void http_error_msg(conn *c, int status) {
 
 /* A non-streamed 200 body: one JSON response. */
 static void finish_json_body(conn *c, bench_record *rec) {
-    oai_chunk ch;
+    bench_chunk ch;
     tps_err e;
-    if (bench_oai_parse(&ch, c->body ? c->body : "", c->body_len, "", &e) != 0) {
+    if (bench_chunk_parse(&ch, c->body ? c->body : "", c->body_len, "", &e) != 0) {
         set_err(c, BENCH_ERR_MALFORMED, "", e.msg);
         return;
     }
@@ -480,7 +480,7 @@ static void finish_json_body(conn *c, bench_record *rec) {
     take_usage(rec, &ch);
     keep_text(c, &ch);
     c->done = true;
-    bench_oai_release(&ch);
+    bench_chunk_release(&ch);
 }
 
 /* The request's error kind: the first of a forced end (timeout, stall), a
@@ -513,7 +513,7 @@ static bench_errkind settle_error(conn *c, bench_record *rec, CURLcode cc, bench
     if (k == BENCH_OK && !c->done) {
         k = BENCH_ERR_TRUNCATED;
         snprintf(c->msg, sizeof c->msg, "the stream ended without [DONE]%s",
-                 sse_parser_pending(&c->sse) ? " (in the middle of an event)" : "");
+                 sse_reader_pending(&c->sse) ? " (in the middle of an event)" : "");
     }
     return k;
 }
@@ -712,7 +712,7 @@ static int setup(run_state *r, tps_err *e) {
     for (size_t i = 0; i < r->n_conns; i++) {
         conn *c = &r->conns[i];
         c->run = r;
-        int rc = sse_parser_init(&c->sse, SSE_EVENT_MAX, e);
+        int rc = sse_reader_init(&c->sse, SSE_EVENT_MAX, e);
         if (rc) return rc;
         c->easy = curl_easy_init();
         if (!c->easy) return tps_fail(e, TPS_EIO, "curl_easy_init failed");
@@ -745,7 +745,7 @@ static void teardown(run_state *r) {
             if (c->busy) curl_multi_remove_handle(r->multi, c->easy);
             curl_easy_cleanup(c->easy);
         }
-        sse_parser_free(&c->sse);
+        sse_reader_free(&c->sse);
         free(c->inbox);
         free(c->marks);
         free(c->held);

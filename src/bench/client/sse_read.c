@@ -1,4 +1,4 @@
-/* Incremental SSE parser (sse.h). Bytes are copied once into the line buffer,
+/* Incremental SSE parser (sse_read.h). Bytes are copied once into the line buffer,
  * data fields once more into the event buffer. Not here: JSON, timing. */
 #include "bench/client/sse_read.h"
 
@@ -7,32 +7,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-int sse_parser_init(sse_parser *p, size_t max_bytes, tps_err *e) {
+int sse_reader_init(sse_reader *p, size_t max_bytes, tps_err *e) {
     memset(p, 0, sizeof *p);
     p->max_bytes = max_bytes ? max_bytes : (1u << 20);
     p->line_cap = p->data_cap = 1024;
     p->line = malloc(p->line_cap);
     p->data = malloc(p->data_cap);
     if (!p->line || !p->data) {
-        sse_parser_free(p);
+        sse_reader_free(p);
         return tps_fail(e, TPS_ENOMEM, "cannot allocate SSE buffers");
     }
     return TPS_OK;
 }
 
-void sse_parser_free(sse_parser *p) {
+void sse_reader_free(sse_reader *p) {
     free(p->line);
     free(p->data);
     p->line = p->data = NULL;
 }
 
-void sse_parser_reset(sse_parser *p) {
+void sse_reader_reset(sse_reader *p) {
     p->line_len = p->data_len = 0;
     p->event[0] = 0;
     p->has_data = p->skip_lf = false;
 }
 
-bool sse_parser_pending(const sse_parser *p) {
+bool sse_reader_pending(const sse_reader *p) {
     return p->line_len > 0 || p->has_data;
 }
 
@@ -46,14 +46,14 @@ static int reserve(char **buf, size_t *cap, size_t need, size_t max, tps_err *e)
 }
 
 /* One complete line (without its end). */
-static int process_line(sse_parser *p, sse_cb cb, void *ctx, tps_err *e) {
+static int process_line(sse_reader *p, sse_read_cb cb, void *ctx, tps_err *e) {
     const char *l = p->line;
     size_t n = p->line_len;
     if (n == 0) { /* blank line: dispatch */
         int rc = 0;
         if (p->has_data) {
             p->data[p->data_len] = 0;
-            sse_event ev = {.data = p->data, .data_len = p->data_len, .event = p->event};
+            sse_read_event ev = {.data = p->data, .data_len = p->data_len, .event = p->event};
             p->events++;
             rc = cb(ctx, &ev);
         }
@@ -87,7 +87,8 @@ static int process_line(sse_parser *p, sse_cb cb, void *ctx, tps_err *e) {
     return 0;
 }
 
-int sse_parser_feed(sse_parser *p, const char *buf, size_t n, sse_cb cb, void *ctx, tps_err *e) {
+int sse_reader_feed(sse_reader *p, const char *buf, size_t n, sse_read_cb cb, void *ctx,
+                    tps_err *e) {
     size_t i = 0;
     while (i < n) {
         if (p->skip_lf) {

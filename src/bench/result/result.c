@@ -322,7 +322,7 @@ static void count_outcome(bench_result *r, const bench_record *rec, bool warm) {
 /* The server's own timings of a request, where it sent them. */
 static void count_server_timings(bench_result *r, const bench_record *rec, bool warm) {
     if (!rec->has_timings) return;
-    const oai_timings *x = &rec->timings;
+    const bench_timings *x = &rec->timings;
     r->with_timings++;
     if (x->preemptions > 0) r->server_preemptions += (uint64_t)x->preemptions;
     if (warm) return;

@@ -11,7 +11,7 @@
  * SCRAPE_MAX_SERIES series and SCRAPE_MAX_SAMPLES samples each. A failed
  * scrape is counted with its message, never fatal to the run. Times are
  * CLOCK_MONOTONIC ns until scrape_json makes them offsets from the run's
- * origin. Not here: the text format (metrics/prom_text.h), printing
+ * origin. Not here: the text format (metrics/prom_read.h), printing
  * (scrape_print), the run (bench_spec.c starts and stops it). */
 #ifndef TPS_BENCH_SCRAPE_H
 #define TPS_BENCH_SCRAPE_H
