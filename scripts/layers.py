@@ -35,12 +35,13 @@ ALLOWED = {
     "cli": {"base", "metrics", "kernels", "model", "engine", "server", "bench", "jinja"},
 }
 
-# Rooms within a module, lowest first: src/bench/http/ (one-shot requests)
+# Rooms within a module, lowest first: src/bench/io/ (one-shot HTTP requests,
+# temporary folders)
 # < workload/ (what is sent) < client/ (the load client) < result/ (what a
 # run measured) < experiment/ (runs as calls: one run, sweeps, capacity
 # searches) < report/ (tables, plots, pages).
 ROOMS = {
-    "bench": ["http", "workload", "client", "result", "experiment", "report"],
+    "bench": ["io", "workload", "client", "result", "experiment", "report"],
 }
 
 

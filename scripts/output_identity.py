@@ -204,8 +204,11 @@ CAPTURED = [  # name, args (the URL, --json and --seed are added), server delay
     ("trace", ["bench", "--dataset", "DATA/t.jsonl", "--trace-speed", "20"], 0),
     ("sweep", ["sweep", "--concurrency", "1,2", "--input-len", "16,32", "--requests", "4",
                "--output-len", "4"], 0),
-    ("capacity", ["bench", "--find-max-rate", "--slo", "e2e=1", "--rate", "8", "--duration",
-                  "1", "--timeout", "10", "--input-len", "16", "--output-len", "4"], 0.005),
+    # sends a constant 1/rate apart, the last one a gap before the probe's
+    # end: how many each probe sends does not hang on the client's timing
+    ("capacity", ["bench", "--find-max-rate", "--slo", "e2e=1", "--arrival", "constant", "--rate",
+                  "8", "--duration", "1", "--timeout", "10", "--input-len", "16", "--output-len",
+                  "4"], 0.005),
 ]
 
 

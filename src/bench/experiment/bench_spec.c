@@ -38,6 +38,15 @@ uint64_t bench_spec_fresh_seed(void) {
     return x ? x : 1;
 }
 
+/* How the run reaches the endpoint, for its one-shot requests (/tokenize,
+ * /metrics) as for its streams. */
+static http_auth auth_of(const bench_config *cfg) {
+    return (http_auth){.api_key = cfg->api_key,
+                       .headers = cfg->headers,
+                       .n_headers = cfg->n_headers,
+                       .insecure = cfg->insecure};
+}
+
 static uint32_t concurrency_of(const bench_spec *s) {
     return s->cfg.concurrency ? s->cfg.concurrency : s->cfg.rate > 0 ? 1000 : 1;
 }
@@ -90,7 +99,7 @@ int bench_spec_prepare(workload *wl, bench_config *cfg, const bench_spec *s, FIL
     char tok_url[1100];
     snprintf(tok_url, sizeof tok_url, "%s/tokenize", cfg->base_url);
     wo.tokenize_url = tok_url; /* used while building only */
-    wo.api_key = cfg->api_key;
+    wo.auth = auth_of(cfg);
     rc = workload_build(wl, &wo, e);
     if (rc) return rc;
     if (log && !wl->exact_inputs && !wo.dataset)
@@ -157,7 +166,8 @@ static int scrape_url(char *url, size_t cap, const bench_spec *s, const bench_co
     if (s->scrape && !strcmp(s->scrape, "off")) return TPS_OK;
     if (s->scrape) {
         snprintf(url, cap, "%s", s->scrape);
-        int rc = scrape_probe(url, cfg->api_key, cfg->insecure, e);
+        const http_auth a = auth_of(cfg);
+        int rc = scrape_probe(url, &a, e);
         if (rc) {
             char m[sizeof e->msg];
             snprintf(m, sizeof m, "%s", e->msg);
@@ -171,7 +181,8 @@ static int scrape_url(char *url, size_t cap, const bench_spec *s, const bench_co
     if (n >= 3 && !strncmp(cfg->base_url + n - 3, "/v1", 3)) n -= 3;
     snprintf(url, cap, "%.*s/metrics", (int)n, cfg->base_url);
     tps_err pe = {{0}};
-    if (scrape_probe(url, cfg->api_key, cfg->insecure, &pe)) {
+    const http_auth a = auth_of(cfg);
+    if (scrape_probe(url, &a, &pe)) {
         if (log) fprintf(log, "%s: note: no server metrics scraped (%s)\n", prog, pe.msg);
         url[0] = 0;
     }
@@ -187,10 +198,10 @@ int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char
     if (rc) return rc;
     char url[1200];
     scraper *sc = NULL;
+    const http_auth auth = auth_of(&cfg);
     double every = s->ro.bin_s > 0 && s->ro.bin_s < 1 ? s->ro.bin_s : 1.0;
     if ((rc = scrape_url(url, sizeof url, s, &cfg, log, prog, e)) ||
-        (url[0] &&
-         (rc = scrape_start(&sc, url, cfg.api_key, cfg.insecure, every < 0.1 ? 0.1 : every, e)))) {
+        (url[0] && (rc = scrape_start(&sc, url, &auth, every < 0.1 ? 0.1 : every, e)))) {
         workload_free(&wl);
         return rc;
     }

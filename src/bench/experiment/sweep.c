@@ -7,7 +7,6 @@
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -21,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/io/http_call.h"
+#include "bench/io/tmp_dir.h"
 #include "bench/result/result.h"
 #include "base/clock.h"
 
@@ -87,49 +88,12 @@ size_t sweep_naxes(const sweep_opts *o) {
 
 /* ---- HTTP GET (health, metrics) ------------------------------------------------------ */
 
-typedef struct gbuf {
-    char *p;
-    size_t n, cap;
-} gbuf;
-
-static size_t gbuf_write(char *data, size_t sz, size_t nm, void *ud) {
-    gbuf *b = ud;
-    size_t k = sz * nm;
-    if (b->n + k + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + k + 1)
-            cap *= 2;
-        if (cap > (64u << 20)) return 0; /* a /metrics page is never this big */
-        char *q = realloc(b->p, cap);
-        if (!q) return 0;
-        b->p = q, b->cap = cap;
-    }
-    memcpy(b->p + b->n, data, k);
-    b->n += k;
-    b->p[b->n] = 0;
-    return k;
-}
-
-/* Returns the HTTP status (0: no answer); body (malloc'ed, may be NULL) in *body. */
-static long http_get(const char *url, char **body, long timeout_ms) {
-    gbuf b = {0};
-    long status = 0;
-    CURL *c = curl_easy_init();
-    if (c) {
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, gbuf_write);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_NOPROXY, "127.0.0.1,localhost");
-        if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-        curl_easy_cleanup(c);
-    }
-    if (body)
-        *body = b.p;
-    else
-        free(b.p);
-    return status;
+/* Returns the HTTP status (0: no answer); the body (the caller frees it)
+ * into *body when body is not NULL. A tps server of the sweep's own, or the
+ * --url endpoint's /metrics: never through a proxy, at most 64 MiB. */
+static long http_get(const char *url, sbuf *body, long timeout_ms) {
+    const http_call_opts o = {.timeout_ms = timeout_ms, .max_body = 64u << 20, .local = true};
+    return http_call_once(url, NULL, &o, body);
 }
 
 /* base URL without a trailing "/" or "/v1" */
@@ -188,11 +152,11 @@ int sweep_scrape(sweep_counters *c, const char *base_url, tps_err *e) {
     char base[1024], url[1100];
     base_of(base, sizeof base, base_url);
     snprintf(url, sizeof url, "%s/metrics", base);
-    char *body = NULL;
+    sbuf body;
     long st = http_get(url, &body, 3000);
-    int rc = st == 200 && body ? sweep_parse_metrics(c, body, e)
-                               : tps_fail(e, TPS_ENOENT, "%s: no /metrics (status %ld)", url, st);
-    free(body);
+    int rc = st == 200 && body.p ? sweep_parse_metrics(c, body.p, e)
+                                 : tps_fail(e, TPS_ENOENT, "%s: no /metrics (status %ld)", url, st);
+    sbuf_free(&body);
     return rc;
 }
 
@@ -349,20 +313,6 @@ int sweep_server_stop(sweep_server *s, double wait_s) {
 }
 
 /* ---- the sweep ------------------------------------------------------------------------------ */
-
-static void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *de;
-    char p[1024];
-    for (int i = 0; i < 100000 && (de = readdir(d)); i++) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 static const char *base_name(const char *path) {
     const char *s = strrchr(path, '/');
@@ -613,7 +563,7 @@ int sweep_run(json_t **doc, size_t *n_failed, const sweep_opts *o, tps_err *e) {
             if (o->log) fprintf(o->log, "sweep: stopped the server (exit status %d)\n", st);
         }
     }
-    if (o->axis[SWEEP_MODEL].n) rm_tree(tmp);
+    if (o->axis[SWEEP_MODEL].n) tmp_dir_remove(tmp);
     curl_global_cleanup();
     if (rc) {
         json_decref(d);

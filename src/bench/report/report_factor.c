@@ -6,12 +6,12 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/sbuf.h"
 #include "bench/result/verdict.h" /* VERDICT_MULTI_SHARE: when several tokens an event needs a word */
 
 static const char *const PART_NAMES[FP_PARTS] = {"batch",   "mix",   "itl",    "prefix",
@@ -210,44 +210,30 @@ static const char *cell(char *buf, size_t cap, const rset_point *p, metric m, do
 
 /* ---- readings -------------------------------------------------------------------------------- */
 
-typedef struct rbuf {
-    char *s;
-    size_t n, cap;
-} rbuf;
-
-static void put(rbuf *b, const char *fmt, ...) {
-    if (b->n >= b->cap) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
-    va_end(ap);
-    if (k > 0) b->n = b->n + (size_t)k < b->cap ? b->n + (size_t)k : b->cap - 1;
-}
-
 /* "2.31x the WHAT (A → B UNIT)" from the two cells; "the WHAT went A → B"
  * when the ratio is undefined. False when either cell is unknown. */
-static bool ratio(rbuf *b, const char *what, const rset_point *a, const rset_point *z, metric m,
+static bool ratio(sbuf *b, const char *what, const rset_point *a, const rset_point *z, metric m,
                   const char *unit) {
     char ca[32], cz[32];
     double va, vz;
     cell(ca, sizeof ca, a, m, &va);
     cell(cz, sizeof cz, z, m, &vz);
     if (!isfinite(va) || !isfinite(vz)) {
-        put(b, "the %s (not measured)", what);
+        sbuf_printf(b, "the %s (not measured)", what);
         return false;
     }
     if (va > 0)
-        put(b, "%.2fx the %s (%s \xe2\x86\x92 %s%s)", vz / va, what, ca, cz, unit);
+        sbuf_printf(b, "%.2fx the %s (%s \xe2\x86\x92 %s%s)", vz / va, what, ca, cz, unit);
     else
-        put(b, "the %s went %s \xe2\x86\x92 %s%s", what, ca, cz, unit);
+        sbuf_printf(b, "the %s went %s \xe2\x86\x92 %s%s", what, ca, cz, unit);
     return true;
 }
 
 /* "A → B UNIT" from the two cells. */
-static void span(rbuf *b, const rset_point *a, const rset_point *z, metric m, const char *unit) {
+static void span(sbuf *b, const rset_point *a, const rset_point *z, metric m, const char *unit) {
     char ca[32], cz[32];
-    put(b, "%s \xe2\x86\x92 %s%s", cell(ca, sizeof ca, a, m, NULL), cell(cz, sizeof cz, z, m, NULL),
-        unit);
+    sbuf_printf(b, "%s \xe2\x86\x92 %s%s", cell(ca, sizeof ca, a, m, NULL),
+                cell(cz, sizeof cz, z, m, NULL), unit);
 }
 
 static double shown(const rset_point *p, metric m) {
@@ -260,12 +246,13 @@ static double shown(const rset_point *p, metric m) {
 /* When many arrivals in a or z brought several tokens (the verdict's share
  * of events), the per-token ITL p50 counts zero gaps nobody waited: a
  * sentence naming the gap per arrival. */
-static void read_multi(rbuf *b, const rset_point *a, const rset_point *z) {
+static void read_multi(sbuf *b, const rset_point *a, const rset_point *z) {
     const rset_point *p = shown(z, M_MULTI) >= shown(a, M_MULTI) ? z : a;
     const double share = shown(p, M_MULTI);
     if (!(share >= 100 * VERDICT_MULTI_SHARE)) return;
     char gap[32], itl[32];
-    put(b,
+    sbuf_printf(
+        b,
         " At %s %.1f%% of token arrivals brought several tokens (SSE events read together, or "
         "tokens held until they make whole UTF-8 characters, as a random-weight model's often "
         "do not), so its ITL p50 of %s ms counts zero gaps; the gap per arrival, what a reader "
@@ -274,105 +261,110 @@ static void read_multi(rbuf *b, const rset_point *a, const rset_point *z) {
         cell(gap, sizeof gap, p, M_EGAP50, NULL));
 }
 
-static void read_batch(rbuf *b, const rset_point *a, const rset_point *z) {
+static void read_batch(sbuf *b, const rset_point *a, const rset_point *z) {
     double ca = atof(a->axis[SWEEP_CONCURRENCY]), cz = atof(z->axis[SWEEP_CONCURRENCY]);
     if (ca > 0 && cz > 0)
-        put(b, "%.0fx the concurrency (%s \xe2\x86\x92 %s) gave ", cz / ca,
-            a->axis[SWEEP_CONCURRENCY], z->axis[SWEEP_CONCURRENCY]);
+        sbuf_printf(b, "%.0fx the concurrency (%s \xe2\x86\x92 %s) gave ", cz / ca,
+                    a->axis[SWEEP_CONCURRENCY], z->axis[SWEEP_CONCURRENCY]);
     else
-        put(b, "From %s to %s gave ", a->label, z->label);
+        sbuf_printf(b, "From %s to %s gave ", a->label, z->label);
     ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
-    put(b, " and ");
+    sbuf_printf(b, " and ");
     ratio(b, "ITL p50", a, z, M_ITL50, " ms");
-    put(b, "; TTFT p50 went ");
+    sbuf_printf(b, "; TTFT p50 went ");
     span(b, a, z, M_TTFT50, " ms");
     double t = shown(z, M_OUT_TPS) / shown(a, M_OUT_TPS);
     if (isfinite(t) && ca > 0 && cz > ca)
-        put(b, ": batching %s.",
-            t >= 0.9 * cz / ca ? "scaled the rate with the streams (the steps are not yet full)"
-            : t > 1.1          ? "raised the rate, by less than the streams it added"
-                               : "did not raise the rate: the steps were already saturated");
+        sbuf_printf(b, ": batching %s.",
+                    t >= 0.9 * cz / ca
+                        ? "scaled the rate with the streams (the steps are not yet full)"
+                    : t > 1.1 ? "raised the rate, by less than the streams it added"
+                              : "did not raise the rate: the steps were already saturated");
     else
-        put(b, ".");
+        sbuf_printf(b, ".");
 }
 
-static void read_mix(rbuf *b, const rset_point *a, const rset_point *z) {
-    put(b, "From %s to %s (prompt/output tokens), ", a->label, z->label);
+static void read_mix(sbuf *b, const rset_point *a, const rset_point *z) {
+    sbuf_printf(b, "From %s to %s (prompt/output tokens), ", a->label, z->label);
     ratio(b, "input tok/s", a, z, M_IN_TPS, "");
-    put(b, " and ");
+    sbuf_printf(b, " and ");
     ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
-    put(b, "; TTFT p50 went ");
+    sbuf_printf(b, "; TTFT p50 went ");
     span(b, a, z, M_TTFT50, " ms");
-    put(b, " and ITL p50 ");
+    sbuf_printf(b, " and ITL p50 ");
     span(b, a, z, M_ITL50, " ms");
     double o = shown(z, M_OUT_TPS) / shown(a, M_OUT_TPS);
     double i = shown(z, M_ITL50) - shown(a, M_ITL50);
     if (isfinite(o) && isfinite(i))
-        put(b, ": %s.",
-            o >= 1     ? "the output rate did not fall with the prompt share here"
-            : i <= 0.5 ? "the prompt-heavy window shows less generation throughput while each "
-                         "stream decodes no slower"
-                       : "the prompt-heavy window shows less generation throughput, and its "
-                         "prompts also slow the streams' decoding");
+        sbuf_printf(b, ": %s.",
+                    o >= 1 ? "the output rate did not fall with the prompt share here"
+                    : i <= 0.5
+                        ? "the prompt-heavy window shows less generation throughput while each "
+                          "stream decodes no slower"
+                        : "the prompt-heavy window shows less generation throughput, and its "
+                          "prompts also slow the streams' decoding");
     else
-        put(b, ".");
+        sbuf_printf(b, ".");
 }
 
-static void read_itl(rbuf *b, const rset_point *a, const rset_point *z) {
-    put(b, "With long prompts arriving among the streams, %s against %s gave ", z->label, a->label);
+static void read_itl(sbuf *b, const rset_point *a, const rset_point *z) {
+    sbuf_printf(b, "With long prompts arriving among the streams, %s against %s gave ", z->label,
+                a->label);
     ratio(b, "ITL p99", a, z, M_ITL99, " ms");
-    put(b, " and ");
+    sbuf_printf(b, " and ");
     ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
     double r = shown(z, M_ITL99) / shown(a, M_ITL99);
     if (isfinite(r))
-        put(b, ": %s.",
-            r < 0.9   ? "the streams' worst gaps shrank"
-            : r > 1.1 ? "the streams' worst gaps grew"
-                      : "the streams' worst gaps barely changed");
+        sbuf_printf(b, ": %s.",
+                    r < 0.9   ? "the streams' worst gaps shrank"
+                    : r > 1.1 ? "the streams' worst gaps grew"
+                              : "the streams' worst gaps barely changed");
     else
-        put(b, ".");
+        sbuf_printf(b, ".");
 }
 
-static void read_prefix(rbuf *b, const rset_point *a, const rset_point *z) {
-    put(b,
+static void read_prefix(sbuf *b, const rset_point *a, const rset_point *z) {
+    sbuf_printf(
+        b,
         "On prompts sharing a prefix, %s against %s took the share of input served from the "
         "cache ",
         z->label, a->label);
     span(b, a, z, M_CACHED, " %");
-    put(b, " and gave ");
+    sbuf_printf(b, " and gave ");
     ratio(b, "TTFT p50", a, z, M_TTFT50, " ms");
-    put(b, " and ");
+    sbuf_printf(b, " and ");
     ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
-    put(b, ".");
+    sbuf_printf(b, ".");
 }
 
-static void read_kv_type(rbuf *b, const rset_point *a, const rset_point *z) {
-    put(b, "%s against %s gave ", z->label, a->label);
+static void read_kv_type(sbuf *b, const rset_point *a, const rset_point *z) {
+    sbuf_printf(b, "%s against %s gave ", z->label, a->label);
     ratio(b, "MB read per output token", a, z, M_MB_TOK, "");
-    put(b, ", ");
+    sbuf_printf(b, ", ");
     ratio(b, "ITL p50", a, z, M_ITL50, " ms");
-    put(b, " and ");
+    sbuf_printf(b, " and ");
     ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
-    put(b, ".");
+    sbuf_printf(b, ".");
 }
 
-static void read_model(rbuf *b, const rset_point *a, const rset_point *z) {
-    put(b, "On the same workload %s against %s read ", z->label, a->label);
+static void read_model(sbuf *b, const rset_point *a, const rset_point *z) {
+    sbuf_printf(b, "On the same workload %s against %s read ", z->label, a->label);
     bool bytes = ratio(b, "MB per output token", a, z, M_MB_TOK, "");
-    put(b, " and gave ");
+    sbuf_printf(b, " and gave ");
     ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
-    put(b, "; the steps read ");
+    sbuf_printf(b, "; the steps read ");
     span(b, a, z, M_GBS, " GB/s");
-    put(b, ", ");
+    sbuf_printf(b, ", ");
     span(b, a, z, M_BW, " %");
-    put(b, " of the measured bandwidth");
+    sbuf_printf(b, " of the measured bandwidth");
     const char *flag = rset_point_bw_flag(z) ? rset_point_bw_flag(z) : rset_point_bw_flag(a);
-    if (flag) put(b, " (! %s)", flag);
+    if (flag) sbuf_printf(b, " (! %s)", flag);
     double k = shown(z, M_OUT_TPS) / shown(a, M_OUT_TPS) * shown(z, M_MB_TOK) / shown(a, M_MB_TOK);
     /* k: the bigger model's bytes per second over the smaller's; 1 when
      * both steps stream weights at the same rate (bandwidth-bound) */
     if (bytes && isfinite(k))
-        put(b, ": %s.",
+        sbuf_printf(
+            b, ": %s.",
             k >= 0.75 && k <= 1.33 ? "decode speed follows bytes per token (both read at about "
                                      "the same GB/s)"
             : k < 0.75 ? "the bigger model lost more speed than its bytes explain: its steps "
@@ -380,53 +372,53 @@ static void read_model(rbuf *b, const rset_point *a, const rset_point *z) {
                        : "the bigger model lost less speed than its bytes: the smaller one's "
                          "steps do not reach the bandwidth (overhead-bound)");
     else
-        put(b, ".");
+        sbuf_printf(b, ".");
 }
 
-static void read_active(rbuf *b, const rset_point *a, const rset_point *z) {
-    put(b, "On the same workload %s against %s read ", z->label, a->label);
+static void read_active(sbuf *b, const rset_point *a, const rset_point *z) {
+    sbuf_printf(b, "On the same workload %s against %s read ", z->label, a->label);
     bool bytes = ratio(b, "MB per output token", a, z, M_MB_TOK, "");
-    put(b, " and gave ");
+    sbuf_printf(b, " and gave ");
     ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
     char ce[32];
-    put(b, "; its steps ran %s experts a layer (of %.0f)", cell(ce, sizeof ce, z, M_EXPERTS, NULL),
+    sbuf_printf(b, "; its steps ran %s experts a layer (of %.0f)", cell(ce, sizeof ce, z, M_EXPERTS, NULL),
         z->srv.model_experts);
     double t = shown(z, M_OUT_TPS) / shown(a, M_OUT_TPS);
     if (bytes && isfinite(t))
-        put(b, ": %s.",
+        sbuf_printf(b, ": %s.",
             t >= 0.75 ? "at about the same active size the mixture of experts decodes at about "
                         "the dense model's speed, whatever its total size"
                       : "the mixture of experts is slower than its active size alone explains: "
                         "its steps run more experts than one token's, or routing costs show");
     else
-        put(b, ".");
+        sbuf_printf(b, ".");
 }
 
-static void read_experts(rbuf *b, const rset_point *a, const rset_point *z) {
+static void read_experts(sbuf *b, const rset_point *a, const rset_point *z) {
     double ca = atof(a->axis[SWEEP_CONCURRENCY]), cz = atof(z->axis[SWEEP_CONCURRENCY]);
     if (ca > 0 && cz > 0)
-        put(b, "%.0fx the concurrency (%s \xe2\x86\x92 %s) took the experts a step runs from ",
+        sbuf_printf(b, "%.0fx the concurrency (%s \xe2\x86\x92 %s) took the experts a step runs from ",
             cz / ca, a->axis[SWEEP_CONCURRENCY], z->axis[SWEEP_CONCURRENCY]);
     else
-        put(b, "From %s to %s took the experts a step runs from ", a->label, z->label);
+        sbuf_printf(b, "From %s to %s took the experts a step runs from ", a->label, z->label);
     span(b, a, z, M_EXPERTS, "");
-    put(b, " a layer (of %.0f) and gave ", z->srv.model_experts);
+    sbuf_printf(b, " a layer (of %.0f) and gave ", z->srv.model_experts);
     ratio(b, "MB read per output token", a, z, M_MB_TOK, "");
-    put(b, " and ");
+    sbuf_printf(b, " and ");
     ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
     double e = shown(z, M_EXPERTS) / shown(a, M_EXPERTS);
     if (isfinite(e) && ca > 0 && cz > ca)
-        put(b, ": %s.",
+        sbuf_printf(b, ": %s.",
             e >= 0.9 * cz / ca ? "the streams chose different experts, so each step read about "
                                  "as many more weights as it carried streams"
                                : "streams shared experts, so a step read fewer weights than its "
                                  "streams times one token's: batching still pays, less than for "
                                  "a dense model");
     else
-        put(b, ".");
+        sbuf_printf(b, ".");
 }
 
-static void (*const READERS[FP_PARTS])(rbuf *, const rset_point *, const rset_point *) = {
+static void (*const READERS[FP_PARTS])(sbuf *, const rset_point *, const rset_point *) = {
     read_batch,   read_mix,   read_itl,    read_prefix,
     read_kv_type, read_model, read_active, read_experts};
 
@@ -443,9 +435,12 @@ void factor_finish(factor_report *f) {
         const rset *s = &f->part[i];
         f->reading[i][0] = 0;
         if (s->n < 2 || !s->p[0].has_result || !s->p[s->n - 1].has_result) continue;
-        rbuf b = {f->reading[i], 0, sizeof f->reading[i]};
+        sbuf b;
+        sbuf_init(&b);
         READERS[i](&b, &s->p[0], &s->p[s->n - 1]);
         if (i != FP_PREFIX && i != FP_MODEL) read_multi(&b, &s->p[0], &s->p[s->n - 1]);
+        snprintf(f->reading[i], sizeof f->reading[i], "%s", b.p ? b.p : "");
+        sbuf_free(&b);
     }
 }
 

@@ -5,12 +5,13 @@
  * Not here: the plots themselves (report_plot.c). */
 #include "bench/report/report_set.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "bench/io/tmp_dir.h"
 
 void rhtml_esc(FILE *f, const char *s) {
     for (; *s; s++) {
@@ -313,20 +314,6 @@ int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
 
 /* ---- plots + page ------------------------------------------------------------------------ */
 
-static void rm_flat_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *de;
-    char p[1024];
-    for (int i = 0; i < 100000 && (de = readdir(d)); i++) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 int rset_render(const rset *s, const char *html_path, const char *svg_dir, tps_err *e) {
     char tmp[] = "/tmp/tps-report-XXXXXX";
     const char *dir = svg_dir;
@@ -342,6 +329,6 @@ int rset_render(const rset *s, const char *html_path, const char *svg_dir, tps_e
     if (html_path) rc = rset_write_html(s, prc ? NULL : plots, dir, pe.msg, html_path, e);
     if (!rc && prc) rc = tps_fail(e, prc, "%s", pe.msg);
     free(plots);
-    if (!svg_dir) rm_flat_dir(tmp);
+    if (!svg_dir) tmp_dir_remove(tmp);
     return rc;
 }

@@ -1,8 +1,8 @@
-/* The scrape thread and its series (scrape.h). One libcurl easy handle,
- * reused; a condition variable lets scrape_stop wake it at once. */
+/* The scrape thread and its series (scrape.h). One HTTP handle
+ * (http/http_call.h), reused; a condition variable lets scrape_stop wake it
+ * at once. */
 #include "bench/result/scrape.h"
 
-#include <curl/curl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "base/cond.h"
+#include "bench/io/http_call.h"
 #include "metrics/prom_read.h"
 
 #define SCRAPE_MAX_BODY (16u << 20)
@@ -25,13 +26,9 @@ typedef struct series {
 
 struct scraper {
     char url[1024];
-    char auth[1100];
     uint64_t interval_ns;
-    CURL *curl;
-    struct curl_slist *hdr;
-    char *body;
-    size_t body_len;
-    bool body_over;
+    bool open; /* call is open */
+    http_call call;
     series *s;
     size_t n_series;
     uint64_t scrapes, failed;
@@ -70,55 +67,21 @@ static prom_type kept_type(const prom_sample_view *v) {
 
 /* ---- HTTP ---------------------------------------------------------------------------------- */
 
-static size_t on_body(char *p, size_t sz, size_t nm, void *ud) {
-    scraper *s = ud;
-    size_t n = sz * nm;
-    if (s->body_len + n > SCRAPE_MAX_BODY) {
-        s->body_over = true;
-        return 0;
-    }
-    char *b = realloc(s->body, s->body_len + n + 1);
-    if (!b) return 0;
-    memcpy(b + s->body_len, p, n);
-    s->body = b;
-    s->body_len += n;
-    b[s->body_len] = 0;
-    return n;
-}
-
-static int setup(scraper *s, const char *url, const char *api_key, bool insecure, tps_err *e) {
+static int setup(scraper *s, const char *url, const http_auth *auth, tps_err *e) {
     snprintf(s->url, sizeof s->url, "%s", url);
-    s->curl = curl_easy_init();
-    if (!s->curl) return tps_fail(e, TPS_ENOMEM, "cannot create a libcurl handle");
-    curl_easy_setopt(s->curl, CURLOPT_URL, s->url);
-    curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, s);
-    curl_easy_setopt(s->curl, CURLOPT_TIMEOUT_MS, 2000L);
-    curl_easy_setopt(s->curl, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
-    curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
-    if (insecure) {
-        curl_easy_setopt(s->curl, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(s->curl, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-    if (api_key) {
-        snprintf(s->auth, sizeof s->auth, "Authorization: Bearer %s", api_key);
-        s->hdr = curl_slist_append(NULL, s->auth);
-        curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, s->hdr);
-    }
-    return TPS_OK;
+    const http_call_opts o = {
+        .auth = auth, .timeout_ms = 2000, .connect_timeout_ms = 1000, .max_body = SCRAPE_MAX_BODY};
+    int rc = http_call_open(&s->call, s->url, &o, e);
+    s->open = rc == TPS_OK;
+    return rc;
 }
 
-/* GETs the endpoint into s->body; 0 or an error naming the URL. */
+/* GETs the endpoint into s->call.body; 0 or an error naming the URL. */
 static int get(scraper *s, tps_err *e) {
-    s->body_len = 0;
-    s->body_over = false;
-    CURLcode c = curl_easy_perform(s->curl);
-    long status = 0;
-    curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
-    if (c != CURLE_OK)
-        return tps_fail(e, TPS_EIO, "%s: %s", s->url,
-                        s->body_over ? "response over 16 MiB" : curl_easy_strerror(c));
-    if (status != 200) return tps_fail(e, TPS_EIO, "%s: HTTP status %ld", s->url, status);
+    if (http_call_do(&s->call, NULL, e))
+        return s->call.over ? tps_fail(e, TPS_EIO, "%s: response over 16 MiB", s->url) : TPS_EIO;
+    if (s->call.status != 200)
+        return tps_fail(e, TPS_EIO, "%s: HTTP status %ld", s->url, s->call.status);
     return TPS_OK;
 }
 
@@ -170,7 +133,8 @@ static void sample_once(scraper *s) {
     tps_err e = {{0}};
     s->now = tps_now_ns();
     s->scrapes++;
-    if (!get(s, &e)) prom_text_parse(s->body ? s->body : "", s->body_len, on_sample, s, &e);
+    if (!get(s, &e))
+        prom_text_parse(s->call.body.p ? s->call.body.p : "", s->call.body.len, on_sample, s, &e);
     if (e.msg[0]) {
         s->failed++;
         snprintf(s->error, sizeof s->error, "%.250s", e.msg);
@@ -203,21 +167,21 @@ static void scraper_free(scraper *s) {
     for (size_t i = 0; i < s->n_series; i++)
         free(s->s[i].name), free(s->s[i].labels), free(s->s[i].t), free(s->s[i].v);
     free(s->s);
-    free(s->body);
-    if (s->curl) curl_easy_cleanup(s->curl);
-    curl_slist_free_all(s->hdr);
+    if (s->open) http_call_close(&s->call);
     free(s);
 }
 
 /* ---- probe, start, stop ------------------------------------------------------------------- */
 
-int scrape_probe(const char *url, const char *api_key, bool insecure, tps_err *e) {
+int scrape_probe(const char *url, const http_auth *auth, tps_err *e) {
     scraper *s = calloc(1, sizeof *s);
     if (!s) return tps_fail(e, TPS_ENOMEM, "out of memory");
     s->s = calloc(SCRAPE_MAX_SERIES, sizeof *s->s);
-    int rc = s->s ? setup(s, url, api_key, insecure, e) : tps_fail(e, TPS_ENOMEM, "out of memory");
+    int rc = s->s ? setup(s, url, auth, e) : tps_fail(e, TPS_ENOMEM, "out of memory");
     if (!rc) rc = get(s, e);
-    if (!rc) rc = prom_text_parse(s->body ? s->body : "", s->body_len, on_sample, s, e);
+    if (!rc)
+        rc = prom_text_parse(s->call.body.p ? s->call.body.p : "", s->call.body.len, on_sample, s,
+                             e);
     if (rc) {
         char m[sizeof e->msg];
         snprintf(m, sizeof m, "%s", e->msg);
@@ -230,14 +194,14 @@ int scrape_probe(const char *url, const char *api_key, bool insecure, tps_err *e
     return rc;
 }
 
-int scrape_start(scraper **out, const char *url, const char *api_key, bool insecure,
-                 double interval_s, tps_err *e) {
+int scrape_start(scraper **out, const char *url, const http_auth *auth, double interval_s,
+                 tps_err *e) {
     *out = NULL;
     scraper *s = calloc(1, sizeof *s);
     if (!s) return tps_fail(e, TPS_ENOMEM, "out of memory");
     s->s = calloc(SCRAPE_MAX_SERIES, sizeof *s->s);
     s->interval_ns = (uint64_t)((interval_s > 0 ? interval_s : 1.0) * 1e9);
-    int rc = s->s ? setup(s, url, api_key, insecure, e) : tps_fail(e, TPS_ENOMEM, "out of memory");
+    int rc = s->s ? setup(s, url, auth, e) : tps_fail(e, TPS_ENOMEM, "out of memory");
     if (rc) {
         scraper_free(s);
         return rc;

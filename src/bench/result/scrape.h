@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "base/error.h"
+#include "bench/io/http_call.h"
 
 #define SCRAPE_MAX_SERIES  256
 #define SCRAPE_MAX_SAMPLES 100000
@@ -33,13 +34,13 @@ bool scrape_wanted(const char *name, size_t len);
 
 /* One GET of url: 0 when it answers 200 with Prometheus text holding at
  * least one wanted gauge or counter, else an error saying what it did. */
-int scrape_probe(const char *url, const char *api_key, bool insecure, tps_err *e);
+int scrape_probe(const char *url, const http_auth *auth, tps_err *e);
 
 /* Takes the first sample (before it returns), then starts the sampling
- * thread, one sample per interval_s. api_key may be NULL; insecure: HTTPS
- * without certificate checks (as the run's --insecure). */
-int scrape_start(scraper **out, const char *url, const char *api_key, bool insecure,
-                 double interval_s, tps_err *e);
+ * thread, one sample per interval_s. auth: the run's key, --header lines
+ * and --insecure (NULL: none). */
+int scrape_start(scraper **out, const char *url, const http_auth *auth, double interval_s,
+                 tps_err *e);
 /* Takes a last sample, stops the thread and returns what it recorded as
  * the result's `server_metrics` object (new reference; times from
  * origin_ns), then frees the scraper. */

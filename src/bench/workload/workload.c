@@ -4,13 +4,14 @@
  * touches the tokenizer. Not here: sending, timing. */
 #include "bench/workload/workload.h"
 
-#include <curl/curl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sbuf.h"
+#include "bench/io/http_call.h"     /* /tokenize */
 #include "bench/workload/dataset.h" /* dataset_parse: the formats of --dataset */
 #include "model/gguf.h"             /* gguf_open for --tokenizer */
 #include "model/tokenizer.h"        /* tokenizer_load / encode */
@@ -23,26 +24,9 @@ const char *bench_endpoint_path(bench_endpoint ep) {
 
 typedef struct counter {
     const tokenizer *tok;
-    CURL *curl; /* /tokenize */
-    struct curl_slist *hdrs;
-    char *resp;
-    size_t resp_len, resp_cap;
+    bool server;    /* call is open on a /tokenize that answered */
+    http_call call; /* /tokenize */
 } counter;
-
-static size_t collect(char *p, size_t sz, size_t nm, void *ud) {
-    counter *c = ud;
-    size_t n = sz * nm;
-    if (c->resp_len + n + 1 > c->resp_cap) {
-        size_t cap = (c->resp_len + n + 1) * 2;
-        char *b = realloc(c->resp, cap);
-        if (!b) return 0;
-        c->resp = b;
-        c->resp_cap = cap;
-    }
-    memcpy(c->resp + c->resp_len, p, n);
-    c->resp_len += n;
-    return n;
-}
 
 /* Prompt tokens as the server counts them (BOS included); -1 on failure. */
 static int64_t count_tokens(counter *c, const char *text) {
@@ -54,19 +38,16 @@ static int64_t count_tokens(counter *c, const char *text) {
         int rc = tokenizer_encode(c->tok, text, len, TOK_ENCODE_ADD_SPECIAL, one, 1, &n, &e);
         return rc == 0 || rc == TPS_ERANGE ? (int64_t)n : -1;
     }
-    if (!c->curl) return -1;
+    if (!c->server) return -1;
     json_t *req = json_pack("{s:s, s:b}", "content", text, "add_special", 1);
     char *body = json_dumps(req, JSON_COMPACT);
     json_decref(req);
     if (!body) return -1;
-    c->resp_len = 0;
-    curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
-    CURLcode cc = curl_easy_perform(c->curl);
+    tps_err e;
+    int rc = http_call_do(&c->call, body, &e);
     free(body);
-    long status = 0;
-    curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
-    if (cc != CURLE_OK || status != 200) return -1;
-    json_t *j = json_loadb(c->resp ? c->resp : "", c->resp_len, 0, NULL);
+    if (rc || c->call.status != 200) return -1;
+    json_t *j = json_loadb(c->call.body.p ? c->call.body.p : "", c->call.body.len, 0, NULL);
     json_t *toks = json_object_get(j, "tokens");
     int64_t n = json_is_array(toks) ? (int64_t)json_array_size(toks) : -1;
     json_decref(j);
@@ -74,29 +55,18 @@ static int64_t count_tokens(counter *c, const char *text) {
 }
 
 static void counter_close(counter *c) {
-    if (c->curl) curl_easy_cleanup(c->curl);
-    curl_slist_free_all(c->hdrs);
-    free(c->resp);
+    if (c->server) http_call_close(&c->call);
     memset(c, 0, sizeof *c);
 }
 
-/* Tries the server's /tokenize once; keeps it only if it answers. */
-static bool counter_open_server(counter *c, const char *url, const char *api_key) {
-    c->curl = curl_easy_init();
-    if (!c->curl) return false;
-    c->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-    if (api_key) {
-        char h[512];
-        snprintf(h, sizeof h, "Authorization: Bearer %s", api_key);
-        c->hdrs = curl_slist_append(c->hdrs, h);
-    }
-    curl_easy_setopt(c->curl, CURLOPT_URL, url);
-    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->hdrs);
-    curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, c);
-    curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, 10000L);
-    curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
-    curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+/* Tries the server's /tokenize once, the way the load client reaches the
+ * server (key, --header, --insecure); keeps it only if it answers. */
+static bool counter_open_server(counter *c, const char *url, const http_auth *auth) {
+    const http_call_opts o = {
+        .auth = auth, .timeout_ms = 10000, .connect_timeout_ms = 5000, .json = true};
+    tps_err e;
+    if (http_call_open(&c->call, url, &o, &e)) return false;
+    c->server = true;
     if (count_tokens(c, "hello") > 0) return true;
     counter_close(c);
     return false;
@@ -188,26 +158,13 @@ static const char *const WORDS[] = {
     "green", "grass",  "small", "kind"};
 #define N_WORDS (sizeof WORDS / sizeof WORDS[0])
 
-typedef struct strbuf {
-    char *p;
-    size_t len, cap;
-} strbuf;
-
-static int sb_addn(strbuf *s, const char *t, size_t n) {
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = (s->len + n + 1) * 2 + 64;
-        char *b = realloc(s->p, cap);
-        if (!b) return TPS_ENOMEM;
-        s->p = b;
-        s->cap = cap;
-    }
-    memcpy(s->p + s->len, t, n);
-    s->len += n;
-    s->p[s->len] = 0;
-    return TPS_OK;
+/* Appends to s (base/sbuf): TPS_ENOMEM once any append has failed. */
+static int sb_addn(sbuf *s, const char *t, size_t n) {
+    sbuf_add(s, t, n);
+    return sbuf_failed(s) ? TPS_ENOMEM : TPS_OK;
 }
 
-static int sb_add(strbuf *s, const char *t) {
+static int sb_add(sbuf *s, const char *t) {
     return sb_addn(s, t, strlen(t));
 }
 
@@ -237,15 +194,14 @@ static bool marks_pop(marks *m, size_t *len) {
  * then random words, adjusted by re-counting the whole text. Returns the
  * count reached (or target when nothing can count); -1 when counting
  * failed. Never removes any of the kept bytes. */
-static int64_t synth_prompt(strbuf *s, size_t keep, size_t number, uint32_t target, counter *c,
+static int64_t synth_prompt(sbuf *s, size_t keep, size_t number, uint32_t target, counter *c,
                             tps_rng *r) {
-    s->len = keep;
-    if (s->p) s->p[keep] = 0;
+    sbuf_truncate(s, keep);
     char head[32];
     snprintf(head, sizeof head, "%zu", number);
     if (sb_add(s, head)) return -1;
     marks mk = {0};
-    const bool can_count = c->tok || c->curl;
+    const bool can_count = c->tok || c->server;
     int64_t have = can_count ? count_tokens(c, s->p) : 1;
     if (have < 0) return -1;
     /* grow by words, re-counting after each batch; batches shrink as the
@@ -269,7 +225,7 @@ static int64_t synth_prompt(strbuf *s, size_t keep, size_t number, uint32_t targ
     /* overshot: drop trailing words while that keeps us >= target, then pad */
     size_t at;
     for (int k = 0; k < MARKS_KEPT && have > (int64_t)target && marks_pop(&mk, &at); k++) {
-        s->p[s->len = at] = 0;
+        sbuf_truncate(s, at);
         have = count_tokens(c, s->p);
         if (have < 0) return -1;
         /* under again: try single-letter fillers, which are often one token */
@@ -280,7 +236,7 @@ static int64_t synth_prompt(strbuf *s, size_t keep, size_t number, uint32_t targ
             int64_t h2 = count_tokens(c, s->p);
             if (h2 < 0) return -1;
             if (h2 > (int64_t)target)
-                s->p[s->len = keep_len] = 0;
+                sbuf_truncate(s, keep_len);
             else
                 have = h2, f = -1;
         }
@@ -372,7 +328,7 @@ static int prefix_describe(prefix_info *pi, const char *text, int64_t count, cou
                            tps_err *e) {
     pi->tokens = (uint32_t)count;
     pi->anchor = anchor_start(text);
-    int64_t a = c->tok || c->curl ? count_tokens(c, text + pi->anchor) : 1;
+    int64_t a = c->tok || c->server ? count_tokens(c, text + pi->anchor) : 1;
     if (a < 0) return tps_fail(e, TPS_EIO, "could not count the tokens of a shared prefix");
     pi->anchor_count = (uint32_t)a;
     if (!c->tok) return TPS_OK;
@@ -389,7 +345,8 @@ static int build_prefixes(workload *w, prefix_info *pi, counter *c, const worklo
     w->n_prefixes = o->n_prefixes;
     tps_rng r;
     tps_rng_seed(&r, o->seed ^ 0x5a4ed0ull);
-    strbuf s = {0};
+    sbuf s;
+    sbuf_init(&s);
     int rc = TPS_OK;
     for (size_t k = 0; k < w->n_prefixes && rc == TPS_OK; k++) {
         int64_t got = synth_prompt(&s, 0, k, o->prefix_len, c, &r);
@@ -399,7 +356,7 @@ static int build_prefixes(workload *w, prefix_info *pi, counter *c, const worklo
         else if (!(w->prefixes[k] = strdup(s.p)))
             rc = tps_fail(e, TPS_ENOMEM, "cannot keep shared prefix %zu", k);
         else
-            rc = prefix_describe(&pi[k], s.p, c->tok || c->curl ? got : o->prefix_len, c, e);
+            rc = prefix_describe(&pi[k], s.p, c->tok || c->server ? got : o->prefix_len, c, e);
     }
     free(s.p);
     return rc;
@@ -428,7 +385,7 @@ static void open_counter(workload *w, counter *c, const workload_opts *o) {
     if (w->tok) {
         c->tok = w->tok;
         w->input_source = "tokenizer";
-    } else if (o->tokenize_url && counter_open_server(c, o->tokenize_url, o->api_key)) {
+    } else if (o->tokenize_url && counter_open_server(c, o->tokenize_url, &o->auth)) {
         w->input_source = "server /tokenize";
     } else {
         w->input_source = "approximate (words)";
@@ -441,23 +398,22 @@ static void open_counter(workload *w, counter *c, const workload_opts *o) {
  * whole prompt is counted once; if that disagrees, it is sized again
  * behind the whole prefix. *got: the whole prompt's count; *keep: where
  * the own part begins. */
-static int prefixed_prompt(workload *w, strbuf *s, size_t *keep, int64_t *got, size_t i,
-                           uint32_t pfx, uint32_t in, const prefix_info *pi, counter *c, tps_rng *r,
-                           tps_err *e) {
+static int prefixed_prompt(workload *w, sbuf *s, size_t *keep, int64_t *got, size_t i, uint32_t pfx,
+                           uint32_t in, const prefix_info *pi, counter *c, tps_rng *r, tps_err *e) {
     const char *pre = w->prefixes[pfx], *anchor = pre + pi->anchor;
     const int64_t target = (int64_t)pi->tokens + in;
-    s->len = 0;
+    sbuf_reset(s);
     if (sb_add(s, anchor) || sb_add(s, " ")) return tps_fail(e, TPS_ENOMEM, "out of memory");
     if (synth_prompt(s, s->len, i, pi->anchor_count + in, c, r) < 0) goto uncounted;
     char *own = strdup(s->p + strlen(anchor) + 1);
-    s->len = 0;
+    sbuf_reset(s);
     int rc = !own || sb_add(s, pre) || sb_add(s, " ");
     *keep = s->len;
     rc = rc || sb_add(s, own);
     free(own);
     if (rc) return tps_fail(e, TPS_ENOMEM, "out of memory");
     bool starts_ok = true;
-    *got = c->tok || c->curl ? count_prompt(c, s->p, pi, &starts_ok) : target;
+    *got = c->tok || c->server ? count_prompt(c, s->p, pi, &starts_ok) : target;
     if (*got >= 0 && *got != target) { /* the anchor misled: size it in place */
         if (synth_prompt(s, *keep, i, (uint32_t)target, c, r) < 0) goto uncounted;
         *got = count_prompt(c, s->p, pi, &starts_ok);
@@ -486,7 +442,7 @@ static json_t *single_content(const workload *w, const char *s, size_t own, uint
 
 /* Item i: its prefix, its text sized in tokens, then its body (single
  * turn) or its user message (multi-turn). */
-static int build_item(workload *w, size_t i, strbuf *s, const prefix_info *pi, prefix_picker *pick,
+static int build_item(workload *w, size_t i, sbuf *s, const prefix_info *pi, prefix_picker *pick,
                       counter *c, tps_rng *r, const workload_opts *o, tps_err *e) {
     workload_item *it = &w->items[i];
     uint32_t in = load_dist_sample(&o->input_len, r);
@@ -510,7 +466,7 @@ static int build_item(workload *w, size_t i, strbuf *s, const prefix_info *pi, p
     }
     if (got != target) w->exact_inputs = false;
     it->input_target = target;
-    it->input_tokens = c->tok || c->curl ? (uint32_t)got : 0;
+    it->input_tokens = c->tok || c->server ? (uint32_t)got : 0;
     if (w->turns) {
         /* the first turn also sends the conversation's prefix: the client's estimate of
          * a turn's prompt (client.c) adds up the items and replies so far */
@@ -535,11 +491,12 @@ static int build_synthetic(workload *w, const workload_opts *o, tps_err *e) {
     w->conversations = o->turns ? n / o->turns : 0;
     counter c = {0};
     open_counter(w, &c, o);
-    w->exact_inputs = c.tok || c.curl;
+    w->exact_inputs = c.tok || c.server;
     int rc = TPS_OK;
     prefix_info *pi = NULL;
     prefix_picker pick = {0};
-    strbuf s = {0};
+    sbuf s;
+    sbuf_init(&s);
     tps_rng r;
     tps_rng_seed(&r, o->seed ^ 0x5eedf00dull);
     if (!(w->items = calloc(n, sizeof *w->items))) {
@@ -595,7 +552,8 @@ static json_t *turn_messages(const workload_item *its, const char *prefix, uint3
  * prompt and reply (what a prefix cache can serve). */
 static json_t *turn_text(const workload_item *its, const char *prefix, uint32_t turn,
                          const char *const *replies, const size_t *reply_lens) {
-    strbuf s = {0};
+    sbuf s;
+    sbuf_init(&s);
     int rc = prefix ? sb_add(&s, prefix) : TPS_OK;
     for (uint32_t k = 0; rc == TPS_OK && k <= turn; k++) {
         if (s.len) rc = sb_add(&s, " ");
@@ -713,7 +671,8 @@ static const char *block_text(block_cache *bc, uint64_t id, int64_t bos, counter
     if (bc->texts[k]) return bc->texts[k];
     tps_rng r;
     tps_rng_seed(&r, seed ^ (id * 0xb10c5eedull + 0x51ull));
-    strbuf s = {0};
+    sbuf s;
+    sbuf_init(&s);
     if (synth_prompt(&s, 0, (size_t)id, DATASET_BLOCK_TOKENS + (uint32_t)bos, c, &r) < 0) {
         free(s.p);
         return NULL;
@@ -729,15 +688,14 @@ static const char *block_text(block_cache *bc, uint64_t id, int64_t bos, counter
  * its own part "<i> words...", sized so the whole prompt has input_length
  * tokens (BOS included, as the server counts). */
 static int trace_item(workload *w, workload_item *it, const dataset_entry *en, size_t i,
-                      block_cache *bc, int64_t bos, strbuf *s, counter *c, tps_rng *r,
+                      block_cache *bc, int64_t bos, sbuf *s, counter *c, tps_rng *r,
                       const workload_opts *o, tps_err *e) {
     enum { OWN_MIN = 8 }; /* tokens left for the own part at least */
     size_t blocks = 0;
     while (blocks < en->n_hash_ids &&
            (uint64_t)bos + (uint64_t)(blocks + 1) * DATASET_BLOCK_TOKENS + OWN_MIN <= en->input_len)
         blocks++;
-    s->len = 0;
-    if (s->p) s->p[0] = 0;
+    sbuf_reset(s);
     for (size_t b = 0; b < blocks; b++) {
         const char *t = block_text(bc, en->hash_ids[b], bos, c, o->seed);
         if (!t) return tps_fail(e, TPS_EIO, "request %zu: could not build block %zu", i, b);
@@ -749,7 +707,7 @@ static int trace_item(workload *w, workload_item *it, const dataset_entry *en, s
                         w->input_source);
     if (got != en->input_len) w->exact_inputs = false;
     it->input_target = en->input_len;
-    it->input_tokens = c->tok || c->curl ? (uint32_t)got : 0;
+    it->input_tokens = c->tok || c->server ? (uint32_t)got : 0;
     return make_body(w, it, json_string(s->p), en->max_tokens, e);
 }
 
@@ -760,11 +718,12 @@ static int trace_items(workload *w, const dataset *d, size_t n0, const workload_
     const double speed = o->trace_speed > 0 ? o->trace_speed : 1;
     counter c = {0};
     open_counter(w, &c, o);
-    w->exact_inputs = c.tok || c.curl;
-    int64_t bos = c.tok || c.curl ? count_tokens(&c, "") : 0;
+    w->exact_inputs = c.tok || c.server;
+    int64_t bos = c.tok || c.server ? count_tokens(&c, "") : 0;
     if (bos < 0) bos = 0;
     block_cache bc = {0};
-    strbuf s = {0};
+    sbuf s;
+    sbuf_init(&s);
     tps_rng r;
     tps_rng_seed(&r, o->seed ^ 0x7ace5eedull);
     int rc = TPS_OK;

@@ -51,6 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bench/io/http_call.h"
 #include "bench/workload/load.h"
 #include "base/error.h"
 
@@ -90,7 +91,7 @@ typedef struct workload_opts {
                                    (2: twice as fast); 0 means 1; must be finite and >= 0 */
     const char *tokenizer_path; /* MODEL.gguf or NULL */
     const char *tokenize_url;   /* full URL of a /tokenize endpoint to try, or NULL */
-    const char *api_key;        /* for /tokenize; NULL: none */
+    http_auth auth;             /* how /tokenize is reached: as the load client does */
     int ignore_eos;             /* 1 send, 0 not, -1 default (synthetic yes, dataset no) */
     bool include_usage;         /* stream_options.include_usage */
     double temperature;         /* < 0: not sent */
