@@ -38,11 +38,12 @@
  * conversation with fewer human turns than `turns` has fewer turns: its
  * later items have no text (workload_conv_turns).
  *
- * This is the one file of the bench that uses the model's tokenizer
- * (src/model); it is also what re-tokenizes streamed text when a server
- * reports no usage. Everything else is prepared before the run: the send
- * path only points libcurl at a body. Not here: sending, timing, which
- * conversation goes next (convo.h). */
+ * The workload room is the one part of the bench that uses the model's
+ * tokenizer (src/model); it is also what re-tokenizes streamed text when a
+ * server reports no usage. Everything else is prepared before the run: the
+ * send path only points libcurl at a body. Each shape is a file of its own
+ * (workload_internal.h lists them: a new shape goes beside them). Not here:
+ * sending, timing, which conversation goes next (convo.h). */
 #ifndef TPS_BENCH_WORKLOAD_H
 #define TPS_BENCH_WORKLOAD_H
 
