@@ -3,10 +3,9 @@
  * delta; TTFT <= E2E; each request's ITLs sum to its last token - first
  * token (E2E - TTFT less the short tail after the last token); the server's
  * timings come through; open loop above capacity shows latencies from the
- * schedule above those from the actual send. Skips while `tps serve` does
- * not exist yet. */
+ * schedule above those from the actual send; runs, capacity probes and
+ * sweep points send prompts no earlier one sent. */
 #include <criterion/criterion.h>
-#include <curl/curl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -17,103 +16,26 @@
 #include "bench/client/bench.h"
 #include "bench/result/result.h"
 #include "base/clock.h"
+#include "support/serve_proc.h"
 #include "support/test_support.h"
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
-typedef struct server_proc {
-    pid_t pid;
-    int port;
-    char url[64];
-} server_proc;
-
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    socklen_t al = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &al);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static size_t grab(char *p, size_t sz, size_t nm, void *ud) {
-    char **s = ud;
-    size_t old = *s ? strlen(*s) : 0, n = sz * nm;
-    *s = realloc(*s, old + n + 1);
-    memcpy(*s + old, p, n);
-    (*s)[old + n] = 0;
-    return n;
-}
-
-/* GET url; returns the status (0 if no answer), body in *body (malloc'ed). */
-static long http_get(const char *url, char **body) {
-    CURL *c = curl_easy_init();
-    *body = NULL;
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, grab);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    long status = 0;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(c);
-    return status;
-}
+typedef serve_proc server_proc;
 
 static void serve_start(server_proc *s) {
     REQUIRE_SHARED("models/stories260K.gguf");
-    char *out;
-    int rc = run_tps("serve --help", true, &out);
-    bool missing = strstr(out, "unknown command") != NULL;
-    free(out);
-    if (missing || rc == 127) cr_skip_test("this tps has no `serve` command yet");
-    s->port = free_port();
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
-    char port[16], *model = shared_path("models/stories260K.gguf");
-    snprintf(port, sizeof port, "%d", s->port);
-    s->pid = fork();
-    if (s->pid == 0) {
-        freopen("/dev/null", "w", stdout);
-        freopen("/dev/null", "w", stderr);
-        execl(TPS_BIN, TPS_BIN, "serve", "-m", model, "--host", "127.0.0.1", "--port", port,
-              (char *)NULL);
-        _exit(127);
-    }
+    char *model = shared_path("models/stories260K.gguf");
+    serve_proc_start(s, model, NULL);
     free(model);
-    char health[128];
-    snprintf(health, sizeof health, "%s/health", s->url);
-    for (int i = 0; i < 300; i++) { /* up to 30 s */
-        char *body;
-        long st = http_get(health, &body);
-        free(body);
-        if (st == 200) return;
-        int ws;
-        if (waitpid(s->pid, &ws, WNOHANG) == s->pid)
-            cr_assert_fail("tps serve exited before /health answered 200");
-        usleep(100 * 1000);
-    }
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, NULL, 0);
-    cr_assert_fail("tps serve did not answer /health within 30 s");
 }
 
 static void serve_stop(server_proc *s) {
-    kill(s->pid, SIGTERM);
-    for (int i = 0; i < 100; i++) {
-        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) return;
-        usleep(50 * 1000);
-    }
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, NULL, 0);
+    serve_proc_stop(s);
 }
 
 /* Sum of every tps_generation_tokens_total sample in /metrics; -1 if absent. */
 static double generation_tokens(const server_proc *s) {
-    char url[128], *body;
-    snprintf(url, sizeof url, "%s/metrics", s->url);
-    if (http_get(url, &body) != 200 || !body) {
+    char *body;
+    if (serve_proc_get(s, "/metrics", &body) != 200 || !body) {
         free(body);
         return -1;
     }
@@ -257,16 +179,10 @@ static json_t *tps_json(const server_proc *s, const char *args) {
 }
 
 static void post_reset(const server_proc *s) {
-    char cmd[256], *out;
-    snprintf(cmd, sizeof cmd, "curl -s -X POST %s/reset_prefix_cache", s->url);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    char buf[256] = "";
-    size_t n = fread(buf, 1, sizeof buf - 1, p);
-    buf[n] = 0;
-    pclose(p);
-    cr_assert(strstr(buf, "\"prefix_cache\":true") != NULL, "reset answered '%s'", buf);
-    (void)out;
+    char *body;
+    cr_assert_eq(serve_proc_post(s, "/reset_prefix_cache", "{}", &body), 200);
+    cr_assert(strstr(body, "\"prefix_cache\":true") != NULL, "reset answered '%s'", body);
+    free(body);
 }
 
 #define RUN_ARGS "--input-len 64 --output-len 4 --quiet --no-progress"
