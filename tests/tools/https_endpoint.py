@@ -28,8 +28,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _reply(self, code, ctype, data):
         self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
+        for name, value in (("Content-Type", ctype), ("Content-Length", str(len(data)))):
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 

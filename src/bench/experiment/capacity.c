@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench/workload/load.h"
+#include "bench/io/json_file.h"
 #include "base/clock.h"
 
 capacity_opts capacity_opts_default(void) {
@@ -348,6 +349,27 @@ static double num_of(const json_t *o, const char *k) {
     return json_number_value(json_object_get(o, k));
 }
 
+/* A probe's summary as probe_json writes it. */
+#define P(f) offsetof(capacity_probe, f)
+static const json_field PROBE[] = {
+    {"rate", JF_F64, P(rate)},
+    {"duration_s", JF_F64, P(duration_s)},
+    {"scheduled", JF_U64, P(scheduled)},
+    {"sent", JF_U64, P(sent)},
+    {"completed", JF_U64, P(completed)},
+    {"good", JF_U64, P(good)},
+    {"achieved_rate", JF_F64, P(achieved_rate)},
+    {"good_fraction", JF_F64, P(good_fraction)},
+    {"ttft_p99_ms", JF_F64, P(ttft_p99_ms)},
+    {"itl_p99_ms", JF_F64, P(itl_p99_ms)},
+    {"e2e_p99_ms", JF_F64, P(e2e_p99_ms)},
+    {"send_lag_p99_ms", JF_F64, P(send_lag_p99_ms)},
+    {"pass", JF_BOOL, P(pass)},
+    {"client_limited", JF_BOOL, P(client_limited)},
+    {"wall_s", JF_F64, P(wall_s)},
+};
+#undef P
+
 int capacity_from_json(capacity_result *r, capacity_opts *o, const json_t *j, tps_err *e) {
     memset(r, 0, sizeof *r);
     *o = capacity_opts_default();
@@ -375,23 +397,9 @@ int capacity_from_json(capacity_result *r, capacity_opts *o, const json_t *j, tp
     for (size_t i = 0; i < n; i++) {
         const json_t *pj = json_array_get(probes, i);
         capacity_probe *p = &r->probes[i];
-        p->rate = num_of(pj, "rate");
-        p->duration_s = num_of(pj, "duration_s");
-        p->scheduled = (uint64_t)json_integer_value(json_object_get(pj, "scheduled"));
-        p->sent = (uint64_t)json_integer_value(json_object_get(pj, "sent"));
-        p->completed = (uint64_t)json_integer_value(json_object_get(pj, "completed"));
-        p->good = (uint64_t)json_integer_value(json_object_get(pj, "good"));
-        p->achieved_rate = num_of(pj, "achieved_rate");
-        p->good_fraction = num_of(pj, "good_fraction");
-        p->ttft_p99_ms = num_of(pj, "ttft_p99_ms");
-        p->itl_p99_ms = num_of(pj, "itl_p99_ms");
-        p->e2e_p99_ms = num_of(pj, "e2e_p99_ms");
-        p->send_lag_p99_ms = num_of(pj, "send_lag_p99_ms");
-        p->pass = json_is_true(json_object_get(pj, "pass"));
-        p->client_limited = json_is_true(json_object_get(pj, "client_limited"));
+        json_fields_read(p, pj, PROBE, sizeof PROBE / sizeof PROBE[0]);
         const char *why = json_string_value(json_object_get(pj, "why"));
         snprintf(p->why, sizeof p->why, "%s", why ? why : "");
-        p->wall_s = num_of(pj, "wall_s");
         const json_t *cf = json_object_get(pj, "cached_fraction");
         p->cached_fraction = json_is_number(cf) ? json_number_value(cf) : -1;
     }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/io/json_file.h"
 #include "bench/result/verdict.h" /* VERDICT_MULTI_SHARE: when several tokens an event needs a word */
 #include "metrics/roofline.h"     /* roofline_flag: a share of the bandwidth that needs a word */
 
@@ -187,11 +188,8 @@ int rset_add_json(rset *s, const json_t *doc, const char *source, tps_err *e) {
 }
 
 int rset_add_file(rset *s, const char *path, tps_err *e) {
-    json_error_t je;
-    json_t *j = json_load_file(path, 0, &je);
-    if (!j)
-        return tps_fail(e, TPS_EINVAL, "%s: line %d, column %d: %s", path, je.line, je.column,
-                        je.text);
+    json_t *j = json_file_load(path, e);
+    if (!j) return TPS_EINVAL;
     int rc = rset_add_json(s, j, path, e);
     json_decref(j);
     if (!rc) {

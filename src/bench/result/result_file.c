@@ -2,11 +2,13 @@
  * writer and one reader per section, so a file reads back as it was. */
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/clock.h"
+#include "bench/io/json_file.h"
 #include "bench/result/result.h"
 #include "bench/result/result_internal.h"
 #include "bench/result/verdict.h"
@@ -282,23 +284,31 @@ static void window_from_json(result_window *w, const json_t *o) {
         snprintf(w->why, sizeof w->why, "%s", why ? why : "");
         return;
     }
-    window_tps *t = &w->tps;
-    t->w.t0 = (uint64_t)llround(jd(o, "t0_s") * 1e9);
-    t->w.t1 = (uint64_t)llround(jd(o, "t1_s") * 1e9);
-    t->seconds = jd(o, "seconds");
-    t->output_tokens = ju(o, "output_tokens");
-    t->input_tokens = ju(o, "input_tokens");
-    t->completed = ju(o, "completed");
-    t->output_tps = jd(o, "output_tps");
-    t->input_tps = jd(o, "input_tps");
-    t->total_tps = jd(o, "total_tps");
-    t->request_rate = jd(o, "request_rate");
-    json_t *g = json_object_get(o, "goodput");
-    w->good.good = ju(g, "good");
-    w->good.completed = ju(g, "completed");
-    w->good.goodput = jd(g, "per_s");
-    w->good.good_fraction = jd(g, "good_fraction");
-    w->good.seconds = t->seconds;
+#define T(f) offsetof(window_tps, f)
+    static const json_field TPS[] = {
+        {"t0_s", JF_S_TO_NS, T(w.t0)},
+        {"t1_s", JF_S_TO_NS, T(w.t1)},
+        {"seconds", JF_F64, T(seconds)},
+        {"output_tokens", JF_U64, T(output_tokens)},
+        {"input_tokens", JF_U64, T(input_tokens)},
+        {"completed", JF_U64, T(completed)},
+        {"output_tps", JF_F64, T(output_tps)},
+        {"input_tps", JF_F64, T(input_tps)},
+        {"total_tps", JF_F64, T(total_tps)},
+        {"request_rate", JF_F64, T(request_rate)},
+    };
+#undef T
+#define G(f) offsetof(window_goodput, f)
+    static const json_field GOOD[] = {
+        {"good", JF_U64, G(good)},
+        {"completed", JF_U64, G(completed)},
+        {"per_s", JF_F64, G(goodput)},
+        {"good_fraction", JF_F64, G(good_fraction)},
+    };
+#undef G
+    json_fields_read(&w->tps, o, TPS, sizeof TPS / sizeof TPS[0]);
+    json_fields_read(&w->good, json_object_get(o, "goodput"), GOOD, sizeof GOOD / sizeof GOOD[0]);
+    w->good.seconds = w->tps.seconds;
 }
 
 static int u64_array_from_json(uint64_t **out, size_t n, const json_t *a) {
@@ -326,12 +336,16 @@ static int check_schema(const json_t *j, tps_err *e) {
 
 /* The "requests" and "errors" sections. */
 static void requests_from_json(bench_result *r, const json_t *j) {
-    json_t *rq = json_object_get(j, "requests");
-    r->requests = ju(rq, "sent");
-    r->completed = ju(rq, "completed");
-    r->failed = ju(rq, "failed");
-    r->cancelled = ju(rq, "cancelled");
-    r->warmup_excluded = ju(rq, "warmup_excluded");
+#define R(f) offsetof(bench_result, f)
+    static const json_field REQ[] = {
+        {"sent", JF_U64, R(requests)},
+        {"completed", JF_U64, R(completed)},
+        {"failed", JF_U64, R(failed)},
+        {"cancelled", JF_U64, R(cancelled)},
+        {"warmup_excluded", JF_U64, R(warmup_excluded)},
+    };
+#undef R
+    json_fields_read(r, json_object_get(j, "requests"), REQ, sizeof REQ / sizeof REQ[0]);
     json_t *errs = json_object_get(j, "errors");
     const char *key;
     json_t *val;
@@ -346,18 +360,23 @@ static void requests_from_json(bench_result *r, const json_t *j) {
 }
 
 static void tokens_from_json(bench_result *r, const json_t *tk) {
-    r->output_tokens = ju(tk, "output");
-    r->input_tokens = ju(tk, "input");
+#define R(f) offsetof(bench_result, f)
+    static const json_field TOK[] = {
+        {"output", JF_U64, R(output_tokens)},
+        {"input", JF_U64, R(input_tokens)},
+        {"token_events", JF_U64, R(token_events)},
+        {"multi_token_events", JF_U64, R(multi_token_events)},
+        {"token_arrivals", JF_U64, R(token_arrivals)},
+        {"multi_token_arrivals", JF_U64, R(multi_token_arrivals)},
+        {"empty_text_tokens", JF_U64, R(held_tokens)},
+        {"requests_with_usage", JF_U64, R(with_usage)},
+        {"usage_mismatch_requests", JF_U64, R(mismatch_requests)},
+    };
+#undef R
+    json_fields_read(r, tk, TOK, sizeof TOK / sizeof TOK[0]);
     json_t *src = json_object_get(tk, "count_source");
     for (int k = 0; k < 4; k++)
         r->by_source[k] = ju(src, result_source_names[k]);
-    r->token_events = ju(tk, "token_events");
-    r->multi_token_events = ju(tk, "multi_token_events");
-    r->token_arrivals = ju(tk, "token_arrivals");
-    r->multi_token_arrivals = ju(tk, "multi_token_arrivals");
-    r->held_tokens = ju(tk, "empty_text_tokens");
-    r->with_usage = ju(tk, "requests_with_usage");
-    r->mismatch_requests = ju(tk, "usage_mismatch_requests");
     json_t *mt = json_object_get(tk, "usage_mismatch_tokens");
     r->mismatch_tokens = json_is_integer(mt) ? json_integer_value(mt) : 0;
     cached_from_json(&r->cached, tk, "cached_input");
@@ -394,14 +413,19 @@ static int series_from_json(bench_result *r, const json_t *se, tps_err *e) {
 }
 
 static void client_from_json(bench_result *r, const json_t *cl) {
-    r->client_cpu_s = jd(cl, "cpu_s");
+#define R(f) offsetof(bench_result, f)
+    static const json_field CL[] = {
+        {"cpu_s", JF_F64, R(client_cpu_s)},
+        {"loop_cpu_max_s", JF_F64, R(client_loop_cpu_max_s)},
+        {"runq_wait_s", JF_F64, R(client_runq_s)},
+        {"bytes", JF_U64, R(bytes)},
+        {"events", JF_U64, R(events)},
+    };
+#undef R
+    json_fields_read(r, cl, CL, sizeof CL / sizeof CL[0]);
     r->client_loops = (uint32_t)ju(cl, "loops");
     if (!r->client_loops) r->client_loops = 1; /* results from before --client-threads */
-    r->client_loop_cpu_max_s = jd(cl, "loop_cpu_max_s");
     r->has_runq = json_is_number(json_object_get(cl, "runq_wait_s"));
-    r->client_runq_s = jd(cl, "runq_wait_s");
-    r->bytes = ju(cl, "bytes");
-    r->events = ju(cl, "events");
 }
 
 int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
@@ -439,11 +463,8 @@ fail:
 }
 
 int result_read_json(bench_result *r, const char *path, tps_err *e) {
-    json_error_t je;
-    json_t *j = json_load_file(path, 0, &je);
-    if (!j)
-        return tps_fail(e, TPS_EINVAL, "%s: line %d, column %d: %s", path, je.line, je.column,
-                        je.text);
+    json_t *j = json_file_load(path, e);
+    if (!j) return TPS_EINVAL;
     int rc = result_from_json(r, j, e);
     json_decref(j);
     if (rc) {
