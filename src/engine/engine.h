@@ -66,10 +66,8 @@ typedef struct engine_params {
 /* The automatic target is 3 x a one-row step: at one stream that keeps a
  * prompt-carrying step within 3x the ITL the stream otherwise sees. The
  * floor only guards tiny models, whose one-row step is well under a
- * millisecond. It was 10 ms; where a one-row step is 2.5 ms (110M Q8_0,
- * Zen 5) that made the target 4x the step: at 4 streams (128/128, 4
- * alternating rounds) ITL p99 ran 2.67-3.06x p50, against 2.13-2.53x with
- * this floor, which costs ~30 ms of TTFT p50. */
+ * millisecond (docs/performance.md, "The automatic ITL target's floor",
+ * has the measurement that set it). */
 #define ENGINE_ITL_TARGET_FLOOR_MS 5.0
 #define ENGINE_KV_RESIDENT_MIN     (64u << 20)
 

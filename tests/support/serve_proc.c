@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/grow.h"
+
 int test_free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -52,20 +54,15 @@ static long request(const serve_proc *s, const char *method, const char *path, c
                      "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      "Content-Length: %zu\r\n\r\n%s",
                      method, path, json ? strlen(json) : 0, json ? json : "");
-    size_t len = 0, cap = 1 << 16;
-    char *buf = malloc(cap);
-    if (n > 0 && (size_t)n < sizeof req && write(fd, req, (size_t)n) == n) {
-        ssize_t k;
-        while ((k = read(fd, buf + len, cap - 1 - len)) > 0) {
+    size_t len = 0, cap = 0;
+    char *buf = NULL;
+    ssize_t k;
+    if (n > 0 && (size_t)n < sizeof req && write(fd, req, (size_t)n) == n)
+        while (!TPS_GROW(buf, cap, len + 2, 1 << 16) &&
+               (k = read(fd, buf + len, cap - 1 - len)) > 0)
             len += (size_t)k;
-            if (len + 1 == cap) {
-                char *b = realloc(buf, cap *= 2);
-                if (!b) break;
-                buf = b;
-            }
-        }
-    }
     close(fd);
+    if (TPS_GROW(buf, cap, len + 1, 1 << 16)) return 0;
     buf[len] = 0;
     long status = 0;
     if (!strncmp(buf, "HTTP/1.", 7) && len > 12) status = strtol(buf + 9, NULL, 10);

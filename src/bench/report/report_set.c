@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "bench/io/json_file.h"
 #include "bench/result/verdict.h" /* VERDICT_MULTI_SHARE: when several tokens an event needs a word */
 #include "metrics/roofline.h"     /* roofline_flag: a share of the bandwidth that needs a word */
@@ -51,14 +52,9 @@ static rset_point *new_point(rset *s, const char *source, tps_err *e) {
         tps_fail(e, TPS_ERANGE, "more than %d points", RSET_MAX_POINTS);
         return NULL;
     }
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 16;
-        rset_point *p = realloc(s->p, cap * sizeof *p);
-        if (!p) {
-            tps_fail(e, TPS_ENOMEM, "out of memory");
-            return NULL;
-        }
-        s->p = p, s->cap = cap;
+    if (TPS_GROW(s->p, s->cap, s->n + 1, 16)) {
+        tps_fail(e, TPS_ENOMEM, "out of memory");
+        return NULL;
     }
     rset_point *p = &s->p[s->n];
     memset(p, 0, sizeof *p);

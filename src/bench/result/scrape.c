@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "base/cond.h"
+#include "base/grow.h"
 #include "bench/io/http_call.h"
 #include "metrics/prom_read.h"
 
@@ -115,15 +116,10 @@ static int on_sample(void *arg, const prom_sample_view *v) {
     series *x = find(s, v);
     if (!x || x->n == SCRAPE_MAX_SAMPLES) return 0;
     x->type = t;
-    if (x->n == x->cap) {
-        size_t cap = x->cap ? 2 * x->cap : 64;
-        uint64_t *tt = realloc(x->t, cap * sizeof *tt);
-        if (tt) x->t = tt;
-        double *vv = realloc(x->v, cap * sizeof *vv);
-        if (vv) x->v = vv;
-        if (!tt || !vv) return 0;
-        x->cap = cap;
-    }
+    /* the two arrays grow alike: x->cap moves once both have grown */
+    size_t cap_t = x->cap, cap_v = x->cap;
+    if (TPS_GROW(x->t, cap_t, x->n + 1, 64) || TPS_GROW(x->v, cap_v, x->n + 1, 64)) return 0;
+    x->cap = cap_t;
     x->t[x->n] = s->now;
     x->v[x->n++] = v->value;
     return 0;

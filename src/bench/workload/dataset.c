@@ -1,6 +1,7 @@
 /* --dataset files: format detection and the three readers (dataset.h).
  * Every error names the file and line. Not here: tokens, bodies, sending. */
 #include "bench/workload/dataset.h"
+#include "base/grow.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -78,13 +79,7 @@ void dataset_free(dataset *d) {
 
 /* A new zeroed entry at the end of d; NULL when out of memory. */
 static dataset_entry *push(dataset *d, size_t *cap) {
-    if (d->n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 64;
-        dataset_entry *ne = realloc(d->entries, nc * sizeof *ne);
-        if (!ne) return NULL;
-        d->entries = ne;
-        *cap = nc;
-    }
+    if (TPS_GROW(d->entries, *cap, d->n + 1, 64)) return NULL;
     dataset_entry *en = &d->entries[d->n++];
     memset(en, 0, sizeof *en);
     return en;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bench/workload/dataset.h"
+#include "base/grow.h"
 #include "bench/workload/workload_internal.h"
 
 /* ShareGPT's max_tokens: the reply's tokens by the loaded tokenizer, else
@@ -184,18 +185,17 @@ int workload_parse_dataset(workload *w, const char *buf, size_t len, const char 
 int wl_build_dataset(workload *w, const workload_opts *o, tps_err *e) {
     FILE *fp = fopen(o->dataset, "rb");
     if (!fp) return tps_fail(e, TPS_EIO, "cannot open dataset '%s'", o->dataset);
-    size_t cap = 1 << 16, len = 0, k;
-    char *buf = malloc(cap);
-    while (buf && (k = fread(buf + len, 1, cap - len, fp)) > 0) {
+    size_t cap = 0, len = 0, k;
+    char *buf = NULL;
+    int grown;
+    while (!(grown = TPS_GROW(buf, cap, len + 1, 1 << 16)) &&
+           (k = fread(buf + len, 1, cap - len, fp)) > 0)
         len += k;
-        if (len == cap) {
-            char *b = realloc(buf, cap *= 2);
-            if (!b) free(buf);
-            buf = b;
-        }
-    }
     fclose(fp);
-    if (!buf) return tps_fail(e, TPS_ENOMEM, "cannot read dataset '%s'", o->dataset);
+    if (grown) {
+        free(buf);
+        return tps_fail(e, TPS_ENOMEM, "cannot read dataset '%s'", o->dataset);
+    }
     int rc = workload_parse_dataset(w, buf, len, o->dataset, o, e);
     free(buf);
     return rc;
