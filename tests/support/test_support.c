@@ -3,11 +3,13 @@
 
 #include "base/grow.h"
 
+#include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "model/llama_model.h"
 
@@ -92,4 +94,14 @@ model_shape model_shape_shared(const char *rel) {
     }
     free(path);
     return sh;
+}
+
+char *test_temp_file(const char *text) {
+    char *path = strdup("/tmp/tps-test-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    size_t n = strlen(text);
+    cr_assert_eq(write(fd, text, n), (ssize_t)n);
+    close(fd);
+    return path;
 }
