@@ -119,7 +119,7 @@ typedef struct sweep_counters {
     double machine_read_bps; /* gauge: the measured read bandwidth (0: unknown) */
     double experts;          /* mixture of experts: experts the steps ran, summed over layers */
     double model_experts, model_layers; /* gauges: experts a layer (0: dense), layers */
-    double machine_busy;     /* gauge: 1 when it was measured while the machine was busy */
+    double machine_busy; /* gauge: 1 when it was measured while the machine was busy */
 } sweep_counters;
 
 /* GET base_url/metrics (a trailing /v1 is dropped); TPS_ENOENT when the

@@ -381,15 +381,16 @@ static void read_active(sbuf *b, const rset_point *a, const rset_point *z) {
     sbuf_printf(b, " and gave ");
     ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
     char ce[32];
-    sbuf_printf(b, "; its steps ran %s experts a layer (of %.0f)", cell(ce, sizeof ce, z, M_EXPERTS, NULL),
-        z->srv.model_experts);
+    sbuf_printf(b, "; its steps ran %s experts a layer (of %.0f)",
+                cell(ce, sizeof ce, z, M_EXPERTS, NULL), z->srv.model_experts);
     double t = shown(z, M_OUT_TPS) / shown(a, M_OUT_TPS);
     if (bytes && isfinite(t))
         sbuf_printf(b, ": %s.",
-            t >= 0.75 ? "at about the same active size the mixture of experts decodes at about "
-                        "the dense model's speed, whatever its total size"
-                      : "the mixture of experts is slower than its active size alone explains: "
-                        "its steps run more experts than one token's, or routing costs show");
+                    t >= 0.75
+                        ? "at about the same active size the mixture of experts decodes at about "
+                          "the dense model's speed, whatever its total size"
+                        : "the mixture of experts is slower than its active size alone explains: "
+                          "its steps run more experts than one token's, or routing costs show");
     else
         sbuf_printf(b, ".");
 }
@@ -397,8 +398,9 @@ static void read_active(sbuf *b, const rset_point *a, const rset_point *z) {
 static void read_experts(sbuf *b, const rset_point *a, const rset_point *z) {
     double ca = atof(a->axis[SWEEP_CONCURRENCY]), cz = atof(z->axis[SWEEP_CONCURRENCY]);
     if (ca > 0 && cz > 0)
-        sbuf_printf(b, "%.0fx the concurrency (%s \xe2\x86\x92 %s) took the experts a step runs from ",
-            cz / ca, a->axis[SWEEP_CONCURRENCY], z->axis[SWEEP_CONCURRENCY]);
+        sbuf_printf(b,
+                    "%.0fx the concurrency (%s \xe2\x86\x92 %s) took the experts a step runs from ",
+                    cz / ca, a->axis[SWEEP_CONCURRENCY], z->axis[SWEEP_CONCURRENCY]);
     else
         sbuf_printf(b, "From %s to %s took the experts a step runs from ", a->label, z->label);
     span(b, a, z, M_EXPERTS, "");
@@ -409,11 +411,12 @@ static void read_experts(sbuf *b, const rset_point *a, const rset_point *z) {
     double e = shown(z, M_EXPERTS) / shown(a, M_EXPERTS);
     if (isfinite(e) && ca > 0 && cz > ca)
         sbuf_printf(b, ": %s.",
-            e >= 0.9 * cz / ca ? "the streams chose different experts, so each step read about "
-                                 "as many more weights as it carried streams"
-                               : "streams shared experts, so a step read fewer weights than its "
-                                 "streams times one token's: batching still pays, less than for "
-                                 "a dense model");
+                    e >= 0.9 * cz / ca
+                        ? "the streams chose different experts, so each step read about "
+                          "as many more weights as it carried streams"
+                        : "streams shared experts, so a step read fewer weights than its "
+                          "streams times one token's: batching still pays, less than for "
+                          "a dense model");
     else
         sbuf_printf(b, ".");
 }
