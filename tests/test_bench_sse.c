@@ -157,7 +157,7 @@ static bench_chunk parse(const char *s, const char *event) {
     return c;
 }
 
-Test(bench_oai, completion_chat_usage_timings_done_and_errors) {
+Test(bench_chunk, completion_chat_usage_timings_done_and_errors) {
     bench_chunk c =
         parse("{\"choices\":[{\"index\":0,\"text\":\" hi\",\"finish_reason\":null}]}", "");
     cr_expect_eq(c.tokens, 1);
@@ -201,7 +201,7 @@ Test(bench_oai, completion_chat_usage_timings_done_and_errors) {
     bench_chunk_release(&c);
 }
 
-Test(bench_oai, malformed_json_names_the_column) {
+Test(bench_chunk, malformed_json_names_the_column) {
     bench_chunk c;
     tps_err e = {{0}};
     cr_expect_eq(bench_chunk_parse(&c, "{\"choices\":[", 12, "", &e), TPS_EINVAL);

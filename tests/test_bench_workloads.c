@@ -186,7 +186,7 @@ static bench_chunk parse(const char *s) {
     return c;
 }
 
-Test(bench_oai, cached_tokens_come_from_usage_details_else_timings_cache_n_else_unknown) {
+Test(bench_chunk, cached_tokens_come_from_usage_details_else_timings_cache_n_else_unknown) {
     bench_chunk c = parse("{\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,"
                           "\"prompt_tokens_details\":{\"cached_tokens\":6}}}");
     cr_expect(c.has_cached && c.cached_from_usage && c.cached_tokens == 6);
