@@ -14,8 +14,8 @@ What it runs, each with both binaries, and what it compares:
      the --json files with their time-dependent fields taken out (TIMED
      below), and stdout with every number masked (its words, line for line).
   2. Against a `tps serve` of a tiny model made here (a fresh server for each
-     binary, so both meet an empty prefix cache): `tps bench --seed 7` at
-     concurrency 1, its --json compared the same way (token counts, cached
+     binary, so both meet an empty prefix cache): `tps bench --seed 7
+     --temperature 0` at concurrency 1, its --json compared the same way (token counts, cached
      input and usage from a real server).
   3. `tps report` over every --json the OLD binary wrote (each alone, the
      sweeps together, a factor report, --csv, --html, --svg), `tps bench
@@ -261,9 +261,11 @@ def served(tps, tag, work, model):
             except OSError:
                 time.sleep(0.1)
         js = os.path.join(work, "%s-served.json" % tag)
+        # greedy: a server draws a fresh sampling seed for a request without one
         rc, out = run(tps, ["bench", "--url", url, "--tokenizer", model, "--seed", "7",
                             "--requests", "8", "--concurrency", "1", "--input-len", "40",
-                            "--output-len", "6", "--json", js, "--no-progress"], work)
+                            "--output-len", "6", "--temperature", "0", "--json", js,
+                            "--no-progress"], work)
         return rc, masked(out), js
     finally:
         p.send_signal(signal.SIGTERM)
