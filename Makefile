@@ -86,7 +86,7 @@ func-lengths:
 layers: build
 	@scripts/layers.py $(BUILD)
 
-# cppcheck over src/, bench/ and fuzz/ (tests/ need Criterion's macros
+# cppcheck over src/, microbench/ and fuzz/ (tests/ need Criterion's macros
 # configured): every check of severity warning (undefined behaviour, bad
 # arguments, uninitialised reads, leaks on error paths) and portability, less
 # invalidPointerCast, which flags the byte-addressed tensor rows the kernels
@@ -95,8 +95,8 @@ layers: build
 LINT_CHECKS ?= --enable=warning,portability --suppress=invalidPointerCast
 lint:
 	@cppcheck -q --std=c11 $(LINT_CHECKS) --inline-suppr --suppress=missingIncludeSystem \
-		--error-exitcode=1 -j $(JOBS) -D__GNUC__ -D_GNU_SOURCE -I src -I bench \
-		src bench fuzz && echo "lint: clean"
+		--error-exitcode=1 -j $(JOBS) -D__GNUC__ -D_GNU_SOURCE -I src -I microbench \
+		src microbench fuzz && echo "lint: clean"
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz

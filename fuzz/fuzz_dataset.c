@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/dataset.h"
-#include "bench/workload.h"
+#include "bench/workload/dataset.h"
+#include "bench/workload/workload.h"
 
 #define FUZZ_TRACE_TOKENS 200000u
 

@@ -1,15 +1,15 @@
 /* libFuzzer harness for the sweep's /metrics reader (sweep_parse_metrics,
- * src/bench/sweep.c): any text an endpoint answers must give TPS_OK with
+ * src/bench/experiment/sweep.c): any text an endpoint answers must give TPS_OK with
  * every counter a number (never NaN: non-finite samples are skipped) or
  * TPS_ENOENT with a message, without reading past the text.
  *
- * Not here: the HTTP GET (sweep_scrape), the series scraper (fuzz_prom_text). */
+ * Not here: the HTTP GET (sweep_scrape), the series scraper (fuzz_prom_read). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/sweep.h"
+#include "bench/experiment/sweep.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = malloc(size + 1); /* exact size: ASan sees any read past the end */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: performance figures (not pass/fail). Runs bench_machine first
 # (memory bandwidth, peak rates: the physical limits), then every other
-# benchmark executable the build produced from bench/bench_*.c, with the
+# benchmark executable the build produced from microbench/bench_*.c, with the
 # measured read bandwidth in TPS_MACHINE_READ_GBS so figures print as a
 # fraction of it.
 #

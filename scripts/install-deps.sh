@@ -16,7 +16,7 @@ deps=(
   "clang|libFuzzer harnesses (make fuzz)"
   "clang-format|make format-check (run by make test): no formatting drift"
   "universal-ctags|make func-lengths (run by make test): function lengths"
-  "cppcheck|make lint (run by make test): static checks of src/, bench/, fuzz/"
+  "cppcheck|make lint (run by make test): static checks of src/, microbench/, fuzz/"
   "libclang-rt-14-dev|sanitizer and libFuzzer runtimes for clang"
   "gnuplot-nox|tps report: SVG plots"
   "nginx-light|scripts/fleet.sh and make fleet-demo: the load balancer in front of replicas"

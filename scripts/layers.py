@@ -9,7 +9,10 @@ needs (nm), and fails when
     engine < server < cli; bench sits beside server and may use base,
     metrics and model (the tokenizer, to count a dataset's tokens), never
     the engine; jinja (the chat template engine) uses base only and
-    serves the server.
+    serves the server, or
+  - a room of a module calls one above it: a module with rooms (folders
+    under src/<module>/, ROOMS below) keeps every file in one of them, and a
+    room calls only itself and the rooms before it in the list.
 Static functions are invisible to nm: calls inside a file are its own.
 
 usage: scripts/layers.py [BUILD_DIR]      (default build)
@@ -31,6 +34,40 @@ ALLOWED = {
     "bench": {"base", "metrics", "model"},
     "cli": {"base", "metrics", "kernels", "model", "engine", "server", "bench", "jinja"},
 }
+
+# Rooms within a module, lowest first: src/bench/io/ (one-shot HTTP requests,
+# temporary folders)
+# < workload/ (what is sent) < client/ (the load client) < result/ (what a
+# run measured) < experiment/ (runs as calls: one run, sweeps, capacity
+# searches) < report/ (tables, plots, pages).
+ROOMS = {
+    "bench": ["io", "workload", "client", "result", "experiment", "report"],
+}
+
+
+def room_of(path):
+    """(module, room index) of src/<module>/<room>/file; room -1 for a module
+    without rooms, None for a file outside every room of a module with them."""
+    parts = path.split("/")
+    rooms = ROOMS.get(parts[1])
+    if rooms is None:
+        return parts[1], -1
+    return parts[1], rooms.index(parts[2]) if len(parts) > 3 and parts[2] in rooms else None
+
+
+def room_checks(graph, why):
+    bad = []
+    for f in sorted(graph):
+        mod, r = room_of(f)
+        if r is None:
+            bad.append(f"{f} is in no room of {mod} (scripts/layers.py ROOMS)")
+            continue
+        for t in sorted(graph[f]):
+            tmod, tr = room_of(t)
+            if tmod == mod and r >= 0 and tr is not None and tr > r:
+                bad.append(f"room {ROOMS[mod][r]} calls room {ROOMS[mod][tr]} above it: "
+                           f"{f} -> {t} ({why[(f, t)]})")
+    return bad
 
 
 def symbols(build):
@@ -117,12 +154,13 @@ def main():
             b = t.split("/")[1]
             if a != b and b not in ALLOWED.get(a, set()):
                 bad.append(f"{a} calls {b} upward or sideways: {f} -> {t} ({why[(f, t)]})")
+    bad += room_checks(graph, why)
     if bad:
         print("layers: calls that do not go one way (docs/architecture.md):")
         for b in bad:
             print("  " + b)
         return 1
-    print(f"layers: clean ({len(syms)} files, calls one way)")
+    print(f"layers: clean ({len(syms)} files, calls one way, between modules and rooms)")
     return 0
 
 

@@ -14,6 +14,7 @@
 
 #include "engine/forward.h"
 #include "model/model_make.h"
+#include "support/model_run.h"
 
 /* ||ours - llama.cpp|| / ||llama.cpp|| per position: the bound
  * test_quant_model.c holds an f16 model to against its f32 original.
@@ -120,6 +121,29 @@ static size_t ids_of(json_t *arr, int32_t *out, size_t cap) {
     return n;
 }
 
+/* One prompt of check_arch_tier: what each step is checked against. */
+typedef struct tier_case {
+    const char *arch;
+    kernel_tier tier;
+    size_t ci;
+    const int32_t *gen; /* llama.cpp's greedy ids */
+    const ref *r;
+    double *worst;
+} tier_case;
+
+static int32_t check_step(const float *logits, size_t k, void *arg) {
+    tier_case *tc = arg;
+    const ref *r = tc->r;
+    int got = argmax(logits, r->n_vocab);
+    cr_assert_eq(got, tc->gen[k], "%s, %s tier, prompt %zu, token %zu: got %d, llama.cpp %d",
+                 tc->arch, kernel_tier_name(tc->tier), tc->ci, k, got, tc->gen[k]);
+    if (tc->ci < r->n_logit_cases) {
+        double e = norm_err(logits, r->logits + (tc->ci * r->n_gen + k) * r->n_vocab, r->n_vocab);
+        if (e > *tc->worst) *tc->worst = e;
+    }
+    return tc->gen[k]; /* teacher forcing: llama.cpp's token goes next */
+}
+
 /* Prefill, then decode llama.cpp's greedy ids one at a time (teacher
  * forcing): every argmax must be llama.cpp's, and the logits close. */
 static void check_arch_tier(const char *arch, kernel_tier tier) {
@@ -141,31 +165,8 @@ static void check_arch_tier(const char *arch, kernel_tier tier) {
         size_t np = ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
         size_t ng = ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
         cr_assert_eq(ng, r.n_gen);
-        kv_seq seq = {0};
-        cr_assert_eq(kv_seq_init(&seq, 8), 0);
-        cr_assert_eq(kv_seq_reserve(g.kv, &seq, (uint32_t)(np + ng)), 0);
-        const kv_seq *seqs[] = {&seq};
-        fwd_row rows[64];
-        for (size_t i = 0; i < np; i++)
-            rows[i] = (fwd_row){.token = prompt[i], .pos = (uint32_t)i, .want_logits = i + 1 == np};
-        fwd_batch b = {.n_rows = np, .rows = rows, .seqs = seqs};
-        for (size_t k = 0; k < ng; k++) {
-            const float *logits;
-            size_t nl;
-            tps_err err = {0};
-            cr_assert_eq(llama_forward(g.s, m, g.kv, &b, &logits, &nl, &err), 0, "%s", err.msg);
-            int got = argmax(logits, r.n_vocab);
-            cr_assert_eq(got, gen[k], "%s, %s tier, prompt %zu, token %zu: got %d, llama.cpp %d",
-                         arch, kernel_tier_name(tier), ci, k, got, gen[k]);
-            if (ci < r.n_logit_cases) {
-                double e = norm_err(logits, r.logits + (ci * r.n_gen + k) * r.n_vocab, r.n_vocab);
-                if (e > worst) worst = e;
-            }
-            rows[0] = (fwd_row){.token = gen[k], .pos = (uint32_t)(np + k), .want_logits = 1};
-            b.n_rows = 1;
-        }
-        kv_seq_release(g.kv, &seq);
-        kv_seq_destroy(&seq);
+        tier_case tc = {.arch = arch, .tier = tier, .ci = ci, .gen = gen, .r = &r, .worst = &worst};
+        test_greedy_run(g.s, m, g.kv, prompt, np, ng, check_step, &tc);
     }
     cr_log_info("%s, %s tier: worst normalised logit error vs llama.cpp %.2e", arch,
                 kernel_tier_name(tier), worst);
@@ -307,31 +308,14 @@ Test(arch_reference, unknown_arch_and_missing_tensor_are_named) {
     llama_model *m = make_and_load("qwen3", path, sizeof path);
     gguf_file *f = m->file;
     /* the same file without blk.2.attn_k_norm.weight */
-    gguf_writer *w = gguf_writer_create();
-    for (uint64_t i = 0; i < f->n_kv; i++)
-        cr_assert_eq(gguf_writer_copy_kv(w, &f->kv[i]), 0);
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
-        char name[96];
-        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        if (!strcmp(name, "blk.2.attn_k_norm.weight")) continue;
-        cr_assert_eq(gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data), 0);
-    }
+    gguf_writer *w = test_gguf_copy(f, "blk.2.attn_k_norm.weight");
     char cut[] = "/tmp/tps-arch-cut-XXXXXX";
     close(mkstemp(cut));
     tps_err err = {0};
     cr_assert_eq(gguf_writer_write_file(w, cut, &err), 0, "%s", err.msg);
     gguf_writer_set_str(w, "general.architecture", "mamba");
     /* an extra tensor tps would not read: refused by name, not ignored */
-    gguf_writer *wx = gguf_writer_create();
-    for (uint64_t i = 0; i < f->n_kv; i++)
-        cr_assert_eq(gguf_writer_copy_kv(wx, &f->kv[i]), 0);
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
-        char name[96];
-        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        cr_assert_eq(gguf_writer_add_tensor(wx, name, t->type, t->n_dims, t->ne, t->data), 0);
-    }
+    gguf_writer *wx = test_gguf_copy(f, NULL);
     static float bias[64];
     const uint64_t ne_b[1] = {64};
     cr_assert_eq(gguf_writer_add_tensor(wx, "blk.0.attn_output.bias", GGML_TYPE_F32, 1, ne_b, bias),

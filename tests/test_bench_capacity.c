@@ -1,4 +1,4 @@
-/* Capacity under an SLO (bench/capacity.h): the verdict rules on hand-made
+/* Capacity under an SLO (bench/experiment/capacity.h): the verdict rules on hand-made
  * probes, and the search against a fake server with one FIFO worker
  * (test_bench_fake.h, serial_ms) whose capacity is known: 50 ms a request is
  * 20 requests/s, and TTFT grows without bound above it. */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/capacity.h"
+#include "bench/experiment/capacity.h"
 #include "base/clock.h"
 #include "support/test_support.h"
 #include "support/bench_workload.h"

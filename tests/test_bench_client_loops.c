@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench.h"
-#include "bench/load.h"
-#include "bench/result.h"
-#include "bench/run_merge.h"
+#include "bench/client/bench.h"
+#include "bench/workload/load.h"
+#include "bench/result/result.h"
+#include "bench/client/run_merge.h"
 #include "base/clock.h"
 #include "support/bench_workload.h"
 #include "test_bench_fake.h"

@@ -1,4 +1,4 @@
-/* tps bench compare (src/bench/compare.h): two identical results differ by
+/* tps bench compare (src/bench/result/compare.h): two identical results differ by
  * nothing beyond the noise, by either noise method; two results whose TTFT
  * and throughput really differ are told apart, in the right direction; and
  * the command as a user runs it on two result files. */
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/compare.h"
-#include "bench/result.h"
+#include "bench/result/compare.h"
+#include "bench/result/result.h"
 #include "base/clock.h"
 #include "support/test_support.h"
 

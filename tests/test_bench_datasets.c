@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
-#include "bench/dataset.h"
-#include "bench/workload.h"
+#include "bench/client/bench.h"
+#include "bench/workload/dataset.h"
+#include "bench/workload/workload.h"
 #include "base/clock.h"
 #include "model/tokenizer.h"
 #include "support/test_support.h"
@@ -26,20 +26,9 @@ static workload_opts opts(bench_endpoint ep) {
         .endpoint = ep, .seed = 5, .ignore_eos = -1, .include_usage = true, .temperature = -1};
 }
 
-/* Writes text to a fresh temporary file; its path is malloc'ed. */
-static char *temp_file(const char *text) {
-    char *path = strdup("/tmp/tps_datasetXXXXXX");
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    size_t n = strlen(text);
-    cr_assert_eq(write(fd, text, n), (ssize_t)n);
-    close(fd);
-    return path;
-}
-
 /* Builds a workload from a dataset text, with the test model's tokenizer when asked. */
 static int build(workload *w, const char *text, workload_opts *o, bool with_tok, tps_err *e) {
-    char *path = temp_file(text);
+    char *path = test_temp_file(text);
     char *model = with_tok ? shared_path(MODEL) : NULL;
     o->dataset = path;
     o->tokenizer_path = model;

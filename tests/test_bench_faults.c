@@ -7,10 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench.h"
-#include "bench/result.h"
+#include "bench/client/bench.h"
+#include "bench/result/result.h"
 #include "base/clock.h"
 #include "support/bench_workload.h"
+#include "support/serve_proc.h"
 #include "test_bench_fake.h"
 
 typedef struct run_case {
@@ -196,15 +197,8 @@ Test(bench_client, error_event_is_stream_error) {
 Test(bench_client, nothing_listening_is_connect) {
     workload wl;
     test_workload(&wl, 4, 4);
-    /* a port we bound and closed: nothing listens there */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    socklen_t al = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &al);
-    close(fd);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    char url[64]; /* a port we bound and closed: nothing listens there */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", test_free_port());
     bench_config cfg = {.base_url = url,
                         .concurrency = 2,
                         .requests = 3,

@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench.h"
-#include "bench/result.h"
+#include "bench/client/bench.h"
+#include "bench/report/report.h"
+#include "bench/result/result.h"
 #include "base/clock.h"
 #include "support/test_support.h"
 #include "test_bench_fake.h"
@@ -109,6 +110,56 @@ Test(bench_result, windows_percentiles_and_goodput_on_hand_built_requests) {
     cr_expect_eq(res.series_out[0], 7);
     result_free(&res);
     free3(r, 3);
+}
+
+/* A reader waits between arrivals: A's tokens arrive two to an event (held
+ * until they make whole UTF-8 characters), B's events arrive two to a read
+ * at 1160 and 1200. Half the per-token gaps are zero, so ITL p50 is 0
+ * while a reader waits 40 ms between updates; the result keeps the gap per
+ * arrival beside the ITL, and the summary says why the two differ. */
+Test(bench_result, tokens_arriving_together_keep_the_gap_per_arrival_beside_the_itl) {
+    bench_record r[2];
+    const ev a[] = {{1100, 2}, {1140, 2}, {1180, 2}, {1220, 2}},
+             b[] = {{1120, 1}, {1160, 1}, {1160, 1}, {1200, 1}, {1200, 1}, {1240, 1}};
+    rec(&r[0], 1000, 10, a, 4, 1230, BENCH_OK);
+    rec(&r[1], 1010, 10, b, 6, 1250, BENCH_OK);
+    bench_result res;
+    result_opts o = opts();
+    tps_err e = {{0}};
+    cr_assert_eq(result_build(&res, r, 2, &o, &e), 0, "%s", e.msg);
+    /* gaps: A 0, then 3 x (40, 0); B 40, 0, 40, 0, 40: 12 gaps, 6 zero */
+    cr_expect_eq(hist_count(res.h[RH_ITL]), 12);
+    cr_expect_eq(hist_percentile(res.h[RH_ITL], 50), 0, "half the per-token gaps are zero");
+    cr_expect_eq(hist_count(res.h[RH_ARRIVAL_GAP]), 6, "3 gaps between the 4 arrivals of each");
+    cr_expect_eq(hist_min(res.h[RH_ARRIVAL_GAP]), MS(40));
+    cr_expect_eq(res.token_arrivals, 8);
+    cr_expect_eq(res.multi_token_arrivals, 6, "A's 4 events and B's 2 double reads");
+    cr_expect_eq(res.multi_token_events, 4);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    report_print(f, &res);
+    fclose(f);
+    cr_expect(strstr(text, "gap per arrival (of tokens)") != NULL, "%s", text);
+    cr_expect(strstr(text, "6 of 8 token arrivals (75.0%) brought more than one token") != NULL,
+              "%s", text);
+    cr_expect(strstr(text, "has p50 40.") != NULL, "%s", text);
+    free(text);
+    /* the gaps per arrival survive the file */
+    json_t *j = result_to_json(&res);
+    bench_result back;
+    cr_assert_eq(result_from_json(&back, j, &e), 0, "%s", e.msg);
+    cr_expect_eq(hist_count(back.h[RH_ARRIVAL_GAP]), 6);
+    cr_expect_eq(back.multi_token_arrivals, 6);
+    /* and a file from before they were kept still reads, with none */
+    json_object_del(json_object_get(j, "histograms"), "arrival_gap");
+    result_free(&back);
+    cr_assert_eq(result_from_json(&back, j, &e), 0, "%s", e.msg);
+    cr_expect_eq(hist_count(back.h[RH_ARRIVAL_GAP]), 0);
+    result_free(&back);
+    json_decref(j);
+    result_free(&res);
+    free3(r, 2);
 }
 
 Test(bench_result, trimming_by_requests_and_a_user_window) {

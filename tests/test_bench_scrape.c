@@ -13,86 +13,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/serve_proc.h"
 #include "support/test_support.h"
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    socklen_t al = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &al);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-/* Whether the server on connected socket fd answers GET /health with 200. */
-static int health_ok(int fd) {
-    static const char req[] = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) return 0;
-    char line[64] = {0};
-    size_t n = 0;
-    ssize_t k;
-    while (n < sizeof line - 1 && (k = read(fd, line + n, sizeof line - 1 - n)) > 0)
-        n += (size_t)k;
-    return strncmp(line, "HTTP/1.1 200", 12) == 0 || strncmp(line, "HTTP/1.0 200", 12) == 0;
-}
-
-/* tps serve in the background; waits (bounded) until a bench can use it.
- * A connect that lands on our own socket does not count: port is in the
- * ephemeral range, and while nothing listens there the kernel may pick it
- * as the probe's own source port and connect the socket to itself (TCP
- * simultaneous open). The bench then met a closed port: 24 of 24 requests
- * refused in 5 ms, once in a ctest -j2 run. Nor does a listening port: the
- * server answers 503 while it loads, which includes measuring the machine
- * on a fresh cache (24 of 24 requests 503 in a fresh CI run); /health says
- * when it is ready. */
-static pid_t serve(int port) {
-    char p[16], *model = shared_path("models/stories260K.gguf");
-    snprintf(p, sizeof p, "%d", port);
-    pid_t pid = fork();
-    if (pid == 0) {
-        freopen("/dev/null", "w", stdout);
-        freopen("/dev/null", "w", stderr);
-        execl(TPS_BIN, TPS_BIN, "serve", "-m", model, "--host", "127.0.0.1", "--port", p,
-              (char *)NULL);
-        _exit(127);
-    }
+/* tps serve of stories260K in the background, waited for until /health
+ * answers (support/serve_proc.h); its port into *port. */
+static pid_t serve(int *port) {
+    char *model = shared_path("models/stories260K.gguf");
+    serve_proc s;
+    serve_proc_start(&s, model, NULL);
     free(model);
-    for (int i = 0; i < 300; i++) { /* up to 30 s */
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET,
-                                .sin_port = htons((uint16_t)port),
-                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-        struct sockaddr_in me;
-        socklen_t ml = sizeof me;
-        if (ok && getsockname(fd, (struct sockaddr *)&me, &ml) == 0 && me.sin_port == a.sin_port)
-            ok = 0;
-        if (ok) ok = health_ok(fd);
-        close(fd);
-        int ws;
-        if (!ok && waitpid(pid, &ws, WNOHANG) == pid)
-            cr_assert_fail("tps serve exited before it listened on port %d", port);
-        if (ok) return pid;
-        usleep(100 * 1000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    cr_assert_fail("tps serve did not listen within 30 s");
-    return -1;
+    *port = s.port;
+    return s.pid;
 }
 
 static void stop(pid_t pid) {
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 100; i++) {
-        if (waitpid(pid, NULL, WNOHANG) == pid) return;
-        usleep(50 * 1000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    serve_proc s = {.pid = pid};
+    serve_proc_stop(&s);
 }
 
 static const json_t *series(const json_t *m, const char *name) {
@@ -106,8 +43,8 @@ static const json_t *series(const json_t *m, const char *name) {
 
 Test(bench_scrape, the_targets_metrics_beside_the_clients_view, .timeout = 120) {
     REQUIRE_SHARED("models/stories260K.gguf");
-    const int port = free_port();
-    pid_t pid = serve(port);
+    int port;
+    pid_t pid = serve(&port);
     char dir[] = "/tmp/tps_scrapeXXXXXX";
     cr_assert(mkdtemp(dir));
     char *tok = shared_path("models/stories260K.gguf"), args[1024], path[128], *out;

@@ -3,116 +3,39 @@
  * delta; TTFT <= E2E; each request's ITLs sum to its last token - first
  * token (E2E - TTFT less the short tail after the last token); the server's
  * timings come through; open loop above capacity shows latencies from the
- * schedule above those from the actual send. Skips while `tps serve` does
- * not exist yet. */
+ * schedule above those from the actual send; runs, capacity probes and
+ * sweep points send prompts no earlier one sent. */
 #include <criterion/criterion.h>
-#include <curl/curl.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
-#include "bench/result.h"
+#include "bench/client/bench.h"
+#include "bench/result/result.h"
 #include "base/clock.h"
+#include "support/serve_proc.h"
 #include "support/test_support.h"
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
-typedef struct server_proc {
-    pid_t pid;
-    int port;
-    char url[64];
-} server_proc;
-
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    socklen_t al = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &al);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static size_t grab(char *p, size_t sz, size_t nm, void *ud) {
-    char **s = ud;
-    size_t old = *s ? strlen(*s) : 0, n = sz * nm;
-    *s = realloc(*s, old + n + 1);
-    memcpy(*s + old, p, n);
-    (*s)[old + n] = 0;
-    return n;
-}
-
-/* GET url; returns the status (0 if no answer), body in *body (malloc'ed). */
-static long http_get(const char *url, char **body) {
-    CURL *c = curl_easy_init();
-    *body = NULL;
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, grab);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    long status = 0;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(c);
-    return status;
-}
+typedef serve_proc server_proc;
 
 static void serve_start(server_proc *s) {
     REQUIRE_SHARED("models/stories260K.gguf");
-    char *out;
-    int rc = run_tps("serve --help", true, &out);
-    bool missing = strstr(out, "unknown command") != NULL;
-    free(out);
-    if (missing || rc == 127) cr_skip_test("this tps has no `serve` command yet");
-    s->port = free_port();
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
-    char port[16], *model = shared_path("models/stories260K.gguf");
-    snprintf(port, sizeof port, "%d", s->port);
-    s->pid = fork();
-    if (s->pid == 0) {
-        freopen("/dev/null", "w", stdout);
-        freopen("/dev/null", "w", stderr);
-        execl(TPS_BIN, TPS_BIN, "serve", "-m", model, "--host", "127.0.0.1", "--port", port,
-              (char *)NULL);
-        _exit(127);
-    }
+    char *model = shared_path("models/stories260K.gguf");
+    serve_proc_start(s, model, NULL);
     free(model);
-    char health[128];
-    snprintf(health, sizeof health, "%s/health", s->url);
-    for (int i = 0; i < 300; i++) { /* up to 30 s */
-        char *body;
-        long st = http_get(health, &body);
-        free(body);
-        if (st == 200) return;
-        int ws;
-        if (waitpid(s->pid, &ws, WNOHANG) == s->pid)
-            cr_assert_fail("tps serve exited before /health answered 200");
-        usleep(100 * 1000);
-    }
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, NULL, 0);
-    cr_assert_fail("tps serve did not answer /health within 30 s");
 }
 
 static void serve_stop(server_proc *s) {
-    kill(s->pid, SIGTERM);
-    for (int i = 0; i < 100; i++) {
-        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) return;
-        usleep(50 * 1000);
-    }
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, NULL, 0);
+    serve_proc_stop(s);
 }
 
 /* Sum of every tps_generation_tokens_total sample in /metrics; -1 if absent. */
 static double generation_tokens(const server_proc *s) {
-    char url[128], *body;
-    snprintf(url, sizeof url, "%s/metrics", s->url);
-    if (http_get(url, &body) != 200 || !body) {
+    char *body;
+    if (serve_proc_get(s, "/metrics", &body) != 200 || !body) {
         free(body);
         return -1;
     }
@@ -226,4 +149,92 @@ Test(bench_serve, open_loop_above_capacity_shows_scheduled_latency_above_sent, .
     result_free(&res);
     bench_run_free(&out);
     workload_free(&wl);
+}
+
+/* ---- prompts unique across runs, probes and points (no run measures another's cache) ---- */
+
+/* tokens.cached_input_fraction of a tps.bench.result object; -1 when absent. */
+static double cached_fraction(const json_t *result) {
+    const json_t *f = json_object_get(json_object_get(result, "tokens"), "cached_input_fraction");
+    return json_is_number(f) ? json_number_value(f) : -1;
+}
+
+/* Runs `tps ARGS --json FILE` against s and returns the file's JSON (asserts). */
+static json_t *tps_json(const server_proc *s, const char *args) {
+    char file[] = "/tmp/tps-unique-XXXXXX", *out;
+    int fd = mkstemp(file);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    char *tok = shared_path("models/stories260K.gguf"), cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s --url %s --tokenizer %s --json %s", args, s->url, tok, file);
+    free(tok);
+    int rc = run_tps(cmd, true, &out);
+    cr_assert_eq(rc, 0, "tps %s: %s", cmd, out);
+    free(out);
+    json_error_t je;
+    json_t *j = json_load_file(file, 0, &je);
+    unlink(file);
+    cr_assert_not_null(j, "%s: %s", file, je.text);
+    return j;
+}
+
+static void post_reset(const server_proc *s) {
+    char *body;
+    cr_assert_eq(serve_proc_post(s, "/reset_prefix_cache", "{}", &body), 200);
+    cr_assert(strstr(body, "\"prefix_cache\":true") != NULL, "reset answered '%s'", body);
+    free(body);
+}
+
+#define RUN_ARGS "--input-len 64 --output-len 4 --quiet --no-progress"
+
+/* Two runs in a row, a capacity search and a sweep against one server are
+ * each served nothing from the prefix cache (<= 1%) without --prefix-len;
+ * the same --seed twice is (the cache works, so the check can see it), and
+ * POST /reset_prefix_cache empties it. */
+Test(bench_serve, runs_probes_and_points_send_prompts_no_cache_has_seen, .timeout = 180) {
+    server_proc s;
+    serve_start(&s);
+    for (int k = 0; k < 2; k++) {
+        json_t *r = tps_json(&s, "bench --concurrency 2 --requests 8 " RUN_ARGS);
+        cr_expect_leq(cached_fraction(r), 0.01, "run %d: %.3f cached", k + 1, cached_fraction(r));
+        cr_expect_geq(cached_fraction(r), 0, "run %d: the server said nothing", k + 1);
+        json_decref(r);
+    }
+    /* an E2E limit 32 tokens cannot meet: every probe fails, the search
+     * brackets down 8, 4, 2, 1, 0.5 requests/s, one second each */
+    json_t *cap = tps_json(&s, "bench --find-max-rate --slo e2e=1 --rate 8 --duration 1 "
+                               "--timeout 20 --input-len 64 --output-len 32 --quiet --no-progress");
+    json_t *probes = json_object_get(cap, "probes");
+    size_t measured = 0;
+    for (size_t i = 0; i < json_array_size(probes); i++) {
+        json_t *p = json_array_get(probes, i), *f = json_object_get(p, "cached_fraction");
+        if (!json_is_number(f)) continue; /* sent nothing in its second */
+        measured++;
+        cr_expect_leq(json_number_value(f), 0.01, "probe %zu: %.3f cached", i + 1,
+                      json_number_value(f));
+    }
+    cr_expect_geq(measured, 3, "%zu probes had requests", measured);
+    json_decref(cap);
+    json_t *sw = tps_json(&s, "sweep --concurrency 1,2 --requests 6 " RUN_ARGS);
+    json_t *points = json_object_get(sw, "points");
+    cr_expect_eq(json_array_size(points), 2);
+    for (size_t i = 0; i < json_array_size(points); i++) {
+        double f = cached_fraction(json_object_get(json_array_get(points, i), "result"));
+        cr_expect(f >= 0 && f <= 0.01, "point %zu: %.3f cached", i + 1, f);
+    }
+    json_decref(sw);
+    /* the control: a run repeated with its seed is served from the cache */
+    json_t *a = tps_json(&s, "bench --seed 77 --concurrency 1 --requests 6 " RUN_ARGS);
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(a, "config"), "seed")), 77);
+    json_t *b = tps_json(&s, "bench --seed 77 --concurrency 1 --requests 6 " RUN_ARGS);
+    cr_expect_gt(cached_fraction(b), 0.5, "the repeat was served %.3f from the cache",
+                 cached_fraction(b));
+    post_reset(&s);
+    json_t *c = tps_json(&s, "bench --seed 77 --concurrency 1 --requests 6 " RUN_ARGS);
+    cr_expect_leq(cached_fraction(c), 0.01, "after /reset_prefix_cache: %.3f cached",
+                  cached_fraction(c));
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    serve_stop(&s);
 }

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
-#include "bench/workload.h"
+#include "bench/client/bench.h"
+#include "bench/workload/workload.h"
 #include "support/test_support.h"
 #include "test_bench_fake.h"
 
@@ -36,16 +36,6 @@ static const char *const CONVS =
     " {\"conversations\": [{\"from\": \"human\", \"value\": \"no reply\"}]}\n"
     "]\n";
 
-static char *temp_file(const char *text) {
-    char *path = strdup("/tmp/tps_sgturnsXXXXXX");
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    size_t n = strlen(text);
-    cr_assert_eq(write(fd, text, n), (ssize_t)n);
-    close(fd);
-    return path;
-}
-
 static workload_opts opts(bench_endpoint ep, size_t conversations, uint32_t turns) {
     return (workload_opts){.endpoint = ep,
                            .seed = 5,
@@ -57,7 +47,7 @@ static workload_opts opts(bench_endpoint ep, size_t conversations, uint32_t turn
 }
 
 static int build(workload *w, const char *text, workload_opts *o, tps_err *e) {
-    char *path = temp_file(text);
+    char *path = test_temp_file(text);
     o->dataset = path;
     int rc = workload_build(w, o, e);
     unlink(path);
@@ -110,7 +100,7 @@ Test(bench_sharegpt_turns, turns_is_refused_for_jsonl_and_traces) {
 }
 
 Test(bench_sharegpt_turns, cli_refuses_turns_with_a_jsonl_dataset) {
-    char *path = temp_file("{\"prompt\": \"hi\"}\n");
+    char *path = test_temp_file("{\"prompt\": \"hi\"}\n");
     char args[256], *out = NULL;
     snprintf(args, sizeof args, "bench --url http://127.0.0.1:9 --dataset %s --turns 2", path);
     cr_expect_eq(run_tps(args, true, &out), 2, "%s", out);

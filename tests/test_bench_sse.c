@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/load.h"
-#include "bench/oai.h"
-#include "bench/sse.h"
-#include "bench/workload.h"
+#include "bench/workload/load.h"
+#include "bench/client/chunk.h"
+#include "bench/client/sse_read.h"
+#include "bench/workload/workload.h"
 
 /* ---- SSE ----------------------------------------------------------------------------- */
 
@@ -23,7 +23,7 @@ typedef struct sink {
     int n;
 } sink;
 
-static int collect(void *ctx, const sse_event *ev) {
+static int collect(void *ctx, const sse_read_event *ev) {
     sink *s = ctx;
     s->len += (size_t)snprintf(s->buf + s->len, sizeof s->buf - s->len, "%s|%.*s\x1e", ev->event,
                                (int)ev->data_len, ev->data);
@@ -53,14 +53,14 @@ static const char EXPECT[] = "|{\"choices\":[{\"text\":\"Once\"}]}\x1e"
                              "|[DONE]\x1e";
 
 static void feed_split(const char *s, size_t n, size_t cut, sink *out) {
-    sse_parser p;
+    sse_reader p;
     tps_err e = {{0}};
-    cr_assert_eq(sse_parser_init(&p, 0, &e), 0);
+    cr_assert_eq(sse_reader_init(&p, 0, &e), 0);
     memset(out, 0, sizeof *out);
-    cr_assert_eq(sse_parser_feed(&p, s, cut, collect, out, &e), 0, "%s", e.msg);
-    cr_assert_eq(sse_parser_feed(&p, s + cut, n - cut, collect, out, &e), 0, "%s", e.msg);
-    cr_expect(!sse_parser_pending(&p), "nothing left over at a split of %zu", cut);
-    sse_parser_free(&p);
+    cr_assert_eq(sse_reader_feed(&p, s, cut, collect, out, &e), 0, "%s", e.msg);
+    cr_assert_eq(sse_reader_feed(&p, s + cut, n - cut, collect, out, &e), 0, "%s", e.msg);
+    cr_expect(!sse_reader_pending(&p), "nothing left over at a split of %zu", cut);
+    sse_reader_free(&p);
 }
 
 Test(bench_sse, every_split_point_of_a_recorded_stream_gives_the_same_events) {
@@ -76,24 +76,24 @@ Test(bench_sse, every_pair_of_split_points_and_byte_by_byte) {
     const size_t n = sizeof STREAM - 1;
     for (size_t a = 0; a <= n; a += 3)
         for (size_t b = a; b <= n; b += 5) {
-            sse_parser p;
+            sse_reader p;
             tps_err e = {{0}};
             sink s = {0};
-            sse_parser_init(&p, 0, &e);
-            sse_parser_feed(&p, STREAM, a, collect, &s, &e);
-            sse_parser_feed(&p, STREAM + a, b - a, collect, &s, &e);
-            sse_parser_feed(&p, STREAM + b, n - b, collect, &s, &e);
+            sse_reader_init(&p, 0, &e);
+            sse_reader_feed(&p, STREAM, a, collect, &s, &e);
+            sse_reader_feed(&p, STREAM + a, b - a, collect, &s, &e);
+            sse_reader_feed(&p, STREAM + b, n - b, collect, &s, &e);
             cr_assert_str_eq(s.buf, EXPECT, "splits at %zu and %zu", a, b);
-            sse_parser_free(&p);
+            sse_reader_free(&p);
         }
-    sse_parser p;
+    sse_reader p;
     tps_err e = {{0}};
     sink s = {0};
-    sse_parser_init(&p, 0, &e);
+    sse_reader_init(&p, 0, &e);
     for (size_t i = 0; i < n; i++)
-        sse_parser_feed(&p, STREAM + i, 1, collect, &s, &e);
+        sse_reader_feed(&p, STREAM + i, 1, collect, &s, &e);
     cr_expect_str_eq(s.buf, EXPECT);
-    sse_parser_free(&p);
+    sse_reader_free(&p);
 }
 
 Test(bench_sse, bare_cr_line_ends_and_several_events_in_one_read) {
@@ -105,44 +105,44 @@ Test(bench_sse, bare_cr_line_ends_and_several_events_in_one_read) {
 }
 
 Test(bench_sse, a_stream_cut_mid_event_is_pending) {
-    sse_parser p;
+    sse_reader p;
     tps_err e = {{0}};
     sink s = {0};
-    sse_parser_init(&p, 0, &e);
-    sse_parser_feed(&p, "data: {\"x\":1}\n", 14, collect, &s, &e);
+    sse_reader_init(&p, 0, &e);
+    sse_reader_feed(&p, "data: {\"x\":1}\n", 14, collect, &s, &e);
     cr_expect_eq(s.n, 0);
-    cr_expect(sse_parser_pending(&p));
-    sse_parser_reset(&p);
-    cr_expect(!sse_parser_pending(&p));
-    sse_parser_free(&p);
+    cr_expect(sse_reader_pending(&p));
+    sse_reader_reset(&p);
+    cr_expect(!sse_reader_pending(&p));
+    sse_reader_free(&p);
 }
 
 Test(bench_sse, an_event_over_the_limit_is_an_error_not_a_memory_sink) {
-    sse_parser p;
+    sse_reader p;
     tps_err e = {{0}};
     sink s = {0};
-    sse_parser_init(&p, 4096, &e);
+    sse_reader_init(&p, 4096, &e);
     char *big = malloc(10000);
     memset(big, 'x', 10000);
     memcpy(big, "data: ", 6);
-    cr_expect_eq(sse_parser_feed(&p, big, 10000, collect, &s, &e), TPS_ERANGE);
+    cr_expect_eq(sse_reader_feed(&p, big, 10000, collect, &s, &e), TPS_ERANGE);
     cr_expect(strstr(e.msg, "larger than 4096") != NULL, "%s", e.msg);
     free(big);
-    sse_parser_free(&p);
+    sse_reader_free(&p);
 }
 
 Test(bench_sse, callback_can_stop_the_feed) {
-    sse_parser p;
+    sse_reader p;
     tps_err e = {{0}};
-    sse_parser_init(&p, 0, &e);
+    sse_reader_init(&p, 0, &e);
     int calls = 0;
-    int stop(void *ctx, const sse_event *ev);
-    cr_expect_eq(sse_parser_feed(&p, "data: 1\n\ndata: 2\n\n", 18, stop, &calls, &e), 7);
+    int stop(void *ctx, const sse_read_event *ev);
+    cr_expect_eq(sse_reader_feed(&p, "data: 1\n\ndata: 2\n\n", 18, stop, &calls, &e), 7);
     cr_expect_eq(calls, 1);
-    sse_parser_free(&p);
+    sse_reader_free(&p);
 }
 
-int stop(void *ctx, const sse_event *ev) {
+int stop(void *ctx, const sse_read_event *ev) {
     (void)ev;
     ++*(int *)ctx;
     return 7;
@@ -150,91 +150,91 @@ int stop(void *ctx, const sse_event *ev) {
 
 /* ---- OpenAI events ----------------------------------------------------------------------- */
 
-static oai_chunk parse(const char *s, const char *event) {
-    oai_chunk c;
+static bench_chunk parse(const char *s, const char *event) {
+    bench_chunk c;
     tps_err e = {{0}};
-    cr_assert_eq(bench_oai_parse(&c, s, strlen(s), event, &e), 0, "%s: %s", s, e.msg);
+    cr_assert_eq(bench_chunk_parse(&c, s, strlen(s), event, &e), 0, "%s: %s", s, e.msg);
     return c;
 }
 
-Test(bench_oai, completion_chat_usage_timings_done_and_errors) {
-    oai_chunk c =
+Test(bench_chunk, completion_chat_usage_timings_done_and_errors) {
+    bench_chunk c =
         parse("{\"choices\":[{\"index\":0,\"text\":\" hi\",\"finish_reason\":null}]}", "");
     cr_expect_eq(c.tokens, 1);
     cr_expect(!c.from_ids && !c.finished && c.text_len == 3);
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}", "");
     cr_expect_eq(c.tokens, 0, "a role chunk carries no token");
     cr_expect(!c.empty_text, "a role chunk is not a held-back token");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":null}]}", "");
     cr_expect(c.tokens == 0 && c.empty_text, "llama.cpp's event for held-back bytes");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}]}", "");
     cr_expect(!c.empty_text, "the finishing event is not a token by itself");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"choices\":[{\"delta\":{\"content\":\"ab\"},\"finish_reason\":\"stop\"}]}", "");
     cr_expect(c.tokens == 1 && c.finished);
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"choices\":[{\"text\":\"abc\"}],\"tokens\":[5,6,7]}", "");
     cr_expect(c.tokens == 3 && c.from_ids);
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":31},"
               "\"timings\":{\"queue_ms\":1,\"prefill_ms\":2.5,\"decode_ms\":30,\"ttft_ms\":4,"
               "\"prompt_tokens\":9,\"completion_tokens\":31,\"preemptions\":2}}",
               "");
     cr_expect(c.has_usage && c.prompt_tokens == 9 && c.completion_tokens == 31 && c.tokens == 0);
     cr_expect(c.has_timings && c.timings.prefill_ms == 2.5 && c.timings.preemptions == 2);
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     /* a NUL byte the model emitted (a byte vocabulary's token 0x00) is text */
     c = parse("{\"choices\":[{\"index\":0,\"text\":\"a\\u0000\",\"finish_reason\":null}]}", "");
     cr_expect(c.tokens == 1 && c.text_len == 2 && c.text[1] == 0);
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("[DONE]", "");
     cr_expect(c.done);
     c = parse("{\"error\":{\"message\":\"queue full\"}}", "");
     cr_expect(c.error);
     cr_expect_str_eq(c.error_msg, "queue full");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("overloaded", "error");
     cr_expect(c.error);
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
 }
 
-Test(bench_oai, malformed_json_names_the_column) {
-    oai_chunk c;
+Test(bench_chunk, malformed_json_names_the_column) {
+    bench_chunk c;
     tps_err e = {{0}};
-    cr_expect_eq(bench_oai_parse(&c, "{\"choices\":[", 12, "", &e), TPS_EINVAL);
+    cr_expect_eq(bench_chunk_parse(&c, "{\"choices\":[", 12, "", &e), TPS_EINVAL);
     cr_expect(strstr(e.msg, "column") != NULL, "%s", e.msg);
-    cr_expect_eq(bench_oai_parse(&c, "[1,2]", 5, "", &e), TPS_EINVAL);
+    cr_expect_eq(bench_chunk_parse(&c, "[1,2]", 5, "", &e), TPS_EINVAL);
 }
 
 /* ---- the in-place scanner against jansson -------------------------------------------------- */
 
 /* Reads one event with both readers: when the scanner takes it, jansson
- * must accept it too and say the same; bench_oai_parse must always say what
+ * must accept it too and say the same; bench_chunk_parse must always say what
  * jansson says. Returns whether the scanner took it. */
 static bool both(const char *data, size_t n, const char *event, const char *what) {
-    oai_chunk j, s, p;
+    bench_chunk j, s, p;
     tps_err ej = {{0}}, ep = {{0}};
     const char *field = NULL;
-    int rj = bench_oai_parse_json(&j, data, n, event, &ej);
-    bool took = bench_oai_scan(&s, data, n, event);
+    int rj = bench_chunk_parse_json(&j, data, n, event, &ej);
+    bool took = bench_chunk_scan(&s, data, n, event);
     if (took) {
         cr_expect_eq(rj, 0, "%s: the scanner took an event jansson rejects (%s): %.*s", what,
                      ej.msg, (int)n, data);
         cr_expect_null(s.root);
         if (rj == 0)
-            cr_expect(bench_oai_same(&j, &s, &field), "%s: '%s' differs for %.*s", what, field,
+            cr_expect(bench_chunk_same(&j, &s, &field), "%s: '%s' differs for %.*s", what, field,
                       (int)n, data);
     }
-    int rp = bench_oai_parse(&p, data, n, event, &ep);
+    int rp = bench_chunk_parse(&p, data, n, event, &ep);
     cr_expect_eq(rp, rj, "%s: %.*s", what, (int)n, data);
     if (rp == 0 && rj == 0)
-        cr_expect(bench_oai_same(&j, &p, &field), "%s: bench_oai_parse differs in '%s' for %.*s",
-                  what, field, (int)n, data);
-    if (rj == 0) bench_oai_release(&j);
-    if (rp == 0) bench_oai_release(&p);
+        cr_expect(bench_chunk_same(&j, &p, &field),
+                  "%s: bench_chunk_parse differs in '%s' for %.*s", what, field, (int)n, data);
+    if (rj == 0) bench_chunk_release(&j);
+    if (rp == 0) bench_chunk_release(&p);
     return took;
 }
 
@@ -243,7 +243,7 @@ typedef struct both_ctx {
     int events, taken;
 } both_ctx;
 
-static int check_event(void *ctx, const sse_event *ev) {
+static int check_event(void *ctx, const sse_read_event *ev) {
     both_ctx *b = ctx;
     b->events++;
     b->taken += both(ev->data, ev->data_len, ev->event, b->what);
@@ -251,20 +251,20 @@ static int check_event(void *ctx, const sse_event *ev) {
 }
 
 static both_ctx check_stream(const char *bytes, size_t n, const char *what) {
-    sse_parser p;
+    sse_reader p;
     tps_err e = {{0}};
     both_ctx b = {.what = what};
-    cr_assert_eq(sse_parser_init(&p, 0, &e), 0);
-    sse_parser_feed(&p, bytes, n, check_event, &b, &e);
-    sse_parser_free(&p);
+    cr_assert_eq(sse_reader_init(&p, 0, &e), 0);
+    sse_reader_feed(&p, bytes, n, check_event, &b, &e);
+    sse_reader_free(&p);
     return b;
 }
 
-Test(bench_oai_scan, agrees_with_jansson_on_the_recorded_stream_and_the_fuzz_corpus) {
+Test(bench_chunk_scan, agrees_with_jansson_on_the_recorded_stream_and_the_fuzz_corpus) {
     both_ctx b = check_stream(STREAM, sizeof STREAM - 1, "STREAM");
     cr_expect_eq(b.events, 6);
     cr_expect_geq(b.taken, 3, "the scanner read the plain events itself");
-    const char *dir = TPS_SOURCE_DIR "/fuzz/corpus/fuzz_sse";
+    const char *dir = TPS_SOURCE_DIR "/fuzz/corpus/fuzz_sse_read";
     DIR *d = opendir(dir);
     cr_assert_not_null(d, "%s", dir);
     int files = 0, events = 0, taken = 0;
@@ -424,7 +424,7 @@ static const tricky TRICKY[] = {
     {"{\"a\":1}\x00", 8, "", false},
 };
 
-Test(bench_oai_scan, agrees_with_jansson_on_tricky_events) {
+Test(bench_chunk_scan, agrees_with_jansson_on_tricky_events) {
     for (size_t i = 0; i < sizeof TRICKY / sizeof TRICKY[0]; i++) {
         const tricky *t = &TRICKY[i];
         size_t n = t->len ? t->len : strlen(t->data);
@@ -438,7 +438,7 @@ Test(bench_oai_scan, agrees_with_jansson_on_tricky_events) {
     cr_expect(both("{\"a\":1}\x00", 7, "", "prefix"));
 }
 
-Test(bench_oai_scan, unescaped_text_that_overflows_the_inline_buffer_goes_to_jansson) {
+Test(bench_chunk_scan, unescaped_text_that_overflows_the_inline_buffer_goes_to_jansson) {
     char ev[2048];
     int n = snprintf(ev, sizeof ev, "{\"choices\":[{\"text\":\"");
     for (int i = 0; i < 300; i++)

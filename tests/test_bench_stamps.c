@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
-#include "bench/oai.h"
+#include "bench/client/bench.h"
+#include "bench/client/chunk.h"
 #include "base/clock.h"
 #include "support/bench_workload.h"
 
@@ -135,13 +135,13 @@ static uint64_t parse_ns(const burst_server *s) {
     size_t len = (size_t)(strstr(data, "\n\n") - data);
     uint64_t best = UINT64_MAX;
     for (int i = 0; i < 5; i++) {
-        oai_chunk ch;
+        bench_chunk ch;
         tps_err e = {{0}};
         uint64_t t0 = tps_now_ns();
-        cr_assert_eq(bench_oai_parse(&ch, data, len, "", &e), 0, "%s", e.msg);
+        cr_assert_eq(bench_chunk_parse(&ch, data, len, "", &e), 0, "%s", e.msg);
         uint64_t dt = tps_now_ns() - t0;
         cr_assert_eq(ch.tokens, 1, "the event carries a token");
-        bench_oai_release(&ch);
+        bench_chunk_release(&ch);
         if (dt < best) best = dt;
     }
     return best;

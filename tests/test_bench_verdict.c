@@ -1,4 +1,4 @@
-/* The verdict on a run (src/bench/verdict.h): synthetic results built from
+/* The verdict on a run (src/bench/result/verdict.h): synthetic results built from
  * hand-made request records, one per check, that should trip it and that
  * should not; and --warmup keeping its requests out of the distributions.
  * The limits come from verdict.h so the tests and the docs name one set. */
@@ -6,8 +6,8 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "bench/result.h"
-#include "bench/verdict.h"
+#include "bench/result/result.h"
+#include "bench/result/verdict.h"
 #include "base/clock.h"
 
 #define MS(x) ((uint64_t)(x)*TPS_NS_PER_MS)

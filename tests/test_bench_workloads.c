@@ -8,12 +8,15 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-#include "bench/bench.h"
-#include "bench/convo.h"
-#include "bench/result.h"
+#include "bench/client/bench.h"
+#include "bench/workload/convo.h"
+#include "bench/result/result.h"
 #include "base/clock.h"
 #include "model/tokenizer.h"
 #include "support/test_support.h"
@@ -176,39 +179,39 @@ Test(bench_prefix, dataset_with_a_prefix_is_refused) {
 
 /* ---- oai: cached prompt tokens -------------------------------------------------------------- */
 
-static oai_chunk parse(const char *s) {
-    oai_chunk c;
+static bench_chunk parse(const char *s) {
+    bench_chunk c;
     tps_err e = {{0}};
-    cr_assert_eq(bench_oai_parse(&c, s, strlen(s), "", &e), 0, "%s", e.msg);
+    cr_assert_eq(bench_chunk_parse(&c, s, strlen(s), "", &e), 0, "%s", e.msg);
     return c;
 }
 
-Test(bench_oai, cached_tokens_come_from_usage_details_else_timings_cache_n_else_unknown) {
-    oai_chunk c = parse("{\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,"
-                        "\"prompt_tokens_details\":{\"cached_tokens\":6}}}");
+Test(bench_chunk, cached_tokens_come_from_usage_details_else_timings_cache_n_else_unknown) {
+    bench_chunk c = parse("{\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,"
+                          "\"prompt_tokens_details\":{\"cached_tokens\":6}}}");
     cr_expect(c.has_cached && c.cached_from_usage && c.cached_tokens == 6);
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,"
               "\"prompt_tokens_details\":{\"cached_tokens\":0}}}");
     cr_expect(c.has_cached && c.cached_tokens == 0, "a reported 0 is known");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,"
               "\"prompt_tokens_details\":null}}");
     cr_expect(!c.has_cached, "null details: unknown (vLLM without prompt token details)");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2}}");
     cr_expect(!c.has_cached, "absent: unknown, not zero");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"choices\":[],\"timings\":{\"prompt_n\":3,\"cache_n\":40}}");
     cr_expect(c.has_cached && !c.cached_from_usage && c.cached_tokens == 40, "llama.cpp");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"usage\":{\"prompt_tokens\":43,\"completion_tokens\":2,"
               "\"prompt_tokens_details\":{\"cached_tokens\":32}},\"timings\":{\"cache_n\":40}}");
     cr_expect(c.has_cached && c.cached_from_usage && c.cached_tokens == 32, "usage wins");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
     c = parse("{\"choices\":[{\"delta\":{\"reasoning_content\":\"hm\"}}]}");
     cr_expect(c.text && c.reasoning, "reasoning text is marked");
-    bench_oai_release(&c);
+    bench_chunk_release(&c);
 }
 
 /* ---- conversations --------------------------------------------------------------------------- */
@@ -545,4 +548,82 @@ Test(bench_body, extra_body_fields_reach_every_request_and_the_workload_keeps_it
         const char *why = workload_extra_body_check(j);
         cr_expect(why && strstr(why, own[i]), "%s: refused naming it (%s)", j, why ? why : "null");
     }
+}
+
+/* ---- the /tokenize call goes as the streams go ------------------------------------ */
+
+/* Starts tests/tools/https_endpoint.py in dir (a self-signed HTTPS endpoint
+ * that answers only requests with X-Tenant: t1); returns its port, its pid
+ * in *pid. Skips without python3 or openssl. */
+static int https_endpoint(const char *dir, pid_t *pid) {
+    if (system("command -v openssl >/dev/null && command -v python3 >/dev/null") != 0)
+        cr_skip_test("needs python3 and openssl for an HTTPS endpoint");
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    *pid = fork();
+    if (*pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        execlp("python3", "python3", TPS_SOURCE_DIR "/tests/tools/https_endpoint.py", dir,
+               "X-Tenant", "t1", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char line[32] = "";
+    FILE *f = fdopen(fds[0], "r");
+    bool got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    cr_assert(got && atoi(line) > 0, "the HTTPS endpoint did not start");
+    return atoi(line);
+}
+
+/* config.input_source of a tps bench run against port (args added), and
+ * whether it exited 0. */
+static bool run_against(int port, const char *args, char *source, size_t cap) {
+    char cmd[1024], *out, file[] = "/tmp/tps-https-XXXXXX";
+    int fd = mkstemp(file);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    snprintf(cmd, sizeof cmd,
+             "bench --url https://127.0.0.1:%d %s --requests 2 --input-len 16 --output-len 2 "
+             "--timeout 10 --no-progress --quiet --json %s",
+             port, args, file);
+    int rc = run_tps(cmd, true, &out);
+    free(out);
+    json_t *j = json_load_file(file, 0, NULL);
+    unlink(file);
+    const char *s =
+        json_string_value(json_object_get(json_object_get(j, "config"), "input_source"));
+    snprintf(source, cap, "%s", s ? s : "(no result)");
+    json_decref(j);
+    return rc == 0;
+}
+
+/* Behind a private CA and a gateway that wants a header, the prompts are
+ * sized by the server's /tokenize only when --header and --insecure reach
+ * that call too (before, they reached the streams and the scraper, and the
+ * count fell back to words without a word said). */
+Test(bench_cli, tokenize_carries_the_header_and_insecure_of_the_streams, .timeout = 60) {
+    char dir[] = "/tmp/tps-https-endpoint-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    pid_t pid;
+    int port = https_endpoint(dir, &pid);
+    char source[64];
+    bool ok = run_against(port, "--insecure --header 'X-Tenant: t1'", source, sizeof source);
+    cr_expect(ok, "the run against the endpoint failed");
+    cr_expect_str_eq(source, "server /tokenize");
+    run_against(port, "--insecure", source, sizeof source);
+    cr_expect_str_eq(source, "approximate (words)", "without the header the endpoint says 401");
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    char log[4200];
+    snprintf(log, sizeof log, "%s/requests.log", dir);
+    size_t len = 0;
+    char *text = read_file_all(log, &len);
+    cr_assert_not_null(text);
+    cr_expect(strstr(text, "POST /tokenize header") != NULL, "%s", text);
+    free(text);
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine/forward.h"
+#include "support/model_run.h"
 #include "support/test_support.h"
 
 /* Natural-log probabilities of the top-5 tokens vs llama.cpp's. llama.cpp
@@ -67,52 +68,49 @@ static void teardown(fixture *fx) {
     llama_model_free(fx->m);
 }
 
+/* One case of check_case: llama.cpp's ids and top-5 logprobs per position. */
+typedef struct forward_case {
+    json_t *cs, *gids, *top5;
+    uint32_t vocab, kv_type;
+    double worst; /* worst top-5 logprob error */
+} forward_case;
+
+static int32_t check_position(const float *logits, size_t g, void *arg) {
+    forward_case *fc = arg;
+    int want = (int)json_integer_value(json_array_get(fc->gids, g));
+    int got = argmax(logits, fc->vocab);
+    cr_assert_eq(got, want, "kv %s, prompt '%s': position %zu: got %d, llama.cpp %d",
+                 fc->kv_type == GGML_TYPE_F16 ? "f16" : "f32",
+                 json_string_value(json_object_get(fc->cs, "prompt")), g, got, want);
+    json_t *lst = json_array_get(fc->top5, g);
+    for (size_t k = 0; k < json_array_size(lst); k++) {
+        json_t *e = json_array_get(lst, k);
+        double ref = json_real_value(json_object_get(e, "logprob"));
+        double ours = logprob(logits, fc->vocab, (int)json_integer_value(json_object_get(e, "id")));
+        if (fabs(ours - ref) > fc->worst) fc->worst = fabs(ours - ref);
+    }
+    return got;
+}
+
 /* Greedy generation for one case: prefill the whole prompt in one batch,
  * then decode one token per step; checks ids and logprobs. */
 static void check_case(fixture *fx, json_t *cs, uint32_t kv_type) {
-    json_t *pids = json_object_get(cs, "prompt_ids"), *gids = json_object_get(cs, "generated_ids");
-    json_t *top5 = json_object_get(cs, "top5_per_position");
-    size_t np = json_array_size(pids), ng = json_array_size(gids);
-    uint32_t vocab = fx->m->cfg.n_vocab;
-    kv_seq seq = {0};
-    cr_assert_eq(kv_seq_init(&seq, 64), 0);
-    cr_assert_eq(kv_seq_reserve(fx->kv, &seq, (uint32_t)(np + ng)), 0);
-    const kv_seq *seqs[] = {&seq};
-    fwd_row *rows = calloc(np, sizeof *rows);
+    json_t *pids = json_object_get(cs, "prompt_ids");
+    forward_case fc = {.cs = cs,
+                       .gids = json_object_get(cs, "generated_ids"),
+                       .top5 = json_object_get(cs, "top5_per_position"),
+                       .vocab = fx->m->cfg.n_vocab,
+                       .kv_type = kv_type};
+    size_t np = json_array_size(pids), ng = json_array_size(fc.gids);
+    int32_t *prompt = calloc(np ? np : 1, sizeof *prompt);
     for (size_t i = 0; i < np; i++)
-        rows[i] = (fwd_row){.token = (int32_t)json_integer_value(json_array_get(pids, i)),
-                            .pos = (uint32_t)i,
-                            .want_logits = i + 1 == np};
-    fwd_batch b = {.n_rows = np, .rows = rows, .seqs = seqs};
-    const float *logits;
-    size_t nl;
-    tps_err err = {0};
-    double worst = 0;
-    for (size_t g = 0; g < ng; g++) {
-        cr_assert_eq(llama_forward(fx->s, fx->m, fx->kv, &b, &logits, &nl, &err), 0, "%s", err.msg);
-        cr_assert_eq(nl, 1);
-        int want = (int)json_integer_value(json_array_get(gids, g));
-        int got = argmax(logits, vocab);
-        cr_assert_eq(got, want, "kv %s, prompt '%s': position %zu: got %d, llama.cpp %d",
-                     kv_type == GGML_TYPE_F16 ? "f16" : "f32",
-                     json_string_value(json_object_get(cs, "prompt")), g, got, want);
-        json_t *lst = json_array_get(top5, g);
-        for (size_t k = 0; k < json_array_size(lst); k++) {
-            json_t *e = json_array_get(lst, k);
-            double ref = json_real_value(json_object_get(e, "logprob"));
-            double ours = logprob(logits, vocab, (int)json_integer_value(json_object_get(e, "id")));
-            if (fabs(ours - ref) > worst) worst = fabs(ours - ref);
-        }
-        rows[0] = (fwd_row){.token = got, .pos = (uint32_t)(np + g), .want_logits = 1};
-        b.n_rows = 1;
-    }
+        prompt[i] = (int32_t)json_integer_value(json_array_get(pids, i));
+    test_greedy_run(fx->s, fx->m, fx->kv, prompt, np, ng, check_position, &fc);
+    free(prompt);
     cr_log_info("kv %s: worst top-5 logprob error %g", kv_type == GGML_TYPE_F16 ? "f16" : "f32",
-                worst);
-    cr_expect_leq(worst, kv_type == GGML_TYPE_F16 ? TOL_LOGPROB_F16_KV : TOL_LOGPROB_F32_KV,
-                  "worst top-5 logprob error %g", worst);
-    free(rows);
-    kv_seq_release(fx->kv, &seq);
-    kv_seq_destroy(&seq);
+                fc.worst);
+    cr_expect_leq(fc.worst, kv_type == GGML_TYPE_F16 ? TOL_LOGPROB_F16_KV : TOL_LOGPROB_F32_KV,
+                  "worst top-5 logprob error %g", fc.worst);
 }
 
 static void run_reference(uint32_t kv_type) {
@@ -243,16 +241,7 @@ Test(forward, tied_embeddings_when_output_weight_is_absent) {
     gguf_file *f;
     tps_err err = {0};
     cr_assert_eq(gguf_open(&f, path, &err), 0, "%s", err.msg);
-    gguf_writer *w = gguf_writer_create();
-    for (uint64_t i = 0; i < f->n_kv; i++)
-        cr_assert_eq(gguf_writer_copy_kv(w, &f->kv[i]), 0);
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
-        char name[96];
-        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        if (!strcmp(name, "output.weight")) continue;
-        cr_assert_eq(gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data), 0);
-    }
+    gguf_writer *w = test_gguf_copy(f, "output.weight");
     char tied[] = "/tmp/tps-tied-XXXXXX";
     close(mkstemp(tied));
     cr_assert_eq(gguf_writer_write_file(w, tied, &err), 0, "%s", err.msg);

@@ -8,6 +8,7 @@
 
 #include "model/gguf.h"
 #include "model/llama_config.h"
+#include "support/model_run.h"
 #include "support/test_support.h"
 
 Test(gguf, stories260K_reads_as_a_5_layer_llama) {
@@ -202,15 +203,7 @@ Test(gguf, copying_a_read_file_writes_identical_bytes) {
     gguf_file *f;
     tps_err err = {0};
     cr_assert_eq(gguf_open_memory(&f, buf, size, &err), 0, "%s", err.msg);
-    gguf_writer *w = gguf_writer_create();
-    for (uint64_t i = 0; i < f->n_kv; i++)
-        cr_assert_eq(gguf_writer_copy_kv(w, &f->kv[i]), 0);
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
-        char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        cr_assert_eq(gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data), 0);
-    }
+    gguf_writer *w = test_gguf_copy(f, NULL);
     cr_assert_eq(gguf_writer_write_mem(w, &buf2, &size2, &err), 0, "%s", err.msg);
     cr_expect_eq(size2, size);
     cr_expect_eq(memcmp(buf, buf2, size), 0, "round trip is byte-identical");

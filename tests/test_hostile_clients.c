@@ -42,14 +42,8 @@ typedef struct raw_reply {
 /* Sends bytes[0..len) on a new connection from 127.0.0.from and reads
  * until the server closes (or 10 s). */
 static void raw(int port, int from, const char *bytes, size_t len, raw_reply *r) {
-    int fd = raw_connect(port, from);
-    cr_assert_geq(fd, 0, "connect: %s", strerror(errno));
-    r->text[0] = 0;
-    r->closed = false;
-    if (raw_send_all(fd, bytes, len))
-        raw_read_until_close(fd, r->text, sizeof r->text, 10000, &r->closed);
-    close(fd);
-    r->status = raw_status_of(r->text);
+    r->status = raw_exchange(port, from, bytes, len, 10000, r->text, sizeof r->text, &r->closed);
+    cr_assert_neq(r->status, -2, "connect: %s", strerror(errno));
 }
 
 static void raw_str(int port, const char *bytes, raw_reply *r) {
@@ -493,28 +487,6 @@ Test(hostile, a_request_naming_no_max_tokens_fits_a_small_kv_pool, .timeout = 60
     fixture_finish(&f);
 }
 
-static double gauge_of(int port, const char *name) {
-    char req[256];
-    snprintf(req, sizeof req, "GET /metrics HTTP/1.1\r\n" H "Connection: close\r\n\r\n");
-    raw_reply *r = malloc(sizeof *r);
-    raw_str(port, req, r);
-    /* the sample's line: "\nPREFIXname VALUE" (the prefix, tps: or tps_, is
-     * not this test's concern) */
-    double v = -1;
-    size_t nl = strlen(name);
-    for (const char *p = strstr(r->text, name); p; p = strstr(p + 1, name)) {
-        const char *line = p;
-        while (line > r->text && line[-1] != '\n')
-            line--;
-        if (line[0] != '#' && p[nl] == ' ') {
-            v = strtod(p + nl + 1, NULL);
-            break;
-        }
-    }
-    free(r);
-    return v;
-}
-
 Test(hostile, the_open_connections_gauge_counts_only_open_ones, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
@@ -530,13 +502,13 @@ Test(hostile, the_open_connections_gauge_counts_only_open_ones, .timeout = 60) {
         cr_assert_gt(recv(fds[i], buf, sizeof buf, 0), 0);
     }
     /* 16 kept alive, plus the scrape's own */
-    cr_assert_eq(gauge_of(f.port, "http_connections_open"), 17);
+    cr_assert_eq(raw_metric(f.port, "http_connections_open"), 17);
     for (int i = 0; i < 16; i++)
         close(fds[i]);
     double v = -1;
     for (int i = 0; i < 100 && v != 1; i++) { /* the server sees each close as it comes */
         usleep(20000);
-        v = gauge_of(f.port, "http_connections_open");
+        v = raw_metric(f.port, "http_connections_open");
     }
     cr_assert_eq(v, 1, "16 closed connections still counted: %g open", v);
     fixture_finish(&f);

@@ -3,12 +3,15 @@
  * hand-built timelines whose answers are worked out in the comments.
  * Times are written in milliseconds and converted to ns with MS(). */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/clock.h"
 #include "kernels/machine.h"
+#include "metrics/cpu_load.h"
 #include "metrics/hist.h"
 #include "metrics/timeline.h"
 #include "metrics/window.h"
@@ -840,6 +843,15 @@ Test(machine_cache, round_trips_and_keeps_one_measurement_per_vector_width) {
     cr_assert_float_eq(got.int8_gops, 230, 1e-9);
     cr_assert_eq(machine_cache_load(&got, 3, 512, &err), 0, "%s", err.msg);
     cr_assert_float_eq(got.int8_gops, 600, 1e-9);
+    cr_assert(!got.busy);
+    /* a busy measurement kept on purpose (tps machine --cache-busy) reads back busy */
+    m.busy = true;
+    snprintf(m.busy_why, sizeof m.busy_why, "other processes used 50%% of the CPUs");
+    cr_assert_eq(machine_cache_save(&m, &err), 0, "%s", err.msg);
+    cr_assert_eq(machine_cache_load(&got, 3, 256, &err), 0, "%s", err.msg);
+    cr_assert(got.busy);
+    cr_assert_str_eq(got.busy_why, m.busy_why);
+    m.busy = false;
     /* this build's own width is what machine_limits_get keys its cache by */
     machine_limits mine;
     cr_assert_eq(machine_measure(&mine, 1, 8, &err), 0, "%s", err.msg);
@@ -869,4 +881,93 @@ Test(machine_cache, round_trips_and_keeps_one_measurement_per_vector_width) {
     snprintf(sub, sizeof sub, "%s/tps", dir);
     rmdir(sub);
     rmdir(dir);
+}
+
+/* ---- a busy machine ---------------------------------------------------------- */
+
+Test(cpu_load, others_are_the_busy_time_this_process_did_not_use) {
+    const char *stat0 = "cpu  100 0 50 800 10 0 0 40 0 0\ncpu0 50 0 25 400 5 0 0 20 0 0\n"
+                        "intr 1\nprocs_running 3\nprocs_blocked 0\n";
+    const char *stat1 = "cpu  400 0 150 1000 10 0 0 40 0 0\ncpu0 200 0 75 500 5 0 0 20 0 0\n"
+                        "procs_running 1\n";
+    /* pid (comm with ) and spaces) state ppid ... utime stime at fields 14, 15 */
+    const char *self0 = "42 (a b) c) R 1 1 1 0 -1 0 0 0 0 0 100 20 0 0 20 0 1";
+    const char *self1 = "42 (a b) c) R 1 1 1 0 -1 0 0 0 0 0 200 120 0 0 20 0 1";
+    cpu_sample a, b;
+    cr_assert(cpu_sample_parse(&a, stat0, self0));
+    cr_assert(cpu_sample_parse(&b, stat1, self1));
+    cr_expect_eq(a.total, 1000);
+    cr_expect_eq(a.busy, 150);
+    cr_expect_eq(a.steal, 40);
+    cr_expect_eq(a.own, 120);
+    cr_expect_eq(a.running, 3);
+    /* 600 ticks passed; 400 were busy, 200 of them this process's */
+    cpu_contention c = cpu_contention_between(&a, &b);
+    cr_assert(c.known);
+    cr_expect_float_eq(c.others, 200.0 / 600.0, 1e-12);
+    cr_expect_float_eq(c.steal, 0, 1e-12);
+    char why[160];
+    cr_expect(cpu_contention_busy(&c, why, sizeof why));
+    cr_expect(strstr(why, "other processes used 33% of the CPUs") != NULL, "%s", why);
+    c.others = 0.02;
+    cr_expect(!cpu_contention_busy(&c, why, sizeof why), "%s", why);
+    c.runnable = 2;
+    cr_expect(cpu_contention_busy(&c, why, sizeof why));
+    cr_expect(strstr(why, "2 threads of other processes waiting to run") != NULL, "%s", why);
+    cr_expect(!cpu_sample_parse(&a, "intr 1\n", self0), "no cpu line");
+    cr_expect(!cpu_sample_parse(&a, stat0, "42 (x"), "no utime");
+}
+
+Test(roofline_flag, a_share_above_the_limit_or_of_a_busy_limit_says_why) {
+    machine_limits quiet = {.read_gbs = 10}, busy = {.read_gbs = 10, .busy = true};
+    cr_expect_null(roofline_flag(0.8, &quiet, true));
+    cr_expect_null(roofline_flag(1.0, &quiet, true), "100%% is at the limit, not above it");
+    cr_expect(strstr(roofline_flag(1.3, &quiet, true), "caches") != NULL);
+    cr_expect(strstr(roofline_flag(1.3, &quiet, false), "no computation can be") != NULL);
+    cr_expect(strstr(roofline_flag(0.5, &busy, true), "busy") != NULL);
+}
+
+/* Spins for at most seconds (a bounded busy loop in a child process). */
+static pid_t spin_child(double seconds) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        const uint64_t end = tps_now_ns() + (uint64_t)(seconds * 1e9);
+        volatile uint64_t x = 0;
+        while (tps_now_ns() < end)
+            for (int k = 0; k < 100000; k++)
+                x += (uint64_t)k;
+        _exit(0);
+    }
+    return pid;
+}
+
+/* Under a busy loop on every core, the limits measured are the contention's:
+ * flagged busy, with why, and not cached, so the next caller measures again. */
+Test(machine_limits, a_measurement_under_a_busy_loop_is_flagged_and_not_cached, .timeout = 120) {
+    char dir[] = "/tmp/tps-machine-busy-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(setenv("XDG_CACHE_HOME", dir, 1), 0);
+    const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    pid_t kids[64];
+    long nk = 0;
+    for (; nk < ncpu + 1 && nk < 64; nk++)
+        cr_assert_gt(kids[nk] = spin_child(60), 0);
+    machine_limits m;
+    tps_err err = {{0}};
+    int rc = machine_limits_get(&m, 1, &err);
+    for (long k = 0; k < nk; k++) {
+        kill(kids[k], SIGKILL);
+        waitpid(kids[k], NULL, 0);
+    }
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    cr_expect(m.busy, "measured beside %ld busy loops, yet quiet", nk);
+    cr_expect(m.busy_why[0] != 0);
+    machine_limits got;
+    cr_expect_eq(machine_cache_load(&got, 1, machine_int8_bits(), &err), TPS_ENOENT,
+                 "a busy measurement was cached");
+    char sub[4200];
+    snprintf(sub, sizeof sub, "%s/tps", dir);
+    rmdir(sub);
+    rmdir(dir);
+    unsetenv("XDG_CACHE_HOME");
 }

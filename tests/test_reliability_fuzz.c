@@ -23,8 +23,8 @@
 #define LLVMFuzzerTestOneInput fuzz_dataset_one
 #include "../fuzz/fuzz_dataset.c"
 #undef LLVMFuzzerTestOneInput
-#define LLVMFuzzerTestOneInput fuzz_sse_one
-#include "../fuzz/fuzz_sse.c"
+#define LLVMFuzzerTestOneInput fuzz_sse_read_one
+#include "../fuzz/fuzz_sse_read.c"
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_openai_request_one
 #include "../fuzz/fuzz_openai_request.c"
@@ -38,9 +38,9 @@
 #define LLVMFuzzerTestOneInput fuzz_http_frame_one
 #include "../fuzz/fuzz_http_frame.c"
 #undef LLVMFuzzerTestOneInput
-#define LLVMFuzzerTestOneInput fuzz_prom_one
-#define LLVMFuzzerInitialize   fuzz_prom_init
-#include "../fuzz/fuzz_prom.c"
+#define LLVMFuzzerTestOneInput fuzz_prom_write_one
+#define LLVMFuzzerInitialize   fuzz_prom_write_init
+#include "../fuzz/fuzz_prom_write.c"
 #undef LLVMFuzzerTestOneInput
 #undef LLVMFuzzerInitialize
 #define LLVMFuzzerTestOneInput fuzz_tokenizer_one
@@ -90,7 +90,7 @@ Test(fuzz_replay, dataset) {
 }
 
 Test(fuzz_replay, sse) {
-    replay("fuzz_sse", fuzz_sse_one);
+    replay("fuzz_sse_read", fuzz_sse_read_one);
 }
 
 Test(fuzz_replay, openai_request) {
@@ -110,8 +110,8 @@ Test(fuzz_replay, http_frame) {
 }
 
 Test(fuzz_replay, prom) {
-    fuzz_prom_init(NULL, NULL);
-    replay("fuzz_prom", fuzz_prom_one);
+    fuzz_prom_write_init(NULL, NULL);
+    replay("fuzz_prom_write", fuzz_prom_write_one);
 }
 
 Test(fuzz_replay, tokenizer) {

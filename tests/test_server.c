@@ -768,18 +768,6 @@ static int connect_local(int port) {
     return fd;
 }
 
-static bool wait_idle(server *s, uint64_t cancelled_before, int ms) {
-    for (int i = 0; i < ms / 10; i++) {
-        engine_stats st;
-        engine_get_stats(server_engine(s), &st);
-        if (st.kv_blocks_used == 0 && st.requests_running == 0 && st.requests_waiting == 0 &&
-            st.requests_total[ENGINE_FINISH_CANCELLED] > cancelled_before)
-            return true;
-        usleep(10000);
-    }
-    return false;
-}
-
 Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
@@ -793,7 +781,7 @@ Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
     resp r = {.abort_after = 600};
     long rc = http(f.port, "POST", "/v1/completions", body, NULL, &r);
     cr_assert_lt(rc, 0, "the client should have aborted");
-    cr_assert(wait_idle(f.s, st0.requests_total[ENGINE_FINISH_CANCELLED], 5000),
+    cr_assert(fixture_wait_idle(f.s, 5000, st0.requests_total[ENGINE_FINISH_CANCELLED] + 1),
               "KV blocks not returned after the client left");
     resp_free(&r);
     /* A non-streamed request whose client gives up while it waits in the
@@ -840,7 +828,7 @@ Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
         cr_expect_eq(bgs[k].status, 200);
         resp_free(&bgs[k].r);
     }
-    cr_assert(wait_idle(f.s, st0.requests_total[ENGINE_FINISH_CANCELLED], 5000),
+    cr_assert(fixture_wait_idle(f.s, 5000, st0.requests_total[ENGINE_FINISH_CANCELLED] + 1),
               "non-streamed request not cancelled after its client left");
     /* the server still serves */
     resp r3 = {0};
@@ -1407,7 +1395,7 @@ Test(server, client_disconnect_cancels_every_choice, .timeout = 60) {
     resp r = {.abort_after = 1500};
     cr_assert_lt(http(f.port, "POST", "/v1/completions", body, NULL, &r), 0,
                  "the client should have aborted");
-    cr_assert(wait_idle(f.s, st0.requests_total[ENGINE_FINISH_CANCELLED], 5000),
+    cr_assert(fixture_wait_idle(f.s, 5000, st0.requests_total[ENGINE_FINISH_CANCELLED] + 1),
               "choices still running after the client left");
     resp_free(&r);
     /* the server still serves, and nothing in flight is left behind */

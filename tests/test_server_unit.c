@@ -11,9 +11,9 @@
 #include "server/chat_prompt.h"
 #include "server/chat_template.h"
 #include "server/openai.h"
-#include "server/prom.h"
+#include "server/prom_write.h"
 #include "base/sbuf.h"
-#include "server/sse.h"
+#include "server/sse_write.h"
 
 static int parse(oai_request *r, oai_kind k, const char *body, oai_error *e) {
     return oai_parse(r, k, body, strlen(body), e);

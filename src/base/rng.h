@@ -5,7 +5,7 @@
  * machine, and stored golden outputs depend on it, so the arithmetic here
  * must never change.
  *
- * Not here: distributions (bench/load.c draws normals, gammas and lengths),
+ * Not here: distributions (bench/workload/load.c draws normals, gammas and lengths),
  * anything cryptographic. */
 #ifndef TPS_BASE_RNG_H
 #define TPS_BASE_RNG_H

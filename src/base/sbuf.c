@@ -24,6 +24,12 @@ void sbuf_reset(sbuf *b) {
     if (b->p) b->p[0] = 0;
 }
 
+void sbuf_truncate(sbuf *b, size_t n) {
+    if (n >= b->len) return;
+    b->len = n;
+    b->p[n] = 0;
+}
+
 /* Makes room for n more bytes plus the NUL; false (and sticky failure) when
  * memory runs out. */
 static bool reserve(sbuf *b, size_t n) {

@@ -24,6 +24,8 @@ void sbuf_init(sbuf *b);
 void sbuf_free(sbuf *b);
 /* Empties the buffer and keeps its memory. */
 void sbuf_reset(sbuf *b);
+/* Keeps the first n bytes (n <= len), NUL-terminated. */
+void sbuf_truncate(sbuf *b, size_t n);
 static inline bool sbuf_failed(const sbuf *b) {
     return b->failed;
 }

@@ -1,5 +1,5 @@
 /* `tps bench` and `tps bench merge`: argument parsing and wiring only. The
- * option table parses into a bench_spec (src/bench/bench_spec.h), which the
+ * option table parses into a bench_spec (src/bench/experiment/bench_spec.h), which the
  * library runs; tps sweep parses its bench options with the same table
  * (cli_bench_parse_spec). The client, workloads, metrics and printing live
  * in src/bench. */
@@ -12,12 +12,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
-#include "bench/bench_spec.h"
-#include "bench/capacity.h"
-#include "bench/compare.h"
-#include "bench/report.h"
-#include "bench/result.h"
+#include "bench/client/bench.h"
+#include "bench/experiment/bench_spec.h"
+#include "bench/experiment/capacity.h"
+#include "bench/result/compare.h"
+#include "bench/report/report.h"
+#include "bench/result/result.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
 
@@ -189,8 +189,11 @@ static const opt_row bench_rows[] = {
      .help = "event loops (threads) sharing the connections; default:\n"
              "one per 64 in flight, at most the usable cores (1 with\n"
              "--turns); the summary's client line shows their CPU"},
-    {"--seed", .kind = OPT_U64, .off = B(spec.cfg.seed), .max = 18446744073709551615.0, .def = "1",
-     .help = "arrivals and prompts"},
+    {"--seed", .kind = OPT_U64, .off = B(spec.cfg.seed), .max = 281474976710655.0,
+     .seen = OPT_SEEN(bench_cli, spec.seed_given),
+     .help = "arrivals and prompts: give a run's config.seed to repeat\n"
+             "it (default: a new one each run, so no run sends\n"
+             "another's prompts)"},
     OPT_HEAD("workload"),
     {"--input-len", .kind = OPT_CUSTOM, .off = B(spec.wo.input_len), .parse = dist_arg,
      .metavar = "D", .def = "128", .help = "prompt tokens: N, uniform:A:B or normal:MU:SD"},
@@ -564,6 +567,28 @@ static void print_probe(const capacity_probe *p, size_t i, void *arg) {
     fflush(stdout);
 }
 
+/* Probe k of a search: the spec at the probe's rate and duration, with seed
+ * base + k, so no probe sends the prompts of another (capacity_opts.prepare). */
+typedef struct probe_spec {
+    const bench_spec *s;
+    uint64_t seed; /* the search's: its first probe's */
+} probe_spec;
+
+static int prepare_probe(workload *wl, bench_config *cfg, size_t k, double rate, double dur,
+                         void *arg, tps_err *e) {
+    const probe_spec *ps = arg;
+    bench_spec s = *ps->s;
+    s.cfg.rate = rate;
+    s.cfg.duration_s = dur;
+    s.cfg.requests = 0;
+    s.cfg.seed = ps->seed + k;
+    s.seed_given = true;
+    /* the probe's sends (Poisson: 1.2x the mean and 16 covers > 3 sigma), not
+     * bench's rate x duration + in-flight cap: sized again every probe */
+    if (!s.prompts) s.prompts = (uint64_t)(rate * dur * 1.2) + 16;
+    return bench_spec_prepare(wl, cfg, &s, NULL, "tps bench", e);
+}
+
 /* --find-max-rate: the search, each probe printed as it ends, the answer,
  * and every probe in --json. The exit code. */
 static int bench_capacity(const bench_cli *b) {
@@ -571,10 +596,13 @@ static int bench_capacity(const bench_cli *b) {
     tps_err e = {{0}};
     workload wl;
     bench_config cfg;
-    if (bench_spec_prepare(&wl, &cfg, s, stderr, "tps bench", &e)) {
+    bench_spec one = *s; /* the options checked and the notes said once, on one prompt */
+    one.prompts = 1;
+    if (bench_spec_prepare(&wl, &cfg, &one, stderr, "tps bench", &e)) {
         fprintf(stderr, "tps bench: %s\n", e.msg);
         return 1;
     }
+    probe_spec ps = {.s = s, .seed = cfg.seed};
     json_t *jc = bench_spec_config_json(s, &cfg, &wl);
     capacity_opts o = capacity_opts_default();
     o.slo = s->ro.slo;
@@ -582,6 +610,8 @@ static int bench_capacity(const bench_cli *b) {
     if (cfg.rate > 0) o.start_rate = cfg.rate, o.min_rate = cfg.rate / 16;
     o.probe_s = cfg.duration_s;
     o.config = jc;
+    o.prepare = prepare_probe;
+    o.prepare_arg = &ps;
     capacity_result r;
     int rc = 0;
     capacity_print_header(stdout);

@@ -108,9 +108,11 @@ static const opt_cmd gen_cmd = {
              "  and the decode window's GB/s: every weight once per token, and the K and\n"
              "  V of each token's context (prompt and tokens before it; a sliding-window\n"
              "  layer its window), over the window's time, beside the machine's measured\n"
-             "  read bandwidth (tps machine). --json: prefill_gmacs,\n"
-             "  prefill_roofline_fraction, decode_gbps, weight_bytes_per_token,\n"
-             "  kv_bytes_per_token (mean) and decode_kv_bytes.\n"
+             "  read bandwidth (tps machine). A share above 100%, or one read against\n"
+             "  limits measured while the machine was busy, comes with a note saying why.\n"
+             "  --json: prefill_gmacs, prefill_roofline_fraction, decode_gbps,\n"
+             "  weight_bytes_per_token, kv_bytes_per_token (mean), decode_kv_bytes, and\n"
+             "  prefill_roofline_note, decode_bandwidth_note, machine_limits_busy when so.\n"
              "\n",
     .rows = gen_rows,
 };
@@ -200,6 +202,8 @@ typedef struct gen_figures {
     double gbps;             /* weights and KV read over the decode window */
     double read_gbs;         /* this machine's read bandwidth (tps machine); 0: unknown */
     size_t n_computed;       /* prompt tokens the prefix cache did not hold */
+    const char *prefill_flag, *decode_flag; /* roofline_flag's words, or NULL */
+    bool limits_busy;                       /* the limits were measured while busy */
 } gen_figures;
 
 static void gen_print_json(const gen_out *g, const gen_figures *f, const int32_t *ids, size_t n_ids,
@@ -230,6 +234,12 @@ static void gen_print_json(const gen_out *g, const gen_figures *f, const int32_t
         json_object_set_new(j, "machine_read_gbs", json_real(f->read_gbs));
         json_object_set_new(j, "decode_bandwidth_fraction", json_real(f->gbps / f->read_gbs));
     }
+    /* a share that needs a word carries it (metrics/roofline.h) */
+    if (f->prefill_flag)
+        json_object_set_new(j, "prefill_roofline_note", json_string(f->prefill_flag));
+    if (f->decode_flag)
+        json_object_set_new(j, "decode_bandwidth_note", json_string(f->decode_flag));
+    if (f->limits_busy) json_object_set_new(j, "machine_limits_busy", json_true());
     json_object_set_new(j, "weight_bytes_per_token", json_integer((json_int_t)bytes_per_token));
     json_object_set_new(j, "params_total", json_integer((json_int_t)m->w.params_total));
     json_object_set_new(j, "params_active", json_integer((json_int_t)m->w.params_active));
@@ -266,9 +276,6 @@ static double step_weight_bytes(const gen_model *gm, size_t n) {
     const double touched = n == 1 ? k : E * (1.0 - pow(1.0 - k / E, (double)n));
     return (double)w->bytes_dense + (double)(w->bytes_per_token - w->bytes_dense) / k * touched;
 }
-
-/* Past the roofline by more than this, the cached limits are wrong. */
-#define ROOFLINE_SLACK 1.05
 
 /* The prompt's work as the engine counts it: each computed row through the
  * layers, the last row's LM head, every row's attention over its context,
@@ -308,6 +315,9 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
                  ? ((double)(g->n - 1) * (double)bytes_per_token + f.kv_bytes) / f.decode_s / 1e9
                  : 0;
     f.read_gbs = read_gbs;
+    f.prefill_flag = f.prefill_fraction > 0 ? roofline_flag(f.prefill_fraction, ml, false) : NULL;
+    f.decode_flag = read_gbs > 0 ? roofline_flag(f.gbps / read_gbs, ml, true) : NULL;
+    f.limits_busy = ml->busy;
     if (o->json) {
         gen_print_json(g, &f, ids, n_ids, bytes_per_token, gm->m);
         return;
@@ -326,6 +336,7 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
                 "%.1f GB/s): the longer of the prompt's multiply-adds and bytes at those rates, "
                 "over its time\n",
                 100.0 * f.prefill_fraction, ml->int8_gops, read_gbs);
+    if (f.prefill_flag) fprintf(stderr, "         note: %s\n", f.prefill_flag);
     const llama_weights *w = &gm->m->w;
     if (gm->cfg->n_expert)
         fprintf(stderr,
@@ -349,18 +360,8 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
                 "token reads every weight and its context's K and V once, so this is its "
                 "roofline\n",
                 100.0 * f.gbps / read_gbs, read_gbs);
-    /* Past the limits: a prompt's multiply-adds cannot be, so the cached
-     * limits were measured on a busy machine; a token's bytes can, when
-     * they fit in the CPU's caches (the read bandwidth is DRAM's). */
-    if (f.prefill_fraction > ROOFLINE_SLACK)
-        fprintf(stderr,
-                "note: the prompt ran above this machine's cached limits, so they were measured "
-                "while it was busy; run `tps machine --redo` on a quiet machine\n");
-    else if (read_gbs > 0 && f.gbps > ROOFLINE_SLACK * read_gbs)
-        fprintf(stderr,
-                "note: decode read faster than this machine's cached DRAM bandwidth: the model "
-                "fits in the CPU's caches, or the bandwidth was measured while the machine was "
-                "busy (run `tps machine --redo` on a quiet machine)\n");
+    if (f.decode_flag && f.decode_flag != f.prefill_flag)
+        fprintf(stderr, "         note: %s\n", f.decode_flag);
 }
 
 /* The figures, read against this machine's limits (cached, or measured

@@ -1,12 +1,12 @@
 /* `tps report`: argument parsing and wiring only. Reading results, the
- * table, the plots and the page live in src/bench/report_set.h. */
+ * table, the plots and the page live in src/bench/report/report_set.h. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "bench/report_factor.h"
-#include "bench/report_set.h"
+#include "bench/report/report_factor.h"
+#include "bench/report/report_set.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
 

@@ -1,5 +1,5 @@
 /* `tps sweep`: argument parsing and wiring only. The grid, the local server
- * and the sweep document are src/bench/sweep.h. The options sweep does not
+ * and the sweep document are src/bench/experiment/sweep.h. The options sweep does not
  * know are parsed once, by tps bench's own table (cli_bench_parse_spec), into
  * the spec every point runs, so bench options mean the same here. */
 #include <math.h>
@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench_spec.h"
-#include "bench/report_set.h"
-#include "bench/sweep.h"
+#include "bench/experiment/bench_spec.h"
+#include "bench/report/report_set.h"
+#include "bench/experiment/sweep.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
 

@@ -66,6 +66,7 @@ struct engine {
     pthread_cond_t work_cv;
     pthread_cond_t ev_cv;
     bool stopping;
+    bool reset_prefix; /* engine_reset_prefix_cache: empty the prefix cache before the next step */
     seq_list incoming;
     uint64_t *cancels;
     size_t n_cancels, cap_cancels;
@@ -307,6 +308,15 @@ void engine_cancel(engine *e, uint64_t id) {
     pthread_mutex_unlock(&e->mu);
 }
 
+bool engine_reset_prefix_cache(engine *e) {
+    if (!e->kv->pc) return false;
+    pthread_mutex_lock(&e->mu);
+    e->reset_prefix = true;
+    pthread_cond_signal(&e->work_cv);
+    pthread_mutex_unlock(&e->mu);
+    return true;
+}
+
 size_t engine_poll(engine *e, engine_event *out, size_t max) {
     pthread_mutex_lock(&e->mu);
     size_t n = 0;
@@ -502,7 +512,9 @@ static void sync_stats(engine *e) {
 
 static void take_requests(engine *e, uint64_t t_now) {
     pthread_mutex_lock(&e->mu);
-    while (e->incoming.head) {
+    /* a request submitted after engine_reset_prefix_cache waits for the
+     * reset (at the next turn of engine_main), not admitted before it */
+    while (e->incoming.head && !e->reset_prefix) {
         seq *s = e->incoming.head;
         seq_list_remove(&e->incoming, s);
         seq_list_push_back(&e->waiting, s);
@@ -978,7 +990,8 @@ static void *engine_main(void *arg) {
     bool warming = true;
     for (;;) {
         pthread_mutex_lock(&e->mu);
-        while (!e->stopping && !e->incoming.n && !e->n_cancels && !e->waiting.n && !e->running.n) {
+        while (!e->stopping && !e->reset_prefix && !e->incoming.n && !e->n_cancels &&
+               !e->waiting.n && !e->running.n) {
             if (warming) { /* nothing to do: fault in the next slice of the pool */
                 pthread_mutex_unlock(&e->mu);
                 warming = kv_cache_warm(e->kv, ENGINE_WARM_SLICE);
@@ -988,9 +1001,15 @@ static void *engine_main(void *arg) {
             }
             pthread_cond_wait(&e->work_cv, &e->mu);
         }
-        bool stop = e->stopping;
+        bool stop = e->stopping, reset = e->reset_prefix;
+        e->reset_prefix = false;
         pthread_mutex_unlock(&e->mu);
         if (stop) break;
+        if (reset) { /* between steps: the next admission finds an empty cache */
+            kv_cache_reset_prefix(e->kv);
+            sync_stats(e);
+            continue;
+        }
         if (!step(e)) {
             /* Work exists but nothing could be scheduled (cannot happen
              * while submit checks that every request fits the pool alone):

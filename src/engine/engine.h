@@ -67,10 +67,8 @@ typedef struct engine_params {
 /* The automatic target is 3 x a one-row step: at one stream that keeps a
  * prompt-carrying step within 3x the ITL the stream otherwise sees. The
  * floor only guards tiny models, whose one-row step is well under a
- * millisecond. It was 10 ms; where a one-row step is 2.5 ms (110M Q8_0,
- * Zen 5) that made the target 4x the step: at 4 streams (128/128, 4
- * alternating rounds) ITL p99 ran 2.67-3.06x p50, against 2.13-2.53x with
- * this floor, which costs ~30 ms of TTFT p50. */
+ * millisecond (docs/performance.md, "The automatic ITL target's floor",
+ * has the measurement that set it). */
 #define ENGINE_ITL_TARGET_FLOOR_MS 5.0
 #define ENGINE_KV_RESIDENT_MIN     (64u << 20)
 
@@ -218,6 +216,12 @@ int engine_constraints_prepare(engine *e, tps_err *err);
  * DONE(cancelled) event follows for each unfinished choice. Unknown or
  * finished ids are ignored. Thread-safe. */
 void engine_cancel(engine *e, uint64_t id);
+
+/* Empties the prefix cache before the next step (vLLM's reset_prefix_cache):
+ * a request submitted after this returns finds nothing cached; requests
+ * running keep their K/V, which are not cached again. False when the
+ * engine has no prefix cache. Thread-safe; never waits on a step. */
+bool engine_reset_prefix_cache(engine *e);
 
 /* Moves up to max queued events into out; returns how many. Non-blocking. */
 size_t engine_poll(engine *e, engine_event *out, size_t max);

@@ -325,6 +325,23 @@ static void drop_block(kv_cache *kv, uint32_t b) {
         kv->free_list[kv->n_free++] = b;
 }
 
+uint32_t kv_cache_reset_prefix(kv_cache *kv) {
+    if (!kv->pc) return 0;
+    uint32_t n = 0, b;
+    while ((b = prefix_cache_evict(kv->pc)) != PREFIX_NONE) { /* cached, nobody holds it */
+        unlink_companion(kv, b);
+        kv->free_list[kv->n_free++] = b;
+        n++;
+    }
+    for (b = 0; b < kv->n_blocks && kv->pc->n_cached; b++) { /* held by a running sequence */
+        if (!prefix_cache_has(kv->pc, b)) continue;
+        prefix_cache_unindex(kv->pc, b);
+        unlink_companion(kv, b);
+        n++;
+    }
+    return n;
+}
+
 int kv_seq_init(kv_seq *seq, uint32_t cap) {
     seq->blocks = malloc(sizeof(uint32_t) * (cap ? cap : 1));
     seq->lblocks = malloc(sizeof(uint32_t) * (cap ? cap : 1));

@@ -150,6 +150,13 @@ static inline uint32_t kv_blocks_for(const kv_cache *kv, uint32_t n_tokens) {
 }
 
 /* seq must be zeroed before first use; cap is the most blocks it may hold. */
+/* Empties the prefix cache (POST /reset_prefix_cache): every cached block
+ * nobody holds goes back to the free list, and the blocks running
+ * sequences hold leave the index (they are freed, not kept, when released).
+ * What runs is untouched: its K/V stay where they are. Returns the blocks
+ * that left the index. Engine thread only, between steps. */
+uint32_t kv_cache_reset_prefix(kv_cache *kv);
+
 int kv_seq_init(kv_seq *seq, uint32_t cap);
 void kv_seq_destroy(kv_seq *seq); /* frees the table (blocks must be released first) */
 

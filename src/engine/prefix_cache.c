@@ -98,7 +98,7 @@ prefix_ref prefix_cache_insert(prefix_cache *pc, uint32_t b, prefix_ref parent,
     return prefix_cache_ref(pc, b);
 }
 
-static void unindex(prefix_cache *pc, uint32_t b) {
+void prefix_cache_unindex(prefix_cache *pc, uint32_t b) {
     uint32_t *link = &pc->buckets[pc->hash[b] & (pc->n_buckets - 1)];
     while (*link != b)
         link = &pc->hnext[*link];
@@ -140,6 +140,6 @@ uint32_t prefix_cache_evict(prefix_cache *pc) {
     uint32_t b = pc->lru_head;
     if (b == PREFIX_NONE) return PREFIX_NONE;
     prefix_cache_lru_remove(pc, b);
-    unindex(pc, b);
+    prefix_cache_unindex(pc, b);
     return b;
 }

@@ -83,5 +83,9 @@ void prefix_cache_lru_remove(prefix_cache *pc, uint32_t b);
 /* Takes the least recently used block out of the LRU and the index;
  * PREFIX_NONE when the LRU is empty. */
 uint32_t prefix_cache_evict(prefix_cache *pc);
+/* Takes indexed block b (one a sequence holds: not in the LRU) out of the
+ * index: no lookup finds it again, and blocks indexed after it can no
+ * longer be reached (their parent's registration is gone). */
+void prefix_cache_unindex(prefix_cache *pc, uint32_t b);
 
 #endif

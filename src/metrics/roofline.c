@@ -74,6 +74,11 @@ int machine_cache_load(machine_limits *m, int threads, int int8_bits, tps_err *e
         seen |= (sscanf(line, "int8_bits %d", &got.int8_bits) == 1) << 4;
         unsigned long long t;
         if (sscanf(line, "measured_s %llu", &t) == 1) got.measured_s = t;
+        if (!strncmp(line, "busy ", 5)) {
+            got.busy = true;
+            snprintf(got.busy_why, sizeof got.busy_why, "%.*s", (int)strcspn(line + 5, "\n"),
+                     line + 5);
+        }
     }
     fclose(f);
     char cpu[96];
@@ -103,6 +108,7 @@ int machine_cache_save(const machine_limits *m, tps_err *err) {
             "measured_s %llu\n",
             m->cpu, m->threads, m->read_gbs, m->int8_gops, m->int8_bits, m->fp32_gflops,
             (unsigned long long)m->measured_s);
+    if (m->busy) fprintf(f, "busy %s\n", m->busy_why[0] ? m->busy_why : "yes");
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         unlink(tmp);
         return tps_fail(err, TPS_EIO, "machine: cannot write %s", path);
@@ -119,4 +125,20 @@ double roofline_fraction(const roofline_work *w, const machine_limits *m) {
     double t_bytes = (w->weight_bytes + w->kv_bytes) / (m->read_gbs * 1e9);
     double t_macs = w->macs / (m->int8_gops * 1e9);
     return (t_bytes > t_macs ? t_bytes : t_macs) / w->seconds;
+}
+
+const char *roofline_flag(double fraction, const machine_limits *m, bool bytes) {
+    if (fraction > 1.0 && bytes)
+        return m && m->busy ? "above the limit: measured while the machine was busy (tps machine "
+                              "--redo on a quiet machine), or the data sat in the CPU's caches"
+                            : "above the limit: the data sat in the CPU's caches (a model that "
+                              "fits there reads faster than DRAM), or the limit is stale (tps "
+                              "machine --redo on a quiet machine)";
+    if (fraction > 1.0)
+        return "above the limit, which no computation can be: the limit was measured while the "
+               "machine was busy or is stale (tps machine --redo on a quiet machine)";
+    if (m && m->busy)
+        return "the limit was measured while the machine was busy, so this share is too high "
+               "(tps machine --redo on a quiet machine)";
+    return NULL;
 }

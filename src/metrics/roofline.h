@@ -6,6 +6,7 @@
 #ifndef TPS_METRICS_ROOFLINE_H
 #define TPS_METRICS_ROOFLINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,12 @@ typedef struct machine_limits {
     int int8_bits;       /* vector width of the instruction int8_gops was measured with */
     double fp32_gflops;  /* fp32 FMA flops per second, 1e9 */
     uint64_t measured_s; /* wall-clock time of the measurement (label only) */
+    /* Every round of the measurement ran while the machine was busy
+     * (metrics/cpu_load.h says how that is told): the figures are the
+     * contention's, below the machine's own. Never cached unless asked
+     * (tps machine --cache-busy), and every figure read against them says so. */
+    bool busy;
+    char busy_why[160]; /* the least busy round's contention, in words; "" when quiet */
 } machine_limits;
 
 /* The cache file: $XDG_CACHE_HOME/tps/machine-T-B.txt, else
@@ -28,9 +35,11 @@ typedef struct machine_limits {
 int machine_cache_path(char *buf, size_t cap, int threads, int int8_bits, tps_err *err);
 /* Reads the cache for threads and int8_bits; TPS_ENOENT when absent,
  * TPS_EINVAL when it is for another CPU or does not parse (measure again
- * then). */
+ * then). A measurement cached with --cache-busy comes back with busy set. */
 int machine_cache_load(machine_limits *m, int threads, int int8_bits, tps_err *err);
-/* Writes the cache atomically (a temporary file renamed over it). */
+/* Writes the cache atomically (a temporary file renamed over it), busy
+ * flag and why included: whether a busy measurement is cached at all is
+ * the caller's decision (kernels/machine.h). */
 int machine_cache_save(const machine_limits *m, tps_err *err);
 /* This CPU's model name into buf ("unknown" when /proc says nothing). */
 void machine_cpu_name(char *buf, size_t cap);
@@ -46,5 +55,15 @@ double roofline_gbs(const roofline_work *w);
  * multiply-adds at the int8 rate, whichever is longer) over the time it
  * took: 1.0 is at the roofline. 0 when m or w is empty. */
 double roofline_fraction(const roofline_work *w, const machine_limits *m);
+
+/* Why a reading of `fraction` of m's limit needs a word, or NULL when it
+ * needs none. Above 1 (100%) a reading is not the machine's own speed: the
+ * data sat in the CPU's caches (a model that fits in the last-level cache
+ * reads faster than DRAM), or the limit was measured while the machine was
+ * busy or is stale; read against limits measured while busy (m->busy), any
+ * share is too high. Every place that prints such a share prints this. `bytes` says whether the
+ * reading is of bandwidth (where data in the caches can exceed DRAM's) or of multiply-adds (where
+ * nothing can). */
+const char *roofline_flag(double fraction, const machine_limits *m, bool bytes);
 
 #endif

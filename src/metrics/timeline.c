@@ -202,6 +202,19 @@ size_t timeline_itls(const timeline *t, uint64_t *out, size_t cap) {
     return n;
 }
 
+void timeline_arrivals(const timeline *t, size_t *arrivals, size_t *multi) {
+    *arrivals = *multi = 0;
+    for (size_t i = 0; i < t->n_events;) {
+        uint64_t tokens = 0;
+        size_t j = i;
+        for (; j < t->n_events && t->events[j].t_ns == t->events[i].t_ns; j++)
+            tokens += t->events[j].tokens;
+        ++*arrivals;
+        *multi += tokens > 1;
+        i = j;
+    }
+}
+
 bool timeline_record(const timeline *t, const timeline_hists *h) {
     if (t->status != TL_OK) return false;
     uint64_t v;
@@ -217,6 +230,11 @@ bool timeline_record(const timeline *t, const timeline_hists *h) {
             if (i > 0) hist_record(h->itl, ev->t_ns - t->events[i - 1].t_ns);
             hist_record_n(h->itl, 0, ev->tokens - 1);
         }
+    }
+    for (size_t i = 1, last = 0; h->arrival_gap && i < t->n_events; i++) {
+        if (t->events[i].t_ns == t->events[last].t_ns) continue; /* the same arrival */
+        hist_record(h->arrival_gap, t->events[i].t_ns - t->events[last].t_ns);
+        last = i;
     }
     return true;
 }

@@ -130,17 +130,26 @@ uint64_t timeline_tpot(const timeline *t);
  * token. Writes the first min(cap, count) gaps to out; returns the count. */
 size_t timeline_itls(const timeline *t, uint64_t *out, size_t cap);
 
+/* Arrivals: the distinct times at which output tokens arrived. Events that
+ * came at one instant (several SSE events in one read, stamped alike) and
+ * an event of several tokens are each one arrival: what a reader waits
+ * between is arrivals, so with k tokens an arrival the per-token ITL holds
+ * k - 1 zero gaps that no reader waited. Writes how many arrivals there
+ * were and how many brought more than one token. */
+void timeline_arrivals(const timeline *t, size_t *arrivals, size_t *multi);
+
 /* Where to record a finished request's metrics; any member may be NULL. */
 typedef struct timeline_hists {
-    hist *ttft;      /* from scheduled start */
-    hist *ttft_sent; /* from actual send */
-    hist *itl;       /* every gap, zero gaps included */
-    hist *tpot;      /* requests with >= 2 output tokens */
-    hist *e2e;       /* from scheduled start */
-    hist *e2e_sent;  /* from actual send */
+    hist *ttft;        /* from scheduled start */
+    hist *ttft_sent;   /* from actual send */
+    hist *itl;         /* every gap, zero gaps included */
+    hist *arrival_gap; /* gaps between consecutive token arrivals (timeline_arrivals) */
+    hist *tpot;        /* requests with >= 2 output tokens */
+    hist *e2e;         /* from scheduled start */
+    hist *e2e_sent;    /* from actual send */
 } timeline_hists;
 
-/* Records TTFT, ITL, TPOT and E2E of t if it completed (TL_OK); metrics that
+/* Records TTFT, ITL, TPOT, E2E and the arrival gaps of t if it completed (TL_OK); metrics that
  * are undefined for it are skipped. Returns whether it recorded. No
  * allocation. */
 bool timeline_record(const timeline *t, const timeline_hists *h);

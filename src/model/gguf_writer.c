@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "model/gguf.h"
+#include "base/grow.h"
 
 typedef struct wkv {
     char *key;
@@ -70,15 +71,9 @@ static int set_kv(gguf_writer *w, const char *key, uint32_t type, uint8_t *paylo
             w->kv[i].payload_len = len;
             return 0;
         }
-    if (w->n_kv == w->cap_kv) {
-        size_t cap = w->cap_kv ? 2 * w->cap_kv : 32;
-        wkv *kv = realloc(w->kv, cap * sizeof *kv);
-        if (!kv) {
-            free(payload);
-            return TPS_ENOMEM;
-        }
-        w->kv = kv;
-        w->cap_kv = cap;
+    if (TPS_GROW(w->kv, w->cap_kv, w->n_kv + 1, 32)) {
+        free(payload);
+        return TPS_ENOMEM;
     }
     char *k = strdup(key);
     if (!k) {
@@ -211,13 +206,7 @@ static int add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t 
     if (!nbytes) return TPS_EINVAL;
     for (size_t i = 0; i < w->n_t; i++)
         if (!strcmp(w->t[i].name, name)) return TPS_EINVAL;
-    if (w->n_t == w->cap_t) {
-        size_t cap = w->cap_t ? 2 * w->cap_t : 64;
-        wtensor *t = realloc(w->t, cap * sizeof *t);
-        if (!t) return TPS_ENOMEM;
-        w->t = t;
-        w->cap_t = cap;
-    }
+    if (TPS_GROW(w->t, w->cap_t, w->n_t + 1, 64)) return TPS_ENOMEM;
     wtensor *t = &w->t[w->n_t];
     memset(t, 0, sizeof *t);
     t->name = strdup(name);

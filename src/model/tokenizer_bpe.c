@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "model/tokenizer_internal.h"
+#include "base/grow.h"
 
 /* ======================================================================== */
 /* Pre-tokenizers                                                            */
@@ -297,13 +298,7 @@ typedef struct span_list {
 } span_list;
 
 static int span_push(span_list *l, size_t off, size_t len) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        span *v = realloc(l->v, cap * sizeof *v);
-        if (!v) return TPS_ENOMEM;
-        l->v = v;
-        l->cap = cap;
-    }
+    if (TPS_GROW(l->v, l->cap, l->n + 1, 64)) return TPS_ENOMEM;
     l->v[l->n++] = (span){off, len};
     return 0;
 }
@@ -334,13 +329,7 @@ static bool pair_before(const bpe_pair *a, const bpe_pair *b) {
 }
 
 static int heap_push(bpe_scratch *s, bpe_pair p) {
-    if (s->heap_n == s->heap_cap) {
-        size_t cap = s->heap_cap ? s->heap_cap * 2 : 64;
-        bpe_pair *v = realloc(s->heap, cap * sizeof *v);
-        if (!v) return TPS_ENOMEM;
-        s->heap = v;
-        s->heap_cap = cap;
-    }
+    if (TPS_GROW(s->heap, s->heap_cap, s->heap_n + 1, 64)) return TPS_ENOMEM;
     size_t i = s->heap_n++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;
@@ -380,12 +369,7 @@ static int try_pair(const tok_bpe *b, bpe_scratch *s, int32_t left, int32_t righ
 static int encode_piece(const tokenizer *t, const char *p, size_t len, bpe_scratch *s,
                         tok_ids *out) {
     const tok_bpe *b = t->bpe;
-    if (len * 2 > s->enc_cap) {
-        char *e = realloc(s->enc, len * 2);
-        if (!e) return TPS_ENOMEM;
-        s->enc = e;
-        s->enc_cap = len * 2;
-    }
+    if (TPS_GROW(s->enc, s->enc_cap, len * 2, 64)) return TPS_ENOMEM;
     size_t n = 0;
     for (size_t i = 0; i < len; i++) {
         uint8_t c = (uint8_t)p[i];
@@ -396,12 +380,7 @@ static int encode_piece(const tokenizer *t, const char *p, size_t len, bpe_scrat
         int32_t id = tok_lookup(t, s->enc, n);
         if (id != TOKEN_NONE) return tok_ids_push(out, id);
     }
-    if (len > s->sym_cap) {
-        bpe_sym *v = realloc(s->sym, len * sizeof *v);
-        if (!v) return TPS_ENOMEM;
-        s->sym = v;
-        s->sym_cap = len;
-    }
+    if (TPS_GROW(s->sym, s->sym_cap, len, 64)) return TPS_ENOMEM;
     int32_t nsym = 0;
     for (size_t off = 0; off < n;) {
         size_t l = tok_utf8_len((uint8_t)s->enc[off]); /* 1 or 2: the mapping is valid UTF-8 */

@@ -66,6 +66,17 @@ struct tokenizer {
     tok_bpe *bpe; /* BPE only */
 };
 
+static inline bool tok_valid_id(const tokenizer *t, int32_t id) {
+    return id >= 0 && (uint32_t)id < t->n_vocab;
+}
+
+/* Whether token id's text is exactly s. */
+static inline bool tok_text_is(const tokenizer *t, uint32_t id, const char *s) {
+    size_t n = strlen(s);
+    return t->text_off[id + 1] - t->text_off[id] == n &&
+           memcmp(t->text + t->text_off[id], s, n) == 0;
+}
+
 /* Growable list of ids, the output of the algorithms. */
 typedef struct tok_ids {
     int32_t *v;

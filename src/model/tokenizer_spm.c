@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "model/tokenizer_internal.h"
+#include "base/grow.h"
 
 typedef struct spm_sym {
     int32_t prev, next; /* neighbours in the live chain, -1 at the ends */
@@ -33,13 +34,7 @@ static bool pair_before(const spm_pair *a, const spm_pair *b) {
 }
 
 static int heap_push(spm_heap *h, spm_pair p) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        spm_pair *v = realloc(h->v, cap * sizeof *v);
-        if (!v) return TPS_ENOMEM;
-        h->v = v;
-        h->cap = cap;
-    }
+    if (TPS_GROW(h->v, h->cap, h->n + 1, 64)) return TPS_ENOMEM;
     size_t i = h->n++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;

@@ -494,6 +494,12 @@ int server_load(server *s, tps_err *err) {
     int nth = ep.n_threads ? ep.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (machine_limits_get(&s->machine, nth, &merr))
         fprintf(s->log, "tps serve: warning: no machine limits for the roofline: %s\n", merr.msg);
+    else if (s->machine.busy)
+        fprintf(s->log,
+                "tps serve: note: the machine's limits were measured while it was busy (%s); "
+                "/metrics says so (tps_machine_limits_busy), and tps machine on a quiet machine "
+                "caches its own\n",
+                s->machine.busy_why);
     s->ev_engine =
         event_new(s->base, engine_event_fd(s->eng), EV_READ | EV_PERSIST, server_on_engine, s);
     if (!s->ev_engine || event_add(s->ev_engine, NULL))

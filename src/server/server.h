@@ -12,8 +12,8 @@
  *   server_drain(s) or server_stop(s); server_wait(s); server_free(s);
  *
  * Not here: argument parsing and signal setup (cli/cli_serve.c passes a
- * signalfd in), the request JSON (openai.h), response bodies (sse.h),
- * chat templates (chat_template.h), the Prometheus writer (prom.h). */
+ * signalfd in), the request JSON (openai.h), response bodies (sse_write.h),
+ * chat templates (chat_template.h), the Prometheus writer (prom_write.h). */
 #ifndef TPS_SERVER_H
 #define TPS_SERVER_H
 

@@ -1,14 +1,14 @@
 /* The HTTP routes: dispatch by path and method, the browser checks (Host,
  * Origin, CORS preflight), authentication, the synchronous endpoints
- * (/health, /v1/models, /metrics), and handing request bodies (/tokenize,
- * /detokenize, /apply-template, completions) to be prepared: inline when
- * small, else on a
+ * (/health, /v1/models, /metrics, /reset_prefix_cache), and handing request
+ * bodies (/tokenize, /detokenize, /apply-template, completions) to be
+ * prepared: inline when small, else on a
  * worker (server_work.c).
  *
  * Not here: preparing bodies and admitting completions (server_prepare.c),
  * streaming the answers back (server_stream.c), the /metrics page
  * (server_metrics.c), JSON request parsing (openai.c), response bodies
- * (sse.c). */
+ * (sse_write.c). */
 #include "server/server_internal.h"
 
 #include <jansson.h>
@@ -64,6 +64,19 @@ static void handle_metrics(server *s, struct evhttp_request *req) {
     else
         server_reply(s, req, 200, PROM_CONTENT_TYPE, b.p ? b.p : "", b.len);
     sbuf_free(&b);
+}
+
+/* POST /reset_prefix_cache (vLLM's name): the engine empties its prefix
+ * cache before its next step, so a request sent after this answer is served
+ * nothing from an earlier one: benchmarks call it between experiments. */
+static void handle_reset_prefix(server *s, struct evhttp_request *req) {
+    if (server_reply_unavailable(s, req)) return;
+    static const char on[] = "{\"status\":\"ok\",\"prefix_cache\":true}",
+                      off[] = "{\"status\":\"ok\",\"prefix_cache\":false}";
+    if (engine_reset_prefix_cache(s->eng))
+        server_reply(s, req, 200, "application/json", on, sizeof on - 1);
+    else /* --no-prefix-cache: nothing was ever kept */
+        server_reply(s, req, 200, "application/json", off, sizeof off - 1);
 }
 
 /* ---------------------------------------------------------------------------
@@ -140,22 +153,26 @@ static bool authorized(server *s, struct evhttp_request *req) {
     return key_matches(h, strlen(h), s->api_key);
 }
 
-enum { R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_APPLY };
+/* A synchronous answer; NULL in a row whose body is prepared (handle_body). */
+typedef void (*route_fn)(server *s, struct evhttp_request *req);
 
+/* One row per route: adding one is adding a row. */
 static const struct route {
     const char *path;
-    enum evhttp_cmd_type method;
-    int id;
+    enum evhttp_cmd_type method; /* GET also answers HEAD; OPTIONS is the CORS preflight */
+    route_fn handler;            /* the answer, or NULL: the body is prepared as `body` */
+    work_kind body;
     bool open; /* no API key needed */
 } routes[] = {
-    {"/v1/completions", EVHTTP_REQ_POST, R_COMPLETIONS, false},
-    {"/v1/chat/completions", EVHTTP_REQ_POST, R_CHAT, false},
-    {"/v1/models", EVHTTP_REQ_GET, R_MODELS, false},
-    {"/health", EVHTTP_REQ_GET, R_HEALTH, true},
-    {"/metrics", EVHTTP_REQ_GET, R_METRICS, true},
-    {"/tokenize", EVHTTP_REQ_POST, R_TOKENIZE, false},
-    {"/detokenize", EVHTTP_REQ_POST, R_DETOKENIZE, false},
-    {"/apply-template", EVHTTP_REQ_POST, R_APPLY, false},
+    {"/v1/completions", EVHTTP_REQ_POST, NULL, WORK_COMPLETION, false},
+    {"/v1/chat/completions", EVHTTP_REQ_POST, NULL, WORK_CHAT, false},
+    {"/v1/models", EVHTTP_REQ_GET, handle_models, 0, false},
+    {"/health", EVHTTP_REQ_GET, handle_health, 0, true},
+    {"/metrics", EVHTTP_REQ_GET, handle_metrics, 0, true},
+    {"/tokenize", EVHTTP_REQ_POST, NULL, WORK_TOKENIZE, false},
+    {"/detokenize", EVHTTP_REQ_POST, NULL, WORK_DETOKENIZE, false},
+    {"/apply-template", EVHTTP_REQ_POST, NULL, WORK_APPLY_TEMPLATE, false},
+    {"/reset_prefix_cache", EVHTTP_REQ_POST, handle_reset_prefix, 0, false},
 };
 
 /* The Host header, port cut, names this server: the bound address,
@@ -271,30 +288,8 @@ void server_http_route(struct evhttp_request *req, void *arg) {
                          "missing or wrong API key: send the header 'Authorization: Bearer KEY'");
         return;
     }
-    switch (rt->id) {
-    case R_COMPLETIONS:
-        handle_body(s, req, WORK_COMPLETION);
-        break;
-    case R_CHAT:
-        handle_body(s, req, WORK_CHAT);
-        break;
-    case R_MODELS:
-        handle_models(s, req);
-        break;
-    case R_HEALTH:
-        handle_health(s, req);
-        break;
-    case R_METRICS:
-        handle_metrics(s, req);
-        break;
-    case R_TOKENIZE:
-        handle_body(s, req, WORK_TOKENIZE);
-        break;
-    case R_DETOKENIZE:
-        handle_body(s, req, WORK_DETOKENIZE);
-        break;
-    case R_APPLY:
-        handle_body(s, req, WORK_APPLY_TEMPLATE);
-        break;
-    }
+    if (rt->handler)
+        rt->handler(s, req);
+    else
+        handle_body(s, req, rt->body);
 }

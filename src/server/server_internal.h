@@ -26,10 +26,10 @@
 #include "server/chat_template.h"
 #include "server/http_frame.h"
 #include "server/openai.h"
-#include "server/prom.h"
+#include "server/prom_write.h"
 #include "base/sbuf.h"
 #include "server/server.h"
-#include "server/sse.h"
+#include "server/sse_write.h"
 
 #define SERVER_POLL_BATCH     64   /* engine events taken per engine_poll */
 #define SERVER_POLLS_PER_TURN 8    /* bounded work per loop turn: 512 events */

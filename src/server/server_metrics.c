@@ -2,7 +2,7 @@
  * and the request histograms (created here, recorded by server_stream.c in
  * the HTTP thread) with the engine's step histograms merged in at scrape
  * time. Metric names and meanings are defined once (docs/metrics.md); the
- * text format is prom.c's.
+ * text format is prom_write.c's.
  *
  * Not here: the route (server_http.c), recording (server_stream.c). */
 #include "server/server_internal.h"
@@ -74,6 +74,29 @@ static void render_grammars(server *s, sbuf *b) {
             (double)g.refused);
 }
 
+/* This machine's limits as tps machine measured them: the roofline's ceiling. */
+static void render_machine(server *s, sbuf *b) {
+    gauge(b, "tps_machine_read_bandwidth_bytes_per_second",
+          "This machine's measured read bandwidth (tps machine); 0: unknown.",
+          s->machine.read_gbs * 1e9);
+    gauge(b, "tps_machine_int8_multiply_adds_per_second",
+          "This machine's measured peak int8 multiply-add rate (tps machine); 0: unknown.",
+          s->machine.int8_gops * 1e9);
+    gauge(b, "tps_machine_limits_busy",
+          "1: the machine's limits were measured while it was busy (below its own; every "
+          "fraction of them reads high).",
+          s->machine.busy ? 1.0 : 0.0);
+}
+
+static void render_connections(server *s, sbuf *b) {
+    gauge(b, "tps_http_requests_in_flight", "Completion requests being answered.",
+          (double)s->n_inflight);
+    gauge(b, "tps_http_connections_open", "Open client connections.", (double)server_conns_open(s));
+    counter(b, "tps_http_connections_shed_total",
+            "Connections closed to make room: silent ones, then idle keep-alive ones.",
+            (double)s->conns_shed);
+}
+
 /* The engine's counters and gauges, the machine's limits, the server's
  * own gauges. */
 static void render_counters(server *s, sbuf *b) {
@@ -122,12 +145,7 @@ static void render_counters(server *s, sbuf *b) {
     counter(b, "tps_kv_bytes_read_total", "KV cache bytes the steps read.", st.kv_bytes_read_total);
     counter(b, "tps_multiply_adds_total", "Multiply-adds the steps did (weights and attention).",
             st.macs_total);
-    gauge(b, "tps_machine_read_bandwidth_bytes_per_second",
-          "This machine's measured read bandwidth (tps machine); 0: unknown.",
-          s->machine.read_gbs * 1e9);
-    gauge(b, "tps_machine_int8_multiply_adds_per_second",
-          "This machine's measured peak int8 multiply-add rate (tps machine); 0: unknown.",
-          s->machine.int8_gops * 1e9);
+    render_machine(s, b);
     gauge(b, "tps_requests_running", "Sequences in the running batch.",
           (double)st.requests_running);
     gauge(b, "tps_requests_waiting", "Requests queued or preempted, waiting to run.",
@@ -147,12 +165,7 @@ static void render_counters(server *s, sbuf *b) {
           "KV cache blocks whose contents are indexed for reuse (in use or kept free).",
           (double)st.kv_blocks_cached);
     render_grammars(s, b);
-    gauge(b, "tps_http_requests_in_flight", "Completion requests being answered.",
-          (double)s->n_inflight);
-    gauge(b, "tps_http_connections_open", "Open client connections.", (double)server_conns_open(s));
-    counter(b, "tps_http_connections_shed_total",
-            "Connections closed to make room: silent ones, then idle keep-alive ones.",
-            (double)s->conns_shed);
+    render_connections(s, b);
 }
 
 /* The request histograms, and the engine's step histograms merged now. */

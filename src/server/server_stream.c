@@ -5,7 +5,7 @@
  * engine_timings).
  *
  * Not here: admission (server_prepare.c), the /metrics page
- * (server_metrics.c), formats (sse.c, prom.c). */
+ * (server_metrics.c), formats (sse_write.c, prom_write.c). */
 #include "server/server_internal.h"
 
 #include <errno.h>
@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "base/grow.h"
 #include "base/clock.h"
 
 /* ---------------------------------------------------------------------------
@@ -200,15 +201,9 @@ static void lp_from_event(sse_lp *lp, const engine_event *ev, uint32_t text_offs
  * (doubling growth: amortized, not an allocation per token). Out of memory
  * drops the record; the body then says so with a 500. */
 static void keep_logprobs(req_choice *ch, const sse_lp *lp) {
-    if (ch->n_lp == ch->cap_lp) {
-        size_t cap = ch->cap_lp ? 2 * ch->cap_lp : 64;
-        sse_lp *p = realloc(ch->lp, cap * sizeof *p);
-        if (!p) {
-            ch->text.failed = true;
-            return;
-        }
-        ch->lp = p;
-        ch->cap_lp = cap;
+    if (TPS_GROW(ch->lp, ch->cap_lp, ch->n_lp + 1, 64)) {
+        ch->text.failed = true;
+        return;
     }
     ch->lp[ch->n_lp++] = *lp;
 }

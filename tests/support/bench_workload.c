@@ -3,7 +3,7 @@
 
 #include <criterion/criterion.h>
 
-#include "bench/load.h"
+#include "bench/workload/load.h"
 
 void test_workload(workload *wl, uint32_t out_tokens, size_t n) {
     workload_opts o = {.endpoint = BENCH_EP_COMPLETIONS,

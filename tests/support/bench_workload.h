@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bench/workload.h"
+#include "bench/workload/workload.h"
 
 void test_workload(workload *wl, uint32_t out_tokens, size_t n);
 

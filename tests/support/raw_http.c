@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -69,4 +70,63 @@ size_t raw_read_until_close(int fd, char *out, size_t cap, int timeout_ms, bool 
 int raw_status_of(const char *resp) {
     if (strncmp(resp, "HTTP/1.1 ", 9) && strncmp(resp, "HTTP/1.0 ", 9)) return -1;
     return atoi(resp + 9);
+}
+
+int raw_exchange(int port, int from, const char *bytes, size_t len, int timeout_ms, char *out,
+                 size_t cap, bool *closed) {
+    bool c = false;
+    out[0] = 0;
+    int fd = raw_connect(port, from);
+    if (fd < 0) return -2;
+    if (raw_send_all(fd, bytes, len)) raw_read_until_close(fd, out, cap, timeout_ms, &c);
+    close(fd);
+    if (closed) *closed = c;
+    return raw_status_of(out);
+}
+
+char *raw_request(const char *method, const char *path, const char *body, const char *extra) {
+    size_t bl = body ? strlen(body) : 0;
+    size_t n = bl + strlen(path) + (extra ? strlen(extra) : 0) + 256;
+    char *r = malloc(n);
+    snprintf(r, n,
+             "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s"
+             "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+             method, path, extra ? extra : "", bl, body ? body : "");
+    return r;
+}
+
+double raw_metric(int port, const char *name) {
+    static const char req[] =
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    const size_t cap = 1 << 20;
+    char *page = malloc(cap);
+    double v = -1;
+    if (raw_exchange(port, 0, req, sizeof req - 1, 30000, page, cap, NULL) == 200) {
+        size_t nl = strlen(name);
+        for (const char *p = strstr(page, name); p; p = strstr(p + 1, name)) {
+            const char *line = p;
+            while (line > page && line[-1] != '\n')
+                line--;
+            if (line[0] != '#' && p[nl] == ' ') {
+                v = strtod(p + nl + 1, NULL);
+                break;
+            }
+        }
+    }
+    free(page);
+    return v;
+}
+
+int raw_call(int port, const char *method, const char *path, const char *body, const char *extra,
+             char **out) {
+    char *req = raw_request(method, path, body, extra);
+    const size_t cap = 1 << 20;
+    char *buf = malloc(cap);
+    int st = raw_exchange(port, 0, req, strlen(req), 30000, buf, cap, NULL);
+    free(req);
+    if (out)
+        *out = buf;
+    else
+        free(buf);
+    return st < 0 ? -1 : st;
 }

@@ -31,3 +31,15 @@ void fixture_finish(server_fixture *f) {
     fclose(f->log);
     free(f->model);
 }
+
+bool fixture_wait_idle(server *s, int ms, uint64_t min_cancelled) {
+    for (int i = 0; i < ms / 10; i++) {
+        engine_stats st;
+        engine_get_stats(server_engine(s), &st);
+        if (st.kv_blocks_used == 0 && st.requests_running == 0 && st.requests_waiting == 0 &&
+            st.requests_total[ENGINE_FINISH_CANCELLED] >= min_cancelled)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}

@@ -21,5 +21,9 @@ void fixture_defaults(server_config *c, server_fixture *f);
 /* Creates and starts the server; with load, also loads the model. Asserts. */
 void fixture_start(server_fixture *f, const server_config *c, bool load);
 void fixture_finish(server_fixture *f);
+/* Waits up to ms until the engine holds nothing (no KV block, nothing
+ * running or waiting) and has cancelled at least min_cancelled requests in
+ * all; false when it did not. */
+bool fixture_wait_idle(server *s, int ms, uint64_t min_cancelled);
 
 #endif

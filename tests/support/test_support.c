@@ -1,11 +1,15 @@
 /* Implementation of tests/support/test_support.h. */
 #include "support/test_support.h"
 
+#include "base/grow.h"
+
+#include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "model/llama_model.h"
 
@@ -50,12 +54,13 @@ int run_tps(const char *args, bool merge_stderr, char **out) {
     FILE *fp = popen(cmd, "r");
     free(cmd);
     if (!fp) return -1;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    size_t k;
-    while ((k = fread(buf + len, 1, cap - len - 1, fp)) > 0) {
+    size_t cap = 0, len = 0, k;
+    char *buf = NULL;
+    while (!TPS_GROW(buf, cap, len + 2, 4096) && (k = fread(buf + len, 1, cap - len - 1, fp)) > 0)
         len += k;
-        if (cap - len < 2) buf = realloc(buf, cap *= 2);
+    if (!buf) {
+        pclose(fp);
+        return -1;
     }
     buf[len] = 0;
     int st = pclose(fp);
@@ -89,4 +94,14 @@ model_shape model_shape_shared(const char *rel) {
     }
     free(path);
     return sh;
+}
+
+char *test_temp_file(const char *text) {
+    char *path = strdup("/tmp/tps-test-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    size_t n = strlen(text);
+    cr_assert_eq(write(fd, text, n), (ssize_t)n);
+    close(fd);
+    return path;
 }

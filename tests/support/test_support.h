@@ -11,6 +11,9 @@
 char *shared_path(const char *rel);
 /* True when ../shared/<rel> exists. */
 bool shared_has(const char *rel);
+/* Writes text to a fresh temporary file under /tmp; its path, malloc'ed
+ * (the caller unlinks and frees it). Asserts. */
+char *test_temp_file(const char *text);
 /* Reads a whole file; NULL on failure. *len gets its size. Caller frees. */
 char *read_file_all(const char *path, size_t *len);
 /* Runs `tps <args>` through /bin/sh, capturing stdout (and stderr when

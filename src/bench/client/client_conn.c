@@ -1,0 +1,58 @@
+/* A connection's request, as its bytes are read (client_internal.h): the
+ * streamed text kept, what the server said of the whole request, the first
+ * reason it failed. Used by the receive and the finishing paths. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/grow.h"
+#include "bench/client/client_internal.h"
+
+void client_append(char **b, size_t *len, size_t *cap, const char *p, size_t n) {
+    if (tps_grow(b, cap, *len + n + 1, 1, 256) == 0) {
+        memcpy(*b + *len, p, n);
+        *len += n;
+    }
+}
+
+/* A chunk's text: all of it for re-tokenizing the output count; the
+ * reply's content (not its reasoning) for a conversation's next turn. */
+void client_keep_text(conn *c, const bench_chunk *ch) {
+    if (!ch->text) return;
+    if (c->run->cfg->keep_text)
+        client_append(&c->text, &c->text_len, &c->text_cap, ch->text, ch->text_len);
+    if (c->run->multi_turn && !ch->reasoning)
+        client_append(&c->reply, &c->reply_len, &c->reply_cap, ch->text, ch->text_len);
+}
+
+/* What the server said about the request as a whole: usage, the share of
+ * the prompt its prefix cache served, its timings. */
+void client_take_usage(bench_record *rec, const bench_chunk *ch) {
+    if (ch->has_usage) {
+        rec->has_usage = true;
+        rec->usage_prompt = ch->prompt_tokens;
+        rec->usage_completion = ch->completion_tokens;
+    }
+    if (ch->has_cached && (ch->cached_from_usage || !rec->cached_from_usage)) {
+        rec->has_cached = true;
+        rec->cached_from_usage = ch->cached_from_usage;
+        rec->cached_tokens = ch->cached_tokens;
+    }
+    if (ch->has_timings) {
+        rec->has_timings = true;
+        rec->timings = ch->timings;
+    }
+}
+
+/* Records why the request failed (the first reason wins): prefix + detail,
+ * truncated to fit. */
+void client_set_err(conn *c, bench_errkind k, const char *prefix, const char *detail) {
+    if (c->err != BENCH_OK) return;
+    c->err = k;
+    size_t a = strlen(prefix), b = strlen(detail), cap = sizeof c->msg - 1;
+    if (a > cap) a = cap;
+    if (b > cap - a) b = cap - a;
+    memcpy(c->msg, prefix, a);
+    memcpy(c->msg + a, detail, b);
+    c->msg[a + b] = 0;
+}

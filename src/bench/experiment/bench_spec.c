@@ -1,0 +1,259 @@
+/* A bench run from a spec (bench_spec.h): the defaults and the values that
+ * follow from several fields, the workload, the client, the result. Prints
+ * nothing but the notes the caller asks for. */
+#include "bench/experiment/bench_spec.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/rng.h"
+#include "bench/result/scrape.h"
+
+void bench_spec_init(bench_spec *s) {
+    tps_err e = {{0}};
+    *s = (bench_spec){.cfg = {.base_url = "http://127.0.0.1:8080",
+                              .arrival = LOAD_ARRIVAL_POISSON,
+                              .burstiness = 1.0,
+                              .timeout_s = 300,
+                              .idle_timeout_s = 60,
+                              .connect_timeout_s = 10,
+                              .keep_text = true},
+                      .wo = {.ignore_eos = -1, .include_usage = true, .temperature = -1}};
+    load_dist_parse(&s->wo.input_len, "128", &e);
+    load_dist_parse(&s->wo.output_len, "128", &e);
+}
+
+uint64_t bench_spec_fresh_seed(void) {
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 20;
+        x = tps_splitmix64(&x);
+    }
+    x &= (1ull << 48) - 1;
+    return x ? x : 1;
+}
+
+/* How the run reaches the endpoint, for its one-shot requests (/tokenize,
+ * /metrics) as for its streams. */
+static http_auth auth_of(const bench_config *cfg) {
+    return (http_auth){.api_key = cfg->api_key,
+                       .headers = cfg->headers,
+                       .n_headers = cfg->n_headers,
+                       .insecure = cfg->insecure};
+}
+
+static uint32_t concurrency_of(const bench_spec *s) {
+    return s->cfg.concurrency ? s->cfg.concurrency : s->cfg.rate > 0 ? 1000 : 1;
+}
+
+static uint64_t conversations_of(const bench_spec *s) {
+    return s->conversations ? s->conversations : concurrency_of(s);
+}
+
+int bench_spec_check(const bench_spec *s, tps_err *e) {
+    /* a dataset without either is one pass over its entries */
+    if (!s->cfg.requests && !(s->cfg.duration_s > 0) && !s->wo.turns && !s->wo.dataset)
+        return tps_fail(e, TPS_EINVAL, "give --requests N and/or --duration S (a run must end)");
+    if (s->wo.turns && s->cfg.rate > 0)
+        return tps_fail(e, TPS_EINVAL,
+                        "--turns with --rate: a conversation sends its next turn when its reply "
+                        "is in (a closed loop); drop --rate");
+    if (s->wo.turns && conversations_of(s) * s->wo.turns > 10000000)
+        return tps_fail(e, TPS_EINVAL,
+                        "--conversations %llu x --turns %u is over 10,000,000 requests; give "
+                        "fewer",
+                        (unsigned long long)conversations_of(s), s->wo.turns);
+    return TPS_OK;
+}
+
+int bench_spec_prepare(workload *wl, bench_config *cfg, const bench_spec *s, FILE *log,
+                       const char *prog, tps_err *e) {
+    memset(wl, 0, sizeof *wl);
+    int rc = bench_spec_check(s, e);
+    if (rc) return rc;
+    *cfg = s->cfg;
+    if (!s->seed_given) cfg->seed = bench_spec_fresh_seed();
+    cfg->concurrency = concurrency_of(s);
+    cfg->headers = s->headers;
+    cfg->n_headers = s->n_headers;
+    workload_opts wo = s->wo;
+    wo.seed = cfg->seed;
+    wo.endpoint = cfg->endpoint;
+    if (wo.prefix_len && !wo.n_prefixes) wo.n_prefixes = 1;
+    if (wo.turns)
+        wo.n_items = conversations_of(s) * wo.turns; /* every user message, prepared now */
+    else if (s->prompts)
+        wo.n_items = s->prompts;
+    else if (cfg->requests)
+        wo.n_items = cfg->requests;
+    else if (cfg->rate > 0)
+        wo.n_items = (size_t)(cfg->rate * cfg->duration_s * 1.2) + cfg->concurrency;
+    else
+        wo.n_items = 2000;
+    if (wo.n_items > 100000 && !s->prompts && !wo.turns) wo.n_items = 100000;
+    char tok_url[1100];
+    snprintf(tok_url, sizeof tok_url, "%s/tokenize", cfg->base_url);
+    wo.tokenize_url = tok_url; /* used while building only */
+    wo.auth = auth_of(cfg);
+    rc = workload_build(wl, &wo, e);
+    if (rc) return rc;
+    if (log && !wl->exact_inputs && !wo.dataset)
+        fprintf(log,
+                "%s: note: prompt lengths are %s (give --tokenizer MODEL.gguf for exact model "
+                "tokens); the server's usage is reported as input tokens\n",
+                prog,
+                !strcmp(wl->input_source, "approximate (words)") ? "approximate" : "not all exact");
+    if (log && wl->note[0]) fprintf(log, "%s: note: %s\n", prog, wl->note);
+    if (wo.dataset && !wo.turns && !cfg->requests && !(cfg->duration_s > 0))
+        cfg->requests = wl->n; /* one pass: each entry once (a trace replays its own times) */
+    return TPS_OK;
+}
+
+/* The workload shape, in the result's config, when it is not the plain one. */
+static void config_workload_shape(json_t *jc, const bench_spec *s, const bench_config *cfg) {
+    const workload_opts *wo = &s->wo;
+    if (wo->prefix_len) {
+        json_object_set_new(jc, "prefix_len", json_integer(wo->prefix_len));
+        json_object_set_new(jc, "prefixes", json_integer(wo->n_prefixes ? wo->n_prefixes : 1));
+        json_object_set_new(jc, "prefix_dist",
+                            json_string(s->prefix_dist ? s->prefix_dist : "round-robin"));
+    }
+    if (wo->turns) {
+        uint64_t conv = conversations_of(s);
+        json_object_set_new(jc, "requests", json_integer((json_int_t)(conv * wo->turns)));
+        json_object_set_new(jc, "turns", json_integer(wo->turns));
+        json_object_set_new(jc, "conversations", json_integer((json_int_t)conv));
+        json_object_set_new(jc, "think_time_s", json_real(cfg->think_time_s));
+    }
+}
+
+json_t *bench_spec_config_json(const bench_spec *s, const bench_config *cfg, const workload *wl) {
+    const workload_opts *wo = &s->wo;
+    char url[1200], inl[64], outl[64];
+    snprintf(url, sizeof url, "%s%s", cfg->base_url, bench_endpoint_path(cfg->endpoint));
+    load_dist_format(&wo->input_len, inl, sizeof inl);
+    load_dist_format(&wo->output_len, outl, sizeof outl);
+    json_t *jc =
+        json_pack("{s:s, s:s, s:s?, s:i, s:f, s:s, s:f, s:I, s:f, s:I, s:f, s:f, s:s, s:s, "
+                  "s:s, s:s?, s:b, s:b}",
+                  "url", url, "endpoint", cfg->endpoint == BENCH_EP_CHAT ? "chat" : "completions",
+                  "model", wo->model, "concurrency", (int)cfg->concurrency, "rate", cfg->rate,
+                  "arrival", load_arrival_name(cfg->arrival), "burstiness", cfg->burstiness,
+                  "requests", (json_int_t)cfg->requests, "duration_s", cfg->duration_s, "seed",
+                  (json_int_t)cfg->seed, "timeout_s", cfg->timeout_s, "idle_timeout_s",
+                  cfg->idle_timeout_s, "input_len", wo->dataset ? "dataset" : inl, "output_len",
+                  outl, "input_source", wl->input_source, "dataset", wo->dataset, "ignore_eos",
+                  wo->ignore_eos == 1 || (wo->ignore_eos == -1 && !wo->dataset), "include_usage",
+                  wo->include_usage);
+    if (jc && wo->extra_body) {
+        json_t *x = json_loads(wo->extra_body, 0, NULL);
+        if (x) json_object_set_new(jc, "extra_body", x);
+    }
+    if (jc) config_workload_shape(jc, s, cfg);
+    return jc;
+}
+
+/* The endpoint to scrape: --scrape URL (which must answer), or the target's
+ * /metrics when it answers, or none (*url = ""). */
+static int scrape_url(char *url, size_t cap, const bench_spec *s, const bench_config *cfg,
+                      FILE *log, const char *prog, tps_err *e) {
+    url[0] = 0;
+    if (s->scrape && !strcmp(s->scrape, "off")) return TPS_OK;
+    if (s->scrape) {
+        snprintf(url, cap, "%s", s->scrape);
+        const http_auth a = auth_of(cfg);
+        int rc = scrape_probe(url, &a, e);
+        if (rc) {
+            char m[sizeof e->msg];
+            snprintf(m, sizeof m, "%s", e->msg);
+            tps_fail(e, rc, "--scrape: %s", m);
+        }
+        return rc;
+    }
+    size_t n = strlen(cfg->base_url);
+    while (n && cfg->base_url[n - 1] == '/')
+        n--;
+    if (n >= 3 && !strncmp(cfg->base_url + n - 3, "/v1", 3)) n -= 3;
+    snprintf(url, cap, "%.*s/metrics", (int)n, cfg->base_url);
+    tps_err pe = {{0}};
+    const http_auth a = auth_of(cfg);
+    if (scrape_probe(url, &a, &pe)) {
+        if (log) fprintf(log, "%s: note: no server metrics scraped (%s)\n", prog, pe.msg);
+        url[0] = 0;
+    }
+    return TPS_OK;
+}
+
+int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char *prog,
+                   tps_err *e) {
+    memset(out, 0, sizeof *out);
+    workload wl;
+    bench_config cfg;
+    int rc = bench_spec_prepare(&wl, &cfg, s, log, prog, e);
+    if (rc) return rc;
+    char url[1200];
+    scraper *sc = NULL;
+    const http_auth auth = auth_of(&cfg);
+    double every = s->ro.bin_s > 0 && s->ro.bin_s < 1 ? s->ro.bin_s : 1.0;
+    if ((rc = scrape_url(url, sizeof url, s, &cfg, log, prog, e)) ||
+        (url[0] && (rc = scrape_start(&sc, url, &auth, every < 0.1 ? 0.1 : every, e)))) {
+        workload_free(&wl);
+        return rc;
+    }
+    bench_run_out run;
+    rc = bench_run(&run, &cfg, &wl, e);
+    json_t *metrics = sc ? scrape_stop(sc, rc ? 0 : run.t_start_ns) : NULL;
+    if (rc) {
+        json_decref(metrics);
+        workload_free(&wl);
+        return rc;
+    }
+    json_t *jc = bench_spec_config_json(s, &cfg, &wl);
+    result_opts ro = s->ro;
+    ro.config = jc;
+    ro.origin_ns = run.t_start_ns;
+    ro.origin_unix_ns = run.t_start_unix_ns;
+    ro.target_concurrency = cfg.rate > 0 ? 0 : cfg.concurrency;
+    /* conversations that think never hold the full concurrency: steady from the first reply */
+    if (s->wo.turns) {
+        uint64_t conv = conversations_of(s);
+        ro.target_concurrency = cfg.think_time_s > 0     ? 0
+                                : conv < cfg.concurrency ? (uint32_t)conv
+                                                         : cfg.concurrency;
+    }
+    ro.client_cpu_s = run.client_cpu_s;
+    ro.client_loops = run.client_loops;
+    ro.client_loop_cpu_max_s = run.client_loop_cpu_max_s;
+    ro.has_runq = run.has_runq;
+    ro.client_runq_s = run.client_runq_s;
+    ro.server_metrics = metrics;
+    ro.bytes = run.bytes_received;
+    ro.events = run.events_received;
+    rc = result_build(out, run.recs, run.n, &ro, e);
+    json_decref(metrics);
+    json_decref(jc);
+    bench_run_free(&run);
+    workload_free(&wl);
+    return rc;
+}
+
+int bench_spec_verdict(const bench_result *r, const bench_spec *s, char *why, size_t cap) {
+    double er = result_error_rate(r);
+    if (er > s->max_error_rate) {
+        snprintf(why, cap, "error rate %.2f%% (%llu of %llu) is above --max-error-rate %.2f%%",
+                 100 * er, (unsigned long long)r->failed,
+                 (unsigned long long)(r->completed + r->failed), 100 * s->max_error_rate);
+        return 1;
+    }
+    if (r->completed == 0) {
+        snprintf(why, cap, "no request completed");
+        return 1;
+    }
+    if (cap) why[0] = 0;
+    return 0;
+}

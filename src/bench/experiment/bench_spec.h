@@ -1,0 +1,88 @@
+/* One whole bench run as a library call: a spec (what `tps bench` parses)
+ * in, a bench_result out. The spec holds the client configuration
+ * (bench.h), the workload options (workload.h) and the result options
+ * (result.h) as given; what follows from them together is worked out per
+ * run: the in-flight default (1 closed loop, 1000 open loop), the number of
+ * prompts to prepare, the conversations of a multi-turn run, the /tokenize
+ * URL, and the config the result echoes. So a caller may change one field
+ * of a copy (sweep sets the concurrency, rate, lengths, URL per point) and
+ * run it again without parsing anything.
+ *
+ * A spec is plain data: it may be copied by value; its strings are borrowed
+ * (argv, the caller's buffers) and must outlive every run of it.
+ * Not here: option parsing and printing (src/cli/cli_bench.c), the
+ * capacity search (capacity.h, which runs on bench_spec_prepare's pieces),
+ * grids of runs (sweep.h). */
+#ifndef TPS_BENCH_BENCH_SPEC_H
+#define TPS_BENCH_BENCH_SPEC_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "bench/client/bench.h"
+#include "bench/result/result.h"
+#include "bench/workload/workload.h"
+#include "base/error.h"
+
+#define BENCH_SPEC_MAX_HEADERS 64
+
+typedef struct bench_spec {
+    bench_config cfg; /* concurrency 0: the default (rate > 0 ? 1000 : 1); headers: see below */
+    workload_opts wo; /* n_items, seed, endpoint, tokenize_url, api_key: set per run */
+    result_opts ro;   /* warmup/cooldown, --window, slo, bin_s, per_request; the rest per run */
+    const char *headers[BENCH_SPEC_MAX_HEADERS]; /* "Name: value", borrowed */
+    size_t n_headers;
+    const char *prefix_dist; /* as given ("zipf:1.1"), for the result's config; NULL round-robin */
+    uint64_t prompts;        /* prompts to prepare; 0: from requests, rate x duration, or 2000 */
+    uint64_t conversations;  /* multi-turn: conversations; 0: the concurrency */
+    double max_error_rate;   /* bench_spec_verdict: failed/(completed+failed) above it fails */
+    const char *scrape;      /* Prometheus endpoint to sample during the run (scrape.h); NULL:
+                                the target's /metrics if it answers; "off": none */
+    /* cfg.seed was asked for (--seed): the run repeats the one that used it.
+     * Otherwise every run draws its own (bench_spec_fresh_seed), so no run
+     * sends the prompts of another and a server's prefix cache serves only
+     * what --prefix-len shares; the result's config.seed says which. */
+    bool seed_given;
+} bench_spec;
+
+/* A seed no earlier run is likely to have used (the kernel's random bytes,
+ * else the clock and the process id), below 2^48 so it reads back exactly
+ * from JSON and is short to type. */
+uint64_t bench_spec_fresh_seed(void);
+
+/* The defaults of `tps bench` (url http://127.0.0.1:8080, poisson arrivals,
+ * timeouts 300/60/10 s, a fresh seed per run, input and output length 128,
+ * usage asked). */
+void bench_spec_init(bench_spec *s);
+
+/* The checks that a field changed after parsing can break, on the values a
+ * run would use: a run must end (requests, duration or turns), a multi-turn
+ * run is a closed loop (no rate) of at most 10,000,000 requests. TPS_EINVAL
+ * with the message. The checks between flags as given stay with the
+ * parser. */
+int bench_spec_check(const bench_spec *s, tps_err *e);
+
+/* The pieces of a run: *cfg resolved from s (defaults filled, the seed
+ * drawn unless s->seed_given, headers pointing into s), *wl built (owned by the caller:
+ * workload_free). Notes for the user (approximate prompt lengths, skipped dataset entries) go to
+ * log as "PROG: note: ..." lines; log may be NULL. */
+int bench_spec_prepare(workload *wl, bench_config *cfg, const bench_spec *s, FILE *log,
+                       const char *prog, tps_err *e);
+
+/* The run's configuration as the result echoes it ({"url", "endpoint",
+ * "concurrency", "rate", "input_len", ...}). New reference. */
+json_t *bench_spec_config_json(const bench_spec *s, const bench_config *cfg, const workload *wl);
+
+/* prepare, bench_run, result_build: *out is the run's result (the caller
+ * frees it with result_free). Fails when the spec is refused (TPS_EINVAL,
+ * bench_spec_check) or nothing could run (a workload or client setup
+ * error); failed requests are data in the result. */
+int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char *prog, tps_err *e);
+
+/* Whether a result passes as `tps bench` judges it: 0, or 1 with why filled
+ * (the error rate is above max_error_rate, or no request completed). */
+int bench_spec_verdict(const bench_result *r, const bench_spec *s, char *why, size_t cap);
+
+#endif

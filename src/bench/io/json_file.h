@@ -1,0 +1,34 @@
+/* The bench's JSON files read back: a whole file loaded with the place of a
+ * syntax error in the message, and an object's fields copied into a struct
+ * from a table (key, kind, offset), so a reader is one table per section
+ * instead of one line per field. Missing or mistyped fields read as 0
+ * (false): a file from an older tps lacks the newer ones. Not here: what
+ * the fields mean (their readers), writing (jansson's dump). */
+#ifndef TPS_BENCH_JSON_FILE_H
+#define TPS_BENCH_JSON_FILE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "base/error.h"
+
+typedef enum json_field_kind {
+    JF_U64,    /* uint64_t: a JSON integer above 0, else 0 */
+    JF_F64,    /* double: a JSON number, else 0 */
+    JF_BOOL,   /* bool: JSON true */
+    JF_S_TO_NS /* uint64_t nanoseconds from a number of seconds, rounded */
+} json_field_kind;
+
+typedef struct json_field {
+    const char *key;
+    json_field_kind kind;
+    size_t off; /* offsetof the destination in the struct */
+} json_field;
+
+/* Each of the n fields of o (may be NULL: all read as 0) into base + off. */
+void json_fields_read(void *base, const json_t *o, const json_field *f, size_t n);
+/* The file at path parsed, or NULL with TPS_EINVAL naming the line and
+ * column of the error in e. New reference. */
+json_t *json_file_load(const char *path, tps_err *e);
+
+#endif

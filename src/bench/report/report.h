@@ -1,0 +1,15 @@
+/* What a person reads: the terminal summary of a bench result (every rate
+ * names its window, every number has its unit) and the glossary that
+ * `tps bench --help` prints. Not here: computing anything (result.c). */
+#ifndef TPS_BENCH_REPORT_H
+#define TPS_BENCH_REPORT_H
+
+#include <stdio.h>
+
+#include "bench/result/result.h"
+
+void report_print(FILE *f, const bench_result *r);
+/* What every number in the summary means and which window it covers. */
+void report_print_glossary(FILE *f);
+
+#endif

@@ -1,0 +1,66 @@
+/* Whether a bench result's figures can be trusted: a set of checks, each
+ * with the evidence it weighed, judged from the result alone (so a result
+ * read back from JSON, or a merge, gets the same verdict).
+ *
+ *   client        the client was CPU-bound (its CPU time over the run's
+ *                 length) or descheduled (its run-queue wait, from
+ *                 /proc/thread-self/schedstat): arrival stamps are late
+ *   batching      the server sent several tokens per SSE event: ITL then
+ *                 measures the server's flushes, not its decoding
+ *   approximate   some token counts (output or prompt) came from an
+ *                 approximate source (re-tokenized text, one per event,
+ *                 words)
+ *   usage         the server's usage differed from what the stream showed
+ *   requests      too few completed requests in the steady window for the
+ *                 p99 the report prints (it is then one of the few largest)
+ *   steady        the run never reached a steady load (no steady window)
+ *
+ * A check that cannot be judged (e.g. no schedstat) is unknown, not passed.
+ * Not here: printing beyond one block (report.c calls verdict_print). */
+#ifndef TPS_BENCH_VERDICT_H
+#define TPS_BENCH_VERDICT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "bench/result/result.h"
+
+/* The limits, exposed so the tests and the docs name the same numbers. */
+#define VERDICT_CPU_BUSY     0.80 /* client CPU / run length */
+#define VERDICT_RUNQ_SHARE   0.02 /* client run-queue wait / run length */
+#define VERDICT_MULTI_SHARE  0.05 /* events with > 1 token / token events */
+#define VERDICT_MIN_REQUESTS 100  /* for p99 to lie below the largest value */
+
+typedef enum verdict_id {
+    VERDICT_CLIENT = 0,
+    VERDICT_BATCHING,
+    VERDICT_APPROXIMATE,
+    VERDICT_USAGE,
+    VERDICT_REQUESTS,
+    VERDICT_STEADY,
+    VERDICT_COUNT
+} verdict_id;
+
+typedef struct verdict_check {
+    const char *name; /* "client", "batching", ... (static) */
+    bool known;       /* false: could not be judged */
+    bool tripped;     /* the figures it guards are suspect */
+    double value;     /* what was measured (share, count), for the JSON */
+    double limit;     /* the limit it was held to */
+    char evidence[384];
+} verdict_check;
+
+typedef struct verdict {
+    verdict_check check[VERDICT_COUNT];
+    int tripped; /* how many checks tripped */
+} verdict;
+
+void verdict_judge(verdict *v, const bench_result *r);
+/* {"trusted": bool, "tripped": [names], "checks": {name: {"ok": true|false|null,
+ * "value", "limit", "evidence"}}}; new reference. */
+json_t *verdict_json(const verdict *v);
+/* "verdict   trusted: ..." or the tripped checks with their evidence. */
+void verdict_print(FILE *f, const verdict *v);
+
+#endif

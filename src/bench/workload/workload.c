@@ -1,0 +1,71 @@
+/* A workload built and freed (workload.h): the tokenizer loaded, the common
+ * body fields set, then the synthetic or the dataset builder; the endpoint
+ * paths; a dataset's format from its first bytes. Where each workload shape
+ * lives: workload_internal.h. Not here: sending, timing. */
+#include "bench/workload/workload.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/workload/dataset.h" /* dataset_detect: --dataset's format */
+#include "bench/workload/workload_internal.h"
+#include "model/gguf.h"      /* gguf_open for --tokenizer */
+#include "model/tokenizer.h" /* tokenizer_load */
+
+const char *bench_endpoint_path(bench_endpoint ep) {
+    return ep == BENCH_EP_CHAT ? "/v1/chat/completions" : "/v1/completions";
+}
+
+/* ---- create / free ----------------------------------------------------------------- */
+
+int workload_build(workload *w, const workload_opts *o, tps_err *e) {
+    memset(w, 0, sizeof *w);
+    if (o->dataset && o->prefix_len)
+        return tps_fail(e, TPS_EINVAL,
+                        "--prefix-len with --dataset: shared prefixes are a synthetic workload; "
+                        "the dataset's prompts are sent as they are");
+    int rc;
+    if (o->tokenizer_path) {
+        gguf_file *f = NULL;
+        if ((rc = gguf_open(&f, o->tokenizer_path, e))) return rc;
+        rc = tokenizer_load(&w->tok, f, e);
+        gguf_close(f);
+        if (rc) return rc;
+    }
+    w->endpoint = o->endpoint;
+    /* synthetic prompts ask for all max_tokens by default; datasets keep EOS */
+    w->common = wl_body_common(o, o->dataset ? o->ignore_eos == 1 : o->ignore_eos != 0);
+    if (!w->common)
+        rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+    else
+        rc = o->dataset ? wl_build_dataset(w, o, e) : wl_build_synthetic(w, o, e);
+    if (rc) workload_free(w);
+    return rc;
+}
+
+void workload_free(workload *w) {
+    for (size_t i = 0; i < w->n; i++) {
+        free(w->items[i].body);
+        free(w->items[i].text);
+    }
+    free(w->items);
+    for (size_t k = 0; k < w->n_prefixes; k++)
+        free(w->prefixes[k]);
+    free(w->prefixes);
+    json_decref(w->common);
+    tokenizer_free(w->tok);
+    memset(w, 0, sizeof *w);
+}
+
+const char *workload_dataset_format(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    enum { HEAD = 1 << 16 }; /* enough for a trace's first line */
+    char *buf = malloc(HEAD);
+    size_t len = buf ? fread(buf, 1, HEAD, fp) : 0;
+    fclose(fp);
+    const char *f = buf ? dataset_format_name(dataset_detect(buf, len)) : NULL;
+    free(buf);
+    return f;
+}

@@ -1,0 +1,48 @@
+/* See model_run.h. */
+#include "support/model_run.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+gguf_writer *test_gguf_copy(const gguf_file *f, const char *skip) {
+    gguf_writer *w = gguf_writer_create();
+    cr_assert_not_null(w);
+    for (uint64_t i = 0; i < f->n_kv; i++)
+        cr_assert_eq(gguf_writer_copy_kv(w, &f->kv[i]), 0);
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        char name[96];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        if (skip && !strcmp(name, skip)) continue;
+        cr_assert_eq(gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data), 0);
+    }
+    return w;
+}
+
+void test_greedy_run(fwd_state *s, const llama_model *m, kv_cache *kv, const int32_t *prompt,
+                     size_t np, size_t ng, model_step_fn fn, void *arg) {
+    kv_seq seq = {0};
+    cr_assert_eq(kv_seq_init(&seq, kv_blocks_for(kv, (uint32_t)(np + ng))), 0);
+    cr_assert_eq(kv_seq_reserve(kv, &seq, (uint32_t)(np + ng)), 0);
+    const kv_seq *seqs[] = {&seq};
+    fwd_row *rows = calloc(np ? np : 1, sizeof *rows);
+    cr_assert_not_null(rows);
+    for (size_t i = 0; i < np; i++)
+        rows[i] = (fwd_row){.token = prompt[i], .pos = (uint32_t)i, .want_logits = i + 1 == np};
+    fwd_batch b = {.n_rows = np, .rows = rows, .seqs = seqs};
+    for (size_t k = 0; k < ng; k++) {
+        const float *logits;
+        size_t nl;
+        tps_err err = {0};
+        cr_assert_eq(llama_forward(s, m, kv, &b, &logits, &nl, &err), 0, "%s", err.msg);
+        cr_assert_eq(nl, 1);
+        const int32_t next = fn(logits, k, arg);
+        rows[0] = (fwd_row){.token = next, .pos = (uint32_t)(np + k), .want_logits = 1};
+        b.n_rows = 1;
+    }
+    free(rows);
+    kv_seq_release(kv, &seq);
+    kv_seq_destroy(&seq);
+}

@@ -1,0 +1,32 @@
+/* Running and editing models in the tests: a GGUF file copied with one
+ * tensor left out (what a broken or a tied-embedding file looks like), and
+ * the greedy loop every reference test runs (the prompt in one batch, then
+ * one token a step, each step's logits handed to a check that says which
+ * token goes next: the reference's when teacher-forcing, the argmax when
+ * greedy). Asserts (Criterion) on any failure of the code under test's
+ * setup. Not here: the references (tests/data), the comparisons. */
+#ifndef TPS_TEST_MODEL_RUN_H
+#define TPS_TEST_MODEL_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/forward.h"
+#include "model/gguf.h" /* the reader and gguf_writer */
+
+/* A writer holding every key of f and every tensor but `skip` (NULL: all):
+ * the caller adds or changes what it needs, writes it, frees it. */
+gguf_writer *test_gguf_copy(const gguf_file *f, const char *skip);
+
+/* Called after each forward step k (0: the prompt's last row) with the
+ * logits of its one sampling row (n_vocab); returns the token to feed at
+ * the next position. */
+typedef int32_t (*model_step_fn)(const float *logits, size_t k, void *arg);
+
+/* The prompt (np ids) in one batch, then ng - 1 single-token steps on one
+ * sequence of kv (reserved here for np + ng positions, released after):
+ * fn sees ng sets of logits. */
+void test_greedy_run(fwd_state *s, const llama_model *m, kv_cache *kv, const int32_t *prompt,
+                     size_t np, size_t ng, model_step_fn fn, void *arg);
+
+#endif
