@@ -345,6 +345,37 @@ Test(structured, forced_tool_calls_have_arguments_that_validate, .timeout = 240)
     fixture_finish(&f);
 }
 
+/* A named tool_choice forces one call to that function, as vLLM does,
+ * whatever parallel_tool_calls says: clients such as LangChain's bindTools
+ * name the function and leave parallel_tool_calls at its default (true),
+ * and a grammar that allowed call after call let a model that does not stop
+ * run to max_tokens with no call parsed (found by tests/sdk/langchain.cjs). */
+Test(structured, a_named_tool_choice_is_one_call_by_default, .timeout = 120) {
+    server_fixture f;
+    start(&f);
+    for (int stream = 0; stream < 2; stream++) {
+        char body[4096];
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Add two numbers.\"}],"
+                 "\"max_tokens\":150,\"temperature\":1,\"seed\":11,\"stream\":%s,"
+                 "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"calc\"}},"
+                 "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"calc\","
+                 "\"parameters\":%s}}]}",
+                 stream ? "true" : "false", ADD_PARAMS);
+        buf b = {0};
+        cr_assert_eq(post(f.port, "/v1/chat/completions", body, &b), 200, "%s", b.p);
+        char name[64], args[2048], finish[32], why[2048];
+        first_call(&b, stream, name, args, finish);
+        cr_assert_str_eq(finish, "tool_calls", "stream %d: %s", stream, b.p);
+        cr_assert_str_eq(name, "calc", "%s", b.p);
+        cr_assert_eq(validate("schema", ADD_PARAMS, args, why, sizeof why), 0, "%s", why);
+        const char *once = strstr(b.p, "\"name\":\"calc\"");
+        cr_assert(once && !strstr(once + 1, "\"name\":\"calc\""), "not one call: %s", b.p);
+        free(b.p);
+    }
+    fixture_finish(&f);
+}
+
 /* A body over 64 KB is prepared on the worker pool, not inline (issue 19):
  * there too the tools reach the prompt and the forced call's grammar, so at
  * temperature 0 the call is the one the same request gets in a small body,

@@ -186,8 +186,11 @@ static int prepare_tools(server *s, oai_request *r, oai_error *e) {
     sbuf g;
     sbuf_init(&g);
     tps_err terr = {{0}};
-    int rc = tools_grammar(s->prompt.tools, r->tools, r->n_tools, r->tool_name,
-                           r->parallel_tool_calls, &g, &terr);
+    /* a named function is one call to it, as vLLM forces it: a grammar
+     * allowing more lets a model that never stops repeat calls to max_tokens */
+    bool parallel = r->parallel_tool_calls && r->tool_choice != TOOL_CHOICE_NAMED;
+    int rc =
+        tools_grammar(s->prompt.tools, r->tools, r->n_tools, r->tool_name, parallel, &g, &terr);
     if (rc) {
         sbuf_free(&g);
         return oai_error_set(e, rc == TPS_ENOMEM ? 500 : 400,
