@@ -137,7 +137,7 @@ typedef enum engine_finish {
 } engine_finish;
 
 /* "stop", "length", "cancelled", "error". Inline, so trace.c (which
- * engine.c calls) needs nothing back from engine.c. */
+ * engine_step.c calls) needs nothing back from the engine. */
 static inline const char *engine_finish_name(engine_finish f) {
     switch (f) {
     case ENGINE_FINISH_STOP:
