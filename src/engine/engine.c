@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "engine/engine_internal.h"
-#include "engine/step_cost.h"
+#include "engine/engine_setup.h"
 #include "base/clock.h"
 #include "base/cond.h"
 
@@ -58,96 +58,21 @@ static int time_rows(engine *e, uint32_t n, int reps, double *best_ns, tps_err *
     return rc;
 }
 
-/* Faults in the forward state with one step; with an ITL target, primes
- * the step-time model with a one-row and a many-row step and resolves
- * the automatic target from them. */
+/* Faults in the forward state with one step; with an ITL target, times a
+ * one-row and a many-row step, from which the planner primes its
+ * step-time model and resolves the automatic target (sched_prime). */
 static int warm_up(engine *e, tps_err *err) {
-    double t1, tn;
+    double t1, tn = 0;
     int rc = time_rows(e, 1, 1, &t1, err);
     e->macs = engine_macs_of(&e->m->cfg);
-    /* an attended position in row-equivalents, x 4: attention runs in fp32
-     * over scattered KV, the weights in int8 over packed rows */
-    step_cost_init(&e->sc.cost, 4.0 * e->macs.per_attended / (e->macs.body + e->macs.head));
-    if (rc || e->p.itl_target_ms == 0) return rc;
-    uint32_t n = 64;
-    if (n > e->p.max_batch_tokens) n = e->p.max_batch_tokens;
-    if (n > e->n_ctx) n = e->n_ctx;
-    if (n > kv_cache_available(e->kv) * e->kv->block_tokens)
-        n = kv_cache_available(e->kv) * e->kv->block_tokens;
-    if ((rc = time_rows(e, 1, 3, &t1, err))) return rc;
-    if (n < 2) {
-        step_cost_prime(&e->sc.cost, 1, t1, 2, 2 * t1);
-    } else {
-        if ((rc = time_rows(e, n, 2, &tn, err))) return rc;
-        const step_cost *c = &e->sc.cost;
-        step_cost_prime(&e->sc.cost, step_cost_work(c, 1, 1), t1,
-                        step_cost_work(c, n, step_cost_chunk_attended(0, n)), tn);
+    if (rc) return rc;
+    const uint32_t n = sched_prime_rows(&e->sc, e->n_ctx);
+    if (e->p.itl_target_ms != 0) {
+        if ((rc = time_rows(e, 1, 3, &t1, err))) return rc;
+        if (n >= 2 && (rc = time_rows(e, n, 2, &tn, err))) return rc;
     }
-    if (e->p.itl_target_ms < 0) {
-        double ns = 3 * t1;
-        if (ns < ENGINE_ITL_TARGET_FLOOR_MS * 1e6) ns = ENGINE_ITL_TARGET_FLOOR_MS * 1e6;
-        e->p.itl_target_ms = ns / 1e6;
-    }
-    e->sc.target_ns = (uint64_t)(e->p.itl_target_ms * 1e6);
+    e->p.itl_target_ms = sched_prime(&e->sc, &e->macs, e->p.itl_target_ms, t1, n, tn);
     return 0;
-}
-
-/* Local-pool blocks the engine can ever hold at once: every sequence its
- * window's blocks plus one it is filling, and one step's prompt rows. */
-static uint32_t local_blocks_needed(const engine *e, uint32_t window) {
-    const uint64_t B = e->p.kv_block;
-    uint64_t n =
-        (uint64_t)e->p.max_seqs * ((window + B - 1) / B + 2) + (e->p.max_batch_tokens + B - 1) / B;
-    return n > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)n;
-}
-
-/* The KV pool: --kv-mem, or --kv-tokens, or by default max_seqs full
- * contexts capped at 1 GiB. Sliding-window layers get a pool of their own
- * sized by local_blocks_needed (kv_cache.h). */
-static int create_kv(engine *e, tps_err *err) {
-    const llama_config *c = &e->m->cfg;
-    uint8_t *local = calloc(c->n_layers ? c->n_layers : 1, 1);
-    if (!local) return tps_fail(err, TPS_ENOMEM, "engine: out of memory");
-    uint32_t n_local = 0;
-    for (uint32_t l = 0; l < c->n_layers; l++)
-        n_local += local[l] = (uint8_t)llama_config_is_swa(c, l);
-    kv_cache_params kp = {.n_layers = c->n_layers,
-                          .kv_dim = c->n_kv_heads * c->head_dim,
-                          .head_dim = c->head_dim,
-                          .block_tokens = e->p.kv_block,
-                          .kv_type = e->p.kv_type,
-                          .mem_bytes = e->p.kv_mem,
-                          .prefix_cache = !e->p.no_prefix_cache,
-                          .local_layers = local,
-                          .window = c->n_swa,
-                          .n_local_blocks = local_blocks_needed(e, c->n_swa)};
-    if (!kp.mem_bytes) {
-        uint64_t tokens = e->p.kv_tokens ? e->p.kv_tokens : (uint64_t)e->p.max_seqs * e->n_ctx;
-        uint64_t blocks = (tokens + kp.block_tokens - 1) / kp.block_tokens;
-        if (n_local == c->n_layers) n_local = 0; /* kv_cache keeps them in one pool */
-        /* the cap counts the global layers' blocks and as many local ones */
-        size_t bb = kv_cache_block_bytes(kp.n_layers - n_local, kp.kv_dim, kp.block_tokens,
-                                         kp.kv_type),
-               lb = kv_cache_block_bytes(n_local, kp.kv_dim, kp.block_tokens, kp.kv_type);
-        uint64_t nl = blocks < kp.n_local_blocks ? blocks : kp.n_local_blocks;
-        if (!e->p.kv_tokens && blocks * bb + nl * lb > (1ull << 30))
-            blocks = (1ull << 30) > nl * lb ? ((1ull << 30) - nl * lb) / bb : 1;
-        if (blocks < 1) blocks = 1;
-        kp.n_blocks = (uint32_t)blocks;
-    }
-    if (!e->p.kv_prefault) {
-        /* the bound counts global blocks (the local pool is small and bounded) */
-        const uint32_t n_global = n_local == c->n_layers ? c->n_layers : c->n_layers - n_local;
-        const size_t bb = kv_cache_block_bytes(n_global, kp.kv_dim, kp.block_tokens, kp.kv_type);
-        uint64_t pool = kp.n_blocks ? kp.n_blocks : kp.mem_bytes / bb;
-        uint64_t resident = ENGINE_KV_RESIDENT_MIN / bb;
-        if (resident < pool / 8) resident = pool / 8;
-        kp.resident_blocks = resident < pool ? (uint32_t)resident : 0; /* 0: the whole pool */
-    }
-    int rc = kv_cache_create(&e->kv, &kp, err);
-    free(local);
-    if (!rc) e->p.kv_mem = 2 * e->kv->map_bytes;
-    return rc;
 }
 
 /* Step buffers, sized once. A step samples its batch's rows plus the
@@ -175,12 +100,7 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     e->tok = p->tok;
     const llama_config *c = &e->m->cfg;
     e->n_ctx = c->ctx_len;
-    if (!e->p.max_seqs) e->p.max_seqs = 64;
-    if (!e->p.max_batch_tokens) e->p.max_batch_tokens = 256;
-    if (!e->p.prefill_chunk || e->p.prefill_chunk > e->p.max_batch_tokens)
-        e->p.prefill_chunk = e->p.max_batch_tokens;
-    if (!e->p.kv_block) e->p.kv_block = 16;
-    /* kv_type comes from engine_params_default (F16); 0 is F32, asked for */
+    engine_params_resolve(&e->p);
     int rc;
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->trie_mu, NULL);
@@ -203,7 +123,7 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
         .think_open = tokenizer_find(e->tok, THINK_OPEN, sizeof THINK_OPEN - 1),
         .think_close = tokenizer_find(e->tok, THINK_CLOSE, sizeof THINK_CLOSE - 1)};
 
-    if ((rc = create_kv(e, err))) goto fail;
+    if ((rc = engine_kv_create(&e->kv, c, &e->p, false, err))) goto fail;
     if ((rc = fwd_state_create(&e->fs, e->m, e->p.max_batch_tokens, e->n_ctx, e->p.n_threads, err)))
         goto fail;
     if ((rc = alloc_step_buffers(e, err))) goto fail;

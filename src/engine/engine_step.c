@@ -381,6 +381,18 @@ static bool step(engine *e) {
     }
     record_step(e, &pl, kv_bytes, generated, rc ? 0 : n_logits, t1);
     publish(e, t1);
+    if (e->p.on_step && !rc) {
+        engine_step_obs o = {.rows = pl.n_rows,
+                             .logit_rows = pl.logit_rows,
+                             .prefill_rows = pl.prefill_rows,
+                             .decode_rows = pl.decode_rows,
+                             .seqs = pl.n_batch,
+                             .attended = pl.attended,
+                             .t0 = pl.t0,
+                             .t1 = t1,
+                             .t2 = tps_now_ns()};
+        e->p.on_step(e->p.on_step_arg, &o);
+    }
     return true;
 }
 

@@ -30,6 +30,35 @@ void sched_free(sched *sc) {
     sc->batch_rows = NULL;
 }
 
+uint32_t sched_prime_rows(const sched *sc, uint32_t n_ctx) {
+    uint32_t n = 64;
+    if (n > sc->p.max_batch_tokens) n = sc->p.max_batch_tokens;
+    if (n > n_ctx) n = n_ctx;
+    if (n > kv_cache_available(sc->kv) * sc->kv->block_tokens)
+        n = kv_cache_available(sc->kv) * sc->kv->block_tokens;
+    return n;
+}
+
+double sched_prime(sched *sc, const engine_macs *macs, double itl_target_ms, double t1_ns,
+                   uint32_t n, double tn_ns) {
+    step_cost_init(&sc->cost, 4.0 * macs->per_attended / (macs->body + macs->head));
+    sc->target_ns = 0;
+    if (itl_target_ms == 0) return 0;
+    step_cost *c = &sc->cost;
+    if (n < 2)
+        step_cost_prime(c, 1, t1_ns, 2, 2 * t1_ns);
+    else
+        step_cost_prime(c, step_cost_work(c, 1, 1), t1_ns,
+                        step_cost_work(c, n, step_cost_chunk_attended(0, n)), tn_ns);
+    if (itl_target_ms < 0) {
+        double ns = 3 * t1_ns;
+        if (ns < ENGINE_ITL_TARGET_FLOOR_MS * 1e6) ns = ENGINE_ITL_TARGET_FLOOR_MS * 1e6;
+        itl_target_ms = ns / 1e6;
+    }
+    sc->target_ns = (uint64_t)(itl_target_ms * 1e6);
+    return itl_target_ms;
+}
+
 int sched_seq_init(seq *s, const kv_cache *kv, const int32_t *prompt, uint32_t n_prompt,
                    uint32_t max_tokens) {
     uint32_t cap = n_prompt + max_tokens;

@@ -99,6 +99,20 @@ int sched_init(sched *sc, const sched_params *p, kv_cache *kv, tps_err *err);
  * first (their blocks released). */
 void sched_free(sched *sc);
 
+/* The warm-up's shape: the rows of the many-row step that primes the
+ * step-time model (64, at most the batch, the context and the pool). */
+uint32_t sched_prime_rows(const sched *sc, uint32_t n_ctx);
+/* Primes the step-time model from the warm-up's measurements, as the
+ * engine does at start: t1_ns a one-row step, tn_ns a step of n rows from
+ * position 0 (n from sched_prime_rows; n < 2: none); an attended position
+ * weighs 4 x its multiply-adds in row units (attention runs in fp32 over
+ * scattered KV, the weights in int8 over packed rows). itl_target_ms: 0
+ * off (the model is not primed; it learns from the steps), < 0 automatic
+ * (3 x t1, at least ENGINE_ITL_TARGET_FLOOR_MS), else the target. Sets
+ * target_ns; returns the target in force, ms. */
+double sched_prime(sched *sc, const engine_macs *macs, double itl_target_ms, double t1_ns,
+                   uint32_t n, double tn_ns);
+
 /* Sets up s for a request of n_prompt tokens (copied) and up to max_tokens
  * generated ones: its token array and an empty block table; the rest of s
  * is the caller's (zeroed by it before). sched_seq_clear frees them. */
