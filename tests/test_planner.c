@@ -20,8 +20,8 @@ typedef struct fixture {
     sched sc;
 } fixture;
 
-static void setup(fixture *f, uint32_t blocks, bool cache, uint32_t max_seqs,
-                  uint32_t max_batch, uint32_t chunk) {
+static void setup(fixture *f, uint32_t blocks, bool cache, uint32_t max_seqs, uint32_t max_batch,
+                  uint32_t chunk) {
     memset(f, 0, sizeof *f);
     kv_cache_params kp = {.n_layers = 2,
                           .kv_dim = 64,

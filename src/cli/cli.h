@@ -3,6 +3,8 @@
 #ifndef TPS_CLI_H
 #define TPS_CLI_H
 
+#include <stdbool.h>
+
 #define TPS_VERSION "0.1.0"
 
 struct bench_spec;
@@ -17,7 +19,15 @@ int cli_bench(int argc, char **argv);
  * are not one run (--find-max-rate) are refused. 0, or the exit code after
  * a message on stderr (2: bad options or --help). */
 int cli_bench_parse_spec(struct bench_spec *out, int argc, char **argv);
+/* The checks tps bench makes across its options (workload flags that do
+ * not go together, what --find-max-rate and --goodput-target need, the
+ * spec's own checks), for any command parsing bench's rows into a spec
+ * (tps plan): 0, or 2 after a message on stderr starting with prog. Sets
+ * the capacity probes' in-flight cap. */
+int cli_bench_check(struct bench_spec *s, bool find_max_rate, bool goodput_target,
+                    const char *prog);
 int cli_serve(int argc, char **argv);
+int cli_plan(int argc, char **argv);
 int cli_sweep(int argc, char **argv);
 int cli_report(int argc, char **argv);
 int cli_machine(int argc, char **argv);

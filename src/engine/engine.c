@@ -71,6 +71,8 @@ static int warm_up(engine *e, tps_err *err) {
         if ((rc = time_rows(e, 1, 3, &t1, err))) return rc;
         if (n >= 2 && (rc = time_rows(e, n, 2, &tn, err))) return rc;
     }
+    e->tr.prime =
+        (trace_prime){.t1_ns = t1, .tn_ns = tn, .n = n, .itl_target_ms = e->p.itl_target_ms};
     e->p.itl_target_ms = sched_prime(&e->sc, &e->macs, e->p.itl_target_ms, t1, n, tn);
     return 0;
 }
@@ -153,7 +155,9 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     e->local.step_cost_fixed_ns = (uint64_t)e->sc.cost.c0_ns;
     e->local.step_cost_row_ns = (uint64_t)e->sc.cost.c1_ns;
     e->st = e->local;
+    trace_prime prime = e->tr.prime;
     trace_init(&e->tr, tps_now_ns());
+    e->tr.prime = prime;
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         rc = tps_fail(err, TPS_EIO, "engine: cannot start the engine thread");
         goto fail;

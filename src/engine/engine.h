@@ -31,10 +31,11 @@ typedef struct constraint_prog constraint_prog; /* a compiled grammar (constrain
 /* One step as the planner sized it and as it ran (monotonic ns). */
 typedef struct engine_step_obs {
     uint32_t rows, logit_rows, prefill_rows, decode_rows, seqs;
-    double attended; /* positions attended, summed over rows */
-    uint64_t t0;     /* the step began (its plan was made) */
-    uint64_t t1;     /* its forward pass ended: its tokens are stamped t1 */
-    uint64_t t2;     /* its tokens were sampled and its events published */
+    double attended;     /* positions attended, summed over rows */
+    double kv_positions; /* K/V positions read: each sequence's context once */
+    uint64_t t0;         /* the step began (its plan was made) */
+    uint64_t t1;         /* its forward pass ended: its tokens are stamped t1 */
+    uint64_t t2;         /* its tokens were sampled and its events published */
 } engine_step_obs;
 
 typedef struct engine_params {

@@ -57,6 +57,7 @@ struct engine {
     /* engine thread only */
     sched sc; /* the scheduling state: waiting queue, running list, cost model, target */
     trace tr;
+    uint32_t taken;     /* requests taken into the queue since the last step that ran rows */
     engine_macs macs;   /* multiply-adds of a row, its LM head, an attended position */
     engine_stats local; /* counters the engine thread updates; copied to st under mu */
 

@@ -136,6 +136,7 @@ static void take_requests(engine *e, uint64_t t_now) {
         seq *s = e->incoming.head;
         seq_list_remove(&e->incoming, s);
         seq_list_push_back(&e->sc.waiting, s);
+        e->taken++;
     }
     /* engine_submit's queue limit counts incoming + published waiting: publish
      * the taken requests now, not at the step's end, or a burst of submits
@@ -334,20 +335,43 @@ static void record_step(engine *e, const sched_plan *pl, double kv_bytes, uint32
     hist_record(e->h_step_tokens, pl->n_rows);
     pthread_mutex_unlock(&e->mu);
     sync_stats(e);
-    if (!e->p.trace_path) return;
-    trace_step ts = {.t0 = pl->t0,
-                     .t1 = t1,
-                     .prefill_tokens = pl->prefill_rows,
-                     .decode_tokens = pl->decode_rows,
-                     .running = e->sc.running.n,
-                     .waiting = e->sc.waiting.n,
-                     .kv_blocks = kv_cache_blocks_used(e->kv),
-                     .preemptions = pl->preempted,
-                     .cached_tokens = pl->cached_rows,
-                     .predicted_ns = (uint64_t)pl->pred_ns,
-                     .weight_bytes = fst.weight_bytes,
-                     .experts = (uint32_t)fst.experts};
-    trace_step_add(&e->tr, &ts);
+}
+
+/* After the step's events are published (t2): the trace's step record,
+ * and the step observer. */
+static void after_step(engine *e, const sched_plan *pl, uint64_t t1) {
+    const uint64_t t2 = tps_now_ns();
+    if (e->p.trace_path) {
+        const fwd_step_stats fst = fwd_state_last_step(e->fs); /* the step just run's */
+        trace_step ts = {.t0 = pl->t0,
+                         .t1 = t1,
+                         .t2 = t2,
+                         .taken = e->taken,
+                         .prefill_tokens = pl->prefill_rows,
+                         .decode_tokens = pl->decode_rows,
+                         .running = e->sc.running.n,
+                         .waiting = e->sc.waiting.n,
+                         .kv_blocks = kv_cache_blocks_used(e->kv),
+                         .preemptions = pl->preempted,
+                         .cached_tokens = pl->cached_rows,
+                         .predicted_ns = (uint64_t)pl->pred_ns,
+                         .weight_bytes = fst.weight_bytes,
+                         .experts = (uint32_t)fst.experts};
+        trace_step_add(&e->tr, &ts);
+    }
+    e->taken = 0;
+    if (!e->p.on_step) return;
+    engine_step_obs o = {.rows = pl->n_rows,
+                         .logit_rows = pl->logit_rows,
+                         .prefill_rows = pl->prefill_rows,
+                         .decode_rows = pl->decode_rows,
+                         .seqs = pl->n_batch,
+                         .attended = pl->attended,
+                         .kv_positions = pl->kv_positions,
+                         .t0 = pl->t0,
+                         .t1 = t1,
+                         .t2 = t2};
+    e->p.on_step(e->p.on_step_arg, &o);
 }
 
 /* Plans and runs one batch. Returns false when there was nothing to do. */
@@ -381,18 +405,7 @@ static bool step(engine *e) {
     }
     record_step(e, &pl, kv_bytes, generated, rc ? 0 : n_logits, t1);
     publish(e, t1);
-    if (e->p.on_step && !rc) {
-        engine_step_obs o = {.rows = pl.n_rows,
-                             .logit_rows = pl.logit_rows,
-                             .prefill_rows = pl.prefill_rows,
-                             .decode_rows = pl.decode_rows,
-                             .seqs = pl.n_batch,
-                             .attended = pl.attended,
-                             .t0 = pl.t0,
-                             .t1 = t1,
-                             .t2 = tps_now_ns()};
-        e->p.on_step(e->p.on_step_arg, &o);
-    }
+    after_step(e, &pl, t1);
     return true;
 }
 

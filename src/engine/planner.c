@@ -177,6 +177,7 @@ static void plan_rows(sched *sc, sched_plan *pl, seq *s, uint32_t n) {
     double w = step_cost_work(&sc->cost, n, att);
     pl->work += w;
     pl->attended += att;
+    pl->kv_positions += (double)s->n_computed + n;
     pl->pred_ns += sc->cost.c1_ns * w;
     pl->batch[pl->n_batch] = s;
     pl->rows[pl->n_batch++] = n;
@@ -203,13 +204,13 @@ static void plan_decodes(sched *sc, sched_plan *pl) {
 
 /* 2. prompt chunks of running, partly prefilled sequences, FCFS. Prompt
  *    chunks never preempt (a victim could already have rows in this
- *    batch): they take what the pool can give. */
+ *    batch): they take what the pool can give. A sequence with more than
+ *    one position to compute got no decode row, so none is in the batch
+ *    twice (the engine once checked the batch for it: a scan per sequence
+ *    that never matched, and quadratic in a simulation's long runs). */
 static void plan_prefill_chunks(sched *sc, sched_plan *pl) {
     for (seq *s = sc->running.head; s && pl->budget; s = s->next) {
-        bool in_batch = false;
-        for (uint32_t k = 0; k < pl->n_batch; k++)
-            in_batch |= pl->batch[k] == s;
-        if (s->n_tokens - s->n_computed <= 1 || in_batch) continue;
+        if (s->n_tokens - s->n_computed <= 1) continue;
         uint32_t chunk = chunk_for(sc, s, pl);
         if (chunk && kv_seq_reserve(sc->kv, &s->kv, s->n_computed + chunk) == 0) {
             plan_rows(sc, pl, s, chunk);

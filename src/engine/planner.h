@@ -90,6 +90,7 @@ typedef struct sched_plan {
     double work;          /* the step's size in the cost model's units */
     double pred_ns;       /* its predicted time */
     double attended;      /* positions attended, summed over rows */
+    double kv_positions;  /* K/V positions read: each sequence's context once */
 } sched_plan;
 
 /* The limits (max_seqs, max_batch_tokens and prefill_chunk > 0) over kv's

@@ -14,6 +14,7 @@
 
 #define LOGIT     (STEP_FIT_KNOTS)
 #define ATT       (STEP_FIT_KNOTS + 1)
+#define KVR       (STEP_FIT_KNOTS + 2)
 #define ATT_SCALE 1024.0 /* attended positions per feature unit: keeps the sums in range */
 /* The curvature penalty against the data, per unit of weight: small enough
  * that knots the data pins down do not move, large enough that the others
@@ -26,7 +27,7 @@ static double knot(int i) {
 
 /* The features of a shape: the hat functions of rows over the knots
  * (linear interpolation; past the last knot, the last segment extended),
- * logit rows, attended / ATT_SCALE. */
+ * logit rows, attended / ATT_SCALE, K/V read / ATT_SCALE. */
 static void features(double x[STEP_FIT_NF], const step_shape *s) {
     memset(x, 0, sizeof(double) * STEP_FIT_NF);
     double r = s->rows < 1 ? 1 : s->rows;
@@ -38,16 +39,27 @@ static void features(double x[STEP_FIT_NF], const step_shape *s) {
     x[i + 1] = t;
     x[LOGIT] = s->logit_rows;
     x[ATT] = s->attended / ATT_SCALE;
+    x[KVR] = s->kv_read / ATT_SCALE;
 }
 
 void step_fit_init(step_fit *f) {
     memset(f, 0, sizeof *f);
 }
 
+/* A step's weight: about the inverse square of its size, so that small
+ * and large steps count alike in relative terms, from its shape alone:
+ * weighting by the measured time instead would favour the steps that ran
+ * fast, and fit the median step where a busy machine's mean is what the
+ * time adds up to. */
+static double weight_of(const step_shape *s) {
+    double scale = 1 + s->rows / 32 + s->logit_rows / 16 + s->kv_read / 2048;
+    return 1.0 / (scale * scale);
+}
+
 void step_fit_add(step_fit *f, const step_shape *s, double fwd_ns, double post_ns) {
     double y = fwd_ns + post_ns;
     if (!(y > 0) || !(fwd_ns >= 0) || !(post_ns >= 0)) return;
-    double x[STEP_FIT_NF], w = 1.0 / (y * y); /* relative error */
+    double x[STEP_FIT_NF], w = weight_of(s);
     features(x, s);
     for (int a = 0; a < STEP_FIT_NF; a++) {
         if (x[a] == 0) continue;
@@ -142,15 +154,15 @@ int step_fit_solve(step_fit *f, tps_err *err) {
                         (unsigned long long)f->n);
     for (int t = 0; t < 2; t++) {
         bool off[STEP_FIT_NF] = {false};
-        for (int round = 0; round < 3; round++) {
+        for (int round = 0; round < 4; round++) {
             if (solve_one(f, t, off, f->coef[t]))
                 return tps_fail(err, TPS_EINVAL, "step fit: the observations do not determine it");
             bool again = false;
-            for (int k = LOGIT; k <= ATT; k++)
+            for (int k = LOGIT; k <= KVR; k++)
                 if (f->coef[t][k] < 0 && !off[k]) off[k] = again = true;
             if (!again) break;
         }
-        for (int k = LOGIT; k <= ATT; k++)
+        for (int k = LOGIT; k <= KVR; k++)
             if (f->coef[t][k] < 0) f->coef[t][k] = 0;
     }
     f->solved = true;

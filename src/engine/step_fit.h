@@ -10,15 +10,19 @@
  * step's tokens are stamped), and what follows it before the next step can
  * start (sampling, detokenizing, events). Each is
  *
- *     body(rows) + c_logit * logit_rows + c_att * attended
+ *     body(rows) + c_logit * logit_rows + c_att * attended + c_kv * kv_read
  *
  * with body piecewise linear in rows between knots at 1, 2, 4, ... 4096
  * (a CPU step is flat while the weight stream dominates and linear once
  * the multiply-adds do; the knots take either shape), fitted by weighted
- * least squares on relative error over every step observed, with a small
+ * least squares (about relative error) over every step observed, with a small
  * penalty on the curvature of body so that row counts never observed are
- * extrapolated linearly from their neighbours. c_logit and c_att are kept
- * non-negative.
+ * extrapolated linearly from their neighbours. c_logit, c_att and c_kv
+ * are kept non-negative. Attention has two costs: its multiply-adds (one
+ * per row and position attended) and reading the K/V (once per sequence
+ * and step, shared by a prompt chunk's rows): a decode step of 64 streams
+ * at 1,000 positions reads 64,000 positions' K/V, a 256-row chunk at 0
+ * reads 256, for the same order of attended positions.
  *
  * The file (text, magic "tps-calibration", version) holds the model's
  * shape it was taken on, the machine's limits and thread count, and one
@@ -37,13 +41,14 @@
 #include "base/error.h"
 
 #define STEP_FIT_KNOTS 13                   /* rows 1, 2, 4, ..., 4096 */
-#define STEP_FIT_NF    (STEP_FIT_KNOTS + 2) /* the knots, logit rows, attended / 1024 */
+#define STEP_FIT_NF    (STEP_FIT_KNOTS + 3) /* the knots, logit rows, attended, K/V read */
 
 /* One step as the planner sized it. */
 typedef struct step_shape {
     double rows;       /* token rows */
     double logit_rows; /* rows that want logits */
     double attended;   /* positions attended, summed over rows */
+    double kv_read;    /* K/V positions read: each sequence's context once a step */
 } step_shape;
 
 typedef struct step_fit {
