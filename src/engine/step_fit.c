@@ -142,7 +142,9 @@ static int solve_one(const step_fit *f, int target, const bool off[STEP_FIT_NF],
                 a[i - 1 + p][i - 1 + q] += lam * d[p] * d[q];
     }
     for (int k = 0; k < STEP_FIT_NF; k++) {
-        a[k][k] += 1e-9 * lam + (off[k] ? 1e30 : 0);
+        /* relative to the diagonal: two features the data never tells apart
+         * (a decode-only run's rows and logit rows) share their coefficient */
+        a[k][k] += 1e-7 * a[k][k] + 1e-9 * lam + (off[k] ? 1e30 : 0);
         if (off[k]) b[k] = 0;
     }
     return gauss(STEP_FIT_NF, a, b, out);

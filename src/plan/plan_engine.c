@@ -15,6 +15,43 @@
 
 /* ---- set-up --------------------------------------------------------------- */
 
+/* True when p[0..n) is whole UTF-8 (no character cut). */
+static bool whole_utf8(const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n;) {
+        size_t k = p[i] < 0x80         ? 1
+                   : (p[i] >> 5) == 6  ? 2
+                   : (p[i] >> 4) == 14 ? 3
+                   : (p[i] >> 3) == 30 ? 4
+                                       : 0;
+        if (!k || i + k > n) return false;
+        for (size_t j = 1; j < k; j++)
+            if ((p[i + j] & 0xc0) != 0x80) return false;
+        i += k;
+    }
+    return n > 0;
+}
+
+/* The tokens output is drawn from: normal tokens whose text is whole
+ * UTF-8 (a reply's text must be, to go into a conversation's next turn),
+ * never an end of generation (with ignore_eos the engine generates
+ * max_tokens; so does this). */
+static int synthetic_table(sim *s, tps_err *e) {
+    const tokenizer *tok = s->srv->tok;
+    const uint32_t nv = tokenizer_n_vocab(tok);
+    if (!(s->out_ids = malloc(sizeof *s->out_ids * (nv ? nv : 1))))
+        return tps_fail(e, TPS_ENOMEM, "out of memory");
+    for (uint32_t id = 0; id < nv; id++) {
+        size_t len;
+        const char *p = tokenizer_piece(tok, (int32_t)id, false, &len);
+        if (tokenizer_token_type(tok, (int32_t)id) == TOKEN_TYPE_NORMAL &&
+            !tokenizer_is_eog(tok, (int32_t)id) && p && whole_utf8((const unsigned char *)p, len))
+            s->out_ids[s->n_out_ids++] = (int32_t)id;
+    }
+    if (!s->n_out_ids)
+        return tps_fail(e, TPS_EINVAL, "plan: the vocabulary has no token of whole text to emit");
+    return 0;
+}
+
 /* The blocks the engine's warm-up steps reserve and release (time_rows):
  * they leave the pool's order as it was and mark those blocks touched. */
 static int touch_rows(kv_cache *kv, uint32_t n) {
@@ -61,6 +98,7 @@ int sim_engine_init(sim *s, tps_err *e) {
     if ((rc = sched_init(&s->sc, &sp, s->kv, e))) return rc;
     tps_rng_seed(&s->tok_rng, s->srv->seed);
     s->eng_free = SIM_ORIGIN;
+    if ((rc = synthetic_table(s, e))) return rc;
     return prime(s, e);
 }
 
@@ -81,6 +119,8 @@ void sim_engine_free(sim *s) {
     sched_free(&s->sc);
     kv_cache_free(s->kv);
     s->kv = NULL;
+    free(s->out_ids);
+    s->out_ids = NULL;
 }
 
 /* ---- arrivals --------------------------------------------------------------- */
@@ -156,17 +196,8 @@ void sim_engine_cancel(sim *s, size_t rec) {
 
 /* ---- tokens ------------------------------------------------------------------ */
 
-/* A token the model could emit: not an end of generation, not a control
- * token (with ignore_eos the engine generates max_tokens; so does this). */
 static int32_t synthetic_token(sim *s) {
-    const tokenizer *tok = s->srv->tok;
-    const uint64_t nv = tokenizer_n_vocab(tok);
-    int32_t id = 0;
-    for (int i = 0; i < 64; i++) {
-        id = (int32_t)load_rng_below(&s->tok_rng, nv);
-        if (!tokenizer_is_eog(tok, id) && !tokenizer_is_control(tok, id)) break;
-    }
-    return id;
+    return s->out_ids[load_rng_below(&s->tok_rng, s->n_out_ids)];
 }
 
 /* The record of a finished request, as the client reads the server's

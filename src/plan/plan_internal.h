@@ -88,7 +88,9 @@ typedef struct sim {
     seq_list incoming;  /* arrived, not yet taken by a step */
     uint64_t eng_free;  /* when the engine may start its next step */
     size_t replay_step; /* replay: the next recorded step */
-    tps_rng tok_rng;    /* synthetic output tokens */
+    tps_rng tok_rng;    /* synthetic output tokens, drawn from out_ids */
+    int32_t *out_ids;
+    uint32_t n_out_ids;
     /* the client */
     bool sending, open_loop, multi_turn;
     uint64_t planned; /* requests at most; 0: bounded by time */
