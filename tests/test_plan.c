@@ -35,6 +35,7 @@ typedef struct model_env {
     tokenizer *tok;
     char *path;
     plan_cost cost;
+    chat_prompt prompt;
     plan_server srv;
 } model_env;
 
@@ -53,10 +54,12 @@ static void env_open(model_env *v) {
     v->srv = (plan_server){.m = v->m, .tok = v->tok, .cost = &v->cost, .seed = 1};
     engine_params_default(&v->srv.ep);
     v->srv.ep.itl_target_ms = ENGINE_ITL_TARGET_AUTO;
-    v->srv.tmpl = plan_chat_template(v->m, NULL);
+    cr_assert_eq(chat_prompt_for_model(&v->prompt, v->m->file, v->tok, NULL, &e), 0, "%s", e.msg);
+    v->srv.prompt = &v->prompt;
 }
 
 static void env_close(model_env *v) {
+    chat_prompt_free(&v->prompt);
     tokenizer_free(v->tok);
     llama_model_free(v->m);
     free(v->path);

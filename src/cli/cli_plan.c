@@ -36,7 +36,7 @@ typedef struct plan_cli {
 
 #define P(field) offsetof(plan_cli, field)
 
-static const opt_row plan_rows[] = {
+static const opt_row plan_server_rows[] = {
     OPT_HEAD("model and cost"),
     {"--model", "-m", OPT_STR, P(model), .metavar = "FILE",
      .help = "the GGUF model to plan for (required; its weights are not read)"},
@@ -57,6 +57,11 @@ static const opt_row plan_rows[] = {
      .help = "as tps serve's (default: recognised from the model, else chatml)"},
     OPT_HEAD("server (as tps serve; --threads also picks the machine's limits)"),
     OPT_ROWS_AT(serve_engine_rows, P(ep)),
+    {0},
+};
+
+static const opt_row plan_rows[] = {
+    OPT_ROWS_AT(plan_server_rows, 0),
     OPT_HEAD("load (as tps bench)"),
     OPT_ROWS_AT(bench_load_rows, P(spec)),
     OPT_HEAD("workload (as tps bench)"),
@@ -425,47 +430,89 @@ static int plan_debug(const plan_cli *p, plan_server *srv, plan_replay *rp, FILE
     return 0;
 }
 
-static int plan_main(plan_cli *p) {
+/* The simulated server p's options describe: the model (shape and
+ * tokenizer), the cost model, the engine parameters; 0 or an exit code
+ * after a message. */
+static int env_open(cli_plan_env *env, plan_cli *p) {
+    memset(env, 0, sizeof *env);
     tps_err e = {{0}};
-    llama_model *m = NULL;
-    tokenizer *tok = NULL;
     llama_load_opts lo = {.no_repack = 1}; /* only the shape and the bytes are needed */
-    plan_cost cost;
-    chat_prompt prompt = {0};
-    int rc = llama_model_load_opts(&m, p->model, &lo, &e);
-    if (!rc) rc = tokenizer_load(&tok, m->file, &e);
-    if (!rc) rc = cost_for(&cost, p, m, &e);
-    if (!rc) rc = chat_prompt_for_model(&prompt, m->file, tok, p->chat_template, &e);
+    int rc = llama_model_load_opts(&env->m, p->model, &lo, &e);
+    if (!rc) rc = tokenizer_load(&env->tok, env->m->file, &e);
+    if (!rc) rc = cost_for(&env->cost, p, env->m, &e);
+    if (!rc) rc = chat_prompt_for_model(&env->prompt, env->m->file, env->tok, p->chat_template, &e);
     if (rc) {
         fprintf(stderr, "tps plan: %s\n", e.msg);
-        chat_prompt_free(&prompt);
-        tokenizer_free(tok);
-        llama_model_free(m);
-        return 1;
+        cli_plan_env_close(env);
+        return rc == TPS_EINVAL && p->chat_template ? 2 : 1;
     }
-    plan_server srv = {.m = m, .tok = tok, .ep = p->ep, .cost = &cost, .seed = p->spec.cfg.seed};
-    srv.prompt = &prompt;
-    p->spec.run = plan_run;
-    p->spec.run_arg = &srv;
-    p->spec.wo.tokenizer_path = p->model;
-    p->spec.cfg.base_url = "plan:";
-    json_t *extra = plan_config(p, &srv);
-    p->spec.config_extra = extra;
+    env->srv = (plan_server){.m = env->m,
+                             .tok = env->tok,
+                             .prompt = &env->prompt,
+                             .ep = p->ep,
+                             .cost = &env->cost,
+                             .seed = p->spec.cfg.seed};
+    env->config = plan_config(p, &env->srv);
+    return 0;
+}
+
+void cli_plan_env_close(cli_plan_env *env) {
+    json_decref(env->config);
+    chat_prompt_free(&env->prompt);
+    tokenizer_free(env->tok);
+    llama_model_free(env->m);
+    memset(env, 0, sizeof *env);
+}
+
+void cli_plan_env_spec(cli_plan_env *env, bench_spec *s, const char *model) {
+    s->run = plan_run;
+    s->run_arg = &env->srv;
+    s->config_extra = env->config;
+    s->scrape = "off";
+    s->cfg.base_url = "plan:";
+    if (!s->wo.tokenizer_path) s->wo.tokenizer_path = model;
+}
+
+static const opt_cmd plan_server_cmd = {
+    .prog = "tps sweep --plan-args",
+    .usage = "the options tps plan takes for its model, cost and server:\n\n",
+    .rows = plan_server_rows,
+};
+
+int cli_plan_env_open(cli_plan_env *env, const char *model, int argc, char **argv) {
+    plan_cli *p = calloc(1, sizeof *p);
+    if (!p) return 1;
+    bench_spec_init(&p->spec);
+    engine_params_default(&p->ep);
+    p->ep.itl_target_ms = ENGINE_ITL_TARGET_AUTO;
+    int rc = opt_main(&plan_server_cmd, p, argc, argv);
+    if (rc < 0) {
+        if (!p->model) p->model = model;
+        rc = env_open(env, p);
+    } else if (rc == 0) {
+        rc = 2; /* --help was printed: no plan */
+    }
+    free(p);
+    return rc;
+}
+
+static int plan_main(plan_cli *p) {
+    cli_plan_env env;
+    int rc = env_open(&env, p);
+    if (rc) return rc;
+    cli_plan_env_spec(&env, &p->spec, p->model);
     plan_replay rp = {0};
     FILE *steps = NULL;
-    if ((rc = plan_debug(p, &srv, &rp, &steps))) {
+    if ((rc = plan_debug(p, &env.srv, &rp, &steps))) {
         /* said */
     } else if (p->replicas_for > 0) {
-        rc = plan_replicas(p, &srv);
+        rc = plan_replicas(p, &env.srv);
     } else {
-        rc = p->find_max_rate ? plan_capacity(p, &srv) : plan_single(p, &srv);
+        rc = p->find_max_rate ? plan_capacity(p, &env.srv) : plan_single(p, &env.srv);
     }
     if (steps) fclose(steps);
     plan_replay_free(&rp);
-    json_decref(extra);
-    chat_prompt_free(&prompt);
-    tokenizer_free(tok);
-    llama_model_free(m);
+    cli_plan_env_close(&env);
     return rc;
 }
 
