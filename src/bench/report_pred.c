@@ -59,10 +59,14 @@ static void figures(double pred[5], double meas[5], const bench_result *p, const
     }
 }
 
+/* A figure's pair and the error; a measurement of about 0 (ITL p50 when
+ * the client read several steps' tokens at once) has no relative error. */
 static void cell(FILE *f, double pred, double meas) {
     double err = 100 * (pred - meas) / meas;
-    if (isnan(pred) || isnan(meas) || !(meas > 0))
+    if (isnan(pred) || isnan(meas))
         fprintf(f, " %8s %8s %6s", "-", "-", "-");
+    else if (!(meas >= 0.05) || fabs(err) > 999)
+        fprintf(f, " %8.1f %8.1f %6s", pred, meas, "-");
     else
         fprintf(f, " %8.1f %8.1f %+5.0f%%", pred, meas, err);
 }

@@ -320,29 +320,61 @@ static int read_line(step_calib *c, const char *line) {
     return -1;
 }
 
+int step_calib_parse(step_calib *c, const char *buf, size_t len, const char *name, tps_err *err) {
+    memset(c, 0, sizeof *c);
+    char line[512];
+    int ver = 0, rc = 0, no = 1;
+    char magic[32] = "";
+    for (size_t at = 0; !rc && at < len; no++) {
+        const char *nl = memchr(buf + at, '\n', len - at);
+        size_t n = nl ? (size_t)(nl - (buf + at)) : len - at;
+        if (n >= sizeof line || memchr(buf + at, 0, n)) {
+            rc = tps_fail(err, TPS_EINVAL, "calibration: %s:%d is not a line of text", name, no);
+            break;
+        }
+        memcpy(line, buf + at, n);
+        line[n] = 0;
+        at += n + (nl != NULL);
+        if (no == 1) {
+            if (sscanf(line, "%31s %d", magic, &ver) != 2 || strcmp(magic, STEP_CALIB_MAGIC))
+                rc = tps_fail(err, TPS_EINVAL, "calibration: %s is not a tps calibration file",
+                              name);
+            else if (ver != STEP_CALIB_VERSION)
+                rc = tps_fail(err, TPS_EINVAL,
+                              "calibration: %s is version %d; this tps reads version %d "
+                              "(calibrate again)",
+                              name, ver, STEP_CALIB_VERSION);
+        } else if (line[0] && read_line(c, line)) {
+            rc = tps_fail(err, TPS_EINVAL, "calibration: %s:%d does not parse: '%.60s'", name, no,
+                          line);
+        }
+    }
+    if (!rc && no == 1) rc = tps_fail(err, TPS_EINVAL, "calibration: %s is empty", name);
+    if (!rc && (!c->n_kv || !c->model.dim))
+        rc = tps_fail(err, TPS_EINVAL, "calibration: %s holds no model or no fit", name);
+    const step_shape one = {1, 1, 1, 1};
+    for (uint32_t i = 0; !rc && i < c->n_kv; i++)
+        if (!(step_fit_fwd_ns(&c->fit[i], &one) > 0))
+            rc = tps_fail(err, TPS_EINVAL, "calibration: %s: fit %u predicts no time for a step",
+                          name, i + 1);
+    return rc;
+}
+
 int step_calib_read(step_calib *c, const char *path, tps_err *err) {
     memset(c, 0, sizeof *c);
     FILE *f = fopen(path, "r");
     if (!f) return tps_fail(err, TPS_EIO, "calibration: cannot read %s: %s", path, strerror(errno));
-    char line[512];
-    int ver = 0, no = 0, rc = 0;
-    char magic[32] = "";
-    if (!fgets(line, sizeof line, f) || sscanf(line, "%31s %d", magic, &ver) != 2 ||
-        strcmp(magic, STEP_CALIB_MAGIC)) {
-        rc = tps_fail(err, TPS_EINVAL, "calibration: %s is not a tps calibration file", path);
-    } else if (ver != STEP_CALIB_VERSION) {
-        rc = tps_fail(err, TPS_EINVAL,
-                      "calibration: %s is version %d; this tps reads version %d (calibrate again)",
-                      path, ver, STEP_CALIB_VERSION);
-    }
-    for (no = 2; !rc && fgets(line, sizeof line, f); no++) {
-        line[strcspn(line, "\n")] = 0;
-        if (line[0] && read_line(c, line))
-            rc = tps_fail(err, TPS_EINVAL, "calibration: %s:%d does not parse: '%.60s'", path, no,
-                          line);
-    }
+    char *buf = malloc(1 << 16);
+    size_t n = buf ? fread(buf, 1, 1 << 16, f) : 0;
+    bool more = buf && n == (1 << 16) && fgetc(f) != EOF;
     fclose(f);
-    if (!rc && (!c->n_kv || !c->model.dim))
-        rc = tps_fail(err, TPS_EINVAL, "calibration: %s holds no model or no fit", path);
+    int rc;
+    if (!buf)
+        rc = tps_fail(err, TPS_ENOMEM, "out of memory");
+    else if (more)
+        rc = tps_fail(err, TPS_EINVAL, "calibration: %s is over 64 KiB: not a calibration", path);
+    else
+        rc = step_calib_parse(c, buf, n, path, err);
+    free(buf);
     return rc;
 }

@@ -108,5 +108,7 @@ int step_calib_write(const step_calib *c, const char *path, tps_err *err);
 /* Reads a file step_calib_write wrote; TPS_EINVAL naming the line when it
  * does not parse, the magic or the version differs. */
 int step_calib_read(step_calib *c, const char *path, tps_err *err);
+/* The same from buf[0..len) (the fuzz entry point); name labels errors. */
+int step_calib_parse(step_calib *c, const char *buf, size_t len, const char *name, tps_err *err);
 
 #endif

@@ -45,11 +45,29 @@ static void read_prime(plan_replay *r, json_t *root) {
     r->itl_target_ms = json_number_value(json_object_get(p, "itl_target_ms"));
 }
 
+static int from_json(plan_replay *r, json_t *root, const char *trace_path, tps_err *e);
+
 int plan_replay_read(plan_replay *r, const char *trace_path, tps_err *e) {
     memset(r, 0, sizeof *r);
     json_error_t je;
     json_t *root = json_load_file(trace_path, 0, &je);
     if (!root) return tps_fail(e, TPS_EINVAL, "replay: %s:%d: %s", trace_path, je.line, je.text);
+    int rc = from_json(r, root, trace_path, e);
+    json_decref(root);
+    return rc;
+}
+
+int plan_replay_parse(plan_replay *r, const char *buf, size_t len, const char *name, tps_err *e) {
+    memset(r, 0, sizeof *r);
+    json_error_t je;
+    json_t *root = json_loadb(buf, len, 0, &je);
+    if (!root) return tps_fail(e, TPS_EINVAL, "replay: %s:%d: %s", name, je.line, je.text);
+    int rc = from_json(r, root, name, e);
+    json_decref(root);
+    return rc;
+}
+
+static int from_json(plan_replay *r, json_t *root, const char *trace_path, tps_err *e) {
     json_t *evs = json_object_get(root, "traceEvents");
     size_t n = json_array_size(evs), nq = 0;
     for (size_t i = 0; i < n; i++) {
@@ -72,7 +90,6 @@ int plan_replay_read(plan_replay *r, const char *trace_path, tps_err *e) {
                           trace_path, nq);
     }
     if (!rc) read_prime(r, root);
-    json_decref(root);
     if (rc) plan_replay_free(r);
     return rc;
 }

@@ -35,6 +35,8 @@ typedef struct plan_replay {
 } plan_replay;
 
 int plan_replay_read(plan_replay *r, const char *trace_path, tps_err *e);
+/* The same from buf[0..len) (the fuzz entry point); name labels errors. */
+int plan_replay_parse(plan_replay *r, const char *buf, size_t len, const char *name, tps_err *e);
 void plan_replay_free(plan_replay *r);
 
 #endif
