@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# tps plan's accuracy against tps bench (docs/plan.md; run by make bench).
+# For each model preset: calibrate (tps plan calibrate), serve it, and on
+# each point of the grid measure (tps bench) and predict (tps plan with the
+# calibration, and with the roofline alone): closed loop at concurrency
+# 1/4/16/64 with 128/128 and 512/64 prompt/output tokens, the capacity
+# under an SLO (tps bench --find-max-rate beside tps plan --find-max-rate,
+# same options), then Poisson rates at 25/50/75/100% of the measured
+# capacity. Last, scripts/plan_table.py writes the table of every point
+# into docs/plan.md.
+#
+# usage: scripts/bench-plan.sh [BUILD_DIR]
+# env:   TPS_PLAN_MODELS   presets (default "15M 110M 1B"), made as q8_0 in
+#                          TPS_BENCH_DIR (default /tmp/tps-bench) when absent
+#        TPS_PLAN_POINT_S  seconds each point sends for (default 20)
+#        TPS_PLAN_SLO      the capacity search's SLO (default ttft=3000,tpot=300)
+#        TPS_PLAN_DOC      the page the table goes into (default docs/plan.md;
+#                          "none": print it only)
+#        BENCH_THREADS     kernel threads (default 2)
+set -euo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/.."
+tps=$PWD/$build/tps
+dir=${TPS_BENCH_DIR:-/tmp/tps-bench}
+out=$dir/plan
+models=${TPS_PLAN_MODELS:-15M 110M 1B}
+point_s=${TPS_PLAN_POINT_S:-20}
+slo=${TPS_PLAN_SLO:-ttft=3000,tpot=300}
+doc=${TPS_PLAN_DOC:-docs/plan.md}
+threads=${BENCH_THREADS:-2}
+mkdir -p "$out"
+# the roofline's machine limits measured here, for these threads (not a cache
+# another run left behind)
+export XDG_CACHE_HOME=$out/cache
+: >"$out/points.txt"
+: >"$out/capacity.txt"
+
+server=
+stop_server() {
+  if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
+    kill -TERM "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+  fi
+  server=
+}
+trap stop_server EXIT
+
+serve() { # serve MODEL LOG: start tps serve on a free port, set $url
+  "$tps" serve -m "$1" --host 127.0.0.1 --port 0 --threads "$threads" >"$2" 2>&1 &
+  server=$!
+  url=
+  for _ in $(seq 1 1200); do
+    url=$(sed -n 's/.*listening on \(http:\/\/127\.0\.0\.1:[0-9]*\).*/\1/p' "$2" | head -1)
+    [ -n "$url" ] && return 0
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "bench-plan: tps serve did not start ($2)" >&2
+  exit 1
+}
+
+# point MODEL FILE NAME LOAD...: measured, predicted (calibrated), predicted (roofline)
+point() {
+  local m=$1 f=$2 name=$3 base=$out/$1-$3
+  shift 3
+  echo "== $m $name: $*"
+  "$tps" bench --url "$url" --tokenizer "$f" "$@" --duration "$point_s" --timeout 600 \
+    --no-progress --quiet --json "$base.json" || echo "bench-plan: $m $name: bench failed" >&2
+  "$tps" plan -m "$f" --threads "$threads" --calibration "$out/cal-$m.txt" "$@" \
+    --duration "$point_s" --timeout 600 --quiet --json "$base.plan.json"
+  "$tps" plan -m "$f" --threads "$threads" "$@" --duration "$point_s" --timeout 600 --quiet \
+    --json "$base.roof.json"
+  echo "$m $name $base.json $base.plan.json $base.roof.json" >>"$out/points.txt"
+}
+
+max_rate() { # the answer of a capacity search's JSON
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("max_rate", 0))' "$1"
+}
+
+for m in $models; do
+  f=$dir/$m-q8_0.gguf
+  [ -f "$f" ] || "$tps" model make --preset "$m" --type q8_0 -o "$f"
+  echo "== $m: tps plan calibrate"
+  "$tps" plan calibrate -m "$f" --threads "$threads" -o "$out/cal-$m.txt"
+  serve "$f" "$out/serve-$m.log"
+  for shape in 128/128 512/64; do
+    for c in 1 4 16 64; do
+      point "$m" "$f" "c$c-${shape/\//-}" --concurrency "$c" --input-len "${shape%/*}" \
+        --output-len "${shape#*/}"
+    done
+  done
+  echo "== $m: capacity under $slo (measured, then predicted)"
+  cap=(--find-max-rate --slo "$slo" --duration "$point_s" --input-len 128 --output-len 128)
+  "$tps" bench --url "$url" --tokenizer "$f" "${cap[@]}" --no-progress --quiet \
+    --json "$out/$m-capacity.json" || true
+  "$tps" plan -m "$f" --threads "$threads" --calibration "$out/cal-$m.txt" "${cap[@]}" --quiet \
+    --json "$out/$m-capacity.plan.json" || true
+  echo "$m $out/$m-capacity.json $out/$m-capacity.plan.json" >>"$out/capacity.txt"
+  top=$(max_rate "$out/$m-capacity.json" 2>/dev/null || echo 0)
+  if python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)" "$top"; then
+    for pc in 25 50 75 100; do
+      r=$(python3 -c "import sys; print(float(sys.argv[1]) * int(sys.argv[2]) / 100)" "$top" "$pc")
+      point "$m" "$f" "rate$pc" --rate "$r" --input-len 128 --output-len 128
+    done
+  else
+    echo "bench-plan: $m: no measured capacity under $slo: no rate points" >&2
+  fi
+  stop_server
+done
+
+if [ "$doc" = none ]; then
+  cp docs/plan.md "$out/plan.md"
+  python3 scripts/plan_table.py "$out" "$out/plan.md"
+  sed -n '/plan-table:begin/,/plan-table:end/p' "$out/plan.md"
+else
+  python3 scripts/plan_table.py "$out" "$doc"
+fi
