@@ -110,13 +110,6 @@ static double median(double *v, size_t n) {
     return n ? (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : 0;
 }
 
-static double mean_of(const double *v, size_t n) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++)
-        s += v[i];
-    return n ? s / (double)n : 0;
-}
-
 /* A shape's bucket: its rows, logit rows, attended and read positions to
  * about 10% (steps of streams decoding at one context fall together). */
 static uint64_t bucket_key(const step_shape *s) {
@@ -129,8 +122,9 @@ static int cmp_key(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The fit on each bucket's mean (the time steps add up to, on a machine
- * others share too), and its median error over every step;
+/* The fit on each bucket's median (the grid runs the engine alone: a slow
+ * step is a neighbour's, not the engine's), and its median error over
+ * every step;
  * each bucket's line on vlog (NULL: none) after the fit. */
 static int fit_medians(step_fit *f, obs *v, size_t n, FILE *vlog, tps_err *e) {
     step_fit_init(f);
@@ -154,7 +148,7 @@ static int fit_medians(step_fit *f, obs *v, size_t n, FILE *vlog, tps_err *e) {
         const double k = (double)(j - i);
         mean =
             (step_shape){mean.rows / k, mean.logit_rows / k, mean.attended / k, mean.kv_read / k};
-        step_fit_add(f, &mean, mean_of(tf, j - i), mean_of(tp, j - i));
+        step_fit_add(f, &mean, median(tf, j - i), median(tp, j - i));
     }
     int rc = step_fit_solve(f, e);
     for (size_t i = 0, j; !rc && vlog && i < n; i = j) {

@@ -7,9 +7,10 @@
  * (one logits row), and decode steps of 1 to max_seqs streams at a short
  * and a long context (the long one a shared prefix from the prefix cache,
  * so the grid costs little prefill). Every step's shape and times come
- * from the engine's step observer; the fit is made on each shape's mean
- * (what a run's steps add up to, a busy machine's slow ones included),
- * and reports its median error over the steps. Not here: the
+ * from the engine's step observer; the fit is made on each shape's median
+ * (the engine runs alone: a slow step is a neighbour's doing, which the
+ * median ignores; tps serve --save-calibration keeps every step of a real
+ * run instead), and reports its median error over the steps. Not here: the
  * file (step_fit.h), options (src/cli/cli_plan.c). */
 #ifndef TPS_PLAN_CALIB_H
 #define TPS_PLAN_CALIB_H
