@@ -274,10 +274,8 @@ static int plan_replicas(plan_cli *p, plan_server *srv) {
            "replicas (%.3g requests/s each)\n",
            max_rate, p->replicas_for, n, p->replicas_for / n);
     p->spec.cfg.rate = p->replicas_for / n;
-    p->quiet = true;
-    rc = plan_single(p, srv);
-    if (!rc) print_stats(srv);
-    return rc;
+    printf("one replica at %.3g requests/s:\n\n", p->spec.cfg.rate);
+    return plan_single(p, srv);
 }
 
 /* ---- tps plan calibrate ---------------------------------------------------------- */

@@ -77,7 +77,6 @@ typedef struct plan_server {
     void (*on_step)(void *arg, const plan_step *st); /* NULL: none */
     void *on_step_arg;
     plan_stats stats; /* the last run's */
-    char note[256];   /* the last run's notes for the user ("" none) */
 } plan_server;
 
 /* Simulates the load cfg/wl against the server `srv` (a plan_server *):

@@ -99,7 +99,6 @@ int plan_run(bench_run_out *out, const bench_config *cfg, const workload *wl, vo
     if (!rc) rc = close_open(s, t_end, e);
     s->st.wall_s = tps_ns_to_s(tps_now_ns() - wall0);
     srv->stats = s->st;
-    srv->note[0] = 0;
     if (!rc) fill_out(out, s, t_end);
     for (size_t i = 0; i < s->n_recs; i++)
         bench_record_free(&s->recs[i]);
