@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # tps plan's accuracy against tps bench (docs/plan.md; run by make bench).
-# For each model preset: calibrate (tps plan calibrate), serve it, and on
-# each point of the grid measure (tps bench) and predict (tps plan with the
-# calibration, and with the roofline alone): closed loop at concurrency
-# 1/4/16/64 with 128/128 and 512/64 prompt/output tokens, the capacity
-# under an SLO (tps bench --find-max-rate beside tps plan --find-max-rate,
-# same options), then Poisson rates at 25/50/75/100% of the measured
-# capacity. Last, scripts/plan_table.py writes the table of every point
-# into docs/plan.md.
+# For each model preset: calibrate (tps plan calibrate), serve it (with
+# --save-calibration) and measure every point of the grid with tps bench:
+# closed loop at concurrency 1/4/16/64 with 128/128 and 512/64
+# prompt/output tokens, the capacity under an SLO (--find-max-rate), then
+# Poisson rates at 25/50/75/100% of the measured capacity. Then predict
+# every point with tps plan: from tps plan calibrate's fit, from the
+# server's own fit, and from the roofline alone. Last,
+# scripts/plan_table.py writes the table of every point into docs/plan.md.
 #
 # usage: scripts/bench-plan.sh [BUILD_DIR]
 # env:   TPS_PLAN_MODELS   presets (default "15M 110M 1B"), made as q8_0 in
@@ -45,8 +45,9 @@ stop_server() {
 }
 trap stop_server EXIT
 
-serve() { # serve MODEL LOG: start tps serve on a free port, set $url
-  "$tps" serve -m "$1" --host 127.0.0.1 --port 0 --threads "$threads" >"$2" 2>&1 &
+serve() { # serve MODEL LOG CALIBRATION: start tps serve on a free port, set $url
+  "$tps" serve -m "$1" --host 127.0.0.1 --port 0 --threads "$threads" \
+    --save-calibration "$3" >"$2" 2>&1 &
   server=$!
   url=
   for _ in $(seq 1 1200); do
@@ -59,18 +60,31 @@ serve() { # serve MODEL LOG: start tps serve on a free port, set $url
   exit 1
 }
 
-# point MODEL FILE NAME LOAD...: measured, predicted (calibrated), predicted (roofline)
-point() {
+# measure MODEL FILE NAME LOAD...: the point measured; its prediction comes later
+measure() {
   local m=$1 f=$2 name=$3 base=$out/$1-$3
   shift 3
   echo "== $m $name: $*"
   "$tps" bench --url "$url" --tokenizer "$f" "$@" --duration "$point_s" --timeout 600 \
     --no-progress --quiet --json "$base.json" || echo "bench-plan: $m $name: bench failed" >&2
-  "$tps" plan -m "$f" --threads "$threads" --calibration "$out/cal-$m.txt" "$@" \
-    --duration "$point_s" --timeout 600 --quiet --json "$base.plan.json"
-  "$tps" plan -m "$f" --threads "$threads" "$@" --duration "$point_s" --timeout 600 --quiet \
-    --json "$base.roof.json"
-  echo "$m $name $base.json $base.plan.json $base.roof.json" >>"$out/points.txt"
+  echo "$m $name $*" >>"$out/todo-$m.txt"
+}
+
+# predict MODEL FILE: every point measured, predicted three ways
+predict() {
+  local m=$1 f=$2 name load base
+  while read -r _ name load; do
+    base=$out/$m-$name
+    read -r -a args <<<"$load"
+    "$tps" plan -m "$f" --threads "$threads" --calibration "$out/cal-$m.txt" "${args[@]}" \
+      --duration "$point_s" --timeout 600 --quiet --json "$base.plan.json"
+    "$tps" plan -m "$f" --threads "$threads" --calibration "$out/serve-cal-$m.txt" "${args[@]}" \
+      --duration "$point_s" --timeout 600 --quiet --json "$base.served.json" || true
+    "$tps" plan -m "$f" --threads "$threads" "${args[@]}" --duration "$point_s" --timeout 600 \
+      --quiet --json "$base.roof.json"
+    echo "$m $name $base.json $base.plan.json $base.roof.json $base.served.json" \
+      >>"$out/points.txt"
+  done <"$out/todo-$m.txt"
 }
 
 max_rate() { # the answer of a capacity search's JSON
@@ -82,10 +96,11 @@ for m in $models; do
   [ -f "$f" ] || "$tps" model make --preset "$m" --type q8_0 -o "$f"
   echo "== $m: tps plan calibrate"
   "$tps" plan calibrate -m "$f" --threads "$threads" -o "$out/cal-$m.txt"
-  serve "$f" "$out/serve-$m.log"
+  : >"$out/todo-$m.txt"
+  serve "$f" "$out/serve-$m.log" "$out/serve-cal-$m.txt"
   for shape in 128/128 512/64; do
     for c in 1 4 16 64; do
-      point "$m" "$f" "c$c-${shape/\//-}" --concurrency "$c" --input-len "${shape%/*}" \
+      measure "$m" "$f" "c$c-${shape/\//-}" --concurrency "$c" --input-len "${shape%/*}" \
         --output-len "${shape#*/}"
     done
   done
@@ -93,19 +108,21 @@ for m in $models; do
   cap=(--find-max-rate --slo "$slo" --duration "$point_s" --input-len 128 --output-len 128)
   "$tps" bench --url "$url" --tokenizer "$f" "${cap[@]}" --no-progress --quiet \
     --json "$out/$m-capacity.json" || true
-  "$tps" plan -m "$f" --threads "$threads" --calibration "$out/cal-$m.txt" "${cap[@]}" --quiet \
-    --json "$out/$m-capacity.plan.json" || true
-  echo "$m $out/$m-capacity.json $out/$m-capacity.plan.json" >>"$out/capacity.txt"
   top=$(max_rate "$out/$m-capacity.json" 2>/dev/null || echo 0)
   if python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)" "$top"; then
     for pc in 25 50 75 100; do
       r=$(python3 -c "import sys; print(float(sys.argv[1]) * int(sys.argv[2]) / 100)" "$top" "$pc")
-      point "$m" "$f" "rate$pc" --rate "$r" --input-len 128 --output-len 128
+      measure "$m" "$f" "rate$pc" --rate "$r" --input-len 128 --output-len 128
     done
   else
     echo "bench-plan: $m: no measured capacity under $slo: no rate points" >&2
   fi
   stop_server
+  echo "== $m: predictions (tps plan calibrate's fit, the server's, the roofline)"
+  predict "$m" "$f"
+  "$tps" plan -m "$f" --threads "$threads" --calibration "$out/cal-$m.txt" "${cap[@]}" --quiet \
+    --json "$out/$m-capacity.plan.json" || true
+  echo "$m $out/$m-capacity.json $out/$m-capacity.plan.json" >>"$out/capacity.txt"
 done
 
 if [ "$doc" = none ]; then

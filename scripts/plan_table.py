@@ -2,7 +2,8 @@
 """docs/plan.md's accuracy table from scripts/bench-plan.sh's results.
 
 Reads DIR/points.txt (one line per point: model, name, measured.json,
-calibrated.json, roofline.json) and DIR/capacity.txt (model, measured
+calibrated.json, roofline.json and, optionally, served.json: predicted
+from the server's own --save-calibration) and DIR/capacity.txt (model, measured
 capacity.json, predicted capacity.json), every file a tps bench result or
 capacity search, and writes the markdown between the markers
 <!-- plan-table:begin --> and <!-- plan-table:end --> of DOC: one row per
@@ -60,11 +61,12 @@ def table(d):
     rows, score = [], {}
     with open(os.path.join(d, "points.txt")) as f:
         points = [ln.split() for ln in f if ln.strip()]
-    for model, name, meas, cal, roof in points:
+    for model, name, meas, cal, roof, *rest in points:
         if not all(os.path.exists(p) for p in (meas, cal)):
             continue
         m, c = figures(meas), figures(cal)
         r = figures(roof) if os.path.exists(roof) else None
+        sv = figures(rest[0]) if rest and os.path.exists(rest[0]) else None
         s = score.setdefault(model, [0, 0, 0, 0])
         ok = all(abs(err(c[k], m[k])) <= b for k, b in BOUNDS.items())
         s[0] += ok
@@ -78,12 +80,15 @@ def table(d):
             f"| {m['ttft99']:.1f} / {cell(c['ttft99'], m['ttft99'])} "
             f"| {m['itl50']:.2f} / {cell(c['itl50'], m['itl50'])} "
             f"| {m['itl99']:.2f} / {cell(c['itl99'], m['itl99'])} "
-            f"| {cell(r['tps'], m['tps']) if r else '-'} | {'yes' if ok else 'no'} |"
+            f"| {cell(r['tps'], m['tps']) if r else '-'} "
+            f"| {cell(sv['tps'], m['tps']) + ', ' + cell(sv['ttft50'], m['ttft50']) if sv else '-'} "
+            f"| {'yes' if ok else 'no'} |"
         )
     out = [
         "| model | point | measured out tok/s | predicted (error) | TTFT p50 ms measured / "
-        "predicted | TTFT p99 | ITL p50 | ITL p99 | roofline out tok/s | within bounds |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "predicted | TTFT p99 | ITL p50 | ITL p99 | roofline out tok/s | server's fit: out tok/s, "
+        "TTFT p50 | within bounds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ] + rows
     out.append("")
     for model, (ok, n, rok, rn) in score.items():
