@@ -8,6 +8,10 @@
 # every point with tps plan: from tps plan calibrate's fit, from the
 # server's own fit, and from the roofline alone. Last,
 # scripts/plan_table.py writes the table of every point into docs/plan.md.
+# The server runs with --no-prefix-cache (and the plans with it): one
+# server measures every point with the bench's seeded prompts, so each
+# point would hit the blocks the points before it left, where a plan starts
+# from an empty cache.
 #
 # usage: scripts/bench-plan.sh [BUILD_DIR]
 # env:   TPS_PLAN_MODELS   presets (default "15M 110M 1B"), made as q8_0 in
@@ -46,7 +50,7 @@ stop_server() {
 trap stop_server EXIT
 
 serve() { # serve MODEL LOG CALIBRATION: start tps serve on a free port, set $url
-  "$tps" serve -m "$1" --host 127.0.0.1 --port 0 --threads "$threads" \
+  "$tps" serve -m "$1" --host 127.0.0.1 --port 0 --threads "$threads" --no-prefix-cache \
     --save-calibration "$3" >"$2" 2>&1 &
   server=$!
   url=
@@ -76,11 +80,11 @@ predict() {
   while read -r _ name load; do
     base=$out/$m-$name
     read -r -a args <<<"$load"
-    "$tps" plan -m "$f" --threads "$threads" --calibration "$out/cal-$m.txt" "${args[@]}" \
+    "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/cal-$m.txt" "${args[@]}" \
       --duration "$point_s" --timeout 600 --quiet --json "$base.plan.json"
-    "$tps" plan -m "$f" --threads "$threads" --calibration "$out/serve-cal-$m.txt" "${args[@]}" \
+    "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/serve-cal-$m.txt" "${args[@]}" \
       --duration "$point_s" --timeout 600 --quiet --json "$base.served.json" || true
-    "$tps" plan -m "$f" --threads "$threads" "${args[@]}" --duration "$point_s" --timeout 600 \
+    "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache "${args[@]}" --duration "$point_s" --timeout 600 \
       --quiet --json "$base.roof.json"
     echo "$m $name $base.json $base.plan.json $base.roof.json $base.served.json" \
       >>"$out/points.txt"
@@ -120,7 +124,7 @@ for m in $models; do
   stop_server
   echo "== $m: predictions (tps plan calibrate's fit, the server's, the roofline)"
   predict "$m" "$f"
-  "$tps" plan -m "$f" --threads "$threads" --calibration "$out/cal-$m.txt" "${cap[@]}" --quiet \
+  "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/cal-$m.txt" "${cap[@]}" --quiet \
     --json "$out/$m-capacity.plan.json" || true
   echo "$m $out/$m-capacity.json $out/$m-capacity.plan.json" >>"$out/capacity.txt"
 done
