@@ -16,27 +16,29 @@
 #define ATT       (STEP_FIT_KNOTS + 1)
 #define KVR       (STEP_FIT_KNOTS + 2)
 #define ATT_SCALE 1024.0 /* attended positions per feature unit: keeps the sums in range */
-/* The curvature penalty against the data, per unit of weight: small enough
- * that knots the data pins down do not move, large enough that the others
- * follow a straight line. */
+/* The penalty on a change of slope between segments against the data, per
+ * unit of weight: small enough that segments the data pins down keep their
+ * slope, large enough that the others take their neighbours'. */
 #define SMOOTH 1e-3
 
 static double knot(int i) {
     return (double)(1u << i);
 }
 
-/* The features of a shape: the hat functions of rows over the knots
- * (linear interpolation; past the last knot, the last segment extended),
- * logit rows, attended / ATT_SCALE, K/V read / ATT_SCALE. */
+/* The features of a shape. body(rows) = c[0] + sum over segments i of
+ * c[1 + i] x (the rows of segment [knot i, knot i+1] that rows covers),
+ * the last segment open-ended: c[0] is a one-row step, c[1 + i] segment
+ * i's cost per row. Every coefficient is kept >= 0, so body never falls
+ * as rows grow (a fit on noisy steps could otherwise zigzag between
+ * knots). Then logit rows, attended / ATT_SCALE, K/V read / ATT_SCALE. */
 static void features(double x[STEP_FIT_NF], const step_shape *s) {
     memset(x, 0, sizeof(double) * STEP_FIT_NF);
     double r = s->rows < 1 ? 1 : s->rows;
-    int i = 0;
-    while (i < STEP_FIT_KNOTS - 2 && r > knot(i + 1))
-        i++;
-    double t = (r - knot(i)) / (knot(i + 1) - knot(i));
-    x[i] = 1 - t;
-    x[i + 1] = t;
+    x[0] = 1;
+    for (int i = 0; i + 1 < STEP_FIT_KNOTS; i++) {
+        double lo = knot(i), hi = i + 2 < STEP_FIT_KNOTS ? knot(i + 1) : INFINITY;
+        x[1 + i] = r <= lo ? 0 : r >= hi ? hi - lo : r - lo;
+    }
     x[LOGIT] = s->logit_rows;
     x[ATT] = s->attended / ATT_SCALE;
     x[KVR] = s->kv_read / ATT_SCALE;
@@ -124,9 +126,9 @@ static int gauss(int n, double a[STEP_FIT_NF][STEP_FIT_NF], double b[STEP_FIT_NF
     return 0;
 }
 
-/* The normal equations plus the penalties: curvature of body over knots
- * (2 b[i-1] - 3 b[i] + b[i+1] is 0 when the three lie on a line in rows,
- * the knots doubling), and a tiny ridge everywhere; a feature in `off` is
+/* The normal equations plus the penalties: a change of slope between
+ * neighbouring segments (weighted by the rows where it happens, so it is
+ * in the data's units), and a tiny ridge everywhere; a feature in `off` is
  * pinned to 0. */
 static int solve_one(const step_fit *f, int target, const bool off[STEP_FIT_NF],
                      double out[STEP_FIT_NF]) {
@@ -135,11 +137,12 @@ static int solve_one(const step_fit *f, int target, const bool off[STEP_FIT_NF],
     memcpy(b, f->xty[target], sizeof b);
     const double y2 = f->sy2 / f->sw; /* a typical squared time: the penalty's unit */
     const double lam = SMOOTH * f->sw / y2;
-    for (int i = 1; i + 1 < STEP_FIT_KNOTS; i++) {
-        const double d[3] = {2, -3, 1};
-        for (int p = 0; p < 3; p++)
-            for (int q = 0; q < 3; q++)
-                a[i - 1 + p][i - 1 + q] += lam * d[p] * d[q];
+    for (int i = 1; i + 1 < STEP_FIT_KNOTS; i++) { /* slopes c[i] and c[1 + i] */
+        const double w = lam * knot(i) * knot(i);
+        a[i][i] += w;
+        a[i + 1][i + 1] += w;
+        a[i][i + 1] -= w;
+        a[i + 1][i] -= w;
     }
     for (int k = 0; k < STEP_FIT_NF; k++) {
         /* relative to the diagonal: two features the data never tells apart
@@ -155,16 +158,21 @@ int step_fit_solve(step_fit *f, tps_err *err) {
         return tps_fail(err, TPS_EINVAL, "step fit: %llu steps observed; at least 2 are needed",
                         (unsigned long long)f->n);
     for (int t = 0; t < 2; t++) {
+        /* non-negative least squares by an active set: pin the most
+         * negative coefficient to 0 and solve again, until none is */
         bool off[STEP_FIT_NF] = {false};
-        for (int round = 0; round < 4; round++) {
+        for (int round = 0; round < STEP_FIT_NF; round++) {
             if (solve_one(f, t, off, f->coef[t]))
                 return tps_fail(err, TPS_EINVAL, "step fit: the observations do not determine it");
-            bool again = false;
-            for (int k = LOGIT; k <= KVR; k++)
-                if (f->coef[t][k] < 0 && !off[k]) off[k] = again = true;
-            if (!again) break;
+            int worst = -1;
+            for (int k = 0; k < STEP_FIT_NF; k++)
+                if (!off[k] && f->coef[t][k] < 0 &&
+                    (worst < 0 || f->coef[t][k] < f->coef[t][worst]))
+                    worst = k;
+            if (worst < 0) break;
+            off[worst] = true;
         }
-        for (int k = LOGIT; k <= KVR; k++)
+        for (int k = 0; k < STEP_FIT_NF; k++)
             if (f->coef[t][k] < 0) f->coef[t][k] = 0;
     }
     f->solved = true;

@@ -14,15 +14,14 @@
  *
  * with body piecewise linear in rows between knots at 1, 2, 4, ... 4096
  * (a CPU step is flat while the weight stream dominates and linear once
- * the multiply-adds do; the knots take either shape), fitted by weighted
- * least squares (about relative error) over every step observed, with a small
- * penalty on the curvature of body so that row counts never observed are
- * extrapolated linearly from their neighbours. c_logit, c_att and c_kv
- * are kept non-negative. Attention has two costs: its multiply-adds (one
- * per row and position attended) and reading the K/V (once per sequence
- * and step, shared by a prompt chunk's rows): a decode step of 64 streams
- * at 1,000 positions reads 64,000 positions' K/V, a 256-row chunk at 0
- * reads 256, for the same order of attended positions.
+ * the multiply-adds do; the knots take either shape) and never falling as
+ * rows grow, fitted by non-negative weighted least squares (about
+ * relative error) over every step observed, with a small penalty on a
+ * change of slope so that row counts never observed are extrapolated from
+ * their neighbours' slope. c_logit, c_att and c_kv are non-negative. Attention has two costs: its
+ * multiply-adds (one per row and position attended) and reading the K/V (once per sequence and
+ * step, shared by a prompt chunk's rows): a decode step of 64 streams at 1,000 positions reads
+ * 64,000 positions' K/V, a 256-row chunk at 0 reads 256, for the same order of attended positions.
  *
  * The file (text, magic "tps-calibration", version) holds the model's
  * shape it was taken on, the machine's limits and thread count, and one
@@ -40,8 +39,9 @@
 #include "model/llama_model.h"
 #include "base/error.h"
 
-#define STEP_FIT_KNOTS 13                   /* rows 1, 2, 4, ..., 4096 */
-#define STEP_FIT_NF    (STEP_FIT_KNOTS + 3) /* the knots, logit rows, attended, K/V read */
+#define STEP_FIT_KNOTS 13 /* rows 1, 2, 4, ..., 4096 */
+/* a one-row step, the 12 segments' cost per row, logit rows, attended, K/V read */
+#define STEP_FIT_NF (STEP_FIT_KNOTS + 3)
 
 /* One step as the planner sized it. */
 typedef struct step_shape {
@@ -78,7 +78,7 @@ double step_fit_post_ns(const step_fit *f, const step_shape *s);
 /* ---- the calibration file ------------------------------------------------- */
 
 #define STEP_CALIB_MAGIC   "tps-calibration"
-#define STEP_CALIB_VERSION 1
+#define STEP_CALIB_VERSION 2 /* 2: body as a one-row step and slopes per segment */
 #define STEP_CALIB_MAX_KV  3
 
 /* What a calibration was taken on: the model's shape and weight bytes. */
