@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/bench_spec.h"
+#include "bench/experiment/bench_spec.h"
 #include "engine/step_fit.h"
 #include "plan/plan.h"
 #include "plan/plan_replay.h"
@@ -71,6 +71,7 @@ static void spec_make(bench_spec *s, const model_env *v, const char *url) {
     s->cfg.base_url = url ? url : "plan:";
     s->wo.tokenizer_path = v->path;
     s->scrape = "off";
+    s->seed_given = true; /* cfg.seed, 1 unless a test sets it: runs repeat */
 }
 
 static void dist(load_dist *d, const char *text) {
@@ -331,7 +332,7 @@ static double server_ms(const bench_run_out *o, bool tpot, double q) {
     double v[256];
     size_t n = 0;
     for (size_t i = 0; i < o->n && n < 256; i++) {
-        const oai_timings *t = &o->recs[i].timings;
+        const bench_timings *t = &o->recs[i].timings;
         v[n++] = tpot ? t->decode_ms / (double)(t->completion_tokens - 1) : t->ttft_ms;
     }
     for (size_t i = 1; i < n; i++)

@@ -12,10 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/bench_spec.h"
-#include "bench/capacity.h"
-#include "bench/report.h"
-#include "bench/result.h"
+#include "bench/experiment/bench_spec.h"
+#include "bench/experiment/capacity.h"
+#include "bench/report/report.h"
+#include "bench/result/result.h"
 #include "cli/cli.h"
 #include "cli/cli_rows.h"
 #include "cli/opt.h"

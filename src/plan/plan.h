@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bench/bench.h"
+#include "bench/client/bench.h"
 #include "engine/engine.h"
 #include "plan/plan_cost.h"
 #include "server/chat_prompt.h"

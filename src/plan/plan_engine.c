@@ -215,13 +215,13 @@ static void close_record(sim *s, bench_record *r, const seq *sq) {
     r->has_timings = true;
     const double ms = 1e-6;
     r->timings =
-        (oai_timings){.queue_ms = (double)(tm->t_first_scheduled - tm->t_queued) * ms,
-                      .prefill_ms = (double)(tm->t_first_token - tm->t_first_scheduled) * ms,
-                      .decode_ms = (double)(tm->t_finished - tm->t_first_token) * ms,
-                      .ttft_ms = (double)(tm->t_first_token - tm->t_queued) * ms,
-                      .prompt_tokens = sq->n_prompt,
-                      .completion_tokens = tm->generated_tokens,
-                      .preemptions = tm->preemptions};
+        (bench_timings){.queue_ms = (double)(tm->t_first_scheduled - tm->t_queued) * ms,
+                        .prefill_ms = (double)(tm->t_first_token - tm->t_first_scheduled) * ms,
+                        .decode_ms = (double)(tm->t_finished - tm->t_first_token) * ms,
+                        .ttft_ms = (double)(tm->t_first_token - tm->t_queued) * ms,
+                        .prompt_tokens = sq->n_prompt,
+                        .completion_tokens = tm->generated_tokens,
+                        .preemptions = tm->preemptions};
     timeline_set_prompt_tokens(&r->tl, sq->n_prompt);
     timeline_set_count_source(&r->tl, TL_COUNT_USAGE);
 }

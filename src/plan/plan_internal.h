@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bench/convo.h"
+#include "bench/workload/convo.h"
 #include "engine/engine_setup.h"
 #include "engine/planner.h"
 #include "plan/plan.h"

@@ -3,18 +3,20 @@
  * under the same load, when the set holds one: output tok/s over the
  * steady window, TTFT and ITL at p50 and p99, and the prediction's error.
  * "The same load" is the configuration the bench echoes, less what names
- * the endpoint (url, model) and the plan's own fields. */
+ * the endpoint (url, model), the seed (each run draws its own unless
+ * --seed is given: a prediction is of the load, not of its prompts) and
+ * the plan's own fields. */
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
 
-#include "bench/report_set.h"
+#include "bench/report/report_set.h"
 
 /* The load's fields a prediction and a measurement must share. */
 static const char *const LOAD_KEYS[] = {
-    "endpoint",   "concurrency", "rate",      "arrival",       "burstiness",   "requests",
-    "duration_s", "seed",        "input_len", "output_len",    "dataset",      "prefix_len",
-    "prefixes",   "prefix_dist", "turns",     "conversations", "think_time_s", NULL,
+    "endpoint",    "concurrency", "rate",          "arrival",      "burstiness", "requests",
+    "duration_s",  "input_len",   "output_len",    "dataset",      "prefix_len", "prefixes",
+    "prefix_dist", "turns",       "conversations", "think_time_s", NULL,
 };
 
 bool rset_point_predicted(const rset_point *p) {
