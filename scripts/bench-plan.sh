@@ -8,10 +8,9 @@
 # every point with tps plan: from tps plan calibrate's fit, from the
 # server's own fit, and from the roofline alone. Last,
 # scripts/plan_table.py writes the table of every point into docs/plan.md.
-# The server runs with --no-prefix-cache (and the plans with it): one
-# server measures every point with the bench's seeded prompts, so each
-# point would hit the blocks the points before it left, where a plan starts
-# from an empty cache.
+# The server runs with --no-prefix-cache (and the plans with it), so that
+# no point's TTFT depends on what the points before it left in the one
+# server's cache: a plan starts from an empty one.
 #
 # usage: scripts/bench-plan.sh [BUILD_DIR]
 # env:   TPS_PLAN_MODELS   presets (default "15M 110M 1B"), made as q8_0 in
