@@ -38,25 +38,19 @@ export XDG_CACHE_HOME=$out/cache
 : >"$out/points.txt"
 : >"$out/capacity.txt"
 
-server=
-stop_server() {
-  if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
-    kill -TERM "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-  fi
-  server=
-}
-trap stop_server EXIT
+spid=
+. scripts/served-lib.sh # stop_server: the server in $spid (it writes its fit at exit)
+trap "stop_server || true" EXIT # (set -e: its kill of a server already gone fails)
 
 serve() { # serve MODEL LOG CALIBRATION: start tps serve on a free port, set $url
   "$tps" serve -m "$1" --host 127.0.0.1 --port 0 --threads "$threads" --no-prefix-cache \
     --save-calibration "$3" >"$2" 2>&1 &
-  server=$!
+  spid=$!
   url=
   for _ in $(seq 1 1200); do
     url=$(sed -n 's/.*listening on \(http:\/\/127\.0\.0\.1:[0-9]*\).*/\1/p' "$2" | head -1)
     [ -n "$url" ] && return 0
-    kill -0 "$server" 2>/dev/null || break
+    kill -0 "$spid" 2>/dev/null || break
     sleep 0.1
   done
   echo "bench-plan: tps serve did not start ($2)" >&2
@@ -120,7 +114,7 @@ for m in $models; do
   else
     echo "bench-plan: $m: no measured capacity under $slo: no rate points" >&2
   fi
-  stop_server
+  stop_server || true
   echo "== $m: predictions (tps plan calibrate's fit, the server's, the roofline)"
   predict "$m" "$f"
   "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/cal-$m.txt" "${cap[@]}" --quiet \

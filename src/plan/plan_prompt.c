@@ -32,13 +32,7 @@ int sim_prompt_ids(const plan_server *srv, bench_endpoint ep, const char *body, 
     } else {
         sbuf text;
         sbuf_init(&text);
-        const json_t *root = r.json;
-        chat_request rq = {
-            .messages = json_object_get(root, "messages"),
-            .tools = r.tool_choice != TOOL_CHOICE_NONE ? json_object_get(root, "tools") : NULL,
-            .kwargs = r.template_kwargs,
-            .add_generation_prompt = r.add_generation_prompt,
-            .continue_final_message = r.continue_final_message};
+        chat_request rq = oai_chat_inputs(&r);
         chat_error ce;
         if (chat_prompt_render(srv->prompt, &rq, &text, &ce))
             rc = tps_fail(e, ce.status >= 500 ? TPS_ENOMEM : TPS_EINVAL, "%s", ce.msg);

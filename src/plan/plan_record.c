@@ -53,18 +53,9 @@ int sim_new_record(sim *s, size_t *idx, uint64_t num, uint32_t item, tps_err *e)
             return tps_fail(e, TPS_ENOMEM, "cannot allocate %zu request records", s->n_recs + 1);
         s->cap_recs = cap;
     }
-    bench_record *rec = &s->recs[s->n_recs];
-    memset(rec, 0, sizeof *rec);
     memset(&s->reqs[s->n_recs], 0, sizeof s->reqs[0]);
-    const workload_item *it = &s->wl->items[item];
-    size_t cap_ev = it->max_tokens + 2u < 65536u ? it->max_tokens + 2u : 65536u;
-    int rc = timeline_init(&rec->tl, cap_ev, e);
+    int rc = bench_record_init(&s->recs[s->n_recs], s->wl, item, num, e);
     if (rc) return rc;
-    rec->item = item;
-    rec->seq = num;
-    rec->max_tokens = it->max_tokens;
-    rec->input_target = it->input_target;
-    rec->input_client = it->input_tokens;
     *idx = s->n_recs++;
     return 0;
 }
