@@ -190,7 +190,7 @@ const opt_row bench_workload_rows[] = {
     {"--input-len", .kind = OPT_CUSTOM, .off = S(wo.input_len), .parse = dist_arg, .metavar = "D",
      .def = "128", .help = "prompt tokens: N, uniform:A:B or normal:MU:SD"},
     {"--output-len", .kind = OPT_CUSTOM, .off = S(wo.output_len), .parse = dist_arg,
-     .seen = OPT_SEEN(bench_cli, spec.wo.has_output_len), .metavar = "D", .def = "128",
+     .seen = OPT_SEEN(bench_spec, wo.has_output_len), .metavar = "D", .def = "128",
      .help = "max_tokens, same forms"},
     {"--dataset", .kind = OPT_STR, .off = S(wo.dataset), .metavar = "FILE",
      .help = "requests from a file, detected by content: JSONL of\n"
