@@ -36,13 +36,7 @@ static void check(oai_kind kind, const uint8_t *data, size_t size) {
     if (kind == OAI_CHAT) {
         if (!r.n_msgs) abort();
         const chat_prompt *p = fuzz_builtins();
-        json_t *root = r.json;
-        chat_request rq = {
-            .messages = json_object_get(root, "messages"),
-            .tools = r.tool_choice != TOOL_CHOICE_NONE ? json_object_get(root, "tools") : NULL,
-            .kwargs = r.template_kwargs,
-            .add_generation_prompt = r.add_generation_prompt,
-            .continue_final_message = r.continue_final_message};
+        chat_request rq = oai_chat_inputs(&r);
         for (int t = 1; t < CHAT_TMPL_COUNT; t++) {
             sbuf b;
             sbuf_init(&b);

@@ -12,9 +12,12 @@
 #        llama-server in the served prefix-cache comparison.
 #        Then scripts/bench-served.sh: tps serve (ITL target on and off) and
 #        llama-server at concurrency 16 and 4, 128/128, alternating.
-#        Last, scripts/bench-prefix-served.sh: tps serve with and without its
+#        Then scripts/bench-prefix-served.sh: tps serve with and without its
 #        prefix cache (and llama-server) under tps bench's shared-prefix and
 #        multi-turn workloads.
+#        Last, scripts/bench-plan.sh: tps plan's predictions against tps bench
+#        on the 15M, 110M and 1B presets, written into docs/plan.md
+#        (TPS_PLAN_MODELS="none" skips it; scripts/bench-plan.sh says the rest).
 #        TPS_BENCH_DIR (default /tmp/tps-bench): where the 110M models live.
 #        TPS_BENCH_ARCHS (default "llama3 qwen2 qwen3 gemma2 gemma3 phi3 mistral3";
 #        "none" skips): per-architecture pp512 / tg128 lines, bench_engine on
@@ -87,3 +90,8 @@ scripts/bench-served.sh "$build"
 
 echo "== served prefix cache (scripts/bench-prefix-served.sh) =="
 scripts/bench-prefix-served.sh "$build"
+
+if [ "${TPS_PLAN_MODELS:-15M 110M 1B}" != none ]; then
+  echo "== tps plan's predictions against tps bench (scripts/bench-plan.sh, docs/plan.md) =="
+  scripts/bench-plan.sh "$build"
+fi

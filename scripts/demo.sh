@@ -118,13 +118,15 @@ stop_server() {
 }
 trap stop_server EXIT
 
-url= model=
+url= model= serve_opts= calib=
 serve() { # serve NAME MODEL [tps serve options]: start it, wait for /health, set $url
   local name=$1 log=$out/serve-$1.log
   model=$2
   shift 2
+  serve_opts="$*"
+  calib=$out/calibration-$name.txt # written at exit: tps plan's cost model of this server
   : >"$log" # exists before the server's shell opens it: the sed below reads it at once
-  "$tps" serve -m "$model" --host 127.0.0.1 --port 0 "$@" >"$log" 2>&1 &
+  "$tps" serve -m "$model" --host 127.0.0.1 --port 0 --save-calibration "$calib" "$@" >"$log" 2>&1 &
   server=$!
   url=
   for _ in $(seq 1 600); do # up to 60 s
@@ -156,6 +158,7 @@ serve() { # serve NAME MODEL [tps serve options]: start it, wait for /health, se
 }
 
 failed=0
+to_predict=()
 run_point() { # run_point FILE [tps sweep options]: one sweep against $url into FILE
   local file=$1
   shift
@@ -164,6 +167,20 @@ run_point() { # run_point FILE [tps sweep options]: one sweep against $url into 
     echo "demo: the point $file failed (its log: $out/points.log)" >&2
     failed=1
   }
+  to_predict+=("$file $*")
+}
+# After a server stopped (its calibration written): tps plan predicts each
+# of its points on the same load, from that calibration (seconds).
+predict_points() {
+  local entry file
+  for entry in "${to_predict[@]}"; do
+    file=${entry%% *}
+    read -r -a args <<<"${entry#* }"
+    "$tps" sweep --plan "$model" --plan-args "--calibration $calib $serve_opts" "${args[@]}" \
+      "${point[@]}" --json "$out/plan-$file" --quiet >>"$out/points.log" 2>&1 ||
+      echo "demo: the prediction of $file failed (its log: $out/points.log)" >&2
+  done
+  to_predict=()
 }
 : >"$out/points.log"
 shared=$((long_in - short_in))
@@ -180,6 +197,7 @@ itl_point() { # streams at concurrency 4 while a second bench sends long prompts
     --duration "${point[1]}" --timeout 120 --no-progress --quiet >>"$out/points.log" 2>&1 &
   local burster=$!
   run_point "$1" --concurrency 4 --input-len "$short_in" --output-len "$stream_out"
+  unset 'to_predict[${#to_predict[@]}-1]' # two loads at once: tps plan takes one
   wait "$burster" || true
 }
 echo "   streams' ITL while long prompts arrive: chunked prefill under the ITL target"
@@ -190,18 +208,22 @@ run_point prefix-on.json --concurrency 4 --prefix-len "$shared" --input-len "$sh
 echo "   model size: $(basename "$small")"
 run_point model-small.json --concurrency 4 --input-len "$short_in" --output-len "$out_len"
 stop_server
+predict_points
 
 serve no-prefix-cache "$small" --max-seqs 16 --no-prefix-cache
 run_point prefix-off.json --concurrency 4 --prefix-len "$shared" --input-len "$short_in" \
   --output-len "$out_len"
 stop_server
+predict_points
 serve chunked-no-target "$small" --max-seqs 16 --itl-target-ms 0
 itl_point itl-chunked.json
 stop_server
+predict_points
 serve one-step-prefill "$small" --max-seqs 16 --itl-target-ms 0 --max-batch-tokens "$big_ctx" \
   --prefill-chunk "$big_ctx"
 itl_point itl-one-step.json
 stop_server
+predict_points
 # the KV type on the bigger model: Q8_0 KV needs a head size that is a multiple of 32
 kv_point() { # a $long_in-token context, most of it a cached shared prefix: decode dominates
   run_point "$1" --concurrency 4 --prefix-len "$shared" --input-len "$short_in" \
@@ -212,19 +234,23 @@ echo "   model size: $(basename "$big"); KV cache: a $long_in-token context, F16
 run_point model-big.json --concurrency 4 --input-len "$short_in" --output-len "$out_len"
 kv_point kv-f16.json
 stop_server
+predict_points
 serve kv-q8_0 "$big" --max-seqs 16 --kv-type q8_0
 echo "   KV cache: a $long_in-token context, Q8_0 KV"
 kv_point kv-q8_0.json
 stop_server
+predict_points
 serve active-dense "$dense" --max-seqs 16
 echo "   active size: $(basename "$dense") (dense) at concurrency 4"
 run_point active-dense.json --concurrency 4 --input-len "$short_in" --output-len "$out_len"
 stop_server
+predict_points
 serve active-moe "$moe" --max-seqs 16
 echo "   active size: $(basename "$moe") (16 experts, 2 a token) at concurrency 4, then 1, 4, 16"
 run_point active-moe.json --concurrency 4 --input-len "$short_in" --output-len "$out_len"
 run_point experts.json --concurrency 1,4,16 --input-len "$short_in" --output-len "$out_len"
 stop_server
+predict_points
 trap - EXIT
 
 # ---- 3. the report ---------------------------------------------------------------------
@@ -261,4 +287,31 @@ Point the instrument at another endpoint (llama.cpp's server, vLLM, a hosted API
 
 MSG
 sed -n '/^What moves tokens per second/,$p' "$out/summary.txt"
+
+# one prediction per factor beside its measurement: the factor's last point
+pred_line() { # pred_line FACTOR MEASURED.json PREDICTED.json
+  [ -f "$out/$3" ] || {
+    printf '  %-8s not predicted\n' "$1"
+    return
+  }
+  "$tps" report "$out/$2" "$out/$3" 2>/dev/null | awk -v f="$1" '
+    /^predicted \(tps plan\)/ { p = 1; next }
+    p && /^point/ { h = 1; next }
+    h && NF >= 16 { n = NF; last = $0; lab = $1; for (i = 2; i <= n - 15; i++) lab = lab " " $i
+      line = sprintf("  %-8s %s: output %s tok/s predicted, %s measured (%s); TTFT p50 %s vs %s ms (%s); ITL p50 %s vs %s ms (%s)",
+        f, lab, $(n-14), $(n-13), $(n-12), $(n-11), $(n-10), $(n-9), $(n-8), $(n-7), $(n-6)) }
+    h && !NF { h = 0 }
+    END { print (line != "" ? line : sprintf("  %-8s no prediction to compare", f)) }'
+}
+echo
+echo "Predicted (tps plan, from each server's own --save-calibration) beside measured:"
+pred_line batch batch.json plan-batch.json
+last_mix=${mixes[${#mixes[@]} - 1]}
+pred_line mix "mix-${last_mix%/*}.json" "plan-mix-${last_mix%/*}.json"
+printf '  %-8s not predicted: two loads at once (streams and long prompts); tps plan takes one\n' itl
+pred_line prefix prefix-on.json plan-prefix-on.json
+pred_line kv-type kv-q8_0.json plan-kv-q8_0.json
+pred_line model model-big.json plan-model-big.json
+pred_line active active-moe.json plan-active-moe.json
+pred_line experts experts.json plan-experts.json
 exit $failed

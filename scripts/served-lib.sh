@@ -1,4 +1,4 @@
-# Shared by scripts/bench-served.sh and scripts/bench-prefix-served.sh (sourced):
+# Shared by scripts/bench-served.sh, bench-prefix-served.sh and bench-plan.sh (sourced):
 # one server process at a time in $spid, its readiness, and a CSV reader.
 
 stop_server() { # SIGTERM, then SIGKILL after 30 s

@@ -158,3 +158,51 @@ Test(cli_opt, help_has_every_row_under_its_heading) {
     cr_expect(strstr(buf, "AFTER TEXT") != NULL);
     free(buf);
 }
+
+/* ---- tables shared between commands (OPT_ROWS) ------------------------------ */
+
+typedef struct inner {
+    uint32_t seqs;
+    bool flag, seen_seqs;
+} inner;
+
+typedef struct outer {
+    const char *model;
+    inner a, b; /* two structs the one shared table fills, at their offsets */
+} outer;
+
+static const opt_row inner_rows[] = {
+    {"--seqs", .kind = OPT_U32, .off = offsetof(inner, seqs), .min = 1, .max = 64,
+     .seen = OPT_SEEN(inner, seen_seqs), .help = "shared sequences"},
+    {"--flag", .kind = OPT_FLAG, .off = offsetof(inner, flag), .help = "shared flag"},
+    {0},
+};
+
+static const opt_row outer_rows[] = {
+    {"--model", .kind = OPT_STR, .off = offsetof(outer, model), .help = "own row"},
+    OPT_HEAD("shared"),
+    OPT_ROWS_AT(inner_rows, offsetof(outer, b)),
+    {0},
+};
+
+Test(cli_opt, a_shared_table_fills_the_struct_at_its_offset_and_prints_in_help) {
+    static const opt_cmd c = {.prog = "t", .rows = outer_rows};
+    outer o = {0};
+    char *argv[] = {"t", "--seqs", "9", "--model", "m.gguf", "--flag"};
+    char why[256] = "";
+    cr_assert_eq(opt_parse(&c, &o, 6, argv, why, sizeof why), 0, "%s", why);
+    cr_expect_eq(o.b.seqs, 9);
+    cr_expect(o.b.flag && o.b.seen_seqs, "the seen flag counts from the table's struct too");
+    cr_expect_eq(o.a.seqs, 0, "only the struct the table was placed on");
+    cr_expect_str_eq(o.model, "m.gguf");
+    char *bad[] = {"t", "--seqs", "65"};
+    cr_expect_eq(opt_parse(&c, &o, 3, bad, why, sizeof why), -1);
+    cr_expect(strstr(why, "--seqs") && strstr(why, "65"), "%s", why);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    opt_print_help(f, &c);
+    fclose(f);
+    cr_expect(strstr(buf, "shared\n  --seqs N") && strstr(buf, "--flag"), "%s", buf);
+    free(buf);
+}

@@ -150,7 +150,7 @@ Test(engine_itl, a_long_prompt_among_streams_is_cut_to_the_target_and_tokens_do_
     run_out *off = calloc(1, sizeof *off), *on = calloc(1, sizeof *on);
     run_pair(&v, 0, off);
     /* a target no step can meet: every step that carries A's one decode
-     * row gives B's prompt the guaranteed minimum, 4 rows (engine.c,
+     * row gives B's prompt the guaranteed minimum, 4 rows (planner.c,
      * prefill_floor) */
     run_pair(&v, 0.000001, on);
     cr_expect_gt(off->max_prefill_while_decoding, 16,

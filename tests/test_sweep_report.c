@@ -522,13 +522,29 @@ Test(demo, quick_demo_measures_every_factor_and_its_readings_match_the_tables, .
         snprintf(id, sizeof id, "<section id=\"%s\">", FACTOR_SECTION_IDS[i]);
         cr_expect(strstr(html, id) != NULL, "section %s missing", FACTOR_SECTION_IDS[i]);
     }
-    /* the terminal summary ends with the readings: its last lines */
+    /* the terminal summary ends with the readings, then tps plan's
+     * predictions beside the measurements: a line per factor each */
     const char *tail = strstr(log, "What moves tokens per second");
     cr_assert_not_null(tail, "the summary has no readings:\n%s", log);
+    const char *pred = strstr(tail, "\nPredicted (tps plan");
+    cr_assert_not_null(pred, "the demo does not end with its predictions:\n%s", tail);
     int lines = 0;
-    for (const char *q = tail; *q; q++)
+    for (const char *q = tail; q < pred; q++)
         lines += *q == '\n';
-    cr_expect_eq(lines, 6, "want the heading and one line per factor at the end:\n%s", tail);
+    cr_expect_eq(lines, 6, "want the heading and one line per factor:\n%s", tail);
+    lines = 0;
+    for (const char *q = pred + 1; *q; q++)
+        lines += *q == '\n';
+    cr_expect_eq(lines, 9, "want the heading and one line per factor's prediction:\n%s", pred);
+    static const char *const PREDICTED[] = {"batch", "mix",    "prefix", "kv-type",
+                                            "model", "active", "experts"};
+    for (size_t i = 0; i < sizeof PREDICTED / sizeof PREDICTED[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "\n  %-8s ", PREDICTED[i]);
+        const char *l = strstr(pred, want);
+        cr_expect(l && strstr(l, "predicted,") && strstr(l, "measured ("),
+                  "%s: no prediction beside its measurement:\n%s", PREDICTED[i], pred);
+    }
     static char reading[4096], table[65536];
     for (size_t i = 0; i < sizeof FACTOR_PARTS / sizeof FACTOR_PARTS[0]; i++) {
         const char *part = FACTOR_PARTS[i];

@@ -19,6 +19,7 @@
 #include "bench/report/report.h"
 #include "bench/result/result.h"
 #include "cli/cli.h"
+#include "cli/cli_rows.h"
 #include "cli/opt.h"
 
 #define STR_(x) #x
@@ -30,7 +31,7 @@ typedef struct bench_cli {
     bench_spec spec;
     const char *json_out, *csv_out;
     opt_list headers; /* into spec.headers */
-    bool quiet, progress, prefixes_given, think_given;
+    bool quiet, progress;
     bool find_max_rate;
     double goodput_target;
 } bench_cli;
@@ -130,11 +131,11 @@ static int dist_arg(void *dst, const char *v, char *why, size_t cap) {
 }
 
 static int prefix_dist_arg(void *dst, const char *v, char *why, size_t cap) {
-    bench_cli *b = dst;
+    bench_spec *s = dst;
     tps_err e = {{0}};
-    if (workload_prefix_dist_parse(v, &b->spec.wo.prefix_zipf, &e))
+    if (workload_prefix_dist_parse(v, &s->wo.prefix_zipf, &e))
         return snprintf(why, cap, "expected round-robin or zipf:S with S > 0"), -1;
-    b->spec.prefix_dist = v;
+    s->prefix_dist = v;
     return 0;
 }
 
@@ -145,17 +146,129 @@ static int header_check(void *dst, const char *v, char *why, size_t cap) {
 
 /* ---- the table -------------------------------------------------------------------------- */
 
+#define S(field) offsetof(bench_spec, field)
+
+/* Rows tps plan shares (cli_rows.h): offsets into a bench_spec. */
+const opt_row bench_endpoint_rows[] = {
+    {"--endpoint", .kind = OPT_CHOICE, .off = S(cfg.endpoint), .metavar = "KIND",
+     .choices = (const opt_choice[]){{"completions", BENCH_EP_COMPLETIONS},
+                                     {"chat", BENCH_EP_CHAT},
+                                     {NULL, 0}},
+     .def = "completions", .help = "completions or chat"},
+    {0},
+};
+
+const opt_row bench_load_rows[] = {
+    {"--concurrency", .kind = OPT_U32, .off = S(cfg.concurrency), .min = 1, .max = 100000,
+     .help = "closed loop: N requests in flight (default 1);\n"
+             "with --rate: the most in flight (default 1000)"},
+    {"--rate", .kind = OPT_NUM, .off = S(cfg.rate), .max = INFINITY, .flags = OPT_ABOVE_MIN,
+     .metavar = "R",
+     .help = "open loop: R requests/s on a schedule; TTFT/E2E count\nfrom the scheduled time"},
+    {"--arrival", .kind = OPT_CHOICE, .off = S(cfg.arrival), .metavar = "KIND",
+     .choices = (const opt_choice[]){{"poisson", LOAD_ARRIVAL_POISSON},
+                                     {"constant", LOAD_ARRIVAL_CONSTANT},
+                                     {"gamma", LOAD_ARRIVAL_GAMMA},
+                                     {NULL, 0}},
+     .def = "poisson", .help = "poisson, constant or gamma"},
+    {"--burstiness", .kind = OPT_NUM, .off = S(cfg.burstiness), .max = INFINITY,
+     .flags = OPT_ABOVE_MIN, .metavar = "B", .help = "gamma shape (1 = poisson, <1 burstier)"},
+    {"--requests", .kind = OPT_U64, .off = S(cfg.requests), .min = 1, .max = 1e18,
+     .help = "send N requests"},
+    {"--duration", .kind = OPT_SECONDS, .off = S(cfg.duration_s), .max = INFINITY,
+     .flags = OPT_ABOVE_MIN,
+     .help = "stop sending after S seconds; in-flight requests\nfinish (at most --timeout more)"},
+    {"--seed", .kind = OPT_U64, .off = S(cfg.seed), .max = 281474976710655.0,
+     .seen = OPT_SEEN(bench_spec, seed_given),
+     .help = "arrivals and prompts: give a run's config.seed to repeat\n"
+             "it (default: a new one each run, so no run sends\n"
+             "another's prompts)"},
+    {0},
+};
+
+const opt_row bench_workload_rows[] = {
+    {"--input-len", .kind = OPT_CUSTOM, .off = S(wo.input_len), .parse = dist_arg, .metavar = "D",
+     .def = "128", .help = "prompt tokens: N, uniform:A:B or normal:MU:SD"},
+    {"--output-len", .kind = OPT_CUSTOM, .off = S(wo.output_len), .parse = dist_arg,
+     .seen = OPT_SEEN(bench_spec, wo.has_output_len), .metavar = "D", .def = "128",
+     .help = "max_tokens, same forms"},
+    {"--dataset", .kind = OPT_STR, .off = S(wo.dataset), .metavar = "FILE",
+     .help = "requests from a file, detected by content: JSONL of\n"
+             "{\"prompt\"|\"messages\", \"max_tokens\"}, ShareGPT JSON, or a\n"
+             "Mooncake trace (JSONL with timestamp, input_length,\n"
+             "output_length, hash_ids), replayed at its timestamps;\n"
+             "without --requests/--duration: each entry once"},
+    {"--trace-speed", .kind = OPT_NUM, .off = S(wo.trace_speed), .max = 1e6, .flags = OPT_ABOVE_MIN,
+     .metavar = "X", .def = "1", .help = "trace replay: send times are trace time / X"},
+    {"--prompts", .kind = OPT_U64, .off = S(prompts), .min = 1, .max = 10000000,
+     .help = "prompts to prepare when --requests is not given"},
+    {0},
+};
+
+const opt_row bench_shape_rows[] = {
+    OPT_HEAD("prefix cache workloads (synthetic)"),
+    {"--prefix-len", .kind = OPT_U32, .off = S(wo.prefix_len), .min = 1, .max = 10000000,
+     .metavar = "P",
+     .help = "every prompt starts with one of --prefixes shared prefixes\n"
+             "of P tokens, then its own --input-len tokens (chat: the\n"
+             "prefix is the system message, the own part the user's)"},
+    {"--prefixes", .kind = OPT_U32, .off = S(wo.n_prefixes), .min = 1, .max = 100000,
+     .seen = OPT_SEEN(bench_spec, given_prefixes), .metavar = "K", .def = "1",
+     .help = "how many shared prefixes"},
+    {"--prefix-dist", .kind = OPT_CUSTOM, .off = 0, .parse = prefix_dist_arg, .metavar = "D",
+     .def = "round-robin", .help = "round-robin or zipf:S (prefix k used ~1/k^S)"},
+    {"--turns", .kind = OPT_U32, .off = S(wo.turns), .min = 1, .max = 10000, .metavar = "T",
+     .help = "conversations of T turns: each turn sends the history\n"
+             "(earlier messages and the server's actual replies) and a\n"
+             "new user message of --input-len tokens, with the header\n"
+             "X-Session-Id; requests = conversations x turns. Chat sends\n"
+             "messages; completions one text, each reply appended.\n"
+             "With a ShareGPT --dataset: its conversations, turn k\n"
+             "sending its first k human messages"},
+    {"--conversations", .kind = OPT_U64, .off = S(conversations), .min = 1, .max = 1000000,
+     .help = "conversations, taking turns round robin with at most\n"
+             "--concurrency in flight (default: the concurrency)"},
+    {"--think-time", .kind = OPT_SECONDS, .off = S(cfg.think_time_s), .max = INFINITY,
+     .seen = OPT_SEEN(bench_spec, given_think), .def = "0",
+     .help = "seconds between a reply and the next turn"},
+    {0},
+};
+
+const opt_row bench_limit_rows[] = {
+    {"--timeout", .kind = OPT_SECONDS, .off = S(cfg.timeout_s), .max = INFINITY,
+     .flags = OPT_ABOVE_MIN, .def = "300", .help = "per request, total"},
+    {"--idle-timeout", .kind = OPT_SECONDS, .off = S(cfg.idle_timeout_s), .max = INFINITY,
+     .flags = OPT_ABOVE_MIN, .def = "60", .help = "no byte for S seconds fails a request"},
+    {0},
+};
+
+const opt_row bench_report_rows[] = {
+    {"--warmup", .kind = OPT_CUSTOM, .off = S(ro), .parse = warmup_arg, .metavar = "X",
+     .help = "warm-up: X seconds (5, 5s) or requests (20r); the\n"
+             "steady window starts after it, and requests sent\n"
+             "during it enter no latency distribution (TTFT, ITL,\n"
+             "TPOT, E2E...); default: automatic steady window, all\n"
+             "requests in the distributions"},
+    {"--cooldown", .kind = OPT_CUSTOM, .off = S(ro), .parse = cooldown_arg, .metavar = "X",
+     .help = "the same at the end of the run"},
+    {"--window", .kind = OPT_CUSTOM, .off = S(ro), .parse = window_arg, .metavar = "A:B",
+     .help = "also report the user window, seconds after the run's\nfirst send"},
+    {"--slo", .kind = OPT_CUSTOM, .off = S(ro.slo), .parse = slo_arg,
+     .metavar = "ttft=MS,tpot=MS,e2e=MS", .help = "goodput limits (any subset)"},
+    {"--bin", .kind = OPT_SECONDS, .off = S(ro.bin_s), .min = 0.001, .max = INFINITY, .def = "1 s",
+     .help = "time-series bin"},
+    {"--per-request", .kind = OPT_FLAG, .off = S(ro.per_request),
+     .help = "include every request, with each token's arrival"},
+    {0},
+};
+
 #define B(field) offsetof(bench_cli, field)
 
 static const opt_row bench_rows[] = {
     OPT_HEAD("target"),
     {"--url", .kind = OPT_STR, .off = B(spec.cfg.base_url), .metavar = "URL",
      .def = "http://127.0.0.1:8080", .help = "server base URL"},
-    {"--endpoint", .kind = OPT_CHOICE, .off = B(spec.cfg.endpoint), .metavar = "KIND",
-     .choices = (const opt_choice[]){{"completions", BENCH_EP_COMPLETIONS},
-                                     {"chat", BENCH_EP_CHAT},
-                                     {NULL, 0}},
-     .def = "completions", .help = "completions or chat"},
+    OPT_ROWS_AT(bench_endpoint_rows, B(spec)),
     {"--model", .kind = OPT_STR, .off = B(spec.wo.model), .metavar = "NAME",
      .help = "\"model\" field sent (default: none)"},
     {"--api-key", .kind = OPT_STR, .off = B(spec.cfg.api_key), .metavar = "KEY",
@@ -165,55 +278,17 @@ static const opt_row bench_rows[] = {
     {"--insecure", .kind = OPT_FLAG, .off = B(spec.cfg.insecure),
      .help = "HTTPS without certificate checks"},
     OPT_HEAD("load (every run is bounded: give --requests and/or --duration)"),
-    {"--concurrency", .kind = OPT_U32, .off = B(spec.cfg.concurrency), .min = 1, .max = 100000,
-     .help = "closed loop: N requests in flight (default 1);\n"
-             "with --rate: the most in flight (default 1000)"},
-    {"--rate", .kind = OPT_NUM, .off = B(spec.cfg.rate), .max = INFINITY, .flags = OPT_ABOVE_MIN,
-     .metavar = "R",
-     .help = "open loop: R requests/s on a schedule; TTFT/E2E count\nfrom the scheduled time"},
-    {"--arrival", .kind = OPT_CHOICE, .off = B(spec.cfg.arrival), .metavar = "KIND",
-     .choices = (const opt_choice[]){{"poisson", LOAD_ARRIVAL_POISSON},
-                                     {"constant", LOAD_ARRIVAL_CONSTANT},
-                                     {"gamma", LOAD_ARRIVAL_GAMMA},
-                                     {NULL, 0}},
-     .def = "poisson", .help = "poisson, constant or gamma"},
-    {"--burstiness", .kind = OPT_NUM, .off = B(spec.cfg.burstiness), .max = INFINITY,
-     .flags = OPT_ABOVE_MIN, .metavar = "B", .help = "gamma shape (1 = poisson, <1 burstier)"},
-    {"--requests", .kind = OPT_U64, .off = B(spec.cfg.requests), .min = 1, .max = 1e18,
-     .help = "send N requests"},
-    {"--duration", .kind = OPT_SECONDS, .off = B(spec.cfg.duration_s), .max = INFINITY,
-     .flags = OPT_ABOVE_MIN,
-     .help = "stop sending after S seconds; in-flight requests\nfinish (at most --timeout more)"},
+    OPT_ROWS_AT(bench_load_rows, B(spec)),
     {"--client-threads", .kind = OPT_U32, .off = B(spec.cfg.client_threads), .min = 1, .max = 256,
      .metavar = "N",
      .help = "event loops (threads) sharing the connections; default:\n"
              "one per 64 in flight, at most the usable cores (1 with\n"
              "--turns); the summary's client line shows their CPU"},
-    {"--seed", .kind = OPT_U64, .off = B(spec.cfg.seed), .max = 281474976710655.0,
-     .seen = OPT_SEEN(bench_cli, spec.seed_given),
-     .help = "arrivals and prompts: give a run's config.seed to repeat\n"
-             "it (default: a new one each run, so no run sends\n"
-             "another's prompts)"},
     OPT_HEAD("workload"),
-    {"--input-len", .kind = OPT_CUSTOM, .off = B(spec.wo.input_len), .parse = dist_arg,
-     .metavar = "D", .def = "128", .help = "prompt tokens: N, uniform:A:B or normal:MU:SD"},
-    {"--output-len", .kind = OPT_CUSTOM, .off = B(spec.wo.output_len), .parse = dist_arg,
-     .seen = OPT_SEEN(bench_cli, spec.wo.has_output_len), .metavar = "D", .def = "128",
-     .help = "max_tokens, same forms"},
+    OPT_ROWS_AT(bench_workload_rows, B(spec)),
     {"--tokenizer", .kind = OPT_STR, .off = B(spec.wo.tokenizer_path), .metavar = "MODEL.gguf",
      .help = "size prompts in this model's tokens (else the server's\n"
              "/tokenize, else approximate: one word per token)"},
-    {"--dataset", .kind = OPT_STR, .off = B(spec.wo.dataset), .metavar = "FILE",
-     .help = "requests from a file, detected by content: JSONL of\n"
-             "{\"prompt\"|\"messages\", \"max_tokens\"}, ShareGPT JSON, or a\n"
-             "Mooncake trace (JSONL with timestamp, input_length,\n"
-             "output_length, hash_ids), replayed at its timestamps;\n"
-             "without --requests/--duration: each entry once"},
-    {"--trace-speed", .kind = OPT_NUM, .off = B(spec.wo.trace_speed), .max = 1e6,
-     .flags = OPT_ABOVE_MIN, .metavar = "X", .def = "1",
-     .help = "trace replay: send times are trace time / X"},
-    {"--prompts", .kind = OPT_U64, .off = B(spec.prompts), .min = 1, .max = 10000000,
-     .help = "prompts to prepare when --requests is not given"},
     {"--ignore-eos", .kind = OPT_SET_INT, .off = B(spec.wo.ignore_eos), .set = 1,
      .help = "send ignore_eos (default: synthetic yes, dataset no)"},
     {"--no-ignore-eos", .kind = OPT_SET_INT, .off = B(spec.wo.ignore_eos), .set = 0,
@@ -226,53 +301,15 @@ static const opt_row bench_rows[] = {
      .help = "other fields every request body also carries, e.g.\n"
              "'{\"return_tokens\":true}'; fields the bench writes itself\n"
              "(prompt, max_tokens, stream, model, temperature...) are refused"},
-    OPT_HEAD("prefix cache workloads (synthetic)"),
-    {"--prefix-len", .kind = OPT_U32, .off = B(spec.wo.prefix_len), .min = 1, .max = 10000000,
-     .metavar = "P",
-     .help = "every prompt starts with one of --prefixes shared prefixes\n"
-             "of P tokens, then its own --input-len tokens (chat: the\n"
-             "prefix is the system message, the own part the user's)"},
-    {"--prefixes", .kind = OPT_U32, .off = B(spec.wo.n_prefixes), .min = 1, .max = 100000,
-     .seen = OPT_SEEN(bench_cli, prefixes_given), .metavar = "K", .def = "1",
-     .help = "how many shared prefixes"},
-    {"--prefix-dist", .kind = OPT_CUSTOM, .off = 0, .parse = prefix_dist_arg, .metavar = "D",
-     .def = "round-robin", .help = "round-robin or zipf:S (prefix k used ~1/k^S)"},
-    {"--turns", .kind = OPT_U32, .off = B(spec.wo.turns), .min = 1, .max = 10000, .metavar = "T",
-     .help = "conversations of T turns: each turn sends the history\n"
-             "(earlier messages and the server's actual replies) and a\n"
-             "new user message of --input-len tokens, with the header\n"
-             "X-Session-Id; requests = conversations x turns. Chat sends\n"
-             "messages; completions one text, each reply appended.\n"
-             "With a ShareGPT --dataset: its conversations, turn k\n"
-             "sending its first k human messages"},
-    {"--conversations", .kind = OPT_U64, .off = B(spec.conversations), .min = 1, .max = 1000000,
-     .help = "conversations, taking turns round robin with at most\n"
-             "--concurrency in flight (default: the concurrency)"},
-    {"--think-time", .kind = OPT_SECONDS, .off = B(spec.cfg.think_time_s), .max = INFINITY,
-     .seen = OPT_SEEN(bench_cli, think_given), .def = "0",
-     .help = "seconds between a reply and the next turn"},
+    OPT_ROWS_AT(bench_shape_rows, B(spec)),
     OPT_HEAD("limits"),
-    {"--timeout", .kind = OPT_SECONDS, .off = B(spec.cfg.timeout_s), .max = INFINITY,
-     .flags = OPT_ABOVE_MIN, .def = "300", .help = "per request, total"},
-    {"--idle-timeout", .kind = OPT_SECONDS, .off = B(spec.cfg.idle_timeout_s), .max = INFINITY,
-     .flags = OPT_ABOVE_MIN, .def = "60", .help = "no byte for S seconds fails a request"},
+    OPT_ROWS_AT(bench_limit_rows, B(spec)),
     {"--connect-timeout", .kind = OPT_SECONDS, .off = B(spec.cfg.connect_timeout_s),
      .max = INFINITY, .flags = OPT_ABOVE_MIN, .def = "10", .help = "connection set-up"},
     {"--max-error-rate", .kind = OPT_NUM, .off = B(spec.max_error_rate), .max = 1, .metavar = "F",
      .def = "0", .help = "exit 1 when failed/(completed+failed) > F"},
     OPT_HEAD("report"),
-    {"--warmup", .kind = OPT_CUSTOM, .off = B(spec.ro), .parse = warmup_arg, .metavar = "X",
-     .help = "warm-up: X seconds (5, 5s) or requests (20r); the\n"
-             "steady window starts after it, and requests sent\n"
-             "during it enter no latency distribution (TTFT, ITL,\n"
-             "TPOT, E2E...); default: automatic steady window, all\n"
-             "requests in the distributions"},
-    {"--cooldown", .kind = OPT_CUSTOM, .off = B(spec.ro), .parse = cooldown_arg, .metavar = "X",
-     .help = "the same at the end of the run"},
-    {"--window", .kind = OPT_CUSTOM, .off = B(spec.ro), .parse = window_arg, .metavar = "A:B",
-     .help = "also report the user window, seconds after the run's\nfirst send"},
-    {"--slo", .kind = OPT_CUSTOM, .off = B(spec.ro.slo), .parse = slo_arg,
-     .metavar = "ttft=MS,tpot=MS,e2e=MS", .help = "goodput limits (any subset)"},
+    OPT_ROWS_AT(bench_report_rows, B(spec)),
     {"--find-max-rate", .kind = OPT_FLAG, .off = B(find_max_rate),
      .help = "capacity search: the highest open-loop rate whose\n"
              "goodput fraction meets --goodput-target under --slo\n"
@@ -281,8 +318,6 @@ static const opt_row bench_rows[] = {
     {"--goodput-target", .kind = OPT_NUM, .off = B(goodput_target), .max = 1,
      .flags = OPT_ABOVE_MIN, .metavar = "F", .def = "0.95",
      .help = "capacity search: share of requests that must meet --slo"},
-    {"--bin", .kind = OPT_SECONDS, .off = B(spec.ro.bin_s), .min = 0.001, .max = INFINITY,
-     .def = "1 s", .help = "time-series bin"},
     {"--scrape", .kind = OPT_STR, .off = B(spec.scrape), .metavar = "URL|off",
      .help = "sample this Prometheus endpoint during the run (every\n"
              "second, or --bin if shorter): gauges and counter rates\n"
@@ -291,8 +326,6 @@ static const opt_row bench_rows[] = {
              "target's /metrics when it answers; off: none"},
     {"--json", .kind = OPT_STR, .off = B(json_out), .metavar = "FILE",
      .help = "the result (schema tps.bench.result v" STR(BENCH_RESULT_VERSION) ")"},
-    {"--per-request", .kind = OPT_FLAG, .off = B(spec.ro.per_request),
-     .help = "include every request, with each token's arrival"},
     {"--csv", .kind = OPT_STR, .off = B(csv_out), .metavar = "FILE",
      .help = "headline figures as one CSV row"},
     {"--quiet", .kind = OPT_FLAG, .off = B(quiet), .help = "no summary on stdout"},
@@ -329,13 +362,12 @@ static void raise_fd_limit(void) {
 /* The prefix-cache workload flags that cannot go together, each with what
  * to do instead; prints the first and returns -1. */
 static int check_workload_flags(const workload_opts *wo, const bench_config *cfg, bool prefix_opts,
-                                bool turn_opts, uint64_t prompts) {
+                                bool turn_opts, uint64_t prompts, const char *prog) {
     const char *msg = NULL, *fmt = NULL, *why = NULL;
     if (wo->extra_body && (why = workload_extra_body_check(wo->extra_body))) {
-        fprintf(
-            stderr,
-            "tps bench: --extra-body %s; give an object of other fields, e.g. '{\"top_k\": 1}'\n",
-            why);
+        fprintf(stderr,
+                "%s: --extra-body %s; give an object of other fields, e.g. '{\"top_k\": 1}'\n",
+                prog, why);
         return -1;
     } else if (wo->prefix_len && wo->dataset)
         msg = "--prefix-len with --dataset: shared prefixes are a synthetic workload; drop one";
@@ -362,7 +394,7 @@ static int check_workload_flags(const workload_opts *wo, const bench_config *cfg
         msg = "--turns with --prompts: the user messages are --conversations x --turns; drop "
               "--prompts";
     if (!msg) return 0;
-    fprintf(stderr, "tps bench: %s\n", msg);
+    fprintf(stderr, "%s: %s\n", prog, msg);
     return -1;
 }
 
@@ -501,6 +533,41 @@ static int bench_compare(int argc, char **argv) {
 
 /* ---- bench --------------------------------------------------------------------------------- */
 
+int cli_bench_check(bench_spec *s, bool find_max_rate, bool goodput_target, const char *prog) {
+    if (check_workload_flags(&s->wo, &s->cfg, s->given_prefixes || s->prefix_dist,
+                             s->given_think || s->conversations, s->prompts, prog))
+        return 2;
+    if (find_max_rate && (!(s->cfg.duration_s > 0) || s->wo.turns || s->cfg.requests ||
+                          !(s->ro.slo.ttft_ns || s->ro.slo.tpot_ns || s->ro.slo.e2e_ns))) {
+        fprintf(stderr,
+                "%s: --find-max-rate needs --slo (the limits), --duration S (each "
+                "probe's length), and neither --requests nor --turns\n",
+                prog);
+        return 2;
+    }
+    if (goodput_target && !find_max_rate) {
+        fprintf(stderr,
+                "%s: --goodput-target is the capacity search's pass mark: add "
+                "--find-max-rate or drop it (a plain run reports goodput under --slo)\n",
+                prog);
+        return 2;
+    }
+    if (s->wo.trace_speed > 0 && !s->wo.dataset) {
+        fprintf(stderr,
+                "%s: --trace-speed scales a trace --dataset's send times; give "
+                "one or drop it\n",
+                prog);
+        return 2;
+    }
+    tps_err e = {{0}};
+    if (bench_spec_check(s, &e)) {
+        fprintf(stderr, "%s: %s\n", prog, e.msg);
+        return 2;
+    }
+    if (find_max_rate && !s->cfg.concurrency) s->cfg.concurrency = 1000; /* the probes' cap */
+    return 0;
+}
+
 /* Defaults, the table, and the checks across flags: 0 or an exit code (-1: go on). */
 static int bench_parse(bench_cli *b, int argc, char **argv) {
     *b = (bench_cli){.progress = true};
@@ -510,31 +577,7 @@ static int bench_parse(bench_cli *b, int argc, char **argv) {
     int prc = opt_main(&bench_cmd, b, argc, argv);
     if (prc >= 0) return prc;
     s->n_headers = b->headers.n;
-    if (check_workload_flags(&s->wo, &s->cfg, b->prefixes_given || s->prefix_dist,
-                             b->think_given || s->conversations, s->prompts))
-        return 2;
-    if (b->find_max_rate && (!(s->cfg.duration_s > 0) || s->wo.turns || s->cfg.requests ||
-                             !(s->ro.slo.ttft_ns || s->ro.slo.tpot_ns || s->ro.slo.e2e_ns))) {
-        fprintf(stderr, "tps bench: --find-max-rate needs --slo (the limits), --duration S (each "
-                        "probe's length), and neither --requests nor --turns\n");
-        return 2;
-    }
-    if (b->goodput_target > 0 && !b->find_max_rate) {
-        fprintf(stderr, "tps bench: --goodput-target is the capacity search's pass mark: add "
-                        "--find-max-rate or drop it (a plain run reports goodput under --slo)\n");
-        return 2;
-    }
-    if (s->wo.trace_speed > 0 && !s->wo.dataset) {
-        fprintf(stderr, "tps bench: --trace-speed scales a trace --dataset's send times; give "
-                        "one or drop it\n");
-        return 2;
-    }
-    tps_err e = {{0}};
-    if (bench_spec_check(s, &e)) {
-        fprintf(stderr, "tps bench: %s\n", e.msg);
-        return 2;
-    }
-    if (b->find_max_rate && !s->cfg.concurrency) s->cfg.concurrency = 1000; /* the probes' cap */
+    if (cli_bench_check(s, b->find_max_rate, b->goodput_target > 0, "tps bench")) return 2;
     if (!s->cfg.api_key) s->cfg.api_key = getenv("OPENAI_API_KEY");
     s->cfg.progress = b->progress && isatty(STDERR_FILENO);
     return -1;

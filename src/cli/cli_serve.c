@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_rows.h"
 #include "cli/opt.h"
 #include "server/server.h"
 
@@ -27,6 +28,45 @@ typedef struct serve_args {
 #define S(field) offsetof(server_config, field)
 #define U32_ROW(flag, field, text)                                                                 \
     { flag, .kind = OPT_U32, .off = S(field), .max = 4294967295.0, .help = text }
+
+#define E(field) offsetof(engine_params, field)
+#define E32_ROW(flag, field, text)                                                                 \
+    { flag, .kind = OPT_U32, .off = E(field), .max = 4294967295.0, .help = text }
+
+/* The engine's rows, which tps plan shares (cli_rows.h): offsets into an
+ * engine_params. */
+const opt_row serve_engine_rows[] = {
+    E32_ROW("--max-seqs", max_seqs, "sequences running at once (default 64)"),
+    E32_ROW("--max-batch-tokens", max_batch_tokens, "token rows per step (default 256)"),
+    E32_ROW("--prefill-chunk", prefill_chunk, "prompt rows one sequence gets per step"),
+    {"--itl-target-ms", .kind = OPT_NUM, .off = E(itl_target_ms), .max = 1e6, .metavar = "T",
+     .help = "keep a step that carries decoding streams under T ms by\n"
+             "cutting its prompt chunks (predicted from a step-time model\n"
+             "calibrated as it runs); 0: off (default: measured at start,\n"
+             "3 x a one-row step, at least 5 ms)"},
+    {"--kv-mem", .kind = OPT_SIZE, .off = E(kv_mem),
+     .help = "KV pool size, e.g. 512M, 2G (default: room for max-seqs\n"
+             "full contexts, at most 1 GiB)"},
+    E32_ROW("--kv-tokens", kv_tokens, "KV pool size in positions instead of bytes"),
+    {"--kv-type", .kind = OPT_CHOICE, .off = E(kv_type),
+     .choices =
+         (const opt_choice[]){
+             {"f16", GGML_TYPE_F16}, {"f32", GGML_TYPE_F32}, {"q8_0", GGML_TYPE_Q8_0}, {NULL, 0}},
+     .help = "KV element type (default f16; q8_0 halves KV memory and reads)"},
+    E32_ROW("--kv-block", kv_block, "positions per KV block (default 16)"),
+    E32_ROW("--max-queue", max_queue, "waiting requests before 429 (default 0: unlimited)"),
+    {"--threads", .kind = OPT_INT, .off = E(n_threads), .max = 2147483647.0,
+     .help = "kernel threads (default: all cores)"},
+    {"--no-prefix-cache", .kind = OPT_FLAG, .off = E(no_prefix_cache),
+     .help = "compute every prompt in full (default: reuse the KV blocks\n"
+             "of a prompt prefix already computed; same tokens either way)"},
+    {"--kv-prefault", .kind = OPT_FLAG, .off = E(kv_prefault),
+     .help = "fault in the whole KV pool while idle and let the prefix\n"
+             "cache fill it (resident memory: the pool; default: an\n"
+             "eighth of it, at least 64 MiB, growing only as far as the\n"
+             "running sequences need)"},
+    {0},
+};
 
 static const opt_row serve_rows[] = {
     {"--model", "-m", OPT_STR, S(model_path), .metavar = "FILE", .help = "GGUF model (required)"},
@@ -55,40 +95,15 @@ static const opt_row serve_rows[] = {
              "llama3, mistral, mistral-v7, mistral-v7-tekken, zephyr,\n"
              "gemma, phi3"},
     OPT_HEAD("engine:"),
-    U32_ROW("--max-seqs", engine.max_seqs, "sequences running at once (default 64)"),
-    U32_ROW("--max-batch-tokens", engine.max_batch_tokens, "token rows per step (default 256)"),
-    U32_ROW("--prefill-chunk", engine.prefill_chunk, "prompt rows one sequence gets per step"),
-    {"--itl-target-ms", .kind = OPT_NUM, .off = S(engine.itl_target_ms), .max = 1e6, .metavar = "T",
-     .help = "keep a step that carries decoding streams under T ms by\n"
-             "cutting its prompt chunks (predicted from a step-time model\n"
-             "calibrated as it runs); 0: off (default: measured at start,\n"
-             "3 x a one-row step, at least 5 ms)"},
-    {"--kv-mem", .kind = OPT_SIZE, .off = S(engine.kv_mem),
-     .help = "KV pool size, e.g. 512M, 2G (default: room for max-seqs\n"
-             "full contexts, at most 1 GiB)"},
-    U32_ROW("--kv-tokens", engine.kv_tokens, "KV pool size in positions instead of bytes"),
-    {"--kv-type", .kind = OPT_CHOICE, .off = S(engine.kv_type),
-     .choices =
-         (const opt_choice[]){
-             {"f16", GGML_TYPE_F16}, {"f32", GGML_TYPE_F32}, {"q8_0", GGML_TYPE_Q8_0}, {NULL, 0}},
-     .help = "KV element type (default f16; q8_0 halves KV memory and reads)"},
-    U32_ROW("--kv-block", engine.kv_block, "positions per KV block (default 16)"),
-    U32_ROW("--max-queue", engine.max_queue, "waiting requests before 429 (default 0: unlimited)"),
-    {"--threads", .kind = OPT_INT, .off = S(engine.n_threads), .max = 2147483647.0,
-     .help = "kernel threads (default: all cores)"},
+    OPT_ROWS_AT(serve_engine_rows, S(engine)),
     {"--no-repack", .kind = OPT_FLAG, .off = S(no_repack),
      .help = "keep Q8_0/Q4_0/Q4_K/Q6_K weights in the file's layout (no repacked\n"
              "copy at load: half the memory, slower decode)"},
-    {"--no-prefix-cache", .kind = OPT_FLAG, .off = S(engine.no_prefix_cache),
-     .help = "compute every prompt in full (default: reuse the KV blocks\n"
-             "of a prompt prefix already computed; same tokens either way)"},
-    {"--kv-prefault", .kind = OPT_FLAG, .off = S(engine.kv_prefault),
-     .help = "fault in the whole KV pool while idle and let the prefix\n"
-             "cache fill it (resident memory: the pool; default: an\n"
-             "eighth of it, at least 64 MiB, growing only as far as the\n"
-             "running sequences need)"},
     {"--trace", .kind = OPT_STR, .off = S(engine.trace_path), .metavar = "FILE",
      .help = "Chrome trace JSON written at exit"},
+    {"--save-calibration", .kind = OPT_STR, .off = S(calibration_out), .metavar = "FILE",
+     .help = "at exit, write the step-cost model fitted on every step\n"
+             "served (tps plan --calibration FILE reads it)"},
     OPT_HEAD("limits:"),
     {"--max-body-bytes", .kind = OPT_SIZE, .off = S(max_body_bytes), .metavar = "N",
      .help = "request body limit, 413 above (default 8M)"},

@@ -20,7 +20,7 @@ typedef struct sweep_cli {
     const char *bench_buf[SWEEP_MAX_ARGS - 1];
     opt_list bench_args; /* options sweep does not know: tps bench's */
     bench_spec base;     /* bench_args parsed */
-    const char *serve_args, *json_out, *html, *svg, *serve, *models;
+    const char *serve_args, *json_out, *html, *svg, *serve, *models, *plan, *plan_args;
     bool quiet;
 } sweep_cli;
 
@@ -56,6 +56,12 @@ static const opt_row sweep_rows[] = {
      .help = "extra `tps serve` options, e.g. '--threads 2 --max-seqs 32'"},
     {"--serve-wait", .kind = OPT_SECONDS, .off = W(o.serve_wait_s), .max = INFINITY,
      .flags = OPT_ABOVE_MIN, .def = "120", .help = "seconds to wait for /health"},
+    {"--plan", .kind = OPT_STR, .off = W(plan), .metavar = "MODEL.gguf",
+     .help = "predict each point with tps plan instead of measuring it\n"
+             "(no server; the points are marked predicted)"},
+    {"--plan-args", .kind = OPT_STR, .off = W(plan_args), .metavar = "'ARGS'",
+     .help = "tps plan's model, cost and server options, e.g.\n"
+             "'--calibration cal.txt --max-seqs 16'"},
     OPT_HEAD("axes (one value: fixed for every point; more: swept)"),
     AXIS_ROW("--concurrency", SWEEP_CONCURRENCY, "closed loop in flight (with --rate: the cap)"),
     AXIS_ROW("--rate", SWEEP_RATE, "open loop requests/s"),
@@ -122,6 +128,10 @@ static int sweep_check(sweep_cli *w) {
     const char *msg = NULL;
     if (w->serve && w->models)
         msg = "give --serve MODEL or --models A,B, not both";
+    else if (w->plan && (w->serve || w->models))
+        msg = "--plan predicts the points instead of serving a model: drop --serve/--models";
+    else if (w->plan_args && !w->plan)
+        msg = "--plan-args are for --plan MODEL";
     else if ((w->serve || w->models) &&
              sweep_list_parse(&o->axis[SWEEP_MODEL], w->serve ? w->serve : w->models, &e))
         msg = e.msg;
@@ -211,11 +221,28 @@ int cli_sweep(int argc, char **argv) {
     for (size_t i = 0; i < w->bench_args.n; i++)
         bargv[i + 1] = (char *)w->bench_args.v[i];
     if (cli_bench_parse_spec(&w->base, (int)w->bench_args.n + 1, bargv)) goto out; /* said why */
+    cli_plan_env env;
+    bool planned = false;
+    if (w->plan) {
+        char plan_buf[2048];
+        const char *pargv[65] = {"plan"};
+        size_t np = 0;
+        snprintf(plan_buf, sizeof plan_buf, "%s", w->plan_args ? w->plan_args : "");
+        if (split_words(plan_buf, pargv + 1, 64, &np)) {
+            fprintf(stderr, "tps sweep: --plan-args: too many words\n");
+            goto out;
+        }
+        if ((rc = cli_plan_env_open(&env, w->plan, (int)np + 1, (char **)pargv))) goto out;
+        planned = true;
+        cli_plan_env_spec(&env, &w->base, w->plan);
+        o->url = "plan:";
+    }
     o->base = &w->base;
     o->bench_args = w->bench_args.v;
     o->n_bench_args = w->bench_args.n;
     o->log = stderr;
     rc = sweep_go(w);
+    if (planned) cli_plan_env_close(&env);
 out:
     free(w);
     return rc;

@@ -18,6 +18,7 @@ static void usage(FILE *out) {
             "  serve ...         OpenAI-compatible streaming server with continuous batching\n"
             "  bench ...         drive an endpoint; TPS over named windows, TTFT, ITL, E2E\n"
             "  sweep ...         bench over a grid (concurrency, rate, lengths, models)\n"
+            "  plan ...          predict what bench would measure, without running the model\n"
             "  report FILE...    tables, SVG plots and one HTML page from saved results\n"
             "  machine           this machine's limits (bandwidth, peak rates), cached\n"
             "  version           print the version\n");
@@ -38,6 +39,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "serve")) return cli_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cli_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "sweep")) return cli_sweep(argc - 1, argv + 1);
+    if (!strcmp(cmd, "plan")) return cli_plan(argc - 1, argv + 1);
     if (!strcmp(cmd, "report")) return cli_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate")) return cli_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "machine")) return cli_machine(argc - 1, argv + 1);

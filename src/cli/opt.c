@@ -185,9 +185,21 @@ int opt_list_add(opt_list *l, const char *s) {
     return 0;
 }
 
-static const opt_row *find_row(const opt_row *rows, const char *name) {
-    for (const opt_row *r = rows; r->kind != OPT_END; r++)
-        if (r->name && (!strcmp(r->name, name) || (r->alias && !strcmp(r->alias, name)))) return r;
+/* The row named name (or aliased), looking into shared tables; *base is
+ * moved to the struct the row's offsets count from. */
+static const opt_row *find_row(const opt_row *rows, const char *name, char **base) {
+    for (const opt_row *r = rows; r->kind != OPT_END; r++) {
+        if (r->kind == OPT_ROWS) {
+            char *sub = *base + r->off;
+            const opt_row *f = find_row(r->sub, name, &sub);
+            if (f) {
+                *base = sub;
+                return f;
+            }
+        } else if (r->name && (!strcmp(r->name, name) || (r->alias && !strcmp(r->alias, name)))) {
+            return r;
+        }
+    }
     return NULL;
 }
 
@@ -223,7 +235,8 @@ int opt_parse(const opt_cmd *c, void *base, int argc, char **argv, char *msg, si
         const char *v = NULL, *eq = a[1] == '-' ? strchr(a, '=') : NULL;
         snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
         if (eq) v = eq + 1;
-        const opt_row *r = find_row(c->rows, name);
+        char *rbase = (char *)base;
+        const opt_row *r = find_row(c->rows, name, &rbase);
         if (!r) {
             if (add_rest(c, base, a, true, msg, cap)) return -1;
             continue;
@@ -238,8 +251,8 @@ int opt_parse(const opt_cmd *c, void *base, int argc, char **argv, char *msg, si
             snprintf(msg, cap, "%s: %s takes no value", c->prog, name);
             return -1;
         }
-        if (apply(r, base, name, v, c->prog, msg, cap)) return -1;
-        if (r->seen) *(bool *)((char *)base + r->seen - 1) = true;
+        if (apply(r, rbase, name, v, c->prog, msg, cap)) return -1;
+        if (r->seen) *(bool *)(rbase + r->seen - 1) = true;
     }
     return 0;
 }
@@ -302,14 +315,20 @@ static void print_row(FILE *out, const opt_row *r) {
     fputc('\n', out);
 }
 
-void opt_print_help(FILE *out, const opt_cmd *c) {
-    if (c->usage) fputs(c->usage, out);
-    for (const opt_row *r = c->rows; r->kind != OPT_END; r++) {
-        if (r->kind == OPT_HEADING)
+static void print_rows(FILE *out, const opt_row *rows) {
+    for (const opt_row *r = rows; r->kind != OPT_END; r++) {
+        if (r->kind == OPT_ROWS)
+            print_rows(out, r->sub);
+        else if (r->kind == OPT_HEADING)
             fprintf(out, "%s\n", r->help);
         else if (r->name)
             print_row(out, r);
     }
+}
+
+void opt_print_help(FILE *out, const opt_cmd *c) {
+    if (c->usage) fputs(c->usage, out);
+    print_rows(out, c->rows);
     if (c->after) fputs(c->after, out);
     if (c->epilogue) c->epilogue(out);
 }

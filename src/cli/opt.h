@@ -42,6 +42,10 @@ typedef enum opt_kind {
     OPT_REST,     /* not an option: opt_list *dst takes the positional arguments
                      (and with OPT_UNKNOWN_TOO, unknown options); without this row a
                      positional argument is an error */
+    OPT_ROWS,     /* not an option: the rows of another table (sub), whose offsets
+                     (off, seen) count from this row's off: tables shared between
+                     commands, e.g. serve's engine rows over an engine_params that
+                     tps plan keeps inside its own struct */
 } opt_kind;
 
 enum {
@@ -79,11 +83,15 @@ typedef struct opt_row {
     const char *metavar; /* help: "URL"; default from the kind */
     const char *def;     /* help: appended as " (default DEF)"; NULL: none shown */
     const char *help;    /* help text; '\n' starts an indented continuation line */
+    const struct opt_row *sub; /* OPT_ROWS: the shared table */
 } opt_row;
 
 #define OPT_HEAD(text)                                                                             \
     { .kind = OPT_HEADING, .help = (text) }
 #define OPT_SEEN(type, field) (offsetof(type, field) + 1)
+/* The rows of table `t` over the struct at offset `at` of this command's. */
+#define OPT_ROWS_AT(t, at)                                                                         \
+    { .kind = OPT_ROWS, .sub = (t), .off = (at) }
 
 typedef struct opt_cmd {
     const char *prog;  /* "tps bench": starts every message */

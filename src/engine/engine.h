@@ -28,6 +28,16 @@
 typedef struct engine engine;
 typedef struct constraint_prog constraint_prog; /* a compiled grammar (constraint.h) */
 
+/* One step as the planner sized it and as it ran (monotonic ns). */
+typedef struct engine_step_obs {
+    uint32_t rows, logit_rows, prefill_rows, decode_rows, seqs;
+    double attended;     /* positions attended, summed over rows */
+    double kv_positions; /* K/V positions read: each sequence's context once */
+    uint64_t t0;         /* the step began (its plan was made) */
+    uint64_t t1;         /* its forward pass ended: its tokens are stamped t1 */
+    uint64_t t2;         /* its tokens were sampled and its events published */
+} engine_step_obs;
+
 typedef struct engine_params {
     const llama_model *model;  /* borrowed; outlives the engine */
     const tokenizer *tok;      /* borrowed; outlives the engine */
@@ -61,6 +71,12 @@ typedef struct engine_params {
      * max_batch_tokens and prefill_chunk only). ENGINE_ITL_TARGET_AUTO:
      * measured at start, 3 x a one-row step, at least 5 ms. */
     double itl_target_ms;
+    /* Called on the engine thread after every step that ran rows (NULL:
+     * none), with what it ran and when: tps plan calibrate and tps serve
+     * --save-calibration fit a step-cost model on them (step_fit.h). It
+     * must be quick and must not call into the engine. */
+    void (*on_step)(void *arg, const engine_step_obs *obs);
+    void *on_step_arg;
 } engine_params;
 
 #define ENGINE_ITL_TARGET_AUTO (-1.0)
@@ -137,7 +153,7 @@ typedef enum engine_finish {
 } engine_finish;
 
 /* "stop", "length", "cancelled", "error". Inline, so trace.c (which
- * engine.c calls) needs nothing back from engine.c. */
+ * engine_step.c calls) needs nothing back from the engine. */
 static inline const char *engine_finish_name(engine_finish f) {
     switch (f) {
     case ENGINE_FINISH_STOP:

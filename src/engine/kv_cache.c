@@ -39,7 +39,7 @@ static void populate(uint8_t *p, size_t bytes) {
 
 bool kv_cache_warm(kv_cache *kv, size_t bytes) {
     const size_t limit = (size_t)kv->resident_blocks * kv->block_bytes;
-    if (!kv->pc || kv->warm_bytes >= limit) return false;
+    if (!kv->pc || kv->accounting_only || kv->warm_bytes >= limit) return false;
     if (bytes > limit - kv->warm_bytes) bytes = limit - kv->warm_bytes;
     populate(kv->k + kv->warm_bytes, bytes);
     populate(kv->v + kv->warm_bytes, bytes);
@@ -111,6 +111,31 @@ static int check_params(const kv_cache_params *p, uint32_t *head_dim_out, tps_er
     return 0;
 }
 
+/* The pool's global (n) and local (nl) blocks: p->n_blocks, or what
+ * p->mem_bytes holds of both (nl <= n, at most p->n_local_blocks). */
+static int pool_blocks(const kv_cache_params *p, uint32_t n_local, size_t gb, size_t lb,
+                       uint64_t *n_out, uint64_t *nl_out, tps_err *err) {
+    uint64_t n = p->n_blocks, nl;
+    if (n) {
+        nl = n_local ? n : 0;
+    } else { /* the budget holds n_l local and n global blocks, n_l <= n */
+        nl = n_local ? p->mem_bytes / (gb + lb) : 0;
+        if (n_local && p->n_local_blocks && nl > p->n_local_blocks) nl = p->n_local_blocks;
+        n = p->mem_bytes >= nl * lb ? (p->mem_bytes - nl * lb) / gb : 0;
+    }
+    if (nl && p->n_local_blocks && nl > p->n_local_blocks) nl = p->n_local_blocks;
+    if (nl > n) nl = n;
+    if (n == 0)
+        return tps_fail(err, TPS_EINVAL,
+                        "kv cache: %zu bytes hold no block (one block of %u tokens takes %zu "
+                        "bytes); raise --kv-mem",
+                        p->mem_bytes, p->block_tokens, gb + lb);
+    if (n > UINT32_MAX / 2) return tps_fail(err, TPS_ERANGE, "kv cache: too many blocks");
+    *n_out = n;
+    *nl_out = nl;
+    return 0;
+}
+
 int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     *out = NULL;
     uint32_t head_dim = 0;
@@ -126,26 +151,10 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     /* K+V bytes of one global and one local block */
     size_t gb = kv_cache_block_bytes(p->n_layers - n_local, p->kv_dim, p->block_tokens, p->kv_type);
     size_t lb = kv_cache_block_bytes(n_local, p->kv_dim, p->block_tokens, p->kv_type);
-    uint64_t n = p->n_blocks, nl;
-    if (n) {
-        nl = n_local ? n : 0;
-    } else { /* the budget holds n_l local and n global blocks, n_l <= n */
-        nl = n_local ? p->mem_bytes / (gb + lb) : 0;
-        if (n_local && p->n_local_blocks && nl > p->n_local_blocks) nl = p->n_local_blocks;
-        n = p->mem_bytes >= nl * lb ? (p->mem_bytes - nl * lb) / gb : 0;
-    }
-    if (nl && p->n_local_blocks && nl > p->n_local_blocks) nl = p->n_local_blocks;
-    if (nl > n) nl = n;
-    if (n == 0) {
+    uint64_t n = 0, nl = 0;
+    if ((rc = pool_blocks(p, n_local, gb, lb, &n, &nl, err))) {
         kv_cache_free(kv);
-        return tps_fail(err, TPS_EINVAL,
-                        "kv cache: %zu bytes hold no block (one block of %u tokens takes %zu "
-                        "bytes); raise --kv-mem",
-                        p->mem_bytes, p->block_tokens, gb + lb);
-    }
-    if (n > UINT32_MAX / 2) {
-        kv_cache_free(kv);
-        return tps_fail(err, TPS_ERANGE, "kv cache: too many blocks");
+        return rc;
     }
     kv->n_layers = p->n_layers;
     kv->kv_dim = p->kv_dim;
@@ -169,8 +178,11 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
      * for a while pays a page walk through cold page tables, which cost
      * 5-10% of a unique-prompt workload once the prefix cache stopped
      * reusing the same few warm blocks. */
-    kv->k = huge_map(half);
-    kv->v = huge_map(half);
+    kv->accounting_only = p->accounting_only;
+    if (!kv->accounting_only) {
+        kv->k = huge_map(half);
+        kv->v = huge_map(half);
+    }
     kv->free_list = malloc(sizeof(uint32_t) * n);
     kv->refs = calloc(n, sizeof *kv->refs);
     int pc_rc =
@@ -179,7 +191,8 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
         kv_cache_free(kv);
         return pc_rc;
     }
-    if (!kv->k || !kv->v || !kv->free_list || !kv->refs || create_local(kv)) {
+    if ((!kv->accounting_only && (!kv->k || !kv->v)) || !kv->free_list || !kv->refs ||
+        create_local(kv)) {
         kv_cache_free(kv);
         return tps_fail(err, TPS_ENOMEM, "kv cache: cannot allocate %zu bytes for %llu blocks",
                         2 * half, (unsigned long long)n);
@@ -480,7 +493,11 @@ int kv_seq_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src, uint32_t n_tokens)
         if (local && i >= src->l_lo) hold_local(kv, dst->lblocks[i] = src->lblocks[i]);
         dst->blocks[dst->n_blocks++] = b;
     }
-    if (partial) {
+    if (partial && kv->accounting_only) { /* the same blocks taken, nothing copied */
+        uint32_t to = take_block(kv);
+        if (local) dst->lblocks[full] = take_local(kv);
+        dst->blocks[dst->n_blocks++] = to;
+    } else if (partial) {
         uint32_t from = src->blocks[full], to = take_block(kv);
         memcpy(kv->k + (size_t)to * kv->block_bytes, kv->k + (size_t)from * kv->block_bytes,
                kv->block_bytes);

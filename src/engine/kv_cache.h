@@ -62,6 +62,10 @@ typedef struct kv_cache_params {
      * prefers evicting a cached block nobody holds to touching a fresh one
      * (and what kv_cache_warm faults in ahead); 0: the whole pool. */
     uint32_t resident_blocks;
+    /* The block accounting alone (tables, refcounts, the prefix index, the
+     * LRU), with no K/V memory behind it: what a planner simulating the
+     * engine moves blocks in (planner.h). Nothing may read or write K/V. */
+    bool accounting_only;
 } kv_cache_params;
 
 typedef struct kv_cache {
@@ -71,9 +75,10 @@ typedef struct kv_cache {
     size_t head_bytes;  /* one head at one position: head_dim elements of kv_type */
     size_t block_bytes; /* one global block of K (or V): global layers * block_tokens * n_kv_heads
                            heads */
-    uint8_t *k, *v;     /* n_blocks * block_bytes each (anonymous maps) */
-    size_t map_bytes;   /* bytes of each map */
-    size_t warm_bytes;  /* leading bytes of each map faulted in by kv_cache_warm */
+    uint8_t *k, *v;     /* n_blocks * block_bytes each (anonymous maps); NULL accounting_only */
+    bool accounting_only;
+    size_t map_bytes;         /* bytes of each map */
+    size_t warm_bytes;        /* leading bytes of each map faulted in by kv_cache_warm */
     uint32_t resident_blocks; /* kv_cache_params.resident_blocks; n_blocks for 0 */
     uint32_t n_touched;       /* blocks 0 .. n_touched-1 were handed out at least once */
     uint32_t *free_list;      /* stack of free block ids that hold nothing cached */

@@ -2,7 +2,7 @@
  * softmax of the model's raw logits (before logit_bias, penalties and
  * temperature: vLLM's default and what llama.cpp's n_probs reports), and
  * the k most likely tokens. Pure functions of the row; no allocation.
- * Not here: which rows want them (engine.c), their JSON (server). */
+ * Not here: which rows want them (planner.c, engine_step.c), their JSON (server). */
 #ifndef TPS_LOGPROBS_H
 #define TPS_LOGPROBS_H
 

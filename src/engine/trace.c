@@ -41,11 +41,15 @@ static double us(const trace *t, uint64_t ns) {
     return ns > t->t_origin ? (double)(ns - t->t_origin) / 1000.0 : 0.0;
 }
 
-static void span(FILE *fp, const trace *t, const char *name, uint64_t tid, uint64_t a, uint64_t b,
-                 int *first) {
+/* A span of a request's track; args: its id (for a replay of the trace). */
+static void span(FILE *fp, const trace *t, const char *name, uint64_t tid, uint64_t id, uint64_t a,
+                 uint64_t b, int *first) {
     if (!a || !b || b < a) return;
-    fprintf(fp, "%s{\"name\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%llu,\"ts\":%.3f,\"dur\":%.3f}",
-            *first ? "" : ",\n", name, (unsigned long long)tid, us(t, a), (double)(b - a) / 1000.0);
+    fprintf(fp,
+            "%s{\"name\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%llu,\"ts\":%.3f,\"dur\":%.3f,"
+            "\"args\":{\"id\":%llu}}",
+            *first ? "" : ",\n", name, (unsigned long long)tid, us(t, a), (double)(b - a) / 1000.0,
+            (unsigned long long)id);
     *first = 0;
 }
 
@@ -54,9 +58,11 @@ int trace_write(const trace *t, const char *path, tps_err *err) {
     if (!fp) return tps_fail(err, TPS_EIO, "trace: cannot create '%s': %s", path, strerror(errno));
     int first = 1;
     fprintf(fp,
-            "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped_records\":%llu},"
+            "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped_records\":%llu,"
+            "\"prime\":{\"t1_ns\":%.0f,\"tn_ns\":%.0f,\"n\":%u,\"itl_target_ms\":%.9g}},"
             "\"traceEvents\":[\n",
-            (unsigned long long)t->dropped);
+            (unsigned long long)t->dropped, t->prime.t1_ns, t->prime.tn_ns, t->prime.n,
+            t->prime.itl_target_ms);
     fprintf(fp, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,"
                 "\"args\":{\"name\":\"engine steps\"}}");
     first = 0;
@@ -67,11 +73,12 @@ int trace_write(const trace *t, const char *path, tps_err *err) {
                 "\"args\":{\"prefill_tokens\":%u,\"decode_tokens\":%u,\"running\":%u,"
                 "\"waiting\":%u,\"kv_blocks\":%u,\"preemptions\":%u,\"cached_tokens\":%u,"
                 "\"predicted_ms\":%.3f,\"actual_ms\":%.3f,\"weight_bytes\":%llu,"
-                "\"experts\":%u}}",
+                "\"experts\":%u,\"after_ms\":%.6f,\"taken\":%u}}",
                 us(t, s->t0), (double)(s->t1 - s->t0) / 1000.0, s->prefill_tokens, s->decode_tokens,
                 s->running, s->waiting, s->kv_blocks, s->preemptions, s->cached_tokens,
                 (double)s->predicted_ns / 1e6, (double)(s->t1 - s->t0) / 1e6,
-                (unsigned long long)s->weight_bytes, s->experts);
+                (unsigned long long)s->weight_bytes, s->experts,
+                s->t2 > s->t1 ? (double)(s->t2 - s->t1) / 1e6 : 0.0, s->taken);
     }
     for (size_t i = 0; i < t->n_reqs; i++) {
         const trace_req *r = &t->reqs[i];
@@ -83,10 +90,10 @@ int trace_write(const trace *t, const char *path, tps_err *err) {
                 (unsigned long long)tid, (unsigned long long)r->id, r->choice,
                 engine_finish_name(r->finish), r->tm.prompt_tokens, r->tm.generated_tokens,
                 r->tm.cached_tokens, r->tm.preemptions);
-        span(fp, t, "queued", tid, r->tm.t_queued, r->tm.t_first_scheduled, &first);
-        span(fp, t, "prefill", tid, r->tm.t_first_scheduled,
+        span(fp, t, "queued", tid, r->id, r->tm.t_queued, r->tm.t_first_scheduled, &first);
+        span(fp, t, "prefill", tid, r->id, r->tm.t_first_scheduled,
              r->tm.t_first_token ? r->tm.t_first_token : r->tm.t_finished, &first);
-        span(fp, t, "decode", tid, r->tm.t_first_token, r->tm.t_finished, &first);
+        span(fp, t, "decode", tid, r->id, r->tm.t_first_token, r->tm.t_finished, &first);
     }
     fprintf(fp, "\n]}\n");
     if (fclose(fp) != 0)

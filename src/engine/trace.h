@@ -16,6 +16,8 @@
 
 typedef struct trace_step {
     uint64_t t0, t1;
+    uint64_t t2;    /* its events published: the next step may start */
+    uint32_t taken; /* requests moved from submit into the queue since the last step */
     uint32_t prefill_tokens, decode_tokens, running, waiting, kv_blocks, preemptions;
     uint32_t cached_tokens; /* prompt tokens admitted from the prefix cache this step */
     uint64_t predicted_ns;  /* the step-time model's prediction (t1 - t0 is the actual) */
@@ -30,7 +32,16 @@ typedef struct trace_req {
     engine_finish finish;
 } trace_req;
 
+/* The warm-up's measurements the step-time model was primed with
+ * (sched_prime), so a replay of the trace can prime its own the same way. */
+typedef struct trace_prime {
+    double t1_ns, tn_ns;
+    uint32_t n;
+    double itl_target_ms; /* as asked (< 0 automatic, 0 off) */
+} trace_prime;
+
 typedef struct trace {
+    trace_prime prime;
     trace_step *steps;
     size_t n_steps, cap_steps;
     trace_req *reqs;

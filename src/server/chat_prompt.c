@@ -238,6 +238,36 @@ int chat_prompt_init(chat_prompt *p, const char *src, size_t len, const char *to
     return 0;
 }
 
+int chat_prompt_for_model(chat_prompt *p, const gguf_file *f, const tokenizer *tok,
+                          const char *name, tps_err *err) {
+    gguf_str jt = {0}, tu = {0};
+    gguf_get_str(f, "tokenizer.chat_template", &jt);
+    gguf_get_str(f, "tokenizer.chat_template.tool_use", &tu);
+    int rc;
+    if (name)
+        rc = chat_prompt_builtin(p, name, CHAT_SRC_NAMED, err);
+    else if (jt.len)
+        rc = chat_prompt_init(p, jt.ptr, (size_t)jt.len, tu.len ? tu.ptr : NULL, (size_t)tu.len,
+                              CHAT_SRC_GGUF, "tokenizer.chat_template", err);
+    else
+        rc = chat_prompt_builtin(p, "chatml", CHAT_SRC_DEFAULT, err);
+    return rc ? rc : chat_prompt_vocab(p, tok, err);
+}
+
+int chat_prompt_vocab(chat_prompt *p, const tokenizer *tok, tps_err *err) {
+    size_t bl = 0, el = 0;
+    int32_t bos = tokenizer_bos(tok), eos = tokenizer_eos(tok);
+    const char *bt = bos >= 0 ? tokenizer_token_text(tok, bos, &bl) : NULL;
+    const char *et = eos >= 0 ? tokenizer_token_text(tok, eos, &el) : NULL;
+    free(p->bos);
+    free(p->eos);
+    p->bos = strndup(bt ? bt : "", bt ? bl : 0);
+    p->eos = strndup(et ? et : "", et ? el : 0);
+    if (!p->bos || !p->eos) return tps_fail(err, TPS_ENOMEM, "out of memory");
+    p->strip_bos = tokenizer_adds_bos(tok);
+    return 0;
+}
+
 int chat_prompt_builtin(chat_prompt *p, const char *name, chat_source source, tps_err *err) {
     chat_tmpl t = source == CHAT_SRC_DEFAULT ? CHAT_TMPL_CHATML : chat_tmpl_from_name(name);
     if (t == CHAT_TMPL_UNKNOWN)

@@ -33,6 +33,8 @@
 #include "base/error.h"
 #include "base/sbuf.h"
 #include "jinja/jinja.h"
+#include "model/gguf.h"
+#include "model/tokenizer.h"
 #include "server/tools.h"
 
 typedef enum chat_source {
@@ -78,6 +80,16 @@ int chat_prompt_init(chat_prompt *p, const char *src, size_t len, const char *to
  * another name. */
 int chat_prompt_builtin(chat_prompt *p, const char *name, chat_source source, tps_err *err);
 void chat_prompt_free(chat_prompt *p);
+/* The template tps serve uses for a model file without
+ * --chat-template-file: the built-in `name` when given, else the file's
+ * own (with its tool_use variant), else ChatML (source CHAT_SRC_DEFAULT:
+ * the caller warns); then chat_prompt_vocab. tps plan tokenizes chat
+ * bodies through it, as the server does. */
+int chat_prompt_for_model(chat_prompt *p, const gguf_file *f, const tokenizer *tok,
+                          const char *name, tps_err *err);
+/* The vocabulary's BOS and EOS texts and whether the tokenizer adds BOS,
+ * which every render reads. */
+int chat_prompt_vocab(chat_prompt *p, const tokenizer *tok, tps_err *err);
 /* "GGUF tokenizer.chat_template", "file x.jinja", "built-in llama3",
  * "ChatML (the model file has no template)" */
 const char *chat_prompt_describe(const chat_prompt *p, char *buf, size_t cap);

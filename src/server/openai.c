@@ -256,6 +256,17 @@ static int parse_template_fields(json_t *o, oai_request *r, oai_error *e) {
  * Entry point
  * ------------------------------------------------------------------------- */
 
+chat_request oai_chat_inputs(const oai_request *r) {
+    json_t *root = r->json;
+    return (chat_request){
+        .messages = json_object_get(root, "messages"),
+        .tools = r->tool_choice != TOOL_CHOICE_NONE ? json_object_get(root, "tools") : NULL,
+        .kwargs = r->template_kwargs,
+        .add_generation_prompt = r->add_generation_prompt,
+        .continue_final_message = r->continue_final_message,
+    };
+}
+
 void oai_request_free(oai_request *r) {
     if (!r) return;
     free(r->prompt_ids);

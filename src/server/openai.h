@@ -19,6 +19,7 @@
 
 #include "engine/logprobs.h"
 #include "engine/sampler.h"
+#include "server/chat_prompt.h"
 #include "server/chat_template.h"
 #include "base/sbuf.h"
 #include "server/tools.h"
@@ -144,6 +145,10 @@ typedef struct oai_error {
  * unsupported_parameter) and r left empty. */
 int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_error *e);
 void oai_request_free(oai_request *r);
+/* A chat request as its template's inputs (chat_prompt.h): messages, the
+ * tools (none under tool_choice "none"), chat_template_kwargs, the
+ * generation prompt. Borrowed from r. */
+chat_request oai_chat_inputs(const oai_request *r);
 
 /* Fills e; param and code may be NULL. Returns TPS_EINVAL. */
 int oai_error_set(oai_error *e, int status, const char *type, const char *param, const char *code,

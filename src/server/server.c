@@ -243,6 +243,8 @@ int server_create(server **out, const server_config *c, tps_err *err) {
     s->chat_template_file = dup_or_null(c->chat_template_file);
     s->model_path = dup_or_null(c->model_path);
     s->model_id = dup_or_null(c->model_id);
+    s->calibration_out = dup_or_null(c->calibration_out);
+    s->cfg.calibration_out = s->calibration_out;
     s->cfg.host = s->host;
     s->cfg.api_key = s->api_key;
     s->cfg.chat_template = s->chat_template_name;
@@ -351,31 +353,14 @@ static int template_from_file(server *s, tps_err *err) {
  * texts of BOS and EOS it reads, and how its end-of-turn stops a chat (a
  * token id, or a stop string). */
 static int choose_template(server *s, tps_err *err) {
-    gguf_str jt = {0}, tu = {0};
-    gguf_get_str(s->model->file, "tokenizer.chat_template", &jt);
-    gguf_get_str(s->model->file, "tokenizer.chat_template.tool_use", &tu);
-    int rc;
-    if (s->chat_template_file)
-        rc = template_from_file(s, err);
-    else if (s->chat_template_name)
-        rc = chat_prompt_builtin(&s->prompt, s->chat_template_name, CHAT_SRC_NAMED, err);
-    else if (jt.len)
-        rc = chat_prompt_init(&s->prompt, jt.ptr, (size_t)jt.len, tu.len ? tu.ptr : NULL,
-                              (size_t)tu.len, CHAT_SRC_GGUF, "tokenizer.chat_template", err);
-    else
-        rc = chat_prompt_builtin(&s->prompt, "chatml", CHAT_SRC_DEFAULT, err);
+    int rc = s->chat_template_file ? template_from_file(s, err)
+                                   : chat_prompt_for_model(&s->prompt, s->model->file, s->tok,
+                                                           s->chat_template_name, err);
+    if (!rc && s->chat_template_file) rc = chat_prompt_vocab(&s->prompt, s->tok, err);
     if (rc) return rc;
     if (s->prompt.source == CHAT_SRC_DEFAULT)
         fprintf(s->log, "tps serve: warning: the model has no chat template; chat uses ChatML "
                         "(--chat-template NAME or --chat-template-file FILE to choose)\n");
-    size_t bl = 0, el = 0;
-    int32_t bos = tokenizer_bos(s->tok), eos = tokenizer_eos(s->tok);
-    const char *bt = bos >= 0 ? tokenizer_token_text(s->tok, bos, &bl) : NULL;
-    const char *et = eos >= 0 ? tokenizer_token_text(s->tok, eos, &el) : NULL;
-    s->prompt.bos = strndup(bt ? bt : "", bt ? bl : 0);
-    s->prompt.eos = strndup(et ? et : "", et ? el : 0);
-    if (!s->prompt.bos || !s->prompt.eos) return tps_fail(err, TPS_ENOMEM, "out of memory");
-    s->prompt.strip_bos = tokenizer_adds_bos(s->tok);
     const char *eot = s->prompt.eot;
     int32_t id = eot ? tokenizer_find(s->tok, eot, strlen(eot)) : TOKEN_NONE;
     if (eot && id == TOKEN_NONE)
@@ -487,6 +472,7 @@ int server_load(server *s, tps_err *err) {
     engine_params ep = s->cfg.engine;
     ep.model = s->model;
     ep.tok = s->tok;
+    if ((rc = server_calib_begin(s, &ep, err))) return rc;
     if ((rc = engine_create(&s->eng, &ep, err))) return rc;
     /* the roofline /metrics reads figures against: cached, or measured
      * once now (about a second, before the port says ready) */
@@ -530,6 +516,7 @@ void server_free(server *s) {
     server_work_free(s);
     if (s->ev_engine) event_free(s->ev_engine);
     engine_destroy(s->eng);
+    server_calib_end(s);
     while (s->inflight) {
         req_ctx *c = s->inflight;
         if (c->conn) evhttp_connection_set_closecb(c->conn, NULL, NULL);
@@ -561,6 +548,7 @@ void server_free(server *s) {
     free(s->chat_template_file);
     free(s->model_path);
     free(s->model_id);
+    free(s->calibration_out);
     free_strs(s->cors_origins);
     free_strs(s->allowed_hosts);
     free(s);

@@ -70,6 +70,10 @@ typedef struct server_config {
     uint32_t grammar_cache;
     int signal_fd; /* -1, or a signalfd: readable -> drain; a second -> stop */
     FILE *log;     /* startup lines and warnings; NULL: stderr */
+    /* At server_free, the step-cost model fitted on every step served is
+     * written here (engine/step_fit.h; tps plan --calibration reads it);
+     * NULL: none. */
+    const char *calibration_out;
 } server_config;
 
 void server_config_default(server_config *c);

@@ -209,6 +209,8 @@ struct server {
     machine_limits machine;                /* this machine's limits (tps machine); zeros: unknown */
     grammar_cache *grammars; /* compiled grammars and their memory budget (any thread) */
     size_t cursor_bytes;     /* one constrained choice's recognizer (reserved per choice) */
+    char *calibration_out;   /* --save-calibration (server_calib.c) */
+    struct step_fit *calib;  /* its running fit, written by the engine thread */
     atomic_bool ready;
 
     /* Requests from other threads: drain / stop. */
@@ -252,6 +254,7 @@ struct server {
  *   server_prepare.c  bodies: parse, render, tokenize; answer or submit
  *   server_stream.c   request contexts; engine events -> responses
  *   server_metrics.c  the /metrics page and the request histograms
+ *   server_calib.c    --save-calibration: the step-cost model fitted while serving
  *   server_reply.c    whole answers and errors
  *   server_conn.c     the connection table and the final flush
  *   server_admit.c    admission: classes, limits, shedding, refusals */
@@ -290,6 +293,11 @@ void server_check_gone(server *s);
 int server_hists_create(server_hists *h, tps_err *err);
 void server_hists_free(server_hists *h);
 void server_metrics_render(server *s, sbuf *out);
+
+/* server_calib.c: --save-calibration. Before engine_create, the step
+ * observer that fits every step; after engine_destroy, the file. */
+int server_calib_begin(server *s, engine_params *ep, tps_err *err);
+void server_calib_end(server *s);
 
 /* server_reply.c: whole answers; the request is finished (and may be
  * freed) after each */

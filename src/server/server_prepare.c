@@ -123,22 +123,9 @@ done:
     json_decref(root);
 }
 
-/* The chat request as the template's inputs: messages, the tools (none
- * under tool_choice "none"), chat_template_kwargs, the generation prompt. */
-static chat_request chat_inputs(const oai_request *r) {
-    json_t *root = r->json;
-    return (chat_request){
-        .messages = json_object_get(root, "messages"),
-        .tools = r->tool_choice != TOOL_CHOICE_NONE ? json_object_get(root, "tools") : NULL,
-        .kwargs = r->template_kwargs,
-        .add_generation_prompt = r->add_generation_prompt,
-        .continue_final_message = r->continue_final_message,
-    };
-}
-
 /* The rendered chat prompt into text; 0 or the error to answer with. */
 static int render_chat(server *s, const oai_request *r, sbuf *text, oai_error *e) {
-    chat_request rq = chat_inputs(r);
+    chat_request rq = oai_chat_inputs(r);
     chat_error ce;
     int rc = chat_prompt_render(&s->prompt, &rq, text, &ce);
     if (rc)

@@ -140,4 +140,15 @@ uint32_t bench_client_threads_auto(const bench_config *cfg, const workload *wl);
 int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, tps_err *e);
 void bench_run_free(bench_run_out *out);
 
+/* Something that runs a load and records it as bench_run does: the spec's
+ * runs and the capacity search call it in bench_run's place when given
+ * (tps plan's simulated server answers with predicted records). */
+typedef int (*bench_run_fn)(bench_run_out *out, const bench_config *cfg, const workload *wl,
+                            void *arg, tps_err *e);
+/* A new record (zeroed, its timeline allocated) for request number seq of
+ * the run, sending workload item `item`: what bench_run and a
+ * bench_run_fn start each request's record with. */
+int bench_record_init(bench_record *rec, const workload *wl, uint32_t item, uint64_t seq,
+                      tps_err *e);
+
 #endif

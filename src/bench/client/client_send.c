@@ -10,14 +10,10 @@
 #include "bench/client/client_internal.h"
 #include "bench/workload/convo.h"
 
-/* A record for request number seq (over every loop of the run), sending
- * workload item `item`. */
-int client_new_record(run_state *r, size_t *idx, uint64_t seq, uint32_t item, tps_err *e) {
-    if (TPS_GROW(r->recs, r->cap_recs, r->n_recs + 1, 256))
-        return tps_fail(e, TPS_ENOMEM, "cannot allocate %zu request records", r->n_recs + 1);
-    bench_record *rec = &r->recs[r->n_recs];
+int bench_record_init(bench_record *rec, const workload *wl, uint32_t item, uint64_t seq,
+                      tps_err *e) {
     memset(rec, 0, sizeof *rec);
-    const workload_item *it = &r->wl->items[item];
+    const workload_item *it = &wl->items[item];
     size_t cap_ev = it->max_tokens + 2u < 65536u ? it->max_tokens + 2u : 65536u;
     int rc = timeline_init(&rec->tl, cap_ev, e);
     if (rc) return rc;
@@ -26,6 +22,16 @@ int client_new_record(run_state *r, size_t *idx, uint64_t seq, uint32_t item, tp
     rec->max_tokens = it->max_tokens;
     rec->input_target = it->input_target;
     rec->input_client = it->input_tokens;
+    return TPS_OK;
+}
+
+/* A record for request number seq (over every loop of the run), sending
+ * workload item `item`. */
+int client_new_record(run_state *r, size_t *idx, uint64_t seq, uint32_t item, tps_err *e) {
+    if (TPS_GROW(r->recs, r->cap_recs, r->n_recs + 1, 256))
+        return tps_fail(e, TPS_ENOMEM, "cannot allocate %zu request records", r->n_recs + 1);
+    int rc = bench_record_init(&r->recs[r->n_recs], r->wl, item, seq, e);
+    if (rc) return rc;
     *idx = r->n_recs++;
     return TPS_OK;
 }

@@ -155,6 +155,7 @@ json_t *bench_spec_config_json(const bench_spec *s, const bench_config *cfg, con
         if (x) json_object_set_new(jc, "extra_body", x);
     }
     if (jc) config_workload_shape(jc, s, cfg);
+    if (jc && s->config_extra) json_object_update(jc, s->config_extra);
     return jc;
 }
 
@@ -163,7 +164,7 @@ json_t *bench_spec_config_json(const bench_spec *s, const bench_config *cfg, con
 static int scrape_url(char *url, size_t cap, const bench_spec *s, const bench_config *cfg,
                       FILE *log, const char *prog, tps_err *e) {
     url[0] = 0;
-    if (s->scrape && !strcmp(s->scrape, "off")) return TPS_OK;
+    if (s->run || (s->scrape && !strcmp(s->scrape, "off"))) return TPS_OK;
     if (s->scrape) {
         snprintf(url, cap, "%s", s->scrape);
         const http_auth a = auth_of(cfg);
@@ -206,7 +207,7 @@ int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char
         return rc;
     }
     bench_run_out run;
-    rc = bench_run(&run, &cfg, &wl, e);
+    rc = s->run ? s->run(&run, &cfg, &wl, s->run_arg, e) : bench_run(&run, &cfg, &wl, e);
     json_t *metrics = sc ? scrape_stop(sc, rc ? 0 : run.t_start_ns) : NULL;
     if (rc) {
         json_decref(metrics);

@@ -45,6 +45,12 @@ typedef struct bench_spec {
      * sends the prompts of another and a server's prefix cache serves only
      * what --prefix-len shares; the result's config.seed says which. */
     bool seed_given;
+    /* Runs the load in bench_run's place (NULL: bench_run, against the URL);
+     * no endpoint is scraped then. */
+    bench_run_fn run;
+    void *run_arg;
+    json_t *config_extra; /* fields the result's config also carries (borrowed); NULL none */
+    bool given_prefixes, given_think; /* as parsed: --prefixes, --think-time given (checks) */
 } bench_spec;
 
 /* A seed no earlier run is likely to have used (the kernel's random bytes,

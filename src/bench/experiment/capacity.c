@@ -190,7 +190,7 @@ static int run_probe(capacity_probe *p, const capacity_opts *o, const bench_conf
     p->scheduled = scheduled_sends(&c);
     const uint64_t t0 = tps_now_ns();
     bench_run_out ro;
-    int rc = bench_run(&ro, &c, wl, e);
+    int rc = o->run ? o->run(&ro, &c, wl, o->run_arg, e) : bench_run(&ro, &c, wl, e);
     if (o->prepare) workload_free(&own);
     if (rc) return rc;
     p->sent = ro.n;

@@ -63,6 +63,8 @@ typedef struct capacity_opts {
     int (*prepare)(workload *wl, bench_config *cfg, size_t k, double rate, double dur, void *arg,
                    tps_err *e);
     void *prepare_arg;
+    bench_run_fn run; /* runs each probe in bench_run's place (NULL: bench_run) */
+    void *run_arg;
 } capacity_opts;
 
 /* The defaults above, with no SLO set. */

@@ -295,6 +295,23 @@ static void definitions_section(FILE *f) {
           f);
 }
 
+/* Predictions beside measurements, when the set pairs any: the terminal's
+ * table, as text. */
+static void predicted_section(FILE *f, const rset *s) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) return;
+    size_t pairs = rset_print_predicted(m, s);
+    fclose(m);
+    if (pairs && buf) {
+        fputs("<h2>Predicted beside measured</h2>\n<pre>", f);
+        rhtml_esc(f, buf);
+        fputs("</pre>\n", f);
+    }
+    free(buf);
+}
+
 int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
                     const char *plot_note, const char *path, tps_err *e) {
     FILE *f = fopen(path, "w");
@@ -307,6 +324,7 @@ int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
           "over completed requests, from the scheduled start.</p>\n",
           f);
     table(f, s);
+    predicted_section(f, s);
     const bool missing = !plots_section(f, plots, svg_dir, plot_note);
     definitions_section(f);
     return rhtml_close(f, path, missing, svg_dir, e);

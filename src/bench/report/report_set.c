@@ -238,6 +238,9 @@ static void label_points(rset *s) {
             else
                 snprintf(p->label, sizeof p->label, "%.200s #%zu", base_name(p->source), i + 1);
         }
+        size_t n2 = strlen(p->label);
+        if (rset_point_predicted(p) && n2 + 11 < sizeof p->label)
+            snprintf(p->label + n2, sizeof p->label - n2, " predicted");
     }
 }
 
@@ -464,6 +467,7 @@ void rset_print(FILE *f, const rset *s) {
     }
     print_row_notes(f, s);
     if (top > 0) print_bars(f, s, top);
+    rset_print_predicted(f, s);
     print_capacity(f, s);
 }
 

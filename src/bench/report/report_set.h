@@ -92,6 +92,13 @@ double rset_point_cached_pct(const rset_point *p);
 
 void rset_print(FILE *f, const rset *s);
 
+/* report_pred.c: whether p is a prediction (tps plan: config.predicted),
+ * and the table of each prediction beside the measured point of the same
+ * load (output tok/s, TTFT and ITL p50/p99, the error); the pairs shown
+ * (0: none, nothing printed). */
+bool rset_point_predicted(const rset_point *p);
+size_t rset_print_predicted(FILE *f, const rset *s);
+
 /* ---- plots ---------------------------------------------------------------------------- */
 
 typedef struct rplot {

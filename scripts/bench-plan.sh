@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# tps plan's accuracy against tps bench (docs/plan.md; run by make bench).
+# For each model preset: calibrate (tps plan calibrate), serve it (with
+# --save-calibration) and measure every point of the grid with tps bench:
+# closed loop at concurrency 1/4/16/64 with 128/128 and 512/64
+# prompt/output tokens, the capacity under an SLO (--find-max-rate), then
+# Poisson rates at 25/50/75/100% of the measured capacity. Then predict
+# every point with tps plan: from tps plan calibrate's fit, from the
+# server's own fit, and from the roofline alone. Last,
+# scripts/plan_table.py writes the table of every point into docs/plan.md.
+# The server runs with --no-prefix-cache (and the plans with it), so that
+# no point's TTFT depends on what the points before it left in the one
+# server's cache: a plan starts from an empty one.
+#
+# usage: scripts/bench-plan.sh [BUILD_DIR]
+# env:   TPS_PLAN_MODELS   presets (default "15M 110M 1B"), made as q8_0 in
+#                          TPS_BENCH_DIR (default /tmp/tps-bench) when absent
+#        TPS_PLAN_POINT_S  seconds each point sends for (default 20)
+#        TPS_PLAN_SLO      the capacity search's SLO (default ttft=3000,tpot=300)
+#        TPS_PLAN_DOC      the page the table goes into (default docs/plan.md;
+#                          "none": print it only)
+#        BENCH_THREADS     kernel threads (default 2)
+set -euo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/.."
+tps=$PWD/$build/tps
+dir=${TPS_BENCH_DIR:-/tmp/tps-bench}
+out=$dir/plan
+models=${TPS_PLAN_MODELS:-15M 110M 1B}
+point_s=${TPS_PLAN_POINT_S:-20}
+slo=${TPS_PLAN_SLO:-ttft=3000,tpot=300}
+doc=${TPS_PLAN_DOC:-docs/plan.md}
+threads=${BENCH_THREADS:-2}
+mkdir -p "$out"
+# the roofline's machine limits measured here, for these threads (not a cache
+# another run left behind)
+export XDG_CACHE_HOME=$out/cache
+: >"$out/points.txt"
+: >"$out/capacity.txt"
+
+spid=
+. scripts/served-lib.sh # stop_server: the server in $spid (it writes its fit at exit)
+trap "stop_server || true" EXIT # (set -e: its kill of a server already gone fails)
+
+serve() { # serve MODEL LOG CALIBRATION: start tps serve on a free port, set $url
+  "$tps" serve -m "$1" --host 127.0.0.1 --port 0 --threads "$threads" --no-prefix-cache \
+    --save-calibration "$3" >"$2" 2>&1 &
+  spid=$!
+  url=
+  for _ in $(seq 1 1200); do
+    url=$(sed -n 's/.*listening on \(http:\/\/127\.0\.0\.1:[0-9]*\).*/\1/p' "$2" | head -1)
+    [ -n "$url" ] && return 0
+    kill -0 "$spid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "bench-plan: tps serve did not start ($2)" >&2
+  exit 1
+}
+
+# measure MODEL FILE NAME LOAD...: the point measured; its prediction comes later
+measure() {
+  local m=$1 f=$2 name=$3 base=$out/$1-$3
+  shift 3
+  echo "== $m $name: $*"
+  "$tps" bench --url "$url" --tokenizer "$f" "$@" --duration "$point_s" --timeout 600 \
+    --no-progress --quiet --json "$base.json" || echo "bench-plan: $m $name: bench failed" >&2
+  echo "$m $name $*" >>"$out/todo-$m.txt"
+}
+
+# predict MODEL FILE: every point measured, predicted three ways
+predict() {
+  local m=$1 f=$2 name load base
+  while read -r _ name load; do
+    base=$out/$m-$name
+    read -r -a args <<<"$load"
+    "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/cal-$m.txt" "${args[@]}" \
+      --duration "$point_s" --timeout 600 --quiet --json "$base.plan.json"
+    "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/serve-cal-$m.txt" "${args[@]}" \
+      --duration "$point_s" --timeout 600 --quiet --json "$base.served.json" || true
+    "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache "${args[@]}" --duration "$point_s" --timeout 600 \
+      --quiet --json "$base.roof.json"
+    echo "$m $name $base.json $base.plan.json $base.roof.json $base.served.json" \
+      >>"$out/points.txt"
+  done <"$out/todo-$m.txt"
+}
+
+max_rate() { # the answer of a capacity search's JSON
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("max_rate", 0))' "$1"
+}
+
+for m in $models; do
+  f=$dir/$m-q8_0.gguf
+  [ -f "$f" ] || "$tps" model make --preset "$m" --type q8_0 -o "$f"
+  echo "== $m: tps plan calibrate"
+  "$tps" plan calibrate -m "$f" --threads "$threads" -o "$out/cal-$m.txt"
+  : >"$out/todo-$m.txt"
+  serve "$f" "$out/serve-$m.log" "$out/serve-cal-$m.txt"
+  for shape in 128/128 512/64; do
+    for c in 1 4 16 64; do
+      measure "$m" "$f" "c$c-${shape/\//-}" --concurrency "$c" --input-len "${shape%/*}" \
+        --output-len "${shape#*/}"
+    done
+  done
+  echo "== $m: capacity under $slo (measured, then predicted)"
+  cap=(--find-max-rate --slo "$slo" --duration "$point_s" --input-len 128 --output-len 128)
+  "$tps" bench --url "$url" --tokenizer "$f" "${cap[@]}" --no-progress --quiet \
+    --json "$out/$m-capacity.json" || true
+  top=$(max_rate "$out/$m-capacity.json" 2>/dev/null || echo 0)
+  if python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)" "$top"; then
+    for pc in 25 50 75 100; do
+      r=$(python3 -c "import sys; print(float(sys.argv[1]) * int(sys.argv[2]) / 100)" "$top" "$pc")
+      measure "$m" "$f" "rate$pc" --rate "$r" --input-len 128 --output-len 128
+    done
+  else
+    echo "bench-plan: $m: no measured capacity under $slo: no rate points" >&2
+  fi
+  stop_server || true
+  echo "== $m: predictions (tps plan calibrate's fit, the server's, the roofline)"
+  predict "$m" "$f"
+  "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/cal-$m.txt" "${cap[@]}" --quiet \
+    --json "$out/$m-capacity.plan.json" || true
+  echo "$m $out/$m-capacity.json $out/$m-capacity.plan.json" >>"$out/capacity.txt"
+done
+
+if [ "$doc" = none ]; then
+  cp docs/plan.md "$out/plan.md"
+  python3 scripts/plan_table.py "$out" "$out/plan.md"
+  sed -n '/plan-table:begin/,/plan-table:end/p' "$out/plan.md"
+else
+  python3 scripts/plan_table.py "$out" "$doc"
+fi

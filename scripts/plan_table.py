@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""docs/plan.md's accuracy table from scripts/bench-plan.sh's results.
+
+Reads DIR/points.txt (one line per point: model, name, measured.json,
+calibrated.json, roofline.json and, optionally, served.json: predicted
+from the server's own --save-calibration) and DIR/capacity.txt (model, measured
+capacity.json, predicted capacity.json), every file a tps bench result or
+capacity search, and writes the markdown between the markers
+<!-- plan-table:begin --> and <!-- plan-table:end --> of DOC: one row per
+point with the measured figure, the calibrated prediction and its error
+(output tok/s [steady], TTFT p50/p99, ITL p50/p99), the uncalibrated
+(roofline) output tok/s and its error, then each model's share of points
+within the issue's bounds (10% for tok/s and the p50s, 20% for the p99s),
+and the capacity under the SLO measured and predicted.
+
+usage: scripts/plan_table.py DIR DOC
+"""
+import json
+import os
+import sys
+
+BOUNDS = {"tps": 0.10, "ttft50": 0.10, "itl50": 0.10, "ttft99": 0.20, "itl99": 0.20}
+
+
+def pct(result, name, q):
+    h = result["histograms"][name]
+    return h[q] / 1e6 if h["count"] else float("nan")
+
+
+def figures(path):
+    """output tok/s [steady], TTFT p50/p99, ITL p50/p99 (ms) of a result."""
+    with open(path) as f:
+        r = json.load(f)
+    w = r["windows"]["steady"] if r["windows"]["steady"].get("valid") else r["windows"]["run"]
+    return {
+        "tps": w["output_tps"],
+        "ttft50": pct(r, "ttft", "p50"),
+        "ttft99": pct(r, "ttft", "p99"),
+        "itl50": pct(r, "itl", "p50"),
+        "itl99": pct(r, "itl", "p99"),
+    }
+
+
+def err(pred, meas):
+    if not meas or meas != meas or pred != pred:
+        return float("nan")
+    return pred / meas - 1
+
+
+def cell(pred, meas):
+    e = err(pred, meas)
+    return f"{pred:.1f} ({e:+.0%})" if e == e else f"{pred:.1f} (-)"
+
+
+def capacity(path):
+    with open(path) as f:
+        return json.load(f).get("max_rate", 0.0)
+
+
+def table(d):
+    rows, score = [], {}
+    with open(os.path.join(d, "points.txt")) as f:
+        points = [ln.split() for ln in f if ln.strip()]
+    for model, name, meas, cal, roof, *rest in points:
+        if not all(os.path.exists(p) for p in (meas, cal)):
+            continue
+        m, c = figures(meas), figures(cal)
+        r = figures(roof) if os.path.exists(roof) else None
+        sv = figures(rest[0]) if rest and os.path.exists(rest[0]) else None
+        s = score.setdefault(model, [0, 0, 0, 0])
+        ok = all(abs(err(c[k], m[k])) <= b for k, b in BOUNDS.items())
+        s[0] += ok
+        s[1] += 1
+        if r:
+            s[2] += abs(err(r["tps"], m["tps"])) <= 0.30
+            s[3] += 1
+        rows.append(
+            f"| {model} | {name} | {m['tps']:.1f} | {cell(c['tps'], m['tps'])} "
+            f"| {m['ttft50']:.1f} / {cell(c['ttft50'], m['ttft50'])} "
+            f"| {m['ttft99']:.1f} / {cell(c['ttft99'], m['ttft99'])} "
+            f"| {m['itl50']:.2f} / {cell(c['itl50'], m['itl50'])} "
+            f"| {m['itl99']:.2f} / {cell(c['itl99'], m['itl99'])} "
+            f"| {cell(r['tps'], m['tps']) if r else '-'} "
+            f"| {cell(sv['tps'], m['tps']) + ', ' + cell(sv['ttft50'], m['ttft50']) if sv else '-'} "
+            f"| {'yes' if ok else 'no'} |"
+        )
+    out = [
+        "| model | point | measured out tok/s | predicted (error) | TTFT p50 ms measured / "
+        "predicted | TTFT p99 | ITL p50 | ITL p99 | roofline out tok/s | server's fit: out tok/s, "
+        "TTFT p50 | within bounds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ] + rows
+    out.append("")
+    for model, (ok, n, rok, rn) in score.items():
+        out.append(
+            f"- {model}: {ok} of {n} points within the bounds ({ok / n:.0%}); roofline "
+            f"within 30% of the measured output tok/s at {rok} of {rn}"
+        )
+    cap = os.path.join(d, "capacity.txt")
+    if os.path.exists(cap):
+        with open(cap) as f:
+            for ln in f:
+                model, meas, pred = ln.split()
+                if os.path.exists(meas) and os.path.exists(pred):
+                    a, b = capacity(meas), capacity(pred)
+                    e = f"{err(b, a):+.0%}" if a else "-"
+                    out.append(
+                        f"- {model}: capacity under the SLO {a:.3g} requests/s measured "
+                        f"(tps bench --find-max-rate), {b:.3g} predicted ({e})"
+                    )
+    return "\n".join(out) + "\n"
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    d, doc = sys.argv[1], sys.argv[2]
+    text = open(doc).read()
+    a, b = "<!-- plan-table:begin -->\n", "<!-- plan-table:end -->"
+    i, j = text.find(a), text.find(b)
+    if i < 0 or j < i:
+        sys.exit(f"{doc}: no {a.strip()} ... {b} markers")
+    with open(doc, "w") as f:
+        f.write(text[: i + len(a)] + table(d) + text[j:])
+    print(f"plan_table: wrote the table into {doc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+/* How an engine's parameters resolve and how its KV pool is sized
+ * (engine_setup.h): shared by the engine and by tps plan, whose simulated
+ * engine must hold the same pool to make the same decisions. */
+#include "engine/engine_setup.h"
+
+#include <stdlib.h>
+
+void engine_params_resolve(engine_params *p) {
+    if (!p->max_seqs) p->max_seqs = 64;
+    if (!p->max_batch_tokens) p->max_batch_tokens = 256;
+    if (!p->prefill_chunk || p->prefill_chunk > p->max_batch_tokens)
+        p->prefill_chunk = p->max_batch_tokens;
+    if (!p->kv_block) p->kv_block = 16;
+    /* kv_type comes from engine_params_default (F16); 0 is F32, asked for */
+}
+
+/* Local-pool blocks the engine can ever hold at once: every sequence its
+ * window's blocks plus one it is filling, and one step's prompt rows. */
+static uint32_t local_blocks_needed(const engine_params *p, uint32_t window) {
+    const uint64_t B = p->kv_block;
+    uint64_t n =
+        (uint64_t)p->max_seqs * ((window + B - 1) / B + 2) + (p->max_batch_tokens + B - 1) / B;
+    return n > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)n;
+}
+
+/* The KV pool: --kv-mem, or --kv-tokens, or by default max_seqs full
+ * contexts capped at 1 GiB. Sliding-window layers get a pool of their own
+ * sized by local_blocks_needed (kv_cache.h). */
+int engine_kv_create(kv_cache **out, const llama_config *c, engine_params *p, bool accounting_only,
+                     tps_err *err) {
+    uint8_t *local = calloc(c->n_layers ? c->n_layers : 1, 1);
+    if (!local) return tps_fail(err, TPS_ENOMEM, "engine: out of memory");
+    uint32_t n_local = 0;
+    for (uint32_t l = 0; l < c->n_layers; l++)
+        n_local += local[l] = (uint8_t)llama_config_is_swa(c, l);
+    kv_cache_params kp = {.n_layers = c->n_layers,
+                          .kv_dim = c->n_kv_heads * c->head_dim,
+                          .head_dim = c->head_dim,
+                          .block_tokens = p->kv_block,
+                          .kv_type = p->kv_type,
+                          .mem_bytes = p->kv_mem,
+                          .prefix_cache = !p->no_prefix_cache,
+                          .local_layers = local,
+                          .window = c->n_swa,
+                          .n_local_blocks = local_blocks_needed(p, c->n_swa),
+                          .accounting_only = accounting_only};
+    if (!kp.mem_bytes) {
+        uint64_t tokens = p->kv_tokens ? p->kv_tokens : (uint64_t)p->max_seqs * c->ctx_len;
+        uint64_t blocks = (tokens + kp.block_tokens - 1) / kp.block_tokens;
+        if (n_local == c->n_layers) n_local = 0; /* kv_cache keeps them in one pool */
+        /* the cap counts the global layers' blocks and as many local ones */
+        size_t bb = kv_cache_block_bytes(kp.n_layers - n_local, kp.kv_dim, kp.block_tokens,
+                                         kp.kv_type),
+               lb = kv_cache_block_bytes(n_local, kp.kv_dim, kp.block_tokens, kp.kv_type);
+        uint64_t nl = blocks < kp.n_local_blocks ? blocks : kp.n_local_blocks;
+        if (!p->kv_tokens && blocks * bb + nl * lb > (1ull << 30))
+            blocks = (1ull << 30) > nl * lb ? ((1ull << 30) - nl * lb) / bb : 1;
+        if (blocks < 1) blocks = 1;
+        kp.n_blocks = (uint32_t)blocks;
+    }
+    if (!p->kv_prefault) {
+        /* the bound counts global blocks (the local pool is small and bounded) */
+        const uint32_t n_global = n_local == c->n_layers ? c->n_layers : c->n_layers - n_local;
+        const size_t bb = kv_cache_block_bytes(n_global, kp.kv_dim, kp.block_tokens, kp.kv_type);
+        uint64_t pool = kp.n_blocks ? kp.n_blocks : kp.mem_bytes / bb;
+        uint64_t resident = ENGINE_KV_RESIDENT_MIN / bb;
+        if (resident < pool / 8) resident = pool / 8;
+        kp.resident_blocks = resident < pool ? (uint32_t)resident : 0; /* 0: the whole pool */
+    }
+    int rc = kv_cache_create(out, &kp, err);
+    free(local);
+    if (!rc) p->kv_mem = 2 * (*out)->map_bytes;
+    return rc;
+}

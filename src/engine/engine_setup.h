@@ -1,0 +1,29 @@
+/* What an engine is built from, before it runs: parameters with their
+ * defaults resolved, and the KV pool they size. The engine calls these at
+ * create; tps plan calls them to build the same scheduling state (a pool
+ * of block accounting only) for its simulated engine, so the two hold the
+ * same blocks and the planner makes the same decisions. Not here: the
+ * warm-up's priming of the step-time model (planner.h, sched_prime). */
+#ifndef TPS_ENGINE_SETUP_H
+#define TPS_ENGINE_SETUP_H
+
+#include <stdbool.h>
+
+#include "engine/engine.h"
+#include "engine/kv_cache.h"
+#include "model/llama_config.h"
+
+/* Fills the defaults engine_create applies (max_seqs 64, max_batch_tokens
+ * 256, prefill_chunk at most max_batch_tokens, kv_block 16). */
+void engine_params_resolve(engine_params *p);
+
+/* The KV pool for model config c under p (resolved): --kv-mem, or
+ * --kv-tokens, or by default max_seqs full contexts capped at 1 GiB;
+ * sliding-window layers in a pool of their own; with the prefix cache and
+ * without kv_prefault, the resident bound. accounting_only: the block
+ * accounting without K/V memory (kv_cache.h). Sets p->kv_mem to the bytes
+ * the pool holds. */
+int engine_kv_create(kv_cache **out, const llama_config *c, engine_params *p, bool accounting_only,
+                     tps_err *err);
+
+#endif

@@ -1,0 +1,228 @@
+/* tps plan calibrate (plan_calib.h): a real engine over a grid of step
+ * shapes, its steps observed, a step-cost fit on each shape's median. */
+#include "plan/plan_calib.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "kernels/machine.h"
+#include "base/grow.h"
+#include "base/rng.h"
+
+typedef struct obs {
+    step_shape sh;
+    double fwd, post;
+} obs;
+
+typedef struct obs_list {
+    pthread_mutex_t mu; /* the engine thread appends, the caller reads */
+    obs *v;
+    size_t n, cap;
+    bool keep; /* false during the warm-up */
+} obs_list;
+
+static void on_step(void *arg, const engine_step_obs *o) {
+    obs_list *l = arg;
+    pthread_mutex_lock(&l->mu);
+    if (l->keep && !TPS_GROW(l->v, l->cap, l->n + 1, 256))
+        l->v[l->n++] = (obs){.sh = {.rows = o->rows,
+                                    .logit_rows = o->logit_rows,
+                                    .attended = o->attended,
+                                    .kv_read = o->kv_positions},
+                             .fwd = (double)(o->t1 - o->t0),
+                             .post = (double)(o->t2 - o->t1)};
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* ---- driving the engine ------------------------------------------------------- */
+
+/* n requests at once, each prompt prefix[0..n_prefix) then n_own tokens
+ * of its own, max_tokens each; returns when every one is done. */
+static int run_batch(engine *eng, tps_rng *r, uint32_t n_vocab, const int32_t *prefix,
+                     uint32_t n_prefix, uint32_t n_own, uint32_t n, uint32_t max_tokens,
+                     tps_err *e) {
+    const uint32_t len = n_prefix + n_own;
+    int32_t *p = malloc(sizeof *p * (len ? len : 1));
+    if (!p) return tps_fail(e, TPS_ENOMEM, "out of memory");
+    int rc = 0;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        if (n_prefix) memcpy(p, prefix, n_prefix * sizeof *p);
+        for (uint32_t k = n_prefix; k < len; k++)
+            p[k] = 3 + (int32_t)(tps_rng_next(r) % (n_vocab - 3));
+        engine_request rq = {.prompt = p, .n_prompt = len, .max_tokens = max_tokens};
+        sampler_params_default(&rq.sampling);
+        uint64_t id;
+        rc = engine_submit(eng, &rq, &id, e);
+    }
+    free(p);
+    engine_event ev[64];
+    for (uint32_t done = 0; !rc && done < n;) {
+        engine_wait(eng, 1000);
+        size_t k = engine_poll(eng, ev, 64);
+        for (size_t i = 0; i < k; i++)
+            done += ev[i].kind == ENGINE_EV_DONE;
+    }
+    return rc;
+}
+
+/* The grid for one engine: prompts alone, then streams decoding at a
+ * short and a long context. */
+static int run_grid(engine *eng, obs_list *l, const plan_calib_opts *o, uint32_t n_ctx,
+                    tps_err *e) {
+    tps_rng r;
+    tps_rng_seed(&r, 36);
+    const uint32_t nv = o->m->cfg.n_vocab, mb = o->max_batch_tokens;
+    int32_t *prefix = malloc(sizeof *prefix * n_ctx);
+    if (!prefix) return tps_fail(e, TPS_ENOMEM, "out of memory");
+    int rc = run_batch(eng, &r, nv, NULL, 0, 64 < n_ctx / 2 ? 64 : n_ctx / 2, 1, 4, e);
+    pthread_mutex_lock(&l->mu);
+    l->keep = true; /* the warm-up's steps are not kept */
+    pthread_mutex_unlock(&l->mu);
+    const int reps = o->quick ? 1 : 3;
+    for (uint32_t p = 16; !rc && p <= 2 * mb && p < n_ctx / 2; p *= (o->quick ? 4 : 2))
+        for (int i = 0; i < reps && !rc; i++)
+            rc = run_batch(eng, &r, nv, NULL, 0, p, 1, 2, e);
+    uint32_t ctxs[2] = {32, n_ctx / 2 < 1024 ? n_ctx / 2 : 1024};
+    for (int c = 0; c < 2 && !rc; c++) {
+        uint32_t n_prefix = ctxs[c] > 16 ? ctxs[c] - 16 : 0;
+        for (uint32_t i = 0; i < n_prefix; i++)
+            prefix[i] = 3 + (int32_t)(tps_rng_next(&r) % (nv - 3));
+        for (uint32_t n = 1; !rc && n <= o->max_seqs; n *= (o->quick ? 4 : 2))
+            rc = run_batch(eng, &r, nv, prefix, n_prefix, 16, n, o->quick ? 4 : 12, e);
+    }
+    free(prefix);
+    return rc;
+}
+
+/* ---- the fit ----------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, size_t n) {
+    qsort(v, n, sizeof *v, cmp_double);
+    return n ? (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : 0;
+}
+
+/* A shape's bucket: its rows, logit rows, attended and read positions to
+ * about 10% (steps of streams decoding at one context fall together). */
+static uint64_t bucket_key(const step_shape *s) {
+    uint64_t a = (uint64_t)(log2(s->attended + 1) * 8), k = (uint64_t)(log2(s->kv_read + 1) * 8);
+    return ((uint64_t)s->rows << 40) ^ ((uint64_t)s->logit_rows << 24) ^ (a << 8) ^ k;
+}
+
+static int cmp_key(const void *a, const void *b) {
+    uint64_t x = bucket_key(&((const obs *)a)->sh), y = bucket_key(&((const obs *)b)->sh);
+    return (x > y) - (x < y);
+}
+
+/* The fit on each bucket's median (the grid runs the engine alone: a slow
+ * step is a neighbour's, not the engine's), and its median error over
+ * every step;
+ * each bucket's line on vlog (NULL: none) after the fit. */
+static int fit_medians(step_fit *f, obs *v, size_t n, FILE *vlog, tps_err *e) {
+    step_fit_init(f);
+    double *tf = malloc(sizeof *tf * (n ? n : 1)), *tp = malloc(sizeof *tp * (n ? n : 1));
+    if (!tf || !tp) {
+        free(tf);
+        free(tp);
+        return tps_fail(e, TPS_ENOMEM, "out of memory");
+    }
+    qsort(v, n, sizeof *v, cmp_key);
+    for (size_t i = 0, j; i < n; i = j) {
+        step_shape mean = {0};
+        for (j = i; j < n && bucket_key(&v[j].sh) == bucket_key(&v[i].sh); j++) {
+            tf[j - i] = v[j].fwd;
+            tp[j - i] = v[j].post;
+            mean.rows += v[j].sh.rows;
+            mean.logit_rows += v[j].sh.logit_rows;
+            mean.attended += v[j].sh.attended;
+            mean.kv_read += v[j].sh.kv_read;
+        }
+        const double k = (double)(j - i);
+        mean =
+            (step_shape){mean.rows / k, mean.logit_rows / k, mean.attended / k, mean.kv_read / k};
+        step_fit_add(f, &mean, median(tf, j - i), median(tp, j - i));
+    }
+    int rc = step_fit_solve(f, e);
+    for (size_t i = 0, j; !rc && vlog && i < n; i = j) {
+        size_t m = 0;
+        for (j = i; j < n && bucket_key(&v[j].sh) == bucket_key(&v[i].sh); j++)
+            tf[m] = v[j].fwd, tp[m++] = v[j].post;
+        fprintf(vlog,
+                "  rows %4.0f logits %4.0f attended %8.0f read %6.0f: %3zu steps, forward %8.3f ms "
+                "(fit %8.3f), after %6.3f ms (fit %6.3f)\n",
+                v[i].sh.rows, v[i].sh.logit_rows, v[i].sh.attended, v[i].sh.kv_read, m,
+                median(tf, m) / 1e6, step_fit_fwd_ns(f, &v[i].sh) / 1e6, median(tp, m) / 1e6,
+                step_fit_post_ns(f, &v[i].sh) / 1e6);
+    }
+    for (size_t i = 0; !rc && i < n; i++)
+        tf[i] = fabs(step_fit_fwd_ns(f, &v[i].sh) - v[i].fwd) / v[i].fwd;
+    if (!rc) f->err_p50 = median(tf, n);
+    f->n = n;
+    free(tf);
+    free(tp);
+    return rc;
+}
+
+static void log_fit(FILE *log, uint32_t kv_type, const step_fit *f) {
+    if (!log) return;
+    const ggml_type_info *ti = ggml_type_get(kv_type);
+    step_shape one = {1, 1, 64, 64}, many = {64, 64, 64 * 64, 64 * 64},
+               pre = {256, 1, 256 * 257 / 2.0, 256};
+    fprintf(log,
+            "tps plan calibrate: %s KV: %llu steps, median error %.1f%%; decode 1 row %.2f ms, "
+            "64 rows %.2f ms; a 256-row prompt %.2f ms; after a step %.3f ms + per logits row "
+            "%.1f us\n",
+            ti ? ti->name : "?", (unsigned long long)f->n, 100 * f->err_p50,
+            step_fit_fwd_ns(f, &one) / 1e6, step_fit_fwd_ns(f, &many) / 1e6,
+            step_fit_fwd_ns(f, &pre) / 1e6, step_fit_post_ns(f, &one) / 1e6,
+            f->coef[1][STEP_FIT_KNOTS] / 1e3);
+}
+
+/* ---- one KV type, every KV type -------------------------------------------------- */
+
+static int calibrate_kv(step_fit *f, const plan_calib_opts *o, uint32_t kv_type, tps_err *e) {
+    obs_list l = {.keep = false};
+    pthread_mutex_init(&l.mu, NULL);
+    engine_params ep;
+    engine_params_default(&ep);
+    ep.model = o->m;
+    ep.tok = o->tok;
+    ep.n_threads = o->n_threads;
+    ep.max_seqs = o->max_seqs;
+    ep.max_batch_tokens = o->max_batch_tokens;
+    ep.kv_type = kv_type;
+    ep.itl_target_ms = 0; /* prompts are not cut: the grid's shapes are its own */
+    ep.on_step = on_step;
+    ep.on_step_arg = &l;
+    engine *eng = NULL;
+    int rc = engine_create(&eng, &ep, e);
+    if (!rc) rc = run_grid(eng, &l, o, o->m->cfg.ctx_len, e);
+    engine_destroy(eng);
+    if (!rc) rc = fit_medians(f, l.v, l.n, o->verbose ? o->log : NULL, e);
+    if (!rc) log_fit(o->log, kv_type, f);
+    free(l.v);
+    pthread_mutex_destroy(&l.mu);
+    return rc;
+}
+
+int plan_calibrate(step_calib *c, const plan_calib_opts *o, tps_err *e) {
+    memset(c, 0, sizeof *c);
+    step_calib_model_of(&c->model, o->m);
+    c->threads = o->n_threads ? o->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(c->source, sizeof c->source, "calibrate");
+    int rc = machine_limits_get(&c->machine, c->threads, e);
+    for (uint32_t i = 0; !rc && i < o->n_kv && i < STEP_CALIB_MAX_KV; i++) {
+        c->kv_type[i] = o->kv_types[i];
+        rc = calibrate_kv(&c->fit[i], o, o->kv_types[i], e);
+        if (!rc) c->n_kv++;
+    }
+    return rc;
+}

@@ -1,0 +1,118 @@
+/* The cost of a simulated step (plan_cost.h): a calibrated fit, or the
+ * roofline of the model's bytes and multiply-adds on a machine's limits. */
+#include "plan/plan_cost.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/kv_cache.h"
+#include "base/ggml_type.h"
+
+/* The HTTP path outside the engine, on a loopback connection: a request's
+ * body read, parsed and tokenized before engine_submit (a fixed part and
+ * one per prompt token), and a token's SSE event written and read. Both
+ * are small beside a step; they matter for TTFT at low load. */
+#define INGRESS_NS           150e3
+#define INGRESS_NS_PER_TOKEN 0.3e3
+#define DELIVER_NS           100e3
+
+/* The roofline's efficiencies: the share of each peak the engine's kernels
+ * reach, from the calibrated fits of the 15M, 110M and 1B presets on the
+ * machine of docs/plan.md (the weight stream at ~80% of the measured read
+ * bandwidth; int8 matrix products at ~45% of the in-register peak; fp32
+ * attention over paged KV at ~25% of the FMA peak). A machine unlike that
+ * one moves them: the estimate is marked uncalibrated. */
+#define EFF_BW   0.80
+#define EFF_INT8 0.45
+#define EFF_FP32 0.25
+/* per step: waking the threads and joining them, per layer and matmul */
+#define STEP_FIXED_NS_PER_LAYER 15e3
+/* after the forward pass: sampling scans a logits row per sampling
+ * sequence (spread over the threads), and a fixed part for the events */
+#define POST_NS           20e3
+#define POST_NS_PER_LOGIT 1.5
+
+static void fill_common(plan_cost *pc, const llama_model *m) {
+    pc->ingress_ns = INGRESS_NS;
+    pc->ingress_ns_per_token = INGRESS_NS_PER_TOKEN;
+    pc->deliver_ns = DELIVER_NS;
+    pc->weight_bytes = (double)m->w.bytes_per_token;
+    pc->macs = engine_macs_of(&m->cfg);
+    pc->n_vocab = m->cfg.n_vocab;
+    pc->n_layers = m->cfg.n_layers;
+}
+
+static const char *kv_name(uint32_t t) {
+    const ggml_type_info *i = ggml_type_get(t);
+    return i ? i->name : "?";
+}
+
+int plan_cost_calibrated(plan_cost *pc, const step_calib *c, const char *path, const llama_model *m,
+                         uint32_t kv_type, tps_err *e) {
+    memset(pc, 0, sizeof *pc);
+    step_calib_model mine;
+    step_calib_model_of(&mine, m);
+    const char *why = step_calib_model_differs(&c->model, &mine);
+    if (why)
+        return tps_fail(e, TPS_EINVAL,
+                        "calibration %s was taken on another model (its %s differs: %s dim %u, %u "
+                        "layers); calibrate this one (tps plan calibrate -m MODEL -o FILE)",
+                        path, why, c->model.arch, c->model.dim, c->model.n_layers);
+    fill_common(pc, m);
+    pc->kind = PLAN_COST_FIT;
+    const step_fit *f = step_calib_find(c, kv_type);
+    char scaled[96] = "";
+    if (f) {
+        pc->fit = *f;
+    } else { /* another KV type's fit, attention scaled by the bytes it reads */
+        pc->fit = c->fit[0];
+        const uint32_t dim = m->cfg.n_kv_heads * m->cfg.head_dim;
+        double a = (double)kv_cache_row_bytes(c->kv_type[0], dim),
+               b = (double)kv_cache_row_bytes(kv_type, dim);
+        if (a > 0 && b > 0)
+            for (int t = 0; t < 2; t++)
+                pc->fit.coef[t][STEP_FIT_NF - 1] *= b / a;
+        snprintf(scaled, sizeof scaled, "; %s KV not calibrated: %s's attention scaled by bytes",
+                 kv_name(kv_type), kv_name(c->kv_type[0]));
+    }
+    snprintf(pc->source, sizeof pc->source,
+             "calibrated: %s (%s, %d threads, %s, %llu steps, median error %.1f%%%s)", path,
+             c->source, c->threads, c->machine.cpu, (unsigned long long)pc->fit.n,
+             100 * pc->fit.err_p50, scaled);
+    return 0;
+}
+
+void plan_cost_roofline(plan_cost *pc, const machine_limits *ml, const llama_model *m,
+                        uint32_t kv_type) {
+    memset(pc, 0, sizeof *pc);
+    fill_common(pc, m);
+    pc->kind = PLAN_COST_ROOFLINE;
+    pc->ml = *ml;
+    pc->kv_bytes_per_pos = engine_kv_bytes_attended(&m->cfg, kv_type, 1);
+    snprintf(pc->source, sizeof pc->source,
+             "roofline (uncalibrated): %.1f GB/s, %.0f G int8 MAC/s, %.0f GFLOP/s fp32, %d threads "
+             "(%s)",
+             ml->read_gbs, ml->int8_gops, ml->fp32_gflops, ml->threads, ml->cpu);
+}
+
+static double roofline_fwd(const plan_cost *pc, const step_shape *s) {
+    const machine_limits *ml = &pc->ml;
+    const double bw = ml->read_gbs * 1e9 * EFF_BW, r8 = ml->int8_gops * 1e9 * EFF_INT8,
+                 r32 = ml->fp32_gflops * 1e9 / 2 * EFF_FP32; /* an FMA is 2 flops */
+    double t_w = pc->weight_bytes / bw;
+    double t_c = (s->rows * pc->macs.body + s->logit_rows * pc->macs.head) / r8;
+    double t_att =
+        s->attended * pc->macs.per_attended / r32 + s->kv_read * pc->kv_bytes_per_pos / bw;
+    return STEP_FIXED_NS_PER_LAYER * pc->n_layers + ((t_w > t_c ? t_w : t_c) + t_att) * 1e9;
+}
+
+double plan_cost_fwd_ns(const plan_cost *pc, const step_shape *s) {
+    if (pc->kind == PLAN_COST_FIT) return step_fit_fwd_ns(&pc->fit, s);
+    return roofline_fwd(pc, s);
+}
+
+double plan_cost_post_ns(const plan_cost *pc, const step_shape *s) {
+    if (pc->kind == PLAN_COST_FIT) return step_fit_post_ns(&pc->fit, s);
+    int threads = pc->ml.threads > 0 ? pc->ml.threads : 1;
+    return POST_NS + s->logit_rows * pc->n_vocab * POST_NS_PER_LOGIT / threads;
+}

@@ -1,0 +1,60 @@
+/* What a simulated step costs: the time of its forward pass (when its
+ * tokens are stamped) and of what follows it until the next step can
+ * start (sampling, events), from one of two sources:
+ *
+ *   calibrated: a step_fit measured on this machine for this model and KV
+ *     type (tps plan calibrate, or tps serve --save-calibration);
+ *   roofline (uncalibrated): the model's bytes and multiply-adds against a
+ *     machine's limits (tps machine's, or --bandwidth / --int8-rate /
+ *     --threads for a machine one does not have): weights streamed once
+ *     per step or their multiply-adds, whichever is longer, plus the LM
+ *     head on the rows that sample and attention over the positions
+ *     attended, each at an efficiency below the peak that the kernels
+ *     reach in practice (plan_cost.c says which and why).
+ *
+ * Both add the server's fixed costs outside the engine: the HTTP path of a
+ * request into the queue (per request and per prompt token) and of a token
+ * out to the client. Not here: the simulation (plan.h). */
+#ifndef TPS_PLAN_PLAN_COST_H
+#define TPS_PLAN_PLAN_COST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "engine/step_fit.h"
+#include "metrics/roofline.h"
+#include "model/llama_model.h"
+#include "base/error.h"
+
+typedef enum plan_cost_kind { PLAN_COST_FIT = 0, PLAN_COST_ROOFLINE = 1 } plan_cost_kind;
+
+typedef struct plan_cost {
+    plan_cost_kind kind;
+    step_fit fit; /* PLAN_COST_FIT: solved */
+    /* PLAN_COST_ROOFLINE */
+    machine_limits ml;
+    double weight_bytes;     /* streamed once per step */
+    engine_macs macs;        /* of a row, its LM head, an attended position */
+    double kv_bytes_per_pos; /* K and V of one attended position, every layer */
+    double n_vocab, n_layers;
+    /* outside the engine */
+    double ingress_ns;           /* a request's send to its place in the engine's queue */
+    double ingress_ns_per_token; /* ... and per prompt token (parsing, tokenizing) */
+    double deliver_ns;           /* a step's end to its tokens at the client */
+    char source[320];            /* for people and the result's config */
+} plan_cost;
+
+/* The calibration c's fit for kv_type (or, failing that, its first fit
+ * with attention scaled by the KV bytes of the two types, said in source).
+ * TPS_EINVAL when c was taken on another model (naming what differs). */
+int plan_cost_calibrated(plan_cost *pc, const step_calib *c, const char *path, const llama_model *m,
+                         uint32_t kv_type, tps_err *e);
+/* The roofline estimate on a machine with limits ml. */
+void plan_cost_roofline(plan_cost *pc, const machine_limits *ml, const llama_model *m,
+                        uint32_t kv_type);
+
+double plan_cost_fwd_ns(const plan_cost *pc, const step_shape *s);
+double plan_cost_post_ns(const plan_cost *pc, const step_shape *s);
+
+#endif

@@ -1,0 +1,460 @@
+/* tps plan's simulation (plan/plan.h) against the engine it models.
+ *
+ * Against a real `tps serve` (in process, stories260K): a seeded workload
+ * that queues (more streams than --max-seqs), chunks prompts (longer than
+ * --max-batch-tokens), cuts chunks to the automatic ITL target and hits
+ * the prefix cache (a shared prefix) is run for real with the engine's
+ * trace on, then replayed by the simulation with the real run's arrivals
+ * and step times: the planner must make the engine's decisions step for
+ * step (rows, prefix hits, intake) and give every request the engine's
+ * token counts, and the per-request server times must match. On one
+ * stream at a time (no timing in any decision) the predicted run, with
+ * the serve's own calibration, must also take the real step count.
+ *
+ * Alone: the closed loop's step count from the shape of the work, the open
+ * loop's sends from the seed's schedule, conversations hitting the prefix
+ * cache from their second turn, refusals, determinism; the step fit
+ * recovering a known cost model, the calibration file round trip. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench/experiment/bench_spec.h"
+#include "engine/step_fit.h"
+#include "plan/plan.h"
+#include "plan/plan_replay.h"
+#include "support/server_fixture.h"
+#include "support/test_support.h"
+
+#define MODEL "models/stories260K.gguf"
+
+typedef struct model_env {
+    llama_model *m;
+    tokenizer *tok;
+    char *path;
+    plan_cost cost;
+    chat_prompt prompt;
+    plan_server srv;
+} model_env;
+
+/* The model, a roofline cost (a fixed machine, so the test does not
+ * measure this one) and a server of tps serve's defaults. */
+static void env_open(model_env *v) {
+    memset(v, 0, sizeof *v);
+    v->path = shared_path(MODEL);
+    tps_err e = {{0}};
+    llama_load_opts lo = {.no_repack = 1};
+    cr_assert_eq(llama_model_load_opts(&v->m, v->path, &lo, &e), 0, "%s", e.msg);
+    cr_assert_eq(tokenizer_load(&v->tok, v->m->file, &e), 0, "%s", e.msg);
+    machine_limits ml = {
+        .cpu = "test", .threads = 1, .read_gbs = 10, .int8_gops = 50, .fp32_gflops = 20};
+    plan_cost_roofline(&v->cost, &ml, v->m, GGML_TYPE_F16);
+    v->srv = (plan_server){.m = v->m, .tok = v->tok, .cost = &v->cost, .seed = 1};
+    engine_params_default(&v->srv.ep);
+    v->srv.ep.itl_target_ms = ENGINE_ITL_TARGET_AUTO;
+    cr_assert_eq(chat_prompt_for_model(&v->prompt, v->m->file, v->tok, NULL, &e), 0, "%s", e.msg);
+    v->srv.prompt = &v->prompt;
+}
+
+static void env_close(model_env *v) {
+    chat_prompt_free(&v->prompt);
+    tokenizer_free(v->tok);
+    llama_model_free(v->m);
+    free(v->path);
+}
+
+/* A bench spec against url (or none, for a plan), sized by the model. */
+static void spec_make(bench_spec *s, const model_env *v, const char *url) {
+    bench_spec_init(s);
+    s->cfg.base_url = url ? url : "plan:";
+    s->wo.tokenizer_path = v->path;
+    s->scrape = "off";
+    s->seed_given = true; /* cfg.seed, 1 unless a test sets it: runs repeat */
+}
+
+static void dist(load_dist *d, const char *text) {
+    tps_err e = {{0}};
+    cr_assert_eq(load_dist_parse(d, text, &e), 0);
+}
+
+static void plan_once(bench_run_out *out, model_env *v, const bench_spec *s, workload *wl) {
+    bench_config cfg;
+    tps_err e = {{0}};
+    cr_assert_eq(bench_spec_prepare(wl, &cfg, s, NULL, "test", &e), 0, "%s", e.msg);
+    cr_assert_eq(plan_run(out, &cfg, wl, &v->srv, &e), 0, "%s", e.msg);
+}
+
+/* ---- the simulation alone ----------------------------------------------------- */
+
+Test(plan, one_stream_takes_its_prompt_chunks_then_one_step_a_token) {
+    REQUIRE_SHARED(MODEL);
+    model_env v;
+    env_open(&v);
+    v.srv.ep.max_batch_tokens = 64;
+    bench_spec s;
+    spec_make(&s, &v, NULL);
+    s.cfg.concurrency = 1;
+    s.cfg.requests = 5;
+    dist(&s.wo.input_len, "150");
+    dist(&s.wo.output_len, "9");
+    workload wl;
+    bench_run_out out;
+    plan_once(&out, &v, &s, &wl);
+    cr_assert_eq(out.n, 5);
+    uint64_t want = 0;
+    for (size_t i = 0; i < out.n; i++) {
+        const bench_record *r = &out.recs[i];
+        cr_expect_eq(r->err, BENCH_OK);
+        cr_expect_eq(r->usage_completion, 9, "ignore_eos: max_tokens generated");
+        cr_expect_eq(r->tl.n_events, 9, "one event a token");
+        /* one request at a time: its prompt in chunks of at most 64 rows,
+         * then a step per token after the first */
+        want += (r->usage_prompt + 63) / 64 + 8;
+    }
+    cr_expect_eq(v.srv.stats.steps, want, "steps %llu, the work's shape says %llu",
+                 (unsigned long long)v.srv.stats.steps, (unsigned long long)want);
+    bench_run_free(&out);
+    workload_free(&wl);
+    env_close(&v);
+}
+
+Test(plan, an_open_loop_sends_the_seed_s_schedule) {
+    REQUIRE_SHARED(MODEL);
+    model_env v;
+    env_open(&v);
+    bench_spec s;
+    spec_make(&s, &v, NULL);
+    s.cfg.rate = 40;
+    s.cfg.duration_s = 2;
+    s.cfg.seed = 7;
+    dist(&s.wo.input_len, "16");
+    dist(&s.wo.output_len, "4");
+    workload wl;
+    bench_run_out out;
+    plan_once(&out, &v, &s, &wl);
+    /* the schedule bench's sender follows: gaps from the seeded generator */
+    tps_rng r;
+    tps_rng_seed(&r, 7);
+    uint64_t t = 0, n = 0;
+    while (t < 2000000000ull) {
+        cr_assert_lt(n, out.n);
+        cr_expect_eq(out.recs[n].tl.t_sched - out.t_start_ns, t, "arrival %llu",
+                     (unsigned long long)n);
+        n++;
+        t += load_next_gap_ns(LOAD_ARRIVAL_POISSON, 40, 1, &r);
+    }
+    cr_expect_eq(out.n, n, "sent %zu, the schedule has %llu in 2 s", out.n, (unsigned long long)n);
+    bench_run_free(&out);
+    workload_free(&wl);
+    env_close(&v);
+}
+
+Test(plan, conversations_hit_the_prefix_cache_from_their_second_turn) {
+    REQUIRE_SHARED(MODEL);
+    model_env v;
+    env_open(&v);
+    bench_spec s;
+    spec_make(&s, &v, NULL);
+    s.cfg.concurrency = 2;
+    s.wo.turns = 3;
+    s.conversations = 2;
+    dist(&s.wo.input_len, "40");
+    dist(&s.wo.output_len, "20");
+    workload wl;
+    bench_run_out out;
+    plan_once(&out, &v, &s, &wl);
+    cr_assert_eq(out.n, 6);
+    for (size_t i = 0; i < out.n; i++) {
+        const bench_record *r = &out.recs[i];
+        cr_expect_eq(r->err, BENCH_OK);
+        if (r->turn == 1)
+            cr_expect_eq(r->cached_tokens, 0);
+        else /* at least the first turn's prompt: its 41 tokens fill 2 blocks (the reply's
+              * text, tokenized again with what follows, may part from the tokens
+              * generated, as it does in the server) */
+            cr_expect_geq(r->cached_tokens, 32, "turn %u of conversation %u: %llu cached", r->turn,
+                          r->conversation, (unsigned long long)r->cached_tokens);
+    }
+    bench_run_free(&out);
+    workload_free(&wl);
+    env_close(&v);
+}
+
+Test(plan, refuses_what_the_engine_would_and_repeats_itself) {
+    REQUIRE_SHARED(MODEL);
+    model_env v;
+    env_open(&v);
+    bench_spec s;
+    spec_make(&s, &v, NULL);
+    s.cfg.concurrency = 3;
+    s.cfg.requests = 6;
+    dist(&s.wo.input_len, "uniform:100:600"); /* the context is 512 */
+    dist(&s.wo.output_len, "8");
+    workload wl, wl2;
+    bench_run_out a, b;
+    plan_once(&a, &v, &s, &wl);
+    plan_once(&b, &v, &s, &wl2);
+    size_t refused = 0;
+    for (size_t i = 0; i < a.n; i++) {
+        refused += a.recs[i].err == BENCH_ERR_HTTP_4XX;
+        cr_expect(a.recs[i].err == BENCH_OK || a.recs[i].usage_prompt == 0);
+        cr_expect_eq(a.recs[i].tl.t_end, b.recs[i].tl.t_end, "the same seed, the same plan");
+    }
+    cr_expect_gt(refused, 0, "prompts past the context are refused (400)");
+    bench_run_free(&a);
+    bench_run_free(&b);
+    workload_free(&wl);
+    workload_free(&wl2);
+    env_close(&v);
+}
+
+/* ---- the step fit ------------------------------------------------------------- */
+
+Test(plan, the_step_fit_recovers_a_known_cost_model) {
+    /* a machine whose body is flat to 8 rows then linear, plus a logits
+     * row and attention costs: every shape the fit is asked about */
+    step_fit f;
+    step_fit_init(&f);
+#define TRUE_FWD(r, l, a, k) (2e6 + ((r) > 8 ? ((r)-8) * 1e5 : 0) + (l)*3e4 + (a)*20 + (k)*50)
+    for (int r = 1; r <= 256; r *= 2)
+        for (int l = 0; l <= 1; l++)
+            for (int c = 0; c < 3; c++) {
+                double a = r * (64.0 + 500 * c), k = 64.0 + 500 * c + r;
+                step_shape s = {r, l ? r : 1, a, k};
+                step_fit_add(&f, &s, TRUE_FWD(r, s.logit_rows, a, k), 1e5 + 2e4 * s.logit_rows);
+            }
+    tps_err e = {{0}};
+    cr_assert_eq(step_fit_solve(&f, &e), 0, "%s", e.msg);
+    for (int r = 1; r <= 200; r += 7) {
+        step_shape s = {r, r, r * 300.0, 300.0 + r};
+        double want = TRUE_FWD(r, r, s.attended, s.kv_read), got = step_fit_fwd_ns(&f, &s);
+        cr_expect(fabs(got - want) / want < 0.03, "rows %d: fit %.0f, true %.0f", r, got, want);
+        double wp = 1e5 + 2e4 * r, gp = step_fit_post_ns(&f, &s);
+        cr_expect(fabs(gp - wp) / wp < 0.03, "after, rows %d: fit %.0f, true %.0f", r, gp, wp);
+    }
+#undef TRUE_FWD
+}
+
+Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
+    REQUIRE_SHARED(MODEL);
+    model_env v;
+    env_open(&v);
+    step_calib c = {.threads = 2, .n_kv = 1, .kv_type = {GGML_TYPE_F16}, .source = "test"};
+    step_calib_model_of(&c.model, v.m);
+    snprintf(c.machine.cpu, sizeof c.machine.cpu, "Test CPU 9000");
+    step_fit_init(&c.fit[0]);
+    for (int r = 1; r <= 64; r *= 2) {
+        step_shape s = {r, r, r * 100.0, r * 100.0};
+        step_fit_add(&c.fit[0], &s, 1e6 + r * 1e5, 5e4);
+    }
+    tps_err e = {{0}};
+    cr_assert_eq(step_fit_solve(&c.fit[0], &e), 0, "%s", e.msg);
+    char path[] = "/tmp/tps-test-calib-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(step_calib_write(&c, path, &e), 0, "%s", e.msg);
+    step_calib back;
+    cr_assert_eq(step_calib_read(&back, path, &e), 0, "%s", e.msg);
+    cr_expect_str_eq(back.machine.cpu, "Test CPU 9000");
+    step_shape s = {5, 5, 500, 500};
+    cr_expect_float_eq(step_fit_fwd_ns(&back.fit[0], &s), step_fit_fwd_ns(&c.fit[0], &s), 1);
+    plan_cost pc;
+    cr_expect_eq(plan_cost_calibrated(&pc, &back, path, v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
+    back.model.dim++;
+    cr_expect_eq(plan_cost_calibrated(&pc, &back, path, v.m, GGML_TYPE_F16, &e), TPS_EINVAL);
+    cr_expect(strstr(e.msg, "another model") && strstr(e.msg, "shape"), "%s", e.msg);
+    FILE *f = fopen(path, "w");
+    fputs("tps-calibration 99\n", f);
+    fclose(f);
+    cr_expect_eq(step_calib_read(&back, path, &e), TPS_EINVAL);
+    cr_expect(strstr(e.msg, "version 99"), "%s", e.msg);
+    unlink(path);
+    env_close(&v);
+}
+
+/* ---- against a real tps serve --------------------------------------------------- */
+
+typedef struct real_run {
+    bench_run_out out;
+    workload wl;
+    bench_config cfg;
+    char trace[64], calib[64];
+} real_run;
+
+/* Serves stories260K with the engine options given, runs spec s against it
+ * (the records in r->out), stops it: its trace and calibration written. */
+static void serve_and_bench(real_run *r, model_env *v, bench_spec *s, uint32_t max_seqs,
+                            uint32_t max_batch) {
+    snprintf(r->trace, sizeof r->trace, "/tmp/tps-test-plan-%d.trace", (int)getpid());
+    snprintf(r->calib, sizeof r->calib, "/tmp/tps-test-plan-%d.calib", (int)getpid());
+    server_config c;
+    server_fixture f;
+    fixture_defaults(&c, &f);
+    c.engine.max_seqs = max_seqs;
+    c.engine.max_batch_tokens = max_batch;
+    c.engine.trace_path = r->trace;
+    c.calibration_out = r->calib;
+    fixture_start(&f, &c, true);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", f.port);
+    s->cfg.base_url = url;
+    tps_err e = {{0}};
+    cr_assert_eq(bench_spec_prepare(&r->wl, &r->cfg, s, NULL, "test", &e), 0, "%s", e.msg);
+    cr_assert_eq(bench_run(&r->out, &r->cfg, &r->wl, &e), 0, "%s", e.msg);
+    fixture_finish(&f);
+    s->cfg.base_url = "plan:";
+    v->srv.ep.max_seqs = max_seqs;
+    v->srv.ep.max_batch_tokens = max_batch;
+    v->srv.ep.n_threads = 1;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Each request's (prompt, generated, cached) tokens, packed and sorted:
+ * the sets must be equal whichever request is which. */
+static void token_counts(uint64_t *v, const bench_run_out *o) {
+    for (size_t i = 0; i < o->n; i++) {
+        const bench_record *r = &o->recs[i];
+        cr_assert_eq(r->err, BENCH_OK, "request %zu failed: %s", i, r->err_msg ? r->err_msg : "");
+        v[i] = (r->usage_prompt << 40) | (r->usage_completion << 20) | r->cached_tokens;
+    }
+    qsort(v, o->n, sizeof *v, cmp_u64);
+}
+
+/* The q-quantile of the server's TTFT (or TPOT) over the records. */
+static double server_ms(const bench_run_out *o, bool tpot, double q) {
+    double v[256];
+    size_t n = 0;
+    for (size_t i = 0; i < o->n && n < 256; i++) {
+        const bench_timings *t = &o->recs[i].timings;
+        v[n++] = tpot ? t->decode_ms / (double)(t->completion_tokens - 1) : t->ttft_ms;
+    }
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double x = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = x;
+        }
+    return v[(size_t)(q * (double)(n - 1) + 0.5)];
+}
+
+typedef struct step_log {
+    plan_step *v;
+    size_t n, cap;
+} step_log;
+
+static void log_step(void *arg, const plan_step *st) {
+    step_log *l = arg;
+    if (l->n < l->cap) l->v[l->n++] = *st;
+}
+
+Test(plan, replaying_a_real_run_makes_the_engine_s_decisions_step_for_step, .timeout = 120) {
+    REQUIRE_SHARED(MODEL);
+    model_env v;
+    env_open(&v);
+    bench_spec s;
+    spec_make(&s, &v, NULL);
+    s.cfg.concurrency = 6; /* more than --max-seqs: requests queue */
+    s.cfg.requests = 24;
+    s.cfg.seed = 36;
+    s.wo.prefix_len = 64; /* a shared prefix: the prefix cache serves it */
+    dist(&s.wo.input_len, "48");
+    dist(&s.wo.output_len, "12");
+    real_run r;
+    serve_and_bench(&r, &v, &s, 4, 64); /* prompts of ~113 tokens: chunked */
+    tps_err e = {{0}};
+    plan_replay rp;
+    cr_assert_eq(plan_replay_read(&rp, r.trace, &e), 0, "%s", e.msg);
+    cr_assert_eq(rp.n_arrivals, 24);
+    step_log sl = {.cap = rp.n_steps + 16};
+    sl.v = calloc(sl.cap, sizeof *sl.v);
+    v.srv.replay = &rp;
+    v.srv.on_step = log_step;
+    v.srv.on_step_arg = &sl;
+    bench_run_out sim;
+    cr_assert_eq(plan_run(&sim, &r.cfg, &r.wl, &v.srv, &e), 0, "%s", e.msg);
+    cr_assert_eq(sl.n, rp.n_steps, "simulated %zu steps, the engine ran %zu", sl.n, rp.n_steps);
+    uint64_t cached = 0, cut = 0;
+    for (size_t i = 0; i < sl.n; i++) {
+        const plan_replay_step *a = &rp.steps[i];
+        const plan_step *b = &sl.v[i];
+        cr_expect(a->prefill_rows == b->prefill_rows && a->decode_rows == b->decode_rows &&
+                      a->cached_rows == b->cached_rows && a->taken == b->taken,
+                  "step %zu: the engine ran %u prompt + %u decode rows (%u cached, %u taken), "
+                  "the plan %u + %u (%u, %u)",
+                  i, a->prefill_rows, a->decode_rows, a->cached_rows, a->taken, b->prefill_rows,
+                  b->decode_rows, b->cached_rows, b->taken);
+        cached += a->cached_rows;
+        cut += a->decode_rows && a->prefill_rows && a->prefill_rows + a->decode_rows < 64;
+    }
+    cr_expect_gt(cached, 0, "the workload hit the prefix cache");
+    uint64_t want[24], got[24];
+    cr_assert_eq(sim.n, r.out.n);
+    token_counts(want, &r.out);
+    token_counts(got, &sim);
+    for (size_t i = 0; i < 24; i++)
+        cr_expect_eq(got[i], want[i], "request token counts (prompt, generated, cached) differ");
+    /* the engine's own times: the same steps at the same times */
+    for (int t = 0; t < 2; t++) {
+        double a50 = server_ms(&r.out, t, 0.5), b50 = server_ms(&sim, t, 0.5);
+        double a99 = server_ms(&r.out, t, 0.99), b99 = server_ms(&sim, t, 0.99);
+        cr_expect(fabs(b50 - a50) <= 0.10 * a50 + 0.01, "%s p50: real %.3f ms, plan %.3f",
+                  t ? "TPOT" : "TTFT", a50, b50);
+        cr_expect(fabs(b99 - a99) <= 0.20 * a99 + 0.01, "%s p99: real %.3f ms, plan %.3f",
+                  t ? "TPOT" : "TTFT", a99, b99);
+    }
+    (void)cut;
+    free(sl.v);
+    plan_replay_free(&rp);
+    bench_run_free(&sim);
+    bench_run_free(&r.out);
+    workload_free(&r.wl);
+    unlink(r.trace);
+    unlink(r.calib);
+    env_close(&v);
+}
+
+Test(plan, one_stream_at_a_time_the_prediction_takes_the_real_step_count, .timeout = 120) {
+    REQUIRE_SHARED(MODEL);
+    model_env v;
+    env_open(&v);
+    bench_spec s;
+    spec_make(&s, &v, NULL);
+    s.cfg.concurrency = 1;
+    s.cfg.requests = 6;
+    s.wo.prefix_len = 40;
+    dist(&s.wo.input_len, "uniform:20:90");
+    dist(&s.wo.output_len, "uniform:4:16");
+    real_run r;
+    serve_and_bench(&r, &v, &s, 4, 32);
+    tps_err e = {{0}};
+    plan_replay rp;
+    cr_assert_eq(plan_replay_read(&rp, r.trace, &e), 0, "%s", e.msg);
+    step_calib cal;
+    cr_assert_eq(step_calib_read(&cal, r.calib, &e), 0, "%s", e.msg);
+    cr_assert_eq(plan_cost_calibrated(&v.cost, &cal, r.calib, v.m, GGML_TYPE_F16, &e), 0, "%s",
+                 e.msg);
+    bench_run_out sim;
+    cr_assert_eq(plan_run(&sim, &r.cfg, &r.wl, &v.srv, &e), 0, "%s", e.msg);
+    cr_expect_eq(v.srv.stats.steps, rp.n_steps, "predicted %llu steps, the engine ran %zu",
+                 (unsigned long long)v.srv.stats.steps, rp.n_steps);
+    cr_assert_eq(sim.n, r.out.n);
+    for (size_t i = 0; i < sim.n; i++) { /* one at a time: request i is request i */
+        cr_expect_eq(sim.recs[i].usage_prompt, r.out.recs[i].usage_prompt);
+        cr_expect_eq(sim.recs[i].usage_completion, r.out.recs[i].usage_completion);
+        cr_expect_eq(sim.recs[i].cached_tokens, r.out.recs[i].cached_tokens);
+    }
+    plan_replay_free(&rp);
+    bench_run_free(&sim);
+    bench_run_free(&r.out);
+    workload_free(&r.wl);
+    unlink(r.trace);
+    unlink(r.calib);
+    env_close(&v);
+}
