@@ -66,6 +66,39 @@ static json_t *file_type_json(const gguf_file *f) {
     return q ? json_string(q->name) : json_integer(ft);
 }
 
+/* Per tensor type: tensors, bytes, parameters and bits per weight; the
+ * totals of parameters and bytes into *params and *bytes. */
+static json_t *tensor_types_json(const gguf_file *f, uint64_t *params, uint64_t *bytes) {
+    json_t *types = json_object();
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        *params += t->n_elements;
+        const char *tn = ggml_type_get(t->type)->name;
+        json_t *e = json_object_get(types, tn);
+        if (!e) {
+            e = json_object();
+            json_object_set_new(e, "tensors", json_integer(0));
+            json_object_set_new(e, "bytes", json_integer(0));
+            json_object_set_new(e, "parameters", json_integer(0));
+            json_object_set_new(types, tn, e);
+        }
+        add_int(e, "tensors", 1);
+        add_int(e, "bytes", (json_int_t)t->nbytes);
+        add_int(e, "parameters", (json_int_t)t->n_elements);
+        *bytes += t->nbytes;
+    }
+    const char *tn;
+    json_t *e;
+    json_object_foreach(types, tn, e) {
+        const double n = (double)json_integer_value(json_object_get(e, "parameters"));
+        json_object_set_new(
+            e, "bits_per_weight",
+            json_real(n > 0 ? 8.0 * (double)json_integer_value(json_object_get(e, "bytes")) / n
+                            : 0));
+    }
+    return types;
+}
+
 /* A mixture of experts: its experts, how many a token uses, their width,
  * and the parameters one token uses (all but the experts it skips). */
 static void add_experts(json_t *o, const llama_config *c, const gguf_file *f) {
@@ -121,33 +154,7 @@ static json_t *model_info_json(const gguf_file *f, const char *path, tps_err *cf
     json_object_set_new(o, "architecture", str_json(f, "general.architecture"));
     json_object_set_new(o, "name", str_json(f, "general.name"));
     uint64_t params = 0, tensor_bytes = 0;
-    json_t *types = json_object();
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
-        params += t->n_elements;
-        const char *tn = ggml_type_get(t->type)->name;
-        json_t *e = json_object_get(types, tn);
-        if (!e) {
-            e = json_object();
-            json_object_set_new(e, "tensors", json_integer(0));
-            json_object_set_new(e, "bytes", json_integer(0));
-            json_object_set_new(e, "parameters", json_integer(0));
-            json_object_set_new(types, tn, e);
-        }
-        add_int(e, "tensors", 1);
-        add_int(e, "bytes", (json_int_t)t->nbytes);
-        add_int(e, "parameters", (json_int_t)t->n_elements);
-        tensor_bytes += t->nbytes;
-    }
-    const char *tn;
-    json_t *e;
-    json_object_foreach(types, tn, e) {
-        const double n = (double)json_integer_value(json_object_get(e, "parameters"));
-        json_object_set_new(
-            e, "bits_per_weight",
-            json_real(n > 0 ? 8.0 * (double)json_integer_value(json_object_get(e, "bytes")) / n
-                            : 0));
-    }
+    json_t *types = tensor_types_json(f, &params, &tensor_bytes);
     json_object_set_new(o, "tensors", json_integer((json_int_t)f->n_tensors));
     json_object_set_new(o, "parameters", json_integer((json_int_t)params));
     json_object_set_new(o, "bits_per_weight",
