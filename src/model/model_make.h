@@ -71,11 +71,11 @@ extern const model_arch_spec model_arch_specs[];
 typedef struct model_make_opts {
     const model_preset *preset;
     const model_arch_spec *arch; /* NULL: plain llama */
-    uint32_t type;             /* a ggml type every matrix takes (kernel_type_supported; its
-                                  blocks must fit dim and ffn_dim), or MODEL_MAKE_FTYPE(n) */
-    const char *vocab_path;    /* GGUF whose tokenizer is copied; NULL: byte-level vocab */
-    const char *chat_template; /* tokenizer.chat_template to write (replacing the vocab's);
-                                  NULL: the vocab GGUF's, or none */
+    uint32_t type;               /* a ggml type every matrix takes (kernel_type_supported; its
+                                    blocks must fit dim and ffn_dim), or MODEL_MAKE_FTYPE(n) */
+    const char *vocab_path;      /* GGUF whose tokenizer is copied; NULL: byte-level vocab */
+    const char *chat_template;   /* tokenizer.chat_template to write (replacing the vocab's);
+                                    NULL: the vocab GGUF's, or none */
     uint64_t seed;
     const char *out_path;
     int progress; /* 1: progress lines on stderr */

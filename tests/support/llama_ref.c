@@ -135,8 +135,8 @@ static void check_case(const llama_ref *r, const llama_model *m, ref_rig *g, siz
     size_t np = ref_ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
     size_t ng = ref_ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
     cr_assert_eq(ng, r->n_gen);
-    ref_case c = {.r = r, .ci = ci, .gen = gen, .label = label, .tier = tier, .strict = strict,
-                  .st = st};
+    ref_case c = {
+        .r = r, .ci = ci, .gen = gen, .label = label, .tier = tier, .strict = strict, .st = st};
     test_greedy_run(g->s, m, g->kv, prompt, np, ng, check_step, &c);
 }
 
