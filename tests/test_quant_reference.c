@@ -1,5 +1,7 @@
 /* The file types people download, against llama.cpp: for each case,
- * `tps model make` writes the file type itself and
+ * llama-quantize's own file (rebuilt byte for byte from its committed head
+ * and tps's tensors) loads in tps, `tps model make` writes the file type
+ * itself, and, for both files,
  *   - every tensor has the name, type and bytes (FNV-1a of the data) of
  *     the file llama.cpp's llama-quantize made from the same f32 model
  *     (the mix, its fallbacks and every quantizer are llama.cpp's), and
@@ -8,7 +10,7 @@
  *     margin exceeds twice the largest difference between the two
  *     engines' logits there, and the logits agree to float rounding until
  *     an activation's int8 rounding flips (below), on the best and the
- *     scalar kernel tiers.
+ *     scalar kernel tiers (tps's file, the same tensors, on the best).
  * Cases: Q5_K_M, Q3_K_M, IQ4_XS, Q4_1, Q5_0 and Q2_K of the q256 preset
  * (rows whole superblocks, GQA 4), and Q4_K_M, Q5_K_M and IQ4_XS of q896
  * (Qwen2.5-0.5B's dim 896: Q5_0, Q5_1, IQ4_NL and Q8_0 fallback tensors).
@@ -16,6 +18,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -76,25 +79,55 @@ static void check_tensors(const char *label, const json_t *want, const gguf_file
     }
 }
 
-static void check_file(const char *preset, const char *arch, const char *type) {
-    char label[64], path[64];
-    snprintf(label, sizeof label, "%s-%s-%s", preset, arch, type);
-    snprintf(path, sizeof path, "/tmp/tps-qref-%s-XXXXXX", type);
-    close(mkstemp(path));
-    make(preset, arch, type, path);
-    llama_ref r;
-    char dir[96];
-    snprintf(dir, sizeof dir, "quantfile/%s", label);
-    llama_ref_load(&r, dir);
-    llama_model *m;
+/* llama-quantize's own file, rebuilt byte for byte: its head (header,
+ * metadata, tensor infos: llama-quantize.head) with every tensor's data
+ * taken from tps's file m (the same bytes, check_tensors says) at the
+ * offsets the head gives, checked against the whole file's size and hash,
+ * written to path. */
+static void rebuild_llama_quantize_file(const char *label, const json_t *want, const gguf_file *m,
+                                        const char *path) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/tests/data/quantfile/%s/llama-quantize.head", TPS_SOURCE_DIR, label);
+    FILE *hf = fopen(p, "rb");
+    cr_assert_not_null(hf, "%s", p);
+    const size_t size = (size_t)json_integer_value(json_object_get(want, "bytes"));
+    uint8_t *buf = calloc(1, size);
+    cr_assert_not_null(buf);
+    const size_t head = fread(buf, 1, size, hf);
+    cr_assert(head > 0 && head < size && fgetc(hf) == EOF, "%s: %zu bytes", p, head);
+    fclose(hf);
+    gguf_file *f;
     tps_err err = {0};
-    cr_assert_eq(llama_model_load(&m, path, &err), 0, "%s: %s", label, err.msg);
-    check_tensors(label, json_object_get(r.j, "tensors"), m->file);
-    cr_assert_eq(r.n_logit_cases, 5, "%s: logits of every case", label);
+    cr_assert_eq(gguf_open_memory(&f, buf, size, &err), 0, "%s: %s", label, err.msg);
+    cr_assert_eq(f->data_offset, head, "%s", label);
+    cr_assert_eq(f->n_tensors, m->n_tensors, "%s", label);
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        char name[96];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        const gguf_tensor *src = gguf_find_tensor(m, name);
+        cr_assert(src && src->nbytes == t->nbytes && src->type == t->type, "%s: %s", label, name);
+        memcpy(buf + f->data_offset + t->offset, src->data, t->nbytes);
+    }
+    gguf_close(f);
+    char hash[17];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)fnv1a64(buf, size));
+    cr_assert_str_eq(hash, json_string_value(json_object_get(want, "fnv1a64")),
+                     "%s: the rebuilt file is not llama-quantize's", label);
+    FILE *out = fopen(path, "wb");
+    cr_assert_not_null(out, "%s", path);
+    cr_assert_eq(fwrite(buf, 1, size, out), size);
+    cr_assert_eq(fclose(out), 0);
+    free(buf);
+}
+
+/* Teacher-forced against llama.cpp on the best tier, and the scalar tier
+ * too if both. */
+static void check_logits(const char *label, const llama_ref *r, const llama_model *m, int both) {
     const kernel_tier tiers[] = {KERNEL_TIER_BEST, KERNEL_TIER_SCALAR};
-    for (size_t t = 0; t < sizeof tiers / sizeof tiers[0]; t++) {
+    for (size_t t = 0; t < (both ? 2u : 1u); t++) {
         llama_ref_stats st;
-        llama_ref_teacher_forced(&r, m, tiers[t], label, 0, &st);
+        llama_ref_teacher_forced(r, m, tiers[t], label, 0, &st);
         const char *tn = kernel_tier_name(tiers[t]);
         cr_log_info("%s, %s tier: %zu of %zu positions at float rounding (worst %.1e), worst "
                     "%.1e, %zu near ties",
@@ -106,8 +139,41 @@ static void check_file(const char *preset, const char *arch, const char *type) {
         cr_expect_leq(st.near_ties, MAX_NEAR_TIES, "%s, %s tier: %zu near ties", label, tn,
                       st.near_ties);
     }
+}
+
+/* tps's file has llama-quantize's tensors; llama-quantize's file loads in
+ * tps and, like tps's, gives llama.cpp's logits (on both tiers; tps's
+ * file, whose tensors are the same bytes, on the best). */
+static void check_file(const char *preset, const char *arch, const char *type) {
+    char label[64], path[64], lq_path[64];
+    snprintf(label, sizeof label, "%s-%s-%s", preset, arch, type);
+    snprintf(path, sizeof path, "/tmp/tps-qref-%s-XXXXXX", type);
+    close(mkstemp(path));
+    snprintf(lq_path, sizeof lq_path, "/tmp/tps-qref-lq-%s-XXXXXX", type);
+    close(mkstemp(lq_path));
+    make(preset, arch, type, path);
+    llama_ref r;
+    char dir[96];
+    snprintf(dir, sizeof dir, "quantfile/%s", label);
+    llama_ref_load(&r, dir);
+    llama_model *m, *lq;
+    tps_err err = {0};
+    cr_assert_eq(llama_model_load(&m, path, &err), 0, "%s: %s", label, err.msg);
+    check_tensors(label, json_object_get(r.j, "tensors"), m->file);
+    cr_assert_eq(r.n_logit_cases, 5, "%s: logits of every case", label);
+    rebuild_llama_quantize_file(label, json_object_get(r.j, "llama_quantize_file"), m->file,
+                                lq_path);
+    cr_assert_eq(llama_model_load(&lq, lq_path, &err), 0, "%s, llama-quantize's file: %s", label,
+                 err.msg);
+    char lq_label[96];
+    snprintf(lq_label, sizeof lq_label, "%s (llama-quantize's file)", label);
+    /* the two files differ in their metadata only: tps's on one tier */
+    check_logits(lq_label, &r, lq, 1);
+    check_logits(label, &r, m, 0);
+    llama_model_free(lq);
     llama_model_free(m);
     llama_ref_free(&r);
+    unlink(lq_path);
     unlink(path);
 }
 

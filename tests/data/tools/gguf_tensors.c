@@ -3,8 +3,10 @@
  * files, one written by `tps model make` and one by llama-quantize,
  * compare with diff: same names, types and bytes means the same
  * quantization (tests/data/README.md; tests/test_quant_reference.c hashes
- * tps's tensors the same way). usage: gguf_tensors FILE.gguf. Built by
- * hand against a llama.cpp build, never by CMake. */
+ * tps's tensors the same way). usage: gguf_tensors FILE.gguf; with
+ * --data-offset, only the byte offset of the file's tensor data (where its
+ * header, metadata and tensor infos end). Built by hand against a
+ * llama.cpp build, never by CMake. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,14 +24,20 @@ static int cmp_row(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: gguf_tensors FILE.gguf\n");
+    const int offset_only = argc == 3 && !strcmp(argv[1], "--data-offset");
+    if (argc != 2 && !offset_only) {
+        fprintf(stderr, "usage: gguf_tensors [--data-offset] FILE.gguf\n");
         return 2;
     }
+    const char *path = argv[argc - 1];
     struct gguf_init_params ip = {.no_alloc = true, .ctx = NULL};
-    struct gguf_context *g = gguf_init_from_file(argv[1], ip);
-    FILE *f = fopen(argv[1], "rb");
+    struct gguf_context *g = gguf_init_from_file(path, ip);
+    FILE *f = fopen(path, "rb");
     if (!g || !f) return 1;
+    if (offset_only) {
+        printf("%zu\n", gguf_get_data_offset(g));
+        return 0;
+    }
     const int64_t n = gguf_get_n_tensors(g);
     row *rows = calloc((size_t)n, sizeof *rows);
     for (int64_t i = 0; i < n; i++) {

@@ -4,7 +4,10 @@
 # llama-quantize quantizes it to the file type, `tps model make` writes the
 # same file type itself and the two files' tensors (name, type, bytes) must
 # be identical, then dump_ref records llama.cpp's greedy ids and logits on
-# llama-quantize's file. Nothing here runs in the tests; see README.md.
+# llama-quantize's file. llama-quantize's file itself is kept as its head
+# (llama-quantize.head: everything before the tensor data) with its size
+# and hash, so the test rebuilds it byte for byte from tps's tensors and
+# loads it. Nothing here runs in the tests; see README.md.
 #
 # usage: tests/data/tools/make_quant_refs.sh LLAMA_CPP_DIR TPS_BINARY
 #   LLAMA_CPP_DIR: a llama.cpp checkout built in build/ (CPU, Release)
@@ -50,13 +53,18 @@ while read -r preset arch type; do
     exit 1
   fi
   mkdir -p "$data/quantfile/$name"
+  head -c "$("$work/gguf_tensors" --data-offset "$work/lq.gguf")" "$work/lq.gguf" \
+    >"$data/quantfile/$name/llama-quantize.head"
   "$work/dump_ref" "$work/lq.gguf" "$work/ref" 5 >/dev/null 2>&1
   mv "$work/ref.logits.f32" "$data/quantfile/$name/reference.logits.f32"
   python3 - "$work/ref.json" "$work/lq.txt" "$data/quantfile/$name/reference.json" \
-    "$preset" "$arch" "$type" "$commit" <<'EOF'
+    "$preset" "$arch" "$type" "$commit" "$work/lq.gguf" <<'EOF'
 import json, sys
-ref, tensors, out, preset, arch, ftype, commit = sys.argv[1:8]
+ref, tensors, out, preset, arch, ftype, commit, lq = sys.argv[1:9]
 r = json.load(open(ref))
+h = 1469598103934665603  # FNV-1a 64 of llama-quantize's whole file
+for b in open(lq, "rb").read():
+    h = ((h ^ b) * 1099511628211) & 0xffffffffffffffff
 rows = [line.split() for line in open(tensors)]
 j = {"file": f"{preset}-{arch}-{ftype}",
      "model_make_f32": f"tps model make --arch {arch} --preset {preset} --type f32 --seed 7",
@@ -65,7 +73,8 @@ j = {"file": f"{preset}-{arch}-{ftype}",
      "llama_cpp_commit": commit,
      "producer": "tests/data/tools/make_quant_refs.sh: dump_ref on llama-quantize's file "
                  "(llama.cpp CPU, F32 KV cache, flash attention off, greedy)",
-     "tensors": [{"name": n, "type": t, "bytes": int(b), "fnv1a64": h} for n, t, b, h in rows]}
+     "llama_quantize_file": {"bytes": len(open(lq, "rb").read()), "fnv1a64": f"{h:016x}"},
+     "tensors": [{"name": n, "type": t, "bytes": int(b), "fnv1a64": x} for n, t, b, x in rows]}
 j.update(r)
 json.dump(j, open(out, "w"), indent=1)
 open(out, "a").write("\n")
