@@ -4,9 +4,10 @@
  * this machine's measured single-thread read bandwidth. Numbers, not pass/fail; correctness is
  * tests/test_kernels.c.
  *
- * Q8_0 / Q4_0 / Q4_K / Q6_K also run repacked into 8-row groups ("q8_0r",
- * "q4_0r", "q4_Kr", "q6_Kr"), as the engine loads them. Q4_K / Q6_K weights
- * are random quants with small scales (speed does not depend on the values).
+ * Every quantized type also runs repacked into 8-row groups ("q8_0r",
+ * "q4_Kr", "iq4_xsr", ...), as the engine loads them (the newer types only
+ * that way). Weights come from random floats through each type's quantizer
+ * (speed does not depend on the values).
  *
  * Prefill chunks run up to 512 activation rows: their quantized rows no
  * longer fit in L2 beside the weights, so 128 and 512 rows show what cache
@@ -87,28 +88,15 @@ static double read_bandwidth_gbs(void) {
     return (double)(n * sizeof(float)) / best / 1e9;
 }
 
-static const char *type_name(uint32_t type) {
-    switch (type) {
-    case GGML_TYPE_F16:
-        return "f16";
-    case GGML_TYPE_Q8_0:
-        return "q8_0";
-    case GGML_TYPE_Q4_0:
-        return "q4_0";
-    case KERNEL_TYPE_Q8_0_R8:
-        return "q8_0r";
-    case KERNEL_TYPE_Q4_0_R8:
-        return "q4_0r";
-    case GGML_TYPE_Q4_K:
-        return "q4_K";
-    case KERNEL_TYPE_Q4_K_R8:
-        return "q4_Kr";
-    case GGML_TYPE_Q6_K:
-        return "q6_K";
-    case KERNEL_TYPE_Q6_K_R8:
-        return "q6_Kr";
-    }
-    return "?";
+/* ggml's name ("q4_K"), with "r" after a packed type's ("q4_Kr"). */
+static const char *type_name(uint32_t type, char *buf, size_t len) {
+    const int packed = type >= KERNEL_TYPE_PACKED;
+    const ggml_type_info *ti = ggml_type_get(packed ? type - KERNEL_TYPE_PACKED : type);
+    snprintf(buf, len, "%s%s", ti ? ti->name : "?", packed ? "r" : "");
+    /* ggml writes the K-quants with a capital K */
+    for (char *c = buf; *c; c++)
+        if (c > buf && c[-1] == '_' && *c == 'k') *c = 'K';
+    return buf;
 }
 
 /* True when name is one of the comma-separated list (NULL: all). */
@@ -143,9 +131,23 @@ int main(int argc, char **argv) {
     }
     const shape shapes[] = {{"768x768", 768, 768}, {"2048x5632", 2048, 5632}};
     const char *only = argc > 3 ? argv[3] : NULL;
-    const uint32_t types[] = {GGML_TYPE_F16,       GGML_TYPE_Q8_0,      GGML_TYPE_Q4_0,
-                              KERNEL_TYPE_Q8_0_R8, KERNEL_TYPE_Q4_0_R8, GGML_TYPE_Q4_K,
-                              KERNEL_TYPE_Q4_K_R8, GGML_TYPE_Q6_K,      KERNEL_TYPE_Q6_K_R8};
+    const uint32_t types[] = {GGML_TYPE_F16,
+                              GGML_TYPE_Q8_0,
+                              GGML_TYPE_Q4_0,
+                              KERNEL_TYPE_Q8_0_R8,
+                              KERNEL_TYPE_Q4_0_R8,
+                              GGML_TYPE_Q4_K,
+                              KERNEL_TYPE_Q4_K_R8,
+                              GGML_TYPE_Q6_K,
+                              KERNEL_TYPE_Q6_K_R8,
+                              KERNEL_TYPE_R8(GGML_TYPE_Q4_1),
+                              KERNEL_TYPE_R8(GGML_TYPE_Q5_0),
+                              KERNEL_TYPE_R8(GGML_TYPE_Q5_1),
+                              KERNEL_TYPE_R8(GGML_TYPE_IQ4_NL),
+                              KERNEL_TYPE_R8(GGML_TYPE_Q2_K),
+                              KERNEL_TYPE_R8(GGML_TYPE_Q3_K),
+                              KERNEL_TYPE_R8(GGML_TYPE_Q5_K),
+                              KERNEL_TYPE_R8(GGML_TYPE_IQ4_XS)};
     size_t rows[16] = {1, 8, 32, 128, 512}, n_rows = 5, max_rows = 512;
     if (argc > 4) {
         n_rows = 0;
@@ -166,7 +168,7 @@ int main(int argc, char **argv) {
 
     printf("tier: %s   single-thread read bandwidth: %.1f GB/s\n", kernel_tier_name(tier),
            read_bandwidth_gbs());
-    printf("%-10s %-5s %5s %3s %10s %10s %9s %9s %9s\n", "shape", "type", "rows", "thr",
+    printf("%-10s %-7s %5s %3s %10s %10s %9s %9s %9s\n", "shape", "type", "rows", "thr",
            "median_us", "min_us", "GB/s", "GFLOP/s", "GF/s@min");
 
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -176,12 +178,10 @@ int main(int argc, char **argv) {
         if (!x || !out) return 1;
         fill(x, max_rows * n_in, 7);
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-            if (!type_wanted(only, type_name(types[t]))) continue;
-            const uint32_t plain = types[t] == KERNEL_TYPE_Q8_0_R8   ? GGML_TYPE_Q8_0
-                                   : types[t] == KERNEL_TYPE_Q4_0_R8 ? GGML_TYPE_Q4_0
-                                   : types[t] == KERNEL_TYPE_Q4_K_R8 ? GGML_TYPE_Q4_K
-                                   : types[t] == KERNEL_TYPE_Q6_K_R8 ? GGML_TYPE_Q6_K
-                                                                     : types[t];
+            char tn[24];
+            if (!type_wanted(only, type_name(types[t], tn, sizeof tn))) continue;
+            const uint32_t plain =
+                types[t] >= KERNEL_TYPE_PACKED ? types[t] - KERNEL_TYPE_PACKED : types[t];
             void *w = make_weights(plain, n_out, n_in);
             if (!w) return 1;
             const double bytes = (double)kernel_row_bytes(plain, n_in) * (double)n_out;
@@ -216,9 +216,9 @@ int main(int argc, char **argv) {
                     qsort(times, (size_t)reps, sizeof times[0], cmp_double);
                     const double med = times[reps / 2];
                     const double flops = 2.0 * (double)nr * (double)n_in * (double)n_out;
-                    printf("%-10s %-5s %5zu %3d %10.1f %10.1f %9.2f %9.2f %9.2f\n", shapes[s].name,
-                           type_name(types[t]), nr, thr, med * 1e6, times[0] * 1e6,
-                           bytes / med / 1e9, flops / med / 1e9, flops / times[0] / 1e9);
+                    printf("%-10s %-7s %5zu %3d %10.1f %10.1f %9.2f %9.2f %9.2f\n", shapes[s].name,
+                           tn, nr, thr, med * 1e6, times[0] * 1e6, bytes / med / 1e9,
+                           flops / med / 1e9, flops / times[0] / 1e9);
                     fflush(stdout);
                 }
                 kernel_ctx_free(ctx);

@@ -11,22 +11,25 @@
 #   LLAMA_BIN_DIR: llama-bench and its libraries, run with LD_LIBRARY_PATH
 #   set to it so an AVX2-only ggml there is the one loaded.)
 # env: TPS_BENCH_DIR (default /tmp/tps-bench), VS_MODELS (default
-#      "110M-q8_0.gguf 110M-q4_0.gguf 110M-q4_k_m.gguf"), VS_ROUNDS (3),
-#      BENCH_THREADS (2). A missing model file PRESET-TYPE.gguf is made with
-#      `tps model make --preset PRESET --type TYPE` (a mixture-of-experts
-#      preset with its architecture: 30B-A3B-q4_k_m.gguf, moe-2B-q4_k_m.gguf).
+#      "110M-q8_0.gguf 110M-q4_0-pure.gguf 110M-q4_k_m.gguf"), VS_ROUNDS (3),
+#      BENCH_THREADS (2), VS_LLAMA_REPS (llama-bench -r, default 3). A missing
+#      model file PRESET-TYPE.gguf is made with `tps model make --preset PRESET
+#      --type TYPE` (a mixture-of-experts preset with its architecture:
+#      30B-A3B-q4_k_m.gguf, moe-2B-q4_k_m.gguf; PRESET-TYPE-pure.gguf with
+#      --pure, every matrix in TYPE, as the q4_0 files of earlier sessions).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { sed -n 2,16p "$0"; exit 2; }
 dir=${TPS_BENCH_DIR:-/tmp/tps-bench}
-models=${VS_MODELS:-110M-q8_0.gguf 110M-q4_0.gguf 110M-q4_k_m.gguf}
+models=${VS_MODELS:-110M-q8_0.gguf 110M-q4_0-pure.gguf 110M-q4_k_m.gguf}
+reps=${VS_LLAMA_REPS:-3}
 rounds=${VS_ROUNDS:-3}
 threads=${BENCH_THREADS:-2}
 mkdir -p "$dir"
 
 median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-printf '%-7s %-18s %10s %10s %7s %10s %10s %7s\n' tier file "tps pp" "llama pp" ratio "tps tg" "llama tg" ratio
+printf '%-7s %-20s %10s %10s %7s %10s %10s %7s %8s\n' tier file "tps pp" "llama pp" ratio "tps tg" "llama tg" ratio "tps GB/s"
 for spec in "$@"; do
   tier=${spec%%=*}
   rest=${spec#*=}
@@ -37,22 +40,25 @@ for spec in "$@"; do
   for m in $models; do
     f=$dir/$m
     if [ ! -f "$f" ]; then
-      type=${m##*-}
-      type=${type%.gguf}
-      "$build/tps" model make --preset "${m%-*}" --type "$type" -o "$f" >/dev/null
+      stem=${m%.gguf} pure=
+      case "$stem" in *-pure) stem=${stem%-pure} pure=--pure ;; esac
+      "$build/tps" model make --preset "${stem%-*}" --type "${stem##*-}" $pure -o "$f.part" >/dev/null 2>&1
+      mv "$f.part" "$f"
     fi
-    tp=() tt=() lp=() lt=()
+    tp=() tt=() lp=() lt=() gb=()
     for ((r = 0; r < rounds; r++)); do
       line=$(TPS_BENCH_MODELS=$f "$build/bench_engine" "$threads" 0 2>/dev/null | awk -v m="$m" '$1 == m')
       tp+=("$(echo "$line" | awk '{print $2}')") tt+=("$(echo "$line" | awk '{print $3}')")
-      out=$(LD_LIBRARY_PATH=$lbin "$lbin/llama-bench" -m "$f" -t "$threads" -p 512 -n 128 -r 3 2>/dev/null)
+      gb+=("$(echo "$line" | awk '{print $5}')")
+      out=$(LD_LIBRARY_PATH=$lbin "$lbin/llama-bench" -m "$f" -t "$threads" -p 512 -n 128 -r "$reps" 2>/dev/null)
       lp+=("$(echo "$out" | awk -F'|' '/ pp512 / {split($(NF-1), a, " "); print a[1]}')")
       lt+=("$(echo "$out" | awk -F'|' '/ tg128 / {split($(NF-1), a, " "); print a[1]}')")
     done
     mtp=$(printf '%s\n' "${tp[@]}" | median) mtt=$(printf '%s\n' "${tt[@]}" | median)
     mlp=$(printf '%s\n' "${lp[@]}" | median) mlt=$(printf '%s\n' "${lt[@]}" | median)
-    awk -v t="$tier" -v m="$m" -v tp="$mtp" -v lp="$mlp" -v tt="$mtt" -v lt="$mlt" 'BEGIN {
-      printf "%-7s %-18s %10.1f %10.1f %6.2fx %10.1f %10.1f %6.2fx\n", t, m, tp, lp, tp / lp, tt, lt, tt / lt}'
+    mgb=$(printf '%s\n' "${gb[@]}" | median)
+    awk -v t="$tier" -v m="$m" -v tp="$mtp" -v lp="$mlp" -v tt="$mtt" -v lt="$mlt" -v g="$mgb" 'BEGIN {
+      printf "%-7s %-20s %10.1f %10.1f %6.2fx %10.1f %10.1f %6.2fx %8.1f\n", t, m, tp, lp, tp / lp, tt, lt, tt / lt, g}'
     echo "        rounds: tps pp ${tp[*]}, llama pp ${lp[*]}; tps tg ${tt[*]}, llama tg ${lt[*]}"
   done
 done

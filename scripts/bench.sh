@@ -23,6 +23,11 @@
 #        "none" skips): per-architecture pp512 / tg128 lines, bench_engine on
 #        q8_0 files of the 15M and 110M presets made with `tps model make
 #        --arch`, and llama-bench on the same files when LLAMA_CPP_DIR is set.
+#        TPS_BENCH_QUANT_PRESET (default 110M; "none" skips): pp512 / tg128 of
+#        the file types of issue 34 (q5_k_m q3_k_m iq4_xs q4_1) against
+#        llama-bench when LLAMA_CPP_DIR is set (scripts/bench-quant.sh,
+#        native tier; the 1B table of docs/performance.md is
+#        `scripts/bench-quant.sh` alone, both tiers).
 #        BENCH_THREADS (default 2).
 set -euo pipefail
 build=${1:-build}
@@ -83,6 +88,13 @@ if [ "$archs" != none ] && [ -x "$build/bench_engine" ]; then
       done
     fi
   done
+fi
+
+qp=${TPS_BENCH_QUANT_PRESET:-110M}
+if [ "$qp" != none ] && [ -n "${LLAMA_CPP_DIR:-}" ]; then
+  echo "== file types of issue 34, $qp, against llama-bench (scripts/bench-quant.sh) =="
+  QUANT_PRESET=$qp QUANT_TIERS=native LLAMA_CPP=$(dirname "$LLAMA_CPP_DIR") VS_ROUNDS=1 \
+    scripts/bench-quant.sh
 fi
 
 echo "== served speed and latency vs llama-server (scripts/bench-served.sh) =="

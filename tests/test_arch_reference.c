@@ -14,6 +14,7 @@
 
 #include "engine/forward.h"
 #include "model/model_make.h"
+#include "support/llama_ref.h"
 #include "support/model_run.h"
 
 /* ||ours - llama.cpp|| / ||llama.cpp|| per position: the bound
@@ -21,35 +22,6 @@
  * Both sides here are f32 with an f32 KV cache; measured ~1e-6. */
 #define TOL_NORM_ERR 2e-3
 #define SEED         7
-
-typedef struct ref {
-    json_t *j;
-    float *logits; /* (n_logit_cases, n_generated, n_vocab) */
-    size_t n_vocab, n_gen, n_logit_cases;
-} ref;
-
-static void load_ref(ref *r, const char *arch) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/tests/data/%s/reference.json", TPS_SOURCE_DIR, arch);
-    json_error_t je;
-    r->j = json_load_file(p, 0, &je);
-    cr_assert_not_null(r->j, "%s: %s", p, je.text);
-    r->n_vocab = (size_t)json_integer_value(json_object_get(r->j, "n_vocab"));
-    r->n_gen = (size_t)json_integer_value(json_object_get(r->j, "n_generated"));
-    r->n_logit_cases = (size_t)json_integer_value(json_object_get(r->j, "n_logit_cases"));
-    snprintf(p, sizeof p, "%s/tests/data/%s/reference.logits.f32", TPS_SOURCE_DIR, arch);
-    FILE *f = fopen(p, "rb");
-    cr_assert_not_null(f, "%s", p);
-    size_t n = r->n_logit_cases * r->n_gen * r->n_vocab;
-    r->logits = malloc(n * sizeof(float));
-    cr_assert_eq(fread(r->logits, sizeof(float), n, f), n, "%s is short", p);
-    fclose(f);
-}
-
-static void free_ref(ref *r) {
-    json_decref(r->j);
-    free(r->logits);
-}
 
 static llama_model *make_and_load_opts(const char *arch, char *path, size_t path_len,
                                        int no_repack) {
@@ -73,108 +45,21 @@ static llama_model *make_and_load(const char *arch, char *path, size_t path_len)
     return make_and_load_opts(arch, path, path_len, 0);
 }
 
-static int argmax(const float *x, size_t n) {
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return (int)best;
-}
-
-static double norm_err(const float *ours, const float *theirs, size_t n) {
-    double d = 0, t = 0;
-    for (size_t i = 0; i < n; i++) {
-        d += ((double)ours[i] - theirs[i]) * ((double)ours[i] - theirs[i]);
-        t += (double)theirs[i] * theirs[i];
-    }
-    return sqrt(d / t);
-}
-
-typedef struct rig {
-    kv_cache *kv;
-    fwd_state *s;
-} rig;
-
-static void rig_open(rig *g, const llama_model *m, kernel_tier tier) {
-    const llama_config *c = &m->cfg;
-    kv_cache_params p = {.n_layers = c->n_layers,
-                         .kv_dim = c->n_kv_heads * c->head_dim,
-                         .head_dim = c->head_dim,
-                         .block_tokens = 16,
-                         .kv_type = GGML_TYPE_F32,
-                         .n_blocks = 64};
-    tps_err err = {0};
-    cr_assert_eq(kv_cache_create(&g->kv, &p, &err), 0, "%s", err.msg);
-    cr_assert_eq(fwd_state_create(&g->s, m, 128, c->ctx_len, 2, &err), 0, "%s", err.msg);
-    cr_assert_eq(kernel_ctx_set_tier(fwd_state_kernels(g->s), tier), 0);
-}
-
-static void rig_close(rig *g) {
-    fwd_state_free(g->s);
-    kv_cache_free(g->kv);
-}
-
-static size_t ids_of(json_t *arr, int32_t *out, size_t cap) {
-    size_t n = json_array_size(arr);
-    cr_assert_leq(n, cap);
-    for (size_t i = 0; i < n; i++)
-        out[i] = (int32_t)json_integer_value(json_array_get(arr, i));
-    return n;
-}
-
-/* One prompt of check_arch_tier: what each step is checked against. */
-typedef struct tier_case {
-    const char *arch;
-    kernel_tier tier;
-    size_t ci;
-    const int32_t *gen; /* llama.cpp's greedy ids */
-    const ref *r;
-    double *worst;
-} tier_case;
-
-static int32_t check_step(const float *logits, size_t k, void *arg) {
-    tier_case *tc = arg;
-    const ref *r = tc->r;
-    int got = argmax(logits, r->n_vocab);
-    cr_assert_eq(got, tc->gen[k], "%s, %s tier, prompt %zu, token %zu: got %d, llama.cpp %d",
-                 tc->arch, kernel_tier_name(tc->tier), tc->ci, k, got, tc->gen[k]);
-    if (tc->ci < r->n_logit_cases) {
-        double e = norm_err(logits, r->logits + (tc->ci * r->n_gen + k) * r->n_vocab, r->n_vocab);
-        if (e > *tc->worst) *tc->worst = e;
-    }
-    return tc->gen[k]; /* teacher forcing: llama.cpp's token goes next */
-}
-
-/* Prefill, then decode llama.cpp's greedy ids one at a time (teacher
- * forcing): every argmax must be llama.cpp's, and the logits close. */
+/* llama.cpp's greedy ids and logits, teacher-forced, on one tier. */
 static void check_arch_tier(const char *arch, kernel_tier tier) {
-    ref r;
-    load_ref(&r, arch);
+    llama_ref r;
+    llama_ref_load(&r, arch);
     char path[64];
     /* the reference tier reads weights in the file's layout (gpt-oss's
      * MXFP4 experts are repacked otherwise) */
     llama_model *m = make_and_load_opts(arch, path, sizeof path, tier == KERNEL_TIER_REF);
-    cr_assert_eq(m->cfg.n_vocab, r.n_vocab);
-    rig g;
-    rig_open(&g, m, tier);
-    json_t *cases = json_object_get(r.j, "cases");
-    cr_assert_eq(json_array_size(cases), 5);
-    double worst = 0;
-    for (size_t ci = 0; ci < json_array_size(cases); ci++) {
-        json_t *cs = json_array_get(cases, ci);
-        int32_t prompt[64], gen[32];
-        size_t np = ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
-        size_t ng = ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
-        cr_assert_eq(ng, r.n_gen);
-        tier_case tc = {.arch = arch, .tier = tier, .ci = ci, .gen = gen, .r = &r, .worst = &worst};
-        test_greedy_run(g.s, m, g.kv, prompt, np, ng, check_step, &tc);
-    }
+    const double worst = llama_ref_teacher_forced(&r, m, tier, arch, 1, NULL);
     cr_log_info("%s, %s tier: worst normalised logit error vs llama.cpp %.2e", arch,
                 kernel_tier_name(tier), worst);
     cr_expect_leq(worst, TOL_NORM_ERR, "%s, %s tier: %g", arch, kernel_tier_name(tier), worst);
-    rig_close(&g);
     llama_model_free(m);
     unlink(path);
-    free_ref(&r);
+    llama_ref_free(&r);
 }
 
 static void check_arch(const char *arch) {
@@ -239,12 +124,12 @@ Test(arch_reference, gpt_oss_matches_llama_cpp) {
 /* The five prompts prefilled together in one batch give each prompt's last
  * logits bit-identical to its prefill alone. */
 static void check_batch_invariance(const char *arch) {
-    ref r;
-    load_ref(&r, arch);
+    llama_ref r;
+    llama_ref_load(&r, arch);
     char path[64];
     llama_model *m = make_and_load(arch, path, sizeof path);
-    rig g;
-    rig_open(&g, m, KERNEL_TIER_BEST);
+    ref_rig g;
+    ref_rig_open(&g, m, KERNEL_TIER_BEST);
     json_t *cases = json_object_get(r.j, "cases");
     const size_t nc = json_array_size(cases), nv = r.n_vocab;
     float *solo = malloc(sizeof(float) * nc * nv);
@@ -254,7 +139,8 @@ static void check_batch_invariance(const char *arch) {
     size_t n = 0;
     for (size_t ci = 0; ci < nc; ci++) {
         int32_t prompt[64];
-        size_t np = ids_of(json_object_get(json_array_get(cases, ci), "prompt_ids"), prompt, 64);
+        size_t np =
+            ref_ids_of(json_object_get(json_array_get(cases, ci), "prompt_ids"), prompt, 64);
         cr_assert_eq(kv_seq_init(&seqs[ci], 8), 0);
         cr_assert_eq(kv_seq_reserve(g.kv, &seqs[ci], (uint32_t)np), 0);
         all[ci] = &seqs[ci];
@@ -287,10 +173,10 @@ static void check_batch_invariance(const char *arch) {
         kv_seq_destroy(&seqs[ci]);
     }
     free(solo);
-    rig_close(&g);
+    ref_rig_close(&g);
     llama_model_free(m);
     unlink(path);
-    free_ref(&r);
+    llama_ref_free(&r);
 }
 
 Test(arch_reference, every_arch_is_batch_invariant) {

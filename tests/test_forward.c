@@ -292,23 +292,24 @@ Test(forward, tied_embeddings_when_output_weight_is_absent) {
 }
 
 Test(forward, unsupported_tensor_type_is_named_in_the_error) {
-    uint64_t ne[] = {64, 4};
-    static uint8_t data[64 * 4 / 32 * 24];
+    uint64_t ne[] = {256, 4};
+    static uint8_t data[4 * 66]; /* 4 rows of one 66-byte iq2_xxs block */
     gguf_writer *w = gguf_writer_create();
     gguf_writer_set_str(w, "general.architecture", "llama");
-    gguf_writer_set_u32(w, "llama.embedding_length", 64);
+    gguf_writer_set_u32(w, "llama.embedding_length", 256);
     gguf_writer_set_u32(w, "llama.block_count", 1);
     gguf_writer_set_u32(w, "llama.feed_forward_length", 128);
     gguf_writer_set_u32(w, "llama.attention.head_count", 4);
-    gguf_writer_add_tensor(w, "token_embd.weight", GGML_TYPE_Q5_1, 2, ne, data);
-    char p[] = "/tmp/tps-q51-XXXXXX";
+    gguf_writer_add_tensor(w, "token_embd.weight", GGML_TYPE_IQ2_XXS, 2, ne, data);
+    char p[] = "/tmp/tps-iq2-XXXXXX";
     close(mkstemp(p));
     tps_err err = {0};
     cr_assert_eq(gguf_writer_write_file(w, p, &err), 0, "%s", err.msg);
     gguf_writer_free(w);
     llama_model *m;
     cr_expect_eq(llama_model_load(&m, p, &err), TPS_EUNSUP);
-    cr_expect(strstr(err.msg, "unsupported tensor type q5_1 in tensor 'token_embd.weight'"), "%s",
-              err.msg);
+    cr_expect(strstr(err.msg, "unsupported tensor type iq2_xxs in tensor 'token_embd.weight'") &&
+                  strstr(err.msg, "supported: f32, f16, q4_0, q4_1"),
+              "%s", err.msg);
     unlink(p);
 }

@@ -337,3 +337,66 @@ Test(gguf, type_table_knows_common_and_k_quant_types) {
     uint64_t ne[] = {33, 2};
     cr_expect_eq(ggml_tensor_nbytes(GGML_TYPE_Q8_0, 2, ne), 0, "33 is not whole q8_0 blocks");
 }
+
+/* A one-tensor file (4096 bytes of data) whose tensor info is rewritten to
+ * say `type`, ne0 elements a row and `rows` rows: what a hostile or broken
+ * file of that type looks like to the reader. */
+static uint8_t *retyped_file(uint32_t type, uint64_t ne0, uint64_t rows, size_t *size) {
+    static float data[1024];
+    gguf_writer *w = gguf_writer_create();
+    const uint64_t ne[] = {1024, 1};
+    cr_assert_eq(gguf_writer_add_tensor(w, "hostile.weight", GGML_TYPE_F32, 2, ne, data), 0);
+    uint8_t *buf;
+    tps_err err = {0};
+    cr_assert_eq(gguf_writer_write_mem(w, &buf, size, &err), 0, "%s", err.msg);
+    gguf_writer_free(w);
+    uint8_t *p = memmem(buf, *size, "hostile.weight", 14);
+    cr_assert_not_null(p);
+    p += 14 + 4; /* the name, then n_dims (u32): ne[0], ne[1] (u64), type (u32) */
+    memcpy(p, &ne0, 8);
+    memcpy(p + 8, &rows, 8);
+    memcpy(p + 16, &type, 4);
+    return buf;
+}
+
+/* Opens the retyped file: 0, or the error's message in msg. */
+static int open_retyped(uint32_t type, uint64_t ne0, uint64_t rows, char *msg, size_t cap) {
+    size_t size;
+    uint8_t *buf = retyped_file(type, ne0, rows, &size);
+    gguf_file *f;
+    tps_err err = {0};
+    int rc = gguf_open_memory(&f, buf, size, &err);
+    if (rc == 0) {
+        const gguf_tensor *t = gguf_find_tensor(f, "hostile.weight");
+        cr_assert_not_null(t);
+        cr_expect_eq(t->type, type);
+        cr_expect_eq(t->nbytes,
+                     rows * ne0 / ggml_type_get(type)->block_size * ggml_type_get(type)->type_size);
+        gguf_close(f);
+    }
+    snprintf(msg, cap, "%s", err.msg);
+    free(buf);
+    return rc;
+}
+
+/* The block types of issue 34: whole blocks open; a row that is not whole
+ * blocks, or blocks past the end of the file, are refused by name. */
+Test(gguf, newer_block_types_with_wrong_sizes_are_refused_by_name) {
+    const uint32_t types[] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL,
+                              GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q5_K, GGML_TYPE_IQ4_XS};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        const ggml_type_info *ti = ggml_type_get(types[k]);
+        cr_assert_not_null(ti);
+        const uint64_t b = ti->block_size, fit = 4096 / ti->type_size;
+        char msg[512], want[96];
+        cr_expect_eq(open_retyped(types[k], b, fit, msg, sizeof msg), 0, "%s: %s", ti->name, msg);
+        /* half a block more than whole blocks */
+        cr_expect_neq(open_retyped(types[k], b + b / 2, 1, msg, sizeof msg), 0, "%s", ti->name);
+        snprintf(want, sizeof want, "not a whole number of %s blocks (%llu)", ti->name,
+                 (unsigned long long)b);
+        cr_expect(strstr(msg, want) && strstr(msg, "hostile.weight"), "%s: %s", ti->name, msg);
+        /* one block row more than the data holds */
+        cr_expect_neq(open_retyped(types[k], b, fit + 1, msg, sizeof msg), 0, "%s", ti->name);
+        cr_expect(strstr(msg, "truncated file: tensor 'hostile.weight'"), "%s: %s", ti->name, msg);
+    }
+}

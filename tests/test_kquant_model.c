@@ -78,10 +78,12 @@ Test(kquant_model, q4_k_m_uses_q6_k_for_output_and_some_attn_v_and_ffn_down) {
     unlink(p);
 }
 
-Test(kquant_model, k_quants_refuse_presets_whose_rows_are_not_whole_superblocks) {
-    const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, MODEL_MAKE_Q4_K_M};
+/* A pure K-quant type must fit every row; llama.cpp's mixes fall back
+ * as llama-quantize does (test_quant_reference.c checks the bytes). */
+Test(kquant_model, pure_k_quants_refuse_rows_not_whole_superblocks_and_mixes_fall_back) {
+    const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q5_K, GGML_TYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        model_make_opts o = {.preset = model_preset_find("15M"),
+        model_make_opts o = {.preset = model_preset_find("mini"),
                              .type = types[i],
                              .seed = 1,
                              .out_path = "/tmp/never-written.gguf"};
@@ -90,4 +92,22 @@ Test(kquant_model, k_quants_refuse_presets_whose_rows_are_not_whole_superblocks)
         cr_expect(strstr(err.msg, "multiples of 256") != NULL, "%s", err.msg);
     }
     cr_expect_eq(access("/tmp/never-written.gguf", F_OK), -1);
+    char p[] = "/tmp/tps-kquant-mini-XXXXXX";
+    close(mkstemp(p));
+    model_make_opts o = {
+        .preset = model_preset_find("mini"), .type = MODEL_MAKE_Q4_K_M, .seed = 1, .out_path = p};
+    tps_err err = {0};
+    cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
+    llama_model *m;
+    cr_assert_eq(llama_model_load(&m, p, &err), 0, "%s", err.msg);
+    /* dim 192: Q4_K falls back to Q5_0, Q6_K (layer 2 of 6 has "more bits")
+       and output.weight to Q8_0; ffn_down's rows of 512 keep Q4_K / Q6_K */
+    cr_expect_eq(m->w.output.type, GGML_TYPE_Q8_0);
+    cr_expect_eq(m->w.layers[0].wq.type, GGML_TYPE_Q5_0);
+    cr_expect_eq(m->w.layers[0].wv.type, GGML_TYPE_Q5_0);
+    cr_expect_eq(m->w.layers[2].wv.type, GGML_TYPE_Q8_0);
+    cr_expect_eq(m->w.layers[0].w_down.type, GGML_TYPE_Q4_K);
+    cr_expect_eq(m->w.layers[2].w_down.type, GGML_TYPE_Q6_K);
+    llama_model_free(m);
+    unlink(p);
 }

@@ -9,7 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Tensor element types, numbered as ggml numbers them (the file format). */
+/* Tensor element types, numbered as ggml numbers them (the file format):
+ * every id llama.cpp's ggml.h defines, so a file of a type tps cannot run
+ * is refused by the type's name. Ids ggml removed (4, 5, 31-33, 36-38)
+ * stay unknown. */
 typedef enum ggml_type {
     GGML_TYPE_F32 = 0,
     GGML_TYPE_F16 = 1,
@@ -25,13 +28,26 @@ typedef enum ggml_type {
     GGML_TYPE_Q5_K = 13,
     GGML_TYPE_Q6_K = 14,
     GGML_TYPE_Q8_K = 15,
+    GGML_TYPE_IQ2_XXS = 16,
+    GGML_TYPE_IQ2_XS = 17,
+    GGML_TYPE_IQ3_XXS = 18,
+    GGML_TYPE_IQ1_S = 19,
+    GGML_TYPE_IQ4_NL = 20,
+    GGML_TYPE_IQ3_S = 21,
+    GGML_TYPE_IQ2_S = 22,
+    GGML_TYPE_IQ4_XS = 23,
     GGML_TYPE_I8 = 24,
     GGML_TYPE_I16 = 25,
     GGML_TYPE_I32 = 26,
     GGML_TYPE_I64 = 27,
     GGML_TYPE_F64 = 28,
+    GGML_TYPE_IQ1_M = 29,
     GGML_TYPE_BF16 = 30,
+    GGML_TYPE_TQ1_0 = 34,
+    GGML_TYPE_TQ2_0 = 35,
     GGML_TYPE_MXFP4 = 39, /* OCP microscaling FP4 (gpt-oss experts) */
+    GGML_TYPE_NVFP4 = 40,
+    GGML_TYPE_Q1_0 = 41,
     GGML_TYPE_COUNT_MAX = 64
 } ggml_type;
 

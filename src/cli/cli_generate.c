@@ -81,7 +81,7 @@ static const opt_row gen_rows[] = {
              {"f16", GGML_TYPE_F16}, {"f32", GGML_TYPE_F32}, {"q8_0", GGML_TYPE_Q8_0}, {NULL, 0}},
      .def = "f16", .help = "KV cache element type"},
     {"--no-repack", .kind = OPT_FLAG, .off = G(no_repack),
-     .help = "keep Q8_0/Q4_0/Q4_K/Q6_K weights in the file's layout (no copy)"},
+     .help = "keep quantized weights in the file's layout (no 8-row copy)"},
     {"--json", .kind = OPT_FLAG, .off = G(json),
      .help = "print one JSON object instead of the text and figures"},
     {0},

@@ -9,8 +9,9 @@
 #include "cli/cli.h"
 #include "cli/opt.h"
 #include "model/gguf.h"
-#include "server/chat_prompt.h"
 #include "model/llama_config.h"
+#include "model/quant_mix.h"
+#include "server/chat_prompt.h"
 
 typedef struct info_cli {
     const char *file_buf[2]; /* one file; a second is reported, not taken */
@@ -29,8 +30,10 @@ static const opt_cmd info_cmd = {
     .prog = "tps model info",
     .usage = "usage: tps model info FILE.gguf [--json]\n"
              "\n"
-             "Prints a GGUF file's architecture, parameter count, file size, tensor types\n"
-             "(count and bytes per type), context length, embedding and FFN sizes, layers,\n"
+             "Prints a GGUF file's architecture, parameter count, file size, llama.cpp file\n"
+             "type (q4_k_m, ...), bits per weight, its mix of tensor types (count, bytes,\n"
+             "parameters and bits per weight of each), context length, embedding and FFN sizes, "
+             "layers,\n"
              "heads and KV heads, RoPE base, tokenizer model and vocabulary size, BOS/EOS\n"
              "ids and whether it carries a chat template.\n"
              "\n",
@@ -48,6 +51,52 @@ static json_t *str_json(const gguf_file *f, const char *key) {
     gguf_str s;
     if (gguf_get_str(f, key, &s) != 0) return json_null();
     return json_stringn(s.ptr, s.len);
+}
+
+static void add_int(json_t *o, const char *key, json_int_t v) {
+    json_object_set_new(o, key, json_integer(json_integer_value(json_object_get(o, key)) + v));
+}
+
+/* general.file_type by llama.cpp's name for it ("q5_k_m"), the number when
+ * tps does not know it, null when absent. */
+static json_t *file_type_json(const gguf_file *f) {
+    int64_t ft;
+    if (gguf_get_i64(f, "general.file_type", &ft) != 0 || ft < 0 || ft > 0xffff) return json_null();
+    const quant_ftype *q = quant_ftype_by_number((uint32_t)ft);
+    return q ? json_string(q->name) : json_integer(ft);
+}
+
+/* Per tensor type: tensors, bytes, parameters and bits per weight; the
+ * totals of parameters and bytes into *params and *bytes. */
+static json_t *tensor_types_json(const gguf_file *f, uint64_t *params, uint64_t *bytes) {
+    json_t *types = json_object();
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        *params += t->n_elements;
+        const char *tn = ggml_type_get(t->type)->name;
+        json_t *e = json_object_get(types, tn);
+        if (!e) {
+            e = json_object();
+            json_object_set_new(e, "tensors", json_integer(0));
+            json_object_set_new(e, "bytes", json_integer(0));
+            json_object_set_new(e, "parameters", json_integer(0));
+            json_object_set_new(types, tn, e);
+        }
+        add_int(e, "tensors", 1);
+        add_int(e, "bytes", (json_int_t)t->nbytes);
+        add_int(e, "parameters", (json_int_t)t->n_elements);
+        *bytes += t->nbytes;
+    }
+    const char *tn;
+    json_t *e;
+    json_object_foreach(types, tn, e) {
+        const double n = (double)json_integer_value(json_object_get(e, "parameters"));
+        json_object_set_new(
+            e, "bits_per_weight",
+            json_real(n > 0 ? 8.0 * (double)json_integer_value(json_object_get(e, "bytes")) / n
+                            : 0));
+    }
+    return types;
 }
 
 /* A mixture of experts: its experts, how many a token uses, their width,
@@ -104,27 +153,13 @@ static json_t *model_info_json(const gguf_file *f, const char *path, tps_err *cf
     json_object_set_new(o, "gguf_version", json_integer(f->version));
     json_object_set_new(o, "architecture", str_json(f, "general.architecture"));
     json_object_set_new(o, "name", str_json(f, "general.name"));
-    uint64_t params = 0;
-    json_t *types = json_object();
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
-        params += t->n_elements;
-        const char *tn = ggml_type_get(t->type)->name;
-        json_t *e = json_object_get(types, tn);
-        if (!e) {
-            e = json_object();
-            json_object_set_new(e, "tensors", json_integer(0));
-            json_object_set_new(e, "bytes", json_integer(0));
-            json_object_set_new(types, tn, e);
-        }
-        json_object_set_new(e, "tensors",
-                            json_integer(json_integer_value(json_object_get(e, "tensors")) + 1));
-        json_object_set_new(
-            e, "bytes",
-            json_integer(json_integer_value(json_object_get(e, "bytes")) + (json_int_t)t->nbytes));
-    }
+    uint64_t params = 0, tensor_bytes = 0;
+    json_t *types = tensor_types_json(f, &params, &tensor_bytes);
     json_object_set_new(o, "tensors", json_integer((json_int_t)f->n_tensors));
     json_object_set_new(o, "parameters", json_integer((json_int_t)params));
+    json_object_set_new(o, "bits_per_weight",
+                        json_real(params ? 8.0 * (double)tensor_bytes / (double)params : 0));
+    json_object_set_new(o, "file_type", file_type_json(f));
     json_object_set_new(o, "tensor_types", types);
 
     llama_config cfg;
@@ -197,13 +232,18 @@ static void print_human(json_t *o) {
            (long long)json_integer_value(json_object_get(o, "gguf_version")));
     double params = (double)json_integer_value(json_object_get(o, "parameters"));
     printf("  %-22s %.0f (%.2f M)\n", "parameters", params, params / 1e6);
+    print_field("file type", json_object_get(o, "file_type"));
+    printf("  %-22s %.2f\n", "bits per weight",
+           json_real_value(json_object_get(o, "bits_per_weight")));
     print_field("tensors", json_object_get(o, "tensors"));
     const char *tn;
     json_t *e;
     json_object_foreach(json_object_get(o, "tensor_types"), tn, e) {
-        printf("    %-20s %lld tensors, %.2f MiB\n", tn,
+        printf("    %-20s %lld tensors, %.2f MiB, %.2f M params, %.2f bits per weight\n", tn,
                (long long)json_integer_value(json_object_get(e, "tensors")),
-               (double)json_integer_value(json_object_get(e, "bytes")) / (1024.0 * 1024.0));
+               (double)json_integer_value(json_object_get(e, "bytes")) / (1024.0 * 1024.0),
+               (double)json_integer_value(json_object_get(e, "parameters")) / 1e6,
+               json_real_value(json_object_get(e, "bits_per_weight")));
     }
     print_field("context length", json_object_get(o, "context_length"));
     print_field("embedding length", json_object_get(o, "embedding_length"));

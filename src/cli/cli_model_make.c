@@ -1,5 +1,6 @@
 /* `tps model make`: argument parsing for the synthetic model maker
  * (src/model/model_make). */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,12 +10,15 @@
 #include "base/sbuf.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
+#include "kernels/quant.h"
 #include "model/gguf.h"
 #include "model/model_make.h"
+#include "model/quant_mix.h"
 
 typedef struct make_cli {
     model_make_opts o;
     const char *preset, *type, *arch, *chat_template_file;
+    bool pure;
 } make_cli;
 
 static const opt_row make_rows[] = {
@@ -23,10 +27,14 @@ static const opt_row make_rows[] = {
     {"--preset", .kind = OPT_STR, .off = offsetof(make_cli, preset), .metavar = "P",
      .help = "shape (below)"},
     {"--type", .kind = OPT_STR, .off = offsetof(make_cli, type), .metavar = "T",
-     .help = "f32, f16, bf16, q8_0, q4_0, q4_k, q6_k for the weight\n"
-             "matrices, or q4_k_m: Q4_K with Q6_K for output.weight and\n"
-             "some attn_v / ffn_down, like llama.cpp's Q4_K_M (K-quants\n"
-             "need a preset whose dim and ffn are multiples of 256)"},
+     .help = "one of llama.cpp's file types (below): each matrix in the\n"
+             "type llama-quantize gives it, e.g. q4_k_m is Q4_K with Q6_K\n"
+             "for output.weight and some attn_v / ffn_down, and rows that\n"
+             "are not whole blocks fall back (Q4_K -> Q5_0, ...); or a\n"
+             "block type (q4_k, q5_k, ...) for every matrix"},
+    {"--pure", .kind = OPT_FLAG, .off = offsetof(make_cli, pure),
+     .help = "every matrix in the type T names, no mix (llama-quantize\n"
+             "--pure): q4_0 is then Q4_0 for output.weight too"},
     {"--vocab", .kind = OPT_STR, .off = offsetof(make_cli, o.vocab_path), .metavar = "FILE",
      .help = "copy the tokenizer of this GGUF (else a byte-level vocabulary\n"
              "padded to the preset's size: one token per byte of text)"},
@@ -59,6 +67,10 @@ static char *read_text(const char *path) {
 }
 
 static void presets(FILE *out) {
+    fprintf(out, "\nfile types (llama.cpp's, no importance matrix; bits per weight vary):\n ");
+    for (const quant_ftype *f = quant_ftypes; f->name; f++)
+        fprintf(out, " %s", f->name);
+    fprintf(out, "\nblock types for every matrix: %s\n", kernel_supported_names());
     fprintf(out, "\narchitectures:\n");
     for (const model_arch_spec *a = model_arch_specs; a->name; a++)
         fprintf(out, "  %-8s %s\n", a->name, a->about);
@@ -89,7 +101,7 @@ static void presets(FILE *out) {
 static const opt_cmd make_cmd = {
     .prog = "tps model make",
     .usage =
-        "usage: tps model make [--arch A] --preset P --type T [--vocab FILE.gguf]\n"
+        "usage: tps model make [--arch A] --preset P --type T [--pure] [--vocab FILE.gguf]\n"
         "                      [--chat-template-file FILE] [--seed S] -o OUT.gguf\n"
         "\n"
         "Writes a GGUF of a real model's shape and a supported architecture with seeded random\n"
@@ -122,17 +134,19 @@ int cli_model_make(int argc, char **argv) {
         fprintf(stderr, "tps model make: unknown architecture '%s' (see --help)\n", m.arch);
         return 2;
     }
-    int t = !strcasecmp(type, "q4_k_m") ? (int)MODEL_MAKE_Q4_K_M : ggml_type_from_name(type);
-    if (t != GGML_TYPE_F32 && t != GGML_TYPE_F16 && t != GGML_TYPE_BF16 && t != GGML_TYPE_Q8_0 &&
-        t != GGML_TYPE_Q4_0 && t != GGML_TYPE_Q4_K && t != GGML_TYPE_Q6_K &&
-        t != (int)MODEL_MAKE_Q4_K_M) {
+    const quant_ftype *ft = m.pure ? NULL : quant_ftype_find(type);
+    const int t = ggml_type_from_name(type);
+    if (ft) {
+        o.type = MODEL_MAKE_FTYPE(ft->ftype);
+    } else if (t >= 0 && kernel_type_supported((uint32_t)t)) {
+        o.type = (uint32_t)t;
+    } else {
         fprintf(stderr,
-                "tps model make: --type must be f32, f16, bf16, q8_0, q4_0, q4_k, q6_k or "
-                "q4_k_m, not '%s'\n",
-                type);
+                "tps model make: --type '%s' is neither one of llama.cpp's file types nor a "
+                "block type tps writes%s (see --help)\n",
+                type, m.pure ? " (--pure takes a block type)" : "");
         return 2;
     }
-    o.type = (uint32_t)t;
     char *tmpl = NULL;
     if (m.chat_template_file && !(tmpl = read_text(m.chat_template_file))) {
         fprintf(stderr, "tps model make: --chat-template-file %s: cannot read it\n",
@@ -147,8 +161,8 @@ int cli_model_make(int argc, char **argv) {
         fprintf(stderr, "tps model make: %s\n", err.msg);
         return 1;
     }
-    fprintf(stderr, "model make: wrote %s (%s, %s, %s, seed %llu)\n", o.out_path, o.arch->name,
-            o.preset->name, o.type == MODEL_MAKE_Q4_K_M ? "q4_k_m" : ggml_type_get(o.type)->name,
+    fprintf(stderr, "model make: wrote %s (%s, %s, %s%s, seed %llu)\n", o.out_path, o.arch->name,
+            o.preset->name, ft ? ft->name : ggml_type_get(o.type)->name, ft ? "" : " pure",
             (unsigned long long)o.seed);
     return 0;
 }

@@ -97,7 +97,7 @@ static const opt_row serve_rows[] = {
     OPT_HEAD("engine:"),
     OPT_ROWS_AT(serve_engine_rows, S(engine)),
     {"--no-repack", .kind = OPT_FLAG, .off = S(no_repack),
-     .help = "keep Q8_0/Q4_0/Q4_K/Q6_K weights in the file's layout (no repacked\n"
+     .help = "keep quantized weights in the file's layout (no repacked\n"
              "copy at load: half the memory, slower decode)"},
     {"--trace", .kind = OPT_STR, .off = S(engine.trace_path), .metavar = "FILE",
      .help = "Chrome trace JSON written at exit"},

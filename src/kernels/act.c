@@ -18,12 +18,13 @@ void kernel_quantize_act(uint8_t *restrict row, const float *restrict x, size_t 
 #else
     (void)use_avx2;
 #endif
-    quantize_row_q8_0_ref(y, x, n);
     for (size_t b = 0; b < nb; b++) {
-        int32_t s = 0;
+        float s;
+        quantize_row_q8_0_act_ref(&y[b], x + b * QK8_0, QK8_0, &s);
+        int32_t sum = 0;
         for (int j = 0; j < QK8_0; j++)
-            s += y[b].qs[j];
-        side[b] = (kernel_act_side){fp16_to_fp32(y[b].d), -128 * s, -8 * s, 0};
+            sum += y[b].qs[j];
+        side[b] = (kernel_act_side){fp16_to_fp32(y[b].d), -128 * sum, -8 * sum, s};
     }
 }
 

@@ -9,6 +9,8 @@
  * the tile shape, so a row computed alone or in a batch is bit-identical.
  * Not here: threading and scratch (matmul.c), the reference (matmul_ref.c). */
 #include "kernels/kernel_impl.h"
+#include "kernels/packed_kq.h"
+#include "kernels/packed_q32.h"
 
 #if KERNEL_HAVE_AVX2
 
@@ -32,17 +34,7 @@ ALWAYS_INLINE float h2f(uint16_t h) {
     return _cvtsh_ss(h);
 }
 
-/* ---- Q8_0 activation quantizer, bit-identical to the reference ---------- */
-
-/* roundf semantics (half away from zero): trunc(v) + sign(v) if |frac| >= 0.5. */
-ALWAYS_INLINE __m256 round_half_away(__m256 v) {
-    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m256 sign_mask = _mm256_set1_ps(-0.0f);
-    const __m256 frac = _mm256_andnot_ps(sign_mask, _mm256_sub_ps(v, t));
-    const __m256 ge = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, sign_mask));
-    return _mm256_add_ps(t, _mm256_and_ps(ge, one));
-}
+/* ---- Q8_0 activation quantizer, bit-identical to quantize_row_q8_0_act_ref */
 
 /* |x| max of one block, in the reference's order of lanes. */
 ALWAYS_INLINE float block_amax(const float *xb) {
@@ -58,10 +50,10 @@ ALWAYS_INLINE float block_amax(const float *xb) {
     return _mm_cvtss_f32(m4);
 }
 
-/* Blocks go 8 at a time: their scales d = amax / 127, 1 / d and the fp16
- * of d are one vector division and one vcvtps2ph, each IEEE-exact like the
- * reference's scalar ones (the reference's fp32_to_fp16 rounds to nearest
- * even, as vcvtps2ph does here). One block at a time, two dependent scalar
+/* Blocks go 8 at a time: their scales d = amax / 127, 127 / amax and the
+ * fp16 of d are two vector divisions and one vcvtps2ph, each IEEE-exact like
+ * the reference's scalar ones (the reference's fp32_to_fp16 rounds to
+ * nearest even, as vcvtps2ph does here). One block at a time, two dependent scalar
  * divisions and a call per block had made quantization 6% of the AVX2
  * tier's prefill. side (may be NULL) gets each block's kernel_act_side. */
 void quantize_row_q8_0_avx2(block_q8_0 *restrict y, const float *restrict x, size_t n,
@@ -73,25 +65,25 @@ void quantize_row_q8_0_avx2(block_q8_0 *restrict y, const float *restrict x, siz
         _Alignas(16) uint16_t dh[8];
         for (size_t i = 0; i < k; i++)
             amax[i] = block_amax(x + (b0 + i) * QK8_0);
-        const __m256 d = _mm256_div_ps(_mm256_load_ps(amax), _mm256_set1_ps((1 << 7) - 1));
-        /* C's `d ? 1 / d : 0`: NaN counts as true */
-        const __m256 nz = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_NEQ_UQ);
-        _mm256_store_ps(id, _mm256_and_ps(nz, _mm256_div_ps(_mm256_set1_ps(1.0f), d)));
+        const __m256 am = _mm256_load_ps(amax);
+        const __m256 d = _mm256_div_ps(am, _mm256_set1_ps(127.f));
+        /* C's `amax != 0 ? 127 / amax : 0`: NaN counts as true */
+        const __m256 nz = _mm256_cmp_ps(am, _mm256_setzero_ps(), _CMP_NEQ_UQ);
+        _mm256_store_ps(id, _mm256_and_ps(nz, _mm256_div_ps(_mm256_set1_ps(127.f), am)));
         const __m128i h = _mm256_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         _mm_store_si128((__m128i *)dh, h);
         _mm256_store_ps(dr, _mm256_cvtph_ps(h));
+        _Alignas(32) float du[8]; /* d before its fp16 rounding: Q8_1's sum term */
+        _mm256_store_ps(du, d);
         for (size_t i = 0; i < k; i++) {
             const size_t b = b0 + i;
             const float *xb = x + b * QK8_0;
             const __m256 vid = _mm256_set1_ps(id[i]);
-            const __m256i q0 =
-                _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(_mm256_loadu_ps(xb), vid)));
-            const __m256i q1 =
-                _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(_mm256_loadu_ps(xb + 8), vid)));
-            const __m256i q2 =
-                _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(_mm256_loadu_ps(xb + 16), vid)));
-            const __m256i q3 =
-                _mm256_cvtps_epi32(round_half_away(_mm256_mul_ps(_mm256_loadu_ps(xb + 24), vid)));
+            /* vcvtps2dq rounds half to even, as ggml-cpu's _mm256_round_ps does */
+            const __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb), vid));
+            const __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 8), vid));
+            const __m256i q2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 16), vid));
+            const __m256i q3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 24), vid));
             const __m256i p = _mm256_permutevar8x32_epi32(
                 _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3)),
                 _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
@@ -106,7 +98,8 @@ void quantize_row_q8_0_avx2(block_q8_0 *restrict y, const float *restrict x, siz
                 t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
                 t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
                 const int32_t sum = _mm_cvtsi128_si32(t);
-                side[b] = (kernel_act_side){dr[i], -128 * sum, -8 * sum, 0};
+                const float sx = fp16_to_fp32(fp32_to_fp16(du[i] * (float)sum));
+                side[b] = (kernel_act_side){dr[i], -128 * sum, -8 * sum, sx};
             }
         }
     }
@@ -556,10 +549,6 @@ static void rows_q4_0_r8(float *restrict out, size_t ld_out, const uint8_t *rest
     r8_packed(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, tmp, 1);
 }
 
-const kernel_rows_fn kernel_packed_avx2[KERNEL_N_PACKED] = {
-    rows_q8_0_r8, rows_q4_0_r8, kernel_rows_q4_K_r8_avx2, kernel_rows_q6_K_r8_avx2,
-    kernel_rows_mxfp4_r8_avx2};
-
 /* ---- float dots (F32 / F16 / BF16 weights, F32 activations) ------------- */
 
 enum { WF32, WF16, WBF16 };
@@ -652,14 +641,22 @@ F_ROWS_FN(rows_f16, WF16)
 F_ROWS_FN(rows_bf16, WBF16)
 
 const kernel_type_impl kernel_impl_avx2[GGML_TYPE_COUNT_MAX] = {
-    [GGML_TYPE_F32] = {GGML_TYPE_F32, rows_f32},
-    [GGML_TYPE_F16] = {GGML_TYPE_F32, rows_f16},
-    [GGML_TYPE_BF16] = {GGML_TYPE_F32, rows_bf16},
-    [GGML_TYPE_Q8_0] = {GGML_TYPE_Q8_0, rows_q8_0},
-    [GGML_TYPE_Q4_0] = {GGML_TYPE_Q8_0, rows_q4_0},
-    [GGML_TYPE_Q4_K] = {GGML_TYPE_Q8_K, kernel_rows_q4_K_avx2},
-    [GGML_TYPE_Q6_K] = {GGML_TYPE_Q8_K, kernel_rows_q6_K_avx2},
-    [GGML_TYPE_MXFP4] = {GGML_TYPE_Q8_0, kernel_rows_mxfp4_avx2},
+    [GGML_TYPE_F32] = {GGML_TYPE_F32, rows_f32, NULL},
+    [GGML_TYPE_F16] = {GGML_TYPE_F32, rows_f16, NULL},
+    [GGML_TYPE_BF16] = {GGML_TYPE_F32, rows_bf16, NULL},
+    [GGML_TYPE_Q8_0] = {GGML_TYPE_Q8_0, rows_q8_0, rows_q8_0_r8},
+    [GGML_TYPE_Q4_0] = {GGML_TYPE_Q8_0, rows_q4_0, rows_q4_0_r8},
+    [GGML_TYPE_Q4_1] = {GGML_TYPE_Q8_0, kernel_rows_q4_1_avx2, kernel_rows_q4_1_r8_avx2},
+    [GGML_TYPE_Q5_0] = {GGML_TYPE_Q8_0, kernel_rows_q5_0_avx2, kernel_rows_q5_0_r8_avx2},
+    [GGML_TYPE_Q5_1] = {GGML_TYPE_Q8_0, kernel_rows_q5_1_avx2, kernel_rows_q5_1_r8_avx2},
+    [GGML_TYPE_IQ4_NL] = {GGML_TYPE_Q8_0, kernel_rows_iq4_nl_avx2, kernel_rows_iq4_nl_r8_avx2},
+    [GGML_TYPE_Q2_K] = {GGML_TYPE_Q8_K, kernel_rows_q2_K_avx2, kernel_rows_q2_K_r8_avx2},
+    [GGML_TYPE_Q3_K] = {GGML_TYPE_Q8_K, kernel_rows_q3_K_avx2, kernel_rows_q3_K_r8_avx2},
+    [GGML_TYPE_Q4_K] = {GGML_TYPE_Q8_K, kernel_rows_q4_K_avx2, kernel_rows_q4_K_r8_avx2},
+    [GGML_TYPE_Q5_K] = {GGML_TYPE_Q8_K, kernel_rows_q5_K_avx2, kernel_rows_q5_K_r8_avx2},
+    [GGML_TYPE_Q6_K] = {GGML_TYPE_Q8_K, kernel_rows_q6_K_avx2, kernel_rows_q6_K_r8_avx2},
+    [GGML_TYPE_IQ4_XS] = {GGML_TYPE_Q8_K, kernel_rows_iq4_xs_avx2, kernel_rows_iq4_xs_r8_avx2},
+    [GGML_TYPE_MXFP4] = {GGML_TYPE_Q8_0, kernel_rows_mxfp4_avx2, kernel_rows_mxfp4_r8_avx2},
 };
 
 #endif

@@ -23,22 +23,24 @@
 
 /* ---- Q8_K activation quantizer, bit-identical to quantize_row_q8_K_ref -- */
 
-/* roundf semantics (half away from zero): trunc(v) + sign(v) if |frac| >= 0.5. */
-ALWAYS_INLINE __m256 round_half_away(__m256 v) {
-    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m256 sign_mask = _mm256_set1_ps(-0.0f);
-    const __m256 frac = _mm256_andnot_ps(sign_mask, _mm256_sub_ps(v, t));
-    const __m256 ge = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, sign_mask));
-    return _mm256_add_ps(t, _mm256_and_ps(ge, one));
-}
-
 /* Sum of the 8 int32 lanes (exact). */
 ALWAYS_INLINE int32_t hsum_i32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
     return _mm_cvtsi128_si32(s);
+}
+
+/* The first of the 256 values whose magnitude is amax (the reference's
+ * strict > keeps the first). */
+static float first_of_magnitude(const float *xb, float amax) {
+    const __m256 sign_mask = _mm256_set1_ps(-0.0f), m = _mm256_set1_ps(amax);
+    for (int k = 0; k < QK_K; k += 8) {
+        const __m256 a = _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(xb + k));
+        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(a, m, _CMP_EQ_OQ));
+        if (hit) return xb[k + __builtin_ctz((unsigned)hit)];
+    }
+    return 0.0f;
 }
 
 void quantize_row_q8_K_avx2(block_q8_K *restrict y, const float *restrict x, size_t n) {
@@ -52,15 +54,22 @@ void quantize_row_q8_K_avx2(block_q8_K *restrict y, const float *restrict x, siz
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
         const float amax = _mm_cvtss_f32(m4);
-        const float d = amax / ((1 << 7) - 1);
-        const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = d;
-        const __m256 vid = _mm256_set1_ps(id);
+        memset(y[i].bsums, 0, sizeof y[i].bsums);
+        if (!amax) {
+            y[i].d = 0;
+            memset(y[i].qs, 0, QK_K);
+            continue;
+        }
+        const float iscale = -127.f / first_of_magnitude(xb, amax);
+        y[i].d = 1 / iscale;
+        const __m256 vis = _mm256_set1_ps(iscale), top = _mm256_set1_ps(127.f);
         for (int k = 0; k < QK_K; k += 32) {
             __m256i q[4];
-            for (int c = 0; c < 4; c++)
-                q[c] = _mm256_cvtps_epi32(
-                    round_half_away(_mm256_mul_ps(_mm256_loadu_ps(xb + k + 8 * c), vid)));
+            for (int c = 0; c < 4; c++) /* vcvtps2dq: half to even, as nearest_int */
+                q[c] = _mm256_cvtps_epi32(_mm256_min_ps(
+                    _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + k + 8 * c), vis),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                    top));
             y[i].bsums[k / 16] = (int16_t)hsum_i32(_mm256_add_epi32(q[0], q[1]));
             y[i].bsums[k / 16 + 1] = (int16_t)hsum_i32(_mm256_add_epi32(q[2], q[3]));
             __m256i p =

@@ -12,10 +12,12 @@
  * activation rows. Not here: the plain K-quant rows (dot_kquant_avx2.c),
  * threading (matmul.c). */
 #include "kernels/kernel_impl.h"
+#include "kernels/packed_kq.h" /* Q5_K groups */
 
 #if KERNEL_HAVE_AVX2
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "base/compiler.h" /* ALWAYS_INLINE */
@@ -98,20 +100,46 @@ ALWAYS_INLINE void x8_store(float *restrict out, size_t ld_out, __m256 acc[4][4]
             _mm256_storeu_ps(out + (size_t)j * ld_out + 8 * g, acc[g][j]);
 }
 
+/* Q5_K's groups (packed_kq.h) share block_q4_Kx8's d, dmin and scales,
+ * then hold the regrouped fifth bits before the same qs: one tile runs
+ * both, is_q5 ORing each nibble's fifth bit in. */
+ALWAYS_INLINE size_t k8_gb(const int is_q5) {
+    return is_q5 ? sizeof(block_q5_Kx8) : sizeof(block_q4_Kx8);
+}
+ALWAYS_INLINE size_t k8_qs_off(const int is_q5) {
+    return is_q5 ? offsetof(block_q5_Kx8, qs) : offsetof(block_q4_Kx8, qs);
+}
+
+/* The quants of qs vector 8k + c (low nibbles h = 0, high h = 1), with
+ * Q5_K's fifth bits from its qh vector c. */
+ALWAYS_INLINE __m256i k8_quants(const uint8_t *restrict gb, const int is_q5, const int k,
+                                const int h, const int c) {
+    const __m256i v =
+        _mm256_loadu_si256((const __m256i *)(gb + k8_qs_off(is_q5) + (size_t)(8 * k + c) * 32));
+    const __m256i q = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0f));
+    if (!is_q5) return q;
+    const __m256i qh =
+        _mm256_loadu_si256((const __m256i *)(gb + offsetof(block_q5_Kx8, qh) + (size_t)c * 32));
+    const __m256i hb = h ? _mm256_srli_epi32(qh, k) : _mm256_slli_epi32(qh, 4 - k);
+    return _mm256_or_si256(q, _mm256_and_si256(hb, _mm256_set1_epi8(0x10)));
+}
+
 /* MG groups (gs bytes apart) x MX activation rows over nb superblocks;
  * writes 8 * MG columns of MX rows. Per superblock and lane: isum_b and
  * imin_b exactly, then the two FMAs of kernel_impl.h in that order. One
  * activation row splits each sub-block sum over two accumulators (c even
- * / odd: a shorter dependency chain; integer, so the same sum). */
+ * / odd: a shorter dependency chain; integer, so the same sum). Q5_K
+ * without VNNI always splits, and scales the halves apart: a maddubs pair
+ * of 5-bit quants reaches 2 * 31 * 127 = 7874, so only 4 share an int16. */
 ALWAYS_INLINE void q4_K_x8_tile(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                                 size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
-                                size_t nb, const int MG, const int MX) {
-    const int NS = MX == 1 ? 2 : 1;
+                                size_t nb, const int MG, const int MX, const int is_q5) {
+    const int NS = MX == 1 || (is_q5 && !K8_VNNI) ? 2 : 1;
+    const size_t GB = k8_gb(is_q5);
     const block_q8_K *x[4];
 #pragma GCC unroll 4
     for (int j = 0; j < MX; j++)
         x[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 acc[4][4];
 #pragma GCC unroll 4
@@ -120,11 +148,11 @@ ALWAYS_INLINE void q4_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
         for (int j = 0; j < MX; j++)
             acc[g][j] = _mm256_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
-        const block_q4_Kx8 *gp[4];
+        const block_q4_Kx8 *gp[4]; /* d, dmin, scales: the same in block_q5_Kx8 */
         __m256i sm[4][4], is[4][4];
 #pragma GCC unroll 4
         for (int g = 0; g < MG; g++) {
-            gp[g] = (const block_q4_Kx8 *)(G + (size_t)g * gs) + b;
+            gp[g] = (const block_q4_Kx8 *)(G + (size_t)g * gs + b * GB);
             k8_scales(gp[g], sm[g]);
 #pragma GCC unroll 4
             for (int j = 0; j < MX; j++)
@@ -146,10 +174,9 @@ ALWAYS_INLINE void q4_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
 #pragma GCC unroll 4
                     for (int g = 0; g < MG; g++) {
                         if (h == 0)
-                            _mm_prefetch((const char *)(gp[g] + 2) + 36 * (8 * k + c), _MM_HINT_T0);
-                        const __m256i v =
-                            _mm256_loadu_si256((const __m256i *)(gp[g]->qs + (8 * k + c) * 32));
-                        q[g] = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, m4);
+                            _mm_prefetch((const char *)gp[g] + 2 * GB + GB / 32 * (8 * k + c),
+                                         _MM_HINT_T0);
+                        q[g] = k8_quants((const uint8_t *)gp[g], is_q5, k, h, c);
                     }
 #pragma GCC unroll 4
                     for (int j = 0; j < MX; j++) {
@@ -166,6 +193,12 @@ ALWAYS_INLINE void q4_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
                     const __m256i sc = k8_byte(sm[g][k / 2], 2 * (k % 2) + h);
 #pragma GCC unroll 4
                     for (int j = 0; j < MX; j++) {
+                        if (is_q5 && !K8_VNNI) {
+                            const __m256i t = _mm256_add_epi32(k8_scale(s[g][j][0], sc),
+                                                               k8_scale(s[g][j][1], sc));
+                            is[g][j] = chain_pin(_mm256_add_epi32(is[g][j], t));
+                            continue;
+                        }
                         const __m256i t = NS == 2 ? k8_add(s[g][j][0], s[g][j][1]) : s[g][j][0];
                         is[g][j] = chain_pin(_mm256_add_epi32(is[g][j], k8_scale(t, sc)));
                     }
@@ -400,12 +433,15 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
 #define Q6_MG   1
 #define Q6_MG_1 1
 
+enum { X8_Q4_K, X8_Q6_K, X8_Q5_K };
+
 /* Weight rows [o0, o1) (whole groups) x every activation row: 4 activation
  * rows per tile while they last, then one tile for the 1..3 left. */
 ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                            size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                           size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int is_q6,
+                           size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int kind,
                            void *restrict pairs) {
+    const int is_q6 = kind == X8_Q6_K, is_q5 = kind == X8_Q5_K;
     const size_t nb = n_in / QK_K, gs = 8 * w_row_bytes, n_groups = (o1 - o0) / 8;
     const uint8_t *G = W + o0 * w_row_bytes;
     const size_t mg = is_q6 ? Q6_MG : K8_MG, mg1 = is_q6 ? Q6_MG_1 : K8_MG_1;
@@ -414,7 +450,8 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
         if (is_q6)                                                                                 \
             q6_K_x8_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MG, MX);       \
         else                                                                                       \
-            q4_K_x8_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MG, MX);       \
+            q4_K_x8_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MG, MX,        \
+                         is_q5);                                                                   \
     } while (0)
 #if KQ_ZMM
 #define X8_PAIRS(MX)                                                                               \
@@ -422,7 +459,7 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
         if (is_q6)                                                                                 \
             q6_K_x8_tile_z(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MX);         \
         else                                                                                       \
-            q4_K_x8_tile_z(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MX);         \
+            q4_K_x8_tile_z(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MX, is_q5);  \
     }
 #else
 #define X8_PAIRS(MX)
@@ -461,7 +498,7 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
             if (is_q6)
                 q6_K_x8_tile1_z(o_r + g * 8, G + g * gs, pairs, (const block_q8_K *)a, nb);
             else
-                q4_K_x8_tile1_z(o_r + g * 8, G + g * gs, pairs, (const block_q8_K *)a, nb);
+                q4_K_x8_tile1_z(o_r + g * 8, G + g * gs, pairs, (const block_q8_K *)a, nb, is_q5);
         }
 #else
         (void)pairs;
@@ -478,14 +515,34 @@ void kernel_rows_q4_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t 
                               size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                               size_t act_row_bytes, size_t n_rows_x, size_t n_in,
                               float *restrict tmp) {
-    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 0, tmp);
+    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q4_K, tmp);
 }
 
 void kernel_rows_q6_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                               size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                               size_t act_row_bytes, size_t n_rows_x, size_t n_in,
                               float *restrict tmp) {
-    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 1, tmp);
+    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q6_K, tmp);
+}
+
+KQ_ROWS_DECL(kernel_rows_q5_K_r8_avx2) {
+    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q5_K, tmp);
+}
+
+/* Plain Q5_K rows: each whole group of 8 packed into scratch after one
+ * row's pair vectors (8 * n_in bytes), then the packed tiles; the last
+ * rows short of a group run on the scalar tier. Same bits either way. */
+KQ_ROWS_DECL(kernel_rows_q5_K_avx2) {
+    uint8_t *pk = (uint8_t *)tmp + 8 * n_in;
+    size_t o = o0;
+    for (; o + 8 <= o1; o += 8) {
+        kernel_pack_group_q5_K(pk, W + o * w_row_bytes, w_row_bytes, n_in / QK_K);
+        x8_rows(out + o, ld_out, pk, w_row_bytes, 0, 8, act, act_row_bytes, n_rows_x, n_in, X8_Q5_K,
+                tmp);
+    }
+    if (o < o1)
+        kernel_rows_q5_K_scalar(out, ld_out, W, w_row_bytes, o, o1, act, act_row_bytes, n_rows_x,
+                                n_in, NULL);
 }
 
 #endif

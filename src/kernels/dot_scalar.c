@@ -5,6 +5,8 @@
 #include <math.h>
 
 #include "kernels/kernel_impl.h"
+#include "kernels/packed_kq.h"
+#include "kernels/packed_q32.h"
 
 /* ---- one dot per type --------------------------------------------------- */
 
@@ -78,12 +80,20 @@ ROWS_FN(rows_f16, dot_f16, uint16_t, float, n_in)
 ROWS_FN(rows_bf16, dot_bf16, uint16_t, float, n_in)
 
 const kernel_type_impl kernel_impl_scalar[GGML_TYPE_COUNT_MAX] = {
-    [GGML_TYPE_F32] = {GGML_TYPE_F32, rows_f32},
-    [GGML_TYPE_F16] = {GGML_TYPE_F32, rows_f16},
-    [GGML_TYPE_BF16] = {GGML_TYPE_F32, rows_bf16},
-    [GGML_TYPE_Q8_0] = {GGML_TYPE_Q8_0, rows_q8_0},
-    [GGML_TYPE_Q4_0] = {GGML_TYPE_Q8_0, rows_q4_0},
-    [GGML_TYPE_Q4_K] = {GGML_TYPE_Q8_K, kernel_rows_q4_K_scalar},
-    [GGML_TYPE_Q6_K] = {GGML_TYPE_Q8_K, kernel_rows_q6_K_scalar},
-    [GGML_TYPE_MXFP4] = {GGML_TYPE_Q8_0, kernel_rows_mxfp4_scalar},
+    [GGML_TYPE_F32] = {GGML_TYPE_F32, rows_f32, NULL},
+    [GGML_TYPE_F16] = {GGML_TYPE_F32, rows_f16, NULL},
+    [GGML_TYPE_BF16] = {GGML_TYPE_F32, rows_bf16, NULL},
+    [GGML_TYPE_Q8_0] = {GGML_TYPE_Q8_0, rows_q8_0, kernel_rows_q8_0_r8_scalar},
+    [GGML_TYPE_Q4_0] = {GGML_TYPE_Q8_0, rows_q4_0, kernel_rows_q4_0_r8_scalar},
+    [GGML_TYPE_Q4_1] = {GGML_TYPE_Q8_0, kernel_rows_q4_1_scalar, kernel_rows_q4_1_r8_scalar},
+    [GGML_TYPE_Q5_0] = {GGML_TYPE_Q8_0, kernel_rows_q5_0_scalar, kernel_rows_q5_0_r8_scalar},
+    [GGML_TYPE_Q5_1] = {GGML_TYPE_Q8_0, kernel_rows_q5_1_scalar, kernel_rows_q5_1_r8_scalar},
+    [GGML_TYPE_IQ4_NL] = {GGML_TYPE_Q8_0, kernel_rows_iq4_nl_scalar, kernel_rows_iq4_nl_r8_scalar},
+    [GGML_TYPE_Q2_K] = {GGML_TYPE_Q8_K, kernel_rows_q2_K_scalar, kernel_rows_q2_K_r8_scalar},
+    [GGML_TYPE_Q3_K] = {GGML_TYPE_Q8_K, kernel_rows_q3_K_scalar, kernel_rows_q3_K_r8_scalar},
+    [GGML_TYPE_Q4_K] = {GGML_TYPE_Q8_K, kernel_rows_q4_K_scalar, kernel_rows_q4_K_r8_scalar},
+    [GGML_TYPE_Q5_K] = {GGML_TYPE_Q8_K, kernel_rows_q5_K_scalar, kernel_rows_q5_K_r8_scalar},
+    [GGML_TYPE_Q6_K] = {GGML_TYPE_Q8_K, kernel_rows_q6_K_scalar, kernel_rows_q6_K_r8_scalar},
+    [GGML_TYPE_IQ4_XS] = {GGML_TYPE_Q8_K, kernel_rows_iq4_xs_scalar, kernel_rows_iq4_xs_r8_scalar},
+    [GGML_TYPE_MXFP4] = {GGML_TYPE_Q8_0, kernel_rows_mxfp4_scalar, kernel_rows_mxfp4_r8_scalar},
 };

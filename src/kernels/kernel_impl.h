@@ -45,7 +45,7 @@ typedef struct kernel_act_side {
     float d;        /* the block's scale as float */
     int32_t neg128; /* -128 * sum of its 32 int8 values */
     int32_t neg8;   /* -8 * that sum */
-    int32_t pad;
+    float s;        /* Q8_1's sum term for Q4_1 / Q5_1: quantize_row_q8_0_act_ref's s */
 } kernel_act_side;
 
 static inline size_t kernel_act_side_off(size_t nb) {
@@ -56,7 +56,8 @@ static inline size_t kernel_act_row_bytes(size_t nb) {
     return (kernel_act_side_off(nb) + nb * sizeof(kernel_act_side) + 63) / 64 * 64;
 }
 
-/* Quantizes x (n,) to Q8_0 blocks plus their side data (act.c). */
+/* Quantizes x (n,) to Q8_0 blocks plus their side data (act.c), as
+ * quantize_row_q8_0_act_ref does: the same bits on either tier. */
 void kernel_quantize_act(uint8_t *restrict row, const float *restrict x, size_t n, int use_avx2);
 
 /* 8 weight rows i = 0..7 of one 32-element block, interleaved so that a
@@ -114,12 +115,15 @@ ALWAYS_INLINE void prefetch_block_ahead(const uint8_t *wb, size_t GB) {
 void kernel_pack_group(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
                        size_t m, size_t nb, int is_q4);
 
-/* The rows kernels of the packed types, per tier ([0] Q8_0_R8, [1] Q4_0_R8,
- * [2] Q4_K_R8, [3] Q6_K_R8, the last two with act in Q8_K): same signature
- * as kernel_rows_fn with W the packed matrix, w_row_bytes the plain row size
- * and o0, o1 multiples of 8. */
-#define KERNEL_N_PACKED 5 /* [4] MXFP4_R8 (mxfp4.c, dot_mxfp4_avx2.c), act in Q8_0 */
-extern const kernel_rows_fn kernel_packed_scalar[KERNEL_N_PACKED];
+/* The scalar tier of the Q8_0 / Q4_0 groups (repack.c). */
+void kernel_rows_q8_0_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                                size_t w_row_bytes, size_t o0, size_t o1,
+                                const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
+                                size_t n_in, float *restrict tmp);
+void kernel_rows_q4_0_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                                size_t w_row_bytes, size_t o0, size_t o1,
+                                const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
+                                size_t n_in, float *restrict tmp);
 
 /* ---- K-quants: Q4_K / Q6_K weights x Q8_K activations --------------------
  *
@@ -209,7 +213,16 @@ _Static_assert(sizeof(block_q6_Kx8) == 8 * sizeof(block_q6_K), "block_q6_Kx8 siz
 void kernel_pack_group_q6_K(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
                             size_t nb);
 
-/* The K-quant rows kernels (kernel_rows_fn; act in Q8_K; tmp unused). */
+/* The K-quant rows kernels (kernel_rows_fn; act in Q8_K; tmp unused), and
+ * the scalar tier of their groups (repack.c). */
+void kernel_rows_q4_K_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                                size_t w_row_bytes, size_t o0, size_t o1,
+                                const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
+                                size_t n_in, float *restrict tmp);
+void kernel_rows_q6_K_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                                size_t w_row_bytes, size_t o0, size_t o1,
+                                const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
+                                size_t n_in, float *restrict tmp);
 void kernel_rows_q4_K_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
@@ -242,17 +255,26 @@ void kernel_rows_mxfp4_r8_scalar(float *restrict out, size_t ld_out, const uint8
                                  const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
                                  size_t n_in, float *restrict tmp);
 
+/* One weight type on one tier: a row of the tier's table. */
 typedef struct kernel_type_impl {
     uint32_t act_type; /* GGML_TYPE_Q8_0, _Q8_K or _F32; 0 with rows NULL = unsupported */
     kernel_rows_fn rows;
+    /* the same on the type's 8-row groups (kernel_repack): W the packed
+     * matrix, w_row_bytes the plain row size, o0 and o1 multiples of 8;
+     * NULL when the type has no packed form (kernel_packed_type) */
+    kernel_rows_fn rows_r8;
 } kernel_type_impl;
+
+/* Packs 8 rows of W (row stride w_row_bytes, nb blocks) into one group of
+ * nb packed blocks at dst (kernel_repack's step). */
+typedef void (*kernel_pack8_fn)(uint8_t *restrict dst, const uint8_t *restrict W,
+                                size_t w_row_bytes, size_t nb);
 
 /* Indexed by ggml type id, designated initialisers; NULL rows = not handled. */
 extern const kernel_type_impl kernel_impl_scalar[GGML_TYPE_COUNT_MAX];
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define KERNEL_HAVE_AVX2 1
 extern const kernel_type_impl kernel_impl_avx2[GGML_TYPE_COUNT_MAX];
-extern const kernel_rows_fn kernel_packed_avx2[KERNEL_N_PACKED];
 void kernel_rows_q4_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                               size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                               size_t act_row_bytes, size_t n_rows_x, size_t n_in,
@@ -282,7 +304,6 @@ void kernel_rows_mxfp4_r8_avx2(float *restrict out, size_t ld_out, const uint8_t
 
 float kernel_dot_f32_avx2(const float *restrict a, const float *restrict b, size_t n);
 void kernel_axpy_avx2(float *restrict y, float a, const float *restrict x, size_t n);
-float kernel_sumsq_avx2(const float *x, size_t n);
 void kernel_mul_scale_avx2(float *out, const float *x, const float *restrict w, float s, size_t n);
 void kernel_add_avx2(float *out, const float *a, const float *b, size_t n);
 void kernel_scale_avx2(float *x, float s, size_t n);

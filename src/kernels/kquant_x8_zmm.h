@@ -56,22 +56,33 @@ ALWAYS_INLINE void zk_store(float *restrict out, size_t ld_out, __m512 acc[4], c
         _mm512_storeu_ps(out + (size_t)j * ld_out, acc[j]);
 }
 
+/* k8_quants for groups g, g + 1 (gp, gp + gs). */
+ALWAYS_INLINE __m512i zk_quants(const uint8_t *restrict gp, size_t gs, const int is_q5, const int k,
+                                const int h, const int c) {
+    const __m512i v = z_pair(gp, gs, k8_qs_off(is_q5) + (size_t)(8 * k + c) * 32);
+    const __m512i q = _mm512_and_si512(h ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0f));
+    if (!is_q5) return q;
+    const __m512i qh = z_pair(gp, gs, offsetof(block_q5_Kx8, qh) + (size_t)c * 32);
+    const __m512i hb = h ? _mm512_srli_epi32(qh, k) : _mm512_slli_epi32(qh, 4 - k);
+    return _mm512_or_si512(q, _mm512_and_si512(hb, _mm512_set1_epi8(0x10)));
+}
+
 /* q4_K_x8_tile for groups g, g + 1 (G, G + gs) x MX activation rows. */
 ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                                   size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
-                                  size_t nb, const int MX) {
+                                  size_t nb, const int MX, const int is_q5) {
+    const size_t GB = k8_gb(is_q5);
     const block_q8_K *x[4];
 #pragma GCC unroll 4
     for (int j = 0; j < MX; j++)
         x[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512 sign = _mm512_set1_ps(-0.0f);
     __m512 acc[4];
 #pragma GCC unroll 4
     for (int j = 0; j < MX; j++)
         acc[j] = _mm512_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
-        const uint8_t *gp = G + b * sizeof(block_q4_Kx8);
+        const uint8_t *gp = G + b * GB;
         __m512i sm[4], is[4];
         zk_scales(gp, gs, sm);
 #pragma GCC unroll 4
@@ -87,17 +98,13 @@ ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
                     s[j] = _mm512_setzero_si512();
 #pragma GCC unroll 8
                 for (int c = 0; c < 8; c++) {
-                    const size_t qo = offsetof(block_q4_Kx8, qs) + (size_t)(8 * k + c) * 32;
                     if (h == 0) {
-                        _mm_prefetch((const char *)(gp + 2 * sizeof(block_q4_Kx8)) +
-                                         36 * (8 * k + c),
+                        _mm_prefetch((const char *)(gp + 2 * GB) + GB / 32 * (8 * k + c),
                                      _MM_HINT_T0);
-                        _mm_prefetch((const char *)(gp + gs + 2 * sizeof(block_q4_Kx8)) +
-                                         36 * (8 * k + c),
+                        _mm_prefetch((const char *)(gp + gs + 2 * GB) + GB / 32 * (8 * k + c),
                                      _MM_HINT_T0);
                     }
-                    const __m512i v = z_pair(gp, gs, qo);
-                    const __m512i q = _mm512_and_si512(h ? _mm512_srli_epi16(v, 4) : v, m4);
+                    const __m512i q = zk_quants(gp, gs, is_q5, k, h, c);
 #pragma GCC unroll 4
                     for (int j = 0; j < MX; j++)
                         s[j] = _mm512_dpbusd_epi32(s[j], q,
@@ -240,12 +247,15 @@ ALWAYS_INLINE void zk_pairs1(__m512i *restrict P, const block_q8_K *restrict x, 
 /* q4_K_x8_tile (MG = 1, MX = 1) with pair vectors P of the row x. */
 ALWAYS_INLINE void q4_K_x8_tile1_z(float *restrict out, const uint8_t *restrict G,
                                    const __m512i *restrict P, const block_q8_K *restrict x,
-                                   size_t nb) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
+                                   size_t nb, const int is_q5) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
     const __m256 sign = _mm256_set1_ps(-0.0f);
+    const size_t GB = k8_gb(is_q5);
     __m256 acc = _mm256_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
-        const block_q4_Kx8 *gp = (const block_q4_Kx8 *)G + b;
+        const block_q4_Kx8 *gp = (const block_q4_Kx8 *)(G + b * GB);
+        const uint8_t *gq = (const uint8_t *)gp + k8_qs_off(is_q5);
+        const uint8_t *gh = (const uint8_t *)gp + offsetof(block_q5_Kx8, qh);
         __m256i sm[4];
         k8_scales(gp, sm);
         __m256i is = _mm256_setzero_si256();
@@ -257,10 +267,17 @@ ALWAYS_INLINE void q4_K_x8_tile1_z(float *restrict out, const uint8_t *restrict 
 #pragma GCC unroll 4
                 for (int pr = 0; pr < 4; pr++) {
                     if (h == 0)
-                        _mm_prefetch((const char *)(gp + 2) + 72 * (4 * k + pr), _MM_HINT_T0);
+                        _mm_prefetch((const char *)gp + 2 * GB + GB / 16 * (4 * k + pr),
+                                     _MM_HINT_T0);
                     const __m512i v =
-                        _mm512_loadu_si512((const void *)(gp->qs + (8 * k + 2 * pr) * 32));
-                    const __m512i q = _mm512_and_si512(h ? _mm512_srli_epi16(v, 4) : v, m4);
+                        _mm512_loadu_si512((const void *)(gq + (8 * k + 2 * pr) * 32));
+                    __m512i q = _mm512_and_si512(h ? _mm512_srli_epi16(v, 4) : v, m4);
+                    if (is_q5) { /* qh vectors 2 pr, 2 pr + 1: the same k for both */
+                        const __m512i qh = _mm512_loadu_si512((const void *)(gh + 2 * pr * 32));
+                        const __m512i hb =
+                            h ? _mm512_srli_epi32(qh, k) : _mm512_slli_epi32(qh, 4 - k);
+                        q = _mm512_or_si512(q, _mm512_and_si512(hb, b4));
+                    }
                     sz = _mm512_dpbusd_epi32(sz, q, P[32 * b + 8 * k + 4 * h + pr]);
                 }
                 const __m256i sc = k8_byte(sm[k / 2], 2 * (k % 2) + h);

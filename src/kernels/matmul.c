@@ -116,9 +116,10 @@ int kernel_ctx_create(kernel_ctx **out, int n_threads, size_t max_rows_x, size_t
                         "out of memory for kernel scratch (%zu rows of %zu inputs)", max_rows_x,
                         max_n_in);
     }
-    /* faulted in here rather than by the first call's quantization */
-    memset(ctx->act, 0, ctx->act_cap);
-    memset(ctx->tmp, 0, ctx->tmp_cap);
+    /* faulted in here rather than by the first call's quantization (none
+     * yet when sized 0: memset of NULL is undefined even for 0 bytes) */
+    if (ctx->act) memset(ctx->act, 0, ctx->act_cap);
+    if (ctx->tmp) memset(ctx->tmp, 0, ctx->tmp_cap);
     *out = ctx;
     return 0;
 }
@@ -166,30 +167,27 @@ tps_pool *kernel_ctx_pool(kernel_ctx *ctx) {
 /* ---- the call -------------------------------------------------------- */
 
 static int is_packed(uint32_t wtype) {
-    return wtype >= KERNEL_TYPE_Q8_0_R8 && wtype < KERNEL_TYPE_Q8_0_R8 + KERNEL_N_PACKED;
+    return wtype >= KERNEL_TYPE_PACKED && wtype < KERNEL_TYPE_R8(GGML_TYPE_COUNT_MAX) &&
+           kernel_packed_type(wtype - KERNEL_TYPE_PACKED) == wtype;
 }
 
 /* 0, TPS_EUNSUP (type or tier cannot run it) or TPS_EINVAL (n_in not whole blocks). */
 static int pick(kernel_pick *p, const kernel_ctx *ctx, uint32_t wtype, size_t n_in) {
     const kernel_type_impl *table = kernel_impl_scalar;
-    const kernel_rows_fn *packed = kernel_packed_scalar;
     p->use_avx2 = 0;
 #if KERNEL_HAVE_AVX2
     if (ctx->tier != KERNEL_TIER_SCALAR) {
         table = kernel_impl_avx2;
-        packed = kernel_packed_avx2;
         p->use_avx2 = 1;
     }
 #endif
     if (is_packed(wtype)) {
         if (ctx->tier == KERNEL_TIER_REF) return TPS_EUNSUP;
-        static const uint32_t plain[KERNEL_N_PACKED] = {
-            GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_MXFP4};
-        const size_t k = wtype - KERNEL_TYPE_Q8_0_R8;
-        p->rows = packed[k];
-        p->act_type = plain[k] == GGML_TYPE_Q4_K || plain[k] == GGML_TYPE_Q6_K ? GGML_TYPE_Q8_K
-                                                                               : GGML_TYPE_Q8_0;
-        p->w_row_bytes = kernel_row_bytes(plain[k], n_in);
+        const uint32_t plain = wtype - KERNEL_TYPE_PACKED;
+        if (!table[plain].rows_r8) return TPS_EUNSUP;
+        p->rows = table[plain].rows_r8;
+        p->act_type = table[plain].act_type;
+        p->w_row_bytes = kernel_row_bytes(plain, n_in);
         return p->w_row_bytes ? 0 : TPS_EINVAL;
     }
     if (!kernel_type_supported(wtype) || !table[wtype].rows) return TPS_EUNSUP;

@@ -135,19 +135,21 @@ int kernel_matmul_ref(float *restrict out, double *restrict abs_out, const void 
 
 /* ---- weights repacked into 8-row interleaved groups (optional) ----------
  *
- * A Q8_0, Q4_0, Q4_K or Q6_K matrix with n_out % 8 == 0 can be copied once
- * (at model load) into groups of 8 interleaved rows; kernel_matmul then
- * takes the copy with wtype KERNEL_TYPE_Q8_0_R8 / _Q4_0_R8 / _Q4_K_R8 /
- * _Q6_K_R8 and the same n_in, n_out. The copy has exactly the size of the
- * original and gives bit-identical results (the plain Q8_0 / Q4_0 pack 8
- * rows on the fly into scratch, so repacking at load only skips that copy;
- * plain Q4_K / Q6_K run one weight row at a time, their packed forms 8 rows
- * per dpbusd). */
-#define KERNEL_TYPE_Q8_0_R8  0x1000u
-#define KERNEL_TYPE_Q4_0_R8  0x1001u
-#define KERNEL_TYPE_Q4_K_R8  0x1002u /* Q4_K in 8-row groups (n_in % 256 == 0) */
-#define KERNEL_TYPE_Q6_K_R8  0x1003u /* Q6_K in 8-row groups (n_in % 256 == 0) */
-#define KERNEL_TYPE_MXFP4_R8 0x1004u /* MXFP4 in 8-row groups (kernel_impl.h) */
+ * A matrix of a quantized type (every one but F32, F16, BF16) with
+ * n_out % 8 == 0 can be copied once (at model load) into groups of 8
+ * interleaved rows; kernel_matmul then takes the copy with wtype
+ * KERNEL_TYPE_R8(type) (kernel_packed_type) and the same n_in, n_out. The
+ * copy has exactly the size of the original and gives bit-identical results
+ * (the plain 32-element types pack 8 rows on the fly into scratch, so
+ * repacking at load only skips that copy; plain Q4_K / Q6_K run one weight
+ * row at a time, their packed forms 8 rows per dpbusd). */
+#define KERNEL_TYPE_PACKED   0x1000u
+#define KERNEL_TYPE_R8(t)    (KERNEL_TYPE_PACKED + (uint32_t)(t)) /* ggml type t in 8-row groups */
+#define KERNEL_TYPE_Q8_0_R8  KERNEL_TYPE_R8(GGML_TYPE_Q8_0)
+#define KERNEL_TYPE_Q4_0_R8  KERNEL_TYPE_R8(GGML_TYPE_Q4_0)
+#define KERNEL_TYPE_Q4_K_R8  KERNEL_TYPE_R8(GGML_TYPE_Q4_K)  /* n_in % 256 == 0 */
+#define KERNEL_TYPE_Q6_K_R8  KERNEL_TYPE_R8(GGML_TYPE_Q6_K)  /* n_in % 256 == 0 */
+#define KERNEL_TYPE_MXFP4_R8 KERNEL_TYPE_R8(GGML_TYPE_MXFP4) /* (kernel_impl.h) */
 
 /* The packed type for wtype, or 0 when wtype has none. */
 uint32_t kernel_packed_type(uint32_t wtype);

@@ -44,13 +44,18 @@ void kernel_axpy(float *restrict y, float a, const float *restrict x, size_t n) 
 #endif
 }
 
+/* ggml's rms_norm, operation for operation: the squares rounded to float,
+ * summed in double in index order, the mean rounded to float, scale =
+ * 1 / sqrtf(mean + eps), then (x * scale) * w. A quantized token embedding
+ * puts the first layer's normalized inputs exactly on rounding ties of the
+ * activation quantizer (127 k / 16 = 63.5 ...), so any other order of this
+ * sum (a float one had been) flips those roundings against llama.cpp's. */
 void kernel_rmsnorm(float *out, const float *x, const float *restrict w, size_t n, float eps) {
-#if KERNEL_HAVE_AVX2
-    const float ss = kernel_sumsq_avx2(x, n);
-#else
-    const float ss = dot_scalar(x, x, n);
-#endif
-    const float s = 1.0f / sqrtf(ss / (float)n + eps);
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float s = 1.0f / sqrtf(mean + eps);
 #if KERNEL_HAVE_AVX2
     kernel_mul_scale_avx2(out, x, w, s, n);
 #else

@@ -36,10 +36,6 @@ float kernel_dot_f32_avx2(const float *restrict a, const float *restrict b, size
     return s;
 }
 
-float kernel_sumsq_avx2(const float *x, size_t n) {
-    return kernel_dot_f32_avx2(x, x, n);
-}
-
 void kernel_axpy_avx2(float *restrict y, float a, const float *restrict x, size_t n) {
     const __m256 va = _mm256_set1_ps(a);
     size_t i = 0;

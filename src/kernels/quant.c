@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "kernels/quant_search.h" /* quant_nearest_int */
 
 /* ---- fp16 --------------------------------------------------------------- */
 
@@ -73,37 +74,6 @@ void fp32_to_bf16_row(uint16_t *restrict y, const float *restrict x, size_t n) {
         y[i] = fp32_to_bf16(x[i]);
 }
 
-/* ---- type facts --------------------------------------------------------- */
-
-/* The weight types every kernel handles; their sizes are the format's
- * (base/ggml_type.h), which the block structs' static_asserts match. */
-bool kernel_type_supported(uint32_t type) {
-    switch (type) {
-    case GGML_TYPE_F32:
-    case GGML_TYPE_F16:
-    case GGML_TYPE_BF16:
-    case GGML_TYPE_Q8_0:
-    case GGML_TYPE_Q4_0:
-    case GGML_TYPE_Q4_K:
-    case GGML_TYPE_Q6_K:
-    case GGML_TYPE_MXFP4:
-        return true;
-    default:
-        return false;
-    }
-}
-
-size_t kernel_type_block_elems(uint32_t type) {
-    return kernel_type_supported(type) ? ggml_type_get(type)->block_size : 0;
-}
-
-size_t kernel_row_bytes(uint32_t type, size_t n) {
-    if (!kernel_type_supported(type)) return 0;
-    const ggml_type_info *t = ggml_type_get(type);
-    if (n % t->block_size) return 0;
-    return n / t->block_size * t->type_size;
-}
-
 /* ---- reference quantizers ---------------------------------------------- */
 
 void quantize_row_q8_0_ref(block_q8_0 *restrict y, const float *restrict x, size_t n) {
@@ -149,119 +119,50 @@ void quantize_row_q8_K_ref(block_q8_K *restrict y, const float *restrict x, size
     assert(n % QK_K == 0);
     for (size_t i = 0; i < n / QK_K; i++) {
         const float *xb = x + i * QK_K;
-        float amax = 0.0f;
+        float amax = 0.0f, max = 0.0f; /* max: the first value of largest magnitude */
         for (size_t j = 0; j < QK_K; j++)
-            amax = fmaxf(amax, fabsf(xb[j]));
-        const float d = amax / ((1 << 7) - 1);
-        const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = d;
-        for (size_t j = 0; j < QK_K; j++)
-            y[i].qs[j] = (int8_t)roundf(xb[j] * id);
+            if (fabsf(xb[j]) > amax) {
+                amax = fabsf(xb[j]);
+                max = xb[j];
+            }
+        memset(y[i].bsums, 0, sizeof y[i].bsums);
+        if (!amax) {
+            y[i].d = 0;
+            memset(y[i].qs, 0, QK_K);
+            continue;
+        }
+        const float iscale = -127.f / max;
+        for (size_t j = 0; j < QK_K; j++) {
+            const int v = quant_nearest_int(iscale * xb[j]);
+            y[i].qs[j] = (int8_t)(v < 127 ? v : 127);
+        }
         for (size_t k = 0; k < QK_K / 16; k++) {
             int sum = 0;
             for (size_t j = 0; j < 16; j++)
                 sum += y[i].qs[16 * k + j];
             y[i].bsums[k] = (int16_t)sum;
         }
+        y[i].d = 1 / iscale;
     }
 }
 
-/* ---- K-quant weight quantizers ----------------------------------------- */
-
-static int clampi(int v, int lo, int hi) {
-    return v < lo ? lo : v > hi ? hi : v;
-}
-
-/* Sub-block of 32: step and offset (value = step * q - off, q in 0..15)
- * with the least squared error among a few steps over [min(0, lo), hi]. */
-static void q4_K_fit(const float *restrict x, float *step, float *off) {
-    float lo = 0.0f, hi = x[0];
-    for (int l = 0; l < 32; l++) {
-        lo = fminf(lo, x[l]);
-        hi = fmaxf(hi, x[l]);
-    }
-    *off = -lo;
-    *step = 0.0f;
-    if (hi <= lo) return;
-    float best = INFINITY;
-    for (int c = 0; c <= 6; c++) { /* 15 .. 18 steps across the range; the top clamps */
-        const float st = (hi - lo) / (15.0f + 0.5f * (float)c);
-        float err = 0.0f;
-        for (int l = 0; l < 32; l++) {
-            const int q = clampi((int)roundf((x[l] - lo) / st), 0, 15);
-            const float e = st * (float)q + lo - x[l];
-            err += e * e;
+void quantize_row_q8_0_act_ref(block_q8_0 *restrict y, const float *restrict x, size_t n,
+                               float *restrict s) {
+    assert(n % QK8_0 == 0);
+    for (size_t i = 0; i < n / QK8_0; i++) {
+        const float *xb = x + i * QK8_0;
+        float amax = 0.0f;
+        for (size_t j = 0; j < QK8_0; j++)
+            amax = fmaxf(amax, fabsf(xb[j]));
+        const float d = amax / 127.f;
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        y[i].d = fp32_to_fp16(d);
+        int32_t sum = 0;
+        for (size_t j = 0; j < QK8_0; j++) {
+            y[i].qs[j] = (int8_t)nearbyintf(xb[j] * id); /* ties to even (the default mode) */
+            sum += y[i].qs[j];
         }
-        if (err < best) {
-            best = err;
-            *step = st;
-        }
-    }
-}
-
-void quantize_row_q4_K(block_q4_K *restrict y, const float *restrict x, size_t n) {
-    assert(n % QK_K == 0);
-    for (size_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        float step[8], off[8], max_step = 0.0f, max_off = 0.0f;
-        for (int j = 0; j < 8; j++) {
-            q4_K_fit(x + 32 * j, &step[j], &off[j]);
-            max_step = fmaxf(max_step, step[j]);
-            max_off = fmaxf(max_off, off[j]);
-        }
-        y[i].d = fp32_to_fp16(max_step / 63.0f);
-        y[i].dmin = fp32_to_fp16(max_off / 63.0f);
-        const float d = fp16_to_fp32(y[i].d), dmin = fp16_to_fp32(y[i].dmin);
-        uint8_t sc[8], m[8];
-        for (int j = 0; j < 8; j++) {
-            sc[j] = (uint8_t)(d > 0.0f ? clampi((int)roundf(step[j] / d), 0, 63) : 0);
-            m[j] = (uint8_t)(dmin > 0.0f ? clampi((int)roundf(off[j] / dmin), 0, 63) : 0);
-        }
-        for (int j = 0; j < 4; j++) {
-            y[i].scales[j] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
-            y[i].scales[j + 4] = (uint8_t)(m[j] | ((m[j + 4] >> 4) << 6));
-            y[i].scales[j + 8] = (uint8_t)((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
-        }
-        memset(y[i].qs, 0, sizeof y[i].qs);
-        for (int j = 0; j < 8; j++) {
-            const float st = d * (float)sc[j], o = dmin * (float)m[j];
-            for (int l = 0; l < 32; l++) {
-                const int q = st > 0.0f ? clampi((int)roundf((x[32 * j + l] + o) / st), 0, 15) : 0;
-                y[i].qs[32 * (j / 2) + l] |= (uint8_t)(q << (4 * (j % 2)));
-            }
-        }
-    }
-}
-
-void quantize_row_q6_K(block_q6_K *restrict y, const float *restrict x, size_t n) {
-    assert(n % QK_K == 0);
-    for (size_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        float scale[16], amax_scale = 0.0f;
-        for (int k = 0; k < 16; k++) {
-            float amax = 0.0f, max = 0.0f;
-            for (int l = 0; l < 16; l++)
-                if (fabsf(x[16 * k + l]) > amax) {
-                    amax = fabsf(x[16 * k + l]);
-                    max = x[16 * k + l];
-                }
-            scale[k] = max / -32.0f;
-            amax_scale = fmaxf(amax_scale, fabsf(scale[k]));
-        }
-        y[i].d = fp32_to_fp16(amax_scale / 127.0f);
-        const float d = fp16_to_fp32(y[i].d);
-        memset(y[i].ql, 0, sizeof y[i].ql);
-        memset(y[i].qh, 0, sizeof y[i].qh);
-        for (int k = 0; k < 16; k++) {
-            const int sc = d > 0.0f ? clampi((int)roundf(scale[k] / d), -127, 127) : 0;
-            y[i].scales[k] = (int8_t)sc;
-            const float st = d * (float)sc;
-            for (int l = 0; l < 16; l++) {
-                const int e = 16 * k + l; /* half h, chunk c, lane t of the layout */
-                const int h = e / 128, c = (e % 128) / 32, t = e % 32;
-                const int q = st != 0.0f ? clampi((int)roundf(x[e] / st), -32, 31) + 32 : 32;
-                y[i].ql[64 * h + t + 32 * (c & 1)] |= (uint8_t)((q & 15) << (4 * (c >> 1)));
-                y[i].qh[32 * h + t] |= (uint8_t)((q >> 4) << (2 * c));
-            }
-        }
+        if (s) s[i] = fp16_to_fp32(fp32_to_fp16(d * (float)sum));
     }
 }
 
@@ -361,68 +262,4 @@ void dequantize_row_q8_K(float *restrict y, const block_q8_K *restrict x, size_t
     for (size_t i = 0; i < n / QK_K; i++)
         for (size_t j = 0; j < QK_K; j++)
             y[i * QK_K + j] = x[i].qs[j] * x[i].d;
-}
-
-int dequantize_row(float *restrict y, const void *restrict x, uint32_t type, size_t n) {
-    if (!kernel_type_supported(type)) return TPS_EUNSUP;
-    if (n % kernel_type_block_elems(type)) return TPS_EINVAL;
-    switch (type) {
-    case GGML_TYPE_F32:
-        memcpy(y, x, n * sizeof(float));
-        break;
-    case GGML_TYPE_F16:
-        dequantize_row_f16(y, x, n);
-        break;
-    case GGML_TYPE_BF16:
-        dequantize_row_bf16(y, x, n);
-        break;
-    case GGML_TYPE_Q8_0:
-        dequantize_row_q8_0(y, x, n);
-        break;
-    case GGML_TYPE_Q4_0:
-        dequantize_row_q4_0(y, x, n);
-        break;
-    case GGML_TYPE_Q4_K:
-        dequantize_row_q4_K(y, x, n);
-        break;
-    case GGML_TYPE_Q6_K:
-        dequantize_row_q6_K(y, x, n);
-        break;
-    case GGML_TYPE_MXFP4:
-        dequantize_row_mxfp4(y, x, n);
-        break;
-    default:
-        return TPS_EUNSUP;
-    }
-    return 0;
-}
-
-int quantize_row_any(uint32_t type, void *restrict dst, const float *restrict x, size_t n) {
-    switch (type) {
-    case GGML_TYPE_F32:
-        memcpy(dst, x, n * sizeof *x);
-        return 0;
-    case GGML_TYPE_F16:
-        fp32_to_fp16_row(dst, x, n);
-        return 0;
-    case GGML_TYPE_BF16:
-        fp32_to_bf16_row(dst, x, n);
-        return 0;
-    case GGML_TYPE_Q8_0:
-        quantize_row_q8_0_ref(dst, x, n);
-        return 0;
-    case GGML_TYPE_Q4_0:
-        quantize_row_q4_0_ref(dst, x, n);
-        return 0;
-    case GGML_TYPE_Q4_K:
-        quantize_row_q4_K(dst, x, n);
-        return 0;
-    case GGML_TYPE_Q6_K:
-        quantize_row_q6_K(dst, x, n);
-        return 0;
-    case GGML_TYPE_MXFP4:
-        quantize_row_mxfp4_ref(dst, x, n);
-        return 0;
-    }
-    return TPS_EUNSUP;
 }

@@ -12,6 +12,8 @@
 
 #include "kernels/kernel_impl.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_kq.h"
+#include "kernels/packed_q32.h"
 
 void kernel_pack_group(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
                        size_t m, size_t nb, int is_q4) {
@@ -123,9 +125,9 @@ static float dot_packed(const uint8_t *restrict G, size_t lane, const block_q8_0
 }
 
 #define PACKED_ROWS_FN(name, is_q4)                                                                \
-    static void name(float *restrict out, size_t ld_out, const uint8_t *restrict W,                \
-                     size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,        \
-                     size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {    \
+    void name(float *restrict out, size_t ld_out, const uint8_t *restrict W, size_t w_row_bytes,   \
+              size_t o0, size_t o1, const uint8_t *restrict act, size_t act_row_bytes,             \
+              size_t n_rows_x, size_t n_in, float *restrict tmp) {                                 \
         (void)tmp;                                                                                 \
         const size_t nb = n_in / QK8_0;                                                            \
         for (size_t r = 0; r < n_rows_x; r++) {                                                    \
@@ -136,8 +138,8 @@ static float dot_packed(const uint8_t *restrict G, size_t lane, const block_q8_0
         }                                                                                          \
     }
 
-PACKED_ROWS_FN(rows_q8_0_r8, 0)
-PACKED_ROWS_FN(rows_q4_0_r8, 1)
+PACKED_ROWS_FN(kernel_rows_q8_0_r8_scalar, 0)
+PACKED_ROWS_FN(kernel_rows_q4_0_r8_scalar, 1)
 
 /* Row `lane` of a Q4_K group (nb block_q4_Kx8) . x: kernel_impl.h's Q4_K
  * formula, as dot_kquant_scalar.c writes it for a plain row. */
@@ -198,9 +200,10 @@ static float dot_q6_K_packed(const block_q6_Kx8 *restrict g, size_t lane,
     return sumf;
 }
 
-static void rows_q4_K_r8(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                         size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                         size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
+void kernel_rows_q4_K_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                                size_t w_row_bytes, size_t o0, size_t o1,
+                                const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
+                                size_t n_in, float *restrict tmp) {
     (void)tmp;
     const size_t nb = n_in / QK_K;
     for (size_t r = 0; r < n_rows_x; r++) {
@@ -211,9 +214,10 @@ static void rows_q4_K_r8(float *restrict out, size_t ld_out, const uint8_t *rest
     }
 }
 
-static void rows_q6_K_r8(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                         size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                         size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
+void kernel_rows_q6_K_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                                size_t w_row_bytes, size_t o0, size_t o1,
+                                const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
+                                size_t n_in, float *restrict tmp) {
     (void)tmp;
     const size_t nb = n_in / QK_K;
     for (size_t r = 0; r < n_rows_x; r++) {
@@ -224,26 +228,53 @@ static void rows_q6_K_r8(float *restrict out, size_t ld_out, const uint8_t *rest
     }
 }
 
-const kernel_rows_fn kernel_packed_scalar[KERNEL_N_PACKED] = {
-    rows_q8_0_r8, rows_q4_0_r8, rows_q4_K_r8, rows_q6_K_r8, kernel_rows_mxfp4_r8_scalar};
-
 /* ---- public -------------------------------------------------------------- */
 
-uint32_t kernel_packed_type(uint32_t wtype) {
-    switch (wtype) {
-    case GGML_TYPE_Q8_0:
-        return KERNEL_TYPE_Q8_0_R8;
-    case GGML_TYPE_Q4_0:
-        return KERNEL_TYPE_Q4_0_R8;
-    case GGML_TYPE_Q4_K:
-        return KERNEL_TYPE_Q4_K_R8;
-    case GGML_TYPE_Q6_K:
-        return KERNEL_TYPE_Q6_K_R8;
-    case GGML_TYPE_MXFP4:
-        return KERNEL_TYPE_MXFP4_R8;
-    default:
-        return 0;
+static void pack8_q8_0(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
+                       size_t nb) {
+    kernel_pack_group(dst, W, w_row_bytes, 8, nb, 0);
+}
+
+static void pack8_q4_0(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
+                       size_t nb) {
+    kernel_pack_group(dst, W, w_row_bytes, 8, nb, 1);
+}
+
+#define PACK8_Q32(name, type)                                                                      \
+    static void name(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,         \
+                     size_t nb) {                                                                  \
+        kernel_pack_group_q32(dst, W, w_row_bytes, 8, nb, type);                                   \
     }
+
+PACK8_Q32(pack8_q4_1, GGML_TYPE_Q4_1)
+PACK8_Q32(pack8_q5_0, GGML_TYPE_Q5_0)
+PACK8_Q32(pack8_q5_1, GGML_TYPE_Q5_1)
+PACK8_Q32(pack8_iq4_nl, GGML_TYPE_IQ4_NL)
+
+static void pack8_mxfp4(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
+                        size_t nb) {
+    kernel_pack_group_mxfp4(dst, W, w_row_bytes, 8, nb);
+}
+
+/* One row per type with a packed form: how 8 rows become a group. */
+static const kernel_pack8_fn packers[GGML_TYPE_COUNT_MAX] = {
+    [GGML_TYPE_Q8_0] = pack8_q8_0,
+    [GGML_TYPE_Q4_0] = pack8_q4_0,
+    [GGML_TYPE_Q4_1] = pack8_q4_1,
+    [GGML_TYPE_Q5_0] = pack8_q5_0,
+    [GGML_TYPE_Q5_1] = pack8_q5_1,
+    [GGML_TYPE_IQ4_NL] = pack8_iq4_nl,
+    [GGML_TYPE_Q2_K] = kernel_pack_group_q2_K,
+    [GGML_TYPE_Q3_K] = kernel_pack_group_q3_K,
+    [GGML_TYPE_Q4_K] = kernel_pack_group_q4_K,
+    [GGML_TYPE_Q5_K] = kernel_pack_group_q5_K,
+    [GGML_TYPE_Q6_K] = kernel_pack_group_q6_K,
+    [GGML_TYPE_IQ4_XS] = kernel_pack_group_iq4_xs,
+    [GGML_TYPE_MXFP4] = pack8_mxfp4,
+};
+
+uint32_t kernel_packed_type(uint32_t wtype) {
+    return wtype < GGML_TYPE_COUNT_MAX && packers[wtype] ? KERNEL_TYPE_R8(wtype) : 0;
 }
 
 int kernel_repack(void *restrict dst, const void *restrict W, uint32_t wtype, size_t n_out,
@@ -251,28 +282,9 @@ int kernel_repack(void *restrict dst, const void *restrict W, uint32_t wtype, si
     if (!kernel_packed_type(wtype)) return TPS_EUNSUP;
     const size_t row_bytes = kernel_row_bytes(wtype, n_in);
     if (row_bytes == 0 || n_out % 8) return TPS_EINVAL;
-    if (wtype == GGML_TYPE_Q4_K || wtype == GGML_TYPE_Q6_K) {
-        for (size_t o = 0; o < n_out; o += 8) {
-            uint8_t *d = (uint8_t *)dst + o * row_bytes;
-            const uint8_t *w = (const uint8_t *)W + o * row_bytes;
-            if (wtype == GGML_TYPE_Q4_K)
-                kernel_pack_group_q4_K(d, w, row_bytes, n_in / QK_K);
-            else
-                kernel_pack_group_q6_K(d, w, row_bytes, n_in / QK_K);
-        }
-        return 0;
-    }
-    if (wtype == GGML_TYPE_MXFP4) {
-        for (size_t o = 0; o < n_out; o += 8)
-            kernel_pack_group_mxfp4((uint8_t *)dst + o * row_bytes,
-                                    (const uint8_t *)W + o * row_bytes, row_bytes, 8,
-                                    n_in / QK_MXFP4);
-        return 0;
-    }
-    const size_t nb = n_in / QK8_0;
-    const int is_q4 = wtype == GGML_TYPE_Q4_0;
+    const size_t nb = n_in / ggml_type_get(wtype)->block_size;
     for (size_t o = 0; o < n_out; o += 8)
-        kernel_pack_group((uint8_t *)dst + o * row_bytes, (const uint8_t *)W + o * row_bytes,
-                          row_bytes, 8, nb, is_q4);
+        packers[wtype]((uint8_t *)dst + o * row_bytes, (const uint8_t *)W + o * row_bytes,
+                       row_bytes, nb);
     return 0;
 }

@@ -21,7 +21,7 @@ typedef struct llama_model {
 /* Load options; llama_model_load uses the defaults. */
 typedef struct llama_load_opts {
     int no_repack; /* 1: borrow every matrix from the mmap; 0 (default): repack
-                      Q8_0/Q4_0/Q4_K/Q6_K matrices at load (llama_weights_repack) */
+                      quantized matrices (every block type) at load (llama_weights_repack) */
 } llama_load_opts;
 
 int llama_model_load(llama_model **out, const char *path, tps_err *err);

@@ -32,9 +32,10 @@ static int check_type_and_set(llama_mat *m, const gguf_tensor *t, const char *na
                               uint32_t cols, tps_err *err) {
     if (!kernel_type_supported(t->type) || !kernel_row_bytes(t->type, cols))
         return tps_fail(err, TPS_EUNSUP,
-                        "model: unsupported tensor type %s in tensor '%s' (supported: f32, f16, "
-                        "bf16, q8_0, q4_0, q4_k, q6_k, mxfp4, in rows of whole blocks)",
-                        ggml_type_get(t->type) ? ggml_type_get(t->type)->name : "?", name);
+                        "model: unsupported tensor type %s in tensor '%s' (supported: %s, in rows "
+                        "of whole blocks)",
+                        ggml_type_get(t->type) ? ggml_type_get(t->type)->name : "?", name,
+                        kernel_supported_names());
     *m = (llama_mat){.data = t->data, .type = t->type, .rows = rows, .cols = cols};
     return 0;
 }

@@ -1,7 +1,8 @@
 /* Writes a synthetic Llama GGUF: preset shapes, seeded uniform weights with
  * GPT-2-style scale (std 0.02; output projections scaled by 1/sqrt(2L)), unit
- * norms, quantized with the reference quantizers (K-quants: quant.c's own;
- * q4_k_m mixes Q4_K and Q6_K as llama.cpp's Q4_K_M roughly does). Every row's values come
+ * norms, quantized with the reference quantizers (ggml's, so the bytes are
+ * llama-quantize's) in one type or one of llama.cpp's per-tensor mixes
+ * (model/quant_mix.h). Every row's values come
  * from a generator seeded by (seed, tensor, row), so a file is identical for
  * the same seed whatever the thread count. Nothing here runs the model. */
 #include <math.h>
@@ -15,6 +16,7 @@
 #include "model/gguf.h"
 #include "model/model_make.h"
 #include "model/model_make_internal.h"
+#include "model/quant_mix.h"
 
 const model_preset model_presets[] = {
     {"tiny", "stories260K (FFN 192)", 64, 5, 8, 4, 192, 512, 512, 10000.0f},
@@ -22,6 +24,11 @@ const model_preset model_presets[] = {
      512, 10000.0f},
     {"15M", "llama2.c stories15M", 288, 6, 6, 6, 768, 32000, 2048, 10000.0f},
     {"110M", "llama2.c stories110M", 768, 12, 12, 12, 2048, 32000, 2048, 10000.0f},
+    {"q256", "a test shape with rows of whole superblocks and GQA 4", 256, 4, 8, 2, 768, 512, 512,
+     10000.0f},
+    {"q896", "a test shape with Qwen2.5-0.5B's dim 896", 896, 2, 14, 2, 512, 512, 512, 10000.0f},
+    {"0.5B", "Qwen2.5-0.5B (dim 896: its rows are not whole superblocks)", 896, 24, 14, 2, 4864,
+     151936, 32768, 1000000.0f},
     {"1B", "TinyLlama-1.1B", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f},
     {"8B", "Llama-3-8B", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f},
     /* mixtures of experts (model_moe_shapes has their experts) */
@@ -247,50 +254,51 @@ static void llama3_rope_factors(float *out, uint32_t rope_dim, float base) {
     }
 }
 
-/* llama.cpp's general.file_type numbers (LLAMA_FTYPE_*). */
+/* The file type a mix option names (NULL for a pure type). */
+static const quant_ftype *mix_of(uint32_t type) {
+    return type >= MODEL_MAKE_FTYPE(0) ? quant_ftype_by_number(type - MODEL_MAKE_FTYPE(0)) : NULL;
+}
+
+/* general.file_type (llama.cpp's LLAMA_FTYPE_*): the mix's, or for a pure
+ * type the file type whose base it is ("mostly Q4_K" is Q4_K_S's 14). */
 static uint32_t file_type_of(uint32_t type) {
-    switch (type) {
-    case GGML_TYPE_F32:
-        return 0;
-    case GGML_TYPE_F16:
-        return 1;
-    case GGML_TYPE_Q4_0:
-        return 2;
-    case GGML_TYPE_Q8_0:
-        return 7;
-    case GGML_TYPE_Q4_K:
-        return 14; /* "mostly Q4_K (small)": all Q4_K */
-    case MODEL_MAKE_Q4_K_M:
-        return 15;
-    case GGML_TYPE_Q6_K:
-        return 18;
-    case GGML_TYPE_BF16:
-        return 32;
-    default:
-        return 0;
-    }
+    const quant_ftype *ft = mix_of(type);
+    if (ft) return ft->ftype;
+    static const uint32_t pure[][2] = {
+        {GGML_TYPE_Q4_K, 14}, {GGML_TYPE_Q3_K, 11}, {GGML_TYPE_Q5_K, 16}, {GGML_TYPE_Q2_K, 10}};
+    for (size_t i = 0; i < sizeof pure / sizeof pure[0]; i++)
+        if (pure[i][0] == type) return pure[i][1];
+    for (const quant_ftype *f = quant_ftypes; f->name; f++)
+        if (f->base == type) return f->ftype;
+    return 0;
 }
 
 static const char *type_name(uint32_t type) {
-    return type == MODEL_MAKE_Q4_K_M ? "q4_k_m" : ggml_type_get(type)->name;
+    const quant_ftype *ft = mix_of(type);
+    return ft ? ft->name : ggml_type_get(type)->name;
 }
 
+/* A pure type must fit every matrix (llama-quantize --pure has no
+ * fallback); a mix fits any shape, falling back for rows that are not
+ * whole blocks as llama-quantize does. */
 static int check_type(const model_make_opts *o, tps_err *err) {
     const model_preset *p = o->preset;
-    uint32_t t = o->type;
-    if (t != GGML_TYPE_F32 && t != GGML_TYPE_F16 && t != GGML_TYPE_BF16 && t != GGML_TYPE_Q8_0 &&
-        t != GGML_TYPE_Q4_0 && t != GGML_TYPE_Q4_K && t != GGML_TYPE_Q6_K && t != MODEL_MAKE_Q4_K_M)
-        return tps_fail(
-            err, TPS_EINVAL,
-            "model make: type must be f32, f16, bf16, q8_0, q4_0, q4_k, q6_k or q4_k_m");
-    const int k_quant = t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K || t == MODEL_MAKE_Q4_K_M;
+    const uint32_t t = o->type;
+    if (mix_of(t)) return 0;
+    if (t >= GGML_TYPE_COUNT_MAX || !kernel_type_supported(t))
+        return tps_fail(err, TPS_EINVAL,
+                        "model make: type must be one of llama.cpp's file types (q8_0, q4_k_m, "
+                        "q5_k_m, iq4_xs, ... : `tps model make --help`) or a type tps writes: %s",
+                        kernel_supported_names());
+    const size_t bs = ggml_type_get(t)->block_size;
     const model_moe_shape *moe = model_preset_moe(p);
     const uint32_t ffn = moe ? moe->expert_ffn : p->ffn_dim;
-    if (k_quant && (p->dim % QK_K || ffn % QK_K))
+    if (p->dim % bs || ffn % bs)
         return tps_fail(err, TPS_EINVAL,
-                        "model make: %s needs dim and the FFN width multiples of 256, preset %s "
-                        "has %u and %u; use f32, f16, bf16, q8_0 or q4_0",
-                        type_name(t), p->name, p->dim, ffn);
+                        "model make: every matrix in %s needs dim and the FFN width multiples of "
+                        "%zu, preset %s has %u and %u; use a file type (a mix falls back for "
+                        "such rows as llama-quantize does)",
+                        type_name(t), bs, p->name, p->dim, ffn);
     return 0;
 }
 
@@ -314,6 +322,7 @@ static void plan_shape(make_plan *pl, const model_make_opts *o) {
      * make the continuation depend on the whole context. */
     pl->std = as->tied ? 4 * pl->std_embd : pl->std_embd;
     pl->proj = pl->std / sqrtf(2.0f * (float)p->n_layers);
+    pl->mix = (quant_mix_model){p->n_layers, p->n_heads, p->n_kv_heads, as->tied};
 }
 
 /* The general.* keys and the architecture's hyperparameters, in the order
@@ -378,13 +387,13 @@ static int set_metadata(gguf_writer *w, const make_plan *pl) {
  * rope_factors, (hd/2,)). */
 static void plan_global_tensors(make_plan *pl, float *rope_factors) {
     const model_preset *p = pl->p;
-    const uint32_t t = pl->type, nl = p->n_layers, hd = pl->hd;
-    make_add_gen(pl, "token_embd.weight", make_matrix_type(t, "token_embd", 0, nl), pl->n_vocab,
-                 p->dim, pl->std_embd);
+    const uint32_t hd = pl->hd;
+    make_add_gen(pl, "token_embd.weight", make_matrix_type(pl, "token_embd.weight", 0, p->dim),
+                 pl->n_vocab, p->dim, pl->std_embd);
     make_add_gen(pl, "output_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
     if (!pl->as->tied)
-        make_add_gen(pl, "output.weight", make_matrix_type(t, "output", 0, nl), pl->n_vocab, p->dim,
-                     pl->std_embd);
+        make_add_gen(pl, "output.weight", make_matrix_type(pl, "output.weight", 0, p->dim),
+                     pl->n_vocab, p->dim, pl->std_embd);
     if (pl->as->llama3_rope) {
         llama3_rope_factors(rope_factors, hd, pl->rope_base);
         make_add_gen(pl, "rope_freqs.weight", GGML_TYPE_F32, 1, hd / 2, 0.0f)->values =
@@ -401,19 +410,20 @@ static void plan_global_tensors(make_plan *pl, float *rope_factors) {
 static void plan_attention_tensors(make_plan *pl, uint32_t l) {
     const model_preset *p = pl->p;
     const model_arch_spec *as = pl->as;
-    const uint32_t t = pl->type, nl = p->n_layers, q_dim = pl->q_dim, kv = pl->kv, hd = pl->hd;
+    const uint32_t q_dim = pl->q_dim, kv = pl->kv, hd = pl->hd;
     const float std = pl->std;
     make_add_layer_gen(pl, l, "attn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
     if (pl->phi3) {
-        make_add_layer_gen(pl, l, "attn_qkv.weight", make_matrix_type(t, "attn_q", l, nl),
-                           q_dim + 2 * kv, p->dim, std);
-    } else {
-        make_add_layer_gen(pl, l, "attn_q.weight", make_matrix_type(t, "attn_q", l, nl), q_dim,
+        make_add_layer_gen(pl, l, "attn_qkv.weight",
+                           make_matrix_type(pl, "attn_qkv.weight", l, p->dim), q_dim + 2 * kv,
                            p->dim, std);
-        make_add_layer_gen(pl, l, "attn_k.weight", make_matrix_type(t, "attn_k", l, nl), kv, p->dim,
-                           std);
-        make_add_layer_gen(pl, l, "attn_v.weight", make_matrix_type(t, "attn_v", l, nl), kv, p->dim,
-                           std);
+    } else {
+        make_add_layer_gen(pl, l, "attn_q.weight", make_matrix_type(pl, "attn_q.weight", l, p->dim),
+                           q_dim, p->dim, std);
+        make_add_layer_gen(pl, l, "attn_k.weight", make_matrix_type(pl, "attn_k.weight", l, p->dim),
+                           kv, p->dim, std);
+        make_add_layer_gen(pl, l, "attn_v.weight", make_matrix_type(pl, "attn_v.weight", l, p->dim),
+                           kv, p->dim, std);
     }
     if (as->qkv_bias) {
         /* larger than the weights so a missed bias shows in the logits */
@@ -425,8 +435,9 @@ static void plan_attention_tensors(make_plan *pl, uint32_t l) {
         make_add_layer_gen(pl, l, "attn_q_norm.weight", GGML_TYPE_F32, 1, hd, 0.2f)->offset = 1.0f;
         make_add_layer_gen(pl, l, "attn_k_norm.weight", GGML_TYPE_F32, 1, hd, 0.2f)->offset = 1.0f;
     }
-    make_add_layer_gen(pl, l, "attn_output.weight", make_matrix_type(t, "attn_output", l, nl),
-                       p->dim, q_dim, pl->proj);
+    make_add_layer_gen(pl, l, "attn_output.weight",
+                       make_matrix_type(pl, "attn_output.weight", l, q_dim), p->dim, q_dim,
+                       pl->proj);
     if (as->oai) make_plan_oai_attention(pl, l);
 }
 
@@ -438,7 +449,7 @@ static void plan_ffn_tensors(make_plan *pl, uint32_t l) {
         return;
     }
     const model_preset *p = pl->p;
-    const uint32_t t = pl->type, nl = p->n_layers, ffn = p->ffn_dim;
+    const uint32_t ffn = p->ffn_dim;
     const float std = pl->std;
     make_add_layer_gen(pl, l, "ffn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
     if (pl->as->gemma) {
@@ -448,16 +459,16 @@ static void plan_ffn_tensors(make_plan *pl, uint32_t l) {
             1.0f;
     }
     if (pl->phi3) {
-        make_add_layer_gen(pl, l, "ffn_up.weight", make_matrix_type(t, "ffn_up", l, nl), 2 * ffn,
-                           p->dim, std);
+        make_add_layer_gen(pl, l, "ffn_up.weight", make_matrix_type(pl, "ffn_up.weight", l, p->dim),
+                           2 * ffn, p->dim, std);
     } else {
-        make_add_layer_gen(pl, l, "ffn_gate.weight", make_matrix_type(t, "ffn_gate", l, nl), ffn,
-                           p->dim, std);
-        make_add_layer_gen(pl, l, "ffn_up.weight", make_matrix_type(t, "ffn_up", l, nl), ffn,
-                           p->dim, std);
+        make_add_layer_gen(pl, l, "ffn_gate.weight",
+                           make_matrix_type(pl, "ffn_gate.weight", l, p->dim), ffn, p->dim, std);
+        make_add_layer_gen(pl, l, "ffn_up.weight", make_matrix_type(pl, "ffn_up.weight", l, p->dim),
+                           ffn, p->dim, std);
     }
-    make_add_layer_gen(pl, l, "ffn_down.weight", make_matrix_type(t, "ffn_down", l, nl), p->dim,
-                       ffn, pl->proj);
+    make_add_layer_gen(pl, l, "ffn_down.weight", make_matrix_type(pl, "ffn_down.weight", l, ffn),
+                       p->dim, ffn, pl->proj);
 }
 
 static int add_tensors(gguf_writer *w, const make_plan *pl, tps_err *err) {

@@ -35,10 +35,13 @@ const model_moe_shape *model_preset_moe(const model_preset *p);
 const model_preset *model_preset_find(const char *name);
 extern const model_preset model_presets[];
 
-/* opts.type for a mix like llama.cpp's Q4_K_M: Q4_K matrices, Q6_K for
- * output.weight and for attn_v / ffn_down in the first and last eighth of
- * the layers and every third layer between. */
-#define MODEL_MAKE_Q4_K_M 0x10000u
+/* opts.type for one of llama.cpp's file types (its LLAMA_FTYPE number:
+ * model/quant_mix.h): each matrix gets the type llama-quantize would give
+ * it, e.g. Q4_K_M's Q4_K with Q6_K for output.weight and for attn_v /
+ * ffn_down in the first and last eighth of the layers and every third
+ * layer between, and the fallback types for rows not whole blocks. */
+#define MODEL_MAKE_FTYPE(n) (0x10000u + (uint32_t)(n))
+#define MODEL_MAKE_Q4_K_M   MODEL_MAKE_FTYPE(15)
 
 /* What an architecture adds to the Llama layout in a made file. */
 typedef struct model_arch_spec {
@@ -68,11 +71,11 @@ extern const model_arch_spec model_arch_specs[];
 typedef struct model_make_opts {
     const model_preset *preset;
     const model_arch_spec *arch; /* NULL: plain llama */
-    uint32_t type;             /* GGML_TYPE_F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K for the matrices,
-                                  or MODEL_MAKE_Q4_K_M; K-quants need dim and ffn_dim % 256 == 0 */
-    const char *vocab_path;    /* GGUF whose tokenizer is copied; NULL: byte-level vocab */
-    const char *chat_template; /* tokenizer.chat_template to write (replacing the vocab's);
-                                  NULL: the vocab GGUF's, or none */
+    uint32_t type;               /* a ggml type every matrix takes (kernel_type_supported; its
+                                    blocks must fit dim and ffn_dim), or MODEL_MAKE_FTYPE(n) */
+    const char *vocab_path;      /* GGUF whose tokenizer is copied; NULL: byte-level vocab */
+    const char *chat_template;   /* tokenizer.chat_template to write (replacing the vocab's);
+                                    NULL: the vocab GGUF's, or none */
     uint64_t seed;
     const char *out_path;
     int progress; /* 1: progress lines on stderr */

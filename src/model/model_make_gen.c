@@ -1,6 +1,7 @@
 /* The generators' bookkeeping shared by model_make.c and model_make_moe.c
- * (model_make_internal.h): a tensor's seed from its name, the Q4_K_M mix's
- * type of a matrix, appending a generator to the plan. Writes nothing. */
+ * (model_make_internal.h): a tensor's seed from its name, a matrix's type
+ * under the plan's type or mix, appending a generator to the plan. Writes
+ * nothing. */
 #include <stdio.h>
 #include <string.h>
 
@@ -13,18 +14,10 @@ static uint64_t hash_name(const char *s) {
     return h;
 }
 
-/* The mix's "more bits" layers: first and last eighth, every third between. */
-static int more_bits_layer(uint32_t l, uint32_t n) {
-    return l < n / 8 || l >= 7 * n / 8 || (l >= n / 8 && (l - n / 8) % 3 == 2);
-}
-
-/* Type of a matrix under opts type t: t itself, except in the Q4_K_M mix. */
-uint32_t make_matrix_type(uint32_t t, const char *kind, uint32_t l, uint32_t n_layers) {
-    if (t != MODEL_MAKE_Q4_K_M) return t;
-    if (!strcmp(kind, "output")) return GGML_TYPE_Q6_K;
-    if ((!strcmp(kind, "attn_v") || !strcmp(kind, "ffn_down")) && more_bits_layer(l, n_layers))
-        return GGML_TYPE_Q6_K;
-    return GGML_TYPE_Q4_K;
+uint32_t make_matrix_type(const make_plan *pl, const char *name, uint32_t l, uint32_t cols) {
+    const uint32_t t = pl->type;
+    if (t < MODEL_MAKE_FTYPE(0)) return t;
+    return quant_mix_type(quant_ftype_by_number(t - MODEL_MAKE_FTYPE(0)), &pl->mix, name, cols, l);
 }
 
 /* Appends the generator of one tensor: uniform with the given std (0: all

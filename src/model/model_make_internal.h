@@ -10,6 +10,7 @@
 
 #include "model/gguf.h"
 #include "model/model_make.h"
+#include "model/quant_mix.h"
 
 /* One tensor's values: n_mats matrices (rows, cols), seeded by (seed, name). */
 typedef struct tensor_gen {
@@ -28,7 +29,8 @@ typedef struct make_plan {
     const model_make_opts *o;
     const model_preset *p;
     const model_arch_spec *as;
-    uint32_t type;          /* o->type: a GGML type or MODEL_MAKE_Q4_K_M */
+    uint32_t type;          /* o->type: a GGML type or MODEL_MAKE_FTYPE(n) */
+    quant_mix_model mix;    /* what llama.cpp's type rules read */
     uint32_t n_vocab;       /* the preset's, or the copied vocabulary's */
     uint32_t hd, q_dim, kv; /* head size, Q width, K/V width */
     int gemma3, phi3;
@@ -42,9 +44,10 @@ typedef struct make_plan {
 #define MAKE_GENS_FIXED     6
 #define MAKE_GENS_PER_LAYER 24
 
-/* Type of a matrix of kind ("attn_v", "ffn_down", "output"...) of layer l
- * under opts type t: t itself, except in the Q4_K_M mix. */
-uint32_t make_matrix_type(uint32_t t, const char *kind, uint32_t l, uint32_t n_layers);
+/* Type of matrix name ("output.weight", "attn_v.weight", "ffn_down_exps.weight"...;
+ * rows of cols) of layer l: the plan's type, or under a file type the one
+ * llama-quantize gives it (model/quant_mix.h). */
+uint32_t make_matrix_type(const make_plan *pl, const char *name, uint32_t l, uint32_t cols);
 /* Appends the generator of one tensor: uniform with the given std (0: all
  * ones). The caller may set offset, values or n_mats. */
 tensor_gen *make_add_gen(make_plan *pl, const char *name, uint32_t type, uint32_t rows,

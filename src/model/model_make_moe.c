@@ -71,7 +71,7 @@ int make_moe_metadata(gguf_writer *w, const make_plan *pl) {
 void make_plan_moe_ffn(make_plan *pl, uint32_t l) {
     const model_preset *p = pl->p;
     const int oai = pl->as->oai;
-    const uint32_t t = pl->type, nl = p->n_layers, E = pl->n_expert, ff = pl->eff;
+    const uint32_t E = pl->n_expert, ff = pl->eff;
     /* the router sees a unit-RMS row: logits of std ~1 pick experts by a
      * clear margin, so float rounding never decides which run */
     const float router = 1.0f / sqrtf((float)p->dim);
@@ -81,8 +81,9 @@ void make_plan_moe_ffn(make_plan *pl, uint32_t l) {
                        1, p->dim, 0.0f);
     make_add_layer_gen(pl, l, "ffn_gate_inp.weight", GGML_TYPE_F32, E, p->dim, router);
     if (oai) make_add_layer_gen(pl, l, "ffn_gate_inp.bias", GGML_TYPE_F32, 1, E, 0.5f);
-    const uint32_t tg = oai ? GGML_TYPE_MXFP4 : make_matrix_type(t, "ffn_gate", l, nl);
-    const uint32_t td = oai ? GGML_TYPE_MXFP4 : make_matrix_type(t, "ffn_down", l, nl);
+    const uint32_t tg =
+        oai ? GGML_TYPE_MXFP4 : make_matrix_type(pl, "ffn_gate_exps.weight", l, p->dim);
+    const uint32_t td = oai ? GGML_TYPE_MXFP4 : make_matrix_type(pl, "ffn_down_exps.weight", l, ff);
     make_add_layer_gen(pl, l, "ffn_gate_exps.weight", tg, ff, p->dim, std)->n_mats = E;
     make_add_layer_gen(pl, l, "ffn_up_exps.weight", tg, ff, p->dim, std)->n_mats = E;
     make_add_layer_gen(pl, l, "ffn_down_exps.weight", td, p->dim, ff, pl->proj)->n_mats = E;

@@ -1,16 +1,18 @@
 /* Greedy ids and teacher-forced logits from llama.cpp for tps's
- * per-architecture reference tests. usage: dump_ref MODEL.gguf OUT_PREFIX
+ * per-architecture and per-file-type reference tests.
+ * usage: dump_ref MODEL.gguf OUT_PREFIX [N_LOGIT_CASES (default 2)]
  * writes OUT_PREFIX.json (prompts, prompt ids, 16 greedy ids each, smallest
- * top1-top2 margin) and OUT_PREFIX.logits.f32 (prompts 0 and 1: 16 x n_vocab
- * little-endian floats each, the logits each greedy id was chosen from). */
+ * top1-top2 margin) and OUT_PREFIX.logits.f32 (the first N_LOGIT_CASES
+ * prompts: 16 x n_vocab little-endian floats each, the logits each greedy
+ * id was chosen from). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "llama.h"
 
-#define N_GEN         16
-#define N_LOGIT_CASES 2
+#define N_GEN                 16
+#define N_LOGIT_CASES_DEFAULT 2
 static const char *PROMPTS[5] = {"Once upon a time", "The quick brown fox", "", "1 2 3 4 5",
                                  "Hello, world! How are you today?"};
 
@@ -24,8 +26,9 @@ static void json_str(FILE *f, const char *s) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: dump_ref MODEL OUT_PREFIX\n");
+    const int N_LOGIT_CASES = argc == 4 ? atoi(argv[3]) : N_LOGIT_CASES_DEFAULT;
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: dump_ref MODEL OUT_PREFIX [N_LOGIT_CASES]\n");
         return 2;
     }
     llama_backend_init();

@@ -1,0 +1,106 @@
+/* Internal to src/kernels: Q4_1, Q5_0, Q5_1 and IQ4_NL weights (32-element
+ * blocks, as Q4_0) against Q8_0 activation rows, the formula every tier
+ * computes, and their 8-row interleaved groups. Not for other modules
+ * (matmul.h is the interface).
+ *
+ * Per output element, in block order b = 0 .. nb-1, with x the block's
+ * int8 activations, d_x its scale, s_x Q8_1's sum term (side data: the
+ * float of fp16(d_x * sum x), d_x before its fp16 rounding, as llama.cpp's
+ * quantize_row_q8_1 keeps it), q the weight's quants:
+ *   Q4_1 (q 0..15), Q5_1 (q 0..31), value q * d_w + m_w:
+ *     isum = sum_j q_j x_j
+ *     sumf = fmaf((float)isum, d_w * d_x, sumf)
+ *     sumf = fmaf(m_w, s_x, sumf)
+ *   Q5_0, value (q - 16) * d_w:     isum = sum_j (q_j - 16) x_j
+ *   IQ4_NL, value kv[q] * d_w:      isum = sum_j kvalues_iq4nl[q_j] x_j
+ *     sumf = fmaf((float)isum, d_w * d_x, sumf)
+ * The sums are exact in int32 in any order (|isum| <= 32 * 127 * 127), so
+ * the float sequence, and its bits, depend only on n_in: every tier, tile
+ * shape and thread count gives the same output (kernel_impl.h's rule).
+ * These are llama.cpp's products (vec_dot_q4_1_q8_1 and the rest) up to
+ * the order of the float additions. */
+#ifndef TPS_KERNELS_PACKED_Q32_H
+#define TPS_KERNELS_PACKED_Q32_H
+
+#include "kernels/kernel_impl.h"
+
+/* Groups of 8 rows i = 0..7 of one block, the quants interleaved as
+ * block_q4_0x8's: qs[c*32 + i*4 + e] = row i's qs[4c + e] (c < 4), whose
+ * low nibble is element 4c + e and high nibble element 16 + 4c + e.
+ * Q5_0 / Q5_1: the fifth bits of row i regrouped into one 32-bit word,
+ * qh[4i + e] bit c = bit of element 4c + e, bit 4 + c = of element
+ * 16 + 4c + e, so chunk c's fifth bits are one shift and mask away
+ * ((qh << (4 - c)) & 0x10 per byte for the low nibbles, (qh >> c) & 0x10
+ * for the high). Each group takes exactly the bytes of its 8 plain blocks. */
+typedef struct block_q4_1x8 {
+    uint16_t d[8];
+    uint16_t m[8];
+    uint8_t qs[8 * QK4_0 / 2];
+} block_q4_1x8;
+_Static_assert(sizeof(block_q4_1x8) == 8 * sizeof(block_q4_1), "block_q4_1x8 size");
+
+typedef struct block_q5_0x8 {
+    uint16_t d[8];
+    uint8_t qh[8 * 4];
+    uint8_t qs[8 * QK4_0 / 2];
+} block_q5_0x8;
+_Static_assert(sizeof(block_q5_0x8) == 8 * sizeof(block_q5_0), "block_q5_0x8 size");
+
+typedef struct block_q5_1x8 {
+    uint16_t d[8];
+    uint16_t m[8];
+    uint8_t qh[8 * 4];
+    uint8_t qs[8 * QK4_0 / 2];
+} block_q5_1x8;
+_Static_assert(sizeof(block_q5_1x8) == 8 * sizeof(block_q5_1), "block_q5_1x8 size");
+
+typedef struct block_iq4_nlx8 {
+    uint16_t d[8];
+    uint8_t qs[8 * QK4_0 / 2];
+} block_iq4_nlx8;
+_Static_assert(sizeof(block_iq4_nlx8) == 8 * sizeof(block_iq4_nl), "block_iq4_nlx8 size");
+
+/* A plain row's regrouped fifth bits (the qh word of the layout above). */
+static inline uint32_t q32_qh_regroup(const uint8_t qh_bytes[4]) {
+    uint32_t qh, r = 0;
+    memcpy(&qh, qh_bytes, sizeof qh);
+    for (unsigned c = 0; c < 4; c++)
+        for (unsigned e = 0; e < 4; e++) {
+            r |= (qh >> (4 * c + e) & 1u) << (8 * e + c);
+            r |= (qh >> (16 + 4 * c + e) & 1u) << (8 * e + 4 + c);
+        }
+    return r;
+}
+
+/* Packs rows [0, m) (m <= 8) of W (row stride w_row_bytes, nb blocks of
+ * type) into one group of nb packed blocks at dst; rows m..7 are zero
+ * weights (scales 0). type: GGML_TYPE_Q4_1, _Q5_0, _Q5_1 or _IQ4_NL. */
+void kernel_pack_group_q32(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
+                           size_t m, size_t nb, uint32_t type);
+
+/* The scalar tier: plain rows (dot_q32_scalar.c) and packed groups
+ * (repack_q32.c), kernel_rows_fn each, act in Q8_0 with side data. */
+#define Q32_ROWS_DECL(name)                                                                        \
+    void name(float *restrict out, size_t ld_out, const uint8_t *restrict W, size_t w_row_bytes,   \
+              size_t o0, size_t o1, const uint8_t *restrict act, size_t act_row_bytes,             \
+              size_t n_rows_x, size_t n_in, float *restrict tmp)
+Q32_ROWS_DECL(kernel_rows_q4_1_scalar);
+Q32_ROWS_DECL(kernel_rows_q5_0_scalar);
+Q32_ROWS_DECL(kernel_rows_q5_1_scalar);
+Q32_ROWS_DECL(kernel_rows_iq4_nl_scalar);
+Q32_ROWS_DECL(kernel_rows_q4_1_r8_scalar);
+Q32_ROWS_DECL(kernel_rows_q5_0_r8_scalar);
+Q32_ROWS_DECL(kernel_rows_q5_1_r8_scalar);
+Q32_ROWS_DECL(kernel_rows_iq4_nl_r8_scalar);
+#if KERNEL_HAVE_AVX2
+Q32_ROWS_DECL(kernel_rows_q4_1_avx2);
+Q32_ROWS_DECL(kernel_rows_q5_0_avx2);
+Q32_ROWS_DECL(kernel_rows_q5_1_avx2);
+Q32_ROWS_DECL(kernel_rows_iq4_nl_avx2);
+Q32_ROWS_DECL(kernel_rows_q4_1_r8_avx2);
+Q32_ROWS_DECL(kernel_rows_q5_0_r8_avx2);
+Q32_ROWS_DECL(kernel_rows_q5_1_r8_avx2);
+Q32_ROWS_DECL(kernel_rows_iq4_nl_r8_avx2);
+#endif
+
+#endif
