@@ -370,23 +370,28 @@ static int choose_template(server *s, tps_err *err) {
     return 0;
 }
 
-/* Whether chat answers are split into reasoning and content: the
- * vocabulary has "<think>" and "</think>" tokens (Qwen3, QwQ, DeepSeek-R1
- * and its distills), or the chat template writes "</think>". */
+/* How chat answers are split into reasoning and content, from the served
+ * template (the GGUF's, or the one --chat-template-file or --chat-template
+ * put in its place) and the vocabulary: harmony channels when the template
+ * writes them (gpt-oss); <think> blocks when the vocabulary has "<think>"
+ * and "</think>" tokens (Qwen3, QwQ, DeepSeek-R1 and its distills) or the
+ * template writes "</think>"; else none. */
 static void choose_reasoning(server *s) {
     s->think_open_id = tokenizer_find(s->tok, THINK_OPEN, sizeof THINK_OPEN - 1);
     s->think_close_id = tokenizer_find(s->tok, THINK_CLOSE, sizeof THINK_CLOSE - 1);
-    gguf_str jt = {0};
-    gguf_get_str(s->model->file, "tokenizer.chat_template", &jt);
-    bool in_template = false;
-    for (size_t i = 0; jt.ptr && i + sizeof THINK_CLOSE - 1 <= (size_t)jt.len && !in_template; i++)
-        in_template = !memcmp(jt.ptr + i, THINK_CLOSE, sizeof THINK_CLOSE - 1);
-    s->thinks = (s->think_open_id >= 0 && s->think_close_id >= 0) || in_template;
-    if (s->thinks)
+    bool tokens = s->think_open_id >= 0 && s->think_close_id >= 0;
+    s->reasoning = s->prompt.reasoning == CHAT_REASON_HARMONY           ? CHAT_REASON_HARMONY
+                   : tokens || s->prompt.reasoning == CHAT_REASON_THINK ? CHAT_REASON_THINK
+                                                                        : CHAT_REASON_NONE;
+    if (s->reasoning == CHAT_REASON_THINK)
         fprintf(s->log,
                 "tps serve: reasoning model: chat answers' %s...%s blocks go to "
                 "reasoning_content (reasoning_format \"none\" keeps them inline)\n",
                 THINK_OPEN, THINK_CLOSE);
+    else if (s->reasoning == CHAT_REASON_HARMONY)
+        fprintf(s->log, "tps serve: reasoning model: chat answers' harmony analysis channel goes "
+                        "to reasoning_content, the final channel to content (reasoning_format "
+                        "\"none\" keeps the channels inline)\n");
 }
 
 /* The startup lines: model, engine sizes, memory, the ITL target. */
