@@ -394,6 +394,24 @@ static void choose_reasoning(server *s) {
                         "\"none\" keeps the channels inline)\n");
 }
 
+/* The markers the server reads out of answers (the tool-call syntax's,
+ * "<think>"/"</think>") are output as text even where the vocabulary has
+ * them as control tokens, as llama-server keeps a format's "preserved
+ * tokens"; an end-of-generation token is left as it is. Before the engine
+ * (and its grammar trie) is made from the tokenizer. */
+static void show_markers(server *s) {
+    const char *const think[] = {THINK_OPEN, THINK_CLOSE, NULL};
+    const char *const *lists[] = {s->prompt.tools_known ? tools_marker_texts(s->prompt.tools)
+                                                        : NULL,
+                                  s->reasoning == CHAT_REASON_THINK ? think : NULL};
+    for (size_t l = 0; l < 2; l++)
+        for (const char *const *m = lists[l]; m && *m; m++) {
+            int32_t id = tokenizer_find(s->tok, *m, strlen(*m));
+            if (id >= 0 && tokenizer_is_control(s->tok, id) && !tokenizer_is_eog(s->tok, id))
+                tokenizer_render_as_text(s->tok, id);
+        }
+}
+
 /* The startup lines: model, engine sizes, memory, the ITL target. */
 static void log_loaded(server *s) {
     const engine_params *in = engine_get_params(s->eng);
@@ -462,6 +480,7 @@ int server_load(server *s, tps_err *err) {
 
     if ((rc = choose_template(s, err))) return rc;
     choose_reasoning(s);
+    show_markers(s);
 
     grammar_cache_config gcc = {
         .max_entries = s->cfg.grammar_cache,

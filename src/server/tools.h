@@ -124,6 +124,11 @@ size_t tools_parse(tool_format f, const char *text, size_t n, tool_call *calls, 
                    size_t *content_len);
 void tools_calls_free(tool_call *calls, size_t n);
 
+/* Every marker text the parser of format f reads (NULL-ended; static). A
+ * vocabulary may hold them as control tokens, whose text is not output by
+ * default: the server has those rendered as text (tokenizer_render_as_text). */
+const char *const *tools_marker_texts(tool_format f);
+
 /* While an answer streams: how many of its first bytes text[0..n) are
  * surely content (no part of a call), so they can be sent now. *hold
  * becomes true once a call has surely begun (the rest waits for the

@@ -357,3 +357,31 @@ size_t tools_stream_safe(tool_format f, const char *text, size_t n, bool *hold) 
     }
     return safe;
 }
+
+const char *const *tools_marker_texts(tool_format f) {
+    static const char *const hermes[] = {"<tool_call>", "</tool_call>", NULL};
+    static const char *const mistral[] = {MISTRAL_CALLS, MISTRAL_ARGS, NULL};
+    static const char *const apriel[] = {APRIEL_OPEN, APRIEL_CLOSE, NULL};
+    static const char *const ds[] = {DS_CALLS_BEGIN, DS_CALLS_END, DS_CALL_BEGIN,
+                                     DS_CALL_END,    DS_SEP,       NULL};
+    static const char *const kimi[] = {KIMI_SECTION_BEGIN, KIMI_SECTION_END, KIMI_CALL_BEGIN,
+                                       KIMI_ARGS_BEGIN,    KIMI_CALL_END,    NULL};
+    static const char *const none[] = {NULL}; /* harmony's: the tokenizer shows them */
+    switch (f) {
+    case TOOL_FMT_HERMES:
+    case TOOL_FMT_GENERIC:
+        return hermes;
+    case TOOL_FMT_MISTRAL:
+    case TOOL_FMT_MISTRAL_V11:
+        return mistral;
+    case TOOL_FMT_APRIEL:
+        return apriel;
+    case TOOL_FMT_DEEPSEEK:
+    case TOOL_FMT_DEEPSEEK_V31:
+        return ds;
+    case TOOL_FMT_KIMI:
+        return kimi;
+    default:
+        return none;
+    }
+}
