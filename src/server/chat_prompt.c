@@ -55,6 +55,7 @@ static int fail(chat_error *e, int status, const char *param, const char *fmt, c
                 const char *b) {
     e->status = status;
     e->param = param;
+    e->code = "invalid_value";
     snprintf(e->msg, sizeof e->msg, fmt, a, b);
     return status >= 500 ? TPS_ENOMEM : TPS_EINVAL;
 }
@@ -161,6 +162,9 @@ int chat_request_vars(jinja_run *r, const chat_request *rq, const char *bos, con
     jinja_set(r, "tools", rq->tools ? chat_json_value(r, rq->tools) : jinja_none());
     jinja_set(r, "documents", jinja_none());
     jinja_set(r, "add_generation_prompt", jinja_bool(rq->add_generation_prompt));
+    if (rq->reasoning_effort)
+        jinja_set(r, "reasoning_effort",
+                  jinja_str(r, rq->reasoning_effort, strlen(rq->reasoning_effort)));
     jinja_set(r, "bos_token", jinja_str(r, bos ? bos : "", bos ? strlen(bos) : 0));
     jinja_set(r, "eos_token", jinja_str(r, eos ? eos : "", eos ? strlen(eos) : 0));
     const char *k;
@@ -392,6 +396,7 @@ static int continue_final(const json_t *messages, const char *text, size_t *len,
 
 static int render_error(const jinja_error *je, chat_error *e) {
     e->param = "messages";
+    e->code = "invalid_value";
     e->status = je->kind == JINJA_NOMEM ? 500 : 400;
     if (je->kind == JINJA_RAISED)
         snprintf(e->msg, sizeof e->msg, "%s", je->msg);
@@ -426,6 +431,14 @@ int chat_prompt_render(const chat_prompt *p, const chat_request *rq, sbuf *out, 
     chat_request local = *rq;
     json_t *rewritten = NULL;
     const jinja_tpl *t = tools && p->tool_use ? p->tool_use : p->main;
+    if (rq->reasoning_effort && !jinja_tpl_reads(t, "reasoning_effort")) {
+        int rc = fail(err, 400, "reasoning_effort", "%s%s",
+                      "reasoning_effort: this model's chat template does not read it (gpt-oss's "
+                      "does); use chat_template_kwargs.enable_thinking",
+                      " or thinking_token_budget");
+        err->code = "unsupported_parameter";
+        return rc;
+    }
     bool list = tools && !jinja_tpl_reads(t, "tools");
     bool history = !p->template_calls && tool_turns(rq->messages);
     if (list || history) {

@@ -77,7 +77,9 @@ typedef struct chat_request {
     const json_t *kwargs;   /* chat_template_kwargs object, or NULL */
     bool add_generation_prompt;
     bool continue_final_message;
-    time_t now; /* strftime_now's time; 0: the current time */
+    const char *reasoning_effort; /* the request's, or NULL: a template that reads
+                                     reasoning_effort gets it (kwargs win), another refuses it */
+    time_t now;                   /* strftime_now's time; 0: the current time */
 } chat_request;
 
 /* Compiles src as the main template (source and name say where it came
@@ -123,6 +125,7 @@ chat_reasoning chat_reasoning_of(const char *text, size_t len);
 typedef struct chat_error {
     int status;
     const char *param; /* "messages", "chat_template_kwargs", ... */
+    const char *code;  /* OpenAI's error code: "invalid_value" or "unsupported_parameter" */
     char msg[512];
 } chat_error;
 int chat_prompt_render(const chat_prompt *p, const chat_request *rq, sbuf *out, chat_error *err);

@@ -130,7 +130,7 @@ static int render_chat(server *s, const oai_request *r, sbuf *text, oai_error *e
     int rc = chat_prompt_render(&s->prompt, &rq, text, &ce);
     if (rc)
         oai_error_set(e, ce.status, ce.status >= 500 ? "server_error" : "invalid_request_error",
-                      ce.param, ce.status >= 500 ? NULL : "invalid_value", "%s", ce.msg);
+                      ce.param, ce.status >= 500 ? NULL : ce.code, "%s", ce.msg);
     return rc;
 }
 
