@@ -83,19 +83,7 @@ static void finish(void) {
  * today's date where the generator pinned strftime_now to 2024-07-26 (the
  * server renders with the current time). */
 static char *reference_prompt(void) {
-    json_error_t je;
-    json_t *c = json_load_file(TEMPLATES "corpus.json", 0, &je);
-    cr_assert_not_null(c, "%s", je.text);
-    size_t i;
-    json_t *r;
-    char *want = NULL;
-    json_array_foreach(json_object_get(c, "renders"), i, r) {
-        if (!strcmp(json_string_value(json_object_get(r, "template")), GPTOSS) &&
-            !strcmp(json_string_value(json_object_get(r, "conversation")), "reasoning_effort"))
-            want = strdup(json_string_value(json_object_get(r, "output")));
-    }
-    json_decref(c);
-    cr_assert_not_null(want, "no gpt-oss / reasoning_effort row in corpus.json");
+    char *want = corpus_output(GPTOSS, "reasoning_effort");
     char *date = strstr(want, "Current date: 2024-07-26");
     cr_assert_not_null(date);
     time_t now = time(NULL);

@@ -90,6 +90,17 @@ static void no_markers(const char *s, const char *what) {
               "a marker leaked into %s: '%s'", what, s);
 }
 
+/* Thinking and answer both there, markers in neither, streamed (s) as
+ * whole (w). */
+static void split_alike(const oai_answer *w, const oai_answer *s) {
+    no_markers(w->choice[0].reasoning, "reasoning_content");
+    no_markers(w->choice[0].content, "content");
+    cr_assert_gt(strlen(w->choice[0].reasoning), 0, "%s", w->body);
+    cr_assert_gt(strlen(w->choice[0].content), 0, "%s", w->body);
+    cr_assert_str_eq(s->choice[0].reasoning, w->choice[0].reasoning);
+    cr_assert_str_eq(s->choice[0].content, w->choice[0].content);
+}
+
 static long reasoning_tokens(const oai_answer *a) {
     return (long)json_integer_value(json_object_get(
         json_object_get(a->usage, "completion_tokens_details"), "reasoning_tokens"));
@@ -100,12 +111,7 @@ Test(reasoning, thinking_is_split_off_streamed_and_whole_alike, .timeout = 120) 
     oai_answer w, s;
     ask(THINKS ",", false, &w);
     ask(THINKS ",", true, &s);
-    no_markers(w.choice[0].reasoning, "reasoning_content");
-    no_markers(w.choice[0].content, "content");
-    cr_assert_gt(strlen(w.choice[0].reasoning), 0, "%s", w.body);
-    cr_assert_gt(strlen(w.choice[0].content), 0, "%s", w.body);
-    cr_assert_str_eq(s.choice[0].reasoning, w.choice[0].reasoning);
-    cr_assert_str_eq(s.choice[0].content, w.choice[0].content);
+    split_alike(&w, &s);
     /* "<think>", the budget's 4 tokens, "</think>" */
     cr_assert_eq(s.choice[0].n_ids, 12);
     cr_assert_eq(s.choice[0].ids[0], THINK_ID);
@@ -259,27 +265,14 @@ Test(reasoning, engine_starts_inside_a_block_the_prompt_opened, .timeout = 120) 
     "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"temperature\":0,"                \
     "\"max_tokens\":12,\"thinking_token_budget\":4,\"repetition_penalty\":10,"
 
+/* jinja2's prompt, its BOS (DeepSeek's) cut from the front */
 static char *r1_reference_prompt(void) {
-    json_error_t je;
-    json_t *c = json_load_file(TPS_SOURCE_DIR "/tests/data/templates/corpus.json", 0, &je);
-    cr_assert_not_null(c, "%s", je.text);
-    size_t i;
-    json_t *r;
-    char *want = NULL;
-    json_array_foreach(json_object_get(c, "renders"), i, r) {
-        if (strcmp(json_string_value(json_object_get(r, "template")),
-                   "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja") ||
-            strcmp(json_string_value(json_object_get(r, "conversation")), "user"))
-            continue;
-        const char *out = json_string_value(json_object_get(r, "output"));
-        const char *bos = "<\xef\xbd\x9c"
-                          "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";
-        cr_assert(out && !strncmp(out, bos, strlen(bos)), "%s", out);
-        want = strdup(out + strlen(bos));
-    }
-    json_decref(c);
-    cr_assert_not_null(want, "no R1-Distill-Llama / user row in corpus.json");
-    return want;
+    char *out = corpus_output("deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", "user");
+    const char *bos = "<\xef\xbd\x9c"
+                      "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";
+    cr_assert(!strncmp(out, bos, strlen(bos)), "%s", out);
+    memmove(out, out + strlen(bos), strlen(out) - strlen(bos) + 1);
+    return out;
 }
 
 Test(reasoning, an_r1_distill_file_thinks_from_its_prompts_open_block, .timeout = 120) {
@@ -313,12 +306,7 @@ Test(reasoning, an_r1_distill_file_thinks_from_its_prompts_open_block, .timeout 
                           R1_ASK "\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
                           &s),
                  200, "%s", s.body);
-    no_markers(w.choice[0].reasoning, "reasoning_content");
-    no_markers(w.choice[0].content, "content");
-    cr_assert_gt(strlen(w.choice[0].reasoning), 0, "%s", w.body);
-    cr_assert_gt(strlen(w.choice[0].content), 0, "%s", w.body);
-    cr_assert_str_eq(s.choice[0].reasoning, w.choice[0].reasoning);
-    cr_assert_str_eq(s.choice[0].content, w.choice[0].content);
+    split_alike(&w, &s);
     /* no "<think>" generated: the budget's 4 tokens, then "</think>" */
     cr_assert_eq(s.choice[0].n_ids, 12);
     for (int i = 0; i < BUDGET; i++)
