@@ -149,13 +149,7 @@ static bool deepseek_call(const char *body, size_t n, tool_call *c) {
     }
     while (left && (rest[left - 1] == '`' || rest[left - 1] == '\n' || rest[left - 1] == ' '))
         left--;
-    json_t *args = json_loadb(rest, left, 0, NULL);
-    json_t *o = json_object();
-    json_object_set_new(o, "name", json_stringn(name, name_len));
-    if (args) json_object_set_new(o, "arguments", args);
-    bool ok = args && call_from_json(o, c);
-    json_decref(o);
-    return ok;
+    return named_call(name, name_len, rest, left, c);
 }
 
 static size_t parse_deepseek(const char *text, size_t n, tool_call *calls, size_t cap,
