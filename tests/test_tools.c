@@ -323,6 +323,15 @@ Test(tools, a_streamed_answer_sends_content_up_to_a_possible_call) {
     t = "Sure. <|cha";
     cr_assert_eq(tools_stream_safe(TOOL_FMT_HARMONY, t, strlen(t), &hold), strlen("Sure. "));
     cr_assert_not(hold);
+    /* a recipient the parser reads without a header or a space before it
+     * (fuzz_tools found the stream sending it as content) */
+    t = "Sure.<|meto=functions.f<|message|>{\"a\": 0}";
+    tool_call c[TOOLS_MAX_CALLS];
+    size_t content, k = tools_parse(TOOL_FMT_HARMONY, t, strlen(t), c, TOOLS_MAX_CALLS, &content);
+    cr_assert_eq(k, 1);
+    tools_calls_free(c, k);
+    cr_assert_leq(tools_stream_safe(TOOL_FMT_HARMONY, t, strlen(t), &hold), content);
+    cr_assert(hold);
     t = "Hi<|tool_calls_section_begin|>";
     cr_assert_eq(tools_stream_safe(TOOL_FMT_KIMI, t, strlen(t), &hold), 2);
     t = "Hi <function";

@@ -296,7 +296,10 @@ size_t tools_parse(tool_format f, const char *text, size_t n, tool_call *calls, 
 static const char *const *call_markers(tool_format f) {
     static const char *const mistral[] = {MISTRAL_CALLS, NULL};
     static const char *const ds[] = {DS_CALLS_BEGIN, NULL};
-    static const char *const harmony[] = {"<|start|>", "<|channel|>", " " HARMONY_TO_FN, NULL};
+    /* the recipient wherever it stands, with the space before it when there
+     * is one (the parser reads it anywhere: the content ends before it) */
+    static const char *const harmony[] = {"<|start|>", "<|channel|>", " " HARMONY_TO_FN,
+                                          HARMONY_TO_FN, NULL};
     static const char *const kimi[] = {KIMI_SECTION_BEGIN, KIMI_CALL_BEGIN, NULL};
     static const char *const func[] = {FUNC_OPEN, NULL};
     static const char *const apriel[] = {APRIEL_OPEN, NULL};
