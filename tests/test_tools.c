@@ -332,6 +332,14 @@ Test(tools, a_streamed_answer_sends_content_up_to_a_possible_call) {
     tools_calls_free(c, k);
     cr_assert_leq(tools_stream_safe(TOOL_FMT_HARMONY, t, strlen(t), &hold), content);
     cr_assert(hold);
+    /* a name with a NUL byte is no call (it came out empty: fuzz_tools) */
+    static const char nul[] = "<|channel|>commentary to=functions.\0f<|message|>{}";
+    cr_assert_eq(tools_parse(TOOL_FMT_HARMONY, nul, sizeof nul - 1, c, TOOLS_MAX_CALLS, &content),
+                 0);
+    static const char nul_json[] = "<tool_call>{\"name\": \"\\u0000f\", \"arguments\": {}}";
+    cr_assert_eq(
+        tools_parse(TOOL_FMT_HERMES, nul_json, sizeof nul_json - 1, c, TOOLS_MAX_CALLS, &content),
+        0);
     t = "Hi<|tool_calls_section_begin|>";
     cr_assert_eq(tools_stream_safe(TOOL_FMT_KIMI, t, strlen(t), &hold), 2);
     t = "Hi <function";

@@ -14,7 +14,10 @@ static bool call_from_json(const json_t *o, tool_call *c) {
     json_t *name = json_object_get(o, "name");
     json_t *args = json_object_get(o, "arguments");
     if (!args) args = json_object_get(o, "parameters");
-    if (!json_is_object(o) || !json_is_string(name) || json_string_length(name) == 0) return false;
+    /* a name with a NUL byte would come out cut short (empty, at worst) */
+    if (!json_is_object(o) || !json_is_string(name) || json_string_length(name) == 0 ||
+        memchr(json_string_value(name), 0, json_string_length(name)))
+        return false;
     json_t *parsed = NULL;
     if (json_is_string(args)) args = parsed = json_loads(json_string_value(args), 0, NULL);
     if (args && !json_is_object(args)) {
