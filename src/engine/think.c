@@ -120,12 +120,28 @@ void think_flush(think_split *t, think_sink sink, void *ctx) {
     if (t->state == THINK_START) t->state = THINK_DONE;
 }
 
-bool think_prompt_open(const tokenizer *tok, const int32_t *ids, size_t n, int32_t open_id) {
-    if (open_id < 0) return false;
+think_state think_prompt_state(const tokenizer *tok, const int32_t *ids, size_t n, int32_t open_id,
+                               int32_t close_id) {
+    if (open_id < 0 || close_id < 0) return THINK_START;
     for (size_t i = n; i-- > 0;) {
         int type = tokenizer_token_type(tok, ids[i]);
-        if (ids[i] != open_id && (type == TOKEN_TYPE_NORMAL || type == TOKEN_TYPE_BYTE)) continue;
-        return ids[i] == open_id;
+        if (ids[i] != open_id && ids[i] != close_id &&
+            (type == TOKEN_TYPE_NORMAL || type == TOKEN_TYPE_BYTE))
+            continue;
+        return ids[i] == open_id ? THINK_IN : ids[i] == close_id ? THINK_OFF : THINK_START;
     }
-    return false;
+    return THINK_START;
+}
+
+static bool ends_with(const char *text, size_t n, const char *m) {
+    size_t k = strlen(m);
+    return n >= k && !memcmp(text + n - k, m, k);
+}
+
+think_state think_text_state(const char *text, size_t n) {
+    while (n && is_space(text[n - 1]))
+        n--;
+    if (ends_with(text, n, THINK_OPEN)) return THINK_IN;
+    if (ends_with(text, n, THINK_CLOSE)) return THINK_OFF;
+    return THINK_START;
 }

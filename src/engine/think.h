@@ -67,11 +67,23 @@ void think_feed(think_split *t, const char *p, size_t n, think_sink sink, void *
  * no marker followed (reasoning inside a block, answer otherwise). */
 void think_flush(think_split *t, think_sink sink, void *ctx);
 
-/* True when the prompt's last special token is the "<think>" token open_id:
- * walking back from the end over ordinary text (normal and byte tokens),
- * the first added or control token met is open_id, so the prompt ends
- * inside a block a template opened (a turn marker or "</think>" met first
- * means it does not). open_id < 0: false. */
-bool think_prompt_open(const tokenizer *tok, const int32_t *ids, size_t n, int32_t open_id);
+/* Where a prompt leaves its output, from its last special token: walking
+ * back from the end over ordinary text (normal and byte tokens), the
+ * first added or control token met is
+ *   open_id ("<think>")   -> THINK_IN: the prompt ends inside a block a
+ *                            template opened (DeepSeek-R1's "<think>\n");
+ *   close_id ("</think>") -> THINK_OFF: the template closed an empty block
+ *                            to turn thinking off (Qwen3's enable_thinking
+ *                            false), so the answer is all content;
+ *   anything else         -> THINK_START: the output may open a block.
+ * A vocabulary without those tokens (open_id or close_id < 0): THINK_START;
+ * think_text_state reads the prompt's text instead. */
+think_state think_prompt_state(const tokenizer *tok, const int32_t *ids, size_t n, int32_t open_id,
+                               int32_t close_id);
+
+/* The same from the prompt's text, for a vocabulary that spells the
+ * markers in pieces: "<think>" or "</think>" at its end (trailing
+ * whitespace aside) -> THINK_IN or THINK_OFF; else THINK_START. */
+think_state think_text_state(const char *text, size_t n);
 
 #endif

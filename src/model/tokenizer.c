@@ -52,6 +52,11 @@ bool tokenizer_is_eog(const tokenizer *t, int32_t id) {
     return false;
 }
 
+void tokenizer_render_as_text(tokenizer *t, int32_t id) {
+    if (tok_valid_id(t, id))
+        t->attr[id] = (uint8_t)((t->attr[id] & ~TOK_ATTR_CONTROL) | TOK_ATTR_USER_DEFINED);
+}
+
 int tokenizer_token_type(const tokenizer *t, int32_t id) {
     return tok_valid_id(t, id) ? t->type[id] : 0;
 }

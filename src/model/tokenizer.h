@@ -11,8 +11,10 @@
  * attributes (llama.cpp sets those only for a few non-Llama models; its
  * rstrip for Phi-3's special tokens is here).
  *
- * A loaded tokenizer is immutable: every function taking a const tokenizer *
- * may be called from many threads at once (encode uses per-call scratch). */
+ * A loaded tokenizer is immutable (but for tokenizer_render_as_text, called
+ * by its owner before it is shared): every function taking a const
+ * tokenizer * may be called from many threads at once (encode uses
+ * per-call scratch). */
 #ifndef TPS_TOKENIZER_H
 #define TPS_TOKENIZER_H
 
@@ -87,6 +89,12 @@ bool tokenizer_adds_eos(const tokenizer *t);
 /* End of generation: EOS, EOT, EOM and tokens llama.cpp recognises by text
  * (<|eot_id|>, <|im_end|>, <|endoftext|>, <end_of_turn>, ...). */
 bool tokenizer_is_eog(const tokenizer *t, int32_t id);
+/* Makes a control token a user-defined one: its text is output like any
+ * text (a chat format's markers the server must read: "[TOOL_CALLS]",
+ * "<|tool_call_begin|>"), and a grammar may produce it; prompts match it
+ * as before. Only before the tokenizer is shared (no other thread may use
+ * it meanwhile). Out-of-range ids are ignored. */
+void tokenizer_render_as_text(tokenizer *t, int32_t id);
 /* TOKEN_TYPE_* as stored in the file; 0 for undefined or out-of-range ids. */
 int tokenizer_token_type(const tokenizer *t, int32_t id);
 /* True for control tokens (as stored, or marked so because they end generation). */

@@ -32,6 +32,19 @@
 #define RE_QWEN2                                                                                   \
     RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"        \
                     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* o200k (GPT-4o, gpt-oss, Llama 4): llama.cpp's rewrite of tokenizer.json's
+ * regex, whose letter classes are "a letter but a-z" / "a letter but A-Z"
+ * where the original has \p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M} / \p{Ll}\p{Lm}\p{Lo}\p{M}:
+ * so combining marks (\p{M}) do not join words, and a Khmer or Devanagari
+ * word may split where Hugging Face's tokenizer keeps it whole
+ * (tests/data/vocab/README.md). Followed for llama.cpp's ids. */
+#define RE_O200K_UPPER "((?=[\\p{L}])([^a-z]))"
+#define RE_O200K_LOWER "((?=[\\p{L}])([^A-Z]))"
+#define RE_O200K_CONTR "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+#define RE_O200K                                                                                   \
+    "[^\\r\\n\\p{L}\\p{N}]?" RE_O200K_UPPER "*" RE_O200K_LOWER "+" RE_O200K_CONTR                  \
+    "|[^\\r\\n\\p{L}\\p{N}]?" RE_O200K_UPPER "+" RE_O200K_LOWER "*" RE_O200K_CONTR                 \
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 #define MAX_REGEX 4
 
@@ -64,6 +77,7 @@ static const pre_kind pre_table[] = {
     {"qwen2|deepseek-r1-qwen|megrez", {RE_QWEN2}, false, false, false},
     {"starcoder|refact|codeshell", {"\\p{N}", RE_GPT2}, false, false, true},
     {"command-r|smollm", {"\\p{N}", RE_GPT2}, false, false, false},
+    {"gpt-4o|llama4|kanana2", {RE_O200K}, false, false, false},
 };
 
 static bool name_in(const char *names, const char *name) {

@@ -203,6 +203,10 @@ static void find_eog(tokenizer *t) {
                                             "_<EOT>",
                                             "[EOT]",
                                             "[EOS]",
+                                            "<|return|>", /* o200k_harmony (gpt-oss) */
+                                            "<|call|>",
+                                            "<|flush|>", /* solar-open */
+                                            "<|calls|>",
                                             "<|end_of_text|>",
                                             "<end_of_utterance>",
                                             "<eos>",
@@ -235,6 +239,41 @@ typedef struct len_id {
     uint32_t len;
     int32_t id;
 } len_id;
+
+static void eog_remove(tokenizer *t, int32_t id) {
+    for (size_t i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id) {
+            t->eog[i] = t->eog[--t->n_eog];
+            return;
+        }
+}
+
+static bool eog_text(const tokenizer *t, const char *text) {
+    int32_t id = tok_lookup(t, text, strlen(text));
+    return id != TOKEN_NONE && tokenizer_is_eog(t, id);
+}
+
+/* llama.cpp's workarounds for gpt-oss's o200k_harmony vocabulary (and
+ * solar-open's), by token text: <|channel|>, <|message|>, <|start|> and
+ * <|constrain|> are user-defined (rendered as text, so the answer's
+ * channels can be read); and when <|return|> and <|call|> (or <|calls|>
+ * and <|flush|>) end generation, <|end|>, which closes one message of an
+ * answer of several, does not: it is user-defined too. */
+static void harmony_tokens(tokenizer *t) {
+    static const char *const shown[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
+    for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++) {
+        int32_t id = tok_lookup(t, shown[i], strlen(shown[i]));
+        if (id != TOKEN_NONE) t->attr[id] = TOK_ATTR_USER_DEFINED;
+    }
+    int32_t end = tok_lookup(t, "<|end|>", 7);
+    bool ret = eog_text(t, "<|return|>"),
+         call = eog_text(t, "<|call|>") || eog_text(t, "<|calls|>");
+    if (end == TOKEN_NONE || !tokenizer_is_eog(t, end) || !call ||
+        !(ret || eog_text(t, "<|flush|>")))
+        return;
+    eog_remove(t, end);
+    t->attr[end] = TOK_ATTR_USER_DEFINED;
+}
 
 static int by_len_desc(const void *a, const void *b) {
     const len_id *x = a, *y = b;
@@ -464,6 +503,7 @@ int tokenizer_load(tokenizer **out, const gguf_file *f, tps_err *err) {
     }
     if ((rc = read_add_flags(t, f, err))) goto fail;
     find_eog(t);
+    harmony_tokens(t);
     if ((rc = collect_special(t, err))) goto fail;
     phi3_rstrip(t, f);
     if ((rc = build_pieces(t, err))) goto fail;

@@ -55,6 +55,7 @@ static int fail(chat_error *e, int status, const char *param, const char *fmt, c
                 const char *b) {
     e->status = status;
     e->param = param;
+    e->code = "invalid_value";
     snprintf(e->msg, sizeof e->msg, fmt, a, b);
     return status >= 500 ? TPS_ENOMEM : TPS_EINVAL;
 }
@@ -161,6 +162,9 @@ int chat_request_vars(jinja_run *r, const chat_request *rq, const char *bos, con
     jinja_set(r, "tools", rq->tools ? chat_json_value(r, rq->tools) : jinja_none());
     jinja_set(r, "documents", jinja_none());
     jinja_set(r, "add_generation_prompt", jinja_bool(rq->add_generation_prompt));
+    if (rq->reasoning_effort)
+        jinja_set(r, "reasoning_effort",
+                  jinja_str(r, rq->reasoning_effort, strlen(rq->reasoning_effort)));
     jinja_set(r, "bos_token", jinja_str(r, bos ? bos : "", bos ? strlen(bos) : 0));
     jinja_set(r, "eos_token", jinja_str(r, eos ? eos : "", eos ? strlen(eos) : 0));
     const char *k;
@@ -188,14 +192,29 @@ static bool has(const char *text, size_t len, const char *needle) {
 
 tool_format chat_tool_format(const char *text, size_t len, bool *known) {
     *known = true;
-    if (has(text, len, "<tool_call>")) return TOOL_FMT_HERMES;
-    if (has(text, len, "[TOOL_CALLS]")) return TOOL_FMT_MISTRAL;
-    if (has(text, len, "<｜tool▁calls▁begin｜>")) return TOOL_FMT_DEEPSEEK;
+    if (has(text, len, "<|channel|>") && has(text, len, "<|message|>")) return TOOL_FMT_HARMONY;
+    if (has(text, len, "<|tool_call_begin|>")) return TOOL_FMT_KIMI;
+    if (has(text, len, "<｜tool▁calls▁begin｜>"))
+        return has(text, len, "```json") ? TOOL_FMT_DEEPSEEK : TOOL_FMT_DEEPSEEK_V31;
+    /* <tool_call> with a body that is not Hermes' JSON: GLM's <arg_key>s,
+     * Qwen3-Coder's <function=N><parameter=K> (Qwen3.5, Nemotron 3) */
+    bool xml = has(text, len, "<arg_key>") || has(text, len, "<parameter=");
+    if (has(text, len, "<tool_calls>[")) return TOOL_FMT_APRIEL;
+    if (has(text, len, "<tool_call>") && !xml) return TOOL_FMT_HERMES;
+    if (has(text, len, "<function=") && !xml) return TOOL_FMT_FUNCTIONARY;
+    if (has(text, len, "[TOOL_CALLS]"))
+        return has(text, len, "[ARGS]") ? TOOL_FMT_MISTRAL_V11 : TOOL_FMT_MISTRAL;
     if (has(text, len, "<|python_tag|>") ||
         (has(text, len, "<|start_header_id|>") && has(text, len, "\"parameters\"")))
         return TOOL_FMT_LLAMA3;
     *known = false;
     return TOOL_FMT_GENERIC;
+}
+
+chat_reasoning chat_reasoning_of(const char *text, size_t len) {
+    if (has(text, len, "<|channel|>") && has(text, len, "<|message|>")) return CHAT_REASON_HARMONY;
+    if (has(text, len, "</think>")) return CHAT_REASON_THINK;
+    return CHAT_REASON_NONE;
 }
 
 static int compile(jinja_tpl **t, const char *src, size_t len, const char *what, tps_err *err) {
@@ -235,6 +254,9 @@ int chat_prompt_init(chat_prompt *p, const char *src, size_t len, const char *to
     p->tools_known = known || !p->template_tools;
     chat_tmpl fam = chat_tmpl_detect(src, len);
     p->eot = fam == CHAT_TMPL_UNKNOWN ? NULL : chat_tmpl_eot(fam);
+    p->reasoning = chat_reasoning_of(src, len);
+    if (p->reasoning == CHAT_REASON_NONE && tool_use_src)
+        p->reasoning = chat_reasoning_of(tool_use_src, tool_use_len);
     return 0;
 }
 
@@ -374,6 +396,7 @@ static int continue_final(const json_t *messages, const char *text, size_t *len,
 
 static int render_error(const jinja_error *je, chat_error *e) {
     e->param = "messages";
+    e->code = "invalid_value";
     e->status = je->kind == JINJA_NOMEM ? 500 : 400;
     if (je->kind == JINJA_RAISED)
         snprintf(e->msg, sizeof e->msg, "%s", je->msg);
@@ -401,12 +424,21 @@ int chat_prompt_render(const chat_prompt *p, const chat_request *rq, sbuf *out, 
     if (tools && !p->tools_known)
         return fail(err, 400, "tools",
                     "tools: the model's chat template asks for tool calls in a syntax tps does "
-                    "not parse yet (it parses Hermes/Qwen <tool_call>, Llama 3.x JSON, Mistral "
-                    "[TOOL_CALLS] and DeepSeek's); --chat-template-file can serve another%s%s",
+                    "not parse yet (it parses Hermes/Qwen <tool_call> JSON, Llama 3.x JSON, "
+                    "Mistral [TOOL_CALLS], DeepSeek R1 and V3.1, gpt-oss harmony, Kimi K2 and "
+                    "Functionary v3.1); --chat-template-file can serve another%s%s",
                     "", "");
     chat_request local = *rq;
     json_t *rewritten = NULL;
     const jinja_tpl *t = tools && p->tool_use ? p->tool_use : p->main;
+    if (rq->reasoning_effort && !jinja_tpl_reads(t, "reasoning_effort")) {
+        int rc = fail(err, 400, "reasoning_effort", "%s%s",
+                      "reasoning_effort: this model's chat template does not read it (gpt-oss's "
+                      "does); use chat_template_kwargs.enable_thinking",
+                      " or thinking_token_budget");
+        err->code = "unsupported_parameter";
+        return rc;
+    }
     bool list = tools && !jinja_tpl_reads(t, "tools");
     bool history = !p->template_calls && tool_turns(rq->messages);
     if (list || history) {

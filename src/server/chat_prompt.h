@@ -37,6 +37,15 @@
 #include "model/tokenizer.h"
 #include "server/tools.h"
 
+/* How a template's answers carry the model's thinking, from its text:
+ * "</think>" blocks (Qwen3, QwQ, the DeepSeek-R1 distills, Kimi K2), or
+ * gpt-oss's harmony channels ("<|channel|>analysis<|message|>..."). */
+typedef enum chat_reasoning {
+    CHAT_REASON_NONE = 0,
+    CHAT_REASON_THINK,   /* <think> ... </think> (engine/think.h) */
+    CHAT_REASON_HARMONY, /* <|channel|>analysis / final / commentary (server/harmony.h) */
+} chat_reasoning;
+
 typedef enum chat_source {
     CHAT_SRC_GGUF = 0, /* tokenizer.chat_template of the model file */
     CHAT_SRC_FILE,     /* --chat-template-file */
@@ -49,15 +58,16 @@ typedef struct chat_prompt {
     jinja_tpl *main;
     jinja_tpl *tool_use; /* tokenizer.chat_template.tool_use; NULL: none */
     chat_source source;
-    char name[128];      /* the file, the built-in's name, "tokenizer.chat_template" */
-    char *bos, *eos;     /* the vocabulary's BOS / EOS text ("" when none) */
-    bool strip_bos;      /* the tokenizer adds BOS: a leading BOS text is dropped */
-    tool_format tools;   /* the tool-call syntax the template implies */
-    bool template_tools; /* the template that renders with tools (tool_use, else main)
-                            writes them itself: it reads `tools` */
-    bool template_calls; /* it writes earlier tool_calls itself */
-    bool tools_known;    /* tps parses the calls it asks for (else tools are a 400) */
-    const char *eot;     /* the end-of-turn text, a stop string or token */
+    char name[128];           /* the file, the built-in's name, "tokenizer.chat_template" */
+    char *bos, *eos;          /* the vocabulary's BOS / EOS text ("" when none) */
+    bool strip_bos;           /* the tokenizer adds BOS: a leading BOS text is dropped */
+    tool_format tools;        /* the tool-call syntax the template implies */
+    bool template_tools;      /* the template that renders with tools (tool_use, else main)
+                                 writes them itself: it reads `tools` */
+    bool template_calls;      /* it writes earlier tool_calls itself */
+    bool tools_known;         /* tps parses the calls it asks for (else tools are a 400) */
+    const char *eot;          /* the end-of-turn text, a stop string or token */
+    chat_reasoning reasoning; /* what the served template's text says of thinking */
 } chat_prompt;
 
 /* What one render takes: the request's parts (borrowed JSON). */
@@ -67,7 +77,9 @@ typedef struct chat_request {
     const json_t *kwargs;   /* chat_template_kwargs object, or NULL */
     bool add_generation_prompt;
     bool continue_final_message;
-    time_t now; /* strftime_now's time; 0: the current time */
+    const char *reasoning_effort; /* the request's, or NULL: a template that reads
+                                     reasoning_effort gets it (kwargs win), another refuses it */
+    time_t now;                   /* strftime_now's time; 0: the current time */
 } chat_request;
 
 /* Compiles src as the main template (source and name say where it came
@@ -98,6 +110,11 @@ const char *chat_prompt_describe(const chat_prompt *p, char *buf, size_t cap);
  * it is one tps parses. */
 tool_format chat_tool_format(const char *text, size_t len, bool *known);
 
+/* The reasoning syntax a template's text implies: harmony when it writes
+ * "<|channel|>" and "<|message|>", thinking blocks when it writes
+ * "</think>", else none. */
+chat_reasoning chat_reasoning_of(const char *text, size_t len);
+
 /* Memory one render may take (jinja_limits.max_memory); its other limits
  * are jinja_limits_default's. */
 #define CHAT_RENDER_MAX_MEMORY (32u << 20)
@@ -108,6 +125,7 @@ tool_format chat_tool_format(const char *text, size_t len, bool *known);
 typedef struct chat_error {
     int status;
     const char *param; /* "messages", "chat_template_kwargs", ... */
+    const char *code;  /* OpenAI's error code: "invalid_value" or "unsupported_parameter" */
     char msg[512];
 } chat_error;
 int chat_prompt_render(const chat_prompt *p, const chat_request *rq, sbuf *out, chat_error *err);

@@ -564,19 +564,24 @@ static int visit(gen *g, const json_t *schema, const char *hint, const char **ou
  * ------------------------------------------------------------------------- */
 
 int json_schema_to_gbnf(const json_t *schema, sbuf *out, tps_err *err) {
+    return json_schema_to_gbnf_named(schema, NULL, out, err);
+}
+
+int json_schema_to_gbnf_named(const json_t *schema, const char *name, sbuf *out, tps_err *err) {
     gen g = {.root = schema, .err = err};
     int rc = 0;
-    const char *name = NULL;
+    const char *top = NULL;
     if (!schema) {
         rc = tps_fail(err, TPS_EINVAL, "json_schema: no schema");
         goto done;
     }
-    if (!js_rule_add(&g, "root", NULL)) {
+    if (!js_rule_add(&g, name ? name : "root", NULL)) {
         rc = js_goom(&g);
         goto done;
     }
-    if ((rc = visit(&g, schema, "root-value", &name))) goto done;
-    if (!(g.rules[0].body = strdup(name))) {
+    g.prefix = name;
+    if ((rc = visit(&g, schema, name ? "value" : "root-value", &top))) goto done;
+    if (!(g.rules[0].body = strdup(top))) {
         rc = js_goom(&g);
         goto done;
     }

@@ -50,6 +50,13 @@
  * TPS_ENOMEM. On failure out holds a partial text. schema is borrowed. */
 int json_schema_to_gbnf(const json_t *schema, sbuf *out, tps_err *err);
 
+/* The same with the schema's rules named "<name>" (its top) and
+ * "<name>-..." (name: [a-zA-Z0-9-]), and the shared primitives ("space",
+ * "string", ...) under their own names, always with the same text: the
+ * grammars of several schemas go together in one GBNF text once each
+ * primitive line is kept once (tools.h's calls, one schema per tool). */
+int json_schema_to_gbnf_named(const json_t *schema, const char *name, sbuf *out, tps_err *err);
+
 /* json_schema_to_gbnf, then grammar_parse: *out owns a new grammar (free
  * with grammar_free), NULL on failure. A schema whose $refs loop without
  * consuming input (a left-recursive grammar) is refused here. */

@@ -118,8 +118,12 @@ jrule *js_rule_find(gen *g, const char *name) {
  * a "-N" suffix makes it unique) with body (copied; NULL reserves the name).
  * Returns the name, owned by g, or NULL when out of memory. */
 const char *js_rule_add(gen *g, const char *hint, const char *body) {
-    char name[80];
+    char name[80], named[96];
     size_t k = 0;
+    if (g->prefix) {
+        snprintf(named, sizeof named, "%s-%s", g->prefix, hint);
+        hint = named;
+    }
     for (const char *s = hint; *s && k < 48; s++) {
         char c = *s;
         bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
@@ -153,7 +157,11 @@ int js_prim_use(gen *g, const char *name) {
     if (js_rule_find(g, name)) return 0;
     for (size_t i = 0; i < sizeof PRIMS / sizeof *PRIMS; i++) {
         if (strcmp(PRIMS[i].name, name)) continue;
-        if (!js_rule_add(g, name, PRIMS[i].body)) return js_goom(g);
+        const char *prefix = g->prefix; /* primitives keep their names: the same text everywhere */
+        g->prefix = NULL;
+        const char *added = js_rule_add(g, name, PRIMS[i].body);
+        g->prefix = prefix;
+        if (!added) return js_goom(g);
         for (int d = 0; d < 6 && PRIMS[i].deps[d]; d++) {
             int rc = js_prim_use(g, PRIMS[i].deps[d]);
             if (rc) return rc;

@@ -29,6 +29,7 @@ typedef struct gen {
     char path[512]; /* JSON pointer of the subschema being visited */
     size_t plen;
     int depth;
+    const char *prefix; /* NULL, or every rule but the primitives is named "<prefix>-<hint>" */
     tps_err *err;
 } gen;
 

@@ -264,6 +264,7 @@ chat_request oai_chat_inputs(const oai_request *r) {
         .kwargs = r->template_kwargs,
         .add_generation_prompt = r->add_generation_prompt,
         .continue_final_message = r->continue_final_message,
+        .reasoning_effort = r->reasoning_effort,
     };
 }
 

@@ -122,6 +122,9 @@ typedef struct oai_request {
      * (thinking_token_budget / thinking_budget_tokens; -1: none). */
     oai_reasoning reasoning;
     int32_t think_budget;
+    /* reasoning_effort ("low", "medium", "high"; borrowed; NULL: absent):
+     * passed to a chat template that reads it (gpt-oss's), else refused */
+    const char *reasoning_effort;
     bool stream;
     bool include_usage; /* stream_options.include_usage */
     /* private */

@@ -76,9 +76,8 @@ static const oai_field FIELDS[] = {
     {"prediction", H, REF, OAI, NULL, "predicted outputs are not supported"},
     {"verbosity", H, REF, OAI, NULL,
      "verbosity is not supported: ask for brevity in the prompt or bound max_tokens"},
-    {"reasoning_effort", H, REF, "OpenAI, vLLM", NULL,
-     "reasoning_effort is not supported: use chat_template_kwargs.enable_thinking or "
-     "thinking_token_budget"},
+    {"reasoning_effort", H, HON, "OpenAI, vLLM", NULL,
+     "honoured through a chat template that reads it (gpt-oss's); else a 400"},
     {"web_search_options", H, REF, OAI, NULL, "web search is not supported"},
     /* vLLM */
     {"top_k", B, HON, VLS, NULL, NULL},

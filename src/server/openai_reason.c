@@ -5,7 +5,9 @@
  * thinking is dropped from the answer) - and the thinking budget, vLLM's
  * thinking_token_budget or llama-server's thinking_budget_tokens (the same
  * number: tokens the thinking block may hold before "</think>" is forced;
- * -1: no limit).
+ * -1: no limit) - and reasoning_effort (OpenAI's; "low", "medium" or
+ * "high", handed to the chat template, which decides: gpt-oss's writes
+ * "Reasoning: <effort>" into its system message).
  *
  * Not here: whether the model thinks (the server knows its vocabulary),
  * splitting the text (engine/think.h). */
@@ -55,9 +57,21 @@ static int parse_budget(json_t *o, oai_request *r, oai_error *e) {
     return 0;
 }
 
+static int parse_effort(json_t *o, oai_request *r, oai_error *e) {
+    json_t *v = json_object_get(o, "reasoning_effort");
+    if (!v || json_is_null(v)) return 0;
+    const char *s = json_is_string(v) ? json_string_value(v) : "";
+    if (strcmp(s, "low") && strcmp(s, "medium") && strcmp(s, "high"))
+        return oai_bad(e, "reasoning_effort", "%s must be %s", "\"low\", \"medium\" or \"high\"");
+    r->reasoning_effort = s;
+    return 0;
+}
+
 int oai_parse_reasoning(json_t *o, oai_request *r, oai_error *e) {
     int rc;
-    if ((rc = parse_format(o, r, e)) || (rc = parse_budget(o, r, e))) return rc;
+    if ((rc = parse_format(o, r, e)) || (rc = parse_budget(o, r, e)) ||
+        (rc = parse_effort(o, r, e)))
+        return rc;
     bool include = true;
     if ((rc = oai_get_bool(o, "include_reasoning", &include, e)) < 0) return rc;
     if (!include && r->reasoning == OAI_REASONING_NONE)

@@ -370,23 +370,46 @@ static int choose_template(server *s, tps_err *err) {
     return 0;
 }
 
-/* Whether chat answers are split into reasoning and content: the
- * vocabulary has "<think>" and "</think>" tokens (Qwen3, QwQ, DeepSeek-R1
- * and its distills), or the chat template writes "</think>". */
+/* How chat answers are split into reasoning and content, from the served
+ * template (the GGUF's, or the one --chat-template-file or --chat-template
+ * put in its place) and the vocabulary: harmony channels when the template
+ * writes them (gpt-oss); <think> blocks when the vocabulary has "<think>"
+ * and "</think>" tokens (Qwen3, QwQ, DeepSeek-R1 and its distills) or the
+ * template writes "</think>"; else none. */
 static void choose_reasoning(server *s) {
     s->think_open_id = tokenizer_find(s->tok, THINK_OPEN, sizeof THINK_OPEN - 1);
     s->think_close_id = tokenizer_find(s->tok, THINK_CLOSE, sizeof THINK_CLOSE - 1);
-    gguf_str jt = {0};
-    gguf_get_str(s->model->file, "tokenizer.chat_template", &jt);
-    bool in_template = false;
-    for (size_t i = 0; jt.ptr && i + sizeof THINK_CLOSE - 1 <= (size_t)jt.len && !in_template; i++)
-        in_template = !memcmp(jt.ptr + i, THINK_CLOSE, sizeof THINK_CLOSE - 1);
-    s->thinks = (s->think_open_id >= 0 && s->think_close_id >= 0) || in_template;
-    if (s->thinks)
+    bool tokens = s->think_open_id >= 0 && s->think_close_id >= 0;
+    s->reasoning = s->prompt.reasoning == CHAT_REASON_HARMONY           ? CHAT_REASON_HARMONY
+                   : tokens || s->prompt.reasoning == CHAT_REASON_THINK ? CHAT_REASON_THINK
+                                                                        : CHAT_REASON_NONE;
+    if (s->reasoning == CHAT_REASON_THINK)
         fprintf(s->log,
                 "tps serve: reasoning model: chat answers' %s...%s blocks go to "
                 "reasoning_content (reasoning_format \"none\" keeps them inline)\n",
                 THINK_OPEN, THINK_CLOSE);
+    else if (s->reasoning == CHAT_REASON_HARMONY)
+        fprintf(s->log, "tps serve: reasoning model: chat answers' harmony analysis channel goes "
+                        "to reasoning_content, the final channel to content (reasoning_format "
+                        "\"none\" keeps the channels inline)\n");
+}
+
+/* The markers the server reads out of answers (the tool-call syntax's,
+ * "<think>"/"</think>") are output as text even where the vocabulary has
+ * them as control tokens, as llama-server keeps a format's "preserved
+ * tokens"; an end-of-generation token is left as it is. Before the engine
+ * (and its grammar trie) is made from the tokenizer. */
+static void show_markers(server *s) {
+    const char *const think[] = {THINK_OPEN, THINK_CLOSE, NULL};
+    const char *const *lists[] = {s->prompt.tools_known ? tools_marker_texts(s->prompt.tools)
+                                                        : NULL,
+                                  s->reasoning == CHAT_REASON_THINK ? think : NULL};
+    for (size_t l = 0; l < 2; l++)
+        for (const char *const *m = lists[l]; m && *m; m++) {
+            int32_t id = tokenizer_find(s->tok, *m, strlen(*m));
+            if (id >= 0 && tokenizer_is_control(s->tok, id) && !tokenizer_is_eog(s->tok, id))
+                tokenizer_render_as_text(s->tok, id);
+        }
 }
 
 /* The startup lines: model, engine sizes, memory, the ITL target. */
@@ -457,6 +480,7 @@ int server_load(server *s, tps_err *err) {
 
     if ((rc = choose_template(s, err))) return rc;
     choose_reasoning(s);
+    show_markers(s);
 
     grammar_cache_config gcc = {
         .max_entries = s->cfg.grammar_cache,

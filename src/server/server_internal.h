@@ -24,6 +24,7 @@
 
 #include "server/chat_prompt.h"
 #include "server/chat_template.h"
+#include "server/harmony.h"
 #include "server/http_frame.h"
 #include "server/openai.h"
 #include "server/prom_write.h"
@@ -97,8 +98,9 @@ typedef struct work_job {
     bool parsed;
     int32_t *ids; /* completions: the prompt's tokens (owned) */
     size_t n_ids;
-    sbuf reply;    /* /tokenize, /detokenize: the 200 body */
-    bool prepared; /* the body is done (parsed, rendered, tokenized) */
+    think_state think_text; /* chat: where the prompt's text leaves a <think> block */
+    sbuf reply;             /* /tokenize, /detokenize: the 200 body */
+    bool prepared;          /* the body is done (parsed, rendered, tokenized) */
     /* a constrained completion: its compiled grammar and the bytes reserved
      * for its choices' recognizers (grammar_cache_release gives both back),
      * handed to the req_ctx once submitted */
@@ -107,6 +109,14 @@ typedef struct work_job {
 } work_job;
 
 typedef struct server_work server_work;
+
+/* A choice's reasoning splitter: <think> blocks (engine/think.h) or
+ * harmony channels (harmony.h). */
+typedef struct reason_split {
+    bool harmony;
+    think_split think;
+    harmony_split h;
+} reason_split;
 
 /* One choice of a request (n of them, allocated with the req_ctx). */
 typedef struct req_choice {
@@ -123,7 +133,7 @@ typedef struct req_choice {
     size_t n_lp, cap_lp;
     /* reasoning (chat, a model that thinks): where the text is, the
      * thinking kept for a non-streamed body, its tokens */
-    think_split think;
+    reason_split split;
     sbuf reasoning;
     uint32_t n_reasoning; /* tokens of the thinking block, markers included */
     bool thought;         /* a thinking block opened */
@@ -148,9 +158,10 @@ typedef struct req_ctx {
      * then */
     bool tools;
     tool_format tfmt;
-    /* reasoning: each choice's text is split by think.h (think != OFF) and
-     * returned as `reasoning` says */
+    /* reasoning: each choice's text is split by think.h (think != OFF) or
+     * harmony.h (harmony) and returned as `reasoning` says */
     think_state think;
+    bool harmony;
     oai_reasoning reasoning;
     uint64_t seed; /* the request's (choice i samples with seed + i) */
     bool client_gone;
@@ -201,10 +212,11 @@ struct server {
     llama_model *model;
     tokenizer *tok;
     engine *eng;
-    chat_prompt prompt;    /* the chat template(s), compiled; read-only once ready */
-    int32_t tmpl_eot_id;   /* the template's end-of-turn as one non-EOG token; -1: none */
-    bool tmpl_eot_as_stop; /* the end-of-turn is no single token: a stop string */
-    bool thinks;           /* "<think>" blocks are split out of chat answers (engine/think.h) */
+    chat_prompt prompt;       /* the chat template(s), compiled; read-only once ready */
+    int32_t tmpl_eot_id;      /* the template's end-of-turn as one non-EOG token; -1: none */
+    bool tmpl_eot_as_stop;    /* the end-of-turn is no single token: a stop string */
+    chat_reasoning reasoning; /* how chat answers' thinking is split out: <think> blocks
+                                 (engine/think.h) or harmony channels (harmony.h) */
     int32_t think_open_id, think_close_id; /* "<think>", "</think>" as one token; -1: none */
     machine_limits machine;                /* this machine's limits (tps machine); zeros: unknown */
     grammar_cache *grammars; /* compiled grammars and their memory budget (any thread) */
@@ -288,6 +300,8 @@ void req_ctx_free(req_ctx *c);
 void req_ctx_start(req_ctx *c);
 void server_cancel_all(server *s, const char *why);
 void server_check_gone(server *s);
+/* A choice's splitter, set up for its request. */
+void reason_split_init(reason_split *r, think_state think, bool harmony);
 
 /* server_metrics.c: the /metrics page */
 int server_hists_create(server_hists *h, tps_err *err);

@@ -130,12 +130,15 @@ static int render_chat(server *s, const oai_request *r, sbuf *text, oai_error *e
     int rc = chat_prompt_render(&s->prompt, &rq, text, &ce);
     if (rc)
         oai_error_set(e, ce.status, ce.status >= 500 ? "server_error" : "invalid_request_error",
-                      ce.param, ce.status >= 500 ? NULL : "invalid_value", "%s", ce.msg);
+                      ce.param, ce.status >= 500 ? NULL : ce.code, "%s", ce.msg);
     return rc;
 }
 
-/* The prompt's token ids (malloc'ed) for a parsed request. */
-static int build_prompt(server *s, const oai_request *r, int32_t **ids, size_t *n, oai_error *e) {
+/* The prompt's token ids (malloc'ed) for a parsed request; a chat's
+ * rendered text also says where it leaves a thinking block. */
+static int build_prompt(server *s, const oai_request *r, work_job *j, oai_error *e) {
+    int32_t **ids = &j->ids;
+    size_t *n = &j->n_ids;
     tps_err err = {{0}};
     unsigned flags = TOK_ENCODE_ADD_SPECIAL | TOK_ENCODE_PARSE_SPECIAL;
     if (r->kind == OAI_COMPLETION) {
@@ -153,6 +156,7 @@ static int build_prompt(server *s, const oai_request *r, int32_t **ids, size_t *
     sbuf text;
     sbuf_init(&text);
     int rc = render_chat(s, r, &text, e);
+    if (!rc) j->think_text = think_text_state(text.p ? text.p : "", text.len);
     if (!rc && tokenizer_encode_alloc(s->tok, text.p ? text.p : "", text.len, flags, ids, n, &err))
         rc = oai_error_set(e, 500, "server_error", "messages", NULL, "%s", err.msg);
     sbuf_free(&text);
@@ -199,7 +203,7 @@ static void prepare_completion(work_job *j, const char *body, size_t len) {
         return;
     }
     j->parsed = true;
-    if (build_prompt(s, &j->r, &j->ids, &j->n_ids, &j->e)) {
+    if (build_prompt(s, &j->r, j, &j->e)) {
         j->failed = true;
         return;
     }
@@ -453,8 +457,11 @@ static int stop_ids_of(server *s, const oai_request *r, int32_t *ids, size_t *n,
 
 /* The request's seed (a fresh one from the server's generator when it
  * names none: below 2^53, so every JSON reader gets it back exactly), and
- * its reasoning: a chat answer of a model that thinks is split, the block
- * open from the start when the prompt left one open. */
+ * its reasoning: a chat answer of a model that thinks in <think> blocks is
+ * split, the block open from the start when the prompt left one open, and
+ * no block at all when the prompt closed an empty one (thinking turned
+ * off by the template, enable_thinking false). Harmony channels are split
+ * by the server alone: the engine sees no block. */
 static int seed_and_reasoning(server *s, work_job *j, req_ctx *c, engine_request *er,
                               oai_error *e) {
     oai_request *r = &j->r;
@@ -462,24 +469,30 @@ static int seed_and_reasoning(server *s, work_job *j, req_ctx *c, engine_request
     c->seed = er->sampling.seed;
     er->think = THINK_OFF;
     er->think_budget = -1;
-    if (r->kind == OAI_CHAT && s->thinks)
-        er->think =
-            think_prompt_open(s->tok, j->ids, j->n_ids, s->think_open_id) ? THINK_IN : THINK_START;
+    bool tokens = s->think_open_id >= 0 && s->think_close_id >= 0;
+    if (r->kind == OAI_CHAT && s->reasoning == CHAT_REASON_THINK)
+        er->think = tokens ? think_prompt_state(s->tok, j->ids, j->n_ids, s->think_open_id,
+                                                s->think_close_id)
+                           : j->think_text;
     if (r->think_budget >= 0 && er->think == THINK_OFF)
         return oai_error_set(e, 400, "invalid_request_error", "thinking_token_budget",
-                             "unsupported_parameter",
-                             "a thinking budget needs a model that thinks (%s ... %s); this one "
-                             "does not",
-                             THINK_OPEN, THINK_CLOSE);
+                             "unsupported_parameter", "%s",
+                             s->reasoning == CHAT_REASON_THINK && r->kind == OAI_CHAT
+                                 ? "a thinking budget needs thinking: this prompt closed the "
+                                   "block (the template turned thinking off, e.g. "
+                                   "enable_thinking false)"
+                                 : "a thinking budget needs a model that thinks (<think> ... "
+                                   "</think>); this one does not");
     if (r->think_budget >= 0 && s->think_close_id < 0)
         return oai_error_set(
             e, 400, "invalid_request_error", "thinking_token_budget", "unsupported_parameter",
             "a thinking budget needs \"%s\" as one token of the vocabulary", THINK_CLOSE);
     er->think_budget = r->think_budget;
     c->think = er->think;
+    c->harmony = r->kind == OAI_CHAT && s->reasoning == CHAT_REASON_HARMONY;
     c->reasoning = r->reasoning;
     for (uint32_t i = 0; i < c->n_choices; i++)
-        think_init(&c->choice[i].think, er->think);
+        reason_split_init(&c->choice[i].split, er->think, c->harmony);
     return 0;
 }
 

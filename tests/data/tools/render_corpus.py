@@ -139,6 +139,9 @@ CONVERSATIONS = {
     # only for templates that read enable_thinking
     "no_thinking": {"messages": [{"role": "user", "content": "What is 2+2?"}],
                     "chat_template_kwargs": {"enable_thinking": False}},
+    # only for templates that read reasoning_effort (OpenAI's request field)
+    "reasoning_effort": {"messages": [{"role": "user", "content": "What is 2+2?"}],
+                         "reasoning_effort": "low"},
 }
 
 
@@ -170,6 +173,8 @@ def to_template(request):
         msgs.append(t)
     env = {"messages": msgs, "tools": request.get("tools"), "documents": None,
            "add_generation_prompt": request.get("add_generation_prompt", True)}
+    if "reasoning_effort" in request:
+        env["reasoning_effort"] = request["reasoning_effort"]
     env.update(request.get("chat_template_kwargs", {}))
     return env
 
@@ -241,6 +246,8 @@ def render_all():
             continue
         for conv, request in CONVERSATIONS.items():
             if conv == "no_thinking" and "enable_thinking" not in text:
+                continue
+            if conv == "reasoning_effort" and "reasoning_effort" not in text:
                 continue
             r = {"template": name, "conversation": conv}
             try:
