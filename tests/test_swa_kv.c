@@ -18,6 +18,7 @@
 #include "engine/forward.h"
 #include "model/model_make.h"
 #include "support/engine_env.h"
+#include "support/test_data.h"
 
 #define WINDOW 8 /* the tiny preset's */
 
@@ -62,14 +63,6 @@ static kv_cache *make_pool(const llama_model *m, uint32_t block_tokens, bool spl
     return kv;
 }
 
-static size_t ids_of(json_t *arr, int32_t *out, size_t cap) {
-    size_t n = json_array_size(arr);
-    cr_assert_leq(n, cap);
-    for (size_t i = 0; i < n; i++)
-        out[i] = (int32_t)json_integer_value(json_array_get(arr, i));
-    return n;
-}
-
 static json_t *load_cases(const char *arch) {
     char p[512];
     snprintf(p, sizeof p, "%s/tests/data/%s/reference.json", TPS_SOURCE_DIR, arch);
@@ -107,8 +100,8 @@ static void check_teacher_forced(const char *arch, uint32_t bt) {
     for (size_t ci = 0; ci < json_array_size(cases); ci++) {
         json_t *cs = json_array_get(cases, ci);
         int32_t prompt[64], gen[32];
-        size_t np = ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
-        size_t ng = ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
+        size_t np = test_ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
+        size_t ng = test_ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
         int32_t toks[96];
         memcpy(toks, prompt, np * sizeof *toks);
         memcpy(toks + np, gen, ng * sizeof *toks);
@@ -256,8 +249,8 @@ static void check_engine(const char *arch) {
     for (size_t ci = 0; ci < json_array_size(cases); ci++) {
         int32_t prompt[64], gen[32];
         json_t *cs = json_array_get(cases, ci);
-        size_t np = ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
-        size_t ng = ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
+        size_t np = test_ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
+        size_t ng = test_ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
         result r = {0};
         submit(e, prompt, np, (uint32_t)ng, &r);
         drain(e, 1);

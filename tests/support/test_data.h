@@ -1,0 +1,21 @@
+/* Small data makers and readers the tests share: a seeded xorshift stream of
+ * random numbers and floats (the inputs kernel tests compare tiers on), and
+ * the token ids of a JSON array (the references under tests/data). Not here:
+ * the references themselves, models (model_make), vocabularies (vocab_make). */
+#ifndef TPS_TEST_DATA_H
+#define TPS_TEST_DATA_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The next xorshift64 value of *s (nonzero state). */
+uint64_t test_rng_next(uint64_t *s);
+/* Uniform in [-1, 1), from test_rng_next. */
+float test_rng_f(uint64_t *s);
+/* x[0..n) uniform in [-1, 1), the stream seeded from seed (any value). */
+void test_fill(float *x, size_t n, uint64_t seed);
+/* The integers of arr into out (asserts it holds at most cap); their count. */
+size_t test_ids_of(json_t *arr, int32_t *out, size_t cap);
+
+#endif
