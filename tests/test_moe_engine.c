@@ -69,16 +69,8 @@ static void work_make(work *w, uint32_t n_vocab) {
 }
 
 static void submit(engine *e, const work *w, int i, result *res) {
-    engine_request rq = {.prompt = w->prompt[i],
-                         .n_prompt = w->n_prompt[i],
-                         .max_tokens = w->max_tokens[i],
-                         .user = &res[i]};
-    sampler_params_default(&rq.sampling);
-    rq.sampling.temperature = 0;
-    rq.sampling.ignore_eos = true;
-    uint64_t id;
-    tps_err err = {0};
-    cr_assert_eq(engine_submit(e, &rq, &id, &err), 0, "request %d: %s", i, err.msg);
+    engine_request rq = env_greedy_request(w->prompt[i], w->n_prompt[i], w->max_tokens[i], &res[i]);
+    env_submit(e, &rq);
 }
 
 static void check_invariance(const char *arch, uint32_t type) {

@@ -221,14 +221,8 @@ Test(swa_kv, prefix_reuse_stops_where_the_window_s_local_blocks_are_gone) {
 /* ---- through the engine ------------------------------------------------- */
 
 static uint64_t submit(engine *e, const int32_t *p, size_t n, uint32_t max_tokens, result *res) {
-    engine_request rq = {.prompt = p, .n_prompt = n, .max_tokens = max_tokens, .user = res};
-    sampler_params_default(&rq.sampling);
-    rq.sampling.temperature = 0;
-    rq.sampling.ignore_eos = true;
-    uint64_t id;
-    tps_err err = {0};
-    cr_assert_eq(engine_submit(e, &rq, &id, &err), 0, "%s", err.msg);
-    return id;
+    engine_request rq = env_greedy_request(p, n, max_tokens, res);
+    return env_submit(e, &rq);
 }
 
 /* The engine's greedy tokens equal llama.cpp's for the reference prompts;
