@@ -69,6 +69,7 @@ typedef struct fake_server {
     char *log;         /* with capture: each request then FAKE_LOG_SEP; fake_free_log frees it */
     size_t log_len, log_cap;
     int port;
+    char url[64]; /* http://127.0.0.1:port, once started */
     int lfd;
     int wake[2];
     pthread_t th;
@@ -344,6 +345,7 @@ static int fake_start(fake_server *s) {
     socklen_t al = sizeof a;
     getsockname(s->lfd, (struct sockaddr *)&a, &al);
     s->port = ntohs(a.sin_port);
+    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
     if (pipe(s->wake)) return -1;
     atomic_store(&s->stop, false);
     return pthread_create(&s->th, NULL, fake_main, s);

@@ -293,14 +293,12 @@ static void run_turns(turn_run *t, bench_endpoint ep, size_t conversations, uint
     t->srv.capture = true;
     if (!t->srv.tokens) t->srv.tokens = 3; /* the reply: " w1 w2 w3" */
     cr_assert_eq(fake_start(&t->srv), 0);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", t->srv.port);
     workload_opts o = base_opts(ep, conversations * turns, "6", t->srv.tokens);
     o.turns = turns;
     tps_err e = {{0}};
     cr_assert_eq(workload_build(&t->wl, &o, &e), 0, "%s", e.msg);
     cr_assert_eq(t->wl.conversations, conversations);
-    bench_config cfg = {.base_url = url,
+    bench_config cfg = {.base_url = t->srv.url,
                         .endpoint = ep,
                         .concurrency = concurrency,
                         .timeout_s = 10,
