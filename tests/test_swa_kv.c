@@ -64,12 +64,7 @@ static kv_cache *make_pool(const llama_model *m, uint32_t block_tokens, bool spl
 }
 
 static json_t *load_cases(const char *arch) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/tests/data/%s/reference.json", TPS_SOURCE_DIR, arch);
-    json_error_t je;
-    json_t *j = json_load_file(p, 0, &je);
-    cr_assert_not_null(j, "%s: %s", p, je.text);
-    return j;
+    return test_json_load("%s/tests/data/%s/reference.json", TPS_SOURCE_DIR, arch);
 }
 
 static int argmax(const float *x, size_t n) {

@@ -2,6 +2,8 @@
 #include "support/test_data.h"
 
 #include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
 
 uint64_t test_rng_next(uint64_t *s) {
     uint64_t x = *s;
@@ -19,6 +21,18 @@ void test_fill(float *x, size_t n, uint64_t seed) {
     uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
     for (size_t i = 0; i < n; i++)
         x[i] = test_rng_f(&s);
+}
+
+json_t *test_json_load(const char *fmt, ...) {
+    char path[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(path, sizeof path, fmt, ap);
+    va_end(ap);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    cr_assert_not_null(j, "%s: %s (line %d)", path, je.text, je.line);
+    return j;
 }
 
 size_t test_ids_of(json_t *arr, int32_t *out, size_t cap) {

@@ -1,6 +1,7 @@
 /* Small data makers and readers the tests share: a seeded xorshift stream of
  * random numbers and floats (the inputs kernel tests compare tiers on), and
- * the token ids of a JSON array (the references under tests/data). Not here:
+ * JSON files and the token ids of their arrays (the references under
+ * tests/data, what a run wrote). Not here:
  * the references themselves, models (model_make), vocabularies (vocab_make). */
 #ifndef TPS_TEST_DATA_H
 #define TPS_TEST_DATA_H
@@ -15,6 +16,9 @@ uint64_t test_rng_next(uint64_t *s);
 float test_rng_f(uint64_t *s);
 /* x[0..n) uniform in [-1, 1), the stream seeded from seed (any value). */
 void test_fill(float *x, size_t n, uint64_t seed);
+/* The JSON file at the path fmt formats (printf-style); asserts that it
+ * parses, naming the path and the parser's complaint. Caller decrefs. */
+json_t *test_json_load(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The integers of arr into out (asserts it holds at most cap); their count. */
 size_t test_ids_of(json_t *arr, int32_t *out, size_t cap);
 
