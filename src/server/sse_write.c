@@ -26,13 +26,18 @@ void sse_timings_json(sbuf *b, const engine_timings *t) {
                 (long long)(int64_t)t->seed);
 }
 
-static void head(sbuf *b, const sse_meta *m) {
+/* The fields every response object opens with; a chat one's object is
+ * chat_object, a completion's "text_completion" (streamed or not). */
+static void open_object(sbuf *b, const sse_meta *m, const char *chat_object) {
     sbuf_adds(b, "{\"id\":");
     sbuf_json_str(b, m->id, strlen(m->id));
-    sbuf_adds(b, m->kind == OAI_CHAT ? ",\"object\":\"chat.completion.chunk\""
-                                     : ",\"object\":\"text_completion\"");
+    sbuf_printf(b, ",\"object\":\"%s\"", m->kind == OAI_CHAT ? chat_object : "text_completion");
     sbuf_printf(b, ",\"created\":%lld,\"model\":", (long long)m->created);
     sbuf_json_str(b, m->model, strlen(m->model));
+}
+
+static void head(sbuf *b, const sse_meta *m) {
+    open_object(b, m, "chat.completion.chunk");
 }
 
 void sse_chunk_role(sbuf *b, const sse_meta *m, uint32_t index) {
@@ -315,12 +320,7 @@ void sse_done(sbuf *b) {
 }
 
 void sse_body_open(sbuf *b, const sse_meta *m) {
-    sbuf_adds(b, "{\"id\":");
-    sbuf_json_str(b, m->id, strlen(m->id));
-    sbuf_adds(b, m->kind == OAI_CHAT ? ",\"object\":\"chat.completion\""
-                                     : ",\"object\":\"text_completion\"");
-    sbuf_printf(b, ",\"created\":%lld,\"model\":", (long long)m->created);
-    sbuf_json_str(b, m->model, strlen(m->model));
+    open_object(b, m, "chat.completion");
     sbuf_adds(b, ",\"choices\":[");
 }
 
