@@ -23,12 +23,6 @@
 static const model_preset PRESET = {"k256",  "test: rows of 256", 256, 2, 4, 4, 512, 512, 64,
                                     10000.0f};
 
-static void make(const char *path, uint32_t type) {
-    model_make_opts o = {.preset = &PRESET, .type = type, .seed = 5, .out_path = path};
-    tps_err err = {0};
-    cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
-}
-
 Test(kquant_model, q4_k_q6_k_and_q4_k_m_logits_track_f32_when_teacher_forced) {
     const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, MODEL_MAKE_Q4_K_M};
     double err[3];
@@ -44,11 +38,7 @@ Test(kquant_model, q4_k_q6_k_and_q4_k_m_logits_track_f32_when_teacher_forced) {
 
 Test(kquant_model, q4_k_m_uses_q6_k_for_output_and_some_attn_v_and_ffn_down) {
     char p[] = "/tmp/tps-kquant-m-XXXXXX";
-    close(mkstemp(p));
-    make(p, MODEL_MAKE_Q4_K_M);
-    llama_model *m;
-    tps_err err = {0};
-    cr_assert_eq(llama_model_load(&m, p, &err), 0, "%s", err.msg);
+    llama_model *m = test_model_made(p, &PRESET, MODEL_MAKE_Q4_K_M, 5);
     cr_expect_eq(m->w.token_embd.type, GGML_TYPE_Q4_K);
     cr_expect_eq(m->w.output.type, GGML_TYPE_Q6_K);
     for (uint32_t l = 0; l < PRESET.n_layers; l++) {

@@ -20,13 +20,6 @@
 #define TOL_NORM_ERR_Q4_0 2.5e-1
 #define STEPS             16
 
-static void make(const char *path, uint32_t type) {
-    model_make_opts o = {
-        .preset = model_preset_find("tiny"), .type = type, .seed = 42, .out_path = path};
-    tps_err err = {0};
-    cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
-}
-
 Test(quant_model, f16_q8_0_and_q4_0_logits_track_f32_when_teacher_forced) {
     const uint32_t types[] = {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
     double err[3];
@@ -43,8 +36,8 @@ Test(quant_model, model_make_is_deterministic_for_a_seed) {
     char a[] = "/tmp/tps-make-a-XXXXXX", b[] = "/tmp/tps-make-b-XXXXXX";
     close(mkstemp(a));
     close(mkstemp(b));
-    make(a, GGML_TYPE_Q8_0);
-    make(b, GGML_TYPE_Q8_0);
+    test_model_make(a, model_preset_find("tiny"), GGML_TYPE_Q8_0, 42);
+    test_model_make(b, model_preset_find("tiny"), GGML_TYPE_Q8_0, 42);
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
     int ca, cb, same = 1;
     do {
@@ -61,11 +54,7 @@ Test(quant_model, model_make_is_deterministic_for_a_seed) {
 
 Test(quant_model, made_model_has_the_preset_shape_and_a_byte_vocab) {
     char p[] = "/tmp/tps-make-XXXXXX";
-    close(mkstemp(p));
-    make(p, GGML_TYPE_Q4_0);
-    llama_model *m;
-    tps_err err = {0};
-    cr_assert_eq(llama_model_load(&m, p, &err), 0, "%s", err.msg);
+    llama_model *m = test_model_made(p, model_preset_find("tiny"), GGML_TYPE_Q4_0, 42);
     const model_preset *pre = model_preset_find("tiny");
     cr_expect_eq(m->cfg.dim, pre->dim);
     cr_expect_eq(m->cfg.n_layers, pre->n_layers);

@@ -82,12 +82,27 @@ double teacher_forced_error(const char *f32_path, const char *q_path, uint32_t s
     return worst;
 }
 
-static void make_into(const char *dir, const model_preset *pre, uint64_t seed, uint32_t type,
-                      char *path, size_t cap) {
-    snprintf(path, cap, "%s/%u.gguf", dir, type);
+void test_model_make(const char *path, const model_preset *pre, uint32_t type, uint64_t seed) {
     model_make_opts o = {.preset = pre, .type = type, .seed = seed, .out_path = path};
     tps_err e = {0};
     cr_assert_eq(model_make(&o, &e), 0, "%s", e.msg);
+}
+
+llama_model *test_model_made(char *tmpl, const model_preset *pre, uint32_t type, uint64_t seed) {
+    int fd = mkstemp(tmpl);
+    cr_assert_geq(fd, 0, "%s", tmpl);
+    close(fd);
+    test_model_make(tmpl, pre, type, seed);
+    llama_model *m;
+    tps_err e = {0};
+    cr_assert_eq(llama_model_load(&m, tmpl, &e), 0, "%s", e.msg);
+    return m;
+}
+
+static void make_into(const char *dir, const model_preset *pre, uint64_t seed, uint32_t type,
+                      char *path, size_t cap) {
+    snprintf(path, cap, "%s/%u.gguf", dir, type);
+    test_model_make(path, pre, type, seed);
 }
 
 void teacher_forced_errors(const model_preset *pre, uint64_t seed, const uint32_t *types, size_t n,
