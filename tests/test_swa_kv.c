@@ -18,6 +18,7 @@
 #include "engine/forward.h"
 #include "model/model_make.h"
 #include "support/engine_env.h"
+#include "support/llama_ref.h"
 #include "support/test_data.h"
 
 #define WINDOW 8 /* the tiny preset's */
@@ -95,8 +96,8 @@ static void check_teacher_forced(const char *arch, uint32_t bt) {
     for (size_t ci = 0; ci < json_array_size(cases); ci++) {
         json_t *cs = json_array_get(cases, ci);
         int32_t prompt[64], gen[32];
-        size_t np = test_ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
-        size_t ng = test_ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
+        size_t np = ref_ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
+        size_t ng = ref_ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
         int32_t toks[96];
         memcpy(toks, prompt, np * sizeof *toks);
         memcpy(toks + np, gen, ng * sizeof *toks);
@@ -238,8 +239,8 @@ static void check_engine(const char *arch) {
     for (size_t ci = 0; ci < json_array_size(cases); ci++) {
         int32_t prompt[64], gen[32];
         json_t *cs = json_array_get(cases, ci);
-        size_t np = test_ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
-        size_t ng = test_ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
+        size_t np = ref_ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
+        size_t ng = ref_ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
         result r = {0};
         submit(e, prompt, np, (uint32_t)ng, &r);
         drain(e, 1);
