@@ -69,10 +69,7 @@ static int bench_temperature(float *out) {
 static int run(const bench_model *l, int threads, uint32_t n_seqs, size_t n_prompt, uint32_t n_out,
                uint32_t batch_tokens, run_result *res) {
     engine_params ep;
-    engine_params_default(&ep);
-    ep.model = l->m;
-    ep.tok = l->tok;
-    ep.n_threads = threads;
+    bench_engine_params(&ep, l, threads);
     ep.max_seqs = n_seqs;
     ep.max_batch_tokens = batch_tokens;
     ep.kv_tokens = n_seqs * (uint32_t)(n_prompt + n_out + 32);

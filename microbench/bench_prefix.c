@@ -190,10 +190,7 @@ static void convs_free(conv *cs, uint32_t n) {
 
 static engine *start(const bench_model *l, int threads, bool no_cache) {
     engine_params ep;
-    engine_params_default(&ep);
-    ep.model = l->m;
-    ep.tok = l->tok;
-    ep.n_threads = threads;
+    bench_engine_params(&ep, l, threads);
     ep.no_prefix_cache = no_cache;
     engine *e = NULL;
     tps_err err = {0};

@@ -13,11 +13,13 @@
  * usage: bench_template [shared dir (default ../shared beside the source)]
  */
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/file_read.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "server/chat_prompt.h"
@@ -43,19 +45,6 @@ static int cmp_u64(const void *a, const void *b) {
 static void template_path(char *out, size_t cap, const char *name) {
     const char *me = __FILE__, *cut = strstr(me, "bench/bench_template.c");
     snprintf(out, cap, "%.*stests/data/templates/%s", cut ? (int)(cut - me) : 0, me, name);
-}
-
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    *len = p ? fread(p, 1, (size_t)n, f) : 0;
-    fclose(f);
-    if (p) p[*len] = 0;
-    return p;
 }
 
 static json_t *conversation(void) {
@@ -90,8 +79,8 @@ static void bench_one(const char *name, const json_t *msgs, const json_t *tl, to
     char path[1024];
     template_path(path, sizeof path, name);
     size_t len;
-    char *src = read_all(path, &len);
-    if (!src) {
+    char *src;
+    if (tps_read_file(path, SIZE_MAX - 2, &src, &len)) {
         printf("%-48s skipped: %s not found\n", name, path);
         return;
     }

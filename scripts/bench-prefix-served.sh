@@ -38,7 +38,7 @@ work=$(mktemp -d /tmp/tps-prefix-served.XXXXXX)
 port=18431
 spid=
 
-. scripts/served-lib.sh # stop_server, wait_ready, col
+. scripts/served-lib.sh # stop_server, wait_ready, await_server, col
 trap stop_server EXIT
 
 start_server() { # start_server KIND MODEL
@@ -49,9 +49,7 @@ start_server() { # start_server KIND MODEL
     llama) "$llama" -m "$2" --port $port -t "$threads" -tb "$threads" -np 8 -c 16384 \
       >"$work/serve.log" 2>&1 & ;;
   esac
-  spid=$!
-  wait_ready "http://127.0.0.1:$port" || { echo "bench-prefix-served: $1 did not start"; \
-    tail -5 "$work/serve.log"; stop_server; return 1; }
+  await_server bench-prefix-served "$1"
 }
 
 

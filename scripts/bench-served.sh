@@ -34,7 +34,7 @@ work=$(mktemp -d /tmp/tps-served.XXXXXX)
 port=18441
 spid=
 
-. scripts/served-lib.sh # stop_server, wait_ready, col
+. scripts/served-lib.sh # stop_server, wait_ready, await_server, col
 trap 'stop_server; rm -rf "$work"' EXIT
 
 start_server() { # start_server KIND
@@ -45,9 +45,7 @@ start_server() { # start_server KIND
     llama) "$llama" -m "$model" --port $port -t "$threads" -tb "$threads" -np 16 -c 8192 \
       >"$work/serve.log" 2>&1 & ;;
   esac
-  spid=$!
-  wait_ready "http://127.0.0.1:$port" || { echo "bench-served: $1 did not start"; \
-    tail -5 "$work/serve.log"; stop_server; return 1; }
+  await_server bench-served "$1"
 }
 
 

@@ -50,6 +50,7 @@ done
 [ "$quick" = 0 ] || [ "$quick" = 1 ] || quick=1
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/scripts/listen-lib.sh" # listen_url
 case $tps in /*) ;; *) tps=$PWD/$tps ;; esac
 case $out in /*) ;; *) out=$root/$out ;; esac
 cd "$root"
@@ -128,13 +129,7 @@ serve() { # serve NAME MODEL [tps serve options]: start it, wait for /health, se
   : >"$log" # exists before the server's shell opens it: the sed below reads it at once
   "$tps" serve -m "$model" --host 127.0.0.1 --port 0 --save-calibration "$calib" "$@" >"$log" 2>&1 &
   server=$!
-  url=
-  for _ in $(seq 1 600); do # up to 60 s
-    url=$(sed -n 's/.*listening on \(http:\/\/127\.0\.0\.1:[0-9]*\).*/\1/p' "$log" | head -1)
-    [ -n "$url" ] && break
-    kill -0 "$server" 2>/dev/null || break
-    sleep 0.1
-  done
+  url=$(listen_url "$log" "$server" 600) # up to 60 s
   if [ -z "$url" ]; then
     echo "demo: tps serve did not start; its log ($log):" >&2
     tail -5 "$log" >&2

@@ -27,6 +27,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/scripts/listen-lib.sh" # listen_url
 template=$root/deploy/nginx/tps.conf.template
 
 die() {
@@ -169,12 +170,7 @@ cmd_up() {
   for ((k = 1; k <= n; k++)); do # each prints its URL once listening
     local log=$dir/logs/serve-$k.log url= pid
     pid=$(awk -v r="replica-$k" '$1 == r { print $2 }' "$dir/processes")
-    for _ in $(seq 1 1200); do # up to 120 s: a big model loads slowly
-      url=$(sed -n 's/.*listening on \(http:\/\/127\.0\.0\.1:[0-9]*\).*/\1/p' "$log" | head -1)
-      [ -n "$url" ] && break
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
+    url=$(listen_url "$log" "$pid" 1200) # up to 120 s: a big model loads slowly
     if [ -z "$url" ]; then
       tail -5 "$log" >&2
       up_fail "replica $k did not start: $log"

@@ -19,6 +19,17 @@ wait_ready() { # wait_ready URL: until /health answers 200 (90 s at most)
   return 1
 }
 
+await_server() { # await_server SCRIPT KIND: right after starting a server in
+  # the background ($! is its pid, kept in $spid), until it answers on $port;
+  # on failure the log's tail and 1
+  spid=$!
+  wait_ready "http://127.0.0.1:$port" && return 0
+  echo "$1: $2 did not start"
+  tail -5 "$work/serve.log"
+  stop_server
+  return 1
+}
+
 col() { # col CSV NAME: the value of column NAME in the CSV's data row
   awk -F, -v k="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == k) c = i }
                      NR == 2 && c { print $c }' "$1"

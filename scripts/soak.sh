@@ -60,13 +60,9 @@ UBSAN_OPTIONS=print_stacktrace=1 TSAN_OPTIONS=halt_on_error=0:second_deadlock_st
   "$tps" serve -m "$model" --port 0 --threads $threads --max-seqs 8 --kv-mem 256K \
   --timeout 5 --drain-timeout 30 2>"$work/serve.log" &
 spid=$!
-port=
-for _ in $(seq 1 300); do
-  port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$work/serve.log" | head -1)
-  [ -n "$port" ] && break
-  kill -0 $spid 2>/dev/null || break
-  sleep 0.1
-done
+. scripts/listen-lib.sh # listen_url
+url=$(listen_url "$work/serve.log" $spid 300)
+port=${url##*:}
 if [ -z "$port" ]; then
   echo "soak: the server did not start:"; cat "$work/serve.log"; kill $spid 2>/dev/null; exit 1
 fi

@@ -139,9 +139,7 @@ static void count_probe(const capacity_probe *p, size_t i, void *arg) {
 Test(capacity_search, finds_the_known_capacity_within_one_step, .timeout = 90) {
     fake_server s = {.mode = FAKE_OK, .tokens = 4, .gap_ms = 1, .serial_ms = 50};
     cr_assert_eq(fake_start(&s), 0);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
-    bench_config c = base_config(url, 256);
+    bench_config c = base_config(s.url, 256);
     workload wl;
     test_workload(&wl, 4, 16);
     capacity_opts o = slo_opts();
@@ -191,9 +189,7 @@ Test(capacity_search, marks_an_answer_limited_by_the_client_and_stops_at_the_pro
      .timeout = 60) {
     fake_server s = {.mode = FAKE_OK, .tokens = 4, .gap_ms = 1, .serial_ms = 50};
     cr_assert_eq(fake_start(&s), 0);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
-    bench_config c = base_config(url, 1);
+    bench_config c = base_config(s.url, 1);
     workload wl;
     test_workload(&wl, 4, 16);
     capacity_opts o = slo_opts();

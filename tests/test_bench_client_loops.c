@@ -23,13 +23,11 @@ typedef struct live {
     workload wl;
     bench_config cfg;
     bench_run_out out;
-    char url[64];
 } live;
 
 static void live_run(live *l, size_t items) {
     cr_assert_eq(fake_start(&l->srv), 0, "cannot start the fake server");
-    snprintf(l->url, sizeof l->url, "http://127.0.0.1:%d", l->srv.port);
-    l->cfg.base_url = l->url;
+    l->cfg.base_url = l->srv.url;
     l->cfg.timeout_s = 20;
     l->cfg.idle_timeout_s = 10;
     l->cfg.connect_timeout_s = 5;

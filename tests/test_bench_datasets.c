@@ -301,10 +301,8 @@ Test(bench_dataset, a_trace_is_replayed_once_at_its_scaled_timestamps) {
     cr_assert_eq(build(&w, trace, &o, false, &e), 0, "%s", e.msg);
     fake_server srv = {.mode = FAKE_OK, .tokens = 2, .per_event = 1};
     cr_assert_eq(fake_start(&srv), 0);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", srv.port);
     /* neither --requests nor --duration: the trace bounds the run */
-    bench_config cfg = {.base_url = url,
+    bench_config cfg = {.base_url = srv.url,
                         .concurrency = 8,
                         .timeout_s = 5,
                         .idle_timeout_s = 5,

@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "support/raw_http.h" /* raw_send_all */
+
 typedef enum fake_mode {
     FAKE_OK = 0,      /* tokens, usage + timings, [DONE] */
     FAKE_SLOW_FIRST,  /* nothing for delay_ms, then as OK */
@@ -67,6 +69,7 @@ typedef struct fake_server {
     char *log;         /* with capture: each request then FAKE_LOG_SEP; fake_free_log frees it */
     size_t log_len, log_cap;
     int port;
+    char url[64]; /* http://127.0.0.1:port, once started */
     int lfd;
     int wake[2];
     pthread_t th;
@@ -83,16 +86,6 @@ static inline uint64_t fake_now(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void fake_write_all(int fd, const char *p, size_t n) {
-    while (n) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return;
-        p += k;
-        n -= (size_t)k;
-    }
-}
-
 static void fake_chunk(int fd, const char *data) {
     char head[32];
     size_t n = strlen(data);
@@ -102,7 +95,7 @@ static void fake_chunk(int fd, const char *data) {
     memcpy(buf, head, h);
     memcpy(buf + h, data, n);
     memcpy(buf + h + n, "\r\n", 2);
-    fake_write_all(fd, buf, h + n + 2);
+    raw_send_all(fd, buf, h + n + 2);
     free(buf);
 }
 
@@ -117,6 +110,17 @@ static void fake_close(fake_server *s, int i, bool reset) {
 }
 
 /* Advances connection i by one piece; returns false if it was closed. */
+/* The chunked body's last (empty) chunk: the response is served and the
+ * connection waits for its next request. */
+static bool fake_end_response(fake_server *s, fake_conn *c) {
+    fake_chunk(c->fd, "");
+    c->responding = false;
+    c->req_len = 0;
+    c->step = 0;
+    atomic_fetch_add(&s->served, 1);
+    return true;
+}
+
 static bool fake_step(fake_server *s, int i) {
     fake_conn *c = &s->conns[i];
     const int events = (s->tokens + s->per_event - 1) / s->per_event;
@@ -129,7 +133,7 @@ static bool fake_step(fake_server *s, int i) {
                      "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
                      "Content-Length: %zu\r\n\r\n%s",
                      strlen(body), body);
-            fake_write_all(c->fd, ev, strlen(ev));
+            raw_send_all(c->fd, ev, strlen(ev));
             atomic_fetch_add(&s->served, 1);
             c->responding = false;
             c->req_len = 0;
@@ -138,7 +142,7 @@ static bool fake_step(fake_server *s, int i) {
         }
         const char *h = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: "
                         "no-cache\r\nTransfer-Encoding: chunked\r\n\r\n";
-        fake_write_all(c->fd, h, strlen(h));
+        raw_send_all(c->fd, h, strlen(h));
         fake_chunk(c->fd, ": keep-alive comment\r\n\r\n");
         c->step = 1;
         c->next_ns = fake_now() + (uint64_t)(s->mode == FAKE_OK ? s->delay_ms : 0) * 1000000ull;
@@ -191,14 +195,7 @@ static bool fake_step(fake_server *s, int i) {
         return true;
     }
     /* after the tokens */
-    if (s->mode == FAKE_NO_DONE) {
-        fake_chunk(c->fd, "");
-        c->responding = false;
-        c->req_len = 0;
-        c->step = 0;
-        atomic_fetch_add(&s->served, 1);
-        return true;
-    }
+    if (s->mode == FAKE_NO_DONE) return fake_end_response(s, c);
     if (!s->no_usage) {
         char details[96] = "";
         if (s->cached_tokens > 0)
@@ -213,12 +210,7 @@ static bool fake_step(fake_server *s, int i) {
         fake_chunk(c->fd, ev);
     }
     fake_chunk(c->fd, "data: [DONE]\n\n");
-    fake_chunk(c->fd, "");
-    c->responding = false;
-    c->req_len = 0;
-    c->step = 0;
-    atomic_fetch_add(&s->served, 1);
-    return true;
+    return fake_end_response(s, c);
 }
 
 /* A request is complete when its headers and Content-Length body are in. */
@@ -353,6 +345,7 @@ static int fake_start(fake_server *s) {
     socklen_t al = sizeof a;
     getsockname(s->lfd, (struct sockaddr *)&a, &al);
     s->port = ntohs(a.sin_port);
+    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
     if (pipe(s->wake)) return -1;
     atomic_store(&s->stop, false);
     return pthread_create(&s->th, NULL, fake_main, s);

@@ -19,14 +19,12 @@ typedef struct run_case {
     workload wl;
     bench_config cfg;
     bench_run_out out;
-    char url[64];
     double seconds;
 } run_case;
 
 static void run(run_case *rc) {
     cr_assert_eq(fake_start(&rc->srv), 0, "cannot start the fake server");
-    snprintf(rc->url, sizeof rc->url, "http://127.0.0.1:%d", rc->srv.port);
-    rc->cfg.base_url = rc->url;
+    rc->cfg.base_url = rc->srv.url;
     if (!rc->cfg.concurrency) rc->cfg.concurrency = 2;
     if (!rc->cfg.timeout_s) rc->cfg.timeout_s = 10;
     if (!rc->cfg.idle_timeout_s) rc->cfg.idle_timeout_s = 5;
@@ -234,9 +232,8 @@ static void *kill_later(void *arg) {
 Test(bench_client, server_killed_mid_run_gives_partial_results) {
     run_case rc = {.srv = {.mode = FAKE_OK, .tokens = 20, .gap_ms = 20}};
     cr_assert_eq(fake_start(&rc.srv), 0);
-    snprintf(rc.url, sizeof rc.url, "http://127.0.0.1:%d", rc.srv.port);
     test_workload(&rc.wl, 20, 8);
-    rc.cfg = (bench_config){.base_url = rc.url,
+    rc.cfg = (bench_config){.base_url = rc.srv.url,
                             .concurrency = 4,
                             .duration_s = 1.5,
                             .timeout_s = 2,

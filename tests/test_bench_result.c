@@ -13,6 +13,7 @@
 #include "bench/result/result.h"
 #include "base/clock.h"
 #include "support/test_support.h"
+#include "support/test_data.h"
 #include "test_bench_fake.h"
 
 #define MS(x) ((uint64_t)(x)*TPS_NS_PER_MS)
@@ -324,10 +325,7 @@ Test(bench_cli, bench_writes_json_and_csv_and_merge_adds_runs, .timeout = 60) {
     cr_expect(strstr(out, "TTFT from scheduled start") != NULL);
     cr_expect(strstr(out, "steady") != NULL);
     free(out);
-    char path[256];
-    snprintf(path, sizeof path, "%s/a.json", dir);
-    json_t *j = json_load_file(path, 0, NULL);
-    cr_assert_not_null(j);
+    json_t *j = test_json_load("%s/a.json", dir);
     cr_expect_eq(json_integer_value(json_object_get(json_object_get(j, "requests"), "completed")),
                  6);
     cr_expect_eq(json_integer_value(json_object_get(json_object_get(j, "tokens"), "output")), 30);
@@ -337,9 +335,7 @@ Test(bench_cli, bench_writes_json_and_csv_and_merge_adds_runs, .timeout = 60) {
              dir, dir);
     cr_expect_eq(run_tps(args, true, &out), 0, "%s", out);
     free(out);
-    snprintf(path, sizeof path, "%s/m.json", dir);
-    j = json_load_file(path, 0, NULL);
-    cr_assert_not_null(j);
+    j = test_json_load("%s/m.json", dir);
     cr_expect_eq(json_integer_value(json_object_get(j, "runs")), 2);
     cr_expect_eq(json_integer_value(json_object_get(json_object_get(j, "requests"), "sent")), 12);
     json_t *ttft = json_object_get(json_object_get(j, "histograms"), "ttft");

@@ -15,6 +15,7 @@
 
 #include "support/serve_proc.h"
 #include "support/test_support.h"
+#include "support/test_data.h"
 
 /* tps serve of stories260K in the background, waited for until /health
  * answers (support/serve_proc.h); its port into *port. */
@@ -47,7 +48,7 @@ Test(bench_scrape, the_targets_metrics_beside_the_clients_view, .timeout = 120) 
     pid_t pid = serve(&port);
     char dir[] = "/tmp/tps_scrapeXXXXXX";
     cr_assert(mkdtemp(dir));
-    char *tok = shared_path("models/stories260K.gguf"), args[1024], path[128], *out;
+    char *tok = shared_path("models/stories260K.gguf"), args[1024], *out;
     snprintf(args, sizeof args,
              "bench --url http://127.0.0.1:%d --requests 24 --concurrency 4 --input-len 16 "
              "--output-len 48 --tokenizer %s --bin 0.2 --json %s/a.json",
@@ -56,9 +57,7 @@ Test(bench_scrape, the_targets_metrics_beside_the_clients_view, .timeout = 120) 
     cr_expect(strstr(out, "server metrics  http://127.0.0.1:") != NULL, "%s", out);
     cr_expect(strstr(out, "client out t/s") != NULL, "%s", out);
     free(out);
-    snprintf(path, sizeof path, "%s/a.json", dir);
-    json_t *j = json_load_file(path, 0, NULL);
-    cr_assert_not_null(j);
+    json_t *j = test_json_load("%s/a.json", dir);
     const json_t *m = json_object_get(j, "server_metrics");
     cr_assert(json_is_object(m), "no server_metrics in the result");
     cr_expect_geq(json_integer_value(json_object_get(m, "scrapes")), 2);
@@ -88,8 +87,7 @@ Test(bench_scrape, the_targets_metrics_beside_the_clients_view, .timeout = 120) 
              port, tok, dir);
     cr_expect_eq(run_tps(args, true, &out), 0, "%s", out);
     free(out);
-    snprintf(path, sizeof path, "%s/b.json", dir);
-    j = json_load_file(path, 0, NULL);
+    j = test_json_load("%s/b.json", dir);
     cr_expect_null(json_object_get(j, "server_metrics"));
     json_decref(j);
 

@@ -142,12 +142,10 @@ static void run(bench_endpoint ep, workload *w, bench_run_out *out, captured *re
                 fake_server *srv) {
     *srv = (fake_server){.mode = FAKE_OK, .tokens = 3, .per_event = 1, .capture = true};
     cr_assert_eq(fake_start(srv), 0);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", srv->port);
     workload_opts o = opts(ep, 2, 3);
     tps_err e = {{0}};
     cr_assert_eq(build(w, CONVS, &o, &e), 0, "%s", e.msg);
-    bench_config cfg = {.base_url = url,
+    bench_config cfg = {.base_url = srv->url,
                         .endpoint = ep,
                         .concurrency = 2,
                         .timeout_s = 10,

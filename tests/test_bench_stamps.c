@@ -24,6 +24,7 @@
 #include "bench/client/chunk.h"
 #include "base/clock.h"
 #include "support/bench_workload.h"
+#include "support/raw_http.h" /* raw_send_all */
 
 #define K_CONNS   8
 #define ROUNDS    8
@@ -62,16 +63,6 @@ static char *slow_event(int pad, size_t *len) {
     return out;
 }
 
-static void write_all(int fd, const char *p, size_t n) {
-    while (n) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return;
-        p += k;
-        n -= (size_t)k;
-    }
-}
-
 static void sleep_ms(int ms) {
     struct timespec ts = {.tv_sec = 0, .tv_nsec = ms * 1000000L};
     nanosleep(&ts, NULL);
@@ -99,14 +90,14 @@ static void *burst_main(void *arg) {
     const char *hdr = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                       "Transfer-Encoding: chunked\r\n\r\n";
     for (int i = 0; i < K_CONNS; i++)
-        write_all(s->fds[i], hdr, strlen(hdr));
+        raw_send_all(s->fds[i], hdr, strlen(hdr));
     for (int r = 0; r < ROUNDS; r++) {
         /* the gate: the client reads and parses it while the burst is written */
-        write_all(s->fds[0], s->gate, s->gate_len);
+        raw_send_all(s->fds[0], s->gate, s->gate_len);
         sleep_ms(2);
         for (int i = 0; i < K_CONNS; i++) {
             s->sent_ns[r][i] = tps_now_ns();
-            write_all(s->fds[i], s->burst, s->burst_len);
+            raw_send_all(s->fds[i], s->burst, s->burst_len);
         }
         sleep_ms(60);
     }
@@ -118,9 +109,9 @@ static void *burst_main(void *arg) {
                          i == 0 ? 2 * ROUNDS : ROUNDS);
         char chunk[320];
         int m = snprintf(chunk, sizeof chunk, "%x\r\n%s\r\n", n, done);
-        write_all(s->fds[i], chunk, (size_t)m);
+        raw_send_all(s->fds[i], chunk, (size_t)m);
         const char *end = "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
-        write_all(s->fds[i], end, strlen(end));
+        raw_send_all(s->fds[i], end, strlen(end));
     }
     sleep_ms(50);
     for (int i = 0; i < K_CONNS; i++)

@@ -20,6 +20,7 @@
 #include "base/clock.h"
 #include "model/tokenizer.h"
 #include "support/test_support.h"
+#include "support/test_data.h"
 #include "test_bench_fake.h"
 
 static workload_opts base_opts(bench_endpoint ep, size_t n, const char *in_len, int out_len) {
@@ -293,14 +294,12 @@ static void run_turns(turn_run *t, bench_endpoint ep, size_t conversations, uint
     t->srv.capture = true;
     if (!t->srv.tokens) t->srv.tokens = 3; /* the reply: " w1 w2 w3" */
     cr_assert_eq(fake_start(&t->srv), 0);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", t->srv.port);
     workload_opts o = base_opts(ep, conversations * turns, "6", t->srv.tokens);
     o.turns = turns;
     tps_err e = {{0}};
     cr_assert_eq(workload_build(&t->wl, &o, &e), 0, "%s", e.msg);
     cr_assert_eq(t->wl.conversations, conversations);
-    bench_config cfg = {.base_url = url,
+    bench_config cfg = {.base_url = t->srv.url,
                         .endpoint = ep,
                         .concurrency = concurrency,
                         .timeout_s = 10,
@@ -461,7 +460,7 @@ Test(bench_cli, turns_and_prefixes_run_and_report, .timeout = 60) {
     cr_assert_eq(fake_start(&s), 0);
     char dir[] = "/tmp/tps_bench_turnsXXXXXX";
     cr_assert(mkdtemp(dir));
-    char args[1024], *out, path[256];
+    char args[1024], *out;
     snprintf(args, sizeof args,
              "bench --url http://127.0.0.1:%d --endpoint chat --turns 3 --conversations 2 "
              "--concurrency 2 --input-len 6 --output-len 3 --prefix-len 10 --prefixes 2 "
@@ -474,9 +473,7 @@ Test(bench_cli, turns_and_prefixes_run_and_report, .timeout = 60) {
               out);
     cr_expect(strstr(out, "shared prefixes: 2 of 10 tokens") != NULL, "%s", out);
     free(out);
-    snprintf(path, sizeof path, "%s/t.json", dir);
-    json_t *j = json_load_file(path, 0, NULL);
-    cr_assert_not_null(j);
+    json_t *j = test_json_load("%s/t.json", dir);
     cr_expect_eq(json_integer_value(json_object_get(json_object_get(j, "requests"), "completed")),
                  6);
     cr_expect_eq(json_integer_value(json_object_get(json_object_get(j, "config"), "turns")), 3);

@@ -8,12 +8,19 @@
 
 #include "support/test_support.h"
 
-Test(cli_model, info_prints_the_facts_of_stories260K) {
+/* `tps model info OPTS` of the shared stories260K (skips without it): its
+ * stdout, malloc'ed, after asserting it exited 0. */
+static char *info_of_stories(const char *opts) {
     REQUIRE_SHARED("models/stories260K.gguf");
     char *out;
     char args[1024];
-    snprintf(args, sizeof args, "model info '%s/models/stories260K.gguf'", TPS_SHARED_DIR);
+    snprintf(args, sizeof args, "model info %s'%s/models/stories260K.gguf'", opts, TPS_SHARED_DIR);
     cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    return out;
+}
+
+Test(cli_model, info_prints_the_facts_of_stories260K) {
+    char *out = info_of_stories("");
     cr_expect(strstr(out, "architecture           llama") != NULL, "%s", out);
     cr_expect(strstr(out, "layers                 5") != NULL, "%s", out);
     cr_expect(strstr(out, "kv heads               4") != NULL, "%s", out);
@@ -22,11 +29,7 @@ Test(cli_model, info_prints_the_facts_of_stories260K) {
 }
 
 Test(cli_model, info_json_is_one_object_with_the_same_facts) {
-    REQUIRE_SHARED("models/stories260K.gguf");
-    char *out;
-    char args[1024];
-    snprintf(args, sizeof args, "model info --json '%s/models/stories260K.gguf'", TPS_SHARED_DIR);
-    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    char *out = info_of_stories("--json ");
     json_error_t jerr;
     json_t *o = json_loads(out, 0, &jerr);
     cr_assert_not_null(o, "not JSON: %s", jerr.text);

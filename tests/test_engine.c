@@ -15,6 +15,7 @@
 #include "model/model_make.h"
 #include "support/engine_env.h"
 #include "support/test_support.h"
+#include "support/test_data.h"
 
 #define N_REQ 64
 
@@ -460,9 +461,7 @@ Test(engine, trace_file_has_steps_and_request_spans) {
     }
     drain(e, 2);
     engine_destroy(e);
-    json_error_t jerr;
-    json_t *t = json_load_file(path, 0, &jerr);
-    cr_assert_not_null(t, "trace is not JSON: %s (line %d)", jerr.text, jerr.line);
+    json_t *t = test_json_load("%s", path); /* the trace */
     json_t *evs = json_object_get(t, "traceEvents");
     size_t steps = 0, spans = 0, tokens = 0;
     for (size_t i = 0; i < json_array_size(evs); i++) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/grammar.h"
+#include "support/grammar_check.h"
 
 /* ---------------------------------------------------------------------------
  * Helpers
@@ -24,17 +25,8 @@ static void parse_fails(const char *text, const char *want) {
     grammar *g = (grammar *)1;
     tps_err err = {{0}};
     int rc = grammar_parse(&g, text, strlen(text), &err);
-    cr_assert_eq(rc, TPS_EINVAL, "expected a failure for:\n%s", text);
-    cr_assert_null(g);
-    cr_assert(strstr(err.msg, want), "message '%s' does not contain '%s'", err.msg, want);
+    test_expect_refused(rc, g, &err, text, want);
 }
-
-static bool acc(const grammar *g, const char *s) {
-    return grammar_accepts(g, s, strlen(s));
-}
-
-#define YES(g, s) cr_expect(acc(g, s), "should accept: '%s'", s)
-#define NO(g, s)  cr_expect(!acc(g, s), "should reject: '%s'", s)
 
 /* ---------------------------------------------------------------------------
  * Languages

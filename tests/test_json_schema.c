@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "server/json_schema.h"
+#include "support/grammar_check.h"
 
 /* ---------------------------------------------------------------------------
  * Helpers
@@ -40,17 +41,8 @@ static void compile_fails(const char *schema_json, const char *want) {
     tps_err err = {{0}};
     int rc = json_schema_compile(&g, s, &err);
     json_decref(s);
-    cr_assert_eq(rc, TPS_EINVAL, "expected a failure for %s", schema_json);
-    cr_assert_null(g);
-    cr_assert(strstr(err.msg, want), "message '%s' does not contain '%s'", err.msg, want);
+    test_expect_refused(rc, g, &err, schema_json, want);
 }
-
-static bool acc(const grammar *g, const char *s) {
-    return grammar_accepts(g, s, strlen(s));
-}
-
-#define YES(g, s) cr_expect(acc(g, s), "should accept: %s", s)
-#define NO(g, s)  cr_expect(!acc(g, s), "should reject: %s", s)
 
 /* ---------------------------------------------------------------------------
  * Instances
@@ -222,7 +214,7 @@ static void check_int_range(const char *bounds, long lo, long hi) {
         char s[32];
         snprintf(s, sizeof s, "%ld", v);
         bool in = v >= lo && v <= hi;
-        cr_assert_eq(acc(g, s), in, "%s: %ld %s", schema, v, in ? "rejected" : "accepted");
+        cr_assert_eq(test_accepts(g, s), in, "%s: %ld %s", schema, v, in ? "rejected" : "accepted");
     }
     grammar_free(g);
 }

@@ -23,44 +23,22 @@
 static const model_preset PRESET = {"k256",  "test: rows of 256", 256, 2, 4, 4, 512, 512, 64,
                                     10000.0f};
 
-static void make(const char *path, uint32_t type) {
-    model_make_opts o = {.preset = &PRESET, .type = type, .seed = 5, .out_path = path};
-    tps_err err = {0};
-    cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
-}
-
 Test(kquant_model, q4_k_q6_k_and_q4_k_m_logits_track_f32_when_teacher_forced) {
-    char dir[] = "/tmp/tps-kquant-XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
-    char f32[64], q4[64], q6[64], q4m[64];
-    snprintf(f32, sizeof f32, "%s/f32.gguf", dir);
-    snprintf(q4, sizeof q4, "%s/q4_k.gguf", dir);
-    snprintf(q6, sizeof q6, "%s/q6_k.gguf", dir);
-    snprintf(q4m, sizeof q4m, "%s/q4_k_m.gguf", dir);
-    make(f32, GGML_TYPE_F32);
-    make(q4, GGML_TYPE_Q4_K);
-    make(q6, GGML_TYPE_Q6_K);
-    make(q4m, MODEL_MAKE_Q4_K_M);
-    const double e4 = teacher_forced_error(f32, q4, STEPS),
-                 e6 = teacher_forced_error(f32, q6, STEPS),
-                 e4m = teacher_forced_error(f32, q4m, STEPS);
+    const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, MODEL_MAKE_Q4_K_M};
+    double err[3];
+    teacher_forced_errors(&PRESET, 5, types, 3, STEPS, err);
+    const double e4 = err[0], e6 = err[1], e4m = err[2];
     cr_log_info("normalised logit error: q6_k %.2e, q4_k %.2e, q4_k_m %.2e", e6, e4, e4m);
     cr_expect_leq(e6, TOL_NORM_ERR_Q6_K, "q6_k: %g", e6);
     cr_expect_leq(e4, TOL_NORM_ERR_Q4_K, "q4_k: %g", e4);
     cr_expect_leq(e4m, TOL_NORM_ERR_Q4_K, "q4_k_m: %g", e4m);
     cr_expect_lt(e6, e4, "6-bit weights lose less than 4-bit ones");
     cr_expect_leq(e4m, e4, "the mix's Q6_K tensors do not make it worse than all-Q4_K");
-    unlink(f32), unlink(q4), unlink(q6), unlink(q4m);
-    rmdir(dir);
 }
 
 Test(kquant_model, q4_k_m_uses_q6_k_for_output_and_some_attn_v_and_ffn_down) {
     char p[] = "/tmp/tps-kquant-m-XXXXXX";
-    close(mkstemp(p));
-    make(p, MODEL_MAKE_Q4_K_M);
-    llama_model *m;
-    tps_err err = {0};
-    cr_assert_eq(llama_model_load(&m, p, &err), 0, "%s", err.msg);
+    llama_model *m = test_model_made(p, &PRESET, MODEL_MAKE_Q4_K_M, 5);
     cr_expect_eq(m->w.token_embd.type, GGML_TYPE_Q4_K);
     cr_expect_eq(m->w.output.type, GGML_TYPE_Q6_K);
     for (uint32_t l = 0; l < PRESET.n_layers; l++) {

@@ -84,17 +84,10 @@ Test(logprobs, engine_top5_equal_llama_cpp_reference_on_stories260K, .timeout = 
         int32_t *prompt = malloc(np * sizeof *prompt);
         for (size_t i = 0; i < np; i++)
             prompt[i] = (int32_t)json_integer_value(json_array_get(pids, i));
-        engine_request rq = {.prompt = prompt,
-                             .n_prompt = np,
-                             .max_tokens = (uint32_t)ng,
-                             .logprobs = true,
-                             .top_logprobs = 5};
-        sampler_params_default(&rq.sampling);
-        rq.sampling.temperature = 0;
-        rq.sampling.ignore_eos = true;
-        uint64_t id;
-        tps_err err = {0};
-        cr_assert_eq(engine_submit(e, &rq, &id, &err), 0, "%s", err.msg);
+        engine_request rq = env_greedy_request(prompt, np, (uint32_t)ng, NULL);
+        rq.logprobs = true;
+        rq.top_logprobs = 5;
+        env_submit(e, &rq);
         engine_event ev[16];
         size_t g = 0;
         bool done = false;

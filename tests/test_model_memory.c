@@ -36,15 +36,9 @@ static size_t resident_bytes(const gguf_file *f) {
 static void greedy(env *v, int32_t *out, size_t n) {
     engine *e = env_engine(v, 1, 64, 0, GGML_TYPE_F16, true);
     int32_t prompt[] = {1, 17, 99, 230, 5};
-    engine_request rq = {.prompt = prompt, .n_prompt = 5, .max_tokens = (uint32_t)n};
-    sampler_params_default(&rq.sampling);
-    rq.sampling.temperature = 0;
-    rq.sampling.ignore_eos = true;
     result res[1] = {0};
-    rq.user = res;
-    uint64_t id;
-    tps_err err = {0};
-    cr_assert_eq(engine_submit(e, &rq, &id, &err), 0, "%s", err.msg);
+    engine_request rq = env_greedy_request(prompt, 5, (uint32_t)n, res);
+    env_submit(e, &rq);
     drain(e, 1);
     cr_assert_eq(res[0].n, n);
     memcpy(out, res[0].tokens, n * sizeof *out);

@@ -13,6 +13,7 @@
 #include "kernels/matmul.h"
 #include "model/model_make.h"
 #include "support/engine_env.h"
+#include "support/test_data.h"
 
 #define N_REQ 24
 
@@ -69,16 +70,8 @@ static void work_make(work *w, uint32_t n_vocab) {
 }
 
 static void submit(engine *e, const work *w, int i, result *res) {
-    engine_request rq = {.prompt = w->prompt[i],
-                         .n_prompt = w->n_prompt[i],
-                         .max_tokens = w->max_tokens[i],
-                         .user = &res[i]};
-    sampler_params_default(&rq.sampling);
-    rq.sampling.temperature = 0;
-    rq.sampling.ignore_eos = true;
-    uint64_t id;
-    tps_err err = {0};
-    cr_assert_eq(engine_submit(e, &rq, &id, &err), 0, "request %d: %s", i, err.msg);
+    engine_request rq = env_greedy_request(w->prompt[i], w->n_prompt[i], w->max_tokens[i], &res[i]);
+    env_submit(e, &rq);
 }
 
 static void check_invariance(const char *arch, uint32_t type) {
@@ -136,9 +129,7 @@ Test(moe_engine, gpt_oss_batch_equals_each_request_alone, .timeout = 240) {
 /* Every step record of the trace says the experts it ran and the weight
  * bytes it read: for one-row steps k a layer and the active bytes. */
 static void check_trace(const char *path, const llama_model *m) {
-    json_error_t jerr;
-    json_t *t = json_load_file(path, 0, &jerr);
-    cr_assert_not_null(t, "trace is not JSON: %s", jerr.text);
+    json_t *t = test_json_load("%s", path); /* the trace */
     json_t *evs = json_object_get(t, "traceEvents");
     size_t steps = 0;
     for (size_t i = 0; i < json_array_size(evs); i++) {

@@ -15,22 +15,9 @@
 
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
+#include "support/kernel_check.h"
 
 #define LEN(a) (sizeof(a) / sizeof(a)[0])
-
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
-static void fill(float *x, size_t n, uint64_t seed) {
-    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (size_t i = 0; i < n; i++)
-        x[i] = (float)((double)(rng_next(&s) >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
-}
 
 static void *read_data(const char *name, size_t want) {
     char p[512];
@@ -88,10 +75,10 @@ static void *make_weights(uint32_t type, size_t rows, size_t n_in, uint64_t seed
     uint64_t s = seed + 3;
     for (size_t o = 0; o < rows; o++) {
         uint8_t *row = w + o * rb;
-        fill(f, n_in, seed * 1000 + o);
+        kc_fill(f, n_in, seed * 1000 + o);
         if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K) {
             for (size_t i = 0; i < rb; i++)
-                row[i] = (uint8_t)rng_next(&s);
+                row[i] = (uint8_t)kc_rng_next(&s);
             for (size_t b = 0; b < n_in / QK_K; b++) {
                 if (type == GGML_TYPE_Q4_K) {
                     ((block_q4_K *)row + b)->d = fp32_to_fp16(0.001f);
@@ -126,7 +113,7 @@ Test(moe_kernels, mxfp4_matmul_matches_reference_and_packed_equals_plain) {
                 float *x = malloc(nr * n_in * sizeof *x), *want = malloc(nr * n_out * 4),
                       *got = malloc(nr * n_out * 4), *ref = malloc(nr * n_out * 4);
                 double *scale = malloc(nr * n_out * sizeof *scale);
-                fill(x, nr * n_in, nr + n_in);
+                kc_fill(x, nr * n_in, nr + n_in);
                 cr_assert_eq(kernel_matmul(want, w, GGML_TYPE_MXFP4, x, nr, n_in, n_out, scalar),
                              0);
                 cr_assert_eq(kernel_matmul_ref(ref, scale, w, GGML_TYPE_MXFP4, x, nr, n_in, n_out),
@@ -218,7 +205,7 @@ static void route(routed *r, size_t n_rows, size_t k, size_t n_expert, uint32_t 
             uint32_t e;
             int dup;
             do {
-                e = (uint32_t)(rng_next(&s) % n_expert);
+                e = (uint32_t)(kc_rng_next(&s) % n_expert);
                 dup = e == unused;
                 for (size_t q = 0; q < j; q++)
                     dup |= pick[i][q] == e;
@@ -287,7 +274,7 @@ static void check_grouped(uint32_t type, size_t n_in, size_t n_out_a, size_t n_r
     routed r;
     route(&r, n_rows, k, n_expert, unused, n_rows * 7 + k);
     float *x = malloc(n_rows * n_in * sizeof *x);
-    fill(x, n_rows * n_in, n_in + n_rows);
+    kc_fill(x, n_rows * n_in, n_in + n_rows);
     float *oa = malloc(r.n_slots * n_out_a * 4), *ob = malloc(r.n_slots * n_out_b * 4);
     float *want = malloc((n_out_a + n_out_b) * 4);
     const kernel_groups g = {r.n_groups, r.expert, r.first, r.x_row};

@@ -5,13 +5,13 @@
  * installed once with npm into the build folder (gitignored); the test skips with a message when
  * node or npm is missing or the install fails (no network). */
 #include <criterion/criterion.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "support/server_fixture.h"
+#include "support/test_data.h"
 #include "support/test_support.h"
 
 /* Installs PACKAGES with npm into the build folder's DIR (once; it is
@@ -22,11 +22,9 @@ static void run_node_check(const char *dir_name, const char *packages, const cha
                            const char *script, char *out, size_t cap, int *st) {
     if (system("node --version >/dev/null 2>&1") != 0)
         cr_skip_test("node is not installed: the %s check needs it", script);
-    char bin[1024], dir[1100], cmd[3000];
-    snprintf(bin, sizeof bin, "%s", TPS_BIN);
-    snprintf(dir, sizeof dir, "%s/%s", dirname(bin), dir_name);
-    snprintf(cmd, sizeof cmd, "%s/node_modules/%s/package.json", dir, probe);
-    if (access(cmd, R_OK) != 0) {
+    char dir[1100], cmd[3000], probe_path[256];
+    snprintf(probe_path, sizeof probe_path, "node_modules/%s/package.json", probe);
+    if (!test_fetched_dir(dir, sizeof dir, dir_name, probe_path)) {
         snprintf(cmd, sizeof cmd,
                  "mkdir -p %s && cd %s && timeout 240 npm install --no-audit --no-fund --silent "
                  "%s >/dev/null 2>&1",

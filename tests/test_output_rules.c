@@ -18,6 +18,7 @@
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "server/openai.h"
+#include "support/oai_refusal.h"
 #include "support/test_support.h"
 
 /* ---------------------------------------------------------------------------
@@ -326,31 +327,19 @@ Test(think, the_prompts_last_special_token_says_where_the_output_starts) {
  * The request parser: new fields and the allow-list
  * ------------------------------------------------------------------------- */
 
-static int parse(oai_request *r, oai_kind k, const char *body, oai_error *e) {
-    return oai_parse(r, k, body, strlen(body), e);
-}
-
-static void expect_bad(oai_kind k, const char *body, const char *param, const char *code) {
-    oai_request r;
-    oai_error e;
-    cr_assert_neq(parse(&r, k, body, &e), 0, "accepted: %s", body);
-    cr_assert_eq(e.status, 400, "%s", body);
-    cr_assert_str_eq(e.param, param, "param for %s (%s)", body, e.message);
-    if (code) cr_assert_str_eq(e.code, code, "code for %s", body);
-}
-
 #define CHAT(fields) "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]," fields "}"
 
 Test(openai, length_and_output_fields_reach_the_request) {
     oai_request r;
     oai_error e;
-    cr_assert_eq(parse(&r, OAI_COMPLETION,
+    cr_assert_eq(
+        test_oai_parse(&r, OAI_COMPLETION,
                        "{\"prompt\":\"x\",\"n_predict\":50,\"min_tokens\":3,"
                        "\"stop_token_ids\":[7,9],\"include_stop_str_in_output\":true,"
                        "\"skip_special_tokens\":false,\"typical_p\":0.5,\"repeat_last_n\":-1,"
                        "\"seed\":-5}",
                        &e),
-                 0, "%s", e.message);
+        0, "%s", e.message);
     cr_assert_eq(r.max_tokens, 50);
     cr_assert_eq(r.min_tokens, 3);
     cr_assert_eq(r.n_stop_ids, 2);
@@ -361,39 +350,43 @@ Test(openai, length_and_output_fields_reach_the_request) {
     cr_assert_eq((int64_t)r.sampling.seed, -5);
     oai_request_free(&r);
     /* defaults: special tokens skipped, no seed, no budget */
-    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n_predict\":-1}", &e), 0);
+    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n_predict\":-1}", &e), 0);
     cr_assert(r.skip_special && !r.seeded && r.think_budget == -1 && r.max_tokens == 0);
     oai_request_free(&r);
     /* two names of one number must agree */
-    cr_assert_eq(
-        parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":5,\"n_predict\":5}", &e), 0);
+    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION,
+                                "{\"prompt\":\"x\",\"max_tokens\":5,\"n_predict\":5}", &e),
+                 0);
     oai_request_free(&r);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":5,\"n_predict\":6}", "n_predict",
-               "invalid_value");
-    expect_bad(OAI_COMPLETION,
-               "{\"prompt\":\"x\",\"repetition_penalty\":1.1,\"repeat_penalty\":1.2}",
-               "repeat_penalty", "invalid_value");
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":5,\"min_tokens\":6}", "min_tokens",
-               "invalid_value");
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"stop_token_ids\":[-1]}", "stop_token_ids",
-               NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"typical_p\":0}", "typical_p", NULL);
-    expect_bad(OAI_COMPLETION,
-               "{\"prompt\":\"x\",\"skip_special_tokens\":false,"
-               "\"spaces_between_special_tokens\":true}",
-               "spaces_between_special_tokens", "unsupported_parameter");
+    oai_expect_refused_code(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":5,\"n_predict\":6}",
+                            "n_predict", "invalid_value");
+    oai_expect_refused_code(OAI_COMPLETION,
+                            "{\"prompt\":\"x\",\"repetition_penalty\":1.1,\"repeat_penalty\":1.2}",
+                            "repeat_penalty", "invalid_value");
+    oai_expect_refused_code(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":5,\"min_tokens\":6}",
+                            "min_tokens", "invalid_value");
+    oai_expect_refused_code(OAI_COMPLETION, "{\"prompt\":\"x\",\"stop_token_ids\":[-1]}",
+                            "stop_token_ids", NULL);
+    oai_expect_refused_code(OAI_COMPLETION, "{\"prompt\":\"x\",\"typical_p\":0}", "typical_p",
+                            NULL);
+    oai_expect_refused_code(OAI_COMPLETION,
+                            "{\"prompt\":\"x\",\"skip_special_tokens\":false,"
+                            "\"spaces_between_special_tokens\":true}",
+                            "spaces_between_special_tokens", "unsupported_parameter");
 }
 
 Test(openai, structured_outputs_and_guided_choice_compile_to_one_grammar) {
     oai_request r;
     oai_error e;
-    cr_assert_eq(parse(&r, OAI_CHAT,
+    cr_assert_eq(
+        test_oai_parse(&r, OAI_CHAT,
                        CHAT("\"structured_outputs\":{\"choice\":[\"yes\",\"n\\\"o\\\\\"]}"), &e),
-                 0, "%s", e.message);
+        0, "%s", e.message);
     cr_assert_str_eq(r.grammar, "root ::= \"yes\" | \"n\\\"o\\\\\"");
     oai_request_free(&r);
-    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"guided_choice\":[\"a\\nb\"]}", &e),
-                 0, "%s", e.message);
+    cr_assert_eq(
+        test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"guided_choice\":[\"a\\nb\"]}", &e),
+        0, "%s", e.message);
     cr_assert_str_eq(r.grammar, "root ::= \"a\\x0ab\"");
     oai_request_free(&r);
     const char *ok[] = {CHAT("\"structured_outputs\":{\"regex\":\"a+\"}"),
@@ -404,27 +397,30 @@ Test(openai, structured_outputs_and_guided_choice_compile_to_one_grammar) {
                              "\"object\",\"required\":[\"a\"],\"properties\":{\"a\":{\"type\":"
                              "\"integer\"}}}}")};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-        cr_assert_eq(parse(&r, OAI_CHAT, ok[i], &e), 0, "%s: %s", ok[i], e.message);
+        cr_assert_eq(test_oai_parse(&r, OAI_CHAT, ok[i], &e), 0, "%s: %s", ok[i], e.message);
         cr_assert_not_null(r.grammar, "%s", ok[i]);
         oai_request_free(&r);
     }
     /* json_object's schema is the schema's grammar, not any object's */
-    cr_assert_eq(parse(&r, OAI_CHAT, ok[4], &e), 0);
+    cr_assert_eq(test_oai_parse(&r, OAI_CHAT, ok[4], &e), 0);
     cr_assert(strstr(r.grammar, "\"\\\"a\\\"\"") || strstr(r.grammar, "a"), "%s", r.grammar);
     char *with_schema = strdup(r.grammar);
     oai_request_free(&r);
-    cr_assert_eq(parse(&r, OAI_CHAT, CHAT("\"response_format\":{\"type\":\"json_object\"}"), &e),
-                 0);
+    cr_assert_eq(
+        test_oai_parse(&r, OAI_CHAT, CHAT("\"response_format\":{\"type\":\"json_object\"}"), &e),
+        0);
     cr_assert_str_neq(with_schema, r.grammar);
     free(with_schema);
     oai_request_free(&r);
-    expect_bad(OAI_CHAT, CHAT("\"structured_outputs\":{\"choice\":[\"a\"],\"regex\":\"b\"}"),
-               "structured_outputs.regex", "invalid_value");
-    expect_bad(OAI_CHAT, CHAT("\"guided_choice\":[\"a\"],\"regex\":\"b\""), "guided_choice", NULL);
-    expect_bad(OAI_CHAT, CHAT("\"structured_outputs\":{\"choice\":[]}"),
-               "structured_outputs.choice", NULL);
-    expect_bad(OAI_CHAT, CHAT("\"structured_outputs\":{\"structural_tag\":\"x\"}"),
-               "structured_outputs.structural_tag", "unsupported_parameter");
+    oai_expect_refused_code(OAI_CHAT,
+                            CHAT("\"structured_outputs\":{\"choice\":[\"a\"],\"regex\":\"b\"}"),
+                            "structured_outputs.regex", "invalid_value");
+    oai_expect_refused_code(OAI_CHAT, CHAT("\"guided_choice\":[\"a\"],\"regex\":\"b\""),
+                            "guided_choice", NULL);
+    oai_expect_refused_code(OAI_CHAT, CHAT("\"structured_outputs\":{\"choice\":[]}"),
+                            "structured_outputs.choice", NULL);
+    oai_expect_refused_code(OAI_CHAT, CHAT("\"structured_outputs\":{\"structural_tag\":\"x\"}"),
+                            "structured_outputs.structural_tag", "unsupported_parameter");
 }
 
 Test(openai, reasoning_fields) {
@@ -444,18 +440,19 @@ Test(openai, reasoning_fields) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s}",
                  cases[i].fields);
-        cr_assert_eq(parse(&r, OAI_CHAT, body, &e), 0, "%s: %s", body, e.message);
+        cr_assert_eq(test_oai_parse(&r, OAI_CHAT, body, &e), 0, "%s: %s", body, e.message);
         cr_assert_eq(r.reasoning, cases[i].want, "%s", body);
         cr_assert_eq(r.think_budget, cases[i].budget, "%s", body);
         oai_request_free(&r);
     }
-    expect_bad(OAI_CHAT, CHAT("\"reasoning_format\":\"deepseek-legacy\""), "reasoning_format",
-               "unsupported_parameter");
-    expect_bad(OAI_CHAT, CHAT("\"reasoning_format\":\"x\""), "reasoning_format", NULL);
-    expect_bad(OAI_CHAT, CHAT("\"thinking_token_budget\":4,\"thinking_budget_tokens\":5"),
-               "thinking_budget_tokens", NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"reasoning_format\":\"none\"}",
-               "reasoning_format", "unsupported_parameter");
+    oai_expect_refused_code(OAI_CHAT, CHAT("\"reasoning_format\":\"deepseek-legacy\""),
+                            "reasoning_format", "unsupported_parameter");
+    oai_expect_refused_code(OAI_CHAT, CHAT("\"reasoning_format\":\"x\""), "reasoning_format", NULL);
+    oai_expect_refused_code(OAI_CHAT,
+                            CHAT("\"thinking_token_budget\":4,\"thinking_budget_tokens\":5"),
+                            "thinking_budget_tokens", NULL);
+    oai_expect_refused_code(OAI_COMPLETION, "{\"prompt\":\"x\",\"reasoning_format\":\"none\"}",
+                            "reasoning_format", "unsupported_parameter");
 }
 
 /* A value that asks for something, for any field of the table. */
@@ -484,39 +481,43 @@ Test(openai, every_field_of_the_table_is_honoured_labelled_or_refused_by_name) {
                                    : "{\"prompt\":\"x\"";
             if (!strcmp(t[i].name, "messages") || !strcmp(t[i].name, "prompt")) continue;
             snprintf(body, sizeof body, "%s,\"%s\":null}", base, t[i].name);
-            cr_assert_eq(parse(&r, (oai_kind)k, body, &e), 0, "%s: %s", body, e.message);
+            cr_assert_eq(test_oai_parse(&r, (oai_kind)k, body, &e), 0, "%s: %s", body, e.message);
             oai_request_free(&r);
             if (t[i].kind == OAI_FIELD_REFUSED && (t[i].endpoints & k)) {
                 snprintf(body, sizeof body, "%s,\"%s\":%s}", base, t[i].name, asking(&t[i]));
-                expect_bad((oai_kind)k, body, t[i].name, "unsupported_parameter");
+                oai_expect_refused_code((oai_kind)k, body, t[i].name, "unsupported_parameter");
             }
             if (t[i].kind == OAI_FIELD_LABEL) {
                 snprintf(body, sizeof body, "%s,\"%s\":\"label\"}", base, t[i].name);
-                cr_assert_eq(parse(&r, (oai_kind)k, body, &e), 0, "%s: %s", body, e.message);
+                cr_assert_eq(test_oai_parse(&r, (oai_kind)k, body, &e), 0, "%s: %s", body,
+                             e.message);
                 oai_request_free(&r);
             }
         }
         cr_assert(t[i].peer && t[i].peer[0], "%s has no peer", t[i].name);
         cr_assert(t[i].kind != OAI_FIELD_REFUSED || t[i].why, "%s: no reason", t[i].name);
     }
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"foo_bar\":1}", "foo_bar", "unknown_parameter");
-    expect_bad(OAI_CHAT, CHAT("\"foo_bar\":null"), "foo_bar", "unknown_parameter");
-    expect_bad(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"foo\":1}]}",
-               "messages[0].foo", "unknown_parameter");
-    expect_bad(OAI_CHAT,
-               "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\",\"refusal\":\"no\"}]}",
-               "messages[0].refusal", "unsupported_parameter");
-    expect_bad(OAI_CHAT, CHAT("\"stream_options\":{\"continuous_usage_stats\":true}"),
-               "stream_options.continuous_usage_stats", "unsupported_parameter");
+    oai_expect_refused_code(OAI_COMPLETION, "{\"prompt\":\"x\",\"foo_bar\":1}", "foo_bar",
+                            "unknown_parameter");
+    oai_expect_refused_code(OAI_CHAT, CHAT("\"foo_bar\":null"), "foo_bar", "unknown_parameter");
+    oai_expect_refused_code(OAI_CHAT,
+                            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"foo\":1}]}",
+                            "messages[0].foo", "unknown_parameter");
+    oai_expect_refused_code(
+        OAI_CHAT, "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\",\"refusal\":\"no\"}]}",
+        "messages[0].refusal", "unsupported_parameter");
+    oai_expect_refused_code(OAI_CHAT, CHAT("\"stream_options\":{\"continuous_usage_stats\":true}"),
+                            "stream_options.continuous_usage_stats", "unsupported_parameter");
     /* what SDKs send, and an answer echoed back, are accepted */
     cr_assert_eq(
-        parse(&r, OAI_CHAT,
-              "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":\"u\"},"
-              "{\"role\":\"assistant\",\"content\":\"y\",\"refusal\":null,\"reasoning_content\":"
-              "\"r\",\"tool_calls\":[]},{\"role\":\"tool\",\"content\":\"z\",\"tool_call_id\":"
-              "\"c\"}],\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-              "\"parallel_tool_calls\":true,\"user\":\"u\",\"store\":false,\"metadata\":{}}",
-              &e),
+        test_oai_parse(
+            &r, OAI_CHAT,
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":\"u\"},"
+            "{\"role\":\"assistant\",\"content\":\"y\",\"refusal\":null,\"reasoning_content\":"
+            "\"r\",\"tool_calls\":[]},{\"role\":\"tool\",\"content\":\"z\",\"tool_call_id\":"
+            "\"c\"}],\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+            "\"parallel_tool_calls\":true,\"user\":\"u\",\"store\":false,\"metadata\":{}}",
+            &e),
         0, "%s", e.message);
     oai_request_free(&r);
 }

@@ -20,42 +20,24 @@
 #define TOL_NORM_ERR_Q4_0 2.5e-1
 #define STEPS             16
 
-static void make(const char *path, uint32_t type) {
-    model_make_opts o = {
-        .preset = model_preset_find("tiny"), .type = type, .seed = 42, .out_path = path};
-    tps_err err = {0};
-    cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
-}
-
 Test(quant_model, f16_q8_0_and_q4_0_logits_track_f32_when_teacher_forced) {
-    char dir[] = "/tmp/tps-quant-XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
-    char f32[64], f16[64], q8[64], q4[64];
-    snprintf(f32, sizeof f32, "%s/f32.gguf", dir);
-    snprintf(f16, sizeof f16, "%s/f16.gguf", dir);
-    snprintf(q8, sizeof q8, "%s/q8.gguf", dir);
-    snprintf(q4, sizeof q4, "%s/q4.gguf", dir);
-    make(f32, GGML_TYPE_F32);
-    make(f16, GGML_TYPE_F16);
-    make(q8, GGML_TYPE_Q8_0);
-    make(q4, GGML_TYPE_Q4_0);
-    double e16 = teacher_forced_error(f32, f16, STEPS), e8 = teacher_forced_error(f32, q8, STEPS),
-           e4 = teacher_forced_error(f32, q4, STEPS);
+    const uint32_t types[] = {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0};
+    double err[3];
+    teacher_forced_errors(model_preset_find("tiny"), 42, types, 3, STEPS, err);
+    const double e16 = err[0], e8 = err[1], e4 = err[2];
     cr_log_info("normalised logit error: f16 %.2e, q8_0 %.2e, q4_0 %.2e", e16, e8, e4);
     cr_expect_leq(e16, TOL_NORM_ERR_F16, "f16: %g", e16);
     cr_expect_leq(e8, TOL_NORM_ERR_Q8_0, "q8_0: %g", e8);
     cr_expect_leq(e4, TOL_NORM_ERR_Q4_0, "q4_0: %g", e4);
     cr_expect_gt(e8, e16, "8-bit blocks lose more than f16 (the measurement sees quantisation)");
-    unlink(f32), unlink(f16), unlink(q8), unlink(q4);
-    rmdir(dir);
 }
 
 Test(quant_model, model_make_is_deterministic_for_a_seed) {
     char a[] = "/tmp/tps-make-a-XXXXXX", b[] = "/tmp/tps-make-b-XXXXXX";
     close(mkstemp(a));
     close(mkstemp(b));
-    make(a, GGML_TYPE_Q8_0);
-    make(b, GGML_TYPE_Q8_0);
+    test_model_make(a, model_preset_find("tiny"), GGML_TYPE_Q8_0, 42);
+    test_model_make(b, model_preset_find("tiny"), GGML_TYPE_Q8_0, 42);
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
     int ca, cb, same = 1;
     do {
@@ -72,11 +54,7 @@ Test(quant_model, model_make_is_deterministic_for_a_seed) {
 
 Test(quant_model, made_model_has_the_preset_shape_and_a_byte_vocab) {
     char p[] = "/tmp/tps-make-XXXXXX";
-    close(mkstemp(p));
-    make(p, GGML_TYPE_Q4_0);
-    llama_model *m;
-    tps_err err = {0};
-    cr_assert_eq(llama_model_load(&m, p, &err), 0, "%s", err.msg);
+    llama_model *m = test_model_made(p, model_preset_find("tiny"), GGML_TYPE_Q4_0, 42);
     const model_preset *pre = model_preset_find("tiny");
     cr_expect_eq(m->cfg.dim, pre->dim);
     cr_expect_eq(m->cfg.n_layers, pre->n_layers);

@@ -13,8 +13,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 #include <poll.h>
 #include <pthread.h>
@@ -22,6 +20,7 @@
 
 #include "server/openai.h"
 #include "server/server.h"
+#include "support/raw_http.h"
 #include "support/server_fixture.h"
 #include "support/test_support.h"
 
@@ -760,14 +759,6 @@ static void *bg_run(void *arg) {
     return NULL;
 }
 
-static int connect_local(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    return fd;
-}
-
 Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
@@ -808,14 +799,14 @@ Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
      * queued it (a client that gave up after a fixed 5 ms sometimes left
      * before its request was even sent, so there was nothing to cancel). */
     char *nb = completion_body("Once upon a time", 480, false, false);
-    int fd = connect_local(f.port);
+    int fd = raw_connect(f.port, 0);
+    cr_assert_geq(fd, 0);
     char head[256];
     int hl = snprintf(head, sizeof head,
                       "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                       "application/json\r\nContent-Length: %zu\r\n\r\n",
                       strlen(nb));
-    cr_assert_eq(send(fd, head, (size_t)hl, MSG_NOSIGNAL), hl);
-    cr_assert_eq(send(fd, nb, strlen(nb), MSG_NOSIGNAL), (ssize_t)strlen(nb));
+    cr_assert(raw_send_all(fd, head, (size_t)hl) && raw_send_all(fd, nb, strlen(nb)));
     for (int i = 0; i < 1000; i++) {
         engine_stats sb;
         engine_get_stats(server_engine(f.s), &sb);
@@ -1090,7 +1081,8 @@ Test(server, slowloris_client_is_dropped_after_the_timeout, .timeout = 30) {
     fixture_defaults(&c, &f);
     c.timeout_s = 1;
     fixture_start(&f, &c, true);
-    int fd = connect_local(f.port);
+    int fd = raw_connect(f.port, 0);
+    cr_assert_geq(fd, 0);
     const char *req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
     send(fd, req, strlen(req), MSG_NOSIGNAL);
     bool closed = false;
@@ -1123,7 +1115,7 @@ Test(server, connections_over_the_limit_shed_silent_ones_and_are_served, .timeou
      * of them (issue 33; before, it waited in the backlog until they closed) */
     int fds[12];
     for (int i = 0; i < 12; i++)
-        fds[i] = connect_local(f.port);
+        cr_assert_geq(fds[i] = raw_connect(f.port, 0), 0);
     usleep(150000);
     bg_req b = {.port = f.port, .body = strdup("{\"prompt\":\"x\",\"max_tokens\":2}")};
     pthread_t th;

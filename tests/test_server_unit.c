@@ -11,22 +11,10 @@
 #include "server/chat_prompt.h"
 #include "server/chat_template.h"
 #include "server/openai.h"
+#include "support/oai_refusal.h"
 #include "server/prom_write.h"
 #include "base/sbuf.h"
 #include "server/sse_write.h"
-
-static int parse(oai_request *r, oai_kind k, const char *body, oai_error *e) {
-    return oai_parse(r, k, body, strlen(body), e);
-}
-
-static void expect_bad(oai_kind k, const char *body, const char *param, const char *msg_has) {
-    oai_request r;
-    oai_error e;
-    cr_assert_neq(parse(&r, k, body, &e), 0, "accepted: %s", body);
-    cr_assert_eq(e.status, 400);
-    cr_assert_str_eq(e.param, param, "param for %s", body);
-    if (msg_has) cr_assert(strstr(e.message, msg_has), "'%s' lacks '%s'", e.message, msg_has);
-}
 
 /* ---------------------------------------------------------------------------
  * oai_parse
@@ -35,14 +23,15 @@ static void expect_bad(oai_kind k, const char *body, const char *param, const ch
 Test(openai, completion_fields_map_to_the_request) {
     oai_request r;
     oai_error e;
-    cr_assert_eq(parse(&r, OAI_COMPLETION,
+    cr_assert_eq(
+        test_oai_parse(&r, OAI_COMPLETION,
                        "{\"model\":\"m\",\"prompt\":\"hi\",\"max_tokens\":7,\"temperature\":0.5,"
                        "\"top_p\":0.9,\"top_k\":-1,\"min_p\":0.1,\"seed\":42,\"stop\":[\"a\",\"\","
                        "\"bc\"],\"frequency_penalty\":0.5,\"presence_penalty\":-0.5,"
                        "\"ignore_eos\":true,\"stream\":true,\"stream_options\":"
                        "{\"include_usage\":true},\"n\":1,\"logprobs\":null,\"user\":\"x\"}",
                        &e),
-                 0, "%s", e.message);
+        0, "%s", e.message);
     cr_assert_str_eq(r.model, "m");
     cr_assert_eq(r.prompt_len, 2);
     cr_assert(!r.prompt_is_ids);
@@ -61,34 +50,35 @@ Test(openai, completion_fields_map_to_the_request) {
 Test(openai, prompt_forms) {
     oai_request r;
     oai_error e;
-    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":[1,2,3]}", &e), 0);
+    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":[1,2,3]}", &e), 0);
     cr_assert(r.prompt_is_ids && r.n_prompt_ids == 3 && r.prompt_ids[2] == 3);
     oai_request_free(&r);
-    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":[[5,6]]}", &e), 0);
+    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":[[5,6]]}", &e), 0);
     cr_assert(r.prompt_is_ids && r.n_prompt_ids == 2 && r.prompt_ids[0] == 5);
     oai_request_free(&r);
-    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":[\"one\"]}", &e), 0);
+    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":[\"one\"]}", &e), 0);
     cr_assert_str_eq(r.prompt, "one");
     oai_request_free(&r);
-    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"\"}", &e), 0);
+    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"\"}", &e), 0);
     cr_assert_eq(r.prompt_len, 0);
     oai_request_free(&r);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "prompt", "batched");
-    expect_bad(OAI_COMPLETION, "{\"prompt\":[1,-2]}", "prompt", "prompt[1]");
-    expect_bad(OAI_COMPLETION, "{\"prompt\":[1,\"x\"]}", "prompt", NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":null}", "prompt", "required");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "prompt", "batched");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":[1,-2]}", "prompt", "prompt[1]");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":[1,\"x\"]}", "prompt", NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":null}", "prompt", "required");
 }
 
 Test(openai, chat_messages_and_content_parts) {
     oai_request r;
     oai_error e;
-    cr_assert_eq(parse(&r, OAI_CHAT,
+    cr_assert_eq(
+        test_oai_parse(&r, OAI_CHAT,
                        "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\","
                        "\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\","
                        "\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":null}],"
                        "\"max_completion_tokens\":3}",
                        &e),
-                 0, "%s", e.message);
+        0, "%s", e.message);
     cr_assert_eq(r.n_msgs, 3);
     cr_assert_str_eq(r.msgs[0].role, "system");
     cr_assert_eq(r.msgs[1].content_len, 2);
@@ -96,136 +86,154 @@ Test(openai, chat_messages_and_content_parts) {
     cr_assert_eq(r.msgs[2].content_len, 0);
     cr_assert_eq(r.max_tokens, 3);
     oai_request_free(&r);
-    expect_bad(OAI_CHAT, "{\"messages\":[]}", "messages", NULL);
-    expect_bad(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}",
-               "messages[0].content", NULL);
-    expect_bad(OAI_CHAT,
-               "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
-               "messages[0].content", "image_url");
-    expect_bad(OAI_CHAT, "{\"messages\":[{\"role\":1,\"content\":\"x\"}]}", "messages[0].role",
-               NULL);
+    oai_expect_refused_msg(OAI_CHAT, "{\"messages\":[]}", "messages", NULL);
+    oai_expect_refused_msg(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}",
+                           "messages[0].content", NULL);
+    oai_expect_refused_msg(
+        OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
+        "messages[0].content", "image_url");
+    oai_expect_refused_msg(OAI_CHAT, "{\"messages\":[{\"role\":1,\"content\":\"x\"}]}",
+                           "messages[0].role", NULL);
 }
 
 Test(openai, malformed_json_names_line_and_column) {
     oai_request r;
     oai_error e;
-    cr_assert_neq(parse(&r, OAI_COMPLETION, "{\n  \"prompt\": \"x\",\n  oops\n}", &e), 0);
+    cr_assert_neq(test_oai_parse(&r, OAI_COMPLETION, "{\n  \"prompt\": \"x\",\n  oops\n}", &e), 0);
     cr_assert_eq(e.status, 400);
     cr_assert(strstr(e.message, "line 3, column"), "%s", e.message);
     cr_assert_str_eq(e.code, "invalid_json");
-    cr_assert_neq(parse(&r, OAI_COMPLETION, "", &e), 0);
-    cr_assert_neq(parse(&r, OAI_COMPLETION, "\"str\"", &e), 0);
+    cr_assert_neq(test_oai_parse(&r, OAI_COMPLETION, "", &e), 0);
+    cr_assert_neq(test_oai_parse(&r, OAI_COMPLETION, "\"str\"", &e), 0);
 }
 
 Test(openai, wrong_types_and_ranges_name_the_field) {
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":\"1\"}", "temperature", NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":-1}", "temperature", NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"top_p\":0}", "top_p", NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"top_k\":1.5}", "top_k", NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"top_k\":-5}", "top_k", NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"presence_penalty\":3}", "presence_penalty",
-               NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens", NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":-3}", "max_tokens", NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"seed\":\"s\"}", "seed", NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"stop\":5}", "stop", NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"ignore_eos\":\"yes\"}", "ignore_eos", NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":1}}",
-               "stream_options.include_usage", NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"model\":3}", "model", NULL);
-    expect_bad(OAI_COMPLETION,
-               "{\"prompt\":\"x\",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\","
-               "\"10\",\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}",
-               "stop", "17");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":\"1\"}",
+                           "temperature", NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":-1}", "temperature",
+                           NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"top_p\":0}", "top_p", NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"top_k\":1.5}", "top_k", NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"top_k\":-5}", "top_k", NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"presence_penalty\":3}",
+                           "presence_penalty", NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens",
+                           NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":-3}", "max_tokens",
+                           NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"seed\":\"s\"}", "seed", NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"stop\":5}", "stop", NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"ignore_eos\":\"yes\"}",
+                           "ignore_eos", NULL);
+    oai_expect_refused_msg(OAI_COMPLETION,
+                           "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":1}}",
+                           "stream_options.include_usage", NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"model\":3}", "model", NULL);
+    oai_expect_refused_msg(
+        OAI_COMPLETION,
+        "{\"prompt\":\"x\",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\","
+        "\"10\",\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}",
+        "stop", "17");
 }
 
 /* Issue 19: each message names the value and the parameter at fault. */
 Test(openai, range_errors_name_the_right_value_and_parameter) {
     /* before: "max_tokens must be at least 1; got 4294967297" */
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":4294967297}", "max_tokens",
-               "at most 4294967295; got 4294967297");
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens",
-               "at least 1; got 0");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":4294967297}",
+                           "max_tokens", "at most 4294967295; got 4294967297");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens",
+                           "at least 1; got 0");
     /* before: "got 100" */
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":100.0001}", "temperature",
-               "got 100.0001");
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"top_p\":1.0000001}", "top_p", "got 1.0000001");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"temperature\":100.0001}",
+                           "temperature", "got 100.0001");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"top_p\":1.0000001}", "top_p",
+                           "got 1.0000001");
     /* before: the engine refused a long stop string, reported as param "prompt" */
     char body[2048];
     char big[1001];
     memset(big, 's', 1000);
     big[1000] = 0;
     snprintf(body, sizeof body, "{\"prompt\":\"x\",\"stop\":\"%s\"}", big);
-    expect_bad(OAI_COMPLETION, body, "stop", "1000 bytes; at most 255");
+    oai_expect_refused_msg(OAI_COMPLETION, body, "stop", "1000 bytes; at most 255");
     snprintf(body, sizeof body, "{\"prompt\":\"x\",\"stop\":[\"a\",\"%s\"]}", big);
-    expect_bad(OAI_COMPLETION, body, "stop", "stop[1] has 1000 bytes");
+    oai_expect_refused_msg(OAI_COMPLETION, body, "stop", "stop[1] has 1000 bytes");
 }
 
 Test(openai, unsupported_features_are_a_clear_400) {
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"best_of\":2}", "best_of", "not supported");
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":21}", "logprobs", "[0, 20]");
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":\"2\"}", "logprobs", NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true}", "echo", "not supported");
-    expect_bad(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}",
-               "tools[0]", "must be {\"type\": \"function\"");
-    expect_bad(OAI_CHAT,
-               "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"functions\":[{}]}",
-               "functions", "not supported");
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"tool_choice\":\"auto\"}", "tool_choice",
-               "chat feature");
-    expect_bad(OAI_CHAT,
-               "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}",
-               "top_logprobs", "needs logprobs");
-    expect_bad(OAI_CHAT,
-               "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
-               "\"top_logprobs\":21}",
-               "top_logprobs", "[0, 20]");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"best_of\":2}", "best_of",
+                           "not supported");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":21}", "logprobs",
+                           "[0, 20]");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":\"2\"}", "logprobs",
+                           NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"echo\":true}", "echo",
+                           "not supported");
+    oai_expect_refused_msg(OAI_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}",
+                           "tools[0]", "must be {\"type\": \"function\"");
+    oai_expect_refused_msg(
+        OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"functions\":[{}]}",
+        "functions", "not supported");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"tool_choice\":\"auto\"}",
+                           "tool_choice", "chat feature");
+    oai_expect_refused_msg(
+        OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}",
+        "top_logprobs", "needs logprobs");
+    oai_expect_refused_msg(
+        OAI_CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
+        "\"top_logprobs\":21}",
+        "top_logprobs", "[0, 20]");
     oai_request r;
     oai_error e;
-    cr_assert_eq(parse(&r, OAI_CHAT,
+    cr_assert_eq(
+        test_oai_parse(&r, OAI_CHAT,
                        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[],"
                        "\"logprobs\":false,\"n\":1}",
                        &e),
-                 0, "%s", e.message);
+        0, "%s", e.message);
     oai_request_free(&r);
 }
 
 Test(openai, n_is_the_number_of_choices_at_least_one) {
     oai_request r;
     oai_error e;
-    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\"}", &e), 0, "%s", e.message);
+    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\"}", &e), 0, "%s", e.message);
     cr_assert_eq(r.n, 1, "absent n is one choice");
     oai_request_free(&r);
-    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":null}", &e), 0);
+    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":null}", &e), 0);
     cr_assert_eq(r.n, 1);
     oai_request_free(&r);
-    cr_assert_eq(
-        parse(&r, OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}", &e),
-        0, "%s", e.message);
+    cr_assert_eq(test_oai_parse(&r, OAI_CHAT,
+                                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}",
+                                &e),
+                 0, "%s", e.message);
     cr_assert_eq(r.n, 3);
     oai_request_free(&r);
     /* the parser bounds n only by its type: the server's --max-n is checked there */
-    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":1000,\"best_of\":1}", &e), 0,
-                 "%s", e.message);
+    cr_assert_eq(
+        test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":1000,\"best_of\":1}", &e), 0,
+        "%s", e.message);
     cr_assert_eq(r.n, 1000);
     oai_request_free(&r);
-    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2.0}", &e), 0);
+    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2.0}", &e), 0);
     cr_assert_eq(r.n, 2);
     oai_request_free(&r);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":0}", "n", "at least 1");
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":-1}", "n", "-1");
-    expect_bad(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":0}", "n",
-               NULL);
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":1.5}", "n", "integer");
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":\"2\"}", "n", "integer");
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":4294967296}", "n", NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":0}", "n", "at least 1");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":-1}", "n", "-1");
+    oai_expect_refused_msg(
+        OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":0}", "n", NULL);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":1.5}", "n", "integer");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":\"2\"}", "n", "integer");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":4294967296}", "n", NULL);
     /* best_of above n asks for ranking, which is not supported; equal to n
      * (or 1, the default clients send) it asks for nothing more */
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2,\"best_of\":3}", "best_of",
-               "not supported");
-    expect_bad(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":3,\"best_of\":2}", "best_of", "at least n");
-    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2,\"best_of\":2}", &e), 0, "%s",
-                 e.message);
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2,\"best_of\":3}", "best_of",
+                           "not supported");
+    oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":3,\"best_of\":2}", "best_of",
+                           "at least n");
+    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2,\"best_of\":2}", &e),
+                 0, "%s", e.message);
     oai_request_free(&r);
 }
 
@@ -633,28 +641,30 @@ Test(chat_template, gemma_keeps_every_system_message) {
 Test(openai, logprobs_parse_for_both_endpoints) {
     oai_request r;
     oai_error e;
-    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":3}", &e), 0, "%s",
-                 e.message);
+    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":3}", &e), 0,
+                 "%s", e.message);
     cr_expect(r.logprobs);
     cr_expect_eq(r.top_logprobs, 3);
     oai_request_free(&r);
-    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":0}", &e), 0, "%s",
-                 e.message);
+    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":0}", &e), 0,
+                 "%s", e.message);
     cr_expect(r.logprobs, "logprobs 0: the chosen token's only");
     cr_expect_eq(r.top_logprobs, 0);
     oai_request_free(&r);
-    cr_assert_eq(parse(&r, OAI_CHAT,
+    cr_assert_eq(
+        test_oai_parse(&r, OAI_CHAT,
                        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
                        "\"top_logprobs\":20}",
                        &e),
-                 0, "%s", e.message);
+        0, "%s", e.message);
     cr_expect(r.logprobs);
     cr_expect_eq(r.top_logprobs, 20);
     oai_request_free(&r);
-    cr_assert_eq(parse(&r, OAI_CHAT,
+    cr_assert_eq(
+        test_oai_parse(&r, OAI_CHAT,
                        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":false}",
                        &e),
-                 0, "%s", e.message);
+        0, "%s", e.message);
     cr_expect(!r.logprobs);
     oai_request_free(&r);
 }
@@ -662,36 +672,38 @@ Test(openai, logprobs_parse_for_both_endpoints) {
 Test(openai, constraints_and_tools_are_parsed_into_the_request) {
     oai_request r;
     oai_error e;
-    cr_assert_eq(parse(&r, OAI_CHAT,
+    cr_assert_eq(
+        test_oai_parse(&r, OAI_CHAT,
                        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
                        "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
                        "\"n\",\"schema\":{\"type\":\"boolean\"}}}}",
                        &e),
-                 0, "%s", e.message);
+        0, "%s", e.message);
     cr_assert(r.grammar && strstr(r.grammar, "root ::="), "no grammar");
     oai_request_free(&r);
-    cr_assert_eq(parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"regex\":\"[ab]+\"}", &e), 0, "%s",
-                 e.message);
+    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"regex\":\"[ab]+\"}", &e),
+                 0, "%s", e.message);
     cr_assert(r.grammar);
     oai_request_free(&r);
-    cr_assert_eq(parse(&r, OAI_CHAT,
+    cr_assert_eq(
+        test_oai_parse(&r, OAI_CHAT,
                        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
                        "{\"type\":\"function\",\"function\":{\"name\":\"f\"}},{\"type\":"
                        "\"function\",\"function\":{\"name\":\"g\",\"parameters\":{\"type\":"
                        "\"object\"}}}],\"tool_choice\":{\"type\":\"function\",\"function\":{"
                        "\"name\":\"g\"}},\"parallel_tool_calls\":false}",
                        &e),
-                 0, "%s", e.message);
+        0, "%s", e.message);
     cr_assert_eq(r.n_tools, 2);
     cr_assert_eq(r.tool_choice, TOOL_CHOICE_NAMED);
     cr_assert_str_eq(r.tool_name, "g");
     cr_assert_not(r.parallel_tool_calls);
     cr_assert_not_null(r.tools[1].parameters);
     oai_request_free(&r);
-    cr_assert_eq(parse(&r, OAI_CHAT,
-                       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
-                       "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
-                       &e),
+    cr_assert_eq(test_oai_parse(&r, OAI_CHAT,
+                                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
+                                "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+                                &e),
                  0, "%s", e.message);
     cr_assert_eq(r.tool_choice, TOOL_CHOICE_AUTO, "tools without tool_choice: auto");
     oai_request_free(&r);

@@ -15,6 +15,7 @@
 #include "engine/step_cost.h"
 #include "support/engine_env.h"
 #include "support/test_support.h"
+#include "support/test_data.h"
 
 Test(step_cost, fits_a_linear_machine_and_keeps_fitting_it_as_it_drifts) {
     step_cost c;
@@ -124,9 +125,7 @@ static void run_pair(env *v, double itl_target_ms, run_out *out) {
     drain(e, 2);
     engine_destroy(e);
 
-    json_error_t jerr;
-    json_t *t = json_load_file(path, 0, &jerr);
-    cr_assert_not_null(t, "trace: %s", jerr.text);
+    json_t *t = test_json_load("%s", path); /* the trace */
     json_t *evs = json_object_get(t, "traceEvents");
     for (size_t i = 0; i < json_array_size(evs); i++) {
         json_t *sev = json_array_get(evs, i);

@@ -6,84 +6,18 @@
  * (with their location), an unsupported keyword named, two constraints at
  * once. Skips with a message when python3 or its jsonschema is missing. */
 #include <criterion/criterion.h>
-#include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "support/oai_client.h"
 #include "support/server_fixture.h"
 #include "support/test_support.h"
 
 #define MODEL     "models/stories260K.gguf"
 #define VALIDATOR TPS_SOURCE_DIR "/tests/tools/validate_output.py"
-
-typedef struct buf {
-    char *p;
-    size_t n;
-} buf;
-
-static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
-    buf *b = ud;
-    b->p = realloc(b->p, b->n + sz * n + 1);
-    memcpy(b->p + b->n, p, sz * n);
-    b->n += sz * n;
-    b->p[b->n] = 0;
-    return sz * n;
-}
-
-static long post(int port, const char *path, const char *body, buf *out) {
-    CURL *h = curl_easy_init();
-    char url[256];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    long st = -1;
-    if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
-    curl_easy_cleanup(h);
-    curl_slist_free_all(hd);
-    return st;
-}
-
-/* The choice's text (content for chat), whole or assembled from a stream,
- * and its finish_reason. */
-static char *answer(const buf *b, bool chat, bool stream, char *finish, size_t cap) {
-    size_t n = 0;
-    char *text = calloc(1, b->n + 1);
-    finish[0] = 0;
-    const char *p = b->p;
-    while (p && *p) {
-        const char *line = p, *nl = strchr(p, '\n');
-        size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        p = nl ? nl + 1 : NULL;
-        if (stream && (len < 6 || strncmp(line, "data: ", 6) || !strncmp(line, "data: [DONE]", 12)))
-            continue;
-        json_t *j =
-            stream ? json_loadb(line + 6, len - 6, 0, NULL) : json_loadb(line, len, 0, NULL);
-        cr_assert(j, "not JSON: %.*s", (int)len, line);
-        json_t *c = json_array_get(json_object_get(j, "choices"), 0);
-        json_t *t =
-            chat ? json_object_get(json_object_get(c, stream ? "delta" : "message"), "content")
-                 : json_object_get(c, "text");
-        if (json_is_string(t)) {
-            memcpy(text + n, json_string_value(t), json_string_length(t));
-            n += json_string_length(t);
-        }
-        if (json_is_string(json_object_get(c, "finish_reason")))
-            snprintf(finish, cap, "%s", json_string_value(json_object_get(c, "finish_reason")));
-        json_decref(j);
-        if (!stream) break;
-    }
-    text[n] = 0;
-    return text;
-}
 
 /* The interpreter python3 resolves to, found once per test: a version
  * manager's python3 is a shell script that costs over a second a call,
@@ -149,23 +83,23 @@ static int run_matrix(int port, const char *constraint, const char *kind, const 
                                 "Lily.\"}]"
                               : "\"prompt\":\"Once upon a time\"",
                          temps[t], t, stream ? "true" : "false", constraint);
-                buf b = {0};
-                long st = post(port, chat ? "/v1/chat/completions" : "/v1/completions", body, &b);
-                cr_assert_eq(st, 200, "%s", b.p ? b.p : "");
-                char finish[32], why[2048];
-                char *text = answer(&b, chat, stream, finish, sizeof finish);
+                oai_answer a;
+                long st =
+                    oai_post(port, chat ? "/v1/chat/completions" : "/v1/completions", body, &a);
+                cr_assert_eq(st, 200, "%s", a.body);
+                const char *text = a.choice[0].content, *finish = a.choice[0].finish;
+                char why[2048];
                 if (!strcmp(finish, "length")) {
                     cut++;
                     cr_assert(!strcmp(kind, "regex") || text[0] == '{', "%s", text);
                 } else {
-                    cr_assert_str_eq(finish, "stop", "%s", b.p);
+                    cr_assert_str_eq(finish, "stop", "%s", a.body);
                     int rc = validate(kind, spec, text, why, sizeof why);
                     cr_assert_eq(rc, 0, "chat %d stream %d temp %g: %s", chat, stream, temps[t],
                                  why);
                     ok++;
                 }
-                free(text);
-                free(b.p);
+                oai_answer_free(&a);
             }
     cr_assert_geq(ok, min_ok, "only %d of 12 outputs finished (%d cut by max_tokens)", ok, cut);
     return ok;
@@ -222,16 +156,13 @@ Test(structured, regex_and_grammar_outputs_fullmatch_with_python_re, .timeout = 
 }
 
 static void expect_400(int port, const char *body, const char *param, const char *needle) {
-    buf b = {0};
-    long st = post(port, "/v1/chat/completions", body, &b);
-    cr_assert_eq(st, 400, "%s -> %ld %s", body, st, b.p ? b.p : "");
-    json_t *j = json_loads(b.p, 0, NULL);
-    json_t *e = json_object_get(j, "error");
-    cr_assert_str_eq(json_string_value(json_object_get(e, "param")), param, "%s", b.p);
-    cr_assert(strstr(json_string_value(json_object_get(e, "message")), needle), "'%s' not in %s",
-              needle, b.p);
-    json_decref(j);
-    free(b.p);
+    oai_answer a;
+    long st = oai_post(port, "/v1/chat/completions", body, &a);
+    cr_assert_eq(st, 400, "%s -> %ld %s", body, st, a.body);
+    cr_assert_str_eq(oai_error_param(&a), param, "%s", a.body);
+    const char *msg = json_string_value(json_object_get(a.error, "message"));
+    cr_assert(msg && strstr(msg, needle), "'%s' not in %s", needle, a.body);
+    oai_answer_free(&a);
 }
 
 Test(structured, malformed_constraints_are_400s_that_say_where) {
@@ -279,9 +210,9 @@ static const char *ADD_PARAMS =
 
 /* The first tool call of a chat answer (whole or streamed): its name and
  * arguments (assembled from the deltas), and the finish_reason. */
-static void first_call(const buf *b, bool stream, char *name, char *args, char *finish) {
+static void first_call(const oai_answer *a, bool stream, char *name, char *args, char *finish) {
     name[0] = args[0] = finish[0] = 0;
-    const char *p = b->p;
+    const char *p = a->body;
     while (p && *p) {
         const char *line = p, *nl = strchr(p, '\n');
         size_t len = nl ? (size_t)(nl - p) : strlen(p);
@@ -326,21 +257,21 @@ Test(structured, forced_tool_calls_have_arguments_that_validate, .timeout = 240)
                     "{\"type\":\"function\",\"function\":{\"name\":\"calc\",\"parameters\":%s}},"
                     "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]}",
                     t, k * 4 + stream * 2 + t, stream ? "true" : "false", choices[k], ADD_PARAMS);
-                buf b = {0};
-                cr_assert_eq(post(f.port, "/v1/chat/completions", body, &b), 200, "%s", b.p);
+                oai_answer a;
+                cr_assert_eq(oai_post(f.port, "/v1/chat/completions", body, &a), 200, "%s", a.body);
                 char name[64], args[2048], finish[32], why[2048];
-                first_call(&b, stream, name, args, finish);
-                cr_assert_str_eq(finish, "tool_calls", "%s", b.p);
+                first_call(&a, stream, name, args, finish);
+                cr_assert_str_eq(finish, "tool_calls", "%s", a.body);
                 if (k == 1 || !strcmp(name, "calc")) {
-                    cr_assert_str_eq(name, "calc", "%s", b.p);
+                    cr_assert_str_eq(name, "calc", "%s", a.body);
                     cr_assert_eq(validate("schema", ADD_PARAMS, args, why, sizeof why), 0,
                                  "choice %d stream %d temp %d: %s", k, stream, t, why);
                 } else {
-                    cr_assert_str_eq(name, "now", "%s", b.p);
+                    cr_assert_str_eq(name, "now", "%s", a.body);
                     cr_assert_eq(validate("schema", "{\"type\":\"object\"}", args, why, sizeof why),
                                  0, "%s", why);
                 }
-                free(b.p);
+                oai_answer_free(&a);
             }
     fixture_finish(&f);
 }
@@ -362,16 +293,16 @@ Test(structured, a_named_tool_choice_is_one_call_by_default, .timeout = 120) {
                  "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"calc\","
                  "\"parameters\":%s}}]}",
                  stream ? "true" : "false", ADD_PARAMS);
-        buf b = {0};
-        cr_assert_eq(post(f.port, "/v1/chat/completions", body, &b), 200, "%s", b.p);
+        oai_answer a;
+        cr_assert_eq(oai_post(f.port, "/v1/chat/completions", body, &a), 200, "%s", a.body);
         char name[64], args[2048], finish[32], why[2048];
-        first_call(&b, stream, name, args, finish);
-        cr_assert_str_eq(finish, "tool_calls", "stream %d: %s", stream, b.p);
-        cr_assert_str_eq(name, "calc", "%s", b.p);
+        first_call(&a, stream, name, args, finish);
+        cr_assert_str_eq(finish, "tool_calls", "stream %d: %s", stream, a.body);
+        cr_assert_str_eq(name, "calc", "%s", a.body);
         cr_assert_eq(validate("schema", ADD_PARAMS, args, why, sizeof why), 0, "%s", why);
-        const char *once = strstr(b.p, "\"name\":\"calc\"");
-        cr_assert(once && !strstr(once + 1, "\"name\":\"calc\""), "not one call: %s", b.p);
-        free(b.p);
+        const char *once = strstr(a.body, "\"name\":\"calc\"");
+        cr_assert(once && !strstr(once + 1, "\"name\":\"calc\""), "not one call: %s", a.body);
+        oai_answer_free(&a);
     }
     fixture_finish(&f);
 }
@@ -399,11 +330,11 @@ Test(structured, a_large_body_gets_the_same_forced_call, .timeout = 120) {
         char *body = malloc(cap);
         cr_assert(body);
         snprintf(body, cap, fmt, large ? pad : "", ADD_PARAMS);
-        buf b = {0};
-        cr_assert_eq(post(f.port, "/v1/chat/completions", body, &b), 200, "%s", b.p);
-        first_call(&b, false, name[large], args[large], finish[large]);
-        cr_assert_str_eq(finish[large], "tool_calls", "%s", b.p);
-        free(b.p);
+        oai_answer a;
+        cr_assert_eq(oai_post(f.port, "/v1/chat/completions", body, &a), 200, "%s", a.body);
+        first_call(&a, false, name[large], args[large], finish[large]);
+        cr_assert_str_eq(finish[large], "tool_calls", "%s", a.body);
+        oai_answer_free(&a);
         free(body);
     }
     cr_assert_str_eq(name[1], name[0]);
@@ -429,13 +360,10 @@ Test(structured, a_large_body_gets_the_same_forced_call, .timeout = 120) {
 static long prompt_tokens(int port, const char *messages) {
     char body[4096];
     snprintf(body, sizeof body, "{\"messages\":%s,\"max_tokens\":1,\"temperature\":0}", messages);
-    buf b = {0};
-    cr_assert_eq(post(port, "/v1/chat/completions", body, &b), 200, "%s", b.p);
-    json_t *j = json_loads(b.p, 0, NULL);
-    long n =
-        (long)json_integer_value(json_object_get(json_object_get(j, "usage"), "prompt_tokens"));
-    json_decref(j);
-    free(b.p);
+    oai_answer a;
+    cr_assert_eq(oai_post(port, "/v1/chat/completions", body, &a), 200, "%s", a.body);
+    long n = (long)json_integer_value(json_object_get(a.usage, "prompt_tokens"));
+    oai_answer_free(&a);
     return n;
 }
 
@@ -491,24 +419,20 @@ Test(structured, auto_tool_choice_streams_plain_answers_as_they_come, .timeout =
                       "\"name\":\"f\"}}],\"stream\":%s}";
     char body[512];
     snprintf(body, sizeof body, req, "false");
-    buf whole = {0}, streamed = {0};
-    cr_assert_eq(post(f.port, "/v1/chat/completions", body, &whole), 200, "%s", whole.p);
+    oai_answer whole, streamed;
+    cr_assert_eq(oai_post(f.port, "/v1/chat/completions", body, &whole), 200, "%s", whole.body);
     snprintf(body, sizeof body, req, "true");
-    cr_assert_eq(post(f.port, "/v1/chat/completions", body, &streamed), 200, "%s", streamed.p);
-    char f1[32], f2[32];
-    char *a = answer(&whole, true, false, f1, sizeof f1);
-    char *b = answer(&streamed, true, true, f2, sizeof f2);
-    cr_assert_str_eq(a, b);
-    cr_assert_str_eq(f1, f2);
-    cr_assert_str_eq(f1, "length");
+    cr_assert_eq(oai_post(f.port, "/v1/chat/completions", body, &streamed), 200, "%s",
+                 streamed.body);
+    cr_assert_str_eq(whole.choice[0].content, streamed.choice[0].content);
+    cr_assert_str_eq(whole.choice[0].finish, streamed.choice[0].finish);
+    cr_assert_str_eq(whole.choice[0].finish, "length");
     int chunks = 0;
-    for (const char *p = streamed.p; (p = strstr(p, "\"content\":\"")); p++)
+    for (const char *p = streamed.body; (p = strstr(p, "\"content\":\"")); p++)
         chunks++;
     cr_assert_gt(chunks, 10, "content came in %d chunks", chunks);
-    cr_assert_null(strstr(whole.p, "tool_calls"));
-    free(a);
-    free(b);
-    free(whole.p);
-    free(streamed.p);
+    cr_assert_null(strstr(whole.body, "tool_calls"));
+    oai_answer_free(&whole);
+    oai_answer_free(&streamed);
     fixture_finish(&f);
 }

@@ -18,6 +18,8 @@
 #include "engine/forward.h"
 #include "model/model_make.h"
 #include "support/engine_env.h"
+#include "support/llama_ref.h"
+#include "support/test_data.h"
 
 #define WINDOW 8 /* the tiny preset's */
 
@@ -62,21 +64,8 @@ static kv_cache *make_pool(const llama_model *m, uint32_t block_tokens, bool spl
     return kv;
 }
 
-static size_t ids_of(json_t *arr, int32_t *out, size_t cap) {
-    size_t n = json_array_size(arr);
-    cr_assert_leq(n, cap);
-    for (size_t i = 0; i < n; i++)
-        out[i] = (int32_t)json_integer_value(json_array_get(arr, i));
-    return n;
-}
-
 static json_t *load_cases(const char *arch) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/tests/data/%s/reference.json", TPS_SOURCE_DIR, arch);
-    json_error_t je;
-    json_t *j = json_load_file(p, 0, &je);
-    cr_assert_not_null(j, "%s: %s", p, je.text);
-    return j;
+    return test_json_load("%s/tests/data/%s/reference.json", TPS_SOURCE_DIR, arch);
 }
 
 static int argmax(const float *x, size_t n) {
@@ -107,8 +96,8 @@ static void check_teacher_forced(const char *arch, uint32_t bt) {
     for (size_t ci = 0; ci < json_array_size(cases); ci++) {
         json_t *cs = json_array_get(cases, ci);
         int32_t prompt[64], gen[32];
-        size_t np = ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
-        size_t ng = ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
+        size_t np = ref_ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
+        size_t ng = ref_ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
         int32_t toks[96];
         memcpy(toks, prompt, np * sizeof *toks);
         memcpy(toks + np, gen, ng * sizeof *toks);
@@ -228,14 +217,8 @@ Test(swa_kv, prefix_reuse_stops_where_the_window_s_local_blocks_are_gone) {
 /* ---- through the engine ------------------------------------------------- */
 
 static uint64_t submit(engine *e, const int32_t *p, size_t n, uint32_t max_tokens, result *res) {
-    engine_request rq = {.prompt = p, .n_prompt = n, .max_tokens = max_tokens, .user = res};
-    sampler_params_default(&rq.sampling);
-    rq.sampling.temperature = 0;
-    rq.sampling.ignore_eos = true;
-    uint64_t id;
-    tps_err err = {0};
-    cr_assert_eq(engine_submit(e, &rq, &id, &err), 0, "%s", err.msg);
-    return id;
+    engine_request rq = env_greedy_request(p, n, max_tokens, res);
+    return env_submit(e, &rq);
 }
 
 /* The engine's greedy tokens equal llama.cpp's for the reference prompts;
@@ -256,8 +239,8 @@ static void check_engine(const char *arch) {
     for (size_t ci = 0; ci < json_array_size(cases); ci++) {
         int32_t prompt[64], gen[32];
         json_t *cs = json_array_get(cases, ci);
-        size_t np = ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
-        size_t ng = ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
+        size_t np = ref_ids_of(json_object_get(cs, "prompt_ids"), prompt, 64);
+        size_t ng = ref_ids_of(json_object_get(cs, "greedy_ids"), gen, 32);
         result r = {0};
         submit(e, prompt, np, (uint32_t)ng, &r);
         drain(e, 1);

@@ -651,15 +651,14 @@ static ssize_t tmp_watch_write(void *cookie, const char *buf, size_t n) {
 Test(sweep, points_run_the_bench_spec_in_memory_without_temp_files, .timeout = 60) {
     fake_server srv = {.mode = FAKE_OK, .tokens = 5, .gap_ms = 2};
     cr_assert_eq(fake_start(&srv), 0);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", srv.port);
     tps_err e = {{0}};
     bench_spec base;
     bench_spec_init(&base);
     base.cfg.requests = 4;
     cr_assert_eq(load_dist_parse(&base.wo.input_len, "8", &e), 0);
     cr_assert_eq(load_dist_parse(&base.wo.output_len, "5", &e), 0);
-    sweep_opts o = {.url = url, .base = &base, .serve_wait_s = 10}; /* no bench callback, no argv */
+    sweep_opts o = {
+        .url = srv.url, .base = &base, .serve_wait_s = 10}; /* no bench callback, no argv */
     cr_assert_eq(sweep_list_parse(&o.axis[SWEEP_CONCURRENCY], "1,2", &e), 0);
     cookie_io_functions_t io = {.write = tmp_watch_write};
     max_tmp_dirs = 0;

@@ -7,17 +7,19 @@
  * (tests/data/vocab/README.md). */
 #include <criterion/criterion.h>
 #include <jansson.h>
-#include <libgen.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/file_read.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "model/tokenizer_stream.h"
 #include "support/npm_vocab.h"
+#include "support/test_data.h"
 #include "support/vocab_make.h"
 
 #define SPM_VOCAB  "models/vocab/ggml-vocab-llama-spm.gguf"
@@ -61,17 +63,8 @@ static tokenizer *load(const char *rel) {
 }
 
 static char *read_file(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    cr_assert(fp, "cannot open %s", path);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    cr_assert(buf);
-    cr_assert_eq(fread(buf, 1, (size_t)n, fp), (size_t)n);
-    buf[n] = 0;
-    fclose(fp);
-    *len = (size_t)n;
+    char *buf;
+    cr_assert_eq(tps_read_file(path, SIZE_MAX - 2, &buf, len), 0, "cannot read %s", path);
     return buf;
 }
 

@@ -81,3 +81,10 @@ void bench_wait_kv_warm(struct engine *e) {
         engine_get_stats(e, &st);
     }
 }
+
+void bench_engine_params(engine_params *ep, const bench_model *l, int threads) {
+    engine_params_default(ep);
+    ep->model = l->m;
+    ep->tok = l->tok;
+    ep->n_threads = threads;
+}

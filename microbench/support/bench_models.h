@@ -1,6 +1,7 @@
 /* What the engine benchmarks share (benchmarks only): a preset model made
  * on first use in TPS_BENCH_DIR, loading it with its tokenizer, seeded
- * prompts of token ids, and waiting for a new engine's KV pool. */
+ * prompts of token ids, an engine's parameters for a loaded model, and
+ * waiting for a new engine's KV pool. */
 #ifndef TPS_BENCH_MODELS_H
 #define TPS_BENCH_MODELS_H
 
@@ -39,5 +40,9 @@ void bench_prompt(int32_t *ids, size_t n, uint32_t vocab, uint32_t seed);
  * its part, times runs after a warm-up on a cleared cache). */
 struct engine;
 void bench_wait_kv_warm(struct engine *e);
+/* The engine's defaults, serving l's model and tokenizer on `threads`
+ * kernel threads. */
+struct engine_params;
+void bench_engine_params(struct engine_params *ep, const bench_model *l, int threads);
 
 #endif

@@ -125,9 +125,7 @@ static int slo_arg(void *dst, const char *v, char *why, size_t cap) {
 /* N, uniform:A:B or normal:MU:SD, by the bench library's parser. */
 static int dist_arg(void *dst, const char *v, char *why, size_t cap) {
     tps_err e = {{0}};
-    if (!load_dist_parse(dst, v, &e)) return 0;
-    snprintf(why, cap, "%s", e.msg);
-    return -1;
+    return opt_err_why(load_dist_parse(dst, v, &e), &e, why, cap);
 }
 
 static int prefix_dist_arg(void *dst, const char *v, char *why, size_t cap) {

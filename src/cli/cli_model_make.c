@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "base/sbuf.h"
+#include "base/file_read.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
 #include "kernels/quant.h"
@@ -51,19 +51,8 @@ static const opt_row make_rows[] = {
 
 /* A whole text file (at most 16 MiB), NUL-terminated; NULL on failure. */
 static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    sbuf b;
-    sbuf_init(&b);
-    char chunk[8192];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len <= (16u << 20))
-        sbuf_add(&b, chunk, n);
-    bool bad = ferror(f) || b.len > (16u << 20) || sbuf_failed(&b);
-    fclose(f);
-    sbuf_adds(&b, "");
-    if (bad) sbuf_free(&b);
-    return bad ? NULL : b.p;
+    char *text;
+    return tps_read_file(path, 16u << 20, &text, NULL) ? NULL : text;
 }
 
 static void presets(FILE *out) {

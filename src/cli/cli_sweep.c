@@ -26,9 +26,7 @@ typedef struct sweep_cli {
 
 static int axis_arg(void *dst, const char *v, char *why, size_t cap) {
     tps_err e = {{0}};
-    if (!sweep_list_parse(dst, v, &e)) return 0;
-    snprintf(why, cap, "%s", e.msg);
-    return -1;
+    return opt_err_why(sweep_list_parse(dst, v, &e), &e, why, cap);
 }
 
 static int csv_arg(void *dst, const char *v, char *why, size_t cap) {

@@ -332,3 +332,9 @@ void opt_print_help(FILE *out, const opt_cmd *c) {
     if (c->after) fputs(c->after, out);
     if (c->epilogue) c->epilogue(out);
 }
+
+int opt_err_why(int rc, const tps_err *e, char *why, size_t cap) {
+    if (!rc) return 0;
+    snprintf(why, cap, "%s", e->msg);
+    return -1;
+}

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "base/error.h"
+
 typedef enum opt_kind {
     OPT_END = 0,  /* ends a table */
     OPT_HEADING,  /* not an option: help is printed as a section heading or paragraph */
@@ -68,6 +70,9 @@ typedef struct opt_list {
 /* A custom value: 0, or -1 with what was expected written to why
  * ("expected A:B seconds"); the parser names the flag and the value. */
 typedef int (*opt_parse_fn)(void *dst, const char *value, char *why, size_t cap);
+/* An opt_parse_fn's answer from a library parser that reports in a tps_err:
+ * rc its return (0: parsed), e's message into why when it failed. */
+int opt_err_why(int rc, const tps_err *e, char *why, size_t cap);
 
 typedef struct opt_row {
     const char *name;  /* "--url", or a short-only "-v" */

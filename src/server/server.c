@@ -21,6 +21,7 @@
 #include <event2/thread.h>
 
 #include "base/clock.h"
+#include "base/file_read.h"
 
 void server_config_default(server_config *c) {
     memset(c, 0, sizeof *c);
@@ -326,24 +327,17 @@ static const char *basename_of(const char *p) {
 
 /* --chat-template-file FILE: its text compiled as the template. */
 static int template_from_file(server *s, tps_err *err) {
-    FILE *f = fopen(s->chat_template_file, "rb");
-    if (!f)
+    char *text;
+    size_t n;
+    int rc = tps_read_file(s->chat_template_file, (64u << 20) - 1, &text, &n);
+    if (rc == TPS_ENOENT)
         return tps_fail(err, TPS_EIO, "--chat-template-file %s: cannot open it",
                         s->chat_template_file);
-    sbuf b;
-    sbuf_init(&b);
-    char chunk[8192];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (64u << 20))
-        sbuf_add(&b, chunk, n);
-    bool bad = ferror(f) || b.len >= (64u << 20);
-    fclose(f);
-    int rc =
-        bad ? tps_fail(err, TPS_EIO, "--chat-template-file %s: cannot read it (or over 64 MiB)",
-                       s->chat_template_file)
-            : chat_prompt_init(&s->prompt, b.p ? b.p : "", b.len, NULL, 0, CHAT_SRC_FILE,
-                               s->chat_template_file, err);
-    sbuf_free(&b);
+    if (rc)
+        return tps_fail(err, TPS_EIO, "--chat-template-file %s: cannot read it (or over 64 MiB)",
+                        s->chat_template_file);
+    rc = chat_prompt_init(&s->prompt, text, n, NULL, 0, CHAT_SRC_FILE, s->chat_template_file, err);
+    free(text);
     return rc;
 }
 

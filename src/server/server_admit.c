@@ -234,19 +234,22 @@ void server_conn_slot_free(conn_slot *c) {
     free(c);
 }
 
-/* Drops the slots of connections evhttp has freed: until then our
- * reference keeps their sockets open. */
+bool server_conn_released(const conn_slot *c) {
+    bufferevent_data_cb rd = NULL;
+    bufferevent_event_cb ev = NULL;
+    bufferevent_getcb(c->bev, &rd, NULL, &ev, NULL);
+    return !rd && !ev;
+}
+
+/* The sweep's first part alone: drops the slots of connections evhttp has
+ * freed (until then our reference keeps their sockets open). */
 static void reap(server *s) {
     size_t k = 0;
     for (size_t i = 0; i < s->n_conns; i++) {
-        conn_slot *c = s->conns[i];
-        bufferevent_data_cb rd = NULL;
-        bufferevent_event_cb ev = NULL;
-        bufferevent_getcb(c->bev, &rd, NULL, &ev, NULL);
-        if (!rd && !ev)
-            server_conn_slot_free(c);
+        if (server_conn_released(s->conns[i]))
+            server_conn_slot_free(s->conns[i]);
         else
-            s->conns[k++] = c;
+            s->conns[k++] = s->conns[i];
     }
     s->n_conns = k;
 }

@@ -185,10 +185,7 @@ void server_conns_sweep(server *s, bool all) {
     size_t k = 0;
     for (size_t i = 0; i < s->n_conns; i++) {
         conn_slot *c = s->conns[i];
-        bufferevent_data_cb rd = NULL;
-        bufferevent_event_cb ev = NULL;
-        bufferevent_getcb(c->bev, &rd, NULL, &ev, NULL);
-        if (all || (!rd && !ev)) { /* evhttp freed it: drop our reference */
+        if (all || server_conn_released(c)) { /* drop our reference */
             server_conn_slot_free(c);
             continue;
         }

@@ -335,6 +335,11 @@ conn_slot *server_conn_of(server *s, struct evhttp_request *req);
  * the answer is written, so that a client's half-close (an EOF) does not
  * make evhttp drop the connection; NULL is ignored. */
 void server_conn_guard(conn_slot *c);
+/* evhttp has freed c's connection (its callbacks are gone): only our slot's
+ * reference keeps the socket open. */
+bool server_conn_released(const conn_slot *c);
+/* Drops freed connections' slots (all: every slot) and enforces the
+ * header, request and close deadlines of the rest. */
 void server_conns_sweep(server *s, bool all);
 bool server_conns_output_pending(server *s);
 uint32_t server_conns_open(server *s);

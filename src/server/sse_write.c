@@ -26,13 +26,18 @@ void sse_timings_json(sbuf *b, const engine_timings *t) {
                 (long long)(int64_t)t->seed);
 }
 
-static void head(sbuf *b, const sse_meta *m) {
+/* The fields every response object opens with; a chat one's object is
+ * chat_object, a completion's "text_completion" (streamed or not). */
+static void open_object(sbuf *b, const sse_meta *m, const char *chat_object) {
     sbuf_adds(b, "{\"id\":");
     sbuf_json_str(b, m->id, strlen(m->id));
-    sbuf_adds(b, m->kind == OAI_CHAT ? ",\"object\":\"chat.completion.chunk\""
-                                     : ",\"object\":\"text_completion\"");
+    sbuf_printf(b, ",\"object\":\"%s\"", m->kind == OAI_CHAT ? chat_object : "text_completion");
     sbuf_printf(b, ",\"created\":%lld,\"model\":", (long long)m->created);
     sbuf_json_str(b, m->model, strlen(m->model));
+}
+
+static void head(sbuf *b, const sse_meta *m) {
+    open_object(b, m, "chat.completion.chunk");
 }
 
 void sse_chunk_role(sbuf *b, const sse_meta *m, uint32_t index) {
@@ -163,6 +168,16 @@ void sse_logprobs_json(sbuf *b, oai_kind kind, const tokenizer *tok, const sse_l
         completion_logprobs(b, tok, recs, n);
 }
 
+/* ,"logprobs": and lp's n records, or null without them. */
+static void logprobs_field(sbuf *b, oai_kind kind, const tokenizer *tok, const sse_lp *lp,
+                           size_t n) {
+    sbuf_adds(b, ",\"logprobs\":");
+    if (lp)
+        sse_logprobs_json(b, kind, tok, lp, n);
+    else
+        sbuf_adds(b, "null");
+}
+
 /* A token's chunk; chat's delta carries the text as `field`. */
 static void chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *field,
                        const char *text, size_t n, int32_t token, const sse_lp *lp,
@@ -181,11 +196,7 @@ static void chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *f
     } else {
         sbuf_adds(b, ",\"text\":");
         sbuf_json_str(b, text, n);
-        sbuf_adds(b, ",\"logprobs\":");
-        if (lp)
-            sse_logprobs_json(b, m->kind, tok, lp, 1);
-        else
-            sbuf_adds(b, "null");
+        logprobs_field(b, m->kind, tok, lp, 1);
     }
     if (token >= 0) sbuf_printf(b, ",\"token_ids\":[%d]", token);
     sbuf_adds(b, ",\"finish_reason\":null}]}\n\n");
@@ -296,11 +307,8 @@ void sse_body_choice_tool_calls(sbuf *b, const sse_meta *m, uint32_t index, cons
         call_json(b, id, &calls[k], true);
         sbuf_adds(b, "}");
     }
-    sbuf_adds(b, "]},\"logprobs\":");
-    if (lp)
-        sse_logprobs_json(b, m->kind, tok, lp, n_lp);
-    else
-        sbuf_adds(b, "null");
+    sbuf_adds(b, "]}");
+    logprobs_field(b, m->kind, tok, lp, n_lp);
     sbuf_adds(b, ",\"finish_reason\":\"tool_calls\"}");
 }
 
@@ -315,12 +323,7 @@ void sse_done(sbuf *b) {
 }
 
 void sse_body_open(sbuf *b, const sse_meta *m) {
-    sbuf_adds(b, "{\"id\":");
-    sbuf_json_str(b, m->id, strlen(m->id));
-    sbuf_adds(b, m->kind == OAI_CHAT ? ",\"object\":\"chat.completion\""
-                                     : ",\"object\":\"text_completion\"");
-    sbuf_printf(b, ",\"created\":%lld,\"model\":", (long long)m->created);
-    sbuf_json_str(b, m->model, strlen(m->model));
+    open_object(b, m, "chat.completion");
     sbuf_adds(b, ",\"choices\":[");
 }
 
@@ -337,11 +340,7 @@ void sse_body_choice(sbuf *b, const sse_meta *m, uint32_t index, const char *tex
         sbuf_adds(b, ",\"text\":");
         sbuf_json_str(b, text, n);
     }
-    sbuf_adds(b, ",\"logprobs\":");
-    if (lp)
-        sse_logprobs_json(b, m->kind, tok, lp, n_lp);
-    else
-        sbuf_adds(b, "null");
+    logprobs_field(b, m->kind, tok, lp, n_lp);
     sbuf_adds(b, ",\"finish_reason\":");
     sbuf_json_str(b, finish_reason, strlen(finish_reason));
     sbuf_adds(b, "}");

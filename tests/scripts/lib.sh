@@ -12,6 +12,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+. "$root/scripts/listen-lib.sh" # listen_url
 fail() {
   echo "FAIL: $*" >&2
   exit 1
@@ -32,13 +33,7 @@ serve_one() { # starts one replica of the tiny model; sets serve_url
   "$tps" serve -m "$tmp/tiny.gguf" --host 127.0.0.1 --port 0 --threads 1 >"$tmp/serve.log" 2>&1 &
   local pid=$!
   cleanups+=("kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null")
-  serve_url=
-  for _ in $(seq 1 600); do
-    serve_url=$(sed -n 's/.*listening on \(http:\/\/127\.0\.0\.1:[0-9]*\).*/\1/p' "$tmp/serve.log" | head -1)
-    [ -n "$serve_url" ] && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.1
-  done
+  serve_url=$(listen_url "$tmp/serve.log" $pid 600)
   [ -n "$serve_url" ] || fail "tps serve did not start: $(tail -3 "$tmp/serve.log")"
   for _ in $(seq 1 600); do
     [ "$(curl -s -o /dev/null -w '%{http_code}' "$serve_url/health")" = 200 ] && return 0

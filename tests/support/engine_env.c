@@ -53,6 +53,22 @@ engine *env_engine(env *v, uint32_t max_seqs, uint32_t max_batch, uint32_t kv_to
     return e;
 }
 
+engine_request env_greedy_request(const int32_t *prompt, size_t n, uint32_t max_tokens,
+                                  void *user) {
+    engine_request rq = {.prompt = prompt, .n_prompt = n, .max_tokens = max_tokens, .user = user};
+    sampler_params_default(&rq.sampling);
+    rq.sampling.temperature = 0;
+    rq.sampling.ignore_eos = true;
+    return rq;
+}
+
+uint64_t env_submit(engine *e, const engine_request *rq) {
+    uint64_t id;
+    tps_err err = {0};
+    cr_assert_eq(engine_submit(e, rq, &id, &err), 0, "%s", err.msg);
+    return id;
+}
+
 void drain(engine *e, int want) {
     engine_event ev[64];
     int done = 0;

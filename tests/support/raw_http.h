@@ -14,7 +14,8 @@ uint64_t raw_now_ms(void);
  * loopback address works as a distinct client), else from the default
  * address. -1 with errno when it fails. */
 int raw_connect(int port, int from);
-/* All n bytes, or false when the peer is gone. */
+/* All n bytes (retrying when a signal interrupts), or false when the peer
+ * is gone. */
 bool raw_send_all(int fd, const char *p, size_t n);
 /* Reads until the peer closes, cap-1 bytes or timeout_ms; NUL-terminates
  * (a NUL inside stops string functions early: fine for these replies).

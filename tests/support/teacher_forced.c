@@ -3,9 +3,13 @@
 
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/forward.h"
+#include "model/model_make.h"
 
 typedef struct runner {
     llama_model *m;
@@ -76,4 +80,41 @@ double teacher_forced_error(const char *f32_path, const char *q_path, uint32_t s
     runner_close(&a);
     runner_close(&b);
     return worst;
+}
+
+void test_model_make(const char *path, const model_preset *pre, uint32_t type, uint64_t seed) {
+    model_make_opts o = {.preset = pre, .type = type, .seed = seed, .out_path = path};
+    tps_err e = {0};
+    cr_assert_eq(model_make(&o, &e), 0, "%s", e.msg);
+}
+
+llama_model *test_model_made(char *tmpl, const model_preset *pre, uint32_t type, uint64_t seed) {
+    int fd = mkstemp(tmpl);
+    cr_assert_geq(fd, 0, "%s", tmpl);
+    close(fd);
+    test_model_make(tmpl, pre, type, seed);
+    llama_model *m;
+    tps_err e = {0};
+    cr_assert_eq(llama_model_load(&m, tmpl, &e), 0, "%s", e.msg);
+    return m;
+}
+
+static void make_into(const char *dir, const model_preset *pre, uint64_t seed, uint32_t type,
+                      char *path, size_t cap) {
+    snprintf(path, cap, "%s/%u.gguf", dir, type);
+    test_model_make(path, pre, type, seed);
+}
+
+void teacher_forced_errors(const model_preset *pre, uint64_t seed, const uint32_t *types, size_t n,
+                           uint32_t steps, double *err) {
+    char dir[] = "/tmp/tps-quant-XXXXXX", f32[64], q[64];
+    cr_assert_not_null(mkdtemp(dir));
+    make_into(dir, pre, seed, GGML_TYPE_F32, f32, sizeof f32);
+    for (size_t i = 0; i < n; i++) {
+        make_into(dir, pre, seed, types[i], q, sizeof q);
+        err[i] = teacher_forced_error(f32, q, steps);
+        unlink(q);
+    }
+    unlink(f32);
+    rmdir(dir);
 }

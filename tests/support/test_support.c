@@ -1,10 +1,12 @@
 /* Implementation of tests/support/test_support.h. */
 #include "support/test_support.h"
 
+#include "base/file_read.h"
 #include "base/grow.h"
 
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,22 +32,8 @@ bool shared_has(const char *rel) {
 }
 
 char *read_file_all(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, fp) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(fp);
-    if (buf) {
-        buf[n] = 0;
-        if (len) *len = (size_t)n;
-    }
-    return buf;
+    char *buf;
+    return tps_read_file(path, SIZE_MAX - 2, &buf, len) ? NULL : buf;
 }
 
 int run_tps(const char *args, bool merge_stderr, char **out) {

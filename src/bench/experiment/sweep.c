@@ -107,24 +107,46 @@ static void base_of(char *out, size_t cap, const char *url) {
 
 /* ---- /metrics ----------------------------------------------------------------------------- */
 
+/* Every field of sweep_counters once: the series it is scraped from, its key
+ * in a point's server_metrics (in the order written), and how it is
+ * written: a counter as its change over the point, a gauge as its last
+ * value, the experts' three only for a mixture-of-experts model, busy as
+ * `true` when set. */
+enum { CK_COUNTER, CK_GAUGE, CK_MOE_COUNTER, CK_MOE_GAUGE, CK_FLAG };
+static const struct {
+    const char *series, *key;
+    size_t off;
+    int kind;
+} K[] = {
+    {"tps_steps_total", "steps", offsetof(sweep_counters, steps), CK_COUNTER},
+    {"tps_prompt_tokens_total", "prompt_tokens", offsetof(sweep_counters, prompt_tokens),
+     CK_COUNTER},
+    {"tps_generation_tokens_total", "generation_tokens",
+     offsetof(sweep_counters, generation_tokens), CK_COUNTER},
+    {"tps_preemptions_total", "preemptions", offsetof(sweep_counters, preemptions), CK_COUNTER},
+    {"tps_weight_bytes_read_total", "weight_bytes", offsetof(sweep_counters, weight_bytes),
+     CK_COUNTER},
+    {"tps_kv_bytes_read_total", "kv_bytes", offsetof(sweep_counters, kv_bytes), CK_COUNTER},
+    {"tps_step_seconds_total", "step_seconds", offsetof(sweep_counters, step_seconds), CK_COUNTER},
+    {"tps_machine_read_bandwidth_bytes_per_second", "machine_read_bps",
+     offsetof(sweep_counters, machine_read_bps), CK_GAUGE},
+    {"tps_experts_run_total", "experts", offsetof(sweep_counters, experts), CK_MOE_COUNTER},
+    {"tps_model_experts", "model_experts", offsetof(sweep_counters, model_experts), CK_MOE_GAUGE},
+    {"tps_model_layers", "model_layers", offsetof(sweep_counters, model_layers), CK_MOE_GAUGE},
+    {"tps_machine_limits_busy", "machine_limits_busy", offsetof(sweep_counters, machine_busy),
+     CK_FLAG},
+};
+#define K_N (sizeof K / sizeof K[0])
+
+static double *field(sweep_counters *c, size_t k) {
+    return (double *)((char *)c + K[k].off);
+}
+
+static double field_of(const sweep_counters *c, size_t k) {
+    return *(const double *)((const char *)c + K[k].off);
+}
+
 int sweep_parse_metrics(sweep_counters *c, const char *text, tps_err *e) {
-    static const struct {
-        const char *name;
-        size_t off;
-    } K[] = {
-        {"tps_steps_total", offsetof(sweep_counters, steps)},
-        {"tps_prompt_tokens_total", offsetof(sweep_counters, prompt_tokens)},
-        {"tps_generation_tokens_total", offsetof(sweep_counters, generation_tokens)},
-        {"tps_preemptions_total", offsetof(sweep_counters, preemptions)},
-        {"tps_weight_bytes_read_total", offsetof(sweep_counters, weight_bytes)},
-        {"tps_kv_bytes_read_total", offsetof(sweep_counters, kv_bytes)},
-        {"tps_step_seconds_total", offsetof(sweep_counters, step_seconds)},
-        {"tps_machine_read_bandwidth_bytes_per_second", offsetof(sweep_counters, machine_read_bps)},
-        {"tps_experts_run_total", offsetof(sweep_counters, experts)},
-        {"tps_model_experts", offsetof(sweep_counters, model_experts)},
-        {"tps_model_layers", offsetof(sweep_counters, model_layers)},
-        {"tps_machine_limits_busy", offsetof(sweep_counters, machine_busy)},
-    };
     memset(c, 0, sizeof *c);
     bool steps = false;
     const char *p = text;
@@ -132,13 +154,13 @@ int sweep_parse_metrics(sweep_counters *c, const char *text, tps_err *e) {
         const char *nl = strchr(p, '\n');
         size_t len = nl ? (size_t)(nl - p) : strlen(p);
         if (*p != '#') {
-            for (size_t k = 0; k < sizeof K / sizeof K[0]; k++) {
-                size_t kn = strlen(K[k].name);
-                if (len > kn && !strncmp(p, K[k].name, kn) && (p[kn] == ' ' || p[kn] == '{')) {
+            for (size_t k = 0; k < K_N; k++) {
+                size_t kn = strlen(K[k].series);
+                if (len > kn && !strncmp(p, K[k].series, kn) && (p[kn] == ' ' || p[kn] == '{')) {
                     const char *v = memchr(p + kn, ' ', len - kn);
                     if (!v) continue;
                     double x = strtod(v + 1, NULL);
-                    if (isfinite(x)) *(double *)((char *)c + K[k].off) += x; /* sum of labels */
+                    if (isfinite(x)) *field(c, k) += x; /* sum of labels */
                     if (k == 0) steps = true;
                 }
             }
@@ -162,20 +184,30 @@ int sweep_scrape(sweep_counters *c, const char *base_url, tps_err *e) {
 
 /* The server's counters over a point (c1 - c0) and its gauges (c1's). */
 static json_t *counters_json(const sweep_counters *c0, const sweep_counters *c1) {
-    json_t *m = json_pack(
-        "{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "steps", c1->steps - c0->steps, "prompt_tokens",
-        c1->prompt_tokens - c0->prompt_tokens, "generation_tokens",
-        c1->generation_tokens - c0->generation_tokens, "preemptions",
-        c1->preemptions - c0->preemptions, "weight_bytes", c1->weight_bytes - c0->weight_bytes,
-        "kv_bytes", c1->kv_bytes - c0->kv_bytes, "step_seconds",
-        c1->step_seconds - c0->step_seconds, "machine_read_bps", c1->machine_read_bps);
-    if (m && c1->model_experts > 0) {
-        json_object_set_new(m, "experts", json_real(c1->experts - c0->experts));
-        json_object_set_new(m, "model_experts", json_real(c1->model_experts));
-        json_object_set_new(m, "model_layers", json_real(c1->model_layers));
+    json_t *m = json_object();
+    for (size_t k = 0; m && k < K_N; k++) {
+        double v1 = field_of(c1, k), d = v1 - field_of(c0, k);
+        switch (K[k].kind) {
+        case CK_FLAG:
+            if (v1 > 0) json_object_set_new(m, K[k].key, json_true());
+            break;
+        case CK_MOE_COUNTER:
+        case CK_MOE_GAUGE:
+            if (!(c1->model_experts > 0)) break;
+            json_object_set_new(m, K[k].key, json_real(K[k].kind == CK_MOE_GAUGE ? v1 : d));
+            break;
+        default:
+            json_object_set_new(m, K[k].key, json_real(K[k].kind == CK_GAUGE ? v1 : d));
+        }
     }
-    if (m && c1->machine_busy > 0) json_object_set_new(m, "machine_limits_busy", json_true());
     return m;
+}
+
+void sweep_counters_read(sweep_counters *c, const json_t *m) {
+    for (size_t k = 0; k < K_N; k++) {
+        json_t *v = json_object_get(m, K[k].key);
+        *field(c, k) = K[k].kind == CK_FLAG ? json_is_true(v) : json_number_value(v);
+    }
 }
 
 /* ---- a local tps serve ---------------------------------------------------------------------- */

@@ -127,5 +127,8 @@ typedef struct sweep_counters {
 int sweep_scrape(sweep_counters *c, const char *base_url, tps_err *e);
 /* Parses Prometheus text (the tps: counters); TPS_ENOENT when steps_total is absent. */
 int sweep_parse_metrics(sweep_counters *c, const char *text, tps_err *e);
+/* Every field from a point's server_metrics object as the sweep wrote it
+ * (an absent key: 0). */
+void sweep_counters_read(sweep_counters *c, const json_t *m);
 
 #endif

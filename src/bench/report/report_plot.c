@@ -120,6 +120,12 @@ static double best_tps(const bench_result *r) {
 }
 
 /* $gG: x  "xlabel"  steady  run  ttft50 ttft99 itl50 itl99 best_tps */
+/* Group g's label, quoted for a gnuplot string. */
+static void group_label_gp(const rset *s, size_t g, char *gl, size_t cap) {
+    rset_group_label(s, g, gl, cap);
+    rplot_gp_str(gl, cap, gl);
+}
+
 static void curve_blocks(FILE *f, const rset *s) {
     for (size_t g = 0; g < s->ngroups; g++) {
         fprintf(f, "$g%zu << EOD\n", g);
@@ -157,8 +163,7 @@ static int plot_throughput(rplot_list *l, const rset *s, const char *dir, tps_er
             "window)'\nset ylabel 'output tok/s'\nset yrange [0:*]\nplot ",
             s->xname);
     for (size_t g = 0; g < s->ngroups; g++) {
-        rset_group_label(s, g, gl, sizeof gl);
-        rplot_gp_str(gl, sizeof gl, gl);
+        group_label_gp(s, g, gl, sizeof gl);
         fprintf(f,
                 "%s$g%zu using 1:3:xtic(2) with linespoints lw 2 pt 7 ps 1.2 lc %zu title "
                 "\"%s [steady]\", $g%zu using 1:4 with linespoints lw 1 dt 2 pt 6 lc %zu title "
@@ -170,8 +175,7 @@ static int plot_throughput(rplot_list *l, const rset *s, const char *dir, tps_er
     static const char *const names[4] = {"TTFT p50", "TTFT p99", "ITL p50", "ITL p99"};
     static const int pts[4] = {7, 7, 5, 5};
     for (size_t g = 0; g < s->ngroups; g++) {
-        rset_group_label(s, g, gl, sizeof gl);
-        rplot_gp_str(gl, sizeof gl, gl);
+        group_label_gp(s, g, gl, sizeof gl);
         for (int m = 0; m < 4; m++)
             fprintf(f,
                     "%s$g%zu using 1:%d:xtic(2) with linespoints lw 2 dt %zu pt %d lc %d title "
@@ -203,8 +207,7 @@ static int plot_latency_throughput(rplot_list *l, const rset *s, const char *dir
             "scale)'\nset xrange [0:*]\nset logscale y\nplot ",
             s->xname);
     for (size_t g = 0; g < s->ngroups; g++) {
-        rset_group_label(s, g, gl, sizeof gl);
-        rplot_gp_str(gl, sizeof gl, gl);
+        group_label_gp(s, g, gl, sizeof gl);
         fprintf(f,
                 "%s$g%zu using 9:8 with linespoints lw 2 pt 7 ps 1.2 lc %zu title \"%s\", $g%zu "
                 "using 9:8:2 with labels offset 1.2,0.8 tc lt %zu notitle",

@@ -96,18 +96,7 @@ static int add_result(rset *s, const json_t *res, const char *source, const json
         json_t *m = json_object_get(sweep_point, "server_metrics");
         if (json_is_object(m)) {
             p->has_server = true;
-            p->srv.steps = json_number_value(json_object_get(m, "steps"));
-            p->srv.prompt_tokens = json_number_value(json_object_get(m, "prompt_tokens"));
-            p->srv.generation_tokens = json_number_value(json_object_get(m, "generation_tokens"));
-            p->srv.preemptions = json_number_value(json_object_get(m, "preemptions"));
-            p->srv.weight_bytes = json_number_value(json_object_get(m, "weight_bytes"));
-            p->srv.kv_bytes = json_number_value(json_object_get(m, "kv_bytes"));
-            p->srv.step_seconds = json_number_value(json_object_get(m, "step_seconds"));
-            p->srv.machine_read_bps = json_number_value(json_object_get(m, "machine_read_bps"));
-            p->srv.experts = json_number_value(json_object_get(m, "experts"));
-            p->srv.model_experts = json_number_value(json_object_get(m, "model_experts"));
-            p->srv.model_layers = json_number_value(json_object_get(m, "model_layers"));
-            p->srv.machine_busy = json_is_true(json_object_get(m, "machine_limits_busy"));
+            sweep_counters_read(&p->srv, m);
         }
     }
     if (json_is_object(res)) {

@@ -3,12 +3,13 @@
  * (workload_trace.c); reading the file. */
 #include <jansson.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench/workload/dataset.h"
-#include "base/grow.h"
+#include "base/file_read.h"
 #include "bench/workload/workload_internal.h"
 
 /* ShareGPT's max_tokens: the reply's tokens by the loaded tokenizer, else
@@ -183,20 +184,12 @@ int workload_parse_dataset(workload *w, const char *buf, size_t len, const char 
 }
 
 int wl_build_dataset(workload *w, const workload_opts *o, tps_err *e) {
-    FILE *fp = fopen(o->dataset, "rb");
-    if (!fp) return tps_fail(e, TPS_EIO, "cannot open dataset '%s'", o->dataset);
-    size_t cap = 0, len = 0, k;
-    char *buf = NULL;
-    int grown;
-    while (!(grown = TPS_GROW(buf, cap, len + 1, 1 << 16)) &&
-           (k = fread(buf + len, 1, cap - len, fp)) > 0)
-        len += k;
-    fclose(fp);
-    if (grown) {
-        free(buf);
-        return tps_fail(e, TPS_ENOMEM, "cannot read dataset '%s'", o->dataset);
-    }
-    int rc = workload_parse_dataset(w, buf, len, o->dataset, o, e);
+    char *buf;
+    size_t len;
+    int rc = tps_read_file(o->dataset, SIZE_MAX - 2, &buf, &len);
+    if (rc == TPS_ENOENT) return tps_fail(e, TPS_EIO, "cannot open dataset '%s'", o->dataset);
+    if (rc) return tps_fail(e, rc, "cannot read dataset '%s'", o->dataset);
+    rc = workload_parse_dataset(w, buf, len, o->dataset, o, e);
     free(buf);
     return rc;
 }

@@ -1,0 +1,18 @@
+/* The OpenAI request parser (server/openai.h) driven the way the unit tests
+ * drive it: a NUL-terminated body parsed, and a body that must be refused
+ * checked for a 400 naming the field at fault. Asserts (Criterion). Not
+ * here: an HTTP client (oai_client.h). */
+#ifndef TPS_TEST_OAI_REFUSAL_H
+#define TPS_TEST_OAI_REFUSAL_H
+
+#include "server/openai.h"
+
+/* oai_parse over strlen(body) bytes. */
+int test_oai_parse(oai_request *r, oai_kind k, const char *body, oai_error *e);
+/* body is refused with a 400 whose param is param and whose code is code
+ * (NULL: any code). */
+void oai_expect_refused_code(oai_kind k, const char *body, const char *param, const char *code);
+/* The same with a message that contains msg_has (NULL: any message). */
+void oai_expect_refused_msg(oai_kind k, const char *body, const char *param, const char *msg_has);
+
+#endif
