@@ -781,12 +781,17 @@ Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
      * two: the server looks for gone clients every SERVER_SWEEP_MS (100
      * ms), and with faster kernels two 480-token streams of this tiny model
      * sometimes ended inside that window (the request then completed). */
-    enum { N_AHEAD = 4 };
+    /* Thirty-two 480-token streams ahead (one slot: they run one after
+     * another), so hundreds of milliseconds of work stand between the
+     * request and its turn; four sometimes ended inside the server's sweep
+     * period (SERVER_SWEEP_MS) and the request then completed. */
+    enum { N_AHEAD = 32 };
+    char *ahead = body;
     engine_get_stats(server_engine(f.s), &st0);
     bg_req bgs[N_AHEAD];
     pthread_t th[N_AHEAD];
     for (int k = 0; k < N_AHEAD; k++) {
-        bgs[k] = (bg_req){.port = f.port, .body = body};
+        bgs[k] = (bg_req){.port = f.port, .body = ahead};
         pthread_create(&th[k], NULL, bg_run, &bgs[k]);
     }
     for (int i = 0; i < 500; i++) {
@@ -813,6 +818,10 @@ Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
         if (sb.requests_running + sb.requests_waiting >= N_AHEAD + 1) break;
         usleep(1000);
     }
+    /* Leave with a reset, as a killed client does: the server sees it on
+     * its next sweep without a probe. */
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     close(fd);
     for (int k = 0; k < N_AHEAD; k++) {
         pthread_join(th[k], NULL);
