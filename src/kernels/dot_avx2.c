@@ -392,8 +392,7 @@ ALWAYS_INLINE void r8_tile1(float *restrict out, const uint8_t *restrict G, size
  * apart); out column 0 is the groups' first row; n_valid columns exist. */
 ALWAYS_INLINE void r8_rows(float *restrict out, size_t ld_out, const uint8_t *restrict G, size_t gs,
                            size_t n_groups, size_t n_valid, const uint8_t *restrict act,
-                           size_t act_row_bytes, size_t n_rows_x, size_t nb, const int is_q4,
-                           void *restrict pairs) {
+                           size_t act_row_bytes, size_t n_rows_x, size_t nb, const int is_q4) {
 #define R8_TILE(MG, MX)                                                                            \
     r8_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, n_valid - g * 8, is_q4, MG, \
             MX)
@@ -442,15 +441,6 @@ ALWAYS_INLINE void r8_rows(float *restrict out, size_t ld_out, const uint8_t *re
             R8_TILE(1, 2);
         break;
     default:
-#if R8_ZMM
-        if (pairs) {
-            z_pairs1(pairs, a, nb);
-            for (; g < n_groups; g++)
-                r8_tile1_z(o_r + g * 8, G + g * gs, pairs, a, nb, n_valid - g * 8, is_q4);
-        }
-#else
-        (void)pairs;
-#endif
 #define R8_TILE1(MG) r8_tile1(o_r + g * 8, G + g * gs, gs, a, nb, n_valid - g * 8, is_q4, MG)
         for (; g + R8_MG_1 <= n_groups; g += R8_MG_1)
             R8_TILE1(R8_MG_1);
@@ -462,16 +452,14 @@ ALWAYS_INLINE void r8_rows(float *restrict out, size_t ld_out, const uint8_t *re
 #undef R8_TILE_Z
 }
 
-/* Packed types: o0, o1 multiples of 8, W the packed matrix; tmp (unused
- * by the tiles' weights) holds one row's pair vectors (r8_tile_zmm.h:
- * 8 * n_in bytes of its 20 * n_in). */
+/* Packed types: o0, o1 multiples of 8, W the packed matrix. */
 ALWAYS_INLINE void r8_packed(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
                              float *restrict tmp, const int is_q4) {
     const size_t gs = 8 * w_row_bytes;
     r8_rows(out + o0, ld_out, W + o0 * w_row_bytes, gs, (o1 - o0 + 7) / 8, o1 - o0, act,
-            act_row_bytes, n_rows_x, n_in / QK8_0, is_q4, tmp);
+            act_row_bytes, n_rows_x, n_in / QK8_0, is_q4);
 }
 
 /* kernel_pack_group for 8 whole rows, with gathers: output vector c of a
@@ -521,7 +509,7 @@ ALWAYS_INLINE void r8_plain(float *restrict out, size_t ld_out, const uint8_t *r
                 kernel_pack_group(pk + k * gs, W + (o + 8 * k) * w_row_bytes, w_row_bytes, mk, nb,
                                   is_q4);
         }
-        r8_rows(out + o, ld_out, pk, gs, ng, m, act, act_row_bytes, n_rows_x, nb, is_q4, NULL);
+        r8_rows(out + o, ld_out, pk, gs, ng, m, act, act_row_bytes, n_rows_x, nb, is_q4);
     }
 }
 

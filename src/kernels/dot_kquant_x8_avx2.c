@@ -439,8 +439,7 @@ enum { X8_Q4_K, X8_Q6_K, X8_Q5_K };
  * rows per tile while they last, then one tile for the 1..3 left. */
 ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                            size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                           size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int kind,
-                           void *restrict pairs) {
+                           size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int kind) {
     const int is_q6 = kind == X8_Q6_K, is_q5 = kind == X8_Q5_K;
     const size_t nb = n_in / QK_K, gs = 8 * w_row_bytes, n_groups = (o1 - o0) / 8;
     const uint8_t *G = W + o0 * w_row_bytes;
@@ -490,20 +489,7 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
         X8_GROUPS(mg, 2);
         break;
     default:
-#if KQ_ZMM
-        /* one group per tile: the pair vectors of the row, built once */
-        (void)mg1;
-        zk_pairs1(pairs, (const block_q8_K *)a, nb);
-        for (size_t g = 0; g < n_groups; g++) {
-            if (is_q6)
-                q6_K_x8_tile1_z(o_r + g * 8, G + g * gs, pairs, (const block_q8_K *)a, nb);
-            else
-                q4_K_x8_tile1_z(o_r + g * 8, G + g * gs, pairs, (const block_q8_K *)a, nb, is_q5);
-        }
-#else
-        (void)pairs;
         X8_GROUPS(mg1, 1);
-#endif
         break;
     }
 #undef X8_GROUPS
@@ -515,30 +501,33 @@ void kernel_rows_q4_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t 
                               size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                               size_t act_row_bytes, size_t n_rows_x, size_t n_in,
                               float *restrict tmp) {
-    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q4_K, tmp);
+    (void)tmp;
+    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q4_K);
 }
 
 void kernel_rows_q6_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                               size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                               size_t act_row_bytes, size_t n_rows_x, size_t n_in,
                               float *restrict tmp) {
-    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q6_K, tmp);
+    (void)tmp;
+    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q6_K);
 }
 
 KQ_ROWS_DECL(kernel_rows_q5_K_r8_avx2) {
-    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q5_K, tmp);
+    (void)tmp;
+    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q5_K);
 }
 
-/* Plain Q5_K rows: each whole group of 8 packed into scratch after one
- * row's pair vectors (8 * n_in bytes), then the packed tiles; the last
+/* Plain Q5_K rows: each whole group of 8 packed into scratch, then the
+ * packed tiles; the last
  * rows short of a group run on the scalar tier. Same bits either way. */
 KQ_ROWS_DECL(kernel_rows_q5_K_avx2) {
-    uint8_t *pk = (uint8_t *)tmp + 8 * n_in;
+    uint8_t *pk = (uint8_t *)tmp;
     size_t o = o0;
     for (; o + 8 <= o1; o += 8) {
         kernel_pack_group_q5_K(pk, W + o * w_row_bytes, w_row_bytes, n_in / QK_K);
-        x8_rows(out + o, ld_out, pk, w_row_bytes, 0, 8, act, act_row_bytes, n_rows_x, n_in, X8_Q5_K,
-                tmp);
+        x8_rows(out + o, ld_out, pk, w_row_bytes, 0, 8, act, act_row_bytes, n_rows_x, n_in,
+                X8_Q5_K);
     }
     if (o < o1)
         kernel_rows_q5_K_scalar(out, ld_out, W, w_row_bytes, o, o1, act, act_row_bytes, n_rows_x,

@@ -355,45 +355,6 @@ ALWAYS_INLINE void q32_chunks2_z(const uint8_t *restrict wb, const int t, const 
     *hi = h;
 }
 
-/* One group against one activation row with its pair vectors P
- * (r8_tile_zmm.h's z_pairs1: P[4b + p] = words 2p, 2p + 1 of block b). */
-ALWAYS_INLINE void q32_tile1_z(float *restrict out, const uint8_t *restrict G,
-                               const __m512i *restrict P, const uint8_t *restrict act, size_t nb,
-                               size_t n_valid, const int t) {
-    const size_t GB = q32_gb(t);
-    const kernel_act_side *side = (const kernel_act_side *)(act + kernel_act_side_off(nb));
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t b = 0; b < nb; b++) {
-        const uint8_t *wb = G + b * GB;
-        prefetch_block_ahead(wb, GB);
-        const __m512i *pb = P + 4 * b;
-        __m512i s0 = _mm512_maskz_set1_epi32(0x00ff, q32_init(&side[b], t));
-        __m512i s1 = _mm512_setzero_si512();
-        __m512i lo, hi;
-        q32_chunks2_z(wb, t, 0, &lo, &hi);
-        s0 = _mm512_dpbusd_epi32(s0, lo, pb[0]);
-        s1 = _mm512_dpbusd_epi32(s1, hi, pb[2]);
-        q32_chunks2_z(wb, t, 2, &lo, &hi);
-        s0 = _mm512_dpbusd_epi32(s0, lo, pb[1]);
-        s1 = _mm512_dpbusd_epi32(s1, hi, pb[3]);
-        const __m256i is = z_fold(_mm512_add_epi32(s0, s1));
-        const __m256 dx = _mm256_set1_ps(side[b].d);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, dx), acc);
-        if (q32_has_min(t)) {
-            const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 16)));
-            acc = _mm256_fmadd_ps(mw, _mm256_set1_ps(side[b].s), acc);
-        }
-    }
-    if (n_valid >= 8) {
-        _mm256_storeu_ps(out, acc);
-    } else if (n_valid > 0) {
-        float tmp[8];
-        _mm256_storeu_ps(tmp, acc);
-        memcpy(out, tmp, n_valid * sizeof(float));
-    }
-}
-
 #endif /* R8_ZMM */
 
 /* ---- the rows kernels ---------------------------------------------------- */
@@ -407,12 +368,10 @@ ALWAYS_INLINE void q32_tile1_z(float *restrict out, const uint8_t *restrict G,
 #endif
 
 /* All activation rows against n_groups groups at G (gs bytes apart); out
- * column 0 is the first group's first row; n_valid columns exist. pairs:
- * room for one row's pair vectors (NULL: the ymm 1-row tile). */
+ * column 0 is the first group's first row; n_valid columns exist. */
 ALWAYS_INLINE void q32_rows(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                             size_t gs, size_t n_groups, size_t n_valid, const uint8_t *restrict act,
-                            size_t act_row_bytes, size_t n_rows_x, size_t nb, const int t,
-                            void *restrict pairs) {
+                            size_t act_row_bytes, size_t n_rows_x, size_t nb, const int t) {
 #define Q32_TILE(MG, MX)                                                                           \
     q32_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, n_valid - g * 8, t, MG, MX)
 #if R8_ZMM
@@ -453,15 +412,6 @@ ALWAYS_INLINE void q32_rows(float *restrict out, size_t ld_out, const uint8_t *r
             Q32_TILE(1, 2);
         break;
     default:
-#if R8_ZMM
-        if (pairs) {
-            z_pairs1(pairs, a, nb);
-            for (; g < n_groups; g++)
-                q32_tile1_z(o_r + g * 8, G + g * gs, pairs, a, nb, n_valid - g * 8, t);
-        }
-#else
-        (void)pairs;
-#endif
         for (; g < n_groups; g++)
             Q32_TILE(1, 1);
         break;
@@ -473,13 +423,13 @@ ALWAYS_INLINE void q32_rows(float *restrict out, size_t ld_out, const uint8_t *r
 static const uint32_t q32_ggml_type[4] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
                                           GGML_TYPE_IQ4_NL};
 
-/* Packed: o0, o1 multiples of 8; tmp holds one row's pair vectors. */
+/* Packed: o0, o1 multiples of 8. */
 ALWAYS_INLINE void q32_packed(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                               size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                               size_t act_row_bytes, size_t n_rows_x, size_t n_in,
                               float *restrict tmp, const int t) {
     q32_rows(out + o0, ld_out, W + o0 * w_row_bytes, 8 * w_row_bytes, (o1 - o0 + 7) / 8, o1 - o0,
-             act, act_row_bytes, n_rows_x, n_in / QK8_0, t, tmp);
+             act, act_row_bytes, n_rows_x, n_in / QK8_0, t);
 }
 
 /* Plain: up to 2 groups of the range packed into tmp, then the same tiles
@@ -497,7 +447,7 @@ ALWAYS_INLINE void q32_plain(float *restrict out, size_t ld_out, const uint8_t *
             kernel_pack_group_q32(pk + k * gs, W + (o + 8 * k) * w_row_bytes, w_row_bytes, mk, nb,
                                   q32_ggml_type[t]);
         }
-        q32_rows(out + o, ld_out, pk, gs, ng, m, act, act_row_bytes, n_rows_x, nb, t, NULL);
+        q32_rows(out + o, ld_out, pk, gs, ng, m, act, act_row_bytes, n_rows_x, nb, t);
     }
 }
 

@@ -2,8 +2,8 @@
  * AVX-512 VNNI (included by dot_kquant_x8_avx2.c only, after its ymm
  * helpers). As in r8_tile_zmm.h: with several activation rows a zmm holds
  * two groups (lanes 0-7 group g's rows, lanes 8-15 group g + 1's) against
- * the same broadcast activation word; with one row, two chunks of one
- * group against pair vectors of the row. Every lane runs the ymm tile's
+ * the same broadcast activation word (one activation row takes the ymm
+ * tile: r8_tile_zmm.h says why). Every lane runs the ymm tile's
  * VNNI integers and float steps in the same order, so the bits are the
  * same whichever tile computed an element. */
 #ifndef TPS_KERNELS_KQUANT_X8_ZMM_H
@@ -227,135 +227,6 @@ ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
         }
     }
     zk_store(out, ld_out, acc, MX);
-}
-
-/* ---- one activation row (decode) ------------------------------------------
- *
- * As r8_tile_zmm.h's r8_tile1_z: a zmm holds chunks c, c + 1 of one group
- * (64 contiguous bytes), against pair vectors of the row's activation words
- * built once per call; the halves are the ymm tile's even and odd
- * accumulators (NS = 2), added before the scale as it adds them. */
-
-/* P[32 b + i] = [word 2i of superblock b x 8 | word 2i + 1 x 8]. */
-ALWAYS_INLINE void zk_pairs1(__m512i *restrict P, const block_q8_K *restrict x, size_t nb) {
-    for (size_t b = 0; b < nb; b++)
-#pragma GCC unroll 8
-        for (int v = 0; v < 8; v++)
-            z_pairs8(P + 32 * b + 4 * v, x[b].qs + 32 * v);
-}
-
-/* q4_K_x8_tile (MG = 1, MX = 1) with pair vectors P of the row x. */
-ALWAYS_INLINE void q4_K_x8_tile1_z(float *restrict out, const uint8_t *restrict G,
-                                   const __m512i *restrict P, const block_q8_K *restrict x,
-                                   size_t nb, const int is_q5) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    const size_t GB = k8_gb(is_q5);
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t b = 0; b < nb; b++) {
-        const block_q4_Kx8 *gp = (const block_q4_Kx8 *)(G + b * GB);
-        const uint8_t *gq = (const uint8_t *)gp + k8_qs_off(is_q5);
-        const uint8_t *gh = (const uint8_t *)gp + offsetof(block_q5_Kx8, qh);
-        __m256i sm[4];
-        k8_scales(gp, sm);
-        __m256i is = _mm256_setzero_si256();
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++)
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                __m512i sz = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                for (int pr = 0; pr < 4; pr++) {
-                    if (h == 0)
-                        _mm_prefetch((const char *)gp + 2 * GB + GB / 16 * (4 * k + pr),
-                                     _MM_HINT_T0);
-                    const __m512i v =
-                        _mm512_loadu_si512((const void *)(gq + (8 * k + 2 * pr) * 32));
-                    __m512i q = _mm512_and_si512(h ? _mm512_srli_epi16(v, 4) : v, m4);
-                    if (is_q5) { /* qh vectors 2 pr, 2 pr + 1: the same k for both */
-                        const __m512i qh = _mm512_loadu_si512((const void *)(gh + 2 * pr * 32));
-                        const __m512i hb =
-                            h ? _mm512_srli_epi32(qh, k) : _mm512_slli_epi32(qh, 4 - k);
-                        q = _mm512_or_si512(q, _mm512_and_si512(hb, b4));
-                    }
-                    sz = _mm512_dpbusd_epi32(sz, q, P[32 * b + 8 * k + 4 * h + pr]);
-                }
-                const __m256i sc = k8_byte(sm[k / 2], 2 * (k % 2) + h);
-                is = _mm256_add_epi32(is, k8_scale(z_fold(sz), sc));
-            }
-        __m256i bp[4];
-        k8_bsum_pairs(&x[b], bp);
-        const __m256i even = _mm256_set1_epi32(0x00ff00ff);
-        const __m256i mp[4] = {
-            _mm256_and_si256(sm[2], even), _mm256_and_si256(_mm256_srli_epi32(sm[2], 8), even),
-            _mm256_and_si256(sm[3], even), _mm256_and_si256(_mm256_srli_epi32(sm[3], 8), even)};
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gp->d));
-        const __m256 dm =
-            _mm256_xor_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gp->dmin)), sign);
-        const __m256i im = _mm256_add_epi32(
-            _mm256_add_epi32(_mm256_madd_epi16(mp[0], bp[0]), _mm256_madd_epi16(mp[1], bp[1])),
-            _mm256_add_epi32(_mm256_madd_epi16(mp[2], bp[2]), _mm256_madd_epi16(mp[3], bp[3])));
-        const __m256 dx = _mm256_set1_ps(x[b].d);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, dx), acc);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(im), _mm256_mul_ps(dm, dx), acc);
-    }
-    _mm256_storeu_ps(out, acc);
-}
-
-/* q6_K_x8_tile (VNNI form, MG = 1, MX = 1) with pair vectors P of x. */
-ALWAYS_INLINE void q6_K_x8_tile1_z(float *restrict out, const uint8_t *restrict G,
-                                   const __m512i *restrict P, const block_q8_K *restrict x,
-                                   size_t nb) {
-    const __m512i lo6 = _mm512_set1_epi8(0x3f), top2 = _mm512_set1_epi8((char)0xc0);
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t b = 0; b < nb; b++) {
-        const block_q6_Kx8 *gp = (const block_q6_Kx8 *)G + b;
-        prefetch_block_ahead((const uint8_t *)gp, sizeof(block_q6_Kx8));
-        __m256i is = _mm256_setzero_si256();
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++)
-#pragma GCC unroll 4
-            for (int t = 0; t < 4; t++)
-#pragma GCC unroll 2
-                for (int s = 0; s < 2; s++) {
-                    const __m256i sc = q6_scale(
-                        _mm256_loadu_si256((const __m256i *)(gp->scales + 32 * (2 * h + t / 2))),
-                        2 * (t % 2) + s);
-                    __m512i sz = _mm512_setzero_si512();
-#pragma GCC unroll 2
-                    for (int c = 0; c < 4; c += 2) {
-                        const int cc = 4 * s + c;
-                        const uint8_t *v0 = gp->q + (24 * h + cc) * 32;
-                        __m512i q;
-                        if (t < 3) {
-                            q = _mm512_and_si512(_mm512_loadu_si512((const void *)(v0 + 256 * t)),
-                                                 lo6);
-                        } else {
-                            const __m512i a = _mm512_srli_epi16(
-                                _mm512_and_si512(_mm512_loadu_si512((const void *)v0), top2), 6);
-                            const __m512i bb = _mm512_srli_epi16(
-                                _mm512_and_si512(_mm512_loadu_si512((const void *)(v0 + 256)),
-                                                 top2),
-                                4);
-                            const __m512i d = _mm512_srli_epi16(
-                                _mm512_and_si512(_mm512_loadu_si512((const void *)(v0 + 512)),
-                                                 top2),
-                                2);
-                            q = _mm512_or_si512(_mm512_or_si512(a, bb), d);
-                        }
-                        sz = _mm512_dpbusd_epi32(sz, q, P[32 * b + 16 * h + 4 * t + cc / 2]);
-                    }
-                    is = _mm256_add_epi32(is, _mm256_mullo_epi32(z_fold(sz), sc));
-                }
-        int32_t bp[8];
-        q6_bsum_pairs(&x[b], bp);
-        const __m256i off = q6_bsum_dot(gp, bp);
-        const __m256i isum = _mm256_sub_epi32(is, _mm256_slli_epi32(off, 5));
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gp->d));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(x[b].d)),
-                              acc);
-    }
-    _mm256_storeu_ps(out, acc);
 }
 
 #define KQ_ZMM 1

@@ -5,7 +5,11 @@
  *
  * Several activation rows (prefill, batched decode): two groups share a
  * zmm, lanes 0-7 group 2p's rows and lanes 8-15 group 2p+1's, against the
- * same broadcast activation word. One row (decode): r8_tile1_z, below.
+ * same broadcast activation word. One row (decode) takes the ymm tile:
+ * 1-row zmm tiles (two chunks of one group per vpdpbusd against pair
+ * vectors of the row) read weights streamed from memory 1.3-1.6x slower
+ * than it on this Zen 5 machine (engine tg128 at 110M and 1B, Q4_0, Q8_0,
+ * Q4_K_M, Q5_K_M, Q4_1; 2026-12-02), though faster on weights in cache.
  *
  * Each lane takes the same integers (the exact block sum isum_b, the
  * -128 / -8 offset as its start value) and the same float sequence
@@ -149,91 +153,6 @@ ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++)
             z_store(out + (size_t)j * ld_out + first, acc[p][j], n_valid - first);
-    }
-}
-
-/* ---- one activation row (decode) ------------------------------------------
- *
- * A zmm holds two chunks of one group (64 contiguous bytes: chunk c in
- * lanes 0-7, c + 1 in lanes 8-15), one stream per group as the ymm tile
- * reads it, against the activation words of those chunks, each broadcast
- * over its half. Those pair vectors are the same for every group, so they
- * are built once per call (z_pairs1) and read from L1. The two halves are
- * added at the block's end: integers, so the block sum is r8_tile1's, and
- * the float steps are its too. Half the instructions per weight byte. */
-
-/* z_pairs1 writes 256 bytes per block of 32 inputs into the rows
- * kernel's tmp (KERNEL_TMP_ROWS floats per input, 64-byte aligned). */
-_Static_assert(KERNEL_TMP_ROWS * sizeof(float) * QK8_0 >= 4 * 64, "tmp holds the pair vectors");
-
-/* P[4 b + p] = [word 2p of block b x 8 | word 2p + 1 x 8], words of 4
- * activation bytes: chunks 2p, 2p + 1 of Q8_0; of Q4_0, the low nibbles of
- * chunks 2p, 2p + 1 (p < 2) or the high ones of chunks 2p - 4, 2p - 3. */
-/* P[0..3] = [word 2p of the 32 bytes at q x 8 | word 2p + 1 x 8]. */
-ALWAYS_INLINE void z_pairs8(__m512i *restrict P, const int8_t *restrict q) {
-    const __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)q));
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; p++) {
-        const __m512i idx =
-            _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
-        _mm512_storeu_si512(P + p, _mm512_permutexvar_epi32(idx, x));
-    }
-}
-
-ALWAYS_INLINE void z_pairs1(__m512i *restrict P, const uint8_t *restrict act, size_t nb) {
-    const block_q8_0 *xb = (const block_q8_0 *)act;
-    for (size_t b = 0; b < nb; b++)
-        z_pairs8(P + 4 * b, xb[b].qs);
-}
-
-/* Lanes i and i + 8 added: the two chunks' sums of row i (exact). */
-ALWAYS_INLINE __m256i z_fold(__m512i s) {
-    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-}
-
-/* r8_tile1 for one group (G), with the pair vectors P of the row act. */
-ALWAYS_INLINE void r8_tile1_z(float *restrict out, const uint8_t *restrict G,
-                              const __m512i *restrict P, const uint8_t *restrict act, size_t nb,
-                              size_t n_valid, const int is_q4) {
-    const size_t GB = is_q4 ? sizeof(block_q4_0x8) : sizeof(block_q8_0x8);
-    const kernel_act_side *side = (const kernel_act_side *)(act + kernel_act_side_off(nb));
-    const __m512i m0f = _mm512_set1_epi8(0x0f);
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t b = 0; b < nb; b++) {
-        const uint8_t *wb = G + b * GB;
-        prefetch_block_ahead(wb, GB);
-        const __m512i *pb = P + 4 * b;
-        /* the offset enters once, in the low half */
-        __m512i s0 = _mm512_maskz_set1_epi32(0x00ff, is_q4 ? side[b].neg8 : side[b].neg128);
-        __m512i s1 = _mm512_setzero_si512();
-        if (is_q4) {
-            const __m512i v0 = _mm512_loadu_si512((const void *)(wb + 16));
-            const __m512i v1 = _mm512_loadu_si512((const void *)(wb + 16 + 64));
-            s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(v0, m0f), pb[0]);
-            s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(v1, m0f), pb[1]);
-            s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(_mm512_srli_epi16(v0, 4), m0f), pb[2]);
-            s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(v1, 4), m0f), pb[3]);
-        } else {
-#pragma GCC unroll 4
-            for (int p = 0; p < 4; p++) {
-                const __m512i w = _mm512_loadu_si512((const void *)(wb + 16 + 64 * p));
-                if (p % 2)
-                    s1 = _mm512_dpbusd_epi32(s1, w, pb[p]);
-                else
-                    s0 = _mm512_dpbusd_epi32(s0, w, pb[p]);
-            }
-        }
-        const __m256i is = z_fold(_mm512_add_epi32(s0, s1));
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(side[b].d)),
-                              acc);
-    }
-    if (n_valid >= 8) {
-        _mm256_storeu_ps(out, acc);
-    } else if (n_valid > 0) {
-        float t[8];
-        _mm256_storeu_ps(t, acc);
-        memcpy(out, t, n_valid * sizeof(float));
     }
 }
 
