@@ -936,6 +936,7 @@ static pid_t spin_child(double seconds) {
         while (tps_now_ns() < end)
             for (int k = 0; k < 100000; k++)
                 x += (uint64_t)k;
+        (void)x;
         _exit(0);
     }
     return pid;

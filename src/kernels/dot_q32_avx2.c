@@ -329,32 +329,6 @@ ALWAYS_INLINE void q32_tile_z(float *restrict out, size_t ld_out, const uint8_t 
     }
 }
 
-/* Chunks c, c + 1 of one group in a zmm (64 contiguous bytes), low and
- * high nibbles as q32_chunk makes them; the fifth bits' shifts differ per
- * half (chunk c in lanes 0-7, c + 1 in lanes 8-15). */
-ALWAYS_INLINE void q32_chunks2_z(const uint8_t *restrict wb, const int t, const int c, __m512i *lo,
-                                 __m512i *hi) {
-    const __m512i m0f = _mm512_set1_epi8(0x0f);
-    const __m512i v = _mm512_loadu_si512((const void *)(wb + q32_off_qs(t) + 32 * (size_t)c));
-    __m512i l = _mm512_and_si512(v, m0f), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
-    if (q32_is_q5(t)) {
-        const __m512i qh =
-            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wb + q32_off_qh(t))));
-        const __m512i b4 = _mm512_set1_epi8(0x10);
-        const __m512i sl =
-            _mm512_inserti64x4(_mm512_set1_epi32(4 - c), _mm256_set1_epi32(3 - c), 1);
-        const __m512i sr = _mm512_inserti64x4(_mm512_set1_epi32(c), _mm256_set1_epi32(c + 1), 1);
-        l = _mm512_or_si512(l, _mm512_and_si512(_mm512_sllv_epi32(qh, sl), b4));
-        h = _mm512_or_si512(h, _mm512_and_si512(_mm512_srlv_epi32(qh, sr), b4));
-    }
-    if (t == T_IQ4_NL) {
-        l = _mm512_shuffle_epi8(iq4_table_z(), l);
-        h = _mm512_shuffle_epi8(iq4_table_z(), h);
-    }
-    *lo = l;
-    *hi = h;
-}
-
 #endif /* R8_ZMM */
 
 /* ---- the rows kernels ---------------------------------------------------- */
