@@ -57,6 +57,15 @@ int run_tps(const char *args, bool merge_stderr, char **out) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+void expect_tps(const char *args, int status, const char *says) {
+    char *out = NULL;
+    int rc = run_tps(args, true, &out);
+    cr_expect_eq(rc, status, "tps %s: exit %d, want %d: %s", args, rc, status, out ? out : "");
+    if (says)
+        cr_expect(out && strstr(out, says), "tps %s: no \"%s\" in: %s", args, says, out ? out : "");
+    free(out);
+}
+
 model_shape model_shape_of(const llama_model *m) {
     model_shape sh = {.n_layers = m->cfg.n_layers,
                       .kv_dim = (double)m->cfg.n_kv_heads * m->cfg.head_dim,

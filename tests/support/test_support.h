@@ -23,6 +23,9 @@ char *corpus_output(const char *template_file, const char *conversation);
 /* Runs `tps <args>` through /bin/sh, capturing stdout (and stderr when
  * merge_stderr). Returns the exit status (or -1); *out is malloc'ed. */
 int run_tps(const char *args, bool merge_stderr, char **out);
+/* Expects `tps <args>` (stderr merged) to exit with status and, when says is
+ * not NULL, to print it: the check of a command line's refusal. */
+void expect_tps(const char *args, int status, const char *says);
 
 struct llama_model;
 /* A model's shape and multiply-adds counted from its tensors (not from the
