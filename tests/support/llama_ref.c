@@ -49,14 +49,8 @@ static double norm_err(const float *ours, const float *theirs, size_t n) {
 
 void ref_rig_open(ref_rig *g, const llama_model *m, kernel_tier tier) {
     const llama_config *c = &m->cfg;
-    kv_cache_params p = {.n_layers = c->n_layers,
-                         .kv_dim = c->n_kv_heads * c->head_dim,
-                         .head_dim = c->head_dim,
-                         .block_tokens = 16,
-                         .kv_type = GGML_TYPE_F32,
-                         .n_blocks = 64};
+    g->kv = test_kv_for(m, 16, GGML_TYPE_F32, 64);
     tps_err err = {0};
-    cr_assert_eq(kv_cache_create(&g->kv, &p, &err), 0, "%s", err.msg);
     cr_assert_eq(fwd_state_create(&g->s, m, 128, c->ctx_len, 2, &err), 0, "%s", err.msg);
     cr_assert_eq(kernel_ctx_set_tier(fwd_state_kernels(g->s), tier), 0);
 }
