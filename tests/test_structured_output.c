@@ -16,8 +16,7 @@
 #include "support/server_fixture.h"
 #include "support/test_support.h"
 
-#define MODEL     "models/stories260K.gguf"
-#define VALIDATOR TPS_SOURCE_DIR "/tests/tools/validate_output.py"
+#define MODEL "models/stories260K.gguf"
 
 /* The interpreter python3 resolves to, found once per test: a version
  * manager's python3 is a shell script that costs over a second a call,
@@ -26,23 +25,7 @@ static char python[1024] = "python3";
 
 /* Runs the validator; returns its exit status (77: jsonschema missing). */
 static int validate(const char *kind, const char *spec, const char *out, char *why, size_t cap) {
-    char sp[] = "/tmp/tps-spec-XXXXXX", op[] = "/tmp/tps-out-XXXXXX";
-    int fs = mkstemp(sp), fo = mkstemp(op);
-    cr_assert(fs >= 0 && fo >= 0);
-    cr_assert_eq(write(fs, spec, strlen(spec)), (ssize_t)strlen(spec));
-    cr_assert_eq(write(fo, out, strlen(out)), (ssize_t)strlen(out));
-    close(fs);
-    close(fo);
-    char cmd[sizeof python + 1024];
-    snprintf(cmd, sizeof cmd, "'%s' %s %s %s %s 2>&1", python, VALIDATOR, kind, sp, op);
-    FILE *f = popen(cmd, "r");
-    cr_assert(f);
-    size_t n = fread(why, 1, cap - 1, f);
-    why[n] = 0;
-    int st = pclose(f);
-    unlink(sp);
-    unlink(op);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return test_validate_output(python, kind, spec, out, why, cap);
 }
 
 static void require_validator(void) {

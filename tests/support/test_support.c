@@ -104,6 +104,28 @@ char *test_temp_file(const char *text) {
     return path;
 }
 
+int test_validate_output(const char *python, const char *kind, const char *spec, const char *out,
+                         char *why, size_t cap) {
+    char *sp = test_temp_file(spec), *op = test_temp_file(out);
+    size_t n =
+        strlen(python) + strlen(TPS_SOURCE_DIR) + strlen(kind) + strlen(sp) + strlen(op) + 64;
+    char *cmd = malloc(n);
+    cr_assert_not_null(cmd);
+    snprintf(cmd, n, "'%s' %s/tests/tools/validate_output.py %s %s %s 2>&1", python, TPS_SOURCE_DIR,
+             kind, sp, op);
+    FILE *p = popen(cmd, "r");
+    free(cmd);
+    cr_assert_not_null(p);
+    size_t got = fread(why, 1, cap - 1, p);
+    why[got] = 0;
+    int st = pclose(p);
+    unlink(sp);
+    unlink(op);
+    free(sp);
+    free(op);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 char *corpus_output(const char *template_file, const char *conversation) {
     json_error_t je;
     json_t *c = json_load_file(TPS_SOURCE_DIR "/tests/data/templates/corpus.json", 0, &je);

@@ -14,6 +14,12 @@ bool shared_has(const char *rel);
 /* Writes text to a fresh temporary file under /tmp; its path, malloc'ed
  * (the caller unlinks and frees it). Asserts. */
 char *test_temp_file(const char *text);
+/* Runs tests/tools/validate_output.py with the interpreter python on spec
+ * and out (kind: what spec is, as the script takes it), both written to
+ * temporary files removed after. Returns its exit status (0: out conforms;
+ * 77: jsonschema is missing; -1: it did not exit), its output in why. */
+int test_validate_output(const char *python, const char *kind, const char *spec, const char *out,
+                         char *why, size_t cap);
 /* Reads a whole file; NULL on failure. *len gets its size. Caller frees. */
 char *read_file_all(const char *path, size_t *len);
 /* jinja2's rendering of one (template file, conversation) pair of
