@@ -19,6 +19,8 @@
  * the caller adds or changes what it needs, writes it, frees it. */
 gguf_writer *test_gguf_copy(const gguf_file *f, const char *skip);
 
+/* kv_cache_create(p), asserting that it succeeds. */
+kv_cache *test_kv_create(const kv_cache_params *p);
 /* A KV cache for m's layers and heads: n_blocks blocks of block_tokens
  * positions of kv_type. */
 kv_cache *test_kv_for(const llama_model *m, uint32_t block_tokens, uint32_t kv_type,
