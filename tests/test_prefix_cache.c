@@ -263,16 +263,11 @@ Test(prefix_cache, hit_on_a_prompt_still_prefilling_waits_for_finished_blocks, .
     q.max_tokens = 8;
     result **ref = results_new(1, 1), **got = results_new(3, 1);
     reference(&v, &q, 1, ref);
-    engine_params p;
-    engine_params_default(&p);
-    p.model = v.m;
-    p.tok = v.tok;
+    engine_params p = env_params(&v);
     p.n_threads = 1;
     p.max_batch_tokens = 64;
     p.prefill_chunk = 16;
-    engine *e;
-    tps_err err = {0};
-    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
+    engine *e = env_start(&p);
     engine_stats st;
     engine_get_stats(e, &st);
     uint64_t steps0 = st.steps_total;
