@@ -29,9 +29,7 @@
 static server_fixture F;
 
 static int start(void) {
-    server_config c;
-    fixture_defaults(&c, &F);
-    fixture_start(&F, &c, true);
+    fixture_serve(&F);
     return F.port;
 }
 

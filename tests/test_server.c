@@ -32,9 +32,7 @@
  * ------------------------------------------------------------------------- */
 
 static void start_default(server_fixture *f) {
-    server_config c;
-    fixture_defaults(&c, f);
-    fixture_start(f, &c, true);
+    fixture_serve(f);
 }
 
 /* ---------------------------------------------------------------------------

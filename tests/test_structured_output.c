@@ -43,9 +43,7 @@ static void require_validator(void) {
 static void start(server_fixture *f) {
     REQUIRE_SHARED(MODEL);
     require_validator();
-    server_config c;
-    fixture_defaults(&c, f);
-    fixture_start(f, &c, true);
+    fixture_serve(f);
 }
 
 /* One request per (endpoint, stream, temperature, seed): each output must
@@ -151,9 +149,7 @@ static void expect_400(int port, const char *body, const char *param, const char
 Test(structured, malformed_constraints_are_400s_that_say_where) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    server_config cfg;
-    fixture_defaults(&cfg, &f);
-    fixture_start(&f, &cfg, true);
+    fixture_serve(&f);
 #define MSG "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
     const char *sp = "response_format.json_schema.schema";
     expect_400(f.port,
@@ -353,9 +349,7 @@ static long prompt_tokens(int port, const char *messages) {
 Test(structured, tool_calls_and_results_are_rendered_back_into_the_prompt) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    server_config cfg;
-    fixture_defaults(&cfg, &f);
-    fixture_start(&f, &cfg, true);
+    fixture_serve(&f);
     long plain = prompt_tokens(f.port, "[{\"role\":\"user\",\"content\":\"2+3?\"},"
                                        "{\"role\":\"assistant\",\"content\":null}]");
     long with_call =
@@ -394,9 +388,7 @@ Test(structured, tool_calls_and_results_are_rendered_back_into_the_prompt) {
 Test(structured, auto_tool_choice_streams_plain_answers_as_they_come, .timeout = 120) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    server_config cfg;
-    fixture_defaults(&cfg, &f);
-    fixture_start(&f, &cfg, true);
+    fixture_serve(&f);
     const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":40,"
                       "\"temperature\":0,\"tools\":[{\"type\":\"function\",\"function\":{"
                       "\"name\":\"f\"}}],\"stream\":%s}";
