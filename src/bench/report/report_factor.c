@@ -8,10 +8,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/sbuf.h"
+#include "bench/io/tmp_dir.h"
 #include "bench/result/verdict.h" /* VERDICT_MULTI_SHARE: when several tokens an event needs a word */
 
 static const char *const PART_NAMES[FP_PARTS] = {"batch",   "mix",   "itl",    "prefix",
@@ -721,13 +720,9 @@ static int write_page(const factor_report *f, const rplot *plots, const bool *dr
 
 int factor_render(const factor_report *f, const char *html_path, const char *svg_dir, tps_err *e) {
     char tmp[] = "/tmp/tps-factor-XXXXXX";
-    const char *dir = svg_dir;
-    if (!dir) {
-        if (!mkdtemp(tmp)) return tps_fail(e, TPS_EIO, "mkdtemp: %s", strerror(errno));
-        dir = tmp;
-    } else if (mkdir(dir, 0755) && errno != EEXIST) {
-        return tps_fail(e, TPS_EIO, "cannot create '%s': %s", dir, strerror(errno));
-    }
+    const char *dir;
+    int drc = tmp_dir_pick(&dir, tmp, svg_dir, true, e);
+    if (drc) return drc;
     rplot plots[FP_PARTS];
     bool drawn[FP_PARTS] = {0};
     tps_err pe = {{0}};
@@ -743,16 +738,6 @@ int factor_render(const factor_report *f, const char *html_path, const char *svg
     int rc = TPS_OK;
     if (html_path) rc = write_page(f, plots, drawn, dir, prc ? pe.msg : NULL, html_path, e);
     if (!rc && prc) rc = tps_fail(e, prc, "%s", pe.msg);
-    if (!svg_dir) {
-        for (int i = 0; i < FP_PARTS; i++) {
-            static const char *const ext[] = {"gp", "svg", "log"};
-            for (int x = 0; x < 3; x++) {
-                char p[1100];
-                snprintf(p, sizeof p, "%s/factor_%s.%s", tmp, PART_NAMES[i], ext[x]);
-                unlink(p);
-            }
-        }
-        rmdir(tmp);
-    }
+    if (!svg_dir) tmp_dir_remove(tmp);
     return rc;
 }

@@ -334,11 +334,9 @@ int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
 
 int rset_render(const rset *s, const char *html_path, const char *svg_dir, tps_err *e) {
     char tmp[] = "/tmp/tps-report-XXXXXX";
-    const char *dir = svg_dir;
-    if (!dir) {
-        if (!mkdtemp(tmp)) return tps_fail(e, TPS_EIO, "mkdtemp: %s", strerror(errno));
-        dir = tmp;
-    }
+    const char *dir;
+    int drc = tmp_dir_pick(&dir, tmp, svg_dir, false, e);
+    if (drc) return drc;
     rplot_list *plots = calloc(1, sizeof *plots);
     if (!plots) return tps_fail(e, TPS_ENOMEM, "out of memory");
     tps_err pe = {{0}};
