@@ -6,6 +6,7 @@
 
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,15 @@ void expect_tps(const char *args, int status, const char *says) {
     if (says)
         cr_expect(out && strstr(out, says), "tps %s: no \"%s\" in: %s", args, says, out ? out : "");
     free(out);
+}
+
+double test_rel_err(const float *got, const float *ref, size_t n) {
+    double d = 0, t = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+        t += (double)ref[i] * ref[i];
+    }
+    return sqrt(d / t);
 }
 
 model_shape model_shape_of(const llama_model *m) {

@@ -33,6 +33,10 @@ int run_tps(const char *args, bool merge_stderr, char **out);
  * not NULL, to print it: the check of a command line's refusal. */
 void expect_tps(const char *args, int status, const char *says);
 
+/* ||got - ref|| / ||ref||: the relative L2 error the tests bound logits
+ * and dequantised rows by. */
+double test_rel_err(const float *got, const float *ref, size_t n);
+
 struct llama_model;
 /* A model's shape and multiply-adds counted from its tensors (not from the
  * engine's formula): every layer matrix once per row (body), the LM head
