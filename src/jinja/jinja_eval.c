@@ -220,7 +220,7 @@ static bool contains(jctx *c, jinja_val item, jinja_val in) {
     jx_fail(c, JINJA_ERROR, "argument of type '%s' is not iterable", jv_type_name(in));
 }
 
-static bool compare1(jctx *c, int op, jinja_val a, jinja_val b) {
+bool jx_compare(jctx *c, int op, jinja_val a, jinja_val b) {
     switch (op) {
     case OP_EQ:
         return jv_eq(a, b);
@@ -245,7 +245,7 @@ static jinja_val compare(jctx *c, const jnode *n) {
     jinja_val left = jx_eval(c, n->a);
     for (uint32_t i = 0; i < n->n; i++) {
         jinja_val right = jx_eval(c, n->kids[i]->a);
-        if (!compare1(c, n->kids[i]->op, left, right)) return jinja_bool(false);
+        if (!jx_compare(c, n->kids[i]->op, left, right)) return jinja_bool(false);
         left = right;
     }
     return jinja_bool(true);

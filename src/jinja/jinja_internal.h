@@ -457,6 +457,9 @@ jinja_val jx_getitem(jctx *c, jinja_val obj, jinja_val key);
 jinja_val jx_call_builtin(jctx *c, jinja_val fn, const jargs *a);
 jinja_val jx_call(jctx *c, jinja_val fn, const jargs *a); /* macros through c->call_macro */
 jinja_val jx_eval(jctx *c, const jnode *n);
+/* a op b for a comparison operator (OP_EQ ... OP_LTEQ, OP_IN, OP_NOTIN): the
+ * expression's and the eq/lt/... tests' one rule. */
+bool jx_compare(jctx *c, int op, jinja_val a, jinja_val b);
 jinja_val jx_filter_chain(jctx *c, const jnode *chain, jinja_val in);
 void jx_exec(jctx *c, const jnode *n);
 /* variables (jinja_scope.c): the innermost frame first, then the root
