@@ -19,6 +19,7 @@
 
 #include "model/tokenizer_internal.h"
 #include "base/grow.h"
+#include "base/heap.h"
 
 /* ======================================================================== */
 /* Pre-tokenizers                                                            */
@@ -338,36 +339,20 @@ typedef struct bpe_scratch {
 } bpe_scratch;
 
 /* Lower rank first; equal ranks: the leftmost pair. */
-static bool pair_before(const bpe_pair *a, const bpe_pair *b) {
+static bool pair_before(const void *pa, const void *pb) {
+    const bpe_pair *a = pa, *b = pb;
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
 }
 
 static int heap_push(bpe_scratch *s, bpe_pair p) {
     if (TPS_GROW(s->heap, s->heap_cap, s->heap_n + 1, 64)) return TPS_ENOMEM;
-    size_t i = s->heap_n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_before(&p, &s->heap[parent])) break;
-        s->heap[i] = s->heap[parent];
-        i = parent;
-    }
-    s->heap[i] = p;
+    tps_heap_push(s->heap, s->heap_n++, &p, sizeof p, pair_before);
     return 0;
 }
 
 static bpe_pair heap_pop(bpe_scratch *s) {
-    bpe_pair top = s->heap[0];
-    bpe_pair last = s->heap[--s->heap_n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= s->heap_n) break;
-        if (c + 1 < s->heap_n && pair_before(&s->heap[c + 1], &s->heap[c])) c++;
-        if (!pair_before(&s->heap[c], &last)) break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (s->heap_n) s->heap[i] = last;
+    bpe_pair top;
+    tps_heap_pop(s->heap, s->heap_n--, sizeof top, pair_before, &top);
     return top;
 }
 
