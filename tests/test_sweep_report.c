@@ -225,8 +225,7 @@ Test(sweep_report, sweep_serves_a_model_itself_and_stops_it, .timeout = 120) {
     cr_assert(mkdtemp(dir));
     char args[2048], *out;
     snprintf(args, sizeof args, "model make --preset tiny --type q8_0 -o %s/tiny.gguf", dir);
-    cr_assert_eq(run_tps(args, true, &out), 0, "%s", out);
-    free(out);
+    assert_tps_ok(args);
     snprintf(args, sizeof args,
              "sweep --serve %s/tiny.gguf --concurrency 1,2 --requests 4 --output-len 4 "
              "--input-len 8 --json %s/s.json",

@@ -76,6 +76,13 @@ double test_rel_err(const float *got, const float *ref, size_t n) {
     return sqrt(d / t);
 }
 
+void assert_tps_ok(const char *args) {
+    char *out = NULL;
+    int rc = run_tps(args, true, &out);
+    cr_assert_eq(rc, 0, "tps %s: exit %d: %s", args, rc, out ? out : "");
+    free(out);
+}
+
 model_shape model_shape_of(const llama_model *m) {
     model_shape sh = {.n_layers = m->cfg.n_layers,
                       .kv_dim = (double)m->cfg.n_kv_heads * m->cfg.head_dim,

@@ -32,6 +32,9 @@ int run_tps(const char *args, bool merge_stderr, char **out);
 /* Expects `tps <args>` (stderr merged) to exit with status and, when says is
  * not NULL, to print it: the check of a command line's refusal. */
 void expect_tps(const char *args, int status, const char *says);
+/* Asserts that `tps <args>` (stderr merged) exits 0, showing its output
+ * when it does not: a step a test cannot go on without. */
+void assert_tps_ok(const char *args);
 
 /* ||got - ref|| / ||ref||: the relative L2 error the tests bound logits
  * and dequantised rows by. */
