@@ -19,6 +19,7 @@
 #include "bench/result/result.h"
 #include "base/clock.h"
 #include "model/tokenizer.h"
+#include "support/bench_workload.h"
 #include "support/test_support.h"
 #include "support/test_data.h"
 #include "test_bench_fake.h"
@@ -307,7 +308,7 @@ static void run_turns(turn_run *t, bench_endpoint ep, size_t conversations, uint
                         .connect_timeout_s = 2,
                         .think_time_s = think_s,
                         .keep_text = true};
-    cr_assert_eq(bench_run(&t->out, &cfg, &t->wl, &e), 0, "%s", e.msg);
+    test_bench_run(&t->out, &cfg, &t->wl);
     fake_stop(&t->srv);
     t->n_req = split_log(&t->srv, t->req, 64);
 }
