@@ -16,7 +16,6 @@
 #include "bench/workload/workload.h"
 #include "base/clock.h"
 #include "model/tokenizer.h"
-#include "support/bench_workload.h"
 #include "support/test_support.h"
 #include "test_bench_fake.h"
 
@@ -309,7 +308,7 @@ Test(bench_dataset, a_trace_is_replayed_once_at_its_scaled_timestamps) {
                         .idle_timeout_s = 5,
                         .connect_timeout_s = 1};
     bench_run_out out;
-    test_bench_run(&out, &cfg, &w);
+    cr_assert_eq(bench_run(&out, &cfg, &w, &e), 0, "%s", e.msg);
     fake_stop(&srv);
     cr_assert_eq(out.n, 4, "each item once");
     const uint64_t want_ms[] = {0, 100, 100, 300};
