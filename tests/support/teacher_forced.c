@@ -113,3 +113,16 @@ void teacher_forced_errors(const model_preset *pre, uint64_t seed, const uint32_
     unlink(f32);
     rmdir(dir);
 }
+
+void teacher_forced_check(const model_preset *pre, uint64_t seed, const tf_case *cases, size_t n,
+                          uint32_t steps, double *err) {
+    uint32_t types[8] = {0};
+    cr_assert_leq(n, sizeof types / sizeof types[0]);
+    for (size_t i = 0; i < n; i++)
+        types[i] = cases[i].type;
+    teacher_forced_errors(pre, seed, types, n, steps, err);
+    for (size_t i = 0; i < n; i++) {
+        cr_log_info("normalised logit error: %s %.2e", cases[i].name, err[i]);
+        cr_expect_leq(err[i], cases[i].tol, "%s: %g", cases[i].name, err[i]);
+    }
+}
