@@ -339,6 +339,9 @@ typedef struct jargs {
 _Noreturn void jx_fail(jctx *c, jinja_fail kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void *jx_alloc(jctx *c, size_t n);
+/* A new arena block of cap elements of size bytes holding old's first n:
+ * how the engine's arrays grow (the old block stays in the arena). */
+void *jx_regrow(jctx *c, const void *old, size_t n, size_t cap, size_t size);
 void jx_step(jctx *c);
 /* One level deeper (c->depth; the caller steps back): a LIMIT error
  * "<what> deeper than N" past jinja_limits.max_depth. */

@@ -31,9 +31,7 @@ void jv_push(jctx *c, jinja_val list, jinja_val v) {
     struct jinja_list *l = list.u.l;
     if (l->n == l->cap) {
         uint32_t cap = l->cap ? l->cap * 2 : 4;
-        jinja_val *p = jx_alloc(c, (size_t)cap * sizeof *p);
-        if (l->n) memcpy(p, l->v, l->n * sizeof *p);
-        l->v = p;
+        l->v = jx_regrow(c, l->v, l->n, cap, sizeof *l->v);
         l->cap = cap;
     }
     l->v[l->n++] = v;
@@ -70,14 +68,8 @@ void jv_map_put(jctx *c, jinja_val map, jinja_val key, jinja_val v) {
     }
     if (m->n == m->cap) {
         uint32_t cap = m->cap ? m->cap * 2 : 4;
-        jinja_val *k = jx_alloc(c, (size_t)cap * sizeof *k),
-                  *vv = jx_alloc(c, (size_t)cap * sizeof *vv);
-        if (m->n) {
-            memcpy(k, m->k, m->n * sizeof *k);
-            memcpy(vv, m->v, m->n * sizeof *vv);
-        }
-        m->k = k;
-        m->v = vv;
+        m->k = jx_regrow(c, m->k, m->n, cap, sizeof *m->k);
+        m->v = jx_regrow(c, m->v, m->n, cap, sizeof *m->v);
         m->cap = cap;
     }
     m->k[m->n] = key;
