@@ -35,18 +35,6 @@ static bool pair_before(const void *pa, const void *pb) {
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-static int heap_push(spm_heap *h, spm_pair p) {
-    if (TPS_GROW(h->v, h->cap, h->n + 1, 64)) return TPS_ENOMEM;
-    tps_heap_push(h->v, h->n++, &p, sizeof p, pair_before);
-    return 0;
-}
-
-static spm_pair heap_pop(spm_heap *h) {
-    spm_pair top;
-    tps_heap_pop(h->v, h->n--, sizeof top, pair_before, &top);
-    return top;
-}
-
 /* Queues (left, right) if their concatenation is a vocabulary token. */
 static int try_pair(const tokenizer *t, const char *esc, const spm_sym *sym, spm_heap *h,
                     int32_t left, int32_t right) {
@@ -54,7 +42,10 @@ static int try_pair(const tokenizer *t, const char *esc, const spm_sym *sym, spm
     size_t size = sym[left].n + sym[right].n;
     int32_t id = tok_lookup(t, esc + sym[left].start, size);
     if (id == TOKEN_NONE) return 0;
-    return heap_push(h, (spm_pair){left, right, t->score[id], size});
+    const spm_pair p = {left, right, t->score[id], size};
+    if (TPS_GROW(h->v, h->cap, h->n + 1, 64)) return TPS_ENOMEM;
+    tps_heap_push(h->v, h->n++, &p, sizeof p, pair_before);
+    return 0;
 }
 
 static int emit_bytes(const tokenizer *t, const char *s, size_t n, tok_ids *out) {
@@ -113,7 +104,8 @@ static int merge_pairs(const tokenizer *t, const char *esc, spm_sym *sym, int32_
         rc = try_pair(t, esc, sym, heap, i - 1, i);
 
     while (heap->n && !rc) {
-        spm_pair p = heap_pop(heap);
+        spm_pair p;
+        tps_heap_pop(heap->v, heap->n--, sizeof p, pair_before, &p);
         spm_sym *l = &sym[p.left], *r = &sym[p.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != p.size) continue; /* stale */
         l->n += r->n;
