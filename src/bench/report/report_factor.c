@@ -601,16 +601,7 @@ static void part_table(FILE *h, const rset *s, int pi) {
     fputs("</tr></thead><tbody>\n", h);
     for (size_t j = 0; j < s->n; j++) {
         const rset_point *p = &s->p[j];
-        fputs("<tr><td class=l>", h);
-        rhtml_esc(h, p->label);
-        fputs("</td>", h);
-        if (!p->has_result) {
-            fprintf(h, "<td colspan=%d class=l>no result (bench exit status %d)</td></tr>\n",
-                    M_COUNT + 1, p->exit_status);
-            continue;
-        }
-        fprintf(h, "<td>%llu / %llu</td>", (unsigned long long)p->r.completed,
-                (unsigned long long)p->r.failed);
+        if (!rhtml_row_head(h, p, M_COUNT + 1)) continue;
         for (int m = 0; m < M_COUNT; m++) {
             char buf[32];
             fprintf(h, "<td>%s</td>", cell(buf, sizeof buf, p, (metric)m, NULL));

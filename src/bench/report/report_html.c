@@ -34,6 +34,20 @@ void rhtml_esc(FILE *f, const char *s) {
     }
 }
 
+bool rhtml_row_head(FILE *f, const rset_point *p, int span) {
+    fputs("<tr><td class=l>", f);
+    rhtml_esc(f, p->label);
+    fputs("</td>", f);
+    if (!p->has_result) {
+        fprintf(f, "<td colspan=%d class=l>no result (bench exit status %d)</td></tr>\n", span,
+                p->exit_status);
+        return false;
+    }
+    fprintf(f, "<td>%llu / %llu</td>", (unsigned long long)p->r.completed,
+            (unsigned long long)p->r.failed);
+    return true;
+}
+
 /* Writes the file at path as base64; false if it cannot be read. */
 static bool base64_file(FILE *out, const char *path) {
     static const char T[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -79,17 +93,8 @@ static void table(FILE *f, const rset *s) {
           f);
     for (size_t i = 0; i < s->n; i++) {
         const rset_point *p = &s->p[i];
-        fputs("<tr><td class=l>", f);
-        rhtml_esc(f, p->label);
-        fputs("</td>", f);
-        if (!p->has_result) {
-            fprintf(f, "<td colspan=18 class=l>no result (bench exit status %d)</td></tr>\n",
-                    p->exit_status);
-            continue;
-        }
+        if (!rhtml_row_head(f, p, 18)) continue;
         const bench_result *r = &p->r;
-        fprintf(f, "<td>%llu / %llu</td>", (unsigned long long)r->completed,
-                (unsigned long long)r->failed);
         if (r->steady.valid)
             fprintf(f, "<td><b>%.1f</b></td>", r->steady.tps.output_tps);
         else
