@@ -404,7 +404,7 @@ Test(bench_turns, result_has_cached_input_and_turn_1_against_later_turns) {
     bench_result res;
     result_opts ro = {.origin_ns = t.out.t_start_ns};
     tps_err e = {{0}};
-    cr_assert_eq(result_build(&res, t.out.recs, t.out.n, &ro, &e), 0, "%s", e.msg);
+    test_result_build(&res, t.out.recs, t.out.n, &ro);
     cr_expect_eq(res.cached.requests, 6);
     cr_expect_eq(res.cached.tokens, 30, "5 cached tokens x 6 requests");
     cr_expect_eq(res.cached.prompt, 42, "7 prompt tokens x 6 requests");
@@ -438,7 +438,7 @@ Test(bench_turns, cached_input_is_unknown_when_the_server_does_not_say) {
     bench_result res;
     result_opts ro = {.origin_ns = t.out.t_start_ns};
     tps_err e = {{0}};
-    cr_assert_eq(result_build(&res, t.out.recs, t.out.n, &ro, &e), 0, "%s", e.msg);
+    test_result_build(&res, t.out.recs, t.out.n, &ro);
     cr_expect_eq(res.cached.requests, 0);
     json_t *j = result_to_json(&res);
     json_t *tk = json_object_get(j, "tokens");

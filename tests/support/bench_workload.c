@@ -22,3 +22,9 @@ void test_bench_run(bench_run_out *out, const bench_config *cfg, const workload 
     tps_err e = {{0}};
     cr_assert_eq(bench_run(out, cfg, wl, &e), 0, "%s", e.msg);
 }
+
+void test_result_build(bench_result *res, const bench_record *recs, size_t n,
+                       const result_opts *o) {
+    tps_err e = {{0}};
+    cr_assert_eq(result_build(res, recs, n, o, &e), 0, "%s", e.msg);
+}
