@@ -14,23 +14,14 @@
 #include "bench/io/tmp_dir.h"
 
 void rhtml_esc(FILE *f, const char *s) {
+    static const char *const ENTITY[256] = {
+        ['<'] = "&lt;", ['>'] = "&gt;", ['&'] = "&amp;", ['"'] = "&quot;"};
     for (; *s; s++) {
-        switch (*s) {
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        default:
+        const char *ent = ENTITY[(unsigned char)*s];
+        if (ent)
+            fputs(ent, f);
+        else
             fputc(*s, f);
-        }
     }
 }
 
