@@ -363,6 +363,9 @@ const char *jv_type_name(jinja_val v);         /* Python's: "str", "int", "NoneT
 bool jv_is_num(jinja_val v);                   /* bool, int or float */
 double jv_num(jinja_val v);
 bool jv_str_eq(jinja_val v, const char *s);
+/* a op b for a comparison operator (OP_EQ ... OP_LTEQ, OP_IN, OP_NOTIN): the
+ * expressions' and the eq/lt/... tests' one rule. */
+bool jv_compare(jctx *c, int op, jinja_val a, jinja_val b);
 jinja_val jv_iter(jctx *c, jinja_val v); /* a list of what `for` visits (map: keys) */
 int64_t jv_len(jctx *c, jinja_val v);
 _Noreturn void jv_undef_fail(jctx *c, jinja_val u);
@@ -460,9 +463,6 @@ jinja_val jx_getitem(jctx *c, jinja_val obj, jinja_val key);
 jinja_val jx_call_builtin(jctx *c, jinja_val fn, const jargs *a);
 jinja_val jx_call(jctx *c, jinja_val fn, const jargs *a); /* macros through c->call_macro */
 jinja_val jx_eval(jctx *c, const jnode *n);
-/* a op b for a comparison operator (OP_EQ ... OP_LTEQ, OP_IN, OP_NOTIN): the
- * expression's and the eq/lt/... tests' one rule. */
-bool jx_compare(jctx *c, int op, jinja_val a, jinja_val b);
 jinja_val jx_filter_chain(jctx *c, const jnode *chain, jinja_val in);
 void jx_exec(jctx *c, const jnode *n);
 /* variables (jinja_scope.c): the innermost frame first, then the root

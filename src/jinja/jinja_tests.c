@@ -47,7 +47,7 @@ static bool compare_test(jctx *c, int id, jinja_val v, const jargs *a) {
                               [T_LT - T_EQ] = OP_LT, [T_LE - T_EQ] = OP_LTEQ,
                               [T_GT - T_EQ] = OP_GT, [T_GE - T_EQ] = OP_GTEQ};
     jinja_val o = one_arg(c, a, "compare");
-    return jx_compare(c, OPS[id - T_EQ], v, o);
+    return jv_compare(c, OPS[id - T_EQ], v, o);
 }
 
 static bool case_test(jctx *c, jinja_val v, bool lower) {
