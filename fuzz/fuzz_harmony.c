@@ -7,23 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_split.h"
 #include "server/harmony.h"
 
-typedef struct out {
-    uint8_t *all, *parts[4];
-    size_t n_all, n[4];
-} out;
-
 static void sink(void *ctx, harmony_part part, const char *p, size_t n) {
-    out *o = ctx;
-    if (!n || part > HARMONY_CALL) abort();
-    memcpy(o->all + o->n_all, p, n);
-    o->n_all += n;
-    memcpy(o->parts[part] + o->n[part], p, n);
-    o->n[part] += n;
+    if (part > HARMONY_CALL) abort();
+    split_out_add(ctx, part, p, n);
 }
 
-static void run(const uint8_t *text, size_t n, size_t step, out *o) {
+static void run(const uint8_t *text, size_t n, size_t step, split_out *o) {
     harmony_split h;
     harmony_init(&h);
     for (size_t i = 0; i < n; i += step)
@@ -35,16 +27,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     size_t step = 1 + data[0] % 16;
     const uint8_t *text = data + 1;
-    size_t n = size - 1, w = n + 1;
-    uint8_t *buf = malloc(10 * w);
+    size_t n = size - 1;
+    split_out a, b;
+    uint8_t *buf = split_out_init(&a, &b, n, 4);
     if (!buf) return 0;
-    out a = {.all = buf, .parts = {buf + w, buf + 2 * w, buf + 3 * w, buf + 4 * w}};
-    out b = {.all = buf + 5 * w, .parts = {buf + 6 * w, buf + 7 * w, buf + 8 * w, buf + 9 * w}};
     run(text, n, n ? n : 1, &a);
     run(text, n, step, &b);
-    if (a.n_all != n || memcmp(a.all, text, n)) abort(); /* the text, in order */
-    for (int p = 0; p < 4; p++)
-        if (a.n[p] != b.n[p] || memcmp(a.parts[p], b.parts[p], a.n[p])) abort();
+    split_out_check(&a, &b, text, n, 4);
     free(buf);
     return 0;
 }

@@ -9,22 +9,14 @@
 #include <string.h>
 
 #include "engine/think.h"
-
-typedef struct out {
-    uint8_t *all, *parts[3];
-    size_t n_all, n[3];
-} out;
+#include "fuzz_split.h"
 
 static void sink(void *ctx, think_part part, const char *p, size_t n) {
-    out *o = ctx;
-    if (!n || part > THINK_PART_MARKER) abort();
-    memcpy(o->all + o->n_all, p, n);
-    o->n_all += n;
-    memcpy(o->parts[part] + o->n[part], p, n);
-    o->n[part] += n;
+    if (part > THINK_PART_MARKER) abort();
+    split_out_add(ctx, part, p, n);
 }
 
-static void run(think_state st, const uint8_t *text, size_t n, size_t step, out *o) {
+static void run(think_state st, const uint8_t *text, size_t n, size_t step, split_out *o) {
     think_split t;
     think_init(&t, st);
     for (size_t i = 0; i < n; i += step)
@@ -38,16 +30,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t step = 1 + data[1] % 16;
     const uint8_t *text = data + 2;
     size_t n = size - 2;
-    uint8_t *buf = malloc(8 * (n + 1));
+    split_out a, b;
+    uint8_t *buf = split_out_init(&a, &b, n, 3);
     if (!buf) return 0;
-    out a = {.all = buf, .parts = {buf + n + 1, buf + 2 * (n + 1), buf + 3 * (n + 1)}};
-    out b = {.all = buf + 4 * (n + 1),
-             .parts = {buf + 5 * (n + 1), buf + 6 * (n + 1), buf + 7 * (n + 1)}};
     run(st, text, n, n ? n : 1, &a);
     run(st, text, n, step, &b);
-    if (a.n_all != n || memcmp(a.all, text, n)) abort(); /* the text, in order */
-    for (int p = 0; p < 3; p++)
-        if (a.n[p] != b.n[p] || memcmp(a.parts[p], b.parts[p], a.n[p])) abort();
+    split_out_check(&a, &b, text, n, 3);
     if (st == THINK_OFF && a.n[THINK_PART_CONTENT] != n) abort();
     /* markers: whitespace then "<think>", and/or "</think>" */
     const uint8_t *m = a.parts[THINK_PART_MARKER];

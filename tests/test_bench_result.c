@@ -12,6 +12,7 @@
 #include "bench/report/report.h"
 #include "bench/result/result.h"
 #include "base/clock.h"
+#include "support/bench_workload.h"
 #include "support/test_support.h"
 #include "support/test_data.h"
 #include "test_bench_fake.h"
@@ -66,8 +67,7 @@ Test(bench_result, windows_percentiles_and_goodput_on_hand_built_requests) {
     three(r);
     bench_result res;
     result_opts o = opts();
-    tps_err e = {{0}};
-    cr_assert_eq(result_build(&res, r, 3, &o, &e), 0, "%s", e.msg);
+    test_result_build(&res, r, 3, &o);
     cr_expect_eq(res.completed, 2);
     cr_expect_eq(res.failed, 1);
     cr_expect_eq(res.errors[BENCH_ERR_RESET], 1);
@@ -127,7 +127,7 @@ Test(bench_result, tokens_arriving_together_keep_the_gap_per_arrival_beside_the_
     bench_result res;
     result_opts o = opts();
     tps_err e = {{0}};
-    cr_assert_eq(result_build(&res, r, 2, &o, &e), 0, "%s", e.msg);
+    test_result_build(&res, r, 2, &o);
     /* gaps: A 0, then 3 x (40, 0); B 40, 0, 40, 0, 40: 12 gaps, 6 zero */
     cr_expect_eq(hist_count(res.h[RH_ITL]), 12);
     cr_expect_eq(hist_percentile(res.h[RH_ITL], 50), 0, "half the per-token gaps are zero");
@@ -171,8 +171,7 @@ Test(bench_result, trimming_by_requests_and_a_user_window) {
     o.warmup_reqs = 1; /* after the 1st end (1210) */
     o.has_user = true;
     o.user_t0_s = 0.1, o.user_t1_s = 0.3; /* (1100, 1300] */
-    tps_err e = {{0}};
-    cr_assert_eq(result_build(&res, r, 3, &o, &e), 0, "%s", e.msg);
+    test_result_build(&res, r, 3, &o);
     cr_assert(res.steady.valid, "%s", res.steady.why);
     cr_expect_eq(res.steady.tps.w.t0, MS(310));
     cr_expect_eq(res.steady.tps.w.t1, MS(500));
@@ -181,7 +180,7 @@ Test(bench_result, trimming_by_requests_and_a_user_window) {
     cr_expect_eq(res.user.tps.output_tokens, 5, "1150, 1200 x2, 1250, 1300");
     result_free(&res);
     o.warmup_reqs = 2, o.cooldown_reqs = 1;
-    cr_assert_eq(result_build(&res, r, 3, &o, &e), 0);
+    test_result_build(&res, r, 3, &o);
     cr_expect(!res.steady.valid);
     cr_expect(strstr(res.steady.why, "only 3 ended") != NULL, "%s", res.steady.why);
     result_free(&res);
@@ -214,7 +213,7 @@ Test(bench_result, json_round_trip_is_lossless) {
     o.per_request = true;
     o.config = json_pack("{s:s}", "url", "http://x");
     tps_err e = {{0}};
-    cr_assert_eq(result_build(&a, r, 3, &o, &e), 0);
+    test_result_build(&a, r, 3, &o);
     json_t *ja = result_to_json(&a);
     char *text = json_dumps(ja, 0);
     json_t *parsed = json_loads(text, 0, NULL);
@@ -252,9 +251,9 @@ Test(bench_result, merge_of_split_runs_equals_the_one_run) {
     o.target_concurrency = 1;
     tps_err e = {{0}};
     bench_result all, p1, p2;
-    cr_assert_eq(result_build(&all, r, 3, &o, &e), 0);
-    cr_assert_eq(result_build(&p1, r, 1, &o, &e), 0);
-    cr_assert_eq(result_build(&p2, r + 1, 2, &o, &e), 0);
+    test_result_build(&all, r, 3, &o);
+    test_result_build(&p1, r, 1, &o);
+    test_result_build(&p2, r + 1, 2, &o);
     /* through files, as `tps bench merge` does */
     json_t *j2 = result_to_json(&p2);
     bench_result p2b;
@@ -287,7 +286,7 @@ Test(bench_result, csv_has_one_header_and_one_row) {
     bench_result res;
     result_opts o = opts();
     tps_err e = {{0}};
-    cr_assert_eq(result_build(&res, r, 3, &o, &e), 0);
+    test_result_build(&res, r, 3, &o);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -333,8 +332,7 @@ Test(bench_cli, bench_writes_json_and_csv_and_merge_adds_runs, .timeout = 60) {
     json_decref(j);
     snprintf(args, sizeof args, "bench merge %s/a.json %s/a.json --json %s/m.json --quiet", dir,
              dir, dir);
-    cr_expect_eq(run_tps(args, true, &out), 0, "%s", out);
-    free(out);
+    expect_tps(args, 0, NULL);
     j = test_json_load("%s/m.json", dir);
     cr_expect_eq(json_integer_value(json_object_get(j, "runs")), 2);
     cr_expect_eq(json_integer_value(json_object_get(json_object_get(j, "requests"), "sent")), 12);
@@ -362,14 +360,9 @@ Test(bench_cli, errors_above_the_limit_exit_1_and_bad_flags_exit_2, .timeout = 6
     cr_expect_eq(run_tps(args, true, &out), 1, "no request completed: still a failure");
     free(out);
     fake_stop(&s);
-    cr_expect_eq(run_tps("bench --requests 1 --bogus", true, &out), 2);
-    cr_expect(strstr(out, "unknown option '--bogus'") != NULL, "%s", out);
-    free(out);
-    cr_expect_eq(run_tps("bench --url http://127.0.0.1:9", true, &out), 2);
-    cr_expect(strstr(out, "--requests N and/or --duration S") != NULL, "%s", out);
-    free(out);
-    cr_expect_eq(run_tps("bench --requests 1 --input-len uniform:9:1", true, &out), 2);
-    free(out);
+    expect_tps("bench --requests 1 --bogus", 2, "unknown option '--bogus'");
+    expect_tps("bench --url http://127.0.0.1:9", 2, "--requests N and/or --duration S");
+    expect_tps("bench --requests 1 --input-len uniform:9:1", 2, NULL);
     cr_expect_eq(run_tps("bench --help", false, &out), 0);
     cr_expect(strstr(out, "TPOT") && strstr(out, "steady") && strstr(out, "window"));
     free(out);

@@ -17,6 +17,7 @@
 #include "bench/result/result.h"
 #include "base/clock.h"
 #include "support/serve_proc.h"
+#include "support/bench_workload.h"
 #include "support/test_support.h"
 
 typedef serve_proc server_proc;
@@ -81,8 +82,7 @@ Test(bench_serve, tokens_match_usage_and_metrics_and_latencies_add_up, .timeout 
                         .connect_timeout_s = 5,
                         .keep_text = true};
     bench_run_out out;
-    tps_err e = {{0}};
-    cr_assert_eq(bench_run(&out, &cfg, &wl, &e), 0, "%s", e.msg);
+    test_bench_run(&out, &cfg, &wl);
     double after = generation_tokens(&s);
     serve_stop(&s);
 
@@ -136,12 +136,11 @@ Test(bench_serve, open_loop_above_capacity_shows_scheduled_latency_above_sent, .
                         .connect_timeout_s = 5,
                         .seed = 7};
     bench_run_out out;
-    tps_err e = {{0}};
-    cr_assert_eq(bench_run(&out, &cfg, &wl, &e), 0, "%s", e.msg);
+    test_bench_run(&out, &cfg, &wl);
     serve_stop(&s);
     bench_result res;
     result_opts ro = {.origin_ns = out.t_start_ns};
-    cr_assert_eq(result_build(&res, out.recs, out.n, &ro, &e), 0, "%s", e.msg);
+    test_result_build(&res, out.recs, out.n, &ro);
     cr_expect_eq(res.completed, 24);
     cr_expect(hist_mean(res.h[RH_TTFT]) > hist_mean(res.h[RH_TTFT_SENT]));
     cr_expect(hist_percentile(res.h[RH_E2E], 90) > hist_percentile(res.h[RH_E2E_SENT], 90));

@@ -165,8 +165,7 @@ Test(bench_stamps, a_burst_on_many_connections_is_stamped_before_any_parse, .tim
                         .idle_timeout_s = 20,
                         .connect_timeout_s = 5};
     bench_run_out out;
-    tps_err e = {{0}};
-    cr_assert_eq(bench_run(&out, &cfg, &wl, &e), 0, "%s", e.msg);
+    test_bench_run(&out, &cfg, &wl);
     pthread_join(s.th, NULL);
     close(s.lfd);
     cr_assert_eq(s.failed, 0, "the server read every request");

@@ -9,6 +9,7 @@
 #include "bench/result/result.h"
 #include "bench/result/verdict.h"
 #include "base/clock.h"
+#include "support/bench_workload.h"
 
 #define MS(x) ((uint64_t)(x)*TPS_NS_PER_MS)
 
@@ -62,8 +63,7 @@ static void judged(verdict *v, bench_result *res, const shape *s, double cpu, do
     o.origin_ns = MS(1000);
     json_t *cfg = json_pack("{s:s, s:f}", "input_source", input_source, "rate", 0.0);
     o.config = cfg;
-    tps_err e = {{0}};
-    cr_assert_eq(result_build(res, r, s->n, &o, &e), 0, "%s", e.msg);
+    test_result_build(res, r, s->n, &o);
     res->client_cpu_s = cpu * res->run.tps.seconds;
     res->has_runq = runq >= 0;
     res->client_runq_s = runq >= 0 ? runq * res->run.tps.seconds : 0;
@@ -208,14 +208,13 @@ Test(warmup, its_requests_are_in_no_distribution) {
     s.n = 6, s.first_ttft = 500; /* a cold first request */
     bench_record *r = build(&s);
     bench_result all, trimmed;
-    tps_err e = {{0}};
     result_opts o = {.origin_ns = MS(1000), .target_concurrency = 1};
-    cr_assert_eq(result_build(&all, r, s.n, &o, &e), 0, "%s", e.msg);
+    test_result_build(&all, r, s.n, &o);
     cr_expect_eq(hist_count(all.h[RH_TTFT]), 6);
     cr_expect_eq(hist_max(all.h[RH_TTFT]), MS(500));
     cr_expect_eq(all.warmup_excluded, 0);
     o.warmup_reqs = 1; /* warm-up ends with the first request's last byte */
-    cr_assert_eq(result_build(&trimmed, r, s.n, &o, &e), 0, "%s", e.msg);
+    test_result_build(&trimmed, r, s.n, &o);
     cr_expect_eq(trimmed.warmup_excluded, 1);
     cr_expect_eq(hist_count(trimmed.h[RH_TTFT]), 5, "the second was sent as the first ended");
     cr_expect_eq(hist_max(trimmed.h[RH_TTFT]), MS(10));
@@ -226,7 +225,7 @@ Test(warmup, its_requests_are_in_no_distribution) {
     result_free(&trimmed);
     o.warmup_reqs = 0, o.warmup_s = 0.55; /* by time: the first (sent at 0 s) and the
                                              second (sent at 0.536 s) */
-    cr_assert_eq(result_build(&trimmed, r, s.n, &o, &e), 0, "%s", e.msg);
+    test_result_build(&trimmed, r, s.n, &o);
     cr_expect_eq(trimmed.warmup_excluded, 2);
     cr_expect_eq(hist_count(trimmed.h[RH_TTFT]), 4);
     json_t *j = result_to_json(&trimmed);

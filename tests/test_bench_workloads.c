@@ -19,6 +19,7 @@
 #include "bench/result/result.h"
 #include "base/clock.h"
 #include "model/tokenizer.h"
+#include "support/bench_workload.h"
 #include "support/test_support.h"
 #include "support/test_data.h"
 #include "test_bench_fake.h"
@@ -307,7 +308,7 @@ static void run_turns(turn_run *t, bench_endpoint ep, size_t conversations, uint
                         .connect_timeout_s = 2,
                         .think_time_s = think_s,
                         .keep_text = true};
-    cr_assert_eq(bench_run(&t->out, &cfg, &t->wl, &e), 0, "%s", e.msg);
+    test_bench_run(&t->out, &cfg, &t->wl);
     fake_stop(&t->srv);
     t->n_req = split_log(&t->srv, t->req, 64);
 }
@@ -403,7 +404,7 @@ Test(bench_turns, result_has_cached_input_and_turn_1_against_later_turns) {
     bench_result res;
     result_opts ro = {.origin_ns = t.out.t_start_ns};
     tps_err e = {{0}};
-    cr_assert_eq(result_build(&res, t.out.recs, t.out.n, &ro, &e), 0, "%s", e.msg);
+    test_result_build(&res, t.out.recs, t.out.n, &ro);
     cr_expect_eq(res.cached.requests, 6);
     cr_expect_eq(res.cached.tokens, 30, "5 cached tokens x 6 requests");
     cr_expect_eq(res.cached.prompt, 42, "7 prompt tokens x 6 requests");
@@ -437,7 +438,7 @@ Test(bench_turns, cached_input_is_unknown_when_the_server_does_not_say) {
     bench_result res;
     result_opts ro = {.origin_ns = t.out.t_start_ns};
     tps_err e = {{0}};
-    cr_assert_eq(result_build(&res, t.out.recs, t.out.n, &ro, &e), 0, "%s", e.msg);
+    test_result_build(&res, t.out.recs, t.out.n, &ro);
     cr_expect_eq(res.cached.requests, 0);
     json_t *j = result_to_json(&res);
     json_t *tk = json_object_get(j, "tokens");

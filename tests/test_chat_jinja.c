@@ -107,8 +107,7 @@ Test(chat_jinja, a_deepseek_r1_distill_shaped_file_gets_the_deepseek_prompt, .ti
              "model make --arch llama --preset tiny --type f32 --chat-template-file "
              "'" TEMPLATES "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja' -o %s/r1.gguf",
              dir);
-    cr_assert_eq(run_tps(args, true, &out), 0, "%s", out);
-    free(out);
+    assert_tps_ok(args);
     snprintf(args, sizeof args, "model info %s/r1.gguf", dir);
     cr_assert_eq(run_tps(args, true, &out), 0, "%s", out);
     cr_expect(strstr(out, "GGUF tokenizer.chat_template") && strstr(out, "deepseek"), "%s", out);

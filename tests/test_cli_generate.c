@@ -201,25 +201,15 @@ Test(cli_generate, prompt_longer_than_the_context_names_both_numbers) {
 
 Test(cli_generate, invalid_utf8_zero_tokens_and_unknown_flags_are_refused) {
     REQUIRE_SHARED("models/stories260K.gguf");
-    char args[2048], *out;
+    char args[2048];
     snprintf(args, sizeof args, "generate -m %s -p \"$(printf 'ab\\377c')\"", model_arg());
-    cr_expect_eq(run_tps(args, true, &out), 2);
-    cr_expect(strstr(out, "not valid UTF-8 (byte 2)") != NULL, "%s", out);
-    free(out);
+    expect_tps(args, 2, "not valid UTF-8 (byte 2)");
     snprintf(args, sizeof args, "generate -m %s -p x -n 0", model_arg());
-    cr_expect_eq(run_tps(args, true, &out), 2);
-    cr_expect(strstr(out, "-n takes a number") != NULL, "%s", out);
-    free(out);
+    expect_tps(args, 2, "-n takes a number");
     snprintf(args, sizeof args, "generate -m %s -p x --frobnicate", model_arg());
-    cr_expect_eq(run_tps(args, true, &out), 2);
-    cr_expect(strstr(out, "unknown option '--frobnicate'") != NULL, "%s", out);
-    free(out);
-    cr_expect_eq(run_tps("generate -p x", true, &out), 2);
-    cr_expect(strstr(out, "-m MODEL") != NULL, "%s", out);
-    free(out);
-    cr_expect_eq(run_tps("generate -m /nonexistent.gguf -p x", true, &out), 1);
-    cr_expect(strstr(out, "/nonexistent.gguf") != NULL, "%s", out);
-    free(out);
+    expect_tps(args, 2, "unknown option '--frobnicate'");
+    expect_tps("generate -p x", 2, "-m MODEL");
+    expect_tps("generate -m /nonexistent.gguf -p x", 1, "/nonexistent.gguf");
 }
 
 /* Repacked weights (the default) and the file's own layout compute the same

@@ -52,21 +52,14 @@ Test(cli_model, info_json_is_one_object_with_the_same_facts) {
 }
 
 Test(cli_model, info_on_a_non_gguf_file_fails_with_a_message) {
-    char *out;
     char args[1024];
     snprintf(args, sizeof args, "model info '%s/CMakeLists.txt'", TPS_SOURCE_DIR);
-    cr_expect_eq(run_tps(args, true, &out), 1);
-    cr_expect(strstr(out, "not a GGUF file") != NULL, "%s", out);
-    free(out);
+    expect_tps(args, 1, "not a GGUF file");
 }
 
 Test(cli_model, unknown_flag_is_rejected) {
-    char *out;
-    cr_expect_eq(run_tps("model info --bogus x.gguf", true, &out), 2);
-    cr_expect(strstr(out, "unknown option '--bogus'") != NULL, "%s", out);
-    free(out);
-    cr_expect_eq(run_tps("frobnicate", true, &out), 2);
-    free(out);
+    expect_tps("model info --bogus x.gguf", 2, "unknown option '--bogus'");
+    expect_tps("frobnicate", 2, NULL);
 }
 
 /* `model make --arch` then `model info`: the architecture's specifics are
@@ -76,8 +69,7 @@ Test(cli_model, make_arch_then_info_prints_the_architecture_specifics) {
     close(mkstemp(path));
     char args[512], *out;
     snprintf(args, sizeof args, "model make --arch gemma2 --preset tiny --type f32 -o %s", path);
-    cr_assert_eq(run_tps(args, true, &out), 0, "%s", out);
-    free(out);
+    assert_tps_ok(args);
     snprintf(args, sizeof args, "model info %s", path);
     cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
     cr_expect(strstr(out, "architecture           gemma2") != NULL, "%s", out);
@@ -87,8 +79,6 @@ Test(cli_model, make_arch_then_info_prints_the_architecture_specifics) {
     cr_expect(strstr(out, "rope order             neox") != NULL, "%s", out);
     free(out);
     snprintf(args, sizeof args, "model make --arch mamba --preset tiny --type f32 -o %s", path);
-    cr_expect_eq(run_tps(args, true, &out), 2);
-    cr_expect(strstr(out, "unknown architecture 'mamba'") != NULL, "%s", out);
-    free(out);
+    expect_tps(args, 2, "unknown architecture 'mamba'");
     unlink(path);
 }

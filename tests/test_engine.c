@@ -288,20 +288,16 @@ Test(engine, full_queue_is_refused) {
     REQUIRE_SHARED("models/stories260K.gguf");
     env v;
     env_open_stories(&v);
-    engine_params p;
-    engine_params_default(&p);
-    p.model = v.m;
-    p.tok = v.tok;
+    engine_params p = env_params(&v);
     p.max_queue = 2;
     p.max_seqs = 1;
-    engine *e;
-    tps_err err = {0};
-    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
+    engine *e = env_start(&p);
     int32_t prompt[] = {1, 100, 200};
     engine_request rq = {.prompt = prompt, .n_prompt = 3, .max_tokens = 400};
     sampler_params_default(&rq.sampling);
     rq.sampling.ignore_eos = true;
     uint64_t id;
+    tps_err err = {0};
     int refused = 0;
     for (int i = 0; i < 6; i++)
         refused += engine_submit(e, &rq, &id, &err) == TPS_EFULL;
@@ -321,10 +317,7 @@ Test(engine, f32_kv_asked_for_is_kept_and_q8_0_on_small_heads_is_refused) {
     cr_assert_eq(engine_get_params(e)->kv_type, GGML_TYPE_F32);
     engine_destroy(e);
     /* and Q8_0 on heads of 8 (not whole blocks of 32) is refused by name */
-    engine_params p;
-    engine_params_default(&p);
-    p.model = v.m;
-    p.tok = v.tok;
+    engine_params p = env_params(&v);
     p.n_threads = 1;
     p.kv_type = GGML_TYPE_Q8_0;
     tps_err err = {0};
@@ -440,21 +433,17 @@ Test(engine, trace_file_has_steps_and_request_spans) {
     env_open_stories(&v);
     char path[] = "/tmp/tps-trace-XXXXXX";
     close(mkstemp(path));
-    engine_params p;
-    engine_params_default(&p);
-    p.model = v.m;
-    p.tok = v.tok;
+    engine_params p = env_params(&v);
     p.n_threads = 1;
     p.trace_path = path;
-    engine *e;
-    tps_err err = {0};
-    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
+    engine *e = env_start(&p);
     int32_t prompt[] = {1, 403, 407, 261, 378};
     engine_request rq = {.prompt = prompt, .n_prompt = 5, .max_tokens = 8};
     sampler_params_default(&rq.sampling);
     rq.sampling.temperature = 0;
     result res[2] = {0};
     uint64_t id;
+    tps_err err = {0};
     for (int i = 0; i < 2; i++) {
         rq.user = &res[i];
         cr_assert_eq(engine_submit(e, &rq, &id, &err), 0, "%s", err.msg);

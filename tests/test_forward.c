@@ -52,13 +52,7 @@ static void setup(fixture *fx, uint32_t kv_type, size_t max_rows) {
     cr_assert_eq(llama_model_load(&fx->m, path, &err), 0, "%s", err.msg);
     free(path);
     const llama_config *c = &fx->m->cfg;
-    kv_cache_params p = {.n_layers = c->n_layers,
-                         .kv_dim = c->n_kv_heads * c->head_dim,
-                         .head_dim = c->head_dim,
-                         .block_tokens = 16,
-                         .kv_type = kv_type,
-                         .n_blocks = 512};
-    cr_assert_eq(kv_cache_create(&fx->kv, &p, &err), 0, "%s", err.msg);
+    fx->kv = test_kv_for(fx->m, 16, kv_type, 512);
     cr_assert_eq(fwd_state_create(&fx->s, fx->m, max_rows, c->ctx_len, 2, &err), 0, "%s", err.msg);
 }
 
@@ -256,15 +250,8 @@ Test(forward, tied_embeddings_when_output_weight_is_absent) {
     float *out[2];
     for (int k = 0; k < 2; k++) {
         const llama_config *c = &ms[k]->cfg;
-        kv_cache_params p = {.n_layers = c->n_layers,
-                             .kv_dim = c->n_kv_heads * c->head_dim,
-                             .head_dim = c->head_dim,
-                             .block_tokens = 16,
-                             .kv_type = GGML_TYPE_F32,
-                             .n_blocks = 4};
-        kv_cache *kv;
+        kv_cache *kv = test_kv_for(ms[k], 16, GGML_TYPE_F32, 4);
         fwd_state *s;
-        cr_assert_eq(kv_cache_create(&kv, &p, &err), 0);
         cr_assert_eq(fwd_state_create(&s, ms[k], 4, c->ctx_len, 1, &err), 0);
         kv_seq seq = {0};
         kv_seq_init(&seq, 4);

@@ -106,11 +106,7 @@ static char *reference_prompt(void) {
     "assistant<|channel|>final<|message|>It is 4.\\\"\","
 
 static void ask(const char *fields, bool stream, oai_answer *a) {
-    char body[2048];
-    snprintf(body, sizeof body, ASK "%s\"stream\":%s}", fields,
-             stream ? "true,\"stream_options\":{\"include_usage\":true}" : "false");
-    long st = oai_post(F.port, "/v1/chat/completions", body, a);
-    cr_assert_eq(st, 200, "%s -> %ld %s", body, st, a->body);
+    oai_chat_ok(F.port, ASK, fields, stream, a);
 }
 
 static long reasoning_tokens(const oai_answer *a) {

@@ -12,6 +12,7 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "support/kernel_check.h"
+#include "support/test_support.h"
 
 #if defined(__F16C__)
 #include <immintrin.h>
@@ -264,15 +265,6 @@ static void fill_k_input(float *x, size_t n, uint64_t seed) {
         x[i] = -fabsf(x[i]) - 0.5f;
 }
 
-static double rel_rms_error(const float *x, const float *y, size_t n) {
-    double se = 0, sx = 0;
-    for (size_t i = 0; i < n; i++) {
-        se += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
-        sx += (double)x[i] * x[i];
-    }
-    return sqrt(se / sx);
-}
-
 /* Every quantizer (each is ggml's, bit for bit: test_quant_ref.c) keeps an
  * all-zero superblock zero and loses no more than its bits allow: relative
  * rms error over fill_k_input's mix of magnitudes. */
@@ -295,7 +287,7 @@ Test(kernels, every_quantizer_round_trips_within_its_bits) {
         cr_assert_eq(dequantize_row(y, q, cases[c].type, N), 0);
         for (size_t i = QK_K; i < 2 * QK_K; i++)
             cr_assert_eq(y[i], 0.0f, "type %u: an all-zero superblock stays zero", cases[c].type);
-        const double rms = rel_rms_error(x, y, N);
+        const double rms = test_rel_err(y, x, N);
         cr_log_info("type %u: relative rms error %.4f", cases[c].type, rms);
         cr_expect(rms < cases[c].max_rms, "type %u: relative rms error %.4f, bound %.3f",
                   cases[c].type, rms, cases[c].max_rms);

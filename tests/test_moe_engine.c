@@ -30,19 +30,13 @@ static void open_made(env *v, char *path, const char *arch, const char *preset, 
 }
 
 static engine *start_traced(env *v, uint32_t max_seqs, int threads, const char *trace) {
-    engine_params p;
-    engine_params_default(&p);
-    p.model = v->m;
-    p.tok = v->tok;
+    engine_params p = env_params(v);
     p.n_threads = threads;
     p.max_seqs = max_seqs;
     p.max_batch_tokens = 128;
     p.no_prefix_cache = max_seqs == 1;
     p.trace_path = trace;
-    engine *e;
-    tps_err err = {0};
-    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
-    return e;
+    return env_start(&p);
 }
 
 static engine *start(env *v, uint32_t max_seqs, int threads) {

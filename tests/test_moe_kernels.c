@@ -58,43 +58,6 @@ Test(moe_kernels, mxfp4_quantizes_as_ggml_reference) {
     free((void *)x);
 }
 
-static kernel_ctx *new_ctx(int threads, kernel_tier tier) {
-    kernel_ctx *ctx = NULL;
-    tps_err err;
-    cr_assert_eq(kernel_ctx_create(&ctx, threads, 4, 256, &err), 0);
-    cr_assert_eq(kernel_ctx_set_tier(ctx, tier), 0);
-    return ctx;
-}
-
-/* W (n_mats * n_out, n_in) of type from random floats (K-quants: random
- * bytes, small scales). */
-static void *make_weights(uint32_t type, size_t rows, size_t n_in, uint64_t seed) {
-    const size_t rb = kernel_row_bytes(type, n_in);
-    uint8_t *w = malloc(rb * rows);
-    float *f = malloc(n_in * sizeof *f);
-    uint64_t s = seed + 3;
-    for (size_t o = 0; o < rows; o++) {
-        uint8_t *row = w + o * rb;
-        kc_fill(f, n_in, seed * 1000 + o);
-        if (type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K) {
-            for (size_t i = 0; i < rb; i++)
-                row[i] = (uint8_t)kc_rng_next(&s);
-            for (size_t b = 0; b < n_in / QK_K; b++) {
-                if (type == GGML_TYPE_Q4_K) {
-                    ((block_q4_K *)row + b)->d = fp32_to_fp16(0.001f);
-                    ((block_q4_K *)row + b)->dmin = fp32_to_fp16(0.002f);
-                } else {
-                    ((block_q6_K *)row + b)->d = fp32_to_fp16(0.0005f);
-                }
-            }
-        } else {
-            cr_assert_eq(quantize_row_any(type, row, f, n_in), 0);
-        }
-    }
-    free(f);
-    return w;
-}
-
 /* MXFP4 products against the double reference at awkward sizes, and the
  * packed copy's bits equal to the plain scalar tier on every tier and
  * thread count, each row alone equal to its row in the batch. */
@@ -102,12 +65,12 @@ Test(moe_kernels, mxfp4_matmul_matches_reference_and_packed_equals_plain) {
     const size_t n_ins[] = {32, 96, 288, 2880};
     const size_t n_outs[] = {8, 24, 40};
     const size_t n_rows[] = {1, 2, 3, 4, 5, 9};
-    kernel_ctx *scalar = new_ctx(1, KERNEL_TIER_SCALAR);
+    kernel_ctx *scalar = kc_new_ctx(1, KERNEL_TIER_SCALAR);
     for (size_t a = 0; a < LEN(n_ins); a++)
         for (size_t b = 0; b < LEN(n_outs); b++)
             for (size_t c = 0; c < LEN(n_rows); c++) {
                 const size_t n_in = n_ins[a], n_out = n_outs[b], nr = n_rows[c];
-                void *w = make_weights(GGML_TYPE_MXFP4, n_out, n_in, n_in + n_out);
+                void *w = kc_make_weights(GGML_TYPE_MXFP4, n_out, n_in, n_in + n_out);
                 void *wp = malloc(kernel_row_bytes(GGML_TYPE_MXFP4, n_in) * n_out);
                 cr_assert_eq(kernel_repack(wp, w, GGML_TYPE_MXFP4, n_out, n_in), 0);
                 float *x = malloc(nr * n_in * sizeof *x), *want = malloc(nr * n_out * 4),
@@ -124,7 +87,7 @@ Test(moe_kernels, mxfp4_matmul_matches_reference_and_packed_equals_plain) {
                 for (int threads = 1; threads <= 2; threads++)
                     for (int tier = 0; tier < 2; tier++) {
                         kernel_ctx *ctx =
-                            new_ctx(threads, tier ? KERNEL_TIER_SCALAR : KERNEL_TIER_BEST);
+                            kc_new_ctx(threads, tier ? KERNEL_TIER_SCALAR : KERNEL_TIER_BEST);
                         for (int packed = 0; packed <= 1; packed++) {
                             cr_assert_eq(
                                 kernel_matmul(got, packed ? wp : w,
@@ -176,7 +139,7 @@ Test(moe_kernels, mxfp4_extreme_codes_do_not_overflow) {
         cr_assert_eq(kernel_matmul_ref(ref, NULL, w, GGML_TYPE_MXFP4, x, 1, n_in, n_out), 0);
         const kernel_tier tiers[] = {KERNEL_TIER_BEST, KERNEL_TIER_SCALAR};
         for (size_t t = 0; t < LEN(tiers); t++) {
-            kernel_ctx *ctx = new_ctx(1, tiers[t]);
+            kernel_ctx *ctx = kc_new_ctx(1, tiers[t]);
             cr_assert_eq(kernel_matmul(got, w, GGML_TYPE_MXFP4, x, 1, n_in, n_out, ctx), 0);
             for (size_t o = 0; o < n_out; o++)
                 cr_assert_float_eq(got[o], ref[o], 1e-6f * fabsf(ref[o]), "%zu: %g vs %g", o,
@@ -260,8 +223,8 @@ static void check_grouped(uint32_t type, size_t n_in, size_t n_out_a, size_t n_r
     const uint32_t unused = (uint32_t)n_expert - 1;
     const size_t rb = kernel_row_bytes(type, n_in);
     const size_t eb_a = rb * n_out_a, eb_b = rb * n_out_b;
-    uint8_t *wa = make_weights(type, n_expert * n_out_a, n_in, 77 + n_in);
-    uint8_t *wb = make_weights(type, n_expert * n_out_b, n_in, 99 + n_in);
+    uint8_t *wa = kc_make_weights(type, n_expert * n_out_a, n_in, 77 + n_in);
+    uint8_t *wb = kc_make_weights(type, n_expert * n_out_b, n_in, 99 + n_in);
     const int packable = kernel_packed_type(type) != 0;
     uint8_t *pa = malloc(eb_a * n_expert), *pb = malloc(eb_b * n_expert);
     for (size_t e = 0; packable && e < n_expert; e++) {
@@ -282,7 +245,7 @@ static void check_grouped(uint32_t type, size_t n_in, size_t n_out_a, size_t n_r
     for (size_t t = 0; t < LEN(tiers); t++)
         for (int threads = 1; threads <= 3; threads++)
             for (int packed = 0; packed <= packable && !(packed && t == 2); packed++) {
-                kernel_ctx *ctx = new_ctx(threads, tiers[t]);
+                kernel_ctx *ctx = kc_new_ctx(threads, tiers[t]);
                 const uint32_t wt = packed ? kernel_packed_type(type) : type;
                 const uint8_t *A = packed ? gpa.w : ga.w, *B = packed ? gpb.w : gb.w;
                 const kernel_experts mats[2] = {{oa, A, wt, n_out_a, eb_a},
@@ -334,7 +297,7 @@ Test(moe_kernels, grouped_slots_equal_their_rows_alone_and_untouched_experts_are
 }
 
 Test(moe_kernels, grouped_rejects_mixed_activation_types_and_runs_empty) {
-    kernel_ctx *ctx = new_ctx(2, KERNEL_TIER_BEST);
+    kernel_ctx *ctx = kc_new_ctx(2, KERNEL_TIER_BEST);
     float x[32] = {0}, o1[8], o2[8];
     uint8_t w1[8 * 34] = {0}, w2[8 * 144] = {0};
     const uint32_t expert[1] = {0}, first[2] = {0, 1};

@@ -34,9 +34,7 @@ static void run_node_check(const char *dir_name, const char *packages, const cha
                          dir);
     }
     server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
-    fixture_start(&f, &c, true);
+    fixture_serve(&f);
     snprintf(cmd, sizeof cmd, "NODE_PATH=%s/node_modules timeout 240 node %s/tests/sdk/%s %d 2>&1",
              dir, TPS_SOURCE_DIR, script, f.port);
     FILE *p = popen(cmd, "r");

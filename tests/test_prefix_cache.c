@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "model/gguf.h"
 #include "support/engine_env.h"
+#include "support/model_run.h"
 #include "support/test_support.h"
 
 /* BOS + n-1 pseudo-random ids of stories260K's vocabulary (3..511). */
@@ -262,16 +263,11 @@ Test(prefix_cache, hit_on_a_prompt_still_prefilling_waits_for_finished_blocks, .
     q.max_tokens = 8;
     result **ref = results_new(1, 1), **got = results_new(3, 1);
     reference(&v, &q, 1, ref);
-    engine_params p;
-    engine_params_default(&p);
-    p.model = v.m;
-    p.tok = v.tok;
+    engine_params p = env_params(&v);
     p.n_threads = 1;
     p.max_batch_tokens = 64;
     p.prefill_chunk = 16;
-    engine *e;
-    tps_err err = {0};
-    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
+    engine *e = env_start(&p);
     engine_stats st;
     engine_get_stats(e, &st);
     uint64_t steps0 = st.steps_total;
@@ -585,10 +581,7 @@ static kv_cache *small_pool(uint32_t n_blocks) {
                          .kv_type = GGML_TYPE_F32,
                          .n_blocks = n_blocks,
                          .prefix_cache = true};
-    kv_cache *kv;
-    tps_err err = {0};
-    cr_assert_eq(kv_cache_create(&kv, &p, &err), 0, "%s", err.msg);
-    return kv;
+    return test_kv_create(&p);
 }
 
 Test(prefix_cache, pool_takes_free_blocks_before_evicting_and_evicts_a_chains_tail_first) {
@@ -674,9 +667,7 @@ Test(prefix_cache, resident_blocks_bound_the_touched_pool_and_the_warm_up) {
                          .n_blocks = 1024,
                          .prefix_cache = true,
                          .resident_blocks = 64};
-    kv_cache *kv;
-    tps_err err = {0};
-    cr_assert_eq(kv_cache_create(&kv, &p, &err), 0, "%s", err.msg);
+    kv_cache *kv = test_kv_create(&p);
     kv_seq s[4] = {0};
     int32_t toks[4][16];
     for (int r = 0; r < 200; r++) {
@@ -733,8 +724,7 @@ Test(prefix_cache, pool_warms_in_slices_and_the_idle_engine_reports_it) {
     kv_cache_free(kv);
     kv_cache_params p = {
         .n_layers = 1, .kv_dim = 8, .block_tokens = 4, .kv_type = GGML_TYPE_F32, .n_blocks = 8};
-    tps_err err = {0};
-    cr_assert_eq(kv_cache_create(&kv, &p, &err), 0, "%s", err.msg);
+    kv = test_kv_create(&p);
     cr_expect(!kv_cache_warm(kv, 16384), "no prefix cache: nothing to warm");
     kv_cache_free(kv);
 

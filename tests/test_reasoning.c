@@ -76,11 +76,7 @@ static void finish(void) {
 
 /* The chat answer to CHAT_PREFIX + fields, streamed or whole (asserted 200). */
 static void ask(const char *fields, bool stream, oai_answer *a) {
-    char body[1024];
-    snprintf(body, sizeof body, CHAT_PREFIX "\"max_tokens\":12,%s\"stream\":%s}", fields,
-             stream ? "true,\"stream_options\":{\"include_usage\":true}" : "false");
-    long st = oai_post(F.port, "/v1/chat/completions", body, a);
-    cr_assert_eq(st, 200, "%s -> %ld %s", body, st, a->body);
+    oai_chat_ok(F.port, CHAT_PREFIX "\"max_tokens\":12,", fields, stream, a);
 }
 
 static void no_markers(const char *s, const char *what) {
@@ -300,12 +296,8 @@ Test(reasoning, an_r1_distill_file_thinks_from_its_prompts_open_block, .timeout 
     json_decref(pj);
     oai_answer_free(&p);
     oai_answer w, s;
-    cr_assert_eq(oai_post(F.port, "/v1/chat/completions", R1_ASK "\"stream\":false}", &w), 200,
-                 "%s", w.body);
-    cr_assert_eq(oai_post(F.port, "/v1/chat/completions",
-                          R1_ASK "\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
-                          &s),
-                 200, "%s", s.body);
+    oai_chat_ok(F.port, R1_ASK, "", false, &w);
+    oai_chat_ok(F.port, R1_ASK, "", true, &s);
     split_alike(&w, &s);
     /* no "<think>" generated: the budget's 4 tokens, then "</think>" */
     cr_assert_eq(s.choice[0].n_ids, 12);

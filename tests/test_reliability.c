@@ -499,9 +499,7 @@ Test(reliability, responses_to_clients_already_gone_do_not_kill_the_process, .ti
     REQUIRE_SHARED(MODEL);
     cr_assert_eq(signal(SIGPIPE, SIG_DFL) == SIG_ERR, false);
     server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
-    fixture_start(&f, &c, true);
+    fixture_serve(&f);
     /* A stream whose client then sends a malformed second request: the
      * server shuts the socket down (never interleave a refusal into a
      * response) and the stream's next chunk is written into it (before

@@ -23,16 +23,13 @@
 #include "support/server_fixture.h"
 #include "support/test_support.h"
 
-#define MODEL     "models/stories260K.gguf"
-#define VALIDATOR TPS_SOURCE_DIR "/tests/tools/validate_output.py"
-#define PROMPT    "\"prompt\":\"Once upon a time\""
+#define MODEL  "models/stories260K.gguf"
+#define PROMPT "\"prompt\":\"Once upon a time\""
 
 static server_fixture F;
 
 static int start(void) {
-    server_config c;
-    fixture_defaults(&c, &F);
-    fixture_start(&F, &c, true);
+    fixture_serve(&F);
     return F.port;
 }
 
@@ -227,25 +224,10 @@ Test(fields, structured_outputs_choice_and_guided_choice_return_one_choice, .tim
 
 /* Runs Python's jsonschema on out; skips when it is missing. */
 static void validate_schema(const char *schema, const char *out) {
-    char sp[] = "/tmp/tps-fields-spec-XXXXXX", op[] = "/tmp/tps-fields-out-XXXXXX";
-    int fs = mkstemp(sp), fo = mkstemp(op);
-    cr_assert(fs >= 0 && fo >= 0);
-    cr_assert_eq(write(fs, schema, strlen(schema)), (ssize_t)strlen(schema));
-    cr_assert_eq(write(fo, out, strlen(out)), (ssize_t)strlen(out));
-    close(fs);
-    close(fo);
-    char cmd[512], why[512] = "";
-    snprintf(cmd, sizeof cmd, "python3 %s schema %s %s 2>&1", VALIDATOR, sp, op);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t n = fread(why, 1, sizeof why - 1, p);
-    why[n] = 0;
-    int st = pclose(p);
-    unlink(sp);
-    unlink(op);
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
-        cr_skip_test("python3 with jsonschema is needed (scripts/install-deps.sh)");
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", why);
+    char why[512] = "";
+    int st = test_validate_output("python3", "schema", schema, out, why, sizeof why);
+    if (st == 77) cr_skip_test("python3 with jsonschema is needed (scripts/install-deps.sh)");
+    cr_assert(st == 0, "%s", why);
 }
 
 /* llama-server's response_format {"type": "json_object", "schema": ...}:

@@ -28,16 +28,6 @@
 #define REF   "reference/stories260K_greedy.json"
 
 /* ---------------------------------------------------------------------------
- * Server fixture
- * ------------------------------------------------------------------------- */
-
-static void start_default(server_fixture *f) {
-    server_config c;
-    fixture_defaults(&c, f);
-    fixture_start(f, &c, true);
-}
-
-/* ---------------------------------------------------------------------------
  * HTTP client (libcurl)
  * ------------------------------------------------------------------------- */
 
@@ -319,7 +309,7 @@ Test(server, streamed_greedy_tokens_equal_reference_and_usage_counts_them, .time
     REQUIRE_SHARED(MODEL);
     REQUIRE_SHARED(REF);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     json_t *ref = load_ref();
     size_t i;
     json_t *cs;
@@ -353,7 +343,7 @@ Test(server, streamed_greedy_tokens_equal_reference_and_usage_counts_them, .time
 Test(server, streamed_greedy_tokens_equal_tps_generate, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     const char *prompt = "The little dog";
     char *mp = shared_path(MODEL);
     char args[1024];
@@ -391,7 +381,7 @@ Test(server, non_streamed_completion_has_usage_and_timings, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
     REQUIRE_SHARED(REF);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     json_t *ref = load_ref();
     json_t *cs = json_array_get(json_object_get(ref, "cases"), 0);
     char *body =
@@ -425,7 +415,7 @@ Test(server, non_streamed_completion_has_usage_and_timings, .timeout = 30) {
 Test(server, prompt_as_token_ids_equals_prompt_as_text, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     resp a = {0}, b = {0};
     cr_assert_eq(http(f.port, "POST", "/v1/completions",
                       "{\"prompt\":\"Once upon a time\",\"max_tokens\":12,\"temperature\":0}", NULL,
@@ -450,7 +440,7 @@ Test(server, prompt_as_token_ids_equals_prompt_as_text, .timeout = 30) {
 Test(server, chat_streams_role_then_content_then_finish, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     const char *body = "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
                        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]}],"
                        "\"max_tokens\":10,\"temperature\":0,\"stream\":true,\"ignore_eos\":true,"
@@ -488,7 +478,7 @@ Test(server, chat_streams_role_then_content_then_finish, .timeout = 30) {
 Test(server, concurrent_32_streams_equal_solo_runs, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     static const char *const prompts[] = {"Once upon a time", "Lily and Tom",  "The sun",
                                           "One day, a big",   "She was happy", ""};
     char *bodies[N_CONC];
@@ -557,7 +547,7 @@ static void expect_status(int port, const char *method, const char *path, const 
 Test(server, bad_requests_get_openai_shaped_errors, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     int p = f.port;
     expect_status(p, "POST", "/v1/completions", "{\"prompt\": \"x\",\n \"max_tokens\": }", NULL,
                   400, NULL, "line 2, column");
@@ -598,7 +588,7 @@ Test(server, bad_requests_get_openai_shaped_errors, .timeout = 30) {
 Test(server, prompt_longer_than_context_is_400_naming_both_numbers, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     /* 600 token ids > the context of 512 */
     char *body = malloc(8192);
     size_t n = (size_t)sprintf(body, "{\"prompt\":[1");
@@ -882,7 +872,7 @@ static double prom_get(const char *text, const char *key) {
 Test(server, metrics_parse_and_counters_move_by_the_tokens_served, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     resp m0 = {0}, m1 = {0}, r = {0};
     cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m0), 200);
     cr_assert(strstr(m0.headers, "text/plain; version=0.0.4"));
@@ -924,7 +914,7 @@ Test(server, metrics_parse_and_counters_move_by_the_tokens_served, .timeout = 30
 Test(server, tokenize_and_detokenize_like_llama_cpp, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     resp r = {0};
     cr_assert_eq(http(f.port, "POST", "/tokenize",
                       "{\"content\":\"Once upon a time\",\"add_special\":true}", NULL, &r),
@@ -1194,7 +1184,7 @@ static char *n_body(const char *prompt, int n, int max_tokens, double temp, long
 Test(server, n3_non_streamed_has_three_indexed_choices_and_summed_usage, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     char *body = n_body("Once upon a time", 3, 10, 0.8, 7, false, false);
     json_t *j = post_ok(f.port, "/v1/completions", body);
     json_t *ch = json_object_get(j, "choices");
@@ -1233,7 +1223,7 @@ Test(server, n3_non_streamed_has_three_indexed_choices_and_summed_usage, .timeou
 Test(server, choice_i_equals_an_n1_request_with_seed_plus_i, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     const char *prompt = "Lily and Tom";
     char *body = n_body(prompt, 3, 24, 1.0, 42, false, false);
     json_t *j = post_ok(f.port, "/v1/completions", body);
@@ -1265,7 +1255,7 @@ Test(server, choice_i_equals_an_n1_request_with_seed_plus_i, .timeout = 60) {
 Test(server, greedy_n2_choices_equal_each_other_and_n1, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     char *b2 = n_body("The sun", 2, 20, 0.0, -1, false, false);
     char *b1 = n_body("The sun", 1, 20, 0.0, -1, false, false);
     json_t *j2 = post_ok(f.port, "/v1/completions", b2);
@@ -1284,7 +1274,7 @@ Test(server, greedy_n2_choices_equal_each_other_and_n1, .timeout = 60) {
 Test(server, streamed_n2_tags_chunks_with_their_index_and_finishes_each, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     char *body = n_body("Once upon a time", 2, 16, 0.9, 5, true, true);
     resp r = {0};
     cr_assert_eq(http(f.port, "POST", "/v1/completions", body, NULL, &r), 200);
@@ -1332,7 +1322,7 @@ Test(server, streamed_n2_tags_chunks_with_their_index_and_finishes_each, .timeou
 Test(server, n_out_of_range_is_400_naming_n, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     int p = f.port;
     expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":0}", NULL, 400, "n",
                   "at least 1");
@@ -1388,7 +1378,7 @@ Test(server, n_over_max_n_max_seqs_or_the_kv_pool_is_400, .timeout = 60) {
 Test(server, client_disconnect_cancels_every_choice, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     engine_stats st0;
     engine_get_stats(server_engine(f.s), &st0);
     /* 8 choices of 480 tokens: far more than the client reads before leaving */
@@ -1423,7 +1413,7 @@ static char *long_body(bool stream_) {
 Test(server, repeated_long_prompt_reports_cached_tokens_and_same_text, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     resp m0 = {0}, m1 = {0};
     cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m0), 200);
     char *body = long_body(false);
@@ -1508,7 +1498,7 @@ Test(server, serve_help_lists_max_n_and_no_prefix_cache, .timeout = 30) {
 Test(server, logit_bias_forces_a_token_and_bad_maps_are_400, .timeout = 30) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     int p = f.port;
     resp r = {0};
     cr_assert_eq(
@@ -1539,7 +1529,7 @@ Test(server, logit_bias_forces_a_token_and_bad_maps_are_400, .timeout = 30) {
 Test(server, every_openai_request_field_is_honoured_or_refused_by_name, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     int p = f.port;
     /* field, a value that asks for something, refused? (chat schema unless noted) */
     static const struct {
@@ -1659,7 +1649,7 @@ Test(server, completions_logprobs_match_the_reference_and_have_openai_shape, .ti
     REQUIRE_SHARED(MODEL);
     REQUIRE_SHARED(REF);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     json_t *ref = load_ref();
     json_t *cs = json_array_get(json_object_get(ref, "cases"), 1);
     json_t *top5 = json_object_get(cs, "top5_per_position");
@@ -1704,7 +1694,7 @@ Test(server, completions_logprobs_match_the_reference_and_have_openai_shape, .ti
 Test(server, chat_logprobs_streamed_and_whole_agree, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    start_default(&f);
+    fixture_serve(&f);
     const char *whole = "{\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}],"
                         "\"max_tokens\":8,\"temperature\":0,\"ignore_eos\":true,"
                         "\"logprobs\":true,\"top_logprobs\":3}";

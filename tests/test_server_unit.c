@@ -49,17 +49,16 @@ Test(openai, completion_fields_map_to_the_request) {
 
 Test(openai, prompt_forms) {
     oai_request r;
-    oai_error e;
-    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":[1,2,3]}", &e), 0);
+    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":[1,2,3]}");
     cr_assert(r.prompt_is_ids && r.n_prompt_ids == 3 && r.prompt_ids[2] == 3);
     oai_request_free(&r);
-    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":[[5,6]]}", &e), 0);
+    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":[[5,6]]}");
     cr_assert(r.prompt_is_ids && r.n_prompt_ids == 2 && r.prompt_ids[0] == 5);
     oai_request_free(&r);
-    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":[\"one\"]}", &e), 0);
+    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":[\"one\"]}");
     cr_assert_str_eq(r.prompt, "one");
     oai_request_free(&r);
-    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"\"}", &e), 0);
+    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":\"\"}");
     cr_assert_eq(r.prompt_len, 0);
     oai_request_free(&r);
     oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "prompt", "batched");
@@ -198,16 +197,13 @@ Test(openai, unsupported_features_are_a_clear_400) {
 Test(openai, n_is_the_number_of_choices_at_least_one) {
     oai_request r;
     oai_error e;
-    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\"}", &e), 0, "%s", e.message);
+    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":\"x\"}");
     cr_assert_eq(r.n, 1, "absent n is one choice");
     oai_request_free(&r);
-    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":null}", &e), 0);
+    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":null}");
     cr_assert_eq(r.n, 1);
     oai_request_free(&r);
-    cr_assert_eq(test_oai_parse(&r, OAI_CHAT,
-                                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}",
-                                &e),
-                 0, "%s", e.message);
+    oai_parse_ok(&r, OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}");
     cr_assert_eq(r.n, 3);
     oai_request_free(&r);
     /* the parser bounds n only by its type: the server's --max-n is checked there */
@@ -216,7 +212,7 @@ Test(openai, n_is_the_number_of_choices_at_least_one) {
         "%s", e.message);
     cr_assert_eq(r.n, 1000);
     oai_request_free(&r);
-    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2.0}", &e), 0);
+    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2.0}");
     cr_assert_eq(r.n, 2);
     oai_request_free(&r);
     oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":0}", "n", "at least 1");
@@ -232,8 +228,7 @@ Test(openai, n_is_the_number_of_choices_at_least_one) {
                            "not supported");
     oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":3,\"best_of\":2}", "best_of",
                            "at least n");
-    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2,\"best_of\":2}", &e),
-                 0, "%s", e.message);
+    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2,\"best_of\":2}");
     oai_request_free(&r);
 }
 
@@ -641,13 +636,11 @@ Test(chat_template, gemma_keeps_every_system_message) {
 Test(openai, logprobs_parse_for_both_endpoints) {
     oai_request r;
     oai_error e;
-    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":3}", &e), 0,
-                 "%s", e.message);
+    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":3}");
     cr_expect(r.logprobs);
     cr_expect_eq(r.top_logprobs, 3);
     oai_request_free(&r);
-    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":0}", &e), 0,
-                 "%s", e.message);
+    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":0}");
     cr_expect(r.logprobs, "logprobs 0: the chosen token's only");
     cr_expect_eq(r.top_logprobs, 0);
     oai_request_free(&r);
@@ -681,8 +674,7 @@ Test(openai, constraints_and_tools_are_parsed_into_the_request) {
         0, "%s", e.message);
     cr_assert(r.grammar && strstr(r.grammar, "root ::="), "no grammar");
     oai_request_free(&r);
-    cr_assert_eq(test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"regex\":\"[ab]+\"}", &e),
-                 0, "%s", e.message);
+    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"regex\":\"[ab]+\"}");
     cr_assert(r.grammar);
     oai_request_free(&r);
     cr_assert_eq(
@@ -700,11 +692,9 @@ Test(openai, constraints_and_tools_are_parsed_into_the_request) {
     cr_assert_not(r.parallel_tool_calls);
     cr_assert_not_null(r.tools[1].parameters);
     oai_request_free(&r);
-    cr_assert_eq(test_oai_parse(&r, OAI_CHAT,
-                                "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
-                                "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
-                                &e),
-                 0, "%s", e.message);
+    oai_parse_ok(&r, OAI_CHAT,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
+                 "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}");
     cr_assert_eq(r.tool_choice, TOOL_CHOICE_AUTO, "tools without tool_choice: auto");
     oai_request_free(&r);
 }

@@ -73,17 +73,11 @@ typedef struct run_out {
 
 /* An engine of stories260K on one thread with this ITL target and trace. */
 static engine *itl_engine(env *v, double itl_target_ms, const char *trace_path) {
-    engine_params p;
-    engine_params_default(&p);
-    p.model = v->m;
-    p.tok = v->tok;
+    engine_params p = env_params(v);
     p.n_threads = 1;
     p.trace_path = trace_path;
     p.itl_target_ms = itl_target_ms;
-    engine *e;
-    tps_err err = {0};
-    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
-    return e;
+    return env_start(&p);
 }
 
 /* Stream A decodes; once it has a token, B's 300-token prompt arrives.

@@ -16,8 +16,7 @@
 #include "support/server_fixture.h"
 #include "support/test_support.h"
 
-#define MODEL     "models/stories260K.gguf"
-#define VALIDATOR TPS_SOURCE_DIR "/tests/tools/validate_output.py"
+#define MODEL "models/stories260K.gguf"
 
 /* The interpreter python3 resolves to, found once per test: a version
  * manager's python3 is a shell script that costs over a second a call,
@@ -26,23 +25,7 @@ static char python[1024] = "python3";
 
 /* Runs the validator; returns its exit status (77: jsonschema missing). */
 static int validate(const char *kind, const char *spec, const char *out, char *why, size_t cap) {
-    char sp[] = "/tmp/tps-spec-XXXXXX", op[] = "/tmp/tps-out-XXXXXX";
-    int fs = mkstemp(sp), fo = mkstemp(op);
-    cr_assert(fs >= 0 && fo >= 0);
-    cr_assert_eq(write(fs, spec, strlen(spec)), (ssize_t)strlen(spec));
-    cr_assert_eq(write(fo, out, strlen(out)), (ssize_t)strlen(out));
-    close(fs);
-    close(fo);
-    char cmd[sizeof python + 1024];
-    snprintf(cmd, sizeof cmd, "'%s' %s %s %s %s 2>&1", python, VALIDATOR, kind, sp, op);
-    FILE *f = popen(cmd, "r");
-    cr_assert(f);
-    size_t n = fread(why, 1, cap - 1, f);
-    why[n] = 0;
-    int st = pclose(f);
-    unlink(sp);
-    unlink(op);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return test_validate_output(python, kind, spec, out, why, cap);
 }
 
 static void require_validator(void) {
@@ -60,9 +43,7 @@ static void require_validator(void) {
 static void start(server_fixture *f) {
     REQUIRE_SHARED(MODEL);
     require_validator();
-    server_config c;
-    fixture_defaults(&c, f);
-    fixture_start(f, &c, true);
+    fixture_serve(f);
 }
 
 /* One request per (endpoint, stream, temperature, seed): each output must
@@ -168,9 +149,7 @@ static void expect_400(int port, const char *body, const char *param, const char
 Test(structured, malformed_constraints_are_400s_that_say_where) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    server_config cfg;
-    fixture_defaults(&cfg, &f);
-    fixture_start(&f, &cfg, true);
+    fixture_serve(&f);
 #define MSG "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
     const char *sp = "response_format.json_schema.schema";
     expect_400(f.port,
@@ -370,9 +349,7 @@ static long prompt_tokens(int port, const char *messages) {
 Test(structured, tool_calls_and_results_are_rendered_back_into_the_prompt) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    server_config cfg;
-    fixture_defaults(&cfg, &f);
-    fixture_start(&f, &cfg, true);
+    fixture_serve(&f);
     long plain = prompt_tokens(f.port, "[{\"role\":\"user\",\"content\":\"2+3?\"},"
                                        "{\"role\":\"assistant\",\"content\":null}]");
     long with_call =
@@ -411,9 +388,7 @@ Test(structured, tool_calls_and_results_are_rendered_back_into_the_prompt) {
 Test(structured, auto_tool_choice_streams_plain_answers_as_they_come, .timeout = 120) {
     REQUIRE_SHARED(MODEL);
     server_fixture f;
-    server_config cfg;
-    fixture_defaults(&cfg, &f);
-    fixture_start(&f, &cfg, true);
+    fixture_serve(&f);
     const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":40,"
                       "\"temperature\":0,\"tools\":[{\"type\":\"function\",\"function\":{"
                       "\"name\":\"f\"}}],\"stream\":%s}";

@@ -19,6 +19,7 @@
 #include "model/model_make.h"
 #include "support/engine_env.h"
 #include "support/llama_ref.h"
+#include "support/model_run.h"
 #include "support/test_data.h"
 
 #define WINDOW 8 /* the tiny preset's */
@@ -57,9 +58,7 @@ static kv_cache *make_pool(const llama_model *m, uint32_t block_tokens, bool spl
                          .local_layers = split ? local : NULL,
                          .window = split ? c->n_swa : 0,
                          .n_local_blocks = n_local};
-    kv_cache *kv;
-    tps_err err = {0};
-    cr_assert_eq(kv_cache_create(&kv, &p, &err), 0, "%s", err.msg);
+    kv_cache *kv = test_kv_create(&p);
     cr_assert_eq(kv->n_local_layers != 0, split);
     return kv;
 }

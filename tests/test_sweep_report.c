@@ -212,20 +212,12 @@ Test(sweep_report, sweep_json_round_trips_through_report_with_every_point, .time
 }
 
 Test(sweep_report, bad_options_exit_2_before_anything_runs) {
-    char *out;
-    cr_expect_eq(run_tps("sweep --url http://127.0.0.1:9 --concurrency 1,2", true, &out), 2);
-    cr_expect(strstr(out, "--requests") != NULL, "%s", out);
-    free(out);
-    cr_expect_eq(run_tps("sweep --url http://127.0.0.1:9 --concurrency 1,2 --rate 1,2 "
-                         "--input-len 1,2 --requests 1",
-                         true, &out),
-                 2);
-    cr_expect(strstr(out, "at most two") != NULL, "%s", out);
-    free(out);
-    cr_expect_eq(run_tps("report", true, &out), 2);
-    free(out);
-    cr_expect_eq(run_tps("report /nonexistent.json", true, &out), 1);
-    free(out);
+    expect_tps("sweep --url http://127.0.0.1:9 --concurrency 1,2", 2, "--requests");
+    expect_tps("sweep --url http://127.0.0.1:9 --concurrency 1,2 --rate 1,2 "
+               "--input-len 1,2 --requests 1",
+               2, "at most two");
+    expect_tps("report", 2, NULL);
+    expect_tps("report /nonexistent.json", 1, NULL);
 }
 
 Test(sweep_report, sweep_serves_a_model_itself_and_stops_it, .timeout = 120) {
@@ -233,8 +225,7 @@ Test(sweep_report, sweep_serves_a_model_itself_and_stops_it, .timeout = 120) {
     cr_assert(mkdtemp(dir));
     char args[2048], *out;
     snprintf(args, sizeof args, "model make --preset tiny --type q8_0 -o %s/tiny.gguf", dir);
-    cr_assert_eq(run_tps(args, true, &out), 0, "%s", out);
-    free(out);
+    assert_tps_ok(args);
     snprintf(args, sizeof args,
              "sweep --serve %s/tiny.gguf --concurrency 1,2 --requests 4 --output-len 4 "
              "--input-len 8 --json %s/s.json",
@@ -616,17 +607,10 @@ Test(demo, quick_demo_measures_every_factor_and_its_readings_match_the_tables, .
 }
 
 Test(sweep_report, factor_specs_are_checked_before_anything_is_read) {
-    char *out;
-    cr_expect_eq(run_tps("report --factor speed=/nonexistent.json", true, &out), 2);
-    cr_expect(strstr(out, "unknown part") != NULL, "%s", out);
-    free(out);
-    cr_expect_eq(run_tps("report --factor batch", true, &out), 2);
-    cr_expect(strstr(out, "PART=FILE") != NULL, "%s", out);
-    free(out);
-    cr_expect_eq(run_tps("report --factor batch=/nonexistent.json", true, &out), 1);
-    free(out);
-    cr_expect_eq(run_tps("report x.json --factor batch=/nonexistent.json", true, &out), 2);
-    free(out);
+    expect_tps("report --factor speed=/nonexistent.json", 2, "unknown part");
+    expect_tps("report --factor batch", 2, "PART=FILE");
+    expect_tps("report --factor batch=/nonexistent.json", 1, NULL);
+    expect_tps("report x.json --factor batch=/nonexistent.json", 2, NULL);
 }
 
 /* ---- sweep as a library call; capacity searches in the report ------------------------------- */

@@ -339,29 +339,25 @@ Test(tokenizer, qwen3_matches_llama_cpp_vocab_test_file) {
  * (../shared/reference/README.md): Llama 3 adds BOS 128000 and "Hello world"
  * is [128000, 9906, 1917]; Qwen3 adds none ([9707, 1879]); with
  * parse_special the chat markers are single ids. */
-Test(tokenizer, llama3_and_qwen3_special_tokens_match_llama_cpp) {
-    tokenizer *t = load(LLAMA3_VOCAB);
+static void check_specials(const char *vocab_rel, const char *name, const int32_t *hello,
+                           size_t n_hello, const char *eog, int32_t eog_id) {
+    tokenizer *t = load(vocab_rel);
     size_t n;
     int32_t *ids = encode(t, "Hello world", 11, TOK_ENCODE_ADD_SPECIAL, &n);
-    int32_t want[] = {128000, 9906, 1917};
-    cr_expect(same_ids("llama3", "Hello world", ids, n, want, 3));
+    cr_expect(same_ids(name, "Hello world", ids, n, hello, n_hello));
     free(ids);
-    ids = encode(t, "<|eot_id|>", 10, TOK_ENCODE_PARSE_SPECIAL, &n);
-    cr_expect(n == 1 && ids[0] == 128009, "<|eot_id|> is one id, 128009");
-    cr_expect(tokenizer_is_eog(t, 128009));
+    ids = encode(t, eog, strlen(eog), TOK_ENCODE_PARSE_SPECIAL, &n);
+    cr_expect(n == 1 && ids[0] == eog_id, "%s is one id, %d", eog, (int)eog_id);
+    cr_expect(tokenizer_is_eog(t, eog_id));
     free(ids);
     tokenizer_free(t);
+}
 
-    t = load(QWEN3_VOCAB);
-    ids = encode(t, "Hello world", 11, TOK_ENCODE_ADD_SPECIAL, &n);
-    int32_t want_q[] = {9707, 1879};
-    cr_expect(same_ids("qwen3", "Hello world", ids, n, want_q, 2));
-    free(ids);
-    ids = encode(t, "<|im_end|>", 10, TOK_ENCODE_PARSE_SPECIAL, &n);
-    cr_expect(n == 1 && ids[0] == 151645, "<|im_end|> is one id, 151645");
-    cr_expect(tokenizer_is_eog(t, 151645));
-    free(ids);
-    tokenizer_free(t);
+Test(tokenizer, llama3_and_qwen3_special_tokens_match_llama_cpp) {
+    const int32_t want[] = {128000, 9906, 1917};
+    check_specials(LLAMA3_VOCAB, "llama3", want, 3, "<|eot_id|>", 128009);
+    const int32_t want_q[] = {9707, 1879};
+    check_specials(QWEN3_VOCAB, "qwen3", want_q, 2, "<|im_end|>", 151645);
 }
 
 /* ---- stories260K ------------------------------------------------------- */
@@ -456,21 +452,27 @@ static const char *const roundtrip_texts[] = {
     "",
 };
 
+/* decode(encode(s)) with decode_flags gives s back. */
+static void expect_round_trip(const tokenizer *t, const char *s, unsigned decode_flags) {
+    size_t n, len;
+    int32_t *ids = encode(t, s, strlen(s), 0, &n);
+    char *back = decode(t, ids, n, decode_flags, &len);
+    cr_expect_str_eq(back, s);
+    free(back);
+    free(ids);
+}
+
 Test(tokenizer, spm_decode_of_encode_restores_valid_utf8) {
     tokenizer *t = load(SPM_VOCAB);
     for (size_t i = 0; i < sizeof roundtrip_texts / sizeof *roundtrip_texts; i++) {
         const char *s = roundtrip_texts[i];
-        size_t n, len;
-        int32_t *ids = encode(t, s, strlen(s), 0, &n);
         /* the dummy-prefix space is stripped back from the first piece */
-        char *back = decode(t, ids, n, 0, &len);
-        cr_expect_str_eq(back, s);
-        free(back);
-        free(ids);
+        expect_round_trip(t, s, 0);
         /* with BOS: llama.cpp strips nothing once it has removed the BOS */
-        ids = encode(t, s, strlen(s), TOK_ENCODE_ADD_SPECIAL, &n);
+        size_t n, len;
+        int32_t *ids = encode(t, s, strlen(s), TOK_ENCODE_ADD_SPECIAL, &n);
         cr_assert(n >= 1 && ids[0] == tokenizer_bos(t));
-        back = decode(t, ids, n, TOK_DECODE_REMOVE_SPECIAL, &len);
+        char *back = decode(t, ids, n, TOK_DECODE_REMOVE_SPECIAL, &len);
         if (*s) cr_expect(back[0] == ' ' && strcmp(back + 1, s) == 0, "\"%s\" -> \"%s\"", s, back);
         free(back);
         free(ids);
@@ -480,15 +482,8 @@ Test(tokenizer, spm_decode_of_encode_restores_valid_utf8) {
 
 Test(tokenizer, gpt2_decode_of_encode_restores_valid_utf8) {
     tokenizer *t = load(GPT2_VOCAB);
-    for (size_t i = 0; i < sizeof roundtrip_texts / sizeof *roundtrip_texts; i++) {
-        const char *s = roundtrip_texts[i];
-        size_t n, len;
-        int32_t *ids = encode(t, s, strlen(s), 0, &n);
-        char *back = decode(t, ids, n, TOK_DECODE_RAW_SPACES, &len);
-        cr_expect_str_eq(back, s);
-        free(back);
-        free(ids);
-    }
+    for (size_t i = 0; i < sizeof roundtrip_texts / sizeof *roundtrip_texts; i++)
+        expect_round_trip(t, roundtrip_texts[i], TOK_DECODE_RAW_SPACES);
     tokenizer_free(t);
 }
 

@@ -194,58 +194,11 @@ static jinja_val arith(jctx *c, int op, jinja_val a, jinja_val b) {
  * Comparisons
  * ------------------------------------------------------------------------- */
 
-static bool contains(jctx *c, jinja_val item, jinja_val in) {
-    switch (in.type) {
-    case JINJA_UNDEFINED:
-        return false;
-    case JINJA_STR:
-        if (item.type != JINJA_STR)
-            jx_fail(c, JINJA_ERROR, "'in <string>' requires string as left operand, not %s",
-                    jv_type_name(item));
-        return item.n == 0 || memmem(in.u.s, in.n, item.u.s, item.n) != NULL;
-    case JINJA_LIST: {
-        jinja_val items = jv_iter(c, in);
-        for (uint32_t i = 0; i < items.u.l->n; i++)
-            if (jv_eq(item, items.u.l->v[i])) return true;
-        return false;
-    }
-    case JINJA_MAP: {
-        jinja_val v;
-        if (in.sub != JMAP_NAMESPACE) return jv_map_get(in.u.m, item, &v);
-        break;
-    }
-    default:
-        break;
-    }
-    jx_fail(c, JINJA_ERROR, "argument of type '%s' is not iterable", jv_type_name(in));
-}
-
-static bool compare1(jctx *c, int op, jinja_val a, jinja_val b) {
-    switch (op) {
-    case OP_EQ:
-        return jv_eq(a, b);
-    case OP_NE:
-        return !jv_eq(a, b);
-    case OP_IN:
-        return contains(c, a, b);
-    case OP_NOTIN:
-        return !contains(c, a, b);
-    case OP_LT:
-        return jv_cmp(c, a, b) < 0;
-    case OP_LTEQ:
-        return jv_cmp(c, a, b) <= 0;
-    case OP_GT:
-        return jv_cmp(c, a, b) > 0;
-    default:
-        return jv_cmp(c, a, b) >= 0;
-    }
-}
-
 static jinja_val compare(jctx *c, const jnode *n) {
     jinja_val left = jx_eval(c, n->a);
     for (uint32_t i = 0; i < n->n; i++) {
         jinja_val right = jx_eval(c, n->kids[i]->a);
-        if (!compare1(c, n->kids[i]->op, left, right)) return jinja_bool(false);
+        if (!jv_compare(c, n->kids[i]->op, left, right)) return jinja_bool(false);
         left = right;
     }
     return jinja_bool(true);

@@ -339,6 +339,9 @@ typedef struct jargs {
 _Noreturn void jx_fail(jctx *c, jinja_fail kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void *jx_alloc(jctx *c, size_t n);
+/* A new arena block of cap elements of size bytes holding old's first n:
+ * how the engine's arrays grow (the old block stays in the arena). */
+void *jx_regrow(jctx *c, const void *old, size_t n, size_t cap, size_t size);
 void jx_step(jctx *c);
 /* One level deeper (c->depth; the caller steps back): a LIMIT error
  * "<what> deeper than N" past jinja_limits.max_depth. */
@@ -360,6 +363,9 @@ const char *jv_type_name(jinja_val v);         /* Python's: "str", "int", "NoneT
 bool jv_is_num(jinja_val v);                   /* bool, int or float */
 double jv_num(jinja_val v);
 bool jv_str_eq(jinja_val v, const char *s);
+/* a op b for a comparison operator (OP_EQ ... OP_LTEQ, OP_IN, OP_NOTIN): the
+ * expressions' and the eq/lt/... tests' one rule. */
+bool jv_compare(jctx *c, int op, jinja_val a, jinja_val b);
 jinja_val jv_iter(jctx *c, jinja_val v); /* a list of what `for` visits (map: keys) */
 int64_t jv_len(jctx *c, jinja_val v);
 _Noreturn void jv_undef_fail(jctx *c, jinja_val u);

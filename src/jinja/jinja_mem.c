@@ -192,6 +192,12 @@ void *jx_alloc(jctx *c, size_t n) {
     return p;
 }
 
+void *jx_regrow(jctx *c, const void *old, size_t n, size_t cap, size_t size) {
+    void *p = jx_alloc(c, cap * size);
+    if (n) memcpy(p, old, n * size);
+    return p;
+}
+
 jbuf *jb_new(jctx *c, size_t cap) {
     jbuf *b = jx_alloc(c, sizeof *b);
     b->cap = cap < 16 ? 16 : cap;

@@ -589,22 +589,23 @@ static jnode *not_expr(jparser *p) {
     return n;
 }
 
-static jnode *and_expr(jparser *p) {
-    jnode *l = not_expr(p);
-    while (l && jp_is_name(cur(p), "and")) {
+/* operand (word operand)*, left-associative: "and" over not_expr, "or"
+ * over and_expr. */
+static jnode *word_chain(jparser *p, const char *word, int kind, jnode *(*operand)(jparser *)) {
+    jnode *l = operand(p);
+    while (l && jp_is_name(cur(p), word)) {
         p->pos++;
-        l = binary(p, N_AND, 0, l, not_expr(p));
+        l = binary(p, kind, 0, l, operand(p));
     }
     return l;
 }
 
+static jnode *and_expr(jparser *p) {
+    return word_chain(p, "and", N_AND, not_expr);
+}
+
 jnode *jp_or(jparser *p) {
-    jnode *l = and_expr(p);
-    while (l && jp_is_name(cur(p), "or")) {
-        p->pos++;
-        l = binary(p, N_OR, 0, l, and_expr(p));
-    }
-    return l;
+    return word_chain(p, "or", N_OR, and_expr);
 }
 
 jnode *jp_expr(jparser *p) {

@@ -40,14 +40,8 @@ void jx_bind(jctx *c, int32_t sym, jinja_val v) {
         }
     if (f->n == f->cap) {
         uint32_t cap = f->cap ? f->cap * 2 : 4;
-        int32_t *s = jx_alloc(c, cap * sizeof *s);
-        jinja_val *vv = jx_alloc(c, cap * sizeof *vv);
-        if (f->n) {
-            memcpy(s, f->sym, f->n * sizeof *s);
-            memcpy(vv, f->val, f->n * sizeof *vv);
-        }
-        f->sym = s;
-        f->val = vv;
+        f->sym = jx_regrow(c, f->sym, f->n, cap, sizeof *f->sym);
+        f->val = jx_regrow(c, f->val, f->n, cap, sizeof *f->val);
         f->cap = cap;
     }
     f->sym[f->n] = sym;

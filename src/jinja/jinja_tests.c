@@ -41,22 +41,13 @@ static bool same(jinja_val a, jinja_val b) {
     return jv_eq(a, b);
 }
 
+/* eq, ne, lt, le, gt, ge (T_EQ ... T_GE): the comparison operators. */
 static bool compare_test(jctx *c, int id, jinja_val v, const jargs *a) {
+    static const int OPS[] = {[T_EQ - T_EQ] = OP_EQ, [T_NE - T_EQ] = OP_NE,
+                              [T_LT - T_EQ] = OP_LT, [T_LE - T_EQ] = OP_LTEQ,
+                              [T_GT - T_EQ] = OP_GT, [T_GE - T_EQ] = OP_GTEQ};
     jinja_val o = one_arg(c, a, "compare");
-    switch (id) {
-    case T_EQ:
-        return jv_eq(v, o);
-    case T_NE:
-        return !jv_eq(v, o);
-    case T_LT:
-        return jv_cmp(c, v, o) < 0;
-    case T_LE:
-        return jv_cmp(c, v, o) <= 0;
-    case T_GT:
-        return jv_cmp(c, v, o) > 0;
-    default:
-        return jv_cmp(c, v, o) >= 0;
-    }
+    return jv_compare(c, OPS[id - T_EQ], v, o);
 }
 
 static bool case_test(jctx *c, jinja_val v, bool lower) {

@@ -1,7 +1,8 @@
 /* Values as Python sees them: construction in the run's arena, truth,
- * equality and ordering (==, <), len(), what a for loop iterates, and the
- * errors an undefined value raises when used. Not here: printing
- * (jinja_print.c), operators (jinja_eval.c). */
+ * equality and ordering (==, <), the comparison operators (`in` too, one
+ * rule for expressions and the eq/lt/... tests), len(), what a for loop
+ * iterates, and the errors an undefined value raises when used. Not here:
+ * printing (jinja_print.c), the other operators (jinja_eval.c). */
 #include "jinja/jinja_internal.h"
 
 #include <string.h>
@@ -31,9 +32,7 @@ void jv_push(jctx *c, jinja_val list, jinja_val v) {
     struct jinja_list *l = list.u.l;
     if (l->n == l->cap) {
         uint32_t cap = l->cap ? l->cap * 2 : 4;
-        jinja_val *p = jx_alloc(c, (size_t)cap * sizeof *p);
-        if (l->n) memcpy(p, l->v, l->n * sizeof *p);
-        l->v = p;
+        l->v = jx_regrow(c, l->v, l->n, cap, sizeof *l->v);
         l->cap = cap;
     }
     l->v[l->n++] = v;
@@ -70,14 +69,8 @@ void jv_map_put(jctx *c, jinja_val map, jinja_val key, jinja_val v) {
     }
     if (m->n == m->cap) {
         uint32_t cap = m->cap ? m->cap * 2 : 4;
-        jinja_val *k = jx_alloc(c, (size_t)cap * sizeof *k),
-                  *vv = jx_alloc(c, (size_t)cap * sizeof *vv);
-        if (m->n) {
-            memcpy(k, m->k, m->n * sizeof *k);
-            memcpy(vv, m->v, m->n * sizeof *vv);
-        }
-        m->k = k;
-        m->v = vv;
+        m->k = jx_regrow(c, m->k, m->n, cap, sizeof *m->k);
+        m->v = jx_regrow(c, m->v, m->n, cap, sizeof *m->v);
         m->cap = cap;
     }
     m->k[m->n] = key;
@@ -288,6 +281,53 @@ jinja_val jv_iter(jctx *c, jinja_val v) {
         break;
     }
     jx_fail(c, JINJA_ERROR, "'%s' object is not iterable", jv_type_name(v));
+}
+
+static bool contains(jctx *c, jinja_val item, jinja_val in) {
+    switch (in.type) {
+    case JINJA_UNDEFINED:
+        return false;
+    case JINJA_STR:
+        if (item.type != JINJA_STR)
+            jx_fail(c, JINJA_ERROR, "'in <string>' requires string as left operand, not %s",
+                    jv_type_name(item));
+        return item.n == 0 || memmem(in.u.s, in.n, item.u.s, item.n) != NULL;
+    case JINJA_LIST: {
+        jinja_val items = jv_iter(c, in);
+        for (uint32_t i = 0; i < items.u.l->n; i++)
+            if (jv_eq(item, items.u.l->v[i])) return true;
+        return false;
+    }
+    case JINJA_MAP: {
+        jinja_val v;
+        if (in.sub != JMAP_NAMESPACE) return jv_map_get(in.u.m, item, &v);
+        break;
+    }
+    default:
+        break;
+    }
+    jx_fail(c, JINJA_ERROR, "argument of type '%s' is not iterable", jv_type_name(in));
+}
+
+bool jv_compare(jctx *c, int op, jinja_val a, jinja_val b) {
+    switch (op) {
+    case OP_EQ:
+        return jv_eq(a, b);
+    case OP_NE:
+        return !jv_eq(a, b);
+    case OP_IN:
+        return contains(c, a, b);
+    case OP_NOTIN:
+        return !contains(c, a, b);
+    case OP_LT:
+        return jv_cmp(c, a, b) < 0;
+    case OP_LTEQ:
+        return jv_cmp(c, a, b) <= 0;
+    case OP_GT:
+        return jv_cmp(c, a, b) > 0;
+    default:
+        return jv_cmp(c, a, b) >= 0;
+    }
 }
 
 int64_t jv_len(jctx *c, jinja_val v) {

@@ -19,6 +19,7 @@
 
 #include "model/tokenizer_internal.h"
 #include "base/grow.h"
+#include "base/heap.h"
 
 /* ======================================================================== */
 /* Pre-tokenizers                                                            */
@@ -338,37 +339,9 @@ typedef struct bpe_scratch {
 } bpe_scratch;
 
 /* Lower rank first; equal ranks: the leftmost pair. */
-static bool pair_before(const bpe_pair *a, const bpe_pair *b) {
+static bool pair_before(const void *pa, const void *pb) {
+    const bpe_pair *a = pa, *b = pb;
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static int heap_push(bpe_scratch *s, bpe_pair p) {
-    if (TPS_GROW(s->heap, s->heap_cap, s->heap_n + 1, 64)) return TPS_ENOMEM;
-    size_t i = s->heap_n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_before(&p, &s->heap[parent])) break;
-        s->heap[i] = s->heap[parent];
-        i = parent;
-    }
-    s->heap[i] = p;
-    return 0;
-}
-
-static bpe_pair heap_pop(bpe_scratch *s) {
-    bpe_pair top = s->heap[0];
-    bpe_pair last = s->heap[--s->heap_n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= s->heap_n) break;
-        if (c + 1 < s->heap_n && pair_before(&s->heap[c + 1], &s->heap[c])) c++;
-        if (!pair_before(&s->heap[c], &last)) break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (s->heap_n) s->heap[i] = last;
-    return top;
 }
 
 static int try_pair(const tok_bpe *b, bpe_scratch *s, int32_t left, int32_t right) {
@@ -376,7 +349,10 @@ static int try_pair(const tok_bpe *b, bpe_scratch *s, int32_t left, int32_t righ
     const bpe_sym *l = &s->sym[left], *r = &s->sym[right];
     int32_t rank = merge_rank(b, s->enc + l->start, l->n, s->enc + r->start, r->n);
     if (rank < 0) return 0;
-    return heap_push(s, (bpe_pair){left, right, rank, l->n, l->n + r->n});
+    const bpe_pair p = {left, right, rank, l->n, l->n + r->n};
+    if (TPS_GROW(s->heap, s->heap_cap, s->heap_n + 1, 64)) return TPS_ENOMEM;
+    tps_heap_push(s->heap, s->heap_n++, &p, sizeof p, pair_before);
+    return 0;
 }
 
 /* One pre-tokenized piece: byte-level map, merge, emit. */
@@ -407,7 +383,8 @@ static int encode_piece(const tokenizer *t, const char *p, size_t len, bpe_scrat
     for (int32_t i = 1; i < nsym && !rc; i++)
         rc = try_pair(b, s, i - 1, i);
     while (s->heap_n && !rc) {
-        bpe_pair pr = heap_pop(s);
+        bpe_pair pr;
+        tps_heap_pop(s->heap, s->heap_n--, sizeof pr, pair_before, &pr);
         bpe_sym *l = &s->sym[pr.left], *r = &s->sym[pr.right];
         if (l->n == 0 || r->n == 0 || l->n != pr.left_n || l->n + r->n != pr.size) continue;
         l->n += r->n;

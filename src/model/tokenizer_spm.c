@@ -11,6 +11,7 @@
 
 #include "model/tokenizer_internal.h"
 #include "base/grow.h"
+#include "base/heap.h"
 
 typedef struct spm_sym {
     int32_t prev, next; /* neighbours in the live chain, -1 at the ends */
@@ -29,37 +30,9 @@ typedef struct spm_heap {
 } spm_heap;
 
 /* Higher score first; equal scores: the leftmost pair. */
-static bool pair_before(const spm_pair *a, const spm_pair *b) {
+static bool pair_before(const void *pa, const void *pb) {
+    const spm_pair *a = pa, *b = pb;
     return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static int heap_push(spm_heap *h, spm_pair p) {
-    if (TPS_GROW(h->v, h->cap, h->n + 1, 64)) return TPS_ENOMEM;
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_before(&p, &h->v[parent])) break;
-        h->v[i] = h->v[parent];
-        i = parent;
-    }
-    h->v[i] = p;
-    return 0;
-}
-
-static spm_pair heap_pop(spm_heap *h) {
-    spm_pair top = h->v[0];
-    spm_pair last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && pair_before(&h->v[c + 1], &h->v[c])) c++;
-        if (!pair_before(&h->v[c], &last)) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = last;
-    return top;
 }
 
 /* Queues (left, right) if their concatenation is a vocabulary token. */
@@ -69,7 +42,10 @@ static int try_pair(const tokenizer *t, const char *esc, const spm_sym *sym, spm
     size_t size = sym[left].n + sym[right].n;
     int32_t id = tok_lookup(t, esc + sym[left].start, size);
     if (id == TOKEN_NONE) return 0;
-    return heap_push(h, (spm_pair){left, right, t->score[id], size});
+    const spm_pair p = {left, right, t->score[id], size};
+    if (TPS_GROW(h->v, h->cap, h->n + 1, 64)) return TPS_ENOMEM;
+    tps_heap_push(h->v, h->n++, &p, sizeof p, pair_before);
+    return 0;
 }
 
 static int emit_bytes(const tokenizer *t, const char *s, size_t n, tok_ids *out) {
@@ -128,7 +104,8 @@ static int merge_pairs(const tokenizer *t, const char *esc, spm_sym *sym, int32_
         rc = try_pair(t, esc, sym, heap, i - 1, i);
 
     while (heap->n && !rc) {
-        spm_pair p = heap_pop(heap);
+        spm_pair p;
+        tps_heap_pop(heap->v, heap->n--, sizeof p, pair_before, &p);
         spm_sym *l = &sym[p.left], *r = &sym[p.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != p.size) continue; /* stale */
         l->n += r->n;

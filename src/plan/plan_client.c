@@ -92,11 +92,7 @@ static int send_turn(sim *s, size_t conv, uint64_t now, tps_err *e) {
     int rc = sim_new_record(s, &idx, s->n_recs, item, e);
     if (rc) return rc;
     bench_record *rec = &s->recs[idx];
-    rec->conversation = (uint32_t)conv;
-    rec->turn = turn + 1;
-    rec->input_client = rec->input_client && (cv->history_tokens || turn == 0)
-                            ? (uint32_t)(cv->history_tokens + rec->input_client)
-                            : 0;
+    bench_record_turn(rec, cv, conv, turn);
     timeline_start(&rec->tl, now, now);
     char *body = NULL;
     size_t len = 0;

@@ -6,39 +6,23 @@
 
 #include "plan/plan_internal.h"
 #include "base/grow.h"
+#include "base/heap.h"
 
-static bool ev_less(const sim_ev *a, const sim_ev *b) {
+static bool ev_less(const void *pa, const void *pb) {
+    const sim_ev *a = pa, *b = pb;
     return a->t < b->t || (a->t == b->t && a->order < b->order);
 }
 
 int sim_heap_push(sim_heap *h, uint64_t t, uint32_t kind, size_t arg) {
     if (TPS_GROW(h->v, h->cap, h->n + 1, 256)) return TPS_ENOMEM;
-    size_t i = h->n++;
     sim_ev ev = {.t = t, .order = h->order++, .kind = kind, .arg = arg};
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!ev_less(&ev, &h->v[p])) break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = ev;
+    tps_heap_push(h->v, h->n++, &ev, sizeof ev, ev_less);
     return 0;
 }
 
 bool sim_heap_pop(sim_heap *h, sim_ev *out) {
     if (!h->n) return false;
-    *out = h->v[0];
-    sim_ev last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && ev_less(&h->v[c + 1], &h->v[c])) c++;
-        if (!ev_less(&h->v[c], &last)) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = last;
+    tps_heap_pop(h->v, h->n--, sizeof *out, ev_less, out);
     return true;
 }
 

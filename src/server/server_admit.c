@@ -42,52 +42,28 @@
  * Refusals
  * ------------------------------------------------------------------------- */
 
-static const char *reason_of(int status) {
-    switch (status) {
-    case 400:
-        return "Bad Request";
-    case 408:
-        return "Request Timeout";
-    case 413:
-        return "Content Too Large";
-    case 417:
-        return "Expectation Failed";
-    case 429:
-        return "Too Many Requests";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 501:
-        return "Not Implemented";
-    case 503:
-        return "Service Unavailable";
-    case 505:
-        return "HTTP Version Not Supported";
-    default:
-        return "Error";
-    }
-}
+/* A refusal's status line reason and the error code its body names. */
+typedef struct refusal_kind {
+    int status;
+    const char *reason, *code;
+} refusal_kind;
 
-static const char *code_of(int status) {
-    switch (status) {
-    case 408:
-        return "request_timeout";
-    case 413:
-        return "request_too_large";
-    case 417:
-        return "expectation_failed";
-    case 429:
-        return "too_many_connections";
-    case 431:
-        return "headers_too_large";
-    case 501:
-        return "not_implemented";
-    case 503:
-        return "connection_limit";
-    case 505:
-        return "http_version_not_supported";
-    default:
-        return "bad_request";
-    }
+static const refusal_kind *refusal_of(int status) {
+    static const refusal_kind KINDS[] = {
+        {400, "Bad Request", "bad_request"},
+        {408, "Request Timeout", "request_timeout"},
+        {413, "Content Too Large", "request_too_large"},
+        {417, "Expectation Failed", "expectation_failed"},
+        {429, "Too Many Requests", "too_many_connections"},
+        {431, "Request Header Fields Too Large", "headers_too_large"},
+        {501, "Not Implemented", "not_implemented"},
+        {503, "Service Unavailable", "connection_limit"},
+        {505, "HTTP Version Not Supported", "http_version_not_supported"},
+    };
+    static const refusal_kind OTHER = {0, "Error", "bad_request"};
+    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++)
+        if (KINDS[i].status == status) return &KINDS[i];
+    return &OTHER;
 }
 
 /* The error as a whole HTTP response with Connection: close, sent on fd
@@ -99,7 +75,7 @@ static void send_refusal(evutil_socket_t fd, int status, const char *msg) {
                   : status == 503 ? "unavailable_error"
                   : status >= 500 ? "server_error"
                                   : "invalid_request_error",
-                  NULL, code_of(status), "%s", msg);
+                  NULL, refusal_of(status)->code, "%s", msg);
     sbuf body, out;
     sbuf_init(&body);
     sbuf_init(&out);
@@ -107,7 +83,7 @@ static void send_refusal(evutil_socket_t fd, int status, const char *msg) {
     sbuf_printf(&out,
                 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
                 "%sConnection: close\r\n\r\n",
-                status, reason_of(status), body.len,
+                status, refusal_of(status)->reason, body.len,
                 status == 429 || status == 503 ? "Retry-After: 1\r\n" : "");
     sbuf_add(&out, body.p ? body.p : "", body.len);
     if (!sbuf_failed(&out)) {

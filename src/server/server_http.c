@@ -31,10 +31,7 @@ static void handle_health(server *s, struct evhttp_request *req) {
 }
 
 static void handle_models(server *s, struct evhttp_request *req) {
-    if (!atomic_load(&s->ready)) {
-        server_reply_unavailable(s, req);
-        return;
-    }
+    if (server_reply_loading(s, req)) return;
     sbuf b;
     sbuf_init(&b);
     sbuf_adds(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
@@ -52,10 +49,7 @@ static void handle_models(server *s, struct evhttp_request *req) {
 }
 
 static void handle_metrics(server *s, struct evhttp_request *req) {
-    if (!atomic_load(&s->ready)) {
-        server_reply_unavailable(s, req);
-        return;
-    }
+    if (server_reply_loading(s, req)) return;
     sbuf b;
     sbuf_init(&b);
     server_metrics_render(s, &b);

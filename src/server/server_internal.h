@@ -321,6 +321,9 @@ void server_reply_json(server *s, struct evhttp_request *req, int status, const 
 void server_reply_error(server *s, struct evhttp_request *req, const oai_error *e);
 void server_reply_err(server *s, struct evhttp_request *req, int status, const char *type,
                       const char *param, const char *code, const char *msg);
+/* 503 while loading; true when the request was answered (what /v1/models
+ * and /metrics check: a draining server still answers them). */
+bool server_reply_loading(server *s, struct evhttp_request *req);
 /* 503 while loading or draining; true when the request was answered. */
 bool server_reply_unavailable(server *s, struct evhttp_request *req);
 

@@ -62,12 +62,15 @@ void server_reply_err(server *s, struct evhttp_request *req, int status, const c
 }
 
 /* 503 while loading or draining; true when the request was answered. */
+bool server_reply_loading(server *s, struct evhttp_request *req) {
+    if (atomic_load(&s->ready)) return false;
+    server_reply_err(s, req, 503, "unavailable_error", NULL, "model_loading",
+                     "the model is still loading; retry shortly");
+    return true;
+}
+
 bool server_reply_unavailable(server *s, struct evhttp_request *req) {
-    if (!atomic_load(&s->ready)) {
-        server_reply_err(s, req, 503, "unavailable_error", NULL, "model_loading",
-                         "the model is still loading; retry shortly");
-        return true;
-    }
+    if (server_reply_loading(s, req)) return true;
     if (s->draining) {
         server_reply_err(s, req, 503, "unavailable_error", NULL, "server_draining",
                          "the server is shutting down and accepts no new requests");

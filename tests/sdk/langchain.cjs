@@ -9,31 +9,17 @@
 // withStructuredOutput by JSON schema.
 // usage: node langchain.cjs PORT   (NODE_PATH must reach node_modules/@langchain)
 'use strict';
+const { fail, check, calc } = require('./common.cjs');
 const { ChatOpenAI } = require('@langchain/openai');
 const { HumanMessage, ToolMessage } = require('@langchain/core/messages');
 
 const port = process.argv[2];
-const fail = (msg) => { console.error('FAIL: ' + msg); process.exit(1); };
-const check = (cond, msg) => { if (!cond) fail(msg); };
 
 const model = (extra) => new ChatOpenAI({
   model: 'tps', apiKey: 'none', configuration: { baseURL: `http://127.0.0.1:${port}/v1` },
   temperature: 0, maxTokens: 12, maxRetries: 0, ...extra,
 });
 
-const calc = {
-  type: 'function',
-  function: {
-    name: 'calc',
-    description: 'adds',
-    parameters: {
-      type: 'object',
-      properties: { a: { type: 'integer', minimum: 0, maximum: 9 }, b: { type: 'integer', minimum: 0, maximum: 9 } },
-      required: ['a', 'b'],
-      additionalProperties: false,
-    },
-  },
-};
 const person = {
   title: 'person',
   type: 'object',

@@ -6,11 +6,10 @@
 // the schema's constraints (independent of tps's grammar code).
 // usage: node openai_sdk.cjs PORT   (NODE_PATH must reach node_modules/openai)
 'use strict';
+const { fail, check, calc } = require('./common.cjs');
 const OpenAI = require('openai');
 
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${process.argv[2]}/v1`, apiKey: 'none' });
-const fail = (msg) => { console.error('FAIL: ' + msg); process.exit(1); };
-const check = (cond, msg) => { if (!cond) fail(msg); };
 
 const person = {
   type: 'object',
@@ -21,19 +20,6 @@ const person = {
   },
   required: ['name', 'age', 'pets'],
   additionalProperties: false,
-};
-const calc = {
-  type: 'function',
-  function: {
-    name: 'calc',
-    description: 'adds',
-    parameters: {
-      type: 'object',
-      properties: { a: { type: 'integer', minimum: 0, maximum: 9 }, b: { type: 'integer', minimum: 0, maximum: 9 } },
-      required: ['a', 'b'],
-      additionalProperties: false,
-    },
-  },
 };
 const user = [{ role: 'user', content: 'Hi.' }];
 

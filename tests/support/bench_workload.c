@@ -17,3 +17,14 @@ void test_workload(workload *wl, uint32_t out_tokens, size_t n) {
     o.output_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = out_tokens};
     cr_assert_eq(workload_build(wl, &o, &e), 0, "%s", e.msg);
 }
+
+void test_bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl) {
+    tps_err e = {{0}};
+    cr_assert_eq(bench_run(out, cfg, wl, &e), 0, "%s", e.msg);
+}
+
+void test_result_build(bench_result *res, const bench_record *recs, size_t n,
+                       const result_opts *o) {
+    tps_err e = {{0}};
+    cr_assert_eq(result_build(res, recs, n, o, &e), 0, "%s", e.msg);
+}

@@ -35,22 +35,31 @@ void env_close(env *v) {
     llama_model_free(v->m);
 }
 
-engine *env_engine(env *v, uint32_t max_seqs, uint32_t max_batch, uint32_t kv_tokens,
-                   uint32_t kv_type, bool no_prefix_cache) {
+engine_params env_params(const env *v) {
     engine_params p;
     engine_params_default(&p);
-    p.kv_type = kv_type;
     p.model = v->m;
     p.tok = v->tok;
+    return p;
+}
+
+engine *env_start(const engine_params *p) {
+    engine *e;
+    tps_err err = {0};
+    cr_assert_eq(engine_create(&e, p, &err), 0, "%s", err.msg);
+    return e;
+}
+
+engine *env_engine(env *v, uint32_t max_seqs, uint32_t max_batch, uint32_t kv_tokens,
+                   uint32_t kv_type, bool no_prefix_cache) {
+    engine_params p = env_params(v);
+    p.kv_type = kv_type;
     p.n_threads = 1; /* a 260K-parameter model gains nothing from a second thread */
     p.max_seqs = max_seqs;
     p.max_batch_tokens = max_batch;
     p.kv_tokens = kv_tokens;
     p.no_prefix_cache = no_prefix_cache;
-    engine *e;
-    tps_err err = {0};
-    cr_assert_eq(engine_create(&e, &p, &err), 0, "%s", err.msg);
-    return e;
+    return env_start(&p);
 }
 
 engine_request env_greedy_request(const int32_t *prompt, size_t n, uint32_t max_tokens,

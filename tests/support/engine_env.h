@@ -24,6 +24,10 @@ void env_open_made(env *v, char *path, const model_preset *pre, uint32_t type, u
 void env_open_stories(env *v); /* ../shared/models/stories260K.gguf */
 void env_close(env *v);
 
+/* engine_params_default with v's model and tokenizer. */
+engine_params env_params(const env *v);
+/* engine_create(p), asserting that it succeeds. */
+engine *env_start(const engine_params *p);
 /* An engine on one kernel thread with these sizes (0: the default) and KV
  * type; prefix caching on unless no_prefix_cache. */
 engine *env_engine(env *v, uint32_t max_seqs, uint32_t max_batch, uint32_t kv_tokens,

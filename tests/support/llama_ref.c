@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "support/model_run.h"
+#include "support/test_support.h"
 
 void llama_ref_load(llama_ref *r, const char *dir) {
     char p[512];
@@ -38,25 +39,10 @@ static int argmax(const float *x, size_t n) {
     return (int)best;
 }
 
-static double norm_err(const float *ours, const float *theirs, size_t n) {
-    double d = 0, t = 0;
-    for (size_t i = 0; i < n; i++) {
-        d += ((double)ours[i] - theirs[i]) * ((double)ours[i] - theirs[i]);
-        t += (double)theirs[i] * theirs[i];
-    }
-    return sqrt(d / t);
-}
-
 void ref_rig_open(ref_rig *g, const llama_model *m, kernel_tier tier) {
     const llama_config *c = &m->cfg;
-    kv_cache_params p = {.n_layers = c->n_layers,
-                         .kv_dim = c->n_kv_heads * c->head_dim,
-                         .head_dim = c->head_dim,
-                         .block_tokens = 16,
-                         .kv_type = GGML_TYPE_F32,
-                         .n_blocks = 64};
+    g->kv = test_kv_for(m, 16, GGML_TYPE_F32, 64);
     tps_err err = {0};
-    cr_assert_eq(kv_cache_create(&g->kv, &p, &err), 0, "%s", err.msg);
     cr_assert_eq(fwd_state_create(&g->s, m, 128, c->ctx_len, 2, &err), 0, "%s", err.msg);
     cr_assert_eq(kernel_ctx_set_tier(fwd_state_kernels(g->s), tier), 0);
 }
@@ -79,7 +65,7 @@ size_t ref_ids_of(json_t *arr, int32_t *out, size_t cap) {
 static void compare_position(const llama_ref *r, const float *logits, size_t ci, size_t k, int got,
                              int want, const char *label, kernel_tier tier, llama_ref_stats *st) {
     const float *ref = r->logits + (ci * r->n_gen + k) * r->n_vocab;
-    const double e = norm_err(logits, ref, r->n_vocab);
+    const double e = test_rel_err(logits, ref, r->n_vocab);
     double dev = 0, top1 = -INFINITY, top2 = -INFINITY;
     for (size_t i = 0; i < r->n_vocab; i++) {
         const double d = fabs((double)logits[i] - ref[i]);

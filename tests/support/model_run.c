@@ -46,3 +46,22 @@ void test_greedy_run(fwd_state *s, const llama_model *m, kv_cache *kv, const int
     kv_seq_release(kv, &seq);
     kv_seq_destroy(&seq);
 }
+
+kv_cache *test_kv_create(const kv_cache_params *p) {
+    kv_cache *kv;
+    tps_err err = {0};
+    cr_assert_eq(kv_cache_create(&kv, p, &err), 0, "%s", err.msg);
+    return kv;
+}
+
+kv_cache *test_kv_for(const llama_model *m, uint32_t block_tokens, uint32_t kv_type,
+                      uint32_t n_blocks) {
+    const llama_config *c = &m->cfg;
+    kv_cache_params p = {.n_layers = c->n_layers,
+                         .kv_dim = c->n_kv_heads * c->head_dim,
+                         .head_dim = c->head_dim,
+                         .block_tokens = block_tokens,
+                         .kv_type = kv_type,
+                         .n_blocks = n_blocks};
+    return test_kv_create(&p);
+}

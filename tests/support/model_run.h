@@ -3,8 +3,9 @@
  * the greedy loop every reference test runs (the prompt in one batch, then
  * one token a step, each step's logits handed to a check that says which
  * token goes next: the reference's when teacher-forcing, the argmax when
- * greedy). Asserts (Criterion) on any failure of the code under test's
- * setup. Not here: the references (tests/data), the comparisons. */
+ * greedy), and the KV cache such a run uses. Asserts (Criterion) on any
+ * failure of the code under test's setup. Not here: the references (tests/data), the comparisons.
+ */
 #ifndef TPS_TEST_MODEL_RUN_H
 #define TPS_TEST_MODEL_RUN_H
 
@@ -17,6 +18,13 @@
 /* A writer holding every key of f and every tensor but `skip` (NULL: all):
  * the caller adds or changes what it needs, writes it, frees it. */
 gguf_writer *test_gguf_copy(const gguf_file *f, const char *skip);
+
+/* kv_cache_create(p), asserting that it succeeds. */
+kv_cache *test_kv_create(const kv_cache_params *p);
+/* A KV cache for m's layers and heads: n_blocks blocks of block_tokens
+ * positions of kv_type. */
+kv_cache *test_kv_for(const llama_model *m, uint32_t block_tokens, uint32_t kv_type,
+                      uint32_t n_blocks);
 
 /* Called after each forward step k (0: the prompt's last row) with the
  * logits of its one sampling row (n_vocab); returns the token to feed at

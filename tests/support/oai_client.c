@@ -3,6 +3,7 @@
 
 #include <criterion/criterion.h>
 #include <curl/curl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +107,17 @@ long oai_post(int port, const char *path, const char *body, oai_answer *a) {
         json_decref(j);
     }
     return a->status;
+}
+
+void oai_chat_ok(int port, const char *head, const char *fields, bool stream, oai_answer *a) {
+    const char *tail = stream ? "true,\"stream_options\":{\"include_usage\":true}" : "false";
+    size_t n = strlen(head) + strlen(fields) + strlen(tail) + 16;
+    char *body = malloc(n);
+    cr_assert_not_null(body);
+    snprintf(body, n, "%s%s\"stream\":%s}", head, fields, tail);
+    long st = oai_post(port, "/v1/chat/completions", body, a);
+    cr_assert_eq(st, 200, "%s -> %ld %s", body, st, a->body);
+    free(body);
 }
 
 void oai_answer_free(oai_answer *a) {

@@ -36,6 +36,10 @@ typedef struct oai_answer {
 /* POSTs body to path; fills *a (stream or whole, told from the body).
  * Returns the HTTP status. */
 long oai_post(int port, const char *path, const char *body, oai_answer *a);
+/* POSTs to /v1/chat/completions the object head (its opening up to a comma)
+ * + fields + "stream" (true with the usage chunk, or false), and asserts
+ * the status is 200. */
+void oai_chat_ok(int port, const char *head, const char *fields, bool stream, oai_answer *a);
 void oai_answer_free(oai_answer *a);
 /* The error's param / code, "" when absent. */
 const char *oai_error_param(const oai_answer *a);

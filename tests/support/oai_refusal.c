@@ -8,6 +8,11 @@ int test_oai_parse(oai_request *r, oai_kind k, const char *body, oai_error *e) {
     return oai_parse(r, k, body, strlen(body), e);
 }
 
+void oai_parse_ok(oai_request *r, oai_kind k, const char *body) {
+    oai_error e;
+    cr_assert_eq(test_oai_parse(r, k, body, &e), 0, "%s", e.message);
+}
+
 static void expect_refused(oai_kind k, const char *body, const char *param, const char *code,
                            const char *msg_has) {
     oai_request r;

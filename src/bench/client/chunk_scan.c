@@ -320,18 +320,43 @@ static bool literal(scan *s, const char *word, size_t n, vkind k, val *v) {
 
 /* ---- containers ---------------------------------------------------------------------------- */
 
-/* s->p at '{'. Each member's value goes to f, which must consume it. */
-static bool scan_object(scan *s, member_fn f, void *ctx) {
+/* s->p at a container's opening byte: steps in (false past SCAN_DEPTH);
+ * *empty when `close` follows at once (then consumed, the depth back). */
+static bool enter(scan *s, char close, bool *empty) {
     if (++s->depth > SCAN_DEPTH) return false;
-    const int base = s->nkeys;
     s->p++;
     skip_ws(s);
-    if (s->p < s->end && *s->p == '}') {
+    *empty = s->p < s->end && *s->p == close;
+    if (*empty) {
         s->p++;
         s->depth--;
-        return true;
     }
-    for (;;) {
+    return true;
+}
+
+/* After an element: 1 when `close` ends the container (consumed, the
+ * depth back), 0 at the next element (past the ','), -1 when malformed. */
+static int after_item(scan *s, char close) {
+    skip_ws(s);
+    if (s->p >= s->end) return -1;
+    if (*s->p == close) {
+        s->p++;
+        s->depth--;
+        return 1;
+    }
+    if (*s->p != ',') return -1;
+    s->p++;
+    skip_ws(s);
+    return 0;
+}
+
+/* s->p at '{'. Each member's value goes to f, which must consume it. */
+static bool scan_object(scan *s, member_fn f, void *ctx) {
+    const int base = s->nkeys;
+    bool empty;
+    if (!enter(s, '}', &empty)) return false;
+    if (empty) return true;
+    for (int next = 0; !next;) {
         val k;
         if (s->p >= s->end || *s->p != '"' || !scan_string(s, &k) || k.esc) return false;
         for (int i = base; i < s->nkeys; i++)
@@ -345,16 +370,9 @@ static bool scan_object(scan *s, member_fn f, void *ctx) {
         s->p++;
         skip_ws(s);
         if (s->p >= s->end || !f(s, ctx, k.p, k.len)) return false;
-        skip_ws(s);
-        if (s->p >= s->end) return false;
-        if (*s->p == '}') break;
-        if (*s->p != ',') return false;
-        s->p++;
-        skip_ws(s);
+        if ((next = after_item(s, '}')) < 0) return false;
     }
-    s->p++;
     s->nkeys = base;
-    s->depth--;
     return true;
 }
 
@@ -366,16 +384,12 @@ static bool skip_member(scan *s, void *ctx, const char *k, size_t klen) {
 /* s->p at '['. v->len counts the elements; when first is given and the
  * first element is an object, first reads it (first_obj: whether it was). */
 static bool scan_array(scan *s, val *v, member_fn first, void *ctx, bool *first_obj) {
-    if (++s->depth > SCAN_DEPTH) return false;
-    *v = (val){.p = s->p, .kind = V_ARR};
-    s->p++;
-    skip_ws(s);
-    if (s->p < s->end && *s->p == ']') {
-        s->p++;
-        s->depth--;
-        return true;
-    }
-    for (;;) {
+    const char *start = s->p;
+    bool empty;
+    if (!enter(s, ']', &empty)) return false;
+    *v = (val){.p = start, .kind = V_ARR};
+    if (empty) return true;
+    for (int next = 0; !next;) {
         if (s->p >= s->end) return false;
         if (v->len == 0 && first && *s->p == '{') {
             *first_obj = true;
@@ -385,15 +399,8 @@ static bool scan_array(scan *s, val *v, member_fn first, void *ctx, bool *first_
             if (!scan_value(s, &e)) return false;
         }
         v->len++;
-        skip_ws(s);
-        if (s->p >= s->end) return false;
-        if (*s->p == ']') break;
-        if (*s->p != ',') return false;
-        s->p++;
-        skip_ws(s);
+        if ((next = after_item(s, ']')) < 0) return false;
     }
-    s->p++;
-    s->depth--;
     return true;
 }
 

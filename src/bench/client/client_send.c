@@ -25,6 +25,14 @@ int bench_record_init(bench_record *rec, const workload *wl, uint32_t item, uint
     return TPS_OK;
 }
 
+void bench_record_turn(bench_record *rec, const convo *cv, size_t conv, uint32_t turn) {
+    rec->conversation = (uint32_t)conv;
+    rec->turn = turn + 1;
+    rec->input_client = rec->input_client && (cv->history_tokens || turn == 0)
+                            ? (uint32_t)(cv->history_tokens + rec->input_client)
+                            : 0;
+}
+
 /* A record for request number seq (over every loop of the run), sending
  * workload item `item`. */
 int client_new_record(run_state *r, size_t *idx, uint64_t seq, uint32_t item, tps_err *e) {
@@ -99,12 +107,7 @@ int client_launch_turn(run_state *r, size_t conv, tps_err *e) {
     int rc = client_new_record(r, &idx, r->n_recs, item, e);
     if (rc) return rc;
     bench_record *rec = &r->recs[idx];
-    rec->conversation = (uint32_t)conv;
-    rec->turn = turn + 1;
-    /* what the client can say of the prompt: the history so far and this message */
-    rec->input_client = rec->input_client && (cv->history_tokens || turn == 0)
-                            ? (uint32_t)(cv->history_tokens + rec->input_client)
-                            : 0;
+    bench_record_turn(rec, cv, conv, turn);
     conn *c = &r->conns[r->free_list[--r->n_free]];
     free(c->send_body);
     c->send_body = NULL;

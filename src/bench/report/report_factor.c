@@ -8,10 +8,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/sbuf.h"
+#include "bench/io/tmp_dir.h"
 #include "bench/result/verdict.h" /* VERDICT_MULTI_SHARE: when several tokens an event needs a word */
 
 static const char *const PART_NAMES[FP_PARTS] = {"batch",   "mix",   "itl",    "prefix",
@@ -602,16 +601,7 @@ static void part_table(FILE *h, const rset *s, int pi) {
     fputs("</tr></thead><tbody>\n", h);
     for (size_t j = 0; j < s->n; j++) {
         const rset_point *p = &s->p[j];
-        fputs("<tr><td class=l>", h);
-        rhtml_esc(h, p->label);
-        fputs("</td>", h);
-        if (!p->has_result) {
-            fprintf(h, "<td colspan=%d class=l>no result (bench exit status %d)</td></tr>\n",
-                    M_COUNT + 1, p->exit_status);
-            continue;
-        }
-        fprintf(h, "<td>%llu / %llu</td>", (unsigned long long)p->r.completed,
-                (unsigned long long)p->r.failed);
+        if (!rhtml_row_head(h, p, M_COUNT + 1)) continue;
         for (int m = 0; m < M_COUNT; m++) {
             char buf[32];
             fprintf(h, "<td>%s</td>", cell(buf, sizeof buf, p, (metric)m, NULL));
@@ -721,13 +711,9 @@ static int write_page(const factor_report *f, const rplot *plots, const bool *dr
 
 int factor_render(const factor_report *f, const char *html_path, const char *svg_dir, tps_err *e) {
     char tmp[] = "/tmp/tps-factor-XXXXXX";
-    const char *dir = svg_dir;
-    if (!dir) {
-        if (!mkdtemp(tmp)) return tps_fail(e, TPS_EIO, "mkdtemp: %s", strerror(errno));
-        dir = tmp;
-    } else if (mkdir(dir, 0755) && errno != EEXIST) {
-        return tps_fail(e, TPS_EIO, "cannot create '%s': %s", dir, strerror(errno));
-    }
+    const char *dir;
+    int drc = tmp_dir_pick(&dir, tmp, svg_dir, true, e);
+    if (drc) return drc;
     rplot plots[FP_PARTS];
     bool drawn[FP_PARTS] = {0};
     tps_err pe = {{0}};
@@ -743,16 +729,6 @@ int factor_render(const factor_report *f, const char *html_path, const char *svg
     int rc = TPS_OK;
     if (html_path) rc = write_page(f, plots, drawn, dir, prc ? pe.msg : NULL, html_path, e);
     if (!rc && prc) rc = tps_fail(e, prc, "%s", pe.msg);
-    if (!svg_dir) {
-        for (int i = 0; i < FP_PARTS; i++) {
-            static const char *const ext[] = {"gp", "svg", "log"};
-            for (int x = 0; x < 3; x++) {
-                char p[1100];
-                snprintf(p, sizeof p, "%s/factor_%s.%s", tmp, PART_NAMES[i], ext[x]);
-                unlink(p);
-            }
-        }
-        rmdir(tmp);
-    }
+    if (!svg_dir) tmp_dir_remove(tmp);
     return rc;
 }

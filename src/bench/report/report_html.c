@@ -14,24 +14,29 @@
 #include "bench/io/tmp_dir.h"
 
 void rhtml_esc(FILE *f, const char *s) {
+    static const char *const ENTITY[256] = {
+        ['<'] = "&lt;", ['>'] = "&gt;", ['&'] = "&amp;", ['"'] = "&quot;"};
     for (; *s; s++) {
-        switch (*s) {
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        default:
+        const char *ent = ENTITY[(unsigned char)*s];
+        if (ent)
+            fputs(ent, f);
+        else
             fputc(*s, f);
-        }
     }
+}
+
+bool rhtml_row_head(FILE *f, const rset_point *p, int span) {
+    fputs("<tr><td class=l>", f);
+    rhtml_esc(f, p->label);
+    fputs("</td>", f);
+    if (!p->has_result) {
+        fprintf(f, "<td colspan=%d class=l>no result (bench exit status %d)</td></tr>\n", span,
+                p->exit_status);
+        return false;
+    }
+    fprintf(f, "<td>%llu / %llu</td>", (unsigned long long)p->r.completed,
+            (unsigned long long)p->r.failed);
+    return true;
 }
 
 /* Writes the file at path as base64; false if it cannot be read. */
@@ -79,17 +84,8 @@ static void table(FILE *f, const rset *s) {
           f);
     for (size_t i = 0; i < s->n; i++) {
         const rset_point *p = &s->p[i];
-        fputs("<tr><td class=l>", f);
-        rhtml_esc(f, p->label);
-        fputs("</td>", f);
-        if (!p->has_result) {
-            fprintf(f, "<td colspan=18 class=l>no result (bench exit status %d)</td></tr>\n",
-                    p->exit_status);
-            continue;
-        }
+        if (!rhtml_row_head(f, p, 18)) continue;
         const bench_result *r = &p->r;
-        fprintf(f, "<td>%llu / %llu</td>", (unsigned long long)r->completed,
-                (unsigned long long)r->failed);
         if (r->steady.valid)
             fprintf(f, "<td><b>%.1f</b></td>", r->steady.tps.output_tps);
         else
@@ -334,11 +330,9 @@ int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
 
 int rset_render(const rset *s, const char *html_path, const char *svg_dir, tps_err *e) {
     char tmp[] = "/tmp/tps-report-XXXXXX";
-    const char *dir = svg_dir;
-    if (!dir) {
-        if (!mkdtemp(tmp)) return tps_fail(e, TPS_EIO, "mkdtemp: %s", strerror(errno));
-        dir = tmp;
-    }
+    const char *dir;
+    int drc = tmp_dir_pick(&dir, tmp, svg_dir, false, e);
+    if (drc) return drc;
     rplot_list *plots = calloc(1, sizeof *plots);
     if (!plots) return tps_fail(e, TPS_ENOMEM, "out of memory");
     tps_err pe = {{0}};

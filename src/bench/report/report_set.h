@@ -143,6 +143,10 @@ int rset_render(const rset *s, const char *html_path, const char *svg_dir, tps_e
  * when it could not be written or (missing) a plot's SVG in svg_dir could
  * not be read. */
 void rhtml_esc(FILE *f, const char *s);
+/* A table row's first cells for point p: its label, then its requests
+ * "ok / failed"; a point without a result gets instead one cell spanning
+ * span columns that says so, ending the row, and false. */
+bool rhtml_row_head(FILE *f, const rset_point *p, int span);
 bool rhtml_figure(FILE *f, const rplot *p, const char *svg_dir, const char *cls);
 extern const char rhtml_css[];
 void rhtml_when(char *buf, size_t size);
