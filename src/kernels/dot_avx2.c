@@ -379,8 +379,8 @@ ALWAYS_INLINE void r8_tile1(float *restrict out, const uint8_t *restrict G, size
  * 110M tg128, 4-7 alternating pairs (2026-12-01), AVX2 tier 1.35x (Q8_0)
  * and 1.2x (Q4_0) over two groups, native 1.07x (Q8_0) and 1.03x (Q4_0)
  * over four; bench_kernels, weights in cache, had preferred more. With
- * R8_ZMM, r8_tile_zmm.h's tiles take pairs of groups beside several rows,
- * and each group of packed weights beside one row. */
+ * R8_ZMM, r8_tile_zmm.h's tiles take pairs of groups beside several rows;
+ * one row keeps this ymm tile (r8_tile_zmm.h says why). */
 #if defined(__AVX512VL__)
 #define R8_MG 2
 #else

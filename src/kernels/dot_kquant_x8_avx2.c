@@ -424,14 +424,11 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
  * groups of one row were 3x slower on a 768x32000 output.weight streamed
  * from memory (native, bench_kernels), and no faster in cache. */
 #if defined(__AVX512VL__)
-#define K8_MG   2
-#define K8_MG_1 1
+#define K8_MG 2
 #else
-#define K8_MG   1
-#define K8_MG_1 1
+#define K8_MG 1
 #endif
-#define Q6_MG   1
-#define Q6_MG_1 1
+#define Q6_MG 1
 
 enum { X8_Q4_K, X8_Q6_K, X8_Q5_K };
 
@@ -443,7 +440,7 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
     const int is_q6 = kind == X8_Q6_K, is_q5 = kind == X8_Q5_K;
     const size_t nb = n_in / QK_K, gs = 8 * w_row_bytes, n_groups = (o1 - o0) / 8;
     const uint8_t *G = W + o0 * w_row_bytes;
-    const size_t mg = is_q6 ? Q6_MG : K8_MG, mg1 = is_q6 ? Q6_MG_1 : K8_MG_1;
+    const size_t mg = is_q6 ? Q6_MG : K8_MG;
 #define X8_TILE(MG, MX)                                                                            \
     do {                                                                                           \
         if (is_q6)                                                                                 \
@@ -489,7 +486,7 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
         X8_GROUPS(mg, 2);
         break;
     default:
-        X8_GROUPS(mg1, 1);
+        X8_GROUPS(1, 1); /* one group per tile: see the top of this section */
         break;
     }
 #undef X8_GROUPS
