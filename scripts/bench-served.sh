@@ -13,7 +13,10 @@
 #        (default model: $TPS_BENCH_DIR/110M-q8_0.gguf, made by bench_prefix)
 # env:   LLAMA_CPP_DIR (its build/ or build/bin), BENCH_THREADS (default 2),
 #        SERVED_ROUNDS (default 2), SERVED_CONC (default "16 4"),
-#        SERVED_REQUESTS (requests per run, default 4 x the concurrency)
+#        SERVED_REQUESTS (requests per run, default 4 x the concurrency),
+#        SERVER_START_S (how long a server may take to load, default 90)
+# --idle-timeout 600: llama-server sends no byte before a request's first
+# token, and on a large model its queued prompts wait longer than 60 s.
 set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -61,7 +64,7 @@ for c in $concs; do
       start_server "$k" || continue
       "$tps" bench --url "http://127.0.0.1:$port" --tokenizer "$model" --input-len 128 \
         --output-len 128 --ignore-eos --concurrency "$c" --requests "$n" --quiet --no-progress \
-        --timeout 600 --seed "$r" --max-error-rate 1 --csv "$work/$k-$c-$r.csv" \
+        --timeout 600 --idle-timeout 600 --seed "$r" --max-error-rate 1 --csv "$work/$k-$c-$r.csv" \
         >"$work/bench.out" 2>&1 || { echo "bench-served: $k bench failed:"; tail -3 "$work/bench.out"; }
       awk '/VmHWM/ { print $2 / 1024 }' "/proc/$spid/status" >"$work/$k-$c-$r.rss"
       stop_server

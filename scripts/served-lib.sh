@@ -10,8 +10,9 @@ stop_server() { # SIGTERM, then SIGKILL after 30 s
   spid=
 }
 
-wait_ready() { # wait_ready URL: until /health answers 200 (90 s at most)
-  for _ in $(seq 1 900); do
+wait_ready() { # wait_ready URL: until /health answers 200 (SERVER_START_S, 90 s by
+  # default; an 18 GB file takes longer to load)
+  for _ in $(seq 1 $((${SERVER_START_S:-90} * 10))); do
     [ "$(curl -s -o /dev/null -w '%{http_code}' -m 2 "$1/health")" = 200 ] && return 0
     kill -0 "$spid" 2>/dev/null || return 1
     sleep 0.1
