@@ -26,22 +26,6 @@
 #define TOL_OPS_REL   1e-5 /* row helpers vs double */
 
 static const size_t SWEEP_N_OUT[] = {1, 3, 7, 17, 33};
-static const size_t SWEEP_N_ROWS[] = {1, 2, 3, 5, 8, 17};
-
-/* Every n_in x every n_out x every row count, on the best and scalar tiers
- * (the best one with 2 threads); then big_n_in at a few shapes. */
-static void sweep(uint32_t type, const size_t *n_ins, size_t n_n_in, size_t big_n_in, double tol) {
-    kernel_ctx *ctxs[2] = {kc_new_ctx(2, KERNEL_TIER_BEST), kc_new_ctx(1, KERNEL_TIER_SCALAR)};
-    for (size_t a = 0; a < n_n_in; a++)
-        for (size_t b = 0; b < LEN(SWEEP_N_OUT); b++)
-            for (size_t c = 0; c < LEN(SWEEP_N_ROWS); c++)
-                kc_check_matmul(ctxs, 2, type, SWEEP_N_ROWS[c], n_ins[a], SWEEP_N_OUT[b], tol);
-    kc_check_matmul(ctxs, 2, type, 5, big_n_in, 7, tol);
-    kc_check_matmul(ctxs, 2, type, 1, big_n_in, 33, tol);
-    kernel_ctx_free(ctxs[1]);
-    kernel_ctx_free(ctxs[0]);
-}
-
 static const size_t N_IN_BLOCK32[] = {32, 64, 96, 288};
 static const size_t N_IN_ANY[] = {1, 3, 7, 8, 17, 33, 96, 291};
 static const size_t N_IN_K[] = {256, 512, 768, 2816};
@@ -300,23 +284,23 @@ Test(kernels, every_quantizer_round_trips_within_its_bits) {
 /* ---- matmul vs reference ------------------------------------------------ */
 
 Test(kernels, q8_0_matmul_matches_reference_at_awkward_sizes) {
-    sweep(GGML_TYPE_Q8_0, N_IN_BLOCK32, LEN(N_IN_BLOCK32), 768, TOL_Q_REL);
+    kc_sweep_matmul(GGML_TYPE_Q8_0, N_IN_BLOCK32, LEN(N_IN_BLOCK32), 768, TOL_Q_REL);
 }
 
 Test(kernels, q4_0_matmul_matches_reference_at_awkward_sizes) {
-    sweep(GGML_TYPE_Q4_0, N_IN_BLOCK32, LEN(N_IN_BLOCK32), 768, TOL_Q_REL);
+    kc_sweep_matmul(GGML_TYPE_Q4_0, N_IN_BLOCK32, LEN(N_IN_BLOCK32), 768, TOL_Q_REL);
 }
 
 Test(kernels, f32_matmul_matches_reference_at_awkward_sizes) {
-    sweep(GGML_TYPE_F32, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL);
+    kc_sweep_matmul(GGML_TYPE_F32, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL);
 }
 
 Test(kernels, f16_matmul_matches_reference_at_awkward_sizes) {
-    sweep(GGML_TYPE_F16, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL);
+    kc_sweep_matmul(GGML_TYPE_F16, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL);
 }
 
 Test(kernels, bf16_matmul_matches_reference_at_awkward_sizes) {
-    sweep(GGML_TYPE_BF16, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL);
+    kc_sweep_matmul(GGML_TYPE_BF16, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL);
 }
 
 /* K-quants: every n_in x n_out x row count (1..5 and 9: the 4-row tiles,
@@ -458,13 +442,7 @@ Test(kernels, repacked_weights_give_the_same_bits_as_plain_on_every_tier) {
  * of the 4-row and 1-row tiles, and of the 1-, 2- and 4-group tiles) and
  * rows alone, at 1, 3 and 11 superblocks per row. */
 Test(kernels, repacked_q4_K_gives_the_same_bits_as_plain_scalar_for_1_to_33_rows) {
-    const size_t n_outs[] = {8, 24, 40};
-    for (size_t b = 0; b < LEN(n_outs); b++)
-        for (size_t rows = 1; rows <= 33; rows++)
-            kc_check_packed_equals_plain(GGML_TYPE_Q4_K, rows % 2 ? 256 : 768, n_outs[b], rows);
-    const size_t few_rows[] = {1, 4, 5, 17};
-    for (size_t c = 0; c < LEN(few_rows); c++)
-        kc_check_packed_equals_plain(GGML_TYPE_Q4_K, 2816, 72, few_rows[c]);
+    kc_packed_sweep(GGML_TYPE_Q4_K, 256, 768, 2816);
 }
 
 /* Prefill chunks run in blocks of activation rows that fit in L2 (matmul.c:
@@ -483,17 +461,15 @@ Test(kernels, repacked_weights_give_the_same_bits_across_activation_row_blocks) 
 Test(kernels, repacked_q4_K_extreme_values_do_not_overflow) {
     enum { N_IN = 512, N_OUT = 16, ROWS = 5 };
     float x[ROWS * N_IN];
-    for (int i = 0; i < ROWS * N_IN; i++)
-        x[i] = ((i / 32) % 2 ? 1.0f : -1.0f) * (i % 7 ? 2.0f : 1.9f);
-    block_q4_K q4[N_OUT * N_IN / QK_K], packed[N_OUT * N_IN / QK_K];
+    kc_fill_extreme(x, ROWS * N_IN, 7, 2.0f, 1.9f);
+    block_q4_K q4[N_OUT * N_IN / QK_K];
     for (size_t b = 0; b < LEN(q4); b++) {
         memset(q4[b].scales, 0xff, sizeof q4[b].scales);
         memset(q4[b].qs, b % 3 == 2 ? 0x0f : 0xff, sizeof q4[b].qs);
         q4[b].d = fp32_to_fp16(0.01f);
         q4[b].dmin = fp32_to_fp16(0.02f);
     }
-    cr_assert_eq(kernel_repack(packed, q4, GGML_TYPE_Q4_K, N_OUT, N_IN), 0);
-    kc_check_extremes_packed(q4, packed, GGML_TYPE_Q4_K, x, ROWS, N_IN, N_OUT, TOL_K_REL);
+    kc_check_extremes_packed(q4, GGML_TYPE_Q4_K, x, ROWS, N_IN, N_OUT, TOL_K_REL);
 }
 
 /* Q4_0 at its largest magnitudes (every nibble 15, or 0) against activations
@@ -503,27 +479,19 @@ Test(kernels, repacked_q4_K_extreme_values_do_not_overflow) {
 Test(kernels, repacked_q4_0_extreme_values_do_not_overflow) {
     enum { N_IN = 256, N_OUT = 24, ROWS = 6 };
     float x[ROWS * N_IN];
-    for (int i = 0; i < ROWS * N_IN; i++)
-        x[i] = ((i / 32) % 2 ? 1.0f : -1.0f) * (i % 5 ? 3.0f : 2.9f);
-    block_q4_0 q4[N_OUT * N_IN / QK4_0], packed[N_OUT * N_IN / QK4_0];
+    kc_fill_extreme(x, ROWS * N_IN, 5, 3.0f, 2.9f);
+    block_q4_0 q4[N_OUT * N_IN / QK4_0];
     for (size_t b = 0; b < LEN(q4); b++) {
         memset(q4[b].qs, b % 4 == 3 ? 0x00 : 0xff, sizeof q4[b].qs);
         q4[b].d = fp32_to_fp16(b % 2 ? 0.03f : -0.05f);
     }
-    cr_assert_eq(kernel_repack(packed, q4, GGML_TYPE_Q4_0, N_OUT, N_IN), 0);
-    kc_check_extremes_packed(q4, packed, GGML_TYPE_Q4_0, x, ROWS, N_IN, N_OUT, TOL_Q_REL);
+    kc_check_extremes_packed(q4, GGML_TYPE_Q4_0, x, ROWS, N_IN, N_OUT, TOL_Q_REL);
 }
 
 /* Q6_K in 8-row groups, as the Q4_K test above: every batch size 1..33 and
  * rows alone, 1-3 threads, 1, 3 and 11 superblocks per row, 1 to 9 groups. */
 Test(kernels, repacked_q6_K_gives_the_same_bits_as_plain_scalar_for_1_to_33_rows) {
-    const size_t n_outs[] = {8, 24, 40};
-    for (size_t b = 0; b < LEN(n_outs); b++)
-        for (size_t rows = 1; rows <= 33; rows++)
-            kc_check_packed_equals_plain(GGML_TYPE_Q6_K, rows % 2 ? 256 : 768, n_outs[b], rows);
-    const size_t few_rows[] = {1, 4, 5, 17};
-    for (size_t c = 0; c < LEN(few_rows); c++)
-        kc_check_packed_equals_plain(GGML_TYPE_Q6_K, 2816, 72, few_rows[c]);
+    kc_packed_sweep(GGML_TYPE_Q6_K, 256, 768, 2816);
 }
 
 /* The largest Q6_K magnitudes (scales -128 / 127, q6 = 63 or 0) against
@@ -533,9 +501,8 @@ Test(kernels, repacked_q6_K_gives_the_same_bits_as_plain_scalar_for_1_to_33_rows
 Test(kernels, repacked_q6_K_extreme_values_do_not_overflow) {
     enum { N_IN = 512, N_OUT = 24, ROWS = 5 };
     float x[ROWS * N_IN];
-    for (int i = 0; i < ROWS * N_IN; i++)
-        x[i] = ((i / 32) % 2 ? 1.0f : -1.0f) * (i % 7 ? 2.0f : 1.9f);
-    block_q6_K q6[N_OUT * N_IN / QK_K], packed[N_OUT * N_IN / QK_K];
+    kc_fill_extreme(x, ROWS * N_IN, 7, 2.0f, 1.9f);
+    block_q6_K q6[N_OUT * N_IN / QK_K];
     for (size_t b = 0; b < LEN(q6); b++) {
         for (int i = 0; i < QK_K / 16; i++)
             q6[b].scales[i] = (int8_t)((b / 2) % 2 ? -128 : 127);
@@ -543,8 +510,7 @@ Test(kernels, repacked_q6_K_extreme_values_do_not_overflow) {
         memset(q6[b].qh, b % 3 == 2 ? 0x00 : 0xff, sizeof q6[b].qh);
         q6[b].d = fp32_to_fp16(0.001f);
     }
-    cr_assert_eq(kernel_repack(packed, q6, GGML_TYPE_Q6_K, N_OUT, N_IN), 0);
-    kc_check_extremes_packed(q6, packed, GGML_TYPE_Q6_K, x, ROWS, N_IN, N_OUT, TOL_K_REL);
+    kc_check_extremes_packed(q6, GGML_TYPE_Q6_K, x, ROWS, N_IN, N_OUT, TOL_K_REL);
 }
 
 /* plain Q8_0 / Q4_0 at output counts that leave partial 8-row groups:

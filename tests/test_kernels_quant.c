@@ -17,56 +17,31 @@
 /* exact int block sums, float accumulation (test_kernels.c's TOL_Q_REL) */
 #define TOL_REL 1e-5
 
-static const size_t SWEEP_OUT[] = {1, 3, 7, 17, 33};
-static const size_t N_ROWS[] = {1, 2, 3, 5, 8, 17};
-
-static void sweep(uint32_t type, const size_t *n_ins, size_t n_n_in) {
-    kernel_ctx *ctxs[2] = {kc_new_ctx(2, KERNEL_TIER_BEST), kc_new_ctx(1, KERNEL_TIER_SCALAR)};
-    for (size_t a = 0; a < n_n_in; a++)
-        for (size_t b = 0; b < LEN(SWEEP_OUT); b++)
-            for (size_t c = 0; c < LEN(N_ROWS); c++)
-                kc_check_matmul(ctxs, 2, type, N_ROWS[c], n_ins[a], SWEEP_OUT[b], TOL_REL);
-    kc_check_matmul(ctxs, 2, type, 5, 2816, 7, TOL_REL);
-    kc_check_matmul(ctxs, 2, type, 1, 2816, 33, TOL_REL);
-    kernel_ctx_free(ctxs[1]);
-    kernel_ctx_free(ctxs[0]);
-}
-
 static const size_t N_IN_32[] = {32, 64, 96, 288};
 static const size_t N_IN_256[] = {256, 512, 768};
 
 Test(kernels_quant, q4_1_matmul_matches_reference_at_awkward_sizes) {
-    sweep(GGML_TYPE_Q4_1, N_IN_32, LEN(N_IN_32));
+    kc_sweep_matmul(GGML_TYPE_Q4_1, N_IN_32, LEN(N_IN_32), 2816, TOL_REL);
 }
 
 Test(kernels_quant, q5_0_matmul_matches_reference_at_awkward_sizes) {
-    sweep(GGML_TYPE_Q5_0, N_IN_32, LEN(N_IN_32));
+    kc_sweep_matmul(GGML_TYPE_Q5_0, N_IN_32, LEN(N_IN_32), 2816, TOL_REL);
 }
 
 Test(kernels_quant, q5_1_matmul_matches_reference_at_awkward_sizes) {
-    sweep(GGML_TYPE_Q5_1, N_IN_32, LEN(N_IN_32));
+    kc_sweep_matmul(GGML_TYPE_Q5_1, N_IN_32, LEN(N_IN_32), 2816, TOL_REL);
 }
 
 Test(kernels_quant, iq4_nl_matmul_matches_reference_at_awkward_sizes) {
-    sweep(GGML_TYPE_IQ4_NL, N_IN_32, LEN(N_IN_32));
+    kc_sweep_matmul(GGML_TYPE_IQ4_NL, N_IN_32, LEN(N_IN_32), 2816, TOL_REL);
 }
 
 /* Every batch size 1..33 (each remainder of the 4-row, 1-row, and 1-, 2-
  * and 6-group tiles) and rows alone, 1-3 threads, 1 to 9 groups. */
-static void packed_sweep(uint32_t type, size_t n_in_odd, size_t n_in_even, size_t n_in_long) {
-    const size_t n_outs[] = {8, 24, 40};
-    for (size_t b = 0; b < LEN(n_outs); b++)
-        for (size_t rows = 1; rows <= 33; rows++)
-            kc_check_packed_equals_plain(type, rows % 2 ? n_in_odd : n_in_even, n_outs[b], rows);
-    const size_t few_rows[] = {1, 4, 5, 17};
-    for (size_t c = 0; c < LEN(few_rows); c++)
-        kc_check_packed_equals_plain(type, n_in_long, 72, few_rows[c]);
-}
-
 Test(kernels_quant, repacked_32_element_types_give_the_same_bits_as_plain_scalar) {
     const uint32_t types[] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL};
     for (size_t t = 0; t < LEN(types); t++)
-        packed_sweep(types[t], 96, 32, 2816);
+        kc_packed_sweep(types[t], 96, 32, 2816);
 }
 
 /* The largest magnitudes each 32-element type can hold (every quant at its
@@ -76,8 +51,7 @@ Test(kernels_quant, repacked_32_element_types_give_the_same_bits_as_plain_scalar
 Test(kernels_quant, repacked_32_element_types_at_extreme_values_do_not_overflow) {
     enum { N_IN = 256, N_OUT = 24, ROWS = 6 };
     float x[ROWS * N_IN];
-    for (int i = 0; i < ROWS * N_IN; i++)
-        x[i] = ((i / 32) % 2 ? 1.0f : -1.0f) * (i % 5 ? 3.0f : 2.9f);
+    kc_fill_extreme(x, ROWS * N_IN, 5, 3.0f, 2.9f);
     const uint32_t types[] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL};
     for (size_t t = 0; t < LEN(types); t++) {
         uint8_t *w = kc_make_weights(types[t], N_OUT, N_IN, 77);
@@ -87,28 +61,25 @@ Test(kernels_quant, repacked_32_element_types_at_extreme_values_do_not_overflow)
             const size_t first = types[t] == GGML_TYPE_Q5_0 || types[t] == GGML_TYPE_IQ4_NL ? 2 : 4;
             memset(w + b * bs + first, b % 4 == 3 ? 0x00 : 0xff, bs - first);
         }
-        uint8_t *packed = malloc(N_OUT * kernel_row_bytes(types[t], N_IN));
-        cr_assert_eq(kernel_repack(packed, w, types[t], N_OUT, N_IN), 0);
-        kc_check_extremes_packed(w, packed, types[t], x, ROWS, N_IN, N_OUT, TOL_REL);
-        free(packed);
+        kc_check_extremes_packed(w, types[t], x, ROWS, N_IN, N_OUT, TOL_REL);
         free(w);
     }
 }
 
 Test(kernels_quant, q2_K_matmul_matches_reference_at_awkward_sizes) {
-    sweep(GGML_TYPE_Q2_K, N_IN_256, LEN(N_IN_256));
+    kc_sweep_matmul(GGML_TYPE_Q2_K, N_IN_256, LEN(N_IN_256), 2816, TOL_REL);
 }
 
 Test(kernels_quant, q3_K_matmul_matches_reference_at_awkward_sizes) {
-    sweep(GGML_TYPE_Q3_K, N_IN_256, LEN(N_IN_256));
+    kc_sweep_matmul(GGML_TYPE_Q3_K, N_IN_256, LEN(N_IN_256), 2816, TOL_REL);
 }
 
 Test(kernels_quant, q5_K_matmul_matches_reference_at_awkward_sizes) {
-    sweep(GGML_TYPE_Q5_K, N_IN_256, LEN(N_IN_256));
+    kc_sweep_matmul(GGML_TYPE_Q5_K, N_IN_256, LEN(N_IN_256), 2816, TOL_REL);
 }
 
 Test(kernels_quant, iq4_xs_matmul_matches_reference_at_awkward_sizes) {
-    sweep(GGML_TYPE_IQ4_XS, N_IN_256, LEN(N_IN_256));
+    kc_sweep_matmul(GGML_TYPE_IQ4_XS, N_IN_256, LEN(N_IN_256), 2816, TOL_REL);
 }
 
 /* Q2_K, Q3_K, Q5_K and IQ4_XS in 8-row groups: every batch size 1..33 and
@@ -116,7 +87,7 @@ Test(kernels_quant, iq4_xs_matmul_matches_reference_at_awkward_sizes) {
 Test(kernels_quant, repacked_k_family_gives_the_same_bits_as_plain_scalar) {
     const uint32_t types[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q5_K, GGML_TYPE_IQ4_XS};
     for (size_t t = 0; t < LEN(types); t++)
-        packed_sweep(types[t], 256, 768, 2816);
+        kc_packed_sweep(types[t], 256, 768, 2816);
 }
 
 Test(kernels_quant, every_quantized_type_has_a_packed_form_on_every_tier) {

@@ -177,12 +177,16 @@ void kc_check_packed_equals_plain(uint32_t type, size_t n_in, size_t n_out, size
     free(w);
 }
 
-/* The extreme-value tests' check: the plain scalar result of w (type,
- * ROWS x n_in activations x) is within tol of the double reference, and the
- * packed copy gives its bits on the scalar and best tiers for 1..rows
- * activation rows. */
-void kc_check_extremes_packed(const void *w, const void *packed, uint32_t type, const float *x,
-                              size_t rows, size_t n_in, size_t n_out, double tol) {
+/* The extreme-value tests' check (kernel_check.h). */
+void kc_fill_extreme(float *x, size_t n, size_t every, float big, float small) {
+    for (size_t i = 0; i < n; i++)
+        x[i] = ((i / 32) % 2 ? 1.0f : -1.0f) * (i % every ? big : small);
+}
+
+void kc_check_extremes_packed(const void *w, uint32_t type, const float *x, size_t rows,
+                              size_t n_in, size_t n_out, double tol) {
+    void *packed = malloc(n_out * kernel_row_bytes(type, n_in));
+    cr_assert_eq(kernel_repack(packed, w, type, n_out, n_in), 0, "type %u", type);
     kernel_ctx *sc = kc_new_ctx(1, KERNEL_TIER_SCALAR), *best = kc_new_ctx(2, KERNEL_TIER_BEST);
     float *want = malloc(rows * n_out * sizeof *want), *got = malloc(rows * n_out * sizeof *got);
     float *ref = malloc(rows * n_out * sizeof *ref);
@@ -208,4 +212,30 @@ void kc_check_extremes_packed(const void *w, const void *packed, uint32_t type, 
     free(want);
     kernel_ctx_free(best);
     kernel_ctx_free(sc);
+    free(packed);
+}
+
+static const size_t SWEEP_N_OUT[] = {1, 3, 7, 17, 33};
+static const size_t SWEEP_N_ROWS[] = {1, 2, 3, 5, 8, 17};
+
+void kc_sweep_matmul(uint32_t type, const size_t *n_ins, size_t n, size_t big_n_in, double tol) {
+    kernel_ctx *ctxs[2] = {kc_new_ctx(2, KERNEL_TIER_BEST), kc_new_ctx(1, KERNEL_TIER_SCALAR)};
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < LEN(SWEEP_N_OUT); b++)
+            for (size_t c = 0; c < LEN(SWEEP_N_ROWS); c++)
+                kc_check_matmul(ctxs, 2, type, SWEEP_N_ROWS[c], n_ins[a], SWEEP_N_OUT[b], tol);
+    kc_check_matmul(ctxs, 2, type, 5, big_n_in, 7, tol);
+    kc_check_matmul(ctxs, 2, type, 1, big_n_in, 33, tol);
+    kernel_ctx_free(ctxs[1]);
+    kernel_ctx_free(ctxs[0]);
+}
+
+void kc_packed_sweep(uint32_t type, size_t n_in_odd, size_t n_in_even, size_t n_in_long) {
+    const size_t n_outs[] = {8, 24, 40};
+    for (size_t b = 0; b < LEN(n_outs); b++)
+        for (size_t rows = 1; rows <= 33; rows++)
+            kc_check_packed_equals_plain(type, rows % 2 ? n_in_odd : n_in_even, n_outs[b], rows);
+    const size_t few_rows[] = {1, 4, 5, 17};
+    for (size_t c = 0; c < LEN(few_rows); c++)
+        kc_check_packed_equals_plain(type, n_in_long, 72, few_rows[c]);
 }

@@ -31,10 +31,25 @@ void kc_check_matmul(kernel_ctx *const *ctxs, size_t n_ctx, uint32_t type, size_
 /* type's weights repacked: on every tier and 1-3 threads, plain and
  * packed, batch and rows alone, the plain scalar tier's bits. */
 void kc_check_packed_equals_plain(uint32_t type, size_t n_in, size_t n_out, size_t n_rows);
-/* The plain scalar result of w (rows x n_in activations x) is within tol of
- * the double reference, and the packed copy gives its bits on the scalar
- * and best tiers for 1..rows activation rows. */
-void kc_check_extremes_packed(const void *w, const void *packed, uint32_t type, const float *x,
-                              size_t rows, size_t n_in, size_t n_out, double tol);
+/* Activations for the extreme-value tests: x[i] is big, or small at every
+ * `every`-th i, its sign flipping every 32 values (one block of one sign),
+ * so each block quantizes to +-127. */
+void kc_fill_extreme(float *x, size_t n, size_t every, float big, float small);
+/* The plain scalar result of w (type, n_out x n_in; rows x n_in activations
+ * x) is within tol of the double reference, and w repacked (asserted to
+ * succeed) gives its bits on the scalar and best tiers for 1..rows
+ * activation rows. */
+void kc_check_extremes_packed(const void *w, uint32_t type, const float *x, size_t rows,
+                              size_t n_in, size_t n_out, double tol);
+
+/* The awkward-size sweep: kc_check_matmul for every n_in of n_ins[0..n) x
+ * 1, 3, 7, 17, 33 outputs x 1, 2, 3, 5, 8, 17 activation rows, on the best
+ * tier (2 threads) and the scalar tier; then big_n_in at 5 rows x 7 outputs
+ * and 1 row x 33 outputs. */
+void kc_sweep_matmul(uint32_t type, const size_t *n_ins, size_t n, size_t big_n_in, double tol);
+/* kc_check_packed_equals_plain for every batch size 1..33 (n_in_odd for odd
+ * sizes, n_in_even for even) at 8, 24 and 40 outputs (1 to 5 groups), then
+ * 1, 4, 5 and 17 rows at n_in_long x 72 outputs (9 groups). */
+void kc_packed_sweep(uint32_t type, size_t n_in_odd, size_t n_in_even, size_t n_in_long);
 
 #endif
