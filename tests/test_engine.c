@@ -40,15 +40,11 @@ typedef struct work {
 static void work_make(work *w, uint32_t n_vocab) {
     uint64_t r = 12345;
     for (int i = 0; i < N_REQ; i++) {
-        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        env_lcg(&r);
         size_t n = i == 0 ? 1 : i == 1 ? 400 : 1 + (size_t)((r >> 33) % 400);
         w->n_prompt[i] = n;
         w->prompt[i] = malloc(n * sizeof(int32_t));
-        w->prompt[i][0] = 1;
-        for (size_t k = 1; k < n; k++) {
-            r = r * 6364136223846793005ull + 1442695040888963407ull;
-            w->prompt[i][k] = 3 + (int32_t)((r >> 33) % (n_vocab - 3));
-        }
+        env_random_prompt(w->prompt[i], n, n_vocab, &r);
         w->max_tokens[i] = 1 + (uint32_t)((r >> 20) % 48);
         w->seed[i] = 1000 + (uint64_t)i;
     }
@@ -116,6 +112,18 @@ static void compare(const result *alone, const result *batched, const char *what
     }
 }
 
+/* Batched with a pool too small for all at once (1024 positions): the
+ * tokens of each request alone, with preemptions and no errors. */
+static void check_small_pool(env *v, const work *w, float temp, uint32_t kv_type,
+                             const result *alone, const char *what) {
+    result *batched = calloc(N_REQ, sizeof *batched);
+    engine_stats st = run_batched(v, w, temp, 1024, kv_type, batched);
+    compare(alone, batched, what);
+    cr_expect_gt(st.preemptions_total, 0, "the small pool forced preemptions");
+    cr_expect_eq(st.requests_total[ENGINE_FINISH_ERROR], 0);
+    free(batched);
+}
+
 /* Runs the workload alone, then batched with a roomy pool, then (when
  * small_pool) batched with a pool too small for all at once: 1024 positions,
  * where each request fits alone (<= 496) but 64 together do not. */
@@ -130,13 +138,7 @@ static void invariance(float temp, bool small_pool) {
     engine_stats st = run_batched(&v, &w, temp, 0, GGML_TYPE_F16, batched);
     compare(alone, batched, temp > 0 ? "sampled" : "greedy");
     cr_expect_eq(st.requests_total[ENGINE_FINISH_ERROR], 0);
-    if (small_pool) {
-        memset(batched, 0, N_REQ * sizeof *batched);
-        st = run_batched(&v, &w, temp, 1024, GGML_TYPE_F16, batched);
-        compare(alone, batched, "greedy, small KV pool");
-        cr_expect_gt(st.preemptions_total, 0, "the small pool forced preemptions");
-        cr_expect_eq(st.requests_total[ENGINE_FINISH_ERROR], 0);
-    }
+    if (small_pool) check_small_pool(&v, &w, temp, GGML_TYPE_F16, alone, "greedy, small KV pool");
     free(alone);
     free(batched);
     work_free(&w);
@@ -338,14 +340,10 @@ Test(engine, q8_0_kv_batch_of_64_sampled_equals_alone_under_preemption, .timeout
     env_open_made(&v, path, &pre, GGML_TYPE_Q8_0, 5);
     work w;
     work_make(&w, v.m->cfg.n_vocab);
-    result *alone = calloc(N_REQ, sizeof *alone), *batched = calloc(N_REQ, sizeof *batched);
+    result *alone = calloc(N_REQ, sizeof *alone);
     run_alone(&v, &w, 1.0f, GGML_TYPE_Q8_0, alone);
-    engine_stats st = run_batched(&v, &w, 1.0f, 1024, GGML_TYPE_Q8_0, batched);
-    compare(alone, batched, "sampled, q8_0 KV, small pool");
-    cr_expect_gt(st.preemptions_total, 0, "the small pool forced preemptions");
-    cr_expect_eq(st.requests_total[ENGINE_FINISH_ERROR], 0);
+    check_small_pool(&v, &w, 1.0f, GGML_TYPE_Q8_0, alone, "sampled, q8_0 KV, small pool");
     free(alone);
-    free(batched);
     work_free(&w);
     env_close(&v);
     unlink(path);

@@ -52,13 +52,9 @@ typedef struct work {
 static void work_make(work *w, uint32_t n_vocab) {
     uint64_t r = 777;
     for (int i = 0; i < N_REQ; i++) {
-        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        env_lcg(&r);
         w->n_prompt[i] = i == 0 ? 1 : 1 + (size_t)((r >> 33) % 150);
-        w->prompt[i][0] = 1;
-        for (size_t k = 1; k < w->n_prompt[i]; k++) {
-            r = r * 6364136223846793005ull + 1442695040888963407ull;
-            w->prompt[i][k] = 3 + (int32_t)((r >> 33) % (n_vocab - 3));
-        }
+        env_random_prompt(w->prompt[i], w->n_prompt[i], n_vocab, &r);
         w->max_tokens[i] = 1 + (uint32_t)((r >> 20) % 24);
     }
 }

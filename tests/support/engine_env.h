@@ -50,6 +50,13 @@ engine_request env_greedy_request(const int32_t *prompt, size_t n, uint32_t max_
 /* Submits rq and asserts the engine took it; its id. */
 uint64_t env_submit(engine *e, const engine_request *rq);
 
+/* The LCG the engine tests draw their workloads from (Knuth's MMIX
+ * constants): *r advanced one step and returned. */
+uint64_t env_lcg(uint64_t *r);
+/* prompt[0] = BOS (1), then n - 1 ids in [3, n_vocab) drawn from *r with
+ * env_lcg (one step each). */
+void env_random_prompt(int32_t *prompt, size_t n, uint32_t n_vocab, uint64_t *r);
+
 /* Drains events until `want` DONE events arrived (bounded by 300 s). Each
  * event's user is a result array indexed by the event's choice. */
 void drain(engine *e, int want);
