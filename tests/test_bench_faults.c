@@ -150,45 +150,36 @@ Test(bench_client, stall_mid_stream_is_a_stall) {
     done(&rc);
 }
 
-Test(bench_client, malformed_json_is_malformed) {
-    run_case rc = {.srv = {.mode = FAKE_MALFORMED}};
+/* A run against a fake server in mode: every record of kind, the first
+ * one's message containing says (NULL: not checked) and its HTTP status
+ * http_status (0: not checked). */
+static void expect_fault(fake_mode mode, bench_errkind kind, const char *says, int http_status) {
+    run_case rc = {.srv = {.mode = mode}};
     run(&rc);
-    cr_expect_eq(count_kind(&rc.out, BENCH_ERR_MALFORMED), rc.out.n);
-    cr_expect(strstr(rc.out.recs[0].err_msg, "malformed JSON") != NULL, "%s",
-              rc.out.recs[0].err_msg);
+    cr_expect_eq(count_kind(&rc.out, kind), rc.out.n, "%s", rc.out.recs[0].err_msg);
+    if (http_status) cr_expect_eq(rc.out.recs[0].http_status, http_status);
+    if (says) cr_expect(strstr(rc.out.recs[0].err_msg, says) != NULL, "%s", rc.out.recs[0].err_msg);
     done(&rc);
+}
+
+Test(bench_client, malformed_json_is_malformed) {
+    expect_fault(FAKE_MALFORMED, BENCH_ERR_MALFORMED, "malformed JSON", 0);
 }
 
 Test(bench_client, http_500_is_http_5xx_with_the_message) {
-    run_case rc = {.srv = {.mode = FAKE_HTTP500}};
-    run(&rc);
-    cr_expect_eq(count_kind(&rc.out, BENCH_ERR_HTTP_5XX), rc.out.n);
-    cr_expect_eq(rc.out.recs[0].http_status, 500);
-    cr_expect(strstr(rc.out.recs[0].err_msg, "the fake server is broken") != NULL, "%s",
-              rc.out.recs[0].err_msg);
-    done(&rc);
+    expect_fault(FAKE_HTTP500, BENCH_ERR_HTTP_5XX, "the fake server is broken", 500);
 }
 
 Test(bench_client, connection_reset_is_reset) {
-    run_case rc = {.srv = {.mode = FAKE_RESET}};
-    run(&rc);
-    cr_expect_eq(count_kind(&rc.out, BENCH_ERR_RESET), rc.out.n, "%s", rc.out.recs[0].err_msg);
-    done(&rc);
+    expect_fault(FAKE_RESET, BENCH_ERR_RESET, NULL, 0);
 }
 
 Test(bench_client, clean_end_without_done_is_truncated) {
-    run_case rc = {.srv = {.mode = FAKE_NO_DONE}};
-    run(&rc);
-    cr_expect_eq(count_kind(&rc.out, BENCH_ERR_TRUNCATED), rc.out.n);
-    done(&rc);
+    expect_fault(FAKE_NO_DONE, BENCH_ERR_TRUNCATED, NULL, 0);
 }
 
 Test(bench_client, error_event_is_stream_error) {
-    run_case rc = {.srv = {.mode = FAKE_ERROR_EVENT}};
-    run(&rc);
-    cr_expect_eq(count_kind(&rc.out, BENCH_ERR_STREAM_ERROR), rc.out.n);
-    cr_expect(strstr(rc.out.recs[0].err_msg, "out of KV blocks") != NULL);
-    done(&rc);
+    expect_fault(FAKE_ERROR_EVENT, BENCH_ERR_STREAM_ERROR, "out of KV blocks", 0);
 }
 
 Test(bench_client, nothing_listening_is_connect) {

@@ -137,15 +137,24 @@ static size_t split_log(const fake_server *s, captured *out, size_t cap) {
     return n;
 }
 
+/* A run of the two conversations and what the fake server captured. */
+typedef struct turns_run {
+    fake_server srv;
+    workload w;
+    bench_run_out out;
+    captured req[16];
+    size_t n_req;
+} turns_run;
+
 /* Runs the two conversations with --turns 3 against the fake server (whose
  * reply is always " w1 w2 w3"); its captured requests, in arrival order. */
-static void run(bench_endpoint ep, workload *w, bench_run_out *out, captured *req, size_t *n_req,
-                fake_server *srv) {
+static void run(bench_endpoint ep, turns_run *r) {
+    fake_server *srv = &r->srv;
     *srv = (fake_server){.mode = FAKE_OK, .tokens = 3, .per_event = 1, .capture = true};
     cr_assert_eq(fake_start(srv), 0);
     workload_opts o = opts(ep, 2, 3);
     tps_err e = {{0}};
-    cr_assert_eq(build(w, CONVS, &o, &e), 0, "%s", e.msg);
+    cr_assert_eq(build(&r->w, CONVS, &o, &e), 0, "%s", e.msg);
     bench_config cfg = {.base_url = srv->url,
                         .endpoint = ep,
                         .concurrency = 2,
@@ -153,46 +162,50 @@ static void run(bench_endpoint ep, workload *w, bench_run_out *out, captured *re
                         .idle_timeout_s = 5,
                         .connect_timeout_s = 2,
                         .keep_text = true};
-    test_bench_run(out, &cfg, w);
+    test_bench_run(&r->out, &cfg, &r->w);
     fake_stop(srv);
-    *n_req = split_log(srv, req, 16);
+    r->n_req = split_log(srv, r->req, 16);
+}
+
+static void run_free(turns_run *r) {
+    for (size_t i = 0; i < r->n_req; i++)
+        json_decref(r->req[i].body);
+    fake_free_log(&r->srv);
+    bench_run_free(&r->out);
+    workload_free(&r->w);
 }
 
 Test(bench_sharegpt_turns, chat_turns_carry_the_servers_actual_replies) {
-    fake_server srv;
-    workload w;
-    bench_run_out out;
-    captured req[16];
-    size_t n_req = 0;
-    run(BENCH_EP_CHAT, &w, &out, req, &n_req, &srv);
-    cr_assert_eq(out.n, 4, "3 + 1 turns");
-    cr_assert_eq(n_req, 4);
-    for (size_t i = 0; i < out.n; i++)
-        cr_expect_eq(out.recs[i].err, BENCH_OK, "request %zu", i);
+    turns_run r;
+    run(BENCH_EP_CHAT, &r);
+    cr_assert_eq(r.out.n, 4, "3 + 1 turns");
+    cr_assert_eq(r.n_req, 4);
+    for (size_t i = 0; i < r.out.n; i++)
+        cr_expect_eq(r.out.recs[i].err, BENCH_OK, "request %zu", i);
     /* conversation 0's session: the one that starts with its first question;
      * its requests arrive in order */
     const char *s0 = NULL;
-    for (size_t i = 0; i < n_req && !s0; i++) {
-        json_t *first = json_array_get(json_object_get(req[i].body, "messages"), 0);
+    for (size_t i = 0; i < r.n_req && !s0; i++) {
+        json_t *first = json_array_get(json_object_get(r.req[i].body, "messages"), 0);
         if (!strcmp(json_string_value(json_object_get(first, "content")), "first question"))
-            s0 = req[i].session;
+            s0 = r.req[i].session;
     }
     cr_assert_not_null(s0);
     size_t turn = 0, others = 0;
     const uint32_t want_max[] = {2, 3, 4};
-    for (size_t i = 0; i < n_req; i++) {
-        json_t *m = json_object_get(req[i].body, "messages");
-        if (strcmp(req[i].session, s0)) {
+    for (size_t i = 0; i < r.n_req; i++) {
+        json_t *m = json_object_get(r.req[i].body, "messages");
+        if (strcmp(r.req[i].session, s0)) {
             others++;
             cr_expect_eq(json_array_size(m), 1);
             cr_expect_str_eq(json_string_value(json_object_get(json_array_get(m, 0), "content")),
                              "only question");
-            cr_expect_eq(json_integer_value(json_object_get(req[i].body, "max_tokens")), 5);
+            cr_expect_eq(json_integer_value(json_object_get(r.req[i].body, "max_tokens")), 5);
             continue;
         }
         cr_assert_lt(turn, 3);
-        cr_expect_eq(json_integer_value(json_object_get(req[i].body, "max_tokens")), want_max[turn],
-                     "turn %zu", turn + 1);
+        cr_expect_eq(json_integer_value(json_object_get(r.req[i].body, "max_tokens")),
+                     want_max[turn], "turn %zu", turn + 1);
         cr_assert_eq(json_array_size(m), 2 * turn + 1, "turn %zu", turn + 1);
         if (turn == 1) {
             const char *want[][2] = {{"user", "first question"},
@@ -209,34 +222,23 @@ Test(bench_sharegpt_turns, chat_turns_carry_the_servers_actual_replies) {
     }
     cr_expect_eq(turn, 3);
     cr_expect_eq(others, 1);
-    for (size_t i = 0; i < n_req; i++)
-        json_decref(req[i].body);
-    fake_free_log(&srv);
-    bench_run_free(&out);
-    workload_free(&w);
+    run_free(&r);
 }
 
 Test(bench_sharegpt_turns, completions_turns_concatenate_the_history) {
-    fake_server srv;
-    workload w;
-    bench_run_out out;
-    captured req[16];
-    size_t n_req = 0;
-    run(BENCH_EP_COMPLETIONS, &w, &out, req, &n_req, &srv);
-    cr_assert_eq(n_req, 4, "3 + 1 turns");
+    turns_run r;
+    run(BENCH_EP_COMPLETIONS, &r);
+    cr_assert_eq(r.n_req, 4, "3 + 1 turns");
     size_t found = 0;
-    for (size_t i = 0; i < n_req; i++) {
-        const char *p = json_string_value(json_object_get(req[i].body, "prompt"));
+    for (size_t i = 0; i < r.n_req; i++) {
+        const char *p = json_string_value(json_object_get(r.req[i].body, "prompt"));
         cr_assert_not_null(p);
         if (!strcmp(p, "first question w1 w2 w3 second question")) {
             found++;
-            cr_expect_eq(json_integer_value(json_object_get(req[i].body, "max_tokens")), 3);
+            cr_expect_eq(json_integer_value(json_object_get(r.req[i].body, "max_tokens")), 3);
         }
         if (!strcmp(p, "first question w1 w2 w3 second question w1 w2 w3 third question")) found++;
-        json_decref(req[i].body);
     }
     cr_expect_eq(found, 2, "turns 2 and 3 of the first conversation");
-    fake_free_log(&srv);
-    bench_run_free(&out);
-    workload_free(&w);
+    run_free(&r);
 }

@@ -398,13 +398,23 @@ Test(bench_turns, think_time_holds_between_a_reply_and_the_next_turn) {
 /* ---- results ----------------------------------------------------------------------------------
  */
 
+/* The result of t's records, timed from the run's start. */
+static void turns_result(bench_result *res, const turn_run *t) {
+    result_opts ro = {.origin_ns = t->out.t_start_ns};
+    test_result_build(res, t->out.recs, t->out.n, &ro);
+}
+
+/* j (a result's JSON) read back into *back, asserted to succeed. */
+static void result_back(bench_result *back, json_t *j) {
+    tps_err e = {{0}};
+    cr_assert_eq(result_from_json(back, j, &e), 0, "%s", e.msg);
+}
+
 Test(bench_turns, result_has_cached_input_and_turn_1_against_later_turns) {
     turn_run t = {.srv = {.mode = FAKE_OK, .tokens = 2, .cached_tokens = 5}};
     run_turns(&t, BENCH_EP_CHAT, 2, 3, 2, 0);
     bench_result res;
-    result_opts ro = {.origin_ns = t.out.t_start_ns};
-    tps_err e = {{0}};
-    test_result_build(&res, t.out.recs, t.out.n, &ro);
+    turns_result(&res, &t);
     cr_expect_eq(res.cached.requests, 6);
     cr_expect_eq(res.cached.tokens, 30, "5 cached tokens x 6 requests");
     cr_expect_eq(res.cached.prompt, 42, "7 prompt tokens x 6 requests");
@@ -421,7 +431,8 @@ Test(bench_turns, result_has_cached_input_and_turn_1_against_later_turns) {
     cr_expect(json_object_get(json_object_get(json_object_get(tu, "first"), "ttft"), "p99"));
     /* round trip and merge keep both */
     bench_result back;
-    cr_assert_eq(result_from_json(&back, j, &e), 0, "%s", e.msg);
+    result_back(&back, j);
+    tps_err e = {{0}};
     cr_assert_eq(result_merge(&back, &res, &e), 0, "%s", e.msg);
     cr_expect_eq(back.cached.tokens, 60);
     cr_expect_eq(back.turns.conversations, 4);
@@ -436,16 +447,14 @@ Test(bench_turns, cached_input_is_unknown_when_the_server_does_not_say) {
     turn_run t = {0};
     run_turns(&t, BENCH_EP_CHAT, 1, 1, 1, 0);
     bench_result res;
-    result_opts ro = {.origin_ns = t.out.t_start_ns};
-    tps_err e = {{0}};
-    test_result_build(&res, t.out.recs, t.out.n, &ro);
+    turns_result(&res, &t);
     cr_expect_eq(res.cached.requests, 0);
     json_t *j = result_to_json(&res);
     json_t *tk = json_object_get(j, "tokens");
     cr_expect(json_is_null(json_object_get(tk, "cached_input")), "unknown is null, not 0");
     cr_expect(json_is_null(json_object_get(tk, "cached_input_fraction")));
     bench_result back;
-    cr_assert_eq(result_from_json(&back, j, &e), 0, "%s", e.msg);
+    result_back(&back, j);
     cr_expect_eq(back.cached.requests, 0, "still unknown after a round trip");
     result_free(&back);
     json_decref(j);
