@@ -283,24 +283,24 @@ Test(kernels, every_quantizer_round_trips_within_its_bits) {
 
 /* ---- matmul vs reference ------------------------------------------------ */
 
-Test(kernels, q8_0_matmul_matches_reference_at_awkward_sizes) {
-    kc_sweep_matmul(GGML_TYPE_Q8_0, N_IN_BLOCK32, LEN(N_IN_BLOCK32), 768, TOL_Q_REL);
-}
-
-Test(kernels, q4_0_matmul_matches_reference_at_awkward_sizes) {
-    kc_sweep_matmul(GGML_TYPE_Q4_0, N_IN_BLOCK32, LEN(N_IN_BLOCK32), 768, TOL_Q_REL);
-}
-
-Test(kernels, f32_matmul_matches_reference_at_awkward_sizes) {
-    kc_sweep_matmul(GGML_TYPE_F32, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL);
-}
-
-Test(kernels, f16_matmul_matches_reference_at_awkward_sizes) {
-    kc_sweep_matmul(GGML_TYPE_F16, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL);
-}
-
-Test(kernels, bf16_matmul_matches_reference_at_awkward_sizes) {
-    kc_sweep_matmul(GGML_TYPE_BF16, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL);
+/* Each type against the double reference at awkward sizes: its n_in values
+ * (whole blocks for Q8_0/Q4_0, any for the float types), then a long row. */
+Test(kernels, q8_0_q4_0_and_float_matmuls_match_reference_at_awkward_sizes) {
+    static const struct {
+        uint32_t type;
+        const size_t *n_ins;
+        size_t n_n_in, big_n_in;
+        double tol;
+    } cases[] = {
+        {GGML_TYPE_Q8_0, N_IN_BLOCK32, LEN(N_IN_BLOCK32), 768, TOL_Q_REL},
+        {GGML_TYPE_Q4_0, N_IN_BLOCK32, LEN(N_IN_BLOCK32), 768, TOL_Q_REL},
+        {GGML_TYPE_F32, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL},
+        {GGML_TYPE_F16, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL},
+        {GGML_TYPE_BF16, N_IN_ANY, LEN(N_IN_ANY), 771, TOL_F_REL},
+    };
+    for (size_t c = 0; c < LEN(cases); c++)
+        kc_sweep_matmul(cases[c].type, cases[c].n_ins, cases[c].n_n_in, cases[c].big_n_in,
+                        cases[c].tol);
 }
 
 /* K-quants: every n_in x n_out x row count (1..5 and 9: the 4-row tiles,
@@ -460,8 +460,6 @@ Test(kernels, repacked_weights_give_the_same_bits_across_activation_row_blocks) 
  * pairs (up to 30480) and int32 sums stay exact in the packed form too. */
 Test(kernels, repacked_q4_K_extreme_values_do_not_overflow) {
     enum { N_IN = 512, N_OUT = 16, ROWS = 5 };
-    float x[ROWS * N_IN];
-    kc_fill_extreme(x, ROWS * N_IN, 7, 2.0f, 1.9f);
     block_q4_K q4[N_OUT * N_IN / QK_K];
     for (size_t b = 0; b < LEN(q4); b++) {
         memset(q4[b].scales, 0xff, sizeof q4[b].scales);
@@ -469,7 +467,7 @@ Test(kernels, repacked_q4_K_extreme_values_do_not_overflow) {
         q4[b].d = fp32_to_fp16(0.01f);
         q4[b].dmin = fp32_to_fp16(0.02f);
     }
-    kc_check_extremes_packed(q4, GGML_TYPE_Q4_K, x, ROWS, N_IN, N_OUT, TOL_K_REL);
+    kc_check_extremes(q4, GGML_TYPE_Q4_K, ROWS, N_IN, N_OUT, KC_ACT_2, TOL_K_REL);
 }
 
 /* Q4_0 at its largest magnitudes (every nibble 15, or 0) against activations
@@ -478,14 +476,12 @@ Test(kernels, repacked_q4_K_extreme_values_do_not_overflow) {
  * packed, for the 4-row and 1-row tiles alike. */
 Test(kernels, repacked_q4_0_extreme_values_do_not_overflow) {
     enum { N_IN = 256, N_OUT = 24, ROWS = 6 };
-    float x[ROWS * N_IN];
-    kc_fill_extreme(x, ROWS * N_IN, 5, 3.0f, 2.9f);
     block_q4_0 q4[N_OUT * N_IN / QK4_0];
     for (size_t b = 0; b < LEN(q4); b++) {
         memset(q4[b].qs, b % 4 == 3 ? 0x00 : 0xff, sizeof q4[b].qs);
         q4[b].d = fp32_to_fp16(b % 2 ? 0.03f : -0.05f);
     }
-    kc_check_extremes_packed(q4, GGML_TYPE_Q4_0, x, ROWS, N_IN, N_OUT, TOL_Q_REL);
+    kc_check_extremes(q4, GGML_TYPE_Q4_0, ROWS, N_IN, N_OUT, KC_ACT_3, TOL_Q_REL);
 }
 
 /* Q6_K in 8-row groups, as the Q4_K test above: every batch size 1..33 and
@@ -500,8 +496,6 @@ Test(kernels, repacked_q6_K_gives_the_same_bits_as_plain_scalar_for_1_to_33_rows
  * unsigned int32 sums before the 32 * bsum offset stay exact. */
 Test(kernels, repacked_q6_K_extreme_values_do_not_overflow) {
     enum { N_IN = 512, N_OUT = 24, ROWS = 5 };
-    float x[ROWS * N_IN];
-    kc_fill_extreme(x, ROWS * N_IN, 7, 2.0f, 1.9f);
     block_q6_K q6[N_OUT * N_IN / QK_K];
     for (size_t b = 0; b < LEN(q6); b++) {
         for (int i = 0; i < QK_K / 16; i++)
@@ -510,7 +504,7 @@ Test(kernels, repacked_q6_K_extreme_values_do_not_overflow) {
         memset(q6[b].qh, b % 3 == 2 ? 0x00 : 0xff, sizeof q6[b].qh);
         q6[b].d = fp32_to_fp16(0.001f);
     }
-    kc_check_extremes_packed(q6, GGML_TYPE_Q6_K, x, ROWS, N_IN, N_OUT, TOL_K_REL);
+    kc_check_extremes(q6, GGML_TYPE_Q6_K, ROWS, N_IN, N_OUT, KC_ACT_2, TOL_K_REL);
 }
 
 /* plain Q8_0 / Q4_0 at output counts that leave partial 8-row groups:

@@ -20,28 +20,37 @@
 static const size_t N_IN_32[] = {32, 64, 96, 288};
 static const size_t N_IN_256[] = {256, 512, 768};
 
-Test(kernels_quant, q4_1_matmul_matches_reference_at_awkward_sizes) {
-    kc_sweep_matmul(GGML_TYPE_Q4_1, N_IN_32, LEN(N_IN_32), 2816, TOL_REL);
+/* Each type, the n_in values of its awkward-size sweep (whole blocks), and
+ * those of its packed sweep: for odd and for even batch sizes. */
+static const struct quant_case {
+    uint32_t type;
+    const size_t *n_ins;
+    size_t n_n_in;
+    size_t packed_odd, packed_even;
+} CASES[] = {
+    {GGML_TYPE_Q4_1, N_IN_32, LEN(N_IN_32), 96, 32},
+    {GGML_TYPE_Q5_0, N_IN_32, LEN(N_IN_32), 96, 32},
+    {GGML_TYPE_Q5_1, N_IN_32, LEN(N_IN_32), 96, 32},
+    {GGML_TYPE_IQ4_NL, N_IN_32, LEN(N_IN_32), 96, 32},
+    {GGML_TYPE_Q2_K, N_IN_256, LEN(N_IN_256), 256, 768},
+    {GGML_TYPE_Q3_K, N_IN_256, LEN(N_IN_256), 256, 768},
+    {GGML_TYPE_Q5_K, N_IN_256, LEN(N_IN_256), 256, 768},
+    {GGML_TYPE_IQ4_XS, N_IN_256, LEN(N_IN_256), 256, 768},
+};
+
+/* Every type, every tier against the double reference; the long rows at
+ * n_in = 2816 (11 superblocks, 88 blocks). */
+Test(kernels_quant, every_type_matches_reference_at_awkward_sizes) {
+    for (size_t c = 0; c < LEN(CASES); c++)
+        kc_sweep_matmul(CASES[c].type, CASES[c].n_ins, CASES[c].n_n_in, 2816, TOL_REL);
 }
 
-Test(kernels_quant, q5_0_matmul_matches_reference_at_awkward_sizes) {
-    kc_sweep_matmul(GGML_TYPE_Q5_0, N_IN_32, LEN(N_IN_32), 2816, TOL_REL);
-}
-
-Test(kernels_quant, q5_1_matmul_matches_reference_at_awkward_sizes) {
-    kc_sweep_matmul(GGML_TYPE_Q5_1, N_IN_32, LEN(N_IN_32), 2816, TOL_REL);
-}
-
-Test(kernels_quant, iq4_nl_matmul_matches_reference_at_awkward_sizes) {
-    kc_sweep_matmul(GGML_TYPE_IQ4_NL, N_IN_32, LEN(N_IN_32), 2816, TOL_REL);
-}
-
-/* Every batch size 1..33 (each remainder of the 4-row, 1-row, and 1-, 2-
- * and 6-group tiles) and rows alone, 1-3 threads, 1 to 9 groups. */
-Test(kernels_quant, repacked_32_element_types_give_the_same_bits_as_plain_scalar) {
-    const uint32_t types[] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL};
-    for (size_t t = 0; t < LEN(types); t++)
-        kc_packed_sweep(types[t], 96, 32, 2816);
+/* Every type in 8-row groups: every batch size 1..33 (each remainder of the
+ * 4-row, 1-row, and 1-, 2- and 6-group tiles) and rows alone, 1-3 threads,
+ * 1 to 9 groups; the K family at 1, 3 and 11 superblocks per row. */
+Test(kernels_quant, every_type_repacked_gives_the_same_bits_as_plain_scalar) {
+    for (size_t c = 0; c < LEN(CASES); c++)
+        kc_packed_sweep(CASES[c].type, CASES[c].packed_odd, CASES[c].packed_even, 2816);
 }
 
 /* The largest magnitudes each 32-element type can hold (every quant at its
@@ -50,8 +59,6 @@ Test(kernels_quant, repacked_32_element_types_give_the_same_bits_as_plain_scalar
  * the unsigned sums before their offset, stay exact. */
 Test(kernels_quant, repacked_32_element_types_at_extreme_values_do_not_overflow) {
     enum { N_IN = 256, N_OUT = 24, ROWS = 6 };
-    float x[ROWS * N_IN];
-    kc_fill_extreme(x, ROWS * N_IN, 5, 3.0f, 2.9f);
     const uint32_t types[] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_IQ4_NL};
     for (size_t t = 0; t < LEN(types); t++) {
         uint8_t *w = kc_make_weights(types[t], N_OUT, N_IN, 77);
@@ -61,33 +68,9 @@ Test(kernels_quant, repacked_32_element_types_at_extreme_values_do_not_overflow)
             const size_t first = types[t] == GGML_TYPE_Q5_0 || types[t] == GGML_TYPE_IQ4_NL ? 2 : 4;
             memset(w + b * bs + first, b % 4 == 3 ? 0x00 : 0xff, bs - first);
         }
-        kc_check_extremes_packed(w, types[t], x, ROWS, N_IN, N_OUT, TOL_REL);
+        kc_check_extremes(w, types[t], ROWS, N_IN, N_OUT, KC_ACT_3, TOL_REL);
         free(w);
     }
-}
-
-Test(kernels_quant, q2_K_matmul_matches_reference_at_awkward_sizes) {
-    kc_sweep_matmul(GGML_TYPE_Q2_K, N_IN_256, LEN(N_IN_256), 2816, TOL_REL);
-}
-
-Test(kernels_quant, q3_K_matmul_matches_reference_at_awkward_sizes) {
-    kc_sweep_matmul(GGML_TYPE_Q3_K, N_IN_256, LEN(N_IN_256), 2816, TOL_REL);
-}
-
-Test(kernels_quant, q5_K_matmul_matches_reference_at_awkward_sizes) {
-    kc_sweep_matmul(GGML_TYPE_Q5_K, N_IN_256, LEN(N_IN_256), 2816, TOL_REL);
-}
-
-Test(kernels_quant, iq4_xs_matmul_matches_reference_at_awkward_sizes) {
-    kc_sweep_matmul(GGML_TYPE_IQ4_XS, N_IN_256, LEN(N_IN_256), 2816, TOL_REL);
-}
-
-/* Q2_K, Q3_K, Q5_K and IQ4_XS in 8-row groups: every batch size 1..33 and
- * rows alone, 1-3 threads, 1, 3 and 11 superblocks per row, 1 to 9 groups. */
-Test(kernels_quant, repacked_k_family_gives_the_same_bits_as_plain_scalar) {
-    const uint32_t types[] = {GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q5_K, GGML_TYPE_IQ4_XS};
-    for (size_t t = 0; t < LEN(types); t++)
-        kc_packed_sweep(types[t], 256, 768, 2816);
 }
 
 Test(kernels_quant, every_quantized_type_has_a_packed_form_on_every_tier) {

@@ -178,13 +178,11 @@ void kc_check_packed_equals_plain(uint32_t type, size_t n_in, size_t n_out, size
 }
 
 /* The extreme-value tests' check (kernel_check.h). */
-void kc_fill_extreme(float *x, size_t n, size_t every, float big, float small) {
-    for (size_t i = 0; i < n; i++)
-        x[i] = ((i / 32) % 2 ? 1.0f : -1.0f) * (i % every ? big : small);
-}
-
-void kc_check_extremes_packed(const void *w, uint32_t type, const float *x, size_t rows,
-                              size_t n_in, size_t n_out, double tol) {
+void kc_check_extremes(const void *w, uint32_t type, size_t rows, size_t n_in, size_t n_out,
+                       kc_act act, double tol) {
+    float *x = malloc(rows * n_in * sizeof *x);
+    for (size_t i = 0; i < rows * n_in; i++)
+        x[i] = ((i / 32) % 2 ? 1.0f : -1.0f) * (i % act.every ? act.big : act.small);
     void *packed = malloc(n_out * kernel_row_bytes(type, n_in));
     cr_assert_eq(kernel_repack(packed, w, type, n_out, n_in), 0, "type %u", type);
     kernel_ctx *sc = kc_new_ctx(1, KERNEL_TIER_SCALAR), *best = kc_new_ctx(2, KERNEL_TIER_BEST);
@@ -213,6 +211,7 @@ void kc_check_extremes_packed(const void *w, uint32_t type, const float *x, size
     kernel_ctx_free(best);
     kernel_ctx_free(sc);
     free(packed);
+    free(x);
 }
 
 static const size_t SWEEP_N_OUT[] = {1, 3, 7, 17, 33};

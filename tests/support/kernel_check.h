@@ -31,16 +31,21 @@ void kc_check_matmul(kernel_ctx *const *ctxs, size_t n_ctx, uint32_t type, size_
 /* type's weights repacked: on every tier and 1-3 threads, plain and
  * packed, batch and rows alone, the plain scalar tier's bits. */
 void kc_check_packed_equals_plain(uint32_t type, size_t n_in, size_t n_out, size_t n_rows);
-/* Activations for the extreme-value tests: x[i] is big, or small at every
- * `every`-th i, its sign flipping every 32 values (one block of one sign),
- * so each block quantizes to +-127. */
-void kc_fill_extreme(float *x, size_t n, size_t every, float big, float small);
-/* The plain scalar result of w (type, n_out x n_in; rows x n_in activations
- * x) is within tol of the double reference, and w repacked (asserted to
- * succeed) gives its bits on the scalar and best tiers for 1..rows
- * activation rows. */
-void kc_check_extremes_packed(const void *w, uint32_t type, const float *x, size_t rows,
-                              size_t n_in, size_t n_out, double tol);
+/* The activations of the extreme-value tests: x[i] is big, or small at
+ * every `every`-th i, its sign flipping every 32 values (one block of one
+ * sign), so each block quantizes to +-127. */
+typedef struct kc_act {
+    size_t every;
+    float big, small;
+} kc_act;
+#define KC_ACT_2 ((kc_act){7, 2.0f, 1.9f})
+#define KC_ACT_3 ((kc_act){5, 3.0f, 2.9f})
+/* On rows x n_in activations of pattern act: the plain scalar result of w
+ * (type, n_out x n_in) is within tol of the double reference, and w
+ * repacked (asserted to succeed) gives its bits on the scalar and best
+ * tiers for 1..rows activation rows. */
+void kc_check_extremes(const void *w, uint32_t type, size_t rows, size_t n_in, size_t n_out,
+                       kc_act act, double tol);
 
 /* The awkward-size sweep: kc_check_matmul for every n_in of n_ins[0..n) x
  * 1, 3, 7, 17, 33 outputs x 1, 2, 3, 5, 8, 17 activation rows, on the best
