@@ -131,17 +131,29 @@ static void count_probe(const capacity_probe *p, size_t i, void *arg) {
     *(size_t *)arg = i + 1;
 }
 
+/* A search against a fake server whose requests take 50 ms one at a time
+ * (capacity 20 requests/s), 16 four-token requests, the client holding at
+ * most max_inflight: asserted to run; printed. */
+static void search_serial(capacity_result *r, const capacity_opts *o, uint32_t max_inflight,
+                          capacity_probe_cb cb, void *arg) {
+    fake_server s = {.mode = FAKE_OK, .tokens = 4, .gap_ms = 1, .serial_ms = 50};
+    cr_assert_eq(fake_start(&s), 0);
+    bench_config c = base_config(s.url, max_inflight);
+    workload wl;
+    test_workload(&wl, 4, 16);
+    tps_err e = {{0}};
+    cr_assert_eq(capacity_search(r, o, &c, &wl, cb, arg, &e), 0, "%s", e.msg);
+    fake_stop(&s);
+    capacity_print(stderr, r);
+    workload_free(&wl);
+}
+
 /* Capacity 20 requests/s. Below it TTFT is ~50 ms; at rate R above it the
  * queue grows by (R/20 - 1) s each second, so over a 1.5 s probe more than 5%
  * of requests wait over the 100 ms of slack when R > ~21.4: the known answer
  * lies in [20, 21.4]. Start 10: 10, 20 pass; 40, 30, 25, 22.5 fail; then
  * 21.25 either way, and the bracket is within 10%. */
 Test(capacity_search, finds_the_known_capacity_within_one_step, .timeout = 90) {
-    fake_server s = {.mode = FAKE_OK, .tokens = 4, .gap_ms = 1, .serial_ms = 50};
-    cr_assert_eq(fake_start(&s), 0);
-    bench_config c = base_config(s.url, 256);
-    workload wl;
-    test_workload(&wl, 4, 16);
     capacity_opts o = slo_opts();
     o.start_rate = 10;
     o.max_rate = 160;
@@ -150,12 +162,9 @@ Test(capacity_search, finds_the_known_capacity_within_one_step, .timeout = 90) {
     o.check_p99 = false; /* goodput alone: one scheduling hiccup on a busy machine is 1 of 30 */
     capacity_result r;
     size_t seen = 0;
-    tps_err e = {{0}};
     uint64_t t0 = tps_now_ns();
-    cr_assert_eq(capacity_search(&r, &o, &c, &wl, count_probe, &seen, &e), 0, "%s", e.msg);
+    search_serial(&r, &o, 256, count_probe, &seen);
     double secs = tps_ns_to_s(tps_now_ns() - t0);
-    fake_stop(&s);
-    capacity_print(stderr, &r);
     cr_expect_eq(seen, r.n, "the callback saw every probe");
     cr_expect(r.n <= o.max_probes);
     cr_expect_eq(r.stop, CAP_STOP_CONVERGED, "stopped: %s", capacity_stop_name(r.stop));
@@ -180,27 +189,18 @@ Test(capacity_search, finds_the_known_capacity_within_one_step, .timeout = 90) {
                        10.0, 1e-9);
     json_decref(j);
     capacity_result_free(&r);
-    workload_free(&wl);
 }
 
 /* The in-flight cap of 1 holds sends back: at 40 requests/s against 50 ms
  * requests the client sends ~20/s and late, so the failure is the client's. */
 Test(capacity_search, marks_an_answer_limited_by_the_client_and_stops_at_the_probe_bound,
      .timeout = 60) {
-    fake_server s = {.mode = FAKE_OK, .tokens = 4, .gap_ms = 1, .serial_ms = 50};
-    cr_assert_eq(fake_start(&s), 0);
-    bench_config c = base_config(s.url, 1);
-    workload wl;
-    test_workload(&wl, 4, 16);
     capacity_opts o = slo_opts();
     o.start_rate = 40;
     o.probe_s = 1.0;
     o.max_probes = 1;
     capacity_result r;
-    tps_err e = {{0}};
-    cr_assert_eq(capacity_search(&r, &o, &c, &wl, NULL, NULL, &e), 0, "%s", e.msg);
-    fake_stop(&s);
-    capacity_print(stderr, &r);
+    search_serial(&r, &o, 1, NULL, NULL);
     cr_assert_eq(r.n, 1);
     cr_expect_eq(r.stop, CAP_STOP_PROBES);
     cr_expect(!r.probes[0].pass);
@@ -210,7 +210,6 @@ Test(capacity_search, marks_an_answer_limited_by_the_client_and_stops_at_the_pro
     cr_expect_eq(r.max_rate, 0);
     cr_expect_float_eq(r.fail_rate, 40, 1e-9);
     capacity_result_free(&r);
-    workload_free(&wl);
 }
 
 /* The CLI refuses a search it cannot run, saying what is missing, and runs

@@ -79,6 +79,17 @@ static void expect_only(const verdict *v, int tripped_id) {
     cr_expect_eq(v->tripped, tripped_id < 0 ? 0 : 1);
 }
 
+/* A result of shape s (client CPU and run-queue wait as in judged; prompts
+ * sized by a tokenizer) trips check id alone, its evidence saying `says`. */
+static void expect_trips(const shape *s, double cpu, double runq, int id, const char *says) {
+    verdict v;
+    bench_result res;
+    judged(&v, &res, s, cpu, runq, "tokenizer", NULL);
+    expect_only(&v, id);
+    cr_expect(strstr(v.check[id].evidence, says) != NULL, "%s", v.check[id].evidence);
+    result_free(&res);
+}
+
 Test(verdict, a_clean_run_is_trusted_and_says_why) {
     verdict v;
     bench_result res;
@@ -111,22 +122,13 @@ Test(verdict, a_clean_run_is_trusted_and_says_why) {
 }
 
 Test(verdict, a_cpu_bound_client_trips_client) {
-    verdict v;
-    bench_result res;
-    judged(&v, &res, &CLEAN, VERDICT_CPU_BUSY + 0.05, 0.0, "tokenizer", NULL);
-    expect_only(&v, VERDICT_CLIENT);
-    cr_expect(strstr(v.check[VERDICT_CLIENT].evidence, "CPU-bound") != NULL, "%s",
-              v.check[VERDICT_CLIENT].evidence);
-    result_free(&res);
+    expect_trips(&CLEAN, VERDICT_CPU_BUSY + 0.05, 0.0, VERDICT_CLIENT, "CPU-bound");
 }
 
 Test(verdict, a_descheduled_client_trips_client_and_unknown_wait_is_not_a_pass) {
+    expect_trips(&CLEAN, 0.10, VERDICT_RUNQ_SHARE * 2, VERDICT_CLIENT, "descheduled");
     verdict v;
     bench_result res;
-    judged(&v, &res, &CLEAN, 0.10, VERDICT_RUNQ_SHARE * 2, "tokenizer", NULL);
-    expect_only(&v, VERDICT_CLIENT);
-    cr_expect(strstr(v.check[VERDICT_CLIENT].evidence, "descheduled") != NULL);
-    result_free(&res);
     judged(&v, &res, &CLEAN, 0.10, VERDICT_RUNQ_SHARE / 4, "tokenizer", NULL);
     expect_only(&v, -1);
     result_free(&res);
@@ -139,13 +141,7 @@ Test(verdict, a_descheduled_client_trips_client_and_unknown_wait_is_not_a_pass) 
 Test(verdict, several_tokens_per_event_trips_batching) {
     shape s = CLEAN;
     s.per_event = 4, s.events = 2;
-    verdict v;
-    bench_result res;
-    judged(&v, &res, &s, 0.1, 0.0, "tokenizer", NULL);
-    expect_only(&v, VERDICT_BATCHING);
-    cr_expect(strstr(v.check[VERDICT_BATCHING].evidence, "4.00 tokens per event") != NULL, "%s",
-              v.check[VERDICT_BATCHING].evidence);
-    result_free(&res);
+    expect_trips(&s, 0.1, 0.0, VERDICT_BATCHING, "4.00 tokens per event");
 }
 
 Test(verdict, approximate_counts_trip_approximate) {
@@ -169,26 +165,14 @@ Test(verdict, approximate_counts_trip_approximate) {
 Test(verdict, usage_that_differs_from_the_stream_trips_usage) {
     shape s = CLEAN;
     s.usage_extra = 2;
-    verdict v;
-    bench_result res;
-    judged(&v, &res, &s, 0.1, 0.0, "tokenizer", NULL);
-    expect_only(&v, VERDICT_USAGE);
-    cr_expect(strstr(v.check[VERDICT_USAGE].evidence, "150 of 150 requests (+300 tokens)") != NULL,
-              "%s", v.check[VERDICT_USAGE].evidence);
-    result_free(&res);
+    expect_trips(&s, 0.1, 0.0, VERDICT_USAGE, "150 of 150 requests (+300 tokens)");
 }
 
 Test(verdict, too_few_requests_for_p99_trips_requests) {
     shape s = CLEAN;
     s.n = 40;
-    verdict v;
-    bench_result res;
-    judged(&v, &res, &s, 0.1, 0.0, "tokenizer", NULL);
-    expect_only(&v, VERDICT_REQUESTS);
     /* 39 in the steady window (the last completion ends it): p99 is the largest value */
-    cr_expect(strstr(v.check[VERDICT_REQUESTS].evidence, "p99 is value #1 from the top") != NULL,
-              "%s", v.check[VERDICT_REQUESTS].evidence);
-    result_free(&res);
+    expect_trips(&s, 0.1, 0.0, VERDICT_REQUESTS, "p99 is value #1 from the top");
 }
 
 Test(verdict, a_run_that_never_reached_its_load_trips_steady) {
