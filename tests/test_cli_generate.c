@@ -17,6 +17,15 @@ static char *model_arg(void) {
     return buf;
 }
 
+/* `tps generate -m stories260K OPTS` (stderr merged when merge), asserted
+ * to exit 0: its output, malloc'ed. */
+static char *generate_ok(const char *opts, bool merge) {
+    char args[2048], *out;
+    snprintf(args, sizeof args, "generate -m %s %s", model_arg(), opts);
+    cr_assert_eq(run_tps(args, merge, &out), 0, "%s", out);
+    return out;
+}
+
 Test(cli_generate, json_output_reproduces_the_llama_cpp_reference) {
     REQUIRE_SHARED("models/stories260K.gguf");
     REQUIRE_SHARED("reference/stories260K_greedy.json");
@@ -25,10 +34,10 @@ Test(cli_generate, json_output_reproduces_the_llama_cpp_reference) {
     free(rp);
     cr_assert_not_null(ref);
     json_t *cs = json_array_get(json_object_get(ref, "cases"), 0);
-    char args[2048], *out;
-    snprintf(args, sizeof args, "generate -m %s -p '%s' -n 64 --json", model_arg(),
+    char opts[1024];
+    snprintf(opts, sizeof opts, "-p '%s' -n 64 --json",
              json_string_value(json_object_get(cs, "prompt")));
-    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    char *out = generate_ok(opts, false);
     json_t *o = json_loads(out, 0, NULL);
     cr_assert_not_null(o, "not JSON: %s", out);
     cr_expect(json_equal(json_object_get(o, "prompt_tokens"), json_object_get(cs, "prompt_ids")));
@@ -44,9 +53,7 @@ Test(cli_generate, json_output_reproduces_the_llama_cpp_reference) {
 
 Test(cli_generate, text_goes_to_stdout_and_figures_name_their_windows) {
     REQUIRE_SHARED("models/stories260K.gguf");
-    char args[2048], *out;
-    snprintf(args, sizeof args, "generate -m %s -p 'Once upon a time' -n 16", model_arg());
-    cr_assert_eq(run_tps(args, true, &out), 0, "%s", out);
+    char *out = generate_ok("-p 'Once upon a time' -n 16", true);
     cr_expect(strstr(out, ", there was a little girl") != NULL, "%s", out);
     cr_expect(strstr(out, "prefill:") && strstr(out, "window: first forward step"), "%s", out);
     cr_expect(strstr(out, "decode:") && strstr(out, "window: first generated token"), "%s", out);
@@ -171,9 +178,7 @@ Test(cli_generate, figures_past_the_cached_limits_say_to_measure_again) {
 
 Test(cli_generate, empty_prompt_is_bos_only) {
     REQUIRE_SHARED("models/stories260K.gguf");
-    char args[2048], *out;
-    snprintf(args, sizeof args, "generate -m %s -p '' -n 3 --json", model_arg());
-    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    char *out = generate_ok("-p '' -n 3 --json", false);
     json_t *o = json_loads(out, 0, NULL);
     cr_assert_not_null(o);
     json_t *pt = json_object_get(o, "prompt_tokens");

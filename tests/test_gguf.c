@@ -139,13 +139,20 @@ static void write_sample(uint8_t **buf, size_t *size) {
     gguf_writer_free(w);
 }
 
+/* The sample written to *buf (malloc'ed, *size bytes) and opened from it,
+ * asserted to succeed. */
+static gguf_file *open_sample(uint8_t **buf, size_t *size) {
+    write_sample(buf, size);
+    gguf_file *f;
+    tps_err err = {0};
+    cr_assert_eq(gguf_open_memory(&f, *buf, *size, &err), 0, "%s", err.msg);
+    return f;
+}
+
 Test(gguf, written_file_reads_back_with_every_value) {
     uint8_t *buf;
     size_t size;
-    write_sample(&buf, &size);
-    gguf_file *f;
-    tps_err err = {0};
-    cr_assert_eq(gguf_open_memory(&f, buf, size, &err), 0, "%s", err.msg);
+    gguf_file *f = open_sample(&buf, &size);
     cr_expect_eq(f->version, 3);
     uint64_t u;
     int64_t i;
@@ -199,11 +206,9 @@ Test(gguf, written_file_reads_back_with_every_value) {
 Test(gguf, copying_a_read_file_writes_identical_bytes) {
     uint8_t *buf, *buf2;
     size_t size, size2;
-    write_sample(&buf, &size);
-    gguf_file *f;
-    tps_err err = {0};
-    cr_assert_eq(gguf_open_memory(&f, buf, size, &err), 0, "%s", err.msg);
+    gguf_file *f = open_sample(&buf, &size);
     gguf_writer *w = test_gguf_copy(f, NULL);
+    tps_err err = {0};
     cr_assert_eq(gguf_writer_write_mem(w, &buf2, &size2, &err), 0, "%s", err.msg);
     cr_expect_eq(size2, size);
     cr_expect_eq(memcmp(buf, buf2, size), 0, "round trip is byte-identical");
@@ -242,11 +247,9 @@ static void touch_everything(const gguf_file *f, const uint8_t *buf, size_t size
 Test(gguf, truncation_at_every_offset_is_a_clean_error) {
     uint8_t *buf;
     size_t size;
-    write_sample(&buf, &size);
     /* The trailing alignment padding after the last tensor is not needed:
      * cutting into it still leaves a whole file. */
-    gguf_file *f0;
-    cr_assert_eq(gguf_open_memory(&f0, buf, size, NULL), 0);
+    gguf_file *f0 = open_sample(&buf, &size);
     size_t needed = 0;
     for (uint64_t i = 0; i < f0->n_tensors; i++) {
         size_t end = f0->data_offset + f0->tensors[i].offset + f0->tensors[i].nbytes;
@@ -272,9 +275,7 @@ Test(gguf, truncation_at_every_offset_is_a_clean_error) {
 Test(gguf, byte_flips_give_an_error_or_a_valid_file) {
     uint8_t *buf;
     size_t size;
-    write_sample(&buf, &size);
-    gguf_file *f0;
-    cr_assert_eq(gguf_open_memory(&f0, buf, size, NULL), 0);
+    gguf_file *f0 = open_sample(&buf, &size);
     size_t header_end = f0->data_offset;
     gguf_close(f0);
     const uint8_t flips[] = {0xff, 0x01, 0x80, 0x7f};
