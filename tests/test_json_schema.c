@@ -44,6 +44,26 @@ static void compile_fails(const char *schema_json, const char *want) {
     test_expect_refused(rc, g, &err, schema_json, want);
 }
 
+/* A schema, the strings its grammar accepts and those it rejects (each list
+ * NULL-ended). */
+typedef struct schema_case {
+    const char *schema;
+    const char *yes[8];
+    const char *no[8];
+} schema_case;
+
+/* Each case's schema compiled (asserted), then YES and NO on its lists. */
+static void check_cases(const schema_case *cs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        grammar *g = compile_ok(cs[i].schema);
+        for (const char *const *y = cs[i].yes; *y; y++)
+            YES(g, *y);
+        for (const char *const *no = cs[i].no; *no; no++)
+            NO(g, *no);
+        grammar_free(g);
+    }
+}
+
 /* ---------------------------------------------------------------------------
  * Instances
  * ------------------------------------------------------------------------- */
@@ -109,88 +129,58 @@ Test(json_schema, nested_schema_rejects_invalid_instances) {
 }
 
 Test(json_schema, optional_properties_any_subset_in_order) {
-    grammar *g = compile_ok("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
-                            "\"b\":{\"type\":\"integer\"},\"c\":{\"type\":\"integer\"}},"
-                            "\"required\":[\"b\"]}");
-    YES(g, "{\"b\":1}");
-    YES(g, "{\"a\":1,\"b\":2}");
-    YES(g, "{\"b\":2,\"c\":3}");
-    YES(g, "{\"a\":1,\"b\":2,\"c\":3}");
-    NO(g, "{}");
-    NO(g, "{\"a\":1}");
-    NO(g, "{\"a\":1,\"c\":3}");
-    NO(g, "{,\"b\":1}");
-    NO(g, "{\"b\":1,}");
-    grammar_free(g);
-    g = compile_ok("{\"properties\":{\"x\":{\"type\":\"boolean\"},\"y\":{\"type\":\"null\"}}}");
-    YES(g, "{}");
-    YES(g, "{\"x\":true}");
-    YES(g, "{\"y\":null}");
-    YES(g, "{\"x\":false,\"y\":null}");
-    NO(g, "{\"y\":null,\"x\":false}");
-    NO(g, "{\"x\":false,}");
-    grammar_free(g);
+    static const schema_case cases[] = {
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+         "\"b\":{\"type\":\"integer\"},\"c\":{\"type\":\"integer\"}},"
+         "\"required\":[\"b\"]}",
+         {"{\"b\":1}", "{\"a\":1,\"b\":2}", "{\"b\":2,\"c\":3}", "{\"a\":1,\"b\":2,\"c\":3}", NULL},
+         {"{}", "{\"a\":1}", "{\"a\":1,\"c\":3}", "{,\"b\":1}", "{\"b\":1,}", NULL}},
+        {"{\"properties\":{\"x\":{\"type\":\"boolean\"},\"y\":{\"type\":\"null\"}}}",
+         {"{}", "{\"x\":true}", "{\"y\":null}", "{\"x\":false,\"y\":null}", NULL},
+         {"{\"y\":null,\"x\":false}", "{\"x\":false,}", NULL}},
+    };
+    check_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 Test(json_schema, any_object_and_any_value) {
-    grammar *g = compile_ok("{\"type\":\"object\"}");
-    YES(g, "{}");
-    YES(g, "{\"a\": [1, {\"b\": null}], \"c\": \"d\"}");
-    NO(g, "[]");
-    NO(g, "\"x\"");
-    grammar_free(g);
-    g = compile_ok("{}");
-    YES(g, "[1, 2.5e3, \"x\", true, null, {}]");
-    YES(g, "-0.5");
-    NO(g, "tru");
-    grammar_free(g);
-    g = compile_ok("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}");
-    YES(g, "{\"a\": 1, \"b\": -2}");
-    NO(g, "{\"a\": \"1\"}");
-    grammar_free(g);
+    static const schema_case cases[] = {
+        {"{\"type\":\"object\"}",
+         {"{}", "{\"a\": [1, {\"b\": null}], \"c\": \"d\"}", NULL},
+         {"[]", "\"x\"", NULL}},
+        {"{}", {"[1, 2.5e3, \"x\", true, null, {}]", "-0.5", NULL}, {"tru", NULL}},
+        {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}",
+         {"{\"a\": 1, \"b\": -2}", NULL},
+         {"{\"a\": \"1\"}", NULL}},
+    };
+    check_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 Test(json_schema, arrays_min_and_max_items) {
-    grammar *g = compile_ok("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,"
-                            "\"maxItems\":3}");
-    NO(g, "[]");
-    NO(g, "[1]");
-    YES(g, "[1, 2]");
-    YES(g, "[1,2,3]");
-    NO(g, "[1,2,3,4]");
-    grammar_free(g);
-    g = compile_ok("{\"type\":\"array\",\"maxItems\":0}");
-    YES(g, "[]");
-    NO(g, "[1]");
-    grammar_free(g);
-    g = compile_ok("{\"type\":\"array\",\"minItems\":1}");
-    NO(g, "[]");
-    YES(g, "[1, \"a\", [true]]");
-    grammar_free(g);
+    static const schema_case cases[] = {
+        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,"
+         "\"maxItems\":3}",
+         {"[1, 2]", "[1,2,3]", NULL},
+         {"[]", "[1]", "[1,2,3,4]", NULL}},
+        {"{\"type\":\"array\",\"maxItems\":0}", {"[]", NULL}, {"[1]", NULL}},
+        {"{\"type\":\"array\",\"minItems\":1}", {"[1, \"a\", [true]]", NULL}, {"[]", NULL}},
+    };
+    check_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 Test(json_schema, strings_formats_const_and_type_lists) {
-    grammar *g = compile_ok("{\"type\":\"string\",\"format\":\"date-time\"}");
-    YES(g, "\"2024-02-29T13:05:00Z\"");
-    YES(g, "\"2024-02-29T13:05:00.123+01:00\"");
-    NO(g, "\"2024-13-01T00:00:00Z\"");
-    NO(g, "\"yesterday\"");
-    grammar_free(g);
-    g = compile_ok("{\"const\": {\"a\": [1, \"x\"]}}");
-    YES(g, "{\"a\":[1,\"x\"]}");
-    NO(g, "{\"a\":[1]}");
-    grammar_free(g);
-    g = compile_ok("{\"type\": [\"string\", \"null\"], \"maxLength\": 2}");
-    YES(g, "null");
-    YES(g, "\"ab\"");
-    NO(g, "\"abc\"");
-    NO(g, "1");
-    grammar_free(g);
-    g = compile_ok("{\"type\": \"string\", \"enum\": [\"a\\\"b\", 3, \"\\u00e9\"]}");
-    YES(g, "\"a\\\"b\"");
-    YES(g, "\"\xc3\xa9\"");
-    NO(g, "3"); /* filtered out by type */
-    grammar_free(g);
+    static const schema_case cases[] = {
+        {"{\"type\":\"string\",\"format\":\"date-time\"}",
+         {"\"2024-02-29T13:05:00Z\"", "\"2024-02-29T13:05:00.123+01:00\"", NULL},
+         {"\"2024-13-01T00:00:00Z\"", "\"yesterday\"", NULL}},
+        {"{\"const\": {\"a\": [1, \"x\"]}}", {"{\"a\":[1,\"x\"]}", NULL}, {"{\"a\":[1]}", NULL}},
+        {"{\"type\": [\"string\", \"null\"], \"maxLength\": 2}",
+         {"null", "\"ab\"", NULL},
+         {"\"abc\"", "1", NULL}},
+        {"{\"type\": \"string\", \"enum\": [\"a\\\"b\", 3, \"\\u00e9\"]}",
+         {"\"a\\\"b\"", "\"\xc3\xa9\"", NULL},
+         {"3", NULL}}, /* 3: filtered out by type */
+    };
+    check_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 Test(json_schema, recursive_refs) {
