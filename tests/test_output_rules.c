@@ -331,15 +331,11 @@ Test(think, the_prompts_last_special_token_says_where_the_output_starts) {
 
 Test(openai, length_and_output_fields_reach_the_request) {
     oai_request r;
-    oai_error e;
-    cr_assert_eq(
-        test_oai_parse(&r, OAI_COMPLETION,
-                       "{\"prompt\":\"x\",\"n_predict\":50,\"min_tokens\":3,"
-                       "\"stop_token_ids\":[7,9],\"include_stop_str_in_output\":true,"
-                       "\"skip_special_tokens\":false,\"typical_p\":0.5,\"repeat_last_n\":-1,"
-                       "\"seed\":-5}",
-                       &e),
-        0, "%s", e.message);
+    oai_parse_ok(&r, OAI_COMPLETION,
+                 "{\"prompt\":\"x\",\"n_predict\":50,\"min_tokens\":3,"
+                 "\"stop_token_ids\":[7,9],\"include_stop_str_in_output\":true,"
+                 "\"skip_special_tokens\":false,\"typical_p\":0.5,\"repeat_last_n\":-1,"
+                 "\"seed\":-5}");
     cr_assert_eq(r.max_tokens, 50);
     cr_assert_eq(r.min_tokens, 3);
     cr_assert_eq(r.n_stop_ids, 2);
@@ -376,15 +372,11 @@ Test(openai, length_and_output_fields_reach_the_request) {
 Test(openai, structured_outputs_and_guided_choice_compile_to_one_grammar) {
     oai_request r;
     oai_error e;
-    cr_assert_eq(
-        test_oai_parse(&r, OAI_CHAT,
-                       CHAT("\"structured_outputs\":{\"choice\":[\"yes\",\"n\\\"o\\\\\"]}"), &e),
-        0, "%s", e.message);
+    oai_parse_ok(&r, OAI_CHAT,
+                 CHAT("\"structured_outputs\":{\"choice\":[\"yes\",\"n\\\"o\\\\\"]}"));
     cr_assert_str_eq(r.grammar, "root ::= \"yes\" | \"n\\\"o\\\\\"");
     oai_request_free(&r);
-    cr_assert_eq(
-        test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"guided_choice\":[\"a\\nb\"]}", &e),
-        0, "%s", e.message);
+    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"guided_choice\":[\"a\\nb\"]}");
     cr_assert_str_eq(r.grammar, "root ::= \"a\\x0ab\"");
     oai_request_free(&r);
     const char *ok[] = {CHAT("\"structured_outputs\":{\"regex\":\"a+\"}"),

@@ -22,16 +22,12 @@
 
 Test(openai, completion_fields_map_to_the_request) {
     oai_request r;
-    oai_error e;
-    cr_assert_eq(
-        test_oai_parse(&r, OAI_COMPLETION,
-                       "{\"model\":\"m\",\"prompt\":\"hi\",\"max_tokens\":7,\"temperature\":0.5,"
-                       "\"top_p\":0.9,\"top_k\":-1,\"min_p\":0.1,\"seed\":42,\"stop\":[\"a\",\"\","
-                       "\"bc\"],\"frequency_penalty\":0.5,\"presence_penalty\":-0.5,"
-                       "\"ignore_eos\":true,\"stream\":true,\"stream_options\":"
-                       "{\"include_usage\":true},\"n\":1,\"logprobs\":null,\"user\":\"x\"}",
-                       &e),
-        0, "%s", e.message);
+    oai_parse_ok(&r, OAI_COMPLETION,
+                 "{\"model\":\"m\",\"prompt\":\"hi\",\"max_tokens\":7,\"temperature\":0.5,"
+                 "\"top_p\":0.9,\"top_k\":-1,\"min_p\":0.1,\"seed\":42,\"stop\":[\"a\",\"\","
+                 "\"bc\"],\"frequency_penalty\":0.5,\"presence_penalty\":-0.5,"
+                 "\"ignore_eos\":true,\"stream\":true,\"stream_options\":"
+                 "{\"include_usage\":true},\"n\":1,\"logprobs\":null,\"user\":\"x\"}");
     cr_assert_str_eq(r.model, "m");
     cr_assert_eq(r.prompt_len, 2);
     cr_assert(!r.prompt_is_ids);
@@ -69,15 +65,11 @@ Test(openai, prompt_forms) {
 
 Test(openai, chat_messages_and_content_parts) {
     oai_request r;
-    oai_error e;
-    cr_assert_eq(
-        test_oai_parse(&r, OAI_CHAT,
-                       "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\","
-                       "\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\","
-                       "\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":null}],"
-                       "\"max_completion_tokens\":3}",
-                       &e),
-        0, "%s", e.message);
+    oai_parse_ok(&r, OAI_CHAT,
+                 "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\","
+                 "\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\","
+                 "\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":null}],"
+                 "\"max_completion_tokens\":3}");
     cr_assert_eq(r.n_msgs, 3);
     cr_assert_str_eq(r.msgs[0].role, "system");
     cr_assert_eq(r.msgs[1].content_len, 2);
@@ -184,13 +176,9 @@ Test(openai, unsupported_features_are_a_clear_400) {
         "\"top_logprobs\":21}",
         "top_logprobs", "[0, 20]");
     oai_request r;
-    oai_error e;
-    cr_assert_eq(
-        test_oai_parse(&r, OAI_CHAT,
-                       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[],"
-                       "\"logprobs\":false,\"n\":1}",
-                       &e),
-        0, "%s", e.message);
+    oai_parse_ok(&r, OAI_CHAT,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[],"
+                 "\"logprobs\":false,\"n\":1}");
     oai_request_free(&r);
 }
 
@@ -635,7 +623,6 @@ Test(chat_template, gemma_keeps_every_system_message) {
 
 Test(openai, logprobs_parse_for_both_endpoints) {
     oai_request r;
-    oai_error e;
     oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":3}");
     cr_expect(r.logprobs);
     cr_expect_eq(r.top_logprobs, 3);
@@ -644,48 +631,35 @@ Test(openai, logprobs_parse_for_both_endpoints) {
     cr_expect(r.logprobs, "logprobs 0: the chosen token's only");
     cr_expect_eq(r.top_logprobs, 0);
     oai_request_free(&r);
-    cr_assert_eq(
-        test_oai_parse(&r, OAI_CHAT,
-                       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
-                       "\"top_logprobs\":20}",
-                       &e),
-        0, "%s", e.message);
+    oai_parse_ok(&r, OAI_CHAT,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
+                 "\"top_logprobs\":20}");
     cr_expect(r.logprobs);
     cr_expect_eq(r.top_logprobs, 20);
     oai_request_free(&r);
-    cr_assert_eq(
-        test_oai_parse(&r, OAI_CHAT,
-                       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":false}",
-                       &e),
-        0, "%s", e.message);
+    oai_parse_ok(&r, OAI_CHAT,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":false}");
     cr_expect(!r.logprobs);
     oai_request_free(&r);
 }
 
 Test(openai, constraints_and_tools_are_parsed_into_the_request) {
     oai_request r;
-    oai_error e;
-    cr_assert_eq(
-        test_oai_parse(&r, OAI_CHAT,
-                       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                       "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
-                       "\"n\",\"schema\":{\"type\":\"boolean\"}}}}",
-                       &e),
-        0, "%s", e.message);
+    oai_parse_ok(&r, OAI_CHAT,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                 "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+                 "\"n\",\"schema\":{\"type\":\"boolean\"}}}}");
     cr_assert(r.grammar && strstr(r.grammar, "root ::="), "no grammar");
     oai_request_free(&r);
     oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"regex\":\"[ab]+\"}");
     cr_assert(r.grammar);
     oai_request_free(&r);
-    cr_assert_eq(
-        test_oai_parse(&r, OAI_CHAT,
-                       "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
-                       "{\"type\":\"function\",\"function\":{\"name\":\"f\"}},{\"type\":"
-                       "\"function\",\"function\":{\"name\":\"g\",\"parameters\":{\"type\":"
-                       "\"object\"}}}],\"tool_choice\":{\"type\":\"function\",\"function\":{"
-                       "\"name\":\"g\"}},\"parallel_tool_calls\":false}",
-                       &e),
-        0, "%s", e.message);
+    oai_parse_ok(&r, OAI_CHAT,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":["
+                 "{\"type\":\"function\",\"function\":{\"name\":\"f\"}},{\"type\":"
+                 "\"function\",\"function\":{\"name\":\"g\",\"parameters\":{\"type\":"
+                 "\"object\"}}}],\"tool_choice\":{\"type\":\"function\",\"function\":{"
+                 "\"name\":\"g\"}},\"parallel_tool_calls\":false}");
     cr_assert_eq(r.n_tools, 2);
     cr_assert_eq(r.tool_choice, TOOL_CHOICE_NAMED);
     cr_assert_str_eq(r.tool_name, "g");
