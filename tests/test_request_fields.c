@@ -39,6 +39,16 @@ static void ok(const char *path, const char *body, oai_answer *a) {
     cr_assert_eq(st, 200, "%s -> %ld %s", body, st, a->body);
 }
 
+/* body on path is a 400 naming param, with this code (NULL: any). */
+static void refused(const char *path, const char *body, const char *param, const char *code) {
+    oai_answer a;
+    long st = oai_post(F.port, path, body, &a);
+    cr_assert_eq(st, 400, "%s -> %ld %s", body, st, a.body);
+    cr_assert_str_eq(oai_error_param(&a), param);
+    if (code) cr_assert_str_eq(oai_error_code(&a), code);
+    oai_answer_free(&a);
+}
+
 static long usage_of(const oai_answer *a, const char *key) {
     return (long)json_integer_value(json_object_get(a->usage, key));
 }
@@ -59,11 +69,7 @@ Test(fields, n_predict_bounds_the_length_like_max_tokens, .timeout = 60) {
     ok("/v1/completions", "{" PROMPT ",\"ignore_eos\":true}", &a); /* OpenAI's default: 16 */
     cr_assert_eq(usage_of(&a, "completion_tokens"), 16);
     oai_answer_free(&a);
-    cr_assert_eq(
-        oai_post(F.port, "/v1/completions", "{" PROMPT ",\"n_predict\":5,\"max_tokens\":6}", &a),
-        400);
-    cr_assert_str_eq(oai_error_param(&a), "n_predict");
-    oai_answer_free(&a);
+    refused("/v1/completions", "{" PROMPT ",\"n_predict\":5,\"max_tokens\":6}", "n_predict", NULL);
     fixture_finish(&F);
 }
 
@@ -124,10 +130,7 @@ Test(fields, stop_token_ids_stop_at_that_id_and_min_tokens_holds_it_off, .timeou
         cr_assert_neq(a.choice[0].ids[i], ids[k], "the stop id came at %zu < min_tokens", i);
     oai_answer_free(&a);
     /* out of the vocabulary: a 400 naming the field */
-    cr_assert_eq(oai_post(F.port, "/v1/completions", "{" PROMPT ",\"stop_token_ids\":[99999]}", &a),
-                 400);
-    cr_assert_str_eq(oai_error_param(&a), "stop_token_ids");
-    oai_answer_free(&a);
+    refused("/v1/completions", "{" PROMPT ",\"stop_token_ids\":[99999]}", "stop_token_ids", NULL);
     fixture_finish(&F);
 }
 
@@ -463,26 +466,16 @@ Test(fields, unknown_and_unsupported_fields_are_a_400_naming_them, .timeout = 30
     REQUIRE_SHARED(MODEL);
     start();
     oai_answer a;
-    cr_assert_eq(oai_post(F.port, "/v1/completions", "{" PROMPT ",\"foo_bar\":1}", &a), 400);
-    cr_assert_str_eq(oai_error_param(&a), "foo_bar");
-    cr_assert_str_eq(oai_error_code(&a), "unknown_parameter");
-    oai_answer_free(&a);
-    cr_assert_eq(oai_post(F.port, "/v1/chat/completions",
-                          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                          "\"verbosity\":\"low\"}",
-                          &a),
-                 400);
-    cr_assert_str_eq(oai_error_param(&a), "verbosity");
-    cr_assert_str_eq(oai_error_code(&a), "unsupported_parameter");
-    oai_answer_free(&a);
+    refused("/v1/completions", "{" PROMPT ",\"foo_bar\":1}", "foo_bar", "unknown_parameter");
+    refused("/v1/chat/completions",
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+            "\"verbosity\":\"low\"}",
+            "verbosity", "unsupported_parameter");
     /* a thinking budget asks for a model that thinks; stories260K does not */
-    cr_assert_eq(oai_post(F.port, "/v1/chat/completions",
-                          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                          "\"thinking_token_budget\":8}",
-                          &a),
-                 400);
-    cr_assert_str_eq(oai_error_param(&a), "thinking_token_budget");
-    oai_answer_free(&a);
+    refused("/v1/chat/completions",
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+            "\"thinking_token_budget\":8}",
+            "thinking_token_budget", NULL);
     /* how thinking is returned asks nothing of a model that has none */
     ok("/v1/chat/completions",
        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":2,"
