@@ -183,26 +183,24 @@ Test(openai, unsupported_features_are_a_clear_400) {
 }
 
 Test(openai, n_is_the_number_of_choices_at_least_one) {
+    static const struct {
+        oai_kind kind;
+        const char *body;
+        uint32_t n;
+    } ns[] = {
+        {OAI_COMPLETION, "{\"prompt\":\"x\"}", 1}, /* absent n is one choice */
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":null}", 1},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}", 3},
+        /* the parser bounds n only by its type: the server's --max-n is checked there */
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":1000,\"best_of\":1}", 1000},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2.0}", 2},
+    };
     oai_request r;
-    oai_error e;
-    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":\"x\"}");
-    cr_assert_eq(r.n, 1, "absent n is one choice");
-    oai_request_free(&r);
-    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":null}");
-    cr_assert_eq(r.n, 1);
-    oai_request_free(&r);
-    oai_parse_ok(&r, OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}");
-    cr_assert_eq(r.n, 3);
-    oai_request_free(&r);
-    /* the parser bounds n only by its type: the server's --max-n is checked there */
-    cr_assert_eq(
-        test_oai_parse(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":1000,\"best_of\":1}", &e), 0,
-        "%s", e.message);
-    cr_assert_eq(r.n, 1000);
-    oai_request_free(&r);
-    oai_parse_ok(&r, OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2.0}");
-    cr_assert_eq(r.n, 2);
-    oai_request_free(&r);
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        oai_parse_ok(&r, ns[i].kind, ns[i].body);
+        cr_assert_eq(r.n, ns[i].n, "%s", ns[i].body);
+        oai_request_free(&r);
+    }
     oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":0}", "n", "at least 1");
     oai_expect_refused_msg(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":-1}", "n", "-1");
     oai_expect_refused_msg(
