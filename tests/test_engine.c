@@ -28,48 +28,25 @@ static engine *start(env *v, uint32_t max_seqs, uint32_t max_batch, uint32_t kv_
     return start_kv(v, max_seqs, max_batch, kv_tokens, GGML_TYPE_F16);
 }
 
-/* A workload of N_REQ requests: BOS + random ids, lengths 1..400, max tokens
- * 1..48, seeds per request. */
-typedef struct work {
-    int32_t *prompt[N_REQ];
-    size_t n_prompt[N_REQ];
-    uint32_t max_tokens[N_REQ];
-    uint64_t seed[N_REQ];
-} work;
+/* A workload of N_REQ requests: BOS + random ids, lengths 1..400 (the
+ * first 1, the second 400), max tokens 1..48; request i's seed 1000 + i. */
+static const env_work_spec WORK = {N_REQ, 12345, 400, true, 48};
 
-static void work_make(work *w, uint32_t n_vocab) {
-    uint64_t r = 12345;
-    for (int i = 0; i < N_REQ; i++) {
-        env_lcg(&r);
-        size_t n = i == 0 ? 1 : i == 1 ? 400 : 1 + (size_t)((r >> 33) % 400);
-        w->n_prompt[i] = n;
-        w->prompt[i] = malloc(n * sizeof(int32_t));
-        env_random_prompt(w->prompt[i], n, n_vocab, &r);
-        w->max_tokens[i] = 1 + (uint32_t)((r >> 20) % 48);
-        w->seed[i] = 1000 + (uint64_t)i;
-    }
-}
-
-static void work_free(work *w) {
-    for (int i = 0; i < N_REQ; i++)
-        free(w->prompt[i]);
-}
-
-static void submit(engine *e, const work *w, int i, float temp, result *res, uint64_t *ids) {
+static void submit(engine *e, const env_work *w, int i, float temp, result *res, uint64_t *ids) {
     engine_request rq = {.prompt = w->prompt[i],
                          .n_prompt = w->n_prompt[i],
                          .max_tokens = w->max_tokens[i],
                          .user = &res[i]};
     sampler_params_default(&rq.sampling);
     rq.sampling.temperature = temp;
-    rq.sampling.seed = w->seed[i];
+    rq.sampling.seed = 1000 + (uint64_t)i;
     tps_err err = {0};
     cr_assert_eq(engine_submit(e, &rq, &ids[i], &err), 0, "request %d: %s", i, err.msg);
 }
 
 /* The reference: one request at a time, and no prefix cache (the batched
  * runs have it on, so they also show cached output equals uncached). */
-static void run_alone(env *v, const work *w, float temp, uint32_t kv_type, result *alone) {
+static void run_alone(env *v, const env_work *w, float temp, uint32_t kv_type, result *alone) {
     engine *e = env_engine(v, 1, 256, 0, kv_type, true);
     uint64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
@@ -81,7 +58,7 @@ static void run_alone(env *v, const work *w, float temp, uint32_t kv_type, resul
 
 /* Staggered: a quarter at once, then the rest in small waves while the
  * engine is running. */
-static engine_stats run_batched(env *v, const work *w, float temp, uint32_t kv_tokens,
+static engine_stats run_batched(env *v, const env_work *w, float temp, uint32_t kv_tokens,
                                 uint32_t kv_type, result *res) {
     engine *e = start_kv(v, 64, 256, kv_tokens, kv_type);
     uint64_t ids[N_REQ];
@@ -114,7 +91,7 @@ static void compare(const result *alone, const result *batched, const char *what
 
 /* Batched with a pool too small for all at once (1024 positions): the
  * tokens of each request alone, with preemptions and no errors. */
-static void check_small_pool(env *v, const work *w, float temp, uint32_t kv_type,
+static void check_small_pool(env *v, const env_work *w, float temp, uint32_t kv_type,
                              const result *alone, const char *what) {
     result *batched = calloc(N_REQ, sizeof *batched);
     engine_stats st = run_batched(v, w, temp, 1024, kv_type, batched);
@@ -131,8 +108,8 @@ static void invariance(float temp, bool small_pool) {
     REQUIRE_SHARED("models/stories260K.gguf");
     env v;
     env_open_stories(&v);
-    work w;
-    work_make(&w, v.m->cfg.n_vocab);
+    env_work w;
+    env_work_make(&w, &WORK, v.m->cfg.n_vocab);
     result *alone = calloc(N_REQ, sizeof *alone), *batched = calloc(N_REQ, sizeof *batched);
     run_alone(&v, &w, temp, GGML_TYPE_F16, alone);
     engine_stats st = run_batched(&v, &w, temp, 0, GGML_TYPE_F16, batched);
@@ -141,7 +118,7 @@ static void invariance(float temp, bool small_pool) {
     if (small_pool) check_small_pool(&v, &w, temp, GGML_TYPE_F16, alone, "greedy, small KV pool");
     free(alone);
     free(batched);
-    work_free(&w);
+    env_work_free(&w);
     env_close(&v);
 }
 
@@ -157,8 +134,8 @@ Test(engine, cancel_mid_prefill_and_mid_decode_returns_every_block) {
     REQUIRE_SHARED("models/stories260K.gguf");
     env v;
     env_open_stories(&v);
-    work w;
-    work_make(&w, v.m->cfg.n_vocab);
+    env_work w;
+    env_work_make(&w, &WORK, v.m->cfg.n_vocab);
     /* Small budget so a 400-token prompt takes many steps to prefill. */
     engine *e = start(&v, 8, 16, 0);
     result res[N_REQ] = {0};
@@ -198,7 +175,7 @@ Test(engine, cancel_mid_prefill_and_mid_decode_returns_every_block) {
     cr_expect_eq(st.requests_running + st.requests_waiting, 0);
     cr_expect_eq(st.requests_total[ENGINE_FINISH_CANCELLED], 2);
     engine_destroy(e);
-    work_free(&w);
+    env_work_free(&w);
     env_close(&v);
 }
 
@@ -338,13 +315,13 @@ Test(engine, q8_0_kv_batch_of_64_sampled_equals_alone_under_preemption, .timeout
     const model_preset pre = {"h32", "test", 128, 2, 4, 2, 256, 512, 1024, 10000.0f};
     env v;
     env_open_made(&v, path, &pre, GGML_TYPE_Q8_0, 5);
-    work w;
-    work_make(&w, v.m->cfg.n_vocab);
+    env_work w;
+    env_work_make(&w, &WORK, v.m->cfg.n_vocab);
     result *alone = calloc(N_REQ, sizeof *alone);
     run_alone(&v, &w, 1.0f, GGML_TYPE_Q8_0, alone);
     check_small_pool(&v, &w, 1.0f, GGML_TYPE_Q8_0, alone, "sampled, q8_0 KV, small pool");
     free(alone);
-    work_free(&w);
+    env_work_free(&w);
     env_close(&v);
     unlink(path);
 }

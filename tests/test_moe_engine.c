@@ -43,23 +43,11 @@ static engine *start(env *v, uint32_t max_seqs, int threads) {
     return start_traced(v, max_seqs, threads, NULL);
 }
 
-typedef struct work {
-    int32_t prompt[N_REQ][160];
-    size_t n_prompt[N_REQ];
-    uint32_t max_tokens[N_REQ];
-} work;
+/* N_REQ requests: BOS + random ids, lengths 1..150 (the first 1), max
+ * tokens 1..24. */
+static const env_work_spec WORK = {N_REQ, 777, 150, false, 24};
 
-static void work_make(work *w, uint32_t n_vocab) {
-    uint64_t r = 777;
-    for (int i = 0; i < N_REQ; i++) {
-        env_lcg(&r);
-        w->n_prompt[i] = i == 0 ? 1 : 1 + (size_t)((r >> 33) % 150);
-        env_random_prompt(w->prompt[i], w->n_prompt[i], n_vocab, &r);
-        w->max_tokens[i] = 1 + (uint32_t)((r >> 20) % 24);
-    }
-}
-
-static void submit(engine *e, const work *w, int i, result *res) {
+static void submit(engine *e, const env_work *w, int i, result *res) {
     engine_request rq = env_greedy_request(w->prompt[i], w->n_prompt[i], w->max_tokens[i], &res[i]);
     env_submit(e, &rq);
 }
@@ -68,23 +56,23 @@ static void check_invariance(const char *arch, uint32_t type) {
     char path[] = "/tmp/tps-test-moe-XXXXXX";
     env v;
     open_made(&v, path, arch, "tiny", type);
-    work *w = malloc(sizeof *w);
-    work_make(w, v.m->cfg.n_vocab);
+    env_work w;
+    env_work_make(&w, &WORK, v.m->cfg.n_vocab);
     result *alone = calloc(N_REQ, sizeof *alone), *batched = calloc(N_REQ, sizeof *batched);
     engine *e = start(&v, 1, 1);
     for (int i = 0; i < N_REQ; i++) {
-        submit(e, w, i, alone);
+        submit(e, &w, i, alone);
         drain(e, 1);
     }
     engine_destroy(e);
     e = start(&v, N_REQ, 2);
     int sent = 0;
     for (; sent < N_REQ / 3; sent++)
-        submit(e, w, sent, batched);
+        submit(e, &w, sent, batched);
     while (sent < N_REQ) {
         engine_wait(e, 5);
         for (int k = 0; k < 3 && sent < N_REQ; k++, sent++)
-            submit(e, w, sent, batched);
+            submit(e, &w, sent, batched);
     }
     drain(e, N_REQ);
     engine_stats st;
@@ -98,7 +86,7 @@ static void check_invariance(const char *arch, uint32_t type) {
     cr_expect_gt(st.experts_run_total, 0);
     free(alone);
     free(batched);
-    free(w);
+    env_work_free(&w);
     env_close(&v);
     unlink(path);
 }
@@ -147,8 +135,8 @@ Test(moe_engine, one_row_steps_run_k_experts_a_layer_and_read_the_active_bytes) 
     engine *e = start_traced(&v, 1, 1, trace);
     engine_stats before;
     engine_get_stats(e, &before);
-    work w;
-    work_make(&w, c->n_vocab); /* request 0 has a one-token prompt */
+    env_work w;
+    env_work_make(&w, &WORK, c->n_vocab); /* request 0 has a one-token prompt */
     result res[N_REQ] = {0};
     submit(e, &w, 0, res);
     drain(e, 1);
@@ -165,6 +153,7 @@ Test(moe_engine, one_row_steps_run_k_experts_a_layer_and_read_the_active_bytes) 
     cr_expect_eq(st.model_experts, c->n_expert);
     engine_destroy(e); /* writes the trace */
     check_trace(trace, v.m);
+    env_work_free(&w);
     env_close(&v);
     unlink(trace);
     unlink(path);

@@ -88,6 +88,27 @@ void env_random_prompt(int32_t *prompt, size_t n, uint32_t n_vocab, uint64_t *r)
         prompt[k] = 3 + (int32_t)((env_lcg(r) >> 33) % (n_vocab - 3));
 }
 
+void env_work_make(env_work *w, const env_work_spec *sp, uint32_t n_vocab) {
+    cr_assert_leq(sp->n, ENV_WORK_MAX);
+    w->n = sp->n;
+    uint64_t r = sp->seed;
+    for (size_t i = 0; i < sp->n; i++) {
+        env_lcg(&r);
+        size_t n = 1 + (size_t)((r >> 33) % sp->max_len);
+        if (i == 0) n = 1;
+        if (i == 1 && sp->second_longest) n = sp->max_len;
+        w->n_prompt[i] = n;
+        w->prompt[i] = malloc(n * sizeof(int32_t));
+        env_random_prompt(w->prompt[i], n, n_vocab, &r);
+        w->max_tokens[i] = 1 + (uint32_t)((r >> 20) % sp->max_out);
+    }
+}
+
+void env_work_free(env_work *w) {
+    for (size_t i = 0; i < w->n; i++)
+        free(w->prompt[i]);
+}
+
 void drain(engine *e, int want) {
     engine_event ev[64];
     int done = 0;

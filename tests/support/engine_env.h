@@ -57,6 +57,28 @@ uint64_t env_lcg(uint64_t *r);
  * env_lcg (one step each). */
 void env_random_prompt(int32_t *prompt, size_t n, uint32_t n_vocab, uint64_t *r);
 
+/* A random workload for the batch-invariance tests: n requests drawn from
+ * one env_lcg stream seeded with seed. Request i: a step, then a prompt of
+ * BOS + random ids (env_random_prompt) of 1 + r % max_len ids (request 0:
+ * 1; request 1: max_len when second_longest), then 1 + r % max_out tokens
+ * to generate. */
+#define ENV_WORK_MAX 64
+typedef struct env_work_spec {
+    size_t n;
+    uint64_t seed;
+    size_t max_len;
+    bool second_longest;
+    uint32_t max_out;
+} env_work_spec;
+typedef struct env_work {
+    int32_t *prompt[ENV_WORK_MAX]; /* malloc'ed */
+    size_t n_prompt[ENV_WORK_MAX];
+    uint32_t max_tokens[ENV_WORK_MAX];
+    size_t n;
+} env_work;
+void env_work_make(env_work *w, const env_work_spec *sp, uint32_t n_vocab);
+void env_work_free(env_work *w);
+
 /* Drains events until `want` DONE events arrived (bounded by 300 s). Each
  * event's user is a result array indexed by the event's choice. */
 void drain(engine *e, int want);
