@@ -148,11 +148,15 @@ static void feed_all(stop_matcher *m, const char *const *pieces, size_t n, char 
     out[len] = 0;
 }
 
-Test(stop, include_keeps_the_stop_string_and_cuts_after_it) {
-    const char *stops[] = {"END"};
-    stop_matcher m;
+/* m matches the one stop string s (asserted to initialise). */
+static void one_stop(stop_matcher *m, const char *s) {
     tps_err err = {{0}};
-    cr_assert_eq(stop_init(&m, stops, 1, NULL, 0, 0, NULL, &err), 0);
+    cr_assert_eq(stop_init(m, &s, 1, NULL, 0, 0, NULL, &err), 0, "%s", err.msg);
+}
+
+Test(stop, include_keeps_the_stop_string_and_cuts_after_it) {
+    stop_matcher m;
+    one_stop(&m, "END");
     stop_set_include(&m, true);
     const char *pieces[] = {"abc E", "N", "Dxyz", "more"};
     char out[64];
@@ -161,7 +165,7 @@ Test(stop, include_keeps_the_stop_string_and_cuts_after_it) {
     cr_assert(matched);
     cr_assert_str_eq(out, "abc END");
     /* without it, the stop string is cut too (OpenAI's rule) */
-    cr_assert_eq(stop_init(&m, stops, 1, NULL, 0, 0, NULL, &err), 0);
+    one_stop(&m, "END");
     feed_all(&m, pieces, 4, out, &matched);
     cr_assert_str_eq(out, "abc ");
 }
@@ -169,10 +173,8 @@ Test(stop, include_keeps_the_stop_string_and_cuts_after_it) {
 /* min_tokens: a stop string that completes while the matcher is disarmed
  * is text; one that began then and completes once armed is caught. */
 Test(stop, disarmed_matcher_lets_a_stop_string_through_and_holds_a_partial_one) {
-    const char *stops[] = {"ab"};
     stop_matcher m;
-    tps_err err = {{0}};
-    cr_assert_eq(stop_init(&m, stops, 1, NULL, 0, 0, NULL, &err), 0);
+    one_stop(&m, "ab");
     stop_set_armed(&m, false);
     stop_emit em;
     stop_feed(&m, "xab", 3, &em);
