@@ -73,19 +73,21 @@ Test(fields, n_predict_bounds_the_length_like_max_tokens, .timeout = 60) {
     fixture_finish(&F);
 }
 
-/* The greedy tokens of PROMPT (streamed, so their ids come too). */
-static size_t greedy_ids(int32_t *ids, size_t n, char *text, size_t cap) {
+/* PROMPT's first 24 greedy tokens (streamed, so their ids come too) and
+ * their text. */
+typedef struct greedy24 {
+    int32_t ids[24];
+    char text[512];
+} greedy24;
+
+static void greedy24_of(greedy24 *g) {
     oai_answer a;
-    char body[256];
-    snprintf(
-        body, sizeof body,
-        "{" PROMPT ",\"max_tokens\":%zu,\"ignore_eos\":true,\"temperature\":0,\"stream\":true}", n);
-    ok("/v1/completions", body, &a);
-    cr_assert_eq(a.choice[0].n_ids, n);
-    memcpy(ids, a.choice[0].ids, n * sizeof *ids);
-    snprintf(text, cap, "%s", a.choice[0].content);
+    ok("/v1/completions",
+       "{" PROMPT ",\"max_tokens\":24,\"ignore_eos\":true,\"temperature\":0,\"stream\":true}", &a);
+    cr_assert_eq(a.choice[0].n_ids, 24);
+    memcpy(g->ids, a.choice[0].ids, sizeof g->ids);
+    snprintf(g->text, sizeof g->text, "%s", a.choice[0].content);
     oai_answer_free(&a);
-    return n;
 }
 
 /* The first position k >= 3 whose token is new in the output. */
@@ -103,31 +105,30 @@ static size_t first_new(const int32_t *ids, size_t n) {
 Test(fields, stop_token_ids_stop_at_that_id_and_min_tokens_holds_it_off, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     start();
-    int32_t ids[24];
-    char text[512];
-    greedy_ids(ids, 24, text, sizeof text);
-    size_t k = first_new(ids, 24);
+    greedy24 g;
+    greedy24_of(&g);
+    size_t k = first_new(g.ids, 24);
     oai_answer a;
     char body[256];
     snprintf(body, sizeof body,
              "{" PROMPT ",\"max_tokens\":24,\"temperature\":0,\"stream\":true,"
              "\"stop_token_ids\":[%d]}",
-             ids[k]);
+             g.ids[k]);
     ok("/v1/completions", body, &a);
-    cr_assert_eq(a.choice[0].n_ids, k, "stopped at token %zu (id %d): %s", k, ids[k], a.body);
+    cr_assert_eq(a.choice[0].n_ids, k, "stopped at token %zu (id %d): %s", k, g.ids[k], a.body);
     cr_assert_str_eq(a.choice[0].finish, "stop");
     for (size_t i = 0; i < k; i++)
-        cr_assert_eq(a.choice[0].ids[i], ids[i]);
+        cr_assert_eq(a.choice[0].ids[i], g.ids[i]);
     oai_answer_free(&a);
     /* min_tokens: the id is masked until k + 3 tokens are out */
     snprintf(body, sizeof body,
              "{" PROMPT ",\"max_tokens\":24,\"temperature\":0,\"stream\":true,"
              "\"stop_token_ids\":[%d],\"min_tokens\":%zu}",
-             ids[k], k + 3);
+             g.ids[k], k + 3);
     ok("/v1/completions", body, &a);
     cr_assert_geq(a.choice[0].n_ids, k + 3, "%s", a.body);
     for (size_t i = 0; i < k + 3 && i < a.choice[0].n_ids; i++)
-        cr_assert_neq(a.choice[0].ids[i], ids[k], "the stop id came at %zu < min_tokens", i);
+        cr_assert_neq(a.choice[0].ids[i], g.ids[k], "the stop id came at %zu < min_tokens", i);
     oai_answer_free(&a);
     /* out of the vocabulary: a 400 naming the field */
     refused("/v1/completions", "{" PROMPT ",\"stop_token_ids\":[99999]}", "stop_token_ids", NULL);
@@ -137,17 +138,16 @@ Test(fields, stop_token_ids_stop_at_that_id_and_min_tokens_holds_it_off, .timeou
 Test(fields, include_stop_str_keeps_it_and_min_tokens_lets_an_early_one_through, .timeout = 60) {
     REQUIRE_SHARED(MODEL);
     start();
-    int32_t ids[24];
-    char text[512];
-    greedy_ids(ids, 24, text, sizeof text);
+    greedy24 g;
+    greedy24_of(&g);
     /* the stop string: 3 characters from the 6th on (unique in the text) */
     char stop[4] = {0};
     size_t at = 5;
-    for (; at + 3 < strlen(text); at++) {
-        memcpy(stop, text + at, 3);
-        if (strstr(text, stop) == text + at && !strchr(stop, '"') && !strchr(stop, '\\')) break;
+    for (; at + 3 < strlen(g.text); at++) {
+        memcpy(stop, g.text + at, 3);
+        if (strstr(g.text, stop) == g.text + at && !strchr(stop, '"') && !strchr(stop, '\\')) break;
     }
-    cr_assert_lt(at + 3, strlen(text), "no unique 3-byte stop string in '%s'", text);
+    cr_assert_lt(at + 3, strlen(g.text), "no unique 3-byte stop string in '%s'", g.text);
     char body[256];
     oai_answer a;
     for (int include = 0; include < 2; include++) {
@@ -159,7 +159,7 @@ Test(fields, include_stop_str_keeps_it_and_min_tokens_lets_an_early_one_through,
         size_t want = at + (include ? 3 : 0);
         cr_assert_eq(strlen(a.choice[0].content), want, "'%s' (stop '%s')", a.choice[0].content,
                      stop);
-        cr_assert_eq(strncmp(a.choice[0].content, text, want), 0);
+        cr_assert_eq(strncmp(a.choice[0].content, g.text, want), 0);
         cr_assert_str_eq(a.choice[0].finish, "stop");
         oai_answer_free(&a);
     }
@@ -170,7 +170,7 @@ Test(fields, include_stop_str_keeps_it_and_min_tokens_lets_an_early_one_through,
              stop);
     ok("/v1/completions", body, &a);
     cr_assert_eq(a.choice[0].n_ids, 24, "%s", a.body);
-    cr_assert_str_eq(a.choice[0].content, text);
+    cr_assert_str_eq(a.choice[0].content, g.text);
     oai_answer_free(&a);
     fixture_finish(&F);
 }
