@@ -4,16 +4,9 @@
  * jinja_filters*.c, jinja_tests.c and jinja_methods.c. */
 #include "jinja/jinja_filters.h"
 
-#include <string.h>
+#include "base/name_table.h"
 
-static bool named(const char *a, const char *name, size_t n) {
-    return strlen(a) == n && !memcmp(a, name, n);
-}
-
-static const struct {
-    const char *name;
-    int id;
-} FILTER_NAMES[] = {
+static const tps_name_id FILTER_NAMES[] = {
     {"trim", JF_TRIM},
     {"lower", JF_LOWER},
     {"upper", JF_UPPER},
@@ -62,20 +55,17 @@ static const struct {
 };
 
 int jinja_filter_find(const char *name, size_t n) {
-    for (size_t i = 0; i < sizeof FILTER_NAMES / sizeof FILTER_NAMES[0]; i++)
-        if (named(FILTER_NAMES[i].name, name, n)) return FILTER_NAMES[i].id;
+    int id = TPS_NAME_FIND(FILTER_NAMES, name, n, -1);
+    if (id >= 0) return id;
     static const char *const jinja2_only[] = {"filesizeformat", "pprint",    "random", "slice",
                                               "striptags",      "urlencode", "urlize", "wordwrap",
                                               "xmlattr",        NULL};
     for (size_t i = 0; jinja2_only[i]; i++)
-        if (named(jinja2_only[i], name, n)) return -2;
+        if (tps_name_is(jinja2_only[i], name, n)) return -2;
     return -1;
 }
 
-static const struct {
-    const char *name;
-    int id;
-} TESTS[] = {
+static const tps_name_id TESTS[] = {
     {"defined", T_DEFINED},
     {"undefined", T_UNDEFINED},
     {"none", T_NONE},
@@ -118,15 +108,13 @@ static const struct {
 };
 
 int jinja_test_find(const char *name, size_t n) {
-    for (size_t i = 0; i < sizeof TESTS / sizeof TESTS[0]; i++)
-        if (named(TESTS[i].name, name, n)) return TESTS[i].id;
-    return -1;
+    return TPS_NAME_FIND(TESTS, name, n, -1);
 }
 
 int jinja_global_find(const char *name, size_t n) {
     static const char *const names[G_COUNT] = {"range", "namespace", "dict", "raise_exception",
                                                "strftime_now"};
     for (int i = 0; i < G_COUNT; i++)
-        if (named(names[i], name, n)) return i;
+        if (tps_name_is(names[i], name, n)) return i;
     return G_NONE;
 }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/name_table.h"
+
 const char *prom_type_name(prom_type t) {
     static const char *const N[] = {"untyped", "counter", "gauge", "histogram", "summary"};
     return (unsigned)t <= PROM_SUMMARY ? N[t] : "?";
@@ -43,18 +45,12 @@ static void type_line(const char *p, size_t n, const char **fam, size_t *fam_len
     size_t tl = n - i;
     while (tl && (p[i + tl - 1] == ' ' || p[i + tl - 1] == '\t'))
         tl--;
-    static const struct {
-        const char *s;
-        prom_type t;
-    } T[] = {{"counter", PROM_COUNTER},     {"gauge", PROM_GAUGE},
-             {"histogram", PROM_HISTOGRAM}, {"summary", PROM_SUMMARY},
-             {"untyped", PROM_UNTYPED},     {"gaugehistogram", PROM_HISTOGRAM},
-             {"unknown", PROM_UNTYPED}};
-    for (size_t k = 0; k < sizeof T / sizeof T[0]; k++)
-        if (strlen(T[k].s) == tl && !memcmp(p + i, T[k].s, tl)) {
-            *fam = name, *fam_len = nl, *type = T[k].t;
-            return;
-        }
+    static const tps_name_id T[] = {
+        {"counter", PROM_COUNTER}, {"gauge", PROM_GAUGE},     {"histogram", PROM_HISTOGRAM},
+        {"summary", PROM_SUMMARY}, {"untyped", PROM_UNTYPED}, {"gaugehistogram", PROM_HISTOGRAM},
+        {"unknown", PROM_UNTYPED}};
+    int t = TPS_NAME_FIND(T, p + i, tl, -1);
+    if (t >= 0) *fam = name, *fam_len = nl, *type = (prom_type)t;
 }
 
 static prom_type type_of(const char *name, size_t nl, const char *fam, size_t fl, prom_type t) {

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/name_table.h"
+
 /* ---------------------------------------------------------------------------
  * Primitive rules (llama.cpp's json-schema-to-grammar vocabulary)
  * ------------------------------------------------------------------------- */
@@ -199,10 +201,8 @@ static const char *const ANNOTATIONS[] = {
     "default", "deprecated", "readOnly", "writeOnly", "$defs",       "definitions",
 };
 
-static const struct {
-    const char *key;
-    int types;
-} TYPED[] = {
+/* keyword -> the types (T_* bits) it applies to */
+static const tps_name_id TYPED[] = {
     {"properties", T_OBJ},
     {"required", T_OBJ},
     {"additionalProperties", T_OBJ},
@@ -241,9 +241,7 @@ int js_check_keys(gen *g, const json_t *schema, int mask, const char *const *ext
         if (in_list(key, ANNOTATIONS, sizeof ANNOTATIONS / sizeof *ANNOTATIONS) ||
             in_list(key, extra, n_extra))
             continue;
-        int types = 0;
-        for (size_t i = 0; i < sizeof TYPED / sizeof *TYPED; i++)
-            if (!strcmp(key, TYPED[i].key)) types = TYPED[i].types;
+        int types = TPS_NAME_FIND(TYPED, key, strlen(key), 0);
         if (types & mask) continue;
         if (!types || !mask) return js_gfail(g, "keyword '%s' is not supported", key);
         char have[128] = "", want[128] = "";
