@@ -400,9 +400,7 @@ static jinja_val eval_node(jctx *c, const jnode *n) {
 }
 
 jinja_val jx_eval(jctx *c, const jnode *n) {
-    jx_step(c);
-    jx_deeper(c, "the template nests");
-    c->line = n->line;
+    jx_enter(c, n);
     jinja_val v = eval_node(c, n);
     c->depth--;
     return v;

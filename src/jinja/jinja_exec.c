@@ -260,9 +260,7 @@ static void exec_node(jctx *c, const jnode *n) {
 }
 
 void jx_exec(jctx *c, const jnode *n) {
-    jx_step(c);
-    jx_deeper(c, "the template nests");
-    c->line = n->line;
+    jx_enter(c, n);
     exec_node(c, n);
     c->depth--;
 }

@@ -26,9 +26,7 @@ jinja_val jf_trim(jctx *c, jinja_val in, const jargs *a) {
 }
 
 static jinja_val f_case(jctx *c, jinja_val in, const jargs *a, char mode) {
-    static const char *const n[] = {NULL};
-    jinja_val p[1];
-    jx_args(c, a, "case", n, p);
+    jx_no_args(c, a, "case");
     return js_case(c, text(c, in), mode);
 }
 
@@ -135,9 +133,7 @@ jinja_val jf_truncate(jctx *c, jinja_val in, const jargs *a) {
 }
 
 jinja_val jf_wordcount(jctx *c, jinja_val in, const jargs *a) {
-    static const char *const n[] = {NULL};
-    jinja_val p[1];
-    jx_args(c, a, "wordcount", n, p);
+    jx_no_args(c, a, "wordcount");
     jinja_val s = text(c, in);
     int64_t words = 0;
     bool in_word = false;
@@ -153,25 +149,19 @@ jinja_val jf_wordcount(jctx *c, jinja_val in, const jargs *a) {
 /* escape / e: Markup as it is, anything else escaped; forceescape:
  * escaped whatever it is */
 jinja_val jf_escape(jctx *c, jinja_val in, const jargs *a) {
-    static const char *const n[] = {NULL};
-    jinja_val p[1];
-    jx_args(c, a, "escape", n, p);
+    jx_no_args(c, a, "escape");
     return jv_escape(c, in);
 }
 
 jinja_val jf_forceescape(jctx *c, jinja_val in, const jargs *a) {
-    static const char *const n[] = {NULL};
-    jinja_val p[1];
-    jx_args(c, a, "forceescape", n, p);
+    jx_no_args(c, a, "forceescape");
     jinja_val s = jv_to_str(c, in);
     s.sub = JSTR_PLAIN;
     return jv_escape(c, s);
 }
 
 jinja_val jf_string(jctx *c, jinja_val in, const jargs *a) {
-    static const char *const n[] = {NULL};
-    jinja_val p[1];
-    jx_args(c, a, "string", n, p);
+    jx_no_args(c, a, "string");
     return text(c, in);
 }
 
@@ -254,9 +244,7 @@ jinja_val jf_float(jctx *c, jinja_val in, const jargs *a) {
 }
 
 jinja_val jf_abs(jctx *c, jinja_val in, const jargs *a) {
-    static const char *const n[] = {NULL};
-    jinja_val p[1];
-    jx_args(c, a, "abs", n, p);
+    jx_no_args(c, a, "abs");
     if (in.type == JINJA_FLOAT) return jinja_float(fabs(in.u.f));
     if (in.type == JINJA_INT || in.type == JINJA_BOOL) {
         int64_t i = in.type == JINJA_INT ? in.u.i : in.u.b;

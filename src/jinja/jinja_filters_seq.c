@@ -12,7 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const NO_ARGS[] = {NULL};
+/* The piece of s from *i to the next sep (or the end); *i moves past that
+ * sep. Looped while *i <= s.n, "a,,b" gives "a", "" and "b". */
+static jinja_val piece(jinja_val s, char sep, size_t *i) {
+    size_t j = *i;
+    while (j < s.n && s.u.s[j] != sep)
+        j++;
+    jinja_val out = {.type = JINJA_STR, .n = (uint32_t)(j - *i), .u.s = s.u.s + *i};
+    *i = j + 1;
+    return out;
+}
 
 /* jinja2's make_attrgetter: "a.b.0" -> getitem(getitem(getitem(v, "a"),
  * "b"), 0); a default (not None) replaces an undefined after each step */
@@ -22,12 +31,8 @@ static jinja_val attr_path(jctx *c, jinja_val v, jinja_val path, jinja_val dflt)
         v = jx_getitem(c, v, path);
         return has_default && v.type == JINJA_UNDEFINED ? dflt : v;
     }
-    size_t i = 0;
-    while (i <= path.n) {
-        size_t j = i;
-        while (j < path.n && path.u.s[j] != '.')
-            j++;
-        jinja_val part = {.type = JINJA_STR, .n = (uint32_t)(j - i), .u.s = path.u.s + i};
+    for (size_t i = 0; i <= path.n;) {
+        jinja_val part = piece(path, '.', &i);
         bool digits = part.n > 0;
         int64_t k = 0;
         for (size_t q = 0; q < part.n && digits; q++) {
@@ -36,7 +41,6 @@ static jinja_val attr_path(jctx *c, jinja_val v, jinja_val path, jinja_val dflt)
         }
         v = jx_getitem(c, v, digits ? jinja_int(k) : part);
         if (has_default && v.type == JINJA_UNDEFINED) v = dflt;
-        i = j + 1;
     }
     return v;
 }
@@ -46,14 +50,9 @@ static jinja_val multi_attr(jctx *c, jinja_val v, jinja_val attrs) {
     if (attrs.type != JINJA_STR || !memchr(attrs.u.s, ',', attrs.n))
         return attr_path(c, v, attrs, attrs);
     jinja_val out = jv_list(c, 2, JLIST_LIST);
-    size_t i = 0;
-    while (i <= attrs.n) {
-        size_t j = i;
-        while (j < attrs.n && attrs.u.s[j] != ',')
-            j++;
-        jinja_val one = {.type = JINJA_STR, .n = (uint32_t)(j - i), .u.s = attrs.u.s + i};
+    for (size_t i = 0; i <= attrs.n;) {
+        jinja_val one = piece(attrs, ',', &i);
         jv_push(c, out, attr_path(c, v, one, jv_undef(JUNDEF_MISSING, "", 0, 0)));
-        i = j + 1;
     }
     return out;
 }
@@ -194,14 +193,12 @@ static jinja_val f_min(jctx *c, jinja_val in, const jargs *a) {
  * ------------------------------------------------------------------------- */
 
 static jinja_val f_length(jctx *c, jinja_val in, const jargs *a) {
-    jinja_val p[1];
-    jx_args(c, a, "length", NO_ARGS, p);
+    jx_no_args(c, a, "length");
     return jinja_int(jv_len(c, in));
 }
 
 static jinja_val f_list(jctx *c, jinja_val in, const jargs *a) {
-    jinja_val p[1];
-    jx_args(c, a, "list", NO_ARGS, p);
+    jx_no_args(c, a, "list");
     jinja_val seq = jv_iter(c, in), out = jv_list(c, seq.u.l->n, JLIST_LIST);
     if (seq.u.l->n) memcpy(out.u.l->v, seq.u.l->v, seq.u.l->n * sizeof *out.u.l->v);
     out.u.l->n = seq.u.l->n;
@@ -209,8 +206,7 @@ static jinja_val f_list(jctx *c, jinja_val in, const jargs *a) {
 }
 
 static jinja_val first_last(jctx *c, jinja_val in, const jargs *a, bool last) {
-    jinja_val p[1];
-    jx_args(c, a, last ? "last" : "first", NO_ARGS, p);
+    jx_no_args(c, a, last ? "last" : "first");
     if (last && in.type == JINJA_LIST && in.sub == JLIST_GEN)
         jx_fail(c, JINJA_ERROR, "'generator' object is not reversible");
     jinja_val seq = jv_iter(c, in);
@@ -243,8 +239,7 @@ static jinja_val f_join(jctx *c, jinja_val in, const jargs *a) {
 }
 
 static jinja_val f_reverse(jctx *c, jinja_val in, const jargs *a) {
-    jinja_val p[1];
-    jx_args(c, a, "reverse", NO_ARGS, p);
+    jx_no_args(c, a, "reverse");
     jinja_val seq = jv_iter(c, in);
     uint32_t n = seq.u.l->n;
     if (in.type == JINJA_STR) {
@@ -285,8 +280,7 @@ static jinja_val f_sum(jctx *c, jinja_val in, const jargs *a) {
 }
 
 static jinja_val f_items(jctx *c, jinja_val in, const jargs *a) {
-    jinja_val p[1];
-    jx_args(c, a, "items", NO_ARGS, p);
+    jx_no_args(c, a, "items");
     if (in.type == JINJA_UNDEFINED) return gen(jv_list(c, 0, JLIST_LIST));
     if (in.type != JINJA_MAP || in.sub == JMAP_NAMESPACE)
         jx_fail(c, JINJA_ERROR, "Can only get item pairs from a mapping.");

@@ -342,10 +342,21 @@ void *jx_alloc(jctx *c, size_t n);
 /* A new arena block of cap elements of size bytes holding old's first n:
  * how the engine's arrays grow (the old block stays in the arena). */
 void *jx_regrow(jctx *c, const void *old, size_t n, size_t cap, size_t size);
+/* Room for one more pair in two parallel arrays (a frame's names and
+ * values, a dict's keys and values) holding n of *cap: kp and vp are the
+ * arrays' addresses (T ** passed as void *), ksize and vsize their element
+ * sizes; both grow together, doubling from 4. */
+void jx_pairs_room(jctx *c, void *kp, size_t ksize, void *vp, size_t vsize, uint32_t n,
+                   uint32_t *cap);
+#define JX_PAIRS_ROOM(c, k, v, n, cap)                                                             \
+    jx_pairs_room((c), &(k), sizeof *(k), &(v), sizeof *(v), (n), &(cap))
 void jx_step(jctx *c);
 /* One level deeper (c->depth; the caller steps back): a LIMIT error
  * "<what> deeper than N" past jinja_limits.max_depth. */
 void jx_deeper(jctx *c, const char *what);
+/* Into node n (jx_eval, jx_exec): one step counted, one level deeper (the
+ * caller steps back), n's line the one an error names. */
+void jx_enter(jctx *c, const jnode *n);
 
 /* values (jinja_value.c) */
 jinja_val jv_str(jctx *c, const char *s, size_t n); /* copied */
@@ -474,6 +485,8 @@ jframe *jx_frame(jctx *c, jframe *parent);
  * i-th parameter (undefined when not given); TypeError naming fn on an
  * unknown keyword or too many positional arguments */
 void jx_args(jctx *c, const jargs *a, const char *fn, const char *const *names, jinja_val *out);
+/* jx_args for fn that takes no arguments: any given fails as jx_args says. */
+void jx_no_args(jctx *c, const jargs *a, const char *fn);
 bool jx_given(jinja_val v);
 int64_t jx_int_arg(jctx *c, jinja_val v, int64_t dflt, const char *what);
 

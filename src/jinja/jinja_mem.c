@@ -198,6 +198,24 @@ void *jx_regrow(jctx *c, const void *old, size_t n, size_t cap, size_t size) {
     return p;
 }
 
+/* jx_regrow on the array whose address is arrp (a T ** passed as void *),
+ * without aliasing the caller's T * as a void *. */
+static void regrow_at(jctx *c, void *arrp, uint32_t n, uint32_t cap, size_t size) {
+    void *old;
+    memcpy(&old, arrp, sizeof old);
+    void *p = jx_regrow(c, old, n, cap, size);
+    memcpy(arrp, &p, sizeof p);
+}
+
+void jx_pairs_room(jctx *c, void *kp, size_t ksize, void *vp, size_t vsize, uint32_t n,
+                   uint32_t *cap) {
+    if (n < *cap) return;
+    uint32_t grown = *cap ? *cap * 2 : 4;
+    regrow_at(c, kp, n, grown, ksize);
+    regrow_at(c, vp, n, grown, vsize);
+    *cap = grown;
+}
+
 jbuf *jb_new(jctx *c, size_t cap) {
     jbuf *b = jx_alloc(c, sizeof *b);
     b->cap = cap < 16 ? 16 : cap;
@@ -259,4 +277,10 @@ void jx_step(jctx *c) {
     if (++c->steps > c->run->lim.max_steps)
         jx_fail(c, JINJA_LIMIT, "the template took more than %llu steps",
                 (unsigned long long)c->run->lim.max_steps);
+}
+
+void jx_enter(jctx *c, const jnode *n) {
+    jx_step(c);
+    jx_deeper(c, "the template nests");
+    c->line = n->line;
 }

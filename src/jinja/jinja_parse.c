@@ -130,7 +130,7 @@ int32_t jp_sym(jparser *p, const char *s, size_t n) {
  * ------------------------------------------------------------------------- */
 
 static jnode *unary(jparser *p, bool with_filter);
-static jnode *postfix(jparser *p, jnode *n);
+static jnode *trailers(jparser *p, jnode *n, bool filters);
 
 static jnode *constant(jparser *p, uint32_t line, jinja_val v) {
     jnode *n = jp_node(p, N_CONST, line);
@@ -376,13 +376,22 @@ static jnode *call(jparser *p, jnode *fn) {
     return jp_args(p, n) ? NULL : n;
 }
 
-static jnode *postfix(jparser *p, jnode *n) {
+static jnode *test(jparser *p, jnode *input);
+
+/* The operators that may follow an expression, applied while they come:
+ * .attr, [key] and (args) after a primary (jinja2's parse_postfix), or with
+ * filters |filter, "is" test and (args) after a unary (parse_filter_expr). */
+static jnode *trailers(jparser *p, jnode *n, bool filters) {
     while (n) {
         const jtok *t = cur(p);
-        if (is_op(t, OP_DOT) || is_op(t, OP_LBRACKET))
-            n = subscript(p, n);
-        else if (is_op(t, OP_LPAREN))
+        if (is_op(t, OP_LPAREN))
             n = call(p, n);
+        else if (!filters && (is_op(t, OP_DOT) || is_op(t, OP_LBRACKET)))
+            n = subscript(p, n);
+        else if (filters && is_op(t, OP_PIPE))
+            n = jp_filter_chain(p, n, false);
+        else if (filters && jp_is_name(t, "is"))
+            n = test(p, n);
         else
             break;
     }
@@ -441,7 +450,7 @@ static jnode *test(jparser *p, jnode *input) {
                !jp_is_name(c, "else") && !jp_is_name(c, "or") && !jp_is_name(c, "and")) {
         if (jp_is_name(c, "is"))
             return jp_fail(p, TPS_EINVAL, "You cannot chain multiple tests with is"), NULL;
-        jnode *arg = postfix(p, primary(p));
+        jnode *arg = trailers(p, primary(p), false);
         uint32_t cap = 0;
         if (!add_kid(p, t, arg, &cap)) return NULL;
     }
@@ -450,21 +459,6 @@ static jnode *test(jparser *p, jnode *input) {
     if (!n) return NULL;
     n->op = OP_NOT;
     n->a = t;
-    return n;
-}
-
-static jnode *filter_expr(jparser *p, jnode *n) {
-    while (n) {
-        const jtok *t = cur(p);
-        if (is_op(t, OP_PIPE))
-            n = jp_filter_chain(p, n, false);
-        else if (jp_is_name(t, "is"))
-            n = test(p, n);
-        else if (is_op(t, OP_LPAREN))
-            n = call(p, n);
-        else
-            break;
-    }
     return n;
 }
 
@@ -485,8 +479,8 @@ static jnode *unary(jparser *p, bool with_filter) {
     } else {
         n = primary(p);
     }
-    n = postfix(p, n);
-    if (with_filter) n = filter_expr(p, n);
+    n = trailers(p, n, false);
+    if (with_filter) n = trailers(p, n, true);
     p->depth--;
     return n;
 }

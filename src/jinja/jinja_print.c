@@ -84,30 +84,59 @@ static void write_float(jctx *c, jbuf *b, double f) {
     jb_add(c, b, t, (size_t)n);
 }
 
+static void json_float(jctx *c, jbuf *b, double f) {
+    if (isnan(f))
+        jb_adds(c, b, "NaN");
+    else if (isinf(f))
+        jb_adds(c, b, f < 0 ? "-Infinity" : "Infinity");
+    else
+        write_float(c, b, f);
+}
+
+/* None, booleans and numbers, which str() and json.dumps write alike but
+ * for the spelling (None/null, True/true, nan/NaN). false, writing
+ * nothing, when v is none of these. */
+static bool write_scalar(jctx *c, jbuf *b, jinja_val v, bool json) {
+    switch (v.type) {
+    case JINJA_NONE:
+        jb_adds(c, b, json ? "null" : "None");
+        return true;
+    case JINJA_BOOL:
+        jb_adds(c, b, v.u.b ? (json ? "true" : "True") : (json ? "false" : "False"));
+        return true;
+    case JINJA_INT:
+        write_int(c, b, v.u.i);
+        return true;
+    case JINJA_FLOAT:
+        if (json)
+            json_float(c, b, v.u.f);
+        else
+            write_float(c, b, v.u.f);
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* ---------------------------------------------------------------------------
  * str() and repr()
  * ------------------------------------------------------------------------- */
 
-static void repr_str(jctx *c, jbuf *b, const char *s, size_t n) {
-    bool sq = memchr(s, '\'', n) != NULL, dq = memchr(s, '"', n) != NULL;
-    char quote = sq && !dq ? '"' : '\'';
-    jb_addc(c, b, quote);
-    size_t run = 0; /* bytes copied as they are, flushed together */
+/* How one code point is written: its escape into esc[0..cap) (the length
+ * returned), or 0 to copy it as it is. arg: the writer's own. */
+typedef int escape_fn(uint32_t cp, char *esc, size_t cap, const void *arg);
+
+/* s[0..n) into b with escape's escapes; the bytes between them, invalid
+ * UTF-8 included, copied as they are, each run at once. */
+static void write_escaped(jctx *c, jbuf *b, const char *s, size_t n, escape_fn *escape,
+                          const void *arg) {
+    size_t run = 0;
     for (size_t i = 0; i < n;) {
         size_t at = i;
-        uint32_t cp = utf8_next(s, n, &i);
-        char esc[12];
-        int k = 0;
-        if (cp == '\\' || cp == (uint32_t)quote)
-            k = snprintf(esc, sizeof esc, "\\%c", (char)cp);
-        else if (cp == '\n' || cp == '\r' || cp == '\t')
-            k = snprintf(esc, sizeof esc, "\\%c", cp == '\n' ? 'n' : cp == '\r' ? 'r' : 't');
-        else if (!cp_printable(cp))
-            k = snprintf(esc, sizeof esc,
-                         cp < 0x100     ? "\\x%02x"
-                         : cp < 0x10000 ? "\\u%04x"
-                                        : "\\U%08x",
-                         cp);
+        unsigned char ch = (unsigned char)s[i];
+        uint32_t cp = ch < 0x80 ? (i++, ch) : utf8_next(s, n, &i);
+        char esc[16];
+        int k = escape(cp, esc, sizeof esc, arg);
         if (!k) {
             run += i - at;
             continue;
@@ -117,6 +146,29 @@ static void repr_str(jctx *c, jbuf *b, const char *s, size_t n) {
         jb_add(c, b, esc, (size_t)k);
     }
     jb_add(c, b, s + n - run, run);
+}
+
+/* repr(): the quote (*arg) and backslash escaped, \n \r \t, and what
+ * Python does not print as \xXX, \uXXXX or \UXXXXXXXX */
+static int repr_escape(uint32_t cp, char *esc, size_t cap, const void *arg) {
+    char quote = *(const char *)arg;
+    if (cp == '\\' || cp == (uint32_t)quote) return snprintf(esc, cap, "\\%c", (char)cp);
+    if (cp == '\n' || cp == '\r' || cp == '\t')
+        return snprintf(esc, cap, "\\%c", cp == '\n' ? 'n' : cp == '\r' ? 'r' : 't');
+    if (!cp_printable(cp))
+        return snprintf(esc, cap,
+                        cp < 0x100     ? "\\x%02x"
+                        : cp < 0x10000 ? "\\u%04x"
+                                       : "\\U%08x",
+                        cp);
+    return 0;
+}
+
+static void repr_str(jctx *c, jbuf *b, const char *s, size_t n) {
+    bool sq = memchr(s, '\'', n) != NULL, dq = memchr(s, '"', n) != NULL;
+    char quote = sq && !dq ? '"' : '\'';
+    jb_addc(c, b, quote);
+    write_escaped(c, b, s, n, repr_escape, &quote);
     jb_addc(c, b, quote);
 }
 
@@ -153,18 +205,6 @@ static void write_map(jctx *c, jbuf *b, jinja_val v) {
 static void write_common(jctx *c, jbuf *b, jinja_val v) {
     jx_deeper(c, "values nested");
     switch (v.type) {
-    case JINJA_NONE:
-        jb_add(c, b, "None", 4);
-        break;
-    case JINJA_BOOL:
-        jb_adds(c, b, v.u.b ? "True" : "False");
-        break;
-    case JINJA_INT:
-        write_int(c, b, v.u.i);
-        break;
-    case JINJA_FLOAT:
-        write_float(c, b, v.u.f);
-        break;
     case JINJA_LIST:
         write_seq(c, b, v);
         break;
@@ -182,6 +222,7 @@ static void write_common(jctx *c, jbuf *b, jinja_val v) {
         jb_adds(c, b, v.sub == JFN_MACRO ? "<Macro>" : "<built-in function>");
         break;
     default:
+        write_scalar(c, b, v, false);
         break;
     }
     c->depth--;
@@ -213,27 +254,22 @@ jinja_val jv_to_str(jctx *c, jinja_val v) {
     return jb_val(b);
 }
 
+/* HTML: & < > " ' as entities */
+static int html_escape(uint32_t cp, char *esc, size_t cap, const void *arg) {
+    const char *e = cp == '&'    ? "&amp;"
+                    : cp == '<'  ? "&lt;"
+                    : cp == '>'  ? "&gt;"
+                    : cp == '"'  ? "&#34;"
+                    : cp == '\'' ? "&#39;"
+                                 : NULL;
+    return e ? snprintf(esc, cap, "%s", e) : 0;
+}
+
 jinja_val jv_escape(jctx *c, jinja_val v) {
     if (jv_is_markup(v)) return v;
     jinja_val s = jv_to_str(c, v);
     jbuf *b = jb_new(c, (size_t)s.n + 16);
-    size_t run = 0;
-    for (size_t i = 0; i < s.n; i++) {
-        const char *e = s.u.s[i] == '&'    ? "&amp;"
-                        : s.u.s[i] == '<'  ? "&lt;"
-                        : s.u.s[i] == '>'  ? "&gt;"
-                        : s.u.s[i] == '"'  ? "&#34;"
-                        : s.u.s[i] == '\'' ? "&#39;"
-                                           : NULL;
-        if (!e) {
-            run++;
-            continue;
-        }
-        jb_add(c, b, s.u.s + i - run, run);
-        run = 0;
-        jb_adds(c, b, e);
-    }
-    jb_add(c, b, s.u.s + s.n - run, run);
+    write_escaped(c, b, s.u.s, s.n, html_escape, NULL);
     return jv_markup(jb_val(b));
 }
 
@@ -241,48 +277,31 @@ jinja_val jv_escape(jctx *c, jinja_val v) {
  * json.dumps
  * ------------------------------------------------------------------------- */
 
-static void json_str(jctx *c, jbuf *b, const char *s, size_t n, bool ascii) {
-    jb_addc(c, b, '"');
-    size_t run = 0;
-    for (size_t i = 0; i < n;) {
-        size_t at = i;
-        unsigned char ch = (unsigned char)s[i];
-        uint32_t cp = ch < 0x80 ? (i++, ch) : utf8_next(s, n, &i);
-        char esc[16];
-        int k = 0;
-        if (cp == '"' || cp == '\\')
-            k = snprintf(esc, sizeof esc, "\\%c", (char)cp);
-        else if (cp == '\n' || cp == '\r' || cp == '\t' || cp == '\b' || cp == '\f')
-            k = snprintf(esc, sizeof esc, "\\%c",
-                         cp == '\n'   ? 'n'
-                         : cp == '\r' ? 'r'
-                         : cp == '\t' ? 't'
-                         : cp == '\b' ? 'b'
-                                      : 'f');
-        else if (cp < 0x20 || (ascii && cp >= 0x7F && cp < 0x10000))
-            k = snprintf(esc, sizeof esc, "\\u%04x", cp);
-        else if (ascii && cp >= 0x10000)
-            k = snprintf(esc, sizeof esc, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10),
-                         0xDC00 + ((cp - 0x10000) & 0x3FF));
-        if (!k) {
-            run += i - at;
-            continue;
-        }
-        jb_add(c, b, s + at - run, run);
-        run = 0;
-        jb_add(c, b, esc, (size_t)k);
-    }
-    jb_add(c, b, s + n - run, run);
-    jb_addc(c, b, '"');
+/* json.dumps: " and backslash, \n \r \t \b \f, other controls as \uXXXX,
+ * and with ensure_ascii (*arg) everything past ASCII, as surrogate pairs
+ * beyond the BMP */
+static int json_escape(uint32_t cp, char *esc, size_t cap, const void *arg) {
+    bool ascii = *(const bool *)arg;
+    if (cp == '"' || cp == '\\') return snprintf(esc, cap, "\\%c", (char)cp);
+    if (cp == '\n' || cp == '\r' || cp == '\t' || cp == '\b' || cp == '\f')
+        return snprintf(esc, cap, "\\%c",
+                        cp == '\n'   ? 'n'
+                        : cp == '\r' ? 'r'
+                        : cp == '\t' ? 't'
+                        : cp == '\b' ? 'b'
+                                     : 'f');
+    if (cp < 0x20 || (ascii && cp >= 0x7F && cp < 0x10000))
+        return snprintf(esc, cap, "\\u%04x", cp);
+    if (ascii && cp >= 0x10000)
+        return snprintf(esc, cap, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10),
+                        0xDC00 + ((cp - 0x10000) & 0x3FF));
+    return 0;
 }
 
-static void json_float(jctx *c, jbuf *b, double f) {
-    if (isnan(f))
-        jb_adds(c, b, "NaN");
-    else if (isinf(f))
-        jb_adds(c, b, f < 0 ? "-Infinity" : "Infinity");
-    else
-        write_float(c, b, f);
+static void json_str(jctx *c, jbuf *b, const char *s, size_t n, bool ascii) {
+    jb_addc(c, b, '"');
+    write_escaped(c, b, s, n, json_escape, &ascii);
+    jb_addc(c, b, '"');
 }
 
 static void json_newline(jctx *c, jbuf *b, const jjson_opts *o, uint32_t level) {
@@ -345,18 +364,6 @@ static void json_map(jctx *c, jbuf *b, jinja_val v, const jjson_opts *o, uint32_
 void jv_write_json(jctx *c, jbuf *b, jinja_val v, const jjson_opts *o, uint32_t level) {
     jx_deeper(c, "values nested");
     switch (v.type) {
-    case JINJA_NONE:
-        jb_add(c, b, "null", 4);
-        break;
-    case JINJA_BOOL:
-        jb_adds(c, b, v.u.b ? "true" : "false");
-        break;
-    case JINJA_INT:
-        write_int(c, b, v.u.i);
-        break;
-    case JINJA_FLOAT:
-        json_float(c, b, v.u.f);
-        break;
     case JINJA_STR:
         json_str(c, b, v.u.s, v.n, o->ensure_ascii);
         break;
@@ -383,7 +390,8 @@ void jv_write_json(jctx *c, jbuf *b, jinja_val v, const jjson_opts *o, uint32_t 
         }
         /* fall through */
     default:
-        jx_fail(c, JINJA_ERROR, "Object of type %s is not JSON serializable", jv_type_name(v));
+        if (!write_scalar(c, b, v, true))
+            jx_fail(c, JINJA_ERROR, "Object of type %s is not JSON serializable", jv_type_name(v));
     }
     c->depth--;
 }

@@ -38,12 +38,7 @@ void jx_bind(jctx *c, int32_t sym, jinja_val v) {
             f->val[i] = v;
             return;
         }
-    if (f->n == f->cap) {
-        uint32_t cap = f->cap ? f->cap * 2 : 4;
-        f->sym = jx_regrow(c, f->sym, f->n, cap, sizeof *f->sym);
-        f->val = jx_regrow(c, f->val, f->n, cap, sizeof *f->val);
-        f->cap = cap;
-    }
+    JX_PAIRS_ROOM(c, f->sym, f->val, f->n, f->cap);
     f->sym[f->n] = sym;
     f->val[f->n++] = v;
 }

@@ -15,12 +15,6 @@ static jinja_val one_arg(jctx *c, const jargs *a, const char *test) {
     return p[0];
 }
 
-static void no_args(jctx *c, const jargs *a, const char *test) {
-    static const char *const n[] = {NULL};
-    jinja_val p[1];
-    jx_args(c, a, test, n, p);
-}
-
 static bool int_parity(jctx *c, jinja_val v, int64_t mod, int64_t *rem) {
     if (v.type == JINJA_FLOAT) {
         *rem = (int64_t)fmod(v.u.f, (double)mod);
@@ -125,7 +119,7 @@ bool jx_test(jctx *c, int id, jinja_val v, const jargs *a) {
     }
     case T_ODD:
     case T_EVEN:
-        no_args(c, a, id == T_ODD ? "odd" : "even");
+        jx_no_args(c, a, id == T_ODD ? "odd" : "even");
         int_parity(c, v, 2, &rem);
         return id == T_ODD ? rem != 0 : rem == 0;
     case T_DIVISIBLEBY: {
@@ -138,16 +132,16 @@ bool jx_test(jctx *c, int id, jinja_val v, const jargs *a) {
         return same(v, one_arg(c, a, "sameas"));
     case T_LOWER:
     case T_UPPER:
-        no_args(c, a, "lower");
+        jx_no_args(c, a, "lower");
         return case_test(c, v, id == T_LOWER);
     case T_FILTER:
     case T_TEST:
-        no_args(c, a, "filter");
+        jx_no_args(c, a, "filter");
         if (v.type != JINJA_STR) return false;
         return id == T_FILTER ? jinja_filter_find(v.u.s, v.n) >= 0
                               : jinja_test_find(v.u.s, v.n) >= 0;
     default:
-        no_args(c, a, "test");
+        jx_no_args(c, a, "test");
         return type_test(id, v);
     }
 }

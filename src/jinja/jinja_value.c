@@ -67,12 +67,7 @@ void jv_map_put(jctx *c, jinja_val map, jinja_val key, jinja_val v) {
         m->v[at] = v;
         return;
     }
-    if (m->n == m->cap) {
-        uint32_t cap = m->cap ? m->cap * 2 : 4;
-        m->k = jx_regrow(c, m->k, m->n, cap, sizeof *m->k);
-        m->v = jx_regrow(c, m->v, m->n, cap, sizeof *m->v);
-        m->cap = cap;
-    }
+    JX_PAIRS_ROOM(c, m->k, m->v, m->n, m->cap);
     m->k[m->n] = key;
     m->v[m->n++] = v;
 }
@@ -379,6 +374,12 @@ void jx_args(jctx *c, const jargs *a, const char *fn, const char *const *names, 
             jx_fail(c, JINJA_ERROR, "%s() got multiple values for argument '%s'", fn, names[i]);
         out[i] = a->kwv[k];
     }
+}
+
+void jx_no_args(jctx *c, const jargs *a, const char *fn) {
+    static const char *const none[] = {NULL};
+    jinja_val unused[1];
+    jx_args(c, a, fn, none, unused);
 }
 
 int64_t jx_int_arg(jctx *c, jinja_val v, int64_t dflt, const char *what) {
