@@ -31,9 +31,7 @@ static int bad(oai_error *e, const char *param, const char *fmt, const char *det
 static int check_tool_calls(json_t *calls, size_t i, oai_error *e) {
     char param[48];
     snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
-    if (!json_is_array(calls))
-        return oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
-                             "%s must be an array", param);
+    if (!json_is_array(calls)) return oai_bad_type(e, param, "an array");
     size_t k;
     json_t *c;
     json_array_foreach(calls, k, c) {
@@ -60,25 +58,18 @@ static int parse_ids(json_t *arr, oai_request *r, oai_error *e) {
                              "prompt has %zu token ids; at most %u are accepted", n,
                              MAX_PROMPT_IDS);
     r->prompt_ids = malloc((n ? n : 1) * sizeof *r->prompt_ids);
-    if (!r->prompt_ids) return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    size_t i;
-    json_t *t;
-    json_array_foreach(arr, i, t) {
-        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX)
-            return oai_error_set(e, 400, "invalid_request_error", "prompt", "invalid_value",
-                                 "prompt[%zu] must be a non-negative token id", i);
-        r->prompt_ids[i] = (int32_t)json_integer_value(t);
-    }
+    if (!r->prompt_ids) return oai_oom(e);
+    int rc = oai_token_ids(arr, "prompt", "a non-negative token id", r->prompt_ids, e);
+    if (rc) return rc;
     r->n_prompt_ids = n;
     r->prompt_is_ids = true;
     return 0;
 }
 
 static int parse_prompt(json_t *o, oai_request *r, oai_error *e) {
-    json_t *p = json_object_get(o, "prompt");
-    if (!p || json_is_null(p))
-        return oai_error_set(e, 400, "invalid_request_error", "prompt",
-                             "missing_required_parameter", "prompt is required");
+    json_t *p;
+    int rc = oai_get_required(o, "prompt", &p, e);
+    if (rc) return rc;
     if (json_is_string(p)) {
         r->prompt = json_string_value(p);
         r->prompt_len = json_string_length(p);
@@ -124,9 +115,7 @@ static int parse_content(json_t *c, size_t i, sbuf *parts, const char **s, size_
         *len = json_string_length(c);
         return 0;
     }
-    if (!json_is_array(c))
-        return oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
-                             "%s must be a string or an array of content parts", param);
+    if (!json_is_array(c)) return oai_bad_type(e, param, "a string or an array of content parts");
     *off = parts->len;
     size_t k;
     json_t *part;
@@ -151,13 +140,11 @@ static int parse_content(json_t *c, size_t i, sbuf *parts, const char **s, size_
 }
 
 static int parse_messages(json_t *o, oai_request *r, oai_error *e) {
-    json_t *m = json_object_get(o, "messages");
-    if (!m || json_is_null(m))
-        return oai_error_set(e, 400, "invalid_request_error", "messages",
-                             "missing_required_parameter", "messages is required");
+    json_t *m;
+    int rc = oai_get_required(o, "messages", &m, e);
+    if (rc) return rc;
     if (!json_is_array(m) || json_array_size(m) == 0)
-        return oai_error_set(e, 400, "invalid_request_error", "messages", "invalid_value",
-                             "messages must be a non-empty array");
+        return oai_bad(e, "messages", "%s must be %s", "a non-empty array");
     size_t n = json_array_size(m);
     r->msgs = calloc(n, sizeof *r->msgs);
     r->msg_tool_calls = calloc(n, sizeof *r->msg_tool_calls);
@@ -165,9 +152,8 @@ static int parse_messages(json_t *o, oai_request *r, oai_error *e) {
     bool *joined = calloc(n, sizeof *joined);
     sbuf parts;
     sbuf_init(&parts);
-    int rc = 0;
     if (!r->msgs || !r->msg_tool_calls || !offs || !joined) {
-        rc = oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        rc = oai_oom(e);
         goto done;
     }
     size_t i;
@@ -176,16 +162,14 @@ static int parse_messages(json_t *o, oai_request *r, oai_error *e) {
         char param[48];
         snprintf(param, sizeof param, "messages[%zu]", i);
         if (!json_is_object(msg)) {
-            rc = oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
-                               "%s must be an object", param);
+            rc = oai_bad_type(e, param, "an object");
             goto done;
         }
         json_t *role = json_object_get(msg, "role");
         if (!json_is_string(role) || json_string_length(role) == 0 ||
             strlen(json_string_value(role)) != json_string_length(role)) {
             snprintf(param, sizeof param, "messages[%zu].role", i);
-            rc = oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
-                               "%s must be a non-empty string", param);
+            rc = oai_bad_type(e, param, "a non-empty string");
             goto done;
         }
         r->msgs[i].role = json_string_value(role);
@@ -200,8 +184,7 @@ static int parse_messages(json_t *o, oai_request *r, oai_error *e) {
             json_t *v = json_object_get(msg, text_fields[k]);
             if (v && !json_is_null(v) && !json_is_string(v)) {
                 snprintf(param, sizeof param, "messages[%zu].%s", i, text_fields[k]);
-                rc = oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
-                                   "%s must be a string", param);
+                rc = oai_bad_type(e, param, "a string");
                 goto done;
             }
         }

@@ -65,18 +65,14 @@ static int parse_response_format(json_t *rf, oai_request *r, oai_error *e) {
         return oai_bad(e, "response_format", "%s must be an object with a \"type\"%s", "");
     json_t *type = json_object_get(rf, "type");
     if (!json_is_string(type))
-        return oai_error_set(e, 400, "invalid_request_error", "response_format.type",
-                             "invalid_value",
-                             "response_format.type must be \"text\", \"json_object\" or "
-                             "\"json_schema\"");
+        return oai_bad(e, "response_format.type", "%s must be %s",
+                       "\"text\", \"json_object\" or \"json_schema\"");
     const char *t = json_string_value(type);
     if (!strcmp(t, "text")) return 0;
     json_t *schema = json_object_get(rf, "schema");
     if (!strcmp(t, "json_object") && schema && !json_is_null(schema)) { /* llama-server's form */
         if (!json_is_object(schema))
-            return oai_error_set(e, 400, "invalid_request_error", "response_format.schema",
-                                 "invalid_value",
-                                 "response_format.schema must be a JSON schema object");
+            return oai_bad(e, "response_format.schema", "%s must be %s", "a JSON schema object");
         return schema_grammar(r, schema, "response_format.schema", e);
     }
     if (!strcmp(t, "json_object")) {
@@ -93,23 +89,17 @@ static int parse_response_format(json_t *rf, oai_request *r, oai_error *e) {
                              t);
     json_t *js = json_object_get(rf, "json_schema");
     if (!json_is_object(js))
-        return oai_error_set(e, 400, "invalid_request_error", "response_format.json_schema",
-                             "invalid_value",
-                             "response_format.json_schema must be an object {name, schema, "
-                             "strict}");
+        return oai_bad(e, "response_format.json_schema", "%s must be %s",
+                       "an object {name, schema, strict}");
     json_t *name = json_object_get(js, "name"), *strict = json_object_get(js, "strict");
     if (name && !json_is_null(name) && !json_is_string(name))
-        return oai_error_set(e, 400, "invalid_request_error", "response_format.json_schema.name",
-                             "invalid_type", "response_format.json_schema.name must be a string");
+        return oai_bad_type(e, "response_format.json_schema.name", "a string");
     if (strict && !json_is_null(strict) && !json_is_boolean(strict))
-        return oai_error_set(e, 400, "invalid_request_error", "response_format.json_schema.strict",
-                             "invalid_type",
-                             "response_format.json_schema.strict must be a boolean");
+        return oai_bad_type(e, "response_format.json_schema.strict", "a boolean");
     schema = json_object_get(js, "schema");
     if (!json_is_object(schema))
-        return oai_error_set(e, 400, "invalid_request_error", "response_format.json_schema.schema",
-                             "invalid_value",
-                             "response_format.json_schema.schema must be a JSON schema object");
+        return oai_bad(e, "response_format.json_schema.schema", "%s must be %s",
+                       "a JSON schema object");
     /* strict or not, the output is held to the schema: there is no weaker mode */
     return schema_grammar(r, schema, "response_format.json_schema.schema", e);
 }

@@ -52,6 +52,11 @@ int oai_bad(oai_error *e, const char *param, const char *fmt, const char *detail
                          detail);
 }
 
+int oai_bad_type(oai_error *e, const char *param, const char *must_be) {
+    return oai_error_set(e, 400, "invalid_request_error", param, "invalid_type", "%s must be %s",
+                         param, must_be);
+}
+
 int oai_oom(oai_error *e) {
     return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
 }
@@ -96,4 +101,37 @@ int oai_get_float(json_t *o, const char *key, float *out, oai_error *e) {
     int rc = oai_get_num(o, key, &d, e);
     if (rc == 0) *out = (float)d;
     return rc;
+}
+
+int oai_get_required(json_t *o, const char *key, json_t **out, oai_error *e) {
+    *out = json_object_get(o, key);
+    if (*out && !json_is_null(*out)) return 0;
+    return oai_error_set(e, 400, "invalid_request_error", key, "missing_required_parameter",
+                         "%s is required", key);
+}
+
+int oai_get_list(json_t *o, const char *key, bool object, const char *must_be, const char *units,
+                 size_t max, json_t **out, oai_error *e) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 1;
+    if (object ? !json_is_object(v) : !json_is_array(v))
+        return oai_bad(e, key, "%s must be %s", must_be);
+    size_t n = object ? json_object_size(v) : json_array_size(v);
+    if (n > max)
+        return oai_error_set(e, 400, "invalid_request_error", key, "invalid_value",
+                             "%s has %zu %s; at most %zu", key, n, units, max);
+    *out = v;
+    return 0;
+}
+
+int oai_token_ids(json_t *arr, const char *param, const char *must_be, int32_t *out, oai_error *e) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(arr, i, t) {
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX)
+            return oai_error_set(e, 400, "invalid_request_error", param, "invalid_value",
+                                 "%s[%zu] must be %s", param, i, must_be);
+        out[i] = (int32_t)json_integer_value(t);
+    }
+    return 0;
 }

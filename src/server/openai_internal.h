@@ -27,8 +27,19 @@ int oai_get_bool(json_t *o, const char *key, bool *out, oai_error *e);
 int oai_get_num(json_t *o, const char *key, double *out, oai_error *e);
 int oai_get_int(json_t *o, const char *key, json_int_t *out, oai_error *e);
 int oai_get_float(json_t *o, const char *key, float *out, oai_error *e);
+/* Any value at key, as it is: 0, or a 400 missing_required_parameter. */
+int oai_get_required(json_t *o, const char *key, json_t **out, oai_error *e);
+/* An array (object: an object) of at most max entries at key; the 400s
+ * say "KEY must be <must_be>" and "KEY has N <units>; at most MAX". */
+int oai_get_list(json_t *o, const char *key, bool object, const char *must_be, const char *units,
+                 size_t max, json_t **out, oai_error *e);
+/* The elements of the array arr as token ids (integers in [0, INT32_MAX])
+ * into out (room for them all): 0, or a 400 "PARAM[i] must be <must_be>". */
+int oai_token_ids(json_t *arr, const char *param, const char *must_be, int32_t *out, oai_error *e);
 /* A 400 invalid_value for param; fmt has two %s: param and detail. */
 int oai_bad(oai_error *e, const char *param, const char *fmt, const char *detail);
+/* A 400 invalid_type for param: "PARAM must be <must_be>". */
+int oai_bad_type(oai_error *e, const char *param, const char *must_be);
 /* The 500 for a failed allocation. */
 int oai_oom(oai_error *e);
 

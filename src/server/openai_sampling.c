@@ -178,22 +178,12 @@ static int parse_max_tokens(json_t *o, oai_request *r, oai_error *e) {
 /* stop_token_ids (vLLM): token ids that end a choice like end-of-generation
  * (not output). Checked against the vocabulary by the server. */
 static int parse_stop_ids(json_t *o, oai_request *r, oai_error *e) {
-    json_t *v = json_object_get(o, "stop_token_ids");
-    if (!v || json_is_null(v)) return 0;
-    if (!json_is_array(v))
-        return oai_bad(e, "stop_token_ids", "%s must be %s", "an array of token ids");
-    if (json_array_size(v) > OAI_MAX_STOP_IDS)
-        return oai_error_set(e, 400, "invalid_request_error", "stop_token_ids", "invalid_value",
-                             "stop_token_ids has %zu ids; at most %d", json_array_size(v),
-                             OAI_MAX_STOP_IDS);
-    size_t i;
-    json_t *t;
-    json_array_foreach(v, i, t) {
-        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX)
-            return oai_error_set(e, 400, "invalid_request_error", "stop_token_ids", "invalid_value",
-                                 "stop_token_ids[%zu] must be a token id", i);
-        r->stop_ids[r->n_stop_ids++] = (int32_t)json_integer_value(t);
-    }
+    json_t *v;
+    int rc = oai_get_list(o, "stop_token_ids", false, "an array of token ids", "ids",
+                          OAI_MAX_STOP_IDS, &v, e);
+    if (rc) return rc < 0 ? rc : 0;
+    if ((rc = oai_token_ids(v, "stop_token_ids", "a token id", r->stop_ids, e))) return rc;
+    r->n_stop_ids = json_array_size(v);
     return 0;
 }
 
@@ -227,14 +217,11 @@ static int parse_output_options(json_t *o, oai_request *r, oai_error *e) {
  * biases in [-100, 100]. The vocabulary bound is checked by the server
  * (it knows the model). */
 static int parse_logit_bias(json_t *o, oai_request *r, oai_error *e) {
-    json_t *lb = json_object_get(o, "logit_bias");
-    if (!lb || json_is_null(lb)) return 0;
-    if (!json_is_object(lb))
-        return oai_bad(e, "logit_bias", "%s must be an object mapping token ids to biases%s", "");
+    json_t *lb;
+    int rc = oai_get_list(o, "logit_bias", true, "an object mapping token ids to biases", "entries",
+                          SAMPLER_MAX_LOGIT_BIAS, &lb, e);
+    if (rc) return rc < 0 ? rc : 0;
     size_t n = json_object_size(lb);
-    if (n > SAMPLER_MAX_LOGIT_BIAS)
-        return oai_error_set(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
-                             "logit_bias has %zu entries; at most %d", n, SAMPLER_MAX_LOGIT_BIAS);
     if (!n) return 0;
     r->logit_bias = calloc(n, sizeof *r->logit_bias);
     if (!r->logit_bias) return oai_oom(e);
