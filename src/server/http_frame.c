@@ -299,45 +299,6 @@ static http_frame_ev value_byte(http_frame *f, uint8_t c) {
     return HTTP_FRAME_MORE;
 }
 
-/* One byte of a header block or trailer. */
-static http_frame_ev head_byte(http_frame *f, uint8_t c) {
-    if (++f->head_bytes > f->max_header_bytes)
-        return fail(f, 431, "the request's headers are over %zu bytes (--max-header-bytes)",
-                    f->max_header_bytes);
-    if (c == '\n' && f->state != S_LF && f->state != S_END_LF)
-        return fail(f, 400, "a bare LF: lines end in CRLF");
-    switch (f->state) {
-    case S_METHOD:
-        return method_byte(f, c);
-    case S_TARGET0:
-        if (c != '/') return fail(f, 400, "the request target must be a path starting with /");
-        f->state = S_TARGET;
-        f->path[0] = '/';
-        f->path[1] = 0;
-        f->tok_len = 1;
-        return HTTP_FRAME_MORE;
-    case S_TARGET:
-        return target_byte(f, c);
-    case S_VERSION:
-        return version_byte(f, c);
-    case S_LF:
-        if (c != '\n') return fail(f, 400, "a bare CR: lines end in CRLF");
-        f->state = S_LINE;
-        return HTTP_FRAME_MORE;
-    case S_LINE:
-        return line_start_byte(f, c);
-    case S_NAME:
-        return name_byte(f, c);
-    case S_OWS:
-    case S_VALUE:
-        return value_byte(f, c);
-    case S_END_LF:
-        if (c != '\n') return fail(f, 400, "a bare CR: lines end in CRLF");
-        return f->trailer ? end_request(f) : head_done(f);
-    }
-    return fail(f, 500, "framing state %d", f->state);
-}
-
 /* Up to avail bytes of a Content-Length body or a chunk's data, all taken
  * at once; *took says how many. */
 static http_frame_ev body_bytes(http_frame *f, size_t avail, size_t *took) {
@@ -403,6 +364,44 @@ static http_frame_ev data_lf_byte(http_frame *f, uint8_t c) {
     return HTTP_FRAME_MORE;
 }
 
+/* The states whose byte one function reads; the rest of the request line
+ * and header states are read in head_byte. */
+static http_frame_ev (*const STEP[S_ERROR + 1])(http_frame *, uint8_t) = {
+    [S_METHOD] = method_byte,     [S_TARGET] = target_byte,
+    [S_VERSION] = version_byte,   [S_LINE] = line_start_byte,
+    [S_NAME] = name_byte,         [S_OWS] = value_byte,
+    [S_VALUE] = value_byte,       [S_CHUNK_SIZE] = chunk_size_byte,
+    [S_CHUNK_LF] = chunk_size_lf, [S_DATA_CR] = data_cr_byte,
+    [S_DATA_LF] = data_lf_byte,
+};
+
+/* One byte of a header block or trailer. */
+static http_frame_ev head_byte(http_frame *f, uint8_t c) {
+    if (++f->head_bytes > f->max_header_bytes)
+        return fail(f, 431, "the request's headers are over %zu bytes (--max-header-bytes)",
+                    f->max_header_bytes);
+    if (c == '\n' && f->state != S_LF && f->state != S_END_LF)
+        return fail(f, 400, "a bare LF: lines end in CRLF");
+    if (STEP[f->state]) return STEP[f->state](f, c);
+    switch (f->state) {
+    case S_TARGET0:
+        if (c != '/') return fail(f, 400, "the request target must be a path starting with /");
+        f->state = S_TARGET;
+        f->path[0] = '/';
+        f->path[1] = 0;
+        f->tok_len = 1;
+        return HTTP_FRAME_MORE;
+    case S_LF:
+        if (c != '\n') return fail(f, 400, "a bare CR: lines end in CRLF");
+        f->state = S_LINE;
+        return HTTP_FRAME_MORE;
+    case S_END_LF:
+        if (c != '\n') return fail(f, 400, "a bare CR: lines end in CRLF");
+        return f->trailer ? end_request(f) : head_done(f);
+    }
+    return fail(f, 500, "framing state %d", f->state);
+}
+
 http_frame_ev http_frame_feed(http_frame *f, const uint8_t *p, size_t n, size_t *used) {
     size_t i = 0;
     http_frame_ev ev = HTTP_FRAME_MORE;
@@ -436,25 +435,9 @@ http_frame_ev http_frame_feed(http_frame *f, const uint8_t *p, size_t n, size_t 
             i += took;
             continue;
         }
-        case S_CHUNK_SIZE:
-            i++;
-            ev = chunk_size_byte(f, c);
-            continue;
-        case S_CHUNK_LF:
-            i++;
-            ev = chunk_size_lf(f, c);
-            continue;
-        case S_DATA_CR:
-            i++;
-            ev = data_cr_byte(f, c);
-            continue;
-        case S_DATA_LF:
-            i++;
-            ev = data_lf_byte(f, c);
-            continue;
         default:
             i++;
-            ev = head_byte(f, c);
+            ev = f->state < S_BODY ? head_byte(f, c) : STEP[f->state](f, c);
         }
     }
     *used = i;

@@ -479,6 +479,15 @@ static int visit_object(gen *g, const json_t *schema, const char *hint, const ch
     return rc;
 }
 
+/* The rule for schema as type t (the bit 1 << t): object, array, string
+ * and integer with their keywords; number, boolean and null the primitive
+ * of that name. */
+static int visit_type(gen *g, const json_t *schema, int t, const char *hint, const char **out) {
+    static int (*const VISIT[7])(gen *, const json_t *, const char *, const char **) = {
+        visit_object, visit_array, visit_string, visit_integer};
+    return VISIT[t] ? VISIT[t](g, schema, hint, out) : js_prim_result(g, js_type_names[t], out);
+}
+
 static int visit(gen *g, const json_t *schema, const char *hint, const char **out) {
     if (json_is_true(schema) || (json_is_object(schema) && !json_object_size(schema)))
         return js_prim_result(g, "value", out);
@@ -521,29 +530,7 @@ static int visit(gen *g, const json_t *schema, const char *hint, const char **ou
                     char h[96];
                     snprintf(h, sizeof h, "%.48s%s%s", hint, mask & (mask - 1) ? "-" : "",
                              mask & (mask - 1) ? js_type_names[t] : "");
-                    switch (1 << t) {
-                    case T_OBJ:
-                        rc = visit_object(g, schema, h, &last);
-                        break;
-                    case T_ARR:
-                        rc = visit_array(g, schema, h, &last);
-                        break;
-                    case T_STR:
-                        rc = visit_string(g, schema, h, &last);
-                        break;
-                    case T_INT:
-                        rc = visit_integer(g, schema, h, &last);
-                        break;
-                    case T_NUM:
-                        rc = js_prim_result(g, "number", &last);
-                        break;
-                    case T_BOOL:
-                        rc = js_prim_result(g, "boolean", &last);
-                        break;
-                    default:
-                        rc = js_prim_result(g, "null", &last);
-                        break;
-                    }
+                    rc = visit_type(g, schema, t, h, &last);
                     if (!rc) sbuf_printf(&b, "%s%s", n++ ? " | " : "", last);
                 }
                 if (!rc && n == 1)

@@ -351,34 +351,43 @@ static uint32_t count_class(const server *s, const conn_slot *c, int klass, bool
     return n;
 }
 
+/* Room for c among the general connections of its address (per_addr) or
+ * of all, at most limit of them (0: no limit); when they are full, an idle
+ * keep-alive one of that set is shed to make it. 0 when there is room,
+ * else how many hold the slots (the refusal is the caller's). */
+static uint32_t over_limit(server *s, conn_slot *c, bool per_addr, uint32_t limit) {
+    if (!limit) return 0;
+    uint32_t n = count_class(s, c, CONN_GENERAL, per_addr);
+    if (n < limit) return 0;
+    conn_slot *o = pick_shed(s, per_addr ? c : NULL, false, CONN_GENERAL, per_addr, c);
+    if (!o) return n;
+    shed(o, false);
+    return 0;
+}
+
 /* A general slot for c: over the address's share or the whole, an idle
  * keep-alive connection (the address's own for its share) is shed first. */
 static bool admit_general(server *s, conn_slot *c) {
     char msg[192];
+    int status = 0;
     uint32_t per = server_conns_per_client(s), max = s->cfg.max_connections;
-    if (per && count_class(s, c, CONN_GENERAL, true) >= per) {
-        conn_slot *o = pick_shed(s, c, false, CONN_GENERAL, true, c);
-        if (!o) {
-            snprintf(msg, sizeof msg,
-                     "this address has %u connections with requests open; the server allows %u "
-                     "per client (--max-conns-per-client)",
-                     count_class(s, c, CONN_GENERAL, true), per);
-            server_conn_refuse(c, 429, msg);
-            return false;
-        }
-        shed(o, false);
+    uint32_t n = over_limit(s, c, true, per);
+    if (n) {
+        status = 429;
+        snprintf(msg, sizeof msg,
+                 "this address has %u connections with requests open; the server allows %u "
+                 "per client (--max-conns-per-client)",
+                 n, per);
+    } else if (over_limit(s, c, false, max)) {
+        status = 503;
+        snprintf(msg, sizeof msg,
+                 "the server has %u connections with requests open (--max-connections); "
+                 "only /health and /metrics are answered beyond them: retry shortly",
+                 max);
     }
-    if (max && count_class(s, c, CONN_GENERAL, false) >= max) {
-        conn_slot *o = pick_shed(s, NULL, false, CONN_GENERAL, false, c);
-        if (!o) {
-            snprintf(msg, sizeof msg,
-                     "the server has %u connections with requests open (--max-connections); "
-                     "only /health and /metrics are answered beyond them: retry shortly",
-                     max);
-            server_conn_refuse(c, 503, msg);
-            return false;
-        }
-        shed(o, false);
+    if (status) {
+        server_conn_refuse(c, status, msg);
+        return false;
     }
     c->klass = CONN_GENERAL;
     return true;

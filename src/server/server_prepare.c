@@ -276,21 +276,12 @@ static void prepare_body(work_job *j) {
     const char *body = (const char *)evbuffer_pullup(j->body, -1);
     size_t len = evbuffer_get_length(j->body);
     if (!body) body = "";
-    switch (j->kind) {
-    case WORK_COMPLETION:
-    case WORK_CHAT:
-        prepare_completion(j, body, len);
-        break;
-    case WORK_TOKENIZE:
-        prepare_tokenize(j, body, len);
-        break;
-    case WORK_DETOKENIZE:
-        prepare_detokenize(j, body, len);
-        break;
-    case WORK_APPLY_TEMPLATE:
-        prepare_apply(j, body, len);
-        break;
-    }
+    static void (*const PREPARE[])(work_job *, const char *, size_t) = {
+        [WORK_COMPLETION] = prepare_completion, [WORK_CHAT] = prepare_completion,
+        [WORK_TOKENIZE] = prepare_tokenize,     [WORK_DETOKENIZE] = prepare_detokenize,
+        [WORK_APPLY_TEMPLATE] = prepare_apply,
+    };
+    PREPARE[j->kind](j, body, len);
     /* the body is no longer needed: free it here, off the HTTP thread */
     evbuffer_free(j->body);
     j->body = NULL;

@@ -296,18 +296,29 @@ static void split_event(req_ctx *c, req_choice *ch, const engine_event *ev, spli
     *t = (sse_text){st->c, st->nc};
 }
 
-/* The thinking of one event: streamed as delta.reasoning_content, or kept
- * for the body. token and lp go with it when no answer text follows. */
-static void reasoning_out(req_ctx *c, req_choice *ch, const engine_event *ev, sse_text r,
-                          int32_t token, const sse_lp *lp) {
+/* How a piece of one choice's text is streamed (sse_write.h). */
+typedef void chunk_fn(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
+                      int32_t token, const sse_lp *lp, const tokenizer *tok);
+
+/* Text of one event: kept in keep for the body, or streamed as the one
+ * chunk that chunk writes, token and lp with it. */
+static void text_out(req_ctx *c, req_choice *ch, const engine_event *ev, sse_text t, sbuf *keep,
+                     chunk_fn *chunk, int32_t token, const sse_lp *lp) {
     if (!c->stream) {
-        sbuf_add(&ch->reasoning, r.p, r.n);
+        sbuf_add(keep, t.p, t.n);
         return;
     }
     sbuf_reset(&c->out);
     add_role_once(c, ch, ev->choice);
-    sse_chunk_reasoning(&c->out, &c->meta, ev->choice, r.p, r.n, token, lp, c->s->tok);
+    chunk(&c->out, &c->meta, ev->choice, t.p, t.n, token, lp, c->s->tok);
     write_chunk(c);
+}
+
+/* The thinking of one event: streamed as delta.reasoning_content, or kept
+ * for the body. token and lp go with it when no answer text follows. */
+static void reasoning_out(req_ctx *c, req_choice *ch, const engine_event *ev, sse_text r,
+                          int32_t token, const sse_lp *lp) {
+    text_out(c, ch, ev, r, &ch->reasoning, sse_chunk_reasoning, token, lp);
 }
 
 /* ---------------------------------------------------------------------------
@@ -330,14 +341,7 @@ static void content_out(req_ctx *c, req_choice *ch, const engine_event *ev, sse_
         write_chunk(c);
         return;
     }
-    if (!c->stream) {
-        sbuf_add(&ch->text, t.p, t.n);
-        return;
-    }
-    sbuf_reset(&c->out);
-    add_role_once(c, ch, ev->choice);
-    sse_chunk_text(&c->out, &c->meta, ev->choice, t.p, t.n, token, lp, c->s->tok);
-    write_chunk(c);
+    text_out(c, ch, ev, t, &ch->text, sse_chunk_text, token, lp);
 }
 
 static void on_token(req_ctx *c, const engine_event *ev) {

@@ -112,52 +112,37 @@ static void add_args(const char *arguments, sbuf *out) {
     json_decref(a);
 }
 
-/* The formats whose name stands outside the JSON. */
+/* The formats whose name stands outside the JSON, as each writes a call:
+ * what opens the first call (later: each one after it), the head with the
+ * name at its %s, the tail after the arguments, what closes the last. */
+static const struct named_call_fmt {
+    const char *first, *later, *head, *tail, *last;
+} NAMED[TOOL_FMT_COUNT] = {
+    [TOOL_FMT_DEEPSEEK] = {DS_CALLS_BEGIN, "\n", DS_CALL_BEGIN "function" DS_SEP "%s\n```json\n",
+                           "\n```" DS_CALL_END, DS_CALLS_END},
+    [TOOL_FMT_DEEPSEEK_V31] = {DS_CALLS_BEGIN, "", DS_CALL_BEGIN "%s" DS_SEP, DS_CALL_END,
+                               DS_CALLS_END},
+    /* as the gpt-oss template writes an earlier call */
+    [TOOL_FMT_HARMONY] = {"", "",
+                          "<|start|>assistant " HARMONY_TO_FN
+                          "%s<|channel|>commentary json" HARMONY_MESSAGE,
+                          "<|call|>", ""},
+    [TOOL_FMT_KIMI] = {KIMI_SECTION_BEGIN, "", KIMI_CALL_BEGIN "functions.%s:0" KIMI_ARGS_BEGIN,
+                       KIMI_CALL_END, KIMI_SECTION_END},
+    [TOOL_FMT_MISTRAL_V11] = {"", "", MISTRAL_CALLS "%s" MISTRAL_ARGS, "", ""},
+    [TOOL_FMT_FUNCTIONARY] = {"", "", FUNC_OPEN "%s>", FUNC_CLOSE, ""},
+};
+
 static bool render_named_call(tool_format f, const char *name, const char *arguments, bool first,
                               bool last, sbuf *out) {
-    switch (f) {
-    case TOOL_FMT_DEEPSEEK:
-        sbuf_adds(out, first ? DS_CALLS_BEGIN DS_CALL_BEGIN "function" DS_SEP
-                             : "\n" DS_CALL_BEGIN "function" DS_SEP);
-        sbuf_adds(out, name);
-        sbuf_adds(out, "\n```json\n");
-        add_args(arguments, out);
-        sbuf_adds(out, "\n```" DS_CALL_END);
-        if (last) sbuf_adds(out, DS_CALLS_END);
-        return true;
-    case TOOL_FMT_DEEPSEEK_V31:
-        if (first) sbuf_adds(out, DS_CALLS_BEGIN);
-        sbuf_printf(out, DS_CALL_BEGIN "%s" DS_SEP, name);
-        add_args(arguments, out);
-        sbuf_adds(out, DS_CALL_END);
-        if (last) sbuf_adds(out, DS_CALLS_END);
-        return true;
-    case TOOL_FMT_HARMONY: /* as the gpt-oss template writes an earlier call */
-        sbuf_printf(
-            out, "<|start|>assistant " HARMONY_TO_FN "%s<|channel|>commentary json" HARMONY_MESSAGE,
-            name);
-        add_args(arguments, out);
-        sbuf_adds(out, "<|call|>");
-        return true;
-    case TOOL_FMT_KIMI:
-        if (first) sbuf_adds(out, KIMI_SECTION_BEGIN);
-        sbuf_printf(out, KIMI_CALL_BEGIN "functions.%s:0" KIMI_ARGS_BEGIN, name);
-        add_args(arguments, out);
-        sbuf_adds(out, KIMI_CALL_END);
-        if (last) sbuf_adds(out, KIMI_SECTION_END);
-        return true;
-    case TOOL_FMT_MISTRAL_V11:
-        sbuf_printf(out, MISTRAL_CALLS "%s" MISTRAL_ARGS, name);
-        add_args(arguments, out);
-        return true;
-    case TOOL_FMT_FUNCTIONARY:
-        sbuf_printf(out, FUNC_OPEN "%s>", name);
-        add_args(arguments, out);
-        sbuf_adds(out, FUNC_CLOSE);
-        return true;
-    default:
-        return false;
-    }
+    const struct named_call_fmt *t = (unsigned)f < TOOL_FMT_COUNT ? &NAMED[f] : NULL;
+    if (!t || !t->head) return false;
+    sbuf_adds(out, first ? t->first : t->later);
+    sbuf_printf(out, t->head, name);
+    add_args(arguments, out);
+    sbuf_adds(out, t->tail);
+    if (last) sbuf_adds(out, t->last);
+    return true;
 }
 
 void tools_render_call(tool_format f, const char *name, const char *arguments, bool first,

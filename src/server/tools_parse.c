@@ -83,6 +83,52 @@ static bool named_call(const char *name, size_t nl, const char *args, size_t lef
     return ok;
 }
 
+/* The calls in the JSON array at body[0..left) (what follows it is not
+ * read), {"name": N, "arguments": {...}} each, up to cap of them. */
+static size_t array_calls(const char *body, size_t left, tool_call *calls, size_t cap) {
+    json_t *a = json_loadb(body, left, JSON_DISABLE_EOF_CHECK, NULL);
+    size_t k = 0;
+    for (size_t i = 0; json_is_array(a) && i < json_array_size(a) && k < cap; i++) {
+        if (!call_from_json(json_array_get(a, i), &calls[k])) break;
+        k++;
+    }
+    json_decref(a);
+    return k;
+}
+
+/* The text after "to=functions." up to a blank, '<' or the end. */
+static size_t name_len(const char *p, const char *end) {
+    size_t k = 0;
+    while (p + k < end && p[k] != ' ' && p[k] != '<' && p[k] != '\n' && p[k] != ':' && p[k] != '>')
+        k++;
+    return k;
+}
+
+/* The calls OPEN id ARGS {...} OPEN id ARGS {...} ..., p at the first
+ * OPEN, up to cap of them: the name is the id whole (Mistral's
+ * [TOOL_CALLS]N[ARGS]), or with indexed_id (Kimi's functions.N:IDX) the
+ * part after "functions." up to the index. */
+static size_t marked_calls(const char *p, const char *end, const char *open, const char *args_mark,
+                           bool indexed_id, tool_call *calls, size_t cap) {
+    size_t k = 0;
+    while (p && k < cap) {
+        const char *id = p + strlen(open);
+        const char *args = tools_find(id, (size_t)(end - id), args_mark);
+        if (!args) break;
+        const char *name = id;
+        size_t nl = (size_t)(args - id);
+        if (indexed_id) {
+            if (nl > 10 && !memcmp(id, "functions.", 10)) name += 10;
+            nl = name_len(name, args);
+        }
+        args += strlen(args_mark);
+        if (!named_call(name, nl, args, (size_t)(end - args), &calls[k])) break;
+        k++;
+        p = tools_find(args, (size_t)(end - args), open);
+    }
+    return k;
+}
+
 /* [TOOL_CALLS] [{"name": N, "arguments": {...}}, ...], or the later
  * tokenizers' [TOOL_CALLS]N[ARGS]{...} for each call. */
 static size_t parse_mistral(const char *text, size_t n, tool_call *calls, size_t cap,
@@ -93,27 +139,8 @@ static size_t parse_mistral(const char *text, size_t n, tool_call *calls, size_t
     const char *body = p + strlen(MISTRAL_CALLS);
     while (body < end && *body == ' ')
         body++;
-    size_t k = 0;
-    if (body < end && *body == '[') {
-        json_t *a = json_loadb(body, (size_t)(end - body), JSON_DISABLE_EOF_CHECK, NULL);
-        for (size_t i = 0; json_is_array(a) && i < json_array_size(a) && k < cap; i++) {
-            if (!call_from_json(json_array_get(a, i), &calls[k])) break;
-            k++;
-        }
-        json_decref(a);
-        return k;
-    }
-    while (p && k < cap) {
-        const char *name = p + strlen(MISTRAL_CALLS);
-        const char *args = tools_find(name, (size_t)(end - name), MISTRAL_ARGS);
-        if (!args) break;
-        size_t nl = (size_t)(args - name);
-        args += strlen(MISTRAL_ARGS);
-        if (!named_call(name, nl, args, (size_t)(end - args), &calls[k])) break;
-        k++;
-        p = tools_find(args, (size_t)(end - args), MISTRAL_CALLS);
-    }
-    return k;
+    if (body < end && *body == '[') return array_calls(body, (size_t)(end - body), calls, cap);
+    return marked_calls(p, end, MISTRAL_CALLS, MISTRAL_ARGS, false, calls, cap);
 }
 
 /* Apriel: <tool_calls>[{"name": N, "arguments": {...}}, ...] */
@@ -123,14 +150,7 @@ static size_t parse_apriel(const char *text, size_t n, tool_call *calls, size_t 
     if (!p) return 0;
     *content_len = (size_t)(p - text);
     const char *body = p + strlen(APRIEL_OPEN);
-    json_t *a = json_loadb(body, n - (size_t)(body - text), JSON_DISABLE_EOF_CHECK, NULL);
-    size_t k = 0;
-    for (size_t i = 0; json_is_array(a) && i < json_array_size(a) && k < cap; i++) {
-        if (!call_from_json(json_array_get(a, i), &calls[k])) break;
-        k++;
-    }
-    json_decref(a);
-    return k;
+    return array_calls(body, n - (size_t)(body - text), calls, cap);
 }
 
 /* One DeepSeek call after <｜tool▁call▁begin｜> (body[0..n)): R1's
@@ -170,14 +190,6 @@ static size_t parse_deepseek(const char *text, size_t n, tool_call *calls, size_
         const char *next = end + strlen(DS_CALL_END);
         p = tools_find(next, n - (size_t)(next - text), DS_CALL_BEGIN);
     }
-    return k;
-}
-
-/* The text after "to=functions." up to a blank, '<' or the end. */
-static size_t name_len(const char *p, const char *end) {
-    size_t k = 0;
-    while (p + k < end && p[k] != ' ' && p[k] != '<' && p[k] != '\n' && p[k] != ':' && p[k] != '>')
-        k++;
     return k;
 }
 
@@ -223,20 +235,7 @@ static size_t parse_kimi(const char *text, size_t n, tool_call *calls, size_t ca
     const char *p = tools_find(text, n, KIMI_CALL_BEGIN);
     if (!p) return 0;
     *content_len = (size_t)((sec && sec < p ? sec : p) - text);
-    size_t k = 0;
-    while (p && k < cap) {
-        const char *id = p + strlen(KIMI_CALL_BEGIN);
-        const char *args = tools_find(id, (size_t)(end - id), KIMI_ARGS_BEGIN);
-        if (!args) break;
-        const char *name = id;
-        if ((size_t)(args - id) > 10 && !memcmp(id, "functions.", 10)) name += 10;
-        size_t nl = name_len(name, args);
-        args += strlen(KIMI_ARGS_BEGIN);
-        if (!named_call(name, nl, args, (size_t)(end - args), &calls[k])) break;
-        k++;
-        p = tools_find(args, (size_t)(end - args), KIMI_CALL_BEGIN);
-    }
-    return k;
+    return marked_calls(p, end, KIMI_CALL_BEGIN, KIMI_ARGS_BEGIN, true, calls, cap);
 }
 
 /* Functionary v3.1: <function=N>{...}</function> ... */
@@ -262,35 +261,16 @@ size_t tools_parse(tool_format f, const char *text, size_t n, tool_call *calls, 
                    size_t *content_len) {
     *content_len = n;
     if (!text) return 0;
-    size_t k;
-    switch (f) {
-    case TOOL_FMT_LLAMA3:
-        k = parse_llama3(text, n, calls, cap, content_len);
-        break;
-    case TOOL_FMT_MISTRAL:
-    case TOOL_FMT_MISTRAL_V11:
-        k = parse_mistral(text, n, calls, cap, content_len);
-        break;
-    case TOOL_FMT_DEEPSEEK:
-    case TOOL_FMT_DEEPSEEK_V31:
-        k = parse_deepseek(text, n, calls, cap, content_len);
-        break;
-    case TOOL_FMT_APRIEL:
-        k = parse_apriel(text, n, calls, cap, content_len);
-        break;
-    case TOOL_FMT_HARMONY:
-        k = parse_harmony(text, n, calls, cap, content_len);
-        break;
-    case TOOL_FMT_KIMI:
-        k = parse_kimi(text, n, calls, cap, content_len);
-        break;
-    case TOOL_FMT_FUNCTIONARY:
-        k = parse_functionary(text, n, calls, cap, content_len);
-        break;
-    default:
-        k = parse_hermes(text, n, calls, cap, content_len);
-        break;
-    }
+    typedef size_t parse_fn(const char *, size_t, tool_call *, size_t, size_t *);
+    static parse_fn *const PARSE[TOOL_FMT_COUNT] = {
+        [TOOL_FMT_LLAMA3] = parse_llama3,           [TOOL_FMT_MISTRAL] = parse_mistral,
+        [TOOL_FMT_MISTRAL_V11] = parse_mistral,     [TOOL_FMT_DEEPSEEK] = parse_deepseek,
+        [TOOL_FMT_DEEPSEEK_V31] = parse_deepseek,   [TOOL_FMT_APRIEL] = parse_apriel,
+        [TOOL_FMT_HARMONY] = parse_harmony,         [TOOL_FMT_KIMI] = parse_kimi,
+        [TOOL_FMT_FUNCTIONARY] = parse_functionary,
+    };
+    parse_fn *parse = (unsigned)f < TOOL_FMT_COUNT && PARSE[f] ? PARSE[f] : parse_hermes;
+    size_t k = parse(text, n, calls, cap, content_len);
     if (!k) *content_len = n; /* no call: all of it is content */
     return k;
 }
