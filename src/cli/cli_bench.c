@@ -29,9 +29,10 @@
  * itself is spec (bench_spec.h); the rest is what the command does with it. */
 typedef struct bench_cli {
     bench_spec spec;
-    const char *json_out, *csv_out;
+    const char *json_out;
+    result_out_opts out;
     opt_list headers; /* into spec.headers */
-    bool quiet, progress;
+    bool progress;
     bool find_max_rate;
     double goodput_target;
 } bench_cli;
@@ -145,6 +146,15 @@ static int header_check(void *dst, const char *v, char *why, size_t cap) {
 /* ---- the table -------------------------------------------------------------------------- */
 
 #define S(field) offsetof(bench_spec, field)
+
+/* --csv and --quiet (cli_rows.h): offsets into a result_out_opts. */
+const opt_row result_out_rows[] = {
+    {"--csv", .kind = OPT_STR, .off = offsetof(result_out_opts, csv_out), .metavar = "FILE",
+     .help = "headline figures as one CSV row"},
+    {"--quiet", .kind = OPT_FLAG, .off = offsetof(result_out_opts, quiet),
+     .help = "no summary on stdout"},
+    {0},
+};
 
 /* Rows tps plan shares (cli_rows.h): offsets into a bench_spec. */
 const opt_row bench_endpoint_rows[] = {
@@ -324,9 +334,7 @@ static const opt_row bench_rows[] = {
              "target's /metrics when it answers; off: none"},
     {"--json", .kind = OPT_STR, .off = B(json_out), .metavar = "FILE",
      .help = "the result (schema tps.bench.result v" STR(BENCH_RESULT_VERSION) ")"},
-    {"--csv", .kind = OPT_STR, .off = B(csv_out), .metavar = "FILE",
-     .help = "headline figures as one CSV row"},
-    {"--quiet", .kind = OPT_FLAG, .off = B(quiet), .help = "no summary on stdout"},
+    OPT_ROWS_AT(result_out_rows, B(out)),
     {"--no-progress", .kind = OPT_FLAG_OFF, .off = B(progress),
      .help = "no progress bar (drawn on stderr only when a tty)"},
     {"-v", .kind = OPT_SET_INT, .off = B(spec.cfg.verbose), .set = 1,
@@ -398,20 +406,31 @@ static int check_workload_flags(const workload_opts *wo, const bench_config *cfg
 
 /* ---- merge ------------------------------------------------------------------------------ */
 
+/* The results at paths[0..n) into r[0..n): 0, or 1 with the failure said
+ * on stderr under prog and nothing left to free. */
+static int read_results(const char *prog, const char *const *paths, size_t n, bench_result *r) {
+    tps_err e = {{0}};
+    for (size_t i = 0; i < n; i++)
+        if (result_read_json(&r[i], paths[i], &e)) {
+            fprintf(stderr, "%s: %s\n", prog, e.msg);
+            while (i--)
+                result_free(&r[i]);
+            return 1;
+        }
+    return 0;
+}
+
 typedef struct merge_cli {
-    const char *json_out, *csv_out;
+    const char *json_out;
+    result_out_opts out;
     const char *file_buf[256];
     opt_list files;
-    bool quiet;
 } merge_cli;
 
 static const opt_row merge_rows[] = {
     {"--json", .kind = OPT_STR, .off = offsetof(merge_cli, json_out), .metavar = "FILE",
      .help = "the merged result"},
-    {"--csv", .kind = OPT_STR, .off = offsetof(merge_cli, csv_out), .metavar = "FILE",
-     .help = "headline figures as one CSV row"},
-    {"--quiet", .kind = OPT_FLAG, .off = offsetof(merge_cli, quiet),
-     .help = "no summary on stdout"},
+    OPT_ROWS_AT(result_out_rows, offsetof(merge_cli, out)),
     {.kind = OPT_REST, .off = offsetof(merge_cli, files)},
     {0},
 };
@@ -435,12 +454,9 @@ static int bench_merge(int argc, char **argv) {
         fprintf(stderr, "tps bench merge: give result files to merge\n");
         return 2;
     }
-    tps_err e = {{0}};
     bench_result acc;
-    if (result_read_json(&acc, m.files.v[0], &e)) {
-        fprintf(stderr, "tps bench merge: %s\n", e.msg);
-        return 1;
-    }
+    if (read_results(merge_cmd.prog, m.files.v, 1, &acc)) return 1;
+    tps_err e = {{0}};
     for (size_t i = 1; i < m.files.n; i++) {
         bench_result r;
         if (result_read_json(&r, m.files.v[i], &e) || result_merge(&acc, &r, &e)) {
@@ -451,14 +467,9 @@ static int bench_merge(int argc, char **argv) {
         result_free(&r);
     }
     int rc = 0;
-    if (!m.quiet) report_print(stdout, &acc);
+    if (!m.out.quiet) report_print(stdout, &acc);
     if (m.json_out && result_write_json(&acc, m.json_out, &e)) rc = 1;
-    if (m.csv_out) {
-        FILE *fp = fopen(m.csv_out, "w");
-        if (!fp || result_write_csv(&acc, fp, &e))
-            rc = 1, snprintf(e.msg, sizeof e.msg, "cannot write '%s'", m.csv_out);
-        if (fp) fclose(fp);
-    }
+    if (m.out.csv_out && result_write_csv_file(&acc, m.out.csv_out, &e)) rc = 1;
     if (rc) fprintf(stderr, "tps bench merge: %s\n", e.msg);
     result_free(&acc);
     return rc;
@@ -501,19 +512,11 @@ static int bench_compare(int argc, char **argv) {
         fprintf(stderr, "tps bench compare: give two result files, A and B (got %zu)\n", c.files.n);
         return 2;
     }
+    bench_result ab[2];
+    if (read_results(compare_cmd.prog, c.files.v, 2, ab)) return 1;
     tps_err e = {{0}};
-    bench_result a, b;
-    if (result_read_json(&a, c.files.v[0], &e)) {
-        fprintf(stderr, "tps bench compare: %s\n", e.msg);
-        return 1;
-    }
-    if (result_read_json(&b, c.files.v[1], &e)) {
-        fprintf(stderr, "tps bench compare: %s\n", e.msg);
-        result_free(&a);
-        return 1;
-    }
     compare_out out;
-    int rc = compare_results(&out, &a, &b, &e) ? 1 : 0;
+    int rc = compare_results(&out, &ab[0], &ab[1], &e) ? 1 : 0;
     if (!rc) {
         compare_print(stdout, &out, c.files.v[0], c.files.v[1]);
         if (c.json_out) {
@@ -524,8 +527,8 @@ static int bench_compare(int argc, char **argv) {
         }
     }
     if (rc) fprintf(stderr, "tps bench compare: %s\n", e.msg);
-    result_free(&a);
-    result_free(&b);
+    result_free(&ab[0]);
+    result_free(&ab[1]);
     return rc;
 }
 
@@ -585,7 +588,7 @@ int cli_bench_parse_spec(bench_spec *out, int argc, char **argv) {
     bench_cli *b = malloc(sizeof *b);
     if (!b) return 1;
     int rc = bench_parse(b, argc, argv);
-    if (rc < 0 && (b->find_max_rate || b->json_out || b->csv_out)) {
+    if (rc < 0 && (b->find_max_rate || b->json_out || b->out.csv_out)) {
         fprintf(stderr, "tps bench: %s is for a run of its own, not one given to tps sweep\n",
                 b->find_max_rate ? "--find-max-rate"
                 : b->json_out    ? "--json"
@@ -681,18 +684,14 @@ static int bench_single(const bench_cli *b) {
         return 1;
     }
     int rc = 0;
-    if (!b->quiet) report_print(stdout, &res);
+    if (!b->out.quiet) report_print(stdout, &res);
     if (b->json_out && result_write_json(&res, b->json_out, &e)) {
         fprintf(stderr, "tps bench: %s\n", e.msg);
         rc = 1;
     }
-    if (b->csv_out) {
-        FILE *fp = fopen(b->csv_out, "w");
-        if (!fp || result_write_csv(&res, fp, &e)) {
-            fprintf(stderr, "tps bench: cannot write '%s'\n", b->csv_out);
-            rc = 1;
-        }
-        if (fp) fclose(fp);
+    if (b->out.csv_out && result_write_csv_file(&res, b->out.csv_out, &e)) {
+        fprintf(stderr, "tps bench: %s\n", e.msg);
+        rc = 1;
     }
     char why[256];
     if (bench_spec_verdict(&res, &b->spec, why, sizeof why)) {

@@ -28,9 +28,10 @@
 typedef struct plan_cli {
     bench_spec spec;  /* bench's rows count from here */
     engine_params ep; /* serve's engine rows count from here */
-    const char *model, *calibration, *chat_template, *json_out, *csv_out, *replay, *steps_out;
+    const char *model, *calibration, *chat_template, *json_out, *replay, *steps_out;
+    result_out_opts out;
     double bandwidth, int8_rate, fp32_rate;
-    bool quiet, find_max_rate;
+    bool find_max_rate;
     double goodput_target, replicas_for;
 } plan_cli;
 
@@ -85,9 +86,7 @@ static const opt_row plan_rows[] = {
              "capacity of one, then RATE split evenly over them, checked)"},
     {"--json", .kind = OPT_STR, .off = P(json_out), .metavar = "FILE",
      .help = "the predicted result (tps bench's schema, config.predicted true)"},
-    {"--csv", .kind = OPT_STR, .off = P(csv_out), .metavar = "FILE",
-     .help = "headline figures as one CSV row"},
-    {"--quiet", .kind = OPT_FLAG, .off = P(quiet), .help = "no summary on stdout"},
+    OPT_ROWS_AT(result_out_rows, P(out)),
     {"--steps", .kind = OPT_STR, .off = P(steps_out), .metavar = "FILE",
      .help = "every simulated step as a CSV line (t0, t1, t2 in ns;\n"
              "rows, prefill, decode, cached, logits, running, waiting, taken,\n"
@@ -183,13 +182,7 @@ static void print_stats(const plan_server *srv) {
 
 static int write_outputs(const bench_result *res, const plan_cli *p, tps_err *e) {
     if (p->json_out && result_write_json(res, p->json_out, e)) return 1;
-    if (p->csv_out) {
-        FILE *fp = fopen(p->csv_out, "w");
-        int bad = !fp || result_write_csv(res, fp, e);
-        if (fp) fclose(fp);
-        if (bad) return tps_fail(e, TPS_EIO, "cannot write '%s'", p->csv_out), 1;
-    }
-    return 0;
+    return p->out.csv_out && result_write_csv_file(res, p->out.csv_out, e) ? 1 : 0;
 }
 
 static int plan_single(const plan_cli *p, plan_server *srv) {
@@ -199,7 +192,7 @@ static int plan_single(const plan_cli *p, plan_server *srv) {
         fprintf(stderr, "tps plan: %s\n", e.msg);
         return 1;
     }
-    if (!p->quiet) {
+    if (!p->out.quiet) {
         report_print(stdout, &res);
         print_stats(srv);
     }
@@ -211,7 +204,7 @@ static int plan_single(const plan_cli *p, plan_server *srv) {
 
 static void print_probe(const capacity_probe *cp, size_t i, void *arg) {
     const plan_cli *p = arg;
-    if (!p->quiet) capacity_print_probe(stdout, cp, i);
+    if (!p->out.quiet) capacity_print_probe(stdout, cp, i);
 }
 
 /* The capacity search with the simulation as its probes; *max_rate. */
@@ -233,11 +226,11 @@ static int search(const plan_cli *p, plan_server *srv, double *max_rate, bool pr
     o.precision = 0.01;
     o.max_rate = 1e6;
     capacity_result r;
-    if (print && !p->quiet) capacity_print_header(stdout);
+    if (print && !p->out.quiet) capacity_print_header(stdout);
     rc = capacity_search(&r, &o, &cfg, &wl, print ? print_probe : NULL, (void *)p, e);
     if (!rc) {
         *max_rate = r.max_rate;
-        if (print && !p->quiet) capacity_print_answer(stdout, &r);
+        if (print && !p->out.quiet) capacity_print_answer(stdout, &r);
         if (print && p->json_out) rc = capacity_write_json(&r, &o, p->json_out, e);
         capacity_result_free(&r);
     }
@@ -251,7 +244,7 @@ static int plan_capacity(const plan_cli *p, plan_server *srv) {
     double max_rate = 0;
     int rc = search(p, srv, &max_rate, true, &e);
     if (rc) fprintf(stderr, "tps plan: %s\n", e.msg);
-    if (!rc && !p->quiet) printf("predicted by %s\n", srv->cost->source);
+    if (!rc && !p->out.quiet) printf("predicted by %s\n", srv->cost->source);
     return rc ? 1 : 0;
 }
 

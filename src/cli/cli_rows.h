@@ -17,6 +17,14 @@ extern const opt_row bench_shape_rows[];    /* --prefix-len ..., --turns, --thin
 extern const opt_row bench_limit_rows[];    /* --timeout, --idle-timeout */
 extern const opt_row bench_report_rows[];   /* --warmup, --cooldown, --window, --slo, --bin, ... */
 
+/* cli_bench.c, over a result_out_opts: what a command that ends in a bench
+ * result (tps bench, bench merge, plan) does with it besides --json */
+typedef struct result_out_opts {
+    const char *csv_out;
+    bool quiet;
+} result_out_opts;
+extern const opt_row result_out_rows[]; /* --csv, --quiet */
+
 /* cli_serve.c, over an engine_params (engine/engine.h) */
 extern const opt_row serve_engine_rows[]; /* --max-seqs ... --kv-prefault */
 

@@ -260,6 +260,38 @@ static void read_multi(sbuf *b, const rset_point *a, const rset_point *z) {
         cell(gap, sizeof gap, p, M_EGAP50, NULL));
 }
 
+/* A comparison in a reading: lead, then the ratio of metric m between the
+ * two points (what: how the figure is called) or, what NULL, its span. */
+typedef struct clause {
+    const char *lead, *what;
+    metric m;
+    const char *unit;
+} clause;
+
+/* The clauses in order; whether every ratio among them was measured. */
+static bool compare(sbuf *b, const rset_point *a, const rset_point *z, const clause *c, size_t n) {
+    bool measured = true;
+    for (size_t i = 0; i < n; i++) {
+        sbuf_adds(b, c[i].lead);
+        if (c[i].what)
+            measured = ratio(b, c[i].what, a, z, c[i].m, c[i].unit) && measured;
+        else
+            span(b, a, z, c[i].m, c[i].unit);
+    }
+    return measured;
+}
+#define COMPARE(b, a, z, ...)                                                                      \
+    compare((b), (a), (z), (const clause[]){__VA_ARGS__},                                          \
+            sizeof((const clause[]){__VA_ARGS__}) / sizeof(clause))
+
+/* A reading's end: ": WHY." when the figures allow a verdict (ok), else ".". */
+static void conclude(sbuf *b, bool ok, const char *why) {
+    if (ok)
+        sbuf_printf(b, ": %s.", why);
+    else
+        sbuf_adds(b, ".");
+}
+
 static void read_batch(sbuf *b, const rset_point *a, const rset_point *z) {
     double ca = atof(a->axis[SWEEP_CONCURRENCY]), cz = atof(z->axis[SWEEP_CONCURRENCY]);
     if (ca > 0 && cz > 0)
@@ -267,59 +299,39 @@ static void read_batch(sbuf *b, const rset_point *a, const rset_point *z) {
                     a->axis[SWEEP_CONCURRENCY], z->axis[SWEEP_CONCURRENCY]);
     else
         sbuf_printf(b, "From %s to %s gave ", a->label, z->label);
-    ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
-    sbuf_printf(b, " and ");
-    ratio(b, "ITL p50", a, z, M_ITL50, " ms");
-    sbuf_printf(b, "; TTFT p50 went ");
-    span(b, a, z, M_TTFT50, " ms");
+    COMPARE(b, a, z, {"", "output tok/s", M_OUT_TPS, ""}, {" and ", "ITL p50", M_ITL50, " ms"},
+            {"; TTFT p50 went ", NULL, M_TTFT50, " ms"});
     double t = shown(z, M_OUT_TPS) / shown(a, M_OUT_TPS);
-    if (isfinite(t) && ca > 0 && cz > ca)
-        sbuf_printf(b, ": batching %s.",
-                    t >= 0.9 * cz / ca
-                        ? "scaled the rate with the streams (the steps are not yet full)"
-                    : t > 1.1 ? "raised the rate, by less than the streams it added"
-                              : "did not raise the rate: the steps were already saturated");
-    else
-        sbuf_printf(b, ".");
+    conclude(b, isfinite(t) && ca > 0 && cz > ca,
+             t >= 0.9 * cz / ca
+                 ? "batching scaled the rate with the streams (the steps are not yet full)"
+             : t > 1.1 ? "batching raised the rate, by less than the streams it added"
+                       : "batching did not raise the rate: the steps were already saturated");
 }
 
 static void read_mix(sbuf *b, const rset_point *a, const rset_point *z) {
     sbuf_printf(b, "From %s to %s (prompt/output tokens), ", a->label, z->label);
-    ratio(b, "input tok/s", a, z, M_IN_TPS, "");
-    sbuf_printf(b, " and ");
-    ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
-    sbuf_printf(b, "; TTFT p50 went ");
-    span(b, a, z, M_TTFT50, " ms");
-    sbuf_printf(b, " and ITL p50 ");
-    span(b, a, z, M_ITL50, " ms");
+    COMPARE(b, a, z, {"", "input tok/s", M_IN_TPS, ""}, {" and ", "output tok/s", M_OUT_TPS, ""},
+            {"; TTFT p50 went ", NULL, M_TTFT50, " ms"}, {" and ITL p50 ", NULL, M_ITL50, " ms"});
     double o = shown(z, M_OUT_TPS) / shown(a, M_OUT_TPS);
     double i = shown(z, M_ITL50) - shown(a, M_ITL50);
-    if (isfinite(o) && isfinite(i))
-        sbuf_printf(b, ": %s.",
-                    o >= 1 ? "the output rate did not fall with the prompt share here"
-                    : i <= 0.5
-                        ? "the prompt-heavy window shows less generation throughput while each "
+    conclude(b, isfinite(o) && isfinite(i),
+             o >= 1     ? "the output rate did not fall with the prompt share here"
+             : i <= 0.5 ? "the prompt-heavy window shows less generation throughput while each "
                           "stream decodes no slower"
                         : "the prompt-heavy window shows less generation throughput, and its "
                           "prompts also slow the streams' decoding");
-    else
-        sbuf_printf(b, ".");
 }
 
 static void read_itl(sbuf *b, const rset_point *a, const rset_point *z) {
     sbuf_printf(b, "With long prompts arriving among the streams, %s against %s gave ", z->label,
                 a->label);
-    ratio(b, "ITL p99", a, z, M_ITL99, " ms");
-    sbuf_printf(b, " and ");
-    ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
+    COMPARE(b, a, z, {"", "ITL p99", M_ITL99, " ms"}, {" and ", "output tok/s", M_OUT_TPS, ""});
     double r = shown(z, M_ITL99) / shown(a, M_ITL99);
-    if (isfinite(r))
-        sbuf_printf(b, ": %s.",
-                    r < 0.9   ? "the streams' worst gaps shrank"
-                    : r > 1.1 ? "the streams' worst gaps grew"
-                              : "the streams' worst gaps barely changed");
-    else
-        sbuf_printf(b, ".");
+    conclude(b, isfinite(r),
+             r < 0.9   ? "the streams' worst gaps shrank"
+             : r > 1.1 ? "the streams' worst gaps grew"
+                       : "the streams' worst gaps barely changed");
 }
 
 static void read_prefix(sbuf *b, const rset_point *a, const rset_point *z) {
@@ -328,70 +340,55 @@ static void read_prefix(sbuf *b, const rset_point *a, const rset_point *z) {
         "On prompts sharing a prefix, %s against %s took the share of input served from the "
         "cache ",
         z->label, a->label);
-    span(b, a, z, M_CACHED, " %");
-    sbuf_printf(b, " and gave ");
-    ratio(b, "TTFT p50", a, z, M_TTFT50, " ms");
-    sbuf_printf(b, " and ");
-    ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
-    sbuf_printf(b, ".");
+    COMPARE(b, a, z, {"", NULL, M_CACHED, " %"}, {" and gave ", "TTFT p50", M_TTFT50, " ms"},
+            {" and ", "output tok/s", M_OUT_TPS, ""});
+    sbuf_adds(b, ".");
 }
 
 static void read_kv_type(sbuf *b, const rset_point *a, const rset_point *z) {
     sbuf_printf(b, "%s against %s gave ", z->label, a->label);
-    ratio(b, "MB read per output token", a, z, M_MB_TOK, "");
-    sbuf_printf(b, ", ");
-    ratio(b, "ITL p50", a, z, M_ITL50, " ms");
-    sbuf_printf(b, " and ");
-    ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
-    sbuf_printf(b, ".");
+    COMPARE(b, a, z, {"", "MB read per output token", M_MB_TOK, ""},
+            {", ", "ITL p50", M_ITL50, " ms"}, {" and ", "output tok/s", M_OUT_TPS, ""});
+    sbuf_adds(b, ".");
+}
+
+/* "On the same workload Z against A read <MB per token> and gave <tok/s>":
+ * whether both were measured. */
+static bool same_workload(sbuf *b, const rset_point *a, const rset_point *z) {
+    sbuf_printf(b, "On the same workload %s against %s read ", z->label, a->label);
+    return COMPARE(b, a, z, {"", "MB per output token", M_MB_TOK, ""},
+                   {" and gave ", "output tok/s", M_OUT_TPS, ""});
 }
 
 static void read_model(sbuf *b, const rset_point *a, const rset_point *z) {
-    sbuf_printf(b, "On the same workload %s against %s read ", z->label, a->label);
-    bool bytes = ratio(b, "MB per output token", a, z, M_MB_TOK, "");
-    sbuf_printf(b, " and gave ");
-    ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
-    sbuf_printf(b, "; the steps read ");
-    span(b, a, z, M_GBS, " GB/s");
-    sbuf_printf(b, ", ");
-    span(b, a, z, M_BW, " %");
-    sbuf_printf(b, " of the measured bandwidth");
+    bool measured = same_workload(b, a, z);
+    COMPARE(b, a, z, {"; the steps read ", NULL, M_GBS, " GB/s"}, {", ", NULL, M_BW, " %"});
+    sbuf_adds(b, " of the measured bandwidth");
     const char *flag = rset_point_bw_flag(z) ? rset_point_bw_flag(z) : rset_point_bw_flag(a);
     if (flag) sbuf_printf(b, " (! %s)", flag);
     double k = shown(z, M_OUT_TPS) / shown(a, M_OUT_TPS) * shown(z, M_MB_TOK) / shown(a, M_MB_TOK);
     /* k: the bigger model's bytes per second over the smaller's; 1 when
      * both steps stream weights at the same rate (bandwidth-bound) */
-    if (bytes && isfinite(k))
-        sbuf_printf(
-            b, ": %s.",
-            k >= 0.75 && k <= 1.33 ? "decode speed follows bytes per token (both read at about "
-                                     "the same GB/s)"
-            : k < 0.75 ? "the bigger model lost more speed than its bytes explain: its steps "
-                         "read fewer GB/s (bound by compute or overhead here)"
-                       : "the bigger model lost less speed than its bytes: the smaller one's "
-                         "steps do not reach the bandwidth (overhead-bound)");
-    else
-        sbuf_printf(b, ".");
+    conclude(b, measured && isfinite(k),
+             k >= 0.75 && k <= 1.33 ? "decode speed follows bytes per token (both read at about "
+                                      "the same GB/s)"
+             : k < 0.75 ? "the bigger model lost more speed than its bytes explain: its steps "
+                          "read fewer GB/s (bound by compute or overhead here)"
+                        : "the bigger model lost less speed than its bytes: the smaller one's "
+                          "steps do not reach the bandwidth (overhead-bound)");
 }
 
 static void read_active(sbuf *b, const rset_point *a, const rset_point *z) {
-    sbuf_printf(b, "On the same workload %s against %s read ", z->label, a->label);
-    bool bytes = ratio(b, "MB per output token", a, z, M_MB_TOK, "");
-    sbuf_printf(b, " and gave ");
-    ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
+    bool measured = same_workload(b, a, z);
     char ce[32];
     sbuf_printf(b, "; its steps ran %s experts a layer (of %.0f)",
                 cell(ce, sizeof ce, z, M_EXPERTS, NULL), z->srv.model_experts);
     double t = shown(z, M_OUT_TPS) / shown(a, M_OUT_TPS);
-    if (bytes && isfinite(t))
-        sbuf_printf(b, ": %s.",
-                    t >= 0.75
-                        ? "at about the same active size the mixture of experts decodes at about "
-                          "the dense model's speed, whatever its total size"
-                        : "the mixture of experts is slower than its active size alone explains: "
-                          "its steps run more experts than one token's, or routing costs show");
-    else
-        sbuf_printf(b, ".");
+    conclude(b, measured && isfinite(t),
+             t >= 0.75 ? "at about the same active size the mixture of experts decodes at about "
+                         "the dense model's speed, whatever its total size"
+                       : "the mixture of experts is slower than its active size alone explains: "
+                         "its steps run more experts than one token's, or routing costs show");
 }
 
 static void read_experts(sbuf *b, const rset_point *a, const rset_point *z) {
@@ -404,20 +401,15 @@ static void read_experts(sbuf *b, const rset_point *a, const rset_point *z) {
         sbuf_printf(b, "From %s to %s took the experts a step runs from ", a->label, z->label);
     span(b, a, z, M_EXPERTS, "");
     sbuf_printf(b, " a layer (of %.0f) and gave ", z->srv.model_experts);
-    ratio(b, "MB read per output token", a, z, M_MB_TOK, "");
-    sbuf_printf(b, " and ");
-    ratio(b, "output tok/s", a, z, M_OUT_TPS, "");
+    COMPARE(b, a, z, {"", "MB read per output token", M_MB_TOK, ""},
+            {" and ", "output tok/s", M_OUT_TPS, ""});
     double e = shown(z, M_EXPERTS) / shown(a, M_EXPERTS);
-    if (isfinite(e) && ca > 0 && cz > ca)
-        sbuf_printf(b, ": %s.",
-                    e >= 0.9 * cz / ca
-                        ? "the streams chose different experts, so each step read about "
-                          "as many more weights as it carried streams"
-                        : "streams shared experts, so a step read fewer weights than its "
-                          "streams times one token's: batching still pays, less than for "
-                          "a dense model");
-    else
-        sbuf_printf(b, ".");
+    conclude(b, isfinite(e) && ca > 0 && cz > ca,
+             e >= 0.9 * cz / ca ? "the streams chose different experts, so each step read about "
+                                  "as many more weights as it carried streams"
+                                : "streams shared experts, so a step read fewer weights than its "
+                                  "streams times one token's: batching still pays, less than for "
+                                  "a dense model");
 }
 
 static void (*const READERS[FP_PARTS])(sbuf *, const rset_point *, const rset_point *) = {

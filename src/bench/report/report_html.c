@@ -96,16 +96,11 @@ static void table(FILE *f, const rset *s) {
                     r->steady.tps.w.t1 / 1e9);
         else
             fputs("<td>-</td>", f);
-        td_ms(f, r->h[RH_TTFT], 50);
-        td_ms(f, r->h[RH_TTFT], 99);
-        td_ms(f, r->h[RH_ITL], 50);
-        td_ms(f, r->h[RH_ITL], 99);
-        td_ms(f, r->h[RH_ARRIVAL_GAP], 50);
-        td_ms(f, r->h[RH_E2E], 50);
-        td_ms(f, r->h[RH_E2E], 99);
-        if (p->has_server && p->srv.steps > 0)
-            fprintf(f, "<td>%.1f</td><td>%.1f</td>", p->srv.prompt_tokens / p->srv.steps,
-                    p->srv.generation_tokens / p->srv.steps);
+        for (size_t k = 0; k < RSET_MS_COLS; k++)
+            td_ms(f, r->h[rset_ms_cols[k].h], rset_ms_cols[k].pct);
+        double prefill, decode;
+        if (rset_point_step_tokens(p, &prefill, &decode))
+            fprintf(f, "<td>%.1f</td><td>%.1f</td>", prefill, decode);
         else
             fputs("<td>-</td><td>-</td>", f);
         double gbs = rset_point_gbs(p), frac = rset_point_bw_fraction(p);

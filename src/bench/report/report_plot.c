@@ -149,6 +149,18 @@ static void curve_blocks(FILE *f, const rset *s) {
     }
 }
 
+/* One series per curve g on the plot line. fmt takes, in order: the
+ * separator ("" first, then ", "), g's data block, its colour (g + 1), its
+ * label, the block and colour again, the label again (%.0s where it is not
+ * shown twice). */
+static void curve_series(FILE *f, const rset *s, const char *fmt) {
+    char gl[160];
+    for (size_t g = 0; g < s->ngroups; g++) {
+        group_label_gp(s, g, gl, sizeof gl);
+        fprintf(f, fmt, g ? ", " : "", g, g + 1, gl, g, g + 1, gl);
+    }
+}
+
 /* ---- the plots ------------------------------------------------------------------------------ */
 
 static int plot_throughput(rplot_list *l, const rset *s, const char *dir, tps_err *e) {
@@ -162,14 +174,10 @@ static int plot_throughput(rplot_list *l, const rset *s, const char *dir, tps_er
             "set title 'output tokens/s vs %s (solid: steady window of each point; dashed: run "
             "window)'\nset ylabel 'output tok/s'\nset yrange [0:*]\nplot ",
             s->xname);
-    for (size_t g = 0; g < s->ngroups; g++) {
-        group_label_gp(s, g, gl, sizeof gl);
-        fprintf(f,
-                "%s$g%zu using 1:3:xtic(2) with linespoints lw 2 pt 7 ps 1.2 lc %zu title "
-                "\"%s [steady]\", $g%zu using 1:4 with linespoints lw 1 dt 2 pt 6 lc %zu title "
-                "\"%s [run]\"",
-                g ? ", " : "", g, g + 1, gl, g, g + 1, gl);
-    }
+    curve_series(f, s,
+                 "%s$g%zu using 1:3:xtic(2) with linespoints lw 2 pt 7 ps 1.2 lc %zu title "
+                 "\"%s [steady]\", $g%zu using 1:4 with linespoints lw 1 dt 2 pt 6 lc %zu title "
+                 "\"%s [run]\"");
     fprintf(f, "\nset title 'latency (ms, completed requests, from the scheduled start; log "
                "scale)'\nset ylabel 'ms'\nset logscale y\nset yrange [*:*]\nplot ");
     static const char *const names[4] = {"TTFT p50", "TTFT p99", "ITL p50", "ITL p99"};
@@ -200,19 +208,14 @@ static int plot_latency_throughput(rplot_list *l, const rset *s, const char *dir
     FILE *f = rplot_script_open(dir, "latency_throughput", 960, 460, e);
     if (!f) return TPS_EIO;
     curve_blocks(f, s);
-    char gl[160];
     fprintf(f,
             "set title 'latency-throughput: ITL p99 vs output tokens/s (steady window; labels: "
             "%s)'\nset xlabel 'output tok/s [steady window]'\nset ylabel 'ITL p99 (ms, log "
             "scale)'\nset xrange [0:*]\nset logscale y\nplot ",
             s->xname);
-    for (size_t g = 0; g < s->ngroups; g++) {
-        group_label_gp(s, g, gl, sizeof gl);
-        fprintf(f,
-                "%s$g%zu using 9:8 with linespoints lw 2 pt 7 ps 1.2 lc %zu title \"%s\", $g%zu "
-                "using 9:8:2 with labels offset 1.2,0.8 tc lt %zu notitle",
-                g ? ", " : "", g, g + 1, gl, g, g + 1);
-    }
+    curve_series(f, s,
+                 "%s$g%zu using 9:8 with linespoints lw 2 pt 7 ps 1.2 lc %zu title \"%s\", $g%zu "
+                 "using 9:8:2 with labels offset 1.2,0.8 tc lt %zu notitle%.0s");
     fprintf(f, "\n");
     int rc = rplot_script_run(f, dir, "latency_throughput", e);
     if (!rc)

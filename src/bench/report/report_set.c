@@ -339,6 +339,18 @@ double rset_point_mb_per_token(const rset_point *p) {
     return (p->srv.weight_bytes + p->srv.kv_bytes) / p->srv.generation_tokens / 1e6;
 }
 
+bool rset_point_step_tokens(const rset_point *p, double *prefill, double *decode) {
+    if (!p->has_server || p->srv.steps <= 0) return false;
+    *prefill = p->srv.prompt_tokens / p->srv.steps;
+    *decode = p->srv.generation_tokens / p->srv.steps;
+    return true;
+}
+
+const rset_ms_col rset_ms_cols[RSET_MS_COLS] = {
+    {RH_TTFT, 50, false},       {RH_TTFT, 99, false}, {RH_ITL, 50, false}, {RH_ITL, 99, false},
+    {RH_ARRIVAL_GAP, 50, true}, {RH_E2E, 50, false},  {RH_E2E, 99, false},
+};
+
 /* ---- terminal ----------------------------------------------------------------------------- */
 
 static void ms_cell(FILE *f, const hist *h, double p) {
@@ -381,15 +393,11 @@ static void print_row(FILE *f, const rset_point *p) {
     else
         fprintf(f, " %7s", "-");
     fprintf(f, " %9.1f", r->peak_tps);
-    ms_cell(f, r->h[RH_TTFT], 50);
-    ms_cell(f, r->h[RH_TTFT], 99);
-    ms_cell(f, r->h[RH_ITL], 50);
-    ms_cell(f, r->h[RH_ITL], 99);
-    ms_cell(f, r->h[RH_E2E], 50);
-    ms_cell(f, r->h[RH_E2E], 99);
-    if (p->has_server && p->srv.steps > 0)
-        fprintf(f, " %7.1f+%-7.1f", p->srv.prompt_tokens / p->srv.steps,
-                p->srv.generation_tokens / p->srv.steps);
+    for (size_t k = 0; k < RSET_MS_COLS; k++)
+        if (!rset_ms_cols[k].page_only) ms_cell(f, r->h[rset_ms_cols[k].h], rset_ms_cols[k].pct);
+    double prefill, decode;
+    if (rset_point_step_tokens(p, &prefill, &decode))
+        fprintf(f, " %7.1f+%-7.1f", prefill, decode);
     else
         fprintf(f, " %15s", "-");
     double cached = rset_point_cached_pct(p);

@@ -88,6 +88,21 @@ double rset_point_mb_per_token(const rset_point *p);
  * the prompts of the requests that said; -1 when none did. */
 double rset_point_cached_pct(const rset_point *p);
 
+/* The server's prompt and generated tokens per step over p (its /metrics
+ * deltas); false when it has none. */
+bool rset_point_step_tokens(const rset_point *p, double *prefill, double *decode);
+
+/* The latency columns of a set's tables, in order: a histogram's
+ * percentile in ms. The page's table has them all, the terminal's those
+ * not page_only. */
+typedef struct rset_ms_col {
+    result_hist_id h;
+    double pct;
+    bool page_only;
+} rset_ms_col;
+#define RSET_MS_COLS 7
+extern const rset_ms_col rset_ms_cols[RSET_MS_COLS];
+
 /* ---- terminal ------------------------------------------------------------------------- */
 
 void rset_print(FILE *f, const rset *s);

@@ -164,6 +164,9 @@ int result_write_json(const bench_result *r, const char *path, tps_err *e);
 int result_read_json(bench_result *r, const char *path, tps_err *e);
 /* One header line and one value line (the headline figures). */
 int result_write_csv(const bench_result *r, FILE *f, tps_err *e);
+/* The same into the file at path (created or emptied): 0, or TPS_EIO with
+ * "cannot write 'PATH'". */
+int result_write_csv_file(const bench_result *r, const char *path, tps_err *e);
 
 /* dst += src: histograms exactly, counts summed, window rates summed. */
 int result_merge(bench_result *dst, const bench_result *src, tps_err *e);

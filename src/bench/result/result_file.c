@@ -529,3 +529,10 @@ int result_write_csv(const bench_result *r, FILE *f, tps_err *e) {
     fprintf(f, "\n");
     return ferror(f) ? tps_fail(e, TPS_EIO, "cannot write the CSV") : TPS_OK;
 }
+
+int result_write_csv_file(const bench_result *r, const char *path, tps_err *e) {
+    FILE *fp = fopen(path, "w");
+    bool bad = !fp || result_write_csv(r, fp, e);
+    if (fp) fclose(fp);
+    return bad ? tps_fail(e, TPS_EIO, "cannot write '%s'", path) : TPS_OK;
+}
