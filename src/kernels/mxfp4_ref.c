@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "kernels/quant.h"
+#include "kernels/quant_search.h" /* quant_absmax */
 
 const int8_t kernel_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
@@ -37,9 +38,7 @@ void quantize_row_mxfp4_ref(block_mxfp4 *restrict y, const float *restrict x, si
     assert(n % QK_MXFP4 == 0);
     for (size_t i = 0; i < n / QK_MXFP4; i++) {
         const float *xb = x + i * QK_MXFP4;
-        float amax = 0.0f;
-        for (size_t j = 0; j < QK_MXFP4; j++)
-            if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
+        const float amax = quant_absmax(xb, QK_MXFP4, NULL);
         /* ggml converts the float straight to uint8_t; through int is what
          * x86 does for the (never reached) negative values, without UB */
         const uint8_t e = amax > 0.0f ? (uint8_t)(int)(floorf(log2f(amax)) - 2 + 127) : 0;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "kernels/quant_search.h" /* quant_nearest_int */
+#include "kernels/quant_search.h" /* quant_absmax, quant_block_0, quant_nearest_int */
 
 /* ---- fp16 --------------------------------------------------------------- */
 
@@ -54,25 +54,17 @@ uint16_t fp32_to_fp16(float f) {
     return (uint16_t)(sign | h);
 }
 
-void fp16_to_fp32_row(float *restrict y, const uint16_t *restrict x, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        y[i] = fp16_to_fp32(x[i]);
-}
+/* The row forms of the conversions: y[i] = convert(x[i]), i < n. */
+#define CONVERT_ROW_FN(name, out_t, in_t, convert)                                                 \
+    void name(out_t *restrict y, const in_t *restrict x, size_t n) {                               \
+        for (size_t i = 0; i < n; i++)                                                             \
+            y[i] = convert(x[i]);                                                                  \
+    }
 
-void fp32_to_fp16_row(uint16_t *restrict y, const float *restrict x, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        y[i] = fp32_to_fp16(x[i]);
-}
-
-void bf16_to_fp32_row(float *restrict y, const uint16_t *restrict x, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        y[i] = bf16_to_fp32(x[i]);
-}
-
-void fp32_to_bf16_row(uint16_t *restrict y, const float *restrict x, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        y[i] = fp32_to_bf16(x[i]);
-}
+CONVERT_ROW_FN(fp16_to_fp32_row, float, uint16_t, fp16_to_fp32)
+CONVERT_ROW_FN(fp32_to_fp16_row, uint16_t, float, fp32_to_fp16)
+CONVERT_ROW_FN(bf16_to_fp32_row, float, uint16_t, bf16_to_fp32)
+CONVERT_ROW_FN(fp32_to_bf16_row, uint16_t, float, fp32_to_bf16)
 
 /* ---- reference quantizers ---------------------------------------------- */
 
@@ -80,10 +72,7 @@ void quantize_row_q8_0_ref(block_q8_0 *restrict y, const float *restrict x, size
     assert(n % QK8_0 == 0);
     for (size_t i = 0; i < n / QK8_0; i++) {
         const float *xb = x + i * QK8_0;
-        float amax = 0.0f;
-        for (size_t j = 0; j < QK8_0; j++)
-            amax = fmaxf(amax, fabsf(xb[j]));
-        const float d = amax / ((1 << 7) - 1);
+        const float d = quant_absmax(xb, QK8_0, NULL) / ((1 << 7) - 1);
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = fp32_to_fp16(d);
         for (size_t j = 0; j < QK8_0; j++)
@@ -93,38 +82,16 @@ void quantize_row_q8_0_ref(block_q8_0 *restrict y, const float *restrict x, size
 
 void quantize_row_q4_0_ref(block_q4_0 *restrict y, const float *restrict x, size_t n) {
     assert(n % QK4_0 == 0);
-    for (size_t i = 0; i < n / QK4_0; i++) {
-        const float *xb = x + i * QK4_0;
-        float amax = 0.0f, max = 0.0f;
-        for (size_t j = 0; j < QK4_0; j++) {
-            if (amax < fabsf(xb[j])) {
-                amax = fabsf(xb[j]);
-                max = xb[j];
-            }
-        }
-        const float d = max / -8;
-        const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = fp32_to_fp16(d);
-        for (size_t j = 0; j < QK4_0 / 2; j++) {
-            int8_t q0 = (int8_t)(xb[j] * id + 8.5f);
-            int8_t q1 = (int8_t)(xb[QK4_0 / 2 + j] * id + 8.5f);
-            if (q0 > 15) q0 = 15;
-            if (q1 > 15) q1 = 15;
-            y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
-        }
-    }
+    for (size_t i = 0; i < n / QK4_0; i++)
+        quant_block_0(x + i * QK4_0, 8, &y[i].d, y[i].qs, NULL);
 }
 
 void quantize_row_q8_K_ref(block_q8_K *restrict y, const float *restrict x, size_t n) {
     assert(n % QK_K == 0);
     for (size_t i = 0; i < n / QK_K; i++) {
         const float *xb = x + i * QK_K;
-        float amax = 0.0f, max = 0.0f; /* max: the first value of largest magnitude */
-        for (size_t j = 0; j < QK_K; j++)
-            if (fabsf(xb[j]) > amax) {
-                amax = fabsf(xb[j]);
-                max = xb[j];
-            }
+        float max; /* the first value of largest magnitude */
+        const float amax = quant_absmax(xb, QK_K, &max);
         memset(y[i].bsums, 0, sizeof y[i].bsums);
         if (!amax) {
             y[i].d = 0;
@@ -151,9 +118,7 @@ void quantize_row_q8_0_act_ref(block_q8_0 *restrict y, const float *restrict x, 
     assert(n % QK8_0 == 0);
     for (size_t i = 0; i < n / QK8_0; i++) {
         const float *xb = x + i * QK8_0;
-        float amax = 0.0f;
-        for (size_t j = 0; j < QK8_0; j++)
-            amax = fmaxf(amax, fabsf(xb[j]));
+        const float amax = quant_absmax(xb, QK8_0, NULL);
         const float d = amax / 127.f;
         const float id = amax != 0.0f ? 127.f / amax : 0.0f;
         y[i].d = fp32_to_fp16(d);

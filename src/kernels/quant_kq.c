@@ -80,40 +80,41 @@ static float fit_step_min(int n, int nmax, const float *restrict x, const float 
     return scale;
 }
 
+/* The weighted fit of the grid iscale to a group of n (levels l =
+ * nearest(iscale * x) in -nmax..nmax-1, weights x^2): sum w x l into
+ * *sumlx and sum w l^2 into *suml2, in ggml's order; with L, the levels
+ * + off. */
+ALWAYS_INLINE void grid_sums(int n, int nmax, const float *restrict x, float iscale,
+                             int8_t *restrict L, int off, float *sumlx, float *suml2) {
+    float slx = 0, sl2 = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = quant_clamp(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        if (L) L[i] = (int8_t)(l + off);
+        const float w = x[i] * x[i];
+        slx += w * x[i] * l;
+        sl2 += w * l * l;
+    }
+    *sumlx = slx;
+    *suml2 = sl2;
+}
+
 /* Symmetric scale of a group of 16 with levels -nmax..nmax-1 (L stores
  * level + nmax), weights x^2: the largest magnitude's grid, then 18 nearby
  * grids, the best weighted least squares fit kept (ggml's make_qx_quants,
  * rmse_type 1). All zero: L = 0, scale 0. */
 static float fit_symmetric(int n, int nmax, const float *restrict x, int8_t *restrict L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++)
-        if (fabsf(x[i]) > amax) {
-            amax = fabsf(x[i]);
-            max = x[i];
-        }
-    if (amax < QUANT_GROUP_EPS) {
+    float max;
+    if (quant_absmax(x, (size_t)n, &max) < QUANT_GROUP_EPS) {
         memset(L, 0, (size_t)n);
         return 0.0f;
     }
-    float iscale = -nmax / max, sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        const int l = quant_clamp(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)(l + nmax);
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
+    float iscale = -nmax / max, sumlx, suml2;
+    grid_sums(n, nmax, x, iscale, L, nmax, &sumlx, &suml2);
     float scale = suml2 ? sumlx / suml2 : 0.0f, best = scale * sumlx;
     for (int is = -9; is <= 9; is++) {
         if (is == 0) continue;
         iscale = -(nmax + 0.1f * is) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; i++) {
-            const int l = quant_clamp(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-            const float w = x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
+        grid_sums(n, nmax, x, iscale, NULL, 0, &sumlx, &suml2);
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; i++)
                 L[i] =
@@ -129,25 +130,13 @@ static float fit_symmetric(int n, int nmax, const float *restrict x, int8_t *res
  * from the largest magnitude, then up to 5 passes moving single levels
  * while the weighted fit improves. L stores level + nmax. */
 static float fit_q3(int n, int nmax, const float *restrict x, int8_t *restrict L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++)
-        if (fabsf(x[i]) > amax) {
-            amax = fabsf(x[i]);
-            max = x[i];
-        }
-    if (amax < QUANT_GROUP_EPS) {
+    float max;
+    if (quant_absmax(x, (size_t)n, &max) < QUANT_GROUP_EPS) {
         memset(L, 0, (size_t)n);
         return 0.0f;
     }
-    const float iscale = -nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        const int l = quant_clamp(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)l;
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
+    float sumlx, suml2;
+    grid_sums(n, nmax, x, -nmax / max, L, 0, &sumlx, &suml2);
     for (int itry = 0; itry < 5; itry++) {
         int n_changed = 0;
         for (int i = 0; i < n; i++) {
@@ -249,12 +238,8 @@ static int q3_K_scale(const uint8_t *restrict s, int j) {
 
 /* Q3_K's scales from the 16 group fits: 6-bit signed steps of the largest. */
 static void q3_K_scales(block_q3_K *restrict y, const float *restrict scales) {
-    float max_scale = 0, amax = 0;
-    for (int j = 0; j < 16; j++)
-        if (fabsf(scales[j]) > amax) {
-            amax = fabsf(scales[j]);
-            max_scale = scales[j];
-        }
+    float max_scale;
+    quant_absmax(scales, 16, &max_scale);
     memset(y->scales, 0, sizeof y->scales);
     if (!max_scale) {
         y->d = fp32_to_fp16(0.f);
@@ -316,13 +301,17 @@ void dequantize_row_q3_K(float *restrict y, const block_q3_K *restrict x, size_t
 
 /* ---- Q4_K and Q5_K: 8 sub-blocks of 32 with step and min ------------------ */
 
-/* The 8 sub-blocks' step / min fits (weights |x| plus their rms) and the
- * 6-bit scales and mins packed as Q4_K / Q5_K hold them; L gets the
- * levels for the decoded steps (nmax 15 or 31). */
-static void k_step_min_block(const float *restrict x, int nmax, float rmin, int nstep,
-                             uint16_t *d_out, uint16_t *dmin_out, uint8_t *restrict packed,
-                             uint8_t *restrict L) {
+/* One Q4_K (nmax 15, qh NULL) or Q5_K (nmax 31) superblock of x: the 8
+ * sub-blocks' step / min fits (weights |x| plus their rms), the 6-bit
+ * scales and mins packed as both hold them (packed, zeroed here), and the
+ * levels for the decoded steps: element 64k + l's low nibble in
+ * qs[32k + l], 64k + 32 + l's in its high one, their fifth bits (Q5_K)
+ * bits 2k and 2k + 1 of qh[l]. */
+ALWAYS_INLINE void k_step_min_block(const float *restrict x, int nmax, float rmin, int nstep,
+                                    uint16_t *d_out, uint16_t *dmin_out, uint8_t *restrict packed,
+                                    uint8_t *restrict qs, uint8_t *restrict qh) {
     float mins[8], scales[8], w[32], max_scale = 0, max_min = 0;
+    uint8_t L[QK_K];
     for (int j = 0; j < 8; j++) {
         float sum_x2 = 0;
         for (int l = 0; l < 32; l++)
@@ -337,6 +326,7 @@ static void k_step_min_block(const float *restrict x, int nmax, float rmin, int 
     }
     const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
     const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    memset(packed, 0, K_SCALE_SIZE);
     for (int j = 0; j < 8; j++) {
         uint8_t ls = (uint8_t)quant_nearest_int(inv_scale * scales[j]);
         uint8_t lm = (uint8_t)quant_nearest_int(inv_min * mins[j]);
@@ -363,34 +353,25 @@ static void k_step_min_block(const float *restrict x, int nmax, float rmin, int 
             L[32 * j + l] =
                 (uint8_t)quant_clamp(quant_nearest_int((x[32 * j + l] + dm) / d), 0, nmax);
     }
+    if (qh) memset(qh, 0, QK_K / 8);
+    for (int k = 0; k < 4; k++)
+        for (int l = 0; l < 32; l++) {
+            const int l1 = L[64 * k + l], l2 = L[64 * k + 32 + l];
+            qs[32 * k + l] = (uint8_t)((l1 & 15) | (l2 & 15) << 4);
+            if (qh) qh[l] |= (uint8_t)((l1 > 15) << (2 * k) | (l2 > 15) << (2 * k + 1));
+        }
 }
 
 void quantize_row_q4_K(block_q4_K *restrict y, const float *restrict x, size_t n) {
     assert(n % QK_K == 0);
-    for (size_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        uint8_t L[QK_K];
-        memset(y[i].scales, 0, sizeof y[i].scales);
-        k_step_min_block(x, 15, -1.f, 20, &y[i].d, &y[i].dmin, y[i].scales, L);
-        for (int j = 0; j < QK_K; j += 64)
-            for (int l = 0; l < 32; l++)
-                y[i].qs[j / 2 + l] = (uint8_t)(L[j + l] | L[j + l + 32] << 4);
-    }
+    for (size_t i = 0; i < n / QK_K; i++, x += QK_K)
+        k_step_min_block(x, 15, -1.f, 20, &y[i].d, &y[i].dmin, y[i].scales, y[i].qs, NULL);
 }
 
 void quantize_row_q5_K(block_q5_K *restrict y, const float *restrict x, size_t n) {
     assert(n % QK_K == 0);
-    for (size_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        uint8_t L[QK_K];
-        memset(y[i].scales, 0, sizeof y[i].scales);
-        k_step_min_block(x, 31, -0.5f, 15, &y[i].d, &y[i].dmin, y[i].scales, L);
-        memset(y[i].qh, 0, sizeof y[i].qh);
-        for (int k = 0; k < 4; k++)
-            for (int l = 0; l < 32; l++) {
-                const int l1 = L[64 * k + l], l2 = L[64 * k + 32 + l];
-                y[i].qh[l] |= (uint8_t)((l1 > 15) << (2 * k) | (l2 > 15) << (2 * k + 1));
-                y[i].qs[32 * k + l] = (uint8_t)((l1 & 15) | (l2 & 15) << 4);
-            }
-    }
+    for (size_t i = 0; i < n / QK_K; i++, x += QK_K)
+        k_step_min_block(x, 31, -0.5f, 15, &y[i].d, &y[i].dmin, y[i].scales, y[i].qs, y[i].qh);
 }
 
 void dequantize_row_q5_K(float *restrict y, const block_q5_K *restrict x, size_t n) {

@@ -22,78 +22,53 @@ const int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
 
 /* ---- Q4_1 / Q5_1: min and step over each block -------------------------- */
 
-/* The block's min and max, the step (max - min) / nmax and its inverse. */
-static void min_max_step(const float *restrict x, int nmax, float *min, float *d, float *id) {
+#define MIN15(v) ((v) < 15 ? (v) : 15)
+
+/* One Q4_1 (nmax 15, qh NULL) or Q5_1 (nmax 31) block of x: its min and
+ * step (max - min) / nmax (fp16 in *m and *d), the quants (x - min) / step
+ * rounded half up (Q4_1's clamped to 15, as ggml's is; Q5_1's as ggml's,
+ * not clamped), packed into qs and (Q5_1) qh. */
+ALWAYS_INLINE void min_step_block(const float *restrict x, int nmax, uint16_t *d, uint16_t *m,
+                                  uint8_t *restrict qs, uint8_t *restrict qh) {
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (int j = 0; j < QK4_0; j++) {
         if (x[j] < lo) lo = x[j];
         if (x[j] > hi) hi = x[j];
     }
-    *min = lo;
-    *d = (hi - lo) / (float)nmax;
-    *id = *d ? 1.0f / *d : 0.0f;
+    const float step = (hi - lo) / (float)nmax, id = step ? 1.0f / step : 0.0f;
+    *d = fp32_to_fp16(step);
+    *m = fp32_to_fp16(lo);
+    uint32_t h = 0;
+    for (int j = 0; j < QK4_0 / 2; j++) {
+        /* ggml's: Q4_1 through int8 and clamped, Q5_1 straight to uint8 */
+        const uint8_t v0 = nmax == 15 ? (uint8_t)MIN15((int8_t)((x[j] - lo) * id + 0.5f))
+                                      : (uint8_t)((x[j] - lo) * id + 0.5f);
+        const uint8_t v1 = nmax == 15
+                               ? (uint8_t)MIN15((int8_t)((x[j + QK4_0 / 2] - lo) * id + 0.5f))
+                               : (uint8_t)((x[j + QK4_0 / 2] - lo) * id + 0.5f);
+        quant_pack_pair(qs, &h, j, v0, v1);
+    }
+    if (qh) memcpy(qh, &h, sizeof h);
 }
 
 void quantize_row_q4_1_ref(block_q4_1 *restrict y, const float *restrict x, size_t n) {
     assert(n % QK4_0 == 0);
-    for (size_t i = 0; i < n / QK4_0; i++, x += QK4_0) {
-        float min, d, id;
-        min_max_step(x, 15, &min, &d, &id);
-        y[i].d = fp32_to_fp16(d);
-        y[i].m = fp32_to_fp16(min);
-        for (int j = 0; j < QK4_0 / 2; j++) {
-            const int8_t q0 = (int8_t)((x[j] - min) * id + 0.5f);
-            const int8_t q1 = (int8_t)((x[QK4_0 / 2 + j] - min) * id + 0.5f);
-            const uint8_t v0 = (uint8_t)(q0 < 15 ? q0 : 15), v1 = (uint8_t)(q1 < 15 ? q1 : 15);
-            y[i].qs[j] = (uint8_t)(v0 | v1 << 4);
-        }
-    }
+    for (size_t i = 0; i < n / QK4_0; i++, x += QK4_0)
+        min_step_block(x, 15, &y[i].d, &y[i].m, y[i].qs, NULL);
 }
 
 void quantize_row_q5_1_ref(block_q5_1 *restrict y, const float *restrict x, size_t n) {
     assert(n % QK4_0 == 0);
-    for (size_t i = 0; i < n / QK4_0; i++, x += QK4_0) {
-        float min, d, id;
-        min_max_step(x, 31, &min, &d, &id);
-        y[i].d = fp32_to_fp16(d);
-        y[i].m = fp32_to_fp16(min);
-        uint32_t qh = 0;
-        for (int j = 0; j < QK4_0 / 2; j++) {
-            const uint8_t q0 = (uint8_t)((x[j] - min) * id + 0.5f);
-            const uint8_t q1 = (uint8_t)((x[QK4_0 / 2 + j] - min) * id + 0.5f);
-            y[i].qs[j] = (uint8_t)((q0 & 15) | (q1 & 15) << 4);
-            qh |= (uint32_t)(q0 >> 4 & 1) << j;
-            qh |= (uint32_t)(q1 >> 4 & 1) << (j + QK4_0 / 2);
-        }
-        memcpy(y[i].qh, &qh, sizeof qh);
-    }
+    for (size_t i = 0; i < n / QK4_0; i++, x += QK4_0)
+        min_step_block(x, 31, &y[i].d, &y[i].m, y[i].qs, y[i].qh);
 }
 
 /* ---- Q5_0: Q4_0's rule with 32 levels ------------------------------------ */
 
 void quantize_row_q5_0_ref(block_q5_0 *restrict y, const float *restrict x, size_t n) {
     assert(n % QK4_0 == 0);
-    for (size_t i = 0; i < n / QK4_0; i++, x += QK4_0) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK4_0; j++)
-            if (amax < fabsf(x[j])) {
-                amax = fabsf(x[j]);
-                max = x[j];
-            }
-        const float d = max / -16;
-        const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = fp32_to_fp16(d);
-        uint32_t qh = 0;
-        for (int j = 0; j < QK4_0 / 2; j++) {
-            const int8_t q0 = (int8_t)(x[j] * id + 16.5f);
-            const int8_t q1 = (int8_t)(x[QK4_0 / 2 + j] * id + 16.5f);
-            const uint8_t v0 = (uint8_t)(q0 < 31 ? q0 : 31), v1 = (uint8_t)(q1 < 31 ? q1 : 31);
-            y[i].qs[j] = (uint8_t)((v0 & 15) | (v1 & 15) << 4);
-            qh |= (uint32_t)(v0 >> 4 & 1) << j;
-            qh |= (uint32_t)(v1 >> 4 & 1) << (j + QK4_0 / 2);
-        }
-        memcpy(y[i].qh, &qh, sizeof qh);
-    }
+    for (size_t i = 0; i < n / QK4_0; i++, x += QK4_0)
+        quant_block_0(x, 16, &y[i].d, y[i].qs, y[i].qh);
 }
 
 /* ---- IQ4_NL: the block's best scale for the non-linear grid -------------- */
@@ -111,8 +86,9 @@ void quantize_row_iq4_nl(block_iq4_nl *restrict y, const float *restrict x, size
         const float id = d ? 1.0f / d : 0.0f;
         for (int j = 0; j < QK4_0; j++)
             L[j] = (uint8_t)iq4_nearest_level(id * x[j]);
+        uint32_t h = 0; /* no fifth bits: the levels are 0..15 */
         for (int j = 0; j < QK4_0 / 2; j++)
-            y[i].qs[j] = (uint8_t)(L[j] | L[j + QK4_0 / 2] << 4);
+            quant_pack_pair(y[i].qs, &h, j, L[j], L[j + QK4_0 / 2]);
     }
 }
 
