@@ -21,6 +21,7 @@
 #include "base/compiler.h" /* ALWAYS_INLINE */
 #include "kernels/r8_tile_zmm.h"
 #include "kernels/vnni.h"
+#include "kernels/x8_tile.h"
 
 /* Fixed-order horizontal sum: (lo + hi) then pairs. */
 ALWAYS_INLINE float hsum8(__m256 v) {
@@ -137,12 +138,6 @@ ALWAYS_INLINE __m256i q4_widen16(__m256i acc, __m256i s16) {
 }
 #endif
 
-ALWAYS_INLINE __m256i bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
-}
-
 /* MG groups (8 weight rows each, gs bytes apart) x MX activation rows over
  * nb blocks. Lane i of is[g][j] collects group g's row i against
  * activation row j: exact isum_b (the -128 / -8 offset of the unsigned
@@ -155,34 +150,21 @@ ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *re
                            size_t n_valid, const int is_q4, const int MG, const int MX) {
     const size_t GB = is_q4 ? sizeof(block_q4_0x8) : sizeof(block_q8_0x8);
     const size_t soff = kernel_act_side_off(nb);
-    __m256 acc[4][4];
-#pragma GCC unroll 4
-    for (int g = 0; g < MG; g++)
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            acc[g][j] = _mm256_setzero_ps();
+    __m256 acc[4][4] = {{{0}}};
     for (size_t b = 0; b < nb; b++) {
         __m256i is[4][4];
-        const int8_t *xq[4];
-        const kernel_act_side *sd[4];
+        const x8_act8 ab = x8_act_q8_0(act, act_row_bytes, soff, b, MX);
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++) {
-            const uint8_t *a = act + (size_t)j * act_row_bytes;
-            xq[j] = ((const block_q8_0 *)a + b)->qs;
-            sd[j] = (const kernel_act_side *)(a + soff) + b;
-            const __m256i init = is_q4    ? _mm256_set1_epi32(sd[j]->neg8)
-                                 : Q_VNNI ? _mm256_set1_epi32(sd[j]->neg128)
+            const __m256i init = is_q4    ? _mm256_set1_epi32(ab.sd[j]->neg8)
+                                 : Q_VNNI ? _mm256_set1_epi32(ab.sd[j]->neg128)
                                           : _mm256_setzero_si256();
 #pragma GCC unroll 4
             for (int g = 0; g < MG; g++)
                 is[g][j] = init;
         }
         const uint8_t *wb[4];
-#pragma GCC unroll 4
-        for (int g = 0; g < MG; g++) {
-            wb[g] = G + (size_t)g * gs + b * GB;
-            _mm_prefetch((const char *)(wb[g] + 8 * GB), _MM_HINT_T0);
-        }
+        x8_group_blocks(wb, G, gs, b, GB, 8, MG, MX); /* MX > 1 (one row: r8_tile1) */
         if (is_q4) {
             const __m256i m0f = _mm256_set1_epi8(0x0f);
 #if !Q_VNNI
@@ -204,7 +186,8 @@ ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *re
                 }
 #pragma GCC unroll 4
                 for (int j = 0; j < MX; j++) {
-                    const __m256i xl = bcast4(xq[j] + 4 * c), xh = bcast4(xq[j] + 16 + 4 * c);
+                    const __m256i xl = x8_bcast4(ab.xq[j] + 4 * c),
+                                  xh = x8_bcast4(ab.xq[j] + 16 + 4 * c);
 #pragma GCC unroll 4
                     for (int g = 0; g < MG; g++)
 #if Q_VNNI
@@ -231,7 +214,7 @@ ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *re
                 }
 #pragma GCC unroll 4
                 for (int j = 0; j < MX; j++) {
-                    const __m256i xb = bcast4(xq[j] + 4 * c);
+                    const __m256i xb = x8_bcast4(ab.xq[j] + 4 * c);
 #pragma GCC unroll 4
                     for (int g = 0; g < MG; g++) {
 #if Q_VNNI
@@ -250,30 +233,14 @@ ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *re
             dw[g] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb[g]));
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++) {
-            const __m256 dx = _mm256_set1_ps(sd[j]->d);
+            const __m256 dx = _mm256_set1_ps(ab.sd[j]->d);
 #pragma GCC unroll 4
             for (int g = 0; g < MG; g++)
                 acc[g][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[g][j]), _mm256_mul_ps(dw[g], dx),
                                             acc[g][j]);
         }
     }
-#pragma GCC unroll 4
-    for (int g = 0; g < MG; g++) {
-        const size_t first = (size_t)g * 8;
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++) {
-            float *o = out + (size_t)j * ld_out + first;
-            if (n_valid >= first + 8) {
-                _mm256_storeu_ps(o, acc[g][j]);
-            } else if (n_valid > first) {
-                float t[8];
-                _mm256_storeu_ps(t, acc[g][j]);
-                /* < 8 here; said again for GCC's -O1 bounds check */
-                const size_t k = n_valid - first < 8 ? n_valid - first : 8;
-                memcpy(o, t, k * sizeof(float));
-            }
-        }
-    }
+    x8_store(out, ld_out, acc, n_valid, MG, MX);
 }
 
 /* One activation row (decode) against MG groups: the same isum_b and the
@@ -310,7 +277,7 @@ ALWAYS_INLINE void r8_tile1(float *restrict out, const uint8_t *restrict G, size
             const __m256i m0f = _mm256_set1_epi8(0x0f);
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
-                const __m256i xl = bcast4(xq + 4 * c), xh = bcast4(xq + 16 + 4 * c);
+                const __m256i xl = x8_bcast4(xq + 4 * c), xh = x8_bcast4(xq + 16 + 4 * c);
                 const int k = (c & 1) * 2;
 #pragma GCC unroll 8
                 for (int g = 0; g < MG; g++) {
@@ -336,7 +303,7 @@ ALWAYS_INLINE void r8_tile1(float *restrict out, const uint8_t *restrict G, size
         } else {
 #pragma GCC unroll 8
             for (int c = 0; c < 8; c++) {
-                const __m256i xc = bcast4(xq + 4 * c);
+                const __m256i xc = x8_bcast4(xq + 4 * c);
 #pragma GCC unroll 8
                 for (int g = 0; g < MG; g++) {
                     const __m256i w = _mm256_loadu_si256((const __m256i *)(wb[g] + 16 + 32 * c));
@@ -371,85 +338,43 @@ ALWAYS_INLINE void r8_tile1(float *restrict out, const uint8_t *restrict G, size
     }
 }
 
-/* Groups per tile beside 4 activation rows: 2 x 4 accumulators, their
- * int32 sums and the weight vectors fit AVX-512VL's 32 registers; with 16,
- * one group. One activation row (decode) takes R8_MG_1 groups: one on both
- * tiers. Several groups read as many streams gs bytes apart, and in the
+/* Groups per tile beside 4 activation rows: X8_MG (2 x 4 accumulators,
+ * their int32 sums and the weight vectors fit AVX-512VL's 32 registers;
+ * with 16, one group). One activation row (decode) takes R8_MG_1 groups:
+ * one on both tiers. Several groups read as many streams gs bytes apart, and in the
  * engine's decode, weights streamed from memory, one group was faster:
  * 110M tg128, 4-7 alternating pairs (2026-12-01), AVX2 tier 1.35x (Q8_0)
  * and 1.2x (Q4_0) over two groups, native 1.07x (Q8_0) and 1.03x (Q4_0)
  * over four; bench_kernels, weights in cache, had preferred more. With
  * R8_ZMM, r8_tile_zmm.h's tiles take pairs of groups beside several rows;
  * one row keeps this ymm tile (r8_tile_zmm.h says why). */
-#if defined(__AVX512VL__)
-#define R8_MG 2
-#else
-#define R8_MG 1
-#endif
 #define R8_MG_1 1
 
 /* All activation rows against n_groups groups starting at G (gs bytes
- * apart); out column 0 is the groups' first row; n_valid columns exist. */
+ * apart); out column 0 is the groups' first row; n_valid columns exist.
+ * Beside 2..4 rows: zmm pairs of groups (R8_ZMM), then X8_MG groups (4
+ * rows) or 2 (3, 2 rows), then one; one row: r8_tile1, R8_MG_1 groups. */
 ALWAYS_INLINE void r8_rows(float *restrict out, size_t ld_out, const uint8_t *restrict G, size_t gs,
                            size_t n_groups, size_t n_valid, const uint8_t *restrict act,
                            size_t act_row_bytes, size_t n_rows_x, size_t nb, const int is_q4) {
-#define R8_TILE(MG, MX)                                                                            \
-    r8_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, n_valid - g * 8, is_q4, MG, \
-            MX)
-#if R8_ZMM
-#define R8_TILE_Z(MP, MX)                                                                          \
-    r8_tile_z(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, n_valid - g * 8, is_q4,   \
-              MP, MX)
-#define R8_PAIRS(MX)                                                                               \
-    for (; g + 6 <= n_groups; g += 6)                                                              \
-        R8_TILE_Z(3, MX);                                                                          \
-    for (; g + 4 <= n_groups; g += 4)                                                              \
-        R8_TILE_Z(2, MX);                                                                          \
-    for (; g + 2 <= n_groups; g += 2)                                                              \
-        R8_TILE_Z(1, MX);
-#else
-#define R8_PAIRS(MX)
-#endif
-    size_t r = 0;
-    for (; r + 4 <= n_rows_x; r += 4) {
-        const uint8_t *a = act + r * act_row_bytes;
-        float *o_r = out + r * ld_out;
-        size_t g = 0;
-        R8_PAIRS(4)
-        for (; g + R8_MG <= n_groups; g += R8_MG)
-            R8_TILE(R8_MG, 4);
-        for (; g < n_groups; g++)
-            R8_TILE(1, 4);
+#define R8_TILE(g, MG)  r8_tile(X8_AT(g), n_valid - (g)*8, is_q4, MG, MX)
+#define R8_TILE_Z(g, K) r8_tile_z(X8_AT(g), n_valid - (g)*8, is_q4, (K) / 2, MX)
+#define R8_TILE1(g, MG) r8_tile1(o_r + (g)*8, G + (g)*gs, gs, a, nb, n_valid - (g)*8, is_q4, MG)
+#define R8_PASS()                                                                                  \
+    if (MX == 1) {                                                                                 \
+        X8_GROUP_STEPS(R8_TILE1, R8_MG_1);                                                         \
+    } else {                                                                                       \
+        X8_PAIR_STEPS(R8_TILE_Z, 6);                                                               \
+        X8_PAIR_STEPS(R8_TILE_Z, 4);                                                               \
+        X8_PAIR_STEPS(R8_TILE_Z, 2);                                                               \
+        X8_GROUP_STEPS(R8_TILE, MX == 4 ? X8_MG : 2);                                              \
+        X8_GROUP_STEPS(R8_TILE, 1);                                                                \
     }
-    if (r == n_rows_x) return;
-    const uint8_t *a = act + r * act_row_bytes;
-    float *o_r = out + r * ld_out;
-    size_t g = 0;
-    switch (n_rows_x - r) {
-    case 3:
-        R8_PAIRS(3)
-        for (; g + 2 <= n_groups; g += 2)
-            R8_TILE(2, 3);
-        for (; g < n_groups; g++)
-            R8_TILE(1, 3);
-        break;
-    case 2:
-        R8_PAIRS(2)
-        for (; g + 2 <= n_groups; g += 2)
-            R8_TILE(2, 2);
-        for (; g < n_groups; g++)
-            R8_TILE(1, 2);
-        break;
-    default:
-#define R8_TILE1(MG) r8_tile1(o_r + g * 8, G + g * gs, gs, a, nb, n_valid - g * 8, is_q4, MG)
-        for (; g + R8_MG_1 <= n_groups; g += R8_MG_1)
-            R8_TILE1(R8_MG_1);
+    X8_ROW_PASSES(R8_PASS);
+#undef R8_PASS
 #undef R8_TILE1
-        break;
-    }
-#undef R8_TILE
-#undef R8_PAIRS
 #undef R8_TILE_Z
+#undef R8_TILE
 }
 
 /* Packed types: o0, o1 multiples of 8, W the packed matrix. */
@@ -513,29 +438,19 @@ ALWAYS_INLINE void r8_plain(float *restrict out, size_t ld_out, const uint8_t *r
     }
 }
 
-static void rows_q8_0(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                      size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                      size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
-    r8_plain(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, tmp, 0);
-}
+/* The plain and the packed rows kernels of Q8_0 (is_q4 0) and Q4_0 (1). */
+#define R8_FNS(name, is_q4)                                                                        \
+    static KERNEL_ROWS_DECL(rows_##name) {                                                         \
+        r8_plain(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, tmp,     \
+                 is_q4);                                                                           \
+    }                                                                                              \
+    static KERNEL_ROWS_DECL(rows_##name##_r8) {                                                    \
+        r8_packed(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, tmp,    \
+                  is_q4);                                                                          \
+    }
 
-static void rows_q4_0(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                      size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                      size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
-    r8_plain(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, tmp, 1);
-}
-
-static void rows_q8_0_r8(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                         size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                         size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
-    r8_packed(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, tmp, 0);
-}
-
-static void rows_q4_0_r8(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                         size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                         size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {
-    r8_packed(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, tmp, 1);
-}
+R8_FNS(q8_0, 0)
+R8_FNS(q4_0, 1)
 
 /* ---- float dots (F32 / F16 / BF16 weights, F32 activations) ------------- */
 
@@ -559,12 +474,7 @@ ALWAYS_INLINE float load1(const uint8_t *restrict row, size_t k, const int wt) {
 ALWAYS_INLINE void f_tile(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                           size_t w_row_bytes, const float *restrict x, size_t n_in, const int wt,
                           const int MW, const int MX) {
-    __m256 acc[4][4];
-#pragma GCC unroll 4
-    for (int i = 0; i < MW; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            acc[i][j] = _mm256_setzero_ps();
+    __m256 acc[4][4] = {{{0}}};
     size_t k = 0;
     for (; k + 8 <= n_in; k += 8) {
         __m256 w8[4];
@@ -590,36 +500,34 @@ ALWAYS_INLINE void f_tile(float *restrict out, size_t ld_out, const uint8_t *res
         }
 }
 
+/* Weight rows [o0, o1) x MX activation rows from x: MW rows per tile
+ * while they last, then one. */
+ALWAYS_INLINE void f_cols(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                          size_t w_row_bytes, size_t o0, size_t o1, const float *restrict x,
+                          size_t n_in, const int wt, const int MW, const int MX) {
+    size_t o = o0;
+    for (; o + MW <= o1; o += MW)
+        f_tile(out + o, ld_out, W + o * w_row_bytes, w_row_bytes, x, n_in, wt, MW, MX);
+    for (; o < o1; o++)
+        f_tile(out + o, ld_out, W + o * w_row_bytes, w_row_bytes, x, n_in, wt, 1, MX);
+}
+
+/* 4 activation rows x 2 weight rows per tile while they last, then each
+ * row left x 4 weight rows. */
 ALWAYS_INLINE void f_rows(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                           size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                           size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int wt) {
     (void)act_row_bytes; /* F32 rows of n_in */
     const float *x = (const float *)act;
     size_t r = 0;
-    for (; r + 4 <= n_rows_x; r += 4) {
-        size_t o = o0;
-        for (; o + 2 <= o1; o += 2)
-            f_tile(out + r * ld_out + o, ld_out, W + o * w_row_bytes, w_row_bytes, x + r * n_in,
-                   n_in, wt, 2, 4);
-        for (; o < o1; o++)
-            f_tile(out + r * ld_out + o, ld_out, W + o * w_row_bytes, w_row_bytes, x + r * n_in,
-                   n_in, wt, 1, 4);
-    }
-    for (; r < n_rows_x; r++) {
-        size_t o = o0;
-        for (; o + 4 <= o1; o += 4)
-            f_tile(out + r * ld_out + o, ld_out, W + o * w_row_bytes, w_row_bytes, x + r * n_in,
-                   n_in, wt, 4, 1);
-        for (; o < o1; o++)
-            f_tile(out + r * ld_out + o, ld_out, W + o * w_row_bytes, w_row_bytes, x + r * n_in,
-                   n_in, wt, 1, 1);
-    }
+    for (; r + 4 <= n_rows_x; r += 4)
+        f_cols(out + r * ld_out, ld_out, W, w_row_bytes, o0, o1, x + r * n_in, n_in, wt, 2, 4);
+    for (; r < n_rows_x; r++)
+        f_cols(out + r * ld_out, ld_out, W, w_row_bytes, o0, o1, x + r * n_in, n_in, wt, 4, 1);
 }
 
 #define F_ROWS_FN(name, wt)                                                                        \
-    static void name(float *restrict out, size_t ld_out, const uint8_t *restrict W,                \
-                     size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,        \
-                     size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp) {    \
+    static KERNEL_ROWS_DECL(name) {                                                                \
         (void)tmp;                                                                                 \
         f_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, wt);       \
     }

@@ -1,10 +1,11 @@
-/* Portable scalar tier of Q2_K, Q3_K, Q5_K and IQ4_XS weight rows against
- * Q8_K activation rows: packed_kq.h's formula written out plainly, one
- * dot per output element (the other tiers must give the same bits). Not
- * tuned. The packed groups' scalar tier is in repack_kq.c. */
+/* Portable scalar tier of Q2_K, Q3_K and IQ4_XS weight rows against Q8_K
+ * activation rows (Q5_K's is Q4_K's, dot_kquant_scalar.c): packed_kq.h's formula written out
+ * plainly, one dot per output element (the other tiers must give the same bits). Not tuned. The
+ * packed groups' scalar tier is in repack_kq.c. */
 #include <math.h>
 
 #include "kernels/packed_kq.h"
+#include "kernels/scalar_rows.h"
 
 /* Q2_K / Q3_K: the 2 low bits of element 128h + 32s + l (l < 32). */
 static inline int low2(const uint8_t *qs, int h, int s, int l) {
@@ -23,8 +24,7 @@ static float dot_q2_K(const block_q2_K *restrict w, const block_q8_K *restrict x
             isum += (w[b].scales[k] & 15) * t;
             imin += (w[b].scales[k] >> 4) * x[b].bsums[k];
         }
-        sumf = fmaf((float)isum, fp16_to_fp32(w[b].d) * x[b].d, sumf);
-        sumf = fmaf((float)imin, -fp16_to_fp32(w[b].dmin) * x[b].d, sumf);
+        sumf = scalar_k_min_steps(sumf, isum, imin, w[b].d, w[b].dmin, x[b].d);
     }
     return sumf;
 }
@@ -47,29 +47,6 @@ static float dot_q3_K(const block_q3_K *restrict w, const block_q8_K *restrict x
     return sumf;
 }
 
-static float dot_q5_K(const block_q5_K *restrict w, const block_q8_K *restrict x, size_t nb) {
-    float sumf = 0.0f;
-    for (size_t b = 0; b < nb; b++) {
-        uint8_t sc[8], m[8];
-        kernel_q4_K_scales(w[b].scales, sc, m);
-        int32_t isum = 0, imin = 0;
-        for (int j = 0; j < 8; j++) {
-            const int k = j / 2, hi = j % 2;
-            int32_t t = 0;
-            for (int l = 0; l < 32; l++) {
-                const int q = ((w[b].qs[32 * k + l] >> (4 * hi)) & 15) |
-                              ((w[b].qh[l] >> (2 * k + hi)) & 1) << 4;
-                t += q * x[b].qs[32 * j + l];
-            }
-            isum += sc[j] * t;
-            imin += m[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
-        }
-        sumf = fmaf((float)isum, fp16_to_fp32(w[b].d) * x[b].d, sumf);
-        sumf = fmaf((float)imin, -fp16_to_fp32(w[b].dmin) * x[b].d, sumf);
-    }
-    return sumf;
-}
-
 static float dot_iq4_xs(const block_iq4_xs *restrict w, const block_q8_K *restrict x, size_t nb) {
     float sumf = 0.0f;
     for (size_t b = 0; b < nb; b++) {
@@ -87,17 +64,9 @@ static float dot_iq4_xs(const block_iq4_xs *restrict w, const block_q8_K *restri
     return sumf;
 }
 
-#define ROWS_FN(name, dot, wtype_t)                                                                \
-    KQ_ROWS_DECL(name) {                                                                           \
-        (void)tmp;                                                                                 \
-        for (size_t r = 0; r < n_rows_x; r++) {                                                    \
-            const block_q8_K *a = (const block_q8_K *)(act + r * act_row_bytes);                   \
-            for (size_t o = o0; o < o1; o++)                                                       \
-                out[r * ld_out + o] = dot((const wtype_t *)(W + o * w_row_bytes), a, n_in / QK_K); \
-        }                                                                                          \
-    }
-
-ROWS_FN(kernel_rows_q2_K_scalar, dot_q2_K, block_q2_K)
-ROWS_FN(kernel_rows_q3_K_scalar, dot_q3_K, block_q3_K)
-ROWS_FN(kernel_rows_q5_K_scalar, dot_q5_K, block_q5_K)
-ROWS_FN(kernel_rows_iq4_xs_scalar, dot_iq4_xs, block_iq4_xs)
+SCALAR_ROWS_FN(kernel_rows_q2_K_scalar, 0, 0,
+               dot_q2_K((const block_q2_K *)w, (const block_q8_K *)a, n_in / QK_K))
+SCALAR_ROWS_FN(kernel_rows_q3_K_scalar, 0, 0,
+               dot_q3_K((const block_q3_K *)w, (const block_q8_K *)a, n_in / QK_K))
+SCALAR_ROWS_FN(kernel_rows_iq4_xs_scalar, 0, 0,
+               dot_iq4_xs((const block_iq4_xs *)w, (const block_q8_K *)a, n_in / QK_K))

@@ -24,6 +24,7 @@
 
 #include "base/compiler.h"
 #include "kernels/vnni.h"
+#include "kernels/x8_tile.h"
 
 enum { KQ_Q2_K, KQ_Q3_K, KQ_IQ4_XS };
 
@@ -40,12 +41,6 @@ ALWAYS_INLINE int kq_nsub(const int t) {
 
 ALWAYS_INLINE __m256i kq_load(const uint8_t *p) {
     return _mm256_loadu_si256((const __m256i *)p);
-}
-
-ALWAYS_INLINE __m256i kq_bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
 }
 
 /* The products of one chunk added to a sub-block's sum: dpbusd (int32)
@@ -199,15 +194,8 @@ ALWAYS_INLINE void kq_tile(float *restrict out, size_t ld_out, const uint8_t *re
                            const int t, const int MG, const int MX) {
     const size_t GB = kq_gb(t);
     const block_q8_K *x[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < MX; j++)
-        x[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
-    __m256 acc[2][4];
-#pragma GCC unroll 2
-    for (int g = 0; g < MG; g++)
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            acc[g][j] = _mm256_setzero_ps();
+    x8_act_q8_K(x, act, act_row_bytes, MX);
+    __m256 acc[2][4] = {{{0}}};
     const __m256i tbl = kq_iq4_table(), m0f = _mm256_set1_epi8(0x0f);
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *gb[2];
@@ -216,13 +204,9 @@ ALWAYS_INLINE void kq_tile(float *restrict out, size_t ld_out, const uint8_t *re
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++)
             kq_inits(&x[j][b], t, init[j]);
+        x8_group_blocks(gb, G, gs, b, GB, 4, MG, MX);
 #pragma GCC unroll 2
         for (int g = 0; g < MG; g++) {
-            gb[g] = G + (size_t)g * gs + b * GB;
-            if (MX == 1)
-                prefetch_block_ahead(gb[g], GB);
-            else
-                _mm_prefetch((const char *)(gb[g] + 4 * GB), _MM_HINT_T0);
             if (t == KQ_Q3_K) kq_q3_scales((const block_q3_Kx8 *)gb[g], q3s[g]);
 #pragma GCC unroll 4
             for (int j = 0; j < MX; j++)
@@ -259,13 +243,13 @@ ALWAYS_INLINE void kq_tile(float *restrict out, size_t ld_out, const uint8_t *re
                     const int wi = t == KQ_IQ4_XS
                                        ? 8 * k + c
                                        : 32 * (k / 8) + 8 * (k % 8 / 2) + 4 * (k % 2) + c;
-                    const __m256i xw = kq_bcast4(x[j][b].qs + 4 * wi);
+                    const __m256i xw = x8_bcast4(x[j][b].qs + 4 * wi);
 #pragma GCC unroll 2
                     for (int g = 0; g < MG; g++) {
                         s[g][j] = kq_dot(s[g][j], q[g], xw, t);
                         if (t == KQ_IQ4_XS)
                             s[g][j] =
-                                kq_dot(s[g][j], q2[g], kq_bcast4(x[j][b].qs + 4 * wi + 16), t);
+                                kq_dot(s[g][j], q2[g], x8_bcast4(x[j][b].qs + 4 * wi + 16), t);
                     }
                 }
             }
@@ -298,68 +282,38 @@ ALWAYS_INLINE void kq_tile(float *restrict out, size_t ld_out, const uint8_t *re
             }
         }
     }
-#pragma GCC unroll 2
-    for (int g = 0; g < MG; g++)
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            _mm256_storeu_ps(out + (size_t)j * ld_out + 8 * g, acc[g][j]);
+    x8_store(out, ld_out, acc, (size_t)8 * MG, MG, MX);
 }
 
 /* ---- the rows kernels ---------------------------------------------------- */
 
-#if defined(__AVX512VL__)
-#define KQ_MG 2
-#else
-#define KQ_MG 1
-#endif
-
 /* Rows [o0, o1) (whole groups of W, the packed matrix) x every activation
- * row: 4 activation rows per tile while they last, then the 1..3 left. */
+ * row: 4 activation rows per tile while they last, then the 1..3 left;
+ * X8_MG groups a tile beside 2..4 rows, then one. */
 ALWAYS_INLINE void kq_rows(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                            size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                            size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int t) {
     const size_t nb = n_in / QK_K, gs = 8 * w_row_bytes, n_groups = (o1 - o0) / 8;
     const uint8_t *G = W + o0 * w_row_bytes;
-#define KQ_GROUPS(MX)                                                                              \
-    do {                                                                                           \
-        size_t g = 0;                                                                              \
-        for (; (MX) > 1 && g + KQ_MG <= n_groups; g += KQ_MG)                                      \
-            kq_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, t, KQ_MG, MX);      \
-        for (; g < n_groups; g++)                                                                  \
-            kq_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, t, 1, MX);          \
-    } while (0)
-    size_t r = 0;
-    for (; r + 4 <= n_rows_x; r += 4) {
-        const uint8_t *a = act + r * act_row_bytes;
-        float *o_r = out + r * ld_out + o0;
-        KQ_GROUPS(4);
-    }
-    if (r == n_rows_x) return;
-    const uint8_t *a = act + r * act_row_bytes;
-    float *o_r = out + r * ld_out + o0;
-    switch (n_rows_x - r) {
-    case 3:
-        KQ_GROUPS(3);
-        break;
-    case 2:
-        KQ_GROUPS(2);
-        break;
-    default:
-        KQ_GROUPS(1);
-        break;
-    }
-#undef KQ_GROUPS
+    out += o0;
+#define KQ_TILE(g, MG) kq_tile(X8_AT(g), t, MG, MX)
+#define KQ_PASS()                                                                                  \
+    if (MX > 1) X8_GROUP_STEPS(KQ_TILE, X8_MG);                                                    \
+    X8_GROUP_STEPS(KQ_TILE, 1)
+    X8_ROW_PASSES(KQ_PASS);
+#undef KQ_PASS
+#undef KQ_TILE
 }
 
 /* Plain rows: each whole group of 8 packed into scratch, then the packed
  * tiles; the last rows short of a group run on the scalar tier (the same
  * bits either way). */
 #define KQ_FNS(name, t, pack, scalar_rows)                                                         \
-    KQ_ROWS_DECL(kernel_rows_##name##_r8_avx2) {                                                   \
+    KERNEL_ROWS_DECL(kernel_rows_##name##_r8_avx2) {                                               \
         (void)tmp;                                                                                 \
         kq_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, t);       \
     }                                                                                              \
-    KQ_ROWS_DECL(kernel_rows_##name##_avx2) {                                                      \
+    KERNEL_ROWS_DECL(kernel_rows_##name##_avx2) {                                                  \
         uint8_t *pk = (uint8_t *)tmp;                                                              \
         size_t o = o0;                                                                             \
         for (; o + 8 <= o1; o += 8) {                                                              \

@@ -20,6 +20,7 @@
 
 #include "base/compiler.h" /* ALWAYS_INLINE */
 #include "kernels/vnni.h"
+#include "kernels/x8_tile.h" /* x8_act_q8_K, X8_ROW_PASSES */
 
 /* ---- Q8_K activation quantizer, bit-identical to quantize_row_q8_K_ref -- */
 
@@ -133,9 +134,7 @@ ALWAYS_INLINE void q4_K_tile(float *restrict out, size_t ld_out, const block_q4_
                              const uint8_t *restrict act, size_t act_row_bytes, size_t nb,
                              const int MX) {
     const block_q8_K *x[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < MX; j++)
-        x[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
+    x8_act_q8_K(x, act, act_row_bytes, MX);
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m128 acc = _mm_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
@@ -187,9 +186,7 @@ ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const block_q6_
                              const uint8_t *restrict act, size_t act_row_bytes, size_t nb,
                              const int MX) {
     const block_q8_K *x[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < MX; j++)
-        x[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
+    x8_act_q8_K(x, act, act_row_bytes, MX);
     const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x30);
     __m128 acc = _mm_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
@@ -245,55 +242,35 @@ ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const block_q6_
     store_rows(out, ld_out, acc, MX);
 }
 
-/* Weight rows [o0, o1) x every activation row, 4 activation rows per tile
- * while they last; a weight row (a few KiB) stays in L1 for all of them. */
+/* Weight row w x every activation row, 4 activation rows per tile while
+ * they last; a weight row (a few KiB) stays in L1 for all of them. */
+ALWAYS_INLINE void kq_row(float *restrict out, size_t ld_out, const uint8_t *restrict w,
+                          const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
+                          size_t nb, const int is_q6) {
+#define KQ_PASS()                                                                                  \
+    if (is_q6)                                                                                     \
+        q6_K_tile(o_r, ld_out, (const block_q6_K *)w, a, act_row_bytes, nb, MX);                   \
+    else                                                                                           \
+        q4_K_tile(o_r, ld_out, (const block_q4_K *)w, a, act_row_bytes, nb, MX)
+    X8_ROW_PASSES(KQ_PASS);
+#undef KQ_PASS
+}
+
+/* Weight rows [o0, o1) x every activation row. */
 ALWAYS_INLINE void kq_rows(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                            size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                            size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int is_q6) {
-    const size_t nb = n_in / QK_K;
-#define KQ_TILE(MX)                                                                                \
-    do {                                                                                           \
-        float *o_ = out + r * ld_out + o;                                                          \
-        const uint8_t *a_ = act + r * act_row_bytes;                                               \
-        if (is_q6)                                                                                 \
-            q6_K_tile(o_, ld_out, (const block_q6_K *)w, a_, act_row_bytes, nb, MX);               \
-        else                                                                                       \
-            q4_K_tile(o_, ld_out, (const block_q4_K *)w, a_, act_row_bytes, nb, MX);               \
-    } while (0)
-    for (size_t o = o0; o < o1; o++) {
-        const uint8_t *w = W + o * w_row_bytes;
-        size_t r = 0;
-        for (; r + 4 <= n_rows_x; r += 4)
-            KQ_TILE(4);
-        switch (n_rows_x - r) {
-        case 3:
-            KQ_TILE(3);
-            break;
-        case 2:
-            KQ_TILE(2);
-            break;
-        case 1:
-            KQ_TILE(1);
-            break;
-        default:
-            break;
-        }
-    }
-#undef KQ_TILE
+    for (size_t o = o0; o < o1; o++)
+        kq_row(out + o, ld_out, W + o * w_row_bytes, act, act_row_bytes, n_rows_x, n_in / QK_K,
+               is_q6);
 }
 
-void kernel_rows_q4_K_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                           size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                           size_t act_row_bytes, size_t n_rows_x, size_t n_in,
-                           float *restrict tmp) {
+KERNEL_ROWS_DECL(kernel_rows_q4_K_avx2) {
     (void)tmp;
     kq_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 0);
 }
 
-void kernel_rows_q6_K_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                           size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                           size_t act_row_bytes, size_t n_rows_x, size_t n_in,
-                           float *restrict tmp) {
+KERNEL_ROWS_DECL(kernel_rows_q6_K_avx2) {
     (void)tmp;
     kq_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 1);
 }

@@ -1,36 +1,50 @@
-/* Portable scalar tier of the K-quant dots: Q4_K and Q6_K weights against
- * activations quantized once per call to Q8_K blocks (act.c). Each output element is the
- * integer-then-float formula of kernel_impl.h written out plainly, one dot per element; the AVX2
- * tier (dot_kquant_avx2.c) must give the same bits. Not tuned: no intrinsics, no tiling; no other
- * K-quant types (Q2_K, Q3_K, Q5_K). */
+/* Portable scalar tier of the K-quant dots: Q4_K, Q5_K and Q6_K weights
+ * against activations quantized once per call to Q8_K blocks (act.c). Each
+ * output element is the integer-then-float formula of kernel_impl.h written
+ * out plainly, one dot per element; the AVX2 tiers (dot_kquant_avx2.c,
+ * dot_kquant_x8_avx2.c) must give the same bits. Not tuned: no intrinsics,
+ * no tiling. Q2_K, Q3_K and IQ4_XS: dot_kq_scalar.c. */
 #include <math.h>
+#include <stddef.h>
 
+#include "base/compiler.h" /* ALWAYS_INLINE */
 #include "kernels/kernel_impl.h"
+#include "kernels/packed_kq.h"
+#include "kernels/scalar_rows.h"
 
-/* W row (nb block_q4_K) . x (nb block_q8_K): kernel_impl.h's Q4_K formula. */
-static float dot_q4_K_q8_K(const block_q4_K *restrict w, const block_q8_K *restrict x, size_t nb) {
+/* W row (n_in / 256 superblocks) . x: kernel_impl.h's Q4_K formula. Q5_K
+ * (q5 1: block_q5_K, whose d, dmin and scales are Q4_K's) takes each
+ * quant's fifth bit from qh too. Inlined into each type's kernel, so the
+ * Q4_K one tests nothing per element. */
+ALWAYS_INLINE float dot_q45_K(const uint8_t *restrict w, const block_q8_K *restrict x, size_t nb,
+                              const int q5) {
+    const size_t bytes = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
     float sumf = 0.0f;
     for (size_t b = 0; b < nb; b++) {
+        const block_q4_K *wb = (const block_q4_K *)(w + b * bytes);
+        const uint8_t *qs = q5 ? ((const block_q5_K *)wb)->qs : wb->qs;
+        const uint8_t *qh = q5 ? ((const block_q5_K *)wb)->qh : NULL;
         uint8_t sc[8], m[8];
-        kernel_q4_K_scales(w[b].scales, sc, m);
+        kernel_q4_K_scales(wb->scales, sc, m);
         int32_t isum = 0, imin = 0;
         for (int j = 0; j < 8; j++) {
             /* sub-block j: the low (j even) or high nibbles of 32 bytes */
-            const uint8_t *q = w[b].qs + 32 * (j / 2);
+            const uint8_t *q = qs + 32 * (j / 2);
             const int shift = 4 * (j % 2);
             const int8_t *a = x[b].qs + 32 * j;
             int32_t s = 0;
             for (int l = 0; l < 32; l++)
-                s += ((q[l] >> shift) & 15) * a[l];
+                s += (((q[l] >> shift) & 15) | (q5 ? ((qh[l] >> j) & 1) << 4 : 0)) * a[l];
             isum += sc[j] * s;
             imin += m[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
         }
-        const float dx = x[b].d;
-        sumf = fmaf((float)isum, fp16_to_fp32(w[b].d) * dx, sumf);
-        sumf = fmaf((float)imin, -fp16_to_fp32(w[b].dmin) * dx, sumf);
+        sumf = scalar_k_min_steps(sumf, isum, imin, wb->d, wb->dmin, x[b].d);
     }
     return sumf;
 }
+
+SCALAR_ROWS_FN(kernel_rows_q4_K_scalar, 0, 0, dot_q45_K(w, (const block_q8_K *)a, n_in / QK_K, 0))
+SCALAR_ROWS_FN(kernel_rows_q5_K_scalar, 0, 0, dot_q45_K(w, (const block_q8_K *)a, n_in / QK_K, 1))
 
 /* W row (nb block_q6_K) . x (nb block_q8_K): kernel_impl.h's Q6_K formula.
  * Elements 32c + l (c = 0..3, l < 32) of each 128-half take ql[l + 32(c&1)]'s
@@ -60,17 +74,5 @@ static float dot_q6_K_q8_K(const block_q6_K *restrict w, const block_q8_K *restr
     return sumf;
 }
 
-#define ROWS_FN(name, dot, wtype_t)                                                                \
-    void name(float *restrict out, size_t ld_out, const uint8_t *restrict W, size_t w_row_bytes,   \
-              size_t o0, size_t o1, const uint8_t *restrict act, size_t act_row_bytes,             \
-              size_t n_rows_x, size_t n_in, float *restrict tmp) {                                 \
-        (void)tmp;                                                                                 \
-        for (size_t r = 0; r < n_rows_x; r++) {                                                    \
-            const block_q8_K *a = (const block_q8_K *)(act + r * act_row_bytes);                   \
-            for (size_t o = o0; o < o1; o++)                                                       \
-                out[r * ld_out + o] = dot((const wtype_t *)(W + o * w_row_bytes), a, n_in / QK_K); \
-        }                                                                                          \
-    }
-
-ROWS_FN(kernel_rows_q4_K_scalar, dot_q4_K_q8_K, block_q4_K)
-ROWS_FN(kernel_rows_q6_K_scalar, dot_q6_K_q8_K, block_q6_K)
+SCALAR_ROWS_FN(kernel_rows_q6_K_scalar, 0, 0,
+               dot_q6_K_q8_K((const block_q6_K *)w, (const block_q8_K *)a, n_in / QK_K))

@@ -22,6 +22,7 @@
 
 #include "base/compiler.h" /* ALWAYS_INLINE */
 #include "kernels/vnni.h"
+#include "kernels/x8_tile.h"
 
 /* ---- Q4_K in 8-row groups ------------------------------------------------ */
 
@@ -89,15 +90,18 @@ ALWAYS_INLINE void k8_bsum_pairs(const block_q8_K *restrict x, __m256i p[4]) {
     p[3] = _mm256_broadcastd_epi32(_mm_shuffle_epi32(q, 3));
 }
 
-/* A tile's MG x MX accumulators to out (group g's 8 rows at column 8 g of
- * activation row j). */
-ALWAYS_INLINE void x8_store(float *restrict out, size_t ld_out, __m256 acc[4][4], const int MG,
-                            const int MX) {
+/* One chunk of a tile: the quant vectors q[g] of groups g < MG against
+ * activation row j's word at x[j][b].qs + off (j < MX), into the running
+ * sums acc[g][j][slot] (k8_dot's form). */
+ALWAYS_INLINE void k8_chunk(__m256i (*acc)[4][2], const __m256i *q, const block_q8_K *const *x,
+                            size_t b, int off, int slot, const int MG, const int MX) {
 #pragma GCC unroll 4
-    for (int g = 0; g < MG; g++)
+    for (int j = 0; j < MX; j++) {
+        const __m256i xb = x8_bcast4(x[j][b].qs + off);
 #pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            _mm256_storeu_ps(out + (size_t)j * ld_out + 8 * g, acc[g][j]);
+        for (int g = 0; g < MG; g++)
+            acc[g][j][slot] = k8_dot(acc[g][j][slot], q[g], xb);
+    }
 }
 
 /* Q5_K's groups (packed_kq.h) share block_q4_Kx8's d, dmin and scales,
@@ -137,26 +141,16 @@ ALWAYS_INLINE void q4_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
     const int NS = MX == 1 || (is_q5 && !K8_VNNI) ? 2 : 1;
     const size_t GB = k8_gb(is_q5);
     const block_q8_K *x[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < MX; j++)
-        x[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
+    x8_act_q8_K(x, act, act_row_bytes, MX);
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 acc[4][4];
-#pragma GCC unroll 4
-    for (int g = 0; g < MG; g++)
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            acc[g][j] = _mm256_setzero_ps();
+    __m256 acc[4][4] = {{{0}}};
     for (size_t b = 0; b < nb; b++) {
         const block_q4_Kx8 *gp[4]; /* d, dmin, scales: the same in block_q5_Kx8 */
-        __m256i sm[4][4], is[4][4];
+        __m256i sm[4][4], is[4][4] = {{{0}}};
 #pragma GCC unroll 4
         for (int g = 0; g < MG; g++) {
             gp[g] = (const block_q4_Kx8 *)(G + (size_t)g * gs + b * GB);
             k8_scales(gp[g], sm[g]);
-#pragma GCC unroll 4
-            for (int j = 0; j < MX; j++)
-                is[g][j] = _mm256_setzero_si256();
         }
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++)
@@ -178,15 +172,7 @@ ALWAYS_INLINE void q4_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
                                          _MM_HINT_T0);
                         q[g] = k8_quants((const uint8_t *)gp[g], is_q5, k, h, c);
                     }
-#pragma GCC unroll 4
-                    for (int j = 0; j < MX; j++) {
-                        int32_t xv;
-                        memcpy(&xv, x[j][b].qs + 64 * k + 32 * h + 4 * c, sizeof xv);
-                        const __m256i xb = _mm256_set1_epi32(xv);
-#pragma GCC unroll 4
-                        for (int g = 0; g < MG; g++)
-                            s[g][j][c % NS] = k8_dot(s[g][j][c % NS], q[g], xb);
-                    }
+                    k8_chunk(s, q, x, b, 64 * k + 32 * h + 4 * c, c % NS, MG, MX);
                 }
 #pragma GCC unroll 4
                 for (int g = 0; g < MG; g++) {
@@ -234,7 +220,7 @@ ALWAYS_INLINE void q4_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
             }
         }
     }
-    x8_store(out, ld_out, acc, MG, MX);
+    x8_store(out, ld_out, acc, (size_t)8 * MG, MG, MX);
 }
 
 /* ---- Q6_K in 8-row groups ------------------------------------------------
@@ -314,25 +300,15 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
                                 size_t nb, const int MG, const int MX) {
     const int NS = K8_VNNI && MX == 1 ? 2 : 1;
     const block_q8_K *x[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < MX; j++)
-        x[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
-    __m256 acc[4][4];
-#pragma GCC unroll 4
-    for (int g = 0; g < MG; g++)
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            acc[g][j] = _mm256_setzero_ps();
+    x8_act_q8_K(x, act, act_row_bytes, MX);
+    __m256 acc[4][4] = {{{0}}};
     for (size_t b = 0; b < nb; b++) {
         const block_q6_Kx8 *gp[4];
-        __m256i is[4][4];
+        __m256i is[4][4] = {{{0}}};
 #pragma GCC unroll 4
         for (int g = 0; g < MG; g++) {
             gp[g] = (const block_q6_Kx8 *)(G + (size_t)g * gs) + b;
             if (MX == 1) prefetch_block_ahead((const uint8_t *)gp[g], sizeof(block_q6_Kx8));
-#pragma GCC unroll 4
-            for (int j = 0; j < MX; j++)
-                is[g][j] = _mm256_setzero_si256();
         }
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++)
@@ -359,15 +335,7 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
 #pragma GCC unroll 4
                         for (int g = 0; g < MG; g++)
                             q[g] = q6_quants(gp[g], h, t, cc);
-#pragma GCC unroll 4
-                        for (int j = 0; j < MX; j++) {
-                            int32_t xv;
-                            memcpy(&xv, x[j][b].qs + 128 * h + 32 * t + 4 * cc, sizeof xv);
-                            const __m256i xb = _mm256_set1_epi32(xv);
-#pragma GCC unroll 4
-                            for (int g = 0; g < MG; g++)
-                                a[g][j][c % NS] = k8_dot(a[g][j][c % NS], q[g], xb);
-                        }
+                        k8_chunk(a, q, x, b, 128 * h + 32 * t + 4 * cc, c % NS, MG, MX);
                         if (!K8_VNNI && c % 2 == 1) {
 #pragma GCC unroll 4
                             for (int g = 0; g < MG; g++)
@@ -407,15 +375,15 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
             }
         }
     }
-    x8_store(out, ld_out, acc, MG, MX);
+    x8_store(out, ld_out, acc, (size_t)8 * MG, MG, MX);
 }
 
 #include "kernels/kquant_x8_zmm.h"
 
 /* ---- the rows kernels ---------------------------------------------------- */
 
-/* Groups per tile. Q4_K: 2 on AVX-512VL (32 ymm registers) beside 4
- * activation rows, 1 with 16. One activation row (decode) takes 1 group on
+/* Groups per tile. Q4_K: X8_MG beside several activation rows (2 with
+ * AVX-512VL's 32 ymm registers, 1 with 16). One activation row (decode) takes 1 group on
  * both: with 16 registers two Q4_K groups of one row spill (a group holds
  * its superblock's 4 scale vectors; bench_kernels put one group at
  * 1.2-1.45x two there), and with 32 the engine's decode, weights streamed
@@ -423,11 +391,6 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
  * tg128, 3 alternating pairs, 2026-12-01). Q6_K: 1 group everywhere: two
  * groups of one row were 3x slower on a 768x32000 output.weight streamed
  * from memory (native, bench_kernels), and no faster in cache. */
-#if defined(__AVX512VL__)
-#define K8_MG 2
-#else
-#define K8_MG 1
-#endif
 #define Q6_MG 1
 
 enum { X8_Q4_K, X8_Q6_K, X8_Q5_K };
@@ -440,77 +403,45 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
     const int is_q6 = kind == X8_Q6_K, is_q5 = kind == X8_Q5_K;
     const size_t nb = n_in / QK_K, gs = 8 * w_row_bytes, n_groups = (o1 - o0) / 8;
     const uint8_t *G = W + o0 * w_row_bytes;
-    const size_t mg = is_q6 ? Q6_MG : K8_MG;
-#define X8_TILE(MG, MX)                                                                            \
+    const size_t mg = is_q6 ? Q6_MG : X8_MG;
+    out += o0;
+#define X8_TILE(g, MG)                                                                             \
     do {                                                                                           \
         if (is_q6)                                                                                 \
-            q6_K_x8_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MG, MX);       \
+            q6_K_x8_tile(X8_AT(g), (int)(MG), MX);                                                 \
         else                                                                                       \
-            q4_K_x8_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MG, MX,        \
-                         is_q5);                                                                   \
+            q4_K_x8_tile(X8_AT(g), (int)(MG), MX, is_q5);                                          \
     } while (0)
-#if KQ_ZMM
-#define X8_PAIRS(MX)                                                                               \
-    for (; (MX) > 1 && g + 2 <= n_groups; g += 2) {                                                \
-        if (is_q6)                                                                                 \
-            q6_K_x8_tile_z(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MX);         \
-        else                                                                                       \
-            q4_K_x8_tile_z(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, MX, is_q5);  \
-    }
-#else
-#define X8_PAIRS(MX)
-#endif
-#define X8_GROUPS(MGC, MX)                                                                         \
+#define X8_TILE_Z(g, K) /* K = 2: one pair */                                                      \
     do {                                                                                           \
-        size_t g = 0;                                                                              \
-        X8_PAIRS(MX)                                                                               \
-        for (; g + (MGC) <= n_groups; g += (MGC))                                                  \
-            X8_TILE((int)(MGC), MX);                                                               \
-        for (; g < n_groups; g++)                                                                  \
-            X8_TILE(1, MX);                                                                        \
+        if (is_q6)                                                                                 \
+            q6_K_x8_tile_z(X8_AT(g), MX);                                                          \
+        else                                                                                       \
+            q4_K_x8_tile_z(X8_AT(g), MX, is_q5);                                                   \
     } while (0)
-    size_t r = 0;
-    for (; r + 4 <= n_rows_x; r += 4) {
-        const uint8_t *a = act + r * act_row_bytes;
-        float *o_r = out + r * ld_out + o0;
-        X8_GROUPS(mg, 4);
-    }
-    if (r == n_rows_x) return;
-    const uint8_t *a = act + r * act_row_bytes;
-    float *o_r = out + r * ld_out + o0;
-    switch (n_rows_x - r) {
-    case 3:
-        X8_GROUPS(mg, 3);
-        break;
-    case 2:
-        X8_GROUPS(mg, 2);
-        break;
-    default:
-        X8_GROUPS(1, 1); /* one group per tile: see the top of this section */
-        break;
-    }
-#undef X8_GROUPS
-#undef X8_PAIRS
+#define X8_PASS() /* one row: one group per tile, see the top of this section */                   \
+    if (MX > 1) {                                                                                  \
+        X8_PAIR_STEPS(X8_TILE_Z, 2);                                                               \
+        X8_GROUP_STEPS(X8_TILE, mg);                                                               \
+    }                                                                                              \
+    X8_GROUP_STEPS(X8_TILE, 1)
+    X8_ROW_PASSES(X8_PASS);
+#undef X8_PASS
+#undef X8_TILE_Z
 #undef X8_TILE
 }
 
-void kernel_rows_q4_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
-                              float *restrict tmp) {
+KERNEL_ROWS_DECL(kernel_rows_q4_K_r8_avx2) {
     (void)tmp;
     x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q4_K);
 }
 
-void kernel_rows_q6_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
-                              float *restrict tmp) {
+KERNEL_ROWS_DECL(kernel_rows_q6_K_r8_avx2) {
     (void)tmp;
     x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q6_K);
 }
 
-KQ_ROWS_DECL(kernel_rows_q5_K_r8_avx2) {
+KERNEL_ROWS_DECL(kernel_rows_q5_K_r8_avx2) {
     (void)tmp;
     x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q5_K);
 }
@@ -518,7 +449,7 @@ KQ_ROWS_DECL(kernel_rows_q5_K_r8_avx2) {
 /* Plain Q5_K rows: each whole group of 8 packed into scratch, then the
  * packed tiles; the last
  * rows short of a group run on the scalar tier. Same bits either way. */
-KQ_ROWS_DECL(kernel_rows_q5_K_avx2) {
+KERNEL_ROWS_DECL(kernel_rows_q5_K_avx2) {
     uint8_t *pk = (uint8_t *)tmp;
     size_t o = o0;
     for (; o + 8 <= o1; o += 8) {

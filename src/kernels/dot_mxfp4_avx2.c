@@ -20,18 +20,13 @@
 
 #include "base/compiler.h" /* ALWAYS_INLINE */
 #include "kernels/vnni.h"
+#include "kernels/x8_tile.h"
 
 /* the 16 codes' values + 12, in both 128-bit lanes for pshufb */
 #define MX_BIAS 12
 ALWAYS_INLINE __m256i mx_lut(void) {
     return _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0, 12, 13, 14,
                             15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
-}
-
-ALWAYS_INLINE __m256i mx_bcast4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
 }
 
 /* The 8 rows' scales 2^(e - 128), kernel_e8m0_half lane by lane. */
@@ -67,10 +62,7 @@ ALWAYS_INLINE void mx_tile(float *restrict out, size_t ld_out, const uint8_t *re
                            size_t n_valid, const int MX) {
     const size_t soff = kernel_act_side_off(nb);
     const __m256i lut = mx_lut(), m0f = _mm256_set1_epi8(0x0f);
-    __m256 acc[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < MX; j++)
-        acc[j] = _mm256_setzero_ps();
+    __m256 acc[4] = {{0}};
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *wb = G + b * sizeof(block_mxfp4x8);
         if (MX == 1) prefetch_block_ahead(wb, sizeof(block_mxfp4x8));
@@ -91,16 +83,16 @@ ALWAYS_INLINE void mx_tile(float *restrict out, size_t ld_out, const uint8_t *re
 #if KERNEL_VNNI
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++)
-                is = mx_chunk(is, lo[c], mx_bcast4(xq + 4 * c), hi[c], mx_bcast4(xq + 16 + 4 * c));
+                is = mx_chunk(is, lo[c], x8_bcast4(xq + 4 * c), hi[c], x8_bcast4(xq + 16 + 4 * c));
 #else
             const __m256i one16 = _mm256_set1_epi16(1);
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 const int c0 = 2 * h, c1 = 2 * h + 1;
                 const __m256i s16 = _mm256_add_epi16(
-                    mx_pairs16(lo[c0], mx_bcast4(xq + 4 * c0), hi[c0], mx_bcast4(xq + 16 + 4 * c0)),
-                    mx_pairs16(lo[c1], mx_bcast4(xq + 4 * c1), hi[c1],
-                               mx_bcast4(xq + 16 + 4 * c1)));
+                    mx_pairs16(lo[c0], x8_bcast4(xq + 4 * c0), hi[c0], x8_bcast4(xq + 16 + 4 * c0)),
+                    mx_pairs16(lo[c1], x8_bcast4(xq + 4 * c1), hi[c1],
+                               x8_bcast4(xq + 16 + 4 * c1)));
                 is = _mm256_add_epi32(is, _mm256_madd_epi16(s16, one16));
             }
 #endif
@@ -108,45 +100,19 @@ ALWAYS_INLINE void mx_tile(float *restrict out, size_t ld_out, const uint8_t *re
                                      _mm256_mul_ps(dw, _mm256_set1_ps(sd->d)), acc[j]);
         }
     }
-#pragma GCC unroll 4
-    for (int j = 0; j < MX; j++) {
-        float *o = out + (size_t)j * ld_out;
-        if (n_valid >= 8) {
-            _mm256_storeu_ps(o, acc[j]);
-        } else {
-            float t[8];
-            _mm256_storeu_ps(t, acc[j]);
-            memcpy(o, t, (n_valid < 8 ? n_valid : 8) * sizeof(float));
-        }
-    }
+    x8_store(out, ld_out, &acc, n_valid, 1, MX);
 }
 
 /* All activation rows against n_groups groups gs bytes apart from G. */
 static void mx_rows(float *restrict out, size_t ld_out, const uint8_t *restrict G, size_t gs,
                     size_t n_groups, size_t n_valid, const uint8_t *restrict act,
                     size_t act_row_bytes, size_t n_rows_x, size_t nb) {
-    for (size_t r = 0; r < n_rows_x; r += 4) {
-        const uint8_t *a = act + r * act_row_bytes;
-        float *o = out + r * ld_out;
-        const size_t left = n_rows_x - r;
-        for (size_t g = 0; g < n_groups; g++) {
-            const uint8_t *Gg = G + g * gs;
-            const size_t nv = n_valid - g * 8;
-            switch (left < 4 ? left : 4) {
-            case 1:
-                mx_tile(o + g * 8, ld_out, Gg, a, act_row_bytes, nb, nv, 1);
-                break;
-            case 2:
-                mx_tile(o + g * 8, ld_out, Gg, a, act_row_bytes, nb, nv, 2);
-                break;
-            case 3:
-                mx_tile(o + g * 8, ld_out, Gg, a, act_row_bytes, nb, nv, 3);
-                break;
-            default:
-                mx_tile(o + g * 8, ld_out, Gg, a, act_row_bytes, nb, nv, 4);
-            }
-        }
-    }
+#define MX_TILE(g, K)                                                                              \
+    mx_tile(o_r + (g)*8, ld_out, G + (g)*gs, a, act_row_bytes, nb, n_valid - (g)*8, MX)
+#define MX_PASS() X8_GROUP_STEPS(MX_TILE, 1)
+    X8_ROW_PASSES(MX_PASS);
+#undef MX_PASS
+#undef MX_TILE
 }
 
 void kernel_rows_mxfp4_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
@@ -158,20 +124,24 @@ void kernel_rows_mxfp4_r8_avx2(float *restrict out, size_t ld_out, const uint8_t
             act, act_row_bytes, n_rows_x, n_in / QK_MXFP4);
 }
 
+/* kernel_pack_group_mxfp4 as an x8_pack_fn. */
+static void pack_mxfp4_group(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
+                             size_t m, size_t nb, uint32_t type) {
+    (void)type;
+    kernel_pack_group_mxfp4(dst, W, w_row_bytes, m, nb);
+}
+
 void kernel_rows_mxfp4_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                             size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                             size_t act_row_bytes, size_t n_rows_x, size_t n_in,
                             float *restrict tmp) {
-    const size_t nb = n_in / QK_MXFP4, gs = 8 * w_row_bytes;
+    const size_t nb = n_in / QK_MXFP4;
     uint8_t *pk = (uint8_t *)tmp; /* 2 groups: 8.5 * n_in of its 20 * n_in bytes */
     for (size_t o = o0; o < o1; o += 16) {
-        const size_t m = o1 - o < 16 ? o1 - o : 16, ng = (m + 7) / 8;
-        for (size_t k = 0; k < ng; k++) {
-            const size_t mk = m - 8 * k < 8 ? m - 8 * k : 8;
-            kernel_pack_group_mxfp4(pk + k * gs, W + (o + 8 * k) * w_row_bytes, w_row_bytes, mk,
-                                    nb);
-        }
-        mx_rows(out + o, ld_out, pk, gs, ng, m, act, act_row_bytes, n_rows_x, nb);
+        const size_t m = x8_pack_tile(pk, W + o * w_row_bytes, w_row_bytes, o1 - o, nb,
+                                      pack_mxfp4_group, GGML_TYPE_MXFP4);
+        mx_rows(out + o, ld_out, pk, 8 * w_row_bytes, (m + 7) / 8, m, act, act_row_bytes, n_rows_x,
+                nb);
     }
 }
 

@@ -25,6 +25,7 @@
 #include "base/compiler.h"
 #include "kernels/r8_tile_zmm.h"
 #include "kernels/vnni.h"
+#include "kernels/x8_tile.h"
 
 enum { T_Q4_1, T_Q5_0, T_Q5_1, T_IQ4_NL };
 
@@ -107,12 +108,6 @@ ALWAYS_INLINE __m256i q32_dot(__m256i acc, __m256i w, __m256i x, const int t) {
 #endif
 }
 
-ALWAYS_INLINE __m256i bcast4_q32(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
-}
-
 /* Without VNNI the unsigned types sum maddubs pairs in int16 before one
  * madd widens them: a pair of a nibble and an int8 is at most 2 * 15 * 127
  * = 3810 (8 per block: 30480), of a 5-bit quant 7874 (4 per sum: 31496). */
@@ -125,36 +120,20 @@ ALWAYS_INLINE void q32_tile(float *restrict out, size_t ld_out, const uint8_t *r
                             size_t n_valid, const int t, const int MG, const int MX) {
     const size_t GB = q32_gb(t), soff = kernel_act_side_off(nb);
     const int NS = MX == 1 ? 2 : 1; /* one row: low and high nibbles in two chains */
-    __m256 acc[2][4];
-#pragma GCC unroll 2
-    for (int g = 0; g < MG; g++)
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            acc[g][j] = _mm256_setzero_ps();
+    __m256 acc[2][4] = {{{0}}};
     for (size_t b = 0; b < nb; b++) {
         __m256i is[2][4][2], s16[2][4];
-        const int8_t *xq[4];
-        const kernel_act_side *sd[4];
+        const x8_act8 ab = x8_act_q8_0(act, act_row_bytes, soff, b, MX);
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++) {
-            const uint8_t *a = act + (size_t)j * act_row_bytes;
-            xq[j] = ((const block_q8_0 *)a + b)->qs;
-            sd[j] = (const kernel_act_side *)(a + soff) + b;
 #pragma GCC unroll 2
             for (int g = 0; g < MG; g++) {
-                is[g][j][0] = _mm256_set1_epi32(q32_init(sd[j], t));
+                is[g][j][0] = _mm256_set1_epi32(q32_init(ab.sd[j], t));
                 is[g][j][1] = s16[g][j] = _mm256_setzero_si256();
             }
         }
         const uint8_t *wb[2];
-#pragma GCC unroll 2
-        for (int g = 0; g < MG; g++) {
-            wb[g] = G + (size_t)g * gs + b * GB;
-            if (MX == 1)
-                prefetch_block_ahead(wb[g], GB);
-            else
-                _mm_prefetch((const char *)(wb[g] + 8 * GB), _MM_HINT_T0);
-        }
+        x8_group_blocks(wb, G, gs, b, GB, 8, MG, MX);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256i lo[2], hi[2];
@@ -163,7 +142,8 @@ ALWAYS_INLINE void q32_tile(float *restrict out, size_t ld_out, const uint8_t *r
                 q32_chunk(wb[g], t, c, &lo[g], &hi[g]);
 #pragma GCC unroll 4
             for (int j = 0; j < MX; j++) {
-                const __m256i xl = bcast4_q32(xq[j] + 4 * c), xh = bcast4_q32(xq[j] + 16 + 4 * c);
+                const __m256i xl = x8_bcast4(ab.xq[j] + 4 * c),
+                              xh = x8_bcast4(ab.xq[j] + 16 + 4 * c);
 #pragma GCC unroll 2
                 for (int g = 0; g < MG; g++) {
                     if (Q32_INT16(t)) { /* both chunks' pairs in the int16 sum */
@@ -196,32 +176,17 @@ ALWAYS_INLINE void q32_tile(float *restrict out, size_t ld_out, const uint8_t *r
                                   : _mm256_setzero_ps();
 #pragma GCC unroll 4
             for (int j = 0; j < MX; j++) {
-                const __m256 dx = _mm256_set1_ps(sd[j]->d);
+                const __m256 dx = _mm256_set1_ps(ab.sd[j]->d);
                 const __m256i s =
                     NS == 2 ? _mm256_add_epi32(is[g][j][0], is[g][j][1]) : is[g][j][0];
                 acc[g][j] =
                     _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, dx), acc[g][j]);
                 if (q32_has_min(t))
-                    acc[g][j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(sd[j]->s), acc[g][j]);
+                    acc[g][j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(ab.sd[j]->s), acc[g][j]);
             }
         }
     }
-#pragma GCC unroll 2
-    for (int g = 0; g < MG; g++) {
-        const size_t first = (size_t)g * 8;
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++) {
-            float *o = out + (size_t)j * ld_out + first;
-            if (n_valid >= first + 8) {
-                _mm256_storeu_ps(o, acc[g][j]);
-            } else if (n_valid > first) {
-                float tmp[8];
-                _mm256_storeu_ps(tmp, acc[g][j]);
-                const size_t k = n_valid - first < 8 ? n_valid - first : 8;
-                memcpy(o, tmp, k * sizeof(float));
-            }
-        }
-    }
+    x8_store(out, ld_out, acc, n_valid, MG, MX);
 }
 
 /* ---- AVX-512 VNNI: two groups per zmm, and one row's pair vectors -------- */
@@ -251,45 +216,23 @@ ALWAYS_INLINE void q32_chunk_z(const uint8_t *restrict wb, size_t gs, const int 
     *hi = h;
 }
 
-/* fp16 vectors of 8 lanes at offset off of two groups -> 16 floats. */
-ALWAYS_INLINE __m512 q32_half_pair(const uint8_t *g0, size_t gs, size_t off) {
-    const __m128i lo = _mm_loadu_si128((const __m128i *)(g0 + off));
-    const __m128i hi = _mm_loadu_si128((const __m128i *)(g0 + gs + off));
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
-}
-
 /* 2 * MP groups (MP <= 3) x MX activation rows over nb blocks; stores the
  * first n_valid of the 16 * MP output columns (r8_tile_z's shape). */
 ALWAYS_INLINE void q32_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                               size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
                               size_t nb, size_t n_valid, const int t, const int MP, const int MX) {
     const size_t GB = q32_gb(t), soff = kernel_act_side_off(nb);
-    __m512 acc[3][4];
-#pragma GCC unroll 3
-    for (int p = 0; p < MP; p++)
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            acc[p][j] = _mm512_setzero_ps();
+    __m512 acc[3][4] = {{{0}}};
     for (size_t b = 0; b < nb; b++) {
         __m512i is[3][4];
-        const int8_t *xq[4];
-        const kernel_act_side *sd[4];
+        const x8_act8 ab = x8_act_q8_0(act, act_row_bytes, soff, b, MX);
 #pragma GCC unroll 4
-        for (int j = 0; j < MX; j++) {
-            const uint8_t *a = act + (size_t)j * act_row_bytes;
-            xq[j] = ((const block_q8_0 *)a + b)->qs;
-            sd[j] = (const kernel_act_side *)(a + soff) + b;
+        for (int j = 0; j < MX; j++)
 #pragma GCC unroll 3
             for (int p = 0; p < MP; p++)
-                is[p][j] = _mm512_set1_epi32(q32_init(sd[j], t));
-        }
+                is[p][j] = _mm512_set1_epi32(q32_init(ab.sd[j], t));
         const uint8_t *wb[3];
-#pragma GCC unroll 3
-        for (int p = 0; p < MP; p++) {
-            wb[p] = G + (size_t)(2 * p) * gs + b * GB;
-            _mm_prefetch((const char *)(wb[p] + 8 * GB), _MM_HINT_T0);
-            _mm_prefetch((const char *)(wb[p] + gs + 8 * GB), _MM_HINT_T0);
-        }
+        z_pair_blocks(wb, G, gs, b, GB, MP);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m512i lo[3], hi[3];
@@ -298,7 +241,7 @@ ALWAYS_INLINE void q32_tile_z(float *restrict out, size_t ld_out, const uint8_t 
                 q32_chunk_z(wb[p], gs, t, c, &lo[p], &hi[p]);
 #pragma GCC unroll 4
             for (int j = 0; j < MX; j++) {
-                const __m512i xl = z_bcast4(xq[j] + 4 * c), xh = z_bcast4(xq[j] + 16 + 4 * c);
+                const __m512i xl = z_bcast4(ab.xq[j] + 4 * c), xh = z_bcast4(ab.xq[j] + 16 + 4 * c);
 #pragma GCC unroll 3
                 for (int p = 0; p < MP; p++)
                     is[p][j] =
@@ -307,91 +250,45 @@ ALWAYS_INLINE void q32_tile_z(float *restrict out, size_t ld_out, const uint8_t 
         }
 #pragma GCC unroll 3
         for (int p = 0; p < MP; p++) {
-            const __m512 dw = q32_half_pair(wb[p], gs, 0);
-            const __m512 mw = q32_has_min(t) ? q32_half_pair(wb[p], gs, 16) : _mm512_setzero_ps();
+            const __m512 dw = z_half_pair(wb[p], gs, 0);
+            const __m512 mw = q32_has_min(t) ? z_half_pair(wb[p], gs, 16) : _mm512_setzero_ps();
 #pragma GCC unroll 4
             for (int j = 0; j < MX; j++) {
-                const __m512 dx = _mm512_set1_ps(sd[j]->d);
+                const __m512 dx = _mm512_set1_ps(ab.sd[j]->d);
                 acc[p][j] =
                     _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[p][j]), _mm512_mul_ps(dw, dx), acc[p][j]);
                 if (q32_has_min(t))
-                    acc[p][j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sd[j]->s), acc[p][j]);
+                    acc[p][j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(ab.sd[j]->s), acc[p][j]);
             }
         }
     }
-#pragma GCC unroll 3
-    for (int p = 0; p < MP; p++) {
-        const size_t first = (size_t)p * 16;
-        if (n_valid <= first) break;
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            z_store(out + (size_t)j * ld_out + first, acc[p][j], n_valid - first);
-    }
+    z_store_tile(out, ld_out, acc, n_valid, MP, MX);
 }
 
 #endif /* R8_ZMM */
 
 /* ---- the rows kernels ---------------------------------------------------- */
 
-/* Groups per ymm tile beside 4 activation rows: 2 with AVX-512VL's 32
- * registers, 1 with 16 (dot_avx2.c's R8_MG). */
-#if defined(__AVX512VL__)
-#define Q32_MG 2
-#else
-#define Q32_MG 1
-#endif
-
 /* All activation rows against n_groups groups at G (gs bytes apart); out
- * column 0 is the first group's first row; n_valid columns exist. */
+ * column 0 is the first group's first row; n_valid columns exist. Beside
+ * 2..4 rows: zmm pairs (R8_ZMM: 3 pairs, then 1), then X8_MG groups (4
+ * rows); then one group a tile. */
 ALWAYS_INLINE void q32_rows(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                             size_t gs, size_t n_groups, size_t n_valid, const uint8_t *restrict act,
                             size_t act_row_bytes, size_t n_rows_x, size_t nb, const int t) {
-#define Q32_TILE(MG, MX)                                                                           \
-    q32_tile(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, n_valid - g * 8, t, MG, MX)
-#if R8_ZMM
-#define Q32_PAIRS(MX)                                                                              \
-    for (; g + 6 <= n_groups; g += 6)                                                              \
-        q32_tile_z(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, n_valid - g * 8, t,  \
-                   3, MX);                                                                         \
-    for (; g + 2 <= n_groups; g += 2)                                                              \
-        q32_tile_z(o_r + g * 8, ld_out, G + g * gs, gs, a, act_row_bytes, nb, n_valid - g * 8, t,  \
-                   1, MX);
-#else
-#define Q32_PAIRS(MX)
-#endif
-    size_t r = 0;
-    for (; r + 4 <= n_rows_x; r += 4) {
-        const uint8_t *a = act + r * act_row_bytes;
-        float *o_r = out + r * ld_out;
-        size_t g = 0;
-        Q32_PAIRS(4)
-        for (; g + Q32_MG <= n_groups; g += Q32_MG)
-            Q32_TILE(Q32_MG, 4);
-        for (; g < n_groups; g++)
-            Q32_TILE(1, 4);
-    }
-    if (r == n_rows_x) return;
-    const uint8_t *a = act + r * act_row_bytes;
-    float *o_r = out + r * ld_out;
-    size_t g = 0;
-    switch (n_rows_x - r) {
-    case 3:
-        Q32_PAIRS(3)
-        for (; g < n_groups; g++)
-            Q32_TILE(1, 3);
-        break;
-    case 2:
-        Q32_PAIRS(2)
-        for (; g < n_groups; g++)
-            Q32_TILE(1, 2);
-        break;
-    default:
-        for (; g < n_groups; g++)
-            Q32_TILE(1, 1);
-        break;
-    }
+#define Q32_TILE(g, MG)  q32_tile(X8_AT(g), n_valid - (g)*8, t, MG, MX)
+#define Q32_TILE_Z(g, K) q32_tile_z(X8_AT(g), n_valid - (g)*8, t, (K) / 2, MX)
+#define Q32_PASS()                                                                                 \
+    if (MX > 1) {                                                                                  \
+        X8_PAIR_STEPS(Q32_TILE_Z, 6);                                                              \
+        X8_PAIR_STEPS(Q32_TILE_Z, 2);                                                              \
+    }                                                                                              \
+    if (MX == 4) X8_GROUP_STEPS(Q32_TILE, X8_MG);                                                  \
+    X8_GROUP_STEPS(Q32_TILE, 1)
+    X8_ROW_PASSES(Q32_PASS);
+#undef Q32_PASS
+#undef Q32_TILE_Z
 #undef Q32_TILE
-#undef Q32_PAIRS
 }
 
 static const uint32_t q32_ggml_type[4] = {GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
@@ -412,25 +309,22 @@ ALWAYS_INLINE void q32_plain(float *restrict out, size_t ld_out, const uint8_t *
                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
                              float *restrict tmp, const int t) {
-    const size_t nb = n_in / QK8_0, gs = 8 * w_row_bytes;
+    const size_t nb = n_in / QK8_0;
     uint8_t *pk = (uint8_t *)tmp;
     for (size_t o = o0; o < o1; o += 16) {
-        const size_t m = o1 - o < 16 ? o1 - o : 16, ng = (m + 7) / 8;
-        for (size_t k = 0; k < ng; k++) {
-            const size_t mk = m - 8 * k < 8 ? m - 8 * k : 8;
-            kernel_pack_group_q32(pk + k * gs, W + (o + 8 * k) * w_row_bytes, w_row_bytes, mk, nb,
-                                  q32_ggml_type[t]);
-        }
-        q32_rows(out + o, ld_out, pk, gs, ng, m, act, act_row_bytes, n_rows_x, nb, t);
+        const size_t m = x8_pack_tile(pk, W + o * w_row_bytes, w_row_bytes, o1 - o, nb,
+                                      kernel_pack_group_q32, q32_ggml_type[t]);
+        q32_rows(out + o, ld_out, pk, 8 * w_row_bytes, (m + 7) / 8, m, act, act_row_bytes, n_rows_x,
+                 nb, t);
     }
 }
 
 #define Q32_FNS(name, t)                                                                           \
-    Q32_ROWS_DECL(kernel_rows_##name##_avx2) {                                                     \
+    KERNEL_ROWS_DECL(kernel_rows_##name##_avx2) {                                                  \
         q32_plain(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, tmp,    \
                   t);                                                                              \
     }                                                                                              \
-    Q32_ROWS_DECL(kernel_rows_##name##_r8_avx2) {                                                  \
+    KERNEL_ROWS_DECL(kernel_rows_##name##_r8_avx2) {                                               \
         q32_packed(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, tmp,   \
                    t);                                                                             \
     }

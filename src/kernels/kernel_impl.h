@@ -23,10 +23,11 @@
  * thread-private scratch (used by the Q8_0/Q4_0 tiles to pack 8 weight
  * rows: 9 * n_in bytes). act rows of Q8_0 type are laid out as
  * kernel_act_row_bytes below says, of Q8_K type as kernel_act_k_row_bytes. */
-typedef void (*kernel_rows_fn)(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                               size_t w_row_bytes, size_t o0, size_t o1,
-                               const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
-                               size_t n_in, float *restrict tmp);
+#define KERNEL_ROWS_DECL(name)                                                                     \
+    void name(float *restrict out, size_t ld_out, const uint8_t *restrict W, size_t w_row_bytes,   \
+              size_t o0, size_t o1, const uint8_t *restrict act, size_t act_row_bytes,             \
+              size_t n_rows_x, size_t n_in, float *restrict tmp)
+typedef KERNEL_ROWS_DECL((*kernel_rows_fn));
 
 #define KERNEL_TMP_ROWS 5 /* also room for 2 packed Q8_0 groups: 17 * n_in bytes */
 
@@ -116,14 +117,8 @@ void kernel_pack_group(uint8_t *restrict dst, const uint8_t *restrict W, size_t 
                        size_t m, size_t nb, int is_q4);
 
 /* The scalar tier of the Q8_0 / Q4_0 groups (repack.c). */
-void kernel_rows_q8_0_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                                size_t w_row_bytes, size_t o0, size_t o1,
-                                const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
-                                size_t n_in, float *restrict tmp);
-void kernel_rows_q4_0_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                                size_t w_row_bytes, size_t o0, size_t o1,
-                                const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
-                                size_t n_in, float *restrict tmp);
+KERNEL_ROWS_DECL(kernel_rows_q8_0_r8_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q4_0_r8_scalar);
 
 /* ---- K-quants: Q4_K / Q6_K weights x Q8_K activations --------------------
  *
@@ -215,22 +210,10 @@ void kernel_pack_group_q6_K(uint8_t *restrict dst, const uint8_t *restrict W, si
 
 /* The K-quant rows kernels (kernel_rows_fn; act in Q8_K; tmp unused), and
  * the scalar tier of their groups (repack.c). */
-void kernel_rows_q4_K_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                                size_t w_row_bytes, size_t o0, size_t o1,
-                                const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
-                                size_t n_in, float *restrict tmp);
-void kernel_rows_q6_K_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                                size_t w_row_bytes, size_t o0, size_t o1,
-                                const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
-                                size_t n_in, float *restrict tmp);
-void kernel_rows_q4_K_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                             size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                             size_t act_row_bytes, size_t n_rows_x, size_t n_in,
-                             float *restrict tmp);
-void kernel_rows_q6_K_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                             size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                             size_t act_row_bytes, size_t n_rows_x, size_t n_in,
-                             float *restrict tmp);
+KERNEL_ROWS_DECL(kernel_rows_q4_K_r8_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q6_K_r8_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q4_K_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q6_K_scalar);
 
 /* ---- MXFP4: 8 rows of one 32-element block, interleaved as block_q4_0x8
  * (qs[c*32 + i*4 + e] = row i's qs[4c + e], c < 4) with the rows' E8M0
@@ -246,14 +229,8 @@ _Static_assert(sizeof(block_mxfp4x8) == 8 * sizeof(block_mxfp4), "block_mxfp4x8 
 void kernel_pack_group_mxfp4(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
                              size_t m, size_t nb);
 /* The MXFP4 rows kernels (kernel_rows_fn; act in Q8_0 with side data). */
-void kernel_rows_mxfp4_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
-                              float *restrict tmp);
-void kernel_rows_mxfp4_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                                 size_t w_row_bytes, size_t o0, size_t o1,
-                                 const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
-                                 size_t n_in, float *restrict tmp);
+KERNEL_ROWS_DECL(kernel_rows_mxfp4_scalar);
+KERNEL_ROWS_DECL(kernel_rows_mxfp4_r8_scalar);
 
 /* One weight type on one tier: a row of the tier's table. */
 typedef struct kernel_type_impl {
@@ -275,32 +252,16 @@ extern const kernel_type_impl kernel_impl_scalar[GGML_TYPE_COUNT_MAX];
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define KERNEL_HAVE_AVX2 1
 extern const kernel_type_impl kernel_impl_avx2[GGML_TYPE_COUNT_MAX];
-void kernel_rows_q4_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
-                              float *restrict tmp);
-void kernel_rows_q6_K_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
-                              float *restrict tmp);
+KERNEL_ROWS_DECL(kernel_rows_q4_K_r8_avx2);
+KERNEL_ROWS_DECL(kernel_rows_q6_K_r8_avx2);
 /* side: each block's kernel_act_side, or NULL for plain Q8_0 rows */
 void quantize_row_q8_0_avx2(block_q8_0 *restrict y, const float *restrict x, size_t n,
                             kernel_act_side *restrict side);
 void quantize_row_q8_K_avx2(block_q8_K *restrict y, const float *restrict x, size_t n);
-void kernel_rows_q4_K_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                           size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                           size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp);
-void kernel_rows_q6_K_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                           size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                           size_t act_row_bytes, size_t n_rows_x, size_t n_in, float *restrict tmp);
-void kernel_rows_mxfp4_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                            size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                            size_t act_row_bytes, size_t n_rows_x, size_t n_in,
-                            float *restrict tmp);
-void kernel_rows_mxfp4_r8_avx2(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                               size_t w_row_bytes, size_t o0, size_t o1,
-                               const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
-                               size_t n_in, float *restrict tmp);
+KERNEL_ROWS_DECL(kernel_rows_q4_K_avx2);
+KERNEL_ROWS_DECL(kernel_rows_q6_K_avx2);
+KERNEL_ROWS_DECL(kernel_rows_mxfp4_avx2);
+KERNEL_ROWS_DECL(kernel_rows_mxfp4_r8_avx2);
 
 float kernel_dot_f32_avx2(const float *restrict a, const float *restrict b, size_t n);
 void kernel_axpy_avx2(float *restrict y, float a, const float *restrict x, size_t n);

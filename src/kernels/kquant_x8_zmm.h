@@ -15,13 +15,6 @@
 
 #if R8_ZMM && K8_VNNI
 
-/* fp16 vectors of 8 lanes at offset off of two groups -> 16 floats. */
-ALWAYS_INLINE __m512 zk_half_pair(const uint8_t *g0, size_t gs, size_t off) {
-    const __m128i lo = _mm_loadu_si128((const __m128i *)(g0 + off));
-    const __m128i hi = _mm_loadu_si128((const __m128i *)(g0 + gs + off));
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
-}
-
 /* k8_scales for two groups. */
 ALWAYS_INLINE void zk_scales(const uint8_t *g0, size_t gs, __m512i s[4]) {
     const size_t off = offsetof(block_q4_Kx8, scales);
@@ -50,12 +43,6 @@ ALWAYS_INLINE void zk_bsum_pairs(const block_q8_K *restrict x, __m512i p[4]) {
         p[i] = _mm512_broadcastd_epi32(_mm256_castsi256_si128(y[i]));
 }
 
-ALWAYS_INLINE void zk_store(float *restrict out, size_t ld_out, __m512 acc[4], const int MX) {
-#pragma GCC unroll 4
-    for (int j = 0; j < MX; j++)
-        _mm512_storeu_ps(out + (size_t)j * ld_out, acc[j]);
-}
-
 /* k8_quants for groups g, g + 1 (gp, gp + gs). */
 ALWAYS_INLINE __m512i zk_quants(const uint8_t *restrict gp, size_t gs, const int is_q5, const int k,
                                 const int h, const int c) {
@@ -73,29 +60,18 @@ ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
                                   size_t nb, const int MX, const int is_q5) {
     const size_t GB = k8_gb(is_q5);
     const block_q8_K *x[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < MX; j++)
-        x[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
+    x8_act_q8_K(x, act, act_row_bytes, MX);
     const __m512 sign = _mm512_set1_ps(-0.0f);
-    __m512 acc[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < MX; j++)
-        acc[j] = _mm512_setzero_ps();
+    __m512 acc[4] = {{0}};
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *gp = G + b * GB;
-        __m512i sm[4], is[4];
+        __m512i sm[4], is[4] = {{0}};
         zk_scales(gp, gs, sm);
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            is[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++)
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
-                __m512i s[4];
-#pragma GCC unroll 4
-                for (int j = 0; j < MX; j++)
-                    s[j] = _mm512_setzero_si512();
+                __m512i s[4] = {{0}};
 #pragma GCC unroll 8
                 for (int c = 0; c < 8; c++) {
                     if (h == 0) {
@@ -123,10 +99,10 @@ ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
         const __m512i mp[4] = {
             _mm512_and_si512(sm[2], even), _mm512_and_si512(_mm512_srli_epi32(sm[2], 8), even),
             _mm512_and_si512(sm[3], even), _mm512_and_si512(_mm512_srli_epi32(sm[3], 8), even)};
-        const __m512 dw = zk_half_pair(gp, gs, offsetof(block_q4_Kx8, d));
-        const __m512 dm = _mm512_castsi512_ps(_mm512_xor_si512(
-            _mm512_castps_si512(zk_half_pair(gp, gs, offsetof(block_q4_Kx8, dmin))),
-            _mm512_castps_si512(sign)));
+        const __m512 dw = z_half_pair(gp, gs, offsetof(block_q4_Kx8, d));
+        const __m512 dm = _mm512_castsi512_ps(
+            _mm512_xor_si512(_mm512_castps_si512(z_half_pair(gp, gs, offsetof(block_q4_Kx8, dmin))),
+                             _mm512_castps_si512(sign)));
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++) {
             const __m512i im =
@@ -139,7 +115,7 @@ ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
             acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(im), _mm512_mul_ps(dm, dx), acc[j]);
         }
     }
-    zk_store(out, ld_out, acc, MX);
+    z_store_tile(out, ld_out, &acc, 16, 1, MX);
 }
 
 /* q6_quants for two groups. */
@@ -175,19 +151,11 @@ ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
                                   size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
                                   size_t nb, const int MX) {
     const block_q8_K *x[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < MX; j++)
-        x[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
-    __m512 acc[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < MX; j++)
-        acc[j] = _mm512_setzero_ps();
+    x8_act_q8_K(x, act, act_row_bytes, MX);
+    __m512 acc[4] = {{0}};
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *gp = G + b * sizeof(block_q6_Kx8);
-        __m512i is[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            is[j] = _mm512_setzero_si512();
+        __m512i is[4] = {{0}};
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++)
 #pragma GCC unroll 4
@@ -198,10 +166,7 @@ ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
                         gp, gs, offsetof(block_q6_Kx8, scales) + 32 * (size_t)(2 * h + t / 2));
                     const int bt = 2 * (t % 2) + s;
                     const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sw, 24 - 8 * bt), 24);
-                    __m512i a[4];
-#pragma GCC unroll 4
-                    for (int j = 0; j < MX; j++)
-                        a[j] = _mm512_setzero_si512();
+                    __m512i a[4] = {{0}};
 #pragma GCC unroll 4
                     for (int c = 0; c < 4; c++) {
                         const int cc = 4 * s + c;
@@ -215,7 +180,7 @@ ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
                     for (int j = 0; j < MX; j++)
                         is[j] = _mm512_add_epi32(is[j], _mm512_mullo_epi32(a[j], sc));
                 }
-        const __m512 dw = zk_half_pair(gp, gs, offsetof(block_q6_Kx8, d));
+        const __m512 dw = z_half_pair(gp, gs, offsetof(block_q6_Kx8, d));
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++) {
             int32_t bp[8];
@@ -226,7 +191,7 @@ ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
             acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, dx), acc[j]);
         }
     }
-    zk_store(out, ld_out, acc, MX);
+    z_store_tile(out, ld_out, &acc, 16, 1, MX);
 }
 
 #define KQ_ZMM 1

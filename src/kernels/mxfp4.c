@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "kernels/kernel_impl.h"
+#include "kernels/scalar_rows.h"
 
 /* ---- scalar tier -------------------------------------------------------- */
 
@@ -30,18 +31,8 @@ static float dot_mxfp4_q8_0(const block_mxfp4 *restrict w, const block_q8_0 *res
     return sumf;
 }
 
-void kernel_rows_mxfp4_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                              size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                              size_t act_row_bytes, size_t n_rows_x, size_t n_in,
-                              float *restrict tmp) {
-    (void)tmp;
-    for (size_t r = 0; r < n_rows_x; r++) {
-        const block_q8_0 *a = (const block_q8_0 *)(act + r * act_row_bytes);
-        for (size_t o = o0; o < o1; o++)
-            out[r * ld_out + o] =
-                dot_mxfp4_q8_0((const block_mxfp4 *)(W + o * w_row_bytes), a, n_in / QK_MXFP4);
-    }
-}
+SCALAR_ROWS_FN(kernel_rows_mxfp4_scalar, 0, 0,
+               dot_mxfp4_q8_0((const block_mxfp4 *)w, (const block_q8_0 *)a, n_in / QK_MXFP4))
 
 /* ---- 8-row groups --------------------------------------------------------- */
 
@@ -59,7 +50,7 @@ void kernel_pack_group_mxfp4(uint8_t *restrict dst, const uint8_t *restrict W, s
     }
 }
 
-/* Row `lane` of a group (nb block_mxfp4x8) . x, as dot_mxfp4_q8_0 adds it. */
+/* Row `lane` of a group (block_mxfp4x8) . x, as dot_mxfp4_q8_0 adds it. */
 static float dot_mxfp4_packed(const block_mxfp4x8 *restrict g, size_t lane,
                               const block_q8_0 *restrict x, size_t nb) {
     float sumf = 0.0f;
@@ -76,16 +67,6 @@ static float dot_mxfp4_packed(const block_mxfp4x8 *restrict g, size_t lane,
     return sumf;
 }
 
-void kernel_rows_mxfp4_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                                 size_t w_row_bytes, size_t o0, size_t o1,
-                                 const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
-                                 size_t n_in, float *restrict tmp) {
-    (void)tmp;
-    const size_t nb = n_in / QK_MXFP4;
-    for (size_t r = 0; r < n_rows_x; r++) {
-        const block_q8_0 *a = (const block_q8_0 *)(act + r * act_row_bytes);
-        for (size_t o = o0; o < o1; o++)
-            out[r * ld_out + o] = dot_mxfp4_packed(
-                (const block_mxfp4x8 *)(W + (o / 8 * 8) * w_row_bytes), o % 8, a, nb);
-    }
-}
+SCALAR_ROWS_FN(kernel_rows_mxfp4_r8_scalar, 1, 0,
+               dot_mxfp4_packed((const block_mxfp4x8 *)w, lane, (const block_q8_0 *)a,
+                                n_in / QK_MXFP4))

@@ -20,6 +20,10 @@
 #ifndef TPS_KERNELS_PACKED_KQ_H
 #define TPS_KERNELS_PACKED_KQ_H
 
+#include <stddef.h>
+#include <string.h>
+
+#include "base/compiler.h" /* ALWAYS_INLINE */
 #include "kernels/kernel_impl.h"
 
 /* The groups: 8 rows i = 0..7 of one superblock, the quants interleaved so
@@ -75,6 +79,46 @@ typedef struct block_iq4_xsx8 {
 } block_iq4_xsx8;
 _Static_assert(sizeof(block_iq4_xsx8) == 8 * sizeof(block_iq4_xs), "block_iq4_xsx8 size");
 
+/* ---- moving a superblock's fields between plain rows and groups ----------
+ *
+ * Every group above (and Q4_K's, Q6_K's scales) is its plain blocks'
+ * fields side by side: 2-byte values row by row, and arrays of 4-byte words
+ * interleaved so that word v of row i sits at 32 v + 4 i. A table per type
+ * says which field goes where; the packers and their inverse are one mover
+ * (inlined with the table a constant, so it unrolls to the copies). */
+typedef struct kq_field {
+    uint16_t plain, group; /* offsets in the plain block and in the group block */
+    uint16_t n;            /* 4-byte words, or 0: one 2-byte value */
+} kq_field;
+#define KQ_F(plain_t, group_t, field, n)                                                           \
+    { offsetof(plain_t, field), offsetof(group_t, field), n }
+
+/* Row i's fields (f, n_f of them) from the plain block src into the group
+ * block dst (to_group 1), or from the group block src into the plain
+ * block dst (0). */
+ALWAYS_INLINE void kq_move(uint8_t *restrict dst, const uint8_t *restrict src, size_t i,
+                           const kq_field *f, size_t n_f, const int to_group) {
+#pragma GCC unroll 8
+    for (size_t k = 0; k < n_f; k++) {
+        const size_t p = f[k].plain, g = f[k].group;
+        if (!f[k].n) memcpy(dst + (to_group ? g + 2 * i : p), src + (to_group ? p : g + 2 * i), 2);
+#pragma GCC unroll 32
+        for (size_t v = 0; v < f[k].n; v++)
+            memcpy(dst + (to_group ? g + 32 * v + 4 * i : p + 4 * v),
+                   src + (to_group ? p + 4 * v : g + 32 * v + 4 * i), 4);
+    }
+}
+
+/* A packer (kernel_pack8_fn) by a table: 8 rows of W (w_row_bytes apart)
+ * of nb plain blocks of plain_bytes each into nb group blocks at dst. */
+ALWAYS_INLINE void kq_pack(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
+                           size_t nb, size_t plain_bytes, const kq_field *f, size_t n_f) {
+    for (size_t b = 0; b < nb; b++)
+        for (size_t i = 0; i < 8; i++)
+            kq_move(dst + 8 * plain_bytes * b, W + i * w_row_bytes + plain_bytes * b, i, f, n_f, 1);
+}
+#define KQ_TABLE(t) t, sizeof(t) / sizeof((t)[0])
+
 /* Sub-block ib's scale of an IQ4_XS row, ls - 32 (-32..31). */
 static inline int iq4_xs_scale(const uint8_t scales_l[4], uint16_t scales_h, int ib) {
     return (int)(((scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | ((scales_h >> (2 * ib)) & 3) << 4) -
@@ -102,27 +146,23 @@ void kernel_pack_group_iq4_xs(uint8_t *restrict dst, const uint8_t *restrict W, 
  * in dot_kquant_x8_avx2.c beside Q4_K's). The AVX2 tier runs plain rows by
  * packing them into scratch (tmp: KERNEL_TMP_ROWS * n_in floats holds a
  * group and one row's pair vectors). */
-#define KQ_ROWS_DECL(name)                                                                         \
-    void name(float *restrict out, size_t ld_out, const uint8_t *restrict W, size_t w_row_bytes,   \
-              size_t o0, size_t o1, const uint8_t *restrict act, size_t act_row_bytes,             \
-              size_t n_rows_x, size_t n_in, float *restrict tmp)
-KQ_ROWS_DECL(kernel_rows_q2_K_scalar);
-KQ_ROWS_DECL(kernel_rows_q3_K_scalar);
-KQ_ROWS_DECL(kernel_rows_q5_K_scalar);
-KQ_ROWS_DECL(kernel_rows_iq4_xs_scalar);
-KQ_ROWS_DECL(kernel_rows_q2_K_r8_scalar);
-KQ_ROWS_DECL(kernel_rows_q3_K_r8_scalar);
-KQ_ROWS_DECL(kernel_rows_q5_K_r8_scalar);
-KQ_ROWS_DECL(kernel_rows_iq4_xs_r8_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q2_K_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q3_K_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q5_K_scalar);
+KERNEL_ROWS_DECL(kernel_rows_iq4_xs_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q2_K_r8_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q3_K_r8_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q5_K_r8_scalar);
+KERNEL_ROWS_DECL(kernel_rows_iq4_xs_r8_scalar);
 #if KERNEL_HAVE_AVX2
-KQ_ROWS_DECL(kernel_rows_q2_K_avx2);
-KQ_ROWS_DECL(kernel_rows_q3_K_avx2);
-KQ_ROWS_DECL(kernel_rows_q5_K_avx2);
-KQ_ROWS_DECL(kernel_rows_iq4_xs_avx2);
-KQ_ROWS_DECL(kernel_rows_q2_K_r8_avx2);
-KQ_ROWS_DECL(kernel_rows_q3_K_r8_avx2);
-KQ_ROWS_DECL(kernel_rows_q5_K_r8_avx2);
-KQ_ROWS_DECL(kernel_rows_iq4_xs_r8_avx2);
+KERNEL_ROWS_DECL(kernel_rows_q2_K_avx2);
+KERNEL_ROWS_DECL(kernel_rows_q3_K_avx2);
+KERNEL_ROWS_DECL(kernel_rows_q5_K_avx2);
+KERNEL_ROWS_DECL(kernel_rows_iq4_xs_avx2);
+KERNEL_ROWS_DECL(kernel_rows_q2_K_r8_avx2);
+KERNEL_ROWS_DECL(kernel_rows_q3_K_r8_avx2);
+KERNEL_ROWS_DECL(kernel_rows_q5_K_r8_avx2);
+KERNEL_ROWS_DECL(kernel_rows_iq4_xs_r8_avx2);
 #endif
 
 #endif

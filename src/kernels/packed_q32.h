@@ -80,27 +80,23 @@ void kernel_pack_group_q32(uint8_t *restrict dst, const uint8_t *restrict W, siz
 
 /* The scalar tier: plain rows (dot_q32_scalar.c) and packed groups
  * (repack_q32.c), kernel_rows_fn each, act in Q8_0 with side data. */
-#define Q32_ROWS_DECL(name)                                                                        \
-    void name(float *restrict out, size_t ld_out, const uint8_t *restrict W, size_t w_row_bytes,   \
-              size_t o0, size_t o1, const uint8_t *restrict act, size_t act_row_bytes,             \
-              size_t n_rows_x, size_t n_in, float *restrict tmp)
-Q32_ROWS_DECL(kernel_rows_q4_1_scalar);
-Q32_ROWS_DECL(kernel_rows_q5_0_scalar);
-Q32_ROWS_DECL(kernel_rows_q5_1_scalar);
-Q32_ROWS_DECL(kernel_rows_iq4_nl_scalar);
-Q32_ROWS_DECL(kernel_rows_q4_1_r8_scalar);
-Q32_ROWS_DECL(kernel_rows_q5_0_r8_scalar);
-Q32_ROWS_DECL(kernel_rows_q5_1_r8_scalar);
-Q32_ROWS_DECL(kernel_rows_iq4_nl_r8_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q4_1_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q5_0_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q5_1_scalar);
+KERNEL_ROWS_DECL(kernel_rows_iq4_nl_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q4_1_r8_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q5_0_r8_scalar);
+KERNEL_ROWS_DECL(kernel_rows_q5_1_r8_scalar);
+KERNEL_ROWS_DECL(kernel_rows_iq4_nl_r8_scalar);
 #if KERNEL_HAVE_AVX2
-Q32_ROWS_DECL(kernel_rows_q4_1_avx2);
-Q32_ROWS_DECL(kernel_rows_q5_0_avx2);
-Q32_ROWS_DECL(kernel_rows_q5_1_avx2);
-Q32_ROWS_DECL(kernel_rows_iq4_nl_avx2);
-Q32_ROWS_DECL(kernel_rows_q4_1_r8_avx2);
-Q32_ROWS_DECL(kernel_rows_q5_0_r8_avx2);
-Q32_ROWS_DECL(kernel_rows_q5_1_r8_avx2);
-Q32_ROWS_DECL(kernel_rows_iq4_nl_r8_avx2);
+KERNEL_ROWS_DECL(kernel_rows_q4_1_avx2);
+KERNEL_ROWS_DECL(kernel_rows_q5_0_avx2);
+KERNEL_ROWS_DECL(kernel_rows_q5_1_avx2);
+KERNEL_ROWS_DECL(kernel_rows_iq4_nl_avx2);
+KERNEL_ROWS_DECL(kernel_rows_q4_1_r8_avx2);
+KERNEL_ROWS_DECL(kernel_rows_q5_0_r8_avx2);
+KERNEL_ROWS_DECL(kernel_rows_q5_1_r8_avx2);
+KERNEL_ROWS_DECL(kernel_rows_iq4_nl_r8_avx2);
 #endif
 
 #endif

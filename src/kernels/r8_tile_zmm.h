@@ -28,6 +28,7 @@
 
 #include "base/compiler.h" /* ALWAYS_INLINE */
 #include "kernels/kernel_impl.h"
+#include "kernels/x8_tile.h" /* x8_act_q8_0 */
 
 /* Groups g and g + 1 (gs bytes apart), the 32 bytes at offset off of
  * block b: group g in the low half. */
@@ -43,6 +44,25 @@ ALWAYS_INLINE __m512i z_bcast4(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
+/* fp16 vectors of 8 lanes at offset off of groups g, g + 1 -> 16 floats. */
+ALWAYS_INLINE __m512 z_half_pair(const uint8_t *restrict g0, size_t gs, size_t off) {
+    const __m128i lo = _mm_loadu_si128((const __m128i *)(g0 + off));
+    const __m128i hi = _mm_loadu_si128((const __m128i *)(g0 + gs + off));
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+}
+
+/* Block b of pairs p < MP (pair p: groups 2p, 2p + 1 from G, gs bytes
+ * apart; GB bytes a block) in wb[p], each group's block 8 ahead fetched. */
+ALWAYS_INLINE void z_pair_blocks(const uint8_t *wb[3], const uint8_t *restrict G, size_t gs,
+                                 size_t b, size_t GB, const int MP) {
+#pragma GCC unroll 3
+    for (int p = 0; p < MP; p++) {
+        wb[p] = G + (size_t)(2 * p) * gs + b * GB;
+        _mm_prefetch((const char *)(wb[p] + 8 * GB), _MM_HINT_T0);
+        _mm_prefetch((const char *)(wb[p] + gs + 8 * GB), _MM_HINT_T0);
+    }
+}
+
 /* Stores 16 lanes (two groups) of one activation row; n_valid counts the
  * valid columns from the first group's first row. */
 ALWAYS_INLINE void z_store(float *restrict o, __m512 v, size_t n_valid) {
@@ -52,6 +72,20 @@ ALWAYS_INLINE void z_store(float *restrict o, __m512 v, size_t n_valid) {
         float t[16];
         _mm512_storeu_ps(t, v);
         memcpy(o, t, (n_valid < 16 ? n_valid : 16) * sizeof(float));
+    }
+}
+
+/* Stores a zmm tile: pair p's 16 columns at column 16 p of activation row
+ * j, the first n_valid columns only (a constant 16 * MP: plain stores). */
+ALWAYS_INLINE void z_store_tile(float *restrict out, size_t ld_out, __m512 (*acc)[4],
+                                size_t n_valid, const int MP, const int MX) {
+#pragma GCC unroll 3
+    for (int p = 0; p < MP; p++) {
+        const size_t first = (size_t)p * 16;
+        if (n_valid <= first) break;
+#pragma GCC unroll 4
+        for (int j = 0; j < MX; j++)
+            z_store(out + (size_t)j * ld_out + first, acc[p][j], n_valid - first);
     }
 }
 
@@ -67,33 +101,19 @@ ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *
                              const int MX) {
     const size_t GB = is_q4 ? sizeof(block_q4_0x8) : sizeof(block_q8_0x8);
     const size_t soff = kernel_act_side_off(nb);
-    __m512 acc[3][4];
-#pragma GCC unroll 3
-    for (int p = 0; p < MP; p++)
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            acc[p][j] = _mm512_setzero_ps();
+    __m512 acc[3][4] = {{{0}}};
     for (size_t b = 0; b < nb; b++) {
         __m512i is[3][4];
-        const int8_t *xq[4];
-        const kernel_act_side *sd[4];
+        const x8_act8 ab = x8_act_q8_0(act, act_row_bytes, soff, b, MX);
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++) {
-            const uint8_t *a = act + (size_t)j * act_row_bytes;
-            xq[j] = ((const block_q8_0 *)a + b)->qs;
-            sd[j] = (const kernel_act_side *)(a + soff) + b;
-            const __m512i init = _mm512_set1_epi32(is_q4 ? sd[j]->neg8 : sd[j]->neg128);
+            const __m512i init = _mm512_set1_epi32(is_q4 ? ab.sd[j]->neg8 : ab.sd[j]->neg128);
 #pragma GCC unroll 3
             for (int p = 0; p < MP; p++)
                 is[p][j] = init;
         }
         const uint8_t *wb[3];
-#pragma GCC unroll 3
-        for (int p = 0; p < MP; p++) {
-            wb[p] = G + (size_t)(2 * p) * gs + b * GB;
-            _mm_prefetch((const char *)(wb[p] + 8 * GB), _MM_HINT_T0);
-            _mm_prefetch((const char *)(wb[p] + gs + 8 * GB), _MM_HINT_T0);
-        }
+        z_pair_blocks(wb, G, gs, b, GB, MP);
         if (is_q4) {
             const __m512i m0f = _mm512_set1_epi8(0x0f);
 #pragma GCC unroll 4
@@ -107,7 +127,8 @@ ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *
                 }
 #pragma GCC unroll 4
                 for (int j = 0; j < MX; j++) {
-                    const __m512i xl = z_bcast4(xq[j] + 4 * c), xh = z_bcast4(xq[j] + 16 + 4 * c);
+                    const __m512i xl = z_bcast4(ab.xq[j] + 4 * c),
+                                  xh = z_bcast4(ab.xq[j] + 16 + 4 * c);
 #pragma GCC unroll 3
                     for (int p = 0; p < MP; p++)
                         is[p][j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(is[p][j], lo[p], xl),
@@ -123,7 +144,7 @@ ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *
                     w[p] = z_pair(wb[p], gs, 16 + 32 * (size_t)c);
 #pragma GCC unroll 4
                 for (int j = 0; j < MX; j++) {
-                    const __m512i xc = z_bcast4(xq[j] + 4 * c);
+                    const __m512i xc = z_bcast4(ab.xq[j] + 4 * c);
 #pragma GCC unroll 3
                     for (int p = 0; p < MP; p++)
                         is[p][j] = _mm512_dpbusd_epi32(is[p][j], w[p], xc);
@@ -132,32 +153,28 @@ ALWAYS_INLINE void r8_tile_z(float *restrict out, size_t ld_out, const uint8_t *
         }
         __m512 dw[3];
 #pragma GCC unroll 3
-        for (int p = 0; p < MP; p++) {
-            const __m128i d0 = _mm_loadu_si128((const __m128i *)wb[p]);
-            const __m128i d1 = _mm_loadu_si128((const __m128i *)(wb[p] + gs));
-            dw[p] = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(d0), d1, 1));
-        }
+        for (int p = 0; p < MP; p++)
+            dw[p] = z_half_pair(wb[p], gs, 0);
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++) {
-            const __m512 dx = _mm512_set1_ps(sd[j]->d);
+            const __m512 dx = _mm512_set1_ps(ab.sd[j]->d);
 #pragma GCC unroll 3
             for (int p = 0; p < MP; p++)
                 acc[p][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[p][j]), _mm512_mul_ps(dw[p], dx),
                                             acc[p][j]);
         }
     }
-#pragma GCC unroll 3
-    for (int p = 0; p < MP; p++) {
-        const size_t first = (size_t)p * 16;
-        if (n_valid <= first) break;
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            z_store(out + (size_t)j * ld_out + first, acc[p][j], n_valid - first);
-    }
+    z_store_tile(out, ld_out, acc, n_valid, MP, MX);
 }
 
+/* Within a rows kernel's pass (x8_tile.h): TILE_Z(g, K) for groups
+ * g .. g + K - 1 (K / 2 pairs) while whole steps of K remain; without
+ * R8_ZMM, nothing. */
+#define X8_PAIR_STEPS(TILE_Z, K) X8_GROUP_STEPS(TILE_Z, K)
+
 #else
-#define R8_ZMM 0
+#define R8_ZMM                   0
+#define X8_PAIR_STEPS(TILE_Z, K) (void)0
 #endif
 
 #endif

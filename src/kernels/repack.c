@@ -14,51 +14,39 @@
 #include "kernels/matmul.h"
 #include "kernels/packed_kq.h"
 #include "kernels/packed_q32.h"
+#include "kernels/scalar_rows.h"
 
 void kernel_pack_group(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
                        size_t m, size_t nb, int is_q4) {
+    /* both plain blocks are d then qs; both groups d[8] then qs */
+    const size_t in = is_q4 ? sizeof(block_q4_0) : sizeof(block_q8_0), n_c = is_q4 ? 4 : 8;
+    const uint8_t bias = is_q4 ? 0 : KERNEL_Q8_R8_BIAS;
+    const uint8_t zero = is_q4 ? 0x88 : KERNEL_Q8_R8_BIAS; /* the quants of a zero weight */
     for (size_t b = 0; b < nb; b++) {
-        if (is_q4) {
-            block_q4_0x8 *g = (block_q4_0x8 *)dst + b;
-            for (size_t i = 0; i < 8; i++) {
-                const block_q4_0 *src =
-                    i < m ? (const block_q4_0 *)(W + i * w_row_bytes) + b : NULL;
-                g->d[i] = src ? src->d : 0;
-                for (size_t c = 0; c < 4; c++)
-                    for (size_t e = 0; e < 4; e++)
-                        g->qs[c * 32 + i * 4 + e] = src ? src->qs[4 * c + e] : 0x88;
-            }
-        } else {
-            block_q8_0x8 *g = (block_q8_0x8 *)dst + b;
-            for (size_t i = 0; i < 8; i++) {
-                const block_q8_0 *src =
-                    i < m ? (const block_q8_0 *)(W + i * w_row_bytes) + b : NULL;
-                g->d[i] = src ? src->d : 0;
-                for (size_t c = 0; c < 8; c++)
-                    for (size_t e = 0; e < 4; e++)
-                        g->qs[c * 32 + i * 4 + e] =
-                            src ? (uint8_t)((uint8_t)src->qs[4 * c + e] ^ KERNEL_Q8_R8_BIAS)
-                                : KERNEL_Q8_R8_BIAS;
-            }
+        uint8_t *g = dst + b * 8 * in;
+        for (size_t i = 0; i < 8; i++) {
+            const uint8_t *src = i < m ? W + i * w_row_bytes + b * in : NULL;
+            if (src)
+                memcpy(g + 2 * i, src, 2);
+            else
+                memset(g + 2 * i, 0, 2);
+            for (size_t c = 0; c < n_c; c++)
+                for (size_t e = 0; e < 4; e++)
+                    g[16 + c * 32 + i * 4 + e] = src ? (uint8_t)(src[2 + 4 * c + e] ^ bias) : zero;
         }
     }
 }
 
+/* Where Q4_K's fields and Q6_K's scale fields go (packed_kq.h's tables). */
+static const kq_field q4_K_fields[] = {
+    KQ_F(block_q4_K, block_q4_Kx8, d, 0), KQ_F(block_q4_K, block_q4_Kx8, dmin, 0),
+    KQ_F(block_q4_K, block_q4_Kx8, scales, 3), KQ_F(block_q4_K, block_q4_Kx8, qs, 32)};
+static const kq_field q6_K_scale_fields[] = {KQ_F(block_q6_K, block_q6_Kx8, d, 0),
+                                             KQ_F(block_q6_K, block_q6_Kx8, scales, 4)};
+
 void kernel_pack_group_q4_K(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
                             size_t nb) {
-    for (size_t b = 0; b < nb; b++) {
-        block_q4_Kx8 *g = (block_q4_Kx8 *)dst + b;
-        for (size_t i = 0; i < 8; i++) {
-            const block_q4_K *src = (const block_q4_K *)(W + i * w_row_bytes) + b;
-            g->d[i] = src->d;
-            g->dmin[i] = src->dmin;
-            for (size_t w = 0; w < 3; w++)
-                memcpy(g->scales + 32 * w + 4 * i, src->scales + 4 * w, 4);
-            for (size_t k = 0; k < 4; k++)
-                for (size_t c = 0; c < 8; c++)
-                    memcpy(g->qs + (8 * k + c) * 32 + 4 * i, src->qs + 32 * k + 4 * c, 4);
-        }
-    }
+    kq_pack(dst, W, w_row_bytes, nb, sizeof(block_q4_K), KQ_TABLE(q4_K_fields));
 }
 
 /* The q6 (0..63) of element n of a plain Q6_K block (dot_kquant_scalar.c
@@ -76,9 +64,7 @@ void kernel_pack_group_q6_K(uint8_t *restrict dst, const uint8_t *restrict W, si
         block_q6_Kx8 *g = (block_q6_Kx8 *)dst + b;
         for (size_t i = 0; i < 8; i++) {
             const block_q6_K *src = (const block_q6_K *)(W + i * w_row_bytes) + b;
-            g->d[i] = src->d;
-            for (size_t w = 0; w < 4; w++)
-                memcpy(g->scales + 32 * w + 4 * i, src->scales + 4 * w, 4);
+            kq_move((uint8_t *)g, (const uint8_t *)src, i, KQ_TABLE(q6_K_scale_fields), 1);
             for (size_t h = 0; h < 2; h++)
                 for (size_t c = 0; c < 8; c++)
                     for (size_t e = 0; e < 4; e++) {
@@ -96,6 +82,8 @@ void kernel_pack_group_q6_K(uint8_t *restrict dst, const uint8_t *restrict W, si
 
 /* ---- scalar tier of the packed types ------------------------------------ */
 
+/* Row `lane` of a Q8_0 (is_q4 0) or Q4_0 (1) group . Q8_0 activations a:
+ * kernel_impl.h's formula. */
 static float dot_packed(const uint8_t *restrict G, size_t lane, const block_q8_0 *restrict x,
                         size_t nb, int is_q4) {
     float sumf = 0.0f;
@@ -124,25 +112,14 @@ static float dot_packed(const uint8_t *restrict G, size_t lane, const block_q8_0
     return sumf;
 }
 
-#define PACKED_ROWS_FN(name, is_q4)                                                                \
-    void name(float *restrict out, size_t ld_out, const uint8_t *restrict W, size_t w_row_bytes,   \
-              size_t o0, size_t o1, const uint8_t *restrict act, size_t act_row_bytes,             \
-              size_t n_rows_x, size_t n_in, float *restrict tmp) {                                 \
-        (void)tmp;                                                                                 \
-        const size_t nb = n_in / QK8_0;                                                            \
-        for (size_t r = 0; r < n_rows_x; r++) {                                                    \
-            const block_q8_0 *a = (const block_q8_0 *)(act + r * act_row_bytes);                   \
-            for (size_t o = o0; o < o1; o++)                                                       \
-                out[r * ld_out + o] =                                                              \
-                    dot_packed(W + (o / 8 * 8) * w_row_bytes, o % 8, a, nb, is_q4);                \
-        }                                                                                          \
-    }
+SCALAR_ROWS_FN(kernel_rows_q8_0_r8_scalar, 1, 0,
+               dot_packed(w, lane, (const block_q8_0 *)a, n_in / QK8_0, 0))
+SCALAR_ROWS_FN(kernel_rows_q4_0_r8_scalar, 1, 1,
+               dot_packed(w, lane, (const block_q8_0 *)a, n_in / QK8_0, 1))
 
-PACKED_ROWS_FN(kernel_rows_q8_0_r8_scalar, 0)
-PACKED_ROWS_FN(kernel_rows_q4_0_r8_scalar, 1)
-
-/* Row `lane` of a Q4_K group (nb block_q4_Kx8) . x: kernel_impl.h's Q4_K
- * formula, as dot_kquant_scalar.c writes it for a plain row. */
+/* Row `lane` of a Q4_K group (block_q4_Kx8) . Q8_K activations a:
+ * kernel_impl.h's Q4_K formula, as dot_kquant_scalar.c writes it for a
+ * plain row. */
 static float dot_q4_K_packed(const block_q4_Kx8 *restrict g, size_t lane,
                              const block_q8_K *restrict x, size_t nb) {
     float sumf = 0.0f;
@@ -154,11 +131,11 @@ static float dot_q4_K_packed(const block_q4_Kx8 *restrict g, size_t lane,
         int32_t isum = 0, imin = 0;
         for (int j = 0; j < 8; j++) {
             const int k = j / 2, shift = 4 * (j % 2);
-            const int8_t *a = x[b].qs + 32 * j;
+            const int8_t *xq = x[b].qs + 32 * j;
             int32_t s = 0;
             for (int l = 0; l < 32; l++) {
                 const uint8_t q = g[b].qs[(8 * k + l / 4) * 32 + 4 * lane + l % 4];
-                s += ((q >> shift) & 15) * a[l];
+                s += ((q >> shift) & 15) * xq[l];
             }
             isum += sc[j] * s;
             imin += m[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
@@ -170,8 +147,9 @@ static float dot_q4_K_packed(const block_q4_Kx8 *restrict g, size_t lane,
     return sumf;
 }
 
-/* Row `lane` of a Q6_K group (nb block_q6_Kx8) . x: kernel_impl.h's Q6_K
- * formula, sub-block by sub-block as dot_kquant_scalar.c adds them. */
+/* Row `lane` of a Q6_K group (block_q6_Kx8) . Q8_K activations a:
+ * kernel_impl.h's Q6_K formula, sub-block by sub-block as
+ * dot_kquant_scalar.c adds them. */
 static float dot_q6_K_packed(const block_q6_Kx8 *restrict g, size_t lane,
                              const block_q8_K *restrict x, size_t nb) {
     float sumf = 0.0f;
@@ -200,61 +178,27 @@ static float dot_q6_K_packed(const block_q6_Kx8 *restrict g, size_t lane,
     return sumf;
 }
 
-void kernel_rows_q4_K_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                                size_t w_row_bytes, size_t o0, size_t o1,
-                                const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
-                                size_t n_in, float *restrict tmp) {
-    (void)tmp;
-    const size_t nb = n_in / QK_K;
-    for (size_t r = 0; r < n_rows_x; r++) {
-        const block_q8_K *a = (const block_q8_K *)(act + r * act_row_bytes);
-        for (size_t o = o0; o < o1; o++)
-            out[r * ld_out + o] = dot_q4_K_packed(
-                (const block_q4_Kx8 *)(W + (o / 8 * 8) * w_row_bytes), o % 8, a, nb);
-    }
-}
-
-void kernel_rows_q6_K_r8_scalar(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                                size_t w_row_bytes, size_t o0, size_t o1,
-                                const uint8_t *restrict act, size_t act_row_bytes, size_t n_rows_x,
-                                size_t n_in, float *restrict tmp) {
-    (void)tmp;
-    const size_t nb = n_in / QK_K;
-    for (size_t r = 0; r < n_rows_x; r++) {
-        const block_q8_K *a = (const block_q8_K *)(act + r * act_row_bytes);
-        for (size_t o = o0; o < o1; o++)
-            out[r * ld_out + o] = dot_q6_K_packed(
-                (const block_q6_Kx8 *)(W + (o / 8 * 8) * w_row_bytes), o % 8, a, nb);
-    }
-}
+SCALAR_ROWS_FN(kernel_rows_q4_K_r8_scalar, 1, 0,
+               dot_q4_K_packed((const block_q4_Kx8 *)w, lane, (const block_q8_K *)a, n_in / QK_K))
+SCALAR_ROWS_FN(kernel_rows_q6_K_r8_scalar, 1, 0,
+               dot_q6_K_packed((const block_q6_Kx8 *)w, lane, (const block_q8_K *)a, n_in / QK_K))
 
 /* ---- public -------------------------------------------------------------- */
 
-static void pack8_q8_0(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
-                       size_t nb) {
-    kernel_pack_group(dst, W, w_row_bytes, 8, nb, 0);
-}
-
-static void pack8_q4_0(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
-                       size_t nb) {
-    kernel_pack_group(dst, W, w_row_bytes, 8, nb, 1);
-}
-
-#define PACK8_Q32(name, type)                                                                      \
+/* kernel_pack8_fn of the types whose packers also take partial groups. */
+#define PACK8(name, call)                                                                          \
     static void name(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,         \
                      size_t nb) {                                                                  \
-        kernel_pack_group_q32(dst, W, w_row_bytes, 8, nb, type);                                   \
+        call;                                                                                      \
     }
 
-PACK8_Q32(pack8_q4_1, GGML_TYPE_Q4_1)
-PACK8_Q32(pack8_q5_0, GGML_TYPE_Q5_0)
-PACK8_Q32(pack8_q5_1, GGML_TYPE_Q5_1)
-PACK8_Q32(pack8_iq4_nl, GGML_TYPE_IQ4_NL)
-
-static void pack8_mxfp4(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
-                        size_t nb) {
-    kernel_pack_group_mxfp4(dst, W, w_row_bytes, 8, nb);
-}
+PACK8(pack8_q8_0, kernel_pack_group(dst, W, w_row_bytes, 8, nb, 0))
+PACK8(pack8_q4_0, kernel_pack_group(dst, W, w_row_bytes, 8, nb, 1))
+PACK8(pack8_q4_1, kernel_pack_group_q32(dst, W, w_row_bytes, 8, nb, GGML_TYPE_Q4_1))
+PACK8(pack8_q5_0, kernel_pack_group_q32(dst, W, w_row_bytes, 8, nb, GGML_TYPE_Q5_0))
+PACK8(pack8_q5_1, kernel_pack_group_q32(dst, W, w_row_bytes, 8, nb, GGML_TYPE_Q5_1))
+PACK8(pack8_iq4_nl, kernel_pack_group_q32(dst, W, w_row_bytes, 8, nb, GGML_TYPE_IQ4_NL))
+PACK8(pack8_mxfp4, kernel_pack_group_mxfp4(dst, W, w_row_bytes, 8, nb))
 
 /* One row per type with a packed form: how 8 rows become a group. */
 static const kernel_pack8_fn packers[GGML_TYPE_COUNT_MAX] = {

@@ -23,111 +23,68 @@ static uint8_t q5_qh_plain(uint8_t r) {
     return v;
 }
 
-/* Moves 4-byte words between a plain row's array (n_words words) and a
- * group's interleaved vectors: word v of row i <-> group bytes 32v + 4i. */
-static void words_to_group(uint8_t *restrict g, const uint8_t *restrict row, size_t i,
-                           int n_words) {
-    for (int v = 0; v < n_words; v++)
-        memcpy(g + 32 * v + 4 * i, row + 4 * v, 4);
-}
+/* ---- one table per type: where each field goes (packed_kq.h) ------------- */
 
-static void words_from_group(uint8_t *restrict row, const uint8_t *restrict g, size_t i,
-                             int n_words) {
-    for (int v = 0; v < n_words; v++)
-        memcpy(row + 4 * v, g + 32 * v + 4 * i, 4);
-}
+static const kq_field q2_K_fields[] = {
+    KQ_F(block_q2_K, block_q2_Kx8, d, 0), KQ_F(block_q2_K, block_q2_Kx8, dmin, 0),
+    KQ_F(block_q2_K, block_q2_Kx8, scales, 4), KQ_F(block_q2_K, block_q2_Kx8, qs, 16)};
+static const kq_field q3_K_fields[] = {
+    KQ_F(block_q3_K, block_q3_Kx8, d, 0), KQ_F(block_q3_K, block_q3_Kx8, scales, 3),
+    KQ_F(block_q3_K, block_q3_Kx8, hmask, 8), KQ_F(block_q3_K, block_q3_Kx8, qs, 16)};
+static const kq_field q5_K_fields[] = {
+    KQ_F(block_q5_K, block_q5_Kx8, d, 0), KQ_F(block_q5_K, block_q5_Kx8, dmin, 0),
+    KQ_F(block_q5_K, block_q5_Kx8, scales, 3), KQ_F(block_q5_K, block_q5_Kx8, qh, 8),
+    KQ_F(block_q5_K, block_q5_Kx8, qs, 32)};
+static const kq_field iq4_xs_fields[] = {
+    KQ_F(block_iq4_xs, block_iq4_xsx8, d, 0), KQ_F(block_iq4_xs, block_iq4_xsx8, scales_h, 0),
+    KQ_F(block_iq4_xs, block_iq4_xsx8, scales_l, 1), KQ_F(block_iq4_xs, block_iq4_xsx8, qs, 32)};
 
 void kernel_pack_group_q2_K(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
                             size_t nb) {
-    for (size_t b = 0; b < nb; b++) {
-        block_q2_Kx8 *g = (block_q2_Kx8 *)dst + b;
-        for (size_t i = 0; i < 8; i++) {
-            const block_q2_K *src = (const block_q2_K *)(W + i * w_row_bytes) + b;
-            g->d[i] = src->d;
-            g->dmin[i] = src->dmin;
-            words_to_group(g->scales, src->scales, i, 4);
-            words_to_group(g->qs, src->qs, i, 16);
-        }
-    }
+    kq_pack(dst, W, w_row_bytes, nb, sizeof(block_q2_K), KQ_TABLE(q2_K_fields));
 }
 
 void kernel_pack_group_q3_K(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
                             size_t nb) {
-    for (size_t b = 0; b < nb; b++) {
-        block_q3_Kx8 *g = (block_q3_Kx8 *)dst + b;
-        for (size_t i = 0; i < 8; i++) {
-            const block_q3_K *src = (const block_q3_K *)(W + i * w_row_bytes) + b;
-            g->d[i] = src->d;
-            words_to_group(g->scales, src->scales, i, 3);
-            words_to_group(g->hmask, src->hmask, i, 8);
-            words_to_group(g->qs, src->qs, i, 16);
-        }
-    }
-}
-
-void kernel_pack_group_q5_K(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
-                            size_t nb) {
-    for (size_t b = 0; b < nb; b++) {
-        block_q5_Kx8 *g = (block_q5_Kx8 *)dst + b;
-        for (size_t i = 0; i < 8; i++) {
-            const block_q5_K *src = (const block_q5_K *)(W + i * w_row_bytes) + b;
-            g->d[i] = src->d;
-            g->dmin[i] = src->dmin;
-            words_to_group(g->scales, src->scales, i, 3);
-            uint8_t qh[QK_K / 8];
-            for (int l = 0; l < QK_K / 8; l++)
-                qh[l] = q5_qh_regroup(src->qh[l]);
-            words_to_group(g->qh, qh, i, 8);
-            words_to_group(g->qs, src->qs, i, 32);
-        }
-    }
+    kq_pack(dst, W, w_row_bytes, nb, sizeof(block_q3_K), KQ_TABLE(q3_K_fields));
 }
 
 void kernel_pack_group_iq4_xs(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
                               size_t nb) {
-    for (size_t b = 0; b < nb; b++) {
-        block_iq4_xsx8 *g = (block_iq4_xsx8 *)dst + b;
+    kq_pack(dst, W, w_row_bytes, nb, sizeof(block_iq4_xs), KQ_TABLE(iq4_xs_fields));
+}
+
+/* Q5_K: each plain block's fifth bits regrouped in a copy first. */
+void kernel_pack_group_q5_K(uint8_t *restrict dst, const uint8_t *restrict W, size_t w_row_bytes,
+                            size_t nb) {
+    for (size_t b = 0; b < nb; b++)
         for (size_t i = 0; i < 8; i++) {
-            const block_iq4_xs *src = (const block_iq4_xs *)(W + i * w_row_bytes) + b;
-            g->d[i] = src->d;
-            g->scales_h[i] = src->scales_h;
-            memcpy(g->scales_l + 4 * i, src->scales_l, 4);
-            words_to_group(g->qs, src->qs, i, 32);
+            block_q5_K y = ((const block_q5_K *)(W + i * w_row_bytes))[b];
+            for (int l = 0; l < QK_K / 8; l++)
+                y.qh[l] = q5_qh_regroup(y.qh[l]);
+            kq_move(dst + b * sizeof(block_q5_Kx8), (const uint8_t *)&y, i, KQ_TABLE(q5_K_fields),
+                    1);
         }
-    }
 }
 
 /* ---- the inverse: row `lane` of a group back to a plain superblock ------- */
 
 static void unpack_q2_K(block_q2_K *restrict y, const block_q2_Kx8 *restrict g, size_t i) {
-    y->d = g->d[i];
-    y->dmin = g->dmin[i];
-    words_from_group(y->scales, g->scales, i, 4);
-    words_from_group(y->qs, g->qs, i, 16);
+    kq_move((uint8_t *)y, (const uint8_t *)g, i, KQ_TABLE(q2_K_fields), 0);
 }
 
 static void unpack_q3_K(block_q3_K *restrict y, const block_q3_Kx8 *restrict g, size_t i) {
-    y->d = g->d[i];
-    words_from_group(y->scales, g->scales, i, 3);
-    words_from_group(y->hmask, g->hmask, i, 8);
-    words_from_group(y->qs, g->qs, i, 16);
+    kq_move((uint8_t *)y, (const uint8_t *)g, i, KQ_TABLE(q3_K_fields), 0);
 }
 
 static void unpack_q5_K(block_q5_K *restrict y, const block_q5_Kx8 *restrict g, size_t i) {
-    y->d = g->d[i];
-    y->dmin = g->dmin[i];
-    words_from_group(y->scales, g->scales, i, 3);
-    words_from_group(y->qh, g->qh, i, 8);
+    kq_move((uint8_t *)y, (const uint8_t *)g, i, KQ_TABLE(q5_K_fields), 0);
     for (int l = 0; l < QK_K / 8; l++)
         y->qh[l] = q5_qh_plain(y->qh[l]);
-    words_from_group(y->qs, g->qs, i, 32);
 }
 
 static void unpack_iq4_xs(block_iq4_xs *restrict y, const block_iq4_xsx8 *restrict g, size_t i) {
-    y->d = g->d[i];
-    y->scales_h = g->scales_h[i];
-    memcpy(y->scales_l, g->scales_l + 4 * i, 4);
-    words_from_group(y->qs, g->qs, i, 32);
+    kq_move((uint8_t *)y, (const uint8_t *)g, i, KQ_TABLE(iq4_xs_fields), 0);
 }
 
 /* ---- scalar tier of the packed groups ------------------------------------ */
@@ -135,7 +92,7 @@ static void unpack_iq4_xs(block_iq4_xs *restrict y, const block_iq4_xsx8 *restri
 /* Each output row unpacked into tmp (a plain row of n_in: fewer bytes than
  * the KERNEL_TMP_ROWS * n_in floats of scratch), then the plain kernel. */
 #define PACKED_ROWS_FN(name, plain_rows, blk_t, grp_t, unpack)                                     \
-    KQ_ROWS_DECL(name) {                                                                           \
+    KERNEL_ROWS_DECL(name) {                                                                       \
         const size_t nb = n_in / QK_K;                                                             \
         blk_t *row = (blk_t *)tmp;                                                                 \
         for (size_t o = o0; o < o1; o++) {                                                         \

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/packed_q32.h"
+#include "kernels/scalar_rows.h"
 
 /* Bytes of one packed group block of the type. */
 static size_t group_bytes(uint32_t type) {
@@ -113,9 +114,13 @@ static void unpack_lane(const uint8_t *restrict g, size_t lane, uint32_t type, i
         }
 }
 
-static float dot_packed(const uint8_t *restrict G, size_t lane, const block_q8_0 *restrict x,
-                        const kernel_act_side *restrict side, size_t nb, uint32_t type) {
-    const size_t gb = group_bytes(type);
+/* Row `lane` of a group of the type . the activation row (Q8_0 blocks, then
+ * their side data). */
+static float dot_packed(const uint8_t *restrict G, size_t lane, const uint8_t *restrict row,
+                        size_t n_in, uint32_t type) {
+    const size_t gb = group_bytes(type), nb = n_in / QK8_0;
+    const block_q8_0 *x = (const block_q8_0 *)row;
+    const kernel_act_side *side = (const kernel_act_side *)(row + kernel_act_side_off(nb));
     const int has_min = type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1;
     float sumf = 0.0f;
     for (size_t b = 0; b < nb; b++) {
@@ -131,27 +136,7 @@ static float dot_packed(const uint8_t *restrict G, size_t lane, const block_q8_0
     return sumf;
 }
 
-static void rows_packed(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                        size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                        size_t act_row_bytes, size_t n_rows_x, size_t n_in, uint32_t type) {
-    const size_t nb = n_in / QK8_0;
-    for (size_t r = 0; r < n_rows_x; r++) {
-        const uint8_t *row = act + r * act_row_bytes;
-        const kernel_act_side *side = (const kernel_act_side *)(row + kernel_act_side_off(nb));
-        for (size_t o = o0; o < o1; o++)
-            out[r * ld_out + o] = dot_packed(W + (o / 8 * 8) * w_row_bytes, o % 8,
-                                             (const block_q8_0 *)row, side, nb, type);
-    }
-}
-
-#define PACKED_ROWS_FN(name, type)                                                                 \
-    Q32_ROWS_DECL(name) {                                                                          \
-        (void)tmp;                                                                                 \
-        rows_packed(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in,       \
-                    type);                                                                         \
-    }
-
-PACKED_ROWS_FN(kernel_rows_q4_1_r8_scalar, GGML_TYPE_Q4_1)
-PACKED_ROWS_FN(kernel_rows_q5_0_r8_scalar, GGML_TYPE_Q5_0)
-PACKED_ROWS_FN(kernel_rows_q5_1_r8_scalar, GGML_TYPE_Q5_1)
-PACKED_ROWS_FN(kernel_rows_iq4_nl_r8_scalar, GGML_TYPE_IQ4_NL)
+SCALAR_ROWS_FN(kernel_rows_q4_1_r8_scalar, 1, GGML_TYPE_Q4_1, dot_packed(w, lane, a, n_in, t))
+SCALAR_ROWS_FN(kernel_rows_q5_0_r8_scalar, 1, GGML_TYPE_Q5_0, dot_packed(w, lane, a, n_in, t))
+SCALAR_ROWS_FN(kernel_rows_q5_1_r8_scalar, 1, GGML_TYPE_Q5_1, dot_packed(w, lane, a, n_in, t))
+SCALAR_ROWS_FN(kernel_rows_iq4_nl_r8_scalar, 1, GGML_TYPE_IQ4_NL, dot_packed(w, lane, a, n_in, t))
