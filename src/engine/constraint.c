@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/free_all.h"
 #include "base/grow.h"
 
 #define MAX_EXPAND_DEPTH 4096       /* nested rule references expanded without input */
@@ -317,18 +318,11 @@ int cons_tables_init(constraint *c) {
 }
 
 void cons_tables_free(constraint *c) {
-    free(c->sn_parent);
-    free(c->sn_pos);
     u64map_free(&c->node_map);
-    free(c->st_data);
-    free(c->st_off);
-    free(c->st_len);
-    free(c->st_hash);
-    free(c->st_mask);
-    free(c->st_next);
     u64map_free(&c->state_map);
     u64map_free(&c->trans);
-    free(c->scratch);
+    TPS_FREE_ALL(c->sn_parent, c->sn_pos, c->st_data, c->st_off, c->st_len, c->st_hash, c->st_mask,
+                 c->st_next, c->scratch);
 }
 
 void cons_forest_free(cons_forest *f) {
@@ -458,13 +452,8 @@ size_t constraint_cursor_bytes(uint32_t n_vocab) {
 void constraint_free(constraint *c) {
     if (!c) return;
     cons_tables_free(c);
-    free(c->masks);
-    free(c->lv_state);
-    free(c->lv_acc);
-    free(c->lv_need);
-    free(c->lv_len);
     constraint_prog_unref(c->prog);
-    free(c);
+    TPS_FREE_ALL(c->masks, c->lv_state, c->lv_acc, c->lv_need, c->lv_len, c);
 }
 
 int constraint_create_prog(constraint **out, constraint_prog *prog, const vocab_trie *vt,

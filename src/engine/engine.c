@@ -17,6 +17,7 @@
 #include "engine/engine_setup.h"
 #include "base/clock.h"
 #include "base/cond.h"
+#include "base/free_all.h"
 
 void engine_params_default(engine_params *p) {
     memset(p, 0, sizeof *p);
@@ -179,14 +180,7 @@ void engine_destroy(engine *e) {
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
     }
-    seq_list *lists[] = {&e->sc.running, &e->sc.waiting, &e->incoming};
-    for (int l = 0; l < 3; l++)
-        while (lists[l]->head) {
-            seq *s = lists[l]->head;
-            seq_list_remove(lists[l], s);
-            if (e->kv) kv_seq_release(e->kv, &s->kv);
-            engine_seq_free(s);
-        }
+    sched_drain(&e->sc, &e->incoming, e->kv, engine_seq_free);
     if (e->p.trace_path && e->thread_started) {
         tps_err err = {0};
         if (trace_write(&e->tr, e->p.trace_path, &err) != 0) fprintf(stderr, "tps: %s\n", err.msg);
@@ -195,16 +189,9 @@ void engine_destroy(engine *e) {
     if (e->efd >= 0) close(e->efd);
     hist_free(e->h_step_ns);
     hist_free(e->h_step_tokens);
-    free(e->rows);
-    free(e->row_seqs);
     sched_free(&e->sc);
-    free(e->sampled);
-    free(e->sample_logits);
-    free(e->samplers);
-    free(e->fork_logits);
-    free(e->pending);
-    free(e->evq);
-    free(e->cancels);
+    TPS_FREE_ALL(e->rows, e->row_seqs, e->sampled, e->sample_logits, e->samplers, e->fork_logits,
+                 e->pending, e->evq, e->cancels);
     fwd_state_free(e->fs);
     kv_cache_free(e->kv);
     pthread_mutex_destroy(&e->mu);

@@ -20,9 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
 #include "engine/attention.h"
 #include "engine/forward.h"
 #include "engine/moe.h"
+#include "engine/pool_rows.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 
@@ -149,10 +151,7 @@ void fwd_state_free(fwd_state *s) {
     if (!s) return;
     moe_state_free(s->moe);
     kernel_ctx_free(s->kc);
-    free(s->gelu);
-    free(s->run_first);
-    free(s->buf);
-    free(s);
+    TPS_FREE_ALL(s->gelu, s->run_first, s->buf, s);
 }
 
 kernel_ctx *fwd_state_kernels(fwd_state *s) {
@@ -434,22 +433,15 @@ typedef struct rows_job {
 
 static void rows_task(void *arg, size_t t, int thread) {
     const rows_job *j = arg;
-    const size_t end = (t + 1) * j->per_task < j->n ? (t + 1) * j->per_task : j->n;
+    const size_t end = pool_rows_end(t, j->per_task, j->n);
     for (size_t r = t * j->per_task; r < end; r++)
         j->row(j, r, thread);
 }
 
 /* Runs j's row function on rows [0, j->n). */
 static void run_rows(rows_job *j) {
-    tps_pool *pool = kernel_ctx_pool(j->s->kc);
-    j->per_task = j->n;
-    if (!pool || j->n < ROWS_ON_POOL) {
-        rows_task(j, 0, 0);
-        return;
-    }
-    const size_t n_tasks = 4 * (size_t)tps_pool_threads(pool);
-    j->per_task = (j->n + n_tasks - 1) / n_tasks;
-    tps_pool_run(pool, (j->n + j->per_task - 1) / j->per_task, rows_task, j);
+    tps_pool *pool = kernel_ctx_pool(j->s->kc); /* first: j->n is then read once, after the call */
+    pool_rows_run(pool, j->n, &j->per_task, ROWS_ON_POOL, rows_task, j);
 }
 
 static void each_row(fwd_state *s, const llama_config *c, const llama_layer *L, size_t n,

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/dlist.h"
+
 typedef struct gc_entry {
     struct gc_entry *prev, *next; /* most recently used first */
     uint64_t hash;
@@ -48,25 +50,11 @@ int grammar_cache_create(grammar_cache **out, const grammar_cache_config *c, tps
 }
 
 static void unlink_entry(grammar_cache *gc, gc_entry *e) {
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        gc->head = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        gc->tail = e->prev;
-    e->prev = e->next = NULL;
-    gc->n--;
+    TPS_DLIST_REMOVE(gc, e);
 }
 
 static void push_front(grammar_cache *gc, gc_entry *e) {
-    e->prev = NULL;
-    e->next = gc->head;
-    if (gc->head) gc->head->prev = e;
-    gc->head = e;
-    if (!gc->tail) gc->tail = e;
-    gc->n++;
+    TPS_DLIST_PUSH_FRONT(gc, e);
 }
 
 /* Drops an entry (its compiled grammar lives on with whoever holds it). */

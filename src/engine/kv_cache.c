@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "base/free_all.h"
 #include "base/huge_map.h"
 #include "engine/kv_cache.h"
 #include "kernels/quant.h" /* block_q8_0 */
@@ -73,10 +74,10 @@ static int create_local(kv_cache *kv) {
     kv->lfree = malloc(sizeof(uint32_t) * (n ? n : 1));
     kv->lrefs = calloc(n ? n : 1, sizeof(uint32_t));
     kv->lowner = malloc(sizeof(uint32_t) * (n ? n : 1));
-    kv->llru_prev = malloc(sizeof(uint32_t) * (n ? n : 1));
-    kv->llru_next = malloc(sizeof(uint32_t) * (n ? n : 1));
+    kv->llru.prev = malloc(sizeof(uint32_t) * (n ? n : 1));
+    kv->llru.next = malloc(sizeof(uint32_t) * (n ? n : 1));
     kv->companion = malloc(sizeof(uint32_t) * ng);
-    if (!kv->lfree || !kv->lrefs || !kv->lowner || !kv->llru_prev || !kv->llru_next ||
+    if (!kv->lfree || !kv->lrefs || !kv->lowner || !kv->llru.prev || !kv->llru.next ||
         !kv->companion)
         return TPS_ENOMEM;
     for (uint32_t i = 0; i < n; i++) {
@@ -86,7 +87,7 @@ static int create_local(kv_cache *kv) {
     for (uint32_t i = 0; i < ng; i++)
         kv->companion[i] = PREFIX_NONE;
     kv->n_lfree = n;
-    kv->llru_head = kv->llru_tail = PREFIX_NONE;
+    block_lru_init(&kv->llru);
     return 0;
 }
 
@@ -209,18 +210,9 @@ void kv_cache_free(kv_cache *kv) {
     if (!kv) return;
     huge_unmap(kv->k, kv->map_bytes);
     huge_unmap(kv->v, kv->map_bytes);
-    free(kv->free_list);
-    free(kv->refs);
     prefix_cache_free(kv->pc);
-    free(kv->layer_local);
-    free(kv->layer_slot);
-    free(kv->lfree);
-    free(kv->lrefs);
-    free(kv->lowner);
-    free(kv->llru_prev);
-    free(kv->llru_next);
-    free(kv->companion);
-    free(kv);
+    TPS_FREE_ALL(kv->free_list, kv->refs, kv->layer_local, kv->layer_slot, kv->lfree, kv->lrefs,
+                 kv->lowner, kv->llru.prev, kv->llru.next, kv->companion, kv);
 }
 
 uint32_t kv_cache_blocks_used(const kv_cache *kv) {
@@ -228,30 +220,6 @@ uint32_t kv_cache_blocks_used(const kv_cache *kv) {
 }
 
 /* ---- the local pool's companions -------------------------------------------- */
-
-static void llru_remove(kv_cache *kv, uint32_t b) {
-    const uint32_t p = kv->llru_prev[b], n = kv->llru_next[b];
-    if (p != PREFIX_NONE)
-        kv->llru_next[p] = n;
-    else
-        kv->llru_head = n;
-    if (n != PREFIX_NONE)
-        kv->llru_prev[n] = p;
-    else
-        kv->llru_tail = p;
-    kv->n_llru--;
-}
-
-static void llru_push(kv_cache *kv, uint32_t b) {
-    kv->llru_prev[b] = kv->llru_tail;
-    kv->llru_next[b] = PREFIX_NONE;
-    if (kv->llru_tail != PREFIX_NONE)
-        kv->llru_next[kv->llru_tail] = b;
-    else
-        kv->llru_head = b;
-    kv->llru_tail = b;
-    kv->n_llru++;
-}
 
 /* Global block g leaves the index (evicted): its companion is nobody's any
  * more, and free when nobody holds it. */
@@ -261,7 +229,7 @@ static void unlink_companion(kv_cache *kv, uint32_t g) {
     kv->companion[g] = PREFIX_NONE;
     kv->lowner[c] = PREFIX_NONE;
     if (kv->lrefs[c] == 0) {
-        llru_remove(kv, c);
+        block_lru_remove(&kv->llru, c);
         kv->lfree[kv->n_lfree++] = c;
     }
 }
@@ -275,7 +243,7 @@ static void link_companion(kv_cache *kv, uint32_t g, uint32_t l) {
 }
 
 static uint32_t local_available(const kv_cache *kv) {
-    return kv->n_lfree + kv->n_llru;
+    return kv->n_lfree + kv->llru.n;
 }
 
 /* A local block for a new owner: a free one first, else the least
@@ -285,8 +253,8 @@ static uint32_t take_local(kv_cache *kv) {
     if (kv->n_lfree) {
         b = kv->lfree[--kv->n_lfree];
     } else {
-        b = kv->llru_head;
-        llru_remove(kv, b);
+        b = kv->llru.head;
+        block_lru_remove(&kv->llru, b);
         kv->companion[kv->lowner[b]] = PREFIX_NONE;
         kv->lowner[b] = PREFIX_NONE;
     }
@@ -295,13 +263,13 @@ static uint32_t take_local(kv_cache *kv) {
 }
 
 static void hold_local(kv_cache *kv, uint32_t b) {
-    if (kv->lrefs[b]++ == 0) llru_remove(kv, b);
+    if (kv->lrefs[b]++ == 0) block_lru_remove(&kv->llru, b);
 }
 
 static void drop_local(kv_cache *kv, uint32_t b) {
     if (--kv->lrefs[b]) return;
     if (kv->lowner[b] != PREFIX_NONE)
-        llru_push(kv, b);
+        block_lru_push(&kv->llru, b);
     else
         kv->lfree[kv->n_lfree++] = b;
 }
@@ -319,7 +287,7 @@ static void drop_local(kv_cache *kv, uint32_t b) {
 static uint32_t take_block(kv_cache *kv) {
     uint32_t b;
     if (kv->n_free && (kv->free_list[kv->n_free - 1] < kv->n_touched ||
-                       kv->n_touched < kv->resident_blocks || !kv->pc || !kv->pc->n_lru))
+                       kv->n_touched < kv->resident_blocks || !kv->pc || !kv->pc->lru.n))
         b = kv->free_list[--kv->n_free];
     else {
         b = prefix_cache_evict(kv->pc);

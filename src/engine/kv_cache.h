@@ -97,8 +97,7 @@ typedef struct kv_cache {
     uint32_t *lrefs;          /* per local block: sequences holding it */
     uint32_t *lowner;         /* per local block: the indexed global block it is the companion of */
     uint32_t *companion;      /* per global block: its local companion, or PREFIX_NONE */
-    uint32_t *llru_prev, *llru_next; /* companions nobody holds; head: least recently used */
-    uint32_t llru_head, llru_tail, n_llru;
+    block_lru llru;           /* companions nobody holds */
 } kv_cache;
 
 /* A sequence's block table: blocks[i] holds positions [i*B, (i+1)*B).
@@ -136,13 +135,13 @@ bool kv_cache_warm(kv_cache *kv, size_t bytes);
  * holds (evicted on demand). The global pool's: the local pool is sized
  * by its user so that it does not run out first. */
 static inline uint32_t kv_cache_available(const kv_cache *kv) {
-    return kv->n_free + (kv->pc ? kv->pc->n_lru : 0);
+    return kv->n_free + (kv->pc ? kv->pc->lru.n : 0);
 }
 /* Blocks some sequence holds. */
 uint32_t kv_cache_blocks_used(const kv_cache *kv);
 /* Local-pool blocks some sequence holds (0 without sliding-window layers). */
 static inline uint32_t kv_cache_local_blocks_used(const kv_cache *kv) {
-    return kv->n_lblocks - kv->n_lfree - kv->n_llru;
+    return kv->n_lblocks - kv->n_lfree - kv->llru.n;
 }
 /* Blocks whose contents are indexed (held or not); 0 without the cache. */
 static inline uint32_t kv_cache_blocks_cached(const kv_cache *kv) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "engine/moe.h"
+#include "engine/pool_rows.h"
 #include "kernels/ops.h"
 
 #define OAI_ALPHA 1.702f
@@ -96,21 +97,14 @@ typedef struct moe_job {
 static void moe_task(void *arg, size_t t, int thread) {
     (void)thread;
     const moe_job *j = arg;
-    const size_t end = (t + 1) * j->per_task < j->n ? (t + 1) * j->per_task : j->n;
+    const size_t end = pool_rows_end(t, j->per_task, j->n);
     for (size_t i = t * j->per_task; i < end; i++)
         j->fn(j, i);
 }
 
 static void each(moe_job *j, kernel_ctx *kc) {
-    tps_pool *pool = kernel_ctx_pool(kc);
-    j->per_task = j->n;
-    if (!pool || j->n < ON_POOL) {
-        moe_task(j, 0, 0);
-        return;
-    }
-    const size_t n_tasks = 4 * (size_t)tps_pool_threads(pool);
-    j->per_task = (j->n + n_tasks - 1) / n_tasks;
-    tps_pool_run(pool, (j->n + j->per_task - 1) / j->per_task, moe_task, j);
+    tps_pool *pool = kernel_ctx_pool(kc); /* first: j->n is then read once, after the call */
+    pool_rows_run(pool, j->n, &j->per_task, ON_POOL, moe_task, j);
 }
 
 /* ---- routing ---------------------------------------------------------------- */

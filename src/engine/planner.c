@@ -70,6 +70,17 @@ int sched_seq_init(seq *s, const kv_cache *kv, const int32_t *prompt, uint32_t n
     return 0;
 }
 
+void sched_drain(sched *sc, seq_list *incoming, kv_cache *kv, void (*seq_free)(seq *s)) {
+    seq_list *lists[] = {&sc->running, &sc->waiting, incoming};
+    for (int l = 0; l < 3; l++)
+        while (lists[l]->head) {
+            seq *s = lists[l]->head;
+            seq_list_remove(lists[l], s);
+            if (kv) kv_seq_release(kv, &s->kv);
+            seq_free(s);
+        }
+}
+
 void sched_seq_clear(seq *s) {
     free(s->tokens);
     s->tokens = NULL;

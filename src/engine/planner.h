@@ -99,6 +99,11 @@ int sched_init(sched *sc, const sched_params *p, kv_cache *kv, tps_err *err);
 /* Frees the buffers; the sequences on the lists are the caller's to free
  * first (their blocks released). */
 void sched_free(sched *sc);
+/* Shutdown, before sched_free: every sequence on the running and waiting
+ * lists and on `incoming` (the owner's queue of those not yet scheduled)
+ * leaves its list, gives its blocks back to kv (NULL: no cache was made)
+ * and goes to seq_free. */
+void sched_drain(sched *sc, seq_list *incoming, kv_cache *kv, void (*seq_free)(seq *s));
 
 /* The warm-up's shape: the rows of the many-row step that primes the
  * step-time model (64, at most the batch, the context and the pool). */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
 #include "engine/prefix_cache.h"
 
 int prefix_cache_create(prefix_cache **out, uint32_t n_blocks, uint32_t block_tokens,
@@ -23,34 +24,26 @@ int prefix_cache_create(prefix_cache **out, uint32_t n_blocks, uint32_t block_to
     pc->parent = calloc(n_blocks, sizeof *pc->parent);
     pc->tokens = malloc((size_t)n_blocks * block_tokens * sizeof *pc->tokens);
     pc->hnext = malloc((size_t)n_blocks * sizeof *pc->hnext);
-    pc->lru_prev = malloc((size_t)n_blocks * sizeof *pc->lru_prev);
-    pc->lru_next = malloc((size_t)n_blocks * sizeof *pc->lru_next);
+    pc->lru.prev = malloc((size_t)n_blocks * sizeof *pc->lru.prev);
+    pc->lru.next = malloc((size_t)n_blocks * sizeof *pc->lru.next);
     pc->in_lru = calloc(n_blocks, 1);
     pc->buckets = malloc((size_t)pc->n_buckets * sizeof *pc->buckets);
-    if (!pc->gen || !pc->hash || !pc->parent || !pc->tokens || !pc->hnext || !pc->lru_prev ||
-        !pc->lru_next || !pc->in_lru || !pc->buckets) {
+    if (!pc->gen || !pc->hash || !pc->parent || !pc->tokens || !pc->hnext || !pc->lru.prev ||
+        !pc->lru.next || !pc->in_lru || !pc->buckets) {
         prefix_cache_free(pc);
         return tps_fail(err, TPS_ENOMEM, "prefix cache: cannot index %u blocks", n_blocks);
     }
     for (uint32_t i = 0; i < pc->n_buckets; i++)
         pc->buckets[i] = PREFIX_NONE;
-    pc->lru_head = pc->lru_tail = PREFIX_NONE;
+    block_lru_init(&pc->lru);
     *out = pc;
     return 0;
 }
 
 void prefix_cache_free(prefix_cache *pc) {
     if (!pc) return;
-    free(pc->gen);
-    free(pc->hash);
-    free(pc->parent);
-    free(pc->tokens);
-    free(pc->hnext);
-    free(pc->lru_prev);
-    free(pc->lru_next);
-    free(pc->in_lru);
-    free(pc->buckets);
-    free(pc);
+    TPS_FREE_ALL(pc->gen, pc->hash, pc->parent, pc->tokens, pc->hnext, pc->lru.prev, pc->lru.next,
+                 pc->in_lru, pc->buckets, pc);
 }
 
 /* ---- index ----------------------------------------------------------------- */
@@ -123,34 +116,18 @@ void prefix_cache_unindex(prefix_cache *pc, uint32_t b) {
 /* ---- LRU ------------------------------------------------------------------- */
 
 void prefix_cache_lru_push(prefix_cache *pc, uint32_t b) {
-    pc->lru_prev[b] = pc->lru_tail;
-    pc->lru_next[b] = PREFIX_NONE;
-    if (pc->lru_tail != PREFIX_NONE)
-        pc->lru_next[pc->lru_tail] = b;
-    else
-        pc->lru_head = b;
-    pc->lru_tail = b;
+    block_lru_push(&pc->lru, b);
     pc->in_lru[b] = 1;
-    pc->n_lru++;
 }
 
 void prefix_cache_lru_remove(prefix_cache *pc, uint32_t b) {
     if (!pc->in_lru[b]) return;
-    uint32_t p = pc->lru_prev[b], n = pc->lru_next[b];
-    if (p != PREFIX_NONE)
-        pc->lru_next[p] = n;
-    else
-        pc->lru_head = n;
-    if (n != PREFIX_NONE)
-        pc->lru_prev[n] = p;
-    else
-        pc->lru_tail = p;
+    block_lru_remove(&pc->lru, b);
     pc->in_lru[b] = 0;
-    pc->n_lru--;
 }
 
 uint32_t prefix_cache_evict(prefix_cache *pc) {
-    uint32_t b = pc->lru_head;
+    uint32_t b = pc->lru.head;
     if (b == PREFIX_NONE) return PREFIX_NONE;
     prefix_cache_lru_remove(pc, b);
     prefix_cache_unindex(pc, b);

@@ -26,9 +26,10 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "engine/block_lru.h"
 
-#define PREFIX_NONE UINT32_MAX /* no block */
-#define PREFIX_ROOT UINT32_MAX /* parent of a chain's first block */
+#define PREFIX_NONE BLOCK_LRU_NONE /* no block (UINT32_MAX) */
+#define PREFIX_ROOT UINT32_MAX     /* parent of a chain's first block */
 
 /* The identity of one registered block: its id and registration. */
 typedef struct prefix_ref {
@@ -49,15 +50,12 @@ typedef struct prefix_cache {
     prefix_ref *parent; /* its key's parent */
     int32_t *tokens;    /* (n_blocks, block_tokens): its key's tokens */
     uint32_t *hnext;    /* next block in its hash bucket */
-    uint32_t *lru_prev; /* LRU links of indexed blocks nobody holds */
-    uint32_t *lru_next;
-    uint8_t *in_lru;
+    uint8_t *in_lru;    /* on lru */
     /* index */
     uint32_t *buckets; /* (n_buckets,) first block of each chain */
     uint32_t n_buckets;
-    uint32_t n_cached;           /* indexed blocks, held or not */
-    uint32_t lru_head, lru_tail; /* head: least recently used */
-    uint32_t n_lru;
+    uint32_t n_cached; /* indexed blocks, held or not */
+    block_lru lru;     /* indexed blocks nobody holds */
 } prefix_cache;
 
 int prefix_cache_create(prefix_cache **out, uint32_t n_blocks, uint32_t block_tokens, tps_err *err);

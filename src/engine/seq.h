@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/dlist.h"
 #include "engine/engine.h"
 #include "engine/kv_cache.h"
 #include "engine/sampler.h"
@@ -64,38 +65,15 @@ typedef struct seq_list {
 } seq_list;
 
 static inline void seq_list_push_back(seq_list *l, seq *s) {
-    s->next = NULL;
-    s->prev = l->tail;
-    if (l->tail)
-        l->tail->next = s;
-    else
-        l->head = s;
-    l->tail = s;
-    l->n++;
+    TPS_DLIST_PUSH_BACK(l, s);
 }
 
 static inline void seq_list_push_front(seq_list *l, seq *s) {
-    s->prev = NULL;
-    s->next = l->head;
-    if (l->head)
-        l->head->prev = s;
-    else
-        l->tail = s;
-    l->head = s;
-    l->n++;
+    TPS_DLIST_PUSH_FRONT(l, s);
 }
 
 static inline void seq_list_remove(seq_list *l, seq *s) {
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        l->head = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    else
-        l->tail = s->prev;
-    s->next = s->prev = NULL;
-    l->n--;
+    TPS_DLIST_REMOVE(l, s);
 }
 
 #endif

@@ -9,40 +9,19 @@
 
 #include <string.h>
 
+#include "base/text_run.h"
+
 void think_init(think_split *t, think_state state) {
     memset(t, 0, sizeof *t);
     t->state = state;
 }
 
-/* A run of one part within the piece being fed, flushed when the part
- * changes or the piece ends. */
-typedef struct run {
-    think_sink sink;
-    void *ctx;
-    think_part part;
-    const char *p;
-    size_t n;
-} run;
-
-static void run_flush(run *r) {
-    if (r->n) r->sink(r->ctx, r->part, r->p, r->n);
-    r->n = 0;
-}
-
-/* Adds the piece's byte at p to the run of part. */
-static void run_add(run *r, think_part part, const char *p) {
-    if (r->n && (r->part != part || r->p + r->n != p)) run_flush(r);
-    if (!r->n) {
-        r->part = part;
-        r->p = p;
-    }
-    r->n++;
-}
+/* Runs of one part within the piece being fed go to the caller's sink. */
+TEXT_RUN_TYPED(think_emit, think_sink, think_part)
 
 /* Held bytes go out (before anything of the current run after them). */
-static void held_out(think_split *t, run *r, think_part part) {
-    run_flush(r);
-    if (t->n_held) r->sink(r->ctx, part, t->held, t->n_held);
+static void held_out(think_split *t, text_run *r, think_part part) {
+    text_run_held(r, part, t->held, t->n_held);
     t->n_held = 0;
 }
 
@@ -51,7 +30,7 @@ static bool is_space(char c) {
 }
 
 /* START: whitespace, then "<think>" or anything else. */
-static void feed_start(think_split *t, run *r, const char *p) {
+static void feed_start(think_split *t, text_run *r, const char *p) {
     size_t lead = 0;
     while (lead < t->n_held && is_space(t->held[lead]))
         lead++;
@@ -70,13 +49,13 @@ static void feed_start(think_split *t, run *r, const char *p) {
     }
     held_out(t, r, THINK_PART_CONTENT); /* the answer began without a block */
     t->state = THINK_DONE;
-    run_add(r, THINK_PART_CONTENT, p);
+    text_run_add(r, THINK_PART_CONTENT, p);
 }
 
 /* IN: reasoning until "</think>". */
-static void feed_in(think_split *t, run *r, const char *p) {
+static void feed_in(think_split *t, text_run *r, const char *p) {
     if (*p == THINK_CLOSE[t->n_held]) {
-        run_flush(r); /* the reasoning before the marker's start goes first */
+        text_run_flush(r); /* the reasoning before the marker's start goes first */
         t->held[t->n_held++] = *p;
         if (t->n_held == sizeof THINK_CLOSE - 1) {
             held_out(t, r, THINK_PART_MARKER);
@@ -91,11 +70,12 @@ static void feed_in(think_split *t, run *r, const char *p) {
             return;
         }
     }
-    run_add(r, THINK_PART_REASONING, p);
+    text_run_add(r, THINK_PART_REASONING, p);
 }
 
 void think_feed(think_split *t, const char *p, size_t n, think_sink sink, void *ctx) {
-    run r = {.sink = sink, .ctx = ctx};
+    think_emit_to to = {sink, ctx};
+    text_run r = {.sink = think_emit, .ctx = &to};
     for (size_t i = 0; i < n; i++) {
         switch (t->state) {
         case THINK_START:
@@ -105,17 +85,17 @@ void think_feed(think_split *t, const char *p, size_t n, think_sink sink, void *
             feed_in(t, &r, p + i);
             break;
         default: /* OFF, DONE: the rest of the piece is answer */
-            run_add(&r, THINK_PART_CONTENT, p + i);
-            r.n += n - i - 1;
+            text_run_rest(&r, THINK_PART_CONTENT, p + i, n - i);
             i = n;
             break;
         }
     }
-    run_flush(&r);
+    text_run_flush(&r);
 }
 
 void think_flush(think_split *t, think_sink sink, void *ctx) {
-    run r = {.sink = sink, .ctx = ctx};
+    think_emit_to to = {sink, ctx};
+    text_run r = {.sink = think_emit, .ctx = &to};
     held_out(t, &r, t->state == THINK_IN ? THINK_PART_REASONING : THINK_PART_CONTENT);
     if (t->state == THINK_START) t->state = THINK_DONE;
 }

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
+
 #define TRIE_MAX_PIECE 65535u /* longer pieces are left out (none exist in practice) */
 
 static int cmp_piece(const void *pa, const void *pb, void *ctx) {
@@ -22,12 +24,7 @@ static int cmp_piece(const void *pa, const void *pb, void *ctx) {
 
 void vocab_trie_free(vocab_trie *t) {
     if (!t) return;
-    free(t->nodes);
-    free(t->ids);
-    free(t->tok_off);
-    free(t->tok_len);
-    free(t->blob);
-    free(t);
+    TPS_FREE_ALL(t->nodes, t->ids, t->tok_off, t->tok_len, t->blob, t);
 }
 
 uint32_t vocab_trie_nodes(const vocab_trie *t) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "model/gguf.h"
+#include "base/compiler.h"
 
 /* Nested arrays deeper than this are rejected: no real file nests at all,
  * and recursion must stay bounded on hostile input. */
@@ -51,20 +52,22 @@ static int need(cursor *c, uint64_t n, const char *what) {
     return 0;
 }
 
-static int read_u32(cursor *c, uint32_t *v, const char *what) {
-    int rc = need(c, 4, what);
+/* The next n bytes into v (little-endian, as the host). Inlined, so that
+ * read_u32/read_u64 copy a constant size as they did when spelled out. */
+ALWAYS_INLINE int read_bytes(cursor *c, void *v, size_t n, const char *what) {
+    int rc = need(c, n, what);
     if (rc) return rc;
-    memcpy(v, c->base + c->pos, 4);
-    c->pos += 4;
+    memcpy(v, c->base + c->pos, n);
+    c->pos += n;
     return 0;
 }
 
+static int read_u32(cursor *c, uint32_t *v, const char *what) {
+    return read_bytes(c, v, 4, what);
+}
+
 static int read_u64(cursor *c, uint64_t *v, const char *what) {
-    int rc = need(c, 8, what);
-    if (rc) return rc;
-    memcpy(v, c->base + c->pos, 8);
-    c->pos += 8;
-    return 0;
+    return read_bytes(c, v, 8, what);
 }
 
 static int read_str(cursor *c, gguf_str *s, const char *what) {
@@ -133,66 +136,45 @@ static int read_array(cursor *c, gguf_value *out, int depth, const char *what) {
     return 0;
 }
 
+/* A fixed-size value from raw, its size bytes read into a zeroed uint64
+ * (little-endian host): unsigned as read, signed sign-extended from its top
+ * bit, floats widened to double. */
+static void decode_fixed(gguf_value *out, uint64_t raw, size_t size) {
+    const uint64_t sign = 1ull << (8 * size - 1);
+    switch (out->type) {
+    case GGUF_TYPE_BOOL:
+        out->b = raw != 0;
+        break;
+    case GGUF_TYPE_INT8:
+    case GGUF_TYPE_INT16:
+    case GGUF_TYPE_INT32:
+    case GGUF_TYPE_INT64:
+        out->i = (int64_t)((raw ^ sign) - sign);
+        break;
+    case GGUF_TYPE_FLOAT32: {
+        float v;
+        memcpy(&v, &raw, 4);
+        out->f = v;
+        break;
+    }
+    case GGUF_TYPE_FLOAT64:
+        memcpy(&out->f, &raw, 8);
+        break;
+    default: /* UINT8/16/32/64 */
+        out->u = raw;
+        break;
+    }
+}
+
 static int read_value(cursor *c, uint32_t type, gguf_value *out, int depth, const char *what) {
     memset(out, 0, sizeof *out);
     out->type = type;
     size_t fixed = gguf_value_type_size(type);
     if (fixed) {
-        int rc = need(c, fixed, what);
-        if (rc) return rc;
-        const uint8_t *p = c->base + c->pos;
-        c->pos += fixed;
-        switch (type) {
-        case GGUF_TYPE_UINT8:
-            out->u = p[0];
-            break;
-        case GGUF_TYPE_INT8:
-            out->i = (int8_t)p[0];
-            break;
-        case GGUF_TYPE_BOOL:
-            out->b = p[0] != 0;
-            break;
-        case GGUF_TYPE_UINT16: {
-            uint16_t v;
-            memcpy(&v, p, 2);
-            out->u = v;
-            break;
-        }
-        case GGUF_TYPE_INT16: {
-            int16_t v;
-            memcpy(&v, p, 2);
-            out->i = v;
-            break;
-        }
-        case GGUF_TYPE_UINT32: {
-            uint32_t v;
-            memcpy(&v, p, 4);
-            out->u = v;
-            break;
-        }
-        case GGUF_TYPE_INT32: {
-            int32_t v;
-            memcpy(&v, p, 4);
-            out->i = v;
-            break;
-        }
-        case GGUF_TYPE_FLOAT32: {
-            float v;
-            memcpy(&v, p, 4);
-            out->f = v;
-            break;
-        }
-        case GGUF_TYPE_UINT64:
-            memcpy(&out->u, p, 8);
-            break;
-        case GGUF_TYPE_INT64:
-            memcpy(&out->i, p, 8);
-            break;
-        case GGUF_TYPE_FLOAT64:
-            memcpy(&out->f, p, 8);
-            break;
-        }
-        return 0;
+        uint64_t raw = 0;
+        int rc = read_bytes(c, &raw, fixed, what);
+        if (!rc) decode_fixed(out, raw, fixed);
+        return rc;
     }
     if (type == GGUF_TYPE_STRING) return read_str(c, &out->s, what);
     if (type == GGUF_TYPE_ARRAY) return read_array(c, out, depth, what);

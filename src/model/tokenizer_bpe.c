@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "model/tokenizer_internal.h"
+#include "base/free_all.h"
 #include "base/grow.h"
 #include "base/heap.h"
 
@@ -291,12 +292,9 @@ fail:
 
 void tok_bpe_free(tok_bpe *b) {
     if (!b) return;
-    free(b->mslots);
-    free(b->merges);
-    free(b->mtext);
     for (int i = 0; i < b->n_re; i++)
         pcre2_code_free(b->re[i]);
-    free(b);
+    TPS_FREE_ALL(b->mslots, b->merges, b->mtext, b);
 }
 
 /* ======================================================================== */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
 #include "model/tokenizer_internal.h"
 
 /* ======================================================================== */
@@ -517,14 +518,6 @@ fail:
 void tokenizer_free(tokenizer *t) {
     if (!t) return;
     tok_bpe_free(t->bpe);
-    free(t->piece_off);
-    free(t->piece);
-    free(t->special);
-    free(t->slots);
-    free(t->attr);
-    free(t->type);
-    free(t->score);
-    free(t->text_off);
-    free(t->text);
-    free(t);
+    TPS_FREE_ALL(t->piece_off, t->piece, t->special, t->slots, t->attr, t->type, t->score,
+                 t->text_off, t->text, t);
 }

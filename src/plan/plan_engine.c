@@ -108,14 +108,7 @@ static void seq_drop(seq *q) {
 }
 
 void sim_engine_free(sim *s) {
-    seq_list *lists[] = {&s->sc.running, &s->sc.waiting, &s->incoming};
-    for (int l = 0; l < 3; l++)
-        while (lists[l]->head) {
-            seq *q = lists[l]->head;
-            seq_list_remove(lists[l], q);
-            if (s->kv) kv_seq_release(s->kv, &q->kv);
-            seq_drop(q);
-        }
+    sched_drain(&s->sc, &s->incoming, s->kv, seq_drop);
     sched_free(&s->sc);
     kv_cache_free(s->kv);
     s->kv = NULL;

@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+#include "base/text_run.h"
+
 #define H_CHANNEL "<|channel|>"
 #define H_MESSAGE "<|message|>"
 #define H_START   "<|start|>"
@@ -25,32 +27,11 @@ bool harmony_in_reasoning(const harmony_split *h) {
     return h->state == HARMONY_BODY && h->body == HARMONY_REASONING;
 }
 
-/* A run of one part within the piece being fed (as think.c's). */
-typedef struct run {
-    harmony_sink sink;
-    void *ctx;
-    harmony_part part;
-    const char *p;
-    size_t n;
-} run;
+/* Runs of one part within the piece being fed go to the caller's sink. */
+TEXT_RUN_TYPED(harmony_emit, harmony_sink, harmony_part)
 
-static void run_flush(run *r) {
-    if (r->n) r->sink(r->ctx, r->part, r->p, r->n);
-    r->n = 0;
-}
-
-static void run_add(run *r, harmony_part part, const char *p) {
-    if (r->n && (r->part != part || r->p + r->n != p)) run_flush(r);
-    if (!r->n) {
-        r->part = part;
-        r->p = p;
-    }
-    r->n++;
-}
-
-static void held_out(harmony_split *h, run *r, harmony_part part) {
-    run_flush(r);
-    if (h->n_held) r->sink(r->ctx, part, h->held, h->n_held);
+static void held_out(harmony_split *h, text_run *r, harmony_part part) {
+    text_run_held(r, part, h->held, h->n_held);
     h->n_held = 0;
 }
 
@@ -92,11 +73,11 @@ static harmony_part classify(const char *hd, size_t n) {
 }
 
 /* HEAD: one byte of a header. */
-static void feed_head(harmony_split *h, run *r, const char *p) {
+static void feed_head(harmony_split *h, text_run *r, const char *p) {
     if (h->n_held == HARMONY_MAX_HEADER) { /* no header is this long: not harmony */
         held_out(h, r, h->started ? HARMONY_MARKER : HARMONY_CONTENT);
         h->state = HARMONY_RAW;
-        run_add(r, HARMONY_CONTENT, p);
+        text_run_add(r, HARMONY_CONTENT, p);
         return;
     }
     h->held[h->n_held++] = *p;
@@ -120,12 +101,12 @@ static void feed_head(harmony_split *h, run *r, const char *p) {
 }
 
 /* BODY: one byte of a body, or of the marker that closes it. */
-static void feed_body(harmony_split *h, run *r, const char *p) {
+static void feed_body(harmony_split *h, text_run *r, const char *p) {
     h->held[h->n_held] = *p;
     bool whole = false;
     int m = prefix_of(CLOSERS, h->held, h->n_held + 1u, &whole);
     if (m >= 0) {
-        run_flush(r);
+        text_run_flush(r);
         h->n_held++;
         if (!whole) return;
         bool start = m == CLOSER_START;
@@ -141,11 +122,12 @@ static void feed_body(harmony_split *h, run *r, const char *p) {
             return;
         }
     }
-    run_add(r, h->body, p);
+    text_run_add(r, h->body, p);
 }
 
 void harmony_feed(harmony_split *h, const char *p, size_t n, harmony_sink sink, void *ctx) {
-    run r = {.sink = sink, .ctx = ctx};
+    harmony_emit_to to = {sink, ctx};
+    text_run r = {.sink = harmony_emit, .ctx = &to};
     for (size_t i = 0; i < n; i++) {
         switch (h->state) {
         case HARMONY_HEAD:
@@ -155,17 +137,17 @@ void harmony_feed(harmony_split *h, const char *p, size_t n, harmony_sink sink, 
             feed_body(h, &r, p + i);
             break;
         default: /* RAW: the rest of the piece is content */
-            run_add(&r, HARMONY_CONTENT, p + i);
-            r.n += n - i - 1;
+            text_run_rest(&r, HARMONY_CONTENT, p + i, n - i);
             i = n;
             break;
         }
     }
-    run_flush(&r);
+    text_run_flush(&r);
 }
 
 void harmony_flush(harmony_split *h, harmony_sink sink, void *ctx) {
-    run r = {.sink = sink, .ctx = ctx};
+    harmony_emit_to to = {sink, ctx};
+    text_run r = {.sink = harmony_emit, .ctx = &to};
     harmony_part part = h->state == HARMONY_BODY ? h->body
                         : h->started             ? HARMONY_MARKER
                                                  : HARMONY_CONTENT;
