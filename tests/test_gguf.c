@@ -401,3 +401,42 @@ Test(gguf, newer_block_types_with_wrong_sizes_are_refused_by_name) {
         cr_expect(strstr(msg, "truncated file: tensor 'hostile.weight'"), "%s: %s", ti->name, msg);
     }
 }
+
+/* A file may set general.alignment to any power of two, 1 included, and
+ * then a tensor's data can start at any byte. The kernels read an F32
+ * weight as floats in place: data that is not 4-byte aligned is refused by
+ * name (libFuzzer found the misaligned load). Padding the header one byte
+ * at a time moves the data section through every remainder mod 4. */
+Test(gguf, tensor_data_its_type_cannot_be_read_from_is_refused) {
+    int opened = 0, refused = 0;
+    for (int pad = 0; pad < 4; pad++) {
+        static float data[8];
+        char filler[4] = "";
+        memset(filler, 'x', (size_t)pad);
+        gguf_writer *w = gguf_writer_create();
+        gguf_writer_set_u32(w, "general.alignment", 1);
+        gguf_writer_set_str(w, "test.filler", filler);
+        const uint64_t ne[] = {8};
+        cr_assert_eq(gguf_writer_add_tensor(w, "odd.weight", GGML_TYPE_F32, 1, ne, data), 0);
+        uint8_t *buf;
+        size_t size;
+        tps_err err = {0};
+        cr_assert_eq(gguf_writer_write_mem(w, &buf, &size, &err), 0, "%s", err.msg);
+        gguf_writer_free(w);
+        const size_t at = size - sizeof data; /* alignment 1: the data ends the file */
+        gguf_file *f;
+        int rc = gguf_open_memory(&f, buf, size, &err);
+        if (at % 4 == 0) {
+            cr_expect_eq(rc, 0, "pad %d: %s", pad, err.msg);
+            if (rc == 0) gguf_close(f);
+            opened++;
+        } else {
+            cr_expect_neq(rc, 0, "pad %d: data at %zu opened", pad, at);
+            cr_expect(strstr(err.msg, "odd.weight") && strstr(err.msg, "4 bytes"), "%s", err.msg);
+            refused++;
+        }
+        free(buf);
+    }
+    cr_expect_eq(opened, 1);
+    cr_expect_eq(refused, 3);
+}

@@ -332,8 +332,17 @@ static int read_tensor_info(cursor *c, gguf_file *f, uint64_t i, tps_err *err) {
     return size_tensor(f, t, at, err);
 }
 
+/* The alignment a tensor's data needs: the kernels read it in place, a
+ * float weight as floats, a block's fp16 scale as a u16. The default
+ * general.alignment (32) gives it; a file that sets a smaller one may not
+ * (a fuzzed file with alignment 1 put F32 data at an odd address). */
+static size_t element_align(const ggml_type_info *ti) {
+    return ti->block_size == 1 ? ti->type_size : 2;
+}
+
 /* The aligned data section after the infos at byte `end_of_infos`; every
- * tensor's data must lie inside the file. */
+ * tensor's data must lie inside the file, at an address its type can be
+ * read from. */
 static int locate_tensor_data(gguf_file *f, size_t end_of_infos, tps_err *err) {
     size_t data = end_of_infos + (f->alignment - end_of_infos % f->alignment) % f->alignment;
     if (data > f->size) {
@@ -355,6 +364,13 @@ static int locate_tensor_data(gguf_file *f, size_t end_of_infos, tps_err *err) {
                             "the end of the %zu-byte file",
                             (int)(t->name.len > 200 ? 200 : t->name.len), t->name.ptr,
                             (unsigned long long)(data + t->offset), t->nbytes, f->size);
+        const size_t need = element_align(ggml_type_get(t->type));
+        if ((data + t->offset) % need != 0)
+            return tps_fail(err, TPS_EINVAL,
+                            "gguf: tensor '%.*s' data at byte offset %llu is not a multiple of "
+                            "the %zu bytes its elements are read in (general.alignment %zu)",
+                            (int)(t->name.len > 200 ? 200 : t->name.len), t->name.ptr,
+                            (unsigned long long)(data + t->offset), need, f->alignment);
         t->data = f->map + data + t->offset;
     }
     return 0;
