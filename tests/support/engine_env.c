@@ -78,11 +78,11 @@ uint64_t env_submit(engine *e, const engine_request *rq) {
     return id;
 }
 
-uint64_t env_lcg(uint64_t *r) {
+static uint64_t env_lcg(uint64_t *r) {
     return *r = *r * 6364136223846793005ull + 1442695040888963407ull;
 }
 
-void env_random_prompt(int32_t *prompt, size_t n, uint32_t n_vocab, uint64_t *r) {
+static void env_random_prompt(int32_t *prompt, size_t n, uint32_t n_vocab, uint64_t *r) {
     prompt[0] = 1;
     for (size_t k = 1; k < n; k++)
         prompt[k] = 3 + (int32_t)((env_lcg(r) >> 33) % (n_vocab - 3));

@@ -50,16 +50,10 @@ engine_request env_greedy_request(const int32_t *prompt, size_t n, uint32_t max_
 /* Submits rq and asserts the engine took it; its id. */
 uint64_t env_submit(engine *e, const engine_request *rq);
 
-/* The LCG the engine tests draw their workloads from (Knuth's MMIX
- * constants): *r advanced one step and returned. */
-uint64_t env_lcg(uint64_t *r);
-/* prompt[0] = BOS (1), then n - 1 ids in [3, n_vocab) drawn from *r with
- * env_lcg (one step each). */
-void env_random_prompt(int32_t *prompt, size_t n, uint32_t n_vocab, uint64_t *r);
-
 /* A random workload for the batch-invariance tests: n requests drawn from
- * one env_lcg stream seeded with seed. Request i: a step, then a prompt of
- * BOS + random ids (env_random_prompt) of 1 + r % max_len ids (request 0:
+ * one LCG stream (Knuth's MMIX constants) seeded with seed. Request i: a
+ * step, then a prompt of BOS (1) + ids in [3, n_vocab), one step each, of
+ * 1 + r % max_len ids (request 0:
  * 1; request 1: max_len when second_longest), then 1 + r % max_out tokens
  * to generate. */
 #define ENV_WORK_MAX 64
