@@ -20,6 +20,10 @@
 #        TPS_PLAN_DOC      the page the table goes into (default docs/plan.md;
 #                          "none": print it only)
 #        BENCH_THREADS     kernel threads (default 2)
+#        TPS_PLAN_REPREDICT "calibrate": no measuring; calibrate again and
+#                          predict the points an earlier run measured (in
+#                          TPS_BENCH_DIR/plan); "keep": predict them with the
+#                          calibrations that run left
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -31,6 +35,7 @@ point_s=${TPS_PLAN_POINT_S:-20}
 slo=${TPS_PLAN_SLO:-ttft=3000,tpot=300}
 doc=${TPS_PLAN_DOC:-docs/plan.md}
 threads=${BENCH_THREADS:-2}
+repredict=${TPS_PLAN_REPREDICT:-}
 mkdir -p "$out"
 # the roofline's machine limits measured here, for these threads (not a cache
 # another run left behind)
@@ -67,12 +72,16 @@ measure() {
   echo "$m $name $*" >>"$out/todo-$m.txt"
 }
 
-# predict MODEL FILE: every point measured, predicted three ways
+# predict MODEL FILE: every point measured, predicted three ways, each with
+# the measured run's seed
 predict() {
   local m=$1 f=$2 name load base
   while read -r _ name load; do
     base=$out/$m-$name
     read -r -a args <<<"$load"
+    # the measured run's seed: the plan sends the same prompts on the same
+    # schedule (a Poisson point's request count is itself a draw)
+    args+=(--seed "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["config"]["seed"])' "$base.json")")
     "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/cal-$m.txt" "${args[@]}" \
       --duration "$point_s" --timeout 600 --quiet --json "$base.plan.json"
     "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/serve-cal-$m.txt" "${args[@]}" \
@@ -88,11 +97,9 @@ max_rate() { # the answer of a capacity search's JSON
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("max_rate", 0))' "$1"
 }
 
-for m in $models; do
-  f=$dir/$m-q8_0.gguf
-  [ -f "$f" ] || "$tps" model make --preset "$m" --type q8_0 -o "$f"
-  echo "== $m: tps plan calibrate"
-  "$tps" plan calibrate -m "$f" --threads "$threads" -o "$out/cal-$m.txt"
+# measure_all MODEL FILE: serve it and measure every point of the grid
+measure_all() {
+  local m=$1 f=$2 shape c top pc r
   : >"$out/todo-$m.txt"
   serve "$f" "$out/serve-$m.log" "$out/serve-cal-$m.txt"
   for shape in 128/128 512/64; do
@@ -102,7 +109,6 @@ for m in $models; do
     done
   done
   echo "== $m: capacity under $slo (measured, then predicted)"
-  cap=(--find-max-rate --slo "$slo" --duration "$point_s" --input-len 128 --output-len 128)
   "$tps" bench --url "$url" --tokenizer "$f" "${cap[@]}" --no-progress --quiet \
     --json "$out/$m-capacity.json" || true
   top=$(max_rate "$out/$m-capacity.json" 2>/dev/null || echo 0)
@@ -115,6 +121,17 @@ for m in $models; do
     echo "bench-plan: $m: no measured capacity under $slo: no rate points" >&2
   fi
   stop_server || true
+}
+
+for m in $models; do
+  f=$dir/$m-q8_0.gguf
+  [ -f "$f" ] || "$tps" model make --preset "$m" --type q8_0 -o "$f"
+  cap=(--find-max-rate --slo "$slo" --duration "$point_s" --input-len 128 --output-len 128)
+  if [ "$repredict" != keep ]; then
+    echo "== $m: tps plan calibrate"
+    "$tps" plan calibrate -m "$f" --threads "$threads" -o "$out/cal-$m.txt"
+  fi
+  [ -n "$repredict" ] || measure_all "$m" "$f"
   echo "== $m: predictions (tps plan calibrate's fit, the server's, the roofline)"
   predict "$m" "$f"
   "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/cal-$m.txt" "${cap[@]}" --quiet \

@@ -24,6 +24,7 @@
 #include "bench/experiment/bench_spec.h"
 #include "engine/step_fit.h"
 #include "plan/plan.h"
+#include "plan/plan_calib.h"
 #include "plan/plan_replay.h"
 #include "support/bench_workload.h"
 #include "support/server_fixture.h"
@@ -252,6 +253,10 @@ Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
     }
     tps_err e = {{0}};
     cr_assert_eq(step_fit_solve(&c.fit[0], &e), 0, "%s", e.msg);
+    double took[32], fit[32];
+    for (int i = 0; i < 32; i++)
+        fit[i] = 1e6, took[i] = 1e6 + i * 12345.5;
+    cr_assert_eq(step_noise_fit(&c.fit[0].noise, took, fit, 32, &e), 0, "%s", e.msg);
     char path[] = "/tmp/tps-test-calib-XXXXXX";
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
@@ -262,6 +267,9 @@ Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
     cr_expect_str_eq(back.machine.cpu, "Test CPU 9000");
     step_shape s = {5, 5, 500, 500};
     cr_expect_float_eq(step_fit_fwd_ns(&back.fit[0], &s), step_fit_fwd_ns(&c.fit[0], &s), 1);
+    cr_expect_eq(back.fit[0].noise.n, 32, "the served steps' spread comes back");
+    for (int k = 0; k < STEP_NOISE_Q; k++)
+        cr_expect_float_eq(back.fit[0].noise.q[k], c.fit[0].noise.q[k], 1e-4);
     plan_cost pc;
     cr_expect_eq(plan_cost_calibrated(&pc, &back, path, v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
     back.model.dim++;
@@ -439,6 +447,8 @@ Test(plan, one_stream_at_a_time_the_prediction_takes_the_real_step_count, .timeo
     cr_assert_eq(plan_replay_read(&rp, r.trace, &e), 0, "%s", e.msg);
     step_calib cal;
     cr_assert_eq(step_calib_read(&cal, r.calib, &e), 0, "%s", e.msg);
+    cr_expect_eq(cal.fit[0].noise.n, rp.n_steps, "the serve's steps' spread about its fit, all %zu",
+                 rp.n_steps);
     cr_assert_eq(plan_cost_calibrated(&v.cost, &cal, r.calib, v.m, GGML_TYPE_F16, &e), 0, "%s",
                  e.msg);
     bench_run_out sim;
@@ -457,5 +467,130 @@ Test(plan, one_stream_at_a_time_the_prediction_takes_the_real_step_count, .timeo
     workload_free(&r.wl);
     unlink(r.trace);
     unlink(r.calib);
+    env_close(&v);
+}
+
+/* ---- the served steps' spread ---------------------------------------------------- */
+
+Test(plan, step_noise_keeps_the_quantiles_of_what_the_fit_leaves) {
+    enum { N = 1000 };
+    double took[N], fit[N];
+    for (int i = 0; i < N; i++) { /* ratios 1.000, 1.001, ..., 1.999, shuffled against the fit */
+        fit[i] = 1e6 + 1e3 * ((i * 7) % 13);
+        took[i] = fit[i] * (1 + 1e-3 * ((i * 389) % N));
+    }
+    step_noise z;
+    tps_err e = {{0}};
+    cr_assert_eq(step_noise_fit(&z, took, fit, N, &e), 0, "%s", e.msg);
+    cr_expect_eq(z.n, N);
+    for (int k = 0; k < STEP_NOISE_Q; k++) {
+        double want = 1 + step_noise_p(k) * (N - 1) * 1e-3;
+        cr_expect(fabs(z.q[k] - want) < 1e-9, "p%g: x%.4f, want x%.4f", step_noise_p(k), z.q[k],
+                  want);
+        cr_expect_float_eq(step_noise_at(&z, step_noise_p(k)), z.q[k], 1e-6);
+    }
+    cr_expect_float_eq(step_noise_at(&z, 0.0), z.q[0], 1e-6, "the ends are held");
+    cr_expect_float_eq(step_noise_at(&z, 0.99999), z.q[STEP_NOISE_Q - 1], 1e-6);
+    cr_expect(fabs(step_noise_at(&z, 0.25) - (1 + 0.25 * (N - 1) * 1e-3)) < 1e-9, "interpolated");
+    z.n = 0;
+    cr_expect_float_eq(step_noise_at(&z, 0.5), 1.0, 1e-12, "none measured: the fit as it is");
+    cr_expect_eq(step_noise_fit(&z, took, fit, 15, &e), TPS_EINVAL, "too few steps");
+}
+
+/* The ITL gaps of one request's timeline, sorted. */
+static size_t sorted_gaps(double *gap, const timeline *tl) {
+    size_t n = 0;
+    for (size_t i = 1; i < tl->n_events; i++)
+        gap[n++] = (double)(tl->events[i].t_ns - tl->events[i - 1].t_ns);
+    for (size_t i = 1; i < n; i++) /* insertion sort: a few hundred */
+        for (size_t j = i; j > 0 && gap[j] < gap[j - 1]; j--) {
+            double t = gap[j];
+            gap[j] = gap[j - 1];
+            gap[j - 1] = t;
+        }
+    return n;
+}
+
+/* A calibrated cost whose served steps take 6 times the fit at their top 5%:
+ * one stream's token gaps keep their median and gain that tail, drawn
+ * the same way from the same seed. */
+Test(plan, a_served_spread_lengthens_the_tail_not_the_median) {
+    REQUIRE_SHARED(MODEL);
+    model_env v;
+    env_open(&v);
+    step_calib c = {.threads = 1, .n_kv = 1, .kv_type = {GGML_TYPE_F16}, .source = "test"};
+    step_calib_model_of(&c.model, v.m);
+    step_fit_init(&c.fit[0]);
+    for (int r = 1; r <= 256; r *= 2)
+        for (int k = 1; k <= 1024; k *= 4) {
+            step_shape s = {r, r, r * (double)k, r * (double)k};
+            step_fit_add(&c.fit[0], &s, 1e6 + r * 1e4 + s.kv_read * 10, 1e5);
+        }
+    tps_err e = {{0}};
+    cr_assert_eq(step_fit_solve(&c.fit[0], &e), 0, "%s", e.msg);
+    enum { N = 1000 };
+    double took[N], fit[N];
+    for (int i = 0; i < N; i++)
+        fit[i] = 1e6, took[i] = i % 20 == 0 ? 6e6 : 1e6 + (i % 7) * 1e4 - 3e4;
+    double gap[2][512];
+    size_t n[2];
+    for (int with = 0; with < 2; with++) {
+        c.fit[0].noise.n = 0;
+        if (with) cr_assert_eq(step_noise_fit(&c.fit[0].noise, took, fit, N, &e), 0, "%s", e.msg);
+        cr_assert_eq(plan_cost_calibrated(&v.cost, &c, "test", v.m, GGML_TYPE_F16, &e), 0, "%s",
+                     e.msg);
+        bench_spec s;
+        spec_make(&s, &v, NULL);
+        s.cfg.concurrency = 1;
+        s.cfg.requests = 1;
+        dist(&s.wo.input_len, "16");
+        dist(&s.wo.output_len, "400");
+        workload wl;
+        bench_run_out out;
+        plan_once(&out, &v, &s, &wl);
+        cr_assert_eq(out.n, 1);
+        n[with] = sorted_gaps(gap[with], &out.recs[0].tl);
+        bench_run_free(&out);
+        workload_free(&wl);
+    }
+    cr_assert(n[0] >= 300 && n[0] == n[1], "%zu and %zu gaps", n[0], n[1]);
+    const size_t p50 = n[0] / 2, p99 = n[0] * 99 / 100;
+    cr_expect(gap[0][p99] - gap[0][0] < 0.05 * gap[0][0], "without a spread every gap is one step");
+    cr_expect(fabs(gap[1][p50] - gap[0][p50]) < 0.05 * gap[0][p50], "median %.3f ms, was %.3f ms",
+              gap[1][p50] / 1e6, gap[0][p50] / 1e6);
+    cr_expect(gap[1][p99] > gap[0][p99] + 3e6, "p99 %.3f ms, was %.3f ms: the tail is drawn",
+              gap[1][p99] / 1e6, gap[0][p99] / 1e6);
+    env_close(&v);
+}
+
+/* tps plan calibrate on a real model: the grid, then the served phase
+ * against a real server on a loopback port with a real client; the served
+ * steps join the fit and their spread is kept, ordered, about 1 at its
+ * middle (the fit is made on them), with a tail above it. */
+Test(plan, calibrate_serves_the_model_and_keeps_the_spread_of_its_steps) {
+    REQUIRE_SHARED(MODEL);
+    model_env v;
+    env_open(&v);
+    plan_calib_opts o = {.m = v.m,
+                         .tok = v.tok,
+                         .n_threads = 1,
+                         .kv_types = {GGML_TYPE_F16},
+                         .n_kv = 1,
+                         .max_seqs = 8,
+                         .max_batch_tokens = 64,
+                         .quick = true,
+                         .model_path = v.path,
+                         .served_s = 0.5};
+    step_calib c;
+    tps_err e = {{0}};
+    cr_assert_eq(plan_calibrate(&c, &o, &e), 0, "%s", e.msg);
+    const step_noise *z = &c.fit[0].noise;
+    cr_assert_geq(z->n, 100, "served steps kept: %llu", (unsigned long long)z->n);
+    cr_expect_gt(c.fit[0].n, z->n, "the grid's shapes and the served steps, in one fit");
+    for (int k = 1; k < STEP_NOISE_Q; k++)
+        cr_expect_geq(z->q[k], z->q[k - 1], "quantile %d out of order", k);
+    cr_expect(z->q[0] > 0 && step_noise_at(z, 0.5) > 0.5 && step_noise_at(z, 0.5) < 2,
+              "a served step's median over the fit x%.2f", step_noise_at(z, 0.5));
+    cr_expect_gt(step_noise_at(z, 0.99), step_noise_at(z, 0.5));
     env_close(&v);
 }

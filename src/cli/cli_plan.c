@@ -278,6 +278,7 @@ typedef struct calib_cli {
     opt_list kv;
     int threads;
     uint32_t max_seqs, max_batch_tokens;
+    double served_s;
     bool quick, verbose;
 } calib_cli;
 
@@ -294,6 +295,11 @@ static const opt_row calib_rows[] = {
      .help = "decode steps of up to N streams"},
     {"--max-batch-tokens", .kind = OPT_U32, .off = C(max_batch_tokens), .min = 16, .max = 65536,
      .def = "256", .help = "prompt steps of up to N rows"},
+    {"--served-s", .kind = OPT_SECONDS, .off = C(served_s), .max = 3600, .def = "4",
+     .help = "then serve the model on a loopback port to a real bench\n"
+             "client, three loads of this long each, and keep what the\n"
+             "server and client add to a step on this machine (its mean\n"
+             "and spread); 0: the engine alone"},
     {"--quick", .kind = OPT_FLAG, .off = C(quick), .help = "a smaller grid (seconds; tests)"},
     {"-v", .kind = OPT_FLAG, .off = C(verbose),
      .help = "print every shape measured beside the fit"},
@@ -306,8 +312,9 @@ static const opt_cmd calib_cmd = {
              "\n"
              "Runs the engine on this machine over a grid of step shapes (prompt rows, decoding\n"
              "streams, attended positions, per KV type) and stores the fitted step-cost model\n"
-             "with the machine's limits, for tps plan --calibration FILE. Seconds for the 15M\n"
-             "preset, about a minute per KV type for 1B on 2 cores.\n"
+             "with the machine's limits, for tps plan --calibration FILE; then serves it to a\n"
+             "real client on a loopback port to measure what serving adds to each step. Under a\n"
+             "minute for the 15M preset, a few minutes for 1B on 2 cores.\n"
              "\n",
     .rows = calib_rows,
 };
@@ -330,7 +337,7 @@ static int calib_kv_types(plan_calib_opts *o, const calib_cli *c, const llama_mo
 }
 
 static int plan_calibrate_cmd(int argc, char **argv) {
-    calib_cli c = {.max_seqs = 64, .max_batch_tokens = 256};
+    calib_cli c = {.max_seqs = 64, .max_batch_tokens = 256, .served_s = 4};
     c.kv = OPT_LIST_OF(c.kv_buf);
     int prc = opt_main(&calib_cmd, &c, argc, argv);
     if (prc >= 0) return prc;
@@ -350,6 +357,8 @@ static int plan_calibrate_cmd(int argc, char **argv) {
                          .max_seqs = c.max_seqs,
                          .max_batch_tokens = c.max_batch_tokens,
                          .quick = c.quick,
+                         .model_path = c.model,
+                         .served_s = c.served_s,
                          .verbose = c.verbose,
                          .log = stdout};
     int bad = rc ? 0 : calib_kv_types(&o, &c, m);

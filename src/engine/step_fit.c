@@ -255,6 +255,12 @@ int step_calib_write(const step_calib *c, const char *path, tps_err *err) {
                 fit->err_p50);
         write_coefs(f, "fwd", fit->coef[0]);
         write_coefs(f, "post", fit->coef[1]);
+        if (fit->noise.n) {
+            fprintf(f, "noise steps %llu q", (unsigned long long)fit->noise.n);
+            for (int k = 0; k < STEP_NOISE_Q; k++)
+                fprintf(f, " %.4f", fit->noise.q[k]);
+            fputc('\n', f);
+        }
     }
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         unlink(tmp);
@@ -273,6 +279,24 @@ static int read_coefs(const char *line, const char *name, double *v) {
         if (end == p || !isfinite(v[k])) return -1;
         p = end;
     }
+    return 0;
+}
+
+/* The noise line's values: at least 16 steps, quantiles (ratios) in
+ * (0, 1000) and in order; -1 otherwise. */
+static int read_noise(step_noise *z, const char *p) {
+    unsigned long long n;
+    int used = 0;
+    if (sscanf(p, "steps %llu q%n", &n, &used) != 1 || !used || n < 16) return -1;
+    p += used;
+    for (int k = 0; k < STEP_NOISE_Q; k++) {
+        char *end;
+        z->q[k] = strtod(p, &end);
+        if (end == p || !(z->q[k] > 0) || !(z->q[k] < 1e3) || (k && z->q[k] < z->q[k - 1]))
+            return -1;
+        p = end;
+    }
+    z->n = n;
     return 0;
 }
 
@@ -323,6 +347,7 @@ static int read_line(step_calib *c, const char *line) {
         fit->solved = true;
         return 0;
     }
+    if (fit && !strncmp(line, "noise ", 6)) return read_noise(&fit->noise, line + 6);
     if (fit && !read_coefs(line, "fwd", fit->coef[0])) return 0;
     if (fit && !read_coefs(line, "post", fit->coef[1])) return 0;
     return -1;

@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/step_noise.h"
 #include "metrics/roofline.h"
 #include "model/llama_model.h"
 #include "base/error.h"
@@ -61,6 +62,7 @@ typedef struct step_fit {
     bool solved;
     double coef[2][STEP_FIT_NF]; /* step_fit_solve's answer: [0] forward, [1] after */
     double err_p50;              /* median relative error of the forward time, if known */
+    step_noise noise;            /* served steps' spread about the fit (step_noise.h); n 0: none */
 } step_fit;
 
 void step_fit_init(step_fit *f);

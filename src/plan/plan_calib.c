@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "plan/plan_calib_served.h"
 #include "kernels/machine.h"
 #include "base/grow.h"
 #include "base/rng.h"
@@ -40,18 +41,15 @@ static void on_step(void *arg, const engine_step_obs *o) {
 
 /* ---- driving the engine ------------------------------------------------------- */
 
-/* n requests at once, each prompt prefix[0..n_prefix) then n_own tokens
- * of its own, max_tokens each; returns when every one is done. */
-static int run_batch(engine *eng, tps_rng *r, uint32_t n_vocab, const int32_t *prefix,
-                     uint32_t n_prefix, uint32_t n_own, uint32_t n, uint32_t max_tokens,
-                     tps_err *e) {
-    const uint32_t len = n_prefix + n_own;
+/* n requests at once, each a prompt of len random tokens of its own,
+ * max_tokens each; returns when every one is done. */
+static int run_batch(engine *eng, tps_rng *r, uint32_t n_vocab, uint32_t len, uint32_t n,
+                     uint32_t max_tokens, tps_err *e) {
     int32_t *p = malloc(sizeof *p * (len ? len : 1));
     if (!p) return tps_fail(e, TPS_ENOMEM, "out of memory");
     int rc = 0;
     for (uint32_t i = 0; i < n && !rc; i++) {
-        if (n_prefix) memcpy(p, prefix, n_prefix * sizeof *p);
-        for (uint32_t k = n_prefix; k < len; k++)
+        for (uint32_t k = 0; k < len; k++)
             p[k] = 3 + (int32_t)(tps_rng_next(r) % (n_vocab - 3));
         engine_request rq = {.prompt = p, .n_prompt = len, .max_tokens = max_tokens};
         sampler_params_default(&rq.sampling);
@@ -69,32 +67,34 @@ static int run_batch(engine *eng, tps_rng *r, uint32_t n_vocab, const int32_t *p
     return rc;
 }
 
+/* The decode grid's prompts, all streams together, at most this many
+ * positions: each stream holds its own K/V, as a server's streams with
+ * distinct prompts do (a shared prefix would be read from cache once per
+ * step and make K/V reads look several times cheaper than they are), and
+ * the grid's prefill stays a few seconds on a 1B model. */
+#define CALIB_KV_TOKENS 8192
+
 /* The grid for one engine: prompts alone, then streams decoding at a
- * short and a long context. */
+ * short and a long context, each stream its own prompt. */
 static int run_grid(engine *eng, obs_list *l, const plan_calib_opts *o, uint32_t n_ctx,
                     tps_err *e) {
     tps_rng r;
     tps_rng_seed(&r, 36);
     const uint32_t nv = o->m->cfg.n_vocab, mb = o->max_batch_tokens;
-    int32_t *prefix = malloc(sizeof *prefix * n_ctx);
-    if (!prefix) return tps_fail(e, TPS_ENOMEM, "out of memory");
-    int rc = run_batch(eng, &r, nv, NULL, 0, 64 < n_ctx / 2 ? 64 : n_ctx / 2, 1, 4, e);
+    int rc = run_batch(eng, &r, nv, 64 < n_ctx / 2 ? 64 : n_ctx / 2, 1, 4, e);
     pthread_mutex_lock(&l->mu);
     l->keep = true; /* the warm-up's steps are not kept */
     pthread_mutex_unlock(&l->mu);
     const int reps = o->quick ? 1 : 3;
     for (uint32_t p = 16; !rc && p <= 2 * mb && p < n_ctx / 2; p *= (o->quick ? 4 : 2))
         for (int i = 0; i < reps && !rc; i++)
-            rc = run_batch(eng, &r, nv, NULL, 0, p, 1, 2, e);
+            rc = run_batch(eng, &r, nv, p, 1, 2, e);
     uint32_t ctxs[2] = {32, n_ctx / 2 < 1024 ? n_ctx / 2 : 1024};
-    for (int c = 0; c < 2 && !rc; c++) {
-        uint32_t n_prefix = ctxs[c] > 16 ? ctxs[c] - 16 : 0;
-        for (uint32_t i = 0; i < n_prefix; i++)
-            prefix[i] = 3 + (int32_t)(tps_rng_next(&r) % (nv - 3));
-        for (uint32_t n = 1; !rc && n <= o->max_seqs; n *= (o->quick ? 4 : 2))
-            rc = run_batch(eng, &r, nv, prefix, n_prefix, 16, n, o->quick ? 4 : 12, e);
-    }
-    free(prefix);
+    for (int c = 0; c < 2 && !rc; c++)
+        for (uint32_t n = 1; !rc && n <= o->max_seqs; n *= (o->quick ? 4 : 2)) {
+            uint32_t len = ctxs[c] < CALIB_KV_TOKENS / n ? ctxs[c] : CALIB_KV_TOKENS / n;
+            rc = run_batch(eng, &r, nv, len > 16 ? len : 16, n, o->quick ? 4 : 12, e);
+        }
     return rc;
 }
 
@@ -186,6 +186,68 @@ static void log_fit(FILE *log, uint32_t kv_type, const step_fit *f) {
             f->coef[1][STEP_FIT_KNOTS] / 1e3);
 }
 
+static void log_served(FILE *log, const step_fit *f) {
+    if (!log) return;
+    const step_noise *z = &f->noise;
+    fprintf(log,
+            "tps plan calibrate: served to a real client on this machine: %llu steps, fitted with "
+            "the grid's; a served step over the fit: p10 x%.2f, p50 x%.2f, p90 x%.2f, p99 x%.2f\n",
+            (unsigned long long)z->n, step_noise_at(z, 0.1), step_noise_at(z, 0.5),
+            step_noise_at(z, 0.9), step_noise_at(z, 0.99));
+}
+
+/* -v: the served steps by their rows and logits rows, each group's
+ * percentiles beside the fit's median for the same steps. */
+static void log_served_rows(FILE *log, const served_steps *sv, const step_fit *f) {
+    const size_t n = sv->n ? sv->n : 1;
+    double *a = malloc(sizeof *a * n), *b = malloc(sizeof *b * n);
+    for (uint32_t rows = 1; a && b && rows <= 4096; rows++)
+        for (uint32_t lr = 0; lr <= rows; lr++) {
+            size_t k = 0;
+            for (size_t i = 0; i < sv->n; i++)
+                if (sv->sh[i].rows == rows && sv->sh[i].logit_rows == lr) {
+                    a[k] = sv->fwd[i] + sv->post[i];
+                    b[k++] = step_fit_fwd_ns(f, &sv->sh[i]) + step_fit_post_ns(f, &sv->sh[i]);
+                }
+            if (k < 3) continue;
+            qsort(a, k, sizeof *a, cmp_double);
+            qsort(b, k, sizeof *b, cmp_double);
+            fprintf(log,
+                    "  served rows %4u logits %4u: %5zu steps, took p50 %7.3f ms, p90 %7.3f ms, "
+                    "p99 %7.3f ms (fit p50 %7.3f ms)\n",
+                    rows, lr, k, a[k / 2] / 1e6, a[k * 9 / 10] / 1e6, a[k * 99 / 100] / 1e6,
+                    b[k / 2] / 1e6);
+        }
+    free(a);
+    free(b);
+}
+
+/* The served steps into the grid's fit f (solved), solved again, and their
+ * spread about it. */
+static int add_served(step_fit *f, const plan_calib_opts *o, uint32_t kv_type, tps_err *e) {
+    served_steps sv;
+    int rc = plan_calib_served(&sv, o, kv_type, e);
+    if (rc) return rc;
+    const size_t n = sv.n ? sv.n : 1;
+    double *took = malloc(sizeof *took * n), *fit = malloc(sizeof *fit * n);
+    if (!took || !fit) rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+    const uint64_t grid_n = f->n;
+    for (size_t i = 0; !rc && i < sv.n; i++)
+        step_fit_add(f, &sv.sh[i], sv.fwd[i], sv.post[i]);
+    if (!rc) rc = step_fit_solve(f, e);
+    f->n = grid_n + sv.n;
+    for (size_t i = 0; !rc && i < sv.n; i++) {
+        took[i] = sv.fwd[i] + sv.post[i];
+        fit[i] = step_fit_fwd_ns(f, &sv.sh[i]) + step_fit_post_ns(f, &sv.sh[i]);
+    }
+    if (!rc) rc = step_noise_fit(&f->noise, took, fit, sv.n, e);
+    if (!rc && o->verbose && o->log) log_served_rows(o->log, &sv, f);
+    free(took);
+    free(fit);
+    served_steps_free(&sv);
+    return rc;
+}
+
 /* ---- one KV type, every KV type -------------------------------------------------- */
 
 static int calibrate_kv(step_fit *f, const plan_calib_opts *o, uint32_t kv_type, tps_err *e) {
@@ -207,7 +269,9 @@ static int calibrate_kv(step_fit *f, const plan_calib_opts *o, uint32_t kv_type,
     if (!rc) rc = run_grid(eng, &l, o, o->m->cfg.ctx_len, e);
     engine_destroy(eng);
     if (!rc) rc = fit_medians(f, l.v, l.n, o->verbose ? o->log : NULL, e);
+    if (!rc && o->served_s > 0) rc = add_served(f, o, kv_type, e);
     if (!rc) log_fit(o->log, kv_type, f);
+    if (!rc && o->served_s > 0) log_served(o->log, f);
     free(l.v);
     pthread_mutex_destroy(&l.mu);
     return rc;

@@ -75,10 +75,16 @@ int plan_cost_calibrated(plan_cost *pc, const step_calib *c, const char *path, c
         snprintf(scaled, sizeof scaled, "; %s KV not calibrated: %s's attention scaled by bytes",
                  kv_name(kv_type), kv_name(c->kv_type[0]));
     }
+    const step_noise *z = &pc->fit.noise;
+    char served[128] = "; no served steps: no spread";
+    if (z->n)
+        snprintf(served, sizeof served,
+                 "; served steps over the fit: p10 x%.2f, p50 x%.2f, p99 x%.2f",
+                 step_noise_at(z, 0.1), step_noise_at(z, 0.5), step_noise_at(z, 0.99));
     snprintf(pc->source, sizeof pc->source,
-             "calibrated: %s (%s, %d threads, %s, %llu steps, median error %.1f%%%s)", path,
+             "calibrated: %s (%s, %d threads, %s, %llu steps, median error %.1f%%%s%s)", path,
              c->source, c->threads, c->machine.cpu, (unsigned long long)pc->fit.n,
-             100 * pc->fit.err_p50, scaled);
+             100 * pc->fit.err_p50, scaled, served);
     return 0;
 }
 
@@ -109,6 +115,10 @@ static double roofline_fwd(const plan_cost *pc, const step_shape *s) {
 double plan_cost_fwd_ns(const plan_cost *pc, const step_shape *s) {
     if (pc->kind == PLAN_COST_FIT) return step_fit_fwd_ns(&pc->fit, s);
     return roofline_fwd(pc, s);
+}
+
+double plan_cost_spread(const plan_cost *pc, double u) {
+    return pc->kind == PLAN_COST_FIT ? step_noise_at(&pc->fit.noise, u) : 1;
 }
 
 double plan_cost_post_ns(const plan_cost *pc, const step_shape *s) {

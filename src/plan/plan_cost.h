@@ -12,6 +12,11 @@
  *     attended, each at an efficiency below the peak that the kernels
  *     reach in practice (plan_cost.c says which and why).
  *
+ * A calibration with a served phase adds what a real server and client
+ * on the machine do to each step: their steps are in the fit, and their
+ * spread about it is drawn per step (added to the forward time, where the
+ * engine's ITL target sees it too).
+ *
  * Both add the server's fixed costs outside the engine: the HTTP path of a
  * request into the queue (per request and per prompt token) and of a token
  * out to the client. Not here: the simulation (plan.h). */
@@ -56,5 +61,8 @@ void plan_cost_roofline(plan_cost *pc, const machine_limits *ml, const llama_mod
 
 double plan_cost_fwd_ns(const plan_cost *pc, const step_shape *s);
 double plan_cost_post_ns(const plan_cost *pc, const step_shape *s);
+/* A step's time over its cost at probability u in [0, 1): drawn once per
+ * simulated step (1 without a calibration that served). */
+double plan_cost_spread(const plan_cost *pc, double u);
 
 #endif

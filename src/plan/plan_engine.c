@@ -97,6 +97,7 @@ int sim_engine_init(sim *s, tps_err *e) {
                              .prefill_chunk = s->ep.prefill_chunk};
     if ((rc = sched_init(&s->sc, &sp, s->kv, e))) return rc;
     tps_rng_seed(&s->tok_rng, s->srv->seed);
+    tps_rng_seed(&s->spread_rng, s->srv->seed ^ 0x5b7ead5b7ead5b7eull);
     s->eng_free = SIM_ORIGIN;
     if ((rc = synthetic_table(s, e))) return rc;
     return prime(s, e);
@@ -314,6 +315,11 @@ int sim_engine_step(sim *s, bool *ran, tps_err *e) {
                      .kv_read = pl.kv_positions};
     double fwd = rs ? (double)rs->fwd_ns : plan_cost_fwd_ns(s->srv->cost, &sh);
     double post = rs ? (double)rs->post_ns : plan_cost_post_ns(s->srv->cost, &sh);
+    if (!rs) { /* a served step's spread, in the forward pass: never below a quarter of it */
+        double extra =
+            (plan_cost_spread(s->srv->cost, tps_rng_uniform(&s->spread_rng)) - 1) * (fwd + post);
+        fwd = fwd + extra > fwd / 4 ? fwd + extra : fwd / 4;
+    }
     const uint64_t t1 = t0 + (uint64_t)fwd, t2 = t1 + (uint64_t)post;
     sched_commit(&s->sc, &pl);
     for (uint32_t k = 0; k < pl.n_batch; k++) {

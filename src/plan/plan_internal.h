@@ -89,6 +89,7 @@ typedef struct sim {
     uint64_t eng_free;  /* when the engine may start its next step */
     size_t replay_step; /* replay: the next recorded step */
     tps_rng tok_rng;    /* synthetic output tokens, drawn from out_ids */
+    tps_rng spread_rng; /* each step's spread about its cost (plan_cost_spread_ns) */
     int32_t *out_ids;
     uint32_t n_out_ids;
     /* the client */

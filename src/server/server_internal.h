@@ -219,10 +219,11 @@ struct server {
                                  (engine/think.h) or harmony channels (harmony.h) */
     int32_t think_open_id, think_close_id; /* "<think>", "</think>" as one token; -1: none */
     machine_limits machine;                /* this machine's limits (tps machine); zeros: unknown */
-    grammar_cache *grammars; /* compiled grammars and their memory budget (any thread) */
-    size_t cursor_bytes;     /* one constrained choice's recognizer (reserved per choice) */
-    char *calibration_out;   /* --save-calibration (server_calib.c) */
-    struct step_fit *calib;  /* its running fit, written by the engine thread */
+    grammar_cache *grammars;    /* compiled grammars and their memory budget (any thread) */
+    size_t cursor_bytes;        /* one constrained choice's recognizer (reserved per choice) */
+    char *calibration_out;      /* --save-calibration (server_calib.c) */
+    struct server_calib *calib; /* its running fit and sample (server_calib.c), written by
+                                   the engine thread */
     atomic_bool ready;
 
     /* Requests from other threads: drain / stop. */

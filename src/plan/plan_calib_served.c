@@ -1,0 +1,120 @@
+/* tps plan calibrate's served phase (plan_calib_served.h). */
+#include "plan/plan_calib_served.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/grow.h"
+#include "bench/experiment/bench_spec.h"
+#include "server/server.h"
+
+typedef struct served_obs {
+    pthread_mutex_t mu; /* the engine thread appends, the caller reads after the stop */
+    served_steps st;
+    size_t cap_sh, cap_fwd, cap_post;
+    bool keep; /* false during the server's warm-up */
+    bool oom;
+} served_obs;
+
+static void on_step(void *arg, const engine_step_obs *o) {
+    served_obs *l = arg;
+    served_steps *st = &l->st;
+    pthread_mutex_lock(&l->mu);
+    if (l->keep && !l->oom) {
+        if (TPS_GROW(st->sh, l->cap_sh, st->n + 1, 1024) ||
+            TPS_GROW(st->fwd, l->cap_fwd, st->n + 1, 1024) ||
+            TPS_GROW(st->post, l->cap_post, st->n + 1, 1024)) {
+            l->oom = true;
+        } else {
+            st->sh[st->n] = (step_shape){.rows = o->rows,
+                                         .logit_rows = o->logit_rows,
+                                         .attended = o->attended,
+                                         .kv_read = o->kv_positions};
+            st->fwd[st->n] = (double)(o->t1 - o->t0);
+            st->post[st->n++] = (double)(o->t2 - o->t1);
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* One closed-loop load of `seconds` against url. Failed requests are the
+ * server's to explain: only a run that could not start fails here. */
+static int one_load(const char *url, const char *model, uint32_t concurrency, const char *in,
+                    const char *out, double seconds, tps_err *e) {
+    bench_spec s;
+    bench_spec_init(&s);
+    s.cfg.base_url = url;
+    s.cfg.concurrency = concurrency;
+    s.cfg.duration_s = seconds;
+    s.cfg.timeout_s = 60 + seconds;
+    s.cfg.progress = false;
+    s.wo.tokenizer_path = model;
+    s.scrape = "off";
+    int rc = load_dist_parse(&s.wo.input_len, in, e);
+    if (!rc) rc = load_dist_parse(&s.wo.output_len, out, e);
+    bench_result r;
+    if (!rc) rc = bench_spec_run(&r, &s, NULL, "tps plan calibrate", e);
+    if (!rc) result_free(&r);
+    return rc;
+}
+
+static int serve_and_load(served_obs *l, const plan_calib_opts *o, uint32_t kv_type, tps_err *e) {
+    FILE *quiet = o->verbose ? NULL : fopen("/dev/null", "w");
+    server_config c;
+    server_config_default(&c);
+    c.model_path = o->model_path;
+    c.host = "127.0.0.1";
+    c.port = 0;
+    c.log = o->verbose ? o->log : quiet;
+    c.engine.n_threads = o->n_threads;
+    c.engine.max_seqs = o->max_seqs;
+    c.engine.max_batch_tokens = o->max_batch_tokens;
+    c.engine.kv_type = kv_type;
+    c.engine.no_prefix_cache = true; /* every load's prompts are its own */
+    c.engine.on_step = on_step;
+    c.engine.on_step_arg = l;
+    server *s = NULL;
+    int rc = server_create(&s, &c, e);
+    if (!rc) rc = server_start(s, e);
+    if (!rc) rc = server_load(s, e);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", s ? server_port(s) : 0);
+    pthread_mutex_lock(&l->mu);
+    l->keep = true;
+    pthread_mutex_unlock(&l->mu);
+    /* the kinds of load a plan is asked about: one stream, a few with
+     * longer prompts (chunks beside decodes), many */
+    const uint32_t many = o->max_seqs < 16 ? o->max_seqs : 16;
+    const double t = o->served_s;
+    if (!rc) rc = one_load(url, o->model_path, 1, "128", "128", t, e);
+    if (!rc) rc = one_load(url, o->model_path, many < 4 ? many : 4, "512", "64", t, e);
+    if (!rc) rc = one_load(url, o->model_path, many, "128", "128", t, e);
+    if (s) {
+        server_stop(s);
+        int wrc = server_wait(s);
+        if (!rc && wrc) rc = tps_fail(e, wrc, "the served phase's server stopped with an error");
+        server_free(s);
+    }
+    if (quiet) fclose(quiet);
+    return rc;
+}
+
+int plan_calib_served(served_steps *out, const plan_calib_opts *o, uint32_t kv_type, tps_err *e) {
+    served_obs l = {0};
+    pthread_mutex_init(&l.mu, NULL);
+    int rc = serve_and_load(&l, o, kv_type, e);
+    if (!rc && l.oom) rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+    pthread_mutex_destroy(&l.mu);
+    if (rc) served_steps_free(&l.st);
+    *out = l.st;
+    return rc;
+}
+
+void served_steps_free(served_steps *s) {
+    free(s->sh);
+    free(s->fwd);
+    free(s->post);
+    memset(s, 0, sizeof *s);
+}
