@@ -257,6 +257,10 @@ Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
     for (int i = 0; i < 32; i++)
         fit[i] = 1e6, took[i] = 1e6 + i * 12345.5;
     cr_assert_eq(step_noise_fit(&c.fit[0].noise, took, fit, 32, &e), 0, "%s", e.msg);
+    double ones[32];
+    for (int i = 0; i < 32; i++)
+        ones[i] = 1, took[i] = 5e5 + i * 1e5; /* turnarounds, ns */
+    cr_assert_eq(step_noise_fit(&c.turnaround, took, ones, 32, &e), 0, "%s", e.msg);
     char path[] = "/tmp/tps-test-calib-XXXXXX";
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
@@ -270,6 +274,9 @@ Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
     cr_expect_eq(back.fit[0].noise.n, 32, "the served steps' spread comes back");
     for (int k = 0; k < STEP_NOISE_Q; k++)
         cr_expect_float_eq(back.fit[0].noise.q[k], c.fit[0].noise.q[k], 1e-4);
+    cr_expect_eq(back.turnaround.n, 32, "the turnarounds come back");
+    for (int k = 0; k < STEP_NOISE_Q; k++)
+        cr_expect_float_eq(back.turnaround.q[k], c.turnaround.q[k], 1.0);
     plan_cost pc;
     cr_expect_eq(plan_cost_calibrated(&pc, &back, path, v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
     back.model.dim++;
@@ -592,5 +599,14 @@ Test(plan, calibrate_serves_the_model_and_keeps_the_spread_of_its_steps) {
     cr_expect(z->q[0] > 0 && step_noise_at(z, 0.5) > 0.5 && step_noise_at(z, 0.5) < 2,
               "a served step's median over the fit x%.2f", step_noise_at(z, 0.5));
     cr_expect_gt(step_noise_at(z, 0.99), step_noise_at(z, 0.5));
+    const step_noise *t = &c.turnaround;
+    cr_assert_geq(t->n, 16, "closed-loop turnarounds from the engine's trace: %llu",
+                  (unsigned long long)t->n);
+    cr_expect(t->q[0] > 0 && step_noise_at(t, 0.5) < 1e9,
+              "a request's end to the next one queued: p50 %.3f ms", step_noise_at(t, 0.5) / 1e6);
+    plan_cost pc;
+    cr_assert_eq(plan_cost_calibrated(&pc, &c, "test", v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
+    cr_expect_float_eq(plan_cost_ingress_ns(&pc, 0, 0.5), step_noise_at(t, 0.5) - pc.deliver_ns,
+                       1.0, "the way in is the turnaround less the delivery");
     env_close(&v);
 }

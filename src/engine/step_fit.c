@@ -262,6 +262,12 @@ int step_calib_write(const step_calib *c, const char *path, tps_err *err) {
             fputc('\n', f);
         }
     }
+    if (c->turnaround.n) {
+        fprintf(f, "turnaround steps %llu q", (unsigned long long)c->turnaround.n);
+        for (int k = 0; k < STEP_NOISE_Q; k++)
+            fprintf(f, " %.0f", c->turnaround.q[k]);
+        fputc('\n', f);
+    }
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         unlink(tmp);
         return tps_fail(err, TPS_EIO, "calibration: cannot write %s", path);
@@ -282,9 +288,9 @@ static int read_coefs(const char *line, const char *name, double *v) {
     return 0;
 }
 
-/* The noise line's values: at least 16 steps, quantiles (ratios) in
- * (0, 1000) and in order; -1 otherwise. */
-static int read_noise(step_noise *z, const char *p) {
+/* A noise or turnaround line's values: at least 16 observations,
+ * quantiles in (lo, hi) and in order; -1 otherwise. */
+static int read_noise(step_noise *z, const char *p, double lo, double hi) {
     unsigned long long n;
     int used = 0;
     if (sscanf(p, "steps %llu q%n", &n, &used) != 1 || !used || n < 16) return -1;
@@ -292,7 +298,7 @@ static int read_noise(step_noise *z, const char *p) {
     for (int k = 0; k < STEP_NOISE_Q; k++) {
         char *end;
         z->q[k] = strtod(p, &end);
-        if (end == p || !(z->q[k] > 0) || !(z->q[k] < 1e3) || (k && z->q[k] < z->q[k - 1]))
+        if (end == p || !(z->q[k] > lo) || !(z->q[k] < hi) || (k && z->q[k] < z->q[k - 1]))
             return -1;
         p = end;
     }
@@ -347,7 +353,9 @@ static int read_line(step_calib *c, const char *line) {
         fit->solved = true;
         return 0;
     }
-    if (fit && !strncmp(line, "noise ", 6)) return read_noise(&fit->noise, line + 6);
+    /* a step's time over the fit: a ratio; a turnaround: ns, under a minute */
+    if (fit && !strncmp(line, "noise ", 6)) return read_noise(&fit->noise, line + 6, 0, 1e3);
+    if (!strncmp(line, "turnaround ", 11)) return read_noise(&c->turnaround, line + 11, -1, 60e9);
     if (fit && !read_coefs(line, "fwd", fit->coef[0])) return 0;
     if (fit && !read_coefs(line, "post", fit->coef[1])) return 0;
     return -1;

@@ -98,6 +98,11 @@ typedef struct step_calib {
     uint32_t n_kv;
     uint32_t kv_type[STEP_CALIB_MAX_KV]; /* GGML_TYPE_F16, F32, Q8_0 */
     step_fit fit[STEP_CALIB_MAX_KV];     /* solved */
+    /* A closed loop's turnaround on this machine: a request's last token
+     * stamped to the client's next request in the engine's queue (the
+     * token written and read, the request sent, read, parsed, tokenized),
+     * ns at step_noise_p(i); n 0: not measured. */
+    step_noise turnaround;
 } step_calib;
 
 void step_calib_model_of(step_calib_model *out, const llama_model *m);

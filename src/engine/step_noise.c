@@ -20,7 +20,7 @@ static int cmp_double(const void *a, const void *b) {
 int step_noise_fit(step_noise *z, const double *took, const double *fit, size_t n, tps_err *e) {
     memset(z, 0, sizeof *z);
     if (n < 16)
-        return tps_fail(e, TPS_EINVAL, "served steps: %zu observed, too few for a spread", n);
+        return tps_fail(e, TPS_EINVAL, "%zu observed, too few for quantiles (16 at least)", n);
     double *rest = malloc(sizeof *rest * n);
     if (!rest) return tps_fail(e, TPS_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++)

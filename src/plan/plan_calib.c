@@ -186,9 +186,15 @@ static void log_fit(FILE *log, uint32_t kv_type, const step_fit *f) {
             f->coef[1][STEP_FIT_KNOTS] / 1e3);
 }
 
-static void log_served(FILE *log, const step_fit *f) {
+static void log_served(FILE *log, const step_fit *f, const step_noise *t) {
     if (!log) return;
     const step_noise *z = &f->noise;
+    if (t->n)
+        fprintf(log,
+                "tps plan calibrate: a closed loop's turnaround (a request's end to the next "
+                "request queued), %llu requests: p10 %.2f ms, p50 %.2f ms, p90 %.2f ms\n",
+                (unsigned long long)t->n, step_noise_at(t, 0.1) / 1e6, step_noise_at(t, 0.5) / 1e6,
+                step_noise_at(t, 0.9) / 1e6);
     fprintf(log,
             "tps plan calibrate: served to a real client on this machine: %llu steps, fitted with "
             "the grid's; a served step over the fit: p10 x%.2f, p50 x%.2f, p90 x%.2f, p99 x%.2f\n",
@@ -224,7 +230,8 @@ static void log_served_rows(FILE *log, const served_steps *sv, const step_fit *f
 
 /* The served steps into the grid's fit f (solved), solved again, and their
  * spread about it. */
-static int add_served(step_fit *f, const plan_calib_opts *o, uint32_t kv_type, tps_err *e) {
+static int add_served(step_fit *f, step_noise *turnaround, const plan_calib_opts *o,
+                      uint32_t kv_type, tps_err *e) {
     served_steps sv;
     int rc = plan_calib_served(&sv, o, kv_type, e);
     if (rc) return rc;
@@ -241,6 +248,7 @@ static int add_served(step_fit *f, const plan_calib_opts *o, uint32_t kv_type, t
         fit[i] = step_fit_fwd_ns(f, &sv.sh[i]) + step_fit_post_ns(f, &sv.sh[i]);
     }
     if (!rc) rc = step_noise_fit(&f->noise, took, fit, sv.n, e);
+    if (!rc && !turnaround->n) *turnaround = sv.turnaround; /* the machine's, from the first */
     if (!rc && o->verbose && o->log) log_served_rows(o->log, &sv, f);
     free(took);
     free(fit);
@@ -250,7 +258,8 @@ static int add_served(step_fit *f, const plan_calib_opts *o, uint32_t kv_type, t
 
 /* ---- one KV type, every KV type -------------------------------------------------- */
 
-static int calibrate_kv(step_fit *f, const plan_calib_opts *o, uint32_t kv_type, tps_err *e) {
+static int calibrate_kv(step_fit *f, step_noise *turnaround, const plan_calib_opts *o,
+                        uint32_t kv_type, tps_err *e) {
     obs_list l = {.keep = false};
     pthread_mutex_init(&l.mu, NULL);
     engine_params ep;
@@ -269,9 +278,9 @@ static int calibrate_kv(step_fit *f, const plan_calib_opts *o, uint32_t kv_type,
     if (!rc) rc = run_grid(eng, &l, o, o->m->cfg.ctx_len, e);
     engine_destroy(eng);
     if (!rc) rc = fit_medians(f, l.v, l.n, o->verbose ? o->log : NULL, e);
-    if (!rc && o->served_s > 0) rc = add_served(f, o, kv_type, e);
+    if (!rc && o->served_s > 0) rc = add_served(f, turnaround, o, kv_type, e);
     if (!rc) log_fit(o->log, kv_type, f);
-    if (!rc && o->served_s > 0) log_served(o->log, f);
+    if (!rc && o->served_s > 0) log_served(o->log, f, turnaround);
     free(l.v);
     pthread_mutex_destroy(&l.mu);
     return rc;
@@ -285,7 +294,7 @@ int plan_calibrate(step_calib *c, const plan_calib_opts *o, tps_err *e) {
     int rc = machine_limits_get(&c->machine, c->threads, e);
     for (uint32_t i = 0; !rc && i < o->n_kv && i < STEP_CALIB_MAX_KV; i++) {
         c->kv_type[i] = o->kv_types[i];
-        rc = calibrate_kv(&c->fit[i], o, o->kv_types[i], e);
+        rc = calibrate_kv(&c->fit[i], &c->turnaround, o, o->kv_types[i], e);
         if (!rc) c->n_kv++;
     }
     return rc;

@@ -5,16 +5,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/grow.h"
 #include "bench/experiment/bench_spec.h"
+#include "plan/plan_replay.h"
 #include "server/server.h"
+
+#define SERVED_LOADS 3
 
 typedef struct served_obs {
     pthread_mutex_t mu; /* the engine thread appends, the caller reads after the stop */
     served_steps st;
     size_t cap_sh, cap_fwd, cap_post;
-    bool keep; /* false during the server's warm-up */
+    uint32_t conc[SERVED_LOADS]; /* each load's concurrency */
+    uint64_t sent[SERVED_LOADS]; /* ... and the requests it sent */
+    bool keep;                   /* false during the server's warm-up */
     bool oom;
 } served_obs;
 
@@ -42,7 +48,7 @@ static void on_step(void *arg, const engine_step_obs *o) {
 /* One closed-loop load of `seconds` against url. Failed requests are the
  * server's to explain: only a run that could not start fails here. */
 static int one_load(const char *url, const char *model, uint32_t concurrency, const char *in,
-                    const char *out, double seconds, tps_err *e) {
+                    const char *out, double seconds, uint64_t *sent, tps_err *e) {
     bench_spec s;
     bench_spec_init(&s);
     s.cfg.base_url = url;
@@ -56,11 +62,13 @@ static int one_load(const char *url, const char *model, uint32_t concurrency, co
     if (!rc) rc = load_dist_parse(&s.wo.output_len, out, e);
     bench_result r;
     if (!rc) rc = bench_spec_run(&r, &s, NULL, "tps plan calibrate", e);
+    if (!rc) *sent = r.requests;
     if (!rc) result_free(&r);
     return rc;
 }
 
-static int serve_and_load(served_obs *l, const plan_calib_opts *o, uint32_t kv_type, tps_err *e) {
+static int serve_and_load(served_obs *l, const plan_calib_opts *o, uint32_t kv_type,
+                          const char *trace, tps_err *e) {
     FILE *quiet = o->verbose ? NULL : fopen("/dev/null", "w");
     server_config c;
     server_config_default(&c);
@@ -73,6 +81,7 @@ static int serve_and_load(served_obs *l, const plan_calib_opts *o, uint32_t kv_t
     c.engine.max_batch_tokens = o->max_batch_tokens;
     c.engine.kv_type = kv_type;
     c.engine.no_prefix_cache = true; /* every load's prompts are its own */
+    c.engine.trace_path = trace;
     c.engine.on_step = on_step;
     c.engine.on_step_arg = l;
     server *s = NULL;
@@ -88,9 +97,12 @@ static int serve_and_load(served_obs *l, const plan_calib_opts *o, uint32_t kv_t
      * longer prompts (chunks beside decodes), many */
     const uint32_t many = o->max_seqs < 16 ? o->max_seqs : 16;
     const double t = o->served_s;
-    if (!rc) rc = one_load(url, o->model_path, 1, "128", "128", t, e);
-    if (!rc) rc = one_load(url, o->model_path, many < 4 ? many : 4, "512", "64", t, e);
-    if (!rc) rc = one_load(url, o->model_path, many, "128", "128", t, e);
+    const uint32_t conc[SERVED_LOADS] = {1, many < 4 ? many : 4, many};
+    const char *in[SERVED_LOADS] = {"128", "512", "128"}, *out[SERVED_LOADS] = {"128", "64", "128"};
+    for (int i = 0; !rc && i < SERVED_LOADS; i++) {
+        l->conc[i] = conc[i];
+        rc = one_load(url, o->model_path, conc[i], in[i], out[i], t, &l->sent[i], e);
+    }
     if (s) {
         server_stop(s);
         int wrc = server_wait(s);
@@ -101,11 +113,69 @@ static int serve_and_load(served_obs *l, const plan_calib_opts *o, uint32_t kv_t
     return rc;
 }
 
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Whether request i (submit order) is one a closed loop sent when another
+ * ended: not among the first `concurrency` of its load, which the client
+ * sent at its start. */
+static bool is_turn(const served_obs *l, size_t i) {
+    uint64_t first = 0;
+    for (int k = 0; k < SERVED_LOADS; first += l->sent[k++])
+        if (i < first + l->sent[k]) return i >= first + l->conc[k];
+    return false;
+}
+
+/* A closed loop sends its next request when one ends: for each request
+ * it sent so, the gap from the latest end before it. */
+static int turnarounds(step_noise *z, const served_obs *l, const char *trace, tps_err *e) {
+    plan_replay r;
+    int rc = plan_replay_read(&r, trace, e);
+    if (rc) return rc;
+    const size_t cap = r.n_arrivals ? r.n_arrivals : 1;
+    uint64_t *end = malloc(sizeof *end * cap);
+    double *gap = malloc(sizeof *gap * cap), *one = malloc(sizeof *one * cap);
+    size_t n_end = 0, n = 0;
+    if (!end || !gap || !one) rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < r.n_arrivals; i++)
+        if (r.finishes[i]) end[n_end++] = r.finishes[i];
+    if (!rc) qsort(end, n_end, sizeof *end, cmp_u64);
+    for (size_t i = 0; !rc && i < r.n_arrivals; i++) {
+        const uint64_t a = r.arrivals[i];
+        size_t lo = 0, hi = n_end; /* the first end after a */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (end[mid] <= a)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo && is_turn(l, i)) gap[n] = (double)(a - end[lo - 1]), one[n++] = 1;
+    }
+    /* over 1: the quantiles in ns; too few (a large model's requests
+     * outlast the loads): none, and the plan keeps its fixed HTTP path */
+    memset(z, 0, sizeof *z);
+    if (!rc && n >= 16) rc = step_noise_fit(z, gap, one, n, e);
+    free(end);
+    free(gap);
+    free(one);
+    plan_replay_free(&r);
+    return rc;
+}
+
 int plan_calib_served(served_steps *out, const plan_calib_opts *o, uint32_t kv_type, tps_err *e) {
     served_obs l = {0};
     pthread_mutex_init(&l.mu, NULL);
-    int rc = serve_and_load(&l, o, kv_type, e);
+    char trace[] = "/tmp/tps-calibrate-trace-XXXXXX";
+    int fd = mkstemp(trace);
+    int rc = fd < 0 ? tps_fail(e, TPS_EIO, "cannot make a temporary file in /tmp") : 0;
+    if (fd >= 0) close(fd);
+    if (!rc) rc = serve_and_load(&l, o, kv_type, trace, e);
     if (!rc && l.oom) rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+    if (!rc) rc = turnarounds(&l.st.turnaround, &l, trace, e);
+    if (fd >= 0) unlink(trace);
     pthread_mutex_destroy(&l.mu);
     if (rc) served_steps_free(&l.st);
     *out = l.st;

@@ -19,12 +19,14 @@ typedef struct served_steps {
     step_shape *sh;
     double *fwd, *post; /* ns */
     size_t n;
+    step_noise turnaround; /* a request's end to the next one queued, ns (step_calib's) */
 } served_steps;
 
 /* Serves o->model_path with kv_type and o's engine options and runs three
  * closed loads of o->served_s seconds each against it (one stream; a few
  * with longer prompts, their chunks beside decodes; many), keeping every
- * step after the server's warm-up in *out (freed with served_steps_free). */
+ * step after the server's warm-up in *out (freed with served_steps_free),
+ * and the closed loops' turnarounds from the engine's trace. */
 int plan_calib_served(served_steps *out, const plan_calib_opts *o, uint32_t kv_type, tps_err *e);
 void served_steps_free(served_steps *s);
 

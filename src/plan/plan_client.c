@@ -34,7 +34,7 @@ static void advance(sim *s) {
 static int launch(sim *s, size_t idx, uint64_t now, tps_err *e) {
     sim_req *q = &s->reqs[idx];
     const plan_cost *c = s->srv->cost;
-    uint64_t at = now + (uint64_t)(c->ingress_ns + c->ingress_ns_per_token * q->n_ids);
+    uint64_t at = now + (uint64_t)plan_cost_ingress_ns(c, q->n_ids, tps_rng_uniform(&s->http_rng));
     if (s->replay) at = now;
     s->in_flight++;
     uint64_t check = s->idle_ns && s->idle_ns < s->timeout_ns ? s->idle_ns : s->timeout_ns;
@@ -208,6 +208,7 @@ int sim_client_start(sim *s, tps_err *e) {
     s->idle_ns = cfg->idle_timeout_s > 0 ? (uint64_t)(cfg->idle_timeout_s * 1e9) : 0;
     s->send_ev_at = UINT64_MAX;
     tps_rng_seed(&s->rng, cfg->seed);
+    tps_rng_seed(&s->http_rng, cfg->seed ^ 0x1a7e0c1a7e0c1a7eull);
     s->next_sched = wl->timed ? trace_time(s, 0) : SIM_ORIGIN;
     s->item_ids = calloc(wl->n ? wl->n : 1, sizeof *s->item_ids);
     s->item_n = calloc(wl->n ? wl->n : 1, sizeof *s->item_n);

@@ -75,6 +75,7 @@ int plan_cost_calibrated(plan_cost *pc, const step_calib *c, const char *path, c
         snprintf(scaled, sizeof scaled, "; %s KV not calibrated: %s's attention scaled by bytes",
                  kv_name(kv_type), kv_name(c->kv_type[0]));
     }
+    pc->turnaround = c->turnaround;
     const step_noise *z = &pc->fit.noise;
     char served[128] = "; no served steps: no spread";
     if (z->n)
@@ -115,6 +116,15 @@ static double roofline_fwd(const plan_cost *pc, const step_shape *s) {
 double plan_cost_fwd_ns(const plan_cost *pc, const step_shape *s) {
     if (pc->kind == PLAN_COST_FIT) return step_fit_fwd_ns(&pc->fit, s);
     return roofline_fwd(pc, s);
+}
+
+double plan_cost_ingress_ns(const plan_cost *pc, double n_ids, double u) {
+    double fixed = pc->ingress_ns;
+    if (pc->turnaround.n) {
+        fixed = step_noise_at(&pc->turnaround, u) - pc->deliver_ns;
+        if (fixed < 0) fixed = 0;
+    }
+    return fixed + pc->ingress_ns_per_token * n_ids;
 }
 
 double plan_cost_spread(const plan_cost *pc, double u) {

@@ -47,7 +47,8 @@ typedef struct plan_cost {
     double ingress_ns;           /* a request's send to its place in the engine's queue */
     double ingress_ns_per_token; /* ... and per prompt token (parsing, tokenizing) */
     double deliver_ns;           /* a step's end to its tokens at the client */
-    char source[320];            /* for people and the result's config */
+    step_noise turnaround; /* calibrated: a closed loop's turnaround (step_calib's); n 0: none */
+    char source[320];      /* for people and the result's config */
 } plan_cost;
 
 /* The calibration c's fit for kv_type (or, failing that, its first fit
@@ -61,6 +62,12 @@ void plan_cost_roofline(plan_cost *pc, const machine_limits *ml, const llama_mod
 
 double plan_cost_fwd_ns(const plan_cost *pc, const step_shape *s);
 double plan_cost_post_ns(const plan_cost *pc, const step_shape *s);
+/* A request's send to its place in the engine's queue, for a prompt of
+ * n_ids tokens, at probability u in [0, 1): from a calibration's measured
+ * turnaround less the delivery when it has one (the HTTP thread and the
+ * client wait for a core while the kernel threads run a step), else the
+ * fixed HTTP path. */
+double plan_cost_ingress_ns(const plan_cost *pc, double n_ids, double u);
 /* A step's time over its cost at probability u in [0, 1): drawn once per
  * simulated step (1 without a calibration that served). */
 double plan_cost_spread(const plan_cost *pc, double u);

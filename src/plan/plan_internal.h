@@ -102,6 +102,7 @@ typedef struct sim {
     uint64_t send_ev_at;          /* the EV_SEND queued (UINT64_MAX: none) */
     uint64_t timeout_ns, idle_ns; /* --timeout, --idle-timeout */
     tps_rng rng;                  /* the arrival schedule */
+    tps_rng http_rng;             /* each request's way into the queue (plan_cost_ingress_ns) */
     convo_set convos;             /* multi-turn */
     int32_t **item_ids;           /* (wl->n,) each item's prompt ids, made on first send */
     uint32_t *item_n;

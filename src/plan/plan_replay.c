@@ -37,6 +37,15 @@ static int add_arrival(plan_replay *r, json_t *ev) {
     return 0;
 }
 
+/* A request's "decode" span: its end is when it finished. */
+static int add_finish(plan_replay *r, json_t *ev) {
+    json_int_t id = json_integer_value(json_object_get(json_object_get(ev, "args"), "id"));
+    if (id < 1 || (size_t)id > r->n_arrivals) return -1;
+    r->finishes[id - 1] =
+        ns_of_us(json_object_get(ev, "ts")) + ns_of_us(json_object_get(ev, "dur"));
+    return 0;
+}
+
 static void read_prime(plan_replay *r, json_t *root) {
     json_t *p = json_object_get(json_object_get(root, "otherData"), "prime");
     r->prime_t1_ns = json_number_value(json_object_get(p, "t1_ns"));
@@ -76,14 +85,16 @@ static int from_json(plan_replay *r, json_t *root, const char *trace_path, tps_e
     }
     r->steps = calloc(n ? n : 1, sizeof *r->steps);
     r->arrivals = calloc(nq ? nq : 1, sizeof *r->arrivals);
+    r->finishes = calloc(nq ? nq : 1, sizeof *r->finishes);
     r->n_arrivals = nq;
-    int rc = r->steps && r->arrivals ? 0 : tps_fail(e, TPS_ENOMEM, "out of memory");
+    int rc = r->steps && r->arrivals && r->finishes ? 0 : tps_fail(e, TPS_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < n; i++) {
         json_t *ev = json_array_get(evs, i);
         const char *name = json_string_value(json_object_get(ev, "name"));
         if (name && !strcmp(name, "step"))
             rc = add_step(r, ev);
-        else if (name && !strcmp(name, "queued") && add_arrival(r, ev))
+        else if (name && ((!strcmp(name, "queued") && add_arrival(r, ev)) ||
+                          (!strcmp(name, "decode") && add_finish(r, ev))))
             rc = tps_fail(e, TPS_EINVAL,
                           "replay: %s: request ids are not 1..%zu (a request was cancelled "
                           "before it ran?)",
@@ -97,5 +108,6 @@ static int from_json(plan_replay *r, json_t *root, const char *trace_path, tps_e
 void plan_replay_free(plan_replay *r) {
     free(r->steps);
     free(r->arrivals);
+    free(r->finishes);
     memset(r, 0, sizeof *r);
 }

@@ -28,6 +28,7 @@ typedef struct plan_replay {
     size_t n_steps;
     uint64_t
         *arrivals; /* each request's t_queued, ns since the origin, by request id (submit order) */
+    uint64_t *finishes; /* each request's end (its decode span's), same clock and ids; 0: none */
     size_t n_arrivals;
     double prime_t1_ns, prime_tn_ns; /* the warm-up's measurements */
     uint32_t prime_n;
