@@ -60,11 +60,12 @@ static int one_load(const char *url, const char *model, uint32_t concurrency, co
     s.scrape = "off";
     int rc = load_dist_parse(&s.wo.input_len, in, e);
     if (!rc) rc = load_dist_parse(&s.wo.output_len, out, e);
+    if (rc) return rc;
     bench_result r;
-    if (!rc) rc = bench_spec_run(&r, &s, NULL, "tps plan calibrate", e);
-    if (!rc) *sent = r.requests;
-    if (!rc) result_free(&r);
-    return rc;
+    if ((rc = bench_spec_run(&r, &s, NULL, "tps plan calibrate", e))) return rc;
+    *sent = r.requests;
+    result_free(&r);
+    return 0;
 }
 
 static int serve_and_load(served_obs *l, const plan_calib_opts *o, uint32_t kv_type,
