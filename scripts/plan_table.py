@@ -22,6 +22,15 @@ import sys
 BOUNDS = {"tps": 0.10, "ttft50": 0.10, "itl50": 0.10, "ttft99": 0.20, "itl99": 0.20}
 
 
+LABEL = {
+    "tps": "out tok/s",
+    "ttft50": "TTFT p50",
+    "ttft99": "TTFT p99",
+    "itl50": "ITL p50",
+    "itl99": "ITL p99",
+}
+
+
 def pct(result, name, q):
     h = result["histograms"][name]
     return h[q] / 1e6 if h["count"] else float("nan")
@@ -58,7 +67,7 @@ def capacity(path):
 
 
 def table(d):
-    rows, score = [], {}
+    rows, score, per_bound = [], {}, {}
     with open(os.path.join(d, "points.txt")) as f:
         points = [ln.split() for ln in f if ln.strip()]
     for model, name, meas, cal, roof, *rest in points:
@@ -68,6 +77,9 @@ def table(d):
         r = figures(roof) if os.path.exists(roof) else None
         sv = figures(rest[0]) if rest and os.path.exists(rest[0]) else None
         s = score.setdefault(model, [0, 0, 0, 0])
+        per = per_bound.setdefault(model, dict.fromkeys(BOUNDS, 0))
+        for k, b in BOUNDS.items():
+            per[k] += abs(err(c[k], m[k])) <= b
         ok = all(abs(err(c[k], m[k])) <= b for k, b in BOUNDS.items())
         s[0] += ok
         s[1] += 1
@@ -94,7 +106,8 @@ def table(d):
     for model, (ok, n, rok, rn) in score.items():
         out.append(
             f"- {model}: {ok} of {n} points within the bounds ({ok / n:.0%}); roofline "
-            f"within 30% of the measured output tok/s at {rok} of {rn}"
+            f"within 30% of the measured output tok/s at {rok} of {rn}; by figure: "
+            + ", ".join(f"{LABEL[k]} {v} of {n}" for k, v in per_bound[model].items())
         )
     cap = os.path.join(d, "capacity.txt")
     if os.path.exists(cap):

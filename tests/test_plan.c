@@ -257,6 +257,7 @@ Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
     for (int i = 0; i < 32; i++)
         fit[i] = 1e6, took[i] = 1e6 + i * 12345.5;
     cr_assert_eq(step_noise_fit(&c.fit[0].noise, took, fit, 32, &e), 0, "%s", e.msg);
+    cr_assert_eq(step_noise_fit(&c.fit[0].noise_one, fit, took, 32, &e), 0, "%s", e.msg);
     double ones[32];
     for (int i = 0; i < 32; i++)
         ones[i] = 1, took[i] = 5e5 + i * 1e5; /* turnarounds, ns */
@@ -274,6 +275,9 @@ Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
     cr_expect_eq(back.fit[0].noise.n, 32, "the served steps' spread comes back");
     for (int k = 0; k < STEP_NOISE_Q; k++)
         cr_expect_float_eq(back.fit[0].noise.q[k], c.fit[0].noise.q[k], 1e-4);
+    cr_expect_eq(back.fit[0].noise_one.n, 32, "the one-row steps' spread comes back");
+    for (int k = 0; k < STEP_NOISE_Q; k++)
+        cr_expect_float_eq(back.fit[0].noise_one.q[k], c.fit[0].noise_one.q[k], 1e-4);
     cr_expect_eq(back.turnaround.n, 32, "the turnarounds come back");
     for (int k = 0; k < STEP_NOISE_Q; k++)
         cr_expect_float_eq(back.turnaround.q[k], c.turnaround.q[k], 1.0);
@@ -454,8 +458,8 @@ Test(plan, one_stream_at_a_time_the_prediction_takes_the_real_step_count, .timeo
     cr_assert_eq(plan_replay_read(&rp, r.trace, &e), 0, "%s", e.msg);
     step_calib cal;
     cr_assert_eq(step_calib_read(&cal, r.calib, &e), 0, "%s", e.msg);
-    cr_expect_eq(cal.fit[0].noise.n, rp.n_steps, "the serve's steps' spread about its fit, all %zu",
-                 rp.n_steps);
+    cr_expect_eq(cal.fit[0].noise.n + cal.fit[0].noise_one.n, rp.n_steps,
+                 "the serve's steps' spread about its fit, all %zu", rp.n_steps);
     cr_assert_eq(plan_cost_calibrated(&v.cost, &cal, r.calib, v.m, GGML_TYPE_F16, &e), 0, "%s",
                  e.msg);
     bench_run_out sim;
@@ -502,6 +506,18 @@ Test(plan, step_noise_keeps_the_quantiles_of_what_the_fit_leaves) {
     z.n = 0;
     cr_expect_float_eq(step_noise_at(&z, 0.5), 1.0, 1e-12, "none measured: the fit as it is");
     cr_expect_eq(step_noise_fit(&z, took, fit, 15, &e), TPS_EINVAL, "too few steps");
+    double rows[N];
+    for (int i = 0; i < N; i++)
+        rows[i] = i < 500 ? 1 : 8;
+    step_noise one, rest;
+    cr_assert_eq(step_noise_fit_split(&one, &rest, rows, took, fit, N, &e), 0, "%s", e.msg);
+    cr_expect(one.n == 500 && rest.n == 500, "split %llu / %llu", (unsigned long long)one.n,
+              (unsigned long long)rest.n);
+    rows[0] = 8; /* 499 one-row steps against 501 */
+    for (int i = 1; i < N; i++)
+        rows[i] = i < 990 ? 8 : 1; /* ... and now only 10: all in one */
+    cr_assert_eq(step_noise_fit_split(&one, &rest, rows, took, fit, N, &e), 0, "%s", e.msg);
+    cr_expect(one.n == 0 && rest.n == N, "too few one-row steps: every step in the rest");
 }
 
 /* The ITL gaps of one request's timeline, sorted. */
@@ -599,6 +615,7 @@ Test(plan, calibrate_serves_the_model_and_keeps_the_spread_of_its_steps) {
     cr_expect(z->q[0] > 0 && step_noise_at(z, 0.5) > 0.5 && step_noise_at(z, 0.5) < 2,
               "a served step's median over the fit x%.2f", step_noise_at(z, 0.5));
     cr_expect_gt(step_noise_at(z, 0.99), step_noise_at(z, 0.5));
+    cr_expect_gt(c.fit[0].noise_one.n, 0, "one stream's one-row steps spread on their own");
     const step_noise *t = &c.turnaround;
     cr_assert_geq(t->n, 16, "closed-loop turnarounds from the engine's trace: %llu",
                   (unsigned long long)t->n);

@@ -234,6 +234,14 @@ static void write_coefs(FILE *f, const char *name, const double *v) {
     fputc('\n', f);
 }
 
+static void write_noise(FILE *f, const char *name, const step_noise *z) {
+    if (!z->n) return;
+    fprintf(f, "%s steps %llu q", name, (unsigned long long)z->n);
+    for (int k = 0; k < STEP_NOISE_Q; k++)
+        fprintf(f, " %.4f", z->q[k]);
+    fputc('\n', f);
+}
+
 int step_calib_write(const step_calib *c, const char *path, tps_err *err) {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
@@ -255,12 +263,8 @@ int step_calib_write(const step_calib *c, const char *path, tps_err *err) {
                 fit->err_p50);
         write_coefs(f, "fwd", fit->coef[0]);
         write_coefs(f, "post", fit->coef[1]);
-        if (fit->noise.n) {
-            fprintf(f, "noise steps %llu q", (unsigned long long)fit->noise.n);
-            for (int k = 0; k < STEP_NOISE_Q; k++)
-                fprintf(f, " %.4f", fit->noise.q[k]);
-            fputc('\n', f);
-        }
+        write_noise(f, "noise", &fit->noise);
+        write_noise(f, "noise_one", &fit->noise_one);
     }
     if (c->turnaround.n) {
         fprintf(f, "turnaround steps %llu q", (unsigned long long)c->turnaround.n);
@@ -355,6 +359,8 @@ static int read_line(step_calib *c, const char *line) {
     }
     /* a step's time over the fit: a ratio; a turnaround: ns, under a minute */
     if (fit && !strncmp(line, "noise ", 6)) return read_noise(&fit->noise, line + 6, 0, 1e3);
+    if (fit && !strncmp(line, "noise_one ", 10))
+        return read_noise(&fit->noise_one, line + 10, 0, 1e3);
     if (!strncmp(line, "turnaround ", 11)) return read_noise(&c->turnaround, line + 11, -1, 60e9);
     if (fit && !read_coefs(line, "fwd", fit->coef[0])) return 0;
     if (fit && !read_coefs(line, "post", fit->coef[1])) return 0;

@@ -62,7 +62,9 @@ typedef struct step_fit {
     bool solved;
     double coef[2][STEP_FIT_NF]; /* step_fit_solve's answer: [0] forward, [1] after */
     double err_p50;              /* median relative error of the forward time, if known */
-    step_noise noise;            /* served steps' spread about the fit (step_noise.h); n 0: none */
+    /* served steps' time over the fit (step_noise.h): one-row steps', and
+     * the others' (every step's when noise_one has none); n 0: none */
+    step_noise noise, noise_one;
 } step_fit;
 
 void step_fit_init(step_fit *f);

@@ -37,6 +37,26 @@ int step_noise_fit(step_noise *z, const double *took, const double *fit, size_t 
     return 0;
 }
 
+int step_noise_fit_split(step_noise *one, step_noise *rest, const double *rows, const double *took,
+                         const double *fit, size_t n, tps_err *e) {
+    memset(one, 0, sizeof *one);
+    size_t n1 = 0;
+    for (size_t i = 0; i < n; i++)
+        n1 += rows[i] <= 1;
+    if (n1 < 16 || n - n1 < 16) return step_noise_fit(rest, took, fit, n, e);
+    double *t = malloc(sizeof *t * n), *f = malloc(sizeof *f * n);
+    int rc = t && f ? 0 : tps_fail(e, TPS_ENOMEM, "out of memory");
+    for (int part = 0; !rc && part < 2; part++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if ((rows[i] <= 1) == (part == 0)) t[k] = took[i], f[k++] = fit[i];
+        rc = step_noise_fit(part == 0 ? one : rest, t, f, k, e);
+    }
+    free(t);
+    free(f);
+    return rc;
+}
+
 double step_noise_at(const step_noise *z, double u) {
     if (!z->n) return 1;
     if (u <= noise_p[0]) return z->q[0];

@@ -32,6 +32,13 @@ double step_noise_p(int i);
  * fit's ns for the same shape. TPS_EINVAL with fewer than 16 steps. */
 int step_noise_fit(step_noise *z, const double *took, const double *fit, size_t n, tps_err *e);
 
+/* The same split in two: *one from the one-row steps (a stream decoding
+ * alone: their time over the fit differs from the rest's, the HTTP thread
+ * and the client waking for every token), *rest from the others; when
+ * either has fewer than 16, *rest from all of them and one->n 0. */
+int step_noise_fit_split(step_noise *one, step_noise *rest, const double *rows, const double *took,
+                         const double *fit, size_t n, tps_err *e);
+
 /* The ratio at probability u in [0, 1): the quantiles interpolated, the
  * ends held (1 when none measured). */
 double step_noise_at(const step_noise *z, double u);

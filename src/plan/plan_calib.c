@@ -197,9 +197,18 @@ static void log_served(FILE *log, const step_fit *f, const step_noise *t) {
                 step_noise_at(t, 0.9) / 1e6);
     fprintf(log,
             "tps plan calibrate: served to a real client on this machine: %llu steps, fitted with "
-            "the grid's; a served step over the fit: p10 x%.2f, p50 x%.2f, p90 x%.2f, p99 x%.2f\n",
-            (unsigned long long)z->n, step_noise_at(z, 0.1), step_noise_at(z, 0.5),
-            step_noise_at(z, 0.9), step_noise_at(z, 0.99));
+            "the grid's; a served step over the fit: p10 x%.2f, p50 x%.2f, p90 x%.2f, p99 x%.2f "
+            "(%s)\n",
+            (unsigned long long)(z->n + f->noise_one.n), step_noise_at(z, 0.1),
+            step_noise_at(z, 0.5), step_noise_at(z, 0.9), step_noise_at(z, 0.99),
+            f->noise_one.n ? "steps of many rows" : "every step");
+    if (f->noise_one.n)
+        fprintf(log,
+                "tps plan calibrate: ... one-row steps (%llu): p10 x%.2f, p50 x%.2f, p90 x%.2f, "
+                "p99 x%.2f\n",
+                (unsigned long long)f->noise_one.n, step_noise_at(&f->noise_one, 0.1),
+                step_noise_at(&f->noise_one, 0.5), step_noise_at(&f->noise_one, 0.9),
+                step_noise_at(&f->noise_one, 0.99));
 }
 
 /* -v: the served steps by their rows and logits rows, each group's
@@ -236,8 +245,9 @@ static int add_served(step_fit *f, step_noise *turnaround, const plan_calib_opts
     int rc = plan_calib_served(&sv, o, kv_type, e);
     if (rc) return rc;
     const size_t n = sv.n ? sv.n : 1;
-    double *took = malloc(sizeof *took * n), *fit = malloc(sizeof *fit * n);
-    if (!took || !fit) rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+    double *took = malloc(sizeof *took * n), *fit = malloc(sizeof *fit * n),
+           *rows = malloc(sizeof *rows * n);
+    if (!took || !fit || !rows) rc = tps_fail(e, TPS_ENOMEM, "out of memory");
     const uint64_t grid_n = f->n;
     for (size_t i = 0; !rc && i < sv.n; i++)
         step_fit_add(f, &sv.sh[i], sv.fwd[i], sv.post[i]);
@@ -247,10 +257,13 @@ static int add_served(step_fit *f, step_noise *turnaround, const plan_calib_opts
         took[i] = sv.fwd[i] + sv.post[i];
         fit[i] = step_fit_fwd_ns(f, &sv.sh[i]) + step_fit_post_ns(f, &sv.sh[i]);
     }
-    if (!rc) rc = step_noise_fit(&f->noise, took, fit, sv.n, e);
+    for (size_t i = 0; !rc && i < sv.n; i++)
+        rows[i] = sv.sh[i].rows;
+    if (!rc) rc = step_noise_fit_split(&f->noise_one, &f->noise, rows, took, fit, sv.n, e);
     if (!rc && !turnaround->n) *turnaround = sv.turnaround; /* the machine's, from the first */
     if (!rc && o->verbose && o->log) log_served_rows(o->log, &sv, f);
     free(took);
+    free(rows);
     free(fit);
     served_steps_free(&sv);
     return rc;

@@ -77,11 +77,13 @@ int plan_cost_calibrated(plan_cost *pc, const step_calib *c, const char *path, c
     }
     pc->turnaround = c->turnaround;
     const step_noise *z = &pc->fit.noise;
-    char served[128] = "; no served steps: no spread";
+    char served[160] = "; no served steps: no spread";
     if (z->n)
         snprintf(served, sizeof served,
-                 "; served steps over the fit: p10 x%.2f, p50 x%.2f, p99 x%.2f",
-                 step_noise_at(z, 0.1), step_noise_at(z, 0.5), step_noise_at(z, 0.99));
+                 "; served steps over the fit: p10 x%.2f, p50 x%.2f, p99 x%.2f; one-row: p50 "
+                 "x%.2f, p99 x%.2f",
+                 step_noise_at(z, 0.1), step_noise_at(z, 0.5), step_noise_at(z, 0.99),
+                 plan_cost_spread(pc, 1, 0.5), plan_cost_spread(pc, 1, 0.99));
     snprintf(pc->source, sizeof pc->source,
              "calibrated: %s (%s, %d threads, %s, %llu steps, median error %.1f%%%s%s)", path,
              c->source, c->threads, c->machine.cpu, (unsigned long long)pc->fit.n,
@@ -127,8 +129,10 @@ double plan_cost_ingress_ns(const plan_cost *pc, double n_ids, double u) {
     return fixed + pc->ingress_ns_per_token * n_ids;
 }
 
-double plan_cost_spread(const plan_cost *pc, double u) {
-    return pc->kind == PLAN_COST_FIT ? step_noise_at(&pc->fit.noise, u) : 1;
+double plan_cost_spread(const plan_cost *pc, double rows, double u) {
+    if (pc->kind != PLAN_COST_FIT) return 1;
+    const step_fit *f = &pc->fit;
+    return step_noise_at(rows <= 1 && f->noise_one.n ? &f->noise_one : &f->noise, u);
 }
 
 double plan_cost_post_ns(const plan_cost *pc, const step_shape *s) {

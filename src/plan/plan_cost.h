@@ -70,6 +70,6 @@ double plan_cost_post_ns(const plan_cost *pc, const step_shape *s);
 double plan_cost_ingress_ns(const plan_cost *pc, double n_ids, double u);
 /* A step's time over its cost at probability u in [0, 1): drawn once per
  * simulated step (1 without a calibration that served). */
-double plan_cost_spread(const plan_cost *pc, double u);
+double plan_cost_spread(const plan_cost *pc, double rows, double u);
 
 #endif

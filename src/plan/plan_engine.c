@@ -317,7 +317,8 @@ int sim_engine_step(sim *s, bool *ran, tps_err *e) {
     double post = rs ? (double)rs->post_ns : plan_cost_post_ns(s->srv->cost, &sh);
     if (!rs) { /* a served step's spread, in the forward pass: never below a quarter of it */
         double extra =
-            (plan_cost_spread(s->srv->cost, tps_rng_uniform(&s->spread_rng)) - 1) * (fwd + post);
+            (plan_cost_spread(s->srv->cost, sh.rows, tps_rng_uniform(&s->spread_rng)) - 1) *
+            (fwd + post);
         fwd = fwd + extra > fwd / 4 ? fwd + extra : fwd / 4;
     }
     const uint64_t t1 = t0 + (uint64_t)fwd, t2 = t1 + (uint64_t)post;

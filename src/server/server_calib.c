@@ -53,12 +53,17 @@ int server_calib_begin(server *s, engine_params *ep, tps_err *err) {
 /* The sample's spread about the solved fit; none with too few steps. */
 static void calib_spread(server_calib *c) {
     const size_t n = c->seen < CALIB_SAMPLE ? (size_t)c->seen : CALIB_SAMPLE;
-    double *fit = malloc(sizeof *fit * (n ? n : 1));
+    double *fit = malloc(sizeof *fit * (n ? n : 1)), *rows = malloc(sizeof *rows * (n ? n : 1));
     tps_err err = {{0}};
-    for (size_t i = 0; fit && i < n; i++)
+    for (size_t i = 0; fit && rows && i < n; i++) {
         fit[i] = step_fit_fwd_ns(&c->fit, &c->sh[i]) + step_fit_post_ns(&c->fit, &c->sh[i]);
-    if (!fit || step_noise_fit(&c->fit.noise, c->took, fit, n, &err)) c->fit.noise.n = 0;
+        rows[i] = c->sh[i].rows;
+    }
+    if (!fit || !rows ||
+        step_noise_fit_split(&c->fit.noise_one, &c->fit.noise, rows, c->took, fit, n, &err))
+        c->fit.noise.n = c->fit.noise_one.n = 0;
     free(fit);
+    free(rows);
 }
 
 void server_calib_end(server *s) {
