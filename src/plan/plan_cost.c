@@ -84,10 +84,12 @@ int plan_cost_calibrated(plan_cost *pc, const step_calib *c, const char *path, c
                  "x%.2f, p99 x%.2f",
                  step_noise_at(z, 0.1), step_noise_at(z, 0.5), step_noise_at(z, 0.99),
                  plan_cost_spread(pc, 1, 0.5), plan_cost_spread(pc, 1, 0.99));
-    snprintf(pc->source, sizeof pc->source,
-             "calibrated: %s (%s, %d threads, %s, %llu steps, median error %.1f%%%s%s)", path,
-             c->source, c->threads, c->machine.cpu, (unsigned long long)pc->fit.n,
-             100 * pc->fit.err_p50, scaled, served);
+    int len = snprintf(pc->source, sizeof pc->source,
+                       "calibrated: %s (%s, %d threads, %s, %llu steps, median error %.1f%%%s%s)",
+                       path, c->source, c->threads, c->machine.cpu, (unsigned long long)pc->fit.n,
+                       100 * pc->fit.err_p50, scaled, served);
+    if (len >= (int)sizeof pc->source) /* a long path: the text is cut, and says so */
+        memcpy(pc->source + sizeof pc->source - 4, "...", 4);
     return 0;
 }
 
