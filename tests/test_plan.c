@@ -603,7 +603,7 @@ Test(plan, calibrate_serves_the_model_and_keeps_the_spread_of_its_steps) {
                          .max_batch_tokens = 64,
                          .quick = true,
                          .model_path = v.path,
-                         .served_s = 0.5};
+                         .served_s = 3};
     step_calib c;
     tps_err e = {{0}};
     cr_assert_eq(plan_calibrate(&c, &o, &e), 0, "%s", e.msg);
