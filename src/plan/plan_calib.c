@@ -248,11 +248,9 @@ static int add_served(step_fit *f, step_noise *turnaround, const plan_calib_opts
     double *took = malloc(sizeof *took * n), *fit = malloc(sizeof *fit * n),
            *rows = malloc(sizeof *rows * n);
     if (!took || !fit || !rows) rc = tps_fail(e, TPS_ENOMEM, "out of memory");
-    const uint64_t grid_n = f->n;
     for (size_t i = 0; !rc && i < sv.n; i++)
         step_fit_add(f, &sv.sh[i], sv.fwd[i], sv.post[i]);
     if (!rc) rc = step_fit_solve(f, e);
-    f->n = grid_n + sv.n;
     for (size_t i = 0; !rc && i < sv.n; i++) {
         took[i] = sv.fwd[i] + sv.post[i];
         fit[i] = step_fit_fwd_ns(f, &sv.sh[i]) + step_fit_post_ns(f, &sv.sh[i]);
