@@ -141,10 +141,13 @@ Test(engine, cancel_mid_prefill_and_mid_decode_returns_every_block) {
     result res[N_REQ] = {0};
     uint64_t ids[N_REQ];
     w.max_tokens[1] = 100;
-    w.max_tokens[2] = 100;
     submit(e, &w, 1, 0.0f, res, ids); /* 400-token prompt: cancelled during prefill */
     engine_cancel(e, ids[1]);
-    submit(e, &w, 2, 0.0f, res, ids);
+    /* All the context its prompt leaves (max_tokens 0), and no stop at EOS: a test thread
+     * descheduled for a while (ctest -j2, a sanitizer) must still find it
+     * decoding when it cancels (100 tokens once finished first). */
+    engine_request rq2 = env_greedy_request(w.prompt[2], w.n_prompt[2], 0, &res[2]);
+    ids[2] = env_submit(e, &rq2);
     engine_event ev[16];
     while (res[2].n < 3) { /* cancelled during decode, after 3 tokens */
         engine_wait(e, 100);
