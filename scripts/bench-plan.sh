@@ -4,7 +4,9 @@
 # --save-calibration) and measure every point of the grid with tps bench:
 # closed loop at concurrency 1/4/16/64 with 128/128 and 512/64
 # prompt/output tokens, the capacity under an SLO (--find-max-rate), then
-# Poisson rates at 25/50/75/100% of the measured capacity. Then predict
+# Poisson rates at 25/50/75/100% of the measured capacity, then the
+# c4-128-128 point again with its first seed (the machine's repeatability:
+# how much the same point moves in the minutes a grid takes). Then predict
 # every point with tps plan: from tps plan calibrate's fit, from the
 # server's own fit, and from the roofline alone. Last,
 # scripts/plan_table.py writes the table of every point into docs/plan.md.
@@ -42,6 +44,7 @@ mkdir -p "$out"
 export XDG_CACHE_HOME=$out/cache
 : >"$out/points.txt"
 : >"$out/capacity.txt"
+[ -n "$repredict" ] || : >"$out/repeat.txt"
 
 spid=
 . scripts/served-lib.sh # stop_server: the server in $spid (it writes its fit at exit)
@@ -93,6 +96,20 @@ predict() {
   done <"$out/todo-$m.txt"
 }
 
+# repeat MODEL FILE NAME: the point NAME measured again, last, with its
+# seed (same prompts, same schedule): how far this machine moves between
+# the first point and the last, the floor under any prediction's error
+repeat() {
+  local m=$1 f=$2 first=$out/$1-$3.json args
+  [ -f "$first" ] || return 0
+  read -r -a args <<<"$(sed -n "s/^$m $3 //p" "$out/todo-$m.txt")"
+  args+=(--seed "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["config"]["seed"])' "$first")")
+  echo "== $m $3 again: ${args[*]}"
+  "$tps" bench --url "$url" --tokenizer "$f" "${args[@]}" --duration "$point_s" --timeout 600 \
+    --no-progress --quiet --json "$out/$m-$3.again.json" || return 0
+  echo "$m $3 $first $out/$m-$3.again.json" >>"$out/repeat.txt"
+}
+
 max_rate() { # the answer of a capacity search's JSON
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("max_rate", 0))' "$1"
 }
@@ -120,6 +137,7 @@ measure_all() {
   else
     echo "bench-plan: $m: no measured capacity under $slo: no rate points" >&2
   fi
+  repeat "$m" "$f" c4-128-128
   stop_server || true
 }
 

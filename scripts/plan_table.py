@@ -4,14 +4,16 @@
 Reads DIR/points.txt (one line per point: model, name, measured.json,
 calibrated.json, roofline.json and, optionally, served.json: predicted
 from the server's own --save-calibration) and DIR/capacity.txt (model, measured
-capacity.json, predicted capacity.json), every file a tps bench result or
-capacity search, and writes the markdown between the markers
+capacity.json, predicted capacity.json), DIR/repeat.txt when present (model,
+point, first.json, again.json: one point measured twice, first and last),
+every file a tps bench result or capacity search, and writes the markdown between the markers
 <!-- plan-table:begin --> and <!-- plan-table:end --> of DOC: one row per
 point with the measured figure, the calibrated prediction and its error
 (output tok/s [steady], TTFT p50/p99, ITL p50/p99), the uncalibrated
 (roofline) output tok/s and its error, then each model's share of points
 within the issue's bounds (10% for tok/s and the p50s, 20% for the p99s),
-and the capacity under the SLO measured and predicted.
+the repeated point's two measurements (the machine's own drift), and the
+capacity under the SLO measured and predicted.
 
 usage: scripts/plan_table.py DIR DOC
 """
@@ -109,6 +111,21 @@ def table(d):
             f"within 30% of the measured output tok/s at {rok} of {rn}; by figure: "
             + ", ".join(f"{LABEL[k]} {v} of {n}" for k, v in per_bound[model].items())
         )
+    rep = os.path.join(d, "repeat.txt")
+    if os.path.exists(rep):
+        with open(rep) as f:
+            for ln in f:
+                model, name, first, again = ln.split()
+                if os.path.exists(first) and os.path.exists(again):
+                    a, b = figures(first), figures(again)
+                    out.append(
+                        f"- {model}: {name} measured again after the rest (same seed): "
+                        + ", ".join(
+                            f"{LABEL[k]} {a[k]:.1f} then {b[k]:.1f} ({err(b[k], a[k]):+.0%})"
+                            for k in BOUNDS
+                        )
+                        + ": the machine's own repeatability over the grid"
+                    )
     cap = os.path.join(d, "capacity.txt")
     if os.path.exists(cap):
         with open(cap) as f:
