@@ -262,6 +262,7 @@ Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
     for (int i = 0; i < 32; i++)
         ones[i] = 1, took[i] = 5e5 + i * 1e5; /* turnarounds, ns */
     cr_assert_eq(step_noise_fit(&c.turnaround, took, ones, 32, &e), 0, "%s", e.msg);
+    c.fit[0].prime = (step_prime){.n = 64, .t1_ns = 3.5e6, .tn_ns = 2.25e7};
     char path[] = "/tmp/tps-test-calib-XXXXXX";
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
@@ -281,6 +282,16 @@ Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
     cr_expect_eq(back.turnaround.n, 32, "the turnarounds come back");
     for (int k = 0; k < STEP_NOISE_Q; k++)
         cr_expect_float_eq(back.turnaround.q[k], c.turnaround.q[k], 1.0);
+    cr_expect(back.fit[0].prime.n == 64 && back.fit[0].prime.t1_ns == 3.5e6 &&
+                  back.fit[0].prime.tn_ns == 2.25e7,
+              "the engine's warm-up comes back: n %u, %.0f, %.0f ns", back.fit[0].prime.n,
+              back.fit[0].prime.t1_ns, back.fit[0].prime.tn_ns);
+    const char bad[] =
+        "tps-calibration 2\nkv f16 steps 9 max_rows 64 err_p50 0\nprime n 0 t1 1 tn 1\n";
+    cr_expect_eq(step_calib_parse(&back, bad, sizeof bad - 1, "bad", &e), TPS_EINVAL,
+                 "a warm-up of 0 rows is refused");
+    cr_expect(strstr(e.msg, "bad:3"), "%s", e.msg);
+    cr_assert_eq(step_calib_read(&back, path, &e), 0, "%s", e.msg);
     plan_cost pc;
     cr_expect_eq(plan_cost_calibrated(&pc, &back, path, v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
     back.model.dim++;
@@ -616,6 +627,10 @@ Test(plan, calibrate_serves_the_model_and_keeps_the_spread_of_its_steps) {
               "a served step's median over the fit x%.2f", step_noise_at(z, 0.5));
     cr_expect_gt(step_noise_at(z, 0.99), step_noise_at(z, 0.5));
     cr_expect_gt(c.fit[0].noise_one.n, 0, "one stream's one-row steps spread on their own");
+    const step_prime *pr = &c.fit[0].prime;
+    cr_expect(pr->n >= 2 && pr->t1_ns > 0 && pr->tn_ns > pr->t1_ns,
+              "the served engine's warm-up, from its trace: %u rows %.0f ns, one %.0f ns", pr->n,
+              pr->tn_ns, pr->t1_ns);
     const step_noise *t = &c.turnaround;
     cr_assert_geq(t->n, 16, "closed-loop turnarounds from the engine's trace: %llu",
                   (unsigned long long)t->n);

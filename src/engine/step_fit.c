@@ -265,6 +265,9 @@ int step_calib_write(const step_calib *c, const char *path, tps_err *err) {
         write_coefs(f, "post", fit->coef[1]);
         write_noise(f, "noise", &fit->noise);
         write_noise(f, "noise_one", &fit->noise_one);
+        if (fit->prime.n)
+            fprintf(f, "prime n %u t1 %.0f tn %.0f\n", fit->prime.n, fit->prime.t1_ns,
+                    fit->prime.tn_ns);
     }
     if (c->turnaround.n) {
         fprintf(f, "turnaround steps %llu q", (unsigned long long)c->turnaround.n);
@@ -307,6 +310,18 @@ static int read_noise(step_noise *z, const char *p, double lo, double hi) {
         p = end;
     }
     z->n = n;
+    return 0;
+}
+
+/* A prime line: n >= 1 rows, both times in (0, a minute); -1 otherwise. */
+static int read_prime(step_prime *p, const char *s) {
+    int used = 0;
+    if (sscanf(s, "n %u t1 %lf tn %lf%n", &p->n, &p->t1_ns, &p->tn_ns, &used) != 3 || !used ||
+        p->n < 1 || !(p->t1_ns > 0) || !(p->t1_ns < 60e9) || !(p->tn_ns > 0) ||
+        !(p->tn_ns < 60e9)) {
+        memset(p, 0, sizeof *p);
+        return -1;
+    }
     return 0;
 }
 
@@ -362,6 +377,7 @@ static int read_line(step_calib *c, const char *line) {
     if (fit && !strncmp(line, "noise_one ", 10))
         return read_noise(&fit->noise_one, line + 10, 0, 1e3);
     if (!strncmp(line, "turnaround ", 11)) return read_noise(&c->turnaround, line + 11, -1, 60e9);
+    if (fit && !strncmp(line, "prime ", 6)) return read_prime(&fit->prime, line + 6);
     if (fit && !read_coefs(line, "fwd", fit->coef[0])) return 0;
     if (fit && !read_coefs(line, "post", fit->coef[1])) return 0;
     return -1;

@@ -52,6 +52,15 @@ typedef struct step_shape {
     double kv_read;    /* K/V positions read: each sequence's context once a step */
 } step_shape;
 
+/* The engine's warm-up on this machine (engine.c): a one-row step and an
+ * n-row prompt step, ns, which prime the planner's own step-time model
+ * (its ITL target and chunk sizes come from them, not from the fit); n 0:
+ * not measured. */
+typedef struct step_prime {
+    uint32_t n;
+    double t1_ns, tn_ns;
+} step_prime;
+
 typedef struct step_fit {
     uint64_t n;                           /* steps observed */
     double sw;                            /* their weight */
@@ -65,6 +74,7 @@ typedef struct step_fit {
     /* served steps' time over the fit (step_noise.h): one-row steps', and
      * the others' (every step's when noise_one has none); n 0: none */
     step_noise noise, noise_one;
+    step_prime prime;
 } step_fit;
 
 void step_fit_init(step_fit *f);

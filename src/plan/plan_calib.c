@@ -259,6 +259,7 @@ static int add_served(step_fit *f, step_noise *turnaround, const plan_calib_opts
         rows[i] = sv.sh[i].rows;
     if (!rc) rc = step_noise_fit_split(&f->noise_one, &f->noise, rows, took, fit, sv.n, e);
     if (!rc && !turnaround->n) *turnaround = sv.turnaround; /* the machine's, from the first */
+    if (!rc) f->prime = sv.prime;
     if (!rc && o->verbose && o->log) log_served_rows(o->log, &sv, f);
     free(took);
     free(rows);

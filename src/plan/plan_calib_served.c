@@ -131,10 +131,13 @@ static bool is_turn(const served_obs *l, size_t i) {
 
 /* A closed loop sends its next request when one ends: for each request
  * it sent so, the gap from the latest end before it. */
-static int turnarounds(step_noise *z, const served_obs *l, const char *trace, tps_err *e) {
+static int turnarounds(served_steps *st, const served_obs *l, const char *trace, tps_err *e) {
     plan_replay r;
     int rc = plan_replay_read(&r, trace, e);
     if (rc) return rc;
+    st->prime = (step_prime){.n = r.prime_n, .t1_ns = r.prime_t1_ns, .tn_ns = r.prime_tn_ns};
+    if (!(st->prime.t1_ns > 0) || !(st->prime.tn_ns > 0)) st->prime = (step_prime){0};
+    step_noise *z = &st->turnaround;
     const size_t cap = r.n_arrivals ? r.n_arrivals : 1;
     uint64_t *end = malloc(sizeof *end * cap);
     double *gap = malloc(sizeof *gap * cap), *one = malloc(sizeof *one * cap);
@@ -175,7 +178,7 @@ int plan_calib_served(served_steps *out, const plan_calib_opts *o, uint32_t kv_t
     if (fd >= 0) close(fd);
     if (!rc) rc = serve_and_load(&l, o, kv_type, trace, e);
     if (!rc && l.oom) rc = tps_fail(e, TPS_ENOMEM, "out of memory");
-    if (!rc) rc = turnarounds(&l.st.turnaround, &l, trace, e);
+    if (!rc) rc = turnarounds(&l.st, &l, trace, e);
     if (fd >= 0) unlink(trace);
     pthread_mutex_destroy(&l.mu);
     if (rc) served_steps_free(&l.st);

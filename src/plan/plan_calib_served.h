@@ -20,6 +20,7 @@ typedef struct served_steps {
     double *fwd, *post; /* ns */
     size_t n;
     step_noise turnaround; /* a request's end to the next one queued, ns (step_calib's) */
+    step_prime prime;      /* the served engine's warm-up (from its trace) */
 } served_steps;
 
 /* Serves o->model_path with kv_type and o's engine options and runs three
