@@ -471,6 +471,11 @@ Test(plan, one_stream_at_a_time_the_prediction_takes_the_real_step_count, .timeo
     cr_assert_eq(step_calib_read(&cal, r.calib, &e), 0, "%s", e.msg);
     cr_expect_eq(cal.fit[0].noise.n + cal.fit[0].noise_one.n, rp.n_steps,
                  "the serve's steps' spread about its fit, all %zu", rp.n_steps);
+    const step_prime *pr = &cal.fit[0].prime;
+    cr_expect(rp.prime_tn_ns > 0 && pr->n == rp.prime_n && fabs(pr->t1_ns - rp.prime_t1_ns) <= 1 &&
+                  fabs(pr->tn_ns - rp.prime_tn_ns) <= 1,
+              "the file's warm-up is the trace's: %u rows %.0f / %.0f ns, one %.0f / %.0f ns",
+              pr->n, pr->tn_ns, rp.prime_tn_ns, pr->t1_ns, rp.prime_t1_ns);
     cr_assert_eq(plan_cost_calibrated(&v.cost, &cal, r.calib, v.m, GGML_TYPE_F16, &e), 0, "%s",
                  e.msg);
     bench_run_out sim;

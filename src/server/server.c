@@ -492,6 +492,7 @@ int server_load(server *s, tps_err *err) {
     ep.tok = s->tok;
     if ((rc = server_calib_begin(s, &ep, err))) return rc;
     if ((rc = engine_create(&s->eng, &ep, err))) return rc;
+    server_calib_warmup(s);
     /* the roofline /metrics reads figures against: cached, or measured
      * once now (about a second, before the port says ready) */
     tps_err merr = {{0}};

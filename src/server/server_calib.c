@@ -66,6 +66,16 @@ static void calib_spread(server_calib *c) {
     free(rows);
 }
 
+void server_calib_warmup(server *s) {
+    if (!s->calib) return;
+    engine_stats st;
+    engine_get_stats(s->eng, &st);
+    if (st.warmup_rows >= 2 && st.warmup_one_ns && st.warmup_rows_ns)
+        s->calib->fit.prime = (step_prime){.n = st.warmup_rows,
+                                           .t1_ns = (double)st.warmup_one_ns,
+                                           .tn_ns = (double)st.warmup_rows_ns};
+}
+
 void server_calib_end(server *s) {
     if (!s->calib) return;
     step_calib c = {.threads = s->cfg.engine.n_threads ? s->cfg.engine.n_threads

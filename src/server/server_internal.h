@@ -313,6 +313,9 @@ void server_metrics_render(server *s, sbuf *out);
  * observer that fits every step; after engine_destroy, the file. */
 int server_calib_begin(server *s, engine_params *ep, tps_err *err);
 void server_calib_end(server *s);
+/* After engine_create: the engine's warm-up into the fit, so that a plan
+ * from the file primes its planner as this server's was. */
+void server_calib_warmup(server *s);
 
 /* server_reply.c: whole answers; the request is finished (and may be
  * freed) after each */
