@@ -155,9 +155,8 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     e->local.itl_target_ns = e->sc.target_ns;
     e->local.step_cost_fixed_ns = (uint64_t)e->sc.cost.c0_ns;
     e->local.step_cost_row_ns = (uint64_t)e->sc.cost.c1_ns;
-    e->local.warmup_rows = e->tr.prime.n;
-    e->local.warmup_one_ns = (uint64_t)e->tr.prime.t1_ns;
-    e->local.warmup_rows_ns = (uint64_t)e->tr.prime.tn_ns;
+    e->local.warmup =
+        (step_prime){.n = e->tr.prime.n, .t1_ns = e->tr.prime.t1_ns, .tn_ns = e->tr.prime.tn_ns};
     e->st = e->local;
     trace_prime prime = e->tr.prime;
     trace_init(&e->tr, tps_now_ns());

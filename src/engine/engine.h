@@ -19,6 +19,7 @@
 
 #include "engine/logprobs.h"
 #include "engine/sampler.h"
+#include "engine/step_fit.h"
 #include "engine/think.h"
 #include "metrics/hist.h"
 #include "model/llama_model.h"
@@ -281,10 +282,9 @@ typedef struct engine_stats {
     uint64_t itl_target_ns;
     uint64_t steps_over_itl_target_total;
     uint64_t step_cost_fixed_ns, step_cost_row_ns;
-    /* The warm-up that primed it: a one-row step and a step of warmup_rows
-     * prompt rows, ns (0: not timed, as without an ITL target). */
-    uint32_t warmup_rows;
-    uint64_t warmup_one_ns, warmup_rows_ns;
+    /* The warm-up that primed it (tn_ns 0: not timed, as without an ITL
+     * target). */
+    step_prime warmup;
     /* Roofline inputs, summed over steps: time in steps, weight bytes read
      * (every matrix once a step: the batch shares the stream), KV bytes read
      * (each sequence's context once a step), multiply-adds (every row

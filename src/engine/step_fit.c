@@ -313,12 +313,15 @@ static int read_noise(step_noise *z, const char *p, double lo, double hi) {
     return 0;
 }
 
-/* A prime line: n >= 1 rows, both times in (0, a minute); -1 otherwise. */
+bool step_prime_ok(const step_prime *p) {
+    return p->n >= 2 && p->t1_ns > 0 && p->t1_ns < 60e9 && p->tn_ns > 0 && p->tn_ns < 60e9;
+}
+
+/* A prime line (step_prime_ok); -1 otherwise. */
 static int read_prime(step_prime *p, const char *s) {
     int used = 0;
     if (sscanf(s, "n %u t1 %lf tn %lf%n", &p->n, &p->t1_ns, &p->tn_ns, &used) != 3 || !used ||
-        p->n < 1 || !(p->t1_ns > 0) || !(p->t1_ns < 60e9) || !(p->tn_ns > 0) ||
-        !(p->tn_ns < 60e9)) {
+        !step_prime_ok(p)) {
         memset(p, 0, sizeof *p);
         return -1;
     }

@@ -77,6 +77,10 @@ typedef struct step_fit {
     step_prime prime;
 } step_fit;
 
+/* Whether p is a warm-up a planner can prime with: at least 2 rows, both
+ * times in (0, a minute). */
+bool step_prime_ok(const step_prime *p);
+
 void step_fit_init(step_fit *f);
 /* One measured step: fwd_ns its forward pass, post_ns what came after it
  * until the engine could start the next. */

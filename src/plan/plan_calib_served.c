@@ -136,7 +136,7 @@ static int turnarounds(served_steps *st, const served_obs *l, const char *trace,
     int rc = plan_replay_read(&r, trace, e);
     if (rc) return rc;
     st->prime = (step_prime){.n = r.prime_n, .t1_ns = r.prime_t1_ns, .tn_ns = r.prime_tn_ns};
-    if (!(st->prime.t1_ns > 0) || !(st->prime.tn_ns > 0)) st->prime = (step_prime){0};
+    if (!step_prime_ok(&st->prime)) st->prime = (step_prime){0};
     step_noise *z = &st->turnaround;
     const size_t cap = r.n_arrivals ? r.n_arrivals : 1;
     uint64_t *end = malloc(sizeof *end * cap);

@@ -79,12 +79,12 @@ static int prime(sim *s, tps_err *e) {
     if (s->replay) {
         t1 = s->replay->prime_t1_ns;
         tn = s->replay->prime_tn_ns;
-    } else if (c->kind == PLAN_COST_FIT && c->fit.prime.n == (n >= 2 ? n : 1)) {
+    } else if (c->kind == PLAN_COST_FIT && c->fit.prime.n == n && step_prime_ok(&c->fit.prime)) {
         /* what the engine's warm-up measured, as a server's start would:
          * a warm-up step is quicker than a served one (no HTTP thread, no
          * client beside it), and the planner's chunks follow from it */
         t1 = c->fit.prime.t1_ns;
-        tn = n >= 2 ? c->fit.prime.tn_ns : 0;
+        tn = c->fit.prime.tn_ns;
     }
     s->ep.itl_target_ms = sched_prime(&s->sc, &macs, s->ep.itl_target_ms, t1, n, tn);
     return 0;

@@ -70,10 +70,7 @@ void server_calib_warmup(server *s) {
     if (!s->calib) return;
     engine_stats st;
     engine_get_stats(s->eng, &st);
-    if (st.warmup_rows >= 2 && st.warmup_one_ns && st.warmup_rows_ns)
-        s->calib->fit.prime = (step_prime){.n = st.warmup_rows,
-                                           .t1_ns = (double)st.warmup_one_ns,
-                                           .tn_ns = (double)st.warmup_rows_ns};
+    if (step_prime_ok(&st.warmup)) s->calib->fit.prime = st.warmup;
 }
 
 void server_calib_end(server *s) {
