@@ -5,8 +5,9 @@
 # closed loop at concurrency 1/4/16/64 with 128/128 and 512/64
 # prompt/output tokens, the capacity under an SLO (--find-max-rate), then
 # Poisson rates at 25/50/75/100% of the measured capacity, then the
-# c4-128-128 point again with its first seed (the machine's repeatability:
-# how much the same point moves in the minutes a grid takes). Then predict
+# c4-128-128 and rate75 points again with their first seeds (the machine's
+# repeatability: how much the same point moves in the minutes a grid takes;
+# a closed loop's and a Poisson load's TTFT move differently). Then predict
 # every point with tps plan: from tps plan calibrate's fit, from the
 # server's own fit, and from the roofline alone. Last,
 # scripts/plan_table.py writes the table of every point into docs/plan.md.
@@ -22,6 +23,13 @@
 #        TPS_PLAN_DOC      the page the table goes into (default docs/plan.md;
 #                          "none": print it only)
 #        BENCH_THREADS     kernel threads (default 2)
+#        TPS_PLAN_FRESH    1: also calibrate just before each point (its own
+#                          file, beside the point's JSON) and predict the point
+#                          from it too: what the prediction errs by when the
+#                          machine had no minutes to drift between the two
+#        TPS_PLAN_FRESH_ARGS those calibrations' options (default "--kv-type f16
+#                          --served-s 10": the server's KV type, and a served
+#                          phase long enough to see the machine's tails)
 #        TPS_PLAN_REPREDICT "calibrate": no measuring; calibrate again and
 #                          predict the points an earlier run measured (in
 #                          TPS_BENCH_DIR/plan); "keep": predict them with the
@@ -38,6 +46,13 @@ slo=${TPS_PLAN_SLO:-ttft=3000,tpot=300}
 doc=${TPS_PLAN_DOC:-docs/plan.md}
 threads=${BENCH_THREADS:-2}
 repredict=${TPS_PLAN_REPREDICT:-}
+fresh=${TPS_PLAN_FRESH:-}
+# every request waits for its reply, however long the queue ahead of it (a
+# 1B preset's 64 streams of 512-token prompts queue for minutes; the
+# default --idle-timeout of 60 s would fail them, and the figures would be
+# those of the requests that did not wait)
+limits=(--timeout 600 --idle-timeout 600)
+read -r -a fresh_args <<<"${TPS_PLAN_FRESH_ARGS:---kv-type f16 --served-s 10}"
 mkdir -p "$out"
 # the roofline's machine limits measured here, for these threads (not a cache
 # another run left behind)
@@ -70,7 +85,14 @@ measure() {
   local m=$1 f=$2 name=$3 base=$out/$1-$3
   shift 3
   echo "== $m $name: $*"
-  "$tps" bench --url "$url" --tokenizer "$f" "$@" --duration "$point_s" --timeout 600 \
+  if [ -n "$fresh" ]; then
+    "$tps" plan calibrate -m "$f" --threads "$threads" "${fresh_args[@]}" -o "$base.cal.txt" \
+      >"$base.cal.log" 2>&1 ||
+      echo "bench-plan: $m $name: calibrate failed ($base.cal.log)" >&2
+  else
+    rm -f "$base.cal.txt" # an earlier run's, taken before another measurement
+  fi
+  "$tps" bench --url "$url" --tokenizer "$f" "$@" --duration "$point_s" "${limits[@]}" \
     --no-progress --quiet --json "$base.json" || echo "bench-plan: $m $name: bench failed" >&2
   echo "$m $name $*" >>"$out/todo-$m.txt"
 }
@@ -86,12 +108,18 @@ predict() {
     # schedule (a Poisson point's request count is itself a draw)
     args+=(--seed "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["config"]["seed"])' "$base.json")")
     "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/cal-$m.txt" "${args[@]}" \
-      --duration "$point_s" --timeout 600 --quiet --json "$base.plan.json"
+      --duration "$point_s" "${limits[@]}" --quiet --json "$base.plan.json"
     "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/serve-cal-$m.txt" "${args[@]}" \
-      --duration "$point_s" --timeout 600 --quiet --json "$base.served.json" || true
-    "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache "${args[@]}" --duration "$point_s" --timeout 600 \
+      --duration "$point_s" "${limits[@]}" --quiet --json "$base.served.json" || true
+    "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache "${args[@]}" --duration "$point_s" "${limits[@]}" \
       --quiet --json "$base.roof.json"
-    echo "$m $name $base.json $base.plan.json $base.roof.json $base.served.json" \
+    local fresh_json=
+    if [ -f "$base.cal.txt" ]; then
+      fresh_json=$base.fresh.json
+      "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$base.cal.txt" "${args[@]}" \
+        --duration "$point_s" "${limits[@]}" --quiet --json "$fresh_json" || true
+    fi
+    echo "$m $name $base.json $base.plan.json $base.roof.json $base.served.json $fresh_json" \
       >>"$out/points.txt"
   done <"$out/todo-$m.txt"
 }
@@ -105,7 +133,7 @@ repeat() {
   read -r -a args <<<"$(sed -n "s/^$m $3 //p" "$out/todo-$m.txt")"
   args+=(--seed "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["config"]["seed"])' "$first")")
   echo "== $m $3 again: ${args[*]}"
-  "$tps" bench --url "$url" --tokenizer "$f" "${args[@]}" --duration "$point_s" --timeout 600 \
+  "$tps" bench --url "$url" --tokenizer "$f" "${args[@]}" --duration "$point_s" "${limits[@]}" \
     --no-progress --quiet --json "$out/$m-$3.again.json" || return 0
   echo "$m $3 $first $out/$m-$3.again.json" >>"$out/repeat.txt"
 }
@@ -138,6 +166,7 @@ measure_all() {
     echo "bench-plan: $m: no measured capacity under $slo: no rate points" >&2
   fi
   repeat "$m" "$f" c4-128-128
+  repeat "$m" "$f" rate75
   stop_server || true
 }
 

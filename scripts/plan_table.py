@@ -3,7 +3,8 @@
 
 Reads DIR/points.txt (one line per point: model, name, measured.json,
 calibrated.json, roofline.json and, optionally, served.json: predicted
-from the server's own --save-calibration) and DIR/capacity.txt (model, measured
+from the server's own --save-calibration, and fresh.json: predicted from a
+calibration taken just before the point was measured) and DIR/capacity.txt (model, measured
 capacity.json, predicted capacity.json), DIR/repeat.txt when present (model,
 point, first.json, again.json: one point measured twice, first and last),
 every file a tps bench result or capacity search, and writes the markdown between the markers
@@ -12,7 +13,8 @@ point with the measured figure, the calibrated prediction and its error
 (output tok/s [steady], TTFT p50/p99, ITL p50/p99), the uncalibrated
 (roofline) output tok/s and its error, then each model's share of points
 within the issue's bounds (10% for tok/s and the p50s, 20% for the p99s),
-the repeated point's two measurements (the machine's own drift), and the
+the same counts for the fresh calibrations where there are some, the
+repeated points' two measurements (the machine's own drift), and the
 capacity under the SLO measured and predicted.
 
 usage: scripts/plan_table.py DIR DOC
@@ -68,16 +70,40 @@ def capacity(path):
         return json.load(f).get("max_rate", 0.0)
 
 
+def misses(pred, meas):
+    """The figures of pred outside the bounds, as "TTFT p99 +34%"."""
+    return [
+        f"{LABEL[k]} {err(pred[k], meas[k]):+.0%}"
+        for k, b in BOUNDS.items()
+        if not abs(err(pred[k], meas[k])) <= b
+    ]
+
+
+def fresh_cell(pred, meas):
+    if not pred:
+        return "-"
+    miss = misses(pred, meas)
+    return "yes" if not miss else "no: " + ", ".join(miss)
+
+
 def table(d):
-    rows, score, per_bound = [], {}, {}
+    rows, score, per_bound, fresh = [], {}, {}, {}
     with open(os.path.join(d, "points.txt")) as f:
         points = [ln.split() for ln in f if ln.strip()]
+    with_fresh = any(len(p) > 6 for p in points)
     for model, name, meas, cal, roof, *rest in points:
         if not all(os.path.exists(p) for p in (meas, cal)):
             continue
         m, c = figures(meas), figures(cal)
         r = figures(roof) if os.path.exists(roof) else None
         sv = figures(rest[0]) if rest and os.path.exists(rest[0]) else None
+        fr = figures(rest[1]) if len(rest) > 1 and os.path.exists(rest[1]) else None
+        if fr:
+            fs = fresh.setdefault(model, [0, 0, dict.fromkeys(BOUNDS, 0)])
+            fs[0] += not misses(fr, m)
+            fs[1] += 1
+            for k, b in BOUNDS.items():
+                fs[2][k] += abs(err(fr[k], m[k])) <= b
         s = score.setdefault(model, [0, 0, 0, 0])
         per = per_bound.setdefault(model, dict.fromkeys(BOUNDS, 0))
         for k, b in BOUNDS.items():
@@ -97,12 +123,13 @@ def table(d):
             f"| {cell(r['tps'], m['tps']) if r else '-'} "
             f"| {cell(sv['tps'], m['tps']) + ', ' + cell(sv['ttft50'], m['ttft50']) if sv else '-'} "
             f"| {'yes' if ok else 'no'} |"
+            + (f" {fresh_cell(fr, m)} |" if with_fresh else "")
         )
     out = [
         "| model | point | measured out tok/s | predicted (error) | TTFT p50 ms measured / "
         "predicted | TTFT p99 | ITL p50 | ITL p99 | roofline out tok/s | server's fit: out tok/s, "
-        "TTFT p50 | within bounds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "TTFT p50 | within bounds |" + (" fresh calibration: within bounds |" if with_fresh else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if with_fresh else ""),
     ] + rows
     out.append("")
     for model, (ok, n, rok, rn) in score.items():
@@ -110,6 +137,12 @@ def table(d):
             f"- {model}: {ok} of {n} points within the bounds ({ok / n:.0%}); roofline "
             f"within 30% of the measured output tok/s at {rok} of {rn}; by figure: "
             + ", ".join(f"{LABEL[k]} {v} of {n}" for k, v in per_bound[model].items())
+        )
+    for model, (ok, n, per) in fresh.items():
+        out.append(
+            f"- {model}, each point predicted from a calibration taken just before it was "
+            f"measured: {ok} of {n} points within the bounds ({ok / n:.0%}); by figure: "
+            + ", ".join(f"{LABEL[k]} {v} of {n}" for k, v in per.items())
         )
     rep = os.path.join(d, "repeat.txt")
     if os.path.exists(rep):
