@@ -237,3 +237,51 @@ Test(bench_serve, runs_probes_and_points_send_prompts_no_cache_has_seen, .timeou
     json_decref(c);
     serve_stop(&s);
 }
+
+/* Bytes of a split UTF-8 character still held when a choice ends go out in
+ * one more text event at its end: it reports no new token, so the bench's
+ * count of the stream must equal usage and the verdict must trust it. Byte
+ * 0xE2 (<0xE2>, id 229 in stories260K's vocabulary) starts a three-byte
+ * character; forced as every token, each stream ends with bytes held. */
+static void expect_stream_equals_usage(const char *what, const char *args) {
+    server_proc s;
+    serve_start(&s);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "bench --concurrency 2 --requests 4 --input-len 16 --output-len 5 %s "
+             "--per-request --quiet --no-progress",
+             args);
+    json_t *r = tps_json(&s, cmd);
+    serve_stop(&s);
+    json_t *reqs = json_object_get(r, "per_request");
+    cr_assert_eq(json_array_size(reqs), 4);
+    for (size_t i = 0; i < json_array_size(reqs); i++) {
+        json_t *q = json_array_get(reqs, i);
+        json_int_t usage = json_integer_value(
+                       json_object_get(json_object_get(q, "usage"), "completion_tokens")),
+                   stream = json_integer_value(json_object_get(q, "stream_tokens"));
+        cr_expect_eq(usage, 5, "%s, request %zu: usage %lld", what, i, (long long)usage);
+        cr_expect_eq(stream, usage, "%s, request %zu: the stream showed %lld tokens, usage %lld",
+                     what, i, (long long)stream, (long long)usage);
+        cr_expect_eq(json_array_size(json_object_get(q, "events")), 5,
+                     "%s, request %zu: one arrival per token", what, i);
+    }
+    json_t *usage_check =
+        json_object_get(json_object_get(json_object_get(r, "verdict"), "checks"), "usage");
+    cr_expect(json_is_true(json_object_get(usage_check, "ok")), "%s: usage check: %s", what,
+              json_string_value(json_object_get(usage_check, "evidence")));
+    json_decref(r);
+}
+
+Test(bench_serve, held_bytes_flushed_at_the_end_are_no_extra_token, .timeout = 120) {
+    expect_stream_equals_usage("held bytes", "--extra-body '{\"logit_bias\":{\"229\":100}}'");
+}
+
+/* With tools, text that may begin a call is held until it cannot; each held
+ * token still arrives (an empty delta with its id), and what is still held
+ * at the end comes with no id. '<' (<0x3C>, id 63) may begin <tool_call>. */
+Test(bench_serve, a_tool_stream_holding_text_shows_every_token, .timeout = 120) {
+    expect_stream_equals_usage(
+        "tools", "--endpoint chat --extra-body '{\"logit_bias\":{\"63\":100},\"tools\":[{"
+                 "\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}'");
+}

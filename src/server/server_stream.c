@@ -330,13 +330,17 @@ static void content_out(req_ctx *c, req_choice *ch, const engine_event *ev, sse_
                         int32_t token, const sse_lp *lp) {
     if (c->stream && c->tools) { /* content goes out as it comes, a call when complete */
         sbuf_add(&ch->text, t.p, t.n);
-        if (ch->tool_hold) return;
-        size_t safe = tools_stream_safe(c->tfmt, ch->text.p, ch->text.len, &ch->tool_hold);
-        if (safe <= ch->tool_sent) return;
+        size_t safe = ch->tool_hold
+                          ? ch->tool_sent
+                          : tools_stream_safe(c->tfmt, ch->text.p, ch->text.len, &ch->tool_hold);
+        if (safe < ch->tool_sent) safe = ch->tool_sent;
+        /* held text (it may be a call) still gets its token's event, empty,
+         * as a split character's bytes do: every token arrives */
         sbuf_reset(&c->out);
         add_role_once(c, ch, ev->choice);
-        sse_chunk_text(&c->out, &c->meta, ev->choice, ch->text.p + ch->tool_sent,
-                       safe - ch->tool_sent, token, NULL, NULL);
+        const char *text = ch->text.p ? ch->text.p + ch->tool_sent : "";
+        sse_chunk_text(&c->out, &c->meta, ev->choice, text, safe - ch->tool_sent, token, NULL,
+                       NULL);
         ch->tool_sent = (uint32_t)safe;
         write_chunk(c);
         return;

@@ -198,7 +198,10 @@ static void chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *f
         sbuf_json_str(b, text, n);
         logprobs_field(b, m->kind, tok, lp, 1);
     }
-    if (token >= 0) sbuf_printf(b, ",\"token_ids\":[%d]", token);
+    if (token >= 0)
+        sbuf_printf(b, ",\"token_ids\":[%d]", token);
+    else
+        sbuf_adds(b, ",\"token_ids\":[]"); /* held text: no token arrives with it */
     sbuf_adds(b, ",\"finish_reason\":null}]}\n\n");
 }
 

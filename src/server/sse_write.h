@@ -70,8 +70,10 @@ void sse_timings_json(sbuf *b, const engine_timings *t);
 /* Chat only: a choice's first event, delta {"role":"assistant","content":""}. */
 void sse_chunk_role(sbuf *b, const sse_meta *m, uint32_t index);
 /* One token's event: its text (possibly empty) and, as an extension, its id
- * in choices[0].token_ids (token < 0: none); with lp (may be NULL) its
- * logprobs, spelled by tok. */
+ * in choices[0].token_ids; with lp (may be NULL) its logprobs, spelled by
+ * tok. token < 0: text earlier tokens brought and the stream held back
+ * (sent when the choice ends), with "token_ids":[] so that the ids a stream
+ * carries add up to its usage. */
 void sse_chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *text, size_t n,
                     int32_t token, const sse_lp *lp, const tokenizer *tok);
 /* Chat: the same with the text as delta {"reasoning_content": ...}, the
