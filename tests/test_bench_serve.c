@@ -270,6 +270,12 @@ static void expect_stream_equals_usage(const char *what, const char *args) {
         json_object_get(json_object_get(json_object_get(r, "verdict"), "checks"), "usage");
     cr_expect(json_is_true(json_object_get(usage_check, "ok")), "%s: usage check: %s", what,
               json_string_value(json_object_get(usage_check, "evidence")));
+    /* this machine's CPUs were read over the run (Linux has /proc/stat) */
+    json_t *host = json_object_get(r, "host");
+    double steal = json_number_value(json_object_get(host, "steal")),
+           others = json_number_value(json_object_get(host, "others_cpu"));
+    cr_expect(json_is_object(host) && steal >= 0 && steal <= 1 && others > 0 && others <= 1,
+              "%s: host steal %.3f, others %.3f", what, steal, others);
     json_decref(r);
 }
 

@@ -67,6 +67,8 @@ static void judged(verdict *v, bench_result *res, const shape *s, double cpu, do
     res->client_cpu_s = cpu * res->run.tps.seconds;
     res->has_runq = runq >= 0;
     res->client_runq_s = runq >= 0 ? runq * res->run.tps.seconds : 0;
+    /* a quiet machine: 1% stolen, a server beside the client */
+    if (!extra) res->host = (cpu_contention){.known = true, .steal = 0.01, .others = 0.6};
     verdict_judge(v, res);
     json_decref(cfg);
     drop(r, s->n);
@@ -116,6 +118,49 @@ Test(verdict, a_clean_run_is_trusted_and_says_why) {
         cr_expect_eq(v2.check[i].tripped, v.check[i].tripped, "%s", v.check[i].name);
         cr_expect_str_eq(v2.check[i].evidence, v.check[i].evidence);
     }
+    result_free(&back);
+    json_decref(j);
+    result_free(&res);
+}
+
+/* The hypervisor's steal trips steal alone; unmeasured (a plan's result, an
+ * older file) is unknown, not a pass; the JSON keeps it; merged runs weigh
+ * their machines' shares by their run windows. */
+Test(verdict, steal_trips_steal_and_unmeasured_is_unknown) {
+    verdict v;
+    bench_result res;
+    judged(&v, &res, &CLEAN, 0.10, 0.001, "tokenizer", NULL);
+    res.host = (cpu_contention){.known = true, .steal = 0.20, .others = 0.55};
+    verdict_judge(&v, &res);
+    expect_only(&v, VERDICT_STEAL);
+    cr_expect(strstr(v.check[VERDICT_STEAL].evidence, "stole 20.0%") != NULL, "%s",
+              v.check[VERDICT_STEAL].evidence);
+    json_t *j = result_to_json(&res);
+    json_t *h = json_object_get(j, "host");
+    cr_expect_float_eq(json_number_value(json_object_get(h, "steal")), 0.20, 1e-9);
+    cr_expect_float_eq(json_number_value(json_object_get(h, "others_cpu")), 0.55, 1e-9);
+    bench_result back;
+    tps_err e = {{0}};
+    cr_assert_eq(result_from_json(&back, j, &e), 0, "%s", e.msg);
+    cr_expect(back.host.known);
+    cr_expect_float_eq(back.host.steal, 0.20, 1e-9);
+    bench_result other;
+    cr_assert_eq(result_from_json(&other, j, &e), 0, "%s", e.msg);
+    other.host.steal = 0.0; /* the same run length: the merge is the plain mean */
+    cr_assert_eq(result_merge(&back, &other, &e), 0, "%s", e.msg);
+    cr_expect_float_eq(back.host.steal, 0.10, 1e-9);
+    result_free(&other);
+    result_free(&back);
+    json_decref(j);
+
+    res.host.known = false;
+    verdict_judge(&v, &res);
+    cr_expect_not(v.check[VERDICT_STEAL].known);
+    cr_expect_not(v.check[VERDICT_STEAL].tripped);
+    j = result_to_json(&res);
+    cr_expect(json_is_null(json_object_get(j, "host")));
+    cr_assert_eq(result_from_json(&back, j, &e), 0, "%s", e.msg);
+    cr_expect_not(back.host.known);
     result_free(&back);
     json_decref(j);
     result_free(&res);

@@ -35,6 +35,7 @@
 #include "bench/workload/load.h"
 #include "bench/client/chunk.h"
 #include "bench/workload/workload.h"
+#include "metrics/cpu_load.h"
 #include "metrics/timeline.h"
 #include "base/error.h"
 
@@ -124,6 +125,9 @@ typedef struct bench_run_out {
     uint64_t bytes_received;
     uint64_t events_received;
     bool hit_deadline; /* in-flight requests were cancelled at duration + timeout */
+    /* this machine's CPUs over the run (/proc/stat): the hypervisor's steal
+     * and other processes' use (a server on this machine among them) */
+    cpu_contention host;
 } bench_run_out;
 
 /* The event loops a run gets when cfg->client_threads is 0: one per 64

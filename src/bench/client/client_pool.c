@@ -256,11 +256,15 @@ int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, t
     /* the wall-clock label read beside the origin, not before set-up (which
      * can take milliseconds): a capture or a server log is matched through it */
     sh.t0_unix_ns = wall_now_ns();
+    cpu_sample host0, host1;
+    cpu_sample_take(&host0);
     uint32_t started;
     rc = start_loops(sl, n, &sh, &started, e);
     wait_loops(&p, sl, started, cfg, progress_total(cfg, wl, sh.planned), sh.t0);
+    cpu_sample_take(&host1);
     if ((rc = join_loops(sl, n, rc, e))) goto done;
     rc = collect_loops(out, sl, parts, n, e);
+    if (!rc) out->host = cpu_contention_between(&host0, &host1);
 
 done:
     for (uint32_t i = 0; sl && i < n; i++)

@@ -235,6 +235,7 @@ int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char
     ro.server_metrics = metrics;
     ro.bytes = run.bytes_received;
     ro.events = run.events_received;
+    ro.host = run.host;
     rc = result_build(out, run.recs, run.n, &ro, e);
     json_decref(metrics);
     json_decref(jc);

@@ -155,7 +155,8 @@ static int probe_result(capacity_probe *p, const capacity_opts *o, const bench_c
                          .client_loops = ro->client_loops,
                          .client_loop_cpu_max_s = ro->client_loop_cpu_max_s,
                          .bytes = ro->bytes_received,
-                         .events = ro->events_received};
+                         .events = ro->events_received,
+                         .host = ro->host};
     int rc = result_build(&p->result, ro->recs, ro->n, &ropts, e);
     json_decref(cfg);
     if (rc) return rc;

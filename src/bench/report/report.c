@@ -288,7 +288,8 @@ void report_print_glossary(FILE *f) {
         "  verdict       whether to trust the figures: client (CPU-bound or waiting for a\n"
         "                CPU), batching (several tokens per event: ITL measures flushes),\n"
         "                approximate (token counts), usage (differs from the stream),\n"
-        "                requests (too few for p99), steady (load never steady); each with\n"
-        "                its evidence. It does not change the exit status\n",
+        "                requests (too few for p99), steady (load never steady), steal\n"
+        "                (the hypervisor took this machine's CPU time); each with its\n"
+        "                evidence. It does not change the exit status\n",
         f);
 }

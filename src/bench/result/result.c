@@ -275,6 +275,7 @@ static void take_opts(bench_result *r, const result_opts *o) {
     r->client_runq_s = o->client_runq_s;
     r->bytes = o->bytes;
     r->events = o->events;
+    r->host = o->host;
     if (o->per_request) r->per_request = json_array();
     if (o->server_metrics) r->server_metrics = json_incref(o->server_metrics);
 }

@@ -99,6 +99,7 @@ typedef struct result_opts {
     bool has_runq;                /* client_runq_s is known (sched_stat.h) */
     double client_runq_s;         /* the bench thread's run-queue wait during the run */
     uint64_t bytes, events;
+    cpu_contention host; /* bench_run_out's */
 } result_opts;
 
 typedef struct bench_result {
@@ -132,6 +133,7 @@ typedef struct bench_result {
     bool has_runq;
     double client_runq_s;
     uint64_t bytes, events;
+    cpu_contention host;      /* known false: not measured (a plan, an older result) */
     uint64_t warmup_excluded; /* requests sent during --warmup: in no distribution */
     json_t *per_request;      /* owned or NULL */
     json_t *server_metrics;   /* --scrape: scrape.h's object, owned; NULL none */

@@ -177,6 +177,12 @@ json_t *result_to_json(const bench_result *r) {
                   "cpu_us_per_token",
                   r->output_tokens ? 1e6 * r->client_cpu_s / (double)r->output_tokens : 0.0,
                   "cpu_us_per_event", r->events ? 1e6 * r->client_cpu_s / (double)r->events : 0.0));
+    /* this machine's CPUs over the run: what the hypervisor stole, what
+     * other processes (a local server among them) used */
+    json_object_set_new(o, "host",
+                        r->host.known ? json_pack("{s:f, s:f}", "steal", r->host.steal,
+                                                  "others_cpu", r->host.others)
+                                      : json_null());
     if (r->turns.turns) json_object_set_new(o, "turns", turns_json(&r->turns));
     verdict v;
     verdict_judge(&v, r);
@@ -428,6 +434,14 @@ static void client_from_json(bench_result *r, const json_t *cl) {
     r->has_runq = json_is_number(json_object_get(cl, "runq_wait_s"));
 }
 
+/* null or absent (a plan, a result from before it was measured): unknown */
+static void host_from_json(bench_result *r, const json_t *h) {
+    const json_t *s = json_object_get(h, "steal"), *o = json_object_get(h, "others_cpu");
+    if (!json_is_number(s) || !json_is_number(o)) return;
+    r->host = (cpu_contention){
+        .known = true, .steal = json_number_value(s), .others = json_number_value(o)};
+}
+
 int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
     memset(r, 0, sizeof *r);
     int rc = check_schema(j, e);
@@ -452,6 +466,7 @@ int result_from_json(bench_result *r, const json_t *j, tps_err *e) {
     r->with_timings = ju(sv, "requests_with_timings");
     r->server_preemptions = ju(sv, "preemptions");
     client_from_json(r, json_object_get(j, "client"));
+    host_from_json(r, json_object_get(j, "host"));
     json_t *pr = json_object_get(j, "per_request");
     if (json_is_array(pr)) r->per_request = json_incref(pr);
     json_t *sm = json_object_get(j, "server_metrics");

@@ -15,6 +15,19 @@ static void merge_cached(result_cached *d, const result_cached *s) {
     d->prompt += s->prompt;
 }
 
+/* The runs' machines' shares, weighted by their run windows' lengths;
+ * unknown when either is. Before the windows merge. */
+static void merge_host(bench_result *d, const bench_result *s) {
+    if (!d->host.known || !s->host.known) {
+        d->host.known = false;
+        return;
+    }
+    double a = d->run.valid ? d->run.tps.seconds : 0, b = s->run.valid ? s->run.tps.seconds : 0;
+    if (!(a + b > 0)) a = b = 1;
+    d->host.steal = (a * d->host.steal + b * s->host.steal) / (a + b);
+    d->host.others = (a * d->host.others + b * s->host.others) / (a + b);
+}
+
 static void merge_window(result_window *d, const result_window *s) {
     if (!s->valid) return;
     if (!d->valid) {
@@ -124,6 +137,7 @@ int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
     dst->warmup_excluded += src->warmup_excluded;
     dst->bytes += src->bytes;
     dst->events += src->events;
+    merge_host(dst, src);
     merge_window(&dst->run, &src->run);
     merge_window(&dst->steady, &src->steady);
     merge_window(&dst->user, &src->user);

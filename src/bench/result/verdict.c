@@ -7,9 +7,13 @@
 #include <string.h>
 
 static const char *const NAMES[VERDICT_COUNT] = {
-    [VERDICT_CLIENT] = "client",           [VERDICT_BATCHING] = "batching",
-    [VERDICT_APPROXIMATE] = "approximate", [VERDICT_USAGE] = "usage",
-    [VERDICT_REQUESTS] = "requests",       [VERDICT_STEADY] = "steady",
+    [VERDICT_CLIENT] = "client",
+    [VERDICT_BATCHING] = "batching",
+    [VERDICT_APPROXIMATE] = "approximate",
+    [VERDICT_USAGE] = "usage",
+    [VERDICT_REQUESTS] = "requests",
+    [VERDICT_STEADY] = "steady",
+    [VERDICT_STEAL] = "steal",
 };
 
 static void set(verdict_check *c, bool known, bool tripped, double value, double limit) {
@@ -133,6 +137,23 @@ static void check_steady(verdict_check *c, const bench_result *r) {
                  r->steady.why[0] ? r->steady.why : "not measured");
 }
 
+/* The client's machine: the server's too when it runs there (a loopback
+ * URL), and then every figure is slowed by what the hypervisor took. */
+static void check_steal(verdict_check *c, const bench_result *r) {
+    const cpu_contention *h = &r->host;
+    set(c, h->known, h->steal >= VERDICT_STEAL_SHARE, h->steal, VERDICT_STEAL_SHARE);
+    if (!h->known)
+        snprintf(c->evidence, sizeof c->evidence, "this machine's CPU time was not measured");
+    else
+        snprintf(c->evidence, sizeof c->evidence,
+                 "%sthe hypervisor stole %.1f%% of this machine's CPU time during the run "
+                 "(limit %.0f%%); other processes used %.1f%%",
+                 h->steal >= VERDICT_STEAL_SHARE
+                     ? "a shared VM, slowed by other guests (a server here ran slower with it): "
+                     : "",
+                 100 * h->steal, 100 * VERDICT_STEAL_SHARE, 100 * h->others);
+}
+
 void verdict_judge(verdict *v, const bench_result *r) {
     memset(v, 0, sizeof *v);
     for (int i = 0; i < VERDICT_COUNT; i++)
@@ -143,6 +164,7 @@ void verdict_judge(verdict *v, const bench_result *r) {
     check_usage(&v->check[VERDICT_USAGE], r);
     check_requests(&v->check[VERDICT_REQUESTS], r);
     check_steady(&v->check[VERDICT_STEADY], r);
+    check_steal(&v->check[VERDICT_STEAL], r);
     for (int i = 0; i < VERDICT_COUNT; i++)
         v->tripped += v->check[i].tripped;
 }

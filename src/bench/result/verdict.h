@@ -14,6 +14,9 @@
  *   requests      too few completed requests in the steady window for the
  *                 p99 the report prints (it is then one of the few largest)
  *   steady        the run never reached a steady load (no steady window)
+ *   steal         the hypervisor took CPU time from this machine during the
+ *                 run (/proc/stat's steal): a shared VM runs slower while
+ *                 other guests are busy, so its figures move with theirs
  *
  * A check that cannot be judged (e.g. no schedstat) is unknown, not passed.
  * Not here: printing beyond one block (report.c calls verdict_print). */
@@ -31,6 +34,7 @@
 #define VERDICT_RUNQ_SHARE   0.02 /* client run-queue wait / run length */
 #define VERDICT_MULTI_SHARE  0.05 /* events with > 1 token / token events */
 #define VERDICT_MIN_REQUESTS 100  /* for p99 to lie below the largest value */
+#define VERDICT_STEAL_SHARE  0.03 /* CPU time the hypervisor stole / all CPU time */
 
 typedef enum verdict_id {
     VERDICT_CLIENT = 0,
@@ -39,6 +43,7 @@ typedef enum verdict_id {
     VERDICT_USAGE,
     VERDICT_REQUESTS,
     VERDICT_STEADY,
+    VERDICT_STEAL,
     VERDICT_COUNT
 } verdict_id;
 
