@@ -263,6 +263,8 @@ Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
         ones[i] = 1, took[i] = 5e5 + i * 1e5; /* turnarounds, ns */
     cr_assert_eq(step_noise_fit(&c.turnaround, took, ones, 32, &e), 0, "%s", e.msg);
     c.fit[0].prime = (step_prime){.n = 64, .t1_ns = 3.5e6, .tn_ns = 2.25e7};
+    c.has_steal = true;
+    c.steal = 0.125;
     char path[] = "/tmp/tps-test-calib-XXXXXX";
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
@@ -286,6 +288,10 @@ Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
                   back.fit[0].prime.tn_ns == 2.25e7,
               "the engine's warm-up comes back: n %u, %.0f, %.0f ns", back.fit[0].prime.n,
               back.fit[0].prime.t1_ns, back.fit[0].prime.tn_ns);
+    cr_expect(back.has_steal && back.steal == 0.125, "the steal it was taken under comes back");
+    const char stolen[] = "tps-calibration 2\nsteal 1.5\n";
+    cr_expect_eq(step_calib_parse(&back, stolen, sizeof stolen - 1, "stolen", &e), TPS_EINVAL,
+                 "a share over 1 is refused");
     const char bad[] =
         "tps-calibration 2\nkv f16 steps 9 max_rows 64 err_p50 0\nprime n 0 t1 1 tn 1\n";
     cr_expect_eq(step_calib_parse(&back, bad, sizeof bad - 1, "bad", &e), TPS_EINVAL,
@@ -294,6 +300,8 @@ Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
     cr_assert_eq(step_calib_read(&back, path, &e), 0, "%s", e.msg);
     plan_cost pc;
     cr_expect_eq(plan_cost_calibrated(&pc, &back, path, v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
+    cr_expect(pc.has_steal && pc.steal == 0.125 && strstr(pc.source, "12.5% stolen"), "%s",
+              pc.source);
     back.model.dim++;
     cr_expect_eq(plan_cost_calibrated(&pc, &back, path, v.m, GGML_TYPE_F16, &e), TPS_EINVAL);
     cr_expect(strstr(e.msg, "another model") && strstr(e.msg, "shape"), "%s", e.msg);
@@ -636,6 +644,8 @@ Test(plan, calibrate_serves_the_model_and_keeps_the_spread_of_its_steps) {
     cr_expect(pr->n >= 2 && pr->t1_ns > 0 && pr->tn_ns > pr->t1_ns,
               "the served engine's warm-up, from its trace: %u rows %.0f ns, one %.0f ns", pr->n,
               pr->tn_ns, pr->t1_ns);
+    cr_expect(c.has_steal && c.steal >= 0 && c.steal <= 1,
+              "the hypervisor's steal while it ran is measured (Linux: /proc/stat): %.3f", c.steal);
     const step_noise *t = &c.turnaround;
     cr_assert_geq(t->n, 16, "closed-loop turnarounds from the engine's trace: %llu",
                   (unsigned long long)t->n);

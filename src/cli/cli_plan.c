@@ -159,13 +159,16 @@ static int cost_for(plan_cost *pc, const plan_cli *p, const llama_model *m, tps_
 static json_t *plan_config(const plan_cli *p, const plan_server *srv) {
     const engine_params *ep = &p->ep;
     const ggml_type_info *kt = ggml_type_get(ep->kv_type);
-    return json_pack("{s:b, s:{s:s, s:s, s:b, s:{s:i, s:i, s:i, s:f, s:s, s:b, s:I}, s:s}}",
+    /* the hypervisor's steal while the calibration was taken: a run's
+     * host.steal beside it says whether the machine was as shared */
+    json_t *steal = srv->cost->has_steal ? json_real(srv->cost->steal) : json_null();
+    return json_pack("{s:b, s:{s:s, s:s, s:b, s:o, s:{s:i, s:i, s:i, s:f, s:s, s:b, s:I}, s:s}}",
                      "predicted", 1, "plan", "model", p->model, "cost", srv->cost->source,
-                     "calibrated", srv->cost->kind == PLAN_COST_FIT, "engine", "max_seqs",
-                     (int)ep->max_seqs, "max_batch_tokens", (int)ep->max_batch_tokens, "threads",
-                     ep->n_threads, "itl_target_ms", ep->itl_target_ms, "kv_type",
-                     kt ? kt->name : "?", "prefix_cache", !ep->no_prefix_cache, "kv_mem",
-                     (json_int_t)ep->kv_mem, "assumes",
+                     "calibrated", srv->cost->kind == PLAN_COST_FIT, "calibration_steal", steal,
+                     "engine", "max_seqs", (int)ep->max_seqs, "max_batch_tokens",
+                     (int)ep->max_batch_tokens, "threads", ep->n_threads, "itl_target_ms",
+                     ep->itl_target_ms, "kv_type", kt ? kt->name : "?", "prefix_cache",
+                     !ep->no_prefix_cache, "kv_mem", (json_int_t)ep->kv_mem, "assumes",
                      "every request generates max_tokens; the network adds a fixed latency");
 }
 

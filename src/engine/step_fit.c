@@ -269,6 +269,7 @@ int step_calib_write(const step_calib *c, const char *path, tps_err *err) {
             fprintf(f, "prime n %u t1 %.0f tn %.0f\n", fit->prime.n, fit->prime.t1_ns,
                     fit->prime.tn_ns);
     }
+    if (c->has_steal) fprintf(f, "steal %.4f\n", c->steal);
     if (c->turnaround.n) {
         fprintf(f, "turnaround steps %llu q", (unsigned long long)c->turnaround.n);
         for (int k = 0; k < STEP_NOISE_Q; k++)
@@ -380,6 +381,10 @@ static int read_line(step_calib *c, const char *line) {
     if (fit && !strncmp(line, "noise_one ", 10))
         return read_noise(&fit->noise_one, line + 10, 0, 1e3);
     if (!strncmp(line, "turnaround ", 11)) return read_noise(&c->turnaround, line + 11, -1, 60e9);
+    if (!strncmp(line, "steal ", 6)) {
+        c->has_steal = sscanf(line + 6, "%lf", &c->steal) == 1 && c->steal >= 0 && c->steal <= 1;
+        return c->has_steal ? 0 : -1;
+    }
     if (fit && !strncmp(line, "prime ", 6)) return read_prime(&fit->prime, line + 6);
     if (fit && !read_coefs(line, "fwd", fit->coef[0])) return 0;
     if (fit && !read_coefs(line, "post", fit->coef[1])) return 0;

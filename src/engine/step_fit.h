@@ -119,6 +119,11 @@ typedef struct step_calib {
      * token written and read, the request sent, read, parsed, tokenized),
      * ns at step_noise_p(i); n 0: not measured. */
     step_noise turnaround;
+    /* The share of the machine's CPU time the hypervisor stole while the
+     * steps were measured (/proc/stat): a shared VM's steps are slower by
+     * what other guests take, and a plan from this file assumes as much. */
+    bool has_steal;
+    double steal;
 } step_calib;
 
 void step_calib_model_of(step_calib_model *out, const llama_model *m);

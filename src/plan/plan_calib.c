@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "plan/plan_calib_served.h"
 #include "kernels/machine.h"
+#include "metrics/cpu_load.h"
 #include "base/grow.h"
 #include "base/rng.h"
 
@@ -304,10 +305,23 @@ int plan_calibrate(step_calib *c, const plan_calib_opts *o, tps_err *e) {
     c->threads = o->n_threads ? o->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(c->source, sizeof c->source, "calibrate");
     int rc = machine_limits_get(&c->machine, c->threads, e);
+    cpu_sample s0, s1;
+    cpu_sample_take(&s0);
     for (uint32_t i = 0; !rc && i < o->n_kv && i < STEP_CALIB_MAX_KV; i++) {
         c->kv_type[i] = o->kv_types[i];
         rc = calibrate_kv(&c->fit[i], &c->turnaround, o, o->kv_types[i], e);
         if (!rc) c->n_kv++;
     }
+    cpu_sample_take(&s1);
+    const cpu_contention h = cpu_contention_between(&s0, &s1);
+    c->has_steal = h.known;
+    c->steal = h.steal;
+    if (!rc && h.known && o->log)
+        fprintf(o->log,
+                "tps plan calibrate: the hypervisor stole %.1f%% of the CPU time meanwhile%s\n",
+                100 * h.steal,
+                h.steal >= 0.03 ? " (a shared VM: a plan from this file assumes its neighbours "
+                                  "take as much; calibrate again when they do not)"
+                                : "");
     return rc;
 }

@@ -76,6 +76,10 @@ int plan_cost_calibrated(plan_cost *pc, const step_calib *c, const char *path, c
                  kv_name(kv_type), kv_name(c->kv_type[0]));
     }
     pc->turnaround = c->turnaround;
+    pc->has_steal = c->has_steal;
+    pc->steal = c->steal;
+    char steal[48] = "";
+    if (c->has_steal) snprintf(steal, sizeof steal, ", %.1f%% stolen", 100 * c->steal);
     const step_noise *z = &pc->fit.noise;
     char served[160] = "; no served steps: no spread";
     if (z->n)
@@ -85,9 +89,9 @@ int plan_cost_calibrated(plan_cost *pc, const step_calib *c, const char *path, c
                  step_noise_at(z, 0.1), step_noise_at(z, 0.5), step_noise_at(z, 0.99),
                  plan_cost_spread(pc, 1, 0.5), plan_cost_spread(pc, 1, 0.99));
     int len = snprintf(pc->source, sizeof pc->source,
-                       "calibrated: %s (%s, %d threads, %s, %llu steps, median error %.1f%%%s%s)",
-                       path, c->source, c->threads, c->machine.cpu, (unsigned long long)pc->fit.n,
-                       100 * pc->fit.err_p50, scaled, served);
+                       "calibrated: %s (%s, %d threads, %s%s, %llu steps, median error %.1f%%%s%s)",
+                       path, c->source, c->threads, c->machine.cpu, steal,
+                       (unsigned long long)pc->fit.n, 100 * pc->fit.err_p50, scaled, served);
     if (len >= (int)sizeof pc->source) /* a long path: the text is cut, and says so */
         memcpy(pc->source + sizeof pc->source - 4, "...", 4);
     return 0;

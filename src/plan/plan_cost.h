@@ -48,6 +48,8 @@ typedef struct plan_cost {
     double ingress_ns_per_token; /* ... and per prompt token (parsing, tokenizing) */
     double deliver_ns;           /* a step's end to its tokens at the client */
     step_noise turnaround; /* calibrated: a closed loop's turnaround (step_calib's); n 0: none */
+    bool has_steal;        /* calibrated: the hypervisor's steal while it was taken is known */
+    double steal;          /* ... that share of the machine's CPU time */
     char source[320];      /* for people and the result's config */
 } plan_cost;
 
