@@ -15,7 +15,11 @@ point with the measured figure, the calibrated prediction and its error
 within the issue's bounds (10% for tok/s and the p50s, 20% for the p99s),
 the same counts for the fresh calibrations where there are some, the
 repeated points' two measurements (the machine's own drift), and the
-capacity under the SLO measured and predicted.
+capacity under the SLO measured and predicted. Where the results say it
+(host.steal of a run, config.plan.calibration_steal of a plan), each row
+shows the hypervisor's steal during the point and during the calibration,
+and each model's summary the correlation of the output tok/s error with
+their difference, and the points measured at the calibration's steal.
 
 usage: scripts/plan_table.py DIR DOC
 """
@@ -54,6 +58,30 @@ def figures(path):
     }
 
 
+def steals(meas_path, plan_path):
+    """The hypervisor's steal during the run and during the plan's calibration (None: unknown)."""
+    with open(meas_path) as f:
+        h = json.load(f).get("host") or {}
+    with open(plan_path) as f:
+        c = json.load(f)["config"].get("plan", {}).get("calibration_steal")
+    return h.get("steal"), c
+
+
+def corr(xs, ys):
+    n = len(xs)
+    if n < 3:
+        return float("nan")
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    return sxy / (sxx * syy) ** 0.5 if sxx > 0 and syy > 0 else float("nan")
+
+
+# points measured within this much steal of their calibration's are "at its steal"
+SAME_STEAL = 0.03
+
+
 def err(pred, meas):
     if not meas or meas != meas or pred != pred:
         return float("nan")
@@ -87,7 +115,7 @@ def fresh_cell(pred, meas):
 
 
 def table(d):
-    rows, score, per_bound, fresh = [], {}, {}, {}
+    rows, score, per_bound, fresh, by_steal = [], {}, {}, {}, {}
     with open(os.path.join(d, "points.txt")) as f:
         points = [ln.split() for ln in f if ln.strip()]
     with_fresh = any(len(p) > 6 for p in points)
@@ -104,6 +132,17 @@ def table(d):
             fs[1] += 1
             for k, b in BOUNDS.items():
                 fs[2][k] += abs(err(fr[k], m[k])) <= b
+        st_run, st_cal = steals(meas, cal)
+        if st_run is not None and st_cal is not None:
+            bs = by_steal.setdefault(model, [[], [], 0, 0])
+            bs[0].append(st_run - st_cal)
+            bs[1].append(err(c["tps"], m["tps"]))
+            if abs(st_run - st_cal) <= SAME_STEAL:
+                bs[3] += 1
+                bs[2] += all(abs(err(c[k], m[k])) <= b for k, b in BOUNDS.items())
+        steal_cell = (
+            f"{st_run:.0%} / {st_cal:.0%}" if st_run is not None and st_cal is not None else "-"
+        )
         s = score.setdefault(model, [0, 0, 0, 0])
         per = per_bound.setdefault(model, dict.fromkeys(BOUNDS, 0))
         for k, b in BOUNDS.items():
@@ -122,14 +161,15 @@ def table(d):
             f"| {m['itl99']:.2f} / {cell(c['itl99'], m['itl99'])} "
             f"| {cell(r['tps'], m['tps']) if r else '-'} "
             f"| {cell(sv['tps'], m['tps']) + ', ' + cell(sv['ttft50'], m['ttft50']) if sv else '-'} "
-            f"| {'yes' if ok else 'no'} |"
+            f"| {steal_cell} | {'yes' if ok else 'no'} |"
             + (f" {fresh_cell(fr, m)} |" if with_fresh else "")
         )
     out = [
         "| model | point | measured out tok/s | predicted (error) | TTFT p50 ms measured / "
         "predicted | TTFT p99 | ITL p50 | ITL p99 | roofline out tok/s | server's fit: out tok/s, "
-        "TTFT p50 | within bounds |" + (" fresh calibration: within bounds |" if with_fresh else ""),
-        "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if with_fresh else ""),
+        "TTFT p50 | steal: run / calibration | within bounds |"
+        + (" fresh calibration: within bounds |" if with_fresh else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if with_fresh else ""),
     ] + rows
     out.append("")
     for model, (ok, n, rok, rn) in score.items():
@@ -137,6 +177,13 @@ def table(d):
             f"- {model}: {ok} of {n} points within the bounds ({ok / n:.0%}); roofline "
             f"within 30% of the measured output tok/s at {rok} of {rn}; by figure: "
             + ", ".join(f"{LABEL[k]} {v} of {n}" for k, v in per_bound[model].items())
+        )
+    for model, (dx, de, ok, n) in by_steal.items():
+        out.append(
+            f"- {model}: the hypervisor's steal during each point less during the calibration, "
+            f"{min(dx):+.0%} to {max(dx):+.0%}; its correlation with the output tok/s error "
+            f"{corr(dx, de):+.2f}; points measured within {SAME_STEAL:.0%} of the calibration's "
+            f"steal: {n} of {len(dx)}, {ok} of them within the bounds"
         )
     for model, (ok, n, per) in fresh.items():
         out.append(
