@@ -9,7 +9,8 @@
 # repeatability: how much the same point moves in the minutes a grid takes;
 # a closed loop's and a Poisson load's TTFT move differently). Then predict
 # every point with tps plan: from tps plan calibrate's fit, from the
-# server's own fit, and from the roofline alone. Last,
+# server's own fit, from the roofline alone, and from the calibration at
+# the hypervisor's steal the bench read during the point (--steal). Last,
 # scripts/plan_table.py writes the table of every point into docs/plan.md.
 # The server runs with --no-prefix-cache (and the plans with it), so that
 # no point's TTFT depends on what the points before it left in the one
@@ -58,6 +59,7 @@ mkdir -p "$out"
 # another run left behind)
 export XDG_CACHE_HOME=$out/cache
 : >"$out/points.txt"
+: >"$out/steal.txt"
 : >"$out/capacity.txt"
 [ -n "$repredict" ] || : >"$out/repeat.txt"
 
@@ -113,6 +115,16 @@ predict() {
       --duration "$point_s" "${limits[@]}" --quiet --json "$base.served.json" || true
     "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache "${args[@]}" --duration "$point_s" "${limits[@]}" \
       --quiet --json "$base.roof.json"
+    # the same calibration at the hypervisor's steal during the run (the
+    # bench's host.steal): what the plan errs by once told how much of the
+    # machine the run had
+    local steal
+    steal=$(python3 -c 'import json,sys; print((json.load(open(sys.argv[1])).get("host") or {}).get("steal", ""))' "$base.json")
+    if [ -n "$steal" ] && grep -q '^steal ' "$out/cal-$m.txt"; then
+      "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/cal-$m.txt" "${args[@]}" \
+        --steal "$steal" --duration "$point_s" "${limits[@]}" --quiet --json "$base.steal.json" || true
+      echo "$m $name $base.json $base.steal.json" >>"$out/steal.txt"
+    fi
     local fresh_json=
     if [ -f "$base.cal.txt" ]; then
       fresh_json=$base.fresh.json

@@ -19,7 +19,9 @@ capacity under the SLO measured and predicted. Where the results say it
 (host.steal of a run, config.plan.calibration_steal of a plan), each row
 shows the hypervisor's steal during the point and during the calibration,
 and each model's summary the correlation of the output tok/s error with
-their difference, and the points measured at the calibration's steal.
+their difference, and the points measured at the calibration's steal;
+DIR/steal.txt (model, point, measured.json, predicted.json: the plan told
+the steal the run met, --steal) adds a column and a count line for those.
 
 usage: scripts/plan_table.py DIR DOC
 """
@@ -119,6 +121,15 @@ def table(d):
     with open(os.path.join(d, "points.txt")) as f:
         points = [ln.split() for ln in f if ln.strip()]
     with_fresh = any(len(p) > 6 for p in points)
+    at_steal = {}
+    st_path = os.path.join(d, "steal.txt")
+    if os.path.exists(st_path):
+        with open(st_path) as f:
+            for ln in f:
+                model, name, _, pred = ln.split()
+                if os.path.exists(pred):
+                    at_steal[(model, name)] = figures(pred)
+    steal_stats = {}
     for model, name, meas, cal, roof, *rest in points:
         if not all(os.path.exists(p) for p in (meas, cal)):
             continue
@@ -126,6 +137,13 @@ def table(d):
         r = figures(roof) if os.path.exists(roof) else None
         sv = figures(rest[0]) if rest and os.path.exists(rest[0]) else None
         fr = figures(rest[1]) if len(rest) > 1 and os.path.exists(rest[1]) else None
+        ps = at_steal.get((model, name))
+        if ps:
+            ss = steal_stats.setdefault(model, [0, 0, dict.fromkeys(BOUNDS, 0)])
+            ss[0] += not misses(ps, m)
+            ss[1] += 1
+            for k, b in BOUNDS.items():
+                ss[2][k] += abs(err(ps[k], m[k])) <= b
         if fr:
             fs = fresh.setdefault(model, [0, 0, dict.fromkeys(BOUNDS, 0)])
             fs[0] += not misses(fr, m)
@@ -162,14 +180,18 @@ def table(d):
             f"| {cell(r['tps'], m['tps']) if r else '-'} "
             f"| {cell(sv['tps'], m['tps']) + ', ' + cell(sv['ttft50'], m['ttft50']) if sv else '-'} "
             f"| {steal_cell} | {'yes' if ok else 'no'} |"
+            + (f" {fresh_cell(ps, m)} |" if at_steal else "")
             + (f" {fresh_cell(fr, m)} |" if with_fresh else "")
         )
     out = [
         "| model | point | measured out tok/s | predicted (error) | TTFT p50 ms measured / "
         "predicted | TTFT p99 | ITL p50 | ITL p99 | roofline out tok/s | server's fit: out tok/s, "
         "TTFT p50 | steal: run / calibration | within bounds |"
+        + (" at the run's steal (--steal): within bounds |" if at_steal else "")
         + (" fresh calibration: within bounds |" if with_fresh else ""),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if with_fresh else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|"
+        + ("---|" if at_steal else "")
+        + ("---|" if with_fresh else ""),
     ] + rows
     out.append("")
     for model, (ok, n, rok, rn) in score.items():
@@ -184,6 +206,12 @@ def table(d):
             f"{min(dx):+.0%} to {max(dx):+.0%}; its correlation with the output tok/s error "
             f"{corr(dx, de):+.2f}; points measured within {SAME_STEAL:.0%} of the calibration's "
             f"steal: {n} of {len(dx)}, {ok} of them within the bounds"
+        )
+    for model, (ok, n, per) in steal_stats.items():
+        out.append(
+            f"- {model}, each point predicted from the calibration told the hypervisor's steal "
+            f"during it (--steal): {ok} of {n} points within the bounds ({ok / n:.0%}); by "
+            "figure: " + ", ".join(f"{LABEL[k]} {v} of {n}" for k, v in per.items())
         )
     for model, (ok, n, per) in fresh.items():
         out.append(

@@ -122,6 +122,74 @@ Test(plan, one_stream_takes_its_prompt_chunks_then_one_step_a_token) {
     env_close(&v);
 }
 
+/* --steal: every step (and the warm-up that sets the ITL target) slower by
+ * ((1 - the cost's steal) / (1 - S))^threads: one stream's token gaps, a
+ * step each, grow by exactly that; a calibration that does not say its own
+ * steal cannot be moved, and a share of 1 or more is refused. */
+Test(plan, a_stolen_share_of_the_cpus_slows_every_step_by_its_threads_power) {
+    REQUIRE_SHARED(MODEL);
+    model_env v;
+    env_open(&v);
+    bench_spec s;
+    spec_make(&s, &v, NULL);
+    s.cfg.concurrency = 1;
+    s.cfg.requests = 3;
+    dist(&s.wo.input_len, "32");
+    dist(&s.wo.output_len, "9");
+    workload wl;
+    bench_run_out a, b;
+    plan_once(&a, &v, &s, &wl);
+    workload_free(&wl);
+    tps_err e = {{0}};
+    cr_assert_eq(plan_cost_at_steal(&v.cost, 0.2, "the roofline", &e), 0, "%s", e.msg);
+    cr_expect_float_eq(v.cost.scale, 1.25, 1e-12, "one thread, none stolen before: 1 / 0.8");
+    cr_expect(strstr(v.cost.source, "20.0% stolen"), "%s", v.cost.source);
+    plan_once(&b, &v, &s, &wl);
+    cr_assert_eq(a.n, b.n);
+    for (size_t i = 0; i < a.n; i++) {
+        const timeline *x = &a.recs[i].tl, *y = &b.recs[i].tl;
+        cr_assert_eq(x->n_events, 9);
+        cr_assert_eq(y->n_events, 9);
+        for (size_t k = 1; k < x->n_events; k++) {
+            double gx = (double)(x->events[k].t_ns - x->events[k - 1].t_ns),
+                   gy = (double)(y->events[k].t_ns - y->events[k - 1].t_ns);
+            cr_expect_float_eq(gy, 1.25 * gx, 2.0, "request %zu, gap %zu: %.0f then %.0f ns", i, k,
+                               gx, gy);
+        }
+    }
+    bench_run_free(&a);
+    bench_run_free(&b);
+    workload_free(&wl);
+
+    step_calib c = {.threads = 2, .n_kv = 1, .kv_type = {GGML_TYPE_F16}, .source = "test"};
+    step_calib_model_of(&c.model, v.m);
+    step_fit_init(&c.fit[0]);
+    for (int r = 1; r <= 64; r *= 2) {
+        step_shape sh = {r, r, r * 100.0, r * 100.0};
+        step_fit_add(&c.fit[0], &sh, 1e6 + r * 1e5, 5e4);
+    }
+    cr_assert_eq(step_fit_solve(&c.fit[0], &e), 0, "%s", e.msg);
+    c.fit[0].prime = (step_prime){.n = 64, .t1_ns = 1e6, .tn_ns = 8e6};
+    plan_cost pc;
+    cr_assert_eq(plan_cost_calibrated(&pc, &c, "cal", v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
+    cr_expect_eq(plan_cost_at_steal(&pc, 0.2, "cal", &e), TPS_EINVAL, "no steal of its own");
+    cr_expect(strstr(e.msg, "--steal") && strstr(e.msg, "cal"), "%s", e.msg);
+    c.has_steal = true;
+    c.steal = 0.05;
+    cr_assert_eq(plan_cost_calibrated(&pc, &c, "cal", v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
+    step_shape one = {1, 1, 1, 1};
+    const double before = plan_cost_fwd_ns(&pc, &one), post = plan_cost_post_ns(&pc, &one);
+    cr_assert_eq(plan_cost_at_steal(&pc, 0.2, "cal", &e), 0, "%s", e.msg);
+    const double want = (0.95 / 0.8) * (0.95 / 0.8);
+    cr_expect_float_eq(plan_cost_fwd_ns(&pc, &one), want * before, 1e-6 * before);
+    cr_expect_float_eq(plan_cost_post_ns(&pc, &one), want * post, 1e-6 * post);
+    cr_expect_float_eq(pc.fit.prime.t1_ns, want * 1e6, 1e-3, "the warm-up at that steal too");
+    cr_assert_eq(plan_cost_calibrated(&pc, &c, "cal", v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
+    cr_expect_eq(plan_cost_at_steal(&pc, 1.0, "cal", &e), TPS_EINVAL);
+    cr_expect_eq(plan_cost_at_steal(&pc, -0.1, "cal", &e), TPS_EINVAL);
+    env_close(&v);
+}
+
 Test(plan, an_open_loop_sends_the_seed_s_schedule) {
     REQUIRE_SHARED(MODEL);
     model_env v;

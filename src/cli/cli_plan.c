@@ -31,6 +31,7 @@ typedef struct plan_cli {
     const char *model, *calibration, *chat_template, *json_out, *replay, *steps_out;
     result_out_opts out;
     double bandwidth, int8_rate, fp32_rate;
+    double steal; /* < 0: as the calibration was taken */
     bool find_max_rate;
     double goodput_target, replicas_for;
 } plan_cli;
@@ -54,6 +55,11 @@ static const opt_row plan_server_rows[] = {
      .metavar = "GFLOP/s",
      .help = "roofline: fp32 flops per second (default: tps machine's, or\n"
              "half --int8-rate when that is given)"},
+    {"--steal", .kind = OPT_NUM, .off = P(steal), .max = 0.99, .metavar = "S",
+     .help = "a shared VM whose hypervisor takes S (0 to 0.99) of its CPU\n"
+             "time, as tps bench's host.steal reads it: each step slower by\n"
+             "((1 - the calibration's) / (1 - S))^threads (default: as when\n"
+             "calibrated; the roofline's limits are a quiet machine's)"},
     {"--chat-template", .kind = OPT_STR, .off = P(chat_template), .metavar = "NAME",
      .help = "as tps serve's (default: recognised from the model, else chatml)"},
     OPT_HEAD("server (as tps serve; --threads also picks the machine's limits)"),
@@ -141,6 +147,7 @@ static int cost_for(plan_cost *pc, const plan_cli *p, const llama_model *m, tps_
         step_calib c;
         int rc = step_calib_read(&c, p->calibration, e);
         if (!rc) rc = plan_cost_calibrated(pc, &c, p->calibration, m, p->ep.kv_type, e);
+        if (!rc && p->steal >= 0) rc = plan_cost_at_steal(pc, p->steal, p->calibration, e);
         int threads = p->ep.n_threads ? p->ep.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
         if (!rc && c.threads != threads)
             fprintf(stderr,
@@ -152,6 +159,7 @@ static int cost_for(plan_cost *pc, const plan_cli *p, const llama_model *m, tps_
     machine_limits ml;
     int rc = machine_for(&ml, p, e);
     if (!rc) plan_cost_roofline(pc, &ml, m, p->ep.kv_type);
+    if (!rc && p->steal >= 0) rc = plan_cost_at_steal(pc, p->steal, "the roofline", e);
     return rc;
 }
 
@@ -382,6 +390,7 @@ static int plan_parse(plan_cli *p, int argc, char **argv) {
     bench_spec_init(&p->spec);
     engine_params_default(&p->ep);
     p->ep.itl_target_ms = ENGINE_ITL_TARGET_AUTO; /* tps serve's default */
+    p->steal = -1;
     int prc = opt_main(&plan_cmd, p, argc, argv);
     if (prc >= 0) return prc;
     if (!p->model) {
@@ -400,6 +409,11 @@ static int plan_parse(plan_cli *p, int argc, char **argv) {
     if (p->calibration && (p->bandwidth > 0 || p->int8_rate > 0 || p->fp32_rate > 0)) {
         fprintf(stderr, "tps plan: --bandwidth, --int8-rate and --fp32-rate describe the roofline "
                         "of an uncalibrated plan; drop them or --calibration\n");
+        return 2;
+    }
+    if (p->replay && p->steal >= 0) {
+        fprintf(stderr, "tps plan: --replay takes the run's own step times; --steal has nothing "
+                        "to scale\n");
         return 2;
     }
     return -1;
@@ -488,6 +502,7 @@ int cli_plan_env_open(cli_plan_env *env, const char *model, int argc, char **arg
     bench_spec_init(&p->spec);
     engine_params_default(&p->ep);
     p->ep.itl_target_ms = ENGINE_ITL_TARGET_AUTO;
+    p->steal = -1;
     int rc = opt_main(&plan_server_cmd, p, argc, argv);
     if (rc < 0) {
         if (!p->model) p->model = model;

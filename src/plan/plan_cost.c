@@ -2,6 +2,7 @@
  * roofline of the model's bytes and multiply-adds on a machine's limits. */
 #include "plan/plan_cost.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,6 +41,7 @@ static void fill_common(plan_cost *pc, const llama_model *m) {
     pc->macs = engine_macs_of(&m->cfg);
     pc->n_vocab = m->cfg.n_vocab;
     pc->n_layers = m->cfg.n_layers;
+    pc->scale = 1;
 }
 
 static const char *kv_name(uint32_t t) {
@@ -78,6 +80,7 @@ int plan_cost_calibrated(plan_cost *pc, const step_calib *c, const char *path, c
     pc->turnaround = c->turnaround;
     pc->has_steal = c->has_steal;
     pc->steal = c->steal;
+    pc->threads = c->threads;
     char steal[48] = "";
     if (c->has_steal) snprintf(steal, sizeof steal, ", %.1f%% stolen", 100 * c->steal);
     const step_noise *z = &pc->fit.noise;
@@ -103,6 +106,7 @@ void plan_cost_roofline(plan_cost *pc, const machine_limits *ml, const llama_mod
     fill_common(pc, m);
     pc->kind = PLAN_COST_ROOFLINE;
     pc->ml = *ml;
+    pc->threads = ml->threads;
     pc->kv_bytes_per_pos = engine_kv_bytes_attended(&m->cfg, kv_type, 1);
     snprintf(pc->source, sizeof pc->source,
              "roofline (uncalibrated): %.1f GB/s, %.0f G int8 MAC/s, %.0f GFLOP/s fp32, %d threads "
@@ -121,9 +125,30 @@ static double roofline_fwd(const plan_cost *pc, const step_shape *s) {
     return STEP_FIXED_NS_PER_LAYER * pc->n_layers + ((t_w > t_c ? t_w : t_c) + t_att) * 1e9;
 }
 
+int plan_cost_at_steal(plan_cost *pc, double steal, const char *path, tps_err *e) {
+    if (!(steal >= 0 && steal < 1))
+        return tps_fail(e, TPS_EINVAL, "--steal %g: a share of the CPU time, in [0, 1)", steal);
+    if (pc->kind == PLAN_COST_FIT && !pc->has_steal)
+        return tps_fail(e, TPS_EINVAL,
+                        "--steal: %s does not say what the hypervisor stole while it was taken (a "
+                        "server's --save-calibration, or a file from before tps recorded it); "
+                        "take one with tps plan calibrate",
+                        path);
+    const double at = pc->kind == PLAN_COST_FIT ? pc->steal : 0;
+    const int threads = pc->threads > 0 ? pc->threads : 1;
+    pc->scale = pow((1 - at) / (1 - steal), threads);
+    pc->fit.prime.t1_ns *= pc->scale; /* a server's warm-up runs at that steal too */
+    pc->fit.prime.tn_ns *= pc->scale;
+    size_t n = strlen(pc->source);
+    snprintf(pc->source + n, sizeof pc->source - n,
+             "; at %.1f%% stolen: every step x%.3f ((1 - %.3f) / (1 - %.3f))^%d threads",
+             100 * steal, pc->scale, at, steal, threads);
+    return 0;
+}
+
 double plan_cost_fwd_ns(const plan_cost *pc, const step_shape *s) {
-    if (pc->kind == PLAN_COST_FIT) return step_fit_fwd_ns(&pc->fit, s);
-    return roofline_fwd(pc, s);
+    if (pc->kind == PLAN_COST_FIT) return pc->scale * step_fit_fwd_ns(&pc->fit, s);
+    return pc->scale * roofline_fwd(pc, s);
 }
 
 double plan_cost_ingress_ns(const plan_cost *pc, double n_ids, double u) {
@@ -142,7 +167,7 @@ double plan_cost_spread(const plan_cost *pc, double rows, double u) {
 }
 
 double plan_cost_post_ns(const plan_cost *pc, const step_shape *s) {
-    if (pc->kind == PLAN_COST_FIT) return step_fit_post_ns(&pc->fit, s);
+    if (pc->kind == PLAN_COST_FIT) return pc->scale * step_fit_post_ns(&pc->fit, s);
     int threads = pc->ml.threads > 0 ? pc->ml.threads : 1;
-    return POST_NS + s->logit_rows * pc->n_vocab * POST_NS_PER_LOGIT / threads;
+    return pc->scale * (POST_NS + s->logit_rows * pc->n_vocab * POST_NS_PER_LOGIT / threads);
 }

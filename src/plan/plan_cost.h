@@ -50,6 +50,8 @@ typedef struct plan_cost {
     step_noise turnaround; /* calibrated: a closed loop's turnaround (step_calib's); n 0: none */
     bool has_steal;        /* calibrated: the hypervisor's steal while it was taken is known */
     double steal;          /* ... that share of the machine's CPU time */
+    int threads;           /* kernel threads the costs are for */
+    double scale;          /* every step's time (and the warm-up's) x this: plan_cost_at_steal; 1 */
     char source[320];      /* for people and the result's config */
 } plan_cost;
 
@@ -61,6 +63,18 @@ int plan_cost_calibrated(plan_cost *pc, const step_calib *c, const char *path, c
 /* The roofline estimate on a machine with limits ml. */
 void plan_cost_roofline(plan_cost *pc, const machine_limits *ml, const llama_model *m,
                         uint32_t kv_type);
+
+/* The costs of a machine whose hypervisor steals `steal` (0 <= steal < 1)
+ * of its CPU time, where they were measured under pc->steal (a roofline's
+ * limits under none: tps machine keeps only quiet measurements). Each
+ * kernel thread needs its vCPU for a step to end (the threads meet at
+ * every matrix product), so with steal s taken from each vCPU
+ * independently a step runs at (1 - s)^threads of its speed; every step's
+ * time is scaled by ((1 - pc->steal) / (1 - steal))^threads. Measured on
+ * 2 vCPUs here: the engine's rows per half second went as (1 - s)^2.18.
+ * TPS_EINVAL when a calibration does not say its own steal (a server's
+ * --save-calibration, an older file). */
+int plan_cost_at_steal(plan_cost *pc, double steal, const char *path, tps_err *e);
 
 double plan_cost_fwd_ns(const plan_cost *pc, const step_shape *s);
 double plan_cost_post_ns(const plan_cost *pc, const step_shape *s);
