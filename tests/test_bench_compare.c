@@ -53,6 +53,7 @@ static void expect_identical(bool per_request) {
     compare_out c;
     tps_err e = {{0}};
     cr_assert_eq(compare_results(&c, &a, &a, &e), 0, "%s", e.msg);
+    cr_expect_not(compare_steal_differs(&c), "the steal was not measured");
     cr_expect_eq(c.method, per_request ? COMPARE_BOOTSTRAP : COMPARE_HIST_BOUNDS);
     for (size_t i = 0; i < c.n; i++) {
         const compare_row *r = &c.rows[i];
@@ -76,9 +77,13 @@ static void expect_different(bool per_request) {
     bench_result a, b;
     build(&a, 150, 10, 5, per_request);
     build(&b, 150, 30, 3, per_request); /* slower first token, faster decode */
+    /* B ran while the hypervisor took a fifth of its machine */
+    a.host = (cpu_contention){.known = true, .steal = 0.01, .others = 0.5};
+    b.host = (cpu_contention){.known = true, .steal = 0.20, .others = 0.5};
     compare_out c;
     tps_err e = {{0}};
     cr_assert_eq(compare_results(&c, &a, &b, &e), 0, "%s", e.msg);
+    cr_expect(compare_steal_differs(&c), "1% and 20% stolen: the machines differed");
     const compare_row *ttft = row(&c, "TTFT p50"), *itl = row(&c, "ITL p50");
     cr_expect(ttft->ratio > 2, "%g", ttft->ratio);
     cr_expect(ttft->exceeds_noise && ttft->lo > 1, "TTFT %g-%g", ttft->lo, ttft->hi);
@@ -87,7 +92,21 @@ static void expect_different(bool per_request) {
     json_t *j = compare_json(&c, "a.json", "b.json");
     json_t *f = json_array_get(json_object_get(j, "figures"), 2); /* TTFT p50 */
     cr_expect_str_eq(json_string_value(json_object_get(f, "judgement")), "worse");
+    cr_expect(json_is_true(json_object_get(j, "machines_differ")));
+    cr_expect_float_eq(json_number_value(json_object_get(j, "steal_b")), 0.20, 1e-9);
     json_decref(j);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    compare_print(mem, &c, "a", "b");
+    fclose(mem);
+    cr_expect(strstr(text, "stole 1.0% of A's machine's CPU time, 20.0% of B's: the machines "
+                           "differed"),
+              "%s", text);
+    free(text);
+    b.host.steal = 0.02; /* within the limit of each other */
+    cr_assert_eq(compare_results(&c, &a, &b, &e), 0, "%s", e.msg);
+    cr_expect_not(compare_steal_differs(&c));
     result_free(&a);
     result_free(&b);
 }

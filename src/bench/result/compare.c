@@ -267,6 +267,8 @@ int compare_results(compare_out *out, const bench_result *a, const bench_result 
     const bool boot = a->per_request && b->per_request;
     out->method = boot ? COMPARE_BOOTSTRAP : COMPARE_HIST_BOUNDS;
     const bool steady = a->steady.valid && b->steady.valid;
+    out->host_a = a->host;
+    out->host_b = b->host;
     sample sa = {0}, sb = {0};
     if (boot) {
         int rc = sample_load(&sa, a, e);
@@ -321,6 +323,19 @@ static const char *judgement(const compare_row *r) {
     return up == r->higher_better ? "better" : "worse";
 }
 
+bool compare_steal_differs(const compare_out *c) {
+    return c->host_a.known && c->host_b.known &&
+           fabs(c->host_a.steal - c->host_b.steal) >= COMPARE_STEAL_DIFF;
+}
+
+/* "12.5%", or "unknown" */
+static void steal_text(char *out, size_t cap, const cpu_contention *h) {
+    if (h->known)
+        snprintf(out, cap, "%.1f%%", 100 * h->steal);
+    else
+        snprintf(out, cap, "unknown");
+}
+
 void compare_print(FILE *f, const compare_out *c, const char *name_a, const char *name_b) {
     fprintf(f, "tps bench compare  A: %s  B: %s\n", name_a, name_b);
     fprintf(f, "  noise: %s, 95%% interval of B/A%s\n\n", compare_method_name(c->method),
@@ -336,6 +351,13 @@ void compare_print(FILE *f, const compare_out *c, const char *name_a, const char
         fprintf(f, "  %-22s %12.3f %12.3f %8.3f %21s  %s\n", r->name, r->a, r->b, r->ratio, iv,
                 judgement(r));
     }
+    char sa[16], sb[16];
+    steal_text(sa, sizeof sa, &c->host_a);
+    steal_text(sb, sizeof sb, &c->host_b);
+    fprintf(f, "\n  the hypervisor stole %s of A's machine's CPU time, %s of B's%s\n", sa, sb,
+            compare_steal_differs(c) ? ": the machines differed, and a difference above may be "
+                                       "theirs, not the server's"
+                                     : "");
 }
 
 json_t *compare_json(const compare_out *c, const char *name_a, const char *name_b) {
@@ -349,6 +371,9 @@ json_t *compare_json(const compare_out *c, const char *name_a, const char *name_
                                         r->known ? json_real(r->hi) : json_null(), "exceeds_noise",
                                         r->exceeds_noise, "judgement", judgement(r)));
     }
-    return json_pack("{s:s, s:s, s:s, s:s, s:o}", "schema", "tps.bench.compare", "a", name_a, "b",
-                     name_b, "noise", compare_method_name(c->method), "figures", rows);
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:b}", "schema", "tps.bench.compare", "a",
+                     name_a, "b", name_b, "noise", compare_method_name(c->method), "figures", rows,
+                     "steal_a", c->host_a.known ? json_real(c->host_a.steal) : json_null(),
+                     "steal_b", c->host_b.known ? json_real(c->host_b.steal) : json_null(),
+                     "machines_differ", compare_steal_differs(c));
 }

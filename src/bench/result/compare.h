@@ -51,7 +51,17 @@ typedef struct compare_out {
     compare_method method;
     compare_row rows[COMPARE_MAX_ROWS];
     size_t n;
+    /* each run's machine: the share of its CPU time the hypervisor stole
+     * (host.steal); a difference beyond the noise can be that, not the
+     * server (compare_steal_differs) */
+    cpu_contention host_a, host_b;
 } compare_out;
+
+/* Points of steal between two runs past which the summary says their
+ * machines differed (the verdict's limit for one run). */
+#define COMPARE_STEAL_DIFF 0.03
+/* Both runs' steal is known and differs by COMPARE_STEAL_DIFF or more. */
+bool compare_steal_differs(const compare_out *c);
 
 int compare_results(compare_out *out, const bench_result *a, const bench_result *b, tps_err *e);
 const char *compare_method_name(compare_method m);
