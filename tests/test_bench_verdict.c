@@ -154,6 +154,28 @@ Test(verdict, steal_trips_steal_and_unmeasured_is_unknown) {
     json_decref(j);
 
     res.host.known = false;
+    result_free(&res);
+
+    /* the run's readings give each bin of the time series its steal: two
+     * readings around the whole run, 10% stolen between them */
+    const cpu_tick ticks[] = {{MS(0), 0, 0}, {MS(100000), 20000, 2000}};
+    result_opts o = {.target_concurrency = 1, .host_ticks = ticks, .n_host_ticks = 2};
+    judged(&v, &res, &CLEAN, 0.10, 0.001, "tokenizer", &o);
+    cr_assert_not_null(res.series_steal);
+    cr_assert_gt(res.nbins, 1);
+    for (size_t k = 0; k < res.nbins; k++)
+        cr_expect_float_eq(res.series_steal[k], 0.10, 1e-9, "bin %zu", k);
+    res.series_steal[1] = -1; /* a bin the readings did not cover */
+    j = result_to_json(&res);
+    json_t *st = json_object_get(json_object_get(j, "series"), "steal");
+    cr_expect_eq(json_array_size(st), res.nbins);
+    cr_expect(json_is_null(json_array_get(st, 1)));
+    cr_assert_eq(result_from_json(&back, j, &e), 0, "%s", e.msg);
+    cr_assert_not_null(back.series_steal);
+    cr_expect_float_eq(back.series_steal[0], 0.10, 1e-9);
+    cr_expect_eq(back.series_steal[1], -1);
+    result_free(&back);
+    json_decref(j);
     verdict_judge(&v, &res);
     cr_expect_not(v.check[VERDICT_STEAL].known);
     cr_expect_not(v.check[VERDICT_STEAL].tripped);

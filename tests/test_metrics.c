@@ -972,3 +972,24 @@ Test(machine_limits, a_measurement_under_a_busy_loop_is_flagged_and_not_cached, 
     rmdir(dir);
     unsetenv("XDG_CACHE_HOME");
 }
+
+/* A run's steal per bin from readings every so often: each counter linear
+ * between two readings, so a bin between them takes its share of both. */
+Test(cpu_load, steal_over_any_interval_between_readings) {
+    const uint64_t S = 1000000000ull;
+    /* 200 ticks a second (2 CPUs); none stolen in the first second, half
+     * of the second, a quarter of the third */
+    const cpu_tick t[] = {
+        {1 * S, 1000, 10}, {2 * S, 1200, 10}, {3 * S, 1400, 110}, {4 * S, 1600, 160}};
+    cr_expect_float_eq(cpu_ticks_steal(t, 4, 1 * S, 2 * S), 0.0, 1e-12);
+    cr_expect_float_eq(cpu_ticks_steal(t, 4, 2 * S, 3 * S), 0.5, 1e-12);
+    cr_expect_float_eq(cpu_ticks_steal(t, 4, 1 * S, 4 * S), 150.0 / 600.0, 1e-12);
+    /* half a second of none, half of half */
+    cr_expect_float_eq(cpu_ticks_steal(t, 4, 1 * S + S / 2, 2 * S + S / 2), 0.25, 1e-12);
+    cr_expect_float_eq(cpu_ticks_steal(t, 4, 3 * S + S / 2, 4 * S), 0.25, 1e-12);
+    cr_expect_eq(cpu_ticks_steal(t, 4, S / 2, 2 * S), -1, "before the first reading");
+    cr_expect_eq(cpu_ticks_steal(t, 4, 3 * S, 5 * S), -1, "after the last");
+    cr_expect_eq(cpu_ticks_steal(t, 1, 1 * S, 1 * S), -1, "one reading covers nothing");
+    cr_expect_eq(cpu_ticks_steal(t, 4, 2 * S, 2 * S), -1, "no time");
+    cr_expect_eq(cpu_ticks_steal(t, 4, 2 * S, 2 * S + S / 4), -1, "50 ticks: too coarse");
+}

@@ -74,6 +74,26 @@ cpu_contention cpu_contention_between(const cpu_sample *a, const cpu_sample *b) 
     return c;
 }
 
+/* Counter c of the readings at time x (inside them), linear between two. */
+static double at(const cpu_tick *t, size_t n, uint64_t x, bool steal) {
+    size_t k = 1;
+    while (k + 1 < n && t[k].t_ns < x)
+        k++;
+    const cpu_tick *p = &t[k - 1], *q = &t[k];
+    const double vp = (double)(steal ? p->steal : p->total),
+                 vq = (double)(steal ? q->steal : q->total);
+    if (q->t_ns <= p->t_ns) return vq;
+    return vp + (vq - vp) * (double)(x - p->t_ns) / (double)(q->t_ns - p->t_ns);
+}
+
+double cpu_ticks_steal(const cpu_tick *t, size_t n, uint64_t a, uint64_t b) {
+    if (n < 2 || b <= a || a < t[0].t_ns || b > t[n - 1].t_ns) return -1;
+    const double total = at(t, n, b, false) - at(t, n, a, false);
+    if (!(total >= CPU_TICKS_MIN)) return -1;
+    const double s = (at(t, n, b, true) - at(t, n, a, true)) / total;
+    return s < 0 ? 0 : s > 1 ? 1 : s;
+}
+
 uint32_t cpu_runnable_others(void) {
     uint32_t least = UINT32_MAX;
     for (int k = 0; k < 3; k++) {

@@ -32,6 +32,10 @@ bool cpu_sample_parse(cpu_sample *s, const char *proc_stat, const char *self_sta
 /* Reads /proc now; s->ok false where there is no /proc. */
 void cpu_sample_take(cpu_sample *s);
 
+/* Fewer clock ticks than this between two readings (1 s of one CPU's
+ * time: they count in 10 ms steps) make a share too coarse to report. */
+#define CPU_TICKS_MIN 100
+
 /* What others did between two samples. */
 typedef struct cpu_contention {
     bool known;        /* both samples read and time passed */
@@ -41,6 +45,19 @@ typedef struct cpu_contention {
 } cpu_contention;
 
 cpu_contention cpu_contention_between(const cpu_sample *a, const cpu_sample *b);
+
+/* One reading of the counters in time, for a share over any interval
+ * between readings (a run's time series). */
+typedef struct cpu_tick {
+    uint64_t t_ns; /* CLOCK_MONOTONIC when read */
+    uint64_t total, steal;
+} cpu_tick;
+
+/* The steal share over [a, b) from readings in time order, each counter
+ * taken as linear between two readings (they are sums of 10 ms ticks over
+ * every CPU); -1 when the readings do not cover [a, b) or it holds fewer
+ * than CPU_TICKS_MIN ticks. */
+double cpu_ticks_steal(const cpu_tick *t, size_t n, uint64_t a, uint64_t b);
 
 /* Threads of other processes runnable now: the least of a few readings of
  * procs_running, less this thread, while this process runs nothing else. */

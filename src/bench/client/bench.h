@@ -128,7 +128,13 @@ typedef struct bench_run_out {
     /* this machine's CPUs over the run (/proc/stat): the hypervisor's steal
      * and other processes' use (a server on this machine among them) */
     cpu_contention host;
+    /* ... and its counters read every HOST_TICK_MS through the run, for
+     * the time series (owned; none where /proc cannot be read) */
+    cpu_tick *host_ticks;
+    size_t n_host_ticks;
 } bench_run_out;
+
+#define HOST_TICK_MS 200
 
 /* The event loops a run gets when cfg->client_threads is 0: one per 64
  * streams the load may hold in flight (the concurrency, or its cap with

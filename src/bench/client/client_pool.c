@@ -17,6 +17,7 @@
 #include "bench/client/run_merge.h"
 #include "base/clock.h"
 #include "base/cond.h"
+#include "base/grow.h"
 
 #define STREAMS_PER_LOOP 64u /* what one loop carries before another pays off */
 #define MAX_LOOPS        256u
@@ -27,6 +28,9 @@ void bench_run_free(bench_run_out *out) {
     free(out->recs);
     out->recs = NULL;
     out->n = 0;
+    free(out->host_ticks);
+    out->host_ticks = NULL;
+    out->n_host_ticks = 0;
 }
 
 static uint32_t usable_cores(void) {
@@ -139,13 +143,32 @@ static void draw_progress(const loop_slot *sl, uint32_t n, const bench_config *c
 }
 
 /* Waits for every loop, drawing the progress bar every 200 ms if asked. */
+/* This machine's counters now, appended to the run's readings (a reading
+ * that fails, or memory that runs out, leaves them as they were). */
+typedef struct tick_list {
+    cpu_tick *v;
+    size_t n, cap;
+} tick_list;
+
+static void take_tick(tick_list *l, const cpu_sample *s) {
+    if (!s->ok || TPS_GROW(l->v, l->cap, l->n + 1, 64)) return;
+    l->v[l->n++] = (cpu_tick){.t_ns = tps_now_ns(), .total = s->total, .steal = s->steal};
+}
+
 static void wait_loops(pool *p, const loop_slot *sl, uint32_t n, const bench_config *cfg,
-                       uint64_t planned, uint64_t t0) {
+                       uint64_t planned, uint64_t t0, tick_list *ticks) {
     pthread_mutex_lock(&p->mu);
+    uint64_t last_tick = tps_now_ns();
     while (p->done < n) {
-        tps_cond_wait_ns(&p->cv, &p->mu, 200 * TPS_NS_PER_MS);
+        tps_cond_wait_ns(&p->cv, &p->mu, HOST_TICK_MS * TPS_NS_PER_MS);
         if (cfg->progress && p->done < n)
             draw_progress(sl, n, cfg, planned, tps_now_ns(), t0, false);
+        if (tps_now_ns() - last_tick >= HOST_TICK_MS * TPS_NS_PER_MS) {
+            cpu_sample s;
+            cpu_sample_take(&s);
+            take_tick(ticks, &s);
+            last_tick = tps_now_ns();
+        }
     }
     pthread_mutex_unlock(&p->mu);
     if (cfg->progress) draw_progress(sl, n, cfg, planned, tps_now_ns(), t0, true);
@@ -257,14 +280,23 @@ int bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl, t
      * can take milliseconds): a capture or a server log is matched through it */
     sh.t0_unix_ns = wall_now_ns();
     cpu_sample host0, host1;
+    tick_list ticks = {0};
     cpu_sample_take(&host0);
+    take_tick(&ticks, &host0);
     uint32_t started;
     rc = start_loops(sl, n, &sh, &started, e);
-    wait_loops(&p, sl, started, cfg, progress_total(cfg, wl, sh.planned), sh.t0);
+    wait_loops(&p, sl, started, cfg, progress_total(cfg, wl, sh.planned), sh.t0, &ticks);
     cpu_sample_take(&host1);
-    if ((rc = join_loops(sl, n, rc, e))) goto done;
-    rc = collect_loops(out, sl, parts, n, e);
-    if (!rc) out->host = cpu_contention_between(&host0, &host1);
+    take_tick(&ticks, &host1);
+    if (!(rc = join_loops(sl, n, rc, e))) rc = collect_loops(out, sl, parts, n, e);
+    if (!rc) {
+        out->host = cpu_contention_between(&host0, &host1);
+        if (host1.total - host0.total < CPU_TICKS_MIN) out->host.known = false; /* too short */
+        out->host_ticks = ticks.v;
+        out->n_host_ticks = ticks.n;
+    } else {
+        free(ticks.v);
+    }
 
 done:
     for (uint32_t i = 0; sl && i < n; i++)

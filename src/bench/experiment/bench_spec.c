@@ -236,6 +236,8 @@ int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char
     ro.bytes = run.bytes_received;
     ro.events = run.events_received;
     ro.host = run.host;
+    ro.host_ticks = run.host_ticks;
+    ro.n_host_ticks = run.n_host_ticks;
     rc = result_build(out, run.recs, run.n, &ro, e);
     json_decref(metrics);
     json_decref(jc);

@@ -156,7 +156,9 @@ static int probe_result(capacity_probe *p, const capacity_opts *o, const bench_c
                          .client_loop_cpu_max_s = ro->client_loop_cpu_max_s,
                          .bytes = ro->bytes_received,
                          .events = ro->events_received,
-                         .host = ro->host};
+                         .host = ro->host,
+                         .host_ticks = ro->host_ticks,
+                         .n_host_ticks = ro->n_host_ticks};
     int rc = result_build(&p->result, ro->recs, ro->n, &ropts, e);
     json_decref(cfg);
     if (rc) return rc;

@@ -54,6 +54,7 @@ void result_free(bench_result *r) {
     for (int i = 0; i < BENCH_ERR_COUNT; i++)
         free(r->error_example[i]);
     free(r->series_out);
+    free(r->series_steal);
     free(r->series_in);
     memset(r, 0, sizeof *r);
 }
@@ -179,6 +180,15 @@ static int measure_series(bench_result *r, const window *run, const result_opts 
     int rc = window_series(r->series_out, r->series_in, r->nbins, *run, bin_ns, tls, n, e);
     if (rc) return rc;
     r->peak_tps = window_peak(r->series_out, r->nbins, *run, bin_ns, &r->peak_bin);
+    if (o->n_host_ticks >= 2) { /* a bin's tokens beside what the machine had of its CPUs */
+        if (!(r->series_steal = malloc(r->nbins * sizeof *r->series_steal)))
+            return tps_fail(e, TPS_ENOMEM, "out of memory");
+        for (size_t k = 0; k < r->nbins; k++) {
+            uint64_t a = run->t0 + k * bin_ns, b = a + bin_ns;
+            if (b > run->t1) b = run->t1;
+            r->series_steal[k] = cpu_ticks_steal(o->host_ticks, o->n_host_ticks, a, b);
+        }
+    }
     return TPS_OK;
 }
 

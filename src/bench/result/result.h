@@ -99,7 +99,9 @@ typedef struct result_opts {
     bool has_runq;                /* client_runq_s is known (sched_stat.h) */
     double client_runq_s;         /* the bench thread's run-queue wait during the run */
     uint64_t bytes, events;
-    cpu_contention host; /* bench_run_out's */
+    cpu_contention host;        /* bench_run_out's */
+    const cpu_tick *host_ticks; /* bench_run_out's readings (borrowed), for series_steal */
+    size_t n_host_ticks;
 } result_opts;
 
 typedef struct bench_result {
@@ -125,6 +127,7 @@ typedef struct bench_result {
     double bin_s;
     size_t nbins;
     uint64_t *series_out, *series_in; /* (nbins,) over the run window */
+    double *series_steal; /* (nbins,) the hypervisor's steal per bin, -1 unknown; NULL none */
     double peak_tps;
     size_t peak_bin;
     double client_cpu_s;

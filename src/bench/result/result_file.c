@@ -158,12 +158,18 @@ json_t *result_to_json(const bench_result *r) {
     for (int i = 0; i < RH_COUNT; i++)
         json_object_set_new(hs, result_hist_name(i), hist_json(r->h[i], result_hist_is_time(i)));
     json_object_set_new(o, "histograms", hs);
-    json_object_set_new(o, "series",
-                        json_pack("{s:s, s:f, s:o, s:o, s:f, s:I}", "window", "run", "bin_s",
-                                  r->bin_s, "output_tokens", u64_array(r->series_out, r->nbins),
-                                  "input_tokens", u64_array(r->series_in, r->nbins),
-                                  "peak_output_tps", r->peak_tps, "peak_bin",
-                                  (json_int_t)r->peak_bin));
+    json_t *series = json_pack("{s:s, s:f, s:o, s:o, s:f, s:I}", "window", "run", "bin_s", r->bin_s,
+                               "output_tokens", u64_array(r->series_out, r->nbins), "input_tokens",
+                               u64_array(r->series_in, r->nbins), "peak_output_tps", r->peak_tps,
+                               "peak_bin", (json_int_t)r->peak_bin);
+    if (r->series_steal) { /* each bin's steal share; null where the readings did not cover it */
+        json_t *a = json_array();
+        for (size_t k = 0; k < r->nbins; k++)
+            json_array_append_new(a, r->series_steal[k] >= 0 ? json_real(r->series_steal[k])
+                                                             : json_null());
+        json_object_set_new(series, "steal", a);
+    }
+    json_object_set_new(o, "series", series);
     json_object_set_new(o, "server",
                         json_pack("{s:I, s:I}", "requests_with_timings",
                                   (json_int_t)r->with_timings, "preemptions",
@@ -415,6 +421,16 @@ static int series_from_json(bench_result *r, const json_t *se, tps_err *e) {
         return tps_fail(e, TPS_ENOMEM, "out of memory");
     r->peak_tps = jd(se, "peak_output_tps");
     r->peak_bin = (size_t)ju(se, "peak_bin");
+    json_t *st = json_object_get(se, "steal");
+    if (r->nbins && json_array_size(st) == r->nbins) {
+        if (!(r->series_steal = malloc(r->nbins * sizeof *r->series_steal)))
+            return tps_fail(e, TPS_ENOMEM, "out of memory");
+        for (size_t k = 0; k < r->nbins; k++) {
+            json_t *v = json_array_get(st, k);
+            double x = json_is_number(v) ? json_number_value(v) : -1;
+            r->series_steal[k] = x >= 0 && x <= 1 ? x : -1;
+        }
+    }
     return TPS_OK;
 }
 

@@ -95,6 +95,8 @@ int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
             so[os + k] += src->series_out[k], si[os + k] += src->series_in[k];
         free(dst->series_out);
         free(dst->series_in);
+        free(dst->series_steal); /* the runs' machines per bin: not merged */
+        dst->series_steal = NULL;
         dst->series_out = so;
         dst->series_in = si;
         dst->nbins = n;
