@@ -68,15 +68,8 @@ static int merge_turns(result_turns *d, const result_turns *s, tps_err *e) {
     return rc ? rc : merge_group(&d->later, &s->later, e);
 }
 
-int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
-    for (int i = 0; i < RH_COUNT; i++) {
-        int rc = hist_merge(dst->h[i], src->h[i], e);
-        if (rc) return rc;
-    }
-    int rc = merge_turns(&dst->turns, &src->turns, e);
-    if (rc) return rc;
-    merge_cached(&dst->cached, &src->cached);
-    /* series: aligned on the wall clock at bin resolution */
+/* The time series, aligned on the wall clock at bin resolution. */
+static int merge_series(bench_result *dst, const bench_result *src, tps_err *e) {
     if (src->nbins && src->bin_s == dst->bin_s && dst->bin_s > 0) {
         int64_t t0 = dst->t0_unix_ns < src->t0_unix_ns ? dst->t0_unix_ns : src->t0_unix_ns;
         const double bin_ns = dst->bin_s * 1e9;
@@ -106,6 +99,18 @@ int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
             if ((double)so[k] / dst->bin_s > dst->peak_tps)
                 dst->peak_tps = (double)so[k] / dst->bin_s, dst->peak_bin = k;
     }
+    return TPS_OK;
+}
+
+int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
+    for (int i = 0; i < RH_COUNT; i++) {
+        int rc = hist_merge(dst->h[i], src->h[i], e);
+        if (rc) return rc;
+    }
+    int rc = merge_turns(&dst->turns, &src->turns, e);
+    if (rc) return rc;
+    merge_cached(&dst->cached, &src->cached);
+    if ((rc = merge_series(dst, src, e))) return rc;
     dst->runs += src->runs;
     dst->requests += src->requests;
     dst->completed += src->completed;
