@@ -122,6 +122,20 @@ Test(plan, one_stream_takes_its_prompt_chunks_then_one_step_a_token) {
     env_close(&v);
 }
 
+/* A solved 2-thread calibration of m: one-row steps of 1.1 ms, 0.1 ms a
+ * row more, 50 us after each. */
+static void small_calib(step_calib *c, const llama_model *m) {
+    *c = (step_calib){.threads = 2, .n_kv = 1, .kv_type = {GGML_TYPE_F16}, .source = "test"};
+    step_calib_model_of(&c->model, m);
+    step_fit_init(&c->fit[0]);
+    for (int r = 1; r <= 64; r *= 2) {
+        step_shape sh = {r, r, r * 100.0, r * 100.0};
+        step_fit_add(&c->fit[0], &sh, 1e6 + r * 1e5, 5e4);
+    }
+    tps_err e = {{0}};
+    cr_assert_eq(step_fit_solve(&c->fit[0], &e), 0, "%s", e.msg);
+}
+
 /* --steal: every step (and the warm-up that sets the ITL target) slower by
  * ((1 - the cost's steal) / (1 - S))^threads: one stream's token gaps, a
  * step each, grow by exactly that; a calibration that does not say its own
@@ -161,14 +175,8 @@ Test(plan, a_stolen_share_of_the_cpus_slows_every_step_by_its_threads_power) {
     bench_run_free(&b);
     workload_free(&wl);
 
-    step_calib c = {.threads = 2, .n_kv = 1, .kv_type = {GGML_TYPE_F16}, .source = "test"};
-    step_calib_model_of(&c.model, v.m);
-    step_fit_init(&c.fit[0]);
-    for (int r = 1; r <= 64; r *= 2) {
-        step_shape sh = {r, r, r * 100.0, r * 100.0};
-        step_fit_add(&c.fit[0], &sh, 1e6 + r * 1e5, 5e4);
-    }
-    cr_assert_eq(step_fit_solve(&c.fit[0], &e), 0, "%s", e.msg);
+    step_calib c;
+    small_calib(&c, v.m);
     c.fit[0].prime = (step_prime){.n = 64, .t1_ns = 1e6, .tn_ns = 8e6};
     plan_cost pc;
     cr_assert_eq(plan_cost_calibrated(&pc, &c, "cal", v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
@@ -311,16 +319,10 @@ Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
     REQUIRE_SHARED(MODEL);
     model_env v;
     env_open(&v);
-    step_calib c = {.threads = 2, .n_kv = 1, .kv_type = {GGML_TYPE_F16}, .source = "test"};
-    step_calib_model_of(&c.model, v.m);
+    step_calib c;
+    small_calib(&c, v.m);
     snprintf(c.machine.cpu, sizeof c.machine.cpu, "Test CPU 9000");
-    step_fit_init(&c.fit[0]);
-    for (int r = 1; r <= 64; r *= 2) {
-        step_shape s = {r, r, r * 100.0, r * 100.0};
-        step_fit_add(&c.fit[0], &s, 1e6 + r * 1e5, 5e4);
-    }
     tps_err e = {{0}};
-    cr_assert_eq(step_fit_solve(&c.fit[0], &e), 0, "%s", e.msg);
     double took[32], fit[32];
     for (int i = 0; i < 32; i++)
         fit[i] = 1e6, took[i] = 1e6 + i * 12345.5;
