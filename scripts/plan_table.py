@@ -116,6 +116,15 @@ def fresh_cell(pred, meas):
     return "yes" if not miss else "no: " + ", ".join(miss)
 
 
+def tally(counts, model, pred, meas):
+    """Adds a point to counts[model]: [within every bound, points, {bound: within it}]."""
+    t = counts.setdefault(model, [0, 0, dict.fromkeys(BOUNDS, 0)])
+    t[0] += not misses(pred, meas)
+    t[1] += 1
+    for k, b in BOUNDS.items():
+        t[2][k] += abs(err(pred[k], meas[k])) <= b
+
+
 def table(d):
     rows, score, per_bound, fresh, by_steal = [], {}, {}, {}, {}
     with open(os.path.join(d, "points.txt")) as f:
@@ -139,17 +148,9 @@ def table(d):
         fr = figures(rest[1]) if len(rest) > 1 and os.path.exists(rest[1]) else None
         ps = at_steal.get((model, name))
         if ps:
-            ss = steal_stats.setdefault(model, [0, 0, dict.fromkeys(BOUNDS, 0)])
-            ss[0] += not misses(ps, m)
-            ss[1] += 1
-            for k, b in BOUNDS.items():
-                ss[2][k] += abs(err(ps[k], m[k])) <= b
+            tally(steal_stats, model, ps, m)
         if fr:
-            fs = fresh.setdefault(model, [0, 0, dict.fromkeys(BOUNDS, 0)])
-            fs[0] += not misses(fr, m)
-            fs[1] += 1
-            for k, b in BOUNDS.items():
-                fs[2][k] += abs(err(fr[k], m[k])) <= b
+            tally(fresh, model, fr, m)
         st_run, st_cal = steals(meas, cal)
         if st_run is not None and st_cal is not None:
             bs = by_steal.setdefault(model, [[], [], 0, 0])
