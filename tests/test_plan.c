@@ -16,6 +16,7 @@
  * cache from their second turn, refusals, determinism; the step fit
  * recovering a known cost model, the calibration file round trip. */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,153 @@ Test(plan, one_stream_takes_its_prompt_chunks_then_one_step_a_token) {
     env_close(&v);
 }
 
+/* Three requests one after another, 32 prompt tokens and 9 out each: a
+ * step a token after the first. */
+static void three_short_requests(bench_spec *s, model_env *v) {
+    spec_make(s, v, NULL);
+    s->cfg.concurrency = 1;
+    s->cfg.requests = 3;
+    dist(&s->wo.input_len, "32");
+    dist(&s->wo.output_len, "9");
+}
+
+/* Request i's 9 token gaps in b are exactly `times` those in a. */
+static void expect_gaps_scaled(const bench_run_out *a, const bench_run_out *b, size_t i,
+                               double times) {
+    const timeline *x = &a->recs[i].tl, *y = &b->recs[i].tl;
+    cr_assert_eq(x->n_events, 9);
+    cr_assert_eq(y->n_events, 9);
+    for (size_t k = 1; k < x->n_events; k++) {
+        double gx = (double)(x->events[k].t_ns - x->events[k - 1].t_ns),
+               gy = (double)(y->events[k].t_ns - y->events[k - 1].t_ns);
+        cr_expect_float_eq(gy, times * gx, 2.0, "request %zu, gap %zu: %.0f then %.0f ns", i, k, gx,
+                           gy);
+    }
+}
+
+/* --steal-series: a step runs at the steal of the bin it starts in, about
+ * the run's mean. Bins of (1 - mean)/(1 - s) each; bins not read and time
+ * past the last at the mean. In a plan of three requests one after
+ * another, a first bin at no steal and the rest at half: the first
+ * request's token gaps are the quiet plan's, the others' exactly twice
+ * (one thread). */
+Test(plan, a_steal_series_slows_the_steps_that_start_in_each_bin) {
+    REQUIRE_SHARED(MODEL);
+    model_env v;
+    env_open(&v);
+    bench_spec s;
+    three_short_requests(&s, &v);
+    workload wl;
+    bench_run_out a, b;
+    plan_once(&a, &v, &s, &wl);
+    workload_free(&wl);
+    cr_assert_eq(a.n, 3);
+    const timeline *first = &a.recs[0].tl;
+    cr_assert_eq(first->n_events, 9);
+    /* the first bin ends just after the first request's last token */
+    const double bin_s = (double)(first->events[8].t_ns - a.t_start_ns + 1) * 1e-9;
+    tps_err e = {{0}};
+    const double one_bin[] = {0.5};
+    plan_cost pc = v.cost;
+    cr_assert_eq(plan_cost_steal_series(&pc, one_bin, 1, bin_s, 0.2, "run.json", &e), 0, "%s",
+                 e.msg);
+    cr_expect_float_eq(pc.scale, 1.25, 1e-12, "the mean first, as --steal 0.2");
+    cr_expect_float_eq(plan_cost_scale_at(&pc, 0), 0.8 / 0.5, 1e-12, "then bin 0 about it");
+    cr_expect_float_eq(plan_cost_scale_at(&pc, (uint64_t)(2 * bin_s * 1e9)), 1, 1e-12,
+                       "past the last bin: the mean");
+    cr_expect(strstr(pc.source, "1 of 1") && strstr(pc.source, "50-50%"), "%s", pc.source);
+    const double unread[] = {-1};
+    pc = v.cost;
+    cr_assert_eq(plan_cost_steal_series(&pc, unread, 1, bin_s, 0.2, "run.json", &e), 0, "%s",
+                 e.msg);
+    cr_expect_float_eq(plan_cost_scale_at(&pc, 0), 1, 1e-12, "a bin not read: the mean");
+    pc = v.cost;
+    cr_expect_eq(plan_cost_steal_series(&pc, unread, 0, bin_s, 0.2, "run.json", &e), TPS_EINVAL);
+    cr_expect(strstr(e.msg, "--steal-series run.json"), "%s", e.msg);
+
+    /* none stolen in the first bin, then half, for as long as the plan can
+     * last at half speed */
+    double bins[64] = {0};
+    const timeline *last = &a.recs[2].tl;
+    const size_t n = 2 + (size_t)(2 * (double)(last->events[8].t_ns - a.t_start_ns) * 1e-9 / bin_s);
+    cr_assert_leq(n, 64);
+    for (size_t k = 1; k < n; k++)
+        bins[k] = 0.5;
+    cr_assert_eq(plan_cost_steal_series(&v.cost, bins, n, bin_s, 0, "run.json", &e), 0, "%s",
+                 e.msg);
+    plan_once(&b, &v, &s, &wl);
+    cr_assert_eq(b.n, 3);
+    for (size_t i = 0; i < a.n; i++)
+        expect_gaps_scaled(&a, &b, i, i ? 2 : 1);
+    bench_run_free(&a);
+    bench_run_free(&b);
+    workload_free(&wl);
+    env_close(&v);
+}
+
+/* tps plan --steal-series RESULT: a result that does not say its steal
+ * (a plan's) is refused with the reason; one that does (its host.steal
+ * and series.steal, written here into a plan's result) drives the plan,
+ * which says so in its cost; with --steal or a capacity search it is an
+ * error, not a flag one of them ignores. */
+Test(plan, the_cli_follows_a_run_s_steal_series_and_refuses_what_it_cannot, .timeout = 60) {
+    REQUIRE_SHARED(MODEL);
+    char *model = shared_path(MODEL);
+    char dir[] = "/tmp/tps-test-series-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char load[768], args[2048], path[600];
+    snprintf(load, sizeof load,
+             "plan -m '%s' --concurrency 1 --requests 3 --input-len 16 --output-len 8 --quiet",
+             model);
+    char *out = NULL;
+    snprintf(args, sizeof args, "%s --json %s/plan.json", load, dir);
+    cr_assert_eq(run_tps(args, true, &out), 0, "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "%s --steal-series %s/plan.json", load, dir);
+    cr_expect_eq(run_tps(args, true, &out), 1, "%s", out);
+    cr_expect(strstr(out, "does not say what the hypervisor stole"), "%s", out);
+    free(out);
+
+    snprintf(path, sizeof path, "%s/plan.json", dir);
+    json_t *r = json_load_file(path, 0, NULL);
+    cr_assert_not_null(r);
+    json_object_set_new(r, "host", json_pack("{s:f, s:f}", "steal", 0.1, "others_cpu", 0.0));
+    json_t *series = json_object_get(r, "series");
+    json_t *steal = json_array();
+    for (size_t k = 0; k < json_array_size(json_object_get(series, "output_tokens")); k++)
+        json_array_append_new(steal, json_real(0.3));
+    json_object_set_new(series, "steal", steal);
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    cr_assert_eq(json_dump_file(r, path, 0), 0);
+    json_decref(r);
+    snprintf(args, sizeof args, "%s --steal-series %s --json %s/series.json", load, path, dir);
+    cr_expect_eq(run_tps(args, true, &out), 0, "%s", out);
+    free(out);
+    snprintf(path, sizeof path, "%s/series.json", dir);
+    r = json_load_file(path, 0, NULL);
+    cr_assert_not_null(r);
+    const char *cost = json_string_value(
+        json_object_get(json_object_get(json_object_get(r, "config"), "plan"), "cost"));
+    cr_expect(cost && strstr(cost, "10.0% stolen") && strstr(cost, "as the steal went"), "%s",
+              cost ? cost : "(no cost)");
+    json_decref(r);
+
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    snprintf(args, sizeof args, "%s --steal-series %s --steal 0.1", load, path);
+    cr_expect_eq(run_tps(args, true, &out), 2, "%s", out);
+    cr_expect(strstr(out, "--steal-series"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args,
+             "plan -m '%s' --find-max-rate --slo ttft=1000 --duration 2 --steal-series %s", model,
+             path);
+    cr_expect_eq(run_tps(args, true, &out), 2, "%s", out);
+    cr_expect(strstr(out, "capacity search"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "rm -rf '%s'", dir);
+    cr_expect_eq(system(args), 0);
+    free(model);
+}
+
 /* A solved 2-thread calibration of m: one-row steps of 1.1 ms, 0.1 ms a
  * row more, 50 us after each. */
 static void small_calib(step_calib *c, const llama_model *m) {
@@ -145,11 +293,7 @@ Test(plan, a_stolen_share_of_the_cpus_slows_every_step_by_its_threads_power) {
     model_env v;
     env_open(&v);
     bench_spec s;
-    spec_make(&s, &v, NULL);
-    s.cfg.concurrency = 1;
-    s.cfg.requests = 3;
-    dist(&s.wo.input_len, "32");
-    dist(&s.wo.output_len, "9");
+    three_short_requests(&s, &v);
     workload wl;
     bench_run_out a, b;
     plan_once(&a, &v, &s, &wl);
@@ -160,17 +304,8 @@ Test(plan, a_stolen_share_of_the_cpus_slows_every_step_by_its_threads_power) {
     cr_expect(strstr(v.cost.source, "20.0% stolen"), "%s", v.cost.source);
     plan_once(&b, &v, &s, &wl);
     cr_assert_eq(a.n, b.n);
-    for (size_t i = 0; i < a.n; i++) {
-        const timeline *x = &a.recs[i].tl, *y = &b.recs[i].tl;
-        cr_assert_eq(x->n_events, 9);
-        cr_assert_eq(y->n_events, 9);
-        for (size_t k = 1; k < x->n_events; k++) {
-            double gx = (double)(x->events[k].t_ns - x->events[k - 1].t_ns),
-                   gy = (double)(y->events[k].t_ns - y->events[k - 1].t_ns);
-            cr_expect_float_eq(gy, 1.25 * gx, 2.0, "request %zu, gap %zu: %.0f then %.0f ns", i, k,
-                               gx, gy);
-        }
-    }
+    for (size_t i = 0; i < a.n; i++)
+        expect_gaps_scaled(&a, &b, i, 1.25);
     bench_run_free(&a);
     bench_run_free(&b);
     workload_free(&wl);

@@ -40,6 +40,7 @@ typedef struct cli_plan_env {
     chat_prompt prompt; /* the chat template tps serve would use */
     plan_server srv;
     struct json_t *config; /* the result's config.plan */
+    double *steal_bins;    /* --steal-series: the run's steal per bin (cost borrows it) */
 } cli_plan_env;
 /* From tps plan's model, cost and server options (argv[0] a name; -m
  * MODEL defaults to model): 0, or an exit code after a message. */

@@ -29,6 +29,7 @@ typedef struct plan_cli {
     bench_spec spec;  /* bench's rows count from here */
     engine_params ep; /* serve's engine rows count from here */
     const char *model, *calibration, *chat_template, *json_out, *replay, *steps_out;
+    const char *steal_series; /* a bench result whose series.steal the steps follow */
     result_out_opts out;
     double bandwidth, int8_rate, fp32_rate;
     double steal; /* < 0: as the calibration was taken */
@@ -90,6 +91,11 @@ static const opt_row plan_rows[] = {
      .metavar = "RATE",
      .help = "replicas needed to serve RATE requests/s under --slo (the\n"
              "capacity of one, then RATE split evenly over them, checked)"},
+    {"--steal-series", .kind = OPT_STR, .off = P(steal_series), .metavar = "RESULT",
+     .help = "a tps bench result (JSON) whose hypervisor's steal the steps\n"
+             "follow second by second (its series.steal, about its\n"
+             "host.steal), as --steal does with one share: what the run\n"
+             "would have measured on a machine taken from as that run's was"},
     {"--json", .kind = OPT_STR, .off = P(json_out), .metavar = "FILE",
      .help = "the predicted result (tps bench's schema, config.predicted true)"},
     OPT_ROWS_AT(result_out_rows, P(out)),
@@ -160,6 +166,28 @@ static int cost_for(plan_cost *pc, const plan_cli *p, const llama_model *m, tps_
     int rc = machine_for(&ml, p, e);
     if (!rc) plan_cost_roofline(pc, &ml, m, p->ep.kv_type);
     if (!rc && p->steal >= 0) rc = plan_cost_at_steal(pc, p->steal, "the roofline", e);
+    return rc;
+}
+
+/* --steal-series: the result's steal per bin, kept in env for its cost. */
+static int steal_series_for(cli_plan_env *env, const char *path, tps_err *e) {
+    bench_result r;
+    int rc = result_read_json(&r, path, e);
+    if (rc) return rc;
+    if (!r.series_steal || !r.nbins || !r.host.known) {
+        rc = tps_fail(e, TPS_EINVAL,
+                      "--steal-series %s: the result does not say what the hypervisor stole "
+                      "during it (host.steal and series.steal: a plan, or a tps bench from "
+                      "before they were recorded)",
+                      path);
+    } else if (!(env->steal_bins = malloc(r.nbins * sizeof *env->steal_bins))) {
+        rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+    } else {
+        memcpy(env->steal_bins, r.series_steal, r.nbins * sizeof *env->steal_bins);
+        rc = plan_cost_steal_series(&env->cost, env->steal_bins, r.nbins, r.bin_s, r.host.steal,
+                                    path, e);
+    }
+    result_free(&r);
     return rc;
 }
 
@@ -411,9 +439,18 @@ static int plan_parse(plan_cli *p, int argc, char **argv) {
                         "of an uncalibrated plan; drop them or --calibration\n");
         return 2;
     }
-    if (p->replay && p->steal >= 0) {
-        fprintf(stderr, "tps plan: --replay takes the run's own step times; --steal has nothing "
-                        "to scale\n");
+    if (p->replay && (p->steal >= 0 || p->steal_series)) {
+        fprintf(stderr, "tps plan: --replay takes the run's own step times; --steal and "
+                        "--steal-series have nothing to scale\n");
+        return 2;
+    }
+    if (p->steal_series && (p->steal >= 0 || search)) {
+        fprintf(stderr,
+                "tps plan: --steal-series follows one run's steal in time; not with %s "
+                "(give one share with --steal)\n",
+                p->steal >= 0 ? "--steal"
+                              : "a capacity search, whose probes each start "
+                                "at 0");
         return 2;
     }
     return -1;
@@ -457,6 +494,7 @@ static int env_open(cli_plan_env *env, plan_cli *p) {
     int rc = llama_model_load_opts(&env->m, p->model, &lo, &e);
     if (!rc) rc = tokenizer_load(&env->tok, env->m->file, &e);
     if (!rc) rc = cost_for(&env->cost, p, env->m, &e);
+    if (!rc && p->steal_series) rc = steal_series_for(env, p->steal_series, &e);
     if (!rc) rc = chat_prompt_for_model(&env->prompt, env->m->file, env->tok, p->chat_template, &e);
     if (rc) {
         fprintf(stderr, "tps plan: %s\n", e.msg);
@@ -475,6 +513,7 @@ static int env_open(cli_plan_env *env, plan_cli *p) {
 
 void cli_plan_env_close(cli_plan_env *env) {
     json_decref(env->config);
+    free(env->steal_bins);
     chat_prompt_free(&env->prompt);
     tokenizer_free(env->tok);
     llama_model_free(env->m);

@@ -146,6 +146,45 @@ int plan_cost_at_steal(plan_cost *pc, double steal, const char *path, tps_err *e
     return 0;
 }
 
+/* The most of a bin's CPU time counted as stolen: a bin read at (nearly)
+ * all stolen would stop the simulated engine; the engine never stops for
+ * a whole bin, as the bins' readings are tick counts. */
+#define BIN_STEAL_MAX 0.95
+
+int plan_cost_steal_series(plan_cost *pc, const double *bins, size_t n, double bin_s, double mean,
+                           const char *path, tps_err *e) {
+    if (!n || !(bin_s > 0))
+        return tps_fail(e, TPS_EINVAL, "--steal-series %s: no steal read in any bin", path);
+    int rc = plan_cost_at_steal(pc, mean, path, e);
+    if (rc) return rc;
+    pc->steal_bins = bins;
+    pc->n_steal_bins = n;
+    pc->steal_bin_ns = bin_s * 1e9;
+    pc->steal_mean = mean;
+    size_t known = 0;
+    double lo = 1, hi = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (!(bins[k] >= 0)) continue;
+        known++;
+        lo = bins[k] < lo ? bins[k] : lo;
+        hi = bins[k] > hi ? bins[k] : hi;
+    }
+    size_t len = strlen(pc->source);
+    snprintf(pc->source + len, sizeof pc->source - len,
+             "; then as the steal went, %zu of %zu %.3g s bins read (%.0f-%.0f%%)", known, n, bin_s,
+             known ? 100 * lo : 0, known ? 100 * hi : 0);
+    return 0;
+}
+
+double plan_cost_scale_at(const plan_cost *pc, uint64_t t_ns) {
+    if (!pc->n_steal_bins) return 1;
+    size_t k = (size_t)((double)t_ns / pc->steal_bin_ns);
+    if (k >= pc->n_steal_bins || !(pc->steal_bins[k] >= 0)) return 1;
+    double s = pc->steal_bins[k] < BIN_STEAL_MAX ? pc->steal_bins[k] : BIN_STEAL_MAX;
+    const int threads = pc->threads > 0 ? pc->threads : 1;
+    return pow((1 - pc->steal_mean) / (1 - s), threads);
+}
+
 double plan_cost_fwd_ns(const plan_cost *pc, const step_shape *s) {
     if (pc->kind == PLAN_COST_FIT) return pc->scale * step_fit_fwd_ns(&pc->fit, s);
     return pc->scale * roofline_fwd(pc, s);

@@ -52,7 +52,12 @@ typedef struct plan_cost {
     double steal;          /* ... that share of the machine's CPU time */
     int threads;           /* kernel threads the costs are for */
     double scale;          /* every step's time (and the warm-up's) x this: plan_cost_at_steal; 1 */
-    char source[320];      /* for people and the result's config */
+    /* plan_cost_steal_series: the steal over a run, bin by bin (borrowed;
+     * -1 where not read), and the mean that scale is at; n 0: none */
+    const double *steal_bins;
+    size_t n_steal_bins;
+    double steal_bin_ns, steal_mean;
+    char source[512]; /* for people and the result's config */
 } plan_cost;
 
 /* The calibration c's fit for kv_type (or, failing that, its first fit
@@ -75,6 +80,21 @@ void plan_cost_roofline(plan_cost *pc, const machine_limits *ml, const llama_mod
  * TPS_EINVAL when a calibration does not say its own steal (a server's
  * --save-calibration, an older file). */
 int plan_cost_at_steal(plan_cost *pc, double steal, const char *path, tps_err *e);
+
+/* The costs of a machine whose hypervisor's steal went as bins[0..n) of
+ * bin_s seconds each from a run's start (a tps bench result's
+ * series.steal), averaging `mean` over it (its host.steal): every step at
+ * the mean (plan_cost_at_steal), then each step that starts in bin k x
+ * ((1 - mean) / (1 - bins[k]))^threads, so that it runs at bin k's steal.
+ * Bins not read (< 0), and time past the last, stay at the mean. What a
+ * mean cannot say: steal comes in bursts, and a queue near capacity grows
+ * during one faster than it drains after. bins is borrowed for pc's life;
+ * TPS_EINVAL as plan_cost_at_steal, or for an empty series. */
+int plan_cost_steal_series(plan_cost *pc, const double *bins, size_t n, double bin_s, double mean,
+                           const char *path, tps_err *e);
+/* What plan_cost_steal_series scales a step starting t_ns after the run's
+ * start by, beyond the fixed scale (1 without a series). */
+double plan_cost_scale_at(const plan_cost *pc, uint64_t t_ns);
 
 double plan_cost_fwd_ns(const plan_cost *pc, const step_shape *s);
 double plan_cost_post_ns(const plan_cost *pc, const step_shape *s);
