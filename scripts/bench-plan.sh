@@ -10,7 +10,8 @@
 # a closed loop's and a Poisson load's TTFT move differently). Then predict
 # every point with tps plan: from tps plan calibrate's fit, from the
 # server's own fit, from the roofline alone, and from the calibration at
-# the hypervisor's steal the bench read during the point (--steal). Last,
+# the hypervisor's steal the bench read during the point (--steal, and
+# second by second, --steal-series). Last,
 # scripts/plan_table.py writes the table of every point into docs/plan.md.
 # The server runs with --no-prefix-cache (and the plans with it), so that
 # no point's TTFT depends on what the points before it left in the one
@@ -31,6 +32,11 @@
 #        TPS_PLAN_FRESH_ARGS those calibrations' options (default "--kv-type f16
 #                          --served-s 10": the server's KV type, and a served
 #                          phase long enough to see the machine's tails)
+#        TPS_PLAN_REPEAT   "all": measure every point of the grid, and the
+#                          capacity search, a second time after the rest (same
+#                          seeds), not only c4-128-128 and rate75: how often
+#                          the machine agrees with itself within the issue's
+#                          bounds, the ceiling on any prediction's count
 #        TPS_PLAN_REPREDICT "calibrate": no measuring; calibrate again and
 #                          predict the points an earlier run measured (in
 #                          TPS_BENCH_DIR/plan); "keep": predict them with the
@@ -48,6 +54,12 @@ doc=${TPS_PLAN_DOC:-docs/plan.md}
 threads=${BENCH_THREADS:-2}
 repredict=${TPS_PLAN_REPREDICT:-}
 fresh=${TPS_PLAN_FRESH:-}
+repeat_all=${TPS_PLAN_REPEAT:-}
+case $repeat_all in "" | all) ;; *)
+  echo "bench-plan: TPS_PLAN_REPEAT is \"all\" or unset, not \"$repeat_all\"" >&2
+  exit 2
+  ;;
+esac
 # every request waits for its reply, however long the queue ahead of it (a
 # 1B preset's 64 streams of 512-token prompts queue for minutes; the
 # default --idle-timeout of 60 s would fail them, and the figures would be
@@ -60,6 +72,7 @@ mkdir -p "$out"
 export XDG_CACHE_HOME=$out/cache
 : >"$out/points.txt"
 : >"$out/steal.txt"
+: >"$out/series.txt"
 : >"$out/capacity.txt"
 [ -n "$repredict" ] || : >"$out/repeat.txt"
 
@@ -99,6 +112,11 @@ measure() {
   echo "$m $name $*" >>"$out/todo-$m.txt"
 }
 
+seed_of() { # the seed a bench result (or a capacity search's first probe) ran with
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r=r["probes"][0]["result"] if "probes" in r else r
+print(r["config"]["seed"])' "$1"
+}
+
 # predict MODEL FILE: every point measured, predicted three ways, each with
 # the measured run's seed
 predict() {
@@ -108,7 +126,7 @@ predict() {
     read -r -a args <<<"$load"
     # the measured run's seed: the plan sends the same prompts on the same
     # schedule (a Poisson point's request count is itself a draw)
-    args+=(--seed "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["config"]["seed"])' "$base.json")")
+    args+=(--seed "$(seed_of "$base.json")")
     "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/cal-$m.txt" "${args[@]}" \
       --duration "$point_s" "${limits[@]}" --quiet --json "$base.plan.json"
     "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/serve-cal-$m.txt" "${args[@]}" \
@@ -124,6 +142,12 @@ predict() {
       "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/cal-$m.txt" "${args[@]}" \
         --steal "$steal" --duration "$point_s" "${limits[@]}" --quiet --json "$base.steal.json" || true
       echo "$m $name $base.json $base.steal.json" >>"$out/steal.txt"
+      # ... and at the steal as it went during the run, second by second
+      # (its series.steal): what a mean cannot show of the bursts
+      "$tps" plan -m "$f" --threads "$threads" --no-prefix-cache --calibration "$out/cal-$m.txt" "${args[@]}" \
+        --steal-series "$base.json" --duration "$point_s" "${limits[@]}" --quiet \
+        --json "$base.series.json" &&
+        echo "$m $name $base.json $base.series.json" >>"$out/series.txt"
     fi
     local fresh_json=
     if [ -f "$base.cal.txt" ]; then
@@ -143,7 +167,7 @@ repeat() {
   local m=$1 f=$2 first=$out/$1-$3.json args
   [ -f "$first" ] || return 0
   read -r -a args <<<"$(sed -n "s/^$m $3 //p" "$out/todo-$m.txt")"
-  args+=(--seed "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["config"]["seed"])' "$first")")
+  args+=(--seed "$(seed_of "$first")")
   echo "== $m $3 again: ${args[*]}"
   "$tps" bench --url "$url" --tokenizer "$f" "${args[@]}" --duration "$point_s" "${limits[@]}" \
     --no-progress --quiet --json "$out/$m-$3.again.json" || return 0
@@ -177,8 +201,17 @@ measure_all() {
   else
     echo "bench-plan: $m: no measured capacity under $slo: no rate points" >&2
   fi
-  repeat "$m" "$f" c4-128-128
-  repeat "$m" "$f" rate75
+  if [ -n "$repeat_all" ]; then
+    local name
+    while read -r _ name _; do repeat "$m" "$f" "$name"; done <"$out/todo-$m.txt"
+    echo "== $m: capacity under $slo again"
+    "$tps" bench --url "$url" --tokenizer "$f" "${cap[@]}" --seed "$(seed_of "$out/$m-capacity.json")" \
+      --no-progress --quiet --json "$out/$m-capacity.again.json" &&
+      echo "$m capacity $out/$m-capacity.json $out/$m-capacity.again.json" >>"$out/repeat.txt"
+  else
+    repeat "$m" "$f" c4-128-128
+    repeat "$m" "$f" rate75
+  fi
   stop_server || true
 }
 

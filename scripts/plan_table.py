@@ -6,7 +6,8 @@ calibrated.json, roofline.json and, optionally, served.json: predicted
 from the server's own --save-calibration, and fresh.json: predicted from a
 calibration taken just before the point was measured) and DIR/capacity.txt (model, measured
 capacity.json, predicted capacity.json), DIR/repeat.txt when present (model,
-point, first.json, again.json: one point measured twice, first and last),
+point, first.json, again.json: one point measured twice, first and last;
+the point "capacity": the capacity search twice),
 every file a tps bench result or capacity search, and writes the markdown between the markers
 <!-- plan-table:begin --> and <!-- plan-table:end --> of DOC: one row per
 point with the measured figure, the calibrated prediction and its error
@@ -14,14 +15,18 @@ point with the measured figure, the calibrated prediction and its error
 (roofline) output tok/s and its error, then each model's share of points
 within the issue's bounds (10% for tok/s and the p50s, 20% for the p99s),
 the same counts for the fresh calibrations where there are some, the
-repeated points' two measurements (the machine's own drift), and the
+repeated points' two measurements (the machine's own drift; with every
+point repeated, their count within the bounds, the second judged against
+the first), and the
 capacity under the SLO measured and predicted. Where the results say it
 (host.steal of a run, config.plan.calibration_steal of a plan), each row
 shows the hypervisor's steal during the point and during the calibration,
 and each model's summary the correlation of the output tok/s error with
 their difference, and the points measured at the calibration's steal;
 DIR/steal.txt (model, point, measured.json, predicted.json: the plan told
-the steal the run met, --steal) adds a column and a count line for those.
+the steal the run met, --steal) adds a column and a count line for those,
+and DIR/series.txt (the same, told the steal second by second,
+--steal-series) another.
 
 usage: scripts/plan_table.py DIR DOC
 """
@@ -125,20 +130,25 @@ def tally(counts, model, pred, meas):
         t[2][k] += abs(err(pred[k], meas[k])) <= b
 
 
+def predictions(d, listing):
+    """{(model, point): figures} of DIR/listing's lines (model, point, measured.json, predicted.json)."""
+    got, path = {}, os.path.join(d, listing)
+    if os.path.exists(path):
+        with open(path) as f:
+            for ln in f:
+                model, name, _, pred = ln.split()
+                if os.path.exists(pred):
+                    got[(model, name)] = figures(pred)
+    return got
+
+
 def table(d):
     rows, score, per_bound, fresh, by_steal = [], {}, {}, {}, {}
     with open(os.path.join(d, "points.txt")) as f:
         points = [ln.split() for ln in f if ln.strip()]
     with_fresh = any(len(p) > 6 for p in points)
-    at_steal = {}
-    st_path = os.path.join(d, "steal.txt")
-    if os.path.exists(st_path):
-        with open(st_path) as f:
-            for ln in f:
-                model, name, _, pred = ln.split()
-                if os.path.exists(pred):
-                    at_steal[(model, name)] = figures(pred)
-    steal_stats = {}
+    at_steal, at_series = predictions(d, "steal.txt"), predictions(d, "series.txt")
+    steal_stats, series_stats = {}, {}
     for model, name, meas, cal, roof, *rest in points:
         if not all(os.path.exists(p) for p in (meas, cal)):
             continue
@@ -146,9 +156,11 @@ def table(d):
         r = figures(roof) if os.path.exists(roof) else None
         sv = figures(rest[0]) if rest and os.path.exists(rest[0]) else None
         fr = figures(rest[1]) if len(rest) > 1 and os.path.exists(rest[1]) else None
-        ps = at_steal.get((model, name))
+        ps, pss = at_steal.get((model, name)), at_series.get((model, name))
         if ps:
             tally(steal_stats, model, ps, m)
+        if pss:
+            tally(series_stats, model, pss, m)
         if fr:
             tally(fresh, model, fr, m)
         st_run, st_cal = steals(meas, cal)
@@ -182,6 +194,7 @@ def table(d):
             f"| {cell(sv['tps'], m['tps']) + ', ' + cell(sv['ttft50'], m['ttft50']) if sv else '-'} "
             f"| {steal_cell} | {'yes' if ok else 'no'} |"
             + (f" {fresh_cell(ps, m)} |" if at_steal else "")
+            + (f" {fresh_cell(pss, m)} |" if at_series else "")
             + (f" {fresh_cell(fr, m)} |" if with_fresh else "")
         )
     out = [
@@ -189,9 +202,11 @@ def table(d):
         "predicted | TTFT p99 | ITL p50 | ITL p99 | roofline out tok/s | server's fit: out tok/s, "
         "TTFT p50 | steal: run / calibration | within bounds |"
         + (" at the run's steal (--steal): within bounds |" if at_steal else "")
+        + (" at its steal second by second (--steal-series): within bounds |" if at_series else "")
         + (" fresh calibration: within bounds |" if with_fresh else ""),
         "|---|---|---|---|---|---|---|---|---|---|---|---|"
         + ("---|" if at_steal else "")
+        + ("---|" if at_series else "")
         + ("---|" if with_fresh else ""),
     ] + rows
     out.append("")
@@ -214,6 +229,13 @@ def table(d):
             f"during it (--steal): {ok} of {n} points within the bounds ({ok / n:.0%}); by "
             "figure: " + ", ".join(f"{LABEL[k]} {v} of {n}" for k, v in per.items())
         )
+    for model, (ok, n, per) in series_stats.items():
+        out.append(
+            f"- {model}, each point predicted from the calibration told the hypervisor's steal "
+            f"second by second as the bench read it (--steal-series): {ok} of {n} points within "
+            f"the bounds ({ok / n:.0%}); by figure: "
+            + ", ".join(f"{LABEL[k]} {v} of {n}" for k, v in per.items())
+        )
     for model, (ok, n, per) in fresh.items():
         out.append(
             f"- {model}, each point predicted from a calibration taken just before it was "
@@ -221,20 +243,41 @@ def table(d):
             + ", ".join(f"{LABEL[k]} {v} of {n}" for k, v in per.items())
         )
     rep = os.path.join(d, "repeat.txt")
+    again = {}
     if os.path.exists(rep):
         with open(rep) as f:
-            for ln in f:
-                model, name, first, again = ln.split()
-                if os.path.exists(first) and os.path.exists(again):
-                    a, b = figures(first), figures(again)
-                    out.append(
-                        f"- {model}: {name} measured again after the rest (same seed): "
-                        + ", ".join(
-                            f"{LABEL[k]} {a[k]:.1f} then {b[k]:.1f} ({err(b[k], a[k]):+.0%})"
-                            for k in BOUNDS
-                        )
-                        + ": the machine's own repeatability over the grid"
+            repeats = [ln.split() for ln in f if ln.strip()]
+        for model, name, first, second in repeats:
+            if not (os.path.exists(first) and os.path.exists(second)):
+                continue
+            if name == "capacity":
+                a, b = capacity(first), capacity(second)
+                e = f"{err(b, a):+.0%}" if a else "-"
+                out.append(
+                    f"- {model}: capacity under the SLO measured again after the rest: "
+                    f"{a:.3g} then {b:.3g} requests/s ({e})"
+                )
+                continue
+            a, b = figures(first), figures(second)
+            tally(again, model, b, a)
+            if len(repeats) <= 4:
+                out.append(
+                    f"- {model}: {name} measured again after the rest (same seed): "
+                    + ", ".join(
+                        f"{LABEL[k]} {a[k]:.1f} then {b[k]:.1f} ({err(b[k], a[k]):+.0%})"
+                        for k in BOUNDS
                     )
+                    + ": the machine's own repeatability over the grid"
+                )
+    for model, (ok, n, per) in again.items():
+        if n > 2:
+            out.append(
+                f"- {model}, every point measured a second time after the rest (same seed), "
+                f"judged against its first measurement as a prediction is: {ok} of {n} points "
+                f"within the bounds ({ok / n:.0%}); by figure: "
+                + ", ".join(f"{LABEL[k]} {v} of {n}" for k, v in per.items())
+                + ": how often this machine agrees with itself"
+            )
     cap = os.path.join(d, "capacity.txt")
     if os.path.exists(cap):
         with open(cap) as f:
