@@ -185,10 +185,63 @@ Test(capacity_search, finds_the_known_capacity_within_one_step, .timeout = 90) {
     cr_expect(json_is_true(json_object_get(p0, "pass")));
     json_t *res = json_object_get(p0, "result");
     cr_expect_str_eq(json_string_value(json_object_get(res, "schema")), BENCH_RESULT_SCHEMA);
+    /* each probe read the hypervisor's steal on this machine (/proc/stat),
+     * and says it as its result does */
+    const json_t *st = json_object_get(res, "host");
+    cr_expect(json_is_object(st) && r.probes[0].steal >= 0 && r.probes[0].steal <= 1 &&
+                  json_number_value(json_object_get(p0, "steal")) == r.probes[0].steal &&
+                  json_number_value(json_object_get(st, "steal")) == r.probes[0].steal,
+              "probe 1's steal %.4f", r.probes[0].steal);
     cr_expect_float_eq(json_number_value(json_object_get(json_object_get(res, "config"), "rate")),
                        10.0, 1e-9);
     json_decref(j);
     capacity_result_free(&r);
+}
+
+/* On a shared VM the answer says what the hypervisor stole: the range
+ * over the probes and the steal at the answer's two edges, from 3% (the
+ * verdict's limit); the probe table has a steal column ("-" where not
+ * read); the JSON keeps each probe's steal through a round trip. A quiet
+ * machine, or probes that did not read it (a plan's), get no note. */
+Test(capacity_answer, notes_the_steal_at_its_edges_on_a_shared_vm) {
+    capacity_probe pr[3] = {{.rate = 1.0, .steal = 0.21, .pass = false},
+                            {.rate = 0.5, .steal = 0.15, .pass = true},
+                            {.rate = 0.75, .steal = 0.07, .pass = true}};
+    for (size_t i = 0; i < 3; i++)
+        snprintf(pr[i].why, sizeof pr[i].why, "test");
+    capacity_result r = {.probes = pr, .n = 3, .max_rate = 0.75, .fail_rate = 1.0};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    capacity_print(f, &r);
+    fclose(f);
+    cr_expect(strstr(text, "steal") && strstr(text, "21%  FAIL"), "%s", text);
+    cr_expect(strstr(text, "stole 7-21% of the CPU time during the probes; the passing probe at "
+                           "0.75: 7%; the failing one at 1.00: 21%"),
+              "%s", text);
+    free(text);
+
+    capacity_opts o = capacity_opts_default();
+    o.slo.ttft_ns = 1000000;
+    json_t *j = capacity_to_json(&r, &o);
+    capacity_result back;
+    capacity_opts ob;
+    tps_err e = {{0}};
+    cr_assert_eq(capacity_from_json(&back, &ob, j, &e), 0, "%s", e.msg);
+    cr_expect_eq(back.n, 3);
+    for (size_t i = 0; i < 3 && i < back.n; i++)
+        cr_expect_float_eq(back.probes[i].steal, pr[i].steal, 1e-12);
+    capacity_result_free(&back);
+    json_decref(j);
+
+    for (size_t i = 0; i < 3; i++)
+        pr[i].steal = i ? 0.02 : -1;
+    f = open_memstream(&text, &len);
+    capacity_print(f, &r);
+    fclose(f);
+    cr_expect(!strstr(text, "hypervisor") && strstr(text, "-  FAIL"), "a quiet machine: %s", text);
+    free(text);
 }
 
 /* The in-flight cap of 1 holds sends back: at 40 requests/s against 50 ms

@@ -10,6 +10,7 @@
 
 #include "bench/workload/load.h"
 #include "bench/io/json_file.h"
+#include "bench/result/verdict.h"
 #include "base/clock.h"
 
 capacity_opts capacity_opts_default(void) {
@@ -169,6 +170,7 @@ static int probe_result(capacity_probe *p, const capacity_opts *o, const bench_c
     const result_cached *cached = &p->result.cached;
     p->cached_fraction =
         cached->requests && cached->prompt ? (double)cached->tokens / (double)cached->prompt : -1;
+    p->steal = p->result.host.known ? p->result.host.steal : -1;
     return TPS_OK;
 }
 
@@ -177,6 +179,7 @@ static int run_probe(capacity_probe *p, const capacity_opts *o, const bench_conf
                      const workload *wl, size_t k, double rate, double dur, tps_err *e) {
     memset(p, 0, sizeof *p);
     p->cached_fraction = -1;
+    p->steal = -1;
     bench_config c = *base;
     workload own;
     if (o->prepare) {
@@ -319,6 +322,7 @@ static json_t *probe_json(const capacity_probe *p) {
     if (!j) return NULL;
     json_object_set_new(j, "cached_fraction",
                         p->cached_fraction >= 0 ? json_real(p->cached_fraction) : json_null());
+    json_object_set_new(j, "steal", p->steal >= 0 ? json_real(p->steal) : json_null());
     json_object_set_new(j, "result", p->result.runs ? result_to_json(&p->result) : json_null());
     return j;
 }
@@ -405,6 +409,8 @@ int capacity_from_json(capacity_result *r, capacity_opts *o, const json_t *j, tp
         snprintf(p->why, sizeof p->why, "%s", why ? why : "");
         const json_t *cf = json_object_get(pj, "cached_fraction");
         p->cached_fraction = json_is_number(cf) ? json_number_value(cf) : -1;
+        const json_t *st = json_object_get(pj, "steal");
+        p->steal = json_is_number(st) ? json_number_value(st) : -1;
     }
     r->max_rate = num_of(j, "max_rate");
     r->fail_rate = num_of(j, "fail_rate");
@@ -417,17 +423,19 @@ int capacity_from_json(capacity_result *r, capacity_opts *o, const json_t *j, tp
 }
 
 void capacity_print_header(FILE *f) {
-    fprintf(f, "%5s %9s %9s %6s %6s %10s %10s %10s %9s %7s  %s\n", "probe", "rate/s", "sent/s",
-            "sent", "good%", "TTFT p99", "ITL p99", "E2E p99", "lag p99", "cached", "verdict");
+    fprintf(f, "%5s %9s %9s %6s %6s %10s %10s %10s %9s %7s %6s  %s\n", "probe", "rate/s", "sent/s",
+            "sent", "good%", "TTFT p99", "ITL p99", "E2E p99", "lag p99", "cached", "steal",
+            "verdict");
 }
 
 void capacity_print_probe(FILE *f, const capacity_probe *p, size_t i) {
-    char cached[16] = "-";
+    char cached[16] = "-", steal[16] = "-";
     if (p->cached_fraction >= 0)
         snprintf(cached, sizeof cached, "%.1f%%", 100 * p->cached_fraction);
-    fprintf(f, "%5zu %9.2f %9.2f %6llu %5.1f%% %10.1f %10.1f %10.1f %9.1f %7s  %s: %s\n", i + 1,
+    if (p->steal >= 0) snprintf(steal, sizeof steal, "%.0f%%", 100 * p->steal);
+    fprintf(f, "%5zu %9.2f %9.2f %6llu %5.1f%% %10.1f %10.1f %10.1f %9.1f %7s %6s  %s: %s\n", i + 1,
             p->rate, p->achieved_rate, (unsigned long long)p->sent, 100 * p->good_fraction,
-            p->ttft_p99_ms, p->itl_p99_ms, p->e2e_p99_ms, p->send_lag_p99_ms, cached,
+            p->ttft_p99_ms, p->itl_p99_ms, p->e2e_p99_ms, p->send_lag_p99_ms, cached, steal,
             p->pass ? "pass" : "FAIL", p->why);
 }
 
@@ -436,6 +444,30 @@ void capacity_print(FILE *f, const capacity_result *r) {
     for (size_t i = 0; i < r->n; i++)
         capacity_print_probe(f, &r->probes[i], i);
     capacity_print_answer(f, r);
+}
+
+bool capacity_steal_range(const capacity_result *r, double *lo, double *hi) {
+    bool any = false;
+    for (size_t i = 0; i < r->n; i++) {
+        const double s = r->probes[i].steal;
+        if (!(s >= 0)) continue;
+        if (!any || s < *lo) *lo = s;
+        if (!any || s > *hi) *hi = s;
+        any = true;
+    }
+    return any;
+}
+
+/* The last probe run at rate (the search's answer and the failure above
+ * it are probe rates); NULL when none was. */
+static const capacity_probe *probe_at(const capacity_result *r, double rate) {
+    for (size_t i = r->n; i-- > 0;)
+        if (r->probes[i].rate == rate) return &r->probes[i];
+    return NULL;
+}
+
+static void print_edge_steal(FILE *f, const char *what, const capacity_probe *p) {
+    if (p && p->steal >= 0) fprintf(f, "; %s %.2f: %.0f%%", what, p->rate, 100 * p->steal);
 }
 
 void capacity_print_answer(FILE *f, const capacity_result *r) {
@@ -453,4 +485,13 @@ void capacity_print_answer(FILE *f, const capacity_result *r) {
     if (r->client_limited)
         fprintf(f, "note: the failing probe above the answer was client-limited (the load "
                    "generator could not keep its schedule): the server may sustain more\n");
+    double lo = 0, hi = 0;
+    if (capacity_steal_range(r, &lo, &hi) && hi >= VERDICT_STEAL_SHARE) {
+        fprintf(f, "note: the hypervisor stole %.0f-%.0f%% of the CPU time during the probes",
+                100 * lo, 100 * hi);
+        print_edge_steal(f, "the passing probe at", r->max_rate > 0 ? probe_at(r, r->max_rate) : 0);
+        print_edge_steal(f, "the failing one at", r->fail_rate > 0 ? probe_at(r, r->fail_rate) : 0);
+        fprintf(f, ". The answer is this machine's at that steal; a search at another finds "
+                   "another (the probes' steal column)\n");
+    }
 }

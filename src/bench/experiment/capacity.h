@@ -87,6 +87,9 @@ typedef struct capacity_probe {
     /* prompt tokens the server's prefix cache served, over the prompts of
      * the requests that said (result.h's cached input); < 0: unknown */
     double cached_fraction;
+    /* the share of the CPU time the hypervisor stole during the probe
+     * (its result's host.steal); < 0: unknown (a plan, a short probe) */
+    double steal;
     bool pass;
     bool client_limited;
     char why[192];       /* the verdict in words: what failed, or "ok" */
@@ -153,7 +156,13 @@ int capacity_from_json(capacity_result *r, capacity_opts *o, const json_t *j, tp
 /* The table's header, one line per probe, the answer. */
 void capacity_print_header(FILE *f);
 void capacity_print_probe(FILE *f, const capacity_probe *p, size_t i);
-/* The answer lines only (after capacity_print_probe for each probe). */
+/* The least and most the hypervisor stole during a probe, over the
+ * probes that read it; false when none did. */
+bool capacity_steal_range(const capacity_result *r, double *lo, double *hi);
+/* The answer lines only (after capacity_print_probe for each probe); on a
+ * shared VM (a probe stole VERDICT_STEAL_SHARE or more) a note of the
+ * steal at the answer's two edges: the answer is the machine's at that
+ * steal, and another search at another steal finds another. */
 void capacity_print_answer(FILE *f, const capacity_result *r);
 void capacity_print(FILE *f, const capacity_result *r);
 
