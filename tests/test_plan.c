@@ -123,14 +123,18 @@ Test(plan, one_stream_takes_its_prompt_chunks_then_one_step_a_token) {
     env_close(&v);
 }
 
-/* Three requests one after another, 32 prompt tokens and 9 out each: a
- * step a token after the first. */
-static void three_short_requests(bench_spec *s, model_env *v) {
+/* Three requests one after another, 32 prompt tokens and 9 out each (a
+ * step a token after the first), on v's model, planned into *quiet as
+ * v's cost stands. */
+static void three_short_requests(model_env *v, bench_spec *s, workload *wl, bench_run_out *quiet) {
+    env_open(v);
     spec_make(s, v, NULL);
     s->cfg.concurrency = 1;
     s->cfg.requests = 3;
     dist(&s->wo.input_len, "32");
     dist(&s->wo.output_len, "9");
+    plan_once(quiet, v, s, wl);
+    workload_free(wl);
 }
 
 /* Request i's 9 token gaps in b are exactly `times` those in a. */
@@ -156,13 +160,10 @@ static void expect_gaps_scaled(const bench_run_out *a, const bench_run_out *b, s
 Test(plan, a_steal_series_slows_the_steps_that_start_in_each_bin) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    env_open(&v);
     bench_spec s;
-    three_short_requests(&s, &v);
     workload wl;
     bench_run_out a, b;
-    plan_once(&a, &v, &s, &wl);
-    workload_free(&wl);
+    three_short_requests(&v, &s, &wl, &a);
     cr_assert_eq(a.n, 3);
     const timeline *first = &a.recs[0].tl;
     cr_assert_eq(first->n_events, 9);
@@ -291,13 +292,10 @@ static void small_calib(step_calib *c, const llama_model *m) {
 Test(plan, a_stolen_share_of_the_cpus_slows_every_step_by_its_threads_power) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    env_open(&v);
     bench_spec s;
-    three_short_requests(&s, &v);
     workload wl;
     bench_run_out a, b;
-    plan_once(&a, &v, &s, &wl);
-    workload_free(&wl);
+    three_short_requests(&v, &s, &wl, &a);
     tps_err e = {{0}};
     cr_assert_eq(plan_cost_at_steal(&v.cost, 0.2, "the roofline", &e), 0, "%s", e.msg);
     cr_expect_float_eq(v.cost.scale, 1.25, 1e-12, "one thread, none stolen before: 1 / 0.8");

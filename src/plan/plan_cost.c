@@ -125,6 +125,13 @@ static double roofline_fwd(const plan_cost *pc, const step_shape *s) {
     return STEP_FIXED_NS_PER_LAYER * pc->n_layers + ((t_w > t_c ? t_w : t_c) + t_att) * 1e9;
 }
 
+/* How much longer a step takes at steal `to` than at `from`: the threads
+ * meet at every matrix product, so each waits on its own vCPU's share
+ * (plan_cost.h). */
+static double steal_slowdown(double from, double to, int threads) {
+    return pow((1 - from) / (1 - to), threads > 0 ? threads : 1);
+}
+
 int plan_cost_at_steal(plan_cost *pc, double steal, const char *path, tps_err *e) {
     if (!(steal >= 0 && steal < 1))
         return tps_fail(e, TPS_EINVAL, "--steal %g: a share of the CPU time, in [0, 1)", steal);
@@ -136,7 +143,7 @@ int plan_cost_at_steal(plan_cost *pc, double steal, const char *path, tps_err *e
                         path);
     const double at = pc->kind == PLAN_COST_FIT ? pc->steal : 0;
     const int threads = pc->threads > 0 ? pc->threads : 1;
-    pc->scale = pow((1 - at) / (1 - steal), threads);
+    pc->scale = steal_slowdown(at, steal, threads);
     pc->fit.prime.t1_ns *= pc->scale; /* a server's warm-up runs at that steal too */
     pc->fit.prime.tn_ns *= pc->scale;
     size_t n = strlen(pc->source);
@@ -181,8 +188,7 @@ double plan_cost_scale_at(const plan_cost *pc, uint64_t t_ns) {
     size_t k = (size_t)((double)t_ns / pc->steal_bin_ns);
     if (k >= pc->n_steal_bins || !(pc->steal_bins[k] >= 0)) return 1;
     double s = pc->steal_bins[k] < BIN_STEAL_MAX ? pc->steal_bins[k] : BIN_STEAL_MAX;
-    const int threads = pc->threads > 0 ? pc->threads : 1;
-    return pow((1 - pc->steal_mean) / (1 - s), threads);
+    return steal_slowdown(pc->steal_mean, s, pc->threads);
 }
 
 double plan_cost_fwd_ns(const plan_cost *pc, const step_shape *s) {

@@ -321,9 +321,11 @@ int sim_engine_step(sim *s, bool *ran, tps_err *e) {
                      .kv_read = pl.kv_positions};
     double fwd = rs ? (double)rs->fwd_ns : plan_cost_fwd_ns(s->srv->cost, &sh);
     double post = rs ? (double)rs->post_ns : plan_cost_post_ns(s->srv->cost, &sh);
-    if (!rs) { /* a served step's spread, in the forward pass: never below a quarter of it */
+    if (!rs) {
+        /* at the steal of the second it starts in (--steal-series) */
         const double at = plan_cost_scale_at(s->srv->cost, t0 > SIM_ORIGIN ? t0 - SIM_ORIGIN : 0);
         fwd *= at, post *= at;
+        /* a served step's spread, in the forward pass: never below a quarter of it */
         double extra =
             (plan_cost_spread(s->srv->cost, sh.rows, tps_rng_uniform(&s->spread_rng)) - 1) *
             (fwd + post);

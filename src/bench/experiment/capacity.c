@@ -446,7 +446,9 @@ void capacity_print(FILE *f, const capacity_result *r) {
     capacity_print_answer(f, r);
 }
 
-bool capacity_steal_range(const capacity_result *r, double *lo, double *hi) {
+/* The least and most the hypervisor stole during a probe, over the
+ * probes that read it; false when none did. */
+static bool steal_range(const capacity_result *r, double *lo, double *hi) {
     bool any = false;
     for (size_t i = 0; i < r->n; i++) {
         const double s = r->probes[i].steal;
@@ -486,7 +488,7 @@ void capacity_print_answer(FILE *f, const capacity_result *r) {
         fprintf(f, "note: the failing probe above the answer was client-limited (the load "
                    "generator could not keep its schedule): the server may sustain more\n");
     double lo = 0, hi = 0;
-    if (capacity_steal_range(r, &lo, &hi) && hi >= VERDICT_STEAL_SHARE) {
+    if (steal_range(r, &lo, &hi) && hi >= VERDICT_STEAL_SHARE) {
         fprintf(f, "note: the hypervisor stole %.0f-%.0f%% of the CPU time during the probes",
                 100 * lo, 100 * hi);
         print_edge_steal(f, "the passing probe at", r->max_rate > 0 ? probe_at(r, r->max_rate) : 0);

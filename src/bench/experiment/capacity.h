@@ -156,9 +156,6 @@ int capacity_from_json(capacity_result *r, capacity_opts *o, const json_t *j, tp
 /* The table's header, one line per probe, the answer. */
 void capacity_print_header(FILE *f);
 void capacity_print_probe(FILE *f, const capacity_probe *p, size_t i);
-/* The least and most the hypervisor stole during a probe, over the
- * probes that read it; false when none did. */
-bool capacity_steal_range(const capacity_result *r, double *lo, double *hi);
 /* The answer lines only (after capacity_print_probe for each probe); on a
  * shared VM (a probe stole VERDICT_STEAL_SHARE or more) a note of the
  * steal at the answer's two edges: the answer is the machine's at that
