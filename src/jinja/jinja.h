@@ -30,6 +30,7 @@
 #ifndef TPS_JINJA_JINJA_H
 #define TPS_JINJA_JINJA_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -142,6 +143,11 @@ void jinja_set(jinja_run *r, const char *name, jinja_val v);
 /* The time strftime_now formats (local time); by default the time of the
  * render. */
 void jinja_set_time(jinja_run *r, time_t t);
+
+/* A flag another thread sets to abandon the render (its client left, the
+ * server stops): checked every few hundred steps, it ends the render with
+ * JINJA_LIMIT "cancelled". Borrowed: it outlives the run. */
+void jinja_set_cancel(jinja_run *r, const atomic_bool *flag);
 
 /* Renders t with r's variables, appending the text to out (nothing is
  * appended on failure). 0, or TPS_EINVAL / TPS_ENOMEM with e filled. A run

@@ -68,6 +68,7 @@ struct jinja_run {
     bool nomem, used;
     time_t now;
     bool have_now;
+    const atomic_bool *cancel; /* jinja_set_cancel's; NULL: none */
     uint32_t n_vars, cap_vars;
     struct jvar {
         const char *name;

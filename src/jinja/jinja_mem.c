@@ -277,6 +277,13 @@ void jx_step(jctx *c) {
     if (++c->steps > c->run->lim.max_steps)
         jx_fail(c, JINJA_LIMIT, "the template took more than %llu steps",
                 (unsigned long long)c->run->lim.max_steps);
+    if (!(c->steps & 255) && c->run->cancel &&
+        atomic_load_explicit(c->run->cancel, memory_order_relaxed))
+        jx_fail(c, JINJA_LIMIT, "the render was cancelled");
+}
+
+void jinja_set_cancel(jinja_run *r, const atomic_bool *flag) {
+    r->cancel = flag;
 }
 
 void jx_enter(jctx *c, const jnode *n) {
