@@ -110,9 +110,13 @@ static const opt_cmd gen_cmd = {
              "  layer its window), over the window's time, beside the machine's measured\n"
              "  read bandwidth (tps machine). A share above 100%, or one read against\n"
              "  limits measured while the machine was busy, comes with a note saying why.\n"
+             "  A decode window that reads a model too big for the last-level cache faster\n"
+             "  than the cached read bandwidth shows that figure was no limit: the window's\n"
+             "  GB/s replaces it, here and in tps machine's cache (which names the window).\n"
              "  --json: prefill_gmacs, prefill_roofline_fraction, decode_gbps,\n"
              "  weight_bytes_per_token, kv_bytes_per_token (mean), decode_kv_bytes, and\n"
-             "  prefill_roofline_note, decode_bandwidth_note, machine_limits_busy when so.\n"
+             "  prefill_roofline_note, decode_bandwidth_note, machine_limits_busy,\n"
+             "  machine_read_gbs_raised_from and machine_read_raised_note when so.\n"
              "\n",
     .rows = gen_rows,
 };
@@ -204,6 +208,8 @@ typedef struct gen_figures {
     size_t n_computed;       /* prompt tokens the prefix cache did not hold */
     const char *prefill_flag, *decode_flag; /* roofline_flag's words, or NULL */
     bool limits_busy;                       /* the limits were measured while busy */
+    double raised_from;   /* the cached read bandwidth this window replaced (GB/s); 0: none */
+    char raised_why[640]; /* what it was and why it went, in words; "" when not raised */
 } gen_figures;
 
 static void gen_print_json(const gen_out *g, const gen_figures *f, const int32_t *ids, size_t n_ids,
@@ -240,6 +246,10 @@ static void gen_print_json(const gen_out *g, const gen_figures *f, const int32_t
     if (f->decode_flag)
         json_object_set_new(j, "decode_bandwidth_note", json_string(f->decode_flag));
     if (f->limits_busy) json_object_set_new(j, "machine_limits_busy", json_true());
+    if (f->raised_from > 0) {
+        json_object_set_new(j, "machine_read_gbs_raised_from", json_real(f->raised_from));
+        json_object_set_new(j, "machine_read_raised_note", json_string(f->raised_why));
+    }
     json_object_set_new(j, "weight_bytes_per_token", json_integer((json_int_t)bytes_per_token));
     json_object_set_new(j, "params_total", json_integer((json_int_t)m->w.params_total));
     json_object_set_new(j, "params_active", json_integer((json_int_t)m->w.params_active));
@@ -296,28 +306,62 @@ static roofline_work prefill_work(const gen_model *gm, size_t n_cached, size_t n
     return w;
 }
 
-static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, size_t n_ids,
-                      const gen_model *gm, const machine_limits *ml) {
-    const uint64_t bytes_per_token = gm->bytes_per_token;
-    const double read_gbs = ml->read_gbs;
+/* A decode window that read a model too big for the last-level cache
+ * faster than the cached read bandwidth shows that figure was no limit:
+ * the window's replaces it, in ml and in the cache (machine_limits_saw),
+ * and f says what it was. */
+static void gen_raise_limit(const gen_opts *o, gen_figures *f, machine_limits *ml,
+                            double bytes_per_step) {
+    const double was = ml->read_gbs;
+    char was_from[200], window[240];
+    snprintf(was_from, sizeof was_from, "%s", ml->read_from[0] ? ml->read_from : "tps machine");
+    snprintf(window, sizeof window, "decode window of tps generate -m %s", o->model);
+    const size_t llc = machine_llc_bytes();
+    tps_err err = {{0}};
+    const int rc = machine_limits_saw(ml, f->gbps, bytes_per_step, llc, window, &err);
+    if (rc == 0) return;
+    f->raised_from = was;
+    snprintf(f->raised_why, sizeof f->raised_why,
+             "the cached %.1f GB/s (%s) was below what this window read from a model too big "
+             "for the %.0f MiB last-level cache, so it was no limit: this window's figure is "
+             "the limit now%s",
+             was, was_from, (double)(llc ? llc : ROOFLINE_DRAM_UNKNOWN_LLC) / 1048576.0,
+             rc > 0 ? " (cached)" : " (not cached: the cache could not be written)");
+}
+
+/* Each window's figures, read against ml (raised by the decode window
+ * when it read faster: gen_raise_limit). */
+static gen_figures gen_figures_of(const gen_opts *o, const gen_out *g, size_t n_ids,
+                                  const gen_model *gm, machine_limits *ml) {
     const engine_timings *tm = &g->tm;
     gen_figures f = {0};
     f.prefill_s = tm->t_first_token ? (double)(tm->t_first_token - tm->t_first_scheduled) / 1e9 : 0;
     f.decode_s = g->n > 1 ? (double)(g->t_last - tm->t_first_token) / 1e9 : 0;
     f.n_computed = n_ids - tm->cached_tokens;
     f.prefill_tps = f.prefill_s > 0 ? (double)f.n_computed / f.prefill_s : 0;
+    f.decode_tps = f.decode_s > 0 ? (double)(g->n - 1) / f.decode_s : 0;
+    f.kv_bytes = decode_kv_bytes(gm->cfg, gm->kv_type, n_ids, g->n);
+    const double n_dec = g->n > 1 ? (double)(g->n - 1) : 0;
+    f.gbps =
+        f.decode_s > 0 ? (n_dec * (double)gm->bytes_per_token + f.kv_bytes) / f.decode_s / 1e9 : 0;
+    if (n_dec > 0 && ml->read_gbs > 0 && f.gbps > ml->read_gbs)
+        gen_raise_limit(o, &f, ml, (double)gm->bytes_per_token + f.kv_bytes / n_dec);
     const roofline_work pw = prefill_work(gm, tm->cached_tokens, n_ids, f.prefill_s);
     f.prefill_gmacs = f.prefill_s > 0 ? pw.macs / f.prefill_s / 1e9 : 0;
     f.prefill_fraction = roofline_fraction(&pw, ml);
-    f.decode_tps = f.decode_s > 0 ? (double)(g->n - 1) / f.decode_s : 0;
-    f.kv_bytes = decode_kv_bytes(gm->cfg, gm->kv_type, n_ids, g->n);
-    f.gbps = f.decode_s > 0
-                 ? ((double)(g->n - 1) * (double)bytes_per_token + f.kv_bytes) / f.decode_s / 1e9
-                 : 0;
-    f.read_gbs = read_gbs;
+    f.read_gbs = ml->read_gbs;
     f.prefill_flag = f.prefill_fraction > 0 ? roofline_flag(f.prefill_fraction, ml, false) : NULL;
-    f.decode_flag = read_gbs > 0 ? roofline_flag(f.gbps / read_gbs, ml, true) : NULL;
+    f.decode_flag = f.read_gbs > 0 ? roofline_flag(f.gbps / f.read_gbs, ml, true) : NULL;
     f.limits_busy = ml->busy;
+    return f;
+}
+
+static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, size_t n_ids,
+                      const gen_model *gm, machine_limits *ml) {
+    const uint64_t bytes_per_token = gm->bytes_per_token;
+    const engine_timings *tm = &g->tm;
+    const gen_figures f = gen_figures_of(o, g, n_ids, gm, ml);
+    const double read_gbs = f.read_gbs;
     if (o->json) {
         gen_print_json(g, &f, ids, n_ids, bytes_per_token, gm->m);
         return;
@@ -362,6 +406,7 @@ static void gen_print(const gen_opts *o, const gen_out *g, const int32_t *ids, s
                 100.0 * f.gbps / read_gbs, read_gbs);
     if (f.decode_flag && f.decode_flag != f.prefill_flag)
         fprintf(stderr, "         note: %s\n", f.decode_flag);
+    if (f.raised_why[0]) fprintf(stderr, "         note: %s\n", f.raised_why);
 }
 
 /* The figures, read against this machine's limits (cached, or measured

@@ -1,3 +1,6 @@
+/* The machine limits' cache file, the best-of merge of two readings of
+ * them, the last-level cache's size, and the roofline arithmetic
+ * (metrics/roofline.h). Nothing here measures or decides when to. */
 #include "metrics/roofline.h"
 
 #include <errno.h>
@@ -74,6 +77,9 @@ int machine_cache_load(machine_limits *m, int threads, int int8_bits, tps_err *e
         seen |= (sscanf(line, "int8_bits %d", &got.int8_bits) == 1) << 4;
         unsigned long long t;
         if (sscanf(line, "measured_s %llu", &t) == 1) got.measured_s = t;
+        if (!strncmp(line, "read_from ", 10))
+            snprintf(got.read_from, sizeof got.read_from, "%.*s", (int)strcspn(line + 10, "\n"),
+                     line + 10);
         if (!strncmp(line, "busy ", 5)) {
             got.busy = true;
             snprintf(got.busy_why, sizeof got.busy_why, "%.*s", (int)strcspn(line + 5, "\n"),
@@ -108,12 +114,74 @@ int machine_cache_save(const machine_limits *m, tps_err *err) {
             "measured_s %llu\n",
             m->cpu, m->threads, m->read_gbs, m->int8_gops, m->int8_bits, m->fp32_gflops,
             (unsigned long long)m->measured_s);
+    if (m->read_from[0]) fprintf(f, "read_from %s\n", m->read_from);
     if (m->busy) fprintf(f, "busy %s\n", m->busy_why[0] ? m->busy_why : "yes");
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         unlink(tmp);
         return tps_fail(err, TPS_EIO, "machine: cannot write %s", path);
     }
     return 0;
+}
+
+bool machine_limits_keep_best(machine_limits *into, const machine_limits *m) {
+    bool rose = false;
+    if (m->read_gbs > into->read_gbs) {
+        into->read_gbs = m->read_gbs;
+        snprintf(into->read_from, sizeof into->read_from, "%s", m->read_from);
+        rose = true;
+    }
+    if (m->int8_gops > into->int8_gops) into->int8_gops = m->int8_gops, rose = true;
+    if (m->fp32_gflops > into->fp32_gflops) into->fp32_gflops = m->fp32_gflops, rose = true;
+    /* a quiet side's figures are the machine's own, and the best is at least those */
+    if (into->busy && !m->busy) {
+        into->busy = false;
+        into->busy_why[0] = 0;
+        into->measured_s = m->measured_s;
+    }
+    return rose;
+}
+
+/* The size of cpu0's cache at index i ("32768K"), or 0; *level its level. */
+static size_t sysfs_cache(int i, int *level) {
+    char path[96], line[64];
+    size_t bytes = 0;
+    *level = 0;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    if (fgets(line, sizeof line, f)) *level = atoi(line);
+    fclose(f);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    if (!(f = fopen(path, "r"))) return 0;
+    if (fgets(line, sizeof line, f)) {
+        char *end;
+        bytes = (size_t)strtoull(line, &end, 10);
+        bytes <<= *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    }
+    fclose(f);
+    return bytes;
+}
+
+size_t machine_llc_bytes(void) {
+    size_t best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 8; i++) {
+        int level;
+        size_t b = sysfs_cache(i, &level);
+        if (b && (level > best_level || (level == best_level && b > best)))
+            best = b, best_level = level;
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (!best) {
+        long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        best = l3 > 0 ? (size_t)l3 : l2 > 0 ? (size_t)l2 : 0;
+    }
+#endif
+    return best;
+}
+
+bool roofline_dram_sized(double bytes_per_step, size_t llc_bytes) {
+    return bytes_per_step > (double)(llc_bytes ? llc_bytes : ROOFLINE_DRAM_UNKNOWN_LLC);
 }
 
 double roofline_gbs(const roofline_work *w) {

@@ -26,7 +26,31 @@ typedef struct machine_limits {
      * (tps machine --cache-busy), and every figure read against them says so. */
     bool busy;
     char busy_why[160]; /* the least busy round's contention, in words; "" when quiet */
+    /* What read read_gbs, in words: "tps machine (best of 3 rounds) at
+     * 2026-12-05 10:00 UTC", or a window of real work that read faster than
+     * the measurement ("decode window of tps generate -m M at T"); "" for a
+     * cache written before this was kept. */
+    char read_from[200];
 } machine_limits;
+
+/* Whether the machine's own limits can only be above m's: each figure is
+ * the most any measurement or window was seen to do (contention only ever
+ * slows a run down, so a higher figure is never wrong and a lower one says
+ * nothing). Raises into's figures to m's where m's are higher (read_from
+ * follows read_gbs) and clears busy when either side was quiet; true when
+ * any figure rose. Both must be of one CPU, thread count and width. */
+bool machine_limits_keep_best(machine_limits *into, const machine_limits *m);
+
+/* The last-level cache's size in bytes (the largest cache of cpu0 in
+ * /sys/devices/system/cpu/cpu0/cache, else sysconf); 0 when it cannot be told. */
+size_t machine_llc_bytes(void);
+/* Below this a model of unknown cache size may sit in the caches. */
+#define ROOFLINE_DRAM_UNKNOWN_LLC ((size_t)256 << 20)
+/* Whether work that reads bytes_per_step a step cannot sit in a last-level
+ * cache of llc_bytes (0: unknown, then ROOFLINE_DRAM_UNKNOWN_LLC): its reads
+ * come from DRAM, so no reading of it can honestly exceed the machine's read
+ * bandwidth, and one that does shows the limit was too low. */
+bool roofline_dram_sized(double bytes_per_step, size_t llc_bytes);
 
 /* The cache file: $XDG_CACHE_HOME/tps/machine-T-B.txt, else
  * $HOME/.cache/tps/machine-T-B.txt (T: threads, B: the int8 vector width
