@@ -9,6 +9,7 @@
 #include "bench/report/report_set.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
+#include "metrics/roofline.h" /* machine_llc_bytes: which points are too big for the caches */
 
 typedef struct report_cli {
     const char *html, *svg;
@@ -17,6 +18,8 @@ typedef struct report_cli {
     const char *factor_buf[256];
     opt_list factors;
     bool quiet;
+    double read_gbs;       /* --read-gbs; 0: each point's server's figure */
+    const char *read_from; /* --read-from */
 } report_cli;
 
 static const opt_row report_rows[] = {
@@ -32,6 +35,13 @@ static const opt_row report_rows[] = {
              "kv-type, model (LABEL names them); a section per factor,\n"
              "each part with its table, plot and a reading made from\n"
              "the table's numbers (first point against the last)"},
+    {"--read-gbs", .kind = OPT_NUM, .off = offsetof(report_cli, read_gbs), .min = 0, .max = 1e6,
+     .metavar = "GB/s",
+     .help = "read every share of the bandwidth against this figure\n(default: tps machine's on "
+             "each point's server, from\nits /metrics); either way a point too big for the\n"
+             "last-level cache that read faster raises it, noted"},
+    {"--read-from", .kind = OPT_STR, .off = offsetof(report_cli, read_from), .metavar = "TEXT",
+     .help = "what measured --read-gbs, printed beside it"},
     {.kind = OPT_REST, .off = offsetof(report_cli, files)},
     {0},
 };
@@ -71,6 +81,7 @@ static int report_factors(const report_cli *r) {
         return 1;
     }
     factor_init(f);
+    f->limit = (rset_limit){r->read_gbs * 1e9, r->read_from, machine_llc_bytes()};
     tps_err e = {{0}};
     int rc = 0;
     for (size_t i = 0; i < r->factors.n && !rc; i++)
@@ -126,6 +137,8 @@ int cli_report(int argc, char **argv) {
             return 1;
         }
     rset_finish(&s);
+    const rset_limit limit = {r.read_gbs * 1e9, r.read_from, machine_llc_bytes()};
+    rset_limit_apply(&s, 1, &limit);
     if (!quiet) rset_print(stdout, &s);
     fflush(stdout);
     int rc = 0;

@@ -363,7 +363,7 @@ static bool same_workload(sbuf *b, const rset_point *a, const rset_point *z) {
 static void read_model(sbuf *b, const rset_point *a, const rset_point *z) {
     bool measured = same_workload(b, a, z);
     COMPARE(b, a, z, {"; the steps read ", NULL, M_GBS, " GB/s"}, {", ", NULL, M_BW, " %"});
-    sbuf_adds(b, " of the measured bandwidth");
+    sbuf_adds(b, " of the machine's read bandwidth");
     const char *flag = rset_point_bw_flag(z) ? rset_point_bw_flag(z) : rset_point_bw_flag(a);
     if (flag) sbuf_printf(b, " (! %s)", flag);
     double k = shown(z, M_OUT_TPS) / shown(a, M_OUT_TPS) * shown(z, M_MB_TOK) / shown(a, M_MB_TOK);
@@ -425,6 +425,7 @@ void factor_finish(factor_report *f) {
         for (size_t j = l->first; j < l->first + l->n && j < s->n; j++)
             snprintf(s->p[j].label, sizeof s->p[j].label, "%s", l->label);
     }
+    rset_limit_apply(f->part, FP_PARTS, &f->limit);
     for (int i = 0; i < FP_PARTS; i++) {
         const rset *s = &f->part[i];
         f->reading[i][0] = 0;
@@ -479,6 +480,9 @@ void factor_print(FILE *out, const factor_report *f) {
             print_part(out, &f->part[pi], sec, pi);
             rset_bw_notes(out, &f->part[pi], false);
         }
+    char limit[640];
+    rset_limit_describe(limit, sizeof limit, f->part, FP_PARTS, &f->limit);
+    if (limit[0]) fprintf(out, "\n%s.\n", limit);
     fputs("\nWhat moves tokens per second, in this run's numbers (docs/metrics.md):\n", out);
     for (int sec = 0; sec < FACTOR_SECTIONS; sec++) {
         fprintf(out, "  %s:", SECTIONS[sec].title);
@@ -604,14 +608,6 @@ static void part_table(FILE *h, const rset *s, int pi) {
     rset_bw_notes(h, s, true);
 }
 
-static double machine_gbs(const factor_report *f) {
-    for (int i = 0; i < FP_PARTS; i++)
-        for (size_t j = 0; j < f->part[i].n; j++)
-            if (f->part[i].p[j].has_server && f->part[i].p[j].srv.machine_read_bps > 0)
-                return f->part[i].p[j].srv.machine_read_bps / 1e9;
-    return 0;
-}
-
 static void page_head(FILE *h, const factor_report *f, const char *plot_note) {
     char when[64];
     rhtml_when(when, sizeof when);
@@ -633,8 +629,12 @@ static void page_head(FILE *h, const factor_report *f, const char *plot_note) {
                 fputs("; ", h);
             }
         }
-    double bw = machine_gbs(f);
-    if (bw > 0) fprintf(h, "this machine's measured read bandwidth %.1f GB/s (tps machine); ", bw);
+    char limit[640];
+    rset_limit_describe(limit, sizeof limit, f->part, FP_PARTS, &f->limit);
+    if (limit[0]) {
+        rhtml_esc(h, limit);
+        fputs("; ", h);
+    }
     fprintf(h,
             "rendered %s. Each factor the seed names has a section: its points, a plot, and "
             "a reading made from the table's numbers.</p>\n",
@@ -694,7 +694,8 @@ static int write_page(const factor_report *f, const rplot *plots, const bool *dr
     fputs("<h2>Definitions</h2>\n<p class=meta>Rates are over each point's run window (first "
           "send &rarr; last byte); latencies over completed requests, from the scheduled start. "
           "GB/s read: the server's weight and KV bytes read by its steps over the point / the "
-          "steps' time; % of bandwidth: that over the machine's measured read bandwidth; MB per "
+          "steps' time; % of bandwidth: that over the machine's read bandwidth (tps machine's, "
+          "or what a point too big for the caches was seen to read when that was more); MB per "
           "output token: those bytes / the tokens generated. docs/metrics.md has the glossary "
           "from the seed's terms to these fields.</p>\n</body></html>\n",
           h);

@@ -45,6 +45,7 @@ typedef struct factor_report {
     factor_label labels[FACTOR_MAX_LABELS];
     size_t nlabels;
     char reading[FP_PARTS][FACTOR_READING_CAP]; /* "" when the part has < 2 points */
+    rset_limit limit; /* the read bandwidth shares are read against (set before factor_finish) */
 } factor_report;
 
 /* The part's short name ("batch", "mix", "itl", "prefix", "kv-type",
@@ -57,7 +58,8 @@ void factor_free(factor_report *f);
  * file, in place of the label from its varying axes). Points keep the
  * order they are added in: a reading compares the first with the last. */
 int factor_add(factor_report *f, const char *spec, tps_err *e);
-/* After the last add: labels, then the readings. */
+/* After the last add: labels, the bandwidth limit (f->limit:
+ * rset_limit_apply over every part), then the readings. */
 void factor_finish(factor_report *f);
 
 /* Each part's points in a short table, then "What moves tokens per

@@ -124,20 +124,21 @@ static void table(FILE *f, const rset *s) {
 }
 
 void rset_bw_notes(FILE *f, const rset *s, bool html) {
-    /* each distinct why once (roofline_flag's words are static strings),
-     * with the points it is said of */
+    /* each distinct why once (roofline_flag's static strings, or points'
+     * limit notes: compared by their words), with the points it is said of */
     const char *said[8] = {0};
     size_t n_said = 0;
     for (size_t j = 0; j < s->n && n_said < 8; j++) {
         const char *why = s->p[j].has_result ? rset_point_bw_flag(&s->p[j]) : NULL;
         bool seen = !why;
         for (size_t k = 0; k < n_said && !seen; k++)
-            seen = said[k] == why;
+            seen = !strcmp(said[k], why);
         if (seen) continue;
         said[n_said++] = why;
         fputs(html ? "<p class=note>! % of bandwidth of " : "  ! % of bandwidth of ", f);
         for (size_t i = j, first = 1; i < s->n; i++) {
-            if (!s->p[i].has_result || rset_point_bw_flag(&s->p[i]) != why) continue;
+            const char *its = s->p[i].has_result ? rset_point_bw_flag(&s->p[i]) : NULL;
+            if (!its || strcmp(its, why)) continue;
             fputs(first ? "" : ", ", f);
             first = 0;
             if (html)

@@ -317,8 +317,9 @@ double rset_point_gbs(const rset_point *p) {
 
 double rset_point_bw_fraction(const rset_point *p) {
     double g = rset_point_gbs(p);
-    if (g < 0 || p->srv.machine_read_bps <= 0) return -1;
-    return g * 1e9 / p->srv.machine_read_bps;
+    double limit = p->limit_bps > 0 ? p->limit_bps : p->srv.machine_read_bps;
+    if (g < 0 || limit <= 0) return -1;
+    return g * 1e9 / limit;
 }
 
 double rset_point_cached_pct(const rset_point *p) {
@@ -330,8 +331,9 @@ double rset_point_cached_pct(const rset_point *p) {
 const char *rset_point_bw_flag(const rset_point *p) {
     double frac = rset_point_bw_fraction(p);
     if (frac < 0) return NULL;
-    machine_limits m = {.busy = p->srv.machine_busy > 0};
-    return roofline_flag(frac, &m, true);
+    machine_limits m = {.busy = p->limit_bps > 0 ? p->limit_busy : p->srv.machine_busy > 0};
+    const char *why = roofline_flag(frac, &m, true);
+    return why ? why : p->limit_note[0] ? p->limit_note : NULL;
 }
 
 double rset_point_mb_per_token(const rset_point *p) {

@@ -37,6 +37,11 @@ typedef struct rset_point {
     sweep_counters srv;
     size_t x;     /* rank of its value on the plotted axis */
     size_t group; /* which curve it belongs to */
+    /* The read bandwidth its share is read against (rset_limit_apply), in
+     * bytes/s; 0: the server's own figure (srv.machine_read_bps). */
+    double limit_bps;
+    bool limit_busy;      /* that limit was measured while the machine was busy */
+    char limit_note[800]; /* why it is not the server's figure; "" when it is */
 } rset_point;
 
 /* A capacity search as read (capacity_from_json). */
@@ -84,6 +89,28 @@ double rset_point_bw_fraction(const rset_point *p);
  * against limits measured while busy: metrics/roofline.h), or NULL. */
 const char *rset_point_bw_flag(const rset_point *p);
 double rset_point_mb_per_token(const rset_point *p);
+
+/* report_limit.c: the read bandwidth the shares are read against. Each
+ * point's is the given figure (tps report --read-gbs), else its server's
+ * (tps machine's, from /metrics). A limit below what the machine was seen
+ * to read is no limit: when a point whose steps read more than the last-
+ * level cache holds (roofline_dram_sized) read faster, every point read
+ * against that same figure is read against what it read instead, and says
+ * so (limit_note). So no point too big for the caches reads above 100%. */
+typedef struct rset_limit {
+    double read_bps;  /* given, bytes/s; 0: each point's server's figure */
+    const char *from; /* what measured the given figure, in words (borrowed); NULL: unsaid */
+    size_t llc_bytes; /* the last-level cache (machine_llc_bytes()); 0: unknown */
+} rset_limit;
+/* Over every point of sets[0..n) (one report), before anything reads a share. */
+void rset_limit_apply(rset *sets, size_t n, const rset_limit *l);
+/* "% of bandwidth is read against 42.9 GB/s (what measured it)", and where
+ * a point raised it, to what; "" when no point has a limit. */
+void rset_limit_describe(char *out, size_t cap, const rset *sets, size_t n, const rset_limit *l);
+/* The words of a limit_note that say a limit was raised (make demo looks
+ * for them in the report's output to measure again). */
+#define RSET_LIMIT_RAISED "was below it, so it was no limit"
+
 /* Prompt tokens the server's prefix cache served over the point, in % of
  * the prompts of the requests that said; -1 when none did. */
 double rset_point_cached_pct(const rset_point *p);
