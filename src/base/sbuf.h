@@ -34,7 +34,11 @@ void sbuf_add(sbuf *b, const void *data, size_t n);
 void sbuf_adds(sbuf *b, const char *s);
 void sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A JSON string literal with its quotes: control characters, '"' and '\\'
- * escaped; other bytes copied as they are (callers pass valid UTF-8). */
+ * escaped; valid UTF-8 copied as it is, and each invalid sequence (a stray
+ * byte, a truncated or overlong sequence, a surrogate: the maximal subpart,
+ * as Unicode and WHATWG count them) written as U+FFFD, so the output is
+ * always valid JSON text (a raw byte from a byte token or a template
+ * would not be). */
 void sbuf_json_str(sbuf *b, const char *s, size_t n);
 /* A JSON number for a double: integers without a fraction, finite values
  * with up to 6 decimals, non-finite values as 0 (JSON has no NaN). */
