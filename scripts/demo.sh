@@ -20,7 +20,11 @@
 #                        16 (the experts a step runs grow with the streams);
 #   3. `tps report --factor ...` writes demo/report.html (a section per factor:
 #      table, plot, a reading made from the table's numbers) and prints the
-#      tables; the last lines are the readings, one per factor.
+#      tables; the last lines are the readings, one per factor. When a point of
+#      a model too big for the caches read faster than the servers' cached read
+#      bandwidth (a figure cached while the machine was busy), `tps machine`
+#      measures again first and the shares are read against its figure; the
+#      tables say which measurement they used.
 # Usage: scripts/demo.sh [TPS_BINARY] [--quick] [--out DIR]
 #   --quick (or DEMO_QUICK=1): the same pieces at a reduced size (the tiny and
 #   mini presets, one-second points), for CI. Needs nothing from the network.
@@ -263,8 +267,29 @@ factors+=(--factor "itl:prefill in one step=$out/itl-one-step.json"
   --factor "active:$(basename "$dense" .gguf) (dense)=$out/active-dense.json"
   --factor "active:$(basename "$moe" .gguf) (16 experts, 2 a token)=$out/active-moe.json"
   --factor "experts=$out/experts.json")
-"$tps" report "${factors[@]}" --html "$out/report.html" --svg "$out/svg" >"$out/summary.txt" ||
-  failed=1
+report() { # report [tps report options]: the page, the SVGs and summary.txt
+  "$tps" report "${factors[@]}" --html "$out/report.html" --svg "$out/svg" "$@" \
+    >"$out/summary.txt"
+}
+report || failed=1
+# A point of a model too big for the caches that read faster than the servers'
+# cached read bandwidth shows that figure was no limit (a busy moment's): the
+# report notes it (the words are RSET_LIMIT_RAISED, src/bench/report/report_set.h).
+# Then measure again, the servers stopped, and read every share against the best
+# of the cache and this measurement; the report still raises it to what a point
+# read if that was more. Its tables say which figure they used.
+if grep -q "was below it, so it was no limit" "$out/summary.txt"; then
+  echo "== a point read faster than the cached read bandwidth: tps machine measures again"
+  if mjson=$("$tps" machine --json 2>>"$out/points.log"); then
+    gbs=$(grep -o '"read_gbs":[0-9.e+-]*' <<<"$mjson" | head -1 | cut -d: -f2)
+    from=$(grep -o '"read_from":"[^"]*"' <<<"$mjson" | head -1 | cut -d'"' -f4)
+    printf '   tps machine: %.1f GB/s (%s)\n' "$gbs" "$from"
+    report --read-gbs "$gbs" --read-from "tps machine, measured again by make demo; $from" ||
+      failed=1
+  else
+    echo "demo: tps machine failed (its log: $out/points.log); shares stay as noted" >&2
+  fi
+fi
 sed '/^What moves tokens per second/,$d' "$out/summary.txt"
 
 t_end=$(date +%s)
