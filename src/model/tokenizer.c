@@ -164,7 +164,7 @@ static int encode_ids(const tokenizer *t, const char *text, size_t len, unsigned
             if (tok_ids_push(ids, f->id))
                 rc = tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory");
             prev_special = true;
-        } else if (t->kind == TOKENIZER_SPM) {
+        } else if (!t->bpe) { /* SentencePiece; a tokenizer.json's BPE of ▁ pieces merges */
             rc = tok_spm_encode(t, text + f->off, f->len, t->add_space_prefix && prev_special, ids,
                                 err);
             prev_special = false;

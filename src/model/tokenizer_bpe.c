@@ -10,8 +10,14 @@
  * piece of its own, and byte-level BPE encodes any byte. (llama.cpp replaces
  * invalid bytes by U+FFFD first; we keep the bytes so decode restores them.)
  *
+ * The same algorithm serves Hugging Face tokenizer.json files
+ * (tokenizer_hf.c describes them as a tok_bpe_spec): their normalizer steps
+ * (NFC, Replace, Prepend), Split regexes with their behaviour, byte-level
+ * mapping or not, and byte fallback to <0xNN> tokens (Gemma, Llama 2).
+ *
  * Not here: special tokens and BOS/EOS (tokenizer.c); pre-tokenizers other
- * than the ones in pre_table (an unknown tokenizer.ggml.pre is an error). */
+ * than the ones in pre_table (an unknown tokenizer.ggml.pre is an error);
+ * reading tokenizer.json (tokenizer_hf.c). */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <stdlib.h>
@@ -48,11 +54,9 @@
     "|[^\\r\\n\\p{L}\\p{N}]?" RE_O200K_UPPER "+" RE_O200K_LOWER "*" RE_O200K_CONTR                 \
     "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
-#define MAX_REGEX 4
-
 typedef struct pre_kind {
     const char *names; /* tokenizer.ggml.pre values, '|'-separated */
-    const char *regex[MAX_REGEX];
+    const char *regex[TOK_MAX_REGEX];
     bool ignore_merges; /* a piece that is a whole vocab token skips merging */
     bool add_bos;       /* default for add_bos_token */
     bool clean_spaces;  /* decode clean-up */
@@ -104,9 +108,15 @@ typedef struct merge {
 } merge;
 
 struct tok_bpe {
-    pcre2_code *re[MAX_REGEX];
+    pcre2_code *re[TOK_MAX_REGEX];
+    uint8_t behavior[TOK_MAX_REGEX]; /* tok_split */
     int n_re;
     bool ignore_merges;
+    bool byte_level;    /* bytes -> GPT-2 characters before merging */
+    bool byte_fallback; /* an unknown character -> its <0xNN> tokens */
+    bool prefix_space;  /* a fragment not starting with ' ' gets one (ByteLevel) */
+    tok_norm norm[TOK_MAX_NORM];
+    int n_norm;
 
     char *mtext; /* all merge strings */
     merge *merges;
@@ -176,39 +186,26 @@ static int32_t merge_rank(const tok_bpe *b, const char *l, size_t ln, const char
     }
 }
 
-static int load_merges(tok_bpe *b, const gguf_file *f, tps_err *err) {
-    const char *key = "tokenizer.ggml.merges";
-    const gguf_kv *kv = gguf_find(f, key);
-    if (!kv)
-        return tps_fail(err, TPS_ENOENT,
-                        "tokenizer: '%s' is missing (a gpt2/BPE vocabulary needs its merges)", key);
-    if (kv->val.type != GGUF_TYPE_ARRAY || kv->val.arr.type != GGUF_TYPE_STRING)
-        return tps_fail(err, TPS_EINVAL, "tokenizer: '%s' is not an array of strings", key);
-    uint64_t n = kv->val.arr.n;
-    if (n > INT32_MAX) return tps_fail(err, TPS_ERANGE, "tokenizer: '%s' has too many merges", key);
-    gguf_str *strs = malloc((n ? n : 1) * sizeof *strs);
-    if (!strs) return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory for merges");
-    if (gguf_array_strings(&kv->val, strs)) {
-        free(strs);
-        return tps_fail(err, TPS_EINVAL, "tokenizer: '%s' could not be read", key);
-    }
+/* The merges "left right" (rank = index) into b's hash. Strings without a
+ * space after their first byte can never match and are skipped, as in
+ * llama.cpp; a pair seen twice keeps its first rank. */
+static int add_merges(tok_bpe *b, const gguf_str *strs, uint64_t n, tps_err *err) {
+    if (n > INT32_MAX)
+        return tps_fail(err, TPS_ERANGE, "tokenizer: %llu merges are too many",
+                        (unsigned long long)n);
     uint64_t total = 0;
     for (uint64_t i = 0; i < n; i++)
         total += strs[i].len;
     size_t cap = 16;
     while (cap < n * 2)
         cap *= 2;
-    if (total > UINT32_MAX) {
-        free(strs);
-        return tps_fail(err, TPS_ERANGE, "tokenizer: '%s' strings exceed 4 GiB", key);
-    }
+    if (total > UINT32_MAX)
+        return tps_fail(err, TPS_ERANGE, "tokenizer: the merges' strings exceed 4 GiB");
     b->mtext = malloc(total ? total : 1);
     b->merges = malloc((n ? n : 1) * sizeof *b->merges);
     b->mslots = calloc(cap, sizeof *b->mslots);
-    if (!b->mtext || !b->merges || !b->mslots) {
-        free(strs);
+    if (!b->mtext || !b->merges || !b->mslots)
         return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory for merges");
-    }
     b->mmask = cap - 1;
     uint32_t off = 0, nm = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -228,7 +225,61 @@ static int load_merges(tok_bpe *b, const gguf_file *f, tps_err *err) {
         b->mslots[slot] = ++nm;
         off += (uint32_t)len;
     }
+    return 0;
+}
+
+static int load_merges(tok_bpe *b, const gguf_file *f, tps_err *err) {
+    const char *key = "tokenizer.ggml.merges";
+    const gguf_kv *kv = gguf_find(f, key);
+    if (!kv)
+        return tps_fail(err, TPS_ENOENT,
+                        "tokenizer: '%s' is missing (a gpt2/BPE vocabulary needs its merges)", key);
+    if (kv->val.type != GGUF_TYPE_ARRAY || kv->val.arr.type != GGUF_TYPE_STRING)
+        return tps_fail(err, TPS_EINVAL, "tokenizer: '%s' is not an array of strings", key);
+    uint64_t n = kv->val.arr.n;
+    gguf_str *strs = malloc((n ? n : 1) * sizeof *strs);
+    if (!strs) return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory for merges");
+    int rc = gguf_array_strings(&kv->val, strs)
+                 ? tps_fail(err, TPS_EINVAL, "tokenizer: '%s' could not be read", key)
+                 : add_merges(b, strs, n, err);
     free(strs);
+    return rc;
+}
+
+/* Compiles the pre-tokenizer regexes (name: for messages) and fills the
+ * byte tables: GPT-2's byte characters, t->byte_id for byte-level BPE. */
+static int bpe_setup(tok_bpe *b, tokenizer *t, const char *const *regex, int n_regex,
+                     const char *name, tps_err *err) {
+    for (int i = 0; i < n_regex && i < TOK_MAX_REGEX; i++) {
+        int ecode;
+        PCRE2_SIZE eoff;
+        b->re[i] =
+            pcre2_compile((PCRE2_SPTR)regex[i], PCRE2_ZERO_TERMINATED,
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ecode, &eoff, NULL);
+        if (!b->re[i]) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(ecode, msg, sizeof msg);
+            return tps_fail(err, TPS_EUNSUP,
+                            "tokenizer: PCRE2 cannot compile the '%s' pre-tokenizer regex (%s at "
+                            "offset %zu); is libpcre2-8 built with Unicode support?",
+                            name, (const char *)msg, (size_t)eoff);
+        }
+        pcre2_jit_compile(b->re[i],
+                          PCRE2_JIT_COMPLETE); /* optional: falls back to the interpreter */
+        b->n_re = i + 1;
+    }
+    for (int v = 0; v < 256; v++) {
+        uint32_t cp = byte_to_cp((uint8_t)v);
+        if (cp < 0x80) {
+            b->enc[v][0] = (uint8_t)cp;
+            b->enc_len[v] = 1;
+        } else {
+            b->enc[v][0] = (uint8_t)(0xC0 | (cp >> 6));
+            b->enc[v][1] = (uint8_t)(0x80 | (cp & 0x3F));
+            b->enc_len[v] = 2;
+        }
+        if (b->byte_level) t->byte_id[v] = tok_lookup(t, (const char *)b->enc[v], b->enc_len[v]);
+    }
     return 0;
 }
 
@@ -246,48 +297,43 @@ int tok_bpe_create(tok_bpe **out, tokenizer *t, const gguf_file *f, const char *
                         name);
     tok_bpe *b = calloc(1, sizeof *b);
     if (!b) return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory");
-    int rc = 0;
-    for (int i = 0; i < MAX_REGEX && k->regex[i]; i++) {
-        int ecode;
-        PCRE2_SIZE eoff;
-        b->re[i] =
-            pcre2_compile((PCRE2_SPTR)k->regex[i], PCRE2_ZERO_TERMINATED,
-                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &ecode, &eoff, NULL);
-        if (!b->re[i]) {
-            PCRE2_UCHAR msg[256];
-            pcre2_get_error_message(ecode, msg, sizeof msg);
-            rc = tps_fail(err, TPS_EUNSUP,
-                          "tokenizer: PCRE2 cannot compile the '%s' pre-tokenizer regex (%s at "
-                          "offset %zu); is libpcre2-8 built with Unicode support?",
-                          name, (const char *)msg, (size_t)eoff);
-            goto fail;
-        }
-        pcre2_jit_compile(b->re[i],
-                          PCRE2_JIT_COMPLETE); /* optional: falls back to the interpreter */
-        b->n_re = i + 1;
-    }
+    b->byte_level = true;
     b->ignore_merges = k->ignore_merges;
     t->add_bos = k->add_bos;
     t->clean_spaces = k->clean_spaces;
-    if ((rc = load_merges(b, f, err))) goto fail;
-
-    for (int v = 0; v < 256; v++) {
-        uint32_t cp = byte_to_cp((uint8_t)v);
-        if (cp < 0x80) {
-            b->enc[v][0] = (uint8_t)cp;
-            b->enc_len[v] = 1;
-        } else {
-            b->enc[v][0] = (uint8_t)(0xC0 | (cp >> 6));
-            b->enc[v][1] = (uint8_t)(0x80 | (cp & 0x3F));
-            b->enc_len[v] = 2;
-        }
-        t->byte_id[v] = tok_lookup(t, (const char *)b->enc[v], b->enc_len[v]);
+    int n_re = 0;
+    while (n_re < TOK_MAX_REGEX && k->regex[n_re])
+        n_re++;
+    int rc = bpe_setup(b, t, k->regex, n_re, name, err);
+    if (!rc) rc = load_merges(b, f, err);
+    if (rc) {
+        tok_bpe_free(b);
+        return rc;
     }
     *out = b;
     return 0;
-fail:
-    tok_bpe_free(b);
-    return rc;
+}
+
+int tok_bpe_create_spec(tok_bpe **out, tokenizer *t, const tok_bpe_spec *spec,
+                        const gguf_str *merges, size_t n_merges, tps_err *err) {
+    *out = NULL;
+    tok_bpe *b = calloc(1, sizeof *b);
+    if (!b) return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory");
+    b->byte_level = spec->byte_level;
+    b->byte_fallback = spec->byte_fallback;
+    b->ignore_merges = spec->ignore_merges;
+    b->prefix_space = spec->prefix_space;
+    memcpy(b->behavior, spec->behavior, sizeof b->behavior);
+    memcpy(b->norm, spec->norm, sizeof b->norm);
+    b->n_norm = spec->n_norm;
+    int rc = bpe_setup(b, t, spec->regex, spec->n_regex, "tokenizer.json", err);
+    if (!rc) rc = add_merges(b, merges, n_merges, err);
+    if (rc) {
+        tok_bpe_free(b);
+        return rc;
+    }
+    *out = b;
+    return 0;
 }
 
 void tok_bpe_free(tok_bpe *b) {
@@ -353,28 +399,73 @@ static int try_pair(const tok_bpe *b, bpe_scratch *s, int32_t left, int32_t righ
     return 0;
 }
 
-/* One pre-tokenized piece: byte-level map, merge, emit. */
-static int encode_piece(const tokenizer *t, const char *p, size_t len, bpe_scratch *s,
-                        tok_ids *out) {
-    const tok_bpe *b = t->bpe;
-    if (TPS_GROW(s->enc, s->enc_cap, len * 2, 64)) return TPS_ENOMEM;
+/* The piece's symbols before merging, into s->enc / s->sym: byte-level,
+ * one GPT-2 character per byte; else one per UTF-8 character (a byte on
+ * its own where the UTF-8 is cut short). Returns the number of symbols,
+ * -1 when out of memory. */
+static int32_t piece_symbols(const tok_bpe *b, const char *p, size_t len, bpe_scratch *s,
+                             size_t *n_enc) {
+    if (TPS_GROW(s->enc, s->enc_cap, len * 2, 64)) return -1;
     size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        uint8_t c = (uint8_t)p[i];
-        memcpy(s->enc + n, b->enc[c], b->enc_len[c]);
-        n += b->enc_len[c];
+    if (b->byte_level) {
+        for (size_t i = 0; i < len; i++) {
+            uint8_t c = (uint8_t)p[i];
+            memcpy(s->enc + n, b->enc[c], b->enc_len[c]);
+            n += b->enc_len[c];
+        }
+    } else {
+        memcpy(s->enc, p, len);
+        n = len;
     }
-    if (b->ignore_merges) {
-        int32_t id = tok_lookup(t, s->enc, n);
-        if (id != TOKEN_NONE) return tok_ids_push(out, id);
-    }
-    if (TPS_GROW(s->sym, s->sym_cap, len, 64)) return TPS_ENOMEM;
+    *n_enc = n;
+    if (TPS_GROW(s->sym, s->sym_cap, n, 64)) return -1;
     int32_t nsym = 0;
     for (size_t off = 0; off < n;) {
-        size_t l = tok_utf8_len((uint8_t)s->enc[off]); /* 1 or 2: the mapping is valid UTF-8 */
+        size_t l = tok_utf8_len((uint8_t)s->enc[off]);
+        if (l > n - off) l = 1;
         s->sym[nsym] = (bpe_sym){nsym - 1, off + l == n ? -1 : nsym + 1, off, l};
         off += l;
         nsym++;
+    }
+    return nsym;
+}
+
+/* A final symbol that is no token: byte-level, each of its bytes that is
+ * one (llama.cpp's fallback); with byte fallback its <0xNN> tokens when
+ * all exist; else the unknown token, consecutive ones fused (Hugging
+ * Face's fuse_unk). */
+static int emit_unknown(const tokenizer *t, const char *str, size_t n, tok_ids *out) {
+    const tok_bpe *b = t->bpe;
+    int rc = 0;
+    if (b->byte_level) {
+        for (size_t j = 0; j < n && !rc; j++) {
+            int32_t id = tok_lookup(t, str + j, 1);
+            if (id != TOKEN_NONE) rc = tok_ids_push(out, id);
+        }
+        return rc;
+    }
+    bool bytes = b->byte_fallback;
+    for (size_t j = 0; j < n && bytes; j++)
+        bytes = t->byte_id[(uint8_t)str[j]] != TOKEN_NONE;
+    if (bytes) {
+        for (size_t j = 0; j < n && !rc; j++)
+            rc = tok_ids_push(out, t->byte_id[(uint8_t)str[j]]);
+        return rc;
+    }
+    if (t->unk == TOKEN_NONE || (out->n && out->v[out->n - 1] == t->unk)) return 0;
+    return tok_ids_push(out, t->unk);
+}
+
+/* One pre-tokenized piece: map, merge, emit. */
+static int encode_piece(const tokenizer *t, const char *p, size_t len, bpe_scratch *s,
+                        tok_ids *out) {
+    const tok_bpe *b = t->bpe;
+    size_t n;
+    int32_t nsym = piece_symbols(b, p, len, s, &n);
+    if (nsym < 0) return TPS_ENOMEM;
+    if (b->ignore_merges) {
+        int32_t id = tok_lookup(t, s->enc, n);
+        if (id != TOKEN_NONE) return tok_ids_push(out, id);
     }
     s->heap_n = 0;
     int rc = 0;
@@ -395,29 +486,24 @@ static int encode_piece(const tokenizer *t, const char *p, size_t len, bpe_scrat
     for (int32_t i = 0; nsym > 0 && i != -1 && !rc; i = s->sym[i].next) {
         const char *str = s->enc + s->sym[i].start;
         int32_t id = tok_lookup(t, str, s->sym[i].n);
-        if (id != TOKEN_NONE) {
-            rc = tok_ids_push(out, id);
-            continue;
-        }
-        /* llama.cpp's fallback: each byte of the symbol string that is a token */
-        for (size_t j = 0; j < s->sym[i].n && !rc; j++) {
-            id = tok_lookup(t, str + j, 1);
-            if (id != TOKEN_NONE) rc = tok_ids_push(out, id);
-        }
+        rc = id != TOKEN_NONE ? tok_ids_push(out, id) : emit_unknown(t, str, s->sym[i].n, out);
     }
     return rc;
 }
 
 /* Splits each span of `in` into regex matches and the unmatched stretches
- * between them (kept as pieces of their own). Each span is matched as a
- * string of its own, so lookarounds do not see past it, as in llama.cpp. */
-static int split_spans(const pcre2_code *re, pcre2_match_data *md, const char *text,
+ * between them. Each span is matched as a string of its own, so
+ * lookarounds do not see past it, as in llama.cpp and Hugging Face.
+ * behavior (tok_split): a match is a piece of its own (isolated), joins
+ * the stretch before it (merged with previous) or after it (merged with
+ * next), or is dropped (removed). */
+static int split_spans(const pcre2_code *re, int behavior, pcre2_match_data *md, const char *text,
                        const span_list *in, span_list *out) {
     out->n = 0;
     int rc = 0;
     for (size_t k = 0; k < in->n && !rc; k++) {
         const char *subj = text + in->v[k].off;
-        size_t len = in->v[k].len, done = 0, from = 0;
+        size_t len = in->v[k].len, done = 0, from = 0, base = in->v[k].off;
         while (from < len && !rc) {
             int m = pcre2_match(re, (PCRE2_SPTR)subj, len, from, 0, md, NULL);
             if (m < 0 && m != PCRE2_ERROR_NOMATCH) /* JIT stack or match limit: retry slowly */
@@ -429,26 +515,80 @@ static int split_spans(const pcre2_code *re, pcre2_match_data *md, const char *t
                 from = ms + tok_utf8_len((uint8_t)subj[ms]);
                 continue;
             }
-            if (ms > done) rc = span_push(out, in->v[k].off + done, ms - done);
-            if (!rc) rc = span_push(out, in->v[k].off + ms, me - ms);
+            if (behavior == TOK_SPLIT_MERGED_PREV) {
+                rc = span_push(out, base + done, me - done);
+            } else if (behavior == TOK_SPLIT_MERGED_NEXT) {
+                if (ms > done) rc = span_push(out, base + done, ms - done);
+                done = ms; /* the match starts the next piece */
+                from = me;
+                continue;
+            } else {
+                if (ms > done) rc = span_push(out, base + done, ms - done);
+                if (!rc && behavior != TOK_SPLIT_REMOVED) rc = span_push(out, base + ms, me - ms);
+            }
             done = from = me;
         }
-        if (!rc && done < len) rc = span_push(out, in->v[k].off + done, len - done);
+        if (!rc && done < len) rc = span_push(out, base + done, len - done);
     }
+    return rc;
+}
+
+/* The normalizer steps on buf's text, in place. 0, or TPS_ENOMEM. */
+static int normalize(const tok_bpe *b, sbuf *buf) {
+    sbuf tmp;
+    sbuf_init(&tmp);
+    for (int i = 0; i < b->n_norm && !sbuf_failed(buf); i++) {
+        const tok_norm *nm = &b->norm[i];
+        if (nm->kind == TOK_NORM_NFC) {
+            if (tok_nfc(buf)) break;
+        } else if (nm->kind == TOK_NORM_PREPEND) {
+            if (!buf->len) continue; /* Hugging Face: nothing to prepend to */
+            sbuf_truncate(&tmp, 0);
+            sbuf_adds(&tmp, nm->to);
+            sbuf_add(&tmp, buf->p, buf->len);
+            sbuf_truncate(buf, 0);
+            sbuf_add(buf, tmp.p, tmp.len);
+        } else if (nm->kind == TOK_NORM_REPLACE && nm->from[0]) {
+            size_t fl = strlen(nm->from);
+            sbuf_truncate(&tmp, 0);
+            for (size_t r = 0; r < buf->len;) {
+                if (r + fl <= buf->len && !memcmp(buf->p + r, nm->from, fl)) {
+                    sbuf_adds(&tmp, nm->to);
+                    r += fl;
+                } else {
+                    sbuf_add(&tmp, buf->p + r++, 1);
+                }
+            }
+            sbuf_truncate(buf, 0);
+            sbuf_add(buf, tmp.p ? tmp.p : "", tmp.len);
+        }
+    }
+    int rc = sbuf_failed(buf) || sbuf_failed(&tmp) ? TPS_ENOMEM : 0;
+    sbuf_free(&tmp);
     return rc;
 }
 
 int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, tok_ids *out, tps_err *err) {
     const tok_bpe *b = t->bpe;
-    if (len > (size_t)INT32_MAX / 2)
+    if (len > (size_t)INT32_MAX / 4)
         return tps_fail(err, TPS_ERANGE, "tokenizer: text of %zu bytes is too long (max %d)", len,
-                        INT32_MAX / 2);
+                        INT32_MAX / 4);
+    sbuf norm;
+    sbuf_init(&norm);
+    int rc = 0;
+    if (b->n_norm || b->prefix_space) {
+        if (b->prefix_space && len && text[0] != ' ') sbuf_add(&norm, " ", 1);
+        sbuf_add(&norm, text, len);
+        rc = sbuf_failed(&norm) ? TPS_ENOMEM : normalize(b, &norm);
+        text = norm.p ? norm.p : "";
+        len = norm.len;
+    }
     span_list a = {0}, c = {0};
     bpe_scratch s = {0};
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    int rc = md ? span_push(&a, 0, len) : TPS_ENOMEM;
+    pcre2_match_data *md = rc ? NULL : pcre2_match_data_create(1, NULL);
+    rc = md ? span_push(&a, 0, len) : TPS_ENOMEM;
     for (int i = 0; i < b->n_re && !rc; i++) {
-        rc = split_spans(b->re[i], md, text, &a, &c);
+        rc = split_spans(b->re[i], b->behavior[i], md, text, &a, &c);
         span_list tmp = a;
         a = c;
         c = tmp;
@@ -456,11 +596,8 @@ int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, tok_ids *ou
     for (size_t i = 0; i < a.n && !rc; i++)
         rc = encode_piece(t, text + a.v[i].off, a.v[i].len, &s, out);
     pcre2_match_data_free(md);
-    free(s.heap);
-    free(s.sym);
-    free(s.enc);
-    free(c.v);
-    free(a.v);
+    TPS_FREE_ALL(s.heap, s.sym, s.enc, c.v, a.v);
+    sbuf_free(&norm);
     if (rc) return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory (text of %zu bytes)", len);
     return 0;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/grow.h"
+#include "base/sbuf.h"
 #include "model/tokenizer.h"
 
 /* Token attributes as a bit set (llama.cpp's llama_token_attr subset): a
@@ -131,12 +132,63 @@ static inline size_t tok_utf8_len(uint8_t c) {
 int tok_spm_encode(const tokenizer *t, const char *text, size_t len, bool prefix_space,
                    tok_ids *out, tps_err *err);
 
+/* ---- the loaders' shared steps (tokenizer_load.c) ---- */
+
+/* The string -> id hash of t's vocabulary; a duplicate string is an error. */
+int tok_build_hash(tokenizer *t, tps_err *err);
+/* After the vocabulary, special ids, types and algorithm are set: the
+ * end-of-generation tokens, gpt-oss's harmony markers, the special tokens
+ * longest first, every token's piece. */
+int tok_finish(tokenizer *t, tps_err *err);
+/* t->byte_id from the <0xNN> tokens (else the one-byte strings). */
+void tok_spm_byte_ids(tokenizer *t);
+
 /* ---- BPE (tokenizer_bpe.c) ---- */
+
+#define TOK_MAX_REGEX 6
+#define TOK_MAX_NORM  4
+
+/* What a pre-tokenizer split does with a match (Hugging Face's Split behaviours). */
+typedef enum tok_split {
+    TOK_SPLIT_ISOLATED = 0,
+    TOK_SPLIT_MERGED_PREV,
+    TOK_SPLIT_MERGED_NEXT,
+    TOK_SPLIT_REMOVED,
+} tok_split;
+
+/* A normalizer step (Hugging Face's NFC, Prepend, Replace of a string). */
+typedef enum tok_norm_kind { TOK_NORM_NFC = 1, TOK_NORM_PREPEND, TOK_NORM_REPLACE } tok_norm_kind;
+typedef struct tok_norm {
+    int kind;
+    char from[16], to[16]; /* Replace: from -> to; Prepend: to */
+} tok_norm;
+
+/* A BPE described by a tokenizer.json (tokenizer_hf.c): applied to each
+ * text fragment between special tokens in this order: prefix_space, the
+ * normalizer steps, the regex splits, then the model. */
+typedef struct tok_bpe_spec {
+    const char *regex[TOK_MAX_REGEX]; /* borrowed for the call */
+    uint8_t behavior[TOK_MAX_REGEX];  /* tok_split */
+    int n_regex;
+    tok_norm norm[TOK_MAX_NORM];
+    int n_norm;
+    bool byte_level;    /* ByteLevel pre-tokenizer: bytes -> GPT-2 characters */
+    bool byte_fallback; /* an unknown character -> its <0xNN> tokens (t->byte_id) */
+    bool ignore_merges; /* a piece that is a whole token skips merging */
+    bool prefix_space;  /* ByteLevel add_prefix_space: a fragment gets a leading ' ' */
+} tok_bpe_spec;
+
+/* NFC of buf's text in place (tokenizer_nfc.c); 0, or TPS_ENOMEM. */
+int tok_nfc(sbuf *buf);
 
 /* Reads tokenizer.ggml.merges and compiles the regexes for tokenizer.ggml.pre
  * (pre may be NULL: "default"). Sets t->clean_spaces and, for Llama 3, the
  * add_bos default. */
 int tok_bpe_create(tok_bpe **out, tokenizer *t, const gguf_file *f, const char *pre, tps_err *err);
+/* The same from a spec and merges "left right" (rank = index); the
+ * caller has set t->byte_id for byte fallback. */
+int tok_bpe_create_spec(tok_bpe **out, tokenizer *t, const tok_bpe_spec *spec,
+                        const gguf_str *merges, size_t n_merges, tps_err *err);
 void tok_bpe_free(tok_bpe *b);
 /* Appends the ids of one text fragment. */
 int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, tok_ids *out, tps_err *err);

@@ -149,7 +149,7 @@ static int load_vocab(tokenizer *t, const gguf_file *f, tps_err *err) {
     return load_token_types(t, f, err);
 }
 
-static int build_hash(tokenizer *t, tps_err *err) {
+int tok_build_hash(tokenizer *t, tps_err *err) {
     size_t cap = 16;
     while (cap < (size_t)t->n_vocab * 2)
         cap *= 2;
@@ -342,7 +342,7 @@ static int byte_token_value(const char *s, size_t n) {
     return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
-static void spm_byte_ids(tokenizer *t) {
+void tok_spm_byte_ids(tokenizer *t) {
     static const char hex[] = "0123456789ABCDEF";
     for (int b = 0; b < 256; b++) {
         char buf[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
@@ -402,6 +402,13 @@ static int build_pieces(tokenizer *t, tps_err *err) {
     }
     t->piece_off[t->n_vocab] = off;
     return 0;
+}
+
+int tok_finish(tokenizer *t, tps_err *err) {
+    find_eog(t);
+    harmony_tokens(t);
+    int rc = collect_special(t, err);
+    return rc ? rc : build_pieces(t, err);
 }
 
 /* tokenizer.ggml.model (which algorithm) and tokenizer.ggml.pre (which
@@ -495,19 +502,16 @@ int tokenizer_load(tokenizer **out, const gguf_file *f, tps_err *err) {
     if (!t) return tps_fail(err, TPS_ENOMEM, "tokenizer: out of memory");
     t->kind = kind;
     if ((rc = load_vocab(t, f, err))) goto fail;
-    if ((rc = build_hash(t, err))) goto fail;
+    if ((rc = tok_build_hash(t, err))) goto fail;
     if ((rc = read_special_ids(t, f, err))) goto fail;
     if (kind == TOKENIZER_BPE) {
         if ((rc = tok_bpe_create(&t->bpe, t, f, pre[0] ? pre : NULL, err))) goto fail;
     } else {
-        spm_byte_ids(t);
+        tok_spm_byte_ids(t);
     }
     if ((rc = read_add_flags(t, f, err))) goto fail;
-    find_eog(t);
-    harmony_tokens(t);
-    if ((rc = collect_special(t, err))) goto fail;
+    if ((rc = tok_finish(t, err))) goto fail;
     phi3_rstrip(t, f);
-    if ((rc = build_pieces(t, err))) goto fail;
     *out = t;
     return 0;
 fail:
