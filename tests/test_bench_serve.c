@@ -25,7 +25,8 @@ typedef serve_proc server_proc;
 static void serve_start(server_proc *s) {
     REQUIRE_SHARED("models/stories260K.gguf");
     char *model = shared_path("models/stories260K.gguf");
-    serve_proc_start(s, model, NULL);
+    static const char *const admin[] = {"--enable-admin-routes", NULL}; /* /reset_prefix_cache */
+    serve_proc_start(s, model, admin);
     free(model);
 }
 

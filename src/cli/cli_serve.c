@@ -133,6 +133,9 @@ static const opt_row serve_rows[] = {
      .help = "most choices per request (n), 400 above (default 16)"},
     {"--drain-timeout", .kind = OPT_U32, .off = S(drain_timeout_s), .max = 4294967295.0,
      .metavar = "S", .help = "on SIGTERM, in-flight requests get S seconds (default 30)"},
+    {"--enable-admin-routes", .kind = OPT_FLAG, .off = S(enable_admin_routes),
+     .help = "serve POST /reset_prefix_cache (once a second at most): it\n"
+             "empties every user's prefix cache (off: 404)"},
     {"--grammar-max-ms", .kind = OPT_U32, .off = S(grammar_max_ms), .max = 4294967295.0,
      .metavar = "MS",
      .help = "compiling one request's grammar or JSON schema may take MS\n"

@@ -27,6 +27,7 @@
 #define TPS_SERVER_CHAT_PROMPT_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <time.h>
 
@@ -80,6 +81,8 @@ typedef struct chat_request {
     const char *reasoning_effort; /* the request's, or NULL: a template that reads
                                      reasoning_effort gets it (kwargs win), another refuses it */
     time_t now;                   /* strftime_now's time; 0: the current time */
+    const atomic_bool *cancel;    /* set by another thread: the render is abandoned
+                                     (jinja_set_cancel); NULL: never */
 } chat_request;
 
 /* Compiles src as the main template (source and name say where it came

@@ -71,6 +71,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg) {
     server *s = arg;
     server_conns_sweep(s, false);
     server_check_gone(s);
+    server_work_check_gone(s);
 }
 
 /* ---------------------------------------------------------------------------
@@ -89,6 +90,9 @@ static void begin_drain(server *s) {
     }
     struct timeval tv = {.tv_sec = s->cfg.drain_timeout_s};
     event_add(s->ev_drain_deadline, &tv);
+    /* a body still with the workers would be answered 503 once prepared:
+     * abandoned now, so that no template render holds the drain */
+    server_work_cancel_all(s);
     server_maybe_finish_drain(s);
 }
 

@@ -58,6 +58,9 @@ typedef struct server_config {
     uint32_t max_prompt_tokens; /* prompt tokens ceiling (400 above it); 0: the context */
     uint32_t max_n;             /* most choices per request (n; 400 above it); default 16, >= 1 */
     uint32_t drain_timeout_s;   /* drain: in-flight requests get this long; default 30 */
+    bool enable_admin_routes;   /* POST /reset_prefix_cache is served (at most once per
+                                   SERVER_ADMIN_PERIOD_MS, 429 above); off: 404 naming
+                                   --enable-admin-routes */
     /* Constrained output (grammar_cache.h): compiling one request's grammar
      * may take grammar_max_ms and grammar_max_bytes (400 above either; 0:
      * no limit); compiled grammars alive and the choices' recognizers take

@@ -6,6 +6,11 @@
  *     slots are full; any other request takes a general slot, and one
  *     client address holds at most --max-conns-per-client of those (429
  *     above), all of them at most --max-connections (503 above).
+ *   - A request's first byte counts against its address's share at once:
+ *     an address with --max-conns-per-client requests under way (heads or
+ *     bodies arriving, answers being written) gets 429 for another, /health
+ *     included, so that one address trickling header lines cannot hold the
+ *     slots (general or reserved) that another's /health needs (issue 48).
  *   - Connections that have sent nothing hold no class. When the table is
  *     full (--max-connections + the reserved slots), a new connection sheds
  *     the oldest of them (one from its own address first) with a 503, and
@@ -391,6 +396,32 @@ static bool admit_general(server *s, conn_slot *c) {
     }
     c->klass = CONN_GENERAL;
     return true;
+}
+
+/* Requests under way from c's address, c excluded: started and not whole,
+ * or being answered. */
+static uint32_t under_way(const server *s, const conn_slot *c) {
+    uint32_t n = 0;
+    for (size_t i = 0; i < s->n_conns; i++) {
+        const conn_slot *o = s->conns[i];
+        if (o != c && !o->refused && (o->busy || o->frame.started) && same_addr(o, c)) n++;
+    }
+    return n;
+}
+
+bool server_admit_start(conn_slot *c) {
+    server *s = c->s;
+    uint32_t per = server_conns_per_client(s);
+    if (!per || !c->peer_known) return true;
+    uint32_t n = under_way(s, c);
+    if (n < per) return true;
+    char msg[192];
+    snprintf(msg, sizeof msg,
+             "this address has %u requests under way; the server allows %u per client "
+             "(--max-conns-per-client)",
+             n, per);
+    server_conn_refuse(c, 429, msg);
+    return false;
 }
 
 bool server_admit_request(conn_slot *c) {

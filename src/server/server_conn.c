@@ -44,6 +44,7 @@ static bool frame_bytes(conn_slot *c, const uint8_t *p, size_t n) {
         http_frame_ev ev = http_frame_feed(&c->frame, p, n, &used);
         if (!was_started && c->frame.started && s->cfg.header_timeout_s && !c->head_deadline_ns)
             c->head_deadline_ns = tps_now_ns() + secs_ns(s->cfg.header_timeout_s);
+        if (!was_started && c->frame.started && !server_admit_start(c)) return false;
         p += used;
         n -= used;
         if (ev == HTTP_FRAME_ERROR) {
@@ -178,6 +179,29 @@ void server_conn_guard(conn_slot *c) {
      * server_check_gone. bufferevents coalesce nothing, so this costs an
      * epoll_ctl per write. */
     if (c && !c->refused) bufferevent_disable(c->bev, EV_READ);
+}
+
+int server_conn_peek(struct evhttp_connection *conn, evutil_socket_t *fd) {
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(conn);
+    *fd = bev ? bufferevent_getfd(bev) : -1;
+    if (*fd < 0) return 1; /* nothing to look at: evhttp will tell */
+    char byte;
+    ssize_t n = recv(*fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) return 1;
+    return n == 0 ? 0 : -1;
+}
+
+bool server_conn_probe_eof(conn_slot *c, evutil_socket_t fd) {
+    if (!c) return false;
+    if (c->probed) { /* asked before: a reset since (the socket closed) means it left */
+        struct tcp_info ti;
+        socklen_t tl = sizeof ti;
+        return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 && ti.tcpi_state != TCP_CLOSE;
+    }
+    c->probed = true;
+    if (c->frame.http10 || evbuffer_get_length(bufferevent_get_output(c->bev))) return false;
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    return send(fd, cont, sizeof cont - 1, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof cont - 1;
 }
 
 void server_conns_sweep(server *s, bool all) {

@@ -2,8 +2,7 @@
  * Origin, CORS preflight), authentication, the synchronous endpoints
  * (/health, /v1/models, /metrics, /reset_prefix_cache), and handing request
  * bodies (/tokenize, /detokenize, /apply-template, completions) to be
- * prepared: inline when small, else on a
- * worker (server_work.c).
+ * prepared on a worker (server_work.c).
  *
  * Not here: preparing bodies and admitting completions (server_prepare.c),
  * streaming the answers back (server_stream.c), the /metrics page
@@ -62,9 +61,28 @@ static void handle_metrics(server *s, struct evhttp_request *req) {
 
 /* POST /reset_prefix_cache (vLLM's name): the engine empties its prefix
  * cache before its next step, so a request sent after this answer is served
- * nothing from an earlier one: benchmarks call it between experiments. */
+ * nothing from an earlier one: benchmarks call it between experiments. It
+ * empties every user's cache (4,000 resets/s took a victim's TTFT from 1.7
+ * to 172 ms, issue 48), so it is an admin route: served only with
+ * --enable-admin-routes (vLLM: dev mode only), and at most once per
+ * SERVER_ADMIN_PERIOD_MS. */
 static void handle_reset_prefix(server *s, struct evhttp_request *req) {
+    if (!s->cfg.enable_admin_routes) {
+        server_reply_err(s, req, 404, "not_found_error", NULL, "not_found",
+                         "/reset_prefix_cache is an admin route, off by default: start the "
+                         "server with --enable-admin-routes to serve it");
+        return;
+    }
     if (server_reply_unavailable(s, req)) return;
+    uint64_t now = tps_now_ns();
+    if (s->admin_last_ns && now - s->admin_last_ns < SERVER_ADMIN_PERIOD_MS * TPS_NS_PER_MS) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        server_reply_err(s, req, 429, "rate_limit_error", NULL, "rate_limited",
+                         "/reset_prefix_cache is served at most once a second; retry after a "
+                         "second");
+        return;
+    }
+    s->admin_last_ns = now;
     static const char on[] = "{\"status\":\"ok\",\"prefix_cache\":true}",
                       off[] = "{\"status\":\"ok\",\"prefix_cache\":false}";
     if (engine_reset_prefix_cache(s->eng))
@@ -74,11 +92,11 @@ static void handle_reset_prefix(server *s, struct evhttp_request *req) {
 }
 
 /* ---------------------------------------------------------------------------
- * Bodies: prepared inline or on a worker (server_prepare.c, server_work.c)
+ * Bodies: prepared on a worker (server_prepare.c, server_work.c)
  * ------------------------------------------------------------------------- */
 
-/* Takes the body (moved, not copied) and prepares it: inline when small,
- * else on a worker; the answer comes from server_work_finish. */
+/* Takes the body (moved, not copied) and hands it to a worker; the answer
+ * comes from server_work_finish. */
 static void handle_body(server *s, struct evhttp_request *req, work_kind kind) {
     if (server_reply_unavailable(s, req)) return;
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
@@ -105,16 +123,9 @@ static void handle_body(server *s, struct evhttp_request *req, work_kind kind) {
     j->req = req;
     j->conn = evhttp_request_get_connection(req);
     sbuf_init(&j->reply);
-    /* small bodies are prepared here, unless they may carry a grammar or a
-     * schema: compiling one is never done on this thread (a cached one is,
-     * costing a lookup) */
-    const char *p = len <= SERVER_INLINE_BODY ? (const char *)evbuffer_pullup(j->body, -1) : NULL;
-    if (len <= SERVER_INLINE_BODY && !server_body_may_constrain(p ? p : "", len) &&
-        server_work_prepare_inline(j)) {
-        server_work_detach(j);
-        server_work_finish(j);
-        return;
-    }
+    j->large = len > SERVER_SMALL_BODY;
+    /* every body on a worker, however small: parsing is cheap but a
+     * template render or a continue_final_message search need not be */
     if (!server_work_submit(s, j)) {
         j->conn = NULL;
         server_work_job_free(j);

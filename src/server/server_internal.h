@@ -32,17 +32,20 @@
 #include "server/server.h"
 #include "server/sse_write.h"
 
-#define SERVER_POLL_BATCH     64   /* engine events taken per engine_poll */
-#define SERVER_POLLS_PER_TURN 8    /* bounded work per loop turn: 512 events */
-#define SERVER_SWEEP_MS       100  /* connection sweep period */
-#define SERVER_FLUSH_MAX_MS   2000 /* at exit, how long unsent output may take */
-#define SERVER_STOP_MS        2000 /* a stop: how long cancelled requests may take to be answered */
-#define SERVER_RESERVED_CONNS 8    /* beyond --max-connections, for /health and /metrics only */
-#define SERVER_FD_RESERVE     64   /* descriptors kept for all but connections (open-file limit) */
-#define SERVER_FD_CLOSING     16   /* of the rest, kept for connections being closed */
-#define SERVER_WORKERS        2    /* threads preparing request bodies (server_work.c) */
-#define SERVER_WORK_QUEUE     32   /* bodies waiting for a worker; more get 429 */
-#define SERVER_INLINE_BODY    (64u << 10) /* bodies up to this are prepared on the HTTP thread */
+#define SERVER_POLL_BATCH      64   /* engine events taken per engine_poll */
+#define SERVER_POLLS_PER_TURN  8    /* bounded work per loop turn: 512 events */
+#define SERVER_SWEEP_MS        100  /* connection sweep period */
+#define SERVER_FLUSH_MAX_MS    2000 /* at exit, how long unsent output may take */
+#define SERVER_STOP_MS         2000 /* a stop: how long cancelled requests may take to be answered */
+#define SERVER_RESERVED_CONNS  8    /* beyond --max-connections, for /health and /metrics only */
+#define SERVER_FD_RESERVE      64   /* descriptors kept for all but connections (open-file limit) */
+#define SERVER_FD_CLOSING      16   /* of the rest, kept for connections being closed */
+#define SERVER_WORKERS         2    /* threads preparing request bodies (server_work.c) */
+#define SERVER_WORK_QUEUE      32   /* large bodies waiting for a worker; more get 429 */
+#define SERVER_ADMIN_PERIOD_MS 1000 /* /reset_prefix_cache: at most one per period (429) */
+#define SERVER_SMALL_BODY                                                                          \
+    (64u << 10) /* bodies up to this always queue (connections bound                               \
+                   them); every body is prepared on a worker */
 
 /* A connection's class, decided by its first request line
  * (server_admit.c): none yet, a general slot, or a reserved one. */
@@ -82,15 +85,20 @@ typedef enum work_kind {
 } work_kind;
 
 /* One request body's preparation: parsed, rendered and tokenized by
- * server_work_prepare (on a worker, or inline for small bodies), then
- * answered or submitted by server_work_finish on the HTTP thread. */
+ * server_work_prepare on a worker (never on the HTTP thread: a template
+ * can be slow), then answered or submitted by server_work_finish on the
+ * HTTP thread. */
 typedef struct work_job {
     struct work_job *next;
+    struct work_job *hprev, *hnext; /* HTTP thread: the jobs with the workers */
+    atomic_bool cancel;             /* set by the HTTP thread (the client left, a drain or
+                                       stop): the worker abandons the job */
     server *s;
     work_kind kind;
     struct evhttp_request *req;     /* HTTP thread only; NULL once the client is gone */
     struct evhttp_connection *conn; /* HTTP thread only */
     struct evbuffer *body;          /* owned: the body, moved out of evhttp's buffer */
+    bool large;                     /* the body is over SERVER_SMALL_BODY */
     /* results (written by prepare) */
     bool failed; /* e is the answer */
     oai_error e;
@@ -225,6 +233,7 @@ struct server {
     struct server_calib *calib; /* its running fit and sample (server_calib.c), written by
                                    the engine thread */
     atomic_bool ready;
+    uint64_t admin_last_ns; /* server_http.c: the last /reset_prefix_cache served */
 
     /* Requests from other threads: drain / stop. */
     atomic_int want; /* 0 none, 1 drain, 2 stop */
@@ -280,17 +289,20 @@ int server_work_create(server *s, tps_err *err);
 bool server_work_submit(server *s, work_job *j); /* false: the queue is full */
 /* Detaches a job from its connection; before server_work_finish. */
 void server_work_detach(work_job *j);
+/* Every job with the workers is abandoned (a drain or stop: each would be
+ * answered 503); the workers stop rendering them within a few hundred
+ * template steps. */
+void server_work_cancel_all(server *s);
+/* Polls the sockets of jobs with the workers for a client that left (as
+ * server_check_gone does for requests in flight) and abandons their jobs. */
+void server_work_check_gone(server *s);
 void server_work_free(server *s);
 
-/* server_prepare.c: preparing bodies (any thread) and answering them.
- * server_work_prepare does it all (a worker); server_work_prepare_inline
- * (the HTTP thread) leaves compiling a grammar to a worker: false when the
- * job needs one still (it then goes to server_work_submit). */
+/* server_prepare.c: preparing bodies (a worker) and answering them (the
+ * HTTP thread). server_work_prepare checks j->cancel between its phases
+ * and the template render checks it every few hundred steps: a cancelled
+ * job ends as a 503. */
 void server_work_prepare(work_job *j);
-bool server_work_prepare_inline(work_job *j);
-/* Whether a body may ask for constrained output or tools (a cheap scan of
- * its bytes; false positives only cost a thread hop). */
-bool server_body_may_constrain(const char *body, size_t len);
 void server_work_finish(work_job *j);
 void server_work_job_free(work_job *j);
 
@@ -352,12 +364,24 @@ bool server_conns_output_pending(server *s);
 uint32_t server_conns_open(server *s);
 /* server_admit.c: admission */
 uint32_t server_conns_per_client(const server *s);
+/* The socket of conn, peeked (evhttp reads nothing while it answers): 1
+ * its client may be there, 0 an EOF (a half-close, or it left: ask
+ * server_conn_probe_eof), -1 it is gone; *fd its socket. */
+int server_conn_peek(struct evhttp_connection *conn, evutil_socket_t *fd);
+/* After an EOF on c's socket fd while nothing of its answer is out: true
+ * while its client may still be there. The first call writes a "100
+ * Continue" (which a client that left answers with a reset), a later one
+ * reads whether that reset came. */
+bool server_conn_probe_eof(conn_slot *c, evutil_socket_t fd);
 /* Frees a slot (our reference on its bufferevent with it). */
 void server_conn_slot_free(conn_slot *c);
 /* Answers status (0: none, just close) with msg and closes c. */
 void server_conn_refuse(conn_slot *c, int status, const char *msg);
 /* c was accepted and has its socket: room is made for it, or it is refused. */
 void server_admit_accepted(server *s, conn_slot *c);
+/* c's request has begun (its first byte): false when its address already
+ * has its share of requests under way (refused 429). */
+bool server_admit_start(conn_slot *c);
 /* c's request line is known (c->frame at HEAD): its class; false when refused. */
 bool server_admit_request(conn_slot *c);
 /* Pauses or resumes the listener; just_accepted: a connection was added. */

@@ -1,7 +1,9 @@
 /* Preparing request bodies: /tokenize, /detokenize, /apply-template and
- * completions are parsed, rendered and tokenized (server_work_prepare: any thread, no
- * evhttp, no engine; on a worker when large, server_work.c), then answered
- * or submitted to the engine on the HTTP thread (server_work_finish).
+ * completions are parsed, rendered and tokenized (server_work_prepare: a
+ * worker, server_work.c; no evhttp, no engine), then answered or submitted
+ * to the engine on the HTTP thread (server_work_finish). A job whose
+ * cancel flag is set (its client left, the server drains) stops at its
+ * next phase, or within the render.
  *
  * Not here: the routes (server_http.c), the worker threads (server_work.c),
  * JSON request parsing (openai.c), streaming the answer (server_stream.c). */
@@ -123,9 +125,17 @@ done:
     json_decref(root);
 }
 
-/* The rendered chat prompt into text; 0 or the error to answer with. */
-static int render_chat(server *s, const oai_request *r, sbuf *text, oai_error *e) {
+/* Whether j was cancelled; checked between the phases of its preparation. */
+static bool cancelled(work_job *j) {
+    return atomic_load_explicit(&j->cancel, memory_order_relaxed);
+}
+
+/* The rendered chat prompt into text; 0 or the error to answer with. The
+ * render is abandoned when j's cancel flag is set. */
+static int render_chat(work_job *j, const oai_request *r, sbuf *text, oai_error *e) {
+    server *s = j->s;
     chat_request rq = oai_chat_inputs(r);
+    rq.cancel = &j->cancel;
     chat_error ce;
     int rc = chat_prompt_render(&s->prompt, &rq, text, &ce);
     if (rc)
@@ -155,7 +165,8 @@ static int build_prompt(server *s, const oai_request *r, work_job *j, oai_error 
     }
     sbuf text;
     sbuf_init(&text);
-    int rc = render_chat(s, r, &text, e);
+    int rc = render_chat(j, r, &text, e);
+    if (!rc && cancelled(j)) rc = TPS_EINVAL; /* answered as cancelled */
     if (!rc) j->think_text = think_text_state(text.p ? text.p : "", text.len);
     if (!rc && tokenizer_encode_alloc(s->tok, text.p ? text.p : "", text.len, flags, ids, n, &err))
         rc = oai_error_set(e, 500, "server_error", "messages", NULL, "%s", err.msg);
@@ -203,6 +214,7 @@ static void prepare_completion(work_job *j, const char *body, size_t len) {
         return;
     }
     j->parsed = true;
+    if (cancelled(j)) return;
     if (build_prompt(s, &j->r, j, &j->e)) {
         j->failed = true;
         return;
@@ -231,7 +243,7 @@ static void prepare_apply(work_job *j, const char *body, size_t len) {
     j->parsed = true;
     sbuf text;
     sbuf_init(&text);
-    if (render_chat(j->s, &j->r, &text, &j->e)) {
+    if (render_chat(j, &j->r, &text, &j->e)) {
         j->failed = true;
     } else {
         sbuf_adds(&j->reply, "{\"prompt\":");
@@ -289,42 +301,13 @@ static void prepare_body(work_job *j) {
 }
 
 void server_work_prepare(work_job *j) {
-    if (!j->prepared) prepare_body(j);
-    if (needs_compile(j)) compile_grammar(j);
-}
-
-bool server_work_prepare_inline(work_job *j) {
-    if (!j->prepared) prepare_body(j);
-    if (!needs_compile(j)) return true;
-    /* a grammar compiled before costs a lookup: taken here, no thread hop */
-    size_t reserve = (size_t)(j->r.n ? j->r.n : 1) * j->s->cursor_bytes;
-    tps_err err = {{0}};
-    int rc = grammar_cache_lookup(j->s->grammars, j->r.grammar, j->r.grammar_len, reserve, &j->prog,
-                                  &err);
-    if (rc == 0) return false; /* not cached: a worker compiles it */
-    if (rc == 1) {
-        j->prog_reserve = reserve;
-        return true;
+    if (!j->prepared && !cancelled(j)) prepare_body(j);
+    if (needs_compile(j) && !cancelled(j)) compile_grammar(j);
+    if (cancelled(j)) { /* whatever it came to: only a client still there reads this */
+        j->failed = true;
+        oai_error_set(&j->e, 503, "unavailable_error", NULL, "cancelled",
+                      "the request was cancelled before it ran: the server is shutting down");
     }
-    j->failed = true;
-    if (rc == TPS_EFULL)
-        oai_error_set(&j->e, 503, "unavailable_error", NULL, "constraint_memory_full", "%s",
-                      err.msg);
-    else
-        oai_constraint_error(&j->e, rc, j->r.grammar_param ? j->r.grammar_param : "grammar",
-                             err.msg);
-    return true;
-}
-
-/* Keys that ask for constrained output or tools (openai_format.c's, tools'),
- * as they appear inside a JSON body. */
-bool server_body_may_constrain(const char *body, size_t len) {
-    static const char *const keys[] = {"response_format",   "json_schema", "guided_",
-                                       "grammar",           "regex",       "\"tools\"",
-                                       "structured_outputs"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (memmem(body, len, keys[i], strlen(keys[i]))) return true;
-    return false;
 }
 
 void server_work_job_free(work_job *j) {

@@ -113,22 +113,15 @@ void req_ctx_start(req_ctx *c) {
 static bool probe_half_close(req_ctx *c, evutil_socket_t fd) {
     conn_slot *slot = c->slot;
     if (!slot || !c->req) return false;
-    if (slot->probed) { /* asked before: a reset since (the socket closed) means it left */
-        struct tcp_info ti;
-        socklen_t tl = sizeof ti;
-        return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 && ti.tcpi_state != TCP_CLOSE;
-    }
-    slot->probed = true;
-    if (c->stream) {
+    if (c->stream && !slot->probed) {
+        slot->probed = true;
         evbuffer_add(c->s->wbuf, ":\n\n", 3);
         evhttp_send_reply_chunk(c->req, c->s->wbuf);
         evbuffer_drain(c->s->wbuf, evbuffer_get_length(c->s->wbuf));
         server_conn_guard(slot);
         return true;
     }
-    if (slot->frame.http10 || evbuffer_get_length(bufferevent_get_output(slot->bev))) return false;
-    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    return send(fd, cont, sizeof cont - 1, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof cont - 1;
+    return server_conn_probe_eof(slot, fd);
 }
 
 /* Polls the sockets of in-flight requests for a client that left: evhttp
@@ -139,14 +132,9 @@ static bool probe_half_close(req_ctx *c, evutil_socket_t fd) {
 void server_check_gone(server *s) {
     for (req_ctx *c = s->inflight; c; c = c->next) {
         if (c->client_gone || !c->conn) continue;
-        struct bufferevent *bev = evhttp_connection_get_bufferevent(c->conn);
-        evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-        if (fd < 0) continue;
-        char byte;
-        ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
-            continue;
-        if (n == 0 && probe_half_close(c, fd)) continue;
+        evutil_socket_t fd;
+        int here = server_conn_peek(c->conn, &fd);
+        if (here > 0 || (here == 0 && probe_half_close(c, fd))) continue;
         struct evhttp_connection *conn = c->conn;
         evhttp_connection_set_closecb(conn, NULL, NULL);
         c->client_gone = true;

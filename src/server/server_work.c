@@ -2,14 +2,19 @@
  * before it can be answered or submitted: JSON parsing, chat template
  * rendering, tokenizing (and /detokenize's decoding). Done on the HTTP
  * thread, a 7 MB prompt stalled every other client for over a second
- * (issue 19); here the loop only moves bytes. The queue is bounded
- * (SERVER_WORK_QUEUE jobs waiting; more get 429); small bodies are
- * prepared inline, where a thread hop would cost more than the work.
+ * (issue 19), and a 63 KB template render held /health for 0.8 s (issue
+ * 48): every body comes here, however small; the loop only moves bytes.
+ * The queue is bounded: SERVER_WORK_QUEUE large bodies waiting (more get
+ * 429); small ones always queue (one per connection at most).
  *
  * A job's request is touched only on the HTTP thread: workers see its body
  * (moved out of evhttp's buffer) and write its results. The client may
- * leave while a worker holds the job; the connection's close callback
- * forgets the request, and the finished job is dropped.
+ * leave while a worker holds the job: the connection's close callback, or
+ * the sweep's look at its socket (server_work_check_gone), forgets the
+ * request and sets the job's cancel flag, which the worker checks between
+ * phases and the template render every few hundred steps; a drain or stop
+ * cancels every job, so none outlives --drain-timeout. The finished job is
+ * dropped.
  *
  * Not here: what preparing means per endpoint (server_prepare.c). */
 #include "server/server_internal.h"
@@ -22,8 +27,9 @@ struct server_work {
     pthread_cond_t cv;
     work_job *queue_head, *queue_tail; /* waiting for a worker */
     work_job *done;                    /* prepared, for the HTTP thread */
-    size_t n_queued;
+    size_t n_queued, n_large;          /* waiting; of them, larger than SERVER_SMALL_BODY */
     bool stop;
+    work_job *held; /* HTTP thread: every job from submit to finish */
     pthread_t threads[SERVER_WORKERS];
     size_t n_threads;
     struct event *ev_done; /* the HTTP thread's: activated by a worker */
@@ -40,6 +46,7 @@ static void *worker_main(void *arg) {
         w->queue_head = j->next;
         if (!w->queue_head) w->queue_tail = NULL;
         w->n_queued--;
+        w->n_large -= j->large;
         pthread_mutex_unlock(&w->mu);
         server_work_prepare(j);
         pthread_mutex_lock(&w->mu);
@@ -49,6 +56,22 @@ static void *worker_main(void *arg) {
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
+}
+
+static void held_add(server_work *w, work_job *j) {
+    j->hprev = NULL;
+    j->hnext = w->held;
+    if (w->held) w->held->hprev = j;
+    w->held = j;
+}
+
+static void held_remove(server_work *w, work_job *j) {
+    if (j->hprev)
+        j->hprev->hnext = j->hnext;
+    else if (w->held == j)
+        w->held = j->hnext;
+    if (j->hnext) j->hnext->hprev = j->hprev;
+    j->hprev = j->hnext = NULL;
 }
 
 /* The HTTP thread: every prepared job is finished (answered or submitted). */
@@ -70,6 +93,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg) {
     while (rev) {
         work_job *n = rev->next;
         s->n_jobs--;
+        held_remove(w, rev);
         server_work_detach(rev);
         server_work_finish(rev);
         rev = n;
@@ -100,13 +124,15 @@ static void on_job_conn_close(struct evhttp_connection *conn, void *arg) {
     if (j->req && !evhttp_request_get_connection(j->req)) evhttp_request_free(j->req);
     j->req = NULL;
     j->conn = NULL;
+    atomic_store(&j->cancel, true);
 }
 
 bool server_work_submit(server *s, work_job *j) {
     server_work *w = s->work;
     pthread_mutex_lock(&w->mu);
-    bool full = w->n_queued >= SERVER_WORK_QUEUE;
+    bool full = j->large && w->n_large >= SERVER_WORK_QUEUE;
     if (!full) {
+        w->n_large += j->large;
         j->next = NULL;
         if (w->queue_tail)
             w->queue_tail->next = j;
@@ -119,6 +145,7 @@ bool server_work_submit(server *s, work_job *j) {
     pthread_mutex_unlock(&w->mu);
     if (full) return false;
     s->n_jobs++;
+    held_add(w, j);
     if (j->conn) evhttp_connection_set_closecb(j->conn, on_job_conn_close, j);
     return true;
 }
@@ -127,6 +154,27 @@ bool server_work_submit(server *s, work_job *j) {
 void server_work_detach(work_job *j) {
     if (j->conn) evhttp_connection_set_closecb(j->conn, NULL, NULL);
     j->conn = NULL;
+}
+
+void server_work_cancel_all(server *s) {
+    for (work_job *j = s->work ? s->work->held : NULL; j; j = j->hnext)
+        atomic_store(&j->cancel, true);
+}
+
+void server_work_check_gone(server *s) {
+    for (work_job *j = s->work ? s->work->held : NULL; j; j = j->hnext) {
+        if (!j->conn || atomic_load(&j->cancel)) continue;
+        evutil_socket_t fd;
+        int here = server_conn_peek(j->conn, &fd);
+        if (here > 0 || (here == 0 && server_conn_probe_eof(server_conn_of(s, j->req), fd)))
+            continue;
+        struct evhttp_connection *conn = j->conn;
+        evhttp_connection_set_closecb(conn, NULL, NULL);
+        atomic_store(&j->cancel, true);
+        j->req = NULL; /* attached: freed with the connection */
+        j->conn = NULL;
+        evhttp_connection_free(conn);
+    }
 }
 
 static void drop_all(work_job *list) {
@@ -141,6 +189,7 @@ static void drop_all(work_job *list) {
 void server_work_free(server *s) {
     server_work *w = s->work;
     if (!w) return;
+    server_work_cancel_all(s); /* a worker in a long render leaves it */
     pthread_mutex_lock(&w->mu);
     w->stop = true;
     pthread_cond_broadcast(&w->cv);
