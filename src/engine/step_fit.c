@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/file_write.h"
 #include "base/ggml_type.h"
 
 #define LOGIT     (STEP_FIT_KNOTS)
@@ -242,11 +243,14 @@ static void write_noise(FILE *f, const char *name, const step_noise *z) {
     fputc('\n', f);
 }
 
+/* Written through file_out (base/file_write.h): a regular file is replaced
+ * whole by a rename, /dev/stdout or a device node written in place, never
+ * replaced (issue 48: -o /dev/full became a regular file). */
 int step_calib_write(const step_calib *c, const char *path, tps_err *err) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return tps_fail(err, TPS_EIO, "calibration: cannot write %s: %s", tmp, strerror(errno));
+    file_out out;
+    tps_err oe = {{0}};
+    if (file_out_open(&out, path, &oe)) return tps_fail(err, TPS_EIO, "calibration: %s", oe.msg);
+    FILE *f = out.f;
     const step_calib_model *m = &c->model;
     const machine_limits *ml = &c->machine;
     fprintf(f, "%s %d\nsource %s\n", STEP_CALIB_MAGIC, STEP_CALIB_VERSION, c->source);
@@ -276,10 +280,7 @@ int step_calib_write(const step_calib *c, const char *path, tps_err *err) {
             fprintf(f, " %.0f", c->turnaround.q[k]);
         fputc('\n', f);
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return tps_fail(err, TPS_EIO, "calibration: cannot write %s", path);
-    }
+    if (file_out_close(&out, &oe)) return tps_fail(err, TPS_EIO, "calibration: %s", oe.msg);
     return 0;
 }
 
@@ -391,6 +392,70 @@ static int read_line(step_calib *c, const char *line) {
     return -1;
 }
 
+/* Bounds a parsed file must keep: what any machine and model tps runs could
+ * have measured, so a hand-edited or hostile file is refused instead of
+ * planning from 1e300 ns coefficients or -2147483648 threads (issue 48). */
+#define CALIB_MAX_THREADS 65536
+#define CALIB_MAX_COEF_NS 1e11 /* 100 s per unit of any feature */
+#define CALIB_MAX_STEAL   0.95 /* a machine losing more to its neighbours plans nothing */
+#define CALIB_MAX_RATE    1e7  /* GB/s, GOP/s, GFLOP/s */
+#define CALIB_MAX_DIM     (1u << 24)
+
+static bool within(double v, double lo, double hi) {
+    return isfinite(v) && v >= lo && v <= hi;
+}
+
+/* The machine, model and steal lines within bounds; 0 or TPS_ERANGE. */
+static int plausible_setup(const step_calib *c, const char *name, tps_err *err) {
+    const machine_limits *ml = &c->machine;
+    const step_calib_model *m = &c->model;
+    if (c->threads < 1 || c->threads > CALIB_MAX_THREADS)
+        return tps_fail(err, TPS_ERANGE,
+                        "calibration: %s: threads %d is not a thread count (1..%d)", name,
+                        c->threads, CALIB_MAX_THREADS);
+    if (c->has_steal && !within(c->steal, 0, CALIB_MAX_STEAL))
+        return tps_fail(err, TPS_ERANGE,
+                        "calibration: %s: steal %g: a machine losing that share of its time to "
+                        "neighbours predicts nothing (0 <= steal <= %.2f)",
+                        name, c->steal, CALIB_MAX_STEAL);
+    if (ml->threads < 0 || ml->threads > CALIB_MAX_THREADS || ml->int8_bits < 0 ||
+        ml->int8_bits > 64 || !within(ml->read_gbs, 0, CALIB_MAX_RATE) ||
+        !within(ml->int8_gops, 0, CALIB_MAX_RATE) || !within(ml->fp32_gflops, 0, CALIB_MAX_RATE))
+        return tps_fail(err, TPS_ERANGE,
+                        "calibration: %s: the machine's limits (threads %d, %g GB/s, %g int8 "
+                        "GOP/s, %d bits, %g GFLOP/s) are not a machine's (each >= 0, rates <= %g)",
+                        name, ml->threads, ml->read_gbs, ml->int8_gops, ml->int8_bits,
+                        ml->fp32_gflops, CALIB_MAX_RATE);
+    const uint32_t dims[] = {m->dim,      m->n_layers, m->n_heads, m->n_kv_heads,
+                             m->head_dim, m->ffn_dim,  m->n_vocab};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i] > CALIB_MAX_DIM)
+            return tps_fail(err, TPS_ERANGE,
+                            "calibration: %s: the model line has %u, over %u: not a model's shape",
+                            name, dims[i], CALIB_MAX_DIM);
+    return 0;
+}
+
+/* Every fit's coefficients and figures finite and within bounds. */
+static int plausible_fits(const step_calib *c, const char *name, tps_err *err) {
+    static const char *const part[] = {"fwd", "post"};
+    for (uint32_t i = 0; i < c->n_kv; i++) {
+        const step_fit *f = &c->fit[i];
+        if (!within(f->max_rows, 0, 1e9) || !within(f->err_p50, 0, 1e3))
+            return tps_fail(err, TPS_ERANGE,
+                            "calibration: %s: fit %u: max_rows %g or err_p50 %g out of range", name,
+                            i + 1, f->max_rows, f->err_p50);
+        for (int p = 0; p < 2; p++)
+            for (int k = 0; k < STEP_FIT_NF; k++)
+                if (!within(f->coef[p][k], -CALIB_MAX_COEF_NS, CALIB_MAX_COEF_NS))
+                    return tps_fail(err, TPS_ERANGE,
+                                    "calibration: %s: fit %u: %s coefficient %d is %g ns, not a "
+                                    "cost a step could have (|c| <= %g ns)",
+                                    name, i + 1, part[p], k, f->coef[p][k], CALIB_MAX_COEF_NS);
+    }
+    return 0;
+}
+
 int step_calib_parse(step_calib *c, const char *buf, size_t len, const char *name, tps_err *err) {
     memset(c, 0, sizeof *c);
     char line[512];
@@ -423,6 +488,8 @@ int step_calib_parse(step_calib *c, const char *buf, size_t len, const char *nam
     if (!rc && no == 1) rc = tps_fail(err, TPS_EINVAL, "calibration: %s is empty", name);
     if (!rc && (!c->n_kv || !c->model.dim))
         rc = tps_fail(err, TPS_EINVAL, "calibration: %s holds no model or no fit", name);
+    if (!rc) rc = plausible_setup(c, name, err);
+    if (!rc) rc = plausible_fits(c, name, err);
     const step_shape one = {1, 1, 1, 1};
     for (uint32_t i = 0; !rc && i < c->n_kv; i++)
         if (!(step_fit_fwd_ns(&c->fit[i], &one) > 0))

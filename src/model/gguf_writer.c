@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "model/gguf.h"
+#include "base/file_write.h"
 #include "base/grow.h"
 
 typedef struct wkv {
@@ -322,14 +323,20 @@ static int write_stream(gguf_writer *w, FILE *fp, tps_err *err) {
     return 0;
 }
 
+/* Through file_out (base/file_write.h): a failed write removes only the
+ * temporary file, never the path (issue 48: a device node there was
+ * deleted); a device or fifo is written in place. */
 int gguf_writer_write_file(gguf_writer *w, const char *path, tps_err *err) {
-    FILE *fp = fopen(path, "wb");
-    if (!fp) return tps_fail(err, TPS_EIO, "cannot create '%s': %s", path, strerror(errno));
-    int rc = write_stream(w, fp, err);
-    if (fclose(fp) != 0 && !rc)
-        rc = tps_fail(err, TPS_EIO, "cannot write '%s': %s", path, strerror(errno));
-    if (rc) unlink(path);
-    return rc;
+    file_out out;
+    int rc = file_out_open(&out, path, err);
+    if (rc) return rc;
+    tps_err we = {{0}};
+    rc = write_stream(w, out.f, &we);
+    if (rc) {
+        file_out_abort(&out);
+        return tps_fail(err, rc, "cannot write '%s': %s", path, we.msg);
+    }
+    return file_out_close(&out, err);
 }
 
 int gguf_writer_write_mem(gguf_writer *w, uint8_t **buf, size_t *size, tps_err *err) {

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/file_write.h"
 #include "bench/io/json_file.h"
 #include "bench/result/result.h"
 #include "bench/result/result_internal.h"
@@ -198,11 +199,21 @@ json_t *result_to_json(const bench_result *r) {
     return o;
 }
 
+/* Both writers go through file_out (base/file_write.h): /dev/stdout and
+ * fifos are written in place, a regular file replaced whole, and a failed
+ * write (a full disk, /dev/full) is an error naming the path (issue 48). */
 int result_write_json(const bench_result *r, const char *path, tps_err *e) {
     json_t *o = result_to_json(r);
-    int rc = json_dump_file(o, path, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
+    file_out out;
+    int rc = file_out_open(&out, path, e);
+    if (!rc && json_dumpf(o, out.f, JSON_INDENT(1) | JSON_REAL_PRECISION(10))) {
+        file_out_abort(&out);
+        rc = tps_fail(e, TPS_EIO, "cannot write '%s'", path);
+    } else if (!rc) {
+        rc = file_out_close(&out, e);
+    }
     json_decref(o);
-    return rc ? tps_fail(e, TPS_EIO, "cannot write '%s'", path) : TPS_OK;
+    return rc;
 }
 
 /* ---- JSON in ------------------------------------------------------------------------------ */
@@ -562,8 +573,9 @@ int result_write_csv(const bench_result *r, FILE *f, tps_err *e) {
 }
 
 int result_write_csv_file(const bench_result *r, const char *path, tps_err *e) {
-    FILE *fp = fopen(path, "w");
-    bool bad = !fp || result_write_csv(r, fp, e);
-    if (fp) fclose(fp);
-    return bad ? tps_fail(e, TPS_EIO, "cannot write '%s'", path) : TPS_OK;
+    file_out out;
+    int rc = file_out_open(&out, path, e);
+    if (rc) return rc;
+    result_write_csv(r, out.f, e); /* a failed write shows at the close, which names the path */
+    return file_out_close(&out, e);
 }
