@@ -11,8 +11,11 @@
  * documented methods, no mutation of lists or dicts (append, pop, update
  * raise as jinja2's immutable sandbox does; only namespace() objects
  * change), and every render is bounded (jinja_limits): evaluation steps
- * (loop iterations and expressions), nesting depth (recursion), output
- * bytes and memory. Exceeding one ends the render with JINJA_LIMIT.
+ * (loop iterations and expressions), work (bytes scanned, compared and
+ * copied, values compared: what one step may do a lot of), nesting depth
+ * (of evaluation, and of every walk into nested values: comparing,
+ * hashing, printing), output bytes and memory. Exceeding one ends the
+ * render with JINJA_LIMIT and a message naming the bound.
  *
  * Threads: a compiled template is immutable and may be rendered by any
  * number of threads at once, each with its own jinja_run.
@@ -80,11 +83,19 @@ typedef struct jinja_limits {
     size_t max_output;  /* bytes of rendered text */
     size_t max_memory;  /* bytes the render may allocate (values, strings, captures) */
     uint64_t max_steps; /* expressions evaluated + loop iterations */
-    uint32_t max_depth; /* nesting of evaluation (expressions, statements, macro calls) */
+    /* work units: a byte scanned, compared, hashed or copied is one, a value
+     * compared or hashed 16; 0: the default's */
+    uint64_t max_work;
+    uint32_t max_depth; /* nesting of evaluation (expressions, statements, macro
+                           calls) and of values walked (==, sort, hash, print) */
 } jinja_limits;
 
-/* 4 MiB output, 64 MiB memory, 5 million steps, depth 500: a real chat
- * template renders a long conversation in a few thousand steps. */
+#define JINJA_DEFAULT_WORK (1ull << 28)
+
+/* 4 MiB output, 64 MiB memory, 5 million steps, 2^28 work units (0.1 to
+ * 0.5 s of scanning on a shared VM), depth 500: a real chat template
+ * renders a long conversation in a few thousand steps and a few times its
+ * text in work (the 56 templates of tests/data/templates: under 2^20). */
 void jinja_limits_default(jinja_limits *l);
 
 typedef enum jinja_fail {

@@ -118,7 +118,8 @@ jinja_val jx_getattr(jctx *c, jinja_val obj, jinja_val name) {
     if (name.n && name.u.s[0] == '_') return jv_undef(JUNDEF_UNSAFE, name.u.s, name.n, owner);
     if (obj.type == JINJA_MAP && obj.sub == JMAP_NAMESPACE) {
         jinja_val v;
-        return jv_map_get(obj.u.m, name, &v) ? v : jv_undef(JUNDEF_ATTR, name.u.s, name.n, owner);
+        return jv_map_get(c, obj.u.m, name, &v) ? v
+                                                : jv_undef(JUNDEF_ATTR, name.u.s, name.n, owner);
     }
     int type = obj.type;
     for (size_t i = 0; i < sizeof METHODS / sizeof METHODS[0]; i++)
@@ -126,7 +127,7 @@ jinja_val jx_getattr(jctx *c, jinja_val obj, jinja_val name) {
             return bound(c, obj, METHODS[i].id);
     if (mutating(obj, name)) return jv_undef(JUNDEF_UNSAFE, name.u.s, name.n, owner);
     jinja_val v;
-    if (obj.type == JINJA_MAP && jv_map_get(obj.u.m, name, &v)) return v;
+    if (obj.type == JINJA_MAP && jv_map_get(c, obj.u.m, name, &v)) return v;
     return jv_undef(JUNDEF_ATTR, name.u.s, name.n, owner);
 }
 
@@ -142,6 +143,7 @@ jinja_val jx_getitem(jctx *c, jinja_val obj, jinja_val key) {
     if (obj.type == JINJA_UNDEFINED) jv_undef_fail(c, obj);
     if ((obj.type == JINJA_STR || (obj.type == JINJA_LIST && obj.sub != JLIST_GEN)) &&
         (key.type == JINJA_INT || key.type == JINJA_BOOL)) {
+        if (obj.type == JINJA_STR) jx_work(c, obj.n); /* scanned for its code points */
         bool ascii = obj.type == JINJA_STR && utf8_ascii(obj.u.s, obj.n);
         int64_t len = obj.type == JINJA_LIST ? obj.u.l->n : ascii ? obj.n : jv_len(c, obj);
         int64_t i = ival(key);
@@ -153,7 +155,7 @@ jinja_val jx_getitem(jctx *c, jinja_val obj, jinja_val key) {
         return (jinja_val){.type = JINJA_STR, .n = (uint32_t)(y - x), .u.s = obj.u.s + x};
     }
     jinja_val v;
-    if (obj.type == JINJA_MAP && obj.sub != JMAP_NAMESPACE && jv_map_get(obj.u.m, key, &v))
+    if (obj.type == JINJA_MAP && obj.sub != JMAP_NAMESPACE && jv_map_get(c, obj.u.m, key, &v))
         return v;
     if (key.type == JINJA_STR) {
         v = jx_getattr(c, obj, key);

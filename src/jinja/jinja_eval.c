@@ -71,6 +71,7 @@ static jinja_val int_arith(jctx *c, int op, int64_t x, int64_t y) {
         if (!y) jx_fail(c, JINJA_ERROR, "division by zero");
         return jinja_float((double)x / (double)y);
     default: /* OP_POW */
+        if (y < 0 && x == 0) jx_fail(c, JINJA_ERROR, "0.0 cannot be raised to a negative power");
         if (y < 0) return jinja_float(pow((double)x, (double)y));
         if (x == 0 || x == 1) return jinja_int(y ? x : 1);
         if (x == -1) return jinja_int(y % 2 ? -1 : 1);
@@ -236,6 +237,7 @@ static jinja_val slice(jctx *c, jinja_val obj, const jnode *s) {
         return jv_undef(JUNDEF_PLAIN, "", 0, 0);
     int64_t step = slice_arg(c, st, 1);
     if (!step) jx_fail(c, JINJA_ERROR, "slice step cannot be zero");
+    if (obj.type == JINJA_STR) jx_work(c, obj.n); /* scanned for its code points */
     bool ascii = obj.type == JINJA_STR && utf8_ascii(obj.u.s, obj.n);
     int64_t len = obj.type == JINJA_LIST ? obj.u.l->n : ascii ? obj.n : jv_len(c, obj);
     int64_t lo = slice_index(slice_arg(c, a, step < 0 ? len - 1 : 0), len, step, false);

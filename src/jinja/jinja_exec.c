@@ -105,7 +105,7 @@ static void macro_keywords(jctx *c, const jnode *n, const jargs *a, jinja_val *p
             continue;
         }
         uint32_t i = 0;
-        while (i < n->n && !jv_eq(c->tpl->syms[n->kids[i]->sym], name))
+        while (i < n->n && !jv_eq(c, c->tpl->syms[n->kids[i]->sym], name))
             i++;
         if (i < n->n) {
             if (i < a->n)
@@ -289,12 +289,8 @@ static void start(jctx *c) {
     c->root_set = jx_alloc(c, ns);
     memset(c->root, 0, ns * sizeof *c->root);
     memset(c->root_set, 0, ns);
-    for (uint32_t i = 0; i < r->n_vars; i++) {
-        int32_t s = find_sym(t, r->vars[i].name, r->vars[i].n);
-        if (s < 0) continue;
-        c->root[s] = r->vars[i].v;
-        c->root_set[s] = 1;
-    }
+    for (uint32_t s = 0; s < t->n_syms; s++) /* by name: linear in the template, not the vars */
+        c->root_set[s] = jinja_run_var(r, t->syms[s].u.s, t->syms[s].n, &c->root[s]);
     c->top = c->out = jb_new(c, 4096);
     c->out_top_max = r->lim.max_output;
 }
@@ -318,6 +314,7 @@ int jinja_render(jinja_run *r, const jinja_tpl *t, sbuf *out, jinja_error *e) {
     c->tpl = t;
     c->err = e;
     c->call_macro = call_macro;
+    c->max_work = r->lim.max_work;
     if (setjmp(c->jb)) {
         free(c);
         return e->kind == JINJA_NOMEM ? TPS_ENOMEM : TPS_EINVAL;

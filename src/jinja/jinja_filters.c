@@ -61,7 +61,8 @@ jinja_val jf_indent(jctx *c, jinja_val in, const jargs *a) {
     jinja_val pre = p[0];
     if (p[0].type != JINJA_STR) {
         int64_t w = jx_int_arg(c, p[0], 4, "indent");
-        if (w < 0 || w > 4096) jx_fail(c, JINJA_LIMIT, "an indent of %lld", (long long)w);
+        if (w > 4096) jx_fail(c, JINJA_LIMIT, "an indent of %lld is over 4096", (long long)w);
+        if (w < 0) w = 0; /* " " * -2 is "" */
         jbuf *sp = jb_new(c, (size_t)w + 1);
         for (int64_t i = 0; i < w; i++)
             jb_addc(c, sp, ' ');
@@ -104,27 +105,28 @@ jinja_val jf_center(jctx *c, jinja_val in, const jargs *a) {
     return jb_val(b);
 }
 
-/* truncate(length=255, killwords=False, end='...', leeway=5) */
+/* truncate(length=255, killwords=False, end='...', leeway=5), as jinja2's:
+ * length >= len(end) and leeway >= 0 asserted (an error, as there), and
+ * no sum that can overflow (length + leeway compared as len - length). */
 jinja_val jf_truncate(jctx *c, jinja_val in, const jargs *a) {
     static const char *const n[] = {"length", "killwords", "end", "leeway", NULL};
     jinja_val p[4];
     jx_args(c, a, "truncate", n, p);
     jinja_val s = text(c, in), end = jx_given(p[2]) ? text(c, p[2]) : jv_lit("...");
     int64_t length = jx_int_arg(c, p[0], 255, "truncate"),
-            leeway = jx_int_arg(c, p[3], 5, "truncate");
+            leeway = p[3].type == JINJA_NONE ? 5 : jx_int_arg(c, p[3], 5, "truncate");
     int64_t len = jv_len(c, s), elen = jv_len(c, end);
     if (length < elen)
         jx_fail(c, JINJA_ERROR, "expected length >= %lld, got %lld", (long long)elen,
                 (long long)length);
-    if (len <= length + leeway) return s;
-    size_t cut = 0;
+    if (leeway < 0) jx_fail(c, JINJA_ERROR, "expected leeway >= 0, got %lld", (long long)leeway);
+    if (len <= length || len - length <= leeway) return s;
+    size_t cut = 0; /* length - elen < len code points: inside s */
     for (int64_t i = 0; i < length - elen; i++)
         utf8_next(s.u.s, s.n, &cut);
-    if (!jv_truthy(p[1])) { /* back to the last space */
-        size_t sp = cut;
-        while (sp > 0 && s.u.s[sp - 1] != ' ')
-            sp--;
-        cut = sp ? sp - 1 : 0;
+    if (!jv_truthy(p[1])) { /* s[:cut].rsplit(" ", 1)[0]: before the last space, if any */
+        const char *sp = cut ? memrchr(s.u.s, ' ', cut) : NULL;
+        if (sp) cut = (size_t)(sp - s.u.s);
     }
     jbuf *b = jb_new(c, cut + end.n + 1);
     jb_add(c, b, s.u.s, cut);
@@ -135,6 +137,7 @@ jinja_val jf_truncate(jctx *c, jinja_val in, const jargs *a) {
 jinja_val jf_wordcount(jctx *c, jinja_val in, const jargs *a) {
     jx_no_args(c, a, "wordcount");
     jinja_val s = text(c, in);
+    jx_work(c, s.n);
     int64_t words = 0;
     bool in_word = false;
     for (size_t i = 0; i < s.n;) {
@@ -227,7 +230,8 @@ jinja_val jf_int(jctx *c, jinja_val in, const jargs *a) {
     if (in.type == JINJA_FLOAT && isfinite(in.u.f) && fabs(in.u.f) < 9.2e18)
         return jinja_int((int64_t)in.u.f);
     if (in.type == JINJA_STR) {
-        if (parse_int(in, (int)base, &i)) return jinja_int(i);
+        bool base_ok = base == 0 || (base >= 2 && base <= 36); /* else Python's ValueError */
+        if (base_ok && parse_int(in, (int)base, &i)) return jinja_int(i);
         if (parse_float(in, &f) && isfinite(f) && fabs(f) < 9.2e18) return jinja_int((int64_t)f);
     }
     return dflt;
@@ -254,27 +258,54 @@ jinja_val jf_abs(jctx *c, jinja_val in, const jargs *a) {
     jx_fail(c, JINJA_ERROR, "bad operand type for abs(): '%s'", jv_type_name(in));
 }
 
+/* round(x, -k) of an int, as Python's: an int, halves to even */
+static jinja_val round_int(jctx *c, int64_t x, int64_t prec) {
+    if (prec >= 0) return jinja_int(x);
+    if (prec < -18) return jinja_int(0);
+    __int128 m = 1, ax = x < 0 ? -(__int128)x : x;
+    for (int64_t k = 0; k < -prec; k++)
+        m *= 10;
+    __int128 q = ax / m, r = ax % m;
+    if (2 * r > m || (2 * r == m && (q & 1))) q++;
+    __int128 out = (x < 0 ? -q : q) * m;
+    if (out > INT64_MAX || out < INT64_MIN)
+        jx_fail(c, JINJA_ERROR, "integer overflow (beyond 64 bits) in round");
+    return jinja_int((int64_t)out);
+}
+
+/* floor or ceil of x * 10**prec, over 10**prec, with Python's errors */
+static jinja_val round_toward(jctx *c, double x, int64_t prec, bool up) {
+    if (prec > 308) jx_fail(c, JINJA_ERROR, "int too large to convert to float");
+    double m = pow(10.0, (double)(prec < -400 ? -400 : prec)), y = x * m;
+    if (m == 0) jx_fail(c, JINJA_ERROR, "float division by zero");
+    if (isinf(y)) jx_fail(c, JINJA_ERROR, "cannot convert float infinity to integer");
+    if (isnan(y)) jx_fail(c, JINJA_ERROR, "cannot convert float NaN to integer");
+    return jinja_float((up ? ceil(y) : floor(y)) / m);
+}
+
 /* round(precision=0, method='common'): Python's round (halves to even on
- * the binary value), floor or ceil; always a float, as jinja2's. */
+ * the binary value; an int stays an int), floor or ceil (a float), as
+ * jinja2's; the method is checked first, as there. */
 jinja_val jf_round(jctx *c, jinja_val in, const jargs *a) {
     static const char *const n[] = {"precision", "method", NULL};
     jinja_val p[2];
     jx_args(c, a, "round", n, p);
     int64_t prec = jx_int_arg(c, p[0], 0, "round");
     jinja_val method = jx_given(p[1]) ? p[1] : jv_lit("common");
+    bool common = jv_str_eq(method, "common");
+    if (!common && !jv_str_eq(method, "floor") && !jv_str_eq(method, "ceil"))
+        jx_fail(c, JINJA_ERROR, "method must be common, ceil or floor");
     if (!jv_is_num(in))
         jx_fail(c, JINJA_ERROR, "type %s doesn't define __round__ method", jv_type_name(in));
-    if (in.type != JINJA_FLOAT && jv_str_eq(method, "common") && prec >= 0)
-        return jinja_int(in.type == JINJA_INT ? in.u.i : in.u.b);
-    double x = jv_num(in), m = pow(10.0, (double)prec);
-    if (jv_str_eq(method, "floor")) return jinja_float(floor(x * m) / m);
-    if (jv_str_eq(method, "ceil")) return jinja_float(ceil(x * m) / m);
-    if (!jv_str_eq(method, "common"))
-        jx_fail(c, JINJA_ERROR, "method must be common, ceil or floor");
+    if (!common) return round_toward(c, jv_num(in), prec, jv_str_eq(method, "ceil"));
+    if (in.type != JINJA_FLOAT) return round_int(c, in.type == JINJA_INT ? in.u.i : in.u.b, prec);
+    double x = in.u.f;
+    if (!isfinite(x) || prec > 30) return jinja_float(x); /* every digit kept */
+    if (prec < -308) return jinja_float(copysign(0.0, x));
     char buf[64];
-    snprintf(buf, sizeof buf, "%.*f", prec < 0 ? 0 : prec > 30 ? 30 : (int)prec, x);
-    double r = prec >= 0 ? strtod(buf, NULL) : nearbyint(x * m) / m;
-    return jinja_float(r);
+    snprintf(buf, sizeof buf, "%.*f", prec < 0 ? 0 : (int)prec, x);
+    double m = pow(10.0, (double)prec);
+    return jinja_float(prec >= 0 ? strtod(buf, NULL) : nearbyint(x * m) / m);
 }
 
 /* ---------------------------------------------------------------------------

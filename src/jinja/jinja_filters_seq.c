@@ -45,26 +45,22 @@ static jinja_val attr_path(jctx *c, jinja_val v, jinja_val path, jinja_val dflt)
     return v;
 }
 
-/* make_multi_attrgetter (sort): "a,b" -> the list [a, b] */
-static jinja_val multi_attr(jctx *c, jinja_val v, jinja_val attrs) {
+/* jinja2's ignore_case postprocess: a string lowered, anything else as it
+ * is (a list's strings are not: sorting lists compares them as they are) */
+static jinja_val fold(jctx *c, jinja_val v, bool case_sensitive) {
+    return !case_sensitive && v.type == JINJA_STR ? js_case(c, v, 'l') : v;
+}
+
+/* make_multi_attrgetter (sort): "a,b" -> the list [a, b], each part folded */
+static jinja_val multi_attr(jctx *c, jinja_val v, jinja_val attrs, bool cs) {
     if (attrs.type != JINJA_STR || !memchr(attrs.u.s, ',', attrs.n))
-        return attr_path(c, v, attrs, attrs);
+        return fold(c, attr_path(c, v, attrs, attrs), cs);
     jinja_val out = jv_list(c, 2, JLIST_LIST);
     for (size_t i = 0; i <= attrs.n;) {
         jinja_val one = piece(attrs, ',', &i);
-        jv_push(c, out, attr_path(c, v, one, jv_undef(JUNDEF_MISSING, "", 0, 0)));
+        jv_push(c, out, fold(c, attr_path(c, v, one, jv_undef(JUNDEF_MISSING, "", 0, 0)), cs));
     }
     return out;
-}
-
-static jinja_val fold(jctx *c, jinja_val v, bool case_sensitive) {
-    if (!case_sensitive && v.type == JINJA_LIST && v.sub == JLIST_LIST) {
-        jinja_val out = jv_list(c, v.u.l->n, JLIST_LIST);
-        for (uint32_t i = 0; i < v.u.l->n; i++)
-            out.u.l->v[out.u.l->n++] = fold(c, v.u.l->v[i], false);
-        return out;
-    }
-    return !case_sensitive && v.type == JINJA_STR ? js_case(c, v, 'l') : v;
 }
 
 /* a generator of the given items (what jinja2's lazy filters return) */
@@ -100,14 +96,13 @@ static void merge_sort(jctx *c, keyed *a, keyed *tmp, uint32_t n, bool reverse) 
 }
 
 /* items of seq with their keys (attribute path, case folding) */
-static keyed *keyed_items(jctx *c, jinja_val seq, jinja_val attribute, bool case_sensitive) {
+static keyed *keyed_items(jctx *c, jinja_val seq, jinja_val attribute, bool cs) {
     uint32_t n = seq.u.l->n;
     keyed *k = jx_alloc(c, (n ? n : 1) * sizeof *k);
     for (uint32_t i = 0; i < n; i++) {
         jinja_val v = seq.u.l->v[i];
-        jinja_val key =
-            jx_given(attribute) && attribute.type != JINJA_NONE ? multi_attr(c, v, attribute) : v;
-        k[i] = (keyed){fold(c, key, case_sensitive), v};
+        bool attr = jx_given(attribute) && attribute.type != JINJA_NONE;
+        k[i] = (keyed){attr ? multi_attr(c, v, attribute, cs) : fold(c, v, cs), v};
     }
     return k;
 }
@@ -149,18 +144,27 @@ static jinja_val f_dictsort(jctx *c, jinja_val in, const jargs *a) {
     return sorted(c, items, jinja_int(by_value), jv_truthy(p[0]), jv_truthy(p[2]));
 }
 
+/* unique: jinja2's set of seen keys (so a list key is unhashable, as
+ * there), here a hash table of positions: linear, not quadratic */
 static jinja_val f_unique(jctx *c, jinja_val in, const jargs *a) {
     static const char *const n[] = {"case_sensitive", "attribute", NULL};
     jinja_val p[2];
     jx_args(c, a, "unique", n, p);
     jinja_val seq = jv_iter(c, in), out = jv_list(c, 4, JLIST_LIST);
     keyed *k = keyed_items(c, seq, p[1], jv_truthy(p[0]));
+    uint32_t size = 16;
+    while (size < (uint64_t)seq.u.l->n * 2)
+        size *= 2;
+    jslot *seen = jx_alloc(c, (size_t)size * sizeof *seen);
+    memset(seen, 0, (size_t)size * sizeof *seen);
     for (uint32_t i = 0; i < seq.u.l->n; i++) {
-        bool seen = false;
-        for (uint32_t j = 0; j < i && !seen; j++)
-            seen = jv_eq(k[j].key, k[i].key);
-        jx_step(c);
-        if (!seen) jv_push(c, out, k[i].v);
+        uint32_t h = jv_hash_or_fail(c, k[i].key), j = h & (size - 1);
+        bool dup = false;
+        for (; seen[j].at && !dup; j = (j + 1) & (size - 1))
+            dup = seen[j].hash == h && jv_eq(c, k[seen[j].at - 1].key, k[i].key);
+        if (dup) continue;
+        seen[j] = (jslot){h, i + 1};
+        jv_push(c, out, k[i].v);
     }
     return gen(out);
 }
@@ -331,7 +335,7 @@ static jinja_val f_groupby(jctx *c, jinja_val in, const jargs *a) {
     jinja_val group = {0}, last_key = {0};
     for (uint32_t i = 0; i < seq.u.l->n; i++) {
         jinja_val v = seq.u.l->v[i], key = attr_path(c, v, p[0], p[1]), folded = fold(c, key, cs);
-        if (!group.type || !jv_eq(folded, last_key)) {
+        if (!group.type || !jv_eq(c, folded, last_key)) {
             group = jv_list(c, 4, JLIST_LIST);
             jinja_val t = jv_list(c, 2, JLIST_TUPLE);
             jv_push(c, t, key);

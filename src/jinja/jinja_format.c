@@ -11,7 +11,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One conversion with C's printf, which writes these types as Python. */
+/* %x %X %o of a negative number as Python writes it: the sign, then the
+ * magnitude's digits (C's printf would write the two's complement) */
+static int negative_radix(char *out, size_t cap, const char *flags, int width, int prec, char type,
+                          uint64_t mag) {
+    char f[16] = "%", spec[48], digits[160];
+    size_t o = 1;
+    bool zero = strchr(flags, '0') && !strchr(flags, '-'), left = strchr(flags, '-');
+    if (strchr(flags, '#')) f[o++] = '#';
+    if (zero) f[o++] = '0';
+    /* zero padding goes between the sign and the digits: one column less;
+     * a precision turns it off, as in C */
+    int w = zero && width > 0 ? width - 1 : 0;
+    snprintf(spec, sizeof spec, "%s*%sll%c", f, prec >= 0 ? ".*" : "", type);
+    if (prec >= 0)
+        snprintf(digits, sizeof digits, spec, w, prec, mag);
+    else
+        snprintf(digits, sizeof digits, spec, w, mag);
+    int n = (int)strlen(digits) + 1;
+    int pad = !zero && width > n ? width - n : 0;
+    return snprintf(out, cap, "%*s-%s%*s", left ? 0 : pad, "", digits, left ? pad : 0, "");
+}
+
+/* One conversion with C's printf, which writes these types as Python
+ * (negative %x %o aside: negative_radix). */
 static void c_format(jctx *c, jbuf *b, const char *flags, int width, int prec, char type,
                      jinja_val v) {
     char spec[48], out[512];
@@ -19,6 +42,14 @@ static void c_format(jctx *c, jbuf *b, const char *flags, int width, int prec, c
     if (strchr("diouxX", type)) {
         int64_t i = v.type == JINJA_FLOAT ? (int64_t)v.u.f : v.type == JINJA_INT ? v.u.i : v.u.b;
         if (type == 'i' || type == 'u') type = 'd';
+        if (i < 0 && type != 'd') {
+            uint64_t mag = (uint64_t)0 - (uint64_t)i;
+            n = negative_radix(out, sizeof out, flags, width, prec, type, mag);
+            if (n < 0 || (size_t)n >= sizeof out)
+                jx_fail(c, JINJA_LIMIT, "a formatted number is too wide");
+            jb_add(c, b, out, (size_t)n);
+            return;
+        }
         snprintf(spec, sizeof spec, "%%%s%s%s%s%c", flags, width >= 0 ? "*" : "",
                  prec >= 0 ? ".*" : "", "ll", type);
         if (width >= 0 && prec >= 0)
@@ -66,6 +97,21 @@ static int number_at(const char *s, size_t n, size_t *i) {
     return v;
 }
 
+/* %c: one code point, given as an int or a one-character string */
+static jinja_val percent_c(jctx *c, jinja_val v) {
+    char u[4];
+    if (v.type == JINJA_STR) {
+        if (utf8_count(v.u.s, v.n) != 1) jx_fail(c, JINJA_ERROR, "%%c requires int or char");
+        return v;
+    }
+    if (v.type != JINJA_INT && v.type != JINJA_BOOL)
+        jx_fail(c, JINJA_ERROR, "%%c requires int or char");
+    int64_t cp = jx_int_arg(c, v, 0, "%c");
+    if (cp < 0 || cp > 0x10FFFF) jx_fail(c, JINJA_ERROR, "%%c arg not in range(0x110000)");
+    size_t n = utf8_put((uint32_t)cp, u);
+    return jv_str(c, u, n);
+}
+
 /* One %-spec at fmt[*i] (after the '%'). */
 static void percent_one(jctx *c, jbuf *b, jinja_val fmt, size_t *i, jinja_val args, uint32_t *k) {
     const char *s = fmt.u.s;
@@ -77,7 +123,7 @@ static void percent_one(jctx *c, jbuf *b, jinja_val fmt, size_t *i, jinja_val ar
         size_t at = close ? (size_t)(close - s) : n; /* the ')' */
         if (!close || args.type != JINJA_MAP) jx_fail(c, JINJA_ERROR, "format requires a mapping");
         jinja_val key = {.type = JINJA_STR, .n = (uint32_t)(at - *i - 1), .u.s = s + *i + 1};
-        if (!jv_map_get(args.u.m, key, &v))
+        if (!jv_map_get(c, args.u.m, key, &v))
             jx_fail(c, JINJA_ERROR, "KeyError: '%.*s'", (int)key.n, key.u.s);
         have = true;
         *i = at + 1;
@@ -126,14 +172,7 @@ static void percent_one(jctx *c, jbuf *b, jinja_val fmt, size_t *i, jinja_val ar
         }
         padded(c, b, text, width, left);
     } else if (type == 'c') {
-        char u[4];
-        jinja_val ch =
-            v.type == JINJA_STR
-                ? v
-                : (jinja_val){.type = JINJA_STR,
-                              .u.s = u,
-                              .n = (uint32_t)utf8_put((uint32_t)jx_int_arg(c, v, 0, "%c"), u)};
-        padded(c, b, ch, width, left);
+        padded(c, b, percent_c(c, v), width, left);
     } else if (strchr("diouxXeEfFgG", type)) {
         if (v.type == JINJA_UNDEFINED) jv_undef_fail(c, v);
         if (!jv_is_num(v) || (v.type == JINJA_FLOAT && strchr("oxX", type)))

@@ -4,7 +4,7 @@
  *   rendering: jinja_exec.c -> jinja_eval.c -> jinja_filters_seq.c ->
  *     jinja_filters.c, jinja_tests.c -> jinja_methods.c -> jinja_format.c ->
  *     jinja_access.c -> jinja_print.c -> jinja_scope.c, jinja_value.c ->
- *     jinja_utf8.c, jinja_mem.c
+ *     jinja_dict.c -> jinja_utf8.c, jinja_mem.c
  * (a macro call from an expression goes back to jinja_exec.c through
  * jctx.call_macro, a pointer, not a call the linker sees).
  *
@@ -35,6 +35,8 @@ typedef struct jarena {
 /* n bytes, 16-aligned, not zeroed; NULL over the limit or out of memory. */
 void *jarena_alloc(jarena *a, size_t n);
 void jarena_free(jarena *a);
+/* n bytes of r's arena; NULL (and r->nomem set) when there is no room. */
+void *jrun_alloc(jinja_run *r, size_t n);
 
 /* ---------------------------------------------------------------------------
  * Values (jinja_value.c)
@@ -57,9 +59,20 @@ struct jinja_list {
     jinja_val *v;
     bool consumed; /* a generator iterated once */
 };
+/* A dict: keys and values in insertion order (as Python's), and once it
+ * holds more than JMAP_LINEAR keys a hash index over them (jinja_dict.c):
+ * open addressing, at most half full, each slot the key's hash and its
+ * position + 1 (0: empty). Lookups and inserts are O(1), so a request's
+ * 200k-key object becomes a dict in linear time. */
+#define JMAP_LINEAR 8
+typedef struct jslot {
+    uint32_t hash, at;
+} jslot;
 struct jinja_map {
     uint32_t n, cap;
     jinja_val *k, *v;
+    jslot *slots;  /* NULL while n <= JMAP_LINEAR */
+    uint32_t mask; /* slots - 1 */
 };
 
 struct jinja_run {
@@ -69,12 +82,17 @@ struct jinja_run {
     time_t now;
     bool have_now;
     const atomic_bool *cancel; /* jinja_set_cancel's; NULL: none */
-    uint32_t n_vars, cap_vars;
+    uint64_t seed[2];          /* the hash key of this run's dicts (random: no chosen collisions) */
+    /* the caller's variables (malloc'ed, not the arena's: the memory limit is
+     * the template's), with a hash index as a dict's (vslots, vmask) */
+    uint32_t n_vars, cap_vars, vmask;
     struct jvar {
         const char *name;
         uint32_t n;
+        uint32_t hash;
         jinja_val v;
     } * vars;
+    jslot *vslots;
 };
 
 /* ---------------------------------------------------------------------------
@@ -319,6 +337,7 @@ typedef struct jctx {
     size_t out_top_max; /* the top-level buffer's limit */
     jbuf *top;
     uint64_t steps;
+    uint64_t work, max_work; /* work units done (jx_work) and the run's budget */
     uint32_t depth, line;
     int ctl;
     uint8_t *root_set; /* by symbol: set by the caller or a top-level {% set %} */
@@ -352,6 +371,16 @@ void jx_pairs_room(jctx *c, void *kp, size_t ksize, void *vp, size_t vsize, uint
 #define JX_PAIRS_ROOM(c, k, v, n, cap)                                                             \
     jx_pairs_room((c), &(k), sizeof *(k), &(v), sizeof *(v), (n), &(cap))
 void jx_step(jctx *c);
+/* Work units, what bounds a render's time beside its steps: one per byte
+ * an operation scans, compares, hashes or copies, JX_WORK_VALUE per value
+ * it compares or hashes. A LIMIT error naming the budget past
+ * jinja_limits.max_work. */
+#define JX_WORK_VALUE 16
+_Noreturn void jx_over_work(jctx *c);
+static inline void jx_work(jctx *c, uint64_t units) {
+    c->work += units;
+    if (c->work > c->max_work) jx_over_work(c);
+}
 /* One level deeper (c->depth; the caller steps back): a LIMIT error
  * "<what> deeper than N" past jinja_limits.max_depth. */
 void jx_deeper(jctx *c, const char *what);
@@ -364,12 +393,8 @@ jinja_val jv_str(jctx *c, const char *s, size_t n); /* copied */
 jinja_val jv_lit(const char *s);                    /* a static string */
 jinja_val jv_list(jctx *c, uint32_t cap, int sub);
 void jv_push(jctx *c, jinja_val list, jinja_val v);
-jinja_val jv_map(jctx *c, uint32_t cap, int sub);
-void jv_map_put(jctx *c, jinja_val map, jinja_val key, jinja_val v);
-bool jv_map_get(const struct jinja_map *m, jinja_val key, jinja_val *out);
 jinja_val jv_undef(int sub, const char *s, size_t n, int aux);
 bool jv_truthy(jinja_val v);
-bool jv_eq(jinja_val a, jinja_val b);
 int jv_cmp(jctx *c, jinja_val a, jinja_val b); /* <0, 0, >0; TypeError when unordered */
 const char *jv_type_name(jinja_val v);         /* Python's: "str", "int", "NoneType" ... */
 bool jv_is_num(jinja_val v);                   /* bool, int or float */
@@ -381,6 +406,25 @@ bool jv_compare(jctx *c, int op, jinja_val a, jinja_val b);
 jinja_val jv_iter(jctx *c, jinja_val v); /* a list of what `for` visits (map: keys) */
 int64_t jv_len(jctx *c, jinja_val v);
 _Noreturn void jv_undef_fail(jctx *c, jinja_val u);
+
+/* equality, hashing and dicts (jinja_dict.c). Every walk into nested
+ * values is one level deeper per level (jx_deeper: "values nested deeper
+ * than N") and charges its work (jx_work). */
+bool jv_eq(jctx *c, jinja_val a, jinja_val b); /* Python's == */
+/* Python's hash(), equal for values jv_eq finds equal (1, 1.0, True);
+ * false when v is unhashable (a list, a dict, a tuple holding one) */
+bool jv_hash(jctx *c, jinja_val v, uint32_t *h);
+/* jv_hash, a TypeError "unhashable type: 'list'" when v is unhashable */
+uint32_t jv_hash_or_fail(jctx *c, jinja_val v);
+jinja_val jv_map(jctx *c, uint32_t cap, int sub);
+/* key set to v (replaced in place when there); unhashable key: TypeError */
+void jv_map_put(jctx *c, jinja_val map, jinja_val key, jinja_val v);
+/* false when key is not there (or unhashable, so cannot be) */
+bool jv_map_get(jctx *c, const struct jinja_map *m, jinja_val key, jinja_val *out);
+/* the string-keyed lookup of the caller's variables (jinja_set's) */
+bool jinja_run_var(const jinja_run *r, const char *name, size_t n, jinja_val *out);
+/* SipHash-1-3 of s[0..n) under r's key */
+uint32_t jv_hash_bytes(const jinja_run *r, const char *s, size_t n);
 
 /* text buffers in the arena */
 jbuf *jb_new(jctx *c, size_t cap);

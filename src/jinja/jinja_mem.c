@@ -1,10 +1,14 @@
 /* Memory of the Jinja engine: bump arenas (a compiled template's tree, a
- * render's values), the run object with its variables and limits, the
- * public value builders, and the arena text buffers renders write into.
- * Nothing here evaluates anything. */
+ * render's values), the run object with its limits and hash key, the
+ * public builders of strings and lists, the arena text buffers renders
+ * write into, and the counters that end a render at a limit (steps, work,
+ * depth). Nothing here evaluates anything; dicts and the variables are
+ * jinja_dict.c's. */
 #include "jinja/jinja_internal.h"
 
 #include <stdarg.h>
+#include <sys/random.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +62,18 @@ void jinja_limits_default(jinja_limits *l) {
     l->max_output = 4u << 20;
     l->max_memory = 64u << 20;
     l->max_steps = 5000000;
+    l->max_work = JINJA_DEFAULT_WORK;
     l->max_depth = 500;
+}
+
+/* The run's hash key: random, so that a client cannot send keys chosen to
+ * collide; the clock and an address when the kernel has no entropy. */
+static void seed(jinja_run *r) {
+    if (getrandom(r->seed, sizeof r->seed, GRND_NONBLOCK) == (ssize_t)sizeof r->seed) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r->seed[0] = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(uintptr_t)r;
+    r->seed[1] = (uint64_t)ts.tv_sec * 0xc2b2ae3d27d4eb4fULL ^ (uint64_t)(uintptr_t)&ts;
 }
 
 jinja_run *jinja_run_new(const jinja_limits *limits) {
@@ -68,7 +83,9 @@ jinja_run *jinja_run_new(const jinja_limits *limits) {
         r->lim = *limits;
     else
         jinja_limits_default(&r->lim);
+    if (!r->lim.max_work) r->lim.max_work = JINJA_DEFAULT_WORK;
     r->arena.limit = r->lim.max_memory;
+    seed(r);
     return r;
 }
 
@@ -76,17 +93,18 @@ void jinja_run_free(jinja_run *r) {
     if (!r) return;
     jarena_free(&r->arena);
     free(r->vars);
+    free(r->vslots);
     free(r);
 }
 
-static void *run_alloc(jinja_run *r, size_t n) {
+void *jrun_alloc(jinja_run *r, size_t n) {
     void *p = r->nomem ? NULL : jarena_alloc(&r->arena, n);
     if (!p) r->nomem = true;
     return p;
 }
 
 jinja_val jinja_str(jinja_run *r, const char *s, size_t n) {
-    char *p = n > UINT32_MAX ? NULL : run_alloc(r, n + 1);
+    char *p = n > UINT32_MAX ? NULL : jrun_alloc(r, n + 1);
     if (!p) {
         r->nomem = true;
         return (jinja_val){0};
@@ -101,7 +119,7 @@ jinja_val jinja_str_ref(const char *s, size_t n) {
 }
 
 jinja_val jinja_list_new(jinja_run *r) {
-    struct jinja_list *l = run_alloc(r, sizeof *l);
+    struct jinja_list *l = jrun_alloc(r, sizeof *l);
     if (!l) return (jinja_val){0};
     memset(l, 0, sizeof *l);
     return (jinja_val){.type = JINJA_LIST, .u.l = l};
@@ -111,7 +129,7 @@ jinja_val jinja_list_new(jinja_run *r) {
 static bool grow(jinja_run *r, void **arr, uint32_t n, uint32_t *cap, size_t elem) {
     if (n < *cap) return true;
     uint32_t nc = *cap ? *cap * 2 : 4;
-    void *p = run_alloc(r, (size_t)nc * elem);
+    void *p = jrun_alloc(r, (size_t)nc * elem);
     if (!p) return false;
     if (n) memcpy(p, *arr, (size_t)n * elem);
     *arr = p;
@@ -124,52 +142,6 @@ void jinja_list_push(jinja_run *r, jinja_val list, jinja_val v) {
     struct jinja_list *l = list.u.l;
     if (!grow(r, (void **)&l->v, l->n, &l->cap, sizeof *l->v)) return;
     l->v[l->n++] = v;
-}
-
-jinja_val jinja_map_new(jinja_run *r) {
-    struct jinja_map *m = run_alloc(r, sizeof *m);
-    if (!m) return (jinja_val){0};
-    memset(m, 0, sizeof *m);
-    return (jinja_val){.type = JINJA_MAP, .u.m = m};
-}
-
-void jinja_map_set(jinja_run *r, jinja_val map, const char *key, size_t klen, jinja_val v) {
-    if (map.type != JINJA_MAP || !map.u.m) return;
-    struct jinja_map *m = map.u.m;
-    for (uint32_t i = 0; i < m->n; i++)
-        if (m->k[i].type == JINJA_STR && m->k[i].n == klen && !memcmp(m->k[i].u.s, key, klen)) {
-            m->v[i] = v;
-            return;
-        }
-    jinja_val k = jinja_str(r, key, klen);
-    uint32_t kcap = m->cap;
-    if (r->nomem || !grow(r, (void **)&m->k, m->n, &kcap, sizeof *m->k) ||
-        !grow(r, (void **)&m->v, m->n, &m->cap, sizeof *m->v))
-        return;
-    m->k[m->n] = k;
-    m->v[m->n++] = v;
-}
-
-void jinja_set(jinja_run *r, const char *name, jinja_val v) {
-    size_t n = strlen(name);
-    for (uint32_t i = 0; i < r->n_vars; i++)
-        if (r->vars[i].n == n && !memcmp(r->vars[i].name, name, n)) {
-            r->vars[i].v = v;
-            return;
-        }
-    jinja_val copy = jinja_str(r, name, n);
-    if (r->nomem) return;
-    if (r->n_vars == r->cap_vars) {
-        uint32_t cap = r->cap_vars ? r->cap_vars * 2 : 16;
-        struct jvar *p = realloc(r->vars, cap * sizeof *p);
-        if (!p) {
-            r->nomem = true;
-            return;
-        }
-        r->vars = p;
-        r->cap_vars = cap;
-    }
-    r->vars[r->n_vars++] = (struct jvar){.name = copy.u.s, .n = (uint32_t)n, .v = v};
 }
 
 void jinja_set_time(jinja_run *r, time_t t) {
@@ -226,6 +198,7 @@ jbuf *jb_new(jctx *c, size_t cap) {
 
 void jb_add(jctx *c, jbuf *b, const char *s, size_t n) {
     if (!n) return;
+    jx_work(c, n);
     if (b == c->top && b->n + n > c->out_top_max)
         jx_fail(c, JINJA_LIMIT, "the rendered text is over %zu bytes", c->out_top_max);
     if (b->n + n > b->cap) {
@@ -243,6 +216,7 @@ void jb_add(jctx *c, jbuf *b, const char *s, size_t n) {
 
 void jb_addc(jctx *c, jbuf *b, char ch) {
     if (b->n < b->cap && b != c->top) {
+        jx_work(c, 1);
         b->p[b->n++] = ch;
         return;
     }
@@ -271,6 +245,13 @@ _Noreturn void jx_fail(jctx *c, jinja_fail kind, const char *fmt, ...) {
 void jx_deeper(jctx *c, const char *what) {
     if (++c->depth > c->run->lim.max_depth)
         jx_fail(c, JINJA_LIMIT, "%s deeper than %u", what, c->run->lim.max_depth);
+}
+
+_Noreturn void jx_over_work(jctx *c) {
+    jx_fail(c, JINJA_LIMIT,
+            "the template did more than %llu units of work (bytes scanned, compared or copied; "
+            "values compared)",
+            (unsigned long long)c->max_work);
 }
 
 void jx_step(jctx *c) {

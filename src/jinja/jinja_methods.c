@@ -30,6 +30,7 @@ jinja_val js_strip(jctx *c, jinja_val s, jinja_val chars, int which) {
     while ((which & 1) && lo < hi) {
         size_t k = lo;
         uint32_t cp = utf8_next(s.u.s, s.n, &k);
+        jx_work(c, ws ? 1 : 1 + 4 * (uint64_t)chars.n); /* chars decoded again */
         if (ws ? !cp_space(cp) : !in_chars(cp, chars)) break;
         lo = k;
     }
@@ -39,6 +40,7 @@ jinja_val js_strip(jctx *c, jinja_val s, jinja_val chars, int which) {
             start--;
         size_t k = start;
         uint32_t cp = utf8_next(s.u.s, hi, &k);
+        jx_work(c, ws ? 1 : 1 + 4 * (uint64_t)chars.n); /* chars decoded again */
         if (ws ? !cp_space(cp) : !in_chars(cp, chars)) break;
         hi = start;
     }
@@ -93,6 +95,7 @@ jinja_val js_replace(jctx *c, jinja_val s, jinja_val old, jinja_val rep, int64_t
     }
     while (count < 0 || done < count) {
         const char *p = memmem(s.u.s + i, s.n - i, old.u.s, old.n);
+        jx_work(c, (p ? (size_t)(p - s.u.s) - i : s.n - i) + old.n);
         if (!p) break;
         jb_add(c, b, s.u.s + i, (size_t)(p - s.u.s) - i);
         jb_add(c, b, rep.u.s, rep.n);
@@ -102,6 +105,21 @@ jinja_val js_replace(jctx *c, jinja_val s, jinja_val old, jinja_val rep, int64_t
     }
     jb_add(c, b, s.u.s + i, s.n - i);
     return jb_val(b);
+}
+
+/* The last sep in s[0..n), or NULL: from the end, a memcmp only where the
+ * first byte matches, each charged (sep.n per memcmp, so "aaaa..." cannot
+ * make one call quadratic unseen). */
+static const char *last_of(jctx *c, const char *s, size_t n, jinja_val sep) {
+    if (!sep.n) return s + n; /* "".rfind: at the end */
+    if (sep.n > n) return NULL;
+    for (size_t k = n - sep.n + 1; k-- > 0;) {
+        jx_work(c, 1);
+        if (s[k] != sep.u.s[0]) continue;
+        jx_work(c, sep.n);
+        if (!memcmp(s + k, sep.u.s, sep.n)) return s + k;
+    }
+    return NULL;
 }
 
 static jinja_val slice_of(jinja_val s, size_t from, size_t to) {
@@ -148,9 +166,9 @@ jinja_val js_split(jctx *c, jinja_val s, jinja_val sep, int64_t maxsplit, bool r
             const char *p = NULL;
             if (!right) {
                 p = memmem(s.u.s + lo, hi - lo, sep.u.s, sep.n);
+                jx_work(c, (p ? (size_t)(p - s.u.s) - lo : hi - lo) + sep.n);
             } else {
-                for (size_t k = hi; k >= lo + sep.n && !p; k--)
-                    if (!memcmp(s.u.s + k - sep.n, sep.u.s, sep.n)) p = s.u.s + k - sep.n;
+                p = last_of(c, s.u.s + lo, hi - lo, sep);
             }
             if (!p) break;
             size_t at = (size_t)(p - s.u.s);
@@ -179,7 +197,8 @@ static jinja_val str_arg(jctx *c, jinja_val v, const char *method) {
     return v;
 }
 
-static bool affix(jinja_val s, jinja_val x, bool end) {
+static bool affix(jctx *c, jinja_val s, jinja_val x, bool end) {
+    jx_work(c, JX_WORK_VALUE + x.n);
     return x.n <= s.n && !memcmp(s.u.s + (end ? s.n - x.n : 0), x.u.s, x.n);
 }
 
@@ -191,10 +210,10 @@ static jinja_val starts_ends(jctx *c, jinja_val s, const jargs *a, bool end) {
         jx_fail(c, JINJA_ERROR, "startswith/endswith with start or end is not supported");
     if (p[0].type == JINJA_LIST && p[0].sub == JLIST_TUPLE) {
         for (uint32_t i = 0; i < p[0].u.l->n; i++)
-            if (affix(s, str_arg(c, p[0].u.l->v[i], "startswith"), end)) return jinja_bool(true);
+            if (affix(c, s, str_arg(c, p[0].u.l->v[i], "startswith"), end)) return jinja_bool(true);
         return jinja_bool(false);
     }
-    return jinja_bool(affix(s, str_arg(c, p[0], end ? "endswith" : "startswith"), end));
+    return jinja_bool(affix(c, s, str_arg(c, p[0], end ? "endswith" : "startswith"), end));
 }
 
 static jinja_val find(jctx *c, jinja_val s, const jargs *a, int id) {
@@ -205,21 +224,22 @@ static jinja_val find(jctx *c, jinja_val s, const jargs *a, int id) {
     if (id == M_COUNT) {
         int64_t k = 0;
         if (!sub.n) return jinja_int(jv_len(c, s) + 1);
+        jx_work(c, s.n);
         for (const char *q = s.u.s; (q = memmem(q, s.n - (size_t)(q - s.u.s), sub.u.s, sub.n));
-             q += sub.n)
+             q += sub.n) {
+            jx_work(c, sub.n);
             k++;
+        }
         return jinja_int(k);
     }
     const char *hit = NULL;
     if (id == M_FIND || id == M_INDEX) {
+        jx_work(c, (uint64_t)s.n + sub.n);
         hit = memmem(s.u.s, s.n, sub.u.s, sub.n);
     } else {
-        for (size_t k = sub.n <= s.n ? s.n - sub.n + 1 : 0; k-- > 0;)
-            if (!memcmp(s.u.s + k, sub.u.s, sub.n)) {
-                hit = s.u.s + k;
-                break;
-            }
+        hit = last_of(c, s.u.s, s.n, sub);
     }
+    if (hit) jx_work(c, (size_t)(hit - s.u.s)); /* the code points before it, counted */
     if (!hit) {
         if (id == M_INDEX || id == M_RINDEX) jx_fail(c, JINJA_ERROR, "substring not found");
         return jinja_int(-1);
@@ -246,6 +266,7 @@ static jinja_val str_join(jctx *c, jinja_val sep, const jargs *a) {
 
 static jinja_val is_class(jctx *c, jinja_val s, int id) {
     bool any = false, ok = s.n > 0, cased = false;
+    jx_work(c, s.n);
     for (size_t i = 0; i < s.n && ok;) {
         uint32_t cp = utf8_next(s.u.s, s.n, &i);
         switch (id) {
@@ -272,7 +293,6 @@ static jinja_val is_class(jctx *c, jinja_val s, int id) {
         }
         any = true;
     }
-    (void)c;
     if (id == M_ISLOWER || id == M_ISUPPER) return jinja_bool(ok && cased);
     return jinja_bool(ok && any);
 }
@@ -397,7 +417,7 @@ static jinja_val str_method(jctx *c, int id, jinja_val s, const jargs *a) {
     case M_REMOVEPREFIX:
     case M_REMOVESUFFIX:
         jx_args(c, a, "removeprefix", affix_n, p);
-        if (!affix(s, str_arg(c, p[0], "removeprefix"), id == M_REMOVESUFFIX)) return s;
+        if (!affix(c, s, str_arg(c, p[0], "removeprefix"), id == M_REMOVESUFFIX)) return s;
         return id == M_REMOVEPREFIX ? slice_of(s, p[0].n, s.n) : slice_of(s, 0, s.n - p[0].n);
     default:
         jx_args(c, a, "str method", none_n, p);
@@ -417,7 +437,8 @@ static jinja_val map_method(jctx *c, int id, jinja_val m, const jargs *a) {
     if (id == M_GET) {
         jx_args(c, a, "get", get_n, p);
         jinja_val v;
-        if (jv_map_get(m.u.m, p[0], &v)) return v;
+        jv_hash_or_fail(c, p[0]); /* d.get([1]): TypeError, as Python's */
+        if (jv_map_get(c, m.u.m, p[0], &v)) return v;
         return jx_given(p[1]) ? p[1] : jinja_none();
     }
     jx_args(c, a, "dict method", none_n, p);
@@ -450,7 +471,7 @@ static jinja_val list_method(jctx *c, int id, jinja_val l, const jargs *a) {
     jx_args(c, a, id == M_LCOUNT ? "count" : "index", names, p);
     int64_t k = 0;
     for (uint32_t i = 0; i < l.u.l->n; i++)
-        if (jv_eq(l.u.l->v[i], p[0])) {
+        if (jv_eq(c, l.u.l->v[i], p[0])) {
             if (id == M_LINDEX) return jinja_int(i);
             k++;
         }
@@ -546,7 +567,7 @@ static jinja_val loop_fn(jctx *c, jinja_val fn, const jargs *a) {
         for (uint32_t i = 0; i < a->n; i++)
             jv_push(c, now, a->v[i]);
     }
-    bool changed = !l->changed_set || !jv_eq(now, l->changed_last);
+    bool changed = !l->changed_set || !jv_eq(c, now, l->changed_last);
     l->changed_set = true;
     l->changed_last = now;
     return jinja_bool(changed);

@@ -348,7 +348,13 @@ static void json_map(jctx *c, jbuf *b, jinja_val v, const jjson_opts *o, uint32_
         keys[2 * i] = json_key(c, v.u.m->k[i]);
         keys[2 * i + 1] = jinja_int(i);
     }
-    if (o->sort_keys) qsort(keys, n, 2 * sizeof *keys, cmp_keys);
+    if (o->sort_keys) { /* n log n comparisons, each a value's worth */
+        uint64_t lg = 1;
+        while ((1ull << lg) < n)
+            lg++;
+        jx_work(c, (uint64_t)n * lg * JX_WORK_VALUE);
+        qsort(keys, n, 2 * sizeof *keys, cmp_keys);
+    }
     jb_addc(c, b, '{');
     for (uint32_t i = 0; i < n; i++) {
         if (i) jb_adds(c, b, o->item_sep);

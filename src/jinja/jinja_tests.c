@@ -28,11 +28,11 @@ static bool int_parity(jctx *c, jinja_val v, int64_t mod, int64_t *rem) {
     return true;
 }
 
-static bool same(jinja_val a, jinja_val b) {
+static bool same(jctx *c, jinja_val a, jinja_val b) {
     if (a.type != b.type) return false;
     if (a.type == JINJA_STR || a.type == JINJA_LIST || a.type == JINJA_MAP || a.type == JINJA_FUNC)
         return a.u.p == b.u.p && a.n == b.n;
-    return jv_eq(a, b);
+    return jv_eq(c, a, b);
 }
 
 /* eq, ne, lt, le, gt, ge (T_EQ ... T_GE): the comparison operators. */
@@ -106,16 +106,7 @@ bool jx_test(jctx *c, int id, jinja_val v, const jargs *a) {
         return compare_test(c, id, v, a);
     case T_IN: {
         jinja_val seq = one_arg(c, a, "in");
-        if (seq.type == JINJA_STR && v.type == JINJA_STR)
-            return v.n == 0 || memmem(seq.u.s, seq.n, v.u.s, v.n) != NULL;
-        if (seq.type == JINJA_MAP) {
-            jinja_val x;
-            return jv_map_get(seq.u.m, v, &x);
-        }
-        jinja_val items = jv_iter(c, seq);
-        for (uint32_t i = 0; i < items.u.l->n; i++)
-            if (jv_eq(v, items.u.l->v[i])) return true;
-        return false;
+        return jv_compare(c, OP_IN, v, seq);
     }
     case T_ODD:
     case T_EVEN:
@@ -129,7 +120,7 @@ bool jx_test(jctx *c, int id, jinja_val v, const jargs *a) {
         return rem == 0;
     }
     case T_SAMEAS:
-        return same(v, one_arg(c, a, "sameas"));
+        return same(c, v, one_arg(c, a, "sameas"));
     case T_LOWER:
     case T_UPPER:
         jx_no_args(c, a, "lower");

@@ -6,6 +6,8 @@
  * names). Not here: normalisation, full Unicode tables. */
 #include "jinja/jinja_internal.h"
 
+#include <string.h>
+
 uint32_t utf8_next(const char *s, size_t n, size_t *i) {
     const unsigned char *p = (const unsigned char *)s + *i;
     size_t left = n - *i;
@@ -55,8 +57,18 @@ size_t utf8_put(uint32_t cp, char *out) {
     return 4;
 }
 
+/* 8 bytes at s hold only ASCII */
+static bool ascii8(const char *s) {
+    uint64_t w;
+    memcpy(&w, s, sizeof w);
+    return !(w & 0x8080808080808080ULL);
+}
+
 bool utf8_ascii(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+    while (i + 8 <= n && ascii8(s + i))
+        i += 8;
+    for (; i < n; i++)
         if ((unsigned char)s[i] >= 0x80) return false;
     return true;
 }
@@ -64,6 +76,11 @@ bool utf8_ascii(const char *s, size_t n) {
 size_t utf8_count(const char *s, size_t n) {
     size_t k = 0;
     for (size_t i = 0; i < n;) {
+        if (i + 8 <= n && ascii8(s + i)) { /* a run of ASCII: a code point a byte */
+            i += 8;
+            k += 8;
+            continue;
+        }
         utf8_next(s, n, &i);
         k++;
     }

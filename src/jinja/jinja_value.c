@@ -1,8 +1,10 @@
-/* Values as Python sees them: construction in the run's arena, truth,
- * equality and ordering (==, <), the comparison operators (`in` too, one
- * rule for expressions and the eq/lt/... tests), len(), what a for loop
- * iterates, and the errors an undefined value raises when used. Not here:
- * printing (jinja_print.c), the other operators (jinja_eval.c). */
+/* Values as Python sees them: construction of strings and lists in the
+ * run's arena, truth, ordering (<, bounded in depth like == and charged
+ * its work), the comparison operators (`in` too, one rule for expressions
+ * and the eq/lt/... tests), len(), what a for loop iterates, and the
+ * errors an undefined value raises when used. Not here: == and dicts
+ * (jinja_dict.c), printing (jinja_print.c), the other operators
+ * (jinja_eval.c). */
 #include "jinja/jinja_internal.h"
 
 #include <string.h>
@@ -36,47 +38,6 @@ void jv_push(jctx *c, jinja_val list, jinja_val v) {
         l->cap = cap;
     }
     l->v[l->n++] = v;
-}
-
-jinja_val jv_map(jctx *c, uint32_t cap, int sub) {
-    struct jinja_map *m = jx_alloc(c, sizeof *m);
-    m->n = 0;
-    m->cap = cap;
-    m->k = cap ? jx_alloc(c, (size_t)cap * sizeof *m->k) : NULL;
-    m->v = cap ? jx_alloc(c, (size_t)cap * sizeof *m->v) : NULL;
-    return (jinja_val){.type = JINJA_MAP, .sub = (uint8_t)sub, .u.m = m};
-}
-
-static int64_t map_find(const struct jinja_map *m, jinja_val key) {
-    if (key.type == JINJA_STR) {
-        for (uint32_t i = 0; i < m->n; i++)
-            if (m->k[i].type == JINJA_STR && m->k[i].n == key.n &&
-                !memcmp(m->k[i].u.s, key.u.s, key.n))
-                return i;
-        return -1;
-    }
-    for (uint32_t i = 0; i < m->n; i++)
-        if (jv_eq(m->k[i], key)) return i;
-    return -1;
-}
-
-void jv_map_put(jctx *c, jinja_val map, jinja_val key, jinja_val v) {
-    struct jinja_map *m = map.u.m;
-    int64_t at = map_find(m, key);
-    if (at >= 0) {
-        m->v[at] = v;
-        return;
-    }
-    JX_PAIRS_ROOM(c, m->k, m->v, m->n, m->cap);
-    m->k[m->n] = key;
-    m->v[m->n++] = v;
-}
-
-bool jv_map_get(const struct jinja_map *m, jinja_val key, jinja_val *out) {
-    int64_t at = map_find(m, key);
-    if (at < 0) return false;
-    *out = m->v[at];
-    return true;
 }
 
 jinja_val jv_undef(int sub, const char *s, size_t n, int aux) {
@@ -130,39 +91,6 @@ static bool is_tuple(jinja_val v) {
     return v.sub == JLIST_TUPLE;
 }
 
-bool jv_eq(jinja_val a, jinja_val b) {
-    if (jv_is_num(a) && jv_is_num(b)) {
-        if (a.type != JINJA_FLOAT && b.type != JINJA_FLOAT) return as_int(a) == as_int(b);
-        return jv_num(a) == jv_num(b);
-    }
-    if (a.type != b.type) return false;
-    switch (a.type) {
-    case JINJA_UNDEFINED:
-    case JINJA_NONE:
-        return true;
-    case JINJA_STR:
-        return a.n == b.n && !memcmp(a.u.s, b.u.s, a.n);
-    case JINJA_LIST:
-        if (a.sub == JLIST_GEN || b.sub == JLIST_GEN) return a.u.l == b.u.l;
-        if (is_tuple(a) != is_tuple(b) || a.u.l->n != b.u.l->n) return false;
-        for (uint32_t i = 0; i < a.u.l->n; i++)
-            if (!jv_eq(a.u.l->v[i], b.u.l->v[i])) return false;
-        return true;
-    case JINJA_MAP: {
-        if (a.sub != b.sub) return false;
-        if (a.sub == JMAP_NAMESPACE) return a.u.m == b.u.m;
-        if (a.u.m->n != b.u.m->n) return false;
-        for (uint32_t i = 0; i < a.u.m->n; i++) {
-            jinja_val w;
-            if (!jv_map_get(b.u.m, a.u.m->k[i], &w) || !jv_eq(a.u.m->v[i], w)) return false;
-        }
-        return true;
-    }
-    default:
-        return a.u.p == b.u.p && a.aux == b.aux && a.sub == b.sub;
-    }
-}
-
 const char *jv_type_name(jinja_val v) {
     switch (v.type) {
     case JINJA_UNDEFINED:
@@ -211,14 +139,22 @@ _Noreturn void jv_undef_fail(jctx *c, jinja_val u) {
     }
 }
 
+/* Python's list <: the first pair that differs (==) decides (<) */
 static int cmp_list(jctx *c, jinja_val a, jinja_val b) {
     uint32_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
+    jx_deeper(c, "values compared nested");
+    int r = a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
     for (uint32_t i = 0; i < n; i++)
-        if (!jv_eq(a.u.l->v[i], b.u.l->v[i])) return jv_cmp(c, a.u.l->v[i], b.u.l->v[i]);
-    return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
+        if (!jv_eq(c, a.u.l->v[i], b.u.l->v[i])) {
+            r = jv_cmp(c, a.u.l->v[i], b.u.l->v[i]);
+            break;
+        }
+    c->depth--;
+    return r;
 }
 
 int jv_cmp(jctx *c, jinja_val a, jinja_val b) {
+    jx_work(c, JX_WORK_VALUE);
     if (a.type == JINJA_UNDEFINED) jv_undef_fail(c, a);
     if (b.type == JINJA_UNDEFINED) jv_undef_fail(c, b);
     if (jv_is_num(a) && jv_is_num(b)) {
@@ -228,6 +164,7 @@ int jv_cmp(jctx *c, jinja_val a, jinja_val b) {
         return x < y ? -1 : x > y;
     }
     if (a.type == JINJA_STR && b.type == JINJA_STR) {
+        jx_work(c, a.n < b.n ? a.n : b.n);
         int r = memcmp(a.u.s, b.u.s, a.n < b.n ? a.n : b.n);
         return r ? r : a.n < b.n ? -1 : a.n > b.n;
     }
@@ -240,6 +177,7 @@ int jv_cmp(jctx *c, jinja_val a, jinja_val b) {
 
 /* The code points of a string as one-character strings. */
 static jinja_val chars(jctx *c, jinja_val s) {
+    jx_work(c, s.n);
     jinja_val out = jv_list(c, s.n, JLIST_LIST);
     for (size_t i = 0; i < s.n;) {
         size_t at = i;
@@ -286,17 +224,19 @@ static bool contains(jctx *c, jinja_val item, jinja_val in) {
         if (item.type != JINJA_STR)
             jx_fail(c, JINJA_ERROR, "'in <string>' requires string as left operand, not %s",
                     jv_type_name(item));
+        jx_work(c, (uint64_t)in.n + item.n); /* memmem is linear (two-way) */
         return item.n == 0 || memmem(in.u.s, in.n, item.u.s, item.n) != NULL;
     case JINJA_LIST: {
         jinja_val items = jv_iter(c, in);
         for (uint32_t i = 0; i < items.u.l->n; i++)
-            if (jv_eq(item, items.u.l->v[i])) return true;
+            if (jv_eq(c, item, items.u.l->v[i])) return true;
         return false;
     }
     case JINJA_MAP: {
         jinja_val v;
-        if (in.sub != JMAP_NAMESPACE) return jv_map_get(in.u.m, item, &v);
-        break;
+        if (in.sub == JMAP_NAMESPACE) break;
+        jv_hash_or_fail(c, item); /* `[1] in d`: TypeError, as Python's */
+        return jv_map_get(c, in.u.m, item, &v);
     }
     default:
         break;
@@ -307,9 +247,9 @@ static bool contains(jctx *c, jinja_val item, jinja_val in) {
 bool jv_compare(jctx *c, int op, jinja_val a, jinja_val b) {
     switch (op) {
     case OP_EQ:
-        return jv_eq(a, b);
+        return jv_eq(c, a, b);
     case OP_NE:
-        return !jv_eq(a, b);
+        return !jv_eq(c, a, b);
     case OP_IN:
         return contains(c, a, b);
     case OP_NOTIN:
@@ -328,6 +268,7 @@ bool jv_compare(jctx *c, int op, jinja_val a, jinja_val b) {
 int64_t jv_len(jctx *c, jinja_val v) {
     switch (v.type) {
     case JINJA_STR:
+        jx_work(c, v.n);
         return (int64_t)utf8_count(v.u.s, v.n);
     case JINJA_LIST:
         if (v.sub == JLIST_GEN) break;
