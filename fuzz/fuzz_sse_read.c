@@ -1,6 +1,7 @@
 /* libFuzzer harness for the bench's receive path: any bytes, split at points
  * chosen by the input, go through the SSE parser; every event it dispatches
- * goes through both OpenAI event readers. The parser must never read out of
+ * goes through both OpenAI event readers and the typed-event dialects'
+ * table reader (Responses, Messages, embeddings). The parser must never read out of
  * bounds or grow past its limit, and must give the same events for the whole
  * input fed at once as for the input fed in pieces; the in-place scanner,
  * whenever it reads an event itself, must say what jansson says. */
@@ -35,6 +36,13 @@ static int on_event(void *ctx, const sse_read_event *ev) {
     if (rc == 0) {
         volatile size_t sink = c.tokens + c.text_len + c.has_usage + c.error;
         (void)sink;
+        bench_chunk_release(&c);
+    }
+    for (int d = BENCH_DIALECT_RESPONSES; d < BENCH_DIALECT_COUNT; d++) {
+        if (bench_chunk_parse_typed(&c, (bench_dialect)d, ev->data, ev->data_len, ev->event, &e))
+            continue;
+        if (c.text && strnlen(c.text, c.text_len) > c.text_len) abort();
+        if (strnlen(c.unread, sizeof c.unread) == sizeof c.unread) abort(); /* unterminated */
         bench_chunk_release(&c);
     }
     return 0;

@@ -38,6 +38,20 @@ typedef enum fake_mode {
     FAKE_ERROR_EVENT, /* one token, then data: {"error":...} */
 } fake_mode;
 
+/* The response shape (FAKE_OK only): completions text events by default; the
+ * others stream `thinking` thinking tokens, then the rest of `tokens` as the
+ * answer, in one server dialect each, with usage saying both counts. */
+typedef enum fake_dialect {
+    FAKE_D_COMPLETIONS = 0,
+    FAKE_D_CHAT_REASONING,         /* delta.reasoning (vLLM, Ollama, OpenRouter) */
+    FAKE_D_CHAT_REASONING_CONTENT, /* delta.reasoning_content (llama.cpp, SGLang) */
+    FAKE_D_CHAT_UNKNOWN,           /* delta.thinking: a field no dialect row reads */
+    FAKE_D_RESPONSES,              /* OpenAI Responses events */
+    FAKE_D_MESSAGES,               /* Anthropic Messages events */
+    FAKE_D_CHAT_WHOLE,             /* "stream": false: one JSON body after the tokens' time */
+    FAKE_D_EMBEDDINGS,             /* one JSON body with usage.prompt_tokens = 40 */
+} fake_dialect;
+
 #define FAKE_MAX_CONN 4096
 #define FAKE_LOG_SEP  "\n<<<end of request>>>\n"
 
@@ -62,11 +76,13 @@ typedef struct fake_server {
     int held_every;    /* > 0, one token per event: only every held_every-th event (and the
                         * last) has text, the others "" (llama.cpp holding back bytes) */
     int cached_tokens; /* > 0: usage.prompt_tokens_details.cached_tokens (else not sent) */
-    int serial_ms;     /* > 0: one server, FIFO: each request holds it serial_ms before its
-                        * response starts (capacity 1000/serial_ms requests/s; latency grows
-                        * without bound above it); a request whose client left is dropped */
-    bool capture;      /* keep every request (headers and body) in log, in arrival order */
-    char *log;         /* with capture: each request then FAKE_LOG_SEP; fake_free_log frees it */
+    fake_dialect dialect;
+    int thinking;  /* dialects: of `tokens`, how many are thinking (streamed first) */
+    int serial_ms; /* > 0: one server, FIFO: each request holds it serial_ms before its
+                    * response starts (capacity 1000/serial_ms requests/s; latency grows
+                    * without bound above it); a request whose client left is dropped */
+    bool capture;  /* keep every request (headers and body) in log, in arrival order */
+    char *log;     /* with capture: each request then FAKE_LOG_SEP; fake_free_log frees it */
     size_t log_len, log_cap;
     int port;
     char url[64]; /* http://127.0.0.1:port, once started */
@@ -121,8 +137,144 @@ static bool fake_end_response(fake_server *s, fake_conn *c) {
     return true;
 }
 
+/* A whole JSON response (the body after the headers). */
+static void fake_json_response(fake_server *s, fake_conn *c, const char *body) {
+    char head[160];
+    snprintf(head, sizeof head,
+             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+             strlen(body));
+    raw_send_all(c->fd, head, strlen(head));
+    raw_send_all(c->fd, body, strlen(body));
+    atomic_fetch_add(&s->served, 1);
+    c->responding = false;
+    c->req_len = 0;
+    c->step = 0;
+}
+
+/* Token k (1-based) of a dialect stream: thinking or answer. */
+static void fake_dialect_token(fake_server *s, int k, char *ev, size_t cap) {
+    const bool think = k <= s->thinking;
+    const char *chat_field = s->dialect == FAKE_D_CHAT_REASONING           ? "reasoning"
+                             : s->dialect == FAKE_D_CHAT_REASONING_CONTENT ? "reasoning_content"
+                                                                           : "thinking";
+    switch (s->dialect) {
+    case FAKE_D_RESPONSES:
+        snprintf(ev, cap,
+                 "event: response.%s.delta\ndata: {\"type\":\"response.%s.delta\",\"item_id\":"
+                 "\"i1\",\"output_index\":0,\"content_index\":0,\"delta\":\" w%d\","
+                 "\"sequence_number\":%d}\n\n",
+                 think ? "reasoning_text" : "output_text", think ? "reasoning_text" : "output_text",
+                 k, k + 1);
+        break;
+    case FAKE_D_MESSAGES: {
+        char start[200] = "", stop[80] = "";
+        if (k == 1 || k == s->thinking + 1)
+            snprintf(start, sizeof start,
+                     "event: content_block_start\ndata: {\"type\":\"content_block_start\","
+                     "\"index\":%d,\"content_block\":{\"type\":\"%s\",\"%s\":\"\"}}\n\n",
+                     k > s->thinking, think ? "thinking" : "text", think ? "thinking" : "text");
+        if (k == s->thinking + 1 && k > 1)
+            snprintf(stop, sizeof stop,
+                     "event: content_block_stop\ndata: {\"type\":\"content_block_stop\","
+                     "\"index\":0}\n\n");
+        snprintf(ev, cap,
+                 "%s%sevent: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+                 "\"index\":%d,\"delta\":{\"type\":\"%s\",\"%s\":\" w%d\"}}\n\n",
+                 stop, start, k > s->thinking, think ? "thinking_delta" : "text_delta",
+                 think ? "thinking" : "text", k);
+        break;
+    }
+    default:
+        snprintf(ev, cap,
+                 "data: {\"choices\":[{\"index\":0,\"delta\":{\"%s\":\" w%d\"},"
+                 "\"finish_reason\":null}]}\n\n",
+                 think ? chat_field : "content", k);
+    }
+}
+
+/* The stream's end: usage with the thinking count, then the end event. */
+static void fake_dialect_end(fake_server *s, char *ev, size_t cap) {
+    const int n = s->tokens, th = s->thinking;
+    if (s->dialect == FAKE_D_RESPONSES)
+        snprintf(ev, cap,
+                 "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":"
+                 "{\"id\":\"r1\",\"status\":\"completed\",\"usage\":{\"input_tokens\":7,"
+                 "\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":%d,"
+                 "\"output_tokens_details\":{\"reasoning_tokens\":%d},\"total_tokens\":%d}}}\n\n",
+                 n, th, n + 7);
+    else if (s->dialect == FAKE_D_MESSAGES)
+        snprintf(ev, cap,
+                 "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}"
+                 "\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{"
+                 "\"stop_reason\":\"max_tokens\",\"stop_sequence\":null},\"usage\":{"
+                 "\"output_tokens\":%d}}\n\nevent: message_stop\ndata: {\"type\":"
+                 "\"message_stop\"}\n\n",
+                 n);
+    else
+        snprintf(ev, cap,
+                 "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":%d,"
+                 "\"total_tokens\":%d,\"completion_tokens_details\":{\"reasoning_tokens\":%d}}}"
+                 "\n\ndata: [DONE]\n\n",
+                 n, n + 7, th);
+}
+
+/* One piece of a dialect response: the head, token k, or the end. */
+static bool fake_dialect_step(fake_server *s, fake_conn *c) {
+    char ev[1024];
+    const uint64_t gap = (uint64_t)s->gap_ms * 1000000ull;
+    if (s->dialect == FAKE_D_CHAT_WHOLE || s->dialect == FAKE_D_EMBEDDINGS) {
+        if (c->step == 0) { /* the body comes when the tokens would have */
+            c->step = 1;
+            c->next_ns =
+                fake_now() + gap * (uint64_t)(s->dialect == FAKE_D_EMBEDDINGS ? 1 : s->tokens);
+            return true;
+        }
+        if (s->dialect == FAKE_D_EMBEDDINGS)
+            snprintf(ev, sizeof ev,
+                     "{\"object\":\"list\",\"data\":[{\"object\":\"embedding\",\"index\":0,"
+                     "\"embedding\":[0.25,-0.5]}],\"model\":\"m\",\"usage\":{\"prompt_tokens\":40,"
+                     "\"total_tokens\":40}}");
+        else
+            snprintf(ev, sizeof ev,
+                     "{\"id\":\"c1\",\"object\":\"chat.completion\",\"choices\":[{\"index\":0,"
+                     "\"message\":{\"role\":\"assistant\",\"content\":\"w1 w2\"},"
+                     "\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":7,"
+                     "\"completion_tokens\":%d,\"total_tokens\":%d}}",
+                     s->tokens, s->tokens + 7);
+        fake_json_response(s, c, ev);
+        return true;
+    }
+    if (c->step == 0) {
+        const char *h = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: "
+                        "chunked\r\n\r\n";
+        raw_send_all(c->fd, h, strlen(h));
+        if (s->dialect == FAKE_D_RESPONSES)
+            fake_chunk(c->fd, "event: response.created\ndata: {\"type\":\"response.created\","
+                              "\"response\":{\"id\":\"r1\",\"status\":\"in_progress\"}}\n\n");
+        if (s->dialect == FAKE_D_MESSAGES)
+            fake_chunk(c->fd, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":"
+                              "{\"id\":\"m1\",\"type\":\"message\",\"role\":\"assistant\","
+                              "\"content\":[],\"usage\":{\"input_tokens\":7,\"output_tokens\":1}}}"
+                              "\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\n");
+        c->step = 1;
+        c->next_ns = fake_now() + gap; /* the first token, one gap after the request */
+        return true;
+    }
+    if (c->step <= s->tokens) {
+        fake_dialect_token(s, c->step, ev, sizeof ev);
+        fake_chunk(c->fd, ev);
+        c->step++;
+        c->next_ns = c->step <= s->tokens ? fake_now() + gap : fake_now();
+        return true;
+    }
+    fake_dialect_end(s, ev, sizeof ev);
+    fake_chunk(c->fd, ev);
+    return fake_end_response(s, c);
+}
+
 static bool fake_step(fake_server *s, int i) {
     fake_conn *c = &s->conns[i];
+    if (s->dialect != FAKE_D_COMPLETIONS && s->mode == FAKE_OK) return fake_dialect_step(s, c);
     const int events = (s->tokens + s->per_event - 1) / s->per_event;
     char ev[512];
     if (c->step == 0) {

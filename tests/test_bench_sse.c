@@ -153,7 +153,8 @@ int stop(void *ctx, const sse_read_event *ev) {
 static bench_chunk parse(const char *s, const char *event) {
     bench_chunk c;
     tps_err e = {{0}};
-    cr_assert_eq(bench_chunk_parse(&c, s, strlen(s), event, &e), 0, "%s: %s", s, e.msg);
+    cr_assert_eq(bench_chunk_parse(&c, BENCH_DIALECT_OPENAI, s, strlen(s), event, &e), 0, "%s: %s",
+                 s, e.msg);
     return c;
 }
 
@@ -204,9 +205,10 @@ Test(bench_chunk, completion_chat_usage_timings_done_and_errors) {
 Test(bench_chunk, malformed_json_names_the_column) {
     bench_chunk c;
     tps_err e = {{0}};
-    cr_expect_eq(bench_chunk_parse(&c, "{\"choices\":[", 12, "", &e), TPS_EINVAL);
+    cr_expect_eq(bench_chunk_parse(&c, BENCH_DIALECT_OPENAI, "{\"choices\":[", 12, "", &e),
+                 TPS_EINVAL);
     cr_expect(strstr(e.msg, "column") != NULL, "%s", e.msg);
-    cr_expect_eq(bench_chunk_parse(&c, "[1,2]", 5, "", &e), TPS_EINVAL);
+    cr_expect_eq(bench_chunk_parse(&c, BENCH_DIALECT_OPENAI, "[1,2]", 5, "", &e), TPS_EINVAL);
 }
 
 /* ---- the in-place scanner against jansson -------------------------------------------------- */
@@ -228,7 +230,7 @@ static bool both(const char *data, size_t n, const char *event, const char *what
             cr_expect(bench_chunk_same(&j, &s, &field), "%s: '%s' differs for %.*s", what, field,
                       (int)n, data);
     }
-    int rp = bench_chunk_parse(&p, data, n, event, &ep);
+    int rp = bench_chunk_parse(&p, BENCH_DIALECT_OPENAI, data, n, event, &ep);
     cr_expect_eq(rp, rj, "%s: %.*s", what, (int)n, data);
     if (rp == 0 && rj == 0)
         cr_expect(bench_chunk_same(&j, &p, &field),

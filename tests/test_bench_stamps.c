@@ -129,7 +129,8 @@ static uint64_t parse_ns(const burst_server *s) {
         bench_chunk ch;
         tps_err e = {{0}};
         uint64_t t0 = tps_now_ns();
-        cr_assert_eq(bench_chunk_parse(&ch, data, len, "", &e), 0, "%s", e.msg);
+        cr_assert_eq(bench_chunk_parse(&ch, BENCH_DIALECT_OPENAI, data, len, "", &e), 0, "%s",
+                     e.msg);
         uint64_t dt = tps_now_ns() - t0;
         cr_assert_eq(ch.tokens, 1, "the event carries a token");
         bench_chunk_release(&ch);

@@ -184,7 +184,7 @@ Test(bench_prefix, dataset_with_a_prefix_is_refused) {
 static bench_chunk parse(const char *s) {
     bench_chunk c;
     tps_err e = {{0}};
-    cr_assert_eq(bench_chunk_parse(&c, s, strlen(s), "", &e), 0, "%s", e.msg);
+    cr_assert_eq(bench_chunk_parse(&c, BENCH_DIALECT_OPENAI, s, strlen(s), "", &e), 0, "%s", e.msg);
     return c;
 }
 

@@ -161,8 +161,14 @@ const opt_row bench_endpoint_rows[] = {
     {"--endpoint", .kind = OPT_CHOICE, .off = S(cfg.endpoint), .metavar = "KIND",
      .choices = (const opt_choice[]){{"completions", BENCH_EP_COMPLETIONS},
                                      {"chat", BENCH_EP_CHAT},
+                                     {"responses", BENCH_EP_RESPONSES},
+                                     {"messages", BENCH_EP_MESSAGES},
+                                     {"embeddings", BENCH_EP_EMBEDDINGS},
                                      {NULL, 0}},
-     .def = "completions", .help = "completions or chat"},
+     .def = "completions",
+     .help = "completions, chat (/v1/chat/completions), responses\n"
+             "(OpenAI's /v1/responses), messages (Anthropic's /v1/messages)\n"
+             "or embeddings (/v1/embeddings: input tokens/s, not streamed)"},
     {0},
 };
 
@@ -280,7 +286,9 @@ static const opt_row bench_rows[] = {
     {"--model", .kind = OPT_STR, .off = B(spec.wo.model), .metavar = "NAME",
      .help = "\"model\" field sent (default: none)"},
     {"--api-key", .kind = OPT_STR, .off = B(spec.cfg.api_key), .metavar = "KEY",
-     .help = "Authorization: Bearer KEY (default $OPENAI_API_KEY)"},
+     .help = "Authorization: Bearer KEY; with --endpoint messages\n"
+             "x-api-key: KEY (default $OPENAI_API_KEY, or\n"
+             "$ANTHROPIC_API_KEY for messages)"},
     {"--header", .kind = OPT_LIST, .off = B(headers), .parse = header_check,
      .metavar = "'Name: value'", .help = "extra request header (repeatable)"},
     {"--insecure", .kind = OPT_FLAG, .off = B(spec.cfg.insecure),
@@ -303,6 +311,11 @@ static const opt_row bench_rows[] = {
      .help = "do not send ignore_eos"},
     {"--no-usage", .kind = OPT_FLAG_OFF, .off = B(spec.wo.include_usage),
      .help = "do not ask for stream_options.include_usage"},
+    {"--no-stream", .kind = OPT_FLAG, .off = B(spec.cfg.no_stream),
+     .help = "ask for whole responses (\"stream\": false): E2E and\n"
+             "output tokens/s only; TTFT and ITL cannot be seen"},
+    {"--batch-size", .kind = OPT_U32, .off = B(spec.wo.batch_size), .min = 1, .max = 100000,
+     .metavar = "N", .help = "embeddings: texts per request (default 1)"},
     {"--temperature", .kind = OPT_NUM, .off = B(spec.wo.temperature), .max = INFINITY,
      .metavar = "T", .help = "send a temperature (default: none sent)"},
     {"--extra-body", .kind = OPT_STR, .off = B(spec.wo.extra_body), .metavar = "JSON",
@@ -579,6 +592,8 @@ static int bench_parse(bench_cli *b, int argc, char **argv) {
     if (prc >= 0) return prc;
     s->n_headers = b->headers.n;
     if (cli_bench_check(s, b->find_max_rate, b->goodput_target > 0, "tps bench")) return 2;
+    if (!s->cfg.api_key && s->cfg.endpoint == BENCH_EP_MESSAGES)
+        s->cfg.api_key = getenv("ANTHROPIC_API_KEY");
     if (!s->cfg.api_key) s->cfg.api_key = getenv("OPENAI_API_KEY");
     s->cfg.progress = b->progress && isatty(STDERR_FILENO);
     return -1;

@@ -421,6 +421,13 @@ static int plan_parse(plan_cli *p, int argc, char **argv) {
     p->steal = -1;
     int prc = opt_main(&plan_cmd, p, argc, argv);
     if (prc >= 0) return prc;
+    if (p->spec.cfg.endpoint != BENCH_EP_CHAT && p->spec.cfg.endpoint != BENCH_EP_COMPLETIONS) {
+        fprintf(stderr,
+                "tps plan: --endpoint %s is not simulated (tps plan predicts tps serve's chat and "
+                "completions endpoints)\n",
+                bench_endpoint_name(p->spec.cfg.endpoint));
+        return 2;
+    }
     if (!p->model) {
         fprintf(stderr, "tps plan: -m MODEL is required (see tps plan --help)\n");
         return 2;

@@ -11,7 +11,7 @@
 
 int timeline_init(timeline *t, size_t cap_events, tps_err *e) {
     memset(t, 0, sizeof *t);
-    t->t_end = TL_NONE;
+    t->t_end = t->t_answer = TL_NONE;
     t->source = TL_COUNT_STREAM_IDS;
     if (cap_events) {
         t->events = malloc(cap_events * sizeof *t->events);
@@ -30,7 +30,7 @@ void timeline_free(timeline *t) {
 
 void timeline_reset(timeline *t) {
     t->t_sched = t->t_sent = 0;
-    t->t_end = TL_NONE;
+    t->t_end = t->t_answer = TL_NONE;
     t->prompt_tokens = t->output_tokens = t->multi_token_events = 0;
     t->status = TL_PENDING;
     t->source = TL_COUNT_STREAM_IDS;
@@ -43,6 +43,10 @@ void timeline_start(timeline *t, uint64_t sched_ns, uint64_t sent_ns) {
     timeline_reset(t);
     t->t_sched = sched_ns;
     t->t_sent = sent_ns;
+}
+
+void timeline_mark_answer(timeline *t, uint64_t t_ns) {
+    if (t_ns < t->t_answer) t->t_answer = t_ns;
 }
 
 void timeline_set_prompt_tokens(timeline *t, uint64_t n) {
@@ -173,6 +177,11 @@ uint64_t timeline_ttft(const timeline *t, tl_start from) {
     return since(t->events[0].t_ns, timeline_start_ns(t, from));
 }
 
+uint64_t timeline_ttfo(const timeline *t, tl_start from) {
+    if (t->t_answer == TL_NONE) return TL_NONE;
+    return since(t->t_answer, timeline_start_ns(t, from));
+}
+
 uint64_t timeline_e2e(const timeline *t, tl_start from) {
     if (t->t_end == TL_NONE) return TL_NONE;
     return since(t->t_end, timeline_start_ns(t, from));
@@ -221,6 +230,7 @@ bool timeline_record(const timeline *t, const timeline_hists *h) {
     if (h->ttft && (v = timeline_ttft(t, TL_FROM_SCHEDULED)) != TL_NONE) hist_record(h->ttft, v);
     if (h->ttft_sent && (v = timeline_ttft(t, TL_FROM_SENT)) != TL_NONE)
         hist_record(h->ttft_sent, v);
+    if (h->ttfo && (v = timeline_ttfo(t, TL_FROM_SCHEDULED)) != TL_NONE) hist_record(h->ttfo, v);
     if (h->tpot && (v = timeline_tpot(t)) != TL_NONE) hist_record(h->tpot, v);
     if (h->e2e) hist_record(h->e2e, timeline_e2e(t, TL_FROM_SCHEDULED));
     if (h->e2e_sent) hist_record(h->e2e_sent, timeline_e2e(t, TL_FROM_SENT));

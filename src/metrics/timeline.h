@@ -61,6 +61,7 @@ typedef struct timeline {
     uint64_t t_sched;            /* intended send time (== t_sent in closed loop) */
     uint64_t t_sent;             /* first byte of the request written */
     uint64_t t_end;              /* last byte of the response; TL_NONE while pending */
+    uint64_t t_answer;           /* first answer (not thinking) token's arrival; TL_NONE none */
     uint64_t prompt_tokens;      /* input tokens, 0 if unknown */
     uint64_t output_tokens;      /* sum of events[].tokens */
     uint64_t multi_token_events; /* events that carried more than one token */
@@ -98,6 +99,10 @@ int timeline_add(timeline *t, uint64_t t_ns, uint32_t tokens, tps_err *e);
  * their count was proven (the bench's empty-text events). TPS_EINVAL on a
  * time out of order or range; TPS_ENOMEM. */
 int timeline_insert_tokens(timeline *t, const uint64_t *t_ns, size_t n, tps_err *e);
+/* An output token of the answer (not thinking) arrived at t_ns: the
+ * earliest of the calls is the answer's first token. A stream without
+ * thinking marks its first token. */
+void timeline_mark_answer(timeline *t, uint64_t t_ns);
 /* The last byte arrived at end_ns; ok says whether the response completed.
  * end_ns is raised to the last event's time if earlier. */
 void timeline_finish(timeline *t, uint64_t end_ns, bool ok);
@@ -117,6 +122,9 @@ uint64_t timeline_first_token_ns(const timeline *t);
 uint64_t timeline_last_token_ns(const timeline *t);
 /* TTFT = first output token arrival - start. TL_NONE with no tokens. */
 uint64_t timeline_ttft(const timeline *t, tl_start from);
+/* TTFO = first answer token arrival - start (what a reader of a thinking
+ * model waits for; equals TTFT without thinking). TL_NONE without one. */
+uint64_t timeline_ttfo(const timeline *t, tl_start from);
 /* E2E = last byte - start. TL_NONE while pending. */
 uint64_t timeline_e2e(const timeline *t, tl_start from);
 /* TPOT = (E2E - TTFT) / (output tokens - 1) = (last byte - first token) /
@@ -142,6 +150,7 @@ void timeline_arrivals(const timeline *t, size_t *arrivals, size_t *multi);
 typedef struct timeline_hists {
     hist *ttft;        /* from scheduled start */
     hist *ttft_sent;   /* from actual send */
+    hist *ttfo;        /* first answer token, from scheduled start */
     hist *itl;         /* every gap, zero gaps included */
     hist *arrival_gap; /* gaps between consecutive token arrivals (timeline_arrivals) */
     hist *tpot;        /* requests with >= 2 output tokens */

@@ -80,11 +80,21 @@ typedef struct bench_record {
     uint64_t cached_tokens;
     uint64_t stream_tokens; /* what the stream itself showed (ids or events) */
     uint64_t held_tokens;   /* of those, tokens of empty-text events (client.c) */
+    /* Of the output tokens, thinking: usage's reasoning_tokens when the
+     * server sent them (reasoning_from_usage), else the stream's thinking
+     * events counted as output tokens are. */
+    uint64_t reasoning_tokens;
+    bool reasoning_from_usage;
+    uint64_t unread_events; /* events with text in a field no dialect row reads */
+    char unread[48];        /* the first such field's name, "" none */
     bool has_timings;
     bench_timings timings;
 } bench_record;
 
 void bench_record_free(bench_record *r);
+
+/* How ep's responses are read (chunk.h). */
+bench_dialect bench_endpoint_dialect(bench_endpoint ep);
 
 typedef struct bench_config {
     const char *base_url; /* "http://127.0.0.1:8080" (a trailing /v1 is fine) */
@@ -105,6 +115,7 @@ typedef struct bench_config {
     uint64_t seed;
     bool insecure;           /* HTTPS without certificate checks */
     bool keep_text;          /* keep streamed text to re-tokenize when there is no usage */
+    bool no_stream;          /* the bodies ask for a whole response ("stream": false) */
     bool progress;           /* draw a progress bar on stderr */
     uint32_t client_threads; /* event loops, one thread each; 0: bench_client_threads_auto */
     int verbose;

@@ -8,6 +8,37 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "bench/client/chunk_table.h"
+
+/* The OpenAI dialect's delta/message fields (chunk_table.h), text first in
+ * the order it is taken when one event carries several. */
+static const struct {
+    const char *key;
+    chunk_part part;
+} OPENAI_FIELDS[] = {
+    {"content", PART_ANSWER},
+    {"reasoning_content", PART_REASONING}, /* llama.cpp, SGLang, DeepSeek, older vLLM */
+    {"reasoning", PART_REASONING},         /* vLLM since late 2025, Ollama, OpenRouter */
+    {"refusal", PART_ANSWER},
+    {"tool_calls", PART_TOOL},
+    {"function_call", PART_TOOL},
+    {"role", PART_NONE},
+    {"name", PART_NONE},
+    {"tool_call_id", PART_NONE},
+    {"token_ids", PART_NONE},
+    {"tokens", PART_NONE},
+    {"annotations", PART_NONE},
+    {"audio", PART_NONE},
+    {"reasoning_details", PART_NONE}, /* OpenRouter: structured copies of "reasoning" */
+};
+
+int chunk_openai_field(const char *k, size_t klen) {
+    for (size_t i = 0; i < sizeof OPENAI_FIELDS / sizeof OPENAI_FIELDS[0]; i++)
+        if (strlen(OPENAI_FIELDS[i].key) == klen && !memcmp(OPENAI_FIELDS[i].key, k, klen))
+            return (int)OPENAI_FIELDS[i].part;
+    return -1;
+}
+
 static double num_or(json_t *o, const char *k, double dflt) {
     json_t *v = json_object_get(o, k);
     return json_is_number(v) ? json_number_value(v) : dflt;
@@ -35,7 +66,7 @@ static void read_error(bench_chunk *c, json_t *err) {
     snprintf(c->error_msg, sizeof c->error_msg, "%s", msg ? msg : "error event without a message");
 }
 
-static void take_text(bench_chunk *c, json_t *s, bool reasoning) {
+void chunk_take_text_json(bench_chunk *c, json_t *s, bool reasoning) {
     if (json_is_string(s) && json_string_length(s) > 0 && !c->text) {
         c->text = json_string_value(s);
         c->text_len = json_string_length(s);
@@ -44,7 +75,7 @@ static void take_text(bench_chunk *c, json_t *s, bool reasoning) {
 }
 
 /* A non-negative integer field of o, or -1 when absent, null or not one. */
-static int64_t count_field(json_t *o, const char *k) {
+int64_t chunk_count_field(json_t *o, const char *k) {
     json_t *v = json_object_get(o, k);
     return json_is_integer(v) && json_integer_value(v) >= 0 ? (int64_t)json_integer_value(v) : -1;
 }
@@ -52,7 +83,7 @@ static int64_t count_field(json_t *o, const char *k) {
 /* usage.prompt_tokens_details.cached_tokens; a prefix-cache figure the
  * server does not send stays unknown (has_cached false), never 0. */
 static void read_usage_cached(bench_chunk *c, json_t *usage) {
-    int64_t n = count_field(json_object_get(usage, "prompt_tokens_details"), "cached_tokens");
+    int64_t n = chunk_count_field(json_object_get(usage, "prompt_tokens_details"), "cached_tokens");
     if (n < 0) return;
     c->has_cached = c->cached_from_usage = true;
     c->cached_tokens = (uint64_t)n;
@@ -60,7 +91,7 @@ static void read_usage_cached(bench_chunk *c, json_t *usage) {
 
 /* llama.cpp's timings.cache_n: used only when usage did not say. */
 static void read_timings_cached(bench_chunk *c, json_t *t) {
-    int64_t n = count_field(t, "cache_n");
+    int64_t n = chunk_count_field(t, "cache_n");
     if (n < 0 || c->cached_from_usage) return;
     c->has_cached = true;
     c->cached_tokens = (uint64_t)n;
@@ -75,9 +106,56 @@ static bool take_ids(bench_chunk *c, json_t *o) {
     return true;
 }
 
-int bench_chunk_parse(bench_chunk *c, const char *data, size_t len, const char *event, tps_err *e) {
+int bench_chunk_parse(bench_chunk *c, bench_dialect d, const char *data, size_t len,
+                      const char *event, tps_err *e) {
+    if (d != BENCH_DIALECT_OPENAI) return bench_chunk_parse_typed(c, d, data, len, event, e);
     if (bench_chunk_scan(c, data, len, event)) return TPS_OK;
     return bench_chunk_parse_json(c, data, len, event, e);
+}
+
+/* A delta's (or message's) text by the table, and the first unread field
+ * by name order. */
+static void read_message(bench_chunk *c, json_t *msg, const char *where) {
+    for (size_t i = 0; i < sizeof OPENAI_FIELDS / sizeof OPENAI_FIELDS[0]; i++) {
+        chunk_part p = OPENAI_FIELDS[i].part;
+        json_t *v = json_object_get(msg, OPENAI_FIELDS[i].key);
+        if (p == PART_ANSWER || p == PART_REASONING)
+            chunk_take_text_json(c, v, p == PART_REASONING);
+        if (p != PART_TOOL) continue;
+        if (!strcmp(OPENAI_FIELDS[i].key, "tool_calls")) /* tool_calls[0].function.arguments */
+            v = json_object_get(json_array_get(v, 0), "function");
+        chunk_take_text_json(c, json_object_get(v, "arguments"), false); /* function_call's */
+    }
+    const char *k, *best = NULL;
+    json_t *v;
+    json_object_foreach(msg, k, v) {
+        size_t kl = strlen(k);
+        if (chunk_openai_field(k, kl) >= 0 || !json_is_string(v) || !json_string_length(v))
+            continue;
+        if (!best || chunk_unread_before(k, kl, best, strlen(best))) best = k;
+    }
+    if (best) snprintf(c->unread, sizeof c->unread, "%s.%s", where, best);
+}
+
+/* usage's counts: completion, prompt, and of the completion the thinking. */
+static void read_usage(bench_chunk *c, json_t *u) {
+    int64_t ct = chunk_count_field(u, "completion_tokens"),
+            pt = chunk_count_field(u, "prompt_tokens");
+    if (ct >= 0) {
+        c->has_usage = true;
+        c->completion_tokens = (uint64_t)ct;
+        if (pt >= 0) {
+            c->has_prompt = true;
+            c->prompt_tokens = (uint64_t)pt;
+        }
+    }
+    int64_t rt =
+        chunk_count_field(json_object_get(u, "completion_tokens_details"), "reasoning_tokens");
+    if (rt >= 0) {
+        c->has_reasoning_count = true;
+        c->reasoning_tokens = (uint64_t)rt;
+    }
+    read_usage_cached(c, u);
 }
 
 int bench_chunk_parse_json(bench_chunk *c, const char *data, size_t len, const char *event,
@@ -115,12 +193,11 @@ int bench_chunk_parse_json(bench_chunk *c, const char *data, size_t len, const c
     json_t *choices = json_object_get(c->root, "choices");
     json_t *ch = json_is_array(choices) ? json_array_get(choices, 0) : NULL;
     if (json_is_object(ch)) {
-        take_text(c, json_object_get(ch, "text"), false);
+        chunk_take_text_json(c, json_object_get(ch, "text"), false);
         json_t *msg = json_object_get(ch, "delta");
         if (!json_is_object(msg)) msg = json_object_get(ch, "message");
         if (json_is_object(msg)) {
-            take_text(c, json_object_get(msg, "content"), false);
-            take_text(c, json_object_get(msg, "reasoning_content"), true);
+            read_message(c, msg, json_object_get(ch, "delta") == msg ? "delta" : "message");
             if (!ids) ids = take_ids(c, msg);
         }
         if (!ids) ids = take_ids(c, ch);
@@ -137,17 +214,7 @@ int bench_chunk_parse_json(bench_chunk *c, const char *data, size_t len, const c
     if (!ids && c->text) c->tokens = 1;
 
     json_t *u = json_object_get(c->root, "usage");
-    if (json_is_object(u)) {
-        json_t *ct = json_object_get(u, "completion_tokens"),
-               *pt = json_object_get(u, "prompt_tokens");
-        if (json_is_integer(ct) && json_integer_value(ct) >= 0) {
-            c->has_usage = true;
-            c->completion_tokens = (uint64_t)json_integer_value(ct);
-            if (json_is_integer(pt) && json_integer_value(pt) >= 0)
-                c->prompt_tokens = (uint64_t)json_integer_value(pt);
-        }
-        read_usage_cached(c, u);
-    }
+    if (json_is_object(u)) read_usage(c, u);
     json_t *t = json_object_get(c->root, "timings");
     if (json_is_object(t)) {
         read_timings(c, t);

@@ -13,8 +13,10 @@
  * strtod as jansson's do (the C locale: nothing in tps calls setlocale).
  * Not here: error messages, SSE framing, counting policy (client.c). */
 #include "bench/client/chunk.h"
+#include "bench/client/chunk_table.h" /* which delta fields carry what */
 
 #include <errno.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -442,7 +444,11 @@ typedef struct ids_vals {
 } ids_vals;
 
 typedef struct msg_vals { /* choices[0].delta or .message */
-    val content, reasoning, role;
+    val content, reasoning_content, reasoning, refusal, role;
+    val call_args;      /* tool_calls[0].function.arguments */
+    val fn_args;        /* function_call.arguments (the legacy shape) */
+    const char *unread; /* the first (by name) member with text and no row */
+    size_t unread_len;
     ids_vals ids;
 } msg_vals;
 
@@ -463,6 +469,7 @@ typedef struct root_vals {
     bool first_obj; /* choices[0] is an object */
     choice_vals ch;
     val prompt_tokens, completion_tokens, details, cached; /* usage */
+    val cdetails, reasoning_tokens;                        /* usage.completion_tokens_details */
     val tm[N_TIMING_KEYS];                                 /* timings, by TIMING_KEYS */
 } root_vals;
 
@@ -474,14 +481,44 @@ static bool ids_member(scan *s, ids_vals *x, const char *k, size_t klen, bool *t
     return true;
 }
 
+static bool call_fn_member(scan *s, void *ctx, const char *k, size_t klen) {
+    val *args = ctx;
+    if (KEY_IS("arguments")) return scan_value(s, args);
+    return skip_member(s, NULL, k, klen);
+}
+
+static bool call_member(scan *s, void *ctx, const char *k, size_t klen) { /* tool_calls[0] */
+    msg_vals *m = ctx;
+    val v;
+    if (KEY_IS("function")) return member_obj(s, &v, call_fn_member, &m->call_args);
+    return skip_member(s, NULL, k, klen);
+}
+
 static bool msg_member(scan *s, void *ctx, const char *k, size_t klen) {
     msg_vals *m = ctx;
     bool taken;
+    val v;
+    if (KEY_IS("tool_calls")) {
+        bool first_obj = false;
+        if (*s->p != '[') return scan_value(s, &v);
+        return scan_array(s, &v, call_member, m, &first_obj);
+    }
+    if (KEY_IS("function_call")) return member_obj(s, &v, call_fn_member, &m->fn_args);
     if (KEY_IS("content")) return scan_value(s, &m->content);
-    if (KEY_IS("reasoning_content")) return scan_value(s, &m->reasoning);
+    if (KEY_IS("reasoning_content")) return scan_value(s, &m->reasoning_content);
+    if (KEY_IS("reasoning")) return scan_value(s, &m->reasoning);
+    if (KEY_IS("refusal")) return scan_value(s, &m->refusal);
     if (KEY_IS("role")) return scan_value(s, &m->role);
     if (!ids_member(s, &m->ids, k, klen, &taken)) return false;
-    return taken || skip_member(s, NULL, k, klen);
+    if (taken) return true;
+    if (!scan_value(s, &v)) return false;
+    int part = chunk_openai_field(k, klen);
+    if (part < 0 && v.kind == V_STR && v.len &&
+        (!m->unread || chunk_unread_before(k, klen, m->unread, m->unread_len))) {
+        m->unread = k;
+        m->unread_len = klen;
+    }
+    return true;
 }
 
 static bool choice_member(scan *s, void *ctx, const char *k, size_t klen) {
@@ -501,8 +538,15 @@ static bool details_member(scan *s, void *ctx, const char *k, size_t klen) {
     return skip_member(s, NULL, k, klen);
 }
 
+static bool cdetails_member(scan *s, void *ctx, const char *k, size_t klen) {
+    root_vals *r = ctx;
+    if (KEY_IS("reasoning_tokens")) return scan_value(s, &r->reasoning_tokens);
+    return skip_member(s, NULL, k, klen);
+}
+
 static bool usage_member(scan *s, void *ctx, const char *k, size_t klen) {
     root_vals *r = ctx;
+    if (KEY_IS("completion_tokens_details")) return member_obj(s, &r->cdetails, cdetails_member, r);
     if (KEY_IS("prompt_tokens")) return scan_value(s, &r->prompt_tokens);
     if (KEY_IS("completion_tokens")) return scan_value(s, &r->completion_tokens);
     if (KEY_IS("prompt_tokens_details")) return member_obj(s, &r->details, details_member, r);
@@ -604,9 +648,15 @@ bool bench_chunk_scan(bench_chunk *c, const char *data, size_t len, const char *
                             : ch->message.kind == V_OBJ ? &ch->m
                                                         : NULL;
         if (m) {
-            if (!take_text(c, &m->content, false) || !take_text(c, &m->reasoning, true))
+            /* the table's order (chunk.c): the first text wins */
+            if (!take_text(c, &m->content, false) || !take_text(c, &m->reasoning_content, true) ||
+                !take_text(c, &m->reasoning, true) || !take_text(c, &m->refusal, false) ||
+                !take_text(c, &m->call_args, false) || !take_text(c, &m->fn_args, false))
                 return false;
             if (!ids) ids = take_ids(c, &m->ids);
+            if (m->unread)
+                snprintf(c->unread, sizeof c->unread, "%s.%.*s", m == &ch->d ? "delta" : "message",
+                         (int)m->unread_len, m->unread);
         }
         if (!ids) ids = take_ids(c, &ch->ids);
         c->finished = ch->finish.kind != V_ABSENT && ch->finish.kind != V_NULL;
@@ -621,7 +671,15 @@ bool bench_chunk_scan(bench_chunk *c, const char *data, size_t len, const char *
         if (ct >= 0) {
             c->has_usage = true;
             c->completion_tokens = (uint64_t)ct;
-            if (pt >= 0) c->prompt_tokens = (uint64_t)pt;
+            if (pt >= 0) {
+                c->has_prompt = true;
+                c->prompt_tokens = (uint64_t)pt;
+            }
+        }
+        int64_t rt = r.cdetails.kind == V_OBJ ? count_value(&r.reasoning_tokens) : -1;
+        if (rt >= 0) {
+            c->has_reasoning_count = true;
+            c->reasoning_tokens = (uint64_t)rt;
         }
         int64_t n = r.details.kind == V_OBJ ? count_value(&r.cached) : -1;
         if (n >= 0) {
@@ -659,7 +717,14 @@ bool bench_chunk_same(const bench_chunk *a, const bench_chunk *b, const char **f
     SAME(finished)
     SAME(empty_text)
     SAME(has_usage)
+    SAME(has_prompt)
     SAME(prompt_tokens)
+    SAME(has_reasoning_count)
+    SAME(reasoning_tokens)
+    if (strcmp(a->unread, b->unread)) {
+        *field = "unread";
+        return false;
+    }
     SAME(completion_tokens)
     SAME(has_cached)
     SAME(cached_from_usage)

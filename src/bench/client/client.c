@@ -103,12 +103,19 @@ static int setup(run_state *r, tps_err *e) {
     memcpy(r->url, cfg->base_url, blen);
     strcpy(r->url + blen, path);
 
+    r->dialect = bench_endpoint_dialect(cfg->endpoint);
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    h = curl_slist_append(h, "Accept: text/event-stream");
-    h = curl_slist_append(h, "Expect:"); /* no 100-continue round trip */
+    h = curl_slist_append(h, cfg->no_stream || cfg->endpoint == BENCH_EP_EMBEDDINGS
+                                 ? "Accept: application/json"
+                                 : "Accept: text/event-stream");
+    h = curl_slist_append(h, "Expect:");    /* no 100-continue round trip */
+    if (cfg->endpoint == BENCH_EP_MESSAGES) /* Anthropic's version header, always sent */
+        h = curl_slist_append(h, "anthropic-version: " BENCH_ANTHROPIC_VERSION);
     if (cfg->api_key) {
         char a[1024];
-        snprintf(a, sizeof a, "Authorization: Bearer %s", cfg->api_key);
+        snprintf(a, sizeof a,
+                 cfg->endpoint == BENCH_EP_MESSAGES ? "x-api-key: %s" : "Authorization: Bearer %s",
+                 cfg->api_key);
         h = curl_slist_append(h, a);
     }
     for (size_t i = 0; i < cfg->n_headers; i++)

@@ -27,11 +27,19 @@ void client_keep_text(conn *c, const bench_chunk *ch) {
 
 /* What the server said about the request as a whole: usage, the share of
  * the prompt its prefix cache served, its timings. */
-void client_take_usage(bench_record *rec, const bench_chunk *ch) {
+void client_take_usage(conn *c, bench_record *rec, const bench_chunk *ch) {
     if (ch->has_usage) {
         rec->has_usage = true;
-        rec->usage_prompt = ch->prompt_tokens;
         rec->usage_completion = ch->completion_tokens;
+    }
+    if (ch->has_prompt) rec->usage_prompt = ch->prompt_tokens;
+    if (ch->has_reasoning_count) {
+        c->has_reasoning_usage = true;
+        c->reasoning_usage = ch->reasoning_tokens;
+    }
+    if (ch->unread[0]) {
+        if (!rec->unread[0]) memcpy(rec->unread, ch->unread, sizeof rec->unread);
+        rec->unread_events++;
     }
     if (ch->has_cached && (ch->cached_from_usage || !rec->cached_from_usage)) {
         rec->has_cached = true;

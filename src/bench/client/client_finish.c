@@ -43,16 +43,20 @@ static void http_error_msg(conn *c, int status) {
     json_decref(j);
 }
 
+static bench_dialect r_dialect(const conn *c) {
+    return c->run->dialect;
+}
+
 /* A non-streamed 200 body: one JSON response. */
 static void finish_json_body(conn *c, bench_record *rec) {
     bench_chunk ch;
     tps_err e;
-    if (bench_chunk_parse(&ch, c->body ? c->body : "", c->body_len, "", &e) != 0) {
+    if (bench_chunk_parse(&ch, r_dialect(c), c->body ? c->body : "", c->body_len, "", &e) != 0) {
         client_set_err(c, BENCH_ERR_MALFORMED, "", e.msg);
         return;
     }
     if (ch.error) client_set_err(c, BENCH_ERR_STREAM_ERROR, "server error: ", ch.error_msg);
-    client_take_usage(rec, &ch);
+    client_take_usage(c, rec, &ch);
     client_keep_text(c, &ch);
     c->done = true;
     bench_chunk_release(&ch);
@@ -86,8 +90,14 @@ static bench_errkind settle_error(conn *c, bench_record *rec, CURLcode cc, bench
         k = c->err;
     }
     if (k == BENCH_OK && !c->done) {
+        static const char *const END[BENCH_DIALECT_COUNT] = {
+            [BENCH_DIALECT_OPENAI] = "[DONE]",
+            [BENCH_DIALECT_RESPONSES] = "response.completed",
+            [BENCH_DIALECT_MESSAGES] = "message_stop",
+            [BENCH_DIALECT_EMBEDDINGS] = "a body",
+        };
         k = BENCH_ERR_TRUNCATED;
-        snprintf(c->msg, sizeof c->msg, "the stream ended without [DONE]%s",
+        snprintf(c->msg, sizeof c->msg, "the stream ended without %s%s", END[c->run->dialect],
                  sse_reader_pending(&c->sse) ? " (in the middle of an event)" : "");
     }
     return k;
@@ -123,6 +133,11 @@ static void count_tokens(run_state *r, conn *c, bench_record *rec, bool ok) {
                           ? (uint64_t)rec->timings.prompt_tokens
                           : rec->input_client;
     timeline_set_prompt_tokens(&rec->tl, prompt);
+    /* thinking: the server's count, else the stream's thinking events */
+    rec->reasoning_from_usage = c->has_reasoning_usage && ok;
+    rec->reasoning_tokens = rec->reasoning_from_usage ? c->reasoning_usage : c->reasoning_stream;
+    if (!c->reasoning_stream && c->is_sse) /* no thinking: the answer began with the first token */
+        timeline_mark_answer(&rec->tl, timeline_first_token_ns(&rec->tl));
 }
 
 /* The loop's counters, for the progress line another thread prints. */

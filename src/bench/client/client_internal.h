@@ -42,11 +42,14 @@ typedef struct conn {
     sse_reader sse;
     size_t rec; /* index into run->recs of the request in flight */
     bool busy;
-    bool queued;  /* on run->pending: its inbox holds bytes */
-    bool checked; /* status and content type looked at */
-    bool is_sse;  /* 200 with text/event-stream */
-    bool done;    /* [DONE] seen */
-    bool saw_ids; /* token ids came in the stream */
+    bool queued;               /* on run->pending: its inbox holds bytes */
+    bool checked;              /* status and content type looked at */
+    bool is_sse;               /* 200 with text/event-stream */
+    bool done;                 /* [DONE] seen */
+    bool saw_ids;              /* token ids came in the stream */
+    uint64_t reasoning_stream; /* thinking tokens the stream showed */
+    bool has_reasoning_usage;  /* the server counted them (usage) */
+    uint64_t reasoning_usage;
     /* arrivals of empty-text events (bench_chunk.empty_text), tokens only if
      * usage proves it at the end */
     uint64_t *held;
@@ -73,6 +76,7 @@ typedef struct conn {
 struct bench_loop {
     const bench_config *cfg;
     const workload *wl;
+    bench_dialect dialect; /* how the endpoint's responses are read */
     bench_shared *sh;
     uint32_t index; /* this loop's number among sh->n_loops */
     bench_loop_progress *prog;
@@ -107,7 +111,7 @@ void client_append(char **b, size_t *len, size_t *cap, const char *p, size_t n);
  * content for a conversation's next turn. */
 void client_keep_text(conn *c, const bench_chunk *ch);
 /* What the server said about the request as a whole (usage, cached share, timings). */
-void client_take_usage(bench_record *rec, const bench_chunk *ch);
+void client_take_usage(conn *c, bench_record *rec, const bench_chunk *ch);
 /* Records why the request failed (the first reason wins): prefix + detail. */
 void client_set_err(conn *c, bench_errkind k, const char *prefix, const char *detail);
 

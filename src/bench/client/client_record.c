@@ -1,4 +1,5 @@
-/* A request's record and the names of the ways it can fail (bench.h). */
+/* A request's record, the names of the ways it can fail, and the dialect
+ * each endpoint answers in (bench.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,4 +35,17 @@ void bench_record_free(bench_record *r) {
     timeline_free(&r->tl);
     free(r->err_msg);
     r->err_msg = NULL;
+}
+
+bench_dialect bench_endpoint_dialect(bench_endpoint ep) {
+    switch (ep) {
+    case BENCH_EP_RESPONSES:
+        return BENCH_DIALECT_RESPONSES;
+    case BENCH_EP_MESSAGES:
+        return BENCH_DIALECT_MESSAGES;
+    case BENCH_EP_EMBEDDINGS:
+        return BENCH_DIALECT_EMBEDDINGS;
+    default:
+        return BENCH_DIALECT_OPENAI;
+    }
 }

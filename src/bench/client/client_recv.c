@@ -47,11 +47,11 @@ static int on_event(void *ud, const sse_read_event *ev) {
     bench_chunk ch;
     tps_err e;
     r->events++;
-    if (bench_chunk_parse(&ch, ev->data, ev->data_len, ev->event, &e) != 0) {
+    if (bench_chunk_parse(&ch, r->dialect, ev->data, ev->data_len, ev->event, &e) != 0) {
         client_set_err(c, BENCH_ERR_MALFORMED, "", e.msg);
         return 1;
     }
-    if (ch.done) {
+    if (ch.done && !ch.has_usage && !ch.has_prompt) { /* [DONE], message_stop */
         c->done = true;
         return 0;
     }
@@ -68,6 +68,10 @@ static int on_event(void *ud, const sse_read_event *ev) {
         rec->stream_tokens += ch.tokens;
         r->out_tokens += ch.tokens;
         c->saw_ids |= ch.from_ids;
+        if (ch.reasoning)
+            c->reasoning_stream += ch.tokens;
+        else
+            timeline_mark_answer(&rec->tl, c->now);
     }
     if (ch.empty_text && !stop) {
         if (TPS_GROW(c->held, c->cap_held, c->n_held + 1, 64)) {
@@ -78,8 +82,9 @@ static int on_event(void *ud, const sse_read_event *ev) {
         }
     }
     client_keep_text(c, &ch);
-    client_take_usage(rec, &ch);
+    client_take_usage(c, rec, &ch);
     bench_chunk_release(&ch);
+    if (ch.done && !stop) c->done = true; /* response.completed, message_stop */
     return stop;
 }
 

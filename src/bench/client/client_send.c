@@ -51,7 +51,8 @@ int client_start(run_state *r, conn *c, size_t idx, const char *body, size_t len
                  struct curl_slist *hdrs, uint64_t sched_ns, tps_err *e) {
     c->rec = idx;
     c->busy = true;
-    c->checked = c->is_sse = c->done = c->saw_ids = false;
+    c->checked = c->is_sse = c->done = c->saw_ids = c->has_reasoning_usage = false;
+    c->reasoning_stream = c->reasoning_usage = 0;
     c->err = BENCH_OK;
     c->t_first_byte = c->t_last_byte = 0;
     c->inbox_len = c->n_marks = c->n_held = 0;

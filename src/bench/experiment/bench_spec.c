@@ -42,6 +42,7 @@ uint64_t bench_spec_fresh_seed(void) {
  * /metrics) as for its streams. */
 static http_auth auth_of(const bench_config *cfg) {
     return (http_auth){.api_key = cfg->api_key,
+                       .x_api_key = cfg->endpoint == BENCH_EP_MESSAGES,
                        .headers = cfg->headers,
                        .n_headers = cfg->n_headers,
                        .insecure = cfg->insecure};
@@ -63,6 +64,25 @@ int bench_spec_check(const bench_spec *s, tps_err *e) {
         return tps_fail(e, TPS_EINVAL,
                         "--turns with --rate: a conversation sends its next turn when its reply "
                         "is in (a closed loop); drop --rate");
+    const bench_endpoint ep = s->cfg.endpoint;
+    if (ep == BENCH_EP_EMBEDDINGS) {
+        /* what an embeddings request has no place for is refused, never dropped */
+        const char *bad = s->wo.turns              ? "--turns"
+                          : s->wo.temperature >= 0 ? "--temperature"
+                          : s->wo.ignore_eos == 1  ? "--ignore-eos"
+                          : s->wo.prefix_len       ? "--prefix-len"
+                                                   : NULL;
+        if (bad) return tps_fail(e, TPS_EINVAL, "--endpoint embeddings does not take %s", bad);
+    }
+    if ((ep == BENCH_EP_EMBEDDINGS || s->cfg.no_stream) && (s->ro.slo.ttft_ns || s->ro.slo.tpot_ns))
+        return tps_fail(e, TPS_EINVAL,
+                        "--slo ttft/tpot need a stream to be judged (%s): give e2e only",
+                        ep == BENCH_EP_EMBEDDINGS ? "embeddings are one body" : "--no-stream");
+    if (ep != BENCH_EP_EMBEDDINGS && s->wo.batch_size > 1) {
+        return tps_fail(e, TPS_EINVAL,
+                        "--batch-size is for --endpoint embeddings (a generation request sends "
+                        "one prompt)");
+    }
     if (s->wo.turns && conversations_of(s) * s->wo.turns > 10000000)
         return tps_fail(e, TPS_EINVAL,
                         "--conversations %llu x --turns %u is over 10,000,000 requests; give "
@@ -84,6 +104,8 @@ int bench_spec_prepare(workload *wl, bench_config *cfg, const bench_spec *s, FIL
     workload_opts wo = s->wo;
     wo.seed = cfg->seed;
     wo.endpoint = cfg->endpoint;
+    wo.no_stream = cfg->no_stream;
+    if (cfg->endpoint == BENCH_EP_EMBEDDINGS) cfg->no_stream = true; /* one JSON body */
     if (wo.prefix_len && !wo.n_prefixes) wo.n_prefixes = 1;
     if (wo.turns)
         wo.n_items = conversations_of(s) * wo.turns; /* every user message, prepared now */
@@ -96,6 +118,8 @@ int bench_spec_prepare(workload *wl, bench_config *cfg, const bench_spec *s, FIL
     else
         wo.n_items = 2000;
     if (wo.n_items > 100000 && !s->prompts && !wo.turns) wo.n_items = 100000;
+    if (cfg->endpoint == BENCH_EP_EMBEDDINGS && wo.batch_size > 1 && !wo.dataset)
+        wo.n_items *= wo.batch_size; /* the texts of every request */
     char tok_url[1100];
     snprintf(tok_url, sizeof tok_url, "%s/tokenize", cfg->base_url);
     wo.tokenize_url = tok_url; /* used while building only */
@@ -117,6 +141,10 @@ int bench_spec_prepare(workload *wl, bench_config *cfg, const bench_spec *s, FIL
 /* The workload shape, in the result's config, when it is not the plain one. */
 static void config_workload_shape(json_t *jc, const bench_spec *s, const bench_config *cfg) {
     const workload_opts *wo = &s->wo;
+    /* the result reads these to leave out what a whole response cannot show */
+    if (cfg->no_stream) json_object_set_new(jc, "stream", json_false());
+    if (cfg->endpoint == BENCH_EP_EMBEDDINGS)
+        json_object_set_new(jc, "batch_size", json_integer(wo->batch_size ? wo->batch_size : 1));
     if (wo->prefix_len) {
         json_object_set_new(jc, "prefix_len", json_integer(wo->prefix_len));
         json_object_set_new(jc, "prefixes", json_integer(wo->n_prefixes ? wo->n_prefixes : 1));
@@ -141,10 +169,10 @@ json_t *bench_spec_config_json(const bench_spec *s, const bench_config *cfg, con
     json_t *jc =
         json_pack("{s:s, s:s, s:s?, s:i, s:f, s:s, s:f, s:I, s:f, s:I, s:f, s:f, s:s, s:s, "
                   "s:s, s:s?, s:b, s:b}",
-                  "url", url, "endpoint", cfg->endpoint == BENCH_EP_CHAT ? "chat" : "completions",
-                  "model", wo->model, "concurrency", (int)cfg->concurrency, "rate", cfg->rate,
-                  "arrival", load_arrival_name(cfg->arrival), "burstiness", cfg->burstiness,
-                  "requests", (json_int_t)cfg->requests, "duration_s", cfg->duration_s, "seed",
+                  "url", url, "endpoint", bench_endpoint_name(cfg->endpoint), "model", wo->model,
+                  "concurrency", (int)cfg->concurrency, "rate", cfg->rate, "arrival",
+                  load_arrival_name(cfg->arrival), "burstiness", cfg->burstiness, "requests",
+                  (json_int_t)cfg->requests, "duration_s", cfg->duration_s, "seed",
                   (json_int_t)cfg->seed, "timeout_s", cfg->timeout_s, "idle_timeout_s",
                   cfg->idle_timeout_s, "input_len", wo->dataset ? "dataset" : inl, "output_len",
                   outl, "input_source", wl->input_source, "dataset", wo->dataset, "ignore_eos",

@@ -27,7 +27,8 @@ static struct curl_slist *headers_of(const http_call_opts *o, bool *failed) {
     char key[512];
     if (o->json) lines[k++] = "Content-Type: application/json";
     if (a && a->api_key) {
-        snprintf(key, sizeof key, "Authorization: Bearer %s", a->api_key);
+        snprintf(key, sizeof key, a->x_api_key ? "x-api-key: %s" : "Authorization: Bearer %s",
+                 a->api_key);
         lines[k++] = key;
     }
     for (size_t i = 0; a && i < a->n_headers && k < sizeof lines / sizeof lines[0]; i++)

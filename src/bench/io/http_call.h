@@ -20,6 +20,7 @@
 /* How the bench reaches an endpoint; every string borrowed. */
 typedef struct http_auth {
     const char *api_key;        /* "Authorization: Bearer KEY"; NULL: none */
+    bool x_api_key;             /* send it as "x-api-key: KEY" (Anthropic's servers) */
     const char *const *headers; /* extra "Name: value" lines (--header) */
     size_t n_headers;
     bool insecure; /* HTTPS without certificate checks (--insecure) */

@@ -143,6 +143,14 @@ static void requests_rows(FILE *f, const bench_result *r) {
             (unsigned long long)r->output_tokens, (unsigned long long)r->input_tokens,
             (unsigned long long)r->by_source[0], (unsigned long long)r->by_source[1],
             (unsigned long long)r->by_source[2], (unsigned long long)r->by_source[3]);
+    if (r->reasoning_tokens)
+        fprintf(f,
+                "  of the output, %llu tokens were thinking (%.1f%%; the server counted them in "
+                "%llu of %llu completed requests, the rest are the stream's thinking events)\n",
+                (unsigned long long)r->reasoning_tokens,
+                r->output_tokens ? 100.0 * (double)r->reasoning_tokens / (double)r->output_tokens
+                                 : 0.0,
+                (unsigned long long)r->reasoning_from_usage, (unsigned long long)r->completed);
     if (r->mismatch_requests)
         fprintf(f,
                 "  usage differed from the streamed count in %llu requests (%+lld tokens in "
@@ -171,11 +179,21 @@ static void distribution_rows(FILE *f, const bench_result *r) {
                 (unsigned long long)r->warmup_excluded);
     fprintf(f, "\n");
     hist_header(f, "latency (ms, completed requests)");
-    hist_row(f, "TTFT from scheduled start", r->h[RH_TTFT], 1e6);
-    hist_row(f, "TTFT from actual send", r->h[RH_TTFT_SENT], 1e6);
-    hist_row(f, "ITL (gap per token)", r->h[RH_ITL], 1e6);
-    hist_row(f, "gap per arrival (of tokens)", r->h[RH_ARRIVAL_GAP], 1e6);
-    hist_row(f, "TPOT (per request)", r->h[RH_TPOT], 1e6);
+    if (!result_streamed(r)) {
+        fprintf(f, "  TTFT, TTFO, ITL, TPOT: not measured: %s\n",
+                !strcmp(cfg_str(r, "endpoint", ""), "embeddings")
+                    ? "an embeddings response is one body"
+                    : "--no-stream: the whole response arrives at once, so no token's own "
+                      "arrival can be seen");
+    } else {
+        hist_row(f, "TTFT from scheduled start", r->h[RH_TTFT], 1e6);
+        hist_row(f, "TTFT from actual send", r->h[RH_TTFT_SENT], 1e6);
+        if (r->reasoning_tokens || hist_count(r->h[RH_TTFO]) != hist_count(r->h[RH_TTFT]))
+            hist_row(f, "TTFO (first answer token)", r->h[RH_TTFO], 1e6);
+        hist_row(f, "ITL (gap per token)", r->h[RH_ITL], 1e6);
+        hist_row(f, "gap per arrival (of tokens)", r->h[RH_ARRIVAL_GAP], 1e6);
+        hist_row(f, "TPOT (per request)", r->h[RH_TPOT], 1e6);
+    }
     hist_row(f, "E2E from scheduled start", r->h[RH_E2E], 1e6);
     hist_row(f, "E2E from actual send", r->h[RH_E2E_SENT], 1e6);
     hist_row(f, "send lag (sent - scheduled)", r->h[RH_SEND_LAG], 1e6);
@@ -256,7 +274,10 @@ void report_print_glossary(FILE *f) {
         "  req/s         requests that completed (last byte) in the window / its length\n"
         "  goodput       completed requests in the window that met every --slo limit, per s\n"
         "  peak bin      the busiest full bin (--bin seconds) of the run's time series\n"
-        "  TTFT          first output token's arrival - start (completed requests)\n"
+        "  TTFT          first output token's arrival - start (completed requests); a\n"
+        "                thinking token is an output token\n"
+        "  TTFO          first answer token's arrival - start: the first token after the\n"
+        "                thinking (TTFT when there is none); shown when there was thinking\n"
         "  ITL           gaps between consecutive output tokens of one stream; an event with\n"
         "                k tokens gives one gap and k-1 zero gaps\n"
         "  gap per       gaps between one stream's token arrivals: SSE events read at one\n"
@@ -289,7 +310,8 @@ void report_print_glossary(FILE *f) {
         "                CPU), batching (several tokens per event: ITL measures flushes),\n"
         "                approximate (token counts), usage (differs from the stream),\n"
         "                requests (too few for p99), steady (load never steady), steal\n"
-        "                (the hypervisor took this machine's CPU time); each with its\n"
-        "                evidence. It does not change the exit status\n",
+        "                (the hypervisor took this machine's CPU time), fields (text in a\n"
+        "                field tps does not read); each with its evidence. It does not\n"
+        "                change the exit status\n",
         f);
 }

@@ -10,7 +10,7 @@
 
 /* ---- the figures ------------------------------------------------------------------------ */
 
-typedef enum fig_kind { FIG_OUT_TPS, FIG_REQ_RATE, FIG_PCT } fig_kind;
+typedef enum fig_kind { FIG_OUT_TPS, FIG_REQ_RATE, FIG_PCT, FIG_REASONING } fig_kind;
 
 typedef struct figure {
     const char *name;
@@ -20,11 +20,13 @@ typedef struct figure {
 } figure;
 
 static const figure FIGS[] = {
-    {"output t/s", FIG_OUT_TPS, 0, 0},     {"requests/s", FIG_REQ_RATE, 0, 0},
-    {"TTFT p50 ms", FIG_PCT, RH_TTFT, 50}, {"TTFT p99 ms", FIG_PCT, RH_TTFT, 99},
-    {"ITL p50 ms", FIG_PCT, RH_ITL, 50},   {"ITL p99 ms", FIG_PCT, RH_ITL, 99},
-    {"TPOT p50 ms", FIG_PCT, RH_TPOT, 50}, {"TPOT p99 ms", FIG_PCT, RH_TPOT, 99},
-    {"E2E p50 ms", FIG_PCT, RH_E2E, 50},   {"E2E p99 ms", FIG_PCT, RH_E2E, 99},
+    {"output t/s", FIG_OUT_TPS, 0, 0},       {"requests/s", FIG_REQ_RATE, 0, 0},
+    {"TTFT p50 ms", FIG_PCT, RH_TTFT, 50},   {"TTFT p99 ms", FIG_PCT, RH_TTFT, 99},
+    {"TTFO p50 ms", FIG_PCT, RH_TTFO, 50},   {"TTFO p99 ms", FIG_PCT, RH_TTFO, 99},
+    {"ITL p50 ms", FIG_PCT, RH_ITL, 50},     {"ITL p99 ms", FIG_PCT, RH_ITL, 99},
+    {"TPOT p50 ms", FIG_PCT, RH_TPOT, 50},   {"TPOT p99 ms", FIG_PCT, RH_TPOT, 99},
+    {"E2E p50 ms", FIG_PCT, RH_E2E, 50},     {"E2E p99 ms", FIG_PCT, RH_E2E, 99},
+    {"thinking share", FIG_REASONING, 0, 0},
 };
 #define N_FIGS (sizeof FIGS / sizeof FIGS[0])
 
@@ -41,6 +43,8 @@ static double reported(const figure *f, const bench_result *r, bool steady) {
         return rate_window(r, steady)->tps.request_rate;
     case FIG_PCT:
         return (double)hist_percentile(r->h[f->h], f->p) / 1e6;
+    case FIG_REASONING: /* of the output tokens, thinking */
+        return r->output_tokens ? (double)r->reasoning_tokens / (double)r->output_tokens : 0;
     }
     return 0;
 }
@@ -52,6 +56,7 @@ static double reported(const figure *f, const bench_result *r, bool steady) {
 static bool hist_interval(const figure *f, const bench_result *r, bool steady, double *lo,
                           double *hi) {
     const double v = reported(f, r, steady);
+    if (f->kind == FIG_REASONING) return false;
     if (f->kind == FIG_REQ_RATE) {
         uint64_t c = rate_window(r, steady)->tps.completed;
         if (!c) return false;
@@ -112,12 +117,13 @@ static int sample_load(sample *s, const bench_result *r, tps_err *e) {
     size_t gaps = 0;
     for (size_t i = 0; i < m; i++)
         gaps += (size_t)fmax(0, jnum(json_array_get(r->per_request, i), "output_tokens"));
-    static const result_hist_id H[] = {RH_TTFT, RH_TPOT, RH_E2E};
-    for (size_t k = 0; k < 3; k++)
+    static const result_hist_id H[] = {RH_TTFT, RH_TPOT, RH_E2E, RH_TTFO};
+    for (size_t k = 0; k < 4; k++)
         s->v[H[k]] = malloc((m ? m : 1) * sizeof(double));
     s->itl_off = malloc((m + 1) * sizeof(size_t));
     s->itl = malloc((gaps ? gaps : 1) * sizeof(double));
-    if (!s->v[RH_TTFT] || !s->v[RH_TPOT] || !s->v[RH_E2E] || !s->itl_off || !s->itl)
+    if (!s->v[RH_TTFT] || !s->v[RH_TPOT] || !s->v[RH_E2E] || !s->v[RH_TTFO] || !s->itl_off ||
+        !s->itl)
         return sample_free(s), tps_fail(e, TPS_ENOMEM, "out of memory");
     size_t g = 0;
     for (size_t i = 0; i < m; i++) {
@@ -135,6 +141,7 @@ static int sample_load(sample *s, const bench_result *r, tps_err *e) {
         s->v[RH_TTFT][k] = (t0 - sched) / 1e6;
         s->v[RH_E2E][k] = (end - sched) / 1e6;
         s->v[RH_TPOT][k] = out >= 2 ? (end - t0) / (out - 1) / 1e6 : NAN;
+        s->v[RH_TTFO][k] = (jnum(o, "answer_ns") - sched) / 1e6; /* NAN without an answer */
         s->itl_off[k] = g;
         double prev = t0;
         for (size_t x = 0; x < json_array_size(ev); x++) {
@@ -280,13 +287,17 @@ int compare_results(compare_out *out, const bench_result *a, const bench_result 
     }
     for (size_t i = 0; i < N_FIGS; i++) {
         const figure *f = &FIGS[i];
+        /* a figure neither run has (no thinking, no stream) is no row */
+        if (f->kind == FIG_PCT && !hist_count(a->h[f->h]) && !hist_count(b->h[f->h])) continue;
+        if (f->h == RH_TTFO && !a->reasoning_tokens && !b->reasoning_tokens) continue;
+        if (f->kind == FIG_REASONING && !a->reasoning_tokens && !b->reasoning_tokens) continue;
         compare_row *row = &out->rows[out->n++];
         snprintf(row->name, sizeof row->name, "%s%s",
                  f->kind == FIG_PCT ? ""
                  : steady           ? "steady "
                                     : "run ",
                  f->name);
-        row->higher_better = f->kind != FIG_PCT;
+        row->higher_better = f->kind != FIG_PCT && f->kind != FIG_REASONING;
         row->a = reported(f, a, steady);
         row->b = reported(f, b, steady);
         row->ratio = row->a > 0 ? row->b / row->a : 0;

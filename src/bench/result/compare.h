@@ -30,7 +30,7 @@
 #include "base/error.h"
 
 #define COMPARE_RESAMPLES 1000
-#define COMPARE_MAX_ROWS  12
+#define COMPARE_MAX_ROWS  16
 
 typedef enum compare_method {
     COMPARE_BOOTSTRAP = 0,

@@ -26,6 +26,7 @@ static const char *const HIST_NAMES[RH_COUNT] = {
     [RH_SRV_DECODE] = "server_decode",
     [RH_SRV_TTFT] = "server_ttft",
     [RH_ARRIVAL_GAP] = "arrival_gap",
+    [RH_TTFO] = "ttfo",
 };
 
 const char *const result_source_names[4] = {"usage", "stream_ids", "retokenized", "events"};
@@ -36,6 +37,12 @@ const char *result_hist_name(result_hist_id id) {
 
 bool result_hist_is_time(result_hist_id id) {
     return id != RH_OUTPUT_TOKENS && id != RH_INPUT_TOKENS;
+}
+
+bool result_streamed(const bench_result *r) {
+    const char *ep = json_string_value(json_object_get(r->config, "endpoint"));
+    return !json_is_false(json_object_get(r->config, "stream")) &&
+           !(ep && !strcmp(ep, "embeddings"));
 }
 
 double result_error_rate(const bench_result *r) {
@@ -248,6 +255,11 @@ static json_t *record_json(const bench_record *rec, size_t i, bool warm, uint64_
     json_object_set_new(o, "stream_tokens", json_integer((json_int_t)rec->stream_tokens));
     if (rec->held_tokens)
         json_object_set_new(o, "empty_text_tokens", json_integer((json_int_t)rec->held_tokens));
+    if (rec->reasoning_tokens)
+        json_object_set_new(o, "reasoning_tokens", json_integer((json_int_t)rec->reasoning_tokens));
+    if (t->t_answer != TL_NONE)
+        json_object_set_new(o, "answer_ns", json_integer((json_int_t)(t->t_answer - origin)));
+    if (rec->unread[0]) json_object_set_new(o, "unread_field", json_string(rec->unread));
     if (rec->has_cached)
         json_object_set_new(o, "cached_tokens", json_integer((json_int_t)rec->cached_tokens));
     if (rec->turn) {
@@ -316,6 +328,12 @@ static void count_outcome(bench_result *r, const bench_record *rec, bool warm) {
     r->token_arrivals += arrivals;
     r->multi_token_arrivals += multi;
     r->held_tokens += rec->held_tokens;
+    r->reasoning_tokens += rec->reasoning_tokens;
+    r->reasoning_from_usage += rec->err == BENCH_OK && rec->reasoning_from_usage;
+    if (rec->unread_events) {
+        if (!r->unread_requests) memcpy(r->unread_field, rec->unread, sizeof r->unread_field);
+        r->unread_requests++;
+    }
     if (rec->has_usage) r->with_usage++;
     if (rec->has_usage && rec->usage_completion != rec->stream_tokens) {
         r->mismatch_requests++;
@@ -341,6 +359,7 @@ static void count_server_timings(bench_result *r, const bench_record *rec, bool 
  * failed, the distributions; th holds r's timeline histograms. */
 static int add_record(bench_result *r, const bench_record *rec, size_t i, bool warm,
                       const timeline_hists *th, uint64_t origin, tps_err *e) {
+    const bool streamed = result_streamed(r);
     count_outcome(r, rec, warm);
     count_server_timings(r, rec, warm);
     if (rec->turn) {
@@ -348,7 +367,9 @@ static int add_record(bench_result *r, const bench_record *rec, size_t i, bool w
         if (rc) return rc;
     }
     if (rec->err == BENCH_OK && !warm) {
-        timeline_record(&rec->tl, th);
+        /* a whole response shows no first token and no gaps: its E2E only */
+        timeline_record(
+            &rec->tl, streamed ? th : &(timeline_hists){.e2e = th->e2e, .e2e_sent = th->e2e_sent});
         hist_record(r->h[RH_OUTPUT_TOKENS], rec->tl.output_tokens);
         hist_record(r->h[RH_INPUT_TOKENS], rec->tl.prompt_tokens);
     }
@@ -376,6 +397,7 @@ int result_build(bench_result *r, const bench_record *recs, size_t n, const resu
     const bool has_warm = warmup_end(&warm_end, &run, o, tls, n);
     const timeline_hists th = {.ttft = r->h[RH_TTFT],
                                .ttft_sent = r->h[RH_TTFT_SENT],
+                               .ttfo = r->h[RH_TTFO],
                                .itl = r->h[RH_ITL],
                                .tpot = r->h[RH_TPOT],
                                .e2e = r->h[RH_E2E],

@@ -42,6 +42,7 @@ typedef enum result_hist_id {
     RH_SRV_DECODE,    /* server timings.decode_ms */
     RH_SRV_TTFT,      /* server timings.ttft_ms */
     RH_ARRIVAL_GAP,   /* gaps between a stream's token arrivals (timeline_arrivals) */
+    RH_TTFO,          /* first answer token (after the thinking), from scheduled start */
     RH_COUNT
 } result_hist_id;
 
@@ -118,6 +119,10 @@ typedef struct bench_result {
     uint64_t mismatch_requests;           /* usage differed from what the stream showed */
     int64_t mismatch_tokens;              /* sum of (usage - stream) */
     uint64_t output_tokens, input_tokens; /* every request, failed ones' delivered tokens too */
+    uint64_t reasoning_tokens;            /* of output_tokens, thinking (bench_record) */
+    uint64_t reasoning_from_usage;        /* completed requests whose server counted them */
+    uint64_t unread_requests;             /* requests with text in a field no dialect row reads */
+    char unread_field[48];                /* the first such field, "" none */
     uint64_t with_usage, with_timings, server_preemptions;
     result_cached cached;
     result_turns turns;
@@ -141,6 +146,10 @@ typedef struct bench_result {
     json_t *per_request;      /* owned or NULL */
     json_t *server_metrics;   /* --scrape: scrape.h's object, owned; NULL none */
 } bench_result;
+
+/* Whether the run streamed (config.stream is not false, and the endpoint
+ * is not embeddings): without a stream there is no TTFT, ITL or TPOT. */
+bool result_streamed(const bench_result *r);
 
 /* Computes everything from n records (any n >= 1). */
 int result_build(bench_result *r, const bench_record *recs, size_t n, const result_opts *o,

@@ -118,6 +118,11 @@ static json_t *tokens_json(const bench_result *r) {
         "token_arrivals", (json_int_t)r->token_arrivals, "multi_token_arrivals",
         (json_int_t)r->multi_token_arrivals);
     cached_json(t, "cached_input", &r->cached);
+    json_object_set_new(t, "reasoning", json_integer((json_int_t)r->reasoning_tokens));
+    json_object_set_new(t, "reasoning_from_usage",
+                        json_integer((json_int_t)r->reasoning_from_usage));
+    json_object_set_new(t, "unread_requests", json_integer((json_int_t)r->unread_requests));
+    if (r->unread_field[0]) json_object_set_new(t, "unread_field", json_string(r->unread_field));
     return t;
 }
 
@@ -394,9 +399,14 @@ static void tokens_from_json(bench_result *r, const json_t *tk) {
         {"empty_text_tokens", JF_U64, R(held_tokens)},
         {"requests_with_usage", JF_U64, R(with_usage)},
         {"usage_mismatch_requests", JF_U64, R(mismatch_requests)},
+        {"reasoning", JF_U64, R(reasoning_tokens)},
+        {"reasoning_from_usage", JF_U64, R(reasoning_from_usage)},
+        {"unread_requests", JF_U64, R(unread_requests)},
     };
 #undef R
     json_fields_read(r, tk, TOK, sizeof TOK / sizeof TOK[0]);
+    const char *uf = json_string_value(json_object_get(tk, "unread_field"));
+    if (uf) snprintf(r->unread_field, sizeof r->unread_field, "%s", uf);
     json_t *src = json_object_get(tk, "count_source");
     for (int k = 0; k < 4; k++)
         r->by_source[k] = ju(src, result_source_names[k]);
@@ -411,7 +421,7 @@ static int hists_from_json(bench_result *r, const json_t *j, tps_err *e) {
     int rc = TPS_OK;
     for (int i = 0; i < RH_COUNT && !rc; i++) {
         const json_t *h = json_object_get(hs, result_hist_name(i));
-        if (i == RH_ARRIVAL_GAP && !h) { /* a result from before it was kept: empty */
+        if ((i == RH_ARRIVAL_GAP || i == RH_TTFO) && !h) { /* from before it was kept: empty */
             const hist_config cfg = HIST_CONFIG_LATENCY_NS;
             rc = hist_create(&r->h[i], &cfg, e);
             continue;

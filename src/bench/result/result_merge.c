@@ -128,6 +128,11 @@ int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
     dst->token_arrivals += src->token_arrivals;
     dst->multi_token_arrivals += src->multi_token_arrivals;
     dst->held_tokens += src->held_tokens;
+    dst->reasoning_tokens += src->reasoning_tokens;
+    dst->reasoning_from_usage += src->reasoning_from_usage;
+    if (!dst->unread_requests && src->unread_requests)
+        memcpy(dst->unread_field, src->unread_field, sizeof dst->unread_field);
+    dst->unread_requests += src->unread_requests;
     dst->mismatch_requests += src->mismatch_requests;
     dst->mismatch_tokens += src->mismatch_tokens;
     dst->output_tokens += src->output_tokens;

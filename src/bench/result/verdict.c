@@ -14,6 +14,7 @@ static const char *const NAMES[VERDICT_COUNT] = {
     [VERDICT_REQUESTS] = "requests",
     [VERDICT_STEADY] = "steady",
     [VERDICT_STEAL] = "steal",
+    [VERDICT_FIELDS] = "fields",
 };
 
 static void set(verdict_check *c, bool known, bool tripped, double value, double limit) {
@@ -154,6 +155,23 @@ static void check_steal(verdict_check *c, const bench_result *r) {
                  100 * h->steal, 100 * VERDICT_STEAL_SHARE, 100 * h->others);
 }
 
+/* Text the bench could not place: a server that streams its thinking (or
+ * anything) in a field no dialect row reads is mismeasured, never quietly. */
+static void check_fields(verdict_check *c, const bench_result *r) {
+    set(c, r->requests > 0, r->unread_requests > 0, (double)r->unread_requests, 0);
+    if (r->unread_requests)
+        snprintf(c->evidence, sizeof c->evidence,
+                 "%llu requests carried text in \"%s\", a field tps does not read for this "
+                 "endpoint: those tokens were not counted or timed (TTFT, ITL and tokens/s are "
+                 "wrong); docs/bench.md lists the fields of each dialect",
+                 (unsigned long long)r->unread_requests, r->unread_field);
+    else
+        snprintf(c->evidence, sizeof c->evidence,
+                 "every field that carried text was read (%llu output tokens, %llu of them "
+                 "thinking)",
+                 (unsigned long long)r->output_tokens, (unsigned long long)r->reasoning_tokens);
+}
+
 void verdict_judge(verdict *v, const bench_result *r) {
     memset(v, 0, sizeof *v);
     for (int i = 0; i < VERDICT_COUNT; i++)
@@ -165,6 +183,7 @@ void verdict_judge(verdict *v, const bench_result *r) {
     check_requests(&v->check[VERDICT_REQUESTS], r);
     check_steady(&v->check[VERDICT_STEADY], r);
     check_steal(&v->check[VERDICT_STEAL], r);
+    check_fields(&v->check[VERDICT_FIELDS], r);
     for (int i = 0; i < VERDICT_COUNT; i++)
         v->tripped += v->check[i].tripped;
 }

@@ -17,6 +17,9 @@
  *   steal         the hypervisor took CPU time from this machine during the
  *                 run (/proc/stat's steal): a shared VM runs slower while
  *                 other guests are busy, so its figures move with theirs
+ *   fields        the responses carried text in a field no dialect row
+ *                 reads (chunk.h): those tokens were neither counted nor
+ *                 timed, so TTFT, ITL and tokens/s are wrong
  *
  * A check that cannot be judged (e.g. no schedstat) is unknown, not passed.
  * Not here: printing beyond one block (report.c calls verdict_print). */
@@ -44,6 +47,7 @@ typedef enum verdict_id {
     VERDICT_REQUESTS,
     VERDICT_STEADY,
     VERDICT_STEAL,
+    VERDICT_FIELDS,
     VERDICT_COUNT
 } verdict_id;
 

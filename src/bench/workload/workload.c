@@ -14,7 +14,29 @@
 #include "model/tokenizer.h" /* tokenizer_load */
 
 const char *bench_endpoint_path(bench_endpoint ep) {
-    return ep == BENCH_EP_CHAT ? "/v1/chat/completions" : "/v1/completions";
+    static const char *const PATH[] = {
+        [BENCH_EP_COMPLETIONS] = "/v1/completions", [BENCH_EP_CHAT] = "/v1/chat/completions",
+        [BENCH_EP_RESPONSES] = "/v1/responses",     [BENCH_EP_MESSAGES] = "/v1/messages",
+        [BENCH_EP_EMBEDDINGS] = "/v1/embeddings",
+    };
+    return (unsigned)ep <= BENCH_EP_EMBEDDINGS ? PATH[ep] : "/v1/completions";
+}
+
+const char *bench_endpoint_name(bench_endpoint ep) {
+    static const char *const NAME[] = {
+        [BENCH_EP_COMPLETIONS] = "completions", [BENCH_EP_CHAT] = "chat",
+        [BENCH_EP_RESPONSES] = "responses",     [BENCH_EP_MESSAGES] = "messages",
+        [BENCH_EP_EMBEDDINGS] = "embeddings",
+    };
+    return (unsigned)ep <= BENCH_EP_EMBEDDINGS ? NAME[ep] : "?";
+}
+
+bool bench_endpoint_chatlike(bench_endpoint ep) {
+    return ep == BENCH_EP_CHAT || ep == BENCH_EP_RESPONSES || ep == BENCH_EP_MESSAGES;
+}
+
+bool bench_endpoint_generates(bench_endpoint ep) {
+    return ep != BENCH_EP_EMBEDDINGS;
 }
 
 /* ---- create / free ----------------------------------------------------------------- */
@@ -34,12 +56,16 @@ int workload_build(workload *w, const workload_opts *o, tps_err *e) {
         if (rc) return rc;
     }
     w->endpoint = o->endpoint;
-    /* synthetic prompts ask for all max_tokens by default; datasets keep EOS */
-    w->common = wl_body_common(o, o->dataset ? o->ignore_eos == 1 : o->ignore_eos != 0);
+    /* synthetic prompts ask for all max_tokens by default; datasets keep EOS,
+     * and so do the Responses and Messages APIs, which have no such field
+     * (--ignore-eos sends it to a server known to take it) */
+    const bool oai = o->endpoint == BENCH_EP_CHAT || o->endpoint == BENCH_EP_COMPLETIONS;
+    w->common = wl_body_common(o, o->dataset || !oai ? o->ignore_eos == 1 : o->ignore_eos != 0);
     if (!w->common)
         rc = tps_fail(e, TPS_ENOMEM, "out of memory");
     else
         rc = o->dataset ? wl_build_dataset(w, o, e) : wl_build_synthetic(w, o, e);
+    if (!rc && o->endpoint == BENCH_EP_EMBEDDINGS) rc = wl_batch_inputs(w, o->batch_size, e);
     if (rc) workload_free(w);
     return rc;
 }

@@ -59,9 +59,21 @@
 typedef enum bench_endpoint {
     BENCH_EP_COMPLETIONS = 0, /* POST /v1/completions, "prompt" */
     BENCH_EP_CHAT = 1,        /* POST /v1/chat/completions, "messages" */
+    BENCH_EP_RESPONSES = 2,   /* POST /v1/responses (OpenAI), "input", "max_output_tokens" */
+    BENCH_EP_MESSAGES = 3,    /* POST /v1/messages (Anthropic), "system" + "messages" */
+    BENCH_EP_EMBEDDINGS = 4,  /* POST /v1/embeddings, "input": a batch of texts, not streamed */
 } bench_endpoint;
 
+/* The version header every Messages request carries. */
+#define BENCH_ANTHROPIC_VERSION "2023-06-01"
+
 const char *bench_endpoint_path(bench_endpoint ep);
+/* Its name as --endpoint takes it ("chat", ...). */
+const char *bench_endpoint_name(bench_endpoint ep);
+/* Whether ep takes a conversation (messages) rather than one prompt string. */
+bool bench_endpoint_chatlike(bench_endpoint ep);
+/* Whether ep generates tokens (all but embeddings). */
+bool bench_endpoint_generates(bench_endpoint ep);
 
 #define WL_NO_PREFIX UINT32_MAX
 
@@ -94,7 +106,9 @@ typedef struct workload_opts {
     const char *tokenize_url;   /* full URL of a /tokenize endpoint to try, or NULL */
     http_auth auth;             /* how /tokenize is reached: as the load client does */
     int ignore_eos;             /* 1 send, 0 not, -1 default (synthetic yes, dataset no) */
-    bool include_usage;         /* stream_options.include_usage */
+    bool include_usage;         /* stream_options.include_usage (chat, completions) */
+    bool no_stream;             /* "stream": false: whole responses */
+    uint32_t batch_size;        /* embeddings: inputs per request (0 means 1) */
     double temperature;         /* < 0: not sent */
     /* a JSON object whose fields every body also carries (--extra-body), e.g.
      * {"return_tokens": true} so llama.cpp's server streams token ids; the

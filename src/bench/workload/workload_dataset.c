@@ -160,7 +160,7 @@ int workload_parse_dataset(workload *w, const char *buf, size_t len, const char 
     if (!w->common && !(w->common = wl_body_common(o, o->ignore_eos == 1)))
         return tps_fail(e, TPS_ENOMEM, "out of memory");
     dataset d;
-    int rc = dataset_parse(&d, buf, len, name, o->endpoint == BENCH_EP_CHAT, e);
+    int rc = dataset_parse(&d, buf, len, name, bench_endpoint_chatlike(o->endpoint), e);
     if (rc) return rc;
     if (o->trace_speed > 0 && d.format != DATASET_TRACE) {
         rc = tps_fail(e, TPS_EINVAL,

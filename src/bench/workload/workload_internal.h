@@ -119,4 +119,9 @@ int wl_trace_items(workload *w, const struct dataset *d, size_t n0, const worklo
 /* o->dataset read and parsed (workload_parse_dataset). */
 int wl_build_dataset(workload *w, const workload_opts *o, tps_err *e);
 
+/* Embeddings (workload_batch.c): every `batch` consecutive items (0 means
+ * 1) become one request whose "input" is their texts; a last short group
+ * is dropped when there are several groups. */
+int wl_batch_inputs(workload *w, uint32_t batch, tps_err *e);
+
 #endif

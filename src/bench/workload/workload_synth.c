@@ -11,7 +11,7 @@
  * own part when it has a prefix); for chat with a prefix, the prefix as
  * the system message and the own part (from byte `own`) as the user's. */
 static json_t *single_content(const workload *w, const char *s, size_t own, uint32_t pfx) {
-    if (w->endpoint != BENCH_EP_CHAT || pfx == WL_NO_PREFIX) return json_string(s);
+    if (!bench_endpoint_chatlike(w->endpoint) || pfx == WL_NO_PREFIX) return json_string(s);
     return json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content", w->prefixes[pfx],
                      "role", "user", "content", s + own);
 }

@@ -56,7 +56,7 @@ int workload_turn_body(const workload *w, size_t conv, uint32_t turn, const char
         return tps_fail(e, TPS_EINVAL, "conversation %zu has %u turns, not %u", conv,
                         workload_conv_turns(w, conv), turn + 1);
     const char *prefix = its[0].prefix != WL_NO_PREFIX ? w->prefixes[its[0].prefix] : NULL;
-    json_t *content = w->endpoint == BENCH_EP_CHAT
+    json_t *content = bench_endpoint_chatlike(w->endpoint)
                           ? turn_messages(its, prefix, turn, replies, reply_lens)
                           : turn_text(its, prefix, turn, replies, reply_lens);
     if (!content)
