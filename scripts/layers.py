@@ -7,10 +7,11 @@ needs (nm), and fails when
     than one file: a <-> b, or a -> b -> c -> a), or
   - a module calls one it must not: base < metrics < kernels < model <
     engine < server < plan < cli; bench sits beside server and may use
-    base, metrics and model (the tokenizer, to count a dataset's tokens),
-    never the engine; jinja (the chat template engine) uses base only and
-    serves the server; plan (the simulated server) sits above engine,
-    server and bench and may use them all, or
+    base, metrics, model (the tokenizer, to count a dataset's tokens) and
+    jinja, never the engine; jinja (the chat template engine) uses base
+    only and serves the server and bench (a chat prompt sized after the
+    model's template); plan (the simulated server) sits above engine, server and
+    bench and may use them all, or
   - a room of a module calls one above it: a module with rooms (folders
     under src/<module>/, ROOMS below) keeps every file in one of them, and a
     room calls only itself and the rooms before it in the list.
@@ -32,7 +33,7 @@ ALLOWED = {
     "model": {"base", "metrics", "kernels"},
     "engine": {"base", "metrics", "kernels", "model"},
     "server": {"base", "metrics", "kernels", "model", "engine", "jinja"},
-    "bench": {"base", "metrics", "model"},
+    "bench": {"base", "metrics", "model", "jinja"},
     "plan": {"base", "metrics", "kernels", "model", "engine", "server", "bench", "jinja"},
     "cli": {"base", "metrics", "kernels", "model", "engine", "server", "bench", "jinja", "plan"},
 }

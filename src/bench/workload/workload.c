@@ -10,8 +10,7 @@
 
 #include "bench/workload/dataset.h" /* dataset_detect: --dataset's format */
 #include "bench/workload/workload_internal.h"
-#include "model/gguf.h"      /* gguf_open for --tokenizer */
-#include "model/tokenizer.h" /* tokenizer_load */
+#include "model/tokenizer.h" /* tokenizer_free */
 
 const char *bench_endpoint_path(bench_endpoint ep) {
     static const char *const PATH[] = {
@@ -48,13 +47,7 @@ int workload_build(workload *w, const workload_opts *o, tps_err *e) {
                         "--prefix-len with --dataset: shared prefixes are a synthetic workload; "
                         "the dataset's prompts are sent as they are");
     int rc;
-    if (o->tokenizer_path) {
-        gguf_file *f = NULL;
-        if ((rc = gguf_open(&f, o->tokenizer_path, e))) return rc;
-        rc = tokenizer_load(&w->tok, f, e);
-        gguf_close(f);
-        if (rc) return rc;
-    }
+    if (o->tokenizer_path && (rc = wl_load_tokenizer(w, o->tokenizer_path, e))) return rc;
     w->endpoint = o->endpoint;
     /* synthetic prompts ask for all max_tokens by default; datasets keep EOS,
      * and so do the Responses and Messages APIs, which have no such field
@@ -80,6 +73,7 @@ void workload_free(workload *w) {
         free(w->prefixes[k]);
     free(w->prefixes);
     json_decref(w->common);
+    wl_chat_free(w->chat);
     tokenizer_free(w->tok);
     memset(w, 0, sizeof *w);
 }

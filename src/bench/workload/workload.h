@@ -139,6 +139,7 @@ typedef struct workload {
         *input_source;     /* "tokenizer", "server /tokenize", "approximate (words)", "dataset" */
     bool exact_inputs;     /* every item hit its input target exactly */
     struct tokenizer *tok; /* owned; NULL without --tokenizer */
+    struct wl_chat *chat;  /* the tokenizer's chat template, compiled; owned; NULL: none */
     bench_endpoint endpoint;
     json_t *common;  /* every body's fields besides its content and max_tokens; owned */
     char **prefixes; /* (n_prefixes,) shared prefix texts, owned; NULL without */

@@ -1,6 +1,8 @@
 /* What the workload room's files share (workload.h is the public side).
  * One file per concern, and a new workload shape is a file of its own
  * called from workload_build (workload.c), using these pieces:
+ *   workload_tok.c      --tokenizer loaded: a GGUF or a Hugging Face tokenizer.json
+ *   workload_chat.c     its chat template: a chat prompt as the server renders it
  *   workload_count.c    a prompt's tokens as the server counts them
  *   workload_body.c     request bodies as JSON
  *   workload_text.c     synthetic text of N model tokens
@@ -28,14 +30,25 @@
 
 struct tokenizer;
 struct dataset;
+typedef struct wl_chat wl_chat;
 
 /* ---- counting (workload_count.c) ----------------------------------------------------- */
 
-/* How a workload counts tokens: the loaded tokenizer, else an open /tokenize. */
+/* The body shapes of a server's POST /tokenize. */
+enum {
+    WL_TOKENIZE_CONTENT = 0, /* llama.cpp: {"content", "add_special"} -> {"tokens"} */
+    WL_TOKENIZE_PROMPT = 1,  /* vLLM, SGLang: {"model", "prompt"} -> {"count", "tokens"} */
+};
+
+/* How a workload counts tokens: the loaded tokenizer (and, for a chat
+ * prompt, its chat template), else an open /tokenize. */
 typedef struct wl_counter {
     const struct tokenizer *tok;
-    bool server;    /* call is open on a /tokenize that answered */
-    http_call call; /* /tokenize */
+    const struct wl_chat *chat; /* with tok: a text is one user message, counted rendered */
+    bool server;                /* call is open on a /tokenize that answered */
+    int shape;                  /* WL_TOKENIZE_*: the body that /tokenize answered */
+    const char *model;          /* "model" of the prompt shape, or NULL */
+    http_call call;             /* /tokenize */
 } wl_counter;
 
 static inline bool wl_can_count(const wl_counter *c) {
@@ -47,6 +60,21 @@ void wl_open_counter(workload *w, wl_counter *c, const workload_opts *o);
 void wl_counter_close(wl_counter *c);
 /* Prompt tokens as the server counts them (BOS included); -1 on failure. */
 int64_t wl_count_tokens(wl_counter *c, const char *text);
+
+/* ---- the chat template (workload_chat.c) ---------------------------------------------- */
+
+/* src (Jinja) compiled, with tok's BOS / EOS texts and add-BOS rule. */
+int wl_chat_new(wl_chat **out, const char *src, const struct tokenizer *tok, tps_err *e);
+void wl_chat_free(wl_chat *c);
+/* What a server tokenizes for one user message `text` (generation prompt
+ * added, a leading BOS text dropped when the tokenizer adds BOS itself),
+ * into out (emptied first). 0, or an error code. */
+int wl_chat_render(const wl_chat *c, const char *text, sbuf *out);
+
+/* The tokenizer of --tokenizer (a GGUF, a tokenizer.json or a directory
+ * holding one) into w->tok, and its chat template into w->chat
+ * (workload_tok.c). */
+int wl_load_tokenizer(workload *w, const char *path, tps_err *e);
 
 /* ---- bodies (workload_body.c) ------------------------------------------------------------ */
 
