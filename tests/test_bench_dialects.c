@@ -197,6 +197,32 @@ Test(bench_dialects, flags_that_an_endpoint_cannot_apply_are_refused) {
     expect_tps("plan --endpoint messages --requests 1", 2, "is not simulated");
 }
 
+/* tps report and tps bench compare carry TTFO and the thinking share. */
+Test(bench_dialects, report_and_compare_show_ttfo_and_thinking, .timeout = 90) {
+    dialect_run a, b;
+    run_dialect(&a, FAKE_D_CHAT_REASONING, "--endpoint chat --per-request");
+    run_dialect(&b, FAKE_D_RESPONSES, "--endpoint responses --per-request");
+    char pa[] = "/tmp/tps-dialect-a-XXXXXX", pb[] = "/tmp/tps-dialect-b-XXXXXX";
+    int fa = mkstemp(pa), fb = mkstemp(pb);
+    cr_assert(fa >= 0 && fb >= 0);
+    close(fa), close(fb);
+    cr_assert_eq(json_dump_file(a.res, pa, 0), 0);
+    cr_assert_eq(json_dump_file(b.res, pb, 0), 0);
+    char args[256], *out = NULL;
+    snprintf(args, sizeof args, "report %s %s", pa, pb);
+    cr_expect_eq(run_tps(args, true, &out), 0, "%s", out);
+    cr_expect(strstr(out, "TTFO, the first answer token"), "%s", out);
+    cr_expect(strstr(out, "thinking 67% of the output"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "bench compare %s %s", pa, pb);
+    cr_expect_eq(run_tps(args, true, &out), 0, "%s", out);
+    cr_expect(strstr(out, "TTFO p50 ms") && strstr(out, "thinking share"), "%s", out);
+    free(out);
+    unlink(pa), unlink(pb);
+    dialect_free(&a);
+    dialect_free(&b);
+}
+
 /* The two readers of the OpenAI dialect agree on what the new rows read. */
 Test(bench_dialects, scanner_and_jansson_agree_on_reasoning_and_unread_fields) {
     static const char *const EVENTS[] = {

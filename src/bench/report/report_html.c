@@ -121,6 +121,7 @@ static void table(FILE *f, const rset *s) {
     }
     fputs("</tbody></table>\n", f);
     rset_bw_notes(f, s, true);
+    rset_ttfo_notes(f, s, true);
 }
 
 void rset_bw_notes(FILE *f, const rset *s, bool html) {

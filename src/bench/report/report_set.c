@@ -465,9 +465,36 @@ void rset_print(FILE *f, const rset *s) {
         if (t > top) top = t;
     }
     print_row_notes(f, s);
+    rset_ttfo_notes(f, s, false);
     if (top > 0) print_bars(f, s, top);
     rset_print_predicted(f, s);
     print_capacity(f, s);
+}
+
+void rset_ttfo_notes(FILE *f, const rset *s, bool html) {
+    bool any = false;
+    for (size_t i = 0; i < s->n; i++)
+        any |= s->p[i].has_result && s->p[i].r.reasoning_tokens > 0;
+    if (!any) return;
+    fprintf(f, html ? "<p>TTFO, the first answer token after the thinking (ms, p50 / p99):"
+                    : "\nTTFO, the first answer token after the thinking (ms, p50 / p99):\n");
+    for (size_t i = 0; i < s->n; i++) {
+        const rset_point *p = &s->p[i];
+        if (!p->has_result) continue;
+        const bench_result *r = &p->r;
+        if (html) {
+            fputs("<br>", f);
+            rhtml_esc(f, p->label);
+        }
+        fprintf(f,
+                html ? "%s: %.1f / %.1f, thinking %.0f%% of the output"
+                     : "  %-22.22s %9.1f / %.1f, thinking %.0f%% of the output\n",
+                html ? "" : p->label, hist_percentile(r->h[RH_TTFO], 50) / 1e6,
+                hist_percentile(r->h[RH_TTFO], 99) / 1e6,
+                r->output_tokens ? 100.0 * (double)r->reasoning_tokens / (double)r->output_tokens
+                                 : 0.0);
+    }
+    if (html) fputs("</p>\n", f);
 }
 
 static void print_bars(FILE *f, const rset *s, double top) {
