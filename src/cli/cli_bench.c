@@ -302,9 +302,12 @@ static const opt_row bench_rows[] = {
              "--turns); the summary's client line shows their CPU"},
     OPT_HEAD("workload"),
     OPT_ROWS_AT(bench_workload_rows, B(spec)),
-    {"--tokenizer", .kind = OPT_STR, .off = B(spec.wo.tokenizer_path), .metavar = "MODEL.gguf",
-     .help = "size prompts in this model's tokens (else the server's\n"
-             "/tokenize, else approximate: one word per token)"},
+    {"--tokenizer", .kind = OPT_STR, .off = B(spec.wo.tokenizer_path), .metavar = "PATH",
+     .help = "size prompts in the model's tokens: a GGUF, a Hugging Face\n"
+             "tokenizer.json, or its folder (with tokenizer_config.json:\n"
+             "BOS, chat template); chat prompts are sized after the\n"
+             "template. Else the server's /tokenize (llama.cpp, vLLM,\n"
+             "SGLang), else approximate: one word per token"},
     {"--ignore-eos", .kind = OPT_SET_INT, .off = B(spec.wo.ignore_eos), .set = 1,
      .help = "send ignore_eos (default: synthetic yes, dataset no)"},
     {"--no-ignore-eos", .kind = OPT_SET_INT, .off = B(spec.wo.ignore_eos), .set = 0,
