@@ -6,7 +6,10 @@
  * message, that a render never exceeds its output limit, and (ASan, UBSan)
  * that nothing reads or writes out of bounds, overflows or leaks: a hostile
  * GGUF's template must not crash, hang or exhaust the server. Seeded with
- * real templates (fuzz/corpus/fuzz_template). */
+ * real templates and the red-team ones of issue 48 (deep compares, hashes
+ * and changed(), truncate's leeway, long scans in a loop, unique, format
+ * edges: fuzz/corpus/fuzz_template/redteam-*); the work budget is small
+ * (2^22 units) so a slow input ends fast. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +47,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!err.msg[0]) abort();
         return 0;
     }
-    jinja_limits lim = {
-        .max_output = 1 << 16, .max_memory = 8 << 20, .max_steps = 20000, .max_depth = 100};
+    jinja_limits lim = {.max_output = 1 << 16,
+                        .max_memory = 8 << 20,
+                        .max_steps = 20000,
+                        .max_work = 1 << 22,
+                        .max_depth = 100};
     jinja_run *r = jinja_run_new(&lim);
     if (!r) abort();
     jinja_val msgs = jinja_list_new(r);
