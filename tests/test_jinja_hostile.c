@@ -229,7 +229,7 @@ Test(jinja_hostile, a_200k_key_object_becomes_a_dict_in_linear_time, .timeout = 
     double dt = now_s() - t0;
     cr_expect_eq(rc, 0, "%s", e.msg);
     cr_expect_str_eq(out, "200000 199999 123456 True -1");
-    cr_expect_lt(dt, SLOW_BUILD ? 10.0 : 1.0, "200k keys took %.3f s", dt);
+    cr_expect_lt(dt, SLOW_BUILD ? 20.0 : 2.0, "200k keys took %.3f s", dt); /* 28-38 s before */
     printf("200k keys: variables and a dict built and rendered in %.3f s\n", dt);
     free(out);
     jinja_run_free(r);

@@ -388,7 +388,8 @@ void jx_deeper(jctx *c, const char *what);
  * caller steps back), n's line the one an error names. */
 void jx_enter(jctx *c, const jnode *n);
 
-/* values (jinja_value.c) */
+/* values (jinja_value.c; jv_str, jv_lit, jv_type_name, jv_is_num and jv_num
+ * are jinja_mem.c's: every file, jinja_dict.c too, asks them) */
 jinja_val jv_str(jctx *c, const char *s, size_t n); /* copied */
 jinja_val jv_lit(const char *s);                    /* a static string */
 jinja_val jv_list(jctx *c, uint32_t cap, int sub);

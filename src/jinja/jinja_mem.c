@@ -1,8 +1,9 @@
 /* Memory of the Jinja engine: bump arenas (a compiled template's tree, a
  * render's values), the run object with its limits and hash key, the
  * public builders of strings and lists, the arena text buffers renders
- * write into, and the counters that end a render at a limit (steps, work,
- * depth). Nothing here evaluates anything; dicts and the variables are
+ * write into, the counters that end a render at a limit (steps, work,
+ * depth), and what every file asks of a value (jv_str, jv_type_name,
+ * jv_num). Nothing here evaluates anything; dicts and the variables are
  * jinja_dict.c's. */
 #include "jinja/jinja_internal.h"
 
@@ -147,6 +148,59 @@ void jinja_list_push(jinja_run *r, jinja_val list, jinja_val v) {
 void jinja_set_time(jinja_run *r, time_t t) {
     r->now = t;
     r->have_now = true;
+}
+
+/* ---------------------------------------------------------------------------
+ * What every file asks of a value: a copied string, its type's name, its
+ * number
+ * ------------------------------------------------------------------------- */
+
+jinja_val jv_str(jctx *c, const char *s, size_t n) {
+    if (n >= UINT32_MAX) jx_fail(c, JINJA_LIMIT, "a string of %zu bytes is too long", n);
+    char *p = jx_alloc(c, n + 1);
+    if (n) memcpy(p, s, n);
+    p[n] = 0;
+    return (jinja_val){.type = JINJA_STR, .n = (uint32_t)n, .u.s = p};
+}
+
+jinja_val jv_lit(const char *s) {
+    return (jinja_val){.type = JINJA_STR, .n = (uint32_t)strlen(s), .u.s = s};
+}
+
+bool jv_is_num(jinja_val v) {
+    return v.type == JINJA_BOOL || v.type == JINJA_INT || v.type == JINJA_FLOAT;
+}
+
+double jv_num(jinja_val v) {
+    return v.type == JINJA_FLOAT ? v.u.f : v.type == JINJA_INT ? (double)v.u.i : (double)v.u.b;
+}
+
+const char *jv_type_name(jinja_val v) {
+    switch (v.type) {
+    case JINJA_UNDEFINED:
+        return "Undefined";
+    case JINJA_NONE:
+        return "NoneType";
+    case JINJA_BOOL:
+        return "bool";
+    case JINJA_INT:
+        return "int";
+    case JINJA_FLOAT:
+        return "float";
+    case JINJA_STR:
+        return "str";
+    case JINJA_LIST: {
+        static const char *const names[] = {"list",      "tuple",       "dict_items",
+                                            "dict_keys", "dict_values", "generator"};
+        return names[v.sub < 6 ? v.sub : 0];
+    }
+    case JINJA_MAP:
+        return v.sub == JMAP_NAMESPACE ? "Namespace" : "dict";
+    case JINJA_LOOP:
+        return "LoopContext";
+    default:
+        return v.sub == JFN_MACRO ? "Macro" : "builtin_function_or_method";
+    }
 }
 
 /* ---------------------------------------------------------------------------

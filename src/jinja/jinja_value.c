@@ -1,5 +1,5 @@
-/* Values as Python sees them: construction of strings and lists in the
- * run's arena, truth, ordering (<, bounded in depth like == and charged
+/* Values as Python sees them: construction of lists in the run's arena,
+ * truth, ordering (<, bounded in depth like == and charged
  * its work), the comparison operators (`in` too, one rule for expressions
  * and the eq/lt/... tests), len(), what a for loop iterates, and the
  * errors an undefined value raises when used. Not here: == and dicts
@@ -8,18 +8,6 @@
 #include "jinja/jinja_internal.h"
 
 #include <string.h>
-
-jinja_val jv_str(jctx *c, const char *s, size_t n) {
-    if (n >= UINT32_MAX) jx_fail(c, JINJA_LIMIT, "a string of %zu bytes is too long", n);
-    char *p = jx_alloc(c, n + 1);
-    if (n) memcpy(p, s, n);
-    p[n] = 0;
-    return (jinja_val){.type = JINJA_STR, .n = (uint32_t)n, .u.s = p};
-}
-
-jinja_val jv_lit(const char *s) {
-    return (jinja_val){.type = JINJA_STR, .n = (uint32_t)strlen(s), .u.s = s};
-}
 
 jinja_val jv_list(jctx *c, uint32_t cap, int sub) {
     struct jinja_list *l = jx_alloc(c, sizeof *l);
@@ -70,14 +58,6 @@ bool jv_truthy(jinja_val v) {
     }
 }
 
-bool jv_is_num(jinja_val v) {
-    return v.type == JINJA_BOOL || v.type == JINJA_INT || v.type == JINJA_FLOAT;
-}
-
-double jv_num(jinja_val v) {
-    return v.type == JINJA_FLOAT ? v.u.f : v.type == JINJA_INT ? (double)v.u.i : (double)v.u.b;
-}
-
 static int64_t as_int(jinja_val v) {
     return v.type == JINJA_INT ? v.u.i : (int64_t)v.u.b;
 }
@@ -89,34 +69,6 @@ bool jv_str_eq(jinja_val v, const char *s) {
 
 static bool is_tuple(jinja_val v) {
     return v.sub == JLIST_TUPLE;
-}
-
-const char *jv_type_name(jinja_val v) {
-    switch (v.type) {
-    case JINJA_UNDEFINED:
-        return "Undefined";
-    case JINJA_NONE:
-        return "NoneType";
-    case JINJA_BOOL:
-        return "bool";
-    case JINJA_INT:
-        return "int";
-    case JINJA_FLOAT:
-        return "float";
-    case JINJA_STR:
-        return "str";
-    case JINJA_LIST: {
-        static const char *const names[] = {"list",      "tuple",       "dict_items",
-                                            "dict_keys", "dict_values", "generator"};
-        return names[v.sub < 6 ? v.sub : 0];
-    }
-    case JINJA_MAP:
-        return v.sub == JMAP_NAMESPACE ? "Namespace" : "dict";
-    case JINJA_LOOP:
-        return "LoopContext";
-    default:
-        return v.sub == JFN_MACRO ? "Macro" : "builtin_function_or_method";
-    }
 }
 
 _Noreturn void jv_undef_fail(jctx *c, jinja_val u) {
