@@ -419,7 +419,7 @@ static int plausible_setup(const step_calib *c, const char *name, tps_err *err) 
                         "neighbours predicts nothing (0 <= steal <= %.2f)",
                         name, c->steal, CALIB_MAX_STEAL);
     if (ml->threads < 0 || ml->threads > CALIB_MAX_THREADS || ml->int8_bits < 0 ||
-        ml->int8_bits > 64 || !within(ml->read_gbs, 0, CALIB_MAX_RATE) ||
+        ml->int8_bits > 4096 || !within(ml->read_gbs, 0, CALIB_MAX_RATE) ||
         !within(ml->int8_gops, 0, CALIB_MAX_RATE) || !within(ml->fp32_gflops, 0, CALIB_MAX_RATE))
         return tps_fail(err, TPS_ERANGE,
                         "calibration: %s: the machine's limits (threads %d, %g GB/s, %g int8 "
