@@ -69,11 +69,12 @@ static void check_served_lengths(const char *name, const char *package, const ch
     close(fd);
     close(fm);
     write_template(dir, tmpl);
-    char cmd[2400];
+    char cmd[2400], *vocab_path = shared_path(vocab);
     snprintf(cmd, sizeof cmd,
              "%s model make --preset 15M --type q8_0 --arch %s --vocab %s "
              "--chat-template-file %s -o %s >/dev/null 2>&1",
-             TPS_BIN, arch, shared_path(vocab), tmpl, model);
+             TPS_BIN, arch, vocab_path, tmpl, model);
+    free(vocab_path);
     cr_assert_eq(system(cmd), 0, "%s", cmd);
     serve_child ch;
     const char *extra[] = {"-m", model, NULL};
@@ -123,6 +124,7 @@ Test(bench_tokenizer_hf, llama3_chat_prompts_are_exactly_input_len_by_the_server
  * plus one (a BOS). Counts the requests of each shape. */
 typedef struct tok_server {
     int fd, port;
+    int refusal; /* the status for llama.cpp's shape: 400 (vLLM) or 422 (SGLang's router) */
     pthread_t th;
     int content_requests, prompt_requests;
     char last_model[64];
@@ -166,7 +168,10 @@ static void answer(tok_server *s, int fd) {
     snprintf(reply, sizeof reply,
              "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
              "Connection: close\r\n\r\n%s",
-             prompt ? "200 OK" : "400 Bad Request", strlen(payload), payload);
+             prompt              ? "200 OK"
+             : s->refusal == 422 ? "422 Unprocessable Entity"
+                                 : "400 Bad Request",
+             strlen(payload), payload);
     cr_assert(write(fd, reply, strlen(reply)) == (ssize_t)strlen(reply));
     json_decref(j);
 }
@@ -180,8 +185,9 @@ static void *serve_loop(void *arg) {
     return NULL;
 }
 
-static void tok_server_start(tok_server *s) {
+static void tok_server_start(tok_server *s, int refusal) {
     memset(s, 0, sizeof *s);
+    s->refusal = refusal;
     s->fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t al = sizeof a;
@@ -197,9 +203,11 @@ static void tok_server_stop(tok_server *s) {
     pthread_join(s->th, NULL);
 }
 
-Test(bench_tokenizer_hf, tokenize_falls_back_to_vllm_prompt_shape_and_keeps_it, .timeout = 60) {
+/* A workload sized through s's /tokenize after llama.cpp's shape is
+ * refused with `refusal`: every prompt exact, the prompt shape kept. */
+static void check_prompt_shape(int refusal) {
     tok_server s;
-    tok_server_start(&s);
+    tok_server_start(&s, refusal);
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/tokenize", s.port);
     workload_opts o = {.endpoint = BENCH_EP_COMPLETIONS,
@@ -224,6 +232,15 @@ Test(bench_tokenizer_hf, tokenize_falls_back_to_vllm_prompt_shape_and_keeps_it, 
     cr_expect_gt(s.prompt_requests, 4);
     cr_expect_str_eq(s.last_model, "Qwen/Qwen3-8B");
     workload_free(&w);
+}
+
+Test(bench_tokenizer_hf, tokenize_falls_back_to_vllm_prompt_shape_and_keeps_it, .timeout = 60) {
+    check_prompt_shape(400);
+}
+
+Test(bench_tokenizer_hf, tokenize_falls_back_to_prompt_shape_on_422_as_sglang_router_answers,
+     .timeout = 60) {
+    check_prompt_shape(422);
 }
 
 /* ---- a template this engine cannot compile --------------------------------------- */

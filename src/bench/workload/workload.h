@@ -135,11 +135,11 @@ const char *workload_extra_body_check(const char *s);
 typedef struct workload {
     workload_item *items; /* (n,), owned */
     size_t n;
-    const char
-        *input_source;     /* "tokenizer", "server /tokenize", "approximate (words)", "dataset" */
-    bool exact_inputs;     /* every item hit its input target exactly */
-    struct tokenizer *tok; /* owned; NULL without --tokenizer */
-    struct wl_chat *chat;  /* the tokenizer's chat template, compiled; owned; NULL: none */
+    const char *input_source; /* "tokenizer", "tokenizer + chat template", "server /tokenize",
+                                 "server /tokenize (prompt)", "approximate (words)", "dataset" */
+    bool exact_inputs;        /* every item hit its input target exactly */
+    struct tokenizer *tok;    /* owned; NULL without --tokenizer */
+    struct wl_chat *chat;     /* the tokenizer's chat template, compiled; owned; NULL: none */
     bench_endpoint endpoint;
     json_t *common;  /* every body's fields besides its content and max_tokens; owned */
     char **prefixes; /* (n_prefixes,) shared prefix texts, owned; NULL without */
