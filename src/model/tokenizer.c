@@ -169,7 +169,7 @@ static int encode_ids(const tokenizer *t, const char *text, size_t len, unsigned
                                 err);
             prev_special = false;
         } else {
-            rc = tok_bpe_encode(t, text + f->off, f->len, ids, err);
+            rc = tok_bpe_encode(t, text + f->off, f->len, f->off == 0, ids, err);
         }
     }
     free(frags.v);

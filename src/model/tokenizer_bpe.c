@@ -533,8 +533,24 @@ static int split_spans(const pcre2_code *re, int behavior, pcre2_match_data *md,
     return rc;
 }
 
+/* Prepends s to buf's text, in place, using tmp. */
+static void prepend(sbuf *buf, sbuf *tmp, const char *s) {
+    sbuf_truncate(tmp, 0);
+    sbuf_adds(tmp, s);
+    sbuf_add(tmp, buf->p, buf->len);
+    sbuf_truncate(buf, 0);
+    sbuf_add(buf, tmp->p, tmp->len);
+}
+
+/* Whether a Metaspace-style prefix `to` goes before buf's text. */
+static bool wants_prefix(const tok_norm *nm, const sbuf *buf, bool at_start) {
+    size_t n = strlen(nm->to);
+    bool has = buf->len >= n && !memcmp(buf->p, nm->to, n);
+    return buf->len && !has && (nm->kind == TOK_NORM_PREFIX_ALWAYS || at_start);
+}
+
 /* The normalizer steps on buf's text, in place. 0, or TPS_ENOMEM. */
-static int normalize(const tok_bpe *b, sbuf *buf) {
+static int normalize(const tok_bpe *b, sbuf *buf, bool at_start) {
     sbuf tmp;
     sbuf_init(&tmp);
     for (int i = 0; i < b->n_norm && !sbuf_failed(buf); i++) {
@@ -542,12 +558,9 @@ static int normalize(const tok_bpe *b, sbuf *buf) {
         if (nm->kind == TOK_NORM_NFC) {
             if (tok_nfc(buf)) break;
         } else if (nm->kind == TOK_NORM_PREPEND) {
-            if (!buf->len) continue; /* Hugging Face: nothing to prepend to */
-            sbuf_truncate(&tmp, 0);
-            sbuf_adds(&tmp, nm->to);
-            sbuf_add(&tmp, buf->p, buf->len);
-            sbuf_truncate(buf, 0);
-            sbuf_add(buf, tmp.p, tmp.len);
+            if (buf->len) prepend(buf, &tmp, nm->to); /* Hugging Face: not to empty text */
+        } else if (nm->kind == TOK_NORM_PREFIX_ALWAYS || nm->kind == TOK_NORM_PREFIX_FIRST) {
+            if (wants_prefix(nm, buf, at_start)) prepend(buf, &tmp, nm->to);
         } else if (nm->kind == TOK_NORM_REPLACE && nm->from[0]) {
             size_t fl = strlen(nm->from);
             sbuf_truncate(&tmp, 0);
@@ -568,7 +581,8 @@ static int normalize(const tok_bpe *b, sbuf *buf) {
     return rc;
 }
 
-int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, tok_ids *out, tps_err *err) {
+int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, bool at_start, tok_ids *out,
+                   tps_err *err) {
     const tok_bpe *b = t->bpe;
     if (len > (size_t)INT32_MAX / 4)
         return tps_fail(err, TPS_ERANGE, "tokenizer: text of %zu bytes is too long (max %d)", len,
@@ -579,7 +593,7 @@ int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, tok_ids *ou
     if (b->n_norm || b->prefix_space) {
         if (b->prefix_space && len && text[0] != ' ') sbuf_add(&norm, " ", 1);
         sbuf_add(&norm, text, len);
-        rc = sbuf_failed(&norm) ? TPS_ENOMEM : normalize(b, &norm);
+        rc = sbuf_failed(&norm) ? TPS_ENOMEM : normalize(b, &norm, at_start);
         text = norm.p ? norm.p : "";
         len = norm.len;
     }

@@ -3,8 +3,9 @@
  * added, and the chat template) into the same tokenizer object the GGUF
  * loader builds (tokenizer.h), so encode is shared. Counts equal Hugging
  * Face's tokenizers for the BPE files of Llama 3, Qwen3, DeepSeek V3,
- * gpt-oss, Gemma 3 and Llama 2 (tests/test_tokenizer_hf.c checks the
- * reference ids in tests/data/hf/).
+ * gpt-oss, Gemma 3 and Llama 2, and for a Metaspace pipeline as Mistral
+ * v0.3 writes it (tests/test_tokenizer_hf.c checks the reference ids in
+ * tests/data/hf/).
  *
  * Added tokens are always matched in the text, as Hugging Face does: encode
  * with TOK_ENCODE_PARSE_SPECIAL to count as it counts. BOS is added

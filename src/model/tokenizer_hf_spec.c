@@ -2,8 +2,8 @@
  * tok_bpe_spec (tokenizer_hf_internal.h): the pipeline kinds Llama 3,
  * Qwen3/3.5, Mistral, Gemma 3, DeepSeek V3, gpt-oss and Llama 2 use
  * (normalizers NFC, Prepend, Replace of a string, Sequence; pre-tokenizers
- * Split, ByteLevel, Digits, Sequence; decoders ByteLevel, Replace,
- * ByteFallback, Fuse, Strip, Sequence). Any other kind is an error that
+ * Split, ByteLevel, Metaspace, Digits, Sequence; decoders ByteLevel,
+ * Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence). Any other kind is an error that
  * names it and says which are supported. Not here: the vocabulary and
  * merges (tokenizer_hf.c), running the pipeline (tokenizer_bpe.c). */
 #include <stdio.h>
@@ -120,6 +120,36 @@ static int read_split(hf_spec *h, const json_t *p, tps_err *err) {
     return add_regex(h, re, behavior, err);
 }
 
+/* The prepend_scheme of a Metaspace (older files: add_prefix_space). */
+static const char *metaspace_scheme(const json_t *p) {
+    const char *scheme = json_string_value(json_object_get(p, "prepend_scheme"));
+    if (scheme) return scheme;
+    json_t *add = json_object_get(p, "add_prefix_space");
+    return !add || json_is_true(add) ? "always" : "never";
+}
+
+/* Metaspace (SentencePiece's spaces: Mistral, Llama 2 files of 2024 on):
+ * ' ' -> the replacement, the prefix by prepend_scheme, then a split
+ * before each replacement character when split is true. */
+static int read_metaspace(hf_spec *h, const json_t *p, bool first, tps_err *err) {
+    const char *rep = json_string_value(json_object_get(p, "replacement"));
+    const char *scheme = metaspace_scheme(p);
+    if (!rep) rep = "\xe2\x96\x81";
+    if (!first)
+        return tps_fail(err, TPS_EUNSUP,
+                        "tokenizer.json: a Metaspace pre-tokenizer after another pre-tokenizer");
+    int rc = add_norm(h, TOK_NORM_REPLACE, " ", rep, err);
+    if (!rc && !strcmp(scheme, "always")) rc = add_norm(h, TOK_NORM_PREFIX_ALWAYS, "", rep, err);
+    if (!rc && !strcmp(scheme, "first")) rc = add_norm(h, TOK_NORM_PREFIX_FIRST, "", rep, err);
+    if (!rc && strcmp(scheme, "always") && strcmp(scheme, "first") && strcmp(scheme, "never"))
+        rc = tps_fail(err, TPS_EUNSUP, "tokenizer.json: Metaspace prepend_scheme '%s'", scheme);
+    json_t *split = json_object_get(p, "split");
+    if (rc || (split && !json_is_true(split))) return rc;
+    char *buf = h->literal[h->n_literal++ % TOK_MAX_REGEX];
+    snprintf(buf, sizeof h->literal[0], "\\Q%s\\E", rep);
+    return add_regex(h, buf, TOK_SPLIT_MERGED_NEXT, err);
+}
+
 static int read_pre(hf_spec *h, const json_t *p, bool first, tps_err *err) {
     if (!p || json_is_null(p)) return 0;
     if (is_type(p, "Sequence")) {
@@ -148,9 +178,10 @@ static int read_pre(hf_spec *h, const json_t *p, bool first, tps_err *err) {
         json_t *use = json_object_get(p, "use_regex");
         return !use || json_is_true(use) ? add_regex(h, RE_BYTE_LEVEL, TOK_SPLIT_ISOLATED, err) : 0;
     }
+    if (is_type(p, "Metaspace")) return read_metaspace(h, p, first, err);
     return tps_fail(err, TPS_EUNSUP,
                     "tokenizer.json: pre-tokenizer '%s' is not supported (supported: Split, "
-                    "ByteLevel, Digits, Sequence of these)",
+                    "ByteLevel, Metaspace, Digits, Sequence of these)",
                     type_of(p));
 }
 
@@ -171,13 +202,18 @@ static int read_decoder(hf_spec *h, const json_t *d, tps_err *err) {
         h->strip_space = json_integer_value(json_object_get(d, "start")) > 0;
         return 0;
     }
+    if (is_type(d, "Metaspace")) {
+        h->strip_space = strcmp(metaspace_scheme(d), "never") != 0;
+        return 0;
+    }
     static const char *const ok[] = {"ByteLevel", "Replace", "ByteFallback", "Fuse"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
         if (is_type(d, ok[i])) return 0;
-    return tps_fail(err, TPS_EUNSUP,
-                    "tokenizer.json: decoder '%s' is not supported (supported: ByteLevel, Replace, "
-                    "ByteFallback, Fuse, Strip, Sequence of these)",
-                    type_of(d));
+    return tps_fail(
+        err, TPS_EUNSUP,
+        "tokenizer.json: decoder '%s' is not supported (supported: ByteLevel, Metaspace, "
+        "Replace, ByteFallback, Fuse, Strip, Sequence of these)",
+        type_of(d));
 }
 
 int hf_read_spec(hf_spec *h, const json_t *root, tps_err *err) {

@@ -156,8 +156,17 @@ typedef enum tok_split {
     TOK_SPLIT_REMOVED,
 } tok_split;
 
-/* A normalizer step (Hugging Face's NFC, Prepend, Replace of a string). */
-typedef enum tok_norm_kind { TOK_NORM_NFC = 1, TOK_NORM_PREPEND, TOK_NORM_REPLACE } tok_norm_kind;
+/* A normalizer step: Hugging Face's NFC, Prepend (to any non-empty text),
+ * Replace of a string; and the Metaspace pre-tokenizer's prefix, added
+ * when the text does not start with it already (always, or only to the
+ * fragment at the start of the input: prepend_scheme "first"). */
+typedef enum tok_norm_kind {
+    TOK_NORM_NFC = 1,
+    TOK_NORM_PREPEND,
+    TOK_NORM_REPLACE,
+    TOK_NORM_PREFIX_ALWAYS,
+    TOK_NORM_PREFIX_FIRST,
+} tok_norm_kind;
 typedef struct tok_norm {
     int kind;
     char from[16], to[16]; /* Replace: from -> to; Prepend: to */
@@ -190,8 +199,10 @@ int tok_bpe_create(tok_bpe **out, tokenizer *t, const gguf_file *f, const char *
 int tok_bpe_create_spec(tok_bpe **out, tokenizer *t, const tok_bpe_spec *spec,
                         const gguf_str *merges, size_t n_merges, tps_err *err);
 void tok_bpe_free(tok_bpe *b);
-/* Appends the ids of one text fragment. */
-int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, tok_ids *out, tps_err *err);
+/* Appends the ids of one text fragment; at_start: the fragment begins the
+ * input (no special token before it). */
+int tok_bpe_encode(const tokenizer *t, const char *text, size_t len, bool at_start, tok_ids *out,
+                   tps_err *err);
 /* Byte-level decode of a token string into out (capacity >= n); returns bytes written. */
 size_t tok_bpe_unmap(const char *s, size_t n, char *out);
 
