@@ -244,6 +244,10 @@ Test(tokenizer_hf, unsupported_model_and_pipeline_kinds_are_named) {
                    "\"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}",
                    &e);
     cr_expect(rc == TPS_EUNSUP && strstr(e.msg, "pre-tokenizer 'Whitespace'"), "%s", e.msg);
+    rc = load_text("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 2000000000}, "
+                   "\"merges\": []}}",
+                   &e);
+    cr_expect(rc == TPS_EINVAL && strstr(e.msg, "far past"), "%s", e.msg);
     rc = load_text("not json", &e);
     cr_expect(rc == TPS_EINVAL && strstr(e.msg, "tokenizer.json"), "%s", e.msg);
 }

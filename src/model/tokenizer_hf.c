@@ -139,6 +139,12 @@ static int load_vocab(tokenizer *t, const json_t *root, bool byte_fallback, tps_
         return tps_fail(err, TPS_EINVAL,
                         "tokenizer.json: model.vocab or added_tokens holds an entry that is not "
                         "a token and an id");
+    /* ids are dense in real files (gpt-oss pads 1070): a far id is a broken file */
+    size_t entries = json_object_size(vocab) + json_array_size(added);
+    if (n > entries + 65536)
+        return tps_fail(err, TPS_EINVAL,
+                        "tokenizer.json: token id %llu is far past the %zu tokens the file names",
+                        (unsigned long long)n - 1, entries);
     t->n_vocab = (uint32_t)n;
     hf_tok *toks = calloc(n, sizeof *toks);
     if (!toks) return tps_fail(err, TPS_ENOMEM, "tokenizer.json: out of memory");
