@@ -12,6 +12,7 @@ deps=(
   "libcurl4-openssl-dev|tps bench: HTTP/HTTPS client (curl multi) for streaming requests"
   "libjansson-dev|JSON parsing with line/column errors (API, results, reports)"
   "libpcre2-dev|BPE pre-tokenizer regexes with Unicode classes"
+  "libicu-dev|Unicode NFC for tokenizer.json files that ask for it (Qwen3): tps bench --tokenizer"
   "libcriterion-dev|unit tests (run by ctest)"
   "clang|libFuzzer harnesses (make fuzz)"
   "clang-format|make format-check (run by make test): no formatting drift"

@@ -36,6 +36,8 @@ typedef enum fake_mode {
     FAKE_RESET,       /* two tokens, then a TCP reset */
     FAKE_NO_DONE,     /* tokens, then a clean end without [DONE] */
     FAKE_ERROR_EVENT, /* one token, then data: {"error":...} */
+    FAKE_DONE_ONLY,   /* a 200 stream of [DONE] alone: no token */
+    FAKE_REDIRECT,    /* 302 Found to another path */
 } fake_mode;
 
 /* The response shape (FAKE_OK only): completions text events by default; the
@@ -77,12 +79,14 @@ typedef struct fake_server {
                         * last) has text, the others "" (llama.cpp holding back bytes) */
     int cached_tokens; /* > 0: usage.prompt_tokens_details.cached_tokens (else not sent) */
     fake_dialect dialect;
-    int thinking;  /* dialects: of `tokens`, how many are thinking (streamed first) */
-    int serial_ms; /* > 0: one server, FIFO: each request holds it serial_ms before its
-                    * response starts (capacity 1000/serial_ms requests/s; latency grows
-                    * without bound above it); a request whose client left is dropped */
-    bool capture;  /* keep every request (headers and body) in log, in arrival order */
-    char *log;     /* with capture: each request then FAKE_LOG_SEP; fake_free_log frees it */
+    long long usage_prompt; /* > 0: usage.prompt_tokens (else 7) */
+    int event_bytes;        /* > 0: each token event's text is this many bytes ('x') */
+    int thinking;           /* dialects: of `tokens`, how many are thinking (streamed first) */
+    int serial_ms;          /* > 0: one server, FIFO: each request holds it serial_ms before its
+                             * response starts (capacity 1000/serial_ms requests/s; latency grows
+                             * without bound above it); a request whose client left is dropped */
+    bool capture;           /* keep every request (headers and body) in log, in arrival order */
+    char *log; /* with capture: each request then FAKE_LOG_SEP; fake_free_log frees it */
     size_t log_len, log_cap;
     int port;
     char url[64]; /* http://127.0.0.1:port, once started */
@@ -272,9 +276,40 @@ static bool fake_dialect_step(fake_server *s, fake_conn *c) {
     return fake_end_response(s, c);
 }
 
+/* A token event of s->event_bytes bytes of text (heap: they are large). */
+static void fake_big_event(fake_server *s, fake_conn *c, int k, int events) {
+    size_t n = (size_t)s->event_bytes;
+    char *ev = malloc(n + 128);
+    int h = snprintf(ev, 128, "data: {\"choices\":[{\"index\":0,\"text\":\"");
+    memset(ev + h, 'x', n);
+    snprintf(ev + h + n, 100, "\",\"finish_reason\":%s}]}\n\n",
+             k == events ? "\"length\"" : "null");
+    fake_chunk(c->fd, ev);
+    free(ev);
+}
+
+/* The faults that answer before any token: a [DONE] alone, a redirect. */
+static bool fake_step_early(fake_server *s, fake_conn *c) {
+    if (s->mode == FAKE_REDIRECT) {
+        const char *r = "HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n";
+        raw_send_all(c->fd, r, strlen(r));
+        atomic_fetch_add(&s->served, 1);
+        c->responding = false;
+        c->req_len = 0;
+        c->step = 0;
+        return true;
+    }
+    const char *h = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: "
+                    "chunked\r\n\r\n";
+    raw_send_all(c->fd, h, strlen(h));
+    fake_chunk(c->fd, "data: [DONE]\n\n");
+    return fake_end_response(s, c);
+}
+
 static bool fake_step(fake_server *s, int i) {
     fake_conn *c = &s->conns[i];
     if (s->dialect != FAKE_D_COMPLETIONS && s->mode == FAKE_OK) return fake_dialect_step(s, c);
+    if (s->mode == FAKE_REDIRECT || s->mode == FAKE_DONE_ONLY) return fake_step_early(s, c);
     const int events = (s->tokens + s->per_event - 1) / s->per_event;
     char ev[512];
     if (c->step == 0) {
@@ -327,6 +362,12 @@ static bool fake_step(fake_server *s, int i) {
         for (int t = 0; t < n && o + 8 < sizeof ids; t++)
             o += (size_t)snprintf(ids + o, sizeof ids - o, "%s%d", t ? "," : "", 100 + t);
         /* multi-token events carry token ids; single ones only text (CRLF line ends) */
+        if (s->event_bytes > 0) {
+            fake_big_event(s, c, k, events);
+            c->step++;
+            c->next_ns = fake_now() + (uint64_t)s->gap_ms * 1000000ull;
+            return true;
+        }
         if (s->per_event > 1)
             snprintf(ev, sizeof ev,
                      "data: {\"choices\":[{\"index\":0,\"text\":\"w%d\",\"finish_reason\":%s}],"
@@ -354,11 +395,12 @@ static bool fake_step(fake_server *s, int i) {
             snprintf(details, sizeof details, ",\"prompt_tokens_details\":{\"cached_tokens\":%d}",
                      s->cached_tokens);
         snprintf(ev, sizeof ev,
-                 "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":%d,"
+                 "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%d,"
                  "\"total_tokens\":%d%s},\"timings\":{\"queue_ms\":1.5,\"prefill_ms\":2.0,"
                  "\"prompt_tokens\":7,\"decode_ms\":%d.0,\"completion_tokens\":%d,\"ttft_ms\":3.5,"
                  "\"preemptions\":0}}\n\n",
-                 s->tokens, s->tokens + 7, details, s->gap_ms * events, s->tokens);
+                 s->usage_prompt > 0 ? s->usage_prompt : 7, s->tokens, s->tokens + 7, details,
+                 s->gap_ms * events, s->tokens);
         fake_chunk(c->fd, ev);
     }
     fake_chunk(c->fd, "data: [DONE]\n\n");

@@ -44,7 +44,7 @@ typedef enum bench_errkind {
     BENCH_OK = 0,
     BENCH_ERR_CONNECT,      /* could not connect / resolve */
     BENCH_ERR_HTTP_4XX,     /* status 400..499 */
-    BENCH_ERR_HTTP_5XX,     /* status 500..599 (and other non-200) */
+    BENCH_ERR_HTTP_5XX,     /* status 500..599 */
     BENCH_ERR_NO_RESPONSE,  /* no byte of the response within --idle-timeout */
     BENCH_ERR_STALL,        /* the stream went silent for --idle-timeout */
     BENCH_ERR_TIMEOUT,      /* over --timeout in total */
@@ -54,6 +54,9 @@ typedef enum bench_errkind {
     BENCH_ERR_TRUNCATED,    /* the stream ended cleanly but without [DONE] */
     BENCH_ERR_CANCELLED,    /* still running when the run's time was up (not an error) */
     BENCH_ERR_OTHER,        /* anything else libcurl reports */
+    BENCH_ERR_HTTP_3XX,     /* status 300..399: a redirect the bench does not follow */
+    BENCH_ERR_HTTP_OTHER,   /* any other status but 200 (1xx, 2xx but 200, 600 and up) */
+    BENCH_ERR_NO_TOKENS,    /* a generation that ended cleanly without an output token */
     BENCH_ERR_COUNT
 } bench_errkind;
 
@@ -86,12 +89,22 @@ typedef struct bench_record {
     uint64_t reasoning_tokens;
     bool reasoning_from_usage;
     uint64_t unread_events; /* events with text in a field no dialect row reads */
-    char unread[48];        /* the first such field's name, "" none */
+    /* The first thing the server's usage said that cannot be (prompt tokens
+     * far beyond the prompt sent, cached above the prompt, more output than
+     * asked for): "" none. The verdict's plausible check names it. */
+    char implausible[96];
+    bool text_cut;   /* the kept text hit BENCH_TEXT_KEEP_MAX: re-tokenizing is off */
+    char unread[48]; /* the first such field's name, "" none */
     bool has_timings;
     bench_timings timings;
 } bench_record;
 
 void bench_record_free(bench_record *r);
+
+/* The most text kept per request (to re-tokenize the output when the
+ * server sends no usage, and a conversation's reply): a stream may go on
+ * for as long as it likes without the bench's memory growing. */
+#define BENCH_TEXT_KEEP_MAX (1u << 20)
 
 /* How ep's responses are read (chunk.h). */
 bench_dialect bench_endpoint_dialect(bench_endpoint ep);

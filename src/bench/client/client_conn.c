@@ -19,9 +19,14 @@ void client_append(char **b, size_t *len, size_t *cap, const char *p, size_t n) 
  * reply's content (not its reasoning) for a conversation's next turn. */
 void client_keep_text(conn *c, const bench_chunk *ch) {
     if (!ch->text) return;
-    if (c->run->cfg->keep_text)
-        client_append(&c->text, &c->text_len, &c->text_cap, ch->text, ch->text_len);
-    if (c->run->multi_turn && !ch->reasoning)
+    bench_record *rec = &c->run->recs[c->rec];
+    if (c->run->cfg->keep_text && !rec->text_cut) {
+        if (c->text_len + ch->text_len > BENCH_TEXT_KEEP_MAX)
+            rec->text_cut = true; /* past this, only usage or ids can count it */
+        else
+            client_append(&c->text, &c->text_len, &c->text_cap, ch->text, ch->text_len);
+    }
+    if (c->run->multi_turn && !ch->reasoning && c->reply_len + ch->text_len <= BENCH_TEXT_KEEP_MAX)
         client_append(&c->reply, &c->reply_len, &c->reply_cap, ch->text, ch->text_len);
 }
 

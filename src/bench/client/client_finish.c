@@ -81,8 +81,11 @@ static bench_errkind settle_error(conn *c, bench_record *rec, CURLcode cc, bench
                      c->curl_err[0] ? ": " : "", c->curl_err);
     }
     if (k == BENCH_OK && rec->http_status != 200) {
-        k = rec->http_status >= 400 && rec->http_status < 500 ? BENCH_ERR_HTTP_4XX
-                                                              : BENCH_ERR_HTTP_5XX;
+        const int st = rec->http_status;
+        k = st >= 300 && st < 400   ? BENCH_ERR_HTTP_3XX
+            : st >= 400 && st < 500 ? BENCH_ERR_HTTP_4XX
+            : st >= 500 && st < 600 ? BENCH_ERR_HTTP_5XX
+                                    : BENCH_ERR_HTTP_OTHER;
         http_error_msg(c, rec->http_status);
     }
     if (k == BENCH_OK && !c->is_sse) {
@@ -101,6 +104,34 @@ static bench_errkind settle_error(conn *c, bench_record *rec, CURLcode cc, bench
                  sse_reader_pending(&c->sse) ? " (in the middle of an event)" : "");
     }
     return k;
+}
+
+/* What the server's usage said that cannot be, in rec->implausible (the
+ * first found); an implausible figure is then not used: the prompt falls
+ * back to the client's count, a cached share above the prompt is dropped. */
+#define PLAUSIBLE_PROMPT_MAX (1ull << 27) /* no model reads 134M prompt tokens */
+static void check_plausible(bench_record *rec, const conn *c) {
+    char *w = rec->implausible;
+    const size_t cap = sizeof rec->implausible;
+    const uint64_t p = rec->usage_prompt, sent = rec->input_client;
+    if (p > PLAUSIBLE_PROMPT_MAX || (sent && p > 64 * (uint64_t)sent + 65536)) {
+        snprintf(w, cap, "usage.prompt_tokens %llu for a prompt the client sized at %llu tokens",
+                 (unsigned long long)p, (unsigned long long)sent);
+        rec->usage_prompt = 0;
+    }
+    if (rec->has_cached && rec->usage_prompt && rec->cached_tokens > rec->usage_prompt) {
+        if (!*w)
+            snprintf(w, cap, "cached_tokens %llu above prompt_tokens %llu",
+                     (unsigned long long)rec->cached_tokens, (unsigned long long)rec->usage_prompt);
+        rec->has_cached = false;
+    }
+    if (!*w && rec->has_usage && rec->max_tokens && rec->usage_completion > rec->max_tokens + 8ull)
+        snprintf(w, cap, "completion_tokens %llu for max_tokens %u",
+                 (unsigned long long)rec->usage_completion, rec->max_tokens);
+    if (!*w && c->has_reasoning_usage && rec->has_usage &&
+        c->reasoning_usage > rec->usage_completion)
+        snprintf(w, cap, "reasoning_tokens %llu above completion_tokens %llu",
+                 (unsigned long long)c->reasoning_usage, (unsigned long long)rec->usage_completion);
 }
 
 /* The request's output and prompt token counts, from the best source it has. */
@@ -122,13 +153,16 @@ static void count_tokens(run_state *r, conn *c, bench_record *rec, bool ok) {
     } else if (c->saw_ids) {
         timeline_set_count_source(&rec->tl, TL_COUNT_STREAM_IDS);
     } else {
-        int64_t n = c->text_len ? workload_count_tokens(r->wl, c->text, c->text_len) : -1;
+        /* text cut at BENCH_TEXT_KEEP_MAX would undercount: events then */
+        int64_t n =
+            c->text_len && !rec->text_cut ? workload_count_tokens(r->wl, c->text, c->text_len) : -1;
         if (n >= 0 && ok)
             timeline_set_output_tokens(&rec->tl, (uint64_t)n, TL_COUNT_RETOKENIZED, &e);
         else
             timeline_set_count_source(&rec->tl, TL_COUNT_EVENTS);
     }
-    uint64_t prompt = rec->has_usage ? rec->usage_prompt
+    if (ok) check_plausible(rec, c);
+    uint64_t prompt = rec->usage_prompt ? rec->usage_prompt
                       : rec->has_timings && rec->timings.prompt_tokens > 0
                           ? (uint64_t)rec->timings.prompt_tokens
                           : rec->input_client;
@@ -152,12 +186,17 @@ void client_publish_progress(run_state *r) {
 void client_finish(run_state *r, conn *c, CURLcode cc, bench_errkind forced, uint64_t now) {
     bench_record *rec = &r->recs[c->rec];
     curl_multi_remove_handle(r->multi, c->easy);
-    const bench_errkind k = settle_error(c, rec, cc, forced);
+    bench_errkind k = settle_error(c, rec, cc, forced);
     rec->err = k;
     if (k != BENCH_OK) rec->err_msg = strdup(c->msg[0] ? c->msg : bench_err_name(k));
     uint64_t end = c->t_last_byte ? c->t_last_byte : now;
     timeline_finish(&rec->tl, end, k == BENCH_OK);
     count_tokens(r, c, rec, k == BENCH_OK);
+    if (k == BENCH_OK && bench_endpoint_generates(r->cfg->endpoint) && !rec->tl.output_tokens) {
+        k = rec->err = BENCH_ERR_NO_TOKENS; /* a [DONE] alone is no answer */
+        rec->err_msg = strdup("the response ended cleanly without an output token");
+        timeline_finish(&rec->tl, end, false);
+    }
     if (r->multi_turn) {
         const workload_item *it = &r->wl->items[rec->item];
         uint64_t turn_tokens = it->input_tokens ? it->input_tokens + rec->tl.output_tokens : 0;

@@ -19,6 +19,9 @@ static const char *const ERR_NAMES[BENCH_ERR_COUNT] = {
     [BENCH_ERR_TRUNCATED] = "truncated",
     [BENCH_ERR_CANCELLED] = "cancelled",
     [BENCH_ERR_OTHER] = "other",
+    [BENCH_ERR_HTTP_3XX] = "http_3xx",
+    [BENCH_ERR_HTTP_OTHER] = "http_other",
+    [BENCH_ERR_NO_TOKENS] = "no_tokens",
 };
 
 const char *bench_err_name(bench_errkind k) {

@@ -10,9 +10,13 @@
 #include "base/grow.h"
 #include "bench/client/client_internal.h"
 
+static int parse_inbox(conn *c);
+
 /* curl's write callback: the arrival time first, then the bytes into the
  * inbox. Nothing here parses, so no connection's stamp waits for another's
- * parse. */
+ * parse -- unless one pass brings more than INBOX_MAX for one connection
+ * (a flood of large events): its inbox is parsed then, so memory stays
+ * bounded, at the cost of a late stamp for the sockets read after it. */
 size_t client_on_data(char *p, size_t sz, size_t nm, void *ud) {
     const uint64_t now = tps_now_ns(); /* first thing: the arrival time */
     conn *c = ud;
@@ -21,10 +25,8 @@ size_t client_on_data(char *p, size_t sz, size_t nm, void *ud) {
     r->bytes += n;
     if (!c->t_first_byte) c->t_first_byte = now;
     c->t_last_byte = now;
-    if (c->inbox_len + n > INBOX_MAX) {
-        client_set_err(c, BENCH_ERR_MALFORMED, "more than 5 MiB arrived in one read pass", "");
-        return 0; /* 0 aborts the transfer (CURLE_WRITE_ERROR) */
-    }
+    if (c->inbox_len + n > INBOX_MAX && parse_inbox(c))
+        return 0; /* 0 aborts the transfer (CURLE_WRITE_ERROR); c->err says why */
     if (TPS_GROW(c->inbox, c->inbox_cap, c->inbox_len + n, 256) != 0 ||
         TPS_GROW(c->marks, c->cap_marks, c->n_marks + 1, 16) != 0) {
         client_set_err(c, BENCH_ERR_OTHER, "out of memory for received bytes", "");
@@ -123,21 +125,27 @@ static int parse_chunk(conn *c, const char *p, size_t n, uint64_t t_ns) {
     return rc;
 }
 
+/* c's inbox parsed, chunk by chunk with its stamp, and emptied; non-zero
+ * when the request must end. */
+static int parse_inbox(conn *c) {
+    size_t at = 0;
+    int stop = 0;
+    for (size_t m = 0; m < c->n_marks && !stop && c->err == BENCH_OK; m++) {
+        stop = parse_chunk(c, c->inbox + at, c->marks[m].end - at, c->marks[m].t_ns);
+        at = c->marks[m].end;
+    }
+    c->inbox_len = c->n_marks = 0;
+    return stop || c->err != BENCH_OK;
+}
+
 /* After a pass: every inbox parsed, chunk by chunk with its stamp. A
  * request whose stream broke ends here. */
 void client_parse_pending(run_state *r) {
     for (size_t i = 0; i < r->n_pending; i++) {
         conn *c = r->pending[i];
         c->queued = false;
-        size_t at = 0;
-        int stop = 0;
-        for (size_t m = 0; m < c->n_marks && !stop && c->err == BENCH_OK; m++) {
-            stop = parse_chunk(c, c->inbox + at, c->marks[m].end - at, c->marks[m].t_ns);
-            at = c->marks[m].end;
-        }
-        c->inbox_len = c->n_marks = 0;
-        if ((stop || c->err != BENCH_OK) && c->busy)
-            client_finish(r, c, CURLE_WRITE_ERROR, BENCH_OK, tps_now_ns());
+        int stop = parse_inbox(c);
+        if (stop && c->busy) client_finish(r, c, CURLE_WRITE_ERROR, BENCH_OK, tps_now_ns());
     }
     r->n_pending = 0;
 }

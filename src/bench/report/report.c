@@ -299,7 +299,9 @@ void report_print_glossary(FILE *f) {
         "                mean are exact\n"
         "  errors        by kind: connect, http_4xx, http_5xx, no_response (no byte within\n"
         "                --idle-timeout), stall (stream silent for --idle-timeout), timeout\n"
-        "                (--timeout), reset, malformed, stream_error, truncated (no [DONE]);\n"
+        "                (--timeout), reset, malformed, stream_error, truncated (no [DONE]),\n"
+        "                no_tokens (ended cleanly without an output token), http_3xx,\n"
+        "                http_other;\n"
         "                cancelled = still running when duration + timeout ran out (not an error)\n"
         "  error rate    failed / (completed + failed); exit status 1 when above\n"
         "                --max-error-rate\n"
@@ -311,7 +313,8 @@ void report_print_glossary(FILE *f) {
         "                approximate (token counts), usage (differs from the stream),\n"
         "                requests (too few for p99), steady (load never steady), steal\n"
         "                (the hypervisor took this machine's CPU time), fields (text in a\n"
-        "                field tps does not read); each with its evidence. It does not\n"
+        "                field tps does not read), plausible (usage that cannot be); each\n"
+        "                with its evidence. It does not\n"
         "                change the exit status\n",
         f);
 }

@@ -260,6 +260,7 @@ static json_t *record_json(const bench_record *rec, size_t i, bool warm, uint64_
     if (t->t_answer != TL_NONE)
         json_object_set_new(o, "answer_ns", json_integer((json_int_t)(t->t_answer - origin)));
     if (rec->unread[0]) json_object_set_new(o, "unread_field", json_string(rec->unread));
+    if (rec->implausible[0]) json_object_set_new(o, "implausible", json_string(rec->implausible));
     if (rec->has_cached)
         json_object_set_new(o, "cached_tokens", json_integer((json_int_t)rec->cached_tokens));
     if (rec->turn) {
@@ -330,6 +331,11 @@ static void count_outcome(bench_result *r, const bench_record *rec, bool warm) {
     r->held_tokens += rec->held_tokens;
     r->reasoning_tokens += rec->reasoning_tokens;
     r->reasoning_from_usage += rec->err == BENCH_OK && rec->reasoning_from_usage;
+    if (rec->implausible[0]) {
+        if (!r->implausible_requests)
+            memcpy(r->implausible_example, rec->implausible, sizeof r->implausible_example);
+        r->implausible_requests++;
+    }
     if (rec->unread_events) {
         if (!r->unread_requests) memcpy(r->unread_field, rec->unread, sizeof r->unread_field);
         r->unread_requests++;

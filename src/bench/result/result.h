@@ -123,6 +123,8 @@ typedef struct bench_result {
     uint64_t reasoning_from_usage;        /* completed requests whose server counted them */
     uint64_t unread_requests;             /* requests with text in a field no dialect row reads */
     char unread_field[48];                /* the first such field, "" none */
+    uint64_t implausible_requests;        /* whose usage said what cannot be (bench_record) */
+    char implausible_example[96];         /* the first one's, "" none */
     uint64_t with_usage, with_timings, server_preemptions;
     result_cached cached;
     result_turns turns;

@@ -123,6 +123,10 @@ static json_t *tokens_json(const bench_result *r) {
                         json_integer((json_int_t)r->reasoning_from_usage));
     json_object_set_new(t, "unread_requests", json_integer((json_int_t)r->unread_requests));
     if (r->unread_field[0]) json_object_set_new(t, "unread_field", json_string(r->unread_field));
+    json_object_set_new(t, "implausible_requests",
+                        json_integer((json_int_t)r->implausible_requests));
+    if (r->implausible_example[0])
+        json_object_set_new(t, "implausible_example", json_string(r->implausible_example));
     return t;
 }
 
@@ -402,11 +406,14 @@ static void tokens_from_json(bench_result *r, const json_t *tk) {
         {"reasoning", JF_U64, R(reasoning_tokens)},
         {"reasoning_from_usage", JF_U64, R(reasoning_from_usage)},
         {"unread_requests", JF_U64, R(unread_requests)},
+        {"implausible_requests", JF_U64, R(implausible_requests)},
     };
 #undef R
     json_fields_read(r, tk, TOK, sizeof TOK / sizeof TOK[0]);
     const char *uf = json_string_value(json_object_get(tk, "unread_field"));
     if (uf) snprintf(r->unread_field, sizeof r->unread_field, "%s", uf);
+    const char *ie = json_string_value(json_object_get(tk, "implausible_example"));
+    if (ie) snprintf(r->implausible_example, sizeof r->implausible_example, "%s", ie);
     json_t *src = json_object_get(tk, "count_source");
     for (int k = 0; k < 4; k++)
         r->by_source[k] = ju(src, result_source_names[k]);

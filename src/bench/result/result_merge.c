@@ -133,6 +133,9 @@ int result_merge(bench_result *dst, const bench_result *src, tps_err *e) {
     if (!dst->unread_requests && src->unread_requests)
         memcpy(dst->unread_field, src->unread_field, sizeof dst->unread_field);
     dst->unread_requests += src->unread_requests;
+    if (!dst->implausible_requests && src->implausible_requests)
+        memcpy(dst->implausible_example, src->implausible_example, sizeof dst->implausible_example);
+    dst->implausible_requests += src->implausible_requests;
     dst->mismatch_requests += src->mismatch_requests;
     dst->mismatch_tokens += src->mismatch_tokens;
     dst->output_tokens += src->output_tokens;

@@ -15,6 +15,7 @@ static const char *const NAMES[VERDICT_COUNT] = {
     [VERDICT_STEADY] = "steady",
     [VERDICT_STEAL] = "steal",
     [VERDICT_FIELDS] = "fields",
+    [VERDICT_PLAUSIBLE] = "plausible",
 };
 
 static void set(verdict_check *c, bool known, bool tripped, double value, double limit) {
@@ -172,6 +173,24 @@ static void check_fields(verdict_check *c, const bench_result *r) {
                  (unsigned long long)r->output_tokens, (unsigned long long)r->reasoning_tokens);
 }
 
+/* What a server says of its own work is data from outside: a figure that
+ * cannot be is named, and the bench used its own count instead. */
+static void check_plausible(verdict_check *c, const bench_result *r) {
+    set(c, r->with_usage > 0, r->implausible_requests > 0, (double)r->implausible_requests, 0);
+    if (!r->with_usage)
+        snprintf(c->evidence, sizeof c->evidence, "no response carried usage to weigh");
+    else if (r->implausible_requests)
+        snprintf(c->evidence, sizeof c->evidence,
+                 "%llu requests' usage said what cannot be, e.g. %s: that figure was not used "
+                 "(the client's own count was)",
+                 (unsigned long long)r->implausible_requests, r->implausible_example);
+    else
+        snprintf(c->evidence, sizeof c->evidence,
+                 "every usage figure fits the prompt sent and the tokens asked for (%llu "
+                 "requests)",
+                 (unsigned long long)r->with_usage);
+}
+
 void verdict_judge(verdict *v, const bench_result *r) {
     memset(v, 0, sizeof *v);
     for (int i = 0; i < VERDICT_COUNT; i++)
@@ -184,6 +203,7 @@ void verdict_judge(verdict *v, const bench_result *r) {
     check_steady(&v->check[VERDICT_STEADY], r);
     check_steal(&v->check[VERDICT_STEAL], r);
     check_fields(&v->check[VERDICT_FIELDS], r);
+    check_plausible(&v->check[VERDICT_PLAUSIBLE], r);
     for (int i = 0; i < VERDICT_COUNT; i++)
         v->tripped += v->check[i].tripped;
 }

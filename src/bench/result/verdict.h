@@ -17,6 +17,9 @@
  *   steal         the hypervisor took CPU time from this machine during the
  *                 run (/proc/stat's steal): a shared VM runs slower while
  *                 other guests are busy, so its figures move with theirs
+ *   plausible     the server's usage said what cannot be (prompt tokens far
+ *                 beyond the prompt sent, cached above the prompt, more
+ *                 output than asked for): such a figure is not used
  *   fields        the responses carried text in a field no dialect row
  *                 reads (chunk.h): those tokens were neither counted nor
  *                 timed, so TTFT, ITL and tokens/s are wrong
@@ -48,6 +51,7 @@ typedef enum verdict_id {
     VERDICT_STEADY,
     VERDICT_STEAL,
     VERDICT_FIELDS,
+    VERDICT_PLAUSIBLE,
     VERDICT_COUNT
 } verdict_id;
 

@@ -145,6 +145,10 @@ int wl_build_synthetic(workload *w, const workload_opts *o, tps_err *e);
 int wl_trace_items(workload *w, const struct dataset *d, size_t n0, const workload_opts *o,
                    tps_err *e);
 /* o->dataset read and parsed (workload_parse_dataset). */
+/* The longest a trace replay may span (its send times stay far inside a
+ * uint64 of nanoseconds): 30 days. */
+#define WL_TRACE_MAX_S (30.0 * 86400)
+
 int wl_build_dataset(workload *w, const workload_opts *o, tps_err *e);
 
 /* Embeddings (workload_batch.c): every `batch` consecutive items (0 means

@@ -122,6 +122,11 @@ int wl_trace_items(workload *w, const dataset *d, size_t n0, const workload_opts
         workload_item *it = &w->items[n0 + k];
         rc = trace_item(w, it, &d->entries[k], n0 + k, &bc, bos, &s, &c, &r, o, e);
         it->send_at_s = (d->entries[k].timestamp_ms - d->entries[0].timestamp_ms) / 1e3 / speed;
+        if (rc == TPS_OK && !(it->send_at_s <= WL_TRACE_MAX_S)) /* also NaN */
+            rc = tps_fail(e, TPS_ERANGE,
+                          "trace entry %zu is due %.6g s after the first (at --trace-speed %g): "
+                          "a replay may span at most %.0f days; check the timestamps' unit (ms)",
+                          k + 1, it->send_at_s, speed, WL_TRACE_MAX_S / 86400);
         if (rc == TPS_OK) w->n++;
     }
     free(s.p);
