@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -237,7 +238,10 @@ Test(jinja_hostile, a_200k_key_object_becomes_a_dict_in_linear_time, .timeout = 
 }
 
 /* A GGUF whose template compares two 200,000-deep lists: tps serve answered
- * with a SIGSEGV; now a 400 naming the bound, and it keeps serving. */
+ * with a SIGSEGV; now a 400 naming the bound, and it keeps serving. The
+ * compare runs only for the request's "Hi", so the template passes the
+ * probe at load (a sample chat): a template hostile only to some
+ * conversations is bounded per render. */
 Test(jinja_hostile, a_gguf_with_a_deep_compare_template_gets_400_and_the_server_lives,
      .timeout = 180) {
     REQUIRE_SHARED("models/stories260K.gguf");
@@ -246,8 +250,8 @@ Test(jinja_hostile, a_gguf_with_a_deep_compare_template_gets_400_and_the_server_
     snprintf(path, sizeof path, "%s/deep.jinja", dir);
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f);
-    fputs(DEEP "{% if ns.a == ns.b %}same{% endif %}{% for m in messages %}{{ m.content }}"
-               "{% endfor %}",
+    fputs("{% if messages[-1].content == 'Hi' %}" DEEP "{% if ns.a == ns.b %}same{% endif %}"
+          "{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}",
           f);
     fclose(f);
     snprintf(args, sizeof args,
@@ -273,6 +277,51 @@ Test(jinja_hostile, a_gguf_with_a_deep_compare_template_gets_400_and_the_server_
     }
     cr_expect_eq(raw_call(fx.port, "GET", "/health", NULL, NULL, NULL), 200);
     fixture_finish(&fx);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
+}
+
+/* A GGUF whose template loops 10^10 times at its top renders no chat
+ * within the bounds: tps serve refuses it at load, quickly, naming the
+ * bound, instead of starting and failing every request. (range(100000000)
+ * alone is jinja2's sandbox error "Range too big", the template's own
+ * failure: that loads, and each render is a 400.) */
+Test(jinja_hostile, a_gguf_whose_template_exceeds_a_bound_on_a_plain_chat_is_refused_at_load,
+     .timeout = 180) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    char dir[] = "/tmp/tps-jinja-hostile-XXXXXX", args[1200], path[600];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/loop.jinja", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("{% set r = range(100000) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}"
+          "{% for m in messages %}{{ m.content }}{% endfor %}",
+          f);
+    fclose(f);
+    snprintf(args, sizeof args,
+             "model make --arch llama --preset tiny --type f32 --chat-template-file '%s' "
+             "-o %s/loop.gguf",
+             path, dir);
+    assert_tps_ok(args);
+    snprintf(args, sizeof args, "timeout 60 '%s' serve -m %s/loop.gguf --port 0 2>&1", TPS_BIN,
+             dir);
+    double t0 = now_s();
+    FILE *p = popen(args, "r");
+    cr_assert_not_null(p);
+    char out[4096];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    double dt = now_s() - t0;
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 124,
+              "tps serve: status %d: %s", st, out);
+    cr_expect(strstr(out, "exceeds a bound") && strstr(out, "the template took more than"), "%s",
+              out);
+    cr_expect_lt(dt, SLOW_BUILD ? 60.0 : 10.0, "refused after %.1f s", dt);
+    printf("a template looping 1e10 times: tps serve refused it in %.2f s\n", dt);
+    /* the same bound for tps model info, which says what tps serve would serve */
+    snprintf(args, sizeof args, "model info %s/loop.gguf --json", dir);
+    expect_tps(args, 0, "exceeds a bound");
     snprintf(args, sizeof args, "rm -rf %s", dir);
     cr_assert_eq(system(args), 0);
 }

@@ -205,8 +205,8 @@ Test(hostile_input, a_cancelled_render_stops_and_the_final_message_is_found_last
     chat_prompt p;
     tps_err err = {{0}};
     static const char src[] =
-        "{% for i in range(2000) %}{% for j in range(2000) %}{% endfor %}{% endfor %}"
-        "{{ messages[0].content }}";
+        "{% set r = range(2000) %}{% for i in range(1000) %}{% for j in r %}{% endfor %}"
+        "{% endfor %}{{ messages[0].content }}"; /* long, within the bounds: it loads */
     cr_assert_eq(chat_prompt_init(&p, src, sizeof src - 1, NULL, 0, CHAT_SRC_FILE, "t", &err), 0,
                  "%s", err.msg);
     json_t *msgs = json_loads("[{\"role\":\"user\",\"content\":\"x\"}]", 0, NULL);

@@ -228,6 +228,77 @@ static int compile(jinja_tpl **t, const char *src, size_t len, const char *what,
     return 0;
 }
 
+/* ---------------------------------------------------------------------------
+ * The probe at load
+ * ------------------------------------------------------------------------- */
+
+/* What one render may take: jinja_limits_default's, memory aside. */
+static void render_limits(jinja_limits *lim) {
+    jinja_limits_default(lim);
+    lim->max_memory = CHAT_RENDER_MAX_MEMORY;
+}
+
+static const char probe_messages[] =
+    "[{\"role\":\"system\",\"content\":\"You are a helpful assistant.\"},"
+    "{\"role\":\"user\",\"content\":\"Hello!\"},"
+    "{\"role\":\"assistant\",\"content\":\"Hi. How can I help?\"},"
+    "{\"role\":\"user\",\"content\":\"What is the weather in Paris?\"}]";
+static const char probe_tools[] =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+    "\"description\":\"The weather in a city.\",\"parameters\":{\"type\":\"object\","
+    "\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}}]";
+
+/* Renders t on the sample conversation (with tools when given) under the
+ * render limits: TPS_EINVAL naming the bound when it hits one. Any other
+ * failure is the template's business (one may raise_exception on a
+ * conversation it does not like) and loads. */
+static int probe_one(const jinja_tpl *t, const json_t *msgs, const json_t *tools, const char *what,
+                     tps_err *err) {
+    jinja_limits lim;
+    render_limits(&lim);
+    jinja_run *r = jinja_run_new(&lim);
+    if (!r) return tps_fail(err, TPS_ENOMEM, "out of memory");
+    chat_request rq = {.messages = msgs, .tools = tools, .add_generation_prompt = true};
+    chat_error ce;
+    jinja_error je = {0};
+    int rc = 0;
+    if (!chat_request_vars(r, &rq, "", "", &ce)) {
+        sbuf text;
+        sbuf_init(&text);
+        if (jinja_render(r, t, &text, &je) && je.kind == JINJA_LIMIT)
+            rc = tps_fail(err, TPS_EINVAL,
+                          "%s exceeds a bound of the template sandbox on a sample conversation "
+                          "(system, user, assistant, user%s) at line %u: %s; tps serves no "
+                          "template a plain chat cannot render within its bounds "
+                          "(--chat-template-file or --chat-template NAME serves another)",
+                          what, tools ? ", one tool offered" : "", je.line, je.msg);
+        sbuf_free(&text);
+    }
+    jinja_run_free(r);
+    return rc;
+}
+
+/* A template that cannot render a plain chat within the bounds (nested
+ * loops of 10^10 steps at its top, a walk past the depth limit) is
+ * refused at load, with the bound named, rather than failing every
+ * request (issue 48): without tools, and with one when the template that
+ * renders with tools reads them. A template hostile only to some
+ * conversations still loads; each such render is a 400 naming the bound. */
+static int probe(const chat_prompt *p, tps_err *err) {
+    json_t *msgs = json_loads(probe_messages, 0, NULL), *tools = json_loads(probe_tools, 0, NULL);
+    char what[200];
+    snprintf(what, sizeof what, "the chat template (%s)", p->name);
+    int rc = msgs && tools ? probe_one(p->main, msgs, NULL, what, err)
+                           : tps_fail(err, TPS_ENOMEM, "out of memory");
+    if (!rc && p->template_tools) {
+        if (p->tool_use) snprintf(what, sizeof what, "the chat template (%s.tool_use)", p->name);
+        rc = probe_one(p->tool_use ? p->tool_use : p->main, msgs, tools, what, err);
+    }
+    json_decref(msgs);
+    json_decref(tools);
+    return rc;
+}
+
 int chat_prompt_init(chat_prompt *p, const char *src, size_t len, const char *tool_use_src,
                      size_t tool_use_len, chat_source source, const char *name, tps_err *err) {
     memset(p, 0, sizeof *p);
@@ -257,7 +328,8 @@ int chat_prompt_init(chat_prompt *p, const char *src, size_t len, const char *to
     p->reasoning = chat_reasoning_of(src, len);
     if (p->reasoning == CHAT_REASON_NONE && tool_use_src)
         p->reasoning = chat_reasoning_of(tool_use_src, tool_use_len);
-    return 0;
+    if ((rc = probe(p, err))) chat_prompt_free(p);
+    return rc;
 }
 
 int chat_prompt_for_model(chat_prompt *p, const gguf_file *f, const tokenizer *tok,
@@ -482,8 +554,7 @@ int chat_prompt_render(const chat_prompt *p, const chat_request *rq, sbuf *out, 
         local.messages = rewritten;
     }
     jinja_limits lim;
-    jinja_limits_default(&lim);
-    lim.max_memory = CHAT_RENDER_MAX_MEMORY;
+    render_limits(&lim);
     jinja_run *r = jinja_run_new(&lim);
     sbuf text;
     sbuf_init(&text);

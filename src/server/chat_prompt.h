@@ -87,7 +87,11 @@ typedef struct chat_request {
 
 /* Compiles src as the main template (source and name say where it came
  * from); tool_use_src may be NULL. TPS_EINVAL/TPS_EUNSUP naming the
- * construct and line of a template that does not compile. */
+ * construct and line of a template that does not compile. Then renders a
+ * sample chat (system, user, assistant, user; again with one tool when
+ * the template reads tools) under the render limits: TPS_EINVAL naming
+ * the bound when that render exceeds one (its own errors and
+ * raise_exception do not count). */
 int chat_prompt_init(chat_prompt *p, const char *src, size_t len, const char *tool_use_src,
                      size_t tool_use_len, chat_source source, const char *name, tps_err *err);
 /* A built-in by name (chatml, llama2, llama3, mistral, mistral-v7,
