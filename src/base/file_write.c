@@ -97,6 +97,12 @@ int file_write_all(const char *path, const void *data, size_t n, tps_err *err) {
     file_out o;
     int rc = file_out_open(&o, path, err);
     if (rc) return rc;
-    if (n) fwrite(data, 1, n, o.f); /* checked by the close */
+    /* a write past stdio's buffer goes straight to the file: its errno is
+     * the reason (the close would only see the stream's error flag) */
+    if (n && fwrite(data, 1, n, o.f) != n) {
+        int e = errno ? errno : EIO;
+        file_out_abort(&o);
+        return tps_fail(err, TPS_EIO, "cannot write '%s': %s", path, strerror(e));
+    }
     return file_out_close(&o, err);
 }

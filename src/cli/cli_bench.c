@@ -18,6 +18,7 @@
 #include "bench/result/compare.h"
 #include "bench/report/report.h"
 #include "bench/result/result.h"
+#include "bench/io/json_file.h"
 #include "cli/cli.h"
 #include "cli/cli_rows.h"
 #include "cli/opt.h"
@@ -537,8 +538,7 @@ static int bench_compare(int argc, char **argv) {
         compare_print(stdout, &out, c.files.v[0], c.files.v[1]);
         if (c.json_out) {
             json_t *j = compare_json(&out, c.files.v[0], c.files.v[1]);
-            if (json_dump_file(j, c.json_out, JSON_INDENT(1)))
-                rc = 1, snprintf(e.msg, sizeof e.msg, "cannot write '%s'", c.json_out);
+            if (json_file_write(j, c.json_out, JSON_INDENT(1), &e)) rc = 1; /* the path and why */
             json_decref(j);
         }
     }

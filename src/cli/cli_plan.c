@@ -23,6 +23,7 @@
 #include "plan/plan.h"
 #include "plan/plan_calib.h"
 #include "plan/plan_replay.h"
+#include "base/file_write.h"
 #include "base/ggml_type.h"
 
 typedef struct plan_cli {
@@ -472,7 +473,7 @@ static void step_line(void *arg, const plan_step *st) {
 }
 
 /* --replay and --steps on the simulated server; 0 or an exit code. */
-static int plan_debug(const plan_cli *p, plan_server *srv, plan_replay *rp, FILE **steps) {
+static int plan_debug(const plan_cli *p, plan_server *srv, plan_replay *rp, file_out *steps) {
     tps_err e = {{0}};
     if (p->replay && plan_replay_read(rp, p->replay, &e)) {
         fprintf(stderr, "tps plan: %s\n", e.msg);
@@ -480,14 +481,14 @@ static int plan_debug(const plan_cli *p, plan_server *srv, plan_replay *rp, FILE
     }
     if (p->replay) srv->replay = rp;
     if (!p->steps_out) return 0;
-    if (!(*steps = fopen(p->steps_out, "w"))) {
-        fprintf(stderr, "tps plan: cannot write %s\n", p->steps_out);
+    if (file_out_open(steps, p->steps_out, &e)) {
+        fprintf(stderr, "tps plan: --steps: %s\n", e.msg);
         return 1;
     }
-    fprintf(*steps, "t0,t1,t2,rows,prefill,decode,cached,logits,running,waiting,taken,attended,"
-                    "kv_read,cost_fwd,cost_post\n");
+    fprintf(steps->f, "t0,t1,t2,rows,prefill,decode,cached,logits,running,waiting,taken,attended,"
+                      "kv_read,cost_fwd,cost_post\n");
     srv->on_step = step_line;
-    srv->on_step_arg = *steps;
+    srv->on_step_arg = steps->f;
     return 0;
 }
 
@@ -566,7 +567,7 @@ static int plan_main(plan_cli *p) {
     if (rc) return rc;
     cli_plan_env_spec(&env, &p->spec, p->model);
     plan_replay rp = {0};
-    FILE *steps = NULL;
+    file_out steps = {0};
     if ((rc = plan_debug(p, &env.srv, &rp, &steps))) {
         /* said */
     } else if (p->replicas_for > 0) {
@@ -574,7 +575,11 @@ static int plan_main(plan_cli *p) {
     } else {
         rc = p->find_max_rate ? plan_capacity(p, &env.srv) : plan_single(p, &env.srv);
     }
-    if (steps) fclose(steps);
+    tps_err e = {{0}};
+    if (steps.f && file_out_close(&steps, &e)) { /* every row checked: the path and why */
+        fprintf(stderr, "tps plan: --steps: %s\n", e.msg);
+        rc = 1;
+    }
     plan_replay_free(&rp);
     cli_plan_env_close(&env);
     return rc;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench/experiment/bench_spec.h"
+#include "bench/io/json_file.h"
 #include "bench/report/report_set.h"
 #include "bench/experiment/sweep.h"
 #include "cli/cli.h"
@@ -166,8 +167,8 @@ static int sweep_go(sweep_cli *w) {
     }
     int rc = failed ? 1 : 0;
     if (w->json_out) {
-        if (json_dump_file(doc, w->json_out, JSON_INDENT(1) | JSON_REAL_PRECISION(10))) {
-            fprintf(stderr, "tps sweep: cannot write '%s'\n", w->json_out);
+        if (json_file_write(doc, w->json_out, JSON_INDENT(1) | JSON_REAL_PRECISION(10), &e)) {
+            fprintf(stderr, "tps sweep: %s\n", e.msg);
             rc = 1;
         } else {
             fprintf(stderr, "tps sweep: wrote %s (tps report %s)\n", w->json_out, w->json_out);

@@ -1,11 +1,12 @@
 /* Chrome trace JSON writer for engine steps and request lifecycles. Writes
  * plain text with fprintf: the format is fixed and flat, no JSON library
- * needed. Timestamps are microseconds since the engine started. */
-#include <errno.h>
+ * needed. Timestamps are microseconds since the engine started. The file
+ * is written safely (base/file_write.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file_write.h"
 #include "base/grow.h"
 #include "engine/trace.h"
 
@@ -53,9 +54,14 @@ static void span(FILE *fp, const trace *t, const char *name, uint64_t tid, uint6
     *first = 0;
 }
 
+/* Through file_out (base/file_write.h): a regular file replaced whole,
+ * /dev/stdout or a fifo written in place, every write checked and a
+ * failure naming the path and the reason. */
 int trace_write(const trace *t, const char *path, tps_err *err) {
-    FILE *fp = fopen(path, "w");
-    if (!fp) return tps_fail(err, TPS_EIO, "trace: cannot create '%s': %s", path, strerror(errno));
+    file_out out;
+    tps_err oe = {{0}};
+    if (file_out_open(&out, path, &oe)) return tps_fail(err, TPS_EIO, "trace: %s", oe.msg);
+    FILE *fp = out.f;
     int first = 1;
     fprintf(fp,
             "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped_records\":%llu,"
@@ -96,7 +102,6 @@ int trace_write(const trace *t, const char *path, tps_err *err) {
         span(fp, t, "decode", tid, r->id, r->tm.t_first_token, r->tm.t_finished, &first);
     }
     fprintf(fp, "\n]}\n");
-    if (fclose(fp) != 0)
-        return tps_fail(err, TPS_EIO, "trace: cannot write '%s': %s", path, strerror(errno));
+    if (file_out_close(&out, &oe)) return tps_fail(err, TPS_EIO, "trace: %s", oe.msg);
     return 0;
 }

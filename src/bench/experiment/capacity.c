@@ -344,8 +344,7 @@ int capacity_write_json(const capacity_result *r, const capacity_opts *o, const 
                         tps_err *e) {
     json_t *j = capacity_to_json(r, o);
     if (!j) return tps_fail(e, TPS_ENOMEM, "out of memory building the capacity JSON");
-    int rc = json_dump_file(j, path, JSON_INDENT(1)) ? tps_fail(e, TPS_EIO, "cannot write %s", path)
-                                                     : TPS_OK;
+    int rc = json_file_write(j, path, JSON_INDENT(1), e); /* the path and why */
     json_decref(j);
     return rc;
 }

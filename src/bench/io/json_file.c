@@ -1,9 +1,13 @@
-/* Reading the bench's JSON files (json_file.h). */
+/* Reading and writing the bench's JSON files (json_file.h). */
 #include "bench/io/json_file.h"
 
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file_write.h"
 
 void json_fields_read(void *base, const json_t *o, const json_field *f, size_t n) {
     for (size_t i = 0; i < n; i++) {
@@ -35,4 +39,12 @@ json_t *json_file_load(const char *path, tps_err *e) {
     if (!j)
         tps_fail(e, TPS_EINVAL, "%s: line %d, column %d: %s", path, je.line, je.column, je.text);
     return j;
+}
+
+int json_file_write(const json_t *j, const char *path, size_t flags, tps_err *e) {
+    char *text = json_dumps(j, flags);
+    if (!text) return tps_fail(e, TPS_ENOMEM, "out of memory writing '%s'", path);
+    int rc = file_write_all(path, text, strlen(text), e);
+    free(text);
+    return rc;
 }

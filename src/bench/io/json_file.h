@@ -1,9 +1,9 @@
-/* The bench's JSON files read back: a whole file loaded with the place of a
- * syntax error in the message, and an object's fields copied into a struct
- * from a table (key, kind, offset), so a reader is one table per section
- * instead of one line per field. Missing or mistyped fields read as 0
- * (false): a file from an older tps lacks the newer ones. Not here: what
- * the fields mean (their readers), writing (jansson's dump). */
+/* The bench's JSON files: a whole file loaded with the place of a syntax
+ * error in the message, an object's fields copied into a struct from a
+ * table (key, kind, offset), so a reader is one table per section instead
+ * of one line per field, and a document written safely. Missing or
+ * mistyped fields read as 0 (false): a file from an older tps lacks the
+ * newer ones. Not here: what the fields mean (their readers and writers). */
 #ifndef TPS_BENCH_JSON_FILE_H
 #define TPS_BENCH_JSON_FILE_H
 
@@ -30,5 +30,10 @@ void json_fields_read(void *base, const json_t *o, const json_field *f, size_t n
 /* The file at path parsed, or NULL with TPS_EINVAL naming the line and
  * column of the error in e. New reference. */
 json_t *json_file_load(const char *path, tps_err *e);
+/* j dumped with jansson's flags into path through base/file_write.h: a
+ * regular file replaced whole, /dev/stdout or a fifo written in place;
+ * TPS_EIO naming the path and the reason ("cannot write 'x.json': No space
+ * left on device"), TPS_ENOMEM. */
+int json_file_write(const json_t *j, const char *path, size_t flags, tps_err *e);
 
 #endif

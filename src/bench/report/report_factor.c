@@ -4,7 +4,6 @@
  * through cell(). Not here: reading result files (report_set.c). */
 #include "bench/report/report_factor.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -685,8 +684,10 @@ static bool page_section(FILE *h, const factor_report *f, int sec, const rplot *
 
 static int write_page(const factor_report *f, const rplot *plots, const bool *drawn,
                       const char *svg_dir, const char *plot_note, const char *path, tps_err *e) {
-    FILE *h = fopen(path, "w");
-    if (!h) return tps_fail(e, TPS_EIO, "cannot write '%s': %s", path, strerror(errno));
+    file_out out;
+    int rc = file_out_open(&out, path, e);
+    if (rc) return rc;
+    FILE *h = out.f;
     page_head(h, f, plot_note);
     bool missing = false;
     for (int sec = 0; sec < FACTOR_SECTIONS; sec++)
@@ -699,7 +700,7 @@ static int write_page(const factor_report *f, const rplot *plots, const bool *dr
           "output token: those bytes / the tokens generated. docs/metrics.md has the glossary "
           "from the seed's terms to these fields.</p>\n</body></html>\n",
           h);
-    return rhtml_close(h, path, missing, svg_dir, e);
+    return rhtml_close(&out, missing, svg_dir, e);
 }
 
 int factor_render(const factor_report *f, const char *html_path, const char *svg_dir, tps_err *e) {

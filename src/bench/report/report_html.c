@@ -5,7 +5,6 @@
  * Not here: the plots themselves (report_plot.c). */
 #include "bench/report/report_set.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -196,9 +195,9 @@ void rhtml_when(char *buf, size_t size) {
     strftime(buf, size, "%Y-%m-%d %H:%M UTC", gmtime_r(&now, &tmv));
 }
 
-int rhtml_close(FILE *f, const char *path, bool missing, const char *svg_dir, tps_err *e) {
-    bool bad = ferror(f) != 0;
-    if (fclose(f) || bad) return tps_fail(e, TPS_EIO, "cannot write '%s'", path);
+int rhtml_close(file_out *o, bool missing, const char *svg_dir, tps_err *e) {
+    int rc = file_out_close(o, e);
+    if (rc) return rc;
     if (missing) return tps_fail(e, TPS_EIO, "some SVG files in '%s' could not be read", svg_dir);
     return TPS_OK;
 }
@@ -307,8 +306,10 @@ static void predicted_section(FILE *f, const rset *s) {
 
 int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
                     const char *plot_note, const char *path, tps_err *e) {
-    FILE *f = fopen(path, "w");
-    if (!f) return tps_fail(e, TPS_EIO, "cannot write '%s': %s", path, strerror(errno));
+    file_out out;
+    int rc = file_out_open(&out, path, e);
+    if (rc) return rc;
+    FILE *f = out.f;
     page_head(f, s);
     fputs("<h2>Points</h2>\n<p class=meta>Every rate names its window: <b>[steady]</b> = the "
           "point's steady window (target load reached &rarr; first completion after the last "
@@ -320,7 +321,7 @@ int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
     predicted_section(f, s);
     const bool missing = !plots_section(f, plots, svg_dir, plot_note);
     definitions_section(f);
-    return rhtml_close(f, path, missing, svg_dir, e);
+    return rhtml_close(&out, missing, svg_dir, e);
 }
 
 /* ---- plots + page ------------------------------------------------------------------------ */

@@ -22,6 +22,7 @@
 #include "bench/result/result.h"
 #include "bench/experiment/sweep.h"
 #include "base/error.h"
+#include "base/file_write.h"
 
 #define RSET_MAX_POINTS 1000
 #define RSET_MAX_PLOTS  (8 + RSET_MAX_POINTS)
@@ -195,7 +196,10 @@ bool rhtml_row_head(FILE *f, const rset_point *p, int span);
 bool rhtml_figure(FILE *f, const rplot *p, const char *svg_dir, const char *cls);
 extern const char rhtml_css[];
 void rhtml_when(char *buf, size_t size);
-int rhtml_close(FILE *f, const char *path, bool missing, const char *svg_dir, tps_err *e);
+/* A page opened with file_out_open (base/file_write.h: a regular file
+ * replaced whole, /dev/stdout in place) closed: TPS_EIO naming the path and
+ * the reason when a write failed, or naming svg_dir when missing. */
+int rhtml_close(file_out *o, bool missing, const char *svg_dir, tps_err *e);
 /* A line per point of s whose share of the bandwidth is marked '!' (rset_point_bw_flag):
  * "! label: % of bandwidth why", as HTML paragraphs or indented text lines. */
 void rset_bw_notes(FILE *f, const rset *s, bool html);
