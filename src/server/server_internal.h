@@ -30,6 +30,7 @@
 #include "server/prom_write.h"
 #include "base/sbuf.h"
 #include "server/server.h"
+#include "server/server_window.h"
 #include "server/sse_write.h"
 
 #define SERVER_POLL_BATCH      64   /* engine events taken per engine_poll */
@@ -227,9 +228,10 @@ struct server {
                                  (engine/think.h) or harmony channels (harmony.h) */
     int32_t think_open_id, think_close_id; /* "<think>", "</think>" as one token; -1: none */
     machine_limits machine;                /* this machine's limits (tps machine); zeros: unknown */
-    grammar_cache *grammars;    /* compiled grammars and their memory budget (any thread) */
-    size_t cursor_bytes;        /* one constrained choice's recognizer (reserved per choice) */
-    char *calibration_out;      /* --save-calibration (server_calib.c) */
+    server_window bw_window; /* the step window /metrics reads machine against (server_window.h) */
+    grammar_cache *grammars; /* compiled grammars and their memory budget (any thread) */
+    size_t cursor_bytes;     /* one constrained choice's recognizer (reserved per choice) */
+    char *calibration_out;   /* --save-calibration (server_calib.c) */
     struct server_calib *calib; /* its running fit and sample (server_calib.c), written by
                                    the engine thread */
     atomic_bool ready;

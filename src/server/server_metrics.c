@@ -74,6 +74,24 @@ static void render_grammars(server *s, sbuf *b) {
             (double)g.refused);
 }
 
+/* The step window since the last one read (server_window.h): one that read
+ * faster than the machine's cached bandwidth raises it, here and in the
+ * cache, so the figures below are read against what was seen. */
+static void read_window(server *s, const engine_stats *st) {
+    server_window now = {st->step_seconds_total,
+                         st->weight_bytes_read_total + st->kv_bytes_read_total, st->steps_total};
+    const double was = s->machine.read_gbs;
+    double gbs = 0;
+    tps_err err = {{0}};
+    int rc = server_window_saw(&s->bw_window, &now, &s->machine, machine_llc_bytes, s->model_path,
+                               &gbs, &err);
+    if (rc)
+        fprintf(s->log,
+                "tps serve: the steps read %.1f GB/s from a model too big for the caches, above "
+                "the cached %.1f GB/s: that figure was no limit, this one is now (%s)\n",
+                gbs, was, rc > 0 ? "cached" : err.msg);
+}
+
 /* This machine's limits as tps machine measured them: the roofline's ceiling. */
 static void render_machine(server *s, sbuf *b) {
     gauge(b, "tps_machine_read_bandwidth_bytes_per_second",
@@ -145,6 +163,7 @@ static void render_counters(server *s, sbuf *b) {
     counter(b, "tps_kv_bytes_read_total", "KV cache bytes the steps read.", st.kv_bytes_read_total);
     counter(b, "tps_multiply_adds_total", "Multiply-adds the steps did (weights and attention).",
             st.macs_total);
+    read_window(s, &st);
     render_machine(s, b);
     gauge(b, "tps_requests_running", "Sequences in the running batch.",
           (double)st.requests_running);
