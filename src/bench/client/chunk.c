@@ -10,35 +10,6 @@
 
 #include "bench/client/chunk_table.h"
 
-/* The OpenAI dialect's delta/message fields (chunk_table.h), text first in
- * the order it is taken when one event carries several. */
-static const struct {
-    const char *key;
-    chunk_part part;
-} OPENAI_FIELDS[] = {
-    {"content", PART_ANSWER},
-    {"reasoning_content", PART_REASONING}, /* llama.cpp, SGLang, DeepSeek, older vLLM */
-    {"reasoning", PART_REASONING},         /* vLLM since late 2025, Ollama, OpenRouter */
-    {"refusal", PART_ANSWER},
-    {"tool_calls", PART_TOOL},
-    {"function_call", PART_TOOL},
-    {"role", PART_NONE},
-    {"name", PART_NONE},
-    {"tool_call_id", PART_NONE},
-    {"token_ids", PART_NONE},
-    {"tokens", PART_NONE},
-    {"annotations", PART_NONE},
-    {"audio", PART_NONE},
-    {"reasoning_details", PART_NONE}, /* OpenRouter: structured copies of "reasoning" */
-};
-
-int chunk_openai_field(const char *k, size_t klen) {
-    for (size_t i = 0; i < sizeof OPENAI_FIELDS / sizeof OPENAI_FIELDS[0]; i++)
-        if (strlen(OPENAI_FIELDS[i].key) == klen && !memcmp(OPENAI_FIELDS[i].key, k, klen))
-            return (int)OPENAI_FIELDS[i].part;
-    return -1;
-}
-
 static double num_or(json_t *o, const char *k, double dflt) {
     json_t *v = json_object_get(o, k);
     return json_is_number(v) ? json_number_value(v) : dflt;
@@ -64,20 +35,6 @@ static void read_error(bench_chunk *c, json_t *err) {
     else if (json_is_object(err))
         msg = json_string_value(json_object_get(err, "message"));
     snprintf(c->error_msg, sizeof c->error_msg, "%s", msg ? msg : "error event without a message");
-}
-
-void chunk_take_text_json(bench_chunk *c, json_t *s, bool reasoning) {
-    if (json_is_string(s) && json_string_length(s) > 0 && !c->text) {
-        c->text = json_string_value(s);
-        c->text_len = json_string_length(s);
-        c->reasoning = reasoning;
-    }
-}
-
-/* A non-negative integer field of o, or -1 when absent, null or not one. */
-int64_t chunk_count_field(json_t *o, const char *k) {
-    json_t *v = json_object_get(o, k);
-    return json_is_integer(v) && json_integer_value(v) >= 0 ? (int64_t)json_integer_value(v) : -1;
 }
 
 /* usage.prompt_tokens_details.cached_tokens; a prefix-cache figure the
@@ -116,13 +73,14 @@ int bench_chunk_parse(bench_chunk *c, bench_dialect d, const char *data, size_t 
 /* A delta's (or message's) text by the table, and the first unread field
  * by name order. */
 static void read_message(bench_chunk *c, json_t *msg, const char *where) {
-    for (size_t i = 0; i < sizeof OPENAI_FIELDS / sizeof OPENAI_FIELDS[0]; i++) {
-        chunk_part p = OPENAI_FIELDS[i].part;
-        json_t *v = json_object_get(msg, OPENAI_FIELDS[i].key);
+    for (size_t i = 0; i < chunk_openai_n_fields; i++) {
+        chunk_part p = chunk_openai_fields[i].part;
+        json_t *v = json_object_get(msg, chunk_openai_fields[i].key);
         if (p == PART_ANSWER || p == PART_REASONING)
             chunk_take_text_json(c, v, p == PART_REASONING);
         if (p != PART_TOOL) continue;
-        if (!strcmp(OPENAI_FIELDS[i].key, "tool_calls")) /* tool_calls[0].function.arguments */
+        if (!strcmp(chunk_openai_fields[i].key,
+                    "tool_calls")) /* tool_calls[0].function.arguments */
             v = json_object_get(json_array_get(v, 0), "function");
         chunk_take_text_json(c, json_object_get(v, "arguments"), false); /* function_call's */
     }
@@ -221,10 +179,4 @@ int bench_chunk_parse_json(bench_chunk *c, const char *data, size_t len, const c
         read_timings_cached(c, t);
     }
     return TPS_OK;
-}
-
-void bench_chunk_release(bench_chunk *c) {
-    json_decref(c->root);
-    c->root = NULL;
-    c->text = NULL;
 }

@@ -648,7 +648,7 @@ bool bench_chunk_scan(bench_chunk *c, const char *data, size_t len, const char *
                             : ch->message.kind == V_OBJ ? &ch->m
                                                         : NULL;
         if (m) {
-            /* the table's order (chunk.c): the first text wins */
+            /* the table's order (chunk_table.c): the first text wins */
             if (!take_text(c, &m->content, false) || !take_text(c, &m->reasoning_content, true) ||
                 !take_text(c, &m->reasoning, true) || !take_text(c, &m->refusal, false) ||
                 !take_text(c, &m->call_args, false) || !take_text(c, &m->fn_args, false))

@@ -18,6 +18,15 @@ typedef enum chunk_part {
     PART_TOOL,      /* tool-call arguments: generated, part of the answer */
 } chunk_part;
 
+/* The OpenAI dialect's delta/message members, in the order their text is
+ * taken when one event carries several (chunk_table.c). */
+typedef struct chunk_field {
+    const char *key;
+    chunk_part part;
+} chunk_field;
+extern const chunk_field chunk_openai_fields[];
+extern const size_t chunk_openai_n_fields;
+
 /* The part the delta/message member k (klen bytes) carries, or -1 when the
  * dialect's table has no row for it. */
 int chunk_openai_field(const char *k, size_t klen);
@@ -30,7 +39,7 @@ static inline int chunk_unread_before(const char *a, size_t alen, const char *b,
     return alen < blen;
 }
 
-/* The jansson readers' shared steps (chunk.c): s as the chunk's text when
+/* The jansson readers' shared steps (chunk_table.c): s as the chunk's text when
  * it is a non-empty string and no text was taken yet; a non-negative
  * integer member of o, or -1. */
 void chunk_take_text_json(bench_chunk *c, json_t *s, bool reasoning);

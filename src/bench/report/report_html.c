@@ -70,6 +70,22 @@ static void td_ms(FILE *f, const hist *h, double p) {
         fputs("<td>-</td>", f);
 }
 
+/* Each point's TTFO and thinking share, when any point thought. */
+static void ttfo_notes(FILE *f, const rset *s) {
+    if (!rset_has_thinking(s)) return;
+    fputs("<p>TTFO, the first answer token after the thinking (ms, p50 / p99):", f);
+    for (size_t i = 0; i < s->n; i++) {
+        const rset_point *p = &s->p[i];
+        if (!p->has_result) continue;
+        fputs("<br>", f);
+        rhtml_esc(f, p->label);
+        fprintf(f, ": %.1f / %.1f, thinking %.0f%% of the output",
+                hist_percentile(p->r.h[RH_TTFO], 50) / 1e6,
+                hist_percentile(p->r.h[RH_TTFO], 99) / 1e6, 100 * rset_thinking_share(&p->r));
+    }
+    fputs("</p>\n", f);
+}
+
 static void table(FILE *f, const rset *s) {
     fputs("<table><thead><tr><th rowspan=2>point</th><th rowspan=2>requests<br>ok / failed</th>"
           "<th colspan=3>output tok/s</th><th rowspan=2>steady<br>window (s)</th>"
@@ -120,7 +136,7 @@ static void table(FILE *f, const rset *s) {
     }
     fputs("</tbody></table>\n", f);
     rset_bw_notes(f, s, true);
-    rset_ttfo_notes(f, s, true);
+    ttfo_notes(f, s);
 }
 
 void rset_bw_notes(FILE *f, const rset *s, bool html) {

@@ -377,6 +377,7 @@ static void print_capacity(FILE *f, const rset *s) {
 }
 
 static void print_bars(FILE *f, const rset *s, double top);
+static void print_ttfo(FILE *f, const rset *s);
 
 /* One point's row of the terminal table (after its label). */
 static void print_row(FILE *f, const rset_point *p) {
@@ -465,36 +466,34 @@ void rset_print(FILE *f, const rset *s) {
         if (t > top) top = t;
     }
     print_row_notes(f, s);
-    rset_ttfo_notes(f, s, false);
+    print_ttfo(f, s);
     if (top > 0) print_bars(f, s, top);
     rset_print_predicted(f, s);
     print_capacity(f, s);
 }
 
-void rset_ttfo_notes(FILE *f, const rset *s, bool html) {
-    bool any = false;
+bool rset_has_thinking(const rset *s) {
     for (size_t i = 0; i < s->n; i++)
-        any |= s->p[i].has_result && s->p[i].r.reasoning_tokens > 0;
-    if (!any) return;
-    fprintf(f, html ? "<p>TTFO, the first answer token after the thinking (ms, p50 / p99):"
-                    : "\nTTFO, the first answer token after the thinking (ms, p50 / p99):\n");
+        if (s->p[i].has_result && s->p[i].r.reasoning_tokens > 0) return true;
+    return false;
+}
+
+double rset_thinking_share(const bench_result *r) {
+    return r->output_tokens ? (double)r->reasoning_tokens / (double)r->output_tokens : 0.0;
+}
+
+/* The terminal's TTFO lines (the page's: report_html.c). */
+static void print_ttfo(FILE *f, const rset *s) {
+    if (!rset_has_thinking(s)) return;
+    fprintf(f, "\nTTFO, the first answer token after the thinking (ms, p50 / p99):\n");
     for (size_t i = 0; i < s->n; i++) {
         const rset_point *p = &s->p[i];
         if (!p->has_result) continue;
-        const bench_result *r = &p->r;
-        if (html) {
-            fputs("<br>", f);
-            rhtml_esc(f, p->label);
-        }
-        fprintf(f,
-                html ? "%s: %.1f / %.1f, thinking %.0f%% of the output"
-                     : "  %-22.22s %9.1f / %.1f, thinking %.0f%% of the output\n",
-                html ? "" : p->label, hist_percentile(r->h[RH_TTFO], 50) / 1e6,
-                hist_percentile(r->h[RH_TTFO], 99) / 1e6,
-                r->output_tokens ? 100.0 * (double)r->reasoning_tokens / (double)r->output_tokens
-                                 : 0.0);
+        const hist *h = p->r.h[RH_TTFO];
+        fprintf(f, "  %-22.22s %9.1f / %.1f, thinking %.0f%% of the output\n", p->label,
+                hist_percentile(h, 50) / 1e6, hist_percentile(h, 99) / 1e6,
+                100 * rset_thinking_share(&p->r));
     }
-    if (html) fputs("</p>\n", f);
 }
 
 static void print_bars(FILE *f, const rset *s, double top) {

@@ -134,9 +134,11 @@ extern const rset_ms_col rset_ms_cols[RSET_MS_COLS];
 /* ---- terminal ------------------------------------------------------------------------- */
 
 void rset_print(FILE *f, const rset *s);
-/* When any point's output had thinking: each point's TTFO p50/p99 (the
- * first answer token) and its thinking share, a line each (html: a <p>). */
-void rset_ttfo_notes(FILE *f, const rset *s, bool html);
+/* Whether any point's output had thinking (then each point's TTFO, the
+ * first answer token, is shown), and a result's thinking share of its
+ * output. */
+bool rset_has_thinking(const rset *s);
+double rset_thinking_share(const bench_result *r);
 
 /* report_pred.c: whether p is a prediction (tps plan: config.predicted),
  * and the table of each prediction beside the measured point of the same
