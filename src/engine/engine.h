@@ -322,5 +322,9 @@ engine_macs engine_macs_of(const llama_config *c);
 int engine_merge_step_hists(engine *e, hist *step_ns, hist *step_tokens, tps_err *err);
 /* Configuration actually in force (defaults resolved). */
 const engine_params *engine_get_params(const engine *e);
+/* The numbers the admission rule (engine/admit.h) weighs a request
+ * against: what engine_submit itself checks. Any thread. */
+struct admit_pool;
+void engine_admit_pool(const engine *e, struct admit_pool *out);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/admit.h" /* the one admission rule */
 #include "engine/engine_internal.h"
 #include "base/clock.h"
 #include "base/cond.h"
@@ -106,10 +107,12 @@ static int seq_group_create(engine *e, const engine_request *r, uint32_t n, seq 
 
 /* KV blocks n choices of prompt + max_tokens need at once: the prompt's
  * full blocks once, everything after them once per choice. */
-static uint64_t blocks_for_choices(const kv_cache *kv, uint32_t n_prompt, uint32_t max_tokens,
-                                   uint32_t n) {
-    uint64_t all = kv_blocks_for(kv, n_prompt + max_tokens), shared = n_prompt / kv->block_tokens;
-    return shared + (uint64_t)n * (all - shared);
+void engine_admit_pool(const engine *e, admit_pool *out) {
+    *out = (admit_pool){.n_ctx = e->n_ctx,
+                        .max_seqs = e->p.max_seqs,
+                        .block_tokens = e->kv->block_tokens,
+                        .n_blocks = e->kv->n_blocks,
+                        .max_queue = e->p.max_queue};
 }
 
 /* ---- submit / cancel / events (any thread) ------------------------------ */
@@ -131,46 +134,17 @@ static int check_options(const engine *e, const engine_request *rq, tps_err *err
 
 int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err) {
     engine_request rq = *r;
-    if (rq.n_prompt == 0)
-        return tps_fail(err, TPS_EINVAL, "prompt is empty: it needs at least one token");
-    if (rq.n_prompt >= e->n_ctx)
-        return tps_fail(err, TPS_ERANGE,
-                        "prompt has %zu tokens; the model's context is %u (at most %u prompt "
-                        "tokens leave room to generate)",
-                        rq.n_prompt, e->n_ctx, e->n_ctx - 1);
-    if (rq.max_tokens == 0) rq.max_tokens = e->n_ctx - (uint32_t)rq.n_prompt;
-    if ((uint64_t)rq.n_prompt + rq.max_tokens > e->n_ctx)
-        return tps_fail(err, TPS_ERANGE,
-                        "prompt (%zu tokens) + max_tokens (%u) = %llu exceeds the model's "
-                        "context of %u tokens",
-                        rq.n_prompt, rq.max_tokens, (unsigned long long)rq.n_prompt + rq.max_tokens,
-                        e->n_ctx);
+    admit_pool pool;
+    engine_admit_pool(e, &pool);
     const uint32_t n = rq.n ? rq.n : 1;
-    if (n > e->p.max_seqs)
-        return tps_fail(err, TPS_EINVAL,
-                        "n = %u choices cannot run at once: the engine runs at most %u sequences "
-                        "(--max-seqs)",
-                        n, e->p.max_seqs);
-    uint64_t blocks = blocks_for_choices(e->kv, (uint32_t)rq.n_prompt, rq.max_tokens, n);
-    if (blocks > e->kv->n_blocks) {
-        if (n == 1)
-            return tps_fail(err, TPS_ERANGE,
-                            "prompt (%zu tokens) + max_tokens (%u) needs %llu KV blocks; the pool "
-                            "has %u (raise --kv-mem or lower max_tokens)",
-                            rq.n_prompt, rq.max_tokens, (unsigned long long)blocks,
-                            e->kv->n_blocks);
-        return tps_fail(err, TPS_ERANGE,
-                        "n = %u choices of prompt (%zu tokens) + max_tokens (%u) need %llu KV "
-                        "blocks; the pool has %u (lower n or max_tokens, or raise --kv-mem)",
-                        n, rq.n_prompt, rq.max_tokens, (unsigned long long)blocks, e->kv->n_blocks);
-    }
+    int rc = admit_request(&pool, rq.n_prompt, &rq.max_tokens, n, err); /* never fits? */
+    if (rc) return rc;
     for (size_t i = 0; i < rq.n_prompt; i++)
         if (rq.prompt[i] < 0 || (uint32_t)rq.prompt[i] >= e->m->cfg.n_vocab)
             return tps_fail(err, TPS_EINVAL,
                             "prompt token %zu is id %d, outside the vocabulary (0..%u)", i,
                             rq.prompt[i], e->m->cfg.n_vocab - 1);
-    int rc = check_options(e, &rq, err);
-    if (rc) return rc;
+    if ((rc = check_options(e, &rq, err))) return rc;
     constraint_prog *own = NULL; /* compiled here from rq.grammar: once for every choice */
     if ((rq.grammar_prog || rq.grammar) && (rc = engine_constraints_prepare(e, err))) return rc;
     if (!rq.grammar_prog && rq.grammar) {
@@ -187,11 +161,10 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
         engine_seq_free(s);
         return tps_fail(err, TPS_EFULL, "engine is shutting down");
     }
-    if (e->p.max_queue && e->incoming.n + e->st.requests_waiting >= e->p.max_queue) {
-        uint32_t q = e->incoming.n + e->st.requests_waiting;
+    if ((rc = admit_queue(&pool, e->incoming.n + e->st.requests_waiting, err))) { /* later */
         pthread_mutex_unlock(&e->mu);
         engine_seq_free(s);
-        return tps_fail(err, TPS_EFULL, "queue is full (%u waiting, limit %u)", q, e->p.max_queue);
+        return rc;
     }
     s->id = ++e->next_id;
     s->tm.t_queued = tps_now_ns();

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/admit.h" /* the engine's own admission rule */
 #include "plan/plan_internal.h"
 #include "base/ggml_type.h"
 
@@ -125,27 +126,17 @@ void sim_engine_free(sim *s) {
 
 /* ---- arrivals --------------------------------------------------------------- */
 
-/* engine_submit's refusals, as the server answers them (400, 429). */
-static const char *refusal(const sim *s, uint32_t n_prompt, uint32_t *max_tokens, char *buf,
-                           size_t cap) {
-    if (n_prompt == 0) return "prompt is empty: it needs at least one token";
-    if (n_prompt >= s->n_ctx) {
-        snprintf(buf, cap, "prompt has %u tokens; the model's context is %u", n_prompt, s->n_ctx);
-        return buf;
-    }
-    if (*max_tokens == 0) *max_tokens = s->n_ctx - n_prompt;
-    if ((uint64_t)n_prompt + *max_tokens > s->n_ctx) {
-        snprintf(buf, cap, "prompt (%u tokens) + max_tokens (%u) exceeds the context of %u",
-                 n_prompt, *max_tokens, s->n_ctx);
-        return buf;
-    }
-    if (kv_blocks_for(s->kv, n_prompt + *max_tokens) > s->kv->n_blocks) {
-        snprintf(buf, cap, "prompt + max_tokens needs more KV blocks than the pool's %u",
-                 s->kv->n_blocks);
-        return buf;
-    }
-    if (s->ep.max_queue && s->incoming.n + s->sc.waiting.n >= s->ep.max_queue)
-        return "queue is full";
+/* engine_submit's refusals, as the server answers them (400, 429): the
+ * engine's own admission rule (engine/admit.h) on the simulated pool. */
+static const char *refusal(const sim *s, uint32_t n_prompt, uint32_t *max_tokens, tps_err *why) {
+    const admit_pool pool = {.n_ctx = s->n_ctx,
+                             .max_seqs = s->ep.max_seqs,
+                             .block_tokens = s->kv->block_tokens,
+                             .n_blocks = s->kv->n_blocks,
+                             .max_queue = s->ep.max_queue};
+    if (admit_request(&pool, n_prompt, max_tokens, 1, why) ||
+        admit_queue(&pool, s->incoming.n + s->sc.waiting.n, why))
+        return why->msg;
     return NULL;
 }
 
@@ -158,8 +149,8 @@ int sim_engine_arrive(sim *s, size_t rec, uint64_t now, tps_err *e) {
     bench_record *r = &s->recs[rec];
     if (q->done) return 0; /* the client gave up before it arrived */
     uint32_t max_tokens = r->max_tokens;
-    char buf[160];
-    const char *why = refusal(s, q->n_ids, &max_tokens, buf, sizeof buf);
+    tps_err refused;
+    const char *why = refusal(s, q->n_ids, &max_tokens, &refused);
     if (why) {
         s->st.rejected++;
         return sim_finish_record(s, rec, now, BENCH_ERR_HTTP_4XX, why, e);

@@ -7,6 +7,7 @@
  *
  * Not here: the routes (server_http.c), the worker threads (server_work.c),
  * JSON request parsing (openai.c), streaming the answer (server_stream.c). */
+#include "engine/admit.h" /* the engine's admission rule, asked early */
 #include "server/server_internal.h"
 
 #include <jansson.h>
@@ -333,12 +334,11 @@ static int check_n(server *s, uint32_t n, oai_error *e) {
                              "n is %u; this server allows at most %u choices per request "
                              "(--max-n)",
                              n, s->cfg.max_n);
-    uint32_t seqs = engine_get_params(s->eng)->max_seqs;
-    if (n > seqs)
-        return oai_error_set(e, 400, "invalid_request_error", "n", "invalid_value",
-                             "n is %u; this server runs at most %u sequences at once "
-                             "(--max-seqs), one per choice",
-                             n, seqs);
+    admit_pool pool;
+    engine_admit_pool(s->eng, &pool);
+    tps_err why;
+    if (admit_choices(&pool, n, &why)) /* the engine's rule, asked before the prompt is built */
+        return oai_error_set(e, 400, "invalid_request_error", "n", "invalid_value", "%s", why.msg);
     return 0;
 }
 
@@ -357,18 +357,12 @@ static void erange_error(server *s, const oai_request *r, size_t n_prompt, uint3
 }
 
 /* The most tokens n choices of a prompt can generate with the whole KV
- * pool (the engine's own count: the prompt's full blocks shared, the rest
- * once per choice); 0 when not even one fits. */
+ * pool and the context (the engine's own rule, engine/admit.h); 0 when not
+ * even one fits. */
 static uint64_t pool_room(server *s, size_t n_prompt, uint32_t n) {
-    engine_stats st;
-    engine_get_stats(s->eng, &st);
-    uint64_t bt = st.kv_block_tokens, total = st.kv_blocks_total;
-    if (!bt || !total) return 0;
-    uint64_t shared = n_prompt / bt;
-    if (shared >= total) return 0;
-    uint64_t all = shared + (total - shared) / n; /* blocks each choice may reach */
-    uint64_t tokens = all * bt;
-    return tokens > n_prompt ? tokens - n_prompt : 0;
+    admit_pool pool;
+    engine_admit_pool(s->eng, &pool);
+    return admit_room(&pool, n_prompt, n);
 }
 
 /* engine_submit's refusal rc (message msg) as the answer. */
@@ -491,6 +485,7 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
     c->logprobs = r->logprobs;
     c->tools = kind == OAI_CHAT && r->tool_choice != TOOL_CHOICE_NONE;
     c->tfmt = s->prompt.tools;
+    c->tset = c->tools ? tools_set_new(r->tools, r->n_tools) : NULL;
     c->include_usage = r->stream && r->include_usage;
     c->n_prompt = (uint32_t)j->n_ids;
     engine_request er = {
