@@ -267,11 +267,20 @@ Test(chat_jinja, a_forced_call_follows_the_templates_format, .timeout = 120) {
     unlink(path);
 }
 
-/* GLM's <tool_call>N<arg_key>..., not Hermes' JSON: refused, not misread */
+/* A template that reads tools but writes calls in no syntax of the table
+ * (src/server/tools_table.c): refused, not misread. */
 Test(chat_jinja, tools_for_a_template_whose_call_syntax_is_not_parsed_are_a_400, .timeout = 60) {
     REQUIRE_SHARED("models/stories260K.gguf");
+    char path[] = "/tmp/tps-odd-tools-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    const char *src =
+        "{%- if tools %}Call with @@CALL name args@@: {{ tools|tojson }}\n{% endif -%}"
+        "{%- for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}";
+    cr_assert_eq(write(fd, src, strlen(src)), (ssize_t)strlen(src));
+    close(fd);
     server_fixture f;
-    start_with_template(&f, TEMPLATES "GLM-4.6.jinja");
+    start_with_template(&f, path);
     json_t *corpus = corpus_load(), *resp = NULL;
     json_t *body =
         json_deep_copy(json_object_get(json_object_get(corpus, "conversations"), "tools"));
@@ -284,6 +293,7 @@ Test(chat_jinja, tools_for_a_template_whose_call_syntax_is_not_parsed_are_a_400,
     json_decref(resp);
     json_decref(corpus);
     fixture_finish(&f);
+    unlink(path);
 }
 
 Test(chat_jinja, a_file_with_no_template_gets_chatml_and_a_warning, .timeout = 60) {

@@ -190,25 +190,9 @@ static bool has(const char *text, size_t len, const char *needle) {
     return text && memmem(text, len, needle, strlen(needle)) != NULL;
 }
 
+/* the syntax rows' detection (tools_table.c) */
 tool_format chat_tool_format(const char *text, size_t len, bool *known) {
-    *known = true;
-    if (has(text, len, "<|channel|>") && has(text, len, "<|message|>")) return TOOL_FMT_HARMONY;
-    if (has(text, len, "<|tool_call_begin|>")) return TOOL_FMT_KIMI;
-    if (has(text, len, "<｜tool▁calls▁begin｜>"))
-        return has(text, len, "```json") ? TOOL_FMT_DEEPSEEK : TOOL_FMT_DEEPSEEK_V31;
-    /* <tool_call> with a body that is not Hermes' JSON: GLM's <arg_key>s,
-     * Qwen3-Coder's <function=N><parameter=K> (Qwen3.5, Nemotron 3) */
-    bool xml = has(text, len, "<arg_key>") || has(text, len, "<parameter=");
-    if (has(text, len, "<tool_calls>[")) return TOOL_FMT_APRIEL;
-    if (has(text, len, "<tool_call>") && !xml) return TOOL_FMT_HERMES;
-    if (has(text, len, "<function=") && !xml) return TOOL_FMT_FUNCTIONARY;
-    if (has(text, len, "[TOOL_CALLS]"))
-        return has(text, len, "[ARGS]") ? TOOL_FMT_MISTRAL_V11 : TOOL_FMT_MISTRAL;
-    if (has(text, len, "<|python_tag|>") ||
-        (has(text, len, "<|start_header_id|>") && has(text, len, "\"parameters\"")))
-        return TOOL_FMT_LLAMA3;
-    *known = false;
-    return TOOL_FMT_GENERIC;
+    return tools_detect(text, len, known);
 }
 
 chat_reasoning chat_reasoning_of(const char *text, size_t len) {
@@ -530,9 +514,8 @@ int chat_prompt_render(const chat_prompt *p, const chat_request *rq, sbuf *out, 
     if (tools && !p->tools_known)
         return fail(err, 400, "tools",
                     "tools: the model's chat template asks for tool calls in a syntax tps does "
-                    "not parse yet (it parses Hermes/Qwen <tool_call> JSON, Llama 3.x JSON, "
-                    "Mistral [TOOL_CALLS], DeepSeek R1 and V3.1, gpt-oss harmony, Kimi K2 and "
-                    "Functionary v3.1); --chat-template-file can serve another%s%s",
+                    "not parse yet (src/server/tools_table.c lists the syntaxes it reads); "
+                    "--chat-template-file can serve another%s%s",
                     "", "");
     chat_request local = *rq;
     json_t *rewritten = NULL;

@@ -55,7 +55,7 @@ static void rewrite_turn(json_t *m, tool_format f) {
         sbuf_init(&r);
         tools_render_result(f, b.p ? b.p : "", b.len, &r);
         set_content(m, &r);
-        json_object_set_new(m, "role", json_string(f == TOOL_FMT_LLAMA3 ? "ipython" : "user"));
+        json_object_set_new(m, "role", json_string(tools_result_role(f)));
         sbuf_free(&r);
     }
     sbuf_free(&b);
@@ -115,7 +115,7 @@ json_t *chat_tools_inject(const json_t *messages, const json_t *tools, tool_form
                           tps_err *err) {
     json_t *out = json_array();
     if (!out) return tps_fail(err, TPS_ENOMEM, "out of memory"), NULL;
-    bool sys_list = tools && f != TOOL_FMT_MISTRAL;
+    bool sys_list = tools && !tools_list_before_user(f);
     if (sys_list && !role_is(json_array_get(messages, 0), "system"))
         json_array_append_new(out, json_pack("{s:s,s:s}", "role", "system", "content", ""));
     size_t i, last_user = SIZE_MAX;

@@ -137,8 +137,7 @@ typedef struct req_choice {
     bool done;            /* its DONE event came */
     uint32_t text_offset; /* bytes of text sent or kept so far (logprobs' text_offset) */
     sse_lp *lp;           /* non-stream with logprobs: one per token, owned */
-    uint32_t tool_sent;   /* stream with tools: bytes of text already sent as content */
-    bool tool_hold;       /* stream with tools: a call has begun; the rest waits */
+    tool_stream *tstream; /* with tools: the answer's calls as they come (owned) */
     size_t n_lp, cap_lp;
     /* reasoning (chat, a model that thinks): where the text is, the
      * thinking kept for a non-streamed body, its tokens */
@@ -167,6 +166,7 @@ typedef struct req_ctx {
      * then */
     bool tools;
     tool_format tfmt;
+    tool_set *tset; /* the request's functions, typing their parameters (owned) */
     /* reasoning: each choice's text is split by think.h (think != OFF) or
      * harmony.h (harmony) and returned as `reasoning` says */
     think_state think;

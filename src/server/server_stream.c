@@ -68,7 +68,9 @@ void req_ctx_free(req_ctx *c) {
         sbuf_free(&c->choice[i].text);
         sbuf_free(&c->choice[i].reasoning);
         free(c->choice[i].lp);
+        tool_stream_free(c->choice[i].tstream);
     }
+    tools_set_free(c->tset);
     free(c);
 }
 
@@ -313,23 +315,62 @@ static void reasoning_out(req_ctx *c, req_choice *ch, const engine_event *ev, ss
  * Tokens
  * ------------------------------------------------------------------------- */
 
+/* ---------------------------------------------------------------------------
+ * Tool calls: each choice's answer read by its tool_stream (tools.h)
+ * ------------------------------------------------------------------------- */
+
+/* The prefix of call ids of one choice: "call_<request>_<choice>_". */
+static void call_ids(const req_ctx *c, uint32_t choice, char *out, size_t cap) {
+    const char *dash = strchr(c->id, '-');
+    snprintf(out, cap, "call_%s_%u_", dash ? dash + 1 : c->id, choice);
+}
+
+/* The choice's reader, made at its first text (NULL when out of memory). */
+static tool_stream *choice_tools(req_ctx *c, req_choice *ch, uint32_t choice) {
+    if (!ch->tstream) {
+        char prefix[80];
+        call_ids(c, choice, prefix, sizeof prefix);
+        ch->tstream = tool_stream_new(c->tfmt, c->tset, prefix);
+    }
+    return ch->tstream;
+}
+
+/* A stream's tool events as chat chunks: content as text (with the
+ * token), a call's start and each piece of its arguments as deltas. */
+typedef struct tool_out {
+    req_ctx *c;
+    uint32_t choice;
+    int32_t token;
+    bool text_sent;
+} tool_out;
+
+static void tool_chunk(void *ctx, const tool_event *ev) {
+    tool_out *o = ctx;
+    req_ctx *c = o->c;
+    uint32_t k = (uint32_t)ev->index;
+    if (ev->kind == TOOL_EV_CONTENT) {
+        sse_chunk_text(&c->out, &c->meta, o->choice, ev->text, ev->n, o->token, NULL, NULL);
+        o->token = -1;
+        o->text_sent = true;
+    } else if (ev->kind == TOOL_EV_CALL_START) {
+        sse_chunk_tool_start(&c->out, &c->meta, o->choice, k, ev->id, ev->name, ev->name_len);
+    } else if (ev->kind == TOOL_EV_ARGS) {
+        sse_chunk_tool_args(&c->out, &c->meta, o->choice, k, ev->text, ev->n);
+    }
+}
+
 /* The answer text of one token event (possibly empty). */
 static void content_out(req_ctx *c, req_choice *ch, const engine_event *ev, sse_text t,
                         int32_t token, const sse_lp *lp) {
-    if (c->stream && c->tools) { /* content goes out as it comes, a call when complete */
-        sbuf_add(&ch->text, t.p, t.n);
-        size_t safe = ch->tool_hold
-                          ? ch->tool_sent
-                          : tools_stream_safe(c->tfmt, ch->text.p, ch->text.len, &ch->tool_hold);
-        if (safe < ch->tool_sent) safe = ch->tool_sent;
-        /* held text (it may be a call) still gets its token's event, empty,
-         * as a split character's bytes do: every token arrives */
+    tool_stream *ts = c->stream && c->tools ? choice_tools(c, ch, ev->choice) : NULL;
+    if (ts) { /* content goes out as it comes, a call's arguments as they come */
         sbuf_reset(&c->out);
         add_role_once(c, ch, ev->choice);
-        const char *text = ch->text.p ? ch->text.p + ch->tool_sent : "";
-        sse_chunk_text(&c->out, &c->meta, ev->choice, text, safe - ch->tool_sent, token, NULL,
-                       NULL);
-        ch->tool_sent = (uint32_t)safe;
+        tool_out o = {.c = c, .choice = ev->choice, .token = token};
+        tool_stream_feed(ts, t.p, t.n, tool_chunk, &o);
+        /* held text (it may be a call) still gets its token's event, empty,
+         * as a split character's bytes do: every token arrives */
+        if (!o.text_sent) sse_chunk_text(&c->out, &c->meta, ev->choice, "", 0, token, NULL, NULL);
         write_chunk(c);
         return;
     }
@@ -411,35 +452,21 @@ static void request_error(const req_ctx *c, oai_error *e) {
                       c->fail_msg[0] ? c->fail_msg : "engine error");
 }
 
-/* The prefix of call ids of one choice: "call_<request>_<choice>_". */
-static void call_ids(const req_ctx *c, uint32_t choice, char *out, size_t cap) {
-    const char *dash = strchr(c->id, '-');
-    snprintf(out, cap, "call_%s_%u_", dash ? dash + 1 : c->id, choice);
-}
-
-/* A streamed choice with tools: its whole answer, now complete, as content
- * or as tool calls. */
+/* A streamed choice with tools: the rest of its answer, now complete, as
+ * content or as the rest of its calls. max_tokens cutting a call keeps the
+ * calls before it whole, with finish_reason "length". */
 static void stream_tool_answer(req_ctx *c, req_choice *ch, const engine_event *ev, sse_text t) {
-    sbuf_add(&ch->text, t.p, t.n);
-    const char *text = ch->text.p ? ch->text.p : "";
-    tool_call calls[TOOLS_MAX_CALLS];
-    size_t content = ch->text.len;
-    size_t k = ev->finish == ENGINE_FINISH_STOP
-                   ? tools_parse(c->tfmt, text, ch->text.len, calls, TOOLS_MAX_CALLS, &content)
-                   : 0;
-    if (!k) content = ch->text.len;
-    if (content > ch->tool_sent) /* content not sent while the answer streamed */
-        sse_chunk_text(&c->out, &c->meta, ev->choice, text + ch->tool_sent, content - ch->tool_sent,
-                       -1, NULL, NULL);
-    char prefix[80], id[112];
-    call_ids(c, ev->choice, prefix, sizeof prefix);
-    for (size_t i = 0; i < k; i++) {
-        snprintf(id, sizeof id, "%s%zu", prefix, i);
-        sse_chunk_tool_call(&c->out, &c->meta, ev->choice, (uint32_t)i, id, &calls[i]);
+    tool_stream *ts = choice_tools(c, ch, ev->choice);
+    tool_out o = {.c = c, .choice = ev->choice, .token = -1};
+    if (ts) {
+        tool_stream_feed(ts, t.p, t.n, tool_chunk, &o);
+        tool_stream_end(ts, tool_chunk, &o);
+    } else if (t.n) {
+        sse_chunk_text(&c->out, &c->meta, ev->choice, t.p, t.n, -1, NULL, NULL);
     }
+    bool calls = ts && tool_stream_whole(ts) && ev->finish == ENGINE_FINISH_STOP;
     sse_chunk_finish(&c->out, &c->meta, ev->choice,
-                     k ? "tool_calls" : engine_finish_name(ev->finish), &ev->timings);
-    tools_calls_free(calls, k);
+                     calls ? "tool_calls" : engine_finish_name(ev->finish), &ev->timings);
 }
 
 /* The request's usage counts: every choice's tokens and thinking tokens. */
@@ -510,13 +537,21 @@ static void reply_whole(req_ctx *c) {
         oom |= sbuf_failed(&ch->reasoning);
         tool_call calls[TOOLS_MAX_CALLS];
         size_t content = ch->text.len, k = 0;
-        if (c->tools && ch->finish == ENGINE_FINISH_STOP) /* the answer only: never the thinking */
-            k = tools_parse(c->tfmt, text, ch->text.len, calls, TOOLS_MAX_CALLS, &content);
+        bool cut = ch->finish == ENGINE_FINISH_LENGTH;
+        /* the answer only, never the thinking; a cut answer keeps its whole calls */
+        tool_stream *ts = c->tools && (ch->finish == ENGINE_FINISH_STOP || cut)
+                              ? choice_tools(c, &c->choice[i], i)
+                              : NULL;
+        if (ts) {
+            tool_stream_feed(ts, text, ch->text.len, NULL, NULL);
+            tool_stream_end(ts, NULL, NULL);
+            k = tool_stream_calls(ts, calls, TOOLS_MAX_CALLS, &content);
+        }
         if (k) {
             char prefix[80];
             call_ids(c, i, prefix, sizeof prefix);
-            sse_body_choice_tool_calls(b, &c->meta, i, text, content, &r, calls, k, prefix, lp,
-                                       ch->n_lp, s->tok);
+            sse_body_choice_tool_calls(b, &c->meta, i, text, content, &r, calls, k, prefix,
+                                       cut ? "length" : "tool_calls", lp, ch->n_lp, s->tok);
             tools_calls_free(calls, k);
         } else {
             sse_body_choice(b, &c->meta, i, text, ch->text.len, &r, engine_finish_name(ch->finish),

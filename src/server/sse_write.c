@@ -284,6 +284,30 @@ void sse_chunk_tool_call(sbuf *b, const sse_meta *m, uint32_t index, uint32_t ca
     }
 }
 
+void sse_chunk_tool_start(sbuf *b, const sse_meta *m, uint32_t index, uint32_t call_index,
+                          const char *id, const char *name, size_t name_len) {
+    sbuf_adds(b, "data: ");
+    head(b, m);
+    sbuf_printf(b, ",\"choices\":[{\"index\":%u,\"delta\":{\"tool_calls\":[{\"index\":%u,\"id\":",
+                index, call_index);
+    sbuf_json_str(b, id, strlen(id));
+    sbuf_adds(b, ",\"type\":\"function\",\"function\":{\"name\":");
+    sbuf_json_str(b, name, name_len);
+    sbuf_adds(b, ",\"arguments\":\"\"}}]},\"finish_reason\":null}]}\n\n");
+}
+
+void sse_chunk_tool_args(sbuf *b, const sse_meta *m, uint32_t index, uint32_t call_index,
+                         const char *args, size_t n) {
+    sbuf_adds(b, "data: ");
+    head(b, m);
+    sbuf_printf(b,
+                ",\"choices\":[{\"index\":%u,\"delta\":{\"tool_calls\":[{\"index\":%u,"
+                "\"function\":{\"arguments\":",
+                index, call_index);
+    sbuf_json_str(b, args, n);
+    sbuf_adds(b, "}}]},\"finish_reason\":null}]}\n\n");
+}
+
 /* A chat message's reasoning_content, when the choice has one. */
 static void reasoning(sbuf *b, const sse_text *r) {
     if (!r || !r->p) return;
@@ -293,8 +317,8 @@ static void reasoning(sbuf *b, const sse_text *r) {
 
 void sse_body_choice_tool_calls(sbuf *b, const sse_meta *m, uint32_t index, const char *content,
                                 size_t n, const sse_text *reasoning_content, const tool_call *calls,
-                                size_t n_calls, const char *ids_prefix, const sse_lp *lp,
-                                size_t n_lp, const tokenizer *tok) {
+                                size_t n_calls, const char *ids_prefix, const char *finish_reason,
+                                const sse_lp *lp, size_t n_lp, const tokenizer *tok) {
     sbuf_printf(b, "%s{\"index\":%u,\"message\":{\"role\":\"assistant\",\"content\":",
                 index ? "," : "", index);
     if (n)
@@ -312,7 +336,7 @@ void sse_body_choice_tool_calls(sbuf *b, const sse_meta *m, uint32_t index, cons
     }
     sbuf_adds(b, "]}");
     logprobs_field(b, m->kind, tok, lp, n_lp);
-    sbuf_adds(b, ",\"finish_reason\":\"tool_calls\"}");
+    sbuf_printf(b, ",\"finish_reason\":\"%s\"}", finish_reason);
 }
 
 void sse_error(sbuf *b, const oai_error *e) {

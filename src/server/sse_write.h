@@ -92,6 +92,13 @@ void sse_chunk_usage(sbuf *b, const sse_meta *m, const sse_usage *u, const engin
  * then {function {arguments}}; the SDKs concatenate the arguments. */
 void sse_chunk_tool_call(sbuf *b, const sse_meta *m, uint32_t index, uint32_t call_index,
                          const char *id, const tool_call *call);
+/* The same call as it streams (tools.h's tool_stream events): its first
+ * chunk {id, type, function {name, arguments ""}}, then each piece of its
+ * arguments as {function {arguments: piece}}. */
+void sse_chunk_tool_start(sbuf *b, const sse_meta *m, uint32_t index, uint32_t call_index,
+                          const char *id, const char *name, size_t name_len);
+void sse_chunk_tool_args(sbuf *b, const sse_meta *m, uint32_t index, uint32_t call_index,
+                         const char *args, size_t n);
 /* An error in the middle of a stream: data: {"error": {...}}. */
 void sse_error(sbuf *b, const oai_error *e);
 void sse_done(sbuf *b);
@@ -108,11 +115,12 @@ void sse_body_choice(sbuf *b, const sse_meta *m, uint32_t index, const char *tex
                      size_t n_lp, const tokenizer *tok);
 /* A chat choice whose answer was tool calls: message {role, content (the
  * text before the calls, or null), tool_calls [{id, type, function {name,
- * arguments}}]}; call k's id is ids_prefix followed by k. */
+ * arguments}}]}; call k's id is ids_prefix followed by k. finish_reason:
+ * "tool_calls", or "length" when max_tokens cut a later call. */
 void sse_body_choice_tool_calls(sbuf *b, const sse_meta *m, uint32_t index, const char *content,
                                 size_t n, const sse_text *reasoning_content, const tool_call *calls,
-                                size_t n_calls, const char *ids_prefix, const sse_lp *lp,
-                                size_t n_lp, const tokenizer *tok);
+                                size_t n_calls, const char *ids_prefix, const char *finish_reason,
+                                const sse_lp *lp, size_t n_lp, const tokenizer *tok);
 void sse_body_close(sbuf *b, const sse_meta *m, const sse_usage *u, const engine_timings *t);
 
 #endif

@@ -1,30 +1,13 @@
-/* Tool calling formats (tools.h): their names, and rendering tools, calls
- * and results into the prompt of a template that does not write them.
- * The grammars of forced calls are in tools_grammar.c, the parser of the
- * model's calls in tools_parse.c. */
+/* Tool calling formats (tools.h): rendering tools, calls and results into
+ * the prompt of a template that does not write them, each by its row
+ * (tools_table.c). The grammars of forced calls are in tools_grammar.c,
+ * the reader of the model's calls in tools_scan.c. */
 #include "server/tools.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/tools_internal.h"
-
-const char *tools_format_name(tool_format f) {
-    static const char *const names[TOOL_FMT_COUNT] = {
-        [TOOL_FMT_HERMES] = "hermes",
-        [TOOL_FMT_LLAMA3] = "llama3",
-        [TOOL_FMT_MISTRAL] = "mistral",
-        [TOOL_FMT_GENERIC] = "generic",
-        [TOOL_FMT_DEEPSEEK] = "deepseek",
-        [TOOL_FMT_DEEPSEEK_V31] = "deepseek-v3.1",
-        [TOOL_FMT_MISTRAL_V11] = "mistral-v11",
-        [TOOL_FMT_APRIEL] = "apriel",
-        [TOOL_FMT_HARMONY] = "harmony",
-        [TOOL_FMT_KIMI] = "kimi-k2",
-        [TOOL_FMT_FUNCTIONARY] = "functionary-v3.1",
-    };
-    return (unsigned)f < TOOL_FMT_COUNT ? names[f] : "hermes";
-}
 
 /* {"type": "function", "function": {name, description, parameters}} */
 static void tool_json(const oai_tool *t, bool compact, sbuf *out) {
@@ -40,8 +23,8 @@ static void tool_json(const oai_tool *t, bool compact, sbuf *out) {
 }
 
 void tools_render_list(tool_format f, const oai_tool *tools, size_t n, sbuf *out) {
-    switch (f) {
-    case TOOL_FMT_LLAMA3:
+    switch (tools_row(f)->list) {
+    case TOOL_LIST_LLAMA3:
         sbuf_adds(out, "Environment: ipython\n\nYou have access to the following functions. To "
                        "call a function, respond with JSON for a function call in the format "
                        "{\"name\": function name, \"parameters\": dictionary of argument name and "
@@ -51,8 +34,7 @@ void tools_render_list(tool_format f, const oai_tool *tools, size_t n, sbuf *out
             sbuf_adds(out, "\n\n");
         }
         break;
-    case TOOL_FMT_MISTRAL:
-    case TOOL_FMT_MISTRAL_V11:
+    case TOOL_LIST_MISTRAL:
         sbuf_adds(out, "[AVAILABLE_TOOLS] [");
         for (size_t i = 0; i < n; i++) {
             if (i) sbuf_adds(out, ", ");
@@ -60,11 +42,7 @@ void tools_render_list(tool_format f, const oai_tool *tools, size_t n, sbuf *out
         }
         sbuf_adds(out, "][/AVAILABLE_TOOLS]");
         break;
-    case TOOL_FMT_DEEPSEEK:
-    case TOOL_FMT_DEEPSEEK_V31:
-    case TOOL_FMT_HARMONY:
-    case TOOL_FMT_KIMI:
-    case TOOL_FMT_FUNCTIONARY: /* (their templates write the tools themselves) */
+    case TOOL_LIST_EXAMPLE: /* (most such templates write the tools themselves) */
         sbuf_adds(out, "You can call these functions:\n");
         for (size_t i = 0; i < n; i++) {
             tool_json(&tools[i], true, out);
@@ -73,7 +51,7 @@ void tools_render_list(tool_format f, const oai_tool *tools, size_t n, sbuf *out
         sbuf_adds(out, "To call one, answer with ");
         tools_render_call(f, "NAME", "{}", true, true, out);
         break;
-    case TOOL_FMT_GENERIC:
+    case TOOL_LIST_GENERIC:
         sbuf_adds(out, "Tools: [");
         for (size_t i = 0; i < n; i++) {
             if (i) sbuf_adds(out, ",");
@@ -82,7 +60,7 @@ void tools_render_list(tool_format f, const oai_tool *tools, size_t n, sbuf *out
         sbuf_adds(out, "]\nTo call: <tool_call>\n{\"name\": N, \"arguments\": {...}}\n"
                        "</tool_call>");
         break;
-    default:
+    case TOOL_LIST_HERMES:
         sbuf_adds(out, "# Tools\n\nYou may call one or more functions to assist with the user "
                        "query.\n\nYou are provided with function signatures within "
                        "<tools></tools> XML tags:\n<tools>");
@@ -112,73 +90,80 @@ static void add_args(const char *arguments, sbuf *out) {
     json_decref(a);
 }
 
-/* The formats whose name stands outside the JSON, as each writes a call:
- * what opens the first call (later: each one after it), the head with the
- * name at its %s, the tail after the arguments, what closes the last. */
-static const struct named_call_fmt {
-    const char *first, *later, *head, *tail, *last;
-} NAMED[TOOL_FMT_COUNT] = {
-    [TOOL_FMT_DEEPSEEK] = {DS_CALLS_BEGIN, "\n", DS_CALL_BEGIN "function" DS_SEP "%s\n```json\n",
-                           "\n```" DS_CALL_END, DS_CALLS_END},
-    [TOOL_FMT_DEEPSEEK_V31] = {DS_CALLS_BEGIN, "", DS_CALL_BEGIN "%s" DS_SEP, DS_CALL_END,
-                               DS_CALLS_END},
-    /* as the gpt-oss template writes an earlier call */
-    [TOOL_FMT_HARMONY] = {"", "",
-                          "<|start|>assistant " HARMONY_TO_FN
-                          "%s<|channel|>commentary json" HARMONY_MESSAGE,
-                          "<|call|>", ""},
-    [TOOL_FMT_KIMI] = {KIMI_SECTION_BEGIN, "", KIMI_CALL_BEGIN "functions.%s:0" KIMI_ARGS_BEGIN,
-                       KIMI_CALL_END, KIMI_SECTION_END},
-    [TOOL_FMT_MISTRAL_V11] = {"", "", MISTRAL_CALLS "%s" MISTRAL_ARGS, "", ""},
-    [TOOL_FMT_FUNCTIONARY] = {"", "", FUNC_OPEN "%s>", FUNC_CLOSE, ""},
-};
-
-static bool render_named_call(tool_format f, const char *name, const char *arguments, bool first,
-                              bool last, sbuf *out) {
-    const struct named_call_fmt *t = (unsigned)f < TOOL_FMT_COUNT ? &NAMED[f] : NULL;
-    if (!t || !t->head) return false;
-    sbuf_adds(out, first ? t->first : t->later);
-    sbuf_printf(out, t->head, name);
-    add_args(arguments, out);
-    sbuf_adds(out, t->tail);
-    if (last) sbuf_adds(out, t->last);
-    return true;
+/* Parameters as the row writes them: p_open K p_mid V p_close for each
+ * argument, a string raw (quoted where the row quotes), anything else as
+ * JSON. */
+static void add_params(const tool_syntax *w, const char *arguments, sbuf *out) {
+    json_t *a = arguments ? json_loads(arguments, 0, NULL) : NULL;
+    const char *k;
+    json_t *v;
+    bool first = true;
+    json_object_foreach(a, k, v) {
+        if (!first) sbuf_adds(out, w->p_sep ? w->p_sep : "");
+        first = false;
+        sbuf_adds(out, w->p_open);
+        sbuf_adds(out, k);
+        bool str = json_is_string(v);
+        sbuf_adds(out, str || !w->p_mid_json ? w->p_mid : w->p_mid_json);
+        if (str) {
+            sbuf_adds(out, w->q_open ? w->q_open : "");
+            sbuf_add(out, json_string_value(v), json_string_length(v));
+            sbuf_adds(out, w->q_close ? w->q_close : "");
+        } else {
+            char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+            if (s) sbuf_adds(out, s);
+            free(s);
+        }
+        sbuf_adds(out, w->p_close);
+    }
+    json_decref(a);
 }
 
 void tools_render_call(tool_format f, const char *name, const char *arguments, bool first,
                        bool last, sbuf *out) {
-    if (render_named_call(f, name, arguments, first, last, out)) return;
-    bool tags = f == TOOL_FMT_HERMES || f == TOOL_FMT_GENERIC;
-    if (tags) sbuf_adds(out, first ? "<tool_call>\n" : "\n<tool_call>\n");
-    if (f == TOOL_FMT_MISTRAL) sbuf_adds(out, first ? "[TOOL_CALLS] [" : ", ");
-    if (f == TOOL_FMT_APRIEL) sbuf_adds(out, first ? APRIEL_OPEN "[" : ", ");
-    sbuf_adds(out, "{\"name\": ");
-    sbuf_json_str(out, name, strlen(name));
-    sbuf_printf(out, ", \"%s\": ", tools_args_key(f));
-    add_args(arguments, out);
-    sbuf_adds(out, "}");
-    if (tags) sbuf_adds(out, "\n</tool_call>");
-    if (f == TOOL_FMT_MISTRAL && last) sbuf_adds(out, "]");
-    if (f == TOOL_FMT_APRIEL && last) sbuf_adds(out, "]" APRIEL_CLOSE);
+    const tool_syntax *w = tools_row(f);
+    sbuf_adds(out, first ? (w->sec_open ? w->sec_open : "") : (w->call_sep ? w->call_sep : ""));
+    sbuf_adds(out, w->hist_open ? w->hist_open : w->call_open ? w->call_open : "");
+    if (w->id_close) sbuf_printf(out, "call_0%s", w->id_close);
+    if (w->args == TOOL_ARGS_CALL) {
+        sbuf_adds(out, "{");
+        if (w->id_key) sbuf_printf(out, "\"%s\": \"0\", ", w->id_key);
+        sbuf_printf(out, "\"%s\": ", w->name_key);
+        sbuf_json_str(out, name, strlen(name));
+        sbuf_printf(out, ", \"%s\": ", w->args_key);
+        add_args(arguments, out);
+        sbuf_adds(out, "}");
+    } else {
+        sbuf_adds(out, name);
+        sbuf_adds(out, w->hist_name_close ? w->hist_name_close : w->name_close);
+        if (w->indexed) sbuf_adds(out, "0");
+        sbuf_adds(out, w->args_open ? w->args_open : "");
+        if (w->args == TOOL_ARGS_OBJECT)
+            add_args(arguments, out);
+        else
+            add_params(w, arguments, out);
+    }
+    sbuf_adds(out, w->hist_open ? "<|call|>" : w->call_close ? w->call_close : "");
+    if (last) sbuf_adds(out, w->sec_close ? w->sec_close : "");
 }
 
 void tools_render_result(tool_format f, const char *content, size_t n, sbuf *out) {
-    switch (f) {
-    case TOOL_FMT_LLAMA3:
-        sbuf_add(out, content, n);
-        break;
-    case TOOL_FMT_MISTRAL:
-    case TOOL_FMT_MISTRAL_V11:
-        sbuf_adds(out, "[TOOL_RESULTS] {\"content\": ");
+    const tool_syntax *w = tools_row(f);
+    sbuf_adds(out, w->res_open ? w->res_open : "");
+    if (w->res_json)
         sbuf_json_str(out, content, n);
-        sbuf_adds(out, "}[/TOOL_RESULTS]");
-        break;
-    default:
-        sbuf_adds(out, "<tool_response>\n");
+    else
         sbuf_add(out, content, n);
-        sbuf_adds(out, "\n</tool_response>");
-        break;
-    }
+    sbuf_adds(out, w->res_close ? w->res_close : "");
+}
+
+const char *tools_result_role(tool_format f) {
+    const char *r = tools_row(f)->res_role;
+    return r ? r : "user";
+}
+
+bool tools_list_before_user(tool_format f) {
+    return tools_row(f)->list == TOOL_LIST_MISTRAL;
 }
 
 void tools_calls_free(tool_call *calls, size_t n) {

@@ -70,6 +70,23 @@ typedef enum tool_format {
     TOOL_FMT_HARMONY,
     TOOL_FMT_KIMI,
     TOOL_FMT_FUNCTIONARY,
+    TOOL_FMT_QWEN3_CODER,
+    TOOL_FMT_SEED_OSS,
+    TOOL_FMT_GLM,
+    TOOL_FMT_MINIMAX,
+    TOOL_FMT_DEEPSEEK_V32,
+    TOOL_FMT_NEMOTRON_V2,
+    TOOL_FMT_APERTUS,
+    TOOL_FMT_COMMAND_R7B,
+    TOOL_FMT_COMMAND_R_PLUS,
+    TOOL_FMT_GRANITE,
+    TOOL_FMT_LFM2,
+    TOOL_FMT_GIGACHAT3,
+    TOOL_FMT_GIGACHAT31,
+    TOOL_FMT_SOLAR_OPEN,
+    TOOL_FMT_FUNCTIONARY_V32,
+    TOOL_FMT_FIREFUNCTION,
+    TOOL_FMT_GEMMA4,
     TOOL_FMT_COUNT
 } tool_format;
 
@@ -95,6 +112,19 @@ typedef struct tool_call {
 
 const char *tools_format_name(tool_format f);
 
+/* The syntax a chat template's text implies (the first row whose markers
+ * it holds); *known false and generic when none (a template that reads
+ * tools then asks for calls tps cannot read). */
+tool_format tools_detect(const char *text, size_t len, bool *known);
+
+/* The request's functions as the parser needs them after the request is
+ * gone: each name and which of its parameters are strings (an XML-like
+ * syntax writes a string raw and anything else as JSON). Owned; NULL when
+ * out of memory. */
+typedef struct tool_set tool_set;
+tool_set *tools_set_new(const oai_tool *tools, size_t n);
+void tools_set_free(tool_set *ts);
+
 /* The text that introduces the tools to the model (for the system message,
  * or, mistral, the [AVAILABLE_TOOLS] block). */
 void tools_render_list(tool_format f, const oai_tool *tools, size_t n, sbuf *out);
@@ -104,8 +134,13 @@ void tools_render_list(tool_format f, const oai_tool *tools, size_t n, sbuf *out
  * closes. */
 void tools_render_call(tool_format f, const char *name, const char *arguments, bool first,
                        bool last, sbuf *out);
-/* A tool result message's content as the model expects it. */
+/* A tool result message's content as the model expects it, in a turn of
+ * role tools_result_role (user, ipython, tool). */
 void tools_render_result(tool_format f, const char *content, size_t n, sbuf *out);
+const char *tools_result_role(tool_format f);
+/* Whether the tool list goes before the last user turn (Mistral's
+ * [AVAILABLE_TOOLS]) rather than into the system message. */
+bool tools_list_before_user(tool_format f);
 
 /* GBNF for a valid answer made of calls only: one call (parallel false) or
  * one or more, each a tool's name with arguments that validate against its
@@ -137,5 +172,69 @@ const char *const *tools_marker_texts(tool_format f);
  * blanks came, nothing once the answer starts with '{', all otherwise;
  * the others: everything before the first of their call markers. */
 size_t tools_stream_safe(tool_format f, const char *text, size_t n, bool *hold);
+
+/* ---------------------------------------------------------------------------
+ * Calls as they stream (tools_stream.c): one per answer (a request's
+ * choice), fed the answer's text as the model writes it. It reports, in
+ * order: the content before the first call (CONTENT, as soon as no marker
+ * can begin in it), then for each call CALL_START (index, id, name),
+ * ARGS (the next piece of its arguments' JSON text: the pieces of a call
+ * add up to its final arguments string) and CALL_DONE (complete: its
+ * arguments are whole and parse as an object; false: the answer ended
+ * inside it, e.g. at max_tokens). The chat stream writes them as
+ * tool_calls deltas; the Responses and Messages writers can write them as
+ * function_call_arguments.delta and input_json_delta. A forced call's
+ * grammar holds its arguments to the tool's schema, so a complete call
+ * validates against it.
+ *
+ *   tool_stream *ts = tool_stream_new(fmt, set, "call_abc_0_");
+ *   per token:  tool_stream_feed(ts, text, n, on_event, ctx);
+ *   at the end: tool_stream_end(ts, on_event, ctx);
+ *               k = tool_stream_calls(ts, calls, cap, &content_len);
+ *   tool_stream_free(ts);
+ *
+ * Not thread-safe (one answer, one thread); the set is borrowed and must
+ * outlive the stream. Each feed re-reads the answer so far (bounded by the
+ * answer's length, TOOLS_MAX_CALLS calls).
+ * ------------------------------------------------------------------------- */
+
+typedef enum tool_event_kind {
+    TOOL_EV_CONTENT = 0,
+    TOOL_EV_CALL_START,
+    TOOL_EV_ARGS,
+    TOOL_EV_CALL_DONE,
+} tool_event_kind;
+
+typedef struct tool_event {
+    tool_event_kind kind;
+    size_t index;     /* the call's, from 0 */
+    const char *id;   /* CALL_START: the call's id (id prefix + index) */
+    const char *name; /* CALL_START: the function (name_len bytes) */
+    size_t name_len;
+    const char *text; /* CONTENT, ARGS: n bytes (borrowed for the call) */
+    size_t n;
+    bool complete; /* CALL_DONE */
+} tool_event;
+
+typedef void tool_event_fn(void *ctx, const tool_event *ev);
+
+typedef struct tool_stream tool_stream;
+
+/* A stream for one answer in format f, typed by ts (NULL: untyped); the
+ * calls' ids are id_prefix and their index. NULL when out of memory. */
+tool_stream *tool_stream_new(tool_format f, const tool_set *ts, const char *id_prefix);
+void tool_stream_free(tool_stream *s);
+/* The answer's next text; fn (may be NULL) gets what it settles. */
+void tool_stream_feed(tool_stream *s, const char *text, size_t n, tool_event_fn *fn, void *ctx);
+/* The answer is done: the rest of the content (all of the answer when no
+ * call was whole), the rest of each call, CALL_DONE for every call begun. */
+void tool_stream_end(tool_stream *s, tool_event_fn *fn, void *ctx);
+/* After tool_stream_end: the complete calls (copies into calls, freed with
+ * tools_calls_free) and in *content_len the bytes of content before them. */
+size_t tool_stream_calls(const tool_stream *s, tool_call *calls, size_t cap, size_t *content_len);
+/* Calls begun so far (CALL_START sent), and complete (CALL_DONE sent,
+ * complete). */
+size_t tool_stream_started(const tool_stream *s);
+size_t tool_stream_whole(const tool_stream *s);
 
 #endif

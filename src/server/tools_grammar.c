@@ -1,11 +1,13 @@
 /* The grammars of forced tool calls (tools.h: tool_choice "required" or a
- * named function): for the formats whose call is one JSON object, the
- * objects of every tool as one schema (json_schema.h: an anyOf of
- * {"name": const, "arguments": the tool's parameters}); for the formats
- * that write the name outside the JSON (DeepSeek, harmony, Kimi K2,
- * Functionary), each tool's parameters compiled apart (args-i) and the
- * name written around them in the format's own syntax.
- * Not here: rendering (tools.c), parsing (tools_parse.c). */
+ * named function), written from a syntax row (tools_internal.h):
+ *   root ::= lead? sec_open call (call_sep call)* sec_close
+ *   call ::= call_open [id id_close] body call_close
+ * where body is, by the row's argument encoding: one call object whose
+ * schema is the anyOf of {name: const, arguments: the tool's parameters}
+ * (json_schema.h); or a tool's name, name_close and its arguments
+ * compiled apart (args-i: a JSON object, or its required parameters in
+ * the row's parameter syntax, string values raw and the rest JSON).
+ * Not here: rendering (tools.c), reading calls back (tools_scan.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,130 +15,23 @@
 #include "server/json_schema.h"
 #include "server/tools_internal.h"
 
-/* {"type":"object","properties":{"name":{"const":N},"arguments":P},
- *  "required":["name","arguments"],"additionalProperties":false} */
-static json_t *call_schema(tool_format f, const oai_tool *t) {
-    /* no parameters: the function takes none (OpenAI's meaning): {} */
-    json_t *params = t->parameters ? json_deep_copy(t->parameters)
-                                   : json_pack("{s:s,s:{},s:b}", "type", "object", "properties",
-                                               "additionalProperties", 0);
-    json_t *props = json_object();
-    json_object_set_new(props, "name", json_pack("{s:s}", "const", t->name));
-    json_object_set_new(props, tools_args_key(f), params);
-    return json_pack("{s:s,s:o,s:[s,s],s:b}", "type", "object", "properties", props, "required",
-                     "name", tools_args_key(f), "additionalProperties", 0);
-}
-
-/* The formats whose calls carry their JSON in one object {name, arguments}. */
-static int json_call_grammar(tool_format f, const oai_tool *tools, size_t n, const char *only,
-                             bool parallel, sbuf *gbnf, tps_err *err) {
-    json_t *any = json_array();
-    for (size_t i = 0; i < n; i++)
-        if (!only || !strcmp(tools[i].name, only))
-            json_array_append_new(any, call_schema(f, &tools[i]));
-    if (json_array_size(any) == 0) {
-        json_decref(any);
-        return tps_fail(err, TPS_EINVAL, "tool_choice names a function that is not in tools");
+/* A GBNF string literal for s (nothing when s is empty or NULL). */
+static void lit(sbuf *g, const char *s) {
+    if (!s || !*s) return;
+    sbuf_adds(g, " \"");
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            sbuf_printf(g, "\\%c", *s);
+        else if (*s == '\n')
+            sbuf_adds(g, "\\n");
+        else if (*s == '\r')
+            sbuf_adds(g, "\\r");
+        else if (*s == '\t')
+            sbuf_adds(g, "\\t");
+        else
+            sbuf_add(g, s, 1);
     }
-    json_t *schema = json_array_size(any) == 1 ? json_incref(json_array_get(any, 0))
-                                               : json_pack("{s:O}", "anyOf", any);
-    json_decref(any);
-    sbuf body;
-    sbuf_init(&body);
-    int rc = json_schema_to_gbnf(schema, &body, err);
-    json_decref(schema);
-    if (!rc && (!body.p || strncmp(body.p, "root ::= ", 9)))
-        rc = tps_fail(err, TPS_EINVAL, "tools: unexpected grammar from the parameters schema");
-    if (rc) {
-        sbuf_free(&body);
-        return rc;
-    }
-    switch (f) {
-    case TOOL_FMT_LLAMA3: /* one JSON call: Llama 3.1 makes one at a time */
-        sbuf_adds(gbnf, "root ::= call\n");
-        break;
-    case TOOL_FMT_MISTRAL:
-        sbuf_adds(gbnf, parallel ? "root ::= \"[TOOL_CALLS] [\" call (\", \" call)* \"]\"\n"
-                                 : "root ::= \"[TOOL_CALLS] [\" call \"]\"\n");
-        break;
-    case TOOL_FMT_APRIEL:
-        sbuf_adds(gbnf, parallel ? "root ::= \"" APRIEL_OPEN
-                                   "[\" call (\", \" call)* \"]" APRIEL_CLOSE "\"\n"
-                                 : "root ::= \"" APRIEL_OPEN "[\" call \"]" APRIEL_CLOSE "\"\n");
-        break;
-    default:
-        sbuf_adds(gbnf, parallel ? "root ::= tc (\"\\n\" tc)*\n" : "root ::= tc\n");
-        sbuf_adds(gbnf, "tc ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\n");
-        break;
-    }
-    sbuf_adds(gbnf, "call ::= ");
-    sbuf_add(gbnf, body.p + 9, body.len - 9);
-    sbuf_free(&body);
-    if (sbuf_failed(gbnf)) return tps_fail(err, TPS_ENOMEM, "tools: out of memory");
-    return 0;
-}
-
-/* The formats whose name stands outside the JSON: each call is
- * open ("NAME" mid args-i | ...) close, args-i the arguments grammar of
- * tool i, and the answer is root (one call, or many when parallel). */
-typedef struct named_form {
-    const char *open, *mid, *close; /* GBNF fragments */
-    const char *root_one, *root_many;
-    const char *extra; /* rules the fragments use, or NULL */
-} named_form;
-
-static const named_form *named_form_of(tool_format f) {
-    static const named_form ds = {"\"" DS_CALL_BEGIN "function" DS_SEP "\"",
-                                  "\"\\n```json\\n\"",
-                                  "\"\\n```" DS_CALL_END "\"",
-                                  "root ::= \"" DS_CALLS_BEGIN "\" call \"" DS_CALLS_END "\"\n",
-                                  "root ::= \"" DS_CALLS_BEGIN
-                                  "\" call (\"\\n\" call)* \"" DS_CALLS_END "\"\n",
-                                  NULL};
-    static const named_form v31 = {"\"" DS_CALL_BEGIN "\"",
-                                   "\"" DS_SEP "\"",
-                                   "\"" DS_CALL_END "\"",
-                                   "root ::= \"" DS_CALLS_BEGIN "\" call \"" DS_CALLS_END "\"\n",
-                                   "root ::= \"" DS_CALLS_BEGIN "\" call+ \"" DS_CALLS_END "\"\n",
-                                   NULL};
-    /* after the prompt's "<|start|>assistant": analysis first or not, then
-     * the call (one: <|call|> ends the answer) */
-    static const named_form harmony = {"\"<|channel|>commentary " HARMONY_TO_FN "\"",
-                                       "\" <|constrain|>json" HARMONY_MESSAGE "\"",
-                                       "",
-                                       "root ::= (\"<|channel|>analysis" HARMONY_MESSAGE
-                                       "\" thought \"<|end|><|start|>assistant\")? "
-                                       "call\n",
-                                       NULL,
-                                       "thought ::= ([^<] | \"<\" [^|])*\n"};
-    static const named_form kimi = {
-        "\"" KIMI_CALL_BEGIN "functions.\"",
-        "\":\" kimi-index \"" KIMI_ARGS_BEGIN "\"",
-        "\"" KIMI_CALL_END "\"",
-        "root ::= \"" KIMI_SECTION_BEGIN "\" call \"" KIMI_SECTION_END "\"\n",
-        "root ::= \"" KIMI_SECTION_BEGIN "\" call+ \"" KIMI_SECTION_END "\"\n",
-        "kimi-index ::= [0-9] [0-9]*\n"};
-    static const named_form mistral = {"\"" MISTRAL_CALLS "\"", "\"" MISTRAL_ARGS "\"", "",
-                                       "root ::= call\n",       "root ::= call+\n",     NULL};
-    static const named_form func = {"\"" FUNC_OPEN "\"",  "\">\"",
-                                    "\"" FUNC_CLOSE "\"", "root ::= call\n",
-                                    "root ::= call+\n",   NULL};
-    switch (f) {
-    case TOOL_FMT_DEEPSEEK:
-        return &ds;
-    case TOOL_FMT_DEEPSEEK_V31:
-        return &v31;
-    case TOOL_FMT_HARMONY:
-        return &harmony;
-    case TOOL_FMT_KIMI:
-        return &kimi;
-    case TOOL_FMT_FUNCTIONARY:
-        return &func;
-    case TOOL_FMT_MISTRAL_V11:
-        return &mistral;
-    default:
-        return NULL;
-    }
+    sbuf_adds(g, "\" ");
 }
 
 /* Appends the lines of text[0..n) not already in g (the primitives every
@@ -153,46 +48,177 @@ static void add_new_lines(sbuf *g, const char *text, size_t n) {
     }
 }
 
-static int named_call_grammar(const named_form *nf, const oai_tool *tools, size_t n,
-                              const char *only, bool parallel, sbuf *gbnf, tps_err *err) {
-    sbuf rules, alts;
-    sbuf_init(&rules);
-    sbuf_init(&alts);
+/* The schema's rules under the name rule (root renamed), into rules. */
+static int schema_rules(const json_t *schema, const char *rule, sbuf *rules, tps_err *err) {
+    sbuf one;
+    sbuf_init(&one);
+    int rc = json_schema_to_gbnf_named(schema, rule, &one, err);
+    if (!rc) add_new_lines(rules, one.p, one.len);
+    sbuf_free(&one);
+    return rc;
+}
+
+static json_t *params_of(const oai_tool *t) {
+    /* no parameters: the function takes none (OpenAI's meaning): {} */
+    return t->parameters ? json_deep_copy(t->parameters)
+                         : json_pack("{s:s,s:{},s:b}", "type", "object", "properties",
+                                     "additionalProperties", 0);
+}
+
+/* {"type":"object","properties":{[id,] name: {"const": N}, args: P},
+ *  "required": [...], "additionalProperties": false} */
+static json_t *call_schema(const tool_syntax *w, const oai_tool *t) {
+    json_t *props = json_object(), *req = json_array();
+    if (w->id_key) {
+        json_object_set_new(
+            props, w->id_key,
+            json_pack("{s:s,s:[s,s,s,s]}", "type", "string", "enum", "0", "1", "2", "3"));
+        json_array_append_new(req, json_string(w->id_key));
+    }
+    json_object_set_new(props, w->name_key, json_pack("{s:s}", "const", t->name));
+    json_object_set_new(props, w->args_key, params_of(t));
+    json_array_append_new(req, json_string(w->name_key));
+    json_array_append_new(req, json_string(w->args_key));
+    return json_pack("{s:s,s:o,s:o,s:b}", "type", "object", "properties", props, "required", req,
+                     "additionalProperties", 0);
+}
+
+/* One parameter's value: a string raw (one of its enum, or up to
+ * maxLength bytes, 64 unless said, that cannot begin the close), else
+ * JSON by the property's schema. */
+static int param_value(const tool_syntax *w, const json_t *prop, const char *rule, sbuf *rules,
+                       sbuf *g, tps_err *err) {
+    json_t *type = json_object_get(prop, "type"), *en = json_object_get(prop, "enum");
+    if (!json_is_string(type) || strcmp(json_string_value(type), "string")) {
+        sbuf_printf(g, " %s ", rule);
+        return schema_rules(prop, rule, rules, err);
+    }
+    sbuf_adds(g, " (");
+    lit(g, w->q_open);
+    if (json_array_size(en)) {
+        sbuf_adds(g, "(");
+        for (size_t k = 0; k < json_array_size(en); k++) {
+            if (k) sbuf_adds(g, "|");
+            lit(g, json_string_value(json_array_get(en, k)));
+        }
+        sbuf_adds(g, ")");
+    } else {
+        json_int_t max = json_integer_value(json_object_get(prop, "maxLength"));
+        json_int_t min = json_integer_value(json_object_get(prop, "minLength"));
+        sbuf_printf(g, "[^<\\n\\\"]{%lld,%lld}", (long long)(min > 0 ? min : 1),
+                    (long long)(max > 0 && max < 64 ? max : 64));
+    }
+    lit(g, w->q_close);
+    sbuf_adds(g, ") ");
+    return 0;
+}
+
+/* args-i for a parameter syntax: the tool's required parameters in order. */
+static int params_rule(const tool_syntax *w, const json_t *params, const char *rule, sbuf *rules,
+                       tps_err *err) {
+    sbuf g;
+    sbuf_init(&g);
+    sbuf_printf(&g, "%s ::= \"\"", rule);
+    json_t *props = json_object_get(params, "properties"),
+           *req = json_object_get(params, "required");
+    int rc = 0;
+    size_t k = 0, i;
+    json_t *r;
+    json_array_foreach(req, i, r) {
+        json_t *prop = json_object_get(props, json_string_value(r));
+        if (!prop || rc) continue;
+        if (k++) lit(&g, w->p_sep);
+        lit(&g, w->p_open);
+        lit(&g, json_string_value(r));
+        json_t *type = json_object_get(prop, "type");
+        bool str = json_is_string(type) && !strcmp(json_string_value(type), "string");
+        lit(&g, str || !w->p_mid_json ? w->p_mid : w->p_mid_json);
+        char name[64];
+        snprintf(name, sizeof name, "%s-%zu", rule, i);
+        rc = param_value(w, prop, name, rules, &g, err);
+        lit(&g, w->p_close);
+    }
+    sbuf_adds(&g, "\n");
+    if (!rc) add_new_lines(rules, g.p, g.len);
+    sbuf_free(&g);
+    return rc;
+}
+
+/* body ::= the alternatives of every tool (only the one named, when only). */
+static int body_rules(const tool_syntax *w, const oai_tool *tools, size_t n, const char *only,
+                      sbuf *body, sbuf *rules, tps_err *err) {
+    json_t *any = json_array();
     int rc = 0;
     size_t k = 0;
+    sbuf_adds(body, "body ::=");
     for (size_t i = 0; i < n && !rc; i++) {
         if (only && strcmp(tools[i].name, only)) continue;
-        json_t *params = tools[i].parameters ? json_incref((json_t *)tools[i].parameters)
-                                             : json_pack("{s:s,s:{},s:b}", "type", "object",
-                                                         "properties", "additionalProperties", 0);
-        char name[32];
-        snprintf(name, sizeof name, "args-%zu", i);
-        sbuf one;
-        sbuf_init(&one);
-        rc = json_schema_to_gbnf_named(params, name, &one, err);
+        if (w->args == TOOL_ARGS_CALL) {
+            json_array_append_new(any, call_schema(w, &tools[i]));
+            continue;
+        }
+        char rule[32];
+        snprintf(rule, sizeof rule, "args-%zu", i);
+        json_t *params = params_of(&tools[i]);
+        rc = w->args == TOOL_ARGS_OBJECT ? schema_rules(params, rule, rules, err)
+                                         : params_rule(w, params, rule, rules, err);
         json_decref(params);
-        if (!rc) add_new_lines(&rules, one.p, one.len);
-        sbuf_free(&one);
-        sbuf_printf(&alts, "%s\"%s\" %s %s", k++ ? " | " : "", tools[i].name, nf->mid, name);
+        sbuf_adds(body, k++ ? " |" : "");
+        lit(body, tools[i].name);
+        lit(body, w->name_close);
+        if (w->indexed) sbuf_adds(body, " [0-9] [0-9]? ");
+        lit(body, w->args_open);
+        sbuf_printf(body, " %s", rule);
     }
+    if (!rc && json_array_size(any)) {
+        json_t *schema = json_array_size(any) == 1 ? json_incref(json_array_get(any, 0))
+                                                   : json_pack("{s:O}", "anyOf", any);
+        rc = schema_rules(schema, "call-object", rules, err);
+        json_decref(schema);
+        sbuf_adds(body, " call-object");
+        k = 1;
+    }
+    json_decref(any);
     if (!rc && !k)
         rc = tps_fail(err, TPS_EINVAL, "tool_choice names a function that is not in tools");
-    if (!rc) {
-        sbuf_adds(gbnf, parallel && nf->root_many ? nf->root_many : nf->root_one);
-        sbuf_printf(gbnf, "call ::= %s (%s) %s\n", nf->open, alts.p, nf->close);
-        if (nf->extra) sbuf_adds(gbnf, nf->extra);
-        sbuf_add(gbnf, rules.p, rules.len);
-        if (sbuf_failed(gbnf) || sbuf_failed(&alts) || sbuf_failed(&rules))
-            rc = tps_fail(err, TPS_ENOMEM, "tools: out of memory");
-    }
-    sbuf_free(&rules);
-    sbuf_free(&alts);
+    sbuf_adds(body, "\n");
     return rc;
 }
 
 int tools_grammar(tool_format f, const oai_tool *tools, size_t n, const char *only, bool parallel,
                   sbuf *gbnf, tps_err *err) {
-    const named_form *nf = named_form_of(f);
-    return nf ? named_call_grammar(nf, tools, n, only, parallel, gbnf, err)
-              : json_call_grammar(f, tools, n, only, parallel, gbnf, err);
+    const tool_syntax *w = tools_row(f);
+    sbuf body, rules;
+    sbuf_init(&body);
+    sbuf_init(&rules);
+    int rc = body_rules(w, tools, n, only, &body, &rules, err);
+    if (!rc) {
+        sbuf_adds(gbnf, "root ::= ");
+        sbuf_adds(gbnf, w->gbnf_lead ? w->gbnf_lead : "");
+        lit(gbnf, w->sec_open);
+        sbuf_adds(gbnf, " call ");
+        if (parallel && !w->one_call) {
+            sbuf_adds(gbnf, "(");
+            lit(gbnf, w->call_sep);
+            sbuf_adds(gbnf, " call)* ");
+        }
+        lit(gbnf, w->sec_close);
+        sbuf_adds(gbnf, "\ncall ::=");
+        lit(gbnf, w->call_open);
+        if (w->id_close) {
+            sbuf_adds(gbnf, " \"call_\" [0-9] ");
+            lit(gbnf, w->id_close);
+        }
+        sbuf_adds(gbnf, " body ");
+        lit(gbnf, w->call_close);
+        sbuf_adds(gbnf, "\n");
+        sbuf_add(gbnf, body.p, body.len);
+        if (w->gbnf_extra) sbuf_adds(gbnf, w->gbnf_extra);
+        sbuf_add(gbnf, rules.p, rules.len);
+        if (sbuf_failed(gbnf) || sbuf_failed(&body) || sbuf_failed(&rules))
+            rc = tps_fail(err, TPS_ENOMEM, "tools: out of memory");
+    }
+    sbuf_free(&body);
+    sbuf_free(&rules);
+    return rc;
 }
