@@ -150,6 +150,22 @@ static const opt_row serve_rows[] = {
     U32_ROW("--grammar-cache", grammar_cache,
             "compiled grammars kept for requests that send the same\n"
             "one again (default 64; 0: none)"),
+    OPT_HEAD("APIs (/v1/chat/completions, /v1/completions, /v1/responses, /v1/messages):"),
+    {"--unknown-fields", .kind = OPT_CHOICE, .off = S(unknown_fields_ignore),
+     .choices = (const opt_choice[]){{"reject", 0}, {"ignore", 1}, {NULL, 0}},
+     .help = "a request field no allow-list names (docs/api.md): a 400\n"
+             "naming it (reject, the default), or dropped, named in the\n"
+             "header X-Tps-Ignored-Fields and counted in /metrics (ignore)"},
+    U32_ROW("--response-store-entries", response_store.max_entries,
+            "/v1/responses answers kept for previous_response_id and\n"
+            "GET /v1/responses/{id}, oldest evicted first (default 1024;\n"
+            "0: none kept, store: true is a 400)"),
+    {"--response-store-bytes", .kind = OPT_SIZE, .off = S(response_store.max_bytes), .metavar = "N",
+     .help = "bytes the kept answers may hold together (default 64M)"},
+    {"--response-store-age", .kind = OPT_U32, .off = S(response_store.max_age_s),
+     .max = 4294967295.0, .metavar = "S",
+     .help = "a kept answer is dropped S seconds after it was made\n"
+             "(default 3600; 0: no limit)"},
     {0},
 };
 

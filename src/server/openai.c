@@ -139,6 +139,22 @@ static int parse_content(json_t *c, size_t i, sbuf *parts, const char **s, size_
     return 0;
 }
 
+/* vLLM's name for an answer's thinking sent back (opencode sends it):
+ * `reasoning` reaches the template as reasoning_content; both given must
+ * agree. */
+static int reasoning_alias(json_t *msg, size_t i, oai_error *e) {
+    json_t *r = json_object_get(msg, "reasoning");
+    if (!json_is_string(r)) return 0; /* absent or null (the type is checked before) */
+    json_t *rc = json_object_get(msg, "reasoning_content");
+    if (json_is_string(rc) && !json_equal(r, rc))
+        return oai_error_set(e, 400, "invalid_request_error", "messages", "invalid_value",
+                             "messages[%zu] has reasoning and reasoning_content that differ: "
+                             "they name one thing (vLLM's and llama-server's), give one",
+                             i);
+    if (!json_is_string(rc) && json_object_set(msg, "reasoning_content", r)) return oai_oom(e);
+    return 0;
+}
+
 static int parse_messages(json_t *o, oai_request *r, oai_error *e) {
     json_t *m;
     int rc = oai_get_required(o, "messages", &m, e);
@@ -179,8 +195,9 @@ static int parse_messages(json_t *o, oai_request *r, oai_error *e) {
             goto done;
         r->msgs[i].content = s;
         joined[i] = s == NULL;
-        static const char *const text_fields[] = {"name", "tool_call_id", "reasoning_content"};
-        for (size_t k = 0; k < 3; k++) {
+        static const char *const text_fields[] = {"name", "tool_call_id", "reasoning_content",
+                                                  "reasoning"};
+        for (size_t k = 0; k < 4; k++) {
             json_t *v = json_object_get(msg, text_fields[k]);
             if (v && !json_is_null(v) && !json_is_string(v)) {
                 snprintf(param, sizeof param, "messages[%zu].%s", i, text_fields[k]);
@@ -188,6 +205,7 @@ static int parse_messages(json_t *o, oai_request *r, oai_error *e) {
                 goto done;
             }
         }
+        if ((rc = reasoning_alias(msg, i, e))) goto done;
         json_t *calls = json_object_get(msg, "tool_calls");
         if (calls && !json_is_null(calls)) {
             if ((rc = check_tool_calls(calls, i, e))) goto done;
@@ -260,69 +278,91 @@ void oai_request_free(oai_request *r) {
     free(r->msg_tool_calls);
     free(r->tools);
     free(r->parts);
+    free(r->echo);
+    if (r->history) json_decref((json_t *)r->history);
     if (r->json) json_decref((json_t *)r->json);
     memset(r, 0, sizeof *r);
 }
 
-int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_error *e) {
+/* The stream fields: stream, stream_options {include_usage}. */
+static int parse_stream(json_t *root, oai_request *r, oai_error *e) {
+    int rc;
+    if ((rc = oai_get_bool(root, "stream", &r->stream, e)) < 0) return rc;
+    json_t *so = json_object_get(root, "stream_options");
+    if (!so || json_is_null(so)) return 0;
+    if (!json_is_object(so)) return bad(e, "stream_options", "%s must be an object%s", "");
+    if ((rc = oai_get_bool(so, "include_usage", &r->include_usage, e)) < 0) {
+        snprintf(e->param, sizeof e->param, "stream_options.include_usage");
+        return rc;
+    }
+    return 0;
+}
+
+/* Every field of root, r->kind's, into r (set up by the caller). */
+static int parse_fields(json_t *root, oai_request *r, const oai_policy *p, oai_error *e) {
+    oai_kind kind = r->kind;
+    json_t *model = json_object_get(root, "model");
+    if (model && !json_is_null(model)) {
+        if (!json_is_string(model)) return bad(e, "model", "%s must be a string%s", "");
+        r->model = json_string_value(model);
+    }
+    int rc;
+    if ((rc = oai_check_fields(root, kind, p, r, e))) return rc;
+    if ((rc = oai_parse_n(root, r, e))) return rc;
+    if ((rc = kind == OAI_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e))) return rc;
+    if ((rc = oai_parse_sampling_fields(root, r, e))) return rc;
+    if ((rc = oai_parse_constraint(root, r, e))) return rc;
+    if (kind == OAI_CHAT && (rc = oai_parse_tools(root, r, e))) return rc;
+    if (kind == OAI_CHAT && (rc = oai_parse_reasoning(root, r, e))) return rc;
+    if (kind == OAI_CHAT && (rc = parse_template_fields(root, r, e))) return rc;
+    if (r->grammar &&
+        (r->tool_choice == TOOL_CHOICE_REQUIRED || r->tool_choice == TOOL_CHOICE_NAMED))
+        return oai_error_set(e, 400, "invalid_request_error", "tool_choice", "invalid_value",
+                             "tool_choice \"required\" or a named function constrains the output "
+                             "to tool calls; it cannot be combined with response_format, grammar "
+                             "or regex");
+    return parse_stream(root, r, e);
+}
+
+static void request_init(oai_request *r, oai_kind kind) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->n = 1;
     r->skip_special = true;
     r->think_budget = -1;
     sampler_params_default(&r->sampling);
+}
+
+static int parse_owned(oai_request *r, oai_kind kind, json_t *root, const oai_policy *p,
+                       oai_error *e) {
+    request_init(r, kind);
+    r->json = root;
+    int rc = json_is_object(root)
+                 ? parse_fields(root, r, p, e)
+                 : oai_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
+                                 "the request body must be a JSON object");
+    if (!rc) return 0;
+    oai_request_free(r);
+    r->kind = kind;
+    return TPS_EINVAL;
+}
+
+int oai_parse_root(oai_request *r, struct json_t *root, const oai_policy *p, oai_error *e) {
+    return parse_owned(r, OAI_CHAT, root, p, e);
+}
+
+int oai_parse_ex(oai_request *r, oai_kind kind, const char *body, size_t len, const oai_policy *p,
+                 oai_error *e) {
+    request_init(r, kind);
     json_error_t jerr;
     json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, &jerr);
     if (!root)
         return oai_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
                              "invalid JSON in the request body at line %d, column %d: %s",
                              jerr.line, jerr.column, jerr.text);
-    r->json = root;
-    int rc;
-    if (!json_is_object(root)) {
-        rc = oai_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
-                           "the request body must be a JSON object");
-        goto fail;
-    }
-    json_t *model = json_object_get(root, "model");
-    if (model && !json_is_null(model)) {
-        if (!json_is_string(model)) {
-            rc = bad(e, "model", "%s must be a string%s", "");
-            goto fail;
-        }
-        r->model = json_string_value(model);
-    }
-    if ((rc = oai_check_fields(root, kind, e))) goto fail;
-    if ((rc = oai_parse_n(root, r, e))) goto fail;
-    if ((rc = kind == OAI_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e))) goto fail;
-    if ((rc = oai_parse_sampling_fields(root, r, e))) goto fail;
-    if ((rc = oai_parse_constraint(root, r, e))) goto fail;
-    if (kind == OAI_CHAT && (rc = oai_parse_tools(root, r, e))) goto fail;
-    if (kind == OAI_CHAT && (rc = oai_parse_reasoning(root, r, e))) goto fail;
-    if (kind == OAI_CHAT && (rc = parse_template_fields(root, r, e))) goto fail;
-    if (r->grammar &&
-        (r->tool_choice == TOOL_CHOICE_REQUIRED || r->tool_choice == TOOL_CHOICE_NAMED)) {
-        rc = oai_error_set(e, 400, "invalid_request_error", "tool_choice", "invalid_value",
-                           "tool_choice \"required\" or a named function constrains the output "
-                           "to tool calls; it cannot be combined with response_format, grammar "
-                           "or regex");
-        goto fail;
-    }
-    if ((rc = oai_get_bool(root, "stream", &r->stream, e)) < 0) goto fail;
-    json_t *so = json_object_get(root, "stream_options");
-    if (so && !json_is_null(so)) {
-        if (!json_is_object(so)) {
-            rc = bad(e, "stream_options", "%s must be an object%s", "");
-            goto fail;
-        }
-        if ((rc = oai_get_bool(so, "include_usage", &r->include_usage, e)) < 0) {
-            snprintf(e->param, sizeof e->param, "stream_options.include_usage");
-            goto fail;
-        }
-    }
-    return 0;
-fail:
-    oai_request_free(r);
-    r->kind = kind;
-    return TPS_EINVAL;
+    return parse_owned(r, kind, root, p, e);
+}
+
+int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_error *e) {
+    return oai_parse_ex(r, kind, body, len, NULL, e);
 }

@@ -29,6 +29,23 @@
 
 typedef enum oai_kind { OAI_COMPLETION = 1, OAI_CHAT = 2 } oai_kind;
 
+/* The API a chat request came in through: each is parsed into the same
+ * oai_request (api_responses.h, api_messages.h) and answered in its own
+ * shapes (api_write.h). */
+typedef enum oai_dialect {
+    OAI_DIALECT_CHAT = 0,  /* /v1/chat/completions (and /v1/completions) */
+    OAI_DIALECT_RESPONSES, /* /v1/responses (OpenAI) */
+    OAI_DIALECT_MESSAGES,  /* /v1/messages (Anthropic) */
+} oai_dialect;
+
+/* What a parse does with a field no row names (tps serve --unknown-fields):
+ * refuse it (400, the default) or drop it, named in oai_request.ignored. */
+typedef struct oai_policy {
+    bool ignore_unknown;
+} oai_policy;
+
+#define OAI_IGNORED_MAX 256 /* bytes of ignored field names kept ("a,b,..."); more are counted */
+
 /* How the thinking of a reasoning model is returned (chat). */
 typedef enum oai_reasoning {
     OAI_REASONING_SPLIT =
@@ -127,6 +144,20 @@ typedef struct oai_request {
     const char *reasoning_effort;
     bool stream;
     bool include_usage; /* stream_options.include_usage */
+    /* The dialect (chat for oai_parse), and what only its answer needs:
+     * Responses' store (keep the answer for previous_response_id), the
+     * conversation as chat messages without the instructions (a json_t
+     * array, owned; stored with the answer), and the request's settings as
+     * the response object echoes them (JSON members, owned; NULL: none).
+     * Messages' thinking asked for (thinking blocks returned). */
+    oai_dialect dialect;
+    bool store;
+    void *history;
+    char *echo;
+    /* Unknown fields dropped under oai_policy.ignore_unknown: their names,
+     * comma-separated (cut at OAI_IGNORED_MAX with "..."), and their count. */
+    char ignored[OAI_IGNORED_MAX];
+    uint32_t n_ignored;
     /* private */
     void *json;  /* json_t *: the parsed body the strings borrow from */
     char *parts; /* joined content parts */
@@ -147,7 +178,22 @@ typedef struct oai_error {
  * code unknown_parameter, a known one asking for a behaviour tps lacks is
  * unsupported_parameter) and r left empty. */
 int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_error *e);
+/* The same under a policy for unknown fields (NULL: refuse them). */
+int oai_parse_ex(oai_request *r, oai_kind kind, const char *body, size_t len, const oai_policy *p,
+                 oai_error *e);
+/* A chat request already parsed as JSON (a chat-shaped object a dialect
+ * built: api_responses.c, api_messages.c), which r takes (freed on failure
+ * too). r->dialect is left for the caller to set. */
+struct json_t;
+int oai_parse_root(oai_request *r, struct json_t *root, const oai_policy *p, oai_error *e);
 void oai_request_free(oai_request *r);
+/* One object's keys checked against a dialect's allow-list t (n rows;
+ * their endpoints not read), as oai_parse checks a body: unknown is a 400
+ * (or, under p->ignore_unknown, dropped from obj and named in r->ignored),
+ * refused asks for nothing. endpoint names the API in a 400; prefix (""
+ * or "input[2].") goes before each key named. */
+int oai_check_table(struct json_t *obj, const oai_field *t, size_t n, const char *endpoint,
+                    const char *prefix, const oai_policy *p, oai_request *r, oai_error *e);
 /* A chat request as its template's inputs (chat_prompt.h): messages, the
  * tools (none under tool_choice "none"), chat_template_kwargs, the
  * generation prompt. Borrowed from r. */

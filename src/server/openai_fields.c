@@ -102,6 +102,8 @@ static const oai_field FIELDS[] = {
     {"continue_final_message", H, HON, VL, NULL, TMPL},
     {"request_id", B, LAB, VL, NULL, "responses carry tps's own id"},
     {"session_id", B, LAB, VL, NULL, NULL},
+    {"conversation_id", B, LAB, "vLLM's multi-turn benchmark, LiteLLM, Open WebUI (issue 49)", NULL,
+     "labels a turn of a conversation; the prefix cache finds the earlier turns"},
     {"add_special_tokens", B, REF, VL, NULL,
      "add_special_tokens is not supported: the prompt gets the special tokens the vocabulary "
      "(and chat template) ask for"},
@@ -193,6 +195,7 @@ static const oai_field MESSAGE_FIELDS[] = {
     {"name", H, HON, OAI, NULL, TMPL},
     {"tool_call_id", H, HON, OAI, NULL, TMPL},
     {"reasoning_content", H, HON, VLS, NULL, TMPL},
+    {"reasoning", H, HON, VL, NULL, "vLLM's name for reasoning_content (opencode sends it back)"},
     {"refusal", H, REF, OAI, NULL,
      "a refusal in an earlier answer is not rendered: send it as content"},
     {"annotations", H, REF, OAI, NULL, "annotations are not rendered"},
@@ -245,17 +248,38 @@ static const char *endpoint_of(oai_kind k) {
     return k == OAI_CHAT ? "/v1/chat/completions" : "/v1/completions";
 }
 
+/* An unknown key under --unknown-fields ignore: named in r->ignored (cut
+ * with "..." when full) and counted. */
+static void note_ignored(oai_request *r, const char *param) {
+    size_t used = strlen(r->ignored), n = strlen(param);
+    r->n_ignored++;
+    if (used && !strcmp(r->ignored + used - 3, "...")) return;
+    if (used + n + 2 + 3 < sizeof r->ignored) {
+        snprintf(r->ignored + used, sizeof r->ignored - used, "%s%s", used ? "," : "", param);
+        for (char *c = r->ignored + used; *c; c++) /* a header value: printable ASCII only */
+            if (*c < 0x21 || *c > 0x7e) *c = '?';
+    } else
+        snprintf(r->ignored + used, sizeof r->ignored - used, "%s...", used ? "," : "");
+}
+
 /* One key of an object checked against table t; param is its name in a
- * 400 (the key, or "messages[3].foo"). */
+ * 400 (the key, or "messages[3].foo"). kind 0: a dialect's table (every
+ * row is its endpoint's). 1: an unknown key to drop (ignore_unknown). */
 static int check_key(const oai_field *t, size_t n, const char *key, json_t *v, oai_kind kind,
-                     const char *param, oai_error *e) {
+                     const char *endpoint, const char *param, const oai_policy *p, oai_request *r,
+                     oai_error *e) {
     const oai_field *f = find(t, n, key);
+    if (!f && p && p->ignore_unknown && r) {
+        note_ignored(r, param);
+        return 1;
+    }
     if (!f)
         return oai_error_set(e, 400, "invalid_request_error", param, "unknown_parameter",
                              "%s is not a field %s takes: tps refuses what it does not know "
-                             "rather than ignore it (docs/api.md lists every field)",
-                             param, endpoint_of(kind));
-    if (!(f->endpoints & kind) && !neutral(f, v))
+                             "rather than ignore it (docs/api.md lists every field; tps serve "
+                             "--unknown-fields ignore drops such fields)",
+                             param, endpoint);
+    if (kind && !(f->endpoints & kind) && !neutral(f, v))
         return oai_error_set(e, 400, "invalid_request_error", param, "unsupported_parameter",
                              "%s is a %s feature: use %s", param,
                              kind == OAI_CHAT ? "completions" : "chat",
@@ -266,20 +290,40 @@ static int check_key(const oai_field *t, size_t n, const char *key, json_t *v, o
     return 0;
 }
 
-static int check_messages(json_t *msgs, oai_error *e) {
+/* Every key of obj against t; unknown ones dropped under the policy. */
+static int check_object(json_t *obj, const oai_field *t, size_t n, oai_kind kind,
+                        const char *endpoint, const char *prefix, const oai_policy *p,
+                        oai_request *r, oai_error *e) {
+    const char *key;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(obj, tmp, key, v) {
+        if (kind == OAI_COMPLETION && !*prefix && !strcmp(key, "best_of")) continue; /* vs n */
+        char param[128];
+        snprintf(param, sizeof param, "%s%.64s", prefix, key);
+        int rc = check_key(t, n, key, v, kind, endpoint, param, p, r, e);
+        if (rc < 0) return rc;
+        if (rc == 1) json_object_del(obj, key);
+    }
+    return 0;
+}
+
+int oai_check_table(json_t *obj, const oai_field *t, size_t n, const char *endpoint,
+                    const char *prefix, const oai_policy *p, oai_request *r, oai_error *e) {
+    return check_object(obj, t, n, 0, endpoint, prefix, p, r, e);
+}
+
+static int check_messages(json_t *msgs, const oai_policy *p, oai_request *r, oai_error *e) {
     const size_t nm = sizeof MESSAGE_FIELDS / sizeof MESSAGE_FIELDS[0];
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
         if (!json_is_object(m)) continue; /* parse_messages names it */
-        const char *key;
-        json_t *v;
-        json_object_foreach(m, key, v) {
-            char param[96];
-            snprintf(param, sizeof param, "messages[%zu].%.64s", i, key);
-            int rc = check_key(MESSAGE_FIELDS, nm, key, v, OAI_CHAT, param, e);
-            if (rc) return rc;
-        }
+        char prefix[48];
+        snprintf(prefix, sizeof prefix, "messages[%zu].", i);
+        int rc =
+            check_object(m, MESSAGE_FIELDS, nm, OAI_CHAT, endpoint_of(OAI_CHAT), prefix, p, r, e);
+        if (rc) return rc;
     }
     return 0;
 }
@@ -320,18 +364,14 @@ static int check_best_of(json_t *root, oai_error *e) {
     return 0;
 }
 
-int oai_check_fields(json_t *root, oai_kind kind, oai_error *e) {
-    const char *key;
-    json_t *v;
-    int rc;
-    json_object_foreach(root, key, v) {
-        if (!strcmp(key, "best_of") && kind == OAI_COMPLETION) continue; /* relative to n */
-        if ((rc = check_key(FIELDS, sizeof FIELDS / sizeof FIELDS[0], key, v, kind, key, e)))
-            return rc;
-    }
+int oai_check_fields(json_t *root, oai_kind kind, const oai_policy *p, oai_request *r,
+                     oai_error *e) {
+    int rc = check_object(root, FIELDS, sizeof FIELDS / sizeof FIELDS[0], kind, endpoint_of(kind),
+                          "", p, r, e);
+    if (rc) return rc;
     if (kind == OAI_COMPLETION && (rc = check_best_of(root, e))) return rc;
     json_t *msgs = json_object_get(root, "messages");
-    if (kind == OAI_CHAT && json_is_array(msgs) && (rc = check_messages(msgs, e))) return rc;
+    if (kind == OAI_CHAT && json_is_array(msgs) && (rc = check_messages(msgs, p, r, e))) return rc;
     json_t *so = json_object_get(root, "stream_options");
     if (json_is_object(so) && (rc = check_stream_options(so, e))) return rc;
     return 0;

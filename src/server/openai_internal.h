@@ -45,8 +45,10 @@ int oai_oom(oai_error *e);
 
 /* openai_fields.c: every top-level key of the body (and of each message
  * and of stream_options) is known for this endpoint; refused ones ask for
- * nothing. Run before the parsers. */
-int oai_check_fields(json_t *root, oai_kind kind, oai_error *e);
+ * nothing; unknown ones are a 400, or, under p->ignore_unknown, dropped
+ * from the body and named in r->ignored. Run before the parsers. */
+int oai_check_fields(json_t *root, oai_kind kind, const oai_policy *p, oai_request *r,
+                     oai_error *e);
 
 /* openai_sampling.c */
 int oai_parse_n(json_t *o, oai_request *r, oai_error *e);

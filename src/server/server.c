@@ -41,6 +41,7 @@ void server_config_default(server_config *c) {
     c->grammar_cache = 64;
     c->engine.itl_target_ms = ENGINE_ITL_TARGET_AUTO;
     c->signal_fd = -1;
+    response_store_limits_default(&c->response_store);
 }
 
 /* libevent's locking, once per process (idempotent, but not thread-safe). */
@@ -490,6 +491,7 @@ int server_load(server *s, tps_err *err) {
                    .bytes_label = "(--grammar-max-mem)"},
     };
     if ((rc = grammar_cache_create(&s->grammars, &gcc, err))) return rc;
+    if ((rc = response_store_create(&s->store, &s->cfg.response_store, err))) return rc;
     s->cursor_bytes = constraint_cursor_bytes(s->model->cfg.n_vocab);
     engine_params ep = s->cfg.engine;
     ep.model = s->model;
@@ -548,6 +550,7 @@ void server_free(server *s) {
         req_ctx_free(c);
     }
     grammar_cache_free(s->grammars); /* after everything that held its grammars */
+    response_store_free(s->store);
     if (s->http) evhttp_free(s->http);
     server_conns_sweep(s, true);
     free(s->conns);

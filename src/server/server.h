@@ -24,6 +24,7 @@
 
 #include "engine/engine.h"
 #include "base/error.h"
+#include "server/response_store.h"
 
 typedef struct server server;
 
@@ -77,6 +78,13 @@ typedef struct server_config {
      * written here (engine/step_fit.h; tps plan --calibration reads it);
      * NULL: none. */
     const char *calibration_out;
+    /* Fields no allow-list row names (docs/api.md): a 400 naming them
+     * (false, the default), or dropped, named in the answer's header
+     * X-Tps-Ignored-Fields and counted in /metrics (--unknown-fields ignore). */
+    int unknown_fields_ignore; /* 0 or 1 (an int: the option table writes an int) */
+    /* The Responses API's store (response_store.h): entries, bytes and age
+     * (--response-store-entries, --response-store-bytes, --response-store-age). */
+    response_store_limits response_store;
 } server_config;
 
 void server_config_default(server_config *c);

@@ -47,11 +47,14 @@ static void handle_models(server *s, struct evhttp_request *req) {
     sbuf_free(&b);
 }
 
+static void render_routes(server *s, sbuf *b);
+
 static void handle_metrics(server *s, struct evhttp_request *req) {
     if (server_reply_loading(s, req)) return;
     sbuf b;
     sbuf_init(&b);
     server_metrics_render(s, &b);
+    render_routes(s, &b);
     if (sbuf_failed(&b))
         server_reply_err(s, req, 500, "server_error", NULL, NULL, "out of memory");
     else
@@ -89,6 +92,39 @@ static void handle_reset_prefix(server *s, struct evhttp_request *req) {
         server_reply(s, req, 200, "application/json", on, sizeof on - 1);
     else /* --no-prefix-cache: nothing was ever kept */
         server_reply(s, req, 200, "application/json", off, sizeof off - 1);
+}
+
+/* GET /v1/responses/{id}: the stored response object; DELETE: removed.
+ * A missing id is a 404 that says why (never stored, evicted, expired,
+ * deleted). */
+static void handle_response_id(server *s, struct evhttp_request *req) {
+    if (server_reply_loading(s, req)) return;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *id = evhttp_uri_get_path(uri) + strlen("/v1/responses/");
+    tps_err err = {{0}};
+    bool del = evhttp_request_get_command(req) == EVHTTP_REQ_DELETE;
+    char *text = NULL;
+    size_t n = 0;
+    int rc = del ? response_store_delete(s->store, id, tps_now_ns(), &err)
+                 : response_store_get(s->store, id, RESPONSE_OBJECT, tps_now_ns(), &text, &n, &err);
+    if (rc) {
+        server_reply_err(s, req, rc == TPS_ENOENT ? 404 : 500,
+                         rc == TPS_ENOENT ? "invalid_request_error" : "server_error", "response_id",
+                         rc == TPS_ENOENT ? "not_found" : NULL, err.msg);
+        return;
+    }
+    sbuf b;
+    sbuf_init(&b);
+    if (del) {
+        sbuf_adds(&b, "{\"id\":");
+        sbuf_json_str(&b, id, strlen(id));
+        sbuf_adds(&b, ",\"object\":\"response\",\"deleted\":true}");
+    } else {
+        sbuf_add(&b, text, n);
+    }
+    free(text);
+    server_reply_json(s, req, 200, &b);
+    sbuf_free(&b);
 }
 
 /* ---------------------------------------------------------------------------
@@ -148,9 +184,13 @@ static bool key_matches(const char *given, size_t gl, const char *key) {
     return d == 0;
 }
 
+/* The API key as Bearer (OpenAI's clients) or x-api-key (Anthropic's). */
 static bool authorized(server *s, struct evhttp_request *req) {
     if (!s->api_key) return true;
-    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *x = evhttp_find_header(in, "x-api-key");
+    if (x) return key_matches(x, strlen(x), s->api_key);
+    const char *h = evhttp_find_header(in, "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
     h += 7;
     while (*h == ' ')
@@ -164,21 +204,49 @@ typedef void (*route_fn)(server *s, struct evhttp_request *req);
 /* One row per route: adding one is adding a row. */
 static const struct route {
     const char *path;
-    enum evhttp_cmd_type method; /* GET also answers HEAD; OPTIONS is the CORS preflight */
-    route_fn handler;            /* the answer, or NULL: the body is prepared as `body` */
+    unsigned method;  /* evhttp_cmd_type bits; GET also answers HEAD; OPTIONS is the CORS
+                         preflight */
+    route_fn handler; /* the answer, or NULL: the body is prepared as `body` */
     work_kind body;
-    bool open; /* no API key needed */
+    bool open;   /* no API key needed */
+    bool prefix; /* the path and anything after it (an id) */
 } routes[] = {
-    {"/v1/completions", EVHTTP_REQ_POST, NULL, WORK_COMPLETION, false},
-    {"/v1/chat/completions", EVHTTP_REQ_POST, NULL, WORK_CHAT, false},
-    {"/v1/models", EVHTTP_REQ_GET, handle_models, 0, false},
-    {"/health", EVHTTP_REQ_GET, handle_health, 0, true},
-    {"/metrics", EVHTTP_REQ_GET, handle_metrics, 0, true},
-    {"/tokenize", EVHTTP_REQ_POST, NULL, WORK_TOKENIZE, false},
-    {"/detokenize", EVHTTP_REQ_POST, NULL, WORK_DETOKENIZE, false},
-    {"/apply-template", EVHTTP_REQ_POST, NULL, WORK_APPLY_TEMPLATE, false},
-    {"/reset_prefix_cache", EVHTTP_REQ_POST, handle_reset_prefix, 0, false},
+    {"/v1/completions", EVHTTP_REQ_POST, NULL, WORK_COMPLETION, false, false},
+    {"/v1/chat/completions", EVHTTP_REQ_POST, NULL, WORK_CHAT, false, false},
+    {"/v1/responses", EVHTTP_REQ_POST, NULL, WORK_RESPONSES, false, false},
+    {"/v1/responses/", EVHTTP_REQ_GET | EVHTTP_REQ_DELETE, handle_response_id, 0, false, true},
+    {"/v1/messages", EVHTTP_REQ_POST, NULL, WORK_MESSAGES, false, false},
+    {"/v1/messages/count_tokens", EVHTTP_REQ_POST, NULL, WORK_COUNT_TOKENS, false, false},
+    {"/v1/models", EVHTTP_REQ_GET, handle_models, 0, false, false},
+    {"/health", EVHTTP_REQ_GET, handle_health, 0, true, false},
+    {"/metrics", EVHTTP_REQ_GET, handle_metrics, 0, true, false},
+    {"/tokenize", EVHTTP_REQ_POST, NULL, WORK_TOKENIZE, false, false},
+    {"/detokenize", EVHTTP_REQ_POST, NULL, WORK_DETOKENIZE, false, false},
+    {"/apply-template", EVHTTP_REQ_POST, NULL, WORK_APPLY_TEMPLATE, false, false},
+    {"/reset_prefix_cache", EVHTTP_REQ_POST, handle_reset_prefix, 0, false, false},
 };
+
+_Static_assert(sizeof routes / sizeof routes[0] <= SERVER_ROUTES_MAX, "room in route_requests");
+
+/* /metrics: requests by the route they matched, every route a row (an
+ * id-taking route's path ends "{id}"). */
+static void render_routes(server *s, sbuf *b) {
+    prom_family(b, "tps_http_requests_by_endpoint_total", "counter",
+                "HTTP requests by the route they matched (before authentication).");
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        char labels[96];
+        snprintf(labels, sizeof labels, "endpoint=\"%s%s\"", routes[i].path,
+                 routes[i].prefix ? "{id}" : "");
+        prom_sample(b, "tps_http_requests_by_endpoint_total", labels, (double)s->route_requests[i]);
+    }
+}
+
+/* The Allow header of a route: its methods. */
+static const char *methods_of(const struct route *rt) {
+    return rt->method == EVHTTP_REQ_POST                        ? "POST"
+           : rt->method == (EVHTTP_REQ_GET | EVHTTP_REQ_DELETE) ? "GET, HEAD, DELETE"
+                                                                : "GET, HEAD";
+}
 
 /* The Host header, port cut, names this server: the bound address,
  * localhost, or an --allowed-host name (checked only when bound to
@@ -217,9 +285,11 @@ static bool origin_allowed(server *s, const char *origin) {
 /* OPTIONS from an allowed origin: the CORS preflight's answer. */
 static void reply_preflight(server *s, struct evhttp_request *req, const struct route *rt) {
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    const char *m = rt->method == EVHTTP_REQ_POST ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+    char m[64];
+    snprintf(m, sizeof m, "%s, OPTIONS", methods_of(rt));
     evhttp_add_header(h, "Access-Control-Allow-Methods", m);
-    evhttp_add_header(h, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    evhttp_add_header(h, "Access-Control-Allow-Headers",
+                      "Authorization, Content-Type, x-api-key, anthropic-version");
     evhttp_add_header(h, "Access-Control-Max-Age", "600");
     conn_slot *slot = server_conn_busy(s, req, false);
     evhttp_send_reply(req, 204, "No Content", NULL);
@@ -264,8 +334,15 @@ void server_http_route(struct evhttp_request *req, void *arg) {
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (!path || !path[0]) path = "/";
     const struct route *rt = NULL;
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (!strcmp(path, routes[i].path)) rt = &routes[i];
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0] && !rt; i++) {
+        size_t n = strlen(routes[i].path);
+        if (routes[i].prefix
+                ? !strncmp(path, routes[i].path, n) && path[n] && !strchr(path + n, '/')
+                : !strcmp(path, routes[i].path)) {
+            rt = &routes[i];
+            s->route_requests[i]++;
+        }
+    }
     if (!rt) {
         oai_error e;
         oai_error_set(&e, 404, "not_found_error", NULL, "not_found",
@@ -279,8 +356,8 @@ void server_http_route(struct evhttp_request *req, void *arg) {
         reply_preflight(s, req, rt); /* browser_checks allowed the origin */
         return;
     }
-    if (cmd != rt->method && !(cmd == EVHTTP_REQ_HEAD && rt->method == EVHTTP_REQ_GET)) {
-        const char *m = rt->method == EVHTTP_REQ_POST ? "POST" : "GET, HEAD";
+    if (!(cmd & rt->method) && !(cmd == EVHTTP_REQ_HEAD && (rt->method & EVHTTP_REQ_GET))) {
+        const char *m = methods_of(rt);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", m);
         oai_error e;
         oai_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
@@ -290,7 +367,8 @@ void server_http_route(struct evhttp_request *req, void *arg) {
     }
     if (!rt->open && !authorized(s, req)) {
         server_reply_err(s, req, 401, "authentication_error", NULL, "invalid_api_key",
-                         "missing or wrong API key: send the header 'Authorization: Bearer KEY'");
+                         "missing or wrong API key: send the header 'Authorization: Bearer KEY' "
+                         "(or 'x-api-key: KEY')");
         return;
     }
     if (rt->handler)

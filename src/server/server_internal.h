@@ -32,6 +32,8 @@
 #include "server/server.h"
 #include "server/server_window.h"
 #include "server/sse_write.h"
+#include "server/api_write.h"
+#include "server/response_store.h"
 
 #define SERVER_POLL_BATCH      64   /* engine events taken per engine_poll */
 #define SERVER_POLLS_PER_TURN  8    /* bounded work per loop turn: 512 events */
@@ -44,6 +46,7 @@
 #define SERVER_WORKERS         2    /* threads preparing request bodies (server_work.c) */
 #define SERVER_WORK_QUEUE      32   /* large bodies waiting for a worker; more get 429 */
 #define SERVER_ADMIN_PERIOD_MS 1000 /* /reset_prefix_cache: at most one per period (429) */
+#define SERVER_ROUTES_MAX      16   /* rows of the route table (server_http.c) */
 #define SERVER_SMALL_BODY                                                                          \
     (64u << 10) /* bodies up to this always queue (connections bound                               \
                    them); every body is prepared on a worker */
@@ -83,6 +86,9 @@ typedef enum work_kind {
     WORK_TOKENIZE,
     WORK_DETOKENIZE,
     WORK_APPLY_TEMPLATE, /* POST /apply-template: the rendered prompt, nothing run */
+    WORK_RESPONSES,      /* POST /v1/responses (api_responses.h) */
+    WORK_MESSAGES,       /* POST /v1/messages (api_messages.h) */
+    WORK_COUNT_TOKENS,   /* POST /v1/messages/count_tokens: the rendered prompt's tokens */
 } work_kind;
 
 /* One request body's preparation: parsed, rendered and tokenized by
@@ -185,8 +191,14 @@ typedef struct req_ctx {
     engine_timings timings; /* the request's: choices' timings merged as they finish */
     constraint_prog *prog;  /* its compiled grammar (a reference), released with it */
     size_t prog_reserve;    /* bytes reserved in s->grammars for its recognizers */
-    sbuf out;               /* staging for each event */
-    req_choice choice[];    /* n_choices */
+    /* A Responses or Messages request (NULL: chat or completions): its
+     * events' writer state (owned), and Responses' store: the conversation
+     * before the answer (a json_t array, owned) kept with it when store. */
+    api_stream *api;
+    void *history;
+    bool store;
+    sbuf out;            /* staging for each event */
+    req_choice choice[]; /* n_choices */
 } req_ctx;
 
 /* Histograms recorded in the HTTP thread (ns), plus step histograms merged
@@ -269,6 +281,13 @@ struct server {
     struct evbuffer *wbuf; /* staging for chunk writes (emptied by each write) */
     uint64_t next_id;
     tps_rng seed_rng; /* seeds for requests that name none; seeded from the OS at create */
+
+    /* server_http.c: requests by route (SERVER_ROUTES_MAX rows, the route
+     * table's order; it writes them into /metrics); server_prepare.c: fields dropped under
+     * --unknown-fields ignore, and the requests that had any */
+    uint64_t route_requests[SERVER_ROUTES_MAX];
+    uint64_t ignored_fields, ignored_requests;
+    response_store *store; /* server.c: the Responses API's store (thread-safe) */
 };
 
 /* The files call one way, top to bottom (no file calls one above it):

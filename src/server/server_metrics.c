@@ -115,6 +115,30 @@ static void render_connections(server *s, sbuf *b) {
             (double)s->conns_shed);
 }
 
+/* The Responses store, and the fields --unknown-fields ignore dropped
+ * (requests by endpoint: server_http.c, which owns the route table). */
+static void render_api(server *s, sbuf *b) {
+    response_store_stats st = {0};
+    if (s->store) response_store_get_stats(s->store, &st);
+    gauge(b, "tps_response_store_entries", "Responses kept for previous_response_id and GET.",
+          (double)st.entries);
+    gauge(b, "tps_response_store_bytes", "Bytes the kept responses hold.", (double)st.bytes);
+    counter(b, "tps_response_store_stored_total", "Responses stored.", (double)st.stored_total);
+    prom_family(b, "tps_response_store_evictions_total", "counter",
+                "Stored responses removed before anyone deleted them: for room (entries or "
+                "bytes) or for age.");
+    prom_sample(b, "tps_response_store_evictions_total", "reason=\"room\"",
+                (double)st.evicted_total);
+    prom_sample(b, "tps_response_store_evictions_total", "reason=\"age\"",
+                (double)st.expired_total);
+    counter(b, "tps_ignored_fields_total",
+            "Request fields no allow-list names, dropped under --unknown-fields ignore.",
+            (double)s->ignored_fields);
+    counter(b, "tps_ignored_field_requests_total",
+            "Requests that had a field dropped under --unknown-fields ignore.",
+            (double)s->ignored_requests);
+}
+
 /* The engine's counters and gauges, the machine's limits, the server's
  * own gauges. */
 static void render_counters(server *s, sbuf *b) {
@@ -185,6 +209,7 @@ static void render_counters(server *s, sbuf *b) {
           (double)st.kv_blocks_cached);
     render_grammars(s, b);
     render_connections(s, b);
+    render_api(s, b);
 }
 
 /* The request histograms, and the engine's step histograms merged now. */

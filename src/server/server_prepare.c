@@ -14,6 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
+#include "server/api_dialect.h"
+#include "server/api_messages.h"
+#include "server/api_responses.h"
+
 /* ---------------------------------------------------------------------------
  * Preparing bodies (any thread: no evhttp, no engine; see server_work.c)
  * ------------------------------------------------------------------------- */
@@ -206,14 +211,43 @@ static int prepare_tools(server *s, oai_request *r, oai_error *e) {
     return 0;
 }
 
+/* previous_response_id's conversation, from the store (any thread). */
+static int store_lookup(void *ctx, const char *id, char **out, size_t *n, tps_err *err) {
+    return response_store_get(ctx, id, RESPONSE_CONVERSATION, tps_now_ns(), out, n, err);
+}
+
+/* The body parsed in its dialect into j->r; 0 or the error in j->e. */
+static int parse_body(work_job *j, const char *body, size_t len) {
+    server *s = j->s;
+    oai_policy pol = {.ignore_unknown = s->cfg.unknown_fields_ignore};
+    switch (j->kind) {
+    case WORK_RESPONSES:
+        if (api_responses_parse(&j->r, body, len, &pol, store_lookup, s->store, &j->e))
+            return TPS_EINVAL;
+        if (j->r.store && !s->cfg.response_store.max_entries) {
+            j->parsed = true;
+            return oai_error_set(&j->e, 400, "invalid_request_error", "store", "invalid_value",
+                                 "this server keeps no responses (--response-store-entries 0): "
+                                 "send store: false");
+        }
+        return 0;
+    case WORK_MESSAGES:
+    case WORK_COUNT_TOKENS:
+        return api_messages_parse(&j->r, body, len, j->kind == WORK_COUNT_TOKENS, &pol, &j->e);
+    default:
+        return oai_parse_ex(&j->r, j->kind == WORK_COMPLETION ? OAI_COMPLETION : OAI_CHAT, body,
+                            len, &pol, &j->e);
+    }
+}
+
 /* Completions: parse, render, tokenize, the prompt-length limit, tools. */
 static void prepare_completion(work_job *j, const char *body, size_t len) {
     server *s = j->s;
-    oai_kind kind = j->kind == WORK_CHAT ? OAI_CHAT : OAI_COMPLETION;
-    if (oai_parse(&j->r, kind, body, len, &j->e)) {
+    if (parse_body(j, body, len)) {
         j->failed = true;
         return;
     }
+    oai_kind kind = j->r.kind;
     j->parsed = true;
     if (cancelled(j)) return;
     if (build_prompt(s, &j->r, j, &j->e)) {
@@ -230,6 +264,8 @@ static void prepare_completion(work_job *j, const char *body, size_t len) {
         return;
     }
     if (kind == OAI_CHAT && prepare_tools(s, &j->r, &j->e)) j->failed = true;
+    if (!j->failed && j->kind == WORK_COUNT_TOKENS) /* /v1/messages/count_tokens: no more */
+        sbuf_printf(&j->reply, "{\"input_tokens\":%zu}", j->n_ids);
 }
 
 /* POST /apply-template {messages, tools?, chat_template_kwargs?,
@@ -281,7 +317,7 @@ static void compile_grammar(work_job *j) {
 }
 
 static bool needs_compile(const work_job *j) {
-    return !j->failed && j->parsed && j->r.grammar && !j->prog;
+    return !j->failed && j->parsed && j->r.grammar && !j->prog && j->kind != WORK_COUNT_TOKENS;
 }
 
 /* Parses, renders and tokenizes the body, then frees it. */
@@ -292,7 +328,8 @@ static void prepare_body(work_job *j) {
     static void (*const PREPARE[])(work_job *, const char *, size_t) = {
         [WORK_COMPLETION] = prepare_completion, [WORK_CHAT] = prepare_completion,
         [WORK_TOKENIZE] = prepare_tokenize,     [WORK_DETOKENIZE] = prepare_detokenize,
-        [WORK_APPLY_TEMPLATE] = prepare_apply,
+        [WORK_APPLY_TEMPLATE] = prepare_apply,  [WORK_RESPONSES] = prepare_completion,
+        [WORK_MESSAGES] = prepare_completion,   [WORK_COUNT_TOKENS] = prepare_completion,
     };
     PREPARE[j->kind](j, body, len);
     /* the body is no longer needed: free it here, off the HTTP thread */
@@ -464,6 +501,25 @@ static int seed_and_reasoning(server *s, work_job *j, req_ctx *c, engine_request
     return 0;
 }
 
+/* A Responses or Messages request's writer: its id in the dialect's form
+ * ("resp_...", "msg_..."), its echo, and Responses' history and store. */
+static int dialect_ctx(server *s, oai_request *r, req_ctx *c) {
+    if (r->dialect == OAI_DIALECT_CHAT) return 0;
+    const char *dash = strchr(c->id, '-');
+    char id[sizeof c->id];
+    snprintf(id, sizeof id, "%s_%.40s", r->dialect == OAI_DIALECT_RESPONSES ? "resp" : "msg",
+             dash ? dash + 1 : c->id);
+    memcpy(c->id, id, sizeof id);
+    c->api = malloc(sizeof *c->api);
+    if (!c->api || api_stream_init(c->api, r->dialect, c->id, s->model_id, c->meta.created, r->echo,
+                                   c->n_prompt))
+        return TPS_ENOMEM;
+    c->store = r->store;
+    c->history = r->history; /* the request's reference, moved */
+    r->history = NULL;
+    return 0;
+}
+
 /* The prepared request into the engine; 0, or the error to answer with. */
 static int submit_completion(server *s, struct evhttp_request *req, work_job *j, oai_error *e) {
     oai_request *r = &j->r;
@@ -488,6 +544,11 @@ static int submit_completion(server *s, struct evhttp_request *req, work_job *j,
     c->tset = c->tools ? tools_set_new(r->tools, r->n_tools) : NULL;
     c->include_usage = r->stream && r->include_usage;
     c->n_prompt = (uint32_t)j->n_ids;
+    if (dialect_ctx(s, r, c)) {
+        c->req = NULL;
+        req_ctx_free(c);
+        return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    }
     engine_request er = {
         .prompt = j->ids,
         .n_prompt = j->n_ids,
@@ -538,14 +599,26 @@ void server_work_finish(work_job *j) {
         return;
     }
     oai_error e;
+    oai_dialect d = j->kind == WORK_RESPONSES ? OAI_DIALECT_RESPONSES
+                    : j->kind == WORK_MESSAGES || j->kind == WORK_COUNT_TOKENS
+                        ? OAI_DIALECT_MESSAGES
+                        : OAI_DIALECT_CHAT;
+    if (j->parsed && j->r.n_ignored) { /* --unknown-fields ignore dropped some */
+        evhttp_add_header(evhttp_request_get_output_headers(req), "X-Tps-Ignored-Fields",
+                          j->r.ignored);
+        s->ignored_fields += j->r.n_ignored;
+        s->ignored_requests++;
+    }
     if (j->failed) {
+        api_error_rename(&j->e, d);
         server_reply_error(s, req, &j->e);
     } else if (s->draining) {
         server_reply_unavailable(s, req);
     } else if (j->kind == WORK_TOKENIZE || j->kind == WORK_DETOKENIZE ||
-               j->kind == WORK_APPLY_TEMPLATE) {
+               j->kind == WORK_APPLY_TEMPLATE || j->kind == WORK_COUNT_TOKENS) {
         server_reply_json(s, req, 200, &j->reply);
     } else if (submit_completion(s, req, j, &e)) {
+        api_error_rename(&e, d);
         server_reply_error(s, req, &e);
     }
     server_work_job_free(j);

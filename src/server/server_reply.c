@@ -7,6 +7,9 @@
 #include "server/server_internal.h"
 
 #include <stdio.h>
+#include <string.h>
+
+#include "server/api_dialect.h"
 
 /* ---------------------------------------------------------------------------
  * Replies
@@ -42,10 +45,21 @@ void server_reply_json(server *s, struct evhttp_request *req, int status, const 
     server_reply(s, req, status, "application/json", b->p ? b->p : "", b->len);
 }
 
+/* The dialect a request's path speaks: errors of /v1/messages* take
+ * Anthropic's shape, every other route OpenAI's. */
+static oai_dialect dialect_of(struct evhttp_request *req) {
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    return path && !strncmp(path, "/v1/messages", 12) ? OAI_DIALECT_MESSAGES : OAI_DIALECT_CHAT;
+}
+
 void server_reply_error(server *s, struct evhttp_request *req, const oai_error *e) {
     sbuf b;
     sbuf_init(&b);
-    oai_error_json(e, &b);
+    if (dialect_of(req) == OAI_DIALECT_MESSAGES)
+        api_error_anthropic_json(e, &b);
+    else
+        oai_error_json(e, &b);
     if (e->status == 429 || e->status == 503)
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
     if (e->status == 401)

@@ -16,6 +16,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "base/grow.h"
 #include "base/clock.h"
 
@@ -64,6 +66,9 @@ void req_ctx_free(req_ctx *c) {
     unlink_ctx(c);
     if (c->prog) grammar_cache_release(c->s->grammars, c->prog, c->prog_reserve);
     sbuf_free(&c->out);
+    api_stream_free(c->api);
+    free(c->api);
+    if (c->history) json_decref(c->history);
     for (uint32_t i = 0; i < c->n_choices; i++) {
         sbuf_free(&c->choice[i].text);
         sbuf_free(&c->choice[i].reasoning);
@@ -86,6 +91,8 @@ static void on_conn_close(struct evhttp_connection *conn, void *arg) {
     c->conn = NULL;
 }
 
+static void write_chunk(req_ctx *c);
+
 void req_ctx_start(req_ctx *c) {
     server *s = c->s;
     c->next = s->inflight;
@@ -101,6 +108,11 @@ void req_ctx_start(req_ctx *c) {
         evhttp_add_header(h, "X-Accel-Buffering", "no");
         evhttp_send_reply_start(c->req, 200, NULL);
         server_conn_guard(c->slot);
+        if (c->api) { /* response.created / message_start */
+            sbuf_reset(&c->out);
+            api_stream_start(c->api, &c->out);
+            write_chunk(c);
+        }
     }
 }
 
@@ -299,6 +311,13 @@ static void text_out(req_ctx *c, req_choice *ch, const engine_event *ev, sse_tex
         return;
     }
     sbuf_reset(&c->out);
+    if (c->api) { /* a dialect's delta event; nothing for an empty piece */
+        if (!t.n) return;
+        api_stream_delta(c->api, &c->out,
+                         keep == &ch->reasoning ? API_PART_REASONING : API_PART_TEXT, t.p, t.n);
+        write_chunk(c);
+        return;
+    }
     add_role_once(c, ch, ev->choice);
     chunk(&c->out, &c->meta, ev->choice, t.p, t.n, token, lp, c->s->tok);
     write_chunk(c);
@@ -359,12 +378,37 @@ static void tool_chunk(void *ctx, const tool_event *ev) {
     }
 }
 
+/* A stream's tool events as a dialect's events (api_write.h): content as
+ * answer text, a call's start, arguments and end as the call's item. */
+typedef struct api_tool_out {
+    api_stream *st;
+    sbuf *out;
+} api_tool_out;
+
+static void api_tool_event(void *ctx, const tool_event *ev) {
+    api_tool_out *o = ctx;
+    if (ev->kind == TOOL_EV_CONTENT)
+        api_stream_delta(o->st, o->out, API_PART_TEXT, ev->text, ev->n);
+    else if (ev->kind == TOOL_EV_CALL_START)
+        api_stream_call(o->st, o->out, ev->id, ev->name, ev->name_len);
+    else if (ev->kind == TOOL_EV_ARGS)
+        api_stream_delta(o->st, o->out, API_PART_CALL, ev->text, ev->n);
+    else
+        api_stream_call_done(o->st, o->out, ev->complete);
+}
+
 /* The answer text of one token event (possibly empty). */
 static void content_out(req_ctx *c, req_choice *ch, const engine_event *ev, sse_text t,
                         int32_t token, const sse_lp *lp) {
     tool_stream *ts = c->stream && c->tools ? choice_tools(c, ch, ev->choice) : NULL;
     if (ts) { /* content goes out as it comes, a call's arguments as they come */
         sbuf_reset(&c->out);
+        if (c->api) {
+            api_tool_out o = {.st = c->api, .out = &c->out};
+            tool_stream_feed(ts, t.p, t.n, api_tool_event, &o);
+            write_chunk(c);
+            return;
+        }
         add_role_once(c, ch, ev->choice);
         tool_out o = {.c = c, .choice = ev->choice, .token = token};
         tool_stream_feed(ts, t.p, t.n, tool_chunk, &o);
@@ -573,6 +617,101 @@ static void reply_whole(req_ctx *c) {
     if (c->conn) server_conn_guard(c->slot);
 }
 
+/* ---------------------------------------------------------------------------
+ * The agent dialects (Responses, Messages): one choice, written by api_write.h
+ * ------------------------------------------------------------------------- */
+
+static api_usage api_usage_of(const req_ctx *c) {
+    sse_usage u = usage_of(c);
+    return (api_usage){.input = u.prompt_tokens,
+                       .cached = c->timings.cached_tokens,
+                       .output = u.completion_tokens,
+                       .reasoning = u.reasoning_tokens};
+}
+
+/* Responses with store: the conversation with this answer, and the
+ * response object, kept for previous_response_id and GET. A store that
+ * cannot keep it says so in the log; the answer itself is unharmed. */
+static void api_store(req_ctx *c, const api_final *f, const sbuf *body) {
+    char *conv = NULL;
+    size_t nc = 0;
+    tps_err err = {{0}};
+    int rc = api_conversation(c->api, c->history, f, &conv, &nc);
+    if (!rc && !sbuf_failed(body))
+        rc = response_store_put(c->s->store, c->id, conv, nc, body->p, body->len, tps_now_ns(),
+                                &err);
+    if (rc)
+        fprintf(c->s->log, "tps serve: response %s not stored: %s\n", c->id,
+                err.msg[0] ? err.msg : "out of memory");
+    free(conv);
+}
+
+/* The rest of a finished answer: thinking r, answer t (streamed: what was
+ * held; whole: everything), read for tool calls by the choice's
+ * tool_stream (streamed: it has read the rest already); the final events
+ * into out, the body (not streamed, or stored) into body. */
+static void api_answer(req_ctx *c, req_choice *ch, engine_finish finish, sse_text r, sse_text t,
+                       sbuf *out, sbuf *body) {
+    api_stream *st = c->api;
+    api_stream_delta(st, out, API_PART_REASONING, r.p, r.n);
+    tool_stream *ts = c->tools ? choice_tools(c, ch, 0) : NULL;
+    tool_call calls[TOOLS_MAX_CALLS];
+    size_t k = 0, content = 0;
+    if (ts) {
+        api_tool_out o = {.st = st, .out = out};
+        tool_stream_feed(ts, t.p, t.n, api_tool_event, &o);
+        tool_stream_end(ts, api_tool_event, &o);
+        k = tool_stream_calls(ts, calls, TOOLS_MAX_CALLS, &content);
+    } else {
+        api_stream_delta(st, out, API_PART_TEXT, t.p, t.n);
+    }
+    char prefix[80];
+    call_ids(c, 0, prefix, sizeof prefix);
+    api_final f = {.finish = finish,
+                   .calls = calls,
+                   .n_calls = k,
+                   .call_prefix = prefix,
+                   .usage = api_usage_of(c)};
+    api_stream_end(st, out, &f);
+    bool store = c->store && st->dialect == OAI_DIALECT_RESPONSES;
+    if (!c->stream || store) api_body(st, body, &f);
+    if (store) api_store(c, &f, body);
+    tools_calls_free(calls, k);
+}
+
+/* A dialect request's DONE (its one choice): the final events and the
+ * stream's end, or the whole body; an error in the dialect's shape. */
+static void api_done(req_ctx *c, req_choice *ch, const engine_event *ev, sse_text r, sse_text t) {
+    server *s = c->s;
+    sbuf body;
+    sbuf_init(&body);
+    sbuf_reset(&c->out);
+    oai_error e;
+    if (c->failed) {
+        request_error(c, &e);
+        if (c->stream) api_stream_error(c->api, &c->out, &e);
+    } else if (c->stream) {
+        api_answer(c, ch, ev->finish, r, t, &c->out, &body);
+    } else {
+        sse_text rr = {ch->reasoning.p, ch->reasoning.len}, tt = {ch->text.p, ch->text.len};
+        api_answer(c, ch, ev->finish, rr, tt, &c->out, &body);
+        if (sbuf_failed(&body) || sbuf_failed(&ch->text) || sbuf_failed(&ch->reasoning)) {
+            c->failed = true;
+            oai_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        }
+    }
+    if (c->stream) {
+        write_chunk(c);
+        evhttp_send_reply_end(c->req);
+        if (c->conn) server_conn_guard(c->slot);
+    } else if (c->failed) {
+        server_reply_error(s, c->req, &e);
+    } else {
+        server_reply_json(s, c->req, 200, &body);
+    }
+    sbuf_free(&body);
+}
+
 /* A choice's DONE. The request is answered and freed with the last one:
  * until then the engine still holds c as the other choices' user. */
 static void on_done(req_ctx *c, const engine_event *ev) {
@@ -597,7 +736,10 @@ static void on_done(req_ctx *c, const engine_event *ev) {
     split_text st;
     sse_text r, t;
     if (answering) split_event(c, ch, ev, &st, &r, &t);
-    if (answering && c->stream) {
+    if (answering && c->api) { /* answered whole below */
+        if (!c->stream) sbuf_add(&ch->reasoning, r.p, r.n);
+        if (!c->stream) sbuf_add(&ch->text, t.p, t.n);
+    } else if (answering && c->stream) {
         stream_done(c, ch, ev, last, r, t);
     } else if (answering) {
         sbuf_add(&ch->reasoning, r.p, r.n);
@@ -605,7 +747,10 @@ static void on_done(req_ctx *c, const engine_event *ev) {
     }
     if (!last) return;
     record_done(&s->h, c, ev->t_ns);
-    if (answering && !c->stream) reply_whole(c);
+    if (answering && c->api)
+        api_done(c, ch, ev, r, t);
+    else if (answering && !c->stream)
+        reply_whole(c);
     c->req = NULL;
     req_ctx_free(c);
     server_maybe_finish_drain(s);

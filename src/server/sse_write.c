@@ -178,7 +178,9 @@ static void logprobs_field(sbuf *b, oai_kind kind, const tokenizer *tok, const s
         sbuf_adds(b, "null");
 }
 
-/* A token's chunk; chat's delta carries the text as `field`. */
+/* A token's chunk; chat's delta carries the text as `field` (thinking:
+ * as reasoning_content, llama-server's and older vLLM's name, and as
+ * reasoning, vLLM's since late 2025: clients read either). */
 static void chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *field,
                        const char *text, size_t n, int32_t token, const sse_lp *lp,
                        const tokenizer *tok) {
@@ -188,6 +190,10 @@ static void chunk_text(sbuf *b, const sse_meta *m, uint32_t index, const char *f
     if (m->kind == OAI_CHAT) {
         sbuf_printf(b, ",\"delta\":{\"%s\":", field);
         sbuf_json_str(b, text, n);
+        if (!strcmp(field, "reasoning_content")) {
+            sbuf_adds(b, ",\"reasoning\":");
+            sbuf_json_str(b, text, n);
+        }
         sbuf_adds(b, "}");
         if (lp) {
             sbuf_adds(b, ",\"logprobs\":");
@@ -308,10 +314,13 @@ void sse_chunk_tool_args(sbuf *b, const sse_meta *m, uint32_t index, uint32_t ca
     sbuf_adds(b, "}}]},\"finish_reason\":null}]}\n\n");
 }
 
-/* A chat message's reasoning_content, when the choice has one. */
+/* A chat message's reasoning_content and reasoning (the same text under
+ * both names), when the choice has one. */
 static void reasoning(sbuf *b, const sse_text *r) {
     if (!r || !r->p) return;
     sbuf_adds(b, ",\"reasoning_content\":");
+    sbuf_json_str(b, r->p, r->n);
+    sbuf_adds(b, ",\"reasoning\":");
     sbuf_json_str(b, r->p, r->n);
 }
 
