@@ -27,6 +27,7 @@ typedef struct rd {
     bool partial;
     const tool_set *ts;
     const tool_syntax *row;
+    tool_syntax bare; /* row without its section markers (scan_row), when row points here */
     tool_scan *out;
 } rd;
 
@@ -453,12 +454,11 @@ static int scan_row(tool_format f, rd *r) {
     if (!o->begun) return M_NO;
     r->i = at;
     const tool_syntax *w = tools_row(f);
-    tool_syntax bare;
     rd t = *r;
     if (w->sec_open && *w->sec_open && match(&t, w->sec_open) == M_NO) {
-        bare = *w; /* a call marker before any section: calls without one */
-        bare.sec_open = bare.sec_close = "";
-        r->row = &bare;
+        r->bare = *w; /* a call marker before any section: calls without one */
+        r->bare.sec_open = r->bare.sec_close = "";
+        r->row = &r->bare;
     }
     return read_calls(r);
 }

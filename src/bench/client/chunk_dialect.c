@@ -105,8 +105,9 @@ static void responses_body(bench_chunk *c, json_t *resp) {
         size_t j;
         if (t && !strcmp(t, "function_call"))
             chunk_take_text_json(c, json_object_get(item, "arguments"), false);
-        json_array_foreach(json_object_get(item, "content"), j, part)
+        json_array_foreach(json_object_get(item, "content"), j, part) {
             chunk_take_text_json(c, json_object_get(part, "text"), t && !strcmp(t, "reasoning"));
+        }
     }
     responses_usage(c, json_object_get(resp, "usage"));
 }

@@ -54,7 +54,7 @@ static int on_event(void *ud, const sse_read_event *ev) {
         return 1;
     }
     if (ch.done && !ch.has_usage && !ch.has_prompt) { /* [DONE], message_stop */
-        bench_chunk_release(&ch); /* message_stop's JSON */
+        bench_chunk_release(&ch);                     /* message_stop's JSON */
         c->done = true;
         return 0;
     }
