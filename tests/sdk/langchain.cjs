@@ -5,7 +5,8 @@
 // or refused, so a plain invoke failing here means tps refused a field a
 // LangChain user cannot avoid sending. Checked: invoke and its usage, a
 // stream whose chunks add up to the same reply, a bound tool forced and
-// parsed by LangChain into an args object, a ToolMessage round trip, and
+// parsed by LangChain into an args object, tool_choice "required" cut by
+// maxTokens keeping its complete calls, a ToolMessage round trip, and
 // withStructuredOutput by JSON schema.
 // usage: node langchain.cjs PORT   (NODE_PATH must reach node_modules/@langchain)
 'use strict';
@@ -52,6 +53,15 @@ async function main() {
   check(tc && tc.name === 'calc' && tc.id, `tool_calls: ${JSON.stringify(call.tool_calls)}`);
   for (const k of ['a', 'b']) check(Number.isInteger(tc.args[k]) && tc.args[k] >= 0 && tc.args[k] <= 9, `args: ${JSON.stringify(tc.args)}`);
   console.log('ok: forced tool call', JSON.stringify(tc.args));
+
+  // tool_choice "required" may write several calls; a cut by maxTokens in a
+  // later one must keep every complete call before it
+  const required = model({ maxTokens: 64, temperature: 1 }).bindTools([calc], { tool_choice: 'required' });
+  const cut = await required.invoke([new HumanMessage('Add two numbers, then two more.')]);
+  const first = cut.tool_calls && cut.tool_calls[0];
+  check(first && first.name === 'calc' && Number.isInteger(first.args.a) && Number.isInteger(first.args.b),
+    `required + maxTokens 64: ${JSON.stringify(cut.tool_calls)} (finish ${JSON.stringify(cut.response_metadata)})`);
+  console.log('ok: required with maxTokens 64 keeps the first complete call', JSON.stringify(cut.tool_calls.length));
 
   const back = await model({ maxTokens: 8 }).bindTools([calc]).invoke([
     new HumanMessage('Add two numbers.'), call, new ToolMessage({ tool_call_id: tc.id, content: String(tc.args.a + tc.args.b) }),
