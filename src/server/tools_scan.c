@@ -146,6 +146,7 @@ static size_t json_span(const char *s, size_t n) {
 }
 
 static bool json_ok(const char *s, size_t n, bool object) {
+    if (memchr(s, 0, n)) return false; /* jansson stops at a raw NUL; the text is C's from here */
     json_t *v = json_loadb(s, n, JSON_DECODE_ANY, NULL);
     bool ok = v && (!object || json_is_object(v));
     json_decref(v);
@@ -485,12 +486,14 @@ static size_t harmony_head(const char *text, const char *to) {
 
 static void scan_harmony(rd *r) {
     const char *text = r->s, *end = text + r->n;
-    static const char *const heads[] = {"<|start|>", "<|channel|>", " " HARMONY_TO_FN,
+    static const char *const heads[] = {"<|start|>", "<|channel|>", (" " HARMONY_TO_FN),
                                         HARMONY_TO_FN};
     tool_scan *o = r->out;
     for (size_t m = 0; m < 4; m++) { /* content stops before any header */
         r->i = 0;
         size_t tail, at = find_marker(r, heads[m], &tail);
+        if (m >= 2 && at < r->n && at > 0 && text[at - 1] == ' ')
+            at--; /* the blank before a recipient is the header's, as harmony_head says */
         if (at < r->n && at <= o->content) o->content = at, o->begun = true;
         if (!o->begun && r->partial && r->n - tail < o->content) o->content = r->n - tail;
     }
