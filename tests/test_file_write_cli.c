@@ -64,10 +64,9 @@ Test(file_write_cli, plan_report_and_compare_name_a_failed_path_and_write_to_std
     assert_tps_ok(args);
     snprintf(args, sizeof args, "%s --json %s/b.json --seed 7", load, dir);
     assert_tps_ok(args);
-    /* the result's writer (result_write_json) names the path; the reason
-     * is lost when jansson's dump, not the close, meets the full device */
+    /* the result's writer (result_write_json) names the path and why */
     snprintf(args, sizeof args, "%s --json /dev/full", load);
-    expect_full(args, false);
+    expect_full(args, true);
     /* a capacity search's document (capacity_write_json) */
     snprintf(args, sizeof args,
              "plan -m '%s' --find-max-rate --slo ttft=500 --duration 2 --input-len 16 "

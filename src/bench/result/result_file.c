@@ -210,17 +210,11 @@ json_t *result_to_json(const bench_result *r) {
 
 /* Both writers go through file_out (base/file_write.h): /dev/stdout and
  * fifos are written in place, a regular file replaced whole, and a failed
- * write (a full disk, /dev/full) is an error naming the path (issue 48). */
+ * write (a full disk, /dev/full) is an error naming the path and the
+ * reason (issue 48). */
 int result_write_json(const bench_result *r, const char *path, tps_err *e) {
     json_t *o = result_to_json(r);
-    file_out out;
-    int rc = file_out_open(&out, path, e);
-    if (!rc && json_dumpf(o, out.f, JSON_INDENT(1) | JSON_REAL_PRECISION(10))) {
-        file_out_abort(&out);
-        rc = tps_fail(e, TPS_EIO, "cannot write '%s'", path);
-    } else if (!rc) {
-        rc = file_out_close(&out, e);
-    }
+    int rc = json_file_write(o, path, JSON_INDENT(1) | JSON_REAL_PRECISION(10), e);
     json_decref(o);
     return rc;
 }
