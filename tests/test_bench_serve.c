@@ -34,25 +34,6 @@ static void serve_stop(server_proc *s) {
     serve_proc_stop(s);
 }
 
-/* Sum of every tps_generation_tokens_total sample in /metrics; -1 if absent. */
-static double generation_tokens(const server_proc *s) {
-    char *body;
-    if (serve_proc_get(s, "/metrics", &body) != 200 || !body) {
-        free(body);
-        return -1;
-    }
-    double sum = -1;
-    for (char *line = strtok(body, "\n"); line; line = strtok(NULL, "\n")) {
-        if (strncmp(line, "tps_generation_tokens_total", 27) ||
-            (line[27] != ' ' && line[27] != '{'))
-            continue;
-        char *sp = strrchr(line, ' ');
-        sum = (sum < 0 ? 0 : sum) + strtod(sp + 1, NULL);
-    }
-    free(body);
-    return sum;
-}
-
 static void make_workload(workload *wl, uint32_t out, size_t n) {
     char *tok = shared_path("models/stories260K.gguf");
     workload_opts o = {.endpoint = BENCH_EP_COMPLETIONS,
@@ -72,7 +53,7 @@ static void make_workload(workload *wl, uint32_t out, size_t n) {
 Test(bench_serve, tokens_match_usage_and_metrics_and_latencies_add_up, .timeout = 120) {
     server_proc s;
     serve_start(&s);
-    double before = generation_tokens(&s);
+    double before = serve_proc_metric(&s, "tps_generation_tokens_total");
     workload wl;
     make_workload(&wl, 24, 16);
     bench_config cfg = {.base_url = s.url,
@@ -84,7 +65,7 @@ Test(bench_serve, tokens_match_usage_and_metrics_and_latencies_add_up, .timeout 
                         .keep_text = true};
     bench_run_out out;
     test_bench_run(&out, &cfg, &wl);
-    double after = generation_tokens(&s);
+    double after = serve_proc_metric(&s, "tps_generation_tokens_total");
     serve_stop(&s);
 
     uint64_t tokens = 0, usage = 0;

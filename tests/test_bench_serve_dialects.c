@@ -14,24 +14,6 @@
 #include "support/serve_proc.h"
 #include "support/test_support.h"
 
-/* Sum of the tps_generation_tokens_total samples in /metrics; -1 if absent. */
-static double generation_tokens(const serve_proc *s) {
-    char *body = NULL;
-    if (serve_proc_get(s, "/metrics", &body) != 200 || !body) {
-        free(body);
-        return -1;
-    }
-    double sum = -1;
-    for (char *line = strtok(body, "\n"); line; line = strtok(NULL, "\n")) {
-        if (strncmp(line, "tps_generation_tokens_total", 27) ||
-            (line[27] != ' ' && line[27] != '{'))
-            continue;
-        sum = (sum < 0 ? 0 : sum) + strtod(strrchr(line, ' ') + 1, NULL);
-    }
-    free(body);
-    return sum;
-}
-
 static bool tripped(const json_t *res, const char *check) {
     json_t *a = json_object_get(json_object_get(res, "verdict"), "tripped"), *v;
     size_t i;
@@ -69,9 +51,9 @@ Test(bench_serve_dialects, each_dialect_counts_what_the_server_generated, .timeo
     free(model);
     static const char *const EPS[] = {"chat", "responses", "messages"};
     for (size_t k = 0; k < 3; k++) {
-        double before = generation_tokens(&s);
+        double before = serve_proc_metric(&s, "tps_generation_tokens_total");
         json_t *res = bench(&s, EPS[k]);
-        double after = generation_tokens(&s);
+        double after = serve_proc_metric(&s, "tps_generation_tokens_total");
         json_t *tk = json_object_get(res, "tokens");
         json_int_t out = json_integer_value(json_object_get(tk, "output"));
         cr_expect_eq(

@@ -120,3 +120,20 @@ void serve_proc_stop(serve_proc *s) {
     kill(s->pid, SIGKILL);
     waitpid(s->pid, NULL, 0);
 }
+
+double serve_proc_metric(const serve_proc *s, const char *name) {
+    char *body = NULL;
+    if (serve_proc_get(s, "/metrics", &body) != 200 || !body) {
+        free(body);
+        return -1;
+    }
+    const size_t n = strlen(name);
+    double sum = -1;
+    for (char *save = NULL, *line = strtok_r(body, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, name, n) || (line[n] != ' ' && line[n] != '{')) continue;
+        sum = (sum < 0 ? 0 : sum) + strtod(strrchr(line, ' ') + 1, NULL);
+    }
+    free(body);
+    return sum;
+}

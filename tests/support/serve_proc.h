@@ -25,6 +25,9 @@ void serve_proc_stop(serve_proc *s);
 /* GET path on the server: the status (0: no answer); the body (the caller
  * frees it) in *body when body is not NULL. */
 long serve_proc_get(const serve_proc *s, const char *path, char **body);
+/* The sum of every sample of counter or gauge `name` in the server's
+ * /metrics (all its label sets); -1 when it has none or does not answer. */
+double serve_proc_metric(const serve_proc *s, const char *name);
 /* POST json (a small body) to path: as serve_proc_get. */
 long serve_proc_post(const serve_proc *s, const char *path, const char *json, char **body);
 
