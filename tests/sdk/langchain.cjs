@@ -55,13 +55,16 @@ async function main() {
   console.log('ok: forced tool call', JSON.stringify(tc.args));
 
   // tool_choice "required" may write several calls; a cut by maxTokens in a
-  // later one must keep every complete call before it
-  const required = model({ maxTokens: 64, temperature: 1 }).bindTools([calc], { tool_choice: 'required' });
+  // later one must keep every complete call before it (stories260K spells
+  // nearly a token a character: one calc call is ~55 tokens, so 100 cuts
+  // inside a second call where a real model's 64 would)
+  const required = model({ maxTokens: 100, temperature: 0 }).bindTools([calc], { tool_choice: 'required' });
   const cut = await required.invoke([new HumanMessage('Add two numbers, then two more.')]);
   const first = cut.tool_calls && cut.tool_calls[0];
   check(first && first.name === 'calc' && Number.isInteger(first.args.a) && Number.isInteger(first.args.b),
-    `required + maxTokens 64: ${JSON.stringify(cut.tool_calls)} (finish ${JSON.stringify(cut.response_metadata)})`);
-  console.log('ok: required with maxTokens 64 keeps the first complete call', JSON.stringify(cut.tool_calls.length));
+    `required + maxTokens 100: ${JSON.stringify(cut.tool_calls)} (finish ${JSON.stringify(cut.response_metadata)})`);
+  console.log('ok: required cut by maxTokens keeps the first complete call', JSON.stringify(cut.tool_calls.length),
+    JSON.stringify(cut.response_metadata.finish_reason));
 
   const back = await model({ maxTokens: 8 }).bindTools([calc]).invoke([
     new HumanMessage('Add two numbers.'), call, new ToolMessage({ tool_call_id: tc.id, content: String(tc.args.a + tc.args.b) }),
