@@ -243,3 +243,27 @@ Test(api_dialects, the_store_evicts_the_oldest_and_a_404_says_so, .timeout = 120
     cr_expect(strstr(out, "tps_response_store_entries 1"), "%s", out);
     fixture_finish(&f);
 }
+
+/* A Messages answer ended by one of its stop_sequences says which, whole
+ * and streamed, as Anthropic's API does. */
+Test(api_dialects, messages_say_which_stop_sequence_ended_the_answer, .timeout = 120) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    if (system("curl --version >/dev/null 2>&1")) cr_skip_test("curl is not installed");
+    server_fixture f;
+    server_config c;
+    fixture_defaults(&c, &f);
+    fixture_start(&f, &c, true);
+    static char out[65536];
+    /* stories260K writes stories: an "e" comes within 64 tokens */
+    const char *body = "-d '{\"max_tokens\":64,\"temperature\":0,\"stop_sequences\":[\"zq\",\"e\"],"
+                       "\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}]";
+    char args[512];
+    snprintf(args, sizeof args, "http://127.0.0.1:PORT/v1/messages %s}'", body);
+    curl(f.port, args, out, sizeof out);
+    cr_expect(strstr(out, "\"stop_reason\":\"stop_sequence\",\"stop_sequence\":\"e\""), "%s", out);
+    snprintf(args, sizeof args, "-N http://127.0.0.1:PORT/v1/messages %s,\"stream\":true}'", body);
+    curl(f.port, args, out, sizeof out);
+    cr_expect(strstr(out, "\"delta\":{\"stop_reason\":\"stop_sequence\",\"stop_sequence\":\"e\"}"),
+              "%s", out);
+    fixture_finish(&f);
+}

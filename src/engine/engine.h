@@ -206,6 +206,7 @@ typedef struct engine_event {
     /* DONE: why, and the choice's timings. Any held text comes in `text`.
      * A request of n choices gets n DONE events, one per choice. */
     engine_finish finish;
+    int32_t stop_string; /* DONE: which of the request's stop strings ended it, -1 none */
     engine_timings timings;
     char error[256];
 } engine_event;

@@ -104,6 +104,7 @@ static void finish(engine *e, seq *s, engine_finish why, uint64_t t_now, const c
         }
         s->tm.t_finished = t_now;
         ev->timings = s->tm;
+        ev->stop_string = why == ENGINE_FINISH_STOP && s->stop.matched ? s->stop.which : -1;
         if (error) snprintf(ev->error, sizeof ev->error, "%s", error);
     }
     if (e->p.trace_path) trace_req_add(&e->tr, s->id, s->choice, &s->tm, why);

@@ -123,6 +123,7 @@ void stop_feed(stop_matcher *m, const char *piece, size_t len, stop_emit *out) {
 
     if (which >= 0) {
         m->matched = true;
+        m->which = (int16_t)which;
         m->hold_len = 0;
         return;
     }

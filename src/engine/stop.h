@@ -49,6 +49,7 @@ typedef struct stop_matcher {
     uint16_t hold_len;
     uint8_t hold_cur;
     bool matched;  /* a stop string completed; everything after is dropped */
+    int16_t which; /* when matched: the index of the stop string that completed */
     bool include;  /* a match releases the stop string too (include_stop_str_in_output) */
     bool disarmed; /* full matches are not taken (the first min_tokens tokens) */
 } stop_matcher;

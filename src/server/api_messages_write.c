@@ -2,7 +2,7 @@
  * Anthropic documents them: message_start (usage.input_tokens), ping;
  * per content block content_block_start, content_block_delta (text_delta,
  * thinking_delta, input_json_delta), content_block_stop; message_delta
- * (stop_reason end_turn | max_tokens | tool_use, usage.output_tokens),
+ * (stop_reason end_turn | max_tokens | stop_sequence | tool_use, usage.output_tokens),
  * message_stop. A non-streamed answer is the message with the same blocks.
  *
  * Not here: which block is open (api_write.c), Responses. */
@@ -21,7 +21,19 @@ static void ev_end(sbuf *b) {
 }
 
 static const char *stop_reason(const api_final *f) {
-    return f->n_calls ? "tool_use" : f->finish == ENGINE_FINISH_LENGTH ? "max_tokens" : "end_turn";
+    return f->n_calls                          ? "tool_use"
+           : f->finish == ENGINE_FINISH_LENGTH ? "max_tokens"
+           : f->stop_sequence                  ? "stop_sequence"
+                                               : "end_turn";
+}
+
+/* ,"stop_sequence": the string, or null */
+static void stop_sequence(sbuf *b, const api_final *f) {
+    sbuf_adds(b, ",\"stop_sequence\":");
+    if (f && f->stop_sequence && !f->n_calls)
+        sbuf_json_str(b, f->stop_sequence, strlen(f->stop_sequence));
+    else
+        sbuf_adds(b, "null");
 }
 
 /* The message object; f NULL: as it starts (no content, no stop yet). */
@@ -39,8 +51,9 @@ static void message(const api_stream *st, sbuf *b, const api_final *f) {
         sbuf_adds(b, "null");
     /* Anthropic's input_tokens leaves out what the cache served */
     uint32_t cached = f ? f->usage.cached : 0, in = f ? f->usage.input : st->n_prompt;
+    stop_sequence(b, f);
     sbuf_printf(b,
-                ",\"stop_sequence\":null,\"usage\":{\"input_tokens\":%u,"
+                ",\"usage\":{\"input_tokens\":%u,"
                 "\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":%u,"
                 "\"output_tokens\":%u}}",
                 in - cached, cached, f ? f->usage.output : 0);
@@ -128,10 +141,12 @@ static void close_block(api_stream *st, sbuf *b, api_part kind) {
 static void finish(api_stream *st, sbuf *b, const api_final *f) {
     (void)st;
     ev(b, "message_delta");
+    sbuf_printf(b, ",\"delta\":{\"stop_reason\":\"%s\"", stop_reason(f));
+    stop_sequence(b, f);
     sbuf_printf(b,
-                ",\"delta\":{\"stop_reason\":\"%s\",\"stop_sequence\":null},\"usage\":{"
-                "\"input_tokens\":%u,\"cache_read_input_tokens\":%u,\"output_tokens\":%u}",
-                stop_reason(f), f->usage.input - f->usage.cached, f->usage.cached, f->usage.output);
+                "},\"usage\":{\"input_tokens\":%u,\"cache_read_input_tokens\":%u,"
+                "\"output_tokens\":%u}",
+                f->usage.input - f->usage.cached, f->usage.cached, f->usage.output);
     ev_end(b);
     ev(b, "message_stop");
     ev_end(b);

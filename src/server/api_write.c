@@ -32,8 +32,23 @@ int api_stream_init(api_stream *st, oai_dialect d, const char *id, const char *m
     return 0;
 }
 
+int api_stream_set_stops(api_stream *st, const char *const *stops, size_t n) {
+    if (!n) return 0;
+    if (!(st->stops = calloc(n, sizeof *st->stops))) return TPS_ENOMEM;
+    for (; st->n_stops < n; st->n_stops++)
+        if (!(st->stops[st->n_stops] = strdup(stops[st->n_stops]))) return TPS_ENOMEM;
+    return 0;
+}
+
+const char *api_stream_stop(const api_stream *st, int32_t i) {
+    return i >= 0 && (size_t)i < st->n_stops ? st->stops[i] : NULL;
+}
+
 void api_stream_free(api_stream *st) {
     if (!st) return;
+    for (size_t i = 0; i < st->n_stops; i++)
+        free(st->stops[i]);
+    free(st->stops);
     free(st->echo);
     sbuf_free(&st->part);
     sbuf_free(&st->text);

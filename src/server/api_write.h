@@ -44,6 +44,7 @@ typedef struct api_final {
     size_t n_calls;
     const char *call_prefix; /* call k's id is call_prefix followed by k */
     api_usage usage;
+    const char *stop_sequence; /* the request's stop string that ended it, NULL none */
 } api_final;
 
 typedef struct api_stream {
@@ -63,12 +64,19 @@ typedef struct api_stream {
     char call_name[128];
     bool call_complete; /* as it closes: its arguments are whole */
     bool ended;
+    char **stops; /* the request's stop strings (owned copies): which one ended it */
+    size_t n_stops;
 } api_stream;
 
 /* id: the request's ("resp_..." or "msg_..."); echo copied (may be NULL). */
 int api_stream_init(api_stream *st, oai_dialect d, const char *id, const char *model,
                     int64_t created, const char *echo, uint32_t n_prompt);
 void api_stream_free(api_stream *st);
+/* Keeps copies of the request's n stop strings; TPS_ENOMEM. */
+int api_stream_set_stops(api_stream *st, const char *const *stops, size_t n);
+/* The stop string of the request's index i (an engine DONE's stop_string),
+ * NULL when i is -1 or not the request's (the template's end of turn). */
+const char *api_stream_stop(const api_stream *st, int32_t i);
 
 /* Each appends its events to b (nothing when the dialect writes none). */
 void api_stream_start(api_stream *st, sbuf *b);

@@ -511,8 +511,10 @@ static int dialect_ctx(server *s, oai_request *r, req_ctx *c) {
              dash ? dash + 1 : c->id);
     memcpy(c->id, id, sizeof id);
     c->api = malloc(sizeof *c->api);
-    if (!c->api || api_stream_init(c->api, r->dialect, c->id, s->model_id, c->meta.created, r->echo,
-                                   c->n_prompt))
+    if (!c->api ||
+        api_stream_init(c->api, r->dialect, c->id, s->model_id, c->meta.created, r->echo,
+                        c->n_prompt) ||
+        api_stream_set_stops(c->api, r->stop, r->n_stop))
         return TPS_ENOMEM;
     c->store = r->store;
     c->history = r->history; /* the request's reference, moved */

@@ -650,7 +650,7 @@ static void api_store(req_ctx *c, const api_final *f, const sbuf *body) {
  * held; whole: everything), read for tool calls by the choice's
  * tool_stream (streamed: it has read the rest already); the final events
  * into out, the body (not streamed, or stored) into body. */
-static void api_answer(req_ctx *c, req_choice *ch, engine_finish finish, sse_text r, sse_text t,
+static void api_answer(req_ctx *c, req_choice *ch, const engine_event *ev, sse_text r, sse_text t,
                        sbuf *out, sbuf *body) {
     api_stream *st = c->api;
     api_stream_delta(st, out, API_PART_REASONING, r.p, r.n);
@@ -667,11 +667,12 @@ static void api_answer(req_ctx *c, req_choice *ch, engine_finish finish, sse_tex
     }
     char prefix[80];
     call_ids(c, 0, prefix, sizeof prefix);
-    api_final f = {.finish = finish,
+    api_final f = {.finish = ev->finish,
                    .calls = calls,
                    .n_calls = k,
                    .call_prefix = prefix,
-                   .usage = api_usage_of(c)};
+                   .usage = api_usage_of(c),
+                   .stop_sequence = api_stream_stop(st, ev->stop_string)};
     api_stream_end(st, out, &f);
     bool store = c->store && st->dialect == OAI_DIALECT_RESPONSES;
     if (!c->stream || store) api_body(st, body, &f);
@@ -691,10 +692,10 @@ static void api_done(req_ctx *c, req_choice *ch, const engine_event *ev, sse_tex
         request_error(c, &e);
         if (c->stream) api_stream_error(c->api, &c->out, &e);
     } else if (c->stream) {
-        api_answer(c, ch, ev->finish, r, t, &c->out, &body);
+        api_answer(c, ch, ev, r, t, &c->out, &body);
     } else {
         sse_text rr = {ch->reasoning.p, ch->reasoning.len}, tt = {ch->text.p, ch->text.len};
-        api_answer(c, ch, ev->finish, rr, tt, &c->out, &body);
+        api_answer(c, ch, ev, rr, tt, &c->out, &body);
         if (sbuf_failed(&body) || sbuf_failed(&ch->text) || sbuf_failed(&ch->reasoning)) {
             c->failed = true;
             oai_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
