@@ -12,6 +12,7 @@
 
 #include "server/api_messages.h"
 #include "server/api_responses.h"
+#include "server/api_write.h"
 #include "support/server_fixture.h"
 #include "support/test_data.h"
 #include "support/test_support.h"
@@ -266,4 +267,37 @@ Test(api_dialects, messages_say_which_stop_sequence_ended_the_answer, .timeout =
     cr_expect(strstr(out, "\"delta\":{\"stop_reason\":\"stop_sequence\",\"stop_sequence\":\"e\"}"),
               "%s", out);
     fixture_finish(&f);
+}
+
+/* reasoning.summary is honoured: the reasoning item's summary holds the
+ * thinking; without it the summary stays empty (OpenAI's shape either way). */
+Test(api_dialects, responses_reasoning_summary_fills_the_items_summary) {
+    for (int asked = 0; asked < 2; asked++) {
+        api_stream st;
+        cr_assert_eq(api_stream_init(&st, OAI_DIALECT_RESPONSES, "resp_x", "m", 0, NULL, 3), 0);
+        st.summary = asked;
+        sbuf b;
+        sbuf_init(&b);
+        api_stream_start(&st, &b);
+        api_stream_delta(&st, &b, API_PART_REASONING, "hmm", 3);
+        api_stream_delta(&st, &b, API_PART_TEXT, "hi", 2);
+        api_final f = {.finish = ENGINE_FINISH_STOP, .stop_sequence = NULL};
+        api_stream_end(&st, &b, &f);
+        sbuf_reset(&b);
+        api_body(&st, &b, &f);
+        json_t *j = json_loadb(b.p, b.len, 0, NULL);
+        cr_assert(j, "%.*s", (int)b.len, b.p);
+        json_t *item = json_array_get(json_object_get(j, "output"), 0);
+        cr_expect_str_eq(json_string_value(json_object_get(item, "type")), "reasoning");
+        json_t *sum = json_object_get(item, "summary");
+        if (asked) {
+            cr_expect_str_eq(json_string_value(json_object_get(json_array_get(sum, 0), "text")),
+                             "hmm", "%.*s", (int)b.len, b.p);
+        } else {
+            cr_expect_eq(json_array_size(sum), 0);
+        }
+        json_decref(j);
+        sbuf_free(&b);
+        api_stream_free(&st);
+    }
 }

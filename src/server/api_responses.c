@@ -43,8 +43,8 @@ static const oai_field FIELDS[] = {
     {"seed", 0, HON, "vLLM", NULL, NULL},
     {"text", 0, HON, OV, NULL, "text.format: text, json_object or json_schema"},
     {"reasoning", 0, HON, OV, NULL,
-     "reasoning.effort through a chat template that reads it; summary: the thinking itself is "
-     "returned as reasoning_text, no summary is written"},
+     "reasoning.effort through a chat template that reads it; summary: the thinking itself, "
+     "whole, as the reasoning item's summary_text (no shorter summary is written)"},
     {"stream", 0, HON, OV, NULL, NULL},
     {"stream_options", 0, REF, O, NULL, "stream_options is not supported"},
     {"include", 0, HON, O, NULL,
@@ -579,6 +579,8 @@ int api_responses_parse(oai_request *r, const char *body, size_t len, const oai_
     chat = NULL; /* taken */
     if (rc) goto done;
     r->store = store;
+    json_t *summary = json_object_get(json_object_get(root, "reasoning"), "summary");
+    r->reasoning_summary = summary && !json_is_null(summary);
     r->history = json_incref(c.msgs);
     r->echo = echo_of(root, store);
     if (!r->echo) {

@@ -88,7 +88,13 @@ static void item_json(const api_stream *st, sbuf *b, api_part kind, const sbuf *
     sbuf_adds(b, "{\"id\":");
     item_id(st, b, kind, st->n_out);
     if (kind == API_PART_REASONING) {
-        sbuf_adds(b, ",\"type\":\"reasoning\",\"summary\":[],\"content\":[");
+        sbuf_adds(b, ",\"type\":\"reasoning\",\"summary\":[");
+        if (done && st->summary) { /* reasoning.summary asked: the thinking, whole */
+            sbuf_adds(b, "{\"type\":\"summary_text\",\"text\":");
+            sbuf_json_str(b, p, n);
+            sbuf_adds(b, "}");
+        }
+        sbuf_adds(b, "],\"content\":[");
         if (done) {
             sbuf_adds(b, "{\"type\":\"reasoning_text\",\"text\":");
             sbuf_json_str(b, p, n);

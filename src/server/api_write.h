@@ -64,6 +64,7 @@ typedef struct api_stream {
     char call_name[128];
     bool call_complete; /* as it closes: its arguments are whole */
     bool ended;
+    bool summary; /* Responses: the reasoning item carries the thinking as its summary too */
     char **stops; /* the request's stop strings (owned copies): which one ended it */
     size_t n_stops;
 } api_stream;

@@ -152,6 +152,7 @@ typedef struct oai_request {
      * Messages' thinking asked for (thinking blocks returned). */
     oai_dialect dialect;
     bool store;
+    bool reasoning_summary; /* Responses' reasoning.summary: the reasoning item's summary */
     void *history;
     char *echo;
     /* Unknown fields dropped under oai_policy.ignore_unknown: their names,

@@ -517,6 +517,7 @@ static int dialect_ctx(server *s, oai_request *r, req_ctx *c) {
         api_stream_set_stops(c->api, r->stop, r->n_stop))
         return TPS_ENOMEM;
     c->store = r->store;
+    c->api->summary = r->reasoning_summary;
     c->history = r->history; /* the request's reference, moved */
     r->history = NULL;
     return 0;
