@@ -14,6 +14,9 @@
 #include "base/free_all.h"
 #include "model/tokenizer_hf_internal.h"
 
+/* The most bytes of a tokenizer.json or tokenizer_config.json read. */
+#define HF_FILE_MAX (256 << 20)
+
 bool tokenizer_path_is_hf(const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) return false;
@@ -48,6 +51,10 @@ static int read_files(hf_files *h, const char *path, tps_err *err) {
         snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
     }
     json_error_t je;
+    /* the largest real files are ~35 MB (Gemma 3's 262k vocabulary) */
+    if (stat(h->path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > HF_FILE_MAX)
+        return tps_fail(err, TPS_ERANGE, "%s: %lld bytes; a tokenizer.json is at most %d MiB",
+                        h->path, (long long)st.st_size, HF_FILE_MAX >> 20);
     h->tok = json_load_file(h->path, 0, &je);
     if (!h->tok)
         return tps_fail(err, TPS_EINVAL, "%s: %s (line %d): a tokenizer.json is needed", h->path,
@@ -55,6 +62,9 @@ static int read_files(hf_files *h, const char *path, tps_err *err) {
     char cfg[1100];
     snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
     /* model_max_length is often 1e30 written as an integer */
+    if (stat(cfg, &st) == 0 && st.st_size > HF_FILE_MAX)
+        return tps_fail(err, TPS_ERANGE, "%s: %lld bytes; at most %d MiB", cfg,
+                        (long long)st.st_size, HF_FILE_MAX >> 20);
     if (stat(cfg, &st) == 0 && !(h->cfg = json_load_file(cfg, JSON_DECODE_INT_AS_REAL, &je)))
         return tps_fail(err, TPS_EINVAL, "%s: %s (line %d)", cfg, je.text, je.line);
     return 0;
