@@ -365,7 +365,6 @@ static void count_server_timings(bench_result *r, const bench_record *rec, bool 
  * failed, the distributions; th holds r's timeline histograms. */
 static int add_record(bench_result *r, const bench_record *rec, size_t i, bool warm,
                       const timeline_hists *th, uint64_t origin, tps_err *e) {
-    const bool streamed = result_streamed(r);
     count_outcome(r, rec, warm);
     count_server_timings(r, rec, warm);
     if (rec->turn) {
@@ -373,9 +372,7 @@ static int add_record(bench_result *r, const bench_record *rec, size_t i, bool w
         if (rc) return rc;
     }
     if (rec->err == BENCH_OK && !warm) {
-        /* a whole response shows no first token and no gaps: its E2E only */
-        timeline_record(
-            &rec->tl, streamed ? th : &(timeline_hists){.e2e = th->e2e, .e2e_sent = th->e2e_sent});
+        timeline_record(&rec->tl, th);
         hist_record(r->h[RH_OUTPUT_TOKENS], rec->tl.output_tokens);
         hist_record(r->h[RH_INPUT_TOKENS], rec->tl.prompt_tokens);
     }
@@ -401,14 +398,18 @@ int result_build(bench_result *r, const bench_record *recs, size_t n, const resu
     if ((rc = window_run(&run, tls, n, e))) goto fail_tls;
     uint64_t warm_end = 0;
     const bool has_warm = warmup_end(&warm_end, &run, o, tls, n);
-    const timeline_hists th = {.ttft = r->h[RH_TTFT],
-                               .ttft_sent = r->h[RH_TTFT_SENT],
-                               .ttfo = r->h[RH_TTFO],
-                               .itl = r->h[RH_ITL],
-                               .tpot = r->h[RH_TPOT],
-                               .e2e = r->h[RH_E2E],
-                               .e2e_sent = r->h[RH_E2E_SENT],
-                               .arrival_gap = r->h[RH_ARRIVAL_GAP]};
+    /* a whole response (not streamed) shows no first token and no gaps: E2E only */
+    const timeline_hists whole = {.e2e = r->h[RH_E2E], .e2e_sent = r->h[RH_E2E_SENT]};
+    const timeline_hists th = !result_streamed(r)
+                                  ? whole
+                                  : (timeline_hists){.ttft = r->h[RH_TTFT],
+                                                     .ttft_sent = r->h[RH_TTFT_SENT],
+                                                     .ttfo = r->h[RH_TTFO],
+                                                     .itl = r->h[RH_ITL],
+                                                     .tpot = r->h[RH_TPOT],
+                                                     .e2e = r->h[RH_E2E],
+                                                     .e2e_sent = r->h[RH_E2E_SENT],
+                                                     .arrival_gap = r->h[RH_ARRIVAL_GAP]};
     for (size_t i = 0; i < n; i++) {
         const bool warm = has_warm && recs[i].tl.t_sent < warm_end;
         if ((rc = add_record(r, &recs[i], i, warm, &th, o->origin_ns, e))) goto fail_tls;
