@@ -121,6 +121,13 @@ Test(arch_reference, gpt_oss_matches_llama_cpp) {
     check_arch("gpt-oss");
 }
 
+/* Qwen3.5: gated DeltaNet layers (conv and delta-rule state per sequence)
+ * beside gated full attention, M-RoPE with a pair past the sections, an
+ * MTP block loaded and not run. */
+Test(arch_reference, qwen35_matches_llama_cpp) {
+    check_arch("qwen35");
+}
+
 /* The five prompts prefilled together in one batch give each prompt's last
  * logits bit-identical to its prefill alone. */
 static void check_batch_invariance(const char *arch) {
@@ -180,8 +187,8 @@ static void check_batch_invariance(const char *arch) {
 }
 
 Test(arch_reference, every_arch_is_batch_invariant) {
-    const char *archs[] = {"llama", "llama3",   "qwen2",   "qwen3",    "gemma2", "gemma3",
-                           "phi3",  "mistral3", "mixtral", "qwen3moe", "gpt-oss"};
+    const char *archs[] = {"llama", "llama3",   "qwen2",   "qwen3",    "gemma2",  "gemma3",
+                           "phi3",  "mistral3", "mixtral", "qwen3moe", "gpt-oss", "qwen35"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         check_batch_invariance(archs[i]);
 }

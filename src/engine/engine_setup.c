@@ -23,16 +23,32 @@ static uint32_t local_blocks_needed(const engine_params *p, uint32_t window) {
     return n > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)n;
 }
 
+uint32_t engine_recurrent_layers(const llama_config *c, uint8_t *flags) {
+    uint32_t n = 0;
+    for (uint32_t l = 0; l < c->n_layers; l++)
+        n += flags[l] = (uint8_t)llama_config_is_recurrent(c, l);
+    return n;
+}
+
+size_t engine_state_bytes(const llama_config *c) {
+    uint32_t n = 0;
+    for (uint32_t l = 0; l < c->n_layers; l++)
+        n += (uint32_t)llama_config_is_recurrent(c, l);
+    return n ? (size_t)n * llama_config_state_floats(c) * sizeof(float) : 0;
+}
+
 /* The KV pool: --kv-mem, or --kv-tokens, or by default max_seqs full
  * contexts capped at 1 GiB. Sliding-window layers get a pool of their own
  * sized by local_blocks_needed (kv_cache.h). */
 int engine_kv_create(kv_cache **out, const llama_config *c, engine_params *p, bool accounting_only,
                      tps_err *err) {
-    uint8_t *local = calloc(c->n_layers ? c->n_layers : 1, 1);
+    uint8_t *local = calloc(c->n_layers ? 2 * (size_t)c->n_layers : 1, 1);
     if (!local) return tps_fail(err, TPS_ENOMEM, "engine: out of memory");
-    uint32_t n_local = 0;
+    uint8_t *recurrent = local + c->n_layers;
+    uint32_t n_local = 0, n_rec = engine_recurrent_layers(c, recurrent);
     for (uint32_t l = 0; l < c->n_layers; l++)
         n_local += local[l] = (uint8_t)llama_config_is_swa(c, l);
+    const uint32_t n_kv = c->n_layers - n_rec; /* the layers that store K/V */
     kv_cache_params kp = {.n_layers = c->n_layers,
                           .kv_dim = c->n_kv_heads * c->head_dim,
                           .head_dim = c->head_dim,
@@ -43,14 +59,16 @@ int engine_kv_create(kv_cache **out, const llama_config *c, engine_params *p, bo
                           .local_layers = local,
                           .window = c->n_swa,
                           .n_local_blocks = local_blocks_needed(p, c->n_swa),
-                          .accounting_only = accounting_only};
+                          .accounting_only = accounting_only,
+                          .recurrent_layers = recurrent,
+                          .n_state_slots = n_rec ? p->max_seqs : 0,
+                          .state_bytes = engine_state_bytes(c)};
     if (!kp.mem_bytes) {
         uint64_t tokens = p->kv_tokens ? p->kv_tokens : (uint64_t)p->max_seqs * c->ctx_len;
         uint64_t blocks = (tokens + kp.block_tokens - 1) / kp.block_tokens;
-        if (n_local == c->n_layers) n_local = 0; /* kv_cache keeps them in one pool */
+        if (n_local == n_kv) n_local = 0; /* kv_cache keeps them in one pool */
         /* the cap counts the global layers' blocks and as many local ones */
-        size_t bb = kv_cache_block_bytes(kp.n_layers - n_local, kp.kv_dim, kp.block_tokens,
-                                         kp.kv_type),
+        size_t bb = kv_cache_block_bytes(n_kv - n_local, kp.kv_dim, kp.block_tokens, kp.kv_type),
                lb = kv_cache_block_bytes(n_local, kp.kv_dim, kp.block_tokens, kp.kv_type);
         uint64_t nl = blocks < kp.n_local_blocks ? blocks : kp.n_local_blocks;
         if (!p->kv_tokens && blocks * bb + nl * lb > (1ull << 30))
@@ -60,7 +78,7 @@ int engine_kv_create(kv_cache **out, const llama_config *c, engine_params *p, bo
     }
     if (!p->kv_prefault) {
         /* the bound counts global blocks (the local pool is small and bounded) */
-        const uint32_t n_global = n_local == c->n_layers ? c->n_layers : c->n_layers - n_local;
+        const uint32_t n_global = n_local == n_kv ? n_kv : n_kv - n_local;
         const size_t bb = kv_cache_block_bytes(n_global, kp.kv_dim, kp.block_tokens, kp.kv_type);
         uint64_t pool = kp.n_blocks ? kp.n_blocks : kp.mem_bytes / bb;
         uint64_t resident = ENGINE_KV_RESIDENT_MIN / bb;

@@ -8,6 +8,8 @@
 #define TPS_ENGINE_SETUP_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "engine/engine.h"
 #include "engine/kv_cache.h"
@@ -16,6 +18,13 @@
 /* Fills the defaults engine_create applies (max_seqs 64, max_batch_tokens
  * 256, prefill_chunk at most max_batch_tokens, kv_block 16). */
 void engine_params_resolve(engine_params *p);
+
+/* flags[l] = 1 for each recurrent (linear-attention) layer of c, which
+ * keeps a state instead of K/V (n_layers flags); returns their count. */
+uint32_t engine_recurrent_layers(const llama_config *c, uint8_t *flags);
+/* Bytes of one sequence's recurrent state: every recurrent layer's (0 for
+ * a model without). */
+size_t engine_state_bytes(const llama_config *c);
 
 /* The KV pool for model config c under p (resolved): --kv-mem, or
  * --kv-tokens, or by default max_seqs full contexts capped at 1 GiB;

@@ -23,6 +23,7 @@
 #include "base/free_all.h"
 #include "engine/attention.h"
 #include "engine/forward.h"
+#include "engine/linear_attn.h"
 #include "engine/moe.h"
 #include "engine/pool_rows.h"
 #include "kernels/ops.h"
@@ -60,12 +61,64 @@ struct fwd_state {
     uint32_t *run_first;
     moe_state *moe;      /* the experts' scratch (a mixture of experts), else NULL */
     fwd_step_stats last; /* what the last llama_forward read */
+    /* a hybrid stack (llama_arch.hybrid), else NULL: the gated attention's
+     * Q projection (per head Q then gate) and gates, the linear layers' rows,
+     * and the step's sequence runs for them */
+    float *qfull, *gate;
+    lin_rows lin;
+    uint32_t *lin_first, *row_seq, *row_pos;
+    float *hybrid_buf;
+    lin_runs runs;
 };
 
 static void rope_apply_norm(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
                             uint32_t rope_dim);
 static void rope_apply_neox(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
                             uint32_t rope_dim);
+
+/* A hybrid stack's scratch: the gated attention's Q and gates, the linear
+ * layers' rows, the runs. */
+static int hybrid_alloc(fwd_state *s, const llama_config *c, size_t max_rows, tps_err *err) {
+    const size_t q_dim = (size_t)c->n_heads * c->head_dim;
+    const size_t ch = llama_config_conv_channels(c), inner = (size_t)c->ssm_v_heads * c->ssm_state;
+    const size_t per_row = 3 * q_dim + 2 * ch + 2 * inner + 2 * (size_t)c->ssm_v_heads;
+    s->hybrid_buf = malloc(sizeof(float) * per_row * max_rows);
+    s->lin_first = malloc(sizeof(uint32_t) * (max_rows + 1));
+    s->row_seq = malloc(sizeof(uint32_t) * max_rows);
+    s->row_pos = malloc(sizeof(uint32_t) * max_rows);
+    if (!s->hybrid_buf || !s->lin_first || !s->row_seq || !s->row_pos)
+        return tps_fail(err, TPS_ENOMEM, "forward: out of memory for the linear layers' scratch");
+    float *p = s->hybrid_buf;
+    s->qfull = p, p += 2 * q_dim * max_rows;
+    s->gate = p, p += q_dim * max_rows;
+    s->lin.qkv = p, p += ch * max_rows;
+    s->lin.conv = p, p += ch * max_rows;
+    s->lin.z = p, p += inner * max_rows;
+    s->lin.out = p, p += inner * max_rows;
+    s->lin.beta = p, p += (size_t)c->ssm_v_heads * max_rows;
+    s->lin.alpha = p;
+    return 0;
+}
+
+/* The kernels' context (sized for the widest matmul input) and the
+ * scratch of the experts and of a hybrid stack's layers, where the model
+ * has them. */
+static int create_kernels_and_extras(fwd_state *s, const llama_config *c, size_t max_rows,
+                                     int n_threads, tps_err *err) {
+    const size_t q_dim = (size_t)c->n_heads * c->head_dim;
+    const size_t ffn = c->n_expert ? 0 : c->ffn_dim;
+    size_t max_in = ffn > c->dim ? ffn : c->dim;
+    if (q_dim > max_in) max_in = q_dim;
+    if (c->expert_ffn > max_in) max_in = c->expert_ffn;
+    if (c->arch_info->hybrid && (size_t)c->ssm_v_heads * c->ssm_state > max_in)
+        max_in = (size_t)c->ssm_v_heads * c->ssm_state; /* ssm_out's input */
+    /* a mixture of experts quantizes one activation row per (row, expert) slot */
+    const size_t kc_rows = c->n_expert ? moe_max_slots(c, max_rows) : max_rows;
+    int rc = kernel_ctx_create(&s->kc, n_threads, kc_rows, max_in, err);
+    if (!rc && c->n_expert) rc = moe_state_create(&s->moe, c, max_rows, err);
+    if (!rc && c->arch_info->hybrid) rc = hybrid_alloc(s, c, max_rows, err);
+    return rc;
+}
 
 int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uint32_t max_ctx,
                      int n_threads, tps_err *err) {
@@ -118,9 +171,6 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
      * sample touch theirs (n_vocab floats each). */
     memset(s->x, 0, (size_t)(s->logits - s->x) * sizeof(float));
     memset(s->rope, 0, (size_t)(p - s->rope) * sizeof(float));
-    size_t max_in = ffn > c->dim ? ffn : c->dim;
-    if (q_dim > max_in) max_in = q_dim;
-    if (c->expert_ffn > max_in) max_in = c->expert_ffn;
     s->rope_apply = c->arch_info->rope_neox ? rope_apply_neox : rope_apply_norm;
     /* LongRoPE: llama.cpp picks the long factors when the context exceeds the
      * original one; ours is max_ctx */
@@ -135,10 +185,7 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
         }
         kernel_gelu_table(s->gelu);
     }
-    /* a mixture of experts quantizes one activation row per (row, expert) slot */
-    const size_t kc_rows = c->n_expert ? moe_max_slots(c, max_rows) : max_rows;
-    int rc = kernel_ctx_create(&s->kc, n_threads, kc_rows, max_in, err);
-    if (!rc && c->n_expert) rc = moe_state_create(&s->moe, c, max_rows, err);
+    int rc = create_kernels_and_extras(s, c, max_rows, n_threads, err);
     if (rc) {
         fwd_state_free(s);
         return rc;
@@ -151,7 +198,8 @@ void fwd_state_free(fwd_state *s) {
     if (!s) return;
     moe_state_free(s->moe);
     kernel_ctx_free(s->kc);
-    TPS_FREE_ALL(s->gelu, s->run_first, s->buf, s);
+    TPS_FREE_ALL(s->hybrid_buf, s->lin_first, s->row_seq, s->row_pos, s->gelu, s->run_first, s->buf,
+                 s);
 }
 
 kernel_ctx *fwd_state_kernels(fwd_state *s) {
@@ -160,6 +208,16 @@ kernel_ctx *fwd_state_kernels(fwd_state *s) {
 
 fwd_step_stats fwd_state_last_step(const fwd_state *s) {
     return s->last;
+}
+
+/* Interleaved M-RoPE (Qwen3.5) with text positions (ggml_mrope_cache_init
+ * with is_imrope, the t, h and w ids all the position, the 4th 0): pair p
+ * of sector p % (sum of sections) turns by the position when its sector is
+ * in the interleaved t, h or w range, else by 0. */
+static int rope_pair_turns(const uint32_t sec[4], uint32_t p) {
+    const uint32_t sector = p % (sec[0] + sec[1] + sec[2] + sec[3]);
+    return (sector % 3 == 1 && sector < 3 * sec[1]) || (sector % 3 == 2 && sector < 3 * sec[2]) ||
+           (sector % 3 == 0 && sector < 3 * sec[0]);
 }
 
 /* RoPE angles: pair i rotates by freq_scale * pos * base^(-2i/rope_dim) /
@@ -188,7 +246,10 @@ static void rope_table(float *cs, uint32_t pos, uint32_t rope_dim, float base, f
         return;
     }
     for (uint32_t i = 0; i < rope_dim; i += 2) {
-        const float t = freq_scale * (factors ? theta / factors[i / 2] : theta);
+        float t = freq_scale * (factors ? theta / factors[i / 2] : theta);
+        if (c->rope_sections[0] + c->rope_sections[1] + c->rope_sections[2] + c->rope_sections[3] &&
+            !rope_pair_turns(c->rope_sections, i / 2))
+            t = 0; /* ggml's 4th position id, 0 for text */
         cs[i] = cosf(t) * mscale;
         cs[i + 1] = sinf(t) * mscale;
         theta *= theta_scale;
@@ -492,6 +553,27 @@ static void ffn_act_row(const rows_job *j, size_t r, int thread) {
         kernel_swiglu(g, g, u, ff);
 }
 
+/* A hybrid stack's Q projection holds per head its Q then its output gate:
+ * row r's into q and gate. */
+static void split_q_gate(fwd_state *s, const llama_config *c, size_t r) {
+    const size_t hd = c->head_dim, q_dim = (size_t)c->n_heads * hd;
+    const float *qf = s->qfull + r * 2 * q_dim;
+    for (uint32_t h = 0; h < c->n_heads; h++) {
+        memcpy(s->q + r * q_dim + h * hd, qf + 2 * h * hd, hd * sizeof(float));
+        memcpy(s->gate + r * q_dim + h * hd, qf + (2 * h + 1) * hd, hd * sizeof(float));
+    }
+}
+
+/* Row r's attention output times the sigmoid of its gate (hybrid stacks). */
+static void attn_gate_row(const rows_job *j, size_t r, int thread) {
+    (void)thread;
+    const size_t q_dim = (size_t)j->c->n_heads * j->c->head_dim;
+    float *a = j->s->att + r * q_dim;
+    const float *g = j->s->gate + r * q_dim;
+    for (size_t i = 0; i < q_dim; i++)
+        a[i] *= 1.0f / (1.0f + expf(-g[i]));
+}
+
 /* Row r's Q, K and V after the projections (biases, norms), rotated, and
  * its K and V into the cache; the RoPE table is the thread's own. */
 static void qkv_row(const rows_job *j, size_t r, int thread) {
@@ -501,6 +583,7 @@ static void qkv_row(const rows_job *j, size_t r, int thread) {
     const size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
     const fwd_row *row = &j->b->rows[r];
     float *cs = s->rope + (size_t)thread * c->rope_dim;
+    if (s->qfull) split_q_gate(s, c, r);
     qkv_post(s->q + r * q_dim, s->k + r * kv_dim, s->v + r * kv_dim, j->L, c);
     rope_table(cs, row->pos, c->rope_dim, j->rope_base, j->rope_scale, s->rope_factors,
                c->rope_attn_factor, c);
@@ -528,7 +611,8 @@ static int attention_layer(fwd_state *s, const llama_model *m, kv_cache *kv, con
     const int swa = llama_config_is_swa(c, l);
     int rc;
     each_row(s, c, L, n, attn_norm_row);
-    const kernel_mat qkv[3] = {kmat(s->q, &L->wq), kmat(s->k, &L->wk), kmat(s->v, &L->wv)};
+    const kernel_mat qkv[3] = {kmat(s->qfull ? s->qfull : s->q, &L->wq), kmat(s->k, &L->wk),
+                               kmat(s->v, &L->wv)};
     if ((rc = mm_multi(qkv, 3, s, s->xb, n, c->dim, err))) return rc;
     rows_job post = {.s = s,
                      .c = c,
@@ -561,8 +645,48 @@ static int attention_layer(fwd_state *s, const llama_model *m, kv_cache *kv, con
     else
         for (size_t t = 0; t < n_tasks; t++)
             attn_task(&aj, t, 0);
+    if (s->qfull) each_row(s, c, L, n, attn_gate_row);
     if ((rc = mm(s, s->proj, &L->wo, s->att, n, err))) return rc;
     each_row(s, c, L, n, attn_residual_row);
+    return 0;
+}
+
+/* x += linear_attention(norm(x)) for layer l of a hybrid stack: Q/K/V,
+ * gate, beta and alpha projected together, the recurrence
+ * (linear_attn.c), the output projection. */
+static int linear_layer(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_batch *b,
+                        uint32_t l, tps_err *err) {
+    const llama_config *c = &m->cfg;
+    const llama_layer *L = &m->w.layers[l];
+    const size_t n = b->n_rows;
+    int rc;
+    each_row(s, c, L, n, attn_norm_row);
+    const kernel_mat in[4] = {kmat(s->lin.qkv, &L->ssm_qkv), kmat(s->lin.z, &L->ssm_gate),
+                              kmat(s->lin.beta, &L->ssm_beta), kmat(s->lin.alpha, &L->ssm_alpha)};
+    if ((rc = mm_multi(in, 4, s, s->xb, n, c->dim, err))) return rc;
+    linear_attn_step(kernel_ctx_pool(s->kc), c, L, kv, b->seqs, s->row_seq, s->row_pos, l, &s->runs,
+                     &s->lin);
+    if ((rc = mm(s, s->proj, &L->ssm_out, s->lin.out, n, err))) return rc;
+    each_row(s, c, L, n, attn_residual_row);
+    return 0;
+}
+
+/* A hybrid stack's sequence runs for its linear layers: each sequence's
+ * rows consecutive, each sequence holding a state slot. */
+static int plan_linear_runs(fwd_state *s, const kv_cache *kv, const fwd_batch *b, tps_err *err) {
+    for (size_t r = 0; r < b->n_rows; r++) {
+        s->row_seq[r] = b->rows[r].seq;
+        s->row_pos[r] = b->rows[r].pos;
+        if (!b->seqs[b->rows[r].seq]->state || !kv->n_recurrent)
+            return tps_fail(err, TPS_EINVAL,
+                            "forward: row %zu's sequence holds no recurrent state slot", r);
+    }
+    s->runs = (lin_runs){.first = s->lin_first,
+                         .n = linear_attn_plan(s->lin_first, s->row_seq, s->row_pos, b->n_rows)};
+    if (!s->runs.n)
+        return tps_fail(err, TPS_EINVAL,
+                        "forward: a hybrid model needs each sequence's rows of a step together, "
+                        "in position order");
     return 0;
 }
 
@@ -627,8 +751,11 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
     if ((rc = embed_rows(s, m, kv, b, err))) return rc;
     const size_t n_runs = plan_runs(s, b);
     const q_scales qs = scales_of(c);
+    if (s->qfull && (rc = plan_linear_runs(s, kv, b, err))) return rc;
     for (uint32_t l = 0; l < c->n_layers; l++) {
-        if ((rc = attention_layer(s, m, kv, b, l, n_runs, qs, err))) return rc;
+        rc = llama_config_is_recurrent(c, l) ? linear_layer(s, m, kv, b, l, err)
+                                             : attention_layer(s, m, kv, b, l, n_runs, qs, err);
+        if (rc) return rc;
         if ((rc = ffn_layer(s, c, &m->w.layers[l], n, err))) return rc;
     }
     if ((rc = lm_head(s, m, b, n_logits, err))) return rc;

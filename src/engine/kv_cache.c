@@ -48,21 +48,26 @@ bool kv_cache_warm(kv_cache *kv, size_t bytes) {
     return kv->warm_bytes < limit;
 }
 
-/* Which layers go to the local pool, and each layer's index in its pool. */
+/* Which layers go to the local pool and which keep a state instead of
+ * K/V, and each layer's index among those of its kind. */
 static int split_layers(kv_cache *kv, const kv_cache_params *p) {
     kv->layer_local = calloc(p->n_layers ? p->n_layers : 1, 1);
+    kv->layer_recurrent = calloc(p->n_layers ? p->n_layers : 1, 1);
     kv->layer_slot = malloc(sizeof(uint32_t) * (p->n_layers ? p->n_layers : 1));
-    if (!kv->layer_local || !kv->layer_slot) return TPS_ENOMEM;
-    uint32_t n_local = 0;
-    if (p->local_layers && p->window)
-        for (uint32_t l = 0; l < p->n_layers; l++)
-            n_local += p->local_layers[l] != 0;
-    if (n_local == p->n_layers) n_local = 0; /* all local: one pool, nothing let go */
-    uint32_t next[2] = {0, 0};
+    if (!kv->layer_local || !kv->layer_recurrent || !kv->layer_slot) return TPS_ENOMEM;
+    uint32_t n_local = 0, n_rec = 0;
     for (uint32_t l = 0; l < p->n_layers; l++) {
-        kv->layer_local[l] = n_local && p->local_layers[l];
-        kv->layer_slot[l] = next[kv->layer_local[l]]++;
+        kv->layer_recurrent[l] = p->recurrent_layers && p->recurrent_layers[l];
+        n_rec += kv->layer_recurrent[l];
+        n_local += p->local_layers && p->window && p->local_layers[l] && !kv->layer_recurrent[l];
     }
+    if (n_local == p->n_layers - n_rec) n_local = 0; /* all local: one pool, nothing let go */
+    uint32_t next[3] = {0, 0, 0};
+    for (uint32_t l = 0; l < p->n_layers; l++) {
+        if (!kv->layer_recurrent[l]) kv->layer_local[l] = n_local && p->local_layers[l];
+        kv->layer_slot[l] = next[kv->layer_recurrent[l] ? 2 : kv->layer_local[l]]++;
+    }
+    kv->n_recurrent = n_rec;
     kv->n_local_layers = n_local;
     kv->window = n_local ? p->window : 0;
     return 0;
@@ -149,8 +154,13 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
         return tps_fail(err, TPS_ENOMEM, "kv cache: out of memory");
     }
     const uint32_t n_local = kv->n_local_layers;
+    if (kv->n_recurrent == p->n_layers) {
+        kv_cache_free(kv);
+        return tps_fail(err, TPS_EUNSUP, "kv cache: every layer is recurrent: no attention layer");
+    }
     /* K+V bytes of one global and one local block */
-    size_t gb = kv_cache_block_bytes(p->n_layers - n_local, p->kv_dim, p->block_tokens, p->kv_type);
+    size_t gb = kv_cache_block_bytes(p->n_layers - n_local - kv->n_recurrent, p->kv_dim,
+                                     p->block_tokens, p->kv_type);
     size_t lb = kv_cache_block_bytes(n_local, p->kv_dim, p->block_tokens, p->kv_type);
     uint64_t n = 0, nl = 0;
     if ((rc = pool_blocks(p, n_local, gb, lb, &n, &nl, err))) {
@@ -193,7 +203,7 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
         return pc_rc;
     }
     if ((!kv->accounting_only && (!kv->k || !kv->v)) || !kv->free_list || !kv->refs ||
-        create_local(kv)) {
+        create_local(kv) || kv_state_create(kv, p)) {
         kv_cache_free(kv);
         return tps_fail(err, TPS_ENOMEM, "kv cache: cannot allocate %zu bytes for %llu blocks",
                         2 * half, (unsigned long long)n);
@@ -211,8 +221,9 @@ void kv_cache_free(kv_cache *kv) {
     huge_unmap(kv->k, kv->map_bytes);
     huge_unmap(kv->v, kv->map_bytes);
     prefix_cache_free(kv->pc);
-    TPS_FREE_ALL(kv->free_list, kv->refs, kv->layer_local, kv->layer_slot, kv->lfree, kv->lrefs,
-                 kv->lowner, kv->llru.prev, kv->llru.next, kv->companion, kv);
+    kv_state_free(kv);
+    TPS_FREE_ALL(kv->free_list, kv->refs, kv->layer_local, kv->layer_slot, kv->layer_recurrent,
+                 kv->lfree, kv->lrefs, kv->lowner, kv->llru.prev, kv->llru.next, kv->companion, kv);
 }
 
 uint32_t kv_cache_blocks_used(const kv_cache *kv) {
@@ -331,6 +342,7 @@ int kv_seq_init(kv_seq *seq, uint32_t cap) {
     seq->cap = cap;
     seq->n_chained = 0;
     seq->chain = prefix_root();
+    seq->state = 0;
     return seq->blocks && seq->lblocks ? 0 : TPS_ENOMEM;
 }
 
@@ -348,6 +360,7 @@ int kv_seq_reserve(kv_cache *kv, kv_seq *seq, uint32_t n_tokens) {
     uint32_t extra = need - seq->n_blocks;
     if (extra > kv_cache_available(kv)) return TPS_EFULL;
     if (kv->n_local_layers && extra > local_available(kv)) return TPS_EFULL;
+    if (kv_state_take(kv, seq)) return TPS_EFULL; /* the last check: nothing taken before */
     for (uint32_t i = 0; i < extra; i++) {
         if (kv->n_local_layers) seq->lblocks[seq->n_blocks] = take_local(kv);
         seq->blocks[seq->n_blocks++] = take_block(kv);
@@ -367,6 +380,7 @@ void kv_seq_release(kv_cache *kv, kv_seq *seq) {
     seq->l_lo = 0;
     seq->n_chained = 0;
     seq->chain = prefix_root();
+    kv_state_drop(kv, seq);
 }
 
 /* ---- prefix cache ---------------------------------------------------------- */
@@ -399,7 +413,8 @@ static uint32_t take_local_prefix(kv_cache *kv, kv_seq *seq, uint32_t m) {
 
 uint32_t kv_seq_match_prefix(kv_cache *kv, kv_seq *seq, const int32_t *tokens,
                              uint32_t max_blocks) {
-    if (!kv->pc || seq->n_blocks) return 0;
+    /* a hit would need the recurrent state at its end, which no slot keeps */
+    if (!kv->pc || seq->n_blocks || kv->n_recurrent) return 0;
     if (max_blocks > seq->cap) max_blocks = seq->cap;
     prefix_ref chain = prefix_root();
     uint32_t k = 0;
@@ -454,6 +469,7 @@ int kv_seq_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src, uint32_t n_tokens)
     const bool local = kv->n_local_layers != 0;
     if (partial && (kv_cache_available(kv) == 0 || (local && local_available(kv) == 0)))
         return TPS_EFULL;
+    if (kv_state_fork(kv, dst, src)) return TPS_EFULL; /* the last check: nothing taken before */
     dst->l_lo = local ? src->l_lo : 0;
     for (uint32_t i = 0; i < full; i++) {
         uint32_t b = src->blocks[i];

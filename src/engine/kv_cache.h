@@ -30,6 +30,15 @@
  * while that one is not needed elsewhere (a second LRU); a prefix is
  * reused only up to a block whose window's companions are all still there.
  *
+ * Recurrent layers (a hybrid model's linear attention, Qwen3.5's gated
+ * DeltaNet: `recurrent_layers`) store no K/V at all: each sequence holds
+ * one slot of a third pool instead, a fixed-size state of every such
+ * layer, overwritten at every step (kv_state.c). A sequence takes its slot
+ * with its first blocks (kv_seq_reserve: both or neither), gives it back
+ * with them, and a fork copies it. A prefix hit would need the state at
+ * the hit's last position, which no slot keeps: with a state pool the
+ * prefix cache indexes blocks but kv_seq_match_prefix matches none.
+ *
  * Not thread-safe: the engine thread owns it. It knows nothing of attention
  * maths. */
 #ifndef TPS_KV_CACHE_H
@@ -66,6 +75,13 @@ typedef struct kv_cache_params {
      * LRU), with no K/V memory behind it: what a planner simulating the
      * engine moves blocks in (planner.h). Nothing may read or write K/V. */
     bool accounting_only;
+    /* recurrent_layers[l] = 1 when layer l keeps a state, not K/V (borrowed,
+     * n_layers flags; NULL: none). Each sequence then holds one of
+     * n_state_slots slots of state_bytes: every recurrent layer's state,
+     * state_bytes / (recurrent layers) each, in layer order. */
+    const uint8_t *recurrent_layers;
+    uint32_t n_state_slots;
+    size_t state_bytes;
 } kv_cache_params;
 
 typedef struct kv_cache {
@@ -98,6 +114,14 @@ typedef struct kv_cache {
     uint32_t *lowner;         /* per local block: the indexed global block it is the companion of */
     uint32_t *companion;      /* per global block: its local companion, or PREFIX_NONE */
     block_lru llru;           /* companions nobody holds */
+    /* the state pool (n_recurrent 0: none); a recurrent layer's layer_slot
+     * is its index among them */
+    uint32_t n_recurrent, n_state_slots;
+    size_t state_bytes, layer_state_bytes; /* a slot; one layer's part of it */
+    uint8_t *states;                       /* n_state_slots * state_bytes; NULL accounting_only */
+    size_t states_map_bytes;
+    uint32_t *state_free, n_state_free; /* stack of free slots */
+    uint8_t *layer_recurrent;           /* per layer: 1 when it keeps a state, no K/V */
 } kv_cache;
 
 /* A sequence's block table: blocks[i] holds positions [i*B, (i+1)*B).
@@ -112,6 +136,7 @@ typedef struct kv_seq {
     uint32_t l_lo;
     uint32_t n_chained;
     prefix_ref chain;
+    uint32_t state; /* 1 + its state slot; 0: none */
 } kv_seq;
 
 /* Bytes of n elements of kv_type (0 if q8_0 and n is not whole blocks). */
@@ -147,6 +172,28 @@ static inline uint32_t kv_cache_local_blocks_used(const kv_cache *kv) {
 static inline uint32_t kv_cache_blocks_cached(const kv_cache *kv) {
     return kv->pc ? kv->pc->n_cached : 0;
 }
+
+/* State slots some sequence holds (0 without recurrent layers). */
+static inline uint32_t kv_cache_states_used(const kv_cache *kv) {
+    return kv->n_state_slots - kv->n_state_free;
+}
+
+/* Layer `layer`'s recurrent state of seq (which holds a slot): the conv's
+ * inputs then the heads' matrices (llama_config_state_floats), F32. */
+static inline float *kv_state(const kv_cache *kv, const kv_seq *seq, uint32_t layer) {
+    return (float *)(kv->states + (size_t)(seq->state - 1) * kv->state_bytes +
+                     (size_t)kv->layer_slot[layer] * kv->layer_state_bytes);
+}
+
+/* kv_state.c, for kv_cache.c: the state pool of p (none without recurrent
+ * layers); a slot for seq when the pool has one and seq holds none
+ * (zeroed: a sequence starts from no state), TPS_EFULL when none is free;
+ * seq's slot back; dst (holding none) takes a copy of src's. */
+int kv_state_create(kv_cache *kv, const kv_cache_params *p);
+void kv_state_free(kv_cache *kv);
+int kv_state_take(kv_cache *kv, kv_seq *seq);
+void kv_state_drop(kv_cache *kv, kv_seq *seq);
+int kv_state_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src);
 
 /* Blocks needed to hold n_tokens positions. */
 static inline uint32_t kv_blocks_for(const kv_cache *kv, uint32_t n_tokens) {

@@ -39,6 +39,10 @@ static const llama_arch archs[] = {
      .specifics = "attention sinks, Q/K/V/output biases, sliding window (128) on alternate "
                   "layers, YaRN RoPE; experts (usually MXFP4) with biases, top k logits "
                   "softmaxed, SwiGLU clamped at 7 (alpha 1.702)"},
+    {LLAMA_ARCH_QWEN35, "qwen35", 1, 1, .hybrid = 1,
+     .specifics = "3 of 4 layers gated DeltaNet linear attention (causal conv, delta-rule state "
+                  "per head, gated RMSNorm), every 4th full attention with a sigmoid output "
+                  "gate, Q/K norm and partial NeoX RoPE; MTP layers loaded, not run"},
 };
 
 const llama_arch *llama_arch_find(const char *name) {
@@ -48,5 +52,5 @@ const llama_arch *llama_arch_find(const char *name) {
 }
 
 const char *llama_arch_names(void) {
-    return "llama, qwen2, qwen3, gemma2, gemma3, phi3, mistral3, qwen3moe, gpt-oss";
+    return "llama, qwen2, qwen3, gemma2, gemma3, phi3, mistral3, qwen3moe, gpt-oss, qwen35";
 }

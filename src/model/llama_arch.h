@@ -17,6 +17,7 @@ typedef enum llama_arch_id {
     LLAMA_ARCH_MISTRAL3,  /* Mistral Small 3.x, Ministral 3 (text) */
     LLAMA_ARCH_QWEN3MOE,  /* Qwen3-30B-A3B, Qwen3-Coder-30B-A3B, Qwen3-235B-A22B */
     LLAMA_ARCH_GPT_OSS,   /* gpt-oss-20b, gpt-oss-120b */
+    LLAMA_ARCH_QWEN35,    /* Qwen3.5 / 3.6 dense (0.8B to 27B): linear attention beside full */
 } llama_arch_id;
 
 /* How a mixture-of-experts layer turns router logits into expert weights
@@ -51,6 +52,11 @@ typedef struct llama_arch {
     int moe_norm_w;        /* 1: the k expert weights are divided by their sum */
     int oai;               /* gpt-oss's block: attention sinks, attn_output and expert
                               biases, post_attention_norm before the FFN, clamped SwiGLU */
+    int hybrid;            /* 1: Qwen3.5's stack: gated DeltaNet linear-attention layers (a
+                              fixed-size recurrent state per sequence, no K/V) and every
+                              full_attention_interval-th layer full attention whose Q
+                              projection carries an output gate (sigmoid) per head; the
+                              pre-FFN norm is post_attention_norm */
     const char *specifics; /* one line for `tps model info` */
 } llama_arch;
 

@@ -272,6 +272,67 @@ static int read_experts(llama_config *cfg, const gguf_file *f, tps_err *err) {
     return 0;
 }
 
+/* The interleaved M-RoPE sections (Qwen3.5): 4 counts of pairs, or none. */
+static int read_rope_sections(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", cfg->arch);
+    const gguf_kv *kv = gguf_find(f, key);
+    if (!kv) return 0;
+    if (kv->val.type != GGUF_TYPE_ARRAY || kv->val.arr.n < 3 || kv->val.arr.n > 4 ||
+        (kv->val.arr.type != GGUF_TYPE_INT32 && kv->val.arr.type != GGUF_TYPE_UINT32))
+        return tps_fail(err, TPS_EINVAL, "model: %s is not an array of 3 or 4 integers", key);
+    uint32_t sum = 0;
+    for (uint64_t i = 0; i < kv->val.arr.n; i++) {
+        int32_t v;
+        memcpy(&v, kv->val.arr.data + 4 * i, 4);
+        if (v < 0 || v > 4096)
+            return tps_fail(err, TPS_EINVAL, "model: %s[%llu] is %d", key, (unsigned long long)i,
+                            v);
+        cfg->rope_sections[i] = (uint32_t)v;
+        sum += (uint32_t)v;
+    }
+    if (sum == 0) return tps_fail(err, TPS_EINVAL, "model: %s are all 0", key);
+    return 0;
+}
+
+/* The linear-attention layers of a hybrid stack (Qwen3.5), as llama.cpp's
+ * qwen35.cpp reads them, and the MTP blocks that follow the stack. */
+static int read_hybrid(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    const char *a = cfg->arch;
+    const uint32_t zero = 0, four = 4;
+    uint32_t inner = 0;
+    int rc;
+    if ((rc = get_u32(f, a, "nextn_predict_layers", &cfg->n_nextn, &zero, err))) return rc;
+    if (cfg->n_nextn >= cfg->n_layers)
+        return tps_fail(err, TPS_EINVAL, "model: %s: nextn_predict_layers %u of %u blocks", a,
+                        cfg->n_nextn, cfg->n_layers);
+    cfg->n_layers -= cfg->n_nextn;
+    if (!cfg->arch_info->hybrid) return 0;
+    if (gguf_find_key_of(f, a, "attention.recurrent_layers"))
+        return tps_fail(err, TPS_EUNSUP,
+                        "model: %s: attention.recurrent_layers (a per-layer list) is not "
+                        "supported; tps reads full_attention_interval",
+                        a);
+    if ((rc = get_u32(f, a, "ssm.conv_kernel", &cfg->ssm_conv, NULL, err)) ||
+        (rc = get_u32(f, a, "ssm.inner_size", &inner, NULL, err)) ||
+        (rc = get_u32(f, a, "ssm.state_size", &cfg->ssm_state, NULL, err)) ||
+        (rc = get_u32(f, a, "ssm.time_step_rank", &cfg->ssm_v_heads, NULL, err)) ||
+        (rc = get_u32(f, a, "ssm.group_count", &cfg->ssm_k_heads, NULL, err)) ||
+        (rc = get_u32(f, a, "full_attention_interval", &cfg->full_attn_interval, &four, err)))
+        return rc;
+    if (cfg->ssm_conv < 2 || cfg->ssm_conv > 16 || cfg->ssm_state == 0 || cfg->ssm_state > 1024 ||
+        cfg->ssm_k_heads == 0 || cfg->ssm_v_heads == 0 || cfg->ssm_v_heads > 1024 ||
+        cfg->ssm_v_heads % cfg->ssm_k_heads ||
+        (uint64_t)cfg->ssm_v_heads * cfg->ssm_state != inner || cfg->full_attn_interval == 0)
+        return tps_fail(err, TPS_EINVAL,
+                        "model: %s: ssm shape (conv %u, state %u, %u key heads, %u value heads, "
+                        "inner %u, full attention every %u) is inconsistent: need conv 2..16, "
+                        "value heads a multiple of key heads, inner = value heads x state",
+                        a, cfg->ssm_conv, cfg->ssm_state, cfg->ssm_k_heads, cfg->ssm_v_heads, inner,
+                        cfg->full_attn_interval);
+    return read_rope_sections(cfg, f, err);
+}
+
 int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     memset(cfg, 0, sizeof *cfg);
     int rc;
@@ -281,6 +342,7 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     if ((rc = read_attention_variant(cfg, f, err))) return rc;
     if ((rc = read_head_dims(cfg, f, err))) return rc;
     if ((rc = read_experts(cfg, f, err))) return rc;
+    if ((rc = read_hybrid(cfg, f, err))) return rc;
     if (cfg->rope_ext_factor != 0) set_yarn_dims(cfg);
     return read_vocab_size(cfg, f, err);
 }

@@ -43,6 +43,20 @@ typedef struct llama_config {
     uint32_t n_expert;      /* expert_count; 0: every FFN is dense */
     uint32_t n_expert_used; /* expert_used_count: experts per token (k) */
     uint32_t expert_ffn;    /* expert_feed_forward_length: each expert's FFN width */
+    /* hybrid stacks (llama_arch.hybrid, Qwen3.5): the gated DeltaNet layers */
+    uint32_t ssm_conv;           /* ssm.conv_kernel: taps of the causal depthwise conv */
+    uint32_t ssm_state;          /* ssm.state_size: a head's key and value size S */
+    uint32_t ssm_k_heads;        /* ssm.group_count: query/key heads */
+    uint32_t ssm_v_heads;        /* ssm.time_step_rank: value heads, one S x S state each; a
+                                    multiple of ssm_k_heads (value head h reads key head
+                                    h % ssm_k_heads, as ggml broadcasts) */
+    uint32_t full_attn_interval; /* full_attention_interval: layer l is full attention when
+                                    (l + 1) % it == 0, the others linear */
+    uint32_t n_nextn;            /* nextn_predict_layers: MTP blocks after the stack (not in
+                                    n_layers): loaded and counted, not run */
+    uint32_t rope_sections[4];   /* rope.dimension_sections (Qwen3.5's interleaved M-RoPE):
+                                    for text every pair rotates by the position but those
+                                    past the t/h/w sections; all 0: plain RoPE */
 } llama_config;
 
 /* Experts a router may choose from, and experts a token may use, at most. */
@@ -59,6 +73,25 @@ static inline double llama_config_ffn_macs(const llama_config *c) {
 /* 1 when layer l uses the sliding window (llama.cpp's set_swa_pattern). */
 static inline int llama_config_is_swa(const llama_config *c, uint32_t l) {
     return c->n_swa && (c->swa_period == 0 || l % c->swa_period < c->swa_period - 1);
+}
+
+/* 1 when layer l is a linear-attention (recurrent) layer: no K/V, a
+ * fixed-size state per sequence instead. */
+static inline int llama_config_is_recurrent(const llama_config *c, uint32_t l) {
+    return c->arch_info->hybrid && (l + 1) % c->full_attn_interval != 0;
+}
+
+/* Channels of a linear layer's causal conv: Q, K (key heads x S each) and V
+ * (value heads x S). */
+static inline uint32_t llama_config_conv_channels(const llama_config *c) {
+    return (2 * c->ssm_k_heads + c->ssm_v_heads) * c->ssm_state;
+}
+
+/* Floats of one linear layer's state for one sequence: the conv's last
+ * ssm_conv - 1 inputs, then the value heads' S x S matrices. */
+static inline uint64_t llama_config_state_floats(const llama_config *c) {
+    return (uint64_t)(c->ssm_conv - 1) * llama_config_conv_channels(c) +
+           (uint64_t)c->ssm_v_heads * c->ssm_state * c->ssm_state;
 }
 
 /* Fills cfg from f. Errors name the missing or inconsistent key. */

@@ -144,9 +144,11 @@ static int bind_globals(binder *b, llama_weights *w, const llama_config *cfg) {
     return 0;
 }
 
-/* Q, K and V of layer l, fused (phi3) or separate, and their optional biases. */
+/* Q, K and V of layer l, fused (phi3) or separate, and their optional
+ * biases. A hybrid stack's Q carries each head's output gate after it. */
 static int bind_qkv(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
     uint32_t q_dim = cfg->n_heads * cfg->head_dim, kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    const uint32_t q_rows = cfg->arch_info->hybrid ? 2 * q_dim : q_dim;
     int rc;
     if (gguf_find_tensor(b->f, blk(b, l, "attn_qkv.weight"))) { /* Q, K, V rows in that order */
         llama_mat qkv;
@@ -158,7 +160,7 @@ static int bind_qkv(binder *b, llama_layer *L, const llama_config *cfg, uint32_t
             return tps_fail(b->err, TPS_EUNSUP, "model: %s: tensor '%s' is not supported", b->arch,
                             b->name);
     } else {
-        if ((rc = mat(b, &L->wq, blk(b, l, "attn_q.weight"), q_dim, cfg->dim))) return rc;
+        if ((rc = mat(b, &L->wq, blk(b, l, "attn_q.weight"), q_rows, cfg->dim))) return rc;
         if ((rc = mat(b, &L->wk, blk(b, l, "attn_k.weight"), kv_dim, cfg->dim))) return rc;
         if ((rc = mat(b, &L->wv, blk(b, l, "attn_v.weight"), kv_dim, cfg->dim))) return rc;
     }
@@ -214,15 +216,55 @@ static int bind_oai_attention(binder *b, llama_layer *L, const llama_config *cfg
     return vec(b, &L->bo, blk(b, l, "attn_output.bias"), cfg->dim, 0);
 }
 
+/* A linear-attention layer's tensors (llama.cpp's qwen35.cpp names). */
+static int bind_linear_attention(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
+    const uint32_t dim = cfg->dim, hv = cfg->ssm_v_heads, inner = hv * cfg->ssm_state;
+    const uint32_t ch = llama_config_conv_channels(cfg);
+    int rc;
+    if ((rc = mat(b, &L->ssm_qkv, blk(b, l, "attn_qkv.weight"), ch, dim)) ||
+        (rc = mat(b, &L->ssm_gate, blk(b, l, "attn_gate.weight"), inner, dim)) ||
+        (rc = vec2(b, &L->ssm_conv1d, blk(b, l, "ssm_conv1d.weight"), cfg->ssm_conv, ch)) ||
+        (rc = vec(b, &L->ssm_dt, blk(b, l, "ssm_dt.bias"), hv, 0)) ||
+        (rc = vec(b, &L->ssm_a, blk(b, l, "ssm_a"), hv, 0)) ||
+        (rc = mat(b, &L->ssm_beta, blk(b, l, "ssm_beta.weight"), hv, dim)) ||
+        (rc = mat(b, &L->ssm_alpha, blk(b, l, "ssm_alpha.weight"), hv, dim)) ||
+        (rc = vec(b, &L->ssm_norm, blk(b, l, "ssm_norm.weight"), cfg->ssm_state, 0)))
+        return rc;
+    return mat(b, &L->ssm_out, blk(b, l, "ssm_out.weight"), dim, inner);
+}
+
+/* The MTP blocks after the stack (blk.n_layers ...): their tensors are
+ * marked read and their bytes counted; nothing runs them yet. */
+static uint64_t bind_mtp(binder *b, const llama_config *cfg) {
+    uint64_t bytes = 0;
+    const gguf_file *f = b->f;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        if (t->name.len < 5 || memcmp(t->name.ptr, "blk.", 4)) continue;
+        uint64_t layer = 0; /* the name is not NUL-terminated: digits up to its length */
+        for (uint64_t k = 4;
+             k < t->name.len && k < 12 && t->name.ptr[k] >= '0' && t->name.ptr[k] <= '9'; k++)
+            layer = layer * 10 + (uint64_t)(t->name.ptr[k] - '0');
+        if (layer < cfg->n_layers || layer >= (uint64_t)cfg->n_layers + cfg->n_nextn) continue;
+        b->used[i] = 1;
+        bytes += t->nbytes;
+    }
+    return bytes;
+}
+
 static int bind_layer(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
     uint32_t q_dim = cfg->n_heads * cfg->head_dim;
     int rc;
     if ((rc = vec(b, &L->attn_norm, blk(b, l, "attn_norm.weight"), cfg->dim, 0))) return rc;
-    /* gpt-oss names its FFN's pre-norm post_attention_norm */
+    /* gpt-oss and Qwen3.5 name their FFN's pre-norm post_attention_norm */
+    const int post = cfg->arch_info->oai || cfg->arch_info->hybrid;
     if ((rc = vec(b, &L->ffn_norm,
-                  blk(b, l, cfg->arch_info->oai ? "post_attention_norm.weight" : "ffn_norm.weight"),
-                  cfg->dim, 0)))
+                  blk(b, l, post ? "post_attention_norm.weight" : "ffn_norm.weight"), cfg->dim, 0)))
         return rc;
+    if (llama_config_is_recurrent(cfg, l)) {
+        if ((rc = bind_linear_attention(b, L, cfg, l))) return rc;
+        return cfg->n_expert ? bind_moe(b, L, cfg, l) : bind_ffn(b, L, cfg, l);
+    }
     if (cfg->arch_info->oai && (rc = bind_oai_attention(b, L, cfg, l))) return rc;
     if ((rc = bind_qkv(b, L, cfg, l))) return rc;
     if (cfg->arch_info->qk_norm) {
@@ -242,8 +284,9 @@ static int bind_layer(binder *b, llama_layer *L, const llama_config *cfg, uint32
 /* Bytes of the layer's matrices a token reads whatever its experts: all
  * of a dense layer's; a MoE layer's attention and router. */
 static uint64_t layer_bytes(const llama_layer *L) {
-    const llama_mat *ms[] = {&L->wq,     &L->wk,   &L->wv,     &L->wo,
-                             &L->w_gate, &L->w_up, &L->w_down, &L->gate_inp};
+    const llama_mat *ms[] = {&L->wq,       &L->wk,        &L->wv,       &L->wo,      &L->w_gate,
+                             &L->w_up,     &L->w_down,    &L->gate_inp, &L->ssm_qkv, &L->ssm_gate,
+                             &L->ssm_beta, &L->ssm_alpha, &L->ssm_out};
     uint64_t bytes = 0;
     for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
         if (ms[k]->data)
@@ -292,11 +335,12 @@ static int bind_all(binder *b, llama_weights *w, const llama_config *cfg) {
         experts += w->layers[l].expert_bytes;
     }
     bytes += (uint64_t)cfg->n_vocab * kernel_row_bytes(w->output.type, cfg->dim);
+    w->mtp_bytes = bind_mtp(b, cfg);
     w->bytes_dense = bytes;
     w->bytes_per_token = bytes + experts * cfg->n_expert_used;
     all = bytes - kernel_row_bytes(w->token_embd.type, cfg->dim) + experts * cfg->n_expert;
     w->bytes_total =
-        all +
+        all + w->mtp_bytes +
         (w->tied ? 0 : (uint64_t)cfg->n_vocab * kernel_row_bytes(w->token_embd.type, cfg->dim));
     count_params(w, cfg, b->f);
     return check_all_used(b);
@@ -312,7 +356,10 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
     const size_t per_layer =
         5 * (size_t)cfg->dim + q_dim + 2 * (size_t)kv_dim + 2 * cfg->head_dim + cfg->n_heads +
         (cfg->arch_info->oai ? (size_t)cfg->n_expert * (1 + 2 * (size_t)cfg->expert_ffn + cfg->dim)
-                             : 0);
+                             : 0) +
+        (cfg->arch_info->hybrid ? (size_t)llama_config_conv_channels(cfg) * cfg->ssm_conv +
+                                      3 * (size_t)cfg->ssm_v_heads + cfg->ssm_state
+                                : 0);
     w->owned =
         malloc(sizeof(float) * (per_layer * cfg->n_layers + cfg->dim + 3 * (cfg->rope_dim / 2)));
     uint8_t *used = calloc(f->n_tensors ? f->n_tensors : 1, 1);
@@ -328,15 +375,16 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
     return rc;
 }
 
-#define MATS_PER_LAYER 10
+#define MATS_PER_LAYER 13
 
 static size_t all_mats(llama_weights *w, const llama_config *cfg, llama_mat **ms, size_t cap) {
     size_t n = 0;
     for (uint32_t l = 0; l < cfg->n_layers; l++) {
         llama_layer *L = &w->layers[l];
-        llama_mat *lm[MATS_PER_LAYER] = {&L->wq,      &L->wk,       &L->wv,     &L->wo,
-                                         &L->w_gate,  &L->w_up,     &L->w_down, &L->gate_exps,
-                                         &L->up_exps, &L->down_exps};
+        llama_mat *lm[MATS_PER_LAYER] = {&L->wq,      &L->wk,        &L->wv,      &L->wo,
+                                         &L->w_gate,  &L->w_up,      &L->w_down,  &L->gate_exps,
+                                         &L->up_exps, &L->down_exps, &L->ssm_qkv, &L->ssm_gate,
+                                         &L->ssm_out};
         for (size_t k = 0; k < MATS_PER_LAYER && n < cap; k++)
             if (lm[k]->data) ms[n++] = lm[k];
     }

@@ -53,6 +53,18 @@ typedef struct llama_layer {
     uint64_t expert_bytes;        /* one expert's gate + up + down bytes */
     const float *bo;              /* (dim,) attn_output.bias or NULL (gpt-oss) */
     const float *sinks;           /* (n_heads,) attention sink logits or NULL (gpt-oss) */
+    /* a linear-attention layer of a hybrid stack (llama_config_is_recurrent;
+     * Qwen3.5's gated DeltaNet). Its full-attention layers' wq has 2 x
+     * n_heads * head_dim rows instead: per head its Q, then its output gate. */
+    llama_mat ssm_qkv;       /* (conv channels, dim): Q, K, V before the conv (attn_qkv) */
+    llama_mat ssm_gate;      /* (value heads * S, dim): z, the output norm's gate (attn_gate) */
+    llama_mat ssm_beta;      /* (value heads, dim): the write strength, before its sigmoid */
+    llama_mat ssm_alpha;     /* (value heads, dim): the decay's input */
+    llama_mat ssm_out;       /* (dim, value heads * S) */
+    const float *ssm_conv1d; /* (conv channels, conv taps): taps oldest input first */
+    const float *ssm_dt;     /* (value heads,): added to alpha before the softplus */
+    const float *ssm_a;      /* (value heads,): -exp(A_log), the decay rate */
+    const float *ssm_norm;   /* (S,): the per-head RMSNorm before the gate */
 } llama_layer;
 
 typedef struct llama_weights {
@@ -76,6 +88,8 @@ typedef struct llama_weights {
     uint64_t bytes_total;     /* every matrix's bytes, all experts included */
     uint64_t params_total;    /* elements of every tensor */
     uint64_t params_active;   /* elements one token uses (k experts a layer, one embd row) */
+    uint64_t mtp_bytes;       /* the MTP blocks' tensors (llama_config.n_nextn): loaded and
+                                 counted in bytes_total, never run (no drafting yet) */
 } llama_weights;
 
 int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_file *f, tps_err *err);

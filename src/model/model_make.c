@@ -38,43 +38,53 @@ const model_preset model_presets[] = {
     {"30B-A3B", "Qwen3-30B-A3B", 2048, 48, 32, 4, 6144, 151936, 40960, 1000000.0f},
     {"8x7B", "Mixtral-8x7B", 4096, 32, 32, 8, 14336, 32000, 32768, 1000000.0f},
     {"gpt-oss-20b", "gpt-oss-20b", 2880, 24, 64, 8, 2880, 201088, 131072, 150000.0f},
+    /* hybrid stacks (model_preset_hybrid has their linear layers) */
+    {"0.8B", "Qwen3.5-0.8B (--arch qwen35)", 1024, 24, 8, 2, 3584, 248320, 262144, 10000000.0f},
+    {"9B", "Qwen3.5-9B (--arch qwen35)", 4096, 32, 16, 4, 12288, 248320, 262144, 10000000.0f},
     {NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 const model_arch_spec model_arch_specs[] = {
-    {"llama", "llama", 0, 0, 0, 0, 1, "Llama 2 layout (untied output.weight)", 0, 0, 0, 0, 0},
+    {"llama", "llama", 0, 0, 0, 0, 1, "Llama 2 layout (untied output.weight)", 0, 0, 0, 0, 0, 0},
     {"llama3", "llama", 0, 0, 1, 1, 1,
      "llama with Llama 3.1 RoPE scaling (rope_freqs.weight, base 500000) and tied embeddings", 0, 0,
-     0, 0, 0},
-    {"qwen2", "qwen2", 1, 0, 0, 0, 1, "Q/K/V biases, NeoX RoPE", 0, 0, 0, 0, 0},
+     0, 0, 0, 0},
+    {"qwen2", "qwen2", 1, 0, 0, 0, 1, "Q/K/V biases, NeoX RoPE", 0, 0, 0, 0, 0, 0},
     {"qwen3", "qwen3", 0, 1, 0, 1, 2,
-     "per-head Q/K RMSNorm, NeoX RoPE, head size 2 * dim / heads, tied embeddings", 0, 0, 0, 0, 0},
+     "per-head Q/K RMSNorm, NeoX RoPE, head size 2 * dim / heads, tied embeddings", 0, 0, 0, 0, 0,
+     0},
     {"gemma2", "gemma2", 0, 0, 0, 1, 1,
      "GeGLU, post-norms, sliding window (8 for tiny, else 512) on alternate layers, attention "
      "soft-cap 1 and "
      "final soft-cap 2 (small, so they act), tied",
-     1, 2, 0, 0, 0},
+     1, 2, 0, 0, 0, 0},
     {"gemma3", "gemma3", 0, 1, 0, 1, 2,
      "gemma2 without soft-caps, with Q/K norm; the window on 2 of 3 layers, RoPE base 1e4 local "
      "and 1e6 x linear 1/8 global",
-     1, 3, 0, 0, 0},
+     1, 3, 0, 0, 0, 0},
     {"phi3", "phi3", 0, 0, 0, 0, 1,
      "fused attn_qkv and gate|up tensors, NeoX RoPE, LongRoPE factors (original context 256, "
      "attn_factor 1.2)",
-     0, 0, 0, 0, 0},
+     0, 0, 0, 0, 0, 0},
     {"mistral3", "mistral3", 0, 0, 0, 0, 2, "Llama layout, head size 2 * dim / heads", 0, 0, 0, 0,
-     0},
+     0, 0},
     {"mixtral", "llama", 0, 0, 0, 0, 1,
      "llama with a mixture of experts (Mixtral layout, ffn_*_exps): 8 experts, 2 a token "
      "with a dense preset",
-     0, 0, 8, 2, 0},
+     0, 0, 8, 2, 0, 0},
     {"qwen3moe", "qwen3moe", 0, 1, 0, 0, 2,
-     "qwen3's attention (untied) with 16 experts, 4 a token with a dense preset", 0, 0, 16, 4, 0},
+     "qwen3's attention (untied) with 16 experts, 4 a token with a dense preset", 0, 0, 16, 4, 0,
+     0},
     {"gpt-oss", "gpt-oss", 1, 0, 0, 0, 2,
      "attention sinks, biases, window (8 for tiny, else 128) on alternate layers, YaRN (x32 of "
      "4096); MXFP4 experts whatever --type, with biases: 8, 4 a token with a dense preset",
-     0, 2, 8, 4, 1},
-    {NULL, NULL, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0},
+     0, 2, 8, 4, 1, 0},
+    {"qwen35", "qwen35", 0, 1, 0, 1, 1,
+     "Qwen3.5: gated DeltaNet linear layers (conv, delta-rule state) beside full attention with "
+     "an output gate, Q/K norm and M-RoPE on a quarter of each head; one MTP block; presets tiny, "
+     "0.8B, 9B",
+     0, 0, 0, 0, 0, 1},
+    {NULL, NULL, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0},
 };
 
 const model_arch_spec *model_arch_find(const char *name) {
@@ -343,7 +353,9 @@ static int set_metadata(gguf_writer *w, const make_plan *pl) {
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("vocab_size"), pl->n_vocab);
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("context_length"), p->ctx_len);
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("embedding_length"), p->dim);
-    rc = rc ? rc : gguf_writer_set_u32(w, KEY("block_count"), p->n_layers);
+    rc =
+        rc ? rc
+           : gguf_writer_set_u32(w, KEY("block_count"), p->n_layers + (pl->hy ? pl->hy->nextn : 0));
     /* llama's experts (Mixtral) are feed_forward_length wide */
     rc = rc ? rc
             : gguf_writer_set_u32(w, KEY("feed_forward_length"),
@@ -351,11 +363,13 @@ static int set_metadata(gguf_writer *w, const make_plan *pl) {
                                                                                   : p->ffn_dim);
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.head_count"), p->n_heads);
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_kv_heads);
-    if (as->head_dim_mult != 1) {
+    if (as->head_dim_mult != 1 || pl->hy) {
         rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.key_length"), pl->hd);
         rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.value_length"), pl->hd);
     }
-    rc = rc ? rc : gguf_writer_set_u32(w, KEY("rope.dimension_count"), pl->hd);
+    /* Qwen3.5 turns a quarter of each head (partial_rotary_factor 0.25) */
+    rc =
+        rc ? rc : gguf_writer_set_u32(w, KEY("rope.dimension_count"), pl->hy ? pl->hd / 4 : pl->hd);
     rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.freq_base"), pl->rope_base);
     rc = rc ? rc : gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
     if (as->gemma) {
@@ -380,6 +394,7 @@ static int set_metadata(gguf_writer *w, const make_plan *pl) {
         rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 8.0f);
     }
 #undef KEY
+    rc = rc ? rc : make_hybrid_metadata(w, pl);
     return rc ? rc : make_moe_metadata(w, pl);
 }
 
@@ -418,8 +433,9 @@ static void plan_attention_tensors(make_plan *pl, uint32_t l) {
                            make_matrix_type(pl, "attn_qkv.weight", l, p->dim), q_dim + 2 * kv,
                            p->dim, std);
     } else {
+        /* a hybrid stack's Q carries each head's output gate after it */
         make_add_layer_gen(pl, l, "attn_q.weight", make_matrix_type(pl, "attn_q.weight", l, p->dim),
-                           q_dim, p->dim, std);
+                           pl->hy ? 2 * q_dim : q_dim, p->dim, std);
         make_add_layer_gen(pl, l, "attn_k.weight", make_matrix_type(pl, "attn_k.weight", l, p->dim),
                            kv, p->dim, std);
         make_add_layer_gen(pl, l, "attn_v.weight", make_matrix_type(pl, "attn_v.weight", l, p->dim),
@@ -451,7 +467,9 @@ static void plan_ffn_tensors(make_plan *pl, uint32_t l) {
     const model_preset *p = pl->p;
     const uint32_t ffn = p->ffn_dim;
     const float std = pl->std;
-    make_add_layer_gen(pl, l, "ffn_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.0f);
+    /* Qwen3.5 names its FFN's pre-norm post_attention_norm */
+    make_add_layer_gen(pl, l, pl->hy ? "post_attention_norm.weight" : "ffn_norm.weight",
+                       GGML_TYPE_F32, 1, p->dim, 0.0f);
     if (pl->as->gemma) {
         make_add_layer_gen(pl, l, "post_attention_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f)
             ->offset = 1.0f;
@@ -491,7 +509,8 @@ int model_make(const model_make_opts *o, tps_err *err) {
     const model_preset *p = o->preset;
     make_plan pl = {0};
     plan_shape(&pl, o);
-    if ((rc = make_plan_experts(&pl, err))) return rc;
+    if ((rc = make_plan_experts(&pl, err)) || (rc = make_plan_hybrid(&pl, err))) return rc;
+    const uint32_t n_blocks = p->n_layers + (pl.hy ? pl.hy->nextn : 0);
     gguf_writer *w = gguf_writer_create();
     float *rope_factors = malloc(sizeof(float) * p->dim);
     if (!w || !rope_factors) {
@@ -512,15 +531,19 @@ int model_make(const model_make_opts *o, tps_err *err) {
         rc = tps_fail(err, rc, "model make: out of memory");
         goto done;
     }
-    pl.gens = calloc(MAKE_GENS_FIXED + MAKE_GENS_PER_LAYER * (size_t)p->n_layers, sizeof *pl.gens);
+    pl.gens = calloc(MAKE_GENS_FIXED + MAKE_GENS_PER_LAYER * (size_t)n_blocks, sizeof *pl.gens);
     if (!pl.gens) {
         rc = tps_fail(err, TPS_ENOMEM, "model make: out of memory");
         goto done;
     }
     plan_global_tensors(&pl, rope_factors);
-    for (uint32_t l = 0; l < p->n_layers; l++) {
-        plan_attention_tensors(&pl, l);
+    for (uint32_t l = 0; l < n_blocks; l++) { /* the stack, then any MTP blocks */
+        if (make_layer_is_linear(&pl, l))
+            make_plan_linear_attention(&pl, l);
+        else
+            plan_attention_tensors(&pl, l);
         plan_ffn_tensors(&pl, l);
+        if (l >= p->n_layers) make_plan_mtp_extras(&pl, l);
     }
     if ((rc = add_tensors(w, &pl, err))) goto done;
     progress_state ps = {.path = o->out_path, .last_tenth = 0};

@@ -28,6 +28,24 @@ typedef struct model_moe_shape {
     uint32_t expert_ffn;    /* each expert's FFN width */
 } model_moe_shape;
 
+/* What a hybrid (Qwen3.5) file adds to its preset's row: the linear
+ * layers' shape, the full-attention heads' size, the M-RoPE sections and
+ * the MTP blocks. */
+typedef struct model_hybrid_shape {
+    const char *preset;   /* the model_presets name it completes */
+    uint32_t head_dim;    /* the full-attention heads' size (RoPE on a quarter of it) */
+    uint32_t k_heads;     /* linear layers' query/key heads */
+    uint32_t v_heads;     /* value heads: one S x S state each */
+    uint32_t state;       /* S */
+    uint32_t interval;    /* full attention every interval-th layer */
+    uint32_t sections[4]; /* rope.dimension_sections */
+    uint32_t nextn;       /* MTP blocks after the stack */
+} model_hybrid_shape;
+
+/* The preset's hybrid shape, or NULL when it has none (--arch qwen35
+ * needs one). */
+const model_hybrid_shape *model_preset_hybrid(const model_preset *p);
+
 /* The preset's expert shape, or NULL for a dense preset. */
 const model_moe_shape *model_preset_moe(const model_preset *p);
 
@@ -62,6 +80,8 @@ typedef struct model_arch_spec {
      * preset (tiny, mini...), each expert the preset's FFN width; 0: dense */
     uint32_t n_expert, n_expert_used;
     int oai; /* gpt-oss: sinks, biases, sliding window on alternate layers, YaRN, MXFP4 experts */
+    int hybrid; /* Qwen3.5: gated DeltaNet linear layers beside gated full attention, MTP blocks
+                   (model_hybrid_shape) */
 } model_arch_spec;
 
 /* NULL when unknown. model_arch_specs lists all, terminated by a NULL name. */

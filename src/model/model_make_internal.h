@@ -37,8 +37,9 @@ typedef struct make_plan {
     float rope_base;
     float std_embd, std, proj;      /* weight scales: embedding, layers, output projections */
     uint32_t n_expert, n_used, eff; /* experts, experts a token uses, an expert's FFN (0: dense) */
-    tensor_gen *gens;               /* (MAKE_GENS_FIXED + MAKE_GENS_PER_LAYER * n_layers,) */
-    size_t n_gens;                  /* filled so far */
+    const model_hybrid_shape *hy;   /* the hybrid shape (Qwen3.5), else NULL */
+    tensor_gen *gens; /* (MAKE_GENS_FIXED + MAKE_GENS_PER_LAYER * (n_layers + MTP blocks),) */
+    size_t n_gens;    /* filled so far */
 } make_plan;
 
 #define MAKE_GENS_FIXED     6
@@ -66,5 +67,19 @@ int make_moe_metadata(gguf_writer *w, const make_plan *pl);
 void make_plan_moe_ffn(make_plan *pl, uint32_t l);
 /* gpt-oss's attention sinks and output bias of layer l. */
 void make_plan_oai_attention(make_plan *pl, uint32_t l);
+
+/* model_make_hybrid.c: the hybrid shape of the preset (pl->hy, pl->hd);
+ * 0 or TPS_EINVAL with a message. */
+int make_plan_hybrid(make_plan *pl, tps_err *err);
+/* The ssm.*, full_attention_interval, rope.dimension_sections and
+ * nextn_predict_layers keys. */
+int make_hybrid_metadata(gguf_writer *w, const make_plan *pl);
+/* 1 when layer l of the plan is a linear (recurrent) layer. */
+int make_layer_is_linear(const make_plan *pl, uint32_t l);
+/* Layer l's linear-attention tensors. */
+void make_plan_linear_attention(make_plan *pl, uint32_t l);
+/* The MTP blocks' extra tensors (their attention and FFN are planned by
+ * the caller like any full-attention layer's). */
+void make_plan_mtp_extras(make_plan *pl, uint32_t l);
 
 #endif

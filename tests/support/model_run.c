@@ -1,5 +1,6 @@
 /* See model_run.h. */
 #include "support/model_run.h"
+#include "engine/engine_setup.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -57,11 +58,19 @@ kv_cache *test_kv_create(const kv_cache_params *p) {
 kv_cache *test_kv_for(const llama_model *m, uint32_t block_tokens, uint32_t kv_type,
                       uint32_t n_blocks) {
     const llama_config *c = &m->cfg;
+    uint8_t *recurrent = calloc(c->n_layers, 1);
+    cr_assert_not_null(recurrent);
+    const uint32_t n_rec = engine_recurrent_layers(c, recurrent);
     kv_cache_params p = {.n_layers = c->n_layers,
                          .kv_dim = c->n_kv_heads * c->head_dim,
                          .head_dim = c->head_dim,
                          .block_tokens = block_tokens,
                          .kv_type = kv_type,
-                         .n_blocks = n_blocks};
-    return test_kv_create(&p);
+                         .n_blocks = n_blocks,
+                         .recurrent_layers = recurrent,
+                         .n_state_slots = n_rec ? 16 : 0,
+                         .state_bytes = engine_state_bytes(c)};
+    kv_cache *kv = test_kv_create(&p);
+    free(recurrent);
+    return kv;
 }
