@@ -147,6 +147,8 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
     /* fixed for the engine's life: in local, which every sync copies */
     e->local.kv_blocks_total = e->kv->n_blocks;
     e->local.kv_local_blocks_total = e->kv->n_lblocks;
+    e->local.state_slots_total = e->kv->n_state_slots;
+    e->local.state_slot_bytes = e->kv->state_bytes;
     e->local.kv_blocks_resident = e->kv->pc ? e->kv->resident_blocks : 0;
     e->local.kv_block_tokens = e->kv->block_tokens;
     e->local.n_ctx = e->n_ctx;

@@ -266,6 +266,11 @@ typedef struct engine_stats {
      * blocks, and those sequences hold (each at most its window's). */
     uint32_t kv_local_blocks_total;
     uint32_t kv_local_blocks_used;
+    /* A hybrid model's recurrent-state pool (0 without linear layers): its
+     * slots, those sequences hold (one each), and one slot's bytes. */
+    uint32_t state_slots_total;
+    uint32_t state_slots_used;
+    uint64_t state_slot_bytes;
     uint32_t n_ctx;
     /* Prefix cache, in tokens as vLLM counts them: prompt tokens looked up
      * at admission, and those found. Blocks whose contents are indexed

@@ -123,6 +123,7 @@ static void sync_stats(engine *e) {
     e->local.prefix_cache_hits_total = e->sc.prefix_hits_total;
     e->local.kv_blocks_used = kv_cache_blocks_used(e->kv);
     e->local.kv_local_blocks_used = kv_cache_local_blocks_used(e->kv);
+    e->local.state_slots_used = kv_cache_states_used(e->kv);
     e->local.kv_blocks_cached = kv_cache_blocks_cached(e->kv);
     pthread_mutex_lock(&e->mu);
     e->st = e->local;

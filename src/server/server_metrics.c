@@ -196,6 +196,15 @@ static void render_counters(server *s, sbuf *b) {
     gauge(b, "tps_kv_cache_usage_ratio", "Fraction of KV cache blocks in use.",
           st.kv_blocks_total ? (double)st.kv_blocks_used / (double)st.kv_blocks_total : 0.0);
     gauge(b, "tps_kv_cache_blocks", "KV cache blocks in the pool.", (double)st.kv_blocks_total);
+    gauge(b, "tps_state_slots",
+          "Recurrent-state slots of a hybrid model's linear layers, one per running sequence "
+          "(0: no such layers).",
+          (double)st.state_slots_total);
+    gauge(b, "tps_state_slots_used", "Recurrent-state slots sequences hold.",
+          (double)st.state_slots_used);
+    gauge(b, "tps_state_slot_bytes",
+          "Bytes of one sequence's recurrent state (every linear layer).",
+          (double)st.state_slot_bytes);
     /* vLLM's prefix cache counters: in tokens, so hits / queries is the
      * fraction of prompt tokens that were not computed. */
     counter(b, "tps_prefix_cache_queries_total",

@@ -1,0 +1,168 @@
+/* A hybrid model (Qwen3.5: linear-attention layers with a recurrent state
+ * per sequence) in the engine: every request in a staggered batch equals
+ * the request run alone, with the prefix cache on and with a KV pool small
+ * enough to preempt (the state is recomputed from the prompt); n choices
+ * each continue the prompt's state as the request alone does; cancels and
+ * the end of every request give every state slot back. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "model/model_make.h"
+#include "support/engine_env.h"
+
+#define N_REQ 16
+
+static const env_work_spec WORK = {N_REQ, 4242, 90, true, 20};
+
+static void open_hybrid(env *v, char *path) {
+    close(mkstemp(path));
+    model_make_opts mo = {.preset = model_preset_find("tiny"),
+                          .arch = model_arch_find("qwen35"),
+                          .type = GGML_TYPE_F32,
+                          .seed = 5,
+                          .out_path = path};
+    tps_err err = {0};
+    cr_assert_eq(model_make(&mo, &err), 0, "%s", err.msg);
+    env_open(v, path);
+}
+
+static engine *start(env *v, uint32_t max_seqs, uint32_t kv_tokens, bool prefix_cache) {
+    engine_params p = env_params(v);
+    p.n_threads = 2;
+    p.max_seqs = max_seqs;
+    p.max_batch_tokens = 64;
+    p.kv_tokens = kv_tokens;
+    p.no_prefix_cache = !prefix_cache;
+    return env_start(&p);
+}
+
+static void submit(engine *e, const env_work *w, int i, result *res) {
+    engine_request rq = env_greedy_request(w->prompt[i], w->n_prompt[i], w->max_tokens[i], &res[i]);
+    env_submit(e, &rq);
+}
+
+static void expect_slots_back(engine *e) {
+    engine_stats st;
+    engine_get_stats(e, &st);
+    cr_expect_gt(st.state_slots_total, 0, "a hybrid model has a state pool");
+    cr_expect_eq(st.state_slots_used, 0, "every state slot given back");
+}
+
+/* Each request alone, one at a time: the reference. */
+static result *run_alone(env *v, const env_work *w) {
+    result *alone = calloc(N_REQ, sizeof *alone);
+    engine *e = start(v, 1, 0, false);
+    for (int i = 0; i < N_REQ; i++) {
+        submit(e, w, i, alone);
+        drain(e, 1);
+    }
+    expect_slots_back(e);
+    engine_destroy(e);
+    return alone;
+}
+
+static void expect_same(const result *got, const result *want, const char *how) {
+    for (int i = 0; i < N_REQ; i++) {
+        cr_assert_eq(got[i].n, want[i].n, "%s: request %d", how, i);
+        cr_expect_eq(memcmp(got[i].tokens, want[i].tokens, want[i].n * sizeof(int32_t)), 0,
+                     "%s: request %d's tokens differ from its tokens alone", how, i);
+    }
+}
+
+/* kv_tokens 0: the default pool; else a pool that forces preemption. */
+static void check_batched(uint32_t kv_tokens, bool prefix_cache, const char *how) {
+    char path[] = "/tmp/tps-test-hybrid-XXXXXX";
+    env v;
+    open_hybrid(&v, path);
+    env_work w;
+    env_work_make(&w, &WORK, v.m->cfg.n_vocab);
+    result *alone = run_alone(&v, &w);
+    result *batched = calloc(N_REQ, sizeof *batched);
+    engine *e = start(&v, N_REQ, kv_tokens, prefix_cache);
+    int sent = 0;
+    for (; sent < N_REQ / 2; sent++)
+        submit(e, &w, sent, batched);
+    while (sent < N_REQ) {
+        engine_wait(e, 5);
+        submit(e, &w, sent++, batched);
+    }
+    drain(e, N_REQ);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    if (kv_tokens) cr_expect_gt(st.preemptions_total, 0, "%s: the small pool preempted", how);
+    cr_expect_eq(st.prefix_cache_hits_total, 0, "%s: no slot keeps a prefix's state", how);
+    expect_slots_back(e);
+    engine_destroy(e);
+    expect_same(batched, alone, how);
+    free(alone);
+    free(batched);
+    env_work_free(&w);
+    env_close(&v);
+    unlink(path);
+}
+
+Test(hybrid_engine, staggered_batch_equals_each_request_alone, .timeout = 240) {
+    check_batched(0, true, "batched, prefix cache on");
+}
+
+Test(hybrid_engine, preempted_requests_recompute_their_state, .timeout = 240) {
+    check_batched(160, false, "preempted");
+}
+
+/* n = 3 greedy choices of one prompt: the prompt's state copied to each,
+ * so every choice is the request's answer alone. */
+Test(hybrid_engine, every_choice_continues_the_prompts_state, .timeout = 120) {
+    char path[] = "/tmp/tps-test-hybrid-XXXXXX";
+    env v;
+    open_hybrid(&v, path);
+    env_work w;
+    env_work_make(&w, &WORK, v.m->cfg.n_vocab);
+    result one = {0};
+    engine *e = start(&v, 4, 0, true);
+    engine_request alone = env_greedy_request(w.prompt[1], w.n_prompt[1], w.max_tokens[1], &one);
+    env_submit(e, &alone);
+    drain(e, 1);
+    result three[3] = {0};
+    engine_request rq = env_greedy_request(w.prompt[1], w.n_prompt[1], w.max_tokens[1], three);
+    rq.n = 3;
+    env_submit(e, &rq);
+    drain(e, 3);
+    for (int c = 0; c < 3; c++) {
+        cr_assert_eq(three[c].n, one.n, "choice %d", c);
+        cr_expect_eq(memcmp(three[c].tokens, one.tokens, one.n * sizeof(int32_t)), 0,
+                     "choice %d differs from the request alone", c);
+    }
+    expect_slots_back(e);
+    engine_destroy(e);
+    env_work_free(&w);
+    env_close(&v);
+    unlink(path);
+}
+
+/* Requests cancelled while they run give their slots back. */
+Test(hybrid_engine, cancels_give_the_state_slots_back, .timeout = 120) {
+    char path[] = "/tmp/tps-test-hybrid-XXXXXX";
+    env v;
+    open_hybrid(&v, path);
+    env_work w;
+    env_work_make(&w, &WORK, v.m->cfg.n_vocab);
+    result res[N_REQ] = {0};
+    engine *e = start(&v, N_REQ, 0, true);
+    uint64_t ids[N_REQ];
+    for (int i = 0; i < N_REQ; i++) {
+        engine_request rq = env_greedy_request(w.prompt[i], w.n_prompt[i], 400, &res[i]);
+        ids[i] = env_submit(e, &rq);
+    }
+    engine_wait(e, 20);
+    for (int i = 0; i < N_REQ; i++)
+        engine_cancel(e, ids[i]);
+    drain(e, N_REQ);
+    expect_slots_back(e);
+    engine_destroy(e);
+    env_work_free(&w);
+    env_close(&v);
+    unlink(path);
+}
