@@ -82,3 +82,25 @@ Test(cli_model, make_arch_then_info_prints_the_architecture_specifics) {
     expect_tps(args, 2, "unknown architecture 'mamba'");
     unlink(path);
 }
+
+/* A hybrid file: the KV bytes a token adds count only the full-attention
+ * layers (2 of tiny's 5: K and V, 4 heads of 32, F16), the linear layers'
+ * state is (taps - 1) conv inputs of (2 x 2 + 4) x 16 channels and 4
+ * matrices of 16 x 16 per layer, and the MTP block is named as not run. */
+Test(cli_model, hybrid_info_counts_kv_only_for_attention_layers_and_the_state_apart) {
+    char path[] = "/tmp/tps-cli-arch-XXXXXX";
+    close(mkstemp(path));
+    char args[512], *out;
+    snprintf(args, sizeof args, "model make --arch qwen35 --preset tiny --type f32 -o %s", path);
+    assert_tps_ok(args);
+    snprintf(args, sizeof args, "model info %s", path);
+    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    cr_expect(strstr(out, "KV bytes per token     1024 (F16 cache)") != NULL, "%s", out);
+    const long state = 3 * (3 * (2 * 2 + 4) * 16 + 4 * 16 * 16) * 4;
+    char want[128];
+    snprintf(want, sizeof want, "3 of 5 layers, a state of %.2f MiB", (double)state / 1048576.0);
+    cr_expect(strstr(out, want) != NULL, "%s\n(want %s)", out, want);
+    cr_expect(strstr(out, "not run (drafting") != NULL, "%s", out);
+    free(out);
+    unlink(path);
+}

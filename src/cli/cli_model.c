@@ -99,6 +99,34 @@ static json_t *tensor_types_json(const gguf_file *f, uint64_t *params, uint64_t 
     return types;
 }
 
+/* KV bytes a token adds (F16 cache, tps's default: K and V of every layer
+ * that stores them), and a hybrid stack's linear layers, their per-sequence
+ * state, and the MTP blocks it carries. */
+static void add_memory_shape(json_t *o, const llama_config *c, const gguf_file *f) {
+    uint32_t n_rec = 0;
+    for (uint32_t l = 0; l < c->n_layers; l++)
+        n_rec += (uint32_t)llama_config_is_recurrent(c, l);
+    const uint64_t kv_row = 2ull * 2 * c->n_kv_heads * c->head_dim;
+    json_object_set_new(o, "kv_bytes_per_token",
+                        json_integer((json_int_t)(kv_row * (c->n_layers - n_rec))));
+    if (!c->arch_info->hybrid && !c->n_nextn) return;
+    json_object_set_new(o, "linear_attention_layers", json_integer(n_rec));
+    json_object_set_new(
+        o, "state_bytes_per_sequence",
+        json_integer((json_int_t)(n_rec * llama_config_state_floats(c) * sizeof(float))));
+    uint64_t mtp = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        uint64_t layer = 0, k = 4;
+        if (t->name.len < 5 || memcmp(t->name.ptr, "blk.", 4)) continue;
+        for (; k < t->name.len && k < 12 && t->name.ptr[k] >= '0' && t->name.ptr[k] <= '9'; k++)
+            layer = layer * 10 + (uint64_t)(t->name.ptr[k] - '0');
+        if (layer >= c->n_layers) mtp += t->nbytes;
+    }
+    json_object_set_new(o, "mtp_blocks", json_integer(c->n_nextn));
+    json_object_set_new(o, "mtp_bytes", json_integer((json_int_t)mtp));
+}
+
 /* A mixture of experts: its experts, how many a token uses, their width,
  * and the parameters one token uses (all but the experts it skips). */
 static void add_experts(json_t *o, const llama_config *c, const gguf_file *f) {
@@ -193,6 +221,7 @@ static json_t *model_info_json(const gguf_file *f, const char *path, tps_err *cf
         json_object_set_new(o, "rms_norm_eps", json_real(cfg.rms_eps));
         json_object_set_new(o, "vocab_size", json_integer(cfg.n_vocab));
         add_experts(o, &cfg, f);
+        add_memory_shape(o, &cfg, f);
     }
     json_object_set_new(o, "tokenizer_model", str_json(f, "tokenizer.ggml.model"));
     json_object_set_new(o, "tokenizer_pre", str_json(f, "tokenizer.ggml.pre"));
@@ -279,6 +308,24 @@ static void print_human(json_t *o) {
         printf("  %-22s attention %g, final %g\n", "soft-capping", json_real_value(ac),
                json_real_value(fc));
     print_field("arch specifics", json_object_get(o, "architecture_specifics"));
+    json_t *kvb = json_object_get(o, "kv_bytes_per_token");
+    if (kvb)
+        printf("  %-22s %lld (F16 cache)\n", "KV bytes per token",
+               (long long)json_integer_value(kvb));
+    json_t *lin = json_object_get(o, "linear_attention_layers");
+    if (lin)
+        printf("  %-22s %lld of %lld layers, a state of %.2f MiB per sequence (constant in its "
+               "length)\n",
+               "linear attention", (long long)json_integer_value(lin),
+               (long long)json_integer_value(json_object_get(o, "layers")),
+               (double)json_integer_value(json_object_get(o, "state_bytes_per_sequence")) /
+                   1048576.0);
+    json_t *mtp = json_object_get(o, "mtp_blocks");
+    if (mtp && json_integer_value(mtp))
+        printf("  %-22s %lld block(s), %.2f MiB: loaded and counted, not run (drafting with them, "
+               "speculative decoding, is not built yet)\n",
+               "MTP (next-token draft)", (long long)json_integer_value(mtp),
+               (double)json_integer_value(json_object_get(o, "mtp_bytes")) / 1048576.0);
     print_field("rms norm eps", json_object_get(o, "rms_norm_eps"));
     print_field("tokenizer model", json_object_get(o, "tokenizer_model"));
     print_field("tokenizer pre", json_object_get(o, "tokenizer_pre"));

@@ -40,9 +40,10 @@ static const llama_arch archs[] = {
                   "layers, YaRN RoPE; experts (usually MXFP4) with biases, top k logits "
                   "softmaxed, SwiGLU clamped at 7 (alpha 1.702)"},
     {LLAMA_ARCH_QWEN35, "qwen35", 1, 1, .hybrid = 1,
-     .specifics = "3 of 4 layers gated DeltaNet linear attention (causal conv, delta-rule state "
-                  "per head, gated RMSNorm), every 4th full attention with a sigmoid output "
-                  "gate, Q/K norm and partial NeoX RoPE; MTP layers loaded, not run"},
+     .specifics = "gated DeltaNet linear attention (causal conv, delta-rule state per head, "
+                  "gated RMSNorm) on all layers but every full_attention_interval-th (4 in "
+                  "Qwen3.5), full attention there with a sigmoid output gate, Q/K norm and "
+                  "M-RoPE on part of each head; MTP layers loaded, not run"},
 };
 
 const llama_arch *llama_arch_find(const char *name) {
