@@ -11,7 +11,7 @@ CI_FUZZ_SECONDS ?= 4
 CI_SOAK_SECONDS ?= 25
 CI_TSAN_SECONDS ?= 20
 
-.PHONY: all deps build test test-release test-asan demo fleet-demo bench fuzz soak format format-check func-lengths lint layers clean
+.PHONY: all deps build test test-arm test-release test-asan demo fleet-demo bench fuzz soak format format-check func-lengths lint layers clean
 
 all: build
 
@@ -37,6 +37,14 @@ test: deps format-check func-lengths lint
 	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure
 	@echo "== tests: AddressSanitizer + UndefinedBehaviorSanitizer =="
 	@cd $(ASAN_BUILD) && ctest -j $(JOBS) --output-on-failure
+	@$(MAKE) --no-print-directory test-arm
+
+# The ARM tier: aarch64 cross build, kernel and greedy-token tests under
+# qemu-aarch64 with and without dotprod and i8mm (scripts/test-arm.sh)
+ARM_BUILD ?= build-aarch64
+test-arm: deps
+	@echo "== tests: aarch64 under qemu (NEON dotprod, i8mm, scalar fallback) =="
+	@JOBS=$(JOBS) scripts/test-arm.sh $(ARM_BUILD)
 
 # builds only the tps binary the demo runs (make test builds the rest)
 demo: deps
@@ -99,4 +107,4 @@ lint:
 		src microbench fuzz && echo "lint: clean"
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(ARM_BUILD) build-fuzz

@@ -27,6 +27,9 @@ deps=(
   "python3-jsonschema|tests: an independent validator of structured (json_schema) output"
   "tshark|scripts/wire-check.sh: loopback capture the bench's stamps are checked against"
   "python3|scripts/wire-check.sh: compares the capture with the bench's per-request records"
+  "gcc-aarch64-linux-gnu|make test-arm (run by make test): cross-compiles the ARM (NEON) tier"
+  "libc6-dev-arm64-cross|make test-arm: the aarch64 C library and headers the cross build links"
+  "qemu-user|make test-arm: runs the aarch64 tests (qemu-aarch64 -cpu max, neoverse-n1, cortex-a57)"
 )
 
 missing=()

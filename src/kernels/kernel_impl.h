@@ -274,4 +274,27 @@ void kernel_swiglu_avx2(float *out, const float *gate, const float *up, size_t n
 #define KERNEL_HAVE_AVX2 0
 #endif
 
+/* ---- the ARM tier (NEON with dotprod; i8mm's smmla for several rows) ----
+ * Built into every aarch64 build; which table runs is decided at run time
+ * from the CPU's features (cpu_arm.c), since one aarch64 binary serves
+ * Cortex-A72 (no dotprod), Graviton 2 (dotprod) and Graviton 3/4 (i8mm).
+ * The dotprod and i8mm files enable those extensions per file (#pragma
+ * GCC target), so nothing else in the build may use them. A type a table
+ * leaves NULL runs the scalar tier's entry. */
+#define KERNEL_ARM_DOTPROD 1u /* sdot, udot: HWCAP_ASIMDDP */
+#define KERNEL_ARM_I8MM    2u /* smmla: HWCAP2_I8MM */
+/* This CPU's KERNEL_ARM_* bits (getauxval on Linux; 0 off aarch64). */
+unsigned kernel_arm_caps(void);
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define KERNEL_HAVE_NEON 1
+extern const kernel_type_impl kernel_impl_neon_dotprod[GGML_TYPE_COUNT_MAX];
+extern const kernel_type_impl kernel_impl_neon_i8mm[GGML_TYPE_COUNT_MAX];
+#else
+#define KERNEL_HAVE_NEON 0
+#endif
+/* The ARM table this CPU runs (i8mm, else dotprod), NULL when it has
+ * neither (or this is no aarch64 build); its name for kernel_tier_name. */
+const kernel_type_impl *kernel_neon_table(void);
+const char *kernel_neon_name(void);
+
 #endif

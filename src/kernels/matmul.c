@@ -37,6 +37,8 @@ int kernel_tier_available(kernel_tier tier) {
         return 1;
     case KERNEL_TIER_AVX2:
         return KERNEL_HAVE_AVX2;
+    case KERNEL_TIER_NEON:
+        return kernel_neon_table() != NULL;
     }
     return 0;
 }
@@ -44,7 +46,10 @@ int kernel_tier_available(kernel_tier tier) {
 const char *kernel_tier_name(kernel_tier tier) {
     switch (tier) {
     case KERNEL_TIER_BEST:
+        if (kernel_neon_table()) return kernel_neon_name();
         return KERNEL_HAVE_AVX2 ? "avx2" : "scalar";
+    case KERNEL_TIER_NEON:
+        return kernel_neon_name();
     case KERNEL_TIER_SCALAR:
         return "scalar";
     case KERNEL_TIER_AVX2:
@@ -59,7 +64,9 @@ void quantize_row_q8_0(block_q8_0 *restrict y, const float *restrict x, size_t n
 #if KERNEL_HAVE_AVX2
     quantize_row_q8_0_avx2(y, x, n, NULL);
 #else
-    quantize_row_q8_0_ref(y, x, n);
+    /* the activation quantizer's bits, as the AVX2 one (not ggml's _ref,
+     * whose ties round away from zero: KV rows differed between builds) */
+    quantize_row_q8_0_act_ref(y, x, n, NULL);
 #endif
 }
 
@@ -171,6 +178,16 @@ static int is_packed(uint32_t wtype) {
            kernel_packed_type(wtype - KERNEL_TYPE_PACKED) == wtype;
 }
 
+/* The entry of type t: the tier's, or where it has none the next one down
+ * (the ARM tables fill in only the types they have kernels for: i8mm, then
+ * dotprod, then scalar). */
+static const kernel_type_impl *entry(const kernel_type_impl *table, uint32_t t) {
+#if KERNEL_HAVE_NEON
+    if (table == kernel_impl_neon_i8mm && !table[t].rows) table = kernel_impl_neon_dotprod;
+#endif
+    return table[t].rows ? &table[t] : &kernel_impl_scalar[t];
+}
+
 /* 0, TPS_EUNSUP (type or tier cannot run it) or TPS_EINVAL (n_in not whole blocks). */
 static int pick(kernel_pick *p, const kernel_ctx *ctx, uint32_t wtype, size_t n_in) {
     const kernel_type_impl *table = kernel_impl_scalar;
@@ -181,18 +198,23 @@ static int pick(kernel_pick *p, const kernel_ctx *ctx, uint32_t wtype, size_t n_
         p->use_avx2 = 1;
     }
 #endif
+    if (ctx->tier == KERNEL_TIER_BEST || ctx->tier == KERNEL_TIER_NEON) {
+        const kernel_type_impl *neon = kernel_neon_table();
+        if (neon) table = neon;
+    }
     if (is_packed(wtype)) {
         if (ctx->tier == KERNEL_TIER_REF) return TPS_EUNSUP;
         const uint32_t plain = wtype - KERNEL_TYPE_PACKED;
-        if (!table[plain].rows_r8) return TPS_EUNSUP;
-        p->rows = table[plain].rows_r8;
-        p->act_type = table[plain].act_type;
+        const kernel_type_impl *e = entry(table, plain);
+        if (!e->rows_r8) return TPS_EUNSUP;
+        p->rows = e->rows_r8;
+        p->act_type = e->act_type;
         p->w_row_bytes = kernel_row_bytes(plain, n_in);
         return p->w_row_bytes ? 0 : TPS_EINVAL;
     }
-    if (!kernel_type_supported(wtype) || !table[wtype].rows) return TPS_EUNSUP;
-    p->rows = table[wtype].rows;
-    p->act_type = table[wtype].act_type;
+    if (!kernel_type_supported(wtype) || !entry(table, wtype)->rows) return TPS_EUNSUP;
+    p->rows = entry(table, wtype)->rows;
+    p->act_type = entry(table, wtype)->act_type;
     p->w_row_bytes = kernel_row_bytes(wtype, n_in);
     return p->w_row_bytes ? 0 : TPS_EINVAL;
 }

@@ -28,13 +28,16 @@
 #include "base/error.h"
 
 /* Which implementation tier runs the dot products. BEST is AVX2 when this
- * build has it (-march=native on an AVX2 machine), else SCALAR. REF is the
- * readable reference (dequantize, dot in double): for tests only, slow. */
+ * build has it (-march=native on an AVX2 machine), NEON on an aarch64 CPU
+ * with dotprod (chosen at run time; with i8mm its multi-row tiles use
+ * smmla), else SCALAR. REF is the readable reference (dequantize, dot in
+ * double): for tests only, slow. */
 typedef enum kernel_tier {
     KERNEL_TIER_BEST = 0,
     KERNEL_TIER_SCALAR = 1,
     KERNEL_TIER_AVX2 = 2,
     KERNEL_TIER_REF = 3,
+    KERNEL_TIER_NEON = 4,
 } kernel_tier;
 
 /* True when this build can run the tier (BEST, SCALAR and REF always can). */

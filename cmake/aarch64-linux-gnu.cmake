@@ -1,0 +1,13 @@
+# Cross build for 64-bit ARM Linux with Debian's gcc-aarch64-linux-gnu
+# (make test-arm; scripts/install-deps.sh installs it). The binaries run
+# under qemu-aarch64 -L /usr/aarch64-linux-gnu. Baseline armv8-a: the
+# dotprod and i8mm kernels enable their extensions per file and are picked
+# at run time, so one build tests every ARM table under several -cpu models.
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
+set(CMAKE_FIND_ROOT_PATH /usr/aarch64-linux-gnu)
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/usr/aarch64-linux-gnu)
