@@ -63,6 +63,7 @@ ALWAYS_INLINE void q4_K_tile(float *restrict out, size_t ld_out, const block_q4_
                              const int MX) {
     const block_q8_K *xr[2];
     float32x4_t acc[2][2];
+#pragma GCC unroll 8
     for (int j = 0; j < MX; j++) {
         xr[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
         acc[j][0] = acc[j][1] = vdupq_n_f32(0.0f);
@@ -70,24 +71,31 @@ ALWAYS_INLINE void q4_K_tile(float *restrict out, size_t ld_out, const block_q4_
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
     for (size_t b = 0; b < nb; b++) {
         __builtin_prefetch((const uint8_t *)(g + b) + PREFETCH_AHEAD_BYTES, 0, 3);
+#pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             uint32x4_t sc[2], mn[2];
             q4_K_scales(g[b].scales, h, sc, mn);
             int32x4_t isum[2], imin[2];
+#pragma GCC unroll 8
             for (int j = 0; j < MX; j++)
                 isum[j] = imin[j] = vdupq_n_s32(0);
+#pragma GCC unroll 8
             for (int k = 0; k < 4; k++) { /* sub-blocks 2k (low nibbles), 2k + 1 (high) */
                 int32x4_t slo[2], shi[2];
+#pragma GCC unroll 8
                 for (int j = 0; j < MX; j++)
                     slo[j] = shi[j] = vdupq_n_s32(0);
+#pragma GCC unroll 8
                 for (int c4 = 0; c4 < 2; c4++) {
                     int8x16_t lo[4], hi[4];
+#pragma GCC unroll 8
                     for (int cc = 0; cc < 4; cc++) {
                         const uint8x16_t v =
                             vld1q_u8(g[b].qs + (8 * k + 4 * c4 + cc) * 32 + 16 * h);
                         lo[cc] = vreinterpretq_s8_u8(vandq_u8(v, m4));
                         hi[cc] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
                     }
+#pragma GCC unroll 8
                     for (int j = 0; j < MX; j++) {
                         const int8_t *xq = xr[j][b].qs + 64 * k + 16 * c4;
                         SDOT4(slo[j], lo, vld1q_s8(xq));
@@ -98,6 +106,7 @@ ALWAYS_INLINE void q4_K_tile(float *restrict out, size_t ld_out, const block_q4_
                                 s_hi = byte_u(sc[k / 2], 2 * (k % 2) + 1);
                 const int32x4_t m_lo = byte_u(mn[k / 2], 2 * (k % 2)),
                                 m_hi = byte_u(mn[k / 2], 2 * (k % 2) + 1);
+#pragma GCC unroll 8
                 for (int j = 0; j < MX; j++) {
                     const int16_t *bs = xr[j][b].bsums + 4 * k;
                     isum[j] = vmlaq_s32(vmlaq_s32(isum[j], slo[j], s_lo), shi[j], s_hi);
@@ -108,6 +117,7 @@ ALWAYS_INLINE void q4_K_tile(float *restrict out, size_t ld_out, const block_q4_
             const uint16x4_t dh = vld1_u16(g[b].d + 4 * h), mh = vld1_u16(g[b].dmin + 4 * h);
             const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u16(dh));
             const float32x4_t dmin = vnegq_f32(vcvt_f32_f16(vreinterpret_f16_u16(mh)));
+#pragma GCC unroll 8
             for (int j = 0; j < MX; j++) {
                 const float32x4_t dx = vdupq_n_f32(xr[j][b].d);
                 acc[j][h] = vfmaq_f32(acc[j][h], vcvtq_f32_s32(isum[j]), vmulq_f32(d, dx));
@@ -115,6 +125,7 @@ ALWAYS_INLINE void q4_K_tile(float *restrict out, size_t ld_out, const block_q4_
             }
         }
     }
+#pragma GCC unroll 8
     for (int j = 0; j < MX; j++) {
         vst1q_f32(out + (size_t)j * ld_out, acc[j][0]);
         vst1q_f32(out + (size_t)j * ld_out + 4, acc[j][1]);
@@ -131,6 +142,7 @@ ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const block_q6_
                              const int MX) {
     const block_q8_K *xr[2];
     float32x4_t acc[2][2];
+#pragma GCC unroll 8
     for (int j = 0; j < MX; j++) {
         xr[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
         acc[j][0] = acc[j][1] = vdupq_n_f32(0.0f);
@@ -138,29 +150,38 @@ ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const block_q6_
     const uint8x16_t m6 = vdupq_n_u8(63), m2 = vdupq_n_u8(3);
     for (size_t b = 0; b < nb; b++) {
         __builtin_prefetch((const uint8_t *)(g + b) + PREFETCH_AHEAD_BYTES, 0, 3);
+#pragma GCC unroll 8
         for (int h = 0; h < 2; h++) { /* rows 4h..4h+3 */
             int32x4_t isum[2];
+#pragma GCC unroll 8
             for (int j = 0; j < MX; j++)
                 isum[j] = vdupq_n_s32(0);
+#pragma GCC unroll 8
             for (int hh = 0; hh < 2; hh++)
+#pragma GCC unroll 8
                 for (int s = 0; s < 2; s++) { /* c = 4s + cc: sub-blocks 8hh + 2t + s */
                     int8x16_t q[4][4];
+#pragma GCC unroll 8
                     for (int cc = 0; cc < 4; cc++) {
                         uint8x16_t v[3];
+#pragma GCC unroll 8
                         for (int t = 0; t < 3; t++)
                             v[t] = vld1q_u8(g[b].q + (24 * hh + 8 * t + 4 * s + cc) * 32 + 16 * h);
                         uint8x16_t q3 = vshrq_n_u8(v[0], 6);
                         q3 = vorrq_u8(q3, vshlq_n_u8(vandq_u8(vshrq_n_u8(v[1], 6), m2), 2));
                         q3 = vorrq_u8(q3, vshlq_n_u8(vshrq_n_u8(v[2], 6), 4));
+#pragma GCC unroll 8
                         for (int t = 0; t < 3; t++)
                             q[t][cc] = vreinterpretq_s8_u8(vandq_u8(v[t], m6));
                         q[3][cc] = vreinterpretq_s8_u8(q3);
                     }
+#pragma GCC unroll 8
                     for (int t = 0; t < 4; t++) {
                         const int sub = 8 * hh + 2 * t + s;
                         const int32x4_t scv = byte_s(
                             vld1q_s32((const int32_t *)(g[b].scales + 32 * (sub / 4) + 16 * h)),
                             sub % 4);
+#pragma GCC unroll 8
                         for (int j = 0; j < MX; j++) {
                             int32x4_t sum = vdupq_n_s32(-32 * xr[j][b].bsums[sub]);
                             SDOT4(sum, q[t], vld1q_s8(xr[j][b].qs + 16 * sub));
@@ -169,11 +190,13 @@ ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const block_q6_
                     }
                 }
             const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(g[b].d + 4 * h)));
+#pragma GCC unroll 8
             for (int j = 0; j < MX; j++)
                 acc[j][h] = vfmaq_f32(acc[j][h], vcvtq_f32_s32(isum[j]),
                                       vmulq_f32(d, vdupq_n_f32(xr[j][b].d)));
         }
     }
+#pragma GCC unroll 8
     for (int j = 0; j < MX; j++) {
         vst1q_f32(out + (size_t)j * ld_out, acc[j][0]);
         vst1q_f32(out + (size_t)j * ld_out + 4, acc[j][1]);

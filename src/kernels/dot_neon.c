@@ -100,6 +100,7 @@ ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *re
     const block_q8_0 *xr[4];
     const kernel_act_side *sd[4];
     float32x4_t acc[4][2];
+#pragma GCC unroll 8
     for (int j = 0; j < MX; j++) {
         xr[j] = (const block_q8_0 *)(act + (size_t)j * act_row_bytes);
         sd[j] = (const kernel_act_side *)((const uint8_t *)xr[j] + kernel_act_side_off(nb));
@@ -110,6 +111,7 @@ ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *re
         __builtin_prefetch(wb + PREFETCH_AHEAD_BYTES, 0, 3);
         int32x4_t is[4][2];
         int8x16_t x0[4], x1[4];
+#pragma GCC unroll 8
         for (int j = 0; j < MX; j++) {
             x0[j] = vld1q_s8(xr[j][b].qs);
             x1[j] = vld1q_s8(xr[j][b].qs + 16);
@@ -118,28 +120,36 @@ ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *re
         if (is_q4) {
             int8x16_t lo[2][4], hi[2][4];
             neon_q4_r8_nibbles(wb + 16, lo, hi);
+#pragma GCC unroll 8
             for (int j = 0; j < MX; j++)
+#pragma GCC unroll 8
                 for (int h = 0; h < 2; h++) {
                     SDOT4(is[j][h], lo[h], x0[j]);
                     SDOT4(is[j][h], hi[h], x1[j]);
                 }
         } else {
+#pragma GCC unroll 8
             for (int k = 0; k < 2; k++) {
                 int8x16_t w[2][4];
                 neon_q8_r8_chunk(wb + 16 + 128 * k, w);
+#pragma GCC unroll 8
                 for (int j = 0; j < MX; j++)
+#pragma GCC unroll 8
                     for (int h = 0; h < 2; h++)
                         SDOT4(is[j][h], w[h], k ? x1[j] : x0[j]);
             }
         }
         float32x4_t dw[2];
         neon_r8_scales(wb, dw);
+#pragma GCC unroll 8
         for (int j = 0; j < MX; j++) {
             const float32x4_t dx = vdupq_n_f32(sd[j][b].d);
+#pragma GCC unroll 8
             for (int h = 0; h < 2; h++)
                 acc[j][h] = vfmaq_f32(acc[j][h], vcvtq_f32_s32(is[j][h]), vmulq_f32(dw[h], dx));
         }
     }
+#pragma GCC unroll 8
     for (int j = 0; j < MX; j++) {
         vst1q_f32(out + (size_t)j * ld_out, acc[j][0]);
         vst1q_f32(out + (size_t)j * ld_out + 4, acc[j][1]);

@@ -30,6 +30,7 @@ KERNEL_ROWS_DECL(kernel_rows_q4_0_plain_dotprod);
 /* Two activation rows' block b as smmla's right operand: xp[t] holds
  * elements 8t..8t+7 of row a, then of row c. */
 ALWAYS_INLINE void act_pair(int8x16_t xp[4], const block_q8_0 *ra, const block_q8_0 *rc) {
+#pragma GCC unroll 8
     for (int k = 0; k < 2; k++) {
         const int64x2_t a = vreinterpretq_s64_s8(vld1q_s8(ra->qs + 16 * k));
         const int64x2_t c = vreinterpretq_s64_s8(vld1q_s8(rc->qs + 16 * k));
@@ -55,19 +56,23 @@ ALWAYS_INLINE void mmla_tile(float *restrict out, size_t ld_out, const uint8_t *
     const size_t GB = is_q4 ? sizeof(block_q4_0x8) : sizeof(block_q8_0x8);
     const block_q8_0 *xr[4];
     const kernel_act_side *sd[4];
+#pragma GCC unroll 8
     for (int j = 0; j < 2 * NP; j++) {
         const size_t r = (size_t)j < n_rows ? (size_t)j : n_rows - 1;
         xr[j] = (const block_q8_0 *)(act + r * act_row_bytes);
         sd[j] = (const kernel_act_side *)((const uint8_t *)xr[j] + kernel_act_side_off(nb));
     }
     float32x4_t acc[4][2];
+#pragma GCC unroll 8
     for (int p = 0; p < 4; p++)
+#pragma GCC unroll 8
         for (int q = 0; q < NP; q++)
             acc[p][q] = vdupq_n_f32(0.0f);
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *wb = G + b * GB;
         int8x16_t xp[2][4];
         int32x4_t is[4][2];
+#pragma GCC unroll 8
         for (int q = 0; q < NP; q++) {
             act_pair(xp[q], &xr[2 * q][b], &xr[2 * q + 1][b]);
             const int32_t n0 = is_q4 ? sd[2 * q][b].neg8 : 0,
@@ -75,32 +80,42 @@ ALWAYS_INLINE void mmla_tile(float *restrict out, size_t ld_out, const uint8_t *
             const int32x4_t init =
                 vcombine_s32(vcreate_s32((uint32_t)n0 | (uint64_t)(uint32_t)n1 << 32),
                              vcreate_s32((uint32_t)n0 | (uint64_t)(uint32_t)n1 << 32));
+#pragma GCC unroll 8
             for (int p = 0; p < 4; p++)
                 is[p][q] = init;
         }
         if (is_q4) {
             int8x16_t lo[2][4], hi[2][4];
             neon_q4_r8_nibbles(wb + 16, lo, hi);
+#pragma GCC unroll 8
             for (int t = 0; t < 2; t++)
+#pragma GCC unroll 8
                 for (int h = 0; h < 2; h++) {
                     int8x16_t wl[2], wh[2];
                     w_pairs(wl, lo[h][2 * t], lo[h][2 * t + 1]);
                     w_pairs(wh, hi[h][2 * t], hi[h][2 * t + 1]);
+#pragma GCC unroll 8
                     for (int q = 0; q < NP; q++)
+#pragma GCC unroll 8
                         for (int s = 0; s < 2; s++) {
                             is[2 * h + s][q] = vmmlaq_s32(is[2 * h + s][q], wl[s], xp[q][t]);
                             is[2 * h + s][q] = vmmlaq_s32(is[2 * h + s][q], wh[s], xp[q][2 + t]);
                         }
                 }
         } else {
+#pragma GCC unroll 8
             for (int k = 0; k < 2; k++) {
                 int8x16_t w[2][4];
                 neon_q8_r8_chunk(wb + 16 + 128 * k, w);
+#pragma GCC unroll 8
                 for (int u = 0; u < 2; u++)
+#pragma GCC unroll 8
                     for (int h = 0; h < 2; h++) {
                         int8x16_t wp[2];
                         w_pairs(wp, w[h][2 * u], w[h][2 * u + 1]);
+#pragma GCC unroll 8
                         for (int q = 0; q < NP; q++)
+#pragma GCC unroll 8
                             for (int s = 0; s < 2; s++)
                                 is[2 * h + s][q] =
                                     vmmlaq_s32(is[2 * h + s][q], wp[s], xp[q][2 * k + u]);
@@ -109,9 +124,11 @@ ALWAYS_INLINE void mmla_tile(float *restrict out, size_t ld_out, const uint8_t *
         }
         float32x4_t dw4[2];
         neon_r8_scales(wb, dw4);
+#pragma GCC unroll 8
         for (int q = 0; q < NP; q++) {
             const float32x2_t d2 = {sd[2 * q][b].d, sd[2 * q + 1][b].d};
             const float32x4_t dx = vcombine_f32(d2, d2);
+#pragma GCC unroll 8
             for (int p = 0; p < 4; p++) {
                 const float32x4_t dw =
                     p % 2 ? vzip2q_f32(dw4[p / 2], dw4[p / 2]) : vzip1q_f32(dw4[p / 2], dw4[p / 2]);
@@ -119,8 +136,10 @@ ALWAYS_INLINE void mmla_tile(float *restrict out, size_t ld_out, const uint8_t *
             }
         }
     }
-    /* lanes (w 2p x0, w 2p x1, w 2p+1 x0, w 2p+1 x1) back to rows */
+/* lanes (w 2p x0, w 2p x1, w 2p+1 x0, w 2p+1 x1) back to rows */
+#pragma GCC unroll 8
     for (int q = 0; q < NP; q++)
+#pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             const float32x4_t r0 = vuzp1q_f32(acc[2 * h][q], acc[2 * h + 1][q]);
             const float32x4_t r1 = vuzp2q_f32(acc[2 * h][q], acc[2 * h + 1][q]);

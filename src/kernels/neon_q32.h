@@ -11,7 +11,9 @@
 
 /* Q8_0: w[h][cc] = vector (c = 4k + cc, h), qs = the group's qs + 128k. */
 ALWAYS_INLINE void neon_q8_r8_chunk(const uint8_t *qs, int8x16_t w[2][4]) {
+#pragma GCC unroll 8
     for (int cc = 0; cc < 4; cc++)
+#pragma GCC unroll 8
         for (int h = 0; h < 2; h++)
             w[h][cc] = vld1q_s8((const int8_t *)qs + 32 * cc + 16 * h);
 }
@@ -20,7 +22,9 @@ ALWAYS_INLINE void neon_q8_r8_chunk(const uint8_t *qs, int8x16_t w[2][4]) {
  * hi[h][c] the high ones (elements 16 + 4c..), both 0..15. */
 ALWAYS_INLINE void neon_q4_r8_nibbles(const uint8_t *qs, int8x16_t lo[2][4], int8x16_t hi[2][4]) {
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
+#pragma GCC unroll 8
     for (int c = 0; c < 4; c++)
+#pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
             const uint8x16_t v = vld1q_u8(qs + 32 * c + 16 * h);
             lo[h][c] = vreinterpretq_s8_u8(vandq_u8(v, m4));
