@@ -62,8 +62,8 @@ static int fail(chat_error *e, int status, const char *param, const char *fmt, c
 
 /* {id, type, function: {name, arguments}}: keys in the order sent, the
  * arguments string parsed into the object templates expect (vLLM). */
-static int call_value(jinja_run *r, const json_t *call, size_t i, size_t k, jinja_val *out,
-                      chat_error *e) {
+static int call_value(jinja_run *r, const json_t *call, size_t i, size_t k, bool args_text,
+                      jinja_val *out, chat_error *e) {
     jinja_val c = jinja_map_new(r);
     const char *key;
     json_t *v;
@@ -76,7 +76,7 @@ static int call_value(jinja_run *r, const json_t *call, size_t i, size_t k, jinj
         const char *fk;
         json_t *fv;
         json_object_foreach(v, fk, fv) {
-            if (strcmp(fk, "arguments") || !json_is_string(fv)) {
+            if (strcmp(fk, "arguments") || !json_is_string(fv) || args_text) {
                 jinja_map_set(r, fn, fk, strlen(fk), chat_json_value(r, fv));
                 continue;
             }
@@ -117,7 +117,8 @@ static jinja_val content_value(jinja_run *r, const json_t *c) {
     return v;
 }
 
-static int message_value(jinja_run *r, const json_t *m, size_t i, jinja_val *out, chat_error *e) {
+static int message_value(jinja_run *r, const json_t *m, size_t i, bool args_text, jinja_val *out,
+                         chat_error *e) {
     jinja_val t = jinja_map_new(r);
     json_t *role = json_object_get(m, "role");
     jinja_map_set(r, t, "role", 4, chat_json_value(r, role ? role : json_null()));
@@ -135,7 +136,7 @@ static int message_value(jinja_run *r, const json_t *m, size_t i, jinja_val *out
         json_array_foreach(calls, k, call) {
             jinja_val c;
             if (!json_is_object(call)) continue;
-            if (call_value(r, call, i, k, &c, e)) return TPS_EINVAL;
+            if (call_value(r, call, i, k, args_text, &c, e)) return TPS_EINVAL;
             jinja_list_push(r, l, c);
         }
         jinja_map_set(r, t, "tool_calls", 10, l);
@@ -148,6 +149,25 @@ static int message_value(jinja_run *r, const json_t *m, size_t i, jinja_val *out
  * The variables of a render
  * ------------------------------------------------------------------------- */
 
+/* `tools` as the template takes it (chat_adapt): FireFunction's
+ * `functions` and `datetime` beside it, as llama.cpp passes them (the
+ * tools' JSON with indent 2, "" without tools; "%b %d %Y %H:%M:%S GMT"). */
+static jinja_val tools_value(jinja_run *r, const chat_request *rq) {
+    const chat_adapt *a = rq->adapt;
+    if (a && a->functions_var) {
+        char *s = rq->tools ? json_dumps(rq->tools, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        jinja_set(r, "functions", jinja_str(r, s ? s : "", s ? strlen(s) : 0));
+        free(s);
+        char when[64];
+        time_t now = rq->now ? rq->now : time(NULL);
+        struct tm tm;
+        strftime(when, sizeof when, "%b %d %Y %H:%M:%S GMT", gmtime_r(&now, &tm));
+        jinja_set(r, "datetime", jinja_str(r, when, strlen(when)));
+        return jinja_none();
+    }
+    return rq->tools ? chat_json_value(r, rq->tools) : jinja_none();
+}
+
 int chat_request_vars(jinja_run *r, const chat_request *rq, const char *bos, const char *eos,
                       chat_error *err) {
     jinja_val msgs = jinja_list_new(r);
@@ -155,11 +175,11 @@ int chat_request_vars(jinja_run *r, const chat_request *rq, const char *bos, con
     json_t *m;
     json_array_foreach(rq->messages, i, m) {
         jinja_val v;
-        if (message_value(r, m, i, &v, err)) return TPS_EINVAL;
+        if (message_value(r, m, i, rq->adapt && rq->adapt->args_text, &v, err)) return TPS_EINVAL;
         jinja_list_push(r, msgs, v);
     }
     jinja_set(r, "messages", msgs);
-    jinja_set(r, "tools", rq->tools ? chat_json_value(r, rq->tools) : jinja_none());
+    jinja_set(r, "tools", tools_value(r, rq));
     jinja_set(r, "documents", jinja_none());
     jinja_set(r, "add_generation_prompt", jinja_bool(rq->add_generation_prompt));
     if (rq->reasoning_effort)
@@ -312,7 +332,10 @@ int chat_prompt_init(chat_prompt *p, const char *src, size_t len, const char *to
     p->reasoning = chat_reasoning_of(src, len);
     if (p->reasoning == CHAT_REASON_NONE && tool_use_src)
         p->reasoning = chat_reasoning_of(tool_use_src, tool_use_len);
-    if ((rc = probe(p, err))) chat_prompt_free(p);
+    if ((rc = probe(p, err)))
+        chat_prompt_free(p);
+    else
+        chat_adapt_detect(p);
     return rc;
 }
 
@@ -528,11 +551,14 @@ int chat_prompt_render(const chat_prompt *p, const chat_request *rq, sbuf *out, 
         err->code = "unsupported_parameter";
         return rc;
     }
-    bool list = tools && !jinja_tpl_reads(t, "tools");
+    local.adapt = &p->adapt;
+    bool list = tools && !p->template_tools;
     bool history = !p->template_calls && tool_turns(rq->messages);
+    if (list) local.tools = NULL; /* written into the messages instead */
     if (list || history) {
         tps_err te = {{0}};
-        rewritten = chat_tools_inject(rq->messages, list ? tools : NULL, p->tools, history, &te);
+        rewritten = chat_tools_inject(rq->messages, list ? tools : NULL, p->tools, history,
+                                      !p->template_tools, !p->adapt.system_in_user, &te);
         if (!rewritten) return fail(err, 500, NULL, "%s%s", te.msg, "");
         local.messages = rewritten;
     }

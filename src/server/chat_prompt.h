@@ -54,6 +54,21 @@ typedef enum chat_source {
     CHAT_SRC_DEFAULT,  /* the file has none: ChatML */
 } chat_source;
 
+/* How a template that does not take OpenAI's shapes is fed: decided at
+ * load by sample renders (chat_adapt.c), as llama.cpp's minja finds a
+ * template's capabilities by rendering it, and applied by every render. */
+typedef struct chat_adapt {
+    bool system_in_user;   /* it refuses a system turn: a tool list tps writes opens the
+                              first user turn instead (Gemma 2) */
+    bool functions_var;    /* `tools` is None; `functions` is the tools as JSON text
+                              (indent 2) and `datetime` the time (FireFunction v2) */
+    bool tools_unrendered; /* it fails on tools in every shape: tps writes the list into
+                              the messages, as for a template that never reads tools
+                              (llama.cpp's own DeepSeek R1, written for minja) */
+    bool args_text;        /* tool-call arguments stay the JSON text sent, not an object
+                              (Functionary v3.2 concatenates them as a string) */
+} chat_adapt;
+
 /* The served templates, compiled once at startup; read-only after. */
 typedef struct chat_prompt {
     jinja_tpl *main;
@@ -69,6 +84,7 @@ typedef struct chat_prompt {
     bool tools_known;         /* tps parses the calls it asks for (else tools are a 400) */
     const char *eot;          /* the end-of-turn text, a stop string or token */
     chat_reasoning reasoning; /* what the served template's text says of thinking */
+    chat_adapt adapt;         /* how requests are fed to it (chat_adapt_detect) */
 } chat_prompt;
 
 /* What one render takes: the request's parts (borrowed JSON). */
@@ -83,6 +99,8 @@ typedef struct chat_request {
     time_t now;                   /* strftime_now's time; 0: the current time */
     const atomic_bool *cancel;    /* set by another thread: the render is abandoned
                                      (jinja_set_cancel); NULL: never */
+    const chat_adapt *adapt;      /* the template's adapters (chat_prompt_render sets them);
+                                     NULL: OpenAI's shapes as vLLM passes them */
 } chat_request;
 
 /* Compiles src as the main template (source and name say where it came
@@ -143,5 +161,10 @@ int chat_prompt_render(const chat_prompt *p, const chat_request *rq, sbuf *out, 
 jinja_val chat_json_value(jinja_run *r, const json_t *j);
 int chat_request_vars(jinja_run *r, const chat_request *rq, const char *bos, const char *eos,
                       chat_error *err);
+
+/* Sets p->adapt by sample renders of p's templates (and p->template_tools
+ * where an adapter changes who writes the tool list); called once by
+ * chat_prompt_init. */
+void chat_adapt_detect(chat_prompt *p);
 
 #endif

@@ -33,8 +33,8 @@ static void set_content(json_t *m, sbuf *b) {
 }
 
 /* An assistant message's calls appended to its content; a tool result as
- * the format's turn. */
-static void rewrite_turn(json_t *m, tool_format f) {
+ * the format's turn (when results). */
+static void rewrite_turn(json_t *m, tool_format f, bool results) {
     json_t *calls = json_object_get(m, "tool_calls");
     sbuf b;
     sbuf_init(&b);
@@ -50,7 +50,7 @@ static void rewrite_turn(json_t *m, tool_format f) {
         }
         set_content(m, &b);
         json_object_del(m, "tool_calls");
-    } else if (role_is(m, "tool")) {
+    } else if (results && role_is(m, "tool")) {
         sbuf r;
         sbuf_init(&r);
         tools_render_result(f, b.p ? b.p : "", b.len, &r);
@@ -80,9 +80,13 @@ static oai_tool *tool_rows(const json_t *tools, size_t *n) {
     return t;
 }
 
-/* The tool list into messages[at]: after the system text, or (mistral)
- * before the user's. */
-static bool add_list(json_t *msgs, size_t at, const json_t *tools, tool_format f, bool sys) {
+/* Where the list goes in its turn: after the system text (a blank line
+ * between), before the user's (Mistral's [AVAILABLE_TOOLS], no blank), or
+ * before it with a blank line (a system turn folded into the user's). */
+typedef enum { LIST_AFTER = 0, LIST_BEFORE, LIST_BEFORE_PARA } list_at;
+
+/* The tool list into messages[at]. */
+static bool add_list(json_t *msgs, size_t at, const json_t *tools, tool_format f, list_at where) {
     size_t n = 0;
     oai_tool *rows = tool_rows(tools, &n);
     if (!rows) return false;
@@ -94,12 +98,13 @@ static bool add_list(json_t *msgs, size_t at, const json_t *tools, tool_format f
     tools_render_list(f, rows, n, &list);
     sbuf out;
     sbuf_init(&out);
-    if (sys) {
+    if (where == LIST_AFTER) {
         sbuf_add(&out, b.p, b.len);
         if (b.len) sbuf_adds(&out, "\n\n");
         sbuf_add(&out, list.p, list.len);
     } else {
         sbuf_add(&out, list.p, list.len);
+        if (where == LIST_BEFORE_PARA && b.len) sbuf_adds(&out, "\n\n");
         sbuf_add(&out, b.p, b.len);
     }
     bool ok = !sbuf_failed(&out);
@@ -112,24 +117,26 @@ static bool add_list(json_t *msgs, size_t at, const json_t *tools, tool_format f
 }
 
 json_t *chat_tools_inject(const json_t *messages, const json_t *tools, tool_format f, bool history,
-                          tps_err *err) {
+                          bool results, bool system_ok, tps_err *err) {
     json_t *out = json_array();
     if (!out) return tps_fail(err, TPS_ENOMEM, "out of memory"), NULL;
-    bool sys_list = tools && !tools_list_before_user(f);
+    bool sys_list = tools && system_ok && !tools_list_before_user(f);
     if (sys_list && !role_is(json_array_get(messages, 0), "system"))
         json_array_append_new(out, json_pack("{s:s,s:s}", "role", "system", "content", ""));
-    size_t i, last_user = SIZE_MAX;
+    size_t i, last_user = SIZE_MAX, first_user = SIZE_MAX;
     json_t *m;
     json_array_foreach(messages, i, m) {
         json_t *c = json_copy((json_t *)m);
         if (!c) break;
-        if (history) rewrite_turn(c, f);
+        if (history) rewrite_turn(c, f, results);
         if (role_is(c, "user")) last_user = json_array_size(out);
+        if (role_is(c, "user") && first_user == SIZE_MAX) first_user = last_user;
         json_array_append_new(out, c);
     }
-    size_t at = sys_list ? 0 : last_user;
+    list_at where = sys_list ? LIST_AFTER : system_ok ? LIST_BEFORE : LIST_BEFORE_PARA;
+    size_t at = sys_list ? 0 : system_ok ? last_user : first_user;
     if (json_array_size(out) < json_array_size(messages) ||
-        (tools && at != SIZE_MAX && !add_list(out, at, tools, f, sys_list))) {
+        (tools && at != SIZE_MAX && !add_list(out, at, tools, f, where))) {
         json_decref(out);
         return tps_fail(err, TPS_ENOMEM, "out of memory writing the tools into the prompt"), NULL;
     }

@@ -19,9 +19,14 @@
 #include "server/tools.h"
 
 /* A new messages array (the caller decrefs): messages (borrowed) with the
- * tools (NULL: none) written in, and, when history, earlier calls and
- * results rewritten. NULL when out of memory. */
+ * tools (NULL: none) written in, and, when history, earlier calls written
+ * into their messages' content and (results) tool results rewritten as
+ * the format's turns: a template that writes tools but not calls (LFM2,
+ * Granite 3.3) still writes its own tool turns. Without system_ok (the template refuses a system
+ * turn: Gemma 2) the list opens the first user turn, a blank line before
+ * its text, as llama.cpp's minja folds a system message. NULL when out of
+ * memory. */
 json_t *chat_tools_inject(const json_t *messages, const json_t *tools, tool_format f, bool history,
-                          tps_err *err);
+                          bool results, bool system_ok, tps_err *err);
 
 #endif

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "engine/engine.h"
 #include "base/error.h"
@@ -37,6 +38,9 @@ typedef struct server_config {
     const char *api_key;            /* NULL or "": no authentication (warned at startup) */
     const char *chat_template;      /* a built-in template by name; NULL: the model's own */
     const char *chat_template_file; /* a Jinja template file; NULL: the model's own */
+    time_t template_now;            /* the time templates read (strftime_now, FireFunction's
+                                       datetime); 0: the clock. A fixed one makes renders
+                                       reproducible (tests against jinja2's) */
     engine_params engine;           /* model and tok are filled by server_load */
     size_t max_body_bytes;          /* request body limit (413); default 8 MiB */
     size_t max_header_bytes;        /* request line + headers limit; default 16 KiB */

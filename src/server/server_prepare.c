@@ -142,6 +142,7 @@ static int render_chat(work_job *j, const oai_request *r, sbuf *text, oai_error 
     server *s = j->s;
     chat_request rq = oai_chat_inputs(r);
     rq.cancel = &j->cancel;
+    rq.now = s->cfg.template_now;
     chat_error ce;
     int rc = chat_prompt_render(&s->prompt, &rq, text, &ce);
     if (rc)

@@ -274,6 +274,130 @@ def render_all():
 
 
 # ---------------------------------------------------------------------------
+# served.json: a tool round trip as tps serve renders it for a model made
+# with stories260K's vocabulary (tests/test_tool_templates.c)
+# ---------------------------------------------------------------------------
+
+# the test model's BOS and EOS (stories260K's tokenizer)
+SERVED_TOKENS = ("<s>", "</s>")
+PROBE_TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "The city."}}, "required": ["city"]}}}]
+# every parameter described (Command R+'s template writes each description)
+SERVED_TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Get the current weather in a city",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "description": "The city, e.g. \"Oslo\""},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"],
+                     "description": "The unit"}},
+            "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "get_time", "description": "The current time in a time zone",
+        "parameters": {"type": "object", "properties": {
+            "zone": {"type": "string", "description": "An IANA zone"}},
+            "required": ["zone"]}}},
+]
+# call, tool result, next turn; FireFunction's `datetime` pinned by the
+# request (chat_template_kwargs), as a client may
+SERVED_REQUEST = {"messages": [
+    {"role": "user", "content": "Weather in Oslo?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a1b2c3d4e", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\", \"unit\": \"celsius\"}"}}]},
+    {"role": "tool", "tool_call_id": "a1b2c3d4e", "name": "get_weather",
+     "content": "7 degrees and cloudy"}],
+    "tools": SERVED_TOOLS, "chat_template_kwargs": {"datetime": "Jul 26 2024 12:00:00 GMT"}}
+
+
+# A template that writes tools but not earlier calls (it never reads
+# tool_calls) gets the call in the assistant's content as its model writes
+# it (the syntax its tool prompt asks for); its tool turns it writes itself.
+WRITTEN_CALLS = {
+    "LFM2": "<|tool_call_start|>[{\"name\": \"get_weather\", \"arguments\": "
+            "{\"city\": \"Oslo\", \"unit\": \"celsius\"}}]<|tool_call_end|>",
+    "ibm-granite-granite-3.3": "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": "
+                               "{\"city\": \"Oslo\", \"unit\": \"celsius\"}}]",
+}
+
+
+def served_render(env, name, text, request):
+    """The round trip with the request adapters llama.cpp applies (docs/api.md):
+    FireFunction's `functions` text for a template that reads it and not
+    `tools`; arguments left as JSON text for one that cannot take them as
+    an object (Functionary v3.2). Returns (output or None, error or None,
+    adapters); (None, None, ...) when the template does not read tools, or
+    fails with a sample tool and not without: tps writes the list into the
+    messages then."""
+    import jinja2.meta
+    reads = jinja2.meta.find_undeclared_variables(env.parse(text))
+    tmpl = env.from_string(text)
+    bos, eos = SERVED_TOKENS
+    v = to_template(request)
+    adapters = []
+    if "functions" in reads and "tools" not in reads:
+        v["functions"] = json.dumps(request["tools"], indent=2, ensure_ascii=False)
+        v.update(request.get("chat_template_kwargs", {}))  # `datetime`
+        v["tools"] = None
+        adapters.append("functions")
+    elif "tools" not in reads:
+        return None, None, ["tps writes the tools"]
+
+    def attempt(v):
+        try:
+            out = tmpl.render(bos_token=bos, eos_token=eos, **v)
+            return out, None
+        except Exception as ex:
+            return None, ex
+
+    # can it write OpenAI's tools (the probe: one user turn, one tool)?
+    one = dict(v, messages=[v["messages"][0]])
+    if not adapters and attempt(dict(one, tools=PROBE_TOOLS))[1] and not attempt(one)[1]:
+        return None, None, ["tps writes the tools"]
+    if "tool_calls" not in text:  # the text names them nowhere
+        written = [c for p, c in WRITTEN_CALLS.items() if name.startswith(p)]
+        v["messages"] = [dict(m, content=written[0]) if m.get("tool_calls") else m
+                         for m in v["messages"]]
+        adapters.append("calls in content")
+    out, ex = attempt(v)
+    if ex:
+        texts = [dict(m) for m in v["messages"]]
+        for m, sent in zip(texts, request["messages"]):
+            if m.get("tool_calls"):
+                m["tool_calls"] = [dict(c, function=dict(c["function"], arguments=s["function"]["arguments"]))
+                                   for c, s in zip(m["tool_calls"], sent["tool_calls"])]
+        out2, ex2 = attempt(dict(v, messages=texts))
+        if not ex2:
+            out, ex = out2, None
+            adapters.append("args_text")
+    return out, ex, adapters
+
+
+def render_served():
+    env = environment()
+    renders = []
+    for name in sorted(f for f in os.listdir(DIR) if f.endswith(".jinja")):
+        with open(os.path.join(DIR, name), encoding="utf-8") as f:
+            text = f.read()
+        out, ex, adapters = served_render(env, name, text, SERVED_REQUEST)
+        r = {"template": name, "adapters": adapters}
+        if out is not None:
+            r["output"] = out
+        elif ex is not None:
+            r["error"] = str(ex)
+        renders.append(r)
+    with open(os.path.join(DIR, "served.json"), "w", encoding="utf-8") as f:
+        json.dump({"generator": "tests/data/tools/render_corpus.py", "jinja2": jinja2.__version__,
+                   "tokens": SERVED_TOKENS, "request": SERVED_REQUEST, "renders": renders},
+                  f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print(f"served.json: {sum('output' in r for r in renders)} round trips rendered, "
+          f"{sum('error' in r for r in renders)} raised, "
+          f"{sum('output' not in r and 'error' not in r for r in renders)} left to tps")
+
+
+# ---------------------------------------------------------------------------
 # import: copying templates in (needs the sources; the test does not)
 # ---------------------------------------------------------------------------
 
@@ -362,3 +486,4 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "import":
         import_templates(*sys.argv[2:5])
     render_all()
+    render_served()
