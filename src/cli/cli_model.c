@@ -252,6 +252,28 @@ static void print_field(const char *label, json_t *v) {
     printf("\n");
 }
 
+/* KV bytes per token, a hybrid model's linear layers and MTP blocks. */
+static void print_memory_shape(json_t *o) {
+    json_t *kvb = json_object_get(o, "kv_bytes_per_token");
+    if (kvb)
+        printf("  %-22s %lld (F16 cache)\n", "KV bytes per token",
+               (long long)json_integer_value(kvb));
+    json_t *lin = json_object_get(o, "linear_attention_layers");
+    if (lin)
+        printf("  %-22s %lld of %lld layers, a state of %.2f MiB per sequence (constant in its "
+               "length)\n",
+               "linear attention", (long long)json_integer_value(lin),
+               (long long)json_integer_value(json_object_get(o, "layers")),
+               (double)json_integer_value(json_object_get(o, "state_bytes_per_sequence")) /
+                   1048576.0);
+    json_t *mtp = json_object_get(o, "mtp_blocks");
+    if (mtp && json_integer_value(mtp))
+        printf("  %-22s %lld block(s), %.2f MiB: loaded and counted, not run (drafting with them, "
+               "speculative decoding, is not built yet)\n",
+               "MTP (next-token draft)", (long long)json_integer_value(mtp),
+               (double)json_integer_value(json_object_get(o, "mtp_bytes")) / 1048576.0);
+}
+
 static void print_human(json_t *o) {
     printf("%s\n", json_string_value(json_object_get(o, "file")));
     print_field("architecture", json_object_get(o, "architecture"));
@@ -308,24 +330,7 @@ static void print_human(json_t *o) {
         printf("  %-22s attention %g, final %g\n", "soft-capping", json_real_value(ac),
                json_real_value(fc));
     print_field("arch specifics", json_object_get(o, "architecture_specifics"));
-    json_t *kvb = json_object_get(o, "kv_bytes_per_token");
-    if (kvb)
-        printf("  %-22s %lld (F16 cache)\n", "KV bytes per token",
-               (long long)json_integer_value(kvb));
-    json_t *lin = json_object_get(o, "linear_attention_layers");
-    if (lin)
-        printf("  %-22s %lld of %lld layers, a state of %.2f MiB per sequence (constant in its "
-               "length)\n",
-               "linear attention", (long long)json_integer_value(lin),
-               (long long)json_integer_value(json_object_get(o, "layers")),
-               (double)json_integer_value(json_object_get(o, "state_bytes_per_sequence")) /
-                   1048576.0);
-    json_t *mtp = json_object_get(o, "mtp_blocks");
-    if (mtp && json_integer_value(mtp))
-        printf("  %-22s %lld block(s), %.2f MiB: loaded and counted, not run (drafting with them, "
-               "speculative decoding, is not built yet)\n",
-               "MTP (next-token draft)", (long long)json_integer_value(mtp),
-               (double)json_integer_value(json_object_get(o, "mtp_bytes")) / 1048576.0);
+    print_memory_shape(o);
     print_field("rms norm eps", json_object_get(o, "rms_norm_eps"));
     print_field("tokenizer model", json_object_get(o, "tokenizer_model"));
     print_field("tokenizer pre", json_object_get(o, "tokenizer_pre"));

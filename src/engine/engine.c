@@ -93,6 +93,27 @@ static int alloc_step_buffers(engine *e, tps_err *err) {
     return 0;
 }
 
+/* The stats fixed for the engine's life: in local, which every sync copies. */
+static void set_fixed_stats(engine *e) {
+    e->local.kv_blocks_total = e->kv->n_blocks;
+    e->local.kv_local_blocks_total = e->kv->n_lblocks;
+    e->local.state_slots_total = e->kv->n_state_slots;
+    e->local.state_slot_bytes = e->kv->state_bytes;
+    e->local.state_ckpts_total = e->kv->n_ckpt;
+    e->local.state_ckpt_every = e->kv->ckpt_every;
+    e->local.kv_blocks_resident = e->kv->pc ? e->kv->resident_blocks : 0;
+    e->local.kv_block_tokens = e->kv->block_tokens;
+    e->local.n_ctx = e->n_ctx;
+    e->local.model_experts = e->m->cfg.n_expert;
+    e->local.model_layers = e->m->cfg.n_layers;
+    e->local.itl_target_ns = e->sc.target_ns;
+    e->local.step_cost_fixed_ns = (uint64_t)e->sc.cost.c0_ns;
+    e->local.step_cost_row_ns = (uint64_t)e->sc.cost.c1_ns;
+    e->local.warmup =
+        (step_prime){.n = e->tr.prime.n, .t1_ns = e->tr.prime.t1_ns, .tn_ns = e->tr.prime.tn_ns};
+    e->st = e->local;
+}
+
 int engine_create(engine **out, const engine_params *p, tps_err *err) {
     *out = NULL;
     engine *e = calloc(1, sizeof *e);
@@ -144,22 +165,7 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
         goto fail;
     }
     if ((rc = warm_up(e, err))) goto fail;
-    /* fixed for the engine's life: in local, which every sync copies */
-    e->local.kv_blocks_total = e->kv->n_blocks;
-    e->local.kv_local_blocks_total = e->kv->n_lblocks;
-    e->local.state_slots_total = e->kv->n_state_slots;
-    e->local.state_slot_bytes = e->kv->state_bytes;
-    e->local.kv_blocks_resident = e->kv->pc ? e->kv->resident_blocks : 0;
-    e->local.kv_block_tokens = e->kv->block_tokens;
-    e->local.n_ctx = e->n_ctx;
-    e->local.model_experts = e->m->cfg.n_expert;
-    e->local.model_layers = e->m->cfg.n_layers;
-    e->local.itl_target_ns = e->sc.target_ns;
-    e->local.step_cost_fixed_ns = (uint64_t)e->sc.cost.c0_ns;
-    e->local.step_cost_row_ns = (uint64_t)e->sc.cost.c1_ns;
-    e->local.warmup =
-        (step_prime){.n = e->tr.prime.n, .t1_ns = e->tr.prime.t1_ns, .tn_ns = e->tr.prime.tn_ns};
-    e->st = e->local;
+    set_fixed_stats(e);
     trace_prime prime = e->tr.prime;
     trace_init(&e->tr, tps_now_ns());
     e->tr.prime = prime;

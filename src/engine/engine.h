@@ -271,6 +271,10 @@ typedef struct engine_stats {
     uint32_t state_slots_total;
     uint32_t state_slots_used;
     uint64_t state_slot_bytes;
+    /* its prefix-cache checkpoints: how many are kept at most, every how
+     * many positions (0: none) */
+    uint32_t state_ckpts_total;
+    uint32_t state_ckpt_every;
     uint32_t n_ctx;
     /* Prefix cache, in tokens as vLLM counts them: prompt tokens looked up
      * at admission, and those found. Blocks whose contents are indexed

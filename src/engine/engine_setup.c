@@ -37,6 +37,16 @@ size_t engine_state_bytes(const llama_config *c) {
     return n ? (size_t)n * llama_config_state_floats(c) * sizeof(float) : 0;
 }
 
+/* The state checkpoints a hybrid model's prefix cache keeps: 8 per
+ * sequence, within ENGINE_CKPT_MEM bytes (at least one). */
+static uint32_t checkpoints(const llama_config *c, const engine_params *p) {
+    const size_t bytes = engine_state_bytes(c);
+    if (!bytes || p->no_prefix_cache) return 0;
+    uint64_t n = 8ull * p->max_seqs;
+    if (n * bytes > ENGINE_CKPT_MEM) n = ENGINE_CKPT_MEM / bytes;
+    return n ? (uint32_t)n : 1;
+}
+
 /* The KV pool: --kv-mem, or --kv-tokens, or by default max_seqs full
  * contexts capped at 1 GiB. Sliding-window layers get a pool of their own
  * sized by local_blocks_needed (kv_cache.h). */
@@ -62,7 +72,9 @@ int engine_kv_create(kv_cache **out, const llama_config *c, engine_params *p, bo
                           .accounting_only = accounting_only,
                           .recurrent_layers = recurrent,
                           .n_state_slots = n_rec ? p->max_seqs : 0,
-                          .state_bytes = engine_state_bytes(c)};
+                          .state_bytes = engine_state_bytes(c),
+                          .ckpt_every = ENGINE_CKPT_BLOCKS * p->kv_block,
+                          .n_ckpt = checkpoints(c, p)};
     if (!kp.mem_bytes) {
         uint64_t tokens = p->kv_tokens ? p->kv_tokens : (uint64_t)p->max_seqs * c->ctx_len;
         uint64_t blocks = (tokens + kp.block_tokens - 1) / kp.block_tokens;

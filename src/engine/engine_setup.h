@@ -19,6 +19,13 @@
  * 256, prefill_chunk at most max_batch_tokens, kv_block 16). */
 void engine_params_resolve(engine_params *p);
 
+/* A hybrid model's prefix cache checkpoints its state every this many KV
+ * blocks (64 positions with 16-position blocks: a shared prompt is reused
+ * up to its last multiple of 64), keeping at most ENGINE_CKPT_MEM bytes of
+ * them. */
+#define ENGINE_CKPT_BLOCKS 4
+#define ENGINE_CKPT_MEM    (1ull << 30)
+
 /* flags[l] = 1 for each recurrent (linear-attention) layer of c, which
  * keeps a state instead of K/V (n_layers flags); returns their count. */
 uint32_t engine_recurrent_layers(const llama_config *c, uint8_t *flags);

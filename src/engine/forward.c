@@ -66,7 +66,7 @@ struct fwd_state {
      * and the step's sequence runs for them */
     float *qfull, *gate;
     lin_rows lin;
-    uint32_t *lin_first, *row_seq, *row_pos;
+    uint32_t *lin_first, *row_seq, *row_pos, *row_ckpt;
     float *hybrid_buf;
     lin_runs runs;
 };
@@ -86,7 +86,8 @@ static int hybrid_alloc(fwd_state *s, const llama_config *c, size_t max_rows, tp
     s->lin_first = malloc(sizeof(uint32_t) * (max_rows + 1));
     s->row_seq = malloc(sizeof(uint32_t) * max_rows);
     s->row_pos = malloc(sizeof(uint32_t) * max_rows);
-    if (!s->hybrid_buf || !s->lin_first || !s->row_seq || !s->row_pos)
+    s->row_ckpt = malloc(sizeof(uint32_t) * max_rows);
+    if (!s->hybrid_buf || !s->lin_first || !s->row_seq || !s->row_pos || !s->row_ckpt)
         return tps_fail(err, TPS_ENOMEM, "forward: out of memory for the linear layers' scratch");
     float *p = s->hybrid_buf;
     s->qfull = p, p += 2 * q_dim * max_rows;
@@ -664,22 +665,25 @@ static int linear_layer(fwd_state *s, const llama_model *m, kv_cache *kv, const 
     const kernel_mat in[4] = {kmat(s->lin.qkv, &L->ssm_qkv), kmat(s->lin.z, &L->ssm_gate),
                               kmat(s->lin.beta, &L->ssm_beta), kmat(s->lin.alpha, &L->ssm_alpha)};
     if ((rc = mm_multi(in, 4, s, s->xb, n, c->dim, err))) return rc;
-    linear_attn_step(kernel_ctx_pool(s->kc), c, L, kv, b->seqs, s->row_seq, s->row_pos, l, &s->runs,
-                     &s->lin);
+    const lin_rows_of rows = {.seq = s->row_seq, .pos = s->row_pos, .ckpt = s->row_ckpt};
+    linear_attn_step(kernel_ctx_pool(s->kc), c, L, kv, b->seqs, &rows, l, &s->runs, &s->lin);
     if ((rc = mm(s, s->proj, &L->ssm_out, s->lin.out, n, err))) return rc;
     each_row(s, c, L, n, attn_residual_row);
     return 0;
 }
 
 /* A hybrid stack's sequence runs for its linear layers: each sequence's
- * rows consecutive, each sequence holding a state slot. */
-static int plan_linear_runs(fwd_state *s, const kv_cache *kv, const fwd_batch *b, tps_err *err) {
+ * rows consecutive, each sequence holding a state slot; and the rows that
+ * end a checkpointed block, with the checkpoint their state goes to. */
+static int plan_linear_runs(fwd_state *s, kv_cache *kv, const fwd_batch *b, tps_err *err) {
     for (size_t r = 0; r < b->n_rows; r++) {
+        const kv_seq *seq = b->seqs[b->rows[r].seq];
         s->row_seq[r] = b->rows[r].seq;
         s->row_pos[r] = b->rows[r].pos;
-        if (!b->seqs[b->rows[r].seq]->state || !kv->n_recurrent)
+        if (!seq->state || !kv->n_recurrent)
             return tps_fail(err, TPS_EINVAL,
                             "forward: row %zu's sequence holds no recurrent state slot", r);
+        s->row_ckpt[r] = kv_ckpt_attach(kv, seq, b->rows[r].pos + 1);
     }
     s->runs = (lin_runs){.first = s->lin_first,
                          .n = linear_attn_plan(s->lin_first, s->row_seq, s->row_pos, b->n_rows)};

@@ -303,6 +303,7 @@ static uint32_t take_block(kv_cache *kv) {
     else {
         b = prefix_cache_evict(kv->pc);
         unlink_companion(kv, b);
+        kv_ckpt_detach(kv, b);
     }
     if (b >= kv->n_touched) kv->n_touched = b + 1;
     kv->refs[b] = 1;
@@ -311,10 +312,12 @@ static uint32_t take_block(kv_cache *kv) {
 
 static void drop_block(kv_cache *kv, uint32_t b) {
     if (--kv->refs[b]) return;
-    if (kv->pc && prefix_cache_has(kv->pc, b))
+    if (kv->pc && prefix_cache_has(kv->pc, b)) {
         prefix_cache_lru_push(kv->pc, b);
-    else
+    } else {
+        kv_ckpt_detach(kv, b); /* a private block's checkpoint no hit can reach */
         kv->free_list[kv->n_free++] = b;
+    }
 }
 
 uint32_t kv_cache_reset_prefix(kv_cache *kv) {
@@ -322,6 +325,7 @@ uint32_t kv_cache_reset_prefix(kv_cache *kv) {
     uint32_t n = 0, b;
     while ((b = prefix_cache_evict(kv->pc)) != PREFIX_NONE) { /* cached, nobody holds it */
         unlink_companion(kv, b);
+        kv_ckpt_detach(kv, b);
         kv->free_list[kv->n_free++] = b;
         n++;
     }
@@ -329,6 +333,7 @@ uint32_t kv_cache_reset_prefix(kv_cache *kv) {
         if (!prefix_cache_has(kv->pc, b)) continue;
         prefix_cache_unindex(kv->pc, b);
         unlink_companion(kv, b);
+        kv_ckpt_detach(kv, b);
         n++;
     }
     return n;
@@ -413,8 +418,7 @@ static uint32_t take_local_prefix(kv_cache *kv, kv_seq *seq, uint32_t m) {
 
 uint32_t kv_seq_match_prefix(kv_cache *kv, kv_seq *seq, const int32_t *tokens,
                              uint32_t max_blocks) {
-    /* a hit would need the recurrent state at its end, which no slot keeps */
-    if (!kv->pc || seq->n_blocks || kv->n_recurrent) return 0;
+    if (!kv->pc || seq->n_blocks) return 0;
     if (max_blocks > seq->cap) max_blocks = seq->cap;
     prefix_ref chain = prefix_root();
     uint32_t k = 0;
@@ -426,6 +430,11 @@ uint32_t kv_seq_match_prefix(kv_cache *kv, kv_seq *seq, const int32_t *tokens,
         chain = prefix_cache_ref(kv->pc, b);
     }
     if (kv->n_local_layers) k = take_local_prefix(kv, seq, k);
+    if (kv->n_recurrent) { /* only as far as a checkpoint of the state reaches */
+        k = kv_ckpt_restore(kv, seq, k);
+        while (seq->n_blocks > k)
+            drop_block(kv, seq->blocks[--seq->n_blocks]);
+    }
     seq->n_chained = k;
     seq->chain = k ? prefix_cache_ref(kv->pc, seq->blocks[k - 1]) : prefix_root();
     return k;

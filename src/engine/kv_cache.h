@@ -36,8 +36,13 @@
  * layer, overwritten at every step (kv_state.c). A sequence takes its slot
  * with its first blocks (kv_seq_reserve: both or neither), gives it back
  * with them, and a fork copies it. A prefix hit would need the state at
- * the hit's last position, which no slot keeps: with a state pool the
- * prefix cache indexes blocks but kv_seq_match_prefix matches none.
+ * the hit's last position: with the prefix cache the pool also keeps
+ * checkpoints, a sequence's state at the end of each block whose end is a
+ * multiple of ckpt_every positions, attached to that block while it is
+ * indexed (at most n_ckpt of them, the least recently used evicted first),
+ * and a hit reaches only as far as the last block with one, whose
+ * checkpoint becomes the sequence's state (vLLM's hybrid prefix caching,
+ * SGLang's Mamba radix cache).
  *
  * Not thread-safe: the engine thread owns it. It knows nothing of attention
  * maths. */
@@ -82,6 +87,9 @@ typedef struct kv_cache_params {
     const uint8_t *recurrent_layers;
     uint32_t n_state_slots;
     size_t state_bytes;
+    /* with the prefix cache: checkpoints every ckpt_every positions (a
+     * multiple of block_tokens; 0: none), at most n_ckpt kept */
+    uint32_t ckpt_every, n_ckpt;
 } kv_cache_params;
 
 typedef struct kv_cache {
@@ -122,6 +130,14 @@ typedef struct kv_cache {
     size_t states_map_bytes;
     uint32_t *state_free, n_state_free; /* stack of free slots */
     uint8_t *layer_recurrent;           /* per layer: 1 when it keeps a state, no K/V */
+    /* the state's checkpoints (n_ckpt 0: none): each a slot's bytes */
+    uint32_t ckpt_every, n_ckpt;
+    uint8_t *ckpts; /* n_ckpt * state_bytes; NULL accounting_only */
+    size_t ckpts_map_bytes;
+    uint32_t *ckpt_block;             /* per checkpoint: the block it is attached to, or NONE */
+    uint32_t *block_ckpt;             /* per global block: its checkpoint, or NONE */
+    uint32_t *ckpt_free, n_ckpt_free; /* stack of unattached checkpoints */
+    block_lru ckpt_lru;               /* attached checkpoints, least recently used first */
 } kv_cache;
 
 /* A sequence's block table: blocks[i] holds positions [i*B, (i+1)*B).
@@ -194,6 +210,25 @@ void kv_state_free(kv_cache *kv);
 int kv_state_take(kv_cache *kv, kv_seq *seq);
 void kv_state_drop(kv_cache *kv, kv_seq *seq);
 int kv_state_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src);
+/* Checkpoints (kv_state.c). kv_ckpt_detach: block b's checkpoint (if any)
+ * is dropped, b leaving the index or the pool. kv_ckpt_restore: of seq's k
+ * matched blocks, the most k' <= k whose block k' - 1 has a checkpoint;
+ * seq takes a state slot holding it; returns k' (0: no checkpoint or no
+ * slot, nothing taken). */
+void kv_ckpt_detach(kv_cache *kv, uint32_t b);
+uint32_t kv_ckpt_restore(kv_cache *kv, kv_seq *seq, uint32_t k);
+
+/* For the forward pass: the checkpoint to fill with seq's state once its
+ * first n_tokens positions are folded in (n_tokens a multiple of
+ * ckpt_every, its last block held by seq), attached to that block now;
+ * KV_CKPT_NONE when the cache keeps none. */
+#define KV_CKPT_NONE UINT32_MAX
+uint32_t kv_ckpt_attach(kv_cache *kv, const kv_seq *seq, uint32_t n_tokens);
+/* Layer `layer`'s part of checkpoint ckpt (laid out as a slot). */
+static inline float *kv_ckpt_state(const kv_cache *kv, uint32_t ckpt, uint32_t layer) {
+    return (float *)(kv->ckpts + (size_t)ckpt * kv->state_bytes +
+                     (size_t)kv->layer_slot[layer] * kv->layer_state_bytes);
+}
 
 /* Blocks needed to hold n_tokens positions. */
 static inline uint32_t kv_blocks_for(const kv_cache *kv, uint32_t n_tokens) {

@@ -35,7 +35,7 @@ typedef struct lin_job {
     const llama_layer *L;
     kv_cache *kv;
     const kv_seq *const *seqs;
-    const uint32_t *row_seq, *row_pos;
+    const lin_rows_of *rows;
     uint32_t layer;
     const lin_runs *runs;
     const lin_rows *r;
@@ -80,14 +80,17 @@ static void conv_task(void *arg, size_t t, int thread) {
     const uint32_t ch = llama_config_conv_channels(c), hv = c->ssm_v_heads, S = c->ssm_state;
     const uint32_t hk = c->ssm_k_heads;
     const size_t r0 = j->runs->first[t], r1 = j->runs->first[t + 1];
-    const kv_seq *seq = j->seqs[j->row_seq[r0]];
+    const kv_seq *seq = j->seqs[j->rows->seq[r0]];
     float *state = kv_state(j->kv, seq, j->layer);
-    if (j->row_pos[r0] == 0) /* a sequence starts from no state */
+    if (j->rows->pos[r0] == 0) /* a sequence starts from no state */
         memset(state, 0, llama_config_state_floats(c) * sizeof *state);
     const lin_rows *r = j->r;
     for (size_t row = r0; row < r1; row++) {
         float *conv = r->conv + row * ch;
         conv_row(conv, state, r->qkv + row * ch, j->L->ssm_conv1d, ch, c->ssm_conv);
+        if (j->rows->ckpt[row] != KV_CKPT_NONE && j->kv->ckpts) /* the conv's part */
+            memcpy(kv_ckpt_state(j->kv, j->rows->ckpt[row], j->layer), state,
+                   (size_t)(c->ssm_conv - 1) * ch * sizeof *state);
         for (uint32_t h = 0; h < 2 * hk; h++) /* Q's heads then K's */
             l2_normalise(conv + (size_t)h * S, S, c->rms_eps);
         float *beta = r->beta + row * hv, *alpha = r->alpha + row * hv;
@@ -110,7 +113,8 @@ static void head_task(void *arg, size_t t, int thread) {
     const uint32_t hk = c->ssm_k_heads, h = (uint32_t)(t % hv);
     const size_t run = t / hv, r0 = j->runs->first[run], r1 = j->runs->first[run + 1];
     const size_t conv_state = (size_t)(c->ssm_conv - 1) * ch;
-    float *M = kv_state(j->kv, j->seqs[j->row_seq[r0]], j->layer) + conv_state + (size_t)h * S * S;
+    float *M =
+        kv_state(j->kv, j->seqs[j->rows->seq[r0]], j->layer) + conv_state + (size_t)h * S * S;
     const float scale = 1.0f / sqrtf((float)S);
     const lin_rows *r = j->r;
     const size_t inner = (size_t)hv * S;
@@ -131,6 +135,10 @@ static void head_task(void *arg, size_t t, int thread) {
         const float *z = r->z + row * inner + (size_t)h * S;
         for (uint32_t i = 0; i < S; i++)
             o[i] *= silu(z[i]);
+        if (j->rows->ckpt[row] != KV_CKPT_NONE && j->kv->ckpts) /* the head's matrix */
+            memcpy(kv_ckpt_state(j->kv, j->rows->ckpt[row], j->layer) + conv_state +
+                       (size_t)h * S * S,
+                   M, (size_t)S * S * sizeof *M);
     }
 }
 
@@ -144,17 +152,10 @@ static void run_tasks(tps_pool *pool, size_t n, tps_pool_fn fn, lin_job *j) {
 }
 
 void linear_attn_step(tps_pool *pool, const llama_config *c, const llama_layer *L, kv_cache *kv,
-                      const kv_seq *const *seqs, const uint32_t *row_seq, const uint32_t *row_pos,
-                      uint32_t l, const lin_runs *runs, const lin_rows *r) {
-    lin_job j = {.c = c,
-                 .L = L,
-                 .kv = kv,
-                 .seqs = seqs,
-                 .row_seq = row_seq,
-                 .row_pos = row_pos,
-                 .layer = l,
-                 .runs = runs,
-                 .r = r};
+                      const kv_seq *const *seqs, const lin_rows_of *rows, uint32_t l,
+                      const lin_runs *runs, const lin_rows *r) {
+    lin_job j = {
+        .c = c, .L = L, .kv = kv, .seqs = seqs, .rows = rows, .layer = l, .runs = runs, .r = r};
     run_tasks(pool, runs->n, conv_task, &j);
     run_tasks(pool, runs->n * c->ssm_v_heads, head_task, &j);
 }

@@ -43,11 +43,17 @@ typedef struct lin_runs {
  * state cannot follow. */
 size_t linear_attn_plan(uint32_t *first, const uint32_t *seq, const uint32_t *pos, size_t n_rows);
 
+/* Per row: its sequence (an index into the step's seqs), its position, and
+ * the checkpoint its state goes to once folded in (KV_CKPT_NONE: none). */
+typedef struct lin_rows_of {
+    const uint32_t *seq, *pos, *ckpt;
+} lin_rows_of;
+
 /* The recurrence of layer l for every run, on the pool (NULL: the caller's
  * thread): reads r->qkv, r->z, r->beta, r->alpha and the states, writes
- * r->out and the states. */
+ * r->out, the states and the rows' checkpoints. */
 void linear_attn_step(tps_pool *pool, const llama_config *c, const llama_layer *L, kv_cache *kv,
-                      const kv_seq *const *seqs, const uint32_t *row_seq, const uint32_t *row_pos,
-                      uint32_t l, const lin_runs *runs, const lin_rows *r);
+                      const kv_seq *const *seqs, const lin_rows_of *rows, uint32_t l,
+                      const lin_runs *runs, const lin_rows *r);
 
 #endif

@@ -429,10 +429,17 @@ static void log_loaded(server *s) {
                 "tps serve: sliding-window layers: a pool of %u blocks of their own, each "
                 "sequence holding only its window's\n",
                 st.kv_local_blocks_total);
-    if (st.state_slots_total)
+    if (st.state_slots_total && st.state_ckpt_every)
         fprintf(s->log,
                 "tps serve: linear-attention layers: %u recurrent-state slots of %.2f MiB, one per "
-                "running sequence (no prefix-cache hits: no slot keeps the state of a prefix)\n",
+                "running sequence; the prefix cache reuses a prompt up to its last state "
+                "checkpoint (every %u positions, %u kept)\n",
+                st.state_slots_total, (double)st.state_slot_bytes / 1048576.0, st.state_ckpt_every,
+                st.state_ckpts_total);
+    else if (st.state_slots_total)
+        fprintf(s->log,
+                "tps serve: linear-attention layers: %u recurrent-state slots of %.2f MiB, one per "
+                "running sequence\n",
                 st.state_slots_total, (double)st.state_slot_bytes / 1048576.0);
     const llama_weights *w = &s->model->w;
     const size_t file_data = s->model->file->size - s->model->file->data_offset;
