@@ -1,5 +1,6 @@
-/* libFuzzer harness for the <think> splitter (engine/think.h), which reads
- * model output: the first byte picks the start state, the second a piece
+/* libFuzzer harness for the thinking-block splitter (engine/think.h), which
+ * reads model output: the first byte picks the start state and the markers'
+ * row ("<think>" or gpt-oss's analysis channel), the second a piece
  * size, the rest is the text. Checks that the parts it hands on, in order,
  * are the text exactly (nothing lost, nothing added), that the markers are
  * exactly the marker text, and that fed whole or in pieces of any size the
@@ -16,9 +17,10 @@ static void sink(void *ctx, think_part part, const char *p, size_t n) {
     split_out_add(ctx, part, p, n);
 }
 
-static void run(think_state st, const uint8_t *text, size_t n, size_t step, split_out *o) {
+static void run(think_state st, think_kind kind, const uint8_t *text, size_t n, size_t step,
+                split_out *o) {
     think_split t;
-    think_init(&t, st);
+    think_init_kind(&t, st, kind);
     for (size_t i = 0; i < n; i += step)
         think_feed(&t, (const char *)text + i, i + step <= n ? step : n - i, sink, o);
     think_flush(&t, sink, o);
@@ -27,23 +29,25 @@ static void run(think_state st, const uint8_t *text, size_t n, size_t step, spli
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2) return 0;
     think_state st = (think_state)(data[0] % 3); /* OFF, START, IN */
+    think_kind kind = (think_kind)(data[0] / 3 % THINK_N_KINDS);
+    const think_markers *mk = think_markers_of(kind);
     size_t step = 1 + data[1] % 16;
     const uint8_t *text = data + 2;
     size_t n = size - 2;
     split_out a, b;
     uint8_t *buf = split_out_init(&a, &b, n, 3);
     if (!buf) return 0;
-    run(st, text, n, n ? n : 1, &a);
-    run(st, text, n, step, &b);
+    run(st, kind, text, n, n ? n : 1, &a);
+    run(st, kind, text, n, step, &b);
     split_out_check(&a, &b, text, n, 3);
     if (st == THINK_OFF && a.n[THINK_PART_CONTENT] != n) abort();
-    /* markers: whitespace then "<think>", and/or "</think>" */
+    /* markers: whitespace then the open marker, and/or the close marker */
     const uint8_t *m = a.parts[THINK_PART_MARKER];
     size_t nm = a.n[THINK_PART_MARKER];
-    size_t close = sizeof THINK_CLOSE - 1;
-    if (nm >= close && !memcmp(m + nm - close, THINK_CLOSE, close)) nm -= close;
-    size_t open = sizeof THINK_OPEN - 1;
-    if (nm && (nm < open || memcmp(m + nm - open, THINK_OPEN, open))) abort();
+    size_t close = strlen(mk->close);
+    if (nm >= close && !memcmp(m + nm - close, mk->close, close)) nm -= close;
+    size_t open = strlen(mk->open);
+    if (nm && (nm < open || memcmp(m + nm - open, mk->open, open))) abort();
     free(buf);
     return 0;
 }

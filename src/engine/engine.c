@@ -146,6 +146,7 @@ int engine_create(engine **out, const engine_params *p, tps_err *err) {
         .n_eog = (size_t)e->svocab.n_eog,
         .think_open = tokenizer_find(e->tok, THINK_OPEN, sizeof THINK_OPEN - 1),
         .think_close = tokenizer_find(e->tok, THINK_CLOSE, sizeof THINK_CLOSE - 1)};
+    seq_rules_vocab_spell(&e->rules, e->tok);
 
     if ((rc = engine_kv_create(&e->kv, c, &e->p, false, err))) goto fail;
     if ((rc = fwd_state_create(&e->fs, e->m, e->p.max_batch_tokens, e->n_ctx, e->p.n_threads, err)))

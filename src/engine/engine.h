@@ -137,11 +137,16 @@ typedef struct engine_request {
      * thinking block) or THINK_IN (the prompt left one open). While the
      * output is inside a block the grammar does not constrain it; at the
      * start a grammar allows "<think>" besides its own tokens.
-     * think_budget: tokens a block may hold before the engine samples
-     * "</think>" in their place (vLLM's thinking_token_budget); -1: no
-     * limit. A budget needs the vocabulary's "</think>" as one token
-     * (submit refuses it otherwise, TPS_EINVAL). */
+     * think_kind: the block's markers (think.h; THINK_TAGS by default;
+     * THINK_HARMONY: gpt-oss's analysis channel, which a grammar describes
+     * itself, so it stays on inside).
+     * think_budget: tokens a block may hold before the engine samples its
+     * close marker ("</think>") in their place, token by token where the
+     * vocabulary spells it in several (vLLM's thinking_token_budget); -1:
+     * no limit. Submit refuses a budget whose marker the vocabulary cannot
+     * spell in SEQ_CLOSE_MAX tokens (TPS_EINVAL). */
     think_state think;
+    think_kind think_kind;
     int32_t think_budget;
     void *user; /* returned in every event of this request */
 } engine_request;

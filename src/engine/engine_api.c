@@ -125,10 +125,12 @@ static int check_options(const engine *e, const engine_request *rq, tps_err *err
     const char *field = NULL;
     int rc = sampler_params_validate(&rq->sampling, &field, err);
     if (rc) return rc;
-    if (rq->think != THINK_OFF && rq->think_budget >= 0 && e->rules.think_close < 0)
+    const think_kind kind = (unsigned)rq->think_kind < THINK_N_KINDS ? rq->think_kind : THINK_TAGS;
+    if (rq->think != THINK_OFF && rq->think_budget >= 0 && !e->rules.n_close_ids[kind])
         return tps_fail(err, TPS_EINVAL,
-                        "a thinking budget needs \"" THINK_CLOSE
-                        "\" as one token of the vocabulary");
+                        "a thinking budget needs the vocabulary to spell \"%s\" in at most %d "
+                        "tokens",
+                        think_markers_of(kind)->close, SEQ_CLOSE_MAX);
     return 0;
 }
 

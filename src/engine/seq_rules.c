@@ -3,6 +3,7 @@
 #include "engine/seq_rules.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "engine/constraint.h"
 
@@ -10,7 +11,7 @@ void seq_rules_init(seq *s, const engine_request *r) {
     s->min_tokens = r->min_tokens;
     stop_set_include(&s->stop, r->include_stop_str);
     stop_set_armed(&s->stop, r->min_tokens == 0);
-    think_init(&s->think, r->think);
+    think_init_kind(&s->think, r->think, r->think_kind);
     s->think_budget = r->think_budget;
     s->n_think = 0;
 }
@@ -23,16 +24,43 @@ static void force_token(float *logits, int32_t n_vocab, int32_t keep) {
     logits[keep] = k;
 }
 
+void seq_rules_vocab_spell(seq_rules_vocab *v, const tokenizer *tok) {
+    for (int k = 0; k < THINK_N_KINDS; k++) {
+        const char *close = think_markers_of((think_kind)k)->close;
+        size_t n = 0;
+        tps_err err;
+        /* a marker the vocabulary holds whole is that token (an added or
+         * control token, which encoding might not match) */
+        int32_t id = tokenizer_find(tok, close, strlen(close));
+        if (id >= 0)
+            v->close_ids[k][0] = id, n = 1;
+        else if (tokenizer_encode(tok, close, strlen(close), TOK_ENCODE_PARSE_SPECIAL,
+                                  v->close_ids[k], SEQ_CLOSE_MAX, &n, &err))
+            n = 0;
+        v->n_close_ids[k] = (uint8_t)n;
+    }
+}
+
+/* A spent budget: the close marker's next token (they go out in turn,
+ * counted by the tokens of the block past the budget; over again should
+ * the text before them keep the block open). Inside a block a grammar
+ * describes, only where the grammar allows it (else it waits a step). */
+static void force_close(seq *s, float *logits, const seq_rules_vocab *v) {
+    const int k = s->think.kind;
+    if (!v->n_close_ids[k]) return;
+    int32_t id = v->close_ids[k][(s->n_think - (uint32_t)s->think_budget) % v->n_close_ids[k]];
+    if (!s->cons_takes || logits[id] > -INFINITY) force_token(logits, v->n_vocab, id);
+}
+
 void seq_rules_mask(seq *s, float *logits, const seq_rules_vocab *v) {
     const bool thinking = s->think.state == THINK_IN;
+    const bool in_grammar = think_markers_of((think_kind)s->think.kind)->in_grammar;
     s->cons_dead = false;
     s->cons_takes = false;
-    if (thinking && s->think_budget >= 0 && s->n_think >= (uint32_t)s->think_budget &&
-        v->think_close >= 0) {
-        force_token(logits, v->n_vocab, v->think_close); /* the budget is spent */
-    } else if (s->cons && !thinking) {
+    if (s->cons && (!thinking || in_grammar)) {
         /* before any text a block may still open: "<think>" stays allowed */
-        const bool may_open = s->think.state == THINK_START && v->think_open >= 0;
+        const bool may_open =
+            s->think.state == THINK_START && s->think.kind == THINK_TAGS && v->think_open >= 0;
         const float open = may_open ? logits[v->think_open] : 0.0f;
         size_t allowed = constraint_apply(s->cons, logits);
         if (may_open && open > -INFINITY) {
@@ -42,12 +70,15 @@ void seq_rules_mask(seq *s, float *logits, const seq_rules_vocab *v) {
         s->cons_dead = allowed == 0;
         s->cons_takes = true;
     }
+    if (thinking && s->think_budget >= 0 && s->n_think >= (uint32_t)s->think_budget)
+        force_close(s, logits, v); /* the budget is spent */
     if (s->tm.generated_tokens < s->min_tokens) stop_mask_ids(&s->stop, v->eog, v->n_eog, logits);
 }
 
 int seq_rules_grammar_take(seq *s, int32_t tok, const seq_rules_vocab *v) {
     if (!s->cons_takes) return 0;
-    if (s->think.state == THINK_START && tok == v->think_open) return 0; /* a block opens */
+    if (s->think.state == THINK_START && s->think.kind == THINK_TAGS && tok == v->think_open)
+        return 0; /* a block opens */
     return constraint_accept(s->cons, tok);
 }
 
@@ -66,5 +97,6 @@ void seq_rules_after_text(seq *s, const char *text, size_t n) {
 }
 
 bool seq_rules_grammar_active(const seq *s) {
-    return s->cons && s->think.state != THINK_IN;
+    return s->cons &&
+           (s->think.state != THINK_IN || think_markers_of((think_kind)s->think.kind)->in_grammar);
 }

@@ -1,6 +1,7 @@
 /* What a request's output options do to one sequence's tokens, step by
  * step: before sampling, the masks (its grammar, gated by the thinking
- * block; a thinking budget that is spent; min_tokens' ban on ending); after
+ * block; a thinking budget that is spent, which forces the block's close
+ * marker token by token; min_tokens' ban on ending); after
  * sampling, whether the token goes through the grammar, and the thinking
  * state and stop matcher's arming as the text grows. Engine thread only;
  * each function touches one sequence, so the masks and tokens of a
@@ -17,13 +18,24 @@
 
 #include "engine/seq.h"
 
+#define SEQ_CLOSE_MAX 16 /* tokens a close marker may take */
+
 /* Vocabulary facts the rules need (the engine fills them once). */
 typedef struct seq_rules_vocab {
     int32_t n_vocab;
     const int32_t *eog; /* end-of-generation ids (n_eog,) */
     size_t n_eog;
     int32_t think_open, think_close; /* "<think>", "</think>" as one token each; -1: none */
+    /* Each think_kind's close marker as the tokenizer spells it (one token
+     * where the vocabulary has it, else several: stories260K spells
+     * "</think>" in 5), forced one by one once a budget is spent; 0 ids: it
+     * cannot be spelled in SEQ_CLOSE_MAX. */
+    int32_t close_ids[THINK_N_KINDS][SEQ_CLOSE_MAX];
+    uint8_t n_close_ids[THINK_N_KINDS];
 } seq_rules_vocab;
+
+/* Fills v's close_ids from tok (at engine creation). */
+void seq_rules_vocab_spell(seq_rules_vocab *v, const tokenizer *tok);
 
 /* Sets up s's rules from its request (min_tokens, the stop options, the
  * thinking state and budget). */

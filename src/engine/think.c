@@ -3,7 +3,7 @@
  * one call. The held bytes are at most THINK_MAX_LEAD of whitespace plus a
  * marker's proper prefix: "<think>" and "</think>" have no border (no proper
  * prefix that is also a suffix), so a mismatch never needs more than the
- * byte that broke it re-examined.
+ * byte that broke it re-examined (think.h asks the same of every row).
  * Not here: tokens (but think_prompt_open's walk), allocation. */
 #include "engine/think.h"
 
@@ -11,9 +11,24 @@
 
 #include "base/text_run.h"
 
-void think_init(think_split *t, think_state state) {
+static const think_markers rows[THINK_N_KINDS] = {
+    [THINK_TAGS] = {THINK_OPEN, THINK_CLOSE, false},
+    [THINK_HARMONY] = {"<|channel|>analysis<|message|>", "<|end|>", true},
+};
+_Static_assert(sizeof "<|channel|>analysis<|message|>" - 1 <= THINK_MARKER_MAX, "a marker fits");
+
+const think_markers *think_markers_of(think_kind kind) {
+    return &rows[(unsigned)kind < THINK_N_KINDS ? kind : THINK_TAGS];
+}
+
+void think_init_kind(think_split *t, think_state state, think_kind kind) {
     memset(t, 0, sizeof *t);
     t->state = state;
+    t->kind = (uint8_t)((unsigned)kind < THINK_N_KINDS ? kind : THINK_TAGS);
+}
+
+void think_init(think_split *t, think_state state) {
+    think_init_kind(t, state, THINK_TAGS);
 }
 
 /* Runs of one part within the piece being fed go to the caller's sink. */
@@ -29,19 +44,21 @@ static bool is_space(char c) {
     return c == ' ' || c == '\n' || c == '\t' || c == '\r';
 }
 
-/* START: whitespace, then "<think>" or anything else. */
+/* START: whitespace, then the open marker ("<think>") or anything else. */
 static void feed_start(think_split *t, text_run *r, const char *p) {
+    const char *open = rows[t->kind].open;
+    const size_t n_open = strlen(open);
     size_t lead = 0;
     while (lead < t->n_held && is_space(t->held[lead]))
         lead++;
-    const size_t have = t->n_held - lead; /* bytes of "<think>" matched */
+    const size_t have = t->n_held - lead; /* bytes of the open marker matched */
     if (have == 0 && is_space(*p) && t->n_held < THINK_MAX_LEAD) {
         t->held[t->n_held++] = *p;
         return;
     }
-    if (have < sizeof THINK_OPEN - 1 && *p == THINK_OPEN[have]) {
+    if (have < n_open && *p == open[have]) {
         t->held[t->n_held++] = *p;
-        if (have + 1 == sizeof THINK_OPEN - 1) {
+        if (have + 1 == n_open) {
             held_out(t, r, THINK_PART_MARKER);
             t->state = THINK_IN;
         }
@@ -52,12 +69,13 @@ static void feed_start(think_split *t, text_run *r, const char *p) {
     text_run_add(r, THINK_PART_CONTENT, p);
 }
 
-/* IN: reasoning until "</think>". */
+/* IN: reasoning until the close marker ("</think>"). */
 static void feed_in(think_split *t, text_run *r, const char *p) {
-    if (*p == THINK_CLOSE[t->n_held]) {
+    const char *close = rows[t->kind].close;
+    if (*p == close[t->n_held]) {
         text_run_flush(r); /* the reasoning before the marker's start goes first */
         t->held[t->n_held++] = *p;
-        if (t->n_held == sizeof THINK_CLOSE - 1) {
+        if (close[t->n_held] == 0) {
             held_out(t, r, THINK_PART_MARKER);
             t->state = THINK_DONE;
         }
@@ -65,7 +83,7 @@ static void feed_in(think_split *t, text_run *r, const char *p) {
     }
     if (t->n_held) { /* no border: only this byte may start a new marker */
         held_out(t, r, THINK_PART_REASONING);
-        if (*p == THINK_CLOSE[0]) {
+        if (*p == close[0]) {
             t->held[t->n_held++] = *p;
             return;
         }

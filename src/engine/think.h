@@ -19,6 +19,11 @@
  * the server keeps one per choice to split the text it sends into
  * reasoning_content and content. Fed the same bytes, they agree.
  *
+ * The markers are a row of a table (think_kind): "<think>"/"</think>", or
+ * gpt-oss's analysis channel, "<|channel|>analysis<|message|>" ...
+ * "<|end|>", which the engine tracks for a thinking budget (the server
+ * splits harmony's channels itself, server/harmony.h).
+ *
  * A splitter is a small fixed-size value: no allocation. Not here: which
  * models think (the server decides), tokens, budgets, grammars. */
 #ifndef TPS_ENGINE_THINK_H
@@ -30,9 +35,30 @@
 
 #include "model/tokenizer.h"
 
-#define THINK_OPEN     "<think>"
-#define THINK_CLOSE    "</think>"
-#define THINK_MAX_LEAD 16 /* whitespace bytes a block may open after */
+#define THINK_OPEN       "<think>"
+#define THINK_CLOSE      "</think>"
+#define THINK_MAX_LEAD   16 /* whitespace bytes a block may open after */
+#define THINK_MARKER_MAX 32 /* bytes of a marker */
+
+/* Which markers a block has (a row of think.c's table). */
+typedef enum think_kind {
+    THINK_TAGS = 0,    /* "<think>" ... "</think>" */
+    THINK_HARMONY = 1, /* gpt-oss: "<|channel|>analysis<|message|>" ... "<|end|>" */
+    THINK_N_KINDS
+} think_kind;
+
+/* A row: the markers, each at most THINK_MARKER_MAX bytes and without a
+ * border (no proper prefix that is also a suffix: the splitter re-reads
+ * only the byte that broke a match); in_grammar: a grammar that constrains
+ * the answer describes the block too (the server's harmony call grammar
+ * holds the analysis channel), so it stays on inside the block. */
+typedef struct think_markers {
+    const char *open, *close;
+    bool in_grammar;
+} think_markers;
+
+/* The row of kind (THINK_TAGS for an unknown one); static storage. */
+const think_markers *think_markers_of(think_kind kind);
 
 typedef enum think_state {
     THINK_OFF = 0, /* no thinking expected: everything is answer */
@@ -52,13 +78,16 @@ typedef void (*think_sink)(void *ctx, think_part part, const char *p, size_t n);
 
 typedef struct think_split {
     think_state state;
+    uint8_t kind; /* think_kind */
     uint8_t n_held;
-    char held[THINK_MAX_LEAD + sizeof THINK_CLOSE]; /* whitespace and/or a marker's prefix */
+    char held[THINK_MAX_LEAD + THINK_MARKER_MAX]; /* whitespace and/or a marker's prefix */
 } think_split;
 
 /* state: THINK_OFF (no thinking), THINK_START (a block may open), or
  * THINK_IN (the prompt left one open). */
 void think_init(think_split *t, think_state state);
+/* The same for a block with kind's markers. */
+void think_init_kind(think_split *t, think_state state, think_kind kind);
 
 /* Feeds p[0..n); sink gets every byte that is decided. */
 void think_feed(think_split *t, const char *p, size_t n, think_sink sink, void *ctx);

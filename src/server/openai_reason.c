@@ -4,7 +4,8 @@
  * content, markers and all) and vLLM's include_reasoning (false: the
  * thinking is dropped from the answer) - and the thinking budget, vLLM's
  * thinking_token_budget or llama-server's thinking_budget_tokens (the same
- * number: tokens the thinking block may hold before "</think>" is forced;
+ * number: tokens the thinking block may hold before "</think>", or
+ * gpt-oss's "<|end|>", is forced;
  * -1: no limit) - and reasoning_effort (OpenAI's; "low", "medium" or
  * "high", handed to the chat template, which decides: gpt-oss's writes
  * "Reasoning: <effort>" into its system message).

@@ -467,7 +467,8 @@ static int stop_ids_of(server *s, const oai_request *r, int32_t *ids, size_t *n,
  * split, the block open from the start when the prompt left one open, and
  * no block at all when the prompt closed an empty one (thinking turned
  * off by the template, enable_thinking false). Harmony channels are split
- * by the server alone: the engine sees no block. */
+ * by the server alone; the engine tracks the analysis channel only to
+ * bound it by a thinking budget. */
 static int seed_and_reasoning(server *s, work_job *j, req_ctx *c, engine_request *er,
                               oai_error *e) {
     oai_request *r = &j->r;
@@ -480,6 +481,10 @@ static int seed_and_reasoning(server *s, work_job *j, req_ctx *c, engine_request
         er->think = tokens ? think_prompt_state(s->tok, j->ids, j->n_ids, s->think_open_id,
                                                 s->think_close_id)
                            : j->think_text;
+    c->think = er->think;
+    c->harmony = r->kind == OAI_CHAT && s->reasoning == CHAT_REASON_HARMONY;
+    if (c->harmony) /* the engine bounds the analysis channel (a budget) */
+        er->think = THINK_START, er->think_kind = THINK_HARMONY;
     if (r->think_budget >= 0 && er->think == THINK_OFF)
         return oai_error_set(e, 400, "invalid_request_error", "thinking_token_budget",
                              "unsupported_parameter", "%s",
@@ -488,17 +493,11 @@ static int seed_and_reasoning(server *s, work_job *j, req_ctx *c, engine_request
                                    "block (the template turned thinking off, e.g. "
                                    "enable_thinking false)"
                                  : "a thinking budget needs a model that thinks (<think> ... "
-                                   "</think>); this one does not");
-    if (r->think_budget >= 0 && s->think_close_id < 0)
-        return oai_error_set(
-            e, 400, "invalid_request_error", "thinking_token_budget", "unsupported_parameter",
-            "a thinking budget needs \"%s\" as one token of the vocabulary", THINK_CLOSE);
+                                   "</think>, or gpt-oss's analysis channel); this one does not");
     er->think_budget = r->think_budget;
-    c->think = er->think;
-    c->harmony = r->kind == OAI_CHAT && s->reasoning == CHAT_REASON_HARMONY;
     c->reasoning = r->reasoning;
     for (uint32_t i = 0; i < c->n_choices; i++)
-        reason_split_init(&c->choice[i].split, er->think, c->harmony);
+        reason_split_init(&c->choice[i].split, c->think, c->harmony);
     return 0;
 }
 

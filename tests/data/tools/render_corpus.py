@@ -353,7 +353,8 @@ def served_render(env, name, text, request):
 
     # can it write OpenAI's tools (the probe: one user turn, one tool)?
     one = dict(v, messages=[v["messages"][0]])
-    if not adapters and attempt(dict(one, tools=PROBE_TOOLS))[1] and not attempt(one)[1]:
+    if not adapters and attempt(dict(one, tools=PROBE_TOOLS))[1] and \
+            not attempt(dict(one, tools=None))[1]:
         return None, None, ["tps writes the tools"]
     if "tool_calls" not in text:  # the text names them nowhere
         written = [c for p, c in WRITTEN_CALLS.items() if name.startswith(p)]
