@@ -415,9 +415,9 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
 #define X8_TILE_Z(g, K) /* K = 2: one pair */                                                      \
     do {                                                                                           \
         if (is_q6)                                                                                 \
-            q6_K_x8_tile_z(X8_AT(g), MX);                                                          \
+            q6_K_x8_tile_z(X8_AT(g), MX, NULL);                                                    \
         else                                                                                       \
-            q4_K_x8_tile_z(X8_AT(g), MX, is_q5);                                                   \
+            q4_K_x8_tile_z(X8_AT(g), MX, is_q5, NULL);                                             \
     } while (0)
 #define X8_PASS() /* one row: one group per tile, see the top of this section */                   \
     if (MX > 1) {                                                                                  \
@@ -431,19 +431,65 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
 #undef X8_TILE
 }
 
+#if KQ_ZMM
+/* Beside ZK_UNPACK_ROWS or more activation rows: each pair of groups
+ * unpacked once into tmp (kquant_x8_zmm.h; 16 * n_in bytes of its
+ * 20 * n_in), then every activation row against it, 4 at a time; a last
+ * odd group takes x8_rows. Same bits as x8_rows. */
+ALWAYS_INLINE void x8_rows_unpacked(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                                    size_t w_row_bytes, size_t o0, size_t o1,
+                                    const uint8_t *restrict act, size_t act_row_bytes,
+                                    size_t n_rows_x, size_t n_in, uint8_t *restrict U,
+                                    const int kind) {
+    const int is_q6 = kind == X8_Q6_K, is_q5 = kind == X8_Q5_K;
+    const size_t nb = n_in / QK_K, gs = 8 * w_row_bytes;
+    size_t o = o0;
+    for (; o + 16 <= o1; o += 16) {
+        const uint8_t *G = W + o * w_row_bytes;
+        if (is_q6)
+            zk_unpack_q6_K(U, G, gs, nb);
+        else
+            zk_unpack_q4_K(U, G, gs, nb, is_q5);
+#define X8_TILE_U()                                                                                \
+    do {                                                                                           \
+        if (is_q6)                                                                                 \
+            q6_K_x8_tile_z(o_r + o, ld_out, G, gs, a, act_row_bytes, nb, MX, U);                   \
+        else                                                                                       \
+            q4_K_x8_tile_z(o_r + o, ld_out, G, gs, a, act_row_bytes, nb, MX, is_q5, U);            \
+    } while (0)
+        X8_ROW_PASSES(X8_TILE_U);
+#undef X8_TILE_U
+    }
+    if (o < o1)
+        x8_rows(out, ld_out, W, w_row_bytes, o, o1, act, act_row_bytes, n_rows_x, n_in, kind);
+}
+#define X8_ROWS_K(kind)                                                                            \
+    do {                                                                                           \
+        if (n_rows_x >= ZK_UNPACK_ROWS)                                                            \
+            x8_rows_unpacked(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x,    \
+                             n_in, (uint8_t *)tmp, kind);                                          \
+        else                                                                                       \
+            x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in,       \
+                    kind);                                                                         \
+    } while (0)
+#else
+#define X8_ROWS_K(kind)                                                                            \
+    do {                                                                                           \
+        (void)tmp;                                                                                 \
+        x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, kind);    \
+    } while (0)
+#endif
+
 KERNEL_ROWS_DECL(kernel_rows_q4_K_r8_avx2) {
-    (void)tmp;
-    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q4_K);
+    X8_ROWS_K(X8_Q4_K);
 }
 
 KERNEL_ROWS_DECL(kernel_rows_q6_K_r8_avx2) {
-    (void)tmp;
-    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q6_K);
+    X8_ROWS_K(X8_Q6_K);
 }
 
 KERNEL_ROWS_DECL(kernel_rows_q5_K_r8_avx2) {
-    (void)tmp;
-    x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, X8_Q5_K);
+    X8_ROWS_K(X8_Q5_K);
 }
 
 /* Plain Q5_K rows: each whole group of 8 packed into scratch, then the

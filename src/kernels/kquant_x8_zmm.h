@@ -15,6 +15,16 @@
 
 #if R8_ZMM && K8_VNNI
 
+/* chain_pin (vnni.h) for zmm: without it GCC defers the tiles' scale
+ * products to the end of a superblock (integer adds reassociate), keeping
+ * every sub-block sum live at once and spilling them to the stack: 1.2x
+ * (Q4_K) and 1.35x (Q6_K) slower on 512 activation rows of 2048 x 5632
+ * (thread CPU time, 2026-12-05). */
+ALWAYS_INLINE __m512i zk_pin(__m512i v) {
+    KEEP_IN_REGISTER(v);
+    return v;
+}
+
 /* k8_scales for two groups. */
 ALWAYS_INLINE void zk_scales(const uint8_t *g0, size_t gs, __m512i s[4]) {
     const size_t off = offsetof(block_q4_Kx8, scales);
@@ -54,10 +64,54 @@ ALWAYS_INLINE __m512i zk_quants(const uint8_t *restrict gp, size_t gs, const int
     return _mm512_or_si512(q, _mm512_and_si512(hb, _mm512_set1_epi8(0x10)));
 }
 
+/* ---- prefill: a pair's quants unpacked once to bytes ----------------------
+ *
+ * Beside many activation rows each weight tile is read once per 4 of them,
+ * and every read spent more on getting the quants out of the packed group
+ * (two loads and an insert per pair, nibble or 2-bit shifts, Q6_K's fourth
+ * chunk rebuilt from three) than on the dpbusd they feed. A rows kernel
+ * given enough activation rows (ZK_UNPACK_ROWS) unpacks each pair once into
+ * thread scratch: per superblock b and chunk m (its elements 4m .. 4m + 3),
+ * 64 bytes at U + (64 b + m) * 64, group g's 8 rows (4 bytes each, the
+ * packed lane order) then group g + 1's, as the packed tiles' z_pair
+ * vectors were. The tiles then load one zmm per chunk and compute the same
+ * integers and float steps, so the bits do not change. */
+#define ZK_UNPACK_ROWS 16
+
+/* acc += dpbusd(u, the int32 at p in every lane), the broadcast folded into
+ * the instruction's memory operand ({1to16}): GCC loads it into a register
+ * with vpbroadcastd first. */
+ALWAYS_INLINE __m512i zk_dpbusd_b(__m512i acc, __m512i u, const int8_t *p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)p));
+    return acc;
+}
+
+ALWAYS_INLINE __m512i zk_unpacked(const uint8_t *restrict U, size_t b, const int m) {
+    return _mm512_loadu_si512((const void *)(U + (64 * b + (size_t)m) * 64));
+}
+
+/* Groups g, g + 1 (G, G + gs) of Q4_K (is_q5 0) or Q5_K, nb superblocks,
+ * into U (nb * 4096 bytes). */
+ALWAYS_INLINE void zk_unpack_q4_K(uint8_t *restrict U, const uint8_t *restrict G, size_t gs,
+                                  size_t nb, const int is_q5) {
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *gp = G + b * k8_gb(is_q5);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++)
+#pragma GCC unroll 8
+                for (int c = 0; c < 8; c++)
+                    _mm512_storeu_si512((void *)(U + (64 * b + (size_t)(16 * k + 8 * h + c)) * 64),
+                                        zk_quants(gp, gs, is_q5, k, h, c));
+    }
+}
+
 /* q4_K_x8_tile for groups g, g + 1 (G, G + gs) x MX activation rows. */
 ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                                   size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
-                                  size_t nb, const int MX, const int is_q5) {
+                                  size_t nb, const int MX, const int is_q5,
+                                  const uint8_t *restrict U) {
     const size_t GB = k8_gb(is_q5);
     const block_q8_K *x[4];
     x8_act_q8_K(x, act, act_row_bytes, MX);
@@ -74,22 +128,22 @@ ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
                 __m512i s[4] = {{0}};
 #pragma GCC unroll 8
                 for (int c = 0; c < 8; c++) {
-                    if (h == 0) {
+                    if (h == 0 && !U) {
                         _mm_prefetch((const char *)(gp + 2 * GB) + GB / 32 * (8 * k + c),
                                      _MM_HINT_T0);
                         _mm_prefetch((const char *)(gp + gs + 2 * GB) + GB / 32 * (8 * k + c),
                                      _MM_HINT_T0);
                     }
-                    const __m512i q = zk_quants(gp, gs, is_q5, k, h, c);
+                    const __m512i q = U ? zk_unpacked(U, b, 16 * k + 8 * h + c)
+                                        : zk_quants(gp, gs, is_q5, k, h, c);
 #pragma GCC unroll 4
                     for (int j = 0; j < MX; j++)
-                        s[j] = _mm512_dpbusd_epi32(s[j], q,
-                                                   z_bcast4(x[j][b].qs + 64 * k + 32 * h + 4 * c));
+                        s[j] = zk_dpbusd_b(s[j], q, x[j][b].qs + 64 * k + 32 * h + 4 * c);
                 }
                 const __m512i sc = zk_byte(sm[k / 2], 2 * (k % 2) + h);
 #pragma GCC unroll 4
                 for (int j = 0; j < MX; j++)
-                    is[j] = _mm512_add_epi32(is[j], _mm512_mullo_epi32(s[j], sc));
+                    is[j] = zk_pin(_mm512_add_epi32(is[j], _mm512_mullo_epi32(s[j], sc)));
             }
         __m512i bp[4][4];
 #pragma GCC unroll 4
@@ -132,6 +186,22 @@ ALWAYS_INLINE __m512i zk_q6_quants(const uint8_t *g0, size_t gs, const int h, co
     return _mm512_or_si512(_mm512_or_si512(a, b), d);
 }
 
+/* Groups g, g + 1 of Q6_K, nb superblocks, into U (zk_unpacked's layout). */
+ALWAYS_INLINE void zk_unpack_q6_K(uint8_t *restrict U, const uint8_t *restrict G, size_t gs,
+                                  size_t nb) {
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *gp = G + b * sizeof(block_q6_Kx8);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++)
+#pragma GCC unroll 8
+                for (int c = 0; c < 8; c++)
+                    _mm512_storeu_si512((void *)(U + (64 * b + (size_t)(32 * h + 8 * t + c)) * 64),
+                                        zk_q6_quants(gp, gs, h, t, c));
+    }
+}
+
 /* q6_bsum_dot for two groups. */
 ALWAYS_INLINE __m512i zk_q6_bsum_dot(const uint8_t *g0, size_t gs, const int32_t bp[8]) {
     __m512i off = _mm512_setzero_si512();
@@ -149,7 +219,7 @@ ALWAYS_INLINE __m512i zk_q6_bsum_dot(const uint8_t *g0, size_t gs, const int32_t
 /* q6_K_x8_tile (VNNI form) for groups g, g + 1 x MX activation rows. */
 ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                                   size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
-                                  size_t nb, const int MX) {
+                                  size_t nb, const int MX, const uint8_t *restrict U) {
     const block_q8_K *x[4];
     x8_act_q8_K(x, act, act_row_bytes, MX);
     __m512 acc[4] = {{0}};
@@ -170,7 +240,8 @@ ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
 #pragma GCC unroll 4
                     for (int c = 0; c < 4; c++) {
                         const int cc = 4 * s + c;
-                        const __m512i q = zk_q6_quants(gp, gs, h, t, cc);
+                        const __m512i q = U ? zk_unpacked(U, b, 32 * h + 8 * t + cc)
+                                            : zk_q6_quants(gp, gs, h, t, cc);
 #pragma GCC unroll 4
                         for (int j = 0; j < MX; j++)
                             a[j] = _mm512_dpbusd_epi32(
@@ -178,7 +249,7 @@ ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
                     }
 #pragma GCC unroll 4
                     for (int j = 0; j < MX; j++)
-                        is[j] = _mm512_add_epi32(is[j], _mm512_mullo_epi32(a[j], sc));
+                        is[j] = zk_pin(_mm512_add_epi32(is[j], _mm512_mullo_epi32(a[j], sc)));
                 }
         const __m512 dw = z_half_pair(gp, gs, offsetof(block_q6_Kx8, d));
 #pragma GCC unroll 4
