@@ -18,6 +18,7 @@
 #include "bench/result/compare.h"
 #include "bench/report/report.h"
 #include "bench/result/result.h"
+#include "bench/result/verdict.h"
 #include "bench/io/json_file.h"
 #include "cli/cli.h"
 #include "cli/cli_rows.h"
@@ -382,45 +383,6 @@ static void raise_fd_limit(void) {
     }
 }
 
-/* The prefix-cache workload flags that cannot go together, each with what
- * to do instead; prints the first and returns -1. */
-static int check_workload_flags(const workload_opts *wo, const bench_config *cfg, bool prefix_opts,
-                                bool turn_opts, uint64_t prompts, const char *prog) {
-    const char *msg = NULL, *fmt = NULL, *why = NULL;
-    if (wo->extra_body && (why = workload_extra_body_check(wo->extra_body))) {
-        fprintf(stderr,
-                "%s: --extra-body %s; give an object of other fields, e.g. '{\"top_k\": 1}'\n",
-                prog, why);
-        return -1;
-    } else if (wo->prefix_len && wo->dataset)
-        msg = "--prefix-len with --dataset: shared prefixes are a synthetic workload; drop one";
-    else if (prefix_opts && !wo->prefix_len)
-        msg = "--prefixes and --prefix-dist need --prefix-len P (the prefix length in tokens)";
-    else if (wo->turns && wo->dataset && (fmt = workload_dataset_format(wo->dataset)) &&
-             strcmp(fmt, "sharegpt"))
-        msg = !strcmp(fmt, "trace") ? "--turns with a trace dataset: a trace's requests are "
-                                      "single prompts sent at their timestamps; only a ShareGPT "
-                                      "file holds whole conversations; drop --turns"
-                                    : "--turns with a JSONL dataset: its lines are single "
-                                      "prompts; only a ShareGPT file holds whole conversations "
-                                      "(give one, or drop --turns)";
-    else if (turn_opts && !wo->turns)
-        msg = "--conversations and --think-time need --turns T";
-    else if (wo->turns && cfg->rate > 0)
-        msg = "--turns with --rate: a conversation sends its next turn when its reply is in and "
-              "its think time is over (a closed loop); drop --rate, use --concurrency and "
-              "--think-time";
-    else if (wo->turns && cfg->requests)
-        msg = "--turns with --requests: a multi-turn run sends --conversations x --turns "
-              "requests; give --conversations instead";
-    else if (wo->turns && prompts)
-        msg = "--turns with --prompts: the user messages are --conversations x --turns; drop "
-              "--prompts";
-    if (!msg) return 0;
-    fprintf(stderr, "%s: %s\n", prog, msg);
-    return -1;
-}
-
 /* ---- merge ------------------------------------------------------------------------------ */
 
 /* The results at paths[0..n) into r[0..n): 0, or 1 with the failure said
@@ -550,41 +512,6 @@ static int bench_compare(int argc, char **argv) {
 
 /* ---- bench --------------------------------------------------------------------------------- */
 
-int cli_bench_check(bench_spec *s, bool find_max_rate, bool goodput_target, const char *prog) {
-    if (check_workload_flags(&s->wo, &s->cfg, s->given_prefixes || s->prefix_dist,
-                             s->given_think || s->conversations, s->prompts, prog))
-        return 2;
-    if (find_max_rate && (!(s->cfg.duration_s > 0) || s->wo.turns || s->cfg.requests ||
-                          !(s->ro.slo.ttft_ns || s->ro.slo.tpot_ns || s->ro.slo.e2e_ns))) {
-        fprintf(stderr,
-                "%s: --find-max-rate needs --slo (the limits), --duration S (each "
-                "probe's length), and neither --requests nor --turns\n",
-                prog);
-        return 2;
-    }
-    if (goodput_target && !find_max_rate) {
-        fprintf(stderr,
-                "%s: --goodput-target is the capacity search's pass mark: add "
-                "--find-max-rate or drop it (a plain run reports goodput under --slo)\n",
-                prog);
-        return 2;
-    }
-    if (s->wo.trace_speed > 0 && !s->wo.dataset) {
-        fprintf(stderr,
-                "%s: --trace-speed scales a trace --dataset's send times; give "
-                "one or drop it\n",
-                prog);
-        return 2;
-    }
-    tps_err e = {{0}};
-    if (bench_spec_check(s, &e)) {
-        fprintf(stderr, "%s: %s\n", prog, e.msg);
-        return 2;
-    }
-    if (find_max_rate && !s->cfg.concurrency) s->cfg.concurrency = 1000; /* the probes' cap */
-    return 0;
-}
-
 /* Defaults, the table, and the checks across flags: 0 or an exit code (-1: go on). */
 static int bench_parse(bench_cli *b, int argc, char **argv) {
     *b = (bench_cli){.progress = true};
@@ -594,7 +521,13 @@ static int bench_parse(bench_cli *b, int argc, char **argv) {
     int prc = opt_main(&bench_cmd, b, argc, argv);
     if (prc >= 0) return prc;
     s->n_headers = b->headers.n;
-    if (cli_bench_check(s, b->find_max_rate, b->goodput_target > 0, "tps bench")) return 2;
+    tps_err e = {{0}};
+    const bench_ask ask = {.find_max_rate = b->find_max_rate,
+                           .goodput_target = b->goodput_target > 0};
+    if (bench_spec_check(s, &ask, &e)) { /* every rule across flags: the library's */
+        fprintf(stderr, "tps bench: %s\n", e.msg);
+        return 2;
+    }
     if (!s->cfg.api_key && s->cfg.endpoint == BENCH_EP_MESSAGES)
         s->cfg.api_key = getenv("ANTHROPIC_API_KEY");
     if (!s->cfg.api_key) s->cfg.api_key = getenv("OPENAI_API_KEY");
@@ -701,9 +634,11 @@ static int bench_single(const bench_cli *b) {
         fprintf(stderr, "tps bench: %s\n", e.msg);
         return 1;
     }
+    verdict v; /* judged once: the summary, the JSON and the exit code read it */
+    verdict_judge_run(&v, &res, b->spec.max_error_rate);
     int rc = 0;
-    if (!b->out.quiet) report_print(stdout, &res);
-    if (b->json_out && result_write_json(&res, b->json_out, &e)) {
+    if (!b->out.quiet) report_print_judged(stdout, &res, &v);
+    if (b->json_out && result_write_json_judged(&res, &v, b->json_out, &e)) {
         fprintf(stderr, "tps bench: %s\n", e.msg);
         rc = 1;
     }
@@ -711,14 +646,9 @@ static int bench_single(const bench_cli *b) {
         fprintf(stderr, "tps bench: %s\n", e.msg);
         rc = 1;
     }
-    char why[256];
-    if (bench_spec_verdict(&res, &b->spec, why, sizeof why)) {
-        if (res.completed + res.failed > 0 && result_error_rate(&res) > b->spec.max_error_rate)
-            fprintf(stderr, "tps bench: %s\n", why);
-        rc = 1;
-    }
+    if (v.outcome == VERDICT_ERRORS) fprintf(stderr, "tps bench: %s\n", v.why);
     result_free(&res);
-    return rc;
+    return v.outcome == VERDICT_PASSED ? rc : 1;
 }
 
 int cli_bench(int argc, char **argv) {

@@ -19,58 +19,57 @@
 #include "cli/cli.h"
 #include "cli/cli_rows.h"
 #include "cli/opt.h"
-#include "kernels/machine.h"
 #include "plan/plan.h"
 #include "plan/plan_calib.h"
+#include "plan/plan_env.h"
 #include "plan/plan_replay.h"
 #include "base/file_write.h"
 #include "base/ggml_type.h"
 
 typedef struct plan_cli {
-    bench_spec spec;  /* bench's rows count from here */
-    engine_params ep; /* serve's engine rows count from here */
-    const char *model, *calibration, *chat_template, *json_out, *replay, *steps_out;
-    const char *steal_series; /* a bench result whose series.steal the steps follow */
+    bench_spec spec;   /* bench's rows count from here */
+    plan_env_opts env; /* the model, cost and server rows (serve's engine rows in env.ep) */
+    const char *json_out, *replay, *steps_out;
     result_out_opts out;
-    double bandwidth, int8_rate, fp32_rate;
-    double steal; /* < 0: as the calibration was taken */
     bool find_max_rate;
     double goodput_target, replicas_for;
 } plan_cli;
 
 #define P(field) offsetof(plan_cli, field)
+#define E(field) offsetof(plan_env_opts, field)
 
+/* Offsets into a plan_env_opts: tps plan's, and tps sweep --plan-args'. */
 static const opt_row plan_server_rows[] = {
     OPT_HEAD("model and cost"),
-    {"--model", "-m", OPT_STR, P(model), .metavar = "FILE",
+    {"--model", "-m", OPT_STR, E(model), .metavar = "FILE",
      .help = "the GGUF model to plan for (required; its weights are not read)"},
-    {"--calibration", .kind = OPT_STR, .off = P(calibration), .metavar = "FILE",
+    {"--calibration", .kind = OPT_STR, .off = E(calibration), .metavar = "FILE",
      .help = "step costs measured on this machine for this model (tps plan\n"
              "calibrate, or tps serve --save-calibration); default: the\n"
              "roofline of the model's bytes and multiply-adds (uncalibrated)"},
-    {"--bandwidth", .kind = OPT_NUM, .off = P(bandwidth), .max = 1e6, .flags = OPT_ABOVE_MIN,
+    {"--bandwidth", .kind = OPT_NUM, .off = E(bandwidth), .max = 1e6, .flags = OPT_ABOVE_MIN,
      .metavar = "GB/s", .help = "roofline: the read bandwidth to assume (default: tps machine's)"},
-    {"--int8-rate", .kind = OPT_NUM, .off = P(int8_rate), .max = 1e9, .flags = OPT_ABOVE_MIN,
+    {"--int8-rate", .kind = OPT_NUM, .off = E(int8_rate), .max = 1e9, .flags = OPT_ABOVE_MIN,
      .metavar = "G/s",
      .help = "roofline: int8 multiply-adds per second, 1e9 (default: tps machine's)"},
-    {"--fp32-rate", .kind = OPT_NUM, .off = P(fp32_rate), .max = 1e9, .flags = OPT_ABOVE_MIN,
+    {"--fp32-rate", .kind = OPT_NUM, .off = E(fp32_rate), .max = 1e9, .flags = OPT_ABOVE_MIN,
      .metavar = "GFLOP/s",
      .help = "roofline: fp32 flops per second (default: tps machine's, or\n"
              "half --int8-rate when that is given)"},
-    {"--steal", .kind = OPT_NUM, .off = P(steal), .max = 0.99, .metavar = "S",
+    {"--steal", .kind = OPT_NUM, .off = E(steal), .max = 0.99, .metavar = "S",
      .help = "a shared VM whose hypervisor takes S (0 to 0.99) of its CPU\n"
              "time, as tps bench's host.steal reads it: each step slower by\n"
              "((1 - the calibration's) / (1 - S))^threads (default: as when\n"
              "calibrated; the roofline's limits are a quiet machine's)"},
-    {"--chat-template", .kind = OPT_STR, .off = P(chat_template), .metavar = "NAME",
+    {"--chat-template", .kind = OPT_STR, .off = E(chat_template), .metavar = "NAME",
      .help = "as tps serve's (default: recognised from the model, else chatml)"},
     OPT_HEAD("server (as tps serve; --threads also picks the machine's limits)"),
-    OPT_ROWS_AT(serve_engine_rows, P(ep)),
+    OPT_ROWS_AT(serve_engine_rows, E(ep)),
     {0},
 };
 
 static const opt_row plan_rows[] = {
-    OPT_ROWS_AT(plan_server_rows, 0),
+    OPT_ROWS_AT(plan_server_rows, P(env)),
     OPT_HEAD("load (as tps bench)"),
     OPT_ROWS_AT(bench_load_rows, P(spec)),
     OPT_HEAD("workload (as tps bench)"),
@@ -92,7 +91,7 @@ static const opt_row plan_rows[] = {
      .metavar = "RATE",
      .help = "replicas needed to serve RATE requests/s under --slo (the\n"
              "capacity of one, then RATE split evenly over them, checked)"},
-    {"--steal-series", .kind = OPT_STR, .off = P(steal_series), .metavar = "RESULT",
+    {"--steal-series", .kind = OPT_STR, .off = P(env.steal_series), .metavar = "RESULT",
      .help = "a tps bench result (JSON) whose hypervisor's steal the steps\n"
              "follow second by second (its series.steal, about its\n"
              "host.steal), as --steal does with one share: what the run\n"
@@ -125,89 +124,6 @@ static const opt_cmd plan_cmd = {
              "\n",
     .rows = plan_rows,
 };
-
-/* ---- the cost model ------------------------------------------------------------ */
-
-/* The machine the roofline is read against: tps machine's limits for the
- * threads, with what the options say in their place. */
-static int machine_for(machine_limits *ml, const plan_cli *p, tps_err *e) {
-    int threads = p->ep.n_threads ? p->ep.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    memset(ml, 0, sizeof *ml);
-    if (!(p->bandwidth > 0 && p->int8_rate > 0)) {
-        int rc = machine_limits_get(ml, threads, e);
-        if (rc) return rc;
-    } else {
-        snprintf(ml->cpu, sizeof ml->cpu, "as given");
-    }
-    ml->threads = threads;
-    if (p->bandwidth > 0) ml->read_gbs = p->bandwidth;
-    if (p->int8_rate > 0) ml->int8_gops = p->int8_rate;
-    if (p->fp32_rate > 0)
-        ml->fp32_gflops = p->fp32_rate;
-    else if (p->int8_rate > 0)
-        ml->fp32_gflops = p->int8_rate / 2;
-    return 0;
-}
-
-static int cost_for(plan_cost *pc, const plan_cli *p, const llama_model *m, tps_err *e) {
-    if (p->calibration) {
-        step_calib c;
-        int rc = step_calib_read(&c, p->calibration, e);
-        if (!rc) rc = plan_cost_calibrated(pc, &c, p->calibration, m, p->ep.kv_type, e);
-        if (!rc && p->steal >= 0) rc = plan_cost_at_steal(pc, p->steal, p->calibration, e);
-        int threads = p->ep.n_threads ? p->ep.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-        if (!rc && c.threads != threads)
-            fprintf(stderr,
-                    "tps plan: note: %s was taken with %d threads, the plan asks for %d: the "
-                    "times are those of %d\n",
-                    p->calibration, c.threads, threads, c.threads);
-        return rc;
-    }
-    machine_limits ml;
-    int rc = machine_for(&ml, p, e);
-    if (!rc) plan_cost_roofline(pc, &ml, m, p->ep.kv_type);
-    if (!rc && p->steal >= 0) rc = plan_cost_at_steal(pc, p->steal, "the roofline", e);
-    return rc;
-}
-
-/* --steal-series: the result's steal per bin, kept in env for its cost. */
-static int steal_series_for(cli_plan_env *env, const char *path, tps_err *e) {
-    bench_result r;
-    int rc = result_read_json(&r, path, e);
-    if (rc) return rc;
-    if (!r.series_steal || !r.nbins || !r.host.known) {
-        rc = tps_fail(e, TPS_EINVAL,
-                      "--steal-series %s: the result does not say what the hypervisor stole "
-                      "during it (host.steal and series.steal: a plan, or a tps bench from "
-                      "before they were recorded)",
-                      path);
-    } else if (!(env->steal_bins = malloc(r.nbins * sizeof *env->steal_bins))) {
-        rc = tps_fail(e, TPS_ENOMEM, "out of memory");
-    } else {
-        memcpy(env->steal_bins, r.series_steal, r.nbins * sizeof *env->steal_bins);
-        rc = plan_cost_steal_series(&env->cost, env->steal_bins, r.nbins, r.bin_s, r.host.steal,
-                                    path, e);
-    }
-    result_free(&r);
-    return rc;
-}
-
-/* The result's config beside the bench's: what was predicted, how. */
-static json_t *plan_config(const plan_cli *p, const plan_server *srv) {
-    const engine_params *ep = &p->ep;
-    const ggml_type_info *kt = ggml_type_get(ep->kv_type);
-    /* the hypervisor's steal while the calibration was taken: a run's
-     * host.steal beside it says whether the machine was as shared */
-    json_t *steal = srv->cost->has_steal ? json_real(srv->cost->steal) : json_null();
-    return json_pack("{s:b, s:{s:s, s:s, s:b, s:o, s:{s:i, s:i, s:i, s:f, s:s, s:b, s:I}, s:s}}",
-                     "predicted", 1, "plan", "model", p->model, "cost", srv->cost->source,
-                     "calibrated", srv->cost->kind == PLAN_COST_FIT, "calibration_steal", steal,
-                     "engine", "max_seqs", (int)ep->max_seqs, "max_batch_tokens",
-                     (int)ep->max_batch_tokens, "threads", ep->n_threads, "itl_target_ms",
-                     ep->itl_target_ms, "kv_type", kt ? kt->name : "?", "prefix_cache",
-                     !ep->no_prefix_cache, "kv_mem", (json_int_t)ep->kv_mem, "assumes",
-                     "every request generates max_tokens; the network adds a fixed latency");
-}
 
 /* ---- runs ------------------------------------------------------------------------ */
 
@@ -417,9 +333,7 @@ static int plan_calibrate_cmd(int argc, char **argv) {
 static int plan_parse(plan_cli *p, int argc, char **argv) {
     memset(p, 0, sizeof *p);
     bench_spec_init(&p->spec);
-    engine_params_default(&p->ep);
-    p->ep.itl_target_ms = ENGINE_ITL_TARGET_AUTO; /* tps serve's default */
-    p->steal = -1;
+    plan_env_opts_default(&p->env);
     int prc = opt_main(&plan_cmd, p, argc, argv);
     if (prc >= 0) return prc;
     if (p->spec.cfg.endpoint != BENCH_EP_CHAT && p->spec.cfg.endpoint != BENCH_EP_COMPLETIONS) {
@@ -429,7 +343,8 @@ static int plan_parse(plan_cli *p, int argc, char **argv) {
                 bench_endpoint_name(p->spec.cfg.endpoint));
         return 2;
     }
-    if (!p->model) {
+    const plan_env_opts *o = &p->env;
+    if (!o->model) {
         fprintf(stderr, "tps plan: -m MODEL is required (see tps plan --help)\n");
         return 2;
     }
@@ -441,22 +356,27 @@ static int plan_parse(plan_cli *p, int argc, char **argv) {
         return 2;
     }
     bool search = p->find_max_rate || p->replicas_for > 0;
-    if (cli_bench_check(&p->spec, search, p->goodput_target > 0, "tps plan")) return 2;
-    if (p->calibration && (p->bandwidth > 0 || p->int8_rate > 0 || p->fp32_rate > 0)) {
+    tps_err e = {{0}};
+    const bench_ask ask = {.find_max_rate = search, .goodput_target = p->goodput_target > 0};
+    if (bench_spec_check(&p->spec, &ask, &e)) { /* tps bench's rules, as it says them */
+        fprintf(stderr, "tps plan: %s\n", e.msg);
+        return 2;
+    }
+    if (o->calibration && (o->bandwidth > 0 || o->int8_rate > 0 || o->fp32_rate > 0)) {
         fprintf(stderr, "tps plan: --bandwidth, --int8-rate and --fp32-rate describe the roofline "
                         "of an uncalibrated plan; drop them or --calibration\n");
         return 2;
     }
-    if (p->replay && (p->steal >= 0 || p->steal_series)) {
+    if (p->replay && (o->steal >= 0 || o->steal_series)) {
         fprintf(stderr, "tps plan: --replay takes the run's own step times; --steal and "
                         "--steal-series have nothing to scale\n");
         return 2;
     }
-    if (p->steal_series && (p->steal >= 0 || search)) {
+    if (o->steal_series && (o->steal >= 0 || search)) {
         fprintf(stderr,
                 "tps plan: --steal-series follows one run's steal in time; not with %s "
                 "(give one share with --steal)\n",
-                p->steal >= 0 ? "--steal"
+                o->steal >= 0 ? "--steal"
                               : "a capacity search, whose probes each start "
                                 "at 0");
         return 2;
@@ -492,80 +412,42 @@ static int plan_debug(const plan_cli *p, plan_server *srv, plan_replay *rp, file
     return 0;
 }
 
-/* The simulated server p's options describe: the model (shape and
- * tokenizer), the cost model, the engine parameters; 0 or an exit code
- * after a message. */
-static int env_open(cli_plan_env *env, plan_cli *p) {
-    memset(env, 0, sizeof *env);
-    tps_err e = {{0}};
-    llama_load_opts lo = {.no_repack = 1}; /* only the shape and the bytes are needed */
-    int rc = llama_model_load_opts(&env->m, p->model, &lo, &e);
-    if (!rc) rc = tokenizer_load(&env->tok, env->m->file, &e);
-    if (!rc) rc = cost_for(&env->cost, p, env->m, &e);
-    if (!rc && p->steal_series) rc = steal_series_for(env, p->steal_series, &e);
-    if (!rc) rc = chat_prompt_for_model(&env->prompt, env->m->file, env->tok, p->chat_template, &e);
-    if (rc) {
-        fprintf(stderr, "tps plan: %s\n", e.msg);
-        cli_plan_env_close(env);
-        return rc == TPS_EINVAL && p->chat_template ? 2 : 1;
-    }
-    env->srv = (plan_server){.m = env->m,
-                             .tok = env->tok,
-                             .prompt = &env->prompt,
-                             .ep = p->ep,
-                             .cost = &env->cost,
-                             .seed = p->spec.cfg.seed};
-    env->config = plan_config(p, &env->srv);
-    return 0;
-}
-
-void cli_plan_env_close(cli_plan_env *env) {
-    json_decref(env->config);
-    free(env->steal_bins);
-    chat_prompt_free(&env->prompt);
-    tokenizer_free(env->tok);
-    llama_model_free(env->m);
-    memset(env, 0, sizeof *env);
-}
-
-void cli_plan_env_spec(cli_plan_env *env, bench_spec *s, const char *model) {
-    s->run = plan_run;
-    s->run_arg = &env->srv;
-    s->config_extra = env->config;
-    s->scrape = "off";
-    s->cfg.base_url = "plan:";
-    if (!s->wo.tokenizer_path) s->wo.tokenizer_path = model;
-}
-
 static const opt_cmd plan_server_cmd = {
     .prog = "tps sweep --plan-args",
     .usage = "the options tps plan takes for its model, cost and server:\n\n",
     .rows = plan_server_rows,
 };
 
-int cli_plan_env_open(cli_plan_env *env, const char *model, int argc, char **argv) {
-    plan_cli *p = calloc(1, sizeof *p);
-    if (!p) return 1;
-    bench_spec_init(&p->spec);
-    engine_params_default(&p->ep);
-    p->ep.itl_target_ms = ENGINE_ITL_TARGET_AUTO;
-    p->steal = -1;
-    int rc = opt_main(&plan_server_cmd, p, argc, argv);
+/* The simulated server from o; 0, or an exit code after the message (2:
+ * options that do not fit, 1: a file that cannot be read). */
+static int env_open(plan_env *env, const plan_env_opts *o, uint64_t seed) {
+    tps_err e = {{0}};
+    int rc = plan_env_open(env, o, seed, stderr, "tps plan", &e);
+    if (!rc) return 0;
+    fprintf(stderr, "tps plan: %s\n", e.msg);
+    return rc == TPS_EINVAL && o->chat_template ? 2 : 1;
+}
+
+int cli_plan_env_open(plan_env *env, const char *model, int argc, char **argv) {
+    plan_env_opts o;
+    plan_env_opts_default(&o);
+    int rc = opt_main(&plan_server_cmd, &o, argc, argv);
     if (rc < 0) {
-        if (!p->model) p->model = model;
-        rc = env_open(env, p);
+        if (!o.model) o.model = model;
+        bench_spec s; /* the seed a spec starts with */
+        bench_spec_init(&s);
+        rc = env_open(env, &o, s.cfg.seed);
     } else if (rc == 0) {
         rc = 2; /* --help was printed: no plan */
     }
-    free(p);
     return rc;
 }
 
 static int plan_main(plan_cli *p) {
-    cli_plan_env env;
-    int rc = env_open(&env, p);
+    plan_env env;
+    int rc = env_open(&env, &p->env, p->spec.cfg.seed);
     if (rc) return rc;
-    cli_plan_env_spec(&env, &p->spec, p->model);
+    plan_env_spec(&env, &p->spec, p->env.model);
     plan_replay rp = {0};
     file_out steps = {0};
     if ((rc = plan_debug(p, &env.srv, &rp, &steps))) {
@@ -581,7 +463,7 @@ static int plan_main(plan_cli *p) {
         rc = 1;
     }
     plan_replay_free(&rp);
-    cli_plan_env_close(&env);
+    plan_env_close(&env);
     return rc;
 }
 

@@ -14,6 +14,7 @@
 #include "bench/experiment/sweep.h"
 #include "cli/cli.h"
 #include "cli/opt.h"
+#include "plan/plan_env.h"
 
 /* Everything `tps sweep` parses; the grid options are in o. */
 typedef struct sweep_cli {
@@ -220,7 +221,7 @@ int cli_sweep(int argc, char **argv) {
     for (size_t i = 0; i < w->bench_args.n; i++)
         bargv[i + 1] = (char *)w->bench_args.v[i];
     if (cli_bench_parse_spec(&w->base, (int)w->bench_args.n + 1, bargv)) goto out; /* said why */
-    cli_plan_env env;
+    plan_env env;
     bool planned = false;
     if (w->plan) {
         char plan_buf[2048];
@@ -233,7 +234,7 @@ int cli_sweep(int argc, char **argv) {
         }
         if ((rc = cli_plan_env_open(&env, w->plan, (int)np + 1, (char **)pargv))) goto out;
         planned = true;
-        cli_plan_env_spec(&env, &w->base, w->plan);
+        plan_env_spec(&env, &w->base, w->plan);
         o->url = "plan:";
     }
     o->base = &w->base;
@@ -241,7 +242,7 @@ int cli_sweep(int argc, char **argv) {
     o->n_bench_args = w->bench_args.n;
     o->log = stderr;
     rc = sweep_go(w);
-    if (planned) cli_plan_env_close(&env);
+    if (planned) plan_env_close(&env);
 out:
     free(w);
     return rc;

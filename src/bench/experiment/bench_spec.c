@@ -48,57 +48,13 @@ static http_auth auth_of(const bench_config *cfg) {
                        .insecure = cfg->insecure};
 }
 
-static uint32_t concurrency_of(const bench_spec *s) {
-    return s->cfg.concurrency ? s->cfg.concurrency : s->cfg.rate > 0 ? 1000 : 1;
-}
-
-static uint64_t conversations_of(const bench_spec *s) {
-    return s->conversations ? s->conversations : concurrency_of(s);
-}
-
-int bench_spec_check(const bench_spec *s, tps_err *e) {
-    /* a dataset without either is one pass over its entries */
-    if (!s->cfg.requests && !(s->cfg.duration_s > 0) && !s->wo.turns && !s->wo.dataset)
-        return tps_fail(e, TPS_EINVAL, "give --requests N and/or --duration S (a run must end)");
-    if (s->wo.turns && s->cfg.rate > 0)
-        return tps_fail(e, TPS_EINVAL,
-                        "--turns with --rate: a conversation sends its next turn when its reply "
-                        "is in (a closed loop); drop --rate");
-    const bench_endpoint ep = s->cfg.endpoint;
-    if (ep == BENCH_EP_EMBEDDINGS) {
-        /* what an embeddings request has no place for is refused, never dropped */
-        const char *bad = s->wo.turns              ? "--turns"
-                          : s->wo.temperature >= 0 ? "--temperature"
-                          : s->wo.ignore_eos == 1  ? "--ignore-eos"
-                          : s->wo.prefix_len       ? "--prefix-len"
-                                                   : NULL;
-        if (bad) return tps_fail(e, TPS_EINVAL, "--endpoint embeddings does not take %s", bad);
-    }
-    if ((ep == BENCH_EP_EMBEDDINGS || s->cfg.no_stream) && (s->ro.slo.ttft_ns || s->ro.slo.tpot_ns))
-        return tps_fail(e, TPS_EINVAL,
-                        "--slo ttft/tpot need a stream to be judged (%s): give e2e only",
-                        ep == BENCH_EP_EMBEDDINGS ? "embeddings are one body" : "--no-stream");
-    if (ep != BENCH_EP_EMBEDDINGS && s->wo.batch_size > 1) {
-        return tps_fail(e, TPS_EINVAL,
-                        "--batch-size is for --endpoint embeddings (a generation request sends "
-                        "one prompt)");
-    }
-    if (s->wo.turns && conversations_of(s) * s->wo.turns > 10000000)
-        return tps_fail(e, TPS_EINVAL,
-                        "--conversations %llu x --turns %u is over 10,000,000 requests; give "
-                        "fewer",
-                        (unsigned long long)conversations_of(s), s->wo.turns);
-    return TPS_OK;
-}
-
-int bench_spec_prepare(workload *wl, bench_config *cfg, const bench_spec *s, FILE *log,
-                       const char *prog, tps_err *e) {
+/* bench_spec_prepare on a spec bench_spec_check has passed. */
+static int prepare_checked(workload *wl, bench_config *cfg, const bench_spec *s, FILE *log,
+                           const char *prog, tps_err *e) {
     memset(wl, 0, sizeof *wl);
-    int rc = bench_spec_check(s, e);
-    if (rc) return rc;
     *cfg = s->cfg;
     if (!s->seed_given) cfg->seed = bench_spec_fresh_seed();
-    cfg->concurrency = concurrency_of(s);
+    cfg->concurrency = bench_spec_concurrency(s);
     cfg->headers = s->headers;
     cfg->n_headers = s->n_headers;
     workload_opts wo = s->wo;
@@ -107,8 +63,9 @@ int bench_spec_prepare(workload *wl, bench_config *cfg, const bench_spec *s, FIL
     wo.no_stream = cfg->no_stream;
     if (cfg->endpoint == BENCH_EP_EMBEDDINGS) cfg->no_stream = true; /* one JSON body */
     if (wo.prefix_len && !wo.n_prefixes) wo.n_prefixes = 1;
-    if (wo.turns)
-        wo.n_items = conversations_of(s) * wo.turns; /* every user message, prepared now */
+    const bool turns = workload_kind_turns(s->kind);
+    if (turns)
+        wo.n_items = bench_spec_conversations(s) * wo.turns; /* every user message, prepared now */
     else if (s->prompts)
         wo.n_items = s->prompts;
     else if (cfg->requests)
@@ -117,14 +74,14 @@ int bench_spec_prepare(workload *wl, bench_config *cfg, const bench_spec *s, FIL
         wo.n_items = (size_t)(cfg->rate * cfg->duration_s * 1.2) + cfg->concurrency;
     else
         wo.n_items = 2000;
-    if (wo.n_items > 100000 && !s->prompts && !wo.turns) wo.n_items = 100000;
+    if (wo.n_items > 100000 && !s->prompts && !turns) wo.n_items = 100000;
     if (cfg->endpoint == BENCH_EP_EMBEDDINGS && wo.batch_size > 1 && !wo.dataset)
         wo.n_items *= wo.batch_size; /* the texts of every request */
     char tok_url[1100];
     snprintf(tok_url, sizeof tok_url, "%s/tokenize", cfg->base_url);
     wo.tokenize_url = tok_url; /* used while building only */
     wo.auth = auth_of(cfg);
-    rc = workload_build(wl, &wo, e);
+    int rc = workload_build(wl, &wo, e);
     if (rc) return rc;
     if (log && !wl->exact_inputs && !wo.dataset)
         fprintf(log,
@@ -133,14 +90,24 @@ int bench_spec_prepare(workload *wl, bench_config *cfg, const bench_spec *s, FIL
                 prog,
                 !strcmp(wl->input_source, "approximate (words)") ? "approximate" : "not all exact");
     if (log && wl->note[0]) fprintf(log, "%s: note: %s\n", prog, wl->note);
-    if (wo.dataset && !wo.turns && !cfg->requests && !(cfg->duration_s > 0))
+    if (s->kind == WL_KIND_DATASET && !cfg->requests && !(cfg->duration_s > 0))
         cfg->requests = wl->n; /* one pass: each entry once (a trace replays its own times) */
     return TPS_OK;
 }
 
-/* The workload shape, in the result's config, when it is not the plain one. */
+int bench_spec_prepare(workload *wl, bench_config *cfg, const bench_spec *s, FILE *log,
+                       const char *prog, tps_err *e) {
+    memset(wl, 0, sizeof *wl);
+    bench_spec checked = *s; /* the kind named from the fields as they are now */
+    int rc = bench_spec_check(&checked, NULL, e);
+    return rc ? rc : prepare_checked(wl, cfg, &checked, log, prog, e);
+}
+
+/* The workload's kind and shape, in the result's config (the shape when it
+ * is not the plain one). */
 static void config_workload_shape(json_t *jc, const bench_spec *s, const bench_config *cfg) {
     const workload_opts *wo = &s->wo;
+    json_object_set_new(jc, "workload", json_string(workload_kind_name(s->kind)));
     /* the result reads these to leave out what a whole response cannot show */
     if (cfg->no_stream) json_object_set_new(jc, "stream", json_false());
     if (cfg->endpoint == BENCH_EP_EMBEDDINGS)
@@ -151,8 +118,8 @@ static void config_workload_shape(json_t *jc, const bench_spec *s, const bench_c
         json_object_set_new(jc, "prefix_dist",
                             json_string(s->prefix_dist ? s->prefix_dist : "round-robin"));
     }
-    if (wo->turns) {
-        uint64_t conv = conversations_of(s);
+    if (workload_kind_turns(s->kind)) {
+        uint64_t conv = bench_spec_conversations(s);
         json_object_set_new(jc, "requests", json_integer((json_int_t)(conv * wo->turns)));
         json_object_set_new(jc, "turns", json_integer(wo->turns));
         json_object_set_new(jc, "conversations", json_integer((json_int_t)conv));
@@ -218,12 +185,32 @@ static int scrape_url(char *url, size_t cap, const bench_spec *s, const bench_co
     return TPS_OK;
 }
 
-int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char *prog,
+/* The result's options for a run of s: the spec's, the run's figures, and
+ * what the spec and the resolved config imply. */
+static result_opts run_result_opts(const bench_spec *s, const bench_config *cfg,
+                                   const bench_run_out *run) {
+    result_opts ro = s->ro;
+    result_opts_take_run(&ro, run);
+    ro.target_concurrency = cfg->rate > 0 ? 0 : cfg->concurrency;
+    /* conversations that think never hold the full concurrency: steady from the first reply */
+    if (workload_kind_turns(s->kind)) {
+        uint64_t conv = bench_spec_conversations(s);
+        ro.target_concurrency = cfg->think_time_s > 0     ? 0
+                                : conv < cfg->concurrency ? (uint32_t)conv
+                                                          : cfg->concurrency;
+    }
+    return ro;
+}
+
+int bench_spec_run(bench_result *out, const bench_spec *given, FILE *log, const char *prog,
                    tps_err *e) {
     memset(out, 0, sizeof *out);
     workload wl;
     bench_config cfg;
-    int rc = bench_spec_prepare(&wl, &cfg, s, log, prog, e);
+    bench_spec checked = *given; /* its kind named: the config and the steady window read it */
+    const bench_spec *s = &checked;
+    int rc = bench_spec_check(&checked, NULL, e);
+    if (!rc) rc = prepare_checked(&wl, &cfg, s, log, prog, e);
     if (rc) return rc;
     char url[1200];
     scraper *sc = NULL;
@@ -243,49 +230,13 @@ int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char
         return rc;
     }
     json_t *jc = bench_spec_config_json(s, &cfg, &wl);
-    result_opts ro = s->ro;
+    result_opts ro = run_result_opts(s, &cfg, &run);
     ro.config = jc;
-    ro.origin_ns = run.t_start_ns;
-    ro.origin_unix_ns = run.t_start_unix_ns;
-    ro.target_concurrency = cfg.rate > 0 ? 0 : cfg.concurrency;
-    /* conversations that think never hold the full concurrency: steady from the first reply */
-    if (s->wo.turns) {
-        uint64_t conv = conversations_of(s);
-        ro.target_concurrency = cfg.think_time_s > 0     ? 0
-                                : conv < cfg.concurrency ? (uint32_t)conv
-                                                         : cfg.concurrency;
-    }
-    ro.client_cpu_s = run.client_cpu_s;
-    ro.client_loops = run.client_loops;
-    ro.client_loop_cpu_max_s = run.client_loop_cpu_max_s;
-    ro.has_runq = run.has_runq;
-    ro.client_runq_s = run.client_runq_s;
     ro.server_metrics = metrics;
-    ro.bytes = run.bytes_received;
-    ro.events = run.events_received;
-    ro.host = run.host;
-    ro.host_ticks = run.host_ticks;
-    ro.n_host_ticks = run.n_host_ticks;
     rc = result_build(out, run.recs, run.n, &ro, e);
     json_decref(metrics);
     json_decref(jc);
     bench_run_free(&run);
     workload_free(&wl);
     return rc;
-}
-
-int bench_spec_verdict(const bench_result *r, const bench_spec *s, char *why, size_t cap) {
-    double er = result_error_rate(r);
-    if (er > s->max_error_rate) {
-        snprintf(why, cap, "error rate %.2f%% (%llu of %llu) is above --max-error-rate %.2f%%",
-                 100 * er, (unsigned long long)r->failed,
-                 (unsigned long long)(r->completed + r->failed), 100 * s->max_error_rate);
-        return 1;
-    }
-    if (r->completed == 0) {
-        snprintf(why, cap, "no request completed");
-        return 1;
-    }
-    if (cap) why[0] = 0;
-    return 0;
 }

@@ -37,7 +37,8 @@ typedef struct bench_spec {
     const char *prefix_dist; /* as given ("zipf:1.1"), for the result's config; NULL round-robin */
     uint64_t prompts;        /* prompts to prepare; 0: from requests, rate x duration, or 2000 */
     uint64_t conversations;  /* multi-turn: conversations; 0: the concurrency */
-    double max_error_rate;   /* bench_spec_verdict: failed/(completed+failed) above it fails */
+    double max_error_rate;   /* the verdict's pass mark (verdict_judge_run): a run whose
+                                failed/(completed+failed) is above it fails */
     const char *scrape;      /* Prometheus endpoint to sample during the run (scrape.h); NULL:
                                 the target's /metrics if it answers; "off": none */
     /* cfg.seed was asked for (--seed): the run repeats the one that used it.
@@ -51,7 +52,16 @@ typedef struct bench_spec {
     void *run_arg;
     json_t *config_extra; /* fields the result's config also carries (borrowed); NULL none */
     bool given_prefixes, given_think; /* as parsed: --prefixes, --think-time given (checks) */
+    /* the workload's kind, named from wo by bench_spec_check (every run
+     * checks its spec first, so a field changed after parsing is seen) */
+    workload_kind kind;
 } bench_spec;
+
+/* What a command asks of a spec besides one run (tps bench, tps plan). */
+typedef struct bench_ask {
+    bool find_max_rate;  /* a capacity search (tps plan's --replicas-for runs one too) */
+    bool goodput_target; /* --goodput-target was given */
+} bench_ask;
 
 /* A seed no earlier run is likely to have used (the kernel's random bytes,
  * else the clock and the process id), below 2^48 so it reads back exactly
@@ -63,12 +73,22 @@ uint64_t bench_spec_fresh_seed(void);
  * usage asked). */
 void bench_spec_init(bench_spec *s);
 
-/* The checks that a field changed after parsing can break, on the values a
- * run would use: a run must end (requests, duration or turns), a multi-turn
- * run is a closed loop (no rate) of at most 10,000,000 requests. TPS_EINVAL
- * with the message. The checks between flags as given stay with the
- * parser. */
-int bench_spec_check(const bench_spec *s, tps_err *e);
+/* Every rule a spec must meet, in one place (bench_spec_check.c): flags
+ * that do not go together (--prefixes without --prefix-len, --turns with
+ * --rate, a JSONL dataset with --turns...), what a capacity search needs
+ * (ask: NULL for one run), what the endpoint cannot take, that a run must
+ * end. TPS_EINVAL with a message naming the flag and what to change; the
+ * CLI prints it after its name. Settles what follows from the flags:
+ * s->kind, and a search's in-flight cap (1000) when none was given. Runs
+ * again on every bench_spec_prepare, so a field changed after parsing
+ * (sweep's axes) is checked too. */
+int bench_spec_check(bench_spec *s, const bench_ask *ask, tps_err *e);
+
+/* The most requests in flight: as given, else 1000 open loop (--rate), 1
+ * closed loop. */
+uint32_t bench_spec_concurrency(const bench_spec *s);
+/* A multi-turn run's conversations: as given, else the concurrency. */
+uint64_t bench_spec_conversations(const bench_spec *s);
 
 /* The pieces of a run: *cfg resolved from s (defaults filled, the seed
  * drawn unless s->seed_given, headers pointing into s), *wl built (owned by the caller:
@@ -84,11 +104,8 @@ json_t *bench_spec_config_json(const bench_spec *s, const bench_config *cfg, con
 /* prepare, bench_run, result_build: *out is the run's result (the caller
  * frees it with result_free). Fails when the spec is refused (TPS_EINVAL,
  * bench_spec_check) or nothing could run (a workload or client setup
- * error); failed requests are data in the result. */
+ * error); failed requests are data in the result, judged by
+ * verdict_judge_run against s->max_error_rate. */
 int bench_spec_run(bench_result *out, const bench_spec *s, FILE *log, const char *prog, tps_err *e);
-
-/* Whether a result passes as `tps bench` judges it: 0, or 1 with why filled
- * (the error rate is above max_error_rate, or no request completed). */
-int bench_spec_verdict(const bench_result *r, const bench_spec *s, char *why, size_t cap);
 
 #endif

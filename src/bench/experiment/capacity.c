@@ -148,18 +148,8 @@ static int probe_result(capacity_probe *p, const capacity_opts *o, const bench_c
     json_object_set_new(cfg, "duration_s", json_real(c->duration_s));
     json_object_set_new(cfg, "requests", json_integer(0));
     json_object_set_new(cfg, "seed", json_integer((json_int_t)c->seed));
-    result_opts ropts = {.origin_ns = ro->t_start_ns,
-                         .origin_unix_ns = ro->t_start_unix_ns,
-                         .slo = o->slo,
-                         .config = cfg,
-                         .client_cpu_s = ro->client_cpu_s,
-                         .client_loops = ro->client_loops,
-                         .client_loop_cpu_max_s = ro->client_loop_cpu_max_s,
-                         .bytes = ro->bytes_received,
-                         .events = ro->events_received,
-                         .host = ro->host,
-                         .host_ticks = ro->host_ticks,
-                         .n_host_ticks = ro->n_host_ticks};
+    result_opts ropts = {.slo = o->slo, .config = cfg};
+    result_opts_take_run(&ropts, ro);
     int rc = result_build(&p->result, ro->recs, ro->n, &ropts, e);
     json_decref(cfg);
     if (rc) return rc;

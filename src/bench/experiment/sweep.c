@@ -23,6 +23,7 @@
 #include "bench/io/http_call.h"
 #include "bench/io/tmp_dir.h"
 #include "bench/result/result.h"
+#include "bench/result/verdict.h"
 #include "base/clock.h"
 
 static const char *const AXIS_NAMES[SWEEP_AXES] = {
@@ -438,7 +439,7 @@ static int run_point(json_t **point, point_ctx *p, size_t index, size_t total) {
     s.seed_given = true;
     if (p->model && !s.wo.tokenizer_path) s.wo.tokenizer_path = p->model; /* served model's */
     tps_err e = {{0}};
-    int status = sweep_apply_axes(&s, p->val, &e) || bench_spec_check(&s, &e) ? 2 : 0;
+    int status = sweep_apply_axes(&s, p->val, &e) || bench_spec_check(&s, NULL, &e) ? 2 : 0;
 
     sweep_counters c0, c1;
     tps_err me = {{0}};
@@ -453,8 +454,10 @@ static int run_point(json_t **point, point_ctx *p, size_t index, size_t total) {
             have_result = true;
     }
     have_metrics = have_metrics && sweep_scrape(&c1, p->url, &me) == TPS_OK;
-    char why[256] = "";
-    if (have_result && bench_spec_verdict(&r, &s, why, sizeof why)) status = 1;
+    verdict v = {.why = ""}; /* one judgement: the status and the point's result */
+    if (have_result) verdict_judge_run(&v, &r, s.max_error_rate);
+    if (v.outcome) status = 1;
+    const char *why = v.why;
 
     json_t *pt = json_object();
     json_object_set_new(pt, "index", json_integer((json_int_t)index));
@@ -475,7 +478,7 @@ static int run_point(json_t **point, point_ctx *p, size_t index, size_t total) {
                     hist_percentile(r.h[RH_TTFT], 50) / 1e6, hist_percentile(r.h[RH_ITL], 99) / 1e6,
                     why[0] ? "; " : "", why);
         }
-        json_object_set_new(pt, "result", result_to_json(&r));
+        json_object_set_new(pt, "result", result_to_json_judged(&r, &v));
         result_free(&r);
     } else {
         if (o->log)

@@ -242,6 +242,12 @@ static void stream_notes(FILE *f, const bench_result *r) {
 }
 
 void report_print(FILE *f, const bench_result *r) {
+    verdict v;
+    verdict_judge(&v, r);
+    report_print_judged(f, r, &v);
+}
+
+void report_print_judged(FILE *f, const bench_result *r, const verdict *v) {
     const bool slo = r->slo.ttft_ns || r->slo.tpot_ns || r->slo.e2e_ns;
     run_rows(f, r);
     requests_rows(f, r);
@@ -250,9 +256,7 @@ void report_print(FILE *f, const bench_result *r) {
     turns_rows(f, &r->turns);
     stream_notes(f, r);
     scrape_print(f, r->server_metrics, r->series_out, r->nbins, r->bin_s, r->run.tps.w.t0 / 1e9);
-    verdict v;
-    verdict_judge(&v, r);
-    verdict_print(f, &v);
+    verdict_print(f, v);
 }
 
 void report_print_glossary(FILE *f) {

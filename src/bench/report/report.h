@@ -8,6 +8,11 @@
 
 #include "bench/result/result.h"
 
+struct verdict;
+/* The summary, its verdict block from v (verdict.h: the caller's one
+ * judgement, which its JSON and exit code also use). */
+void report_print_judged(FILE *f, const bench_result *r, const struct verdict *v);
+/* The same, the result judged here with no error allowed. */
 void report_print(FILE *f, const bench_result *r);
 /* What every number in the summary means and which window it covers. */
 void report_print_glossary(FILE *f);

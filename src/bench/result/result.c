@@ -285,6 +285,21 @@ static json_t *record_json(const bench_record *rec, size_t i, bool warm, uint64_
     return o;
 }
 
+void result_opts_take_run(result_opts *o, const bench_run_out *run) {
+    o->origin_ns = run->t_start_ns;
+    o->origin_unix_ns = run->t_start_unix_ns;
+    o->client_cpu_s = run->client_cpu_s;
+    o->client_loops = run->client_loops;
+    o->client_loop_cpu_max_s = run->client_loop_cpu_max_s;
+    o->has_runq = run->has_runq;
+    o->client_runq_s = run->client_runq_s;
+    o->bytes = run->bytes_received;
+    o->events = run->events_received;
+    o->host = run->host;
+    o->host_ticks = run->host_ticks;
+    o->n_host_ticks = run->n_host_ticks;
+}
+
 /* The run-wide settings and client figures, as the caller measured them. */
 static void take_opts(bench_result *r, const result_opts *o) {
     r->runs = 1;

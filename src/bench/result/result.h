@@ -153,6 +153,13 @@ typedef struct bench_result {
  * is not embeddings): without a stream there is no TTFT, ITL or TPOT. */
 bool result_streamed(const bench_result *r);
 
+/* The run's own figures into *o, all in one place so no caller copies
+ * them by hand: its start (origin_ns, origin_unix_ns), the client's CPU,
+ * loops and run-queue wait, bytes and events received, the host's CPU
+ * contention and its readings (borrowed from run: it must outlive the
+ * result_build that reads o). The rest of *o is left as it was. */
+void result_opts_take_run(result_opts *o, const bench_run_out *run);
+
 /* Computes everything from n records (any n >= 1). */
 int result_build(bench_result *r, const bench_record *recs, size_t n, const result_opts *o,
                  tps_err *e);
@@ -174,9 +181,15 @@ static inline double result_multi_arrival_share(const bench_result *r) {
 
 /* ---- files ------------------------------------------------------------------------- */
 
+struct verdict;
+/* The result as JSON with its verdict (verdict.h) as judged by the caller,
+ * or judged here (no error allowed) when v is NULL. */
+json_t *result_to_json_judged(const bench_result *r, const struct verdict *v);
 json_t *result_to_json(const bench_result *r);
 int result_from_json(bench_result *r, const json_t *j, tps_err *e);
 int result_write_json(const bench_result *r, const char *path, tps_err *e);
+int result_write_json_judged(const bench_result *r, const struct verdict *v, const char *path,
+                             tps_err *e);
 int result_read_json(bench_result *r, const char *path, tps_err *e);
 /* One header line and one value line (the headline figures). */
 int result_write_csv(const bench_result *r, FILE *f, tps_err *e);

@@ -131,6 +131,15 @@ static json_t *tokens_json(const bench_result *r) {
 }
 
 json_t *result_to_json(const bench_result *r) {
+    return result_to_json_judged(r, NULL);
+}
+
+json_t *result_to_json_judged(const bench_result *r, const verdict *v) {
+    verdict own;
+    if (!v) { /* judged here from the result alone, as it is when read back */
+        verdict_judge(&own, r);
+        v = &own;
+    }
     json_t *o = json_object();
     json_object_set_new(o, "schema", json_string(BENCH_RESULT_SCHEMA));
     json_object_set_new(o, "version", json_integer(BENCH_RESULT_VERSION));
@@ -200,9 +209,7 @@ json_t *result_to_json(const bench_result *r) {
                                                   "others_cpu", r->host.others)
                                       : json_null());
     if (r->turns.turns) json_object_set_new(o, "turns", turns_json(&r->turns));
-    verdict v;
-    verdict_judge(&v, r);
-    json_object_set_new(o, "verdict", verdict_json(&v)); /* recomputed when read back */
+    json_object_set_new(o, "verdict", verdict_json(v));
     if (r->server_metrics) json_object_set_new(o, "server_metrics", json_incref(r->server_metrics));
     if (r->per_request) json_object_set_new(o, "per_request", json_incref(r->per_request));
     return o;
@@ -213,7 +220,12 @@ json_t *result_to_json(const bench_result *r) {
  * write (a full disk, /dev/full) is an error naming the path and the
  * reason (issue 48). */
 int result_write_json(const bench_result *r, const char *path, tps_err *e) {
-    json_t *o = result_to_json(r);
+    return result_write_json_judged(r, NULL, path, e);
+}
+
+int result_write_json_judged(const bench_result *r, const verdict *v, const char *path,
+                             tps_err *e) {
+    json_t *o = result_to_json_judged(r, v);
     int rc = json_file_write(o, path, JSON_INDENT(1) | JSON_REAL_PRECISION(10), e);
     json_decref(o);
     return rc;

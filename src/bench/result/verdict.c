@@ -4,6 +4,7 @@
 #include "bench/result/verdict.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const NAMES[VERDICT_COUNT] = {
@@ -191,7 +192,26 @@ static void check_plausible(verdict_check *c, const bench_result *r) {
                  (unsigned long long)r->with_usage);
 }
 
+/* Passed, or failed with why: too many errors, or nothing completed. */
+static void judge_outcome(verdict *v, const bench_result *r, double max_error_rate) {
+    const double er = result_error_rate(r);
+    if (er > max_error_rate) {
+        v->outcome = VERDICT_ERRORS;
+        snprintf(v->why, sizeof v->why,
+                 "error rate %.2f%% (%llu of %llu) is above --max-error-rate %.2f%%", 100 * er,
+                 (unsigned long long)r->failed, (unsigned long long)(r->completed + r->failed),
+                 100 * max_error_rate);
+    } else if (r->completed == 0) {
+        v->outcome = VERDICT_NONE_COMPLETED;
+        snprintf(v->why, sizeof v->why, "no request completed");
+    }
+}
+
 void verdict_judge(verdict *v, const bench_result *r) {
+    verdict_judge_run(v, r, 0);
+}
+
+void verdict_judge_run(verdict *v, const bench_result *r, double max_error_rate) {
     memset(v, 0, sizeof *v);
     for (int i = 0; i < VERDICT_COUNT; i++)
         v->check[i].name = NAMES[i];
@@ -206,6 +226,7 @@ void verdict_judge(verdict *v, const bench_result *r) {
     check_plausible(&v->check[VERDICT_PLAUSIBLE], r);
     for (int i = 0; i < VERDICT_COUNT; i++)
         v->tripped += v->check[i].tripped;
+    judge_outcome(v, r, max_error_rate);
 }
 
 json_t *verdict_json(const verdict *v) {

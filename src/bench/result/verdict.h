@@ -25,6 +25,9 @@
  *                 timed, so TTFT, ITL and tokens/s are wrong
  *
  * A check that cannot be judged (e.g. no schedstat) is unknown, not passed.
+ * The outcome (passed, or failed by its error rate or with nothing
+ * completed) is judged with them: the JSON keeps the checks, the outcome
+ * sets the exit code.
  * Not here: printing beyond one block (report.c calls verdict_print). */
 #ifndef TPS_BENCH_VERDICT_H
 #define TPS_BENCH_VERDICT_H
@@ -64,11 +67,27 @@ typedef struct verdict_check {
     char evidence[384];
 } verdict_check;
 
+/* Whether the run passes: what sets tps bench's exit code (and a sweep
+ * point's status), beside the checks of whether its figures are trusted. */
+typedef enum verdict_outcome {
+    VERDICT_PASSED = 0,
+    VERDICT_ERRORS,         /* failed / (completed + failed) is above the pass mark */
+    VERDICT_NONE_COMPLETED, /* no request completed */
+} verdict_outcome;
+
 typedef struct verdict {
     verdict_check check[VERDICT_COUNT];
     int tripped; /* how many checks tripped */
+    verdict_outcome outcome;
+    char why[160]; /* the outcome in words; "" when passed */
 } verdict;
 
+/* The one judgement of a result: the checks, and the outcome against
+ * max_error_rate (--max-error-rate). A caller judges once and hands the
+ * verdict to the summary, the JSON and the exit code (report_print_judged,
+ * result_to_json_judged), so all three say the same. */
+void verdict_judge_run(verdict *v, const bench_result *r, double max_error_rate);
+/* The same with no error allowed (the pass mark tps bench defaults to). */
 void verdict_judge(verdict *v, const bench_result *r);
 /* {"trusted": bool, "tripped": [names], "checks": {name: {"ok": true|false|null,
  * "value", "limit", "evidence"}}}; new reference. */

@@ -1,5 +1,6 @@
-/* A workload built and freed (workload.h): the tokenizer loaded, the common
- * body fields set, then the synthetic or the dataset builder; the endpoint
+/* A workload built and freed (workload.h): its kind and the rules on its
+ * options alone, the tokenizer loaded, the common body fields set, then the
+ * synthetic or the dataset builder; the endpoint
  * paths; a dataset's format from its first bytes. Where each workload shape
  * lives: workload_internal.h. Not here: sending, timing. */
 #include "bench/workload/workload.h"
@@ -12,15 +13,43 @@
 #include "bench/workload/workload_internal.h"
 #include "model/tokenizer.h" /* tokenizer_free */
 
+/* ---- the kind and its rules ------------------------------------------------------- */
+
+workload_kind workload_kind_of(const workload_opts *o) {
+    if (o->dataset) return o->turns ? WL_KIND_DATASET_TURNS : WL_KIND_DATASET;
+    if (o->turns) return WL_KIND_TURNS;
+    return o->prefix_len ? WL_KIND_PREFIX : WL_KIND_SYNTHETIC;
+}
+
+const char *workload_kind_name(workload_kind k) {
+    static const char *const NAMES[] = {
+        [WL_KIND_SYNTHETIC] = "synthetic",
+        [WL_KIND_PREFIX] = "shared-prefix",
+        [WL_KIND_TURNS] = "multi-turn",
+        [WL_KIND_DATASET] = "dataset",
+        [WL_KIND_DATASET_TURNS] = "dataset-conversations",
+    };
+    return (unsigned)k < sizeof NAMES / sizeof NAMES[0] ? NAMES[k] : "?";
+}
+
+bool workload_kind_turns(workload_kind k) {
+    return k == WL_KIND_TURNS || k == WL_KIND_DATASET_TURNS;
+}
+
+int workload_opts_check(const workload_opts *o, tps_err *e) {
+    if (o->dataset && o->prefix_len)
+        return tps_fail(e, TPS_EINVAL,
+                        "--prefix-len with --dataset: shared prefixes are a synthetic workload; "
+                        "drop one");
+    return TPS_OK;
+}
+
 /* ---- create / free ----------------------------------------------------------------- */
 
 int workload_build(workload *w, const workload_opts *o, tps_err *e) {
     memset(w, 0, sizeof *w);
-    if (o->dataset && o->prefix_len)
-        return tps_fail(e, TPS_EINVAL,
-                        "--prefix-len with --dataset: shared prefixes are a synthetic workload; "
-                        "the dataset's prompts are sent as they are");
-    int rc;
+    int rc = workload_opts_check(o, e);
+    if (rc) return rc;
     if (o->tokenizer_path && (rc = wl_load_tokenizer(w, o->tokenizer_path, e))) return rc;
     w->endpoint = o->endpoint;
     /* synthetic prompts ask for all max_tokens by default; datasets keep EOS,

@@ -112,8 +112,9 @@ typedef struct workload_opts {
     double temperature;         /* < 0: not sent */
     /* a JSON object whose fields every body also carries (--extra-body), e.g.
      * {"return_tokens": true} so llama.cpp's server streams token ids; the
-     * prompt, messages and max_tokens stay the workload's. NULL: none. The
-     * caller has checked it is an object (workload_extra_body_check). */
+     * prompt, messages and max_tokens stay the workload's. NULL: none.
+     * bench_spec_check refuses one that is not an object or that names a
+     * field the workload writes (workload_extra_body_check). */
     const char *extra_body;
     /* shared prefixes (synthetic only): prefix_len > 0 tokens each, n_prefixes >= 1 of
      * them, chosen round robin, or with prefix_zipf > 0 by Zipf's law (prefix k, from 0,
@@ -131,6 +132,33 @@ typedef struct workload_opts {
  * itself (prompt, messages, max_tokens, stream, stream_options, model,
  * temperature, ignore_eos); else why not, for a message. */
 const char *workload_extra_body_check(const char *s);
+
+/* What kind of workload the options ask for, named once from the flags
+ * (workload_kind_of) so the checks, the run and the result's config read
+ * one value instead of testing dataset, turns and prefix_len each time.
+ * Shared prefixes also shape a multi-turn run (its first turn's prefix):
+ * the kind is then WL_KIND_TURNS, and prefix_len says the rest. */
+typedef enum workload_kind {
+    WL_KIND_SYNTHETIC = 0, /* --input-len / --output-len prompts, each its own */
+    WL_KIND_PREFIX,        /* synthetic, every prompt after one of --prefixes shared prefixes */
+    WL_KIND_TURNS,         /* synthetic conversations of --turns turns */
+    WL_KIND_DATASET,       /* --dataset's requests (a trace's at its times) */
+    WL_KIND_DATASET_TURNS, /* --dataset's ShareGPT conversations, --turns of each */
+} workload_kind;
+
+workload_kind workload_kind_of(const workload_opts *o);
+/* "synthetic", "shared-prefix", "multi-turn", "dataset", "dataset-conversations":
+ * the result's config.workload. */
+const char *workload_kind_name(workload_kind k);
+/* Whether k sends conversations (the next turn after the reply). */
+bool workload_kind_turns(workload_kind k);
+
+/* The rules on the workload options alone, which workload_build and the
+ * bench spec's checks (bench_spec.h) both apply: shared prefixes are
+ * synthetic, not a dataset's. TPS_EINVAL with the flag and what to change.
+ * (--extra-body's fields are the spec's rule: a library caller may let the
+ * workload's own prompt and max_tokens win over the same names.) */
+int workload_opts_check(const workload_opts *o, tps_err *e);
 
 typedef struct workload {
     workload_item *items; /* (n,), owned */
