@@ -497,28 +497,31 @@ static void scan_harmony(rd *r) {
         if (at < r->n && at <= o->content) o->content = at, o->begun = true;
         if (!o->begun && r->partial && r->n - tail < o->content) o->content = r->n - tail;
     }
-    if (r->partial) return;
     size_t content = r->n;
     for (const char *to = tools_find(text, r->n, HARMONY_TO_FN); to && o->n < TOOLS_MAX_CALLS;) {
         const char *name = to + strlen(HARMONY_TO_FN), *q = name;
         while (q < end && tools_name_char(*q) && *q != '.')
             q++;
+        /* the header is whole at its <|message|> (harmony.h holds it till then) */
         const char *msg = tools_find(name, (size_t)(end - name), HARMONY_MESSAGE);
         if (!msg || q == name) break;
         rd a = *r;
         a.i = (size_t)(msg - text) + strlen(HARMONY_MESSAGE);
         tool_scan_call *c = named_call(r, (size_t)(name - text), (size_t)(q - name));
-        if (read_object(&a, c) != M_YES) {
+        /* while streaming, the body so far is the call's arguments so far */
+        int m = read_object(&a, c);
+        if (m == M_NO || (m == M_MORE && !r->partial)) {
             o->n--;
             sbuf_truncate(&o->args, c->args_off);
             break;
         }
         c->args_len = o->args.len - c->args_off;
-        c->complete = true;
+        c->complete = m == M_YES;
         if (o->n == 1) content = harmony_head(text, to);
+        if (!c->complete) break;
         to = tools_find(msg, (size_t)(end - msg), HARMONY_TO_FN);
     }
-    o->content = o->n ? content : r->n;
+    if (!r->partial) o->content = o->n ? content : r->n;
 }
 
 /* ---------------------------------------------------------------------------

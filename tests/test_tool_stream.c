@@ -1,0 +1,100 @@
+/* Tool calls as they stream (server/tools.h's tool_stream), in every row of
+ * the syntax table: a call the model writes, fed a few bytes at a time as
+ * tokens come, gives its start, its arguments in more than one delta (the
+ * deltas adding up to the arguments the whole answer parses to, which
+ * equal the call written, compared as JSON values), and its end, complete.
+ * gpt-oss's calls are fed as harmony.h hands them on (the header and the
+ * body of a message to functions.NAME). */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "server/tools.h"
+
+#define ARGS  "{\"a\": 7, \"b\": -2, \"note\": \"seven minus two\"}"
+#define PARAM "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+#define PARAMS                                                                                     \
+    PARAM "\"b\":{\"type\":\"integer\"},\"note\":{\"type\":\"string\"}},\"required\":[\"a\","      \
+          "\"b\",\"note\"]}"
+
+typedef struct seen {
+    size_t starts, deltas, dones;
+    bool complete;
+    char name[32];
+    char args[512];
+} seen;
+
+static void on_event(void *ctx, const tool_event *ev) {
+    seen *s = ctx;
+    switch (ev->kind) {
+    case TOOL_EV_CALL_START:
+        s->starts++;
+        cr_assert_lt(ev->name_len, sizeof s->name);
+        memcpy(s->name, ev->name, ev->name_len);
+        break;
+    case TOOL_EV_ARGS:
+        s->deltas++;
+        cr_assert_lt(strlen(s->args) + ev->n, sizeof s->args);
+        strncat(s->args, ev->text, ev->n);
+        break;
+    case TOOL_EV_CALL_DONE:
+        s->dones++;
+        s->complete = ev->complete;
+        break;
+    default:
+        break;
+    }
+}
+
+/* The call as the model writes it (for gpt-oss, what the splitter hands on). */
+static void written(tool_format f, sbuf *out) {
+    if (f == TOOL_FMT_HARMONY)
+        sbuf_adds(out, "<|channel|>commentary to=functions.add <|constrain|>json<|message|>" ARGS);
+    else
+        tools_render_call(f, "add", ARGS, true, true, out);
+}
+
+static void same_json(const char *got, const char *want, const char *what) {
+    json_t *a = json_loads(got, 0, NULL), *b = json_loads(want, 0, NULL);
+    cr_assert(a && b && json_equal(a, b), "%s: arguments %s, want %s", what, got, want);
+    json_decref(a);
+    json_decref(b);
+}
+
+Test(tool_stream, every_row_streams_a_calls_arguments_in_several_deltas) {
+    json_t *params = json_loads(PARAMS, 0, NULL);
+    cr_assert_not_null(params);
+    oai_tool tool = {.name = "add", .parameters = params};
+    tool_set *set = tools_set_new(&tool, 1);
+    for (int i = 0; i < TOOL_FMT_COUNT; i++) {
+        tool_format f = (tool_format)i;
+        const char *fn = tools_format_name(f);
+        sbuf text;
+        sbuf_init(&text);
+        written(f, &text);
+        seen s = {0};
+        tool_stream *ts = tool_stream_new(f, set, "call_");
+        cr_assert_not_null(ts);
+        for (size_t at = 0; at < text.len; at += 3) /* a token is a few bytes */
+            tool_stream_feed(ts, text.p + at, text.len - at < 3 ? text.len - at : 3, on_event, &s);
+        tool_stream_end(ts, on_event, &s);
+        tool_call calls[TOOLS_MAX_CALLS];
+        size_t content;
+        size_t k = tool_stream_calls(ts, calls, TOOLS_MAX_CALLS, &content);
+        cr_assert_eq(k, 1, "%s: %s", fn, text.p);
+        cr_assert_str_eq(calls[0].name, "add", "%s", fn);
+        same_json(calls[0].arguments, ARGS, fn);
+        cr_assert_eq(s.starts, 1, "%s", fn);
+        cr_assert_str_eq(s.name, "add", "%s", fn);
+        cr_assert_eq(s.dones, 1, "%s", fn);
+        cr_assert(s.complete, "%s", fn);
+        cr_assert_str_eq(s.args, calls[0].arguments, "%s: the deltas add up to the arguments", fn);
+        cr_assert_gt(s.deltas, 1, "%s: the arguments came in %zu delta(s)", fn, s.deltas);
+        tools_calls_free(calls, k);
+        tool_stream_free(ts);
+        sbuf_free(&text);
+    }
+    tools_set_free(set);
+    json_decref(params);
+}
+
