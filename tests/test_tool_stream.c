@@ -4,7 +4,9 @@
  * deltas adding up to the arguments the whole answer parses to, which
  * equal the call written, compared as JSON values), and its end, complete.
  * gpt-oss's calls are fed as harmony.h hands them on (the header and the
- * body of a message to functions.NAME). */
+ * body of a message to functions.NAME). And a complete call is checked
+ * against its tool's schema (the full check's reference is Python's
+ * jsonschema, test_json_schema_check.c). */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <string.h>
@@ -19,7 +21,7 @@
 
 typedef struct seen {
     size_t starts, deltas, dones;
-    bool complete;
+    bool complete, valid;
     char name[32];
     char args[512];
 } seen;
@@ -40,6 +42,7 @@ static void on_event(void *ctx, const tool_event *ev) {
     case TOOL_EV_CALL_DONE:
         s->dones++;
         s->complete = ev->complete;
+        s->valid = ev->valid;
         break;
     default:
         break;
@@ -98,3 +101,52 @@ Test(tool_stream, every_row_streams_a_calls_arguments_in_several_deltas) {
     json_decref(params);
 }
 
+/* A call the model wrote freely (tool_choice auto) is checked against its
+ * tool's schema as it completes: one that fails is still the call as
+ * written (vLLM's and llama-server's behaviour), marked and counted. */
+static void one_call(const tool_set *set, const char *args, seen *s, size_t *invalid, char *got,
+                     size_t cap) {
+    sbuf text;
+    sbuf_init(&text);
+    tools_render_call(TOOL_FMT_HERMES, "add", args, true, true, &text);
+    tool_stream *ts = tool_stream_new(TOOL_FMT_HERMES, set, "call_");
+    tool_stream_feed(ts, text.p, text.len, on_event, s);
+    tool_stream_end(ts, on_event, s);
+    tool_call calls[TOOLS_MAX_CALLS];
+    size_t content;
+    size_t k = tool_stream_calls(ts, calls, TOOLS_MAX_CALLS, &content);
+    cr_assert_eq(k, 1, "%s", text.p);
+    snprintf(got, cap, "%s", calls[0].arguments);
+    *invalid = tool_stream_invalid(ts);
+    tools_calls_free(calls, k);
+    tool_stream_free(ts);
+    sbuf_free(&text);
+}
+
+Test(tool_stream, a_call_that_fails_its_schema_is_answered_as_written_and_counted) {
+    json_t *params = json_loads(PARAMS, 0, NULL);
+    oai_tool tool = {.name = "add", .parameters = params};
+    tool_set *set = tools_set_new(&tool, 1);
+    static const struct {
+        const char *args;
+        bool valid;
+    } cases[] = {
+        {ARGS, true},
+        {"{\"a\": 7, \"b\": -2}", false},                          /* note is required */
+        {"{\"a\": 7.5, \"b\": -2, \"note\": \"x\"}", false},       /* a is an integer */
+        {"{\"a\": 7.0, \"b\": -2, \"note\": \"x\"}", true},        /* 7.0 is one */
+        {"{\"a\": 1, \"b\": 2, \"note\": \"x\", \"c\": 3}", true}, /* no additionalProperties */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        seen s = {0};
+        size_t invalid;
+        char got[256];
+        one_call(set, cases[i].args, &s, &invalid, got, sizeof got);
+        cr_assert(s.complete, "%s", cases[i].args);
+        cr_assert_eq(s.valid, cases[i].valid, "%s", cases[i].args);
+        cr_assert_eq(invalid, !cases[i].valid, "%s", cases[i].args);
+        same_json(got, cases[i].args, "answered as written");
+    }
+    tools_set_free(set);
+    json_decref(params);
+}

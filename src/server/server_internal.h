@@ -287,6 +287,9 @@ struct server {
      * --unknown-fields ignore, and the requests that had any */
     uint64_t route_requests[SERVER_ROUTES_MAX];
     uint64_t ignored_fields, ignored_requests;
+    /* server_stream.c: complete tool calls answered, and those whose
+     * arguments failed their tool's schema (tools.h's tool_event.valid) */
+    uint64_t tool_calls, tool_calls_invalid;
     response_store *store; /* server.c: the Responses API's store (thread-safe) */
 };
 

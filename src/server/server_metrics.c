@@ -137,6 +137,13 @@ static void render_api(server *s, sbuf *b) {
     counter(b, "tps_ignored_field_requests_total",
             "Requests that had a field dropped under --unknown-fields ignore.",
             (double)s->ignored_requests);
+    prom_family(b, "tps_tool_calls_total", "counter",
+                "Complete tool calls answered, by whether their arguments are an instance of "
+                "the tool's parameters schema (a call the model wrote freely may not be; it is "
+                "answered as written).");
+    prom_sample(b, "tps_tool_calls_total", "schema=\"valid\"",
+                (double)(s->tool_calls - s->tool_calls_invalid));
+    prom_sample(b, "tps_tool_calls_total", "schema=\"invalid\"", (double)s->tool_calls_invalid);
 }
 
 /* The engine's counters and gauges, the machine's limits, the server's

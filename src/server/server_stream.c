@@ -73,6 +73,10 @@ void req_ctx_free(req_ctx *c) {
         sbuf_free(&c->choice[i].text);
         sbuf_free(&c->choice[i].reasoning);
         free(c->choice[i].lp);
+        if (c->choice[i].tstream) { /* on the event loop, as /metrics reads them */
+            c->s->tool_calls += tool_stream_whole(c->choice[i].tstream);
+            c->s->tool_calls_invalid += tool_stream_invalid(c->choice[i].tstream);
+        }
         tool_stream_free(c->choice[i].tstream);
     }
     tools_set_free(c->tset);

@@ -214,6 +214,13 @@ typedef struct tool_event {
     const char *text; /* CONTENT, ARGS: n bytes (borrowed for the call) */
     size_t n;
     bool complete; /* CALL_DONE */
+    /* CALL_DONE, complete: the request offered the function and its
+     * arguments are an instance of its parameters schema
+     * (json_schema_check.h). A forced call's grammar makes that so; a
+     * call the model wrote freely (tool_choice auto) may fail it, and is
+     * still reported as written (as vLLM and llama-server do; the client
+     * decides), counted by tool_stream_invalid. */
+    bool valid;
 } tool_event;
 
 typedef void tool_event_fn(void *ctx, const tool_event *ev);
@@ -236,5 +243,7 @@ size_t tool_stream_calls(const tool_stream *s, tool_call *calls, size_t cap, siz
  * complete). */
 size_t tool_stream_started(const tool_stream *s);
 size_t tool_stream_whole(const tool_stream *s);
+/* Of those, how many failed their schema check (tool_event.valid). */
+size_t tool_stream_invalid(const tool_stream *s);
 
 #endif

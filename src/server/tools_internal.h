@@ -139,6 +139,11 @@ typedef struct tool_scan {
 void tools_scan(tool_format f, const tool_set *ts, const char *text, size_t n, bool partial,
                 tool_scan *out);
 
+/* The parameters schema of the function named fn[0..fn_len) (borrowed
+ * from ts; NULL: it takes any object), *offered whether the request
+ * offered it. */
+const json_t *tools_set_params(const tool_set *ts, const char *fn, size_t fn_len, bool *offered);
+
 /* Whether parameter key of function fn is a string by ts (true: unknown
  * parameters and tools read as raw text unless they parse as JSON). */
 int tools_set_param_kind(const tool_set *ts, const char *fn, size_t fn_len, const char *key,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/json_schema_check.h"
 #include "server/tools_internal.h"
 
 struct tool_stream {
@@ -22,6 +23,7 @@ struct tool_stream {
     size_t sent;    /* content bytes reported */
     size_t started; /* calls whose CALL_START went */
     size_t whole;   /* calls whose CALL_DONE went, complete */
+    size_t invalid; /* of those, calls whose arguments failed their tool's schema */
     bool ended;
     size_t args_sent[TOOLS_MAX_CALLS];
     bool done[TOOLS_MAX_CALLS];
@@ -56,6 +58,21 @@ static void emit_content(tool_stream *s, size_t upto, tool_event_fn *fn, void *c
     s->sent = upto;
 }
 
+/* A complete call's check (tools.h): a function the request offered, its
+ * arguments an instance of its parameters schema; a check that cannot
+ * decide (json_schema_check.h's bounds) does not call it invalid. Without
+ * a tool set (untyped) every call passes. */
+static bool call_valid(const tool_stream *s, const tool_scan_call *c) {
+    if (!s->ts) return true;
+    bool offered;
+    const json_t *params = tools_set_params(s->ts, s->text.p + c->name_off, c->name_len, &offered);
+    if (!offered) return false;
+    json_t *args = json_loadb(s->scan.args.p + c->args_off, c->args_len, 0, NULL);
+    bool ok = args && json_schema_check(params, args, NULL, 0) != JSON_CHECK_INVALID;
+    json_decref(args);
+    return ok;
+}
+
 /* Call k of the last read: its start, its new arguments bytes, its end. */
 static void emit_call(tool_stream *s, size_t k, tool_event_fn *fn, void *ctx) {
     const tool_scan_call *c = &s->scan.calls[k];
@@ -80,7 +97,9 @@ static void emit_call(tool_stream *s, size_t k, tool_event_fn *fn, void *ctx) {
         s->args_sent[k] = c->args_len;
     }
     if (c->complete) {
-        tool_event ev = {.kind = TOOL_EV_CALL_DONE, .index = k, .complete = true};
+        tool_event ev = {
+            .kind = TOOL_EV_CALL_DONE, .index = k, .complete = true, .valid = call_valid(s, c)};
+        s->invalid += !ev.valid;
         emit(fn, ctx, &ev);
         s->done[k] = true;
         s->whole++;
@@ -133,4 +152,8 @@ size_t tool_stream_started(const tool_stream *s) {
 
 size_t tool_stream_whole(const tool_stream *s) {
     return s->whole;
+}
+
+size_t tool_stream_invalid(const tool_stream *s) {
+    return s->invalid;
 }

@@ -369,6 +369,16 @@ void tools_set_free(tool_set *ts) {
     free(ts);
 }
 
+const json_t *tools_set_params(const tool_set *ts, const char *fn, size_t fn_len, bool *offered) {
+    *offered = false;
+    for (size_t i = 0; ts && i < ts->n; i++)
+        if (strlen(ts->names[i]) == fn_len && !memcmp(ts->names[i], fn, fn_len)) {
+            *offered = true;
+            return ts->params[i];
+        }
+    return NULL;
+}
+
 int tools_set_param_kind(const tool_set *ts, const char *fn, size_t fn_len, const char *key,
                          size_t key_len) {
     for (size_t i = 0; ts && i < ts->n; i++) {
