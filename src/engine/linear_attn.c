@@ -1,8 +1,9 @@
-/* Gated DeltaNet's recurrence (linear_attn.h). Two passes over the runs:
- * the conv and the per-row activations a run at a time (its rows in
- * order: each conv input is the one before's window), then the delta rule
- * a (run, value head) at a time, the head's S x S state hot in cache for
- * the whole run. Per row and head, as ggml's gated_delta_net:
+/* Gated DeltaNet's recurrence (linear_attn.h). Passes over the runs: the
+ * states of sequences that start here zeroed; the conv a (run, chunk of
+ * channels) at a time (each channel's rows in order: each input is in the
+ * next rows' windows), so one long prompt's conv is shared among the
+ * threads; then the delta rule a (run, value head) at a time, the head's
+ * S x S state hot in cache for the whole run. Per row and head, as ggml's gated_delta_net:
  *
  *     M *= exp(g)                          (M[j][i] = S[i][j]: row j is value j)
  *     d[j] = (v[j] - M[j] . k) * beta
@@ -53,54 +54,85 @@ static void l2_normalise(float *x, size_t n, float eps) {
     kernel_scale(x, 1.0f / fmaxf(sqrtf((float)sum), eps), n);
 }
 
-/* Row t's conv: its input after the state's taps - 1 older ones, each
- * channel's taps oldest first (ggml_ssm_conv's order), then silu; the
- * state shifts by one input. state: (channels, taps - 1). */
-static void conv_row(float *out, float *state, const float *x, const float *w, uint32_t ch,
-                     uint32_t taps) {
-    const uint32_t keep = taps - 1;
-    for (uint32_t c = 0; c < ch; c++) {
-        float *s = state + (size_t)c * keep;
-        const float *wc = w + (size_t)c * taps;
-        float sum = 0.0f;
-        for (uint32_t j = 0; j < keep; j++)
-            sum += s[j] * wc[j];
-        sum += x[c] * wc[keep];
-        out[c] = silu(sum);
-        memmove(s, s + 1, (keep - 1) * sizeof *s);
-        s[keep - 1] = x[c];
+/* Channels a conv task takes: enough tasks to share a long prompt's conv
+ * among the threads, few enough that each reads whole cache lines. */
+#define CONV_CHUNK 256
+
+/* The conv's input m rows into the run (m < 0: the state's taps - 1 older
+ * inputs, oldest first) at channel c. */
+static inline float conv_in(const float *qkv, const float *state, uint32_t ch, uint32_t keep,
+                            size_t r0, long m, uint32_t c) {
+    return m >= 0 ? qkv[(r0 + (size_t)m) * ch + c] : state[(size_t)c * keep + keep + m];
+}
+
+/* Channels [c0, c1) of one run: each row's conv, taps oldest input first
+ * (ggml_ssm_conv's order) then silu, the rows in order; then the state
+ * holds the last taps - 1 inputs, and a checkpointed row's conv part the
+ * taps - 1 inputs up to it. state: (channels, taps - 1). */
+static void conv_channels(const lin_job *j, size_t r0, size_t r1, uint32_t c0, uint32_t c1,
+                          float *state) {
+    const llama_config *c = j->c;
+    const uint32_t ch = llama_config_conv_channels(c), taps = c->ssm_conv, keep = taps - 1;
+    const lin_rows *r = j->r;
+    const long n = (long)(r1 - r0);
+    for (uint32_t k = c0; k < c1; k++) {
+        const float *w = j->L->ssm_conv1d + (size_t)k * taps;
+        for (long i = 0; i < n; i++) {
+            float sum = 0.0f;
+            for (uint32_t t = 0; t < taps; t++)
+                sum += conv_in(r->qkv, state, ch, keep, r0, i - (long)keep + t, k) * w[t];
+            r->conv[(r0 + (size_t)i) * ch + k] = silu(sum);
+            const uint32_t ck = j->rows->ckpt[r0 + (size_t)i];
+            if (ck != KV_CKPT_NONE && j->kv->ckpts)
+                for (uint32_t t = 0; t < keep; t++)
+                    kv_ckpt_state(j->kv, ck, j->layer)[(size_t)k * keep + t] =
+                        conv_in(r->qkv, state, ch, keep, r0, i + 1 - (long)keep + t, k);
+        }
+        float last[16]; /* taps <= 16 (llama_config) */
+        for (uint32_t t = 0; t < keep; t++)
+            last[t] = conv_in(r->qkv, state, ch, keep, r0, n - (long)keep + t, k);
+        memcpy(state + (size_t)k * keep, last, keep * sizeof *last);
     }
 }
 
-/* A run's conv and per-row activations, rows in order. */
+/* Task t: run t / chunks, channels chunk t % chunks. */
 static void conv_task(void *arg, size_t t, int thread) {
     (void)thread;
     const lin_job *j = arg;
+    const uint32_t ch = llama_config_conv_channels(j->c);
+    const size_t chunks = (ch + CONV_CHUNK - 1) / CONV_CHUNK, run = t / chunks;
+    const size_t r0 = j->runs->first[run], r1 = j->runs->first[run + 1];
+    const uint32_t c0 = (uint32_t)(t % chunks) * CONV_CHUNK;
+    const uint32_t c1 = c0 + CONV_CHUNK < ch ? c0 + CONV_CHUNK : ch;
+    conv_channels(j, r0, r1, c0, c1, kv_state(j->kv, j->seqs[j->rows->seq[r0]], j->layer));
+}
+
+/* A sequence starting at position 0 starts from no state. */
+static void reset_task(void *arg, size_t t, int thread) {
+    (void)thread;
+    const lin_job *j = arg;
+    const size_t r0 = j->runs->first[t];
+    if (j->rows->pos[r0] != 0) return;
+    float *state = kv_state(j->kv, j->seqs[j->rows->seq[r0]], j->layer);
+    memset(state, 0, llama_config_state_floats(j->c) * sizeof *state);
+}
+
+/* Row `row`'s per-head inputs of value head h: q and k (key head h %
+ * key heads) L2-normalised into q, k; beta's sigmoid; the decay. */
+static void head_inputs(const lin_job *j, size_t row, uint32_t h, float *q, float *k, float *beta,
+                        float *decay) {
     const llama_config *c = j->c;
     const uint32_t ch = llama_config_conv_channels(c), hv = c->ssm_v_heads, S = c->ssm_state;
-    const uint32_t hk = c->ssm_k_heads;
-    const size_t r0 = j->runs->first[t], r1 = j->runs->first[t + 1];
-    const kv_seq *seq = j->seqs[j->rows->seq[r0]];
-    float *state = kv_state(j->kv, seq, j->layer);
-    if (j->rows->pos[r0] == 0) /* a sequence starts from no state */
-        memset(state, 0, llama_config_state_floats(c) * sizeof *state);
-    const lin_rows *r = j->r;
-    for (size_t row = r0; row < r1; row++) {
-        float *conv = r->conv + row * ch;
-        conv_row(conv, state, r->qkv + row * ch, j->L->ssm_conv1d, ch, c->ssm_conv);
-        if (j->rows->ckpt[row] != KV_CKPT_NONE && j->kv->ckpts) /* the conv's part */
-            memcpy(kv_ckpt_state(j->kv, j->rows->ckpt[row], j->layer), state,
-                   (size_t)(c->ssm_conv - 1) * ch * sizeof *state);
-        for (uint32_t h = 0; h < 2 * hk; h++) /* Q's heads then K's */
-            l2_normalise(conv + (size_t)h * S, S, c->rms_eps);
-        float *beta = r->beta + row * hv, *alpha = r->alpha + row * hv;
-        for (uint32_t h = 0; h < hv; h++) {
-            beta[h] = 1.0f / (1.0f + expf(-beta[h]));
-            const float x = alpha[h] + j->L->ssm_dt[h];
-            const float softplus = x > 20.0f ? x : logf(1.0f + expf(x));
-            alpha[h] = expf(softplus * j->L->ssm_a[h]);
-        }
-    }
+    const uint32_t kh = h % c->ssm_k_heads;
+    const float *conv = j->r->conv + row * ch;
+    memcpy(q, conv + (size_t)kh * S, S * sizeof *q);
+    memcpy(k, conv + (size_t)(c->ssm_k_heads + kh) * S, S * sizeof *k);
+    l2_normalise(q, S, c->rms_eps);
+    l2_normalise(k, S, c->rms_eps);
+    *beta = 1.0f / (1.0f + expf(-j->r->beta[row * hv + h]));
+    const float x = j->r->alpha[row * hv + h] + j->L->ssm_dt[h];
+    const float softplus = x > 20.0f ? x : logf(1.0f + expf(x));
+    *decay = expf(softplus * j->L->ssm_a[h]);
 }
 
 /* One (run, value head): the delta rule over the run's rows, then the
@@ -118,11 +150,11 @@ static void head_task(void *arg, size_t t, int thread) {
     const float scale = 1.0f / sqrtf((float)S);
     const lin_rows *r = j->r;
     const size_t inner = (size_t)hv * S;
+    float q[1024], k[1024]; /* S <= 1024 (llama_config) */
     for (size_t row = r0; row < r1; row++) {
-        const float *conv = r->conv + row * ch;
-        const float *q = conv + (size_t)(h % hk) * S, *k = conv + (size_t)(hk + h % hk) * S;
-        const float *v = conv + (size_t)2 * hk * S + (size_t)h * S;
-        const float decay = r->alpha[row * hv + h], beta = r->beta[row * hv + h];
+        const float *v = r->conv + row * ch + (size_t)2 * hk * S + (size_t)h * S;
+        float beta, decay;
+        head_inputs(j, row, h, q, k, &beta, &decay);
         float *o = r->out + row * inner + (size_t)h * S;
         for (uint32_t i = 0; i < S; i++) {
             float *m = M + (size_t)i * S;
@@ -156,6 +188,8 @@ void linear_attn_step(tps_pool *pool, const llama_config *c, const llama_layer *
                       const lin_runs *runs, const lin_rows *r) {
     lin_job j = {
         .c = c, .L = L, .kv = kv, .seqs = seqs, .rows = rows, .layer = l, .runs = runs, .r = r};
-    run_tasks(pool, runs->n, conv_task, &j);
+    const size_t chunks = (llama_config_conv_channels(c) + CONV_CHUNK - 1) / CONV_CHUNK;
+    run_tasks(pool, runs->n, reset_task, &j);
+    run_tasks(pool, runs->n * chunks, conv_task, &j);
     run_tasks(pool, runs->n * c->ssm_v_heads, head_task, &j);
 }
