@@ -19,8 +19,12 @@
 #   - phase B: delta tps_generation_tokens_total == bench output tokens;
 #     phase A: delta >= bench output tokens, and cancels happened;
 #   - the KV pool is empty at the end (tps_kv_cache_usage_ratio == 0);
-#   - the prefix cache served some prompt tokens (tps_prefix_cache_hits_total).
+#   - the prefix cache served some prompt tokens (tps_prefix_cache_hits_total),
+#     or, for a hybrid model (SOAK_ARCH=qwen35: linear-attention layers, whose
+#     state no prefix hit restores), every recurrent-state slot was given back
+#     (tps_state_slots_used == 0).
 #   scripts/soak.sh [SECONDS] [BUILD_DIR]   (default 60 s, build-asan)
+# SOAK_ARCH=A makes the model with tps model make --arch A (default llama).
 # With SOAK_TSAN=1 the build is ThreadSanitizer's (make tsan): the server runs
 # 2 kernel threads (so the pool's workers race for real), any ThreadSanitizer
 # warning fails the soak, and RSS is not judged (TSan's shadow grows).
@@ -39,8 +43,9 @@ fail=0
 model=${TPS_SOAK_MODEL:-$work/tiny-q8_0.gguf}
 # (on one OpenMP thread: under TSan, libgomp's own synchronisation is not
 # instrumented, and its workers would be reported as racing)
-if [ -z "${TPS_SOAK_MODEL:-}" ] && ! OMP_NUM_THREADS=1 "$tps" model make --preset tiny \
-  --type q8_0 -o "$model" >"$work/make.log" 2>&1; then
+arch=${SOAK_ARCH:-llama}
+if [ -z "${TPS_SOAK_MODEL:-}" ] && ! OMP_NUM_THREADS=1 "$tps" model make --arch "$arch" \
+  --preset tiny --type q8_0 -o "$model" >"$work/make.log" 2>&1; then
   echo "soak: tps model make --preset tiny failed:"; tail -5 "$work/make.log"; exit 1
 fi
 [ -f "$model" ] || { echo "soak: $model not found"; exit 2; }
@@ -52,12 +57,16 @@ check() { # check NAME CONDITION-RESULT(0 ok) DETAIL
 # something: it fills within the warm-up quarter even on a loaded machine
 # (16 MiB did not always, in a 25 s soak, and read as growth); 640 B of KV
 # per token for the tiny preset (stories260K's shape): 256K is ~400 tokens.
+# qwen35 tiny: 1 KiB a token (2 attention layers of head 32), so 400K for
+# the same ~400 tokens (the longest request, 120 + 160, must fit)
+kv_mem=256K
+[ "$arch" = qwen35 ] && kv_mem=400K
 tsan=${SOAK_TSAN:-0}
 threads=1
 [ "$tsan" = 1 ] && threads=2
 ASAN_OPTIONS=detect_leaks=1:quarantine_size_mb=4:abort_on_error=0 \
 UBSAN_OPTIONS=print_stacktrace=1 TSAN_OPTIONS=halt_on_error=0:second_deadlock_stack=1 \
-  "$tps" serve -m "$model" --port 0 --threads $threads --max-seqs 8 --kv-mem 256K \
+  "$tps" serve -m "$model" --port 0 --threads $threads --max-seqs 8 --kv-mem $kv_mem \
   --timeout 5 --drain-timeout 30 2>"$work/serve.log" &
 spid=$!
 . scripts/listen-lib.sh # listen_url
@@ -67,7 +76,7 @@ if [ -z "$port" ]; then
   echo "soak: the server did not start:"; cat "$work/serve.log"; kill $spid 2>/dev/null; exit 1
 fi
 url=http://127.0.0.1:$port
-echo "soak: server pid $spid on $url, ${seconds}s, logs in $work"
+echo "soak: server pid $spid on $url, ${seconds}s, model $arch tiny, logs in $work"
 
 metric() { # metric NAME -> value (empty when absent)
   curl -s -m 5 "$url/metrics" | awk -v k="$1" '$1 == k { print $2 }'
@@ -147,6 +156,8 @@ ratio=$(metric tps_kv_cache_usage_ratio)
 pre=$(metric tps_preemptions_total)
 hits=$(metric tps_prefix_cache_hits_total); : "${hits:=0}"
 queries=$(metric tps_prefix_cache_queries_total); : "${queries:=0}"
+slots=$(metric tps_state_slots); : "${slots:=0}"
+slots_used=$(metric tps_state_slots_used); : "${slots_used:=0}"
 
 # --- shutdown: drain, exit, LeakSanitizer
 kill -TERM $spid
@@ -176,8 +187,13 @@ check "tokens, phase B" $(( ${g2%.*} - ${g1%.*} != out_b )) \
 check "tokens, phase A" $(( ${g1%.*} - ${g0%.*} < out_a )) \
   "server generated $(( ${g1%.*} - ${g0%.*} )) >= bench $out_a (+ the cancelled requests')"
 check "KV pool empty at the end" $([ "$ratio" = 0 ]; echo $?) "kv_cache_usage_ratio $ratio, preemptions $pre"
-check "prefix cache used" $(( ${hits%.*} <= 0 )) \
-  "${hits%.*} of ${queries%.*} prompt tokens were cache hits"
+if [ "${slots%.*}" -gt 0 ]; then
+  check "state slots given back" $(( ${slots_used%.*} != 0 )) \
+    "${slots_used%.*} of ${slots%.*} recurrent-state slots held at the end, preemptions $pre"
+else
+  check "prefix cache used" $(( ${hits%.*} <= 0 )) \
+    "${hits%.*} of ${queries%.*} prompt tokens were cache hits"
+fi
 check "server exit (drain, LeakSanitizer)" $((src != 0)) "exit status $src"
 sanitizer=$(cat "$work/serve.log" "$work/bench_a.out" "$work/bench_b.out" |
   grep -cE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|WARNING: ThreadSanitizer')

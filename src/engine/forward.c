@@ -199,8 +199,8 @@ void fwd_state_free(fwd_state *s) {
     if (!s) return;
     moe_state_free(s->moe);
     kernel_ctx_free(s->kc);
-    TPS_FREE_ALL(s->hybrid_buf, s->lin_first, s->row_seq, s->row_pos, s->gelu, s->run_first, s->buf,
-                 s);
+    TPS_FREE_ALL(s->hybrid_buf, s->lin_first, s->row_seq, s->row_pos, s->row_ckpt, s->gelu,
+                 s->run_first, s->buf, s);
 }
 
 kernel_ctx *fwd_state_kernels(fwd_state *s) {
