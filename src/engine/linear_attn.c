@@ -42,10 +42,6 @@ typedef struct lin_job {
     const lin_rows *r;
 } lin_job;
 
-static float silu(float x) {
-    return x / (1.0f + expf(-x));
-}
-
 /* x (n,) /= max(|x|, eps), as ggml_l2_norm (the sum in double). */
 static void l2_normalise(float *x, size_t n, float eps) {
     double sum = 0;
@@ -58,41 +54,53 @@ static void l2_normalise(float *x, size_t n, float eps) {
  * among the threads, few enough that each reads whole cache lines. */
 #define CONV_CHUNK 256
 
-/* The conv's input m rows into the run (m < 0: the state's taps - 1 older
- * inputs, oldest first) at channel c. */
-static inline float conv_in(const float *qkv, const float *state, uint32_t ch, uint32_t keep,
-                            size_t r0, long m, uint32_t c) {
-    return m >= 0 ? qkv[(r0 + (size_t)m) * ch + c] : state[(size_t)c * keep + keep + m];
+/* Row m of the run's conv inputs (m < 0: row taps - 1 + m of the state,
+ * which holds the last taps - 1 inputs oldest first, a row of channels
+ * each). */
+static inline const float *conv_row_in(const float *qkv, const float *state, uint32_t ch,
+                                       uint32_t keep, size_t r0, long m) {
+    return m >= 0 ? qkv + (r0 + (size_t)m) * ch : state + (size_t)(keep + m) * ch;
 }
 
-/* Channels [c0, c1) of one run: each row's conv, taps oldest input first
- * (ggml_ssm_conv's order) then silu, the rows in order; then the state
- * holds the last taps - 1 inputs, and a checkpointed row's conv part the
- * taps - 1 inputs up to it. state: (channels, taps - 1). */
+/* Channels [c0, c1) of one run, row by row: each channel's taps oldest
+ * input first (ggml_ssm_conv's order), then silu; afterwards the state
+ * holds the run's last taps - 1 inputs, and a checkpointed row's conv part
+ * the taps - 1 inputs up to it. Rows of the chunk's channels are
+ * contiguous, so the loops run over channels in vectors. */
 static void conv_channels(const lin_job *j, size_t r0, size_t r1, uint32_t c0, uint32_t c1,
                           float *state) {
     const llama_config *c = j->c;
     const uint32_t ch = llama_config_conv_channels(c), taps = c->ssm_conv, keep = taps - 1;
+    const uint32_t n_c = c1 - c0;
     const lin_rows *r = j->r;
     const long n = (long)(r1 - r0);
-    for (uint32_t k = c0; k < c1; k++) {
-        const float *w = j->L->ssm_conv1d + (size_t)k * taps;
-        for (long i = 0; i < n; i++) {
-            float sum = 0.0f;
-            for (uint32_t t = 0; t < taps; t++)
-                sum += conv_in(r->qkv, state, ch, keep, r0, i - (long)keep + t, k) * w[t];
-            r->conv[(r0 + (size_t)i) * ch + k] = silu(sum);
-            const uint32_t ck = j->rows->ckpt[r0 + (size_t)i];
-            if (ck != KV_CKPT_NONE && j->kv->ckpts)
-                for (uint32_t t = 0; t < keep; t++)
-                    kv_ckpt_state(j->kv, ck, j->layer)[(size_t)k * keep + t] =
-                        conv_in(r->qkv, state, ch, keep, r0, i + 1 - (long)keep + t, k);
+    float wt[16][CONV_CHUNK], sum[CONV_CHUNK], one[CONV_CHUNK]; /* taps <= 16 (llama_config) */
+    for (uint32_t t = 0; t < taps; t++)
+        for (uint32_t k = 0; k < n_c; k++)
+            wt[t][k] = j->L->ssm_conv1d[(size_t)(c0 + k) * taps + t];
+    for (uint32_t k = 0; k < n_c; k++)
+        one[k] = 1.0f;
+    for (long i = 0; i < n; i++) {
+        memset(sum, 0, n_c * sizeof *sum);
+        for (uint32_t t = 0; t < taps; t++) {
+            const float *x = conv_row_in(r->qkv, state, ch, keep, r0, i - (long)keep + t) + c0;
+            for (uint32_t k = 0; k < n_c; k++)
+                sum[k] += x[k] * wt[t][k];
         }
-        float last[16]; /* taps <= 16 (llama_config) */
-        for (uint32_t t = 0; t < keep; t++)
-            last[t] = conv_in(r->qkv, state, ch, keep, r0, n - (long)keep + t, k);
-        memcpy(state + (size_t)k * keep, last, keep * sizeof *last);
+        kernel_swiglu(r->conv + (r0 + (size_t)i) * ch + c0, sum, one, n_c); /* silu */
+        const uint32_t ck = j->rows->ckpt[r0 + (size_t)i];
+        if (ck != KV_CKPT_NONE && j->kv->ckpts)
+            for (uint32_t t = 0; t < keep; t++)
+                memcpy(kv_ckpt_state(j->kv, ck, j->layer) + (size_t)t * ch + c0,
+                       conv_row_in(r->qkv, state, ch, keep, r0, i + 1 - (long)keep + t) + c0,
+                       n_c * sizeof(float));
     }
+    float last[16][CONV_CHUNK];
+    for (uint32_t t = 0; t < keep; t++)
+        memcpy(last[t], conv_row_in(r->qkv, state, ch, keep, r0, n - (long)keep + t) + c0,
+               n_c * sizeof(float));
+    for (uint32_t t = 0; t < keep; t++)
+        memcpy(state + (size_t)t * ch + c0, last[t], n_c * sizeof(float));
 }
 
 /* Task t: run t / chunks, channels chunk t % chunks. */
@@ -156,18 +164,10 @@ static void head_task(void *arg, size_t t, int thread) {
         float beta, decay;
         head_inputs(j, row, h, q, k, &beta, &decay);
         float *o = r->out + row * inner + (size_t)h * S;
-        for (uint32_t i = 0; i < S; i++) {
-            float *m = M + (size_t)i * S;
-            kernel_scale(m, decay, S);
-            const float d = (v[i] - kernel_dot_f32(m, k, S)) * beta;
-            kernel_axpy(m, d, k, S);
-            o[i] = kernel_dot_f32(m, q, S) * scale;
-        }
+        kernel_delta_rule(M, q, k, v, decay, beta, scale, o, S);
         kernel_rmsnorm(o, o, j->L->ssm_norm, S, c->rms_eps);
-        const float *z = r->z + row * inner + (size_t)h * S;
-        for (uint32_t i = 0; i < S; i++)
-            o[i] *= silu(z[i]);
-        if (j->rows->ckpt[row] != KV_CKPT_NONE && j->kv->ckpts) /* the head's matrix */
+        kernel_swiglu(o, r->z + row * inner + (size_t)h * S, o, S); /* o * silu(z) */
+        if (j->rows->ckpt[row] != KV_CKPT_NONE && j->kv->ckpts)     /* the head's matrix */
             memcpy(kv_ckpt_state(j->kv, j->rows->ckpt[row], j->layer) + conv_state +
                        (size_t)h * S * S,
                    M, (size_t)S * S * sizeof *M);

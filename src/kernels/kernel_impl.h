@@ -270,6 +270,9 @@ void kernel_add_avx2(float *out, const float *a, const float *b, size_t n);
 void kernel_scale_avx2(float *x, float s, size_t n);
 void kernel_softmax_sink_avx2(float *x, size_t n, float sink);
 void kernel_swiglu_avx2(float *out, const float *gate, const float *up, size_t n);
+void kernel_delta_rule_avx2(float *restrict M, const float *restrict q, const float *restrict k,
+                            const float *restrict v, float decay, float beta, float scale,
+                            float *restrict o, size_t S);
 #else
 #define KERNEL_HAVE_AVX2 0
 #endif

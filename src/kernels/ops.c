@@ -147,6 +147,22 @@ void kernel_scale(float *x, float s, size_t n) {
 #endif
 }
 
+void kernel_delta_rule(float *restrict M, const float *restrict q, const float *restrict k,
+                       const float *restrict v, float decay, float beta, float scale,
+                       float *restrict o, size_t S) {
+#if KERNEL_HAVE_AVX2
+    kernel_delta_rule_avx2(M, q, k, v, decay, beta, scale, o, S);
+#else
+    for (size_t j = 0; j < S; j++) {
+        float *m = M + j * S;
+        kernel_scale(m, decay, S);
+        const float d = (v[j] - kernel_dot_f32(m, k, S)) * beta;
+        kernel_axpy(m, d, k, S);
+        o[j] = kernel_dot_f32(m, q, S) * scale;
+    }
+#endif
+}
+
 int kernel_get_row(float *restrict out, const void *restrict W, uint32_t wtype, size_t row,
                    size_t n_cols) {
     const size_t row_bytes = kernel_row_bytes(wtype, n_cols);

@@ -49,6 +49,15 @@ float kernel_dot_f32(const float *restrict a, const float *restrict b, size_t n)
 /* y (n,) += a * x (n,). */
 void kernel_axpy(float *restrict y, float a, const float *restrict x, size_t n);
 
+/* One token through one head's gated delta-rule state (Gated DeltaNet, as
+ * ggml's gated_delta_net): M (S, S) row-major, row j for value j, is
+ * decayed, M *= decay; then per row j: d = (v[j] - M[j] . k) * beta,
+ * M[j] += d * k, o[j] = (M[j] . q) * scale. Rows are independent, so the
+ * decay is applied a row at a time. Deterministic for a given S. */
+void kernel_delta_rule(float *restrict M, const float *restrict q, const float *restrict k,
+                       const float *restrict v, float decay, float beta, float scale,
+                       float *restrict o, size_t S);
+
 /* out (n_cols,) = row `row` of W (n_rows, n_cols) of type wtype, as float
  * (embedding lookup). Returns 0, TPS_EUNSUP or TPS_EINVAL (n_cols not whole
  * blocks). Does not check row < n_rows: the caller owns the bounds. */

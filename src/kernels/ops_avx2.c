@@ -154,4 +154,48 @@ void kernel_swiglu_avx2(float *out, const float *gate, const float *up, size_t n
     }
 }
 
+/* kernel_delta_rule in two passes a row: decay and M[j] . k together, then
+ * the write and M[j] . q together, the row in L1 throughout. */
+void kernel_delta_rule_avx2(float *restrict M, const float *restrict q, const float *restrict k,
+                            const float *restrict v, float decay, float beta, float scale,
+                            float *restrict o, size_t S) {
+    const __m256 vdecay = _mm256_set1_ps(decay);
+    for (size_t j = 0; j < S; j++) {
+        float *m = M + j * S;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        size_t i = 0;
+        for (; i + 16 <= S; i += 16) {
+            const __m256 x0 = _mm256_mul_ps(_mm256_loadu_ps(m + i), vdecay);
+            const __m256 x1 = _mm256_mul_ps(_mm256_loadu_ps(m + i + 8), vdecay);
+            _mm256_storeu_ps(m + i, x0);
+            _mm256_storeu_ps(m + i + 8, x1);
+            a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(k + i), a0);
+            a1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(k + i + 8), a1);
+        }
+        float sk = hsum8(_mm256_add_ps(a0, a1));
+        for (size_t t = i; t < S; t++) {
+            m[t] *= decay;
+            sk = fmaf(m[t], k[t], sk);
+        }
+        const float d = (v[j] - sk) * beta;
+        const __m256 vd = _mm256_set1_ps(d);
+        a0 = a1 = _mm256_setzero_ps();
+        for (i = 0; i + 16 <= S; i += 16) {
+            const __m256 x0 = _mm256_fmadd_ps(vd, _mm256_loadu_ps(k + i), _mm256_loadu_ps(m + i));
+            const __m256 x1 =
+                _mm256_fmadd_ps(vd, _mm256_loadu_ps(k + i + 8), _mm256_loadu_ps(m + i + 8));
+            _mm256_storeu_ps(m + i, x0);
+            _mm256_storeu_ps(m + i + 8, x1);
+            a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(q + i), a0);
+            a1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(q + i + 8), a1);
+        }
+        float sq = hsum8(_mm256_add_ps(a0, a1));
+        for (size_t t = i; t < S; t++) {
+            m[t] = fmaf(d, k[t], m[t]);
+            sq = fmaf(m[t], q[t], sq);
+        }
+        o[j] = sq * scale;
+    }
+}
+
 #endif
