@@ -159,6 +159,10 @@ int chat_prompt_render(const chat_prompt *p, const chat_request *rq, sbuf *out, 
  * their key order, integers stay integers); and every variable of a
  * render set on r. */
 jinja_val chat_json_value(jinja_run *r, const json_t *j);
+/* chat_vars.c: e's status, param and message (fmt with a and b); TPS_EINVAL,
+ * or TPS_ENOMEM for a status of 500 and over. */
+int chat_fail(chat_error *e, int status, const char *param, const char *fmt, const char *a,
+              const char *b);
 int chat_request_vars(jinja_run *r, const chat_request *rq, const char *bos, const char *eos,
                       chat_error *err);
 

@@ -143,9 +143,11 @@ static bool check_array(ck *c, const json_t *s, const json_t *v, int depth) {
         return fail(c, "minItems %" JSON_INTEGER_FORMAT, json_integer_value(mn));
     if (json_is_integer(mx) && (json_int_t)n > json_integer_value(mx))
         return fail(c, "maxItems %" JSON_INTEGER_FORMAT, json_integer_value(mx));
-    if (json_is_object(items) || json_is_boolean(items)) json_array_foreach(v, i, x) {
+    if (json_is_object(items) || json_is_boolean(items)) {
+        json_array_foreach(v, i, x) {
             if (!check_at(c, items, x, NULL, i, depth)) return false;
         }
+    }
     return true;
 }
 
