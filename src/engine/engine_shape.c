@@ -29,7 +29,7 @@ engine_macs engine_macs_of(const llama_config *c) {
     const double kv_dim = (double)c->n_kv_heads * c->head_dim;
     const double q_dim = (double)c->n_heads * c->head_dim;
     /* a hybrid stack's Q projection doubles: each head's output gate */
-    const double q_rows = c->arch_info->hybrid ? 2 * q_dim : q_dim;
+    const double q_rows = c->arch_info && c->arch_info->hybrid ? 2 * q_dim : q_dim;
     const double attn = c->dim * (q_rows + 2 * kv_dim) + q_dim * c->dim;
     double body = 0, attended = 0;
     for (uint32_t l = 0; l < c->n_layers; l++) {

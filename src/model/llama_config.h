@@ -78,7 +78,7 @@ static inline int llama_config_is_swa(const llama_config *c, uint32_t l) {
 /* 1 when layer l is a linear-attention (recurrent) layer: no K/V, a
  * fixed-size state per sequence instead. */
 static inline int llama_config_is_recurrent(const llama_config *c, uint32_t l) {
-    return c->arch_info->hybrid && (l + 1) % c->full_attn_interval != 0;
+    return c->arch_info && c->arch_info->hybrid && (l + 1) % c->full_attn_interval != 0;
 }
 
 /* Channels of a linear layer's causal conv: Q, K (key heads x S each) and V
