@@ -190,6 +190,70 @@ ALWAYS_INLINE __m128 fold4(const __m256 a[4]) {
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
+#if defined(__AVX512F__)
+/* scores_tile's 8-key FMA chains, two keys a zmm (lanes 0-7 key 2p, 8-15
+ * key 2p + 1) against q in both halves: each lane's FMA chain is the ymm
+ * one, split back into ymm acc[r][k] for the fold (half the FMAs of the
+ * 8-key ymm tile). */
+ALWAYS_INLINE void scores_chains_zmm(__m256 acc[][8], const float *const q[], const float *Wj,
+                                     size_t hd8, uint32_t hd, const int R) {
+    __m512 az[ATTN_SR][4];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++)
+            az[r][p] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (size_t d = 0; d < hd8; d += 8) {
+        __m512 qv[ATTN_SR];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            qv[r] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q[r] + d));
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            __m512 kv = _mm512_insertf32x8(
+                _mm512_castps256_ps512(_mm256_loadu_ps(Wj + (size_t)(2 * p) * hd + d)),
+                _mm256_loadu_ps(Wj + (size_t)(2 * p + 1) * hd + d), 1);
+            KEEP_IN_REGISTER(kv);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+                az[r][p] = _mm512_fmadd_ps(qv[r], kv, az[r][p]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            acc[r][2 * p] = _mm512_castps512_ps256(az[r][p]);
+            acc[r][2 * p + 1] = _mm512_extractf32x8_ps(az[r][p], 1);
+        }
+}
+#endif
+
+/* scores_tile's FMA chains in ymm: one a key over hd's 8-float chunks. */
+ALWAYS_INLINE void scores_chains_ymm(__m256 acc[][8], const float *const q[], const float *Wj,
+                                     size_t hd8, uint32_t hd, const int R, const int KN) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int k = 0; k < KN; k++)
+            acc[r][k] = _mm256_setzero_ps();
+#pragma GCC unroll 16
+    for (size_t d = 0; d < hd8; d += 8) {
+        __m256 qv[ATTN_SR];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            qv[r] = _mm256_loadu_ps(q[r] + d);
+#pragma GCC unroll 8
+        for (int k = 0; k < KN; k++) {
+            const __m256 kv = reg_ps(_mm256_loadu_ps(Wj + (size_t)k * hd + d));
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+                acc[r][k] = _mm256_fmadd_ps(qv[r], kv, acc[r][k]);
+        }
+    }
+}
+
 /* s_r[j] for the R vectors r and the KN (4 or 8) keys j0 .. j0 + KN - 1 of
  * W (f32 rows hd apart), as scores_run computes each: one FMA chain per
  * key over hd's 8-float chunks, the fold8 tree, hd's tail in order, then
@@ -200,63 +264,11 @@ ALWAYS_INLINE void scores_tile(float *const s[], const float *const q[], const f
     const float *Wj = W + j0 * hd;
     __m256 acc[ATTN_SR][8];
 #if defined(__AVX512F__)
-    if (KN == 8) {
-        /* two keys a zmm (lanes 0-7 key 2p, 8-15 key 2p + 1) against q in
-         * both halves: each lane's FMA chain is the ymm one, split back
-         * into ymm for the fold (half the FMAs of the 8-key ymm tile) */
-        __m512 az[ATTN_SR][4];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-            for (int p = 0; p < 4; p++)
-                az[r][p] = _mm512_setzero_ps();
-#pragma GCC unroll 16
-        for (size_t d = 0; d < hd8; d += 8) {
-            __m512 qv[ATTN_SR];
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-                qv[r] = _mm512_broadcast_f32x8(_mm256_loadu_ps(q[r] + d));
-#pragma GCC unroll 4
-            for (int p = 0; p < 4; p++) {
-                __m512 kv = _mm512_insertf32x8(
-                    _mm512_castps256_ps512(_mm256_loadu_ps(Wj + (size_t)(2 * p) * hd + d)),
-                    _mm256_loadu_ps(Wj + (size_t)(2 * p + 1) * hd + d), 1);
-                KEEP_IN_REGISTER(kv);
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++)
-                    az[r][p] = _mm512_fmadd_ps(qv[r], kv, az[r][p]);
-            }
-        }
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-            for (int p = 0; p < 4; p++) {
-                acc[r][2 * p] = _mm512_castps512_ps256(az[r][p]);
-                acc[r][2 * p + 1] = _mm512_extractf32x8_ps(az[r][p], 1);
-            }
-    } else
+    if (KN == 8)
+        scores_chains_zmm(acc, q, Wj, hd8, hd, R);
+    else
 #endif
-    {
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-            for (int k = 0; k < KN; k++)
-                acc[r][k] = _mm256_setzero_ps();
-#pragma GCC unroll 16
-        for (size_t d = 0; d < hd8; d += 8) {
-            __m256 qv[ATTN_SR];
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-                qv[r] = _mm256_loadu_ps(q[r] + d);
-#pragma GCC unroll 8
-            for (int k = 0; k < KN; k++) {
-                const __m256 kv = reg_ps(_mm256_loadu_ps(Wj + (size_t)k * hd + d));
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++)
-                    acc[r][k] = _mm256_fmadd_ps(qv[r], kv, acc[r][k]);
-            }
-        }
-    }
+        scores_chains_ymm(acc, q, Wj, hd8, hd, R, KN);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         if (hd8 == hd && KN == 8) {
