@@ -117,11 +117,8 @@ static void add_memory_shape(json_t *o, const llama_config *c, const gguf_file *
     uint64_t mtp = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->tensors[i];
-        uint64_t layer = 0, k = 4;
-        if (t->name.len < 5 || memcmp(t->name.ptr, "blk.", 4)) continue;
-        for (; k < t->name.len && k < 12 && t->name.ptr[k] >= '0' && t->name.ptr[k] <= '9'; k++)
-            layer = layer * 10 + (uint64_t)(t->name.ptr[k] - '0');
-        if (layer >= c->n_layers) mtp += t->nbytes;
+        const uint32_t layer = llama_tensor_block(t->name.ptr, t->name.len);
+        if (layer != UINT32_MAX && layer >= c->n_layers) mtp += t->nbytes;
     }
     json_object_set_new(o, "mtp_blocks", json_integer(c->n_nextn));
     json_object_set_new(o, "mtp_bytes", json_integer((json_int_t)mtp));

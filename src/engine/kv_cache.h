@@ -203,7 +203,8 @@ static inline float *kv_state(const kv_cache *kv, const kv_seq *seq, uint32_t la
 
 /* kv_state.c, for kv_cache.c: the state pool of p (none without recurrent
  * layers); a slot for seq when the pool has one and seq holds none
- * (zeroed: a sequence starts from no state), TPS_EFULL when none is free;
+ * (not zeroed: linear_attn.c zeroes it at position 0), TPS_EFULL when none
+ * is free;
  * seq's slot back; dst (holding none) takes a copy of src's. */
 int kv_state_create(kv_cache *kv, const kv_cache_params *p);
 void kv_state_free(kv_cache *kv);

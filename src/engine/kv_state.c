@@ -73,9 +73,9 @@ void kv_state_free(kv_cache *kv) {
 int kv_state_take(kv_cache *kv, kv_seq *seq) {
     if (!kv->n_recurrent || seq->state) return 0;
     if (!kv->n_state_free) return TPS_EFULL;
-    const uint32_t slot = kv->state_free[--kv->n_state_free];
-    seq->state = slot + 1;
-    if (kv->states) memset(kv->states + (size_t)slot * kv->state_bytes, 0, kv->state_bytes);
+    /* not zeroed here: the forward pass zeroes a state at its sequence's
+     * position 0, and a prefix hit or a fork overwrites it whole */
+    seq->state = kv->state_free[--kv->n_state_free] + 1;
     return 0;
 }
 

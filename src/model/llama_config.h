@@ -94,6 +94,17 @@ static inline uint64_t llama_config_state_floats(const llama_config *c) {
            (uint64_t)c->ssm_v_heads * c->ssm_state * c->ssm_state;
 }
 
+/* The block a tensor name "blk.N.*" belongs to, N; UINT32_MAX for any other
+ * name (names are not NUL-terminated: len bounds the read). */
+static inline uint32_t llama_tensor_block(const char *name, uint64_t len) {
+    if (len < 5 || name[0] != 'b' || name[1] != 'l' || name[2] != 'k' || name[3] != '.')
+        return UINT32_MAX;
+    uint64_t n = 0, k = 4;
+    for (; k < len && k < 12 && name[k] >= '0' && name[k] <= '9'; k++)
+        n = n * 10 + (uint64_t)(name[k] - '0');
+    return k == 4 ? UINT32_MAX : (uint32_t)n;
+}
+
 /* Fills cfg from f. Errors name the missing or inconsistent key. */
 int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err);
 

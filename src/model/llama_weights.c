@@ -240,12 +240,10 @@ static uint64_t bind_mtp(binder *b, const llama_config *cfg) {
     const gguf_file *f = b->f;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->tensors[i];
-        if (t->name.len < 5 || memcmp(t->name.ptr, "blk.", 4)) continue;
-        uint64_t layer = 0; /* the name is not NUL-terminated: digits up to its length */
-        for (uint64_t k = 4;
-             k < t->name.len && k < 12 && t->name.ptr[k] >= '0' && t->name.ptr[k] <= '9'; k++)
-            layer = layer * 10 + (uint64_t)(t->name.ptr[k] - '0');
-        if (layer < cfg->n_layers || layer >= (uint64_t)cfg->n_layers + cfg->n_nextn) continue;
+        const uint32_t layer = llama_tensor_block(t->name.ptr, t->name.len);
+        if (layer == UINT32_MAX || layer < cfg->n_layers ||
+            layer >= (uint64_t)cfg->n_layers + cfg->n_nextn)
+            continue;
         b->used[i] = 1;
         bytes += t->nbytes;
     }
