@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/grammar.h"
+#include "constrain/grammar.h"
 
 static void check_well_formed(const grammar *g) {
     if (g->root >= g->n_rules || strcmp(g->names[g->root], "root")) abort();

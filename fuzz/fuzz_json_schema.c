@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/json_schema.h"
+#include "constrain/json_schema.h"
 #include "server/json_schema_check.h"
 
 static const char *const probes[] = {"{}",    "null", "[1, \"a\"]",

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/grammar.h"
-#include "server/regex_gbnf.h"
+#include "constrain/grammar.h"
+#include "constrain/regex_gbnf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *buf = malloc(size ? size : 1); /* exactly size bytes: ASan sees overreads */

@@ -20,11 +20,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/constraint.h"
+#include "constrain/constraint.h"
 #include "base/clock.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
-#include "server/json_schema.h"
+#include "constrain/json_schema.h"
 
 #define WALKS     20
 #define MAX_STEPS 400

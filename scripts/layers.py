@@ -6,8 +6,9 @@ needs (nm), and fails when
   - files call each other in a cycle (a strongly connected group of more
     than one file: a <-> b, or a -> b -> c -> a), or
   - a module calls one it must not: base < metrics < kernels < model <
-    engine < server < plan < cli; bench sits beside server and may use
-    base, metrics, model (the tokenizer, to count a dataset's tokens) and
+    constrain < engine < server < plan < cli (constrain, constrained
+    decoding, uses model's tokenizer and base only); bench sits beside
+    server and may use base, metrics, model (the tokenizer, to count a dataset's tokens) and
     jinja, never the engine; jinja (the chat template engine) uses base
     only and serves the server and bench (a chat prompt sized after the
     model's template); plan (the simulated server) sits above engine, server and
@@ -31,11 +32,14 @@ ALLOWED = {
     "metrics": {"base"},
     "kernels": {"base", "metrics"},
     "model": {"base", "metrics", "kernels"},
-    "engine": {"base", "metrics", "kernels", "model"},
-    "server": {"base", "metrics", "kernels", "model", "engine", "jinja"},
+    "constrain": {"base", "model"},
+    "engine": {"base", "metrics", "kernels", "model", "constrain"},
+    "server": {"base", "metrics", "kernels", "model", "constrain", "engine", "jinja"},
     "bench": {"base", "metrics", "model", "jinja"},
-    "plan": {"base", "metrics", "kernels", "model", "engine", "server", "bench", "jinja"},
-    "cli": {"base", "metrics", "kernels", "model", "engine", "server", "bench", "jinja", "plan"},
+    "plan": {"base", "metrics", "kernels", "model", "constrain", "engine", "server", "bench",
+             "jinja"},
+    "cli": {"base", "metrics", "kernels", "model", "constrain", "engine", "server", "bench",
+            "jinja", "plan"},
 }
 
 # Rooms within a module, lowest first: src/bench/io/ (one-shot HTTP requests,

@@ -1,4 +1,4 @@
-/* Tests for engine/constraint: the token mask against brute force over the
+/* Tests for constrain/constraint: the token mask against brute force over the
  * whole vocabulary (a finite language enumerated by hand; character-class
  * languages checked piece by piece with a plain byte loop, UTF-8 prefixes
  * included), random constrained walks whose output an independent parser
@@ -11,10 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/constraint.h"
+#include "constrain/constraint.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
-#include "server/json_schema.h"
+#include "constrain/json_schema.h"
 
 #define STORIES "models/stories260K.gguf"
 #define SPM32K  "models/vocab/ggml-vocab-llama-spm.gguf"

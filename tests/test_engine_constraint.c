@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "server/json_schema.h"
+#include "constrain/json_schema.h"
 #include "support/engine_env.h"
 #include "support/test_support.h"
 

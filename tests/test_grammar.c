@@ -1,10 +1,10 @@
-/* Tests for engine/grammar: GBNF parsing (llama.cpp's syntax), language
+/* Tests for constrain/grammar: GBNF parsing (llama.cpp's syntax), language
  * membership through grammar_accepts, and the errors (line and column,
  * undefined rules, left recursion). */
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "engine/grammar.h"
+#include "constrain/grammar.h"
 #include "support/grammar_check.h"
 
 /* ---------------------------------------------------------------------------

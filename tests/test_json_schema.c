@@ -1,5 +1,5 @@
-/* Tests for server/json_schema: schemas compiled to GBNF and parsed by
- * engine/grammar accept hand-written valid instances and reject invalid
+/* Tests for constrain/json_schema: schemas compiled to GBNF and parsed by
+ * constrain/grammar accept hand-written valid instances and reject invalid
  * ones (missing required key, wrong type, extra key, too many items);
  * unsupported keywords are errors naming the keyword and its location;
  * integer bounds are exact (checked against every integer in a window). */
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/json_schema.h"
+#include "constrain/json_schema.h"
 #include "support/grammar_check.h"
 
 /* ---------------------------------------------------------------------------

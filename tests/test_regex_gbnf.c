@@ -1,4 +1,4 @@
-/* Tests for server/regex_gbnf: the grammar compiled from a regex accepts
+/* Tests for constrain/regex_gbnf: the grammar compiled from a regex accepts
  * exactly what PCRE2 (an independent regex engine) matches in full, over
  * hand-picked strings and seeded random ones; unsupported constructs are
  * 400-ready errors naming the column and the construct. */
@@ -7,8 +7,8 @@
 #include <pcre2.h>
 #include <string.h>
 
-#include "engine/grammar.h"
-#include "server/regex_gbnf.h"
+#include "constrain/grammar.h"
+#include "constrain/regex_gbnf.h"
 
 static grammar *compile(const char *re) {
     sbuf b;

@@ -9,7 +9,7 @@
  * and drives it with raw sockets; every loop is bounded in count and
  * time. Each failed before the fix it covers (src/server/server_admit.c,
  * server_conn.c, server_prepare.c, server_stream.c, server.c,
- * src/engine/grammar_cache.c). Model: ../shared/models/stories260K.gguf. */
+ * src/constrain/grammar_cache.c). Model: ../shared/models/stories260K.gguf. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <poll.h>

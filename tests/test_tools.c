@@ -10,7 +10,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "engine/grammar.h"
+#include "constrain/grammar.h"
 #include "server/chat_prompt.h"
 #include "server/tools.h"
 #include "support/test_support.h"

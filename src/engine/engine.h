@@ -113,15 +113,15 @@ typedef struct engine_request {
      * most likely tokens (logprobs.h). */
     bool logprobs;
     uint32_t top_logprobs;
-    /* Constrained decoding: a GBNF grammar (grammar.h) the output must stay
-     * in (constraint.h): tokens it does not allow are masked before
-     * sampling, end-of-generation and stop ids only once the output is
-     * complete, and the choice ends (stop) when nothing more can follow.
-     * Either grammar_prog, compiled beforehand (constraint_prog_compile or
-     * grammar_cache.h, off the caller's latency-critical thread; borrowed:
-     * each choice takes its own reference), or the text in grammar, which
-     * submit compiles once, without limits, for all the choices. Both NULL:
-     * free text. */
+    /* Constrained decoding: a GBNF grammar (constrain/grammar.h) the output
+     * must stay in (constrain/constraint.h): tokens it does not allow are
+     * masked before sampling, end-of-generation and stop ids only once the
+     * output is complete, and the choice ends (stop) when nothing more can
+     * follow. Either grammar_prog, compiled beforehand (constrain_compile,
+     * with the caller's grammar cache, off its latency-critical thread;
+     * borrowed: each choice takes its own reference), or the text in
+     * grammar, which submit compiles once through the same constrain_compile,
+     * without a cache or limits, for all the choices. Both NULL: free text. */
     constraint_prog *grammar_prog;
     const char *grammar;
     size_t grammar_len;

@@ -10,6 +10,7 @@
 
 #include "engine/admit.h" /* the one admission rule */
 #include "engine/engine_internal.h"
+#include "constrain/constrain.h" /* the one compile path */
 #include "base/clock.h"
 #include "base/cond.h"
 #include "base/grow.h"
@@ -150,12 +151,14 @@ int engine_submit(engine *e, const engine_request *r, uint64_t *id, tps_err *err
     constraint_prog *own = NULL; /* compiled here from rq.grammar: once for every choice */
     if ((rq.grammar_prog || rq.grammar) && (rc = engine_constraints_prepare(e, err))) return rc;
     if (!rq.grammar_prog && rq.grammar) {
-        if ((rc = constraint_prog_compile(&own, rq.grammar, rq.grammar_len, NULL, err))) return rc;
+        bool hit; /* no cache here: compiled as it is */
+        if ((rc = constrain_compile(NULL, rq.grammar, rq.grammar_len, 0, &own, &hit, err)))
+            return rc;
         rq.grammar_prog = own;
     }
     seq *s = NULL;
     rc = seq_group_create(e, &rq, n, &s, err);
-    constraint_prog_unref(own); /* the choices hold their own references */
+    constrain_release(NULL, own, 0); /* the choices hold their own references */
     if (rc) return rc;
     pthread_mutex_lock(&e->mu);
     if (e->stopping) {

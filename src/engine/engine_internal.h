@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/constraint.h"
+#include "constrain/constraint.h"
 #include "engine/engine.h"
 #include "engine/forward.h"
 #include "engine/planner.h"

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "engine/constraint.h"
+#include "constrain/constraint.h"
 
 void seq_rules_init(seq *s, const engine_request *r) {
     s->min_tokens = r->min_tokens;

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/json_schema.h" /* JSON_SCHEMA_MAX_DEPTH */
+#include "constrain/json_schema.h" /* JSON_SCHEMA_MAX_DEPTH */
 
 #define CHECK_MAX_WORK 100000 /* subschema visits in one check */
 

@@ -8,11 +8,11 @@
  * constraint per request.
  *
  * Not here: JSON schema and regex translation (json_schema.c,
- * regex_gbnf.c), applying the grammar (engine/constraint.h). */
+ * regex_gbnf.c), applying the grammar (constrain/constraint.h). */
 #include "server/openai_internal.h"
 
-#include "server/json_schema.h"
-#include "server/regex_gbnf.h"
+#include "constrain/json_schema.h"
+#include "constrain/regex_gbnf.h"
 
 #include <stdio.h>
 #include <string.h>

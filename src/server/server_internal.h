@@ -15,7 +15,7 @@
 #include <event2/listener.h>
 
 #include "base/rng.h"
-#include "engine/grammar_cache.h"
+#include "constrain/constrain.h"
 #include "metrics/hist.h"
 #include "metrics/roofline.h"
 #include "model/llama_model.h"

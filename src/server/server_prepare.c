@@ -303,8 +303,8 @@ static void compile_grammar(work_job *j) {
     bool hit = false;
     int rc = engine_constraints_prepare(s->eng, &err);
     if (!rc)
-        rc = grammar_cache_acquire(s->grammars, r->grammar, r->grammar_len, reserve, &j->prog, &hit,
-                                   &err);
+        rc = constrain_compile(s->grammars, r->grammar, r->grammar_len, reserve, &j->prog, &hit,
+                               &err);
     if (!rc) {
         j->prog_reserve = reserve;
         return;
@@ -351,7 +351,7 @@ void server_work_prepare(work_job *j) {
 
 void server_work_job_free(work_job *j) {
     if (!j) return;
-    if (j->prog) grammar_cache_release(j->s->grammars, j->prog, j->prog_reserve);
+    constrain_release(j->s->grammars, j->prog, j->prog_reserve);
     if (j->body) evbuffer_free(j->body);
     if (j->parsed) oai_request_free(&j->r);
     free(j->ids);

@@ -64,7 +64,7 @@ static void unlink_ctx(req_ctx *c) {
 void req_ctx_free(req_ctx *c) {
     if (!c) return;
     unlink_ctx(c);
-    if (c->prog) grammar_cache_release(c->s->grammars, c->prog, c->prog_reserve);
+    constrain_release(c->s->grammars, c->prog, c->prog_reserve);
     sbuf_free(&c->out);
     api_stream_free(c->api);
     free(c->api);

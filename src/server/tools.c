@@ -1,7 +1,8 @@
 /* Tool calling formats (tools.h): rendering tools, calls and results into
  * the prompt of a template that does not write them, each by its row
- * (tools_table.c). The grammars of forced calls are in tools_grammar.c,
- * the reader of the model's calls in tools_scan.c. */
+ * (tools_table.c), and a row's markers handed to constrain/tool_grammar.h
+ * for the grammar of forced calls. The reader of the model's calls is in
+ * tools_scan.c. */
 #include "server/tools.h"
 
 #include <stdlib.h>
@@ -172,4 +173,46 @@ void tools_calls_free(tool_call *calls, size_t n) {
         free(calls[i].arguments);
         calls[i].name = calls[i].arguments = NULL;
     }
+}
+
+/* The grammar's view of row w: its markers, none of its detection,
+ * rendering or reading. */
+static tool_grammar_syntax grammar_syntax(const tool_syntax *w) {
+    return (tool_grammar_syntax){
+        .sec_open = w->sec_open,
+        .sec_close = w->sec_close,
+        .call_open = w->call_open,
+        .call_sep = w->call_sep,
+        .call_close = w->call_close,
+        .id_close = w->id_close,
+        .name_close = w->name_close,
+        .indexed = w->indexed,
+        .args_open = w->args_open,
+        .args = w->args,
+        .name_key = w->name_key,
+        .args_key = w->args_key,
+        .id_key = w->id_key,
+        .p_open = w->p_open,
+        .p_mid = w->p_mid,
+        .p_mid_json = w->p_mid_json,
+        .p_close = w->p_close,
+        .p_sep = w->p_sep,
+        .q_open = w->q_open,
+        .q_close = w->q_close,
+        .one_call = w->one_call,
+        .gbnf_lead = w->gbnf_lead,
+        .gbnf_extra = w->gbnf_extra,
+    };
+}
+
+int tools_grammar(tool_format f, const oai_tool *tools, size_t n, const char *only, bool parallel,
+                  sbuf *gbnf, tps_err *err) {
+    tool_grammar_fn *fns = calloc(n ? n : 1, sizeof *fns);
+    if (!fns) return tps_fail(err, TPS_ENOMEM, "tools: out of memory");
+    for (size_t i = 0; i < n; i++)
+        fns[i] = (tool_grammar_fn){.name = tools[i].name, .parameters = tools[i].parameters};
+    tool_grammar_syntax w = grammar_syntax(tools_row(f));
+    int rc = tool_grammar_gbnf(&w, fns, n, only, parallel, gbnf, err);
+    free(fns);
+    return rc;
 }

@@ -146,7 +146,8 @@ bool tools_list_before_user(tool_format f);
  * one or more, each a tool's name with arguments that validate against its
  * parameters schema; only the tool called `only` when it is not NULL.
  * TPS_EINVAL naming the tool when a parameters schema cannot be compiled
- * (json_schema.h's message). */
+ * (json_schema.h's message). Format f's row, written by
+ * constrain/tool_grammar.h. */
 int tools_grammar(tool_format f, const oai_tool *tools, size_t n, const char *only, bool parallel,
                   sbuf *gbnf, tps_err *err);
 

@@ -2,9 +2,10 @@
  * rows (tools_table.c), and the helpers the files share. A syntax is
  * data: where the calls of an answer open and close, how each call
  * opens, how its name and arguments are written, what closes it. tools.c
- * renders a row, tools_grammar.c writes a row's forced-call grammar,
- * tools_scan.c reads calls back by a row (whole or as they stream),
- * tools_stream.c turns the reads of a growing answer into events.
+ * renders a row and hands its markers to constrain/tool_grammar.h for the
+ * forced-call grammar, tools_scan.c reads calls back by a row (whole or
+ * as they stream), tools_stream.c turns the reads of a growing answer
+ * into events.
  *
  * Not here: which template implies which row (tools_table.c's need/veto
  * lists), HTTP. */
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "server/tools.h"
+#include "constrain/tool_grammar.h" /* tool_args, a row's grammar */
 
 /* DeepSeek R1 / V3.1 */
 #define DS_CALLS_BEGIN "<｜tool▁calls▁begin｜>"
@@ -41,18 +43,6 @@
 #define FUNC_CLOSE "</function>"
 /* DeepSeek V3.2's DSML */
 #define DSML "<｜DSML｜"
-
-/* How a call's arguments are written. */
-typedef enum tool_args {
-    /* one JSON object {name_key: N, args_key: {...}} holds the call */
-    TOOL_ARGS_CALL = 0,
-    /* the name stands before a JSON object of the arguments */
-    TOOL_ARGS_OBJECT,
-    /* the name, then one p_open K p_mid V p_close per argument (p_sep
-     * between): V raw when the tool's schema says string (q_open/q_close
-     * around it where the syntax quotes strings), JSON otherwise */
-    TOOL_ARGS_PARAMS,
-} tool_args;
 
 /* How the tool list is written for a template that does not write it. */
 typedef enum tool_list_style {

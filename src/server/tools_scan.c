@@ -12,7 +12,7 @@
  *
  * gpt-oss's harmony is read by its own function (its calls are messages,
  * not marked text). Not here: rendering (tools.c), grammars
- * (tools_grammar.c), events (tools_stream.c). */
+ * (constrain/tool_grammar.c, by tools.c), events (tools_stream.c). */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* What the grammar tests check of a compiled grammar (engine/grammar.h),
+/* What the grammar tests check of a compiled grammar (constrain/grammar.h),
  * whether written in GBNF or compiled from a JSON schema: that it accepts
  * or rejects a whole string, and that a refused input was refused the way
  * the API promises. Asserts (Criterion). Not here: the compilers. */
@@ -8,7 +8,7 @@
 #include <stdbool.h>
 
 #include "base/error.h"
-#include "engine/grammar.h"
+#include "constrain/grammar.h"
 
 /* g accepts all of s. */
 bool test_accepts(const grammar *g, const char *s);

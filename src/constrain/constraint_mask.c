@@ -3,7 +3,7 @@
  * everything below it at once, and the per-state cache of its result.
  *
  * Not here: the recognizer's states (constraint.c), the trie (vocab_trie.c). */
-#include "engine/constraint_internal.h"
+#include "constrain/constraint_internal.h"
 
 #include <math.h>
 #include <string.h>

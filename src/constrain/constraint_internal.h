@@ -1,17 +1,17 @@
-/* Private to src/engine/constraint*.c and vocab_trie.c: the layouts of the
+/* Private to src/constrain/constraint*.c and vocab_trie.c: the layouts of the
  * vocabulary trie, the compiled grammar and the recognizer, and the
  * functions the files call across. Calls go one way:
  *   constraint_prog.c (compile) -> constraint.c (stacks, states, cursor)
  *   constraint_mask.c (masks)   -> constraint.c
  * vocab_trie.c calls none of them. */
-#ifndef TPS_ENGINE_CONSTRAINT_INTERNAL_H
-#define TPS_ENGINE_CONSTRAINT_INTERNAL_H
+#ifndef TPS_CONSTRAIN_CONSTRAINT_INTERNAL_H
+#define TPS_CONSTRAIN_CONSTRAINT_INTERNAL_H
 
 #include <stdatomic.h>
 
-#include "engine/constraint.h"
-#include "engine/grammar_internal.h"
-#include "engine/u64map.h"
+#include "constrain/constraint.h"
+#include "constrain/grammar_internal.h"
+#include "constrain/u64map.h"
 
 /* ---- the vocabulary trie (vocab_trie.c) --------------------------------- */
 

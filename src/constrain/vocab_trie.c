@@ -3,7 +3,7 @@
  * tokenizer and then read-only (shared by every sequence and thread).
  *
  * Not here: walking it under a grammar (constraint_mask.c). */
-#include "engine/constraint_internal.h"
+#include "constrain/constraint_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

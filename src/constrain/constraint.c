@@ -8,7 +8,7 @@
  *
  * Not here: compiling a grammar (constraint_prog.c), masks and the trie
  * walk (constraint_mask.c), the trie (vocab_trie.c). */
-#include "engine/constraint_internal.h"
+#include "constrain/constraint_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

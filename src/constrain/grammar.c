@@ -4,7 +4,7 @@
  *
  * Not here: the parser (grammar_parse.c, which calls the checks here);
  * anything about tokens or logits; speed of recognition. */
-#include "engine/grammar_internal.h"
+#include "constrain/grammar_internal.h"
 
 #include "base/grow.h"
 

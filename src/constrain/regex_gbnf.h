@@ -1,6 +1,6 @@
 /* Regular expression -> GBNF: the `regex` extension of the completion
  * endpoints (vLLM's guided_regex) compiled to grammar text for
- * engine/grammar.h. The whole output must match the pattern (as Outlines
+ * grammar.h. The whole output must match the pattern (as Outlines
  * and vLLM do: a full match), so ^ at the very start and $ at the very end
  * are accepted and change nothing.
  *
@@ -17,8 +17,8 @@
  * property classes \p{...}, and malformed patterns.
  *
  * Pure function: no global state, no I/O. */
-#ifndef TPS_SERVER_REGEX_GBNF_H
-#define TPS_SERVER_REGEX_GBNF_H
+#ifndef TPS_CONSTRAIN_REGEX_GBNF_H
+#define TPS_CONSTRAIN_REGEX_GBNF_H
 
 #include <stddef.h>
 

@@ -3,8 +3,8 @@
  * is no deletion, since the caches only grow until they are cleared whole.
  *
  * Not here: a general-purpose hash table (no removal, no iteration). */
-#ifndef TPS_ENGINE_U64MAP_H
-#define TPS_ENGINE_U64MAP_H
+#ifndef TPS_CONSTRAIN_U64MAP_H
+#define TPS_CONSTRAIN_U64MAP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,7 +2,7 @@
  * writes the GBNF expression as it goes, one element per regex atom (so a
  * quantifier applies to that atom alone, as in the regex), every character
  * escaped as \uHHHH / \UHHHHHHHH unless it is a letter or a digit. */
-#include "server/regex_gbnf.h"
+#include "constrain/regex_gbnf.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/grammar.h"
+#include "constrain/grammar.h"
 
 typedef struct rx {
     const unsigned char *s;

@@ -1,10 +1,10 @@
-/* Private to src/engine/grammar*.c: what the parser (grammar_parse.c)
+/* Private to src/constrain/grammar*.c: what the parser (grammar_parse.c)
  * needs from the checks and the recognizer (grammar.c). Calls go one way:
  * grammar_parse.c -> grammar.c. */
-#ifndef TPS_ENGINE_GRAMMAR_INTERNAL_H
-#define TPS_ENGINE_GRAMMAR_INTERNAL_H
+#ifndef TPS_CONSTRAIN_GRAMMAR_INTERNAL_H
+#define TPS_CONSTRAIN_GRAMMAR_INTERNAL_H
 
-#include "engine/grammar.h"
+#include "constrain/grammar.h"
 
 /* Elements an element spans: a set's header and its ranges, else 1. */
 static inline size_t grammar_elem_width(const grammar_elem *e) {

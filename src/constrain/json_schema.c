@@ -5,9 +5,9 @@
  * text, so recursive schemas become recursive rules.
  *
  * Not here: the rule table, keyword checks and digit patterns the walk
- * uses (json_schema_gen.c), parsing the GBNF (engine/grammar_parse.c),
+ * uses (json_schema_gen.c), parsing the GBNF (grammar_parse.c),
  * validating instances. */
-#include "server/json_schema_internal.h"
+#include "constrain/json_schema_internal.h"
 
 #include <math.h>
 #include <stdio.h>

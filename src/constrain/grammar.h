@@ -29,8 +29,8 @@
  * Not here: tokens, logits, the per-token automaton, regexes. No global
  * state; a grammar is immutable after grammar_parse and may be shared by
  * any number of threads. */
-#ifndef TPS_ENGINE_GRAMMAR_H
-#define TPS_ENGINE_GRAMMAR_H
+#ifndef TPS_CONSTRAIN_GRAMMAR_H
+#define TPS_CONSTRAIN_GRAMMAR_H
 
 #include <stdbool.h>
 #include <stddef.h>

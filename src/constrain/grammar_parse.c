@@ -10,7 +10,7 @@
  *
  * Not here: the checks on the whole grammar and the reference recognizer
  * (grammar.c); anything about tokens or logits. */
-#include "engine/grammar_internal.h"
+#include "constrain/grammar_internal.h"
 
 #include "base/clock.h"
 #include "base/grow.h"

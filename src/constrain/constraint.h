@@ -35,17 +35,18 @@
  * Threads: a prog may be used from any thread; a constraint belongs to one
  * sequence and is used by one thread at a time.
  *
- * Not here: JSON schemas or regexes (the server compiles those to GBNF),
- * sampling (sampler.h), when to stop (the engine asks constraint_finished),
- * caching progs by content (grammar_cache.h). */
-#ifndef TPS_ENGINE_CONSTRAINT_H
-#define TPS_ENGINE_CONSTRAINT_H
+ * Not here: JSON schemas or regexes (json_schema.h and regex_gbnf.h write
+ * those as GBNF), sampling (engine/sampler.h), when to stop (the engine
+ * asks constraint_finished), caching progs by content (grammar_cache.h),
+ * the one compile path callers take (constrain.h). */
+#ifndef TPS_CONSTRAIN_CONSTRAINT_H
+#define TPS_CONSTRAIN_CONSTRAINT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/grammar.h"
+#include "constrain/grammar.h"
 #include "model/tokenizer.h"
 #include "base/error.h"
 

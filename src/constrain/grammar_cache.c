@@ -5,7 +5,7 @@
  * that every compiled grammar adds to when made and takes back when freed.
  *
  * Not here: compiling (constraint_prog.c). */
-#include "engine/grammar_cache.h"
+#include "constrain/grammar_cache.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -6,7 +6,7 @@
  *
  * Not here: the recognizer's machinery (constraint.c, which this calls),
  * caching compiled grammars by content (grammar_cache.c). */
-#include "engine/constraint_internal.h"
+#include "constrain/constraint_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * checks, GBNF literals, and exact digit patterns for integer ranges.
  *
  * Not here: the walk over the schema (json_schema.c, which calls these). */
-#include "server/json_schema_internal.h"
+#include "constrain/json_schema_internal.h"
 
 #include <math.h>
 #include <stdarg.h>

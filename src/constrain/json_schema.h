@@ -1,6 +1,6 @@
 /* JSON schema -> GBNF: compiles the schema of a response_format
  * ({"type": "json_schema"}) or a tool's parameters into grammar text that
- * engine/grammar.h parses, so that constrained decoding can only produce
+ * grammar.h parses, so that constrained decoding can only produce
  * JSON instances of the schema. {"type": "object"} is any JSON object
  * (response_format json_object).
  *
@@ -32,12 +32,12 @@
  * multipleOf, allOf, not, if/then/else, patternProperties, prefixItems,
  * uniqueItems, minProperties; the token-level automaton. Pure functions: no
  * global state, no I/O. */
-#ifndef TPS_SERVER_JSON_SCHEMA_H
-#define TPS_SERVER_JSON_SCHEMA_H
+#ifndef TPS_CONSTRAIN_JSON_SCHEMA_H
+#define TPS_CONSTRAIN_JSON_SCHEMA_H
 
 #include <jansson.h>
 
-#include "engine/grammar.h"
+#include "constrain/grammar.h"
 #include "base/sbuf.h"
 #include "base/error.h"
 
@@ -54,7 +54,7 @@ int json_schema_to_gbnf(const json_t *schema, sbuf *out, tps_err *err);
  * "<name>-..." (name: [a-zA-Z0-9-]), and the shared primitives ("space",
  * "string", ...) under their own names, always with the same text: the
  * grammars of several schemas go together in one GBNF text once each
- * primitive line is kept once (tools.h's calls, one schema per tool). */
+ * primitive line is kept once (tool_grammar.h's calls, one schema per tool). */
 int json_schema_to_gbnf_named(const json_t *schema, const char *name, sbuf *out, tps_err *err);
 
 /* json_schema_to_gbnf, then grammar_parse: *out owns a new grammar (free

@@ -1,5 +1,6 @@
-/* The grammars of forced tool calls (tools.h: tool_choice "required" or a
- * named function), written from a syntax row (tools_internal.h):
+/* The grammars of forced tool calls (tool_grammar.h: the server's
+ * tool_choice "required" or a named function), written from a syntax's
+ * markers (tool_grammar_syntax, which the server fills from its row):
  *   root ::= lead? sec_open call (call_sep call)* sec_close
  *   call ::= call_open [id id_close] body call_close
  * where body is, by the row's argument encoding: one call object whose
@@ -7,13 +8,15 @@
  * (json_schema.h); or a tool's name, name_close and its arguments
  * compiled apart (args-i: a JSON object, or its required parameters in
  * the row's parameter syntax, string values raw and the rest JSON).
- * Not here: rendering (tools.c), reading calls back (tools_scan.c). */
+ * Not here: which syntax a template uses, rendering calls into a prompt
+ * and reading them back (the server's tools*.c). */
+#include "constrain/tool_grammar.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/json_schema.h"
-#include "server/tools_internal.h"
+#include "constrain/json_schema.h"
 
 /* A GBNF string literal for s (nothing when s is empty or NULL). */
 static void lit(sbuf *g, const char *s) {
@@ -58,7 +61,7 @@ static int schema_rules(const json_t *schema, const char *rule, sbuf *rules, tps
     return rc;
 }
 
-static json_t *params_of(const oai_tool *t) {
+static json_t *params_of(const tool_grammar_fn *t) {
     /* no parameters: the function takes none (OpenAI's meaning): {} */
     return t->parameters ? json_deep_copy(t->parameters)
                          : json_pack("{s:s,s:{},s:b}", "type", "object", "properties",
@@ -67,7 +70,7 @@ static json_t *params_of(const oai_tool *t) {
 
 /* {"type":"object","properties":{[id,] name: {"const": N}, args: P},
  *  "required": [...], "additionalProperties": false} */
-static json_t *call_schema(const tool_syntax *w, const oai_tool *t) {
+static json_t *call_schema(const tool_grammar_syntax *w, const tool_grammar_fn *t) {
     json_t *props = json_object(), *req = json_array();
     if (w->id_key) {
         json_object_set_new(
@@ -86,8 +89,8 @@ static json_t *call_schema(const tool_syntax *w, const oai_tool *t) {
 /* One parameter's value: a string raw (one of its enum, or up to
  * maxLength bytes, 64 unless said, that cannot begin the close), else
  * JSON by the property's schema. */
-static int param_value(const tool_syntax *w, const json_t *prop, const char *rule, sbuf *rules,
-                       sbuf *g, tps_err *err) {
+static int param_value(const tool_grammar_syntax *w, const json_t *prop, const char *rule,
+                       sbuf *rules, sbuf *g, tps_err *err) {
     json_t *type = json_object_get(prop, "type"), *en = json_object_get(prop, "enum");
     if (!json_is_string(type) || strcmp(json_string_value(type), "string")) {
         sbuf_printf(g, " %s ", rule);
@@ -114,8 +117,8 @@ static int param_value(const tool_syntax *w, const json_t *prop, const char *rul
 }
 
 /* args-i for a parameter syntax: the tool's required parameters in order. */
-static int params_rule(const tool_syntax *w, const json_t *params, const char *rule, sbuf *rules,
-                       tps_err *err) {
+static int params_rule(const tool_grammar_syntax *w, const json_t *params, const char *rule,
+                       sbuf *rules, tps_err *err) {
     sbuf g;
     sbuf_init(&g);
     sbuf_printf(&g, "%s ::= \"\"", rule);
@@ -145,8 +148,8 @@ static int params_rule(const tool_syntax *w, const json_t *params, const char *r
 }
 
 /* body ::= the alternatives of every tool (only the one named, when only). */
-static int body_rules(const tool_syntax *w, const oai_tool *tools, size_t n, const char *only,
-                      sbuf *body, sbuf *rules, tps_err *err) {
+static int body_rules(const tool_grammar_syntax *w, const tool_grammar_fn *tools, size_t n,
+                      const char *only, sbuf *body, sbuf *rules, tps_err *err) {
     json_t *any = json_array();
     int rc = 0;
     size_t k = 0;
@@ -185,9 +188,8 @@ static int body_rules(const tool_syntax *w, const oai_tool *tools, size_t n, con
     return rc;
 }
 
-int tools_grammar(tool_format f, const oai_tool *tools, size_t n, const char *only, bool parallel,
-                  sbuf *gbnf, tps_err *err) {
-    const tool_syntax *w = tools_row(f);
+int tool_grammar_gbnf(const tool_grammar_syntax *w, const tool_grammar_fn *tools, size_t n,
+                      const char *only, bool parallel, sbuf *gbnf, tps_err *err) {
     sbuf body, rules;
     sbuf_init(&body);
     sbuf_init(&rules);

@@ -1,14 +1,14 @@
-/* Private to src/server/json_schema*.c: the generator's state and the
+/* Private to src/constrain/json_schema*.c: the generator's state and the
  * helpers json_schema_gen.c gives the walk in json_schema.c (calls go one
  * way: json_schema.c -> json_schema_gen.c). */
-#ifndef TPS_SERVER_JSON_SCHEMA_INTERNAL_H
-#define TPS_SERVER_JSON_SCHEMA_INTERNAL_H
+#ifndef TPS_CONSTRAIN_JSON_SCHEMA_INTERNAL_H
+#define TPS_CONSTRAIN_JSON_SCHEMA_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/json_schema.h"
+#include "constrain/json_schema.h"
 
 typedef struct jrule {
     char *name;

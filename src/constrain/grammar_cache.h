@@ -19,17 +19,19 @@
  * when it is done: at most the compiles in progress (each within its own
  * limit) run over it, briefly.
  *
- * Thread-safe: any thread may acquire and release. Not here: compiling
+ * Thread-safe: any thread may acquire and release. Callers outside the
+ * module come in through constrain_compile (constrain.h), the one compile
+ * path, with or without a cache. Not here: compiling
  * (constraint_prog.c), what the bytes are charged to in HTTP terms (the
  * server maps the codes to 400 and 503). */
-#ifndef TPS_ENGINE_GRAMMAR_CACHE_H
-#define TPS_ENGINE_GRAMMAR_CACHE_H
+#ifndef TPS_CONSTRAIN_GRAMMAR_CACHE_H
+#define TPS_CONSTRAIN_GRAMMAR_CACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/constraint.h"
+#include "constrain/constraint.h"
 #include "base/error.h"
 
 typedef struct grammar_cache_config {
