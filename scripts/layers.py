@@ -13,6 +13,9 @@ needs (nm), and fails when
     only and serves the server and bench (a chat prompt sized after the
     model's template); plan (the simulated server) sits above engine, server and
     bench and may use them all, or
+  - a file includes a header of a module it may not call (a type or a
+    macro from above leaves no symbol for nm to see: `#include "engine/..."`
+    in src/constrain/ fails here), or
   - a room of a module calls one above it: a module with rooms (folders
     under src/<module>/, ROOMS below) keeps every file in one of them, and a
     room calls only itself and the rooms before it in the list.
@@ -23,6 +26,7 @@ usage: scripts/layers.py [BUILD_DIR]      (default build)
 import collections
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -74,6 +78,19 @@ def room_checks(graph, why):
             if tmod == mod and r >= 0 and tr is not None and tr > r:
                 bad.append(f"room {ROOMS[mod][r]} calls room {ROOMS[mod][tr]} above it: "
                            f"{f} -> {t} ({why[(f, t)]})")
+    return bad
+
+
+def include_checks():
+    """Includes of another module's headers that the module order forbids."""
+    bad = []
+    for f in sorted(glob.glob(os.path.join("src", "**", "*.[ch]"), recursive=True)):
+        a = f.split(os.sep)[1]
+        with open(f, errors="replace") as fh:
+            for n, line in enumerate(fh, 1):
+                m = re.match(r'\s*#\s*include\s+"([a-z_]+)/', line)
+                if m and m.group(1) != a and m.group(1) not in ALLOWED.get(a, set()):
+                    bad.append(f"{a} includes {m.group(1)} upward or sideways: {f}:{n}")
     return bad
 
 
@@ -162,12 +179,14 @@ def main():
             if a != b and b not in ALLOWED.get(a, set()):
                 bad.append(f"{a} calls {b} upward or sideways: {f} -> {t} ({why[(f, t)]})")
     bad += room_checks(graph, why)
+    bad += include_checks()
     if bad:
         print("layers: calls that do not go one way (docs/architecture.md):")
         for b in bad:
             print("  " + b)
         return 1
-    print(f"layers: clean ({len(syms)} files, calls one way, between modules and rooms)")
+    print(f"layers: clean ({len(syms)} files, calls and includes one way, between modules "
+          "and rooms)")
     return 0
 
 
