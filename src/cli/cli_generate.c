@@ -1,6 +1,8 @@
 /* `tps generate`: one prompt through the engine, offline (no HTTP). Streams
  * the text to stdout and reports the engine's own prefill and decode speed,
- * each over a named window. Parsing and printing only. */
+ * each over a named window; with --depth, decode speed and bytes per token
+ * at several context depths instead (the seed's KV-cache factor, and what a
+ * hybrid stack's fixed-size state does to it). Parsing and printing only. */
 #include <stddef.h>
 #include <jansson.h>
 #include <math.h>
@@ -14,6 +16,7 @@
 #include "kernels/machine.h"
 #include "cli/opt.h"
 #include "engine/engine.h"
+#include "engine/engine_setup.h" /* engine_state_bytes: a hybrid's state a token reads */
 #include "engine/step_cost.h"
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
@@ -41,8 +44,44 @@ static long utf8_invalid_at(const unsigned char *s, size_t n) {
     return -1;
 }
 
+/* --depth: context depths, increasing. */
+#define GEN_MAX_DEPTHS 16
+typedef struct gen_depths {
+    uint32_t v[GEN_MAX_DEPTHS];
+    size_t n;
+} gen_depths;
+
+/* "1024,8k,32k" (k: x1024) into a gen_depths, each above the one before. */
+static int depths_arg(void *dst, const char *value, char *why, size_t cap) {
+    gen_depths *d = dst;
+    d->n = 0;
+    const char *p = value;
+    while (*p) {
+        char *end;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (end == p || *p == '-') break;
+        if (*end == 'k' || *end == 'K') v *= 1024, end++;
+        if (v < 1 || v > 1u << 24 || d->n == GEN_MAX_DEPTHS || (d->n && v <= d->v[d->n - 1])) break;
+        d->v[d->n++] = (uint32_t)v;
+        p = end;
+        if (*p == ',' && p[1])
+            p++;
+        else if (*p)
+            break;
+    }
+    if (*p || !d->n) {
+        snprintf(why, cap,
+                 "expected up to %d increasing depths in 1..16M tokens, comma-separated "
+                 "(k: x1024), e.g. 1k,8k,32k",
+                 GEN_MAX_DEPTHS);
+        return -1;
+    }
+    return 0;
+}
+
 typedef struct gen_opts {
     const char *model, *prompt;
+    gen_depths depths;
     uint32_t n, batch;
     int top_k, threads;
     double temp, top_p, min_p;
@@ -84,6 +123,10 @@ static const opt_row gen_rows[] = {
      .help = "keep quantized weights in the file's layout (no 8-row copy)"},
     {"--json", .kind = OPT_FLAG, .off = G(json),
      .help = "print one JSON object instead of the text and figures"},
+    {"--depth", .kind = OPT_CUSTOM, .off = G(depths), .parse = depths_arg, .metavar = "D,D,...",
+     .help = "decode at each context depth instead: a prompt of D tokens\n"
+             "(the -p prompt's repeated; -p optional), then -n tokens;\n"
+             "prints decode tok/s and bytes read per token against D"},
     {0},
 };
 
@@ -117,6 +160,16 @@ static const opt_cmd gen_cmd = {
              "  weight_bytes_per_token, kv_bytes_per_token (mean), decode_kv_bytes, and\n"
              "  prefill_roofline_note, decode_bandwidth_note, machine_limits_busy,\n"
              "  machine_read_gbs_raised_from and machine_read_raised_note when so.\n"
+             "\n"
+             "With --depth D,D,...: one request per depth, each prompt D tokens (the prompt's\n"
+             "tokens repeated, so each extends the one before and its prefill starts from the\n"
+             "prefix cache), each generating -n tokens past end-of-sequence. A table to stdout,\n"
+             "one row a depth: decode tok/s over its decode window, and the bytes a decoded\n"
+             "token reads: every weight (a MoE: its experts), the K and V of its context in\n"
+             "the attention layers only, and a linear-attention layer's fixed-size state\n"
+             "(read once and written back each token; counted once); their sum, and that over\n"
+             "the window's time in GB/s. --json: one tps.generate.depth document (tps report\n"
+             "--factor depth:LABEL=FILE reads it beside another model's).\n"
              "\n",
     .rows = gen_rows,
 };
@@ -126,6 +179,7 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
     *o = (gen_opts){.n = 64, .top_p = 1, .seed = 1, .batch = 512, .kv_type = GGML_TYPE_F16};
     int rc = opt_main(&gen_cmd, o, argc, argv);
     if (rc >= 0) return rc == 0 ? 1 : -1;
+    if (o->depths.n && !o->prompt) o->prompt = "The quick brown fox jumps over the lazy dog. ";
     if (!o->model || !o->prompt) {
         fprintf(stderr, "tps generate: -m MODEL and -p PROMPT are required (an empty prompt "
                         "is -p '')\n");
@@ -433,6 +487,191 @@ static void gen_report(const gen_opts *o, const gen_out *g, const int32_t *ids, 
     gen_print(o, g, ids, n_ids, &gm, &ml);
 }
 
+/* ---- --depth: decode against context depth --------------------------------------------------- */
+
+/* What a decoded token reads at one depth, and how fast it decoded. */
+typedef struct gen_depth_row {
+    uint32_t depth, cached; /* prompt tokens; those the prefix cache held */
+    size_t n;               /* tokens generated */
+    double prefill_s, decode_s, decode_tps;
+    double kv_bytes;    /* mean K and V a decoded token read (attention layers only) */
+    double bytes, gbps; /* weights + KV + state a token; that over the decode window */
+} gen_depth_row;
+
+/* The model's per-token constants the rows are counted from. */
+typedef struct gen_depth_model {
+    double weight_bytes;  /* a one-row step's weights (a MoE: its k experts a layer) */
+    double state_bytes;   /* every linear layer's state, one sequence: read and written back */
+    double kv_per_pos;    /* K and V of one position over the attention layers */
+    uint32_t n_recurrent; /* linear-attention layers; the rest attend */
+} gen_depth_model;
+
+static gen_depth_model gen_depth_model_of(const llama_model *m, uint32_t kv_type) {
+    gen_depth_model dm = {.weight_bytes = (double)m->w.bytes_per_token,
+                          .state_bytes = (double)engine_state_bytes(&m->cfg),
+                          .kv_per_pos = engine_kv_bytes_attended(&m->cfg, kv_type, 1)};
+    for (uint32_t l = 0; l < m->cfg.n_layers; l++)
+        dm.n_recurrent += (uint32_t)llama_config_is_recurrent(&m->cfg, l);
+    return dm;
+}
+
+static const char *gen_kv_name(uint32_t kv_type) {
+    return kv_type == GGML_TYPE_Q8_0 ? "q8_0" : kv_type == GGML_TYPE_F32 ? "f32" : "f16";
+}
+
+/* prompt (d,): head (the prompt with its special tokens), then body (the
+ * prompt without them) repeated, cut at d: each depth's prompt extends the
+ * one before. */
+static void gen_depth_prompt(int32_t *prompt, uint32_t d, const int32_t *head, size_t nh,
+                             const int32_t *body, size_t nb) {
+    for (uint32_t i = 0; i < d; i++)
+        prompt[i] = i < nh ? head[i] : body[(i - nh) % nb];
+}
+
+static void gen_depth_print(const gen_opts *o, const llama_model *m, const gen_depth_model *dm,
+                            const gen_depth_row *r, size_t n, const engine_params *p) {
+    const char *kv = gen_kv_name(p->kv_type);
+    printf("%s: %s, %u layers", o->model, m->cfg.arch, m->cfg.n_layers);
+    if (dm->n_recurrent)
+        printf(" (%u linear attention with a %.2f MB state, %u full attention)", dm->n_recurrent,
+               dm->state_bytes / 1e6, m->cfg.n_layers - dm->n_recurrent);
+    printf("; %d threads, %s KV, %zu tokens generated a depth\n", p->n_threads, kv, r[0].n);
+    printf("%8s %9s %10s %10s %10s %9s %9s %9s %8s\n", "depth", "cached", "prefill s", "decode t/s",
+           "weights MB", "KV MB", "state MB", "MB/token", "GB/s");
+    for (size_t i = 0; i < n; i++)
+        printf("%8u %9u %10.2f %10.2f %10.2f %9.2f %9.2f %9.2f %8.2f\n", r[i].depth, r[i].cached,
+               r[i].prefill_s, r[i].decode_tps, dm->weight_bytes / 1e6, r[i].kv_bytes / 1e6,
+               dm->state_bytes / 1e6, r[i].bytes / 1e6, r[i].gbps);
+    if (n > 1)
+        printf("from depth %u to %u: decode %.2fx, bytes a token %.2fx\n", r[0].depth,
+               r[n - 1].depth, r[n - 1].decode_tps / r[0].decode_tps, r[n - 1].bytes / r[0].bytes);
+}
+
+/* The tps.generate.depth document (report_depth.h reads it). */
+static void gen_depth_json(const gen_opts *o, const llama_model *m, const gen_depth_model *dm,
+                           const gen_depth_row *r, size_t n, const engine_params *p) {
+    json_t *j = json_object(), *a = json_array();
+    json_object_set_new(j, "format", json_string("tps.generate.depth"));
+    json_object_set_new(j, "version", json_integer(1));
+    json_object_set_new(j, "model", json_string(o->model));
+    json_object_set_new(j, "arch", json_string(m->cfg.arch));
+    json_object_set_new(j, "layers", json_integer(m->cfg.n_layers));
+    json_object_set_new(j, "recurrent_layers", json_integer(dm->n_recurrent));
+    json_object_set_new(j, "threads", json_integer(p->n_threads));
+    json_object_set_new(j, "kv_type", json_string(gen_kv_name(p->kv_type)));
+    json_object_set_new(j, "weight_bytes_per_token", json_real(dm->weight_bytes));
+    json_object_set_new(j, "state_bytes_per_token", json_real(dm->state_bytes));
+    json_object_set_new(j, "kv_bytes_per_position", json_real(dm->kv_per_pos));
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_object();
+        json_object_set_new(x, "depth", json_integer(r[i].depth));
+        json_object_set_new(x, "cached_tokens", json_integer(r[i].cached));
+        json_object_set_new(x, "prefill_ms", json_real(r[i].prefill_s * 1e3));
+        json_object_set_new(x, "n_generated", json_integer((json_int_t)r[i].n));
+        json_object_set_new(x, "decode_ms", json_real(r[i].decode_s * 1e3));
+        json_object_set_new(x, "decode_tps", json_real(r[i].decode_tps));
+        json_object_set_new(x, "kv_bytes_per_token", json_real(r[i].kv_bytes));
+        json_object_set_new(x, "bytes_per_token", json_real(r[i].bytes));
+        json_object_set_new(x, "decode_gbps", json_real(r[i].gbps));
+        json_array_append_new(a, x);
+    }
+    json_object_set_new(j, "points", a);
+    char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+    printf("%s\n", s);
+    free(s);
+    json_decref(j);
+}
+
+/* The row of the request at depth d, finished (g). */
+static gen_depth_row gen_depth_row_of(const gen_out *g, uint32_t d, const llama_config *c,
+                                      uint32_t kv_type, const gen_depth_model *dm) {
+    const engine_timings *tm = &g->tm;
+    gen_depth_row r = {.depth = d, .cached = tm->cached_tokens, .n = g->n};
+    r.prefill_s = tm->t_first_token ? (double)(tm->t_first_token - tm->t_first_scheduled) / 1e9 : 0;
+    r.decode_s = g->n > 1 ? (double)(g->t_last - tm->t_first_token) / 1e9 : 0;
+    const double n_dec = g->n > 1 ? (double)(g->n - 1) : 0;
+    r.decode_tps = r.decode_s > 0 ? n_dec / r.decode_s : 0;
+    r.kv_bytes = n_dec > 0 ? decode_kv_bytes(c, kv_type, d, g->n) / n_dec : 0;
+    r.bytes = dm->weight_bytes + r.kv_bytes + dm->state_bytes;
+    r.gbps = r.decode_s > 0 ? r.bytes * n_dec / r.decode_s / 1e9 : 0;
+    return r;
+}
+
+/* One request per depth through one engine (the prefix cache carries each
+ * prompt into the next); 0, or 1 with err filled. */
+static int gen_depth_run(const gen_opts *o, const llama_model *m, const tokenizer *tok,
+                         const int32_t *head, size_t nh, tps_err *err) {
+    const uint32_t dmax = o->depths.v[o->depths.n - 1];
+    int32_t *body = NULL, *prompt = NULL, *ids = NULL;
+    size_t nb = 0;
+    engine *e = NULL;
+    int rc = 1;
+    gen_depth_row rows[GEN_MAX_DEPTHS] = {0};
+    if ((uint64_t)dmax + o->n > m->cfg.ctx_len) {
+        snprintf(err->msg, sizeof err->msg,
+                 "depth %u and %u tokens to generate need %llu positions; the model's context is "
+                 "%u",
+                 dmax, o->n, (unsigned long long)dmax + o->n, m->cfg.ctx_len);
+        return 1;
+    }
+    if (tokenizer_encode_alloc(tok, o->prompt, strlen(o->prompt), TOK_ENCODE_PARSE_SPECIAL, &body,
+                               &nb, err))
+        return 1;
+    prompt = malloc(sizeof *prompt * dmax);
+    ids = malloc(sizeof *ids * o->n);
+    if (!nb || !prompt || !ids) {
+        snprintf(err->msg, sizeof err->msg,
+                 nb ? "out of memory for a %u-token prompt" : "--depth: the prompt has no tokens",
+                 dmax);
+        goto done;
+    }
+    engine_params ep;
+    engine_params_default(&ep);
+    ep.model = m;
+    ep.tok = tok;
+    ep.n_threads = o->threads;
+    ep.max_seqs = 1;
+    ep.max_batch_tokens = o->batch;
+    ep.kv_tokens = dmax + o->n + 64; /* the deepest prompt, its tokens, a partial block */
+    ep.kv_type = o->kv_type;
+    if (engine_create(&e, &ep, err)) goto done;
+    engine_params p = *engine_get_params(e);
+    if (!p.n_threads) p.n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    const gen_depth_model dm = gen_depth_model_of(m, p.kv_type);
+    for (size_t i = 0; i < o->depths.n; i++) {
+        const uint32_t d = o->depths.v[i];
+        gen_depth_prompt(prompt, d, head, nh < d ? nh : d, body, nb);
+        engine_request rq = {.prompt = prompt, .n_prompt = d, .max_tokens = o->n};
+        sampler_params_default(&rq.sampling);
+        rq.sampling.seed = o->seed;
+        rq.sampling.ignore_eos = true;
+        uint64_t id;
+        if (engine_submit(e, &rq, &id, err)) goto done;
+        gen_out g = {.ids = ids};
+        gen_collect(e, false, &g, err);
+        free(g.text);
+        if (g.fin == ENGINE_FINISH_ERROR) goto done;
+        rows[i] = gen_depth_row_of(&g, d, &m->cfg, p.kv_type, &dm);
+        const gen_depth_row *r = &rows[i];
+        if (!o->json)
+            fprintf(stderr,
+                    "depth %u: prefill %.1f s (%u tokens from the prefix cache), decode "
+                    "%.2f tokens/s\n",
+                    d, r->prefill_s, r->cached, r->decode_tps);
+    }
+    if (o->json)
+        gen_depth_json(o, m, &dm, rows, o->depths.n, &p);
+    else
+        gen_depth_print(o, m, &dm, rows, o->depths.n, &p);
+    rc = 0;
+done:
+    engine_destroy(e);
+    free(body);
+    free(prompt);
+    free(ids);
+    return rc;
+}
+
 int cli_generate(int argc, char **argv) {
     gen_opts o;
     int prc = parse_args(argc, argv, &o);
@@ -462,6 +701,10 @@ int cli_generate(int argc, char **argv) {
     if (n_ids == 0) {
         snprintf(err.msg, sizeof err.msg,
                  "the prompt encodes to no tokens and this vocabulary adds no BOS");
+        goto done;
+    }
+    if (o.depths.n) {
+        status = gen_depth_run(&o, m, tok, ids, n_ids, &err);
         goto done;
     }
     engine_params ep;

@@ -32,7 +32,9 @@ static const opt_row report_rows[] = {
      .metavar = "PART[:LABEL]=FILE",
      .help = "the factor report instead (repeatable; make demo writes one):\n"
              "FILE's points join PART, one of batch, mix, itl, prefix,\n"
-             "kv-type, model (LABEL names them); a section per factor,\n"
+             "kv-type, model, active, experts (LABEL names them); or\n"
+             "depth: a tps generate --depth --json file, one model\n"
+             "(LABEL its name); a section per factor,\n"
              "each part with its table, plot and a reading made from\n"
              "the table's numbers (first point against the last)"},
     {"--read-gbs", .kind = OPT_NUM, .off = offsetof(report_cli, read_gbs), .min = 0, .max = 1e6,

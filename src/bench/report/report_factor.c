@@ -12,6 +12,16 @@
 #include "bench/io/tmp_dir.h"
 #include "bench/result/verdict.h" /* VERDICT_MULTI_SHARE: when several tokens an event needs a word */
 
+/* The context-depth section, after the sweep-based ones (report_depth.h). */
+#define DEPTH_SECTION_TITLE "Context depth (full attention against a hybrid stack)"
+#define DEPTH_PART_TITLE    "Decode tok/s and bytes read per token against the context's depth"
+#define DEPTH_SECTION_WHY                                                                          \
+    "Every decoded token of a full-attention model reads the keys and values of its whole "        \
+    "context, so the bytes a token reads grow with the depth and decode slows. A hybrid stack "    \
+    "(Qwen3.5: three of four layers gated DeltaNet linear attention) reads K and V only in its "   \
+    "attention layers; each linear layer reads and overwrites a state of fixed size, whatever "    \
+    "the depth."
+
 static const char *const PART_NAMES[FP_PARTS] = {"batch",   "mix",   "itl",    "prefix",
                                                  "kv-type", "model", "active", "experts"};
 
@@ -82,13 +92,18 @@ int factor_add(factor_report *f, const char *spec, tps_err *e) {
         return tps_fail(e, TPS_EINVAL, "--factor '%s': want PART=FILE or PART:LABEL=FILE", spec);
     const char *colon = memchr(spec, ':', (size_t)(eq - spec));
     size_t nlen = (size_t)((colon ? colon : eq) - spec);
+    if (nlen == 5 && !strncmp(spec, "depth", 5)) {
+        char label[128] = "";
+        if (colon) snprintf(label, sizeof label, "%.*s", (int)(eq - colon - 1), colon + 1);
+        return depth_add_file(&f->depth, label, eq + 1, e);
+    }
     int part = -1;
     for (int i = 0; i < FP_PARTS; i++)
         if (strlen(PART_NAMES[i]) == nlen && !strncmp(spec, PART_NAMES[i], nlen)) part = i;
     if (part < 0)
         return tps_fail(e, TPS_EINVAL,
                         "--factor '%s': unknown part (batch, mix, itl, prefix, kv-type, model, "
-                        "active, experts)",
+                        "active, experts, depth)",
                         spec);
     rset *s = &f->part[part];
     size_t n0 = s->n;
@@ -436,6 +451,7 @@ void factor_finish(factor_report *f) {
         snprintf(f->reading[i], sizeof f->reading[i], "%s", b.p ? b.p : "");
         sbuf_free(&b);
     }
+    depth_finish(&f->depth);
 }
 
 /* ---- terminal -------------------------------------------------------------------------------- */
@@ -479,6 +495,10 @@ void factor_print(FILE *out, const factor_report *f) {
             print_part(out, &f->part[pi], sec, pi);
             rset_bw_notes(out, &f->part[pi], false);
         }
+    if (f->depth.n) {
+        fprintf(out, "\n== %s: %s\n", DEPTH_SECTION_TITLE, DEPTH_PART_TITLE);
+        depth_print(out, &f->depth);
+    }
     char limit[640];
     rset_limit_describe(limit, sizeof limit, f->part, FP_PARTS, &f->limit);
     if (limit[0]) fprintf(out, "\n%s.\n", limit);
@@ -494,6 +514,9 @@ void factor_print(FILE *out, const factor_report *f) {
         }
         fputs(any ? "\n" : " not measured (fewer than two points with results)\n", out);
     }
+    if (f->depth.n)
+        fprintf(out, "  %s: %s\n", DEPTH_SECTION_TITLE,
+                f->depth.reading[0] ? f->depth.reading : "not measured (fewer than two depths)");
 }
 
 /* ---- plots ----------------------------------------------------------------------------------- */
@@ -644,6 +667,7 @@ static void page_head(FILE *h, const factor_report *f, const char *plot_note) {
         rhtml_esc(h, SECTIONS[sec].title);
         fputs("</a></li>", h);
     }
+    if (f->depth.n) fputs("<li><a href=\"#factor-depth\">" DEPTH_SECTION_TITLE "</a></li>", h);
     fputs("</ul></nav>\n", h);
     if (plot_note) {
         fputs("<p class=note>No plots: ", h);
@@ -682,6 +706,27 @@ static bool page_section(FILE *h, const factor_report *f, int sec, const rplot *
     return ok;
 }
 
+/* The context-depth section (drawn: its plot is in svg_dir); false when a
+ * drawn plot's SVG could not be read back into the page. */
+static bool page_depth(FILE *h, const depth_set *d, const rplot *plot, bool drawn,
+                       const char *svg_dir) {
+    fputs("<section id=\"factor-depth\"><h2>" DEPTH_SECTION_TITLE "</h2>\n<p class=meta>", h);
+    rhtml_esc(h, DEPTH_SECTION_WHY);
+    fputs("</p>\n<h3>" DEPTH_PART_TITLE "</h3>\n<p class=reading id=reading-depth>", h);
+    rhtml_esc(h, d->reading[0] ? d->reading : "No reading: fewer than two depths.");
+    fputs("</p>\n", h);
+    depth_html(h, d);
+    fputs("<p class=meta>One stream, offline (tps generate --depth): each depth's prompt extends "
+          "the one before, so its prefill starts from the prefix cache (the tokens in "
+          "brackets); decode tok/s over the depth's decode window. Bytes a token reads, counted "
+          "from the model's shape: every weight, the K and V of its context in the attention "
+          "layers, and each linear layer's state (read, then written back: counted once).</p>\n",
+          h);
+    bool ok = !drawn || rhtml_figure(h, plot, svg_dir, "wide");
+    fputs("</section>\n", h);
+    return ok;
+}
+
 static int write_page(const factor_report *f, const rplot *plots, const bool *drawn,
                       const char *svg_dir, const char *plot_note, const char *path, tps_err *e) {
     file_out out;
@@ -692,6 +737,8 @@ static int write_page(const factor_report *f, const rplot *plots, const bool *dr
     bool missing = false;
     for (int sec = 0; sec < FACTOR_SECTIONS; sec++)
         missing |= !page_section(h, f, sec, plots, drawn, svg_dir);
+    if (f->depth.n)
+        missing |= !page_depth(h, &f->depth, &plots[FP_PARTS], drawn[FP_PARTS], svg_dir);
     fputs("<h2>Definitions</h2>\n<p class=meta>Rates are over each point's run window (first "
           "send &rarr; last byte); latencies over completed requests, from the scheduled start. "
           "GB/s read: the server's weight and KV bytes read by its steps over the point / the "
@@ -708,8 +755,8 @@ int factor_render(const factor_report *f, const char *html_path, const char *svg
     const char *dir;
     int drc = tmp_dir_pick(&dir, tmp, svg_dir, true, e);
     if (drc) return drc;
-    rplot plots[FP_PARTS];
-    bool drawn[FP_PARTS] = {0};
+    rplot plots[FP_PARTS + 1]; /* the last: the context-depth plot */
+    bool drawn[FP_PARTS + 1] = {0};
     tps_err pe = {{0}};
     int prc = TPS_OK;
     for (int i = 0; i < FP_PARTS && !prc; i++) {
@@ -719,6 +766,10 @@ int factor_render(const factor_report *f, const char *html_path, const char *svg
         if (!any) continue;
         prc = plot_part(f, i, dir, &plots[i], &pe);
         drawn[i] = !prc;
+    }
+    if (!prc && f->depth.n) {
+        prc = depth_plot(&f->depth, dir, &plots[FP_PARTS], &pe);
+        drawn[FP_PARTS] = !prc;
     }
     int rc = TPS_OK;
     if (html_path) rc = write_page(f, plots, drawn, dir, prc ? pe.msg : NULL, html_path, e);

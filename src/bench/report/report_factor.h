@@ -1,10 +1,10 @@
 /* The factor report: what moves tokens per second, one section per factor
  * the seed names (batch size; the prefill/decode mix; the KV cache; memory
- * bandwidth and model size), each made of parts (a set of points measured
- * to show one effect), each part with its table, its plot and a reading:
- * one or two sentences generated from the very cells the table shows
- * (every number in a reading is formatted by the same function as its
- * cell, and every ratio is computed from those formatted numbers).
+ * bandwidth and model size; active size; context depth, where a hybrid
+ * stack's linear layers read a state that does not grow), each made of parts (a set of points
+ * measured to show one effect), each part with its table, its plot and a reading: one or two
+ * sentences generated from the very cells the table shows (every number in a reading is formatted
+ * by the same function as its cell, and every ratio is computed from those formatted numbers).
  *
  * `tps report --factor PART[:LABEL]=FILE` fills it (make demo does); the
  * page is written by factor_render, the terminal summary by factor_print,
@@ -15,6 +15,7 @@
 
 #include <stdio.h>
 
+#include "bench/report/report_depth.h" /* the context-depth part: tps generate --depth files */
 #include "bench/report/report_set.h"
 #include "base/error.h"
 
@@ -46,6 +47,7 @@ typedef struct factor_report {
     size_t nlabels;
     char reading[FP_PARTS][FACTOR_READING_CAP]; /* "" when the part has < 2 points */
     rset_limit limit; /* the read bandwidth shares are read against (set before factor_finish) */
+    depth_set depth;  /* --factor depth:LABEL=FILE: a model's decode against context depth */
 } factor_report;
 
 /* The part's short name ("batch", "mix", "itl", "prefix", "kv-type",
@@ -56,7 +58,9 @@ void factor_init(factor_report *f);
 void factor_free(factor_report *f);
 /* spec: "PART=FILE" or "PART:LABEL=FILE" (LABEL names every point of the
  * file, in place of the label from its varying axes). Points keep the
- * order they are added in: a reading compares the first with the last. */
+ * order they are added in: a reading compares the first with the last.
+ * PART "depth" takes a tps generate --depth --json document instead: one
+ * model's series (report_depth.h), LABEL its name. */
 int factor_add(factor_report *f, const char *spec, tps_err *e);
 /* After the last add: labels, the bandwidth limit (f->limit:
  * rset_limit_apply over every part), then the readings. */
