@@ -39,7 +39,8 @@ test: deps format-check func-lengths lint
 	@echo "== tests: Release =="
 	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure
 	@echo "== tests: AddressSanitizer + UndefinedBehaviorSanitizer =="
-	@cd $(ASAN_BUILD) && ctest -j $(JOBS) --output-on-failure
+	@# the npm packages the Release suite fetched (tests/support/test_data.h)
+	@cd $(ASAN_BUILD) && TPS_FETCH_DIR=$(abspath $(BUILD)) ctest -j $(JOBS) --output-on-failure
 	@$(MAKE) --no-print-directory test-arm
 
 # The ARM tier: aarch64 cross build, kernel and greedy-token tests under

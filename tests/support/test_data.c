@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <libgen.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 json_t *test_json_load(const char *fmt, ...) {
@@ -21,8 +22,9 @@ json_t *test_json_load(const char *fmt, ...) {
 
 bool test_fetched_dir(char *out, size_t cap, const char *sub, const char *probe) {
     char bin[1024], p[2048];
+    const char *shared = getenv("TPS_FETCH_DIR");
     snprintf(bin, sizeof bin, "%s", TPS_BIN);
-    snprintf(out, cap, "%s/%s", dirname(bin), sub);
+    snprintf(out, cap, "%s/%s", shared && *shared ? shared : dirname(bin), sub);
     snprintf(p, sizeof p, "%s/%s", out, probe);
     return access(p, R_OK) == 0;
 }

@@ -14,8 +14,11 @@
  * parses, naming the path and the parser's complaint. Caller decrefs. */
 json_t *test_json_load(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A folder beside the tps binary (the build directory), where tests keep
- * what they fetch once (npm packages): its path into out; true when
- * out/probe is there to read (the fetch already happened). */
+ * what they fetch once (npm packages), or in $TPS_FETCH_DIR when set (make
+ * test points the ASan suite at the Release build's, so each package is
+ * fetched once, not once a build; the packages are JavaScript and JSON, the
+ * same for every build): its path into out; true when out/probe is there
+ * to read (the fetch already happened). */
 bool test_fetched_dir(char *out, size_t cap, const char *sub, const char *probe);
 
 #endif
