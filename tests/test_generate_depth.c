@@ -58,10 +58,10 @@ static shape_bytes shape_of(const char *path) {
     return s;
 }
 
-static json_t *run_depth(const char *path, const char *depths, int n) {
+static json_t *run_depth(const char *path, const char *depths, int n, int rounds) {
     char args[1024], *out;
-    snprintf(args, sizeof args, "generate -m '%s' --depth %s -n %d --threads 1 --json", path,
-             depths, n);
+    snprintf(args, sizeof args, "generate -m '%s' --depth %s -n %d --rounds %d --threads 1 --json",
+             path, depths, n, rounds);
     cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
     json_t *o = json_loads(out, 0, NULL);
     cr_assert_not_null(o, "not JSON: %s", out);
@@ -92,7 +92,7 @@ static void check_model(const char *arch, bool hybrid) {
     else
         cr_assert(sh.attn_layers == sh.layers && sh.state == 0);
     const int n = 6;
-    json_t *o = run_depth(path, "64,256", n);
+    json_t *o = run_depth(path, "64,256", n, 1);
     cr_expect_str_eq(json_string_value(json_object_get(o, "format")), "tps.generate.depth");
     cr_expect_eq(num(o, "layers"), sh.layers);
     cr_expect_eq(num(o, "recurrent_layers"), sh.layers - sh.attn_layers, "%s", arch);
@@ -126,6 +126,21 @@ static void check_model(const char *arch, bool hybrid) {
      * checkpoint interval for the hybrid) come from the prefix cache */
     cr_expect_eq(num(json_array_get(pts, 0), "cached_tokens"), 0);
     cr_expect_eq(num(json_array_get(pts, 1), "cached_tokens"), 64, "%s", arch);
+    json_decref(o);
+    /* three passes: each depth's decode tok/s is the median of its three */
+    o = run_depth(path, "64,256", n, 3);
+    pts = json_object_get(o, "points");
+    for (size_t i = 0; i < 2; i++) {
+        const json_t *r = json_object_get(json_array_get(pts, i), "decode_tps_rounds");
+        cr_assert_eq(json_array_size(r), 3);
+        double v[3];
+        for (size_t k = 0; k < 3; k++)
+            v[k] = json_number_value(json_array_get(r, k));
+        const double mid = v[0] < v[1] ? (v[1] < v[2] ? v[1] : fmax(v[0], v[2]))
+                                       : (v[0] < v[2] ? v[0] : fmax(v[1], v[2]));
+        cr_expect_eq(num(json_array_get(pts, i), "decode_tps"), mid, "%g of %g %g %g",
+                     num(json_array_get(pts, i), "decode_tps"), v[0], v[1], v[2]);
+    }
     json_decref(o);
     unlink(path);
     free(path);

@@ -46,6 +46,7 @@ static long utf8_invalid_at(const unsigned char *s, size_t n) {
 
 /* --depth: context depths, increasing. */
 #define GEN_MAX_DEPTHS 16
+#define GEN_MAX_ROUNDS 16
 typedef struct gen_depths {
     uint32_t v[GEN_MAX_DEPTHS];
     size_t n;
@@ -82,6 +83,7 @@ static int depths_arg(void *dst, const char *value, char *why, size_t cap) {
 typedef struct gen_opts {
     const char *model, *prompt;
     gen_depths depths;
+    uint32_t rounds; /* --depth's passes over the depths */
     uint32_t n, batch;
     int top_k, threads;
     double temp, top_p, min_p;
@@ -127,6 +129,10 @@ static const opt_row gen_rows[] = {
      .help = "decode at each context depth instead: a prompt of D tokens\n"
              "(the -p prompt's repeated; -p optional), then -n tokens;\n"
              "prints decode tok/s and bytes read per token against D"},
+    {"--rounds", .kind = OPT_U32, .off = G(rounds), .min = 1, .max = GEN_MAX_ROUNDS, .def = "1",
+     .help = "--depth: passes over the depths, in turn (later ones\n"
+             "prefill little: the prefix cache holds the prompts);\n"
+             "each depth's decode tok/s is the median of its passes"},
     {0},
 };
 
@@ -176,7 +182,8 @@ static const opt_cmd gen_cmd = {
 
 /* 0 to go on, or the exit code (-1 mapped by the caller). */
 static int parse_args(int argc, char **argv, gen_opts *o) {
-    *o = (gen_opts){.n = 64, .top_p = 1, .seed = 1, .batch = 512, .kv_type = GGML_TYPE_F16};
+    *o = (gen_opts){
+        .n = 64, .top_p = 1, .seed = 1, .batch = 512, .kv_type = GGML_TYPE_F16, .rounds = 1};
     int rc = opt_main(&gen_cmd, o, argc, argv);
     if (rc >= 0) return rc == 0 ? 1 : -1;
     if (o->depths.n && !o->prompt) o->prompt = "The quick brown fox jumps over the lazy dog. ";
@@ -491,9 +498,10 @@ static void gen_report(const gen_opts *o, const gen_out *g, const int32_t *ids, 
 
 /* What a decoded token reads at one depth, and how fast it decoded. */
 typedef struct gen_depth_row {
-    uint32_t depth, cached; /* prompt tokens; those the prefix cache held */
+    uint32_t depth, cached; /* prompt tokens; those the prefix cache held (first pass) */
     size_t n;               /* tokens generated */
-    double prefill_s, decode_s, decode_tps;
+    double prefill_s, decode_s, decode_tps; /* the first pass's; decode_tps: the median */
+    double tps_round[GEN_MAX_ROUNDS];       /* each pass's decode tok/s */
     double kv_bytes;    /* mean K and V a decoded token read (attention layers only) */
     double bytes, gbps; /* weights + KV + state a token; that over the decode window */
 } gen_depth_row;
@@ -535,7 +543,9 @@ static void gen_depth_print(const gen_opts *o, const llama_model *m, const gen_d
     if (dm->n_recurrent)
         printf(" (%u linear attention with a %.2f MB state, %u full attention)", dm->n_recurrent,
                dm->state_bytes / 1e6, m->cfg.n_layers - dm->n_recurrent);
-    printf("; %d threads, %s KV, %zu tokens generated a depth\n", p->n_threads, kv, r[0].n);
+    printf("; %d threads, %s KV, %zu tokens generated a depth", p->n_threads, kv, r[0].n);
+    if (o->rounds > 1) printf(" in each of %u passes (decode t/s: their median)", o->rounds);
+    printf("\n");
     printf("%8s %9s %10s %10s %10s %9s %9s %9s %8s\n", "depth", "cached", "prefill s", "decode t/s",
            "weights MB", "KV MB", "state MB", "MB/token", "GB/s");
     for (size_t i = 0; i < n; i++)
@@ -558,6 +568,7 @@ static void gen_depth_json(const gen_opts *o, const llama_model *m, const gen_de
     json_object_set_new(j, "layers", json_integer(m->cfg.n_layers));
     json_object_set_new(j, "recurrent_layers", json_integer(dm->n_recurrent));
     json_object_set_new(j, "threads", json_integer(p->n_threads));
+    json_object_set_new(j, "rounds", json_integer(o->rounds));
     json_object_set_new(j, "kv_type", json_string(gen_kv_name(p->kv_type)));
     json_object_set_new(j, "weight_bytes_per_token", json_real(dm->weight_bytes));
     json_object_set_new(j, "state_bytes_per_token", json_real(dm->state_bytes));
@@ -570,6 +581,10 @@ static void gen_depth_json(const gen_opts *o, const llama_model *m, const gen_de
         json_object_set_new(x, "n_generated", json_integer((json_int_t)r[i].n));
         json_object_set_new(x, "decode_ms", json_real(r[i].decode_s * 1e3));
         json_object_set_new(x, "decode_tps", json_real(r[i].decode_tps));
+        json_t *ra = json_array();
+        for (uint32_t k = 0; k < o->rounds; k++)
+            json_array_append_new(ra, json_real(r[i].tps_round[k]));
+        json_object_set_new(x, "decode_tps_rounds", ra);
         json_object_set_new(x, "kv_bytes_per_token", json_real(r[i].kv_bytes));
         json_object_set_new(x, "bytes_per_token", json_real(r[i].bytes));
         json_object_set_new(x, "decode_gbps", json_real(r[i].gbps));
@@ -595,6 +610,36 @@ static gen_depth_row gen_depth_row_of(const gen_out *g, uint32_t d, const llama_
     r.bytes = dm->weight_bytes + r.kv_bytes + dm->state_bytes;
     r.gbps = r.decode_s > 0 ? r.bytes * n_dec / r.decode_s / 1e9 : 0;
     return r;
+}
+
+/* One greedy request of the prompt (d,), -n tokens past end-of-sequence,
+ * run to its end into g; 0, or 1 with err filled. */
+static int gen_depth_one(engine *e, const gen_opts *o, const int32_t *prompt, uint32_t d,
+                         gen_out *g, tps_err *err) {
+    engine_request rq = {.prompt = prompt, .n_prompt = d, .max_tokens = o->n};
+    sampler_params_default(&rq.sampling);
+    rq.sampling.seed = o->seed;
+    rq.sampling.ignore_eos = true;
+    uint64_t id;
+    if (engine_submit(e, &rq, &id, err)) return 1;
+    gen_collect(e, false, g, err);
+    free(g->text);
+    g->text = NULL;
+    return g->fin == ENGINE_FINISH_ERROR;
+}
+
+/* The median of v (n <= GEN_MAX_ROUNDS): the middle one, or the mean of the
+ * middle two. */
+static double gen_median(const double *in, size_t n) {
+    double v[GEN_MAX_ROUNDS];
+    memcpy(v, in, n * sizeof *v);
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            const double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* One request per depth through one engine (the prefix cache carries each
@@ -638,26 +683,25 @@ static int gen_depth_run(const gen_opts *o, const llama_model *m, const tokenize
     engine_params p = *engine_get_params(e);
     if (!p.n_threads) p.n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     const gen_depth_model dm = gen_depth_model_of(m, p.kv_type);
+    for (uint32_t k = 0; k < o->rounds; k++)
+        for (size_t i = 0; i < o->depths.n; i++) {
+            const uint32_t d = o->depths.v[i];
+            gen_depth_prompt(prompt, d, head, nh < d ? nh : d, body, nb);
+            gen_out g = {.ids = ids};
+            if (gen_depth_one(e, o, prompt, d, &g, err)) goto done;
+            const gen_depth_row r = gen_depth_row_of(&g, d, &m->cfg, p.kv_type, &dm);
+            if (k == 0) rows[i] = r;
+            rows[i].tps_round[k] = r.decode_tps;
+            if (!o->json)
+                fprintf(stderr,
+                        "pass %u, depth %u: prefill %.1f s (%u tokens from the prefix cache), "
+                        "decode %.2f tokens/s\n",
+                        k + 1, d, r.prefill_s, r.cached, r.decode_tps);
+        }
     for (size_t i = 0; i < o->depths.n; i++) {
-        const uint32_t d = o->depths.v[i];
-        gen_depth_prompt(prompt, d, head, nh < d ? nh : d, body, nb);
-        engine_request rq = {.prompt = prompt, .n_prompt = d, .max_tokens = o->n};
-        sampler_params_default(&rq.sampling);
-        rq.sampling.seed = o->seed;
-        rq.sampling.ignore_eos = true;
-        uint64_t id;
-        if (engine_submit(e, &rq, &id, err)) goto done;
-        gen_out g = {.ids = ids};
-        gen_collect(e, false, &g, err);
-        free(g.text);
-        if (g.fin == ENGINE_FINISH_ERROR) goto done;
-        rows[i] = gen_depth_row_of(&g, d, &m->cfg, p.kv_type, &dm);
-        const gen_depth_row *r = &rows[i];
-        if (!o->json)
-            fprintf(stderr,
-                    "depth %u: prefill %.1f s (%u tokens from the prefix cache), decode "
-                    "%.2f tokens/s\n",
-                    d, r->prefill_s, r->cached, r->decode_tps);
+        gen_depth_row *r = &rows[i];
+        r->decode_tps = gen_median(r->tps_round, o->rounds);
+        r->gbps = r->bytes * r->decode_tps / 1e9;
     }
     if (o->json)
         gen_depth_json(o, m, &dm, rows, o->depths.n, &p);
