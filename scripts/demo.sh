@@ -18,6 +18,12 @@
 #        active size     the mini preset (dense) and mini-moe (16 experts, 2 a token: the
 #                        same active size) on one workload; mini-moe at concurrency 1, 4,
 #                        16 (the experts a step runs grow with the streams);
+#        context depth   no server: `tps generate --depth` on qwen3 (full attention) and
+#                        qwen35 (the hybrid: 3 of 4 layers linear attention) of one shape,
+#                        decode tok/s (median of 3 passes) and bytes read per token at
+#                        three depths (the 0.8B shape at depths 512, 2k, 4k here, and
+#                        the files made once into models/; docs/performance.md has it
+#                        at 1k, 8k, 32k, whose prefill takes many minutes on 2 cores);
 #   3. `tps report --factor ...` writes demo/report.html (a section per factor:
 #      table, plot, a reading made from the table's numbers) and prints the
 #      tables; the last lines are the readings, one per factor. When a point of
@@ -27,7 +33,8 @@
 #      tables say which measurement they used.
 # Usage: scripts/demo.sh [TPS_BINARY] [--quick] [--out DIR]
 #   --quick (or DEMO_QUICK=1): the same pieces at a reduced size (the tiny and
-#   mini presets, one-second points), for CI. Needs nothing from the network.
+#   mini presets, one-second points, depths 64 to 448), for CI. Needs nothing
+#   from the network.
 set -euo pipefail
 
 tps=build/tps
@@ -75,6 +82,7 @@ if [ "$quick" = 1 ]; then
   out_len=16 short_in=16 long_in=384
   mixes=(16/64 96/16 256/4)
   stream_out=48 burst=(--rate 4 --input-len 448)
+  depth_preset=tiny depth_type=q8_0 depths=64,256,448 depth_n=16 depth_rounds=3
 else
   small=models/15M-q8_0.gguf big=models/110M-q8_0.gguf
   small_args=(--preset 15M --type q8_0) big_args=(--preset 110M --type q8_0)
@@ -82,6 +90,7 @@ else
   out_len=64 short_in=32 long_in=1024
   mixes=(32/256 256/64 1024/16)
   stream_out=128 burst=(--rate 0.5 --input-len 1024)
+  depth_preset=0.8B depth_type=q4_k_m depths=512,2048,4096 depth_n=32 depth_rounds=3
 fi
 big_ctx=$((2 * long_in + 64)) # room for the one-step prefill server's batch
 
@@ -111,6 +120,12 @@ else
 fi
 make_model "$dense" --preset mini --type q8_0
 make_model "$moe" --preset mini-moe --type q8_0
+# context depth: one shape, full attention and the hybrid
+depth_dir=models
+[ "$quick" = 1 ] && depth_dir=$out
+attn=$depth_dir/qwen3-$depth_preset-$depth_type.gguf hybrid=$depth_dir/qwen35-$depth_preset-$depth_type.gguf
+make_model "$attn" --arch qwen3 --preset "$depth_preset" --type "$depth_type"
+make_model "$hybrid" --arch qwen35 --preset "$depth_preset" --type "$depth_type"
 
 # ---- 2. servers and points -------------------------------------------------------------
 server=
@@ -252,6 +267,22 @@ stop_server
 predict_points
 trap - EXIT
 
+# context depth: no server, one stream (tps generate --depth: each depth's
+# prompt extends the one before, so its prefill starts from the prefix cache)
+echo "== context depth: tps generate --depth $depths -n $depth_n --rounds $depth_rounds on the" \
+  "$depth_preset shape, $depth_type (smaller depths than docs/performance.md's 1k, 8k, 32k," \
+  "whose prefill takes many minutes on 2 cores)"
+depth_point() { # depth_point NAME MODEL
+  echo "   $1: $(basename "$2")"
+  "$tps" generate -m "$2" --depth "$depths" -n "$depth_n" --rounds "$depth_rounds" --json \
+    >"$out/depth-$1.json" 2>>"$out/points.log" || {
+    echo "demo: the depth sweep of $2 failed (its log: $out/points.log)" >&2
+    failed=1
+  }
+}
+depth_point attention "$attn"
+depth_point hybrid "$hybrid"
+
 # ---- 3. the report ---------------------------------------------------------------------
 factors=(--factor batch="$out/batch.json")
 for m in "${mixes[@]}"; do factors+=(--factor "mix:$m=$out/mix-${m%/*}.json"); done
@@ -266,7 +297,9 @@ factors+=(--factor "itl:prefill in one step=$out/itl-one-step.json"
   --factor "model:$(basename "$big" .gguf)=$out/model-big.json"
   --factor "active:$(basename "$dense" .gguf) (dense)=$out/active-dense.json"
   --factor "active:$(basename "$moe" .gguf) (16 experts, 2 a token)=$out/active-moe.json"
-  --factor "experts=$out/experts.json")
+  --factor "experts=$out/experts.json"
+  --factor "depth:qwen3 $depth_preset=$out/depth-attention.json"
+  --factor "depth:qwen35 $depth_preset=$out/depth-hybrid.json")
 report() { # report [tps report options]: the page, the SVGs and summary.txt
   "$tps" report "${factors[@]}" --html "$out/report.html" --svg "$out/svg" "$@" \
     >"$out/summary.txt"
@@ -334,4 +367,5 @@ pred_line kv-type kv-q8_0.json plan-kv-q8_0.json
 pred_line model model-big.json plan-model-big.json
 pred_line active active-moe.json plan-active-moe.json
 pred_line experts experts.json plan-experts.json
+printf '  %-8s not predicted: one stream offline (tps generate), no server to calibrate\n' depth
 exit $failed

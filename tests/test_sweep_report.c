@@ -425,10 +425,10 @@ Test(sweep_report, html_report_renders_in_headless_chromium_and_is_not_blank, .t
 
 /* ---- the demo, reduced: every factor, in a browser too ---------------------------------- */
 
-static const char *const FACTOR_SECTION_IDS[] = {"factor-batch", "factor-mix", "factor-kv",
-                                                 "factor-bandwidth", "factor-active"};
-static const char *const FACTOR_PARTS[] = {"batch",   "mix",   "itl",    "prefix",
-                                           "kv-type", "model", "active", "experts"};
+static const char *const FACTOR_SECTION_IDS[] = {
+    "factor-batch", "factor-mix", "factor-kv", "factor-bandwidth", "factor-active", "factor-depth"};
+static const char *const FACTOR_PARTS[] = {"batch", "mix",    "itl",     "prefix", "kv-type",
+                                           "model", "active", "experts", "depth"};
 
 /* The text between the first `open` after from and the next `close`
  * (borrowed into buf); NULL when absent. */
@@ -537,11 +537,11 @@ Test(demo, quick_demo_measures_every_factor_and_its_readings_match_the_tables, .
     int lines = 0;
     for (const char *q = tail; q < pred; q++)
         lines += *q == '\n';
-    cr_expect_eq(lines, 6, "want the heading and one line per factor:\n%s", tail);
+    cr_expect_eq(lines, 7, "want the heading and one line per factor:\n%s", tail);
     lines = 0;
     for (const char *q = pred + 1; *q; q++)
         lines += *q == '\n';
-    cr_expect_eq(lines, 9, "want the heading and one line per factor's prediction:\n%s", pred);
+    cr_expect_eq(lines, 10, "want the heading and one line per factor's prediction:\n%s", pred);
     static const char *const PREDICTED[] = {"batch", "mix",    "prefix", "kv-type",
                                             "model", "active", "experts"};
     for (size_t i = 0; i < sizeof PREDICTED / sizeof PREDICTED[0]; i++) {
