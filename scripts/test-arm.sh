@@ -30,14 +30,37 @@ run() { # cpu program [filter]
   echo "test-arm: -cpu $cpu: $(echo "$out" | tail -1)"
 }
 
-run max test_kernels
-run max test_kernels_quant
-run max test_quant_ref
-run max test_moe_kernels
-run max test_quant_model
-run max test_kquant_model
-run max test_tier_greedy
-run neoverse-n1 test_kernels
-run neoverse-n1 test_tier_greedy
-run cortex-a57 test_kernels q8_0
+# Each qemu run is one emulated thread's work: $JOBS of them at a time (they
+# ran one after another, a core idle on make test's 2; ~125 CPU seconds in
+# all, test_kernels_quant the longest at ~46), the longest first, each one's
+# lines printed together in this order.
+logs=$(mktemp -d /tmp/tps-arm.XXXXXX)
+n=0
+start() { # cpu program [filter]: run, in the background
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+  (
+    rc=0
+    run "$@" >"$logs/$n" 2>&1 || rc=1
+    echo $rc >"$logs/$n.rc"
+  ) &
+  n=$((n + 1))
+}
+start max test_kernels_quant # ~46 CPU s under qemu
+start max test_kernels        # ~20
+start neoverse-n1 test_kernels
+start max test_kquant_model # ~13
+start max test_moe_kernels  # ~8
+start max test_tier_greedy  # ~7
+start neoverse-n1 test_tier_greedy
+start cortex-a57 test_kernels q8_0
+start max test_quant_model # ~1.5
+start max test_quant_ref
+wait
+status=0
+for i in $(seq 0 $((n - 1))); do
+  cat "$logs/$i"
+  [ "$(cat "$logs/$i.rc" 2>/dev/null)" = 0 ] || status=1
+done
+rm -rf "$logs"
+[ $status = 0 ] || { echo "test-arm: FAILED" >&2; exit 1; }
 echo "test-arm: passed in $(( $(date +%s) - t0 )) s"
