@@ -193,7 +193,8 @@ static void kind(sbuf *b, const depth_series *s) {
 }
 
 /* "kept 0.98x of its decode speed at 8192 and 0.93x at 32768 (A → B
- * tok/s) as the bytes a token reads went A → B MB" */
+ * tok/s) as the bytes a token reads went A → B MB (bytes alone would keep
+ * A / B)" */
 static void kept(sbuf *b, const depth_series *s) {
     char c0[32], cz[32], m0[32], mz[32];
     sbuf_adds(b, " kept");
@@ -211,11 +212,17 @@ static void kept(sbuf *b, const depth_series *s) {
                 " (%s \xe2\x86\x92 %s tok/s) as the bytes a token reads went %s \xe2\x86\x92 %s MB",
                 cell(c0, sizeof c0, s, 0, D_TPS, NULL), cell(cz, sizeof cz, s, z, D_TPS, NULL),
                 cell(m0, sizeof m0, s, 0, D_MB, NULL), cell(mz, sizeof mz, s, z, D_MB, NULL));
+    /* a bandwidth-bound decode's speed falls as its bytes grow */
+    const double m0v = strtod(m0, NULL), mzv = strtod(mz, NULL);
+    sbuf_adds(b, " (");
+    if (m0v > 0 && mzv > 0) sbuf_printf(b, "bytes alone would keep %.2fx", m0v / mzv);
     if (s->recurrent) {
         char st[32];
-        sbuf_printf(b, " (a fixed %s MB state in its linear layers, K and V in its %u others)",
-                    cell(st, sizeof st, s, 0, D_STATE, NULL), s->layers - s->recurrent);
+        sbuf_printf(b, "%sa fixed %s MB state in its linear layers, K and V in its %u others",
+                    m0v > 0 && mzv > 0 ? "; " : "", cell(st, sizeof st, s, 0, D_STATE, NULL),
+                    s->layers - s->recurrent);
     }
+    sbuf_adds(b, ")");
 }
 
 /* The index of depth v in s, or s->n. */
@@ -289,9 +296,13 @@ void depth_finish(depth_set *d) {
             : lh <= la / 2
                 ? "a linear layer reads a state that does not grow with the context, so only the "
                   "hybrid's few attention layers slow it down"
-                : "the hybrid lost more than half the attention model's share: at these depths "
-                  "its fixed costs (weights, state, the delta rule) weigh more than the K and V "
-                  "it saves");
+            : lh < la ? "the hybrid kept more of its speed but lost more than half the attention "
+                        "model's share: its attention layers still read and attend over a growing "
+                        "context (and one decode window moves with the machine's load: compare "
+                        "the bytes)"
+                      : "the hybrid lost as much as the attention model or more: depth did not "
+                        "set its speed in this run (the machine's load, or costs that are not "
+                        "bytes)");
     }
     if (!sbuf_failed(&b) && b.p) snprintf(d->reading, sizeof d->reading, "%s", b.p);
     sbuf_free(&b);
