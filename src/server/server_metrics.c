@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "metrics/metric_names.h"
+
 /* ---------------------------------------------------------------------------
  * Histograms and /metrics
  * ------------------------------------------------------------------------- */
@@ -94,13 +96,13 @@ static void read_window(server *s, const engine_stats *st) {
 
 /* This machine's limits as tps machine measured them: the roofline's ceiling. */
 static void render_machine(server *s, sbuf *b) {
-    gauge(b, "tps_machine_read_bandwidth_bytes_per_second",
+    gauge(b, TPS_M_MACHINE_READ_BW,
           "This machine's measured read bandwidth (tps machine); 0: unknown.",
           s->machine.read_gbs * 1e9);
-    gauge(b, "tps_machine_int8_multiply_adds_per_second",
+    gauge(b, TPS_M_MACHINE_INT8,
           "This machine's measured peak int8 multiply-add rate (tps machine); 0: unknown.",
           s->machine.int8_gops * 1e9);
-    gauge(b, "tps_machine_limits_busy",
+    gauge(b, TPS_M_MACHINE_LIMITS_BUSY,
           "1: the machine's limits were measured while it was busy (below its own; every "
           "fraction of them reads high).",
           s->machine.busy ? 1.0 : 0.0);
@@ -151,10 +153,10 @@ static void render_api(server *s, sbuf *b) {
 static void render_counters(server *s, sbuf *b) {
     engine_stats st;
     engine_get_stats(s->eng, &st);
-    counter(b, "tps_prompt_tokens_total",
+    counter(b, TPS_M_PROMPT_TOKENS,
             "Prompt tokens computed (recomputation after preemption included).",
             (double)st.prompt_tokens_total);
-    counter(b, "tps_generation_tokens_total", "Output tokens generated and delivered.",
+    counter(b, TPS_M_GENERATION_TOKENS, "Output tokens generated and delivered.",
             (double)st.generation_tokens_total);
     prom_family(b, "tps_requests_total", "counter", "Finished requests by finish reason.");
     for (int f = 0; f < 4; f++) {
@@ -163,9 +165,9 @@ static void render_counters(server *s, sbuf *b) {
                  engine_finish_name((engine_finish)f));
         prom_sample(b, "tps_requests_total", labels, (double)st.requests_total[f]);
     }
-    counter(b, "tps_preemptions_total", "Times a sequence's KV cache was taken back.",
+    counter(b, TPS_M_PREEMPTIONS, "Times a sequence's KV cache was taken back.",
             (double)st.preemptions_total);
-    counter(b, "tps_steps_total", "Engine steps (iterations) run.", (double)st.steps_total);
+    counter(b, TPS_M_STEPS, "Engine steps (iterations) run.", (double)st.steps_total);
     gauge(b, "tps_itl_target_seconds",
           "Step-time target prompt chunks are sized to when streams are decoding (0: none).",
           (double)st.itl_target_ns * 1e-9);
@@ -179,19 +181,19 @@ static void render_counters(server *s, sbuf *b) {
           (double)st.step_cost_row_ns * 1e-9);
     /* the roofline: rate(bytes) / rate(step seconds) is the bandwidth the
      * steps achieved; over the machine's read bandwidth, how close to it */
-    counter(b, "tps_step_seconds_total", "Wall time spent in engine steps.", st.step_seconds_total);
-    counter(b, "tps_weight_bytes_read_total",
+    counter(b, TPS_M_STEP_SECONDS, "Wall time spent in engine steps.", st.step_seconds_total);
+    counter(b, TPS_M_WEIGHT_BYTES_READ,
             "Weight bytes the steps read (every dense matrix once a step, and the experts each "
             "step ran).",
             st.weight_bytes_read_total);
-    counter(b, "tps_experts_run_total",
+    counter(b, TPS_M_EXPERTS_RUN,
             "Mixture of experts: experts the steps ran, each once a step and layer however many "
             "rows chose it (summed over layers).",
             (double)st.experts_run_total);
-    gauge(b, "tps_model_experts", "Experts a layer of the model has (0: a dense model).",
+    gauge(b, TPS_M_MODEL_EXPERTS, "Experts a layer of the model has (0: a dense model).",
           (double)st.model_experts);
-    gauge(b, "tps_model_layers", "Layers of the model.", (double)st.model_layers);
-    counter(b, "tps_kv_bytes_read_total", "KV cache bytes the steps read.", st.kv_bytes_read_total);
+    gauge(b, TPS_M_MODEL_LAYERS, "Layers of the model.", (double)st.model_layers);
+    counter(b, TPS_M_KV_BYTES_READ, "KV cache bytes the steps read.", st.kv_bytes_read_total);
     counter(b, "tps_multiply_adds_total", "Multiply-adds the steps did (weights and attention).",
             st.macs_total);
     read_window(s, &st);

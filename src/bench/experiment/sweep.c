@@ -25,6 +25,7 @@
 #include "bench/result/result.h"
 #include "bench/result/verdict.h"
 #include "base/clock.h"
+#include "metrics/metric_names.h"
 
 static const char *const AXIS_NAMES[SWEEP_AXES] = {
     [SWEEP_MODEL] = "model",         [SWEEP_CONCURRENCY] = "concurrency", [SWEEP_RATE] = "rate",
@@ -119,22 +120,20 @@ static const struct {
     size_t off;
     int kind;
 } K[] = {
-    {"tps_steps_total", "steps", offsetof(sweep_counters, steps), CK_COUNTER},
-    {"tps_prompt_tokens_total", "prompt_tokens", offsetof(sweep_counters, prompt_tokens),
+    {TPS_M_STEPS, "steps", offsetof(sweep_counters, steps), CK_COUNTER},
+    {TPS_M_PROMPT_TOKENS, "prompt_tokens", offsetof(sweep_counters, prompt_tokens), CK_COUNTER},
+    {TPS_M_GENERATION_TOKENS, "generation_tokens", offsetof(sweep_counters, generation_tokens),
      CK_COUNTER},
-    {"tps_generation_tokens_total", "generation_tokens",
-     offsetof(sweep_counters, generation_tokens), CK_COUNTER},
-    {"tps_preemptions_total", "preemptions", offsetof(sweep_counters, preemptions), CK_COUNTER},
-    {"tps_weight_bytes_read_total", "weight_bytes", offsetof(sweep_counters, weight_bytes),
-     CK_COUNTER},
-    {"tps_kv_bytes_read_total", "kv_bytes", offsetof(sweep_counters, kv_bytes), CK_COUNTER},
-    {"tps_step_seconds_total", "step_seconds", offsetof(sweep_counters, step_seconds), CK_COUNTER},
-    {"tps_machine_read_bandwidth_bytes_per_second", "machine_read_bps",
-     offsetof(sweep_counters, machine_read_bps), CK_GAUGE},
-    {"tps_experts_run_total", "experts", offsetof(sweep_counters, experts), CK_MOE_COUNTER},
-    {"tps_model_experts", "model_experts", offsetof(sweep_counters, model_experts), CK_MOE_GAUGE},
-    {"tps_model_layers", "model_layers", offsetof(sweep_counters, model_layers), CK_MOE_GAUGE},
-    {"tps_machine_limits_busy", "machine_limits_busy", offsetof(sweep_counters, machine_busy),
+    {TPS_M_PREEMPTIONS, "preemptions", offsetof(sweep_counters, preemptions), CK_COUNTER},
+    {TPS_M_WEIGHT_BYTES_READ, "weight_bytes", offsetof(sweep_counters, weight_bytes), CK_COUNTER},
+    {TPS_M_KV_BYTES_READ, "kv_bytes", offsetof(sweep_counters, kv_bytes), CK_COUNTER},
+    {TPS_M_STEP_SECONDS, "step_seconds", offsetof(sweep_counters, step_seconds), CK_COUNTER},
+    {TPS_M_MACHINE_READ_BW, "machine_read_bps", offsetof(sweep_counters, machine_read_bps),
+     CK_GAUGE},
+    {TPS_M_EXPERTS_RUN, "experts", offsetof(sweep_counters, experts), CK_MOE_COUNTER},
+    {TPS_M_MODEL_EXPERTS, "model_experts", offsetof(sweep_counters, model_experts), CK_MOE_GAUGE},
+    {TPS_M_MODEL_LAYERS, "model_layers", offsetof(sweep_counters, model_layers), CK_MOE_GAUGE},
+    {TPS_M_MACHINE_LIMITS_BUSY, "machine_limits_busy", offsetof(sweep_counters, machine_busy),
      CK_FLAG},
 };
 #define K_N (sizeof K / sizeof K[0])
