@@ -23,7 +23,8 @@
 #                        decode tok/s (median of 3 passes) and bytes read per token at
 #                        three depths (the 0.8B shape at depths 512, 2k, 4k here, and
 #                        the files made once into models/; docs/performance.md has it
-#                        at 1k, 8k, 32k, whose prefill takes many minutes on 2 cores);
+#                        at 1k and 8k, and 32k by bytes: its prefill takes many
+#                        minutes on 2 cores);
 #   3. `tps report --factor ...` writes demo/report.html (a section per factor:
 #      table, plot, a reading made from the table's numbers) and prints the
 #      tables; the last lines are the readings, one per factor. When a point of
@@ -270,8 +271,8 @@ trap - EXIT
 # context depth: no server, one stream (tps generate --depth: each depth's
 # prompt extends the one before, so its prefill starts from the prefix cache)
 echo "== context depth: tps generate --depth $depths -n $depth_n --rounds $depth_rounds on the" \
-  "$depth_preset shape, $depth_type (smaller depths than docs/performance.md's 1k, 8k, 32k," \
-  "whose prefill takes many minutes on 2 cores)"
+  "$depth_preset shape, $depth_type (smaller depths than docs/performance.md's 1k, 8k and 32k:" \
+  "a 32k prefill takes many minutes on 2 cores)"
 depth_point() { # depth_point NAME MODEL
   echo "   $1: $(basename "$2")"
   "$tps" generate -m "$2" --depth "$depths" -n "$depth_n" --rounds "$depth_rounds" --json \
