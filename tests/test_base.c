@@ -1,10 +1,12 @@
-/* base/: the array doubling every module grows with, and the seeded
+/* base/: the array doubling every module grows with, UTF-8 well-formedness
+ * (against Python's decoder), and the seeded
  * generator checked against the published splitmix64 sequence. */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "base/huge_map.h"
 #include "base/error.h"
 #include "base/grow.h"
@@ -81,4 +83,70 @@ Test(huge_map, gives_zeroed_writable_memory_on_a_2_mib_boundary) {
     }
     cr_assert_null(huge_map(0));
     cr_assert_null(huge_map(SIZE_MAX));
+}
+
+/* Unicode's table 3-7 at its edges, judged as Python's bytes.decode judges
+ * them (the values below are Python 3.11's): the smallest and largest of
+ * each length, overlong forms, surrogates and past U+10FFFF refused. */
+Test(base_utf8, well_formed_sequences_are_those_python_decodes) {
+    static const struct {
+        const char *bytes;
+        size_t n;
+        uint32_t cp; /* 0: ill formed */
+    } cases[] = {
+        {"\x41", 1, 0x41},
+        {"\xC2\x80", 2, 0x80},
+        {"\xDF\xBF", 2, 0x7FF},
+        {"\xE0\xA0\x80", 3, 0x800},
+        {"\xEE\x80\x80", 3, 0xE000},
+        {"\xF0\x90\x80\x80", 4, 0x10000},
+        {"\xF4\x8F\xBF\xBF", 4, 0x10FFFF},
+        {"\xC0\xAF", 2, 0},
+        {"\xE0\x80\xAF", 3, 0},
+        {"\xED\xA0\x80", 3, 0},
+        {"\xED\xBF\xBF", 3, 0},
+        {"\xF4\x90\x80\x80", 4, 0},
+        {"\xDF", 1, 0},
+        {"\xE0\xA0", 2, 0},
+        {"\xF0\x90\x80", 3, 0},
+        {"\x80", 1, 0},
+        {"\xF5\x80\x80\x80", 4, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const unsigned char *s = (const unsigned char *)cases[i].bytes;
+        uint32_t cp = 0;
+        const size_t len = utf8_decode(s, cases[i].n, &cp);
+        cr_expect_eq(len, cases[i].cp ? cases[i].n : 0, "case %zu", i);
+        if (cases[i].cp) cr_expect_eq(cp, cases[i].cp, "case %zu", i);
+        cr_expect_eq(utf8_len(s, cases[i].n), len, "case %zu", i);
+    }
+}
+
+/* The maximal subparts one U+FFFD replaces: Unicode's own example (3.9,
+ * U+FFFD substitution), which Python decodes to a, 3 x U+FFFD, b, U+FFFD,
+ * c, 2 x U+FFFD, d. */
+Test(base_utf8, bad_bytes_are_replaced_by_maximal_subparts) {
+    const unsigned char s[] = "\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64";
+    const size_t n = sizeof s - 1;
+    char out[32] = "";
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_len(s + i, n - i);
+        out[o++] = k ? (char)s[i] : '?';
+        i += k ? k : utf8_bad_len(s + i, n - i);
+    }
+    cr_expect_str_eq(out, "a???b?c??d");
+    cr_expect_eq(utf8_valid_prefix(s, n), 1);
+    cr_expect_eq(utf8_valid_prefix(s, 1), 1);
+}
+
+/* A stream holds back a character begun and not finished, never bytes
+ * that can no longer become one. */
+Test(base_utf8, an_incomplete_tail_is_held_back_and_a_bad_one_is_not) {
+    cr_expect_eq(utf8_incomplete_tail((const unsigned char *)"ab\xE2\x82", 4), 2);
+    cr_expect_eq(utf8_incomplete_tail((const unsigned char *)"ab\xF0", 3), 1);
+    cr_expect_eq(utf8_incomplete_tail((const unsigned char *)"ab\xE2\x82\xAC", 5), 0);
+    cr_expect_eq(utf8_incomplete_tail((const unsigned char *)"ab", 2), 0);
+    cr_expect_eq(utf8_incomplete_tail((const unsigned char *)"ab\xED\xA0", 4), 0);
+    cr_expect_eq(utf8_incomplete_tail((const unsigned char *)"ab\xC0", 3), 0);
 }

@@ -1,5 +1,6 @@
 /* Growable byte buffer and JSON string escaping (see sbuf.h). */
 #include "base/sbuf.h"
+#include "base/utf8.h"
 
 #include "base/grow.h"
 
@@ -73,30 +74,6 @@ void sbuf_printf(sbuf *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 
-/* The length of the valid UTF-8 sequence at s[0..n) (a multi-byte one:
- * s[0] >= 0x80), or 0 with *bad the bytes of its maximal invalid subpart
- * (at least 1): Unicode's table of well-formed byte sequences. */
-static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad) {
-    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
-    size_t need;
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 1;
-    else if (c >= 0xE0 && c <= 0xEF)
-        need = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-    else if (c >= 0xF0 && c <= 0xF4)
-        need = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-    else
-        need = 0;
-    size_t k = 1;
-    for (; need && k <= need && k < n; k++) {
-        if (s[k] < lo || s[k] > hi) break;
-        lo = 0x80, hi = 0xBF; /* only the second byte has a narrower range */
-    }
-    if (need && k == need + 1) return k;
-    *bad = k;
-    return 0;
-}
-
 void sbuf_json_str(sbuf *b, const char *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
     /* Worst case 6 bytes per input byte, plus the quotes. */
@@ -133,7 +110,8 @@ void sbuf_json_str(sbuf *b, const char *s, size_t n) {
             } else if (c < 0x80) {
                 *o++ = (char)c;
             } else { /* at most 3 bytes out per byte in: within the 6 reserved */
-                size_t bad = 0, k = utf8_seq((const unsigned char *)s + i, n - i, &bad);
+                const unsigned char *u = (const unsigned char *)s + i;
+                const size_t k = utf8_len(u, n - i), bad = k ? 0 : utf8_bad_len(u, n - i);
                 if (k) {
                     memcpy(o, s + i, k);
                     o += k;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/grow.h"
+#include "base/utf8.h"
 #include "cli/cli.h"
 #include "kernels/machine.h"
 #include "cli/opt.h"
@@ -20,29 +21,6 @@
 #include "engine/step_cost.h"
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
-
-/* Byte offset of the first invalid UTF-8 sequence, or -1 when valid. */
-static long utf8_invalid_at(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (!len || i + len > n) return (long)i;
-        for (size_t k = 1; k < len; k++)
-            if ((s[i + k] & 0xC0) != 0x80) return (long)i;
-        uint32_t cp = len == 1   ? c
-                      : len == 2 ? ((c & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu))
-                      : len == 3
-                          ? ((c & 0x0Fu) << 12 | (s[i + 1] & 0x3Fu) << 6 | (s[i + 2] & 0x3Fu))
-                          : ((c & 0x07u) << 18 | (s[i + 1] & 0x3Fu) << 12 |
-                             (s[i + 2] & 0x3Fu) << 6 | (s[i + 3] & 0x3Fu));
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return (long)i;
-        i += len;
-    }
-    return -1;
-}
 
 /* --depth: context depths, increasing. */
 #define GEN_MAX_DEPTHS 16
@@ -721,9 +699,9 @@ int cli_generate(int argc, char **argv) {
     int prc = parse_args(argc, argv, &o);
     if (prc) return prc > 0 ? 0 : 2;
     size_t plen = strlen(o.prompt);
-    long bad = utf8_invalid_at((const unsigned char *)o.prompt, plen);
-    if (bad >= 0) {
-        fprintf(stderr, "tps generate: the prompt is not valid UTF-8 (byte %ld)\n", bad);
+    const size_t bad = utf8_valid_prefix((const unsigned char *)o.prompt, plen);
+    if (bad < plen) {
+        fprintf(stderr, "tps generate: the prompt is not valid UTF-8 (byte %zu)\n", bad);
         return 2;
     }
     tps_err err = {0};

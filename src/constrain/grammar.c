@@ -7,6 +7,7 @@
 #include "constrain/grammar_internal.h"
 
 #include "base/grow.h"
+#include "base/utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,31 +17,7 @@
  * ------------------------------------------------------------------------- */
 
 size_t grammar_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
-    if (!n) return 0;
-    unsigned c = s[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    size_t len;
-    uint32_t v, min;
-    if ((c & 0xE0) == 0xC0) {
-        len = 2, v = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-        len = 3, v = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-        len = 4, v = c & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        v = (v << 6) | (s[i] & 0x3F);
-    }
-    if (v < min || v > GRAMMAR_MAX_CP || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-    *cp = v;
-    return len;
+    return utf8_decode(s, n, cp); /* base/utf8.h: at most U+10FFFF, GRAMMAR_MAX_CP */
 }
 
 /* ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "constrain/grammar.h"
 
 typedef struct rx {
@@ -36,24 +37,7 @@ static int peek(const rx *r) {
 
 /* One UTF-8 code point at pos; 0 when invalid. */
 static size_t decode(const rx *r, uint32_t *cp) {
-    const unsigned char *s = r->s + r->pos;
-    size_t n = r->n - r->pos;
-    if (!n) return 0;
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    size_t len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
-    if (!len || len > n || s[0] > 0xF4) return 0;
-    uint32_t v = s[0] & (0x7Fu >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        v = v << 6 | (s[i] & 0x3F);
-    }
-    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < min[len] || v > GRAMMAR_MAX_CP || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-    *cp = v;
-    return len;
+    return utf8_decode(r->s + r->pos, r->n - r->pos, cp);
 }
 
 /* A code point as GBNF writes it inside "..." or [...]. */

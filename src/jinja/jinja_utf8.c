@@ -6,31 +6,15 @@
  * names). Not here: normalisation, full Unicode tables. */
 #include "jinja/jinja_internal.h"
 
+#include "base/utf8.h"
+
 #include <string.h>
 
 uint32_t utf8_next(const char *s, size_t n, size_t *i) {
-    const unsigned char *p = (const unsigned char *)s + *i;
-    size_t left = n - *i;
-    unsigned char b = p[0];
-    if (b < 0x80) {
-        (*i)++;
-        return b;
-    }
-    int len = b >= 0xF0 && b < 0xF5 ? 4 : b >= 0xE0 ? 3 : b >= 0xC2 && b < 0xE0 ? 2 : 0;
-    if (!len || (size_t)len > left) {
-        (*i)++;
-        return 0xFFFD;
-    }
-    uint32_t cp = b & (0x7F >> len);
-    for (int k = 1; k < len; k++) {
-        if ((p[k] & 0xC0) != 0x80) {
-            (*i)++;
-            return 0xFFFD;
-        }
-        cp = cp << 6 | (p[k] & 0x3F);
-    }
-    *i += (size_t)len;
-    return cp;
+    uint32_t cp;
+    const size_t len = utf8_decode((const unsigned char *)s + *i, n - *i, &cp);
+    *i += len ? len : 1;
+    return len ? cp : 0xFFFD;
 }
 
 size_t utf8_put(uint32_t cp, char *out) {

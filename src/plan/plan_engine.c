@@ -13,24 +13,9 @@
 #include "engine/admit.h" /* the engine's own admission rule */
 #include "plan/plan_internal.h"
 #include "base/ggml_type.h"
+#include "base/utf8.h"
 
 /* ---- set-up --------------------------------------------------------------- */
-
-/* True when p[0..n) is whole UTF-8 (no character cut). */
-static bool whole_utf8(const unsigned char *p, size_t n) {
-    for (size_t i = 0; i < n;) {
-        size_t k = p[i] < 0x80         ? 1
-                   : (p[i] >> 5) == 6  ? 2
-                   : (p[i] >> 4) == 14 ? 3
-                   : (p[i] >> 3) == 30 ? 4
-                                       : 0;
-        if (!k || i + k > n) return false;
-        for (size_t j = 1; j < k; j++)
-            if ((p[i + j] & 0xc0) != 0x80) return false;
-        i += k;
-    }
-    return n > 0;
-}
 
 /* The tokens output is drawn from: normal tokens whose text is whole
  * UTF-8 (a reply's text must be, to go into a conversation's next turn),
@@ -45,7 +30,8 @@ static int synthetic_table(sim *s, tps_err *e) {
         size_t len;
         const char *p = tokenizer_piece(tok, (int32_t)id, false, &len);
         if (tokenizer_token_type(tok, (int32_t)id) == TOKEN_TYPE_NORMAL &&
-            !tokenizer_is_eog(tok, (int32_t)id) && p && whole_utf8((const unsigned char *)p, len))
+            !tokenizer_is_eog(tok, (int32_t)id) && p && len > 0 &&
+            utf8_valid_prefix((const unsigned char *)p, len) == len)
             s->out_ids[s->n_out_ids++] = (int32_t)id;
     }
     if (!s->n_out_ids)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/utf8.h"
 
 static double span_ms(uint64_t from, uint64_t to) {
     return from && to > from ? (double)(to - from) / (double)TPS_NS_PER_MS : 0.0;
@@ -51,26 +52,13 @@ void sse_chunk_role(sbuf *b, const sse_meta *m, uint32_t index) {
 
 /* ---- logprobs ---------------------------------------------------------------------------- */
 
-/* Length of the whole UTF-8 character at s (n bytes left), or 0 if none. */
-static size_t utf8_char(const unsigned char *s, size_t n) {
-    size_t len = s[0] < 0x80         ? 1
-                 : (s[0] >> 5) == 6  ? 2
-                 : (s[0] >> 4) == 14 ? 3
-                 : (s[0] >> 3) == 30 ? 4
-                                     : 0;
-    if (!len || len > n) return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    return len;
-}
-
 /* A JSON string of s with every byte that is not part of a whole UTF-8
  * character replaced by U+FFFD. */
 static void json_str_lossy(sbuf *b, const char *s, size_t n) {
     char buf[256];
     size_t o = 0;
     for (size_t i = 0; i < n && o + 4 < sizeof buf;) {
-        size_t l = utf8_char((const unsigned char *)s + i, n - i);
+        size_t l = utf8_len((const unsigned char *)s + i, n - i);
         if (l) {
             memcpy(buf + o, s + i, l);
             o += l, i += l;

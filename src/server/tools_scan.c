@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
+
 #include "server/tools_internal.h"
 
 enum { M_NO = 0, M_YES, M_MORE }; /* no match; match; the text ended inside */
@@ -72,17 +74,6 @@ static size_t chunk_of(const char *m, const char **start) {
 static size_t prefix_tail(const char *s, size_t n, const char *t, size_t tl) {
     for (size_t k = tl ? tl - 1 : 0; k > 0; k--)
         if (n >= k && !memcmp(s + n - k, t, k)) return k;
-    return 0;
-}
-
-/* Bytes at the end of s[0..n) that are a UTF-8 character begun, not done. */
-static size_t utf8_tail(const char *s, size_t n) {
-    for (size_t k = 1; k <= 3 && k <= n; k++) {
-        unsigned char c = (unsigned char)s[n - k];
-        if ((c & 0xC0) == 0x80) continue;
-        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        return need > k ? k : 0;
-    }
     return 0;
 }
 
@@ -185,7 +176,7 @@ static int read_object(rd *r, tool_scan_call *c) {
     const char *v = r->s + r->i;
     size_t left = r->n - r->i, len = json_span(v, left);
     if (!len) {
-        sbuf_add(&r->out->args, v, left - utf8_tail(v, left));
+        sbuf_add(&r->out->args, v, left - utf8_incomplete_tail((const unsigned char *)v, left));
         return M_MORE;
     }
     if (!json_ok(v, len, true)) return M_NO;
@@ -224,7 +215,7 @@ static int read_value(rd *r, size_t *vo, size_t *vl, bool *quoted) {
         while (*vl && tools_blank(r->s[*vo + *vl - 1]))
             (*vl)--;
     if (!p) {
-        *vl -= utf8_tail(r->s + *vo, *vl);
+        *vl -= utf8_incomplete_tail((const unsigned char *)r->s + *vo, *vl);
         return M_MORE;
     }
     r->i = stop;

@@ -14,6 +14,7 @@
  * Not here: error messages, SSE framing, counting policy (client.c). */
 #include "bench/client/chunk.h"
 #include "bench/client/chunk_table.h" /* which delta fields carry what */
+#include "base/utf8.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -78,30 +79,6 @@ static bool hex4(const unsigned char *q, const unsigned char *end, uint32_t *out
     return true;
 }
 
-/* Length of the well-formed UTF-8 sequence at q (lead byte >= 0x80), or 0:
- * no overlong forms, no surrogates, nothing past U+10FFFF. */
-static size_t utf8_seq(const unsigned char *q, const unsigned char *end) {
-    unsigned char u = q[0];
-    size_t n;
-    uint32_t v;
-    if (u >= 0xC2 && u <= 0xDF)
-        n = 2, v = u & 0x1F;
-    else if (u >= 0xE0 && u <= 0xEF)
-        n = 3, v = u & 0x0F;
-    else if (u >= 0xF0 && u <= 0xF4)
-        n = 4, v = u & 0x07;
-    else
-        return 0;
-    if ((size_t)(end - q) < n) return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((q[i] & 0xC0) != 0x80) return 0;
-        v = v << 6 | (q[i] & 0x3F);
-    }
-    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-    if ((n == 3 && v < 0x800) || (n == 4 && v < 0x10000)) return 0;
-    return n;
-}
-
 /* A \uXXXX escape at q (q[0] == '\\', q[1] == 'u'), with its low half when
  * it is a high surrogate: the code point and the bytes it spans, or 0 when
  * jansson would reject it (a lone or reversed surrogate) or the scanner
@@ -160,7 +137,7 @@ static bool scan_string(scan *s, val *v) {
                 return false;
             }
         } else if (ch >= 0x80) {
-            size_t n = utf8_seq(q, end);
+            size_t n = utf8_len(q, (size_t)(end - q));
             if (!n) return false;
             q += n;
         } else {
