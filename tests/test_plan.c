@@ -14,7 +14,8 @@
  * Alone: the closed loop's step count from the shape of the work, the open
  * loop's sends from the seed's schedule, conversations hitting the prefix
  * cache from their second turn, refusals, determinism; the step fit
- * recovering a known cost model, the calibration file round trip. */
+ * recovering a known cost model, the calibration file round trip. The
+ * served steps' spread (step noise) is test_plan_noise.c's. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -28,73 +29,16 @@
 #include "plan/plan_calib.h"
 #include "plan/plan_replay.h"
 #include "support/bench_workload.h"
+#include "support/plan_env.h"
 #include "support/server_fixture.h"
 #include "support/test_support.h"
-
-#define MODEL "models/stories260K.gguf"
-
-typedef struct model_env {
-    llama_model *m;
-    tokenizer *tok;
-    char *path;
-    plan_cost cost;
-    chat_prompt prompt;
-    plan_server srv;
-} model_env;
-
-/* The model, a roofline cost (a fixed machine, so the test does not
- * measure this one) and a server of tps serve's defaults. */
-static void env_open(model_env *v) {
-    memset(v, 0, sizeof *v);
-    v->path = shared_path(MODEL);
-    tps_err e = {{0}};
-    llama_load_opts lo = {.no_repack = 1};
-    cr_assert_eq(llama_model_load_opts(&v->m, v->path, &lo, &e), 0, "%s", e.msg);
-    cr_assert_eq(tokenizer_load(&v->tok, v->m->file, &e), 0, "%s", e.msg);
-    machine_limits ml = {
-        .cpu = "test", .threads = 1, .read_gbs = 10, .int8_gops = 50, .fp32_gflops = 20};
-    plan_cost_roofline(&v->cost, &ml, v->m, GGML_TYPE_F16);
-    v->srv = (plan_server){.m = v->m, .tok = v->tok, .cost = &v->cost, .seed = 1};
-    engine_params_default(&v->srv.ep);
-    v->srv.ep.itl_target_ms = ENGINE_ITL_TARGET_AUTO;
-    cr_assert_eq(chat_prompt_for_model(&v->prompt, v->m->file, v->tok, NULL, &e), 0, "%s", e.msg);
-    v->srv.prompt = &v->prompt;
-}
-
-static void env_close(model_env *v) {
-    chat_prompt_free(&v->prompt);
-    tokenizer_free(v->tok);
-    llama_model_free(v->m);
-    free(v->path);
-}
-
-/* A bench spec against url (or none, for a plan), sized by the model. */
-static void spec_make(bench_spec *s, const model_env *v, const char *url) {
-    bench_spec_init(s);
-    s->cfg.base_url = url ? url : "plan:";
-    s->wo.tokenizer_path = v->path;
-    s->scrape = "off";
-    s->seed_given = true; /* cfg.seed, 1 unless a test sets it: runs repeat */
-}
-
-static void dist(load_dist *d, const char *text) {
-    tps_err e = {{0}};
-    cr_assert_eq(load_dist_parse(d, text, &e), 0);
-}
-
-static void plan_once(bench_run_out *out, model_env *v, const bench_spec *s, workload *wl) {
-    bench_config cfg;
-    tps_err e = {{0}};
-    cr_assert_eq(bench_spec_prepare(wl, &cfg, s, NULL, "test", &e), 0, "%s", e.msg);
-    cr_assert_eq(plan_run(out, &cfg, wl, &v->srv, &e), 0, "%s", e.msg);
-}
 
 /* ---- the simulation alone ----------------------------------------------------- */
 
 Test(plan, one_stream_takes_its_prompt_chunks_then_one_step_a_token) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    env_open(&v);
+    plan_env_open(&v);
     v.srv.ep.max_batch_tokens = 64;
     bench_spec s;
     spec_make(&s, &v, NULL);
@@ -120,14 +64,14 @@ Test(plan, one_stream_takes_its_prompt_chunks_then_one_step_a_token) {
                  (unsigned long long)v.srv.stats.steps, (unsigned long long)want);
     bench_run_free(&out);
     workload_free(&wl);
-    env_close(&v);
+    plan_env_close(&v);
 }
 
 /* Three requests one after another, 32 prompt tokens and 9 out each (a
  * step a token after the first), on v's model, planned into *quiet as
  * v's cost stands. */
 static void three_short_requests(model_env *v, bench_spec *s, workload *wl, bench_run_out *quiet) {
-    env_open(v);
+    plan_env_open(v);
     spec_make(s, v, NULL);
     s->cfg.concurrency = 1;
     s->cfg.requests = 3;
@@ -205,7 +149,7 @@ Test(plan, a_steal_series_slows_the_steps_that_start_in_each_bin) {
     bench_run_free(&a);
     bench_run_free(&b);
     workload_free(&wl);
-    env_close(&v);
+    plan_env_close(&v);
 }
 
 /* tps plan --steal-series RESULT: a result that does not say its steal
@@ -328,13 +272,13 @@ Test(plan, a_stolen_share_of_the_cpus_slows_every_step_by_its_threads_power) {
     cr_assert_eq(plan_cost_calibrated(&pc, &c, "cal", v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
     cr_expect_eq(plan_cost_at_steal(&pc, 1.0, "cal", &e), TPS_EINVAL);
     cr_expect_eq(plan_cost_at_steal(&pc, -0.1, "cal", &e), TPS_EINVAL);
-    env_close(&v);
+    plan_env_close(&v);
 }
 
 Test(plan, an_open_loop_sends_the_seed_s_schedule) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    env_open(&v);
+    plan_env_open(&v);
     bench_spec s;
     spec_make(&s, &v, NULL);
     s.cfg.rate = 40;
@@ -359,13 +303,13 @@ Test(plan, an_open_loop_sends_the_seed_s_schedule) {
     cr_expect_eq(out.n, n, "sent %zu, the schedule has %llu in 2 s", out.n, (unsigned long long)n);
     bench_run_free(&out);
     workload_free(&wl);
-    env_close(&v);
+    plan_env_close(&v);
 }
 
 Test(plan, conversations_hit_the_prefix_cache_from_their_second_turn) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    env_open(&v);
+    plan_env_open(&v);
     bench_spec s;
     spec_make(&s, &v, NULL);
     s.cfg.concurrency = 2;
@@ -390,13 +334,13 @@ Test(plan, conversations_hit_the_prefix_cache_from_their_second_turn) {
     }
     bench_run_free(&out);
     workload_free(&wl);
-    env_close(&v);
+    plan_env_close(&v);
 }
 
 Test(plan, refuses_what_the_engine_would_and_repeats_itself) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    env_open(&v);
+    plan_env_open(&v);
     bench_spec s;
     spec_make(&s, &v, NULL);
     s.cfg.concurrency = 3;
@@ -418,7 +362,7 @@ Test(plan, refuses_what_the_engine_would_and_repeats_itself) {
     bench_run_free(&b);
     workload_free(&wl);
     workload_free(&wl2);
-    env_close(&v);
+    plan_env_close(&v);
 }
 
 /* ---- the step fit ------------------------------------------------------------- */
@@ -451,7 +395,7 @@ Test(plan, the_step_fit_recovers_a_known_cost_model) {
 Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    env_open(&v);
+    plan_env_open(&v);
     step_calib c;
     small_calib(&c, v.m);
     snprintf(c.machine.cpu, sizeof c.machine.cpu, "Test CPU 9000");
@@ -514,7 +458,7 @@ Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
     cr_expect_eq(step_calib_read(&back, path, &e), TPS_EINVAL);
     cr_expect(strstr(e.msg, "version 99"), "%s", e.msg);
     unlink(path);
-    env_close(&v);
+    plan_env_close(&v);
 }
 
 /* ---- against a real tps serve --------------------------------------------------- */
@@ -599,7 +543,7 @@ static void log_step(void *arg, const plan_step *st) {
 Test(plan, replaying_a_real_run_makes_the_engine_s_decisions_step_for_step, .timeout = 120) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    env_open(&v);
+    plan_env_open(&v);
     bench_spec s;
     spec_make(&s, &v, NULL);
     s.cfg.concurrency = 6; /* more than --max-seqs: requests queue */
@@ -659,13 +603,13 @@ Test(plan, replaying_a_real_run_makes_the_engine_s_decisions_step_for_step, .tim
     workload_free(&r.wl);
     unlink(r.trace);
     unlink(r.calib);
-    env_close(&v);
+    plan_env_close(&v);
 }
 
 Test(plan, one_stream_at_a_time_the_prediction_takes_the_real_step_count, .timeout = 120) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    env_open(&v);
+    plan_env_open(&v);
     bench_spec s;
     spec_make(&s, &v, NULL);
     s.cfg.concurrency = 1;
@@ -705,158 +649,5 @@ Test(plan, one_stream_at_a_time_the_prediction_takes_the_real_step_count, .timeo
     workload_free(&r.wl);
     unlink(r.trace);
     unlink(r.calib);
-    env_close(&v);
-}
-
-/* ---- the served steps' spread ---------------------------------------------------- */
-
-Test(plan, step_noise_keeps_the_quantiles_of_what_the_fit_leaves) {
-    enum { N = 1000 };
-    double took[N], fit[N];
-    for (int i = 0; i < N; i++) { /* ratios 1.000, 1.001, ..., 1.999, shuffled against the fit */
-        fit[i] = 1e6 + 1e3 * ((i * 7) % 13);
-        took[i] = fit[i] * (1 + 1e-3 * ((i * 389) % N));
-    }
-    step_noise z;
-    tps_err e = {{0}};
-    cr_assert_eq(step_noise_fit(&z, took, fit, N, &e), 0, "%s", e.msg);
-    cr_expect_eq(z.n, N);
-    for (int k = 0; k < STEP_NOISE_Q; k++) {
-        double want = 1 + step_noise_p(k) * (N - 1) * 1e-3;
-        cr_expect(fabs(z.q[k] - want) < 1e-9, "p%g: x%.4f, want x%.4f", step_noise_p(k), z.q[k],
-                  want);
-        cr_expect_float_eq(step_noise_at(&z, step_noise_p(k)), z.q[k], 1e-6);
-    }
-    cr_expect_float_eq(step_noise_at(&z, 0.0), z.q[0], 1e-6, "the ends are held");
-    cr_expect_float_eq(step_noise_at(&z, 0.99999), z.q[STEP_NOISE_Q - 1], 1e-6);
-    cr_expect(fabs(step_noise_at(&z, 0.25) - (1 + 0.25 * (N - 1) * 1e-3)) < 1e-9, "interpolated");
-    z.n = 0;
-    cr_expect_float_eq(step_noise_at(&z, 0.5), 1.0, 1e-12, "none measured: the fit as it is");
-    cr_expect_eq(step_noise_fit(&z, took, fit, 15, &e), TPS_EINVAL, "too few steps");
-    double rows[N];
-    for (int i = 0; i < N; i++)
-        rows[i] = i < 500 ? 1 : 8;
-    step_noise one, rest;
-    cr_assert_eq(step_noise_fit_split(&one, &rest, rows, took, fit, N, &e), 0, "%s", e.msg);
-    cr_expect(one.n == 500 && rest.n == 500, "split %llu / %llu", (unsigned long long)one.n,
-              (unsigned long long)rest.n);
-    rows[0] = 8; /* 499 one-row steps against 501 */
-    for (int i = 1; i < N; i++)
-        rows[i] = i < 990 ? 8 : 1; /* ... and now only 10: all in one */
-    cr_assert_eq(step_noise_fit_split(&one, &rest, rows, took, fit, N, &e), 0, "%s", e.msg);
-    cr_expect(one.n == 0 && rest.n == N, "too few one-row steps: every step in the rest");
-}
-
-/* The ITL gaps of one request's timeline, sorted. */
-static size_t sorted_gaps(double *gap, const timeline *tl) {
-    size_t n = 0;
-    for (size_t i = 1; i < tl->n_events; i++)
-        gap[n++] = (double)(tl->events[i].t_ns - tl->events[i - 1].t_ns);
-    for (size_t i = 1; i < n; i++) /* insertion sort: a few hundred */
-        for (size_t j = i; j > 0 && gap[j] < gap[j - 1]; j--) {
-            double t = gap[j];
-            gap[j] = gap[j - 1];
-            gap[j - 1] = t;
-        }
-    return n;
-}
-
-/* A calibrated cost whose served steps take 6 times the fit at their top 5%:
- * one stream's token gaps keep their median and gain that tail, drawn
- * the same way from the same seed. */
-Test(plan, a_served_spread_lengthens_the_tail_not_the_median) {
-    REQUIRE_SHARED(MODEL);
-    model_env v;
-    env_open(&v);
-    step_calib c = {.threads = 1, .n_kv = 1, .kv_type = {GGML_TYPE_F16}, .source = "test"};
-    step_calib_model_of(&c.model, v.m);
-    step_fit_init(&c.fit[0]);
-    for (int r = 1; r <= 256; r *= 2)
-        for (int k = 1; k <= 1024; k *= 4) {
-            step_shape s = {r, r, r * (double)k, r * (double)k};
-            step_fit_add(&c.fit[0], &s, 1e6 + r * 1e4 + s.kv_read * 10, 1e5);
-        }
-    tps_err e = {{0}};
-    cr_assert_eq(step_fit_solve(&c.fit[0], &e), 0, "%s", e.msg);
-    enum { N = 1000 };
-    double took[N], fit[N];
-    for (int i = 0; i < N; i++)
-        fit[i] = 1e6, took[i] = i % 20 == 0 ? 6e6 : 1e6 + (i % 7) * 1e4 - 3e4;
-    double gap[2][512];
-    size_t n[2];
-    for (int with = 0; with < 2; with++) {
-        c.fit[0].noise.n = 0;
-        if (with) cr_assert_eq(step_noise_fit(&c.fit[0].noise, took, fit, N, &e), 0, "%s", e.msg);
-        cr_assert_eq(plan_cost_calibrated(&v.cost, &c, "test", v.m, GGML_TYPE_F16, &e), 0, "%s",
-                     e.msg);
-        bench_spec s;
-        spec_make(&s, &v, NULL);
-        s.cfg.concurrency = 1;
-        s.cfg.requests = 1;
-        dist(&s.wo.input_len, "16");
-        dist(&s.wo.output_len, "400");
-        workload wl;
-        bench_run_out out;
-        plan_once(&out, &v, &s, &wl);
-        cr_assert_eq(out.n, 1);
-        n[with] = sorted_gaps(gap[with], &out.recs[0].tl);
-        bench_run_free(&out);
-        workload_free(&wl);
-    }
-    cr_assert(n[0] >= 300 && n[0] == n[1], "%zu and %zu gaps", n[0], n[1]);
-    const size_t p50 = n[0] / 2, p99 = n[0] * 99 / 100;
-    cr_expect(gap[0][p99] - gap[0][0] < 0.05 * gap[0][0], "without a spread every gap is one step");
-    cr_expect(fabs(gap[1][p50] - gap[0][p50]) < 0.05 * gap[0][p50], "median %.3f ms, was %.3f ms",
-              gap[1][p50] / 1e6, gap[0][p50] / 1e6);
-    cr_expect(gap[1][p99] > gap[0][p99] + 3e6, "p99 %.3f ms, was %.3f ms: the tail is drawn",
-              gap[1][p99] / 1e6, gap[0][p99] / 1e6);
-    env_close(&v);
-}
-
-/* tps plan calibrate on a real model: the grid, then the served phase
- * against a real server on a loopback port with a real client; the served
- * steps join the fit and their spread is kept, ordered, about 1 at its
- * middle (the fit is made on them), with a tail above it. */
-Test(plan, calibrate_serves_the_model_and_keeps_the_spread_of_its_steps) {
-    REQUIRE_SHARED(MODEL);
-    model_env v;
-    env_open(&v);
-    plan_calib_opts o = {.m = v.m,
-                         .tok = v.tok,
-                         .n_threads = 1,
-                         .kv_types = {GGML_TYPE_F16},
-                         .n_kv = 1,
-                         .max_seqs = 8,
-                         .max_batch_tokens = 64,
-                         .quick = true,
-                         .model_path = v.path,
-                         .served_s = 3};
-    step_calib c;
-    tps_err e = {{0}};
-    cr_assert_eq(plan_calibrate(&c, &o, &e), 0, "%s", e.msg);
-    const step_noise *z = &c.fit[0].noise;
-    cr_assert_geq(z->n, 100, "served steps kept: %llu", (unsigned long long)z->n);
-    cr_expect_gt(c.fit[0].n, z->n, "the grid's shapes and the served steps, in one fit");
-    for (int k = 1; k < STEP_NOISE_Q; k++)
-        cr_expect_geq(z->q[k], z->q[k - 1], "quantile %d out of order", k);
-    cr_expect(z->q[0] > 0 && step_noise_at(z, 0.5) > 0.5 && step_noise_at(z, 0.5) < 2,
-              "a served step's median over the fit x%.2f", step_noise_at(z, 0.5));
-    cr_expect_gt(step_noise_at(z, 0.99), step_noise_at(z, 0.5));
-    cr_expect_gt(c.fit[0].noise_one.n, 0, "one stream's one-row steps spread on their own");
-    const step_prime *pr = &c.fit[0].prime;
-    cr_expect(pr->n >= 2 && pr->t1_ns > 0 && pr->tn_ns > pr->t1_ns,
-              "the served engine's warm-up, from its trace: %u rows %.0f ns, one %.0f ns", pr->n,
-              pr->tn_ns, pr->t1_ns);
-    cr_expect(c.has_steal && c.steal >= 0 && c.steal <= 1,
-              "the hypervisor's steal while it ran is measured (Linux: /proc/stat): %.3f", c.steal);
-    const step_noise *t = &c.turnaround;
-    cr_assert_geq(t->n, 16, "closed-loop turnarounds from the engine's trace: %llu",
-                  (unsigned long long)t->n);
-    cr_expect(t->q[0] > 0 && step_noise_at(t, 0.5) < 1e9,
-              "a request's end to the next one queued: p50 %.3f ms", step_noise_at(t, 0.5) / 1e6);
-    plan_cost pc;
-    cr_assert_eq(plan_cost_calibrated(&pc, &c, "test", v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
-    cr_expect_float_eq(plan_cost_ingress_ns(&pc, 0, 0.5), step_noise_at(t, 0.5) - pc.deliver_ns,
-                       1.0, "the way in is the turnaround less the delivery");
-    env_close(&v);
+    plan_env_close(&v);
 }
