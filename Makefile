@@ -31,8 +31,8 @@ test: deps format-check func-lengths lint
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@echo "== soak: $(CI_SOAK_SECONDS) s, the ASan server under load with cancels =="
 	@scripts/soak.sh $(CI_SOAK_SECONDS) $(ASAN_BUILD)
-	@echo "== soak: $(CI_HYBRID_SOAK_SECONDS) s, a hybrid model (qwen35 tiny) =="
-	@SOAK_ARCH=qwen35 scripts/soak.sh $(CI_HYBRID_SOAK_SECONDS) $(ASAN_BUILD)
+	@echo "== soak: $(CI_HYBRID_SOAK_SECONDS) s, a hybrid mixture of experts (qwen35moe tiny) =="
+	@SOAK_ARCH=qwen35moe scripts/soak.sh $(CI_HYBRID_SOAK_SECONDS) $(ASAN_BUILD)
 	@$(MAKE) --no-print-directory tsan TSAN_SECONDS=$(CI_TSAN_SECONDS)
 	@echo "== fuzz: every harness for $(CI_FUZZ_SECONDS) s =="
 	@scripts/fuzz.sh $(CI_FUZZ_SECONDS)
@@ -81,8 +81,8 @@ tsan: deps
 	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target tps
 	@echo "== tsan: $(TSAN_SECONDS) s soak, server and bench under ThreadSanitizer =="
 	@SOAK_TSAN=1 scripts/soak.sh $(TSAN_SECONDS) $(TSAN_BUILD)
-	@echo "== tsan: $(CI_HYBRID_SOAK_SECONDS) s, a hybrid model (qwen35 tiny) =="
-	@SOAK_TSAN=1 SOAK_ARCH=qwen35 scripts/soak.sh $(CI_HYBRID_SOAK_SECONDS) $(TSAN_BUILD)
+	@echo "== tsan: $(CI_HYBRID_SOAK_SECONDS) s, a hybrid mixture of experts (qwen35moe tiny) =="
+	@SOAK_TSAN=1 SOAK_ARCH=qwen35moe scripts/soak.sh $(CI_HYBRID_SOAK_SECONDS) $(TSAN_BUILD)
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')

@@ -20,7 +20,7 @@
 #     phase A: delta >= bench output tokens, and cancels happened;
 #   - the KV pool is empty at the end (tps_kv_cache_usage_ratio == 0);
 #   - the prefix cache served some prompt tokens (tps_prefix_cache_hits_total),
-#     or, for a hybrid model (SOAK_ARCH=qwen35: linear-attention layers, whose
+#     or, for a hybrid model (SOAK_ARCH=qwen35 or qwen35moe: linear-attention layers, whose
 #     state no prefix hit restores), every recurrent-state slot was given back
 #     (tps_state_slots_used == 0).
 #   scripts/soak.sh [SECONDS] [BUILD_DIR]   (default 60 s, build-asan)
@@ -57,10 +57,10 @@ check() { # check NAME CONDITION-RESULT(0 ok) DETAIL
 # something: it fills within the warm-up quarter even on a loaded machine
 # (16 MiB did not always, in a 25 s soak, and read as growth); 640 B of KV
 # per token for the tiny preset (stories260K's shape): 256K is ~400 tokens.
-# qwen35 tiny: 1 KiB a token (2 attention layers of head 32), so 400K for
-# the same ~400 tokens (the longest request, 120 + 160, must fit)
+# qwen35 and qwen35moe tiny: 1 KiB a token (2 attention layers of head 32),
+# so 400K for the same ~400 tokens (the longest request, 120 + 160, must fit)
 kv_mem=256K
-[ "$arch" = qwen35 ] && kv_mem=400K
+case "$arch" in qwen35*) kv_mem=400K ;; esac
 tsan=${SOAK_TSAN:-0}
 threads=1
 [ "$tsan" = 1 ] && threads=2

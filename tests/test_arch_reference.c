@@ -128,6 +128,36 @@ Test(arch_reference, qwen35_matches_llama_cpp) {
     check_arch("qwen35");
 }
 
+/* Qwen3.5's MoE: the hybrid stack with 16 experts, 4 a token, and a
+ * shared expert scaled by sigmoid(ffn_gate_inp_shexp . x), untied. */
+Test(arch_reference, qwen35moe_matches_llama_cpp) {
+    check_arch("qwen35moe");
+}
+
+/* GLM-4.5: Q/K/V biases, NeoX RoPE on half of each head, a
+ * dense first layer, sigmoid routing with a selection bias, weights
+ * renormalised and scaled by 2.5, an ungated shared expert, an MTP block. */
+Test(arch_reference, glm4moe_matches_llama_cpp) {
+    check_arch("glm4moe");
+}
+
+/* DeepSeek's multi-head latent attention (the cache holds one latent row a
+ * position, Q absorbed into it per head), YaRN with DeepSeek's mscale in
+ * the attention scale, a dense first layer, then experts routed as V3 does
+ * (sigmoid, a selection bias, the best 2 of 4 groups, renormalised, scaled
+ * by 2.5) plus ungated shared experts. */
+Test(arch_reference, deepseek2_matches_llama_cpp) {
+    check_arch("deepseek2");
+}
+
+/* Gemma 4: sliding layers with heads of 16 (4 KV heads) beside global ones
+ * of 32 (2 KV heads, V = K, partial RoPE through rope_freqs), the last two
+ * layers reading layers 1 and 2's K/V, per-layer input embeddings, a layer
+ * output scale, attention scale 1, final soft-cap. */
+Test(arch_reference, gemma4_matches_llama_cpp) {
+    check_arch("gemma4");
+}
+
 /* The five prompts prefilled together in one batch give each prompt's last
  * logits bit-identical to its prefill alone. */
 static void check_batch_invariance(const char *arch) {
@@ -187,8 +217,9 @@ static void check_batch_invariance(const char *arch) {
 }
 
 Test(arch_reference, every_arch_is_batch_invariant) {
-    const char *archs[] = {"llama", "llama3",   "qwen2",   "qwen3",    "gemma2",  "gemma3",
-                           "phi3",  "mistral3", "mixtral", "qwen3moe", "gpt-oss", "qwen35"};
+    const char *archs[] = {"llama",     "llama3",    "qwen2",   "qwen3",    "gemma2",  "gemma3",
+                           "phi3",      "mistral3",  "mixtral", "qwen3moe", "gpt-oss", "qwen35",
+                           "deepseek2", "qwen35moe", "glm4moe", "gemma4"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         check_batch_invariance(archs[i]);
 }

@@ -104,3 +104,84 @@ Test(cli_model, hybrid_info_counts_kv_only_for_attention_layers_and_the_state_ap
     free(out);
     unlink(path);
 }
+
+/* A latent attention file: a token adds one latent row a layer (tiny's
+ * kv_lora_rank 64 + RoPE 32, F16, 5 layers), not the K and V of its 8
+ * decompressed heads (64 + 32 each, 8x as many bytes). */
+Test(cli_model, deepseek2_info_counts_the_latent_as_its_kv_bytes) {
+    char path[] = "/tmp/tps-cli-arch-XXXXXX";
+    close(mkstemp(path));
+    char args[512], *out;
+    snprintf(args, sizeof args, "model make --arch deepseek2 --preset tiny --type f32 -o %s", path);
+    assert_tps_ok(args);
+    snprintf(args, sizeof args, "model info %s", path);
+    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    char want[160];
+    snprintf(want, sizeof want, "KV bytes per token     %d (F16 cache)", 5 * (64 + 32) * 2);
+    cr_expect(strstr(out, want) != NULL, "%s\n(want %s)", out, want);
+    snprintf(want, sizeof want,
+             "latent rank 64 (Q rank 64): the cache holds the latent, not the %d",
+             5 * 8 * (64 + 32) * 2);
+    cr_expect(strstr(out, want) != NULL, "%s\n(want %s)", out, want);
+    cr_expect(strstr(out, "architecture           deepseek2") != NULL, "%s", out);
+    free(out);
+    unlink(path);
+}
+
+/* A Gemma 4 file: K and V of the layers that store them, each of its own
+ * head shape (tiny's sliding layers 0 and 1: 4 heads of 16; global layer
+ * 2: 2 heads of 32; F16), and none for the last two, which read layers 1
+ * and 2's. */
+Test(cli_model, gemma4_info_counts_no_kv_for_the_shared_layers) {
+    char path[] = "/tmp/tps-cli-arch-XXXXXX";
+    close(mkstemp(path));
+    char args[512], *out;
+    snprintf(args, sizeof args, "model make --arch gemma4 --preset tiny --type f32 -o %s", path);
+    assert_tps_ok(args);
+    snprintf(args, sizeof args, "model info --json %s", path);
+    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    json_error_t jerr;
+    json_t *o = json_loads(out, 0, &jerr);
+    cr_assert_not_null(o, "%s", out);
+    const long per_token = 2 * 2 * (2 * 4 * 16 + 1 * 2 * 32); /* F16 x (K, V) x layers' heads */
+    cr_expect_eq(json_integer_value(json_object_get(o, "kv_bytes_per_token")), per_token);
+    cr_expect_eq(json_integer_value(json_object_get(o, "kv_shared_layers")), 2);
+    cr_expect_str_eq(json_string_value(json_object_get(o, "architecture")), "gemma4");
+    json_decref(o);
+    free(out);
+    unlink(path);
+}
+
+/* The MoE files of 2026: GLM-4.5's dense first layer, ungated shared
+ * expert and MTP block (K and V of tiny's 5 layers, 4 heads of 16, F16:
+ * the MTP block adds none), and Qwen3.5 MoE's gated shared expert. */
+Test(cli_model, moe_info_names_the_shared_expert_and_the_dense_lead) {
+    char path[] = "/tmp/tps-cli-arch-XXXXXX";
+    close(mkstemp(path));
+    char args[512], *out;
+    snprintf(args, sizeof args, "model make --arch glm4moe --preset tiny --type f32 -o %s", path);
+    assert_tps_ok(args);
+    snprintf(args, sizeof args, "model info %s", path);
+    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    char want[128];
+    snprintf(want, sizeof want, "KV bytes per token     %d (F16 cache)", 5 * 2 * 4 * 16 * 2);
+    cr_expect(strstr(out, want) != NULL, "%s\n(want %s)", out, want);
+    cr_expect(strstr(out, "shared expert          1 a layer, of ffn 192, run by every token\n") !=
+                  NULL,
+              "%s", out);
+    cr_expect(strstr(out, "leading dense layers   1") != NULL, "%s", out);
+    cr_expect(strstr(out, "q/k/v biases           yes") != NULL, "%s", out);
+    cr_expect(strstr(out, "not run (drafting") != NULL, "%s", out);
+    cr_expect(strstr(out, "linear attention") == NULL, "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "model make --arch qwen35moe --preset tiny --type f32 -o %s", path);
+    assert_tps_ok(args);
+    snprintf(args, sizeof args, "model info %s", path);
+    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    cr_expect(strstr(out, "shared expert          1 a layer, of ffn 192, run by every token, "
+                          "scaled by its sigmoid gate") != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "3 of 5 layers") != NULL, "%s", out);
+    free(out);
+    unlink(path);
+}

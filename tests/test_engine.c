@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/engine_setup.h"
+#include "engine/kv_cache.h"
 #include "base/clock.h"
 #include "model/model_make.h"
 #include "support/engine_env.h"
@@ -193,6 +195,66 @@ Test(engine, kv_bytes_attended_counts_each_layer_s_window) {
     cr_expect_eq(engine_kv_bytes_attended(&c, GGML_TYPE_F32, 10), 2 * 2 * row * (4 * 4 + 2 * 10));
     c.n_swa = 0;
     cr_expect_eq(engine_kv_bytes_attended(&c, GGML_TYPE_F16, 10), 2 * row * (6 * 10));
+}
+
+/* Latent attention (DeepSeek's MLA) stores and reads one latent row a
+ * position and layer, keys and values both: V2-Lite's 512 + 64 elements,
+ * 27 layers. Its pool is K alone: a token of --kv-tokens takes the latent's
+ * bytes, not twice them. */
+Test(engine, latent_attention_kv_is_the_latent_once) {
+    llama_config c = {.n_layers = 27,
+                      .n_heads = 16,
+                      .n_kv_heads = 1,
+                      .head_dim = 576,
+                      .kv_lora_rank = 512,
+                      .ctx_len = 4096};
+    cr_expect_eq(engine_kv_bytes_attended(&c, GGML_TYPE_F16, 10), 27.0 * 576 * 2 * 10);
+    engine_params p = {.kv_tokens = 1024, .kv_type = GGML_TYPE_F16, .max_seqs = 4};
+    engine_params_resolve(&p);
+    kv_cache *kv;
+    tps_err err = {0};
+    cr_assert_eq(engine_kv_create(&kv, &c, &p, false, &err), 0, "%s", err.msg);
+    cr_expect(kv->k_only && kv->v == kv->k);
+    cr_expect_eq(kv->block_bytes, (size_t)27 * 16 * 576 * 2);
+    cr_expect_eq(p.kv_mem, (size_t)kv->n_blocks * 16 * 27 * 576 * 2);
+    cr_expect_eq(kv->n_blocks, 1024 / 16);
+    kv_cache_free(kv);
+}
+
+/* Gemma 4's pool (tiny's shape): the sliding layers' blocks in the local
+ * pool with their own heads (4 of 16), the global layer's with its (2 of
+ * 32), and no slot and no bytes for the last two layers, which read layers
+ * 1 and 2's K/V; a row's reads count those shared layers' reads too. */
+Test(engine, gemma4_kv_pool_stores_nothing_for_shared_layers) {
+    llama_config c = {.n_layers = 5,
+                      .n_heads = 8,
+                      .n_kv_heads = 2,
+                      .head_dim = 32,
+                      .n_kv_heads_swa = 4,
+                      .head_dim_swa = 16,
+                      .n_swa = 8,
+                      .swa_list = 1,
+                      .n_kv_shared = 2,
+                      .ctx_len = 512};
+    c.swa_bits[0] = 0x0b; /* layers 0, 1 and 3 slide */
+    cr_expect_eq(llama_config_kv_elems(&c), 2 * (2 * 4 * 16 + 2 * 32));
+    cr_expect_eq(llama_config_kv_source(&c, 3), 1);
+    cr_expect_eq(llama_config_kv_source(&c, 4), 2);
+    engine_params p = {.kv_tokens = 1024, .kv_type = GGML_TYPE_F16, .max_seqs = 4};
+    engine_params_resolve(&p);
+    kv_cache *kv;
+    tps_err err = {0};
+    cr_assert_eq(engine_kv_create(&kv, &c, &p, false, &err), 0, "%s", err.msg);
+    cr_expect_eq(kv->block_bytes, (size_t)16 * 2 * 32 * 2);      /* K (or V): 1 global layer */
+    cr_expect_eq(kv->lblock_bytes, (size_t)2 * 16 * 4 * 16 * 2); /* 2 sliding layers */
+    cr_expect_eq(kv->layer_slot[3], UINT32_MAX);
+    cr_expect_eq(kv->layer_slot[4], UINT32_MAX);
+    cr_expect_eq(kv_layer_head_dim(kv, 1), 16);
+    cr_expect_eq(kv_layer_head_dim(kv, 2), 32);
+    kv_cache_free(kv);
+    /* at context 10: 3 sliding layers read 8 positions of 4 x 16, 2 global 10 of 2 x 32 */
+    cr_expect_eq(engine_kv_bytes_attended(&c, GGML_TYPE_F16, 10),
+                 2.0 * 2 * (3 * 8 * 64 + 2 * 10 * 64));
 }
 
 /* The stats' multiply-adds: every row through the layers, the LM head only

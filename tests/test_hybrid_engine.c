@@ -5,7 +5,8 @@
  * each continue the prompt's state as the request alone does; a shared
  * prompt is served from the prefix cache (the K/V of its blocks and a
  * checkpoint of the state) with answers equal to the cache off; cancels
- * and the end of every request give every state slot back. */
+ * and the end of every request give every state slot back. The MoE
+ * variant (qwen35moe) batched as well. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,16 +20,20 @@
 
 static const env_work_spec WORK = {N_REQ, 4242, 90, true, 20};
 
-static void open_hybrid(env *v, char *path) {
+static void open_arch(env *v, char *path, const char *arch) {
     close(mkstemp(path));
     model_make_opts mo = {.preset = model_preset_find("tiny"),
-                          .arch = model_arch_find("qwen35"),
+                          .arch = model_arch_find(arch),
                           .type = GGML_TYPE_F32,
                           .seed = 5,
                           .out_path = path};
     tps_err err = {0};
     cr_assert_eq(model_make(&mo, &err), 0, "%s", err.msg);
     env_open(v, path);
+}
+
+static void open_hybrid(env *v, char *path) {
+    open_arch(v, path, "qwen35");
 }
 
 static engine *start(env *v, uint32_t max_seqs, uint32_t kv_tokens, bool prefix_cache) {
@@ -75,10 +80,11 @@ static void expect_same(const result *got, const result *want, const char *how) 
 }
 
 /* kv_tokens 0: the default pool; else a pool that forces preemption. */
-static void check_batched(uint32_t kv_tokens, bool prefix_cache, const char *how) {
+static void check_batched(const char *arch, uint32_t kv_tokens, bool prefix_cache,
+                          const char *how) {
     char path[] = "/tmp/tps-test-hybrid-XXXXXX";
     env v;
-    open_hybrid(&v, path);
+    open_arch(&v, path, arch);
     env_work w;
     env_work_make(&w, &WORK, v.m->cfg.n_vocab);
     result *alone = run_alone(&v, &w);
@@ -106,11 +112,17 @@ static void check_batched(uint32_t kv_tokens, bool prefix_cache, const char *how
 }
 
 Test(hybrid_engine, staggered_batch_equals_each_request_alone, .timeout = 240) {
-    check_batched(0, true, "batched, prefix cache on");
+    check_batched("qwen35", 0, true, "batched, prefix cache on");
+}
+
+/* Qwen3.5's MoE: the experts and the gated shared expert beside the
+ * recurrent layers, 16 streams against each alone. */
+Test(hybrid_engine, moe_variant_batched_equals_each_request_alone, .timeout = 240) {
+    check_batched("qwen35moe", 0, true, "qwen35moe batched, prefix cache on");
 }
 
 Test(hybrid_engine, preempted_requests_recompute_their_state, .timeout = 240) {
-    check_batched(160, false, "preempted");
+    check_batched("qwen35", 160, false, "preempted");
 }
 
 /* n = 3 greedy choices of one prompt: the prompt's state copied to each,

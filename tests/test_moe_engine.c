@@ -99,6 +99,18 @@ Test(moe_engine, qwen3moe_batch_equals_each_request_alone, .timeout = 240) {
     check_invariance("qwen3moe", GGML_TYPE_F16);
 }
 
+/* GLM-4.5: a dense first layer, sigmoid routing with a selection bias,
+ * weights scaled, an ungated shared expert, an MTP block not run */
+Test(moe_engine, glm4moe_batch_equals_each_request_alone, .timeout = 240) {
+    check_invariance("glm4moe", GGML_TYPE_Q8_0);
+}
+
+/* DeepSeek: latent attention (the cache holds the latent alone), routing
+ * within the best expert groups, shared experts, a dense first layer */
+Test(moe_engine, deepseek2_batch_equals_each_request_alone, .timeout = 240) {
+    check_invariance("deepseek2", GGML_TYPE_Q8_0);
+}
+
 /* MXFP4 experts, sinks and sliding windows the prompts cross */
 Test(moe_engine, gpt_oss_batch_equals_each_request_alone, .timeout = 240) {
     check_invariance("gpt-oss", GGML_TYPE_Q8_0);
@@ -116,7 +128,7 @@ static void check_trace(const char *path, const llama_model *m) {
         json_t *args = json_object_get(ev, "args");
         steps++;
         cr_expect_eq(json_integer_value(json_object_get(args, "experts")),
-                     (json_int_t)(m->cfg.n_layers * m->cfg.n_expert_used));
+                     (json_int_t)((m->cfg.n_layers - m->cfg.n_dense_lead) * m->cfg.n_expert_used));
         cr_expect_eq(json_integer_value(json_object_get(args, "weight_bytes")),
                      (json_int_t)m->w.bytes_per_token);
     }
@@ -125,12 +137,13 @@ static void check_trace(const char *path, const llama_model *m) {
 }
 
 /* One request of a one-token prompt: every step has one row, so each runs
- * k experts a layer and reads the model's active bytes (stats and trace). */
-Test(moe_engine, one_row_steps_run_k_experts_a_layer_and_read_the_active_bytes) {
+ * k experts a MoE layer and reads the model's active bytes (stats and
+ * trace): the dense leading layers and a shared expert read whole. */
+static void check_one_row_steps(const char *arch) {
     char path[] = "/tmp/tps-test-moe-XXXXXX", trace[] = "/tmp/tps-test-moe-trace-XXXXXX";
     close(mkstemp(trace));
     env v;
-    open_made(&v, path, "qwen3moe", "tiny", GGML_TYPE_Q8_0);
+    open_made(&v, path, arch, "tiny", GGML_TYPE_Q8_0);
     const llama_config *c = &v.m->cfg;
     engine *e = start_traced(&v, 1, 1, trace);
     engine_stats before;
@@ -145,7 +158,7 @@ Test(moe_engine, one_row_steps_run_k_experts_a_layer_and_read_the_active_bytes) 
     const uint64_t steps = st.steps_total - before.steps_total;
     cr_assert_gt(steps, 0);
     cr_expect_eq(st.experts_run_total - before.experts_run_total,
-                 steps * c->n_layers * c->n_expert_used);
+                 steps * (c->n_layers - c->n_dense_lead) * c->n_expert_used);
     cr_expect_eq(st.weight_bytes_read_total - before.weight_bytes_read_total,
                  (double)steps * (double)v.m->w.bytes_per_token);
     cr_expect_lt(v.m->w.bytes_per_token, v.m->w.bytes_total / 2,
@@ -157,6 +170,20 @@ Test(moe_engine, one_row_steps_run_k_experts_a_layer_and_read_the_active_bytes) 
     env_close(&v);
     unlink(trace);
     unlink(path);
+}
+
+Test(moe_engine, one_row_steps_run_k_experts_a_layer_and_read_the_active_bytes) {
+    check_one_row_steps("qwen3moe");
+}
+
+Test(moe_engine, glm4moe_one_row_steps_skip_the_dense_layer_and_read_the_shared_expert) {
+    check_one_row_steps("glm4moe");
+}
+
+/* The latent attention's per-head matrices (attn_k_b, attn_v_b) are read
+ * whole every step, like any dense matrix. */
+Test(moe_engine, deepseek2_one_row_steps_read_the_latent_attention_and_k_experts) {
+    check_one_row_steps("deepseek2");
 }
 
 /* The experts are repacked like any matrix and their file pages given back

@@ -100,20 +100,31 @@ static json_t *tensor_types_json(const gguf_file *f, uint64_t *params, uint64_t 
 }
 
 /* KV bytes a token adds (F16 cache, tps's default: K and V of every layer
- * that stores them), and a hybrid stack's linear layers, their per-sequence
- * state, and the MTP blocks it carries. */
+ * that stores them, or latent attention's one latent row, beside what its
+ * decompressed heads would take), and a hybrid stack's linear layers, their
+ * per-sequence state, and the MTP blocks it carries. */
 static void add_memory_shape(json_t *o, const llama_config *c, const gguf_file *f) {
     uint32_t n_rec = 0;
     for (uint32_t l = 0; l < c->n_layers; l++)
         n_rec += (uint32_t)llama_config_is_recurrent(c, l);
-    const uint64_t kv_row = 2ull * 2 * c->n_kv_heads * c->head_dim;
+    /* F16: 2 bytes an element; Gemma 4's shared layers store none */
     json_object_set_new(o, "kv_bytes_per_token",
-                        json_integer((json_int_t)(kv_row * (c->n_layers - n_rec))));
+                        json_integer((json_int_t)(2ull * llama_config_kv_elems(c))));
+    if (c->n_kv_shared) json_object_set_new(o, "kv_shared_layers", json_integer(c->n_kv_shared));
+    if (c->kv_lora_rank) {
+        json_object_set_new(o, "kv_lora_rank", json_integer(c->kv_lora_rank));
+        json_object_set_new(o, "q_lora_rank", json_integer(c->q_lora_rank));
+        json_object_set_new(
+            o, "kv_bytes_per_token_decompressed",
+            json_integer((json_int_t)(2ull * c->n_heads * (c->mla_k + c->mla_v) * c->n_layers)));
+    }
     if (!c->arch_info->hybrid && !c->n_nextn) return;
-    json_object_set_new(o, "linear_attention_layers", json_integer(n_rec));
-    json_object_set_new(
-        o, "state_bytes_per_sequence",
-        json_integer((json_int_t)(n_rec * llama_config_state_floats(c) * sizeof(float))));
+    if (c->arch_info->hybrid) {
+        json_object_set_new(o, "linear_attention_layers", json_integer(n_rec));
+        json_object_set_new(
+            o, "state_bytes_per_sequence",
+            json_integer((json_int_t)(n_rec * llama_config_state_floats(c) * sizeof(float))));
+    }
     uint64_t mtp = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->tensors[i];
@@ -137,6 +148,12 @@ static void add_experts(json_t *o, const llama_config *c, const gguf_file *f) {
     json_object_set_new(o, "experts", json_integer(c->n_expert));
     json_object_set_new(o, "experts_used", json_integer(c->n_expert_used));
     json_object_set_new(o, "expert_feed_forward_length", json_integer(c->expert_ffn));
+    if (c->shexp_ffn) {
+        json_object_set_new(o, "expert_shared_feed_forward_length", json_integer(c->shexp_ffn));
+        json_object_set_new(o, "expert_shared_gated", json_boolean(c->arch_info->shexp));
+    }
+    if (c->n_dense_lead)
+        json_object_set_new(o, "leading_dense_layers", json_integer(c->n_dense_lead));
     json_object_set_new(
         o, "parameters_active",
         json_integer((json_int_t)(all - experts + experts / c->n_expert * c->n_expert_used)));
@@ -255,6 +272,14 @@ static void print_memory_shape(json_t *o) {
     if (kvb)
         printf("  %-22s %lld (F16 cache)\n", "KV bytes per token",
                (long long)json_integer_value(kvb));
+    json_t *dec = json_object_get(o, "kv_bytes_per_token_decompressed");
+    if (dec)
+        printf("  %-22s latent rank %lld (Q rank %lld): the cache holds the latent, not the "
+               "%lld bytes a token of its decompressed heads would take\n",
+               "latent attention",
+               (long long)json_integer_value(json_object_get(o, "kv_lora_rank")),
+               (long long)json_integer_value(json_object_get(o, "q_lora_rank")),
+               (long long)json_integer_value(dec));
     json_t *lin = json_object_get(o, "linear_attention_layers");
     if (lin)
         printf("  %-22s %lld of %lld layers, a state of %.2f MiB per sequence (constant in its "
@@ -303,6 +328,15 @@ static void print_human(json_t *o) {
                (long long)json_integer_value(json_object_get(o, "experts_used")),
                (long long)json_integer_value(json_object_get(o, "expert_feed_forward_length")),
                (double)json_integer_value(json_object_get(o, "parameters_active")) / 1e6);
+    json_t *sh = json_object_get(o, "expert_shared_feed_forward_length");
+    if (sh)
+        printf("  %-22s 1 a layer, of ffn %lld, run by every token%s\n", "shared expert",
+               (long long)json_integer_value(sh),
+               json_is_true(json_object_get(o, "expert_shared_gated"))
+                   ? ", scaled by its sigmoid gate"
+                   : "");
+    if (json_object_get(o, "leading_dense_layers"))
+        print_field("leading dense layers", json_object_get(o, "leading_dense_layers"));
     print_field("layers", json_object_get(o, "layers"));
     print_field("heads", json_object_get(o, "heads"));
     print_field("kv heads", json_object_get(o, "kv_heads"));

@@ -591,7 +591,7 @@ ALWAYS_INLINE void heads_impl(float *restrict out, const float *restrict q, cons
                               uint32_t group, uint32_t hd, uint32_t n_pos, float scale,
                               attn_mods mods, float *restrict scores, const int kt) {
     const uint32_t B = kv->block_tokens, n_h = h1 - h0;
-    const size_t row_bytes = kv->head_bytes, run = (size_t)B * row_bytes;
+    const size_t row_bytes = kv_layer_head_bytes(kv, layer), run = (size_t)B * row_bytes;
     const uint32_t n_blk = (n_pos + B - 1) / B, lo = window_lo(n_pos, mods), b_lo = lo / B;
     const uint32_t ahead = n_h > 1 ? 1 : 2;
     /* run i of the pass order (K blocks b_lo.., then V blocks b_lo..) of head h */
@@ -632,7 +632,8 @@ ALWAYS_INLINE void heads_impl(float *restrict out, const float *restrict q, cons
             PREFETCH(n_blk + b - b_lo + ahead, h);
             for (uint32_t g = 0; g < group; g++) {
                 const size_t v = (size_t)(h - h0) * group + g;
-                values_run(out + v * hd, scores + v * n_pos + p0, V, row_bytes, pe - p0, hd, kt);
+                values_run(out + v * hd, scores + v * n_pos + p0, V, row_bytes, pe - p0,
+                           mods.v_dim ? mods.v_dim : hd, kt);
             }
         }
     }
@@ -685,7 +686,8 @@ ALWAYS_INLINE void rows_impl(float *restrict out, const float *restrict q, size_
                              float scale, attn_mods mods, float *restrict scratch, const int kt) {
     const uint32_t B = kv->block_tokens, n_last = n_pos0 + n_rows - 1;
     const uint32_t lo0 = window_lo(n_pos0, mods); /* the first row's window starts first */
-    const size_t row_bytes = kv->head_bytes, chunk_bytes = (size_t)ATTN_CHUNK * row_bytes;
+    const size_t row_bytes = kv_layer_head_bytes(kv, layer),
+                 chunk_bytes = (size_t)ATTN_CHUNK * row_bytes;
     float *S = scratch; /* (n_rows, group, n_last) scores */
     float *W = scratch + ((size_t)ATTN_ROWS * group * n_last + 15) / 16 * 16;
     const uint32_t n_blk = (n_last + B - 1) / B;
@@ -778,8 +780,9 @@ void attn_group_rows(float *restrict out, const float *restrict q, size_t ld, co
 
 static double ref_at(const kv_cache *kv, const uint8_t *base, const kv_seq *seq, uint32_t layer,
                      uint32_t pos, size_t col) {
-    const uint8_t *row = base + kv_head_off(kv, seq, layer, pos, (uint32_t)(col / kv->head_dim));
-    return ld1(row, col % kv->head_dim, kv_kind(kv));
+    const uint32_t hd = kv_layer_head_dim(kv, layer);
+    const uint8_t *row = base + kv_head_off(kv, seq, layer, pos, (uint32_t)(col / hd));
+    return ld1(row, col % hd, kv_kind(kv));
 }
 
 void attn_group_ref(float *restrict out, const float *restrict q, const kv_cache *kv,

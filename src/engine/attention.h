@@ -27,6 +27,11 @@ typedef struct attn_mods {
      * softmax also counts exp(sink), which has no value row (ggml's
      * soft_max with sinks); indexed by query head kvh * group + g */
     const float *sinks;
+    /* 0, or the elements of each V row that are values: the outputs past it
+     * may hold anything (latent attention, whose latent row is K and V at
+     * once, its RoPE part no value); a single row's pass then reads and
+     * sums only these */
+    uint32_t v_dim;
 } attn_mods;
 
 /* out (group, head_dim) = softmax(q_g . K[0:n_pos]^T * scale) @ V[0:n_pos]

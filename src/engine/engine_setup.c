@@ -52,13 +52,17 @@ static uint32_t checkpoints(const llama_config *c, const engine_params *p) {
  * sized by local_blocks_needed (kv_cache.h). */
 int engine_kv_create(kv_cache **out, const llama_config *c, engine_params *p, bool accounting_only,
                      tps_err *err) {
-    uint8_t *local = calloc(c->n_layers ? 2 * (size_t)c->n_layers : 1, 1);
+    uint8_t *local = calloc(c->n_layers ? 3 * (size_t)c->n_layers : 1, 1);
     if (!local) return tps_fail(err, TPS_ENOMEM, "engine: out of memory");
-    uint8_t *recurrent = local + c->n_layers;
-    uint32_t n_local = 0, n_rec = engine_recurrent_layers(c, recurrent);
-    for (uint32_t l = 0; l < c->n_layers; l++)
-        n_local += local[l] = (uint8_t)llama_config_is_swa(c, l);
-    const uint32_t n_kv = c->n_layers - n_rec; /* the layers that store K/V */
+    uint8_t *recurrent = local + c->n_layers, *shared = recurrent + c->n_layers;
+    uint32_t n_local = 0, n_rec = engine_recurrent_layers(c, recurrent), n_shared = 0;
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+        shared[l] = (uint8_t)(!recurrent[l] && !llama_config_stores_kv(c, l));
+        n_shared += shared[l];
+        local[l] = (uint8_t)llama_config_is_swa(c, l);
+        n_local += local[l] && !shared[l];
+    }
+    const uint32_t n_kv = c->n_layers - n_rec - n_shared; /* the layers that store K/V */
     kv_cache_params kp = {.n_layers = c->n_layers,
                           .kv_dim = c->n_kv_heads * c->head_dim,
                           .head_dim = c->head_dim,
@@ -74,14 +78,24 @@ int engine_kv_create(kv_cache **out, const llama_config *c, engine_params *p, bo
                           .n_state_slots = n_rec ? p->max_seqs : 0,
                           .state_bytes = engine_state_bytes(c),
                           .ckpt_every = ENGINE_CKPT_BLOCKS * p->kv_block,
-                          .n_ckpt = checkpoints(c, p)};
+                          .n_ckpt = checkpoints(c, p),
+                          .k_only = c->kv_lora_rank != 0,
+                          .local_kv_dim = c->head_dim_swa && c->n_kv_heads_swa
+                                              ? c->n_kv_heads_swa * c->head_dim_swa
+                                              : 0,
+                          .local_head_dim = c->n_kv_heads_swa ? c->head_dim_swa : 0,
+                          .shared_layers = shared};
+    const size_t maps = kp.k_only ? 1 : 2; /* latent attention stores K only (kv_cache.h) */
     if (!kp.mem_bytes) {
         uint64_t tokens = p->kv_tokens ? p->kv_tokens : (uint64_t)p->max_seqs * c->ctx_len;
         uint64_t blocks = (tokens + kp.block_tokens - 1) / kp.block_tokens;
         if (n_local == n_kv) n_local = 0; /* kv_cache keeps them in one pool */
         /* the cap counts the global layers' blocks and as many local ones */
-        size_t bb = kv_cache_block_bytes(n_kv - n_local, kp.kv_dim, kp.block_tokens, kp.kv_type),
-               lb = kv_cache_block_bytes(n_local, kp.kv_dim, kp.block_tokens, kp.kv_type);
+        size_t bb = kv_cache_block_bytes(n_kv - n_local, kp.kv_dim, kp.block_tokens, kp.kv_type) /
+                    2 * maps,
+               lb = kv_cache_block_bytes(n_local, kp.local_kv_dim ? kp.local_kv_dim : kp.kv_dim,
+                                         kp.block_tokens, kp.kv_type) /
+                    2 * maps;
         uint64_t nl = blocks < kp.n_local_blocks ? blocks : kp.n_local_blocks;
         if (!p->kv_tokens && blocks * bb + nl * lb > (1ull << 30))
             blocks = (1ull << 30) > nl * lb ? ((1ull << 30) - nl * lb) / bb : 1;
@@ -91,7 +105,8 @@ int engine_kv_create(kv_cache **out, const llama_config *c, engine_params *p, bo
     if (!p->kv_prefault) {
         /* the bound counts global blocks (the local pool is small and bounded) */
         const uint32_t n_global = n_local == n_kv ? n_kv : n_kv - n_local;
-        const size_t bb = kv_cache_block_bytes(n_global, kp.kv_dim, kp.block_tokens, kp.kv_type);
+        const size_t bb =
+            kv_cache_block_bytes(n_global, kp.kv_dim, kp.block_tokens, kp.kv_type) / 2 * maps;
         uint64_t pool = kp.n_blocks ? kp.n_blocks : kp.mem_bytes / bb;
         uint64_t resident = ENGINE_KV_RESIDENT_MIN / bb;
         if (resident < pool / 8) resident = pool / 8;
@@ -99,6 +114,6 @@ int engine_kv_create(kv_cache **out, const llama_config *c, engine_params *p, bo
     }
     int rc = kv_cache_create(out, &kp, err);
     free(local);
-    if (!rc) p->kv_mem = 2 * (*out)->map_bytes;
+    if (!rc) p->kv_mem = maps * (*out)->map_bytes;
     return rc;
 }

@@ -24,7 +24,9 @@
 #include "engine/attention.h"
 #include "engine/forward.h"
 #include "engine/linear_attn.h"
+#include "engine/mla.h"
 #include "engine/moe.h"
+#include "engine/ple.h"
 #include "engine/pool_rows.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -35,18 +37,21 @@ struct fwd_state {
     int n_threads;
     kernel_ctx *kc;
     /* activations, each (max_rows, width) */
-    float *x;      /* residual stream (dim) */
-    float *xb;     /* normed input (dim) */
-    float *q;      /* (q_dim) */
-    float *k;      /* (kv_dim) */
-    float *v;      /* (kv_dim) */
-    float *att;    /* attention output (q_dim) */
-    float *proj;   /* projection output (dim) */
-    float *hb;     /* FFN gate (ffn_dim) */
-    float *hb2;    /* FFN up (ffn_dim) */
-    float *logits; /* (max_rows, n_vocab) */
-    float *rope;   /* (n_threads, rope_dim) cos/sin pairs for one row, per thread */
-    float *gelu;   /* (65536) GELU by F16 input (kernel_gelu_table), Gemma only; else NULL */
+    float *x;             /* residual stream (dim) */
+    float *xb;            /* normed input (dim) */
+    float *q;             /* (q_dim) */
+    float *k;             /* (kv_dim) */
+    float *v;             /* (kv_dim) */
+    float *att;           /* attention output (q_dim) */
+    float *proj;          /* projection output (dim) */
+    float *hb;            /* FFN gate (ffn_dim) */
+    float *hb2;           /* FFN up (ffn_dim) */
+    float *logits;        /* (max_rows, n_vocab) */
+    float *rope;          /* (n_threads, rope_dim) cos/sin pairs for one row, per thread */
+    uint32_t rope_stride; /* the widest layer's rope_dim: each thread's part of rope */
+    float *ones;          /* (widest head,) all 1: Gemma 4's V norm has no weight */
+    ple_state *ple;       /* Gemma 4's per-layer inputs (llama_config.n_embd_pl), else NULL */
+    float *gelu;          /* (65536) GELU by F16 input (kernel_gelu_table), Gemma only; else NULL */
     const float *rope_factors; /* (rope_dim/2) frequency divisors or NULL: rope_freqs, else
                                   LongRoPE's short or long set for max_ctx */
     /* RoPE in the model's pair order (chosen at create from the arch) */
@@ -69,12 +74,52 @@ struct fwd_state {
     uint32_t *lin_first, *row_seq, *row_pos, *row_ckpt;
     float *hybrid_buf;
     lin_runs runs;
+    /* latent attention (llama_config.kv_lora_rank), else NULL: Q as projected (n_heads *
+     * mla_k a row), Q's bottleneck (q_lora_rank), the heads' values (n_heads * mla_v) */
+    mla_state *mla;
+    float *mla_q, *mla_qa, *mla_o;
 };
 
 static void rope_apply_norm(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
                             uint32_t rope_dim);
 static void rope_apply_neox(float *x, const float *cs, uint32_t n_heads, uint32_t head_dim,
                             uint32_t rope_dim);
+
+/* Layer l's attention shape: head size, KV heads, RoPE width, Q and K/V
+ * widths (Gemma 4's sliding layers have their own; every other
+ * architecture's layers share the config's). */
+typedef struct layer_shape {
+    uint32_t hd, n_kv, rope_dim, group;
+    size_t q_dim, kv_dim;
+} layer_shape;
+
+static layer_shape shape_of(const llama_config *c, uint32_t l) {
+    layer_shape ls = {.hd = llama_config_head_dim(c, l),
+                      .n_kv = llama_config_kv_heads(c, l),
+                      .rope_dim = llama_config_rope_dim(c, l)};
+    ls.group = c->n_heads / ls.n_kv;
+    ls.q_dim = (size_t)c->n_heads * ls.hd;
+    ls.kv_dim = (size_t)ls.n_kv * ls.hd;
+    return ls;
+}
+
+/* The widest of every layer's shape (each field alone), and the most
+ * attention scratch a layer needs. */
+static layer_shape widest_shape(const llama_config *c, uint32_t max_ctx, size_t *scores) {
+    layer_shape w = shape_of(c, 0);
+    *scores = 0;
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+        const layer_shape ls = shape_of(c, l);
+        const size_t sc = attn_rows_scratch(ls.group, ls.hd, max_ctx);
+        if (sc > *scores) *scores = sc;
+        if (ls.hd > w.hd) w.hd = ls.hd;
+        if (ls.n_kv > w.n_kv) w.n_kv = ls.n_kv;
+        if (ls.rope_dim > w.rope_dim) w.rope_dim = ls.rope_dim;
+        if (ls.q_dim > w.q_dim) w.q_dim = ls.q_dim;
+        if (ls.kv_dim > w.kv_dim) w.kv_dim = ls.kv_dim;
+    }
+    return w;
+}
 
 /* A hybrid stack's scratch: the gated attention's Q and gates, the linear
  * layers' rows, the runs. */
@@ -101,16 +146,31 @@ static int hybrid_alloc(fwd_state *s, const llama_config *c, size_t max_rows, tp
     return 0;
 }
 
+/* Latent attention's scratch: Q as projected, its bottleneck, the heads'
+ * values (one allocation), and the per-head products' own. */
+static int mla_alloc(fwd_state *s, const llama_config *c, size_t max_rows, tps_err *err) {
+    const size_t per_row = (size_t)c->n_heads * (c->mla_k + c->mla_v) + (size_t)c->q_lora_rank;
+    s->mla_q = malloc(sizeof(float) * per_row * max_rows);
+    if (!s->mla_q) return tps_fail(err, TPS_ENOMEM, "forward: out of memory for latent attention");
+    s->mla_qa = s->mla_q + (size_t)c->n_heads * c->mla_k * max_rows;
+    s->mla_o = s->mla_qa + (size_t)c->q_lora_rank * max_rows;
+    return mla_state_create(&s->mla, s->kc, c, max_rows, err);
+}
+
 /* The kernels' context (sized for the widest matmul input) and the
  * scratch of the experts and of a hybrid stack's layers, where the model
  * has them. */
 static int create_kernels_and_extras(fwd_state *s, const llama_config *c, size_t max_rows,
                                      int n_threads, tps_err *err) {
-    const size_t q_dim = (size_t)c->n_heads * c->head_dim;
-    const size_t ffn = c->n_expert ? 0 : c->ffn_dim;
+    size_t scores;
+    const size_t q_dim = widest_shape(c, 1, &scores).q_dim;
+    const size_t ffn = c->n_expert && !c->n_dense_lead  ? 0
+                       : c->ffn_dim_shared > c->ffn_dim ? c->ffn_dim_shared
+                                                        : c->ffn_dim;
     size_t max_in = ffn > c->dim ? ffn : c->dim;
     if (q_dim > max_in) max_in = q_dim;
     if (c->expert_ffn > max_in) max_in = c->expert_ffn;
+    if (c->shexp_ffn > max_in) max_in = c->shexp_ffn;
     if (c->arch_info->hybrid && (size_t)c->ssm_v_heads * c->ssm_state > max_in)
         max_in = (size_t)c->ssm_v_heads * c->ssm_state; /* ssm_out's input */
     /* a mixture of experts quantizes one activation row per (row, expert) slot */
@@ -118,6 +178,8 @@ static int create_kernels_and_extras(fwd_state *s, const llama_config *c, size_t
     int rc = kernel_ctx_create(&s->kc, n_threads, kc_rows, max_in, err);
     if (!rc && c->n_expert) rc = moe_state_create(&s->moe, c, max_rows, err);
     if (!rc && c->arch_info->hybrid) rc = hybrid_alloc(s, c, max_rows, err);
+    if (!rc && c->kv_lora_rank) rc = mla_alloc(s, c, max_rows, err);
+    if (!rc && c->n_embd_pl) rc = ple_state_create(&s->ple, c, max_rows, err);
     return rc;
 }
 
@@ -132,13 +194,16 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
     s->max_rows = max_rows;
     s->max_ctx = max_ctx;
     s->n_threads = n_threads;
-    size_t q_dim = (size_t)c->n_heads * c->head_dim, kv_dim = (size_t)c->n_kv_heads * c->head_dim;
-    const size_t group = c->n_heads / c->n_kv_heads;
-    s->scores_stride = attn_rows_scratch(group, c->head_dim, max_ctx);
-    const size_t ffn = c->n_expert ? 0 : c->ffn_dim; /* the experts have their own scratch */
+    const layer_shape wide = widest_shape(c, max_ctx, &s->scores_stride);
+    const size_t q_dim = wide.q_dim, kv_dim = wide.kv_dim;
+    s->rope_stride = wide.rope_dim;
+    /* the experts have their own scratch; leading dense layers need this one */
+    const size_t ffn = c->n_expert && !c->n_dense_lead  ? 0
+                       : c->ffn_dim_shared > c->ffn_dim ? c->ffn_dim_shared
+                                                        : c->ffn_dim;
     size_t per_row = 3 * (size_t)c->dim + 2 * q_dim + 2 * kv_dim + 2 * ffn + c->n_vocab;
-    size_t total =
-        per_row * max_rows + (size_t)c->rope_dim * n_threads + s->scores_stride * (size_t)n_threads;
+    size_t total = per_row * max_rows + (size_t)wide.rope_dim * n_threads +
+                   s->scores_stride * (size_t)n_threads + wide.hd;
     s->buf = aligned_alloc(64, (total * sizeof(float) + 63) / 64 * 64);
     s->run_first = malloc((max_rows + 1) * sizeof *s->run_first);
     if (!s->buf || !s->run_first) {
@@ -162,8 +227,9 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
     TAKE(hb, max_rows * ffn);
     TAKE(hb2, max_rows * ffn);
     TAKE(logits, max_rows * c->n_vocab);
-    TAKE(rope, (size_t)c->rope_dim * n_threads);
+    TAKE(rope, (size_t)wide.rope_dim * n_threads);
     TAKE(scores, s->scores_stride * (size_t)n_threads);
+    TAKE(ones, wide.hd);
 #undef TAKE
     /* Fault the rows' scratch in now, not on a step's critical path: a
      * 512-row prefill spent 4% of its time in page faults inside the
@@ -172,6 +238,8 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
      * sample touch theirs (n_vocab floats each). */
     memset(s->x, 0, (size_t)(s->logits - s->x) * sizeof(float));
     memset(s->rope, 0, (size_t)(p - s->rope) * sizeof(float));
+    for (uint32_t i = 0; i < wide.hd; i++)
+        s->ones[i] = 1.0f;
     s->rope_apply = c->arch_info->rope_neox ? rope_apply_neox : rope_apply_norm;
     /* LongRoPE: llama.cpp picks the long factors when the context exceeds the
      * original one; ours is max_ctx */
@@ -198,9 +266,11 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
 void fwd_state_free(fwd_state *s) {
     if (!s) return;
     moe_state_free(s->moe);
+    mla_state_free(s->mla);
+    ple_state_free(s->ple);
     kernel_ctx_free(s->kc);
-    TPS_FREE_ALL(s->hybrid_buf, s->lin_first, s->row_seq, s->row_pos, s->row_ckpt, s->gelu,
-                 s->run_first, s->buf, s);
+    TPS_FREE_ALL(s->mla_q, s->hybrid_buf, s->lin_first, s->row_seq, s->row_pos, s->row_ckpt,
+                 s->gelu, s->run_first, s->buf, s);
 }
 
 kernel_ctx *fwd_state_kernels(fwd_state *s) {
@@ -288,20 +358,22 @@ static void rope_apply_neox(float *x, const float *cs, uint32_t n_heads, uint32_
 /* The per-row steps between the Q/K/V projections and RoPE that some
  * architectures add: biases (when the file has them), then per-head RMSNorm
  * of Q and K (qwen3). Each is per row, so batch invariance holds. */
-static void qkv_post(float *q, float *k, float *v, const llama_layer *L, const llama_config *c) {
-    const size_t q_dim = (size_t)c->n_heads * c->head_dim;
-    const size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
-    if (L->bq) kernel_add(q, q, L->bq, q_dim);
-    if (L->bk) kernel_add(k, k, L->bk, kv_dim);
-    if (L->bv) kernel_add(v, v, L->bv, kv_dim);
+static void qkv_post(float *q, float *k, float *v, const llama_layer *L, const llama_config *c,
+                     const layer_shape *ls, const float *ones) {
+    const size_t hd = ls->hd;
+    if (L->bq) kernel_add(q, q, L->bq, ls->q_dim);
     if (L->q_norm)
         for (uint32_t h = 0; h < c->n_heads; h++)
-            kernel_rmsnorm(q + (size_t)h * c->head_dim, q + (size_t)h * c->head_dim, L->q_norm,
-                           c->head_dim, c->rms_eps);
+            kernel_rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, c->rms_eps);
+    if (!k) return; /* a layer reading another's K/V (Gemma 4) */
+    if (L->bk) kernel_add(k, k, L->bk, ls->kv_dim);
+    if (L->bv) kernel_add(v, v, L->bv, ls->kv_dim);
     if (L->k_norm)
-        for (uint32_t h = 0; h < c->n_kv_heads; h++)
-            kernel_rmsnorm(k + (size_t)h * c->head_dim, k + (size_t)h * c->head_dim, L->k_norm,
-                           c->head_dim, c->rms_eps);
+        for (uint32_t h = 0; h < ls->n_kv; h++)
+            kernel_rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, c->rms_eps);
+    if (c->arch_info->gemma4) /* V RMS-normed without a weight (ggml_rms_norm) */
+        for (uint32_t h = 0; h < ls->n_kv; h++)
+            kernel_rmsnorm(v + h * hd, v + h * hd, ones, hd, c->rms_eps);
 }
 
 /* Attention of one step and layer, for the pool: task t is (row run
@@ -319,37 +391,49 @@ typedef struct attn_job {
     float scale;
     attn_mods mods;
     uint32_t heads_per_task;
+    uint32_t q_per_task; /* query heads of a group a task: the group, or part of the one KV
+                            head's (latent attention), so its queries spread over threads */
     size_t n_runs;
+    layer_shape ls; /* the attended layer's shape (a shared layer's is its source's) */
 } attn_job;
 
 static size_t attn_chunks(const attn_job *j) {
-    return (j->cfg->n_kv_heads + j->heads_per_task - 1) / j->heads_per_task;
+    return (j->ls.n_kv + j->heads_per_task - 1) / j->heads_per_task;
+}
+
+/* Tasks a run takes: its chunks of KV heads, each split in query parts. */
+static size_t attn_run_tasks(const attn_job *j) {
+    return attn_chunks(j) * ((j->ls.group + j->q_per_task - 1) / j->q_per_task);
 }
 
 static void attn_task(void *arg, size_t t, int thread) {
     const attn_job *j = arg;
     fwd_state *s = j->s;
-    const llama_config *c = j->cfg;
-    const size_t q_dim = (size_t)c->n_heads * c->head_dim;
-    const uint32_t group = c->n_heads / c->n_kv_heads;
-    const size_t n_chunks = attn_chunks(j), run = j->n_runs - 1 - t / n_chunks;
-    const uint32_t h0 = (uint32_t)(t % n_chunks) * j->heads_per_task;
-    const uint32_t h1 =
-        h0 + j->heads_per_task < c->n_kv_heads ? h0 + j->heads_per_task : c->n_kv_heads;
+    const size_t q_dim = j->ls.q_dim;
+    const uint32_t hd = j->ls.hd, n_kv = j->ls.n_kv;
+    const size_t per_run = attn_run_tasks(j), n_chunks = attn_chunks(j);
+    const size_t run = j->n_runs - 1 - t / per_run, n_q = per_run / n_chunks;
+    const uint32_t h0 = (uint32_t)(t % per_run / n_q) * j->heads_per_task;
+    const uint32_t h1 = h0 + j->heads_per_task < n_kv ? h0 + j->heads_per_task : n_kv;
+    /* a query part (n_q > 1: one KV head a task) is a group of its own: each
+     * query head's scores and outputs are computed alone, so the bits do not
+     * depend on the split */
+    const uint32_t g0 = (uint32_t)(t % n_q) * j->q_per_task, full = j->ls.group;
+    const uint32_t group = n_q == 1 ? full : g0 + j->q_per_task < full ? j->q_per_task : full - g0;
     const size_t r = s->run_first[run];
     const uint32_t n_rows = s->run_first[run + 1] - s->run_first[run];
     const fwd_row *row = &j->b->rows[r];
     float *scratch = s->scores + s->scores_stride * (size_t)thread;
-    const size_t off = r * q_dim + (size_t)h0 * group * c->head_dim;
+    const size_t off = r * q_dim + ((size_t)h0 * full + g0) * hd;
     if (n_rows == 1) {
         attn_heads(s->att + off, s->q + off, j->kv, j->b->seqs[row->seq], j->layer, h0, h1, group,
-                   c->head_dim, row->pos + 1, j->scale, j->mods, scratch);
+                   hd, row->pos + 1, j->scale, j->mods, scratch);
         return;
     }
     for (uint32_t h = h0; h < h1; h++) {
-        const size_t o = off + (size_t)(h - h0) * group * c->head_dim;
+        const size_t o = off + (size_t)(h - h0) * group * hd;
         attn_group_rows(s->att + o, s->q + o, q_dim, j->kv, j->b->seqs[row->seq], j->layer, h,
-                        group, c->head_dim, row->pos + 1, n_rows, j->scale, j->mods, scratch);
+                        group, hd, row->pos + 1, n_rows, j->scale, j->mods, scratch);
     }
 }
 
@@ -362,13 +446,25 @@ static void attn_task(void *arg, size_t t, int thread) {
  * 1.78-1.81 ms, six 1.67-1.92 ms, all twelve on one thread 3.7 ms. A
  * prompt's runs go one head a task. At most ATTN_ROWS heads: the scratch
  * holds ATTN_ROWS * group * max_ctx scores per thread. */
-static uint32_t attn_heads_per_task(const llama_config *c, size_t n_runs, size_t n_rows,
-                                    int n_threads) {
+static uint32_t attn_heads_per_task(uint32_t n_kv, size_t n_runs, size_t n_rows, int n_threads) {
     if (n_runs == 0 || n_runs != n_rows) return 1;
-    const uint32_t most = c->n_kv_heads < ATTN_ROWS ? c->n_kv_heads : ATTN_ROWS;
+    const uint32_t most = n_kv < ATTN_ROWS ? n_kv : ATTN_ROWS;
     const size_t split = (2 * (size_t)n_threads + n_runs - 1) / n_runs; /* tasks per row */
-    const uint32_t per = (uint32_t)((c->n_kv_heads + split - 1) / split);
+    const uint32_t per = (uint32_t)((n_kv + split - 1) / split);
     return per < most ? per : most;
+}
+
+/* Query heads of a group per attention task: the whole group, but where
+ * the model has one KV head (latent attention) and the step too few runs
+ * for 2 tasks a thread, a share of its query heads, so one sequence's
+ * decode spreads over the threads. */
+static uint32_t attn_q_per_task(const layer_shape *ls, size_t n_runs, int n_threads,
+                                attn_mods mods) {
+    const uint32_t group = ls->group;
+    if (ls->n_kv != 1 || mods.sinks || n_runs == 0) return group;
+    size_t split = (2 * (size_t)n_threads + n_runs - 1) / n_runs;
+    if (split > group) split = group;
+    return (uint32_t)((group + split - 1) / split);
 }
 
 /* K/V row into the cache. F16: F16C's round-to-nearest-even, the same
@@ -467,6 +563,15 @@ typedef struct q_scales {
 } q_scales;
 
 static q_scales scales_of(const llama_config *c) {
+    if (c->kv_lora_rank) { /* DeepSeek: llama.cpp's kq_scale, YaRN's mscale squared, its float
+                              steps in order */
+        const float fs = c->rope_scale;
+        const float org = c->rope_attn_factor * (1.0f + 0.1f * logf(1.0f / fs));
+        const float ms = org * (1.0f + 0.1f * c->yarn_log_mul * logf(1.0f / fs));
+        const float kq = 1.0f * ms * ms / sqrtf((float)c->mla_k);
+        return (q_scales){.q = kq, .attn = kq};
+    }
+    if (c->arch_info->gemma4) return (q_scales){.q = 1.0f, .attn = 1.0f}; /* scaling 1 */
     const int big_gemma = (c->arch_info->id == LLAMA_ARCH_GEMMA2 && c->n_layers == 46) ||
                           (c->arch_info->id == LLAMA_ARCH_GEMMA3 && c->n_layers == 62);
     const float q = 1.0f / sqrtf(big_gemma ? (float)(c->dim / c->n_heads) : (float)c->head_dim);
@@ -489,6 +594,10 @@ typedef struct rows_job {
     kv_cache *kv;
     uint32_t layer;
     float rope_base, rope_scale, q_scale;
+    layer_shape ls;
+    const float *rope_factors; /* the layer's (Gemma 4's sliding layers have none) */
+    int own_kv;                /* 0: the layer reads another's K/V: Q alone */
+    int v_is_k;                /* 1: no attn_v: V is K's projection (Gemma 4) */
 } rows_job;
 
 #define ROWS_ON_POOL 16 /* rows from which the pool shares the work */
@@ -546,7 +655,7 @@ static void ffn_residual_row(const rows_job *j, size_t r, int thread) {
 
 static void ffn_act_row(const rows_job *j, size_t r, int thread) {
     (void)thread;
-    const size_t ff = j->c->ffn_dim;
+    const size_t ff = j->L->w_gate.rows; /* the layer's width (Gemma 4's may differ) */
     float *g = j->s->hb + r * ff, *u = j->s->hb2 + r * ff;
     if (j->c->arch_info->gemma)
         kernel_geglu(g, g, u, ff, j->s->gelu);
@@ -580,25 +689,52 @@ static void attn_gate_row(const rows_job *j, size_t r, int thread) {
 static void qkv_row(const rows_job *j, size_t r, int thread) {
     fwd_state *s = j->s;
     const llama_config *c = j->c;
-    const size_t q_dim = (size_t)c->n_heads * c->head_dim;
-    const size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    const layer_shape *ls = &j->ls;
+    const size_t q_dim = ls->q_dim, kv_dim = ls->kv_dim, hd = ls->hd;
     const fwd_row *row = &j->b->rows[r];
-    float *cs = s->rope + (size_t)thread * c->rope_dim;
+    float *cs = s->rope + (size_t)thread * s->rope_stride, *q = s->q + r * q_dim;
+    float *k = j->own_kv ? s->k + r * kv_dim : NULL, *v = j->own_kv ? s->v + r * kv_dim : NULL;
     if (s->qfull) split_q_gate(s, c, r);
-    qkv_post(s->q + r * q_dim, s->k + r * kv_dim, s->v + r * kv_dim, j->L, c);
-    rope_table(cs, row->pos, c->rope_dim, j->rope_base, j->rope_scale, s->rope_factors,
+    if (j->v_is_k) memcpy(v, k, kv_dim * sizeof(float)); /* before K's norm and RoPE */
+    qkv_post(q, k, v, j->L, c, ls, s->ones);
+    rope_table(cs, row->pos, ls->rope_dim, j->rope_base, j->rope_scale, j->rope_factors,
                c->rope_attn_factor, c);
-    s->rope_apply(s->q + r * q_dim, cs, c->n_heads, c->head_dim, c->rope_dim);
-    s->rope_apply(s->k + r * kv_dim, cs, c->n_kv_heads, c->head_dim, c->rope_dim);
-    if (c->arch_info->q_prescale) kernel_scale(s->q + r * q_dim, j->q_scale, q_dim);
+    s->rope_apply(q, cs, c->n_heads, ls->hd, ls->rope_dim);
+    if (c->arch_info->q_prescale) kernel_scale(q, j->q_scale, q_dim);
+    if (!k) return;
+    s->rope_apply(k, cs, ls->n_kv, ls->hd, ls->rope_dim);
     const kv_seq *seq = j->b->seqs[row->seq];
-    for (uint32_t h = 0; h < c->n_kv_heads; h++) {
-        const size_t off = r * kv_dim + (size_t)h * c->head_dim;
-        store_row(kv_k_head(j->kv, seq, j->layer, row->pos, h), s->k + off, c->head_dim,
-                  j->kv->kv_type);
-        store_row(kv_v_head(j->kv, seq, j->layer, row->pos, h), s->v + off, c->head_dim,
-                  j->kv->kv_type);
+    for (uint32_t h = 0; h < ls->n_kv; h++) {
+        store_row(kv_k_head(j->kv, seq, j->layer, row->pos, h), k + h * hd, hd, j->kv->kv_type);
+        store_row(kv_v_head(j->kv, seq, j->layer, row->pos, h), v + h * hd, hd, j->kv->kv_type);
     }
+}
+
+/* s->att <- attention of every row's Q (s->q) over its own blocks of layer
+ * l: tasks of (run, kv heads), so the group's query heads and the run's
+ * rows share each K/V block read. */
+static void run_attention(fwd_state *s, const llama_config *c, const fwd_batch *b,
+                          const kv_cache *kv, uint32_t l, size_t n_runs, float scale,
+                          attn_mods mods) {
+    tps_pool *pool = kernel_ctx_pool(s->kc);
+    attn_job aj = {.s = s,
+                   .cfg = c,
+                   .b = b,
+                   .kv = kv,
+                   .layer = l,
+                   .scale = scale,
+                   .mods = mods,
+                   .ls = shape_of(c, l)};
+    aj.heads_per_task =
+        attn_heads_per_task(aj.ls.n_kv, n_runs, b->n_rows, pool ? tps_pool_threads(pool) : 1);
+    aj.n_runs = n_runs;
+    aj.q_per_task = attn_q_per_task(&aj.ls, n_runs, pool ? tps_pool_threads(pool) : 1, mods);
+    const size_t n_tasks = n_runs * attn_run_tasks(&aj);
+    if (pool)
+        tps_pool_run(pool, n_tasks, attn_task, &aj);
+    else
+        for (size_t t = 0; t < n_tasks; t++)
+            attn_task(&aj, t, 0);
 }
 
 /* x += attention(norm(x)) for layer l: Q, K, V, RoPE, the rows' K and V
@@ -609,12 +745,14 @@ static int attention_layer(fwd_state *s, const llama_model *m, kv_cache *kv, con
     const llama_config *c = &m->cfg;
     const llama_layer *L = &m->w.layers[l];
     const size_t n = b->n_rows;
-    const int swa = llama_config_is_swa(c, l);
+    const int swa = llama_config_is_swa(c, l), own = llama_config_stores_kv(c, l);
     int rc;
     each_row(s, c, L, n, attn_norm_row);
+    /* Q, K, V; Q and K alone when V is K's projection; Q alone for a layer
+     * reading another's K/V (Gemma 4) */
     const kernel_mat qkv[3] = {kmat(s->qfull ? s->qfull : s->q, &L->wq), kmat(s->k, &L->wk),
                                kmat(s->v, &L->wv)};
-    if ((rc = mm_multi(qkv, 3, s, s->xb, n, c->dim, err))) return rc;
+    if ((rc = mm_multi(qkv, !own ? 1 : L->wv.data ? 3 : 2, s, s->xb, n, c->dim, err))) return rc;
     rows_job post = {.s = s,
                      .c = c,
                      .L = L,
@@ -625,29 +763,73 @@ static int attention_layer(fwd_state *s, const llama_model *m, kv_cache *kv, con
                      .layer = l,
                      .rope_base = swa ? c->rope_base_swa : c->rope_base,
                      .rope_scale = swa ? c->rope_scale_swa : c->rope_scale,
-                     .q_scale = qs.q};
+                     .q_scale = qs.q,
+                     .ls = shape_of(c, l),
+                     .rope_factors = c->arch_info->gemma4 && swa ? NULL : s->rope_factors,
+                     .own_kv = own,
+                     .v_is_k = own && !L->wv.data};
     run_rows(&post);
-    /* tasks of (run, kv heads): the group's query heads and the run's rows
-     * share each K/V block read */
-    tps_pool *pool = kernel_ctx_pool(s->kc);
-    attn_job aj = {
-        .s = s,
-        .cfg = c,
-        .b = b,
-        .kv = kv,
-        .layer = l,
-        .scale = qs.attn,
-        .mods = {.window = swa ? c->n_swa : 0, .softcap = c->attn_softcap, .sinks = L->sinks}};
-    aj.heads_per_task = attn_heads_per_task(c, n_runs, n, pool ? tps_pool_threads(pool) : 1);
-    aj.n_runs = n_runs;
-    const size_t n_tasks = n_runs * attn_chunks(&aj);
-    if (pool)
-        tps_pool_run(pool, n_tasks, attn_task, &aj);
-    else
-        for (size_t t = 0; t < n_tasks; t++)
-            attn_task(&aj, t, 0);
+    const attn_mods mods = {
+        .window = swa ? c->n_swa : 0, .softcap = c->attn_softcap, .sinks = L->sinks};
+    run_attention(s, c, b, kv, llama_config_kv_source(c, l), n_runs, qs.attn, mods);
     if (s->qfull) each_row(s, c, L, n, attn_gate_row);
     if ((rc = mm(s, s->proj, &L->wo, s->att, n, err))) return rc;
+    each_row(s, c, L, n, attn_residual_row);
+    return 0;
+}
+
+/* Row r's Q bottleneck RMS-normed (latent attention with q_lora_rank). */
+static void q_a_norm_row(const rows_job *j, size_t r, int thread) {
+    (void)thread;
+    const size_t qr = j->c->q_lora_rank;
+    float *qa = j->s->mla_qa + r * qr;
+    kernel_rmsnorm(qa, qa, j->L->q_a_norm, qr, j->c->rms_eps);
+}
+
+/* Row r's latent attention inputs after the projections: its heads' RoPE
+ * parts of Q and the key's RoPE part rotated, the latent RMS-normed, the
+ * latent row (latent, then the key's RoPE part) into the cache. */
+static void mla_row(const rows_job *j, size_t r, int thread) {
+    fwd_state *s = j->s;
+    const llama_config *c = j->c;
+    const size_t hd = c->head_dim, kvr = c->kv_lora_rank, qk = c->mla_k;
+    const fwd_row *row = &j->b->rows[r];
+    float *cs = s->rope + (size_t)thread * s->rope_stride, *lat = s->k + r * hd;
+    rope_table(cs, row->pos, c->rope_dim, c->rope_base, c->rope_scale, s->rope_factors,
+               c->rope_attn_factor, c);
+    s->rope_apply(s->mla_q + r * c->n_heads * qk + (qk - c->rope_dim), cs, c->n_heads, qk,
+                  c->rope_dim);
+    s->rope_apply(lat + kvr, cs, 1, hd, c->rope_dim);
+    kernel_rmsnorm(lat, lat, j->L->kv_a_norm, kvr, c->rms_eps);
+    store_row(kv_k_head(j->kv, j->b->seqs[row->seq], j->layer, row->pos, 0), lat, hd,
+              j->kv->kv_type);
+}
+
+/* x += latent attention(norm(x)) for layer l (DeepSeek's MLA, mla.h): Q
+ * (through its bottleneck where the model has one) and the latent row
+ * projected, RoPE, the latent into the cache, Q absorbed per head, attention
+ * of every head over the latent (one KV head), each head's values out of
+ * it, the output projection. */
+static int mla_layer(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_batch *b,
+                     uint32_t l, size_t n_runs, q_scales qs, tps_err *err) {
+    const llama_config *c = &m->cfg;
+    const llama_layer *L = &m->w.layers[l];
+    const size_t n = b->n_rows;
+    int rc;
+    each_row(s, c, L, n, attn_norm_row);
+    const kernel_mat in[2] = {L->wq_a.data ? kmat(s->mla_qa, &L->wq_a) : kmat(s->mla_q, &L->wq),
+                              kmat(s->k, &L->wkv_a)};
+    if ((rc = mm_multi(in, 2, s, s->xb, n, c->dim, err))) return rc;
+    if (L->wq_a.data) {
+        each_row(s, c, L, n, q_a_norm_row);
+        if ((rc = mm(s, s->mla_q, &L->wq_b, s->mla_qa, n, err))) return rc;
+    }
+    rows_job post = {.s = s, .c = c, .L = L, .row = mla_row, .n = n, .b = b, .kv = kv, .layer = l};
+    run_rows(&post);
+    if ((rc = mla_absorb_q(s->mla, s->kc, c, L, s->mla_q, n, s->q, err))) return rc;
+    run_attention(s, c, b, kv, l, n_runs, qs.attn, (attn_mods){.v_dim = c->kv_lora_rank});
+    if ((rc = mla_values(s->mla, s->kc, c, L, s->att, n, s->mla_o, err))) return rc;
+    if ((rc = mm(s, s->proj, &L->wo, s->mla_o, n, err))) return rc;
     each_row(s, c, L, n, attn_residual_row);
     return 0;
 }
@@ -700,7 +882,7 @@ static int ffn_layer(fwd_state *s, const llama_config *c, const llama_layer *L, 
                      tps_err *err) {
     int rc;
     each_row(s, c, L, n, ffn_norm_row);
-    if (s->moe) {
+    if (L->gate_inp.data) {
         moe_tally t = {0};
         if ((rc = moe_ffn(s->moe, s->kc, c, L, s->xb, n, s->proj, &t, err))) return rc;
         s->last.experts += t.experts;
@@ -713,6 +895,22 @@ static int ffn_layer(fwd_state *s, const llama_config *c, const llama_layer *L, 
     each_row(s, c, L, n, ffn_act_row);
     if ((rc = mm(s, s->proj, &L->w_down, s->hb, n, err))) return rc;
     each_row(s, c, L, n, ffn_residual_row);
+    return 0;
+}
+
+static void out_scale_row(const rows_job *j, size_t r, int thread) {
+    (void)thread;
+    kernel_scale(j->s->x + r * j->c->dim, j->L->out_scale[0], j->c->dim);
+}
+
+/* What Gemma 4 adds after layer l's FFN: the per-layer input's term
+ * (ple.h), then the layer's output times its scale (layer_output_scale). */
+static int gemma4_layer_tail(fwd_state *s, const llama_model *m, uint32_t l, size_t n,
+                             tps_err *err) {
+    const llama_layer *L = &m->w.layers[l];
+    int rc;
+    if (s->ple && (rc = ple_layer(s->ple, s->kc, m, l, s->x, n, s->gelu, err))) return rc;
+    if (L->out_scale) each_row(s, &m->cfg, L, n, out_scale_row);
     return 0;
 }
 
@@ -750,17 +948,33 @@ int llama_forward(fwd_state *s, const llama_model *m, kv_cache *kv, const fwd_ba
         return tps_fail(err, TPS_EINVAL,
                         "forward: KV cache holds heads of %u x %u, the model %u x %u",
                         kv->n_kv_heads, kv->head_dim, c->n_kv_heads, c->head_dim);
+    for (uint32_t l = 0; l < c->n_layers; l++) /* Gemma 4's sliding layers' own heads */
+        if (llama_config_stores_kv(c, l) &&
+            (kv_layer_head_dim(kv, l) != llama_config_head_dim(c, l) ||
+             (kv->layer_local[l] ? kv->l_n_kv_heads : kv->n_kv_heads) !=
+                 llama_config_kv_heads(c, l)))
+            return tps_fail(err, TPS_EINVAL,
+                            "forward: KV cache's layer %u holds heads of %u, the model's %u x %u",
+                            l, kv_layer_head_dim(kv, l), llama_config_kv_heads(c, l),
+                            llama_config_head_dim(c, l));
+    if (c->kv_lora_rank && !kv->k_only)
+        return tps_fail(err, TPS_EINVAL,
+                        "forward: latent attention reads its values out of the latent: the KV "
+                        "cache must hold K alone (kv_cache_params.k_only)");
     int rc;
     s->last = (fwd_step_stats){.weight_bytes = m->w.bytes_dense};
     if ((rc = embed_rows(s, m, kv, b, err))) return rc;
+    if (s->ple && (rc = ple_inputs(s->ple, s->kc, m, b, s->x, err))) return rc;
     const size_t n_runs = plan_runs(s, b);
     const q_scales qs = scales_of(c);
     if (s->qfull && (rc = plan_linear_runs(s, kv, b, err))) return rc;
     for (uint32_t l = 0; l < c->n_layers; l++) {
         rc = llama_config_is_recurrent(c, l) ? linear_layer(s, m, kv, b, l, err)
+             : c->kv_lora_rank               ? mla_layer(s, m, kv, b, l, n_runs, qs, err)
                                              : attention_layer(s, m, kv, b, l, n_runs, qs, err);
         if (rc) return rc;
         if ((rc = ffn_layer(s, c, &m->w.layers[l], n, err))) return rc;
+        if (c->arch_info->gemma4 && (rc = gemma4_layer_tail(s, m, l, n, err))) return rc;
     }
     if ((rc = lm_head(s, m, b, n_logits, err))) return rc;
     *logits = s->logits;

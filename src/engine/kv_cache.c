@@ -43,7 +43,7 @@ bool kv_cache_warm(kv_cache *kv, size_t bytes) {
     if (!kv->pc || kv->accounting_only || kv->warm_bytes >= limit) return false;
     if (bytes > limit - kv->warm_bytes) bytes = limit - kv->warm_bytes;
     populate(kv->k + kv->warm_bytes, bytes);
-    populate(kv->v + kv->warm_bytes, bytes);
+    if (!kv->k_only) populate(kv->v + kv->warm_bytes, bytes);
     kv->warm_bytes += bytes;
     return kv->warm_bytes < limit;
 }
@@ -55,18 +55,27 @@ static int split_layers(kv_cache *kv, const kv_cache_params *p) {
     kv->layer_recurrent = calloc(p->n_layers ? p->n_layers : 1, 1);
     kv->layer_slot = malloc(sizeof(uint32_t) * (p->n_layers ? p->n_layers : 1));
     if (!kv->layer_local || !kv->layer_recurrent || !kv->layer_slot) return TPS_ENOMEM;
-    uint32_t n_local = 0, n_rec = 0;
+    uint32_t n_local = 0, n_rec = 0, n_shared = 0;
     for (uint32_t l = 0; l < p->n_layers; l++) {
         kv->layer_recurrent[l] = p->recurrent_layers && p->recurrent_layers[l];
+        const int shared = p->shared_layers && p->shared_layers[l] && !kv->layer_recurrent[l];
         n_rec += kv->layer_recurrent[l];
-        n_local += p->local_layers && p->window && p->local_layers[l] && !kv->layer_recurrent[l];
+        n_shared += shared;
+        n_local += p->local_layers && p->window && p->local_layers[l] && !kv->layer_recurrent[l] &&
+                   !shared;
     }
-    if (n_local == p->n_layers - n_rec) n_local = 0; /* all local: one pool, nothing let go */
+    /* all local: one pool, nothing let go */
+    if (n_local == p->n_layers - n_rec - n_shared) n_local = 0;
     uint32_t next[3] = {0, 0, 0};
     for (uint32_t l = 0; l < p->n_layers; l++) {
         if (!kv->layer_recurrent[l]) kv->layer_local[l] = n_local && p->local_layers[l];
+        if (p->shared_layers && p->shared_layers[l] && !kv->layer_recurrent[l]) {
+            kv->layer_slot[l] = UINT32_MAX; /* stores nothing: another layer's K/V is read */
+            continue;
+        }
         kv->layer_slot[l] = next[kv->layer_recurrent[l] ? 2 : kv->layer_local[l]]++;
     }
+    kv->n_shared = n_shared;
     kv->n_recurrent = n_rec;
     kv->n_local_layers = n_local;
     kv->window = n_local ? p->window : 0;
@@ -111,6 +120,13 @@ static int check_params(const kv_cache_params *p, uint32_t *head_dim_out, tps_er
                         "kv cache: q8_0 needs a head size that is a multiple of 32 (this model's "
                         "is %u); use f16",
                         head_dim);
+    const uint32_t lhd = p->local_head_dim ? p->local_head_dim : head_dim;
+    const uint32_t lkv = p->local_kv_dim ? p->local_kv_dim : p->kv_dim;
+    if (lkv % lhd || !kv_cache_row_bytes(p->kv_type, lhd))
+        return tps_fail(err, TPS_EINVAL,
+                        "kv cache: the local layers' kv_dim %u is not a multiple of their head "
+                        "size %u, or q8_0 cannot hold a head of %u (use f16)",
+                        lkv, lhd, lhd);
     if (p->block_tokens == 0 || p->block_tokens > 4096)
         return tps_fail(err, TPS_EINVAL, "kv cache: block size %u must be 1..4096 tokens",
                         p->block_tokens);
@@ -142,6 +158,21 @@ static int pool_blocks(const kv_cache_params *p, uint32_t n_local, size_t gb, si
     return 0;
 }
 
+/* One map per tensor (K, V; K alone when k_only) of `bytes`, zero-filled,
+ * faulted in only as it is written (or warmed: kv_cache_warm). Huge pages:
+ * blocks are spread over the whole pool, and with 4 KiB pages a write to a
+ * block not touched for a while pays a page walk through cold page tables,
+ * which cost 5-10% of a unique-prompt workload once the prefix cache
+ * stopped reusing the same few warm blocks. */
+static void map_pool(kv_cache *kv, const kv_cache_params *p, size_t bytes) {
+    kv->k_only = p->k_only;
+    kv->map_bytes = bytes;
+    kv->accounting_only = p->accounting_only;
+    if (kv->accounting_only) return;
+    kv->k = huge_map(bytes);
+    kv->v = kv->k_only ? kv->k : huge_map(bytes);
+}
+
 int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     *out = NULL;
     uint32_t head_dim = 0;
@@ -154,14 +185,18 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
         return tps_fail(err, TPS_ENOMEM, "kv cache: out of memory");
     }
     const uint32_t n_local = kv->n_local_layers;
-    if (kv->n_recurrent == p->n_layers) {
+    if (kv->n_recurrent + kv->n_shared == p->n_layers) {
         kv_cache_free(kv);
         return tps_fail(err, TPS_EUNSUP, "kv cache: every layer is recurrent: no attention layer");
     }
-    /* K+V bytes of one global and one local block */
-    size_t gb = kv_cache_block_bytes(p->n_layers - n_local - kv->n_recurrent, p->kv_dim,
-                                     p->block_tokens, p->kv_type);
-    size_t lb = kv_cache_block_bytes(n_local, p->kv_dim, p->block_tokens, p->kv_type);
+    /* K+V bytes of one global and one local block (K alone when k_only) */
+    const size_t maps = p->k_only ? 1 : 2;
+    const uint32_t l_kv_dim = p->local_kv_dim ? p->local_kv_dim : p->kv_dim;
+    const uint32_t l_head_dim = p->local_head_dim ? p->local_head_dim : head_dim;
+    size_t gb = kv_cache_block_bytes(p->n_layers - n_local - kv->n_recurrent - kv->n_shared,
+                                     p->kv_dim, p->block_tokens, p->kv_type) /
+                2 * maps;
+    size_t lb = kv_cache_block_bytes(n_local, l_kv_dim, p->block_tokens, p->kv_type) / 2 * maps;
     uint64_t n = 0, nl = 0;
     if ((rc = pool_blocks(p, n_local, gb, lb, &n, &nl, err))) {
         kv_cache_free(kv);
@@ -178,22 +213,14 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
     kv->resident_blocks =
         p->resident_blocks && p->resident_blocks < kv->n_blocks ? p->resident_blocks : kv->n_blocks;
     kv->head_bytes = kv_cache_row_bytes(p->kv_type, head_dim);
-    kv->block_bytes = gb / 2;
-    kv->lblock_bytes = lb / 2;
-    kv->local_base = gb / 2 * (size_t)n;
-    size_t half = kv->local_base + lb / 2 * (size_t)nl;
-    kv->map_bytes = half;
-    /* One map per tensor (K, V), zero-filled, faulted in only as it is
-     * written (or warmed: kv_cache_warm). Huge pages: blocks are spread over
-     * the whole pool, and with 4 KiB pages a write to a block not touched
-     * for a while pays a page walk through cold page tables, which cost
-     * 5-10% of a unique-prompt workload once the prefix cache stopped
-     * reusing the same few warm blocks. */
-    kv->accounting_only = p->accounting_only;
-    if (!kv->accounting_only) {
-        kv->k = huge_map(half);
-        kv->v = huge_map(half);
-    }
+    kv->l_head_dim = n_local ? l_head_dim : head_dim;
+    kv->l_n_kv_heads = n_local ? l_kv_dim / l_head_dim : kv->n_kv_heads;
+    kv->l_head_bytes = kv_cache_row_bytes(p->kv_type, kv->l_head_dim);
+    kv->block_bytes = gb / maps;
+    kv->lblock_bytes = lb / maps;
+    kv->local_base = gb / maps * (size_t)n;
+    size_t half = kv->local_base + lb / maps * (size_t)nl;
+    map_pool(kv, p, half);
     kv->free_list = malloc(sizeof(uint32_t) * n);
     kv->refs = calloc(n, sizeof *kv->refs);
     int pc_rc =
@@ -206,7 +233,7 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
         create_local(kv) || kv_state_create(kv, p)) {
         kv_cache_free(kv);
         return tps_fail(err, TPS_ENOMEM, "kv cache: cannot allocate %zu bytes for %llu blocks",
-                        2 * half, (unsigned long long)n);
+                        maps * half, (unsigned long long)n);
     }
     /* Stack order: block 0 is handed out first. */
     for (uint32_t i = 0; i < kv->n_blocks; i++)
@@ -218,8 +245,8 @@ int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err) {
 
 void kv_cache_free(kv_cache *kv) {
     if (!kv) return;
+    if (!kv->k_only) huge_unmap(kv->v, kv->map_bytes);
     huge_unmap(kv->k, kv->map_bytes);
-    huge_unmap(kv->v, kv->map_bytes);
     prefix_cache_free(kv->pc);
     kv_state_free(kv);
     TPS_FREE_ALL(kv->free_list, kv->refs, kv->layer_local, kv->layer_slot, kv->layer_recurrent,

@@ -90,16 +90,33 @@ typedef struct kv_cache_params {
     /* with the prefix cache: checkpoints every ckpt_every positions (a
      * multiple of block_tokens; 0: none), at most n_ckpt kept */
     uint32_t ckpt_every, n_ckpt;
+    /* V is K (multi-head latent attention, DeepSeek's MLA: the row a
+     * position stores, its compressed latent and its rotated key part, is
+     * read as keys, and its first elements as values): one map, no V
+     * bytes; kv_v_head then points into K */
+    bool k_only;
+    /* The local pool's own head shape (Gemma 4's sliding layers: their own head size and
+     * KV heads); 0: the global kv_dim and head_dim. */
+    uint32_t local_kv_dim, local_head_dim;
+    /* shared_layers[l] = 1 when layer l stores no K/V and attends to another layer's
+     * (Gemma 4's last shared_kv_layers; borrowed, n_layers flags; NULL: none): no slot
+     * in either pool, no bytes. The caller passes the other layer's index to read. */
+    const uint8_t *shared_layers;
 } kv_cache_params;
 
 typedef struct kv_cache {
     uint32_t n_layers, kv_dim, block_tokens, kv_type;
     uint32_t head_dim, n_kv_heads;
     uint32_t n_blocks;
-    size_t head_bytes;  /* one head at one position: head_dim elements of kv_type */
+    size_t head_bytes;                 /* one head at one position: head_dim elements of kv_type */
+    uint32_t l_head_dim, l_n_kv_heads; /* the local pool's heads (the global ones unless
+                                          kv_cache_params.local_kv_dim says) */
+    size_t l_head_bytes;
     size_t block_bytes; /* one global block of K (or V): global layers * block_tokens * n_kv_heads
                            heads */
-    uint8_t *k, *v;     /* n_blocks * block_bytes each (anonymous maps); NULL accounting_only */
+    uint8_t *k, *v;     /* n_blocks * block_bytes each (anonymous maps); NULL accounting_only;
+                           v == k when k_only */
+    bool k_only;        /* kv_cache_params.k_only: one map */
     bool accounting_only;
     size_t map_bytes;         /* bytes of each map */
     size_t warm_bytes;        /* leading bytes of each map faulted in by kv_cache_warm */
@@ -124,6 +141,7 @@ typedef struct kv_cache {
     block_lru llru;           /* companions nobody holds */
     /* the state pool (n_recurrent 0: none); a recurrent layer's layer_slot
      * is its index among them */
+    uint32_t n_shared; /* layers that store no K/V (kv_cache_params.shared_layers) */
     uint32_t n_recurrent, n_state_slots;
     size_t state_bytes, layer_state_bytes; /* a slot; one layer's part of it */
     uint8_t *states;                       /* n_state_slots * state_bytes; NULL accounting_only */
@@ -157,7 +175,7 @@ typedef struct kv_seq {
 
 /* Bytes of n elements of kv_type (0 if q8_0 and n is not whole blocks). */
 size_t kv_cache_row_bytes(uint32_t kv_type, uint32_t n);
-/* Bytes of K+V one block takes. */
+/* Bytes of K+V one block takes (a k_only cache's block takes half). */
 size_t kv_cache_block_bytes(uint32_t n_layers, uint32_t kv_dim, uint32_t block_tokens,
                             uint32_t kv_type);
 int kv_cache_create(kv_cache **out, const kv_cache_params *p, tps_err *err);
@@ -276,18 +294,29 @@ int kv_seq_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src, uint32_t n_tokens)
  * the block's next slots follow head_bytes apart. */
 static inline size_t kv_head_block_off(const kv_cache *kv, const kv_seq *seq, uint32_t layer,
                                        uint32_t blk, uint32_t kvh) {
-    const size_t base = kv->layer_local[layer]
-                            ? kv->local_base + (size_t)seq->lblocks[blk] * kv->lblock_bytes
-                            : (size_t)seq->blocks[blk] * kv->block_bytes;
-    return base + ((size_t)kv->layer_slot[layer] * kv->n_kv_heads + kvh) * kv->block_tokens *
-                      kv->head_bytes;
+    const int local = kv->layer_local[layer];
+    const size_t base = local ? kv->local_base + (size_t)seq->lblocks[blk] * kv->lblock_bytes
+                              : (size_t)seq->blocks[blk] * kv->block_bytes;
+    const size_t heads = local ? kv->l_n_kv_heads : kv->n_kv_heads;
+    return base + ((size_t)kv->layer_slot[layer] * heads + kvh) * kv->block_tokens *
+                      (local ? kv->l_head_bytes : kv->head_bytes);
+}
+
+/* Bytes of one head at one position of layer `layer` (its pool's head size). */
+static inline size_t kv_layer_head_bytes(const kv_cache *kv, uint32_t layer) {
+    return kv->layer_local[layer] ? kv->l_head_bytes : kv->head_bytes;
+}
+
+/* Elements of one head of layer `layer`. */
+static inline uint32_t kv_layer_head_dim(const kv_cache *kv, uint32_t layer) {
+    return kv->layer_local[layer] ? kv->l_head_dim : kv->head_dim;
 }
 
 /* K (or V) of one KV head at a position: head_bytes bytes. */
 static inline size_t kv_head_off(const kv_cache *kv, const kv_seq *seq, uint32_t layer,
                                  uint32_t pos, uint32_t kvh) {
     return kv_head_block_off(kv, seq, layer, pos / kv->block_tokens, kvh) +
-           (size_t)(pos % kv->block_tokens) * kv->head_bytes;
+           (size_t)(pos % kv->block_tokens) * kv_layer_head_bytes(kv, layer);
 }
 static inline void *kv_k_head(const kv_cache *kv, const kv_seq *seq, uint32_t layer, uint32_t pos,
                               uint32_t kvh) {

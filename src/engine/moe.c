@@ -6,7 +6,12 @@
  *   [renormalised: w /= max(sum w, 2^-14)]
  *   out = sum_j w_j * (down_e(act(gate_e(x) [+ b], up_e(x) [+ b])) [+ b])
  * with act SwiGLU, or gpt-oss's clamped one: g = min(g, 7), u = clamp(u,
- * -7, 7), g / (1 + exp(-1.702 g)) * (u + 1). The sum runs over the k
+ * -7, 7), g / (1 + exp(-1.702 g)) * (u + 1); sigmoid gating (GLM-4.5):
+ * p = sigmoid(logits), the k largest of p + exp_probs_b (within the best
+ * expert groups where the model has groups), their p; then [* scale]; a
+ * shared expert adds out += down_s(SwiGLU(gate_s(x), up_s(x))) [*
+ * sigmoid(g_s . x), Qwen3.5's gate].
+ * The sum runs over the k
  * experts in the router's order, one rounded product and add at a time, as
  * ggml adds its expert views. Per-row and per-slot work goes to the
  * kernels' pool when a step has many rows. */
@@ -37,6 +42,11 @@ struct moe_state {
     uint32_t *g_expert;    /* (E,) the expert of each group */
     uint32_t *g_first;     /* (E + 1,) the first slot of each group */
     uint32_t *next;        /* (E,) per expert: its next free slot while grouping */
+    /* the shared expert (c->shexp_ffn > 0), else NULL */
+    uint32_t shf;  /* its FFN width */
+    float *sh_g;   /* (max_rows, shf) gate, then the activation */
+    float *sh_u;   /* (max_rows, shf) up */
+    float *sh_out; /* (max_rows, dim) */
     void *buf;
 };
 
@@ -49,9 +59,10 @@ int moe_state_create(moe_state **out, const llama_config *c, size_t max_rows, tp
     moe_state *m = calloc(1, sizeof *m);
     if (!m) return tps_fail(err, TPS_ENOMEM, "moe: out of memory");
     m->max_rows = max_rows, m->E = c->n_expert, m->k = c->n_expert_used;
-    m->eff = c->expert_ffn, m->dim = c->dim;
+    m->eff = c->expert_ffn, m->dim = c->dim, m->shf = c->shexp_ffn;
     const size_t slots = moe_max_slots(c, max_rows);
-    const size_t floats = max_rows * (m->E + m->k) + slots * (2 * (size_t)m->eff + m->dim);
+    const size_t shared = m->shf ? max_rows * (2 * (size_t)m->shf + m->dim) : 0;
+    const size_t floats = max_rows * (m->E + m->k) + slots * (2 * (size_t)m->eff + m->dim) + shared;
     const size_t u32s = 2 * max_rows * m->k + 2 * slots + 3 * (size_t)m->E + 1;
     m->buf = malloc(floats * sizeof(float) + u32s * sizeof(uint32_t));
     if (!m->buf) {
@@ -65,6 +76,11 @@ int moe_state_create(moe_state **out, const llama_config *c, size_t max_rows, tp
     m->hg = f, f += slots * m->eff;
     m->hu = f, f += slots * m->eff;
     m->down = f, f += slots * m->dim;
+    if (m->shf) {
+        m->sh_g = f, f += max_rows * m->shf;
+        m->sh_u = f, f += max_rows * m->shf;
+        m->sh_out = f, f += max_rows * m->dim;
+    }
     uint32_t *u = (uint32_t *)f;
     m->sel = u, u += max_rows * m->k;
     m->slot_of = u, u += max_rows * m->k;
@@ -89,6 +105,7 @@ typedef struct moe_job {
     moe_state *m;
     const llama_config *c;
     const llama_layer *L;
+    const float *x; /* (n, dim) the layer's input */
     float *out;
     void (*fn)(const struct moe_job *j, size_t i);
     size_t n, per_task;
@@ -124,19 +141,55 @@ static void top_k(uint32_t *sel, const float *x, uint32_t n, uint32_t k) {
     }
 }
 
-/* Row i's experts and their weights from its router logits. */
+/* sel_p (E,) with every expert outside the n_groups_used best groups set
+ * to -inf; a group's score is the sum of its two largest (ggml's argsort
+ * top 2, get_rows, sum_rows, argsort top n_groups_used). */
+static void mask_groups(float *sel_p, const llama_config *c) {
+    const uint32_t G = c->n_groups, per = c->n_expert / G;
+    float score[LLAMA_MAX_EXPERTS];
+    uint32_t two[2], best[LLAMA_MAX_EXPERTS];
+    for (uint32_t g = 0; g < G; g++) {
+        top_k(two, sel_p + g * per, per, 2);
+        score[g] = sel_p[g * per + two[0]] + sel_p[g * per + two[1]];
+    }
+    top_k(best, score, G, c->n_groups_used);
+    for (uint32_t g = 0; g < G; g++) {
+        int kept = 0;
+        for (uint32_t q = 0; q < c->n_groups_used && !kept; q++)
+            kept = best[q] == g;
+        if (!kept)
+            for (uint32_t e = 0; e < per; e++)
+                sel_p[g * per + e] = -INFINITY;
+    }
+}
+
+/* Row i's experts and their weights from its router logits: the gating's
+ * probabilities, the k best of them (plus the selection bias, within the
+ * best groups), their unbiased probabilities as weights, normalised and
+ * scaled as the model says. */
 static void route_row(const moe_job *j, size_t i) {
     const moe_state *m = j->m;
-    const llama_arch *ai = j->c->arch_info;
+    const llama_config *c = j->c;
     float *lg = m->logits + i * m->E, *w = m->wts + i * m->k;
     uint32_t *sel = m->sel + i * m->k;
     if (j->L->gate_inp_b) kernel_add(lg, lg, j->L->gate_inp_b, m->E);
-    if (ai->gating == LLAMA_GATING_SOFTMAX) kernel_softmax(lg, m->E);
-    top_k(sel, lg, m->E, m->k);
+    if (c->gating == LLAMA_GATING_SOFTMAX) kernel_softmax(lg, m->E);
+    if (c->gating == LLAMA_GATING_SIGMOID)
+        for (uint32_t e = 0; e < m->E; e++)
+            lg[e] = 1.0f / (1.0f + expf(-lg[e]));
+    const float *chooser = lg;
+    float biased[LLAMA_MAX_EXPERTS];
+    if (j->L->exp_probs_b || c->n_groups > 1) {
+        for (uint32_t e = 0; e < m->E; e++)
+            biased[e] = j->L->exp_probs_b ? lg[e] + j->L->exp_probs_b[e] : lg[e];
+        if (c->n_groups > 1) mask_groups(biased, c);
+        chooser = biased;
+    }
+    top_k(sel, chooser, m->E, m->k);
     for (uint32_t q = 0; q < m->k; q++)
         w[q] = lg[sel[q]];
-    if (ai->gating == LLAMA_GATING_SOFTMAX_WEIGHT) kernel_softmax(w, m->k);
-    if (ai->moe_norm_w) { /* ggml: a sum in double, clamped to F16's smallest normal */
+    if (c->gating == LLAMA_GATING_SOFTMAX_WEIGHT) kernel_softmax(w, m->k);
+    if (c->norm_w) { /* ggml: a sum in double, clamped to F16's smallest normal */
         double sum = 0;
         for (uint32_t q = 0; q < m->k; q++)
             sum += w[q];
@@ -144,6 +197,9 @@ static void route_row(const moe_job *j, size_t i) {
         for (uint32_t q = 0; q < m->k; q++)
             w[q] = w[q] / s;
     }
+    if (c->w_scale != 0.0f && c->w_scale != 1.0f)
+        for (uint32_t q = 0; q < m->k; q++)
+            w[q] *= c->w_scale;
 }
 
 /* Slots grouped by expert (experts in increasing order, a group's rows in
@@ -225,12 +281,61 @@ static int fail(tps_err *err, int rc, const char *what, const llama_mat *w) {
                     w->cols);
 }
 
+/* ---- the shared expert ------------------------------------------------------ */
+
+static void shared_act_row(const moe_job *j, size_t i) {
+    const moe_state *m = j->m;
+    float *g = m->sh_g + i * m->shf;
+    kernel_swiglu(g, g, m->sh_u + i * m->shf, m->shf);
+}
+
+/* Row i's output += the shared expert's, times sigmoid(its gate . x)
+ * where it has a gate, as ggml multiplies and then adds. */
+static void shared_add_row(const moe_job *j, size_t i) {
+    const moe_state *m = j->m;
+    const size_t dim = m->dim;
+    const float *sh = m->sh_out + i * dim;
+    float *o = j->out + i * dim;
+    if (!j->L->gate_inp_shexp) { /* GLM-4.5, DeepSeek: added as it is */
+        for (size_t c = 0; c < dim; c++)
+            o[c] += sh[c];
+        return;
+    }
+    const float z = kernel_dot_f32(j->L->gate_inp_shexp, j->x + i * dim, dim);
+    const float w = 1.0f / (1.0f + expf(-z));
+    for (size_t c = 0; c < dim; c++)
+        o[c] += sh[c] * w;
+}
+
+/* The matrix the kernels multiply by: the repacked copy when there is one. */
+static kernel_mat kmat(float *out, const llama_mat *w) {
+    if (w->packed) return (kernel_mat){out, w->packed, kernel_packed_type(w->type), w->rows};
+    return (kernel_mat){out, w->data, w->type, w->rows};
+}
+
+/* out (n, dim) += the shared expert of xb (n, dim), gated per row. */
+static int shared_expert(moe_job *j, kernel_ctx *kc, const float *xb, size_t n, tps_err *err) {
+    moe_state *m = j->m;
+    const llama_layer *L = j->L;
+    const kernel_mat gate_up[2] = {kmat(m->sh_g, &L->gate_shexp), kmat(m->sh_u, &L->up_shexp)};
+    int rc = kernel_matmul_multi(gate_up, 2, xb, n, m->dim, kc);
+    if (rc) return fail(err, rc, "the shared expert's gate and up", &L->gate_shexp);
+    j->fn = shared_act_row, j->n = n;
+    each(j, kc);
+    const kernel_mat down = kmat(m->sh_out, &L->down_shexp);
+    if ((rc = kernel_matmul(m->sh_out, down.W, down.wtype, m->sh_g, n, m->shf, m->dim, kc)))
+        return fail(err, rc, "the shared expert's down", &L->down_shexp);
+    j->fn = shared_add_row, j->n = n;
+    each(j, kc);
+    return 0;
+}
+
 int moe_ffn(moe_state *m, kernel_ctx *kc, const llama_config *c, const llama_layer *L,
             const float *xb, size_t n, float *out, moe_tally *tally, tps_err *err) {
     const llama_mat *r = &L->gate_inp;
     int rc = kernel_matmul(m->logits, r->data, r->type, xb, n, r->cols, r->rows, kc);
     if (rc) return fail(err, rc, "the router", r);
-    moe_job j = {.m = m, .c = c, .L = L, .out = out, .fn = route_row, .n = n};
+    moe_job j = {.m = m, .c = c, .L = L, .x = xb, .out = out, .fn = route_row, .n = n};
     each(&j, kc);
     const size_t n_groups = group_slots(m, n);
     tally->experts += n_groups;
@@ -248,5 +353,5 @@ int moe_ffn(moe_state *m, kernel_ctx *kc, const llama_config *c, const llama_lay
         return fail(err, rc, "the experts' down", &L->down_exps);
     j.fn = sum_row, j.n = n;
     each(&j, kc);
-    return 0;
+    return m->shf ? shared_expert(&j, kc, xb, n, err) : 0;
 }

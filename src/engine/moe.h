@@ -1,9 +1,8 @@
 /* A mixture-of-experts FFN layer over all rows of a step (qwen3moe,
- * Mixtral, gpt-oss): route every row (router logits, the architecture's
- * gating, top k), group the rows' (row, expert) slots by expert, run each
- * touched expert once over its slots (kernel_matmul_grouped: gate and up,
- * the activation, down) and sum each row's k outputs by their weights.
- * An expert no row chose is never read.
+ * Mixtral, gpt-oss, Qwen3.5's MoE with its shared expert): route every row (router logits, the
+ * architecture's gating, top k), group the rows' (row, expert) slots by expert, run each touched
+ * expert once over its slots (kernel_matmul_grouped: gate and up, the activation, down) and sum
+ * each row's k outputs by their weights. An expert no row chose is never read.
  *
  * Batch invariance: routing, the activation and the weighted sum are per
  * row or per slot, in a fixed order (the row's experts in the order the

@@ -44,6 +44,28 @@ static const llama_arch archs[] = {
                   "gated RMSNorm) on all layers but every full_attention_interval-th (4 in "
                   "Qwen3.5), full attention there with a sigmoid output gate, Q/K norm and "
                   "M-RoPE on part of each head; MTP layers loaded, not run"},
+    {LLAMA_ARCH_QWEN35MOE, "qwen35moe", 1, 1, .hybrid = 1, .moe = 1, .moe_norm_w = 1, .shexp = 1,
+     .specifics = "qwen35's stack with a mixture of experts on every layer: softmax router, top "
+                  "k (8 of 256) renormalised, and a shared expert scaled by a sigmoid gate per "
+                  "token; MTP layers loaded, not run"},
+    {LLAMA_ARCH_GLM4MOE, "glm4moe", 1, 0, .moe = 1, .gating = LLAMA_GATING_SIGMOID,
+     .moe_file_rules = 1, .qk_norm_opt = 1,
+     .specifics = "Q/K/V biases, NeoX RoPE on part of each head, Q/K norm where the "
+                  "file has it; leading dense layers, then experts: sigmoid router with a "
+                  "selection bias, top k (8 of 128), weights renormalised and scaled as the "
+                  "file says, plus shared experts; MTP layers loaded, not run"},
+    {LLAMA_ARCH_DEEPSEEK2, "deepseek2", 0, 0, .moe = 1, .moe_file_rules = 1, .mla = 1,
+     .specifics = "multi-head latent attention: the cache holds one latent row a position "
+                  "(kv_lora_rank + the RoPE part), Q absorbed per head into it for every step; "
+                  "YaRN with DeepSeek's mscale; leading dense layers, then experts routed as the "
+                  "file says (softmax or sigmoid with a selection bias, expert groups) plus "
+                  "ungated shared experts"},
+    {LLAMA_ARCH_GEMMA4, "gemma4", 1, 1, .gemma = 1, .swa_period = 6, .rope_swa_base_10k = 1,
+     .final_softcap = 30.0f, .gemma4 = 1,
+     .specifics = "Gemma 3's block with sliding and global layers of their own head sizes, KV "
+                  "heads and RoPE (partial on global layers through rope_freqs), V normed, "
+                  "attention scale 1, the last layers reading earlier layers' K/V (storing "
+                  "none), per-layer input embeddings, a layer output scale, final soft-cap"},
 };
 
 const llama_arch *llama_arch_find(const char *name) {
@@ -53,5 +75,6 @@ const llama_arch *llama_arch_find(const char *name) {
 }
 
 const char *llama_arch_names(void) {
-    return "llama, qwen2, qwen3, gemma2, gemma3, phi3, mistral3, qwen3moe, gpt-oss, qwen35";
+    return "llama, qwen2, qwen3, gemma2, gemma3, phi3, mistral3, qwen3moe, gpt-oss, qwen35, "
+           "qwen35moe, glm4moe, deepseek2, gemma4";
 }

@@ -18,6 +18,10 @@ typedef enum llama_arch_id {
     LLAMA_ARCH_QWEN3MOE,  /* Qwen3-30B-A3B, Qwen3-Coder-30B-A3B, Qwen3-235B-A22B */
     LLAMA_ARCH_GPT_OSS,   /* gpt-oss-20b, gpt-oss-120b */
     LLAMA_ARCH_QWEN35,    /* Qwen3.5 / 3.6 dense (0.8B to 27B): linear attention beside full */
+    LLAMA_ARCH_QWEN35MOE, /* Qwen3.5 / 3.6 MoE (35B-A3B to 397B-A17B): the same stack, experts */
+    LLAMA_ARCH_GLM4MOE,   /* GLM-4.5, 4.5-Air, 4.6, 4.7 */
+    LLAMA_ARCH_DEEPSEEK2, /* DeepSeek-V2, V2-Lite, V2.5, V3, R1, Kimi K2: latent attention */
+    LLAMA_ARCH_GEMMA4,    /* Gemma 4 (text): E2B, E4B, 31B, 26B-A4B */
 } llama_arch_id;
 
 /* How a mixture-of-experts layer turns router logits into expert weights
@@ -25,6 +29,8 @@ typedef enum llama_arch_id {
 typedef enum llama_gating {
     LLAMA_GATING_SOFTMAX = 0,    /* softmax over all experts, then the top k of it */
     LLAMA_GATING_SOFTMAX_WEIGHT, /* the top k logits, then a softmax over those k */
+    LLAMA_GATING_SIGMOID,        /* sigmoid of each logit; the top k of it (plus the file's
+                                    selection bias exp_probs_b, which only chooses) */
 } llama_gating;
 
 typedef struct llama_arch {
@@ -57,6 +63,28 @@ typedef struct llama_arch {
                               full_attention_interval-th layer full attention whose Q
                               projection carries an output gate (sigmoid) per head; the
                               pre-FFN norm is post_attention_norm */
+    int moe_file_rules;    /* 1: the file says the routing (expert_gating_func,
+                              expert_weights_norm, expert_weights_scale), its shared experts
+                              (expert_shared_count, ungated) and its leading dense layers
+                              (leading_dense_block_count); a layer's router may carry a
+                              selection bias (exp_probs_b): GLM-4.5, DeepSeek */
+    int qk_norm_opt;       /* 1: per-head Q/K RMSNorm where the file has it (GLM-4.5 355B) */
+    int shexp;             /* 1: a MoE layer adds a shared expert (ffn_{gate,up,down}_shexp, a
+                              SwiGLU FFN of expert_shared_feed_forward_length) scaled by
+                              sigmoid(ffn_gate_inp_shexp . x) per row (Qwen3.5 MoE) */
+    int mla;               /* 1: multi-head latent attention (DeepSeek-V2/V3, llama.cpp's MLA
+                              form): K and V are decompressed per head from one latent row
+                              a position (attention.kv_lora_rank, normed, with a rotated key
+                              part beside it), which is all the cache stores; Q optionally
+                              through a low-rank bottleneck (attention.q_lora_rank) */
+    int gemma4;            /* 1: Gemma 4's block on top of Gemma's: the sliding layers listed
+                              per layer (sliding_window_pattern as an array) with their own
+                              head size, KV heads and RoPE width (*_swa keys), V RMS-normed
+                              without a weight (V = K where attn_v is absent), attention
+                              scale 1, the last shared_kv_layers layers storing no K/V (each
+                              reads the last earlier layer of its kind), rope_freqs on the
+                              global layers only, a per-layer output scale, per-layer input
+                              embeddings (embedding_length_per_layer_input) */
     const char *specifics; /* one line for `tps model info` */
 } llama_arch;
 

@@ -3,6 +3,7 @@
  * that shapes are consistent with each other; whether the tensors match them
  * is llama_weights' job. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -79,10 +80,21 @@ static int read_sizes(llama_config *cfg, const gguf_file *f, tps_err *err) {
     int rc;
     if ((rc = get_u32(f, a, "embedding_length", &cfg->dim, NULL, err))) return rc;
     if ((rc = get_u32(f, a, "block_count", &cfg->n_layers, NULL, err))) return rc;
-    if ((rc = get_u32(f, a, "feed_forward_length", &cfg->ffn_dim, NULL, err))) return rc;
-    if ((rc = get_u32(f, a, "attention.head_count", &cfg->n_heads, NULL, err))) return rc;
-    if ((rc = get_u32(f, a, "attention.head_count_kv", &cfg->n_kv_heads, &cfg->n_heads, err)))
+    const gguf_kv *ff = gguf_find_key_of(f, a, "feed_forward_length");
+    if (ff && ff->val.type == GGUF_TYPE_ARRAY && cfg->arch_info->gemma4 && ff->val.arr.n &&
+        (ff->val.arr.type == GGUF_TYPE_INT32 || ff->val.arr.type == GGUF_TYPE_UINT32)) {
+        memcpy(&cfg->ffn_dim, ff->val.arr.data, 4); /* per layer: read_gemma4 reads the list */
+    } else if ((rc = get_u32(f, a, "feed_forward_length", &cfg->ffn_dim, NULL, err))) {
         return rc;
+    }
+    if ((rc = get_u32(f, a, "attention.head_count", &cfg->n_heads, NULL, err))) return rc;
+    const gguf_kv *kvh = gguf_find_key_of(f, a, "attention.head_count_kv");
+    if (kvh && kvh->val.type == GGUF_TYPE_ARRAY && cfg->arch_info->gemma4) {
+        cfg->n_kv_heads = cfg->n_heads; /* per layer: read_gemma4 reads the list */
+    } else if ((rc = get_u32(f, a, "attention.head_count_kv", &cfg->n_kv_heads, &cfg->n_heads,
+                             err))) {
+        return rc;
+    }
     uint32_t ctx_default = 2048;
     return get_u32(f, a, "context_length", &cfg->ctx_len, &ctx_default, err);
 }
@@ -91,9 +103,16 @@ static int read_sizes(llama_config *cfg, const gguf_file *f, tps_err *err) {
  * constructor): ext_factor 1 and yarn_attn_factor = get_mscale(factor) /
  * (1 + 0.1 ln factor) x rope.scaling.attn_factor, in the same float
  * operations. */
+static float yarn_mscale(float factor, float mscale) {
+    return factor <= 1.0f ? 1.0f : 0.1f * mscale * logf(factor) + 1.0f;
+}
+
 static void set_yarn(llama_config *cfg) {
     const float factor = 1.0f / cfg->rope_scale;
-    float attn = factor <= 1.0f ? 1.0f : 0.1f * 1.0f * logf(factor) + 1.0f;
+    float attn = yarn_mscale(factor, 1.0f);
+    /* DeepSeek: get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim), llama.cpp
+     * taking mscale = mscale_all_dim: exactly 1 (the attention scale carries it instead) */
+    if (cfg->yarn_log_mul != 0.0f) attn = 1.0f;
     attn *= 1.0f / (1.0f + 0.1f * logf(factor));
     cfg->rope_attn_factor *= attn;
     cfg->rope_ext_factor = 1.0f;
@@ -139,6 +158,11 @@ static int read_rope_and_norm(llama_config *cfg, const gguf_file *f, tps_err *er
         return rc;
     if ((rc = get_f32(f, a, "rope.scaling.attn_factor", &cfg->rope_attn_factor, 1.0f, err)))
         return rc;
+    if (cfg->arch_info->mla) { /* the converter wrote 0.1 x mscale_all_dim: llama.cpp undoes it */
+        if ((rc = get_f32(f, a, "rope.scaling.yarn_log_multiplier", &cfg->yarn_log_mul, 0.0f, err)))
+            return rc;
+        cfg->yarn_log_mul /= 0.1f;
+    }
     if (yarn) set_yarn(cfg);
     return 0;
 }
@@ -158,9 +182,13 @@ static int read_attention_variant(llama_config *cfg, const gguf_file *f, tps_err
     const llama_arch *ai = cfg->arch_info;
     if ((rc = get_u32(f, a, "attention.sliding_window", &cfg->n_swa, &ai->swa_window, err)))
         return rc;
-    if ((rc = get_u32(f, a, "attention.sliding_window_pattern", &cfg->swa_period, &ai->swa_period,
-                      err)))
+    const gguf_kv *pat = gguf_find_key_of(f, a, "attention.sliding_window_pattern");
+    if (pat && pat->val.type == GGUF_TYPE_ARRAY && ai->gemma4) {
+        cfg->swa_period = ai->swa_period; /* per layer: read_gemma4 reads the list */
+    } else if ((rc = get_u32(f, a, "attention.sliding_window_pattern", &cfg->swa_period,
+                             &ai->swa_period, err))) {
         return rc;
+    }
     if (!ai->swa_period) cfg->n_swa = 0; /* the architecture has no local layers */
     if ((rc = get_f32(f, a, "rope.freq_base_swa", &cfg->rope_base_swa,
                       ai->rope_swa_base_10k ? 10000.0f : cfg->rope_base, err)))
@@ -199,7 +227,8 @@ static int read_head_dims(llama_config *cfg, const gguf_file *f, tps_err *err) {
     uint32_t hd_default = cfg->dim / cfg->n_heads, v_len;
     if ((rc = get_u32(f, a, "attention.key_length", &cfg->head_dim, &hd_default, err))) return rc;
     if ((rc = get_u32(f, a, "attention.value_length", &v_len, &cfg->head_dim, err))) return rc;
-    if (cfg->head_dim == 0 || cfg->head_dim > 4096 || v_len != cfg->head_dim)
+    if (cfg->head_dim == 0 || cfg->head_dim > 4096 ||
+        (v_len != cfg->head_dim && !cfg->arch_info->mla)) /* MLA: read_mla checks */
         return tps_fail(err, TPS_EUNSUP,
                         "model: %s: attention.key_length %u and value_length %u must be equal "
                         "and in 1..4096",
@@ -218,6 +247,124 @@ static int read_head_dims(llama_config *cfg, const gguf_file *f, tps_err *err) {
     return 0;
 }
 
+/* Element i of a per-layer array of 32-bit integers or bools (the caller
+ * checked its type and length). */
+static uint32_t arr_u32(const gguf_value *v, uint64_t i) {
+    if (v->arr.type == GGUF_TYPE_BOOL) return ((const uint8_t *)v->arr.data)[i] != 0;
+    uint32_t x;
+    memcpy(&x, (const uint8_t *)v->arr.data + 4 * i, 4);
+    return x;
+}
+
+/* A per-layer list key of Gemma 4 (bools or 32-bit counts, one a layer),
+ * or NULL when the key is absent or a single value. */
+static int layer_list(const gguf_file *f, const char *arch, const char *suffix, uint32_t n_layers,
+                      const gguf_value **out, tps_err *err) {
+    const gguf_kv *kv = gguf_find_key_of(f, arch, suffix);
+    *out = NULL;
+    if (!kv || kv->val.type != GGUF_TYPE_ARRAY) return 0;
+    const uint32_t t = kv->val.arr.type;
+    if (kv->val.arr.n != n_layers ||
+        (t != GGUF_TYPE_BOOL && t != GGUF_TYPE_INT32 && t != GGUF_TYPE_UINT32))
+        return tps_fail(err, TPS_EINVAL,
+                        "model: %s.%s (byte offset %zu) is not a list of %u bools or counts, one "
+                        "a layer",
+                        arch, suffix, kv->offset, n_layers);
+    *out = &kv->val;
+    return 0;
+}
+
+/* Gemma 4's per-layer lists: which layers slide, and the KV heads of
+ * each kind (all sliding layers alike, all global ones alike). */
+static int read_gemma4_lists(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    const char *a = cfg->arch;
+    const uint32_t L = cfg->n_layers;
+    const gguf_value *pat, *kvh;
+    int rc;
+    if ((rc = layer_list(f, a, "attention.sliding_window_pattern", L, &pat, err)) ||
+        (rc = layer_list(f, a, "attention.head_count_kv", L, &kvh, err)))
+        return rc;
+    if (pat && L > LLAMA_MAX_LIST_LAYERS)
+        return tps_fail(err, TPS_EUNSUP, "model: %s: %u layers in a per-layer list (at most %d)", a,
+                        L, LLAMA_MAX_LIST_LAYERS);
+    cfg->swa_list = pat != NULL;
+    for (uint32_t l = 0; pat && l < L; l++)
+        if (arr_u32(pat, l)) cfg->swa_bits[l / 64] |= 1ull << (l % 64);
+    uint32_t seen[2] = {0, 0}; /* KV heads of global (0) and sliding (1) layers */
+    for (uint32_t l = 0; kvh && l < L; l++) {
+        const uint32_t v = arr_u32(kvh, l), swa = llama_config_is_swa(cfg, l);
+        if (v == 0 || cfg->n_heads % v || (seen[swa] && seen[swa] != v))
+            return tps_fail(err, TPS_EUNSUP,
+                            "model: %s: head_count_kv[%u] = %u: tps needs every %s layer's KV "
+                            "heads alike, dividing head_count %u",
+                            a, l, v, swa ? "sliding" : "global", cfg->n_heads);
+        seen[swa] = v;
+    }
+    if (kvh) {
+        cfg->n_kv_heads = seen[0] ? seen[0] : seen[1];
+        cfg->n_kv_heads_swa = seen[1] ? seen[1] : seen[0];
+    }
+    return 0;
+}
+
+/* Gemma 4's FFN widths as a list (the converter's use_double_wide_mlp):
+ * one width before the shared-KV layers, one (wider) from them on. */
+static int read_gemma4_ffn(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    const gguf_value *ff;
+    int rc = layer_list(f, cfg->arch, "feed_forward_length", cfg->n_layers, &ff, err);
+    if (rc || !ff || ff->arr.type == GGUF_TYPE_BOOL) return rc;
+    const uint32_t first = cfg->n_layers - cfg->n_kv_shared, wide = arr_u32(ff, cfg->n_layers - 1);
+    for (uint32_t l = 0; l < cfg->n_layers; l++)
+        if (arr_u32(ff, l) != (l < first ? cfg->ffn_dim : wide) || wide == 0)
+            return tps_fail(err, TPS_EUNSUP,
+                            "model: %s: feed_forward_length[%u] = %u: tps reads one width before "
+                            "the shared KV layers and one from them on",
+                            cfg->arch, l, arr_u32(ff, l));
+    cfg->ffn_dim_shared = wide != cfg->ffn_dim ? wide : 0;
+    return 0;
+}
+
+/* Gemma 4 (llama.cpp's gemma4.cpp load_arch_hparams): the sliding layers'
+ * head size and RoPE width, the shared KV layers, the per-layer input
+ * width. */
+static int read_gemma4(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    const char *a = cfg->arch;
+    const uint32_t zero = 0;
+    uint32_t v_swa = 0;
+    int rc;
+    if ((rc = read_gemma4_lists(cfg, f, err)) ||
+        (rc = get_u32(f, a, "attention.key_length_swa", &cfg->head_dim_swa, NULL, err)) ||
+        (rc = get_u32(f, a, "attention.value_length_swa", &v_swa, NULL, err)) ||
+        (rc = get_u32(f, a, "rope.dimension_count_swa", &cfg->rope_dim_swa, &cfg->head_dim_swa,
+                      err)) ||
+        (rc = get_u32(f, a, "attention.shared_kv_layers", &cfg->n_kv_shared, &zero, err)) ||
+        (rc = get_u32(f, a, "embedding_length_per_layer_input", &cfg->n_embd_pl, NULL, err)))
+        return rc;
+    if (!cfg->n_swa)
+        return tps_fail(err, TPS_EINVAL, "model: %s: attention.sliding_window is missing or 0", a);
+    if (cfg->head_dim_swa == 0 || cfg->head_dim_swa > 4096 || cfg->head_dim_swa % 2 ||
+        v_swa != cfg->head_dim_swa || cfg->rope_dim_swa > cfg->head_dim_swa ||
+        cfg->rope_dim_swa % 2 || cfg->n_embd_pl > 65536 ||
+        (cfg->n_kv_shared && cfg->n_kv_shared + 2 > cfg->n_layers))
+        return tps_fail(err, TPS_EINVAL,
+                        "model: %s: sliding layers' key_length_swa %u, value_length_swa %u, "
+                        "rope.dimension_count_swa %u, shared_kv_layers %u of %u or "
+                        "embedding_length_per_layer_input %u out of range (equal even head "
+                        "sizes, RoPE within the head, 2 layers before the shared ones)",
+                        a, cfg->head_dim_swa, v_swa, cfg->rope_dim_swa, cfg->n_kv_shared,
+                        cfg->n_layers, cfg->n_embd_pl);
+    if ((rc = read_gemma4_ffn(cfg, f, err))) return rc;
+    const uint32_t first = cfg->n_layers - cfg->n_kv_shared;
+    for (uint32_t l = first; cfg->n_kv_shared && l < cfg->n_layers; l++)
+        if (llama_config_is_swa(cfg, llama_config_kv_source(cfg, l)) != llama_config_is_swa(cfg, l))
+            return tps_fail(err, TPS_EINVAL,
+                            "model: %s: shared KV layer %u reads layer %u, which is not of its "
+                            "kind (the two layers before the shared ones must be sliding, then "
+                            "global)",
+                            a, l, llama_config_kv_source(cfg, l));
+    return 0;
+}
+
 /* The vocabulary size, from the shape of the token embedding. */
 static int read_vocab_size(llama_config *cfg, const gguf_file *f, tps_err *err) {
     const char *a = cfg->arch;
@@ -232,21 +379,96 @@ static int read_vocab_size(llama_config *cfg, const gguf_file *f, tps_err *err) 
     return 0;
 }
 
-/* Expert counts and each expert's FFN width, where the architecture has
- * experts (qwen3moe, gpt-oss) or the file gives them (llama: Mixtral). */
-static int read_experts(llama_config *cfg, const gguf_file *f, tps_err *err) {
+/* GLM-4.5's and DeepSeek's routing as the file says it (llama.cpp's
+ * expert_gating_func: 1 softmax, 2 sigmoid, 3 softmax of the top k; absent:
+ * the architecture's), the weights' norm and scale, the shared experts
+ * (expert_shared_count of expert_ffn each, run as one FFN) and the leading
+ * dense layers. */
+static int read_moe_file_rules(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    const char *a = cfg->arch;
+    const uint32_t zero = 0;
+    uint32_t fn = 0, shared = 0;
+    char key[128];
+    int rc;
+    if ((rc = get_u32(f, a, "expert_gating_func", &fn, &zero, err)) ||
+        (rc = get_u32(f, a, "expert_shared_count", &shared, NULL, err)) ||
+        (rc = get_u32(f, a, "leading_dense_block_count", &cfg->n_dense_lead, &zero, err)) ||
+        (rc = get_f32(f, a, "expert_weights_scale", &cfg->w_scale, 0.0f, err)))
+        return rc;
+    static const llama_gating by_fn[4] = {0, LLAMA_GATING_SOFTMAX, LLAMA_GATING_SIGMOID,
+                                          LLAMA_GATING_SOFTMAX_WEIGHT};
+    if (fn > 3)
+        return tps_fail(err, TPS_EINVAL, "model: %s.expert_gating_func is %u (1..3)", a, fn);
+    if (fn) cfg->gating = by_fn[fn];
+    bool norm = false;
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+    rc = gguf_get_bool(f, key, &norm);
+    if (rc && rc != TPS_ENOENT) return tps_fail(err, TPS_EINVAL, "model: %s is not a bool", key);
+    cfg->norm_w = norm;
+    if (shared > 64 || cfg->n_dense_lead > cfg->n_layers)
+        return tps_fail(err, TPS_EINVAL,
+                        "model: %s: expert_shared_count %u (at most 64) or "
+                        "leading_dense_block_count %u (of %u blocks) out of range",
+                        a, shared, cfg->n_dense_lead, cfg->n_layers);
+    cfg->shexp_ffn = shared * cfg->expert_ffn;
+    if (gguf_find_key_of(f, a, "rope.dimension_sections"))
+        return tps_fail(err, TPS_EUNSUP,
+                        "model: %s: rope.dimension_sections (M-RoPE, a vision model's text "
+                        "stack) is not supported for %s",
+                        a, a);
+    return 0;
+}
+
+/* Experts in groups (llama.cpp reads it for every architecture): only the
+ * best n_groups_used groups are chosen from. */
+static int read_expert_groups(llama_config *cfg, const gguf_file *f, tps_err *err) {
     const char *a = cfg->arch;
     const uint32_t zero = 0;
     int rc;
-    if ((rc = get_u32(f, a, "expert_count", &cfg->n_expert, cfg->arch_info->moe ? NULL : &zero,
-                      err)))
+    if ((rc = get_u32(f, a, "expert_group_count", &cfg->n_groups, &zero, err)) ||
+        (rc = get_u32(f, a, "expert_group_used_count", &cfg->n_groups_used, &zero, err)))
+        return rc;
+    if (cfg->n_groups <= 1) return 0;
+    const uint32_t per = cfg->n_expert / cfg->n_groups;
+    if (cfg->n_expert % cfg->n_groups || per < 2 || cfg->n_groups_used == 0 ||
+        cfg->n_groups_used > cfg->n_groups ||
+        (uint64_t)cfg->n_groups_used * per < cfg->n_expert_used)
+        return tps_fail(err, TPS_EINVAL,
+                        "model: %s: expert_group_count %u and expert_group_used_count %u do not "
+                        "fit %u experts, %u a token",
+                        a, cfg->n_groups, cfg->n_groups_used, cfg->n_expert, cfg->n_expert_used);
+    return 0;
+}
+
+/* The shared expert's width where the architecture has one gated expert
+ * (Qwen3.5 MoE): expert_shared_feed_forward_length, else
+ * feed_forward_length as llama.cpp's qwen35moe defaults it. */
+static int read_gated_shared_expert(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    int rc = get_u32(f, cfg->arch, "expert_shared_feed_forward_length", &cfg->shexp_ffn,
+                     &cfg->ffn_dim, err);
+    if (rc) return rc;
+    if (cfg->shexp_ffn == 0)
+        return tps_fail(err, TPS_EINVAL, "model: %s: expert_shared_feed_forward_length is 0",
+                        cfg->arch);
+    return 0;
+}
+
+/* Expert counts and each expert's FFN width, where the architecture has
+ * experts (qwen3moe, gpt-oss, qwen35moe, glm4moe) or the file gives them
+ * (llama: Mixtral), and how a router's logits become the k weights. */
+static int read_experts(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    const char *a = cfg->arch;
+    const llama_arch *ai = cfg->arch_info;
+    const uint32_t zero = 0;
+    int rc;
+    if ((rc = get_u32(f, a, "expert_count", &cfg->n_expert, ai->moe ? NULL : &zero, err)))
         return rc;
     if (!cfg->n_expert) return 0;
-    if (cfg->arch_info->id != LLAMA_ARCH_LLAMA && !cfg->arch_info->moe)
+    if (ai->id != LLAMA_ARCH_LLAMA && !ai->moe)
         return tps_fail(err, TPS_EUNSUP,
-                        "model: %s: expert_count %u: tps runs experts for llama, qwen3moe and "
-                        "gpt-oss only",
-                        a, cfg->n_expert);
+                        "model: %s: expert_count %u: tps runs experts for llama and the mixture "
+                        "of experts architectures only (%s)",
+                        a, cfg->n_expert, llama_arch_names());
     if ((rc = get_u32(f, a, "expert_used_count", &cfg->n_expert_used, NULL, err))) return rc;
     if (cfg->n_expert > LLAMA_MAX_EXPERTS || cfg->n_expert_used == 0 ||
         cfg->n_expert_used > cfg->n_expert || cfg->n_expert_used > LLAMA_MAX_EXPERTS_USED)
@@ -255,21 +477,22 @@ static int read_experts(llama_config *cfg, const gguf_file *f, tps_err *err) {
                         "count, count <= %d, used <= %d",
                         a, cfg->n_expert, cfg->n_expert_used, LLAMA_MAX_EXPERTS,
                         LLAMA_MAX_EXPERTS_USED);
-    /* llama.cpp: llama's experts are feed_forward_length wide; qwen3moe's
-     * default to feed_forward_length / used; gpt-oss must say */
-    const uint32_t dflt = cfg->arch_info->id == LLAMA_ARCH_QWEN3MOE
-                              ? cfg->ffn_dim / cfg->n_expert_used
-                              : cfg->ffn_dim;
-    if (cfg->arch_info->id == LLAMA_ARCH_LLAMA) {
+    cfg->gating = ai->gating;
+    cfg->norm_w = ai->moe_norm_w;
+    /* llama.cpp: llama's experts are feed_forward_length wide; gpt-oss must
+     * say; the others default to feed_forward_length / used */
+    const uint32_t dflt = ai->id == LLAMA_ARCH_GPT_OSS ? 0 : cfg->ffn_dim / cfg->n_expert_used;
+    if (ai->id == LLAMA_ARCH_LLAMA) {
         cfg->expert_ffn = cfg->ffn_dim;
-        return 0;
-    }
-    if ((rc = get_u32(f, a, "expert_feed_forward_length", &cfg->expert_ffn,
-                      cfg->arch_info->oai ? NULL : &dflt, err)))
+    } else if ((rc = get_u32(f, a, "expert_feed_forward_length", &cfg->expert_ffn,
+                             ai->oai ? NULL : &dflt, err))) {
         return rc;
+    }
     if (cfg->expert_ffn == 0)
         return tps_fail(err, TPS_EINVAL, "model: %s: expert_feed_forward_length is 0", a);
-    return 0;
+    if ((rc = read_expert_groups(cfg, f, err))) return rc;
+    if (ai->moe_file_rules) return read_moe_file_rules(cfg, f, err);
+    return ai->shexp ? read_gated_shared_expert(cfg, f, err) : 0;
 }
 
 /* The interleaved M-RoPE sections (Qwen3.5): 4 counts of pairs, or none. */
@@ -333,6 +556,51 @@ static int read_hybrid(llama_config *cfg, const gguf_file *f, tps_err *err) {
     return read_rope_sections(cfg, f, err);
 }
 
+/* Multi-head latent attention's shape (DeepSeek-V2/V3 as llama.cpp's
+ * converter writes it): key_length is the latent plus the RoPE part,
+ * value_length the latent, one KV head; the decompressed head sizes. A
+ * file of the older form (one attn_kv_b, no *_mla keys) is refused. */
+static int read_mla(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    const char *a = cfg->arch;
+    const uint32_t zero = 0;
+    uint32_t v_len = 0;
+    int rc;
+    if ((rc = get_u32(f, a, "attention.q_lora_rank", &cfg->q_lora_rank, &zero, err)) ||
+        (rc = get_u32(f, a, "attention.kv_lora_rank", &cfg->kv_lora_rank, NULL, err)) ||
+        (rc = get_u32(f, a, "attention.value_length", &v_len, &zero, err)) ||
+        (rc = get_u32(f, a, "attention.key_length_mla", &cfg->mla_k, &zero, err)) ||
+        (rc = get_u32(f, a, "attention.value_length_mla", &cfg->mla_v, &zero, err)))
+        return rc;
+    if (!cfg->mla_k || !cfg->mla_v)
+        return tps_fail(err, TPS_EUNSUP,
+                        "model: %s: attention.key_length_mla / value_length_mla are missing: a "
+                        "file of the older form (one attn_kv_b); convert it again with a "
+                        "llama.cpp of 2025 or later",
+                        a);
+    if (cfg->n_kv_heads != 1 || cfg->kv_lora_rank == 0 || cfg->kv_lora_rank > 4096 ||
+        cfg->head_dim != cfg->kv_lora_rank + cfg->rope_dim || v_len != cfg->kv_lora_rank ||
+        cfg->mla_k <= cfg->rope_dim || cfg->mla_k > 1024 || cfg->mla_v > 1024 ||
+        cfg->q_lora_rank > 16384)
+        return tps_fail(err, TPS_EINVAL,
+                        "model: %s: latent attention's shape is inconsistent: head_count_kv %u "
+                        "(need 1), key_length %u (need kv_lora_rank %u + rope %u), value_length "
+                        "%u (need kv_lora_rank), key_length_mla %u (need more than rope, at most "
+                        "1024), value_length_mla %u, q_lora_rank %u",
+                        a, cfg->n_kv_heads, cfg->head_dim, cfg->kv_lora_rank, cfg->rope_dim, v_len,
+                        cfg->mla_k, cfg->mla_v, cfg->q_lora_rank);
+    return 0;
+}
+
+/* llama.cpp's deepseek2 default when a file does not name its gating:
+ * softmax (DeepSeek-V2, V2.5), but sigmoid for GLM-4.7-Flash's shape (47
+ * or 48 blocks, a vocabulary of 154880). */
+static void mla_default_gating(llama_config *cfg, const gguf_file *f) {
+    const gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
+    if (gguf_find_key_of(f, cfg->arch, "expert_gating_func") || !emb) return;
+    if ((cfg->n_layers == 47 || cfg->n_layers == 48) && emb->ne[1] == 154880)
+        cfg->gating = LLAMA_GATING_SIGMOID;
+}
+
 int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     memset(cfg, 0, sizeof *cfg);
     int rc;
@@ -341,7 +609,13 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     if ((rc = read_rope_and_norm(cfg, f, err))) return rc;
     if ((rc = read_attention_variant(cfg, f, err))) return rc;
     if ((rc = read_head_dims(cfg, f, err))) return rc;
+    cfg->head_dim_swa = cfg->head_dim;
+    cfg->n_kv_heads_swa = cfg->n_kv_heads;
+    cfg->rope_dim_swa = cfg->rope_dim;
+    if (cfg->arch_info->gemma4 && (rc = read_gemma4(cfg, f, err))) return rc;
+    if (cfg->arch_info->mla && (rc = read_mla(cfg, f, err))) return rc;
     if ((rc = read_experts(cfg, f, err))) return rc;
+    if (cfg->arch_info->mla) mla_default_gating(cfg, f);
     if ((rc = read_hybrid(cfg, f, err))) return rc;
     if (cfg->rope_ext_factor != 0) set_yarn_dims(cfg);
     return read_vocab_size(cfg, f, err);

@@ -175,25 +175,43 @@ static int bind_qkv(binder *b, llama_layer *L, const llama_config *cfg, uint32_t
 /* Gate, up and down of layer l; phi3's ffn_up holds gate rows then up rows
  * (ggml_swiglu of the fused product). */
 static int bind_ffn(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
+    const uint32_t ff = llama_config_ffn_dim(cfg, l);
     int rc;
     if (cfg->arch_info->id == LLAMA_ARCH_PHI3) {
         llama_mat gu;
-        if ((rc = mat(b, &gu, blk(b, l, "ffn_up.weight"), 2 * cfg->ffn_dim, cfg->dim))) return rc;
-        L->w_gate = mat_rows(&gu, 0, cfg->ffn_dim);
-        L->w_up = mat_rows(&gu, cfg->ffn_dim, cfg->ffn_dim);
+        if ((rc = mat(b, &gu, blk(b, l, "ffn_up.weight"), 2 * ff, cfg->dim))) return rc;
+        L->w_gate = mat_rows(&gu, 0, ff);
+        L->w_up = mat_rows(&gu, ff, ff);
     } else {
-        if ((rc = mat(b, &L->w_gate, blk(b, l, "ffn_gate.weight"), cfg->ffn_dim, cfg->dim)))
-            return rc;
-        if ((rc = mat(b, &L->w_up, blk(b, l, "ffn_up.weight"), cfg->ffn_dim, cfg->dim))) return rc;
+        if ((rc = mat(b, &L->w_gate, blk(b, l, "ffn_gate.weight"), ff, cfg->dim))) return rc;
+        if ((rc = mat(b, &L->w_up, blk(b, l, "ffn_up.weight"), ff, cfg->dim))) return rc;
     }
-    return mat(b, &L->w_down, blk(b, l, "ffn_down.weight"), cfg->dim, cfg->ffn_dim);
+    return mat(b, &L->w_down, blk(b, l, "ffn_down.weight"), cfg->dim, ff);
 }
 
-/* The router and the experts of layer l (their biases for gpt-oss). */
+/* The shared expert of layer l and its gate where it has one (llama.cpp's
+ * *_shexp). */
+static int bind_shared_expert(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
+    const uint32_t ff = cfg->shexp_ffn, dim = cfg->dim;
+    int rc;
+    if (cfg->arch_info->shexp &&
+        (rc = vec(b, &L->gate_inp_shexp, blk(b, l, "ffn_gate_inp_shexp.weight"), dim, 0)))
+        return rc;
+    if ((rc = mat(b, &L->gate_shexp, blk(b, l, "ffn_gate_shexp.weight"), ff, dim)) ||
+        (rc = mat(b, &L->up_shexp, blk(b, l, "ffn_up_shexp.weight"), ff, dim)))
+        return rc;
+    return mat(b, &L->down_shexp, blk(b, l, "ffn_down_shexp.weight"), dim, ff);
+}
+
+/* The router and the experts of layer l (their biases for gpt-oss), and
+ * the shared expert where the architecture has one. */
 static int bind_moe(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
     const uint32_t E = cfg->n_expert, ff = cfg->expert_ffn, dim = cfg->dim;
     int rc;
     if ((rc = mat(b, &L->gate_inp, blk(b, l, "ffn_gate_inp.weight"), E, dim))) return rc;
+    if (cfg->arch_info->moe_file_rules &&
+        (rc = vec(b, &L->exp_probs_b, blk(b, l, "exp_probs_b.bias"), E, 1)))
+        return rc;
     if ((rc = experts(b, &L->gate_exps, blk(b, l, "ffn_gate_exps.weight"), ff, dim, E))) return rc;
     if ((rc = experts(b, &L->up_exps, blk(b, l, "ffn_up_exps.weight"), ff, dim, E))) return rc;
     if ((rc = experts(b, &L->down_exps, blk(b, l, "ffn_down_exps.weight"), dim, ff, E))) return rc;
@@ -206,7 +224,7 @@ static int bind_moe(binder *b, llama_layer *L, const llama_config *cfg, uint32_t
     const llama_mat *ms[3] = {&L->gate_exps, &L->up_exps, &L->down_exps};
     for (int k = 0; k < 3; k++)
         L->expert_bytes += (uint64_t)ms[k]->rows * kernel_row_bytes(ms[k]->type, ms[k]->cols);
-    return 0;
+    return cfg->shexp_ffn ? bind_shared_expert(b, L, cfg, l) : 0;
 }
 
 /* gpt-oss: attention sinks and the output projection's bias. */
@@ -233,6 +251,30 @@ static int bind_linear_attention(binder *b, llama_layer *L, const llama_config *
     return mat(b, &L->ssm_out, blk(b, l, "ssm_out.weight"), dim, inner);
 }
 
+/* Multi-head latent attention's tensors of layer l (llama.cpp's
+ * deepseek2: attn_k_b and attn_v_b as n_heads matrices each, bound like
+ * expert tensors) and the output projection. */
+static int bind_mla(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
+    const uint32_t H = cfg->n_heads, dim = cfg->dim, kvr = cfg->kv_lora_rank;
+    const uint32_t q_rows = H * cfg->mla_k, nope = cfg->mla_k - cfg->rope_dim;
+    int rc;
+    if (cfg->q_lora_rank) {
+        const uint32_t qr = cfg->q_lora_rank;
+        if ((rc = mat(b, &L->wq_a, blk(b, l, "attn_q_a.weight"), qr, dim)) ||
+            (rc = vec(b, &L->q_a_norm, blk(b, l, "attn_q_a_norm.weight"), qr, 0)) ||
+            (rc = mat(b, &L->wq_b, blk(b, l, "attn_q_b.weight"), q_rows, qr)))
+            return rc;
+    } else if ((rc = mat(b, &L->wq, blk(b, l, "attn_q.weight"), q_rows, dim))) {
+        return rc;
+    }
+    if ((rc = mat(b, &L->wkv_a, blk(b, l, "attn_kv_a_mqa.weight"), kvr + cfg->rope_dim, dim)) ||
+        (rc = vec(b, &L->kv_a_norm, blk(b, l, "attn_kv_a_norm.weight"), kvr, 0)) ||
+        (rc = experts(b, &L->wk_b, blk(b, l, "attn_k_b.weight"), kvr, nope, H)) ||
+        (rc = experts(b, &L->wv_b, blk(b, l, "attn_v_b.weight"), cfg->mla_v, kvr, H)))
+        return rc;
+    return mat(b, &L->wo, blk(b, l, "attn_output.weight"), dim, H * cfg->mla_v);
+}
+
 /* The MTP blocks after the stack (blk.n_layers ...): their tensors are
  * marked read and their bytes counted; nothing runs them yet. */
 static uint64_t bind_mtp(binder *b, const llama_config *cfg) {
@@ -250,24 +292,85 @@ static uint64_t bind_mtp(binder *b, const llama_config *cfg) {
     return bytes;
 }
 
+/* m bound when the file has the tensor, else left unbound. */
+static int opt_mat(binder *b, llama_mat *m, const char *name, uint32_t rows, uint32_t cols) {
+    return gguf_find_tensor(b->f, name) ? mat(b, m, name, rows, cols) : 0;
+}
+
+/* Gemma 4's attention of layer l (llama.cpp's gemma4.cpp): the layer's own
+ * head size and KV heads; V optional; a layer reading another's K/V may
+ * still carry K/V tensors, marked read and never run. */
+static int bind_gemma4_attention(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
+    const uint32_t hd = llama_config_head_dim(cfg, l), dim = cfg->dim;
+    const uint32_t q_dim = cfg->n_heads * hd, kv_dim = llama_config_kv_heads(cfg, l) * hd;
+    const int own = llama_config_stores_kv(cfg, l);
+    llama_mat unused;
+    const float *unused_v;
+    int rc;
+    if ((rc = mat(b, &L->wq, blk(b, l, "attn_q.weight"), q_dim, dim)) ||
+        (rc = vec(b, &L->q_norm, blk(b, l, "attn_q_norm.weight"), hd, 0)))
+        return rc;
+    if (own && ((rc = mat(b, &L->wk, blk(b, l, "attn_k.weight"), kv_dim, dim)) ||
+                (rc = opt_mat(b, &L->wv, blk(b, l, "attn_v.weight"), kv_dim, dim)) ||
+                (rc = vec(b, &L->k_norm, blk(b, l, "attn_k_norm.weight"), hd, 0))))
+        return rc;
+    if (!own && ((rc = opt_mat(b, &unused, blk(b, l, "attn_k.weight"), kv_dim, dim)) ||
+                 (rc = opt_mat(b, &unused, blk(b, l, "attn_v.weight"), kv_dim, dim)) ||
+                 (rc = vec(b, &unused_v, blk(b, l, "attn_k_norm.weight"), hd, 1))))
+        return rc;
+    if ((rc = mat(b, &L->wo, blk(b, l, "attn_output.weight"), dim, q_dim)) ||
+        (rc = vec(b, &L->attn_post_norm, blk(b, l, "post_attention_norm.weight"), dim, 0)) ||
+        (rc = vec(b, &L->ffn_post_norm, blk(b, l, "post_ffw_norm.weight"), dim, 0)) ||
+        (rc = vec(b, &L->out_scale, blk(b, l, "layer_output_scale.weight"), 1, 1)))
+        return rc;
+    if (!cfg->n_embd_pl) return 0;
+    if ((rc = mat(b, &L->ple_gate, blk(b, l, "inp_gate.weight"), cfg->n_embd_pl, dim)) ||
+        (rc = mat(b, &L->ple_proj, blk(b, l, "proj.weight"), dim, cfg->n_embd_pl)))
+        return rc;
+    return vec(b, &L->ple_post_norm, blk(b, l, "post_norm.weight"), dim, 0);
+}
+
+/* Gemma 4's per-layer input embeddings (the E2B/E4B files). */
+static int bind_gemma4_globals(binder *b, llama_weights *w, const llama_config *cfg) {
+    if (!cfg->n_embd_pl) return 0;
+    const uint32_t n = cfg->n_layers * cfg->n_embd_pl;
+    int rc;
+    if ((rc = mat(b, &w->ple_embd, "per_layer_token_embd.weight", cfg->n_vocab, n)) ||
+        (rc = mat(b, &w->ple_model_proj, "per_layer_model_proj.weight", n, cfg->dim)))
+        return rc;
+    return vec(b, &w->ple_proj_norm, "per_layer_proj_norm.weight", cfg->n_embd_pl, 0);
+}
+
 static int bind_layer(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
     uint32_t q_dim = cfg->n_heads * cfg->head_dim;
     int rc;
     if ((rc = vec(b, &L->attn_norm, blk(b, l, "attn_norm.weight"), cfg->dim, 0))) return rc;
-    /* gpt-oss and Qwen3.5 name their FFN's pre-norm post_attention_norm */
-    const int post = cfg->arch_info->oai || cfg->arch_info->hybrid;
+    /* gpt-oss, Qwen3.5 and GLM-4.5 name their FFN's pre-norm post_attention_norm */
+    const int post =
+        cfg->arch_info->oai || cfg->arch_info->hybrid || cfg->arch_info->id == LLAMA_ARCH_GLM4MOE;
     if ((rc = vec(b, &L->ffn_norm,
                   blk(b, l, post ? "post_attention_norm.weight" : "ffn_norm.weight"), cfg->dim, 0)))
         return rc;
     if (llama_config_is_recurrent(cfg, l)) {
         if ((rc = bind_linear_attention(b, L, cfg, l))) return rc;
-        return cfg->n_expert ? bind_moe(b, L, cfg, l) : bind_ffn(b, L, cfg, l);
+        return llama_config_is_moe(cfg, l) ? bind_moe(b, L, cfg, l) : bind_ffn(b, L, cfg, l);
+    }
+    if (cfg->kv_lora_rank) {
+        if ((rc = bind_mla(b, L, cfg, l))) return rc;
+        return llama_config_is_moe(cfg, l) ? bind_moe(b, L, cfg, l) : bind_ffn(b, L, cfg, l);
+    }
+    if (cfg->arch_info->gemma4) {
+        if ((rc = bind_gemma4_attention(b, L, cfg, l))) return rc;
+        return llama_config_is_moe(cfg, l) ? bind_moe(b, L, cfg, l) : bind_ffn(b, L, cfg, l);
     }
     if (cfg->arch_info->oai && (rc = bind_oai_attention(b, L, cfg, l))) return rc;
     if ((rc = bind_qkv(b, L, cfg, l))) return rc;
-    if (cfg->arch_info->qk_norm) {
-        if ((rc = vec(b, &L->q_norm, blk(b, l, "attn_q_norm.weight"), cfg->head_dim, 0))) return rc;
-        if ((rc = vec(b, &L->k_norm, blk(b, l, "attn_k_norm.weight"), cfg->head_dim, 0))) return rc;
+    if (cfg->arch_info->qk_norm || cfg->arch_info->qk_norm_opt) {
+        const int opt = !cfg->arch_info->qk_norm;
+        if ((rc = vec(b, &L->q_norm, blk(b, l, "attn_q_norm.weight"), cfg->head_dim, opt)))
+            return rc;
+        if ((rc = vec(b, &L->k_norm, blk(b, l, "attn_k_norm.weight"), cfg->head_dim, opt)))
+            return rc;
     }
     if (cfg->arch_info->gemma) {
         if ((rc = vec(b, &L->attn_post_norm, blk(b, l, "post_attention_norm.weight"), cfg->dim, 0)))
@@ -276,19 +379,22 @@ static int bind_layer(binder *b, llama_layer *L, const llama_config *cfg, uint32
             return rc;
     }
     if ((rc = mat(b, &L->wo, blk(b, l, "attn_output.weight"), cfg->dim, q_dim))) return rc;
-    return cfg->n_expert ? bind_moe(b, L, cfg, l) : bind_ffn(b, L, cfg, l);
+    return llama_config_is_moe(cfg, l) ? bind_moe(b, L, cfg, l) : bind_ffn(b, L, cfg, l);
 }
 
 /* Bytes of the layer's matrices a token reads whatever its experts: all
- * of a dense layer's; a MoE layer's attention and router. */
+ * of a dense layer's; a MoE layer's attention, router and shared expert. */
 static uint64_t layer_bytes(const llama_layer *L) {
-    const llama_mat *ms[] = {&L->wq,       &L->wk,        &L->wv,       &L->wo,      &L->w_gate,
-                             &L->w_up,     &L->w_down,    &L->gate_inp, &L->ssm_qkv, &L->ssm_gate,
-                             &L->ssm_beta, &L->ssm_alpha, &L->ssm_out};
+    const llama_mat *ms[] = {
+        &L->wq,      &L->wk,         &L->wv,       &L->wo,         &L->w_gate,   &L->w_up,
+        &L->w_down,  &L->gate_inp,   &L->ssm_qkv,  &L->ssm_gate,   &L->ssm_beta, &L->ssm_alpha,
+        &L->ssm_out, &L->gate_shexp, &L->up_shexp, &L->down_shexp, &L->wq_a,     &L->wq_b,
+        &L->wkv_a,   &L->wk_b,       &L->wv_b,     &L->ple_gate,   &L->ple_proj};
     uint64_t bytes = 0;
     for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
-        if (ms[k]->data)
-            bytes += (uint64_t)ms[k]->rows * kernel_row_bytes(ms[k]->type, ms[k]->cols);
+        if (ms[k]->data) /* MLA's per-head tensors: every head's matrix */
+            bytes += (uint64_t)ms[k]->rows * kernel_row_bytes(ms[k]->type, ms[k]->cols) *
+                     (ms[k]->n_experts ? ms[k]->n_experts : 1);
     return bytes;
 }
 
@@ -326,7 +432,12 @@ static int check_all_used(const binder *b) {
 static int bind_all(binder *b, llama_weights *w, const llama_config *cfg) {
     int rc;
     if ((rc = bind_globals(b, w, cfg))) return rc;
+    if (cfg->arch_info->gemma4 && (rc = bind_gemma4_globals(b, w, cfg))) return rc;
     uint64_t bytes = kernel_row_bytes(w->token_embd.type, cfg->dim), experts = 0, all = 0;
+    if (w->ple_embd.data) /* one row of the per-layer inputs, and their projection */
+        bytes += kernel_row_bytes(w->ple_embd.type, w->ple_embd.cols) +
+                 (uint64_t)w->ple_model_proj.rows *
+                     kernel_row_bytes(w->ple_model_proj.type, w->ple_model_proj.cols);
     for (uint32_t l = 0; l < cfg->n_layers; l++) {
         if ((rc = bind_layer(b, &w->layers[l], cfg, l))) return rc;
         bytes += layer_bytes(&w->layers[l]);
@@ -340,6 +451,9 @@ static int bind_all(binder *b, llama_weights *w, const llama_config *cfg) {
     w->bytes_total =
         all + w->mtp_bytes +
         (w->tied ? 0 : (uint64_t)cfg->n_vocab * kernel_row_bytes(w->token_embd.type, cfg->dim));
+    if (w->ple_embd.data) /* the whole per-layer table, not the one row a token reads */
+        w->bytes_total +=
+            (uint64_t)(cfg->n_vocab - 1) * kernel_row_bytes(w->ple_embd.type, w->ple_embd.cols);
     count_params(w, cfg, b->f);
     return check_all_used(b);
 }
@@ -353,10 +467,13 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
      * factors, sinks, the router's and the experts' biases */
     const size_t per_layer =
         5 * (size_t)cfg->dim + q_dim + 2 * (size_t)kv_dim + 2 * cfg->head_dim + cfg->n_heads +
+        cfg->n_expert +
         (cfg->arch_info->oai ? (size_t)cfg->n_expert * (1 + 2 * (size_t)cfg->expert_ffn + cfg->dim)
                              : 0) +
         (cfg->arch_info->hybrid ? (size_t)llama_config_conv_channels(cfg) * cfg->ssm_conv +
                                       3 * (size_t)cfg->ssm_v_heads + cfg->ssm_state
+                                : 0) +
+        (cfg->arch_info->gemma4 ? 2 * (size_t)cfg->head_dim_swa + cfg->n_embd_pl + cfg->dim + 1
                                 : 0);
     w->owned =
         malloc(sizeof(float) * (per_layer * cfg->n_layers + cfg->dim + 3 * (cfg->rope_dim / 2)));
@@ -373,16 +490,17 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
     return rc;
 }
 
-#define MATS_PER_LAYER 13
+#define MATS_PER_LAYER 21
 
 static size_t all_mats(llama_weights *w, const llama_config *cfg, llama_mat **ms, size_t cap) {
     size_t n = 0;
     for (uint32_t l = 0; l < cfg->n_layers; l++) {
         llama_layer *L = &w->layers[l];
-        llama_mat *lm[MATS_PER_LAYER] = {&L->wq,      &L->wk,        &L->wv,      &L->wo,
-                                         &L->w_gate,  &L->w_up,      &L->w_down,  &L->gate_exps,
-                                         &L->up_exps, &L->down_exps, &L->ssm_qkv, &L->ssm_gate,
-                                         &L->ssm_out};
+        llama_mat *lm[MATS_PER_LAYER] = {
+            &L->wq,      &L->wk,         &L->wv,       &L->wo,         &L->w_gate,  &L->w_up,
+            &L->w_down,  &L->gate_exps,  &L->up_exps,  &L->down_exps,  &L->ssm_qkv, &L->ssm_gate,
+            &L->ssm_out, &L->gate_shexp, &L->up_shexp, &L->down_shexp, &L->wq_a,    &L->wq_b,
+            &L->wkv_a,   &L->wk_b,       &L->wv_b};
         for (size_t k = 0; k < MATS_PER_LAYER && n < cap; k++)
             if (lm[k]->data) ms[n++] = lm[k];
     }

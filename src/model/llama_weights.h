@@ -45,14 +45,35 @@ typedef struct llama_layer {
     /* mixture of experts (cfg->n_expert > 0), in place of w_gate/up/down */
     llama_mat gate_inp;           /* (n_expert, dim): router logits */
     const float *gate_inp_b;      /* (n_expert,) or NULL (gpt-oss) */
+    const float *exp_probs_b;     /* (n_expert,) or NULL: added to the probabilities to choose
+                                     the experts only (GLM-4.5, DeepSeek-V3) */
     llama_mat gate_exps, up_exps; /* n_expert x (expert_ffn, dim) */
     llama_mat down_exps;          /* n_expert x (dim, expert_ffn) */
     const float *gate_exps_b;     /* (n_expert, expert_ffn) or NULL (gpt-oss) */
     const float *up_exps_b;       /* (n_expert, expert_ffn) or NULL */
     const float *down_exps_b;     /* (n_expert, dim) or NULL */
     uint64_t expert_bytes;        /* one expert's gate + up + down bytes */
-    const float *bo;              /* (dim,) attn_output.bias or NULL (gpt-oss) */
-    const float *sinks;           /* (n_heads,) attention sink logits or NULL (gpt-oss) */
+    /* the shared expert every row runs (cfg->shexp_ffn > 0, Qwen3.5 MoE) */
+    llama_mat gate_shexp, up_shexp; /* (shexp_ffn, dim) */
+    llama_mat down_shexp;           /* (dim, shexp_ffn) */
+    const float *gate_inp_shexp;    /* (dim,): its weight is sigmoid(gate_inp_shexp . x); NULL:
+                                       weight 1 (GLM-4.5, DeepSeek) */
+    const float *bo;                /* (dim,) attn_output.bias or NULL (gpt-oss) */
+    const float *sinks;             /* (n_heads,) attention sink logits or NULL (gpt-oss) */
+    /* multi-head latent attention (llama_config.kv_lora_rank > 0: DeepSeek), in place of
+     * wq/wk/wv; wo is (dim, n_heads * mla_v) */
+    llama_mat wq_a;         /* (q_lora_rank, dim): Q's bottleneck; unbound when q_lora_rank
+                               is 0 and wq (n_heads * mla_k, dim) is Q */
+    const float *q_a_norm;  /* (q_lora_rank,) */
+    llama_mat wq_b;         /* (n_heads * mla_k, q_lora_rank): per head the part without
+                               RoPE, then rope_dim */
+    llama_mat wkv_a;        /* (kv_lora_rank + rope_dim, dim): the latent, then the key's
+                               RoPE part (one for all heads) */
+    const float *kv_a_norm; /* (kv_lora_rank,) */
+    llama_mat wk_b;         /* n_heads x (kv_lora_rank, mla_k - rope_dim): takes a head's Q
+                               without RoPE into the latent (the absorbed K) */
+    llama_mat wv_b;         /* n_heads x (mla_v, kv_lora_rank): a head's V out of its
+                               attention over the latent */
     /* a linear-attention layer of a hybrid stack (llama_config_is_recurrent;
      * Qwen3.5's gated DeltaNet). Its full-attention layers' wq has 2 x
      * n_heads * head_dim rows instead: per head its Q, then its output gate. */
@@ -65,22 +86,33 @@ typedef struct llama_layer {
     const float *ssm_dt;     /* (value heads,): added to alpha before the softplus */
     const float *ssm_a;      /* (value heads,): -exp(A_log), the decay rate */
     const float *ssm_norm;   /* (S,): the per-head RMSNorm before the gate */
+    /* Gemma 4 (llama_arch.gemma4): wq/wk/wv/wo and the Q/K norms have the layer's own head
+     * size (llama_config_head_dim); wv may be unbound (V is then K's projection); a layer
+     * that reads another's K/V (llama_config_kv_source) has no wk, wv, k_norm */
+    const float *out_scale;     /* (1,) layer_output_scale: the layer's output times it, or NULL */
+    llama_mat ple_gate;         /* (n_embd_pl, dim) inp_gate: the per-layer input's gate */
+    llama_mat ple_proj;         /* (dim, n_embd_pl) proj */
+    const float *ple_post_norm; /* (dim,) post_norm */
 } llama_layer;
 
 typedef struct llama_weights {
-    llama_mat token_embd;     /* (n_vocab, dim): row t is token t's embedding */
-    const float *out_norm;    /* (dim,) */
-    llama_mat output;         /* (n_vocab, dim); = token_embd when tied */
-    int tied;                 /* 1 when output.weight is absent */
-    const float *rope_freqs;  /* (rope_dim/2,) or NULL: divisors of the RoPE frequencies
-                                 (Llama 3.1 scaling, rope_freqs.weight) */
-    const float *rope_long;   /* (rope_dim/2,) or NULL: LongRoPE factors beyond the original
-                                 context (phi3, rope_factors_long.weight) */
-    const float *rope_short;  /* (rope_dim/2,) or NULL: within it (rope_factors_short.weight) */
-    llama_layer *layers;      /* n_layers */
-    float *owned;             /* converted norm vectors, one allocation */
-    void *packed;             /* repacked matrices, one allocation; NULL when not repacked */
-    size_t packed_bytes;      /* its size */
+    llama_mat token_embd;    /* (n_vocab, dim): row t is token t's embedding */
+    const float *out_norm;   /* (dim,) */
+    llama_mat output;        /* (n_vocab, dim); = token_embd when tied */
+    int tied;                /* 1 when output.weight is absent */
+    const float *rope_freqs; /* (rope_dim/2,) or NULL: divisors of the RoPE frequencies
+                                (Llama 3.1 scaling, rope_freqs.weight) */
+    const float *rope_long;  /* (rope_dim/2,) or NULL: LongRoPE factors beyond the original
+                                context (phi3, rope_factors_long.weight) */
+    const float *rope_short; /* (rope_dim/2,) or NULL: within it (rope_factors_short.weight) */
+    /* Gemma 4's per-layer input embeddings (llama_config.n_embd_pl > 0), else unbound */
+    llama_mat ple_embd;       /* (n_vocab, n_layers * n_embd_pl): token t's inputs, layer-major */
+    llama_mat ple_model_proj; /* (n_layers * n_embd_pl, dim): the same from the scaled embedding */
+    const float *ple_proj_norm; /* (n_embd_pl,) */
+    llama_layer *layers;        /* n_layers */
+    float *owned;               /* converted norm vectors, one allocation */
+    void *packed;               /* repacked matrices, one allocation; NULL when not repacked */
+    size_t packed_bytes;        /* its size */
     size_t released_bytes;    /* file pages of repacked matrices given back (gguf_release_pages) */
     uint64_t bytes_per_token; /* weight bytes one decode step of one row reads (every dense
                                  matrix, k experts a layer, one embd row) */

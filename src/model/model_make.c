@@ -41,50 +41,142 @@ const model_preset model_presets[] = {
     /* hybrid stacks (model_preset_hybrid has their linear layers) */
     {"0.8B", "Qwen3.5-0.8B (--arch qwen35)", 1024, 24, 8, 2, 3584, 248320, 262144, 10000000.0f},
     {"9B", "Qwen3.5-9B (--arch qwen35)", 4096, 32, 16, 4, 12288, 248320, 262144, 10000000.0f},
+    {"35B-A3B", "Qwen3.5-35B-A3B (--arch qwen35moe)", 2048, 40, 16, 2, 512, 248320, 262144,
+     10000000.0f},
+    {"106B-A12B", "GLM-4.5-Air (--arch glm4moe)", 4096, 46, 96, 8, 10944, 151552, 131072,
+     1000000.0f},
+    {"16B-A2.4B", "DeepSeek-V2-Lite (--arch deepseek2; its latent is one KV head)", 2048, 27, 16, 1,
+     10944, 102400, 163840, 10000.0f},
+    {"E4B", "Gemma-4-E4B (--arch gemma4)", 2560, 42, 8, 2, 10240, 262144, 131072, 1000000.0f},
+    {"31B", "Gemma-4-31B (--arch gemma4)", 5376, 60, 32, 16, 21504, 262144, 262144, 1000000.0f},
     {NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 const model_arch_spec model_arch_specs[] = {
-    {"llama", "llama", 0, 0, 0, 0, 1, "Llama 2 layout (untied output.weight)", 0, 0, 0, 0, 0, 0},
-    {"llama3", "llama", 0, 0, 1, 1, 1,
-     "llama with Llama 3.1 RoPE scaling (rope_freqs.weight, base 500000) and tied embeddings", 0, 0,
-     0, 0, 0, 0},
-    {"qwen2", "qwen2", 1, 0, 0, 0, 1, "Q/K/V biases, NeoX RoPE", 0, 0, 0, 0, 0, 0},
-    {"qwen3", "qwen3", 0, 1, 0, 1, 2,
-     "per-head Q/K RMSNorm, NeoX RoPE, head size 2 * dim / heads, tied embeddings", 0, 0, 0, 0, 0,
-     0},
-    {"gemma2", "gemma2", 0, 0, 0, 1, 1,
-     "GeGLU, post-norms, sliding window (8 for tiny, else 512) on alternate layers, attention "
-     "soft-cap 1 and "
-     "final soft-cap 2 (small, so they act), tied",
-     1, 2, 0, 0, 0, 0},
-    {"gemma3", "gemma3", 0, 1, 0, 1, 2,
-     "gemma2 without soft-caps, with Q/K norm; the window on 2 of 3 layers, RoPE base 1e4 local "
-     "and 1e6 x linear 1/8 global",
-     1, 3, 0, 0, 0, 0},
-    {"phi3", "phi3", 0, 0, 0, 0, 1,
-     "fused attn_qkv and gate|up tensors, NeoX RoPE, LongRoPE factors (original context 256, "
-     "attn_factor 1.2)",
-     0, 0, 0, 0, 0, 0},
-    {"mistral3", "mistral3", 0, 0, 0, 0, 2, "Llama layout, head size 2 * dim / heads", 0, 0, 0, 0,
-     0, 0},
-    {"mixtral", "llama", 0, 0, 0, 0, 1,
-     "llama with a mixture of experts (Mixtral layout, ffn_*_exps): 8 experts, 2 a token "
-     "with a dense preset",
-     0, 0, 8, 2, 0, 0},
-    {"qwen3moe", "qwen3moe", 0, 1, 0, 0, 2,
-     "qwen3's attention (untied) with 16 experts, 4 a token with a dense preset", 0, 0, 16, 4, 0,
-     0},
-    {"gpt-oss", "gpt-oss", 1, 0, 0, 0, 2,
-     "attention sinks, biases, window (8 for tiny, else 128) on alternate layers, YaRN (x32 of "
-     "4096); MXFP4 experts whatever --type, with biases: 8, 4 a token with a dense preset",
-     0, 2, 8, 4, 1, 0},
-    {"qwen35", "qwen35", 0, 1, 0, 1, 1,
-     "Qwen3.5: gated DeltaNet linear layers (conv, delta-rule state) beside full attention with "
-     "an output gate, Q/K norm and M-RoPE on a quarter of each head; one MTP block; presets tiny, "
-     "0.8B, 9B",
-     0, 0, 0, 0, 0, 1},
-    {NULL, NULL, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0},
+    {.name = "llama",
+     .gguf_arch = "llama",
+     .head_dim_mult = 1,
+     .about = "Llama 2 layout (untied output.weight)"},
+    {.name = "llama3",
+     .gguf_arch = "llama",
+     .llama3_rope = 1,
+     .tied = 1,
+     .head_dim_mult = 1,
+     .about =
+         "llama with Llama 3.1 RoPE scaling (rope_freqs.weight, base 500000) and tied embeddings"},
+    {.name = "qwen2",
+     .gguf_arch = "qwen2",
+     .qkv_bias = 1,
+     .head_dim_mult = 1,
+     .about = "Q/K/V biases, NeoX RoPE"},
+    {.name = "qwen3",
+     .gguf_arch = "qwen3",
+     .qk_norm = 1,
+     .tied = 1,
+     .head_dim_mult = 2,
+     .about = "per-head Q/K RMSNorm, NeoX RoPE, head size 2 * dim / heads, tied embeddings"},
+    {.name = "gemma2",
+     .gguf_arch = "gemma2",
+     .tied = 1,
+     .head_dim_mult = 1,
+     .gemma = 1,
+     .swa_period = 2,
+     .about = "GeGLU, post-norms, sliding window (8 for tiny, else 512) on alternate layers, "
+              "attention soft-cap 1 and final soft-cap 2 (small, so they act), tied"},
+    {.name = "gemma3",
+     .gguf_arch = "gemma3",
+     .qk_norm = 1,
+     .tied = 1,
+     .head_dim_mult = 2,
+     .gemma = 1,
+     .swa_period = 3,
+     .about = "gemma2 without soft-caps, with Q/K norm; the window on 2 of 3 layers, RoPE base 1e4 "
+              "local and 1e6 x linear 1/8 global"},
+    {.name = "phi3",
+     .gguf_arch = "phi3",
+     .head_dim_mult = 1,
+     .about = "fused attn_qkv and gate|up tensors, NeoX RoPE, LongRoPE factors (original context "
+              "256, attn_factor 1.2)"},
+    {.name = "mistral3",
+     .gguf_arch = "mistral3",
+     .head_dim_mult = 2,
+     .about = "Llama layout, head size 2 * dim / heads"},
+    {.name = "mixtral",
+     .gguf_arch = "llama",
+     .head_dim_mult = 1,
+     .n_expert = 8,
+     .n_expert_used = 2,
+     .about = "llama with a mixture of experts (Mixtral layout, ffn_*_exps): 8 experts, 2 a token "
+              "with a dense preset"},
+    {.name = "qwen3moe",
+     .gguf_arch = "qwen3moe",
+     .qk_norm = 1,
+     .head_dim_mult = 2,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .about = "qwen3's attention (untied) with 16 experts, 4 a token with a dense preset"},
+    {.name = "gpt-oss",
+     .gguf_arch = "gpt-oss",
+     .qkv_bias = 1,
+     .head_dim_mult = 2,
+     .swa_period = 2,
+     .n_expert = 8,
+     .n_expert_used = 4,
+     .oai = 1,
+     .about =
+         "attention sinks, biases, window (8 for tiny, else 128) on alternate layers, YaRN (x32 of "
+         "4096); MXFP4 experts whatever --type, with biases: 8, 4 a token with a dense preset"},
+    {.name = "qwen35",
+     .gguf_arch = "qwen35",
+     .qk_norm = 1,
+     .tied = 1,
+     .head_dim_mult = 1,
+     .hybrid = 1,
+     .about = "Qwen3.5: gated DeltaNet linear layers (conv, delta-rule state) beside full "
+              "attention with an output gate, Q/K norm and M-RoPE on a quarter of each head; one "
+              "MTP block; presets tiny, 0.8B, 9B"},
+    {.name = "qwen35moe",
+     .gguf_arch = "qwen35moe",
+     .qk_norm = 1,
+     .head_dim_mult = 1,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .hybrid = 1,
+     .shexp = 1,
+     .about = "qwen35's stack with experts on every layer (16, 4 a token with a dense preset) and "
+              "a shared expert with a sigmoid gate; untied; presets tiny, 35B-A3B"},
+    {.name = "glm4moe",
+     .gguf_arch = "glm4moe",
+     .qkv_bias = 1,
+     .head_dim_mult = 2,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .glm = 1,
+     .about =
+         "GLM-4.5: Q/K/V biases, RoPE on half of each head, layer 0 dense, then experts (16, 4 a "
+         "token with a dense preset): sigmoid router with a selection bias, weights renormalised "
+         "and scaled by 2.5, one shared expert; one MTP block; untied; presets tiny, 106B-A12B"},
+    {.name = "deepseek2",
+     .gguf_arch = "deepseek2",
+     .head_dim_mult = 1,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .mla = 1,
+     .about =
+         "DeepSeek-V2/V3: multi-head latent attention (the cache holds a latent row a position), "
+         "YaRN with DeepSeek's mscale, layer 0 dense, then experts plus 2 ungated shared experts; "
+         "tiny routes as V3 (sigmoid, selection bias, 4 groups of 4, 2 chosen, 4 of 16 a token), "
+         "16B-A2.4B is V2-Lite's shape (softmax, 6 of 64); untied (model_make_mla.c)"},
+    {.name = "gemma4",
+     .gguf_arch = "gemma4",
+     .tied = 1,
+     .head_dim_mult = 1,
+     .gemma4 = 1,
+     .about = "Gemma 4: sliding (window 8 for tiny) and global layers with their own head sizes, "
+              "KV heads and RoPE (partial on global layers), V = K on global layers, the last "
+              "layers reading earlier K/V, per-layer inputs, final soft-cap 2 for tiny; tied; "
+              "presets tiny, E4B, 31B (model_make_gemma4.c)"},
+    {0},
 };
 
 const model_arch_spec *model_arch_find(const char *name) {
@@ -353,9 +445,7 @@ static int set_metadata(gguf_writer *w, const make_plan *pl) {
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("vocab_size"), pl->n_vocab);
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("context_length"), p->ctx_len);
     rc = rc ? rc : gguf_writer_set_u32(w, KEY("embedding_length"), p->dim);
-    rc =
-        rc ? rc
-           : gguf_writer_set_u32(w, KEY("block_count"), p->n_layers + (pl->hy ? pl->hy->nextn : 0));
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("block_count"), p->n_layers + pl->nextn);
     /* llama's experts (Mixtral) are feed_forward_length wide */
     rc = rc ? rc
             : gguf_writer_set_u32(w, KEY("feed_forward_length"),
@@ -367,9 +457,9 @@ static int set_metadata(gguf_writer *w, const make_plan *pl) {
         rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.key_length"), pl->hd);
         rc = rc ? rc : gguf_writer_set_u32(w, KEY("attention.value_length"), pl->hd);
     }
-    /* Qwen3.5 turns a quarter of each head (partial_rotary_factor 0.25) */
-    rc =
-        rc ? rc : gguf_writer_set_u32(w, KEY("rope.dimension_count"), pl->hy ? pl->hd / 4 : pl->hd);
+    /* Qwen3.5 turns a quarter of each head (partial_rotary_factor 0.25), GLM-4.5 half */
+    const uint32_t rope_dim = pl->hy ? pl->hd / 4 : as->glm ? pl->hd / 2 : pl->hd;
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("rope.dimension_count"), rope_dim);
     rc = rc ? rc : gguf_writer_set_f32(w, KEY("rope.freq_base"), pl->rope_base);
     rc = rc ? rc : gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
     if (as->gemma) {
@@ -395,7 +485,10 @@ static int set_metadata(gguf_writer *w, const make_plan *pl) {
     }
 #undef KEY
     rc = rc ? rc : make_hybrid_metadata(w, pl);
-    return rc ? rc : make_moe_metadata(w, pl);
+    rc = rc ? rc : make_glm_metadata(w, pl);
+    rc = rc ? rc : make_moe_metadata(w, pl);
+    rc = rc ? rc : make_gemma4_metadata(w, pl); /* replaces the Llama layout's keys */
+    return rc ? rc : make_mla_metadata(w, pl);  /* last: it replaces the Llama layout's keys */
 }
 
 /* Embedding, output norm and matrix, RoPE factors (llama3's computed into
@@ -460,15 +553,16 @@ static void plan_attention_tensors(make_plan *pl, uint32_t l) {
 /* The feed-forward tensors of layer l (and Gemma's post-norms), in the
  * file's order. */
 static void plan_ffn_tensors(make_plan *pl, uint32_t l) {
-    if (pl->n_expert) {
+    if (pl->n_expert && l >= pl->dense_lead) {
         make_plan_moe_ffn(pl, l);
         return;
     }
     const model_preset *p = pl->p;
     const uint32_t ffn = p->ffn_dim;
     const float std = pl->std;
-    /* Qwen3.5 names its FFN's pre-norm post_attention_norm */
-    make_add_layer_gen(pl, l, pl->hy ? "post_attention_norm.weight" : "ffn_norm.weight",
+    /* Qwen3.5 and GLM-4.5 name their FFN's pre-norm post_attention_norm */
+    make_add_layer_gen(pl, l,
+                       pl->hy || pl->as->glm ? "post_attention_norm.weight" : "ffn_norm.weight",
                        GGML_TYPE_F32, 1, p->dim, 0.0f);
     if (pl->as->gemma) {
         make_add_layer_gen(pl, l, "post_attention_norm.weight", GGML_TYPE_F32, 1, p->dim, 0.2f)
@@ -510,7 +604,10 @@ int model_make(const model_make_opts *o, tps_err *err) {
     make_plan pl = {0};
     plan_shape(&pl, o);
     if ((rc = make_plan_experts(&pl, err)) || (rc = make_plan_hybrid(&pl, err))) return rc;
-    const uint32_t n_blocks = p->n_layers + (pl.hy ? pl.hy->nextn : 0);
+    pl.nextn = pl.hy ? pl.hy->nextn : pl.as->glm ? 1 : 0;
+    pl.dense_lead = pl.as->glm ? 1 : 0;
+    if ((rc = make_plan_mla(&pl, err)) || (rc = make_plan_gemma4(&pl, err))) return rc;
+    const uint32_t n_blocks = p->n_layers + pl.nextn;
     gguf_writer *w = gguf_writer_create();
     float *rope_factors = malloc(sizeof(float) * p->dim);
     if (!w || !rope_factors) {
@@ -537,7 +634,16 @@ int model_make(const model_make_opts *o, tps_err *err) {
         goto done;
     }
     plan_global_tensors(&pl, rope_factors);
+    if (pl.g4) make_plan_gemma4_globals(&pl, rope_factors);
     for (uint32_t l = 0; l < n_blocks; l++) { /* the stack, then any MTP blocks */
+        if (pl.mla) {
+            make_plan_mla_layer(&pl, l);
+            continue;
+        }
+        if (pl.g4) {
+            make_plan_gemma4_layer(&pl, l);
+            continue;
+        }
         if (make_layer_is_linear(&pl, l))
             make_plan_linear_attention(&pl, l);
         else

@@ -82,6 +82,16 @@ typedef struct model_arch_spec {
     int oai; /* gpt-oss: sinks, biases, sliding window on alternate layers, YaRN, MXFP4 experts */
     int hybrid; /* Qwen3.5: gated DeltaNet linear layers beside gated full attention, MTP blocks
                    (model_hybrid_shape) */
+    int shexp;  /* a shared expert (as wide as one expert) beside the routed ones, with its
+                   sigmoid gate (Qwen3.5 MoE) */
+    int glm;    /* GLM-4.5: Q/K/V biases, RoPE on half of each head, a dense first layer,
+                   sigmoid routing with a selection bias (exp_probs_b), weights normalised and
+                   scaled by 2.5, one ungated shared expert, one MTP block */
+    int gemma4; /* Gemma 4: sliding and global layers of their own head shapes, shared KV
+                   layers, per-layer inputs (model_make_gemma4.c) */
+    int mla;    /* DeepSeek-V2/V3: multi-head latent attention, YaRN, a dense first layer, then
+                   experts routed as the preset's row says plus ungated shared experts
+                   (model_make_mla.c) */
 } model_arch_spec;
 
 /* NULL when unknown. model_arch_specs lists all, terminated by a NULL name. */

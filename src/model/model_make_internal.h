@@ -38,6 +38,10 @@ typedef struct make_plan {
     float std_embd, std, proj;      /* weight scales: embedding, layers, output projections */
     uint32_t n_expert, n_used, eff; /* experts, experts a token uses, an expert's FFN (0: dense) */
     const model_hybrid_shape *hy;   /* the hybrid shape (Qwen3.5), else NULL */
+    uint32_t nextn;                 /* MTP blocks after the stack */
+    uint32_t dense_lead;            /* leading layers with a dense FFN before the experts */
+    const struct make_mla_shape *mla;   /* the latent attention shape (DeepSeek), else NULL */
+    const struct make_gemma4_shape *g4; /* Gemma 4's shape, else NULL */
     tensor_gen *gens; /* (MAKE_GENS_FIXED + MAKE_GENS_PER_LAYER * (n_layers + MTP blocks),) */
     size_t n_gens;    /* filled so far */
 } make_plan;
@@ -68,6 +72,9 @@ void make_plan_moe_ffn(make_plan *pl, uint32_t l);
 /* gpt-oss's attention sinks and output bias of layer l. */
 void make_plan_oai_attention(make_plan *pl, uint32_t l);
 
+/* GLM-4.5's extra MoE keys (shared count, dense lead, gating, norm and scale). */
+int make_glm_metadata(gguf_writer *w, const make_plan *pl);
+
 /* model_make_hybrid.c: the hybrid shape of the preset (pl->hy, pl->hd);
  * 0 or TPS_EINVAL with a message. */
 int make_plan_hybrid(make_plan *pl, tps_err *err);
@@ -81,5 +88,28 @@ void make_plan_linear_attention(make_plan *pl, uint32_t l);
 /* The MTP blocks' extra tensors (their attention and FFN are planned by
  * the caller like any full-attention layer's). */
 void make_plan_mtp_extras(make_plan *pl, uint32_t l);
+
+/* model_make_mla.c: the latent attention and routing shape of the preset
+ * (pl->mla, pl->hd: the latent row, and the experts); 0 or TPS_EINVAL with
+ * a message. */
+int make_plan_mla(make_plan *pl, tps_err *err);
+/* The attention.*_lora_rank, *_mla, expert routing and YaRN keys (and the
+ * head sizes and one KV head, replacing the Llama layout's). */
+int make_mla_metadata(gguf_writer *w, const make_plan *pl);
+/* Layer l's latent attention tensors, and its FFN: dense before the
+ * leading dense count, else the experts and shared experts. */
+void make_plan_mla_layer(make_plan *pl, uint32_t l);
+
+/* model_make_gemma4.c: Gemma 4's shape of the preset (pl->g4, pl->hd: the
+ * global layers' head); 0 or TPS_EINVAL with a message. */
+#define LLAMA_GEMMA4_MAX_LAYERS 256
+int make_plan_gemma4(make_plan *pl, tps_err *err);
+/* The per-layer lists, head sizes, RoPE, sharing, per-layer input and
+ * soft-cap keys (replacing the Llama layout's). */
+int make_gemma4_metadata(gguf_writer *w, const make_plan *pl);
+/* rope_freqs (values in rope_factors) and the per-layer input embeddings. */
+void make_plan_gemma4_globals(make_plan *pl, float *rope_factors);
+/* Layer l's tensors. */
+void make_plan_gemma4_layer(make_plan *pl, uint32_t l);
 
 #endif

@@ -5,6 +5,8 @@
  * experts). Seeded like every tensor, so a file is the same for a seed.
  * Nothing here runs the model. */
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/quant.h" /* QK_MXFP4 */
@@ -14,7 +16,8 @@
 static const model_moe_shape model_moe_shapes[] = {
     {"mini-moe", "mixtral", 0, 16, 2, 256},      {"moe-2B", "qwen3moe", 128, 64, 8, 512},
     {"30B-A3B", "qwen3moe", 128, 128, 8, 768},   {"8x7B", "mixtral", 0, 8, 2, 14336},
-    {"gpt-oss-20b", "gpt-oss", 64, 32, 4, 2880},
+    {"gpt-oss-20b", "gpt-oss", 64, 32, 4, 2880}, {"35B-A3B", "qwen35moe", 256, 256, 8, 512},
+    {"106B-A12B", "glm4moe", 128, 128, 8, 1408},
 };
 
 const model_moe_shape *model_preset_moe(const model_preset *p) {
@@ -54,6 +57,9 @@ int make_moe_metadata(gguf_writer *w, const make_plan *pl) {
         rc = rc ? rc : gguf_writer_set_u32(w, KEY("expert_used_count"), pl->n_used);
         if (strcmp(a, "llama")) /* llama's experts are feed_forward_length wide */
             rc = rc ? rc : gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), pl->eff);
+        if (pl->as->shexp)
+            rc =
+                rc ? rc : gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), pl->eff);
     }
     if (pl->as->oai) {
         /* tiny: a window the tests' prompts cross; else gpt-oss's 128 */
@@ -77,10 +83,15 @@ void make_plan_moe_ffn(make_plan *pl, uint32_t l) {
     const float router = 1.0f / sqrtf((float)p->dim);
     /* gpt-oss: weights and biases large enough that the clamps at +-7 act */
     const float std = oai ? router : pl->std;
-    make_add_layer_gen(pl, l, oai ? "post_attention_norm.weight" : "ffn_norm.weight", GGML_TYPE_F32,
-                       1, p->dim, 0.0f);
+    /* gpt-oss, Qwen3.5 and GLM-4.5 name the FFN's pre-norm post_attention_norm */
+    make_add_layer_gen(
+        pl, l, oai || pl->hy || pl->as->glm ? "post_attention_norm.weight" : "ffn_norm.weight",
+        GGML_TYPE_F32, 1, p->dim, 0.0f);
     make_add_layer_gen(pl, l, "ffn_gate_inp.weight", GGML_TYPE_F32, E, p->dim, router);
     if (oai) make_add_layer_gen(pl, l, "ffn_gate_inp.bias", GGML_TYPE_F32, 1, E, 0.5f);
+    /* a selection bias of the sigmoids' own size: it changes which experts
+     * run, not their weights, so a bias used as a weight shows */
+    if (pl->as->glm) make_add_layer_gen(pl, l, "exp_probs_b.bias", GGML_TYPE_F32, 1, E, 0.3f);
     const uint32_t tg =
         oai ? GGML_TYPE_MXFP4 : make_matrix_type(pl, "ffn_gate_exps.weight", l, p->dim);
     const uint32_t td = oai ? GGML_TYPE_MXFP4 : make_matrix_type(pl, "ffn_down_exps.weight", l, ff);
@@ -92,6 +103,33 @@ void make_plan_moe_ffn(make_plan *pl, uint32_t l) {
         make_add_layer_gen(pl, l, "ffn_up_exps.bias", GGML_TYPE_F32, E, ff, 3.0f);
         make_add_layer_gen(pl, l, "ffn_down_exps.bias", GGML_TYPE_F32, E, p->dim, 0.1f);
     }
+    if (!pl->as->shexp && !pl->as->glm) return;
+    /* the shared expert's gate of std ~1 on a unit-RMS row: sigmoids spread
+     * over (0, 1), so a missed or inverted gate shows */
+    if (pl->as->shexp)
+        make_add_layer_gen(pl, l, "ffn_gate_inp_shexp.weight", GGML_TYPE_F32, 1, p->dim, router);
+    make_add_layer_gen(pl, l, "ffn_gate_shexp.weight",
+                       make_matrix_type(pl, "ffn_gate_shexp.weight", l, p->dim), ff, p->dim, std);
+    make_add_layer_gen(pl, l, "ffn_up_shexp.weight",
+                       make_matrix_type(pl, "ffn_up_shexp.weight", l, p->dim), ff, p->dim, std);
+    make_add_layer_gen(pl, l, "ffn_down_shexp.weight",
+                       make_matrix_type(pl, "ffn_down_shexp.weight", l, ff), p->dim, ff, pl->proj);
+}
+
+int make_glm_metadata(gguf_writer *w, const make_plan *pl) {
+    if (!pl->as->glm) return 0;
+    const char *a = pl->as->gguf_arch;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, a), key)
+    int rc = gguf_writer_set_u32(w, KEY("expert_shared_count"), 1);
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("leading_dense_block_count"), pl->dense_lead);
+    rc = rc ? rc : gguf_writer_set_bool(w, KEY("expert_weights_norm"), true);
+    /* GLM-4.5's routed_scaling_factor (the Air's is 1): a missed scale shows */
+    rc = rc ? rc : gguf_writer_set_f32(w, KEY("expert_weights_scale"), 2.5f);
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("expert_gating_func"), 2); /* sigmoid */
+    rc = rc ? rc : gguf_writer_set_u32(w, KEY("nextn_predict_layers"), pl->nextn);
+#undef KEY
+    return rc;
 }
 
 void make_plan_oai_attention(make_plan *pl, uint32_t l) {

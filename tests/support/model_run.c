@@ -58,9 +58,14 @@ kv_cache *test_kv_create(const kv_cache_params *p) {
 kv_cache *test_kv_for(const llama_model *m, uint32_t block_tokens, uint32_t kv_type,
                       uint32_t n_blocks) {
     const llama_config *c = &m->cfg;
-    uint8_t *recurrent = calloc(c->n_layers, 1);
+    uint8_t *recurrent = calloc(3 * (size_t)c->n_layers, 1), *local = recurrent + c->n_layers;
+    uint8_t *shared = local + c->n_layers;
     cr_assert_not_null(recurrent);
     const uint32_t n_rec = engine_recurrent_layers(c, recurrent);
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+        local[l] = (uint8_t)llama_config_is_swa(c, l);
+        shared[l] = (uint8_t)(!recurrent[l] && !llama_config_stores_kv(c, l));
+    }
     kv_cache_params p = {.n_layers = c->n_layers,
                          .kv_dim = c->n_kv_heads * c->head_dim,
                          .head_dim = c->head_dim,
@@ -69,7 +74,15 @@ kv_cache *test_kv_for(const llama_model *m, uint32_t block_tokens, uint32_t kv_t
                          .n_blocks = n_blocks,
                          .recurrent_layers = recurrent,
                          .n_state_slots = n_rec ? 16 : 0,
-                         .state_bytes = engine_state_bytes(c)};
+                         .state_bytes = engine_state_bytes(c),
+                         .k_only = c->kv_lora_rank != 0};
+    if (c->arch_info && c->arch_info->gemma4) { /* sliding layers of their own head shape */
+        p.local_layers = local;
+        p.window = c->n_swa;
+        p.local_kv_dim = c->n_kv_heads_swa * c->head_dim_swa;
+        p.local_head_dim = c->head_dim_swa;
+        p.shared_layers = shared;
+    }
     kv_cache *kv = test_kv_create(&p);
     free(recurrent);
     return kv;
