@@ -147,7 +147,13 @@ Test(cli_model, gemma4_info_counts_no_kv_for_the_shared_layers) {
     cr_expect_eq(json_integer_value(json_object_get(o, "kv_bytes_per_token")), per_token);
     cr_expect_eq(json_integer_value(json_object_get(o, "kv_shared_layers")), 2);
     cr_expect_str_eq(json_string_value(json_object_get(o, "architecture")), "gemma4");
+    cr_expect_eq(json_integer_value(json_object_get(o, "head_dim_swa")), 16);
     json_decref(o);
+    free(out);
+    snprintf(args, sizeof args, "model info %s", path);
+    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    cr_expect(strstr(out, "sliding layers' heads  4 kv heads of 16") != NULL, "%s", out);
+    cr_expect(strstr(out, "shared KV layers       the last 2 read earlier") != NULL, "%s", out);
     free(out);
     unlink(path);
 }

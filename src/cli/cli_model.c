@@ -111,6 +111,10 @@ static void add_memory_shape(json_t *o, const llama_config *c, const gguf_file *
     json_object_set_new(o, "kv_bytes_per_token",
                         json_integer((json_int_t)(2ull * llama_config_kv_elems(c))));
     if (c->n_kv_shared) json_object_set_new(o, "kv_shared_layers", json_integer(c->n_kv_shared));
+    if (c->arch_info->gemma4) { /* the sliding layers' own heads */
+        json_object_set_new(o, "head_dim_swa", json_integer(c->head_dim_swa));
+        json_object_set_new(o, "kv_heads_swa", json_integer(c->n_kv_heads_swa));
+    }
     if (c->kv_lora_rank) {
         json_object_set_new(o, "kv_lora_rank", json_integer(c->kv_lora_rank));
         json_object_set_new(o, "q_lora_rank", json_integer(c->q_lora_rank));
@@ -272,6 +276,15 @@ static void print_memory_shape(json_t *o) {
     if (kvb)
         printf("  %-22s %lld (F16 cache)\n", "KV bytes per token",
                (long long)json_integer_value(kvb));
+    json_t *swa_hd = json_object_get(o, "head_dim_swa");
+    if (swa_hd)
+        printf("  %-22s %lld kv heads of %lld\n", "sliding layers' heads",
+               (long long)json_integer_value(json_object_get(o, "kv_heads_swa")),
+               (long long)json_integer_value(swa_hd));
+    json_t *shared = json_object_get(o, "kv_shared_layers");
+    if (shared)
+        printf("  %-22s the last %lld read earlier layers' K/V and store none\n",
+               "shared KV layers", (long long)json_integer_value(shared));
     json_t *dec = json_object_get(o, "kv_bytes_per_token_decompressed");
     if (dec)
         printf("  %-22s latent rank %lld (Q rank %lld): the cache holds the latent, not the "
