@@ -13,14 +13,6 @@
 #include <string.h>
 
 /* ---------------------------------------------------------------------------
- * UTF-8
- * ------------------------------------------------------------------------- */
-
-size_t grammar_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
-    return utf8_decode(s, n, cp); /* base/utf8.h: at most U+10FFFF, GRAMMAR_MAX_CP */
-}
-
-/* ---------------------------------------------------------------------------
  * Checks on the whole grammar
  * ------------------------------------------------------------------------- */
 
@@ -226,7 +218,7 @@ bool grammar_accepts(const grammar *g, const char *utf8, size_t n) {
     size_t m = 0;
     if (!cps || !sets || !predicted) goto done;
     for (size_t i = 0; i < n;) {
-        size_t k = grammar_utf8_decode((const unsigned char *)utf8 + i, n - i, &cps[m]);
+        size_t k = utf8_decode((const unsigned char *)utf8 + i, n - i, &cps[m]);
         if (!k) goto done;
         i += k, m++;
     }

@@ -11,10 +11,6 @@ static inline size_t grammar_elem_width(const grammar_elem *e) {
     return (e->op == GRAMMAR_SET || e->op == GRAMMAR_SET_NOT) ? 1 + (size_t)e->lo : 1;
 }
 
-/* Decodes one code point from s[0..n); returns its length in bytes, or 0
- * for invalid UTF-8 (overlong forms, surrogates and > U+10FFFF included). */
-size_t grammar_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
-
 /* Which rules can match the empty string (fills nullable, (n_rules,)). */
 void grammar_compute_nullable(grammar *g, uint8_t *nullable);
 /* 0, or TPS_EINVAL naming a left-recursive rule (TPS_ENOMEM). */

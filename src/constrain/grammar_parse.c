@@ -10,6 +10,7 @@
  *
  * Not here: the checks on the whole grammar and the reference recognizer
  * (grammar.c); anything about tokens or logits. */
+#include "base/utf8.h"
 #include "constrain/grammar_internal.h"
 
 #include "base/clock.h"
@@ -231,7 +232,7 @@ static int hexval(int c) {
 static int parse_char(parser *p, uint32_t *cp) {
     size_t at = p->pos;
     if (p->s[p->pos] != '\\') {
-        size_t k = grammar_utf8_decode((const unsigned char *)p->s + p->pos, p->n - p->pos, cp);
+        size_t k = utf8_decode((const unsigned char *)p->s + p->pos, p->n - p->pos, cp);
         if (!k) return perr_at(p, at, "invalid UTF-8");
         p->pos += k;
         return 0;

@@ -25,6 +25,7 @@
 #include "engine/forward.h"
 #include "engine/linear_attn.h"
 #include "engine/mla.h"
+#include "engine/kmat.h"
 #include "engine/moe.h"
 #include "engine/ple.h"
 #include "engine/pool_rows.h"
@@ -487,12 +488,6 @@ static void store_row(void *dst, const float *src, size_t n, uint32_t kv_type) {
                          _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
 #endif
     fp32_to_fp16_row(h + i, src + i, n - i);
-}
-
-/* The matrix the kernels multiply by: the repacked copy when there is one. */
-static kernel_mat kmat(float *out, const llama_mat *w) {
-    if (w->packed) return (kernel_mat){out, w->packed, kernel_packed_type(w->type), w->rows};
-    return (kernel_mat){out, w->data, w->type, w->rows};
 }
 
 static int mm(fwd_state *s, float *out, const llama_mat *w, const float *x, size_t n_rows,

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/kmat.h"
 #include "engine/moe.h"
 #include "engine/pool_rows.h"
 #include "kernels/ops.h"
@@ -305,12 +306,6 @@ static void shared_add_row(const moe_job *j, size_t i) {
     const float w = 1.0f / (1.0f + expf(-z));
     for (size_t c = 0; c < dim; c++)
         o[c] += sh[c] * w;
-}
-
-/* The matrix the kernels multiply by: the repacked copy when there is one. */
-static kernel_mat kmat(float *out, const llama_mat *w) {
-    if (w->packed) return (kernel_mat){out, w->packed, kernel_packed_type(w->type), w->rows};
-    return (kernel_mat){out, w->data, w->type, w->rows};
 }
 
 /* out (n, dim) += the shared expert of xb (n, dim), gated per row. */
