@@ -46,7 +46,9 @@ async function stream() {
 
 async function tools() {
   const m = await client.messages.create({
-    model: 'tps', max_tokens: 150, temperature: 1, messages: [{ role: 'user', content: 'Add 2 and 3.' }],
+    // greedy: the Messages API has no seed, and an unseeded draw can spend
+    // the 150 tokens on JSON whitespace (stories260K spells a token a character)
+    model: 'tps', max_tokens: 150, temperature: 0, messages: [{ role: 'user', content: 'Add 2 and 3.' }],
     tools: [calc], tool_choice: { type: 'tool', name: 'calc' },
   });
   const use = m.content.find((b) => b.type === 'tool_use');

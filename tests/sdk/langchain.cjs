@@ -47,7 +47,7 @@ async function main() {
   check(usage && usage.output_tokens === u.output_tokens, `streamed usage: ${JSON.stringify(usage)}`);
   console.log('ok: stream equals invoke, with usage');
 
-  const tooled = model({ maxTokens: 150, temperature: 1 }).bindTools([calc], { tool_choice: 'calc' });
+  const tooled = model({ maxTokens: 150, temperature: 1, modelKwargs: { seed: 3 } }).bindTools([calc], { tool_choice: 'calc' });
   const call = await tooled.invoke([new HumanMessage('Add two numbers.')]);
   const tc = call.tool_calls && call.tool_calls[0];
   check(tc && tc.name === 'calc' && tc.id, `tool_calls: ${JSON.stringify(call.tool_calls)}`);
