@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "model/model_make.h"
+#include "plan/plan_cost.h"
 #include "support/engine_env.h"
 
 #define N_REQ 16
@@ -224,6 +225,47 @@ Test(hybrid_engine, a_shared_prompt_is_served_from_the_cache_with_the_same_answe
         cr_expect_eq(memcmp(on[i].tokens, off[i].tokens, off[i].n * sizeof(int32_t)), 0,
                      "request %d: the cached answer differs from the uncached one", i);
     }
+    env_close(&v);
+    unlink(path);
+}
+
+/* tps plan's roofline (uncalibrated) on a hybrid model: a decode step
+ * reads and writes each sequence's recurrent state once, whatever the
+ * context (the shape's arithmetic: per linear layer the conv's last taps -
+ * 1 inputs and the value heads' S x S matrices, F32), and the K/V it reads
+ * grows with context in the attention layers only. */
+Test(hybrid_engine, the_plan_roofline_counts_each_sequence_s_state_once_a_step) {
+    env v;
+    char path[] = "/tmp/tps-hybrid-XXXXXX";
+    open_hybrid(&v, path);
+    const llama_config *c = &v.m->cfg;
+    uint64_t floats = 0;
+    for (uint32_t l = 0; l < c->n_layers; l++)
+        if ((l + 1) % c->full_attn_interval != 0)
+            floats +=
+                (uint64_t)(c->ssm_conv - 1) * (2 * c->ssm_k_heads + c->ssm_v_heads) * c->ssm_state +
+                (uint64_t)c->ssm_v_heads * c->ssm_state * c->ssm_state;
+    cr_assert_gt(floats, 0);
+    const machine_limits ml = {.threads = 2, .read_gbs = 10, .int8_gops = 1e3, .fp32_gflops = 1e3};
+    plan_cost pc;
+    plan_cost_roofline(&pc, &ml, v.m, GGML_TYPE_F16);
+    const double bw = plan_cost_fwd_ns(
+        &pc, &(step_shape){.rows = 16, .logit_rows = 16, .attended = 16000, .kv_read = 16000});
+    const double with = plan_cost_fwd_ns(
+        &pc, &(step_shape){
+                 .rows = 16, .logit_rows = 16, .attended = 16000, .kv_read = 16000, .seqs = 16});
+    /* 16 states read and written at the roofline's bandwidth */
+    const double per_byte = (with - bw) / (2.0 * 16 * 4 * (double)floats);
+    cr_expect_gt(per_byte, 0, "the states cost nothing");
+    const double deeper = plan_cost_fwd_ns(
+        &pc, &(step_shape){
+                 .rows = 16, .logit_rows = 16, .attended = 16000, .kv_read = 32000, .seqs = 16});
+    /* the attention layers' K and V (F16) a position, at the same rate */
+    uint64_t kv_dims = 0;
+    for (uint32_t l = 0; l < c->n_layers; l++)
+        if ((l + 1) % c->full_attn_interval == 0) kv_dims += 2ull * c->n_kv_heads * c->head_dim;
+    cr_expect_float_eq((deeper - with) / (16000.0 * 2 * (double)kv_dims), per_byte, 1e-6 * per_byte,
+                       "K/V bytes and state bytes at different rates");
     env_close(&v);
     unlink(path);
 }

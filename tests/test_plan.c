@@ -222,7 +222,7 @@ static void small_calib(step_calib *c, const llama_model *m) {
     step_calib_model_of(&c->model, m);
     step_fit_init(&c->fit[0]);
     for (int r = 1; r <= 64; r *= 2) {
-        step_shape sh = {r, r, r * 100.0, r * 100.0};
+        step_shape sh = {r, r, r * 100.0, r * 100.0, r};
         step_fit_add(&c->fit[0], &sh, 1e6 + r * 1e5, 5e4);
     }
     tps_err e = {{0}};
@@ -262,7 +262,7 @@ Test(plan, a_stolen_share_of_the_cpus_slows_every_step_by_its_threads_power) {
     c.has_steal = true;
     c.steal = 0.05;
     cr_assert_eq(plan_cost_calibrated(&pc, &c, "cal", v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
-    step_shape one = {1, 1, 1, 1};
+    step_shape one = {1, 1, 1, 1, 1};
     const double before = plan_cost_fwd_ns(&pc, &one), post = plan_cost_post_ns(&pc, &one);
     cr_assert_eq(plan_cost_at_steal(&pc, 0.2, "cal", &e), 0, "%s", e.msg);
     const double want = (0.95 / 0.8) * (0.95 / 0.8);
@@ -377,13 +377,13 @@ Test(plan, the_step_fit_recovers_a_known_cost_model) {
         for (int l = 0; l <= 1; l++)
             for (int c = 0; c < 3; c++) {
                 double a = r * (64.0 + 500 * c), k = 64.0 + 500 * c + r;
-                step_shape s = {r, l ? r : 1, a, k};
+                step_shape s = {r, l ? r : 1, a, k, 1};
                 step_fit_add(&f, &s, TRUE_FWD(r, s.logit_rows, a, k), 1e5 + 2e4 * s.logit_rows);
             }
     tps_err e = {{0}};
     cr_assert_eq(step_fit_solve(&f, &e), 0, "%s", e.msg);
     for (int r = 1; r <= 200; r += 7) {
-        step_shape s = {r, r, r * 300.0, 300.0 + r};
+        step_shape s = {r, r, r * 300.0, 300.0 + r, r};
         double want = TRUE_FWD(r, r, s.attended, s.kv_read), got = step_fit_fwd_ns(&f, &s);
         cr_expect(fabs(got - want) / want < 0.03, "rows %d: fit %.0f, true %.0f", r, got, want);
         double wp = 1e5 + 2e4 * r, gp = step_fit_post_ns(&f, &s);
@@ -420,7 +420,7 @@ Test(plan, a_calibration_file_round_trips_and_names_what_is_wrong) {
     step_calib back;
     cr_assert_eq(step_calib_read(&back, path, &e), 0, "%s", e.msg);
     cr_expect_str_eq(back.machine.cpu, "Test CPU 9000");
-    step_shape s = {5, 5, 500, 500};
+    step_shape s = {5, 5, 500, 500, 1};
     cr_expect_float_eq(step_fit_fwd_ns(&back.fit[0], &s), step_fit_fwd_ns(&c.fit[0], &s), 1);
     cr_expect_eq(back.fit[0].noise.n, 32, "the served steps' spread comes back");
     for (int k = 0; k < STEP_NOISE_Q; k++)

@@ -490,7 +490,7 @@ int step_calib_parse(step_calib *c, const char *buf, size_t len, const char *nam
         rc = tps_fail(err, TPS_EINVAL, "calibration: %s holds no model or no fit", name);
     if (!rc) rc = plausible_setup(c, name, err);
     if (!rc) rc = plausible_fits(c, name, err);
-    const step_shape one = {1, 1, 1, 1};
+    const step_shape one = {1, 1, 1, 1, 1};
     for (uint32_t i = 0; !rc && i < c->n_kv; i++)
         if (!(step_fit_fwd_ns(&c->fit[i], &one) > 0))
             rc = tps_fail(err, TPS_EINVAL, "calibration: %s: fit %u predicts no time for a step",

@@ -50,6 +50,7 @@ typedef struct step_shape {
     double logit_rows; /* rows that want logits */
     double attended;   /* positions attended, summed over rows */
     double kv_read;    /* K/V positions read: each sequence's context once a step */
+    double seqs; /* sequences in the step: a hybrid's each read and write their recurrent state */
 } step_shape;
 
 /* The engine's warm-up on this machine (engine.c): a one-row step and an

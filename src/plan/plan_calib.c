@@ -145,10 +145,11 @@ static int fit_medians(step_fit *f, obs *v, size_t n, FILE *vlog, tps_err *e) {
             mean.logit_rows += v[j].sh.logit_rows;
             mean.attended += v[j].sh.attended;
             mean.kv_read += v[j].sh.kv_read;
+            mean.seqs += v[j].sh.seqs;
         }
         const double k = (double)(j - i);
-        mean =
-            (step_shape){mean.rows / k, mean.logit_rows / k, mean.attended / k, mean.kv_read / k};
+        mean = (step_shape){mean.rows / k, mean.logit_rows / k, mean.attended / k, mean.kv_read / k,
+                            mean.seqs / k};
         step_fit_add(f, &mean, median(tf, j - i), median(tp, j - i));
     }
     int rc = step_fit_solve(f, e);
@@ -175,8 +176,8 @@ static int fit_medians(step_fit *f, obs *v, size_t n, FILE *vlog, tps_err *e) {
 static void log_fit(FILE *log, uint32_t kv_type, const step_fit *f) {
     if (!log) return;
     const ggml_type_info *ti = ggml_type_get(kv_type);
-    step_shape one = {1, 1, 64, 64}, many = {64, 64, 64 * 64, 64 * 64},
-               pre = {256, 1, 256 * 257 / 2.0, 256};
+    step_shape one = {1, 1, 64, 64, 1}, many = {64, 64, 64 * 64, 64 * 64, 64},
+               pre = {256, 1, 256 * 257 / 2.0, 256, 1};
     fprintf(log,
             "tps plan calibrate: %s KV: %llu steps, median error %.1f%%; decode 1 row %.2f ms, "
             "64 rows %.2f ms; a 256-row prompt %.2f ms; after a step %.3f ms + per logits row "

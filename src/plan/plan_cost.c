@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/engine_setup.h" /* engine_state_bytes */
 #include "engine/kv_cache.h"
 #include "base/ggml_type.h"
 
@@ -108,6 +109,7 @@ void plan_cost_roofline(plan_cost *pc, const machine_limits *ml, const llama_mod
     pc->ml = *ml;
     pc->threads = ml->threads;
     pc->kv_bytes_per_pos = engine_kv_bytes_attended(&m->cfg, kv_type, 1);
+    pc->state_bytes = (double)engine_state_bytes(&m->cfg);
     snprintf(pc->source, sizeof pc->source,
              "roofline (uncalibrated): %.1f GB/s, %.0f G int8 MAC/s, %.0f GFLOP/s fp32, %d threads "
              "(%s)",
@@ -120,8 +122,9 @@ static double roofline_fwd(const plan_cost *pc, const step_shape *s) {
                  r32 = ml->fp32_gflops * 1e9 / 2 * EFF_FP32; /* an FMA is 2 flops */
     double t_w = pc->weight_bytes / bw;
     double t_c = (s->rows * pc->macs.body + s->logit_rows * pc->macs.head) / r8;
-    double t_att =
-        s->attended * pc->macs.per_attended / r32 + s->kv_read * pc->kv_bytes_per_pos / bw;
+    /* a linear layer's state: read and written once a step, whatever its context */
+    double t_att = s->attended * pc->macs.per_attended / r32 +
+                   (s->kv_read * pc->kv_bytes_per_pos + 2 * s->seqs * pc->state_bytes) / bw;
     return STEP_FIXED_NS_PER_LAYER * pc->n_layers + ((t_w > t_c ? t_w : t_c) + t_att) * 1e9;
 }
 

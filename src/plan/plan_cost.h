@@ -42,6 +42,7 @@ typedef struct plan_cost {
     double weight_bytes;     /* streamed once per step */
     engine_macs macs;        /* of a row, its LM head, an attended position */
     double kv_bytes_per_pos; /* K and V of one attended position, every layer */
+    double state_bytes;      /* a sequence's recurrent state (0: no linear layers) */
     double n_vocab, n_layers;
     /* outside the engine */
     double ingress_ns;           /* a request's send to its place in the engine's queue */

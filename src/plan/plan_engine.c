@@ -59,9 +59,12 @@ static int prime(sim *s, tps_err *e) {
         return tps_fail(e, TPS_ENOMEM, "planner: the KV pool has no room for the warm-up");
     const engine_macs macs = engine_macs_of(&s->srv->m->cfg);
     const plan_cost *c = s->srv->cost;
-    step_shape one = {.rows = 1, .logit_rows = 1, .attended = 1, .kv_read = 1};
-    step_shape many = {
-        .rows = n, .logit_rows = 1, .attended = step_cost_chunk_attended(0, n), .kv_read = n};
+    step_shape one = {.rows = 1, .logit_rows = 1, .attended = 1, .kv_read = 1, .seqs = 1};
+    step_shape many = {.rows = n,
+                       .logit_rows = 1,
+                       .attended = step_cost_chunk_attended(0, n),
+                       .kv_read = n,
+                       .seqs = 1};
     double t1 = plan_cost_fwd_ns(c, &one), tn = n >= 2 ? plan_cost_fwd_ns(c, &many) : 0;
     if (s->replay) {
         t1 = s->replay->prime_t1_ns;
@@ -295,7 +298,8 @@ int sim_engine_step(sim *s, bool *ran, tps_err *e) {
     step_shape sh = {.rows = pl.n_rows,
                      .logit_rows = pl.logit_rows,
                      .attended = pl.attended,
-                     .kv_read = pl.kv_positions};
+                     .kv_read = pl.kv_positions,
+                     .seqs = pl.n_batch};
     double fwd = rs ? (double)rs->fwd_ns : plan_cost_fwd_ns(s->srv->cost, &sh);
     double post = rs ? (double)rs->post_ns : plan_cost_post_ns(s->srv->cost, &sh);
     if (!rs) {
