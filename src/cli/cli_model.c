@@ -158,6 +158,8 @@ static void add_experts(json_t *o, const llama_config *c, const gguf_file *f) {
     }
     if (c->n_dense_lead)
         json_object_set_new(o, "leading_dense_layers", json_integer(c->n_dense_lead));
+    if (c->dense_with_experts) /* Gemma 4: every token runs it too */
+        json_object_set_new(o, "dense_ffn_beside_experts", json_integer(c->ffn_dim));
     json_object_set_new(
         o, "parameters_active",
         json_integer((json_int_t)(all - experts + experts / c->n_expert * c->n_expert_used)));
@@ -348,6 +350,10 @@ static void print_human(json_t *o) {
                json_is_true(json_object_get(o, "expert_shared_gated"))
                    ? ", scaled by its sigmoid gate"
                    : "");
+    json_t *dn = json_object_get(o, "dense_ffn_beside_experts");
+    if (dn)
+        printf("  %-22s of ffn %lld beside the experts, run by every token\n", "dense FFN",
+               (long long)json_integer_value(dn));
     if (json_object_get(o, "leading_dense_layers"))
         print_field("leading dense layers", json_object_get(o, "leading_dense_layers"));
     print_field("layers", json_object_get(o, "layers"));

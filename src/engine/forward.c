@@ -158,6 +158,12 @@ static int mla_alloc(fwd_state *s, const llama_config *c, size_t max_rows, tps_e
     return mla_state_create(&s->mla, s->kc, c, max_rows, err);
 }
 
+/* The widest dense FFN: 0 when every layer's FFN is experts alone. */
+static size_t dense_ffn_width(const llama_config *c) {
+    if (c->n_expert && !c->n_dense_lead && !c->dense_with_experts) return 0;
+    return c->ffn_dim_shared > c->ffn_dim ? c->ffn_dim_shared : c->ffn_dim;
+}
+
 /* The kernels' context (sized for the widest matmul input) and the
  * scratch of the experts and of a hybrid stack's layers, where the model
  * has them. */
@@ -165,9 +171,7 @@ static int create_kernels_and_extras(fwd_state *s, const llama_config *c, size_t
                                      int n_threads, tps_err *err) {
     size_t scores;
     const size_t q_dim = widest_shape(c, 1, &scores).q_dim;
-    const size_t ffn = c->n_expert && !c->n_dense_lead  ? 0
-                       : c->ffn_dim_shared > c->ffn_dim ? c->ffn_dim_shared
-                                                        : c->ffn_dim;
+    const size_t ffn = dense_ffn_width(c);
     size_t max_in = ffn > c->dim ? ffn : c->dim;
     if (q_dim > max_in) max_in = q_dim;
     if (c->expert_ffn > max_in) max_in = c->expert_ffn;
@@ -198,10 +202,8 @@ int fwd_state_create(fwd_state **out, const llama_model *m, size_t max_rows, uin
     const layer_shape wide = widest_shape(c, max_ctx, &s->scores_stride);
     const size_t q_dim = wide.q_dim, kv_dim = wide.kv_dim;
     s->rope_stride = wide.rope_dim;
-    /* the experts have their own scratch; leading dense layers need this one */
-    const size_t ffn = c->n_expert && !c->n_dense_lead  ? 0
-                       : c->ffn_dim_shared > c->ffn_dim ? c->ffn_dim_shared
-                                                        : c->ffn_dim;
+    /* the experts have their own scratch; dense layers and FFNs need this one */
+    const size_t ffn = dense_ffn_width(c);
     size_t per_row = 3 * (size_t)c->dim + 2 * q_dim + 2 * kv_dim + 2 * ffn + c->n_vocab;
     size_t total = per_row * max_rows + (size_t)wide.rope_dim * n_threads +
                    s->scores_stride * (size_t)n_threads + wide.hd;
@@ -871,13 +873,33 @@ static int plan_linear_runs(fwd_state *s, kv_cache *kv, const fwd_batch *b, tps_
     return 0;
 }
 
+static void post_norm_1_row(const rows_job *j, size_t r, int thread) {
+    (void)thread;
+    float *p = j->s->proj + r * j->c->dim;
+    kernel_rmsnorm(p, p, j->L->ffn_post_norm_1, j->c->dim, j->c->rms_eps);
+}
+
+/* Gemma 4's MoE layer: x += post_norm(post_norm_1(the dense FFN) + the
+ * experts' half (moe_ffn_gemma4)), proj holding the dense FFN's output. */
+static int gemma4_moe_tail(fwd_state *s, const llama_config *c, const llama_layer *L, size_t n,
+                           tps_err *err) {
+    each_row(s, c, L, n, post_norm_1_row);
+    moe_tally t = {0};
+    int rc = moe_ffn_gemma4(s->moe, s->kc, c, L, s->x, n, s->gelu, s->proj, &t, err);
+    if (rc) return rc;
+    s->last.experts += t.experts;
+    s->last.weight_bytes += t.bytes;
+    each_row(s, c, L, n, ffn_residual_row);
+    return 0;
+}
+
 /* x += down(act(gate(norm(x))) * up(norm(x))) for one layer, or its
- * mixture of experts (moe.c). */
+ * mixture of experts (moe.c), or both (Gemma 4). */
 static int ffn_layer(fwd_state *s, const llama_config *c, const llama_layer *L, size_t n,
                      tps_err *err) {
     int rc;
     each_row(s, c, L, n, ffn_norm_row);
-    if (L->gate_inp.data) {
+    if (L->gate_inp.data && !c->dense_with_experts) {
         moe_tally t = {0};
         if ((rc = moe_ffn(s->moe, s->kc, c, L, s->xb, n, s->proj, &t, err))) return rc;
         s->last.experts += t.experts;
@@ -889,6 +911,7 @@ static int ffn_layer(fwd_state *s, const llama_config *c, const llama_layer *L, 
     if ((rc = mm_multi(gate_up, 2, s, s->xb, n, c->dim, err))) return rc;
     each_row(s, c, L, n, ffn_act_row);
     if ((rc = mm(s, s->proj, &L->w_down, s->hb, n, err))) return rc;
+    if (L->gate_inp.data) return gemma4_moe_tail(s, c, L, n, err);
     each_row(s, c, L, n, ffn_residual_row);
     return 0;
 }

@@ -11,6 +11,10 @@
  * expert groups where the model has groups), their p; then [* scale]; a
  * shared expert adds out += down_s(SwiGLU(gate_s(x), up_s(x))) [*
  * sigmoid(g_s . x), Qwen3.5's gate].
+ * Gemma 4 (moe_ffn_gemma4): the router reads rms_norm(x) / sqrt(dim) *
+ * gate_inp_s, the experts read RMSNorm(x, pre_ffw_norm_2), act is GeGLU (the
+ * F16 GELU table), each expert's output is times its down_exps_s before its
+ * weight, and the sum, RMS-normed by post_ffw_norm_2, is added to out.
  * The sum runs over the k
  * experts in the router's order, one rounded product and add at a time, as
  * ggml adds its expert views. Per-row and per-slot work goes to the
@@ -43,6 +47,9 @@ struct moe_state {
     uint32_t *g_expert;    /* (E,) the expert of each group */
     uint32_t *g_first;     /* (E + 1,) the first slot of each group */
     uint32_t *next;        /* (E,) per expert: its next free slot while grouping */
+    /* Gemma 4 (c->dense_with_experts), else NULL: the experts' input, the
+     * router's, the experts' sum, each (max_rows, dim); (dim,) ones */
+    float *g4_in, *g4_rin, *g4_out, *ones;
     /* the shared expert (c->shexp_ffn > 0), else NULL */
     uint32_t shf;  /* its FFN width */
     float *sh_g;   /* (max_rows, shf) gate, then the activation */
@@ -63,7 +70,9 @@ int moe_state_create(moe_state **out, const llama_config *c, size_t max_rows, tp
     m->eff = c->expert_ffn, m->dim = c->dim, m->shf = c->shexp_ffn;
     const size_t slots = moe_max_slots(c, max_rows);
     const size_t shared = m->shf ? max_rows * (2 * (size_t)m->shf + m->dim) : 0;
-    const size_t floats = max_rows * (m->E + m->k) + slots * (2 * (size_t)m->eff + m->dim) + shared;
+    const size_t g4 = c->dense_with_experts ? (3 * max_rows + 1) * (size_t)m->dim : 0;
+    const size_t floats =
+        max_rows * (m->E + m->k) + slots * (2 * (size_t)m->eff + m->dim) + shared + g4;
     const size_t u32s = 2 * max_rows * m->k + 2 * slots + 3 * (size_t)m->E + 1;
     m->buf = malloc(floats * sizeof(float) + u32s * sizeof(uint32_t));
     if (!m->buf) {
@@ -81,6 +90,14 @@ int moe_state_create(moe_state **out, const llama_config *c, size_t max_rows, tp
         m->sh_g = f, f += max_rows * m->shf;
         m->sh_u = f, f += max_rows * m->shf;
         m->sh_out = f, f += max_rows * m->dim;
+    }
+    if (g4) {
+        m->g4_in = f, f += max_rows * m->dim;
+        m->g4_rin = f, f += max_rows * m->dim;
+        m->g4_out = f, f += max_rows * m->dim;
+        m->ones = f, f += m->dim;
+        for (uint32_t i = 0; i < m->dim; i++)
+            m->ones[i] = 1.0f;
     }
     uint32_t *u = (uint32_t *)f;
     m->sel = u, u += max_rows * m->k;
@@ -108,6 +125,8 @@ typedef struct moe_job {
     const llama_layer *L;
     const float *x; /* (n, dim) the layer's input */
     float *out;
+    const float *gelu; /* the F16 GELU table: GeGLU experts (Gemma 4); NULL: SwiGLU */
+    float *x_out;      /* Gemma 4: (n, dim) the rows the experts' normed sum is added to */
     void (*fn)(const struct moe_job *j, size_t i);
     size_t n, per_task;
 } moe_job;
@@ -240,6 +259,10 @@ static void act_slot(const moe_job *j, size_t s) {
     float *g = m->hg + s * eff, *u = m->hu + s * eff;
     if (L->gate_exps_b) kernel_add(g, g, L->gate_exps_b + e * eff, eff);
     if (L->up_exps_b) kernel_add(u, u, L->up_exps_b + e * eff, eff);
+    if (j->gelu) {
+        kernel_geglu(g, g, u, eff, j->gelu);
+        return;
+    }
     if (!j->c->arch_info->oai) {
         kernel_swiglu(g, g, u, eff);
         return;
@@ -251,19 +274,19 @@ static void act_slot(const moe_job *j, size_t s) {
     }
 }
 
-/* Row i's output: its k experts' outputs (+ their down biases) times their
- * weights, added in the router's order. */
+/* Row i's output: its k experts' outputs (+ their down biases, times
+ * their scales) times their weights, added in the router's order. */
 static void sum_row(const moe_job *j, size_t i) {
     const moe_state *m = j->m;
     const size_t dim = m->dim;
     float *o = j->out + i * dim;
     for (uint32_t q = 0; q < m->k; q++) {
-        const uint32_t s = m->slot_of[i * m->k + q];
+        const uint32_t s = m->slot_of[i * m->k + q], e = m->slot_expert[s];
         const float w = m->wts[i * m->k + q], *d = m->down + (size_t)s * dim;
-        const float *b =
-            j->L->down_exps_b ? j->L->down_exps_b + (size_t)m->slot_expert[s] * dim : NULL;
+        const float *b = j->L->down_exps_b ? j->L->down_exps_b + (size_t)e * dim : NULL;
+        const float se = j->L->down_exps_s ? j->L->down_exps_s[e] : 1.0f; /* x * 1 is x */
         for (size_t c = 0; c < dim; c++) {
-            const float v = (b ? d[c] + b[c] : d[c]) * w;
+            const float v = (b ? d[c] + b[c] : d[c]) * se * w;
             o[c] = q ? o[c] + v : v;
         }
     }
@@ -275,6 +298,15 @@ static kernel_experts kexperts(float *out, const llama_mat *w) {
     if (w->packed)
         return (kernel_experts){out, w->packed, kernel_packed_type(w->type), w->rows, bytes};
     return (kernel_experts){out, w->data, w->type, w->rows, bytes};
+}
+
+/* Rows [row0, row0 + n_out) of each expert of w (Gemma 4's fused gate|up,
+ * whose halves are whole 8-row groups when repacked). */
+static kernel_experts kexperts_part(float *out, const llama_mat *w, uint32_t row0, uint32_t n_out) {
+    kernel_experts k = kexperts(out, w);
+    k.W = (const uint8_t *)k.W + (size_t)row0 * kernel_row_bytes(w->type, w->cols);
+    k.n_out = n_out;
+    return k;
 }
 
 static int fail(tps_err *err, int rc, const char *what, const llama_mat *w) {
@@ -325,28 +357,87 @@ static int shared_expert(moe_job *j, kernel_ctx *kc, const float *xb, size_t n, 
     return 0;
 }
 
-int moe_ffn(moe_state *m, kernel_ctx *kc, const llama_config *c, const llama_layer *L,
-            const float *xb, size_t n, float *out, moe_tally *tally, tps_err *err) {
-    const llama_mat *r = &L->gate_inp;
-    int rc = kernel_matmul(m->logits, r->data, r->type, xb, n, r->cols, r->rows, kc);
+/* The router's logits of rin (n, dim), and each row's experts and weights. */
+static int route(moe_job *j, kernel_ctx *kc, const float *rin, size_t n, tps_err *err) {
+    const llama_mat *r = &j->L->gate_inp;
+    int rc = kernel_matmul(j->m->logits, r->data, r->type, rin, n, r->cols, r->rows, kc);
     if (rc) return fail(err, rc, "the router", r);
-    moe_job j = {.m = m, .c = c, .L = L, .x = xb, .out = out, .fn = route_row, .n = n};
-    each(&j, kc);
+    j->fn = route_row, j->n = n;
+    each(j, kc);
+    return 0;
+}
+
+/* j->out (n, dim) = the routed experts of xin (n, dim), weighted. */
+static int run_experts(moe_job *j, kernel_ctx *kc, const float *xin, size_t n, moe_tally *tally,
+                       tps_err *err) {
+    moe_state *m = j->m;
+    const llama_layer *L = j->L;
     const size_t n_groups = group_slots(m, n);
     tally->experts += n_groups;
     tally->bytes += n_groups * L->expert_bytes;
     const kernel_groups g = {n_groups, m->g_expert, m->g_first, m->x_row};
-    const kernel_experts gate_up[2] = {kexperts(m->hg, &L->gate_exps),
-                                       kexperts(m->hu, &L->up_exps)};
-    if ((rc = kernel_matmul_grouped(gate_up, 2, xb, c->dim, &g, kc)))
-        return fail(err, rc, "the experts' gate and up", &L->gate_exps);
-    j.fn = act_slot, j.n = n * m->k;
-    each(&j, kc);
+    const int fused = L->gate_up_exps.data != NULL;
+    const kernel_experts gate_up[2] = {
+        fused ? kexperts_part(m->hg, &L->gate_up_exps, 0, m->eff) : kexperts(m->hg, &L->gate_exps),
+        fused ? kexperts_part(m->hu, &L->gate_up_exps, m->eff, m->eff)
+              : kexperts(m->hu, &L->up_exps)};
+    int rc = kernel_matmul_grouped(gate_up, 2, xin, m->dim, &g, kc);
+    if (rc)
+        return fail(err, rc, "the experts' gate and up", fused ? &L->gate_up_exps : &L->gate_exps);
+    j->fn = act_slot, j->n = n * m->k;
+    each(j, kc);
     const kernel_groups gd = {n_groups, m->g_expert, m->g_first, NULL};
     const kernel_experts down = kexperts(m->down, &L->down_exps);
     if ((rc = kernel_matmul_grouped(&down, 1, m->hg, m->eff, &gd, kc)))
         return fail(err, rc, "the experts' down", &L->down_exps);
-    j.fn = sum_row, j.n = n;
+    j->fn = sum_row, j->n = n;
+    each(j, kc);
+    return 0;
+}
+
+int moe_ffn(moe_state *m, kernel_ctx *kc, const llama_config *c, const llama_layer *L,
+            const float *xb, size_t n, float *out, moe_tally *tally, tps_err *err) {
+    moe_job j = {.m = m, .c = c, .L = L, .x = xb, .out = out};
+    int rc = route(&j, kc, xb, n, err);
+    if (!rc) rc = run_experts(&j, kc, xb, n, tally, err);
+    return rc ? rc : m->shf ? shared_expert(&j, kc, xb, n, err) : 0;
+}
+
+/* ---- Gemma 4 ---------------------------------------------------------------- */
+
+/* Row i's two inputs, as ggml computes them: the experts' RMSNorm(x,
+ * pre_ffw_norm_2); the router's rms_norm(x) (no weight), scaled by
+ * 1/sqrt(dim), times gate_inp_s. */
+static void gemma4_in_row(const moe_job *j, size_t i) {
+    const moe_state *m = j->m;
+    const size_t dim = m->dim;
+    const float eps = j->c->rms_eps, inv = 1.0f / sqrtf((float)dim), *sc = j->L->gate_inp_s;
+    kernel_rmsnorm(m->g4_in + i * dim, j->x + i * dim, j->L->ffn_pre_norm_2, dim, eps);
+    float *r = m->g4_rin + i * dim;
+    kernel_rmsnorm(r, j->x + i * dim, m->ones, dim, eps);
+    for (size_t c = 0; c < dim; c++)
+        r[c] = r[c] * inv * sc[c];
+}
+
+/* out row i += RMSNorm(the experts' sum, post_ffw_norm_2). */
+static void gemma4_out_row(const moe_job *j, size_t i) {
+    const moe_state *m = j->m;
+    const size_t dim = m->dim;
+    float *e = m->g4_out + i * dim, *o = j->x_out + i * dim;
+    kernel_rmsnorm(e, e, j->L->ffn_post_norm_2, dim, j->c->rms_eps);
+    kernel_add(o, o, e, dim);
+}
+
+int moe_ffn_gemma4(moe_state *m, kernel_ctx *kc, const llama_config *c, const llama_layer *L,
+                   const float *x, size_t n, const float *gelu, float *out, moe_tally *tally,
+                   tps_err *err) {
+    moe_job j = {.m = m, .c = c, .L = L, .x = x, .out = m->g4_out, .x_out = out, .gelu = gelu};
+    j.fn = gemma4_in_row, j.n = n;
     each(&j, kc);
-    return m->shf ? shared_expert(&j, kc, xb, n, err) : 0;
+    int rc = route(&j, kc, m->g4_rin, n, err);
+    if (!rc) rc = run_experts(&j, kc, m->g4_in, n, tally, err);
+    if (rc) return rc;
+    j.fn = gemma4_out_row, j.n = n;
+    each(&j, kc);
+    return 0;
 }

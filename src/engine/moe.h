@@ -1,5 +1,6 @@
 /* A mixture-of-experts FFN layer over all rows of a step (qwen3moe,
- * Mixtral, gpt-oss, Qwen3.5's MoE with its shared expert): route every row (router logits, the
+ * Mixtral, gpt-oss, Qwen3.5's MoE with its shared expert, Gemma 4's experts
+ * beside its dense FFN): route every row (router logits, the
  * architecture's gating, top k), group the rows' (row, expert) slots by expert, run each touched
  * expert once over its slots (kernel_matmul_grouped: gate and up, the activation, down) and sum
  * each row's k outputs by their weights. An expert no row chose is never read.
@@ -39,5 +40,15 @@ size_t moe_max_slots(const llama_config *c, size_t max_rows);
  * what it read to *tally. Returns 0 or a kernel error (err says which). */
 int moe_ffn(moe_state *m, kernel_ctx *kc, const llama_config *c, const llama_layer *L,
             const float *xb, size_t n, float *out, moe_tally *tally, tps_err *err);
+
+/* Gemma 4's experts (llama.cpp's gemma4.cpp) beside its dense FFN: out
+ * (n, dim), holding the dense half's normed output, += RMSNorm(the experts
+ * of RMSNorm(x, pre_ffw_norm_2), post_ffw_norm_2), the router reading
+ * rms_norm(x) / sqrt(dim) * gate_inp_s; x (n, dim) is the residual stream
+ * after attention. gelu: the F16 GELU table (kernel_gelu_table), borrowed.
+ * Returns as moe_ffn. */
+int moe_ffn_gemma4(moe_state *m, kernel_ctx *kc, const llama_config *c, const llama_layer *L,
+                   const float *x, size_t n, const float *gelu, float *out, moe_tally *tally,
+                   tps_err *err);
 
 #endif

@@ -61,11 +61,14 @@ static const llama_arch archs[] = {
                   "file says (softmax or sigmoid with a selection bias, expert groups) plus "
                   "ungated shared experts"},
     {LLAMA_ARCH_GEMMA4, "gemma4", 1, 1, .gemma = 1, .swa_period = 6, .rope_swa_base_10k = 1,
-     .final_softcap = 30.0f, .gemma4 = 1,
+     .final_softcap = 30.0f, .gemma4 = 1, .moe_norm_w = 1,
      .specifics = "Gemma 3's block with sliding and global layers of their own head sizes, KV "
                   "heads and RoPE (partial on global layers through rope_freqs), V normed, "
                   "attention scale 1, the last layers reading earlier layers' K/V (storing "
-                  "none), per-layer input embeddings, a layer output scale, final soft-cap"},
+                  "none), per-layer input embeddings, a layer output scale, final soft-cap; "
+                  "where the file has experts (26B-A4B) they run beside the dense FFN: a "
+                  "softmax router on the scaled, normed residual, top k (8 of 128) "
+                  "renormalised, a scale per expert, each half with its own norms"},
 };
 
 const llama_arch *llama_arch_find(const char *name) {

@@ -84,7 +84,9 @@ typedef struct llama_arch {
                               scale 1, the last shared_kv_layers layers storing no K/V (each
                               reads the last earlier layer of its kind), rope_freqs on the
                               global layers only, a per-layer output scale, per-layer input
-                              embeddings (embedding_length_per_layer_input) */
+                              embeddings (embedding_length_per_layer_input); experts where
+                              the file has them (expert_count), run beside the dense FFN
+                              (llama_config.dense_with_experts) */
     const char *specifics; /* one line for `tps model info` */
 } llama_arch;
 

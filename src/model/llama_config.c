@@ -455,7 +455,9 @@ static int read_gated_shared_expert(llama_config *cfg, const gguf_file *f, tps_e
 
 /* Expert counts and each expert's FFN width, where the architecture has
  * experts (qwen3moe, gpt-oss, qwen35moe, glm4moe) or the file gives them
- * (llama: Mixtral), and how a router's logits become the k weights. */
+ * (llama: Mixtral; gemma4: 26B-A4B, softmax routing renormalised as
+ * llama.cpp's gemma4.cpp hard-codes it), and how a router's logits become
+ * the k weights. */
 static int read_experts(llama_config *cfg, const gguf_file *f, tps_err *err) {
     const char *a = cfg->arch;
     const llama_arch *ai = cfg->arch_info;
@@ -464,10 +466,10 @@ static int read_experts(llama_config *cfg, const gguf_file *f, tps_err *err) {
     if ((rc = get_u32(f, a, "expert_count", &cfg->n_expert, ai->moe ? NULL : &zero, err)))
         return rc;
     if (!cfg->n_expert) return 0;
-    if (ai->id != LLAMA_ARCH_LLAMA && !ai->moe)
+    if (ai->id != LLAMA_ARCH_LLAMA && !ai->moe && !ai->gemma4)
         return tps_fail(err, TPS_EUNSUP,
-                        "model: %s: expert_count %u: tps runs experts for llama and the mixture "
-                        "of experts architectures only (%s)",
+                        "model: %s: expert_count %u: tps runs experts for llama, gemma4 and the "
+                        "mixture of experts architectures only (%s)",
                         a, cfg->n_expert, llama_arch_names());
     if ((rc = get_u32(f, a, "expert_used_count", &cfg->n_expert_used, NULL, err))) return rc;
     if (cfg->n_expert > LLAMA_MAX_EXPERTS || cfg->n_expert_used == 0 ||
@@ -479,13 +481,14 @@ static int read_experts(llama_config *cfg, const gguf_file *f, tps_err *err) {
                         LLAMA_MAX_EXPERTS_USED);
     cfg->gating = ai->gating;
     cfg->norm_w = ai->moe_norm_w;
-    /* llama.cpp: llama's experts are feed_forward_length wide; gpt-oss must
-     * say; the others default to feed_forward_length / used */
+    /* llama.cpp: llama's experts are feed_forward_length wide; gpt-oss and
+     * gemma4 must say; the others default to feed_forward_length / used */
     const uint32_t dflt = ai->id == LLAMA_ARCH_GPT_OSS ? 0 : cfg->ffn_dim / cfg->n_expert_used;
+    cfg->dense_with_experts = ai->gemma4;
     if (ai->id == LLAMA_ARCH_LLAMA) {
         cfg->expert_ffn = cfg->ffn_dim;
     } else if ((rc = get_u32(f, a, "expert_feed_forward_length", &cfg->expert_ffn,
-                             ai->oai ? NULL : &dflt, err))) {
+                             ai->oai || ai->gemma4 ? NULL : &dflt, err))) {
         return rc;
     }
     if (cfg->expert_ffn == 0)

@@ -57,6 +57,8 @@ typedef struct llama_config {
                                n_groups_used best (by their top two) chosen from; 0/1: none */
     uint32_t n_groups_used; /* expert_group_used_count */
     uint32_t n_dense_lead;  /* leading_dense_block_count: layers before it have a dense FFN */
+    int dense_with_experts; /* 1: a MoE layer runs its dense FFN (ffn_dim) beside the experts
+                               and adds the two, each with its own norms (Gemma 4 26B-A4B) */
     /* multi-head latent attention (llama_arch.mla, DeepSeek-V2/V3): a position's K and V
      * come from one latent row of kv_lora_rank, which the cache stores with the rotated
      * key part beside it: head_dim (attention.key_length) = kv_lora_rank + rope_dim and
@@ -108,11 +110,14 @@ static inline uint32_t llama_config_ffn_dim(const llama_config *c, uint32_t l) {
 }
 
 /* Multiply-adds of one row through layer l's FFN: the dense FFN, or the
- * router, the k experts a token uses and the shared expert with its gate. */
+ * router, the k experts a token uses and the shared expert with its gate
+ * (and the dense FFN beside them, Gemma 4). */
 static inline double llama_config_ffn_macs(const llama_config *c, uint32_t l) {
-    if (!c->n_expert || l < c->n_dense_lead) return 3.0 * c->dim * llama_config_ffn_dim(c, l);
+    const double dense = 3.0 * c->dim * llama_config_ffn_dim(c, l);
+    if (!c->n_expert || l < c->n_dense_lead) return dense;
     return (double)c->dim * (c->n_expert + (c->shexp_ffn ? 1 : 0)) +
-           3.0 * c->dim * ((double)c->expert_ffn * c->n_expert_used + c->shexp_ffn);
+           3.0 * c->dim * ((double)c->expert_ffn * c->n_expert_used + c->shexp_ffn) +
+           (c->dense_with_experts ? dense : 0.0);
 }
 
 /* 1 when layer l's FFN is a mixture of experts. */

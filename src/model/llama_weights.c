@@ -341,6 +341,33 @@ static int bind_gemma4_globals(binder *b, llama_weights *w, const llama_config *
     return vec(b, &w->ple_proj_norm, "per_layer_proj_norm.weight", cfg->n_embd_pl, 0);
 }
 
+/* Gemma 4's experts of layer l (llama.cpp's gemma4.cpp): the router and
+ * its input scale, the norms of the two halves, the experts' gate and up
+ * fused (as the converter writes them) or apart, each expert's output
+ * scale where the file has it. */
+static int bind_gemma4_moe(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
+    const uint32_t E = cfg->n_expert, ff = cfg->expert_ffn, dim = cfg->dim;
+    int rc;
+    if ((rc = mat(b, &L->gate_inp, blk(b, l, "ffn_gate_inp.weight"), E, dim)) ||
+        (rc = vec(b, &L->gate_inp_s, blk(b, l, "ffn_gate_inp.scale"), dim, 0)) ||
+        (rc = vec(b, &L->ffn_pre_norm_2, blk(b, l, "pre_ffw_norm_2.weight"), dim, 0)) ||
+        (rc = vec(b, &L->ffn_post_norm_1, blk(b, l, "post_ffw_norm_1.weight"), dim, 0)) ||
+        (rc = vec(b, &L->ffn_post_norm_2, blk(b, l, "post_ffw_norm_2.weight"), dim, 0)))
+        return rc;
+    if (gguf_find_tensor(b->f, blk(b, l, "ffn_gate_up_exps.weight")))
+        rc = experts(b, &L->gate_up_exps, b->name, 2 * ff, dim, E);
+    else if (!(rc = experts(b, &L->gate_exps, blk(b, l, "ffn_gate_exps.weight"), ff, dim, E)))
+        rc = experts(b, &L->up_exps, blk(b, l, "ffn_up_exps.weight"), ff, dim, E);
+    if (rc || (rc = experts(b, &L->down_exps, blk(b, l, "ffn_down_exps.weight"), dim, ff, E)) ||
+        (rc = vec(b, &L->down_exps_s, blk(b, l, "ffn_down_exps.scale"), E, 1)))
+        return rc;
+    const llama_mat *ms[4] = {&L->gate_up_exps, &L->gate_exps, &L->up_exps, &L->down_exps};
+    for (int k = 0; k < 4; k++)
+        if (ms[k]->data)
+            L->expert_bytes += (uint64_t)ms[k]->rows * kernel_row_bytes(ms[k]->type, ms[k]->cols);
+    return 0;
+}
+
 static int bind_layer(binder *b, llama_layer *L, const llama_config *cfg, uint32_t l) {
     uint32_t q_dim = cfg->n_heads * cfg->head_dim;
     int rc;
@@ -360,8 +387,8 @@ static int bind_layer(binder *b, llama_layer *L, const llama_config *cfg, uint32
         return llama_config_is_moe(cfg, l) ? bind_moe(b, L, cfg, l) : bind_ffn(b, L, cfg, l);
     }
     if (cfg->arch_info->gemma4) {
-        if ((rc = bind_gemma4_attention(b, L, cfg, l))) return rc;
-        return llama_config_is_moe(cfg, l) ? bind_moe(b, L, cfg, l) : bind_ffn(b, L, cfg, l);
+        if ((rc = bind_gemma4_attention(b, L, cfg, l)) || (rc = bind_ffn(b, L, cfg, l))) return rc;
+        return llama_config_is_moe(cfg, l) ? bind_gemma4_moe(b, L, cfg, l) : 0;
     }
     if (cfg->arch_info->oai && (rc = bind_oai_attention(b, L, cfg, l))) return rc;
     if ((rc = bind_qkv(b, L, cfg, l))) return rc;
@@ -474,7 +501,8 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
                                       3 * (size_t)cfg->ssm_v_heads + cfg->ssm_state
                                 : 0) +
         (cfg->arch_info->gemma4 ? 2 * (size_t)cfg->head_dim_swa + cfg->n_embd_pl + cfg->dim + 1
-                                : 0);
+                                : 0) +
+        (cfg->dense_with_experts ? 4 * (size_t)cfg->dim + cfg->n_expert : 0);
     w->owned =
         malloc(sizeof(float) * (per_layer * cfg->n_layers + cfg->dim + 3 * (cfg->rope_dim / 2)));
     uint8_t *used = calloc(f->n_tensors ? f->n_tensors : 1, 1);
@@ -490,19 +518,20 @@ int llama_weights_bind(llama_weights *w, const llama_config *cfg, const gguf_fil
     return rc;
 }
 
-#define MATS_PER_LAYER 21
+#define MATS_PER_LAYER 22
 
 static size_t all_mats(llama_weights *w, const llama_config *cfg, llama_mat **ms, size_t cap) {
     size_t n = 0;
     for (uint32_t l = 0; l < cfg->n_layers; l++) {
         llama_layer *L = &w->layers[l];
         llama_mat *lm[MATS_PER_LAYER] = {
-            &L->wq,      &L->wk,         &L->wv,       &L->wo,         &L->w_gate,  &L->w_up,
-            &L->w_down,  &L->gate_exps,  &L->up_exps,  &L->down_exps,  &L->ssm_qkv, &L->ssm_gate,
-            &L->ssm_out, &L->gate_shexp, &L->up_shexp, &L->down_shexp, &L->wq_a,    &L->wq_b,
-            &L->wkv_a,   &L->wk_b,       &L->wv_b};
+            &L->wq,      &L->wk,         &L->wv,       &L->wo,          &L->w_gate,  &L->w_up,
+            &L->w_down,  &L->gate_exps,  &L->up_exps,  &L->down_exps,   &L->ssm_qkv, &L->ssm_gate,
+            &L->ssm_out, &L->gate_shexp, &L->up_shexp, &L->down_shexp,  &L->wq_a,    &L->wq_b,
+            &L->wkv_a,   &L->wk_b,       &L->wv_b,     &L->gate_up_exps};
         for (size_t k = 0; k < MATS_PER_LAYER && n < cap; k++)
-            if (lm[k]->data) ms[n++] = lm[k];
+            if (lm[k]->data && (lm[k] != &L->gate_up_exps || lm[k]->rows % 16 == 0))
+                ms[n++] = lm[k]; /* fused gate|up: each half whole 8-row groups (moe.c splits) */
     }
     if (n < cap) ms[n++] = &w->output;
     return n;

@@ -53,6 +53,15 @@ typedef struct llama_layer {
     const float *up_exps_b;       /* (n_expert, expert_ffn) or NULL */
     const float *down_exps_b;     /* (n_expert, dim) or NULL */
     uint64_t expert_bytes;        /* one expert's gate + up + down bytes */
+    /* Gemma 4's experts (llama_config.dense_with_experts), beside w_gate/up/down */
+    llama_mat gate_up_exps;       /* n_expert x (2 * expert_ffn, dim): an expert's gate rows, then
+                                     its up rows (the converter's fused form); unbound where the
+                                     file has ffn_gate_exps and ffn_up_exps */
+    const float *gate_inp_s;      /* (dim,) the router input's scale (ffn_gate_inp.scale) */
+    const float *down_exps_s;     /* (n_expert,) or NULL: each expert's output scale */
+    const float *ffn_post_norm_1; /* (dim,) the dense FFN's output norm */
+    const float *ffn_pre_norm_2;  /* (dim,) the experts' input norm */
+    const float *ffn_post_norm_2; /* (dim,) the experts' output norm */
     /* the shared expert every row runs (cfg->shexp_ffn > 0, Qwen3.5 MoE) */
     llama_mat gate_shexp, up_shexp; /* (shexp_ffn, dim) */
     llama_mat down_shexp;           /* (dim, shexp_ffn) */
