@@ -5,8 +5,10 @@
  * partial RoPE as rope_freqs, 1 then 1e30), the last layers sharing earlier
  * layers' K/V (no K/V tensors of their own), global layers without attn_v
  * where the shape says (V = K), a per-layer output scale, per-layer input
- * embeddings, the final soft-cap. Seeded like every tensor. Nothing here
- * runs the model. */
+ * embeddings, the final soft-cap, and where the preset has experts
+ * (26B-A4B) the router with its input scale, the experts' fused gate|up
+ * and down with a scale per expert, and the norms of the two FFN halves.
+ * Seeded like every tensor. Nothing here runs the model. */
 #include <stdio.h>
 #include <string.h>
 
@@ -59,6 +61,32 @@ static const make_gemma4_shape gemma4_shapes[] = {
      .period = 6,
      .softcap = 30.0f,
      .rope_partial = 0.25f},
+    /* tiny's heads and window with 8 experts beside the dense FFN (their
+     * count in model_make_moe.c), no shared KV layers or per-layer inputs,
+     * as 26B-A4B */
+    {.preset = "tiny-moe",
+     .hd_swa = 16,
+     .hd_full = 32,
+     .kv_swa = 4,
+     .kv_full = 2,
+     .window = 8,
+     .period = 3,
+     .k_eq_v = 1,
+     .softcap = 2.0f,
+     .rope_partial = 0.25f},
+    /* Gemma-4-26B-A4B (its config.json): 30 layers, 5 sliding to 1 global,
+     * 8 KV heads of 256 sliding, 2 of 512 global with V = K; 128 experts
+     * of 704, 8 a token, beside a dense FFN of 2112 */
+    {.preset = "26B-A4B",
+     .hd_swa = 256,
+     .hd_full = 512,
+     .kv_swa = 8,
+     .kv_full = 2,
+     .window = 1024,
+     .period = 6,
+     .k_eq_v = 1,
+     .softcap = 30.0f,
+     .rope_partial = 0.25f},
     /* Gemma-4-31B: 60 layers, 16 KV heads sliding, 4 global with V = K */
     {.preset = "31B",
      .hd_swa = 256,
@@ -99,7 +127,8 @@ int make_plan_gemma4(make_plan *pl, tps_err *err) {
     const make_gemma4_shape *sh = shape_of(pl);
     if (!sh)
         return tps_fail(err, TPS_EINVAL,
-                        "model make: --arch gemma4 has presets tiny, E4B and 31B, not %s",
+                        "model make: --arch gemma4 has presets tiny, E4B, 31B, 26B-A4B and "
+                        "tiny-moe, not %s",
                         pl->p->name);
     if (pl->p->n_layers > LLAMA_GEMMA4_MAX_LAYERS || sh->n_shared + 2 > pl->p->n_layers ||
         sh->hd_full / 2 > pl->p->dim)
@@ -182,9 +211,34 @@ static void matrix(make_plan *pl, uint32_t l, const char *suffix, uint32_t rows,
     make_add_layer_gen(pl, l, suffix, make_matrix_type(pl, suffix, l, cols), rows, cols, std);
 }
 
+/* Layer l's experts beside its dense FFN: the norms of the two halves, the
+ * router and its input scale, the experts' gate|up fused (the converter
+ * maps the checkpoint's experts.gate_up_proj to it) and down, and each
+ * expert's output scale (router.per_expert_scale). */
+static void plan_experts(make_plan *pl, uint32_t l) {
+    const uint32_t dim = pl->p->dim, E = pl->n_expert, ff = pl->eff;
+    norm(pl, l, "post_ffw_norm_1.weight", dim);
+    norm(pl, l, "pre_ffw_norm_2.weight", dim);
+    norm(pl, l, "post_ffw_norm_2.weight", dim);
+    /* the router reads rms_norm(x) / sqrt(dim): weights of ~1 give logits of
+     * ~1, so experts are chosen by clear margins and float rounding never
+     * decides which run */
+    make_add_layer_gen(pl, l, "ffn_gate_inp.weight", GGML_TYPE_F32, E, dim, 1.0f);
+    norm(pl, l, "ffn_gate_inp.scale", dim);
+    make_add_layer_gen(pl, l, "ffn_gate_up_exps.weight",
+                       make_matrix_type(pl, "ffn_gate_up_exps.weight", l, dim), 2 * ff, dim,
+                       pl->std)
+        ->n_mats = E;
+    make_add_layer_gen(pl, l, "ffn_down_exps.weight",
+                       make_matrix_type(pl, "ffn_down_exps.weight", l, ff), dim, ff, pl->proj)
+        ->n_mats = E;
+    make_add_layer_gen(pl, l, "ffn_down_exps.scale", GGML_TYPE_F32, 1, E, 0.3f)->offset = 1.0f;
+}
+
 /* Layer l's tensors in the converter's order: attention (Q always; K, V
  * and K's norm where the layer stores K/V, V unless the shape makes it K),
- * the GeGLU FFN with Gemma's norms, the output scale, the per-layer input's
+ * the GeGLU FFN with Gemma's norms (and the experts beside it), the
+ * output scale, the per-layer input's
  * gate, projection and norm. */
 void make_plan_gemma4_layer(make_plan *pl, uint32_t l) {
     const make_gemma4_shape *sh = pl->g4;
@@ -207,6 +261,7 @@ void make_plan_gemma4_layer(make_plan *pl, uint32_t l) {
     matrix(pl, l, "ffn_up.weight", ffn, dim, pl->std);
     matrix(pl, l, "ffn_down.weight", dim, ffn, pl->proj);
     norm(pl, l, "post_ffw_norm.weight", dim);
+    if (pl->n_expert) plan_experts(pl, l);
     make_add_layer_gen(pl, l, "layer_output_scale.weight", GGML_TYPE_F32, 1, 1, 0.3f)->offset =
         1.0f;
     if (!sh->n_embd_pl) return;

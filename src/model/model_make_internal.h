@@ -47,7 +47,7 @@ typedef struct make_plan {
 } make_plan;
 
 #define MAKE_GENS_FIXED     6
-#define MAKE_GENS_PER_LAYER 24
+#define MAKE_GENS_PER_LAYER 26
 
 /* Type of matrix name ("output.weight", "attn_v.weight", "ffn_down_exps.weight"...;
  * rows of cols) of layer l: the plan's type, or under a file type the one

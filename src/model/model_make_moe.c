@@ -17,7 +17,8 @@ static const model_moe_shape model_moe_shapes[] = {
     {"mini-moe", "mixtral", 0, 16, 2, 256},      {"moe-2B", "qwen3moe", 128, 64, 8, 512},
     {"30B-A3B", "qwen3moe", 128, 128, 8, 768},   {"8x7B", "mixtral", 0, 8, 2, 14336},
     {"gpt-oss-20b", "gpt-oss", 64, 32, 4, 2880}, {"35B-A3B", "qwen35moe", 256, 256, 8, 512},
-    {"106B-A12B", "glm4moe", 128, 128, 8, 1408},
+    {"106B-A12B", "glm4moe", 128, 128, 8, 1408}, {"26B-A4B", "gemma4", 0, 128, 8, 704},
+    {"tiny-moe", "gemma4", 0, 8, 2, 32},
 };
 
 const model_moe_shape *model_preset_moe(const model_preset *p) {
@@ -30,12 +31,14 @@ int make_plan_experts(make_plan *pl, tps_err *err) {
     const model_preset *p = pl->p;
     const model_arch_spec *as = pl->as;
     const model_moe_shape *moe = model_preset_moe(p);
-    if (moe && !as->n_expert)
+    /* gemma4 has experts only where its preset says (26B-A4B) */
+    const int by_preset = as->gemma4 && moe && !strcmp(moe->arch, "gemma4");
+    if (moe && !as->n_expert && !by_preset)
         return tps_fail(err, TPS_EINVAL,
                         "model make: preset %s is a mixture of experts (like %s); make it with "
                         "--arch %s",
                         p->name, p->like, moe->arch);
-    if (!as->n_expert) return 0;
+    if (!as->n_expert && !by_preset) return 0;
     pl->n_expert = moe ? moe->n_expert : as->n_expert;
     pl->n_used = moe ? moe->n_expert_used : as->n_expert_used;
     pl->eff = moe ? moe->expert_ffn : p->ffn_dim;
