@@ -1,6 +1,7 @@
 /* Every architecture against llama.cpp: a seeded random `tiny` model made by
- * model_make for each --arch gives, on 5 prompts, the same 16 greedy tokens
- * as llama.cpp on the same file, and teacher-forced logits within the quant
+ * model_make for each --arch (`tiny-moe` for Gemma 4's MoE) gives, on 5
+ * prompts, the same 16 greedy tokens as llama.cpp on the same file, and
+ * teacher-forced logits within the quant
  * tests' f16 tolerance of llama.cpp's, under every kernel tier; each
  * sequence's logits are bit-identical alone and in a batch of all five.
  * Reference data: tests/data/<arch>/ (README.md there says how it was made). */
@@ -23,11 +24,26 @@
 #define TOL_NORM_ERR 2e-3
 #define SEED         7
 
-static llama_model *make_and_load_opts(const char *arch, char *path, size_t path_len,
+/* A reference directory that is not an --arch: its --arch and --preset
+ * (else the directory is the --arch and the preset tiny). */
+static const struct {
+    const char *dir, *arch, *preset;
+} variants[] = {{"gemma4moe", "gemma4", "tiny-moe"}};
+
+static const char *arch_of(const char *dir, const char **preset) {
+    *preset = "tiny";
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
+        if (!strcmp(variants[i].dir, dir)) return *preset = variants[i].preset, variants[i].arch;
+    return dir;
+}
+
+/* The file of reference directory `dir` (tests/data/<dir>), made and loaded. */
+static llama_model *make_and_load_opts(const char *dir, char *path, size_t path_len,
                                        int no_repack) {
-    snprintf(path, path_len, "/tmp/tps-arch-%s-XXXXXX", arch);
+    const char *preset, *arch = arch_of(dir, &preset);
+    snprintf(path, path_len, "/tmp/tps-arch-%s-XXXXXX", dir);
     close(mkstemp(path));
-    model_make_opts o = {.preset = model_preset_find("tiny"),
+    model_make_opts o = {.preset = model_preset_find(preset),
                          .arch = model_arch_find(arch),
                          .type = GGML_TYPE_F32,
                          .seed = SEED,
@@ -53,9 +69,11 @@ static void check_arch_tier(const char *arch, kernel_tier tier) {
     /* the reference tier reads weights in the file's layout (gpt-oss's
      * MXFP4 experts are repacked otherwise) */
     llama_model *m = make_and_load_opts(arch, path, sizeof path, tier == KERNEL_TIER_REF);
-    const double worst = llama_ref_teacher_forced(&r, m, tier, arch, 1, NULL);
-    cr_log_info("%s, %s tier: worst normalised logit error vs llama.cpp %.2e", arch,
-                kernel_tier_name(tier), worst);
+    llama_ref_stats st = {0};
+    const double worst = llama_ref_teacher_forced(&r, m, tier, arch, 1, &st);
+    cr_log_info("%s, %s tier: worst normalised logit error vs llama.cpp %.2e (%zu of %zu "
+                "positions within %.0e)",
+                arch, kernel_tier_name(tier), worst, st.exact, st.positions, LLAMA_REF_EXACT);
     cr_expect_leq(worst, TOL_NORM_ERR, "%s, %s tier: %g", arch, kernel_tier_name(tier), worst);
     llama_model_free(m);
     unlink(path);
@@ -158,6 +176,15 @@ Test(arch_reference, gemma4_matches_llama_cpp) {
     check_arch("gemma4");
 }
 
+/* Gemma 4's MoE (26B-A4B's layout, tiny-moe): 8 experts, 2 a token, beside
+ * the dense FFN: the router on rms_norm(x) / sqrt(dim) * ffn_gate_inp.scale,
+ * softmax, top 2 renormalised, fused ffn_gate_up_exps, GeGLU, each expert's
+ * output times ffn_down_exps.scale; post_ffw_norm_1 on the dense half,
+ * pre_ffw_norm_2 / post_ffw_norm_2 on the experts', post_ffw_norm on both. */
+Test(arch_reference, gemma4_moe_matches_llama_cpp) {
+    check_arch("gemma4moe");
+}
+
 /* The five prompts prefilled together in one batch give each prompt's last
  * logits bit-identical to its prefill alone. */
 static void check_batch_invariance(const char *arch) {
@@ -217,9 +244,9 @@ static void check_batch_invariance(const char *arch) {
 }
 
 Test(arch_reference, every_arch_is_batch_invariant) {
-    const char *archs[] = {"llama",     "llama3",    "qwen2",   "qwen3",    "gemma2",  "gemma3",
-                           "phi3",      "mistral3",  "mixtral", "qwen3moe", "gpt-oss", "qwen35",
-                           "deepseek2", "qwen35moe", "glm4moe", "gemma4"};
+    const char *archs[] = {"llama",     "llama3",    "qwen2",   "qwen3",    "gemma2",   "gemma3",
+                           "phi3",      "mistral3",  "mixtral", "qwen3moe", "gpt-oss",  "qwen35",
+                           "deepseek2", "qwen35moe", "glm4moe", "gemma4",   "gemma4moe"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         check_batch_invariance(archs[i]);
 }

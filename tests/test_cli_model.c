@@ -191,3 +191,40 @@ Test(cli_model, moe_info_names_the_shared_expert_and_the_dense_lead) {
     free(out);
     unlink(path);
 }
+
+/* Gemma 4's MoE (tiny-moe, f32): 8 experts of 32, 2 a token, beside the
+ * dense FFN of 192; the active parameters are all but 6 of 8 experts a
+ * layer (their fused gate|up, down and output scale), the dense FFN and
+ * router counted whole. */
+Test(cli_model, gemma4_moe_info_counts_the_dense_ffn_and_k_experts_active) {
+    char path[] = "/tmp/tps-cli-arch-XXXXXX";
+    close(mkstemp(path));
+    char args[512], *out;
+    snprintf(args, sizeof args, "model make --arch gemma4 --preset tiny-moe --type f32 -o %s",
+             path);
+    assert_tps_ok(args);
+    snprintf(args, sizeof args, "model info --json %s", path);
+    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    json_error_t jerr;
+    json_t *o = json_loads(out, 0, &jerr);
+    cr_assert_not_null(o, "%s", out);
+    const long E = 8, k = 2, ff = 32, dim = 64, layers = 5;
+    const long expert = 2 * ff * dim + dim * ff + 1; /* gate|up, down, its scale */
+    const long all = (long)json_integer_value(json_object_get(o, "parameters"));
+    cr_expect_eq(json_integer_value(json_object_get(o, "experts")), E);
+    cr_expect_eq(json_integer_value(json_object_get(o, "experts_used")), k);
+    cr_expect_eq(json_integer_value(json_object_get(o, "expert_feed_forward_length")), ff);
+    cr_expect_eq(json_integer_value(json_object_get(o, "dense_ffn_beside_experts")), 192);
+    cr_expect_eq(json_integer_value(json_object_get(o, "parameters_active")),
+                 all - layers * (E - k) * expert);
+    json_decref(o);
+    free(out);
+    snprintf(args, sizeof args, "model info %s", path);
+    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    cr_expect(strstr(out, "experts                8 a layer, 2 a token, of ffn 32") != NULL, "%s",
+              out);
+    cr_expect(strstr(out, "dense FFN              of ffn 192 beside the experts") != NULL, "%s",
+              out);
+    free(out);
+    unlink(path);
+}
