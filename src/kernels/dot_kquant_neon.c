@@ -1,5 +1,6 @@
-/* ARM tier, NEON with dotprod: Q4_K and Q6_K 8-row groups (block_q4_Kx8,
- * block_q6_Kx8 of kernel_impl.h) against Q8_K activation rows, one or two
+/* ARM tier, NEON with dotprod: Q4_K, Q5_K and Q6_K 8-row groups
+ * (block_q4_Kx8, block_q6_Kx8 of kernel_impl.h, block_q5_Kx8 of
+ * packed_kq.h) against Q8_K activation rows, one or two
  * activation rows a tile. Compiled for armv8.2-a+dotprod by the pragma
  * below and called only when the CPU has it (cpu_arm.c); the i8mm table
  * takes these entries as they are. Empty in any other build.
@@ -8,10 +9,12 @@
  * one sdot by lane (the activation's 4 bytes broadcast) adds 4 products
  * into each row's own lane: per sub-block an exact int32 sum per row, then
  * kernel_impl.h's integer and float steps lane by lane (vfmaq_f32 fused,
- * vcvtq_f32_s32 to nearest even): the scalar tier's bits. Q6_K's quants go
+ * vcvtq_f32_s32 to nearest even): the scalar tier's bits. Q5_K is Q4_K
+ * with each nibble's fifth bit ORed in (q 0..31). Q6_K's quants go
  * in unsigned (0..63) and each sub-block takes 32 * its activation sum off
  * (Q8_K's bsums), the same integer as (q - 32) . x. Not here: plain
- * (unpacked) rows, which run the scalar tier; threading (matmul.c). */
+ * (unpacked) rows, which run the scalar tier; Q2_K, Q3_K, IQ4_XS
+ * (dot_kq_neon.c); threading (matmul.c). */
 #include "kernels/kernel_impl.h"
 
 #if KERNEL_HAVE_NEON
@@ -20,24 +23,8 @@
 #include <arm_neon.h>
 
 #include "base/compiler.h" /* ALWAYS_INLINE */
-
-/* s += the 4 vectors w[0..3] (4 rows x 4 quants each) . x's 4-byte lanes. */
-#define SDOT4(s, w, x)                                                                             \
-    do {                                                                                           \
-        s = vdotq_laneq_s32(s, (w)[0], x, 0);                                                      \
-        s = vdotq_laneq_s32(s, (w)[1], x, 1);                                                      \
-        s = vdotq_laneq_s32(s, (w)[2], x, 2);                                                      \
-        s = vdotq_laneq_s32(s, (w)[3], x, 3);                                                      \
-    } while (0)
-
-/* Byte t (0..3) of each 32-bit lane as an int32: unsigned, or signed. */
-ALWAYS_INLINE int32x4_t byte_u(uint32x4_t v, int t) {
-    return vreinterpretq_s32_u32(vandq_u32(vshlq_u32(v, vdupq_n_s32(-8 * t)), vdupq_n_u32(0xff)));
-}
-
-ALWAYS_INLINE int32x4_t byte_s(int32x4_t v, int t) {
-    return vshlq_s32(vshlq_s32(v, vdupq_n_s32(24 - 8 * t)), vdupq_n_s32(-24));
-}
+#include "kernels/neon_kq.h"
+#include "kernels/packed_kq.h" /* block_q5_Kx8 */
 
 /* ---- Q4_K ---------------------------------------------------------------- */
 
@@ -57,10 +44,83 @@ ALWAYS_INLINE void q4_K_scales(const uint8_t *scales, int h, uint32x4_t sc[2], u
                      vshlq_n_u32(vandq_u32(vshrq_n_u32(u1, 6), top2), 4));
 }
 
-/* One Q4_K group (nb superblocks) x MX (1..2) Q8_K activation rows. */
-ALWAYS_INLINE void q4_K_tile(float *restrict out, size_t ld_out, const block_q4_Kx8 *restrict g,
-                             const uint8_t *restrict act, size_t act_row_bytes, size_t nb,
-                             const int MX) {
+/* Q4_K's groups and Q5_K's (packed_kq.h: the same d, dmin and scales; qs
+ * after Q5_K's fifth bits). */
+ALWAYS_INLINE size_t k45_gb(const int q5) {
+    return q5 ? sizeof(block_q5_Kx8) : sizeof(block_q4_Kx8);
+}
+
+/* Rows 4h..4h+3 of qs vectors 8k + 4c4 + cc (cc < 4): lo[cc] the low
+ * nibbles (sub-block 2k), hi[cc] the high ones (2k + 1); Q5_K ORs in the
+ * fifth bits of qh vector 4c4 + cc, (qh << (4 - k)) & 0x10 and
+ * (qh >> k) & 0x10 per byte. */
+ALWAYS_INLINE void k45_quants(const uint8_t *restrict blk, int h, int k, int c4, const int q5,
+                              int8x16_t lo[4], int8x16_t hi[4]) {
+    const uint8_t *qs = blk + (q5 ? offsetof(block_q5_Kx8, qs) : offsetof(block_q4_Kx8, qs));
+    const uint8x16_t m4 = vdupq_n_u8(0x0f), b5 = vdupq_n_u8(0x10);
+#pragma GCC unroll 8
+    for (int cc = 0; cc < 4; cc++) {
+        const uint8x16_t v = vld1q_u8(qs + (8 * k + 4 * c4 + cc) * 32 + 16 * h);
+        uint8x16_t l = vandq_u8(v, m4), u = vshrq_n_u8(v, 4);
+        if (q5) {
+            const uint8x16_t qh =
+                vld1q_u8(blk + offsetof(block_q5_Kx8, qh) + (4 * c4 + cc) * 32 + 16 * h);
+            l = vorrq_u8(l, vandq_u8(shl_u8(qh, 4 - k), b5));
+            u = vorrq_u8(u, vandq_u8(shl_u8(qh, -k), b5));
+        }
+        lo[cc] = vreinterpretq_s8_u8(l);
+        hi[cc] = vreinterpretq_s8_u8(u);
+    }
+}
+
+/* Rows 4h..4h+3 of one superblock x MX rows: isum[j], imin[j] of
+ * kernel_impl.h's Q4_K formula (Q5_K: q 0..31, the same steps). */
+ALWAYS_INLINE void k45_sums(const uint8_t *restrict blk, const block_q8_K *const *xr, size_t b,
+                            int h, const int q5, const int MX, int32x4_t isum[2],
+                            int32x4_t imin[2]) {
+    const block_q4_Kx8 *g = (const block_q4_Kx8 *)blk; /* d, dmin, scales */
+    uint32x4_t sc[2], mn[2];
+    q4_K_scales(g->scales, h, sc, mn);
+#pragma GCC unroll 8
+    for (int j = 0; j < MX; j++)
+        isum[j] = imin[j] = vdupq_n_s32(0);
+#pragma GCC unroll 8
+    for (int k = 0; k < 4; k++) { /* sub-blocks 2k (low nibbles), 2k + 1 (high) */
+        int32x4_t slo[2], shi[2];
+#pragma GCC unroll 8
+        for (int j = 0; j < MX; j++)
+            slo[j] = shi[j] = vdupq_n_s32(0);
+#pragma GCC unroll 8
+        for (int c4 = 0; c4 < 2; c4++) {
+            int8x16_t lo[4], hi[4];
+            k45_quants(blk, h, k, c4, q5, lo, hi);
+#pragma GCC unroll 8
+            for (int j = 0; j < MX; j++) {
+                const int8_t *xq = xr[j][b].qs + 64 * k + 16 * c4;
+                SDOT4(slo[j], lo, vld1q_s8(xq));
+                SDOT4(shi[j], hi, vld1q_s8(xq + 32));
+            }
+        }
+        const int32x4_t s_lo = byte_u(sc[k / 2], 2 * (k % 2)),
+                        s_hi = byte_u(sc[k / 2], 2 * (k % 2) + 1);
+        const int32x4_t m_lo = byte_u(mn[k / 2], 2 * (k % 2)),
+                        m_hi = byte_u(mn[k / 2], 2 * (k % 2) + 1);
+#pragma GCC unroll 8
+        for (int j = 0; j < MX; j++) {
+            const int16_t *bs = xr[j][b].bsums + 4 * k;
+            isum[j] = vmlaq_s32(vmlaq_s32(isum[j], slo[j], s_lo), shi[j], s_hi);
+            imin[j] = vmlaq_n_s32(imin[j], m_lo, bs[0] + bs[1]);
+            imin[j] = vmlaq_n_s32(imin[j], m_hi, bs[2] + bs[3]);
+        }
+    }
+}
+
+/* One Q4_K (q5 0) or Q5_K (1) group G (nb superblocks) x MX (1..2) Q8_K
+ * activation rows. */
+ALWAYS_INLINE void q45_K_tile(float *restrict out, size_t ld_out, const uint8_t *restrict G,
+                              const uint8_t *restrict act, size_t act_row_bytes, size_t nb,
+                              const int MX, const int q5) {
+    const size_t GB = k45_gb(q5);
     const block_q8_K *xr[2];
     float32x4_t acc[2][2];
 #pragma GCC unroll 8
@@ -68,55 +128,15 @@ ALWAYS_INLINE void q4_K_tile(float *restrict out, size_t ld_out, const block_q4_
         xr[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
         acc[j][0] = acc[j][1] = vdupq_n_f32(0.0f);
     }
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
     for (size_t b = 0; b < nb; b++) {
-        __builtin_prefetch((const uint8_t *)(g + b) + PREFETCH_AHEAD_BYTES, 0, 3);
+        const uint8_t *blk = G + b * GB;
+        const block_q4_Kx8 *g = (const block_q4_Kx8 *)blk;
+        __builtin_prefetch(blk + PREFETCH_AHEAD_BYTES, 0, 3);
 #pragma GCC unroll 8
         for (int h = 0; h < 2; h++) {
-            uint32x4_t sc[2], mn[2];
-            q4_K_scales(g[b].scales, h, sc, mn);
             int32x4_t isum[2], imin[2];
-#pragma GCC unroll 8
-            for (int j = 0; j < MX; j++)
-                isum[j] = imin[j] = vdupq_n_s32(0);
-#pragma GCC unroll 8
-            for (int k = 0; k < 4; k++) { /* sub-blocks 2k (low nibbles), 2k + 1 (high) */
-                int32x4_t slo[2], shi[2];
-#pragma GCC unroll 8
-                for (int j = 0; j < MX; j++)
-                    slo[j] = shi[j] = vdupq_n_s32(0);
-#pragma GCC unroll 8
-                for (int c4 = 0; c4 < 2; c4++) {
-                    int8x16_t lo[4], hi[4];
-#pragma GCC unroll 8
-                    for (int cc = 0; cc < 4; cc++) {
-                        const uint8x16_t v =
-                            vld1q_u8(g[b].qs + (8 * k + 4 * c4 + cc) * 32 + 16 * h);
-                        lo[cc] = vreinterpretq_s8_u8(vandq_u8(v, m4));
-                        hi[cc] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
-                    }
-#pragma GCC unroll 8
-                    for (int j = 0; j < MX; j++) {
-                        const int8_t *xq = xr[j][b].qs + 64 * k + 16 * c4;
-                        SDOT4(slo[j], lo, vld1q_s8(xq));
-                        SDOT4(shi[j], hi, vld1q_s8(xq + 32));
-                    }
-                }
-                const int32x4_t s_lo = byte_u(sc[k / 2], 2 * (k % 2)),
-                                s_hi = byte_u(sc[k / 2], 2 * (k % 2) + 1);
-                const int32x4_t m_lo = byte_u(mn[k / 2], 2 * (k % 2)),
-                                m_hi = byte_u(mn[k / 2], 2 * (k % 2) + 1);
-#pragma GCC unroll 8
-                for (int j = 0; j < MX; j++) {
-                    const int16_t *bs = xr[j][b].bsums + 4 * k;
-                    isum[j] = vmlaq_s32(vmlaq_s32(isum[j], slo[j], s_lo), shi[j], s_hi);
-                    imin[j] = vmlaq_n_s32(imin[j], m_lo, bs[0] + bs[1]);
-                    imin[j] = vmlaq_n_s32(imin[j], m_hi, bs[2] + bs[3]);
-                }
-            }
-            const uint16x4_t dh = vld1_u16(g[b].d + 4 * h), mh = vld1_u16(g[b].dmin + 4 * h);
-            const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u16(dh));
-            const float32x4_t dmin = vnegq_f32(vcvt_f32_f16(vreinterpret_f16_u16(mh)));
+            k45_sums(blk, xr, b, h, q5, MX, isum, imin);
+            const float32x4_t d = f16x4(g->d + 4 * h), dmin = vnegq_f32(f16x4(g->dmin + 4 * h));
 #pragma GCC unroll 8
             for (int j = 0; j < MX; j++) {
                 const float32x4_t dx = vdupq_n_f32(xr[j][b].d);
@@ -132,12 +152,24 @@ ALWAYS_INLINE void q4_K_tile(float *restrict out, size_t ld_out, const block_q4_
     }
 }
 
+ALWAYS_INLINE void q4_K_tile(float *restrict out, size_t ld_out, const uint8_t *restrict G,
+                             const uint8_t *restrict act, size_t act_row_bytes, size_t nb,
+                             const int MX) {
+    q45_K_tile(out, ld_out, G, act, act_row_bytes, nb, MX, 0);
+}
+
+ALWAYS_INLINE void q5_K_tile(float *restrict out, size_t ld_out, const uint8_t *restrict G,
+                             const uint8_t *restrict act, size_t act_row_bytes, size_t nb,
+                             const int MX) {
+    q45_K_tile(out, ld_out, G, act, act_row_bytes, nb, MX, 1);
+}
+
 /* ---- Q6_K ---------------------------------------------------------------- */
 
 /* One Q6_K group (nb superblocks) x MX (1..2) Q8_K activation rows. The
  * quants of element 128hh + 32t + 4c + e: Q_t = byte & 63 of vector
  * (hh, t, c) for t < 3, Q_3 the top 2 bits of those three. */
-ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const block_q6_Kx8 *restrict g,
+ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                              const uint8_t *restrict act, size_t act_row_bytes, size_t nb,
                              const int MX) {
     const block_q8_K *xr[2];
@@ -147,6 +179,7 @@ ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const block_q6_
         xr[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
         acc[j][0] = acc[j][1] = vdupq_n_f32(0.0f);
     }
+    const block_q6_Kx8 *g = (const block_q6_Kx8 *)G;
     const uint8x16_t m6 = vdupq_n_u8(63), m2 = vdupq_n_u8(3);
     for (size_t b = 0; b < nb; b++) {
         __builtin_prefetch((const uint8_t *)(g + b) + PREFETCH_AHEAD_BYTES, 0, 3);
@@ -206,14 +239,14 @@ ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const block_q6_
 /* ---- rows kernels (dot_neon.c's table names them) ------------------------------------ */
 
 /* The groups of [o0, o1) against the activation rows, two rows a tile. */
-#define KQ_ROWS_R8(name, tile, gtype)                                                              \
+#define KQ_ROWS_R8(name, tile)                                                                     \
     KERNEL_ROWS_DECL(name) {                                                                       \
         (void)tmp;                                                                                 \
         const size_t nb = n_in / QK_K;                                                             \
         for (size_t r = 0; r < n_rows_x; r += 2) {                                                 \
             const uint8_t *a = act + r * act_row_bytes;                                            \
             for (size_t o = o0; o < o1; o += 8) {                                                  \
-                const gtype *g = (const gtype *)(W + o * w_row_bytes);                             \
+                const uint8_t *g = W + o * w_row_bytes;                                            \
                 if (n_rows_x - r >= 2)                                                             \
                     tile(out + r * ld_out + o, ld_out, g, a, act_row_bytes, nb, 2);                \
                 else                                                                               \
@@ -222,7 +255,8 @@ ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const block_q6_
         }                                                                                          \
     }
 
-KQ_ROWS_R8(kernel_rows_q4_K_r8_dotprod, q4_K_tile, block_q4_Kx8)
-KQ_ROWS_R8(kernel_rows_q6_K_r8_dotprod, q6_K_tile, block_q6_Kx8)
+KQ_ROWS_R8(kernel_rows_q4_K_r8_dotprod, q4_K_tile)
+KQ_ROWS_R8(kernel_rows_q5_K_r8_dotprod, q5_K_tile)
+KQ_ROWS_R8(kernel_rows_q6_K_r8_dotprod, q6_K_tile)
 
 #endif
