@@ -10,7 +10,8 @@
  * lane by lane (vfmaq_f32 is fused, vcvtq_f32_s32 rounds to nearest even
  * like the scalar cast), so the bits equal the scalar tier's whatever the
  * tile. Not here: the smmla tiles (dot_neon_i8mm.c), K-quants (dot_kquant_neon.c,
- * dot_kq_neon.c), threading (matmul.c). */
+ * dot_kq_neon.c), Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 (dot_q32_neon.c),
+ * threading (matmul.c). */
 #include "kernels/kernel_impl.h"
 
 #if KERNEL_HAVE_NEON
@@ -20,7 +21,8 @@
 #include <math.h>
 
 #include "kernels/neon_q32.h"
-#include "kernels/packed_kq.h" /* the scalar rows of Q2_K, Q3_K, Q5_K, IQ4_XS */
+#include "kernels/packed_kq.h"  /* the scalar rows of Q2_K, Q3_K, Q5_K, IQ4_XS */
+#include "kernels/packed_q32.h" /* of Q4_1, Q5_0, Q5_1, IQ4_NL */
 
 /* ---- plain rows: one weight row against one activation row --------------- */
 
@@ -190,8 +192,14 @@ KERNEL_ROWS_DECL(kernel_rows_q4_0_r8_dotprod) {
     rows_r8(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 1);
 }
 
-/* dot_kquant_neon.c and dot_kq_neon.c; their plain rows (only where
- * n_out % 8 != 0: the loader repacks the rest) run the scalar tier's */
+/* dot_q32_neon.c, dot_kquant_neon.c and dot_kq_neon.c; their plain rows
+ * (only where n_out % 8 != 0: the loader repacks the rest) run the scalar
+ * tier's */
+KERNEL_ROWS_DECL(kernel_rows_q4_1_r8_dotprod);
+KERNEL_ROWS_DECL(kernel_rows_q5_0_r8_dotprod);
+KERNEL_ROWS_DECL(kernel_rows_q5_1_r8_dotprod);
+KERNEL_ROWS_DECL(kernel_rows_iq4_nl_r8_dotprod);
+KERNEL_ROWS_DECL(kernel_rows_mxfp4_r8_dotprod);
 KERNEL_ROWS_DECL(kernel_rows_q4_K_r8_dotprod);
 KERNEL_ROWS_DECL(kernel_rows_q5_K_r8_dotprod);
 KERNEL_ROWS_DECL(kernel_rows_q6_K_r8_dotprod);
@@ -202,6 +210,11 @@ KERNEL_ROWS_DECL(kernel_rows_iq4_xs_r8_dotprod);
 const kernel_type_impl kernel_impl_neon_dotprod[GGML_TYPE_COUNT_MAX] = {
     [GGML_TYPE_Q8_0] = {GGML_TYPE_Q8_0, rows_q8_0, kernel_rows_q8_0_r8_dotprod},
     [GGML_TYPE_Q4_0] = {GGML_TYPE_Q8_0, rows_q4_0, kernel_rows_q4_0_r8_dotprod},
+    [GGML_TYPE_Q4_1] = {GGML_TYPE_Q8_0, kernel_rows_q4_1_scalar, kernel_rows_q4_1_r8_dotprod},
+    [GGML_TYPE_Q5_0] = {GGML_TYPE_Q8_0, kernel_rows_q5_0_scalar, kernel_rows_q5_0_r8_dotprod},
+    [GGML_TYPE_Q5_1] = {GGML_TYPE_Q8_0, kernel_rows_q5_1_scalar, kernel_rows_q5_1_r8_dotprod},
+    [GGML_TYPE_IQ4_NL] = {GGML_TYPE_Q8_0, kernel_rows_iq4_nl_scalar, kernel_rows_iq4_nl_r8_dotprod},
+    [GGML_TYPE_MXFP4] = {GGML_TYPE_Q8_0, kernel_rows_mxfp4_scalar, kernel_rows_mxfp4_r8_dotprod},
     [GGML_TYPE_Q2_K] = {GGML_TYPE_Q8_K, kernel_rows_q2_K_scalar, kernel_rows_q2_K_r8_dotprod},
     [GGML_TYPE_Q3_K] = {GGML_TYPE_Q8_K, kernel_rows_q3_K_scalar, kernel_rows_q3_K_r8_dotprod},
     [GGML_TYPE_Q4_K] = {GGML_TYPE_Q8_K, kernel_rows_q4_K_scalar, kernel_rows_q4_K_r8_dotprod},

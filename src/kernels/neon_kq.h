@@ -1,6 +1,6 @@
-/* Internal to the ARM tier's K-quant files (dot_kquant_neon.c,
- * dot_kq_neon.c): the sdot-by-lane step of the 8-row groups and lane
- * helpers for the scales. Include after <arm_neon.h> and the file's target
+/* Internal to the ARM tier's files of 8-row groups (dot_kquant_neon.c,
+ * dot_kq_neon.c, dot_q32_neon.c): the sdot-by-lane step and lane helpers
+ * for the quants and scales. Include after <arm_neon.h> and the file's target
  * pragma (armv8.2-a+dotprod). A 16-byte vector of a group holds 4
  * consecutive quants of each of 4 rows, rows in lanes (kernel_impl.h). */
 #ifndef TPS_KERNELS_NEON_KQ_H

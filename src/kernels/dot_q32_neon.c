@@ -1,0 +1,169 @@
+/* ARM tier, NEON with dotprod: Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 weights
+ * in 8-row groups (packed_q32.h; MXFP4's block_mxfp4x8 in kernel_impl.h)
+ * against Q8_0 activation rows, up to 4 activation rows a tile. Compiled
+ * for armv8.2-a+dotprod by the pragma below and called only when the CPU
+ * has it (cpu_arm.c; the i8mm table falls back to these). Empty in any
+ * other build.
+ *
+ * The tile is dot_neon.c's Q4_0 tile with a per-type step from the nibbles
+ * to the int8 an sdot takes: Q4_1 the nibble (0..15), Q5_0 / Q5_1 the
+ * nibble with its fifth bit ORed in (a shift and mask of the group's
+ * regrouped qh), Q5_0's -16 entering as the start value -16 * sum(x),
+ * IQ4_NL and MXFP4 the grid value looked up by tbl. Lane i of every int32
+ * vector is one row's exact block sum; then packed_q32.h's float steps
+ * lane by lane (vfmaq_f32 fused, vcvtq_f32_s32 to nearest even; Q4_1 /
+ * Q5_1 add m_w * s_x after), so every tile gives the scalar tier's bits.
+ * Not here: plain (unpacked) rows, which run the scalar tier; threading
+ * (matmul.c). */
+#include "kernels/packed_q32.h"
+
+#if KERNEL_HAVE_NEON
+
+#pragma GCC target("arch=armv8.2-a+dotprod")
+#include <arm_neon.h>
+
+#include "kernels/neon_kq.h"
+
+enum { T_Q4_1, T_Q5_0, T_Q5_1, T_IQ4_NL, T_MXFP4 };
+
+/* Group block sizes and field offsets per type tag. */
+ALWAYS_INLINE size_t q32_gb(const int t) {
+    return t == T_Q4_1     ? sizeof(block_q4_1x8)
+           : t == T_Q5_0   ? sizeof(block_q5_0x8)
+           : t == T_Q5_1   ? sizeof(block_q5_1x8)
+           : t == T_IQ4_NL ? sizeof(block_iq4_nlx8)
+                           : sizeof(block_mxfp4x8);
+}
+
+ALWAYS_INLINE size_t q32_off_qs(const int t) {
+    return t == T_Q4_1     ? offsetof(block_q4_1x8, qs)
+           : t == T_Q5_0   ? offsetof(block_q5_0x8, qs)
+           : t == T_Q5_1   ? offsetof(block_q5_1x8, qs)
+           : t == T_IQ4_NL ? offsetof(block_iq4_nlx8, qs)
+                           : offsetof(block_mxfp4x8, qs);
+}
+
+ALWAYS_INLINE int q32_has_min(const int t) {
+    return t == T_Q4_1 || t == T_Q5_1;
+}
+
+/* Rows 4h..4h+3 of a group block: lo[c] the int8 of the low nibbles of
+ * vector c (elements 4c..4c+3), hi[c] of the high ones (16 + 4c..). */
+ALWAYS_INLINE void q32_quants(const uint8_t *restrict wb, int h, const int t, int8x16_t lo[4],
+                              int8x16_t hi[4]) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0f), b5 = vdupq_n_u8(0x10);
+    const int8x16_t tbl = vld1q_s8(t == T_MXFP4 ? kernel_kvalues_mxfp4 : kvalues_iq4nl);
+    uint8x16_t qh = vdupq_n_u8(0);
+    if (t == T_Q5_0 || t == T_Q5_1)
+        qh = vld1q_u8(wb + (t == T_Q5_0 ? offsetof(block_q5_0x8, qh) : offsetof(block_q5_1x8, qh)) +
+                      16 * h);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const uint8x16_t v = vld1q_u8(wb + q32_off_qs(t) + 32 * c + 16 * h);
+        uint8x16_t l = vandq_u8(v, m4), u = vshrq_n_u8(v, 4);
+        if (t == T_Q5_0 || t == T_Q5_1) {
+            l = vorrq_u8(l, vandq_u8(shl_u8(qh, 4 - c), b5));
+            u = vorrq_u8(u, vandq_u8(shl_u8(qh, -c), b5));
+        }
+        const int grid = t == T_IQ4_NL || t == T_MXFP4;
+        lo[c] = grid ? vqtbl1q_s8(tbl, l) : vreinterpretq_s8_u8(l);
+        hi[c] = grid ? vqtbl1q_s8(tbl, u) : vreinterpretq_s8_u8(u);
+    }
+}
+
+/* The group block's 8 weight scales as floats, dw[h] = rows 4h..4h+3
+ * (fp16 d, or MXFP4's 2^(e - 128) as kernel_e8m0_half computes it). */
+ALWAYS_INLINE void q32_scales(const uint8_t *restrict wb, const int t, float32x4_t dw[2]) {
+    if (t == T_MXFP4) {
+        float f[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            f[i] = kernel_e8m0_half(((const block_mxfp4x8 *)wb)->e[i]);
+        dw[0] = vld1q_f32(f);
+        dw[1] = vld1q_f32(f + 4);
+        return;
+    }
+    dw[0] = f16x4((const uint16_t *)wb); /* d[8] first in every group */
+    dw[1] = f16x4((const uint16_t *)wb + 4);
+}
+
+/* One group G (nb blocks) x MX (1..4) activation rows: lane i of is[j][h]
+ * collects row 4h + i against activation row j. */
+ALWAYS_INLINE void q32_tile(float *restrict out, size_t ld_out, const uint8_t *restrict G,
+                            const uint8_t *restrict act, size_t act_row_bytes, size_t nb,
+                            const int t, const int MX) {
+    const size_t GB = q32_gb(t);
+    const block_q8_0 *xr[4];
+    const kernel_act_side *sd[4];
+    float32x4_t acc[4][2];
+#pragma GCC unroll 4
+    for (int j = 0; j < MX; j++) {
+        xr[j] = (const block_q8_0 *)(act + (size_t)j * act_row_bytes);
+        sd[j] = (const kernel_act_side *)((const uint8_t *)xr[j] + kernel_act_side_off(nb));
+        acc[j][0] = acc[j][1] = vdupq_n_f32(0.0f);
+    }
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *wb = G + b * GB;
+        __builtin_prefetch(wb + PREFETCH_AHEAD_BYTES, 0, 3);
+        float32x4_t dw[2];
+        q32_scales(wb, t, dw);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            int8x16_t lo[4], hi[4];
+            q32_quants(wb, h, t, lo, hi);
+#pragma GCC unroll 4
+            for (int j = 0; j < MX; j++) {
+                int32x4_t is = vdupq_n_s32(t == T_Q5_0 ? 2 * sd[j][b].neg8 : 0); /* -16 sum x */
+                SDOT4(is, lo, vld1q_s8(xr[j][b].qs));
+                SDOT4(is, hi, vld1q_s8(xr[j][b].qs + 16));
+                const float32x4_t dx = vdupq_n_f32(sd[j][b].d);
+                acc[j][h] = vfmaq_f32(acc[j][h], vcvtq_f32_s32(is), vmulq_f32(dw[h], dx));
+                if (q32_has_min(t)) /* m[8] follows d[8] in Q4_1's and Q5_1's groups */
+                    acc[j][h] = vfmaq_f32(acc[j][h], f16x4((const uint16_t *)wb + 8 + 4 * h),
+                                          vdupq_n_f32(sd[j][b].s));
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < MX; j++) {
+        vst1q_f32(out + (size_t)j * ld_out, acc[j][0]);
+        vst1q_f32(out + (size_t)j * ld_out + 4, acc[j][1]);
+    }
+}
+
+/* The groups of [o0, o1) against the activation rows, up to 4 rows a tile. */
+ALWAYS_INLINE void q32_rows(float *restrict out, size_t ld_out, const uint8_t *restrict W,
+                            size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
+                            size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int t) {
+    const size_t nb = n_in / QK8_0;
+    for (size_t r = 0; r < n_rows_x; r += 4) {
+        const size_t mx = n_rows_x - r < 4 ? n_rows_x - r : 4;
+        const uint8_t *a = act + r * act_row_bytes;
+        for (size_t o = o0; o < o1; o += 8) {
+            float *dst = out + r * ld_out + o;
+            const uint8_t *G = W + o * w_row_bytes;
+            if (mx == 4)
+                q32_tile(dst, ld_out, G, a, act_row_bytes, nb, t, 4);
+            else if (mx == 3)
+                q32_tile(dst, ld_out, G, a, act_row_bytes, nb, t, 3);
+            else if (mx == 2)
+                q32_tile(dst, ld_out, G, a, act_row_bytes, nb, t, 2);
+            else
+                q32_tile(dst, ld_out, G, a, act_row_bytes, nb, t, 1);
+        }
+    }
+}
+
+#define Q32_ROWS_FN(name, t)                                                                       \
+    KERNEL_ROWS_DECL(name) {                                                                       \
+        (void)tmp;                                                                                 \
+        q32_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, t);      \
+    }
+
+Q32_ROWS_FN(kernel_rows_q4_1_r8_dotprod, T_Q4_1)
+Q32_ROWS_FN(kernel_rows_q5_0_r8_dotprod, T_Q5_0)
+Q32_ROWS_FN(kernel_rows_q5_1_r8_dotprod, T_Q5_1)
+Q32_ROWS_FN(kernel_rows_iq4_nl_r8_dotprod, T_IQ4_NL)
+Q32_ROWS_FN(kernel_rows_mxfp4_r8_dotprod, T_MXFP4)
+
+#endif
