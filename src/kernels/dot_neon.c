@@ -11,7 +11,7 @@
  * like the scalar cast), so the bits equal the scalar tier's whatever the
  * tile. Not here: the smmla tiles (dot_neon_i8mm.c), K-quants (dot_kquant_neon.c,
  * dot_kq_neon.c), Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 (dot_q32_neon.c),
- * threading (matmul.c). */
+ * float weights (dot_f16_neon.c), threading (matmul.c). */
 #include "kernels/kernel_impl.h"
 
 #if KERNEL_HAVE_NEON
@@ -206,8 +206,15 @@ KERNEL_ROWS_DECL(kernel_rows_q6_K_r8_dotprod);
 KERNEL_ROWS_DECL(kernel_rows_q2_K_r8_dotprod);
 KERNEL_ROWS_DECL(kernel_rows_q3_K_r8_dotprod);
 KERNEL_ROWS_DECL(kernel_rows_iq4_xs_r8_dotprod);
+/* dot_f16_neon.c: float weights (no packed form) */
+KERNEL_ROWS_DECL(kernel_rows_f32_neon);
+KERNEL_ROWS_DECL(kernel_rows_f16_neon);
+KERNEL_ROWS_DECL(kernel_rows_bf16_neon);
 
 const kernel_type_impl kernel_impl_neon_dotprod[GGML_TYPE_COUNT_MAX] = {
+    [GGML_TYPE_F32] = {GGML_TYPE_F32, kernel_rows_f32_neon, NULL},
+    [GGML_TYPE_F16] = {GGML_TYPE_F32, kernel_rows_f16_neon, NULL},
+    [GGML_TYPE_BF16] = {GGML_TYPE_F32, kernel_rows_bf16_neon, NULL},
     [GGML_TYPE_Q8_0] = {GGML_TYPE_Q8_0, rows_q8_0, kernel_rows_q8_0_r8_dotprod},
     [GGML_TYPE_Q4_0] = {GGML_TYPE_Q8_0, rows_q4_0, kernel_rows_q4_0_r8_dotprod},
     [GGML_TYPE_Q4_1] = {GGML_TYPE_Q8_0, kernel_rows_q4_1_scalar, kernel_rows_q4_1_r8_dotprod},
