@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     step_calib c;
     if (step_calib_parse(&c, buf, size, "fuzz", &err) == 0) {
         for (uint32_t i = 0; i < c.n_kv; i++) {
-            step_shape s = {37, 5, 12345, 678};
+            step_shape s = {37, 5, 12345, 678, 5};
             double t = step_fit_fwd_ns(&c.fit[i], &s) + step_fit_post_ns(&c.fit[i], &s);
             if (!isfinite(t)) abort();
         }

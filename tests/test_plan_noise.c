@@ -83,7 +83,7 @@ Test(plan, a_served_spread_lengthens_the_tail_not_the_median) {
     step_fit_init(&c.fit[0]);
     for (int r = 1; r <= 256; r *= 2)
         for (int k = 1; k <= 1024; k *= 4) {
-            step_shape s = {r, r, r * (double)k, r * (double)k};
+            step_shape s = {r, r, r * (double)k, r * (double)k, r};
             step_fit_add(&c.fit[0], &s, 1e6 + r * 1e4 + s.kv_read * 10, 1e5);
         }
     tps_err e = {{0}};
