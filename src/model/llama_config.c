@@ -594,6 +594,46 @@ static int read_mla(llama_config *cfg, const gguf_file *f, tps_err *err) {
     return 0;
 }
 
+/* tokenizer.ggml.suppress_tokens, after the vocabulary size it is checked
+ * against: the forward pass writes -inf at each id, so an id outside the
+ * logits row would be a write outside it. llama.cpp reads the array as
+ * int32 ids (what gguf-py writes for Python ints) and masks them in its
+ * Gemma 4 graph, the only converter that writes the key; tps masks them
+ * whatever the architecture, so a file's list is never silently ignored.
+ * A list as long as the vocabulary could leave no token to sample. */
+static int read_suppress(llama_config *cfg, const gguf_file *f, tps_err *err) {
+    const char *key = "tokenizer.ggml.suppress_tokens";
+    const gguf_kv *kv = gguf_find(f, key);
+    if (!kv) return 0;
+    const gguf_value *v = &kv->val;
+    const int is_arr = v->type == GGUF_TYPE_ARRAY;
+    if (!is_arr || (v->arr.type != GGUF_TYPE_INT32 && v->arr.type != GGUF_TYPE_UINT32))
+        return tps_fail(err, TPS_EINVAL,
+                        "model: %s (byte offset %zu) is %s %s, not an array of 32-bit token ids",
+                        key, kv->offset, is_arr ? "an array of" : "a",
+                        gguf_value_type_name(is_arr ? v->arr.type : v->type));
+    if (v->arr.n >= cfg->n_vocab)
+        return tps_fail(err, TPS_EINVAL,
+                        "model: %s (byte offset %zu) lists %llu ids: a vocabulary of %u tokens "
+                        "must keep at least one token possible",
+                        key, kv->offset, (unsigned long long)v->arr.n, cfg->n_vocab);
+    for (uint64_t i = 0; i < v->arr.n; i++) {
+        int32_t id; /* as llama.cpp reads either type */
+        memcpy(&id, v->arr.data + 4 * i, 4);
+        if (id < 0 || (uint32_t)id >= cfg->n_vocab)
+            return tps_fail(err, TPS_EINVAL,
+                            "model: %s[%llu] = %lld (byte offset %zu) is not a token id: the "
+                            "vocabulary has %u tokens (token_embd.weight's rows)",
+                            key, (unsigned long long)i,
+                            v->arr.type == GGUF_TYPE_UINT32 ? (long long)(uint32_t)id
+                                                            : (long long)id,
+                            kv->offset, cfg->n_vocab);
+    }
+    cfg->suppress = v->arr.n ? v->arr.data : NULL;
+    cfg->n_suppress = (uint32_t)v->arr.n;
+    return 0;
+}
+
 /* llama.cpp's deepseek2 default when a file does not name its gating:
  * softmax (DeepSeek-V2, V2.5), but sigmoid for GLM-4.7-Flash's shape (47
  * or 48 blocks, a vocabulary of 154880). */
@@ -621,5 +661,6 @@ int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err) {
     if (cfg->arch_info->mla) mla_default_gating(cfg, f);
     if ((rc = read_hybrid(cfg, f, err))) return rc;
     if (cfg->rope_ext_factor != 0) set_yarn_dims(cfg);
-    return read_vocab_size(cfg, f, err);
+    if ((rc = read_vocab_size(cfg, f, err))) return rc;
+    return read_suppress(cfg, f, err);
 }

@@ -6,6 +6,7 @@
 #define TPS_LLAMA_CONFIG_H
 
 #include <stdint.h>
+#include <string.h> /* memcpy: unaligned ids */
 
 #include "model/gguf.h"
 #include "model/llama_arch.h"
@@ -98,6 +99,12 @@ typedef struct llama_config {
     uint32_t n_embd_pl;      /* embedding_length_per_layer_input: per-layer input width; 0: none */
     uint32_t ffn_dim_shared; /* the shared-KV layers' FFN width where feed_forward_length is a
                                 list (E2B's double-wide MLP); 0: ffn_dim */
+    /* tokenizer.ggml.suppress_tokens (Gemma 4's converter writes generation_config.json's
+     * suppress_tokens): ids whose logits are -inf after the final soft-cap, so they are
+     * never sampled. Each one checked < n_vocab at load, fewer than n_vocab of them. */
+    const uint8_t *suppress; /* n_suppress little-endian 32-bit ids, borrowed from the file's
+                                metadata (unaligned: read with memcpy); NULL when absent */
+    uint32_t n_suppress;
 } llama_config;
 
 /* Experts a router may choose from, and experts a token may use, at most. */
@@ -208,7 +215,15 @@ static inline uint32_t llama_tensor_block(const char *name, uint64_t len) {
     return k == 4 ? UINT32_MAX : (uint32_t)n;
 }
 
-/* Fills cfg from f. Errors name the missing or inconsistent key. */
+/* Suppressed token i (i < c->n_suppress), a valid row of the logits. */
+static inline uint32_t llama_config_suppressed(const llama_config *c, uint32_t i) {
+    uint32_t id;
+    memcpy(&id, c->suppress + 4 * (size_t)i, 4);
+    return id;
+}
+
+/* Fills cfg from f (borrowing from it: cfg is valid while f is open).
+ * Errors name the missing or inconsistent key. */
 int llama_config_read(llama_config *cfg, const gguf_file *f, tps_err *err);
 
 /* Fails with "model: ARCH: tensor 'NAME' is missing (the tensor table at
