@@ -22,6 +22,7 @@
 
 #include "base/free_all.h"
 #include "engine/attention.h"
+#include "engine/final_logits.h"
 #include "engine/forward.h"
 #include "engine/linear_attn.h"
 #include "engine/mla.h"
@@ -945,11 +946,7 @@ static int lm_head(fwd_state *s, const llama_model *m, const fwd_batch *b, size_
             nl++;
         }
     if (nl && (rc = mm(s, s->logits, &m->w.output, s->xb, nl, err))) return rc;
-    if (c->final_softcap > 0) { /* Gemma 2: as ggml, scale by 1/cap, tanh, scale by cap */
-        const float cap = c->final_softcap, inv = 1.0f / cap;
-        for (size_t i = 0; i < nl * c->n_vocab; i++)
-            s->logits[i] = tanhf(s->logits[i] * inv) * cap;
-    }
+    final_logits_apply(c, s->logits, nl); /* soft-cap, suppressed tokens */
     *n_logits = nl;
     return 0;
 }

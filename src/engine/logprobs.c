@@ -23,7 +23,7 @@ size_t logprobs_top(int32_t *ids, float *lps, const float *restrict x, size_t n,
     size_t have = 0;
     for (size_t i = 0; i < n && k; i++) {
         const float v = x[i];
-        if (!(v == v)) continue;                       /* NaN never ranks */
+        if (!(v > -INFINITY)) continue; /* NaN never ranks, nor -inf: a suppressed token */
         if (have == k && !(v > best[k - 1])) continue; /* ties keep the lower id */
         size_t j = have < k ? have++ : k - 1;
         while (j > 0 && v > best[j - 1]) {

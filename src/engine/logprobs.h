@@ -14,7 +14,9 @@
 /* log(sum(exp(x))) over x (n,), in double; -inf when no logit is finite. */
 double logprobs_lse(const float *restrict x, size_t n);
 /* The k (<= LOGPROBS_MAX_TOP) largest logits of x (n,) as (id, x - lse),
- * most likely first, ties to the lower id; returns how many (min(k, n)). */
+ * most likely first, ties to the lower id; returns how many (min(k, n)
+ * where every logit is finite: a NaN or -inf one, probability 0 (the
+ * file's suppressed tokens), is never an alternative). */
 size_t logprobs_top(int32_t *ids, float *lps, const float *restrict x, size_t n, uint32_t k,
                     double lse);
 
