@@ -191,6 +191,16 @@ static void template_json(const gguf_file *f, json_t *o) {
     chat_prompt_free(&p);
 }
 
+/* The tokens the file suppresses (tokenizer.ggml.suppress_tokens, checked
+ * by llama_config_read): their count and ids, 0 and [] when it has none. */
+static void add_suppressed(json_t *o, const llama_config *c) {
+    json_t *ids = json_array();
+    for (uint32_t i = 0; i < c->n_suppress; i++)
+        json_array_append_new(ids, json_integer(llama_config_suppressed(c, i)));
+    json_object_set_new(o, "suppressed_tokens", json_integer(c->n_suppress));
+    json_object_set_new(o, "suppressed_token_ids", ids);
+}
+
 /* Everything `model info` reports, as one JSON object; keys absent from the
  * file are null, so vocab-only files still describe themselves. */
 static json_t *model_info_json(const gguf_file *f, const char *path, tps_err *cfg_err,
@@ -242,6 +252,7 @@ static json_t *model_info_json(const gguf_file *f, const char *path, tps_err *cf
         json_object_set_new(o, "vocab_size", json_integer(cfg.n_vocab));
         add_experts(o, &cfg, f);
         add_memory_shape(o, &cfg, f);
+        add_suppressed(o, &cfg);
     }
     json_object_set_new(o, "tokenizer_model", str_json(f, "tokenizer.ggml.model"));
     json_object_set_new(o, "tokenizer_pre", str_json(f, "tokenizer.ggml.pre"));
@@ -309,6 +320,17 @@ static void print_memory_shape(json_t *o) {
                "speculative decoding, is not built yet)\n",
                "MTP (next-token draft)", (long long)json_integer_value(mtp),
                (double)json_integer_value(json_object_get(o, "mtp_bytes")) / 1048576.0);
+}
+
+/* Only where the file suppresses tokens: how many, the first few ids. */
+static void print_suppressed(json_t *o) {
+    const json_int_t n = json_integer_value(json_object_get(o, "suppressed_tokens"));
+    if (n <= 0) return;
+    json_t *ids = json_object_get(o, "suppressed_token_ids");
+    printf("  %-22s %lld (ids", "suppressed tokens", (long long)n);
+    for (size_t i = 0; i < json_array_size(ids) && i < 8; i++)
+        printf(" %lld", (long long)json_integer_value(json_array_get(ids, i)));
+    printf("%s): logits -inf, never sampled\n", n > 8 ? " ..." : "");
 }
 
 static void print_human(json_t *o) {
@@ -379,6 +401,7 @@ static void print_human(json_t *o) {
     if (ac && (json_real_value(ac) > 0 || json_real_value(fc) > 0))
         printf("  %-22s attention %g, final %g\n", "soft-capping", json_real_value(ac),
                json_real_value(fc));
+    print_suppressed(o);
     print_field("arch specifics", json_object_get(o, "architecture_specifics"));
     print_memory_shape(o);
     print_field("rms norm eps", json_object_get(o, "rms_norm_eps"));
