@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "fuzz_builtins.h"
-#include "server/api_messages.h"
-#include "server/api_responses.h"
-#include "server/chat_prompt.h"
+#include "server/api/api_messages.h"
+#include "server/api/api_responses.h"
+#include "server/chat/chat_prompt.h"
 
 static int lookup(void *ctx, const char *id, char **out, size_t *n, tps_err *err) {
     (void)ctx;

@@ -7,8 +7,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "server/chat_prompt.h"
-#include "server/chat_template.h"
+#include "server/chat/chat_prompt.h"
+#include "server/chat/chat_template.h"
 
 static inline const chat_prompt *fuzz_builtins(void) {
     static chat_prompt p[CHAT_TMPL_COUNT];

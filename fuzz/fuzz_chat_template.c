@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "fuzz_builtins.h"
-#include "server/chat_prompt.h"
-#include "server/chat_template.h"
+#include "server/chat/chat_prompt.h"
+#include "server/chat/chat_template.h"
 
 #define MAX_MSGS 64
 

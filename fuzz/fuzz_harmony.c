@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "fuzz_split.h"
-#include "server/harmony.h"
+#include "server/tools/harmony.h"
 
 static void sink(void *ctx, harmony_part part, const char *p, size_t n) {
     if (part > HARMONY_CALL) abort();

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the server's request framing (src/server/http_frame.c):
+/* libFuzzer harness for the server's request framing (src/server/http/http_frame.c):
  * one byte stream must never yield two different request boundaries. The
  * first input byte picks a split step; the rest is a client's byte stream.
  * Checked:
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server/http_frame.h"
+#include "server/http/http_frame.h"
 
 #define FRAME_MAX_EVENTS 256
 

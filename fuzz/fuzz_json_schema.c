@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "constrain/json_schema.h"
-#include "server/json_schema_check.h"
+#include "server/tools/json_schema_check.h"
 
 static const char *const probes[] = {"{}",    "null", "[1, \"a\"]",
                                      "\"x\"", "-12",  "{\"a\": {\"b\": [1.5, true]}}"};

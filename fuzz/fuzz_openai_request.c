@@ -11,9 +11,9 @@
 
 #include "engine/engine.h"
 #include "fuzz_builtins.h"
-#include "server/chat_prompt.h"
-#include "server/chat_template.h"
-#include "server/openai.h"
+#include "server/chat/chat_prompt.h"
+#include "server/chat/chat_template.h"
+#include "server/api/openai.h"
 
 /* The built-in templates, compiled once for the whole run. */
 

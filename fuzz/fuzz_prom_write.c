@@ -1,4 +1,4 @@
-/* libFuzzer harness for the Prometheus text writer (src/server/prom_write.c): the
+/* libFuzzer harness for the Prometheus text writer (src/server/write/prom_write.c): the
  * input is a program of samples (any double, NaN and infinities included)
  * and histograms (any recorded values, either bucket table, several
  * scales). Everything written is parsed back with a strict reader of text
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "metrics/hist.h"
-#include "server/prom_write.h"
+#include "server/write/prom_write.h"
 
 #define MAX_OPS    32
 #define MAX_VALUES 64

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/tools.h"
+#include "server/tools/tools.h"
 
 typedef struct acc {
     char *args[TOOLS_MAX_CALLS]; /* each call's ARGS pieces, joined */

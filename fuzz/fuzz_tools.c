@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/tools.h"
+#include "server/tools/tools.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *buf = malloc(size ? size : 1); /* exactly size bytes: ASan sees overreads */

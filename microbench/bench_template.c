@@ -22,7 +22,7 @@
 #include "base/file_read.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
-#include "server/chat_prompt.h"
+#include "server/chat/chat_prompt.h"
 
 #define TURNS 40
 #define RUNS  300

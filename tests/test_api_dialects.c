@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/api_messages.h"
-#include "server/api_responses.h"
-#include "server/api_write.h"
+#include "server/api/api_messages.h"
+#include "server/api/api_responses.h"
+#include "server/write/api_write.h"
 #include "support/server_fixture.h"
 #include "support/test_data.h"
 #include "support/test_support.h"

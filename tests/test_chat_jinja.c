@@ -268,7 +268,7 @@ Test(chat_jinja, a_forced_call_follows_the_templates_format, .timeout = 120) {
 }
 
 /* A template that reads tools but writes calls in no syntax of the table
- * (src/server/tools_table.c): refused, not misread. */
+ * (src/server/tools/tools_table.c): refused, not misread. */
 Test(chat_jinja, tools_for_a_template_whose_call_syntax_is_not_parsed_are_a_400, .timeout = 60) {
     REQUIRE_SHARED("models/stories260K.gguf");
     char path[] = "/tmp/tps-odd-tools-XXXXXX";

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/harmony.h"
+#include "server/tools/harmony.h"
 
 typedef struct parts {
     char p[4][1024];

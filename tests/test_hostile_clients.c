@@ -6,7 +6,7 @@
  * on an ephemeral 127.0.0.1 port, in-process, driven by raw sockets so
  * every byte is ours to choose. Loops are bounded; only 127.0.0.x is used.
  * Model: ../shared/models/stories260K.gguf. Each test failed before the
- * fix it covers (src/server/http_frame.c, server_conn.c, server_http.c). */
+ * fix it covers (src/server/http/http_frame.c, server_conn.c, server_http.c). */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/server.h"
+#include "server/http/server.h"
 #include "support/raw_http.h"
 #include "support/server_fixture.h"
 #include "support/test_support.h"

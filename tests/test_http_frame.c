@@ -1,4 +1,4 @@
-/* The request framing parser (src/server/http_frame.c) against the cases
+/* The request framing parser (src/server/http/http_frame.c) against the cases
  * RFC 9112 and the smuggling literature name: what it accepts is framed
  * where a strict reader frames it, and every ambiguity is refused with the
  * status a client can act on. Whole and byte-by-byte feeds agree. No
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/http_frame.h"
+#include "server/http/http_frame.h"
 
 typedef struct outcome {
     int status;    /* 0: accepted */

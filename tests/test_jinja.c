@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "jinja/jinja.h"
-#include "server/chat_prompt.h"
+#include "server/chat/chat_prompt.h"
 
 static int render(const char *src, const json_t *vars, const jinja_limits *lim, sbuf *out,
                   jinja_error *e, tps_err *cerr) {

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "jinja/jinja.h"
-#include "server/chat_prompt.h"
+#include "server/chat/chat_prompt.h"
 #include "support/raw_http.h"
 #include "support/server_fixture.h"
 #include "support/test_support.h"

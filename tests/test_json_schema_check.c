@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "server/json_schema_check.h"
+#include "server/tools/json_schema_check.h"
 #include "support/test_support.h"
 
 static const struct {

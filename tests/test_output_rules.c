@@ -17,7 +17,7 @@
 #include "engine/think.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
-#include "server/openai.h"
+#include "server/api/openai.h"
 #include "support/oai_refusal.h"
 #include "support/test_support.h"
 

@@ -1,5 +1,5 @@
 /* The Prometheus text reader (src/metrics/prom_read.h): what the server's
- * writer (src/server/prom_write.h) emits reads back sample for sample with its
+ * writer (src/server/write/prom_write.h) emits reads back sample for sample with its
  * family types; vLLM- and llama.cpp-style text as those servers write it
  * (labels, escapes, timestamps, untyped lines); malformed lines are errors
  * naming their line; the scrape keeps both spellings of our names. */
@@ -9,7 +9,7 @@
 
 #include "bench/result/scrape.h"
 #include "metrics/prom_read.h"
-#include "server/prom_write.h"
+#include "server/write/prom_write.h"
 
 typedef struct got {
     char key[32][96];

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/server.h"
+#include "server/http/server.h"
 #include "support/raw_http.h"
 #include "support/serve_child.h"
 #include "support/server_fixture.h"

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/openai.h"
+#include "server/api/openai.h"
 #include "support/oai_client.h"
 #include "support/server_fixture.h"
 #include "support/test_support.h"

@@ -7,7 +7,7 @@
  * gets its whole answer. Each test runs the tps binary on an ephemeral
  * 127.0.0.1 port (support/serve_child.h: TPS_TEST_BIN runs another build)
  * and drives it with raw sockets; every loop is bounded in count and
- * time. Each failed before the fix it covers (src/server/server_admit.c,
+ * time. Each failed before the fix it covers (src/server/http/server_admit.c,
  * server_conn.c, server_prepare.c, server_stream.c, server.c,
  * src/constrain/grammar_cache.c). Model: ../shared/models/stories260K.gguf. */
 #include <criterion/criterion.h>

@@ -6,7 +6,7 @@
  * admin route, invalid UTF-8 in JSON answers. The server runs as a child
  * (support/serve_child.h) or in-process, on an ephemeral 127.0.0.1 port,
  * driven by raw sockets from 127.0.0.x; every loop is bounded in count and
- * time. Each failed before the fix it covers (src/server/server_http.c,
+ * time. Each failed before the fix it covers (src/server/serve/server_http.c,
  * server_work.c, chat_prompt.c, server_admit.c, src/base/sbuf.c). Model:
  * ../shared/models/stories260K.gguf. */
 #include <criterion/criterion.h>
@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "base/sbuf.h"
-#include "server/chat_prompt.h"
+#include "server/chat/chat_prompt.h"
 #include "support/raw_http.h"
 #include "support/serve_child.h"
 #include "support/server_fixture.h"

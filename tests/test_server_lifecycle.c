@@ -19,8 +19,8 @@
 #include <poll.h>
 #include <pthread.h>
 
-#include "server/openai.h"
-#include "server/server.h"
+#include "server/api/openai.h"
+#include "server/http/server.h"
 #include "support/raw_http.h"
 #include "support/serve_client.h"
 #include "support/server_fixture.h"

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/openai.h"
-#include "server/server.h"
+#include "server/api/openai.h"
+#include "server/http/server.h"
 #include "support/serve_client.h"
 #include "support/server_fixture.h"
 #include "support/test_support.h"

@@ -8,13 +8,13 @@
 #include <string.h>
 
 #include "model/gguf.h"
-#include "server/chat_prompt.h"
-#include "server/chat_template.h"
-#include "server/openai.h"
+#include "server/chat/chat_prompt.h"
+#include "server/chat/chat_template.h"
+#include "server/api/openai.h"
 #include "support/oai_refusal.h"
-#include "server/prom_write.h"
+#include "server/write/prom_write.h"
 #include "base/sbuf.h"
-#include "server/sse_write.h"
+#include "server/write/sse_write.h"
 
 /* ---------------------------------------------------------------------------
  * oai_parse

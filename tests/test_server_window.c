@@ -13,7 +13,7 @@
 
 #include "kernels/machine.h"
 #include "metrics/roofline.h"
-#include "server/server_window.h"
+#include "server/http/server_window.h"
 
 static size_t llc_32mib(void) {
     return (size_t)32 << 20;

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/chat_prompt.h"
+#include "server/chat/chat_prompt.h"
 #include "support/test_support.h"
 
 #define DIR TPS_SOURCE_DIR "/tests/data/templates/"

@@ -11,7 +11,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "server/tools.h"
+#include "server/tools/tools.h"
 
 #define ARGS  "{\"a\": 7, \"b\": -2, \"note\": \"seven minus two\"}"
 #define PARAM "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"

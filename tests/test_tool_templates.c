@@ -25,7 +25,7 @@
 
 #include "model/gguf.h"
 #include "model/model_make.h"
-#include "server/chat_prompt.h"
+#include "server/chat/chat_prompt.h"
 #include "support/oai_client.h"
 #include "support/server_fixture.h"
 #include "support/test_support.h"

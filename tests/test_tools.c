@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "constrain/grammar.h"
-#include "server/chat_prompt.h"
-#include "server/tools.h"
+#include "server/chat/chat_prompt.h"
+#include "server/tools/tools.h"
 #include "support/test_support.h"
 
 static const char *ADD_PARAMS = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"

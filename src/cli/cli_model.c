@@ -11,7 +11,7 @@
 #include "model/gguf.h"
 #include "model/llama_config.h"
 #include "model/quant_mix.h"
-#include "server/chat_prompt.h"
+#include "server/chat/chat_prompt.h"
 
 typedef struct info_cli {
     const char *file_buf[2]; /* one file; a second is reported, not taken */

@@ -1,7 +1,7 @@
 /* `tps serve`: argument parsing and wiring only. Blocks SIGTERM/SIGINT in
  * every thread and hands a signalfd to the server, whose event loop drains
  * on the first signal and stops on the second; the server itself is
- * src/server/server.h. */
+ * src/server/http/server.h. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 #include "cli/cli.h"
 #include "cli/cli_rows.h"
 #include "cli/opt.h"
-#include "server/server.h"
+#include "server/http/server.h"
 
 /* The config and the repeatable options that fill its string arrays. */
 typedef struct serve_args {

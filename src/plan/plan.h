@@ -38,7 +38,7 @@
 #include "bench/client/bench.h"
 #include "engine/engine.h"
 #include "plan/plan_cost.h"
-#include "server/chat_prompt.h"
+#include "server/chat/chat_prompt.h"
 #include "base/error.h"
 
 /* What one simulated run did, beside its records. */

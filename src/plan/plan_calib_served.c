@@ -10,7 +10,7 @@
 #include "base/grow.h"
 #include "bench/experiment/bench_spec.h"
 #include "plan/plan_replay.h"
-#include "server/server.h"
+#include "server/http/server.h"
 
 #define SERVED_LOADS 3
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "plan/plan_internal.h"
-#include "server/openai.h"
+#include "server/api/openai.h"
 #include "base/sbuf.h"
 
 int sim_prompt_ids(const plan_server *srv, bench_endpoint ep, const char *body, size_t len,

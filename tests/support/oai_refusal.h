@@ -5,7 +5,7 @@
 #ifndef TPS_TEST_OAI_REFUSAL_H
 #define TPS_TEST_OAI_REFUSAL_H
 
-#include "server/openai.h"
+#include "server/api/openai.h"
 
 /* oai_parse over strlen(body) bytes. */
 int test_oai_parse(oai_request *r, oai_kind k, const char *body, oai_error *e);

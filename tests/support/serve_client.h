@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/openai.h"
+#include "server/api/openai.h"
 
 #define MODEL "models/stories260K.gguf"
 #define REF   "reference/stories260K_greedy.json"

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "server/server.h"
+#include "server/http/server.h"
 
 typedef struct server_fixture {
     server *s;

@@ -1,0 +1,46 @@
+/* What the two agent dialects share (api_responses.c: OpenAI's Responses
+ * API; api_messages.c: Anthropic's Messages API): each builds a chat
+ * completion request as JSON from its body and hands it to oai_parse_root,
+ * so sampling, tools, reasoning and limits are parsed once (openai*.c).
+ * Here: the limits on their shapes, joining text parts, that common tail,
+ * the chat field names translated back into the dialect's in a 400, and
+ * Anthropic's error shape.
+ *
+ * Not here: either dialect's fields (their own files), writing answers
+ * (api_write.h), HTTP. */
+#ifndef TPS_SERVER_API_DIALECT_H
+#define TPS_SERVER_API_DIALECT_H
+
+#include <jansson.h>
+
+#include "base/sbuf.h"
+#include "server/api/openai.h"
+
+#define API_MAX_ITEMS 4096 /* input items (Responses) or messages (Messages) per request */
+#define API_MAX_PARTS 1024 /* content parts or blocks of one item or message */
+#define API_MAX_TOOLS 256  /* tools per request */
+
+/* The text of content: a string, or an array (at most API_MAX_PARTS) of
+ * parts {"type": one of types (NULL-ended), "text": string} joined. *out
+ * gets a new JSON string. A part of another type is a 400 naming it. */
+int api_join_text(json_t *content, const char *param, const char *const *types, json_t **out,
+                  oai_error *e);
+
+/* The common tail: chat (taken) parsed into r as a chat request, r->dialect
+ * set, the ignored names noted while checking the dialect's own fields
+ * (ignored, n_ignored) kept, and a 400's chat field named as the dialect
+ * names it. */
+int api_chat_parse(oai_request *r, json_t *chat, oai_dialect d, const char *ignored,
+                   uint32_t n_ignored, oai_error *e);
+
+/* A 400 about a chat field (max_tokens, response_format, ...) renamed to
+ * the field the dialect's client sent (max_output_tokens, text.format). */
+void api_error_rename(oai_error *e, oai_dialect d);
+
+/* Appends Anthropic's error body {"type":"error","error":{"type","message"}},
+ * its type from e's status (invalid_request_error, authentication_error,
+ * permission_error, not_found_error, request_too_large, rate_limit_error,
+ * api_error, overloaded_error). */
+void api_error_anthropic_json(const oai_error *e, sbuf *out);
+
+#endif
