@@ -18,7 +18,9 @@ needs (nm), and fails when
     in src/constrain/ fails here), or
   - a room of a module calls one above it: a module with rooms (folders
     under src/<module>/, ROOMS below) keeps every file in one of them, and a
-    room calls only itself and the rooms before it in the list.
+    room calls only itself and the rooms before it in the list, or
+  - a file includes a header of a room above its own (`#include
+    "server/serve/serve.h"` in src/server/http/ fails here).
 Static functions are invisible to nm: calls inside a file are its own.
 
 usage: scripts/layers.py [BUILD_DIR]      (default build)
@@ -51,8 +53,18 @@ ALLOWED = {
 # < workload/ (what is sent) < client/ (the load client) < result/ (what a
 # run measured) < experiment/ (runs as calls: one run, sweeps, capacity
 # searches) < report/ (tables, plots, pages).
+#
+# src/server/tools/ (the model's answer read back: tool-call syntaxes and
+# their parser, harmony's channels, arguments against their schema) < chat/
+# (the prompt: chat templates, messages and tools as template values) < api/
+# (request bodies: OpenAI chat and completions, Responses, Messages) < write/
+# (answers: SSE chunks, Responses and Messages events, Prometheus text, the
+# Responses store) < http/ (the server struct, HTTP framing, connections,
+# admission, whole replies) < serve/ (the lifecycle, routes, workers,
+# requests in flight and their streams, /metrics).
 ROOMS = {
     "bench": ["io", "workload", "client", "result", "experiment", "report"],
+    "server": ["tools", "chat", "api", "write", "http", "serve"],
 }
 
 
@@ -91,6 +103,25 @@ def include_checks():
                 m = re.match(r'\s*#\s*include\s+"([a-z_]+)/', line)
                 if m and m.group(1) != a and m.group(1) not in ALLOWED.get(a, set()):
                     bad.append(f"{a} includes {m.group(1)} upward or sideways: {f}:{n}")
+    return bad
+
+
+def room_include_checks():
+    """Includes of a header in a room above the including file's own."""
+    bad = []
+    for mod, rooms in sorted(ROOMS.items()):
+        for f in sorted(glob.glob(os.path.join("src", mod, "**", "*.[ch]"), recursive=True)):
+            _, r = room_of(f.replace(os.sep, "/"))
+            if r is None:
+                if f.endswith(".h"):  # a .c file's is said by room_checks
+                    bad.append(f"{f} is in no room of {mod} (scripts/layers.py ROOMS)")
+                continue
+            with open(f, errors="replace") as fh:
+                for n, line in enumerate(fh, 1):
+                    m = re.match(r'\s*#\s*include\s+"' + mod + r'/([a-z_]+)/', line)
+                    if m and m.group(1) in rooms and rooms.index(m.group(1)) > r:
+                        bad.append(f"room {rooms[r]} includes room {m.group(1)} above it: "
+                                   f"{f}:{n}")
     return bad
 
 
@@ -180,6 +211,7 @@ def main():
                 bad.append(f"{a} calls {b} upward or sideways: {f} -> {t} ({why[(f, t)]})")
     bad += room_checks(graph, why)
     bad += include_checks()
+    bad += room_include_checks()
     if bad:
         print("layers: calls that do not go one way (docs/architecture.md):")
         for b in bad:
