@@ -277,11 +277,29 @@ static size_t survivors(const sampler_params *p, float *l, int32_t n, sampler_ca
     return k;
 }
 
+/* survivors() of halving_logits under p: how many, copied into out (room
+ * for 5). */
+static size_t halving_survivors(const sampler_params *p, sampler_cand *out) {
+    float l[5];
+    halving_logits(l);
+    return survivors(p, l, 5, out);
+}
+
+/* Asserts that p keeps exactly the keep likeliest of halving_logits'
+ * tokens, ids 0 .. keep-1; knob and value name the setting in a failure. */
+static void expect_keeps_the_top(const sampler_params *p, size_t keep, const char *knob,
+                                 float value) {
+    sampler_cand c[5];
+    size_t n = halving_survivors(p, c);
+    cr_assert_eq(n, keep, "%s %g kept %zu", knob, value, n);
+    for (int32_t id = 0; id < (int32_t)keep; id++)
+        cr_assert(cand_has(c, n, id));
+}
+
 Test(sampler, top_p_keeps_the_token_that_crosses_and_excludes_the_tail) {
     sampler_params p;
     sampler_params_default(&p);
     sampler_cand c[5];
-    float l[5];
     /* cumulative: 0.5, 0.75, 0.875, 0.9375, 1 */
     const struct {
         float top_p;
@@ -290,16 +308,11 @@ Test(sampler, top_p_keeps_the_token_that_crosses_and_excludes_the_tail) {
                  {0.87f, 3}, {0.88f, 4}, {0.93f, 4}, {0.95f, 5}, {1.0f, 5}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         p.top_p = cases[i].top_p;
-        halving_logits(l);
-        size_t n = survivors(&p, l, 5, c);
-        cr_assert_eq(n, cases[i].keep, "top_p %g kept %zu", cases[i].top_p, n);
-        for (int32_t id = 0; id < (int32_t)cases[i].keep; id++)
-            cr_assert(cand_has(c, n, id));
+        expect_keeps_the_top(&p, cases[i].keep, "top_p", cases[i].top_p);
     }
     /* Survivors are renormalized: top_p 0.74 keeps {0.5, 0.25} -> {2/3, 1/3}. */
     p.top_p = 0.74f;
-    halving_logits(l);
-    size_t n = survivors(&p, l, 5, c);
+    size_t n = halving_survivors(&p, c);
     for (size_t i = 0; i < n; i++)
         cr_assert_float_eq(c[i].p, c[i].id == 0 ? 2.0f / 3 : 1.0f / 3, 1e-6);
 }
@@ -354,7 +367,6 @@ Test(sampler, min_p_drops_tokens_below_min_p_times_max_probability) {
     sampler_params p;
     sampler_params_default(&p);
     sampler_cand c[5];
-    float l[5];
     /* p / p_max: 1, 0.5, 0.25, 0.125, 0.125 */
     const struct {
         float min_p;
@@ -362,42 +374,32 @@ Test(sampler, min_p_drops_tokens_below_min_p_times_max_probability) {
     } cases[] = {{0.0f, 5}, {0.1f, 5}, {0.2f, 3}, {0.3f, 2}, {0.6f, 1}, {1.0f, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         p.min_p = cases[i].min_p;
-        halving_logits(l);
-        size_t n = survivors(&p, l, 5, c);
-        cr_assert_eq(n, cases[i].keep, "min_p %g kept %zu", cases[i].min_p, n);
-        for (int32_t id = 0; id < (int32_t)cases[i].keep; id++)
-            cr_assert(cand_has(c, n, id));
+        expect_keeps_the_top(&p, cases[i].keep, "min_p", cases[i].min_p);
     }
     /* min_p is measured at temperature 1: a high temperature keeps the same set. */
     p.min_p = 0.2f;
     p.temperature = 5.0f;
-    halving_logits(l);
-    cr_assert_eq(survivors(&p, l, 5, c), 3);
+    cr_assert_eq(halving_survivors(&p, c), 3);
     /* With top_p: top_p keeps 4 (0.9), then min_p 0.2 keeps 3. */
     p.temperature = 1.0f;
     p.top_p = 0.9f;
-    halving_logits(l);
-    cr_assert_eq(survivors(&p, l, 5, c), 3);
+    cr_assert_eq(halving_survivors(&p, c), 3);
     /* With top_k 2 first: min_p 0.2 cannot add back. */
     p.top_k = 2;
-    halving_logits(l);
-    cr_assert_eq(survivors(&p, l, 5, c), 2);
+    cr_assert_eq(halving_survivors(&p, c), 2);
 }
 
 Test(sampler, top_p_is_computed_over_the_top_k_survivors) {
     sampler_params p;
     sampler_params_default(&p);
     sampler_cand c[5];
-    float l[5];
     /* top_k 2 leaves {0.5, 0.25} -> renormalized {2/3, 1/3}: top_p 0.6 keeps 1
      * (over the whole vocab it would keep 2). */
     p.top_k = 2;
     p.top_p = 0.6f;
-    halving_logits(l);
-    cr_assert_eq(survivors(&p, l, 5, c), 1);
+    cr_assert_eq(halving_survivors(&p, c), 1);
     p.top_p = 0.7f;
-    halving_logits(l);
-    cr_assert_eq(survivors(&p, l, 5, c), 2);
+    cr_assert_eq(halving_survivors(&p, c), 2);
 }
 
 /* ---------------------------------------------------------------------------

@@ -30,100 +30,117 @@ static void expect_args(const char *got, const char *want) {
     json_decref(b);
 }
 
-Test(tools, parses_each_formats_calls) {
-    tool_call c[TOOLS_MAX_CALLS];
-    size_t content;
-    const char *hermes = "Let me add.<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, "
-                         "\"b\": 2}}\n</tool_call>\n<tool_call>\n{\"name\": \"add\", "
-                         "\"arguments\": {\"a\": 3, \"b\": 4}}\n</tool_call>";
-    cr_assert_eq(parse(TOOL_FMT_HERMES, hermes, c, &content), 2);
-    cr_assert_eq(content, strlen("Let me add."));
-    cr_assert_str_eq(c[0].name, "add");
-    expect_args(c[0].arguments, "{\"a\":1,\"b\":2}");
-    expect_args(c[1].arguments, "{\"a\":3,\"b\":4}");
-    tools_calls_free(c, 2);
+/* One format's text as a model writes it, the calls it holds and the
+ * content before them; NULL where a case does not check that part. */
+typedef struct parse_case {
+    tool_format fmt;
+    const char *text;
+    size_t n_calls;
+    const char *content;
+    const char *name[2], *args[2];
+} parse_case;
 
-    const char *llama = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}";
-    cr_assert_eq(parse(TOOL_FMT_LLAMA3, llama, c, &content), 1);
-    cr_assert_str_eq(c[0].name, "get_weather");
-    expect_args(c[0].arguments, "{\"city\":\"Oslo\"}");
-    cr_assert_eq(content, 0);
-    tools_calls_free(c, 1);
-
-    const char *mistral = "[TOOL_CALLS] [{\"name\": \"add\", \"arguments\": {\"a\": 5, \"b\": 6}}, "
-                          "{\"name\": \"neg\", \"arguments\": {\"x\": 1}}]";
-    cr_assert_eq(parse(TOOL_FMT_MISTRAL, mistral, c, &content), 2);
-    cr_assert_str_eq(c[1].name, "neg");
-    expect_args(c[1].arguments, "{\"x\":1}");
-    tools_calls_free(c, 2);
-
+static const parse_case PARSE_CASES[] = {
+    {TOOL_FMT_HERMES,
+     "Let me add.<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, "
+     "\"b\": 2}}\n</tool_call>\n<tool_call>\n{\"name\": \"add\", "
+     "\"arguments\": {\"a\": 3, \"b\": 4}}\n</tool_call>",
+     2,
+     "Let me add.",
+     {"add", NULL},
+     {"{\"a\":1,\"b\":2}", "{\"a\":3,\"b\":4}"}},
+    {TOOL_FMT_LLAMA3,
+     "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+     1,
+     "",
+     {"get_weather"},
+     {"{\"city\":\"Oslo\"}"}},
+    {TOOL_FMT_MISTRAL,
+     "[TOOL_CALLS] [{\"name\": \"add\", \"arguments\": {\"a\": 5, \"b\": 6}}, "
+     "{\"name\": \"neg\", \"arguments\": {\"x\": 1}}]",
+     2,
+     NULL,
+     {NULL, "neg"},
+     {NULL, "{\"x\":1}"}},
     /* DeepSeek R1's syntax (its distills' template writes calls so), two
      * calls; and V3.1's */
-    const char *r1 = "Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n"
-                     "```json\n{\"a\": 1, \"b\": 2}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>"
-                     "function<｜tool▁sep｜>neg\n```json\n{\"x\": 3}\n```<｜tool▁call▁end｜>"
-                     "<｜tool▁calls▁end｜>";
-    cr_assert_eq(parse(TOOL_FMT_DEEPSEEK, r1, c, &content), 2);
-    cr_assert_eq(content, strlen("Sure."));
-    cr_assert_str_eq(c[0].name, "add");
-    expect_args(c[0].arguments, "{\"a\":1,\"b\":2}");
-    cr_assert_str_eq(c[1].name, "neg");
-    expect_args(c[1].arguments, "{\"x\":3}");
-    tools_calls_free(c, 2);
-    const char *v31 = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{\"a\": 5}"
-                      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
-    cr_assert_eq(parse(TOOL_FMT_DEEPSEEK, v31, c, &content), 1);
-    cr_assert_str_eq(c[0].name, "add");
-    expect_args(c[0].arguments, "{\"a\":5}");
-    tools_calls_free(c, 1);
-
+    {TOOL_FMT_DEEPSEEK,
+     "Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n"
+     "```json\n{\"a\": 1, \"b\": 2}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>"
+     "function<｜tool▁sep｜>neg\n```json\n{\"x\": 3}\n```<｜tool▁call▁end｜>"
+     "<｜tool▁calls▁end｜>",
+     2,
+     "Sure.",
+     {"add", "neg"},
+     {"{\"a\":1,\"b\":2}", "{\"x\":3}"}},
+    {TOOL_FMT_DEEPSEEK,
+     "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{\"a\": 5}"
+     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+     1,
+     NULL,
+     {"add"},
+     {"{\"a\":5}"}},
     /* gpt-oss: the recipient in the channel part (what the model writes)
      * after an analysis message, and in the role part */
-    const char *oss = "<|channel|>commentary to=functions.add <|constrain|>json<|message|>"
-                      "{\"a\": 1, \"b\": 2}";
-    cr_assert_eq(parse(TOOL_FMT_HARMONY, oss, c, &content), 1);
-    cr_assert_eq(content, 0);
-    cr_assert_str_eq(c[0].name, "add");
-    expect_args(c[0].arguments, "{\"a\":1,\"b\":2}");
-    tools_calls_free(c, 1);
-    const char *oss2 = "Checking.<|start|>assistant to=functions.neg<|channel|>commentary json"
-                       "<|message|>{\"x\": 3}<|call|>";
-    cr_assert_eq(parse(TOOL_FMT_HARMONY, oss2, c, &content), 1);
-    cr_assert_eq(content, strlen("Checking."));
-    cr_assert_str_eq(c[0].name, "neg");
-    tools_calls_free(c, 1);
+    {TOOL_FMT_HARMONY,
+     "<|channel|>commentary to=functions.add <|constrain|>json<|message|>"
+     "{\"a\": 1, \"b\": 2}",
+     1,
+     "",
+     {"add"},
+     {"{\"a\":1,\"b\":2}"}},
+    {TOOL_FMT_HARMONY,
+     "Checking.<|start|>assistant to=functions.neg<|channel|>commentary json"
+     "<|message|>{\"x\": 3}<|call|>",
+     1,
+     "Checking.",
+     {"neg"},
+     {NULL}},
     /* raw (reasoning_format none): the analysis message stays content */
-    const char *oss3 = "<|channel|>analysis<|message|>to=functions is a hint<|end|><|start|>"
-                       "assistant<|channel|>commentary to=functions.add <|constrain|>json"
-                       "<|message|>{\"a\": 5, \"b\": 6}";
-    cr_assert_eq(parse(TOOL_FMT_HARMONY, oss3, c, &content), 1);
-    cr_assert_eq(content, (size_t)(strstr(oss3, "<|start|>") - oss3));
-    tools_calls_free(c, 1);
-
-    const char *kimi = "Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.add:0"
-                       "<|tool_call_argument_begin|>{\"a\": 1, \"b\": 2}<|tool_call_end|>"
-                       "<|tool_call_begin|>functions.neg:1<|tool_call_argument_begin|>{\"x\": 3}"
-                       "<|tool_call_end|><|tool_calls_section_end|>";
-    cr_assert_eq(parse(TOOL_FMT_KIMI, kimi, c, &content), 2);
-    cr_assert_eq(content, strlen("Let me check."));
-    cr_assert_str_eq(c[0].name, "add");
-    cr_assert_str_eq(c[1].name, "neg");
-    expect_args(c[1].arguments, "{\"x\":3}");
-    tools_calls_free(c, 2);
-
-    const char *func = "<function=add>{\"a\": 1, \"b\": 2}</function><function=neg>{\"x\": 3}"
-                       "</function>";
-    cr_assert_eq(parse(TOOL_FMT_FUNCTIONARY, func, c, &content), 2);
-    cr_assert_eq(content, 0);
-    cr_assert_str_eq(c[1].name, "neg");
-    expect_args(c[0].arguments, "{\"a\":1,\"b\":2}");
-    tools_calls_free(c, 2);
-
+    {TOOL_FMT_HARMONY,
+     "<|channel|>analysis<|message|>to=functions is a hint<|end|><|start|>"
+     "assistant<|channel|>commentary to=functions.add <|constrain|>json"
+     "<|message|>{\"a\": 5, \"b\": 6}",
+     1,
+     "<|channel|>analysis<|message|>to=functions is a hint<|end|>",
+     {NULL},
+     {NULL}},
+    {TOOL_FMT_KIMI,
+     "Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.add:0"
+     "<|tool_call_argument_begin|>{\"a\": 1, \"b\": 2}<|tool_call_end|>"
+     "<|tool_call_begin|>functions.neg:1<|tool_call_argument_begin|>{\"x\": 3}"
+     "<|tool_call_end|><|tool_calls_section_end|>",
+     2,
+     "Let me check.",
+     {"add", "neg"},
+     {NULL, "{\"x\":3}"}},
+    {TOOL_FMT_FUNCTIONARY,
+     "<function=add>{\"a\": 1, \"b\": 2}</function><function=neg>{\"x\": 3}"
+     "</function>",
+     2,
+     "",
+     {NULL, "neg"},
+     {"{\"a\":1,\"b\":2}", NULL}},
     /* plain answers are content; a broken call is not a call */
-    cr_assert_eq(parse(TOOL_FMT_HERMES, "Just text.", c, &content), 0);
-    cr_assert_eq(content, strlen("Just text."));
-    cr_assert_eq(parse(TOOL_FMT_HERMES, "<tool_call>\n{\"name\": \"add\", \"argu", c, &content), 0);
-    cr_assert_eq(parse(TOOL_FMT_LLAMA3, "{\"answer\": 3}", c, &content), 0);
+    {TOOL_FMT_HERMES, "Just text.", 0, "Just text.", {NULL}, {NULL}},
+    {TOOL_FMT_HERMES, "<tool_call>\n{\"name\": \"add\", \"argu", 0, NULL, {NULL}, {NULL}},
+    {TOOL_FMT_LLAMA3, "{\"answer\": 3}", 0, NULL, {NULL}, {NULL}},
+};
+
+Test(tools, parses_each_formats_calls) {
+    for (size_t i = 0; i < sizeof PARSE_CASES / sizeof PARSE_CASES[0]; i++) {
+        const parse_case *k = &PARSE_CASES[i];
+        tool_call c[TOOLS_MAX_CALLS];
+        size_t content;
+        cr_assert_eq(parse(k->fmt, k->text, c, &content), k->n_calls, "case %zu: %s", i, k->text);
+        if (k->content)
+            cr_assert_eq(content, strlen(k->content), "case %zu: content ends at %zu", i, content);
+        for (size_t j = 0; j < k->n_calls; j++) {
+            if (k->name[j]) cr_assert_str_eq(c[j].name, k->name[j], "case %zu call %zu", i, j);
+            if (k->args[j]) expect_args(c[j].arguments, k->args[j]);
+        }
+        tools_calls_free(c, k->n_calls);
+    }
 }
 
 Test(tools, a_rendered_call_parses_back_in_every_format) {
