@@ -8,15 +8,42 @@
 
 #include "support/test_support.h"
 
-/* `tps model info OPTS` of the shared stories260K (skips without it): its
- * stdout, malloc'ed, after asserting it exited 0. */
-static char *info_of_stories(const char *opts) {
-    REQUIRE_SHARED("models/stories260K.gguf");
+/* `tps model info OPTS 'PATH'`: its stdout, malloc'ed, after asserting it
+ * exited 0. */
+static char *info_of(const char *path, const char *opts) {
     char *out;
     char args[1024];
-    snprintf(args, sizeof args, "model info %s'%s/models/stories260K.gguf'", opts, TPS_SHARED_DIR);
+    snprintf(args, sizeof args, "model info %s'%s'", opts, path);
     cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
     return out;
+}
+
+/* `tps model info --json PATH` parsed (asserting it is JSON); the caller
+ * decrefs it. */
+static json_t *info_json_of(const char *path) {
+    char *out = info_of(path, "--json ");
+    json_error_t jerr;
+    json_t *o = json_loads(out, 0, &jerr);
+    cr_assert_not_null(o, "not JSON (%s): %s", jerr.text, out);
+    free(out);
+    return o;
+}
+
+/* `tps model info OPTS` of the shared stories260K (skips without it). */
+static char *info_of_stories(const char *opts) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    char *path = shared_path("models/stories260K.gguf");
+    char *out = info_of(path, opts);
+    free(path);
+    return out;
+}
+
+/* `tps model make` of ARCH's PRESET (f32) into path, asserting it exits 0. */
+static void make_arch(const char *path, const char *arch, const char *preset) {
+    char args[512];
+    snprintf(args, sizeof args, "model make --arch %s --preset %s --type f32 -o %s", arch, preset,
+             path);
+    assert_tps_ok(args);
 }
 
 Test(cli_model, info_prints_the_facts_of_stories260K) {
@@ -29,10 +56,10 @@ Test(cli_model, info_prints_the_facts_of_stories260K) {
 }
 
 Test(cli_model, info_json_is_one_object_with_the_same_facts) {
-    char *out = info_of_stories("--json ");
-    json_error_t jerr;
-    json_t *o = json_loads(out, 0, &jerr);
-    cr_assert_not_null(o, "not JSON: %s", jerr.text);
+    REQUIRE_SHARED("models/stories260K.gguf");
+    char *path = shared_path("models/stories260K.gguf");
+    json_t *o = info_json_of(path);
+    free(path);
     cr_expect_str_eq(json_string_value(json_object_get(o, "architecture")), "llama");
     cr_expect_eq(json_integer_value(json_object_get(o, "layers")), 5);
     cr_expect_eq(json_integer_value(json_object_get(o, "embedding_length")), 64);
@@ -48,7 +75,6 @@ Test(cli_model, info_json_is_one_object_with_the_same_facts) {
     json_t *f32 = json_object_get(json_object_get(o, "tensor_types"), "f32");
     cr_expect_eq(json_integer_value(json_object_get(f32, "tensors")), 48);
     json_decref(o);
-    free(out);
 }
 
 Test(cli_model, info_on_a_non_gguf_file_fails_with_a_message) {
@@ -67,17 +93,15 @@ Test(cli_model, unknown_flag_is_rejected) {
 Test(cli_model, make_arch_then_info_prints_the_architecture_specifics) {
     char path[] = "/tmp/tps-cli-arch-XXXXXX";
     close(mkstemp(path));
-    char args[512], *out;
-    snprintf(args, sizeof args, "model make --arch gemma2 --preset tiny --type f32 -o %s", path);
-    assert_tps_ok(args);
-    snprintf(args, sizeof args, "model info %s", path);
-    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    make_arch(path, "gemma2", "tiny");
+    char *out = info_of(path, "");
     cr_expect(strstr(out, "architecture           gemma2") != NULL, "%s", out);
     cr_expect(strstr(out, "sliding window         8 positions, 3 of 5 layers") != NULL, "%s", out);
     cr_expect(strstr(out, "soft-capping           attention 1, final 2") != NULL, "%s", out);
     cr_expect(strstr(out, "tied embeddings        yes") != NULL, "%s", out);
     cr_expect(strstr(out, "rope order             neox") != NULL, "%s", out);
     free(out);
+    char args[512];
     snprintf(args, sizeof args, "model make --arch mamba --preset tiny --type f32 -o %s", path);
     expect_tps(args, 2, "unknown architecture 'mamba'");
     unlink(path);
@@ -90,11 +114,8 @@ Test(cli_model, make_arch_then_info_prints_the_architecture_specifics) {
 Test(cli_model, hybrid_info_counts_kv_only_for_attention_layers_and_the_state_apart) {
     char path[] = "/tmp/tps-cli-arch-XXXXXX";
     close(mkstemp(path));
-    char args[512], *out;
-    snprintf(args, sizeof args, "model make --arch qwen35 --preset tiny --type f32 -o %s", path);
-    assert_tps_ok(args);
-    snprintf(args, sizeof args, "model info %s", path);
-    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    make_arch(path, "qwen35", "tiny");
+    char *out = info_of(path, "");
     cr_expect(strstr(out, "KV bytes per token     1024 (F16 cache)") != NULL, "%s", out);
     const long state = 3 * (3 * (2 * 2 + 4) * 16 + 4 * 16 * 16) * 4;
     char want[128];
@@ -111,11 +132,8 @@ Test(cli_model, hybrid_info_counts_kv_only_for_attention_layers_and_the_state_ap
 Test(cli_model, deepseek2_info_counts_the_latent_as_its_kv_bytes) {
     char path[] = "/tmp/tps-cli-arch-XXXXXX";
     close(mkstemp(path));
-    char args[512], *out;
-    snprintf(args, sizeof args, "model make --arch deepseek2 --preset tiny --type f32 -o %s", path);
-    assert_tps_ok(args);
-    snprintf(args, sizeof args, "model info %s", path);
-    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    make_arch(path, "deepseek2", "tiny");
+    char *out = info_of(path, "");
     char want[160];
     snprintf(want, sizeof want, "KV bytes per token     %d (F16 cache)", 5 * (64 + 32) * 2);
     cr_expect(strstr(out, want) != NULL, "%s\n(want %s)", out, want);
@@ -135,23 +153,15 @@ Test(cli_model, deepseek2_info_counts_the_latent_as_its_kv_bytes) {
 Test(cli_model, gemma4_info_counts_no_kv_for_the_shared_layers) {
     char path[] = "/tmp/tps-cli-arch-XXXXXX";
     close(mkstemp(path));
-    char args[512], *out;
-    snprintf(args, sizeof args, "model make --arch gemma4 --preset tiny --type f32 -o %s", path);
-    assert_tps_ok(args);
-    snprintf(args, sizeof args, "model info --json %s", path);
-    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
-    json_error_t jerr;
-    json_t *o = json_loads(out, 0, &jerr);
-    cr_assert_not_null(o, "%s", out);
+    make_arch(path, "gemma4", "tiny");
+    json_t *o = info_json_of(path);
     const long per_token = 2 * 2 * (2 * 4 * 16 + 1 * 2 * 32); /* F16 x (K, V) x layers' heads */
     cr_expect_eq(json_integer_value(json_object_get(o, "kv_bytes_per_token")), per_token);
     cr_expect_eq(json_integer_value(json_object_get(o, "kv_shared_layers")), 2);
     cr_expect_str_eq(json_string_value(json_object_get(o, "architecture")), "gemma4");
     cr_expect_eq(json_integer_value(json_object_get(o, "head_dim_swa")), 16);
     json_decref(o);
-    free(out);
-    snprintf(args, sizeof args, "model info %s", path);
-    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    char *out = info_of(path, "");
     cr_expect(strstr(out, "sliding layers' heads  4 kv heads of 16") != NULL, "%s", out);
     cr_expect(strstr(out, "shared KV layers       the last 2 read earlier") != NULL, "%s", out);
     free(out);
@@ -164,11 +174,8 @@ Test(cli_model, gemma4_info_counts_no_kv_for_the_shared_layers) {
 Test(cli_model, moe_info_names_the_shared_expert_and_the_dense_lead) {
     char path[] = "/tmp/tps-cli-arch-XXXXXX";
     close(mkstemp(path));
-    char args[512], *out;
-    snprintf(args, sizeof args, "model make --arch glm4moe --preset tiny --type f32 -o %s", path);
-    assert_tps_ok(args);
-    snprintf(args, sizeof args, "model info %s", path);
-    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    make_arch(path, "glm4moe", "tiny");
+    char *out = info_of(path, "");
     char want[128];
     snprintf(want, sizeof want, "KV bytes per token     %d (F16 cache)", 5 * 2 * 4 * 16 * 2);
     cr_expect(strstr(out, want) != NULL, "%s\n(want %s)", out, want);
@@ -180,10 +187,8 @@ Test(cli_model, moe_info_names_the_shared_expert_and_the_dense_lead) {
     cr_expect(strstr(out, "not run (drafting") != NULL, "%s", out);
     cr_expect(strstr(out, "linear attention") == NULL, "%s", out);
     free(out);
-    snprintf(args, sizeof args, "model make --arch qwen35moe --preset tiny --type f32 -o %s", path);
-    assert_tps_ok(args);
-    snprintf(args, sizeof args, "model info %s", path);
-    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    make_arch(path, "qwen35moe", "tiny");
+    out = info_of(path, "");
     cr_expect(strstr(out, "shared expert          1 a layer, of ffn 192, run by every token, "
                           "scaled by its sigmoid gate") != NULL,
               "%s", out);
@@ -199,15 +204,8 @@ Test(cli_model, moe_info_names_the_shared_expert_and_the_dense_lead) {
 Test(cli_model, gemma4_moe_info_counts_the_dense_ffn_and_k_experts_active) {
     char path[] = "/tmp/tps-cli-arch-XXXXXX";
     close(mkstemp(path));
-    char args[512], *out;
-    snprintf(args, sizeof args, "model make --arch gemma4 --preset tiny-moe --type f32 -o %s",
-             path);
-    assert_tps_ok(args);
-    snprintf(args, sizeof args, "model info --json %s", path);
-    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
-    json_error_t jerr;
-    json_t *o = json_loads(out, 0, &jerr);
-    cr_assert_not_null(o, "%s", out);
+    make_arch(path, "gemma4", "tiny-moe");
+    json_t *o = info_json_of(path);
     const long E = 8, k = 2, ff = 32, dim = 64, layers = 5;
     const long expert = 2 * ff * dim + dim * ff + 1; /* gate|up, down, its scale */
     const long all = (long)json_integer_value(json_object_get(o, "parameters"));
@@ -218,9 +216,7 @@ Test(cli_model, gemma4_moe_info_counts_the_dense_ffn_and_k_experts_active) {
     cr_expect_eq(json_integer_value(json_object_get(o, "parameters_active")),
                  all - layers * (E - k) * expert);
     json_decref(o);
-    free(out);
-    snprintf(args, sizeof args, "model info %s", path);
-    cr_assert_eq(run_tps(args, false, &out), 0, "%s", out);
+    char *out = info_of(path, "");
     cr_expect(strstr(out, "experts                8 a layer, 2 a token, of ffn 32") != NULL, "%s",
               out);
     cr_expect(strstr(out, "dense FFN              of ffn 192 beside the experts") != NULL, "%s",
