@@ -53,6 +53,29 @@ ALWAYS_INLINE float ld1(const uint8_t *row, size_t d, const int kt) {
     return kt == KV_F16 ? fp16_to_fp32(((const uint16_t *)row)[d]) : ((const float *)row)[d];
 }
 
+/* Bytes to prefetch while a run is computed, a part at a time (NULL: none):
+ * the next block's run, asked for in one burst before a block, stalled
+ * the decode of a long context on the loads it queued (a third of the
+ * attention's time at depth 8k in the prefetch loop). */
+typedef struct pf_span {
+    const uint8_t *p;
+    size_t bytes;
+} pf_span;
+
+/* Part k of n (in 64-byte lines) of the span. */
+ALWAYS_INLINE void prefetch_part(pf_span pf, size_t k, size_t n) {
+#if ATTN_AVX2
+    if (!pf.p) return;
+    const size_t lines = (pf.bytes + 63) / 64, a = lines * k / n, e = lines * (k + 1) / n;
+    for (size_t i = a; i < e; i++)
+        _mm_prefetch((const char *)pf.p + 64 * i, _MM_HINT_T0);
+#else
+    (void)pf;
+    (void)k;
+    (void)n;
+#endif
+}
+
 #if ATTN_AVX2
 
 /* Elements d .. d + 7 (d a multiple of 8, so inside one Q8_0 block), each
@@ -93,10 +116,12 @@ ALWAYS_INLINE __m256 reg_ps(__m256 v) {
  * at a time; a short last group leaves the missing lanes zero, which does
  * not touch the lanes that exist. */
 ALWAYS_INLINE void scores_run(float *restrict s, const float *restrict q, const uint8_t *K,
-                              size_t row_bytes, size_t n, uint32_t hd, float scale, const int kt) {
+                              size_t row_bytes, size_t n, uint32_t hd, float scale, const int kt,
+                              pf_span pf) {
     const size_t hd8 = hd / 8 * 8;
     for (size_t j0 = 0; j0 < n; j0 += 8) {
         const uint8_t *Kj = K + j0 * row_bytes;
+        prefetch_part(pf, j0 / 8, (n + 7) / 8);
         __m256 acc[8];
         for (int i = 0; i < 8; i++)
             acc[i] = _mm256_setzero_ps();
@@ -132,10 +157,12 @@ ALWAYS_INLINE void scores_run(float *restrict s, const float *restrict q, const 
 /* o (hd,) += sum_j s[j] * V_j, j in [0, n) in order, one FMA per element
  * and position; up to 64 output floats stay in registers per sweep. */
 ALWAYS_INLINE void values_run(float *restrict o, const float *restrict s, const uint8_t *V,
-                              size_t row_bytes, size_t n, uint32_t hd, const int kt) {
-    const size_t hd8 = hd / 8 * 8;
+                              size_t row_bytes, size_t n, uint32_t hd, const int kt, pf_span pf) {
+    const size_t hd8 = hd / 8 * 8, sweeps = hd8 / 64;
     size_t d0 = 0;
+    if (sweeps == 0) prefetch_part(pf, 0, 1);
     for (; d0 + 64 <= hd8; d0 += 64) {
+        prefetch_part(pf, d0 / 64, sweeps);
         __m256 acc[8];
 #pragma GCC unroll 8
         for (int v = 0; v < 8; v++)
@@ -389,7 +416,9 @@ ALWAYS_INLINE void values_tile_hd(float *const o[], const float *const s[], cons
 /* Per position: 8 partial sums over the head_dim / 8 chunks, folded as the
  * AVX2 path does, then the tail in order. */
 ALWAYS_INLINE void scores_run(float *restrict s, const float *restrict q, const uint8_t *K,
-                              size_t row_bytes, size_t n, uint32_t hd, float scale, const int kt) {
+                              size_t row_bytes, size_t n, uint32_t hd, float scale, const int kt,
+                              pf_span pf) {
+    (void)pf;
     const size_t hd8 = hd / 8 * 8;
     for (size_t j = 0; j < n; j++) {
         const uint8_t *Kj = K + j * row_bytes;
@@ -405,7 +434,8 @@ ALWAYS_INLINE void scores_run(float *restrict s, const float *restrict q, const 
 }
 
 ALWAYS_INLINE void values_run(float *restrict o, const float *restrict s, const uint8_t *V,
-                              size_t row_bytes, size_t n, uint32_t hd, const int kt) {
+                              size_t row_bytes, size_t n, uint32_t hd, const int kt, pf_span pf) {
+    (void)pf;
     for (size_t j = 0; j < n; j++)
         for (size_t d = 0; d < hd; d++)
             o[d] = fmaf(s[j], ld1(V + j * row_bytes, d, kt), o[d]);
@@ -475,12 +505,12 @@ static void scores_chunk(const attn_vec *v, size_t n, const float *W, uint32_t h
         if (j < e)
             for (int r = 0; r < R; r++)
                 scores_run(s[r] + j, q[r], (const uint8_t *)(W + j * hd), fl_bytes, e - j, hd,
-                           scale, KV_F32);
+                           scale, KV_F32, (pf_span){0});
     }
 #else
     for (size_t i = 0; i < n; i++)
         scores_run(v[i].s + v[i].a, v[i].q, (const uint8_t *)(W + (size_t)v[i].a * hd), fl_bytes,
-                   v[i].e - v[i].a, hd, scale, KV_F32);
+                   v[i].e - v[i].a, hd, scale, KV_F32, (pf_span){0});
 #endif
 }
 
@@ -489,7 +519,7 @@ ALWAYS_INLINE void values_one(const attn_vec *v, const float *W, uint32_t a, uin
                               uint32_t hd) {
     if (a < e)
         values_run(v->o, v->s + a, (const uint8_t *)(W + (size_t)a * hd), (size_t)hd * 4, e - a, hd,
-                   KV_F32);
+                   KV_F32, (pf_span){0});
 }
 
 /* The values pass of n vectors over chunk W. A tile shares the positions
@@ -571,6 +601,14 @@ ALWAYS_INLINE void softmax_head(float *s, size_t n, attn_mods m, size_t head) {
         kernel_softmax(s, n);
 }
 
+/* Query head g's part of the next run to prefetch (of a group's): each
+ * head's pass over a block asks for 1 / group of it. */
+ALWAYS_INLINE pf_span share(const uint8_t *next, size_t run, uint32_t g, uint32_t group) {
+    if (!next) return (pf_span){0};
+    const size_t a = run * g / group, e = run * (g + 1) / group;
+    return (pf_span){next + a, e - a};
+}
+
 /* Blocks before the window's first (lo) are skipped; in the first block read,
  * positions before lo are. Without a window lo is 0 and this is the plain
  * pass.
@@ -594,28 +632,26 @@ ALWAYS_INLINE void heads_impl(float *restrict out, const float *restrict q, cons
     const size_t row_bytes = kv_layer_head_bytes(kv, layer), run = (size_t)B * row_bytes;
     const uint32_t n_blk = (n_pos + B - 1) / B, lo = window_lo(n_pos, mods), b_lo = lo / B;
     const uint32_t ahead = n_h > 1 ? 1 : 2;
-    /* run i of the pass order (K blocks b_lo.., then V blocks b_lo..) of head h */
-#define PREFETCH(i, h)                                                                             \
-    do {                                                                                           \
-        const uint32_t i_ = (i);                                                                   \
-        if (i_ < n_blk)                                                                            \
-            prefetch_run(head_rows(kv->k, kv, seq, layer, i_, (h)), run);                          \
-        else if (i_ - n_blk + b_lo < n_blk)                                                        \
-            prefetch_run(head_rows(kv->v, kv, seq, layer, i_ - n_blk + b_lo, (h)), run);           \
-    } while (0)
+    /* run i of the pass order (K blocks b_lo.., then V blocks b_lo..) of head h, or NULL */
+#define NEXT_RUN(i, h)                                                                             \
+    ((i) < n_blk                ? head_rows(kv->k, kv, seq, layer, (i), (h))                       \
+     : (i)-n_blk + b_lo < n_blk ? head_rows(kv->v, kv, seq, layer, (i)-n_blk + b_lo, (h))          \
+                                : NULL)
     for (uint32_t i = 0; i < ahead; i++)
-        for (uint32_t h = h0; h < h1; h++)
-            PREFETCH(b_lo + i, h);
+        for (uint32_t h = h0; h < h1; h++) {
+            const uint8_t *r = NEXT_RUN(b_lo + i, h);
+            if (r) prefetch_run(r, run);
+        }
     for (uint32_t b = b_lo; b < n_blk; b++) {
         const uint32_t p0 = b * B > lo ? b * B : lo, pe = (b + 1) * B < n_pos ? (b + 1) * B : n_pos;
         for (uint32_t h = h0; h < h1; h++) {
             const uint8_t *K =
                 head_rows(kv->k, kv, seq, layer, b, h) + (size_t)(p0 - b * B) * row_bytes;
-            PREFETCH(b + ahead, h);
+            const uint8_t *next = NEXT_RUN(b + ahead, h);
             for (uint32_t g = 0; g < group; g++) {
                 const size_t v = (size_t)(h - h0) * group + g;
                 scores_run(scores + v * n_pos + p0, q + v * hd, K, row_bytes, pe - p0, hd, scale,
-                           kt);
+                           kt, share(next, run, g, group));
             }
         }
     }
@@ -629,15 +665,15 @@ ALWAYS_INLINE void heads_impl(float *restrict out, const float *restrict q, cons
         for (uint32_t h = h0; h < h1; h++) {
             const uint8_t *V =
                 head_rows(kv->v, kv, seq, layer, b, h) + (size_t)(p0 - b * B) * row_bytes;
-            PREFETCH(n_blk + b - b_lo + ahead, h);
+            const uint8_t *next = NEXT_RUN(n_blk + b - b_lo + ahead, h);
             for (uint32_t g = 0; g < group; g++) {
                 const size_t v = (size_t)(h - h0) * group + g;
                 values_run(out + v * hd, scores + v * n_pos + p0, V, row_bytes, pe - p0,
-                           mods.v_dim ? mods.v_dim : hd, kt);
+                           mods.v_dim ? mods.v_dim : hd, kt, share(next, run, g, group));
             }
         }
     }
-#undef PREFETCH
+#undef NEXT_RUN
 }
 
 void attn_heads(float *restrict out, const float *restrict q, const kv_cache *kv, const kv_seq *seq,
