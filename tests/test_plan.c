@@ -41,11 +41,9 @@ Test(plan, one_stream_takes_its_prompt_chunks_then_one_step_a_token) {
     plan_env_open(&v);
     v.srv.ep.max_batch_tokens = 64;
     bench_spec s;
-    spec_make(&s, &v, NULL);
+    spec_plan(&s, &v, "150", "9");
     s.cfg.concurrency = 1;
     s.cfg.requests = 5;
-    dist(&s.wo.input_len, "150");
-    dist(&s.wo.output_len, "9");
     workload wl;
     bench_run_out out;
     plan_once(&out, &v, &s, &wl);
@@ -72,11 +70,9 @@ Test(plan, one_stream_takes_its_prompt_chunks_then_one_step_a_token) {
  * v's cost stands. */
 static void three_short_requests(model_env *v, bench_spec *s, workload *wl, bench_run_out *quiet) {
     plan_env_open(v);
-    spec_make(s, v, NULL);
+    spec_plan(s, v, "32", "9");
     s->cfg.concurrency = 1;
     s->cfg.requests = 3;
-    dist(&s->wo.input_len, "32");
-    dist(&s->wo.output_len, "9");
     plan_once(quiet, v, s, wl);
     workload_free(wl);
 }
@@ -280,12 +276,10 @@ Test(plan, an_open_loop_sends_the_seed_s_schedule) {
     model_env v;
     plan_env_open(&v);
     bench_spec s;
-    spec_make(&s, &v, NULL);
+    spec_plan(&s, &v, "16", "4");
     s.cfg.rate = 40;
     s.cfg.duration_s = 2;
     s.cfg.seed = 7;
-    dist(&s.wo.input_len, "16");
-    dist(&s.wo.output_len, "4");
     workload wl;
     bench_run_out out;
     plan_once(&out, &v, &s, &wl);
@@ -311,12 +305,10 @@ Test(plan, conversations_hit_the_prefix_cache_from_their_second_turn) {
     model_env v;
     plan_env_open(&v);
     bench_spec s;
-    spec_make(&s, &v, NULL);
+    spec_plan(&s, &v, "40", "20");
     s.cfg.concurrency = 2;
     s.wo.turns = 3;
     s.conversations = 2;
-    dist(&s.wo.input_len, "40");
-    dist(&s.wo.output_len, "20");
     workload wl;
     bench_run_out out;
     plan_once(&out, &v, &s, &wl);
@@ -342,11 +334,9 @@ Test(plan, refuses_what_the_engine_would_and_repeats_itself) {
     model_env v;
     plan_env_open(&v);
     bench_spec s;
-    spec_make(&s, &v, NULL);
+    spec_plan(&s, &v, "uniform:100:600", "8"); /* the context is 512 */
     s.cfg.concurrency = 3;
     s.cfg.requests = 6;
-    dist(&s.wo.input_len, "uniform:100:600"); /* the context is 512 */
-    dist(&s.wo.output_len, "8");
     workload wl, wl2;
     bench_run_out a, b;
     plan_once(&a, &v, &s, &wl);
@@ -468,10 +458,12 @@ typedef struct real_run {
     workload wl;
     bench_config cfg;
     char trace[64], calib[64];
+    plan_replay rp; /* the trace, read back */
 } real_run;
 
 /* Serves stories260K with the engine options given, runs spec s against it
- * (the records in r->out), stops it: its trace and calibration written. */
+ * (the records in r->out), stops it: its trace and calibration written,
+ * the trace read into r->rp. */
 static void serve_and_bench(real_run *r, model_env *v, bench_spec *s, uint32_t max_seqs,
                             uint32_t max_batch) {
     snprintf(r->trace, sizeof r->trace, "/tmp/tps-test-plan-%d.trace", (int)getpid());
@@ -495,6 +487,15 @@ static void serve_and_bench(real_run *r, model_env *v, bench_spec *s, uint32_t m
     v->srv.ep.max_seqs = max_seqs;
     v->srv.ep.max_batch_tokens = max_batch;
     v->srv.ep.n_threads = 1;
+    cr_assert_eq(plan_replay_read(&r->rp, r->trace, &e), 0, "%s", e.msg);
+}
+
+static void real_run_free(real_run *r) {
+    plan_replay_free(&r->rp);
+    bench_run_free(&r->out);
+    workload_free(&r->wl);
+    unlink(r->trace);
+    unlink(r->calib);
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -545,30 +546,26 @@ Test(plan, replaying_a_real_run_makes_the_engine_s_decisions_step_for_step, .tim
     model_env v;
     plan_env_open(&v);
     bench_spec s;
-    spec_make(&s, &v, NULL);
+    spec_plan(&s, &v, "48", "12");
     s.cfg.concurrency = 6; /* more than --max-seqs: requests queue */
     s.cfg.requests = 24;
     s.cfg.seed = 36;
     s.wo.prefix_len = 64; /* a shared prefix: the prefix cache serves it */
-    dist(&s.wo.input_len, "48");
-    dist(&s.wo.output_len, "12");
     real_run r;
     serve_and_bench(&r, &v, &s, 4, 64); /* prompts of ~113 tokens: chunked */
     tps_err e = {{0}};
-    plan_replay rp;
-    cr_assert_eq(plan_replay_read(&rp, r.trace, &e), 0, "%s", e.msg);
-    cr_assert_eq(rp.n_arrivals, 24);
-    step_log sl = {.cap = rp.n_steps + 16};
+    cr_assert_eq(r.rp.n_arrivals, 24);
+    step_log sl = {.cap = r.rp.n_steps + 16};
     sl.v = calloc(sl.cap, sizeof *sl.v);
-    v.srv.replay = &rp;
+    v.srv.replay = &r.rp;
     v.srv.on_step = log_step;
     v.srv.on_step_arg = &sl;
     bench_run_out sim;
     cr_assert_eq(plan_run(&sim, &r.cfg, &r.wl, &v.srv, &e), 0, "%s", e.msg);
-    cr_assert_eq(sl.n, rp.n_steps, "simulated %zu steps, the engine ran %zu", sl.n, rp.n_steps);
+    cr_assert_eq(sl.n, r.rp.n_steps, "simulated %zu steps, the engine ran %zu", sl.n, r.rp.n_steps);
     uint64_t cached = 0, cut = 0;
     for (size_t i = 0; i < sl.n; i++) {
-        const plan_replay_step *a = &rp.steps[i];
+        const plan_replay_step *a = &r.rp.steps[i];
         const plan_step *b = &sl.v[i];
         cr_expect(a->prefill_rows == b->prefill_rows && a->decode_rows == b->decode_rows &&
                       a->cached_rows == b->cached_rows && a->taken == b->taken,
@@ -597,12 +594,8 @@ Test(plan, replaying_a_real_run_makes_the_engine_s_decisions_step_for_step, .tim
     }
     (void)cut;
     free(sl.v);
-    plan_replay_free(&rp);
     bench_run_free(&sim);
-    bench_run_free(&r.out);
-    workload_free(&r.wl);
-    unlink(r.trace);
-    unlink(r.calib);
+    real_run_free(&r);
     plan_env_close(&v);
 }
 
@@ -611,43 +604,36 @@ Test(plan, one_stream_at_a_time_the_prediction_takes_the_real_step_count, .timeo
     model_env v;
     plan_env_open(&v);
     bench_spec s;
-    spec_make(&s, &v, NULL);
+    spec_plan(&s, &v, "uniform:20:90", "uniform:4:16");
     s.cfg.concurrency = 1;
     s.cfg.requests = 6;
     s.wo.prefix_len = 40;
-    dist(&s.wo.input_len, "uniform:20:90");
-    dist(&s.wo.output_len, "uniform:4:16");
     real_run r;
     serve_and_bench(&r, &v, &s, 4, 32);
     tps_err e = {{0}};
-    plan_replay rp;
-    cr_assert_eq(plan_replay_read(&rp, r.trace, &e), 0, "%s", e.msg);
     step_calib cal;
     cr_assert_eq(step_calib_read(&cal, r.calib, &e), 0, "%s", e.msg);
-    cr_expect_eq(cal.fit[0].noise.n + cal.fit[0].noise_one.n, rp.n_steps,
-                 "the serve's steps' spread about its fit, all %zu", rp.n_steps);
+    cr_expect_eq(cal.fit[0].noise.n + cal.fit[0].noise_one.n, r.rp.n_steps,
+                 "the serve's steps' spread about its fit, all %zu", r.rp.n_steps);
     const step_prime *pr = &cal.fit[0].prime;
-    cr_expect(rp.prime_tn_ns > 0 && pr->n == rp.prime_n && fabs(pr->t1_ns - rp.prime_t1_ns) <= 1 &&
-                  fabs(pr->tn_ns - rp.prime_tn_ns) <= 1,
+    cr_expect(r.rp.prime_tn_ns > 0 && pr->n == r.rp.prime_n &&
+                  fabs(pr->t1_ns - r.rp.prime_t1_ns) <= 1 &&
+                  fabs(pr->tn_ns - r.rp.prime_tn_ns) <= 1,
               "the file's warm-up is the trace's: %u rows %.0f / %.0f ns, one %.0f / %.0f ns",
-              pr->n, pr->tn_ns, rp.prime_tn_ns, pr->t1_ns, rp.prime_t1_ns);
+              pr->n, pr->tn_ns, r.rp.prime_tn_ns, pr->t1_ns, r.rp.prime_t1_ns);
     cr_assert_eq(plan_cost_calibrated(&v.cost, &cal, r.calib, v.m, GGML_TYPE_F16, &e), 0, "%s",
                  e.msg);
     bench_run_out sim;
     cr_assert_eq(plan_run(&sim, &r.cfg, &r.wl, &v.srv, &e), 0, "%s", e.msg);
-    cr_expect_eq(v.srv.stats.steps, rp.n_steps, "predicted %llu steps, the engine ran %zu",
-                 (unsigned long long)v.srv.stats.steps, rp.n_steps);
+    cr_expect_eq(v.srv.stats.steps, r.rp.n_steps, "predicted %llu steps, the engine ran %zu",
+                 (unsigned long long)v.srv.stats.steps, r.rp.n_steps);
     cr_assert_eq(sim.n, r.out.n);
     for (size_t i = 0; i < sim.n; i++) { /* one at a time: request i is request i */
         cr_expect_eq(sim.recs[i].usage_prompt, r.out.recs[i].usage_prompt);
         cr_expect_eq(sim.recs[i].usage_completion, r.out.recs[i].usage_completion);
         cr_expect_eq(sim.recs[i].cached_tokens, r.out.recs[i].cached_tokens);
     }
-    plan_replay_free(&rp);
     bench_run_free(&sim);
-    bench_run_free(&r.out);
-    workload_free(&r.wl);
-    unlink(r.trace);
-    unlink(r.calib);
+    real_run_free(&r);
     plan_env_close(&v);
 }

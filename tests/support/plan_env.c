@@ -47,6 +47,12 @@ void dist(load_dist *d, const char *text) {
     cr_assert_eq(load_dist_parse(d, text, &e), 0);
 }
 
+void spec_plan(bench_spec *s, const model_env *v, const char *input_len, const char *output_len) {
+    spec_make(s, v, NULL);
+    dist(&s->wo.input_len, input_len);
+    dist(&s->wo.output_len, output_len);
+}
+
 void plan_once(bench_run_out *out, model_env *v, const bench_spec *s, workload *wl) {
     bench_config cfg;
     tps_err e = {{0}};

@@ -24,6 +24,9 @@ void plan_env_close(model_env *v);
 /* A bench spec against url (or none, for a plan), sized by the model. */
 void spec_make(bench_spec *s, const model_env *v, const char *url);
 void dist(load_dist *d, const char *text);
+/* A plan's spec (spec_make, no url) whose prompts and replies take these
+ * lengths (load_dist texts). */
+void spec_plan(bench_spec *s, const model_env *v, const char *input_len, const char *output_len);
 void plan_once(bench_run_out *out, model_env *v, const bench_spec *s, workload *wl);
 
 #endif
