@@ -39,6 +39,13 @@ typedef struct req {
     float temp;
 } req;
 
+/* A request of n_prompt ids of fill_ids(seed) and max_tokens, the rest 0. */
+static req random_req(size_t n_prompt, uint64_t seed, uint32_t max_tokens) {
+    req q = {.n_prompt = n_prompt, .max_tokens = max_tokens};
+    fill_ids(q.prompt, n_prompt, seed);
+    return q;
+}
+
 static uint64_t submit_req(engine *e, const req *q, result *res) {
     engine_request rq = {.prompt = q->prompt,
                          .n_prompt = q->n_prompt,
@@ -257,10 +264,7 @@ Test(prefix_cache, hit_on_a_prompt_still_prefilling_waits_for_finished_blocks, .
     REQUIRE_SHARED("models/stories260K.gguf");
     env v;
     env_open_stories(&v);
-    req q = {0};
-    fill_ids(q.prompt, 480, 3);
-    q.n_prompt = 480;
-    q.max_tokens = 8;
+    req q = random_req(480, 3, 8);
     result **ref = results_new(1, 1), **got = results_new(3, 1);
     reference(&v, &q, 1, ref);
     engine_params p = env_params(&v);
@@ -385,10 +389,7 @@ Test(prefix_cache, cancelled_request_leaves_shared_blocks_to_the_other) {
     REQUIRE_SHARED("models/stories260K.gguf");
     env v;
     env_open_stories(&v);
-    req q = {0};
-    fill_ids(q.prompt, 200, 11);
-    q.n_prompt = 200;
-    q.max_tokens = 100;
+    req q = random_req(200, 11, 100);
     result **ref = results_new(1, 1), **got = results_new(2, 1);
     reference(&v, &q, 1, ref);
     engine *e = env_engine(&v, 4, 64, 0, GGML_TYPE_F16, false);
@@ -489,10 +490,7 @@ Test(prefix_cache, cancel_ends_every_choice) {
     REQUIRE_SHARED("models/stories260K.gguf");
     env v;
     env_open_stories(&v);
-    req q = {0};
-    fill_ids(q.prompt, 300, 5);
-    q.n_prompt = 300;
-    q.max_tokens = 150;
+    req q = random_req(300, 5, 150);
     q.n = 4;
     q.temp = 1.0f;
     result **got = results_new(1, 4);
@@ -550,10 +548,7 @@ Test(prefix_cache, off_means_no_hits_and_nothing_kept) {
     REQUIRE_SHARED("models/stories260K.gguf");
     env v;
     env_open_stories(&v);
-    req q = {0};
-    fill_ids(q.prompt, 100, 4);
-    q.n_prompt = 100;
-    q.max_tokens = 4;
+    req q = random_req(100, 4, 4);
     result **got = results_new(2, 1);
     engine *e = env_engine(&v, 4, 64, 0, GGML_TYPE_F16, true);
     for (int i = 0; i < 2; i++) {
