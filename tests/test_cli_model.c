@@ -38,6 +38,11 @@ static char *info_of_stories(const char *opts) {
     return out;
 }
 
+/* Expects out to hold text. */
+static void expect_says(const char *out, const char *text) {
+    cr_expect(strstr(out, text) != NULL, "%s\n(want %s)", out, text);
+}
+
 /* `tps model make` of ARCH's PRESET (f32) into path, asserting it exits 0. */
 static void make_arch(const char *path, const char *arch, const char *preset) {
     char args[512];
@@ -48,10 +53,10 @@ static void make_arch(const char *path, const char *arch, const char *preset) {
 
 Test(cli_model, info_prints_the_facts_of_stories260K) {
     char *out = info_of_stories("");
-    cr_expect(strstr(out, "architecture           llama") != NULL, "%s", out);
-    cr_expect(strstr(out, "layers                 5") != NULL, "%s", out);
-    cr_expect(strstr(out, "kv heads               4") != NULL, "%s", out);
-    cr_expect(strstr(out, "vocabulary size        512") != NULL, "%s", out);
+    expect_says(out, "architecture           llama");
+    expect_says(out, "layers                 5");
+    expect_says(out, "kv heads               4");
+    expect_says(out, "vocabulary size        512");
     free(out);
 }
 
@@ -95,11 +100,11 @@ Test(cli_model, make_arch_then_info_prints_the_architecture_specifics) {
     close(mkstemp(path));
     make_arch(path, "gemma2", "tiny");
     char *out = info_of(path, "");
-    cr_expect(strstr(out, "architecture           gemma2") != NULL, "%s", out);
-    cr_expect(strstr(out, "sliding window         8 positions, 3 of 5 layers") != NULL, "%s", out);
-    cr_expect(strstr(out, "soft-capping           attention 1, final 2") != NULL, "%s", out);
-    cr_expect(strstr(out, "tied embeddings        yes") != NULL, "%s", out);
-    cr_expect(strstr(out, "rope order             neox") != NULL, "%s", out);
+    expect_says(out, "architecture           gemma2");
+    expect_says(out, "sliding window         8 positions, 3 of 5 layers");
+    expect_says(out, "soft-capping           attention 1, final 2");
+    expect_says(out, "tied embeddings        yes");
+    expect_says(out, "rope order             neox");
     free(out);
     char args[512];
     snprintf(args, sizeof args, "model make --arch mamba --preset tiny --type f32 -o %s", path);
@@ -116,12 +121,12 @@ Test(cli_model, hybrid_info_counts_kv_only_for_attention_layers_and_the_state_ap
     close(mkstemp(path));
     make_arch(path, "qwen35", "tiny");
     char *out = info_of(path, "");
-    cr_expect(strstr(out, "KV bytes per token     1024 (F16 cache)") != NULL, "%s", out);
+    expect_says(out, "KV bytes per token     1024 (F16 cache)");
     const long state = 3 * (3 * (2 * 2 + 4) * 16 + 4 * 16 * 16) * 4;
     char want[128];
     snprintf(want, sizeof want, "3 of 5 layers, a state of %.2f MiB", (double)state / 1048576.0);
-    cr_expect(strstr(out, want) != NULL, "%s\n(want %s)", out, want);
-    cr_expect(strstr(out, "not run (drafting") != NULL, "%s", out);
+    expect_says(out, want);
+    expect_says(out, "not run (drafting");
     free(out);
     unlink(path);
 }
@@ -136,12 +141,12 @@ Test(cli_model, deepseek2_info_counts_the_latent_as_its_kv_bytes) {
     char *out = info_of(path, "");
     char want[160];
     snprintf(want, sizeof want, "KV bytes per token     %d (F16 cache)", 5 * (64 + 32) * 2);
-    cr_expect(strstr(out, want) != NULL, "%s\n(want %s)", out, want);
+    expect_says(out, want);
     snprintf(want, sizeof want,
              "latent rank 64 (Q rank 64): the cache holds the latent, not the %d",
              5 * 8 * (64 + 32) * 2);
-    cr_expect(strstr(out, want) != NULL, "%s\n(want %s)", out, want);
-    cr_expect(strstr(out, "architecture           deepseek2") != NULL, "%s", out);
+    expect_says(out, want);
+    expect_says(out, "architecture           deepseek2");
     free(out);
     unlink(path);
 }
@@ -162,8 +167,8 @@ Test(cli_model, gemma4_info_counts_no_kv_for_the_shared_layers) {
     cr_expect_eq(json_integer_value(json_object_get(o, "head_dim_swa")), 16);
     json_decref(o);
     char *out = info_of(path, "");
-    cr_expect(strstr(out, "sliding layers' heads  4 kv heads of 16") != NULL, "%s", out);
-    cr_expect(strstr(out, "shared KV layers       the last 2 read earlier") != NULL, "%s", out);
+    expect_says(out, "sliding layers' heads  4 kv heads of 16");
+    expect_says(out, "shared KV layers       the last 2 read earlier");
     free(out);
     unlink(path);
 }
@@ -178,21 +183,18 @@ Test(cli_model, moe_info_names_the_shared_expert_and_the_dense_lead) {
     char *out = info_of(path, "");
     char want[128];
     snprintf(want, sizeof want, "KV bytes per token     %d (F16 cache)", 5 * 2 * 4 * 16 * 2);
-    cr_expect(strstr(out, want) != NULL, "%s\n(want %s)", out, want);
-    cr_expect(strstr(out, "shared expert          1 a layer, of ffn 192, run by every token\n") !=
-                  NULL,
-              "%s", out);
-    cr_expect(strstr(out, "leading dense layers   1") != NULL, "%s", out);
-    cr_expect(strstr(out, "q/k/v biases           yes") != NULL, "%s", out);
-    cr_expect(strstr(out, "not run (drafting") != NULL, "%s", out);
+    expect_says(out, want);
+    expect_says(out, "shared expert          1 a layer, of ffn 192, run by every token\n");
+    expect_says(out, "leading dense layers   1");
+    expect_says(out, "q/k/v biases           yes");
+    expect_says(out, "not run (drafting");
     cr_expect(strstr(out, "linear attention") == NULL, "%s", out);
     free(out);
     make_arch(path, "qwen35moe", "tiny");
     out = info_of(path, "");
-    cr_expect(strstr(out, "shared expert          1 a layer, of ffn 192, run by every token, "
-                          "scaled by its sigmoid gate") != NULL,
-              "%s", out);
-    cr_expect(strstr(out, "3 of 5 layers") != NULL, "%s", out);
+    expect_says(out, "shared expert          1 a layer, of ffn 192, run by every token, "
+                     "scaled by its sigmoid gate");
+    expect_says(out, "3 of 5 layers");
     free(out);
     unlink(path);
 }
@@ -217,10 +219,8 @@ Test(cli_model, gemma4_moe_info_counts_the_dense_ffn_and_k_experts_active) {
                  all - layers * (E - k) * expert);
     json_decref(o);
     char *out = info_of(path, "");
-    cr_expect(strstr(out, "experts                8 a layer, 2 a token, of ffn 32") != NULL, "%s",
-              out);
-    cr_expect(strstr(out, "dense FFN              of ffn 192 beside the experts") != NULL, "%s",
-              out);
+    expect_says(out, "experts                8 a layer, 2 a token, of ffn 32");
+    expect_says(out, "dense FFN              of ffn 192 beside the experts");
     free(out);
     unlink(path);
 }

@@ -406,6 +406,18 @@ Test(sampler, top_p_is_computed_over_the_top_k_survivors) {
  * Penalties and EOS
  * ------------------------------------------------------------------------- */
 
+/* Accepts the n ids of hist in order, asserting each is taken. */
+static void accept_all(sampler *s, const int32_t *hist, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(sampler_accept(s, hist[i]), 0, "id %d", hist[i]);
+}
+
+/* The penalties alone: sampler_apply_penalties over n zero logits, in l. */
+static void penalties_of(sampler *s, float *l, size_t n) {
+    memset(l, 0, n * sizeof *l);
+    sampler_apply_penalties(s, l);
+}
+
 Test(sampler, penalties_change_logits_exactly_as_the_formulas) {
     enum { N = 8 };
     sampler_params p;
@@ -416,8 +428,7 @@ Test(sampler, penalties_change_logits_exactly_as_the_formulas) {
     sampler_vocab v = vocab_of(N);
     sampler *s = make(&p, &v);
     const int32_t hist[] = {2, 5, 2, 7, 2, 5};
-    for (size_t i = 0; i < sizeof hist / sizeof hist[0]; i++)
-        cr_assert_eq(sampler_accept(s, hist[i]), 0);
+    accept_all(s, hist, sizeof hist / sizeof hist[0]);
     const float raw[N] = {1.0f, -1.0f, 2.0f, 0.5f, 0.0f, -3.0f, 4.0f, 0.0f};
     float l[N];
     memcpy(l, raw, sizeof l);
@@ -446,10 +457,9 @@ Test(sampler, penalty_window_forgets_tokens_older_than_last_n) {
     sampler *s = make(&p, &v);
     /* Window after these: {4, 5, 4}. Tokens 1..3 fell out. */
     const int32_t hist[] = {1, 2, 3, 3, 4, 5, 4};
-    for (size_t i = 0; i < sizeof hist / sizeof hist[0]; i++)
-        sampler_accept(s, hist[i]);
-    float l[N] = {0};
-    sampler_apply_penalties(s, l);
+    accept_all(s, hist, sizeof hist / sizeof hist[0]);
+    float l[N];
+    penalties_of(s, l, N);
     for (int i = 0; i < N; i++)
         cr_assert_eq(l[i], (i == 4 || i == 5) ? -1.0f : 0.0f, "id %d: %g", i, l[i]);
     sampler_free(s);
@@ -469,8 +479,8 @@ Test(sampler, penalty_window_forgets_tokens_older_than_last_n) {
         int want[N] = {0};
         for (int j = i; j >= 0 && j > i - 5; j--)
             want[seq[j]]++;
-        float z[N] = {0};
-        sampler_apply_penalties(s, z);
+        float z[N];
+        penalties_of(s, z, N);
         for (int t = 0; t < N; t++)
             cr_assert_eq(z[t], -(float)want[t], "step %d id %d", i, t);
     }
@@ -486,8 +496,8 @@ Test(sampler, penalty_last_n_zero_disables_and_minus_one_means_context) {
     sampler_vocab v = vocab_of(N);
     sampler *s = make(&p, &v);
     sampler_accept(s, 1);
-    float l[N] = {0};
-    sampler_apply_penalties(s, l);
+    float l[N];
+    penalties_of(s, l, N);
     cr_assert_eq(l[1], 0.0f);
     sampler_free(s);
 
@@ -497,12 +507,10 @@ Test(sampler, penalty_last_n_zero_disables_and_minus_one_means_context) {
     sampler_accept(s, 1);
     for (int i = 0; i < 99; i++)
         sampler_accept(s, 2);
-    memset(l, 0, sizeof l);
-    sampler_apply_penalties(s, l);
+    penalties_of(s, l, N);
     cr_assert_eq(l[1], -1.0f, "still inside a 100-token window");
     sampler_accept(s, 2);
-    memset(l, 0, sizeof l);
-    sampler_apply_penalties(s, l);
+    penalties_of(s, l, N);
     cr_assert_eq(l[1], 0.0f, "101st token pushes it out");
     sampler_free(s);
 }
