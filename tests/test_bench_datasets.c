@@ -46,6 +46,12 @@ static void build_ok(workload *w, const char *text, workload_opts *o, bool with_
     cr_assert_eq(build(w, text, o, with_tok, &e), 0, "%s", e.msg);
 }
 
+/* build_ok with opts(ep) as they are. */
+static void build_as(workload *w, const char *text, bench_endpoint ep, bool with_tok) {
+    workload_opts o = opts(ep);
+    build_ok(w, text, &o, with_tok);
+}
+
 /* The prompt of an item's body (completions), borrowed from *j which the caller frees. */
 static const char *prompt_of(const workload_item *it, json_t **j) {
     *j = json_loadb(it->body, it->body_len, 0, NULL);
@@ -120,8 +126,7 @@ static const char *const SHAREGPT =
 Test(bench_dataset, sharegpt_prompt_is_the_first_human_turn_and_max_tokens_the_replys_tokens) {
     REQUIRE_SHARED(MODEL);
     workload w;
-    workload_opts o = opts(BENCH_EP_COMPLETIONS);
-    build_ok(&w, SHAREGPT, &o, true);
+    build_as(&w, SHAREGPT, BENCH_EP_COMPLETIONS, true);
     cr_expect_str_eq(w.format, "sharegpt");
     cr_assert_eq(w.n, 2);
     json_t *j;
@@ -205,8 +210,7 @@ static const char *const TRACE =
 Test(bench_dataset, trace_prompts_have_the_asked_tokens_and_share_blocks_by_hash_id) {
     REQUIRE_SHARED(MODEL);
     workload w;
-    workload_opts o = opts(BENCH_EP_COMPLETIONS);
-    build_ok(&w, TRACE, &o, true);
+    build_as(&w, TRACE, BENCH_EP_COMPLETIONS, true);
     cr_expect_str_eq(w.format, "trace");
     cr_expect_str_eq(w.input_source, "tokenizer");
     cr_assert(w.timed);

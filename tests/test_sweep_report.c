@@ -704,42 +704,28 @@ Test(sweep, axis_values_bench_does_not_take_are_refused_before_any_point) {
     cr_expect_null(doc);
 }
 
+/* A 5 s probe at rate whose sent requests all completed, good of them
+ * within the SLO, its TTFT p99 ttft_ms; it passes when all were good. */
+static capacity_probe probe_at(double rate, uint64_t sent, uint64_t good, double ttft_ms,
+                               const char *why) {
+    capacity_probe p = {.rate = rate,
+                        .duration_s = 5,
+                        .scheduled = sent,
+                        .sent = sent,
+                        .completed = sent,
+                        .good = good,
+                        .achieved_rate = rate,
+                        .good_fraction = (double)good / (double)sent,
+                        .ttft_p99_ms = ttft_ms,
+                        .pass = good == sent};
+    snprintf(p.why, sizeof p.why, "%s", why);
+    return p;
+}
+
 /* A search of three probes: 2 and 4 requests/s pass, 8 fails. */
 static void write_capacity(const char *path) {
-    capacity_probe probes[3] = {
-        {.rate = 2,
-         .duration_s = 5,
-         .scheduled = 10,
-         .sent = 10,
-         .completed = 10,
-         .good = 10,
-         .achieved_rate = 2,
-         .good_fraction = 1,
-         .ttft_p99_ms = 40,
-         .pass = true,
-         .why = "ok"},
-        {.rate = 8,
-         .duration_s = 5,
-         .scheduled = 40,
-         .sent = 40,
-         .completed = 40,
-         .good = 20,
-         .achieved_rate = 8,
-         .good_fraction = 0.5,
-         .ttft_p99_ms = 900,
-         .why = "good 50%"},
-        {.rate = 4,
-         .duration_s = 5,
-         .scheduled = 20,
-         .sent = 20,
-         .completed = 20,
-         .good = 20,
-         .achieved_rate = 4,
-         .good_fraction = 1,
-         .ttft_p99_ms = 120,
-         .pass = true,
-         .why = "ok"},
-    };
+    capacity_probe probes[3] = {probe_at(2, 10, 10, 40, "ok"), probe_at(8, 40, 20, 900, "good 50%"),
+                                probe_at(4, 20, 20, 120, "ok")};
     capacity_result r = {.probes = probes,
                          .n = 3,
                          .max_rate = 4,
