@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "kernels/machine.h"
+#include "support/machine_plant.h"
 #include "support/test_support.h"
 
 static char *model_arg(void) {
@@ -130,27 +131,9 @@ Test(cli_generate, prefill_multiply_adds_count_every_row_and_one_lm_head) {
 
 /* Writes limits for one thread into a fresh cache directory. */
 static void cache_limits(char *dir, double read_gbs, double int8_gops) {
-    cr_assert_not_null(mkdtemp(dir));
-    cr_assert_eq(setenv("XDG_CACHE_HOME", dir, 1), 0);
-    machine_limits m = {.threads = 1,
-                        .read_gbs = read_gbs,
-                        .int8_gops = int8_gops,
-                        .fp32_gflops = int8_gops,
-                        .int8_bits = machine_int8_bits()};
-    machine_cpu_name(m.cpu, sizeof m.cpu);
-    tps_err err = {{0}};
-    cr_assert_eq(machine_cache_save(&m, &err), 0, "%s", err.msg);
-}
-
-static void uncache(const char *dir) {
-    char path[4200];
-    tps_err err = {{0}};
-    cr_assert_eq(machine_cache_path(path, sizeof path, 1, machine_int8_bits(), &err), 0);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/tps", dir);
-    rmdir(path);
-    rmdir(dir);
-    unsetenv("XDG_CACHE_HOME");
+    machine_limits m = {
+        .threads = 1, .read_gbs = read_gbs, .int8_gops = int8_gops, .fp32_gflops = int8_gops};
+    machine_plant(dir, &m);
 }
 
 /* Past the machine's limits is impossible: the cached limits were measured
@@ -166,14 +149,14 @@ Test(cli_generate, figures_past_the_cached_limits_say_to_measure_again) {
     cr_expect(strstr(out, "note: above the limit, which no computation can be") != NULL, "%s", out);
     cr_expect(strstr(out, "tps machine --redo") != NULL, "%s", out);
     free(out);
-    uncache(low);
+    machine_unplant(low, 1);
     char high[] = "/tmp/tps-gen-cache-XXXXXX";
     cache_limits(high, 1e6, 1e9);
     cr_assert_eq(run_tps(args, true, &out), 0, "%s", out);
     cr_expect(strstr(out, "note:") == NULL, "%s", out);
     cr_expect(strstr(out, "% of the roofline") != NULL, "%s", out);
     free(out);
-    uncache(high);
+    machine_unplant(high, 1);
 }
 
 Test(cli_generate, empty_prompt_is_bos_only) {

@@ -14,55 +14,21 @@
 #include "bench/report/report_set.h"
 #include "kernels/machine.h"
 #include "metrics/roofline.h"
+#include "support/machine_plant.h"
 #include "support/test_support.h"
 
 #define MIB    ((size_t)1 << 20)
 #define LLC_32 (32 * MIB) /* a 32 MiB last-level cache */
 
-/* Plants limits for `threads` with read bandwidth read_gbs in a fresh
- * cache folder (dir: a mkdtemp template); returns them. */
-static machine_limits plant(char *dir, int threads, double read_gbs) {
-    cr_assert_not_null(mkdtemp(dir));
-    cr_assert_eq(setenv("XDG_CACHE_HOME", dir, 1), 0);
-    machine_limits m = {.threads = threads,
-                        .read_gbs = read_gbs,
-                        .int8_gops = 1,
-                        .fp32_gflops = 1,
-                        .int8_bits = machine_int8_bits()};
-    machine_cpu_name(m.cpu, sizeof m.cpu);
-    snprintf(m.read_from, sizeof m.read_from, "tps machine while a build ran");
-    tps_err err = {{0}};
-    cr_assert_eq(machine_cache_save(&m, &err), 0, "%s", err.msg);
-    return m;
-}
-
-static machine_limits cached(int threads) {
-    machine_limits m;
-    tps_err err = {{0}};
-    cr_assert_eq(machine_cache_load(&m, threads, machine_int8_bits(), &err), 0, "%s", err.msg);
-    return m;
-}
-
-static void unplant(const char *dir, int threads) {
-    char path[4200];
-    tps_err err = {{0}};
-    cr_assert_eq(machine_cache_path(path, sizeof path, threads, machine_int8_bits(), &err), 0);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/tps", dir);
-    rmdir(path);
-    rmdir(dir);
-    unsetenv("XDG_CACHE_HOME");
-}
-
 Test(machine_limits, a_window_that_read_faster_replaces_a_low_cached_figure_and_is_named) {
     char dir[] = "/tmp/tps-limits-saw-XXXXXX";
-    machine_limits m = plant(dir, 3, 2.3);
+    machine_limits m = machine_plant_read(dir, 3, 2.3);
     tps_err err = {{0}};
     /* a 110M Q8_0 model's decode: 117 MB a step, far beyond 32 MiB */
     const char *win = "decode window of tps generate -m models/110M-q8_0.gguf";
     cr_expect_eq(machine_limits_saw(&m, 45.1, 117e6, LLC_32, win, &err), 1, "%s", err.msg);
     cr_expect_float_eq(m.read_gbs, 45.1, 1e-9);
-    machine_limits got = cached(3);
+    machine_limits got = machine_planted(3);
     cr_expect_float_eq(got.read_gbs, 45.1, 1e-3, "the cache still holds %.3f", got.read_gbs);
     cr_expect(strstr(got.read_from, win) != NULL, "read_from: %s", got.read_from);
     cr_expect(strstr(got.read_from, " at ") != NULL, "no time in: %s", got.read_from);
@@ -71,10 +37,10 @@ Test(machine_limits, a_window_that_read_faster_replaces_a_low_cached_figure_and_
     cr_expect_eq(machine_limits_saw(&m, 30, 117e6, LLC_32, "slower", &err), 0);
     cr_expect_eq(machine_limits_saw(&m, 900, 16e6, LLC_32, "a 15M model", &err), 0);
     cr_expect_eq(machine_limits_saw(&m, 900, 117e6, 0, "unknown cache: 256 MiB", &err), 0);
-    got = cached(3);
+    got = machine_planted(3);
     cr_expect_float_eq(got.read_gbs, 45.1, 1e-3);
     cr_expect(strstr(got.read_from, win) != NULL, "read_from: %s", got.read_from);
-    unplant(dir, 3);
+    machine_unplant(dir, 3);
 }
 
 Test(machine_limits, keep_best_raises_each_figure_and_never_lowers_one) {
@@ -101,27 +67,27 @@ static double json_read_gbs(const char *out) {
 Test(machine_limits, tps_machine_keeps_the_best_of_cache_and_rounds_and_lowers_only_with_redo,
      .timeout = 180) {
     char dir[] = "/tmp/tps-limits-cli-XXXXXX";
-    plant(dir, 1, 999.0); /* above anything this machine reads */
+    machine_plant_read(dir, 1, 999.0); /* above anything this machine reads */
     char *out;
     cr_assert_eq(run_tps("machine --threads 1 --json", false, &out), 0, "%s", out);
     cr_expect_float_eq(json_read_gbs(out), 999.0, 1e-6, "%s", out);
     free(out);
-    cr_expect_float_eq(cached(1).read_gbs, 999.0, 1e-3, "tps machine lowered the cache");
+    cr_expect_float_eq(machine_planted(1).read_gbs, 999.0, 1e-3, "tps machine lowered the cache");
     cr_assert_eq(run_tps("machine --threads 1 --redo --json", false, &out), 0, "%s", out);
     const double measured = json_read_gbs(out);
     free(out);
     cr_expect_lt(measured, 999.0, "--redo replaces the cache with this run's figures");
-    unplant(dir, 1);
+    machine_unplant(dir, 1);
 
     char low[] = "/tmp/tps-limits-cli-XXXXXX";
-    plant(low, 1, 0.001); /* below anything this machine reads */
+    machine_plant_read(low, 1, 0.001); /* below anything this machine reads */
     cr_assert_eq(run_tps("machine --threads 1", true, &out), 0, "%s", out);
     free(out);
-    machine_limits got = cached(1);
+    machine_limits got = machine_planted(1);
     cr_expect_gt(got.read_gbs, 0.001, "a low cached figure was kept over a faster round");
     cr_expect(strstr(got.read_from, "tps machine: a 512 MiB read stream") != NULL, "%s",
               got.read_from);
-    unplant(low, 1);
+    machine_unplant(low, 1);
 }
 
 /* A point of the report: bytes_per_step a step over 100 steps at gbs,

@@ -14,6 +14,7 @@
 #include "kernels/machine.h"
 #include "metrics/roofline.h"
 #include "server/http/server_window.h"
+#include "support/machine_plant.h"
 
 static size_t llc_32mib(void) {
     return (size_t)32 << 20;
@@ -25,42 +26,9 @@ static size_t llc_counted(void) {
     return llc_32mib();
 }
 
-static machine_limits plant(char *dir, double read_gbs) {
-    cr_assert_not_null(mkdtemp(dir));
-    cr_assert_eq(setenv("XDG_CACHE_HOME", dir, 1), 0);
-    machine_limits m = {.threads = 5,
-                        .read_gbs = read_gbs,
-                        .int8_gops = 1,
-                        .fp32_gflops = 1,
-                        .int8_bits = machine_int8_bits()};
-    machine_cpu_name(m.cpu, sizeof m.cpu);
-    snprintf(m.read_from, sizeof m.read_from, "tps machine while a build ran");
-    tps_err err = {{0}};
-    cr_assert_eq(machine_cache_save(&m, &err), 0, "%s", err.msg);
-    return m;
-}
-
-static machine_limits cached(void) {
-    machine_limits m;
-    tps_err err = {{0}};
-    cr_assert_eq(machine_cache_load(&m, 5, machine_int8_bits(), &err), 0, "%s", err.msg);
-    return m;
-}
-
-static void unplant(const char *dir) {
-    char path[4200];
-    tps_err err = {{0}};
-    cr_assert_eq(machine_cache_path(path, sizeof path, 5, machine_int8_bits(), &err), 0);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/tps", dir);
-    rmdir(path);
-    rmdir(dir);
-    unsetenv("XDG_CACHE_HOME");
-}
-
 Test(server_window, a_step_window_that_read_faster_raises_a_stale_cached_figure) {
     char dir[] = "/tmp/tps-server-window-XXXXXX";
-    machine_limits m = plant(dir, 2.3); /* measured while the machine was busy */
+    machine_limits m = machine_plant_read(dir, 5, 2.3); /* measured while the machine was busy */
     server_window start = {0};
     tps_err err = {{0}};
     double gbs = -1;
@@ -76,7 +44,7 @@ Test(server_window, a_step_window_that_read_faster_raises_a_stale_cached_figure)
     cr_expect_float_eq(gbs, 20.0, 1e-9);
     cr_expect_float_eq(m.read_gbs, 20.0, 1e-9);
     cr_expect_float_eq(start.step_s, 1.2, 1e-12, "the next window starts here");
-    machine_limits got = cached();
+    machine_limits got = machine_planted(5);
     cr_expect_float_eq(got.read_gbs, 20.0, 1e-3, "the cache holds %.3f", got.read_gbs);
     cr_expect(strstr(got.read_from, "step window of tps serve -m m.gguf"), "%s", got.read_from);
     /* slower now (a prefill-heavy window): nothing changes, no sysfs read */
@@ -85,23 +53,23 @@ Test(server_window, a_step_window_that_read_faster_raises_a_stale_cached_figure)
     cr_expect_eq(server_window_saw(&start, &now, &m, llc_counted, "m.gguf", &gbs, &err), 0);
     cr_expect_float_eq(gbs, 15.0, 1e-9);
     cr_expect_eq(llc_asked, 0, "the cache size was asked for a slower window");
-    cr_expect_float_eq(cached().read_gbs, 20.0, 1e-3);
-    unplant(dir);
+    cr_expect_float_eq(machine_planted(5).read_gbs, 20.0, 1e-3);
+    machine_unplant(dir, 5);
 }
 
 Test(server_window, a_model_that_fits_in_the_caches_says_nothing_of_dram) {
     char dir[] = "/tmp/tps-server-window-XXXXXX";
-    machine_limits m = plant(dir, 2.3);
+    machine_limits m = machine_plant_read(dir, 5, 2.3);
     server_window start = {0};
     tps_err err = {{0}};
     /* 15 MB a step at 90 GB/s: the caches served it */
     server_window now = {.step_s = 2.0, .bytes = 2.0 * 90e9, .steps = 12000};
     cr_expect_eq(server_window_saw(&start, &now, &m, llc_32mib, "small.gguf", NULL, &err), 0);
     cr_expect_float_eq(m.read_gbs, 2.3, 1e-12);
-    cr_expect_float_eq(cached().read_gbs, 2.3, 1e-3);
+    cr_expect_float_eq(machine_planted(5).read_gbs, 2.3, 1e-3);
     /* totals that went back (another engine): a new window, nothing read */
     now = (server_window){.step_s = 0.5, .bytes = 1e9, .steps = 10};
     cr_expect_eq(server_window_saw(&start, &now, &m, llc_32mib, "small.gguf", NULL, &err), 0);
     cr_expect_float_eq(start.step_s, 0.5, 1e-12);
-    unplant(dir);
+    machine_unplant(dir, 5);
 }
