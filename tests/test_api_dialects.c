@@ -165,6 +165,12 @@ Test(api_dialects, chat_takes_vllm_reasoning_on_assistant_messages_as_reasoning_
  * Through a server
  * ------------------------------------------------------------------------- */
 
+/* Skips without stories260K or the curl these tests talk through. */
+static void require_model_and_curl(void) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    if (system("curl --version >/dev/null 2>&1")) cr_skip_test("curl is not installed");
+}
+
 /* curl's output (headers with -i) of one request. */
 static void curl(int port, const char *args, char *out, size_t cap) {
     char cmd[2048];
@@ -183,8 +189,7 @@ static void curl(int port, const char *args, char *out, size_t cap) {
 }
 
 Test(api_dialects, unknown_fields_ignore_names_them_in_a_header_and_counts_them, .timeout = 120) {
-    REQUIRE_SHARED("models/stories260K.gguf");
-    if (system("curl --version >/dev/null 2>&1")) cr_skip_test("curl is not installed");
+    require_model_and_curl();
     server_fixture f;
     server_config c;
     fixture_defaults(&c, &f);
@@ -215,8 +220,7 @@ Test(api_dialects, unknown_fields_ignore_names_them_in_a_header_and_counts_them,
 }
 
 Test(api_dialects, the_store_evicts_the_oldest_and_a_404_says_so, .timeout = 120) {
-    REQUIRE_SHARED("models/stories260K.gguf");
-    if (system("curl --version >/dev/null 2>&1")) cr_skip_test("curl is not installed");
+    require_model_and_curl();
     server_fixture f;
     server_config c;
     fixture_defaults(&c, &f);
@@ -248,12 +252,9 @@ Test(api_dialects, the_store_evicts_the_oldest_and_a_404_says_so, .timeout = 120
 /* A Messages answer ended by one of its stop_sequences says which, whole
  * and streamed, as Anthropic's API does. */
 Test(api_dialects, messages_say_which_stop_sequence_ended_the_answer, .timeout = 120) {
-    REQUIRE_SHARED("models/stories260K.gguf");
-    if (system("curl --version >/dev/null 2>&1")) cr_skip_test("curl is not installed");
+    require_model_and_curl();
     server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
-    fixture_start(&f, &c, true);
+    fixture_serve(&f);
     static char out[65536];
     /* stories260K writes stories: an "e" comes within 64 tokens */
     const char *body = "-d '{\"max_tokens\":64,\"temperature\":0,\"stop_sequences\":[\"zq\",\"e\"],"

@@ -92,6 +92,13 @@ static void expect_prompt(int port, json_t *corpus, const char *tmpl, const char
     free(want);
 }
 
+/* expect_prompt of each conversation of convs (NULL-terminated), no extra
+ * fields. */
+static void expect_prompts(int port, json_t *corpus, const char *tmpl, const char *const *convs) {
+    for (; *convs; convs++)
+        expect_prompt(port, corpus, tmpl, *convs, NULL);
+}
+
 static void start_with_template(server_fixture *f, const char *file) {
     server_config c;
     fixture_defaults(&c, f);
@@ -121,9 +128,8 @@ Test(chat_jinja, a_deepseek_r1_distill_shaped_file_gets_the_deepseek_prompt, .ti
     fixture_start(&f, &c, true);
     json_t *corpus = corpus_load();
     const char *t = "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja";
-    expect_prompt(f.port, corpus, t, "system_user", NULL);
-    expect_prompt(f.port, corpus, t, "multi_turn", NULL);
-    expect_prompt(f.port, corpus, t, "reasoning", NULL);
+    expect_prompts(f.port, corpus, t,
+                   (const char *const[]){"system_user", "multi_turn", "reasoning", NULL});
     /* its template writes earlier calls itself (it reads tool_calls), so the
      * history passes as it is; it never reads `tools`, so offered tools
      * would be written into the system message (tools.h): none here */
@@ -147,12 +153,9 @@ Test(chat_jinja, enable_thinking_false_changes_a_qwen3_prompt_as_jinja2_does, .t
     start_with_template(&f, TEMPLATES "Qwen-Qwen3-0.6B.jinja");
     json_t *corpus = corpus_load();
     const char *t = "Qwen-Qwen3-0.6B.jinja";
-    expect_prompt(f.port, corpus, t, "no_thinking", NULL);
-    expect_prompt(f.port, corpus, t, "user", NULL);
-    expect_prompt(f.port, corpus, t, "reasoning", NULL);
-    expect_prompt(f.port, corpus, t, "tools", NULL);
-    expect_prompt(f.port, corpus, t, "tool_round_trip", NULL);
-    expect_prompt(f.port, corpus, t, "special_text", NULL);
+    expect_prompts(f.port, corpus, t,
+                   (const char *const[]){"no_thinking", "user", "reasoning", "tools",
+                                         "tool_round_trip", "special_text", NULL});
     int status;
     char *a = apply(f.port, corpus, "user", NULL, &status),
          *b = apply(f.port, corpus, "no_thinking", NULL, &status);
@@ -216,8 +219,7 @@ Test(chat_jinja, tools_are_written_by_the_template_as_jinja2_writes_them, .timeo
     start_with_template(&f, TEMPLATES "Qwen-Qwen2.5-7B-Instruct.jinja");
     json_t *corpus = corpus_load();
     const char *t = "Qwen-Qwen2.5-7B-Instruct.jinja";
-    expect_prompt(f.port, corpus, t, "tools", NULL);
-    expect_prompt(f.port, corpus, t, "tool_round_trip", NULL);
+    expect_prompts(f.port, corpus, t, (const char *const[]){"tools", "tool_round_trip", NULL});
     /* arguments that are not JSON are a 400 naming them */
     json_t *resp = NULL;
     cr_expect_eq(post(f.port, "/apply-template",

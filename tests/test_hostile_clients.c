@@ -62,6 +62,20 @@ static void assert_json_error(const raw_reply *r, int status, const char *what) 
 
 #define H "Host: 127.0.0.1\r\n"
 
+/* "METHOD PATH" (line) with Host and Connection: close on a new
+ * connection; the reply in r. */
+static void ask(int port, const char *line, raw_reply *r) {
+    char req[256];
+    snprintf(req, sizeof req, "%s HTTP/1.1\r\n" H "Connection: close\r\n\r\n", line);
+    raw_str(port, req, r);
+}
+
+/* ask, asserting the status of the reply. */
+static void expect_answer(int port, const char *line, int status, raw_reply *r) {
+    ask(port, line, r);
+    cr_assert_eq(r->status, status, "%s: %s", line, r->text);
+}
+
 /* ---------------------------------------------------------------------------
  * Framing
  * ------------------------------------------------------------------------- */
@@ -106,8 +120,7 @@ Test(hostile, smuggling_and_framing_ambiguities_get_one_json_400_and_a_close, .t
     }
     /* the server goes on */
     raw_reply r;
-    raw_str(f.port, "GET /health HTTP/1.1\r\n" H "Connection: close\r\n\r\n", &r);
-    cr_assert_eq(r.status, 200, "%s", r.text);
+    expect_answer(f.port, "GET /health", 200, &r);
     fixture_finish(&f);
 }
 
@@ -181,8 +194,7 @@ Test(hostile, head_is_answered_wherever_get_is, .timeout = 30) {
         cr_assert(strstr(second, "{\"status\":\"ok\"}"), "%s", r.text);
     }
     raw_reply r;
-    raw_str(f.port, "HEAD /v1/completions HTTP/1.1\r\n" H "Connection: close\r\n\r\n", &r);
-    cr_assert_eq(r.status, 405, "%s", r.text);
+    expect_answer(f.port, "HEAD /v1/completions", 405, &r);
     fixture_finish(&f);
 }
 
@@ -312,11 +324,9 @@ Test(hostile, health_and_metrics_answer_while_every_slot_is_taken, .timeout = 60
         fds[i] = hold_slot(f.port, 1);
     usleep(200000);
     raw_reply r;
-    raw_str(f.port, "GET /health HTTP/1.1\r\n" H "Connection: close\r\n\r\n", &r);
-    cr_assert_eq(r.status, 200, "/health with every slot taken: %s", r.text);
-    raw_str(f.port, "HEAD /metrics HTTP/1.1\r\n" H "Connection: close\r\n\r\n", &r);
-    cr_assert_eq(r.status, 200, "/metrics with every slot taken: %s", r.text);
-    raw_str(f.port, "GET /v1/models HTTP/1.1\r\n" H "Connection: close\r\n\r\n", &r);
+    expect_answer(f.port, "GET /health", 200, &r);
+    expect_answer(f.port, "HEAD /metrics", 200, &r);
+    ask(f.port, "GET /v1/models", &r);
     assert_json_error(&r, 503, "a request over --max-connections");
     cr_assert(strstr(r.text, "--max-connections") && strstr(r.text, "Retry-After"), "%s", r.text);
     for (int i = 0; i < 4; i++)
@@ -433,8 +443,7 @@ Test(hostile, a_large_prompt_being_tokenized_does_not_hold_up_other_clients, .ti
     free(req);
     usleep(300000); /* the body is in; tokenizing has begun */
     raw_reply r;
-    raw_str(f.port, "GET /health HTTP/1.1\r\n" H "Connection: close\r\n\r\n", &r);
-    cr_assert_eq(r.status, 200, "%s", r.text);
+    expect_answer(f.port, "GET /health", 200, &r);
     /* /health came back while the big request was still being tokenized:
      * before, the HTTP thread tokenized and answered nothing meanwhile */
     struct pollfd pf = {.fd = fd, .events = POLLIN};

@@ -62,6 +62,29 @@ static void expect_same_greedy(env *a, env *b, const char *differ) {
     cr_expect_eq(memcmp(ta, tb, sizeof ta), 0, "%s", differ);
 }
 
+/* The seven matrices of each of w's n_layers layers, in order, into ms
+ * (room for cap); how many. */
+static size_t layer_mats(const llama_weights *w, uint32_t n_layers, const llama_mat **ms,
+                         size_t cap) {
+    cr_assert_leq((size_t)n_layers * 7, cap);
+    size_t n = 0;
+    for (uint32_t l = 0; l < n_layers; l++) {
+        const llama_layer *L = &w->layers[l];
+        const llama_mat *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t k = 0; k < 7; k++)
+            ms[n++] = lm[k];
+    }
+    return n;
+}
+
+/* w gave back every file page of the n_mats repacked matrices (mats bytes
+ * in all) but the page fragments at each one's two ends. */
+static void expect_released(const llama_weights *w, size_t mats, size_t n_mats) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    cr_expect_geq(w->released_bytes, mats - 2 * page * (n_mats + 1),
+                  "%zu bytes given back of %zu in repacked matrices", w->released_bytes, mats);
+}
+
 Test(model_memory, repacked_matrices_file_pages_are_given_back_and_tokens_do_not_change) {
     char path[] = "/tmp/tps-test-mem-XXXXXX";
     const model_preset pre = {"mem", "test", 256, 2, 4, 4, 768, 512, 256, 10000.0f};
@@ -70,16 +93,12 @@ Test(model_memory, repacked_matrices_file_pages_are_given_back_and_tokens_do_not
     const llama_weights *w = &packed.m->w;
     cr_assert_not_null(w->packed, "Q8_0 matrices are repacked");
     /* every matrix but the page fragments at its two ends */
-    size_t mats = 0, n_mats = 0;
-    for (uint32_t l = 0; l < pre.n_layers; l++) {
-        const llama_layer *L = &w->layers[l];
-        const llama_mat *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t k = 0; k < 7; k++, n_mats++)
-            mats += (size_t)lm[k]->rows * kernel_row_bytes(lm[k]->type, lm[k]->cols);
-    }
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    cr_expect_geq(w->released_bytes, mats - 2 * page * (n_mats + 1),
-                  "%zu bytes given back of %zu in repacked matrices", w->released_bytes, mats);
+    const llama_mat *ms[4 * 7];
+    const size_t n_mats = layer_mats(w, pre.n_layers, ms, sizeof ms / sizeof ms[0]);
+    size_t mats = 0;
+    for (size_t i = 0; i < n_mats; i++)
+        mats += (size_t)ms[i]->rows * kernel_row_bytes(ms[i]->type, ms[i]->cols);
+    expect_released(w, mats, n_mats);
     size_t resident = resident_bytes(packed.m->file);
     cr_expect_lt(resident, packed.m->file->size - mats / 2,
                  "%zu of the file's %zu bytes stay resident", resident, packed.m->file->size);
@@ -105,13 +124,7 @@ Test(model_memory, q4_K_m_model_repacks_its_q4_K_and_q6_K_matrices_and_tokens_do
     const llama_weights *w = &packed.m->w;
     cr_assert_not_null(w->packed, "K-quant matrices are repacked");
     const llama_mat *ms[4 * 7 + 1];
-    size_t n_mats = 0;
-    for (uint32_t l = 0; l < pre.n_layers; l++) {
-        const llama_layer *L = &w->layers[l];
-        const llama_mat *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t k = 0; k < 7; k++)
-            ms[n_mats++] = lm[k];
-    }
+    size_t n_mats = layer_mats(w, pre.n_layers, ms, sizeof ms / sizeof ms[0]);
     ms[n_mats++] = &w->output; /* untied in this preset */
     size_t n_of[2] = {0, 0}, mats = 0;
     for (size_t i = 0; i < n_mats; i++) {
@@ -123,9 +136,7 @@ Test(model_memory, q4_K_m_model_repacks_its_q4_K_and_q6_K_matrices_and_tokens_do
     }
     cr_assert_gt(n_of[0], 0, "the mix has Q4_K matrices");
     cr_assert_gt(n_of[1], 1, "the mix has Q6_K matrices beside output.weight");
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    cr_expect_geq(w->released_bytes, mats - 2 * page * (n_mats + 1),
-                  "%zu bytes given back of %zu in repacked matrices", w->released_bytes, mats);
+    expect_released(w, mats, n_mats);
 
     env plain;
     open_unrepacked(&plain, path);
