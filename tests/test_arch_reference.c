@@ -42,15 +42,8 @@ static llama_model *make_and_load_opts(const char *dir, char *path, size_t path_
                                        int no_repack) {
     const char *preset, *arch = arch_of(dir, &preset);
     snprintf(path, path_len, "/tmp/tps-arch-%s-XXXXXX", dir);
-    close(mkstemp(path));
-    model_make_opts o = {.preset = model_preset_find(preset),
-                         .arch = model_arch_find(arch),
-                         .type = GGML_TYPE_F32,
-                         .seed = SEED,
-                         .out_path = path};
-    cr_assert_not_null(o.arch);
+    test_model_make_arch(path, preset, arch, GGML_TYPE_F32, SEED);
     tps_err err = {0};
-    cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
     llama_model *m;
     const llama_load_opts lo = {.no_repack = no_repack};
     cr_assert_eq(llama_model_load_opts(&m, path, &lo, &err), 0, "%s", err.msg);
@@ -185,37 +178,33 @@ Test(arch_reference, gemma4_moe_matches_llama_cpp) {
     check_arch("gemma4moe");
 }
 
-/* f's tensors with every fused ffn_gate_up_exps (F32) written as
- * ffn_gate_exps and ffn_up_exps (each expert's first and last ff rows);
- * bufs receives the split data, freed by the caller after the write. */
-static gguf_writer *split_gate_up(const gguf_file *f, float **bufs, size_t *n_bufs) {
-    gguf_writer *w = gguf_writer_create();
-    cr_assert_not_null(w);
-    for (uint64_t i = 0; i < f->n_kv; i++)
-        cr_assert_eq(gguf_writer_copy_kv(w, &f->kv[i]), 0);
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
-        char name[96];
-        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        char *fused = strstr(name, "ffn_gate_up_exps");
-        if (!fused) {
-            cr_assert_eq(gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data), 0);
-            continue;
-        }
-        cr_assert_eq(t->type, GGML_TYPE_F32);
-        const uint64_t cols = t->ne[0], ff = t->ne[1] / 2, E = t->ne[2], half = cols * ff;
-        const uint64_t ne[3] = {cols, ff, E};
-        const float *src = t->data;
-        for (int part = 0; part < 2; part++) { /* gate rows, then up rows, of each expert */
-            float *dst = bufs[(*n_bufs)++] = malloc(sizeof(float) * half * E);
-            for (uint64_t e = 0; e < E; e++)
-                memcpy(dst + e * half, src + (2 * e + part) * half, sizeof(float) * half);
-            snprintf(fused, sizeof name - (size_t)(fused - name), "%s",
-                     part ? "ffn_up_exps.weight" : "ffn_gate_exps.weight");
-            cr_assert_eq(gguf_writer_add_tensor(w, name, GGML_TYPE_F32, 3, ne, dst), 0);
-        }
+/* The split buffers of split_gate_up, freed by the caller after the write. */
+typedef struct split_bufs {
+    float *v[64];
+    size_t n;
+} split_bufs;
+
+/* A fused ffn_gate_up_exps (F32) written as ffn_gate_exps and ffn_up_exps
+ * (each expert's first and last ff rows, into arg's split_bufs); every
+ * other tensor left to be copied. */
+static bool split_gate_up(gguf_writer *w, const gguf_tensor *t, char *name, void *arg) {
+    split_bufs *bufs = arg;
+    char *fused = strstr(name, "ffn_gate_up_exps");
+    if (!fused) return false;
+    cr_assert_eq(t->type, GGML_TYPE_F32);
+    const uint64_t cols = t->ne[0], ff = t->ne[1] / 2, E = t->ne[2], half = cols * ff;
+    const uint64_t ne[3] = {cols, ff, E};
+    const float *src = t->data;
+    for (int part = 0; part < 2; part++) { /* gate rows, then up rows, of each expert */
+        cr_assert_lt(bufs->n, sizeof bufs->v / sizeof bufs->v[0]);
+        float *dst = bufs->v[bufs->n++] = malloc(sizeof(float) * half * E);
+        for (uint64_t e = 0; e < E; e++)
+            memcpy(dst + e * half, src + (2 * e + part) * half, sizeof(float) * half);
+        snprintf(fused, TEST_GGUF_NAME_CAP - (size_t)(fused - name), "%s",
+                 part ? "ffn_up_exps.weight" : "ffn_gate_exps.weight");
+        cr_assert_eq(gguf_writer_add_tensor(w, name, GGML_TYPE_F32, 3, ne, dst), 0);
     }
-    return w;
+    return true;
 }
 
 /* A Gemma 4 MoE file with the experts' gate and up apart (llama.cpp loads
@@ -223,15 +212,14 @@ static gguf_writer *split_gate_up(const gguf_file *f, float **bufs, size_t *n_bu
 Test(arch_reference, gemma4_moe_with_gate_and_up_apart_matches_llama_cpp) {
     char path[64], apart[] = "/tmp/tps-arch-apart-XXXXXX";
     llama_model *m = make_and_load("gemma4moe", path, sizeof path);
-    float *bufs[64];
-    size_t n_bufs = 0;
-    gguf_writer *w = split_gate_up(m->file, bufs, &n_bufs);
+    split_bufs bufs = {.n = 0};
+    gguf_writer *w = test_gguf_copy_each(m->file, split_gate_up, &bufs);
     close(mkstemp(apart));
     tps_err err = {0};
     cr_assert_eq(gguf_writer_write_file(w, apart, &err), 0, "%s", err.msg);
     gguf_writer_free(w);
-    for (size_t i = 0; i < n_bufs; i++)
-        free(bufs[i]);
+    for (size_t i = 0; i < bufs.n; i++)
+        free(bufs.v[i]);
     llama_model *m2;
     cr_assert_eq(llama_model_load(&m2, apart, &err), 0, "%s", err.msg);
     cr_assert_null(m2->w.layers[0].gate_up_exps.data);

@@ -19,6 +19,7 @@
 
 #include "model/gguf.h"
 #include "model/model_make.h"
+#include "support/model_run.h"
 #include "support/oai_client.h"
 #include "support/server_fixture.h"
 #include "support/test_support.h"
@@ -50,14 +51,7 @@ static void make_model(char *model, size_t cap) {
     char *tmpl = read_file_all(TEMPLATES GPTOSS, &n);
     cr_assert_not_null(tmpl);
     snprintf(model, cap, "%s/model.gguf", dir);
-    model_make_opts o = {.preset = model_preset_find("tiny"),
-                         .arch = model_arch_find("llama"),
-                         .type = GGML_TYPE_Q8_0,
-                         .vocab_path = vocab,
-                         .chat_template = tmpl,
-                         .seed = 1,
-                         .out_path = model};
-    cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
+    test_model_make_chat(model, model_preset_find("tiny"), "llama", vocab, tmpl);
     free(tmpl);
     unlink(vocab);
 }

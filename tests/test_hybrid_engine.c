@@ -16,20 +16,14 @@
 #include "model/model_make.h"
 #include "plan/plan_cost.h"
 #include "support/engine_env.h"
+#include "support/model_run.h"
 
 #define N_REQ 16
 
 static const env_work_spec WORK = {N_REQ, 4242, 90, true, 20};
 
 static void open_arch(env *v, char *path, const char *arch) {
-    close(mkstemp(path));
-    model_make_opts mo = {.preset = model_preset_find("tiny"),
-                          .arch = model_arch_find(arch),
-                          .type = GGML_TYPE_F32,
-                          .seed = 5,
-                          .out_path = path};
-    tps_err err = {0};
-    cr_assert_eq(model_make(&mo, &err), 0, "%s", err.msg);
+    test_model_make_arch(path, "tiny", arch, GGML_TYPE_F32, 5);
     env_open(v, path);
 }
 
@@ -37,13 +31,13 @@ static void open_hybrid(env *v, char *path) {
     open_arch(v, path, "qwen35");
 }
 
-static engine *start(env *v, uint32_t max_seqs, uint32_t kv_tokens, bool prefix_cache) {
+static engine *start(env *v, uint32_t max_seqs, uint32_t kv_tokens, bool cache_prefixes) {
     engine_params p = env_params(v);
     p.n_threads = 2;
     p.max_seqs = max_seqs;
     p.max_batch_tokens = 64;
     p.kv_tokens = kv_tokens;
-    p.no_prefix_cache = !prefix_cache;
+    p.no_prefix_cache = !cache_prefixes;
     return env_start(&p);
 }
 
@@ -81,7 +75,7 @@ static void expect_same(const result *got, const result *want, const char *how) 
 }
 
 /* kv_tokens 0: the default pool; else a pool that forces preemption. */
-static void check_batched(const char *arch, uint32_t kv_tokens, bool prefix_cache,
+static void check_batched(const char *arch, uint32_t kv_tokens, bool cache_prefixes,
                           const char *how) {
     char path[] = "/tmp/tps-test-hybrid-XXXXXX";
     env v;
@@ -90,7 +84,7 @@ static void check_batched(const char *arch, uint32_t kv_tokens, bool prefix_cach
     env_work_make(&w, &WORK, v.m->cfg.n_vocab);
     result *alone = run_alone(&v, &w);
     result *batched = calloc(N_REQ, sizeof *batched);
-    engine *e = start(&v, N_REQ, kv_tokens, prefix_cache);
+    engine *e = start(&v, N_REQ, kv_tokens, cache_prefixes);
     int sent = 0;
     for (; sent < N_REQ / 2; sent++)
         submit(e, &w, sent, batched);

@@ -13,19 +13,13 @@
 #include "kernels/matmul.h"
 #include "model/model_make.h"
 #include "support/engine_env.h"
+#include "support/model_run.h"
 #include "support/test_data.h"
 
 #define N_REQ 24
 
 static void open_made(env *v, char *path, const char *arch, const char *preset, uint32_t type) {
-    close(mkstemp(path));
-    model_make_opts mo = {.preset = model_preset_find(preset),
-                          .arch = model_arch_find(arch),
-                          .type = type,
-                          .seed = 11,
-                          .out_path = path};
-    tps_err err = {0};
-    cr_assert_eq(model_make(&mo, &err), 0, "%s", err.msg);
+    test_model_make_arch(path, preset, arch, type, 11);
     env_open(v, path);
 }
 

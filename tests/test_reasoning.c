@@ -21,6 +21,7 @@
 
 #include "engine/engine.h"
 #include "model/model_make.h"
+#include "support/model_run.h"
 #include "support/engine_env.h"
 #include "support/oai_client.h"
 #include "support/server_fixture.h"
@@ -45,15 +46,7 @@ static void make_model_as(const char *arch, const char *chat_template) {
     int fd = mkstemp(model_path);
     cr_assert_geq(fd, 0);
     close(fd);
-    model_make_opts o = {.preset = model_preset_find("tiny"),
-                         .arch = model_arch_find(arch),
-                         .chat_template = chat_template,
-                         .type = GGML_TYPE_Q8_0,
-                         .vocab_path = vocab,
-                         .seed = 1,
-                         .out_path = model_path};
-    tps_err err = {{0}};
-    cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
+    test_model_make_chat(model_path, model_preset_find("tiny"), arch, vocab, chat_template);
     free(vocab);
 }
 

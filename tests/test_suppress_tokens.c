@@ -30,15 +30,7 @@
 /* A tiny Gemma 4 file (seeded random F32 weights, vocabulary of 512) at
  * path, a "...XXXXXX" template it fills in. */
 static void make_gemma4(char *path) {
-    close(mkstemp(path));
-    model_make_opts o = {.preset = model_preset_find("tiny"),
-                         .arch = model_arch_find("gemma4"),
-                         .type = GGML_TYPE_F32,
-                         .seed = SEED,
-                         .out_path = path};
-    cr_assert_not_null(o.arch);
-    tps_err err = {0};
-    cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
+    test_model_make_arch(path, "tiny", "gemma4", GGML_TYPE_F32, SEED);
 }
 
 /* src with KEY set to n elements of elem_type (n == 0: a u32 scalar, data

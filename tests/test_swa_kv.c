@@ -26,14 +26,9 @@
 
 static llama_model *make_model(const char *arch, char *path, size_t len) {
     snprintf(path, len, "/tmp/tps-swa-%s-XXXXXX", arch);
-    close(mkstemp(path));
-    model_make_opts o = {.preset = model_preset_find("tiny"),
-                         .arch = model_arch_find(arch),
-                         .type = GGML_TYPE_F32,
-                         .seed = 7, /* tests/data/<arch>/reference.json's model */
-                         .out_path = path};
+    /* seed 7: the model of tests/data/<arch>/reference.json */
+    test_model_make_arch(path, "tiny", arch, GGML_TYPE_F32, 7);
     tps_err err = {0};
-    cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
     llama_model *m;
     cr_assert_eq(llama_model_load(&m, path, &err), 0, "%s", err.msg);
     cr_assert_eq(m->cfg.n_swa, WINDOW);

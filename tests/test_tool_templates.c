@@ -25,6 +25,7 @@
 
 #include "model/gguf.h"
 #include "model/model_make.h"
+#include "support/model_run.h"
 #include "server/chat/chat_prompt.h"
 #include "support/oai_client.h"
 #include "support/server_fixture.h"
@@ -75,15 +76,7 @@ static void make_model(const char *name) {
     char *tmpl = read_file_all(path, &n);
     cr_assert_not_null(tmpl, "%s", path);
     char *vocab = shared_path(VOCAB);
-    model_make_opts o = {.preset = &LONG,
-                         .arch = model_arch_find("llama"),
-                         .type = GGML_TYPE_Q8_0,
-                         .vocab_path = vocab,
-                         .chat_template = tmpl,
-                         .seed = 1,
-                         .out_path = model};
-    tps_err err = {{0}};
-    cr_assert_eq(model_make(&o, &err), 0, "%s: %s", name, err.msg);
+    test_model_make_chat(model, &LONG, "llama", vocab, tmpl);
     free(vocab);
     free(tmpl);
 }

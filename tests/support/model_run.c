@@ -1,25 +1,67 @@
 /* See model_run.h. */
 #include "support/model_run.h"
 #include "engine/engine_setup.h"
+#include "model/model_make.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-gguf_writer *test_gguf_copy(const gguf_file *f, const char *skip) {
+void test_model_make_arch(char *path, const char *preset, const char *arch, uint32_t type,
+                          uint64_t seed) {
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0, "%s", path);
+    close(fd);
+    model_make_opts o = {.preset = model_preset_find(preset),
+                         .arch = model_arch_find(arch),
+                         .type = type,
+                         .seed = seed,
+                         .out_path = path};
+    cr_assert_not_null(o.preset, "preset %s", preset);
+    cr_assert_not_null(o.arch, "arch %s", arch);
+    tps_err err = {0};
+    cr_assert_eq(model_make(&o, &err), 0, "%s", err.msg);
+}
+
+void test_model_make_chat(const char *path, const model_preset *pre, const char *arch,
+                          const char *vocab_path, const char *tmpl) {
+    model_make_opts o = {.preset = pre,
+                         .arch = model_arch_find(arch),
+                         .type = GGML_TYPE_Q8_0,
+                         .vocab_path = vocab_path,
+                         .chat_template = tmpl,
+                         .seed = 1,
+                         .out_path = path};
+    cr_assert_not_null(o.arch, "arch %s", arch);
+    tps_err err = {0};
+    cr_assert_eq(model_make(&o, &err), 0, "%s: %s", path, err.msg);
+}
+
+gguf_writer *test_gguf_copy_each(const gguf_file *f, test_gguf_tensor_fn fn, void *arg) {
     gguf_writer *w = gguf_writer_create();
     cr_assert_not_null(w);
     for (uint64_t i = 0; i < f->n_kv; i++)
         cr_assert_eq(gguf_writer_copy_kv(w, &f->kv[i]), 0);
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->tensors[i];
-        char name[96];
+        char name[TEST_GGUF_NAME_CAP];
         snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        if (skip && !strcmp(name, skip)) continue;
+        if (fn && fn(w, t, name, arg)) continue;
         cr_assert_eq(gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data), 0);
     }
     return w;
+}
+
+/* Drops the tensor named arg. */
+static bool skip_named(gguf_writer *w, const gguf_tensor *t, char *name, void *arg) {
+    (void)w, (void)t;
+    return arg && !strcmp(name, arg);
+}
+
+gguf_writer *test_gguf_copy(const gguf_file *f, const char *skip) {
+    return test_gguf_copy_each(f, skip_named, (void *)skip);
 }
 
 void test_greedy_run(fwd_state *s, const llama_model *m, kv_cache *kv, const int32_t *prompt,

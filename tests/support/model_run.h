@@ -9,15 +9,34 @@
 #ifndef TPS_TEST_MODEL_RUN_H
 #define TPS_TEST_MODEL_RUN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "engine/forward.h"
 #include "model/gguf.h" /* the reader and gguf_writer */
 
+/* Makes a model of random weights (model_make: preset and arch by name,
+ * type, seed) at path, a "...XXXXXX" template it fills in. */
+void test_model_make_arch(char *path, const char *preset, const char *arch, uint32_t type,
+                          uint64_t seed);
+
+struct model_preset;
+/* A Q8_0 model (seed 1) of pre and arch (by name) with the vocabulary of
+ * the GGUF at vocab_path and chat template tmpl (NULL: none), at path. */
+void test_model_make_chat(const char *path, const struct model_preset *pre, const char *arch,
+                          const char *vocab_path, const char *tmpl);
+
 /* A writer holding every key of f and every tensor but `skip` (NULL: all):
  * the caller adds or changes what it needs, writes it, frees it. */
 gguf_writer *test_gguf_copy(const gguf_file *f, const char *skip);
+enum { TEST_GGUF_NAME_CAP = 96 };
+/* Asked of each tensor t of f, named name (NUL-terminated, in a buffer of
+ * TEST_GGUF_NAME_CAP the callback may rewrite): true when it has written
+ * t its own way into w (or means to drop it), false to have it copied. */
+typedef bool (*test_gguf_tensor_fn)(gguf_writer *w, const gguf_tensor *t, char *name, void *arg);
+/* test_gguf_copy with fn (NULL: copy all) deciding each tensor. */
+gguf_writer *test_gguf_copy_each(const gguf_file *f, test_gguf_tensor_fn fn, void *arg);
 
 /* kv_cache_create(p), asserting that it succeeds. */
 kv_cache *test_kv_create(const kv_cache_params *p);
