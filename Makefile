@@ -33,6 +33,8 @@ test: deps format-check func-lengths lint
 	@scripts/soak.sh $(CI_SOAK_SECONDS) $(ASAN_BUILD)
 	@echo "== soak: $(CI_HYBRID_SOAK_SECONDS) s, a hybrid mixture of experts (qwen35moe tiny) =="
 	@SOAK_ARCH=qwen35moe scripts/soak.sh $(CI_HYBRID_SOAK_SECONDS) $(ASAN_BUILD)
+	@echo "== soak: $(CI_HYBRID_SOAK_SECONDS) s, latent attention and experts (deepseek2 tiny) =="
+	@SOAK_ARCH=deepseek2 scripts/soak.sh $(CI_HYBRID_SOAK_SECONDS) $(ASAN_BUILD)
 	@$(MAKE) --no-print-directory tsan TSAN_SECONDS=$(CI_TSAN_SECONDS)
 	@echo "== fuzz: every harness for $(CI_FUZZ_SECONDS) s =="
 	@scripts/fuzz.sh $(CI_FUZZ_SECONDS)
@@ -83,6 +85,8 @@ tsan: deps
 	@SOAK_TSAN=1 scripts/soak.sh $(TSAN_SECONDS) $(TSAN_BUILD)
 	@echo "== tsan: $(CI_HYBRID_SOAK_SECONDS) s, a hybrid mixture of experts (qwen35moe tiny) =="
 	@SOAK_TSAN=1 SOAK_ARCH=qwen35moe scripts/soak.sh $(CI_HYBRID_SOAK_SECONDS) $(TSAN_BUILD)
+	@echo "== tsan: $(CI_HYBRID_SOAK_SECONDS) s, latent attention and experts (deepseek2 tiny) =="
+	@SOAK_TSAN=1 SOAK_ARCH=deepseek2 scripts/soak.sh $(CI_HYBRID_SOAK_SECONDS) $(TSAN_BUILD)
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')

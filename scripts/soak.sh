@@ -23,6 +23,8 @@
 #     or, for a hybrid model (SOAK_ARCH=qwen35 or qwen35moe: linear-attention layers, whose
 #     state no prefix hit restores), every recurrent-state slot was given back
 #     (tps_state_slots_used == 0).
+#   make test soaks llama tiny, qwen35moe tiny (hybrid, experts) and
+#   deepseek2 tiny (latent attention, experts with a shared one).
 #   scripts/soak.sh [SECONDS] [BUILD_DIR]   (default 60 s, build-asan)
 # SOAK_ARCH=A makes the model with tps model make --arch A (default llama).
 # With SOAK_TSAN=1 the build is ThreadSanitizer's (make tsan): the server runs
@@ -58,9 +60,11 @@ check() { # check NAME CONDITION-RESULT(0 ok) DETAIL
 # (16 MiB did not always, in a 25 s soak, and read as growth); 640 B of KV
 # per token for the tiny preset (stories260K's shape): 256K is ~400 tokens.
 # qwen35 and qwen35moe tiny: 1 KiB a token (2 attention layers of head 32),
-# so 400K for the same ~400 tokens (the longest request, 120 + 160, must fit)
+# deepseek2 tiny 960 B (its latent), so 400K for the same ~400 tokens (the
+# longest request, 120 + 160, must fit: at 256K deepseek2's 17 blocks could
+# not hold it and its requests were refused as never fitting)
 kv_mem=256K
-case "$arch" in qwen35*) kv_mem=400K ;; esac
+case "$arch" in qwen35* | deepseek2) kv_mem=400K ;; esac
 tsan=${SOAK_TSAN:-0}
 threads=1
 [ "$tsan" = 1 ] && threads=2
