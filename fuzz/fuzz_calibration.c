@@ -1,5 +1,5 @@
 /* libFuzzer harness for the readers of tps plan's inputs: a calibration
- * file (engine/step_fit.h) and an engine trace to replay (plan/plan_replay.h).
+ * file (engine/cost/step_fit.h) and an engine trace to replay (plan/plan_replay.h).
  * Any bytes must parse or fail with a message; a calibration that parses
  * must predict a finite time for any step. */
 #include <math.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/step_fit.h"
+#include "engine/cost/step_fit.h"
 #include "plan/plan_replay.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/core/engine.h"
 #include "fuzz_builtins.h"
 #include "server/chat/chat_prompt.h"
 #include "server/chat/chat_template.h"

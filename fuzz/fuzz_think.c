@@ -1,4 +1,4 @@
-/* libFuzzer harness for the thinking-block splitter (engine/think.h), which
+/* libFuzzer harness for the thinking-block splitter (engine/sample/think.h), which
  * reads model output: the first byte picks the start state and the markers'
  * row ("<think>" or gpt-oss's analysis channel), the second a piece
  * size, the rest is the text. Checks that the parts it hands on, in order,
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/think.h"
+#include "engine/sample/think.h"
 #include "fuzz_split.h"
 
 static void sink(void *ctx, think_part part, const char *p, size_t n) {

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/attention.h"
-#include "engine/kv_cache.h"
+#include "engine/attn/attention.h"
+#include "engine/kv/kv_cache.h"
 #include "kernels/quant.h"
 
 typedef struct shape {

@@ -31,7 +31,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/engine.h"
+#include "engine/core/engine.h"
 #include "model/llama_model.h"
 #include "model/model_make.h"
 #include "model/tokenizer.h"

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
+#include "engine/core/engine.h"
 #include "support/bench_models.h"
 
 #define OUT_MAX 64

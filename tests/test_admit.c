@@ -1,4 +1,4 @@
-/* The one admission rule (engine/admit.h): its edges on purpose (an empty
+/* The one admission rule (engine/cost/admit.h): its edges on purpose (an empty
  * prompt, one token short of the context, the context, exactly the KV
  * pool and one block past it, n choices over the sequence cap), and the
  * engine held to it: over a grid of prompt lengths, max_tokens, choices
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/admit.h"
-#include "engine/engine.h"
+#include "engine/cost/admit.h"
+#include "engine/core/engine.h"
 #include "support/engine_env.h"
 #include "support/test_support.h"
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/forward.h"
+#include "engine/forward/forward.h"
 #include "model/model_make.h"
 #include "support/llama_ref.h"
 #include "support/model_run.h"

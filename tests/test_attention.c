@@ -1,4 +1,4 @@
-/* Attention over the paged KV cache (src/engine/attention.c) against the
+/* Attention over the paged KV cache (src/engine/attn/attention.c) against the
  * plain double-precision reference, with F16 and F32 KV, GQA groups of 1, 2
  * and 4, head sizes with and without a tail of 8, position counts that end
  * inside a block, on a block edge and one past it; and the same row's
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/attention.h"
-#include "engine/kv_cache.h"
+#include "engine/attn/attention.h"
+#include "engine/kv/kv_cache.h"
 #include "kernels/quant.h"
 
 #define TOL_ATTN_REL 1e-5 /* float dots and sums vs double, relative to max |v| */

@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
-#include "engine/engine_setup.h"
-#include "engine/kv_cache.h"
+#include "engine/core/engine.h"
+#include "engine/core/engine_setup.h"
+#include "engine/kv/kv_cache.h"
 #include "base/clock.h"
 #include "model/model_make.h"
 #include "support/engine_env.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/core/engine.h"
 #include "constrain/json_schema.h"
 #include "support/engine_env.h"
 #include "support/test_support.h"

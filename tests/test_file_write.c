@@ -17,7 +17,7 @@
 #include "base/file_read.h"
 #include "base/file_write.h"
 #include "base/ggml_type.h"
-#include "engine/step_fit.h"
+#include "engine/cost/step_fit.h"
 
 static char dir[64];
 

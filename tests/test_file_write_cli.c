@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/trace.h"
+#include "engine/core/trace.h"
 #include "support/test_support.h"
 
 #define MODEL "models/stories260K.gguf"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/forward.h"
+#include "engine/forward/forward.h"
 #include "support/model_run.h"
 #include "support/test_support.h"
 

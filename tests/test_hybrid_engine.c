@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
+#include "engine/core/engine.h"
 #include "model/model_make.h"
 #include "plan/plan_cost.h"
 #include "support/engine_env.h"

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
-#include "engine/logprobs.h"
+#include "engine/core/engine.h"
+#include "engine/sample/logprobs.h"
 #include "support/engine_env.h"
 #include "support/test_support.h"
 

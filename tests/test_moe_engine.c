@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
+#include "engine/core/engine.h"
 #include "kernels/matmul.h"
 #include "model/model_make.h"
 #include "support/engine_env.h"

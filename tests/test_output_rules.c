@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampler.h"
-#include "engine/stop.h"
-#include "engine/think.h"
+#include "engine/sample/sampler.h"
+#include "engine/sample/stop.h"
+#include "engine/sample/think.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "server/api/openai.h"

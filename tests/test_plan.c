@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "bench/experiment/bench_spec.h"
-#include "engine/step_fit.h"
+#include "engine/cost/step_fit.h"
 #include "plan/plan.h"
 #include "plan/plan_calib.h"
 #include "plan/plan_replay.h"

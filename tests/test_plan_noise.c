@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "bench/experiment/bench_spec.h"
-#include "engine/step_fit.h"
+#include "engine/cost/step_fit.h"
 #include "plan/plan.h"
 #include "plan/plan_calib.h"
 #include "support/bench_workload.h"

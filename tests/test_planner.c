@@ -1,4 +1,4 @@
-/* The scheduler as a planning function (engine/planner.h): given a
+/* The scheduler as a planning function (engine/schedule/planner.h): given a
  * scheduling state, the step's plan, checked against the rules the engine
  * tests check end to end (decode rows first, chunking by the token budget,
  * the per-sequence chunk and the ITL target with its floor, FCFS
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/planner.h"
+#include "engine/schedule/planner.h"
 #include "base/ggml_type.h"
 
 #define B 16 /* positions per block */

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
-#include "engine/kv_cache.h"
+#include "engine/core/engine.h"
+#include "engine/kv/kv_cache.h"
 #include "base/clock.h"
 #include "model/gguf.h"
 #include "support/engine_env.h"

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
+#include "engine/core/engine.h"
 #include "model/model_make.h"
 #include "support/model_run.h"
 #include "support/engine_env.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampler.h"
+#include "engine/sample/sampler.h"
 
 /* Empirical frequencies over FREQ_DRAWS draws must match the exact
  * probabilities within FREQ_TOL (absolute). The standard deviation of a

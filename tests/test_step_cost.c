@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
-#include "engine/step_cost.h"
+#include "engine/core/engine.h"
+#include "engine/cost/step_cost.h"
 #include "support/engine_env.h"
 #include "support/test_support.h"
 #include "support/test_data.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/stop.h"
+#include "engine/sample/stop.h"
 
 /* ---------------------------------------------------------------------------
  * Stop strings and tokens

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/logprobs.h"
+#include "engine/sample/logprobs.h"
 #include "model/model_make.h"
 #include "support/engine_env.h"
 #include "support/model_run.h"

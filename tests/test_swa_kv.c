@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
-#include "engine/forward.h"
+#include "engine/core/engine.h"
+#include "engine/forward/forward.h"
 #include "model/model_make.h"
 #include "support/engine_env.h"
 #include "support/llama_ref.h"

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
-#include "engine/think.h"
+#include "engine/core/engine.h"
+#include "engine/sample/think.h"
 #include "support/engine_env.h"
 #include "support/test_support.h"
 

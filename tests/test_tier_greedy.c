@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/forward.h"
+#include "engine/forward/forward.h"
 #include "model/llama_model.h"
 #include "model/model_make.h"
 #include "support/model_run.h"

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
+#include "engine/core/engine.h"
 #include "model/model_make.h"
 
 const char *bench_dir(void) {

@@ -1,5 +1,5 @@
 /* Runs of output text by part, for the streaming splitters that sort a
- * model's text into parts as it arrives (engine/think.c: reasoning and
+ * model's text into parts as it arrives (engine/sample/think.c: reasoning and
  * answer; server/harmony.c: harmony's channels): consecutive bytes of one
  * part within the piece being fed go to the sink in one call, and bytes a
  * splitter held back (a marker's possible prefix) go out before them.

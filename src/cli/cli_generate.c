@@ -16,9 +16,9 @@
 #include "cli/cli.h"
 #include "kernels/machine.h"
 #include "cli/opt.h"
-#include "engine/engine.h"
-#include "engine/engine_setup.h" /* engine_state_bytes: a hybrid's state a token reads */
-#include "engine/step_cost.h"
+#include "engine/core/engine.h"
+#include "engine/core/engine_setup.h" /* engine_state_bytes: a hybrid's state a token reads */
+#include "engine/cost/step_cost.h"
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
 

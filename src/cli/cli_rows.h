@@ -25,7 +25,7 @@ typedef struct result_out_opts {
 } result_out_opts;
 extern const opt_row result_out_rows[]; /* --csv, --quiet */
 
-/* cli_serve.c, over an engine_params (engine/engine.h) */
+/* cli_serve.c, over an engine_params (engine/core/engine.h) */
 extern const opt_row serve_engine_rows[]; /* --max-seqs ... --kv-prefault */
 
 #endif

@@ -16,7 +16,7 @@
  * Below the engine and the server, above model (the tokenizer's pieces make
  * the trie). Not here: HTTP fields and their error codes (the server names
  * the field a constraint came from), which format a template's tool calls
- * use (the server's tools_table.c), sampling (engine/sampler.h). */
+ * use (the server's tools_table.c), sampling (engine/sample/sampler.h). */
 #ifndef TPS_CONSTRAIN_CONSTRAIN_H
 #define TPS_CONSTRAIN_CONSTRAIN_H
 

@@ -36,7 +36,7 @@
  * sequence and is used by one thread at a time.
  *
  * Not here: JSON schemas or regexes (json_schema.h and regex_gbnf.h write
- * those as GBNF), sampling (engine/sampler.h), when to stop (the engine
+ * those as GBNF), sampling (engine/sample/sampler.h), when to stop (the engine
  * asks constraint_finished), caching progs by content (grammar_cache.h),
  * the one compile path callers take (constrain.h). */
 #ifndef TPS_CONSTRAIN_CONSTRAINT_H

@@ -1,6 +1,6 @@
 /* The decoder-only architectures tps runs, as llama.cpp names them in
  * `general.architecture`, and what sets each apart from plain Llama. One
- * forward pass serves them all (engine/forward.c): the entry chosen at load
+ * forward pass serves them all (engine/forward/forward.c): the entry chosen at load
  * says which of its per-architecture steps apply. Reads no file. */
 #ifndef TPS_LLAMA_ARCH_H
 #define TPS_LLAMA_ARCH_H

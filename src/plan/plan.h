@@ -2,7 +2,7 @@
  * load, predicting tokens per second, TTFT, ITL and E2E without running
  * the model.
  *
- * The simulated server is the engine's own scheduler (engine/planner.h)
+ * The simulated server is the engine's own scheduler (engine/schedule/planner.h)
  * over the same scheduling state the engine would build (engine_setup.h:
  * the same KV pool, in block accounting only), stepping in simulated time:
  * each step is planned by sched_plan_step exactly as the engine plans it,
@@ -36,7 +36,7 @@
 #include <stdint.h>
 
 #include "bench/client/bench.h"
-#include "engine/engine.h"
+#include "engine/core/engine.h"
 #include "plan/plan_cost.h"
 #include "server/chat/chat_prompt.h"
 #include "base/error.h"

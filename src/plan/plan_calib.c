@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
+#include "engine/core/engine.h"
 #include "plan/plan_calib_served.h"
 #include "kernels/machine.h"
 #include "metrics/cpu_load.h"

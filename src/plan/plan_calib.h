@@ -1,6 +1,6 @@
 /* tps plan calibrate: measure what engine steps of each shape cost on this
  * machine for one model, and fit the step-cost model tps plan predicts
- * with (engine/step_fit.h).
+ * with (engine/cost/step_fit.h).
  *
  * Runs a real engine (engine.h, in this process, no HTTP) over a grid of
  * step shapes, per KV type: prompts of 16 to max_batch_tokens rows alone
@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "engine/step_fit.h"
+#include "engine/cost/step_fit.h"
 #include "model/llama_model.h"
 #include "model/tokenizer.h"
 

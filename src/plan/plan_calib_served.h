@@ -6,13 +6,13 @@
  * descheduled for a time slice makes a step late: the engine alone over
  * the grid never shows either, and a server's throughput and latency
  * percentiles are made of both. Not here: the grid and the fit
- * (plan_calib.c), the spread (engine/step_noise.h). */
+ * (plan_calib.c), the spread (engine/cost/step_noise.h). */
 #ifndef TPS_PLAN_CALIB_SERVED_H
 #define TPS_PLAN_CALIB_SERVED_H
 
 #include <stddef.h>
 
-#include "engine/step_fit.h"
+#include "engine/cost/step_fit.h"
 #include "plan/plan_calib.h"
 
 typedef struct served_steps {

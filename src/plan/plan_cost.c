@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/engine_setup.h" /* engine_state_bytes */
-#include "engine/kv_cache.h"
+#include "engine/core/engine_setup.h" /* engine_state_bytes */
+#include "engine/kv/kv_cache.h"
 #include "base/ggml_type.h"
 
 /* The HTTP path outside the engine, on a loopback connection: a request's

@@ -26,8 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/engine.h"
-#include "engine/step_fit.h"
+#include "engine/core/engine.h"
+#include "engine/cost/step_fit.h"
 #include "metrics/roofline.h"
 #include "model/llama_model.h"
 #include "base/error.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/admit.h" /* the engine's own admission rule */
+#include "engine/cost/admit.h" /* the engine's own admission rule */
 #include "plan/plan_internal.h"
 #include "base/ggml_type.h"
 #include "base/utf8.h"
@@ -116,7 +116,7 @@ void sim_engine_free(sim *s) {
 /* ---- arrivals --------------------------------------------------------------- */
 
 /* engine_submit's refusals, as the server answers them (400, 429): the
- * engine's own admission rule (engine/admit.h) on the simulated pool. */
+ * engine's own admission rule (engine/cost/admit.h) on the simulated pool. */
 static const char *refusal(const sim *s, uint32_t n_prompt, uint32_t *max_tokens, tps_err *why) {
     const admit_pool pool = {.n_ctx = s->n_ctx,
                              .max_seqs = s->ep.max_seqs,

@@ -19,8 +19,8 @@
 #include <stdint.h>
 
 #include "bench/workload/convo.h"
-#include "engine/engine_setup.h"
-#include "engine/planner.h"
+#include "engine/core/engine_setup.h"
+#include "engine/schedule/planner.h"
 #include "plan/plan.h"
 #include "plan/plan_replay.h"
 #include "base/rng.h"

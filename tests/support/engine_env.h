@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/engine.h"
+#include "engine/core/engine.h"
 #include "model/model_make.h"
 
 typedef struct env {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/forward.h"
+#include "engine/forward/forward.h"
 
 typedef struct llama_ref {
     json_t *j;

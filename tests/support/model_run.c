@@ -1,6 +1,6 @@
 /* See model_run.h. */
 #include "support/model_run.h"
-#include "engine/engine_setup.h"
+#include "engine/core/engine_setup.h"
 #include "model/model_make.h"
 
 #include <criterion/criterion.h>

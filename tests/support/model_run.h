@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/forward.h"
+#include "engine/forward/forward.h"
 #include "model/gguf.h" /* the reader and gguf_writer */
 
 /* Makes a model of random weights (model_make: preset and arch by name,

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/forward.h"
+#include "engine/forward/forward.h"
 #include "model/model_make.h"
 #include "support/model_run.h"
 

@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/logprobs.h"
-#include "engine/sampler.h"
+#include "engine/sample/logprobs.h"
+#include "engine/sample/sampler.h"
 #include "server/chat/chat_prompt.h"
 #include "server/chat/chat_template.h"
 #include "base/sbuf.h"

@@ -11,7 +11,7 @@
  * "Reasoning: <effort>" into its system message).
  *
  * Not here: whether the model thinks (the server knows its vocabulary),
- * splitting the text (engine/think.h). */
+ * splitting the text (engine/sample/think.h). */
 #include "server/api/openai_internal.h"
 
 #include <string.h>

@@ -8,7 +8,7 @@
  * token ids (the server checks them against the model). */
 #include "server/api/openai_internal.h"
 
-#include "engine/stop.h"
+#include "engine/sample/stop.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -43,7 +43,7 @@
  * gpt-oss's harmony channels ("<|channel|>analysis<|message|>..."). */
 typedef enum chat_reasoning {
     CHAT_REASON_NONE = 0,
-    CHAT_REASON_THINK,   /* <think> ... </think> (engine/think.h) */
+    CHAT_REASON_THINK,   /* <think> ... </think> (engine/sample/think.h) */
     CHAT_REASON_HARMONY, /* <|channel|>analysis / final / commentary (server/harmony.h) */
 } chat_reasoning;
 

@@ -109,7 +109,7 @@ struct server {
     int32_t tmpl_eot_id;      /* the template's end-of-turn as one non-EOG token; -1: none */
     bool tmpl_eot_as_stop;    /* the end-of-turn is no single token: a stop string */
     chat_reasoning reasoning; /* how chat answers' thinking is split out: <think> blocks
-                                 (engine/think.h) or harmony channels (harmony.h) */
+                                 (engine/sample/think.h) or harmony channels (harmony.h) */
     int32_t think_open_id, think_close_id; /* "<think>", "</think>" as one token; -1: none */
     machine_limits machine;                /* this machine's limits (tps machine); zeros: unknown */
     server_window bw_window; /* the step window /metrics reads machine against (server_window.h) */

@@ -23,7 +23,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "engine/engine.h"
+#include "engine/core/engine.h"
 #include "base/error.h"
 #include "server/write/response_store.h"
 
@@ -79,7 +79,7 @@ typedef struct server_config {
     int signal_fd; /* -1, or a signalfd: readable -> drain; a second -> stop */
     FILE *log;     /* startup lines and warnings; NULL: stderr */
     /* At server_free, the step-cost model fitted on every step served is
-     * written here (engine/step_fit.h; tps plan --calibration reads it);
+     * written here (engine/cost/step_fit.h; tps plan --calibration reads it);
      * NULL: none. */
     const char *calibration_out;
     /* Fields no allow-list row names (docs/api.md): a 400 naming them

@@ -71,7 +71,7 @@ typedef struct work_job {
     size_t prog_reserve;
 } work_job;
 
-/* A choice's reasoning splitter: <think> blocks (engine/think.h) or
+/* A choice's reasoning splitter: <think> blocks (engine/sample/think.h) or
  * harmony channels (harmony.h). */
 typedef struct reason_split {
     bool harmony;

@@ -1,7 +1,7 @@
 /* tps serve --save-calibration FILE: every step the engine runs while
- * serving feeds a step-cost fit (engine/step_fit.h) through the engine's
+ * serving feeds a step-cost fit (engine/cost/step_fit.h) through the engine's
  * step observer, and a uniform sample of them is kept for the spread of
- * served steps about that fit (engine/step_noise.h); at exit the fit is
+ * served steps about that fit (engine/cost/step_noise.h); at exit the fit is
  * written with the model's shape and the machine's limits, for tps plan
  * --calibration. Both are written by the engine thread only and read
  * after that thread has stopped. */
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "base/rng.h"
-#include "engine/step_fit.h"
+#include "engine/cost/step_fit.h"
 #include "server/serve/serve.h"
 
 /* Steps kept for the spread: a uniform sample of every step served

@@ -7,7 +7,7 @@
  *
  * Not here: the routes (server_http.c), the worker threads (server_work.c),
  * JSON request parsing (openai.c), streaming the answer (server_stream.c). */
-#include "engine/admit.h" /* the engine's admission rule, asked early */
+#include "engine/cost/admit.h" /* the engine's admission rule, asked early */
 #include "server/serve/serve.h"
 
 #include <jansson.h>
@@ -395,7 +395,7 @@ static void erange_error(server *s, const oai_request *r, size_t n_prompt, uint3
 }
 
 /* The most tokens n choices of a prompt can generate with the whole KV
- * pool and the context (the engine's own rule, engine/admit.h); 0 when not
+ * pool and the context (the engine's own rule, engine/cost/admit.h); 0 when not
  * even one fits. */
 static uint64_t pool_room(server *s, size_t n_prompt, uint32_t n) {
     admit_pool pool;

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "base/sbuf.h"
-#include "engine/engine.h"
+#include "engine/core/engine.h"
 #include "server/api/openai.h"
 #include "server/tools/tools.h"
 

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/engine.h"
+#include "engine/core/engine.h"
 #include "model/tokenizer.h"
 #include "server/api/openai.h"
 #include "base/sbuf.h"
