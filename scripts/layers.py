@@ -20,7 +20,8 @@ needs (nm), and fails when
     under src/<module>/, ROOMS below) keeps every file in one of them, and a
     room calls only itself and the rooms before it in the list, or
   - a file includes a header of a room above its own (`#include
-    "server/serve/serve.h"` in src/server/http/ fails here).
+    "server/serve/serve.h"` in src/server/http/ fails here, as does
+    `#include "engine/core/engine.h"` in src/engine/schedule/).
 Static functions are invisible to nm: calls inside a file are its own.
 
 usage: scripts/layers.py [BUILD_DIR]      (default build)
@@ -62,8 +63,19 @@ ALLOWED = {
 # Responses store) < http/ (the server struct, HTTP framing, connections,
 # admission, whole replies) < serve/ (the lifecycle, routes, workers,
 # requests in flight and their streams, /metrics).
+#
+# src/engine/kv/ (the paged KV pool, its block tables, the prefix cache's
+# index, a hybrid model's state slots) < sample/ (a sequence's tokens from
+# logits and its text: sampler, logprobs, stop strings, thinking blocks) <
+# cost/ (pure numbers: the admission rule, the model's shape, the step-time
+# model, its fit and noise) < attn/ (attention over the cache: paged GQA,
+# MLA, Gated DeltaNet) < forward/ (the batched pass: layers, MoE, PLE, the
+# final logits) < schedule/ (a request and its sequence, their output
+# rules, the planner) < core/ (the engine object: lifecycle, thread and
+# step, request API, parameters and pool, trace).
 ROOMS = {
     "bench": ["io", "workload", "client", "result", "experiment", "report"],
+    "engine": ["kv", "sample", "cost", "attn", "forward", "schedule", "core"],
     "server": ["tools", "chat", "api", "write", "http", "serve"],
 }
 
