@@ -6,7 +6,7 @@
  * add_generation_prompt, bos_token, eos_token; tools and documents None),
  * so that the prompt's count is the count of what the server tokenizes.
  * Not here: counting (workload_count.c), the server's own renderer
- * (src/server/chat_prompt.c, which bench does not link). */
+ * (src/server/chat/chat_prompt.c, which bench does not link). */
 #include <stdlib.h>
 #include <string.h>
 

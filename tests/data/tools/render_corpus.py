@@ -19,7 +19,7 @@ key, as transformers passes them.
 The conversations are OpenAI requests, as a client sends them (tool call
 arguments as a JSON string, content null beside tool calls, content as a
 list of text parts). to_template() below turns them into the template's
-values the way tps serve does (src/server/chat_values.c), following vLLM:
+values the way tps serve does (src/server/chat/chat_vars.c), following vLLM:
 null content becomes "", text parts are joined with "\\n", tool call
 arguments are parsed into an object.
 
