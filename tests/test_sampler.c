@@ -74,6 +74,26 @@ Test(sampler, greedy_is_argmax_with_ties_to_lowest_id) {
     sampler_free(s);
 }
 
+/* Every logit -inf or NaN (logit_bias -100 on every token, or the model's
+ * output not finite): nothing is sampled, greedy or not, so the engine can
+ * end the request with an error instead of emitting token 0. */
+Test(sampler, nothing_finite_samples_nothing) {
+    for (int greedy = 0; greedy < 2; greedy++) {
+        sampler_params p;
+        sampler_params_default(&p);
+        p.temperature = greedy ? 0.0f : 1.0f;
+        sampler_vocab v = vocab_of(4);
+        sampler *s = make(&p, &v);
+        float banned[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        cr_assert_eq(sampler_sample(s, banned), -1, "greedy %d", greedy);
+        float nan[4] = {NAN, -INFINITY, NAN, NAN};
+        cr_assert_eq(sampler_sample(s, nan), -1, "greedy %d", greedy);
+        float one[4] = {-INFINITY, -INFINITY, 0.5f, -INFINITY};
+        cr_assert_eq(sampler_sample(s, one), 2, "greedy %d", greedy);
+        sampler_free(s);
+    }
+}
+
 Test(sampler, greedy_ignores_top_k_top_p_min_p) {
     sampler_params p;
     sampler_params_default(&p);

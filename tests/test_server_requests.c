@@ -2,7 +2,8 @@
  * requests get OpenAI-shaped errors naming the field; a prompt past the
  * context is a 400 naming both numbers; the API key, a body over the limit
  * (413), a full queue (429 with Retry-After), 503 while the model loads;
- * logit_bias forces a token and bad maps are 400; every field of OpenAI's
+ * logit_bias forces a token, bad maps are 400 and banning every token fails
+ * the request by name; every field of OpenAI's
  * completions and chat request schemas is honoured or refused by name;
  * completions logprobs match the reference and have OpenAI's shape, and
  * chat logprobs agree streamed and whole. Model: ../shared/models/stories260K.gguf; a real server
@@ -244,6 +245,27 @@ Test(server, logit_bias_forces_a_token_and_bad_maps_are_400, .timeout = 30) {
         snprintf(body, sizeof body, "{\"prompt\":\"x\",\"logit_bias\":%s}", bad[i]);
         expect_status(p, "POST", "/v1/completions", body, NULL, 400, "logit_bias", NULL);
     }
+    fixture_finish(&f);
+}
+
+/* logit_bias -100 on every token of the vocabulary leaves nothing to
+ * sample: the request fails with a message saying so (it had been answered
+ * with token 0, which it banned), and the server serves the next one. */
+Test(server, logit_bias_banning_every_token_fails_the_request, .timeout = 30) {
+    REQUIRE_SHARED(MODEL);
+    server_fixture f;
+    fixture_serve(&f);
+    enum { N_VOCAB = 512 }; /* stories260K's */
+    char *body = malloc(32 * N_VOCAB + 128);
+    size_t n = (size_t)sprintf(body, "{\"prompt\":\"Once\",\"max_tokens\":4,\"logit_bias\":{");
+    for (int i = 0; i < N_VOCAB; i++)
+        n += (size_t)sprintf(body + n, "%s\"%d\":-100", i ? "," : "", i);
+    sprintf(body + n, "}}");
+    expect_status(f.port, "POST", "/v1/completions", body, NULL, 500, NULL,
+                  "no token of the vocabulary can be sampled");
+    free(body);
+    json_t *ok = post_ok(f.port, "/v1/completions", "{\"prompt\":\"Once\",\"max_tokens\":2}");
+    json_decref(ok);
     fixture_finish(&f);
 }
 

@@ -171,6 +171,14 @@ static bool on_token(engine *e, seq *s, int32_t tok, uint64_t t_now) {
     /* the grammar allowed nothing, or the sampler had to pick a masked
      * token (logit_bias, ignore_eos or min_tokens took every allowed one
      * away) */
+    if (tok < 0 && !s->cons_dead) {
+        seq_list_remove(&e->sc.running, s);
+        finish(e, s, ENGINE_FINISH_ERROR, t_now,
+               "sampling: no token of the vocabulary can be sampled (every logit is -inf or "
+               "NaN: logit_bias, the model's suppressed tokens, ignore_eos or min_tokens banned "
+               "them all)");
+        return false;
+    }
     if (s->cons_dead || seq_rules_grammar_take(s, tok, &e->rules) != 0) {
         seq_list_remove(&e->sc.running, s);
         finish(e, s, ENGINE_FINISH_ERROR, t_now,

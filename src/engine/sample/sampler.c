@@ -633,7 +633,7 @@ size_t sampler_candidates(sampler *s, float *logits, const sampler_cand **out) {
 int32_t sampler_sample(sampler *s, float *logits) {
     const sampler_cand *c;
     size_t n = sampler_candidates(s, logits, &c);
-    if (n == 0) return 0;
+    if (n == 0) return -1; /* emitting token 0 instead answered a request that banned it */
     if (s->p.temperature == 0.0f || n == 1) {
         if (s->p.temperature != 0.0f) (void)tps_rng_next(&s->rng); /* one draw per sampled token */
         return c[0].id;

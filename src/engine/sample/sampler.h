@@ -135,7 +135,9 @@ size_t sampler_candidates(sampler *s, float *logits, const sampler_cand **out);
 /* The whole chain: returns the next token id. logits (n_vocab,) is
  * clobbered, as sampler_candidates says. Consumes one RNG draw unless greedy. Does not
  * accept the token: call sampler_accept with the id the sequence keeps.
- * If no logit is finite, returns the lowest id (degenerate model output). */
+ * Returns -1 when no token can be sampled (every logit -inf or NaN:
+ * logit_bias, suppressed tokens, ignore_eos or min_tokens banned them all,
+ * or the model's output is not finite). */
 int32_t sampler_sample(sampler *s, float *logits);
 
 #endif
