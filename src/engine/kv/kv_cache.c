@@ -38,12 +38,23 @@ static void populate(uint8_t *p, size_t bytes) {
         b[i] = 0;
 }
 
+/* Runs of one block in the global pool: one per (layer, kv head), each
+ * region n_blocks runs long (kv_head_block_off). */
+static size_t global_runs(const kv_cache *kv) {
+    return kv->block_bytes / ((size_t)kv->block_tokens * kv->head_bytes);
+}
+
 bool kv_cache_warm(kv_cache *kv, size_t bytes) {
     const size_t limit = (size_t)kv->resident_blocks * kv->block_bytes;
     if (!kv->pc || kv->accounting_only || kv->warm_bytes >= limit) return false;
     if (bytes > limit - kv->warm_bytes) bytes = limit - kv->warm_bytes;
-    populate(kv->k + kv->warm_bytes, bytes);
-    if (!kv->k_only) populate(kv->v + kv->warm_bytes, bytes);
+    /* the first resident blocks are the same span of every head's region */
+    const size_t runs = global_runs(kv), region = (size_t)kv->n_blocks * (kv->block_bytes / runs);
+    const size_t from = kv->warm_bytes / runs, to = (kv->warm_bytes + bytes) / runs;
+    for (size_t r = 0; r < runs && to > from; r++) {
+        populate(kv->k + r * region + from, to - from);
+        if (!kv->k_only) populate(kv->v + r * region + from, to - from);
+    }
     kv->warm_bytes += bytes;
     return kv->warm_bytes < limit;
 }
@@ -497,6 +508,20 @@ void kv_seq_commit(kv_cache *kv, kv_seq *seq, const int32_t *tokens, uint32_t n_
     if (kv->n_local_layers) slide_window(kv, seq, n_computed);
 }
 
+/* Block `from`'s K/V into block `to` in the pool at base whose blocks
+ * are block_bytes each, spread over runs of run bytes in regions of
+ * n_blocks runs (kv_head_block_off). */
+static void copy_runs(kv_cache *kv, size_t base, size_t block_bytes, size_t run, uint32_t n_blocks,
+                      uint32_t from, uint32_t to) {
+    const size_t region = (size_t)n_blocks * run;
+    for (size_t r = 0; r < block_bytes / run; r++) {
+        const size_t f = base + r * region + (size_t)from * run,
+                     t = base + r * region + (size_t)to * run;
+        memcpy(kv->k + t, kv->k + f, run);
+        if (!kv->k_only) memcpy(kv->v + t, kv->v + f, run);
+    }
+}
+
 int kv_seq_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src, uint32_t n_tokens) {
     const uint32_t full = n_tokens / kv->block_tokens;
     const bool partial = n_tokens % kv->block_tokens != 0;
@@ -519,16 +544,13 @@ int kv_seq_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src, uint32_t n_tokens)
         dst->blocks[dst->n_blocks++] = to;
     } else if (partial) {
         uint32_t from = src->blocks[full], to = take_block(kv);
-        memcpy(kv->k + (size_t)to * kv->block_bytes, kv->k + (size_t)from * kv->block_bytes,
-               kv->block_bytes);
-        memcpy(kv->v + (size_t)to * kv->block_bytes, kv->v + (size_t)from * kv->block_bytes,
-               kv->block_bytes);
+        copy_runs(kv, 0, kv->block_bytes, (size_t)kv->block_tokens * kv->head_bytes, kv->n_blocks,
+                  from, to);
         if (local) {
-            const size_t lf = kv->local_base + (size_t)src->lblocks[full] * kv->lblock_bytes;
             const uint32_t lt = take_local(kv);
-            const size_t lo = kv->local_base + (size_t)lt * kv->lblock_bytes;
-            memcpy(kv->k + lo, kv->k + lf, kv->lblock_bytes);
-            memcpy(kv->v + lo, kv->v + lf, kv->lblock_bytes);
+            copy_runs(kv, kv->local_base, kv->lblock_bytes,
+                      (size_t)kv->block_tokens * kv->l_head_bytes, kv->n_lblocks,
+                      src->lblocks[full], lt);
             dst->lblocks[full] = lt;
         }
         dst->blocks[dst->n_blocks++] = to;

@@ -113,7 +113,7 @@ typedef struct kv_cache {
                                           kv_cache_params.local_kv_dim says) */
     size_t l_head_bytes;
     size_t block_bytes; /* one global block of K (or V): global layers * block_tokens * n_kv_heads
-                           heads */
+                           heads (spread over each (layer, head)'s runs: kv_head_block_off) */
     uint8_t *k, *v;     /* n_blocks * block_bytes each (anonymous maps); NULL accounting_only;
                            v == k when k_only */
     bool k_only;        /* kv_cache_params.k_only: one map */
@@ -131,7 +131,7 @@ typedef struct kv_cache {
     uint8_t *layer_local;
     uint32_t *layer_slot;
     /* the local pool (n_local_layers 0: none), after the global blocks in
-     * each map: K[local_base + lblock * lblock_bytes][local layer]... */
+     * each map, run-major as the global one (kv_head_block_off) */
     uint32_t window, n_local_layers, n_lblocks;
     size_t local_base, lblock_bytes;
     uint32_t *lfree, n_lfree; /* stack of free local blocks that are no companion */
@@ -291,15 +291,25 @@ void kv_seq_commit(kv_cache *kv, kv_seq *seq, const int32_t *tokens, uint32_t n_
 int kv_seq_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src, uint32_t n_tokens);
 
 /* Byte offset of block table entry blk's first slot for (layer, kv head);
- * the block's next slots follow head_bytes apart. */
+ * the block's next slots follow head_bytes apart. Each pool is run-major:
+ * a (layer, kv head) pair's runs of block_tokens slots lie together, block
+ * after block, so a sequence whose blocks were taken in order reads each
+ * head's K (or V) as one stream. Block-major, a head's 4-8 KiB runs lay a
+ * whole block of every layer apart, and a decode at depth 16k read them at
+ * half the rate the weights stream at. */
 static inline size_t kv_head_block_off(const kv_cache *kv, const kv_seq *seq, uint32_t layer,
                                        uint32_t blk, uint32_t kvh) {
-    const int local = kv->layer_local[layer];
-    const size_t base = local ? kv->local_base + (size_t)seq->lblocks[blk] * kv->lblock_bytes
-                              : (size_t)seq->blocks[blk] * kv->block_bytes;
-    const size_t heads = local ? kv->l_n_kv_heads : kv->n_kv_heads;
-    return base + ((size_t)kv->layer_slot[layer] * heads + kvh) * kv->block_tokens *
-                      (local ? kv->l_head_bytes : kv->head_bytes);
+    if (kv->layer_local[layer]) {
+        const size_t run = (size_t)kv->block_tokens * kv->l_head_bytes;
+        return kv->local_base +
+               (((size_t)kv->layer_slot[layer] * kv->l_n_kv_heads + kvh) * kv->n_lblocks +
+                seq->lblocks[blk]) *
+                   run;
+    }
+    const size_t run = (size_t)kv->block_tokens * kv->head_bytes;
+    return (((size_t)kv->layer_slot[layer] * kv->n_kv_heads + kvh) * kv->n_blocks +
+            seq->blocks[blk]) *
+           run;
 }
 
 /* Bytes of one head at one position of layer `layer` (its pool's head size). */
