@@ -295,8 +295,8 @@ int kv_seq_fork(kv_cache *kv, kv_seq *dst, const kv_seq *src, uint32_t n_tokens)
  * a (layer, kv head) pair's runs of block_tokens slots lie together, block
  * after block, so a sequence whose blocks were taken in order reads each
  * head's K (or V) as one stream. Block-major, a head's 4-8 KiB runs lay a
- * whole block of every layer apart, and a decode at depth 16k read them at
- * half the rate the weights stream at. */
+ * whole block of every layer apart (decode at depth 8k on qwen35 0.8B: 6%
+ * faster run-major). */
 static inline size_t kv_head_block_off(const kv_cache *kv, const kv_seq *seq, uint32_t layer,
                                        uint32_t blk, uint32_t kvh) {
     if (kv->layer_local[layer]) {
