@@ -121,6 +121,12 @@ Test(jinja, hostile_templates_end_at_a_limit) {
     cr_assert_eq(fails_with("{{ raise_exception('no: ' ~ 1) }}", &lim, msg, sizeof msg),
                  JINJA_RAISED);
     cr_assert_str_eq(msg, "no: 1");
+    /* without a message, or an empty one, the failure still says what
+     * failed (fuzz_template found the empty message) */
+    cr_assert_eq(fails_with("{{ raise_exception()|list }}", &lim, msg, sizeof msg), JINJA_RAISED);
+    cr_assert(strstr(msg, "missing 1 required positional argument"), "%s", msg);
+    cr_assert_eq(fails_with("{{ raise_exception('') }}", &lim, msg, sizeof msg), JINJA_RAISED);
+    cr_assert(strstr(msg, "empty message"), "%s", msg);
 }
 
 static int compile_error(const char *src, char *msg, size_t cap) {

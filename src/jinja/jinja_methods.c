@@ -546,7 +546,13 @@ static jinja_val call_global(jctx *c, int id, const jargs *a) {
     case G_DICT:
         return make_map(c, a, JMAP_DICT);
     case G_RAISE: {
-        jinja_val m = a->n ? jv_to_str(c, a->v[0]) : jv_lit("");
+        /* every failure carries a message (the server returns it): Python's
+         * TypeError without an argument, a word for an empty one */
+        if (!a->n)
+            jx_fail(c, JINJA_RAISED,
+                    "raise_exception() missing 1 required positional argument: 'message'");
+        jinja_val m = jv_to_str(c, a->v[0]);
+        if (!m.n) jx_fail(c, JINJA_RAISED, "raise_exception() with an empty message");
         jx_fail(c, JINJA_RAISED, "%.*s", (int)m.n, m.u.s);
     }
     default:
