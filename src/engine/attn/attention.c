@@ -62,18 +62,24 @@ typedef struct pf_span {
     size_t bytes;
 } pf_span;
 
+/* Asks for the K (or V) run of the next block while this one is computed:
+ * a block's run for one head is a few KiB, too short for the hardware
+ * prefetcher to ramp up on before it ends. */
+ALWAYS_INLINE void prefetch_run(const uint8_t *p, size_t bytes) {
+#if ATTN_AVX2
+    for (size_t o = 0; o < bytes; o += 64)
+        _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 /* Part k of n (in 64-byte lines) of the span. */
 ALWAYS_INLINE void prefetch_part(pf_span pf, size_t k, size_t n) {
-#if ATTN_AVX2
     if (!pf.p) return;
     const size_t lines = (pf.bytes + 63) / 64, a = lines * k / n, e = lines * (k + 1) / n;
-    for (size_t i = a; i < e; i++)
-        _mm_prefetch((const char *)pf.p + 64 * i, _MM_HINT_T0);
-#else
-    (void)pf;
-    (void)k;
-    (void)n;
-#endif
+    prefetch_run(pf.p + 64 * a, 64 * (e - a));
 }
 
 #if ATTN_AVX2
@@ -564,19 +570,6 @@ static void values_chunk(const attn_vec *v, size_t n, const float *W, uint32_t h
 #else
     for (size_t i = 0; i < n; i++)
         values_one(&v[i], W, v[i].a, v[i].e, hd);
-#endif
-}
-
-/* Asks for the K (or V) run of the next block while this one is computed:
- * a block's run for one head is a few KiB, too short for the hardware
- * prefetcher to ramp up on before it ends. */
-ALWAYS_INLINE void prefetch_run(const uint8_t *p, size_t bytes) {
-#if ATTN_AVX2
-    for (size_t o = 0; o < bytes; o += 64)
-        _mm_prefetch((const char *)p + o, _MM_HINT_T0);
-#else
-    (void)p;
-    (void)bytes;
 #endif
 }
 
