@@ -278,4 +278,8 @@ Test(attention, row_runs_equal_single_rows_bit_for_bit) {
                     check_runs(GGML_TYPE_F16, groups[g], head_dims[h], starts[n], mods[m]);
     check_runs(GGML_TYPE_F32, 2, 72, 11, (attn_mods){0});
     check_runs(GGML_TYPE_Q8_0, 2, 64, 11, (attn_mods){.window = 9});
+    /* decode's values sweeps of 128 and 64 floats, then 8-float chunks and a
+     * tail (AVX-512: 16-float vectors, the Q8_0 ones at both halves of a block) */
+    check_runs(GGML_TYPE_F16, 2, 204, 6, (attn_mods){0});
+    check_runs(GGML_TYPE_Q8_0, 2, 224, 6, (attn_mods){0});
 }

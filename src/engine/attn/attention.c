@@ -76,10 +76,15 @@ ALWAYS_INLINE void prefetch_run(const uint8_t *p, size_t bytes) {
 }
 
 /* Part k of n (in 64-byte lines) of the span. */
-ALWAYS_INLINE void prefetch_part(pf_span pf, size_t k, size_t n) {
-    if (!pf.p) return;
+ALWAYS_INLINE pf_span pf_part(pf_span pf, size_t k, size_t n) {
+    if (!pf.p) return pf;
     const size_t lines = (pf.bytes + 63) / 64, a = lines * k / n, e = lines * (k + 1) / n;
-    prefetch_run(pf.p + 64 * a, 64 * (e - a));
+    return (pf_span){pf.p + 64 * a, 64 * (e - a)};
+}
+
+ALWAYS_INLINE void prefetch_part(pf_span pf, size_t k, size_t n) {
+    const pf_span part = pf_part(pf, k, n);
+    if (part.p) prefetch_run(part.p, part.bytes);
 }
 
 #if ATTN_AVX2
@@ -97,6 +102,22 @@ ALWAYS_INLINE __m256 ld8(const uint8_t *row, size_t d, const int kt) {
         return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));
     return _mm256_loadu_ps((const float *)row + d);
 }
+
+#if defined(__AVX512F__)
+/* Elements d .. d + 15 (d a multiple of 16, so inside one Q8_0 block), each
+ * the same float ld1 gives. */
+ALWAYS_INLINE __m512 ld16(const uint8_t *row, size_t d, const int kt) {
+    if (kt == KV_Q8) {
+        const block_q8_0 *b = (const block_q8_0 *)row + d / QK8_0;
+        const __m128i q = _mm_loadu_si128((const __m128i *)(b->qs + d % QK8_0));
+        const __m512 qf = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+        return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b->d)), qf);
+    }
+    if (kt == KV_F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + d)));
+    return _mm512_loadu_ps((const float *)row + d);
+}
+#endif
 
 /* Lane j of the result = sum of the 8 lanes of a[j], folded as
  * ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)). */
@@ -160,13 +181,57 @@ ALWAYS_INLINE void scores_run(float *restrict s, const float *restrict q, const 
     }
 }
 
+#if defined(__AVX512F__)
+/* o[d0 .. d0 + 16 C) += sum_j s[j] * V_j over those elements, in zmm: each
+ * element's one FMA per position in order, so the bits are the ymm
+ * sweep's. Its part pf of the next run is asked for 8 positions at a time
+ * (a sweep's part in one burst at its start stalled it). At depth 8k, one
+ * thread (bench_attention, 5 alternating runs, medians, 2026-12-05):
+ * Qwen3.5's attention layers 0.87 -> 0.67 ms, DeepSeek-V2-Lite's latent
+ * 3.10 -> 2.32 ms. Tried beside it and not kept: two keys a zmm in the
+ * scores pass, and two query heads a pass sharing each load (no faster
+ * on those shapes, slower on Qwen3-0.6B's, which reads its K/V at memory
+ * speed). */
+ALWAYS_INLINE void values_sweep_z(float *restrict o, const float *restrict s, const uint8_t *V,
+                                  size_t row_bytes, size_t n, size_t d0, const int kt, const int C,
+                                  pf_span pf) {
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++)
+        acc[c] = _mm512_loadu_ps(o + d0 + 16 * c);
+    for (size_t j = 0; j < n; j++) {
+        if (j % 8 == 0) prefetch_part(pf, j / 8, (n + 7) / 8);
+        const __m512 sv = _mm512_set1_ps(s[j]);
+        const uint8_t *Vj = V + j * row_bytes;
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++)
+            acc[c] = _mm512_fmadd_ps(sv, ld16(Vj, d0 + 16 * (size_t)c, kt), acc[c]);
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++)
+        _mm512_storeu_ps(o + d0 + 16 * c, acc[c]);
+}
+#endif
+
 /* o (hd,) += sum_j s[j] * V_j, j in [0, n) in order, one FMA per element
  * and position; up to 64 output floats stay in registers per sweep. */
 ALWAYS_INLINE void values_run(float *restrict o, const float *restrict s, const uint8_t *V,
                               size_t row_bytes, size_t n, uint32_t hd, const int kt, pf_span pf) {
-    const size_t hd8 = hd / 8 * 8, sweeps = hd8 / 64;
+    const size_t hd8 = hd / 8 * 8;
     size_t d0 = 0;
+#if defined(__AVX512F__)
+    const size_t sweeps = hd8 / 128 + hd8 % 128 / 64;
     if (sweeps == 0) prefetch_part(pf, 0, 1);
+    for (; d0 + 128 <= hd8; d0 += 128)
+        values_sweep_z(o, s, V, row_bytes, n, d0, kt, 8, pf_part(pf, d0 / 128, sweeps));
+    if (d0 + 64 <= hd8) {
+        values_sweep_z(o, s, V, row_bytes, n, d0, kt, 4, pf_part(pf, sweeps - 1, sweeps));
+        d0 += 64;
+    }
+#else
+    const size_t sweeps = hd8 / 64;
+    if (sweeps == 0) prefetch_part(pf, 0, 1);
+#endif
     for (; d0 + 64 <= hd8; d0 += 64) {
         prefetch_part(pf, d0 / 64, sweeps);
         __m256 acc[8];
