@@ -57,20 +57,23 @@ check() { # check NAME CONDITION-RESULT(0 ok) DETAIL
 
 # --- the server: ASan with leak checking; a small quarantine so RSS means
 # something: it fills within the warm-up quarter even on a loaded machine
-# (16 MiB did not always, in a 25 s soak, and read as growth); 640 B of KV
-# per token for the tiny preset (stories260K's shape): 256K is ~400 tokens.
-# qwen35 and qwen35moe tiny: 1 KiB a token (2 attention layers of head 32),
-# deepseek2 tiny 960 B (its latent), so 400K for the same ~400 tokens (the
-# longest request, 120 + 160, must fit: at 256K deepseek2's 17 blocks could
-# not hold it and its requests were refused as never fitting)
-kv_mem=256K
-case "$arch" in qwen35* | deepseek2) kv_mem=400K ;; esac
+# (16 MiB did not always, in a 25 s soak, and read as growth). The KV pool
+# is 416 positions (26 blocks of 16) whatever the model: --kv-tokens lets the
+# server size it from the model's own KV bytes a token (the kv_bytes_per_token
+# of tps model info --json: 640 B for llama tiny, 1 KiB for qwen35 and
+# qwen35moe tiny, 960 B of latent for deepseek2 tiny), where a --kv-mem chosen
+# per architecture here had to follow each one. Small, so sequences are
+# preempted all the time; the longest request, 120 + 160 tokens (18 blocks),
+# still fits (at 256K deepseek2's 17 blocks could not hold it and its requests
+# were refused as never fitting). A hybrid model's recurrent-state slots
+# (one per --max-seqs) are a pool of their own, outside this one.
+kv_tokens=416
 tsan=${SOAK_TSAN:-0}
 threads=1
 [ "$tsan" = 1 ] && threads=2
 ASAN_OPTIONS=detect_leaks=1:quarantine_size_mb=4:abort_on_error=0 \
 UBSAN_OPTIONS=print_stacktrace=1 TSAN_OPTIONS=halt_on_error=0:second_deadlock_stack=1 \
-  "$tps" serve -m "$model" --port 0 --threads $threads --max-seqs 8 --kv-mem $kv_mem \
+  "$tps" serve -m "$model" --port 0 --threads $threads --max-seqs 8 --kv-tokens $kv_tokens \
   --timeout 5 --drain-timeout 30 2>"$work/serve.log" &
 spid=$!
 . scripts/listen-lib.sh # listen_url
