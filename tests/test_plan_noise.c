@@ -147,8 +147,17 @@ Test(plan, calibrate_serves_the_model_and_keeps_the_spread_of_its_steps) {
     cr_expect_gt(c.fit[0].n, z->n, "the grid's shapes and the served steps, in one fit");
     for (int k = 1; k < STEP_NOISE_Q; k++)
         cr_expect_geq(z->q[k], z->q[k - 1], "quantile %d out of order", k);
-    cr_expect(z->q[0] > 0 && step_noise_at(z, 0.5) > 0.5 && step_noise_at(z, 0.5) < 2,
-              "a served step's median over the fit x%.2f", step_noise_at(z, 0.5));
+    /* The fit is least squares over the served steps: it meets their mean,
+     * so it runs through their spread, and a fit off by a unit or not fed
+     * them would not. Load cannot move that, but it moves the median: on a
+     * loaded machine a few steps stalled by other processes pull the mean
+     * up, and the median fell to x0.31 (load average 3), under the x0.5
+     * once asserted here. It can only fall (a stall makes a step longer,
+     * never shorter), so the bound above holds under any load. */
+    const double top = z->q[STEP_NOISE_Q - 1], mid = step_noise_at(z, 0.5);
+    cr_expect(z->q[0] > 0 && z->q[0] < 1 && top > 1,
+              "the fit within the served steps' spread: p0.1%% x%.3f, p99.9%% x%.2f", z->q[0], top);
+    cr_expect(mid > 0 && mid < 2, "a served step's median over the fit x%.2f", mid);
     cr_expect_gt(step_noise_at(z, 0.99), step_noise_at(z, 0.5));
     cr_expect_gt(c.fit[0].noise_one.n, 0, "one stream's one-row steps spread on their own");
     const step_prime *pr = &c.fit[0].prime;
