@@ -46,7 +46,38 @@ int api_join_text(json_t *content, const char *param, const char *const *types, 
     }
     *out = sbuf_failed(&b) ? NULL : json_stringn(b.p ? b.p : "", b.len);
     sbuf_free(&b);
-    return *out ? 0 : oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    return *out ? 0 : api_oom(e);
+}
+
+int api_tools_begin(json_t *root, json_t *chat, json_t **tools, json_t **out, oai_error *e) {
+    *tools = json_object_get(root, "tools");
+    if (!*tools || json_is_null(*tools)) return 1;
+    if (!json_is_array(*tools))
+        return oai_error_set(e, 400, "invalid_request_error", "tools", "invalid_type",
+                             "tools must be an array");
+    if (json_array_size(*tools) > API_MAX_TOOLS)
+        return oai_error_set(e, 400, "invalid_request_error", "tools", "invalid_value",
+                             "tools has %zu tools; at most %d are accepted",
+                             json_array_size(*tools), API_MAX_TOOLS);
+    *out = json_array();
+    return api_set_new(chat, "tools", *out, e);
+}
+
+int api_oom(oai_error *e) {
+    return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+}
+
+int api_set_new(json_t *o, const char *k, json_t *v, oai_error *e) {
+    return !v || json_object_set_new(o, k, v) ? api_oom(e) : 0;
+}
+
+int api_append_new(json_t *a, json_t *v, oai_error *e) {
+    return !v || json_array_append_new(a, v) ? api_oom(e) : 0;
+}
+
+int api_copy(json_t *from, const char *key, json_t *to, const char *as, oai_error *e) {
+    json_t *v = json_object_get(from, key);
+    return v && json_object_set(to, as, v) ? api_oom(e) : 0;
 }
 
 /* Chat field -> the dialect's name for it. */

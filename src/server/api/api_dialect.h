@@ -20,11 +20,30 @@
 #define API_MAX_PARTS 1024 /* content parts or blocks of one item or message */
 #define API_MAX_TOOLS 256  /* tools per request */
 
+/* A dialect's field table and its length, as oai_check_table takes them. */
+#define API_ROWS(t) t, sizeof t / sizeof t[0]
+
+/* A 500 "out of memory" in e; returns its code (< 0). */
+int api_oom(oai_error *e);
+
+/* o[k] = v and a += v, taking v: a NULL v (a json_* that could not
+ * allocate) or a failed set is api_oom. 0 or < 0. */
+int api_set_new(json_t *o, const char *k, json_t *v, oai_error *e);
+int api_append_new(json_t *a, json_t *v, oai_error *e);
+
+/* to[as] = from[key] (a new reference) where from has key: 0, or api_oom. */
+int api_copy(json_t *from, const char *key, json_t *to, const char *as, oai_error *e);
+
 /* The text of content: a string, or an array (at most API_MAX_PARTS) of
  * parts {"type": one of types (NULL-ended), "text": string} joined. *out
  * gets a new JSON string. A part of another type is a 400 naming it. */
 int api_join_text(json_t *content, const char *param, const char *const *types, json_t **out,
                   oai_error *e);
+
+/* The request's "tools": 1 when absent or null; else a 400 unless it is
+ * an array of at most API_MAX_TOOLS, and chat["tools"] set to a new empty
+ * array (*out, borrowed) for the caller to fill, one function a tool. */
+int api_tools_begin(json_t *root, json_t *chat, json_t **tools, json_t **out, oai_error *e);
 
 /* The common tail: chat (taken) parsed into r as a chat request, r->dialect
  * set, the ignored names noted while checking the dialect's own fields

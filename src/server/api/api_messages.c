@@ -44,8 +44,6 @@ const oai_field *api_messages_fields(size_t *n) {
     return FIELDS;
 }
 
-#define ROWS(t) t, sizeof t / sizeof t[0]
-
 static const oai_field MESSAGE[] = {
     {"role", 0, HON, A, NULL, NULL},
     {"content", 0, HON, A, NULL, NULL},
@@ -57,18 +55,6 @@ static const oai_field TOOL[] = {
     {"type", 0, HON, A, "\"custom\"", "built-in tools are not supported"},
     {"cache_control", 0, LAB, A, NULL, "prefix caching is automatic"},
 };
-
-static int oom(oai_error *e) {
-    return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-}
-
-static int set_new(json_t *o, const char *k, json_t *v, oai_error *e) {
-    return !v || json_object_set_new(o, k, v) ? oom(e) : 0;
-}
-
-static int append_new(json_t *a, json_t *v, oai_error *e) {
-    return !v || json_array_append_new(a, v) ? oom(e) : 0;
-}
 
 static int bad(oai_error *e, const char *param, const char *code, const char *what) {
     return oai_error_set(e, 400, "invalid_request_error", param, code, "%s %s", param, what);
@@ -92,12 +78,12 @@ static int tool_use(blocks *b, json_t *blk, const char *param, oai_error *e) {
         return bad(e, param, "invalid_value",
                    "must be {type: \"tool_use\", id, name, input (an object)}");
     char *args = json_dumps(input, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!args) return oom(e);
+    if (!args) return api_oom(e);
     json_t *call = json_pack("{s:O, s:s, s:{s:O, s:s}}", "id", id, "type", "function", "function",
                              "name", name, "arguments", args);
     free(args);
     if (!b->calls) b->calls = json_array();
-    return append_new(b->calls, call, e);
+    return api_append_new(b->calls, call, e);
 }
 
 /* A tool_result: its content (a string or text blocks); is_error true puts
@@ -126,10 +112,10 @@ static int tool_result(blocks *b, json_t *blk, const char *param, oai_error *e) 
         json_decref(text);
         text = sbuf_failed(&s) ? NULL : json_stringn(s.p, s.len);
         sbuf_free(&s);
-        if (!text) return oom(e);
+        if (!text) return api_oom(e);
     }
     if (!b->results) b->results = json_array();
-    return append_new(
+    return api_append_new(
         b->results,
         json_pack("{s:s, s:O, s:o}", "role", "tool", "tool_call_id", id, "content", text), e);
 }
@@ -162,18 +148,18 @@ static int add_block(blocks *b, json_t *blk, bool assistant, const char *param, 
  * (each a tool message), then its text; an assistant's text, thinking and
  * calls in one message. */
 static int emit(json_t *msgs, blocks *b, bool assistant, oai_error *e) {
-    if (sbuf_failed(&b->text) || sbuf_failed(&b->thinking)) return oom(e);
-    if (b->results && json_array_extend(msgs, b->results)) return oom(e);
+    if (sbuf_failed(&b->text) || sbuf_failed(&b->thinking)) return api_oom(e);
+    if (b->results && json_array_extend(msgs, b->results)) return api_oom(e);
     bool text = b->text.len || (!b->results && !b->calls);
     if (!assistant && !text) return 0;
     json_t *m = json_pack("{s:s, s:s%}", "role", assistant ? "assistant" : "user", "content",
                           b->text.p ? b->text.p : "", b->text.len);
-    if (!m) return oom(e);
+    if (!m) return api_oom(e);
     if (b->thinking.len &&
-        set_new(m, "reasoning_content", json_stringn(b->thinking.p, b->thinking.len), e))
+        api_set_new(m, "reasoning_content", json_stringn(b->thinking.p, b->thinking.len), e))
         return json_decref(m), TPS_EINVAL;
-    if (b->calls && json_object_set(m, "tool_calls", b->calls)) return json_decref(m), oom(e);
-    return append_new(msgs, m, e);
+    if (b->calls && json_object_set(m, "tool_calls", b->calls)) return json_decref(m), api_oom(e);
+    return api_append_new(msgs, m, e);
 }
 
 static int add_message(json_t *msgs, json_t *m, size_t i, const oai_policy *p, oai_request *r,
@@ -182,14 +168,14 @@ static int add_message(json_t *msgs, json_t *m, size_t i, const oai_policy *p, o
     snprintf(param, sizeof param, "messages[%zu]", i);
     snprintf(prefix, sizeof prefix, "%s.", param);
     if (!json_is_object(m)) return bad(e, param, "invalid_type", "must be an object");
-    if (oai_check_table(m, ROWS(MESSAGE), EP, prefix, p, r, e)) return TPS_EINVAL;
+    if (oai_check_table(m, API_ROWS(MESSAGE), EP, prefix, p, r, e)) return TPS_EINVAL;
     const char *role = json_string_value(json_object_get(m, "role"));
     if (!role || (strcmp(role, "user") && strcmp(role, "assistant")))
         return bad(e, param, "invalid_value", ".role must be \"user\" or \"assistant\"");
     bool assistant = !strcmp(role, "assistant");
     json_t *c = json_object_get(m, "content");
     if (json_is_string(c))
-        return append_new(msgs, json_pack("{s:s, s:O}", "role", role, "content", c), e);
+        return api_append_new(msgs, json_pack("{s:s, s:O}", "role", role, "content", c), e);
     if (!json_is_array(c))
         return bad(e, param, "invalid_type", ".content must be a string or an array of blocks");
     if (json_array_size(c) > API_MAX_PARTS)
@@ -219,12 +205,12 @@ static int add_message(json_t *msgs, json_t *m, size_t i, const oai_policy *p, o
 static int build_messages(json_t *root, json_t *chat, const oai_policy *p, oai_request *r,
                           oai_error *e) {
     json_t *msgs = json_array(), *sys = json_object_get(root, "system");
-    if (set_new(chat, "messages", msgs, e)) return TPS_EINVAL;
+    if (api_set_new(chat, "messages", msgs, e)) return TPS_EINVAL;
     if (sys && !json_is_null(sys)) {
         static const char *const types[] = {"text", NULL};
         json_t *text;
         if (api_join_text(sys, "system", types, &text, e)) return TPS_EINVAL;
-        if (append_new(msgs, json_pack("{s:s, s:o}", "role", "system", "content", text), e))
+        if (api_append_new(msgs, json_pack("{s:s, s:o}", "role", "system", "content", text), e))
             return TPS_EINVAL;
     }
     json_t *in = json_object_get(root, "messages");
@@ -250,15 +236,9 @@ static int build_messages(json_t *root, json_t *chat, const oai_policy *p, oai_r
 
 static int build_tools(json_t *root, json_t *chat, const oai_policy *p, oai_request *r,
                        oai_error *e) {
-    json_t *tools = json_object_get(root, "tools");
-    if (!tools || json_is_null(tools)) return 0;
-    if (!json_is_array(tools)) return bad(e, "tools", "invalid_type", "must be an array");
-    if (json_array_size(tools) > API_MAX_TOOLS)
-        return oai_error_set(e, 400, "invalid_request_error", "tools", "invalid_value",
-                             "tools has %zu tools; at most %d are accepted", json_array_size(tools),
-                             API_MAX_TOOLS);
-    json_t *out = json_array();
-    if (set_new(chat, "tools", out, e)) return TPS_EINVAL;
+    json_t *tools, *out;
+    int rc = api_tools_begin(root, chat, &tools, &out, e);
+    if (rc) return rc < 0 ? rc : 0;
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
@@ -274,12 +254,12 @@ static int build_tools(json_t *root, json_t *chat, const oai_policy *p, oai_requ
         if (!json_is_object(t) || !json_is_string(json_object_get(t, "name")) ||
             !json_is_object(json_object_get(t, "input_schema")))
             return bad(e, param, "invalid_value", "must be {name, description?, input_schema}");
-        if (oai_check_table(t, ROWS(TOOL), EP, prefix, p, r, e)) return TPS_EINVAL;
+        if (oai_check_table(t, API_ROWS(TOOL), EP, prefix, p, r, e)) return TPS_EINVAL;
         json_t *fn = json_pack("{s:O, s:O}", "name", json_object_get(t, "name"), "parameters",
                                json_object_get(t, "input_schema"));
         json_t *d = json_object_get(t, "description");
-        if (fn && d && json_object_set(fn, "description", d)) return oom(e);
-        if (append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn), e))
+        if (fn && d && json_object_set(fn, "description", d)) return api_oom(e);
+        if (api_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn), e))
             return TPS_EINVAL;
     }
     return 0;
@@ -305,16 +285,16 @@ static int build_tool_choice(json_t *root, json_t *chat, oai_error *e) {
     if (dp && !json_is_null(dp) && !json_is_boolean(dp))
         return bad(e, "tool_choice", "invalid_type",
                    ".disable_parallel_tool_use must be a boolean");
-    if (json_is_true(dp) && set_new(chat, "parallel_tool_calls", json_false(), e))
+    if (json_is_true(dp) && api_set_new(chat, "parallel_tool_calls", json_false(), e))
         return TPS_EINVAL;
     if (!t) return bad(e, "tool_choice", "invalid_type", "must be an object with a \"type\"");
     if (!strcmp(t, "auto") || !strcmp(t, "none"))
-        return set_new(chat, "tool_choice", json_string(t), e);
-    if (!strcmp(t, "any")) return set_new(chat, "tool_choice", json_string("required"), e);
+        return api_set_new(chat, "tool_choice", json_string(t), e);
+    if (!strcmp(t, "any")) return api_set_new(chat, "tool_choice", json_string("required"), e);
     if (!strcmp(t, "tool") && json_is_string(name))
-        return set_new(chat, "tool_choice",
-                       json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name", name),
-                       e);
+        return api_set_new(
+            chat, "tool_choice",
+            json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name", name), e);
     return bad(e, "tool_choice", "invalid_value",
                "must be {type: \"auto\" | \"any\" | \"none\"} or {type: \"tool\", name}");
 }
@@ -332,27 +312,23 @@ static int build_thinking(json_t *root, json_t *chat, oai_error *e) {
                    "must be {type: \"enabled\", budget_tokens} or {type: \"disabled\"}");
     if (on && !json_is_integer(budget))
         return bad(e, "thinking.budget_tokens", "invalid_type", "must be an integer");
-    if (set_new(chat, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", on), e))
+    if (api_set_new(chat, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", on), e))
         return TPS_EINVAL;
-    return on ? (json_object_set(chat, "thinking_token_budget", budget) ? oom(e) : 0) : 0;
+    return on ? (json_object_set(chat, "thinking_token_budget", budget) ? api_oom(e) : 0) : 0;
 }
 
 static int copy_same(json_t *root, json_t *chat, bool counting, oai_error *e) {
     static const char *const same[] = {"model", "temperature", "top_p", "top_k", "stream"};
-    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
-        json_t *v = json_object_get(root, same[i]);
-        if (v && json_object_set(chat, same[i], v)) return oom(e);
-    }
-    json_t *max = json_object_get(root, "max_tokens"),
-           *stop = json_object_get(root, "stop_sequences");
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        if (api_copy(root, same[i], chat, same[i], e)) return TPS_EINVAL;
+    json_t *max = json_object_get(root, "max_tokens");
     if (!counting && (!max || json_is_null(max)))
         return oai_error_set(e, 400, "invalid_request_error", "max_tokens",
                              "missing_required_parameter", "max_tokens is required");
     if (counting && json_is_true(json_object_get(root, "stream")))
         return bad(e, "stream", "invalid_value", "is not taken by /v1/messages/count_tokens");
-    if (max && json_object_set(chat, "max_tokens", max)) return oom(e);
-    if (stop && json_object_set(chat, "stop", stop)) return oom(e);
-    return 0;
+    if (api_copy(root, "max_tokens", chat, "max_tokens", e)) return TPS_EINVAL;
+    return api_copy(root, "stop_sequences", chat, "stop", e);
 }
 
 int api_messages_parse(oai_request *r, const char *body, size_t len, bool counting,
@@ -369,8 +345,8 @@ int api_messages_parse(oai_request *r, const char *body, size_t len, bool counti
         oai_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
                       "the request body must be a JSON object");
     } else if (!chat) {
-        oom(e);
-    } else if (!oai_check_table(root, ROWS(FIELDS), EP, "", p, r, e) &&
+        api_oom(e);
+    } else if (!oai_check_table(root, API_ROWS(FIELDS), EP, "", p, r, e) &&
                !build_messages(root, chat, p, r, e) && !copy_same(root, chat, counting, e) &&
                !build_tools(root, chat, p, r, e) && !build_tool_choice(root, chat, e) &&
                !build_thinking(root, chat, e)) {

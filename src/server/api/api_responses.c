@@ -72,8 +72,6 @@ const oai_field *api_responses_fields(size_t *n) {
     return FIELDS;
 }
 
-#define ROWS(t) t, sizeof t / sizeof t[0]
-
 static const oai_field MESSAGE_ITEM[] = {
     {"type", 0, HON, O, NULL, NULL},    {"role", 0, HON, O, NULL, NULL},
     {"content", 0, HON, O, NULL, NULL}, {"id", 0, LAB, O, NULL, NULL},
@@ -120,18 +118,6 @@ typedef struct conv {
     oai_request *r; /* ignored names */
 } conv;
 
-static int set_new(json_t *o, const char *k, json_t *v, oai_error *e) {
-    if (!v || json_object_set_new(o, k, v))
-        return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    return 0;
-}
-
-static int append_new(json_t *a, json_t *v, oai_error *e) {
-    if (!v || json_array_append_new(a, v))
-        return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    return 0;
-}
-
 static int need_string(json_t *o, const char *key, const char *param, json_t **out, oai_error *e) {
     *out = json_object_get(o, key);
     if (json_is_string(*out)) return 0;
@@ -148,9 +134,9 @@ static json_t *assistant_msg(conv *c, bool fresh, oai_error *e) {
     json_t *m = last;
     if (fresh || !role || strcmp(role, "assistant")) {
         m = json_pack("{s:s, s:s}", "role", "assistant", "content", "");
-        if (append_new(c->msgs, m, e)) return NULL;
+        if (api_append_new(c->msgs, m, e)) return NULL;
     }
-    if (c->reasoning && set_new(m, "reasoning_content", c->reasoning, e)) return NULL;
+    if (c->reasoning && api_set_new(m, "reasoning_content", c->reasoning, e)) return NULL;
     c->reasoning = NULL;
     return m;
 }
@@ -166,7 +152,7 @@ static int add_message(conv *c, json_t *it, const char *param, oai_error *e) {
     if (api_join_text(json_object_get(it, "content"), cp, parts, &text, e)) return TPS_EINVAL;
     if (!strcmp(rs, "assistant")) {
         json_t *m = assistant_msg(c, true, e);
-        return m ? set_new(m, "content", text, e) : (json_decref(text), TPS_EINVAL);
+        return m ? api_set_new(m, "content", text, e) : (json_decref(text), TPS_EINVAL);
     }
     if (strcmp(rs, "user") && strcmp(rs, "system") && strcmp(rs, "developer")) {
         json_decref(text);
@@ -177,7 +163,7 @@ static int add_message(conv *c, json_t *it, const char *param, oai_error *e) {
     }
     json_t *m =
         json_pack("{s:s, s:o}", "role", strcmp(rs, "developer") ? rs : "system", "content", text);
-    return append_new(c->msgs, m, e);
+    return api_append_new(c->msgs, m, e);
 }
 
 static int add_call(conv *c, json_t *it, const char *param, oai_error *e) {
@@ -188,10 +174,10 @@ static int add_call(conv *c, json_t *it, const char *param, oai_error *e) {
     json_t *m = assistant_msg(c, false, e);
     if (!m) return TPS_EINVAL;
     json_t *calls = json_object_get(m, "tool_calls");
-    if (!calls && set_new(m, "tool_calls", calls = json_array(), e)) return TPS_EINVAL;
+    if (!calls && api_set_new(m, "tool_calls", calls = json_array(), e)) return TPS_EINVAL;
     json_t *call = json_pack("{s:O, s:s, s:{s:O, s:O}}", "id", id, "type", "function", "function",
                              "name", name, "arguments", args);
-    return append_new(calls, call, e);
+    return api_append_new(calls, call, e);
 }
 
 static int add_output(conv *c, json_t *it, const char *param, oai_error *e) {
@@ -202,7 +188,7 @@ static int add_output(conv *c, json_t *it, const char *param, oai_error *e) {
     snprintf(op, sizeof op, "%s.output", param);
     if (api_join_text(json_object_get(it, "output"), op, parts, &text, e)) return TPS_EINVAL;
     json_t *m = json_pack("{s:s, s:O, s:o}", "role", "tool", "tool_call_id", id, "content", text);
-    return append_new(c->msgs, m, e);
+    return api_append_new(c->msgs, m, e);
 }
 
 /* A reasoning item: its content's reasoning_text (else its summary's
@@ -243,10 +229,10 @@ static int add_item(conv *c, json_t *it, size_t i, oai_error *e) {
         const char *type;
         const oai_field *rows;
         size_t n;
-    } kinds[] = {{"message", ROWS(MESSAGE_ITEM)},
-                 {"function_call", ROWS(CALL_ITEM)},
-                 {"function_call_output", ROWS(OUTPUT_ITEM)},
-                 {"reasoning", ROWS(REASONING_ITEM)}};
+    } kinds[] = {{"message", API_ROWS(MESSAGE_ITEM)},
+                 {"function_call", API_ROWS(CALL_ITEM)},
+                 {"function_call_output", API_ROWS(OUTPUT_ITEM)},
+                 {"reasoning", API_ROWS(REASONING_ITEM)}};
     for (size_t k = 0; k < 4; k++) {
         if (strcmp(t, kinds[k].type)) continue;
         if (oai_check_table(it, kinds[k].rows, kinds[k].n, EP, prefix, c->p, c->r, e))
@@ -269,7 +255,7 @@ static int build_input(conv *c, json_t *root, oai_error *e) {
         return oai_error_set(e, 400, "invalid_request_error", "input", "missing_required_parameter",
                              "input is required");
     if (json_is_string(in))
-        return append_new(c->msgs, json_pack("{s:s, s:O}", "role", "user", "content", in), e);
+        return api_append_new(c->msgs, json_pack("{s:s, s:O}", "role", "user", "content", in), e);
     if (!json_is_array(in))
         return oai_error_set(e, 400, "invalid_request_error", "input", "invalid_type",
                              "input must be a string or an array of input items");
@@ -335,31 +321,18 @@ static int build_tool(conv *c, json_t *t, size_t i, json_t *out, oai_error *e) {
                              "%s: the built-in tool \"%.40s\" is not supported: only function "
                              "tools run here (the client runs them)",
                              param, type);
-    if (oai_check_table(t, ROWS(FUNCTION_TOOL), EP, prefix, c->p, c->r, e)) return TPS_EINVAL;
+    if (oai_check_table(t, API_ROWS(FUNCTION_TOOL), EP, prefix, c->p, c->r, e)) return TPS_EINVAL;
     json_t *fn = json_object();
     const char *keys[] = {"name", "description", "parameters", "strict"};
-    for (size_t k = 0; k < 4; k++) {
-        json_t *v = json_object_get(t, keys[k]);
-        if (v && json_object_set(fn, keys[k], v)) {
-            json_decref(fn);
-            return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-        }
-    }
-    return append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn), e);
+    for (size_t k = 0; k < 4; k++)
+        if (api_copy(t, keys[k], fn, keys[k], e)) return json_decref(fn), TPS_EINVAL;
+    return api_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn), e);
 }
 
 static int build_tools(conv *c, json_t *root, json_t *chat, oai_error *e) {
-    json_t *tools = json_object_get(root, "tools");
-    if (!tools || json_is_null(tools)) return 0;
-    if (!json_is_array(tools))
-        return oai_error_set(e, 400, "invalid_request_error", "tools", "invalid_type",
-                             "tools must be an array");
-    if (json_array_size(tools) > API_MAX_TOOLS)
-        return oai_error_set(e, 400, "invalid_request_error", "tools", "invalid_value",
-                             "tools has %zu tools; at most %d are accepted", json_array_size(tools),
-                             API_MAX_TOOLS);
-    json_t *out = json_array();
-    if (set_new(chat, "tools", out, e)) return TPS_EINVAL;
+    json_t *tools, *out;
+    int rc = api_tools_begin(root, chat, &tools, &out, e);
+    if (rc) return rc < 0 ? rc : 0;
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
@@ -376,9 +349,9 @@ static int build_tool_choice(json_t *root, json_t *chat, oai_error *e) {
     const char *type = json_string_value(json_object_get(tc, "type"));
     json_t *name = json_object_get(tc, "name");
     if (type && !strcmp(type, "function") && json_is_string(name))
-        return set_new(chat, "tool_choice",
-                       json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name", name),
-                       e);
+        return api_set_new(
+            chat, "tool_choice",
+            json_pack("{s:s, s:{s:O}}", "type", "function", "function", "name", name), e);
     return oai_error_set(e, 400, "invalid_request_error", "tool_choice", "unsupported_parameter",
                          "tool_choice must be \"auto\", \"none\", \"required\" or {\"type\": "
                          "\"function\", \"name\": ...}; built-in and allowed_tools choices are "
@@ -412,13 +385,13 @@ static int build_text(json_t *root, json_t *chat, oai_error *e) {
                              "text.format must be an object with a \"type\"");
     if (forces_call(root)) return 0;
     if (strcmp(type, "json_schema"))
-        return set_new(chat, "response_format", json_pack("{s:s}", "type", type), e);
+        return api_set_new(chat, "response_format", json_pack("{s:s}", "type", type), e);
     json_t *js = json_object();
     json_object_foreach(f, key, v) {
         if (strcmp(key, "type")) json_object_set(js, key, v);
     }
-    return set_new(chat, "response_format",
-                   json_pack("{s:s, s:o}", "type", type, "json_schema", js), e);
+    return api_set_new(chat, "response_format",
+                       json_pack("{s:s, s:o}", "type", type, "json_schema", js), e);
 }
 
 static int build_reasoning(json_t *root, json_t *chat, oai_error *e) {
@@ -436,7 +409,7 @@ static int build_reasoning(json_t *root, json_t *chat, oai_error *e) {
     }
     json_t *effort = json_object_get(rs, "effort");
     if (effort && !json_is_null(effort) && json_object_set(chat, "reasoning_effort", effort))
-        return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        return api_oom(e);
     return 0;
 }
 
@@ -465,15 +438,9 @@ static int check_include(json_t *root, oai_error *e) {
 static int copy_same(json_t *root, json_t *chat, oai_error *e) {
     static const char *const same[] = {"model", "temperature",         "top_p",
                                        "seed",  "parallel_tool_calls", "stream"};
-    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
-        json_t *v = json_object_get(root, same[i]);
-        if (v && json_object_set(chat, same[i], v))
-            return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    }
-    json_t *max = json_object_get(root, "max_output_tokens");
-    if (max && json_object_set(chat, "max_tokens", max))
-        return oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    return 0;
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        if (api_copy(root, same[i], chat, same[i], e)) return TPS_EINVAL;
+    return api_copy(root, "max_output_tokens", chat, "max_tokens", e);
 }
 
 /* ---------------------------------------------------------------------------
@@ -526,12 +493,12 @@ static int build_chat(conv *c, json_t *root, json_t *chat, api_lookup_fn lookup,
     if (build_previous(c, root, lookup, ctx, e) || build_input(c, root, e)) return TPS_EINVAL;
     json_t *msgs = json_array();
     if (json_is_string(instr) &&
-        append_new(msgs, json_pack("{s:s, s:O}", "role", "system", "content", instr), e)) {
+        api_append_new(msgs, json_pack("{s:s, s:O}", "role", "system", "content", instr), e)) {
         json_decref(msgs);
         return TPS_EINVAL;
     }
     json_array_extend(msgs, c->msgs);
-    if (set_new(chat, "messages", msgs, e) || copy_same(root, chat, e) ||
+    if (api_set_new(chat, "messages", msgs, e) || copy_same(root, chat, e) ||
         build_tools(c, root, chat, e) || build_tool_choice(root, chat, e) ||
         build_text(root, chat, e) || build_reasoning(root, chat, e) || check_include(root, e))
         return TPS_EINVAL;
@@ -566,10 +533,10 @@ int api_responses_parse(oai_request *r, const char *body, size_t len, const oai_
     store = !json_is_false(st);
     chat = json_object();
     if (!chat || !c.msgs) {
-        oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        api_oom(e);
         goto done;
     }
-    if (oai_check_table(root, ROWS(FIELDS), EP, "", p, r, e) ||
+    if (oai_check_table(root, API_ROWS(FIELDS), EP, "", p, r, e) ||
         build_chat(&c, root, chat, lookup, lookup_ctx, e))
         goto done;
     char ignored[OAI_IGNORED_MAX];
@@ -585,7 +552,7 @@ int api_responses_parse(oai_request *r, const char *body, size_t len, const oai_
     r->echo = echo_of(root, store);
     if (!r->echo) {
         oai_request_free(r);
-        rc = oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        rc = api_oom(e);
     }
 done:
     json_decref(c.reasoning);
