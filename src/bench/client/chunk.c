@@ -37,15 +37,6 @@ static void read_error(bench_chunk *c, json_t *err) {
     snprintf(c->error_msg, sizeof c->error_msg, "%s", msg ? msg : "error event without a message");
 }
 
-/* usage.prompt_tokens_details.cached_tokens; a prefix-cache figure the
- * server does not send stays unknown (has_cached false), never 0. */
-static void read_usage_cached(bench_chunk *c, json_t *usage) {
-    int64_t n = chunk_count_field(json_object_get(usage, "prompt_tokens_details"), "cached_tokens");
-    if (n < 0) return;
-    c->has_cached = c->cached_from_usage = true;
-    c->cached_tokens = (uint64_t)n;
-}
-
 /* llama.cpp's timings.cache_n: used only when usage did not say. */
 static void read_timings_cached(bench_chunk *c, json_t *t) {
     int64_t n = chunk_count_field(t, "cache_n");
@@ -95,25 +86,16 @@ static void read_message(bench_chunk *c, json_t *msg, const char *where) {
     if (best) snprintf(c->unread, sizeof c->unread, "%s.%s", where, best);
 }
 
-/* usage's counts: completion, prompt, and of the completion the thinking. */
+/* usage's counts: completion, prompt (taken only beside a completion
+ * count), of the completion the thinking, and
+ * prompt_tokens_details.cached_tokens. */
 static void read_usage(bench_chunk *c, json_t *u) {
     int64_t ct = chunk_count_field(u, "completion_tokens"),
             pt = chunk_count_field(u, "prompt_tokens");
-    if (ct >= 0) {
-        c->has_usage = true;
-        c->completion_tokens = (uint64_t)ct;
-        if (pt >= 0) {
-            c->has_prompt = true;
-            c->prompt_tokens = (uint64_t)pt;
-        }
-    }
     int64_t rt =
         chunk_count_field(json_object_get(u, "completion_tokens_details"), "reasoning_tokens");
-    if (rt >= 0) {
-        c->has_reasoning_count = true;
-        c->reasoning_tokens = (uint64_t)rt;
-    }
-    read_usage_cached(c, u);
+    int64_t ca = chunk_count_field(json_object_get(u, "prompt_tokens_details"), "cached_tokens");
+    chunk_take_usage(c, ct, ct >= 0 ? pt : -1, rt, ca);
 }
 
 int bench_chunk_parse_json(bench_chunk *c, const char *data, size_t len, const char *event,

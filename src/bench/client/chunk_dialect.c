@@ -75,24 +75,9 @@ static void read_error(bench_chunk *c, json_t *root) {
 /* Responses usage: input_tokens, output_tokens and their details. */
 static void responses_usage(bench_chunk *c, json_t *u) {
     int64_t out = chunk_count_field(u, "output_tokens"), in = chunk_count_field(u, "input_tokens");
-    if (out >= 0) {
-        c->has_usage = true;
-        c->completion_tokens = (uint64_t)out;
-    }
-    if (in >= 0) {
-        c->has_prompt = true;
-        c->prompt_tokens = (uint64_t)in;
-    }
     int64_t rt = chunk_count_field(json_object_get(u, "output_tokens_details"), "reasoning_tokens");
-    if (rt >= 0) {
-        c->has_reasoning_count = true;
-        c->reasoning_tokens = (uint64_t)rt;
-    }
     int64_t ca = chunk_count_field(json_object_get(u, "input_tokens_details"), "cached_tokens");
-    if (ca >= 0) {
-        c->has_cached = c->cached_from_usage = true;
-        c->cached_tokens = (uint64_t)ca;
-    }
+    chunk_take_usage(c, out, in, rt, ca);
 }
 
 /* A whole (non-streamed) response: output[] items' text, first answer. */
@@ -142,19 +127,8 @@ static void read_responses(bench_chunk *c, json_t *root) {
 static void messages_usage(bench_chunk *c, json_t *u, bool final) {
     int64_t out = chunk_count_field(u, "output_tokens"), in = chunk_count_field(u, "input_tokens");
     int64_t ca = chunk_count_field(u, "cache_read_input_tokens");
-    if (final && out >= 0) {
-        c->has_usage = true;
-        c->completion_tokens = (uint64_t)out;
-    }
-    if (in >= 0) {
-        c->has_prompt = true;
-        /* Anthropic's input_tokens leaves out what the cache served */
-        c->prompt_tokens = (uint64_t)in + (uint64_t)(ca > 0 ? ca : 0);
-    }
-    if (ca >= 0) {
-        c->has_cached = c->cached_from_usage = true;
-        c->cached_tokens = (uint64_t)ca;
-    }
+    /* Anthropic's input_tokens leaves out what the cache served */
+    chunk_take_usage(c, final ? out : -1, in >= 0 ? in + (ca > 0 ? ca : 0) : -1, -1, ca);
 }
 
 static void read_messages(bench_chunk *c, json_t *root) {

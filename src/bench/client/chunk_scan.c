@@ -645,24 +645,9 @@ bool bench_chunk_scan(bench_chunk *c, const char *data, size_t len, const char *
 
     if (r.usage.kind == V_OBJ) {
         int64_t ct = count_value(&r.completion_tokens), pt = count_value(&r.prompt_tokens);
-        if (ct >= 0) {
-            c->has_usage = true;
-            c->completion_tokens = (uint64_t)ct;
-            if (pt >= 0) {
-                c->has_prompt = true;
-                c->prompt_tokens = (uint64_t)pt;
-            }
-        }
         int64_t rt = r.cdetails.kind == V_OBJ ? count_value(&r.reasoning_tokens) : -1;
-        if (rt >= 0) {
-            c->has_reasoning_count = true;
-            c->reasoning_tokens = (uint64_t)rt;
-        }
         int64_t n = r.details.kind == V_OBJ ? count_value(&r.cached) : -1;
-        if (n >= 0) {
-            c->has_cached = c->cached_from_usage = true;
-            c->cached_tokens = (uint64_t)n;
-        }
+        chunk_take_usage(c, ct, ct >= 0 ? pt : -1, rt, n);
     }
     if (r.timings.kind == V_OBJ) take_timings(c, &r);
     return true;

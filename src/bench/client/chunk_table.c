@@ -49,6 +49,26 @@ int64_t chunk_count_field(json_t *o, const char *k) {
     return json_is_integer(v) && json_integer_value(v) >= 0 ? (int64_t)json_integer_value(v) : -1;
 }
 
+void chunk_take_usage(bench_chunk *c, int64_t completion, int64_t prompt, int64_t reasoning,
+                      int64_t cached) {
+    if (completion >= 0) {
+        c->has_usage = true;
+        c->completion_tokens = (uint64_t)completion;
+    }
+    if (prompt >= 0) {
+        c->has_prompt = true;
+        c->prompt_tokens = (uint64_t)prompt;
+    }
+    if (reasoning >= 0) {
+        c->has_reasoning_count = true;
+        c->reasoning_tokens = (uint64_t)reasoning;
+    }
+    if (cached >= 0) {
+        c->has_cached = c->cached_from_usage = true;
+        c->cached_tokens = (uint64_t)cached;
+    }
+}
+
 void bench_chunk_release(bench_chunk *c) {
     json_decref(c->root);
     c->root = NULL;

@@ -45,4 +45,11 @@ static inline int chunk_unread_before(const char *a, size_t alen, const char *b,
 void chunk_take_text_json(bench_chunk *c, json_t *s, bool reasoning);
 int64_t chunk_count_field(json_t *o, const char *k);
 
+/* The counts a reader found in usage, into c, each -1 where the server
+ * did not send it (it stays unknown, has_* false, never 0): the generated
+ * tokens, the prompt's, of the generated the thinking, and of the prompt
+ * those the prefix cache served. */
+void chunk_take_usage(bench_chunk *c, int64_t completion, int64_t prompt, int64_t reasoning,
+                      int64_t cached);
+
 #endif
