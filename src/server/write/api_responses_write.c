@@ -129,16 +129,32 @@ static void where(const api_stream *st, sbuf *b, api_part kind) {
     sbuf_printf(b, ",\"output_index\":%u,\"content_index\":0", st->n_out);
 }
 
+/* response.content_part.added (text NULL) or .done. */
+static void part_event(api_stream *st, sbuf *b, const char *type, api_part kind, const sbuf *text) {
+    ev(st, b, type);
+    where(st, b, kind);
+    sbuf_adds(b, ",\"part\":");
+    part_json(b, kind, text);
+    ev_end(b);
+}
+
+/* response.output_item.done with the finished item (taken: the store
+ * keeps it). */
+static void item_done(api_stream *st, sbuf *b, sbuf *item) {
+    ev(st, b, "response.output_item.done");
+    sbuf_printf(b, ",\"output_index\":%u,\"item\":", st->n_out);
+    sbuf_add(b, item->p ? item->p : "", item->len);
+    ev_end(b);
+    api_item_add(st, item);
+    sbuf_free(item);
+}
+
 static void open_part(api_stream *st, sbuf *b, api_part kind) {
     ev(st, b, "response.output_item.added");
     sbuf_printf(b, ",\"output_index\":%u,\"item\":", st->n_out);
     item_json(st, b, kind, NULL);
     ev_end(b);
-    ev(st, b, "response.content_part.added");
-    where(st, b, kind);
-    sbuf_adds(b, ",\"part\":");
-    part_json(b, kind, NULL);
-    ev_end(b);
+    part_event(st, b, "response.content_part.added", kind, NULL);
 }
 
 static void delta(api_stream *st, sbuf *b, api_part kind, const char *p, size_t n) {
@@ -160,20 +176,11 @@ static void close_part(api_stream *st, sbuf *b, api_part kind) {
     sbuf_json_str(b, t->p ? t->p : "", t->len);
     if (kind == API_PART_TEXT) sbuf_adds(b, ",\"logprobs\":[]");
     ev_end(b);
-    ev(st, b, "response.content_part.done");
-    where(st, b, kind);
-    sbuf_adds(b, ",\"part\":");
-    part_json(b, kind, t);
-    ev_end(b);
+    part_event(st, b, "response.content_part.done", kind, t);
     sbuf item;
     sbuf_init(&item);
     item_json(st, &item, kind, t);
-    ev(st, b, "response.output_item.done");
-    sbuf_printf(b, ",\"output_index\":%u,\"item\":", st->n_out);
-    sbuf_add(b, item.p ? item.p : "", item.len);
-    ev_end(b);
-    api_item_add(st, &item);
-    sbuf_free(&item);
+    item_done(st, b, &item);
 }
 
 /* The open call's item; done: with its arguments (st->part). */
@@ -223,12 +230,7 @@ static void call_close(api_stream *st, sbuf *b) {
     sbuf item;
     sbuf_init(&item);
     call_item(st, &item, true);
-    ev(st, b, "response.output_item.done");
-    sbuf_printf(b, ",\"output_index\":%u,\"item\":", st->n_out);
-    sbuf_add(b, item.p ? item.p : "", item.len);
-    ev_end(b);
-    api_item_add(st, &item);
-    sbuf_free(&item);
+    item_done(st, b, &item);
 }
 
 static void open_any(api_stream *st, sbuf *b, api_part kind) {
