@@ -28,6 +28,15 @@ void kc_fill(float *x, size_t n, uint64_t seed) {
         x[i] = kc_rng_f(&s);
 }
 
+double test_rel_err(const float *got, const float *ref, size_t n) {
+    double d = 0, t = 0;
+    for (size_t i = 0; i < n; i++) {
+        d += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+        t += (double)ref[i] * ref[i];
+    }
+    return sqrt(d / t);
+}
+
 /* W (n_out, n_in) of type, made from random floats (K-quants from random
  * bytes with small scales). Caller frees. */
 /* Random bytes with every fp16 field of the type's blocks (quant_ref_input.h

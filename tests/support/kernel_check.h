@@ -18,6 +18,10 @@
 uint64_t kc_rng_next(uint64_t *s);
 float kc_rng_f(uint64_t *s);
 void kc_fill(float *x, size_t n, uint64_t seed);
+
+/* ||got - ref|| / ||ref||: the relative L2 error the tests bound logits
+ * and dequantised rows by. */
+double test_rel_err(const float *got, const float *ref, size_t n);
 /* W (n_out, n_in) of type: Q4_K / Q6_K and the types without a 32-element
  * legacy quantizer from random bytes with small finite scales (every bit
  * pattern of quants and sub-block scales), the others from random floats

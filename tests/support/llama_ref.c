@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "support/kernel_check.h"
 #include "support/model_run.h"
 #include "support/test_support.h"
 

@@ -67,15 +67,6 @@ void expect_tps(const char *args, int status, const char *says) {
     free(out);
 }
 
-double test_rel_err(const float *got, const float *ref, size_t n) {
-    double d = 0, t = 0;
-    for (size_t i = 0; i < n; i++) {
-        d += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
-        t += (double)ref[i] * ref[i];
-    }
-    return sqrt(d / t);
-}
-
 void assert_tps_ok(const char *args) {
     char *out = NULL;
     int rc = run_tps(args, true, &out);
@@ -121,6 +112,14 @@ char *test_temp_file(const char *text) {
     return path;
 }
 
+int test_run_capture(const char *cmd, char *out, size_t cap) {
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p, "%s", cmd);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    return pclose(p);
+}
+
 int test_validate_output(const char *python, const char *kind, const char *spec, const char *out,
                          char *why, size_t cap) {
     char *sp = test_temp_file(spec), *op = test_temp_file(out);
@@ -130,12 +129,8 @@ int test_validate_output(const char *python, const char *kind, const char *spec,
     cr_assert_not_null(cmd);
     snprintf(cmd, n, "'%s' %s/tests/tools/validate_output.py %s %s %s 2>&1", python, TPS_SOURCE_DIR,
              kind, sp, op);
-    FILE *p = popen(cmd, "r");
+    int st = test_run_capture(cmd, why, cap);
     free(cmd);
-    cr_assert_not_null(p);
-    size_t got = fread(why, 1, cap - 1, p);
-    why[got] = 0;
-    int st = pclose(p);
     unlink(sp);
     unlink(op);
     free(sp);

@@ -14,6 +14,9 @@ bool shared_has(const char *rel);
 /* Writes text to a fresh temporary file under /tmp; its path, malloc'ed
  * (the caller unlinks and frees it). Asserts. */
 char *test_temp_file(const char *text);
+/* Runs cmd through /bin/sh, its first cap - 1 bytes of stdout into out
+ * (NUL-ended). Returns pclose's wait status (WIFEXITED, WEXITSTATUS). */
+int test_run_capture(const char *cmd, char *out, size_t cap);
 /* Runs tests/tools/validate_output.py with the interpreter python on spec
  * and out (kind: what spec is, as the script takes it), both written to
  * temporary files removed after. Returns its exit status (0: out conforms;
@@ -35,10 +38,6 @@ void expect_tps(const char *args, int status, const char *says);
 /* Asserts that `tps <args>` (stderr merged) exits 0, showing its output
  * when it does not: a step a test cannot go on without. */
 void assert_tps_ok(const char *args);
-
-/* ||got - ref|| / ||ref||: the relative L2 error the tests bound logits
- * and dequantised rows by. */
-double test_rel_err(const float *got, const float *ref, size_t n);
 
 struct llama_model;
 /* A model's shape and multiply-adds counted from its tensors (not from the
