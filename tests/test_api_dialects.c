@@ -181,11 +181,7 @@ static void curl(int port, const char *args, char *out, size_t cap) {
         snprintf(tail, sizeof tail, "%s", at + 4);
         snprintf(at, sizeof cmd - (size_t)(at - cmd), "%d%s", port, tail);
     }
-    FILE *p = popen(cmd, "r");
-    cr_assert(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    pclose(p);
+    test_run_capture(cmd, out, cap);
 }
 
 Test(api_dialects, unknown_fields_ignore_names_them_in_a_header_and_counts_them, .timeout = 120) {

@@ -306,12 +306,8 @@ Test(jinja_hostile, a_gguf_whose_template_exceeds_a_bound_on_a_plain_chat_is_ref
     snprintf(args, sizeof args, "timeout 60 '%s' serve -m %s/loop.gguf --port 0 2>&1", TPS_BIN,
              dir);
     double t0 = now_s();
-    FILE *p = popen(args, "r");
-    cr_assert_not_null(p);
     char out[4096];
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
+    int st = test_run_capture(args, out, sizeof out);
     double dt = now_s() - t0;
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 124,
               "tps serve: status %d: %s", st, out);

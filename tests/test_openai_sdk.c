@@ -37,11 +37,7 @@ static void run_node_check(const char *dir_name, const char *packages, const cha
     fixture_serve(&f);
     snprintf(cmd, sizeof cmd, "NODE_PATH=%s/node_modules timeout 240 node %s/tests/sdk/%s %d 2>&1",
              dir, TPS_SOURCE_DIR, script, f.port);
-    FILE *p = popen(cmd, "r");
-    cr_assert(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    *st = pclose(p);
+    *st = test_run_capture(cmd, out, cap);
     fixture_finish(&f);
 }
 

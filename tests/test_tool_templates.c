@@ -193,11 +193,7 @@ static void validate_all(const json_t *checks, char *bad, size_t cap) {
              "jsonschema.validate(json.loads(c[\"arguments\"]), c[\"schema\"])\n except "
              "Exception as e:\n  print(c[\"template\"], str(e).splitlines()[0])' %s 2>&1",
              path);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t n = fread(bad, 1, cap - 1, p);
-    bad[n] = 0;
-    int st = pclose(p);
+    int st = test_run_capture(cmd, bad, cap);
     unlink(path);
     free(path);
     if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
