@@ -177,41 +177,22 @@ static void check_file(const char *preset, const char *arch, const char *type) {
     unlink(path);
 }
 
-Test(quant_reference, q5_k_m_matches_llama_cpp) {
-    check_file("q256", "llama", "q5_k_m");
-}
+/* One test a file: tps's file of the preset, architecture and type
+ * against llama.cpp's (check_file). */
+#define QUANT_FILE_TEST(name, preset, arch, type)                                                  \
+    Test(quant_reference, name) {                                                                  \
+        check_file(preset, arch, type);                                                            \
+    }
 
-Test(quant_reference, q3_k_m_matches_llama_cpp) {
-    check_file("q256", "llama", "q3_k_m");
-}
-
-Test(quant_reference, iq4_xs_matches_llama_cpp) {
-    check_file("q256", "llama", "iq4_xs");
-}
-
-Test(quant_reference, q4_1_matches_llama_cpp) {
-    check_file("q256", "llama", "q4_1");
-}
-
-Test(quant_reference, q5_0_matches_llama_cpp) {
-    check_file("q256", "llama", "q5_0");
-}
-
-Test(quant_reference, q2_k_matches_llama_cpp) {
-    check_file("q256", "llama", "q2_k");
-}
-
+QUANT_FILE_TEST(q5_k_m_matches_llama_cpp, "q256", "llama", "q5_k_m")
+QUANT_FILE_TEST(q3_k_m_matches_llama_cpp, "q256", "llama", "q3_k_m")
+QUANT_FILE_TEST(iq4_xs_matches_llama_cpp, "q256", "llama", "iq4_xs")
+QUANT_FILE_TEST(q4_1_matches_llama_cpp, "q256", "llama", "q4_1")
+QUANT_FILE_TEST(q5_0_matches_llama_cpp, "q256", "llama", "q5_0")
+QUANT_FILE_TEST(q2_k_matches_llama_cpp, "q256", "llama", "q2_k")
 /* dim 896: Q4_K falls back to Q5_0, Q6_K and output.weight to Q8_0 */
-Test(quant_reference, q4_k_m_of_dim_896_with_its_fallbacks_matches_llama_cpp) {
-    check_file("q896", "qwen2", "q4_k_m");
-}
-
+QUANT_FILE_TEST(q4_k_m_of_dim_896_with_its_fallbacks_matches_llama_cpp, "q896", "qwen2", "q4_k_m")
 /* Q5_K falls back to Q5_1 */
-Test(quant_reference, q5_k_m_of_dim_896_with_its_fallbacks_matches_llama_cpp) {
-    check_file("q896", "qwen2", "q5_k_m");
-}
-
+QUANT_FILE_TEST(q5_k_m_of_dim_896_with_its_fallbacks_matches_llama_cpp, "q896", "qwen2", "q5_k_m")
 /* IQ4_XS falls back to IQ4_NL */
-Test(quant_reference, iq4_xs_of_dim_896_with_its_fallbacks_matches_llama_cpp) {
-    check_file("q896", "qwen2", "iq4_xs");
-}
+QUANT_FILE_TEST(iq4_xs_of_dim_896_with_its_fallbacks_matches_llama_cpp, "q896", "qwen2", "iq4_xs")
