@@ -348,19 +348,10 @@ static void run_jobs(kernel_ctx *ctx, const matmul_job *jobs, size_t n_jobs) {
         run.total += (jobs[i].n_out + 7) / 8 * 8;
     const size_t n_rows = jobs[0].n_rows_x;
     tps_pool *pool = kernel_ctx_pool(ctx);
-    split_guided(&run, pool ? (size_t)tps_pool_threads(pool) : 1);
-    if (jobs[0].quant_x) {
-        if (pool && n_rows >= 4)
-            tps_pool_run(pool, n_rows, quantize_task, &run);
-        else
-            for (size_t r = 0; r < n_rows; r++)
-                quantize_task(&run, r, 0);
-    }
-    if (pool)
-        tps_pool_run(pool, run.n_tasks, compute_task, &run);
-    else
-        for (size_t t = 0; t < run.n_tasks; t++)
-            compute_task(&run, t, 0);
+    split_guided(&run, (size_t)tps_pool_threads(pool));
+    if (jobs[0].quant_x) /* fewer rows than 4: not worth waking the workers */
+        tps_pool_run_any(n_rows >= 4 ? pool : NULL, n_rows, quantize_task, &run);
+    tps_pool_run_any(pool, run.n_tasks, compute_task, &run);
 }
 
 int kernel_matmul(float *restrict out, const void *restrict W, uint32_t wtype,

@@ -143,12 +143,8 @@ static int prepare_acts(grouped_run *r, const matmul_job *q, size_t n_slots, ker
                         const float **act_x) {
     tps_pool *pool = kernel_ctx_pool(ctx);
     *act_x = r->x;
-    if (q->quant_x) {
-        if (pool && n_slots >= 4)
-            tps_pool_run(pool, n_slots, quantize_slot, r);
-        else
-            for (size_t s = 0; s < n_slots; s++)
-                quantize_slot(r, s, 0);
+    if (q->quant_x) { /* fewer slots than 4: not worth waking the workers */
+        tps_pool_run_any(n_slots >= 4 ? pool : NULL, n_slots, quantize_slot, r);
         return 0;
     }
     if (!r->x_row) return 0;
@@ -208,11 +204,7 @@ int kernel_matmul_grouped(const kernel_experts *mats, size_t n_mats, const float
     if (prepare_acts(&r, &q, n_slots, ctx, &act_x)) return TPS_ENOMEM;
     build_jobs(&r, mats, picks, n_mats, act_x, g, ctx);
     tps_pool *pool = kernel_ctx_pool(ctx);
-    split_cost(&r, pool ? (size_t)tps_pool_threads(pool) : 1);
-    if (pool)
-        tps_pool_run(pool, r.n_tasks, compute_task, &r);
-    else
-        for (size_t t = 0; t < r.n_tasks; t++)
-            compute_task(&r, t, 0);
+    split_cost(&r, (size_t)tps_pool_threads(pool));
+    tps_pool_run_any(pool, r.n_tasks, compute_task, &r);
     return 0;
 }

@@ -147,7 +147,7 @@ void tps_pool_free(tps_pool *p) {
 }
 
 int tps_pool_threads(const tps_pool *p) {
-    return p->n_threads;
+    return p ? p->n_threads : 1;
 }
 
 void tps_pool_run(tps_pool *p, size_t n_tasks, tps_pool_fn fn, void *arg) {

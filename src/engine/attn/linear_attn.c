@@ -174,22 +174,13 @@ static void head_task(void *arg, size_t t, int thread) {
     }
 }
 
-static void run_tasks(tps_pool *pool, size_t n, tps_pool_fn fn, lin_job *j) {
-    if (pool && n > 1) {
-        tps_pool_run(pool, n, fn, j);
-        return;
-    }
-    for (size_t t = 0; t < n; t++)
-        fn(j, t, 0);
-}
-
 void linear_attn_step(tps_pool *pool, const llama_config *c, const llama_layer *L, kv_cache *kv,
                       const kv_seq *const *seqs, const lin_rows_of *rows, uint32_t l,
                       const lin_runs *runs, const lin_rows *r) {
     lin_job j = {
         .c = c, .L = L, .kv = kv, .seqs = seqs, .rows = rows, .layer = l, .runs = runs, .r = r};
     const size_t chunks = (llama_config_conv_channels(c) + CONV_CHUNK - 1) / CONV_CHUNK;
-    run_tasks(pool, runs->n, reset_task, &j);
-    run_tasks(pool, runs->n * chunks, conv_task, &j);
-    run_tasks(pool, runs->n * c->ssm_v_heads, head_task, &j);
+    tps_pool_run_any(pool, runs->n, reset_task, &j);
+    tps_pool_run_any(pool, runs->n * chunks, conv_task, &j);
+    tps_pool_run_any(pool, runs->n * c->ssm_v_heads, head_task, &j);
 }

@@ -445,12 +445,7 @@ static void sample_task(void *arg, size_t k, int thread) {
 }
 
 static void sample_all(engine *e, uint32_t n) {
-    tps_pool *pool = n > 1 ? kernel_ctx_pool(fwd_state_kernels(e->fs)) : NULL;
-    if (pool)
-        tps_pool_run(pool, n, sample_task, e);
-    else
-        for (uint32_t k = 0; k < n; k++)
-            sample_task(e, k, 0);
+    tps_pool_run_any(n > 1 ? kernel_ctx_pool(fwd_state_kernels(e->fs)) : NULL, n, sample_task, e);
 }
 
 /* Idle-time slices of KV pool warming: one huge page of each map, a few

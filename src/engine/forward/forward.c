@@ -723,16 +723,11 @@ static void run_attention(fwd_state *s, const llama_config *c, const fwd_batch *
                    .scale = scale,
                    .mods = mods,
                    .ls = shape_of(c, l)};
-    aj.heads_per_task =
-        attn_heads_per_task(aj.ls.n_kv, n_runs, b->n_rows, pool ? tps_pool_threads(pool) : 1);
+    const int nth = tps_pool_threads(pool);
+    aj.heads_per_task = attn_heads_per_task(aj.ls.n_kv, n_runs, b->n_rows, nth);
     aj.n_runs = n_runs;
-    aj.q_per_task = attn_q_per_task(&aj.ls, n_runs, pool ? tps_pool_threads(pool) : 1, mods);
-    const size_t n_tasks = n_runs * attn_run_tasks(&aj);
-    if (pool)
-        tps_pool_run(pool, n_tasks, attn_task, &aj);
-    else
-        for (size_t t = 0; t < n_tasks; t++)
-            attn_task(&aj, t, 0);
+    aj.q_per_task = attn_q_per_task(&aj.ls, n_runs, nth, mods);
+    tps_pool_run_any(pool, n_runs * attn_run_tasks(&aj), attn_task, &aj);
 }
 
 /* x += attention(norm(x)) for layer l: Q, K, V, RoPE, the rows' K and V
