@@ -6,6 +6,7 @@
  * sequences. */
 #include "engine/sample/sampler.h"
 
+#include "base/compiler.h" /* ALWAYS_INLINE */
 #include "base/rng.h"
 #include "kernels/ops.h"
 
@@ -397,46 +398,6 @@ static inline void cand_swap(sampler_cand *a, sampler_cand *b) {
     *b = t;
 }
 
-/* The nucleus by quickselect, without sorting: reorders c[0..n) (weight
- * exp(logit - m) in .p) so that c[0..r) is the smallest top prefix, in the
- * cand_better order, whose mass reaches target, and returns r. Expected
- * O(n): each round partitions around a median-of-three pivot and keeps only
- * the side that holds the boundary. */
-static size_t nucleus_select(sampler_cand *c, size_t n, double target) {
-    size_t lo = 0, hi = n;
-    double acc = 0.0; /* mass of c[0..lo), all better than c[lo..hi); < target */
-    while (hi - lo > 16) {
-        size_t mid = lo + (hi - lo) / 2, last = hi - 1;
-        /* Median of c[lo], c[mid], c[last] into c[last] (the pivot). */
-        if (cand_better(&c[mid], &c[lo])) cand_swap(&c[mid], &c[lo]);
-        if (cand_better(&c[last], &c[lo])) cand_swap(&c[last], &c[lo]);
-        if (cand_better(&c[mid], &c[last])) cand_swap(&c[mid], &c[last]);
-        const sampler_cand pv = c[last];
-        size_t store = lo;
-        double above = 0.0; /* mass of the elements better than the pivot */
-        for (size_t i = lo; i < last; i++)
-            if (cand_better(&c[i], &pv)) {
-                above += c[i].p;
-                cand_swap(&c[i], &c[store++]);
-            }
-        cand_swap(&c[store], &c[last]);
-        if (acc + above >= target) {
-            hi = store;
-        } else if (acc + above + c[store].p >= target) {
-            return store + 1;
-        } else {
-            acc += above + c[store].p;
-            lo = store + 1;
-        }
-    }
-    qsort(c + lo, hi - lo, sizeof *c, cand_cmp);
-    for (size_t i = lo; i < hi; i++) {
-        acc += c[i].p;
-        if (acc >= target) return i + 1;
-    }
-    return hi; /* rounding: the boundary is the last of the range */
-}
-
 /* typical_p's order: |-ln p - H| ascending (kept in .p), ties in the
  * usual order. */
 static inline bool typ_before(const sampler_cand *a, const sampler_cand *b) {
@@ -453,43 +414,68 @@ static inline double typ_mass(const sampler_cand *c, float m, double inv_z) {
     return (double)expf(c->logit - m) * inv_z;
 }
 
-/* The shortest prefix of c[0..n) in typical order whose mass exceeds
- * target, found by quickselect as nucleus_select finds the nucleus
- * (expected O(n), no full sort): reorders c so that it is c[0..k), and
- * returns k (n when rounding leaves the total at or below target). */
-static size_t typical_select(sampler_cand *c, size_t n, double target, float m, double inv_z) {
+/* The shortest prefix of c[0..n) in an order whose mass passes target, by
+ * quickselect, without sorting: reorders c so that it is c[0..r), and
+ * returns r. Expected O(n): each round partitions around a median-of-three
+ * pivot and keeps only the side that holds the boundary. typ 0: the
+ * nucleus, in the cand_better order, the weight exp(logit - m) in .p, a
+ * prefix whose mass reaches target; typ 1: the typical set, in
+ * typ_before's order, the mass typ_mass(m, inv_z), a prefix whose mass
+ * exceeds target. typ is a constant, so each caller gets its own loop. */
+ALWAYS_INLINE size_t prefix_select(sampler_cand *c, size_t n, double target, const int typ, float m,
+                                   double inv_z) {
+#define BEFORE(x, y) (typ ? typ_before(x, y) : cand_better(x, y))
+#define MASS(x)      (typ ? typ_mass(x, m, inv_z) : (double)(x)->p)
+#define PASSES(v)    (typ ? (v) > target : (v) >= target)
     size_t lo = 0, hi = n;
-    double acc = 0.0; /* mass of c[0..lo), all before c[lo..hi) in the order */
+    double acc = 0.0; /* mass of c[0..lo), all before c[lo..hi); short of target */
     while (hi - lo > 16) {
         size_t mid = lo + (hi - lo) / 2, last = hi - 1;
-        if (typ_before(&c[mid], &c[lo])) cand_swap(&c[mid], &c[lo]);
-        if (typ_before(&c[last], &c[lo])) cand_swap(&c[last], &c[lo]);
-        if (typ_before(&c[mid], &c[last])) cand_swap(&c[mid], &c[last]);
+        /* Median of c[lo], c[mid], c[last] into c[last] (the pivot). */
+        if (BEFORE(&c[mid], &c[lo])) cand_swap(&c[mid], &c[lo]);
+        if (BEFORE(&c[last], &c[lo])) cand_swap(&c[last], &c[lo]);
+        if (BEFORE(&c[mid], &c[last])) cand_swap(&c[mid], &c[last]);
         const sampler_cand pv = c[last];
         size_t store = lo;
-        double before = 0.0;
+        double before = 0.0; /* mass of the elements before the pivot */
         for (size_t i = lo; i < last; i++)
-            if (typ_before(&c[i], &pv)) {
-                before += typ_mass(&c[i], m, inv_z);
+            if (BEFORE(&c[i], &pv)) {
+                before += MASS(&c[i]);
                 cand_swap(&c[i], &c[store++]);
             }
         cand_swap(&c[store], &c[last]);
-        const double pm = typ_mass(&c[store], m, inv_z);
-        if (acc + before > target) {
+        const double pm = MASS(&c[store]);
+        if (PASSES(acc + before)) {
             hi = store;
-        } else if (acc + before + pm > target) {
+        } else if (PASSES(acc + before + pm)) {
             return store + 1;
         } else {
             acc += before + pm;
             lo = store + 1;
         }
     }
-    qsort(c + lo, hi - lo, sizeof *c, typical_cmp);
+    qsort(c + lo, hi - lo, sizeof *c, typ ? typical_cmp : cand_cmp);
     for (size_t i = lo; i < hi; i++) {
-        acc += typ_mass(&c[i], m, inv_z);
-        if (acc > target) return i + 1;
+        acc += MASS(&c[i]);
+        if (PASSES(acc)) return i + 1;
     }
-    return hi;
+    return hi; /* rounding: the boundary is the last of the range */
+#undef BEFORE
+#undef MASS
+#undef PASSES
+}
+
+/* The nucleus: the smallest top prefix of c[0..n) (weight exp(logit - m)
+ * in .p), in the cand_better order, whose mass reaches target. */
+static size_t nucleus_select(sampler_cand *c, size_t n, double target) {
+    return prefix_select(c, n, target, 0, 0.0f, 0.0);
+}
+
+/* The shortest prefix of c[0..n) in typical order whose mass exceeds
+ * target (expected O(n), no full sort): reorders c so that it is c[0..k),
+ * and returns k (n when rounding leaves the total at or below target). */
+static size_t typical_select(sampler_cand *c, size_t n, double target, float m, double inv_z) {
+    return prefix_select(c, n, target, 1, m, inv_z);
 }
 
 /* Stage 5 on cand[0..n) (finite logits): the locally typical set, left in
