@@ -130,15 +130,31 @@ static void fake_close(fake_server *s, int i, bool reset) {
 }
 
 /* Advances connection i by one piece; returns false if it was closed. */
-/* The chunked body's last (empty) chunk: the response is served and the
- * connection waits for its next request. */
-static bool fake_end_response(fake_server *s, fake_conn *c) {
-    fake_chunk(c->fd, "");
+/* The response is served (counted) and the connection waits for its next
+ * request. Returns true (fake_step's "keep the connection"). */
+static bool fake_served(fake_server *s, fake_conn *c) {
     c->responding = false;
     c->req_len = 0;
     c->step = 0;
     atomic_fetch_add(&s->served, 1);
     return true;
+}
+
+/* A streamed answer's head: 200, text/event-stream, chunked (with
+ * Cache-Control: no-cache when no_cache). */
+static void fake_sse_head(fake_conn *c, bool no_cache) {
+    const char *h =
+        no_cache ? "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: "
+                   "no-cache\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 : "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: "
+                   "chunked\r\n\r\n";
+    raw_send_all(c->fd, h, strlen(h));
+}
+
+/* The chunked body's last (empty) chunk, then fake_served. */
+static bool fake_end_response(fake_server *s, fake_conn *c) {
+    fake_chunk(c->fd, "");
+    return fake_served(s, c);
 }
 
 /* A whole JSON response (the body after the headers). */
@@ -149,10 +165,7 @@ static void fake_json_response(fake_server *s, fake_conn *c, const char *body) {
              strlen(body));
     raw_send_all(c->fd, head, strlen(head));
     raw_send_all(c->fd, body, strlen(body));
-    atomic_fetch_add(&s->served, 1);
-    c->responding = false;
-    c->req_len = 0;
-    c->step = 0;
+    fake_served(s, c);
 }
 
 /* Token k (1-based) of a dialect stream: thinking or answer. */
@@ -249,9 +262,7 @@ static bool fake_dialect_step(fake_server *s, fake_conn *c) {
         return true;
     }
     if (c->step == 0) {
-        const char *h = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: "
-                        "chunked\r\n\r\n";
-        raw_send_all(c->fd, h, strlen(h));
+        fake_sse_head(c, false);
         if (s->dialect == FAKE_D_RESPONSES)
             fake_chunk(c->fd, "event: response.created\ndata: {\"type\":\"response.created\","
                               "\"response\":{\"id\":\"r1\",\"status\":\"in_progress\"}}\n\n");
@@ -293,15 +304,9 @@ static bool fake_step_early(fake_server *s, fake_conn *c) {
     if (s->mode == FAKE_REDIRECT) {
         const char *r = "HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n";
         raw_send_all(c->fd, r, strlen(r));
-        atomic_fetch_add(&s->served, 1);
-        c->responding = false;
-        c->req_len = 0;
-        c->step = 0;
-        return true;
+        return fake_served(s, c);
     }
-    const char *h = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: "
-                    "chunked\r\n\r\n";
-    raw_send_all(c->fd, h, strlen(h));
+    fake_sse_head(c, false);
     fake_chunk(c->fd, "data: [DONE]\n\n");
     return fake_end_response(s, c);
 }
@@ -321,15 +326,9 @@ static bool fake_step(fake_server *s, int i) {
                      "Content-Length: %zu\r\n\r\n%s",
                      strlen(body), body);
             raw_send_all(c->fd, ev, strlen(ev));
-            atomic_fetch_add(&s->served, 1);
-            c->responding = false;
-            c->req_len = 0;
-            c->step = 0;
-            return true;
+            return fake_served(s, c);
         }
-        const char *h = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: "
-                        "no-cache\r\nTransfer-Encoding: chunked\r\n\r\n";
-        raw_send_all(c->fd, h, strlen(h));
+        fake_sse_head(c, true);
         fake_chunk(c->fd, ": keep-alive comment\r\n\r\n");
         c->step = 1;
         c->next_ns = fake_now() + (uint64_t)(s->mode == FAKE_OK ? s->delay_ms : 0) * 1000000ull;
