@@ -151,6 +151,35 @@ Test(cli_model, deepseek2_info_counts_the_latent_as_its_kv_bytes) {
     unlink(path);
 }
 
+/* --layers N: the preset's shape cut to N layers (GLM's leading dense layer
+ * and its MTP block kept), its KV bytes those of N layers; a count the
+ * architecture cannot lay out, or none, is refused with the reason. */
+Test(cli_model, make_layers_cuts_a_preset_to_that_many_layers) {
+    char path[] = "/tmp/tps-cli-arch-XXXXXX";
+    close(mkstemp(path));
+    char args[512];
+    snprintf(args, sizeof args,
+             "model make --arch glm4moe --preset tiny --layers 3 --type f32 -o %s", path);
+    assert_tps_ok(args);
+    char *out = info_of(path, "");
+    char want[128];
+    snprintf(want, sizeof want, "KV bytes per token     %d (F16 cache)", 3 * 2 * 4 * 16 * 2);
+    expect_says(out, want);
+    expect_says(out, "leading dense layers   1");
+    expect_says(out, "not run (drafting");
+    free(out);
+    json_t *o = info_json_of(path);
+    cr_expect_eq(json_integer_value(json_object_get(o, "layers")), 3);
+    cr_expect_eq(json_integer_value(json_object_get(o, "embedding_length")), 64);
+    json_decref(o);
+    snprintf(args, sizeof args,
+             "model make --arch gemma4 --preset tiny --layers 2 --type f32 -o %s", path);
+    expect_tps(args, 1, "shared layers");
+    snprintf(args, sizeof args, "model make --preset tiny --layers 0 --type f32 -o %s", path);
+    expect_tps(args, 2, "--layers");
+    unlink(path);
+}
+
 /* A Gemma 4 file: K and V of the layers that store them, each of its own
  * head shape (tiny's sliding layers 0 and 1: 4 heads of 16; global layer
  * 2: 2 heads of 32; F16), and none for the last two, which read layers 1

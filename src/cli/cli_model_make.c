@@ -18,6 +18,7 @@
 typedef struct make_cli {
     model_make_opts o;
     const char *preset, *type, *arch, *chat_template_file;
+    uint32_t layers; /* 0: the preset's */
     bool pure;
 } make_cli;
 
@@ -26,6 +27,11 @@ static const opt_row make_rows[] = {
      .help = "architecture (below; default llama)"},
     {"--preset", .kind = OPT_STR, .off = offsetof(make_cli, preset), .metavar = "P",
      .help = "shape (below)"},
+    {"--layers", .kind = OPT_U32, .off = offsetof(make_cli, layers), .min = 1, .max = 1024,
+     .metavar = "N",
+     .help = "the preset's shape with N layers instead of its own (a real\n"
+             "shape too big for this machine's disk or memory, cut to a\n"
+             "few of its layers: its per-layer cost and numerics)"},
     {"--type", .kind = OPT_STR, .off = offsetof(make_cli, type), .metavar = "T",
      .help = "one of llama.cpp's file types (below): each matrix in the\n"
              "type llama-quantize gives it, e.g. q4_k_m is Q4_K with Q6_K\n"
@@ -116,6 +122,12 @@ int cli_model_make(int argc, char **argv) {
         fprintf(stderr, "tps model make: unknown preset '%s' (see --help)\n", preset);
         return 2;
     }
+    model_preset cut;
+    if (m.layers) {
+        cut = *o.preset;
+        cut.n_layers = m.layers;
+        o.preset = &cut;
+    }
     /* a mixture-of-experts shape names its architecture */
     const model_moe_shape *moe = model_preset_moe(o.preset);
     o.arch = model_arch_find(m.arch ? m.arch : moe ? moe->arch : "llama");
@@ -150,8 +162,9 @@ int cli_model_make(int argc, char **argv) {
         fprintf(stderr, "tps model make: %s\n", err.msg);
         return 1;
     }
-    fprintf(stderr, "model make: wrote %s (%s, %s, %s%s, seed %llu)\n", o.out_path, o.arch->name,
-            o.preset->name, ft ? ft->name : ggml_type_get(o.type)->name, ft ? "" : " pure",
+    fprintf(stderr, "model make: wrote %s (%s, %s, %u layers, %s%s, seed %llu)\n", o.out_path,
+            o.arch->name, o.preset->name, o.preset->n_layers,
+            ft ? ft->name : ggml_type_get(o.type)->name, ft ? "" : " pure",
             (unsigned long long)o.seed);
     return 0;
 }

@@ -130,8 +130,13 @@ int make_plan_gemma4(make_plan *pl, tps_err *err) {
                         "model make: --arch gemma4 has presets tiny, E4B, 31B, 26B-A4B and "
                         "tiny-moe, not %s",
                         pl->p->name);
-    if (pl->p->n_layers > LLAMA_GEMMA4_MAX_LAYERS || sh->n_shared + 2 > pl->p->n_layers ||
-        sh->hd_full / 2 > pl->p->dim)
+    if (pl->p->n_layers > LLAMA_GEMMA4_MAX_LAYERS || sh->n_shared + 2 > pl->p->n_layers)
+        return tps_fail(err, TPS_EINVAL,
+                        "model make: gemma4 preset %s takes %u to %u layers (its %u shared "
+                        "layers read K/V of two before them), not %u",
+                        pl->p->name, sh->n_shared + 2, LLAMA_GEMMA4_MAX_LAYERS, sh->n_shared,
+                        pl->p->n_layers);
+    if (sh->hd_full / 2 > pl->p->dim)
         return tps_fail(err, TPS_EINVAL, "model make: gemma4: preset %s does not fit its shape",
                         pl->p->name);
     pl->g4 = sh;
