@@ -280,30 +280,37 @@ static const char *find_chromium(void) {
     return NULL;
 }
 
-static void screenshot(const char *chromium, const char *html, const char *png, const char *dir) {
-    char cmd[4096];
+/* Headless chromium on the page, with the flags every run takes and the
+ * run's own (what); its stdout into out (NULL: with its stderr into
+ * dir/chromium.log). Asserts it exited 0. */
+static void run_chromium(const char *chromium, const char *dir, const char *what, const char *html,
+                         const char *out) {
+    char cmd[4096], to[700];
+    if (out)
+        snprintf(to, sizeof to, "> '%s' 2> '%s/chromium.log'", out, dir);
+    else
+        snprintf(to, sizeof to, "> '%s/chromium.log' 2>&1", dir);
     snprintf(cmd, sizeof cmd,
              "timeout 60 '%s' --headless --no-sandbox --disable-gpu --disable-quic "
              "--no-first-run --disable-background-networking --disable-component-update "
-             "--disable-sync --hide-scrollbars --user-data-dir='%s/profile' "
-             "--screenshot='%s' --window-size=1200,2000 'file://%s' > '%s/chromium.log' 2>&1",
-             chromium, dir, png, html, dir);
+             "--disable-sync --user-data-dir='%s/profile' %s 'file://%s' %s",
+             chromium, dir, what, html, to);
     int st = system(cmd);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "chromium failed (see %s/chromium.log)", dir);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "chromium %s failed (see %s/chromium.log)",
+              what, dir);
+}
+
+static void screenshot(const char *chromium, const char *html, const char *png, const char *dir) {
+    char what[700];
+    snprintf(what, sizeof what, "--hide-scrollbars --screenshot='%s' --window-size=1200,2000", png);
+    run_chromium(chromium, dir, what, html, NULL);
 }
 
 /* The DOM chromium built from the page (its --dump-dom), owned by the caller. */
 static char *dump_dom(const char *chromium, const char *html, const char *dir) {
-    char cmd[4096], out[600];
+    char out[600];
     snprintf(out, sizeof out, "%s/dom.html", dir);
-    snprintf(cmd, sizeof cmd,
-             "timeout 60 '%s' --headless --no-sandbox --disable-gpu --disable-quic "
-             "--no-first-run --disable-background-networking --disable-component-update "
-             "--disable-sync --user-data-dir='%s/profile' --dump-dom 'file://%s' > '%s' "
-             "2> '%s/chromium.log'",
-             chromium, dir, html, out, dir);
-    int st = system(cmd);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "chromium --dump-dom failed (see %s)", dir);
+    run_chromium(chromium, dir, "--dump-dom", html, out);
     char *dom = read_file_all(out, NULL);
     cr_assert_not_null(dom);
     return dom;
@@ -387,6 +394,18 @@ static void png_stats(const char *path, size_t *colours, double *non_white) {
     dlclose(z);
 }
 
+/* The page's screenshot (png) is not blank: 64 colours or more, and 3% of
+ * its pixels or more not white. */
+static void expect_rendered(const char *chromium, const char *html, const char *png,
+                            const char *dir) {
+    screenshot(chromium, html, png, dir);
+    size_t colours;
+    double non_white;
+    png_stats(png, &colours, &non_white);
+    cr_expect_geq(colours, 64, "only %zu distinct colours: the page looks blank", colours);
+    cr_expect_geq(non_white, 0.03, "only %.1f%% of the pixels are not white", 100 * non_white);
+}
+
 Test(sweep_report, html_report_renders_in_headless_chromium_and_is_not_blank, .timeout = 150) {
     if (!BROWSER_CHECKS)
         cr_skip_test("the page is rendered by the Release suite's run of this test (chromium is "
@@ -402,12 +421,7 @@ Test(sweep_report, html_report_renders_in_headless_chromium_and_is_not_blank, .t
     char html[512], png[512];
     snprintf(html, sizeof html, "%s/report.html", dir);
     snprintf(png, sizeof png, "%s/report.png", dir);
-    screenshot(chromium, html, png, dir);
-    size_t colours;
-    double non_white;
-    png_stats(png, &colours, &non_white);
-    cr_expect_geq(colours, 64, "only %zu distinct colours: the page looks blank", colours);
-    cr_expect_geq(non_white, 0.03, "only %.1f%% of the pixels are not white", 100 * non_white);
+    expect_rendered(chromium, html, png, dir);
 
     /* the check itself tells a blank page apart */
     snprintf(html, sizeof html, "%s/blank.html", dir);
@@ -417,6 +431,8 @@ Test(sweep_report, html_report_renders_in_headless_chromium_and_is_not_blank, .t
     fclose(b);
     snprintf(png, sizeof png, "%s/blank.png", dir);
     screenshot(chromium, html, png, dir);
+    size_t colours;
+    double non_white;
     png_stats(png, &colours, &non_white);
     cr_expect_lt(colours, 8, "a blank page gave %zu colours", colours);
     cr_expect_lt(non_white, 0.001);
@@ -600,12 +616,7 @@ Test(demo, quick_demo_measures_every_factor_and_its_readings_match_the_tables, .
         snprintf(path, sizeof path, "%s/out/report.html", dir);
         char png[512];
         snprintf(png, sizeof png, "%s/report.png", dir);
-        screenshot(chromium, path, png, dir);
-        size_t colours;
-        double non_white;
-        png_stats(png, &colours, &non_white);
-        cr_expect_geq(colours, 64, "only %zu distinct colours: the page looks blank", colours);
-        cr_expect_geq(non_white, 0.03, "only %.1f%% of the pixels are not white", 100 * non_white);
+        expect_rendered(chromium, path, png, dir);
         char *dom = dump_dom(chromium, path, dir);
         for (size_t i = 0; i < sizeof FACTOR_SECTION_IDS / sizeof FACTOR_SECTION_IDS[0]; i++)
             cr_expect(strstr(dom, FACTOR_SECTION_IDS[i]) != NULL,
