@@ -63,9 +63,14 @@ static kernel_experts heads_of(float *out, const llama_mat *w) {
     return (kernel_experts){out, w->data, w->type, w->rows, bytes};
 }
 
-/* m->prod (slot h n + r) <- w[h] @ m->in (slot h n + r), n_in inputs a slot. */
-static int per_head(mla_state *m, kernel_ctx *kc, const llama_mat *w, size_t n, size_t n_in,
-                    tps_err *err) {
+/* m->prod (slot h n + r) <- w[h] @ m->in (slot h n + r), n_in inputs a slot,
+ * gathered first from src: row r's head h starts at src + (r H + h) stride. */
+static int per_head(mla_state *m, kernel_ctx *kc, const llama_mat *w, const float *src,
+                    size_t stride, size_t n, size_t n_in, tps_err *err) {
+    const size_t H = m->H;
+    for (size_t h = 0; h < H; h++)
+        for (size_t r = 0; r < n; r++)
+            memcpy(m->in + (h * n + r) * n_in, src + (r * H + h) * stride, n_in * sizeof(float));
     for (uint32_t h = 0; h <= m->H; h++)
         m->g_first[h] = (uint32_t)(h * n);
     const kernel_groups g = {m->H, m->g_expert, m->g_first, NULL};
@@ -83,10 +88,7 @@ int mla_absorb_q(mla_state *m, kernel_ctx *kc, const llama_config *c, const llam
                  const float *q_full, size_t n, float *q, tps_err *err) {
     const size_t H = m->H, qk = c->mla_k, rope = c->rope_dim, nope = qk - rope;
     const size_t kvr = c->kv_lora_rank, hd = c->head_dim;
-    for (size_t h = 0; h < H; h++)
-        for (size_t r = 0; r < n; r++)
-            memcpy(m->in + (h * n + r) * nope, q_full + (r * H + h) * qk, nope * sizeof(float));
-    const int rc = per_head(m, kc, &L->wk_b, n, nope, err);
+    const int rc = per_head(m, kc, &L->wk_b, q_full, qk, n, nope, err);
     if (rc) return rc;
     for (size_t r = 0; r < n; r++)
         for (size_t h = 0; h < H; h++) {
@@ -100,10 +102,7 @@ int mla_absorb_q(mla_state *m, kernel_ctx *kc, const llama_config *c, const llam
 int mla_values(mla_state *m, kernel_ctx *kc, const llama_config *c, const llama_layer *L,
                const float *att, size_t n, float *out, tps_err *err) {
     const size_t H = m->H, kvr = c->kv_lora_rank, hd = c->head_dim, v = c->mla_v;
-    for (size_t h = 0; h < H; h++)
-        for (size_t r = 0; r < n; r++)
-            memcpy(m->in + (h * n + r) * kvr, att + (r * H + h) * hd, kvr * sizeof(float));
-    const int rc = per_head(m, kc, &L->wv_b, n, kvr, err);
+    const int rc = per_head(m, kc, &L->wv_b, att, hd, n, kvr, err);
     if (rc) return rc;
     for (size_t r = 0; r < n; r++)
         for (size_t h = 0; h < H; h++)
