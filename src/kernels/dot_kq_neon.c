@@ -159,11 +159,7 @@ ALWAYS_INLINE void kq_tile(float *restrict out, size_t ld_out, const uint8_t *re
     const size_t GB = kq_gb(t);
     const block_q8_K *xr[2];
     float32x4_t acc[2][2];
-#pragma GCC unroll 2
-    for (int j = 0; j < MX; j++) {
-        xr[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
-        acc[j][0] = acc[j][1] = vdupq_n_f32(0.0f);
-    }
+    neon_q8_K_tile_init(xr, acc, act, act_row_bytes, MX);
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *blk = G + b * GB;
         __builtin_prefetch(blk + PREFETCH_AHEAD_BYTES, 0, 3);
@@ -186,35 +182,11 @@ ALWAYS_INLINE void kq_tile(float *restrict out, size_t ld_out, const uint8_t *re
             }
         }
     }
-#pragma GCC unroll 2
-    for (int j = 0; j < MX; j++) {
-        vst1q_f32(out + (size_t)j * ld_out, acc[j][0]);
-        vst1q_f32(out + (size_t)j * ld_out + 4, acc[j][1]);
-    }
+    neon_tile_store(out, ld_out, acc, MX);
 }
 
 /* The groups of [o0, o1) against the activation rows, two rows a tile. */
-ALWAYS_INLINE void kq_rows(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                           size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                           size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int t) {
-    const size_t nb = n_in / QK_K;
-    for (size_t r = 0; r < n_rows_x; r += 2) {
-        const uint8_t *a = act + r * act_row_bytes;
-        for (size_t o = o0; o < o1; o += 8) {
-            float *dst = out + r * ld_out + o;
-            if (n_rows_x - r >= 2)
-                kq_tile(dst, ld_out, W + o * w_row_bytes, a, act_row_bytes, nb, t, 2);
-            else
-                kq_tile(dst, ld_out, W + o * w_row_bytes, a, act_row_bytes, nb, t, 1);
-        }
-    }
-}
-
-#define KQ_ROWS_FN(name, t)                                                                        \
-    KERNEL_ROWS_DECL(name) {                                                                       \
-        (void)tmp;                                                                                 \
-        kq_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, t);       \
-    }
+#define KQ_ROWS_FN(name, t) NEON_R8_ROWS_FN(name, kq_tile, t, 2, QK_K)
 
 KQ_ROWS_FN(kernel_rows_q2_K_r8_dotprod, KQ_Q2_K)
 KQ_ROWS_FN(kernel_rows_q3_K_r8_dotprod, KQ_Q3_K)

@@ -119,15 +119,11 @@ ALWAYS_INLINE void k45_sums(const uint8_t *restrict blk, const block_q8_K *const
  * activation rows. */
 ALWAYS_INLINE void q45_K_tile(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                               const uint8_t *restrict act, size_t act_row_bytes, size_t nb,
-                              const int MX, const int q5) {
+                              const int q5, const int MX) {
     const size_t GB = k45_gb(q5);
     const block_q8_K *xr[2];
     float32x4_t acc[2][2];
-#pragma GCC unroll 8
-    for (int j = 0; j < MX; j++) {
-        xr[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
-        acc[j][0] = acc[j][1] = vdupq_n_f32(0.0f);
-    }
+    neon_q8_K_tile_init(xr, acc, act, act_row_bytes, MX);
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *blk = G + b * GB;
         const block_q4_Kx8 *g = (const block_q4_Kx8 *)blk;
@@ -145,40 +141,22 @@ ALWAYS_INLINE void q45_K_tile(float *restrict out, size_t ld_out, const uint8_t 
             }
         }
     }
-#pragma GCC unroll 8
-    for (int j = 0; j < MX; j++) {
-        vst1q_f32(out + (size_t)j * ld_out, acc[j][0]);
-        vst1q_f32(out + (size_t)j * ld_out + 4, acc[j][1]);
-    }
-}
-
-ALWAYS_INLINE void q4_K_tile(float *restrict out, size_t ld_out, const uint8_t *restrict G,
-                             const uint8_t *restrict act, size_t act_row_bytes, size_t nb,
-                             const int MX) {
-    q45_K_tile(out, ld_out, G, act, act_row_bytes, nb, MX, 0);
-}
-
-ALWAYS_INLINE void q5_K_tile(float *restrict out, size_t ld_out, const uint8_t *restrict G,
-                             const uint8_t *restrict act, size_t act_row_bytes, size_t nb,
-                             const int MX) {
-    q45_K_tile(out, ld_out, G, act, act_row_bytes, nb, MX, 1);
+    neon_tile_store(out, ld_out, acc, MX);
 }
 
 /* ---- Q6_K ---------------------------------------------------------------- */
 
-/* One Q6_K group (nb superblocks) x MX (1..2) Q8_K activation rows. The
- * quants of element 128hh + 32t + 4c + e: Q_t = byte & 63 of vector
- * (hh, t, c) for t < 3, Q_3 the top 2 bits of those three. */
+/* One Q6_K group (nb superblocks) x MX (1..2) Q8_K activation rows (sel
+ * unused: one type, in neon_r8_tile_fn's shape). The quants of element
+ * 128hh + 32t + 4c + e: Q_t = byte & 63 of vector (hh, t, c) for t < 3,
+ * Q_3 the top 2 bits of those three. */
 ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                              const uint8_t *restrict act, size_t act_row_bytes, size_t nb,
-                             const int MX) {
+                             const int sel, const int MX) {
+    (void)sel;
     const block_q8_K *xr[2];
     float32x4_t acc[2][2];
-#pragma GCC unroll 8
-    for (int j = 0; j < MX; j++) {
-        xr[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
-        acc[j][0] = acc[j][1] = vdupq_n_f32(0.0f);
-    }
+    neon_q8_K_tile_init(xr, acc, act, act_row_bytes, MX);
     const block_q6_Kx8 *g = (const block_q6_Kx8 *)G;
     const uint8x16_t m6 = vdupq_n_u8(63), m2 = vdupq_n_u8(3);
     for (size_t b = 0; b < nb; b++) {
@@ -229,34 +207,14 @@ ALWAYS_INLINE void q6_K_tile(float *restrict out, size_t ld_out, const uint8_t *
                                       vmulq_f32(d, vdupq_n_f32(xr[j][b].d)));
         }
     }
-#pragma GCC unroll 8
-    for (int j = 0; j < MX; j++) {
-        vst1q_f32(out + (size_t)j * ld_out, acc[j][0]);
-        vst1q_f32(out + (size_t)j * ld_out + 4, acc[j][1]);
-    }
+    neon_tile_store(out, ld_out, acc, MX);
 }
 
 /* ---- rows kernels (dot_neon.c's table names them) ------------------------------------ */
 
 /* The groups of [o0, o1) against the activation rows, two rows a tile. */
-#define KQ_ROWS_R8(name, tile)                                                                     \
-    KERNEL_ROWS_DECL(name) {                                                                       \
-        (void)tmp;                                                                                 \
-        const size_t nb = n_in / QK_K;                                                             \
-        for (size_t r = 0; r < n_rows_x; r += 2) {                                                 \
-            const uint8_t *a = act + r * act_row_bytes;                                            \
-            for (size_t o = o0; o < o1; o += 8) {                                                  \
-                const uint8_t *g = W + o * w_row_bytes;                                            \
-                if (n_rows_x - r >= 2)                                                             \
-                    tile(out + r * ld_out + o, ld_out, g, a, act_row_bytes, nb, 2);                \
-                else                                                                               \
-                    tile(out + r * ld_out + o, ld_out, g, a, act_row_bytes, nb, 1);                \
-            }                                                                                      \
-        }                                                                                          \
-    }
-
-KQ_ROWS_R8(kernel_rows_q4_K_r8_dotprod, q4_K_tile)
-KQ_ROWS_R8(kernel_rows_q5_K_r8_dotprod, q5_K_tile)
-KQ_ROWS_R8(kernel_rows_q6_K_r8_dotprod, q6_K_tile)
+NEON_R8_ROWS_FN(kernel_rows_q4_K_r8_dotprod, q45_K_tile, 0, 2, QK_K)
+NEON_R8_ROWS_FN(kernel_rows_q5_K_r8_dotprod, q45_K_tile, 1, 2, QK_K)
+NEON_R8_ROWS_FN(kernel_rows_q6_K_r8_dotprod, q6_K_tile, 0, 2, QK_K)
 
 #endif

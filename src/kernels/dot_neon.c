@@ -20,6 +20,7 @@
 #include <arm_neon.h>
 #include <math.h>
 
+#include "kernels/neon_kq.h" /* SDOT4, the rows loop and stores of the tiles */
 #include "kernels/neon_q32.h"
 #include "kernels/packed_kq.h"  /* the scalar rows of Q2_K, Q3_K, Q5_K, IQ4_XS */
 #include "kernels/packed_q32.h" /* of Q4_1, Q5_0, Q5_1, IQ4_NL */
@@ -84,16 +85,6 @@ static KERNEL_ROWS_DECL(rows_q4_0) {
 
 /* ---- 8-row groups: sdot by lane, 4 weight rows per vector ----------------- */
 
-/* is += 4 weight rows (w: 4 bytes of each, rows in lanes) . the 4 bytes of
- * x in lane L, for L = 0..3 over w[0..3]. */
-#define SDOT4(is, w, x)                                                                            \
-    do {                                                                                           \
-        is = vdotq_laneq_s32(is, (w)[0], x, 0);                                                    \
-        is = vdotq_laneq_s32(is, (w)[1], x, 1);                                                    \
-        is = vdotq_laneq_s32(is, (w)[2], x, 2);                                                    \
-        is = vdotq_laneq_s32(is, (w)[3], x, 3);                                                    \
-    } while (0)
-
 /* One 8-row group G (nb blocks) x MX activation rows: lane i of is[j][h]
  * collects row 4h + i against activation row j. */
 ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *restrict G,
@@ -152,45 +143,12 @@ ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *re
                 acc[j][h] = vfmaq_f32(acc[j][h], vcvtq_f32_s32(is[j][h]), vmulq_f32(dw[h], dx));
         }
     }
-#pragma GCC unroll 8
-    for (int j = 0; j < MX; j++) {
-        vst1q_f32(out + (size_t)j * ld_out, acc[j][0]);
-        vst1q_f32(out + (size_t)j * ld_out + 4, acc[j][1]);
-    }
+    neon_tile_store(out, ld_out, acc, MX);
 }
 
 /* The groups of [o0, o1) against the activation rows, up to 4 rows a tile. */
-ALWAYS_INLINE void rows_r8(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                           size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                           size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int is_q4) {
-    const size_t nb = n_in / QK8_0;
-    for (size_t r = 0; r < n_rows_x; r += 4) {
-        const size_t mx = n_rows_x - r < 4 ? n_rows_x - r : 4;
-        const uint8_t *a = act + r * act_row_bytes;
-        for (size_t o = o0; o < o1; o += 8) {
-            float *dst = out + r * ld_out + o;
-            const uint8_t *G = W + o * w_row_bytes;
-            if (mx == 4)
-                r8_tile(dst, ld_out, G, a, act_row_bytes, nb, is_q4, 4);
-            else if (mx == 3)
-                r8_tile(dst, ld_out, G, a, act_row_bytes, nb, is_q4, 3);
-            else if (mx == 2)
-                r8_tile(dst, ld_out, G, a, act_row_bytes, nb, is_q4, 2);
-            else
-                r8_tile(dst, ld_out, G, a, act_row_bytes, nb, is_q4, 1);
-        }
-    }
-}
-
-KERNEL_ROWS_DECL(kernel_rows_q8_0_r8_dotprod) {
-    (void)tmp;
-    rows_r8(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 0);
-}
-
-KERNEL_ROWS_DECL(kernel_rows_q4_0_r8_dotprod) {
-    (void)tmp;
-    rows_r8(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, 1);
-}
+NEON_R8_ROWS_FN(kernel_rows_q8_0_r8_dotprod, r8_tile, 0, 4, QK8_0)
+NEON_R8_ROWS_FN(kernel_rows_q4_0_r8_dotprod, r8_tile, 1, 4, QK8_0)
 
 /* dot_q32_neon.c, dot_kquant_neon.c and dot_kq_neon.c; their plain rows
  * (only where n_out % 8 != 0: the loader repacks the rest) run the scalar

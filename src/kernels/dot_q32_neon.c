@@ -124,41 +124,11 @@ ALWAYS_INLINE void q32_tile(float *restrict out, size_t ld_out, const uint8_t *r
             }
         }
     }
-#pragma GCC unroll 4
-    for (int j = 0; j < MX; j++) {
-        vst1q_f32(out + (size_t)j * ld_out, acc[j][0]);
-        vst1q_f32(out + (size_t)j * ld_out + 4, acc[j][1]);
-    }
+    neon_tile_store(out, ld_out, acc, MX);
 }
 
 /* The groups of [o0, o1) against the activation rows, up to 4 rows a tile. */
-ALWAYS_INLINE void q32_rows(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                            size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                            size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int t) {
-    const size_t nb = n_in / QK8_0;
-    for (size_t r = 0; r < n_rows_x; r += 4) {
-        const size_t mx = n_rows_x - r < 4 ? n_rows_x - r : 4;
-        const uint8_t *a = act + r * act_row_bytes;
-        for (size_t o = o0; o < o1; o += 8) {
-            float *dst = out + r * ld_out + o;
-            const uint8_t *G = W + o * w_row_bytes;
-            if (mx == 4)
-                q32_tile(dst, ld_out, G, a, act_row_bytes, nb, t, 4);
-            else if (mx == 3)
-                q32_tile(dst, ld_out, G, a, act_row_bytes, nb, t, 3);
-            else if (mx == 2)
-                q32_tile(dst, ld_out, G, a, act_row_bytes, nb, t, 2);
-            else
-                q32_tile(dst, ld_out, G, a, act_row_bytes, nb, t, 1);
-        }
-    }
-}
-
-#define Q32_ROWS_FN(name, t)                                                                       \
-    KERNEL_ROWS_DECL(name) {                                                                       \
-        (void)tmp;                                                                                 \
-        q32_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, t);      \
-    }
+#define Q32_ROWS_FN(name, t) NEON_R8_ROWS_FN(name, q32_tile, t, 4, QK8_0)
 
 Q32_ROWS_FN(kernel_rows_q4_1_r8_dotprod, T_Q4_1)
 Q32_ROWS_FN(kernel_rows_q5_0_r8_dotprod, T_Q5_0)
