@@ -18,7 +18,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "base/compiler.h" /* ALWAYS_INLINE */
+#include "base/compiler.h"  /* ALWAYS_INLINE */
+#include "kernels/f_rows.h" /* the float-weight rows loop around f_tile */
 #include "kernels/r8_tile_zmm.h"
 #include "kernels/vnni.h"
 #include "kernels/x8_tile.h"
@@ -500,36 +501,10 @@ ALWAYS_INLINE void f_tile(float *restrict out, size_t ld_out, const uint8_t *res
         }
 }
 
-/* Weight rows [o0, o1) x MX activation rows from x: MW rows per tile
- * while they last, then one. */
-ALWAYS_INLINE void f_cols(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                          size_t w_row_bytes, size_t o0, size_t o1, const float *restrict x,
-                          size_t n_in, const int wt, const int MW, const int MX) {
-    size_t o = o0;
-    for (; o + MW <= o1; o += MW)
-        f_tile(out + o, ld_out, W + o * w_row_bytes, w_row_bytes, x, n_in, wt, MW, MX);
-    for (; o < o1; o++)
-        f_tile(out + o, ld_out, W + o * w_row_bytes, w_row_bytes, x, n_in, wt, 1, MX);
-}
-
-/* 4 activation rows x 2 weight rows per tile while they last, then each
- * row left x 4 weight rows. */
-ALWAYS_INLINE void f_rows(float *restrict out, size_t ld_out, const uint8_t *restrict W,
-                          size_t w_row_bytes, size_t o0, size_t o1, const uint8_t *restrict act,
-                          size_t act_row_bytes, size_t n_rows_x, size_t n_in, const int wt) {
-    (void)act_row_bytes; /* F32 rows of n_in */
-    const float *x = (const float *)act;
-    size_t r = 0;
-    for (; r + 4 <= n_rows_x; r += 4)
-        f_cols(out + r * ld_out, ld_out, W, w_row_bytes, o0, o1, x + r * n_in, n_in, wt, 2, 4);
-    for (; r < n_rows_x; r++)
-        f_cols(out + r * ld_out, ld_out, W, w_row_bytes, o0, o1, x + r * n_in, n_in, wt, 4, 1);
-}
-
 #define F_ROWS_FN(name, wt)                                                                        \
     static KERNEL_ROWS_DECL(name) {                                                                \
-        (void)tmp;                                                                                 \
-        f_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in, wt);       \
+        (void)tmp, (void)act_row_bytes; /* F32 rows of n_in */                                     \
+        f_rows(out, ld_out, W, w_row_bytes, o0, o1, act, n_rows_x, n_in, wt, f_tile);              \
     }
 
 F_ROWS_FN(rows_f32, WF32)
