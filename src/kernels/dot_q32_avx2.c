@@ -27,35 +27,10 @@
 #include "kernels/vnni.h"
 #include "kernels/x8_tile.h"
 
-enum { T_Q4_1, T_Q5_0, T_Q5_1, T_IQ4_NL };
-
-/* Group block sizes and field offsets per type tag (packed_q32.h). */
-ALWAYS_INLINE size_t q32_gb(const int t) {
-    return t == T_Q4_1   ? sizeof(block_q4_1x8)
-           : t == T_Q5_0 ? sizeof(block_q5_0x8)
-           : t == T_Q5_1 ? sizeof(block_q5_1x8)
-                         : sizeof(block_iq4_nlx8);
-}
-ALWAYS_INLINE size_t q32_off_qs(const int t) {
-    return t == T_Q4_1   ? offsetof(block_q4_1x8, qs)
-           : t == T_Q5_0 ? offsetof(block_q5_0x8, qs)
-           : t == T_Q5_1 ? offsetof(block_q5_1x8, qs)
-                         : offsetof(block_iq4_nlx8, qs);
-}
-ALWAYS_INLINE size_t q32_off_qh(const int t) {
-    return t == T_Q5_0 ? offsetof(block_q5_0x8, qh) : offsetof(block_q5_1x8, qh);
-}
-ALWAYS_INLINE int q32_has_min(const int t) {
-    return t == T_Q4_1 || t == T_Q5_1;
-}
-ALWAYS_INLINE int q32_is_q5(const int t) {
-    return t == T_Q5_0 || t == T_Q5_1;
-}
-
 /* Start value of a block's int32 sums: the offsets of unsigned forms. */
 ALWAYS_INLINE int32_t q32_init(const kernel_act_side *sd, const int t) {
-    if (t == T_Q5_0) return 2 * sd->neg8; /* -16 * S_x */
-    if (t == T_IQ4_NL && KERNEL_VNNI) return sd->neg128;
+    if (t == Q32_Q5_0) return 2 * sd->neg8; /* -16 * S_x */
+    if (t == Q32_IQ4_NL && KERNEL_VNNI) return sd->neg128;
     return 0;
 }
 
@@ -85,7 +60,7 @@ ALWAYS_INLINE void q32_chunk(const uint8_t *restrict wb, const int t, const int 
         l = _mm256_or_si256(l, _mm256_and_si256(_mm256_slli_epi32(qh, 4 - c), b4));
         h = _mm256_or_si256(h, _mm256_and_si256(_mm256_srli_epi32(qh, c), b4));
     }
-    if (t == T_IQ4_NL) {
+    if (t == Q32_IQ4_NL) {
         l = _mm256_shuffle_epi8(iq4_table(), l);
         h = _mm256_shuffle_epi8(iq4_table(), h);
     }
@@ -101,8 +76,8 @@ ALWAYS_INLINE __m256i q32_dot(__m256i acc, __m256i w, __m256i x, const int t) {
     (void)t;
     return kernel_dpbusd_vnni(acc, w, x);
 #else
-    const __m256i u = t == T_IQ4_NL ? _mm256_sign_epi8(w, w) : w;
-    const __m256i s = t == T_IQ4_NL ? _mm256_sign_epi8(x, w) : x;
+    const __m256i u = t == Q32_IQ4_NL ? _mm256_sign_epi8(w, w) : w;
+    const __m256i s = t == Q32_IQ4_NL ? _mm256_sign_epi8(x, w) : x;
     return chain_pin(
         _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))));
 #endif
@@ -111,7 +86,7 @@ ALWAYS_INLINE __m256i q32_dot(__m256i acc, __m256i w, __m256i x, const int t) {
 /* Without VNNI the unsigned types sum maddubs pairs in int16 before one
  * madd widens them: a pair of a nibble and an int8 is at most 2 * 15 * 127
  * = 3810 (8 per block: 30480), of a 5-bit quant 7874 (4 per sum: 31496). */
-#define Q32_INT16(t) (!KERNEL_VNNI && (t) != T_IQ4_NL)
+#define Q32_INT16(t) (!KERNEL_VNNI && (t) != Q32_IQ4_NL)
 
 /* MG groups (gs bytes apart) x MX activation rows over nb blocks; stores
  * the first n_valid of the 8 * MG output columns. */
@@ -208,7 +183,7 @@ ALWAYS_INLINE void q32_chunk_z(const uint8_t *restrict wb, size_t gs, const int 
         l = _mm512_or_si512(l, _mm512_and_si512(_mm512_slli_epi32(qh, 4 - c), b4));
         h = _mm512_or_si512(h, _mm512_and_si512(_mm512_srli_epi32(qh, c), b4));
     }
-    if (t == T_IQ4_NL) {
+    if (t == Q32_IQ4_NL) {
         l = _mm512_shuffle_epi8(iq4_table_z(), l);
         h = _mm512_shuffle_epi8(iq4_table_z(), h);
     }
@@ -329,9 +304,9 @@ ALWAYS_INLINE void q32_plain(float *restrict out, size_t ld_out, const uint8_t *
                    t);                                                                             \
     }
 
-Q32_FNS(q4_1, T_Q4_1)
-Q32_FNS(q5_0, T_Q5_0)
-Q32_FNS(q5_1, T_Q5_1)
-Q32_FNS(iq4_nl, T_IQ4_NL)
+Q32_FNS(q4_1, Q32_Q4_1)
+Q32_FNS(q5_0, Q32_Q5_0)
+Q32_FNS(q5_1, Q32_Q5_1)
+Q32_FNS(iq4_nl, Q32_IQ4_NL)
 
 #endif /* KERNEL_HAVE_AVX2 */

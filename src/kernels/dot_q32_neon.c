@@ -24,48 +24,23 @@
 
 #include "kernels/neon_kq.h"
 
-enum { T_Q4_1, T_Q5_0, T_Q5_1, T_IQ4_NL, T_MXFP4 };
-
-/* Group block sizes and field offsets per type tag. */
-ALWAYS_INLINE size_t q32_gb(const int t) {
-    return t == T_Q4_1     ? sizeof(block_q4_1x8)
-           : t == T_Q5_0   ? sizeof(block_q5_0x8)
-           : t == T_Q5_1   ? sizeof(block_q5_1x8)
-           : t == T_IQ4_NL ? sizeof(block_iq4_nlx8)
-                           : sizeof(block_mxfp4x8);
-}
-
-ALWAYS_INLINE size_t q32_off_qs(const int t) {
-    return t == T_Q4_1     ? offsetof(block_q4_1x8, qs)
-           : t == T_Q5_0   ? offsetof(block_q5_0x8, qs)
-           : t == T_Q5_1   ? offsetof(block_q5_1x8, qs)
-           : t == T_IQ4_NL ? offsetof(block_iq4_nlx8, qs)
-                           : offsetof(block_mxfp4x8, qs);
-}
-
-ALWAYS_INLINE int q32_has_min(const int t) {
-    return t == T_Q4_1 || t == T_Q5_1;
-}
-
 /* Rows 4h..4h+3 of a group block: lo[c] the int8 of the low nibbles of
  * vector c (elements 4c..4c+3), hi[c] of the high ones (16 + 4c..). */
 ALWAYS_INLINE void q32_quants(const uint8_t *restrict wb, int h, const int t, int8x16_t lo[4],
                               int8x16_t hi[4]) {
     const uint8x16_t m4 = vdupq_n_u8(0x0f), b5 = vdupq_n_u8(0x10);
-    const int8x16_t tbl = vld1q_s8(t == T_MXFP4 ? kernel_kvalues_mxfp4 : kvalues_iq4nl);
+    const int8x16_t tbl = vld1q_s8(t == Q32_MXFP4 ? kernel_kvalues_mxfp4 : kvalues_iq4nl);
     uint8x16_t qh = vdupq_n_u8(0);
-    if (t == T_Q5_0 || t == T_Q5_1)
-        qh = vld1q_u8(wb + (t == T_Q5_0 ? offsetof(block_q5_0x8, qh) : offsetof(block_q5_1x8, qh)) +
-                      16 * h);
+    if (q32_is_q5(t)) qh = vld1q_u8(wb + q32_off_qh(t) + 16 * h);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
         const uint8x16_t v = vld1q_u8(wb + q32_off_qs(t) + 32 * c + 16 * h);
         uint8x16_t l = vandq_u8(v, m4), u = vshrq_n_u8(v, 4);
-        if (t == T_Q5_0 || t == T_Q5_1) {
+        if (q32_is_q5(t)) {
             l = vorrq_u8(l, vandq_u8(shl_u8(qh, 4 - c), b5));
             u = vorrq_u8(u, vandq_u8(shl_u8(qh, -c), b5));
         }
-        const int grid = t == T_IQ4_NL || t == T_MXFP4;
+        const int grid = t == Q32_IQ4_NL || t == Q32_MXFP4;
         lo[c] = grid ? vqtbl1q_s8(tbl, l) : vreinterpretq_s8_u8(l);
         hi[c] = grid ? vqtbl1q_s8(tbl, u) : vreinterpretq_s8_u8(u);
     }
@@ -74,7 +49,7 @@ ALWAYS_INLINE void q32_quants(const uint8_t *restrict wb, int h, const int t, in
 /* The group block's 8 weight scales as floats, dw[h] = rows 4h..4h+3
  * (fp16 d, or MXFP4's 2^(e - 128) as kernel_e8m0_half computes it). */
 ALWAYS_INLINE void q32_scales(const uint8_t *restrict wb, const int t, float32x4_t dw[2]) {
-    if (t == T_MXFP4) {
+    if (t == Q32_MXFP4) {
         float f[8];
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++)
@@ -113,7 +88,7 @@ ALWAYS_INLINE void q32_tile(float *restrict out, size_t ld_out, const uint8_t *r
             q32_quants(wb, h, t, lo, hi);
 #pragma GCC unroll 4
             for (int j = 0; j < MX; j++) {
-                int32x4_t is = vdupq_n_s32(t == T_Q5_0 ? 2 * sd[j][b].neg8 : 0); /* -16 sum x */
+                int32x4_t is = vdupq_n_s32(t == Q32_Q5_0 ? 2 * sd[j][b].neg8 : 0); /* -16 sum x */
                 SDOT4(is, lo, vld1q_s8(xr[j][b].qs));
                 SDOT4(is, hi, vld1q_s8(xr[j][b].qs + 16));
                 const float32x4_t dx = vdupq_n_f32(sd[j][b].d);
@@ -130,10 +105,10 @@ ALWAYS_INLINE void q32_tile(float *restrict out, size_t ld_out, const uint8_t *r
 /* The groups of [o0, o1) against the activation rows, up to 4 rows a tile. */
 #define Q32_ROWS_FN(name, t) NEON_R8_ROWS_FN(name, q32_tile, t, 4, QK8_0)
 
-Q32_ROWS_FN(kernel_rows_q4_1_r8_dotprod, T_Q4_1)
-Q32_ROWS_FN(kernel_rows_q5_0_r8_dotprod, T_Q5_0)
-Q32_ROWS_FN(kernel_rows_q5_1_r8_dotprod, T_Q5_1)
-Q32_ROWS_FN(kernel_rows_iq4_nl_r8_dotprod, T_IQ4_NL)
-Q32_ROWS_FN(kernel_rows_mxfp4_r8_dotprod, T_MXFP4)
+Q32_ROWS_FN(kernel_rows_q4_1_r8_dotprod, Q32_Q4_1)
+Q32_ROWS_FN(kernel_rows_q5_0_r8_dotprod, Q32_Q5_0)
+Q32_ROWS_FN(kernel_rows_q5_1_r8_dotprod, Q32_Q5_1)
+Q32_ROWS_FN(kernel_rows_iq4_nl_r8_dotprod, Q32_IQ4_NL)
+Q32_ROWS_FN(kernel_rows_mxfp4_r8_dotprod, Q32_MXFP4)
 
 #endif

@@ -22,6 +22,9 @@
 #ifndef TPS_KERNELS_PACKED_Q32_H
 #define TPS_KERNELS_PACKED_Q32_H
 
+#include <stddef.h> /* offsetof */
+
+#include "base/compiler.h" /* ALWAYS_INLINE */
 #include "kernels/kernel_impl.h"
 
 /* Groups of 8 rows i = 0..7 of one block, the quants interleaved as
@@ -70,6 +73,36 @@ static inline uint32_t q32_qh_regroup(const uint8_t qh_bytes[4]) {
             r |= (qh >> (16 + 4 * c + e) & 1u) << (8 * e + 4 + c);
         }
     return r;
+}
+
+/* The vector tiers' Q32 tiles (dot_q32_avx2.c, dot_q32_neon.c) take the
+ * type as a tag; per tag, the group's size and field offsets, constants
+ * once a tile is inlined. MXFP4's group is kernel_impl.h's block_mxfp4x8. */
+enum { Q32_Q4_1, Q32_Q5_0, Q32_Q5_1, Q32_IQ4_NL, Q32_MXFP4 };
+
+ALWAYS_INLINE size_t q32_gb(const int t) {
+    return t == Q32_Q4_1     ? sizeof(block_q4_1x8)
+           : t == Q32_Q5_0   ? sizeof(block_q5_0x8)
+           : t == Q32_Q5_1   ? sizeof(block_q5_1x8)
+           : t == Q32_IQ4_NL ? sizeof(block_iq4_nlx8)
+                             : sizeof(block_mxfp4x8);
+}
+ALWAYS_INLINE size_t q32_off_qs(const int t) {
+    return t == Q32_Q4_1     ? offsetof(block_q4_1x8, qs)
+           : t == Q32_Q5_0   ? offsetof(block_q5_0x8, qs)
+           : t == Q32_Q5_1   ? offsetof(block_q5_1x8, qs)
+           : t == Q32_IQ4_NL ? offsetof(block_iq4_nlx8, qs)
+                             : offsetof(block_mxfp4x8, qs);
+}
+/* Q5_0 and Q5_1 only. */
+ALWAYS_INLINE size_t q32_off_qh(const int t) {
+    return t == Q32_Q5_0 ? offsetof(block_q5_0x8, qh) : offsetof(block_q5_1x8, qh);
+}
+ALWAYS_INLINE int q32_has_min(const int t) {
+    return t == Q32_Q4_1 || t == Q32_Q5_1;
+}
+ALWAYS_INLINE int q32_is_q5(const int t) {
+    return t == Q32_Q5_0 || t == Q32_Q5_1;
 }
 
 /* Packs rows [0, m) (m <= 8) of W (row stride w_row_bytes, nb blocks of
