@@ -94,12 +94,7 @@ ALWAYS_INLINE void r8_tile(float *restrict out, size_t ld_out, const uint8_t *re
     const block_q8_0 *xr[4];
     const kernel_act_side *sd[4];
     float32x4_t acc[4][2];
-#pragma GCC unroll 8
-    for (int j = 0; j < MX; j++) {
-        xr[j] = (const block_q8_0 *)(act + (size_t)j * act_row_bytes);
-        sd[j] = (const kernel_act_side *)((const uint8_t *)xr[j] + kernel_act_side_off(nb));
-        acc[j][0] = acc[j][1] = vdupq_n_f32(0.0f);
-    }
+    neon_q8_0_tile_init(xr, sd, acc, act, act_row_bytes, nb, MX);
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *wb = G + b * GB;
         __builtin_prefetch(wb + PREFETCH_AHEAD_BYTES, 0, 3);

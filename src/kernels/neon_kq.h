@@ -8,7 +8,7 @@
 #define TPS_KERNELS_NEON_KQ_H
 
 #include "base/compiler.h"       /* ALWAYS_INLINE */
-#include "kernels/kernel_impl.h" /* KERNEL_ROWS_DECL, block_q8_K */
+#include "kernels/kernel_impl.h" /* KERNEL_ROWS_DECL, block_q8_0, block_q8_K */
 
 /* s += the 4 vectors w[0..3] (4 rows x 4 quants each) . x's 4-byte lanes. */
 #define SDOT4(s, w, x)                                                                             \
@@ -48,6 +48,19 @@ ALWAYS_INLINE void neon_q8_K_tile_init(const block_q8_K *xr[], float32x4_t acc[]
 #pragma GCC unroll 4
     for (int j = 0; j < MX; j++) {
         xr[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
+        acc[j][0] = acc[j][1] = vdupq_n_f32(0.0f);
+    }
+}
+
+/* A Q8_0 tile's start: xr[j] = activation row j (rows act_row_bytes apart,
+ * nb blocks), sd[j] its side data, acc[j][0..1] = 0, for j < MX. */
+ALWAYS_INLINE void neon_q8_0_tile_init(const block_q8_0 *xr[], const kernel_act_side *sd[],
+                                       float32x4_t acc[][2], const uint8_t *restrict act,
+                                       size_t act_row_bytes, size_t nb, const int MX) {
+#pragma GCC unroll 4
+    for (int j = 0; j < MX; j++) {
+        xr[j] = (const block_q8_0 *)(act + (size_t)j * act_row_bytes);
+        sd[j] = (const kernel_act_side *)((const uint8_t *)xr[j] + kernel_act_side_off(nb));
         acc[j][0] = acc[j][1] = vdupq_n_f32(0.0f);
     }
 }
