@@ -125,10 +125,7 @@ Test(hostile, smuggling_and_framing_ambiguities_get_one_json_400_and_a_close, .t
 }
 
 Test(hostile, a_nul_in_the_authorization_value_is_refused, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.api_key = "k";
     fixture_start(&f, &c, true);
     /* before: the value was compared up to the NUL, so "k\0junk" was the key */
@@ -142,10 +139,7 @@ Test(hostile, a_nul_in_the_authorization_value_is_refused, .timeout = 30) {
 }
 
 Test(hostile, every_error_libevent_would_answer_is_openai_json, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.max_body_bytes = 1024;
     c.max_header_bytes = 1024;
     fixture_start(&f, &c, true);
@@ -203,10 +197,7 @@ Test(hostile, head_is_answered_wherever_get_is, .timeout = 30) {
  * ------------------------------------------------------------------------- */
 
 Test(hostile, a_header_block_trickled_a_line_a_second_meets_the_header_deadline, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.timeout_s = 60; /* the idle timeout alone would hold the slot for a minute */
     c.header_timeout_s = 1;
     fixture_start(&f, &c, true);
@@ -259,10 +250,7 @@ static void answer_of(int fd, raw_reply *r) {
 }
 
 Test(hostile, one_address_cannot_hold_every_slot, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.max_connections = 20; /* 10 per client by default */
     fixture_start(&f, &c, true);
     /* requests under way from one address: 10 are taken, the rest get 429 */
@@ -312,10 +300,7 @@ Test(hostile, one_address_cannot_hold_every_slot, .timeout = 60) {
 }
 
 Test(hostile, health_and_metrics_answer_while_every_slot_is_taken, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.max_connections = 4;
     c.max_conns_per_client = 64;
     fixture_start(&f, &c, true);
@@ -350,10 +335,7 @@ static void post(int port, const char *headers, raw_reply *r) {
 }
 
 Test(hostile, a_web_page_cannot_start_generations_without_being_allowed, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     static const char *const origins[] = {"http://localhost:3000"};
     c.cors_origins = origins;
     c.n_cors_origins = 1;
@@ -391,10 +373,7 @@ Test(hostile, a_web_page_cannot_start_generations_without_being_allowed, .timeou
 }
 
 Test(hostile, bound_to_loopback_only_its_own_host_names_are_answered, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     static const char *const hosts[] = {"tps.internal"};
     c.allowed_hosts = hosts;
     c.n_allowed_hosts = 1;
@@ -464,10 +443,7 @@ Test(hostile, a_large_prompt_being_tokenized_does_not_hold_up_other_clients, .ti
  * ------------------------------------------------------------------------- */
 
 Test(hostile, a_request_naming_no_max_tokens_fits_a_small_kv_pool, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.engine.kv_tokens = 64; /* 4 blocks of 16; the context is 512 */
     fixture_start(&f, &c, true);
     /* before: max_tokens defaulted to the context, which no pool of 64 holds */

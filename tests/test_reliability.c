@@ -63,10 +63,7 @@ static int count_fds(void) {
  * ------------------------------------------------------------------------- */
 
 Test(reliability, headers_over_the_limit_are_refused_and_the_server_goes_on, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.max_header_bytes = 2048;
     fixture_start(&f, &c, true);
     char big[4096 + 64], fits[1024 + 64];
@@ -103,10 +100,7 @@ static char *ids_body(int n) {
 }
 
 Test(reliability, prompt_tokens_and_max_tokens_caps_are_enforced, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.max_prompt_tokens = 48;
     c.max_tokens_cap = 4;
     fixture_start(&f, &c, true);
@@ -168,10 +162,7 @@ Test(reliability, prompt_tokens_and_max_tokens_caps_are_enforced, .timeout = 30)
  * ------------------------------------------------------------------------- */
 
 Test(reliability, slowloris_body_is_dropped_without_holding_a_kv_block, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.timeout_s = 1;
     fixture_start(&f, &c, true);
     int fd = raw_connect(f.port, 0);
@@ -203,10 +194,7 @@ Test(reliability, slowloris_body_is_dropped_without_holding_a_kv_block, .timeout
 }
 
 Test(reliability, idle_keep_alive_connection_is_closed_after_the_timeout, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.timeout_s = 1;
     fixture_start(&f, &c, true);
     int fd = raw_connect(f.port, 0);
@@ -429,10 +417,7 @@ static void *gone_worker(void *arg) {
 }
 
 Test(reliability, clients_vanishing_at_random_points_return_every_kv_block, .timeout = 90) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.engine.max_seqs = 4;
     c.engine.max_batch_tokens = 32;
     c.engine.prefill_chunk = 8; /* a 250-token prompt takes ~30 steps to prefill */
@@ -564,10 +549,7 @@ static void *kv_worker(void *arg) {
 }
 
 Test(reliability, kv_exhaustion_preempts_and_every_request_gets_its_solo_tokens, .timeout = 90) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.engine.kv_tokens = 192; /* 12 blocks of 16: room for one request and a half */
     c.engine.kv_block = 16;
     c.engine.max_seqs = N_KV;
@@ -728,10 +710,7 @@ Test(reliability, startup_warns_when_unauthenticated_and_binds_loopback, .timeou
  * ------------------------------------------------------------------------- */
 
 Test(reliability, api_key_accepts_only_the_exact_key, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.api_key = "s3cret-key-0123";
     fixture_start(&f, &c, true);
     static const char *const wrong[] = {"",

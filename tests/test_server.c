@@ -525,10 +525,7 @@ Test(server, n_out_of_range_is_400_naming_n, .timeout = 60) {
 }
 
 Test(server, n_over_max_n_max_seqs_or_the_kv_pool_is_400, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.max_n = 3;
     c.engine.max_seqs = 2;
     c.engine.kv_tokens = 256; /* 16 blocks of 16 */
@@ -634,10 +631,7 @@ Test(server, repeated_long_prompt_reports_cached_tokens_and_same_text, .timeout 
 }
 
 Test(server, no_prefix_cache_reports_zero_cached_tokens, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.engine.no_prefix_cache = true;
     fixture_start(&f, &c, true);
     char *body = long_body(false);

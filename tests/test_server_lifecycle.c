@@ -116,10 +116,7 @@ static bool queued_client_leaves(server_fixture *f, const char *ahead, int n_ahe
 }
 
 Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.engine.max_seqs = 1; /* so the stream cannot finish before the client leaves */
     fixture_start(&f, &c, true);
     engine_stats st0;
@@ -166,10 +163,7 @@ Test(server, client_disconnect_mid_stream_cancels_and_frees_kv, .timeout = 30) {
  * ------------------------------------------------------------------------- */
 
 Test(server, drain_finishes_in_flight_and_refuses_new_requests, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.engine.max_seqs = 1; /* the three requests run one after another */
     fixture_start(&f, &c, true);
     /* a keep-alive connection opened before the drain */
@@ -300,10 +294,7 @@ Test(server, sigterm_drains_and_exits_zero, .timeout = 60) {
  * ------------------------------------------------------------------------- */
 
 Test(server, slowloris_client_is_dropped_after_the_timeout, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.timeout_s = 1;
     fixture_start(&f, &c, true);
     int fd = raw_connect(f.port, 0);
@@ -328,10 +319,7 @@ Test(server, slowloris_client_is_dropped_after_the_timeout, .timeout = 30) {
 }
 
 Test(server, connections_over_the_limit_shed_silent_ones_and_are_served, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.max_connections = 4;
     c.max_conns_per_client = 64;
     fixture_start(&f, &c, true);

@@ -89,10 +89,7 @@ Test(server, prompt_longer_than_context_is_400_naming_both_numbers, .timeout = 3
 }
 
 Test(server, api_key_is_required_when_set, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.api_key = "s3cret-key";
     fixture_start(&f, &c, true);
     const char *b = "{\"prompt\":\"x\",\"max_tokens\":2}";
@@ -109,10 +106,7 @@ Test(server, api_key_is_required_when_set, .timeout = 30) {
 }
 
 Test(server, body_over_the_limit_is_413, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.max_body_bytes = 1024;
     fixture_start(&f, &c, true);
     char *big = malloc(2000);
@@ -135,10 +129,7 @@ Test(server, body_over_the_limit_is_413, .timeout = 30) {
 }
 
 Test(server, queue_full_is_429_with_retry_after, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     c.engine.max_seqs = 1;
     c.engine.max_queue = 1;
     fixture_start(&f, &c, true);
@@ -192,10 +183,7 @@ Test(server, queue_full_is_429_with_retry_after, .timeout = 30) {
 }
 
 Test(server, health_and_completions_are_503_while_loading, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    server_config c;
-    fixture_defaults(&c, &f);
+    FIXTURE_CONFIG(f, c);
     fixture_start(&f, &c, false);
     expect_status(f.port, "GET", "/health", NULL, NULL, 503, NULL, "loading");
     expect_status(f.port, "POST", "/v1/completions", "{\"prompt\":\"x\"}", NULL, 503, NULL, NULL);

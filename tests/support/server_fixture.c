@@ -9,7 +9,7 @@
 
 void fixture_defaults(server_config *c, server_fixture *f) {
     server_config_default(c);
-    f->model = shared_path("models/stories260K.gguf");
+    f->model = shared_path(FIXTURE_MODEL);
     f->log = getenv("TPS_TEST_LOG") ? fdopen(dup(2), "w") : fopen("/dev/null", "w");
     c->model_path = f->model;
     c->port = 0;

@@ -8,6 +8,10 @@
 #include <stdio.h>
 
 #include "server/http/server.h"
+#include "support/test_support.h" /* REQUIRE_SHARED */
+
+/* The model every fixture serves, under ../shared. */
+#define FIXTURE_MODEL "models/stories260K.gguf"
 
 typedef struct server_fixture {
     server *s;
@@ -18,6 +22,15 @@ typedef struct server_fixture {
 
 /* Defaults for tests: stories260K, port 0, one kernel thread. */
 void fixture_defaults(server_config *c, server_fixture *f);
+/* The start of a test that serves the model with settings of its own:
+ * skips the test when ../shared lacks the model, then declares the fixture
+ * f and the config c, c holding fixture_defaults; the test sets c's fields
+ * and calls fixture_start. */
+#define FIXTURE_CONFIG(f, c)                                                                       \
+    REQUIRE_SHARED(FIXTURE_MODEL);                                                                 \
+    server_fixture f;                                                                              \
+    server_config c;                                                                               \
+    fixture_defaults(&c, &f)
 /* Creates and starts the server; with load, also loads the model. Asserts. */
 void fixture_start(server_fixture *f, const server_config *c, bool load);
 /* fixture_defaults, then fixture_start with the model loaded: for a test
