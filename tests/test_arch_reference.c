@@ -28,7 +28,7 @@
  * (else the directory is the --arch and the preset tiny). */
 static const struct {
     const char *dir, *arch, *preset;
-} variants[] = {{"gemma4moe", "gemma4", "tiny-moe"}};
+} variants[] = {{"gemma4moe", "gemma4", "tiny-moe"}, {"gemma4e4b", "gemma4", "E4B-thin"}};
 
 static const char *arch_of(const char *dir, const char **preset) {
     *preset = "tiny";
@@ -54,8 +54,9 @@ static llama_model *make_and_load(const char *arch, char *path, size_t path_len)
     return make_and_load_opts(arch, path, path_len, 0);
 }
 
-/* llama.cpp's greedy ids and logits, teacher-forced, on one tier. */
-static void check_arch_tier(const char *arch, kernel_tier tier) {
+/* llama.cpp's greedy ids and logits, teacher-forced, on one tier: every
+ * argmax llama.cpp's, the logits within tol. */
+static void check_arch_tier(const char *arch, kernel_tier tier, double tol) {
     llama_ref r;
     llama_ref_load(&r, arch);
     char path[64];
@@ -67,16 +68,20 @@ static void check_arch_tier(const char *arch, kernel_tier tier) {
     cr_log_info("%s, %s tier: worst normalised logit error vs llama.cpp %.2e (%zu of %zu "
                 "positions within %.0e)",
                 arch, kernel_tier_name(tier), worst, st.exact, st.positions, LLAMA_REF_EXACT);
-    cr_expect_leq(worst, TOL_NORM_ERR, "%s, %s tier: %g", arch, kernel_tier_name(tier), worst);
+    cr_expect_leq(worst, tol, "%s, %s tier: %g", arch, kernel_tier_name(tier), worst);
     llama_model_free(m);
     unlink(path);
     llama_ref_free(&r);
 }
 
-static void check_arch(const char *arch) {
+static void check_arch_tol(const char *arch, double tol) {
     const kernel_tier tiers[] = {KERNEL_TIER_BEST, KERNEL_TIER_SCALAR, KERNEL_TIER_REF};
     for (size_t t = 0; t < sizeof tiers / sizeof tiers[0]; t++)
-        check_arch_tier(arch, tiers[t]);
+        check_arch_tier(arch, tiers[t], tol);
+}
+
+static void check_arch(const char *arch) {
+    check_arch_tol(arch, TOL_NORM_ERR);
 }
 
 Test(arch_reference, llama_matches_llama_cpp) {
@@ -167,6 +172,17 @@ Test(arch_reference, deepseek2_matches_llama_cpp) {
  * output scale, attention scale 1, final soft-cap. */
 Test(arch_reference, gemma4_matches_llama_cpp) {
     check_arch("gemma4");
+}
+
+/* Gemma-4-E4B's stack at width 256 (E4B-thin): 42 layers, five sliding
+ * (heads of 256) to one global (heads of 512 with V of their own), the
+ * last 18 reading layers 22 and 23's K/V, per-layer inputs of 256. The
+ * logits' bound is wider than the tiny files': ggml's GELU by F16 table
+ * (tests/data/README.md) moves a last-bit difference to 1e-3 at a GeGLU
+ * input, and 42 layers carry it to ~2e-3; every greedy id is still
+ * llama.cpp's. */
+Test(arch_reference, gemma4_e4b_stack_matches_llama_cpp) {
+    check_arch_tol("gemma4e4b", 5e-3);
 }
 
 /* Gemma 4's MoE (26B-A4B's layout, tiny-moe): 8 experts, 2 a token, beside
@@ -295,9 +311,10 @@ static void check_batch_invariance(const char *arch) {
 }
 
 Test(arch_reference, every_arch_is_batch_invariant) {
-    const char *archs[] = {"llama",     "llama3",    "qwen2",   "qwen3",    "gemma2",   "gemma3",
-                           "phi3",      "mistral3",  "mixtral", "qwen3moe", "gpt-oss",  "qwen35",
-                           "deepseek2", "qwen35moe", "glm4moe", "gemma4",   "gemma4moe"};
+    const char *archs[] = {"llama",   "llama3",    "qwen2",     "qwen3",     "gemma2",
+                           "gemma3",  "phi3",      "mistral3",  "mixtral",   "qwen3moe",
+                           "gpt-oss", "qwen35",    "deepseek2", "qwen35moe", "glm4moe",
+                           "gemma4",  "gemma4moe", "gemma4e4b"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         check_batch_invariance(archs[i]);
 }

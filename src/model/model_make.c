@@ -51,6 +51,8 @@ const model_preset model_presets[] = {
     {"31B", "Gemma-4-31B (--arch gemma4)", 5376, 60, 32, 16, 21504, 262144, 262144, 1000000.0f},
     {"26B-A4B", "Gemma-4-26B-A4B (--arch gemma4)", 2816, 30, 16, 8, 2112, 262144, 262144,
      1000000.0f},
+    {"E4B-thin", "Gemma-4-E4B's 42 layers at width 256 and vocab 512 (--arch gemma4)", 256, 42, 8,
+     2, 512, 512, 512, 1000000.0f},
     {"tiny-moe", "tiny with 8 experts of 32, 2 a token (--arch gemma4)", 64, 5, 8, 4, 192, 512, 512,
      10000.0f},
     {NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0},
@@ -179,7 +181,8 @@ const model_arch_spec model_arch_specs[] = {
      .about = "Gemma 4: sliding (window 8 for tiny) and global layers with their own head sizes, "
               "KV heads and RoPE (partial on global layers), V = K on global layers, the last "
               "layers reading earlier K/V, per-layer inputs, final soft-cap 2 for tiny; tied; "
-              "presets tiny, E4B, 31B, and with experts beside the dense FFN (a scaled softmax "
+              "presets tiny, E4B, E4B-thin, 31B, and with experts beside the dense FFN (a scaled "
+              "softmax "
               "router, fused gate|up, a scale per expert) 26B-A4B and tiny-moe "
               "(model_make_gemma4.c)"},
     {0},

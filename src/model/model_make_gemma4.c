@@ -9,6 +9,7 @@
  * (26B-A4B) the router with its input scale, the experts' fused gate|up
  * and down with a scale per expert, and the norms of the two FFN halves.
  * Seeded like every tensor. Nothing here runs the model. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,6 +52,21 @@ static const make_gemma4_shape gemma4_shapes[] = {
     /* Gemma-4-E4B: 42 layers, 5 sliding to 1 global, the last 18 sharing
      * K/V, per-layer inputs of 256 */
     {.preset = "E4B",
+     .hd_swa = 256,
+     .hd_full = 512,
+     .kv_swa = 2,
+     .kv_full = 2,
+     .n_shared = 18,
+     .n_embd_pl = 256,
+     .window = 512,
+     .period = 6,
+     .softcap = 30.0f,
+     .rope_partial = 0.25f},
+    /* E4B's layer structure (its 42 layers, heads, KV sharing, per-layer
+     * inputs and window) on the E4B-thin preset's width 256 and vocabulary
+     * of 512: the real stack deep, in a file the reference tests make in a
+     * second and llama.cpp runs in F32 */
+    {.preset = "E4B-thin",
      .hd_swa = 256,
      .hd_full = 512,
      .kv_swa = 2,
@@ -126,10 +142,11 @@ int make_plan_gemma4(make_plan *pl, tps_err *err) {
     if (!pl->as->gemma4) return 0;
     const make_gemma4_shape *sh = shape_of(pl);
     if (!sh)
-        return tps_fail(err, TPS_EINVAL,
-                        "model make: --arch gemma4 has presets tiny, E4B, 31B, 26B-A4B and "
-                        "tiny-moe, not %s",
-                        pl->p->name);
+        return tps_fail(
+            err, TPS_EINVAL,
+            "model make: --arch gemma4 has presets tiny, E4B, E4B-thin, 31B, 26B-A4B and "
+            "tiny-moe, not %s",
+            pl->p->name);
     if (pl->p->n_layers > LLAMA_GEMMA4_MAX_LAYERS || sh->n_shared + 2 > pl->p->n_layers)
         return tps_fail(err, TPS_EINVAL,
                         "model make: gemma4 preset %s takes %u to %u layers (its %u shared "
@@ -211,6 +228,19 @@ static void norm(make_plan *pl, uint32_t l, const char *suffix, uint32_t n) {
     make_add_layer_gen(pl, l, suffix, GGML_TYPE_F32, 1, n, 0.2f)->offset = 1.0f;
 }
 
+/* A Q or K norm weight of layer l: hd^-1/4 +- 20 %. Gemma 4 scores
+ * attention with scale 1 and leaves the temperature to these learned
+ * weights; at 1 a score of unit q and k has a spread of sqrt(hd) (16 to 22
+ * on real heads), a softmax so sharp that a last-bit difference in a score
+ * moves the output, and across 42 layers llama.cpp's own logits change
+ * wholesale when its GELU rounding does. hd^-1/4 on both gives scores of
+ * unit spread, as 1/sqrt(hd) does for other families, so the file's tokens
+ * are a function of its weights. */
+static void qk_norm(make_plan *pl, uint32_t l, const char *suffix, uint32_t hd) {
+    const float t = 1.0f / sqrtf(sqrtf((float)hd));
+    make_add_layer_gen(pl, l, suffix, GGML_TYPE_F32, 1, hd, 0.2f * t)->offset = t;
+}
+
 static void matrix(make_plan *pl, uint32_t l, const char *suffix, uint32_t rows, uint32_t cols,
                    float std) {
     make_add_layer_gen(pl, l, suffix, make_matrix_type(pl, suffix, l, cols), rows, cols, std);
@@ -256,9 +286,9 @@ void make_plan_gemma4_layer(make_plan *pl, uint32_t l) {
     if (layer_has_kv(pl, l)) {
         matrix(pl, l, "attn_k.weight", kv, dim, pl->std);
         if (swa || !sh->k_eq_v) matrix(pl, l, "attn_v.weight", kv, dim, pl->std);
-        norm(pl, l, "attn_k_norm.weight", hd);
+        qk_norm(pl, l, "attn_k_norm.weight", hd);
     }
-    norm(pl, l, "attn_q_norm.weight", hd);
+    qk_norm(pl, l, "attn_q_norm.weight", hd);
     matrix(pl, l, "attn_output.weight", dim, q_dim, pl->proj);
     norm(pl, l, "post_attention_norm.weight", dim);
     norm(pl, l, "ffn_norm.weight", dim);
