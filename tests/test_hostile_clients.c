@@ -81,9 +81,7 @@ static void expect_answer(int port, const char *line, int status, raw_reply *r) 
  * ------------------------------------------------------------------------- */
 
 Test(hostile, smuggling_and_framing_ambiguities_get_one_json_400_and_a_close, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     static const struct {
         const char *what, *bytes;
     } bad[] = {
@@ -166,9 +164,7 @@ Test(hostile, every_error_libevent_would_answer_is_openai_json, .timeout = 30) {
 }
 
 Test(hostile, head_is_answered_wherever_get_is, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     const char *paths[] = {"/health", "/metrics", "/v1/models"};
     for (size_t i = 0; i < 3; i++) {
         /* HEAD then GET on one keep-alive connection: the HEAD reply has a
@@ -397,9 +393,7 @@ Test(hostile, bound_to_loopback_only_its_own_host_names_are_answered, .timeout =
  * ------------------------------------------------------------------------- */
 
 Test(hostile, a_large_prompt_being_tokenized_does_not_hold_up_other_clients, .timeout = 120) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     /* 7 MB of text: over a second of tokenizing (more under ASan) */
     static const char story[] = "Once upon a time, there was a little girl named Lily. ";
     size_t text = 7u * 1000 * 1000, cap = text + 256;
@@ -467,9 +461,7 @@ Test(hostile, a_request_naming_no_max_tokens_fits_a_small_kv_pool, .timeout = 60
 }
 
 Test(hostile, the_open_connections_gauge_counts_only_open_ones, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     int fds[16];
     for (int i = 0; i < 16; i++) {
         fds[i] = raw_connect(f.port, 1);

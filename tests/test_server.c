@@ -61,9 +61,7 @@ Test(server, streamed_greedy_tokens_equal_reference_and_usage_counts_them, .time
 }
 
 Test(server, streamed_greedy_tokens_equal_tps_generate, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     const char *prompt = "The little dog";
     char *mp = shared_path(MODEL);
     char args[1024];
@@ -133,9 +131,7 @@ Test(server, non_streamed_completion_has_usage_and_timings, .timeout = 30) {
 }
 
 Test(server, prompt_as_token_ids_equals_prompt_as_text, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     resp a = {0}, b = {0};
     cr_assert_eq(http(f.port, "POST", "/v1/completions",
                       "{\"prompt\":\"Once upon a time\",\"max_tokens\":12,\"temperature\":0}", NULL,
@@ -158,9 +154,7 @@ Test(server, prompt_as_token_ids_equals_prompt_as_text, .timeout = 30) {
 }
 
 Test(server, chat_streams_role_then_content_then_finish, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     const char *body = "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
                        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]}],"
                        "\"max_tokens\":10,\"temperature\":0,\"stream\":true,\"ignore_eos\":true,"
@@ -196,9 +190,7 @@ Test(server, chat_streams_role_then_content_then_finish, .timeout = 30) {
 #define N_CONC 32
 
 Test(server, concurrent_32_streams_equal_solo_runs, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     static const char *const prompts[] = {"Once upon a time", "Lily and Tom",  "The sun",
                                           "One day, a big",   "She was happy", ""};
     char *bodies[N_CONC];
@@ -253,9 +245,7 @@ Test(server, concurrent_32_streams_equal_solo_runs, .timeout = 60) {
  * ------------------------------------------------------------------------- */
 
 Test(server, metrics_parse_and_counters_move_by_the_tokens_served, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     resp m0 = {0}, m1 = {0}, r = {0};
     cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m0), 200);
     cr_assert(strstr(m0.headers, "text/plain; version=0.0.4"));
@@ -295,9 +285,7 @@ Test(server, metrics_parse_and_counters_move_by_the_tokens_served, .timeout = 30
  * ------------------------------------------------------------------------- */
 
 Test(server, tokenize_and_detokenize_like_llama_cpp, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     resp r = {0};
     cr_assert_eq(http(f.port, "POST", "/tokenize",
                       "{\"content\":\"Once upon a time\",\"add_special\":true}", NULL, &r),
@@ -361,9 +349,7 @@ static char *n_body(const char *prompt, int n, int max_tokens, double temp, long
 }
 
 Test(server, n3_non_streamed_has_three_indexed_choices_and_summed_usage, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     char *body = n_body("Once upon a time", 3, 10, 0.8, 7, false, false);
     json_t *j = post_ok(f.port, "/v1/completions", body);
     json_t *ch = json_object_get(j, "choices");
@@ -400,9 +386,7 @@ Test(server, n3_non_streamed_has_three_indexed_choices_and_summed_usage, .timeou
 }
 
 Test(server, choice_i_equals_an_n1_request_with_seed_plus_i, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     const char *prompt = "Lily and Tom";
     char *body = n_body(prompt, 3, 24, 1.0, 42, false, false);
     json_t *j = post_ok(f.port, "/v1/completions", body);
@@ -432,9 +416,7 @@ Test(server, choice_i_equals_an_n1_request_with_seed_plus_i, .timeout = 60) {
 }
 
 Test(server, greedy_n2_choices_equal_each_other_and_n1, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     char *b2 = n_body("The sun", 2, 20, 0.0, -1, false, false);
     char *b1 = n_body("The sun", 1, 20, 0.0, -1, false, false);
     json_t *j2 = post_ok(f.port, "/v1/completions", b2);
@@ -451,9 +433,7 @@ Test(server, greedy_n2_choices_equal_each_other_and_n1, .timeout = 60) {
 }
 
 Test(server, streamed_n2_tags_chunks_with_their_index_and_finishes_each, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     char *body = n_body("Once upon a time", 2, 16, 0.9, 5, true, true);
     resp r = {0};
     cr_assert_eq(http(f.port, "POST", "/v1/completions", body, NULL, &r), 200);
@@ -499,9 +479,7 @@ Test(server, streamed_n2_tags_chunks_with_their_index_and_finishes_each, .timeou
 }
 
 Test(server, n_out_of_range_is_400_naming_n, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     int p = f.port;
     expect_status(p, "POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":0}", NULL, 400, "n",
                   "at least 1");
@@ -552,9 +530,7 @@ Test(server, n_over_max_n_max_seqs_or_the_kv_pool_is_400, .timeout = 60) {
 }
 
 Test(server, client_disconnect_cancels_every_choice, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     engine_stats st0;
     engine_get_stats(server_engine(f.s), &st0);
     /* 8 choices of 480 tokens: far more than the client reads before leaving */
@@ -587,9 +563,7 @@ static char *long_body(bool stream_) {
 }
 
 Test(server, repeated_long_prompt_reports_cached_tokens_and_same_text, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     resp m0 = {0}, m1 = {0};
     cr_assert_eq(http(f.port, "GET", "/metrics", NULL, NULL, &m0), 200);
     char *body = long_body(false);

@@ -283,9 +283,7 @@ Test(hostile_input, trickling_health_sockets_from_one_address_leave_health_answe
 
 Test(hostile_input, reset_prefix_cache_is_an_admin_route_off_by_default_and_rate_limited,
      .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     char *out = NULL;
     int st = call(f.port, 1, "/reset_prefix_cache", "{}", 10000, &out);
     cr_assert_eq(st, 404, "%s", out);
@@ -316,9 +314,7 @@ Test(hostile_input, invalid_utf8_in_a_json_answer_becomes_u_fffd, .timeout = 60)
                      "\xf0\x9f\x98\x80\"",
                      "%s", b.p);
     sbuf_free(&b);
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     char *out = NULL; /* stories260K's byte tokens: <0xFF> is 3 + 0xFF */
     int st = call(f.port, 1, "/detokenize", "{\"tokens\":[258, 3]}", 10000, &out);
     cr_assert_eq(st, 200, "%s", out);

@@ -28,9 +28,7 @@
  * ------------------------------------------------------------------------- */
 
 Test(server, bad_requests_get_openai_shaped_errors, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     int p = f.port;
     expect_status(p, "POST", "/v1/completions", "{\"prompt\": \"x\",\n \"max_tokens\": }", NULL,
                   400, NULL, "line 2, column");
@@ -69,9 +67,7 @@ Test(server, bad_requests_get_openai_shaped_errors, .timeout = 30) {
 }
 
 Test(server, prompt_longer_than_context_is_400_naming_both_numbers, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     /* 600 token ids > the context of 512 */
     char *body = malloc(8192);
     size_t n = (size_t)sprintf(body, "{\"prompt\":[1");
@@ -209,9 +205,7 @@ Test(server, health_and_completions_are_503_while_loading, .timeout = 30) {
 /* logit_bias is honoured: +100 on one token makes every sampled token that
  * token at temperature 1; malformed maps are a 400 naming logit_bias. */
 Test(server, logit_bias_forces_a_token_and_bad_maps_are_400, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     int p = f.port;
     resp r = {0};
     cr_assert_eq(
@@ -240,9 +234,7 @@ Test(server, logit_bias_forces_a_token_and_bad_maps_are_400, .timeout = 30) {
  * sample: the request fails with a message saying so (it had been answered
  * with token 0, which it banned), and the server serves the next one. */
 Test(server, logit_bias_banning_every_token_fails_the_request, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     enum { N_VOCAB = 512 }; /* stories260K's */
     char *body = malloc(32 * N_VOCAB + 128);
     size_t n = (size_t)sprintf(body, "{\"prompt\":\"Once\",\"max_tokens\":4,\"logit_bias\":{");
@@ -261,9 +253,7 @@ Test(server, logit_bias_banning_every_token_fails_the_request, .timeout = 30) {
  * (a 200) or refused with a 400 unsupported_parameter naming it; a field
  * asking for nothing (null, false, the neutral value) is accepted. */
 Test(server, every_openai_request_field_is_honoured_or_refused_by_name, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     int p = f.port;
     /* field, a value that asks for something, refused? (chat schema unless noted) */
     static const struct {
@@ -426,9 +416,7 @@ Test(server, completions_logprobs_match_the_reference_and_have_openai_shape, .ti
  * bytes and top_logprobs of the asked length; the stream carries one entry
  * per token chunk; both give the same logprobs for the same greedy run. */
 Test(server, chat_logprobs_streamed_and_whole_agree, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     const char *whole = "{\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}],"
                         "\"max_tokens\":8,\"temperature\":0,\"ignore_eos\":true,"
                         "\"logprobs\":true,\"top_logprobs\":3}";

@@ -147,9 +147,7 @@ static void expect_400(int port, const char *body, const char *param, const char
 }
 
 Test(structured, malformed_constraints_are_400s_that_say_where) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
 #define MSG "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
     const char *sp = "response_format.json_schema.schema";
     expect_400(f.port,
@@ -347,9 +345,7 @@ static long prompt_tokens(int port, const char *messages) {
 }
 
 Test(structured, tool_calls_and_results_are_rendered_back_into_the_prompt) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     long plain = prompt_tokens(f.port, "[{\"role\":\"user\",\"content\":\"2+3?\"},"
                                        "{\"role\":\"assistant\",\"content\":null}]");
     long with_call =
@@ -386,9 +382,7 @@ Test(structured, tool_calls_and_results_are_rendered_back_into_the_prompt) {
  * comes in many chunks as it is generated, and assembles to the same text
  * as the whole answer; no tool_calls. */
 Test(structured, auto_tool_choice_streams_plain_answers_as_they_come, .timeout = 120) {
-    REQUIRE_SHARED(MODEL);
-    server_fixture f;
-    fixture_serve(&f);
+    FIXTURE_SERVE(f);
     const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":40,"
                       "\"temperature\":0,\"tools\":[{\"type\":\"function\",\"function\":{"
                       "\"name\":\"f\"}}],\"stream\":%s}";

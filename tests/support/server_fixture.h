@@ -36,6 +36,12 @@ void fixture_start(server_fixture *f, const server_config *c, bool load);
 /* fixture_defaults, then fixture_start with the model loaded: for a test
  * that needs no other setting. */
 void fixture_serve(server_fixture *f);
+/* The start of a test that needs no other setting: skips the test when
+ * ../shared lacks the model, then declares the fixture f and serves it. */
+#define FIXTURE_SERVE(f)                                                                           \
+    REQUIRE_SHARED(FIXTURE_MODEL);                                                                 \
+    server_fixture f;                                                                              \
+    fixture_serve(&f)
 void fixture_finish(server_fixture *f);
 /* Waits up to ms until the engine holds nothing (no KV block, nothing
  * running or waiting) and has cancelled at least min_cancelled requests in
