@@ -28,7 +28,10 @@
  * (else the directory is the --arch and the preset tiny). */
 static const struct {
     const char *dir, *arch, *preset;
-} variants[] = {{"gemma4moe", "gemma4", "tiny-moe"}, {"gemma4e4b", "gemma4", "E4B-thin"}};
+} variants[] = {{"gemma4moe", "gemma4", "tiny-moe"},
+                {"gemma4e4b", "gemma4", "E4B-thin"},
+                {"qwen35thin", "qwen35", "0.8B-thin"},
+                {"qwen35moethin", "qwen35moe", "0.8B-thin"}};
 
 static const char *arch_of(const char *dir, const char **preset) {
     *preset = "tiny";
@@ -148,6 +151,15 @@ Test(arch_reference, qwen35_matches_llama_cpp) {
  * shared expert scaled by sigmoid(ffn_gate_inp_shexp . x), untied. */
 Test(arch_reference, qwen35moe_matches_llama_cpp) {
     check_arch("qwen35moe");
+}
+
+/* Qwen3.5-0.8B's stack at width 256 (0.8B-thin), dense and with experts:
+ * 24 layers, every fourth full attention with heads of 256 (RoPE on 64 of
+ * them, sections 11/11/10), 16 linear heads with states of 128 x 128: the
+ * real heads, states and depth, within float rounding of llama.cpp. */
+Test(arch_reference, qwen35_real_layers_match_llama_cpp) {
+    check_arch("qwen35thin");
+    check_arch("qwen35moethin");
 }
 
 /* GLM-4.5: Q/K/V biases, NeoX RoPE on half of each head, a
@@ -311,10 +323,10 @@ static void check_batch_invariance(const char *arch) {
 }
 
 Test(arch_reference, every_arch_is_batch_invariant) {
-    const char *archs[] = {"llama",   "llama3",    "qwen2",     "qwen3",     "gemma2",
-                           "gemma3",  "phi3",      "mistral3",  "mixtral",   "qwen3moe",
-                           "gpt-oss", "qwen35",    "deepseek2", "qwen35moe", "glm4moe",
-                           "gemma4",  "gemma4moe", "gemma4e4b"};
+    const char *archs[] = {"llama",   "llama3",    "qwen2",     "qwen3",      "gemma2",
+                           "gemma3",  "phi3",      "mistral3",  "mixtral",    "qwen3moe",
+                           "gpt-oss", "qwen35",    "deepseek2", "qwen35moe",  "glm4moe",
+                           "gemma4",  "gemma4moe", "gemma4e4b", "qwen35thin", "qwen35moethin"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         check_batch_invariance(archs[i]);
 }

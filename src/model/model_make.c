@@ -40,6 +40,8 @@ const model_preset model_presets[] = {
     {"gpt-oss-20b", "gpt-oss-20b", 2880, 24, 64, 8, 2880, 201088, 131072, 150000.0f},
     /* hybrid stacks (model_preset_hybrid has their linear layers) */
     {"0.8B", "Qwen3.5-0.8B (--arch qwen35)", 1024, 24, 8, 2, 3584, 248320, 262144, 10000000.0f},
+    {"0.8B-thin", "Qwen3.5-0.8B's 24 layers at width 256 and vocab 512 (--arch qwen35, qwen35moe)",
+     256, 24, 8, 2, 512, 512, 512, 10000000.0f},
     {"9B", "Qwen3.5-9B (--arch qwen35)", 4096, 32, 16, 4, 12288, 248320, 262144, 10000000.0f},
     {"35B-A3B", "Qwen3.5-35B-A3B (--arch qwen35moe)", 2048, 40, 16, 2, 512, 248320, 262144,
      10000000.0f},
@@ -140,7 +142,7 @@ const model_arch_spec model_arch_specs[] = {
      .hybrid = 1,
      .about = "Qwen3.5: gated DeltaNet linear layers (conv, delta-rule state) beside full "
               "attention with an output gate, Q/K norm and M-RoPE on a quarter of each head; one "
-              "MTP block; presets tiny, 0.8B, 9B"},
+              "MTP block; presets tiny, 0.8B, 0.8B-thin, 9B"},
     {.name = "qwen35moe",
      .gguf_arch = "qwen35moe",
      .qk_norm = 1,
@@ -150,7 +152,7 @@ const model_arch_spec model_arch_specs[] = {
      .hybrid = 1,
      .shexp = 1,
      .about = "qwen35's stack with experts on every layer (16, 4 a token with a dense preset) and "
-              "a shared expert with a sigmoid gate; untied; presets tiny, 35B-A3B"},
+              "a shared expert with a sigmoid gate; untied; presets tiny, 0.8B-thin, 35B-A3B"},
     {.name = "glm4moe",
      .gguf_arch = "glm4moe",
      .qkv_bias = 1,

@@ -10,10 +10,13 @@
 /* tiny: two full-attention layers of five (layers 1 and 3), 4 value heads
  * on 2 key heads, 8 RoPE pairs of which the last lies past the t/h/w
  * sections (so the M-RoPE rule is exercised), one MTP block. The real
- * shapes: Qwen3.5-0.8B, 9B and 35B-A3B as their config.json give them. */
+ * shapes: Qwen3.5-0.8B, 9B and 35B-A3B as their config.json give them;
+ * 0.8B-thin is 0.8B's layers at width 256 (the reference tests' real
+ * heads, states and depth). */
 static const model_hybrid_shape model_hybrid_shapes[] = {
     {"tiny", 32, 2, 4, 16, 2, {1, 1, 1, 1}, 1},
     {"0.8B", 256, 16, 16, 128, 4, {11, 11, 10, 0}, 1},
+    {"0.8B-thin", 256, 16, 16, 128, 4, {11, 11, 10, 0}, 1},
     {"9B", 256, 16, 32, 128, 4, {11, 11, 10, 0}, 1},
     {"35B-A3B", 256, 16, 32, 128, 4, {11, 11, 10, 0}, 1},
 };
