@@ -49,6 +49,8 @@ const model_preset model_presets[] = {
      1000000.0f},
     {"16B-A2.4B", "DeepSeek-V2-Lite (--arch deepseek2; its latent is one KV head)", 2048, 27, 16, 1,
      10944, 102400, 163840, 10000.0f},
+    {"16B-A2.4B-thin", "DeepSeek-V2-Lite's 27 layers at width 256 and vocab 512 (--arch deepseek2)",
+     256, 27, 16, 1, 512, 512, 163840, 10000.0f},
     {"E4B", "Gemma-4-E4B (--arch gemma4)", 2560, 42, 8, 2, 10240, 262144, 131072, 1000000.0f},
     {"31B", "Gemma-4-31B (--arch gemma4)", 5376, 60, 32, 16, 21504, 262144, 262144, 1000000.0f},
     {"26B-A4B", "Gemma-4-26B-A4B (--arch gemma4)", 2816, 30, 16, 8, 2112, 262144, 262144,
@@ -174,7 +176,8 @@ const model_arch_spec model_arch_specs[] = {
          "DeepSeek-V2/V3: multi-head latent attention (the cache holds a latent row a position), "
          "YaRN with DeepSeek's mscale, layer 0 dense, then experts plus 2 ungated shared experts; "
          "tiny routes as V3 (sigmoid, selection bias, 4 groups of 4, 2 chosen, 4 of 16 a token), "
-         "16B-A2.4B is V2-Lite's shape (softmax, 6 of 64); untied (model_make_mla.c)"},
+         "16B-A2.4B is V2-Lite's shape (softmax, 6 of 64), 16B-A2.4B-thin its layers at width 256 "
+         "(experts of 128); untied (model_make_mla.c)"},
     {.name = "gemma4",
      .gguf_arch = "gemma4",
      .tied = 1,

@@ -67,6 +67,24 @@ static const make_mla_shape mla_shapes[] = {
      .yarn_factor = 40.0f,
      .yarn_ctx = 4096,
      .mscale_all_dim = 0.707f},
+    /* V2-Lite's attention, routing and YaRN on its 27 layers at width 256,
+     * experts of 128: the real latent (512 + 64) and heads, deep, in a file
+     * the reference tests make in a second */
+    {.preset = "16B-A2.4B-thin",
+     .kv_lora = 512,
+     .rope = 64,
+     .nope = 128,
+     .v = 128,
+     .n_expert = 64,
+     .n_used = 6,
+     .eff = 128,
+     .n_shared = 2,
+     .dense_lead = 1,
+     .gating = 1,
+     .w_scale = 1.0f,
+     .yarn_factor = 40.0f,
+     .yarn_ctx = 4096,
+     .mscale_all_dim = 0.707f},
 };
 
 int make_plan_mla(make_plan *pl, tps_err *err) {
@@ -76,8 +94,8 @@ int make_plan_mla(make_plan *pl, tps_err *err) {
         if (!strcmp(mla_shapes[i].preset, pl->p->name)) sh = &mla_shapes[i];
     if (!sh)
         return tps_fail(err, TPS_EINVAL,
-                        "model make: --arch deepseek2 has presets tiny and 16B-A2.4B "
-                        "(DeepSeek-V2-Lite), not %s",
+                        "model make: --arch deepseek2 has presets tiny, 16B-A2.4B "
+                        "(DeepSeek-V2-Lite) and 16B-A2.4B-thin, not %s",
                         pl->p->name);
     pl->mla = sh;
     pl->hd = sh->kv_lora + sh->rope;
