@@ -192,12 +192,17 @@ Test(attention, matches_reference_for_f16_and_f32_kv_gqa_groups_and_awkward_size
     /* more heads than two, for attn_heads' walk across them (110M: 12 of 64) */
     check(GGML_TYPE_F16, 5, 1, 64, 100);
     check(GGML_TYPE_F16, 3, 2, 64, 33);
+    /* the wide heads' values sweeps (128, then 64, then a tail: 204), and
+     * Gemma 4's global heads of 512 */
+    check(GGML_TYPE_F16, 2, 2, 204, 100);
+    check(GGML_TYPE_F32, 2, 4, 204, 33);
+    check(GGML_TYPE_F16, 2, 8, 512, 70);
 }
 
 /* Q8_0 KV: the reference reads the same dequantized values (d * q), so the
  * tolerance is the float-vs-double one of the other types. */
 Test(attention, matches_reference_for_q8_0_kv) {
-    const uint32_t head_dims[] = {32, 64, 96, 128};
+    const uint32_t head_dims[] = {32, 64, 96, 128, 224, 256};
     const uint32_t groups[] = {1, 4};
     const uint32_t n_pos[] = {1, 8, 17, 100};
     for (size_t h = 0; h < sizeof head_dims / sizeof head_dims[0]; h++)
