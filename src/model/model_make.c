@@ -41,7 +41,7 @@ const model_preset model_presets[] = {
     /* hybrid stacks (model_preset_hybrid has their linear layers) */
     {"0.8B", "Qwen3.5-0.8B (--arch qwen35)", 1024, 24, 8, 2, 3584, 248320, 262144, 10000000.0f},
     {"0.8B-thin", "Qwen3.5-0.8B's 24 layers at width 256 and vocab 512 (--arch qwen35, qwen35moe)",
-     256, 24, 8, 2, 512, 512, 512, 10000000.0f},
+     256, 24, 8, 2, 128, 512, 512, 10000000.0f},
     {"9B", "Qwen3.5-9B (--arch qwen35)", 4096, 32, 16, 4, 12288, 248320, 262144, 10000000.0f},
     {"35B-A3B", "Qwen3.5-35B-A3B (--arch qwen35moe)", 2048, 40, 16, 2, 512, 248320, 262144,
      10000000.0f},
@@ -50,7 +50,7 @@ const model_preset model_presets[] = {
     {"16B-A2.4B", "DeepSeek-V2-Lite (--arch deepseek2; its latent is one KV head)", 2048, 27, 16, 1,
      10944, 102400, 163840, 10000.0f},
     {"16B-A2.4B-thin", "DeepSeek-V2-Lite's 27 layers at width 256 and vocab 512 (--arch deepseek2)",
-     256, 27, 16, 1, 512, 512, 163840, 10000.0f},
+     256, 27, 16, 1, 128, 512, 163840, 10000.0f},
     {"E4B", "Gemma-4-E4B (--arch gemma4)", 2560, 42, 8, 2, 10240, 262144, 131072, 1000000.0f},
     {"31B", "Gemma-4-31B (--arch gemma4)", 5376, 60, 32, 16, 21504, 262144, 262144, 1000000.0f},
     {"26B-A4B", "Gemma-4-26B-A4B (--arch gemma4)", 2816, 30, 16, 8, 2112, 262144, 262144,
@@ -177,7 +177,7 @@ const model_arch_spec model_arch_specs[] = {
          "YaRN with DeepSeek's mscale, layer 0 dense, then experts plus 2 ungated shared experts; "
          "tiny routes as V3 (sigmoid, selection bias, 4 groups of 4, 2 chosen, 4 of 16 a token), "
          "16B-A2.4B is V2-Lite's shape (softmax, 6 of 64), 16B-A2.4B-thin its layers at width 256 "
-         "(experts of 128); untied (model_make_mla.c)"},
+         "(FFN and experts of 128); untied (model_make_mla.c)"},
     {.name = "gemma4",
      .gguf_arch = "gemma4",
      .tied = 1,

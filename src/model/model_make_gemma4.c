@@ -62,21 +62,6 @@ static const make_gemma4_shape gemma4_shapes[] = {
      .period = 6,
      .softcap = 30.0f,
      .rope_partial = 0.25f},
-    /* E4B's layer structure (its 42 layers, heads, KV sharing, per-layer
-     * inputs and window) on the E4B-thin preset's width 256 and vocabulary
-     * of 512: the real stack deep, in a file the reference tests make in a
-     * second and llama.cpp runs in F32 */
-    {.preset = "E4B-thin",
-     .hd_swa = 256,
-     .hd_full = 512,
-     .kv_swa = 2,
-     .kv_full = 2,
-     .n_shared = 18,
-     .n_embd_pl = 256,
-     .window = 512,
-     .period = 6,
-     .softcap = 30.0f,
-     .rope_partial = 0.25f},
     /* tiny's heads and window with 8 experts beside the dense FFN (their
      * count in model_make_moe.c), no shared KV layers or per-layer inputs,
      * as 26B-A4B */
@@ -118,7 +103,7 @@ static const make_gemma4_shape gemma4_shapes[] = {
 
 static const make_gemma4_shape *shape_of(const make_plan *pl) {
     for (size_t i = 0; i < sizeof gemma4_shapes / sizeof gemma4_shapes[0]; i++)
-        if (!strcmp(gemma4_shapes[i].preset, pl->p->name)) return &gemma4_shapes[i];
+        if (model_preset_is(pl->p, gemma4_shapes[i].preset)) return &gemma4_shapes[i];
     return NULL;
 }
 

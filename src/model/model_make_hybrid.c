@@ -16,14 +16,13 @@
 static const model_hybrid_shape model_hybrid_shapes[] = {
     {"tiny", 32, 2, 4, 16, 2, {1, 1, 1, 1}, 1},
     {"0.8B", 256, 16, 16, 128, 4, {11, 11, 10, 0}, 1},
-    {"0.8B-thin", 256, 16, 16, 128, 4, {11, 11, 10, 0}, 1},
     {"9B", 256, 16, 32, 128, 4, {11, 11, 10, 0}, 1},
     {"35B-A3B", 256, 16, 32, 128, 4, {11, 11, 10, 0}, 1},
 };
 
 const model_hybrid_shape *model_preset_hybrid(const model_preset *p) {
     for (size_t i = 0; i < sizeof model_hybrid_shapes / sizeof model_hybrid_shapes[0]; i++)
-        if (!strcmp(model_hybrid_shapes[i].preset, p->name)) return &model_hybrid_shapes[i];
+        if (model_preset_is(p, model_hybrid_shapes[i].preset)) return &model_hybrid_shapes[i];
     return NULL;
 }
 

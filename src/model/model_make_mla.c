@@ -67,31 +67,13 @@ static const make_mla_shape mla_shapes[] = {
      .yarn_factor = 40.0f,
      .yarn_ctx = 4096,
      .mscale_all_dim = 0.707f},
-    /* V2-Lite's attention, routing and YaRN on its 27 layers at width 256,
-     * experts of 128: the real latent (512 + 64) and heads, deep, in a file
-     * the reference tests make in a second */
-    {.preset = "16B-A2.4B-thin",
-     .kv_lora = 512,
-     .rope = 64,
-     .nope = 128,
-     .v = 128,
-     .n_expert = 64,
-     .n_used = 6,
-     .eff = 128,
-     .n_shared = 2,
-     .dense_lead = 1,
-     .gating = 1,
-     .w_scale = 1.0f,
-     .yarn_factor = 40.0f,
-     .yarn_ctx = 4096,
-     .mscale_all_dim = 0.707f},
 };
 
 int make_plan_mla(make_plan *pl, tps_err *err) {
     if (!pl->as->mla) return 0;
     const make_mla_shape *sh = NULL;
     for (size_t i = 0; i < sizeof mla_shapes / sizeof mla_shapes[0]; i++)
-        if (!strcmp(mla_shapes[i].preset, pl->p->name)) sh = &mla_shapes[i];
+        if (model_preset_is(pl->p, mla_shapes[i].preset)) sh = &mla_shapes[i];
     if (!sh)
         return tps_fail(err, TPS_EINVAL,
                         "model make: --arch deepseek2 has presets tiny, 16B-A2.4B "
@@ -100,7 +82,7 @@ int make_plan_mla(make_plan *pl, tps_err *err) {
     pl->mla = sh;
     pl->hd = sh->kv_lora + sh->rope;
     pl->n_expert = sh->n_expert, pl->n_used = sh->n_used;
-    pl->eff = sh->eff ? sh->eff : pl->p->ffn_dim;
+    pl->eff = sh->eff && !model_preset_thin(pl->p) ? sh->eff : pl->p->ffn_dim;
     pl->dense_lead = sh->dense_lead;
     return 0;
 }
