@@ -175,6 +175,10 @@ Test(cli_model, make_layers_cuts_a_preset_to_that_many_layers) {
     snprintf(args, sizeof args,
              "model make --arch gemma4 --preset tiny --layers 2 --type f32 -o %s", path);
     expect_tps(args, 1, "shared layers");
+    /* a preset without the architecture's shape: the refusal lists the
+     * presets that have one, thin variants included */
+    snprintf(args, sizeof args, "model make --arch qwen35 --preset 1B --type f32 -o %s", path);
+    expect_tps(args, 1, "linear-attention shape: tiny, 0.8B, 0.8B-thin, 9B, 35B-A3B");
     snprintf(args, sizeof args, "model make --preset tiny --layers 0 --type f32 -o %s", path);
     expect_tps(args, 2, "--layers");
     unlink(path);

@@ -51,6 +51,7 @@ const model_moe_shape *model_preset_moe(const model_preset *p);
 
 /* NULL when unknown. model_presets lists all, terminated by a NULL name. */
 const model_preset *model_preset_find(const char *name);
+extern const model_preset model_presets[];
 
 /* 1 when p is the preset `name` or its thin variant (`name`-thin: the
  * same layers, heads and routing at the width and vocabulary its
@@ -59,7 +60,6 @@ const model_preset *model_preset_find(const char *name);
 int model_preset_is(const model_preset *p, const char *name);
 /* 1 when p is a thin variant. */
 int model_preset_thin(const model_preset *p);
-extern const model_preset model_presets[];
 
 /* opts.type for one of llama.cpp's file types (its LLAMA_FTYPE number:
  * model/quant_mix.h): each matrix gets the type llama-quantize would give

@@ -30,10 +30,11 @@ int make_plan_hybrid(make_plan *pl, tps_err *err) {
     if (!pl->as->hybrid) return 0;
     pl->hy = model_preset_hybrid(pl->p);
     if (!pl->hy) {
-        char names[128] = "";
-        for (size_t i = 0; i < sizeof model_hybrid_shapes / sizeof model_hybrid_shapes[0]; i++)
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
-                     model_hybrid_shapes[i].preset);
+        char names[160] = "";
+        for (const model_preset *q = model_presets; q->name; q++)
+            if (model_preset_hybrid(q))
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                         names[0] ? ", " : "", q->name);
         return tps_fail(err, TPS_EINVAL,
                         "model make: --arch %s needs a preset with a linear-attention shape: %s",
                         pl->as->name, names);
