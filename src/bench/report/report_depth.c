@@ -157,15 +157,7 @@ static double raw(const depth_series *s, size_t i, dcol c) {
 /* The cell's text ("-" when unknown) and, in *shown, the number it shows. */
 static const char *cell(char *buf, size_t cap, const depth_series *s, size_t i, dcol c,
                         double *shown) {
-    const double v = raw(s, i, c);
-    if (!isfinite(v)) {
-        snprintf(buf, cap, "-");
-        if (shown) *shown = NAN;
-        return buf;
-    }
-    snprintf(buf, cap, COLS[c].fmt, v);
-    if (shown) *shown = strtod(buf, NULL);
-    return buf;
+    return rset_cell(buf, cap, COLS[c].fmt, raw(s, i, c), shown);
 }
 
 static double shown(const depth_series *s, size_t i, dcol c) {

@@ -206,18 +206,13 @@ static double value(const rset_point *p, metric m) {
 
 /* The cell's text ("-" when unknown) and, in *shown, the number it shows. */
 static const char *cell(char *buf, size_t cap, const rset_point *p, metric m, double *shown) {
-    double v = value(p, m);
-    if (!isfinite(v)) {
-        snprintf(buf, cap, "-");
-        if (shown) *shown = NAN;
-        return buf;
-    }
-    snprintf(buf, cap, METRICS[m].fmt, v);
-    if (shown) *shown = strtod(buf, NULL);
+    const double v = value(p, m);
+    rset_cell(buf, cap, METRICS[m].fmt, v, shown);
     /* a share of the bandwidth that is not the machine's own is marked;
      * the note under the table says why (rset_bw_notes) */
     size_t n = strlen(buf);
-    if (m == M_BW && rset_point_bw_flag(p) && n + 1 < cap) buf[n] = '!', buf[n + 1] = 0;
+    if (m == M_BW && isfinite(v) && rset_point_bw_flag(p) && n + 1 < cap)
+        buf[n] = '!', buf[n + 1] = 0;
     return buf;
 }
 

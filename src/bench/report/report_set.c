@@ -353,6 +353,17 @@ const rset_ms_col rset_ms_cols[RSET_MS_COLS] = {
     {RH_ARRIVAL_GAP, 50, true}, {RH_E2E, 50, false},  {RH_E2E, 99, false},
 };
 
+const char *rset_cell(char *buf, size_t cap, const char *fmt, double v, double *shown) {
+    if (!isfinite(v)) {
+        snprintf(buf, cap, "-");
+        if (shown) *shown = NAN;
+        return buf;
+    }
+    snprintf(buf, cap, fmt, v);
+    if (shown) *shown = strtod(buf, NULL);
+    return buf;
+}
+
 /* ---- terminal ----------------------------------------------------------------------------- */
 
 static void ms_cell(FILE *f, const hist *h, double p) {

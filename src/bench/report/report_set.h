@@ -202,6 +202,11 @@ void rhtml_when(char *buf, size_t size);
  * replaced whole, /dev/stdout in place) closed: TPS_EIO naming the path and
  * the reason when a write failed, or naming svg_dir when missing. */
 int rhtml_close(file_out *o, bool missing, const char *svg_dir, tps_err *e);
+/* A table cell's text in buf: v in fmt, or "-" when v is not finite; in
+ * *shown (when not NULL) the number the text shows (NAN for "-"), so a
+ * reading made from cells never holds a number its table does not show.
+ * Returns buf. */
+const char *rset_cell(char *buf, size_t cap, const char *fmt, double v, double *shown);
 /* A line per point of s whose share of the bandwidth is marked '!' (rset_point_bw_flag):
  * "! label: % of bandwidth why", as HTML paragraphs or indented text lines. */
 void rset_bw_notes(FILE *f, const rset *s, bool html);
