@@ -128,6 +128,13 @@ void sbuf_json_str(sbuf *b, const char *s, size_t n) {
     b->p[b->len] = 0;
 }
 
+void sbuf_json_str_or_null(sbuf *b, const char *s) {
+    if (s && s[0])
+        sbuf_json_str(b, s, strlen(s));
+    else
+        sbuf_adds(b, "null");
+}
+
 void sbuf_json_num(sbuf *b, double v) {
     if (!isfinite(v)) v = 0;
     if (v == floor(v) && fabs(v) < 9e15) {

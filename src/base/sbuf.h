@@ -40,6 +40,9 @@ void sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2,
  * always valid JSON text (a raw byte from a byte token or a template
  * would not be). */
 void sbuf_json_str(sbuf *b, const char *s, size_t n);
+/* The same for a NUL-terminated s, or null when s is NULL or empty (an
+ * optional field, e.g. an error's param and code). */
+void sbuf_json_str_or_null(sbuf *b, const char *s);
 /* A JSON number for a double: integers without a fraction, finite values
  * with up to 6 decimals, non-finite values as 0 (JSON has no NaN). */
 void sbuf_json_num(sbuf *b, double v);

@@ -35,15 +35,9 @@ void oai_error_json(const oai_error *e, sbuf *out) {
     const char *type = e->type ? e->type : "invalid_request_error";
     sbuf_json_str(out, type, strlen(type));
     sbuf_adds(out, ",\"param\":");
-    if (e->param[0])
-        sbuf_json_str(out, e->param, strlen(e->param));
-    else
-        sbuf_adds(out, "null");
+    sbuf_json_str_or_null(out, e->param);
     sbuf_adds(out, ",\"code\":");
-    if (e->code[0])
-        sbuf_json_str(out, e->code, strlen(e->code));
-    else
-        sbuf_adds(out, "null");
+    sbuf_json_str_or_null(out, e->code);
     sbuf_adds(out, "}}");
 }
 

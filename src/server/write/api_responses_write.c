@@ -261,10 +261,7 @@ static void finish(api_stream *st, sbuf *b, const api_final *f) {
 static void error(api_stream *st, sbuf *b, const oai_error *e) {
     ev(st, b, "error");
     sbuf_adds(b, ",\"code\":");
-    if (e->code[0])
-        sbuf_json_str(b, e->code, strlen(e->code));
-    else
-        sbuf_adds(b, "null");
+    sbuf_json_str_or_null(b, e->code);
     sbuf_adds(b, ",\"message\":");
     sbuf_json_str(b, e->message, strlen(e->message));
     sbuf_adds(b, ",\"param\":null");
