@@ -4,6 +4,7 @@
 #include "bench/result/verdict.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,13 +27,21 @@ static void set(verdict_check *c, bool known, bool tripped, double value, double
     c->limit = limit;
 }
 
+/* The check's evidence: what fmt makes, cut to fit. */
+__attribute__((format(printf, 2, 3))) static void say(verdict_check *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->evidence, sizeof c->evidence, fmt, ap);
+    va_end(ap);
+}
+
 /* The client's CPU time and run-queue wait against the time it ran (each
  * merged run's generator ran for the run window). */
 static void check_client(verdict_check *c, const bench_result *r) {
     const double wall = r->run.valid ? r->run.tps.seconds * (r->runs ? r->runs : 1) : 0;
     if (!(wall > 0)) {
         set(c, false, false, 0, VERDICT_CPU_BUSY);
-        snprintf(c->evidence, sizeof c->evidence, "no run window to weigh the client's time");
+        say(c, "no run window to weigh the client's time");
         return;
     }
     /* with several event loops, each is one thread: the busiest one saturates first */
@@ -54,12 +63,11 @@ static void check_client(verdict_check *c, const bench_result *r) {
     /* known when the CPU share alone settles it, or the wait was measured */
     set(c, busy || r->has_runq, busy || waited, busy ? cpu : runq,
         busy ? VERDICT_CPU_BUSY : VERDICT_RUNQ_SHARE);
-    snprintf(c->evidence, sizeof c->evidence,
-             "%s: busiest client loop used %.3f s CPU in a %.3f s run (%.1f%%, limit %.0f%%), %s%s",
-             busy     ? "CPU-bound: arrival stamps lag"
-             : waited ? "descheduled: arrivals during its waits were stamped late"
-                      : "the client kept up",
-             cpu_s, wall, 100 * cpu, 100 * VERDICT_CPU_BUSY, rq, lag);
+    say(c, "%s: busiest client loop used %.3f s CPU in a %.3f s run (%.1f%%, limit %.0f%%), %s%s",
+        busy     ? "CPU-bound: arrival stamps lag"
+        : waited ? "descheduled: arrivals during its waits were stamped late"
+                 : "the client kept up",
+        cpu_s, wall, 100 * cpu, 100 * VERDICT_CPU_BUSY, rq, lag);
 }
 
 static void check_batching(verdict_check *c, const bench_result *r) {
@@ -67,15 +75,15 @@ static void check_batching(verdict_check *c, const bench_result *r) {
     const bool tripped = share >= VERDICT_MULTI_SHARE;
     set(c, r->token_events > 0, tripped, share, VERDICT_MULTI_SHARE);
     if (!r->token_events)
-        snprintf(c->evidence, sizeof c->evidence, "no token events");
+        say(c, "no token events");
     else
-        snprintf(c->evidence, sizeof c->evidence,
-                 "%s%llu of %llu token events carried more than one token (%.1f%%, limit %.0f%%; "
-                 "%.2f tokens per event)",
-                 tripped ? "ITL measures the server's flushes, not its decoding: " : "",
-                 (unsigned long long)r->multi_token_events, (unsigned long long)r->token_events,
-                 100 * share, 100 * VERDICT_MULTI_SHARE,
-                 (double)r->output_tokens / (double)r->token_events);
+        say(c,
+            "%s%llu of %llu token events carried more than one token (%.1f%%, limit %.0f%%; "
+            "%.2f tokens per event)",
+            tripped ? "ITL measures the server's flushes, not its decoding: " : "",
+            (unsigned long long)r->multi_token_events, (unsigned long long)r->token_events,
+            100 * share, 100 * VERDICT_MULTI_SHARE,
+            (double)r->output_tokens / (double)r->token_events);
 }
 
 static void check_approximate(verdict_check *c, const bench_result *r) {
@@ -83,24 +91,23 @@ static void check_approximate(verdict_check *c, const bench_result *r) {
     const char *in = json_string_value(json_object_get(r->config, "input_source"));
     const bool in_approx = in && strstr(in, "approximate");
     set(c, r->completed > 0, approx > 0 || in_approx, (double)approx, 0);
-    snprintf(c->evidence, sizeof c->evidence,
-             "output counted by usage %llu, stream ids %llu, re-tokenized %llu, events %llu "
-             "requests; prompts sized by %s",
-             (unsigned long long)r->by_source[TL_COUNT_USAGE],
-             (unsigned long long)r->by_source[TL_COUNT_STREAM_IDS],
-             (unsigned long long)r->by_source[TL_COUNT_RETOKENIZED],
-             (unsigned long long)r->by_source[TL_COUNT_EVENTS], in ? in : "?");
+    say(c,
+        "output counted by usage %llu, stream ids %llu, re-tokenized %llu, events %llu "
+        "requests; prompts sized by %s",
+        (unsigned long long)r->by_source[TL_COUNT_USAGE],
+        (unsigned long long)r->by_source[TL_COUNT_STREAM_IDS],
+        (unsigned long long)r->by_source[TL_COUNT_RETOKENIZED],
+        (unsigned long long)r->by_source[TL_COUNT_EVENTS], in ? in : "?");
 }
 
 static void check_usage(verdict_check *c, const bench_result *r) {
     set(c, r->with_usage > 0, r->mismatch_requests > 0, (double)r->mismatch_requests, 0);
     if (!r->with_usage)
-        snprintf(c->evidence, sizeof c->evidence, "no response carried usage to check against");
+        say(c, "no response carried usage to check against");
     else
-        snprintf(c->evidence, sizeof c->evidence,
-                 "usage differed from the streamed count in %llu of %llu requests (%+lld tokens)",
-                 (unsigned long long)r->mismatch_requests, (unsigned long long)r->with_usage,
-                 (long long)r->mismatch_tokens);
+        say(c, "usage differed from the streamed count in %llu of %llu requests (%+lld tokens)",
+            (unsigned long long)r->mismatch_requests, (unsigned long long)r->with_usage,
+            (long long)r->mismatch_tokens);
 }
 
 /* Which value of n the nearest-rank p-th percentile is, from the top. */
@@ -115,17 +122,15 @@ static void check_requests(verdict_check *c, const bench_result *r) {
     const uint64_t n = steady ? r->steady.tps.completed : r->completed;
     set(c, true, n < VERDICT_MIN_REQUESTS, (double)n, VERDICT_MIN_REQUESTS);
     if (!n) {
-        snprintf(c->evidence, sizeof c->evidence, "no completed request%s",
-                 steady ? " in the steady window" : "");
+        say(c, "no completed request%s", steady ? " in the steady window" : "");
         return;
     }
-    snprintf(c->evidence, sizeof c->evidence,
-             "%llu completed requests %s (limit %d): p99 is value #%llu from the top, p99.9 "
-             "#%llu, p90 #%llu",
-             (unsigned long long)n,
-             steady ? "in the steady window" : "in the run (no steady window)",
-             VERDICT_MIN_REQUESTS, (unsigned long long)rank_from_top(n, 99),
-             (unsigned long long)rank_from_top(n, 99.9), (unsigned long long)rank_from_top(n, 90));
+    say(c,
+        "%llu completed requests %s (limit %d): p99 is value #%llu from the top, p99.9 "
+        "#%llu, p90 #%llu",
+        (unsigned long long)n, steady ? "in the steady window" : "in the run (no steady window)",
+        VERDICT_MIN_REQUESTS, (unsigned long long)rank_from_top(n, 99),
+        (unsigned long long)rank_from_top(n, 99.9), (unsigned long long)rank_from_top(n, 90));
 }
 
 static void check_steady(verdict_check *c, const bench_result *r) {
@@ -133,11 +138,10 @@ static void check_steady(verdict_check *c, const bench_result *r) {
         r->steady.valid && r->run.tps.seconds > 0 ? r->steady.tps.seconds / r->run.tps.seconds : 0;
     set(c, true, !r->steady.valid, share, 0);
     if (r->steady.valid)
-        snprintf(c->evidence, sizeof c->evidence, "steady window %.2f-%.2f s, %.0f%% of the run",
-                 r->steady.tps.w.t0 / 1e9, r->steady.tps.w.t1 / 1e9, 100 * share);
+        say(c, "steady window %.2f-%.2f s, %.0f%% of the run", r->steady.tps.w.t0 / 1e9,
+            r->steady.tps.w.t1 / 1e9, 100 * share);
     else
-        snprintf(c->evidence, sizeof c->evidence, "no steady window: %.250s",
-                 r->steady.why[0] ? r->steady.why : "not measured");
+        say(c, "no steady window: %.250s", r->steady.why[0] ? r->steady.why : "not measured");
 }
 
 /* The client's machine: the server's too when it runs there (a loopback
@@ -146,15 +150,15 @@ static void check_steal(verdict_check *c, const bench_result *r) {
     const cpu_contention *h = &r->host;
     set(c, h->known, h->steal >= VERDICT_STEAL_SHARE, h->steal, VERDICT_STEAL_SHARE);
     if (!h->known)
-        snprintf(c->evidence, sizeof c->evidence, "this machine's CPU time was not measured");
+        say(c, "this machine's CPU time was not measured");
     else
-        snprintf(c->evidence, sizeof c->evidence,
-                 "%sthe hypervisor stole %.1f%% of this machine's CPU time during the run "
-                 "(limit %.0f%%); other processes used %.1f%%",
-                 h->steal >= VERDICT_STEAL_SHARE
-                     ? "a shared VM, slowed by other guests (a server here ran slower with it): "
-                     : "",
-                 100 * h->steal, 100 * VERDICT_STEAL_SHARE, 100 * h->others);
+        say(c,
+            "%sthe hypervisor stole %.1f%% of this machine's CPU time during the run "
+            "(limit %.0f%%); other processes used %.1f%%",
+            h->steal >= VERDICT_STEAL_SHARE
+                ? "a shared VM, slowed by other guests (a server here ran slower with it): "
+                : "",
+            100 * h->steal, 100 * VERDICT_STEAL_SHARE, 100 * h->others);
 }
 
 /* Text the bench could not place: a server that streams its thinking (or
@@ -162,16 +166,14 @@ static void check_steal(verdict_check *c, const bench_result *r) {
 static void check_fields(verdict_check *c, const bench_result *r) {
     set(c, r->requests > 0, r->unread_requests > 0, (double)r->unread_requests, 0);
     if (r->unread_requests)
-        snprintf(c->evidence, sizeof c->evidence,
-                 "%llu requests carried text in \"%s\", a field tps does not read for this "
-                 "endpoint: those tokens were not counted or timed (TTFT, ITL and tokens/s are "
-                 "wrong); docs/bench.md lists the fields of each dialect",
-                 (unsigned long long)r->unread_requests, r->unread_field);
+        say(c,
+            "%llu requests carried text in \"%s\", a field tps does not read for this "
+            "endpoint: those tokens were not counted or timed (TTFT, ITL and tokens/s are "
+            "wrong); docs/bench.md lists the fields of each dialect",
+            (unsigned long long)r->unread_requests, r->unread_field);
     else
-        snprintf(c->evidence, sizeof c->evidence,
-                 "every field that carried text was read (%llu output tokens, %llu of them "
-                 "thinking)",
-                 (unsigned long long)r->output_tokens, (unsigned long long)r->reasoning_tokens);
+        say(c, "every field that carried text was read (%llu output tokens, %llu of them thinking)",
+            (unsigned long long)r->output_tokens, (unsigned long long)r->reasoning_tokens);
 }
 
 /* What a server says of its own work is data from outside: a figure that
@@ -179,17 +181,15 @@ static void check_fields(verdict_check *c, const bench_result *r) {
 static void check_plausible(verdict_check *c, const bench_result *r) {
     set(c, r->with_usage > 0, r->implausible_requests > 0, (double)r->implausible_requests, 0);
     if (!r->with_usage)
-        snprintf(c->evidence, sizeof c->evidence, "no response carried usage to weigh");
+        say(c, "no response carried usage to weigh");
     else if (r->implausible_requests)
-        snprintf(c->evidence, sizeof c->evidence,
-                 "%llu requests' usage said what cannot be, e.g. %s: that figure was not used "
-                 "(the client's own count was)",
-                 (unsigned long long)r->implausible_requests, r->implausible_example);
+        say(c,
+            "%llu requests' usage said what cannot be, e.g. %s: that figure was not used "
+            "(the client's own count was)",
+            (unsigned long long)r->implausible_requests, r->implausible_example);
     else
-        snprintf(c->evidence, sizeof c->evidence,
-                 "every usage figure fits the prompt sent and the tokens asked for (%llu "
-                 "requests)",
-                 (unsigned long long)r->with_usage);
+        say(c, "every usage figure fits the prompt sent and the tokens asked for (%llu requests)",
+            (unsigned long long)r->with_usage);
 }
 
 /* Passed, or failed with why: too many errors, or nothing completed. */
