@@ -61,17 +61,22 @@ static int add_norm(hf_spec *h, int kind, const char *from, const char *to, tps_
     return 0;
 }
 
+/* A Sequence's steps, the array under key, each read by read in order; the
+ * first error ends it. */
+static int read_steps(hf_spec *h, const json_t *seq, const char *key,
+                      int (*read)(hf_spec *, const json_t *, tps_err *), tps_err *err) {
+    size_t i;
+    json_t *x;
+    json_array_foreach(json_object_get(seq, key), i, x) {
+        int rc = read(h, x, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 static int read_normalizer(hf_spec *h, const json_t *n, tps_err *err) {
     if (!n || json_is_null(n)) return 0;
-    if (is_type(n, "Sequence")) {
-        size_t i;
-        json_t *x;
-        int rc = 0;
-        json_array_foreach(json_object_get(n, "normalizers"), i, x) {
-            if (!rc) rc = read_normalizer(h, x, err);
-        }
-        return rc;
-    }
+    if (is_type(n, "Sequence")) return read_steps(h, n, "normalizers", read_normalizer, err);
     if (is_type(n, "NFC")) return add_norm(h, TOK_NORM_NFC, "", "", err);
     if (is_type(n, "Prepend")) {
         const char *p = json_string_value(json_object_get(n, "prepend"));
@@ -189,15 +194,7 @@ static int read_pre(hf_spec *h, const json_t *p, bool first, tps_err *err) {
 
 static int read_decoder(hf_spec *h, const json_t *d, tps_err *err) {
     if (!d || json_is_null(d)) return 0;
-    if (is_type(d, "Sequence")) {
-        size_t i;
-        json_t *x;
-        int rc = 0;
-        json_array_foreach(json_object_get(d, "decoders"), i, x) {
-            if (!rc) rc = read_decoder(h, x, err);
-        }
-        return rc;
-    }
+    if (is_type(d, "Sequence")) return read_steps(h, d, "decoders", read_decoder, err);
     if (is_type(d, "Strip")) {
         h->strip_space = json_integer_value(json_object_get(d, "start")) > 0;
         return 0;
