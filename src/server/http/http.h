@@ -211,8 +211,10 @@ int server_conn_peek(struct evhttp_connection *conn, evutil_socket_t *fd);
 bool server_conn_probe_eof(conn_slot *c, evutil_socket_t fd);
 /* Frees a slot (our reference on its bufferevent with it). */
 void server_conn_slot_free(conn_slot *c);
-/* Answers status (0: none, just close) with msg and closes c. */
-void server_conn_refuse(conn_slot *c, int status, const char *msg);
+/* Answers status (0: none, just close) with the message fmt makes and
+ * closes c. */
+void server_conn_refuse(conn_slot *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* c was accepted and has its socket: room is made for it, or it is refused. */
 void server_admit_accepted(server *s, conn_slot *c);
 /* c's request has begun (its first byte): false when its address already

@@ -31,6 +31,7 @@
 #include "server/http/http.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
@@ -99,7 +100,7 @@ static void send_refusal(evutil_socket_t fd, int status, const char *msg) {
     sbuf_free(&out);
 }
 
-void server_conn_refuse(conn_slot *c, int status, const char *msg) {
+void server_conn_refuse(conn_slot *c, int status, const char *fmt, ...) {
     if (c->refused) return;
     c->refused = true;
     c->klass = CONN_NEW;
@@ -112,7 +113,14 @@ void server_conn_refuse(conn_slot *c, int status, const char *msg) {
         shutdown(fd, SHUT_RDWR); /* a response is under way: never interleave */
         return;
     }
-    if (status) send_refusal(fd, status, msg);
+    if (status) {
+        char msg[256];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        send_refusal(fd, status, msg);
+    }
     if (!status || !c->spoke) { /* nothing of its to read: closed at once, its descriptor too */
         shutdown(fd, SHUT_RDWR);
         return;
@@ -190,12 +198,10 @@ static conn_slot *pick_shed(server *s, const conn_slot *like, bool silent, int k
 }
 
 static void shed(conn_slot *o, bool silent) {
-    char msg[192];
-    snprintf(msg, sizeof msg,
-             "the server's %u connection slots (--max-connections) are full and this "
-             "connection had sent nothing: reconnect and send the request at once",
-             o->s->cfg.max_connections);
-    server_conn_refuse(o, silent ? 503 : 0, msg); /* an idle keep-alive one: closed */
+    server_conn_refuse(o, silent ? 503 : 0, /* an idle keep-alive one: closed */
+                       "the server's %u connection slots (--max-connections) are full and this "
+                       "connection had sent nothing: reconnect and send the request at once",
+                       o->s->cfg.max_connections);
     o->s->conns_shed++;
 }
 
@@ -332,12 +338,10 @@ void server_admit_accepted(server *s, conn_slot *c) {
     } else if ((o = pick_shed(s, NULL, false, 0, false, c))) {
         shed(o, false);
     } else {
-        char msg[160];
-        snprintf(msg, sizeof msg,
-                 "the server has %u connections open (--max-connections) and every one is in "
-                 "use: retry shortly",
-                 s->cfg.max_connections);
-        server_conn_refuse(c, 503, msg);
+        server_conn_refuse(c, 503,
+                           "the server has %u connections open (--max-connections) and every one "
+                           "is in use: retry shortly",
+                           s->cfg.max_connections);
     }
 }
 
@@ -373,25 +377,20 @@ static uint32_t over_limit(server *s, conn_slot *c, bool per_addr, uint32_t limi
 /* A general slot for c: over the address's share or the whole, an idle
  * keep-alive connection (the address's own for its share) is shed first. */
 static bool admit_general(server *s, conn_slot *c) {
-    char msg[192];
-    int status = 0;
     uint32_t per = server_conns_per_client(s), max = s->cfg.max_connections;
     uint32_t n = over_limit(s, c, true, per);
     if (n) {
-        status = 429;
-        snprintf(msg, sizeof msg,
-                 "this address has %u connections with requests open; the server allows %u "
-                 "per client (--max-conns-per-client)",
-                 n, per);
-    } else if (over_limit(s, c, false, max)) {
-        status = 503;
-        snprintf(msg, sizeof msg,
-                 "the server has %u connections with requests open (--max-connections); "
-                 "only /health and /metrics are answered beyond them: retry shortly",
-                 max);
+        server_conn_refuse(c, 429,
+                           "this address has %u connections with requests open; the server "
+                           "allows %u per client (--max-conns-per-client)",
+                           n, per);
+        return false;
     }
-    if (status) {
-        server_conn_refuse(c, status, msg);
+    if (over_limit(s, c, false, max)) {
+        server_conn_refuse(c, 503,
+                           "the server has %u connections with requests open (--max-connections); "
+                           "only /health and /metrics are answered beyond them: retry shortly",
+                           max);
         return false;
     }
     c->klass = CONN_GENERAL;
@@ -415,12 +414,10 @@ bool server_admit_start(conn_slot *c) {
     if (!per || !c->peer_known) return true;
     uint32_t n = under_way(s, c);
     if (n < per) return true;
-    char msg[192];
-    snprintf(msg, sizeof msg,
-             "this address has %u requests under way; the server allows %u per client "
-             "(--max-conns-per-client)",
-             n, per);
-    server_conn_refuse(c, 429, msg);
+    server_conn_refuse(c, 429,
+                       "this address has %u requests under way; the server allows %u per client "
+                       "(--max-conns-per-client)",
+                       n, per);
     return false;
 }
 
@@ -438,12 +435,10 @@ bool server_admit_request(conn_slot *c) {
     } else if (count_class(s, c, CONN_PROBE, false) < SERVER_RESERVED_CONNS) {
         c->klass = CONN_PROBE;
     } else {
-        char msg[160];
-        snprintf(msg, sizeof msg,
-                 "the server has %u connections with requests open (--max-connections) and its "
-                 "%d reserved for /health and /metrics: retry shortly",
-                 max, SERVER_RESERVED_CONNS);
-        server_conn_refuse(c, 503, msg);
+        server_conn_refuse(c, 503,
+                           "the server has %u connections with requests open (--max-connections) "
+                           "and its %d reserved for /health and /metrics: retry shortly",
+                           max, SERVER_RESERVED_CONNS);
         return false;
     }
     return true;

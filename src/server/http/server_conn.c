@@ -48,7 +48,7 @@ static bool frame_bytes(conn_slot *c, const uint8_t *p, size_t n) {
         p += used;
         n -= used;
         if (ev == HTTP_FRAME_ERROR) {
-            server_conn_refuse(c, c->frame.status, c->frame.message);
+            server_conn_refuse(c, c->frame.status, "%s", c->frame.message);
             return false;
         }
         if (ev == HTTP_FRAME_HEAD) {
@@ -220,11 +220,10 @@ void server_conns_sweep(server *s, bool all) {
                 c->close_ns = 0;
             }
         } else if (!c->busy && c->head_deadline_ns && now > c->head_deadline_ns) {
-            char msg[128];
-            snprintf(msg, sizeof msg,
-                     "the request's headers did not arrive within %u s (--header-timeout)",
-                     s->cfg.header_timeout_s);
-            server_conn_refuse(c, 408, msg);
+            server_conn_refuse(c, 408,
+                               "the request's headers did not arrive within %u s "
+                               "(--header-timeout)",
+                               s->cfg.header_timeout_s);
         } else if (c->deadline_ns && now > c->deadline_ns && fd >= 0) {
             /* The request did not arrive in time (slowloris) or the
              * connection idled: evhttp sees EOF and frees it. */
