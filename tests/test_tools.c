@@ -334,36 +334,38 @@ Test(tools, each_templates_call_syntax_is_read_from_its_text) {
 }
 
 Test(tools, a_streamed_answer_sends_content_up_to_a_possible_call) {
+    /* the text so far, what of it may be sent now, and whether the rest is
+     * held back as a possible call (-1: not asked) */
+    static const struct {
+        tool_format f;
+        const char *t, *sent;
+        int hold;
+    } cases[] = {
+        {TOOL_FMT_HERMES, "Sure. <tool_ca", "Sure. ", 0},
+        {TOOL_FMT_HERMES, "Sure. <tool_call>\n{\"na", "Sure. ", 1},
+        {TOOL_FMT_GENERIC, "No call <tool at all", "No call <tool at all", -1},
+        {TOOL_FMT_LLAMA3, "  {\"name\"", "", 1},
+        {TOOL_FMT_LLAMA3, "  The answer", "  The answer", -1},
+        {TOOL_FMT_MISTRAL, "ok [TOOL_CALLS] [", "ok ", 1},
+        {TOOL_FMT_DEEPSEEK, "ok<｜tool▁calls▁begin｜><｜tool", "ok", 1},
+        /* gpt-oss: content up to a call's header (harmony.h hands it on whole) */
+        {TOOL_FMT_HARMONY,
+         "Sure.<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json", "Sure.",
+         1},
+        {TOOL_FMT_HARMONY, "Sure. <|cha", "Sure. ", 0},
+        {TOOL_FMT_KIMI, "Hi<|tool_calls_section_begin|>", "Hi", -1},
+        {TOOL_FMT_FUNCTIONARY, "Hi <function", "Hi ", 0},
+    };
     bool hold;
-    const char *t = "Sure. <tool_ca";
-    cr_assert_eq(tools_stream_safe(TOOL_FMT_HERMES, t, strlen(t), &hold), strlen("Sure. "));
-    cr_assert_not(hold);
-    t = "Sure. <tool_call>\n{\"na";
-    cr_assert_eq(tools_stream_safe(TOOL_FMT_HERMES, t, strlen(t), &hold), strlen("Sure. "));
-    cr_assert(hold);
-    t = "No call <tool at all";
-    cr_assert_eq(tools_stream_safe(TOOL_FMT_GENERIC, t, strlen(t), &hold), strlen(t));
-    t = "  {\"name\"";
-    cr_assert_eq(tools_stream_safe(TOOL_FMT_LLAMA3, t, strlen(t), &hold), 0);
-    cr_assert(hold);
-    t = "  The answer";
-    cr_assert_eq(tools_stream_safe(TOOL_FMT_LLAMA3, t, strlen(t), &hold), strlen(t));
-    t = "ok [TOOL_CALLS] [";
-    cr_assert_eq(tools_stream_safe(TOOL_FMT_MISTRAL, t, strlen(t), &hold), 3);
-    cr_assert(hold);
-    t = "ok<｜tool▁calls▁begin｜><｜tool";
-    cr_assert_eq(tools_stream_safe(TOOL_FMT_DEEPSEEK, t, strlen(t), &hold), 2);
-    cr_assert(hold);
-    /* gpt-oss: content up to a call's header (harmony.h hands it on whole) */
-    t = "Sure.<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json";
-    cr_assert_eq(tools_stream_safe(TOOL_FMT_HARMONY, t, strlen(t), &hold), strlen("Sure."));
-    cr_assert(hold);
-    t = "Sure. <|cha";
-    cr_assert_eq(tools_stream_safe(TOOL_FMT_HARMONY, t, strlen(t), &hold), strlen("Sure. "));
-    cr_assert_not(hold);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *t = cases[i].t;
+        cr_assert_eq(tools_stream_safe(cases[i].f, t, strlen(t), &hold), strlen(cases[i].sent),
+                     "%s", t);
+        if (cases[i].hold >= 0) cr_assert_eq(hold, cases[i].hold == 1, "%s", t);
+    }
     /* a recipient the parser reads without a header or a space before it
      * (fuzz_tools found the stream sending it as content) */
-    t = "Sure.<|meto=functions.f<|message|>{\"a\": 0}";
+    const char *t = "Sure.<|meto=functions.f<|message|>{\"a\": 0}";
     tool_call c[TOOLS_MAX_CALLS];
     size_t content, k = tools_parse(TOOL_FMT_HARMONY, t, strlen(t), c, TOOLS_MAX_CALLS, &content);
     cr_assert_eq(k, 1);
@@ -378,9 +380,4 @@ Test(tools, a_streamed_answer_sends_content_up_to_a_possible_call) {
     cr_assert_eq(
         tools_parse(TOOL_FMT_HERMES, nul_json, sizeof nul_json - 1, c, TOOLS_MAX_CALLS, &content),
         0);
-    t = "Hi<|tool_calls_section_begin|>";
-    cr_assert_eq(tools_stream_safe(TOOL_FMT_KIMI, t, strlen(t), &hold), 2);
-    t = "Hi <function";
-    cr_assert_eq(tools_stream_safe(TOOL_FMT_FUNCTIONARY, t, strlen(t), &hold), 3);
-    cr_assert_not(hold);
 }
