@@ -8,6 +8,7 @@
  * and the end of every request give every state slot back. The MoE
  * variant (qwen35moe) batched as well. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,6 +30,26 @@ static void open_arch(env *v, char *path, const char *arch) {
 
 static void open_hybrid(env *v, char *path) {
     open_arch(v, path, "qwen35");
+}
+
+/* A tiny model of one architecture in a temporary file, opened, and WORK's
+ * requests for its vocabulary. */
+typedef struct hybrid {
+    char path[32];
+    env v;
+    env_work w;
+} hybrid;
+
+static void hybrid_open(hybrid *h, const char *arch) {
+    snprintf(h->path, sizeof h->path, "/tmp/tps-test-hybrid-XXXXXX");
+    open_arch(&h->v, h->path, arch);
+    env_work_make(&h->w, &WORK, h->v.m->cfg.n_vocab);
+}
+
+static void hybrid_close(hybrid *h) {
+    env_work_free(&h->w);
+    env_close(&h->v);
+    unlink(h->path);
 }
 
 static engine *start(env *v, uint32_t max_seqs, uint32_t kv_tokens, bool cache_prefixes) {
@@ -77,20 +98,17 @@ static void expect_same(const result *got, const result *want, const char *how) 
 /* kv_tokens 0: the default pool; else a pool that forces preemption. */
 static void check_batched(const char *arch, uint32_t kv_tokens, bool cache_prefixes,
                           const char *how) {
-    char path[] = "/tmp/tps-test-hybrid-XXXXXX";
-    env v;
-    open_arch(&v, path, arch);
-    env_work w;
-    env_work_make(&w, &WORK, v.m->cfg.n_vocab);
-    result *alone = run_alone(&v, &w);
+    hybrid h;
+    hybrid_open(&h, arch);
+    result *alone = run_alone(&h.v, &h.w);
     result *batched = calloc(N_REQ, sizeof *batched);
-    engine *e = start(&v, N_REQ, kv_tokens, cache_prefixes);
+    engine *e = start(&h.v, N_REQ, kv_tokens, cache_prefixes);
     int sent = 0;
     for (; sent < N_REQ / 2; sent++)
-        submit(e, &w, sent, batched);
+        submit(e, &h.w, sent, batched);
     while (sent < N_REQ) {
         engine_wait(e, 5);
-        submit(e, &w, sent++, batched);
+        submit(e, &h.w, sent++, batched);
     }
     drain(e, N_REQ);
     engine_stats st;
@@ -101,9 +119,7 @@ static void check_batched(const char *arch, uint32_t kv_tokens, bool cache_prefi
     expect_same(batched, alone, how);
     free(alone);
     free(batched);
-    env_work_free(&w);
-    env_close(&v);
-    unlink(path);
+    hybrid_close(&h);
 }
 
 Test(hybrid_engine, staggered_batch_equals_each_request_alone, .timeout = 240) {
@@ -123,18 +139,17 @@ Test(hybrid_engine, preempted_requests_recompute_their_state, .timeout = 240) {
 /* n = 3 greedy choices of one prompt: the prompt's state copied to each,
  * so every choice is the request's answer alone. */
 Test(hybrid_engine, every_choice_continues_the_prompts_state, .timeout = 120) {
-    char path[] = "/tmp/tps-test-hybrid-XXXXXX";
-    env v;
-    open_hybrid(&v, path);
-    env_work w;
-    env_work_make(&w, &WORK, v.m->cfg.n_vocab);
+    hybrid h;
+    hybrid_open(&h, "qwen35");
     result one = {0};
-    engine *e = start(&v, 4, 0, true);
-    engine_request alone = env_greedy_request(w.prompt[1], w.n_prompt[1], w.max_tokens[1], &one);
+    engine *e = start(&h.v, 4, 0, true);
+    engine_request alone =
+        env_greedy_request(h.w.prompt[1], h.w.n_prompt[1], h.w.max_tokens[1], &one);
     env_submit(e, &alone);
     drain(e, 1);
     result three[3] = {0};
-    engine_request rq = env_greedy_request(w.prompt[1], w.n_prompt[1], w.max_tokens[1], three);
+    engine_request rq =
+        env_greedy_request(h.w.prompt[1], h.w.n_prompt[1], h.w.max_tokens[1], three);
     rq.n = 3;
     env_submit(e, &rq);
     drain(e, 3);
@@ -145,23 +160,18 @@ Test(hybrid_engine, every_choice_continues_the_prompts_state, .timeout = 120) {
     }
     expect_slots_back(e);
     engine_destroy(e);
-    env_work_free(&w);
-    env_close(&v);
-    unlink(path);
+    hybrid_close(&h);
 }
 
 /* Requests cancelled while they run give their slots back. */
 Test(hybrid_engine, cancels_give_the_state_slots_back, .timeout = 120) {
-    char path[] = "/tmp/tps-test-hybrid-XXXXXX";
-    env v;
-    open_hybrid(&v, path);
-    env_work w;
-    env_work_make(&w, &WORK, v.m->cfg.n_vocab);
+    hybrid h;
+    hybrid_open(&h, "qwen35");
     result res[N_REQ] = {0};
-    engine *e = start(&v, N_REQ, 0, true);
+    engine *e = start(&h.v, N_REQ, 0, true);
     uint64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
-        engine_request rq = env_greedy_request(w.prompt[i], w.n_prompt[i], 400, &res[i]);
+        engine_request rq = env_greedy_request(h.w.prompt[i], h.w.n_prompt[i], 400, &res[i]);
         ids[i] = env_submit(e, &rq);
     }
     engine_wait(e, 20);
@@ -170,9 +180,7 @@ Test(hybrid_engine, cancels_give_the_state_slots_back, .timeout = 120) {
     drain(e, N_REQ);
     expect_slots_back(e);
     engine_destroy(e);
-    env_work_free(&w);
-    env_close(&v);
-    unlink(path);
+    hybrid_close(&h);
 }
 
 /* N_SHARED requests of one 150-token prompt prefix and their own 1 to 20
