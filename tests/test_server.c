@@ -26,11 +26,7 @@
  * ------------------------------------------------------------------------- */
 
 Test(server, streamed_greedy_tokens_equal_reference_and_usage_counts_them, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    REQUIRE_SHARED(REF);
-    server_fixture f;
-    fixture_serve(&f);
-    json_t *ref = load_ref();
+    FIXTURE_SERVE_REF(f, ref);
     size_t i;
     json_t *cs;
     json_array_foreach(json_object_get(ref, "cases"), i, cs) {
@@ -96,11 +92,7 @@ Test(server, streamed_greedy_tokens_equal_tps_generate, .timeout = 60) {
 }
 
 Test(server, non_streamed_completion_has_usage_and_timings, .timeout = 30) {
-    REQUIRE_SHARED(MODEL);
-    REQUIRE_SHARED(REF);
-    server_fixture f;
-    fixture_serve(&f);
-    json_t *ref = load_ref();
+    FIXTURE_SERVE_REF(f, ref);
     json_t *cs = json_array_get(json_object_get(ref, "cases"), 0);
     char *body =
         completion_body(json_string_value(json_object_get(cs, "prompt")), 64, false, false);

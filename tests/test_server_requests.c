@@ -370,11 +370,7 @@ Test(server, every_openai_request_field_is_honoured_or_refused_by_name, .timeout
  * reference (tests/test_logprobs.c explains the bound), the top dict holds
  * at most 5 and its best is the chosen token's, text offsets increase. */
 Test(server, completions_logprobs_match_the_reference_and_have_openai_shape, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    REQUIRE_SHARED(REF);
-    server_fixture f;
-    fixture_serve(&f);
-    json_t *ref = load_ref();
+    FIXTURE_SERVE_REF(f, ref);
     json_t *cs = json_array_get(json_object_get(ref, "cases"), 1);
     json_t *top5 = json_object_get(cs, "top5_per_position");
     json_t *body =

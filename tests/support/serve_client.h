@@ -88,6 +88,13 @@ size_t stream_choices_seen(const stream *st);
 
 /* ../shared's REF, parsed. Caller decrefs. */
 json_t *load_ref(void);
+/* The start of a test against the reference: skips the test when ../shared
+ * lacks REF or the model, declares the fixture f and serves it
+ * (server_fixture.h), and declares ref, REF parsed (the test decrefs it). */
+#define FIXTURE_SERVE_REF(f, ref)                                                                  \
+    REQUIRE_SHARED(REF);                                                                           \
+    FIXTURE_SERVE(f);                                                                              \
+    json_t *ref = load_ref()
 /* A greedy completions body (ignore_eos), streamed or not, with
  * stream_options.include_usage when usage. Caller frees. */
 char *completion_body(const char *prompt, int max_tokens, bool stream_, bool usage);
