@@ -23,6 +23,15 @@ static void tool_json(const oai_tool *t, bool compact, sbuf *out) {
     json_decref(o);
 }
 
+/* The n tools' JSON, sep between them. */
+static void tools_joined(const oai_tool *tools, size_t n, const char *sep, bool compact,
+                         sbuf *out) {
+    for (size_t i = 0; i < n; i++) {
+        if (i) sbuf_adds(out, sep);
+        tool_json(&tools[i], compact, out);
+    }
+}
+
 void tools_render_list(tool_format f, const oai_tool *tools, size_t n, sbuf *out) {
     switch (tools_row(f)->list) {
     case TOOL_LIST_LLAMA3:
@@ -37,10 +46,7 @@ void tools_render_list(tool_format f, const oai_tool *tools, size_t n, sbuf *out
         break;
     case TOOL_LIST_MISTRAL:
         sbuf_adds(out, "[AVAILABLE_TOOLS] [");
-        for (size_t i = 0; i < n; i++) {
-            if (i) sbuf_adds(out, ", ");
-            tool_json(&tools[i], false, out);
-        }
+        tools_joined(tools, n, ", ", false, out);
         sbuf_adds(out, "][/AVAILABLE_TOOLS]");
         break;
     case TOOL_LIST_EXAMPLE: /* (most such templates write the tools themselves) */
@@ -54,10 +60,7 @@ void tools_render_list(tool_format f, const oai_tool *tools, size_t n, sbuf *out
         break;
     case TOOL_LIST_GENERIC:
         sbuf_adds(out, "Tools: [");
-        for (size_t i = 0; i < n; i++) {
-            if (i) sbuf_adds(out, ",");
-            tool_json(&tools[i], true, out);
-        }
+        tools_joined(tools, n, ",", true, out);
         sbuf_adds(out, "]\nTo call: <tool_call>\n{\"name\": N, \"arguments\": {...}}\n"
                        "</tool_call>");
         break;
