@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "support/raw_http.h" /* raw_send_all */
+#include "support/raw_http.h" /* raw_listen, raw_send_all */
 
 typedef enum fake_mode {
     FAKE_OK = 0,      /* tokens, usage + timings, [DONE] */
@@ -530,14 +530,8 @@ static int fake_start(fake_server *s) {
     if (s->tokens <= 0) s->tokens = 8;
     if (s->per_event <= 0) s->per_event = 1;
     s->conns = calloc(FAKE_MAX_CONN, sizeof *s->conns);
-    s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (bind(s->lfd, (struct sockaddr *)&a, sizeof a) || listen(s->lfd, 4096)) return -1;
-    socklen_t al = sizeof a;
-    getsockname(s->lfd, (struct sockaddr *)&a, &al);
-    s->port = ntohs(a.sin_port);
+    s->lfd = raw_listen(SOCK_NONBLOCK | SOCK_CLOEXEC, 4096, &s->port);
+    if (s->lfd < 0) return -1;
     snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
     if (pipe(s->wake)) return -1;
     atomic_store(&s->stop, false);

@@ -24,7 +24,7 @@
 #include "bench/client/chunk.h"
 #include "base/clock.h"
 #include "support/bench_workload.h"
-#include "support/raw_http.h" /* raw_send_all */
+#include "support/raw_http.h" /* raw_listen, raw_send_all */
 
 #define K_CONNS   8
 #define ROUNDS    8
@@ -145,13 +145,8 @@ Test(bench_stamps, a_burst_on_many_connections_is_stamped_before_any_parse, .tim
     s.gate = slow_event(PAD_GATE, &s.gate_len);
     const uint64_t parse = parse_ns(&s);
 
-    s.lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    cr_assert_eq(bind(s.lfd, (struct sockaddr *)&a, sizeof a), 0);
-    cr_assert_eq(listen(s.lfd, 64), 0);
-    socklen_t al = sizeof a;
-    getsockname(s.lfd, (struct sockaddr *)&a, &al);
-    s.port = ntohs(a.sin_port);
+    s.lfd = raw_listen(0, 64, &s.port);
+    cr_assert_geq(s.lfd, 0);
     cr_assert_eq(pthread_create(&s.th, NULL, burst_main, &s), 0);
 
     char url[64];

