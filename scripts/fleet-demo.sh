@@ -100,6 +100,16 @@ sessions_split() { # sessions whose requests reached more than one replica (ngin
   sed -n 's/.*session="\([^"]\+\)" upstream="\([^",]*\)".*/\1 \2/p' "$fleet_dir/logs/access.log" |
     grep -v '^- ' | sort -u | awk '{ n[$1]++ } END { s = 0; for (k in n) if (n[k] > 1) s++; print s }'
 }
+# tps bench against the fleet for SECS s in the background (its pid in $b,
+# its result in $out/NAME.json); after AFTER s, signal SIG to REPLICA (its
+# pid in $signalled)
+load_then_signal() { # NAME SECS AFTER SIG REPLICA
+  "$tps" bench --url "$url" "${single[@]}" --duration "$2" --json "$out/$1.json" &
+  b=$!
+  sleep "$3"
+  signalled=$(pid_of "$5")
+  kill -"$4" "$signalled"
+}
 sessions_seen() {
   sed -n 's/.*session="\([^"]\+\)".*/\1/p' "$fleet_dir/logs/access.log" | grep -vx -- - | sort -u | wc -l
 }
@@ -136,11 +146,8 @@ fi
 # ---- 3 and 4: SIGKILL, then SIGTERM, under load -----------------------------------------
 fleet_up run-failover
 echo "== failover: $replicas replicas at $url, 6 requests in flight; SIGKILL to replica-1 after 6 s"
-"$tps" bench --url "$url" "${single[@]}" --duration 20 --json "$out/failover.json" &
-b=$!
-sleep 6
-killed=$(pid_of replica-1)
-kill -KILL "$killed"
+load_then_signal failover 20 6 KILL replica-1
+killed=$signalled
 # the kill's instant is the process's end (its sockets close then), not the
 # signal: a request that reached it in between was in flight on it
 while [ -r "/proc/$killed/stat" ] && [ "$(sed 's/^.*) //' "/proc/$killed/stat" | cut -d' ' -f1)" != Z ]; do
@@ -159,11 +166,8 @@ echo "$failover" | jq -r '"   failed in flight on the killed replica: \(.in_flig
   + "\n   failed among the \(.sent_after_kill) sent after the kill: \(.after_kill | length)"'
 
 echo "== drain: SIGTERM to replica-2 after 4 s of load"
-"$tps" bench --url "$url" "${single[@]}" --duration 15 --json "$out/drain.json" &
-b=$!
-sleep 4
-drained_pid=$(pid_of replica-2)
-kill -TERM "$drained_pid"
+load_then_signal drain 15 4 TERM replica-2
+drained_pid=$signalled
 wait $b || true
 for _ in $(seq 1 400); do kill -0 "$drained_pid" 2>/dev/null || break; sleep 0.1; done
 drain_failed=$(jq '.requests.failed' "$out/drain.json")
