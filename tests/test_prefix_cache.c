@@ -530,16 +530,11 @@ Test(prefix_cache, n_beyond_what_could_run_is_refused_with_the_numbers) {
     fill_ids(prompt, 40, 1);
     engine_request rq = {.prompt = prompt, .n_prompt = 40, .max_tokens = 10, .n = 9};
     sampler_params_default(&rq.sampling);
-    uint64_t id;
-    tps_err err = {0};
-    cr_expect_eq(engine_submit(e, &rq, &id, &err), TPS_EINVAL);
-    cr_expect(strstr(err.msg, "n = 9") && strstr(err.msg, "8"), "%s", err.msg);
+    env_expect_refused(e, &rq, TPS_EINVAL, "n = 9", "8", NULL);
     /* 2 shared blocks + 8 x (30 - 2) = 226 blocks; the pool has 64 */
     rq.n = 8;
     rq.max_tokens = 440;
-    cr_expect_eq(engine_submit(e, &rq, &id, &err), TPS_ERANGE);
-    cr_expect(strstr(err.msg, "n = 8") && strstr(err.msg, "226") && strstr(err.msg, "64"), "%s",
-              err.msg);
+    env_expect_refused(e, &rq, TPS_ERANGE, "n = 8", "226", "64", NULL);
     engine_destroy(e);
     env_close(&v);
 }

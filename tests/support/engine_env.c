@@ -2,7 +2,9 @@
 #include "support/engine_env.h"
 
 #include <criterion/criterion.h>
+#include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -76,6 +78,17 @@ uint64_t env_submit(engine *e, const engine_request *rq) {
     tps_err err = {0};
     cr_assert_eq(engine_submit(e, rq, &id, &err), 0, "%s", err.msg);
     return id;
+}
+
+void env_expect_refused(engine *e, const engine_request *rq, int rc, ...) {
+    uint64_t id;
+    tps_err err = {0};
+    cr_expect_eq(engine_submit(e, rq, &id, &err), rc, "%s", err.msg);
+    va_list ap;
+    va_start(ap, rc);
+    for (const char *s; (s = va_arg(ap, const char *));)
+        cr_expect(strstr(err.msg, s) != NULL, "%s (want %s)", err.msg, s);
+    va_end(ap);
 }
 
 static uint64_t env_lcg(uint64_t *r) {

@@ -49,6 +49,10 @@ typedef struct result {
 engine_request env_greedy_request(const int32_t *prompt, size_t n, uint32_t max_tokens, void *user);
 /* Submits rq and asserts the engine took it; its id. */
 uint64_t env_submit(engine *e, const engine_request *rq);
+/* Submits rq and expects (Criterion expect, not assert) the engine to
+ * refuse it with rc and a message holding each string of the NULL-ended
+ * list after rc. */
+void env_expect_refused(engine *e, const engine_request *rq, int rc, ...) __attribute__((sentinel));
 
 /* A random workload for the batch-invariance tests: n requests drawn from
  * one LCG stream (Knuth's MMIX constants) seeded with seed. Request i: a
