@@ -609,11 +609,8 @@ Test(reliability, kv_exhaustion_preempts_and_every_request_gets_its_solo_tokens,
 #define N_TERM 16
 
 Test(reliability, sigterm_under_load_answers_every_request_and_exits_zero, .timeout = 90) {
-    REQUIRE_SHARED(MODEL);
-    serve_child ch;
     /* short requests finish within the drain, long ones are cut by its timeout */
-    const char *extra[] = {"--max-seqs", "2", "--drain-timeout", "2", NULL};
-    serve_spawn(&ch, extra, 0);
+    SERVE_CHILD(ch, "--max-seqs", "2", "--drain-timeout", "2");
     kv_job jobs[N_TERM];
     pthread_t th[N_TERM];
     char bodies[N_TERM][160];
@@ -686,9 +683,7 @@ static bool listen_addr(int port, char *addr, size_t cap) {
 }
 
 Test(reliability, startup_warns_when_unauthenticated_and_binds_loopback, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    serve_child ch;
-    serve_spawn(&ch, NULL, 0);
+    SERVE_CHILD(ch, NULL);
     char addr[64] = "";
     bool listening = listen_addr(ch.port, addr, sizeof addr);
     int st = serve_reap(&ch, SIGTERM);

@@ -166,9 +166,7 @@ static void *bg_post_run(void *arg) {
 }
 
 Test(bounds, health_answers_within_20_ms_while_grammars_compile, .timeout = 120) {
-    REQUIRE_SHARED(MODEL);
-    serve_child ch;
-    serve_spawn(&ch, NULL, 0);
+    SERVE_CHILD(ch, NULL);
     /* two different grammars: both workers compile at once (each is
      * refused as too ambiguous, or over --grammar-max-ms under a sanitizer,
      * after a long expansion: what is measured is /health meanwhile) */
@@ -210,10 +208,7 @@ Test(bounds, health_answers_within_20_ms_while_grammars_compile, .timeout = 120)
 }
 
 Test(bounds, a_second_identical_grammar_is_a_cache_hit_with_the_same_tokens, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    serve_child ch;
-    const char *extra[] = {"--grammar-max-ms", "60000", NULL}; /* slow under a sanitizer */
-    serve_spawn(&ch, extra, 0);
+    SERVE_CHILD(ch, "--grammar-max-ms", "60000"); /* slow under a sanitizer */
     char *body = repeat_body('a', 12, false);
     char *req = post_req(body, true), *a = NULL, *b = NULL;
     exchange(ch.port, 0, req, 30000, &a);
@@ -294,12 +289,8 @@ static char *spaced_body(char lo, int max_tokens) {
 #define N_AHEAD 64
 
 Test(bounds, constraint_memory_budget_is_503_with_retry_after_when_full, .timeout = 120) {
-    REQUIRE_SHARED(MODEL);
-    serve_child ch;
     /* one grammar of ~3.3 MiB fits 5 MiB; two in flight do not */
-    const char *extra[] = {"--constraint-mem", "5M",    "--max-seqs", "1",
-                           "--grammar-max-ms", "60000", NULL};
-    serve_spawn(&ch, extra, 0);
+    SERVE_CHILD(ch, "--constraint-mem", "5M", "--max-seqs", "1", "--grammar-max-ms", "60000");
     /* long requests hold the only sequence (read later); the first
      * constrained one waits behind them, holding its compiled grammar */
     char *long_req = post_req("{\"prompt\":\"Once\",\"max_tokens\":500,\"ignore_eos\":true}", true);
@@ -383,10 +374,7 @@ Test(bounds, out_of_descriptors_the_server_pauses_accepts_and_health_answers, .t
 }
 
 Test(bounds, a_probe_gets_through_while_silent_sockets_hold_every_slot, .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    serve_child ch;
-    const char *extra[] = {"--max-connections", "32", NULL};
-    serve_spawn(&ch, extra, 0);
+    SERVE_CHILD(ch, "--max-connections", "32");
     /* the reproducer: 48 silent sockets from three addresses */
     int fds[48];
     for (int i = 0; i < 48; i++)
@@ -451,10 +439,7 @@ static void *stream_run(void *arg) {
 }
 
 Test(bounds, a_second_sigterm_ends_every_cut_stream_with_an_error_event_and_done, .timeout = 120) {
-    REQUIRE_SHARED(MODEL);
-    serve_child ch;
-    const char *extra[] = {"--max-seqs", "4", NULL};
-    serve_spawn(&ch, extra, 0);
+    SERVE_CHILD(ch, "--max-seqs", "4");
     static stream_job jobs[N_STREAMS];
     pthread_t th[N_STREAMS];
     for (int i = 0; i < N_STREAMS; i++) {
@@ -510,10 +495,7 @@ static size_t half_closed(int port, const char *req, char *out, size_t cap, bool
 }
 
 Test(bounds, a_half_closed_client_gets_its_whole_answer_streamed_or_not, .timeout = 120) {
-    REQUIRE_SHARED(MODEL);
-    serve_child ch;
-    const char *extra[] = {"--max-seqs", "1", NULL};
-    serve_spawn(&ch, extra, 0);
+    SERVE_CHILD(ch, "--max-seqs", "1");
     static char out[1 << 17];
     for (int queued = 0; queued < 2; queued++) {
         /* queued: a long stream holds the only sequence, so the server sees

@@ -107,9 +107,7 @@ static void *cfm_loop_run(void *arg) {
 
 Test(hostile_input, continue_final_message_in_a_loop_keeps_health_p99_under_100_ms,
      .timeout = 120) {
-    REQUIRE_SHARED(MODEL);
-    serve_child ch;
-    serve_spawn(&ch, NULL, 0);
+    SERVE_CHILD(ch, NULL);
     char *body = cfm_body(42000, 21000); /* 63 KB: 0.66 s of the event loop before */
     cfm_loop l = {.port = ch.port, .body = body};
     pthread_t th;
@@ -164,10 +162,7 @@ static void *big_call_run(void *arg) {
 
 Test(hostile_input, hung_up_bodies_free_the_workers_and_sigterm_exits_within_drain_timeout,
      .timeout = 180) {
-    REQUIRE_SHARED(MODEL);
-    serve_child ch;
-    const char *extra[] = {"--drain-timeout", "5", NULL};
-    serve_spawn(&ch, extra, 0);
+    SERVE_CHILD(ch, "--drain-timeout", "5");
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
         pthread_create(&th[i], NULL, hang_up_run, &ch.port);
@@ -244,10 +239,7 @@ Test(hostile_input, a_cancelled_render_stops_and_the_final_message_is_found_last
 
 Test(hostile_input, trickling_health_sockets_from_one_address_leave_health_answered,
      .timeout = 60) {
-    REQUIRE_SHARED(MODEL);
-    serve_child ch;
-    const char *extra[] = {"--max-connections", "32", NULL};
-    serve_spawn(&ch, extra, 0);
+    SERVE_CHILD(ch, "--max-connections", "32");
     int fds[N_TRICKLE];
     for (int i = 0; i < N_TRICKLE; i++) {
         fds[i] = raw_connect(ch.port, 1);

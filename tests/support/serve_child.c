@@ -14,8 +14,6 @@
 
 #include "support/test_support.h"
 
-#define SERVE_MODEL "models/stories260K.gguf"
-
 static void keep(serve_child *ch, const char *p, size_t n) {
     ch->log_total += n;
     size_t room = sizeof ch->log - 1 - ch->log_len;

@@ -18,10 +18,19 @@ typedef struct serve_child {
     size_t log_total; /* bytes it wrote, kept or not */
 } serve_child;
 
+#define SERVE_MODEL "models/stories260K.gguf"
+
 /* Starts the server with extra arguments (NULL-terminated; may be NULL)
  * and waits for its "listening on" line (30 s at most). nofile > 0 sets
  * RLIMIT_NOFILE, soft and hard, in the child first. Asserts. */
 void serve_spawn(serve_child *ch, const char *const *extra, long nofile);
+/* The start of a test that needs the child and nothing else: skips the test
+ * when ../shared lacks the model (test_support.h), declares ch and starts
+ * it with the extra arguments given (NULL for none). */
+#define SERVE_CHILD(ch, ...)                                                                       \
+    REQUIRE_SHARED(SERVE_MODEL);                                                                   \
+    serve_child ch;                                                                                \
+    serve_spawn(&ch, (const char *const[]){__VA_ARGS__, NULL}, 0)
 /* Reads what the child has logged since, without waiting. */
 void serve_read_log(serve_child *ch);
 /* Sends sig (0: none), waits for the exit (30 s, then SIGKILL), reads the
