@@ -108,10 +108,7 @@ Test(admit, engine_submit_answers_as_the_rule_over_a_grid, .timeout = 120) {
 /* tps plan's simulated engine refuses by the same rule, in its words. */
 Test(admit, plan_files_what_the_rule_refuses_as_the_engine_would, .timeout = 120) {
     REQUIRE_SHARED("models/stories260K.gguf");
-    char path[] = "/tmp/tps-admit-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    close(fd);
+    char *path = test_temp_file("");
     char args[1024], *out = NULL, *model = shared_path("models/stories260K.gguf");
     /* 64 KV positions: a 40-token prompt with 40 to generate needs 5 blocks of 16, the pool 4 */
     snprintf(args, sizeof args,
@@ -122,6 +119,7 @@ Test(admit, plan_files_what_the_rule_refuses_as_the_engine_would, .timeout = 120
     free(out);
     char *json = read_file_all(path, NULL);
     unlink(path);
+    free(path);
     cr_assert(json, "tps plan wrote no result (exit %d)", rc);
     cr_expect(strstr(json, "KV blocks; the pool has"),
               "the plan did not refuse by the rule: %.400s", json);

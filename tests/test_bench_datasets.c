@@ -336,14 +336,9 @@ Test(bench_dataset, a_trace_is_replayed_once_at_its_scaled_timestamps) {
 /* A dataset run with neither --requests nor --duration is one pass over
  * its entries (it used to be refused: "a run must end"). */
 Test(datasets, cli_dataset_without_requests_sends_each_entry_once, .timeout = 60) {
-    char path[] = "/tmp/tps-ds-pass-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    const char *jsonl = "{\"prompt\":\"a b c\",\"max_tokens\":2}\n"
-                        "{\"prompt\":\"d e\",\"max_tokens\":2}\n"
-                        "{\"prompt\":\"f\",\"max_tokens\":2}\n";
-    cr_assert_eq(write(fd, jsonl, strlen(jsonl)), (ssize_t)strlen(jsonl));
-    close(fd);
+    char *path = test_temp_file("{\"prompt\":\"a b c\",\"max_tokens\":2}\n"
+                                "{\"prompt\":\"d e\",\"max_tokens\":2}\n"
+                                "{\"prompt\":\"f\",\"max_tokens\":2}\n");
     fake_server s = {.mode = FAKE_OK, .tokens = 2, .gap_ms = 1};
     cr_assert_eq(fake_start(&s), 0);
     char cmd[512], *out = NULL;
@@ -355,6 +350,7 @@ Test(datasets, cli_dataset_without_requests_sends_each_entry_once, .timeout = 60
     cr_expect(out && strstr(out, "3 sent, 3 completed"), "%s", out);
     free(out);
     unlink(path);
+    free(path);
 }
 
 /* --trace-speed only means something for a timed trace: with another

@@ -134,17 +134,13 @@ Test(bench_trust, a_redirect_is_filed_as_3xx) {
 }
 
 Test(bench_trust, a_trace_beyond_30_days_is_refused_naming_the_entry) {
-    char path[] = "/tmp/tps-trace-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    const char *lines =
+    char *path = test_temp_file(
         "{\"timestamp\": 0, \"input_length\": 8, \"output_length\": 4, \"hash_ids\": [1]}\n"
-        "{\"timestamp\": 9.3e12, \"input_length\": 8, \"output_length\": 4, \"hash_ids\": [2]}\n";
-    cr_assert_eq(write(fd, lines, strlen(lines)), (ssize_t)strlen(lines));
-    close(fd);
+        "{\"timestamp\": 9.3e12, \"input_length\": 8, \"output_length\": 4, \"hash_ids\": [2]}\n");
     char args[256];
     snprintf(args, sizeof args,
              "bench --url http://127.0.0.1:9 --dataset %s --requests 2 --no-progress", path);
     expect_tps(args, 1, "trace entry 2 is due");
     unlink(path);
+    free(path);
 }

@@ -240,15 +240,10 @@ Test(chat_jinja, tools_are_written_by_the_template_as_jinja2_writes_them, .timeo
  * of that format holds the answer to a call, parsed back into tool_calls. */
 Test(chat_jinja, a_forced_call_follows_the_templates_format, .timeout = 120) {
     REQUIRE_SHARED("models/stories260K.gguf");
-    char path[] = "/tmp/tps-hermes-template-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    const char *src = "{%- if tools %}<tools>{{ tools|tojson }}</tools> Call: <tool_call>"
-                      "{\"name\": N, \"arguments\": {}}</tool_call>\n{% endif -%}\n"
-                      "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
-                      "<|im_end|>\n{% endfor %}<|im_start|>assistant\n";
-    cr_assert_eq(write(fd, src, strlen(src)), (ssize_t)strlen(src));
-    close(fd);
+    char *path = test_temp_file("{%- if tools %}<tools>{{ tools|tojson }}</tools> Call: <tool_call>"
+                                "{\"name\": N, \"arguments\": {}}</tool_call>\n{% endif -%}\n"
+                                "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                                "<|im_end|>\n{% endfor %}<|im_start|>assistant\n");
     server_fixture f;
     start_with_template(&f, path);
     const char *text = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":["
@@ -267,20 +262,16 @@ Test(chat_jinja, a_forced_call_follows_the_templates_format, .timeout = 120) {
     json_decref(resp);
     fixture_finish(&f);
     unlink(path);
+    free(path);
 }
 
 /* A template that reads tools but writes calls in no syntax of the table
  * (src/server/tools/tools_table.c): refused, not misread. */
 Test(chat_jinja, tools_for_a_template_whose_call_syntax_is_not_parsed_are_a_400, .timeout = 60) {
     REQUIRE_SHARED("models/stories260K.gguf");
-    char path[] = "/tmp/tps-odd-tools-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    const char *src =
+    char *path = test_temp_file(
         "{%- if tools %}Call with @@CALL name args@@: {{ tools|tojson }}\n{% endif -%}"
-        "{%- for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}";
-    cr_assert_eq(write(fd, src, strlen(src)), (ssize_t)strlen(src));
-    close(fd);
+        "{%- for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}");
     server_fixture f;
     start_with_template(&f, path);
     json_t *corpus = corpus_load(), *resp = NULL;
@@ -296,6 +287,7 @@ Test(chat_jinja, tools_for_a_template_whose_call_syntax_is_not_parsed_are_a_400,
     json_decref(corpus);
     fixture_finish(&f);
     unlink(path);
+    free(path);
 }
 
 Test(chat_jinja, a_file_with_no_template_gets_chatml_and_a_warning, .timeout = 60) {
@@ -324,12 +316,7 @@ Test(chat_jinja, a_file_with_no_template_gets_chatml_and_a_warning, .timeout = 6
 
 Test(chat_jinja, a_template_that_does_not_compile_stops_the_server_naming_it, .timeout = 60) {
     REQUIRE_SHARED("models/stories260K.gguf");
-    char path[] = "/tmp/tps-bad-template-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    const char *src = "{{ bos_token }}\n{% include 'other.jinja' %}\n";
-    cr_assert_eq(write(fd, src, strlen(src)), (ssize_t)strlen(src));
-    close(fd);
+    char *path = test_temp_file("{{ bos_token }}\n{% include 'other.jinja' %}\n");
     server_fixture f;
     server_config c;
     fixture_defaults(&c, &f);
@@ -342,4 +329,5 @@ Test(chat_jinja, a_template_that_does_not_compile_stops_the_server_naming_it, .t
     fclose(f.log);
     free(f.model);
     unlink(path);
+    free(path);
 }
