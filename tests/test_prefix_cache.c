@@ -315,23 +315,36 @@ static void prefix_tail_work(req *qs, int n, size_t prefix, uint64_t prefix_seed
     }
 }
 
+/* together_equals_reference on a fresh stories260K (skips without it), the
+ * n_req results made and freed here: for the tests that read only the
+ * stats. */
+static engine_stats together_on_stories(const req *qs, size_t n_req, uint32_t max_seqs,
+                                        uint32_t kv_tokens, const char *what) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    env v;
+    env_open_stories(&v);
+    uint32_t max_n = 1;
+    for (size_t i = 0; i < n_req; i++)
+        if (qs[i].n > max_n) max_n = qs[i].n;
+    result **got = results_new(n_req, max_n);
+    engine_stats st =
+        together_equals_reference(&v, qs, n_req, max_seqs, kv_tokens, false, what, got);
+    results_free(got, n_req);
+    env_close(&v);
+    return st;
+}
+
 /* Eight requests behind one 400-token prompt arrive together: one computes
  * the prompt, the others wait for its blocks instead of computing the same
  * K/V seven more times. */
 Test(prefix_cache, requests_arriving_together_compute_a_shared_prefix_once, .timeout = 120) {
-    REQUIRE_SHARED("models/stories260K.gguf");
-    env v;
-    env_open_stories(&v);
     enum { N = 8 };
     req qs[N];
     prefix_tail_work(qs, N, 400, 8, 20, 16, 0.7f, 5);
-    result **got = results_new(N, 1);
-    engine_stats st = together_equals_reference(&v, qs, N, 8, 0, false, "arriving together", got);
+    engine_stats st = together_on_stories(qs, N, 8, 0, "arriving together");
     /* 400 once, then 20 + the 400 % 16 = 0 tail each: 560 rows; 8 x 420 = 3360 without */
     cr_expect_leq(st.prefill_rows_total, 400 + 8 * 36, "prompt rows computed: %llu",
                   (unsigned long long)st.prefill_rows_total);
-    results_free(got, N);
-    env_close(&v);
 }
 
 /* ---- preemption and cancellation of shared blocks ----------------------------- */
@@ -339,18 +352,12 @@ Test(prefix_cache, requests_arriving_together_compute_a_shared_prefix_once, .tim
 /* Eight 200-token outputs behind one 100-token prompt in a 40-block pool:
  * sequences holding shared blocks are preempted and recomputed. */
 Test(prefix_cache, preempting_sequences_that_share_blocks_keeps_every_output, .timeout = 300) {
-    REQUIRE_SHARED("models/stories260K.gguf");
-    env v;
-    env_open_stories(&v);
     enum { N = 8 };
     req qs[N];
     prefix_tail_work(qs, N, 100, 7, 5, 200, 0.8f, 9);
-    result **got = results_new(N, 1);
-    engine_stats st = together_equals_reference(&v, qs, N, 8, 640, false, "preempted", got);
+    engine_stats st = together_on_stories(qs, N, 8, 640, "preempted");
     cr_expect_gt(st.preemptions_total, 0, "the pool forced preemptions");
     cr_expect_gt(st.prefix_cache_hits_total, 0);
-    results_free(got, N);
-    env_close(&v);
 }
 
 /* One wait and poll: files each event into its slot's result. */
@@ -465,9 +472,6 @@ Test(prefix_cache, n_choices_without_prefix_cache_still_share_one_prefill, .time
  * block recompute, sequences holding shared blocks are preempted, and every
  * choice still equals its reference. */
 Test(prefix_cache, n_choices_under_kv_exhaustion_lose_nothing, .timeout = 300) {
-    REQUIRE_SHARED("models/stories260K.gguf");
-    env v;
-    env_open_stories(&v);
     enum { N_REQ = 8, N = 4 };
     req qs[N_REQ];
     memset(qs, 0, sizeof qs);
@@ -479,11 +483,8 @@ Test(prefix_cache, n_choices_under_kv_exhaustion_lose_nothing, .timeout = 300) {
         qs[i].temp = 0.9f;
         qs[i].seed = 77 + 100 * (uint64_t)i;
     }
-    result **got = results_new(N_REQ, N);
-    engine_stats st = together_equals_reference(&v, qs, N_REQ, 32, 384, false, "exhausted", got);
+    engine_stats st = together_on_stories(qs, N_REQ, 32, 384, "exhausted");
     cr_expect_gt(st.preemptions_total, 0, "the pool forced preemptions");
-    results_free(got, N_REQ);
-    env_close(&v);
 }
 
 Test(prefix_cache, cancel_ends_every_choice) {
