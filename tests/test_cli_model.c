@@ -51,6 +51,22 @@ static void make_arch(const char *path, const char *arch, const char *preset) {
     assert_tps_ok(args);
 }
 
+/* make_arch into a fresh temporary file; its path, malloc'ed (the caller
+ * unlinks and frees it). */
+static char *made_arch(const char *arch, const char *preset) {
+    char *path = test_temp_file("");
+    make_arch(path, arch, preset);
+    return path;
+}
+
+/* `tps model make FLAGS -o path` exits with status, printing says: a
+ * refusal. */
+static void expect_make_refused(const char *flags, const char *path, int status, const char *says) {
+    char args[512];
+    snprintf(args, sizeof args, "model make %s -o %s", flags, path);
+    expect_tps(args, status, says);
+}
+
 Test(cli_model, info_prints_the_facts_of_stories260K) {
     char *out = info_of_stories("");
     expect_says(out, "architecture           llama");
@@ -96,9 +112,7 @@ Test(cli_model, unknown_flag_is_rejected) {
 /* `model make --arch` then `model info`: the architecture's specifics are
  * printed (what tps will compute for it). */
 Test(cli_model, make_arch_then_info_prints_the_architecture_specifics) {
-    char path[] = "/tmp/tps-cli-arch-XXXXXX";
-    close(mkstemp(path));
-    make_arch(path, "gemma2", "tiny");
+    char *path = made_arch("gemma2", "tiny");
     char *out = info_of(path, "");
     expect_says(out, "architecture           gemma2");
     expect_says(out, "sliding window         8 positions, 3 of 5 layers");
@@ -106,10 +120,10 @@ Test(cli_model, make_arch_then_info_prints_the_architecture_specifics) {
     expect_says(out, "tied embeddings        yes");
     expect_says(out, "rope order             neox");
     free(out);
-    char args[512];
-    snprintf(args, sizeof args, "model make --arch mamba --preset tiny --type f32 -o %s", path);
-    expect_tps(args, 2, "unknown architecture 'mamba'");
+    expect_make_refused("--arch mamba --preset tiny --type f32", path, 2,
+                        "unknown architecture 'mamba'");
     unlink(path);
+    free(path);
 }
 
 /* A hybrid file: the KV bytes a token adds count only the full-attention
@@ -117,9 +131,7 @@ Test(cli_model, make_arch_then_info_prints_the_architecture_specifics) {
  * state is (taps - 1) conv inputs of (2 x 2 + 4) x 16 channels and 4
  * matrices of 16 x 16 per layer, and the MTP block is named as not run. */
 Test(cli_model, hybrid_info_counts_kv_only_for_attention_layers_and_the_state_apart) {
-    char path[] = "/tmp/tps-cli-arch-XXXXXX";
-    close(mkstemp(path));
-    make_arch(path, "qwen35", "tiny");
+    char *path = made_arch("qwen35", "tiny");
     char *out = info_of(path, "");
     expect_says(out, "KV bytes per token     1024 (F16 cache)");
     const long state = 3 * (3 * (2 * 2 + 4) * 16 + 4 * 16 * 16) * 4;
@@ -129,15 +141,14 @@ Test(cli_model, hybrid_info_counts_kv_only_for_attention_layers_and_the_state_ap
     expect_says(out, "not run (drafting");
     free(out);
     unlink(path);
+    free(path);
 }
 
 /* A latent attention file: a token adds one latent row a layer (tiny's
  * kv_lora_rank 64 + RoPE 32, F16, 5 layers), not the K and V of its 8
  * decompressed heads (64 + 32 each, 8x as many bytes). */
 Test(cli_model, deepseek2_info_counts_the_latent_as_its_kv_bytes) {
-    char path[] = "/tmp/tps-cli-arch-XXXXXX";
-    close(mkstemp(path));
-    make_arch(path, "deepseek2", "tiny");
+    char *path = made_arch("deepseek2", "tiny");
     char *out = info_of(path, "");
     char want[160];
     snprintf(want, sizeof want, "KV bytes per token     %d (F16 cache)", 5 * (64 + 32) * 2);
@@ -149,14 +160,14 @@ Test(cli_model, deepseek2_info_counts_the_latent_as_its_kv_bytes) {
     expect_says(out, "architecture           deepseek2");
     free(out);
     unlink(path);
+    free(path);
 }
 
 /* --layers N: the preset's shape cut to N layers (GLM's leading dense layer
  * and its MTP block kept), its KV bytes those of N layers; a count the
  * architecture cannot lay out, or none, is refused with the reason. */
 Test(cli_model, make_layers_cuts_a_preset_to_that_many_layers) {
-    char path[] = "/tmp/tps-cli-arch-XXXXXX";
-    close(mkstemp(path));
+    char *path = test_temp_file("");
     char args[512];
     snprintf(args, sizeof args,
              "model make --arch glm4moe --preset tiny --layers 3 --type f32 -o %s", path);
@@ -172,16 +183,15 @@ Test(cli_model, make_layers_cuts_a_preset_to_that_many_layers) {
     cr_expect_eq(json_integer_value(json_object_get(o, "layers")), 3);
     cr_expect_eq(json_integer_value(json_object_get(o, "embedding_length")), 64);
     json_decref(o);
-    snprintf(args, sizeof args,
-             "model make --arch gemma4 --preset tiny --layers 2 --type f32 -o %s", path);
-    expect_tps(args, 1, "shared layers");
+    expect_make_refused("--arch gemma4 --preset tiny --layers 2 --type f32", path, 1,
+                        "shared layers");
     /* a preset without the architecture's shape: the refusal lists the
      * presets that have one, thin variants included */
-    snprintf(args, sizeof args, "model make --arch qwen35 --preset 1B --type f32 -o %s", path);
-    expect_tps(args, 1, "linear-attention shape: tiny, 0.8B, 0.8B-thin, 9B, 35B-A3B");
-    snprintf(args, sizeof args, "model make --preset tiny --layers 0 --type f32 -o %s", path);
-    expect_tps(args, 2, "--layers");
+    expect_make_refused("--arch qwen35 --preset 1B --type f32", path, 1,
+                        "linear-attention shape: tiny, 0.8B, 0.8B-thin, 9B, 35B-A3B");
+    expect_make_refused("--preset tiny --layers 0 --type f32", path, 2, "--layers");
     unlink(path);
+    free(path);
 }
 
 /* A Gemma 4 file: K and V of the layers that store them, each of its own
@@ -189,9 +199,7 @@ Test(cli_model, make_layers_cuts_a_preset_to_that_many_layers) {
  * 2: 2 heads of 32; F16), and none for the last two, which read layers 1
  * and 2's. */
 Test(cli_model, gemma4_info_counts_no_kv_for_the_shared_layers) {
-    char path[] = "/tmp/tps-cli-arch-XXXXXX";
-    close(mkstemp(path));
-    make_arch(path, "gemma4", "tiny");
+    char *path = made_arch("gemma4", "tiny");
     json_t *o = info_json_of(path);
     const long per_token = 2 * 2 * (2 * 4 * 16 + 1 * 2 * 32); /* F16 x (K, V) x layers' heads */
     cr_expect_eq(json_integer_value(json_object_get(o, "kv_bytes_per_token")), per_token);
@@ -204,15 +212,14 @@ Test(cli_model, gemma4_info_counts_no_kv_for_the_shared_layers) {
     expect_says(out, "shared KV layers       the last 2 read earlier");
     free(out);
     unlink(path);
+    free(path);
 }
 
 /* The MoE files of 2026: GLM-4.5's dense first layer, ungated shared
  * expert and MTP block (K and V of tiny's 5 layers, 4 heads of 16, F16:
  * the MTP block adds none), and Qwen3.5 MoE's gated shared expert. */
 Test(cli_model, moe_info_names_the_shared_expert_and_the_dense_lead) {
-    char path[] = "/tmp/tps-cli-arch-XXXXXX";
-    close(mkstemp(path));
-    make_arch(path, "glm4moe", "tiny");
+    char *path = made_arch("glm4moe", "tiny");
     char *out = info_of(path, "");
     char want[128];
     snprintf(want, sizeof want, "KV bytes per token     %d (F16 cache)", 5 * 2 * 4 * 16 * 2);
@@ -230,6 +237,7 @@ Test(cli_model, moe_info_names_the_shared_expert_and_the_dense_lead) {
     expect_says(out, "3 of 5 layers");
     free(out);
     unlink(path);
+    free(path);
 }
 
 /* Gemma 4's MoE (tiny-moe, f32): 8 experts of 32, 2 a token, beside the
@@ -237,9 +245,7 @@ Test(cli_model, moe_info_names_the_shared_expert_and_the_dense_lead) {
  * layer (their fused gate|up, down and output scale), the dense FFN and
  * router counted whole. */
 Test(cli_model, gemma4_moe_info_counts_the_dense_ffn_and_k_experts_active) {
-    char path[] = "/tmp/tps-cli-arch-XXXXXX";
-    close(mkstemp(path));
-    make_arch(path, "gemma4", "tiny-moe");
+    char *path = made_arch("gemma4", "tiny-moe");
     json_t *o = info_json_of(path);
     const long E = 8, k = 2, ff = 32, dim = 64, layers = 5;
     const long expert = 2 * ff * dim + dim * ff + 1; /* gate|up, down, its scale */
@@ -256,4 +262,5 @@ Test(cli_model, gemma4_moe_info_counts_the_dense_ffn_and_k_experts_active) {
     expect_says(out, "dense FFN              of ffn 192 beside the experts");
     free(out);
     unlink(path);
+    free(path);
 }
