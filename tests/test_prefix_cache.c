@@ -62,33 +62,6 @@ static uint64_t submit_req(engine *e, const req *q, result *res) {
     return id;
 }
 
-/* Each request (each choice i as n = 1 with seed + i) alone, cache off. */
-static void reference(env *v, const req *qs, size_t n_req, result **ref) {
-    engine *e = env_engine(v, 1, 64, 0, GGML_TYPE_F16, true);
-    for (size_t i = 0; i < n_req; i++) {
-        uint32_t n = qs[i].n ? qs[i].n : 1;
-        for (uint32_t c = 0; c < n; c++) {
-            req one = qs[i];
-            one.n = 1;
-            one.seed += c;
-            submit_req(e, &one, &ref[i][c]);
-            drain(e, 1);
-        }
-    }
-    engine_destroy(e);
-}
-
-static void expect_same(const result *got, const result *want, const char *what, size_t i,
-                        uint32_t c) {
-    cr_assert(got->done && want->done, "%s: request %zu choice %u unfinished", what, i, c);
-    cr_assert_eq(got->finish, want->finish, "%s: request %zu choice %u", what, i, c);
-    cr_assert_eq(got->n, want->n, "%s: request %zu choice %u: %zu tokens, reference %zu", what, i,
-                 c, got->n, want->n);
-    cr_assert_eq(memcmp(got->tokens, want->tokens, want->n * sizeof(int32_t)), 0,
-                 "%s: request %zu choice %u: tokens differ from the uncached reference", what, i,
-                 c);
-}
-
 static result **results_new(size_t n_req, uint32_t n) {
     result **r = calloc(n_req, sizeof *r);
     for (size_t i = 0; i < n_req; i++)
@@ -102,6 +75,44 @@ static void results_free(result **r, size_t n_req) {
     free(r);
 }
 
+/* The most choices any of the n_req requests asks for (at least 1). */
+static uint32_t max_choices(const req *qs, size_t n_req) {
+    uint32_t m = 1;
+    for (size_t i = 0; i < n_req; i++)
+        if (qs[i].n > m) m = qs[i].n;
+    return m;
+}
+
+/* Each request (each choice i as n = 1 with seed + i) alone, cache off:
+ * (n_req,) results of max_choices each (results_free them). */
+static result **reference(env *v, const req *qs, size_t n_req) {
+    result **ref = results_new(n_req, max_choices(qs, n_req));
+    engine *e = env_engine(v, 1, 64, 0, GGML_TYPE_F16, true);
+    for (size_t i = 0; i < n_req; i++) {
+        uint32_t n = qs[i].n ? qs[i].n : 1;
+        for (uint32_t c = 0; c < n; c++) {
+            req one = qs[i];
+            one.n = 1;
+            one.seed += c;
+            submit_req(e, &one, &ref[i][c]);
+            drain(e, 1);
+        }
+    }
+    engine_destroy(e);
+    return ref;
+}
+
+static void expect_same(const result *got, const result *want, const char *what, size_t i,
+                        uint32_t c) {
+    cr_assert(got->done && want->done, "%s: request %zu choice %u unfinished", what, i, c);
+    cr_assert_eq(got->finish, want->finish, "%s: request %zu choice %u", what, i, c);
+    cr_assert_eq(got->n, want->n, "%s: request %zu choice %u: %zu tokens, reference %zu", what, i,
+                 c, got->n, want->n);
+    cr_assert_eq(memcmp(got->tokens, want->tokens, want->n * sizeof(int32_t)), 0,
+                 "%s: request %zu choice %u: tokens differ from the uncached reference", what, i,
+                 c);
+}
+
 /* Every request submitted to one engine at once (its max_seqs and KV
  * positions; the prefix cache on unless no_prefix_cache): each choice must
  * equal its uncached reference, and every block must be back at the end.
@@ -110,11 +121,7 @@ static engine_stats together_equals_reference(env *v, const req *qs, size_t n_re
                                               uint32_t max_seqs, uint32_t kv_tokens,
                                               bool no_prefix_cache, const char *what,
                                               result **got) {
-    uint32_t max_n = 1;
-    for (size_t i = 0; i < n_req; i++)
-        if (qs[i].n > max_n) max_n = qs[i].n;
-    result **ref = results_new(n_req, max_n);
-    reference(v, qs, n_req, ref);
+    result **ref = reference(v, qs, n_req);
     engine *e = env_engine(v, max_seqs, 64, kv_tokens, GGML_TYPE_F16, no_prefix_cache);
     int want = 0;
     for (size_t i = 0; i < n_req; i++) {
@@ -174,8 +181,7 @@ static void shared_prefix_batch(float temp) {
     env_open_stories(&v);
     req *qs = calloc(N_SHARED, sizeof *qs);
     shared_work(qs, temp);
-    result **ref = results_new(N_SHARED, 1), **got = results_new(N_SHARED, 1);
-    reference(&v, qs, N_SHARED, ref);
+    result **ref = reference(&v, qs, N_SHARED), **got = results_new(N_SHARED, 1);
     engine *e = env_engine(&v, 64, 128, 0, GGML_TYPE_F16, false);
     /* the first three alone, to fill the cache; then the rest together */
     for (int i = 0; i < 3; i++) {
@@ -229,8 +235,7 @@ Test(prefix_cache, partly_evicted_chain_hits_its_head_and_recomputes_the_rest) {
     fill_ids(qs[1].prompt, 120, 2);
     qs[1].n_prompt = 120;
     qs[0].max_tokens = qs[1].max_tokens = 8;
-    result **ref = results_new(2, 1), **got = results_new(3, 1);
-    reference(&v, qs, 2, ref);
+    result **ref = reference(&v, qs, 2), **got = results_new(3, 1);
     engine *e = env_engine(&v, 4, 64, 256, GGML_TYPE_F16, false);
     submit_req(e, &qs[0], got[0]);
     drain(e, 1);
@@ -265,8 +270,7 @@ Test(prefix_cache, hit_on_a_prompt_still_prefilling_waits_for_finished_blocks, .
     env v;
     env_open_stories(&v);
     req q = random_req(480, 3, 8);
-    result **ref = results_new(1, 1), **got = results_new(3, 1);
-    reference(&v, &q, 1, ref);
+    result **ref = reference(&v, &q, 1), **got = results_new(3, 1);
     engine_params p = env_params(&v);
     p.n_threads = 1;
     p.max_batch_tokens = 64;
@@ -323,10 +327,7 @@ static engine_stats together_on_stories(const req *qs, size_t n_req, uint32_t ma
     REQUIRE_SHARED("models/stories260K.gguf");
     env v;
     env_open_stories(&v);
-    uint32_t max_n = 1;
-    for (size_t i = 0; i < n_req; i++)
-        if (qs[i].n > max_n) max_n = qs[i].n;
-    result **got = results_new(n_req, max_n);
+    result **got = results_new(n_req, max_choices(qs, n_req));
     engine_stats st =
         together_equals_reference(&v, qs, n_req, max_seqs, kv_tokens, false, what, got);
     results_free(got, n_req);
@@ -397,8 +398,7 @@ Test(prefix_cache, cancelled_request_leaves_shared_blocks_to_the_other) {
     env v;
     env_open_stories(&v);
     req q = random_req(200, 11, 100);
-    result **ref = results_new(1, 1), **got = results_new(2, 1);
-    reference(&v, &q, 1, ref);
+    result **ref = reference(&v, &q, 1), **got = results_new(2, 1);
     engine *e = env_engine(&v, 4, 64, 0, GGML_TYPE_F16, false);
     req qa = q;
     qa.max_tokens = 300;
