@@ -1,0 +1,109 @@
+/* What the Q8_0 / Q4_0 prefill tile's instruction mix allows on this CPU:
+ * the rate of vpdpbusd alone (the int8 peak `tps machine` measures) beside
+ * the same 96 vpdpbusd per step with the other vector work of one block
+ * of r8_tile_z (r8_tile_zmm.h; 3 pairs of groups x 4 activation rows):
+ * its float epilogue (a cvtdq2ps, a mulps and an fma per accumulator and
+ * block: acc = fma(float(isum), d_w * d_x, acc), the order every tier and
+ * the reference keep) and the 24 inserts that build pair vectors from two
+ * groups. Registers only, no memory, so the figures are the ceiling of the
+ * mix, not of the caches. Read bench_kernels' q8_0r figure against the
+ * last line: the tile's gap to it is loads, broadcasts and the loop.
+ * Numbers, not pass/fail; AVX-512 VNNI only (elsewhere it says so).
+ *
+ * usage: bench_dot_mix [steps (default 4000000)] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__x86_64__)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* 12 independent accumulators (zmm0-11), as the tile's 3 x 4. */
+#define DP(r) "vpdpbusd %%zmm20, %%zmm21, %%zmm" #r "\n\t"
+#define DP12  DP(0) DP(1) DP(2) DP(3) DP(4) DP(5) DP(6) DP(7) DP(8) DP(9) DP(10) DP(11)
+#define DP96  DP12 DP12 DP12 DP12 DP12 DP12 DP12 DP12
+#define EPI(r)                                                                                     \
+    "vcvtdq2ps %%zmm22, %%zmm" #r "\n\t"                                                           \
+    "vmulps %%zmm23, %%zmm24, %%zmm" #r "\n\t"                                                     \
+    "vfmadd231ps %%zmm23, %%zmm24, %%zmm" #r "\n\t"
+#define EPI12                                                                                      \
+    EPI(12) EPI(13) EPI(14) EPI(15) EPI(16) EPI(17) EPI(12) EPI(13) EPI(14) EPI(15) EPI(16) EPI(17)
+#define INS(r) "vinserti64x4 $1, %%ymm25, %%zmm26, %%zmm" #r "\n\t"
+#define INS8   INS(18) INS(19) INS(18) INS(19) INS(18) INS(19) INS(18) INS(19)
+#define INS24  INS8 INS8 INS8
+#define CLOBBERS                                                                                   \
+    "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",       \
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20",  \
+        "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26"
+#define ZERO_SOURCES                                                                               \
+    "vpxord %%zmm20, %%zmm20, %%zmm20\n\tvpxord %%zmm21, %%zmm21, %%zmm21\n\t"                     \
+    "vpxord %%zmm22, %%zmm22, %%zmm22\n\tvxorps %%zmm23, %%zmm23, %%zmm23\n\t"                     \
+    "vxorps %%zmm24, %%zmm24, %%zmm24\n\tvpxord %%zmm26, %%zmm26, %%zmm26\n\t"
+#define LOOP(body)                                                                                 \
+    __asm__ volatile(ZERO_SOURCES "1:\n\t" body "dec %0\n\tjnz 1b" : "+r"(n) : : CLOBBERS, "cc")
+
+static void dp_only(long n) {
+    LOOP(DP96);
+}
+static void dp_epilogue(long n) {
+    LOOP(DP96 EPI12);
+}
+static void dp_inserts(long n) {
+    LOOP(DP96 INS24);
+}
+static void dp_tile_mix(long n) {
+    LOOP(DP96 EPI12 INS24);
+}
+
+/* Best ns per step of 5 rounds (another process can only slow one). */
+static double ns_per_step(void (*fn)(long), long steps) {
+    double best = 1e30;
+    fn(steps / 10);
+    for (int r = 0; r < 5; r++) {
+        const double t0 = now_s();
+        fn(steps);
+        const double ns = (now_s() - t0) / (double)steps * 1e9;
+        if (ns < best) best = ns;
+    }
+    return best;
+}
+
+int main(int argc, char **argv) {
+    const long steps = argc > 1 ? atol(argv[1]) : 4000000;
+    if (steps < 10) {
+        fprintf(stderr, "bench_dot_mix: steps must be at least 10\n");
+        return 2;
+    }
+    static const struct {
+        const char *name;
+        void (*fn)(long);
+    } mixes[] = {
+        {"vpdpbusd only", dp_only},
+        {"+ the block epilogue (12 cvt, 12 mul, 12 fma)", dp_epilogue},
+        {"+ the pair inserts (24)", dp_inserts},
+        {"+ both: the tile's vector work", dp_tile_mix},
+    };
+    double base = 0;
+    printf("one thread, 96 vpdpbusd zmm a step (6144 int8 mul-adds)\n");
+    for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++) {
+        const double ns = ns_per_step(mixes[i].fn, steps);
+        if (i == 0) base = ns;
+        printf("%-48s %7.2f ns  %6.1f G mul-add/s  %5.1f%% of vpdpbusd only\n", mixes[i].name, ns,
+               6144.0 / ns, 100.0 * base / ns);
+    }
+    return 0;
+}
+
+#else
+
+int main(void) {
+    printf("bench_dot_mix: needs AVX-512 VNNI (the zmm tile's mix); this build has none\n");
+    return 0;
+}
+
+#endif
