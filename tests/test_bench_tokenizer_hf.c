@@ -25,6 +25,15 @@
 #include "support/serve_child.h"
 #include "support/test_support.h"
 
+/* o's workload with every prompt `in` tokens and every reply `out`, asserting
+ * it builds. */
+static void build_fixed(workload *w, workload_opts *o, uint32_t in, uint32_t out) {
+    o->input_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = in};
+    o->output_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = out};
+    tps_err e = {{0}};
+    cr_assert_eq(workload_build(w, o, &e), 0, "%s", e.msg);
+}
+
 /* ---- against tps serve --------------------------------------------------------- */
 
 /* tokenizer_config.json's chat_template into a file of its own. */
@@ -87,11 +96,8 @@ static void check_served_lengths(const char *name, const char *package, const ch
                            .ignore_eos = -1,
                            .include_usage = true,
                            .temperature = -1};
-        o.input_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = lens[k]};
-        o.output_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = 1};
         workload w;
-        tps_err e = {{0}};
-        cr_assert_eq(workload_build(&w, &o, &e), 0, "%s", e.msg);
+        build_fixed(&w, &o, lens[k], 1);
         cr_expect_str_eq(w.input_source, "tokenizer + chat template");
         cr_expect(w.exact_inputs, "%s: every prompt hit %u tokens by the tokenizer", name, lens[k]);
         for (size_t i = 0; i < w.n; i++) {
@@ -212,11 +218,8 @@ static void check_prompt_shape(int refusal) {
                        .tokenize_url = url,
                        .ignore_eos = -1,
                        .temperature = -1};
-    o.input_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = 50};
-    o.output_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = 8};
     workload w;
-    tps_err e = {{0}};
-    cr_assert_eq(workload_build(&w, &o, &e), 0, "%s", e.msg);
+    build_fixed(&w, &o, 50, 8);
     tok_server_stop(&s);
     cr_expect_str_eq(w.input_source, "server /tokenize (prompt)");
     cr_expect(w.exact_inputs);
@@ -258,11 +261,8 @@ Test(bench_tokenizer_hf, uncompilable_chat_template_leaves_a_note_and_text_sizin
                        .tokenizer_path = dir,
                        .ignore_eos = -1,
                        .temperature = -1};
-    o.input_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = 40};
-    o.output_len = (load_dist){.kind = LOAD_DIST_FIXED, .a = 4};
     workload w;
-    tps_err e = {{0}};
-    cr_assert_eq(workload_build(&w, &o, &e), 0, "%s", e.msg);
+    build_fixed(&w, &o, 40, 4);
     cr_expect_null(w.chat);
     cr_expect_str_eq(w.input_source, "tokenizer");
     cr_expect(strstr(w.note, "chat template does not compile") &&
