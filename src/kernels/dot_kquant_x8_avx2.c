@@ -415,9 +415,9 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
 #define X8_TILE_Z(g, K) /* K = 2: one pair */                                                      \
     do {                                                                                           \
         if (is_q6)                                                                                 \
-            q6_K_x8_tile_z(X8_AT(g), MX, NULL);                                                    \
+            q6_K_x8_tile_z(X8_AT(g), MX, NULL, 0);                                                 \
         else                                                                                       \
-            q4_K_x8_tile_z(X8_AT(g), MX, is_q5, NULL);                                             \
+            q4_K_x8_tile_z(X8_AT(g), MX, is_q5, NULL, 0);                                          \
     } while (0)
 #define X8_PASS() /* one row: one group per tile, see the top of this section */                   \
     if (MX > 1) {                                                                                  \
@@ -432,10 +432,17 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
 }
 
 #if KQ_ZMM
-/* Beside ZK_UNPACK_ROWS or more activation rows: each pair of groups
- * unpacked once into tmp (kquant_x8_zmm.h; 16 * n_in bytes of its
- * 20 * n_in), then every activation row against it, 4 at a time; a last
- * odd group takes x8_rows. Same bits as x8_rows. */
+/* Superblocks a K chunk of x8_rows_unpacked: a pair's chunk unpacked is
+ * ZK_KC * 4 KiB. Whole pairs (32 KiB at K = 2048, 88 KiB at 5632) ran
+ * 1.2-1.35x slower on two threads (bench_kernels q4_Kr and q6_Kr, 2048 x
+ * 5632, 128 and 512 rows, Zen 5, 2026-12-06), though alike on one. */
+#define ZK_KC 4
+
+/* Beside ZK_UNPACK_ROWS or more activation rows: each pair of groups, a K
+ * chunk at a time, unpacked once into tmp (kquant_x8_zmm.h; ZK_KC * 4096
+ * bytes), then every activation row against it, 4 at a time, each tile
+ * continuing its sums from the chunk before; a last odd group takes
+ * x8_rows. Same bits as x8_rows. */
 ALWAYS_INLINE void x8_rows_unpacked(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                                     size_t w_row_bytes, size_t o0, size_t o1,
                                     const uint8_t *restrict act, size_t act_row_bytes,
@@ -443,23 +450,28 @@ ALWAYS_INLINE void x8_rows_unpacked(float *restrict out, size_t ld_out, const ui
                                     const int kind) {
     const int is_q6 = kind == X8_Q6_K, is_q5 = kind == X8_Q5_K;
     const size_t nb = n_in / QK_K, gs = 8 * w_row_bytes;
+    const size_t GB = is_q6 ? sizeof(block_q6_Kx8) : k8_gb(is_q5);
     size_t o = o0;
-    for (; o + 16 <= o1; o += 16) {
-        const uint8_t *G = W + o * w_row_bytes;
-        if (is_q6)
-            zk_unpack_q6_K(U, G, gs, nb);
-        else
-            zk_unpack_q4_K(U, G, gs, nb, is_q5);
+    for (; o + 16 <= o1; o += 16)
+        for (size_t b0 = 0; b0 < nb; b0 += ZK_KC) {
+            const size_t kb = nb - b0 < ZK_KC ? nb - b0 : ZK_KC;
+            const uint8_t *G = W + o * w_row_bytes + b0 * GB;
+            const uint8_t *act_k = act + b0 * sizeof(block_q8_K);
+            if (is_q6)
+                zk_unpack_q6_K(U, G, gs, kb);
+            else
+                zk_unpack_q4_K(U, G, gs, kb, is_q5);
 #define X8_TILE_U()                                                                                \
     do {                                                                                           \
+        const uint8_t *a_k = act_k + (a - act);                                                    \
         if (is_q6)                                                                                 \
-            q6_K_x8_tile_z(o_r + o, ld_out, G, gs, a, act_row_bytes, nb, MX, U);                   \
+            q6_K_x8_tile_z(o_r + o, ld_out, G, gs, a_k, act_row_bytes, kb, MX, U, b0 > 0);         \
         else                                                                                       \
-            q4_K_x8_tile_z(o_r + o, ld_out, G, gs, a, act_row_bytes, nb, MX, is_q5, U);            \
+            q4_K_x8_tile_z(o_r + o, ld_out, G, gs, a_k, act_row_bytes, kb, MX, is_q5, U, b0 > 0);  \
     } while (0)
-        X8_ROW_PASSES(X8_TILE_U);
+            X8_ROW_PASSES(X8_TILE_U);
 #undef X8_TILE_U
-    }
+        }
     if (o < o1)
         x8_rows(out, ld_out, W, w_row_bytes, o, o1, act, act_row_bytes, n_rows_x, n_in, kind);
 }

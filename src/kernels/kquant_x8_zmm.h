@@ -86,6 +86,16 @@ ALWAYS_INLINE __m512i zk_dpbusd_b(__m512i acc, __m512i u, const int8_t *p) {
     return acc;
 }
 
+/* A tile's float sums at its start: zero, or (cont) the sums it stored
+ * over the superblocks before: a K chunk's tile continues its elements'
+ * sequence (the same float steps in the same order, so the same bits). */
+ALWAYS_INLINE void zk_acc_start(__m512 acc[4], const float *restrict out, size_t ld_out,
+                                const int MX, const int cont) {
+#pragma GCC unroll 4
+    for (int j = 0; j < MX; j++)
+        acc[j] = cont ? _mm512_loadu_ps(out + (size_t)j * ld_out) : _mm512_setzero_ps();
+}
+
 ALWAYS_INLINE __m512i zk_unpacked(const uint8_t *restrict U, size_t b, const int m) {
     return _mm512_loadu_si512((const void *)(U + (64 * b + (size_t)m) * 64));
 }
@@ -111,12 +121,13 @@ ALWAYS_INLINE void zk_unpack_q4_K(uint8_t *restrict U, const uint8_t *restrict G
 ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                                   size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
                                   size_t nb, const int MX, const int is_q5,
-                                  const uint8_t *restrict U) {
+                                  const uint8_t *restrict U, const int cont) {
     const size_t GB = k8_gb(is_q5);
     const block_q8_K *x[4];
     x8_act_q8_K(x, act, act_row_bytes, MX);
     const __m512 sign = _mm512_set1_ps(-0.0f);
-    __m512 acc[4] = {{0}};
+    __m512 acc[4];
+    zk_acc_start(acc, out, ld_out, MX, cont);
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *gp = G + b * GB;
         __m512i sm[4], is[4] = {{0}};
@@ -219,10 +230,12 @@ ALWAYS_INLINE __m512i zk_q6_bsum_dot(const uint8_t *g0, size_t gs, const int32_t
 /* q6_K_x8_tile (VNNI form) for groups g, g + 1 x MX activation rows. */
 ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                                   size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
-                                  size_t nb, const int MX, const uint8_t *restrict U) {
+                                  size_t nb, const int MX, const uint8_t *restrict U,
+                                  const int cont) {
     const block_q8_K *x[4];
     x8_act_q8_K(x, act, act_row_bytes, MX);
-    __m512 acc[4] = {{0}};
+    __m512 acc[4];
+    zk_acc_start(acc, out, ld_out, MX, cont);
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *gp = G + b * sizeof(block_q6_Kx8);
         __m512i is[4] = {{0}};
