@@ -71,10 +71,11 @@ ALWAYS_INLINE __m512i zk_quants(const uint8_t *restrict gp, size_t gs, const int
  * (two loads and an insert per pair, nibble or 2-bit shifts, Q6_K's fourth
  * chunk rebuilt from three) than on the dpbusd they feed. A rows kernel
  * given enough activation rows (ZK_UNPACK_ROWS) unpacks each pair once into
- * thread scratch: per superblock b and chunk m (its elements 4m .. 4m + 3),
- * 64 bytes at U + (64 b + m) * 64, group g's 8 rows (4 bytes each, the
- * packed lane order) then group g + 1's, as the packed tiles' z_pair
- * vectors were. The tiles then load one zmm per chunk and compute the same
+ * thread scratch, a K chunk of superblocks at a time (ZK_KC in the rows
+ * kernel): per superblock b of the chunk and chunk m of b (its elements
+ * 4m .. 4m + 3), 64 bytes at U + (64 b + m) * 64, group g's 8 rows (4
+ * bytes each, the packed lane order) then group g + 1's, as the packed
+ * tiles' z_pair vectors were. The tiles then load one zmm per chunk and compute the same
  * integers and float steps, so the bits do not change. */
 #define ZK_UNPACK_ROWS 16
 
