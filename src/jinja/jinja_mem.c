@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
+
 struct jarena_chunk {
     jarena_chunk *next;
     size_t used, cap;
@@ -93,9 +95,7 @@ jinja_run *jinja_run_new(const jinja_limits *limits) {
 void jinja_run_free(jinja_run *r) {
     if (!r) return;
     jarena_free(&r->arena);
-    free(r->vars);
-    free(r->vslots);
-    free(r);
+    TPS_FREE_ALL(r->vars, r->vslots, r);
 }
 
 void *jrun_alloc(jinja_run *r, size_t n) {

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
 #include "kernels/kernel_impl.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
@@ -134,11 +135,7 @@ int kernel_ctx_create(kernel_ctx **out, int n_threads, size_t max_rows_x, size_t
 void kernel_ctx_free(kernel_ctx *ctx) {
     if (!ctx) return;
     tps_pool_free(ctx->pool);
-    free(ctx->tmp);
-    free(ctx->act);
-    free(ctx->gather);
-    free(ctx->jobs);
-    free(ctx);
+    TPS_FREE_ALL(ctx->tmp, ctx->act, ctx->gather, ctx->jobs, ctx);
 }
 
 int kernel_ctx_threads(const kernel_ctx *ctx) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
 #include "bench/workload/workload_internal.h"
 #include "jinja/jinja.h"
 #include "model/tokenizer.h" /* the BOS / EOS texts */
@@ -53,9 +54,7 @@ int wl_chat_new(wl_chat **out, const char *src, const struct tokenizer *tok, tps
 void wl_chat_free(wl_chat *c) {
     if (!c) return;
     jinja_tpl_free(c->tpl);
-    free(c->bos);
-    free(c->eos);
-    free(c);
+    TPS_FREE_ALL(c->bos, c->eos, c);
 }
 
 int wl_chat_render(const wl_chat *c, const char *text, sbuf *out) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
 #include "engine/attn/mla.h"
 
 struct mla_state {
@@ -49,10 +50,7 @@ int mla_state_create(mla_state **out, kernel_ctx *kc, const llama_config *c, siz
 
 void mla_state_free(mla_state *m) {
     if (!m) return;
-    free(m->in);
-    free(m->prod);
-    free(m->g_expert);
-    free(m);
+    TPS_FREE_ALL(m->in, m->prod, m->g_expert, m);
 }
 
 /* The per-head tensor as the grouped kernel takes it: its repacked copy if any. */

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
+
 #define MAX_PROMPT_IDS (1u << 20) /* more ids than any context; bounds the copy */
 
 static int bad(oai_error *e, const char *param, const char *fmt, const char *detail) {
@@ -271,14 +273,8 @@ chat_request oai_chat_inputs(const oai_request *r) {
 
 void oai_request_free(oai_request *r) {
     if (!r) return;
-    free(r->prompt_ids);
-    free(r->logit_bias);
-    free(r->grammar);
-    free(r->msgs);
-    free(r->msg_tool_calls);
-    free(r->tools);
-    free(r->parts);
-    free(r->echo);
+    TPS_FREE_ALL(r->prompt_ids, r->logit_bias, r->grammar, r->msgs, r->msg_tool_calls, r->tools,
+                 r->parts, r->echo);
     if (r->history) json_decref((json_t *)r->history);
     if (r->json) json_decref((json_t *)r->json);
     memset(r, 0, sizeof *r);

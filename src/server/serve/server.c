@@ -22,6 +22,7 @@
 
 #include "base/clock.h"
 #include "base/file_read.h"
+#include "base/free_all.h"
 
 void server_config_default(server_config *c) {
     memset(c, 0, sizeof *c);
@@ -580,14 +581,8 @@ void server_free(server *s) {
     server_hists_free(&s->h);
     free(s->events);
     if (s->wbuf) evbuffer_free(s->wbuf);
-    free(s->host);
-    free(s->api_key);
-    free(s->chat_template_name);
-    free(s->chat_template_file);
-    free(s->model_path);
-    free(s->model_id);
-    free(s->calibration_out);
     free_strs(s->cors_origins);
     free_strs(s->allowed_hosts);
-    free(s);
+    TPS_FREE_ALL(s->host, s->api_key, s->chat_template_name, s->chat_template_file, s->model_path,
+                 s->model_id, s->calibration_out, s);
 }
