@@ -33,17 +33,23 @@
 #include "support/server_fixture.h"
 #include "support/test_support.h"
 
+/* v opened, and s a plan of prompts and replies of these lengths, `requests`
+ * of them `concurrency` at a time (0 and 0: bench's defaults, for a test
+ * that sets its own load). */
+static void open_plan(model_env *v, bench_spec *s, const char *input_len, const char *output_len,
+                      uint32_t concurrency, uint64_t requests) {
+    plan_env_open(v);
+    spec_plan_closed(s, v, input_len, output_len, concurrency, requests);
+}
+
 /* ---- the simulation alone ----------------------------------------------------- */
 
 Test(plan, one_stream_takes_its_prompt_chunks_then_one_step_a_token) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    plan_env_open(&v);
-    v.srv.ep.max_batch_tokens = 64;
     bench_spec s;
-    spec_plan(&s, &v, "150", "9");
-    s.cfg.concurrency = 1;
-    s.cfg.requests = 5;
+    open_plan(&v, &s, "150", "9", 1, 5);
+    v.srv.ep.max_batch_tokens = 64;
     workload wl;
     bench_run_out out;
     plan_once(&out, &v, &s, &wl);
@@ -69,10 +75,7 @@ Test(plan, one_stream_takes_its_prompt_chunks_then_one_step_a_token) {
  * step a token after the first), on v's model, planned into *quiet as
  * v's cost stands. */
 static void three_short_requests(model_env *v, bench_spec *s, workload *wl, bench_run_out *quiet) {
-    plan_env_open(v);
-    spec_plan(s, v, "32", "9");
-    s->cfg.concurrency = 1;
-    s->cfg.requests = 3;
+    open_plan(v, s, "32", "9", 1, 3);
     plan_once(quiet, v, s, wl);
     workload_free(wl);
 }
@@ -274,9 +277,8 @@ Test(plan, a_stolen_share_of_the_cpus_slows_every_step_by_its_threads_power) {
 Test(plan, an_open_loop_sends_the_seed_s_schedule) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    plan_env_open(&v);
     bench_spec s;
-    spec_plan(&s, &v, "16", "4");
+    open_plan(&v, &s, "16", "4", 0, 0);
     s.cfg.rate = 40;
     s.cfg.duration_s = 2;
     s.cfg.seed = 7;
@@ -303,10 +305,8 @@ Test(plan, an_open_loop_sends_the_seed_s_schedule) {
 Test(plan, conversations_hit_the_prefix_cache_from_their_second_turn) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    plan_env_open(&v);
     bench_spec s;
-    spec_plan(&s, &v, "40", "20");
-    s.cfg.concurrency = 2;
+    open_plan(&v, &s, "40", "20", 2, 0);
     s.wo.turns = 3;
     s.conversations = 2;
     workload wl;
@@ -332,11 +332,8 @@ Test(plan, conversations_hit_the_prefix_cache_from_their_second_turn) {
 Test(plan, refuses_what_the_engine_would_and_repeats_itself) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    plan_env_open(&v);
     bench_spec s;
-    spec_plan(&s, &v, "uniform:100:600", "8"); /* the context is 512 */
-    s.cfg.concurrency = 3;
-    s.cfg.requests = 6;
+    open_plan(&v, &s, "uniform:100:600", "8", 3, 6); /* the context is 512 */
     workload wl, wl2;
     bench_run_out a, b;
     plan_once(&a, &v, &s, &wl);
@@ -544,11 +541,8 @@ static void log_step(void *arg, const plan_step *st) {
 Test(plan, replaying_a_real_run_makes_the_engine_s_decisions_step_for_step, .timeout = 120) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    plan_env_open(&v);
     bench_spec s;
-    spec_plan(&s, &v, "48", "12");
-    s.cfg.concurrency = 6; /* more than --max-seqs: requests queue */
-    s.cfg.requests = 24;
+    open_plan(&v, &s, "48", "12", 6, 24); /* 6: more than --max-seqs: requests queue */
     s.cfg.seed = 36;
     s.wo.prefix_len = 64; /* a shared prefix: the prefix cache serves it */
     real_run r;
@@ -602,11 +596,8 @@ Test(plan, replaying_a_real_run_makes_the_engine_s_decisions_step_for_step, .tim
 Test(plan, one_stream_at_a_time_the_prediction_takes_the_real_step_count, .timeout = 120) {
     REQUIRE_SHARED(MODEL);
     model_env v;
-    plan_env_open(&v);
     bench_spec s;
-    spec_plan(&s, &v, "uniform:20:90", "uniform:4:16");
-    s.cfg.concurrency = 1;
-    s.cfg.requests = 6;
+    open_plan(&v, &s, "uniform:20:90", "uniform:4:16", 1, 6);
     s.wo.prefix_len = 40;
     real_run r;
     serve_and_bench(&r, &v, &s, 4, 32);

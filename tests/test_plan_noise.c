@@ -100,9 +100,7 @@ Test(plan, a_served_spread_lengthens_the_tail_not_the_median) {
         cr_assert_eq(plan_cost_calibrated(&v.cost, &c, "test", v.m, GGML_TYPE_F16, &e), 0, "%s",
                      e.msg);
         bench_spec s;
-        spec_plan(&s, &v, "16", "400");
-        s.cfg.concurrency = 1;
-        s.cfg.requests = 1;
+        spec_plan_closed(&s, &v, "16", "400", 1, 1);
         workload wl;
         bench_run_out out;
         plan_once(&out, &v, &s, &wl);

@@ -53,6 +53,13 @@ void spec_plan(bench_spec *s, const model_env *v, const char *input_len, const c
     dist(&s->wo.output_len, output_len);
 }
 
+void spec_plan_closed(bench_spec *s, const model_env *v, const char *input_len,
+                      const char *output_len, uint32_t concurrency, uint64_t requests) {
+    spec_plan(s, v, input_len, output_len);
+    s->cfg.concurrency = concurrency;
+    s->cfg.requests = requests;
+}
+
 void plan_once(bench_run_out *out, model_env *v, const bench_spec *s, workload *wl) {
     bench_config cfg;
     tps_err e = {{0}};

@@ -27,6 +27,9 @@ void dist(load_dist *d, const char *text);
 /* A plan's spec (spec_make, no url) whose prompts and replies take these
  * lengths (load_dist texts). */
 void spec_plan(bench_spec *s, const model_env *v, const char *input_len, const char *output_len);
+/* spec_plan's closed loop: `requests` requests, `concurrency` at a time. */
+void spec_plan_closed(bench_spec *s, const model_env *v, const char *input_len,
+                      const char *output_len, uint32_t concurrency, uint64_t requests);
 void plan_once(bench_run_out *out, model_env *v, const bench_spec *s, workload *wl);
 
 #endif
