@@ -15,7 +15,8 @@ static void sink(void *ctx, harmony_part part, const char *p, size_t n) {
     split_out_add(ctx, part, p, n);
 }
 
-static void run(const uint8_t *text, size_t n, size_t step, split_out *o) {
+static void run(const void *ctx, const uint8_t *text, size_t n, size_t step, split_out *o) {
+    (void)ctx;
     harmony_split h;
     harmony_init(&h);
     for (size_t i = 0; i < n; i += step)
@@ -25,15 +26,7 @@ static void run(const uint8_t *text, size_t n, size_t step, split_out *o) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    size_t step = 1 + data[0] % 16;
-    const uint8_t *text = data + 1;
-    size_t n = size - 1;
     split_out a, b;
-    uint8_t *buf = split_out_init(&a, &b, n, 4);
-    if (!buf) return 0;
-    run(text, n, n ? n : 1, &a);
-    run(text, n, step, &b);
-    split_out_check(&a, &b, text, n, 4);
-    free(buf);
+    free(split_out_whole_and_pieces(&a, &b, data + 1, size - 1, 1 + data[0] % 16, 4, run, NULL));
     return 0;
 }

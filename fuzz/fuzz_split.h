@@ -54,4 +54,24 @@ static inline void split_out_check(const split_out *a, const split_out *b, const
         if (a->n[p] != b->n[p] || memcmp(a->parts[p], b->parts[p], a->n[p])) abort();
 }
 
+/* Feeds a splitter a text of n bytes: run(ctx, text, n, step, out) feeds
+ * text in pieces of step bytes (the last shorter) into out. */
+typedef void split_run_fn(const void *ctx, const uint8_t *text, size_t n, size_t step,
+                          split_out *out);
+
+/* The text fed whole into a and in pieces of step into b, then checked
+ * (split_out_check, aborting on a difference). Returns the allocation of
+ * split_out_init (free it after reading a and b; NULL when out of memory,
+ * a and b then unfilled). */
+static inline uint8_t *split_out_whole_and_pieces(split_out *a, split_out *b, const uint8_t *text,
+                                                  size_t n, size_t step, int n_parts,
+                                                  split_run_fn *run, const void *ctx) {
+    uint8_t *buf = split_out_init(a, b, n, n_parts);
+    if (!buf) return NULL;
+    run(ctx, text, n, n ? n : 1, a);
+    run(ctx, text, n, step, b);
+    split_out_check(a, b, text, n, n_parts);
+    return buf;
+}
+
 #endif

@@ -17,10 +17,16 @@ static void sink(void *ctx, think_part part, const char *p, size_t n) {
     split_out_add(ctx, part, p, n);
 }
 
-static void run(think_state st, think_kind kind, const uint8_t *text, size_t n, size_t step,
-                split_out *o) {
+/* Where the splitter starts: its state and its markers' row. */
+typedef struct start {
+    think_state st;
+    think_kind kind;
+} start;
+
+static void run(const void *ctx, const uint8_t *text, size_t n, size_t step, split_out *o) {
+    const start *at = ctx;
     think_split t;
-    think_init_kind(&t, st, kind);
+    think_init_kind(&t, at->st, at->kind);
     for (size_t i = 0; i < n; i += step)
         think_feed(&t, (const char *)text + i, i + step <= n ? step : n - i, sink, o);
     think_flush(&t, sink, o);
@@ -28,19 +34,14 @@ static void run(think_state st, think_kind kind, const uint8_t *text, size_t n, 
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2) return 0;
-    think_state st = (think_state)(data[0] % 3); /* OFF, START, IN */
-    think_kind kind = (think_kind)(data[0] / 3 % THINK_N_KINDS);
-    const think_markers *mk = think_markers_of(kind);
-    size_t step = 1 + data[1] % 16;
-    const uint8_t *text = data + 2;
+    const start at = {(think_state)(data[0] % 3), /* OFF, START, IN */
+                      (think_kind)(data[0] / 3 % THINK_N_KINDS)};
+    const think_markers *mk = think_markers_of(at.kind);
     size_t n = size - 2;
     split_out a, b;
-    uint8_t *buf = split_out_init(&a, &b, n, 3);
+    uint8_t *buf = split_out_whole_and_pieces(&a, &b, data + 2, n, 1 + data[1] % 16, 3, run, &at);
     if (!buf) return 0;
-    run(st, kind, text, n, n ? n : 1, &a);
-    run(st, kind, text, n, step, &b);
-    split_out_check(&a, &b, text, n, 3);
-    if (st == THINK_OFF && a.n[THINK_PART_CONTENT] != n) abort();
+    if (at.st == THINK_OFF && a.n[THINK_PART_CONTENT] != n) abort();
     /* markers: whitespace then the open marker, and/or the close marker */
     const uint8_t *m = a.parts[THINK_PART_MARKER];
     size_t nm = a.n[THINK_PART_MARKER];
