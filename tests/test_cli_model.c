@@ -52,11 +52,25 @@ static void make_arch(const char *path, const char *arch, const char *preset) {
 }
 
 /* make_arch into a fresh temporary file; its path, malloc'ed (the caller
- * unlinks and frees it). */
+ * gives it to drop_made). */
 static char *made_arch(const char *arch, const char *preset) {
     char *path = test_temp_file("");
     make_arch(path, arch, preset);
     return path;
+}
+
+/* Unlinks and frees a made file's path (made_arch, test_temp_file). */
+static void drop_made(char *path) {
+    unlink(path);
+    free(path);
+}
+
+/* Expects out (model info's text) to say a token adds n KV bytes in an F16
+ * cache. */
+static void expect_kv_bytes(const char *out, long n) {
+    char want[128];
+    snprintf(want, sizeof want, "KV bytes per token     %ld (F16 cache)", n);
+    expect_says(out, want);
 }
 
 /* `tps model make FLAGS -o path` exits with status, printing says: a
@@ -122,8 +136,7 @@ Test(cli_model, make_arch_then_info_prints_the_architecture_specifics) {
     free(out);
     expect_make_refused("--arch mamba --preset tiny --type f32", path, 2,
                         "unknown architecture 'mamba'");
-    unlink(path);
-    free(path);
+    drop_made(path);
 }
 
 /* A hybrid file: the KV bytes a token adds count only the full-attention
@@ -140,8 +153,7 @@ Test(cli_model, hybrid_info_counts_kv_only_for_attention_layers_and_the_state_ap
     expect_says(out, want);
     expect_says(out, "not run (drafting");
     free(out);
-    unlink(path);
-    free(path);
+    drop_made(path);
 }
 
 /* A latent attention file: a token adds one latent row a layer (tiny's
@@ -150,17 +162,15 @@ Test(cli_model, hybrid_info_counts_kv_only_for_attention_layers_and_the_state_ap
 Test(cli_model, deepseek2_info_counts_the_latent_as_its_kv_bytes) {
     char *path = made_arch("deepseek2", "tiny");
     char *out = info_of(path, "");
+    expect_kv_bytes(out, 5 * (64 + 32) * 2);
     char want[160];
-    snprintf(want, sizeof want, "KV bytes per token     %d (F16 cache)", 5 * (64 + 32) * 2);
-    expect_says(out, want);
     snprintf(want, sizeof want,
              "latent rank 64 (Q rank 64): the cache holds the latent, not the %d",
              5 * 8 * (64 + 32) * 2);
     expect_says(out, want);
     expect_says(out, "architecture           deepseek2");
     free(out);
-    unlink(path);
-    free(path);
+    drop_made(path);
 }
 
 /* --layers N: the preset's shape cut to N layers (GLM's leading dense layer
@@ -173,9 +183,7 @@ Test(cli_model, make_layers_cuts_a_preset_to_that_many_layers) {
              "model make --arch glm4moe --preset tiny --layers 3 --type f32 -o %s", path);
     assert_tps_ok(args);
     char *out = info_of(path, "");
-    char want[128];
-    snprintf(want, sizeof want, "KV bytes per token     %d (F16 cache)", 3 * 2 * 4 * 16 * 2);
-    expect_says(out, want);
+    expect_kv_bytes(out, 3 * 2 * 4 * 16 * 2);
     expect_says(out, "leading dense layers   1");
     expect_says(out, "not run (drafting");
     free(out);
@@ -190,8 +198,7 @@ Test(cli_model, make_layers_cuts_a_preset_to_that_many_layers) {
     expect_make_refused("--arch qwen35 --preset 1B --type f32", path, 1,
                         "linear-attention shape: tiny, 0.8B, 0.8B-thin, 9B, 35B-A3B");
     expect_make_refused("--preset tiny --layers 0 --type f32", path, 2, "--layers");
-    unlink(path);
-    free(path);
+    drop_made(path);
 }
 
 /* A Gemma 4 file: K and V of the layers that store them, each of its own
@@ -211,8 +218,7 @@ Test(cli_model, gemma4_info_counts_no_kv_for_the_shared_layers) {
     expect_says(out, "sliding layers' heads  4 kv heads of 16");
     expect_says(out, "shared KV layers       the last 2 read earlier");
     free(out);
-    unlink(path);
-    free(path);
+    drop_made(path);
 }
 
 /* The MoE files of 2026: GLM-4.5's dense first layer, ungated shared
@@ -221,9 +227,7 @@ Test(cli_model, gemma4_info_counts_no_kv_for_the_shared_layers) {
 Test(cli_model, moe_info_names_the_shared_expert_and_the_dense_lead) {
     char *path = made_arch("glm4moe", "tiny");
     char *out = info_of(path, "");
-    char want[128];
-    snprintf(want, sizeof want, "KV bytes per token     %d (F16 cache)", 5 * 2 * 4 * 16 * 2);
-    expect_says(out, want);
+    expect_kv_bytes(out, 5 * 2 * 4 * 16 * 2);
     expect_says(out, "shared expert          1 a layer, of ffn 192, run by every token\n");
     expect_says(out, "leading dense layers   1");
     expect_says(out, "q/k/v biases           yes");
@@ -236,8 +240,7 @@ Test(cli_model, moe_info_names_the_shared_expert_and_the_dense_lead) {
                      "scaled by its sigmoid gate");
     expect_says(out, "3 of 5 layers");
     free(out);
-    unlink(path);
-    free(path);
+    drop_made(path);
 }
 
 /* Gemma 4's MoE (tiny-moe, f32): 8 experts of 32, 2 a token, beside the
@@ -261,6 +264,5 @@ Test(cli_model, gemma4_moe_info_counts_the_dense_ffn_and_k_experts_active) {
     expect_says(out, "experts                8 a layer, 2 a token, of ffn 32");
     expect_says(out, "dense FFN              of ffn 192 beside the experts");
     free(out);
-    unlink(path);
-    free(path);
+    drop_made(path);
 }
