@@ -71,13 +71,22 @@ Test(plan, one_stream_takes_its_prompt_chunks_then_one_step_a_token) {
     plan_env_close(&v);
 }
 
+/* A plan planned twice: quiet as v's cost first stands, then again after a
+ * test changes the cost. */
+typedef struct replan {
+    model_env v;
+    bench_spec s;
+    workload wl;
+    bench_run_out quiet;
+} replan;
+
 /* Three requests one after another, 32 prompt tokens and 9 out each (a
- * step a token after the first), on v's model, planned into *quiet as
- * v's cost stands. */
-static void three_short_requests(model_env *v, bench_spec *s, workload *wl, bench_run_out *quiet) {
-    open_plan(v, s, "32", "9", 1, 3);
-    plan_once(quiet, v, s, wl);
-    workload_free(wl);
+ * step a token after the first), on p->v's model, planned into p->quiet as
+ * its cost stands. */
+static void three_short_requests(replan *p) {
+    open_plan(&p->v, &p->s, "32", "9", 1, 3);
+    plan_once(&p->quiet, &p->v, &p->s, &p->wl);
+    workload_free(&p->wl);
 }
 
 /* Request i's 9 token gaps in b are exactly `times` those in a. */
@@ -94,6 +103,21 @@ static void expect_gaps_scaled(const bench_run_out *a, const bench_run_out *b, s
     }
 }
 
+/* p planned again at its cost as it stands now: as many requests as the
+ * quiet plan, the first one's token gaps `first` times the quiet plan's,
+ * the others' `rest` times. Frees both plans and the workload (p->v stays
+ * open). */
+static void expect_replan_scaled(replan *p, double first, double rest) {
+    bench_run_out b;
+    plan_once(&b, &p->v, &p->s, &p->wl);
+    cr_assert_eq(b.n, p->quiet.n);
+    for (size_t i = 0; i < p->quiet.n; i++)
+        expect_gaps_scaled(&p->quiet, &b, i, i ? rest : first);
+    bench_run_free(&p->quiet);
+    bench_run_free(&b);
+    workload_free(&p->wl);
+}
+
 /* --steal-series: a step runs at the steal of the bin it starts in, about
  * the run's mean. Bins of (1 - mean)/(1 - s) each; bins not read and time
  * past the last at the mean. In a plan of three requests one after
@@ -102,19 +126,17 @@ static void expect_gaps_scaled(const bench_run_out *a, const bench_run_out *b, s
  * (one thread). */
 Test(plan, a_steal_series_slows_the_steps_that_start_in_each_bin) {
     REQUIRE_SHARED(MODEL);
-    model_env v;
-    bench_spec s;
-    workload wl;
-    bench_run_out a, b;
-    three_short_requests(&v, &s, &wl, &a);
-    cr_assert_eq(a.n, 3);
-    const timeline *first = &a.recs[0].tl;
+    replan p;
+    three_short_requests(&p);
+    const bench_run_out *a = &p.quiet;
+    cr_assert_eq(a->n, 3);
+    const timeline *first = &a->recs[0].tl;
     cr_assert_eq(first->n_events, 9);
     /* the first bin ends just after the first request's last token */
-    const double bin_s = (double)(first->events[8].t_ns - a.t_start_ns + 1) * 1e-9;
+    const double bin_s = (double)(first->events[8].t_ns - a->t_start_ns + 1) * 1e-9;
     tps_err e = {{0}};
     const double one_bin[] = {0.5};
-    plan_cost pc = v.cost;
+    plan_cost pc = p.v.cost;
     cr_assert_eq(plan_cost_steal_series(&pc, one_bin, 1, bin_s, 0.2, "run.json", &e), 0, "%s",
                  e.msg);
     cr_expect_float_eq(pc.scale, 1.25, 1e-12, "the mean first, as --steal 0.2");
@@ -123,32 +145,27 @@ Test(plan, a_steal_series_slows_the_steps_that_start_in_each_bin) {
                        "past the last bin: the mean");
     cr_expect(strstr(pc.source, "1 of 1") && strstr(pc.source, "50-50%"), "%s", pc.source);
     const double unread[] = {-1};
-    pc = v.cost;
+    pc = p.v.cost;
     cr_assert_eq(plan_cost_steal_series(&pc, unread, 1, bin_s, 0.2, "run.json", &e), 0, "%s",
                  e.msg);
     cr_expect_float_eq(plan_cost_scale_at(&pc, 0), 1, 1e-12, "a bin not read: the mean");
-    pc = v.cost;
+    pc = p.v.cost;
     cr_expect_eq(plan_cost_steal_series(&pc, unread, 0, bin_s, 0.2, "run.json", &e), TPS_EINVAL);
     cr_expect(strstr(e.msg, "--steal-series run.json"), "%s", e.msg);
 
     /* none stolen in the first bin, then half, for as long as the plan can
      * last at half speed */
     double bins[64] = {0};
-    const timeline *last = &a.recs[2].tl;
-    const size_t n = 2 + (size_t)(2 * (double)(last->events[8].t_ns - a.t_start_ns) * 1e-9 / bin_s);
+    const timeline *last = &a->recs[2].tl;
+    const size_t n =
+        2 + (size_t)(2 * (double)(last->events[8].t_ns - a->t_start_ns) * 1e-9 / bin_s);
     cr_assert_leq(n, 64);
     for (size_t k = 1; k < n; k++)
         bins[k] = 0.5;
-    cr_assert_eq(plan_cost_steal_series(&v.cost, bins, n, bin_s, 0, "run.json", &e), 0, "%s",
+    cr_assert_eq(plan_cost_steal_series(&p.v.cost, bins, n, bin_s, 0, "run.json", &e), 0, "%s",
                  e.msg);
-    plan_once(&b, &v, &s, &wl);
-    cr_assert_eq(b.n, 3);
-    for (size_t i = 0; i < a.n; i++)
-        expect_gaps_scaled(&a, &b, i, i ? 2 : 1);
-    bench_run_free(&a);
-    bench_run_free(&b);
-    workload_free(&wl);
-    plan_env_close(&v);
+    expect_replan_scaled(&p, 1, 2);
+    plan_env_close(&p.v);
 }
 
 /* tps plan --steal-series RESULT: a result that does not say its steal
@@ -234,33 +251,25 @@ static void small_calib(step_calib *c, const llama_model *m) {
  * steal cannot be moved, and a share of 1 or more is refused. */
 Test(plan, a_stolen_share_of_the_cpus_slows_every_step_by_its_threads_power) {
     REQUIRE_SHARED(MODEL);
-    model_env v;
-    bench_spec s;
-    workload wl;
-    bench_run_out a, b;
-    three_short_requests(&v, &s, &wl, &a);
+    replan p;
+    three_short_requests(&p);
+    model_env *v = &p.v;
     tps_err e = {{0}};
-    cr_assert_eq(plan_cost_at_steal(&v.cost, 0.2, "the roofline", &e), 0, "%s", e.msg);
-    cr_expect_float_eq(v.cost.scale, 1.25, 1e-12, "one thread, none stolen before: 1 / 0.8");
-    cr_expect(strstr(v.cost.source, "20.0% stolen"), "%s", v.cost.source);
-    plan_once(&b, &v, &s, &wl);
-    cr_assert_eq(a.n, b.n);
-    for (size_t i = 0; i < a.n; i++)
-        expect_gaps_scaled(&a, &b, i, 1.25);
-    bench_run_free(&a);
-    bench_run_free(&b);
-    workload_free(&wl);
+    cr_assert_eq(plan_cost_at_steal(&v->cost, 0.2, "the roofline", &e), 0, "%s", e.msg);
+    cr_expect_float_eq(v->cost.scale, 1.25, 1e-12, "one thread, none stolen before: 1 / 0.8");
+    cr_expect(strstr(v->cost.source, "20.0% stolen"), "%s", v->cost.source);
+    expect_replan_scaled(&p, 1.25, 1.25);
 
     step_calib c;
-    small_calib(&c, v.m);
+    small_calib(&c, v->m);
     c.fit[0].prime = (step_prime){.n = 64, .t1_ns = 1e6, .tn_ns = 8e6};
     plan_cost pc;
-    cr_assert_eq(plan_cost_calibrated(&pc, &c, "cal", v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
+    cr_assert_eq(plan_cost_calibrated(&pc, &c, "cal", v->m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
     cr_expect_eq(plan_cost_at_steal(&pc, 0.2, "cal", &e), TPS_EINVAL, "no steal of its own");
     cr_expect(strstr(e.msg, "--steal") && strstr(e.msg, "cal"), "%s", e.msg);
     c.has_steal = true;
     c.steal = 0.05;
-    cr_assert_eq(plan_cost_calibrated(&pc, &c, "cal", v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
+    cr_assert_eq(plan_cost_calibrated(&pc, &c, "cal", v->m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
     step_shape one = {1, 1, 1, 1, 1};
     const double before = plan_cost_fwd_ns(&pc, &one), post = plan_cost_post_ns(&pc, &one);
     cr_assert_eq(plan_cost_at_steal(&pc, 0.2, "cal", &e), 0, "%s", e.msg);
@@ -268,10 +277,10 @@ Test(plan, a_stolen_share_of_the_cpus_slows_every_step_by_its_threads_power) {
     cr_expect_float_eq(plan_cost_fwd_ns(&pc, &one), want * before, 1e-6 * before);
     cr_expect_float_eq(plan_cost_post_ns(&pc, &one), want * post, 1e-6 * post);
     cr_expect_float_eq(pc.fit.prime.t1_ns, want * 1e6, 1e-3, "the warm-up at that steal too");
-    cr_assert_eq(plan_cost_calibrated(&pc, &c, "cal", v.m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
+    cr_assert_eq(plan_cost_calibrated(&pc, &c, "cal", v->m, GGML_TYPE_F16, &e), 0, "%s", e.msg);
     cr_expect_eq(plan_cost_at_steal(&pc, 1.0, "cal", &e), TPS_EINVAL);
     cr_expect_eq(plan_cost_at_steal(&pc, -0.1, "cal", &e), TPS_EINVAL);
-    plan_env_close(&v);
+    plan_env_close(v);
 }
 
 Test(plan, an_open_loop_sends_the_seed_s_schedule) {
