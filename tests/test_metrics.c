@@ -228,34 +228,43 @@ Test(timeline, non_streamed_response_has_ttft_equal_to_e2e) {
 
 /* ---- windows ---------------------------------------------------------------- */
 
+/* Requests' timelines for the window tests, the first n of t built, and
+ * pointers to them (what window_* read). */
+typedef struct reqs {
+    timeline t[4];
+    const timeline *p[4];
+    int n;
+} reqs;
+
+/* Points x->p at x->t's first n timelines (built). */
+static void reqs_point(reqs *x, int n) {
+    x->n = n;
+    for (int i = 0; i < n; i++)
+        x->p[i] = &x->t[i];
+}
+
+static void reqs_free(reqs *x) {
+    for (int i = 0; i < x->n; i++)
+        timeline_free(&x->t[i]);
+}
+
 /* Three requests (ms):
  *   A: sent 0,   prompt 10, tokens 1 @100, 1 @200, 1 @300; last byte 300
  *   B: sent 50,  prompt 20, tokens 1 @150, 2 @250, 1 @350; last byte 400
  *   C: sent 100, prompt 30, tokens 1 @300, 1 @500;         last byte 500
  * Output tokens 3 + 4 + 2 = 9. Input counts at first token: A@100, B@150,
  * C@300. */
-typedef struct abc {
-    timeline t[3];
-    const timeline *p[3];
-} abc;
-
-static void build_abc(abc *x) {
+static void build_abc(reqs *x) {
     static const ev_ms a[] = {{100, 1}, {200, 1}, {300, 1}};
     static const ev_ms c[] = {{300, 1}, {500, 1}};
     build(&x->t[0], 0, 0, 10, a, 3, 300);
     build(&x->t[1], 50, 50, 20, B_EV, 3, 400);
     build(&x->t[2], 100, 100, 30, c, 2, 500);
-    for (int i = 0; i < 3; i++)
-        x->p[i] = &x->t[i];
-}
-
-static void free_abc(abc *x) {
-    for (int i = 0; i < 3; i++)
-        timeline_free(&x->t[i]);
+    reqs_point(x, 3);
 }
 
 Test(window, run_window_tps_of_three_requests) {
-    abc x;
+    reqs x;
     build_abc(&x);
     window w;
     tps_err e = {{0}};
@@ -274,11 +283,11 @@ Test(window, run_window_tps_of_three_requests) {
     cr_assert_float_eq(m.input_tps, 120.0, 1e-9);
     cr_assert_float_eq(m.total_tps, 138.0, 1e-9);
     cr_assert_float_eq(m.request_rate, 6.0, 1e-9);
-    free_abc(&x);
+    reqs_free(&x);
 }
 
 Test(window, window_is_open_at_t0_and_closed_at_t1) {
-    abc x;
+    reqs x;
     build_abc(&x);
     window_tps m;
     /* (100, 300]: A@200, A@300 (A@100 is out: open at t0) = 2; B@150, 2@250
@@ -291,11 +300,11 @@ Test(window, window_is_open_at_t0_and_closed_at_t1) {
     cr_assert_eq(m.input_tokens, 50);
     cr_assert_float_eq(m.input_tps, 250.0, 1e-9);
     cr_assert_eq(m.completed, 1);
-    free_abc(&x);
+    reqs_free(&x);
 }
 
 Test(window, bins_partition_the_window_and_peak_is_the_busiest_bin) {
-    abc x;
+    reqs x;
     build_abc(&x);
     window w = {0, MS(500)};
     tps_err e = {{0}};
@@ -315,11 +324,11 @@ Test(window, bins_partition_the_window_and_peak_is_the_busiest_bin) {
     cr_assert_float_eq(window_peak(out, nb, w, MS(100), &peak), 40.0, 1e-9);
     cr_assert_eq(peak, 2);
     cr_assert_eq(window_series(out, NULL, 4, w, MS(100), x.p, 3, &e), TPS_EINVAL);
-    free_abc(&x);
+    reqs_free(&x);
 }
 
 Test(window, short_last_bin_is_kept_but_not_a_peak) {
-    abc x;
+    reqs x;
     build_abc(&x);
     window w = {0, MS(500)};
     tps_err e = {{0}};
@@ -332,7 +341,7 @@ Test(window, short_last_bin_is_kept_but_not_a_peak) {
     size_t peak;
     cr_assert_float_eq(window_peak(out, 3, w, MS(200), &peak), 25.0, 1e-9);
     cr_assert_eq(peak, 1);
-    free_abc(&x);
+    reqs_free(&x);
 }
 
 /* Closed loop at concurrency 2 (ms):
@@ -341,27 +350,17 @@ Test(window, short_last_bin_is_kept_but_not_a_peak) {
  *   R3 sent 100, last byte 250     @150 R2 ends then R4 sends (last send)
  *   R4 sent 150, last byte 300     first end after 150: R3 @250
  * Each carries one token 5 ms before its last byte. */
-typedef struct closed4 {
-    timeline t[4];
-    const timeline *p[4];
-} closed4;
-
-static void build_closed4(closed4 *x) {
+static void build_closed4(reqs *x) {
     static const uint64_t sent[4] = {0, 10, 100, 150}, end[4] = {100, 150, 250, 300};
     for (int i = 0; i < 4; i++) {
         ev_ms ev = {end[i] - 5, 1};
         build(&x->t[i], sent[i], sent[i], 1, &ev, 1, end[i]);
-        x->p[i] = &x->t[i];
     }
-}
-
-static void free_closed4(closed4 *x) {
-    for (int i = 0; i < 4; i++)
-        timeline_free(&x->t[i]);
+    reqs_point(x, 4);
 }
 
 Test(window, steady_runs_from_target_concurrency_to_first_drain_completion) {
-    closed4 x;
+    reqs x;
     build_closed4(&x);
     window w;
     tps_err e = {{0}};
@@ -374,11 +373,11 @@ Test(window, steady_runs_from_target_concurrency_to_first_drain_completion) {
     window_measure(&m, w, x.p, 4);
     cr_assert_eq(m.output_tokens, 3);
     cr_assert_float_eq(m.output_tps, 12.5, 1e-9);
-    free_closed4(&x);
+    reqs_free(&x);
 }
 
 Test(window, steady_open_loop_starts_at_first_completion) {
-    closed4 x;
+    reqs x;
     build_closed4(&x);
     window w;
     tps_err e = {{0}};
@@ -386,22 +385,22 @@ Test(window, steady_open_loop_starts_at_first_completion) {
     cr_assert_eq(window_steady(&w, &o, x.p, 4, &e), TPS_OK, "%s", e.msg);
     cr_assert_eq(w.t0, MS(100));
     cr_assert_eq(w.t1, MS(250));
-    free_closed4(&x);
+    reqs_free(&x);
 }
 
 Test(window, steady_fails_when_target_never_reached) {
-    closed4 x;
+    reqs x;
     build_closed4(&x);
     window w;
     tps_err e = {{0}};
     steady_opts o = {.target_concurrency = 3};
     cr_assert_eq(window_steady(&w, &o, x.p, 4, &e), TPS_ERANGE);
     cr_assert_neq(strstr(e.msg, "peak 2"), NULL, "%s", e.msg);
-    free_closed4(&x);
+    reqs_free(&x);
 }
 
 Test(window, steady_trimmed_by_warmup_and_cooldown) {
-    closed4 x;
+    reqs x;
     build_closed4(&x);
     window w;
     tps_err e = {{0}};
@@ -412,7 +411,7 @@ Test(window, steady_trimmed_by_warmup_and_cooldown) {
     cr_assert_eq(w.t1, MS(200));
     o.cooldown_ns = MS(250);
     cr_assert_eq(window_steady(&w, &o, x.p, 4, &e), TPS_ERANGE);
-    free_closed4(&x);
+    reqs_free(&x);
 }
 
 Test(window, user_window_is_relative_to_run_start) {
@@ -432,7 +431,7 @@ Test(window, run_window_of_no_requests_is_an_error) {
 /* ---- goodput ------------------------------------------------------------------ */
 
 Test(window, goodput_counts_completed_requests_meeting_every_slo) {
-    abc x;
+    reqs x;
     build_abc(&x);
     window w = {0, MS(500)};
     window_goodput g;
@@ -454,7 +453,7 @@ Test(window, goodput_counts_completed_requests_meeting_every_slo) {
     tl_slo none = {0};
     window_goodput_measure(&g, w, &none, TL_FROM_SCHEDULED, x.p, 3);
     cr_assert_float_eq(g.goodput, 6.0, 1e-9);
-    free_abc(&x);
+    reqs_free(&x);
 }
 
 Test(window, goodput_judges_ttft_from_the_scheduled_start) {
