@@ -43,16 +43,11 @@ static kv_cache *make_pool(const llama_model *m, uint32_t block_tokens, bool spl
     uint8_t local[64] = {0};
     for (uint32_t l = 0; l < c->n_layers; l++)
         local[l] = (uint8_t)llama_config_is_swa(c, l);
-    kv_cache_params p = {.n_layers = c->n_layers,
-                         .kv_dim = c->n_kv_heads * c->head_dim,
-                         .head_dim = c->head_dim,
-                         .block_tokens = block_tokens,
-                         .kv_type = GGML_TYPE_F32,
-                         .n_blocks = n_blocks,
-                         .prefix_cache = cached,
-                         .local_layers = split ? local : NULL,
-                         .window = split ? c->n_swa : 0,
-                         .n_local_blocks = n_local};
+    kv_cache_params p = test_kv_params(c, block_tokens, GGML_TYPE_F32, n_blocks);
+    p.prefix_cache = cached;
+    p.local_layers = split ? local : NULL;
+    p.window = split ? c->n_swa : 0;
+    p.n_local_blocks = n_local;
     kv_cache *kv = test_kv_create(&p);
     cr_assert_eq(kv->n_local_layers != 0, split);
     return kv;

@@ -97,6 +97,16 @@ kv_cache *test_kv_create(const kv_cache_params *p) {
     return kv;
 }
 
+kv_cache_params test_kv_params(const llama_config *c, uint32_t block_tokens, uint32_t kv_type,
+                               uint32_t n_blocks) {
+    return (kv_cache_params){.n_layers = c->n_layers,
+                             .kv_dim = c->n_kv_heads * c->head_dim,
+                             .head_dim = c->head_dim,
+                             .block_tokens = block_tokens,
+                             .kv_type = kv_type,
+                             .n_blocks = n_blocks};
+}
+
 kv_cache *test_kv_for(const llama_model *m, uint32_t block_tokens, uint32_t kv_type,
                       uint32_t n_blocks) {
     const llama_config *c = &m->cfg;
@@ -108,16 +118,11 @@ kv_cache *test_kv_for(const llama_model *m, uint32_t block_tokens, uint32_t kv_t
         local[l] = (uint8_t)llama_config_is_swa(c, l);
         shared[l] = (uint8_t)(!recurrent[l] && !llama_config_stores_kv(c, l));
     }
-    kv_cache_params p = {.n_layers = c->n_layers,
-                         .kv_dim = c->n_kv_heads * c->head_dim,
-                         .head_dim = c->head_dim,
-                         .block_tokens = block_tokens,
-                         .kv_type = kv_type,
-                         .n_blocks = n_blocks,
-                         .recurrent_layers = recurrent,
-                         .n_state_slots = n_rec ? 16 : 0,
-                         .state_bytes = engine_state_bytes(c),
-                         .k_only = c->kv_lora_rank != 0};
+    kv_cache_params p = test_kv_params(c, block_tokens, kv_type, n_blocks);
+    p.recurrent_layers = recurrent;
+    p.n_state_slots = n_rec ? 16 : 0;
+    p.state_bytes = engine_state_bytes(c);
+    p.k_only = c->kv_lora_rank != 0;
     if (c->arch_info && c->arch_info->gemma4) { /* sliding layers of their own head shape */
         p.local_layers = local;
         p.window = c->n_swa;

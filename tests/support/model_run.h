@@ -40,6 +40,10 @@ gguf_writer *test_gguf_copy_each(const gguf_file *f, test_gguf_tensor_fn fn, voi
 
 /* kv_cache_create(p), asserting that it succeeds. */
 kv_cache *test_kv_create(const kv_cache_params *p);
+/* The parameters of a pool for c's layers and heads, every layer alike:
+ * n_blocks blocks of block_tokens positions of kv_type; the rest zero. */
+kv_cache_params test_kv_params(const llama_config *c, uint32_t block_tokens, uint32_t kv_type,
+                               uint32_t n_blocks);
 /* A KV cache for m's layers and heads: n_blocks blocks of block_tokens
  * positions of kv_type. */
 kv_cache *test_kv_for(const llama_model *m, uint32_t block_tokens, uint32_t kv_type,
