@@ -93,31 +93,36 @@ static void refused(bool messages, const char *body, const char *param, const ch
 }
 
 Test(api_dialects, every_malformed_shape_is_a_400_naming_the_field_as_the_client_sent_it) {
-    refused(false, "{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]",
-            "web_search");
-    refused(false, "{\"input\":\"x\",\"max_output_tokens\":-1}", "max_output_tokens",
-            "max_output_tokens");
-    refused(false, "{\"input\":[{\"type\":\"item_reference\",\"id\":\"a\"}]}", "input[0]",
-            "item_reference");
-    refused(false, "{\"input\":\"x\",\"previous_response_id\":\"resp_x\"}", "previous_response_id",
-            "keeps no responses");
-    refused(false, "{\"input\":\"x\",\"foo\":1}", "foo", "not a field");
-    refused(false, "{\"input\":[{\"type\":\"reasoning\",\"summary\":[]}]}", "input",
-            "no answer after it");
-    refused(true, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "max_tokens",
-            "required");
-    refused(
-        true,
-        "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}",
-        "messages[0].content[0]", "image");
-    refused(true,
-            "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":"
-            "[{\"type\":\"bash_20250124\",\"name\":\"bash\"}]}",
-            "tools[0]", "bash_20250124");
-    refused(true,
-            "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-            "\"stop_sequences\":7}",
-            "stop_sequences", "stop_sequences");
+    static const struct {
+        bool messages; /* a Messages body, else a Responses one */
+        const char *body, *param, *word;
+    } cases[] = {
+        {false, "{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]",
+         "web_search"},
+        {false, "{\"input\":\"x\",\"max_output_tokens\":-1}", "max_output_tokens",
+         "max_output_tokens"},
+        {false, "{\"input\":[{\"type\":\"item_reference\",\"id\":\"a\"}]}", "input[0]",
+         "item_reference"},
+        {false, "{\"input\":\"x\",\"previous_response_id\":\"resp_x\"}", "previous_response_id",
+         "keeps no responses"},
+        {false, "{\"input\":\"x\",\"foo\":1}", "foo", "not a field"},
+        {false, "{\"input\":[{\"type\":\"reasoning\",\"summary\":[]}]}", "input",
+         "no answer after it"},
+        {true, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", "max_tokens", "required"},
+        {true,
+         "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}",
+         "messages[0].content[0]", "image"},
+        {true,
+         "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":"
+         "[{\"type\":\"bash_20250124\",\"name\":\"bash\"}]}",
+         "tools[0]", "bash_20250124"},
+        {true,
+         "{\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+         "\"stop_sequences\":7}",
+         "stop_sequences", "stop_sequences"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        refused(cases[i].messages, cases[i].body, cases[i].param, cases[i].word);
 }
 
 Test(api_dialects, messages_blocks_become_tool_calls_tool_messages_and_reasoning) {
