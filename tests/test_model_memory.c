@@ -54,6 +54,17 @@ static void open_unrepacked(env *plain, const char *path) {
     cr_assert_eq(tokenizer_load(&plain->tok, plain->m->file, &err), 0, "%s", err.msg);
 }
 
+/* A model of shape pre in type (env_open_made's: a GGML type or a
+ * MODEL_MAKE_ mix; seeded) made at path (a "...XXXXXX" template) and
+ * loaded into packed, its matrices repacked; its weights. */
+static const llama_weights *open_repacked(env *packed, char *path, const model_preset *pre,
+                                          uint32_t type, uint64_t seed) {
+    env_open_made(packed, path, pre, type, seed);
+    const llama_weights *w = &packed->m->w;
+    cr_assert_not_null(w->packed, "the matrices of a type %u model are repacked", type);
+    return w;
+}
+
 /* The first 16 greedy tokens of a and b are equal. */
 static void expect_same_greedy(env *a, env *b, const char *differ) {
     int32_t ta[16], tb[16];
@@ -89,9 +100,7 @@ Test(model_memory, repacked_matrices_file_pages_are_given_back_and_tokens_do_not
     char path[] = "/tmp/tps-test-mem-XXXXXX";
     const model_preset pre = {"mem", "test", 256, 2, 4, 4, 768, 512, 256, 10000.0f};
     env packed;
-    env_open_made(&packed, path, &pre, GGML_TYPE_Q8_0, 3);
-    const llama_weights *w = &packed.m->w;
-    cr_assert_not_null(w->packed, "Q8_0 matrices are repacked");
+    const llama_weights *w = open_repacked(&packed, path, &pre, GGML_TYPE_Q8_0, 3);
     /* every matrix but the page fragments at its two ends */
     const llama_mat *ms[4 * 7];
     const size_t n_mats = layer_mats(w, pre.n_layers, ms, sizeof ms / sizeof ms[0]);
@@ -120,9 +129,7 @@ Test(model_memory, q4_K_m_model_repacks_its_q4_K_and_q6_K_matrices_and_tokens_do
     char path[] = "/tmp/tps-test-mem-XXXXXX";
     const model_preset pre = {"memk", "test", 256, 2, 4, 4, 512, 512, 256, 10000.0f};
     env packed;
-    env_open_made(&packed, path, &pre, MODEL_MAKE_Q4_K_M, 4);
-    const llama_weights *w = &packed.m->w;
-    cr_assert_not_null(w->packed, "K-quant matrices are repacked");
+    const llama_weights *w = open_repacked(&packed, path, &pre, MODEL_MAKE_Q4_K_M, 4);
     const llama_mat *ms[4 * 7 + 1];
     size_t n_mats = layer_mats(w, pre.n_layers, ms, sizeof ms / sizeof ms[0]);
     ms[n_mats++] = &w->output; /* untied in this preset */
