@@ -42,21 +42,38 @@ static void open_plan(model_env *v, bench_spec *s, const char *input_len, const 
     spec_plan_closed(s, v, input_len, output_len, concurrency, requests);
 }
 
+/* A plan and what it needs: the model and its server, the spec, the
+ * workload made of it and the planned run. */
+typedef struct planned {
+    model_env v;
+    bench_spec s;
+    workload wl;
+    bench_run_out out;
+} planned;
+
+/* p->s planned on p->v into p->out (p->wl its workload). */
+static void plan_it(planned *p) {
+    plan_once(&p->out, &p->v, &p->s, &p->wl);
+}
+
+static void planned_free(planned *p) {
+    bench_run_free(&p->out);
+    workload_free(&p->wl);
+    plan_env_close(&p->v);
+}
+
 /* ---- the simulation alone ----------------------------------------------------- */
 
 Test(plan, one_stream_takes_its_prompt_chunks_then_one_step_a_token) {
     REQUIRE_SHARED(MODEL);
-    model_env v;
-    bench_spec s;
-    open_plan(&v, &s, "150", "9", 1, 5);
-    v.srv.ep.max_batch_tokens = 64;
-    workload wl;
-    bench_run_out out;
-    plan_once(&out, &v, &s, &wl);
-    cr_assert_eq(out.n, 5);
+    planned p;
+    open_plan(&p.v, &p.s, "150", "9", 1, 5);
+    p.v.srv.ep.max_batch_tokens = 64;
+    plan_it(&p);
+    cr_assert_eq(p.out.n, 5);
     uint64_t want = 0;
-    for (size_t i = 0; i < out.n; i++) {
-        const bench_record *r = &out.recs[i];
+    for (size_t i = 0; i < p.out.n; i++) {
+        const bench_record *r = &p.out.recs[i];
         cr_expect_eq(r->err, BENCH_OK);
         cr_expect_eq(r->usage_completion, 9, "ignore_eos: max_tokens generated");
         cr_expect_eq(r->tl.n_events, 9, "one event a token");
@@ -64,28 +81,17 @@ Test(plan, one_stream_takes_its_prompt_chunks_then_one_step_a_token) {
          * then a step per token after the first */
         want += (r->usage_prompt + 63) / 64 + 8;
     }
-    cr_expect_eq(v.srv.stats.steps, want, "steps %llu, the work's shape says %llu",
-                 (unsigned long long)v.srv.stats.steps, (unsigned long long)want);
-    bench_run_free(&out);
-    workload_free(&wl);
-    plan_env_close(&v);
+    cr_expect_eq(p.v.srv.stats.steps, want, "steps %llu, the work's shape says %llu",
+                 (unsigned long long)p.v.srv.stats.steps, (unsigned long long)want);
+    planned_free(&p);
 }
 
-/* A plan planned twice: quiet as v's cost first stands, then again after a
- * test changes the cost. */
-typedef struct replan {
-    model_env v;
-    bench_spec s;
-    workload wl;
-    bench_run_out quiet;
-} replan;
-
 /* Three requests one after another, 32 prompt tokens and 9 out each (a
- * step a token after the first), on p->v's model, planned into p->quiet as
- * its cost stands. */
-static void three_short_requests(replan *p) {
+ * step a token after the first), on p->v's model, planned into p->out as
+ * its cost stands (the quiet plan; a test then changes the cost). */
+static void three_short_requests(planned *p) {
     open_plan(&p->v, &p->s, "32", "9", 1, 3);
-    plan_once(&p->quiet, &p->v, &p->s, &p->wl);
+    plan_it(p);
     workload_free(&p->wl);
 }
 
@@ -104,16 +110,16 @@ static void expect_gaps_scaled(const bench_run_out *a, const bench_run_out *b, s
 }
 
 /* p planned again at its cost as it stands now: as many requests as the
- * quiet plan, the first one's token gaps `first` times the quiet plan's,
- * the others' `rest` times. Frees both plans and the workload (p->v stays
- * open). */
-static void expect_replan_scaled(replan *p, double first, double rest) {
+ * quiet plan (p->out), the first one's token gaps `first` times the quiet
+ * plan's, the others' `rest` times. Frees both plans and the workload (p->v
+ * stays open). */
+static void expect_replan_scaled(planned *p, double first, double rest) {
     bench_run_out b;
     plan_once(&b, &p->v, &p->s, &p->wl);
-    cr_assert_eq(b.n, p->quiet.n);
-    for (size_t i = 0; i < p->quiet.n; i++)
-        expect_gaps_scaled(&p->quiet, &b, i, i ? rest : first);
-    bench_run_free(&p->quiet);
+    cr_assert_eq(b.n, p->out.n);
+    for (size_t i = 0; i < p->out.n; i++)
+        expect_gaps_scaled(&p->out, &b, i, i ? rest : first);
+    bench_run_free(&p->out);
     bench_run_free(&b);
     workload_free(&p->wl);
 }
@@ -126,9 +132,9 @@ static void expect_replan_scaled(replan *p, double first, double rest) {
  * (one thread). */
 Test(plan, a_steal_series_slows_the_steps_that_start_in_each_bin) {
     REQUIRE_SHARED(MODEL);
-    replan p;
+    planned p;
     three_short_requests(&p);
-    const bench_run_out *a = &p.quiet;
+    const bench_run_out *a = &p.out;
     cr_assert_eq(a->n, 3);
     const timeline *first = &a->recs[0].tl;
     cr_assert_eq(first->n_events, 9);
@@ -251,7 +257,7 @@ static void small_calib(step_calib *c, const llama_model *m) {
  * steal cannot be moved, and a share of 1 or more is refused. */
 Test(plan, a_stolen_share_of_the_cpus_slows_every_step_by_its_threads_power) {
     REQUIRE_SHARED(MODEL);
-    replan p;
+    planned p;
     three_short_requests(&p);
     model_env *v = &p.v;
     tps_err e = {{0}};
@@ -285,45 +291,38 @@ Test(plan, a_stolen_share_of_the_cpus_slows_every_step_by_its_threads_power) {
 
 Test(plan, an_open_loop_sends_the_seed_s_schedule) {
     REQUIRE_SHARED(MODEL);
-    model_env v;
-    bench_spec s;
-    open_plan(&v, &s, "16", "4", 0, 0);
-    s.cfg.rate = 40;
-    s.cfg.duration_s = 2;
-    s.cfg.seed = 7;
-    workload wl;
-    bench_run_out out;
-    plan_once(&out, &v, &s, &wl);
+    planned p;
+    open_plan(&p.v, &p.s, "16", "4", 0, 0);
+    p.s.cfg.rate = 40;
+    p.s.cfg.duration_s = 2;
+    p.s.cfg.seed = 7;
+    plan_it(&p);
     /* the schedule bench's sender follows: gaps from the seeded generator */
     tps_rng r;
     tps_rng_seed(&r, 7);
     uint64_t t = 0, n = 0;
     while (t < 2000000000ull) {
-        cr_assert_lt(n, out.n);
-        cr_expect_eq(out.recs[n].tl.t_sched - out.t_start_ns, t, "arrival %llu",
+        cr_assert_lt(n, p.out.n);
+        cr_expect_eq(p.out.recs[n].tl.t_sched - p.out.t_start_ns, t, "arrival %llu",
                      (unsigned long long)n);
         n++;
         t += load_next_gap_ns(LOAD_ARRIVAL_POISSON, 40, 1, &r);
     }
-    cr_expect_eq(out.n, n, "sent %zu, the schedule has %llu in 2 s", out.n, (unsigned long long)n);
-    bench_run_free(&out);
-    workload_free(&wl);
-    plan_env_close(&v);
+    cr_expect_eq(p.out.n, n, "sent %zu, the schedule has %llu in 2 s", p.out.n,
+                 (unsigned long long)n);
+    planned_free(&p);
 }
 
 Test(plan, conversations_hit_the_prefix_cache_from_their_second_turn) {
     REQUIRE_SHARED(MODEL);
-    model_env v;
-    bench_spec s;
-    open_plan(&v, &s, "40", "20", 2, 0);
-    s.wo.turns = 3;
-    s.conversations = 2;
-    workload wl;
-    bench_run_out out;
-    plan_once(&out, &v, &s, &wl);
-    cr_assert_eq(out.n, 6);
-    for (size_t i = 0; i < out.n; i++) {
-        const bench_record *r = &out.recs[i];
+    planned p;
+    open_plan(&p.v, &p.s, "40", "20", 2, 0);
+    p.s.wo.turns = 3;
+    p.s.conversations = 2;
+    plan_it(&p);
+    cr_assert_eq(p.out.n, 6);
+    for (size_t i = 0; i < p.out.n; i++) {
+        const bench_record *r = &p.out.recs[i];
         cr_expect_eq(r->err, BENCH_OK);
         if (r->turn == 1)
             cr_expect_eq(r->cached_tokens, 0);
@@ -333,9 +332,7 @@ Test(plan, conversations_hit_the_prefix_cache_from_their_second_turn) {
             cr_expect_geq(r->cached_tokens, 32, "turn %u of conversation %u: %llu cached", r->turn,
                           r->conversation, (unsigned long long)r->cached_tokens);
     }
-    bench_run_free(&out);
-    workload_free(&wl);
-    plan_env_close(&v);
+    planned_free(&p);
 }
 
 Test(plan, refuses_what_the_engine_would_and_repeats_itself) {
