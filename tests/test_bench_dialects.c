@@ -99,46 +99,59 @@ static void expect_thinking_figures(const dialect_run *r, const char *what) {
     cr_expect(strstr(r->out, "TTFO (first answer token)"), "%s: no TTFO row: %s", what, r->out);
 }
 
-Test(bench_dialects, chat_reasoning_field_of_vllm_is_timed_and_counted, .timeout = 60) {
+/* A thinking dialect d (the stream's thinking in the field `what` names)
+ * run with flags: its figures are read (expect_thinking_figures). */
+static void expect_thinking_dialect(fake_dialect d, const char *flags, const char *what) {
     dialect_run r;
-    run_dialect(&r, FAKE_D_CHAT_REASONING, "--endpoint chat");
-    expect_thinking_figures(&r, "chat delta.reasoning");
+    run_dialect(&r, d, flags);
+    expect_thinking_figures(&r, what);
     dialect_free(&r);
 }
 
+Test(bench_dialects, chat_reasoning_field_of_vllm_is_timed_and_counted, .timeout = 60) {
+    expect_thinking_dialect(FAKE_D_CHAT_REASONING, "--endpoint chat", "chat delta.reasoning");
+}
+
 Test(bench_dialects, chat_reasoning_content_of_llama_cpp_is_timed_and_counted, .timeout = 60) {
-    dialect_run r;
-    run_dialect(&r, FAKE_D_CHAT_REASONING_CONTENT, "--endpoint chat");
-    expect_thinking_figures(&r, "chat delta.reasoning_content");
-    dialect_free(&r);
+    expect_thinking_dialect(FAKE_D_CHAT_REASONING_CONTENT, "--endpoint chat",
+                            "chat delta.reasoning_content");
+}
+
+/* An API of its own (d, named `what`) run with flags: its thinking figures
+ * are read, the request went to path with the API's max field (15 tokens)
+ * and the input tokens are its usage's (4 requests of 7). The caller frees
+ * r. */
+static void run_api_dialect(dialect_run *r, fake_dialect d, const char *flags, const char *what,
+                            const char *path, const char *max_field) {
+    run_dialect(r, d, flags);
+    expect_thinking_figures(r, what);
+    char line[64], max[64];
+    snprintf(line, sizeof line, "POST %s ", path);
+    snprintf(max, sizeof max, "\"%s\":15", max_field);
+    cr_expect(strstr(r->srv.log, line), "%s", r->srv.log);
+    cr_expect(strstr(r->srv.log, max), "%s", r->srv.log);
+    cr_expect_eq(tok(r->res, "input"), 4 * 7, "%s: input tokens from the usage: %.0f: %s", what,
+                 tok(r->res, "input"), r->out);
 }
 
 Test(bench_dialects, responses_api_stream_is_read_by_its_events, .timeout = 60) {
     dialect_run r;
-    run_dialect(&r, FAKE_D_RESPONSES, "--endpoint responses --model m");
-    expect_thinking_figures(&r, "responses");
-    /* the request is the Responses API's: input items, max_output_tokens, no stream_options */
-    cr_expect(strstr(r.srv.log, "POST /v1/responses "), "%s", r.srv.log);
+    run_api_dialect(&r, FAKE_D_RESPONSES, "--endpoint responses --model m", "responses",
+                    "/v1/responses", "max_output_tokens");
+    /* the request is the Responses API's: input items, no stream_options */
     cr_expect(strstr(r.srv.log, "\"input\":[{"), "%s", r.srv.log);
-    cr_expect(strstr(r.srv.log, "\"max_output_tokens\":15"), "%s", r.srv.log);
     cr_expect(!strstr(r.srv.log, "stream_options") && !strstr(r.srv.log, "ignore_eos"), "%s",
               r.srv.log);
-    cr_expect_eq(tok(r.res, "input"), 4 * 7, "input tokens from the response's usage: %.0f: %s",
-                 tok(r.res, "input"), r.out);
     dialect_free(&r);
 }
 
 Test(bench_dialects, messages_api_stream_with_anthropic_headers, .timeout = 60) {
     dialect_run r;
-    run_dialect(&r, FAKE_D_MESSAGES, "--endpoint messages --model m --api-key sk-test");
-    expect_thinking_figures(&r, "messages");
-    cr_expect(strstr(r.srv.log, "POST /v1/messages "), "%s", r.srv.log);
+    run_api_dialect(&r, FAKE_D_MESSAGES, "--endpoint messages --model m --api-key sk-test",
+                    "messages", "/v1/messages", "max_tokens");
     cr_expect(strcasestr(r.srv.log, "x-api-key: sk-test"), "%s", r.srv.log);
     cr_expect(strcasestr(r.srv.log, "anthropic-version: 2023-06-01"), "%s", r.srv.log);
     cr_expect(!strcasestr(r.srv.log, "Authorization: Bearer"), "%s", r.srv.log);
-    cr_expect(strstr(r.srv.log, "\"max_tokens\":15"), "%s", r.srv.log);
-    cr_expect_eq(tok(r.res, "input"), 4 * 7, "input tokens from message_start's usage: %.0f",
-                 tok(r.res, "input"));
     dialect_free(&r);
 }
 
