@@ -25,7 +25,9 @@
  *        TPS_BENCH_KV=f16|f32|q8_0 (KV cache type; default f16),
  *        TPS_BENCH_TEMP=T (sampling temperature; default 0, greedy: llama-bench
  *        and llama-batched-bench sample nothing, so a full-vocabulary draw,
- *        2-3% of a 32-sequence step at 110M, would be ours alone) */
+ *        2-3% of a 32-sequence step at 110M, would be ours alone),
+ *        TPS_BENCH_PP=N (the prefill's prompt length, as llama-bench -p N;
+ *        default 512) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +41,8 @@
 
 #define CURVE_PROMPT 128
 #define CURVE_OUTPUT 128
-#define PP_TOKENS    512
+#define PP_TOKENS    512 /* unless TPS_BENCH_PP says */
+#define PP_MAX       32768
 #define TG_TOKENS    128
 
 typedef struct run_result {
@@ -62,6 +65,23 @@ static int bench_temperature(float *out) {
         fprintf(stderr, "bench_engine: TPS_BENCH_TEMP must be a number, not '%s'\n", temp);
         return -1;
     }
+    return 0;
+}
+
+/* TPS_BENCH_PP, or PP_TOKENS; anything but a length in 1 .. PP_MAX is an
+ * error, not a pp512 run under another name. */
+static int bench_pp(uint32_t *out) {
+    const char *v = getenv("TPS_BENCH_PP");
+    *out = PP_TOKENS;
+    if (!v) return 0;
+    char *end;
+    const unsigned long n = strtoul(v, &end, 10);
+    if (end == v || *end || n < 1 || n > PP_MAX) {
+        fprintf(stderr, "bench_engine: TPS_BENCH_PP must be a prompt length 1 .. %d, not '%s'\n",
+                PP_MAX, v);
+        return -1;
+    }
+    *out = (uint32_t)n;
     return 0;
 }
 
@@ -185,7 +205,9 @@ int main(int argc, char **argv) {
         snprintf(models[n_models++], sizeof models[0], "%s", q4);
     }
 
-    printf("engine: %d threads; pp%d / tg%d at batch 1 (median of 3)\n", threads, PP_TOKENS,
+    uint32_t pp_tokens;
+    if (bench_pp(&pp_tokens)) return 2;
+    printf("engine: %d threads; pp%u / tg%d at batch 1 (median of 3)\n", threads, pp_tokens,
            TG_TOKENS);
     printf("%-28s %10s %10s %10s %8s %s\n", "model", "pp t/s", "tg t/s", "MiB/tok", "GB/s",
            bw > 0 ? "of machine read bw" : "");
@@ -195,7 +217,7 @@ int main(int argc, char **argv) {
         double pp[3], tg[3];
         for (int r = 0; r < 3; r++) {
             run_result rp = {0}, rt = {0};
-            if (run(&l, threads, 1, PP_TOKENS, 1, PP_TOKENS, &rp)) return 1;
+            if (run(&l, threads, 1, pp_tokens, 1, pp_tokens, &rp)) return 1;
             if (run(&l, threads, 1, 1, TG_TOKENS + 1, PP_TOKENS, &rt)) return 1;
             pp[r] = rp.prefill_tps;
             tg[r] = rt.decode_tps;

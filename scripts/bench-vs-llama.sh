@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Batch-1 prefill (pp512) and decode (tg128) of tps against llama.cpp on the
-# same GGUF files, alternating A B A B so both sides see the same machine
-# (noisy 2-core machines: only ratios taken within one run mean anything),
-# and the median of each side over the rounds. One line per tier and file.
+# Batch-1 prefill (pp512, or VS_PP) and decode (tg128) of tps against
+# llama.cpp on the same GGUF files, alternating A B A B so both sides see the
+# same machine (noisy 2-core machines: only ratios taken within one run mean
+# anything), and the median of each side over the rounds. One line per tier and file.
 #
 # usage: scripts/bench-vs-llama.sh TIER=BUILD_DIR:LLAMA_BIN_DIR [TIER=...]
 #   e.g. native=build:../peers/llama.cpp/build/bin
@@ -12,19 +12,21 @@
 #   set to it so an AVX2-only ggml there is the one loaded.)
 # env: TPS_BENCH_DIR (default /tmp/tps-bench), VS_MODELS (default
 #      "110M-q8_0.gguf 110M-q4_0-pure.gguf 110M-q4_k_m.gguf"), VS_ROUNDS (3),
-#      BENCH_THREADS (2), VS_LLAMA_REPS (llama-bench -r, default 3). A missing
+#      BENCH_THREADS (2), VS_LLAMA_REPS (llama-bench -r, default 3), VS_PP (the
+#      prefill's prompt length, llama-bench -p; default 512). A missing
 #      model file PRESET-TYPE.gguf is made with `tps model make --preset PRESET
 #      --type TYPE` (a mixture-of-experts preset with its architecture:
 #      30B-A3B-q4_k_m.gguf, moe-2B-q4_k_m.gguf; PRESET-TYPE-pure.gguf with
 #      --pure, every matrix in TYPE, as the q4_0 files of earlier sessions).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] || { sed -n 2,16p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,20p "$0"; exit 2; }
 dir=${TPS_BENCH_DIR:-/tmp/tps-bench}
 models=${VS_MODELS:-110M-q8_0.gguf 110M-q4_0-pure.gguf 110M-q4_k_m.gguf}
 reps=${VS_LLAMA_REPS:-3}
 rounds=${VS_ROUNDS:-3}
 threads=${BENCH_THREADS:-2}
+pp=${VS_PP:-512}
 mkdir -p "$dir"
 
 median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
@@ -47,11 +49,12 @@ for spec in "$@"; do
     fi
     tp=() tt=() lp=() lt=() gb=()
     for ((r = 0; r < rounds; r++)); do
-      line=$(TPS_BENCH_MODELS=$f "$build/bench_engine" "$threads" 0 2>/dev/null | awk -v m="$m" '$1 == m')
+      line=$(TPS_BENCH_MODELS=$f TPS_BENCH_PP=$pp "$build/bench_engine" "$threads" 0 2>/dev/null |
+        awk -v m="$m" '$1 == m')
       tp+=("$(echo "$line" | awk '{print $2}')") tt+=("$(echo "$line" | awk '{print $3}')")
       gb+=("$(echo "$line" | awk '{print $5}')")
-      out=$(LD_LIBRARY_PATH=$lbin "$lbin/llama-bench" -m "$f" -t "$threads" -p 512 -n 128 -r "$reps" 2>/dev/null)
-      lp+=("$(echo "$out" | awk -F'|' '/ pp512 / {split($(NF-1), a, " "); print a[1]}')")
+      out=$(LD_LIBRARY_PATH=$lbin "$lbin/llama-bench" -m "$f" -t "$threads" -p "$pp" -n 128 -r "$reps" 2>/dev/null)
+      lp+=("$(echo "$out" | awk -F'|' -v t=" pp$pp " 'index($0, t) {split($(NF-1), a, " "); print a[1]}')")
       lt+=("$(echo "$out" | awk -F'|' '/ tg128 / {split($(NF-1), a, " "); print a[1]}')")
     done
     mtp=$(printf '%s\n' "${tp[@]}" | median) mtt=$(printf '%s\n' "${tt[@]}" | median)
