@@ -212,16 +212,7 @@ Test(reasoning, engine_starts_inside_a_block_the_prompt_opened, .timeout = 120) 
     engine *e = env_engine(&v, 4, 64, 0, GGML_TYPE_F16, true);
     int32_t prompt[3] = {9707, 198, THINK_ID}; /* "Hello", "\n", "<think>" */
     result res[1] = {0};
-    engine_request rq = {.prompt = prompt,
-                         .n_prompt = 3,
-                         .max_tokens = 16,
-                         .grammar = "root ::= \"ok\"",
-                         .grammar_len = strlen("root ::= \"ok\""),
-                         .think = THINK_IN,
-                         .think_budget = 3,
-                         .user = res};
-    sampler_params_default(&rq.sampling);
-    rq.sampling.temperature = 0;
+    engine_request rq = env_think_request(prompt, 3, 16, "root ::= \"ok\"", THINK_IN, 3, res);
     uint64_t id;
     tps_err err = {{0}};
     cr_assert_eq(engine_submit(e, &rq, &id, &err), 0, "%s", err.msg);

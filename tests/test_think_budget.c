@@ -30,11 +30,10 @@ static char *text_of(const env *v, const result *res) {
     return text;
 }
 
-/* Runs rq greedily to its end on a fresh engine over v. */
+/* Runs rq (greedy: env_think_request) to its end on a fresh engine over v,
+ * its output into res. */
 static void run(env *v, engine_request *rq, result *res) {
     engine *e = env_engine(v, 2, 64, 0, GGML_TYPE_F16, true);
-    sampler_params_default(&rq->sampling);
-    rq->sampling.temperature = 0;
     rq->user = res;
     uint64_t id;
     tps_err err = {{0}};
@@ -53,13 +52,7 @@ Test(think_budget, a_close_marker_spelled_in_several_tokens_is_forced_token_by_t
     int32_t prompt[2] = {1, 500};
     result res[1] = {0};
     /* the prompt left a block open (DeepSeek-R1's "<think>\n") */
-    engine_request rq = {.prompt = prompt,
-                         .n_prompt = 2,
-                         .max_tokens = 64,
-                         .grammar = "root ::= \"ok\"",
-                         .grammar_len = strlen("root ::= \"ok\""),
-                         .think = THINK_IN,
-                         .think_budget = 3};
+    engine_request rq = env_think_request(prompt, 2, 64, "root ::= \"ok\"", THINK_IN, 3, NULL);
     run(&v, &rq, res);
     cr_assert_eq(res[0].finish, ENGINE_FINISH_STOP, "the grammar completed the answer");
     cr_assert_gt(res[0].n, 3);
@@ -85,14 +78,8 @@ Test(think_budget, harmonys_analysis_channel_closes_through_the_grammar, .timeou
         "thought ::= ([^<] | \"<\" [^|])*\n";
     int32_t prompt[2] = {1, 500};
     result res[1] = {0};
-    engine_request rq = {.prompt = prompt,
-                         .n_prompt = 2,
-                         .max_tokens = 96,
-                         .grammar = g,
-                         .grammar_len = strlen(g),
-                         .think = THINK_START,
-                         .think_kind = THINK_HARMONY,
-                         .think_budget = 4};
+    engine_request rq = env_think_request(prompt, 2, 96, g, THINK_START, 4, NULL);
+    rq.think_kind = THINK_HARMONY;
     run(&v, &rq, res);
     cr_assert_eq(res[0].finish, ENGINE_FINISH_STOP, "the grammar completed the answer");
     char *text = text_of(&v, &res[0]);

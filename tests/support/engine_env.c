@@ -73,6 +73,22 @@ engine_request env_greedy_request(const int32_t *prompt, size_t n, uint32_t max_
     return rq;
 }
 
+engine_request env_think_request(const int32_t *prompt, size_t n, uint32_t max_tokens,
+                                 const char *grammar, think_state think, int32_t budget,
+                                 void *user) {
+    engine_request rq = {.prompt = prompt,
+                         .n_prompt = n,
+                         .max_tokens = max_tokens,
+                         .grammar = grammar,
+                         .grammar_len = strlen(grammar),
+                         .think = think,
+                         .think_budget = budget,
+                         .user = user};
+    sampler_params_default(&rq.sampling);
+    rq.sampling.temperature = 0;
+    return rq;
+}
+
 uint64_t env_submit(engine *e, const engine_request *rq) {
     uint64_t id;
     tps_err err = {0};

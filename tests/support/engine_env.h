@@ -47,6 +47,13 @@ typedef struct result {
 /* A greedy request for prompt (n ids) that runs to max_tokens whatever it
  * samples (ignore_eos); its events' user is `user`. */
 engine_request env_greedy_request(const int32_t *prompt, size_t n, uint32_t max_tokens, void *user);
+/* A greedy request for prompt (n ids) of at most max_tokens (ending where
+ * the model or the grammar ends it) under grammar (GBNF text), starting in
+ * think with a block budget of budget tokens (think.h: THINK_TAGS markers;
+ * -1: no limit); its events' user is `user`. */
+engine_request env_think_request(const int32_t *prompt, size_t n, uint32_t max_tokens,
+                                 const char *grammar, think_state think, int32_t budget,
+                                 void *user);
 /* Submits rq and asserts the engine took it; its id. */
 uint64_t env_submit(engine *e, const engine_request *rq);
 /* Submits rq and expects (Criterion expect, not assert) the engine to
