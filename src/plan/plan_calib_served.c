@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/free_all.h"
 #include "base/grow.h"
 #include "bench/experiment/bench_spec.h"
 #include "plan/plan_replay.h"
@@ -187,8 +188,6 @@ int plan_calib_served(served_steps *out, const plan_calib_opts *o, uint32_t kv_t
 }
 
 void served_steps_free(served_steps *s) {
-    free(s->sh);
-    free(s->fwd);
-    free(s->post);
+    TPS_FREE_ALL(s->sh, s->fwd, s->post);
     memset(s, 0, sizeof *s);
 }

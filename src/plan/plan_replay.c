@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/free_all.h"
+
 static uint64_t ns_of_us(json_t *v) {
     double us = json_number_value(v);
     return us > 0 ? (uint64_t)llround(us * 1000.0) : 0;
@@ -106,8 +108,6 @@ static int from_json(plan_replay *r, json_t *root, const char *trace_path, tps_e
 }
 
 void plan_replay_free(plan_replay *r) {
-    free(r->steps);
-    free(r->arrivals);
-    free(r->finishes);
+    TPS_FREE_ALL(r->steps, r->arrivals, r->finishes);
     memset(r, 0, sizeof *r);
 }

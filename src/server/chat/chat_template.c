@@ -5,28 +5,28 @@
 #include <string.h>
 #include <strings.h>
 
-static const char *const names[CHAT_TMPL_COUNT] = {
-    [CHAT_TMPL_UNKNOWN] = "unknown",       [CHAT_TMPL_CHATML] = "chatml",
-    [CHAT_TMPL_LLAMA2] = "llama2",         [CHAT_TMPL_LLAMA3] = "llama3",
-    [CHAT_TMPL_MISTRAL] = "mistral",       [CHAT_TMPL_ZEPHYR] = "zephyr",
-    [CHAT_TMPL_GEMMA] = "gemma",           [CHAT_TMPL_PHI3] = "phi3",
-    [CHAT_TMPL_MISTRAL_V7] = "mistral-v7", [CHAT_TMPL_MISTRAL_V7_TEKKEN] = "mistral-v7-tekken",
-};
-
-static const char *const eots[CHAT_TMPL_COUNT] = {
-    [CHAT_TMPL_UNKNOWN] = "<|im_end|>",  [CHAT_TMPL_CHATML] = "<|im_end|>",
-    [CHAT_TMPL_LLAMA2] = "</s>",         [CHAT_TMPL_LLAMA3] = "<|eot_id|>",
-    [CHAT_TMPL_MISTRAL] = "</s>",        [CHAT_TMPL_ZEPHYR] = "</s>",
-    [CHAT_TMPL_GEMMA] = "<end_of_turn>", [CHAT_TMPL_PHI3] = "<|end|>",
-    [CHAT_TMPL_MISTRAL_V7] = "</s>",     [CHAT_TMPL_MISTRAL_V7_TEKKEN] = "</s>",
+/* Each family's name and the text that ends its turns, a row a family. */
+static const struct {
+    const char *name, *eot;
+} families[CHAT_TMPL_COUNT] = {
+    [CHAT_TMPL_UNKNOWN] = {"unknown", "<|im_end|>"},
+    [CHAT_TMPL_CHATML] = {"chatml", "<|im_end|>"},
+    [CHAT_TMPL_LLAMA2] = {"llama2", "</s>"},
+    [CHAT_TMPL_LLAMA3] = {"llama3", "<|eot_id|>"},
+    [CHAT_TMPL_MISTRAL] = {"mistral", "</s>"},
+    [CHAT_TMPL_ZEPHYR] = {"zephyr", "</s>"},
+    [CHAT_TMPL_GEMMA] = {"gemma", "<end_of_turn>"},
+    [CHAT_TMPL_PHI3] = {"phi3", "<|end|>"},
+    [CHAT_TMPL_MISTRAL_V7] = {"mistral-v7", "</s>"},
+    [CHAT_TMPL_MISTRAL_V7_TEKKEN] = {"mistral-v7-tekken", "</s>"},
 };
 
 const char *chat_tmpl_name(chat_tmpl t) {
-    return (unsigned)t < CHAT_TMPL_COUNT ? names[t] : "unknown";
+    return (unsigned)t < CHAT_TMPL_COUNT ? families[t].name : "unknown";
 }
 
 const char *chat_tmpl_eot(chat_tmpl t) {
-    return (unsigned)t < CHAT_TMPL_COUNT ? eots[t] : eots[CHAT_TMPL_CHATML];
+    return families[(unsigned)t < CHAT_TMPL_COUNT ? t : CHAT_TMPL_CHATML].eot;
 }
 
 chat_tmpl chat_tmpl_from_name(const char *name) {
@@ -39,7 +39,7 @@ chat_tmpl chat_tmpl_from_name(const char *name) {
     };
     if (!name) return CHAT_TMPL_UNKNOWN;
     for (int t = 1; t < CHAT_TMPL_COUNT; t++)
-        if (!strcasecmp(name, names[t])) return (chat_tmpl)t;
+        if (!strcasecmp(name, families[t].name)) return (chat_tmpl)t;
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (!strcasecmp(name, aliases[i].alias)) return aliases[i].t;
     return CHAT_TMPL_UNKNOWN;
