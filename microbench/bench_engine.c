@@ -189,6 +189,8 @@ int main(int argc, char **argv) {
                 argv[3]);
         return 2;
     }
+    uint32_t pp_tokens; /* checked before any model file is made */
+    if (bench_pp(&pp_tokens)) return 2;
     const char *dir = bench_dir();
     const char *bw_env = getenv("TPS_MACHINE_READ_GBS");
     const double bw = bw_env ? atof(bw_env) : 0;
@@ -205,8 +207,6 @@ int main(int argc, char **argv) {
         snprintf(models[n_models++], sizeof models[0], "%s", q4);
     }
 
-    uint32_t pp_tokens;
-    if (bench_pp(&pp_tokens)) return 2;
     printf("engine: %d threads; pp%u / tg%d at batch 1 (median of 3)\n", threads, pp_tokens,
            TG_TOKENS);
     printf("%-28s %10s %10s %10s %8s %s\n", "model", "pp t/s", "tg t/s", "MiB/tok", "GB/s",

@@ -49,8 +49,8 @@ for spec in "$@"; do
     fi
     tp=() tt=() lp=() lt=() gb=()
     for ((r = 0; r < rounds; r++)); do
-      line=$(TPS_BENCH_MODELS=$f TPS_BENCH_PP=$pp "$build/bench_engine" "$threads" 0 2>/dev/null |
-        awk -v m="$m" '$1 == m')
+      line=$(TPS_BENCH_MODELS=$f TPS_BENCH_PP=$pp "$build/bench_engine" "$threads" 0 |
+        awk -v m="$m" '$1 == m') || { echo "bench-vs-llama: bench_engine failed on $m" >&2; exit 1; }
       tp+=("$(echo "$line" | awk '{print $2}')") tt+=("$(echo "$line" | awk '{print $3}')")
       gb+=("$(echo "$line" | awk '{print $5}')")
       out=$(LD_LIBRARY_PATH=$lbin "$lbin/llama-bench" -m "$f" -t "$threads" -p "$pp" -n 128 -r "$reps" 2>/dev/null)
