@@ -608,12 +608,15 @@ Test(kernels, fast_q8_K_quantizer_is_bit_identical_to_reference) {
         x[QK_K + i] = 0.0f;
     for (int i = 0; i < QK_K; i++)
         x[2 * QK_K + i] = (i & 1) ? -1e-30f : 3e-30f;
-    block_q8_K a[N / QK_K], b[N / QK_K];
+    block_q8_K a[N / QK_K];
     memset(a, 0, sizeof a);
-    memset(b, 0x55, sizeof b);
+    uint8_t *row = malloc(kernel_act_k_row_bytes(N / QK_K));
+    memset(row, 0x55, kernel_act_k_row_bytes(N / QK_K));
     quantize_row_q8_K_ref(a, x, N);
-    kernel_quantize_act_k((uint8_t *)b, x, N, kernel_tier_available(KERNEL_TIER_AVX2));
-    cr_assert_eq(memcmp(a, b, sizeof a), 0);
+    kernel_quantize_act_k(row, x, N, kernel_tier_available(KERNEL_TIER_AVX2));
+    cr_assert_eq(memcmp(a, row, sizeof a), 0);
+    const kernel_act_k_side *side =
+        (const kernel_act_k_side *)(row + kernel_act_k_side_off(N / QK_K));
     cr_assert_eq(a[0].d, -1.0f, "d = 1 / (-127 / max): the signs flip");
     cr_assert_eq(a[0].qs[1], 30, "-30.5 -> 30.5 rounds half to even, as ggml's nearest_int");
     for (size_t i = 0; i < N / QK_K; i++)
@@ -625,6 +628,25 @@ Test(kernels, fast_q8_K_quantizer_is_bit_identical_to_reference) {
             }
             cr_assert_eq(a[i].bsums[k], sum, "block %zu bsum %d", i, k);
         }
+    /* the side's int16 pairs, low half first: Q4_K's per 32 (s0, s2), (s1,
+     * s3), (s4, s6), (s5, s7); Q6_K's per 16 the same pattern over 16 */
+    for (size_t i = 0; i < N / QK_K; i++) {
+        int s32[8];
+        for (int j = 0; j < 8; j++)
+            s32[j] = a[i].bsums[2 * j] + a[i].bsums[2 * j + 1];
+        for (int w = 0; w < 4; w++) {
+            const int lo = 4 * (w / 2) + w % 2;
+            cr_assert_eq((int16_t)(side[i].q4[w] & 0xffff), s32[lo], "block %zu q4 %d", i, w);
+            cr_assert_eq((int16_t)((uint32_t)side[i].q4[w] >> 16), s32[lo + 2]);
+        }
+        for (int w = 0; w < 8; w++) {
+            const int lo = 4 * (w / 2) + w % 2;
+            cr_assert_eq((int16_t)(side[i].q6[w] & 0xffff), a[i].bsums[lo], "block %zu q6 %d", i,
+                         w);
+            cr_assert_eq((int16_t)((uint32_t)side[i].q6[w] >> 16), a[i].bsums[lo + 2]);
+        }
+    }
+    free(row);
     free(x);
 }
 

@@ -28,15 +28,36 @@ void kernel_quantize_act(uint8_t *restrict row, const float *restrict x, size_t 
     }
 }
 
+/* Two int16 in one int32 word, a in the low half. */
+static int32_t int16_pair(int32_t a, int32_t b) {
+    return (int32_t)(((uint32_t)(uint16_t)(int16_t)b << 16) | (uint16_t)(int16_t)a);
+}
+
 void kernel_quantize_act_k(uint8_t *restrict row, const float *restrict x, size_t n, int use_avx2) {
     block_q8_K *y = (block_q8_K *)row;
+    const size_t nb = n / QK_K;
 #if KERNEL_HAVE_AVX2
-    if (use_avx2) {
+    if (use_avx2)
         quantize_row_q8_K_avx2(y, x, n);
-        return;
-    }
+    else
+        quantize_row_q8_K_ref(y, x, n);
 #else
     (void)use_avx2;
-#endif
     quantize_row_q8_K_ref(y, x, n);
+#endif
+    kernel_act_k_side *side = (kernel_act_k_side *)(row + kernel_act_k_side_off(nb));
+    for (size_t b = 0; b < nb; b++) {
+        const int16_t *bs = y[b].bsums;
+        int32_t s32[8]; /* |s| <= 32 * 127: an int16 */
+        for (int j = 0; j < 8; j++)
+            s32[j] = bs[2 * j] + bs[2 * j + 1];
+        for (int w = 0; w < 2; w++) {
+            side[b].q4[2 * w] = int16_pair(s32[4 * w], s32[4 * w + 2]);
+            side[b].q4[2 * w + 1] = int16_pair(s32[4 * w + 1], s32[4 * w + 3]);
+        }
+        for (int w = 0; w < 4; w++) {
+            side[b].q6[2 * w] = int16_pair(bs[4 * w], bs[4 * w + 2]);
+            side[b].q6[2 * w + 1] = int16_pair(bs[4 * w + 1], bs[4 * w + 3]);
+        }
+    }
 }

@@ -140,13 +140,8 @@ ALWAYS_INLINE __m256i kq_iq4_table(void) {
 
 /* The int32 lanes' sum_k m_k * bsum_k of a Q2_K group (mins: high nibbles
  * of the scale bytes; int16 pairs madd'ed with pairs of bsums). */
-ALWAYS_INLINE __m256i kq_q2_mins(const block_q2_Kx8 *g, const block_q8_K *x) {
-    const __m256i bs =
-        _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)x->bsums),
-                            _mm256_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15,
-                                             0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15));
-    int32_t bp[8]; /* bp[2w] = (bsum_4w, bsum_4w+2), bp[2w+1] = (bsum_4w+1, bsum_4w+3) */
-    _mm256_storeu_si256((__m256i *)bp, bs);
+ALWAYS_INLINE __m256i kq_q2_mins(const block_q2_Kx8 *g, const kernel_act_k_side *sd) {
+    const int32_t *bp = sd->q6; /* (bsum_4w, bsum_4w+2), (bsum_4w+1, bsum_4w+3) */
     const __m256i even = _mm256_set1_epi32(0x00ff00ff);
     __m256i im = _mm256_setzero_si256();
 #pragma GCC unroll 4
@@ -194,7 +189,8 @@ ALWAYS_INLINE void kq_tile(float *restrict out, size_t ld_out, const uint8_t *re
                            const int t, const int MG, const int MX) {
     const size_t GB = kq_gb(t);
     const block_q8_K *x[4];
-    x8_act_q8_K(x, act, act_row_bytes, MX);
+    const kernel_act_k_side *sd[4];
+    x8_act_q8_K_side(x, sd, act, act_row_bytes, kernel_act_k_side_off(nb), MX);
     __m256 acc[2][4] = {{{0}}};
     const __m256i tbl = kq_iq4_table(), m0f = _mm256_set1_epi8(0x0f);
     for (size_t b = 0; b < nb; b++) {
@@ -276,7 +272,7 @@ ALWAYS_INLINE void kq_tile(float *restrict out, size_t ld_out, const uint8_t *re
                     const __m256 dm =
                         _mm256_xor_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g2->dmin)),
                                       _mm256_set1_ps(-0.0f));
-                    acc[g][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(kq_q2_mins(g2, &x[j][b])),
+                    acc[g][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(kq_q2_mins(g2, &sd[j][b])),
                                                 _mm256_mul_ps(dm, dx), acc[g][j]);
                 }
             }

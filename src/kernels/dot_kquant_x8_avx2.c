@@ -74,22 +74,6 @@ ALWAYS_INLINE __m256i k8_byte(__m256i v, const int t) {
     return _mm256_and_si256(_mm256_srli_epi32(v, 8 * t), _mm256_set1_epi32(0xff));
 }
 
-/* The activation side of the mins: bs_j = bsums[2j] + bsums[2j+1] as int16
- * pairs, p[0] = (bs0, bs2), p[1] = (bs1, bs3), p[2] = (bs4, bs6),
- * p[3] = (bs5, bs7), each in every lane (|bs_j| <= 32 * 127: exact). */
-ALWAYS_INLINE void k8_bsum_pairs(const block_q8_K *restrict x, __m256i p[4]) {
-    const __m256i b32 =
-        _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), _mm256_set1_epi16(1));
-    const __m128i b16 =
-        _mm_packs_epi32(_mm256_castsi256_si128(b32), _mm256_extracti128_si256(b32, 1));
-    const __m128i q =
-        _mm_shuffle_epi8(b16, _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15));
-    p[0] = _mm256_broadcastd_epi32(q);
-    p[1] = _mm256_broadcastd_epi32(_mm_shuffle_epi32(q, 1));
-    p[2] = _mm256_broadcastd_epi32(_mm_shuffle_epi32(q, 2));
-    p[3] = _mm256_broadcastd_epi32(_mm_shuffle_epi32(q, 3));
-}
-
 /* One chunk of a tile: the quant vectors q[g] of groups g < MG against
  * activation row j's word at x[j][b].qs + off (j < MX), into the running
  * sums acc[g][j][slot] (k8_dot's form). */
@@ -141,7 +125,8 @@ ALWAYS_INLINE void q4_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
     const int NS = MX == 1 || (is_q5 && !K8_VNNI) ? 2 : 1;
     const size_t GB = k8_gb(is_q5);
     const block_q8_K *x[4];
-    x8_act_q8_K(x, act, act_row_bytes, MX);
+    const kernel_act_k_side *sd[4];
+    x8_act_q8_K_side(x, sd, act, act_row_bytes, kernel_act_k_side_off(nb), MX);
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 acc[4][4] = {{{0}}};
     for (size_t b = 0; b < nb; b++) {
@@ -190,10 +175,12 @@ ALWAYS_INLINE void q4_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
                     }
                 }
             }
-        __m256i bp[4][4];
+        __m256i bp[4][4]; /* the side's (s0, s2), (s1, s3), (s4, s6), (s5, s7) in every lane */
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++)
-            k8_bsum_pairs(&x[j][b], bp[j]);
+#pragma GCC unroll 4
+            for (int w = 0; w < 4; w++)
+                bp[j][w] = _mm256_set1_epi32(sd[j][b].q4[w]);
         const __m256i even = _mm256_set1_epi32(0x00ff00ff);
 #pragma GCC unroll 4
         for (int g = 0; g < MG; g++) {
@@ -279,16 +266,6 @@ ALWAYS_INLINE __m256i q6_bsum_dot(const block_q6_Kx8 *restrict g, const int32_t 
     return off;
 }
 
-/* The bsums of one activation block as the int16 pairs q6_bsum_dot takes:
- * bp[2w] = (bsum_4w, bsum_4w+2), bp[2w+1] = (bsum_4w+1, bsum_4w+3). */
-ALWAYS_INLINE void q6_bsum_pairs(const block_q8_K *restrict x, int32_t bp[8]) {
-    const __m256i v =
-        _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)x->bsums),
-                            _mm256_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15,
-                                             0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15));
-    _mm256_storeu_si256((__m256i *)bp, v);
-}
-
 /* MG groups (gs bytes apart) x MX activation rows over nb superblocks;
  * writes 8 * MG columns of MX rows. Per superblock and lane: isum_b
  * exactly, then kernel_impl.h's one FMA. With VNNI, one activation row
@@ -300,7 +277,8 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
                                 size_t nb, const int MG, const int MX) {
     const int NS = K8_VNNI && MX == 1 ? 2 : 1;
     const block_q8_K *x[4];
-    x8_act_q8_K(x, act, act_row_bytes, MX);
+    const kernel_act_k_side *sd[4];
+    x8_act_q8_K_side(x, sd, act, act_row_bytes, kernel_act_k_side_off(nb), MX);
     __m256 acc[4][4] = {{{0}}};
     for (size_t b = 0; b < nb; b++) {
         const block_q6_Kx8 *gp[4];
@@ -358,16 +336,12 @@ ALWAYS_INLINE void q6_K_x8_tile(float *restrict out, size_t ld_out, const uint8_
                             }
                     }
                 }
-        int32_t bp[4][8];
-#pragma GCC unroll 4
-        for (int j = 0; j < MX; j++)
-            q6_bsum_pairs(&x[j][b], bp[j]);
 #pragma GCC unroll 4
         for (int g = 0; g < MG; g++) {
             const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gp[g]->d));
 #pragma GCC unroll 4
             for (int j = 0; j < MX; j++) {
-                const __m256i off = q6_bsum_dot(gp[g], bp[j]);
+                const __m256i off = q6_bsum_dot(gp[g], sd[j][b].q6);
                 const __m256i isum = _mm256_sub_epi32(is[g][j], _mm256_slli_epi32(off, 5));
                 const __m256 dx = _mm256_set1_ps(x[j][b].d);
                 acc[g][j] =
@@ -404,6 +378,8 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
     const size_t nb = n_in / QK_K, gs = 8 * w_row_bytes, n_groups = (o1 - o0) / 8;
     const uint8_t *G = W + o0 * w_row_bytes;
     const size_t mg = is_q6 ? Q6_MG : X8_MG;
+    const size_t soff = kernel_act_k_side_off(nb);
+    (void)soff; /* the zmm tiles' */
     out += o0;
 #define X8_TILE(g, MG)                                                                             \
     do {                                                                                           \
@@ -415,9 +391,9 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
 #define X8_TILE_Z(g, K) /* K = 2: one pair */                                                      \
     do {                                                                                           \
         if (is_q6)                                                                                 \
-            q6_K_x8_tile_z(X8_AT(g), MX, NULL, 0);                                                 \
+            q6_K_x8_tile_z(X8_AT(g), MX, NULL, 0, soff);                                           \
         else                                                                                       \
-            q4_K_x8_tile_z(X8_AT(g), MX, is_q5, NULL, 0);                                          \
+            q4_K_x8_tile_z(X8_AT(g), MX, is_q5, NULL, 0, soff);                                    \
     } while (0)
 #define X8_PASS() /* one row: one group per tile, see the top of this section */                   \
     if (MX > 1) {                                                                                  \
@@ -457,6 +433,9 @@ ALWAYS_INLINE void x8_rows_unpacked(float *restrict out, size_t ld_out, const ui
             const size_t kb = nb - b0 < ZK_KC ? nb - b0 : ZK_KC;
             const uint8_t *G = W + o * w_row_bytes + b0 * GB;
             const uint8_t *act_k = act + b0 * sizeof(block_q8_K);
+            /* from block b0 to its side: the whole row's offset, moved b0 sides on */
+            const size_t soff = kernel_act_k_side_off(nb) + b0 * sizeof(kernel_act_k_side) -
+                                b0 * sizeof(block_q8_K);
             if (is_q6)
                 zk_unpack_q6_K(U, G, gs, kb);
             else
@@ -465,9 +444,10 @@ ALWAYS_INLINE void x8_rows_unpacked(float *restrict out, size_t ld_out, const ui
     do {                                                                                           \
         const uint8_t *a_k = act_k + (a - act);                                                    \
         if (is_q6)                                                                                 \
-            q6_K_x8_tile_z(o_r + o, ld_out, G, gs, a_k, act_row_bytes, kb, MX, U, b0 > 0);         \
+            q6_K_x8_tile_z(o_r + o, ld_out, G, gs, a_k, act_row_bytes, kb, MX, U, b0 > 0, soff);   \
         else                                                                                       \
-            q4_K_x8_tile_z(o_r + o, ld_out, G, gs, a_k, act_row_bytes, kb, MX, is_q5, U, b0 > 0);  \
+            q4_K_x8_tile_z(o_r + o, ld_out, G, gs, a_k, act_row_bytes, kb, MX, is_q5, U, b0 > 0,   \
+                           soff);                                                                  \
     } while (0)
             X8_ROW_PASSES(X8_TILE_U);
 #undef X8_TILE_U

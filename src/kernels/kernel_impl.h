@@ -143,11 +143,26 @@ KERNEL_ROWS_DECL(kernel_rows_q4_0_r8_scalar);
  * before taking off 32 * sum_k sc_k * bsum_k stays below 2^29). (float) of
  * an int32 rounds to nearest even in every tier, and d_w * d_x is one float
  * product, so the float sequence, and its bits, depend only on n_in. */
-static inline size_t kernel_act_k_row_bytes(size_t nb) {
-    return (nb * sizeof(block_q8_K) + 63) / 64 * 64;
+/* A Q8_K activation row: nb block_q8_K, then at kernel_act_k_side_off(nb) nb
+ * kernel_act_k_side: each block's bsums summed and paired as the K-quant
+ * tiles' mins and Q6_K offsets take them (vpmaddwd against the weights'
+ * int16 pairs), once per row instead of once per weight tile. Each word
+ * holds two int16, the first in its low half. */
+typedef struct kernel_act_k_side {
+    int32_t q4[4]; /* (s0, s2), (s1, s3), (s4, s6), (s5, s7); s_j = sum of q8 32j .. 32j + 31 */
+    int32_t q6[8]; /* (b0, b2), (b1, b3), (b4, b6), (b5, b7), (b8, b10), ...: bsums per 16 */
+} kernel_act_k_side;
+
+static inline size_t kernel_act_k_side_off(size_t nb) {
+    return (nb * sizeof(block_q8_K) + 15) / 16 * 16;
 }
 
-/* Quantizes x (n,), n % 256 == 0, to Q8_K blocks (same bits either way; act.c). */
+static inline size_t kernel_act_k_row_bytes(size_t nb) {
+    return (kernel_act_k_side_off(nb) + nb * sizeof(kernel_act_k_side) + 63) / 64 * 64;
+}
+
+/* Quantizes x (n,), n % 256 == 0, to Q8_K blocks and their kernel_act_k_side
+ * (same bits either way; act.c). */
 void kernel_quantize_act_k(uint8_t *restrict row, const float *restrict x, size_t n, int use_avx2);
 
 /* The 6-bit scales and mins of a block_q4_K, from its 12 packed bytes

@@ -44,13 +44,11 @@ ALWAYS_INLINE __m512i zk_byte(__m512i v, const int t) {
     return _mm512_and_si512(_mm512_srli_epi32(v, 8 * t), _mm512_set1_epi32(0xff));
 }
 
-/* k8_bsum_pairs in 16 lanes. */
-ALWAYS_INLINE void zk_bsum_pairs(const block_q8_K *restrict x, __m512i p[4]) {
-    __m256i y[4];
-    k8_bsum_pairs(x, y);
+/* k8_bsum_pairs in 16 lanes, from the row's kernel_act_k_side. */
+ALWAYS_INLINE void zk_bsum_pairs(const kernel_act_k_side *restrict sd, __m512i p[4]) {
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
-        p[i] = _mm512_broadcastd_epi32(_mm256_castsi256_si128(y[i]));
+        p[i] = _mm512_set1_epi32(sd->q4[i]);
 }
 
 /* k8_quants for groups g, g + 1 (gp, gp + gs). */
@@ -122,11 +120,11 @@ ALWAYS_INLINE void zk_unpack_q4_K(uint8_t *restrict U, const uint8_t *restrict G
 ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                                   size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
                                   size_t nb, const int MX, const int is_q5,
-                                  const uint8_t *restrict U, const int cont) {
+                                  const uint8_t *restrict U, const int cont, size_t soff) {
     const size_t GB = k8_gb(is_q5);
     const block_q8_K *x[4];
-    x8_act_q8_K(x, act, act_row_bytes, MX);
-    const __m512 sign = _mm512_set1_ps(-0.0f);
+    const kernel_act_k_side *sd[4];
+    x8_act_q8_K_side(x, sd, act, act_row_bytes, soff, MX);
     __m512 acc[4];
     zk_acc_start(acc, out, ld_out, MX, cont);
     for (size_t b = 0; b < nb; b++) {
@@ -134,33 +132,36 @@ ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
         __m512i sm[4], is[4] = {{0}};
         zk_scales(gp, gs, sm);
 #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++)
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                __m512i s[4] = {{0}};
+        for (int k = 0; k < 4; k++) {
+            __m512i s[2][4] = {{{0}}};
 #pragma GCC unroll 8
-                for (int c = 0; c < 8; c++) {
-                    if (h == 0 && !U) {
-                        _mm_prefetch((const char *)(gp + 2 * GB) + GB / 32 * (8 * k + c),
-                                     _MM_HINT_T0);
-                        _mm_prefetch((const char *)(gp + gs + 2 * GB) + GB / 32 * (8 * k + c),
-                                     _MM_HINT_T0);
-                    }
+            for (int c = 0; c < 8; c++) {
+                if (!U) {
+                    _mm_prefetch((const char *)(gp + 2 * GB) + GB / 32 * (8 * k + c), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(gp + gs + 2 * GB) + GB / 32 * (8 * k + c),
+                                 _MM_HINT_T0);
+                }
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
                     const __m512i q = U ? zk_unpacked(U, b, 16 * k + 8 * h + c)
                                         : zk_quants(gp, gs, is_q5, k, h, c);
 #pragma GCC unroll 4
                     for (int j = 0; j < MX; j++)
-                        s[j] = zk_dpbusd_b(s[j], q, x[j][b].qs + 64 * k + 32 * h + 4 * c);
+                        s[h][j] = zk_dpbusd_b(s[h][j], q, x[j][b].qs + 64 * k + 32 * h + 4 * c);
                 }
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
                 const __m512i sc = zk_byte(sm[k / 2], 2 * (k % 2) + h);
 #pragma GCC unroll 4
                 for (int j = 0; j < MX; j++)
-                    is[j] = zk_pin(_mm512_add_epi32(is[j], _mm512_mullo_epi32(s[j], sc)));
+                    is[j] = zk_pin(_mm512_add_epi32(is[j], _mm512_mullo_epi32(s[h][j], sc)));
             }
+        }
         __m512i bp[4][4];
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++)
-            zk_bsum_pairs(&x[j][b], bp[j]);
+            zk_bsum_pairs(&sd[j][b], bp[j]);
         const __m512i even = _mm512_set1_epi32(0x00ff00ff);
         const __m512i mp[4] = {
             _mm512_and_si512(sm[2], even), _mm512_and_si512(_mm512_srli_epi32(sm[2], 8), even),
@@ -168,7 +169,7 @@ ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
         const __m512 dw = z_half_pair(gp, gs, offsetof(block_q4_Kx8, d));
         const __m512 dm = _mm512_castsi512_ps(
             _mm512_xor_si512(_mm512_castps_si512(z_half_pair(gp, gs, offsetof(block_q4_Kx8, dmin))),
-                             _mm512_castps_si512(sign)));
+                             _mm512_castps_si512(_mm512_set1_ps(-0.0f))));
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++) {
             const __m512i im =
@@ -232,9 +233,10 @@ ALWAYS_INLINE __m512i zk_q6_bsum_dot(const uint8_t *g0, size_t gs, const int32_t
 ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                                   size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
                                   size_t nb, const int MX, const uint8_t *restrict U,
-                                  const int cont) {
+                                  const int cont, size_t soff) {
     const block_q8_K *x[4];
-    x8_act_q8_K(x, act, act_row_bytes, MX);
+    const kernel_act_k_side *sd[4];
+    x8_act_q8_K_side(x, sd, act, act_row_bytes, soff, MX);
     __m512 acc[4];
     zk_acc_start(acc, out, ld_out, MX, cont);
     for (size_t b = 0; b < nb; b++) {
@@ -268,9 +270,7 @@ ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
         const __m512 dw = z_half_pair(gp, gs, offsetof(block_q6_Kx8, d));
 #pragma GCC unroll 4
         for (int j = 0; j < MX; j++) {
-            int32_t bp[8];
-            q6_bsum_pairs(&x[j][b], bp);
-            const __m512i off = zk_q6_bsum_dot(gp, gs, bp);
+            const __m512i off = zk_q6_bsum_dot(gp, gs, sd[j][b].q6);
             const __m512i isum = _mm512_sub_epi32(is[j], _mm512_slli_epi32(off, 5));
             const __m512 dx = _mm512_set1_ps(x[j][b].d);
             acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, dx), acc[j]);

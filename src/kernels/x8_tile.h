@@ -30,6 +30,17 @@ ALWAYS_INLINE void x8_act_q8_K(const block_q8_K *x[4], const uint8_t *restrict a
         x[j] = (const block_q8_K *)(act + (size_t)j * act_row_bytes);
 }
 
+/* x8_act_q8_K and each row's kernel_act_k_side, soff bytes after its first
+ * block (kernel_act_k_side_off(nb) for a whole row). */
+ALWAYS_INLINE void x8_act_q8_K_side(const block_q8_K *x[4], const kernel_act_k_side *sd[4],
+                                    const uint8_t *restrict act, size_t act_row_bytes, size_t soff,
+                                    const int MX) {
+    x8_act_q8_K(x, act, act_row_bytes, MX);
+#pragma GCC unroll 4
+    for (int j = 0; j < MX; j++)
+        sd[j] = (const kernel_act_k_side *)((const uint8_t *)x[j] + soff);
+}
+
 /* Block b of a tile's activation rows j < MX, Q8_0 with side data: its
  * quants and its kernel_act_side (x8_act_q8_0). */
 typedef struct x8_act8 {
