@@ -27,28 +27,28 @@
 #include "base/clock.h"
 #include "metrics/metric_names.h"
 
-static const char *const AXIS_NAMES[SWEEP_AXES] = {
-    [SWEEP_MODEL] = "model",         [SWEEP_CONCURRENCY] = "concurrency", [SWEEP_RATE] = "rate",
-    [SWEEP_INPUT_LEN] = "input_len", [SWEEP_OUTPUT_LEN] = "output_len",
-};
-static const char *const AXIS_OPTIONS[SWEEP_AXES] = {
-    [SWEEP_MODEL] = "--models",
-    [SWEEP_CONCURRENCY] = "--concurrency",
-    [SWEEP_RATE] = "--rate",
-    [SWEEP_INPUT_LEN] = "--input-len",
-    [SWEEP_OUTPUT_LEN] = "--output-len",
-};
-static const char *const AXIS_SHORT[SWEEP_AXES] = {
-    [SWEEP_MODEL] = "model",  [SWEEP_CONCURRENCY] = "c",  [SWEEP_RATE] = "rate",
-    [SWEEP_INPUT_LEN] = "in", [SWEEP_OUTPUT_LEN] = "out",
+/* Each axis: its name in the result, the flag that sets it, and its short
+ * name in a point's label. */
+static const struct {
+    const char *name, *option, *label;
+} AXES[SWEEP_AXES] = {
+    [SWEEP_MODEL] = {"model", "--models", "model"},
+    [SWEEP_CONCURRENCY] = {"concurrency", "--concurrency", "c"},
+    [SWEEP_RATE] = {"rate", "--rate", "rate"},
+    [SWEEP_INPUT_LEN] = {"input_len", "--input-len", "in"},
+    [SWEEP_OUTPUT_LEN] = {"output_len", "--output-len", "out"},
 };
 
 const char *sweep_axis_name(sweep_axis a) {
-    return (unsigned)a < SWEEP_AXES ? AXIS_NAMES[a] : "?";
+    return (unsigned)a < SWEEP_AXES ? AXES[a].name : "?";
 }
 
 const char *sweep_axis_option(sweep_axis a) {
-    return (unsigned)a < SWEEP_AXES ? AXIS_OPTIONS[a] : "?";
+    return (unsigned)a < SWEEP_AXES ? AXES[a].option : "?";
+}
+
+const char *sweep_axis_label(sweep_axis a) {
+    return (unsigned)a < SWEEP_AXES ? AXES[a].label : "?";
 }
 
 int sweep_list_parse(sweep_list *l, const char *s, tps_err *e) {
@@ -374,7 +374,7 @@ static void point_label(point_ctx *p) {
         if (p->o->axis[a].n <= 1) continue;
         const char *v = a == SWEEP_MODEL ? base_name(p->val[a]) : p->val[a];
         n += (size_t)snprintf(p->label + n, sizeof p->label - (n < sizeof p->label ? n : 0),
-                              "%s%s=%s", n ? " " : "", AXIS_SHORT[a], v);
+                              "%s%s=%s", n ? " " : "", AXES[a].label, v);
         if (n >= sizeof p->label) break;
     }
     if (!p->label[0]) snprintf(p->label, sizeof p->label, "point");
@@ -463,7 +463,7 @@ static int run_point(json_t **point, point_ctx *p, size_t index, size_t total) {
     json_object_set_new(pt, "label", json_string(p->label));
     json_object_set_new(pt, "url", json_string(p->url));
     for (int a = 0; a < SWEEP_AXES; a++)
-        json_object_set_new(pt, AXIS_NAMES[a], p->val[a] ? json_string(p->val[a]) : json_null());
+        json_object_set_new(pt, AXES[a].name, p->val[a] ? json_string(p->val[a]) : json_null());
     json_object_set_new(pt, "exit_status", json_integer(status));
     if (have_metrics) json_object_set_new(pt, "server_metrics", counters_json(&c0, &c1));
     if (have_result) {
@@ -513,8 +513,8 @@ static json_t *sweep_doc(const sweep_opts *o, uint64_t seed) {
     json_object_set_new(d, "seed", json_integer((json_int_t)seed));
     if (!o->axis[SWEEP_MODEL].n) json_object_set_new(d, "url", json_string(o->url));
     for (int a = 0; a < SWEEP_AXES; a++) {
-        if (o->axis[a].n > 1) json_array_append_new(axes, json_string(AXIS_NAMES[a]));
-        if (o->axis[a].n) json_object_set_new(grid, AXIS_NAMES[a], string_array(&o->axis[a]));
+        if (o->axis[a].n > 1) json_array_append_new(axes, json_string(AXES[a].name));
+        if (o->axis[a].n) json_object_set_new(grid, AXES[a].name, string_array(&o->axis[a]));
     }
     json_object_set_new(d, "axes", axes);
     json_object_set_new(d, "grid", grid);

@@ -22,18 +22,20 @@
     "attention layers; each linear layer reads and overwrites a state of fixed size, whatever "    \
     "the depth."
 
-static const char *const PART_NAMES[FP_PARTS] = {"batch",   "mix",   "itl",    "prefix",
-                                                 "kv-type", "model", "active", "experts"};
-
-static const char *const PART_TITLES[FP_PARTS] = {
-    "Output tok/s, ITL and TTFT against concurrency",
-    "The same tokens per request, split between prompt and output",
-    "Streams' inter-token latency while long prompts arrive",
-    "Prompts sharing a prefix: the prefix cache off and on",
-    "A long context: F16 against Q8_0 KV",
-    "Two model sizes on one workload",
-    "A dense model and a mixture of experts of about its active size, on one workload",
-    "The mixture of experts against concurrency: experts a step runs",
+/* Each part's name (--parts, the files it writes, the page's anchors) and title. */
+static const struct {
+    const char *name, *title;
+} PARTS[FP_PARTS] = {
+    [FP_BATCH] = {"batch", "Output tok/s, ITL and TTFT against concurrency"},
+    [FP_MIX] = {"mix", "The same tokens per request, split between prompt and output"},
+    [FP_ITL] = {"itl", "Streams' inter-token latency while long prompts arrive"},
+    [FP_PREFIX] = {"prefix", "Prompts sharing a prefix: the prefix cache off and on"},
+    [FP_KV_TYPE] = {"kv-type", "A long context: F16 against Q8_0 KV"},
+    [FP_MODEL] = {"model", "Two model sizes on one workload"},
+    [FP_ACTIVE] =
+        {"active",
+         "A dense model and a mixture of experts of about its active size, on one workload"},
+    [FP_EXPERTS] = {"experts", "The mixture of experts against concurrency: experts a step runs"},
 };
 
 static const struct {
@@ -72,7 +74,7 @@ static const struct {
 };
 
 const char *factor_part_name(factor_part p) {
-    return p >= 0 && p < FP_PARTS ? PART_NAMES[p] : NULL;
+    return p >= 0 && p < FP_PARTS ? PARTS[p].name : NULL;
 }
 
 void factor_init(factor_report *f) {
@@ -99,7 +101,7 @@ int factor_add(factor_report *f, const char *spec, tps_err *e) {
     }
     int part = -1;
     for (int i = 0; i < FP_PARTS; i++)
-        if (strlen(PART_NAMES[i]) == nlen && !strncmp(spec, PART_NAMES[i], nlen)) part = i;
+        if (strlen(PARTS[i].name) == nlen && !strncmp(spec, PARTS[i].name, nlen)) part = i;
     if (part < 0)
         return tps_fail(e, TPS_EINVAL,
                         "--factor '%s': unknown part (batch, mix, itl, prefix, kv-type, model, "
@@ -140,22 +142,24 @@ typedef enum metric {
     M_COUNT
 } metric;
 
+/* Each metric's column head in the HTML and CSV, its short head in the
+ * terminal's 8-character columns, and its number format. */
 static const struct {
-    const char *head, *fmt;
+    const char *head, *term, *fmt;
 } METRICS[M_COUNT] = {
-    [M_OUT_TPS] = {"output tok/s [run]", "%.1f"},
-    [M_IN_TPS] = {"input tok/s [run]", "%.1f"},
-    [M_TTFT50] = {"TTFT p50 ms", "%.1f"},
-    [M_TTFT99] = {"TTFT p99 ms", "%.1f"},
-    [M_ITL50] = {"ITL p50 ms", "%.2f"},
-    [M_ITL99] = {"ITL p99 ms", "%.2f"},
-    [M_EGAP50] = {"gap per arrival p50 ms", "%.2f"},
-    [M_MULTI] = {"multi-token arrivals %", "%.1f"},
-    [M_CACHED] = {"input from cache %", "%.1f"},
-    [M_GBS] = {"GB/s read", "%.2f"},
-    [M_BW] = {"% of bandwidth", "%.1f"},
-    [M_MB_TOK] = {"MB read / output token", "%.2f"},
-    [M_EXPERTS] = {"experts a step runs / layer", "%.1f"},
+    [M_OUT_TPS] = {"output tok/s [run]", "out t/s", "%.1f"},
+    [M_IN_TPS] = {"input tok/s [run]", "in t/s", "%.1f"},
+    [M_TTFT50] = {"TTFT p50 ms", "TTFT p50", "%.1f"},
+    [M_TTFT99] = {"TTFT p99 ms", "TTFT p99", "%.1f"},
+    [M_ITL50] = {"ITL p50 ms", "ITL p50", "%.2f"},
+    [M_ITL99] = {"ITL p99 ms", "ITL p99", "%.2f"},
+    [M_EGAP50] = {"gap per arrival p50 ms", "gap/arr", "%.2f"},
+    [M_MULTI] = {"multi-token arrivals %", "multi%", "%.1f"},
+    [M_CACHED] = {"input from cache %", "cached%", "%.1f"},
+    [M_GBS] = {"GB/s read", "GB/s", "%.2f"},
+    [M_BW] = {"% of bandwidth", "% bw", "%.1f"},
+    [M_MB_TOK] = {"MB read / output token", "MB/tok", "%.2f"},
+    [M_EXPERTS] = {"experts a step runs / layer", "exp/lyr", "%.1f"},
 };
 
 static double pct_ms(const hist *h, double p) {
@@ -454,23 +458,16 @@ void factor_finish(factor_report *f) {
 #define TERM_N 10
 static const metric TERM_COLS[TERM_N] = {M_OUT_TPS, M_IN_TPS, M_TTFT50, M_ITL50, M_ITL99,
                                          M_EGAP50,  M_MULTI,  M_CACHED, M_GBS,   M_BW};
-static const char *const TERM_HEADS[TERM_N] = {"out t/s", "in t/s",  "TTFT p50", "ITL p50",
-                                               "ITL p99", "gap/arr", "multi%",   "cached%",
-                                               "GB/s",    "% bw"};
 /* the mixture-of-experts parts: bytes per token and experts a step, not the cache */
 static const metric TERM_COLS_MOE[TERM_N] = {M_OUT_TPS, M_IN_TPS, M_TTFT50, M_ITL50, M_ITL99,
                                              M_EGAP50,  M_MULTI,  M_MB_TOK, M_GBS,   M_EXPERTS};
-static const char *const TERM_HEADS_MOE[TERM_N] = {"out t/s", "in t/s",  "TTFT p50", "ITL p50",
-                                                   "ITL p99", "gap/arr", "multi%",   "MB/tok",
-                                                   "GB/s",    "exp/lyr"};
 
 static void print_part(FILE *out, const rset *s, int sec, int pi) {
     const int moe = pi == FP_ACTIVE || pi == FP_EXPERTS;
     const metric *cols = moe ? TERM_COLS_MOE : TERM_COLS;
-    const char *const *heads = moe ? TERM_HEADS_MOE : TERM_HEADS;
-    fprintf(out, "\n== %s: %s\n%-24s", SECTIONS[sec].title, PART_TITLES[pi], "point");
+    fprintf(out, "\n== %s: %s\n%-24s", SECTIONS[sec].title, PARTS[pi].title, "point");
     for (int c = 0; c < TERM_N; c++)
-        fprintf(out, " %8s", heads[c]);
+        fprintf(out, " %8s", METRICS[cols[c]].term);
     fputc('\n', out);
     for (size_t j = 0; j < s->n; j++) {
         fprintf(out, "%-24.24s", s->p[j].label);
@@ -543,7 +540,7 @@ static const struct {
 static int plot_part(const factor_report *f, int pi, const char *dir, rplot *out, tps_err *e) {
     const rset *s = &f->part[pi];
     char name[32];
-    snprintf(name, sizeof name, "factor_%s", PART_NAMES[pi]);
+    snprintf(name, sizeof name, "factor_%s", PARTS[pi].name);
     FILE *g = rplot_script_open(dir, name, 1000, 400, e);
     if (!g) return TPS_EIO;
     fputs("$d << EOD\n", g);
@@ -594,7 +591,7 @@ static int plot_part(const factor_report *f, int pi, const char *dir, rplot *out
     int rc = rplot_script_run(g, dir, name, e);
     if (rc) return rc;
     snprintf(out->file, sizeof out->file, "%s.svg", name);
-    snprintf(out->title, sizeof out->title, "%s", PART_TITLES[pi]);
+    snprintf(out->title, sizeof out->title, "%s", PARTS[pi].title);
     snprintf(out->caption, sizeof out->caption,
              "Bars (left axis) and lines (right axis) are the table's cells; rates over each "
              "point's run window (first send to last byte).");
@@ -605,7 +602,7 @@ static int plot_part(const factor_report *f, int pi, const char *dir, rplot *out
 
 static void part_table(FILE *h, const rset *s, int pi) {
     fprintf(h, "<table id=table-%s><thead><tr><th>point</th><th>requests<br>ok / failed</th>",
-            PART_NAMES[pi]);
+            PARTS[pi].name);
     for (int m = 0; m < M_COUNT; m++) {
         fputs("<th>", h);
         rhtml_esc(h, METRICS[m].head);
@@ -684,13 +681,13 @@ static bool page_section(FILE *h, const factor_report *f, int sec, const rplot *
         int pi = SECTIONS[sec].parts[k];
         if (pi < 0) continue;
         fputs("<h3>", h);
-        rhtml_esc(h, PART_TITLES[pi]);
+        rhtml_esc(h, PARTS[pi].title);
         fputs("</h3>\n", h);
         if (f->part[pi].n == 0) {
             fputs("<p class=note>Not measured in this run.</p>\n", h);
             continue;
         }
-        fprintf(h, "<p class=reading id=reading-%s>", PART_NAMES[pi]);
+        fprintf(h, "<p class=reading id=reading-%s>", PARTS[pi].name);
         rhtml_esc(h, f->reading[pi][0] ? f->reading[pi]
                                        : "No reading: fewer than two points have results.");
         fputs("</p>\n", h);

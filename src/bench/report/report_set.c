@@ -12,10 +12,6 @@
 #include "bench/result/verdict.h" /* VERDICT_MULTI_SHARE: when several tokens an event needs a word */
 #include "metrics/roofline.h"     /* roofline_flag: a share of the bandwidth that needs a word */
 
-static const char *const SHORT[SWEEP_AXES] = {
-    [SWEEP_MODEL] = "model",  [SWEEP_CONCURRENCY] = "c",  [SWEEP_RATE] = "rate",
-    [SWEEP_INPUT_LEN] = "in", [SWEEP_OUTPUT_LEN] = "out",
-};
 /* The axis plotted along x: the first of these that varies. */
 static const sweep_axis X_ORDER[SWEEP_AXES] = {SWEEP_CONCURRENCY, SWEEP_RATE, SWEEP_INPUT_LEN,
                                                SWEEP_OUTPUT_LEN, SWEEP_MODEL};
@@ -217,8 +213,9 @@ static void label_points(rset *s) {
         p->label[0] = 0;
         for (int a = 0; a < SWEEP_AXES; a++) {
             if (!s->varies[a] || n >= sizeof p->label) continue;
-            n += (size_t)snprintf(p->label + n, sizeof p->label - n, "%s%s=%s", n ? " " : "",
-                                  SHORT[a], p->axis[a][0] ? p->axis[a] : "-");
+            n +=
+                (size_t)snprintf(p->label + n, sizeof p->label - n, "%s%s=%s", n ? " " : "",
+                                 sweep_axis_label((sweep_axis)a), p->axis[a][0] ? p->axis[a] : "-");
         }
         if (!p->label[0]) {
             if (s->n == 1)
@@ -303,8 +300,8 @@ void rset_group_label(const rset *s, size_t g, char *out, size_t cap) {
         size_t n = 0;
         for (int a = 0; a < SWEEP_AXES && n < cap; a++)
             if (a != s->xaxis && s->varies[a])
-                n += (size_t)snprintf(out + n, cap - n, "%s%s=%s", n ? " " : "", SHORT[a],
-                                      s->p[i].axis[a]);
+                n += (size_t)snprintf(out + n, cap - n, "%s%s=%s", n ? " " : "",
+                                      sweep_axis_label((sweep_axis)a), s->p[i].axis[a]);
         break;
     }
     if (!out[0]) snprintf(out, cap, "all");
