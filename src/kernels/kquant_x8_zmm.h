@@ -260,8 +260,7 @@ ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
                                             : zk_q6_quants(gp, gs, h, t, cc);
 #pragma GCC unroll 4
                         for (int j = 0; j < MX; j++)
-                            a[j] = _mm512_dpbusd_epi32(
-                                a[j], q, z_bcast4(x[j][b].qs + 128 * h + 32 * t + 4 * cc));
+                            a[j] = zk_dpbusd_b(a[j], q, x[j][b].qs + 128 * h + 32 * t + 4 * cc);
                     }
 #pragma GCC unroll 4
                     for (int j = 0; j < MX; j++)
