@@ -544,6 +544,16 @@ Test(demo, quick_demo_measures_every_factor_and_its_readings_match_the_tables, .
         snprintf(id, sizeof id, "<section id=\"%s\">", FACTOR_SECTION_IDS[i]);
         cr_expect(strstr(html, id) != NULL, "section %s missing", FACTOR_SECTION_IDS[i]);
     }
+    /* the terminal tables' heads; the experts' parts show bytes per token
+     * and experts a step in place of the cache and the bandwidth share */
+    static const char *const LAST[2][2] = {{"cached%", "% bw"}, {"MB/tok", "exp/lyr"}};
+    for (int k = 0; k < 2; k++) {
+        char heads[256];
+        snprintf(heads, sizeof heads, "%-24s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "point",
+                 "out t/s", "in t/s", "TTFT p50", "ITL p50", "ITL p99", "gap/arr", "multi%",
+                 LAST[k][0], "GB/s", LAST[k][1]);
+        cr_expect(strstr(log, heads) != NULL, "no heads %s in:\n%s", heads, log);
+    }
     /* the terminal summary ends with the readings, then tps plan's
      * predictions beside the measurements: a line per factor each */
     const char *tail = strstr(log, "What moves tokens per second");
