@@ -44,7 +44,7 @@ ALWAYS_INLINE __m512i zk_byte(__m512i v, const int t) {
     return _mm512_and_si512(_mm512_srli_epi32(v, 8 * t), _mm512_set1_epi32(0xff));
 }
 
-/* k8_bsum_pairs in 16 lanes, from the row's kernel_act_k_side. */
+/* The activation block's paired 32-element sums (kernel_act_k_side.q4) in 16 lanes. */
 ALWAYS_INLINE void zk_bsum_pairs(const kernel_act_k_side *restrict sd, __m512i p[4]) {
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
