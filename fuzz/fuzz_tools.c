@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (content > size || k > TOOLS_MAX_CALLS) abort();
         for (size_t i = 0; i < k; i++) {
             if (!calls[i].name || !calls[i].name[0]) abort();
-            json_t *a = json_loads(calls[i].arguments, 0, NULL);
+            json_t *a = json_loads(calls[i].arguments, JSON_ALLOW_NUL, NULL); /* \u0000 is JSON */
             if (!json_is_object(a)) abort();
             json_decref(a);
         }

@@ -58,7 +58,7 @@ static void written(tool_format f, sbuf *out) {
 }
 
 static void same_json(const char *got, const char *want, const char *what) {
-    json_t *a = json_loads(got, 0, NULL), *b = json_loads(want, 0, NULL);
+    json_t *a = json_loads(got, JSON_ALLOW_NUL, NULL), *b = json_loads(want, JSON_ALLOW_NUL, NULL);
     cr_assert(a && b && json_equal(a, b), "%s: arguments %s, want %s", what, got, want);
     json_decref(a);
     json_decref(b);
@@ -147,6 +147,27 @@ Test(tool_stream, a_call_that_fails_its_schema_is_answered_as_written_and_counte
         cr_assert_eq(invalid, !cases[i].valid, "%s", cases[i].args);
         same_json(got, cases[i].args, "answered as written");
     }
+    tools_set_free(set);
+    json_decref(params);
+}
+
+/* A string argument written raw (an XML-like row) may hold any byte; a NUL
+ * is escaped as \u0000, which is JSON, so the call is checked against its
+ * schema, not marked invalid as unreadable (fuzz_tools). */
+Test(tool_stream, a_raw_string_argument_with_a_nul_byte_is_valid) {
+    json_t *params = json_loads(PARAMS, 0, NULL);
+    oai_tool tool = {.name = "add", .parameters = params};
+    tool_set *set = tools_set_new(&tool, 1);
+    static const char text[] = "<|tool_call>call:add{a:7,b:-2,note:<|\"|>x\0y<|\"|>}<tool_call|>";
+    tool_stream *ts = tool_stream_new(TOOL_FMT_GEMMA4, set, "call_");
+    seen s = {0};
+    tool_stream_feed(ts, text, sizeof text - 1, on_event, &s);
+    tool_stream_end(ts, on_event, &s);
+    cr_assert(s.complete);
+    cr_assert(s.valid, "%s", s.args);
+    cr_assert_eq(tool_stream_invalid(ts), 0);
+    same_json(s.args, "{\"a\": 7, \"b\": -2, \"note\": \"x\\u0000y\"}", "the NUL escaped");
+    tool_stream_free(ts);
     tools_set_free(set);
     json_decref(params);
 }

@@ -372,6 +372,17 @@ Test(tools, a_streamed_answer_sends_content_up_to_a_possible_call) {
     tools_calls_free(c, k);
     cr_assert_leq(tools_stream_safe(TOOL_FMT_HARMONY, t, strlen(t), &hold), content);
     cr_assert(hold);
+    /* Mistral's two forms: the other form's call earlier in the answer is
+     * what the final parse keeps when this form's call never completes, so
+     * the stream must not send it as content (fuzz_tools) */
+    t = "ok [TOOL_CALLS]add[ARGS]{\"a\": 1} then [TOOL_CALLS] [{\"name\": \"f\", \"ar";
+    k = tools_parse(TOOL_FMT_MISTRAL, t, strlen(t), c, TOOLS_MAX_CALLS, &content);
+    cr_assert_eq(k, 1);
+    cr_assert_str_eq(c[0].name, "add");
+    tools_calls_free(c, k);
+    cr_assert_eq(content, 3);
+    cr_assert_eq(tools_stream_safe(TOOL_FMT_MISTRAL, t, strlen(t), &hold), 3);
+    cr_assert(hold);
     /* a name with a NUL byte is no call (it came out empty: fuzz_tools) */
     static const char nul[] = "<|channel|>commentary to=functions.\0f<|message|>{}";
     cr_assert_eq(tools_parse(TOOL_FMT_HARMONY, nul, sizeof nul - 1, c, TOOLS_MAX_CALLS, &content),

@@ -552,6 +552,14 @@ void tools_scan(tool_format f, const tool_set *ts, const char *text, size_t n, b
             .s = r.s, .n = r.n, .partial = partial, .ts = ts, .row = tools_row(also), .out = out};
         scan_row(also, &r);
         if (!out->n && !out->begun) out->content = content, out->begun = begun;
+    } else if (also && partial && !done) {
+        /* the answer's end falls back to the other form when this one
+         * completes no call: no content past where that form's calls begin */
+        rd a = {.s = r.s, .n = r.n, .partial = true, .ts = ts, .row = tools_row(also), .out = out};
+        size_t tail, at = calls_start(&a, &tail);
+        size_t stop = at < r.n ? at : r.n - tail;
+        if (stop < out->content) out->content = stop;
+        out->begun = out->begun || at < r.n;
     }
     if (partial) return;
     while (out->n && !out->calls[out->n - 1].complete) /* only whole calls count */

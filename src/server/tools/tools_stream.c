@@ -67,7 +67,8 @@ static bool call_valid(const tool_stream *s, const tool_scan_call *c) {
     bool offered;
     const json_t *params = tools_set_params(s->ts, s->text.p + c->name_off, c->name_len, &offered);
     if (!offered) return false;
-    json_t *args = json_loadb(s->scan.args.p + c->args_off, c->args_len, 0, NULL);
+    json_t *args = /* a raw string argument may hold a NUL, written \u0000 */
+        json_loadb(s->scan.args.p + c->args_off, c->args_len, JSON_ALLOW_NUL, NULL);
     bool ok = args && json_schema_check(params, args, NULL, 0) != JSON_CHECK_INVALID;
     json_decref(args);
     return ok;
