@@ -31,9 +31,9 @@ run() { # cpu program [filter]
 }
 
 # Each qemu run is one emulated thread's work: $JOBS of them at a time (they
-# ran one after another, a core idle on make test's 2; ~125 CPU seconds in
-# all, test_kernels_quant the longest at ~46), the longest first, each one's
-# lines printed together in this order.
+# ran one after another, a core idle on make test's 2; ~190 CPU seconds in
+# all, test_attention's row runs the longest at ~66), the longest first,
+# each one's lines printed together in this order.
 logs=$(mktemp -d /tmp/tps-arm.XXXXXX)
 n=0
 start() { # cpu program [filter]: run, in the background
@@ -45,7 +45,8 @@ start() { # cpu program [filter]: run, in the background
   ) &
   n=$((n + 1))
 }
-start max test_kernels_quant # ~46 CPU s under qemu
+start max test_attention row_runs # ~66 CPU s under qemu: the portable attention's row runs
+start max test_kernels_quant # ~46
 start max test_kernels        # ~20
 start neoverse-n1 test_kernels
 start max test_kquant_model # ~13

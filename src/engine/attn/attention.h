@@ -63,12 +63,13 @@ void attn_heads(float *restrict out, const float *restrict q, const kv_cache *kv
  * AVX2 tier; native 61.7 / 53.6 / 57.3 ms. The scores scratch grows with
  * it: ATTN_ROWS * group floats per context position and thread. */
 #define ATTN_ROWS  64 /* rows per attn_group_rows call at most */
-#define ATTN_CHUNK 16 /* positions widened at a time */
+#define ATTN_CHUNK 16 /* K positions widened at a time */
+#define ATTN_VSPAN 64 /* V positions widened at a time (a multiple of ATTN_CHUNK) */
 
 /* Floats of scratch attn_group_rows needs for up to ATTN_ROWS rows whose
  * last attends to at most max_pos positions. */
 static inline size_t attn_rows_scratch(uint32_t group, uint32_t head_dim, uint32_t max_pos) {
-    return ((size_t)ATTN_ROWS * group * max_pos + 15) / 16 * 16 + (size_t)ATTN_CHUNK * head_dim;
+    return ((size_t)ATTN_ROWS * group * max_pos + 15) / 16 * 16 + (size_t)ATTN_VSPAN * head_dim;
 }
 
 /* attn_group for n_rows (1..ATTN_ROWS) rows: row i attends to n_pos0 + i
