@@ -2,8 +2,8 @@
  * tool_stream), which reads model output token by token: any bytes, fed in
  * pieces the input chooses, in every format, must give events whose
  * argument pieces add up to each complete call's final arguments, which
- * parse as a JSON object; indexes stay below the calls begun; no read past
- * what was fed. */
+ * parse as a JSON object, under the name its start announced; indexes stay
+ * below the calls begun; no read past what was fed. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,7 @@
 typedef struct acc {
     char *args[TOOLS_MAX_CALLS]; /* each call's ARGS pieces, joined */
     size_t len[TOOLS_MAX_CALLS];
+    char *name[TOOLS_MAX_CALLS]; /* as its CALL_START named it */
     size_t started;
 } acc;
 
@@ -20,6 +21,8 @@ static void on_event(void *ctx, const tool_event *ev) {
     acc *a = ctx;
     if (ev->kind == TOOL_EV_CALL_START) {
         if (ev->index != a->started || !ev->id || !ev->name || !ev->name_len) abort();
+        if (ev->index < TOOLS_MAX_CALLS && !(a->name[ev->index] = strndup(ev->name, ev->name_len)))
+            abort();
         a->started++;
     } else if (ev->kind == TOOL_EV_ARGS) {
         if (ev->index >= a->started || ev->index >= TOOLS_MAX_CALLS) abort();
@@ -54,10 +57,15 @@ static void check_format(tool_format f, const char *buf, size_t size, size_t ste
         json_t *j = json_loads(calls[i].arguments, JSON_ALLOW_NUL, NULL); /* \u0000 is JSON */
         if (!json_is_object(j)) abort();
         json_decref(j);
+        const size_t n = strlen(calls[i].arguments);
+        if (a.len[i] != n || (n && memcmp(a.args[i], calls[i].arguments, n))) abort();
+        if (!a.name[i] || strcmp(a.name[i], calls[i].name)) abort();
     }
     tools_calls_free(calls, k);
-    for (size_t i = 0; i < TOOLS_MAX_CALLS; i++)
+    for (size_t i = 0; i < TOOLS_MAX_CALLS; i++) {
         free(a.args[i]);
+        free(a.name[i]);
+    }
     tool_stream_free(s);
 }
 

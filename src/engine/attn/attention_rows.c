@@ -538,17 +538,20 @@ ALWAYS_INLINE void chunk_pass(const attn_vec *v, size_t n, const float *W, uint3
         values_chunk(v, n, W, hd);
 }
 
-/* What both passes of a run of rows share. */
+/* What both passes of a run of rows share (initialized in this order). */
 typedef struct rows_ctx {
-    float *out;
-    const float *q;
-    size_t ld;
     const kv_cache *kv;
     const kv_seq *seq;
-    uint32_t layer, kvh, group, hd, n_pos0, n_rows, n_last, lo0;
+    uint32_t layer, kvh, group, hd;
+    /* the run's first row attends to n_pos0 positions, its last to n_last;
+     * the first row's window starts at lo0 */
+    uint32_t n_pos0, n_rows, n_last, lo0;
+    const float *q; /* row i's heads at q + i * ld, out likewise */
+    float *out;
+    size_t ld;
     float scale;
     attn_mods mods;
-    float *S, *W;
+    float *S, *W; /* scratch: (n_rows, group, n_last) scores; the widened chunk */
 } rows_ctx;
 
 /* Gathers the vectors of every row and head that attend to span positions
@@ -648,26 +651,10 @@ ALWAYS_INLINE void rows_impl(float *restrict out, const float *restrict q, size_
                              const kv_cache *kv, const kv_seq *seq, uint32_t layer, uint32_t kvh,
                              uint32_t group, uint32_t hd, uint32_t n_pos0, uint32_t n_rows,
                              float scale, attn_mods mods, float *restrict scratch, const int kt) {
-    const uint32_t n_last = n_pos0 + n_rows - 1;
-    const rows_ctx x = {
-        .out = out,
-        .q = q,
-        .ld = ld,
-        .kv = kv,
-        .seq = seq,
-        .layer = layer,
-        .kvh = kvh,
-        .group = group,
-        .hd = hd,
-        .n_pos0 = n_pos0,
-        .n_rows = n_rows,
-        .n_last = n_last,
-        .lo0 = window_lo(n_pos0, mods), /* the first row's window starts first */
-        .scale = scale,
-        .mods = mods,
-        .S = scratch, /* (n_rows, group, n_last) scores */
-        .W = scratch + ((size_t)ATTN_ROWS * group * n_last + 15) / 16 * 16,
-    };
+    const uint32_t n_last = n_pos0 + n_rows - 1, lo0 = window_lo(n_pos0, mods);
+    float *S = scratch, *W = scratch + ((size_t)ATTN_ROWS * group * n_last + 15) / 16 * 16;
+    const rows_ctx x = {kv,  seq, layer, kvh, group, hd,   n_pos0, n_rows, n_last,
+                        lo0, q,   out,   ld,  scale, mods, S,      W};
     scores_pass(&x, kt);
     for (uint32_t i = 0; i < n_rows; i++) {
         const uint32_t lo = window_lo(n_pos0 + i, mods), n = n_pos0 + i - lo;
