@@ -15,6 +15,7 @@
 #include "engine/kv/kv_cache.h"
 #include "base/clock.h"
 #include "model/model_make.h"
+#include "plan/plan_replay.h"
 #include "support/engine_env.h"
 #include "support/test_support.h"
 #include "support/test_data.h"
@@ -505,6 +506,42 @@ Test(engine, trace_file_has_steps_and_request_spans) {
     /* 2 x 5 prompt rows + 2 x 7 decode rows (the 8th token needs no forward). */
     cr_expect_eq(tokens, 2 * 5 + 2 * 7);
     json_decref(t);
+    unlink(path);
+    env_close(&v);
+}
+
+/* A request cancelled while it waits never runs a chunk: its track still
+ * shows the wait (queued until the cancel), so a replay of the trace finds
+ * every id (`tps plan calibrate` read such a trace and refused it). */
+Test(engine, trace_keeps_the_wait_of_a_request_cancelled_before_it_ran) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    env v;
+    env_open_stories(&v);
+    char path[] = "/tmp/tps-trace-XXXXXX";
+    close(mkstemp(path));
+    engine_params p = env_params(&v);
+    p.n_threads = 1;
+    p.max_seqs = 1; /* the second request waits while the first runs */
+    p.trace_path = path;
+    engine *e = env_start(&p);
+    int32_t prompt[] = {1, 403, 407, 261, 378};
+    result res[2] = {0};
+    engine_request rq = env_greedy_request(prompt, 5, 200, &res[0]);
+    env_submit(e, &rq);
+    rq.user = &res[1];
+    const uint64_t waiting = env_submit(e, &rq);
+    engine_cancel(e, waiting);
+    drain(e, 2);
+    engine_destroy(e);
+    cr_assert_eq(res[1].finish, ENGINE_FINISH_CANCELLED, "cancelled while it waited");
+    cr_expect_eq(res[1].n, 0);
+    plan_replay rp;
+    tps_err err = {0};
+    cr_assert_eq(plan_replay_read(&rp, path, &err), 0, "%s", err.msg);
+    cr_expect_eq(rp.n_arrivals, 2);
+    cr_expect_neq(rp.arrivals[1], 0, "the cancelled request's arrival");
+    cr_expect_eq(rp.finishes[1], 0, "it never decoded");
+    plan_replay_free(&rp);
     unlink(path);
     env_close(&v);
 }

@@ -64,7 +64,7 @@ void attn_heads(float *restrict out, const float *restrict q, const kv_cache *kv
  * it: ATTN_ROWS * group floats per context position and thread. */
 #define ATTN_ROWS  64 /* rows per attn_group_rows call at most */
 #define ATTN_CHUNK 16 /* K positions widened at a time */
-#define ATTN_VSPAN 64 /* V positions widened at a time (a multiple of ATTN_CHUNK) */
+#define ATTN_VSPAN 64 /* V positions widened at a time */
 
 /* Floats of scratch attn_group_rows needs for up to ATTN_ROWS rows whose
  * last attends to at most max_pos positions. */

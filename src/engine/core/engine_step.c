@@ -386,8 +386,11 @@ static void after_step(engine *e, const sched_plan *pl, uint64_t t1) {
 
 /* Plans and runs one batch. Returns false when there was nothing to do. */
 static bool step(engine *e) {
+    take_requests(e, tps_now_ns());
+    /* read after the take: a request submitted while the step began is
+     * taken by it, and its first step must not start before its submit
+     * (the trace's queued span, a replay's arrival order) */
     const uint64_t t0 = tps_now_ns();
-    take_requests(e, t0);
     sched_plan pl;
     sched_plan_step(&e->sc, &pl, t0);
     if (pl.n_rows == 0) {

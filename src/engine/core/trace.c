@@ -96,7 +96,9 @@ int trace_write(const trace *t, const char *path, tps_err *err) {
                 (unsigned long long)tid, (unsigned long long)r->id, r->choice,
                 engine_finish_name(r->finish), r->tm.prompt_tokens, r->tm.generated_tokens,
                 r->tm.cached_tokens, r->tm.preemptions);
-        span(fp, t, "queued", tid, r->id, r->tm.t_queued, r->tm.t_first_scheduled, &first);
+        /* a request cancelled before it ran waited until the cancel */
+        span(fp, t, "queued", tid, r->id, r->tm.t_queued,
+             r->tm.t_first_scheduled ? r->tm.t_first_scheduled : r->tm.t_finished, &first);
         span(fp, t, "prefill", tid, r->id, r->tm.t_first_scheduled,
              r->tm.t_first_token ? r->tm.t_first_token : r->tm.t_finished, &first);
         span(fp, t, "decode", tid, r->id, r->tm.t_first_token, r->tm.t_finished, &first);
