@@ -461,18 +461,26 @@ Test(engine, long_prompt_prefill_does_not_stall_running_decodes, .timeout = 240)
     unlink(path);
 }
 
+/* An engine on stories260K, one kernel thread, max_seqs requests at a time
+ * (0: the default), writing its trace to path (a "...XXXXXX" template it
+ * fills in). */
+static engine *start_traced(env *v, char *path, uint32_t max_seqs) {
+    REQUIRE_SHARED("models/stories260K.gguf");
+    env_open_stories(v);
+    close(mkstemp(path));
+    engine_params p = env_params(v);
+    p.n_threads = 1;
+    if (max_seqs) p.max_seqs = max_seqs;
+    p.trace_path = path;
+    return env_start(&p);
+}
+
 /* --trace writes Chrome trace JSON: a step track with its counts and one
  * track per request with queued / prefill / decode spans. */
 Test(engine, trace_file_has_steps_and_request_spans) {
-    REQUIRE_SHARED("models/stories260K.gguf");
     env v;
-    env_open_stories(&v);
     char path[] = "/tmp/tps-trace-XXXXXX";
-    close(mkstemp(path));
-    engine_params p = env_params(&v);
-    p.n_threads = 1;
-    p.trace_path = path;
-    engine *e = env_start(&p);
+    engine *e = start_traced(&v, path, 0);
     int32_t prompt[] = {1, 403, 407, 261, 378};
     engine_request rq = {.prompt = prompt, .n_prompt = 5, .max_tokens = 8};
     sampler_params_default(&rq.sampling);
@@ -514,16 +522,9 @@ Test(engine, trace_file_has_steps_and_request_spans) {
  * shows the wait (queued until the cancel), so a replay of the trace finds
  * every id (`tps plan calibrate` read such a trace and refused it). */
 Test(engine, trace_keeps_the_wait_of_a_request_cancelled_before_it_ran) {
-    REQUIRE_SHARED("models/stories260K.gguf");
     env v;
-    env_open_stories(&v);
     char path[] = "/tmp/tps-trace-XXXXXX";
-    close(mkstemp(path));
-    engine_params p = env_params(&v);
-    p.n_threads = 1;
-    p.max_seqs = 1; /* the second request waits while the first runs */
-    p.trace_path = path;
-    engine *e = env_start(&p);
+    engine *e = start_traced(&v, path, 1); /* the second request waits while the first runs */
     int32_t prompt[] = {1, 403, 407, 261, 378};
     result res[2] = {0};
     engine_request rq = env_greedy_request(prompt, 5, 200, &res[0]);
