@@ -212,22 +212,34 @@ Test(tokenizer_hf, file_and_directory_load_the_same_with_chat_template, .timeout
     tokenizer_free(b);
 }
 
-/* A tokenizer.json of `body` in a temporary folder; the error of loading it. */
-static int load_text(const char *body, tps_err *e) {
-    char dir[] = "/tmp/tps-hf-XXXXXX";
-    cr_assert(mkdtemp(dir));
-    char path[64];
-    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+static void write_text(const char *path, const char *body) {
     FILE *f = fopen(path, "w");
     cr_assert(f);
     fputs(body, f);
     fclose(f);
+}
+
+/* A tokenizer.json of `body`, beside it a tokenizer_config.json of `cfg`
+ * (NULL: none), in a temporary folder; the error of loading it. */
+static int load_with_config(const char *body, const char *cfg, tps_err *e) {
+    char dir[] = "/tmp/tps-hf-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[64], cfg_path[64];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    snprintf(cfg_path, sizeof cfg_path, "%s/tokenizer_config.json", dir);
+    write_text(path, body);
+    if (cfg) write_text(cfg_path, cfg);
     tokenizer *t = NULL;
     int rc = tokenizer_load_hf(&t, dir, NULL, e);
     tokenizer_free(t);
     unlink(path);
+    if (cfg) unlink(cfg_path);
     rmdir(dir);
     return rc;
+}
+
+static int load_text(const char *body, tps_err *e) {
+    return load_with_config(body, NULL, e);
 }
 
 Test(tokenizer_hf, unsupported_model_and_pipeline_kinds_are_named) {
@@ -258,4 +270,17 @@ Test(tokenizer_hf, gguf_and_missing_paths_are_not_taken_for_json) {
     cr_expect_not(tokenizer_path_is_hf("/nonexistent/tokenizer.json"));
     cr_expect_not(tokenizer_path_is_hf(TPS_SOURCE_DIR "/tests/data/hf/ggml.inp"));
     cr_expect(tokenizer_path_is_hf(TPS_SOURCE_DIR "/tests/data/hf"));
+}
+
+/* An add flag whose token the vocabulary lacks is refused, by the flag's name. */
+Test(tokenizer_hf, an_added_token_missing_from_the_vocabulary_is_named) {
+    const char *body = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}";
+    tps_err e = {{0}};
+    int rc = load_with_config(body, "{\"add_bos_token\": true, \"bos_token\": \"<s>\"}", &e);
+    cr_expect(rc == TPS_EINVAL && strstr(e.msg, "add_bos_token is true but bos_token names no"),
+              "%s", e.msg);
+    rc = load_with_config(body, "{\"add_eos_token\": true}", &e);
+    cr_expect(rc == TPS_EINVAL && strstr(e.msg, "add_eos_token is true but eos_token names no"),
+              "%s", e.msg);
+    cr_expect_eq(load_with_config(body, "{\"add_eos_token\": false}", &e), 0, "%s", e.msg);
 }

@@ -232,16 +232,13 @@ static int read_special(tokenizer *t, const json_t *root, const json_t *cfg, tps
         if (t->add_bos) t->bos = tmpl;
     }
     t->add_eos = json_is_true(json_object_get(cfg, "add_eos_token"));
-    if (t->add_bos && t->bos == TOKEN_NONE)
-        return tps_fail(err, TPS_EINVAL,
-                        "tokenizer_config.json: add_bos_token is true but bos_token names no "
-                        "token of the vocabulary");
-    if (t->add_eos && t->eos == TOKEN_NONE)
-        return tps_fail(err, TPS_EINVAL,
-                        "tokenizer_config.json: add_eos_token is true but eos_token names no "
-                        "token of the vocabulary");
     t->clean_spaces = json_is_true(json_object_get(cfg, "clean_up_tokenization_spaces"));
-    return 0;
+    return tok_check_added(t,
+                           "tokenizer_config.json: add_bos_token is true but bos_token names no "
+                           "token of the vocabulary",
+                           "tokenizer_config.json: add_eos_token is true but eos_token names no "
+                           "token of the vocabulary",
+                           err);
 }
 
 /* ---- model ------------------------------------------------------------------------- */

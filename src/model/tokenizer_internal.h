@@ -140,6 +140,9 @@ int tok_build_hash(tokenizer *t, tps_err *err);
  * end-of-generation tokens, gpt-oss's harmony markers, the special tokens
  * longest first, every token's piece. */
 int tok_finish(tokenizer *t, tps_err *err);
+/* After the add flags are read: a flag set whose token the vocabulary
+ * lacks is an error, each message naming where its loader read the two. */
+int tok_check_added(const tokenizer *t, const char *no_bos, const char *no_eos, tps_err *err);
 /* t->byte_id from the <0xNN> tokens (else the one-byte strings). */
 void tok_spm_byte_ids(tokenizer *t);
 

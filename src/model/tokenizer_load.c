@@ -404,6 +404,12 @@ static int build_pieces(tokenizer *t, tps_err *err) {
     return 0;
 }
 
+int tok_check_added(const tokenizer *t, const char *no_bos, const char *no_eos, tps_err *err) {
+    if (t->add_bos && t->bos == TOKEN_NONE) return tps_fail(err, TPS_EINVAL, "%s", no_bos);
+    if (t->add_eos && t->eos == TOKEN_NONE) return tps_fail(err, TPS_EINVAL, "%s", no_eos);
+    return 0;
+}
+
 int tok_finish(tokenizer *t, tps_err *err) {
     find_eog(t);
     harmony_tokens(t);
@@ -480,15 +486,12 @@ static int read_add_flags(tokenizer *t, const gguf_file *f, tps_err *err) {
         (rc = read_bool_key(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err)) ||
         (rc = read_bool_key(f, "tokenizer.ggml.add_eos_token", &t->add_eos, err)))
         return rc;
-    if (t->add_bos && t->bos == TOKEN_NONE)
-        return tps_fail(err, TPS_EINVAL,
-                        "tokenizer: add_bos_token is true but the vocabulary has no BOS token "
-                        "(tokenizer.ggml.bos_token_id)");
-    if (t->add_eos && t->eos == TOKEN_NONE)
-        return tps_fail(err, TPS_EINVAL,
-                        "tokenizer: add_eos_token is true but the vocabulary has no EOS token "
-                        "(tokenizer.ggml.eos_token_id)");
-    return 0;
+    return tok_check_added(t,
+                           "tokenizer: add_bos_token is true but the vocabulary has no BOS token "
+                           "(tokenizer.ggml.bos_token_id)",
+                           "tokenizer: add_eos_token is true but the vocabulary has no EOS token "
+                           "(tokenizer.ggml.eos_token_id)",
+                           err);
 }
 
 int tokenizer_load(tokenizer **out, const gguf_file *f, tps_err *err) {
