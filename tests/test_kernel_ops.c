@@ -68,6 +68,25 @@ Test(kernels, softmax_sums_to_one_and_matches_reference) {
     }
 }
 
+/* A row led by 8 masked scores (-inf: exp 0, which adds nothing) gives the
+ * row's own bits: each element's exp is one function whichever vector
+ * width or lane takes it, and the sum's order is 8 lanes in turn. */
+Test(kernels, softmax_bits_do_not_depend_on_where_the_row_starts) {
+    for (size_t t = 0; t < LEN(OPS_N); t++) {
+        const size_t n = OPS_N[t];
+        float *x = malloc(n * sizeof *x), *y = malloc((n + 8) * sizeof *y);
+        kc_fill(x, n, 5 * n);
+        for (size_t i = 0; i < 8; i++)
+            y[i] = -INFINITY;
+        memcpy(y + 8, x, n * sizeof *x);
+        kernel_softmax(x, n);
+        kernel_softmax(y, n + 8);
+        cr_assert_eq(memcmp(x, y + 8, n * sizeof *x), 0, "n %zu", n);
+        free(x);
+        free(y);
+    }
+}
+
 Test(kernels, swiglu_add_scale_dot_axpy_match_reference) {
     for (size_t t = 0; t < LEN(OPS_N); t++) {
         const size_t n = OPS_N[t];
