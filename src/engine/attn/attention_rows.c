@@ -142,71 +142,39 @@ ALWAYS_INLINE void scores_tile(float *const s[], const float *const q[], const f
     }
 }
 
-/* o_r[d0 .. d0 + 8 * C) += sum_j s_r[j] * W_j for j in [a, e), in order, for
- * R vectors sharing each W load. */
-ALWAYS_INLINE void values_tile(float *const o[], const float *const s[], const float *W, size_t a,
-                               size_t e, uint32_t hd, size_t d0, const int R, const int C) {
-    __m256 acc[ATTN_VR][4];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < C; c++)
-            acc[r][c] = _mm256_loadu_ps(o[r] + d0 + 8 * c);
-    for (size_t j = a; j < e; j++) {
-        const float *Wj = W + j * hd + d0;
-        __m256 sv[ATTN_VR];
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
-            sv[r] = _mm256_set1_ps(s[r][j]);
-#pragma GCC unroll 4
-        for (int c = 0; c < C; c++) {
-            const __m256 v = reg_ps(_mm256_loadu_ps(Wj + 8 * c));
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++)
-                acc[r][c] = _mm256_fmadd_ps(sv[r], v, acc[r][c]);
-        }
+/* o_r[d0 .. d0 + L * C) += sum_j s_r[j] * W_j for j in [a, e), in order, for
+ * R vectors sharing each W load (kept in a register: see reg_ps); L the
+ * lanes of T, V its intrinsics' prefix. Written once for both widths: in
+ * 16-float zmm chunks each output element keeps its one FMA per position
+ * in order, so the bits are the 8-float form's, at half the instructions
+ * (a 512-token prefill of 1B spent 12% of its time in the values pass at
+ * 2k tokens, 2026-12-05). */
+#define UNROLL4 _Pragma("GCC unroll 4")
+#define DEFINE_VALUES_TILE(name, T, V, L)                                                          \
+    ALWAYS_INLINE void name(float *const o[], const float *const s[], const float *W, size_t a,    \
+                            size_t e, uint32_t hd, size_t d0, const int R, const int C) {          \
+        T acc[ATTN_VR][4];                                                                         \
+        UNROLL4 for (int r = 0; r < R; r++) {                                                      \
+            UNROLL4 for (int c = 0; c < C; c++) acc[r][c] = V##_loadu_ps(o[r] + d0 + L * c);       \
+        }                                                                                          \
+        for (size_t j = a; j < e; j++) {                                                           \
+            const float *Wj = W + j * hd + d0;                                                     \
+            T sv[ATTN_VR];                                                                         \
+            UNROLL4 for (int r = 0; r < R; r++) sv[r] = V##_set1_ps(s[r][j]);                      \
+            UNROLL4 for (int c = 0; c < C; c++) {                                                  \
+                T v = V##_loadu_ps(Wj + L * c);                                                    \
+                KEEP_IN_REGISTER(v);                                                               \
+                UNROLL4 for (int r = 0; r < R; r++) acc[r][c] = V##_fmadd_ps(sv[r], v, acc[r][c]); \
+            }                                                                                      \
+        }                                                                                          \
+        UNROLL4 for (int r = 0; r < R; r++) {                                                      \
+            UNROLL4 for (int c = 0; c < C; c++) V##_storeu_ps(o[r] + d0 + L * c, acc[r][c]);       \
+        }                                                                                          \
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < C; c++)
-            _mm256_storeu_ps(o[r] + d0 + 8 * c, acc[r][c]);
-}
 
+DEFINE_VALUES_TILE(values_tile, __m256, _mm256, 8)
 #if defined(__AVX512F__)
-/* values_tile in 16-float zmm chunks (C of them): each output element keeps
- * its one FMA per position in order, so the bits are values_tile's, at
- * half the instructions (a 512-token prefill of 1B spent 12% of its time
- * in the values pass at 2k tokens, 2026-12-05). */
-ALWAYS_INLINE void values_tile_z(float *const o[], const float *const s[], const float *W, size_t a,
-                                 size_t e, uint32_t hd, size_t d0, const int R, const int C) {
-    __m512 acc[ATTN_VR][4];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < C; c++)
-            acc[r][c] = _mm512_loadu_ps(o[r] + d0 + 16 * c);
-    for (size_t j = a; j < e; j++) {
-        const float *Wj = W + j * hd + d0;
-        __m512 sv[ATTN_VR];
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
-            sv[r] = _mm512_set1_ps(s[r][j]);
-#pragma GCC unroll 4
-        for (int c = 0; c < C; c++) {
-            __m512 v = _mm512_loadu_ps(Wj + 16 * c);
-            KEEP_IN_REGISTER(v);
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++)
-                acc[r][c] = _mm512_fmadd_ps(sv[r], v, acc[r][c]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < C; c++)
-            _mm512_storeu_ps(o[r] + d0 + 16 * c, acc[r][c]);
-}
+DEFINE_VALUES_TILE(values_tile_z, __m512, _mm512, 16)
 #endif
 
 /* values_tile over all of hd's 8-float chunks, then hd's tail per vector. */
@@ -250,6 +218,22 @@ typedef struct attn_vec {
 #define ATTN_VBUF 48
 
 #if ATTN_AVX2
+/* The tile of vectors i, i + 1, ... of v[0 .. n), at most max_r of them
+ * (how many, returned): their scores rows and queries, and the union
+ * [*a, *e) of their ranges. */
+ALWAYS_INLINE int tile_vecs(const attn_vec *v, size_t n, size_t i, const int max_r, float *s[],
+                            const float *q[], uint32_t *a, uint32_t *e) {
+    const int R = n - i < (size_t)max_r ? (int)(n - i) : max_r;
+    *a = v[i].a, *e = v[i].e;
+    for (int r = 0; r < R; r++) {
+        s[r] = v[i + r].s;
+        q[r] = v[i + r].q;
+        *a = v[i + r].a < *a ? v[i + r].a : *a;
+        *e = v[i + r].e > *e ? v[i + r].e : *e;
+    }
+    return R;
+}
+
 /* scores_tile with R and KN constant, and head sizes 64 and 128 too, so
  * that the compiler unrolls the dot loop. */
 ALWAYS_INLINE void scores_tiles(float *const s[], const float *const q[], const float *W, size_t j0,
@@ -372,16 +356,10 @@ ALWAYS_INLINE void scores_cols_tile(float *const s[], const float *const q[], co
 static void scores_chunk_cols(const attn_vec *v, size_t n, const float *WT, uint32_t hd,
                               float scale) {
     for (size_t i = 0; i < n; i += ATTN_CR) {
-        const int R = n - i < ATTN_CR ? (int)(n - i) : ATTN_CR;
         float *s[ATTN_CR];
         const float *q[ATTN_CR];
-        uint32_t a = v[i].a, e = v[i].e;
-        for (int r = 0; r < R; r++) {
-            s[r] = v[i + r].s;
-            q[r] = v[i + r].q;
-            a = v[i + r].a < a ? v[i + r].a : a;
-            e = v[i + r].e > e ? v[i + r].e : e;
-        }
+        uint32_t a, e;
+        const int R = tile_vecs(v, n, i, ATTN_CR, s, q, &a, &e);
         const __mmask16 m = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
 #define TILE(RR)                                                                                   \
     (hd == 64    ? scores_cols_tile(s, q, WT, 64, scale, m, RR)                                    \
@@ -415,16 +393,10 @@ static void scores_chunk(const attn_vec *v, size_t n, const float *W, uint32_t h
     const size_t fl_bytes = (size_t)hd * 4;
 #if ATTN_AVX2
     for (size_t i = 0; i < n; i += ATTN_SR) {
-        const int R = n - i < ATTN_SR ? (int)(n - i) : ATTN_SR;
         float *s[ATTN_SR];
         const float *q[ATTN_SR];
-        uint32_t a = v[i].a, e = v[i].e;
-        for (int r = 0; r < R; r++) {
-            s[r] = v[i + r].s;
-            q[r] = v[i + r].q;
-            a = v[i + r].a < a ? v[i + r].a : a;
-            e = v[i + r].e > e ? v[i + r].e : e;
-        }
+        uint32_t a, e;
+        const int R = tile_vecs(v, n, i, ATTN_SR, s, q, &a, &e);
         size_t j = a;
         for (; j + ATTN_SK <= e; j += ATTN_SK)
             scores_tiles(s, q, W, j, hd, scale, R, ATTN_SK);
