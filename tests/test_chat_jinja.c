@@ -106,6 +106,34 @@ static void start_with_template(server_fixture *f, const char *file) {
     fixture_start(f, &c, true);
 }
 
+/* Starts f on the corpus template `name` (in TEMPLATES) and checks its
+ * prompts for convs (NULL-terminated) against jinja2's; returns the corpus,
+ * which the caller frees. */
+static json_t *start_checking_prompts(server_fixture *f, const char *name,
+                                      const char *const *convs) {
+    char path[512];
+    snprintf(path, sizeof path, TEMPLATES "%s", name);
+    start_with_template(f, path);
+    json_t *corpus = corpus_load();
+    expect_prompts(f->port, corpus, name, convs);
+    return corpus;
+}
+
+/* start_with_template() on a temporary file holding text; returns the
+ * file's path for finish_temp_template(). */
+static char *start_with_temp_template(server_fixture *f, const char *text) {
+    char *path = test_temp_file(text);
+    start_with_template(f, path);
+    return path;
+}
+
+/* Stops f and removes its template file (start_with_temp_template's path). */
+static void finish_temp_template(server_fixture *f, char *path) {
+    fixture_finish(f);
+    unlink(path);
+    free(path);
+}
+
 Test(chat_jinja, a_deepseek_r1_distill_shaped_file_gets_the_deepseek_prompt, .timeout = 120) {
     REQUIRE_SHARED("models/stories260K.gguf");
     char dir[] = "/tmp/tps-chat-jinja-XXXXXX", args[1024], *out = NULL;
@@ -150,12 +178,10 @@ Test(chat_jinja, a_deepseek_r1_distill_shaped_file_gets_the_deepseek_prompt, .ti
 Test(chat_jinja, enable_thinking_false_changes_a_qwen3_prompt_as_jinja2_does, .timeout = 60) {
     REQUIRE_SHARED("models/stories260K.gguf");
     server_fixture f;
-    start_with_template(&f, TEMPLATES "Qwen-Qwen3-0.6B.jinja");
-    json_t *corpus = corpus_load();
-    const char *t = "Qwen-Qwen3-0.6B.jinja";
-    expect_prompts(f.port, corpus, t,
-                   (const char *const[]){"no_thinking", "user", "reasoning", "tools",
-                                         "tool_round_trip", "special_text", NULL});
+    json_t *corpus =
+        start_checking_prompts(&f, "Qwen-Qwen3-0.6B.jinja",
+                               (const char *const[]){"no_thinking", "user", "reasoning", "tools",
+                                                     "tool_round_trip", "special_text", NULL});
     int status;
     char *a = apply(f.port, corpus, "user", NULL, &status),
          *b = apply(f.port, corpus, "no_thinking", NULL, &status);
@@ -172,7 +198,8 @@ Test(chat_jinja, enable_thinking_false_changes_a_qwen3_prompt_as_jinja2_does, .t
 Test(chat_jinja, a_templates_raise_exception_is_a_400_with_its_message, .timeout = 60) {
     REQUIRE_SHARED("models/stories260K.gguf");
     server_fixture f;
-    start_with_template(&f, TEMPLATES "google-gemma-2-2b-it.jinja");
+    json_t *corpus = start_checking_prompts(&f, "google-gemma-2-2b-it.jinja",
+                                            (const char *const[]){"user", NULL});
     json_t *resp = NULL;
     int status = post(f.port, "/v1/chat/completions",
                       "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\","
@@ -184,8 +211,6 @@ Test(chat_jinja, a_templates_raise_exception_is_a_400_with_its_message, .timeout
                      "System role not supported");
     cr_expect_str_eq(json_string_value(json_object_get(err, "param")), "messages");
     json_decref(resp);
-    json_t *corpus = corpus_load();
-    expect_prompt(f.port, corpus, "google-gemma-2-2b-it.jinja", "user", NULL);
     json_decref(corpus);
     fixture_finish(&f);
 }
@@ -216,10 +241,9 @@ Test(chat_jinja, continue_final_message_leaves_the_last_message_open, .timeout =
 Test(chat_jinja, tools_are_written_by_the_template_as_jinja2_writes_them, .timeout = 120) {
     REQUIRE_SHARED("models/stories260K.gguf");
     server_fixture f;
-    start_with_template(&f, TEMPLATES "Qwen-Qwen2.5-7B-Instruct.jinja");
-    json_t *corpus = corpus_load();
-    const char *t = "Qwen-Qwen2.5-7B-Instruct.jinja";
-    expect_prompts(f.port, corpus, t, (const char *const[]){"tools", "tool_round_trip", NULL});
+    json_t *corpus =
+        start_checking_prompts(&f, "Qwen-Qwen2.5-7B-Instruct.jinja",
+                               (const char *const[]){"tools", "tool_round_trip", NULL});
     /* arguments that are not JSON are a 400 naming them */
     json_t *resp = NULL;
     cr_expect_eq(post(f.port, "/apply-template",
@@ -240,12 +264,12 @@ Test(chat_jinja, tools_are_written_by_the_template_as_jinja2_writes_them, .timeo
  * of that format holds the answer to a call, parsed back into tool_calls. */
 Test(chat_jinja, a_forced_call_follows_the_templates_format, .timeout = 120) {
     REQUIRE_SHARED("models/stories260K.gguf");
-    char *path = test_temp_file("{%- if tools %}<tools>{{ tools|tojson }}</tools> Call: <tool_call>"
-                                "{\"name\": N, \"arguments\": {}}</tool_call>\n{% endif -%}\n"
-                                "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
-                                "<|im_end|>\n{% endfor %}<|im_start|>assistant\n");
     server_fixture f;
-    start_with_template(&f, path);
+    char *path = start_with_temp_template(
+        &f, "{%- if tools %}<tools>{{ tools|tojson }}</tools> Call: <tool_call>"
+            "{\"name\": N, \"arguments\": {}}</tool_call>\n{% endif -%}\n"
+            "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+            "<|im_end|>\n{% endfor %}<|im_start|>assistant\n");
     const char *text = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":["
                        "{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{"
                        "\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
@@ -260,20 +284,17 @@ Test(chat_jinja, a_forced_call_follows_the_templates_format, .timeout = 120) {
         json_string_value(json_object_get(json_object_get(call, "function"), "name"));
     cr_expect(name && !strcmp(name, "f"), "%s", json_dumps(resp, 0));
     json_decref(resp);
-    fixture_finish(&f);
-    unlink(path);
-    free(path);
+    finish_temp_template(&f, path);
 }
 
 /* A template that reads tools but writes calls in no syntax of the table
  * (src/server/tools/tools_table.c): refused, not misread. */
 Test(chat_jinja, tools_for_a_template_whose_call_syntax_is_not_parsed_are_a_400, .timeout = 60) {
     REQUIRE_SHARED("models/stories260K.gguf");
-    char *path = test_temp_file(
-        "{%- if tools %}Call with @@CALL name args@@: {{ tools|tojson }}\n{% endif -%}"
-        "{%- for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}");
     server_fixture f;
-    start_with_template(&f, path);
+    char *path = start_with_temp_template(
+        &f, "{%- if tools %}Call with @@CALL name args@@: {{ tools|tojson }}\n{% endif -%}"
+            "{%- for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}");
     json_t *corpus = corpus_load(), *resp = NULL;
     json_t *body =
         json_deep_copy(json_object_get(json_object_get(corpus, "conversations"), "tools"));
@@ -285,9 +306,7 @@ Test(chat_jinja, tools_for_a_template_whose_call_syntax_is_not_parsed_are_a_400,
     json_decref(body);
     json_decref(resp);
     json_decref(corpus);
-    fixture_finish(&f);
-    unlink(path);
-    free(path);
+    finish_temp_template(&f, path);
 }
 
 Test(chat_jinja, a_file_with_no_template_gets_chatml_and_a_warning, .timeout = 60) {

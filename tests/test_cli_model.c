@@ -65,6 +65,15 @@ static void drop_made(char *path) {
     free(path);
 }
 
+/* `tps model info` of a fresh ARCH PRESET file (made_arch, removed here);
+ * its stdout, malloc'ed. */
+static char *info_of_arch(const char *arch, const char *preset) {
+    char *path = made_arch(arch, preset);
+    char *out = info_of(path, "");
+    drop_made(path);
+    return out;
+}
+
 /* Expects out (model info's text) to say a token adds n KV bytes in an F16
  * cache. */
 static void expect_kv_bytes(const char *out, long n) {
@@ -144,8 +153,7 @@ Test(cli_model, make_arch_then_info_prints_the_architecture_specifics) {
  * state is (taps - 1) conv inputs of (2 x 2 + 4) x 16 channels and 4
  * matrices of 16 x 16 per layer, and the MTP block is named as not run. */
 Test(cli_model, hybrid_info_counts_kv_only_for_attention_layers_and_the_state_apart) {
-    char *path = made_arch("qwen35", "tiny");
-    char *out = info_of(path, "");
+    char *out = info_of_arch("qwen35", "tiny");
     expect_says(out, "KV bytes per token     1024 (F16 cache)");
     const long state = 3 * (3 * (2 * 2 + 4) * 16 + 4 * 16 * 16) * 4;
     char want[128];
@@ -153,15 +161,13 @@ Test(cli_model, hybrid_info_counts_kv_only_for_attention_layers_and_the_state_ap
     expect_says(out, want);
     expect_says(out, "not run (drafting");
     free(out);
-    drop_made(path);
 }
 
 /* A latent attention file: a token adds one latent row a layer (tiny's
  * kv_lora_rank 64 + RoPE 32, F16, 5 layers), not the K and V of its 8
  * decompressed heads (64 + 32 each, 8x as many bytes). */
 Test(cli_model, deepseek2_info_counts_the_latent_as_its_kv_bytes) {
-    char *path = made_arch("deepseek2", "tiny");
-    char *out = info_of(path, "");
+    char *out = info_of_arch("deepseek2", "tiny");
     expect_kv_bytes(out, 5 * (64 + 32) * 2);
     char want[160];
     snprintf(want, sizeof want,
@@ -170,7 +176,6 @@ Test(cli_model, deepseek2_info_counts_the_latent_as_its_kv_bytes) {
     expect_says(out, want);
     expect_says(out, "architecture           deepseek2");
     free(out);
-    drop_made(path);
 }
 
 /* --layers N: the preset's shape cut to N layers (GLM's leading dense layer

@@ -303,45 +303,51 @@ Test(window, window_is_open_at_t0_and_closed_at_t1) {
     reqs_free(&x);
 }
 
-Test(window, bins_partition_the_window_and_peak_is_the_busiest_bin) {
+/* Bins build_abc's requests over their run, (0, 500 ms], in bins of
+ * bin_ms, and checks: nb bins (at most 8), the output tokens of each bin
+ * (want) and its input tokens (want_in, unless NULL), and the peak of
+ * peak_tps tok/s in bin peak_bin. */
+static void expect_abc_series(uint64_t bin_ms, size_t nb, const uint64_t *want,
+                              const uint64_t *want_in, double peak_tps, size_t peak_bin) {
     reqs x;
     build_abc(&x);
     window w = {0, MS(500)};
     tps_err e = {{0}};
+    uint64_t out[8], in[8];
+    cr_assert_eq(window_nbins(w, MS(bin_ms)), nb);
+    cr_assert(nb <= 8);
+    cr_assert_eq(window_series(out, want_in ? in : NULL, nb, w, MS(bin_ms), x.p, 3, &e), TPS_OK);
+    for (size_t k = 0; k < nb; k++) {
+        cr_assert_eq(out[k], want[k], "bin %zu", k);
+        if (want_in) cr_assert_eq(in[k], want_in[k], "bin %zu", k);
+    }
+    size_t peak;
+    cr_assert_float_eq(window_peak(out, nb, w, MS(bin_ms), &peak), peak_tps, 1e-9);
+    cr_assert_eq(peak, peak_bin);
+    reqs_free(&x);
+}
+
+Test(window, bins_partition_the_window_and_peak_is_the_busiest_bin) {
     /* 100 ms bins: (0,100] A@100 = 1; (100,200] A@200 B@150 = 2;
      * (200,300] A@300 B 2@250 C@300 = 4; (300,400] B@350 = 1;
      * (400,500] C@500 = 1. Sum 9 = run window. Peak: bin 2, 4 / 0.1 s = 40. */
-    size_t nb = window_nbins(w, MS(100));
-    cr_assert_eq(nb, 5);
-    uint64_t out[5], in[5];
-    cr_assert_eq(window_series(out, in, nb, w, MS(100), x.p, 3, &e), TPS_OK);
-    uint64_t want[5] = {1, 2, 4, 1, 1}, want_in[5] = {10, 20, 30, 0, 0};
-    for (int k = 0; k < 5; k++) {
-        cr_assert_eq(out[k], want[k], "bin %d", k);
-        cr_assert_eq(in[k], want_in[k], "bin %d", k);
-    }
-    size_t peak;
-    cr_assert_float_eq(window_peak(out, nb, w, MS(100), &peak), 40.0, 1e-9);
-    cr_assert_eq(peak, 2);
-    cr_assert_eq(window_series(out, NULL, 4, w, MS(100), x.p, 3, &e), TPS_EINVAL);
+    const uint64_t want[5] = {1, 2, 4, 1, 1}, want_in[5] = {10, 20, 30, 0, 0};
+    expect_abc_series(100, 5, want, want_in, 40.0, 2);
+    /* room for fewer bins than the window holds is refused */
+    reqs x;
+    build_abc(&x);
+    uint64_t out[5];
+    tps_err e = {{0}};
+    cr_assert_eq(window_series(out, NULL, 4, (window){0, MS(500)}, MS(100), x.p, 3, &e),
+                 TPS_EINVAL);
     reqs_free(&x);
 }
 
 Test(window, short_last_bin_is_kept_but_not_a_peak) {
-    reqs x;
-    build_abc(&x);
-    window w = {0, MS(500)};
-    tps_err e = {{0}};
     /* 200 ms bins: (0,200] = 3; (200,400] = 5; (400,500] = 1 (short).
      * Peak: full bins only -> bin 1, 5 / 0.2 s = 25 tok/s. */
-    uint64_t out[3];
-    cr_assert_eq(window_nbins(w, MS(200)), 3);
-    cr_assert_eq(window_series(out, NULL, 3, w, MS(200), x.p, 3, &e), TPS_OK);
-    cr_assert(out[0] == 3 && out[1] == 5 && out[2] == 1);
-    size_t peak;
-    cr_assert_float_eq(window_peak(out, 3, w, MS(200), &peak), 25.0, 1e-9);
-    cr_assert_eq(peak, 1);
-    reqs_free(&x);
+    const uint64_t want[3] = {3, 5, 1};
+    expect_abc_series(200, 3, want, NULL, 25.0, 1);
 }
 
 /* Closed loop at concurrency 2 (ms):
@@ -376,42 +382,43 @@ Test(window, steady_runs_from_target_concurrency_to_first_drain_completion) {
     reqs_free(&x);
 }
 
-Test(window, steady_open_loop_starts_at_first_completion) {
+/* window_steady over build_closed4's requests under o: its return code,
+ * the window in *w, a failure's message in *e. */
+static int steady_closed4(window *w, const steady_opts *o, tps_err *e) {
     reqs x;
     build_closed4(&x);
+    int rc = window_steady(w, o, x.p, 4, e);
+    reqs_free(&x);
+    return rc;
+}
+
+Test(window, steady_open_loop_starts_at_first_completion) {
     window w;
     tps_err e = {{0}};
     steady_opts o = {0};
-    cr_assert_eq(window_steady(&w, &o, x.p, 4, &e), TPS_OK, "%s", e.msg);
+    cr_assert_eq(steady_closed4(&w, &o, &e), TPS_OK, "%s", e.msg);
     cr_assert_eq(w.t0, MS(100));
     cr_assert_eq(w.t1, MS(250));
-    reqs_free(&x);
 }
 
 Test(window, steady_fails_when_target_never_reached) {
-    reqs x;
-    build_closed4(&x);
     window w;
     tps_err e = {{0}};
     steady_opts o = {.target_concurrency = 3};
-    cr_assert_eq(window_steady(&w, &o, x.p, 4, &e), TPS_ERANGE);
+    cr_assert_eq(steady_closed4(&w, &o, &e), TPS_ERANGE);
     cr_assert_neq(strstr(e.msg, "peak 2"), NULL, "%s", e.msg);
-    reqs_free(&x);
 }
 
 Test(window, steady_trimmed_by_warmup_and_cooldown) {
-    reqs x;
-    build_closed4(&x);
     window w;
     tps_err e = {{0}};
     /* run (0, 300]; warmup 50, cooldown 100 -> (50, 200] */
     steady_opts o = {.warmup_ns = MS(50), .cooldown_ns = MS(100), .target_concurrency = 2};
-    cr_assert_eq(window_steady(&w, &o, x.p, 4, &e), TPS_OK);
+    cr_assert_eq(steady_closed4(&w, &o, &e), TPS_OK);
     cr_assert_eq(w.t0, MS(50));
     cr_assert_eq(w.t1, MS(200));
     o.cooldown_ns = MS(250);
-    cr_assert_eq(window_steady(&w, &o, x.p, 4, &e), TPS_ERANGE);
-    reqs_free(&x);
+    cr_assert_eq(steady_closed4(&w, &o, &e), TPS_ERANGE);
 }
 
 Test(window, user_window_is_relative_to_run_start) {

@@ -32,6 +32,19 @@ static sampler *make(const sampler_params *p, const sampler_vocab *v) {
     return s;
 }
 
+/* make() over vocab_of(n_vocab): no end-of-generation ids, a 4096 context. */
+static sampler *make_n(const sampler_params *p, int32_t n_vocab) {
+    sampler_vocab v = vocab_of(n_vocab);
+    return make(p, &v);
+}
+
+/* The defaults, for a test to change the knobs it is about. */
+static sampler_params defaults(void) {
+    sampler_params p;
+    sampler_params_default(&p);
+    return p;
+}
+
 /* Samples once from a private copy of logits (the sampler writes into it). */
 static int32_t sample_copy(sampler *s, const float *logits, int32_t n, float *scratch) {
     memcpy(scratch, logits, (size_t)n * sizeof *logits);
@@ -58,11 +71,9 @@ static bool cand_has(const sampler_cand *c, size_t n, int32_t id) {
  * ------------------------------------------------------------------------- */
 
 Test(sampler, greedy_is_argmax_with_ties_to_lowest_id) {
-    sampler_params p;
-    sampler_params_default(&p);
+    sampler_params p = defaults();
     p.temperature = 0.0f;
-    sampler_vocab v = vocab_of(6);
-    sampler *s = make(&p, &v);
+    sampler *s = make_n(&p, 6);
     float l1[6] = {0.1f, 3.0f, -2.0f, 2.9f, 0.0f, 1.0f};
     cr_assert_eq(sampler_sample(s, l1), 1);
     float l2[6] = {0.1f, 3.0f, -2.0f, 3.0f, 0.0f, 3.0f};
@@ -79,11 +90,9 @@ Test(sampler, greedy_is_argmax_with_ties_to_lowest_id) {
  * end the request with an error instead of emitting token 0. */
 Test(sampler, nothing_finite_samples_nothing) {
     for (int greedy = 0; greedy < 2; greedy++) {
-        sampler_params p;
-        sampler_params_default(&p);
+        sampler_params p = defaults();
         p.temperature = greedy ? 0.0f : 1.0f;
-        sampler_vocab v = vocab_of(4);
-        sampler *s = make(&p, &v);
+        sampler *s = make_n(&p, 4);
         float banned[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
         cr_assert_eq(sampler_sample(s, banned), -1, "greedy %d", greedy);
         float nan[4] = {NAN, -INFINITY, NAN, NAN};
@@ -95,14 +104,12 @@ Test(sampler, nothing_finite_samples_nothing) {
 }
 
 Test(sampler, greedy_ignores_top_k_top_p_min_p) {
-    sampler_params p;
-    sampler_params_default(&p);
+    sampler_params p = defaults();
     p.temperature = 0.0f;
     p.top_k = 3;
     p.top_p = 0.1f;
     p.min_p = 0.9f;
-    sampler_vocab v = vocab_of(5);
-    sampler *s = make(&p, &v);
+    sampler *s = make_n(&p, 5);
     float l[5] = {1.0f, 2.0f, 5.0f, 5.0f, 4.0f};
     cr_assert_eq(sampler_sample(s, l), 2);
     sampler_free(s);
@@ -119,13 +126,11 @@ Test(sampler, top_k_1_equals_greedy_at_any_temperature) {
         for (int32_t i = 1; i < N; i++)
             if (logits[i] > logits[want]) want = i;
         for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++) {
-            sampler_params p;
-            sampler_params_default(&p);
+            sampler_params p = defaults();
             p.temperature = temps[t];
             p.top_k = 1;
             p.seed = 1234 + (uint64_t)t;
-            sampler_vocab v = vocab_of(N);
-            sampler *s = make(&p, &v);
+            sampler *s = make_n(&p, N);
             for (int k = 0; k < 5; k++)
                 cr_assert_eq(sample_copy(s, logits, N, tmp), want, "trial %d T=%g", trial,
                              temps[t]);
@@ -154,11 +159,9 @@ Test(sampler, top_k_keeps_exactly_the_k_largest_by_partial_selection) {
         ids[i] = ids[b];
         ids[b] = t;
     }
-    sampler_params p;
-    sampler_params_default(&p);
+    sampler_params p = defaults();
     p.top_k = K;
-    sampler_vocab v = vocab_of(N);
-    sampler *s = make(&p, &v);
+    sampler *s = make_n(&p, N);
     memcpy(tmp, logits, N * sizeof *tmp);
     const sampler_cand *c;
     size_t n = sampler_candidates(s, tmp, &c);
@@ -177,11 +180,9 @@ Test(sampler, top_k_keeps_exactly_the_k_largest_by_partial_selection) {
 
 Test(sampler, infinite_logits_stay_within_top_k_scratch) {
     enum { N = 10 };
-    sampler_params p;
-    sampler_params_default(&p);
+    sampler_params p = defaults();
     p.top_k = 2;
-    sampler_vocab v = vocab_of(N);
-    sampler *s = make(&p, &v);
+    sampler *s = make_n(&p, N);
     float l[N];
     for (int i = 0; i < N; i++)
         l[i] = INFINITY;
@@ -198,12 +199,10 @@ static void draw_sequence(uint64_t seed, int32_t *out, int n) {
     enum { N = 1000 };
     float logits[N], tmp[N];
     fill_logits(logits, N, 3, 1.0f);
-    sampler_params p;
-    sampler_params_default(&p);
+    sampler_params p = defaults();
     p.seed = seed;
     p.temperature = 1.5f;
-    sampler_vocab v = vocab_of(N);
-    sampler *s = make(&p, &v);
+    sampler *s = make_n(&p, N);
     for (int i = 0; i < n; i++)
         out[i] = sample_copy(s, logits, N, tmp);
     sampler_free(s);
@@ -225,14 +224,12 @@ Test(sampler, seeded_sequence_is_independent_of_other_samplers) {
     enum { N = 1000 };
     float logits[N], tmp[N];
     fill_logits(logits, N, 3, 1.0f);
-    sampler_params p;
-    sampler_params_default(&p);
+    sampler_params p = defaults();
     p.seed = 42;
     p.temperature = 1.5f;
-    sampler_vocab v = vocab_of(N);
-    sampler *s = make(&p, &v);
+    sampler *s = make_n(&p, N);
     p.seed = 99;
-    sampler *other = make(&p, &v);
+    sampler *other = make_n(&p, N);
     for (int i = 0; i < 64; i++) {
         (void)sample_copy(other, logits, N, tmp);
         cr_assert_eq(sample_copy(s, logits, N, tmp), alone[i]);
@@ -255,12 +252,10 @@ Test(sampler, frequencies_match_softmax_of_logits_over_temperature) {
             z += (want[i] = exp((double)logits[i] / T));
         for (int i = 0; i < N; i++)
             want[i] /= z;
-        sampler_params p;
-        sampler_params_default(&p);
+        sampler_params p = defaults();
         p.temperature = T;
         p.seed = 2024;
-        sampler_vocab v = vocab_of(N);
-        sampler *s = make(&p, &v);
+        sampler *s = make_n(&p, N);
         int count[N] = {0};
         float tmp[N];
         for (int k = 0; k < FREQ_DRAWS; k++)
@@ -288,8 +283,7 @@ static void halving_logits(float *l) {
 /* Runs stages 1-7 (no draw) with a fresh sampler; copies the survivors
  * into out (room for n). */
 static size_t survivors(const sampler_params *p, float *l, int32_t n, sampler_cand *out) {
-    sampler_vocab v = vocab_of(n);
-    sampler *s = make(p, &v);
+    sampler *s = make_n(p, n);
     const sampler_cand *c;
     size_t k = sampler_candidates(s, l, &c);
     memcpy(out, c, k * sizeof *c);
@@ -305,31 +299,34 @@ static size_t halving_survivors(const sampler_params *p, sampler_cand *out) {
     return survivors(p, l, 5, out);
 }
 
-/* Asserts that p keeps exactly the keep likeliest of halving_logits'
- * tokens, ids 0 .. keep-1; knob and value name the setting in a failure. */
-static void expect_keeps_the_top(const sampler_params *p, size_t keep, const char *knob,
-                                 float value) {
-    sampler_cand c[5];
-    size_t n = halving_survivors(p, c);
-    cr_assert_eq(n, keep, "%s %g kept %zu", knob, value, n);
-    for (int32_t id = 0; id < (int32_t)keep; id++)
-        cr_assert(cand_has(c, n, id));
+/* A value of one knob and how many of halving_logits' tokens it keeps. */
+typedef struct {
+    float value;
+    size_t keep;
+} keep_case;
+
+/* For each case: sets *knob (a field of *p) to its value and asserts that p
+ * keeps exactly the keep likeliest of halving_logits' tokens, ids 0 ..
+ * keep-1; name names the knob in a failure. */
+static void expect_keeps_the_top(sampler_params *p, float *knob, const char *name,
+                                 const keep_case *cases, size_t n_cases) {
+    for (size_t i = 0; i < n_cases; i++) {
+        *knob = cases[i].value;
+        sampler_cand c[5];
+        size_t n = halving_survivors(p, c);
+        cr_assert_eq(n, cases[i].keep, "%s %g kept %zu", name, cases[i].value, n);
+        for (int32_t id = 0; id < (int32_t)cases[i].keep; id++)
+            cr_assert(cand_has(c, n, id));
+    }
 }
 
 Test(sampler, top_p_keeps_the_token_that_crosses_and_excludes_the_tail) {
-    sampler_params p;
-    sampler_params_default(&p);
+    sampler_params p = defaults();
     sampler_cand c[5];
     /* cumulative: 0.5, 0.75, 0.875, 0.9375, 1 */
-    const struct {
-        float top_p;
-        size_t keep;
-    } cases[] = {{0.4f, 1},  {0.5f, 1},  {0.6f, 2},  {0.74f, 2}, {0.76f, 3},
-                 {0.87f, 3}, {0.88f, 4}, {0.93f, 4}, {0.95f, 5}, {1.0f, 5}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        p.top_p = cases[i].top_p;
-        expect_keeps_the_top(&p, cases[i].keep, "top_p", cases[i].top_p);
-    }
+    const keep_case cases[] = {{0.4f, 1},  {0.5f, 1},  {0.6f, 2},  {0.74f, 2}, {0.76f, 3},
+                               {0.87f, 3}, {0.88f, 4}, {0.93f, 4}, {0.95f, 5}, {1.0f, 5}};
+    expect_keeps_the_top(&p, &p.top_p, "top_p", cases, sizeof cases / sizeof cases[0]);
     /* Survivors are renormalized: top_p 0.74 keeps {0.5, 0.25} -> {2/3, 1/3}. */
     p.top_p = 0.74f;
     size_t n = halving_survivors(&p, c);
@@ -353,8 +350,7 @@ Test(sampler, top_p_on_a_large_vocab_equals_a_full_sort_reference) {
         for (int32_t i = 0; i < N; i++)
             z += exp((double)logits[i] - m);
         for (size_t ti = 0; ti < 3; ti++) {
-            sampler_params p;
-            sampler_params_default(&p);
+            sampler_params p = defaults();
             p.top_p = tops[ti];
             memcpy(tmp, logits, N * sizeof *tmp);
             size_t n = survivors(&p, tmp, N, c);
@@ -384,18 +380,11 @@ Test(sampler, top_p_on_a_large_vocab_equals_a_full_sort_reference) {
 }
 
 Test(sampler, min_p_drops_tokens_below_min_p_times_max_probability) {
-    sampler_params p;
-    sampler_params_default(&p);
+    sampler_params p = defaults();
     sampler_cand c[5];
     /* p / p_max: 1, 0.5, 0.25, 0.125, 0.125 */
-    const struct {
-        float min_p;
-        size_t keep;
-    } cases[] = {{0.0f, 5}, {0.1f, 5}, {0.2f, 3}, {0.3f, 2}, {0.6f, 1}, {1.0f, 1}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        p.min_p = cases[i].min_p;
-        expect_keeps_the_top(&p, cases[i].keep, "min_p", cases[i].min_p);
-    }
+    const keep_case cases[] = {{0.0f, 5}, {0.1f, 5}, {0.2f, 3}, {0.3f, 2}, {0.6f, 1}, {1.0f, 1}};
+    expect_keeps_the_top(&p, &p.min_p, "min_p", cases, sizeof cases / sizeof cases[0]);
     /* min_p is measured at temperature 1: a high temperature keeps the same set. */
     p.min_p = 0.2f;
     p.temperature = 5.0f;
@@ -410,8 +399,7 @@ Test(sampler, min_p_drops_tokens_below_min_p_times_max_probability) {
 }
 
 Test(sampler, top_p_is_computed_over_the_top_k_survivors) {
-    sampler_params p;
-    sampler_params_default(&p);
+    sampler_params p = defaults();
     sampler_cand c[5];
     /* top_k 2 leaves {0.5, 0.25} -> renormalized {2/3, 1/3}: top_p 0.6 keeps 1
      * (over the whole vocab it would keep 2). */
@@ -432,6 +420,15 @@ static void accept_all(sampler *s, const int32_t *hist, size_t n) {
         cr_assert_eq(sampler_accept(s, hist[i]), 0, "id %d", hist[i]);
 }
 
+/* The defaults but a presence penalty of 1 over the last last_n tokens:
+ * penalties_of() reads -1 for an id in the window, 0 for one outside it. */
+static sampler_params presence_window(int32_t last_n) {
+    sampler_params p = defaults();
+    p.presence_penalty = 1.0f;
+    p.penalty_last_n = last_n;
+    return p;
+}
+
 /* The penalties alone: sampler_apply_penalties over n zero logits, in l. */
 static void penalties_of(sampler *s, float *l, size_t n) {
     memset(l, 0, n * sizeof *l);
@@ -440,13 +437,11 @@ static void penalties_of(sampler *s, float *l, size_t n) {
 
 Test(sampler, penalties_change_logits_exactly_as_the_formulas) {
     enum { N = 8 };
-    sampler_params p;
-    sampler_params_default(&p);
+    sampler_params p = defaults();
     p.repetition_penalty = 1.3f;
     p.frequency_penalty = 0.5f;
     p.presence_penalty = 0.25f;
-    sampler_vocab v = vocab_of(N);
-    sampler *s = make(&p, &v);
+    sampler *s = make_n(&p, N);
     const int32_t hist[] = {2, 5, 2, 7, 2, 5};
     accept_all(s, hist, sizeof hist / sizeof hist[0]);
     const float raw[N] = {1.0f, -1.0f, 2.0f, 0.5f, 0.0f, -3.0f, 4.0f, 0.0f};
@@ -469,12 +464,8 @@ Test(sampler, penalties_change_logits_exactly_as_the_formulas) {
 
 Test(sampler, penalty_window_forgets_tokens_older_than_last_n) {
     enum { N = 16 };
-    sampler_params p;
-    sampler_params_default(&p);
-    p.presence_penalty = 1.0f;
-    p.penalty_last_n = 3;
-    sampler_vocab v = vocab_of(N);
-    sampler *s = make(&p, &v);
+    sampler_params p = presence_window(3);
+    sampler *s = make_n(&p, N);
     /* Window after these: {4, 5, 4}. Tokens 1..3 fell out. */
     const int32_t hist[] = {1, 2, 3, 3, 4, 5, 4};
     accept_all(s, hist, sizeof hist / sizeof hist[0]);
@@ -488,7 +479,7 @@ Test(sampler, penalty_window_forgets_tokens_older_than_last_n) {
     p.penalty_last_n = 5;
     p.presence_penalty = 0.0f;
     p.frequency_penalty = 1.0f;
-    s = make(&p, &v);
+    s = make_n(&p, N);
     int32_t seq[500];
     uint32_t x = 5;
     for (int i = 0; i < 500; i++) {
@@ -509,12 +500,8 @@ Test(sampler, penalty_window_forgets_tokens_older_than_last_n) {
 
 Test(sampler, penalty_last_n_zero_disables_and_minus_one_means_context) {
     enum { N = 4 };
-    sampler_params p;
-    sampler_params_default(&p);
-    p.presence_penalty = 1.0f;
-    p.penalty_last_n = 0;
-    sampler_vocab v = vocab_of(N);
-    sampler *s = make(&p, &v);
+    sampler_params p = presence_window(0);
+    sampler *s = make_n(&p, N);
     sampler_accept(s, 1);
     float l[N];
     penalties_of(s, l, N);
@@ -522,6 +509,7 @@ Test(sampler, penalty_last_n_zero_disables_and_minus_one_means_context) {
     sampler_free(s);
 
     p.penalty_last_n = -1;
+    sampler_vocab v = vocab_of(N);
     v.n_ctx = 100;
     s = make(&p, &v);
     sampler_accept(s, 1);
@@ -537,12 +525,10 @@ Test(sampler, penalty_last_n_zero_disables_and_minus_one_means_context) {
 
 Test(sampler, repetition_penalty_changes_the_greedy_choice) {
     enum { N = 3 };
-    sampler_params p;
-    sampler_params_default(&p);
+    sampler_params p = defaults();
     p.temperature = 0.0f;
     p.repetition_penalty = 1.5f;
-    sampler_vocab v = vocab_of(N);
-    sampler *s = make(&p, &v);
+    sampler *s = make_n(&p, N);
     float l[N] = {3.0f, 2.5f, 0.0f};
     cr_assert_eq(sampler_sample(s, l), 0);
     sampler_accept(s, 0);
@@ -553,8 +539,7 @@ Test(sampler, repetition_penalty_changes_the_greedy_choice) {
 
 Test(sampler, ignore_eos_never_picks_eos) {
     enum { N = 4 };
-    sampler_params p;
-    sampler_params_default(&p);
+    sampler_params p = defaults();
     p.ignore_eos = true;
     p.seed = 7;
     sampler_vocab v = vocab_of(N);
@@ -629,11 +614,9 @@ Test(sampler, validation_errors_name_the_field) {
 /* -100 bans a token (even the argmax), +100 all but forces one at any
  * temperature; bad entries are refused by name. */
 Test(sampler, logit_bias_bans_and_forces_and_refuses_bad_entries) {
-    sampler_params p;
-    sampler_params_default(&p);
+    sampler_params p = defaults();
     p.temperature = 0.0f;
-    sampler_vocab v = vocab_of(64);
-    sampler *s = make(&p, &v);
+    sampler *s = make_n(&p, 64);
     float l[64], scratch[64];
     fill_logits(l, 64, 3, 4.0f);
     int32_t top = sample_copy(s, l, 64, scratch);
@@ -644,7 +627,7 @@ Test(sampler, logit_bias_bans_and_forces_and_refuses_bad_entries) {
     sampler_free(s);
     p.temperature = 1.0f;
     p.seed = 7;
-    s = make(&p, &v);
+    s = make_n(&p, 64);
     sampler_bias force = {.id = 17, .bias = 100.0f};
     cr_assert_eq(sampler_set_logit_bias(s, &force, 1, &err), 0, "%s", err.msg);
     for (int i = 0; i < 200; i++)

@@ -27,122 +27,121 @@ static void take(sink *k, const stop_emit *e) {
     k->matched = k->matched || e->matched;
 }
 
-static void feed(stop_matcher *m, sink *k, const char *piece) {
-    stop_emit e;
-    stop_feed(m, piece, strlen(piece), &e);
-    take(k, &e);
+/* A matcher and everything it has released. */
+typedef struct stream {
+    stop_matcher m;
+    sink k;
+} stream;
+
+/* Starts s on the NULL-terminated stop strings (NULL: none), nothing
+ * released yet. */
+static void start(stream *s, const char *const *stops) {
+    size_t n = 0;
+    while (stops && stops[n])
+        n++;
+    tps_err err = {{0}};
+    cr_assert_eq(stop_init(&s->m, stops, n, NULL, 0, 0, NULL, &err), 0, "%s", err.msg);
+    memset(&s->k, 0, sizeof s->k);
 }
 
-static void init_stops(stop_matcher *m, const char *const *s, size_t n) {
-    tps_err err = {{0}};
-    cr_assert_eq(stop_init(m, s, n, NULL, 0, 0, NULL, &err), 0, "%s", err.msg);
+static void feed(stream *s, const char *piece) {
+    stop_emit e;
+    stop_feed(&s->m, piece, strlen(piece), &e);
+    take(&s->k, &e);
 }
 
 Test(stop, stop_string_split_across_three_pieces_is_caught_and_not_emitted) {
-    static stop_matcher m;
-    const char *stops[] = {"</answer>"};
-    init_stops(&m, stops, 1);
-    sink k = {0};
-    feed(&m, &k, "forty-two</an");
-    cr_assert_str_eq(k.buf, "forty-two", "the possible start is held back");
-    cr_assert_eq(stop_held(&m), 4);
-    feed(&m, &k, "sw");
-    cr_assert_str_eq(k.buf, "forty-two");
-    feed(&m, &k, "er> and more");
-    cr_assert(k.matched);
-    cr_assert_str_eq(k.buf, "forty-two", "no stop text, nothing after it");
-    feed(&m, &k, "ignored");
+    static stream s;
+    start(&s, (const char *const[]){"</answer>", NULL});
+    feed(&s, "forty-two</an");
+    cr_assert_str_eq(s.k.buf, "forty-two", "the possible start is held back");
+    cr_assert_eq(stop_held(&s.m), 4);
+    feed(&s, "sw");
+    cr_assert_str_eq(s.k.buf, "forty-two");
+    feed(&s, "er> and more");
+    cr_assert(s.k.matched);
+    cr_assert_str_eq(s.k.buf, "forty-two", "no stop text, nothing after it");
+    feed(&s, "ignored");
     stop_emit e;
-    stop_flush(&m, &e);
-    take(&k, &e);
-    cr_assert_str_eq(k.buf, "forty-two", "nothing after a match");
+    stop_flush(&s.m, &e);
+    take(&s.k, &e);
+    cr_assert_str_eq(s.k.buf, "forty-two", "nothing after a match");
 }
 
 Test(stop, text_before_a_stop_string_in_the_same_piece_is_emitted) {
-    static stop_matcher m;
-    const char *stops[] = {"\n\n", "STOP"};
-    init_stops(&m, stops, 2);
-    sink k = {0};
+    static stream s;
+    start(&s, (const char *const[]){"\n\n", "STOP", NULL});
     stop_emit e;
-    stop_feed(&m, "Hello STOP world", 16, &e);
+    stop_feed(&s.m, "Hello STOP world", 16, &e);
     cr_assert(e.matched);
     cr_assert_eq(e.which, 1);
-    take(&k, &e);
-    cr_assert_str_eq(k.buf, "Hello ");
+    take(&s.k, &e);
+    cr_assert_str_eq(s.k.buf, "Hello ");
 }
 
 Test(stop, partial_match_that_fails_is_released) {
-    static stop_matcher m;
-    const char *stops[] = {"<|end|>"};
-    init_stops(&m, stops, 1);
-    sink k = {0};
-    feed(&m, &k, "a <");
-    cr_assert_str_eq(k.buf, "a ");
-    feed(&m, &k, "|en");
-    cr_assert_str_eq(k.buf, "a ");
-    feed(&m, &k, "try");
-    cr_assert_str_eq(k.buf, "a <|entry", "the held bytes come out once they cannot match");
-    cr_assert_eq(stop_held(&m), 0);
-    cr_assert(!k.matched);
+    static stream s;
+    start(&s, (const char *const[]){"<|end|>", NULL});
+    feed(&s, "a <");
+    cr_assert_str_eq(s.k.buf, "a ");
+    feed(&s, "|en");
+    cr_assert_str_eq(s.k.buf, "a ");
+    feed(&s, "try");
+    cr_assert_str_eq(s.k.buf, "a <|entry", "the held bytes come out once they cannot match");
+    cr_assert_eq(stop_held(&s.m), 0);
+    cr_assert(!s.k.matched);
     /* A failed partial that contains the start of a new match keeps only that. */
-    feed(&m, &k, " <|e<|");
-    cr_assert_str_eq(k.buf, "a <|entry <|e");
-    cr_assert_eq(stop_held(&m), 2);
+    feed(&s, " <|e<|");
+    cr_assert_str_eq(s.k.buf, "a <|entry <|e");
+    cr_assert_eq(stop_held(&s.m), 2);
 }
 
 Test(stop, flush_at_end_releases_the_held_bytes) {
-    static stop_matcher m;
-    const char *stops[] = {"###"};
-    init_stops(&m, stops, 1);
-    sink k = {0};
-    feed(&m, &k, "done ##");
-    cr_assert_str_eq(k.buf, "done ");
+    static stream s;
+    start(&s, (const char *const[]){"###", NULL});
+    feed(&s, "done ##");
+    cr_assert_str_eq(s.k.buf, "done ");
     stop_emit e;
-    stop_flush(&m, &e);
+    stop_flush(&s.m, &e);
     cr_assert(!e.matched);
-    take(&k, &e);
-    cr_assert_str_eq(k.buf, "done ##");
-    cr_assert_eq(stop_held(&m), 0);
+    take(&s.k, &e);
+    cr_assert_str_eq(s.k.buf, "done ##");
+    cr_assert_eq(stop_held(&s.m), 0);
 }
 
 Test(stop, earliest_full_match_wins_and_shorter_string_inside_a_longer) {
-    static stop_matcher m;
-    const char *stops[] = {"abcd", "bc"};
-    init_stops(&m, stops, 2);
-    sink k = {0};
-    feed(&m, &k, "xa");
-    feed(&m, &k, "bc");
-    cr_assert(k.matched);
-    cr_assert_str_eq(k.buf, "xa");
+    static stream s;
+    start(&s, (const char *const[]){"abcd", "bc", NULL});
+    feed(&s, "xa");
+    feed(&s, "bc");
+    cr_assert(s.k.matched);
+    cr_assert_str_eq(s.k.buf, "xa");
 }
 
 Test(stop, byte_by_byte_feeding_equals_whole_text) {
-    static stop_matcher m;
-    const char *stops[] = {"aab", "abab", "zz"};
+    static stream whole, s;
+    const char *const stops[] = {"aab", "abab", "zz", NULL};
     const char *text = "aaaabaaababz";
     /* Whole text first: the earliest full match is "aab" at offset 2. */
-    init_stops(&m, stops, 3);
-    sink whole = {0};
-    feed(&m, &whole, text);
-    cr_assert(whole.matched);
-    cr_assert_str_eq(whole.buf, "aa");
-    init_stops(&m, stops, 3);
-    sink k = {0};
+    start(&whole, stops);
+    feed(&whole, text);
+    cr_assert(whole.k.matched);
+    cr_assert_str_eq(whole.k.buf, "aa");
+    start(&s, stops);
     for (size_t i = 0; text[i]; i++) {
         char one[2] = {text[i], 0};
-        feed(&m, &k, one);
+        feed(&s, one);
     }
-    cr_assert(k.matched);
-    cr_assert_str_eq(k.buf, "aa");
+    cr_assert(s.k.matched);
+    cr_assert_str_eq(s.k.buf, "aa");
 }
 
 Test(stop, no_stop_strings_release_everything_at_once) {
-    static stop_matcher m;
-    init_stops(&m, NULL, 0);
-    sink k = {0};
-    feed(&m, &k, "all of it");
-    cr_assert_str_eq(k.buf, "all of it");
-    cr_assert_eq(stop_held(&m), 0);
+    static stream s;
+    start(&s, NULL);
+    feed(&s, "all of it");
+    cr_assert_str_eq(s.k.buf, "all of it");
+    cr_assert_eq(stop_held(&s.m), 0);
 }
 
 Test(stop, stop_token_ids_are_a_set) {
