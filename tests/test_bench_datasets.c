@@ -16,6 +16,7 @@
 #include "bench/workload/workload.h"
 #include "base/clock.h"
 #include "model/tokenizer.h"
+#include "support/bench_workload.h"
 #include "support/test_support.h"
 #include "test_bench_fake.h"
 
@@ -50,6 +51,29 @@ static void build_ok(workload *w, const char *text, workload_opts *o, bool with_
 static void build_as(workload *w, const char *text, bench_endpoint ep, bool with_tok) {
     workload_opts o = opts(ep);
     build_ok(w, text, &o, with_tok);
+}
+
+/* build_as a completions workload with the test model's tokenizer (the
+ * test is skipped without it), asserting the format it was read as. */
+static void build_tokenized(workload *w, const char *text, const char *format) {
+    REQUIRE_SHARED(MODEL);
+    build_as(w, text, BENCH_EP_COMPLETIONS, true);
+    cr_expect_str_eq(w->format, format);
+}
+
+/* A dataset text (a file named "f") that dataset_parse refuses, and what
+ * its message must hold. */
+typedef struct parse_case {
+    const char *text, *want;
+} parse_case;
+
+/* dataset_parse of case k (chat as dataset_parse takes it) fails with its
+ * message. */
+static void expect_parse_error(dataset *d, const parse_case *cases, size_t k, bool chat) {
+    tps_err e = {{0}};
+    const char *text = cases[k].text;
+    cr_expect_neq(dataset_parse(d, text, strlen(text), "f", chat, &e), 0, "case %zu", k);
+    cr_expect(strstr(e.msg, cases[k].want) != NULL, "case %zu: %s", k, e.msg);
 }
 
 /* The prompt of an item's body (completions), borrowed from *j which the caller frees. */
@@ -124,10 +148,8 @@ static const char *const SHAREGPT =
     "]\n";
 
 Test(bench_dataset, sharegpt_prompt_is_the_first_human_turn_and_max_tokens_the_replys_tokens) {
-    REQUIRE_SHARED(MODEL);
     workload w;
-    build_as(&w, SHAREGPT, BENCH_EP_COMPLETIONS, true);
-    cr_expect_str_eq(w.format, "sharegpt");
+    build_tokenized(&w, SHAREGPT, "sharegpt");
     cr_assert_eq(w.n, 2);
     json_t *j;
     cr_expect_str_eq(prompt_of(&w.items[0], &j), "Tell me a story");
@@ -177,9 +199,7 @@ Test(bench_dataset, sharegpt_output_len_overrides_the_reply_length) {
 }
 
 Test(bench_dataset, sharegpt_errors_name_the_line_and_the_entry) {
-    static const struct {
-        const char *text, *want;
-    } cases[] = {
+    static const parse_case cases[] = {
         {"[{\"conversations\": []},\n {\"conversations\": [{\"from\": \"human\"}]}]",
          "f:2: entry 1: conversations[0] must be an object"},
         {"[{\"conversations\": []},\n\n {\"conversations\": \"x\"}]",
@@ -191,10 +211,7 @@ Test(bench_dataset, sharegpt_errors_name_the_line_and_the_entry) {
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         dataset d;
-        tps_err e = {{0}};
-        cr_expect_neq(dataset_parse(&d, cases[k].text, strlen(cases[k].text), "f", true, &e), 0,
-                      "case %zu", k);
-        cr_expect(strstr(e.msg, cases[k].want) != NULL, "case %zu: %s", k, e.msg);
+        expect_parse_error(&d, cases, k, true);
         cr_expect_eq(d.n, 0);
     }
 }
@@ -208,10 +225,8 @@ static const char *const TRACE =
     "{\"timestamp\": 4000, \"input_length\": 40, \"output_length\": 7}\n";
 
 Test(bench_dataset, trace_prompts_have_the_asked_tokens_and_share_blocks_by_hash_id) {
-    REQUIRE_SHARED(MODEL);
     workload w;
-    build_as(&w, TRACE, BENCH_EP_COMPLETIONS, true);
-    cr_expect_str_eq(w.format, "trace");
+    build_tokenized(&w, TRACE, "trace");
     cr_expect_str_eq(w.input_source, "tokenizer");
     cr_assert(w.timed);
     cr_assert_eq(w.n, 4);
@@ -267,9 +282,7 @@ Test(bench_dataset, trace_send_times_are_from_the_first_timestamp_over_the_trace
 }
 
 Test(bench_dataset, trace_errors_name_the_line) {
-    static const struct {
-        const char *text, *want;
-    } cases[] = {
+    static const parse_case cases[] = {
         {"{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n{\"timestamp\": 1,",
          "f:2: column"},
         {"{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n\n"
@@ -288,10 +301,7 @@ Test(bench_dataset, trace_errors_name_the_line) {
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         dataset d;
-        tps_err e = {{0}};
-        cr_expect_neq(dataset_parse(&d, cases[k].text, strlen(cases[k].text), "f", false, &e), 0,
-                      "case %zu", k);
-        cr_expect(strstr(e.msg, cases[k].want) != NULL, "case %zu: %s", k, e.msg);
+        expect_parse_error(&d, cases, k, false);
     }
 }
 
@@ -308,11 +318,7 @@ Test(bench_dataset, a_trace_is_replayed_once_at_its_scaled_timestamps) {
     fake_server srv = {.mode = FAKE_OK, .tokens = 2, .per_event = 1};
     cr_assert_eq(fake_start(&srv), 0);
     /* neither --requests nor --duration: the trace bounds the run */
-    bench_config cfg = {.base_url = srv.url,
-                        .concurrency = 8,
-                        .timeout_s = 5,
-                        .idle_timeout_s = 5,
-                        .connect_timeout_s = 1};
+    bench_config cfg = test_bench_config(srv.url, 8, 0);
     bench_run_out out;
     tps_err e = {{0}};
     cr_assert_eq(bench_run(&out, &cfg, &w, &e), 0, "%s", e.msg);

@@ -187,12 +187,7 @@ Test(bench_client, nothing_listening_is_connect) {
     test_workload(&wl, 4, 4);
     char url[64]; /* a port we bound and closed: nothing listens there */
     snprintf(url, sizeof url, "http://127.0.0.1:%d", test_free_port());
-    bench_config cfg = {.base_url = url,
-                        .concurrency = 2,
-                        .requests = 3,
-                        .timeout_s = 5,
-                        .idle_timeout_s = 5,
-                        .connect_timeout_s = 1};
+    bench_config cfg = test_bench_config(url, 2, 3);
     bench_run_out out;
     test_bench_run(&out, &cfg, &wl);
     cr_expect_eq(count_kind(&out, BENCH_ERR_CONNECT), 3);

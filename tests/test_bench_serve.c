@@ -56,13 +56,8 @@ Test(bench_serve, tokens_match_usage_and_metrics_and_latencies_add_up, .timeout 
     double before = serve_proc_metric(&s, "tps_generation_tokens_total");
     workload wl;
     make_workload(&wl, 24, 16);
-    bench_config cfg = {.base_url = s.url,
-                        .concurrency = 4,
-                        .requests = 16,
-                        .timeout_s = 60,
-                        .idle_timeout_s = 30,
-                        .connect_timeout_s = 5,
-                        .keep_text = true};
+    bench_config cfg = test_bench_config(s.url, 4, 16);
+    cfg.keep_text = true;
     bench_run_out out;
     test_bench_run(&out, &cfg, &wl);
     double after = serve_proc_metric(&s, "tps_generation_tokens_total");
@@ -107,16 +102,11 @@ Test(bench_serve, open_loop_above_capacity_shows_scheduled_latency_above_sent, .
     workload wl;
     make_workload(&wl, 32, 24);
     /* 200 req/s with at most 2 in flight is far above what 2 streams of 32 tokens sustain */
-    bench_config cfg = {.base_url = s.url,
-                        .concurrency = 2,
-                        .rate = 200,
-                        .arrival = LOAD_ARRIVAL_POISSON,
-                        .burstiness = 1,
-                        .requests = 24,
-                        .timeout_s = 60,
-                        .idle_timeout_s = 30,
-                        .connect_timeout_s = 5,
-                        .seed = 7};
+    bench_config cfg = test_bench_config(s.url, 2, 24);
+    cfg.rate = 200;
+    cfg.arrival = LOAD_ARRIVAL_POISSON;
+    cfg.burstiness = 1;
+    cfg.seed = 7;
     bench_run_out out;
     test_bench_run(&out, &cfg, &wl);
     serve_stop(&s);

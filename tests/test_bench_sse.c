@@ -131,21 +131,21 @@ Test(bench_sse, an_event_over_the_limit_is_an_error_not_a_memory_sink) {
     sse_reader_free(&p);
 }
 
+/* An event callback that counts its calls in ctx and stops the feed with 7. */
+static int stop(void *ctx, const sse_read_event *ev) {
+    (void)ev;
+    ++*(int *)ctx;
+    return 7;
+}
+
 Test(bench_sse, callback_can_stop_the_feed) {
     sse_reader p;
     tps_err e = {{0}};
     sse_reader_init(&p, 0, &e);
     int calls = 0;
-    int stop(void *ctx, const sse_read_event *ev);
     cr_expect_eq(sse_reader_feed(&p, "data: 1\n\ndata: 2\n\n", 18, stop, &calls, &e), 7);
     cr_expect_eq(calls, 1);
     sse_reader_free(&p);
-}
-
-int stop(void *ctx, const sse_read_event *ev) {
-    (void)ev;
-    ++*(int *)ctx;
-    return 7;
 }
 
 /* ---- OpenAI events ----------------------------------------------------------------------- */

@@ -153,13 +153,8 @@ Test(bench_stamps, a_burst_on_many_connections_is_stamped_before_any_parse, .tim
     snprintf(url, sizeof url, "http://127.0.0.1:%d", s.port);
     workload wl;
     test_workload(&wl, 64, 4);
-    bench_config cfg = {.base_url = url,
-                        .concurrency = K_CONNS,
-                        .requests = K_CONNS,
-                        .client_threads = 1,
-                        .timeout_s = 30,
-                        .idle_timeout_s = 20,
-                        .connect_timeout_s = 5};
+    bench_config cfg = test_bench_config(url, K_CONNS, K_CONNS);
+    cfg.client_threads = 1;
     bench_run_out out;
     test_bench_run(&out, &cfg, &wl);
     pthread_join(s.th, NULL);

@@ -30,13 +30,8 @@ typedef struct trust_run {
 
 static void run(trust_run *t, uint64_t requests, uint32_t concurrency) {
     cr_assert_eq(fake_start(&t->srv), 0, "cannot start the fake server");
-    t->cfg = (bench_config){.base_url = t->srv.url,
-                            .concurrency = concurrency,
-                            .requests = requests,
-                            .timeout_s = 60,
-                            .idle_timeout_s = 10,
-                            .connect_timeout_s = 2,
-                            .keep_text = true};
+    t->cfg = test_bench_config(t->srv.url, concurrency, requests);
+    t->cfg.keep_text = true;
     test_workload(&t->wl, (uint32_t)t->srv.tokens, 16);
     test_bench_run(&t->out, &t->cfg, &t->wl);
     fake_stop(&t->srv);

@@ -161,11 +161,21 @@ Test(reliability, prompt_tokens_and_max_tokens_caps_are_enforced, .timeout = 30)
  * Timeouts: slowloris body, idle keep-alive
  * ------------------------------------------------------------------------- */
 
-Test(reliability, slowloris_body_is_dropped_without_holding_a_kv_block, .timeout = 30) {
-    FIXTURE_CONFIG(f, c);
+/* Serves the model into f with a 1 s timeout (the test is skipped without
+ * the model), so a client that outlasts it is seen within seconds; returns
+ * a raw connection to it (-1 when it fails). */
+static int serve_short_timeout(server_fixture *f) {
+    REQUIRE_SHARED(FIXTURE_MODEL);
+    server_config c;
+    fixture_defaults(&c, f);
     c.timeout_s = 1;
-    fixture_start(&f, &c, true);
-    int fd = raw_connect(f.port, 0);
+    fixture_start(f, &c, true);
+    return raw_connect(f->port, 0);
+}
+
+Test(reliability, slowloris_body_is_dropped_without_holding_a_kv_block, .timeout = 30) {
+    server_fixture f;
+    int fd = serve_short_timeout(&f);
     cr_assert_geq(fd, 0);
     const char *head = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                        "application/json\r\nContent-Length: 200\r\n\r\n{\"prompt\":\"";
@@ -194,10 +204,8 @@ Test(reliability, slowloris_body_is_dropped_without_holding_a_kv_block, .timeout
 }
 
 Test(reliability, idle_keep_alive_connection_is_closed_after_the_timeout, .timeout = 30) {
-    FIXTURE_CONFIG(f, c);
-    c.timeout_s = 1;
-    fixture_start(&f, &c, true);
-    int fd = raw_connect(f.port, 0);
+    server_fixture f;
+    int fd = serve_short_timeout(&f);
     const char *req = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     cr_assert(raw_send_all(fd, req, strlen(req)));
     char buf[4096];

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,13 +112,28 @@ static int cmp_long(const void *a, const void *b) {
  * Grammars
  * ------------------------------------------------------------------------- */
 
+/* A completions body: the JSON fields that fmt formats, then "grammar"
+ * holding g's text (escaped for JSON already). Frees g; the caller frees
+ * the body. */
+__attribute__((format(printf, 2, 3))) static char *grammar_body(sbuf *g, const char *fmt, ...) {
+    char fields[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(fields, sizeof fields, fmt, ap);
+    va_end(ap);
+    sbuf b;
+    sbuf_init(&b);
+    sbuf_printf(&b, "{%s,\"grammar\":\"%s\"}", fields, g->p);
+    sbuf_free(g);
+    return b.p;
+}
+
 /* The issue's grammar: 2^15 paths through t0..t14 into a 3500-rule chain;
  * compiling it expands for a long while (then refuses it as too ambiguous,
  * or takes it). end is the chain's last literal. As a completions body. */
 static char *chain_body(char end, int n) {
-    sbuf g, b;
+    sbuf g;
     sbuf_init(&g);
-    sbuf_init(&b);
     sbuf_adds(&g, "root ::= t0\\n");
     for (int i = 0; i < 14; i++)
         sbuf_printf(&g, "t%d ::= t%d | t%d\\n", i, i + 1, i + 1);
@@ -125,28 +141,23 @@ static char *chain_body(char end, int n) {
     for (int i = 0; i < 3500; i++)
         sbuf_printf(&g, "c%d ::= c%d\\n", i, i + 1);
     sbuf_printf(&g, "c3500 ::= \\\"%c\\\"\\n", end);
-    sbuf_printf(&b, "{\"prompt\":\"hi\",\"max_tokens\":4,\"n\":%d,\"grammar\":\"%s\"}", n, g.p);
-    sbuf_free(&g);
-    return b.p;
+    return grammar_body(&g, "\"prompt\":\"hi\",\"max_tokens\":4,\"n\":%d", n);
 }
 
 /* 20 rules of [lo-z]{0,10000}: a 600-byte grammar that compiles to ~16 MiB. */
 static char *repeat_body(char lo, int max_tokens, bool stream) {
-    sbuf g, b;
+    sbuf g;
     sbuf_init(&g);
-    sbuf_init(&b);
     sbuf_adds(&g, "root ::=");
     for (int i = 0; i < 20; i++)
         sbuf_printf(&g, " r%d", i);
     sbuf_adds(&g, "\\n");
     for (int i = 0; i < 20; i++)
         sbuf_printf(&g, "r%d ::= [%c-z]{0,10000}\\n", i, lo);
-    sbuf_printf(&b,
-                "{\"prompt\":\"Once\",\"max_tokens\":%d,\"temperature\":0,\"ignore_eos\":true,"
-                "\"stream\":%s,\"grammar\":\"%s\"}",
-                max_tokens, stream ? "true" : "false", g.p);
-    sbuf_free(&g);
-    return b.p;
+    return grammar_body(&g,
+                        "\"prompt\":\"Once\",\"max_tokens\":%d,\"temperature\":0,"
+                        "\"ignore_eos\":true,\"stream\":%s",
+                        max_tokens, stream ? "true" : "false");
 }
 
 typedef struct bg_post {
@@ -275,15 +286,12 @@ Test(bounds, per_request_grammar_limits_refuse_naming_the_limit, .timeout = 60) 
 
 /* 4 rules of [lo-z]{0,10000} separated by spaces: ~3.3 MiB compiled. */
 static char *spaced_body(char lo, int max_tokens) {
-    sbuf g, b;
+    sbuf g;
     sbuf_init(&g);
-    sbuf_init(&b);
     sbuf_adds(&g, "root ::= r0 \\\" \\\" r1 \\\" \\\" r2 \\\" \\\" r3\\n");
     for (int i = 0; i < 4; i++)
         sbuf_printf(&g, "r%d ::= [%c-z]{0,10000}\\n", i, lo);
-    sbuf_printf(&b, "{\"prompt\":\"Once\",\"max_tokens\":%d,\"grammar\":\"%s\"}", max_tokens, g.p);
-    sbuf_free(&g);
-    return b.p;
+    return grammar_body(&g, "\"prompt\":\"Once\",\"max_tokens\":%d", max_tokens);
 }
 
 #define N_AHEAD 64

@@ -18,6 +18,15 @@ void test_workload(workload *wl, uint32_t out_tokens, size_t n) {
     cr_assert_eq(workload_build(wl, &o, &e), 0, "%s", e.msg);
 }
 
+bench_config test_bench_config(const char *url, uint32_t concurrency, uint64_t requests) {
+    return (bench_config){.base_url = url,
+                          .concurrency = concurrency,
+                          .requests = requests,
+                          .timeout_s = 60,
+                          .idle_timeout_s = 30,
+                          .connect_timeout_s = 5};
+}
+
 void test_bench_run(bench_run_out *out, const bench_config *cfg, const workload *wl) {
     tps_err e = {{0}};
     cr_assert_eq(bench_run(out, cfg, wl, &e), 0, "%s", e.msg);
