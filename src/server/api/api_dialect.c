@@ -6,6 +6,13 @@
 #include <stdio.h>
 #include <string.h>
 
+int api_at_most(json_t *arr, size_t max, const char *param, const char *units, oai_error *e) {
+    if (json_array_size(arr) <= max) return 0;
+    return oai_error_set(e, 400, "invalid_request_error", param, "invalid_value",
+                         "%s has %zu %s; at most %zu are accepted", param, json_array_size(arr),
+                         units, max);
+}
+
 int api_join_text(json_t *content, const char *param, const char *const *types, json_t **out,
                   oai_error *e) {
     if (json_is_string(content)) {
@@ -15,10 +22,7 @@ int api_join_text(json_t *content, const char *param, const char *const *types, 
     if (!json_is_array(content))
         return oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
                              "%s must be a string or an array of text parts", param);
-    if (json_array_size(content) > API_MAX_PARTS)
-        return oai_error_set(e, 400, "invalid_request_error", param, "invalid_value",
-                             "%s has %zu parts; at most %d are accepted", param,
-                             json_array_size(content), API_MAX_PARTS);
+    if (api_at_most(content, API_MAX_PARTS, param, "parts", e)) return TPS_EINVAL;
     sbuf b;
     sbuf_init(&b);
     size_t i;
@@ -49,18 +53,27 @@ int api_join_text(json_t *content, const char *param, const char *const *types, 
     return *out ? 0 : api_oom(e);
 }
 
-int api_tools_begin(json_t *root, json_t *chat, json_t **tools, json_t **out, oai_error *e) {
-    *tools = json_object_get(root, "tools");
-    if (!*tools || json_is_null(*tools)) return 1;
-    if (!json_is_array(*tools))
+int api_build_tools(json_t *root, json_t *chat, api_tool_fn *fn, const oai_policy *p,
+                    oai_request *r, oai_error *e) {
+    json_t *tools = json_object_get(root, "tools");
+    if (!tools || json_is_null(tools)) return 0;
+    if (!json_is_array(tools))
         return oai_error_set(e, 400, "invalid_request_error", "tools", "invalid_type",
                              "tools must be an array");
-    if (json_array_size(*tools) > API_MAX_TOOLS)
-        return oai_error_set(e, 400, "invalid_request_error", "tools", "invalid_value",
-                             "tools has %zu tools; at most %d are accepted",
-                             json_array_size(*tools), API_MAX_TOOLS);
-    *out = json_array();
-    return api_set_new(chat, "tools", *out, e);
+    if (api_at_most(tools, API_MAX_TOOLS, "tools", "tools", e)) return TPS_EINVAL;
+    json_t *out = json_array(), *t;
+    if (api_set_new(chat, "tools", out, e)) return TPS_EINVAL;
+    size_t i;
+    json_array_foreach(tools, i, t) {
+        char param[32], prefix[40];
+        snprintf(param, sizeof param, "tools[%zu]", i);
+        snprintf(prefix, sizeof prefix, "%s.", param);
+        json_t *f = fn(t, param, prefix, p, r, e);
+        if (!f ||
+            api_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", f), e))
+            return TPS_EINVAL;
+    }
+    return 0;
 }
 
 int api_oom(oai_error *e) {
@@ -117,8 +130,10 @@ void api_error_rename(oai_error *e, oai_dialect d) {
     }
 }
 
-int api_chat_parse(oai_request *r, json_t *chat, oai_dialect d, const char *ignored,
-                   uint32_t n_ignored, oai_error *e) {
+int api_chat_parse(oai_request *r, json_t *chat, oai_dialect d, oai_error *e) {
+    char ignored[OAI_IGNORED_MAX]; /* oai_parse_root starts r afresh */
+    snprintf(ignored, sizeof ignored, "%s", r->ignored);
+    uint32_t n_ignored = r->n_ignored;
     int rc = oai_parse_root(r, chat, NULL, e);
     if (rc) {
         api_error_rename(e, d);

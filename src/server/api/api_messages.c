@@ -218,10 +218,7 @@ static int build_messages(json_t *root, json_t *chat, const oai_policy *p, oai_r
         return oai_error_set(e, 400, "invalid_request_error", "messages",
                              in ? "invalid_type" : "missing_required_parameter",
                              "messages must be a non-empty array of messages");
-    if (json_array_size(in) > API_MAX_ITEMS)
-        return oai_error_set(e, 400, "invalid_request_error", "messages", "invalid_value",
-                             "messages has %zu messages; at most %d are accepted",
-                             json_array_size(in), API_MAX_ITEMS);
+    if (api_at_most(in, API_MAX_ITEMS, "messages", "messages", e)) return TPS_EINVAL;
     size_t i;
     json_t *m;
     json_array_foreach(in, i, m) {
@@ -234,35 +231,32 @@ static int build_messages(json_t *root, json_t *chat, const oai_policy *p, oai_r
  * Tools, tool_choice, thinking, the rest
  * ------------------------------------------------------------------------- */
 
-static int build_tools(json_t *root, json_t *chat, const oai_policy *p, oai_request *r,
-                       oai_error *e) {
-    json_t *tools, *out;
-    int rc = api_tools_begin(root, chat, &tools, &out, e);
-    if (rc) return rc < 0 ? rc : 0;
-    size_t i;
-    json_t *t;
-    json_array_foreach(tools, i, t) {
-        char param[32], prefix[40];
-        snprintf(param, sizeof param, "tools[%zu]", i);
-        snprintf(prefix, sizeof prefix, "%s.", param);
-        const char *type = json_string_value(json_object_get(t, "type"));
-        if (json_is_object(t) && type && strcmp(type, "custom"))
-            return oai_error_set(e, 400, "invalid_request_error", param, "unsupported_parameter",
-                                 "%s: the built-in tool \"%.40s\" is not supported: only custom "
-                                 "tools (name, input_schema) run here",
-                                 param, type);
-        if (!json_is_object(t) || !json_is_string(json_object_get(t, "name")) ||
-            !json_is_object(json_object_get(t, "input_schema")))
-            return bad(e, param, "invalid_value", "must be {name, description?, input_schema}");
-        if (oai_check_table(t, API_ROWS(TOOL), EP, prefix, p, r, e)) return TPS_EINVAL;
-        json_t *fn = json_pack("{s:O, s:O}", "name", json_object_get(t, "name"), "parameters",
-                               json_object_get(t, "input_schema"));
-        json_t *d = json_object_get(t, "description");
-        if (fn && d && json_object_set(fn, "description", d)) return api_oom(e);
-        if (api_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn), e))
-            return TPS_EINVAL;
+/* One custom tool {name, description?, input_schema} as a chat function. */
+static json_t *tool_function(json_t *t, const char *param, const char *prefix, const oai_policy *p,
+                             oai_request *r, oai_error *e) {
+    const char *type = json_string_value(json_object_get(t, "type"));
+    if (json_is_object(t) && type && strcmp(type, "custom")) {
+        oai_error_set(e, 400, "invalid_request_error", param, "unsupported_parameter",
+                      "%s: the built-in tool \"%.40s\" is not supported: only custom "
+                      "tools (name, input_schema) run here",
+                      param, type);
+        return NULL;
     }
-    return 0;
+    if (!json_is_object(t) || !json_is_string(json_object_get(t, "name")) ||
+        !json_is_object(json_object_get(t, "input_schema"))) {
+        bad(e, param, "invalid_value", "must be {name, description?, input_schema}");
+        return NULL;
+    }
+    if (oai_check_table(t, API_ROWS(TOOL), EP, prefix, p, r, e)) return NULL;
+    json_t *fn = json_pack("{s:O, s:O}", "name", json_object_get(t, "name"), "parameters",
+                           json_object_get(t, "input_schema"));
+    json_t *d = json_object_get(t, "description");
+    if (!fn || (d && json_object_set(fn, "description", d))) {
+        json_decref(fn);
+        api_oom(e);
+        return NULL;
+    }
+    return fn;
 }
 
 /* {type: auto | any | tool (name) | none, disable_parallel_tool_use}. */
@@ -334,25 +328,17 @@ static int copy_same(json_t *root, json_t *chat, bool counting, oai_error *e) {
 int api_messages_parse(oai_request *r, const char *body, size_t len, bool counting,
                        const oai_policy *p, oai_error *e) {
     memset(r, 0, sizeof *r);
-    json_error_t jerr;
-    json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, &jerr), *chat = json_object();
+    json_t *root = oai_body_object(body, len, e);
+    if (!root) return TPS_EINVAL;
+    json_t *chat = json_object();
     int rc = TPS_EINVAL;
-    if (!root) {
-        oai_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
-                      "invalid JSON in the request body at line %d, column %d: %s", jerr.line,
-                      jerr.column, jerr.text);
-    } else if (!json_is_object(root)) {
-        oai_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
-                      "the request body must be a JSON object");
-    } else if (!chat) {
+    if (!chat) {
         api_oom(e);
     } else if (!oai_check_table(root, API_ROWS(FIELDS), EP, "", p, r, e) &&
                !build_messages(root, chat, p, r, e) && !copy_same(root, chat, counting, e) &&
-               !build_tools(root, chat, p, r, e) && !build_tool_choice(root, chat, e) &&
-               !build_thinking(root, chat, e)) {
-        char ignored[OAI_IGNORED_MAX];
-        snprintf(ignored, sizeof ignored, "%s", r->ignored);
-        rc = api_chat_parse(r, chat, OAI_DIALECT_MESSAGES, ignored, r->n_ignored, e);
+               !api_build_tools(root, chat, tool_function, p, r, e) &&
+               !build_tool_choice(root, chat, e) && !build_thinking(root, chat, e)) {
+        rc = api_chat_parse(r, chat, OAI_DIALECT_MESSAGES, e);
         chat = NULL; /* taken */
     }
     json_decref(chat);

@@ -259,10 +259,7 @@ static int build_input(conv *c, json_t *root, oai_error *e) {
     if (!json_is_array(in))
         return oai_error_set(e, 400, "invalid_request_error", "input", "invalid_type",
                              "input must be a string or an array of input items");
-    if (json_array_size(in) > API_MAX_ITEMS)
-        return oai_error_set(e, 400, "invalid_request_error", "input", "invalid_value",
-                             "input has %zu items; at most %d are accepted", json_array_size(in),
-                             API_MAX_ITEMS);
+    if (api_at_most(in, API_MAX_ITEMS, "input", "items", e)) return TPS_EINVAL;
     size_t i;
     json_t *it;
     json_array_foreach(in, i, it) {
@@ -308,37 +305,30 @@ static int build_previous(conv *c, json_t *root, api_lookup_fn lookup, void *ctx
  * Tools, formats, reasoning
  * ------------------------------------------------------------------------- */
 
-static int build_tool(conv *c, json_t *t, size_t i, json_t *out, oai_error *e) {
-    char param[32], prefix[40];
-    snprintf(param, sizeof param, "tools[%zu]", i);
-    snprintf(prefix, sizeof prefix, "%s.", param);
+/* One function tool {type: "function", name, description?, parameters,
+ * strict?} as a chat function. */
+static json_t *tool_function(json_t *t, const char *param, const char *prefix, const oai_policy *p,
+                             oai_request *r, oai_error *e) {
     const char *type = json_string_value(json_object_get(t, "type"));
-    if (!json_is_object(t) || !type)
-        return oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
-                             "%s must be an object with a \"type\"", param);
-    if (strcmp(type, "function"))
-        return oai_error_set(e, 400, "invalid_request_error", param, "unsupported_parameter",
-                             "%s: the built-in tool \"%.40s\" is not supported: only function "
-                             "tools run here (the client runs them)",
-                             param, type);
-    if (oai_check_table(t, API_ROWS(FUNCTION_TOOL), EP, prefix, c->p, c->r, e)) return TPS_EINVAL;
+    if (!json_is_object(t) || !type) {
+        oai_error_set(e, 400, "invalid_request_error", param, "invalid_type",
+                      "%s must be an object with a \"type\"", param);
+        return NULL;
+    }
+    if (strcmp(type, "function")) {
+        oai_error_set(e, 400, "invalid_request_error", param, "unsupported_parameter",
+                      "%s: the built-in tool \"%.40s\" is not supported: only function "
+                      "tools run here (the client runs them)",
+                      param, type);
+        return NULL;
+    }
+    if (oai_check_table(t, API_ROWS(FUNCTION_TOOL), EP, prefix, p, r, e)) return NULL;
     json_t *fn = json_object();
+    if (!fn) return api_oom(e), NULL;
     const char *keys[] = {"name", "description", "parameters", "strict"};
     for (size_t k = 0; k < 4; k++)
-        if (api_copy(t, keys[k], fn, keys[k], e)) return json_decref(fn), TPS_EINVAL;
-    return api_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", fn), e);
-}
-
-static int build_tools(conv *c, json_t *root, json_t *chat, oai_error *e) {
-    json_t *tools, *out;
-    int rc = api_tools_begin(root, chat, &tools, &out, e);
-    if (rc) return rc < 0 ? rc : 0;
-    size_t i;
-    json_t *t;
-    json_array_foreach(tools, i, t) {
-        if (build_tool(c, t, i, out, e)) return TPS_EINVAL;
-    }
-    return 0;
+        if (api_copy(t, keys[k], fn, keys[k], e)) return json_decref(fn), NULL;
+    return fn;
 }
 
 /* "auto" | "none" | "required" | {"type": "function", "name"}. */
@@ -499,8 +489,9 @@ static int build_chat(conv *c, json_t *root, json_t *chat, api_lookup_fn lookup,
     }
     json_array_extend(msgs, c->msgs);
     if (api_set_new(chat, "messages", msgs, e) || copy_same(root, chat, e) ||
-        build_tools(c, root, chat, e) || build_tool_choice(root, chat, e) ||
-        build_text(root, chat, e) || build_reasoning(root, chat, e) || check_include(root, e))
+        api_build_tools(root, chat, tool_function, c->p, c->r, e) ||
+        build_tool_choice(root, chat, e) || build_text(root, chat, e) ||
+        build_reasoning(root, chat, e) || check_include(root, e))
         return TPS_EINVAL;
     return 0;
 }
@@ -508,22 +499,11 @@ static int build_chat(conv *c, json_t *root, json_t *chat, api_lookup_fn lookup,
 int api_responses_parse(oai_request *r, const char *body, size_t len, const oai_policy *p,
                         api_lookup_fn lookup, void *lookup_ctx, oai_error *e) {
     memset(r, 0, sizeof *r);
-    json_error_t jerr;
-    json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, &jerr), *chat = NULL;
+    json_t *root = oai_body_object(body, len, e), *chat = NULL;
     conv c = {.msgs = json_array(), .p = p, .r = r};
     int rc = TPS_EINVAL;
     bool store = true;
-    if (!root) {
-        oai_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
-                      "invalid JSON in the request body at line %d, column %d: %s", jerr.line,
-                      jerr.column, jerr.text);
-        goto done;
-    }
-    if (!json_is_object(root)) {
-        oai_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
-                      "the request body must be a JSON object");
-        goto done;
-    }
+    if (!root) goto done;
     json_t *st = json_object_get(root, "store");
     if (st && !json_is_null(st) && !json_is_boolean(st)) {
         oai_error_set(e, 400, "invalid_request_error", "store", "invalid_type",
@@ -539,10 +519,7 @@ int api_responses_parse(oai_request *r, const char *body, size_t len, const oai_
     if (oai_check_table(root, API_ROWS(FIELDS), EP, "", p, r, e) ||
         build_chat(&c, root, chat, lookup, lookup_ctx, e))
         goto done;
-    char ignored[OAI_IGNORED_MAX];
-    snprintf(ignored, sizeof ignored, "%s", r->ignored);
-    uint32_t n_ignored = r->n_ignored;
-    rc = api_chat_parse(r, chat, OAI_DIALECT_RESPONSES, ignored, n_ignored, e);
+    rc = api_chat_parse(r, chat, OAI_DIALECT_RESPONSES, e);
     chat = NULL; /* taken */
     if (rc) goto done;
     r->store = store;

@@ -200,6 +200,9 @@ int oai_check_table(struct json_t *obj, const oai_field *t, size_t n, const char
  * generation prompt. Borrowed from r. */
 chat_request oai_chat_inputs(const oai_request *r);
 
+/* body[0..len) parsed as one JSON object: a new reference, or NULL with e
+ * a 400 invalid_json (malformed JSON names line and column). */
+struct json_t *oai_body_object(const char *body, size_t len, oai_error *e);
 /* Fills e; param and code may be NULL. Returns TPS_EINVAL. */
 int oai_error_set(oai_error *e, int status, const char *type, const char *param, const char *code,
                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));

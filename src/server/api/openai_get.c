@@ -1,7 +1,9 @@
 /* The bottom of the openai*.c files, which all call down to it: the
- * {"error": {...}} shape every failure is answered with, and the typed
- * getters every field is read through (they name the field in the 400 when
- * its type or value is wrong; null counts as absent, as in OpenAI's API).
+ * {"error": {...}} shape every failure is answered with, the request body
+ * read as one JSON object (the same 400 for every endpoint when it is not),
+ * and the typed getters every field is read through (they name the field in
+ * the 400 when its type or value is wrong; null counts as absent, as in
+ * OpenAI's API).
  *
  * Not here: which fields exist (openai_fields.c), what they mean. */
 #include "server/api/openai_internal.h"
@@ -26,6 +28,22 @@ int oai_error_set(oai_error *e, int status, const char *type, const char *param,
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
     return TPS_EINVAL;
+}
+
+json_t *oai_body_object(const char *body, size_t len, oai_error *e) {
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, &jerr);
+    if (!root)
+        oai_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
+                      "invalid JSON in the request body at line %d, column %d: %s", jerr.line,
+                      jerr.column, jerr.text);
+    else if (!json_is_object(root)) {
+        oai_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
+                      "the request body must be a JSON object");
+        json_decref(root);
+        root = NULL;
+    }
+    return root;
 }
 
 void oai_error_json(const oai_error *e, sbuf *out) {

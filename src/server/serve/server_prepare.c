@@ -26,20 +26,8 @@
 /* Parses a JSON object body for /tokenize and /detokenize; NULL with j->e
  * set on failure. */
 static json_t *json_body(work_job *j, const char *body, size_t len) {
-    json_error_t jerr;
-    json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, &jerr);
-    if (!root || !json_is_object(root)) {
-        j->failed = true;
-        if (root)
-            oai_error_set(&j->e, 400, "invalid_request_error", NULL, "invalid_json",
-                          "the request body must be a JSON object");
-        else
-            oai_error_set(&j->e, 400, "invalid_request_error", NULL, "invalid_json",
-                          "invalid JSON in the request body at line %d, column %d: %s", jerr.line,
-                          jerr.column, jerr.text);
-        json_decref(root);
-        return NULL;
-    }
+    json_t *root = oai_body_object(body, len, &j->e);
+    if (!root) j->failed = true;
     return root;
 }
 

@@ -14,27 +14,26 @@
 
 #define HERMES_RESULT .res_open = "<tool_response>\n", .res_close = "\n</tool_response>"
 #define JSON_CALL     .args = TOOL_ARGS_CALL, .name_key = "name", .args_key = "arguments"
+/* Mistral's two forms answer alike and share their markers */
+#define MISTRAL_COMMON                                                                             \
+    .list = TOOL_LIST_MISTRAL,                                                                     \
+    .res_open = "[TOOL_RESULTS] {\"content\": ", .res_close = "}[/TOOL_RESULTS]",                  \
+    .res_json = true, .specials = {MISTRAL_CALLS, MISTRAL_ARGS}
+/* DeepSeek V3 and V3.1 differ inside a call, not around it */
+#define DS_COMMON                                                                                  \
+    .sec_open = DS_CALLS_BEGIN, .sec_close = DS_CALLS_END, .args = TOOL_ARGS_OBJECT,               \
+    HERMES_RESULT, .specials = {DS_CALLS_BEGIN, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END, DS_SEP}
+/* Hermes's calls; generic (a template no row recognises) writes them too */
+#define HERMES_CALLS                                                                               \
+    .call_open = "<tool_call>\n", .call_sep = "\n", .call_close = "\n</tool_call>", JSON_CALL,     \
+    HERMES_RESULT, .specials = {"<tool_call>", "</tool_call>"}
 /* a JSON list of calls inside a section, ", " between them */
 #define JSON_LIST(open, close)                                                                     \
     .sec_open = open, .sec_close = close, .call_sep = ", ", JSON_CALL, HERMES_RESULT
 
 static const tool_syntax ROWS[TOOL_FMT_COUNT] = {
-    [TOOL_FMT_HERMES] = {.name = "hermes",
-                         .call_open = "<tool_call>\n",
-                         .call_sep = "\n",
-                         .call_close = "\n</tool_call>",
-                         JSON_CALL,
-                         .list = TOOL_LIST_HERMES,
-                         HERMES_RESULT,
-                         .specials = {"<tool_call>", "</tool_call>"}},
-    [TOOL_FMT_GENERIC] = {.name = "generic",
-                          .call_open = "<tool_call>\n",
-                          .call_sep = "\n",
-                          .call_close = "\n</tool_call>",
-                          JSON_CALL,
-                          .list = TOOL_LIST_GENERIC,
-                          HERMES_RESULT,
-                          .specials = {"<tool_call>", "</tool_call>"}},
+    [TOOL_FMT_HERMES] = {.name = "hermes", HERMES_CALLS, .list = TOOL_LIST_HERMES},
+    [TOOL_FMT_GENERIC] = {.name = "generic", HERMES_CALLS, .list = TOOL_LIST_GENERIC},
     [TOOL_FMT_LLAMA3] = {.name = "llama3",
                          .args = TOOL_ARGS_CALL,
                          .name_key = "name",
@@ -49,47 +48,29 @@ static const tool_syntax ROWS[TOOL_FMT_COUNT] = {
                           .call_sep = ", ",
                           JSON_CALL,
                           .also = TOOL_FMT_MISTRAL_V11,
-                          .list = TOOL_LIST_MISTRAL,
-                          .res_open = "[TOOL_RESULTS] {\"content\": ",
-                          .res_close = "}[/TOOL_RESULTS]",
-                          .res_json = true,
-                          .specials = {MISTRAL_CALLS, MISTRAL_ARGS}},
+                          MISTRAL_COMMON},
     [TOOL_FMT_MISTRAL_V11] = {.name = "mistral-v11",
                               .call_open = MISTRAL_CALLS,
                               .name_close = MISTRAL_ARGS,
                               .args = TOOL_ARGS_OBJECT,
                               .also = TOOL_FMT_MISTRAL,
-                              .list = TOOL_LIST_MISTRAL,
-                              .res_open = "[TOOL_RESULTS] {\"content\": ",
-                              .res_close = "}[/TOOL_RESULTS]",
-                              .res_json = true,
-                              .specials = {MISTRAL_CALLS, MISTRAL_ARGS}},
+                              MISTRAL_COMMON},
     [TOOL_FMT_APRIEL] = {.name = "apriel",
                          JSON_LIST(APRIEL_OPEN "[", "]" APRIEL_CLOSE),
                          .specials = {APRIEL_OPEN, APRIEL_CLOSE}},
     [TOOL_FMT_DEEPSEEK] = {.name = "deepseek",
-                           .sec_open = DS_CALLS_BEGIN,
-                           .sec_close = DS_CALLS_END,
+                           DS_COMMON,
                            .call_open = DS_CALL_BEGIN "function" DS_SEP,
                            .call_sep = "\n",
                            .name_close = "\n```json\n",
                            .call_close = "\n```" DS_CALL_END,
-                           .args = TOOL_ARGS_OBJECT,
-                           .also = TOOL_FMT_DEEPSEEK_V31,
-                           HERMES_RESULT,
-                           .specials = {DS_CALLS_BEGIN, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END,
-                                        DS_SEP}},
+                           .also = TOOL_FMT_DEEPSEEK_V31},
     [TOOL_FMT_DEEPSEEK_V31] = {.name = "deepseek-v3.1",
-                               .sec_open = DS_CALLS_BEGIN,
-                               .sec_close = DS_CALLS_END,
+                               DS_COMMON,
                                .call_open = DS_CALL_BEGIN,
                                .name_close = DS_SEP,
                                .call_close = DS_CALL_END,
-                               .args = TOOL_ARGS_OBJECT,
-                               .also = TOOL_FMT_DEEPSEEK,
-                               HERMES_RESULT,
-                               .specials = {DS_CALLS_BEGIN, DS_CALLS_END, DS_CALL_BEGIN,
-                                            DS_CALL_END, DS_SEP}},
+                               .also = TOOL_FMT_DEEPSEEK},
     /* the model writes the channel form; the template's history the role
      * form; the text read is what harmony.h hands on as calls */
     [TOOL_FMT_HARMONY] = {.name = "harmony",
