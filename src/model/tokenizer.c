@@ -29,9 +29,6 @@ int32_t tokenizer_bos(const tokenizer *t) {
 int32_t tokenizer_eos(const tokenizer *t) {
     return t->eos;
 }
-int32_t tokenizer_eot(const tokenizer *t) {
-    return t->eot;
-}
 int32_t tokenizer_unk(const tokenizer *t) {
     return t->unk;
 }

@@ -80,7 +80,6 @@ uint32_t tokenizer_n_vocab(const tokenizer *t);
 /* Special ids, TOKEN_NONE when the vocab has none. */
 int32_t tokenizer_bos(const tokenizer *t);
 int32_t tokenizer_eos(const tokenizer *t);
-int32_t tokenizer_eot(const tokenizer *t); /* end of turn, e.g. <|eot_id|> */
 int32_t tokenizer_unk(const tokenizer *t);
 int32_t tokenizer_pad(const tokenizer *t);
 /* What TOK_ENCODE_ADD_SPECIAL adds. */
