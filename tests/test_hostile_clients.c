@@ -296,10 +296,7 @@ Test(hostile, one_address_cannot_hold_every_slot, .timeout = 60) {
 }
 
 Test(hostile, health_and_metrics_answer_while_every_slot_is_taken, .timeout = 60) {
-    FIXTURE_CONFIG(f, c);
-    c.max_connections = 4;
-    c.max_conns_per_client = 64;
-    fixture_start(&f, &c, true);
+    FIXTURE_SERVE_SLOTS(f, 4);
     int fds[4];
     for (int i = 0; i < 4; i++) /* every general slot: requests under way */
         fds[i] = hold_slot(f.port, 1);

@@ -319,10 +319,7 @@ Test(server, slowloris_client_is_dropped_after_the_timeout, .timeout = 30) {
 }
 
 Test(server, connections_over_the_limit_shed_silent_ones_and_are_served, .timeout = 30) {
-    FIXTURE_CONFIG(f, c);
-    c.max_connections = 4;
-    c.max_conns_per_client = 64;
-    fixture_start(&f, &c, true);
+    FIXTURE_SERVE_SLOTS(f, 4);
     /* silent: they fill the table (4 slots and the 8 reserved for /health
      * and /metrics) but hold no class: a new connection sheds the oldest
      * of them (issue 33; before, it waited in the backlog until they closed) */

@@ -32,6 +32,14 @@ void fixture_serve(server_fixture *f) {
     fixture_start(f, &c, true);
 }
 
+void fixture_serve_slots(server_fixture *f, uint32_t slots) {
+    server_config c;
+    fixture_defaults(&c, f);
+    c.max_connections = slots;
+    c.max_conns_per_client = 64;
+    fixture_start(f, &c, true);
+}
+
 void fixture_finish(server_fixture *f) {
     server_free(f->s);
     fclose(f->log);

@@ -5,6 +5,7 @@
 #define TPS_TEST_SERVER_FIXTURE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "server/http/server.h"
@@ -42,6 +43,15 @@ void fixture_serve(server_fixture *f);
     REQUIRE_SHARED(FIXTURE_MODEL);                                                                 \
     server_fixture f;                                                                              \
     fixture_serve(&f)
+/* The start of a test of a full connection table: skips the test when
+ * ../shared lacks the model, then serves it with `slots` general
+ * connections, a client allowed 64 (the test's one address can take every
+ * slot). */
+void fixture_serve_slots(server_fixture *f, uint32_t slots);
+#define FIXTURE_SERVE_SLOTS(f, slots)                                                              \
+    REQUIRE_SHARED(FIXTURE_MODEL);                                                                 \
+    server_fixture f;                                                                              \
+    fixture_serve_slots(&f, slots)
 void fixture_finish(server_fixture *f);
 /* Waits up to ms until the engine holds nothing (no KV block, nothing
  * running or waiting) and has cancelled at least min_cancelled requests in
