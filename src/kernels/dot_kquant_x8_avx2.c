@@ -436,10 +436,7 @@ ALWAYS_INLINE void x8_rows_unpacked(float *restrict out, size_t ld_out, const ui
             /* from block b0 to its side: the whole row's offset, moved b0 sides on */
             const size_t soff = kernel_act_k_side_off(nb) + b0 * sizeof(kernel_act_k_side) -
                                 b0 * sizeof(block_q8_K);
-            if (is_q6)
-                zk_unpack_q6_K(U, G, gs, kb);
-            else
-                zk_unpack_q4_K(U, G, gs, kb, is_q5);
+            zk_unpack(U, G, gs, GB, kb, is_q5, is_q6);
 #define X8_TILE_U()                                                                                \
     do {                                                                                           \
         const uint8_t *a_k = act_k + (a - act);                                                    \

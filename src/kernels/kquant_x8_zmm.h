@@ -99,23 +99,6 @@ ALWAYS_INLINE __m512i zk_unpacked(const uint8_t *restrict U, size_t b, const int
     return _mm512_loadu_si512((const void *)(U + (64 * b + (size_t)m) * 64));
 }
 
-/* Groups g, g + 1 (G, G + gs) of Q4_K (is_q5 0) or Q5_K, nb superblocks,
- * into U (nb * 4096 bytes). */
-ALWAYS_INLINE void zk_unpack_q4_K(uint8_t *restrict U, const uint8_t *restrict G, size_t gs,
-                                  size_t nb, const int is_q5) {
-    for (size_t b = 0; b < nb; b++) {
-        const uint8_t *gp = G + b * k8_gb(is_q5);
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++)
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++)
-#pragma GCC unroll 8
-                for (int c = 0; c < 8; c++)
-                    _mm512_storeu_si512((void *)(U + (64 * b + (size_t)(16 * k + 8 * h + c)) * 64),
-                                        zk_quants(gp, gs, is_q5, k, h, c));
-    }
-}
-
 /* q4_K_x8_tile for groups g, g + 1 (G, G + gs) x MX activation rows. */
 ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint8_t *restrict G,
                                   size_t gs, const uint8_t *restrict act, size_t act_row_bytes,
@@ -199,19 +182,18 @@ ALWAYS_INLINE __m512i zk_q6_quants(const uint8_t *g0, size_t gs, const int h, co
     return _mm512_or_si512(_mm512_or_si512(a, b), d);
 }
 
-/* Groups g, g + 1 of Q6_K, nb superblocks, into U (zk_unpacked's layout). */
-ALWAYS_INLINE void zk_unpack_q6_K(uint8_t *restrict U, const uint8_t *restrict G, size_t gs,
-                                  size_t nb) {
+/* Groups g, g + 1 (G, G + gs; superblocks gb bytes apart) of Q4_K, Q5_K
+ * (is_q5) or Q6_K (is_q6), nb superblocks, into U (nb * 4096 bytes, the
+ * layout above): chunk m of superblock b at U + (64 b + m) * 64. */
+ALWAYS_INLINE void zk_unpack(uint8_t *restrict U, const uint8_t *restrict G, size_t gs, size_t gb,
+                             size_t nb, const int is_q5, const int is_q6) {
     for (size_t b = 0; b < nb; b++) {
-        const uint8_t *gp = G + b * sizeof(block_q6_Kx8);
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++)
-#pragma GCC unroll 4
-            for (int t = 0; t < 4; t++)
-#pragma GCC unroll 8
-                for (int c = 0; c < 8; c++)
-                    _mm512_storeu_si512((void *)(U + (64 * b + (size_t)(32 * h + 8 * t + c)) * 64),
-                                        zk_q6_quants(gp, gs, h, t, c));
+        const uint8_t *gp = G + b * gb;
+#pragma GCC unroll 64
+        for (int m = 0; m < 64; m++)
+            _mm512_storeu_si512((void *)(U + (64 * b + (size_t)m) * 64),
+                                is_q6 ? zk_q6_quants(gp, gs, m / 32, m / 8 % 4, m % 8)
+                                      : zk_quants(gp, gs, is_q5, m / 16, m / 8 % 2, m % 8));
     }
 }
 
