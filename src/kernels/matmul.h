@@ -33,11 +33,11 @@
  * smmla), else SCALAR. REF is the readable reference (dequantize, dot in
  * double): for tests only, slow. */
 typedef enum kernel_tier {
-    KERNEL_TIER_BEST = 0,
-    KERNEL_TIER_SCALAR = 1,
-    KERNEL_TIER_AVX2 = 2,
-    KERNEL_TIER_REF = 3,
-    KERNEL_TIER_NEON = 4,
+    KERNEL_TIER_BEST, /* first, so that a zeroed field asks for the best */
+    KERNEL_TIER_SCALAR,
+    KERNEL_TIER_AVX2,
+    KERNEL_TIER_REF,
+    KERNEL_TIER_NEON,
 } kernel_tier;
 
 /* True when this build can run the tier (BEST, SCALAR and REF always can). */
