@@ -240,9 +240,7 @@ void tool_stream_end(tool_stream *s, tool_event_fn *fn, void *ctx);
 /* After tool_stream_end: the complete calls (copies into calls, freed with
  * tools_calls_free) and in *content_len the bytes of content before them. */
 size_t tool_stream_calls(const tool_stream *s, tool_call *calls, size_t cap, size_t *content_len);
-/* Calls begun so far (CALL_START sent), and complete (CALL_DONE sent,
- * complete). */
-size_t tool_stream_started(const tool_stream *s);
+/* Calls complete so far (CALL_DONE sent, complete). */
 size_t tool_stream_whole(const tool_stream *s);
 /* Of those, how many failed their schema check (tool_event.valid). */
 size_t tool_stream_invalid(const tool_stream *s);

@@ -147,10 +147,6 @@ size_t tool_stream_calls(const tool_stream *s, tool_call *calls, size_t cap, siz
     return k;
 }
 
-size_t tool_stream_started(const tool_stream *s) {
-    return s->started;
-}
-
 size_t tool_stream_whole(const tool_stream *s) {
     return s->whole;
 }
