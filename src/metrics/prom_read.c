@@ -9,11 +9,6 @@
 
 #include "base/name_table.h"
 
-const char *prom_type_name(prom_type t) {
-    static const char *const N[] = {"untyped", "counter", "gauge", "histogram", "summary"};
-    return (unsigned)t <= PROM_SUMMARY ? N[t] : "?";
-}
-
 static bool name_char(char c, bool first) {
     return c == '_' || c == ':' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
            (!first && c >= '0' && c <= '9');

@@ -29,8 +29,6 @@ typedef enum prom_type {
     PROM_SUMMARY,
 } prom_type;
 
-const char *prom_type_name(prom_type t);
-
 /* One sample; the strings point into the parsed buffer (not NUL-ended). */
 typedef struct prom_sample_view {
     const char *name;

@@ -184,10 +184,6 @@ bool roofline_dram_sized(double bytes_per_step, size_t llc_bytes) {
     return bytes_per_step > (double)(llc_bytes ? llc_bytes : ROOFLINE_DRAM_UNKNOWN_LLC);
 }
 
-double roofline_gbs(const roofline_work *w) {
-    return w->seconds > 0 ? (w->weight_bytes + w->kv_bytes) / w->seconds / 1e9 : 0;
-}
-
 double roofline_fraction(const roofline_work *w, const machine_limits *m) {
     if (!m || m->read_gbs <= 0 || m->int8_gops <= 0 || w->seconds <= 0) return 0;
     double t_bytes = (w->weight_bytes + w->kv_bytes) / (m->read_gbs * 1e9);

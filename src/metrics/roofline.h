@@ -73,8 +73,6 @@ typedef struct roofline_work {
     double weight_bytes, kv_bytes, macs, seconds;
 } roofline_work;
 
-/* Bytes per second achieved. */
-double roofline_gbs(const roofline_work *w);
 /* The least time the work could take on m (bytes at read bandwidth, or
  * multiply-adds at the int8 rate, whichever is longer) over the time it
  * took: 1.0 is at the roofline. 0 when m or w is empty. */

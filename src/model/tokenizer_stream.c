@@ -40,11 +40,6 @@ void detok_stream_free(detok_stream *s) {
     free(s);
 }
 
-void detok_stream_reset(detok_stream *s) {
-    s->seq_n = 0;
-    s->need = 0;
-}
-
 size_t detok_stream_pending(const detok_stream *s) {
     return (size_t)s->seq_n;
 }

@@ -34,7 +34,4 @@ void detok_stream_flush(detok_stream *s, const char **text, size_t *len);
 /* Bytes held back waiting for the rest of a character (0..3). */
 size_t detok_stream_pending(const detok_stream *s);
 
-/* Forgets held bytes (a new sequence on the same stream). */
-void detok_stream_reset(detok_stream *s);
-
 #endif

@@ -73,10 +73,6 @@ static const struct {
      {FP_ACTIVE, FP_EXPERTS}},
 };
 
-const char *factor_part_name(factor_part p) {
-    return p >= 0 && p < FP_PARTS ? PARTS[p].name : NULL;
-}
-
 void factor_init(factor_report *f) {
     memset(f, 0, sizeof *f);
     for (int i = 0; i < FP_PARTS; i++)

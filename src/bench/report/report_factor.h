@@ -50,10 +50,6 @@ typedef struct factor_report {
     depth_set depth;  /* --factor depth:LABEL=FILE: a model's decode against context depth */
 } factor_report;
 
-/* The part's short name ("batch", "mix", "itl", "prefix", "kv-type",
- * "model", "active", "experts"), or NULL. */
-const char *factor_part_name(factor_part p);
-
 void factor_init(factor_report *f);
 void factor_free(factor_report *f);
 /* spec: "PART=FILE" or "PART:LABEL=FILE" (LABEL names every point of the

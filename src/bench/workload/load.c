@@ -91,18 +91,6 @@ void load_dist_format(const load_dist *d, char *out, unsigned cap) {
 
 /* ---- arrivals ------------------------------------------------------------------- */
 
-int load_arrival_parse(load_arrival *a, const char *s, tps_err *e) {
-    if (!strcmp(s, "poisson"))
-        *a = LOAD_ARRIVAL_POISSON;
-    else if (!strcmp(s, "constant"))
-        *a = LOAD_ARRIVAL_CONSTANT;
-    else if (!strcmp(s, "gamma"))
-        *a = LOAD_ARRIVAL_GAMMA;
-    else
-        return tps_fail(e, TPS_EINVAL, "--arrival '%s': expected poisson, constant or gamma", s);
-    return TPS_OK;
-}
-
 const char *load_arrival_name(load_arrival a) {
     return a == LOAD_ARRIVAL_CONSTANT ? "constant" : a == LOAD_ARRIVAL_GAMMA ? "gamma" : "poisson";
 }

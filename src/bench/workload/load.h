@@ -43,7 +43,6 @@ typedef enum load_arrival {
     LOAD_ARRIVAL_GAMMA = 2,    /* gamma gaps, shape = burstiness, mean 1/rate */
 } load_arrival;
 
-int load_arrival_parse(load_arrival *a, const char *s, tps_err *e);
 const char *load_arrival_name(load_arrival a);
 
 /* The gap before the next scheduled send, in ns. rate > 0 requests/s;

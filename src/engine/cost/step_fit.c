@@ -78,20 +78,6 @@ void step_fit_add(step_fit *f, const step_shape *s, double fwd_ns, double post_n
     f->solved = false;
 }
 
-void step_fit_merge(step_fit *dst, const step_fit *src) {
-    for (int a = 0; a < STEP_FIT_NF; a++) {
-        for (int b = 0; b < STEP_FIT_NF; b++)
-            dst->xtx[a][b] += src->xtx[a][b];
-        dst->xty[0][a] += src->xty[0][a];
-        dst->xty[1][a] += src->xty[1][a];
-    }
-    dst->n += src->n;
-    dst->sw += src->sw;
-    dst->sy2 += src->sy2;
-    if (src->max_rows > dst->max_rows) dst->max_rows = src->max_rows;
-    dst->solved = false;
-}
-
 /* Solves a x = b (n x n, destroyed) by Gaussian elimination with partial
  * pivoting; -1 when singular. */
 static int gauss(int n, double a[STEP_FIT_NF][STEP_FIT_NF], double b[STEP_FIT_NF],

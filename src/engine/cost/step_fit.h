@@ -86,8 +86,6 @@ void step_fit_init(step_fit *f);
 /* One measured step: fwd_ns its forward pass, post_ns what came after it
  * until the engine could start the next. */
 void step_fit_add(step_fit *f, const step_shape *s, double fwd_ns, double post_ns);
-/* dst += src (both unsolved sums of one model on one machine). */
-void step_fit_merge(step_fit *dst, const step_fit *src);
 /* Solves for coef; TPS_EINVAL when fewer than 2 steps were observed. */
 int step_fit_solve(step_fit *f, tps_err *err);
 /* Predictions of a solved fit, ns (never below 0). */

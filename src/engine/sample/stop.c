@@ -47,12 +47,6 @@ int stop_init(stop_matcher *m, const char *const *strings, size_t n_strings,
     return TPS_OK;
 }
 
-void stop_reset(stop_matcher *m) {
-    m->hold_len = 0;
-    m->hold_cur = 0;
-    m->matched = false;
-}
-
 void stop_mask_ids(const stop_matcher *m, const int32_t *eog, size_t n_eog, float *logits) {
     for (int32_t i = 0; i < m->n_tokens; i++)
         logits[m->tokens[i]] = -INFINITY;

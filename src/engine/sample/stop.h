@@ -76,9 +76,6 @@ int stop_init(stop_matcher *m, const char *const *strings, size_t n_strings,
               const int32_t *token_ids, size_t n_token_ids, int32_t n_vocab, const char **field,
               tps_err *err);
 
-/* Starts over with the same stop strings and ids (held text dropped). */
-void stop_reset(stop_matcher *m);
-
 /* include_stop_str_in_output: a match releases the stop string as well. */
 static inline void stop_set_include(stop_matcher *m, bool include) {
     m->include = include;

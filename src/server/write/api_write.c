@@ -114,13 +114,6 @@ void api_body(const api_stream *st, sbuf *b, const api_final *f) {
     writer_of(st->dialect)->body(st, b, f);
 }
 
-void api_error_body(oai_dialect d, const oai_error *e, sbuf *b) {
-    if (d == OAI_DIALECT_MESSAGES)
-        api_error_anthropic_json(e, b);
-    else
-        oai_error_json(e, b);
-}
-
 /* The answer as one assistant message: its text, thinking and calls. */
 static json_t *answer_message(const api_stream *st, const api_final *f) {
     json_t *m = json_pack("{s:s, s:s%}", "role", "assistant", "content",

@@ -102,8 +102,4 @@ void api_body(const api_stream *st, sbuf *b, const api_final *f);
 int api_conversation(const api_stream *st, const void *history, const api_final *f, char **out,
                      size_t *n);
 
-/* An error body in the dialect's shape (Anthropic's for Messages, OpenAI's
- * for the others). */
-void api_error_body(oai_dialect d, const oai_error *e, sbuf *b);
-
 #endif

@@ -266,18 +266,6 @@ static void call_json(sbuf *b, const char *id, const tool_call *c, bool args) {
     sbuf_adds(b, "}");
 }
 
-void sse_chunk_tool_call(sbuf *b, const sse_meta *m, uint32_t index, uint32_t call_index,
-                         const char *id, const tool_call *call) {
-    for (int part = 0; part < 2; part++) {
-        sbuf_adds(b, "data: ");
-        head(b, m);
-        sbuf_printf(b, ",\"choices\":[{\"index\":%u,\"delta\":{\"tool_calls\":[{\"index\":%u,",
-                    index, call_index);
-        call_json(b, part == 0 ? id : NULL, call, part == 1);
-        sbuf_adds(b, "}]},\"finish_reason\":null}]}\n\n");
-    }
-}
-
 void sse_chunk_tool_start(sbuf *b, const sse_meta *m, uint32_t index, uint32_t call_index,
                           const char *id, const char *name, size_t name_len) {
     sbuf_adds(b, "data: ");

@@ -87,14 +87,10 @@ void sse_chunk_finish(sbuf *b, const sse_meta *m, uint32_t index, const char *fi
 /* stream_options.include_usage, once after every choice finished: choices
  * [], usage (with prompt_tokens_details.cached_tokens from t) and timings. */
 void sse_chunk_usage(sbuf *b, const sse_meta *m, const sse_usage *u, const engine_timings *t);
-/* A chat stream's tool call number call_index of choice index, in two
- * chunks as OpenAI streams them: {id, type, function {name, arguments ""}},
- * then {function {arguments}}; the SDKs concatenate the arguments. */
-void sse_chunk_tool_call(sbuf *b, const sse_meta *m, uint32_t index, uint32_t call_index,
-                         const char *id, const tool_call *call);
-/* The same call as it streams (tools.h's tool_stream events): its first
+/* A chat stream's tool call number call_index of choice index as it
+ * streams (tools.h's tool_stream events), as OpenAI streams one: its first
  * chunk {id, type, function {name, arguments ""}}, then each piece of its
- * arguments as {function {arguments: piece}}. */
+ * arguments as {function {arguments: piece}}; the SDKs concatenate them. */
 void sse_chunk_tool_start(sbuf *b, const sse_meta *m, uint32_t index, uint32_t call_index,
                           const char *id, const char *name, size_t name_len);
 void sse_chunk_tool_args(sbuf *b, const sse_meta *m, uint32_t index, uint32_t call_index,
