@@ -27,24 +27,20 @@
 #include "base/clock.h"
 #include "metrics/metric_names.h"
 
-/* Each axis: its name in the result, the flag that sets it, and its short
- * name in a point's label. */
+/* Each axis: its name in the result and its short name in a point's
+ * label. */
 static const struct {
-    const char *name, *option, *label;
+    const char *name, *label;
 } AXES[SWEEP_AXES] = {
-    [SWEEP_MODEL] = {"model", "--models", "model"},
-    [SWEEP_CONCURRENCY] = {"concurrency", "--concurrency", "c"},
-    [SWEEP_RATE] = {"rate", "--rate", "rate"},
-    [SWEEP_INPUT_LEN] = {"input_len", "--input-len", "in"},
-    [SWEEP_OUTPUT_LEN] = {"output_len", "--output-len", "out"},
+    [SWEEP_MODEL] = {"model", "model"},
+    [SWEEP_CONCURRENCY] = {"concurrency", "c"},
+    [SWEEP_RATE] = {"rate", "rate"},
+    [SWEEP_INPUT_LEN] = {"input_len", "in"},
+    [SWEEP_OUTPUT_LEN] = {"output_len", "out"},
 };
 
 const char *sweep_axis_name(sweep_axis a) {
     return (unsigned)a < SWEEP_AXES ? AXES[a].name : "?";
-}
-
-const char *sweep_axis_option(sweep_axis a) {
-    return (unsigned)a < SWEEP_AXES ? AXES[a].option : "?";
 }
 
 const char *sweep_axis_label(sweep_axis a) {

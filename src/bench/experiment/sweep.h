@@ -43,9 +43,8 @@ typedef enum sweep_axis {
     SWEEP_AXES
 } sweep_axis;
 
-const char *sweep_axis_name(sweep_axis a);   /* "model", "concurrency", ... */
-const char *sweep_axis_option(sweep_axis a); /* "--models", "--concurrency", ... */
-const char *sweep_axis_label(sweep_axis a);  /* a point label's "model", "c", "rate", ... */
+const char *sweep_axis_name(sweep_axis a);  /* "model", "concurrency", ... */
+const char *sweep_axis_label(sweep_axis a); /* a point label's "model", "c", "rate", ... */
 
 /* Values of one axis: a comma-separated list split in place (borrowed
  * pointers into buf). */
