@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "base/sbuf.h"
-#include "bench/io/tmp_dir.h"
 #include "bench/result/verdict.h" /* VERDICT_MULTI_SHARE: when several tokens an event needs a word */
 
 /* The context-depth section, after the sweep-based ones (report_depth.h). */
@@ -738,30 +737,39 @@ static int write_page(const factor_report *f, const rplot *plots, const bool *dr
     return rhtml_close(&out, missing, svg_dir, e);
 }
 
-int factor_render(const factor_report *f, const char *html_path, const char *svg_dir, tps_err *e) {
-    char tmp[] = "/tmp/tps-factor-XXXXXX";
-    const char *dir;
-    int drc = tmp_dir_pick(&dir, tmp, svg_dir, true, e);
-    if (drc) return drc;
+typedef struct factor_render_ctx {
+    const factor_report *f;
     rplot plots[FP_PARTS + 1]; /* the last: the context-depth plot */
-    bool drawn[FP_PARTS + 1] = {0};
-    tps_err pe = {{0}};
-    int prc = TPS_OK;
-    for (int i = 0; i < FP_PARTS && !prc; i++) {
+    bool drawn[FP_PARTS + 1];
+} factor_render_ctx;
+
+static int factor_plots(void *ctx, const char *dir, tps_err *e) {
+    factor_render_ctx *c = ctx;
+    const factor_report *f = c->f;
+    int rc = TPS_OK;
+    for (int i = 0; i < FP_PARTS && !rc; i++) {
         bool any = false;
         for (size_t j = 0; j < f->part[i].n; j++)
             any = any || f->part[i].p[j].has_result;
         if (!any) continue;
-        prc = plot_part(f, i, dir, &plots[i], &pe);
-        drawn[i] = !prc;
+        rc = plot_part(f, i, dir, &c->plots[i], e);
+        c->drawn[i] = !rc;
     }
-    if (!prc && f->depth.n) {
-        prc = depth_plot(&f->depth, dir, &plots[FP_PARTS], &pe);
-        drawn[FP_PARTS] = !prc;
+    if (!rc && f->depth.n) {
+        rc = depth_plot(&f->depth, dir, &c->plots[FP_PARTS], e);
+        c->drawn[FP_PARTS] = !rc;
     }
-    int rc = TPS_OK;
-    if (html_path) rc = write_page(f, plots, drawn, dir, prc ? pe.msg : NULL, html_path, e);
-    if (!rc && prc) rc = tps_fail(e, prc, "%s", pe.msg);
-    if (!svg_dir) tmp_dir_remove(tmp);
     return rc;
+}
+
+static int factor_page(void *ctx, const char *dir, const char *plot_err, const char *html_path,
+                       tps_err *e) {
+    const factor_render_ctx *c = ctx;
+    return write_page(c->f, c->plots, c->drawn, dir, plot_err, html_path, e);
+}
+
+int factor_render(const factor_report *f, const char *html_path, const char *svg_dir, tps_err *e) {
+    factor_render_ctx c = {.f = f};
+    char tmp[] = "/tmp/tps-factor-XXXXXX";
+    return rhtml_render(tmp, svg_dir, true, factor_plots, factor_page, &c, html_path, e);
 }

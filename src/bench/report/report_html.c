@@ -342,19 +342,41 @@ int rset_write_html(const rset *s, const rplot_list *plots, const char *svg_dir,
 
 /* ---- plots + page ------------------------------------------------------------------------ */
 
-int rset_render(const rset *s, const char *html_path, const char *svg_dir, tps_err *e) {
-    char tmp[] = "/tmp/tps-report-XXXXXX";
+int rhtml_render(char *tmpl, const char *svg_dir, bool make_svg_dir, rhtml_plots_fn *plots,
+                 rhtml_page_fn *page, void *ctx, const char *html_path, tps_err *e) {
     const char *dir;
-    int drc = tmp_dir_pick(&dir, tmp, svg_dir, false, e);
-    if (drc) return drc;
-    rplot_list *plots = calloc(1, sizeof *plots);
-    if (!plots) return tps_fail(e, TPS_ENOMEM, "out of memory");
+    int rc = tmp_dir_pick(&dir, tmpl, svg_dir, make_svg_dir, e);
+    if (rc) return rc;
     tps_err pe = {{0}};
-    int prc = rset_plot(plots, s, dir, &pe);
-    int rc = TPS_OK;
-    if (html_path) rc = rset_write_html(s, prc ? NULL : plots, dir, pe.msg, html_path, e);
+    const int prc = plots(ctx, dir, &pe);
+    if (html_path) rc = page(ctx, dir, prc ? pe.msg : NULL, html_path, e);
     if (!rc && prc) rc = tps_fail(e, prc, "%s", pe.msg);
-    free(plots);
-    if (!svg_dir) tmp_dir_remove(tmp);
+    if (!svg_dir) tmp_dir_remove(tmpl);
+    return rc;
+}
+
+typedef struct rset_render_ctx {
+    const rset *s;
+    rplot_list *plots;
+} rset_render_ctx;
+
+static int rset_plots(void *ctx, const char *dir, tps_err *e) {
+    const rset_render_ctx *c = ctx;
+    return rset_plot(c->plots, c->s, dir, e);
+}
+
+static int rset_page(void *ctx, const char *dir, const char *plot_err, const char *html_path,
+                     tps_err *e) {
+    const rset_render_ctx *c = ctx;
+    return rset_write_html(c->s, plot_err ? NULL : c->plots, dir, plot_err ? plot_err : "",
+                           html_path, e);
+}
+
+int rset_render(const rset *s, const char *html_path, const char *svg_dir, tps_err *e) {
+    rset_render_ctx c = {s, calloc(1, sizeof *c.plots)};
+    if (!c.plots) return tps_fail(e, TPS_ENOMEM, "out of memory");
+    char tmp[] = "/tmp/tps-report-XXXXXX";
+    int rc = rhtml_render(tmp, svg_dir, false, rset_plots, rset_page, &c, html_path, e);
+    free(c.plots);
     return rc;
 }

@@ -202,6 +202,17 @@ void rhtml_when(char *buf, size_t size);
  * replaced whole, /dev/stdout in place) closed: TPS_EIO naming the path and
  * the reason when a write failed, or naming svg_dir when missing. */
 int rhtml_close(file_out *o, bool missing, const char *svg_dir, tps_err *e);
+/* A report's plots and page, as both reports render them: the plots drawn
+ * (plots) into svg_dir (made when missing and make_svg_dir) or, without
+ * one, a temporary folder from tmpl ("/tmp/...XXXXXX", removed after);
+ * then, given html_path, the page (page), told the plots' error when they
+ * failed (NULL when they did not): it is still written, without them, and
+ * that error is returned after it. ctx is the callbacks'. */
+typedef int rhtml_plots_fn(void *ctx, const char *dir, tps_err *e);
+typedef int rhtml_page_fn(void *ctx, const char *dir, const char *plot_err, const char *html_path,
+                          tps_err *e);
+int rhtml_render(char *tmpl, const char *svg_dir, bool make_svg_dir, rhtml_plots_fn *plots,
+                 rhtml_page_fn *page, void *ctx, const char *html_path, tps_err *e);
 /* A table cell's text in buf: v in fmt, or "-" when v is not finite; in
  * *shown (when not NULL) the number the text shows (NAN for "-"), so a
  * reading made from cells never holds a number its table does not show.
