@@ -527,11 +527,14 @@ Test(engine, trace_keeps_the_wait_of_a_request_cancelled_before_it_ran) {
     engine *e = start_traced(&v, path, 1); /* the second request waits while the first runs */
     int32_t prompt[] = {1, 403, 407, 261, 378};
     result res[2] = {0};
-    engine_request rq = env_greedy_request(prompt, 5, 200, &res[0]);
-    env_submit(e, &rq);
+    /* the first runs to the context's end unless cancelled: however late
+     * this thread gets to cancel the second, the second is still waiting */
+    engine_request rq = env_greedy_request(prompt, 5, 0, &res[0]);
+    const uint64_t running = env_submit(e, &rq);
     rq.user = &res[1];
     const uint64_t waiting = env_submit(e, &rq);
     engine_cancel(e, waiting);
+    engine_cancel(e, running);
     drain(e, 2);
     engine_destroy(e);
     cr_assert_eq(res[1].finish, ENGINE_FINISH_CANCELLED, "cancelled while it waited");
