@@ -87,6 +87,25 @@ Test(kernels, softmax_bits_do_not_depend_on_where_the_row_starts) {
     }
 }
 
+/* SwiGLU is per element: the same values 8 places later (another vector
+ * width, lane or the tail) give the same bits. */
+Test(kernels, swiglu_bits_do_not_depend_on_where_the_row_starts) {
+    for (size_t t = 0; t < LEN(OPS_N); t++) {
+        const size_t n = OPS_N[t];
+        float *g = calloc(n + 8, sizeof *g), *u = calloc(n + 8, sizeof *u);
+        float *a = malloc(n * sizeof *a), *b = malloc((n + 8) * sizeof *b);
+        kc_fill(g + 8, n, 7 * n);
+        kc_fill(u + 8, n, 7 * n + 1);
+        kernel_swiglu(a, g + 8, u + 8, n);
+        kernel_swiglu(b, g, u, n + 8);
+        cr_assert_eq(memcmp(a, b + 8, n * sizeof *a), 0, "n %zu", n);
+        free(g);
+        free(u);
+        free(a);
+        free(b);
+    }
+}
+
 Test(kernels, swiglu_add_scale_dot_axpy_match_reference) {
     for (size_t t = 0; t < LEN(OPS_N); t++) {
         const size_t n = OPS_N[t];

@@ -180,8 +180,18 @@ static inline __m256 swiglu8(__m256 g, __m256 u) {
     return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u);
 }
 
+/* With AVX-512, 16 at a time: each lane the same steps as swiglu8's. */
 void kernel_swiglu_avx2(float *out, const float *gate, const float *up, size_t n) {
     size_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16) {
+        const __m512 g = _mm512_loadu_ps(gate + i);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+        _mm512_storeu_ps(out + i,
+                         _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)),
+                                       _mm512_loadu_ps(up + i)));
+    }
+#endif
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(out + i, swiglu8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
     if (i < n) {
