@@ -68,41 +68,29 @@ Test(kernels, softmax_sums_to_one_and_matches_reference) {
     }
 }
 
-/* A row led by 8 masked scores (-inf: exp 0, which adds nothing) gives the
- * row's own bits: each element's exp is one function whichever vector
- * width or lane takes it, and the sum's order is 8 lanes in turn. */
-Test(kernels, softmax_bits_do_not_depend_on_where_the_row_starts) {
+/* A row's bits do not depend on where the row starts: each element's exp
+ * is one function whichever vector width or lane takes it. A softmax row
+ * led by 8 masked scores (-inf: exp 0, which adds nothing to a sum taken 8
+ * lanes in turn) gives the row's own bits; SwiGLU, per element, the same
+ * values 8 places later. */
+Test(kernels, softmax_and_swiglu_bits_do_not_depend_on_where_the_row_starts) {
     for (size_t t = 0; t < LEN(OPS_N); t++) {
-        const size_t n = OPS_N[t];
-        float *x = malloc(n * sizeof *x), *y = malloc((n + 8) * sizeof *y);
+        const size_t n = OPS_N[t], m = n + 8;
+        float *buf = calloc(5 * m, sizeof *buf); /* x, then y, g, u, o of m each */
+        float *x = buf, *y = buf + m, *g = buf + 2 * m, *u = buf + 3 * m, *o = buf + 4 * m;
         kc_fill(x, n, 5 * n);
         for (size_t i = 0; i < 8; i++)
             y[i] = -INFINITY;
         memcpy(y + 8, x, n * sizeof *x);
         kernel_softmax(x, n);
-        kernel_softmax(y, n + 8);
-        cr_assert_eq(memcmp(x, y + 8, n * sizeof *x), 0, "n %zu", n);
-        free(x);
-        free(y);
-    }
-}
-
-/* SwiGLU is per element: the same values 8 places later (another vector
- * width, lane or the tail) give the same bits. */
-Test(kernels, swiglu_bits_do_not_depend_on_where_the_row_starts) {
-    for (size_t t = 0; t < LEN(OPS_N); t++) {
-        const size_t n = OPS_N[t];
-        float *g = calloc(n + 8, sizeof *g), *u = calloc(n + 8, sizeof *u);
-        float *a = malloc(n * sizeof *a), *b = malloc((n + 8) * sizeof *b);
+        kernel_softmax(y, m);
+        cr_assert_eq(memcmp(x, y + 8, n * sizeof *x), 0, "softmax, n %zu", n);
         kc_fill(g + 8, n, 7 * n);
         kc_fill(u + 8, n, 7 * n + 1);
-        kernel_swiglu(a, g + 8, u + 8, n);
-        kernel_swiglu(b, g, u, n + 8);
-        cr_assert_eq(memcmp(a, b + 8, n * sizeof *a), 0, "n %zu", n);
-        free(g);
-        free(u);
-        free(a);
-        free(b);
+        kernel_swiglu(x, g + 8, u + 8, n);
+        kernel_swiglu(o, g, u, m);
+        cr_assert_eq(memcmp(x, o + 8, n * sizeof *x), 0, "swiglu, n %zu", n);
+        free(buf);
     }
 }
 
