@@ -96,6 +96,10 @@ Test(openai, malformed_json_names_line_and_column) {
     cr_assert_str_eq(e.code, "invalid_json");
     cr_assert_neq(test_oai_parse(&r, OAI_COMPLETION, "", &e), 0);
     cr_assert_neq(test_oai_parse(&r, OAI_COMPLETION, "\"str\"", &e), 0);
+    cr_assert_neq(test_oai_parse(&r, OAI_COMPLETION, "[{\"prompt\":\"x\"}]", &e), 0);
+    cr_assert_str_eq(e.message, "the request body must be a JSON object");
+    cr_assert_str_eq(e.code, "invalid_json");
+    cr_assert_null(r.json);
 }
 
 Test(openai, wrong_types_and_ranges_name_the_field) {

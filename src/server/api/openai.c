@@ -333,11 +333,7 @@ static int parse_owned(oai_request *r, oai_kind kind, json_t *root, const oai_po
                        oai_error *e) {
     request_init(r, kind);
     r->json = root;
-    int rc = json_is_object(root)
-                 ? parse_fields(root, r, p, e)
-                 : oai_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
-                                 "the request body must be a JSON object");
-    if (!rc) return 0;
+    if (!parse_fields(root, r, p, e)) return 0;
     oai_request_free(r);
     r->kind = kind;
     return TPS_EINVAL;
@@ -350,13 +346,8 @@ int oai_parse_root(oai_request *r, struct json_t *root, const oai_policy *p, oai
 int oai_parse_ex(oai_request *r, oai_kind kind, const char *body, size_t len, const oai_policy *p,
                  oai_error *e) {
     request_init(r, kind);
-    json_error_t jerr;
-    json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, &jerr);
-    if (!root)
-        return oai_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
-                             "invalid JSON in the request body at line %d, column %d: %s",
-                             jerr.line, jerr.column, jerr.text);
-    return parse_owned(r, kind, root, p, e);
+    json_t *root = oai_body_object(body, len, e);
+    return root ? parse_owned(r, kind, root, p, e) : TPS_EINVAL;
 }
 
 int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_error *e) {

@@ -183,8 +183,8 @@ int oai_parse(oai_request *r, oai_kind kind, const char *body, size_t len, oai_e
 int oai_parse_ex(oai_request *r, oai_kind kind, const char *body, size_t len, const oai_policy *p,
                  oai_error *e);
 /* A chat request already parsed as JSON (a chat-shaped object a dialect
- * built: api_responses.c, api_messages.c), which r takes (freed on failure
- * too). r->dialect is left for the caller to set. */
+ * built: api_responses.c, api_messages.c; an object), which r takes (freed
+ * on failure too). r->dialect is left for the caller to set. */
 struct json_t;
 int oai_parse_root(oai_request *r, struct json_t *root, const oai_policy *p, oai_error *e);
 void oai_request_free(oai_request *r);
