@@ -44,40 +44,96 @@ static float first_of_magnitude(const float *xb, float amax) {
     return 0.0f;
 }
 
-void quantize_row_q8_K_avx2(block_q8_K *restrict y, const float *restrict x, size_t n) {
+#if defined(__AVX512F__)
+/* The 4 int32 sums of q[0..3] (16 lanes each) in lanes 0-3, in that order
+ * (exact: any order of integer adds gives them). */
+ALWAYS_INLINE __m128i hsum4_i32x16(const __m512i q[4]) {
+    const __m512i t01 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(q[0], q[1]), _mm512_unpackhi_epi32(q[0], q[1]));
+    const __m512i t23 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(q[2], q[3]), _mm512_unpackhi_epi32(q[2], q[3]));
+    /* each 128-bit lane: q0's, q1's, q2's, q3's sum of its four elements */
+    __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+    u = _mm512_add_epi32(u, _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(1, 0, 3, 2)));
+    u = _mm512_add_epi32(u, _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_castsi512_si128(u);
+}
+
+/* With AVX-512 a block goes 16 lanes at a time: the absmax in four chains
+ * (a maximum is the same float in any order; one chain waited on each
+ * vmaxps), the values rounded and clamped as 8 lanes are, the sums exact:
+ * the same bits, 1.35x faster (the quantizer was 3% of a 1B Q4_K_M prefill
+ * at 529 tokens, 2026-12-06). */
+static float q8_K_amax(const float *xb) {
+    const __m512 sign_mask = _mm512_set1_ps(-0.0f);
+    __m512 m[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+    for (int k = 0; k < QK_K; k += 64)
+        for (int c = 0; c < 4; c++)
+            m[c] =
+                _mm512_max_ps(m[c], _mm512_andnot_ps(sign_mask, _mm512_loadu_ps(xb + k + 16 * c)));
+    return _mm512_reduce_max_ps(
+        _mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3])));
+}
+
+/* y's qs and bsums from xb scaled by iscale. */
+static void q8_K_values(block_q8_K *restrict y, const float *restrict xb, float iscale) {
+    const __m512 vis = _mm512_set1_ps(iscale), top = _mm512_set1_ps(127.f);
+    for (int k = 0; k < QK_K; k += 64) {
+        __m512i q[4];
+        for (int c = 0; c < 4; c++) { /* vcvtps2dq: half to even, as nearest_int */
+            q[c] = _mm512_cvtps_epi32(_mm512_min_ps(
+                _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(xb + k + 16 * c), vis),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                top));
+            _mm_storeu_si128((__m128i *)(y->qs + k + 16 * c), _mm512_cvtsepi32_epi8(q[c]));
+        }
+        const __m128i s = hsum4_i32x16(q);
+        _mm_storel_epi64((__m128i *)(y->bsums + k / 16), _mm_packs_epi32(s, s));
+    }
+}
+#else
+static float q8_K_amax(const float *xb) {
     const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < QK_K; k += 8)
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(xb + k)));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    return _mm_cvtss_f32(m4);
+}
+
+static void q8_K_values(block_q8_K *restrict y, const float *restrict xb, float iscale) {
+    const __m256 vis = _mm256_set1_ps(iscale), top = _mm256_set1_ps(127.f);
+    for (int k = 0; k < QK_K; k += 32) {
+        __m256i q[4];
+        for (int c = 0; c < 4; c++) /* vcvtps2dq: half to even, as nearest_int */
+            q[c] = _mm256_cvtps_epi32(
+                _mm256_min_ps(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + k + 8 * c), vis),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                              top));
+        y->bsums[k / 16] = (int16_t)hsum_i32(_mm256_add_epi32(q[0], q[1]));
+        y->bsums[k / 16 + 1] = (int16_t)hsum_i32(_mm256_add_epi32(q[2], q[3]));
+        __m256i p =
+            _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(y->qs + k), p);
+    }
+}
+#endif
+
+void quantize_row_q8_K_avx2(block_q8_K *restrict y, const float *restrict x, size_t n) {
     for (size_t i = 0; i < n / QK_K; i++) {
         const float *xb = x + i * QK_K;
-        __m256 m = _mm256_setzero_ps();
-        for (int k = 0; k < QK_K; k += 8)
-            m = _mm256_max_ps(m, _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(xb + k)));
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float amax = _mm_cvtss_f32(m4);
-        memset(y[i].bsums, 0, sizeof y[i].bsums);
+        const float amax = q8_K_amax(xb);
         if (!amax) {
-            y[i].d = 0;
-            memset(y[i].qs, 0, QK_K);
+            memset(&y[i], 0, sizeof y[i]);
             continue;
         }
         const float iscale = -127.f / first_of_magnitude(xb, amax);
         y[i].d = 1 / iscale;
-        const __m256 vis = _mm256_set1_ps(iscale), top = _mm256_set1_ps(127.f);
-        for (int k = 0; k < QK_K; k += 32) {
-            __m256i q[4];
-            for (int c = 0; c < 4; c++) /* vcvtps2dq: half to even, as nearest_int */
-                q[c] = _mm256_cvtps_epi32(_mm256_min_ps(
-                    _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + k + 8 * c), vis),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-                    top));
-            y[i].bsums[k / 16] = (int16_t)hsum_i32(_mm256_add_epi32(q[0], q[1]));
-            y[i].bsums[k / 16 + 1] = (int16_t)hsum_i32(_mm256_add_epi32(q[2], q[3]));
-            __m256i p =
-                _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-            p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-            _mm256_storeu_si256((__m256i *)(y[i].qs + k), p);
-        }
+        q8_K_values(&y[i], xb, iscale);
     }
 }
 
