@@ -22,11 +22,13 @@
  * reach, from the calibrated fits of the 15M, 110M and 1B presets on the
  * machine of docs/plan.md (the weight stream at ~80% of the measured read
  * bandwidth; int8 matrix products at ~45% of the in-register peak; fp32
- * attention over paged KV at ~25% of the FMA peak). A machine unlike that
- * one moves them: the estimate is marked uncalibrated. */
+ * attention over paged KV at ~25% of the FMA peak measured in ymm, which
+ * tps machine now measures in zmm on AVX-512 builds: 12.5% of that, for a
+ * CPU with two 512-bit FMA units). A machine unlike that one moves them:
+ * the estimate is marked uncalibrated. */
 #define EFF_BW   0.80
 #define EFF_INT8 0.45
-#define EFF_FP32 0.25
+#define EFF_FP32 0.125
 /* per step: waking the threads and joining them, per layer and matmul */
 #define STEP_FIXED_NS_PER_LAYER 15e3
 /* after the forward pass: sampling scans a logits row per sampling
