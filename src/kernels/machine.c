@@ -113,9 +113,9 @@ static void int8_task(void *arg, size_t t, int thread) {
 #define INT8_PER_ITER (12.0 * (INT8_BITS == 32 ? 1 : INT8_BITS / 8))
 
 /* 12 independent chains of fp32 FMAs with the widest vector this build's
- * float kernels use (attention, norms): 512 bits with AVX-512F, 256 with
- * AVX2 + FMA. Measured in ymm alone, an AVX-512 machine's peak read half
- * of what its attention's zmm FMAs can do. Counted as 2 flops an FMA. */
+ * attention uses: 512 bits with AVX-512F, 256 with AVX2 + FMA. Measured in
+ * ymm alone, an AVX-512 machine's peak read half of what its attention's
+ * zmm FMAs can do. Counted as 2 flops an FMA. */
 #if defined(__AVX512F__)
 #define FP32_LANES 16
 typedef __m512 fp32_vec;
