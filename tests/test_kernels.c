@@ -167,11 +167,11 @@ Test(kernels, fast_q8_0_quantizer_is_bit_identical_to_reference) {
 }
 
 /* The activation rows the Q8_0 / Q4_0 kernels read: blocks and side data,
- * 8 blocks at a time in the AVX2 quantizer, so block counts around 8 and
+ * 8 blocks at a time in the AVX2 quantizer (16 with AVX-512), so block counts around both and
  * scales that round (or overflow, or go subnormal) in fp16. */
 Test(kernels, q8_0_activation_rows_are_the_same_bytes_on_both_tiers) {
     if (!kernel_tier_available(KERNEL_TIER_AVX2)) cr_skip_test("no AVX2 tier in this build");
-    const size_t counts[] = {1, 7, 8, 9, 21};
+    const size_t counts[] = {1, 7, 8, 9, 15, 16, 17, 21, 33};
     for (size_t c = 0; c < LEN(counts); c++) {
         const size_t nb = counts[c], n = nb * QK8_0, bytes = kernel_act_row_bytes(nb);
         float *x = malloc(n * sizeof *x);
