@@ -15,7 +15,11 @@
  *
  * usage: bench_kernels [max_threads (default 2)] [scalar|avx2|best (default: best)]
  *                      [types, comma-separated names as printed (default: all)]
- *                      [rows, comma-separated (default: 1,8,32,128,512)] */
+ *                      [rows, comma-separated (default: 1,8,32,128,512)]
+ *                      [shapes, n_in x n_out, comma-separated (default: 768x768,2048x5632)]
+ * A model's down projection is its up projection turned round (5632x2048 at
+ * 1B, 14336x4096 at 8B): a long n_in leaves fewer activation rows per cache
+ * block. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,9 +118,29 @@ static int type_wanted(const char *list, const char *name) {
 }
 
 typedef struct shape {
-    const char *name;
+    char name[24];
     size_t n_in, n_out;
 } shape;
+
+/* "AxB,CxD,..." into shapes (at most 8); returns how many, 0 if malformed:
+ * each side 256..65536, n_in a multiple of 256 (every type's block). */
+static size_t parse_shapes(const char *arg, shape *shapes) {
+    size_t n = 0;
+    for (const char *p = arg; *p && n < 8;) {
+        char *end;
+        const unsigned long a = strtoul(p, &end, 10);
+        if (end == p || *end != 'x') return 0;
+        const char *q = end + 1;
+        const unsigned long b = strtoul(q, &end, 10);
+        if (end == q || (*end && *end != ',')) return 0;
+        if (a < 256 || a > 65536 || a % 256 || b < 1 || b > 65536) return 0;
+        shapes[n] = (shape){"", a, b};
+        snprintf(shapes[n].name, sizeof shapes[n].name, "%lux%lu", a, b);
+        n++;
+        p = *end ? end + 1 : end;
+    }
+    return n;
+}
 
 int main(int argc, char **argv) {
     const int max_threads = argc > 1 ? atoi(argv[1]) : 2;
@@ -129,7 +153,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_kernels: tier %s is not in this build\n", kernel_tier_name(tier));
         return 1;
     }
-    const shape shapes[] = {{"768x768", 768, 768}, {"2048x5632", 2048, 5632}};
+    shape shapes[8] = {{"768x768", 768, 768}, {"2048x5632", 2048, 5632}};
+    size_t n_shapes = 2;
+    if (argc > 5 && !(n_shapes = parse_shapes(argv[5], shapes))) {
+        fprintf(stderr,
+                "bench_kernels: shapes are n_in x n_out, comma-separated, n_in a multiple of 256 "
+                "(256..65536): %s\n",
+                argv[5]);
+        return 1;
+    }
     const char *only = argc > 3 ? argv[3] : NULL;
     const uint32_t types[] = {GGML_TYPE_F16,
                               GGML_TYPE_Q8_0,
@@ -171,7 +203,7 @@ int main(int argc, char **argv) {
     printf("%-10s %-7s %5s %3s %10s %10s %9s %9s %9s\n", "shape", "type", "rows", "thr",
            "median_us", "min_us", "GB/s", "GFLOP/s", "GF/s@min");
 
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    for (size_t s = 0; s < n_shapes; s++) {
         const size_t n_in = shapes[s].n_in, n_out = shapes[s].n_out;
         float *x = malloc(max_rows * n_in * sizeof *x);
         float *out = malloc(max_rows * n_out * sizeof *out);
