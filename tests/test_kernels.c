@@ -457,9 +457,11 @@ Test(kernels, repacked_weights_give_the_same_bits_across_activation_row_blocks) 
 
 /* The largest Q4_K magnitudes (sc = m = 63, q4 = 15) against activations
  * of +-127 of one sign per 32: the AVX2 tier's int16 sums of 8 maddubs
- * pairs (up to 30480) and int32 sums stay exact in the packed form too. */
+ * pairs (up to 30480) and int32 sums stay exact in the packed form too, and
+ * so do the AVX-512 prefill tile's int16 half sub-block sums (16 products,
+ * 30480 again: kquant_x8_zmm.h), which need 16 rows or more. */
 Test(kernels, repacked_q4_K_extreme_values_do_not_overflow) {
-    enum { N_IN = 512, N_OUT = 16, ROWS = 5 };
+    enum { N_IN = 512, N_OUT = 16, ROWS = 17 };
     block_q4_K q4[N_OUT * N_IN / QK_K];
     for (size_t b = 0; b < LEN(q4); b++) {
         memset(q4[b].scales, 0xff, sizeof q4[b].scales);
