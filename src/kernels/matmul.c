@@ -230,12 +230,18 @@ static void quantize_row_x(const matmul_job *job, size_t r) {
  * tiles of a task stream past them, instead of every tile re-reading all
  * rows (a 512-row prefill chunk of K = 2048 is 1.6 MB of Q8_0 rows) from
  * L3. K = 768 gives 212 rows, K = 2048 80: batched decode (<= 64 rows) is
- * one block. A multiple of 4 so only the last block has a short tile. */
-#define ACT_BLOCK_BYTES (256u << 10)
+ * one block. A multiple of 4 so only the last block has a short tile. At
+ * least ACT_BLOCK_MIN_ROWS: the K-quant kernels unpack a weight pair once
+ * for 16 rows or more (kquant_x8_zmm.h), and 8B's down projection (K =
+ * 14336, 17 KB a Q8_K row) got blocks of 12, so never did; with 32 (553
+ * KB) bench_kernels 14336x4096 at 512 rows, 2 threads, ran Q6_K 1.2x and
+ * Q4_K ~1.02x faster than with 12 (4 A B rounds, 2026-12-06, Zen 5). */
+#define ACT_BLOCK_BYTES    (256u << 10)
+#define ACT_BLOCK_MIN_ROWS 32
 
 static size_t act_block_rows(const matmul_job *job) {
     const size_t rows = ACT_BLOCK_BYTES / job->act_row_bytes / 4 * 4;
-    return rows < 4 ? 4 : rows;
+    return rows < ACT_BLOCK_MIN_ROWS ? ACT_BLOCK_MIN_ROWS : rows;
 }
 
 /* Output rows [o_begin, o_end) of one job: blocks of activation rows
