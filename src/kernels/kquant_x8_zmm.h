@@ -85,13 +85,15 @@ ALWAYS_INLINE __m512i zk_dpbusd_b(__m512i acc, __m512i u, const int8_t *p) {
     return acc;
 }
 
-/* The tiles' last activation row (ZK_SHUF_ROWS of them) takes its words
- * from one zmm load per 64 bytes, each broadcast by two shuffles, not by a
- * {1to16} operand each: the tile is bound by its loads (two a cycle here),
- * and the shuffles run beside vpdpbusd (16 vpdpbusd and 8 vpshufd: 8.2
- * cycles, 8.1 alone). One row so: 1.06x on L1-resident data (Q4_K); two
- * rows 1.03x, four 0.9x. bench_kernels 2048 x 5632, 512 rows, 6 A B pairs
- * (Zen 5, 2026-12-06): Q4_K 1.035x on one thread, 1.02x on two; Q6_K 1.02x. */
+/* The Q6_K and Q5_K tiles' last activation row (ZK_SHUF_ROWS of them)
+ * takes its words from one zmm load per 64 bytes, each broadcast by two
+ * shuffles, not by a {1to16} operand each: the tile is bound by its loads
+ * (two a cycle here), and the shuffles run beside vpdpbusd (16 vpdpbusd
+ * and 8 vpshufd: 8.2 cycles, 8.1 alone). One row so: 1.06x on L1-resident
+ * data (the Q4_K tile then); two rows 1.03x, four 0.9x. bench_kernels 2048
+ * x 5632, 512 rows, 6 A B pairs (Zen 5, 2026-12-06): Q4_K 1.035x on one
+ * thread, 1.02x on two; Q6_K 1.02x. Q4_K's unpacked tile now halves its
+ * broadcasts instead (zk_q4_k_paired). */
 #define ZK_SHUF_ROWS 1
 
 /* acc += dpbusd(u, word w of the activation's 64 bytes a). */
