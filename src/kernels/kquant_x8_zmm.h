@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "kernels/r8_tile_zmm.h"
+#include "kernels/zmm_bcast.h"
 
 #if R8_ZMM && K8_VNNI
 
@@ -98,8 +99,7 @@ ALWAYS_INLINE __m512i zk_dpbusd_b(__m512i acc, __m512i u, const int8_t *p) {
 
 /* acc += dpbusd(u, word w of the activation's 64 bytes a). */
 ALWAYS_INLINE __m512i zk_dpbusd_r(__m512i acc, __m512i u, __m512i a, const int w) {
-    const __m512i lane = _mm512_shuffle_i32x4(a, a, (w / 4) * 0x55);
-    return _mm512_dpbusd_epi32(acc, u, _mm512_shuffle_epi32(lane, (_MM_PERM_ENUM)((w % 4) * 0x55)));
+    return _mm512_dpbusd_epi32(acc, u, zmm_bcast_epi32(a, w));
 }
 
 /* A tile's float sums at its start: zero, or (cont) the sums it stored

@@ -8,6 +8,7 @@
  * row's output is bit-identical to attn_group's. Not here: the one-row
  * pass (attention.c), threading, RoPE. */
 #include "engine/attn/attention_run.h"
+#include "kernels/zmm_bcast.h" /* zmm_bcast_ps: the scores columns tile */
 
 #if ATTN_AVX2
 /* Tiles of several query vectors that read the same widened chunk (prefill:
@@ -349,10 +350,9 @@ ALWAYS_INLINE void scores_cols_tile(float *const s[], const float *const q[], co
 #pragma GCC unroll 4
                     for (int r = 0; r < R; r++) {
                         __m512 b;
-                        if (r >= R - R / 2) { /* q[r][d + c]: lane 2u + h, element c */
-                            const __m512 l = _mm512_shuffle_f32x4(qv[r], qv[r], (2 * u + h) * 0x55);
-                            b = _mm512_shuffle_ps(l, l, c * 0x55);
-                        } else
+                        if (r >= R - R / 2) /* q[r][d + c]: element 4 (2u + h) + c */
+                            b = zmm_bcast_ps(qv[r], 4 * (2 * u + h) + c);
+                        else
                             b = _mm512_set1_ps(q[r][d + (size_t)c]);
                         acc[r][c] = _mm512_fmadd_ps(b, w, acc[r][c]);
                     }
