@@ -83,7 +83,7 @@ static void expect_different(bool per_request) {
     compare_out c;
     tps_err e = {{0}};
     cr_assert_eq(compare_results(&c, &a, &b, &e), 0, "%s", e.msg);
-    cr_expect(compare_steal_differs(&c), "1% and 20% stolen: the machines differed");
+    cr_expect(compare_steal_differs(&c), "1%% and 20%% stolen: the machines differed");
     const compare_row *ttft = row(&c, "TTFT p50"), *itl = row(&c, "ITL p50");
     cr_expect(ttft->ratio > 2, "%g", ttft->ratio);
     cr_expect(ttft->exceeds_noise && ttft->lo > 1, "TTFT %g-%g", ttft->lo, ttft->hi);
