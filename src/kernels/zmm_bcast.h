@@ -13,33 +13,6 @@
 
 #include "base/compiler.h" /* ALWAYS_INLINE */
 
-ALWAYS_INLINE __m512i zmm_bcast_epi32(__m512i v, const int i) {
-    __m512i l;
-    switch (i / 4) {
-    case 0:
-        l = _mm512_shuffle_i32x4(v, v, 0x00);
-        break;
-    case 1:
-        l = _mm512_shuffle_i32x4(v, v, 0x55);
-        break;
-    case 2:
-        l = _mm512_shuffle_i32x4(v, v, 0xaa);
-        break;
-    default:
-        l = _mm512_shuffle_i32x4(v, v, 0xff);
-    }
-    switch (i % 4) {
-    case 0:
-        return _mm512_shuffle_epi32(l, _MM_PERM_AAAA);
-    case 1:
-        return _mm512_shuffle_epi32(l, _MM_PERM_BBBB);
-    case 2:
-        return _mm512_shuffle_epi32(l, _MM_PERM_CCCC);
-    default:
-        return _mm512_shuffle_epi32(l, _MM_PERM_DDDD);
-    }
-}
-
 ALWAYS_INLINE __m512 zmm_bcast_ps(__m512 v, const int i) {
     __m512 l;
     switch (i / 4) {
@@ -65,6 +38,11 @@ ALWAYS_INLINE __m512 zmm_bcast_ps(__m512 v, const int i) {
     default:
         return _mm512_shuffle_ps(l, l, 0xff);
     }
+}
+
+/* zmm_bcast_ps on 32-bit integers (the shuffles move bits, whatever they hold). */
+ALWAYS_INLINE __m512i zmm_bcast_epi32(__m512i v, const int i) {
+    return _mm512_castps_si512(zmm_bcast_ps(_mm512_castsi512_ps(v), i));
 }
 #endif
 
