@@ -124,12 +124,11 @@ static void q8_0_group(block_q8_0 *restrict y, const float *restrict x, size_t k
         const __m128i b0 = _mm512_cvtsepi32_epi8(q0), b1 = _mm512_cvtsepi32_epi8(q1);
         _mm256_storeu_si256((__m256i *)y[i].qs, _mm256_set_m128i(b1, b0));
         y[i].d = dh[i];
-        /* the int8 values summed (|x * id| <= 127: saturating never bites) */
+        /* the int8 values summed (|x * id| <= 127: saturating never bites);
+         * v[k ..] stay the zeros the maxima had */
         v[i] = _mm512_castsi512_ps(_mm512_add_epi32(q0, q1));
     }
     if (!side) return;
-    for (size_t i = k; i < 16; i++)
-        v[i] = _mm512_setzero_ps();
     const __m512i sum = _mm512_castps_si512(reduce16(v, 1));
     const __m512 sx = _mm512_cvtph_ps(_mm512_cvtps_ph(
         _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));

@@ -74,8 +74,9 @@ ALWAYS_INLINE __m512i zk_quants(const uint8_t *restrict gp, size_t gs, const int
  * kernel): per superblock b of the chunk and chunk m of b (its elements
  * 4m .. 4m + 3), 64 bytes at U + (64 b + m) * 64, group g's 8 rows (4
  * bytes each, the packed lane order) then group g + 1's, as the packed
- * tiles' z_pair vectors were. The tiles then load one zmm per chunk and compute the same
- * integers and float steps, so the bits do not change. */
+ * tiles' z_pair vectors were (Q4_K's chunks interleaved in pairs instead:
+ * zk_q4_k_paired). The tiles then load one zmm per chunk and compute the
+ * same integers and float steps, so the bits do not change. */
 #define ZK_UNPACK_ROWS 16
 
 /* acc += dpbusd(u, the int32 at p in every lane), the broadcast folded into
