@@ -235,12 +235,21 @@ static void quantize_row_x(const matmul_job *job, size_t r) {
  * for 16 rows or more (kquant_x8_zmm.h), and 8B's down projection (K =
  * 14336, 17 KB a Q8_K row) got blocks of 12, so never did; with 32 (553
  * KB) bench_kernels 14336x4096 at 512 rows, 2 threads, ran Q6_K 1.2x and
- * Q4_K ~1.02x faster than with 12 (4 A B rounds, 2026-12-06, Zen 5). */
+ * Q4_K ~1.02x faster than with 12 (4 A B rounds, 2026-12-06, Zen 5).
+ * Q8_K rows (the K-quants) take blocks of ACT_BLOCK_BYTES_K: their
+ * kernels unpack each weight pair once per block, so a longer block
+ * unpacks less. 512 KB against 256 KB, in process A B pairs of the rows
+ * kernels (529 rows, 2 threads, 2026-12-06, Zen 5, weights prefetched as
+ * zk_prefetch_next says): Q4_K 2048x8192 1.04x, 2048x2048 1.02x,
+ * 5632x2048 1.06x; Q6_K 2048x2048 1.02x. The Q8_0 / Q4_0 tiles, which
+ * unpack nothing, keep 256 KB (not measured at 512). */
 #define ACT_BLOCK_BYTES    (256u << 10)
+#define ACT_BLOCK_BYTES_K  (512u << 10)
 #define ACT_BLOCK_MIN_ROWS 32
 
 static size_t act_block_rows(const matmul_job *job) {
-    const size_t rows = ACT_BLOCK_BYTES / job->act_row_bytes / 4 * 4;
+    const size_t bytes = job->act_type == GGML_TYPE_Q8_K ? ACT_BLOCK_BYTES_K : ACT_BLOCK_BYTES;
+    const size_t rows = bytes / job->act_row_bytes / 4 * 4;
     return rows < ACT_BLOCK_MIN_ROWS ? ACT_BLOCK_MIN_ROWS : rows;
 }
 
