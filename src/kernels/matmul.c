@@ -242,9 +242,15 @@ static void quantize_row_x(const matmul_job *job, size_t r) {
  * kernels (529 rows, 2 threads, 2026-12-06, Zen 5, weights prefetched as
  * zk_prefetch_next says): Q4_K 2048x8192 1.04x, 2048x2048 1.02x,
  * 5632x2048 1.06x; Q6_K 2048x2048 1.02x. The Q8_0 / Q4_0 tiles, which
- * unpack nothing, keep 256 KB (not measured at 512). */
-#define ACT_BLOCK_BYTES    (256u << 10)
-#define ACT_BLOCK_BYTES_K  (512u << 10)
+ * unpack nothing, keep 256 KB (512 KB or one block: within 2%), and so
+ * do builds without the 512-bit tiles (their K-quant kernels unpack
+ * nothing either; not measured). */
+#define ACT_BLOCK_BYTES (256u << 10)
+#if R8_ZMM
+#define ACT_BLOCK_BYTES_K (512u << 10)
+#else
+#define ACT_BLOCK_BYTES_K ACT_BLOCK_BYTES
+#endif
 #define ACT_BLOCK_MIN_ROWS 32
 
 static size_t act_block_rows(const matmul_job *job) {
