@@ -40,7 +40,7 @@ renamed() { # PREFIX: the file's exported kernels renamed PREFIX_name
     printf ' -D%s=%s_%s' "$s" "$1" "$s"
   done
 }
-# shellcheck disable=SC2086 # the flags are word lists
+# shellcheck disable=SC2086,SC2046 # the flags are word lists
 {
   cc $cflags $(renamed A) $flags_a -c "$file_a" -o "$out/a.o"
   cc $cflags $(renamed B) $flags_b -c "$file_b" -o "$out/b.o"
