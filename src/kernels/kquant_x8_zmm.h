@@ -179,7 +179,7 @@ ALWAYS_INLINE void q4_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
                 zk_q4_k_paired(is, U, b, k, x, sm, MX);
                 continue;
             }
-            __m512i s[2][4] = {{{0}}}, a[4];
+            __m512i s[2][4] = {{{0}}}, a[4] = {{0}};
 #pragma GCC unroll 4
             for (int j = MX - ZK_SHUF_ROWS; U && j < MX; j++)
                 a[j] = _mm512_loadu_si512((const void *)(x[j][b].qs + 64 * k));
@@ -307,7 +307,7 @@ ALWAYS_INLINE void q6_K_x8_tile_z(float *restrict out, size_t ld_out, const uint
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *gp = G + b * sizeof(block_q6_Kx8);
         __m512i is[4] = {{0}};
-        __m512i ar[4];
+        __m512i ar[4] = {{0}}; /* set before use; GCC -O2 with TSan could not see that */
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++)
 #pragma GCC unroll 4
