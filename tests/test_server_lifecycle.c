@@ -250,8 +250,11 @@ Test(server, sigterm_drains_and_exits_zero, .timeout = 60) {
         }
     }
     cr_assert_gt(port, 0, "the server did not start: %s", log);
-    bg_req b = {.port = port, .body = completion_body("Once upon a time", 240, true, true)};
-    bg_req b2 = {.port = port, .body = completion_body("Lily and Tom", 240, true, true)};
+    /* long enough that the first is still running when the second arrives,
+     * with other tests beside this one (240 tokens were not, once, in CI) */
+    enum { N_TOKENS = 480 };
+    bg_req b = {.port = port, .body = completion_body("Once upon a time", N_TOKENS, true, true)};
+    bg_req b2 = {.port = port, .body = completion_body("Lily and Tom", N_TOKENS, true, true)};
     pthread_t th, th2;
     pthread_create(&th, NULL, bg_run, &b);
     pthread_create(&th2, NULL, bg_run, &b2);
@@ -281,7 +284,7 @@ Test(server, sigterm_drains_and_exits_zero, .timeout = 60) {
         stream st;
         parse_stream(bs[i]->r.body, OAI_COMPLETION, &st);
         cr_assert(st.done);
-        cr_assert_eq(st.usage_completion, 240);
+        cr_assert_eq(st.usage_completion, N_TOKENS);
         resp_free(&bs[i]->r);
         free(bs[i]->body);
     }
