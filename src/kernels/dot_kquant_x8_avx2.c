@@ -424,16 +424,13 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
  * instead, no steadier. */
 ALWAYS_INLINE void zk_prefetch_next(const uint8_t *restrict W, size_t w_row_bytes, size_t o,
                                     size_t o1, size_t b0, size_t nb, size_t GB, size_t gs) {
-    const uint8_t *G;
-    size_t kb;
-    if (b0 + ZK_KC < nb) {
-        G = W + o * w_row_bytes + (b0 + ZK_KC) * GB;
-        kb = nb - b0 - ZK_KC < ZK_KC ? nb - b0 - ZK_KC : ZK_KC;
-    } else if (o + 32 <= o1) {
-        G = W + (o + 16) * w_row_bytes;
-        kb = nb < ZK_KC ? nb : ZK_KC;
-    } else
-        return;
+    size_t on = o, bn = b0 + ZK_KC;
+    if (bn >= nb) {
+        on = o + 16, bn = 0;
+        if (on + 16 > o1) return;
+    }
+    const uint8_t *G = W + on * w_row_bytes + bn * GB;
+    const size_t kb = nb - bn < ZK_KC ? nb - bn : ZK_KC;
     for (size_t q = 0; q < kb * GB; q += 64) {
         _mm_prefetch((const char *)(G + q), _MM_HINT_T0);
         _mm_prefetch((const char *)(G + gs + q), _MM_HINT_T0);
