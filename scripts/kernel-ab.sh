@@ -8,7 +8,7 @@
 #       N_IN N_OUT ROWS TYPE REPS BLOCK_A BLOCK_B [THREADS]
 #
 # FILE_A, FILE_B default to the tree's file; both are compiled with the
-# build's flags for the kernels library (BUILD, default build/, built
+# build's compiler and its flags for the kernels library (BUILD, default build/, built
 # first by make build). Example, the act block of 184 rows against 92:
 #   scripts/kernel-ab.sh -- 2048 8192 529 q4_K 8 92 184 2
 set -euo pipefail
@@ -31,6 +31,7 @@ if [ ! -f "$flags_make" ] || [ ! -f "$build/libtps_kernels.a" ]; then
   echo "kernel-ab: no kernels library in $build/ (run make build first)" >&2
   exit 1
 fi
+cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
 cflags="$(sed -n 's/^C_DEFINES = //p; s/^C_INCLUDES = //p; s/^C_FLAGS = //p' "$flags_make" | tr '\n' ' ')"
 out=$build/ab
 mkdir -p "$out"
@@ -42,10 +43,10 @@ renamed() { # PREFIX: the file's exported kernels renamed PREFIX_name
 }
 # shellcheck disable=SC2086,SC2046 # the flags are word lists
 {
-  cc $cflags $(renamed A) $flags_a -c "$file_a" -o "$out/a.o"
-  cc $cflags $(renamed B) $flags_b -c "$file_b" -o "$out/b.o"
-  cc $cflags -Imicrobench -c microbench/ab/rows_ab.c -o "$out/rows_ab.o"
-  cc $cflags "$out/rows_ab.o" "$out/a.o" "$out/b.o" "$build/libtps_kernels.a" \
+  "$cc" $cflags $(renamed A) $flags_a -c "$file_a" -o "$out/a.o"
+  "$cc" $cflags $(renamed B) $flags_b -c "$file_b" -o "$out/b.o"
+  "$cc" $cflags -Imicrobench -c microbench/ab/rows_ab.c -o "$out/rows_ab.o"
+  "$cc" $cflags "$out/rows_ab.o" "$out/a.o" "$out/b.o" "$build/libtps_kernels.a" \
     "$build/libtps_base.a" -lm -lpthread -o "$out/rows_ab"
 }
 exec "$out/rows_ab" "$@"

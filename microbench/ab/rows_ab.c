@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "kernels/kernel_impl.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
@@ -32,12 +32,6 @@
 AB_KERNELS(AB_DECL)
 
 enum { AB_TILE_O = 48 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void fill(float *x, size_t n, uint32_t seed) {
     uint32_t s = seed * 2654435761u + 1;
@@ -134,9 +128,9 @@ int main(int argc, char **argv) {
     double best[2] = {1e30, 1e30}, sum[2] = {0, 0};
     for (int i = 0; i < 2 * reps + 2; i++) { /* the first pair warms up */
         const int v = i & 1;
-        const double t0 = now_s();
+        const uint64_t t0 = tps_now_ns();
         run_once(&c, fn[v], c.block[v], out[v]);
-        const double t = now_s() - t0;
+        const double t = tps_ns_to_s(tps_now_ns() - t0);
         if (i < 2) continue;
         best[v] = t < best[v] ? t : best[v];
         sum[v] += t;
