@@ -5,7 +5,7 @@
 # call by call, so a drifting host slows both alike (rows_ab.c says more).
 #
 #   scripts/kernel-ab.sh [-a FILE_A] [-b FILE_B] [-A CFLAGS_A] [-B CFLAGS_B] -- \
-#       N_IN N_OUT ROWS TYPE REPS BLOCK_A BLOCK_B [THREADS]
+#       N_IN N_OUT ROWS TYPE REPS BLOCK_A BLOCK_B [THREADS [PANEL_B]]
 #
 # FILE_A, FILE_B default to the tree's file; both are compiled with the
 # build's compiler and its flags for the kernels library (BUILD, default build/, built
@@ -37,7 +37,7 @@ out=$build/ab
 mkdir -p "$out"
 renamed() { # PREFIX: the file's exported kernels renamed PREFIX_name
   for s in kernel_rows_q4_K_r8_avx2 kernel_rows_q6_K_r8_avx2 kernel_rows_q5_K_r8_avx2 \
-    kernel_rows_q5_K_avx2; do
+    kernel_rows_q5_K_avx2 kernel_rows_panel_avx2; do
     printf ' -D%s=%s_%s' "$s" "$1" "$s"
   done
 }

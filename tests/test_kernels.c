@@ -455,6 +455,21 @@ Test(kernels, repacked_weights_give_the_same_bits_across_activation_row_blocks) 
         kc_check_packed_equals_plain(types[t], 8192, 16, 61);
 }
 
+/* Long K runs in panels of superblocks where the build has them (matmul.c's
+ * K_PANEL_SB, 4, beyond K = ~6000: the 512-bit VNNI tiles), each block of
+ * 192 activation rows panel by panel: 26 superblocks (panels of 4 and a
+ * last of 2) and 32, 200 rows (blocks of 192 and 8, the last under the
+ * unpacked tiles' 16 rows, so computed whole at the last panel), 24 weight
+ * rows (a last odd group, also whole at the last panel): the plain scalar
+ * bits, and each row's alone. */
+Test(kernels, repacked_k_quants_give_the_same_bits_in_k_panels) {
+    const uint32_t types[] = {GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q5_K};
+    for (size_t t = 0; t < LEN(types); t++) {
+        kc_check_packed_equals_plain(types[t], 6656, 24, 200);
+        kc_check_packed_equals_plain(types[t], 8192, 16, 200);
+    }
+}
+
 /* The largest Q4_K magnitudes (sc = m = 63, q4 = 15) against activations
  * of +-127 of one sign per 32: the AVX2 tier's int16 sums of 8 maddubs
  * pairs (up to 30480) and int32 sums stay exact in the packed form too, and

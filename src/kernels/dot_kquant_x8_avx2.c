@@ -423,14 +423,15 @@ ALWAYS_INLINE void x8_rows(float *restrict out, size_t ld_out, const uint8_t *re
  * 1.04x, 2048x5632 1.01x; Q6_K 2048x2048 1.02x, 8192x2048 1.04x; into L2
  * instead, no steadier. */
 ALWAYS_INLINE void zk_prefetch_next(const uint8_t *restrict W, size_t w_row_bytes, size_t o,
-                                    size_t o1, size_t b0, size_t nb, size_t GB, size_t gs) {
+                                    size_t o1, size_t b0, size_t kb0, size_t kb1, size_t GB,
+                                    size_t gs) {
     size_t on = o, bn = b0 + ZK_KC;
-    if (bn >= nb) {
-        on = o + 16, bn = 0;
+    if (bn >= kb1) {
+        on = o + 16, bn = kb0;
         if (on + 16 > o1) return;
     }
     const uint8_t *G = W + on * w_row_bytes + bn * GB;
-    const size_t kb = nb - bn < ZK_KC ? nb - bn : ZK_KC;
+    const size_t kb = kb1 - bn < ZK_KC ? kb1 - bn : ZK_KC;
     for (size_t q = 0; q < kb * GB; q += 64) {
         _mm_prefetch((const char *)(G + q), _MM_HINT_T0);
         _mm_prefetch((const char *)(G + gs + q), _MM_HINT_T0);
@@ -441,26 +442,29 @@ ALWAYS_INLINE void zk_prefetch_next(const uint8_t *restrict W, size_t w_row_byte
  * chunk at a time, unpacked once into tmp (kquant_x8_zmm.h; ZK_KC * 4096
  * bytes), then every activation row against it, 4 at a time, each tile
  * continuing its sums from the chunk before; a last odd group takes
- * x8_rows. Same bits as x8_rows. */
+ * x8_rows. Only superblocks [kb0, kb1) of the n_in / QK_K: a K panel
+ * (kernel_rows_panel_fn), whose sums continue those of the panels before
+ * as a chunk's do, so the bits are x8_rows' once every panel has run, in
+ * order. */
 ALWAYS_INLINE void x8_rows_unpacked(float *restrict out, size_t ld_out, const uint8_t *restrict W,
                                     size_t w_row_bytes, size_t o0, size_t o1,
                                     const uint8_t *restrict act, size_t act_row_bytes,
-                                    size_t n_rows_x, size_t n_in, uint8_t *restrict U,
-                                    const int kind) {
+                                    size_t n_rows_x, size_t n_in, uint8_t *restrict U, size_t kb0,
+                                    size_t kb1, const int kind) {
     const int is_q6 = kind == X8_Q6_K, is_q5 = kind == X8_Q5_K;
     const size_t nb = n_in / QK_K, gs = 8 * w_row_bytes;
     const size_t GB = is_q6 ? sizeof(block_q6_Kx8) : k8_gb(is_q5);
     size_t o = o0;
     for (; o + 16 <= o1; o += 16)
-        for (size_t b0 = 0; b0 < nb; b0 += ZK_KC) {
-            const size_t kb = nb - b0 < ZK_KC ? nb - b0 : ZK_KC;
+        for (size_t b0 = kb0; b0 < kb1; b0 += ZK_KC) {
+            const size_t kb = kb1 - b0 < ZK_KC ? kb1 - b0 : ZK_KC;
             const uint8_t *G = W + o * w_row_bytes + b0 * GB;
             const uint8_t *act_k = act + b0 * sizeof(block_q8_K);
             /* from block b0 to its side: the whole row's offset, moved b0 sides on */
             const size_t soff = kernel_act_k_side_off(nb) + b0 * sizeof(kernel_act_k_side) -
                                 b0 * sizeof(block_q8_K);
             zk_unpack(U, G, gs, GB, kb, is_q5, is_q6);
-            zk_prefetch_next(W, w_row_bytes, o, o1, b0, nb, GB, gs);
+            zk_prefetch_next(W, w_row_bytes, o, o1, b0, kb0, kb1, GB, gs);
 #define X8_TILE_U()                                                                                \
     do {                                                                                           \
         const uint8_t *a_k = act_k + (a - act);                                                    \
@@ -473,18 +477,23 @@ ALWAYS_INLINE void x8_rows_unpacked(float *restrict out, size_t ld_out, const ui
             X8_ROW_PASSES(X8_TILE_U);
 #undef X8_TILE_U
         }
-    if (o < o1)
+    if (o < o1 && kb1 == nb)
         x8_rows(out, ld_out, W, w_row_bytes, o, o1, act, act_row_bytes, n_rows_x, n_in, kind);
 }
-#define X8_ROWS_K(kind)                                                                            \
+
+/* Superblocks [kb0, kb1) of a packed K-quant rows call: unpacked beside
+ * ZK_UNPACK_ROWS rows or more; else nothing until the last panel, which
+ * runs x8_rows over all of K. */
+#define X8_ROWS_PANEL(kind, kb0, kb1)                                                              \
     do {                                                                                           \
         if (n_rows_x >= ZK_UNPACK_ROWS)                                                            \
             x8_rows_unpacked(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x,    \
-                             n_in, (uint8_t *)tmp, kind);                                          \
-        else                                                                                       \
+                             n_in, (uint8_t *)tmp, kb0, kb1, kind);                                \
+        else if ((kb1) == n_in / QK_K)                                                             \
             x8_rows(out, ld_out, W, w_row_bytes, o0, o1, act, act_row_bytes, n_rows_x, n_in,       \
                     kind);                                                                         \
     } while (0)
+#define X8_ROWS_K(kind) X8_ROWS_PANEL(kind, 0, n_in / QK_K)
 #else
 #define X8_ROWS_K(kind)                                                                            \
     do {                                                                                           \
@@ -503,6 +512,35 @@ KERNEL_ROWS_DECL(kernel_rows_q6_K_r8_avx2) {
 
 KERNEL_ROWS_DECL(kernel_rows_q5_K_r8_avx2) {
     X8_ROWS_K(X8_Q5_K);
+}
+
+#if KQ_ZMM
+static KERNEL_ROWS_PANEL_DECL(rows_q4_K_r8_panel) {
+    X8_ROWS_PANEL(X8_Q4_K, kb0, kb1);
+}
+
+static KERNEL_ROWS_PANEL_DECL(rows_q6_K_r8_panel) {
+    X8_ROWS_PANEL(X8_Q6_K, kb0, kb1);
+}
+
+static KERNEL_ROWS_PANEL_DECL(rows_q5_K_r8_panel) {
+    X8_ROWS_PANEL(X8_Q5_K, kb0, kb1);
+}
+#endif
+
+kernel_rows_panel_fn kernel_rows_panel_avx2(uint32_t plain) {
+#if KQ_ZMM
+    switch (plain) {
+    case GGML_TYPE_Q4_K:
+        return rows_q4_K_r8_panel;
+    case GGML_TYPE_Q6_K:
+        return rows_q6_K_r8_panel;
+    case GGML_TYPE_Q5_K:
+        return rows_q5_K_r8_panel;
+    }
+#endif
+    (void)plain;
+    return NULL;
 }
 
 /* Plain Q5_K rows: each whole group of 8 packed into scratch, then the

@@ -29,6 +29,18 @@
               size_t n_rows_x, size_t n_in, float *restrict tmp)
 typedef KERNEL_ROWS_DECL((*kernel_rows_fn));
 
+/* A packed K-quant rows kernel over superblocks [kb0, kb1) of K only (a K
+ * panel): out's elements continue the sums of the panels before (which
+ * must have run, in order, on the same rows: the first starts them), so
+ * once the last has run they hold the rows kernel's bits. Lets the matmul
+ * give long K (a down projection's 8192 or 14336) activation blocks of as
+ * many rows as short K gets. */
+#define KERNEL_ROWS_PANEL_DECL(name)                                                               \
+    void name(float *restrict out, size_t ld_out, const uint8_t *restrict W, size_t w_row_bytes,   \
+              size_t o0, size_t o1, const uint8_t *restrict act, size_t act_row_bytes,             \
+              size_t n_rows_x, size_t n_in, float *restrict tmp, size_t kb0, size_t kb1)
+typedef KERNEL_ROWS_PANEL_DECL((*kernel_rows_panel_fn));
+
 #define KERNEL_TMP_ROWS 5 /* also room for 2 packed Q8_0 groups: 17 * n_in bytes */
 
 /* ---- activations and 8-row interleaved weight groups --------------------
@@ -269,6 +281,10 @@ extern const kernel_type_impl kernel_impl_scalar[GGML_TYPE_COUNT_MAX];
 extern const kernel_type_impl kernel_impl_avx2[GGML_TYPE_COUNT_MAX];
 KERNEL_ROWS_DECL(kernel_rows_q4_K_r8_avx2);
 KERNEL_ROWS_DECL(kernel_rows_q6_K_r8_avx2);
+/* The K-panel form of plain type plain's packed rows kernel, or NULL where
+ * this build has none (only the 512-bit VNNI K-quant tiles, which unpack
+ * each weight pair once per activation block, gain from longer blocks). */
+kernel_rows_panel_fn kernel_rows_panel_avx2(uint32_t plain);
 /* side: each block's kernel_act_side, or NULL for plain Q8_0 rows */
 void quantize_row_q8_0_avx2(block_q8_0 *restrict y, const float *restrict x, size_t n,
                             kernel_act_side *restrict side);

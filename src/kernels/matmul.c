@@ -189,6 +189,7 @@ static const kernel_type_impl *entry(const kernel_type_impl *table, uint32_t t) 
 static int pick(kernel_pick *p, const kernel_ctx *ctx, uint32_t wtype, size_t n_in) {
     const kernel_type_impl *table = kernel_impl_scalar;
     p->use_avx2 = 0;
+    p->rows_panel = NULL;
 #if KERNEL_HAVE_AVX2
     if (ctx->tier != KERNEL_TIER_SCALAR) {
         table = kernel_impl_avx2;
@@ -205,6 +206,9 @@ static int pick(kernel_pick *p, const kernel_ctx *ctx, uint32_t wtype, size_t n_
         const kernel_type_impl *e = entry(table, plain);
         if (!e->rows_r8) return TPS_EUNSUP;
         p->rows = e->rows_r8;
+#if KERNEL_HAVE_AVX2
+        if (table == kernel_impl_avx2) p->rows_panel = kernel_rows_panel_avx2(plain);
+#endif
         p->act_type = e->act_type;
         p->w_row_bytes = kernel_row_bytes(plain, n_in);
         return p->w_row_bytes ? 0 : TPS_EINVAL;
@@ -259,6 +263,45 @@ static size_t act_block_rows(const matmul_job *job) {
     return rows < ACT_BLOCK_MIN_ROWS ? ACT_BLOCK_MIN_ROWS : rows;
 }
 
+/* K panels (rows_panel) for long K: where a block of whole rows would hold
+ * fewer than K_PANEL_BELOW rows (K above ~6000: a down projection), the
+ * K-quant kernels unpack each weight pair once per 48 (K = 8192) or 32 (K
+ * = 14336) rows. In panels of K_PANEL_SB superblocks a block holds
+ * K_PANEL_BYTES of them, 192 rows at any K. In process A B pairs, 529 rows,
+ * 2 threads, tasks and tiles as here (scripts/kernel-ab.sh, 2026-12-07,
+ * Zen 5): 8192x2048 Q4_K 1.03-1.06x, Q6_K 1.05-1.08x; 14336x4096 Q4_K
+ * 1.14x, Q6_K 1.18x; panels of 8 or 16, or 512 KB, no better. Not below:
+ * 5632x2048 (68-row blocks) neutral, 2048x8192 (192) 0.93x, as a tile's
+ * sums then leave L1 between panels. */
+#define K_PANEL_SB    4
+#define K_PANEL_BYTES (256u << 10)
+#define K_PANEL_BELOW 64
+
+/* Activation rows per block of a K panel. */
+static size_t panel_block_rows(void) {
+    const size_t sb_bytes = sizeof(block_q8_K) + sizeof(kernel_act_k_side);
+    return K_PANEL_BYTES / (K_PANEL_SB * sb_bytes) / 4 * 4;
+}
+
+/* compute_range with K split in panels: each block of panel_block_rows
+ * activation rows runs panel by panel, in order, each panel against the
+ * range's tiles (its quantized rows of that panel stay in L2 meanwhile). */
+static void compute_range_panels(const matmul_job *job, size_t o_begin, size_t o_end, float *tmp) {
+    const size_t nb = job->n_in / QK_K, rb = panel_block_rows();
+    for (size_t r = 0; r < job->n_rows_x; r += rb) {
+        const size_t nr = job->n_rows_x - r < rb ? job->n_rows_x - r : rb;
+        for (size_t kb0 = 0; kb0 < nb; kb0 += K_PANEL_SB) {
+            const size_t kb1 = nb - kb0 < K_PANEL_SB ? nb : kb0 + K_PANEL_SB;
+            for (size_t o = o_begin; o < o_end; o += TILE_O) {
+                const size_t o1 = o + TILE_O < o_end ? o + TILE_O : o_end;
+                job->rows_panel(job->out + r * job->n_out, job->n_out, job->W, job->w_row_bytes, o,
+                                o1, job->act + r * job->act_row_bytes, job->act_row_bytes, nr,
+                                job->n_in, tmp, kb0, kb1);
+            }
+        }
+    }
+}
+
 /* Output rows [o_begin, o_end) of one job: blocks of activation rows
  * (act_block_rows), each against the range in tiles of TILE_O weight rows.
  * With at most 4 activation rows no weight is reused from cache, so the
@@ -271,6 +314,10 @@ static void compute_range(const matmul_job *job, size_t o_begin, size_t o_end, i
     float *tmp = job->tmp + (size_t)t * KERNEL_TMP_ROWS * job->n_in;
     const size_t tile = job->n_rows_x <= 4 && job->packed ? o_end - o_begin : TILE_O;
     const size_t rb = job->quant_x && job->packed ? act_block_rows(job) : job->n_rows_x;
+    if (job->rows_panel && rb < K_PANEL_BELOW && rb < job->n_rows_x) {
+        compute_range_panels(job, o_begin, o_end, tmp);
+        return;
+    }
     for (size_t r = 0; r < job->n_rows_x; r += rb) {
         const size_t nr = job->n_rows_x - r < rb ? job->n_rows_x - r : rb;
         for (size_t o = o_begin; o < o_end; o += tile) {
@@ -305,6 +352,7 @@ static void job_init(matmul_job *job, const kernel_pick *p, uint32_t wtype, floa
         .use_avx2 = p->use_avx2,
         .packed = is_packed(wtype),
         .rows = p->rows,
+        .rows_panel = p->rows_panel,
         .tmp = ctx->tmp,
     };
 }

@@ -25,8 +25,9 @@ struct kernel_ctx {
 /* What runs one weight type on the context's tier. */
 typedef struct kernel_pick {
     kernel_rows_fn rows;
-    uint32_t act_type;  /* GGML_TYPE_Q8_0, GGML_TYPE_Q8_K or GGML_TYPE_F32 */
-    size_t w_row_bytes; /* bytes of one plain row of n_in */
+    kernel_rows_panel_fn rows_panel; /* rows in K panels (packed K-quants), or NULL */
+    uint32_t act_type;               /* GGML_TYPE_Q8_0, GGML_TYPE_Q8_K or GGML_TYPE_F32 */
+    size_t w_row_bytes;              /* bytes of one plain row of n_in */
     int use_avx2;
 } kernel_pick;
 
@@ -45,7 +46,8 @@ typedef struct matmul_job {
     int use_avx2;
     int packed; /* W in 8-row groups (KERNEL_TYPE_*_R8) */
     kernel_rows_fn rows;
-    float *tmp; /* n_threads blocks of KERNEL_TMP_ROWS * n_in */
+    kernel_rows_panel_fn rows_panel; /* NULL: no K panels */
+    float *tmp;                      /* n_threads blocks of KERNEL_TMP_ROWS * n_in */
 } matmul_job;
 
 /* 0, TPS_EUNSUP (type or tier cannot run it) or TPS_EINVAL (n_in not whole blocks). */
