@@ -48,6 +48,9 @@
 #include "../fuzz/fuzz_tokenizer.c"
 #undef LLVMFuzzerTestOneInput
 #undef LLVMFuzzerInitialize
+#define LLVMFuzzerTestOneInput fuzz_tokenizer_hf_one
+#include "../fuzz/fuzz_tokenizer_hf.c"
+#undef LLVMFuzzerTestOneInput
 
 typedef int (*one_fn)(const uint8_t *, size_t);
 
@@ -120,6 +123,12 @@ Test(fuzz_replay, tokenizer) {
     setenv("TPS_SHARED_DIR", TPS_SHARED_DIR, 1);
     fuzz_tokenizer_init(NULL, NULL);
     replay("fuzz_tokenizer", fuzz_tokenizer_one);
+}
+
+/* fuzz_tokenizer_hf's regression: a special added token of empty content
+ * (splitting a text on it never advanced, until memory ran out). */
+Test(fuzz_replay, tokenizer_hf) {
+    replay("fuzz_tokenizer_hf", fuzz_tokenizer_hf_one);
 }
 
 /* ---------------------------------------------------------------------------

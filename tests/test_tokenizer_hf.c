@@ -242,6 +242,32 @@ static int load_text(const char *body, tps_err *e) {
     return load_with_config(body, NULL, e);
 }
 
+/* A special added token whose content is empty (found by fuzz_tokenizer_hf:
+ * splitting a text on it matched at one place for ever, until memory ran
+ * out) loads, and never matches: the text encodes as without it. */
+Test(tokenizer_hf, an_empty_special_token_never_matches, .timeout = 30) {
+    char dir[] = "/tmp/tps-hf-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    write_text(path, "{\"added_tokens\": [{\"id\": 3, \"content\": \"\", \"special\": true}], "
+                     "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, "
+                     "\"ab\": 2}, \"merges\": [[\"a\", \"b\"]]}}");
+    tokenizer *t = NULL;
+    tps_err e = {{0}};
+    int rc = tokenizer_load_hf(&t, dir, NULL, &e);
+    unlink(path);
+    rmdir(dir);
+    cr_assert_eq(rc, 0, "%s", e.msg);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    cr_assert_eq(tokenizer_encode_alloc(t, "abab", 4, TOK_ENCODE_PARSE_SPECIAL, &ids, &n, &e), 0,
+                 "%s", e.msg);
+    cr_expect(n == 2 && ids[0] == 2 && ids[1] == 2, "%zu ids, the first %d", n, n ? ids[0] : -1);
+    free(ids);
+    tokenizer_free(t);
+}
+
 Test(tokenizer_hf, unsupported_model_and_pipeline_kinds_are_named) {
     tps_err e = {{0}};
     int rc = load_text("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}", &e);

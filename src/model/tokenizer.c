@@ -107,6 +107,7 @@ static int partition(const tokenizer *t, const char *text, size_t len, bool pars
         if (!parse_special && (t->attr[id] & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN))) continue;
         const char *st = t->text + t->text_off[id];
         size_t sl = t->text_off[id + 1] - t->text_off[id];
+        if (sl == 0) continue; /* empty: it would match everywhere and never advance */
         bool any = false;
         for (size_t i = 0; i < a.n && !any; i++)
             any = a.v[i].id == TOKEN_NONE && memmem(text + a.v[i].off, a.v[i].len, st, sl);
