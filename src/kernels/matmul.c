@@ -19,6 +19,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/pool.h"
+#include "kernels/pool_rows.h"
 #include "kernels/r8_tile_zmm.h"
 
 /* weight rows per cache tile: r8_tile_zmm.h's widest tile takes 6 groups */
@@ -387,8 +388,8 @@ static void split_guided(mm_run *run, size_t nth) {
     run->n_tasks = t;
 }
 
-/* A run of q_per_task activation rows: 4 runs a thread, as the forward
- * pass's row ops share their rows (pool_rows.h), not one task a row. With
+/* A run of q_per_task activation rows (pool_rows.h: 4 runs a thread, as
+ * the forward pass's row ops share their rows), not one task a row. With
  * a task a row the quantizer took 174-182 samples of a 529-token 1B
  * Q4_K_M prefill, with runs 122-129 (perf, A B A B, 2026-12-07, Zen 5, 2
  * threads): a claim per 2048 floats, and rows read wherever the other core
@@ -396,9 +397,8 @@ static void split_guided(mm_run *run, size_t nth) {
 static void quantize_task(void *arg, size_t task, int thread) {
     (void)thread;
     const mm_run *run = arg;
-    const size_t n = run->jobs[0].n_rows_x, per = run->q_per_task;
-    const size_t end = (task + 1) * per < n ? (task + 1) * per : n;
-    for (size_t r = task * per; r < end; r++)
+    const size_t end = pool_rows_end(task, run->q_per_task, run->jobs[0].n_rows_x);
+    for (size_t r = task * run->q_per_task; r < end; r++)
         quantize_row_x(&run->jobs[0], r);
 }
 
@@ -425,12 +425,8 @@ static void run_jobs(kernel_ctx *ctx, const matmul_job *jobs, size_t n_jobs) {
     const size_t n_rows = jobs[0].n_rows_x;
     tps_pool *pool = kernel_ctx_pool(ctx);
     split_guided(&run, (size_t)tps_pool_threads(pool));
-    if (jobs[0].quant_x) { /* fewer rows than 4: not worth waking the workers */
-        const size_t n_tasks = n_rows < 4 ? 1 : 4 * (size_t)tps_pool_threads(pool);
-        run.q_per_task = (n_rows + n_tasks - 1) / n_tasks;
-        tps_pool_run_any(n_rows >= 4 ? pool : NULL, (n_rows + run.q_per_task - 1) / run.q_per_task,
-                         quantize_task, &run);
-    }
+    if (jobs[0].quant_x) /* fewer rows than 4: not worth waking the workers */
+        pool_rows_run(pool, n_rows, &run.q_per_task, 4, quantize_task, &run);
     tps_pool_run_any(pool, run.n_tasks, compute_task, &run);
 }
 

@@ -29,7 +29,7 @@
 #include "engine/forward/kmat.h"
 #include "engine/forward/moe.h"
 #include "engine/forward/ple.h"
-#include "engine/forward/pool_rows.h"
+#include "kernels/pool_rows.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 

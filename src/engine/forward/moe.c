@@ -25,7 +25,7 @@
 
 #include "engine/forward/kmat.h"
 #include "engine/forward/moe.h"
-#include "engine/forward/pool_rows.h"
+#include "kernels/pool_rows.h"
 #include "kernels/ops.h"
 
 #define OAI_ALPHA 1.702f

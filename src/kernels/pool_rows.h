@@ -1,5 +1,6 @@
 /* Sharing n independent items (rows of a batch, expert slots) among the
- * kernel pool's threads, for the forward pass and the MoE layer: enough
+ * kernel pool's threads, for the forward pass, the MoE layer and the
+ * matmul's activation quantizer: enough
  * tasks for the pool to balance (4 a thread), each a contiguous run of
  * items, and no pool at all below a size where waking it costs more than
  * the work.
@@ -11,8 +12,8 @@
  *     pool_rows_run(pool, j->n, &j->per_task, 16, task, &j);
  *
  * Not here: what an item does, the pool itself (kernels/pool.h). */
-#ifndef TPS_ENGINE_POOL_ROWS_H
-#define TPS_ENGINE_POOL_ROWS_H
+#ifndef TPS_KERNELS_POOL_ROWS_H
+#define TPS_KERNELS_POOL_ROWS_H
 
 #include <stddef.h>
 
