@@ -8,6 +8,15 @@
  * groups. Registers only, no memory, so the figures are the ceiling of the
  * mix, not of the caches. Read bench_kernels' q8_0r figure against the
  * last line: the tile's gap to it is loads, broadcasts and the loop.
+ * First, which instructions take vpdpbusd's execution units: 96 vpdpbusd
+ * beside 24 of another, independent instruction; one that slows the step
+ * by 24/96 shares vpdpbusd's units, one that does not runs beside it (on
+ * the Zen 5: vpmulld, vpmaddwd, vpdpwssd and FMAs share; vpaddd, cvt,
+ * logic and shuffles run beside). The K-quant tiles as they are now
+ * (kquant_x8_zmm.h) come last, a superblock of 16 weight rows by 4
+ * activation rows a step: each sharing instruction beside their 256
+ * vpdpbusd is a vpdpbusd not done, which bounds each type below the peak
+ * whatever its loads and caches do.
  * Numbers, not pass/fail; AVX-512 VNNI only (elsewhere it says so).
  *
  * usage: bench_dot_mix [steps (default 4000000)] */
@@ -37,17 +46,8 @@ static double now_s(void) {
 #define INS(r) "vinserti64x4 $1, %%ymm25, %%zmm26, %%zmm" #r "\n\t"
 #define INS8   INS(18) INS(19) INS(18) INS(19) INS(18) INS(19) INS(18) INS(19)
 #define INS24  INS8 INS8 INS8
-/* The K-quant tiles' (kquant_x8_zmm.h) work beside their vpdpbusd, per 96:
- * a vpmulld and a vpaddd per sub-block sum (one per 8 vpdpbusd for Q4_K,
- * per 4 for Q6_K), then per superblock and row the mins (vpmaddwd, vpaddd)
- * and the float epilogue. */
+/* The K-quant mixes below: a vpmulld into a register. */
 #define MUL(r) "vpmulld %%zmm22, %%zmm" #r ", %%zmm" #r "\n\t"
-#define ADD(r) "vpaddd %%zmm22, %%zmm" #r ", %%zmm" #r "\n\t"
-#define SC6    MUL(12) ADD(13) MUL(14) ADD(15) MUL(16) ADD(17)
-#define SC12   SC6 SC6
-#define SC24   SC12 SC12
-#define MINS   "vpmaddwd %%zmm22, %%zmm26, %%zmm18\n\t" ADD(18) ADD(19)
-#define KEPI   EPI(12) EPI(13) EPI(14) MINS MINS MINS
 #define CLOBBERS                                                                                   \
     "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",       \
         "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20",  \
@@ -72,14 +72,8 @@ static void dp_tile_mix(long n) {
     LOOP(DP96 EPI12 INS24);
 }
 
-static void dp_q4_K(long n) {
-    LOOP(DP96 SC12 KEPI);
-}
-static void dp_q6_K(long n) {
-    LOOP(DP96 SC24 KEPI);
-}
-
-/* The Q4_K tile on unpacked quants as it runs (kquant_x8_zmm.h): per
+/* The Q4_K tile on unpacked quants as it ran before its sub-block sums
+ * were paired (2026-12-06; kquant_x8_zmm.h, zk_q4_k_paired, now): per
  * sub-block and activation row a fresh sum (vpxord), 8 vpdpbusd into it,
  * each taking its activation word as a {1to16} broadcast from memory (L1)
  * and a zmm of quants loaded per 4 of them (4 rows), then a vpmulld and a
@@ -119,6 +113,82 @@ static void q4_K_two_pairs(long n) {
     LOOP_MEM(SUB_PAIRS2(0) SUB_PAIRS2(128) SUB_PAIRS2(256));
 }
 
+/* 24 of one instruction a step beside DP96, into zmm12-17 (independent
+ * of the vpdpbusd chains; 4 to a register a step, far from its latency). */
+#define X8(X)       X(12) X(13) X(14) X(15) X(16) X(17) X(12) X(13)
+#define X24(X)      X8(X) X8(X) X8(X)
+#define I_MULLD(r)  "vpmulld %%zmm22, %%zmm23, %%zmm" #r "\n\t"
+#define I_MADDWD(r) "vpmaddwd %%zmm22, %%zmm23, %%zmm" #r "\n\t"
+#define I_DPWSSD(r) "vpdpwssd %%zmm22, %%zmm23, %%zmm" #r "\n\t"
+#define I_FMA(r)    "vfmadd231ps %%zmm23, %%zmm24, %%zmm" #r "\n\t"
+#define I_MULPS(r)  "vmulps %%zmm23, %%zmm24, %%zmm" #r "\n\t"
+#define I_ADDD(r)   "vpaddd %%zmm22, %%zmm23, %%zmm" #r "\n\t"
+#define I_CVT(r)    "vcvtdq2ps %%zmm22, %%zmm" #r "\n\t"
+#define I_AND(r)    "vpandd %%zmm22, %%zmm23, %%zmm" #r "\n\t"
+#define I_PACK(r)   "vpackssdw %%zmm22, %%zmm23, %%zmm" #r "\n\t"
+#define I_SHUF(r)   "vpshufd $0x55, %%zmm22, %%zmm" #r "\n\t"
+static void with_mulld(long n) {
+    LOOP(DP96 X24(I_MULLD));
+}
+static void with_maddwd(long n) {
+    LOOP(DP96 X24(I_MADDWD));
+}
+static void with_dpwssd(long n) {
+    LOOP(DP96 X24(I_DPWSSD));
+}
+static void with_fma(long n) {
+    LOOP(DP96 X24(I_FMA));
+}
+static void with_mulps(long n) {
+    LOOP(DP96 X24(I_MULPS));
+}
+static void with_addd(long n) {
+    LOOP(DP96 X24(I_ADDD));
+}
+static void with_cvt(long n) {
+    LOOP(DP96 X24(I_CVT));
+}
+static void with_and(long n) {
+    LOOP(DP96 X24(I_AND));
+}
+static void with_pack(long n) {
+    LOOP(DP96 X24(I_PACK));
+}
+static void with_shuf(long n) {
+    LOOP(DP96 X24(I_SHUF));
+}
+
+/* A superblock of the unpacked K-quant tiles, 16 weight rows x 4
+ * activation rows (256 vpdpbusd over 8 chains), with their other vector
+ * work counted from kquant_x8_zmm.h, registers only. Q4_K (zk_q4_k_paired
+ * and q4_K_x8_tile_z): per row 8 vpackssdw + 8 vpdpwssd (the sub-block
+ * scales), the mins (4 vpmaddwd, 3 vpaddd) and the float epilogue (2 cvt,
+ * 2 mul, 2 fma); per superblock its scales unpacked (about 40 logic ops).
+ * Q6_K (q6_K_x8_tile_z): per row 16 vpmulld + 16 vpaddd (16-element
+ * sub-blocks), the offset (8 vpmaddwd, 8 vpaddd, a shift and a sub) and
+ * the epilogue (cvt, mul, fma); per superblock 16 scale extractions (a
+ * shift pair each) and 8 inserts. */
+#define DP8     DP(0) DP(1) DP(2) DP(3) DP(4) DP(5) DP(6) DP(7)
+#define DP64    DP8 DP8 DP8 DP8 DP8 DP8 DP8 DP8
+#define DP256   DP64 DP64 DP64 DP64
+#define X4(X)   X(12) X(13) X(14) X(15)
+#define X2(X)   X(16) X(17)
+#define LOGIC40 X24(I_AND) X8(I_AND) X8(I_AND)
+#define Q4_ROW                                                                                     \
+    X8(I_PACK) X8(I_DPWSSD) X4(I_MADDWD) X2(I_ADDD) I_ADDD(12) X2(I_CVT) X2(I_MULPS) X2(I_FMA)
+#define Q6_ROW                                                                                     \
+    X8(I_MULLD)                                                                                    \
+    X8(I_MULLD)                                                                                    \
+    X8(I_ADDD) X8(I_ADDD) X8(I_MADDWD) X8(I_ADDD) I_AND(14) I_ADDD(15) I_CVT(16) I_MULPS(17)       \
+        I_FMA(12)
+#define Q6_SB X24(I_AND) X8(I_AND) INS8
+static void q4_K_superblock(long n) {
+    LOOP(DP256 Q4_ROW Q4_ROW Q4_ROW Q4_ROW LOGIC40);
+}
+static void q6_K_superblock(long n) {
+    LOOP(DP256 Q6_ROW Q6_ROW Q6_ROW Q6_ROW Q6_SB);
+}
+
 /* Best ns per step of 5 rounds (another process can only slow one). */
 static double ns_per_step(void (*fn)(long), long steps) {
     double best = 1e30;
@@ -147,10 +217,20 @@ int main(int argc, char **argv) {
         {"+ the block epilogue (12 cvt, 12 mul, 12 fma)", dp_epilogue, 96},
         {"+ the pair inserts (24)", dp_inserts, 96},
         {"+ both: the tile's vector work", dp_tile_mix, 96},
-        {"Q4_K tile: + 12 vpmulld, 12 vpaddd, epilogue", dp_q4_K, 96},
-        {"Q6_K tile: + 24 vpmulld, 24 vpaddd, epilogue", dp_q6_K, 96},
-        {"Q4_K tile as it runs: its loads, broadcasts", q4_K_one_pair, 96},
+        {"Q4_K vpmulld tile with its loads, broadcasts", q4_K_one_pair, 96},
         {"the same over two pairs: a broadcast per 2", q4_K_two_pairs, 192},
+        {"beside 24 vpmulld", with_mulld, 96},
+        {"beside 24 vpmaddwd", with_maddwd, 96},
+        {"beside 24 vpdpwssd", with_dpwssd, 96},
+        {"beside 24 vfmadd231ps", with_fma, 96},
+        {"beside 24 vmulps", with_mulps, 96},
+        {"beside 24 vpaddd", with_addd, 96},
+        {"beside 24 vcvtdq2ps", with_cvt, 96},
+        {"beside 24 vpandd", with_and, 96},
+        {"beside 24 vpackssdw", with_pack, 96},
+        {"beside 24 vpshufd", with_shuf, 96},
+        {"Q4_K superblock now (16 x 4, registers)", q4_K_superblock, 256},
+        {"Q6_K superblock now (16 x 4, registers)", q6_K_superblock, 256},
     };
     double base = 0;
     printf("one thread, 96 vpdpbusd zmm a step (6144 int8 mul-adds)\n");
