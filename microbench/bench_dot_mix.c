@@ -127,36 +127,20 @@ static void q4_K_two_pairs(long n) {
 #define I_AND(r)    "vpandd %%zmm22, %%zmm23, %%zmm" #r "\n\t"
 #define I_PACK(r)   "vpackssdw %%zmm22, %%zmm23, %%zmm" #r "\n\t"
 #define I_SHUF(r)   "vpshufd $0x55, %%zmm22, %%zmm" #r "\n\t"
-static void with_mulld(long n) {
-    LOOP(DP96 X24(I_MULLD));
-}
-static void with_maddwd(long n) {
-    LOOP(DP96 X24(I_MADDWD));
-}
-static void with_dpwssd(long n) {
-    LOOP(DP96 X24(I_DPWSSD));
-}
-static void with_fma(long n) {
-    LOOP(DP96 X24(I_FMA));
-}
-static void with_mulps(long n) {
-    LOOP(DP96 X24(I_MULPS));
-}
-static void with_addd(long n) {
-    LOOP(DP96 X24(I_ADDD));
-}
-static void with_cvt(long n) {
-    LOOP(DP96 X24(I_CVT));
-}
-static void with_and(long n) {
-    LOOP(DP96 X24(I_AND));
-}
-static void with_pack(long n) {
-    LOOP(DP96 X24(I_PACK));
-}
-static void with_shuf(long n) {
-    LOOP(DP96 X24(I_SHUF));
-}
+#define WITH(name, I)                                                                              \
+    static void with_##name(long n) {                                                              \
+        LOOP(DP96 X24(I));                                                                         \
+    }
+WITH(mulld, I_MULLD)
+WITH(maddwd, I_MADDWD)
+WITH(dpwssd, I_DPWSSD)
+WITH(fma, I_FMA)
+WITH(mulps, I_MULPS)
+WITH(addd, I_ADDD)
+WITH(cvt, I_CVT)
+WITH(and, I_AND)
+WITH(pack, I_PACK)
+WITH(shuf, I_SHUF)
 
 /* A superblock of the unpacked K-quant tiles, 16 weight rows x 4
  * activation rows (256 vpdpbusd over 8 chains), with their other vector
@@ -176,12 +160,9 @@ static void with_shuf(long n) {
 #define LOGIC40 X24(I_AND) X8(I_AND) X8(I_AND)
 #define Q4_ROW                                                                                     \
     X8(I_PACK) X8(I_DPWSSD) X4(I_MADDWD) X2(I_ADDD) I_ADDD(12) X2(I_CVT) X2(I_MULPS) X2(I_FMA)
-#define Q6_ROW                                                                                     \
-    X8(I_MULLD)                                                                                    \
-    X8(I_MULLD)                                                                                    \
-    X8(I_ADDD) X8(I_ADDD) X8(I_MADDWD) X8(I_ADDD) I_AND(14) I_ADDD(15) I_CVT(16) I_MULPS(17)       \
-        I_FMA(12)
-#define Q6_SB X24(I_AND) X8(I_AND) INS8
+#define Q6_TAIL I_AND(14) I_ADDD(15) I_CVT(16) I_MULPS(17) I_FMA(12)
+#define Q6_ROW  X8(I_MULLD) X8(I_MULLD) X8(I_ADDD) X8(I_ADDD) X8(I_MADDWD) X8(I_ADDD) Q6_TAIL
+#define Q6_SB   X24(I_AND) X8(I_AND) INS8
 static void q4_K_superblock(long n) {
     LOOP(DP256 Q4_ROW Q4_ROW Q4_ROW Q4_ROW LOGIC40);
 }
