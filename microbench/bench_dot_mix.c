@@ -7,10 +7,11 @@
  * the reference keep) and the 24 inserts that build pair vectors from two
  * groups. Registers only, no memory, so the figures are the ceiling of the
  * mix, not of the caches. Read bench_kernels' q8_0r figure against the
- * last line: the tile's gap to it is loads, broadcasts and the loop.
- * First, which instructions take vpdpbusd's execution units: 96 vpdpbusd
- * beside 24 of another, independent instruction; one that slows the step
- * by 24/96 shares vpdpbusd's units, one that does not runs beside it (on
+ * fourth line ("+ both"): the tile's gap to it is loads, broadcasts and the
+ * loop. Two memory loops follow (the Q4_K tile before its sums were
+ * paired). Then which instructions take vpdpbusd's execution units: 96
+ * vpdpbusd beside 24 of another, independent instruction; one that slows
+ * the step by 24/96 shares vpdpbusd's units, one that does not runs beside it (on
  * the Zen 5: vpmulld, vpmaddwd, vpdpwssd and FMAs share; vpaddd, cvt,
  * logic and shuffles run beside). The K-quant tiles as they are now
  * (kquant_x8_zmm.h) come last, a superblock of 16 weight rows by 4
@@ -46,7 +47,7 @@ static double now_s(void) {
 #define INS(r) "vinserti64x4 $1, %%ymm25, %%zmm26, %%zmm" #r "\n\t"
 #define INS8   INS(18) INS(19) INS(18) INS(19) INS(18) INS(19) INS(18) INS(19)
 #define INS24  INS8 INS8 INS8
-/* The K-quant mixes below: a vpmulld into a register. */
+/* The older Q4_K loops' scale step: a vpmulld in place. */
 #define MUL(r) "vpmulld %%zmm22, %%zmm" #r ", %%zmm" #r "\n\t"
 #define CLOBBERS                                                                                   \
     "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",       \
@@ -214,7 +215,7 @@ int main(int argc, char **argv) {
         {"Q6_K superblock now (16 x 4, registers)", q6_K_superblock, 256},
     };
     double base = 0;
-    printf("one thread, 96 vpdpbusd zmm a step (6144 int8 mul-adds)\n");
+    printf("one thread; ns per 96 vpdpbusd zmm (6144 int8 mul-adds) of each loop\n");
     for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++) {
         const double ns = ns_per_step(mixes[i].fn, steps) * 96 / mixes[i].dp;
         if (i == 0) base = ns;
